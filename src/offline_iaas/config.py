@@ -1,0 +1,381 @@
+"""Campaign configuration: one TOML file, validated on load.
+
+Each section of the file is a dataclass below; every field is a key of that section. Unknown
+sections or keys, wrong types and impossible values raise ``ConfigError`` naming the key and
+the file. Relative paths are taken relative to the directory of the config file.
+
+Overrides (``--set section.key=value``) are applied before validation; the value is parsed as
+TOML (``4``, ``1.5``, ``"x"``, ``["a", "b"]``), falling back to a plain string.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from offline_iaas.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the frames are and what to read from them."""
+
+    frames: Path
+    """A directory of ``.gwf`` files, or a LAL/FFL cache file listing them."""
+    channels: tuple[str, ...]
+    """Strain channels, one per interferometer (``H1:...``, ``L1:...``), in model input order."""
+    start: float
+    """GPS start of the analysis span."""
+    duration: float
+    """Length of the analysis span in seconds."""
+    sample_rate: float
+    """Model sample rate in Hz; every channel is resampled to it."""
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    """Parameters of ``offline-iaas synth`` (the synthetic dataset)."""
+
+    description: str = "SYNTH"
+    file_duration: float = 64.0
+    frame_sample_rate: float = 2048.0
+    witnesses: int = 2
+    witness_coupling: float = 0.5
+    line_frequency: float = 60.0
+    injections: int = 4
+    injection_snr: float = 20.0
+    seed: int = 1234
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The exported ensemble and how clients feed it."""
+
+    repository: Path
+    """Triton model repository written by ``offline-iaas export``."""
+    name: str = "offline-iaas"
+    """Name of the ensemble model that clients call."""
+    kernel_seconds: float = 1.0
+    """Length of one input window."""
+    inference_rate: float = 4.0
+    """Windows per second of data (Hz); the stride is ``1 / inference_rate``."""
+    batch_size: int = 32
+    """Windows per request; a request carries ``batch_size * stride`` new samples per channel."""
+    input_scale: float = 1e21
+    """Factor baked into the network's input (strain is ~1e-21)."""
+    seed: int = 0
+    """Seed for the network's initial weights when no weight file is given."""
+
+
+@dataclass(frozen=True)
+class LayoutConfig:
+    """How the campaign is split: ``servers * clients_per_server`` client segments."""
+
+    servers: int = 1
+    clients_per_server: int = 1
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """The inference server nodes."""
+
+    runtime: str = "native"
+    """``native``: the tritonserver on PATH, else the one in the nvidia-pytriton wheel."""
+    instances: int = 1
+    """Model instances of the network per server."""
+    bind: str = "127.0.0.1"
+    """Address the server listens on (``0.0.0.0`` on a cluster)."""
+    ready_timeout_seconds: float = 180.0
+    sequence_idle_seconds: float = 60.0
+    """Triton's ``max_sequence_idle_microseconds``, in seconds."""
+    exit_timeout_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """The client nodes."""
+
+    in_flight: int = 8
+    """Requests in flight on the stream."""
+    server_wait_seconds: float = 300.0
+    """How long a client waits for its server's address file."""
+    request_timeout_seconds: float = 120.0
+    """How long a client waits for the next response before failing."""
+    chunk_seconds: float = 64.0
+    """Data read from frames at a time (bounds the client's memory)."""
+
+
+@dataclass(frozen=True)
+class WorkflowConfig:
+    """The DAG and its local executor."""
+
+    retries: int = 2
+    """DAGMan ``RETRY`` count of each client node."""
+    max_parallel_clients: int = 0
+    """Client nodes run at once (DAGMan ``MAXJOBS``); 0 means all."""
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    """A whole campaign: every section of the TOML file."""
+
+    data: DataConfig
+    model: ModelConfig
+    layout: LayoutConfig = field(default_factory=LayoutConfig)
+    server: ServerConfig = field(default_factory=ServerConfig)
+    client: ClientConfig = field(default_factory=ClientConfig)
+    workflow: WorkflowConfig = field(default_factory=WorkflowConfig)
+    synth: SynthConfig = field(default_factory=SynthConfig)
+    source: Path | None = None
+    """The file it was loaded from (not a TOML key)."""
+
+    # ---- derived quantities, in samples at the model rate -----------------------------
+    @property
+    def stride_samples(self) -> int:
+        return round(self.data.sample_rate / self.model.inference_rate)
+
+    @property
+    def kernel_samples(self) -> int:
+        return round(self.model.kernel_seconds * self.data.sample_rate)
+
+    @property
+    def warmup_windows(self) -> int:
+        """Windows a stream discards before its state is filled with real data."""
+        return -(-self.kernel_samples // self.stride_samples) - 1
+
+    @property
+    def total_windows(self) -> int:
+        """Windows over the whole span (a trailing part shorter than one stride is unused)."""
+        return int(round(self.data.duration * self.data.sample_rate)) // self.stride_samples
+
+    def to_dict(self) -> dict[str, Any]:
+        """The configuration as TOML-ready plain data (paths as strings)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "source":
+                continue
+            section = getattr(self, f.name)
+            out[f.name] = {k: _plain(v) for k, v in dataclasses.asdict(section).items()}
+        return out
+
+    def config_hash(self) -> str:
+        """Hash of everything that determines the campaign's output."""
+        text = json.dumps(self.to_dict(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+SECTIONS: dict[str, type] = {
+    "data": DataConfig,
+    "model": ModelConfig,
+    "layout": LayoutConfig,
+    "server": ServerConfig,
+    "client": ClientConfig,
+    "workflow": WorkflowConfig,
+    "synth": SynthConfig,
+}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """Split ``section.key=value`` into its parts, parsing the value as TOML."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise ConfigError(f"override {text!r} is not of the form section.key=value")
+    dotted, raw = text.split("=", 1)
+    section, key = dotted.strip().split(".", 1)
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return section, key.strip(), value
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> CampaignConfig:
+    """Load, override and validate a campaign config file.
+
+    Parameters
+    ----------
+    path
+        The TOML file.
+    overrides
+        ``section.key=value`` strings applied on top of the file.
+    """
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    for text in overrides:
+        section, key, value = parse_override(text)
+        raw.setdefault(section, {})
+        if not isinstance(raw[section], dict):
+            raise ConfigError(f"{path}: override {text!r}: [{section}] is not a section")
+        raw[section][key] = value
+    return config_from_dict(raw, path)
+
+
+def config_from_dict(raw: dict[str, Any], path: Path) -> CampaignConfig:
+    """Validate plain data (as read from TOML) into a ``CampaignConfig``."""
+    unknown = sorted(set(raw) - set(SECTIONS))
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown section [{unknown[0]}] (known: {', '.join(SECTIONS)})"
+        )
+    base = path.parent.resolve()
+    sections = {}
+    for name, cls in SECTIONS.items():
+        values = raw.get(name, {})
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: {name} must be a section [{name}]")
+        sections[name] = _build_section(cls, name, values, path, base)
+    config = CampaignConfig(**sections, source=path.resolve())
+    _check(config, path)
+    return config
+
+
+def _build_section(cls: type, name: str, values: dict, path: Path, base: Path) -> Any:
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    for key in values:
+        if key not in known:
+            raise ConfigError(
+                f"{path}: unknown key '{name}.{key}' (known in [{name}]: {', '.join(known)})"
+            )
+    kwargs = {}
+    for key, f in known.items():
+        if key not in values:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"{path}: missing required key '{name}.{key}'")
+            continue
+        kwargs[key] = _coerce(values[key], hints[key], f"{name}.{key}", path, base)
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, hint: Any, key: str, path: Path, base: Path) -> Any:
+    def bad(expected: str) -> ConfigError:
+        return ConfigError(f"{path}: '{key}' must be {expected}, got {value!r}")
+
+    if hint is Path:
+        if not isinstance(value, str) or not value:
+            raise bad("a path string")
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else (base / p)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("an integer")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise bad("a number")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise bad("a string")
+        return value
+    if typing.get_origin(hint) is tuple or isinstance(hint, types.GenericAlias):
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise bad("a list of strings")
+        return tuple(value)
+    raise TypeError(f"unsupported config type {hint!r} for {key}")  # programming error
+
+
+def _check(c: CampaignConfig, path: Path) -> None:
+    def fail(key: str, why: str) -> None:
+        raise ConfigError(f"{path}: '{key}' {why}")
+
+    if c.data.duration <= 0:
+        fail("data.duration", f"must be positive, got {c.data.duration}")
+    if c.data.sample_rate <= 0:
+        fail("data.sample_rate", f"must be positive, got {c.data.sample_rate}")
+    if not c.data.channels:
+        fail("data.channels", "must name at least one channel")
+    for ch in c.data.channels:
+        if ":" not in ch:
+            fail("data.channels", f"entry {ch!r} is not of the form IFO:NAME")
+    if len(set(c.data.channels)) != len(c.data.channels):
+        fail("data.channels", "lists a channel twice")
+    if c.model.inference_rate <= 0:
+        fail("model.inference_rate", f"must be positive, got {c.model.inference_rate}")
+    stride = c.data.sample_rate / c.model.inference_rate
+    if abs(stride - round(stride)) > 1e-9:
+        fail(
+            "model.inference_rate",
+            f"({c.model.inference_rate} Hz) must divide data.sample_rate "
+            f"({c.data.sample_rate} Hz) into a whole number of samples",
+        )
+    kernel = c.model.kernel_seconds * c.data.sample_rate
+    if c.model.kernel_seconds <= 0 or abs(kernel - round(kernel)) > 1e-9:
+        fail("model.kernel_seconds", "must be a positive whole number of samples")
+    if c.kernel_samples < c.stride_samples:
+        fail(
+            "model.kernel_seconds",
+            f"({c.model.kernel_seconds} s) must not be shorter than the stride "
+            f"({1 / c.model.inference_rate} s)",
+        )
+    if c.model.batch_size < 1:
+        fail("model.batch_size", f"must be at least 1, got {c.model.batch_size}")
+    if c.layout.servers < 1:
+        fail("layout.servers", f"must be at least 1, got {c.layout.servers}")
+    if c.layout.clients_per_server < 1:
+        fail("layout.clients_per_server", f"must be at least 1, got {c.layout.clients_per_server}")
+    clients = c.layout.servers * c.layout.clients_per_server
+    if c.total_windows < clients:
+        fail(
+            "data.duration",
+            f"({c.data.duration} s) holds {c.total_windows} windows, fewer than the "
+            f"{clients} client segments of the layout",
+        )
+    if c.server.runtime not in ("native",):
+        fail("server.runtime", f"must be 'native', got {c.server.runtime!r}")
+    if c.server.instances < 1:
+        fail("server.instances", f"must be at least 1, got {c.server.instances}")
+    if c.client.in_flight < 1:
+        fail("client.in_flight", f"must be at least 1, got {c.client.in_flight}")
+    if c.client.chunk_seconds <= 0:
+        fail("client.chunk_seconds", "must be positive")
+    if c.workflow.retries < 0:
+        fail("workflow.retries", "must not be negative")
+    if c.workflow.max_parallel_clients < 0:
+        fail("workflow.max_parallel_clients", "must not be negative")
+    if c.synth.file_duration <= 0:
+        fail("synth.file_duration", "must be positive")
+
+
+def write_config(config: CampaignConfig, path: Path) -> None:
+    """Write the resolved configuration as TOML (paths absolute)."""
+    lines = []
+    for section, values in config.to_dict().items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
+    path.write_text("\n".join(lines))
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))
