@@ -1,0 +1,155 @@
+"""The ``offline-iaas`` command line. Error types map to exit codes here, and only here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from offline_iaas import __version__
+from offline_iaas.errors import OfflineIaasError
+
+EXIT_INTERRUPTED = 130
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def _config(args: argparse.Namespace):
+    from offline_iaas.config import load_config
+
+    return load_config(args.config, args.set)
+
+
+def cmd_synth(args: argparse.Namespace) -> None:
+    from offline_iaas.data.synth import write_synthetic_dataset
+
+    summary = write_synthetic_dataset(_config(args), args.out)
+    log(f"synth: wrote {len(summary['files'])} frame files to {summary['directory']}")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from offline_iaas.repository.export import export_repository, read_manifest
+
+    repo = export_repository(_config(args), args.weights)
+    log(f"export: {repo} (classifier version {read_manifest(repo)['classifier_version']})")
+
+
+def cmd_make_dag(args: argparse.Namespace) -> None:
+    from offline_iaas.workflow.make_dag import make_dag
+
+    config = _config(args)
+    segments = make_dag(config, args.out)
+    log(f"make-dag: {args.out.resolve() / 'offline.dag'}")
+    for seg in segments:
+        log(
+            f"  {seg.node}: {seg.server}, sequence {seg.sequence_id}, GPS "
+            f"{seg.gps_start:.3f}-{seg.gps_end:.3f} ({seg.gps_end - seg.gps_start:.1f} s, "
+            f"{seg.warmup_windows} warm-up windows)"
+        )
+
+
+def cmd_run_local(args: argparse.Namespace) -> None:
+    from offline_iaas.workflow.local import run_local
+
+    run_local(args.run_dir, log=log)
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    from offline_iaas.serve.node import serve
+
+    serve(args.run_dir, args.node, log=log)
+
+
+def cmd_client(args: argparse.Namespace) -> None:
+    from offline_iaas.client.stream import run_client
+
+    run_client(args.run_dir, args.node, log=log)
+
+
+def cmd_merge(args: argparse.Namespace) -> None:
+    from offline_iaas.merge.merge import merge
+
+    merge(args.run_dir, log=log)
+
+
+def cmd_reference(args: argparse.Namespace) -> None:
+    from offline_iaas.reference import run_reference
+
+    path, wall = run_reference(_config(args), args.out)
+    log(f"reference: {path} in {wall:.1f} s")
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from offline_iaas.demo import run_demo
+
+    run_demo(args.workdir, args.config, args.set, log=log)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="offline-iaas",
+        description="Offline reprocessing of GW data with models served by Triton.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, func: Callable, help_text: str, config: bool = True):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if config:
+            p.add_argument("config", type=Path, help="campaign config (TOML)")
+            _add_set(p)
+        p.set_defaults(func=func)
+        return p
+
+    p = command("synth", cmd_synth, "write a synthetic GWF dataset and its LAL cache")
+    p.add_argument("--out", type=Path, help="directory (default: data.frames)")
+    p = command("export", cmd_export, "build the Triton model repository (model.repository)")
+    p.add_argument("--weights", type=Path, help="classifier state_dict (default: seeded init)")
+    p = command("make-dag", cmd_make_dag, "plan the segments and write the run directory")
+    p.add_argument("--out", type=Path, required=True, help="run directory")
+    p = command("run-local", cmd_run_local, "execute a run directory's DAG here", config=False)
+    p.add_argument("run_dir", type=Path)
+    for name, func, text in (
+        ("serve", cmd_serve, "server node: run tritonserver and publish its address"),
+        ("client", cmd_client, "client node: stream one segment to its server"),
+    ):
+        p = command(name, func, text, config=False)
+        p.add_argument("--run-dir", type=Path, required=True)
+        p.add_argument("--node", required=True)
+    p = command("merge", cmd_merge, "merge node: check and stitch the parts", config=False)
+    p.add_argument("--run-dir", type=Path, required=True)
+    p = command("reference", cmd_reference, "run the whole span in one process (the oracle)")
+    p.add_argument("--out", type=Path, required=True, help="output HDF5 file")
+    p = command("demo", cmd_demo, "synth, export, make-dag, run-local, reference, compare",
+                config=False)
+    p.add_argument("--workdir", type=Path, default=Path("demo-work"))
+    p.add_argument("--config", type=Path, help="campaign config (default: the packaged demo)")
+    _add_set(p)
+    return parser
+
+
+def _add_set(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+        help="override a config value (repeatable)",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except OfflineIaasError as err:
+        print(f"offline-iaas {args.command}: error: {err}", file=sys.stderr, flush=True)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print(f"offline-iaas {args.command}: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

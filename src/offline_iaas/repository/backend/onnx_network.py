@@ -1,0 +1,50 @@
+"""Runs an exported ONNX network with onnxruntime inside Triton's python backend.
+
+Copied verbatim into the model repository as ``<network>/<version>/model.py`` beside
+``model.onnx``. Requests carry ``[1, n, ...]`` (the ensemble's batch of one); the network sees
+``[n, ...]``. The graph's input and output names are the Triton tensor names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+
+class TritonPythonModel:
+    """One onnxruntime session per model instance."""
+
+    def initialize(self, args: dict) -> None:
+        import onnxruntime
+        import triton_python_backend_utils as pb_utils
+
+        self.pb = pb_utils
+        config = json.loads(args["model_config"])
+        params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = int(params.get("intra_op_threads", "1"))
+        options.inter_op_num_threads = 1
+        path = os.path.join(args["model_repository"], args["model_version"], "model.onnx")
+        self.session = onnxruntime.InferenceSession(
+            path, options, providers=["CPUExecutionProvider"]
+        )
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.output_names = [o.name for o in self.session.get_outputs()]
+
+    def execute(self, requests: list) -> list:
+        pb = self.pb
+        responses = []
+        for request in requests:
+            feeds = {
+                name: pb.get_input_tensor_by_name(request, name).as_numpy()[0]
+                for name in self.input_names
+            }
+            outputs = self.session.run(self.output_names, feeds)
+            tensors = [
+                pb.Tensor(name, np.ascontiguousarray(value[None]))
+                for name, value in zip(self.output_names, outputs, strict=True)
+            ]
+            responses.append(pb.InferenceResponse(tensors))
+        return responses

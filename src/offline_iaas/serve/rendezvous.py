@@ -1,0 +1,89 @@
+"""Server addresses published in the run directory: ``servers/<node>.json``.
+
+A server writes its file atomically once every model is ready and removes it when it stops.
+Each start of a server node gets a new ``epoch`` (one more than the last one published), so a
+client can tell a restarted server from the one it was streaming to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from offline_iaas.errors import ServerError
+
+
+@dataclass(frozen=True)
+class ServerAddress:
+    node: str
+    host: str
+    grpc_port: int
+    http_port: int
+    metrics_port: int
+    epoch: int
+    pid: int
+
+    @property
+    def grpc_url(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
+
+
+def address_path(run_dir: Path, node: str) -> Path:
+    return run_dir / "servers" / f"{node}.json"
+
+
+def epoch_path(run_dir: Path, node: str) -> Path:
+    return run_dir / "servers" / f"{node}.epoch"
+
+
+def next_epoch(run_dir: Path, node: str) -> int:
+    """Claim the next epoch of a server node (kept after the address file is removed)."""
+    path = epoch_path(run_dir, node)
+    previous = int(path.read_text()) if path.exists() else 0
+    _atomic_write(path, str(previous + 1))
+    return previous + 1
+
+
+def publish_address(run_dir: Path, address: ServerAddress) -> None:
+    _atomic_write(address_path(run_dir, address.node), json.dumps(asdict(address)))
+
+
+def remove_address(run_dir: Path, node: str, epoch: int) -> None:
+    """Remove the address file if it is still the one of ``epoch``."""
+    current = read_address(run_dir, node)
+    if current is not None and current.epoch == epoch:
+        address_path(run_dir, node).unlink(missing_ok=True)
+
+
+def read_address(run_dir: Path, node: str) -> ServerAddress | None:
+    try:
+        return ServerAddress(**json.loads(address_path(run_dir, node).read_text()))
+    except (FileNotFoundError, json.JSONDecodeError, TypeError):
+        return None
+
+
+def wait_for_address(
+    run_dir: Path, node: str, timeout_seconds: float, poll_seconds: float = 0.5
+) -> ServerAddress:
+    """Poll until the server node has published its address; ServerError after the timeout."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        address = read_address(run_dir, node)
+        if address is not None:
+            return address
+        if time.monotonic() > deadline:
+            raise ServerError(
+                f"server {node} published no address in {address_path(run_dir, node)} "
+                f"within {timeout_seconds:.0f} s (see {run_dir}/logs/{node}.err)"
+            )
+        time.sleep(poll_seconds)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

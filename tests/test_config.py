@@ -1,0 +1,75 @@
+from pathlib import Path
+
+import pytest
+
+from offline_iaas.config import load_config, parse_override, write_config
+from offline_iaas.errors import ConfigError
+
+
+def test_loads_with_defaults_and_resolves_paths(small_config_file: Path) -> None:
+    config = load_config(small_config_file)
+    assert config.data.frames == small_config_file.parent / "frames"
+    assert config.stride_samples == 64
+    assert config.kernel_samples == 256
+    assert config.warmup_windows == 3
+    assert config.total_windows == 256
+    assert config.server.runtime == "native"
+
+
+def test_overrides_are_parsed_as_toml(small_config_file: Path) -> None:
+    config = load_config(
+        small_config_file,
+        ["layout.servers=3", "model.kernel_seconds=2", 'data.channels=["H1:A"]', "model.name=x"],
+    )
+    assert config.layout.servers == 3
+    assert config.model.kernel_seconds == 2.0
+    assert config.data.channels == ("H1:A",)
+    assert config.model.name == "x"
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("data.colour=1", "unknown key 'data.colour'"),
+        ("layout.servers=0", "'layout.servers' must be at least 1"),
+        ("data.duration=-4", "'data.duration' must be positive"),
+        ("model.batch_size=1.5", "'model.batch_size' must be an integer"),
+        ("model.inference_rate=3", "'model.inference_rate' (3.0 Hz) must divide"),
+        ("model.kernel_seconds=0.125", "must not be shorter than the stride"),
+        ("model.kernel_seconds=0.1", "must be a positive whole number of samples"),
+        ('data.channels=["H1"]', "not of the form IFO:NAME"),
+        ("nosuch.key=1", "unknown section [nosuch]"),
+        ("servers=2", "not of the form section.key=value"),
+    ],
+)
+def test_bad_values_name_the_key_and_file(
+    small_config_file: Path, override: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(small_config_file, [override])
+    assert message in str(err.value)
+    if "section.key" not in message:
+        assert str(small_config_file) in str(err.value)
+
+
+def test_missing_file_and_bad_toml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[data\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+
+
+def test_written_config_reloads_identically(small_config_file: Path, tmp_path: Path) -> None:
+    config = load_config(small_config_file, ["layout.servers=2"])
+    out = tmp_path / "sub" / "resolved.toml"
+    out.parent.mkdir()
+    write_config(config, out)
+    again = load_config(out)
+    assert again.to_dict() == config.to_dict()
+    assert again.config_hash() == config.config_hash()
+
+
+def test_parse_override_keeps_plain_strings() -> None:
+    assert parse_override("data.frames=/a/b c") == ("data", "frames", "/a/b c")

@@ -1,0 +1,48 @@
+from pathlib import Path
+
+import pytest
+
+from offline_iaas.config import load_config
+from offline_iaas.errors import ModelError
+from offline_iaas.repository import model_configs as mcfg
+from offline_iaas.repository.export import (
+    check_repository,
+    classifier_onnx_path,
+    ensemble_shape,
+    export_repository,
+)
+
+
+def test_configs_round_trip_through_triton_model_config(small_config_file: Path) -> None:
+    shape = ensemble_shape(load_config(small_config_file))
+    for config in (
+        mcfg.snapshotter_config(shape),
+        mcfg.classifier_config(shape),
+        mcfg.ensemble_config("ens", shape),
+    ):
+        assert mcfg.parse_pbtxt(mcfg.to_pbtxt(config)) == config
+    snap = mcfg.snapshotter_config(shape)
+    assert snap.sequence_batching.HasField("direct")
+    assert [c.name for c in snap.sequence_batching.control_input] == ["START", "END", "CORRID"]
+    assert snap.max_batch_size >= 2  # both clients of a server stream at once
+    ens = mcfg.ensemble_config("ens", shape)
+    assert [s.model_name for s in ens.ensemble_scheduling.step] == ["snapshotter", "classifier"]
+
+
+def test_export_writes_a_versioned_repository(small_config_file: Path) -> None:
+    pytest.importorskip("torch")
+    config = load_config(small_config_file)
+    repo = export_repository(config)
+    for model in ("snapshotter", "classifier", config.model.name):
+        text = (repo / model / "config.pbtxt").read_text()
+        assert mcfg.parse_pbtxt(text).name == model
+    assert classifier_onnx_path(repo).parent.name == "1"
+    export_repository(config)
+    assert classifier_onnx_path(repo).parent.name == "2"
+    assert (repo / "classifier" / "1" / "model.onnx").exists()
+    check_repository(config)
+    other = load_config(small_config_file, ["model.kernel_seconds=2"])
+    with pytest.raises(ModelError, match="exported for"):
+        check_repository(other)
+    with pytest.raises(ModelError, match="exported for"):
+        export_repository(other)
