@@ -13,13 +13,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import tomllib
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from offline_iaas.errors import ConfigError
 
