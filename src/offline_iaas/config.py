@@ -306,6 +306,13 @@ def _check(c: CampaignConfig, path: Path) -> None:
         fail("data.duration", f"must be positive, got {c.data.duration}")
     if c.data.sample_rate <= 0:
         fail("data.sample_rate", f"must be positive, got {c.data.sample_rate}")
+    samples = c.data.duration * c.data.sample_rate
+    if abs(samples - round(samples)) > 1e-6:
+        fail(
+            "data.duration",
+            f"({c.data.duration} s) must be a whole number of samples at data.sample_rate "
+            f"({c.data.sample_rate} Hz)",
+        )
     if not c.data.channels:
         fail("data.channels", "must name at least one channel")
     for ch in c.data.channels:

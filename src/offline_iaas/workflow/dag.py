@@ -1,0 +1,353 @@
+"""The campaign DAG: write ``offline.dag`` and read it back (pure logic, no I/O).
+
+``dag_text`` writes the DAGMan input file of a campaign: one SERVICE node per server, one JOB
+per client (retried, throttled by a category), a merge JOB child of every client, and a node
+status file. ``parse_dag`` reads the subset of the DAGMan language that the local executor
+can run, and rejects everything else with the line it is on.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from offline_iaas.errors import RunError
+from offline_iaas.workflow.plan import ClientSegment
+
+CLIENT_CATEGORY = "clients"
+"""DAGMan category of the client nodes (throttled by ``MAXJOBS``)."""
+
+MERGE_NODE = "merge"
+STATUS_FILE = "offline.status"
+STATUS_INTERVAL_SECONDS = 30
+
+NODE_KINDS: tuple[str, ...] = ("SERVICE", "JOB", "FINAL")
+_RESERVED = {"PARENT", "CHILD", "ALL_NODES"}
+_VAR_NAME = re.compile(r"[A-Za-z0-9_.+]+")
+
+
+@dataclass
+class DagNode:
+    """One node of a DAG file."""
+
+    name: str
+    kind: str
+    """``SERVICE``, ``JOB`` or ``FINAL``."""
+    submit: str
+    """Submit file, relative to the DAG file's directory unless absolute."""
+    variables: dict[str, str] = field(default_factory=dict)
+    """Its ``VARS`` (macro name as written to value)."""
+    retries: int = 0
+    parents: set[str] = field(default_factory=set)
+    category: str | None = None
+    unless_exit: int | None = None
+    """``RETRY ... UNLESS-EXIT v``: an exit code that is never retried."""
+    line: int = 0
+    """Line of the file that defined the node."""
+
+
+@dataclass
+class Dag:
+    """A parsed DAG file."""
+
+    nodes: dict[str, DagNode] = field(default_factory=dict)
+    """Nodes in the order the file defines them."""
+    maxjobs: dict[str, int] = field(default_factory=dict)
+    """Category to the most nodes of it that run at once."""
+    node_status_file: str | None = None
+
+    def children(self, name: str) -> list[str]:
+        """Nodes that name ``name`` as a parent, in file order."""
+        return [n.name for n in self.nodes.values() if name in n.parents]
+
+    def descendants(self, name: str) -> set[str]:
+        """Every node below ``name`` (children, their children, ...)."""
+        found: set[str] = set()
+        todo = self.children(name)
+        while todo:
+            child = todo.pop()
+            if child not in found:
+                found.add(child)
+                todo.extend(self.children(child))
+        return found
+
+
+# ---- writing ------------------------------------------------------------------------------
+def _quote_var(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def dag_text(
+    servers: list[str],
+    clients: list[ClientSegment],
+    retries: int,
+    max_parallel_clients: int,
+) -> str:
+    """The ``offline.dag`` of a campaign.
+
+    Parameters
+    ----------
+    servers
+        Server node names (SERVICE nodes, submit file ``server.sub``).
+    clients
+        The client segments (JOB nodes, submit file ``client.sub``).
+    retries
+        ``RETRY`` count of every client node.
+    max_parallel_clients
+        ``MAXJOBS`` of the client category; 0 means no limit.
+    """
+    if retries < 0 or max_parallel_clients < 0:
+        raise ValueError("retries and max_parallel_clients must not be negative")
+    unknown = sorted({c.server for c in clients} - set(servers))
+    if unknown:
+        raise ValueError(f"client segments name unknown servers: {', '.join(unknown)}")
+    lines = [
+        "# offline-iaas campaign DAG, written by `offline-iaas make-dag`.",
+        "#   on a cluster:   condor_submit_dag offline.dag",
+        "#   on this host:   offline-iaas run-local <this directory>",
+        "# Written by hand rather than with htcondor2.dags: that module has no SERVICE nodes and",
+        "# writes CATEGORY where MAXJOBS is meant.",
+        "",
+        "# Servers: SERVICE nodes, started with the DAG and removed once every other node is done.",
+    ]
+    for name in servers:
+        lines += [f"SERVICE {name} server.sub", f"VARS {name} node={_quote_var(name)}"]
+    lines += ["", "# Clients: one per segment, retried; a complete part is never redone."]
+    for seg in clients:
+        lines += [
+            f"JOB {seg.node} client.sub",
+            f"VARS {seg.node} node={_quote_var(seg.node)}",
+            f"RETRY {seg.node} {retries}",
+            f"CATEGORY {seg.node} {CLIENT_CATEGORY}",
+        ]
+    lines += [
+        "",
+        "# Merge: runs once every client is done.",
+        f"JOB {MERGE_NODE} merge.sub",
+        f"VARS {MERGE_NODE} node={_quote_var(MERGE_NODE)}",
+    ]
+    if clients:
+        lines.append(f"PARENT {' '.join(c.node for c in clients)} CHILD {MERGE_NODE}")
+    lines.append("")
+    if max_parallel_clients > 0:
+        lines.append(f"MAXJOBS {CLIENT_CATEGORY} {max_parallel_clients}")
+    lines.append(f"NODE_STATUS_FILE {STATUS_FILE} {STATUS_INTERVAL_SECONDS}")
+    return "\n".join(lines) + "\n"
+
+
+# ---- reading ------------------------------------------------------------------------------
+class _Line:
+    def __init__(self, source: str, number: int, text: str) -> None:
+        self.source, self.number, self.text = source, number, text
+
+    def error(self, why: str) -> RunError:
+        return RunError(f"{self.source} line {self.number}: {why}")
+
+
+def _tokens(line: _Line) -> list[str]:
+    try:
+        return shlex.split(line.text, comments=False, posix=True)
+    except ValueError as err:
+        raise line.error(f"cannot split the line into words: {err}") from None
+
+
+def _parse_vars(line: _Line, text: str) -> dict[str, str]:
+    """``name="value" ...`` (``\\"`` and ``\\\\`` escapes in values) to a dict."""
+    out: dict[str, str] = {}
+    pos = 0
+    while True:
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+        if pos == len(text):
+            break
+        match = _VAR_NAME.match(text, pos)
+        if not match:
+            raise line.error(f'expected name="value" in VARS, found {text[pos:]!r}')
+        name, pos = match.group(0), match.end()
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+        if pos == len(text) or text[pos] != "=":
+            raise line.error(f"VARS {name}: expected '=' after the name")
+        pos += 1
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+        if pos == len(text) or text[pos] != '"':
+            raise line.error(f'VARS {name}: the value must be in double quotes ({name}="...")')
+        pos += 1
+        value: list[str] = []
+        while True:
+            if pos == len(text):
+                raise line.error(f"VARS {name}: the value has no closing double quote")
+            char = text[pos]
+            if char == "\\" and pos + 1 < len(text) and text[pos + 1] in '"\\':
+                value.append(text[pos + 1])
+                pos += 2
+            elif char == '"':
+                pos += 1
+                break
+            else:
+                value.append(char)
+                pos += 1
+        if name.lower().startswith("queue"):
+            raise line.error(f"VARS: a macro name cannot begin with 'queue' ({name})")
+        out[name] = "".join(value)
+    if not out:
+        raise line.error('VARS needs at least one name="value" pair')
+    return out
+
+
+def _int(line: _Line, word: str, what: str, minimum: int | None = 0) -> int:
+    try:
+        value = int(word)
+    except ValueError:
+        raise line.error(f"{what} must be an integer, got {word!r}") from None
+    if minimum is not None and value < minimum:
+        raise line.error(f"{what} must be at least {minimum}, got {value}")
+    return value
+
+
+def parse_dag(text: str, source: str = "offline.dag") -> Dag:
+    """Read a DAG file.
+
+    Understands ``JOB`` (and its synonym ``NODE``), ``SERVICE``, ``FINAL``, ``VARS``,
+    ``RETRY n N [UNLESS-EXIT v]``, ``PARENT ... CHILD ...``, ``CATEGORY``, ``MAXJOBS``,
+    ``NODE_STATUS_FILE``, comments and blank lines; keywords in any case. As in DAGMan, a
+    node may be referred to before the line that defines it.
+
+    Parameters
+    ----------
+    text
+        The file's contents.
+    source
+        Name used in error messages.
+
+    Raises
+    ------
+    RunError
+        ``"<source> line N: ..."`` for a line it does not understand, an unknown node, or a
+        command DAGMan would refuse (RETRY or PARENT/CHILD on a SERVICE node, ...); a cycle
+        of PARENT/CHILD lines.
+    """
+    lines = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.strip()
+        if stripped and not stripped.startswith("#"):
+            lines.append(_Line(source, number, stripped))
+
+    dag = Dag()
+    # Pass 1: node definitions, so that other commands may name nodes defined further down.
+    later = []
+    for line in lines:
+        keyword = line.text.split(None, 1)[0].upper()
+        if keyword not in ("JOB", "NODE", "SERVICE", "FINAL"):
+            later.append(line)
+            continue
+        words = _tokens(line)
+        kind = "JOB" if keyword == "NODE" else keyword
+        if len(words) < 3:
+            raise line.error(f"{keyword} needs a node name and a submit file")
+        if len(words) > 3:
+            raise line.error(
+                f"{keyword} {words[1]}: unsupported options {' '.join(words[3:])!r} "
+                "(DIR, NOOP and DONE are not used by offline-iaas)"
+            )
+        name, submit = words[1], words[2]
+        if name.upper() in _RESERVED or "+" in name:
+            raise line.error(f"{name!r} cannot be a node name")
+        if name in dag.nodes:
+            raise line.error(f"node {name} is defined twice (first on line {dag.nodes[name].line})")
+        if kind == "FINAL" and any(n.kind == "FINAL" for n in dag.nodes.values()):
+            raise line.error("a DAG can have only one FINAL node")
+        dag.nodes[name] = DagNode(name=name, kind=kind, submit=submit, line=line.number)
+
+    def targets(line: _Line, name: str, command: str, kinds: Iterable[str]) -> list[DagNode]:
+        if name.upper() == "ALL_NODES":
+            # As in DAGMan, ALL_NODES never includes the FINAL node.
+            return [n for n in dag.nodes.values() if n.kind in kinds and n.kind != "FINAL"]
+        node = dag.nodes.get(name)
+        if node is None:
+            raise line.error(f"{command} names an unknown node {name!r}")
+        if node.kind not in kinds:
+            raise line.error(f"{command} cannot be used on the {node.kind} node {name}")
+        return [node]
+
+    # Pass 2: everything else.
+    for line in later:
+        keyword = line.text.split(None, 1)[0].upper()
+        if keyword == "VARS":
+            # Re-split the raw text: values keep their quotes and escapes for _parse_vars.
+            parts = line.text.split(None, 2)
+            if len(parts) < 3:
+                raise line.error('VARS needs a node name and name="value" pairs')
+            rest = parts[2]
+            head = rest.split(None, 1)
+            if head and head[0].upper() in ("PREPEND", "APPEND"):
+                rest = head[1] if len(head) > 1 else ""
+            values = _parse_vars(line, rest)
+            for node in targets(line, parts[1], "VARS", NODE_KINDS):
+                node.variables.update(values)
+            continue
+        words = _tokens(line)
+        args = words[1:]
+        if keyword == "RETRY":
+            if len(args) not in (2, 4) or (len(args) == 4 and args[2].upper() != "UNLESS-EXIT"):
+                raise line.error("expected RETRY <node> <count> [UNLESS-EXIT <exit code>]")
+            count = _int(line, args[1], "the RETRY count")
+            unless = _int(line, args[3], "the UNLESS-EXIT code", None) if len(args) == 4 else None
+            for node in targets(line, args[0], "RETRY", ("JOB",)):
+                node.retries, node.unless_exit = count, unless
+        elif keyword == "PARENT":
+            upper = [w.upper() for w in args]
+            if "CHILD" not in upper:
+                raise line.error("PARENT line without CHILD")
+            split = upper.index("CHILD")
+            parents, children = args[:split], args[split + 1 :]
+            if not parents or not children:
+                raise line.error("expected PARENT <node>... CHILD <node>...")
+            parent_nodes = [p for name in parents for p in targets(line, name, "PARENT", ("JOB",))]
+            for name in children:
+                for child in targets(line, name, "CHILD", ("JOB",)):
+                    if any(p.name == child.name for p in parent_nodes):
+                        raise line.error(f"node {child.name} cannot be its own parent")
+                    child.parents.update(p.name for p in parent_nodes)
+        elif keyword == "CATEGORY":
+            if len(args) != 2:
+                raise line.error("expected CATEGORY <node> <category>")
+            for node in targets(line, args[0], "CATEGORY", ("JOB",)):
+                node.category = args[1]
+        elif keyword == "MAXJOBS":
+            if len(args) != 2:
+                raise line.error("expected MAXJOBS <category> <count>")
+            dag.maxjobs[args[0]] = _int(line, args[1], "the MAXJOBS count", 1)
+        elif keyword == "NODE_STATUS_FILE":
+            if not 1 <= len(args) <= 3:
+                raise line.error("expected NODE_STATUS_FILE <file> [<seconds>] [ALWAYS-UPDATE]")
+            if len(args) >= 2:
+                _int(line, args[1], "the NODE_STATUS_FILE update interval")
+            if len(args) == 3 and args[2].upper() != "ALWAYS-UPDATE":
+                raise line.error(f"unexpected word {args[2]!r} on NODE_STATUS_FILE")
+            dag.node_status_file = args[0]
+        else:
+            raise line.error(f"unknown or unsupported DAG command {words[0]!r}")
+
+    _check_acyclic(dag, source)
+    return dag
+
+
+def _check_acyclic(dag: Dag, source: str) -> None:
+    """Raise RunError if the PARENT/CHILD lines make a cycle."""
+    missing = {name: len(node.parents) for name, node in dag.nodes.items()}
+    ready = [name for name, count in missing.items() if count == 0]
+    while ready:
+        done = ready.pop()
+        for child in dag.children(done):
+            missing[child] -= 1
+            if missing[child] == 0:
+                ready.append(child)
+    cycle = [name for name, count in missing.items() if count > 0]
+    if cycle:
+        raise RunError(
+            f"{source}: the PARENT/CHILD lines make a cycle through (or below) {', '.join(cycle)}"
+        )

@@ -1,0 +1,212 @@
+"""``offline-iaas make-dag``: write a campaign's run directory.
+
+The run directory holds everything a node needs, so that ``condor_submit_dag`` and
+``offline-iaas run-local`` work from the same files::
+
+    campaign.toml              resolved config
+    offline.dag                the DAG (see ``dag.dag_text``)
+    server.sub client.sub merge.sub
+    jobs/<client>.json         one job spec per client node
+    run.json                   config hash, sequence base, node names, creation time
+    logs/ servers/ parts/ output/
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from offline_iaas.config import CampaignConfig, write_config
+from offline_iaas.errors import ConfigError, RunError
+from offline_iaas.workflow.dag import dag_text
+from offline_iaas.workflow.plan import ClientSegment, plan_segments, server_name
+from offline_iaas.workflow.submit import ROLES, render_submit
+
+SEQUENCE_BLOCK = 2**20
+"""Sequence bases are multiples of this, so campaigns sharing a server get disjoint IDs."""
+_SEQUENCE_BLOCKS = 2**31  # keeps every ID below 2**51: exact in JSON readers that use doubles
+
+SUBDIRS: tuple[str, ...] = ("logs", "servers", "parts", "output", "jobs")
+
+# Requests per role; HTCondor reads memory and disk with their unit suffix.
+RESOURCES: dict[str, dict[str, str]] = {
+    "server": {"REQUEST_MEMORY": "4GB", "REQUEST_DISK": "2GB"},
+    "client": {"REQUEST_CPUS": "1", "REQUEST_MEMORY": "2GB", "REQUEST_DISK": "1GB"},
+    "merge": {"REQUEST_CPUS": "1", "REQUEST_MEMORY": "4GB", "REQUEST_DISK": "4GB"},
+}
+
+# HTCondor would split or expand these inside `arguments`, `initialdir` and `log`.
+_UNSAFE_PATH_CHARS = set(" \t\n\r\"'$")
+
+
+def console_script() -> Path:
+    """Absolute path of the ``offline-iaas`` console script of this environment."""
+    beside = Path(sys.executable).absolute().parent / "offline-iaas"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("offline-iaas")
+    if found:
+        return Path(found).absolute()
+    raise RunError(
+        f"cannot find the offline-iaas console script (not beside {sys.executable}, not on "
+        "PATH); install the package (pip install -e .) in the environment that runs make-dag"
+    )
+
+
+def _check_path(path: Path, what: str) -> None:
+    bad = sorted(set(str(path)) & _UNSAFE_PATH_CHARS)
+    if bad:
+        raise RunError(
+            f"{what} {str(path)!r} contains {' '.join(repr(c) for c in bad)}, which HTCondor "
+            "submit files cannot carry unquoted; choose a path without them"
+        )
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write a file so that readers see either the old or the new contents."""
+    # open(..., "x") rather than mkstemp: the file gets the umask's mode, not 0600.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "x") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write_json(path: Path, data: Any) -> None:
+    _write_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def _previous_run(run_dir: Path, config_hash: str) -> dict[str, Any] | None:
+    """The run.json of an earlier make-dag in run_dir, if any; refuses another campaign's."""
+    dag_path = run_dir / "offline.dag"
+    if not dag_path.exists():
+        return None
+    try:
+        previous = json.loads((run_dir / "run.json").read_text())
+        old_hash = previous["config_hash"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise RunError(
+            f"{run_dir} already holds an offline.dag but no readable run.json, so its campaign "
+            "is unknown; choose another run directory"
+        ) from None
+    if old_hash != config_hash:
+        raise RunError(
+            f"{run_dir} already holds the DAG of another campaign (config hash {old_hash}, "
+            f"this one is {config_hash}); choose another run directory"
+        )
+    return previous
+
+
+def make_dag(
+    config: CampaignConfig, run_dir: Path, sequence_base: int | None = None
+) -> list[ClientSegment]:
+    """Check the campaign's data and write its run directory.
+
+    Parameters
+    ----------
+    config
+        The campaign.
+    run_dir
+        Directory to write (created if needed). One that already holds the DAG of the same
+        campaign (same config hash) is rewritten and keeps its parts; another campaign's is
+        refused.
+    sequence_base
+        Added to every client's sequence ID. Default: the previous base of this run directory,
+        else a random multiple of ``SEQUENCE_BLOCK``.
+
+    Returns
+    -------
+    The client segments, in time order.
+
+    Raises
+    ------
+    DataError
+        From the data check, before anything is written.
+    RunError
+        If run_dir holds another campaign, or a path cannot be written into a submit file.
+    """
+    from offline_iaas.data.frames import check_campaign_data
+
+    check_campaign_data(config)
+
+    run_dir = Path(run_dir).absolute()
+    config_hash = config.config_hash()
+    executable = console_script()
+    _check_path(run_dir, "run directory")
+    _check_path(executable, "console script")
+    previous = _previous_run(run_dir, config_hash)
+
+    clients_count = config.layout.servers * config.layout.clients_per_server
+    if sequence_base is None and previous is not None:
+        sequence_base = previous.get("sequence_base")
+    if sequence_base is None:
+        sequence_base = secrets.randbelow(_SEQUENCE_BLOCKS) * SEQUENCE_BLOCK
+    if not isinstance(sequence_base, int) or isinstance(sequence_base, bool) or sequence_base < 0:
+        raise ConfigError(f"sequence base must be a non-negative integer, got {sequence_base!r}")
+    if clients_count >= SEQUENCE_BLOCK:
+        raise ConfigError(f"{clients_count} client segments do not fit in one sequence block")
+
+    segments = plan_segments(config, sequence_base)
+    servers = [server_name(i) for i in range(config.layout.servers)]
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for sub in SUBDIRS:
+        (run_dir / sub).mkdir(exist_ok=True)
+
+    common = {
+        "config": "campaign.toml",
+        "repository": str(config.model.repository),
+        "model": config.model.name,
+        "config_hash": config_hash,
+    }
+    current = {f"{seg.node}.json" for seg in segments}
+    for stale in (run_dir / "jobs").glob("*.json"):
+        if stale.name not in current:
+            stale.unlink()
+    for seg in segments:
+        spec = {**seg.to_dict(), "run_dir": str(run_dir), **common}
+        _write_json(run_dir / "jobs" / f"{seg.node}.json", spec)
+
+    values = {
+        "EXECUTABLE": str(executable),
+        "RUN_DIR": str(run_dir),
+        "SERVER_RETRIES": str(config.workflow.retries),
+    }
+    server_values = {"REQUEST_CPUS": str(config.server.instances + 1), **RESOURCES["server"]}
+    per_role = {"server": server_values, "client": RESOURCES["client"], "merge": RESOURCES["merge"]}
+    for role in ROLES:
+        _write_atomic(run_dir / f"{role}.sub", render_submit(role, {**values, **per_role[role]}))
+
+    tmp = run_dir / f".campaign.toml.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:
+        write_config(config, tmp)
+        os.replace(tmp, run_dir / "campaign.toml")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+    _write_json(
+        run_dir / "run.json",
+        {
+            "config_hash": config_hash,
+            "sequence_base": sequence_base,
+            "servers": servers,
+            "clients": [seg.node for seg in segments],
+            "created": datetime.now().astimezone().isoformat(timespec="seconds"),
+        },
+    )
+    # Last, so that a directory with an offline.dag always has the rest of its files.
+    text = dag_text(
+        servers, segments, config.workflow.retries, config.workflow.max_parallel_clients
+    )
+    _write_atomic(run_dir / "offline.dag", text)
+    return segments

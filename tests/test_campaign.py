@@ -1,0 +1,120 @@
+"""End to end: real GWF frames, real tritonservers, the written DAG executed by run-local.
+
+The campaign's merged output must equal the in-process reference; nothing may stay running.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import h5py
+import pytest
+from gwpy.timeseries import TimeSeries
+
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.errors import RunError
+from offline_iaas.merge.output import max_relative_difference
+from offline_iaas.reference import run_reference
+from offline_iaas.repository.export import export_repository
+from offline_iaas.workflow.local import run_local
+from offline_iaas.workflow.make_dag import make_dag
+from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
+
+pytestmark = pytest.mark.slow
+
+TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Frames for 64 s of H1/L1 at 256 Hz, shared by the tests of this module."""
+    root = tmp_path_factory.mktemp("campaign")
+    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    write_synthetic_dataset(load_config(root / "campaign.toml"))
+    return root
+
+
+def campaign(root: Path, name: str, overrides: list[str]) -> CampaignConfig:
+    config = load_config(
+        root / "campaign.toml",
+        [f'model.repository="{root / name / "model-repository"}"', *overrides],
+    )
+    export_repository(config)
+    return config
+
+
+def run_and_compare(config: CampaignConfig, run_dir: Path, log: list[str]) -> float:
+    make_dag(config, run_dir)
+    try:
+        run_local(run_dir, log=log.append)
+    finally:
+        assert processes_mentioning(str(run_dir)) == []
+        assert processes_mentioning(str(config.model.repository)) == []
+    reference, _ = run_reference(config, run_dir.parent / "reference.h5")
+    return max(max_relative_difference(run_dir / "output" / "campaign.h5", reference).values())
+
+
+def test_two_servers_two_clients_equal_the_reference(dataset: Path) -> None:
+    config = campaign(dataset, "two-by-two", ["layout.servers=2", "layout.clients_per_server=2"])
+    run_dir = dataset / "two-by-two" / "run"
+    log: list[str] = []
+    assert run_and_compare(config, run_dir, log) <= TOLERANCE
+    # gwpy reads the merged output, stamped at the end of each window
+    stat = TimeSeries.read(run_dir / "output" / "campaign.h5", format="hdf5", path="statistic")
+    assert len(stat) == config.total_windows
+    assert stat.t0.value == config.data.start + 1 / config.model.inference_rate
+    assert stat.dt.value == 1 / config.model.inference_rate
+    with h5py.File(run_dir / "output" / "campaign.h5") as f:
+        assert f.attrs["config_hash"] == config.config_hash()
+    # every node ran, and the second pass has nothing to do
+    assert sorted(p.stem for p in (run_dir / "parts").glob("*.h5")) == [
+        "client0",
+        "client1",
+        "client2",
+        "client3",
+    ]
+    log.clear()
+    run_local(run_dir, log=log.append)
+    assert any("nothing to do" in line for line in log)
+
+
+def test_ragged_span_batch_and_stride_equal_the_reference(dataset: Path) -> None:
+    # 61.5625 s: not a whole number of strides (0.125 s), of requests (7 windows) or of the
+    # 5 client segments; a 1.5 s kernel is not a multiple of the stride either.
+    config = campaign(
+        dataset,
+        "ragged",
+        [
+            "data.duration=61.5625",
+            "model.inference_rate=8",
+            "model.kernel_seconds=1.5",
+            "model.batch_size=7",
+            "layout.servers=1",
+            "layout.clients_per_server=5",
+        ],
+    )
+    assert config.total_windows % 7 and config.total_windows % 5
+    assert config.data.duration * config.model.inference_rate % 1
+    log: list[str] = []
+    assert run_and_compare(config, dataset / "ragged" / "run", log) <= TOLERANCE
+
+
+def test_failed_client_stops_every_server(dataset: Path) -> None:
+    frames = dataset / "failing" / "frames"
+    shutil.copytree(dataset / "frames", frames)
+    config = campaign(
+        dataset,
+        "failing",
+        [f'data.frames="{frames}"', "workflow.retries=0", "layout.servers=2"],
+    )
+    run_dir = dataset / "failing" / "run"
+    make_dag(config, run_dir)
+    for gwf in frames.glob("L-*.gwf"):  # the clients cannot read L1 any more
+        gwf.unlink()
+    with pytest.raises(RunError, match="client"):
+        run_local(run_dir, log=lambda _: None)
+    assert processes_mentioning(str(run_dir)) == []
+    assert processes_mentioning(str(config.model.repository)) == []
+    assert not (run_dir / "output" / "campaign.h5").exists()

@@ -1,0 +1,282 @@
+"""The campaign DAG: dag_text, parse_dag and make_dag."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import types
+from pathlib import Path
+
+import htcondor2
+import pytest
+
+from offline_iaas.config import config_from_dict, load_config
+from offline_iaas.errors import DataError, RunError
+from offline_iaas.workflow.dag import dag_text, parse_dag
+from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK, console_script, make_dag
+from offline_iaas.workflow.plan import plan_segments
+
+
+def campaign(tmp_path: Path, **sections: dict) -> object:
+    raw = {
+        "data": {
+            "frames": "frames",
+            "channels": ["H1:STRAIN", "L1:STRAIN"],
+            "start": 1_000_000_000,
+            "duration": 64,
+            "sample_rate": 256,
+        },
+        "model": {"repository": "repo", "kernel_seconds": 1.0, "inference_rate": 4},
+        "layout": {"servers": 2, "clients_per_server": 2},
+        "workflow": {"retries": 3, "max_parallel_clients": 2},
+    }
+    for name, values in sections.items():
+        raw.setdefault(name, {}).update(values)
+    return config_from_dict(raw, tmp_path / "c.toml")
+
+
+@pytest.fixture
+def data_check(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Stand-in for offline_iaas.data.frames.check_campaign_data; records its calls."""
+    calls: list = []
+    fake = types.ModuleType("offline_iaas.data.frames")
+    fake.check_campaign_data = calls.append  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "offline_iaas.data.frames", fake)
+    return calls
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+# ---- dag_text / parse_dag ----------------------------------------------------------------
+def test_round_trip_two_servers_two_clients_each(tmp_path: Path) -> None:
+    config = campaign(tmp_path)
+    segments = plan_segments(config, sequence_base=7 * SEQUENCE_BLOCK)
+    text = dag_text(["server0", "server1"], segments, retries=3, max_parallel_clients=2)
+    dag = parse_dag(text)
+
+    assert list(dag.nodes) == [
+        "server0",
+        "server1",
+        "client0",
+        "client1",
+        "client2",
+        "client3",
+        "merge",
+    ]
+    services = [n for n in dag.nodes.values() if n.kind == "SERVICE"]
+    assert [n.name for n in services] == ["server0", "server1"]
+    assert all(n.submit == "server.sub" and n.retries == 0 and not n.parents for n in services)
+    for seg in segments:
+        node = dag.nodes[seg.node]
+        assert node.kind == "JOB" and node.submit == "client.sub"
+        assert node.retries == 3 and node.category == "clients" and not node.parents
+        assert node.variables == {"node": seg.node}
+    merge = dag.nodes["merge"]
+    assert merge.kind == "JOB" and merge.submit == "merge.sub"
+    assert merge.parents == {"client0", "client1", "client2", "client3"}
+    assert merge.variables == {"node": "merge"}
+    assert dag.nodes["server1"].variables == {"node": "server1"}
+    assert dag.maxjobs == {"clients": 2}
+    assert dag.node_status_file == "offline.status"
+    assert dag.descendants("client2") == {"merge"}
+    assert "MAXJOBS clients 2" in text and "CATEGORY client0 clients" in text
+
+
+def test_no_maxjobs_without_limit(tmp_path: Path) -> None:
+    segments = plan_segments(campaign(tmp_path))
+    text = dag_text(["server0", "server1"], segments, retries=0, max_parallel_clients=0)
+    assert not [line for line in text.splitlines() if line.startswith("MAXJOBS")]
+    assert parse_dag(text).maxjobs == {}
+
+
+def test_dag_text_rejects_unknown_server(tmp_path: Path) -> None:
+    segments = plan_segments(campaign(tmp_path))
+    with pytest.raises(ValueError, match="server1"):
+        dag_text(["server0"], segments, retries=0, max_parallel_clients=0)
+
+
+def test_parse_full_syntax() -> None:
+    text = """
+    # comment
+    # nodes may be used before the lines that define them
+    parent a b child c d
+    Job a a.sub
+    JOB b b.sub
+    node c c.sub
+    JOB d d.sub
+    SERVICE s s.sub
+    FINAL f f.sub
+    VARS a node="a" msg="say \\"hi\\" \\\\o/"   path = "x y"
+    VARS s PREPEND node="s"
+    vars ALL_NODES common="1"
+    RETRY c 4 UNLESS-EXIT 42
+    RETRY d 1
+    CATEGORY c heavy
+    MAXJOBS heavy 1
+    NODE_STATUS_FILE status.txt 10 ALWAYS-UPDATE
+    """
+    dag = parse_dag(text)
+    assert [n.kind for n in dag.nodes.values()] == ["JOB"] * 4 + ["SERVICE", "FINAL"]
+    assert dag.nodes["a"].variables == {
+        "node": "a",
+        "msg": 'say "hi" \\o/',
+        "path": "x y",
+        "common": "1",
+    }
+    assert dag.nodes["s"].variables == {"node": "s", "common": "1"}
+    assert dag.nodes["f"].variables == {}  # ALL_NODES never includes the FINAL node
+    assert dag.nodes["c"].parents == {"a", "b"} and dag.nodes["d"].parents == {"a", "b"}
+    assert (dag.nodes["c"].retries, dag.nodes["c"].unless_exit) == (4, 42)
+    assert (dag.nodes["d"].retries, dag.nodes["d"].unless_exit) == (1, None)
+    assert dag.nodes["c"].category == "heavy" and dag.maxjobs == {"heavy": 1}
+    assert dag.node_status_file == "status.txt"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("JOB a a.sub\nFROB a\n", 2, "FROB"),
+        ("JOB a a.sub\n\n# c\nVARS a node=a\n", 4, "double quotes"),
+        ('JOB a a.sub\nVARS a node="a\n', 2, "closing"),
+        ('JOB a a.sub\nVARS a queue_x="1"\n', 2, "queue"),
+        ('JOB a a.sub\nVARS b node="b"\n', 2, "unknown node 'b'"),
+        ("JOB a a.sub\nJOB a b.sub\n", 2, "defined twice"),
+        ("JOB a\n", 1, "submit file"),
+        ("JOB a a.sub DIR x\n", 1, "unsupported"),
+        ("SERVICE s s.sub\nRETRY s 2\n", 2, "SERVICE node s"),
+        ("SERVICE s s.sub\nJOB a a.sub\nPARENT s CHILD a\n", 3, "SERVICE node s"),
+        ("JOB a a.sub\nPARENT a CHILD b\n", 2, "unknown node 'b'"),
+        ("JOB a a.sub\nPARENT a\n", 2, "CHILD"),
+        ("JOB a a.sub\nPARENT a CHILD a\n", 2, "own parent"),
+        ("JOB a a.sub\nRETRY a many\n", 2, "integer"),
+        ("JOB a a.sub\nRETRY a 1 UNLESS 3\n", 2, "UNLESS-EXIT"),
+        ("JOB a a.sub\nMAXJOBS c 0\n", 2, "at least 1"),
+        ("JOB a a.sub\nCATEGORY a\n", 2, "CATEGORY"),
+        ("FINAL f f.sub\nFINAL g g.sub\n", 2, "only one FINAL"),
+        ("JOB parent p.sub\n", 1, "cannot be a node name"),
+    ],
+)
+def test_parse_errors_name_the_line(text: str, line: int, words: str) -> None:
+    with pytest.raises(RunError) as err:
+        parse_dag(text)
+    message = str(err.value)
+    assert message.startswith(f"offline.dag line {line}: "), message
+    assert words in message
+
+
+def test_parse_rejects_a_cycle() -> None:
+    with pytest.raises(RunError, match="cycle"):
+        parse_dag("JOB a a.sub\nJOB b b.sub\nPARENT a CHILD b\nPARENT b CHILD a\n", "x.dag")
+
+
+# ---- make_dag ------------------------------------------------------------------------------
+def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> None:
+    config = campaign(tmp_path)
+    run = tmp_path / "run"
+    segments = make_dag(config, run)
+
+    assert data_check == [config]
+    for name in (
+        "campaign.toml",
+        "offline.dag",
+        "server.sub",
+        "client.sub",
+        "merge.sub",
+        "run.json",
+    ):
+        assert (run / name).is_file(), name
+    for name in ("logs", "servers", "parts", "output"):
+        assert (run / name).is_dir() and not any((run / name).iterdir()), name
+    assert not list(run.glob(".*.tmp"))
+
+    info = json.loads((run / "run.json").read_text())
+    assert info["config_hash"] == config.config_hash()
+    assert info["sequence_base"] % SEQUENCE_BLOCK == 0
+    assert info["servers"] == ["server0", "server1"]
+    assert info["clients"] == [seg.node for seg in segments]
+    assert "created" in info
+    assert load_config(run / "campaign.toml").config_hash() == config.config_hash()
+
+    dag = parse_dag((run / "offline.dag").read_text())
+    specs = {p.stem: json.loads(p.read_text()) for p in (run / "jobs").glob("*.json")}
+    jobs = [n for n in dag.nodes.values() if n.kind == "JOB" and n.name != "merge"]
+    assert sorted(specs) == sorted(n.name for n in jobs) == sorted(info["clients"])
+    services = {n.name for n in dag.nodes.values() if n.kind == "SERVICE"}
+    assert services == set(info["servers"])
+    assert dag.nodes["merge"].parents == set(specs)
+    assert dag.maxjobs == {"clients": 2} and all(n.retries == 3 for n in jobs)
+
+    ids_per_server: dict[str, set[int]] = {}
+    for seg in segments:
+        spec = specs[seg.node]
+        assert spec["server"] in services
+        assert spec["run_dir"] == str(run) and spec["config"] == "campaign.toml"
+        assert spec["repository"] == str(config.model.repository)
+        assert spec["model"] == config.model.name and spec["config_hash"] == config.config_hash()
+        assert spec["sequence_id"] - info["sequence_base"] in range(1, SEQUENCE_BLOCK)
+        assert spec["sequence_id"] not in ids_per_server.setdefault(spec["server"], set())
+        ids_per_server[spec["server"]].add(spec["sequence_id"])
+        assert {k: spec[k] for k in seg.to_dict()} == seg.to_dict()
+    assert sorted(ids_per_server) == ["server0", "server1"]
+
+    exe = str(console_script())
+    for role, args in [("server", "serve"), ("client", "client"), ("merge", "merge")]:
+        submit = dict(htcondor2.Submit((run / f"{role}.sub").read_text()).items())
+        assert submit["executable"] == exe
+        assert submit["arguments"].startswith(f'"{args} --run-dir {run}')
+        assert submit["initialdir"] == str(run)
+        assert not re.search(r"@[A-Z_]+@", (run / f"{role}.sub").read_text())
+
+
+def test_make_dag_checks_data_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(config: object) -> None:
+        raise DataError("no frames")
+
+    fake = types.ModuleType("offline_iaas.data.frames")
+    fake.check_campaign_data = refuse  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "offline_iaas.data.frames", fake)
+    with pytest.raises(DataError):
+        make_dag(campaign(tmp_path), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_make_dag_refuses_another_campaign(tmp_path: Path, data_check: list) -> None:
+    run = tmp_path / "run"
+    make_dag(campaign(tmp_path), run)
+    before = snapshot(run)
+    other = campaign(tmp_path, data={"duration": 128})
+    with pytest.raises(RunError, match="another campaign"):
+        make_dag(other, run)
+    assert snapshot(run) == before
+
+
+def test_make_dag_rewrites_the_same_campaign(tmp_path: Path, data_check: list) -> None:
+    run = tmp_path / "run"
+    config = campaign(tmp_path)
+    first = make_dag(config, run)
+    (run / "parts" / "client0.json").write_text('{"complete": true}')
+    again = make_dag(campaign(tmp_path), run)
+    assert again == first  # same sequence base kept
+    assert (run / "parts" / "client0.json").read_text() == '{"complete": true}'
+    explicit = make_dag(config, run, sequence_base=3 * SEQUENCE_BLOCK)
+    assert [s.sequence_id for s in explicit] == [3 * SEQUENCE_BLOCK + i for i in range(1, 5)]
+
+
+def test_make_dag_refuses_unknown_dag(tmp_path: Path, data_check: list) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "offline.dag").write_text("JOB a a.sub\n")
+    with pytest.raises(RunError, match="run.json"):
+        make_dag(campaign(tmp_path), run)
+    assert sorted(p.name for p in run.iterdir()) == ["offline.dag"]
+
+
+def test_make_dag_refuses_paths_htcondor_cannot_carry(tmp_path: Path, data_check: list) -> None:
+    with pytest.raises(RunError, match="run directory"):
+        make_dag(campaign(tmp_path), tmp_path / "my run")
+    assert not (tmp_path / "my run").exists()

@@ -1,0 +1,392 @@
+"""The local DAG executor, run for real on small DAGs of python scripts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from offline_iaas.errors import RunError
+from offline_iaas.workflow.dag import parse_dag
+from offline_iaas.workflow.local import (
+    node_command,
+    run_local,
+    split_arguments,
+    split_environment,
+)
+
+# One script plays every node; what it does is chosen by its second argument.
+NODE_SCRIPT = r"""
+import json, os, signal, subprocess, sys, time
+
+name, mode, events, sleep = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+
+
+def mark(what, value=None):
+    path = os.path.join(events, f"{name}.{what}")
+    with open(path + ".tmp", "w") as f:
+        f.write(repr(time.time() if value is None else value))
+    os.replace(path + ".tmp", path)
+
+
+def count():
+    path = os.path.join(events, f"{name}.count")
+    n = int(open(path).read()) + 1 if os.path.exists(path) else 1
+    open(path, "w").write(str(n))
+    return n
+
+
+if mode in ("service", "stubborn", "crash-once"):
+    n = count()
+    if mode == "crash-once" and n == 1:
+        sys.exit(1)
+    # A grandchild in the service's process group: it must be stopped with the service.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    mark(f"pids{n}", [os.getpid(), child.pid])
+    if mode == "stubborn":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    else:
+        def stop(signum, frame):
+            mark("sigterm")
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, stop)
+    mark("start")
+    while True:
+        time.sleep(0.05)
+
+mark("start")
+print(f"{name} running", flush=True)
+if mode in ("needs-server", "sigterm-parent"):
+    deadline = time.time() + 20
+    while not os.path.exists(os.path.join(events, "server0.start")):
+        if time.time() > deadline:
+            sys.exit(4)
+        time.sleep(0.02)
+if mode == "flaky" and count() == 1:
+    print("first attempt fails", file=sys.stderr)
+    sys.exit(1)
+if mode == "fail":
+    count()
+    print("always fails", file=sys.stderr)
+    sys.exit(3)
+if mode == "sigterm-parent":
+    os.kill(os.getppid(), signal.SIGTERM)
+time.sleep(sleep)
+mark("end")
+"""
+
+SUBMIT = """# test node
+universe   = vanilla
+executable = {python}
+arguments  = "{script} $(node) $(mode) {events} $(sleep:0)"
+initialdir = {run}
+log        = logs/$(node).log
+output     = logs/$(node).out
+error      = logs/$(node).err
+max_retries = $(restarts:0)
+queue
+"""
+
+
+def alive(pid: int) -> bool:
+    """Whether a process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+class Run:
+    """A run directory with a hand-written DAG whose nodes are NODE_SCRIPT."""
+
+    def __init__(self, root: Path, dag: str) -> None:
+        self.dir = root / "run"
+        self.events = root / "events"
+        self.dir.mkdir()
+        self.events.mkdir()
+        script = root / "node.py"
+        script.write_text(NODE_SCRIPT)
+        submit = SUBMIT.format(
+            python=sys.executable, script=script, events=self.events, run=self.dir
+        )
+        (self.dir / "node.sub").write_text(submit)
+        (self.dir / "offline.dag").write_text(dag)
+        self.lines: list[str] = []
+
+    def __call__(self, **kwargs: float) -> None:
+        run_local(self.dir, log=self.lines.append, **kwargs)
+
+    def time(self, name: str, what: str) -> float:
+        return float((self.events / f"{name}.{what}").read_text())
+
+    def has(self, name: str, what: str) -> bool:
+        return (self.events / f"{name}.{what}").exists()
+
+    def pids(self) -> list[int]:
+        found = []
+        for path in self.events.glob("*.pids[0-9]"):
+            found += json.loads(path.read_text())
+        if (self.dir / "local-state.json").exists():
+            found += [n["pid"] for n in self.state().values() if n["pid"]]
+        return found
+
+    def state(self) -> dict:
+        return json.loads((self.dir / "local-state.json").read_text())["nodes"]
+
+    def index(self, text: str) -> int:
+        return next(i for i, line in enumerate(self.lines) if text in line)
+
+
+@pytest.fixture
+def make_run(tmp_path: Path):
+    runs: list[Run] = []
+
+    def make(dag: str) -> Run:
+        run = Run(tmp_path, dag)
+        runs.append(run)
+        return run
+
+    yield make
+    # Whatever a failing test left behind is stopped here, by PID.
+    for run in runs:
+        for pid in run.pids():
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_services_first_then_stopped(make_run) -> None:
+    run = make_run(
+        'SERVICE server0 node.sub\nVARS server0 node="server0" mode="service"\n'
+        'SERVICE server1 node.sub\nVARS server1 node="server1" mode="service"\n'
+        'JOB a node.sub\nVARS a node="a" mode="needs-server"\n'
+    )
+    run()
+    first_job = run.index("a: started")
+    assert run.index("server0: started") < first_job and run.index("server1: started") < first_job
+    assert run.has("a", "end")
+    assert run.has("server0", "sigterm") and run.has("server1", "sigterm")
+    pids = run.pids()
+    assert len(pids) >= 5  # two services, their two grandchildren, the job
+    assert not [pid for pid in pids if alive(pid)]
+    state = run.state()
+    assert state["server0"]["status"] == "stopped" and state["a"]["status"] == "done"
+    assert (run.dir / "logs" / "a.out").read_text() == "a running\n"
+
+
+def test_stubborn_service_is_killed(make_run) -> None:
+    run = make_run(
+        'SERVICE server0 node.sub\nVARS server0 node="server0" mode="stubborn"\n'
+        'JOB a node.sub\nVARS a node="a" mode="needs-server"\n'
+    )
+    run(stop_timeout_seconds=0.5)
+    assert run.has("a", "end")
+    assert any("server0: killed" in line for line in run.lines)
+    assert not [pid for pid in run.pids() if alive(pid)]
+
+
+def test_failed_job_is_retried(make_run) -> None:
+    run = make_run('JOB b node.sub\nVARS b node="b" mode="flaky"\nRETRY b 2\n')
+    run()
+    assert run.has("b", "end") and (run.events / "b.count").read_text() == "2"
+    assert "b: failed with exit code 1 (see logs/b.err), retrying" in run.lines
+    assert "b: started (attempt 2/3)" in run.lines
+    assert run.state()["b"]["attempts"] == 2
+    assert "first attempt fails" in (run.dir / "logs" / "b.err").read_text()
+
+
+def test_failure_stops_everything_and_names_the_node(make_run) -> None:
+    run = make_run(
+        'SERVICE server0 node.sub\nVARS server0 node="server0" mode="service"\n'
+        'JOB c node.sub\nVARS c node="c" mode="fail"\nRETRY c 1\n'
+        'JOB d node.sub\nVARS d node="d" mode="ok"\n'
+        'JOB e node.sub\nVARS e node="e" mode="ok"\n'
+        "PARENT c CHILD d\n"
+    )
+    with pytest.raises(RunError) as err:
+        run()
+    message = str(err.value)
+    assert "c (exit code 3 after 2 attempts; see logs/c.err, logs/c.out)" in message
+    assert "not run: d" in message
+    assert (run.events / "c.count").read_text() == "2"
+    assert not run.has("d", "start")
+    assert run.has("e", "end")  # independent of the failed node: still run
+    assert run.has("server0", "sigterm")
+    assert not [pid for pid in run.pids() if alive(pid)]
+    state = run.state()
+    assert (state["c"]["status"], state["d"]["status"]) == ("failed", "not-run")
+
+
+def test_unless_exit_is_not_retried(make_run) -> None:
+    run = make_run('JOB c node.sub\nVARS c node="c" mode="fail"\nRETRY c 3 UNLESS-EXIT 3\n')
+    with pytest.raises(RunError, match="after 1 attempt;"):
+        run()
+    assert (run.events / "c.count").read_text() == "1"
+
+
+def test_parents_before_children(make_run) -> None:
+    run = make_run(
+        'JOB a node.sub\nVARS a node="a" mode="ok" sleep="0.2"\n'
+        'JOB b node.sub\nVARS b node="b" mode="ok"\n'
+        'JOB c node.sub\nVARS c node="c" mode="ok"\n'
+        'JOB d node.sub\nVARS d node="d" mode="ok"\n'
+        "PARENT a b CHILD c\nPARENT c CHILD d\n"
+    )
+    run()
+    assert run.time("c", "start") >= max(run.time("a", "end"), run.time("b", "end"))
+    assert run.time("d", "start") >= run.time("c", "end")
+
+
+def test_maxjobs_serializes_a_category(make_run) -> None:
+    dag = ""
+    for name in ("p", "q", "r"):
+        dag += f'JOB {name} node.sub\nVARS {name} node="{name}" mode="ok" sleep="0.2"\n'
+        dag += f"CATEGORY {name} clients\n"
+    run = make_run(dag + "MAXJOBS clients 1\n")
+    run()
+    spans = sorted((run.time(n, "start"), run.time(n, "end")) for n in ("p", "q", "r"))
+    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        assert start >= end
+
+
+def test_service_restarted_per_max_retries(make_run) -> None:
+    run = make_run(
+        'SERVICE server0 node.sub\nVARS server0 node="server0" mode="crash-once" restarts="1"\n'
+        'JOB a node.sub\nVARS a node="a" mode="ok" sleep="1.5"\n'
+    )
+    run()
+    assert (run.events / "server0.count").read_text() == "2"
+    assert any(
+        "server0: exited with exit code 1" in line and "restarting" in line for line in run.lines
+    )
+    assert run.has("server0", "sigterm")
+
+
+def test_nothing_to_do_when_complete(make_run) -> None:
+    run = make_run(
+        'SERVICE server0 node.sub\nVARS server0 node="server0" mode="service"\n'
+        'JOB client0 node.sub\nVARS client0 node="client0" mode="ok"\n'
+        'JOB merge node.sub\nVARS merge node="merge" mode="ok"\n'
+        "PARENT client0 CHILD merge\n"
+    )
+    for sub in ("parts", "output"):
+        (run.dir / sub).mkdir()
+    (run.dir / "parts" / "client0.json").write_text('{"complete": true}')
+    run()  # client0 complete: only merge runs
+    assert not run.has("client0", "start") and run.has("merge", "end")
+    assert "client0: complete, not run again" in run.lines
+    (run.events / "server0.start").unlink()
+
+    (run.dir / "output" / "campaign.h5").write_bytes(b"")
+    (run.dir / "output" / "campaign.json").write_text('{"complete": true}')
+    run.lines.clear()
+    run()
+    assert run.lines == [f"nothing to do: every node of {run.dir} is complete"]
+    assert not run.has("server0", "start")
+
+
+def test_sigterm_stops_every_node(make_run) -> None:
+    run = make_run(
+        'SERVICE server0 node.sub\nVARS server0 node="server0" mode="service"\n'
+        'JOB a node.sub\nVARS a node="a" mode="sigterm-parent" sleep="30"\n'
+    )
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(RunError, match="SIGTERM"):
+        run()
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert not run.has("a", "end")
+    assert not [pid for pid in run.pids() if alive(pid)]
+    assert run.state()["a"]["status"] == "stopped"
+
+
+def test_invalid_submit_file_starts_nothing(make_run) -> None:
+    run = make_run(
+        'SERVICE server0 node.sub\nVARS server0 node="server0" mode="service"\nJOB a other.sub\n'
+    )
+    (run.dir / "other.sub").write_text("executable = /no/such/program\nqueue\n")
+    with pytest.raises(RunError, match="other.sub.*does not exist"):
+        run()
+    assert not run.has("server0", "start") and not (run.dir / "local-state.json").exists()
+
+
+def test_missing_dag() -> None:
+    with pytest.raises(RunError, match="no offline.dag"):
+        run_local(Path("/nonexistent-run-dir"))
+
+
+def test_split_arguments() -> None:
+    assert split_arguments("\"a  b 'c d' 'it''s' e\"\"f ''\"") == [
+        "a",
+        "b",
+        "c d",
+        "it's",
+        'e"f',
+        "",
+    ]
+    assert split_arguments('old style \\"x\\"') == ["old", "style", '"x"']
+    assert split_arguments("") == []
+    with pytest.raises(ValueError):
+        split_arguments('"\'open"')
+
+
+def test_split_environment() -> None:
+    assert split_environment("\"A=1 B='x y' C=\"") == {"A": "1", "B": "x y", "C": ""}
+    assert split_environment("A=1;B=2") == {"A": "1", "B": "2"}
+
+
+def test_node_command_expands_vars(tmp_path: Path) -> None:
+    dag = parse_dag('JOB n x.sub\nVARS n node="n7" extra="two words"\n')
+    submit = {
+        "executable": sys.executable,
+        "arguments": "\"-c pass $(NODE) '$(extra)'\"",
+        "initialdir": str(tmp_path),
+        "output": "logs/$(node).out",
+        "environment": '"RUN=$(node)"',
+    }
+    cmd = node_command(tmp_path, dag.nodes["n"], submit, 1)
+    assert cmd.argv == [sys.executable, "-c", "pass", "n7", "two words"]
+    assert cmd.stdout == tmp_path / "logs" / "n7.out" and cmd.stderr == Path(os.devnull)
+    assert cmd.environment == {"RUN": "n7"}
+    with pytest.raises(RunError, match=r"\$\(nope\)"):
+        node_command(tmp_path, dag.nodes["n"], {**submit, "output": "$(nope)"}, 1)
+
+
+def test_commands_of_a_make_dag_run_directory(tmp_path: Path, monkeypatch) -> None:
+    """The executor reads what make-dag writes: every node resolves to the console script."""
+    from offline_iaas.config import config_from_dict
+    from offline_iaas.workflow.make_dag import console_script, make_dag
+    from offline_iaas.workflow.submit import parse_submit
+
+    fake = types.ModuleType("offline_iaas.data.frames")
+    fake.check_campaign_data = lambda config: None  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "offline_iaas.data.frames", fake)
+    raw = {
+        "data": {
+            "frames": "f",
+            "channels": ["H1:X"],
+            "start": 0,
+            "duration": 16,
+            "sample_rate": 64,
+        },
+        "model": {"repository": "repo"},
+        "layout": {"servers": 1, "clients_per_server": 2},
+    }
+    run = tmp_path / "run"
+    make_dag(config_from_dict(raw, tmp_path / "c.toml"), run)
+    dag = parse_dag((run / "offline.dag").read_text())
+    exe = str(console_script())
+    argv = {
+        name: node_command(run, node, parse_submit(run / node.submit), 1)
+        for name, node in dag.nodes.items()
+    }
+    assert argv["server0"].argv == [exe, "serve", "--run-dir", str(run), "--node", "server0"]
+    assert argv["client1"].argv == [exe, "client", "--run-dir", str(run), "--node", "client1"]
+    assert argv["merge"].argv == [exe, "merge", "--run-dir", str(run)]
+    assert argv["client1"].stderr == run / "logs" / "client1.err"
+    assert argv["merge"].stdout == run / "logs" / "merge.out" and argv["merge"].cwd == run
+    assert argv["server0"].max_retries == 2

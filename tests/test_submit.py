@@ -1,0 +1,114 @@
+"""Submit templates: rendering, HTCondor's parser, macro expansion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import htcondor2
+import pytest
+
+from offline_iaas.errors import RunError
+from offline_iaas.workflow.submit import (
+    ROLES,
+    expand_macros,
+    parse_submit,
+    render_submit,
+    template_text,
+    unexpanded_macros,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+VALUES = {
+    "EXECUTABLE": "/opt/env/bin/offline-iaas",
+    "RUN_DIR": "/data/runs/o3",
+    "SERVER_RETRIES": "2",
+    "REQUEST_CPUS": "3",
+    "REQUEST_MEMORY": "4GB",
+    "REQUEST_DISK": "2GB",
+}
+
+
+@pytest.mark.parametrize(
+    ("role", "arguments", "log"),
+    [
+        ("server", '"serve --run-dir /data/runs/o3 --node $(node)"', "logs/$(node).log"),
+        ("client", '"client --run-dir /data/runs/o3 --node $(node)"', "logs/$(node).log"),
+        ("merge", '"merge --run-dir /data/runs/o3"', "logs/merge.log"),
+    ],
+)
+def test_rendered_templates_parse(role: str, arguments: str, log: str) -> None:
+    text = render_submit(role, VALUES)
+    items = dict(htcondor2.Submit(text).items())
+    assert items["universe"] == "vanilla"
+    assert items["executable"] == "/opt/env/bin/offline-iaas"
+    assert items["arguments"] == arguments
+    assert items["initialdir"] == "/data/runs/o3"
+    assert items["log"] == log
+    assert items["output"] == log.replace(".log", ".out")
+    assert items["error"] == log.replace(".log", ".err")
+    assert items["request_cpus"] == "3"
+    assert items["request_memory"] == "4GB"
+    assert items["request_disk"] == "2GB"
+    assert "getenv" not in {key.lower() for key in items}
+    assert text.rstrip().endswith("queue")
+    if role == "server":
+        assert items["max_retries"] == "2"
+
+
+def test_every_role_has_a_template_with_comments() -> None:
+    for role in ROLES:
+        lines = template_text(role).splitlines()
+        assert lines[0].startswith("#")
+        assert sum(line.startswith("#") for line in lines) >= 4
+
+
+def test_repository_submit_link_shows_the_templates() -> None:
+    link = REPO / "submit"
+    assert link.is_symlink()
+    assert not Path(link.readlink()).is_absolute()
+    for role in ROLES:
+        assert (link / f"{role}.sub").read_text() == template_text(role)
+
+
+def test_render_refuses_missing_values_and_unknown_roles() -> None:
+    values = dict(VALUES)
+    del values["REQUEST_DISK"]
+    with pytest.raises(ValueError, match="@REQUEST_DISK@"):
+        render_submit("client", values)
+    with pytest.raises(ValueError, match="unknown submit role"):
+        render_submit("worker", VALUES)
+
+
+def test_render_does_not_rescan_values() -> None:
+    text = render_submit("merge", {**VALUES, "RUN_DIR": "/x/@EXECUTABLE@"})
+    assert "/x/@EXECUTABLE@" in text
+
+
+def test_parse_submit(tmp_path: Path) -> None:
+    path = tmp_path / "job.sub"
+    path.write_text('# job\nExecutable = /bin/true\narguments = "a $(node)"\nMY.Tag = "x"\nqueue\n')
+    assert parse_submit(path) == {
+        "Executable": "/bin/true",
+        "arguments": '"a $(node)"',
+        "MY.Tag": '"x"',
+    }
+
+
+def test_parse_submit_errors_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(RunError, match="missing.sub"):
+        parse_submit(tmp_path / "missing.sub")
+    bad = tmp_path / "bad.sub"
+    bad.write_text("executable = /bin/true\nthis is not a command\nqueue\n")
+    with pytest.raises(RunError, match="bad.sub"):
+        parse_submit(bad)
+
+
+def test_expand_macros() -> None:
+    variables = {"Node": "client3", "dir": "logs/$(NODE)", "a": "$(b)", "b": "$(a)"}
+    assert expand_macros("$(node).log", variables) == "client3.log"
+    assert expand_macros("$(DIR)/x.err", variables) == "logs/client3/x.err"
+    assert expand_macros("$(missing:fallback)-$(node:x)", variables) == "fallback-client3"
+    assert expand_macros("$(missing) $$(Memory)", variables) == "$(missing) $$(Memory)"
+    assert unexpanded_macros(expand_macros("$(missing) $$(Memory)", variables)) == ["$(missing)"]
+    with pytest.raises(ValueError, match="loop"):
+        expand_macros("$(a)", variables)
