@@ -6,6 +6,8 @@ The campaign's merged output must equal the in-process reference; nothing may st
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import h5py
@@ -118,3 +120,23 @@ def test_failed_client_stops_every_server(dataset: Path) -> None:
     assert processes_mentioning(str(run_dir)) == []
     assert processes_mentioning(str(config.model.repository)) == []
     assert not (run_dir / "output" / "campaign.h5").exists()
+
+
+def test_demo_command_reports_equality_and_leaves_nothing_running(tmp_path: Path) -> None:
+    workdir = tmp_path / "demo"
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "offline_iaas.cli", "demo", "--workdir", str(workdir),
+            "--set", "data.duration=64", "--set", "layout.servers=1",
+        ],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    difference = [line for line in lines if line.startswith("max relative difference: ")]
+    assert len(difference) == 1 and float(difference[0].split(": ")[1]) <= TOLERANCE
+    for label in ("data seconds processed: 64.0", "wall time: ", "data-seconds per second: "):
+        assert any(line.startswith(label) for line in lines), label
+    assert (workdir / "run" / "output" / "campaign.h5").exists()
+    assert (workdir / "reference.h5").exists()
+    assert processes_mentioning(str(workdir)) == []

@@ -41,6 +41,7 @@ def test_overrides_are_parsed_as_toml(small_config_file: Path) -> None:
         ('data.channels=["H1"]', "not of the form IFO:NAME"),
         ("nosuch.key=1", "unknown section [nosuch]"),
         ("servers=2", "not of the form section.key=value"),
+        ('data.datafind_server="http://127.0.0.1:1"', "or data.datafind_server must be set"),
     ],
 )
 def test_bad_values_name_the_key_and_file(

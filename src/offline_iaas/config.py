@@ -27,8 +27,6 @@ from offline_iaas.errors import ConfigError
 class DataConfig:
     """Where the frames are and what to read from them."""
 
-    frames: Path
-    """A directory of ``.gwf`` files, or a LAL/FFL cache file listing them."""
     channels: tuple[str, ...]
     """Strain channels, one per interferometer (``H1:...``, ``L1:...``), in model input order."""
     start: float
@@ -37,6 +35,14 @@ class DataConfig:
     """Length of the analysis span in seconds."""
     sample_rate: float
     """Model sample rate in Hz; every channel is resampled to it."""
+    frames: Path | None = None
+    """A directory of ``.gwf`` files, or a LAL/FFL cache file listing them."""
+    datafind_server: str = ""
+    """URL of a gwdatafind server to discover frames from (instead of ``frames``)."""
+    frametypes: tuple[str, ...] = ()
+    """Frame types to ask the datafind server for, one per observatory (``H1_HOFT_C00``)."""
+    segments: Path | None = None
+    """Optional science-segment file (``start end`` per line, or LIGO_LW XML)."""
 
 
 @dataclass(frozen=True)
@@ -270,6 +276,9 @@ def _coerce(value: Any, hint: Any, key: str, path: Path, base: Path) -> Any:
     def bad(expected: str) -> ConfigError:
         return ConfigError(f"{path}: '{key}' must be {expected}, got {value!r}")
 
+    if typing.get_origin(hint) in (types.UnionType, typing.Union):
+        inner = [h for h in typing.get_args(hint) if h is not type(None)]
+        return _coerce(value, inner[0], key, path, base)
     if hint is Path:
         if not isinstance(value, str) or not value:
             raise bad("a path string")
@@ -306,6 +315,10 @@ def _check(c: CampaignConfig, path: Path) -> None:
         fail("data.duration", f"must be positive, got {c.data.duration}")
     if c.data.sample_rate <= 0:
         fail("data.sample_rate", f"must be positive, got {c.data.sample_rate}")
+    if (c.data.frames is None) == (not c.data.datafind_server):
+        fail("data.frames", "or data.datafind_server must be set, and not both")
+    if c.data.datafind_server and not c.data.frametypes:
+        fail("data.frametypes", "must list a frame type per observatory with data.datafind_server")
     samples = c.data.duration * c.data.sample_rate
     if abs(samples - round(samples)) > 1e-6:
         fail(
@@ -373,7 +386,8 @@ def write_config(config: CampaignConfig, path: Path) -> None:
     for section, values in config.to_dict().items():
         lines.append(f"[{section}]")
         for key, value in values.items():
-            lines.append(f"{key} = {_toml_value(value)}")
+            if value is not None:  # TOML has no null: an absent key is the default None
+                lines.append(f"{key} = {_toml_value(value)}")
         lines.append("")
     path.write_text("\n".join(lines))
 
