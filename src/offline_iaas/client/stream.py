@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from offline_iaas import faults
 from offline_iaas.client.part import part_is_complete, write_part
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.frames import find_frames, iter_chunks
@@ -171,6 +172,7 @@ def run_client(run_dir: Path, node: str, log: Callable[[str], None] = print) -> 
     if part_is_complete(run_dir, node, config_hash):
         log(f"{node}: part already complete, nothing to do")
         return
+    faults.inject(run_dir, node, "start")
     address = wait_for_address(run_dir, segment.server, config.client.server_wait_seconds)
     log(
         f"{node}: streaming GPS {segment.gps_start}-{segment.gps_end} to {segment.server} at "

@@ -1,0 +1,49 @@
+"""Fault injection for tests: a node fails on purpose where ``RUN/faults.json`` says.
+
+``faults.json`` maps a node to the faults it suffers, e.g.::
+
+    {"client1": [{"point": "mid-stream", "action": "exit", "times": 1}]}
+
+``point`` names a place in the node's code (``start``, ``mid-stream``), ``action`` is ``exit``
+(exit code 1 with a message), ``sigkill`` (the process kills itself) or ``pause`` (sleep
+``seconds``), and ``times`` how many attempts suffer it. Attempts already hit are counted in
+``RUN/faults-state.json``. Without ``faults.json`` (every real campaign) nothing happens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+
+def inject(run_dir: Path, node: str, point: str) -> None:
+    """Suffer the fault planned for ``node`` at ``point``, if any is left."""
+    plan_path = run_dir / "faults.json"
+    if not plan_path.exists():
+        return
+    faults = json.loads(plan_path.read_text()).get(node, [])
+    state_path = run_dir / "faults-state.json"
+    state = json.loads(state_path.read_text()) if state_path.exists() else {}
+    for number, fault in enumerate(faults):
+        if fault["point"] != point:
+            continue
+        key = f"{node}:{number}"
+        if state.get(key, 0) >= fault.get("times", 1):
+            continue
+        state[key] = state.get(key, 0) + 1
+        tmp = state_path.with_name(f".{state_path.name}.tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, state_path)
+        action = fault.get("action", "exit")
+        print(f"{node}: injected fault '{action}' at {point}", flush=True)
+        if action == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif action == "pause":
+            time.sleep(float(fault.get("seconds", 5)))
+        else:
+            print(f"{node}: injected failure at {point}", file=sys.stderr, flush=True)
+            sys.exit(1)
