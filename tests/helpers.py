@@ -43,3 +43,27 @@ def processes_mentioning(text: str) -> list[str]:
         if text in cmdline and state != "Z":
             found.append(f"{proc.name}: {cmdline.strip()}")
     return found
+
+
+def skip_data_check(monkeypatch, error: Exception | None = None) -> list:
+    """Replace the frame preflight that make-dag runs: no frames are read, the whole span is
+    one analysable stretch (or ``error`` is raised). Returns the configs it was called with."""
+    from offline_iaas.data import frames
+    from offline_iaas.data.segments import AnalysableSpan
+    from offline_iaas.workflow.plan import whole_span
+
+    calls: list = []
+
+    def fake_preflight(config, frame_files=None, **_options):
+        calls.append(config)
+        if error is not None:
+            raise error
+        stretch = whole_span(config)[0]
+        return AnalysableSpan(
+            stretches=[(stretch.gps_start, stretch.gps_end)],
+            dropped=[],
+            total_seconds=config.data.duration,
+        )
+
+    monkeypatch.setattr(frames, "preflight", fake_preflight)
+    return calls

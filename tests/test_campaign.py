@@ -17,7 +17,7 @@ from gwpy.timeseries import TimeSeries
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import RunError
-from offline_iaas.merge.output import max_relative_difference
+from offline_iaas.merge.output import gps_text, max_relative_difference, read_campaign
 from offline_iaas.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from offline_iaas.workflow.local import run_local
@@ -63,11 +63,16 @@ def test_two_servers_two_clients_equal_the_reference(dataset: Path) -> None:
     run_dir = dataset / "two-by-two" / "run"
     log: list[str] = []
     assert run_and_compare(config, run_dir, log) <= TOLERANCE
-    # gwpy reads the merged output, stamped at the end of each window
-    stat = TimeSeries.read(run_dir / "output" / "campaign.h5", format="hdf5", path="statistic")
-    assert len(stat) == config.total_windows
-    assert stat.t0.value == config.data.start + 1 / config.model.inference_rate
+    # gwpy reads the merged output: one stretch, stamped at the end of each window, the first
+    # window lying wholly inside the data
+    first = config.data.start + (config.warmup_windows + 1) / config.model.inference_rate
+    stat = TimeSeries.read(
+        run_dir / "output" / "campaign.h5", format="hdf5", path=f"statistic/{gps_text(first)}"
+    )
+    assert len(stat) == config.total_windows - config.warmup_windows
+    assert stat.t0.value == first
     assert stat.dt.value == 1 / config.model.inference_rate
+    assert [len(s) for s in read_campaign(run_dir / "output" / "campaign.h5")] == [len(stat)]
     with h5py.File(run_dir / "output" / "campaign.h5") as f:
         assert f.attrs["config_hash"] == config.config_hash()
     # every node ran, and the second pass has nothing to do
@@ -97,7 +102,8 @@ def test_ragged_span_batch_and_stride_equal_the_reference(dataset: Path) -> None
             "layout.clients_per_server=5",
         ],
     )
-    assert config.total_windows % 7 and config.total_windows % 5
+    kept = config.total_windows - config.warmup_windows
+    assert kept % 7 and kept % 5
     assert config.data.duration * config.model.inference_rate % 1
     log: list[str] = []
     assert run_and_compare(config, dataset / "ragged" / "run", log) <= TOLERANCE

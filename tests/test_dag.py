@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-import types
 from pathlib import Path
 
 import htcondor2
 import pytest
 
 from offline_iaas.config import config_from_dict, load_config
-from offline_iaas.errors import DataError, RunError
-from offline_iaas.workflow.dag import dag_text, parse_dag
+from offline_iaas.errors import ConfigError, DataError, RunError
+from offline_iaas.workflow.dag import Script, dag_text, parse_dag
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK, console_script, make_dag
 from offline_iaas.workflow.plan import plan_segments
+from tests.helpers import skip_data_check
 
 
 def campaign(tmp_path: Path, **sections: dict) -> object:
@@ -38,12 +37,14 @@ def campaign(tmp_path: Path, **sections: dict) -> object:
 
 @pytest.fixture
 def data_check(monkeypatch: pytest.MonkeyPatch) -> list:
-    """Stand-in for offline_iaas.data.frames.check_campaign_data; records its calls."""
-    calls: list = []
-    fake = types.ModuleType("offline_iaas.data.frames")
-    fake.check_campaign_data = calls.append  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "offline_iaas.data.frames", fake)
-    return calls
+    """Stand-in for the frame preflight make-dag runs; records its calls."""
+    return skip_data_check(monkeypatch)
+
+
+def sequence_ids(spec: dict) -> list[int]:
+    """The sequence IDs of a job spec (one stream, or several pieces)."""
+    streams = spec["pieces"] if "pieces" in spec else [spec]
+    return [s["sequence_id"] for s in streams]
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -73,7 +74,7 @@ def test_round_trip_two_servers_two_clients_each(tmp_path: Path) -> None:
         node = dag.nodes[seg.node]
         assert node.kind == "JOB" and node.submit == "client.sub"
         assert node.retries == 3 and node.category == "clients" and not node.parents
-        assert node.variables == {"node": seg.node}
+        assert node.variables == {"node": seg.node, "server": seg.server}
     merge = dag.nodes["merge"]
     assert merge.kind == "JOB" and merge.submit == "merge.sub"
     assert merge.parents == {"client0", "client1", "client2", "client3"}
@@ -83,6 +84,47 @@ def test_round_trip_two_servers_two_clients_each(tmp_path: Path) -> None:
     assert dag.node_status_file == "offline.status"
     assert dag.descendants("client2") == {"merge"}
     assert "MAXJOBS clients 2" in text and "CATEGORY client0 clients" in text
+
+
+def test_fatal_exit_final_node_and_pre_script(tmp_path: Path) -> None:
+    segments = plan_segments(campaign(tmp_path))
+    pre = Script("/env/bin/offline-iaas", ("prescript", "--node", "$JOB"), 75, 30)
+    text = dag_text(
+        ["server0", "server1"], segments, retries=2, max_parallel_clients=0,
+        fatal_exit=ConfigError.exit_code, final=True, client_pre=pre,
+    )
+    assert f"RETRY client0 2 UNLESS-EXIT {ConfigError.exit_code}" in text
+    assert f"ABORT-DAG-ON client3 {ConfigError.exit_code} RETURN 1" in text
+    assert "SCRIPT DEFER 75 30 PRE client1 /env/bin/offline-iaas prescript --node $JOB" in text
+    dag = parse_dag(text)
+    assert list(dag.nodes)[-1] == "final" and dag.nodes["final"].kind == "FINAL"
+    assert not dag.nodes["final"].parents and dag.nodes["final"].submit == "final.sub"
+    for seg in segments:
+        node = dag.nodes[seg.node]
+        assert (node.retries, node.unless_exit) == (2, ConfigError.exit_code)
+        assert (node.abort_exit, node.abort_return) == (ConfigError.exit_code, 1)
+        assert node.pre == pre
+        assert node.pre.argv({"$JOB": seg.node}) == [
+            "/env/bin/offline-iaas", "prescript", "--node", seg.node,
+        ]
+    assert dag.nodes["merge"].abort_exit == ConfigError.exit_code
+    assert dag.nodes["merge"].pre is None and dag.nodes["server0"].pre is None
+
+
+def test_parse_script_and_abort_forms() -> None:
+    dag = parse_dag(
+        "JOB a a.sub\nJOB b b.sub\nFINAL f f.sub\n"
+        "SCRIPT PRE a /bin/pre.sh $JOB $RETRY\n"
+        "SCRIPT DEFER 4 10 DEBUG pre.log ALL PRE b pre.sh\n"
+        "SCRIPT PRE f final.sh $DAG_STATUS\n"
+        "ABORT-DAG-ON a 3\nABORT-DAG-ON b 5 RETURN 1\n"
+    )
+    assert dag.nodes["a"].pre == Script("/bin/pre.sh", ("$JOB", "$RETRY"))
+    assert dag.nodes["a"].pre.argv({"$JOB": "a", "$RETRY": "0"}) == ["/bin/pre.sh", "a", "0"]
+    assert dag.nodes["b"].pre == Script("pre.sh", (), 4, 10)
+    assert dag.nodes["f"].pre == Script("final.sh", ("$DAG_STATUS",))
+    assert (dag.nodes["a"].abort_exit, dag.nodes["a"].abort_return) == (3, None)
+    assert (dag.nodes["b"].abort_exit, dag.nodes["b"].abort_return) == (5, 1)
 
 
 def test_no_maxjobs_without_limit(tmp_path: Path) -> None:
@@ -157,6 +199,13 @@ def test_parse_full_syntax() -> None:
         ("JOB a a.sub\nCATEGORY a\n", 2, "CATEGORY"),
         ("FINAL f f.sub\nFINAL g g.sub\n", 2, "only one FINAL"),
         ("JOB parent p.sub\n", 1, "cannot be a node name"),
+        ("JOB a a.sub\nSCRIPT POST a post.sh\n", 2, "POST is not supported"),
+        ("JOB a a.sub\nSCRIPT DEFER 4 PRE a pre.sh\n", 2, "integer"),
+        ("JOB a a.sub\nSCRIPT PRE a\n", 2, "expected SCRIPT"),
+        ("SERVICE s s.sub\nSCRIPT PRE s pre.sh\n", 2, "SERVICE node s"),
+        ("JOB a a.sub\nABORT-DAG-ON a\n", 2, "ABORT-DAG-ON"),
+        ("JOB a a.sub\nABORT-DAG-ON a 3 RETURNS 1\n", 2, "ABORT-DAG-ON"),
+        ("FINAL f f.sub\nABORT-DAG-ON f 3\n", 2, "FINAL node f"),
     ],
 )
 def test_parse_errors_name_the_line(text: str, line: int, words: str) -> None:
@@ -185,6 +234,7 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
         "server.sub",
         "client.sub",
         "merge.sub",
+        "final.sub",
         "run.json",
     ):
         assert (run / name).is_file(), name
@@ -216,9 +266,10 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
         assert spec["run_dir"] == str(run) and spec["config"] == "campaign.toml"
         assert spec["repository"] == str(config.model.repository)
         assert spec["model"] == config.model.name and spec["config_hash"] == config.config_hash()
-        assert spec["sequence_id"] - info["sequence_base"] in range(1, SEQUENCE_BLOCK)
-        assert spec["sequence_id"] not in ids_per_server.setdefault(spec["server"], set())
-        ids_per_server[spec["server"]].add(spec["sequence_id"])
+        for sequence_id in sequence_ids(spec):
+            assert sequence_id - info["sequence_base"] in range(1, SEQUENCE_BLOCK)
+            assert sequence_id not in ids_per_server.setdefault(spec["server"], set())
+            ids_per_server[spec["server"]].add(sequence_id)
         assert {k: spec[k] for k in seg.to_dict()} == seg.to_dict()
     assert sorted(ids_per_server) == ["server0", "server1"]
 
@@ -234,12 +285,7 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
 def test_make_dag_checks_data_before_writing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refuse(config: object) -> None:
-        raise DataError("no frames")
-
-    fake = types.ModuleType("offline_iaas.data.frames")
-    fake.check_campaign_data = refuse  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "offline_iaas.data.frames", fake)
+    skip_data_check(monkeypatch, DataError("no frames"))
     with pytest.raises(DataError):
         make_dag(campaign(tmp_path), tmp_path / "run")
     assert not (tmp_path / "run").exists()
@@ -264,7 +310,8 @@ def test_make_dag_rewrites_the_same_campaign(tmp_path: Path, data_check: list) -
     assert again == first  # same sequence base kept
     assert (run / "parts" / "client0.json").read_text() == '{"complete": true}'
     explicit = make_dag(config, run, sequence_base=3 * SEQUENCE_BLOCK)
-    assert [s.sequence_id for s in explicit] == [3 * SEQUENCE_BLOCK + i for i in range(1, 5)]
+    ids = [i for s in explicit for i in sequence_ids(s.to_dict())]
+    assert ids == [3 * SEQUENCE_BLOCK + i for i in range(1, 5)]
 
 
 def test_make_dag_refuses_unknown_dag(tmp_path: Path, data_check: list) -> None:

@@ -96,8 +96,12 @@ def test_find_frames_errors_name_the_source(tmp_path: Path, frames_dir: Path) ->
         find_frames(bad)
     gone = tmp_path / "gone.lcf"
     gone.write_text(lines[0] + "\n\nH H1_SYNTH 1262304008 8 file://localhost/no/such.gwf\n")
-    with pytest.raises(DataError, match=r"gone\.lcf, line 3: frame file /no/such.gwf"):
-        find_frames(gone)
+    listed = find_frames(gone)  # a listed file that does not exist is left to preflight
+    assert [f.path for f in listed] == [(frames_dir / f"H-H1_SYNTH-{START}-8.gwf").resolve(),
+                                        Path("/no/such.gwf")]
+    with pytest.raises(DataError, match=r"frame file /no/such.gwf \[1262304008, 1262304016\) "
+                       "does not exist"):
+        check_channels(listed, STRAIN[:1], START, START + 16, 256)
 
 
 # ---- check_channels --------------------------------------------------------------------------
@@ -115,7 +119,7 @@ def test_check_channels_names_a_missing_channel(frames: list[FrameFile]) -> None
     message = str(info.value)
     assert f"channel H1:FOO not found in {frames[0].path}" in message
     assert "channels there: H1:GDS-CALIB_STRAIN, H1:PEM-SYNTH_WITNESS_0" in message
-    assert "1 problem(s)" in message
+    assert "\n" not in message  # a single problem stays on one line
 
 
 def test_check_channels_reports_a_hole(frames_dir: Path, tmp_path: Path) -> None:
@@ -126,7 +130,10 @@ def test_check_channels_reports_a_hole(frames_dir: Path, tmp_path: Path) -> None
     with pytest.raises(DataError) as info:
         check_channels(frames, STRAIN, START, END, 256)
     message = str(info.value)
-    assert f"channel H1:GDS-CALIB_STRAIN: no frame data for [{START + 8}, {START + 16})" in message
+    assert (
+        f": no frame data for observatory H (H1:GDS-CALIB_STRAIN) in [{START + 8}, {START + 16}) "
+        f"(between H-H1_SYNTH-{START}-8.gwf and H-H1_SYNTH-{START + 16}-8.gwf)"
+    ) in message
     assert "L1:" not in message
     # a read that needs only the first file still works, one that needs the hole does not
     read_span(frames, STRAIN, START, START + 4, 64, SPAN)
@@ -138,9 +145,12 @@ def test_check_channels_reports_rates_and_missing_observatories(frames: list[Fra
     with pytest.raises(DataError) as info:
         check_channels(frames, ["H1:GDS-CALIB_STRAIN", "V1:STRAIN"], START, END, 100)
     message = str(info.value)
-    assert "2 problem(s)" in message
+    assert "2 problems" in message
     assert "sample rate 256 Hz, not a whole multiple of the model sample rate 100 Hz" in message
-    assert "channel V1:STRAIN: no frame files of observatory 'V'" in message
+    assert (
+        f"no frame data for observatory V (V1:STRAIN) in [{START}, {END}) "
+        "(no frame files of observatory 'V')"
+    ) in message
 
 
 # ---- read_span / iter_chunks -----------------------------------------------------------------
@@ -229,3 +239,114 @@ def test_s6_frame_matches_gwpy_resample() -> None:
     rms = np.sqrt(np.mean(theirs.value**2))
     inner = slice(205, -205)
     assert np.max(np.abs(ours[inner] - theirs.value[inner])) < 2e-3 * rms
+
+
+# ---- many rates, many files ------------------------------------------------------------------
+
+MIXED_SPAN = (START, START + 16)
+WITNESSES = ["H1:PEM-SYNTH_WITNESS_0", "H1:PEM-SYNTH_WITNESS_1", "L1:PEM-SYNTH_WITNESS_1"]
+MIXED = STRAIN + WITNESSES
+
+
+def mixed_config(tmp: Path, file_duration: float, witness_rate: float) -> CampaignConfig:
+    """16 s of strain at 1024 Hz, witnesses at ``witness_rate``; model rate 128 Hz."""
+    raw = {
+        "data": {
+            "frames": "frames",
+            "channels": STRAIN,
+            "start": START,
+            "duration": 16,
+            "sample_rate": 128,
+        },
+        "model": {"repository": "repo"},
+        "synth": {
+            "file_duration": file_duration,
+            "frame_sample_rate": 1024,
+            "witness_sample_rate": witness_rate,
+            "injections": 1,
+            "seed": 7,
+        },
+    }
+    return config_from_dict(raw, tmp / "c.toml")
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[FrameFile]]:
+    """The same data as 8 files x 2 s and as 1 file x 16 s (witnesses at 256 Hz), and as
+    2 files x 8 s with every channel at 1024 Hz."""
+    out = {}
+    for name, file_duration, witness_rate in (
+        ("small", 2, 256),
+        ("big", 16, 256),
+        ("full", 8, 0),
+    ):
+        tmp = tmp_path_factory.mktemp(f"mixed-{name}")
+        write_synthetic_dataset(mixed_config(tmp, file_duration, witness_rate))
+        out[name] = find_frames(tmp / "frames")
+    return out
+
+
+def test_mixed_rates_are_stored_and_decimated_from_one_stream(
+    mixed: dict[str, list[FrameFile]],
+) -> None:
+    paths = [str(f.path) for f in mixed["small"] if f.observatory == "H"]
+    stored = TimeSeriesDict.read(paths, STRAIN[:1] + WITNESSES[:2], format="gwf")
+    assert stored["H1:GDS-CALIB_STRAIN"].sample_rate.value == 1024
+    assert stored["H1:PEM-SYNTH_WITNESS_0"].sample_rate.value == 256
+    full_paths = [str(f.path) for f in mixed["full"] if f.observatory == "H"]
+    full = TimeSeriesDict.read(full_paths, STRAIN[:1] + WITNESSES[:2], format="gwf")
+    for name in STRAIN[:1]:
+        np.testing.assert_array_equal(stored[name].value, full[name].value)
+    for name in WITNESSES[:2]:  # every 4th sample of the witness generated at 1024 Hz
+        np.testing.assert_array_equal(stored[name].value, full[name].value[::4])
+    check_channels(mixed["small"], MIXED, *MIXED_SPAN, 128)
+    with pytest.raises(DataError) as info:
+        check_channels(mixed["small"], MIXED, *MIXED_SPAN, 512)
+    message = str(info.value)
+    assert message.startswith("3 problems")
+    assert "channel H1:PEM-SYNTH_WITNESS_0 in" in message and "has sample rate 256 Hz" in message
+    assert "GDS-CALIB_STRAIN" not in message
+
+
+@pytest.mark.parametrize("sample_rate", [128, 256])
+def test_mixed_rates_many_files_equal_one_file_and_chunks(
+    mixed: dict[str, list[FrameFile]], sample_rate: float
+) -> None:
+    """Strain decimated by 8 (4) and witnesses by 2 (1) at once; no seam at file boundaries."""
+    whole = read_span(mixed["big"], MIXED, *MIXED_SPAN, sample_rate, MIXED_SPAN)
+    assert whole.shape == (len(MIXED), 16 * sample_rate)
+    np.testing.assert_array_equal(
+        read_span(mixed["small"], MIXED, *MIXED_SPAN, sample_rate, MIXED_SPAN), whole
+    )
+    for chunk_seconds in (0.7, 1.3, 5.0):
+        chunks = iter_chunks(
+            mixed["small"], MIXED, *MIXED_SPAN, sample_rate, chunk_seconds, MIXED_SPAN
+        )
+        np.testing.assert_array_equal(np.concatenate(list(chunks), axis=1), whole)
+    # the witness read at its own rate is passed through; decimated, it keeps its band
+    if sample_rate == 256:
+        raw = TimeSeriesDict.read(
+            [str(f.path) for f in mixed["big"] if f.observatory == "L"],
+            ["L1:PEM-SYNTH_WITNESS_1"],
+            format="gwf",
+        )["L1:PEM-SYNTH_WITNESS_1"].value
+        np.testing.assert_array_equal(whole[-1], raw.astype(np.float32))
+
+
+def test_chunks_read_only_the_files_they_need(
+    mixed: dict[str, list[FrameFile]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bounded memory: a 1 s chunk of 2 s files reads at most 2 files per observatory."""
+    reads: list[list[str]] = []
+    original = TimeSeriesDict.read
+
+    def recording(source, *args, **kwargs):  # type: ignore[no-untyped-def]
+        reads.append(list(source))
+        return original(source, *args, **kwargs)
+
+    monkeypatch.setattr(TimeSeriesDict, "read", recording)
+    chunks = list(iter_chunks(mixed["small"], MIXED, *MIXED_SPAN, 128, 1.0, MIXED_SPAN))
+    assert len(chunks) == 16
+    assert len(reads) == 2 * 16  # one read per observatory per chunk
+    assert max(len(r) for r in reads) == 2
+    assert all(len(r) <= 2 for r in reads)

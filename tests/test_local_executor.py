@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from offline_iaas.workflow.local import (
     split_arguments,
     split_environment,
 )
+from tests.helpers import skip_data_check
 
 # One script plays every node; what it does is chosen by its second argument.
 NODE_SCRIPT = r"""
@@ -147,12 +147,22 @@ class Run:
 def make_run(tmp_path: Path):
     runs: list[Run] = []
 
-    def make(dag: str) -> Run:
-        run = Run(tmp_path, dag)
-        runs.append(run)
-        return run
+    class Maker:
+        """``make_run(dag)``; ``make_run.again(...)`` makes another in a fresh directory."""
 
-    yield make
+        def __call__(self, dag: str, root: Path | None = None) -> Run:
+            run = Run(root or tmp_path, dag)
+            runs.append(run)
+            return run
+
+        def again(self, dag: str | None, build=None, *args: str) -> Run:
+            root = tmp_path / f"again{len(runs)}"
+            root.mkdir()
+            if build is not None:
+                return build(lambda text: self(text, root), *args)
+            return self(dag, root)
+
+    yield Maker()
     # Whatever a failing test left behind is stopped here, by PID.
     for run in runs:
         for pid in run.pids():
@@ -362,9 +372,7 @@ def test_commands_of_a_make_dag_run_directory(tmp_path: Path, monkeypatch) -> No
     from offline_iaas.workflow.make_dag import console_script, make_dag
     from offline_iaas.workflow.submit import parse_submit
 
-    fake = types.ModuleType("offline_iaas.data.frames")
-    fake.check_campaign_data = lambda config: None  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "offline_iaas.data.frames", fake)
+    skip_data_check(monkeypatch)
     raw = {
         "data": {
             "frames": "f",
@@ -390,3 +398,188 @@ def test_commands_of_a_make_dag_run_directory(tmp_path: Path, monkeypatch) -> No
     assert argv["client1"].stderr == run / "logs" / "client1.err"
     assert argv["merge"].stdout == run / "logs" / "merge.out" and argv["merge"].cwd == run
     assert argv["server0"].max_retries == 2
+
+
+# ---- PRE scripts, ABORT-DAG-ON, FINAL, file transfer, resubmission --------------------------
+PRE_SCRIPT = r"""
+import os, sys
+events, name, retry, defers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+path = os.path.join(events, f"{name}.pre")
+calls = open(path).read().split() if os.path.exists(path) else []
+calls.append(retry)
+open(path, "w").write(" ".join(calls))
+print(f"pre {name} call {len(calls)}")
+if len(calls) <= defers:
+    sys.exit(9)  # not yet: DAGMan runs the script again after the DEFER time
+fails = int(os.environ.get("PRE_FAILS", "0"))
+sys.exit(1 if len(calls) - defers <= fails else 0)
+"""
+
+FINAL_SUBMIT = """universe = local
+executable = {python}
+arguments = "-c '{code}' {events}/final.args $(DAG_STATUS:0) $(FAILED_COUNT:0)"
+initialdir = {run}
+output = logs/final.out
+error = logs/final.err
+queue
+"""
+
+TRANSFER_SCRIPT = r"""
+import os, sys
+mode, events = sys.argv[1], sys.argv[2]
+open(os.path.join(events, "cwd"), "w").write(os.getcwd())
+data = open("in/data.txt").read()
+if mode == "fail":
+    sys.exit(3)
+if mode != "nooutput":
+    os.makedirs("out", exist_ok=True)
+    open("out/result.txt", "w").write(data.upper())
+open("scratch-only.txt", "w").write("stays in the sandbox")
+"""
+
+TRANSFER_SUBMIT = """executable = {python}
+arguments = "{script} $(mode) {events}"
+initialdir = {run}
+output = logs/$(node).out
+error = logs/$(node).err
+should_transfer_files = YES
+transfer_input_files = in/data.txt
+preserve_relative_paths = true
+transfer_output_files = out/result.txt
+when_to_transfer_output = ON_SUCCESS
+success_exit_code = 0
+queue
+"""
+
+
+def pre_line(run: Run, node: str, defers: int, defer: str = "DEFER 9 0 ") -> str:
+    script = run.dir.parent / "pre.py"
+    script.write_text(PRE_SCRIPT)
+    return f"SCRIPT {defer}PRE {node} {sys.executable} {script} {run.events} $JOB $RETRY {defers}\n"
+
+
+def test_pre_script_defers_then_the_job_runs(make_run) -> None:
+    run = make_run('JOB a node.sub\nVARS a node="a" mode="ok"\n')
+    with open(run.dir / "offline.dag", "a") as f:
+        f.write(pre_line(run, "a", defers=2))
+    run()
+    assert (run.events / "a.pre").read_text() == "0 0 0"  # deferred twice, then passed
+    assert run.has("a", "end") and run.time("a", "start") > 0
+    assert any("a: PRE script deferred (exit code 9)" in line for line in run.lines)
+    assert run.state()["a"]["attempts"] == 1
+    assert "pre a call 3" in (run.dir / "logs" / "a.pre.log").read_text()
+
+
+def test_failed_pre_script_retries_the_node(make_run, monkeypatch) -> None:
+    monkeypatch.setenv("PRE_FAILS", "1")
+    run = make_run('JOB a node.sub\nVARS a node="a" mode="ok"\nRETRY a 1\n')
+    with open(run.dir / "offline.dag", "a") as f:
+        f.write(pre_line(run, "a", defers=0, defer=""))
+    run()
+    assert (run.events / "a.pre").read_text() == "0 1"  # $RETRY: 0, then 1
+    assert any("a: failed with PRE script exit code 1" in line for line in run.lines)
+    assert run.has("a", "end") and run.state()["a"]["attempts"] == 2
+
+
+def write_final(run: Run) -> None:
+    code = "import sys; open(sys.argv[1], ''w'').write(sys.argv[2] + '' '' + sys.argv[3])"
+    (run.dir / "final.sub").write_text(
+        FINAL_SUBMIT.format(python=sys.executable, code=code, events=run.events, run=run.dir)
+    )
+    with open(run.dir / "offline.dag", "a") as f:
+        f.write("FINAL final final.sub\n")
+
+
+def test_final_node_runs_last_with_the_dag_status(make_run) -> None:
+    run = make_run(
+        'SERVICE server0 node.sub\nVARS server0 node="server0" mode="service"\n'
+        'JOB a node.sub\nVARS a node="a" mode="ok" sleep="0.2"\n'
+    )
+    write_final(run)
+    run()
+    assert (run.events / "final.args").read_text() == "0 0"
+    assert run.index("final: started") > run.index("a: done")
+    assert run.state()["final"]["status"] == "done"
+
+    failing = make_run.again('JOB c node.sub\nVARS c node="c" mode="fail"\n')
+    write_final(failing)
+    with pytest.raises(RunError, match="c \\(exit code 3"):
+        failing()
+    assert (failing.events / "final.args").read_text() == "2 1"
+
+
+def test_abort_dag_on_removes_running_jobs_and_runs_final(make_run) -> None:
+    run = make_run(
+        'SERVICE server0 node.sub\nVARS server0 node="server0" mode="service"\n'
+        'JOB b node.sub\nVARS b node="b" mode="ok" sleep="30"\n'
+        'JOB c node.sub\nVARS c node="c" mode="fail"\nRETRY c 3 UNLESS-EXIT 3\n'
+        "ABORT-DAG-ON c 3 RETURN 1\n"
+        'JOB d node.sub\nVARS d node="d" mode="ok"\nPARENT c CHILD d\n'
+    )
+    write_final(run)
+    with pytest.raises(RunError, match="DAG aborted: c exited with 3") as err:
+        run()
+    assert "not run: b, d" in str(err.value)
+    assert (run.events / "c.count").read_text() == "1"  # the abort overrides the retries
+    assert run.has("b", "start") and not run.has("b", "end") and not run.has("d", "start")
+    assert (run.events / "final.args").read_text() == "3 1"
+    state = run.state()
+    assert (state["b"]["status"], state["d"]["status"]) == ("removed", "not-run")
+    assert not [pid for pid in run.pids() if alive(pid)]
+
+
+def transfer_run(make_run, mode: str) -> Run:
+    run = make_run(f'JOB t xfer.sub\nVARS t node="t" mode="{mode}"\nRETRY t 1\n')
+    script = run.dir.parent / "xfer.py"
+    script.write_text(TRANSFER_SCRIPT)
+    (run.dir / "xfer.sub").write_text(
+        TRANSFER_SUBMIT.format(python=sys.executable, script=script, events=run.events, run=run.dir)
+    )
+    (run.dir / "in").mkdir()
+    (run.dir / "in" / "data.txt").write_text("frames")
+    return run
+
+
+def test_file_transfer_runs_the_job_in_a_scratch_directory(make_run) -> None:
+    run = transfer_run(make_run, "copy")
+    run()
+    assert (run.dir / "out" / "result.txt").read_text() == "FRAMES"
+    cwd = Path((run.events / "cwd").read_text())
+    assert cwd.parent == run.dir / "scratch" and cwd.name == "t.1"
+    assert not (run.dir / "scratch").exists()  # cleaned after the job
+    assert not (run.dir / "scratch-only.txt").exists()  # not listed: not transferred
+
+
+def test_file_transfer_failures(make_run) -> None:
+    run = transfer_run(make_run, "nooutput")
+    with pytest.raises(RunError, match="t \\(exit code 0 after 2 attempts"):
+        run()
+    assert any("out/result.txt, which the job did not create" in line for line in run.lines)
+
+    run = make_run.again(None, transfer_run, "fail")  # ON_SUCCESS: nothing comes back
+    with pytest.raises(RunError, match="exit code 3"):
+        run()
+    assert not (run.dir / "out").exists()
+
+    run = make_run.again(None, transfer_run, "copy")
+    (run.dir / "in" / "data.txt").unlink()
+    with pytest.raises(RunError):
+        run()
+    assert any("in/data.txt, which does not exist" in line for line in run.lines)
+
+
+def test_a_missing_part_reruns_that_client_and_what_depends_on_it(make_run) -> None:
+    run = make_run(
+        'JOB client0 node.sub\nVARS client0 node="client0" mode="ok"\n'
+        'JOB client1 node.sub\nVARS client1 node="client1" mode="ok"\n'
+        'JOB merge node.sub\nVARS merge node="merge" mode="ok"\n'
+        "PARENT client0 client1 CHILD merge\n"
+    )
+    for sub in ("parts", "output"):
+        (run.dir / sub).mkdir()
+    (run.dir / "parts" / "client1.json").write_text('{"complete": true}')
+    (run.dir / "output" / "campaign.h5").write_bytes(b"")
+    (run.dir / "output" / "campaign.json").write_text('{"complete": true}')
+    run()  # client0's part is missing: client0 runs, and the merge made without it runs again
+    assert run.has("client0", "end") and run.has("merge", "end")
+    assert not run.has("client1", "start")

@@ -3,7 +3,38 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.config import load_config
-from offline_iaas.workflow.plan import plan_segments, request_sizes, window_gps
+from offline_iaas.errors import ConfigError
+from offline_iaas.workflow.plan import (
+    ClientSegment,
+    make_stretches,
+    plan_segments,
+    request_sizes,
+    whole_span,
+    window_gps,
+)
+
+
+def check_tiling(config, stretches, segments) -> None:
+    """Pieces tile each stretch's kept windows exactly, each with one warm-up."""
+    warmup = config.warmup_windows
+    for stretch in stretches:
+        pieces = sorted(
+            (p for s in segments for p in s.pieces if p.stretch == stretch.index),
+            key=lambda p: p.output_start,
+        )
+        expected = warmup
+        for piece in pieces:
+            assert piece.output_start == expected
+            assert piece.warmup_windows == warmup
+            assert piece.first_window >= 0
+            assert (piece.stretch_gps_start, piece.stretch_gps_end) == (
+                stretch.gps_start, stretch.gps_end
+            )
+            step = config.stride_samples / config.data.sample_rate
+            assert piece.gps_start == stretch.gps_start + piece.first_window * step
+            assert piece.gps_end == stretch.gps_start + piece.output_stop * step
+            expected = piece.output_stop
+        assert expected == stretch.windows(config)
 
 
 @pytest.mark.parametrize(("servers", "per_server"), [(1, 1), (2, 2), (3, 2), (1, 7)])
@@ -16,23 +47,48 @@ def test_segments_tile_the_span_with_warmups(
     )
     segments = plan_segments(config, sequence_base=1 << 20)
     assert len(segments) == servers * per_server
-    assert segments[0].output_start == 0 and segments[0].warmup_windows == 0
-    assert segments[-1].output_stop == config.total_windows
-    for before, after in zip(segments, segments[1:], strict=False):
-        assert after.output_start == before.output_stop
-        assert after.warmup_windows == config.warmup_windows
-    sizes = [s.output_stop - s.output_start for s in segments]
+    check_tiling(config, whole_span(config), segments)
+    sizes = [s.kept_windows for s in segments]
     assert max(sizes) - min(sizes) <= 1
-    stride = config.stride_samples / config.data.sample_rate
+    assert sum(sizes) == config.total_windows - config.warmup_windows
+    ids: dict[str, set[int]] = {}
     for seg in segments:
-        assert seg.gps_start == config.data.start + seg.first_window * stride
-        assert seg.gps_end == config.data.start + seg.output_stop * stride
         assert seg.server == f"server{seg.index // per_server}"
-    by_server: dict[str, set[int]] = {}
+        for piece in seg.pieces:
+            assert piece.sequence_id > 1 << 20
+            assert piece.sequence_id not in ids.setdefault(seg.server, set())
+            ids[seg.server].add(piece.sequence_id)
+        assert ClientSegment.from_dict(seg.to_dict()) == seg
+
+
+def test_no_piece_spans_a_gap_and_shares_stay_balanced(small_config_file: Path) -> None:
+    config = load_config(small_config_file, ["layout.servers=2", "layout.clients_per_server=2"])
+    start = config.data.start
+    stretches = make_stretches(config, [(start, start + 20), (start + 24, start + 41.5),
+                                        (start + 50, start + 64)])
+    segments = plan_segments(config, stretches)
+    check_tiling(config, stretches, segments)
     for seg in segments:
-        ids = by_server.setdefault(seg.server, set())
-        assert seg.sequence_id not in ids and seg.sequence_id > 0
-        ids.add(seg.sequence_id)
+        for piece in seg.pieces:
+            stretch = stretches[piece.stretch]
+            assert stretch.gps_start <= piece.gps_start < piece.gps_end <= stretch.gps_end
+    sizes = [s.kept_windows for s in segments]
+    assert max(sizes) <= 1.05 * (sum(sizes) / len(sizes))
+    assert any(len(seg.pieces) > 1 for seg in segments)  # a client crossing a gap gets two
+
+
+def test_too_little_data_for_the_layout(small_config_file: Path) -> None:
+    config = load_config(small_config_file, ["layout.clients_per_server=4"])
+    start = config.data.start
+    stretches = make_stretches(config, [(start, start + 1.5)])  # 6 windows, 3 of warm-up
+    with pytest.raises(ConfigError, match="holds 3 windows, fewer than the 4"):
+        plan_segments(config, stretches)
+
+
+def test_stretch_bounds_must_be_on_the_stride_grid(small_config_file: Path) -> None:
+    config = load_config(small_config_file)
+    with pytest.raises(ValueError, match="stride grid"):
+        make_stretches(config, [(config.data.start + 0.1, config.data.start + 8)])
 
 
 def test_warmup_covers_one_kernel(small_config_file: Path) -> None:
@@ -48,4 +104,4 @@ def test_request_sizes_and_window_times(small_config_file: Path) -> None:
     assert request_sizes(16, 8) == [8, 8]
     assert request_sizes(3, 8) == [3]
     config = load_config(small_config_file)
-    assert window_gps(config, 0) == config.data.start + 0.25
+    assert window_gps(config, whole_span(config)[0], 0) == config.data.start + 0.25

@@ -19,29 +19,33 @@ from offline_iaas.workflow.submit import (
 
 REPO = Path(__file__).resolve().parents[1]
 VALUES = {
+    "UNIVERSE": "vanilla",
     "EXECUTABLE": "/opt/env/bin/offline-iaas",
+    "ARGUMENTS": "serve --run-dir /data/runs/o3 --node $(node)",
     "RUN_DIR": "/data/runs/o3",
     "SERVER_RETRIES": "2",
-    "REQUEST_CPUS": "3",
-    "REQUEST_MEMORY": "4GB",
-    "REQUEST_DISK": "2GB",
+    "SITE": "# Resources.\nrequest_cpus = 3\nrequest_memory = 4GB\nrequest_disk = 2GB\n",
 }
 
 
 @pytest.mark.parametrize(
-    ("role", "arguments", "log"),
+    ("role", "log"),
     [
-        ("server", '"serve --run-dir /data/runs/o3 --node $(node)"', "logs/$(node).log"),
-        ("client", '"client --run-dir /data/runs/o3 --node $(node)"', "logs/$(node).log"),
-        ("merge", '"merge --run-dir /data/runs/o3"', "logs/merge.log"),
+        ("server", "logs/$(node).log"),
+        ("client", "logs/$(node).log"),
+        ("merge", "logs/merge.log"),
+        ("final", "logs/final.log"),
     ],
 )
-def test_rendered_templates_parse(role: str, arguments: str, log: str) -> None:
+def test_rendered_templates_parse(role: str, log: str) -> None:
     text = render_submit(role, VALUES)
     items = dict(htcondor2.Submit(text).items())
-    assert items["universe"] == "vanilla"
+    assert items["universe"] == ("local" if role == "final" else "vanilla")
     assert items["executable"] == "/opt/env/bin/offline-iaas"
-    assert items["arguments"] == arguments
+    if role != "final":
+        assert items["arguments"] == '"serve --run-dir /data/runs/o3 --node $(node)"'
+    else:
+        assert items["arguments"].startswith('"status /data/runs/o3 --final --dag-status')
     assert items["initialdir"] == "/data/runs/o3"
     assert items["log"] == log
     assert items["output"] == log.replace(".log", ".out")
@@ -72,8 +76,8 @@ def test_repository_submit_link_shows_the_templates() -> None:
 
 def test_render_refuses_missing_values_and_unknown_roles() -> None:
     values = dict(VALUES)
-    del values["REQUEST_DISK"]
-    with pytest.raises(ValueError, match="@REQUEST_DISK@"):
+    del values["SITE"]
+    with pytest.raises(ValueError, match="@SITE@"):
         render_submit("client", values)
     with pytest.raises(ValueError, match="unknown submit role"):
         render_submit("worker", VALUES)

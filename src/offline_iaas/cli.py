@@ -41,14 +41,31 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
     from offline_iaas.workflow.make_dag import make_dag
 
     config = _config(args)
-    segments = make_dag(config, args.out)
+    segments = make_dag(config, args.out, log=log)
     log(f"make-dag: {args.out.resolve() / 'offline.dag'}")
+    stride = config.stride_samples / config.data.sample_rate
     for seg in segments:
-        log(
-            f"  {seg.node}: {seg.server}, sequence {seg.sequence_id}, GPS "
-            f"{seg.gps_start:.3f}-{seg.gps_end:.3f} ({seg.gps_end - seg.gps_start:.1f} s, "
-            f"{seg.warmup_windows} warm-up windows)"
+        pieces = ", ".join(
+            f"GPS {p.gps_start:.3f}-{p.gps_end:.3f} (sequence {p.sequence_id})" for p in seg.pieces
         )
+        log(f"  {seg.node} -> {seg.server}: {seg.kept_windows * stride:.1f} s of output: {pieces}")
+
+
+def cmd_check(args: argparse.Namespace) -> None:
+    from offline_iaas.data.frames import discover_frames, frame_source, preflight
+
+    config = _config(args)
+    frames = discover_frames(config)
+    span = preflight(config, frames)
+    per_obs: dict[str, int] = {}
+    for f in frames:
+        per_obs[f.observatory] = per_obs.get(f.observatory, 0) + 1
+    counts = ", ".join(f"{obs}: {n}" for obs, n in sorted(per_obs.items()))
+    log(f"check: {len(config.data.channels)} channel(s): {', '.join(config.data.channels)}")
+    log(f"check: {len(frames)} frame file(s) ({counts}) from {frame_source(config)}")
+    for line in span.summary_lines():
+        log(f"check: {line}")
+    log("check: OK")
 
 
 def cmd_run_local(args: argparse.Namespace) -> None:
@@ -60,7 +77,25 @@ def cmd_run_local(args: argparse.Namespace) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     from offline_iaas.serve.node import serve
 
-    serve(args.run_dir, args.node, log=log)
+    serve(
+        args.run_dir, args.node, log=log, repository=args.repository, rendezvous=args.rendezvous
+    )
+
+
+def cmd_prescript(args: argparse.Namespace) -> None:
+    from offline_iaas.workflow.prescript import DEFER_EXIT, prescript
+
+    if not prescript(args.run_dir, args.node, log=log):
+        raise SystemExit(DEFER_EXIT)  # DAGMan runs the script again later (SCRIPT DEFER)
+
+
+def cmd_status(args: argparse.Namespace) -> None:
+    from offline_iaas.workflow.status import final_summary, print_status
+
+    if args.final:
+        final_summary(args.run_dir, args.dag_status, args.failed_count, log=log)
+    else:
+        print_status(args.run_dir, log=log, as_json=args.json)
 
 
 def cmd_client(args: argparse.Namespace) -> None:
@@ -110,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", type=Path, help="classifier state_dict (default: seeded init)")
     p = command("make-dag", cmd_make_dag, "plan the segments and write the run directory")
     p.add_argument("--out", type=Path, required=True, help="run directory")
+    command("check", cmd_check, "pre-flight check of the frames and segments (writes nothing)")
     p = command("run-local", cmd_run_local, "execute a run directory's DAG here", config=False)
     p.add_argument("run_dir", type=Path)
     for name, func, text in (
@@ -119,6 +155,22 @@ def build_parser() -> argparse.ArgumentParser:
         p = command(name, func, text, config=False)
         p.add_argument("--run-dir", type=Path, required=True)
         p.add_argument("--node", required=True)
+    p = sub.choices["serve"]
+    p.add_argument("--repository", type=Path, help="model repository directory or tarball")
+    p.add_argument("--rendezvous", choices=("file", "jobad"), default="file",
+                   help="publish the address in servers/<node>.json or in the job ad")
+    p = command("prescript", cmd_prescript, "DAG PRE script: fetch a client's server address "
+                "(exit code 75: not known yet, run me again later)", config=False)
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--node", required=True)
+    p = command("status", cmd_status, "per-node state, data seconds done and ETA of a run",
+                config=False)
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
+    p.add_argument("--final", action="store_true",
+                   help="FINAL node: write summary.json, fail if the DAG failed")
+    p.add_argument("--dag-status", type=int, default=0, help="DAGMan's $(DAG_STATUS)")
+    p.add_argument("--failed-count", type=int, default=0, help="DAGMan's $(FAILED_COUNT)")
     p = command("merge", cmd_merge, "merge node: check and stitch the parts", config=False)
     p.add_argument("--run-dir", type=Path, required=True)
     p = command("reference", cmd_reference, "run the whole span in one process (the oracle)")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import tomllib
 import types
 import typing
@@ -52,6 +53,8 @@ class SynthConfig:
     description: str = "SYNTH"
     file_duration: float = 64.0
     frame_sample_rate: float = 2048.0
+    witness_sample_rate: float = 0.0
+    """Sample rate (Hz) of the witness channels; 0 means ``frame_sample_rate``."""
     witnesses: int = 2
     witness_coupling: float = 0.5
     line_frequency: float = 60.0
@@ -93,7 +96,22 @@ class ServerConfig:
     """The inference server nodes."""
 
     runtime: str = "native"
-    """``native``: the tritonserver on PATH, else the one in the nvidia-pytriton wheel."""
+    """``native``: the tritonserver on PATH, else the one in the nvidia-pytriton wheel;
+    ``apptainer`` or ``singularity``: tritonserver from ``server.image`` in a container."""
+    image: str = ""
+    """Triton container image (SIF file, sandbox directory, CVMFS path or ``docker://`` URI)."""
+    gpus: int = 0
+    """GPUs per server (``request_gpus``); 0 runs Triton on CPU."""
+    gpu_capability: float = 0.0
+    """Minimum CUDA compute capability (``gpus_minimum_capability``); 0 means any."""
+    gpu_memory_mb: int = 0
+    """Minimum GPU memory in MB (``gpus_minimum_memory``); 0 means any."""
+    cpus: int = 0
+    """CPU cores per server (``request_cpus``); 0 means ``instances + 1``."""
+    memory: str = "4GB"
+    """Memory per server (``request_memory``), with its unit: ``8GB``, ``512MB``."""
+    disk: str = "4GB"
+    """Scratch disk per server (``request_disk``), with its unit."""
     instances: int = 1
     """Model instances of the network per server."""
     bind: str = "127.0.0.1"
@@ -128,6 +146,36 @@ class WorkflowConfig:
     """Client nodes run at once (DAGMan ``MAXJOBS``); 0 means all."""
 
 
+SITE_PROFILES: tuple[str, ...] = ("local", "ldg", "osg", "hepcloud")
+SERVER_RUNTIMES: tuple[str, ...] = ("native", "apptainer", "singularity")
+_REQUEST_KEYS = frozenset({"gpus", "gpu_capability", "gpu_memory_mb", "cpus", "memory", "disk"})
+_SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]B?", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SiteConfig:
+    """Where the DAG runs: shapes the submit files (see ``workflow/profiles.py``)."""
+
+    profile: str = "local"
+    """``local`` (run-local), ``ldg`` (LIGO Data Grid), ``osg`` (OSPool/IGWN pool), ``hepcloud``."""
+    accounting_group: str = ""
+    """IGWN accounting tag (``ligo.prod.o3.detchar.nonlin_coup.deepclean``); required on ``ldg``."""
+    accounting_group_user: str = ""
+    """The person a shared account's jobs are accounted to (``albert.einstein``)."""
+    filesystem: str = ""
+    """``shared`` or ``transfer`` (HTCondor file transfer); empty: the profile's default."""
+    client_image: str = ""
+    """Container image of the client and merge jobs (has offline-iaas); required with transfer."""
+    image_executable: str = "/opt/offline-iaas/bin/offline-iaas"
+    """Path of the offline-iaas command inside the images."""
+    client_memory: str = "2GB"
+    client_disk: str = "2GB"
+    merge_memory: str = "4GB"
+    merge_disk: str = "4GB"
+    oauth_permissions: str = "gwdatafind.read"
+    """Token scopes (``igwn_oauth_permissions``) asked for when frames come from datafind."""
+
+
 @dataclass(frozen=True)
 class CampaignConfig:
     """A whole campaign: every section of the TOML file."""
@@ -139,6 +187,7 @@ class CampaignConfig:
     client: ClientConfig = field(default_factory=ClientConfig)
     workflow: WorkflowConfig = field(default_factory=WorkflowConfig)
     synth: SynthConfig = field(default_factory=SynthConfig)
+    site: SiteConfig = field(default_factory=SiteConfig)
     source: Path | None = None
     """The file it was loaded from (not a TOML key)."""
 
@@ -173,7 +222,11 @@ class CampaignConfig:
 
     def config_hash(self) -> str:
         """Hash of everything that determines the campaign's output."""
-        text = json.dumps(self.to_dict(), sort_keys=True)
+        # [site] and the servers' resource requests only say where and how the jobs run:
+        # changing them (e.g. more memory after a failure) keeps the parts valid.
+        plain = {k: v for k, v in self.to_dict().items() if k != "site"}
+        plain["server"] = {k: v for k, v in plain["server"].items() if k not in _REQUEST_KEYS}
+        text = json.dumps(plain, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -185,6 +238,7 @@ SECTIONS: dict[str, type] = {
     "client": ClientConfig,
     "workflow": WorkflowConfig,
     "synth": SynthConfig,
+    "site": SiteConfig,
 }
 
 
@@ -364,8 +418,28 @@ def _check(c: CampaignConfig, path: Path) -> None:
             f"({c.data.duration} s) holds {c.total_windows} windows, fewer than the "
             f"{clients} client segments of the layout",
         )
-    if c.server.runtime not in ("native",):
-        fail("server.runtime", f"must be 'native', got {c.server.runtime!r}")
+    if c.server.runtime not in SERVER_RUNTIMES:
+        known = ", ".join(SERVER_RUNTIMES)
+        fail("server.runtime", f"must be one of {known}, got {c.server.runtime!r}")
+    if c.server.runtime != "native" and not c.server.image:
+        fail("server.image", f"must name the Triton image (server.runtime = {c.server.runtime!r})")
+    for key, value in (("server.gpus", c.server.gpus), ("server.cpus", c.server.cpus),
+                       ("server.gpu_memory_mb", c.server.gpu_memory_mb),
+                       ("server.gpu_capability", c.server.gpu_capability)):
+        if value < 0:
+            fail(key, f"must not be negative, got {value}")
+    for key, value in (("server.memory", c.server.memory), ("server.disk", c.server.disk),
+                       ("site.client_memory", c.site.client_memory),
+                       ("site.client_disk", c.site.client_disk),
+                       ("site.merge_memory", c.site.merge_memory),
+                       ("site.merge_disk", c.site.merge_disk)):
+        if not _SIZE.fullmatch(value):
+            fail(key, f"must be a size with its unit (e.g. '4GB', '512MB'), got {value!r}")
+    if c.site.profile not in SITE_PROFILES:
+        fail("site.profile", f"must be one of {', '.join(SITE_PROFILES)}, got {c.site.profile!r}")
+    if c.site.filesystem not in ("", "shared", "transfer"):
+        fail("site.filesystem", f"must be 'shared', 'transfer' or '' (the profile's), got "
+             f"{c.site.filesystem!r}")
     if c.server.instances < 1:
         fail("server.instances", f"must be at least 1, got {c.server.instances}")
     if c.client.in_flight < 1:

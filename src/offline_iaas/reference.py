@@ -1,9 +1,9 @@
-"""``offline-iaas reference``: the exported graphs run in one process as one uninterrupted stream.
+"""``offline-iaas reference``: the exported graphs run in one process, one stream per stretch.
 
 This is the oracle the campaign must equal, and the "direct" mode for users without a server:
 the same snapshotter code the server runs (``repository/backend/snapshotter.py``) and the same
-ONNX graph (the classifier version Triton serves), fed with the same requests a single client
-streaming the whole span would send.
+ONNX graph (the classifier version Triton serves), fed with the requests one client streaming
+each whole stretch would send.
 """
 
 from __future__ import annotations
@@ -11,12 +11,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
-
-from offline_iaas.client.stream import OUTPUT, request_updates
+from offline_iaas.client.stream import OUTPUT, piece_samples, request_updates
 from offline_iaas.config import CampaignConfig
-from offline_iaas.data.frames import find_frames, iter_chunks
-from offline_iaas.merge.output import write_output
+from offline_iaas.data.frames import discover_frames, preflight
+from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.repository.backend.snapshotter import SnapshotState
 from offline_iaas.repository.export import (
     check_repository,
@@ -24,33 +22,48 @@ from offline_iaas.repository.export import (
     onnx_session,
     run_network,
 )
-from offline_iaas.workflow.plan import request_sizes
+from offline_iaas.workflow.plan import Piece, make_stretches, request_sizes, stride_seconds
 
 
 def run_reference(config: CampaignConfig, out_path: Path) -> tuple[Path, float]:
-    """Process the whole span in-process; return the output path and the wall time."""
+    """Process every stretch in-process; return the output path and the wall time."""
     started = time.monotonic()
     check_repository(config)
     session = onnx_session(classifier_onnx_path(config.model.repository))
+    frames = discover_frames(config)
     stride = config.stride_samples
-    span = (config.data.start, config.data.start + config.data.duration)
-    windows = config.total_windows
-    chunks = iter_chunks(
-        find_frames(config.data.frames),
-        config.data.channels,
-        config.data.start,
-        config.data.start + windows * stride / config.data.sample_rate,
-        config.data.sample_rate,
-        config.client.chunk_seconds,
-        span,
-    )
-    sizes = request_sizes(windows, config.model.batch_size)
-    state = SnapshotState(len(config.data.channels), config.kernel_samples, stride)
-    statistic = np.empty(windows, dtype=np.float32)
-    offset = 0
-    updates = request_updates(chunks, [n * stride for n in sizes])
-    for size, update in zip(sizes, updates, strict=True):
-        statistic[offset : offset + size] = run_network(session, state.update(update))
-        offset += size
-    write_output(out_path, config, {OUTPUT: statistic}, {"producer": "reference"})
+    warmup = config.warmup_windows
+    # the same stretches make-dag plans: holes in the data end streams
+    span = preflight(config, frames, allow_holes_in_science=True)
+    stretches = make_stretches(config, span.stretches)
+    writer = CampaignWriter(out_path, config, stretches)
+    try:
+        for stretch in stretches:
+            windows = stretch.windows(config)
+            whole = Piece(
+                stretch=stretch.index,
+                sequence_id=1,
+                first_window=0,
+                output_start=warmup,
+                output_stop=windows,
+                gps_start=stretch.gps_start,
+                gps_end=stretch.gps_start + windows * stride_seconds(config),
+                stretch_gps_start=stretch.gps_start,
+                stretch_gps_end=stretch.gps_end,
+            )
+            sizes = request_sizes(windows, config.model.batch_size)
+            updates = request_updates(
+                piece_samples(config, frames, whole), [n * stride for n in sizes]
+            )
+            state = SnapshotState(len(config.data.channels), config.kernel_samples, stride)
+            window = 0
+            for size, update in zip(sizes, updates, strict=True):
+                values = run_network(session, state.update(update))
+                keep = values[max(0, warmup - window) :]
+                writer.write(OUTPUT, stretch.index, max(0, window - warmup), keep)
+                window += size
+        writer.commit({"producer": "reference"})
+    except BaseException:
+        writer.discard()
+        raise
     return out_path, time.monotonic() - started

@@ -1,16 +1,18 @@
 """``offline-iaas client``: stream one client segment to its server.
 
-The client reads its segment from frames chunk by chunk, cuts it into requests of
-``batch_size * stride`` new samples per channel (the last one shorter), and sends them on one
-gRPC bidirectional stream under its sticky sequence ID: START on the first request, END on the
-last, at most ``in_flight`` requests outstanding. Responses are placed by request index, never by
-arrival order.
+A segment is one or more pieces (one per analysable stretch it touches). For each piece the
+client reads its samples from frames chunk by chunk, cuts them into requests of
+``batch_size * stride`` new samples per channel (the last one shorter), and sends them on the
+gRPC bidirectional stream under the piece's sticky sequence ID: START on the first request, END
+on the last, at most ``in_flight`` requests outstanding. Responses are placed by request index,
+never by arrival order, and written to the part file as they arrive, so memory does not grow
+with the segment's length.
 """
 
 from __future__ import annotations
 
 import json
-import threading
+import queue
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,14 +20,15 @@ from pathlib import Path
 import numpy as np
 
 from offline_iaas import faults
-from offline_iaas.client.part import part_is_complete, write_part
+from offline_iaas.client.part import PartWriter, part_is_complete, peak_rss_mb
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.data.frames import find_frames, iter_chunks
+from offline_iaas.data.frames import FrameFile, discover_frames, iter_chunks
 from offline_iaas.errors import ModelError, RunError, ServerError
+from offline_iaas.merge.output import OUTPUTS
 from offline_iaas.serve.rendezvous import ServerAddress, wait_for_address
-from offline_iaas.workflow.plan import ClientSegment, request_sizes
+from offline_iaas.workflow.plan import ClientSegment, Piece, request_sizes
 
-OUTPUT = "statistic"
+OUTPUT = OUTPUTS[0]
 
 
 def load_job(run_dir: Path, node: str) -> ClientSegment:
@@ -36,19 +39,18 @@ def load_job(run_dir: Path, node: str) -> ClientSegment:
         raise RunError(f"{path}: no job spec for node {node}") from None
 
 
-def segment_samples(
-    config: CampaignConfig, segment: ClientSegment
+def piece_samples(
+    config: CampaignConfig, frames: list[FrameFile], piece: Piece
 ) -> Iterator[np.ndarray]:
-    """The segment's samples at the model rate, chunk by chunk ([channels, n] float32)."""
-    span = (config.data.start, config.data.start + config.data.duration)
+    """A piece's samples at the model rate, chunk by chunk ([channels, n] float32)."""
     return iter_chunks(
-        find_frames(config.data.frames),
+        frames,
         config.data.channels,
-        segment.gps_start,
-        segment.gps_end,
+        piece.gps_start,
+        piece.gps_end,
         config.data.sample_rate,
         config.client.chunk_seconds,
-        span,
+        (piece.stretch_gps_start, piece.stretch_gps_end),
     )
 
 
@@ -89,78 +91,79 @@ def stream_segment(
     config: CampaignConfig,
     segment: ClientSegment,
     address: ServerAddress,
-    updates: Iterator[np.ndarray],
+    frames: list[FrameFile],
+    writer: PartWriter,
     log: Callable[[str], None] = print,
-) -> np.ndarray:
-    """Send the segment's updates on one sequence; return the statistic of every window."""
+    run_dir: Path | None = None,
+) -> None:
+    """Stream every piece of the segment on one gRPC stream, writing responses to ``writer``."""
     import tritonclient.grpc as grpcclient
 
-    sizes = request_sizes(segment.windows, config.model.batch_size)
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    statistic = np.empty(segment.windows, dtype=np.float32)
-    received = 0
-    errors: list[str] = []
-    slots = threading.Semaphore(config.client.in_flight)
-    lock = threading.Lock()
+    stride = config.stride_samples
+    plans = [request_sizes(p.windows, config.model.batch_size) for p in segment.pieces]
+    offsets = [np.concatenate([[0], np.cumsum(sizes)]) for sizes in plans]
+    total_requests = sum(len(sizes) for sizes in plans)
+    responses: queue.Queue = queue.Queue()
+    sent = received = 0
 
     def on_response(result=None, error=None) -> None:
-        nonlocal received
-        with lock:
-            if error is not None:
-                errors.append(str(error))
-            else:
-                index = int(result.get_response().id)
-                values = result.as_numpy(OUTPUT)[0]
-                statistic[offsets[index] : offsets[index + 1]] = values
-                received += 1
-        slots.release()
+        responses.put((result, error))
 
-    def acquire() -> None:
-        if not slots.acquire(timeout=config.client.request_timeout_seconds):
+    def take_response() -> None:
+        nonlocal received
+        try:
+            result, error = responses.get(timeout=config.client.request_timeout_seconds)
+        except queue.Empty:
             raise ServerError(
                 f"{segment.node}: no response from {address.node} at {address.grpc_url} "
                 f"within {config.client.request_timeout_seconds:.0f} s"
-            )
-        if errors:
-            raise ServerError(f"{segment.node}: {address.node} answered with an error: {errors[0]}")
+            ) from None
+        if error is not None:
+            raise ServerError(f"{segment.node}: {address.node} answered with an error: {error}")
+        piece, index = map(int, result.get_response().id.split(":"))
+        writer.write(OUTPUT, piece, int(offsets[piece][index]), result.as_numpy(OUTPUT)[0])
+        received += 1
 
     client = grpcclient.InferenceServerClient(address.grpc_url)
+    started = last_report = time.monotonic()
+    streamed_seconds = segment.streamed_seconds
     try:
         check_model(client, config)
         client.start_stream(callback=on_response)
-        stride = config.stride_samples
-        started = time.monotonic()
-        last_report = started
-        data_seconds = segment.gps_end - segment.gps_start
-        for index, update in enumerate(request_updates(updates, [n * stride for n in sizes])):
-            acquire()
-            tensor = grpcclient.InferInput("update", [1, *update.shape], "FP32")
-            tensor.set_data_from_numpy(np.ascontiguousarray(update[None]))
-            client.async_stream_infer(
-                config.model.name,
-                [tensor],
-                request_id=str(index),
-                sequence_id=segment.sequence_id,
-                sequence_start=index == 0,
-                sequence_end=index == len(sizes) - 1,
-                outputs=[grpcclient.InferRequestedOutput(OUTPUT)],
+        for number, (piece, sizes) in enumerate(zip(segment.pieces, plans, strict=True)):
+            updates = request_updates(
+                piece_samples(config, frames, piece), [n * stride for n in sizes]
             )
-            now = time.monotonic()
-            if now - last_report > 10:
-                done = data_seconds * (index + 1) / len(sizes)
-                log(
-                    f"{segment.node}: {done:.0f}/{data_seconds:.0f} s of data sent "
-                    f"({done / (now - started):.1f} s/s)"
+            for index, update in enumerate(updates):
+                while sent - received >= config.client.in_flight:
+                    take_response()
+                tensor = grpcclient.InferInput("update", [1, *update.shape], "FP32")
+                tensor.set_data_from_numpy(np.ascontiguousarray(update[None]))
+                client.async_stream_infer(
+                    config.model.name,
+                    [tensor],
+                    request_id=f"{number}:{index}",
+                    sequence_id=piece.sequence_id,
+                    sequence_start=index == 0,
+                    sequence_end=index == len(sizes) - 1,
+                    outputs=[grpcclient.InferRequestedOutput(OUTPUT)],
                 )
-                last_report = now
-        for _ in range(config.client.in_flight):
-            acquire()
+                sent += 1
+                if run_dir is not None and sent == total_requests // 2:
+                    faults.inject(run_dir, segment.node, "mid-stream")
+                now = time.monotonic()
+                if now - last_report > 10:
+                    done = streamed_seconds * sent / total_requests
+                    log(
+                        f"{segment.node}: {done:.0f}/{streamed_seconds:.0f} s of data sent "
+                        f"({done / (now - started):.1f} s/s)"
+                    )
+                    last_report = now
+        while received < sent:
+            take_response()
     finally:
         client.stop_stream()
         client.close()
-    if received != len(sizes):
-        raise ServerError(f"{segment.node}: {received} of {len(sizes)} responses received")
-    return statistic
 
 
 def run_client(run_dir: Path, node: str, log: Callable[[str], None] = print) -> None:
@@ -173,14 +176,23 @@ def run_client(run_dir: Path, node: str, log: Callable[[str], None] = print) -> 
         log(f"{node}: part already complete, nothing to do")
         return
     faults.inject(run_dir, node, "start")
+    frames = discover_frames(config)
     address = wait_for_address(run_dir, segment.server, config.client.server_wait_seconds)
     log(
-        f"{node}: streaming GPS {segment.gps_start}-{segment.gps_end} to {segment.server} at "
-        f"{address.grpc_url} as sequence {segment.sequence_id}"
+        f"{node}: streaming {len(segment.pieces)} piece(s), {segment.streamed_seconds:.0f} s "
+        f"of data, to {segment.server} at {address.grpc_url}"
     )
     started = time.monotonic()
-    statistic = stream_segment(config, segment, address, segment_samples(config, segment), log)
-    write_part(run_dir, segment, {OUTPUT: statistic}, config_hash)
-    elapsed = time.monotonic() - started
-    seconds = segment.gps_end - segment.gps_start
-    log(f"{node}: {seconds:.0f} s of data in {elapsed:.1f} s ({seconds / elapsed:.1f} s/s)")
+    writer = PartWriter(run_dir, segment, OUTPUTS, config_hash)
+    try:
+        stream_segment(config, segment, address, frames, writer, log, run_dir)
+        elapsed = time.monotonic() - started
+        writer.commit({"wall_seconds": elapsed, "peak_rss_mb": peak_rss_mb()})
+    except BaseException:
+        writer.discard()
+        raise
+    seconds = segment.streamed_seconds
+    log(
+        f"{node}: {seconds:.0f} s of data in {elapsed:.1f} s ({seconds / elapsed:.1f} s/s), "
+        f"peak RSS {peak_rss_mb():.0f} MiB"
+    )

@@ -1,5 +1,13 @@
 """Frame files: discovery, checks and reading at the model sample rate.
 
+Discovery
+    From a directory tree of ``.gwf`` files, a LAL cache, an FFL file (``find_frames``) or a
+    gwdatafind server (``datafind_frames``); ``discover_frames`` picks by the config.
+Checks
+    ``preflight`` lists every problem of the campaign's frames at once (missing or unreadable
+    files, missing channels, unusable rates, unexplained holes) and returns the analysable
+    span (``offline_iaas.data.segments``).
+
 Sample grid
     A read covers ``[gps_start, gps_end)`` of a *span* ``(span_start, span_end)``: model sample
     ``k`` is at ``span_start + k / sample_rate``, and ``gps_start`` / ``gps_end`` must lie on
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -39,6 +48,7 @@ import numpy as np
 from scipy import signal
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.data.segments import AnalysableSpan
 from offline_iaas.errors import DataError
 
 DECIMATION_HALF = 32
@@ -49,6 +59,13 @@ DECIMATION_BETA = 8.6
 """Kaiser window parameter of the decimation filter."""
 CACHE_SUFFIXES = (".lcf", ".cache")
 FFL_SUFFIXES = (".ffl",)
+DATAFIND_TIMEOUT_SECONDS = 30.0
+"""Timeout of each request to a datafind server."""
+PROBE_SECONDS = 1.0
+"""Data read from each frame file by ``preflight`` to prove it is readable."""
+PROBE_TIMEOUT_SECONDS = 120.0
+PROBE_TIMEOUT_SECONDS_PER_FILE = 10.0
+"""A probe worker is killed after ``PROBE_TIMEOUT_SECONDS + this * files`` seconds."""
 _GPS_TOLERANCE = 1e-6
 """Seconds below which two GPS times are considered equal (coverage checks)."""
 _NAME = re.compile(
@@ -120,8 +137,8 @@ def find_frames(source: Path | str) -> list[FrameFile]:
     Raises
     ------
     DataError
-        If the source does not exist, lists no frame files, has a malformed line, or names a
-        frame file that does not exist.
+        If the source does not exist, lists no frame files or has a malformed line. (Listed
+        files that do not exist are reported by ``preflight``.)
     """
     source = Path(source)
     if not source.exists():
@@ -183,10 +200,7 @@ def _local_path(entry: str, source: Path, number: int) -> Path:
         path = Path(entry)
     if not path.is_absolute():
         path = source.parent / path
-    path = path.resolve()
-    if not path.is_file():
-        raise DataError(f"{source}, line {number}: frame file {path} does not exist")
-    return path
+    return path.resolve()  # whether it exists is checked by ``preflight``, with the rest
 
 
 def _number(text: str, source: Path, number: int, what: str) -> float:
@@ -247,6 +261,115 @@ def _read_ffl(source: Path) -> list[FrameFile]:
     return frames
 
 
+# ---- datafind --------------------------------------------------------------------------------
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def datafind_frames(
+    server_url: str,
+    frametypes: Sequence[str],
+    gps_start: float,
+    gps_end: float,
+    timeout_seconds: float = DATAFIND_TIMEOUT_SECONDS,
+) -> list[FrameFile]:
+    """The frame files a gwdatafind server lists for ``frametypes`` over a GPS range.
+
+    For each frame type the observatory asked for is its first letter (``H1_HOFT_C00`` ->
+    ``H``); ``gwdatafind.find_urls`` is asked for ``[floor(gps_start), ceil(gps_end))``
+    (gaps are ignored here: ``preflight`` reports them). Only ``file://`` URLs of files named
+    ``<OBS>-<DESC>-<GPS>-<DUR>.gwf`` are accepted; whether the files exist is checked by
+    ``preflight``.
+
+    Raises
+    ------
+    DataError
+        Naming the server URL when it cannot be reached or answers with an error, and the
+        frame type and GPS range when it lists no files (with the types it knows).
+    """
+    import gwdatafind
+    import requests
+
+    lo, hi = math.floor(gps_start), math.ceil(gps_end)
+    frames: list[FrameFile] = []
+    for frametype in frametypes:
+        observatory = frametype[:1]
+        what = f"frame type {frametype} (observatory {observatory}) for {_range(lo, hi)}"
+        try:
+            with warnings.catch_warnings():
+                # igwn-auth-utils warns that X.509 identities are deprecated on every call
+                warnings.simplefilter("ignore", DeprecationWarning)
+                urls = gwdatafind.find_urls(
+                    observatory,
+                    frametype,
+                    lo,
+                    hi,
+                    host=server_url,
+                    urltype="file",
+                    on_gaps="ignore",
+                    timeout=timeout_seconds,
+                )
+        except (requests.RequestException, OSError, ValueError, RuntimeError) as err:
+            raise DataError(
+                f"datafind server {server_url} failed to list {what}: {_first_line(err)}"
+            ) from None
+        if not urls:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    known = gwdatafind.find_types(
+                        observatory, host=server_url, timeout=timeout_seconds
+                    )
+                types = _listing(sorted(known)) or "none"
+                hint = f"; frame types it has for {observatory}: {types}"
+            except (requests.RequestException, OSError, ValueError, RuntimeError):
+                hint = ""
+            raise DataError(f"datafind server {server_url} lists no files of {what}{hint}")
+        for url in urls:
+            parsed = urlparse(url)
+            if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+                raise DataError(
+                    f"datafind server {server_url} returned {url!r} for {what}: not a local "
+                    "file:// URL"
+                )
+            path = Path(unquote(parsed.path))
+            frame = parse_frame_name(path)
+            if frame is None:
+                raise DataError(
+                    f"datafind server {server_url} returned {path} for {what}: not named "
+                    "<OBS>-<DESC>-<GPSSTART>-<DURATION>.gwf"
+                )
+            frames.append(frame)
+    unique = {f.path: f for f in frames}
+    return sorted(unique.values(), key=lambda f: (f.observatory, f.gps_start, str(f.path)))
+
+
+def discover_frames(config: CampaignConfig) -> list[FrameFile]:
+    """The campaign's frame files: from ``data.frames`` or from ``data.datafind_server``.
+
+    ``data.frames`` is a directory, LAL cache or FFL file (``find_frames``); otherwise the
+    datafind server is asked for each of ``data.frametypes`` over the span
+    (``datafind_frames``).
+    """
+    data = config.data
+    if data.frames is not None:
+        return find_frames(data.frames)
+    return datafind_frames(
+        data.datafind_server, data.frametypes, data.start, data.start + data.duration
+    )
+
+
+def frame_source(config: CampaignConfig) -> str:
+    """Where the campaign's frames come from, for messages."""
+    data = config.data
+    if data.frames is not None:
+        return str(data.frames)
+    return f"datafind server {data.datafind_server} ({', '.join(data.frametypes)})"
+
+
 # ---- checks ----------------------------------------------------------------------------------
 
 
@@ -299,12 +422,127 @@ def _channel_names_cached(path: str, mtime_ns: int, size: int) -> tuple[str, ...
     return tuple(get_channel_names(path))
 
 
-def _channel_rate(path: Path, channel: str) -> float:
-    import lalframe
+@dataclass(frozen=True)
+class _Probe:
+    """What a probe of one frame file found: its channel names and rates, or an error."""
 
-    frfile = lalframe.FrameUFrFileOpen(str(path), "r")
-    chan = lalframe.FrameUFrChanRead(frfile, channel, 0)
-    return 1.0 / lalframe.FrameUFrChanVectorQueryDx(chan, 0)
+    names: tuple[str, ...] = ()
+    rates: tuple[tuple[str, float], ...] = ()
+    error: str = ""
+
+
+_PROBES: dict[tuple, _Probe] = {}
+"""Probe results by (path, mtime_ns, size, channels, start, seconds)."""
+
+
+def _probe_one(path: str, wanted: Sequence[str], gps_start: float, seconds: float) -> dict:
+    """Table of contents of ``path`` and the rates of ``wanted`` from a short read (worker)."""
+    from gwpy.io.gwf import get_channel_names
+    from gwpy.timeseries import TimeSeriesDict
+
+    names = list(get_channel_names(path))
+    present = [n for n in wanted if n in names]
+    rates: dict[str, float] = {}
+    if present:
+        data = TimeSeriesDict.read(
+            path, present, start=gps_start, end=gps_start + seconds, format="gwf"
+        )
+        for name in present:
+            series = data[name]
+            if len(series) == 0 or not np.all(np.isfinite(series.value)):
+                raise ValueError(f"channel {name}: no finite samples at {_fmt(gps_start)}")
+            rates[name] = float(series.sample_rate.value)
+    return {"names": names, "rates": rates}
+
+
+def _probe_worker() -> None:
+    """Worker process: probe each job of a JSON list on stdin, one JSON line per job out."""
+    import json
+    import sys
+
+    for index, (path, wanted, gps_start, seconds) in enumerate(json.load(sys.stdin)):
+        try:
+            result = _probe_one(path, wanted, gps_start, seconds)
+        except Exception as err:  # LALFrame raises RuntimeError/OSError, gwpy ValueError
+            result = {"error": _first_line(err)}
+        print(json.dumps({"index": index, **result}), flush=True)
+
+
+def _run_probes(jobs: list[tuple[str, tuple[str, ...], float, float]]) -> list[_Probe]:
+    """Probe frame files in worker processes (a corrupt GWF can crash LALFrame).
+
+    Jobs run in order in one worker; if it dies or hangs on a file, that file gets an error
+    and a new worker takes the rest.
+    """
+    import json
+    import signal as signals
+    import subprocess
+    import sys
+
+    results: list[_Probe | None] = [None] * len(jobs)
+    first = 0
+    while first < len(jobs):
+        batch = jobs[first:]
+        command = [
+            sys.executable,
+            "-c",
+            "from offline_iaas.data.frames import _probe_worker; _probe_worker()",
+        ]
+        timeout = PROBE_TIMEOUT_SECONDS + PROBE_TIMEOUT_SECONDS_PER_FILE * len(batch)
+        try:
+            done = subprocess.run(
+                command,
+                input=json.dumps(batch),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+            stdout, failure = done.stdout, ""
+            if done.returncode < 0:
+                failure = (
+                    f"the frame reader crashed ({signals.Signals(-done.returncode).name}); "
+                    "truncated or corrupt file?"
+                )
+            elif done.returncode != 0:
+                failure = f"the frame reader failed (exit {done.returncode})"
+        except subprocess.TimeoutExpired as err:  # run() has killed the worker
+            out = err.stdout or ""
+            stdout = out.decode() if isinstance(out, bytes) else out
+            failure = f"the frame reader hung (killed after {timeout:g} s)"
+        answered = 0
+        for line in stdout.splitlines():
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            index = first + int(item["index"])
+            results[index] = _Probe(
+                tuple(item.get("names", ())),
+                tuple(sorted(item.get("rates", {}).items())),
+                item.get("error", ""),
+            )
+            answered = max(answered, int(item["index"]) + 1)
+        if answered == len(batch):
+            break
+        results[first + answered] = _Probe(error=failure or "the frame reader stopped")
+        first += answered + 1
+    return [r if r is not None else _Probe(error="not probed") for r in results]
+
+
+def _probe_files(
+    jobs: Sequence[tuple[Path, tuple[str, ...], float, float]],
+) -> list[_Probe]:
+    """Probe results for ``(path, channels, gps_start, seconds)`` jobs (cached per file)."""
+    keys = []
+    for path, names, gps_start, seconds in jobs:
+        stat = path.stat()
+        keys.append((str(path), stat.st_mtime_ns, stat.st_size, names, gps_start, seconds))
+    todo = [k for k in dict.fromkeys(keys) if k not in _PROBES]
+    if todo:
+        for key, probe in zip(todo, _run_probes([(k[0], k[3], k[4], k[5]) for k in todo]),
+                              strict=True):
+            _PROBES[key] = probe
+    return [_PROBES[k] for k in keys]
 
 
 def _listing(names: Sequence[str], limit: int = 20) -> str:
@@ -321,6 +559,126 @@ def _rate_factor(rate: float, sample_rate: float) -> int | None:
     return factor
 
 
+def _more(count: int, what: str) -> str:
+    return f" and {count} more {what}" if count else ""
+
+
+def _hole_context(files: Sequence[FrameFile], a: float, b: float, observatory: str) -> str:
+    before = [f for f in files if f.gps_end <= a + _GPS_TOLERANCE]
+    after = [f for f in files if f.gps_start >= b - _GPS_TOLERANCE]
+    prev = max(before, key=lambda f: f.gps_end, default=None)
+    nxt = min(after, key=lambda f: f.gps_start, default=None)
+    if prev and nxt:
+        return f"between {prev.path.name} and {nxt.path.name}"
+    if nxt:
+        return f"before {nxt.path.name}, the first file"
+    if prev:
+        return f"after {prev.path.name}, the last file"
+    return f"no frame files of observatory {observatory!r}"
+
+
+def frame_problems(
+    frames: Sequence[FrameFile],
+    channels: Sequence[str],
+    needed: Sequence[tuple[float, float]],
+    sample_rate: float,
+    science: bool = False,
+    report_holes: bool = True,
+) -> list[str]:
+    """Every problem with the frames over the ``needed`` GPS intervals, one message each.
+
+    Checked per observatory of ``channels``: holes in the coverage of its files inside
+    ``needed``; for every file overlapping ``needed``: it exists, its table of contents and a
+    read of ``PROBE_SECONDS`` of its data succeed (in a worker process, as a corrupt file can
+    crash LALFrame), it lists every channel of that observatory, and each channel's rate is a
+    whole multiple of ``sample_rate``. Missing channels and bad rates are reported once per
+    channel, naming the first file and how many more; holes and bad files one by one.
+
+    Parameters
+    ----------
+    science
+        Whether ``needed`` came from science segments (only changes the wording of holes).
+    report_holes
+        Whether holes in the coverage are problems.
+    """
+    from offline_iaas.data.segments import coalesce, subtract
+
+    needed = coalesce(needed)
+    problems: list[str] = []
+    groups: dict[str, list[str]] = {}
+    for channel in channels:
+        groups.setdefault(_observatory(channel), []).append(channel)
+    jobs: list[tuple[FrameFile, tuple[str, ...]]] = []
+    for observatory, names in groups.items():
+        own = sorted((f for f in frames if observatory in f.observatory), key=lambda f: f.gps_start)
+        holes = subtract(needed, [(f.gps_start, f.gps_end) for f in own]) if report_holes else []
+        for a, b in holes:
+            inside = ", inside the science segments" if science else ""
+            problems.append(
+                f"no frame data for observatory {observatory} ({', '.join(names)}) in "
+                f"{_range(a, b)}{inside} ({_hole_context(own, a, b, observatory)})"
+            )
+        for f in own:
+            if any(
+                f.gps_end > a + _GPS_TOLERANCE and f.gps_start < b - _GPS_TOLERANCE
+                for a, b in needed
+            ):
+                jobs.append((f, tuple(names)))
+    readable: list[tuple[FrameFile, tuple[str, ...]]] = []
+    for f, names in jobs:
+        if f.path.is_file():
+            readable.append((f, names))
+        else:
+            problems.append(f"frame file {f.path} {_range(f.gps_start, f.gps_end)} does not exist")
+    probes = _probe_files(
+        [(f.path, names, f.gps_start, min(f.duration, PROBE_SECONDS)) for f, names in readable]
+    )
+    missing: dict[str, list[FrameFile]] = {}
+    listed: dict[str, tuple[str, ...]] = {}
+    bad_rates: dict[str, list[tuple[FrameFile, float]]] = {}
+    for (f, names), probe in zip(readable, probes, strict=True):
+        if probe.error:
+            problems.append(
+                f"frame file {f.path} {_range(f.gps_start, f.gps_end)} is unreadable: "
+                f"{probe.error}"
+            )
+            continue
+        rates = dict(probe.rates)
+        for name in names:
+            if name not in probe.names:
+                missing.setdefault(name, []).append(f)
+                listed.setdefault(name, probe.names)
+            elif _rate_factor(rates[name], sample_rate) is None:
+                bad_rates.setdefault(name, []).append((f, rates[name]))
+    for name in channels:
+        if name in missing:
+            first, last = missing[name][0], missing[name][-1]
+            problems.append(
+                f"channel {name} not found in {first.path}"
+                f"{_more(len(missing[name]) - 1, 'file(s)')} covering "
+                f"{_range(first.gps_start, last.gps_end)} "
+                f"(channels there: {_listing(listed[name])})"
+            )
+        if name in bad_rates:
+            first, rate = bad_rates[name][0]
+            problems.append(
+                f"channel {name} in {first.path}{_more(len(bad_rates[name]) - 1, 'file(s)')} "
+                f"has sample rate {rate:g} Hz, not a whole multiple of the model sample rate "
+                f"{sample_rate:g} Hz"
+            )
+    return problems
+
+
+def problem_report(problems: Sequence[str], gps_start: float, gps_end: float, source: str) -> str:
+    """One message: a single problem on one line; several as a summary line, then
+    ``  - <problem>`` per line."""
+    where = f"the frame data for {_range(gps_start, gps_end)} (frames: {source})"
+    if len(problems) == 1:
+        return f"{where}: {problems[0]}"
+    head = f"{len(problems)} problems with {where}:"
+    return "\n".join([head] + [f"  - {p}" for p in problems])
+
+
 def check_channels(
     frames: Sequence[FrameFile],
     channels: Sequence[str],
@@ -328,77 +686,96 @@ def check_channels(
     gps_end: float,
     sample_rate: float,
 ) -> None:
-    """Check that the frames hold every channel over ``[gps_start, gps_end)``.
-
-    For each channel, the files of its observatory must cover the interval without holes,
-    every one of them must list the channel, and its sample rate must be a whole multiple of
-    ``sample_rate``.
+    """Check that the frames hold every channel over ``[gps_start, gps_end)``, without holes.
 
     Raises
     ------
     DataError
-        One error listing every problem found, each naming the channel, file or GPS range.
+        One error listing every problem found (``frame_problems``).
     """
-    problems: list[str] = []
-    for channel in channels:
-        files = _overlapping(frames, channel, gps_start, gps_end)
-        if not files:
-            problems.append(
-                f"channel {channel}: no frame files of observatory {_observatory(channel)!r} "
-                f"overlap {_range(gps_start, gps_end)}"
-            )
-            continue
-        for gap in _gaps(files, gps_start, gps_end):
-            problems.append(f"channel {channel}: no frame data for {gap}")
-        missing: list[FrameFile] = []
-        listed_in: FrameFile | None = None
-        for f in files:
-            try:
-                names = _channel_names(f.path)
-            except Exception as err:
-                problems.append(f"cannot read frame file {f.path}: {err}")
-                continue
-            if channel in names:
-                listed_in = listed_in or f
-            else:
-                missing.append(f)
-        if missing:
-            first = missing[0]
-            there = _listing(_channel_names(first.path))
-            more = f" and {len(missing) - 1} more file(s)" if len(missing) > 1 else ""
-            problems.append(
-                f"channel {channel} not found in {first.path}{more} covering "
-                f"{_range(max(gps_start, first.gps_start), min(gps_end, missing[-1].gps_end))} "
-                f"(channels there: {there})"
-            )
-        if listed_in is not None:
-            try:
-                rate = _channel_rate(listed_in.path, channel)
-            except Exception as err:
-                problems.append(f"cannot read channel {channel} in {listed_in.path}: {err}")
-                continue
-            if _rate_factor(rate, sample_rate) is None:
-                problems.append(
-                    f"channel {channel} in {listed_in.path} has sample rate {rate:g} Hz, not "
-                    f"a whole multiple of the model sample rate {sample_rate:g} Hz"
-                )
+    problems = frame_problems(frames, channels, [(gps_start, gps_end)], sample_rate)
     if problems:
-        raise DataError(
-            f"{len(problems)} problem(s) with the frame data for {_range(gps_start, gps_end)}: "
-            + "; ".join(problems)
-        )
+        source = f"{len(frames)} frame file(s)"
+        raise DataError(problem_report(problems, gps_start, gps_end, source))
 
 
-def check_campaign_data(config: CampaignConfig) -> None:
-    """Check the campaign's frames hold its channels over the whole span."""
-    data = config.data
-    check_channels(
-        find_frames(data.frames),
-        data.channels,
-        data.start,
-        data.start + data.duration,
-        data.sample_rate,
+def preflight(
+    config: CampaignConfig,
+    frames: Sequence[FrameFile] | None = None,
+    *,
+    allow_holes_in_science: bool = False,
+) -> AnalysableSpan:
+    """Validate the campaign's data and return its analysable span.
+
+    The frames are discovered (``discover_frames``, unless given) and the segment file read.
+    The time that must hold data is the span intersected with the science segments (the whole
+    span without a segment file); there, every hole in an observatory's frame coverage is a
+    problem, as is every file that is missing, unreadable, lacks a channel or holds it at a
+    rate that is not a whole multiple of the model rate (``frame_problems``). A hole outside
+    the science segments is explained and only shows as dropped time. No analysable stretch
+    at all is a problem too.
+
+    Parameters
+    ----------
+    frames
+        The frame files; default ``discover_frames(config)``.
+    allow_holes_in_science
+        With a segment file, accept holes inside its science segments too (they are dropped
+        as ``no data for <obs>``). Without a segment file every hole is a problem regardless.
+
+    Returns
+    -------
+    AnalysableSpan
+        The stretches to analyse and the dropped time with reasons (``data.segments``).
+
+    Raises
+    ------
+    DataError
+        From discovery or the segment file; or one error listing every problem, each on its
+        own line starting with ``"  - "`` and naming the file, channel or GPS range.
+    """
+    from offline_iaas.data.segments import (
+        compute_stretches,
+        frame_coverage,
+        intersect,
+        min_stretch_seconds,
+        observatories,
+        science_segments,
+        stride_seconds,
     )
+
+    data = config.data
+    span = (data.start, data.start + data.duration)
+    frames = discover_frames(config) if frames is None else list(frames)
+    science = science_segments(config)
+    needed = intersect([span], science) if science is not None else [span]
+    problems = frame_problems(
+        frames,
+        data.channels,
+        needed,
+        data.sample_rate,
+        science=science is not None,
+        report_holes=science is None or not allow_holes_in_science,
+    )
+    result = compute_stretches(
+        span,
+        frame_coverage(frames, observatories(data.channels)),
+        science,
+        data.start,
+        stride_seconds(config),
+        min_stretch_seconds(config),
+    )
+    if not result.stretches:
+        reasons = "; ".join(f"{r}: {s:g} s" for r, s in result.dropped_by_reason().items())
+        problems.append(f"no analysable time in {_range(*span)} ({reasons})")
+    if problems:
+        raise DataError(problem_report(problems, span[0], span[1], frame_source(config)))
+    return result
+
+
+def check_campaign_data(config: CampaignConfig, *, allow_holes_in_science: bool = False) -> None:
+    """``preflight`` without its result (raises ``DataError`` on any problem)."""
+    preflight(config, allow_holes_in_science=allow_holes_in_science)
 
 
 # ---- reading ---------------------------------------------------------------------------------

@@ -5,9 +5,12 @@ For every interferometer ``X`` named by a prefix of ``data.channels`` (``H1``, `
 ``<O>-<X>_<DESC>-<GPS>-<DUR>.gwf`` (``O`` = first letter of ``X``), covering
 ``[data.start, data.start + data.duration)`` rounded up to whole files. Each file holds every
 strain channel of ``X`` and the witnesses ``X:PEM-SYNTH_WITNESS_<i>``, all float64 at
-``synth.frame_sample_rate`` (``fs``). Everything is drawn from ``synth.seed``: one random
-stream per channel (keyed by its name), so the data are deterministic and do not depend on
-``file_duration`` (files of 8 s and one file of 24 s hold bit-identical samples).
+``synth.frame_sample_rate`` (``fs``); the witnesses at ``synth.witness_sample_rate`` if set
+(``fs / q``, ``q`` a whole number: every ``q``-th sample of the witness generated at ``fs``,
+so the coupling formula holds at the witness samples' times). Everything is drawn from
+``synth.seed``: one random stream per channel (keyed by its name), so the data are
+deterministic and do not depend on ``file_duration`` (files of 8 s and one file of 24 s hold
+bit-identical samples).
 
 Model (``tau = t - data.start`` in seconds)::
 
@@ -312,6 +315,11 @@ def _ifo_blocks(
 
 def default_out_dir(config: CampaignConfig) -> Path:
     """``data.frames``, or its parent directory when it names a cache file."""
+    if config.data.frames is None:
+        raise ConfigError(
+            f"{config.source}: 'data.frames' is not set (frames come from a datafind server); "
+            "give the output directory explicitly"
+        )
     frames = Path(config.data.frames)
     return frames.parent if frames.suffix in CACHE_SUFFIXES else frames
 
@@ -323,15 +331,18 @@ def _atomic_write_text(path: Path, text: str) -> None:
 
 
 def _write_gwf(
-    path: Path, names: list[str], data: np.ndarray, gps_start: int, sample_rate: float, desc: str
+    path: Path,
+    names: list[str],
+    data: list[np.ndarray],
+    gps_start: int,
+    sample_rates: list[float],
+    desc: str,
 ) -> None:
     from gwpy.timeseries import TimeSeries, TimeSeriesDict
 
     tsd = TimeSeriesDict()
-    for name, values in zip(names, data, strict=True):
-        tsd[name] = TimeSeries(
-            values, t0=gps_start, sample_rate=sample_rate, name=name, channel=name
-        )
+    for name, values, rate in zip(names, data, sample_rates, strict=True):
+        tsd[name] = TimeSeries(values, t0=gps_start, sample_rate=rate, name=name, channel=name)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         tsd.write(str(tmp), format="gwf", name=desc)
@@ -370,10 +381,24 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
         raise ConfigError(f"{config.source}: 'synth.frame_sample_rate' must be positive")
     if synth.witnesses < 0:
         raise ConfigError(f"{config.source}: 'synth.witnesses' must not be negative")
+    witness_rate = synth.witness_sample_rate or sample_rate
+    witness_step = _integer(
+        sample_rate / witness_rate if witness_rate > 0 else -1.0,
+        "synth.frame_sample_rate / synth.witness_sample_rate",
+        config,
+    )
+    if witness_rate <= 0 or witness_step < 1:
+        raise ConfigError(
+            f"{config.source}: 'synth.witness_sample_rate' ({synth.witness_sample_rate} Hz) "
+            f"must divide 'synth.frame_sample_rate' ({sample_rate} Hz) a whole number of times"
+        )
     gps_start = _integer(data.start, "data.start", config)
     file_duration = _integer(synth.file_duration, "synth.file_duration", config)
     file_samples = _integer(
         file_duration * sample_rate, "synth.file_duration * synth.frame_sample_rate", config
+    )
+    _integer(
+        file_duration * witness_rate, "synth.file_duration * synth.witness_sample_rate", config
     )
     n_files = max(1, math.ceil(data.duration / file_duration - 1e-9))
     if not re.fullmatch(r"[A-Za-z0-9_]+", synth.description):
@@ -408,12 +433,15 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
                 pending = np.concatenate([pending, next(blocks)], axis=1)
             file_start = gps_start + index * file_duration
             path = out_dir / f"{obs}-{ifo}_{synth.description}-{file_start}-{file_duration}.gwf"
+            block = pending[:, :file_samples]
+            n_strain = len(strains)
             _write_gwf(
                 path,
                 names,
-                pending[:, :file_samples],
+                [block[i] for i in range(n_strain)]
+                + [block[i, ::witness_step] for i in range(n_strain, len(names))],
                 file_start,
-                sample_rate,
+                [sample_rate] * n_strain + [witness_rate] * (len(names) - n_strain),
                 synth.description,
             )
             pending = pending[:, file_samples:]
@@ -433,8 +461,12 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
     cache_path = out_dir / "frames.lcf"
     _atomic_write_text(cache_path, _lal_cache(files))
     caches = [str(cache_path)]
-    named = Path(config.data.frames)
-    if out_dir == default_out_dir(config).resolve() and named.suffix in CACHE_SUFFIXES:
+    named = Path(config.data.frames) if config.data.frames is not None else out_dir
+    if (
+        config.data.frames is not None
+        and out_dir == default_out_dir(config).resolve()
+        and named.suffix in CACHE_SUFFIXES
+    ):
         named = named.resolve()
         if named != cache_path:
             text = _ffl(files) if named.suffix == ".ffl" else _lal_cache(files)
@@ -455,6 +487,7 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
         "description": synth.description,
         "seed": synth.seed,
         "sample_rate": sample_rate,
+        "witness_sample_rate": witness_rate,
         "file_duration": file_duration,
         "gps_start": gps_start,
         "gps_end": gps_start + n_files * file_duration,

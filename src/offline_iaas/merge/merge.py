@@ -1,8 +1,8 @@
 """``offline-iaas merge``: check every client part, trim warm-ups, stitch, write the campaign.
 
 The merge refuses to write anything when a part is missing, incomplete, from another campaign,
-altered after it was written, or when the parts do not tile the span exactly; the message names
-every such part.
+altered after it was written, or when the pieces do not tile every stretch exactly; the message
+names every such part. Parts are copied in blocks, so memory does not grow with the span.
 """
 
 from __future__ import annotations
@@ -13,24 +13,40 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
-from offline_iaas.client.part import file_sha256, part_paths, read_part, read_sidecar
+from offline_iaas.client.part import (
+    file_sha256,
+    part_paths,
+    peak_rss_mb,
+    read_piece_rows,
+    read_sidecar,
+)
 from offline_iaas.client.stream import OUTPUT, load_job
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import RunError
-from offline_iaas.merge.output import write_output
-from offline_iaas.workflow.plan import ClientSegment
+from offline_iaas.merge.output import CampaignWriter
+from offline_iaas.workflow.plan import ClientSegment, Stretch
+
+BLOCK_ROWS = 1 << 18
+"""Rows copied from a part at a time."""
 
 
 def campaign_paths(run_dir: Path) -> tuple[Path, Path]:
     return run_dir / "output" / "campaign.h5", run_dir / "output" / "campaign.json"
 
 
+def stretches_of(segments: list[ClientSegment]) -> list[Stretch]:
+    """The stretches the segments' pieces cover, in order."""
+    bounds = {}
+    for seg in segments:
+        for piece in seg.pieces:
+            bounds[piece.stretch] = (piece.stretch_gps_start, piece.stretch_gps_end)
+    return [Stretch(i, *bounds[i]) for i in sorted(bounds)]
+
+
 def check_parts(
     run_dir: Path, config: CampaignConfig, segments: list[ClientSegment]
 ) -> list[str]:
-    """Every problem with the parts, one line each (empty when they tile the span)."""
+    """Every problem with the parts, one line each (empty when they tile every stretch)."""
     problems = []
     config_hash = config.config_hash()
     for seg in segments:
@@ -47,19 +63,24 @@ def check_parts(
             )
         elif sidecar.get("sha256") != file_sha256(h5_path):
             problems.append(f"{seg.node}: {h5_path} changed after it was written (checksum)")
-        elif (sidecar["output_start"], sidecar["output_stop"]) != (
-            seg.output_start,
-            seg.output_stop,
-        ):
+        elif ClientSegment.from_dict(sidecar) != seg:
             problems.append(f"{seg.node}: part covers other windows than its job spec")
-    expected = 0
-    for seg in sorted(segments, key=lambda s: s.output_start):
-        if seg.output_start != expected:
-            kind = "gap" if seg.output_start > expected else "overlap"
-            problems.append(f"{seg.node}: {kind} before window {seg.output_start}")
-        expected = seg.output_stop
-    if expected != config.total_windows:
-        problems.append(f"segments end at window {expected}, the span has {config.total_windows}")
+    for stretch in stretches_of(segments):
+        pieces = sorted(
+            ((p.output_start, p.output_stop, s.node) for s in segments for p in s.pieces
+             if p.stretch == stretch.index),
+        )
+        expected = config.warmup_windows
+        for start, stop, node in pieces:
+            if start != expected:
+                kind = "gap" if start > expected else "overlap"
+                problems.append(f"{node}: {kind} before window {start} of stretch {stretch.index}")
+            expected = stop
+        if expected != stretch.windows(config):
+            problems.append(
+                f"stretch {stretch.index} (GPS {stretch.gps_start}-{stretch.gps_end}): pieces end "
+                f"at window {expected} of {stretch.windows(config)}"
+            )
     return problems
 
 
@@ -71,27 +92,31 @@ def merge(run_dir: Path, log: Callable[[str], None] = print) -> Path:
     segments = [load_job(run_dir, node) for node in nodes]
     problems = check_parts(run_dir, config, segments)
     if problems:
-        raise RunError(
-            f"cannot merge {run_dir}: " + "; ".join(problems)
-        )
+        raise RunError(f"cannot merge {run_dir}: " + "; ".join(problems))
     started = time.monotonic()
-    statistic = np.empty(config.total_windows, dtype=np.float32)
-    for seg in segments:
-        values = read_part(run_dir, seg.node)[OUTPUT]
-        statistic[seg.output_start : seg.output_stop] = values[seg.warmup_windows :]
     out_path, status_path = campaign_paths(run_dir)
     status_path.unlink(missing_ok=True)
-    write_output(
-        out_path,
-        config,
-        {OUTPUT: statistic},
-        {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"},
-    )
+    writer = CampaignWriter(out_path, config, stretches_of(segments))
+    try:
+        for seg in segments:
+            for number, piece in enumerate(seg.pieces):
+                for start in range(piece.warmup_windows, piece.windows, BLOCK_ROWS):
+                    stop = min(start + BLOCK_ROWS, piece.windows)
+                    rows = read_piece_rows(run_dir, seg.node, OUTPUT, number, start, stop)
+                    kept_offset = piece.first_window + start - config.warmup_windows
+                    writer.write(OUTPUT, piece.stretch, kept_offset, rows)
+        writer.commit(
+            {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"}
+        )
+    except BaseException:
+        writer.discard()
+        raise
+    wall = time.monotonic() - started
     tmp = status_path.with_name(f".{status_path.name}.tmp")
-    tmp.write_text(json.dumps({"complete": True, "windows": int(config.total_windows)}))
-    os.replace(tmp, status_path)
-    log(
-        f"merge: {len(segments)} parts, {config.total_windows} windows -> {out_path} "
-        f"in {time.monotonic() - started:.1f} s"
+    tmp.write_text(
+        json.dumps({"complete": True, "wall_seconds": wall, "peak_rss_mb": peak_rss_mb()})
     )
+    os.replace(tmp, status_path)
+    kept = sum(seg.kept_windows for seg in segments)
+    log(f"merge: {len(segments)} parts, {kept} windows -> {out_path} in {wall:.1f} s")
     return out_path

@@ -1,29 +1,43 @@
 """``offline-iaas serve``: one server node of the DAG.
 
-Starts tritonserver on free ports (retrying when a port is taken meanwhile), waits until the
-server and every model are ready, publishes its address in the run directory, then waits.
-On SIGTERM or SIGINT (DAGMan removing the service, run-local ending) it withdraws the address
-and stops tritonserver within ``exit_timeout_seconds`` plus a short grace.
+Starts tritonserver on free ports (retrying when a port is taken meanwhile) — natively, or in
+an Apptainer/Singularity instance of ``server.image`` (``serve/container.py``) — waits until
+the server and every model are ready, publishes its address, then waits. On SIGTERM or SIGINT
+(DAGMan removing the service, run-local ending) it withdraws the address and stops tritonserver
+(and its container instance) within ``exit_timeout_seconds`` plus a short grace.
+
+The address goes to ``servers/<node>.json`` in the run directory (``rendezvous="file"``), or,
+where workers share no filesystem, into the server's own job ad (``rendezvous="jobad"``, see
+``serve/chirp.py``), whence each client's PRE script copies it into the run directory.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
+import tarfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
-from offline_iaas.config import load_config
-from offline_iaas.errors import ServerError
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.errors import ModelError, ServerError
 from offline_iaas.repository.export import check_repository
 from offline_iaas.repository.model_configs import CLASSIFIER, SNAPSHOTTER
-from offline_iaas.serve import rendezvous
+from offline_iaas.serve import rendezvous as address_files
+from offline_iaas.serve.chirp import ADDRESS_ATTRIBUTE, job_ads
+from offline_iaas.serve.container import ContainerLauncher
 from offline_iaas.serve.tritonserver import (
     Ports,
+    TritonInstall,
     free_ports,
     locate_tritonserver,
     server_command,
@@ -31,6 +45,75 @@ from offline_iaas.serve.tritonserver import (
 )
 
 PORT_ATTEMPTS = 5
+RENDEZVOUS: tuple[str, ...] = ("file", "jobad")
+
+
+class Launcher(Protocol):
+    """Starts tritonserver processes for a node: natively or in a container."""
+
+    def start(self, ports: Ports, bind: str, exit_timeout: float, log: Path) -> subprocess.Popen:
+        """Start tritonserver on ``ports``, its output appended to ``log``."""
+
+    def close(self) -> None:
+        """Release what the launcher holds (a container instance)."""
+
+
+@dataclasses.dataclass
+class NativeLauncher:
+    """The tritonserver on PATH, else the embedded one (``tritonserver.locate_tritonserver``)."""
+
+    repository: Path
+    install: TritonInstall | None = None
+
+    def start(self, ports: Ports, bind: str, exit_timeout: float, log: Path) -> subprocess.Popen:
+        if self.install is None:
+            self.install = locate_tritonserver()
+        cmd = server_command(self.install, self.repository, ports, bind, exit_timeout)
+        return start_server(cmd, self.install, log)
+
+    def close(self) -> None:
+        pass
+
+
+def make_launcher(config: CampaignConfig, node: str) -> Launcher:
+    """The launcher of ``config.server.runtime``."""
+    server = config.server
+    if server.runtime == "native":
+        return NativeLauncher(config.model.repository)
+    return ContainerLauncher(
+        runtime=server.runtime,
+        image=server.image,
+        repository=config.model.repository,
+        name=f"offline-iaas-{node}-{os.getpid()}",
+        gpus=server.gpus,
+    )
+
+
+def unpack_repository(run_dir: Path, source: Path) -> Path:
+    """The model repository at ``source``: a directory, or a tarball unpacked into run_dir."""
+    source = source if source.is_absolute() else run_dir / source
+    if source.is_dir():
+        return source
+    if not source.is_file():
+        raise ModelError(f"model repository {source} does not exist")
+    target = run_dir / "model-repository"
+    if target.exists():
+        shutil.rmtree(target)
+    with tarfile.open(source) as tar:
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: no links or paths outside
+            tar.extractall(run_dir, filter="data")
+        else:
+            tar.extractall(run_dir)
+    if not target.is_dir():
+        raise ModelError(f"{source} does not hold a model-repository/ directory")
+    return target
+
+
+def _run_id(run_dir: Path) -> str:
+    try:
+        return str(json.loads((run_dir / "run.json").read_text()).get("run_id", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 def published_host(bind: str) -> str:
@@ -83,15 +166,47 @@ def _log_tail(path: Path, lines: int = 5) -> str:
         return ""
 
 
-def serve(run_dir: Path, node: str, log: Callable[[str], None] = print) -> None:
-    """Run server node ``node`` of the campaign in ``run_dir`` until SIGTERM."""
+def serve(
+    run_dir: Path,
+    node: str,
+    log: Callable[[str], None] = print,
+    *,
+    repository: Path | None = None,
+    rendezvous: str = "file",
+) -> None:
+    """Run server node ``node`` of the campaign in ``run_dir`` until SIGTERM.
+
+    Parameters
+    ----------
+    run_dir
+        The run directory (or, without a shared filesystem, the job's scratch directory holding
+        ``campaign.toml`` and ``run.json``).
+    node
+        The server node's name.
+    log
+        Receives one line per event.
+    repository
+        Model repository to serve instead of ``model.repository``: a directory, or a tarball
+        (``model-repository.tar.gz``) unpacked into run_dir.
+    rendezvous
+        ``file``: publish ``servers/<node>.json``; ``jobad``: publish in the job ad (chirp).
+    """
+    if rendezvous not in RENDEZVOUS:
+        raise ServerError(f"unknown rendezvous {rendezvous!r} (known: {', '.join(RENDEZVOUS)})")
     run_dir = run_dir.resolve()
     config = load_config(run_dir / "campaign.toml")
+    if repository is not None:
+        model = dataclasses.replace(config.model, repository=unpack_repository(run_dir, repository))
+        config = dataclasses.replace(config, model=model)
     check_repository(config)
-    install = locate_tritonserver()
     models = [SNAPSHOTTER, CLASSIFIER, config.model.name]
     bind = config.server.bind
     server_log = run_dir / "logs" / f"{node}-tritonserver.log"
+    ads = job_ads() if rendezvous == "jobad" else None
+    run_id = _run_id(run_dir)
+    if ads is not None:  # an address left by an earlier start of this job is stale now
+        ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
+    launcher = make_launcher(config, node)
 
     stop = threading.Event()
     previous = {
@@ -99,15 +214,14 @@ def serve(run_dir: Path, node: str, log: Callable[[str], None] = print) -> None:
     }
     proc: subprocess.Popen | None = None
     epoch = 0
+    published = False
     try:
         for attempt in range(1, PORT_ATTEMPTS + 1):
             ports = Ports(*free_ports(bind))
-            cmd = server_command(
-                install, config.model.repository, ports, bind, config.server.exit_timeout_seconds
-            )
-            log(f"{node}: starting tritonserver (grpc {ports.grpc}, attempt {attempt})")
-            proc = start_server(cmd, install, server_log)
-            url = f"{bind}:{ports.grpc}"
+            where = "" if config.server.runtime == "native" else f" in {config.server.image}"
+            log(f"{node}: starting tritonserver{where} (grpc {ports.grpc}, attempt {attempt})")
+            proc = launcher.start(ports, bind, config.server.exit_timeout_seconds, server_log)
+            url = f"{_client_host(bind)}:{ports.grpc}"
             if wait_until_ready(proc, url, models, config.server.ready_timeout_seconds, stop):
                 break
             if stop.is_set():
@@ -122,20 +236,26 @@ def serve(run_dir: Path, node: str, log: Callable[[str], None] = print) -> None:
         else:
             raise ServerError(f"no free ports found for {node} after {PORT_ATTEMPTS} attempts")
 
-        epoch = rendezvous.next_epoch(run_dir, node)
-        rendezvous.publish_address(
-            run_dir,
-            rendezvous.ServerAddress(
-                node=node,
-                host=published_host(bind),
-                grpc_port=ports.grpc,
-                http_port=ports.http,
-                metrics_port=ports.metrics,
-                epoch=epoch,
-                pid=os.getpid(),
-            ),
+        if ads is None:
+            epoch = address_files.next_epoch(run_dir, node)
+        else:  # one epoch per start of the job, as the access point sees it
+            starts = ads.get_own(run_id, node, "NumJobStarts")
+            epoch = starts if isinstance(starts, int) and starts > 0 else 1
+        address = address_files.ServerAddress(
+            node=node,
+            host=published_host(bind),
+            grpc_port=ports.grpc,
+            http_port=ports.http,
+            metrics_port=ports.metrics,
+            epoch=epoch,
+            pid=os.getpid(),
         )
-        log(f"{node}: ready at {published_host(bind)}:{ports.grpc} (epoch {epoch})")
+        if ads is None:
+            address_files.publish_address(run_dir, address)
+        else:
+            ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, json.dumps(dataclasses.asdict(address)))
+        published = True
+        log(f"{node}: ready at {address.grpc_url} (epoch {epoch}, via {rendezvous_name(ads)})")
         while not stop.wait(0.5):
             if proc.poll() is not None:
                 raise ServerError(
@@ -144,9 +264,35 @@ def serve(run_dir: Path, node: str, log: Callable[[str], None] = print) -> None:
                 )
         log(f"{node}: stopping")
     finally:
-        if epoch:
-            rendezvous.remove_address(run_dir, node, epoch)
-        if proc is not None:
-            stop_process(proc, config.server.exit_timeout_seconds + 10)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        try:
+            if published and ads is None:
+                address_files.remove_address(run_dir, node, epoch)
+            elif published and ads is not None:
+                ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
+        finally:
+            if proc is not None:
+                stop_process(proc, config.server.exit_timeout_seconds + 10)
+            launcher.close()
+            if ads is not None:
+                _echo_log(server_log)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def rendezvous_name(ads: object) -> str:
+    return "its job ad" if ads is not None else "servers/<node>.json"
+
+
+def _client_host(bind: str) -> str:
+    """Where this node itself reaches the server for the readiness check."""
+    return "127.0.0.1" if bind in ("0.0.0.0", "") else "[::1]" if bind == "::" else bind
+
+
+def _echo_log(path: Path) -> None:
+    """Copy tritonserver's log to stdout: without a shared filesystem nothing else keeps it."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return
+    sys.stdout.write(f"---- {path.name} ----\n{text}")
+    sys.stdout.flush()

@@ -1,16 +1,18 @@
 """The campaign DAG: write ``offline.dag`` and read it back (pure logic, no I/O).
 
 ``dag_text`` writes the DAGMan input file of a campaign: one SERVICE node per server, one JOB
-per client (retried, throttled by a category), a merge JOB child of every client, and a node
-status file. ``parse_dag`` reads the subset of the DAGMan language that the local executor
-can run, and rejects everything else with the line it is on.
+per client (retried unless it failed on the configuration, which aborts the DAG; throttled by
+a category; optionally a deferring PRE script), a merge JOB child of every client, a FINAL
+node that writes the campaign summary, and a node status file. ``parse_dag`` reads the subset
+of the DAGMan language that the local executor can run, and rejects everything else with the
+line it is on.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from offline_iaas.errors import RunError
@@ -20,12 +22,33 @@ CLIENT_CATEGORY = "clients"
 """DAGMan category of the client nodes (throttled by ``MAXJOBS``)."""
 
 MERGE_NODE = "merge"
+FINAL_NODE = "final"
 STATUS_FILE = "offline.status"
 STATUS_INTERVAL_SECONDS = 30
+ABORT_RETURN = 1
+"""``ABORT-DAG-ON ... RETURN`` value: DAGMan leaves the queue for 0, 1 or 2 only."""
+SCRIPT_MACROS: tuple[str, ...] = ("$JOB", "$RETRY", "$MAX_RETRIES", "$DAG_STATUS", "$FAILED_COUNT")
 
 NODE_KINDS: tuple[str, ...] = ("SERVICE", "JOB", "FINAL")
 _RESERVED = {"PARENT", "CHILD", "ALL_NODES"}
 _VAR_NAME = re.compile(r"[A-Za-z0-9_.+]+")
+
+
+@dataclass(frozen=True)
+class Script:
+    """A node's ``SCRIPT [DEFER status time] PRE`` command."""
+
+    executable: str
+    arguments: tuple[str, ...] = ()
+    """Words after the executable; ``$JOB``, ``$RETRY``... are substituted when it runs."""
+    defer_status: int | None = None
+    """Exit code that means "run me again later" (not a failure)."""
+    defer_seconds: int = 0
+    """How long to wait before running a deferred script again."""
+
+    def argv(self, macros: dict[str, str]) -> list[str]:
+        """The command line, each argument that is exactly a macro (``$JOB``) replaced."""
+        return [self.executable, *(macros.get(word, word) for word in self.arguments)]
 
 
 @dataclass
@@ -44,6 +67,12 @@ class DagNode:
     category: str | None = None
     unless_exit: int | None = None
     """``RETRY ... UNLESS-EXIT v``: an exit code that is never retried."""
+    pre: Script | None = None
+    """Its ``SCRIPT PRE``: run before each attempt of the job, on the access point."""
+    abort_exit: int | None = None
+    """``ABORT-DAG-ON``: the exit code (of the job or PRE script) that aborts the whole DAG."""
+    abort_return: int | None = None
+    """The DAG's exit code after such an abort (None: the node's exit code)."""
     line: int = 0
     """Line of the file that defined the node."""
 
@@ -84,6 +113,10 @@ def dag_text(
     clients: list[ClientSegment],
     retries: int,
     max_parallel_clients: int,
+    *,
+    fatal_exit: int | None = None,
+    final: bool = False,
+    client_pre: Script | None = None,
 ) -> str:
     """The ``offline.dag`` of a campaign.
 
@@ -97,6 +130,13 @@ def dag_text(
         ``RETRY`` count of every client node.
     max_parallel_clients
         ``MAXJOBS`` of the client category; 0 means no limit.
+    fatal_exit
+        Exit code that means the configuration is wrong: never retried (``UNLESS-EXIT``) and
+        aborts the DAG (``ABORT-DAG-ON``) when a client or the merge exits with it.
+    final
+        Add the FINAL node ``final`` (submit file ``final.sub``).
+    client_pre
+        PRE script of every client node (its arguments may use ``$JOB``).
     """
     if retries < 0 or max_parallel_clients < 0:
         raise ValueError("retries and max_parallel_clients must not be negative")
@@ -115,26 +155,60 @@ def dag_text(
     for name in servers:
         lines += [f"SERVICE {name} server.sub", f"VARS {name} node={_quote_var(name)}"]
     lines += ["", "# Clients: one per segment, retried; a complete part is never redone."]
+    if fatal_exit is not None:
+        lines.append(
+            f"# Exit code {fatal_exit} (configuration error) is not retried and aborts the DAG."
+        )
+    if client_pre is not None:
+        lines.append(
+            "# PRE script (on the access point): waits, deferring with exit code "
+            f"{client_pre.defer_status}, until the client's server has published its address."
+        )
+    unless = f" UNLESS-EXIT {fatal_exit}" if fatal_exit is not None else ""
     for seg in clients:
         lines += [
             f"JOB {seg.node} client.sub",
-            f"VARS {seg.node} node={_quote_var(seg.node)}",
-            f"RETRY {seg.node} {retries}",
+            f"VARS {seg.node} node={_quote_var(seg.node)} server={_quote_var(seg.server)}",
+            f"RETRY {seg.node} {retries}{unless}",
             f"CATEGORY {seg.node} {CLIENT_CATEGORY}",
         ]
+        if fatal_exit is not None:
+            lines.append(f"ABORT-DAG-ON {seg.node} {fatal_exit} RETURN {ABORT_RETURN}")
+        if client_pre is not None:
+            lines.append(_script_line("PRE", seg.node, client_pre))
     lines += [
         "",
         "# Merge: runs once every client is done.",
         f"JOB {MERGE_NODE} merge.sub",
         f"VARS {MERGE_NODE} node={_quote_var(MERGE_NODE)}",
     ]
+    if fatal_exit is not None:
+        lines.append(f"ABORT-DAG-ON {MERGE_NODE} {fatal_exit} RETURN {ABORT_RETURN}")
     if clients:
         lines.append(f"PARENT {' '.join(c.node for c in clients)} CHILD {MERGE_NODE}")
+    if final:
+        lines += [
+            "",
+            "# Final: always runs last, even after failures or condor_rm; writes summary.json.",
+            f"FINAL {FINAL_NODE} final.sub",
+            f"VARS {FINAL_NODE} node={_quote_var(FINAL_NODE)}",
+        ]
     lines.append("")
     if max_parallel_clients > 0:
         lines.append(f"MAXJOBS {CLIENT_CATEGORY} {max_parallel_clients}")
     lines.append(f"NODE_STATUS_FILE {STATUS_FILE} {STATUS_INTERVAL_SECONDS}")
     return "\n".join(lines) + "\n"
+
+
+def _script_line(kind: str, node: str, script: Script) -> str:
+    words = ["SCRIPT"]
+    if script.defer_status is not None:
+        words += ["DEFER", str(script.defer_status), str(script.defer_seconds)]
+    words += [kind, node, script.executable, *script.arguments]
+    for word in words[1:]:
+        if not word or any(c.isspace() for c in word):
+            raise ValueError(f"SCRIPT words cannot be empty or hold white space: {word!r}")
+    return " ".join(words)
 
 
 # ---- reading ------------------------------------------------------------------------------
@@ -212,9 +286,10 @@ def parse_dag(text: str, source: str = "offline.dag") -> Dag:
     """Read a DAG file.
 
     Understands ``JOB`` (and its synonym ``NODE``), ``SERVICE``, ``FINAL``, ``VARS``,
-    ``RETRY n N [UNLESS-EXIT v]``, ``PARENT ... CHILD ...``, ``CATEGORY``, ``MAXJOBS``,
-    ``NODE_STATUS_FILE``, comments and blank lines; keywords in any case. As in DAGMan, a
-    node may be referred to before the line that defines it.
+    ``RETRY n N [UNLESS-EXIT v]``, ``ABORT-DAG-ON n v [RETURN r]``,
+    ``SCRIPT [DEFER status time] [DEBUG file type] PRE n exe args...``, ``PARENT ... CHILD ...``,
+    ``CATEGORY``, ``MAXJOBS``, ``NODE_STATUS_FILE``, comments and blank lines; keywords in any
+    case. As in DAGMan, a node may be referred to before the line that defines it.
 
     Parameters
     ----------
@@ -321,6 +396,17 @@ def parse_dag(text: str, source: str = "offline.dag") -> Dag:
             if len(args) != 2:
                 raise line.error("expected MAXJOBS <category> <count>")
             dag.maxjobs[args[0]] = _int(line, args[1], "the MAXJOBS count", 1)
+        elif keyword == "SCRIPT":
+            _parse_script(line, args, targets)
+        elif keyword == "ABORT-DAG-ON":
+            if len(args) not in (2, 4) or (len(args) == 4 and args[2].upper() != "RETURN"):
+                raise line.error("expected ABORT-DAG-ON <node> <exit code> [RETURN <DAG code>]")
+            value = _int(line, args[1], "the ABORT-DAG-ON exit code", None)
+            ret = None
+            if len(args) == 4:
+                ret = _int(line, args[3], "the ABORT-DAG-ON RETURN value", None)
+            for node in targets(line, args[0], "ABORT-DAG-ON", ("JOB",)):
+                node.abort_exit, node.abort_return = value, ret
         elif keyword == "NODE_STATUS_FILE":
             if not 1 <= len(args) <= 3:
                 raise line.error("expected NODE_STATUS_FILE <file> [<seconds>] [ALWAYS-UPDATE]")
@@ -334,6 +420,32 @@ def parse_dag(text: str, source: str = "offline.dag") -> Dag:
 
     _check_acyclic(dag, source)
     return dag
+
+
+def _parse_script(line: _Line, args: list[str], targets: Callable[..., list[DagNode]]) -> None:
+    """``SCRIPT [DEFER status time] [DEBUG file type] PRE <node> <exe> [args...]``."""
+    rest = list(args)
+    defer_status, defer_seconds = None, 0
+    if rest and rest[0].upper() == "DEFER":
+        if len(rest) < 3:
+            raise line.error("expected SCRIPT DEFER <status> <seconds> ...")
+        defer_status = _int(line, rest[1], "the DEFER status", None)
+        defer_seconds = _int(line, rest[2], "the DEFER time")
+        rest = rest[3:]
+    if rest and rest[0].upper() == "DEBUG":
+        if len(rest) < 3 or rest[2].upper() not in ("STDOUT", "STDERR", "ALL"):
+            raise line.error("expected SCRIPT ... DEBUG <file> <STDOUT|STDERR|ALL> ...")
+        rest = rest[3:]
+    if len(rest) < 3:
+        raise line.error("expected SCRIPT [DEFER status time] PRE <node> <executable> [arguments]")
+    kind = rest[0].upper()
+    if kind in ("POST", "HOLD"):
+        raise line.error(f"SCRIPT {kind} is not supported (offline-iaas uses PRE scripts only)")
+    if kind != "PRE":
+        raise line.error(f"expected PRE, POST or HOLD after SCRIPT, found {rest[0]!r}")
+    script = Script(rest[2], tuple(rest[3:]), defer_status, defer_seconds)
+    for node in targets(line, rest[1], "SCRIPT", ("JOB", "FINAL")):
+        node.pre = script
 
 
 def _check_acyclic(dag: Dag, source: str) -> None:

@@ -2,9 +2,13 @@
 
 Works only from the written files: ``offline.dag`` and the submit files it names, read with
 HTCondor's parser, the node's VARS expanded into ``executable``, ``arguments``, ``initialdir``,
-``output``, ``error`` and ``environment``. SERVICE nodes start first and are stopped at the end;
-JOB nodes run once their parents are done, throttled by ``MAXJOBS``, retried per ``RETRY``.
-Every node runs in its own process group, so that stopping it stops its whole process tree.
+``output``, ``error``, ``environment`` and the file-transfer commands. SERVICE nodes start
+first and are stopped at the end; JOB nodes run once their parents are done, throttled by
+``MAXJOBS``, retried per ``RETRY`` (``UNLESS-EXIT``), after their PRE script (``SCRIPT DEFER``
+re-runs it later); ``ABORT-DAG-ON`` removes every running job; the FINAL node runs last with
+``$(DAG_STATUS)`` and ``$(FAILED_COUNT)``. Nodes whose output exists (and whose parents' does)
+are not run again. Every node runs in its own process group, so that stopping it stops its
+whole process tree.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import fcntl
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import threading
@@ -26,14 +31,18 @@ from types import FrameType
 from typing import Any
 
 from offline_iaas.errors import RunError
+from offline_iaas.serve.chirp import FAKE_ENV
 from offline_iaas.workflow.dag import MERGE_NODE, Dag, DagNode, parse_dag
 from offline_iaas.workflow.submit import expand_macros, parse_submit, unexpanded_macros
 
 STATE_FILE = "local-state.json"
+JOB_ADS_FILE = "job-ads.json"
+"""Where run-local keeps the job ads of its nodes (``OFFLINE_IAAS_FAKE_JOB_ADS``)."""
 LOCK_FILE = ".run-local.lock"
 POLL_SECONDS = 0.05
 _LOCAL_UNIVERSES = {"vanilla", "local", "scheduler"}
-_TERMINAL = {"done", "complete", "failed", "not-run"}
+_TERMINAL = {"done", "complete", "failed", "not-run", "removed"}
+_BUSY = ("running", "prerun", "deferred")
 
 
 # ---- submit values ------------------------------------------------------------------------
@@ -103,20 +112,56 @@ def split_environment(value: str) -> dict[str, str]:
     return env
 
 
+
+@dataclass(frozen=True)
+class Transfer:
+    """HTCondor file transfer of a node (``should_transfer_files = YES``).
+
+    run-local plays it with a scratch directory per attempt (``RUN/scratch/<node>.<n>``): the
+    input files are copied in, the job runs there, its output files are copied back to the
+    initial directory, so that a transfer list that misses a file fails here as on a pool.
+    """
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...] | None
+    """``transfer_output_files``; None: every new top-level file, as HTCondor does."""
+    preserve_paths: bool
+    """``preserve_relative_paths``: relative paths keep their directories."""
+    on_success_only: bool
+    """``when_to_transfer_output = ON_SUCCESS``."""
+    success_exit_code: int = 0
+
+
 @dataclass
 class NodeCommand:
     """What the local executor runs for one node."""
 
     argv: list[str]
     cwd: Path
+    """The initial directory (``initialdir``)."""
     stdout: Path
     stderr: Path
     environment: dict[str, str] = field(default_factory=dict)
     max_retries: int = 0
     """Job-level ``max_retries``: restarts of a SERVICE node that exits with an error."""
+    transfer: Transfer | None = None
 
 
-def node_command(run_dir: Path, node: DagNode, submit: dict[str, str], ordinal: int) -> NodeCommand:
+def _split_list(value: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
+def _true(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("true", "yes", "1")
+
+
+def node_command(
+    run_dir: Path,
+    node: DagNode,
+    submit: dict[str, str],
+    ordinal: int,
+    extra: dict[str, str] | None = None,
+) -> NodeCommand:
     """Resolve a node's submit description into a command line, directory and files.
 
     Parameters
@@ -129,6 +174,8 @@ def node_command(run_dir: Path, node: DagNode, submit: dict[str, str], ordinal: 
         The submit file's commands, as ``parse_submit`` returns them.
     ordinal
         Stands in for ``$(ClusterId)``.
+    extra
+        Macros DAGMan defines for this node (``DAG_STATUS``, ``FAILED_COUNT`` of the FINAL node).
 
     Raises
     ------
@@ -143,6 +190,7 @@ def node_command(run_dir: Path, node: DagNode, submit: dict[str, str], ordinal: 
         "clusterid": str(ordinal),
         "process": "0",
         "procid": "0",
+        **(extra or {}),
     }
     # DAGMan prepends VARS by default: a macro the submit file defines itself wins.
     variables = {**builtins, **node.variables, **submit}
@@ -192,6 +240,22 @@ def node_command(run_dir: Path, node: DagNode, submit: dict[str, str], ordinal: 
         max_retries = int(retries_text)
     except ValueError:
         raise RunError(f"{where}: max_retries must be an integer, got {retries_text!r}") from None
+    transfer = None
+    if (value("should_transfer_files", "NO") or "NO").strip().upper() == "YES":
+        when = (value("when_to_transfer_output", "ON_EXIT") or "ON_EXIT").strip().upper()
+        success = value("success_exit_code", "0") or "0"
+        outputs = value("transfer_output_files")
+        try:
+            success_code = int(success)
+        except ValueError:
+            raise RunError(f"{where}: success_exit_code must be an integer") from None
+        transfer = Transfer(
+            inputs=_split_list(value("transfer_input_files", "") or ""),
+            outputs=None if outputs is None else _split_list(outputs.strip('"')),
+            preserve_paths=_true(value("preserve_relative_paths")),
+            on_success_only=when == "ON_SUCCESS",
+            success_exit_code=success_code,
+        )
     return NodeCommand(
         argv=[str(exe), *args],
         cwd=initialdir,
@@ -199,7 +263,78 @@ def node_command(run_dir: Path, node: DagNode, submit: dict[str, str], ordinal: 
         stderr=in_initialdir("error"),
         environment=env,
         max_retries=max(0, max_retries),
+        transfer=transfer,
     )
+
+
+# ---- file transfer ------------------------------------------------------------------------
+def _copy(source: Path, target: Path) -> None:
+    """Copy a file or a directory tree; files land atomically."""
+    if source.is_dir():
+        for path in sorted(source.rglob("*")):
+            if path.is_file():
+                _copy(path, target / path.relative_to(source))
+        target.mkdir(parents=True, exist_ok=True)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    shutil.copy2(source, tmp)
+    os.replace(tmp, target)
+
+
+def _transfer_target(entry: str, root: Path, preserve: bool) -> Path:
+    path = Path(entry.rstrip("/"))
+    if preserve and not path.is_absolute():
+        return root / path
+    return root / path.name
+
+
+def stage_in(transfer: Transfer, initialdir: Path, sandbox: Path) -> None:
+    """Copy a node's input files into its scratch directory.
+
+    Raises
+    ------
+    RunError
+        For a missing input file (HTCondor would hold the job).
+    """
+    sandbox.mkdir(parents=True)
+    for entry in transfer.inputs:
+        source = Path(entry.rstrip("/"))
+        source = source if source.is_absolute() else initialdir / source
+        if not source.exists():
+            raise RunError(
+                f"transfer_input_files names {entry}, which does not exist in {initialdir} "
+                "(HTCondor would put the job on hold)"
+            )
+        if entry.endswith("/") and source.is_dir():  # trailing slash: the directory's contents
+            parent = _transfer_target(entry, sandbox, transfer.preserve_paths).parent
+            _copy(source, parent)
+        else:
+            _copy(source, _transfer_target(entry, sandbox, transfer.preserve_paths))
+
+
+def stage_out(transfer: Transfer, sandbox: Path, initialdir: Path, before: set[str]) -> None:
+    """Copy a node's output files from its scratch directory back to the initial directory.
+
+    Raises
+    ------
+    RunError
+        For a listed output that the job did not create (HTCondor would hold the job).
+    """
+    if transfer.outputs is None:
+        for path in sorted(sandbox.iterdir()):
+            if path.is_file() and path.name not in before:
+                _copy(path, initialdir / path.name)
+        return
+    missing = [entry for entry in transfer.outputs if not (sandbox / entry.rstrip("/")).exists()]
+    if missing:
+        raise RunError(
+            f"transfer_output_files names {', '.join(missing)}, which the job did not create "
+            "(HTCondor would put the job on hold)"
+        )
+    for entry in transfer.outputs:
+        target = _transfer_target(entry, initialdir, transfer.preserve_paths)
+        _copy(sandbox / entry.rstrip("/"), target)
 
 
 # ---- completion ---------------------------------------------------------------------------
@@ -224,7 +359,23 @@ def node_complete(run_dir: Path, node: DagNode) -> bool:
     return _json_complete(run_dir / "parts" / f"{node.name}.json")
 
 
-# ---- processes ----------------------------------------------------------------------------
+def complete_nodes(run_dir: Path, dag: Dag) -> set[str]:
+    """JOB nodes whose output is there and whose parents are all complete too.
+
+    A node below one that must run again runs again (its output was made from the old one),
+    as after deleting a part: the client and the merge run, nothing else.
+    """
+    complete = {n.name for n in dag.nodes.values() if node_complete(run_dir, n)}
+    changed = True
+    while changed:
+        changed = False
+        for name in list(complete):
+            if not dag.nodes[name].parents <= complete:
+                complete.discard(name)
+                changed = True
+    return complete
+
+
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes of a process group."""
     proc = Path("/proc")
@@ -273,13 +424,19 @@ def _now() -> str:
 class _Run:
     node: DagNode
     command: NodeCommand
+    ordinal: int = 0
     status: str = "pending"
     attempts: int = 0
     proc: subprocess.Popen[bytes] | None = None
+    pre_proc: subprocess.Popen[bytes] | None = None
     exit_code: int | None = None
     started: str | None = None
     ended: str | None = None
     clock: float = 0.0
+    defer_until: float = 0.0
+    deferrals: int = 0
+    sandbox: Path | None = None
+    sandbox_before: set[str] = field(default_factory=set)
 
     @property
     def is_service(self) -> bool:
@@ -337,13 +494,28 @@ class _Executor:
         run_dir: Path,
         dag: Dag,
         runs: dict[str, _Run],
+        submits: dict[str, dict[str, str]],
         log: Callable[[str], None],
         stop_timeout_seconds: float,
         signals: _Signals,
     ) -> None:
-        self.run_dir, self.dag, self.runs, self.log = run_dir, dag, runs, log
+        self.run_dir, self.dag, self.runs = run_dir, dag, runs
+
+        def safe_log(line: str) -> None:
+            try:
+                log(line)
+            except OSError:  # a closed pipe must not stop the executor from stopping nodes
+                pass
+
+        self.log = safe_log
+        self.submits = submits
+        # run-local stands in for the schedd too: job ads (the rendezvous without a shared
+        # filesystem, serve/chirp.py) are kept in a file unless the caller chose one.
+        self.base_env = {} if FAKE_ENV in os.environ else {FAKE_ENV: str(run_dir / JOB_ADS_FILE)}
         self.stop_timeout_seconds = stop_timeout_seconds
         self.signals = signals
+        self.aborted: tuple[str, int] | None = None
+        """(node, exit code) of an ABORT-DAG-ON match."""
 
     # -- bookkeeping
     def _rel(self, path: Path) -> str:
@@ -358,6 +530,7 @@ class _Executor:
                 "kind": r.node.kind,
                 "status": r.status,
                 "attempts": r.attempts,
+                "retries": r.node.retries,
                 "pid": r.proc.pid if r.proc is not None else None,
                 "exit_code": r.exit_code,
                 "started": r.started,
@@ -365,7 +538,12 @@ class _Executor:
             }
             for name, r in self.runs.items()
         }
-        state = {"dag": str(self.run_dir / "offline.dag"), "updated": _now(), "nodes": nodes}
+        state = {
+            "dag": str(self.run_dir / "offline.dag"),
+            "updated": _now(),
+            "aborted": list(self.aborted) if self.aborted else None,
+            "nodes": nodes,
+        }
         path = self.run_dir / STATE_FILE
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
@@ -377,32 +555,97 @@ class _Executor:
     def _jobs(self) -> list[_Run]:
         return [r for r in self.runs.values() if not r.is_service]
 
+    def dag_status(self) -> int:
+        """DAGMan's ``$DAG_STATUS``: 0 fine, 2 nodes failed, 3 aborted."""
+        if self.aborted is not None:
+            return 3
+        return 2 if any(r.status == "failed" for r in self._jobs()) else 0
+
     # -- starting and reaping
+    def _popen(self, run: _Run, argv: list[str], cwd: Path, out: Path, err: Path,
+               env: dict[str, str]) -> subprocess.Popen[bytes]:
+        for path in (out, err):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "ab") as stdout, open(err, "ab") as stderr:
+            try:
+                return subprocess.Popen(
+                    argv,
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=stdout,
+                    stderr=stderr,
+                    env={**os.environ, **self.base_env, **env},
+                    start_new_session=True,
+                )
+            except OSError as error:
+                raise RunError(f"{run.node.name}: cannot start {argv[0]}: {error}") from None
+
+    def _begin_attempt(self, run: _Run) -> None:
+        """Start a node attempt: its PRE script if it has one, else its job."""
+        run.attempts += 1
+        run.exit_code, run.started, run.ended = None, _now(), None
+        run.clock, run.deferrals = time.monotonic(), 0
+        if run.node.pre is not None:
+            self._start_pre(run)
+        else:
+            self._start(run)
+
+    def _start_pre(self, run: _Run) -> None:
+        pre = run.node.pre
+        assert pre is not None
+        macros = {
+            "$JOB": run.node.name,
+            "$RETRY": str(run.attempts - 1),
+            "$MAX_RETRIES": str(run.node.retries),
+            "$DAG_STATUS": str(self.dag_status()),
+            "$FAILED_COUNT": str(sum(r.status == "failed" for r in self._jobs())),
+        }
+        argv = pre.argv(macros)
+        exe = Path(argv[0])
+        argv[0] = str(exe if exe.is_absolute() else self.run_dir / exe)
+        log_path = self.run_dir / "logs" / f"{run.node.name}.pre.log"
+        with self.signals.held():
+            run.pre_proc = self._popen(run, argv, self.run_dir, log_path, log_path, {})
+            run.status = "prerun"
+        self.write_state()
+
     def _start(self, run: _Run) -> None:
         cmd = run.command
-        for path in (cmd.stdout, cmd.stderr):
-            path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **cmd.environment}
+        if run.node.kind == "FINAL":  # DAGMan defines these for the FINAL node's submit file
+            extra = {
+                "DAG_STATUS": str(self.dag_status()),
+                "FAILED_COUNT": str(sum(r.status == "failed" for r in self._jobs())),
+            }
+            submit = self.submits[run.node.submit]
+            cmd = run.command = node_command(self.run_dir, run.node, submit, run.ordinal, extra)
+        cwd = cmd.cwd
+        if cmd.transfer is not None:
+            attempt = run.attempts + 1 if run.is_service else run.attempts
+            sandbox = self.run_dir / "scratch" / f"{run.node.name}.{attempt}"
+            shutil.rmtree(sandbox, ignore_errors=True)
+            try:
+                stage_in(cmd.transfer, cmd.cwd, sandbox)
+            except RunError as err:
+                shutil.rmtree(sandbox, ignore_errors=True)
+                if run.is_service:
+                    run.status = "exited"
+                    self.log(f"{run.node.name}: not started: {err}")
+                    self.write_state()
+                else:
+                    self._attempt_failed(run, None, f"{err}")
+                return
+            run.sandbox, run.sandbox_before = sandbox, {p.name for p in sandbox.iterdir()}
+            cwd = sandbox
         with self.signals.held():
-            with open(cmd.stdout, "ab") as out, open(cmd.stderr, "ab") as err:
-                try:
-                    run.proc = subprocess.Popen(
-                        cmd.argv,
-                        cwd=cmd.cwd,
-                        stdin=subprocess.DEVNULL,
-                        stdout=out,
-                        stderr=err,
-                        env=env,
-                        start_new_session=True,
-                    )
-                except OSError as error:
-                    raise RunError(
-                        f"{run.node.name}: cannot start {cmd.argv[0]}: {error}"
-                    ) from None
-            run.attempts += 1
+            env = dict(cmd.environment)
+            if run.sandbox is not None:
+                env["_CONDOR_SCRATCH_DIR"] = str(run.sandbox)
+            run.proc = self._popen(run, cmd.argv, cwd, cmd.stdout, cmd.stderr, env)
+            if run.is_service:
+                run.attempts += 1
+                run.started, run.ended, run.exit_code = _now(), None, None
+                run.clock = time.monotonic()
             run.status = "running"
-            run.exit_code, run.started, run.ended = None, _now(), None
-            run.clock = time.monotonic()
         if run.is_service:
             total = cmd.max_retries + 1
             attempt = f" (attempt {run.attempts}/{total})" if run.attempts > 1 else ""
@@ -412,12 +655,24 @@ class _Executor:
             self.log(f"{run.node.name}: started (attempt {run.attempts}/{total})")
         self.write_state()
 
-    def _reaped(self, run: _Run, code: int) -> None:
+    def _reaped(self, run: _Run, code: int) -> str | None:
+        """Record a job's exit; returns why its outputs could not be transferred, if so."""
         assert run.proc is not None
         # As HTCondor does when a job exits: nothing it left behind keeps running.
         if group_members(run.proc.pid):
             _signal_group(run.proc.pid, signal.SIGKILL)
         run.exit_code, run.ended = code, _now()
+        problem = None
+        transfer, sandbox = run.command.transfer, run.sandbox
+        if transfer is not None and sandbox is not None:
+            if not transfer.on_success_only or code == transfer.success_exit_code:
+                try:
+                    stage_out(transfer, sandbox, run.command.cwd, run.sandbox_before)
+                except RunError as err:
+                    problem = str(err)
+            shutil.rmtree(sandbox, ignore_errors=True)
+            run.sandbox = None
+        return problem
 
     def _ready(self, run: _Run) -> bool:
         if run.node.kind == "FINAL":
@@ -426,50 +681,120 @@ class _Executor:
         return all(self.runs[p].status in ("done", "complete") for p in run.node.parents)
 
     def _start_ready(self) -> None:
-        running: dict[str, int] = {}
+        if self.aborted is not None:  # only the FINAL node still runs
+            for r in self._jobs():
+                if r.node.kind == "FINAL" and r.status == "pending" and self._ready(r):
+                    self._begin_attempt(r)
+            return
+        busy: dict[str, int] = {}
         for r in self._jobs():
-            if r.status == "running" and r.node.category is not None:
-                running[r.node.category] = running.get(r.node.category, 0) + 1
+            if r.status in _BUSY and r.node.category is not None:
+                busy[r.node.category] = busy.get(r.node.category, 0) + 1
+        now = time.monotonic()
         for r in self._jobs():
+            if r.status == "deferred" and now >= r.defer_until:
+                self._start_pre(r)
+                continue
             if r.status != "pending" or not self._ready(r):
                 continue
             category = r.node.category
             if category is not None and category in self.dag.maxjobs:
-                if running.get(category, 0) >= self.dag.maxjobs[category]:
+                if busy.get(category, 0) >= self.dag.maxjobs[category]:
                     continue
-                running[category] = running.get(category, 0) + 1
-            self._start(r)
+                busy[category] = busy.get(category, 0) + 1
+            self._begin_attempt(r)
+
+    def _attempt_failed(self, run: _Run, code: int | None, why: str) -> None:
+        """One attempt of a JOB node failed (its PRE script, its job, or its transfer)."""
+        name = run.node.name
+        abort = code is not None and code == run.node.abort_exit
+        never = code is not None and code == run.node.unless_exit
+        run.ended = _now()
+        if abort:
+            run.status = "failed"
+            self.aborted = (name, code)  # type: ignore[assignment]
+            self.log(f"{name}: failed with {why}; ABORT-DAG-ON {code}: aborting the DAG")
+            self._abort()
+        elif run.attempts <= run.node.retries and not never:
+            run.status = "pending"
+            self.log(f"{name}: failed with {why}, retrying")
+        else:
+            run.status = "failed"
+            self.log(f"{name}: failed with {why}")
+            for below in self.dag.descendants(name):
+                if self.runs[below].status == "pending":
+                    self.runs[below].status = "not-run"
+                    self.log(f"{below}: not run ({name} failed)")
+        self.write_state()
+
+    def _abort(self) -> None:
+        """ABORT-DAG-ON: remove every running job, never start the pending ones."""
+        for r in self._jobs():
+            if r.node.kind == "FINAL":
+                continue
+            if r.status in ("pending", "deferred"):
+                r.status = "not-run"
+            elif r.status in _BUSY:
+                for proc in (r.proc, r.pre_proc):
+                    if proc is not None and proc.poll() is None:
+                        _signal_group(proc.pid, signal.SIGTERM)
+                r.status = "removing"
 
     def _reap_jobs(self) -> None:
         for r in self._jobs():
+            if r.status == "removing":
+                if all(p is None or p.poll() is not None for p in (r.proc, r.pre_proc)):
+                    for p in (r.proc, r.pre_proc):
+                        if p is not None and group_members(p.pid):
+                            _signal_group(p.pid, signal.SIGKILL)
+                    if r.sandbox is not None:
+                        shutil.rmtree(r.sandbox, ignore_errors=True)
+                        r.sandbox = None
+                    r.status, r.ended = "removed", _now()
+                    self.log(f"{r.node.name}: removed (DAG aborted)")
+                    self.write_state()
+                continue
+            if r.status == "prerun" and r.pre_proc is not None:
+                code = r.pre_proc.poll()
+                if code is None:
+                    continue
+                r.pre_proc = None
+                pre = r.node.pre
+                assert pre is not None
+                if code == 0:
+                    self._start(r)
+                elif pre.defer_status is not None and code == pre.defer_status:
+                    if r.status != "deferred" and r.deferrals == 0:
+                        self.log(
+                            f"{r.node.name}: PRE script deferred (exit code {code}); running it "
+                            f"again every {pre.defer_seconds} s"
+                        )
+                    r.deferrals += 1
+                    r.status, r.defer_until = "deferred", time.monotonic() + pre.defer_seconds
+                    self.write_state()
+                else:
+                    log = self._rel(self.run_dir / "logs" / f"{r.node.name}.pre.log")
+                    self._attempt_failed(r, code, f"PRE script {_describe_exit(code)} (see {log})")
+                continue
             if r.status != "running" or r.proc is None:
                 continue
             code = r.proc.poll()
             if code is None:
                 continue
-            self._reaped(r, code)
+            problem = self._reaped(r, code)
             name, elapsed = r.node.name, time.monotonic() - r.clock
-            if code == 0:
+            if code == 0 and problem is None:
                 r.status = "done"
                 self.log(f"{name}: done in {elapsed:.1f} s")
                 self.write_state()
                 continue
             why = f"{_describe_exit(code)} (see {self._rel(r.command.stderr)})"
-            never = r.node.unless_exit is not None and code == r.node.unless_exit
-            if r.attempts <= r.node.retries and not never:
-                r.status = "pending"
-                self.log(f"{name}: failed with {why}, retrying")
-            else:
-                r.status = "failed"
-                self.log(f"{name}: failed with {why}")
-                for below in self.dag.descendants(name):
-                    if self.runs[below].status == "pending":
-                        self.runs[below].status = "not-run"
-                        self.log(f"{below}: not run ({name} failed)")
-            self.write_state()
+            if problem is not None:
+                why = problem if code == 0 else f"{why}; {problem}"
+            self._attempt_failed(r, code if problem is None else None, why)
 
     def _poll_services(self) -> None:
-        jobs_left = any(r.status in ("pending", "running") for r in self._jobs())
+        jobs_left = any(r.status not in _TERMINAL for r in self._jobs())
         for r in self.runs.values():
             if not r.is_service or r.status != "running" or r.proc is None:
                 continue
@@ -500,62 +825,69 @@ class _Executor:
             self._reap_jobs()
             self._start_ready()
             jobs = self._jobs()
-            if not any(r.status == "running" for r in jobs):
-                stuck = [r for r in jobs if r.status == "pending"]
-                if not stuck:
+            if not any(r.status in _BUSY or r.status == "removing" for r in jobs):
+                waiting = [r for r in jobs if r.status in ("pending", "deferred")]
+                if not waiting:
                     return
-                if not any(self._ready(r) for r in stuck):  # cannot happen in an acyclic DAG
-                    for r in stuck:
+                if not any(r.status == "deferred" or self._ready(r) for r in waiting):
+                    for r in waiting:  # cannot happen in an acyclic DAG
                         r.status = "not-run"
                     return
             time.sleep(POLL_SECONDS)
 
     def stop_all(self) -> None:
         """Stop every node still running: SIGTERM to its group, then SIGKILL after the timeout."""
-        live = []
+        live: list[tuple[_Run, subprocess.Popen[bytes]]] = []
         for r in self.runs.values():
-            if r.status != "running" or r.proc is None:
-                continue
-            code = r.proc.poll()
-            if code is None:
-                live.append(r)
-            else:  # exited since the last poll (the run was cut short): record how
-                self._reaped(r, code)
-                r.status = "exited" if r.is_service else ("done" if code == 0 else "failed")
-        for r in live:
-            assert r.proc is not None
+            for proc in (r.proc, r.pre_proc):
+                if proc is None or r.status not in (*_BUSY, "removing"):
+                    continue
+                code = proc.poll()
+                if code is None:
+                    live.append((r, proc))
+                elif proc is r.proc:  # exited since the last poll (the run was cut short)
+                    self._reaped(r, code)
+                    r.status = "exited" if r.is_service else ("done" if code == 0 else "failed")
+        for r, proc in live:
             self.log(f"{r.node.name}: stopping")
-            _signal_group(r.proc.pid, signal.SIGTERM)
+            _signal_group(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + self.stop_timeout_seconds
         waiting = list(live)
         while waiting and time.monotonic() < deadline:
-            for r in list(waiting):
-                assert r.proc is not None
-                if r.proc.poll() is not None and not group_members(r.proc.pid):
-                    waiting.remove(r)
+            for item in list(waiting):
+                if item[1].poll() is not None and not group_members(item[1].pid):
+                    waiting.remove(item)
             if waiting:
                 time.sleep(POLL_SECONDS)
-        for r in waiting:
-            assert r.proc is not None
-            _signal_group(r.proc.pid, signal.SIGKILL)
-            r.proc.wait()
+        for r, proc in waiting:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
             timeout = self.stop_timeout_seconds
             self.log(f"{r.node.name}: killed (still running {timeout:g} s after SIGTERM)")
-        for r in live:
-            assert r.proc is not None
-            code = r.proc.wait()
-            r.exit_code, r.ended = code, _now()
+        for r, proc in live:
+            code = proc.wait()
+            if proc is r.proc:
+                r.exit_code = code
+            r.ended = _now()
             r.status = "stopped"
-            if r not in waiting:
+            if (r, proc) not in waiting:
                 self.log(f"{r.node.name}: stopped")
+            if r.sandbox is not None:
+                shutil.rmtree(r.sandbox, ignore_errors=True)
+                r.sandbox = None
         for r in self.runs.values():  # services that exited earlier may have left their group
-            if r.proc is not None and group_members(r.proc.pid):
-                _signal_group(r.proc.pid, signal.SIGKILL)
+            for proc in (r.proc, r.pre_proc):
+                if proc is not None and group_members(proc.pid):
+                    _signal_group(proc.pid, signal.SIGKILL)
+        try:
+            (self.run_dir / "scratch").rmdir()  # only if every node's scratch was cleaned
+        except OSError:
+            pass
         self.write_state()
 
     def failure(self) -> RunError | None:
         failed = [r for r in self._jobs() if r.status == "failed"]
-        if not failed:
+        if not failed and self.aborted is None:
             return None
         parts = []
         for r in failed:
@@ -563,9 +895,14 @@ class _Executor:
             tries = f"{r.attempts} attempt{'s' if r.attempts != 1 else ''}"
             files = f"{self._rel(r.command.stderr)}, {self._rel(r.command.stdout)}"
             parts.append(f"{r.node.name} ({why} after {tries}; see {files})")
-        not_run = [r.node.name for r in self._jobs() if r.status == "not-run"]
-        message = f"{self.run_dir}: {len(failed)} node{'s' if len(failed) != 1 else ''} failed: "
-        message += "; ".join(parts)
+        not_run = [r.node.name for r in self._jobs() if r.status in ("not-run", "removed")]
+        if self.aborted is not None:
+            node, code = self.aborted
+            message = f"{self.run_dir}: DAG aborted: {node} exited with {code} (ABORT-DAG-ON); "
+        else:
+            message = f"{self.run_dir}: "
+        count = len(failed)
+        message += f"{count} node{'s' if count != 1 else ''} failed: " + "; ".join(parts)
         if not_run:
             message += f"; not run: {', '.join(not_run)}"
         return RunError(message)
@@ -604,8 +941,9 @@ def run_local(
     ------
     RunError
         If the DAG or a submit file is invalid (before anything starts), if a node failed all
-        its attempts (after every other runnable node has run, naming the failed nodes and
-        their log files), or on SIGTERM. Every process started is stopped in all cases.
+        its attempts or the DAG was aborted (after the FINAL node has run, naming the failed
+        nodes and their log files), or on SIGTERM. Every process started is stopped in all
+        cases.
     """
     run_dir = Path(run_dir).absolute()
     dag_path = run_dir / "offline.dag"
@@ -627,11 +965,12 @@ def run_local(
             submit_path = submit_path if submit_path.is_absolute() else run_dir / submit_path
             submits[node.submit] = parse_submit(submit_path)
         command = node_command(run_dir, node, submits[node.submit], ordinal)
-        runs[node.name] = _Run(node=node, command=command)
+        runs[node.name] = _Run(node=node, command=command, ordinal=ordinal)
 
-    jobs = [r for r in runs.values() if r.node.kind != "SERVICE"]
+    jobs = [r for r in runs.values() if r.node.kind == "JOB"]
+    complete = complete_nodes(run_dir, dag)
     for r in jobs:
-        if node_complete(run_dir, r.node):
+        if r.node.name in complete:
             r.status = "complete"
     if all(r.status == "complete" for r in jobs):
         log(f"nothing to do: every node of {run_dir} is complete")
@@ -642,7 +981,7 @@ def run_local(
 
     with _locked(run_dir):
         signals = _Signals()
-        executor = _Executor(run_dir, dag, runs, log, stop_timeout_seconds, signals)
+        executor = _Executor(run_dir, dag, runs, submits, log, stop_timeout_seconds, signals)
         began = time.monotonic()
         executor.write_state()
         signals.install()

@@ -5,9 +5,11 @@ The run directory holds everything a node needs, so that ``condor_submit_dag`` a
 
     campaign.toml              resolved config
     offline.dag                the DAG (see ``dag.dag_text``)
-    server.sub client.sub merge.sub
+    server.sub client.sub merge.sub final.sub
+                               submit files for the site profile (``profiles.py``)
     jobs/<client>.json         one job spec per client node
-    run.json                   config hash, sequence base, node names, creation time
+    run.json                   run id, config hash, sequence base, node names, creation time
+    model-repository.tar.gz    the model repository, for servers without a shared filesystem
     logs/ servers/ parts/ output/
 """
 
@@ -18,28 +20,24 @@ import os
 import secrets
 import shutil
 import sys
+import tarfile
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from offline_iaas.config import CampaignConfig, write_config
 from offline_iaas.errors import ConfigError, RunError
-from offline_iaas.workflow.dag import dag_text
-from offline_iaas.workflow.plan import ClientSegment, plan_segments, server_name
-from offline_iaas.workflow.submit import ROLES, render_submit
+from offline_iaas.workflow.dag import Script, dag_text
+from offline_iaas.workflow.plan import ClientSegment, make_stretches, plan_segments, server_name
+from offline_iaas.workflow.prescript import DEFER_EXIT, DEFER_SECONDS
+from offline_iaas.workflow.profiles import REPOSITORY_TARBALL, resolve_site, submit_texts
 
 SEQUENCE_BLOCK = 2**20
 """Sequence bases are multiples of this, so campaigns sharing a server get disjoint IDs."""
 _SEQUENCE_BLOCKS = 2**31  # keeps every ID below 2**51: exact in JSON readers that use doubles
 
 SUBDIRS: tuple[str, ...] = ("logs", "servers", "parts", "output", "jobs")
-
-# Requests per role; HTCondor reads memory and disk with their unit suffix.
-RESOURCES: dict[str, dict[str, str]] = {
-    "server": {"REQUEST_MEMORY": "4GB", "REQUEST_DISK": "2GB"},
-    "client": {"REQUEST_CPUS": "1", "REQUEST_MEMORY": "2GB", "REQUEST_DISK": "1GB"},
-    "merge": {"REQUEST_CPUS": "1", "REQUEST_MEMORY": "4GB", "REQUEST_DISK": "4GB"},
-}
 
 # HTCondor would split or expand these inside `arguments`, `initialdir` and `log`.
 _UNSAFE_PATH_CHARS = set(" \t\n\r\"'$")
@@ -85,6 +83,18 @@ def _write_json(path: Path, data: Any) -> None:
     _write_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
+def _write_tarball(repository: Path, path: Path) -> None:
+    """Pack the model repository as ``model-repository/...`` (atomically)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with tarfile.open(tmp, "w:gz") as tar:
+            tar.add(repository, arcname="model-repository")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def _previous_run(run_dir: Path, config_hash: str) -> dict[str, Any] | None:
     """The run.json of an earlier make-dag in run_dir, if any; refuses another campaign's."""
     dag_path = run_dir / "offline.dag"
@@ -107,7 +117,10 @@ def _previous_run(run_dir: Path, config_hash: str) -> dict[str, Any] | None:
 
 
 def make_dag(
-    config: CampaignConfig, run_dir: Path, sequence_base: int | None = None
+    config: CampaignConfig,
+    run_dir: Path,
+    sequence_base: int | None = None,
+    log: Callable[[str], None] = lambda _: None,
 ) -> list[ClientSegment]:
     """Check the campaign's data and write its run directory.
 
@@ -122,6 +135,8 @@ def make_dag(
     sequence_base
         Added to every client's sequence ID. Default: the previous base of this run directory,
         else a random multiple of ``SEQUENCE_BLOCK``.
+    log
+        Receives the summary of the analysable span (total, analysable, dropped and why).
 
     Returns
     -------
@@ -129,14 +144,21 @@ def make_dag(
 
     Raises
     ------
+    ConfigError
+        If ``[site]`` does not suit its profile (``profiles.resolve_site``), before anything
+        is checked or written.
     DataError
         From the data check, before anything is written.
     RunError
         If run_dir holds another campaign, or a path cannot be written into a submit file.
     """
-    from offline_iaas.data.frames import check_campaign_data
+    from offline_iaas.data.frames import preflight
 
-    check_campaign_data(config)
+    site = resolve_site(config)
+
+    # Holes inside science segments end streams rather than the campaign (`check` is stricter).
+    span = preflight(config, allow_holes_in_science=True)
+    stretches = make_stretches(config, span.stretches)
 
     run_dir = Path(run_dir).absolute()
     config_hash = config.config_hash()
@@ -155,7 +177,9 @@ def make_dag(
     if clients_count >= SEQUENCE_BLOCK:
         raise ConfigError(f"{clients_count} client segments do not fit in one sequence block")
 
-    segments = plan_segments(config, sequence_base)
+    segments = plan_segments(config, stretches, sequence_base=sequence_base)
+    for line in span.summary_lines():
+        log(line)
     servers = [server_name(i) for i in range(config.layout.servers)]
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -176,15 +200,16 @@ def make_dag(
         spec = {**seg.to_dict(), "run_dir": str(run_dir), **common}
         _write_json(run_dir / "jobs" / f"{seg.node}.json", spec)
 
-    values = {
-        "EXECUTABLE": str(executable),
-        "RUN_DIR": str(run_dir),
-        "SERVER_RETRIES": str(config.workflow.retries),
-    }
-    server_values = {"REQUEST_CPUS": str(config.server.instances + 1), **RESOURCES["server"]}
-    per_role = {"server": server_values, "client": RESOURCES["client"], "merge": RESOURCES["merge"]}
-    for role in ROLES:
-        _write_atomic(run_dir / f"{role}.sub", render_submit(role, {**values, **per_role[role]}))
+    run_id = previous.get("run_id") if previous is not None else None
+    if not isinstance(run_id, str) or not run_id:
+        run_id = secrets.token_hex(8)
+    for role, text in submit_texts(config, site, run_dir, executable, run_id).items():
+        _write_atomic(run_dir / f"{role}.sub", text)
+    tarball = run_dir / REPOSITORY_TARBALL
+    if site.transfer:
+        _write_tarball(config.model.repository, tarball)
+    else:
+        tarball.unlink(missing_ok=True)
 
     tmp = run_dir / f".campaign.toml.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     try:
@@ -197,6 +222,7 @@ def make_dag(
     _write_json(
         run_dir / "run.json",
         {
+            "run_id": run_id,
             "config_hash": config_hash,
             "sequence_base": sequence_base,
             "servers": servers,
@@ -205,8 +231,18 @@ def make_dag(
         },
     )
     # Last, so that a directory with an offline.dag always has the rest of its files.
+    pre = None
+    if site.rendezvous == "jobad":
+        args = ("prescript", "--run-dir", str(run_dir), "--node", "$JOB")
+        pre = Script(str(executable), args, DEFER_EXIT, DEFER_SECONDS)
     text = dag_text(
-        servers, segments, config.workflow.retries, config.workflow.max_parallel_clients
+        servers,
+        segments,
+        config.workflow.retries,
+        config.workflow.max_parallel_clients,
+        fatal_exit=ConfigError.exit_code,
+        final=True,
+        client_pre=pre,
     )
     _write_atomic(run_dir / "offline.dag", text)
     return segments

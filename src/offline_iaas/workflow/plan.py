@@ -1,15 +1,20 @@
-"""Segment planning: split the span into client segments (pure logic, no I/O).
+"""Segment planning: split the analysable stretches into client segments (pure logic, no I/O).
 
-Windows are numbered over the whole span. Window ``i`` covers the samples
-``[(i + 1) * stride - kernel, (i + 1) * stride)`` counted from the span's start and is stamped
-with the GPS time of its end. One uninterrupted stream from the span's start (zero-filled state)
-produces every window in order; that stream is the reference.
+The analysable span is a list of **stretches**: contiguous data, their ends on the stride grid
+``data.start + m * stride``. A gap ends a stream, so every stretch is processed as its own
+stream, starting with a zero-filled state, in the reference and in the campaign alike.
 
-A client that owns windows ``[output_start, output_stop)`` starts its own stream
-``warmup_windows`` windows earlier, so that its state is filled with real data by the first
-window it keeps. A stream's window ``j`` is exact once ``(j + 1) * stride >= kernel``, hence
-``warmup_windows = ceil(kernel / stride) - 1``. The first client starts at the span's start, as
-the reference does, and needs no warm-up.
+Windows are numbered within their stretch. Window ``j`` covers the samples
+``[(j + 1) * stride - kernel, (j + 1) * stride)`` from the stretch's start and is stamped with the
+GPS time of its end. The first ``warmup_windows = ceil(kernel / stride) - 1`` windows of a stream
+still hold part of the zero-filled state, so a stretch's output starts at window
+``warmup_windows``: every output window lies wholly inside the data.
+
+The kept windows of all stretches are split into ``servers * clients_per_server`` near-equal
+shares. A client's share is one or more **pieces**, one per stretch it touches; a piece that owns
+windows ``[output_start, output_stop)`` streams from window ``output_start - warmup_windows``, so
+its state is filled with real data by the first window it keeps, and its output equals the
+uninterrupted stream's.
 """
 
 from __future__ import annotations
@@ -18,29 +23,46 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import ConfigError
 
 
 @dataclass(frozen=True)
-class ClientSegment:
-    """One client's share of the span."""
+class Stretch:
+    """Contiguous analysable data, both ends on the stride grid."""
 
     index: int
-    node: str
-    """DAG node name, e.g. ``client3``."""
-    server: str
-    """DAG node name of its server, e.g. ``server1``."""
+    gps_start: float
+    gps_end: float
+
+    def windows(self, config: CampaignConfig) -> int:
+        """Windows of a stream over the whole stretch (warm-up included)."""
+        samples = round((self.gps_end - self.gps_start) * config.data.sample_rate)
+        return samples // config.stride_samples
+
+    def kept_windows(self, config: CampaignConfig) -> int:
+        return max(0, self.windows(config) - config.warmup_windows)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One stream of a client: part of one stretch, under its own sequence ID."""
+
+    stretch: int
     sequence_id: int
     """Triton sequence (correlation) ID, unique on its server; never 0."""
     first_window: int
-    """First window the client's stream produces (warm-up included)."""
+    """First window the stream produces (within the stretch, warm-up included)."""
     output_start: int
-    """First window the client keeps."""
+    """First window kept (within the stretch)."""
     output_stop: int
-    """One past the last window the client keeps."""
+    """One past the last window kept."""
     gps_start: float
-    """GPS time of the first sample the client streams."""
+    """GPS time of the first sample streamed."""
     gps_end: float
-    """GPS time one sample after the last sample the client streams."""
+    """GPS time one sample after the last sample streamed."""
+    stretch_gps_start: float
+    """Bounds of the piece's stretch: data is read (and resampled) within them only."""
+    stretch_gps_end: float
 
     @property
     def warmup_windows(self) -> int:
@@ -51,13 +73,43 @@ class ClientSegment:
         """Windows the stream produces, warm-up included."""
         return self.output_stop - self.first_window
 
+
+@dataclass(frozen=True)
+class ClientSegment:
+    """One client's share of the campaign."""
+
+    index: int
+    node: str
+    """DAG node name, e.g. ``client3``."""
+    server: str
+    """DAG node name of its server, e.g. ``server1``."""
+    pieces: tuple[Piece, ...]
+
+    @property
+    def kept_windows(self) -> int:
+        return sum(p.output_stop - p.output_start for p in self.pieces)
+
+    @property
+    def streamed_seconds(self) -> float:
+        """Data seconds the client streams (warm-ups included)."""
+        return sum(p.gps_end - p.gps_start for p in self.pieces)
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "warmup_windows": self.warmup_windows}
+        return {
+            "index": self.index,
+            "node": self.node,
+            "server": self.server,
+            "pieces": [asdict(p) for p in self.pieces],
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClientSegment:
-        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**fields)
+        return cls(
+            index=data["index"],
+            node=data["node"],
+            server=data["server"],
+            pieces=tuple(Piece(**p) for p in data["pieces"]),
+        )
 
 
 def server_name(index: int) -> str:
@@ -68,46 +120,100 @@ def client_name(index: int) -> str:
     return f"client{index}"
 
 
-def window_gps(config: CampaignConfig, window: int) -> float:
-    """GPS time stamped on a window: the end of the window."""
-    return config.data.start + (window + 1) * config.stride_samples / config.data.sample_rate
+def stride_seconds(config: CampaignConfig) -> float:
+    return config.stride_samples / config.data.sample_rate
 
 
-def plan_segments(config: CampaignConfig, sequence_base: int = 0) -> list[ClientSegment]:
-    """Split the span's windows into ``servers * clients_per_server`` near-equal segments.
+def window_gps(config: CampaignConfig, stretch: Stretch, window: int) -> float:
+    """GPS time stamped on a window of a stretch: the end of the window."""
+    return stretch.gps_start + (window + 1) * stride_seconds(config)
+
+
+def whole_span(config: CampaignConfig) -> list[Stretch]:
+    """The span as one stretch (no gaps), its end on the stride grid."""
+    end = config.data.start + config.total_windows * stride_seconds(config)
+    return [Stretch(0, config.data.start, end)]
+
+
+def make_stretches(config: CampaignConfig, bounds: list[tuple[float, float]]) -> list[Stretch]:
+    """Number ``(gps_start, gps_end)`` bounds, checking they lie on the stride grid."""
+    step = stride_seconds(config)
+    stretches = []
+    for start, end in bounds:
+        for gps in (start, end):
+            offset = (gps - config.data.start) / step
+            if abs(offset - round(offset)) > 1e-6:
+                raise ValueError(f"stretch bound {gps} is not on the stride grid")
+        stretches.append(Stretch(len(stretches), float(start), float(end)))
+    return stretches
+
+
+def plan_segments(
+    config: CampaignConfig,
+    stretches: list[Stretch] | None = None,
+    sequence_base: int = 0,
+) -> list[ClientSegment]:
+    """Split the stretches' kept windows into ``servers * clients_per_server`` shares.
 
     Parameters
     ----------
     config
         The campaign.
+    stretches
+        The analysable stretches (default: the whole span as one stretch).
     sequence_base
         Added to every sequence ID, so that two campaigns sharing a server cannot collide.
 
     Returns
     -------
     The client segments in time order; client ``i`` is served by server
-    ``i // clients_per_server``.
+    ``i // clients_per_server``. Shares differ by at most one window.
     """
+    stretches = whole_span(config) if stretches is None else stretches
     per_server = config.layout.clients_per_server
     count = config.layout.servers * per_server
-    total = config.total_windows
+    kept = [s.kept_windows(config) for s in stretches]
+    total = sum(kept)
+    if total < count:
+        raise ConfigError(
+            f"{config.source}: the analysable data holds {total} windows, fewer than the "
+            f"{count} client segments of the layout (layout.servers × layout.clients_per_server)"
+        )
     bounds = [round(i * total / count) for i in range(count + 1)]
-    stride_seconds = config.stride_samples / config.data.sample_rate
-    segments = []
+    step = stride_seconds(config)
+    warmup = config.warmup_windows
+    # (global index of a stretch's first kept window) for mapping shares onto stretches
+    starts = [sum(kept[:i]) for i in range(len(stretches))]
+    segments, sequence = [], sequence_base
     for i in range(count):
-        start, stop = bounds[i], bounds[i + 1]
-        first = max(0, start - config.warmup_windows)
+        pieces = []
+        for stretch, first_kept, n_kept in zip(stretches, starts, kept, strict=True):
+            lo = max(bounds[i], first_kept) - first_kept
+            hi = min(bounds[i + 1], first_kept + n_kept) - first_kept
+            if hi <= lo:
+                continue
+            output_start, output_stop = lo + warmup, hi + warmup
+            first = output_start - warmup
+            sequence += 1
+            pieces.append(
+                Piece(
+                    stretch=stretch.index,
+                    sequence_id=sequence,
+                    first_window=first,
+                    output_start=output_start,
+                    output_stop=output_stop,
+                    gps_start=stretch.gps_start + first * step,
+                    gps_end=stretch.gps_start + output_stop * step,
+                    stretch_gps_start=stretch.gps_start,
+                    stretch_gps_end=stretch.gps_end,
+                )
+            )
         segments.append(
             ClientSegment(
                 index=i,
                 node=client_name(i),
                 server=server_name(i // per_server),
-                sequence_id=sequence_base + i + 1,
-                first_window=first,
-                output_start=start,
-                output_stop=stop,
-                gps_start=config.data.start + first * stride_seconds,
-                gps_end=config.data.start + stop * stride_seconds,
+                pieces=tuple(pieces),
             )
         )
     return segments

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from offline_iaas.errors import RunError
 
-ROLES: tuple[str, ...] = ("server", "client", "merge")
+ROLES: tuple[str, ...] = ("server", "client", "merge", "final")
 """The roles that have a submit template, in DAG order."""
 
 _PLACEHOLDER = re.compile(r"@([A-Z][A-Z0-9_]*)@")
@@ -23,7 +23,7 @@ _MAX_DEPTH = 32
 
 
 def template_text(role: str) -> str:
-    """The unfilled submit template of a role (``server``, ``client`` or ``merge``)."""
+    """The unfilled submit template of a role (one of ``ROLES``)."""
     if role not in ROLES:
         raise ValueError(f"unknown submit role {role!r} (known: {', '.join(ROLES)})")
     package = resources.files("offline_iaas.workflow")
@@ -36,7 +36,7 @@ def render_submit(role: str, values: dict[str, str]) -> str:
     Parameters
     ----------
     role
-        ``server``, ``client`` or ``merge``.
+        One of ``ROLES``.
     values
         Placeholder name (without the at signs, e.g. ``EXECUTABLE``) to value; names the
         template does not use are ignored.

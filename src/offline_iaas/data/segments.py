@@ -1,0 +1,361 @@
+"""Science segments, frame coverage and the analysable part of a campaign's span.
+
+The *analysable span* is ``[data.start, data.start + data.duration)`` intersected with
+
+- the science segments of ``data.segments``, if set (text ``start end`` per line, or LIGO_LW
+  XML: the intersection of the active segments of every flag in the file), and
+- for every observatory of ``data.channels``, the union of the GPS intervals of its frame
+  files (``X`` of ``X1:...``; a file's observatory field may hold several letters).
+
+Each resulting stretch then has its start rounded up and its end rounded down onto the
+stride grid ``data.start + m * stride_seconds`` (``stride_seconds = stride_samples /
+sample_rate``), so every stream starts and ends on a window boundary of the whole-span stream.
+Stretches shorter than ``(warmup_windows + 1) * stride_seconds`` cannot give one exact
+window and are dropped. Every second of the span is accounted for: it is either in a stretch
+or in ``dropped`` with one of the reasons below (the first that applies, in this order)::
+
+    outside science segments
+    no data for <obs>
+    shorter than warm-up + one stride (<X> s)
+    rounding to the stride grid
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import DataError
+
+if TYPE_CHECKING:
+    from gwpy.segments import SegmentList
+
+    from offline_iaas.data.frames import FrameFile
+
+GPS_TOLERANCE_SECONDS = 1e-6
+"""Pieces shorter than this (float round-off) are ignored."""
+REASON_OUTSIDE_SCIENCE = "outside science segments"
+REASON_GRID = "rounding to the stride grid"
+XML_SUFFIXES = (".xml", ".xml.gz")
+
+Interval = tuple[float, float]
+
+
+# ---- segment files ---------------------------------------------------------------------------
+
+
+def _is_xml(path: Path) -> bool:
+    if path.name.endswith(XML_SUFFIXES):
+        return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64).lstrip()
+    except OSError:
+        return False
+    return head.startswith(b"<?xml") or head.startswith(b"<LIGO_LW")
+
+
+def read_segment_file(path: Path) -> SegmentList:
+    """Science segments from a text or LIGO_LW XML file.
+
+    Parameters
+    ----------
+    path
+        Text: one segment per line, ``start end`` (GPS seconds, end exclusive) or the
+        segwizard ``index start end duration``; blank lines and ``#`` comments are skipped.
+        XML (``.xml``/``.xml.gz``, or contents starting with ``<?xml``): a LIGO_LW document
+        read with gwpy's ``DataQualityDict`` reader; the result is the intersection of the
+        *active* segments of every flag in it.
+
+    Returns
+    -------
+    gwpy.segments.SegmentList
+        Coalesced (sorted, non-overlapping).
+
+    Raises
+    ------
+    DataError
+        Naming the file (and the line, for text) if it is missing, malformed or empty.
+    """
+    from gwpy.segments import Segment, SegmentList
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"segment file {path} does not exist")
+    if _is_xml(path):
+        return _read_xml(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f"cannot read segment file {path}: {err}") from None
+    segments = SegmentList()
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = line.split()
+        if len(fields) not in (2, 4):
+            raise DataError(
+                f"segment file {path}, line {number}: expected 'start end' (or 'index start "
+                f"end duration'), got {line!r}"
+            )
+        values = fields[1:3] if len(fields) == 4 else fields
+        try:
+            start, end = (float(v) for v in values)
+        except ValueError:
+            raise DataError(
+                f"segment file {path}, line {number}: {line!r} is not numbers"
+            ) from None
+        if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
+            raise DataError(
+                f"segment file {path}, line {number}: segment [{start}, {end}) is empty or "
+                "not finite"
+            )
+        segments.append(Segment(start, end))
+    if not segments:
+        raise DataError(f"segment file {path} lists no segments")
+    return segments.coalesce()
+
+
+def _read_xml(path: Path) -> SegmentList:
+    from gwpy.segments import DataQualityDict, SegmentList
+
+    try:
+        flags = DataQualityDict.read(str(path), format="ligolw")
+    except Exception as err:  # any reader failure (XML syntax, missing tables, ...)
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DataError(f"cannot read LIGO_LW segment file {path}: {message}") from None
+    if not flags:
+        raise DataError(f"LIGO_LW segment file {path} holds no segment flags")
+    active = None
+    for flag in flags.values():
+        segs = SegmentList(flag.active).coalesce()
+        active = segs if active is None else (active & segs).coalesce()
+    return active
+
+
+# ---- interval arithmetic (pure) --------------------------------------------------------------
+
+
+def coalesce(intervals: Iterable[Interval]) -> list[Interval]:
+    """Sorted union of ``[start, end)`` intervals (touching ones joined, empty ones dropped)."""
+    out: list[list[float]] = []
+    for a, b in sorted((float(a), float(b)) for a, b in intervals):
+        if b - a <= GPS_TOLERANCE_SECONDS:
+            continue
+        if out and a <= out[-1][1] + GPS_TOLERANCE_SECONDS:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def intersect(left: Sequence[Interval], right: Sequence[Interval]) -> list[Interval]:
+    """Intersection of two interval lists."""
+    out = []
+    for a0, a1 in coalesce(left):
+        for b0, b1 in coalesce(right):
+            lo, hi = max(a0, b0), min(a1, b1)
+            if hi - lo > GPS_TOLERANCE_SECONDS:
+                out.append((lo, hi))
+    return coalesce(out)
+
+
+def subtract(left: Sequence[Interval], right: Sequence[Interval]) -> list[Interval]:
+    """The parts of ``left`` not in ``right``."""
+    out = []
+    holes = coalesce(right)
+    for a, b in coalesce(left):
+        cursor = a
+        for h0, h1 in holes:
+            if h1 <= cursor or h0 >= b:
+                continue
+            if h0 > cursor:
+                out.append((cursor, h0))
+            cursor = max(cursor, h1)
+        if cursor < b:
+            out.append((cursor, b))
+    return coalesce(out)
+
+
+# ---- the analysable span ---------------------------------------------------------------------
+
+
+def _seconds(value: float) -> str:
+    """Seconds or GPS times for messages: no exponent, no trailing zeros."""
+    return f"{value:.6f}".rstrip("0").rstrip(".")
+
+
+def short_reason(min_seconds: float) -> str:
+    """The drop reason for stretches shorter than ``min_seconds``."""
+    return f"shorter than warm-up + one stride ({_seconds(min_seconds)} s)"
+
+
+def no_data_reason(observatory: str) -> str:
+    """The drop reason for time without frames of ``observatory``."""
+    return f"no data for {observatory}"
+
+
+@dataclass(frozen=True)
+class AnalysableSpan:
+    """What of a campaign's span can be analysed, and why the rest cannot.
+
+    Attributes
+    ----------
+    stretches
+        ``(gps_start, gps_end)`` of each analysable stretch, sorted, on the stride grid; each
+        is one stream (a gap ends a stream).
+    dropped
+        ``(gps_start, gps_end, reason)`` of each part of the span not analysed, sorted.
+    total_seconds
+        Length of the configured span.
+    """
+
+    stretches: list[tuple[float, float]]
+    dropped: list[tuple[float, float, str]]
+    total_seconds: float
+
+    @property
+    def analysable_seconds(self) -> float:
+        """Seconds in the stretches."""
+        return float(sum(b - a for a, b in self.stretches))
+
+    @property
+    def dropped_seconds(self) -> float:
+        """Seconds of the span not analysed."""
+        return float(sum(b - a for a, b, _ in self.dropped))
+
+    def dropped_by_reason(self) -> dict[str, float]:
+        """Dropped seconds per reason, in order of first appearance."""
+        out: dict[str, float] = {}
+        for a, b, reason in self.dropped:
+            out[reason] = out.get(reason, 0.0) + (b - a)
+        return out
+
+    def summary_lines(self) -> list[str]:
+        """Human-readable summary: total, analysable and dropped time (by reason)."""
+        lines = [
+            f"span: {_seconds(self.total_seconds)} s; analysable: "
+            f"{_seconds(self.analysable_seconds)} s in {len(self.stretches)} stretch(es); "
+            f"dropped: {_seconds(self.dropped_seconds)} s"
+        ]
+        for reason, seconds in self.dropped_by_reason().items():
+            lines.append(f"  dropped {_seconds(seconds)} s: {reason}")
+        for a, b in self.stretches:
+            lines.append(f"  stretch [{_seconds(a)}, {_seconds(b)}) {_seconds(b - a)} s")
+        return lines
+
+
+def compute_stretches(
+    span: Interval,
+    coverage: Mapping[str, Sequence[Interval]],
+    science: Sequence[Interval] | None,
+    grid_start: float,
+    stride_seconds: float,
+    min_seconds: float,
+) -> AnalysableSpan:
+    """The analysable stretches of ``span`` (pure; see the module docstring).
+
+    Parameters
+    ----------
+    span
+        ``(gps_start, gps_end)`` of the configured span.
+    coverage
+        Per observatory, the GPS intervals its frame files cover.
+    science
+        Science segments, or None for "all of the span".
+    grid_start
+        Origin of the stride grid (GPS seconds).
+    stride_seconds
+        Grid step (seconds).
+    min_seconds
+        Stretches shorter than this after rounding are dropped.
+    """
+    dropped: list[tuple[float, float, str]] = []
+    available = coalesce([span])
+    if science is not None:
+        inside = intersect(available, list(science))
+        dropped += [(a, b, REASON_OUTSIDE_SCIENCE) for a, b in subtract(available, inside)]
+        available = inside
+    for observatory in sorted(coverage):
+        inside = intersect(available, list(coverage[observatory]))
+        reason = no_data_reason(observatory)
+        dropped += [(a, b, reason) for a, b in subtract(available, inside)]
+        available = inside
+    stretches: list[tuple[float, float]] = []
+    short = short_reason(min_seconds)
+    for a, b in available:
+        m0 = math.ceil((a - grid_start) / stride_seconds - 1e-9)
+        m1 = math.floor((b - grid_start) / stride_seconds + 1e-9)
+        ga, gb = grid_start + m0 * stride_seconds, grid_start + m1 * stride_seconds
+        if m1 <= m0 or gb - ga < min_seconds - 1e-9:
+            dropped.append((a, b, short))
+            continue
+        if ga - a > GPS_TOLERANCE_SECONDS:
+            dropped.append((a, ga, REASON_GRID))
+        if b - gb > GPS_TOLERANCE_SECONDS:
+            dropped.append((gb, b, REASON_GRID))
+        stretches.append((ga, gb))
+    dropped.sort()
+    return AnalysableSpan(stretches, dropped, float(span[1] - span[0]))
+
+
+def frame_coverage(
+    frames: Sequence[FrameFile], observatories: Iterable[str]
+) -> dict[str, list[Interval]]:
+    """Per observatory letter, the union of the GPS intervals of the files holding it."""
+    return {
+        obs: coalesce((f.gps_start, f.gps_end) for f in frames if obs in f.observatory)
+        for obs in observatories
+    }
+
+
+def observatories(channels: Iterable[str]) -> list[str]:
+    """The observatory letters of ``channels`` (``H1:X`` -> ``H``), in order of appearance."""
+    out: list[str] = []
+    for channel in channels:
+        if channel[:1] not in out:
+            out.append(channel[:1])
+    return out
+
+
+def science_segments(config: CampaignConfig) -> list[Interval] | None:
+    """``data.segments`` read as intervals, or None when the config has no segment file."""
+    if config.data.segments is None:
+        return None
+    return [(float(s[0]), float(s[1])) for s in read_segment_file(config.data.segments)]
+
+
+def stride_seconds(config: CampaignConfig) -> float:
+    """Length of one stride (s) at the model rate."""
+    return config.stride_samples / config.data.sample_rate
+
+
+def min_stretch_seconds(config: CampaignConfig) -> float:
+    """Shortest useful stretch: warm-up plus one stride (s)."""
+    return (config.warmup_windows + 1) * stride_seconds(config)
+
+
+def analysable_span(config: CampaignConfig, frames: Sequence[FrameFile]) -> AnalysableSpan:
+    """The campaign's analysable stretches given its frame files (and segment file, if set).
+
+    Parameters
+    ----------
+    config
+        The campaign: span, channels, model rate, stride, warm-up and ``data.segments``.
+    frames
+        The frame files (``discover_frames``); only their names/intervals are used.
+    """
+    data = config.data
+    return compute_stretches(
+        (data.start, data.start + data.duration),
+        frame_coverage(frames, observatories(data.channels)),
+        science_segments(config),
+        data.start,
+        stride_seconds(config),
+        min_stretch_seconds(config),
+    )

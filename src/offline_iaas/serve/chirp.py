@@ -1,0 +1,154 @@
+"""Server addresses in job ads, for pools whose workers share no filesystem.
+
+A server job sets ``OfflineIaasAddress`` in its own job ad (``condor_chirp set_job_attr``, here
+through ``htcondor2.htchirp``); each client node's PRE script, on the access point, finds it
+with a schedd query. Both calls sit behind ``JobAds``:
+
+* ``HTCondorJobAds``: chirp from inside the job, ``htcondor2.Schedd().query`` on the access point;
+* ``FileJobAds``: a JSON file standing in for the schedd, for tests and for trying the
+  no-shared-filesystem path on one machine. ``OFFLINE_IAAS_FAKE_JOB_ADS=<file>`` selects it.
+
+Ads are found by ``OfflineIaasRun`` (the run directory's ``run_id``) and ``OfflineIaasNode``,
+which every submit file of the DAG sets.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from offline_iaas.errors import ServerError
+from offline_iaas.workflow.profiles import NODE_ATTRIBUTE, RUN_ATTRIBUTE
+
+ADDRESS_ATTRIBUTE = "OfflineIaasAddress"
+"""Job ad attribute with the server's address (the JSON of ``rendezvous.ServerAddress``)."""
+FAKE_ENV = "OFFLINE_IAAS_FAKE_JOB_ADS"
+"""Environment variable naming the ``FileJobAds`` file; unset on a real pool."""
+RUNNING = 2
+"""``JobStatus`` of a running job."""
+QUERIED = ("JobStatus", "NumJobStarts", ADDRESS_ATTRIBUTE, "ClusterId", "ProcId")
+
+
+class JobAds(Protocol):
+    """The two sides of the job-ad rendezvous."""
+
+    def set_own(self, run_id: str, node: str, name: str, value: str | int | None) -> None:
+        """From inside a job: set (None: remove) an attribute of the job's own ad."""
+
+    def get_own(self, run_id: str, node: str, name: str) -> str | int | None:
+        """From inside a job: an attribute of its own ad (None when undefined)."""
+
+    def find(self, run_id: str, node: str) -> list[dict[str, Any]]:
+        """On the access point: the queued ads of a node (``QUERIED`` attributes)."""
+
+
+class HTCondorJobAds:
+    """Chirp inside the job (needs ``want_io_proxy = true``), the schedd on the access point."""
+
+    def set_own(self, run_id: str, node: str, name: str, value: str | int | None) -> None:
+        import classad2
+
+        if value is None:
+            expression = "undefined"
+        elif isinstance(value, int):
+            expression = str(value)
+        else:
+            expression = classad2.quote(value)
+        with self._chirp() as chirp:
+            chirp.set_job_attr(name, expression)
+
+    def get_own(self, run_id: str, node: str, name: str) -> str | int | None:
+        import classad2
+
+        with self._chirp() as chirp:
+            text = chirp.get_job_attr(name).strip()
+        if not text or text.lower() == "undefined":
+            return None
+        value = classad2.ExprTree(text).eval()
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            return value
+        return None
+
+    def find(self, run_id: str, node: str) -> list[dict[str, Any]]:
+        import classad2
+        import htcondor2
+
+        constraint = (
+            f"{RUN_ATTRIBUTE} == {classad2.quote(run_id)} && "
+            f"{NODE_ATTRIBUTE} == {classad2.quote(node)}"
+        )
+        try:
+            ads = htcondor2.Schedd().query(constraint, list(QUERIED))
+        except Exception as err:  # htcondor2 raises bare HTCondorException/OSError
+            raise ServerError(f"cannot query the schedd for {node}'s job ad: {err}") from None
+        return [{key: ad.get(key) for key in QUERIED} for ad in ads]
+
+    @staticmethod
+    def _chirp() -> Any:
+        try:
+            from htcondor2.htchirp import HTChirp
+
+            return HTChirp()
+        except (ImportError, ValueError, OSError) as err:
+            raise ServerError(
+                f"cannot reach the job's chirp proxy ({err}); the server's submit file needs "
+                "want_io_proxy = true"
+            ) from None
+
+
+class FileJobAds:
+    """Job ads kept in a JSON file: ``{"<run_id>/<node>": {attribute: value}}``.
+
+    A node's ad exists once its job set an attribute (or a test wrote it); ``JobStatus``
+    defaults to running and ``NumJobStarts`` to 1, as for a job that started once.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    @contextmanager
+    def _locked(self) -> Any:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                ads = json.loads(self.path.read_text()) if self.path.exists() else {}
+            except ValueError:
+                ads = {}
+            yield ads
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(ads, indent=2))
+            os.replace(tmp, self.path)
+
+    def set_own(self, run_id: str, node: str, name: str, value: str | int | None) -> None:
+        with self._locked() as ads:
+            ad = ads.setdefault(f"{run_id}/{node}", {})
+            if value is None:
+                ad.pop(name, None)
+            else:
+                ad[name] = value
+
+    def get_own(self, run_id: str, node: str, name: str) -> str | int | None:
+        ad = self._ad(run_id, node)
+        return None if ad is None else ad.get(name)
+
+    def find(self, run_id: str, node: str) -> list[dict[str, Any]]:
+        ad = self._ad(run_id, node)
+        return [] if ad is None else [{key: ad.get(key) for key in QUERIED}]
+
+    def _ad(self, run_id: str, node: str) -> dict[str, Any] | None:
+        with self._locked() as ads:
+            ad = ads.get(f"{run_id}/{node}")
+            if ad is None:
+                return None
+            return {"JobStatus": RUNNING, "NumJobStarts": 1, **ad}
+
+
+def job_ads() -> JobAds:
+    """``FileJobAds`` when ``OFFLINE_IAAS_FAKE_JOB_ADS`` is set, else ``HTCondorJobAds``."""
+    fake = os.environ.get(FAKE_ENV)
+    return FileJobAds(Path(fake)) if fake else HTCondorJobAds()

@@ -1,0 +1,333 @@
+"""Site profiles: what the submit files of a campaign need on each kind of HTCondor pool.
+
+``[site] profile`` picks one of ``PROFILES``; the rest of ``[site]`` and ``[server]`` fill it in.
+
+==========  ===========  ============================  ==========================  ===========
+profile     files        server job                    client / merge jobs         rendezvous
+==========  ===========  ============================  ==========================  ===========
+local       shared       host (run-local)              host                        file
+ldg         shared       host, or MY.SingularityImage  host, or MY.SingularityImage file
+osg         transfer     MY.SingularityImage           MY.SingularityImage         job ad
+hepcloud    transfer     container universe            container universe          job ad
+==========  ===========  ============================  ==========================  ===========
+
+* **files**: ``shared``: every node reads and writes the run directory itself
+  (``should_transfer_files = NO``). ``transfer``: HTCondor moves the job specs, the model
+  repository tarball and the parts (``transfer_input_files``/``transfer_output_files``).
+  ``site.filesystem`` overrides the profile's default.
+* **server job**: with ``server.runtime = "native"`` and a ``server.image`` on a cluster profile,
+  HTCondor starts the job inside the Triton image (which must hold offline-iaas, see
+  ``containers/server.def``); with ``apptainer``/``singularity`` the job runs on the host and
+  ``serve`` starts the image itself (``serve/container.py``).
+* **rendezvous**: ``file``: the server writes ``servers/<node>.json`` in the shared run
+  directory. ``job ad``: the server sets its address in its own job ad (chirp), and each client
+  node's PRE script, on the access point, waits for it and writes that same file, which the
+  client job then receives as an input file (``workflow/prescript.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import ConfigError
+from offline_iaas.workflow.submit import render_submit
+
+ACCOUNTING_EXAMPLE = "ligo.prod.o3.detchar.nonlin_coup.deepclean"
+"""A valid IGWN accounting tag, shown in error messages."""
+
+# <ligo|igwn|virgo|kagra>.<dev|sim|prod>.<run>.<group>.<search>[...]
+_ACCOUNTING_TAG = re.compile(
+    r"(ligo|igwn|virgo|kagra)\.(dev|sim|prod)\.[a-z]+[0-9]+[a-z]?(\.[a-z0-9_]+){2,}"
+)
+_ACCOUNTING_USER = re.compile(r"[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)*")
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+REPOSITORY_TARBALL = "model-repository.tar.gz"
+"""Model repository tarball that make-dag writes for servers without a shared filesystem."""
+
+RUN_ATTRIBUTE = "OfflineIaasRun"
+"""Job ad attribute holding the run directory's ``run_id`` (every job of the DAG)."""
+NODE_ATTRIBUTE = "OfflineIaasNode"
+"""Job ad attribute holding the DAG node name."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a kind of pool offers and requires."""
+
+    name: str
+    description: str
+    filesystem: str
+    """Default file handling: ``shared`` or ``transfer``."""
+    container: str
+    """How HTCondor puts a job in an image: ``singularity`` (``MY.SingularityImage``),
+    ``universe`` (container universe, ``container_image``) or ``""`` (never)."""
+    accounting_required: bool
+    cluster: bool
+    """Jobs run on other machines than the access point."""
+
+
+PROFILES: dict[str, Profile] = {
+    "local": Profile("local", "this machine (offline-iaas run-local)", "shared", "", False, False),
+    "ldg": Profile("ldg", "LIGO Data Grid cluster", "shared", "singularity", True, True),
+    "osg": Profile("osg", "OSPool / IGWN pool, no shared filesystem", "transfer", "singularity",
+                   False, True),
+    "hepcloud": Profile("hepcloud", "HEPCloud, no shared filesystem", "transfer", "universe",
+                        False, True),
+}
+
+
+@dataclass(frozen=True)
+class Site:
+    """A profile resolved against a campaign."""
+
+    profile: Profile
+    transfer: bool
+    """HTCondor file transfer instead of a shared filesystem."""
+    server_in_image: bool
+    """HTCondor starts the server job inside ``server.image``."""
+    client_in_image: bool
+    """HTCondor starts client and merge jobs inside ``site.client_image``."""
+
+    @property
+    def rendezvous(self) -> str:
+        """``file`` (shared run directory) or ``jobad`` (chirp + PRE script)."""
+        return "jobad" if self.transfer else "file"
+
+
+def accounting_problem(tag: str) -> str | None:
+    """Why ``tag`` is not an IGWN accounting tag, or None if it is one."""
+    if _ACCOUNTING_TAG.fullmatch(tag):
+        return None
+    return (
+        f"{tag!r} is not an IGWN accounting tag <ligo|igwn|virgo|kagra>.<dev|sim|prod>.<run>."
+        f"<group>.<search>[.<pipeline>], e.g. accounting_group = \"{ACCOUNTING_EXAMPLE}\" "
+        "(the tags you may use are listed at https://accounting.ligo.org/user)"
+    )
+
+
+def resolve_site(config: CampaignConfig) -> Site:
+    """Check ``[site]`` against the campaign and resolve its profile.
+
+    Raises
+    ------
+    ConfigError
+        Naming the key and the config file: an ``ldg`` campaign without an accounting group
+        (with a valid example), a malformed accounting tag or user, a loopback ``server.bind``
+        on a cluster, or images missing where jobs cannot run without them.
+    """
+    site, server = config.site, config.server
+    profile = PROFILES[site.profile]
+
+    def fail(key: str, why: str) -> ConfigError:
+        return ConfigError(f"{config.source}: '{key}' {why}")
+
+    if profile.accounting_required and not site.accounting_group:
+        raise fail(
+            "site.accounting_group",
+            f"is required with site.profile = \"{profile.name}\" (LIGO clusters refuse jobs "
+            f"without one); add to [site] e.g. accounting_group = \"{ACCOUNTING_EXAMPLE}\" "
+            "(your tags: https://accounting.ligo.org/user)",
+        )
+    if site.accounting_group:
+        problem = accounting_problem(site.accounting_group)
+        if problem:
+            raise fail("site.accounting_group", problem)
+    if site.accounting_group_user and not _ACCOUNTING_USER.fullmatch(site.accounting_group_user):
+        raise fail(
+            "site.accounting_group_user",
+            f"{site.accounting_group_user!r} is not a user name (e.g. \"albert.einstein\")",
+        )
+    for key, image in (("server.image", server.image), ("site.client_image", site.client_image),
+                       ("site.image_executable", site.image_executable)):
+        if any(c.isspace() or c in "\"'$" for c in image):
+            raise fail(key, f"{image!r} cannot hold white space, quotes or '$' in a submit file")
+    transfer = (site.filesystem or profile.filesystem) == "transfer"
+    if profile.cluster and server.bind in _LOOPBACK:
+        raise fail(
+            "server.bind",
+            f"is {server.bind!r}, which clients on other machines cannot reach; set "
+            "bind = \"0.0.0.0\" in [server] for a cluster",
+        )
+    if profile.cluster and profile.filesystem == "transfer":
+        # Nothing of this environment exists on the workers: every job needs its image.
+        if server.runtime != "native":
+            raise fail(
+                "server.runtime",
+                f"must be \"native\" with site.profile = \"{profile.name}\": HTCondor starts the "
+                "server job inside server.image, where tritonserver is on PATH",
+            )
+        if not server.image:
+            raise fail("server.image", f"is required with site.profile = \"{profile.name}\"")
+        if not site.client_image:
+            raise fail(
+                "site.client_image",
+                f"is required with site.profile = \"{profile.name}\" (the image of the client "
+                "and merge jobs, built from containers/client.def)",
+            )
+    container = bool(profile.container)
+    return Site(
+        profile=profile,
+        transfer=transfer,
+        server_in_image=container and server.runtime == "native" and bool(server.image),
+        client_in_image=container and bool(site.client_image),
+    )
+
+
+# ---- submit files -------------------------------------------------------------------------
+def _block(title: str, commands: list[tuple[str, str]]) -> list[str]:
+    if not commands:
+        return []
+    width = max(len(key) for key, _ in commands)
+    return [f"# {title}", *(f"{key.ljust(width)} = {value}" for key, value in commands), ""]
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace('"', '\\"') + '"'
+
+
+def _requests(config: CampaignConfig, role: str) -> list[tuple[str, str]]:
+    server, site = config.server, config.site
+    if role == "server":
+        cpus = server.cpus or server.instances + 1
+        out = [
+            ("request_cpus", str(cpus)),
+            ("request_memory", server.memory),
+            ("request_disk", server.disk),
+        ]
+        if server.gpus:
+            out.append(("request_gpus", str(server.gpus)))
+            if server.gpu_capability:
+                out.append(("gpus_minimum_capability", str(server.gpu_capability)))
+            if server.gpu_memory_mb:
+                out.append(("gpus_minimum_memory", str(server.gpu_memory_mb)))
+        return out
+    if role == "client":
+        return [("request_cpus", "1"), ("request_memory", site.client_memory),
+                ("request_disk", site.client_disk)]
+    if role == "merge":
+        return [("request_cpus", "1"), ("request_memory", site.merge_memory),
+                ("request_disk", site.merge_disk)]
+    return []
+
+
+def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
+    if role == "final":
+        return []
+    if not site.transfer:
+        return [("should_transfer_files", "NO")]
+    inputs = {
+        "server": f"campaign.toml, run.json, {REPOSITORY_TARBALL}",
+        "client": "campaign.toml, jobs/$(node).json, servers/$(server).json",
+        "merge": "campaign.toml, run.json, jobs, parts",
+    }[role]
+    out = [("should_transfer_files", "YES"), ("transfer_input_files", inputs),
+           ("preserve_relative_paths", "true")]
+    if role == "server":
+        # Removed at the end of the DAG: nothing comes back, so its log is streamed.
+        out += [("stream_output", "true"), ("stream_error", "true")]
+    else:
+        outputs = {"client": "parts/$(node).h5, parts/$(node).json", "merge": "output"}[role]
+        # Only a successful job has outputs; ON_EXIT would hold a failed one for missing files.
+        out += [("transfer_output_files", outputs), ("when_to_transfer_output", "ON_SUCCESS"),
+                ("success_exit_code", "0")]
+    return out
+
+
+def _container(config: CampaignConfig, site: Site, role: str) -> list[tuple[str, str]]:
+    if role == "server" and site.server_in_image:
+        image = config.server.image
+    elif role in ("client", "merge") and site.client_in_image:
+        image = config.site.client_image
+    else:
+        return [("transfer_executable", "false")] if site.transfer and role != "final" else []
+    if site.profile.container == "universe":
+        return [("container_image", image), ("transfer_executable", "false")]
+    return [("MY.SingularityImage", _quoted(image)), ("transfer_executable", "false")]
+
+
+def _credentials(config: CampaignConfig, site: Site, role: str) -> list[tuple[str, str]]:
+    url = config.data.datafind_server
+    if role != "client" or not url or site.profile.name == "local":
+        return []
+    if "://" not in url:
+        url = f"https://{url}"
+    return [
+        ("use_oauth_services", "igwn"),
+        ("igwn_oauth_resource", url),
+        ("igwn_oauth_permissions", config.site.oauth_permissions),
+    ]
+
+
+def _arguments(role: str, site: Site, run_dir: Path) -> str:
+    where = "." if site.transfer else str(run_dir)
+    if role == "server":
+        extra = f" --repository {REPOSITORY_TARBALL} --rendezvous jobad" if site.transfer else ""
+        return f"serve --run-dir {where} --node $(node){extra}"
+    if role == "client":
+        return f"client --run-dir {where} --node $(node)"
+    return f"merge --run-dir {where}"
+
+
+def submit_texts(
+    config: CampaignConfig,
+    site: Site,
+    run_dir: Path,
+    host_executable: Path,
+    run_id: str,
+) -> dict[str, str]:
+    """Every submit file of a campaign, role to text.
+
+    Parameters
+    ----------
+    config, site
+        The campaign and its resolved site profile.
+    run_dir
+        Absolute run directory (``initialdir`` of every job).
+    host_executable
+        The offline-iaas console script on the access point (and on the workers, when they
+        share its filesystem or software area).
+    run_id
+        The run directory's identifier, put in every job ad (``MY.OfflineIaasRun``).
+    """
+    texts = {}
+    for role in ("server", "client", "merge", "final"):
+        in_image = site.server_in_image if role == "server" else site.client_in_image
+        in_image = in_image and role != "final"
+        universe = "container" if in_image and site.profile.container == "universe" else "vanilla"
+        executable = config.site.image_executable if in_image else str(host_executable)
+        node = "$(node)" if role in ("server", "client") else role
+        lines: list[str] = []
+        lines += _block(f"Resources ({site.profile.name} profile).", _requests(config, role))
+        accounting = []
+        if config.site.accounting_group:
+            accounting.append(("accounting_group", config.site.accounting_group))
+        if config.site.accounting_group_user:
+            accounting.append(("accounting_group_user", config.site.accounting_group_user))
+        lines += _block("Accounting (LIGO clusters refuse jobs without a group).", accounting)
+        lines += _block("Container image (the job starts inside it).",
+                        _container(config, site, role))
+        lines += _block("Data credentials: a SciToken for the datafind server.",
+                        _credentials(config, site, role))
+        files = "HTCondor file transfer" if site.transfer else "shared filesystem"
+        lines += _block(f"Files: {files}.", _transfer(site, role))
+        ident = [(f"MY.{RUN_ATTRIBUTE}", _quoted(run_id)), (f"MY.{NODE_ATTRIBUTE}", _quoted(node))]
+        if role == "server" and site.rendezvous == "jobad":
+            ident.insert(0, ("want_io_proxy", "true"))
+            title = "Identity; the server sets its address in its job ad (condor_chirp)."
+        else:
+            title = "Identity (condor_q -constraint 'OfflineIaasRun == \"...\"')."
+        lines += _block(title, ident)
+        values = {
+            "UNIVERSE": universe,
+            "EXECUTABLE": executable if role != "final" else str(host_executable),
+            "ARGUMENTS": _arguments(role, site, run_dir) if role != "final" else "",
+            "RUN_DIR": str(run_dir),
+            "SERVER_RETRIES": str(config.workflow.retries),
+            "SITE": "\n".join(lines),
+        }
+        texts[role] = render_submit(role, values)
+    return texts

@@ -1,0 +1,305 @@
+"""``offline-iaas status RUN``: where a campaign stands, and the FINAL node's summary.
+
+Node states come from whichever was written last: DAGMan's node status file
+(``offline.status``, ClassAds, ``NODE_STATUS_FILE``) or run-local's ``local-state.json``.
+Data seconds done count the complete parts (``parts/<client>.json``); the ETA extrapolates
+the rate since the run started (the first node start run-local recorded, else the oldest
+file in ``logs/``, which condor_submit creates when DAGMan submits the first job).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from offline_iaas.errors import RunError
+from offline_iaas.workflow.dag import STATUS_FILE, parse_dag
+from offline_iaas.workflow.local import STATE_FILE, node_complete
+
+SUMMARY_FILE = "summary.json"
+
+# DAGMan NodeStatus values (node status file) -> our states.
+_DAGMAN_STATES = {0: "waiting", 1: "waiting", 2: "waiting", 3: "running", 4: "running",
+                  5: "done", 6: "failed", 7: "not run"}
+# run-local statuses -> our states.
+_LOCAL_STATES = {"pending": "waiting", "prerun": "waiting", "deferred": "waiting",
+                 "running": "running", "removing": "running", "done": "done",
+                 "complete": "done", "failed": "failed", "not-run": "not run",
+                 "removed": "not run", "stopped": "stopped", "exited": "exited"}
+
+
+@dataclass
+class NodeState:
+    """One node of the DAG."""
+
+    name: str
+    kind: str
+    state: str
+    """waiting, running, done, failed, not run (or, for servers, stopped/exited)."""
+    retries: int = 0
+    """Attempts beyond the first."""
+    detail: str = ""
+
+
+@dataclass
+class RunStatus:
+    """A run directory's progress."""
+
+    run_dir: str
+    source: str
+    """Where the node states came from."""
+    nodes: list[NodeState] = field(default_factory=list)
+    data_seconds_done: float = 0.0
+    data_seconds_total: float = 0.0
+    elapsed_seconds: float | None = None
+    eta_seconds: float | None = None
+    output_complete: bool = False
+
+    def count(self, state: str) -> int:
+        return sum(1 for n in self.nodes if n.state == state and n.kind != "SERVICE")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _kept_windows(spec: dict[str, Any]) -> int | None:
+    """Output windows of a client job spec (one stream, or several pieces)."""
+    streams = spec.get("pieces") if isinstance(spec.get("pieces"), list) else [spec]
+    try:
+        return sum(int(p["output_stop"]) - int(p["output_start"]) for p in streams)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _data_seconds(run_dir: Path, clients: list[str]) -> tuple[float, float]:
+    """(done, total) data seconds of output over the client nodes."""
+    from offline_iaas.config import load_config
+
+    config = load_config(run_dir / "campaign.toml")
+    stride = config.stride_samples / config.data.sample_rate
+    windows = {}
+    for node in clients:
+        spec = _read_json(run_dir / "jobs" / f"{node}.json")
+        windows[node] = _kept_windows(spec) if isinstance(spec, dict) else None
+    complete = {n for n in clients if (run_dir / "parts" / f"{n}.json").exists()
+                and (_read_json(run_dir / "parts" / f"{n}.json") or {}).get("complete") is True}
+    if clients and all(w is not None for w in windows.values()):
+        total = sum(windows.values()) * stride  # type: ignore[arg-type]
+        done = sum(windows[n] for n in complete) * stride  # type: ignore[misc]
+        return done, total
+    total = config.data.duration  # unknown spec layout: count clients as equal shares
+    return (total * len(complete) / len(clients) if clients else 0.0), total
+
+
+def _parse_time(text: Any) -> float | None:
+    try:
+        return datetime.fromisoformat(str(text)).timestamp()
+    except ValueError:
+        return None
+
+
+def _local_states(state: dict[str, Any]) -> dict[str, NodeState]:
+    out = {}
+    for name, node in (state.get("nodes") or {}).items():
+        status = str(node.get("status"))
+        retries = max(0, int(node.get("attempts") or 0) - 1)
+        detail = ""
+        if status == "deferred":
+            detail = "PRE script: waiting for its server's address"
+        elif status == "prerun":
+            detail = "PRE script running"
+        elif node.get("exit_code") not in (None, 0):
+            detail = f"exit code {node.get('exit_code')}"
+        out[name] = NodeState(name, str(node.get("kind")), _LOCAL_STATES.get(status, status),
+                              retries, detail)
+    return out
+
+
+def _dagman_states(text: str) -> dict[str, NodeState]:
+    import classad2
+
+    out = {}
+    for ad in classad2.parseAds(text):
+        if ad.get("Type") != "NodeStatus":
+            continue
+        name = str(ad.get("Node"))
+        code = int(ad.get("NodeStatus", 0))
+        details = str(ad.get("StatusDetails", ""))
+        state = _DAGMAN_STATES.get(code, "waiting")
+        if code == 3 and "running" not in details.lower():
+            state = "waiting"  # queued: idle or held
+        if code == 2:
+            details = details or "PRE script running"
+        out[name] = NodeState(name, "JOB", state, int(ad.get("RetryCount", 0)), details)
+    return out
+
+
+def _started(run_dir: Path, state: dict[str, Any] | None) -> float | None:
+    if state:
+        times = [_parse_time(n.get("started")) for n in (state.get("nodes") or {}).values()]
+        times = [t for t in times if t is not None]
+        if times:
+            return min(times)
+    logs = [p.stat().st_mtime for p in (run_dir / "logs").glob("*") if p.is_file()]
+    return min(logs) if logs else None
+
+
+def _ended(status_file: Path | None, state: dict[str, Any] | None, finished: bool) -> float:
+    """Now, or when a finished run ended (its last node's end, or the status file's update)."""
+    if finished and status_file is not None:
+        return status_file.stat().st_mtime
+    if finished and state:
+        times = [_parse_time(n.get("ended")) for n in (state.get("nodes") or {}).values()
+                 if n.get("kind") == "JOB"]
+        times = [t for t in times if t is not None]
+        if times:
+            return max(times)
+    return time.time()
+
+
+def read_status(run_dir: Path) -> RunStatus:
+    """The progress of a run directory (any time: before, during or after the run)."""
+    run_dir = Path(run_dir).absolute()
+    try:
+        dag = parse_dag((run_dir / "offline.dag").read_text(), str(run_dir / "offline.dag"))
+    except FileNotFoundError:
+        raise RunError(f"{run_dir} holds no offline.dag (not a run directory)") from None
+    local_path, dagman_path = run_dir / STATE_FILE, run_dir / STATUS_FILE
+    local = _read_json(local_path) if local_path.exists() else None
+    use_dagman = dagman_path.exists() and (
+        local is None or dagman_path.stat().st_mtime >= local_path.stat().st_mtime
+    )
+    if use_dagman:
+        states, source = _dagman_states(dagman_path.read_text()), f"DAGMan ({STATUS_FILE})"
+    elif local is not None:
+        states, source = _local_states(local), f"run-local ({STATE_FILE})"
+    else:
+        states, source = {}, "files only (not started)"
+
+    status = RunStatus(run_dir=str(run_dir), source=source)
+    for node in dag.nodes.values():
+        found = states.get(node.name)
+        if found is None:
+            done = node_complete(run_dir, node)
+            found = NodeState(node.name, node.kind, "done" if done else "waiting")
+        found.kind = node.kind
+        if found.state in ("waiting", "not run") and node_complete(run_dir, node):
+            found.state = "done"  # its output is there (a resubmission will skip it)
+        status.nodes.append(found)
+
+    clients = [n.name for n in dag.nodes.values() if n.kind == "JOB" and n.submit == "client.sub"]
+    status.data_seconds_done, status.data_seconds_total = _data_seconds(run_dir, clients)
+    merge = dag.nodes.get("merge")
+    status.output_complete = merge is not None and node_complete(run_dir, merge)
+    started = _started(run_dir, local if not use_dagman else None)
+    finished = not any(n.state in ("waiting", "running") for n in status.nodes
+                       if n.kind == "JOB")
+    if started is not None:
+        status.elapsed_seconds = max(0.0, _ended(dagman_path if use_dagman else None, local,
+                                                 finished) - started)
+    left = status.data_seconds_total - status.data_seconds_done
+    if status.elapsed_seconds and status.data_seconds_done > 0 and left > 0:
+        rate = status.data_seconds_done / status.elapsed_seconds
+        status.eta_seconds = left / rate
+    elif left <= 0 and status.data_seconds_total > 0:
+        status.eta_seconds = 0.0
+    return status
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def status_lines(status: RunStatus) -> list[str]:
+    """The status as the terminal shows it."""
+    width = max((len(n.name) for n in status.nodes), default=4)
+    lines = [f"run {status.run_dir} (node states from {status.source})"]
+    lines.append(f"  {'node'.ljust(width)}  {'kind':7}  {'state':8}  retries  detail")
+    for n in status.nodes:
+        lines.append(
+            f"  {n.name.ljust(width)}  {n.kind:7}  {n.state:8}  {n.retries:7d}  {n.detail}".rstrip()
+        )
+    jobs = [n for n in status.nodes if n.kind != "SERVICE"]
+    counts = ", ".join(
+        f"{status.count(s)} {s}" for s in ("done", "running", "waiting", "failed", "not run")
+        if status.count(s)
+    )
+    lines.append(f"nodes: {len(jobs)} ({counts})")
+    total, done = status.data_seconds_total, status.data_seconds_done
+    share = 100 * done / total if total else 0.0
+    lines.append(f"data seconds done: {done:.1f} of {total:.1f} ({share:.0f}%)")
+    lines.append(f"elapsed: {_duration(status.elapsed_seconds)}")
+    if status.output_complete:
+        lines.append("output: output/campaign.h5 (complete)")
+    elif status.count("failed"):
+        lines.append("ETA: none (nodes failed; fix and run again: the finished parts are kept)")
+    else:
+        lines.append(f"ETA: {_duration(status.eta_seconds)}")
+    return lines
+
+
+def print_status(run_dir: Path, log: Callable[[str], None] = print, as_json: bool = False) -> None:
+    """Print a run directory's status (lines, or one JSON object)."""
+    status = read_status(run_dir)
+    if as_json:
+        log(json.dumps(asdict(status), indent=2))
+    else:
+        for line in status_lines(status):
+            log(line)
+
+
+def final_summary(
+    run_dir: Path, dag_status: int, failed_count: int, log: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """The FINAL node: write ``summary.json``; RunError if the DAG did not succeed.
+
+    Parameters
+    ----------
+    run_dir
+        The run directory.
+    dag_status, failed_count
+        DAGMan's ``$(DAG_STATUS)`` (0 ok, 2 nodes failed, 3 aborted, 4 removed) and
+        ``$(FAILED_COUNT)``.
+    """
+    run_dir = Path(run_dir).absolute()
+    status = read_status(run_dir)
+    summary = {
+        **asdict(status),
+        "dag_status": dag_status,
+        "failed_count": failed_count,
+        "written": datetime.now().astimezone().isoformat(timespec="seconds"),
+    }
+    path = run_dir / SUMMARY_FILE
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    os.replace(tmp, path)
+    for line in status_lines(status):
+        log(line)
+    log(f"summary: {path}")
+    if dag_status != 0 or failed_count or not status.output_complete:
+        why = {2: "nodes failed", 3: "the DAG was aborted", 4: "the DAG was removed"}.get(
+            dag_status, f"DAG status {dag_status}"
+        )
+        if dag_status == 0:
+            why = "the campaign output is missing"
+        raise RunError(
+            f"campaign incomplete: {why} ({failed_count} failed); "
+            f"{status.data_seconds_done:.1f} of {status.data_seconds_total:.1f} data seconds "
+            "done. Fix the cause and submit again: finished parts are kept."
+        )
+    return summary

@@ -1,0 +1,179 @@
+"""The container runtime of ``serve`` (spython + an apptainer shim that records its calls).
+
+The whole campaign through the shim, with real tritonservers, is in test_resubmission.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from offline_iaas.errors import ServerError
+from offline_iaas.serve.container import (
+    REPOSITORY_MOUNT,
+    ContainerLauncher,
+    assigned_gpus,
+    locate_runtime,
+)
+from tests.apptainer_shim import install_shim
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, None),
+        ({"CUDA_VISIBLE_DEVICES": "2"}, "2"),
+        ({"_CONDOR_AssignedGPUs": "CUDA1", "CUDA_VISIBLE_DEVICES": "0"}, "1"),
+        ({"_CONDOR_AssignedGPUs": "CUDA0,CUDA3"}, "0,3"),
+        ({"_CONDOR_AssignedGPUs": "GPU-3a2b1c0d"}, "GPU-3a2b1c0d"),
+        ({"_CONDOR_AssignedGPUs": " GPU-aa, GPU-bb "}, "GPU-aa,GPU-bb"),
+    ],
+)
+def test_assigned_gpus(environ: dict[str, str], expected: str | None) -> None:
+    assert assigned_gpus(environ) == expected
+
+
+@pytest.fixture
+def shim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The shim on PATH as apptainer and singularity; returns its call log."""
+    bin_dir = tmp_path / "bin"
+    install_shim(bin_dir, "apptainer")
+    install_shim(bin_dir, "singularity")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("APPTAINER_SHIM_DIR", str(tmp_path / "shim"))
+    return tmp_path / "shim" / "calls.jsonl"
+
+
+def calls(log: Path) -> list[list[str]]:
+    out = []
+    for line in log.read_text().splitlines():
+        argv = json.loads(line)["argv"]
+        if argv != ["--version"]:  # spython's check_install
+            out.append([word for word in argv if word != "--quiet"])
+    return out
+
+
+@pytest.mark.parametrize("runtime", ["apptainer", "singularity"])
+def test_instance_lifecycle_through_spython(shim: Path, tmp_path: Path, runtime: str) -> None:
+    image = tmp_path / "tritonserver.sif"
+    image.write_bytes(b"SIF")
+    repo = tmp_path / "model-repository"
+    repo.mkdir()
+    launcher = ContainerLauncher(
+        runtime=runtime, image=str(image), repository=repo, name="offline-iaas-server0-1",
+        gpus=1, environ={"_CONDOR_AssignedGPUs": "CUDA1"},
+    )
+    launcher.start_instance()
+    assert launcher.started
+    start = calls(shim)[0]
+    assert start == ["instance", "start", "--nv", "--bind", f"{repo}:{REPOSITORY_MOUNT}:ro",
+                     str(image), "offline-iaas-server0-1"]
+    argv = launcher.exec_argv(["tritonserver", f"--model-repository={REPOSITORY_MOUNT}"])
+    assert Path(argv[0]).name == runtime
+    assert argv[1:] == ["exec", "--cleanenv", "--env", "CUDA_VISIBLE_DEVICES=1",
+                        "instance://offline-iaas-server0-1", "tritonserver",
+                        "--model-repository=/models"]
+    launcher.close()
+    assert calls(shim)[-1] == ["instance", "stop", "-t", "10", "offline-iaas-server0-1"]
+    assert not launcher.started
+    assert not list((tmp_path / "shim" / "instances").iterdir())
+
+
+def test_cpu_server_gets_no_gpu_options(shim: Path, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    launcher = ContainerLauncher("apptainer", "docker://nvcr.io/nvidia/tritonserver:24.08-py3",
+                                 repo, "x", gpus=0, environ={"CUDA_VISIBLE_DEVICES": "0"})
+    assert "--nv" not in launcher.instance_options()
+    launcher.start_instance()
+    assert "--env" not in launcher.exec_argv(["tritonserver"])
+    launcher.close()
+
+
+def test_failed_instance_start_is_a_server_error(shim: Path, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    launcher = ContainerLauncher("apptainer", str(tmp_path / "missing.sif"), repo, "x")
+    with pytest.raises(ServerError, match="instance start of .*missing.sif as x failed"):
+        launcher.start_instance()
+    assert not launcher.started
+    launcher.close()  # nothing to stop
+    assert calls(shim)[-1][:2] == ["instance", "list"]
+
+
+def test_missing_runtime_is_a_server_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ServerError, match="no apptainer executable is on PATH"):
+        locate_runtime("apptainer")
+    with pytest.raises(ServerError, match="unknown container runtime"):
+        locate_runtime("docker")
+
+
+class FakeLauncher:
+    """Launches stand-ins for tritonserver: the first finds its port taken."""
+
+    def __init__(self) -> None:
+        self.ports: list[int] = []
+        self.closed = False
+
+    def start(self, ports, bind: str, exit_timeout: float, log: Path) -> subprocess.Popen:
+        self.ports.append(ports.grpc)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        code = (
+            "print('E0101 grpc_server.cc] Failed to listen on 127.0.0.1: Address already in use')"
+            if len(self.ports) == 1 else "import time; time.sleep(60)"
+        )
+        with open(log, "ab") as out:
+            return subprocess.Popen([sys.executable, "-c", code], stdout=out,
+                                    stderr=subprocess.STDOUT)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from offline_iaas.config import config_from_dict
+    from offline_iaas.serve import node as serve_node
+
+    config = config_from_dict(
+        {"data": {"frames": "f", "channels": ["H1:X"], "start": 0, "duration": 16,
+                  "sample_rate": 64}, "model": {"repository": "repo"}},
+        tmp_path / "c.toml",
+    )
+    launcher = FakeLauncher()
+    monkeypatch.setattr(serve_node, "load_config", lambda path: config)
+    monkeypatch.setattr(serve_node, "check_repository", lambda config: None)
+    monkeypatch.setattr(serve_node, "make_launcher", lambda config, node: launcher)
+
+    def ready(proc, url, models, timeout, stop) -> bool:
+        time.sleep(0.3)
+        return proc.poll() is None  # the first one exited: port taken
+
+    monkeypatch.setattr(serve_node, "wait_until_ready", ready)
+    run = tmp_path / "run"
+    run.mkdir()
+
+    def stop_when_published() -> None:
+        deadline = time.monotonic() + 20
+        while not (run / "servers" / "server0.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=stop_when_published, daemon=True).start()
+    lines: list[str] = []
+    serve_node.serve(run, "server0", log=lines.append)
+    assert len(launcher.ports) == 2 and launcher.ports[0] != launcher.ports[1]
+    assert "server0: port taken, retrying with other ports" in lines
+    assert any(f"ready at 127.0.0.1:{launcher.ports[1]} (epoch 1" in line for line in lines)
+    assert lines[-1] == "server0: stopping"
+    assert launcher.closed and not (run / "servers" / "server0.json").exists()

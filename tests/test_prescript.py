@@ -1,0 +1,173 @@
+"""The job-ad rendezvous: the JobAds interface (chirp + schedd, and its file fake) and the PRE
+script's logic, run for real (in process and as the ``offline-iaas prescript`` command)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import classad2
+import htcondor2
+import htcondor2.htchirp
+import pytest
+
+from offline_iaas.errors import ServerError
+from offline_iaas.serve import rendezvous
+from offline_iaas.serve.chirp import (
+    ADDRESS_ATTRIBUTE,
+    FAKE_ENV,
+    FileJobAds,
+    HTCondorJobAds,
+    job_ads,
+)
+from offline_iaas.workflow.prescript import DEFER_EXIT, current_address, prescript
+
+RUN_ID = "feedfacecafebeef"
+
+
+def address(epoch: int = 1, port: int = 8001) -> rendezvous.ServerAddress:
+    return rendezvous.ServerAddress(
+        "server0", "node17.cluster", port, port + 1, port + 2, epoch, 4242
+    )
+
+
+def as_json(addr: rendezvous.ServerAddress) -> str:
+    return json.dumps(dataclasses.asdict(addr))
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    """The files a PRE script reads on the access point: run.json and the client's job spec."""
+    run = tmp_path / "run"
+    (run / "jobs").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"run_id": RUN_ID, "clients": ["client0"]}))
+    (run / "jobs" / "client0.json").write_text(json.dumps({"node": "client0", "server": "server0"}))
+    return run
+
+
+def test_file_job_ads_round_trip(tmp_path: Path) -> None:
+    ads = FileJobAds(tmp_path / "ads.json")
+    assert ads.find(RUN_ID, "server0") == [] and ads.get_own(RUN_ID, "server0", "X") is None
+    ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, "text")
+    ads.set_own(RUN_ID, "server0", "NumJobStarts", 3)
+    assert ads.get_own(RUN_ID, "server0", "NumJobStarts") == 3
+    [ad] = ads.find(RUN_ID, "server0")
+    assert ad[ADDRESS_ATTRIBUTE] == "text" and ad["JobStatus"] == 2 and ad["NumJobStarts"] == 3
+    assert ads.find("another-run", "server0") == []
+    ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, None)
+    assert ads.find(RUN_ID, "server0")[0][ADDRESS_ATTRIBUTE] is None
+
+
+def test_job_ads_factory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(FAKE_ENV, raising=False)
+    assert isinstance(job_ads(), HTCondorJobAds)
+    monkeypatch.setenv(FAKE_ENV, str(tmp_path / "ads.json"))
+    assert isinstance(job_ads(), FileJobAds)
+
+
+def test_only_the_current_start_of_a_running_server_counts() -> None:
+    good = {"JobStatus": 2, "NumJobStarts": 2, ADDRESS_ATTRIBUTE: as_json(address(epoch=2))}
+    assert current_address([good], "server0") == address(epoch=2)
+    assert current_address([{**good, "JobStatus": 1}], "server0") is None  # idle: restarting
+    assert current_address([{**good, "NumJobStarts": 3}], "server0") is None  # stale address
+    assert current_address([{**good, ADDRESS_ATTRIBUTE: "{not json"}], "server0") is None
+    assert current_address([{**good, ADDRESS_ATTRIBUTE: None}], "server0") is None
+    assert current_address([good], "server1") is None
+    newer = {"JobStatus": 2, "NumJobStarts": None, ADDRESS_ATTRIBUTE: as_json(address(3, 9000))}
+    assert current_address([good, newer], "server0") == address(3, 9000)
+
+
+def test_prescript_defers_until_the_server_publishes(run_dir: Path, tmp_path: Path) -> None:
+    ads = FileJobAds(tmp_path / "ads.json")
+    lines: list[str] = []
+    assert prescript(run_dir, "client0", ads, log=lines.append) is False
+    assert "deferring" in lines[-1] and not (run_dir / "servers").exists()
+
+    # The server side of the same interface: what `serve --rendezvous jobad` does.
+    ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, as_json(address()))
+    assert prescript(run_dir, "client0", ads, log=lines.append) is True
+    assert "server0 is at node17.cluster:8001 (epoch 1)" in lines[-1]
+    assert rendezvous.read_address(run_dir, "server0") == address()
+
+
+def test_prescript_command_exit_codes(run_dir: Path, tmp_path: Path) -> None:
+    """The PRE script as DAGMan runs it: exit 75 (DEFER) until the address is known, then 0."""
+    fake = tmp_path / "ads.json"
+    env = {**os.environ, FAKE_ENV: str(fake)}
+    cmd = [sys.executable, "-m", "offline_iaas.cli", "prescript", "--run-dir", str(run_dir),
+           "--node", "client0"]
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert first.returncode == DEFER_EXIT, first.stderr
+    FileJobAds(fake).set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, as_json(address()))
+    second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert second.returncode == 0, second.stderr
+    assert json.loads((run_dir / "servers" / "server0.json").read_text())["grpc_port"] == 8001
+    broken = subprocess.run([*cmd[:-1], "client9"], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert broken.returncode == 6 and "client9.json does not exist" in broken.stderr
+
+
+class FakeChirp:
+    """Stands in for htcondor2.htchirp.HTChirp: a job ad held in a dict."""
+
+    ad: dict[str, str] = {}
+
+    def __enter__(self) -> FakeChirp:
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        pass
+
+    def set_job_attr(self, name: str, expression: str) -> None:
+        FakeChirp.ad[name] = expression
+
+    def get_job_attr(self, name: str) -> str:
+        return FakeChirp.ad.get(name, "undefined")
+
+
+class FakeSchedd:
+    constraints: list[tuple[str, list[str]]] = []
+
+    def query(self, constraint: str, projection: list[str]) -> list[classad2.ClassAd]:
+        FakeSchedd.constraints.append((constraint, projection))
+        ad = classad2.ClassAd()
+        ad["JobStatus"], ad["NumJobStarts"], ad["ClusterId"] = 2, 1, 77
+        ad[ADDRESS_ATTRIBUTE] = classad2.ExprTree(FakeChirp.ad[ADDRESS_ATTRIBUTE]).eval()
+        return [ad]
+
+
+def test_htcondor_job_ads_use_chirp_and_the_schedd(
+    monkeypatch: pytest.MonkeyPatch, run_dir: Path
+) -> None:
+    monkeypatch.setattr(htcondor2.htchirp, "HTChirp", FakeChirp)
+    monkeypatch.setattr(htcondor2, "Schedd", FakeSchedd)
+    FakeChirp.ad = {"NumJobStarts": "1"}
+    ads = HTCondorJobAds()
+    text = as_json(address())
+    ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, text)
+    assert FakeChirp.ad[ADDRESS_ATTRIBUTE] == classad2.quote(text)  # a ClassAd string literal
+    assert ads.get_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE) == text
+    assert ads.get_own(RUN_ID, "server0", "NumJobStarts") == 1
+    assert ads.get_own(RUN_ID, "server0", "Missing") is None
+
+    assert prescript(run_dir, "client0", ads, log=lambda _: None) is True
+    constraint, projection = FakeSchedd.constraints[-1]
+    assert constraint == f'OfflineIaasRun == "{RUN_ID}" && OfflineIaasNode == "server0"'
+    assert ADDRESS_ATTRIBUTE in projection and "NumJobStarts" in projection
+    assert rendezvous.read_address(run_dir, "server0") == address()
+
+    ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, None)  # withdrawn when the server stops
+    assert FakeChirp.ad[ADDRESS_ATTRIBUTE] == "undefined"
+
+
+def test_chirp_outside_a_job_says_what_is_missing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no .chirp.config here
+    monkeypatch.delenv("_CONDOR_CHIRP_CONFIG", raising=False)
+    with pytest.raises(ServerError, match="want_io_proxy"):
+        HTCondorJobAds().set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, "x")

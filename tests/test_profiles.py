@@ -1,0 +1,305 @@
+"""Site profiles: golden submit files per profile, HTCondor's parser, and the refusals.
+
+Regenerate the golden files after an intended change with ``UPDATE_GOLDEN=1 pytest
+tests/test_profiles.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import htcondor2
+import pytest
+
+from offline_iaas.cli import main
+from offline_iaas.config import config_from_dict
+from offline_iaas.errors import ConfigError
+from offline_iaas.workflow.dag import Script, dag_text
+from offline_iaas.workflow.make_dag import make_dag
+from offline_iaas.workflow.plan import plan_segments
+from offline_iaas.workflow.prescript import DEFER_EXIT, DEFER_SECONDS
+from offline_iaas.workflow.profiles import (
+    ACCOUNTING_EXAMPLE,
+    accounting_problem,
+    resolve_site,
+    submit_texts,
+)
+from offline_iaas.workflow.submit import ROLES
+from tests.helpers import skip_data_check
+
+GOLDEN = Path(__file__).parent / "golden"
+RUN_DIR = Path("/data/runs/o3-deepclean")
+EXECUTABLE = Path("/cvmfs/software.igwn.org/envs/offline-iaas/bin/offline-iaas")
+RUN_ID = "0123456789abcdef"
+SERVER_IMAGE = "/cvmfs/singularity.opensciencegrid.org/igwn/offline-iaas-server:0.1"
+CLIENT_IMAGE = "/cvmfs/singularity.opensciencegrid.org/igwn/offline-iaas-client:0.1"
+DATAFIND = {"frames": None, "datafind_server": "datafind.igwn.org",
+            "frametypes": ["H1_HOFT_C01", "L1_HOFT_C01"]}
+GPU = {"bind": "0.0.0.0", "gpus": 1, "gpu_capability": 7.5, "gpu_memory_mb": 16000,
+       "memory": "16GB", "disk": "8GB", "instances": 2}
+
+PROFILE_SECTIONS: dict[str, dict] = {
+    "local": {},
+    "ldg": {
+        "data": DATAFIND,
+        "server": {**GPU, "runtime": "apptainer", "image": SERVER_IMAGE},
+        "site": {"profile": "ldg", "accounting_group": ACCOUNTING_EXAMPLE,
+                 "accounting_group_user": "albert.einstein"},
+    },
+    "osg": {
+        "data": DATAFIND,
+        "server": {**GPU, "image": SERVER_IMAGE},
+        "site": {"profile": "osg", "accounting_group": "igwn.prod.o4.detchar.deepclean.offline",
+                 "client_image": CLIENT_IMAGE, "oauth_permissions": "gwdatafind.read read:/ligo"},
+    },
+    "hepcloud": {
+        "server": {**GPU, "image": "docker://ghcr.io/igwn/offline-iaas-server:0.1"},
+        "site": {"profile": "hepcloud", "client_image": "docker://ghcr.io/igwn/offline-iaas:0.1",
+                 "client_memory": "3GB"},
+    },
+}
+
+
+def campaign(tmp: Path | None = None, **sections: dict):
+    raw: dict = {
+        "data": {
+            "frames": "frames",
+            "channels": ["H1:GDS-CALIB_STRAIN", "L1:GDS-CALIB_STRAIN"],
+            "start": 1238166018,
+            "duration": 4096,
+            "sample_rate": 2048,
+        },
+        "model": {"repository": "model-repository", "kernel_seconds": 1.0, "inference_rate": 4},
+        "layout": {"servers": 2, "clients_per_server": 2},
+    }
+    for name, values in sections.items():
+        raw.setdefault(name, {}).update(values)
+    raw["data"] = {k: v for k, v in raw["data"].items() if v is not None}
+    source = (tmp or Path("/campaigns/o3")) / "campaign.toml"
+    return config_from_dict(raw, source)
+
+
+def rendered(profile: str) -> dict[str, str]:
+    config = campaign(**PROFILE_SECTIONS[profile])
+    site = resolve_site(config)
+    files = {f"{role}.sub": text for role, text in
+             submit_texts(config, site, RUN_DIR, EXECUTABLE, RUN_ID).items()}
+    pre = None
+    if site.rendezvous == "jobad":
+        args = ("prescript", "--run-dir", str(RUN_DIR), "--node", "$JOB")
+        pre = Script(str(EXECUTABLE), args, DEFER_EXIT, DEFER_SECONDS)
+    files["offline.dag"] = dag_text(
+        ["server0", "server1"], plan_segments(config), config.workflow.retries,
+        config.workflow.max_parallel_clients, fatal_exit=ConfigError.exit_code, final=True,
+        client_pre=pre,
+    )
+    return files
+
+
+@pytest.mark.parametrize("profile", list(PROFILE_SECTIONS))
+def test_golden_submit_files(profile: str) -> None:
+    files = rendered(profile)
+    assert sorted(files) == sorted([f"{role}.sub" for role in ROLES] + ["offline.dag"])
+    for name, text in files.items():
+        golden = GOLDEN / profile / name
+        if os.environ.get("UPDATE_GOLDEN"):
+            golden.parent.mkdir(parents=True, exist_ok=True)
+            golden.write_text(text)
+        assert golden.read_text() == text, f"{golden} differs (UPDATE_GOLDEN=1 to rewrite)"
+
+
+@pytest.mark.parametrize("profile", list(PROFILE_SECTIONS))
+def test_every_submit_file_parses(profile: str) -> None:
+    for name, text in rendered(profile).items():
+        if not name.endswith(".sub"):
+            continue
+        items = {k.lower(): v for k, v in htcondor2.Submit(text).items()}
+        assert "getenv" not in items, name
+        assert items["my.offlineiaasrun"] == f'"{RUN_ID}"'
+        assert items["initialdir"] == str(RUN_DIR)
+
+
+def items_of(profile: str) -> dict[str, dict[str, str]]:
+    return {
+        name[:-4]: {k.lower(): v for k, v in htcondor2.Submit(text).items()}
+        for name, text in rendered(profile).items() if name.endswith(".sub")
+    }
+
+
+def test_profile_table() -> None:
+    local, ldg, osg, hep = (items_of(p) for p in ("local", "ldg", "osg", "hepcloud"))
+    # files: shared vs transfer
+    for role in ("server", "client", "merge"):
+        assert local[role]["should_transfer_files"] == "NO"
+        assert ldg[role]["should_transfer_files"] == "NO"
+        assert osg[role]["should_transfer_files"] == "YES"
+        assert hep[role]["should_transfer_files"] == "YES"
+        assert "transfer_input_files" not in ldg[role]
+    assert osg["client"]["transfer_input_files"] == (
+        "campaign.toml, jobs/$(node).json, servers/$(server).json"
+    )
+    assert osg["client"]["transfer_output_files"] == "parts/$(node).h5, parts/$(node).json"
+    assert osg["client"]["when_to_transfer_output"] == "ON_SUCCESS"
+    assert osg["server"]["transfer_input_files"].endswith("model-repository.tar.gz")
+    assert osg["merge"]["transfer_output_files"] == "output"
+    # accounting
+    assert ldg["client"]["accounting_group"] == ACCOUNTING_EXAMPLE
+    assert ldg["final"]["accounting_group_user"] == "albert.einstein"
+    assert "accounting_group" not in local["server"] and "accounting_group" not in hep["server"]
+    # GPUs and requests
+    for items in (ldg, osg, hep):
+        assert items["server"]["request_gpus"] == "1"
+        assert items["server"]["gpus_minimum_capability"] == "7.5"
+        assert items["server"]["gpus_minimum_memory"] == "16000"
+        assert items["server"]["request_cpus"] == "3"  # instances + 1
+        assert items["server"]["request_memory"] == "16GB"
+    assert "request_gpus" not in local["server"]
+    assert hep["client"]["request_memory"] == "3GB"
+    # containers: ldg runs serve on the host (runtime apptainer); osg/hepcloud put jobs in images
+    assert "my.singularityimage" not in ldg["server"] and "my.singularityimage" not in ldg["client"]
+    assert ldg["server"]["executable"] == str(EXECUTABLE)
+    assert osg["server"]["my.singularityimage"] == f'"{SERVER_IMAGE}"'
+    assert osg["client"]["my.singularityimage"] == f'"{CLIENT_IMAGE}"'
+    assert osg["client"]["executable"] == "/opt/offline-iaas/bin/offline-iaas"
+    assert hep["server"]["universe"] == "container"
+    assert hep["server"]["container_image"] == "docker://ghcr.io/igwn/offline-iaas-server:0.1"
+    assert hep["merge"]["container_image"] == "docker://ghcr.io/igwn/offline-iaas:0.1"
+    for items in (osg, hep):
+        assert items["server"]["transfer_executable"] == "false"
+        assert items["server"]["want_io_proxy"] == "true"
+    assert "want_io_proxy" not in ldg["server"]
+    # credentials: only clients read frames, only through a datafind server on a cluster
+    assert ldg["client"]["use_oauth_services"] == "igwn"
+    assert ldg["client"]["igwn_oauth_resource"] == "https://datafind.igwn.org"
+    assert osg["client"]["igwn_oauth_permissions"] == "gwdatafind.read read:/ligo"
+    assert "use_oauth_services" not in osg["server"] and "use_oauth_services" not in hep["client"]
+    # the final node runs on the access point
+    assert all(items["final"]["universe"] == "local" for items in (local, ldg, osg, hep))
+    # arguments
+    assert ldg["client"]["arguments"] == f'"client --run-dir {RUN_DIR} --node $(node)"'
+    assert osg["server"]["arguments"] == (
+        '"serve --run-dir . --node $(node) --repository model-repository.tar.gz '
+        '--rendezvous jobad"'
+    )
+
+
+def test_ldg_without_accounting_group_is_refused_at_make_dag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_file = tmp_path / "campaign.toml"
+    config_file.write_text(
+        '[data]\nframes = "frames"\nchannels = ["H1:X", "L1:X"]\nstart = 0\nduration = 64\n'
+        'sample_rate = 256\n[model]\nrepository = "repo"\n[server]\nbind = "0.0.0.0"\n'
+        '[site]\nprofile = "ldg"\n'
+    )
+    code = main(["make-dag", str(config_file), "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code
+    assert "'site.accounting_group' is required" in err and str(config_file) in err
+    assert f'accounting_group = "{ACCOUNTING_EXAMPLE}"' in err
+    assert accounting_problem(ACCOUNTING_EXAMPLE) is None  # the example shown is valid
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "tag",
+    ["ligo.prod.o3.detchar.nonlin_coup.deepclean", "igwn.prod.o4.cbc.bbh.bbhnet",
+     "ligo.dev.o4.burst.allsky.cwb", "ligo.sim.o4a.cbc.pe.bilby"],
+)
+def test_valid_accounting_tags(tag: str) -> None:
+    assert accounting_problem(tag) is None
+    resolve_site(campaign(site={"profile": "ldg", "accounting_group": tag},
+                          server={"bind": "0.0.0.0"}))
+
+
+@pytest.mark.parametrize(
+    "tag",
+    ["deepclean", "ligo.prod.o3", "ligo.prod.o3.detchar", "ligo.production.o3.detchar.x",
+     "LIGO.PROD.O3.DETCHAR.X", "ligo.prod.o3.detchar x.y", "cms.prod.o3.a.b"],
+)
+def test_malformed_accounting_tags_are_refused(tag: str) -> None:
+    with pytest.raises(ConfigError, match="site.accounting_group") as err:
+        resolve_site(campaign(site={"profile": "ldg", "accounting_group": tag},
+                              server={"bind": "0.0.0.0"}))
+    assert ACCOUNTING_EXAMPLE in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("sections", "key", "words"),
+    [
+        ({"site": {"profile": "osg", "client_image": CLIENT_IMAGE},
+          "server": {"image": SERVER_IMAGE}}, "server.bind", "0.0.0.0"),
+        ({"site": {"profile": "osg", "client_image": CLIENT_IMAGE},
+          "server": {"bind": "0.0.0.0"}}, "server.image", "required"),
+        ({"site": {"profile": "hepcloud"},
+          "server": {"bind": "0.0.0.0", "image": SERVER_IMAGE}}, "site.client_image", "client"),
+        ({"site": {"profile": "osg", "client_image": CLIENT_IMAGE},
+          "server": {"bind": "0.0.0.0", "image": SERVER_IMAGE, "runtime": "apptainer"}},
+         "server.runtime", "native"),
+        ({"site": {"profile": "ldg", "accounting_group": ACCOUNTING_EXAMPLE,
+                   "accounting_group_user": "Albert Einstein"}, "server": {"bind": "0.0.0.0"}},
+         "site.accounting_group_user", "user name"),
+    ],
+)
+def test_site_refusals_name_the_key(sections: dict, key: str, words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        resolve_site(campaign(**sections))
+    assert f"'{key}'" in str(err.value) and words in str(err.value)
+    assert "/campaigns/o3/campaign.toml" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("sections", "key"),
+    [
+        ({"server": {"runtime": "docker"}}, "server.runtime"),
+        ({"server": {"runtime": "apptainer"}}, "server.image"),
+        ({"server": {"memory": "lots"}}, "server.memory"),
+        ({"server": {"gpus": -1}}, "server.gpus"),
+        ({"site": {"profile": "cern"}}, "site.profile"),
+        ({"site": {"filesystem": "nfs"}}, "site.filesystem"),
+        ({"site": {"client_disk": "2"}}, "site.client_disk"),
+    ],
+)
+def test_config_checks(sections: dict, key: str) -> None:
+    with pytest.raises(ConfigError, match=f"'{key}'"):
+        campaign(**sections)
+
+
+def test_where_jobs_run_does_not_change_the_campaign_hash() -> None:
+    base = campaign()
+    elsewhere = campaign(
+        site={"profile": "osg", "client_image": CLIENT_IMAGE, "client_memory": "8GB"},
+        server={"memory": "64GB", "disk": "20GB", "gpus": 2, "gpu_capability": 8.0, "cpus": 4},
+    )
+    assert elsewhere.config_hash() == base.config_hash()
+    assert campaign(server={"instances": 2}).config_hash() != base.config_hash()
+
+
+def test_make_dag_writes_the_transfer_run_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    skip_data_check(monkeypatch)
+    repo = tmp_path / "model-repository"
+    (repo / "classifier" / "1").mkdir(parents=True)
+    (repo / "classifier" / "1" / "model.onnx").write_bytes(b"onnx")
+    config = campaign(tmp_path, **PROFILE_SECTIONS["osg"])
+    run = tmp_path / "run"
+    make_dag(config, run)
+    import json
+    import tarfile
+
+    info = json.loads((run / "run.json").read_text())
+    assert len(info["run_id"]) == 16
+    with tarfile.open(run / "model-repository.tar.gz") as tar:
+        assert "model-repository/classifier/1/model.onnx" in tar.getnames()
+    assert f'MY.OfflineIaasRun  = "{info["run_id"]}"' in (run / "client.sub").read_text()
+    dag = (run / "offline.dag").read_text()
+    assert f"SCRIPT DEFER {DEFER_EXIT} {DEFER_SECONDS} PRE client0 " in dag
+    make_dag(config, run)  # rewritten: same run id
+    assert json.loads((run / "run.json").read_text())["run_id"] == info["run_id"]
+    shared = campaign(tmp_path, **{**PROFILE_SECTIONS["osg"], "site": {
+        **PROFILE_SECTIONS["osg"]["site"], "filesystem": "shared"}})
+    make_dag(shared, run)
+    assert not (run / "model-repository.tar.gz").exists()
+    assert "SCRIPT" not in (run / "offline.dag").read_text()

@@ -1,0 +1,177 @@
+"""``offline-iaas status``: a run not started, in progress (run-local's state or DAGMan's node
+status file), finished; and the FINAL node's summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from offline_iaas.cli import main
+from offline_iaas.config import config_from_dict
+from offline_iaas.errors import RunError
+from offline_iaas.workflow.make_dag import make_dag
+from offline_iaas.workflow.status import final_summary, read_status, status_lines
+from tests.helpers import skip_data_check
+
+STRIDE = 0.25  # 256 Hz, 4 Hz inference rate
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    skip_data_check(monkeypatch)
+    raw = {
+        "data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": 1_000_000_000,
+                 "duration": 64, "sample_rate": 256},
+        "model": {"repository": "repo", "kernel_seconds": 1.0, "inference_rate": 4},
+        "layout": {"servers": 1, "clients_per_server": 2},
+    }
+    run_dir = tmp_path / "run"
+    make_dag(config_from_dict(raw, tmp_path / "c.toml"), run_dir)
+    return run_dir
+
+
+def kept_seconds(run: Path, node: str) -> float:
+    spec = json.loads((run / "jobs" / f"{node}.json").read_text())
+    streams = spec.get("pieces", [spec])
+    return sum(p["output_stop"] - p["output_start"] for p in streams) * STRIDE
+
+
+def complete_part(run: Path, node: str) -> None:
+    (run / "parts" / f"{node}.h5").write_bytes(b"")
+    (run / "parts" / f"{node}.json").write_text('{"complete": true}')
+
+
+def ago(seconds: float) -> str:
+    return (datetime.now().astimezone() - timedelta(seconds=seconds)).isoformat()
+
+
+def local_state(run: Path, nodes: dict[str, dict]) -> None:
+    (run / "local-state.json").write_text(json.dumps({"nodes": nodes}))
+
+
+def test_not_started(run: Path) -> None:
+    status = read_status(run)
+    assert status.source == "files only (not started)"
+    assert {n.name: n.state for n in status.nodes} == {
+        "server0": "waiting", "client0": "waiting", "client1": "waiting", "merge": "waiting",
+        "final": "waiting",
+    }
+    assert status.data_seconds_done == 0 and status.eta_seconds is None
+    total = kept_seconds(run, "client0") + kept_seconds(run, "client1")
+    assert status.data_seconds_total == total
+
+
+def test_in_progress_from_run_local(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    complete_part(run, "client0")
+    local_state(run, {
+        "server0": {"kind": "SERVICE", "status": "running", "attempts": 1, "started": ago(20)},
+        "client0": {"kind": "JOB", "status": "done", "attempts": 1, "started": ago(20),
+                    "ended": ago(10), "exit_code": 0},
+        "client1": {"kind": "JOB", "status": "running", "attempts": 2, "started": ago(5)},
+        "merge": {"kind": "JOB", "status": "pending", "attempts": 0},
+        "final": {"kind": "FINAL", "status": "pending", "attempts": 0},
+    })
+    status = read_status(run)
+    states = {n.name: (n.state, n.retries) for n in status.nodes}
+    assert states == {"server0": ("running", 0), "client0": ("done", 0),
+                      "client1": ("running", 1), "merge": ("waiting", 0),
+                      "final": ("waiting", 0)}
+    done, left = kept_seconds(run, "client0"), kept_seconds(run, "client1")
+    assert status.data_seconds_done == done
+    assert 19 < status.elapsed_seconds < 25
+    assert status.eta_seconds == pytest.approx(left / (done / status.elapsed_seconds), rel=0.01)
+
+    assert main(["status", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "node states from run-local (local-state.json)" in out
+    assert f"data seconds done: {done:.1f} of {done + left:.1f}" in out
+    assert "nodes: 4 (1 done, 1 running, 2 waiting)" in out
+    assert "ETA: 0m" in out
+    line = next(x for x in out.splitlines() if x.strip().startswith("client1"))
+    assert line.split()[1:4] == ["JOB", "running", "1"]
+
+    assert main(["status", str(run), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["data_seconds_done"] == done and data["nodes"][2]["state"] == "running"
+
+
+NODE_STATUS = """
+[
+  Type = "DagStatus"; DagFiles = { "offline.dag" }; Timestamp = 1700000000; DagStatus = 0;
+  NodesTotal = 4; NodesDone = 1;
+]
+[ Type = "NodeStatus"; Node = "client0"; NodeStatus = 5; StatusDetails = ""; RetryCount = 0; ]
+[ Type = "NodeStatus"; Node = "client1"; NodeStatus = 3; StatusDetails = "idle"; RetryCount = 2; ]
+[ Type = "NodeStatus"; Node = "merge"; NodeStatus = 0; StatusDetails = ""; RetryCount = 0; ]
+[ Type = "NodeStatus"; Node = "final"; NodeStatus = 0; StatusDetails = ""; RetryCount = 0; ]
+[ Type = "StatusEnd"; EndTime = 1700000000; NextUpdate = 1700000030; ]
+"""
+
+
+def test_in_progress_from_the_dagman_node_status_file(run: Path) -> None:
+    local_state(run, {"client0": {"kind": "JOB", "status": "failed", "attempts": 3}})
+    complete_part(run, "client0")
+    (run / "offline.status").write_text(NODE_STATUS)
+    later = time.time() + 5
+    os.utime(run / "offline.status", (later, later))  # written after run-local's state
+    status = read_status(run)
+    assert status.source == "DAGMan (offline.status)"
+    states = {n.name: (n.state, n.retries, n.detail) for n in status.nodes}
+    assert states["client0"] == ("done", 0, "")
+    assert states["client1"] == ("waiting", 2, "idle")  # queued, not yet running
+    assert states["merge"][0] == "waiting"
+    text = "\n".join(status_lines(status))
+    assert "client1  JOB      waiting         2  idle" in text
+
+    (run / "offline.status").write_text(NODE_STATUS.replace(
+        'NodeStatus = 3; StatusDetails = "idle"', 'NodeStatus = 6; StatusDetails = "exit 3"'))
+    os.utime(run / "offline.status", (later, later))
+    status = read_status(run)
+    assert next(n for n in status.nodes if n.name == "client1").state == "failed"
+    assert "ETA: none (nodes failed" in "\n".join(status_lines(status))
+
+
+def finish(run: Path) -> None:
+    for node in ("client0", "client1"):
+        complete_part(run, node)
+    (run / "output" / "campaign.h5").write_bytes(b"")
+    (run / "output" / "campaign.json").write_text('{"complete": true}')
+
+
+def test_finished_run(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    finish(run)
+    nodes = {name: {"kind": "JOB", "status": "done", "attempts": 1, "started": ago(30),
+                    "ended": ago(20)} for name in ("client0", "client1", "merge", "final")}
+    nodes["final"]["kind"] = "FINAL"
+    nodes["server0"] = {"kind": "SERVICE", "status": "stopped", "attempts": 1}
+    local_state(run, nodes)
+    status = read_status(run)
+    assert status.output_complete and status.eta_seconds == 0.0
+    assert status.data_seconds_done == status.data_seconds_total > 0
+    assert 9 < status.elapsed_seconds < 11  # from the first start to the last end
+    assert main(["status", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "output: output/campaign.h5 (complete)" in out
+    assert "nodes: 4 (4 done)" in out and "(100%)" in out
+
+
+def test_final_summary(run: Path) -> None:
+    complete_part(run, "client0")
+    lines: list[str] = []
+    with pytest.raises(RunError, match="nodes failed \\(1 failed\\)"):
+        final_summary(run, dag_status=2, failed_count=1, log=lines.append)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["dag_status"] == 2 and summary["failed_count"] == 1
+    assert summary["data_seconds_done"] == kept_seconds(run, "client0")
+    assert any(line.startswith("data seconds done") for line in lines)
+
+    finish(run)
+    summary = final_summary(run, dag_status=0, failed_count=0, log=lines.append)
+    assert summary["output_complete"] is True
+    assert json.loads((run / "summary.json").read_text())["output_complete"] is True
+    assert main(["status", str(run), "--final", "--dag-status", "3", "--failed-count", "0"]) == 6
