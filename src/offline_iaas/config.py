@@ -134,6 +134,12 @@ class ClientConfig:
     """How long a client waits for the next response before failing."""
     chunk_seconds: float = 64.0
     """Data read from frames at a time (bounds the client's memory)."""
+    checkpoint_requests: int = 16
+    """Requests' worth of responses saved per checkpoint chunk (where a retry resumes)."""
+    connect_timeout_seconds: float = 10.0
+    """Deadline of one connection attempt (liveness and model checks)."""
+    max_reconnects: int = 5
+    """Reconnections after a stream failure before the client gives up (and the DAG retries)."""
 
 
 @dataclass(frozen=True)
@@ -444,6 +450,10 @@ def _check(c: CampaignConfig, path: Path) -> None:
         fail("server.instances", f"must be at least 1, got {c.server.instances}")
     if c.client.in_flight < 1:
         fail("client.in_flight", f"must be at least 1, got {c.client.in_flight}")
+    if c.client.checkpoint_requests < 1:
+        fail("client.checkpoint_requests", "must be at least 1")
+    if c.client.max_reconnects < 0:
+        fail("client.max_reconnects", "must not be negative")
     if c.client.chunk_seconds <= 0:
         fail("client.chunk_seconds", "must be positive")
     if c.workflow.retries < 0:

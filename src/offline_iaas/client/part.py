@@ -1,11 +1,15 @@
-"""A client's part of the campaign: ``parts/<node>.h5`` and its sidecar ``parts/<node>.json``.
+"""A client's part of the campaign: checkpoints while streaming, one HDF5 file when complete.
 
-The HDF5 file holds, for each output and each piece of the client's segment, one dataset
-``<output>/<piece>`` with a row per window the piece's stream produced (warm-up included; the
-merge trims it). Rows are written as responses arrive, into a temporary file renamed when the
-part is complete; the sidecar, written last, says ``"complete": true`` and carries the file's
-SHA-256. A part that exists and is complete is never redone, and a half-written one is never
-taken for complete.
+While a client streams, the rows it receives are saved as **checkpoint chunks**
+``parts/<node>.chunks/p<piece>-<first row>-<end row>.npz`` (one array per output), each written
+under a temporary name and renamed, so a killed client leaves only whole chunks. A retried
+client resumes every piece after its last contiguous chunk.
+
+When every piece is done, the chunks are assembled into ``parts/<node>.h5`` (datasets
+``<output>/<piece>``, a row per window the piece's stream produced, warm-up included; the merge
+trims it), renamed into place, and then the sidecar ``parts/<node>.json`` is written with
+``"complete": true`` and the file's SHA-256. A part that exists and is complete is never redone;
+a half-written one is never taken for complete.
 """
 
 from __future__ import annotations
@@ -13,13 +17,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 import h5py
 import numpy as np
 
+from offline_iaas.errors import RunError
 from offline_iaas.workflow.plan import ClientSegment
+
+CHUNK_NAME = re.compile(r"p(\d+)-(\d+)-(\d+)\.npz")
 
 
 def part_paths(run_dir: Path, node: str) -> tuple[Path, Path]:
@@ -59,35 +68,94 @@ def peak_rss_mb() -> float:
 
 
 class PartWriter:
-    """Writes a client's outputs piece by piece, then commits the part atomically."""
+    """Checkpoints a client's rows as chunks; assembles and commits the part at the end.
+
+    Chunks left by an earlier attempt of the same campaign are kept and resumed from; those of
+    another campaign (other config hash) or another plan are discarded.
+    """
 
     def __init__(
         self, run_dir: Path, segment: ClientSegment, outputs: tuple[str, ...], config_hash: str
     ) -> None:
-        self.run_dir = run_dir
         self.segment = segment
         self.outputs = outputs
         self.config_hash = config_hash
         self.h5_path, self.json_path = part_paths(run_dir, segment.node)
-        self.h5_path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = self.h5_path.with_name(f".{self.h5_path.name}.{os.getpid()}.tmp")
-        self.file = h5py.File(self.tmp, "w")
-        for output in outputs:
-            for number, piece in enumerate(segment.pieces):
-                self.file.create_dataset(
-                    f"{output}/{number}", shape=(piece.windows,), dtype=np.float32
-                )
-        self.file.attrs["config_hash"] = config_hash
-        self.file.attrs["node"] = segment.node
+        self.chunk_dir = run_dir / "parts" / f"{segment.node}.chunks"
+        identity = {"config_hash": config_hash, **segment.to_dict()}
+        stamp = self.chunk_dir / "segment.json"
+        try:
+            if stamp.exists() and json.loads(stamp.read_text()) != identity:
+                shutil.rmtree(self.chunk_dir)
+            self.chunk_dir.mkdir(parents=True, exist_ok=True)
+            if not stamp.exists():
+                self._atomic_text(stamp, json.dumps(identity))
+        except OSError as err:
+            raise RunError(f"{segment.node}: cannot prepare {self.chunk_dir}: {err}") from None
 
-    def write(self, output: str, piece: int, offset: int, values: np.ndarray) -> None:
-        """Write the rows of windows ``offset, offset + 1, ...`` of a piece's stream."""
-        self.file[f"{output}/{piece}"][offset : offset + len(values)] = values
+    def chunks(self) -> dict[int, list[tuple[int, int, Path]]]:
+        """Chunk files per piece, sorted by first row."""
+        found: dict[int, list[tuple[int, int, Path]]] = {}
+        for path in self.chunk_dir.glob("p*.npz"):
+            match = CHUNK_NAME.fullmatch(path.name)
+            if match:
+                piece, start, stop = map(int, match.groups())
+                found.setdefault(piece, []).append((start, stop, path))
+        return {piece: sorted(items) for piece, items in found.items()}
+
+    def progress(self) -> list[int]:
+        """Rows of each piece saved contiguously from row 0 (where a retry resumes)."""
+        done = [0] * len(self.segment.pieces)
+        for piece, items in self.chunks().items():
+            if piece >= len(done):
+                continue
+            for start, stop, _ in items:
+                if start <= done[piece] < stop:
+                    done[piece] = stop
+        return done
+
+    def write_chunk(self, piece: int, start: int, rows: dict[str, np.ndarray]) -> None:
+        """Save rows ``[start, start + n)`` of a piece's stream, for every output."""
+        count = len(next(iter(rows.values())))
+        path = self.chunk_dir / f"p{piece}-{start}-{start + count}.npz"
+        tmp = self.chunk_dir / f".tmp-{os.getpid()}-{path.name}"
+        try:
+            np.savez(tmp, **rows)
+            os.replace(tmp, path)
+        except OSError as err:  # a full disk, most likely
+            tmp.unlink(missing_ok=True)
+            raise RunError(f"{self.segment.node}: cannot write checkpoint {path}: {err}") from None
 
     def commit(self, extra: dict[str, Any] | None = None) -> None:
-        """Close, rename, then write the sidecar that marks the part complete."""
-        self.file.close()
-        os.replace(self.tmp, self.h5_path)
+        """Assemble the chunks into the part file, rename it, then write the sidecar."""
+        tmp = self.h5_path.with_name(f".{self.h5_path.name}.{os.getpid()}.tmp")
+        chunks = self.chunks()
+        try:
+            with h5py.File(tmp, "w") as f:
+                for number, piece in enumerate(self.segment.pieces):
+                    datasets = {
+                        o: f.create_dataset(f"{o}/{number}", shape=(piece.windows,), dtype="f4")
+                        for o in self.outputs
+                    }
+                    filled = 0
+                    for start, stop, path in chunks.get(number, []):
+                        if stop <= filled:
+                            continue  # rows saved twice (a resumed attempt): keep the first
+                        with np.load(path) as rows:
+                            for output, dataset in datasets.items():
+                                dataset[filled:stop] = rows[output][filled - start :]
+                        filled = stop
+                    if filled != piece.windows:
+                        raise RunError(
+                            f"{self.segment.node}: piece {number} has {filled} of "
+                            f"{piece.windows} rows checkpointed"
+                        )
+                f.attrs["config_hash"] = self.config_hash
+                f.attrs["node"] = self.segment.node
+            os.replace(tmp, self.h5_path)
+        except OSError as err:
+            tmp.unlink(missing_ok=True)
+            raise RunError(f"{self.segment.node}: cannot write {self.h5_path}: {err}") from None
         sidecar = {
             **self.segment.to_dict(),
             "config_hash": self.config_hash,
@@ -96,14 +164,14 @@ class PartWriter:
             **(extra or {}),
             "complete": True,
         }
-        tmp_json = self.json_path.with_name(f".{self.json_path.name}.{os.getpid()}.tmp")
-        tmp_json.write_text(json.dumps(sidecar, indent=2))
-        os.replace(tmp_json, self.json_path)
+        self._atomic_text(self.json_path, json.dumps(sidecar, indent=2))
+        shutil.rmtree(self.chunk_dir, ignore_errors=True)
 
-    def discard(self) -> None:
-        if self.file.id.valid:
-            self.file.close()
-        self.tmp.unlink(missing_ok=True)
+    @staticmethod
+    def _atomic_text(path: Path, text: str) -> None:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
 
 
 def read_piece_rows(

@@ -1,12 +1,19 @@
-"""``offline-iaas client``: stream one client segment to its server.
+"""``offline-iaas client``: stream one client segment to its server, surviving failures.
 
 A segment is one or more pieces (one per analysable stretch it touches). For each piece the
 client reads its samples from frames chunk by chunk, cuts them into requests of
-``batch_size * stride`` new samples per channel (the last one shorter), and sends them on the
+``batch_size * stride`` new samples per channel (the last one shorter), and sends them on one
 gRPC bidirectional stream under the piece's sticky sequence ID: START on the first request, END
 on the last, at most ``in_flight`` requests outstanding. Responses are placed by request index,
-never by arrival order, and written to the part file as they arrive, so memory does not grow
-with the segment's length.
+never by arrival order, and saved as checkpoint chunks (``client/part.py``) as they complete.
+
+When the stream fails — an error, no response within ``request_timeout_seconds``, the server
+restarted (its state is lost) or evicted the idle sequence — the client drops the connection,
+waits for a live server at the address its server node publishes (a stale address file of a
+dead server is ignored), and re-primes each unfinished piece from its last checkpoint minus one
+warm-up, with a new START. The re-primed windows are recomputed and discarded, so the output is
+unchanged. After ``max_reconnects`` failures it exits non-zero, and the DAG's retry resumes from
+the checkpoints.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import json
 import queue
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +33,12 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.frames import FrameFile, discover_frames, iter_chunks
 from offline_iaas.errors import ModelError, RunError, ServerError
 from offline_iaas.merge.output import OUTPUTS
-from offline_iaas.serve.rendezvous import ServerAddress, wait_for_address
-from offline_iaas.workflow.plan import ClientSegment, Piece, request_sizes
+from offline_iaas.serve.access import auth_headers
+from offline_iaas.serve.rendezvous import ServerAddress, address_path, read_address
+from offline_iaas.workflow.plan import ClientSegment, Piece, request_sizes, stride_seconds
 
 OUTPUT = OUTPUTS[0]
+POLL_SECONDS = 0.5
 
 
 def load_job(run_dir: Path, node: str) -> ClientSegment:
@@ -40,13 +50,13 @@ def load_job(run_dir: Path, node: str) -> ClientSegment:
 
 
 def piece_samples(
-    config: CampaignConfig, frames: list[FrameFile], piece: Piece
+    config: CampaignConfig, frames: list[FrameFile], piece: Piece, from_window: int = 0
 ) -> Iterator[np.ndarray]:
-    """A piece's samples at the model rate, chunk by chunk ([channels, n] float32)."""
+    """A piece's samples at the model rate from stream window ``from_window``, chunk by chunk."""
     return iter_chunks(
         frames,
         config.data.channels,
-        piece.gps_start,
+        piece.gps_start + from_window * stride_seconds(config),
         piece.gps_end,
         config.data.sample_rate,
         config.client.chunk_seconds,
@@ -71,10 +81,15 @@ def request_updates(
         pending, held = ([rest], rest.shape[1]) if rest.shape[1] else ([], 0)
 
 
-def check_model(client, config: CampaignConfig) -> None:
+def check_model(client, config: CampaignConfig, headers: dict[str, str]) -> None:
     """The served ensemble must take this campaign's channels and give its output."""
     try:
-        meta = client.get_model_metadata(config.model.name, as_json=True)
+        meta = client.get_model_metadata(
+            config.model.name,
+            headers=headers,
+            as_json=True,
+            client_timeout=config.client.connect_timeout_seconds,
+        )
     except Exception as err:
         raise ModelError(f"server has no model {config.model.name!r}: {err}") from None
     inputs = {i["name"]: [int(d) for d in i["shape"]] for i in meta["inputs"]}
@@ -87,24 +102,108 @@ def check_model(client, config: CampaignConfig) -> None:
         )
 
 
-def stream_segment(
-    config: CampaignConfig,
-    segment: ClientSegment,
-    address: ServerAddress,
-    frames: list[FrameFile],
-    writer: PartWriter,
-    log: Callable[[str], None] = print,
-    run_dir: Path | None = None,
+def connect(
+    run_dir: Path, config: CampaignConfig, server: str, headers: dict[str, str],
+    log: Callable[[str], None],
+) -> tuple[object, ServerAddress]:
+    """A client of the live server that node ``server`` publishes; waits for it (bounded)."""
+    import tritonclient.grpc as grpcclient
+
+    deadline = time.monotonic() + config.client.server_wait_seconds
+    stale: ServerAddress | None = None
+    while True:
+        address = read_address(run_dir, server)
+        if address is not None:
+            client = grpcclient.InferenceServerClient(address.grpc_url)
+            try:
+                if client.is_server_ready(
+                    headers=headers, client_timeout=config.client.connect_timeout_seconds
+                ):
+                    check_model(client, config, headers)
+                    return client, address
+            except ModelError:
+                client.close()
+                raise
+            except Exception:  # not listening, not answering, refused: a dead or stale server
+                pass
+            client.close()
+            if address != stale:
+                log(f"{server} at {address.grpc_url} (epoch {address.epoch}) does not answer")
+                stale = address
+        if time.monotonic() > deadline:
+            where = address_path(run_dir, server)
+            raise ServerError(
+                f"no live server {server} within {config.client.server_wait_seconds:.0f} s "
+                f"(address file {where}: "
+                + (f"{stale.grpc_url}, epoch {stale.epoch}, not answering)" if stale else
+                   "never written)")
+            )
+        time.sleep(POLL_SECONDS)
+
+
+@dataclass
+class _PieceRows:
+    """Places one piece's responses by request index and checkpoints contiguous rows."""
+
+    number: int
+    first_row: int
+    """Stream row of the first request (re-priming starts before the checkpoint)."""
+    keep_from: int
+    """Rows before this are re-primed and discarded (already checkpointed)."""
+    sizes: list[int]
+    flush_rows: int
+    writer: PartWriter
+    pending: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+    next_request: int = 0
+    buffer: list[dict[str, np.ndarray]] = field(default_factory=list)
+    buffer_start: int = -1
+    buffered: int = 0
+
+    def row_of(self, request: int) -> int:
+        return self.first_row + sum(self.sizes[:request])
+
+    def add(self, request: int, values: dict[str, np.ndarray]) -> None:
+        self.pending[request] = values
+        while self.next_request in self.pending:
+            rows = self.pending.pop(self.next_request)
+            start = self.row_of(self.next_request)
+            skip = max(0, self.keep_from - start)
+            if skip < self.sizes[self.next_request]:
+                if not self.buffer:
+                    self.buffer_start = start + skip
+                self.buffer.append({k: v[skip:] for k, v in rows.items()})
+                self.buffered += self.sizes[self.next_request] - skip
+            self.next_request += 1
+            if self.buffered >= self.flush_rows or self.next_request == len(self.sizes):
+                self.flush()
+
+    def flush(self) -> None:
+        if self.buffer:
+            joined = {k: np.concatenate([b[k] for b in self.buffer]) for k in self.buffer[0]}
+            self.writer.write_chunk(self.number, self.buffer_start, joined)
+        self.buffer, self.buffered = [], 0
+
+    @property
+    def complete(self) -> bool:
+        return self.next_request == len(self.sizes)
+
+
+def _stream_once(
+    client, address: ServerAddress, config: CampaignConfig, segment: ClientSegment,
+    frames: list[FrameFile], writer: PartWriter, headers: dict[str, str],
+    log: Callable[[str], None], run_dir: Path,
 ) -> None:
-    """Stream every piece of the segment on one gRPC stream, writing responses to ``writer``."""
+    """Stream every unfinished piece on one connection; ServerError when the stream fails."""
     import tritonclient.grpc as grpcclient
 
     stride = config.stride_samples
-    plans = [request_sizes(p.windows, config.model.batch_size) for p in segment.pieces]
-    offsets = [np.concatenate([[0], np.cumsum(sizes)]) for sizes in plans]
-    total_requests = sum(len(sizes) for sizes in plans)
+    warmup = config.warmup_windows
     responses: queue.Queue = queue.Queue()
+    pieces: dict[int, _PieceRows] = {}
     sent = received = 0
+    total_requests = sum(
+        len(request_sizes(p.windows, config.model.batch_size)) for p in segment.pieces
+    )
 
     def on_response(result=None, error=None) -> None:
         responses.put((result, error))
@@ -115,24 +214,31 @@ def stream_segment(
             result, error = responses.get(timeout=config.client.request_timeout_seconds)
         except queue.Empty:
             raise ServerError(
-                f"{segment.node}: no response from {address.node} at {address.grpc_url} "
-                f"within {config.client.request_timeout_seconds:.0f} s"
+                f"no response from {address.node} at {address.grpc_url} within "
+                f"{config.client.request_timeout_seconds:.0f} s"
             ) from None
         if error is not None:
-            raise ServerError(f"{segment.node}: {address.node} answered with an error: {error}")
-        piece, index = map(int, result.get_response().id.split(":"))
-        writer.write(OUTPUT, piece, int(offsets[piece][index]), result.as_numpy(OUTPUT)[0])
+            raise ServerError(f"{address.node} answered with an error: {error}")
+        number, index = map(int, result.get_response().id.split(":"))
+        pieces[number].add(index, {OUTPUT: result.as_numpy(OUTPUT)[0]})
         received += 1
 
-    client = grpcclient.InferenceServerClient(address.grpc_url)
+    client.start_stream(callback=on_response, headers=headers)
     started = last_report = time.monotonic()
-    streamed_seconds = segment.streamed_seconds
     try:
-        check_model(client, config)
-        client.start_stream(callback=on_response)
-        for number, (piece, sizes) in enumerate(zip(segment.pieces, plans, strict=True)):
+        for number, (piece, done) in enumerate(
+            zip(segment.pieces, writer.progress(), strict=True)
+        ):
+            if done >= piece.windows:
+                continue
+            first_row = max(0, done - warmup)
+            sizes = request_sizes(piece.windows - first_row, config.model.batch_size)
+            pieces[number] = _PieceRows(
+                number, first_row, done, sizes,
+                config.client.checkpoint_requests * config.model.batch_size, writer,
+            )
             updates = request_updates(
-                piece_samples(config, frames, piece), [n * stride for n in sizes]
+                piece_samples(config, frames, piece, first_row), [n * stride for n in sizes]
             )
             for index, update in enumerate(updates):
                 while sent - received >= config.client.in_flight:
@@ -149,21 +255,45 @@ def stream_segment(
                     outputs=[grpcclient.InferRequestedOutput(OUTPUT)],
                 )
                 sent += 1
-                if run_dir is not None and sent == total_requests // 2:
+                if sent == total_requests // 2:
                     faults.inject(run_dir, segment.node, "mid-stream")
                 now = time.monotonic()
                 if now - last_report > 10:
-                    done = streamed_seconds * sent / total_requests
-                    log(
-                        f"{segment.node}: {done:.0f}/{streamed_seconds:.0f} s of data sent "
-                        f"({done / (now - started):.1f} s/s)"
-                    )
+                    log(f"{segment.node}: {sent} requests sent ({sent / (now - started):.1f}/s)")
                     last_report = now
         while received < sent:
             take_response()
     finally:
-        client.stop_stream()
-        client.close()
+        # Cancel what is in flight: after a failure the server may never answer it.
+        client.stop_stream(cancel_requests=received < sent)
+
+
+def stream_segment(
+    config: CampaignConfig,
+    segment: ClientSegment,
+    frames: list[FrameFile],
+    writer: PartWriter,
+    run_dir: Path,
+    log: Callable[[str], None] = print,
+) -> int:
+    """Stream the segment's unfinished pieces, reconnecting on failure; return reconnections."""
+    headers = auth_headers(run_dir)
+    reconnects = 0
+    while True:
+        client, address = connect(run_dir, config, segment.server, headers, log)
+        try:
+            _stream_once(client, address, config, segment, frames, writer, headers, log, run_dir)
+            return reconnects
+        except ServerError as err:
+            if reconnects >= config.client.max_reconnects:
+                raise ServerError(
+                    f"{segment.node}: {err} (after {reconnects} reconnections; the part's "
+                    "checkpoints are kept for the retry)"
+                ) from None
+            reconnects += 1
+            log(f"{segment.node}: {err}; reconnecting, resuming from the last checkpoint")
+        finally:
+            client.close()
 
 
 def run_client(run_dir: Path, node: str, log: Callable[[str], None] = print) -> None:
@@ -177,22 +307,21 @@ def run_client(run_dir: Path, node: str, log: Callable[[str], None] = print) -> 
         return
     faults.inject(run_dir, node, "start")
     frames = discover_frames(config)
-    address = wait_for_address(run_dir, segment.server, config.client.server_wait_seconds)
+    writer = PartWriter(run_dir, segment, OUTPUTS, config_hash)
+    resumed = sum(writer.progress())
     log(
         f"{node}: streaming {len(segment.pieces)} piece(s), {segment.streamed_seconds:.0f} s "
-        f"of data, to {segment.server} at {address.grpc_url}"
+        f"of data, to {segment.server}"
+        + (f", resuming after {resumed} checkpointed windows" if resumed else "")
     )
     started = time.monotonic()
-    writer = PartWriter(run_dir, segment, OUTPUTS, config_hash)
-    try:
-        stream_segment(config, segment, address, frames, writer, log, run_dir)
-        elapsed = time.monotonic() - started
-        writer.commit({"wall_seconds": elapsed, "peak_rss_mb": peak_rss_mb()})
-    except BaseException:
-        writer.discard()
-        raise
+    reconnects = stream_segment(config, segment, frames, writer, run_dir, log)
+    elapsed = time.monotonic() - started
+    writer.commit(
+        {"wall_seconds": elapsed, "peak_rss_mb": peak_rss_mb(), "reconnects": reconnects}
+    )
     seconds = segment.streamed_seconds
     log(
         f"{node}: {seconds:.0f} s of data in {elapsed:.1f} s ({seconds / elapsed:.1f} s/s), "
-        f"peak RSS {peak_rss_mb():.0f} MiB"
+        f"{reconnects} reconnection(s), peak RSS {peak_rss_mb():.0f} MiB"
     )

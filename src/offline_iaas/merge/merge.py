@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from offline_iaas import faults
 from offline_iaas.client.part import (
     file_sha256,
     part_paths,
@@ -105,6 +106,7 @@ def merge(run_dir: Path, log: Callable[[str], None] = print) -> Path:
                     rows = read_piece_rows(run_dir, seg.node, OUTPUT, number, start, stop)
                     kept_offset = piece.first_window + start - config.warmup_windows
                     writer.write(OUTPUT, piece.stretch, kept_offset, rows)
+            faults.inject(run_dir, "merge", "mid-write")
         writer.commit(
             {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"}
         )

@@ -206,6 +206,8 @@ def serve(
     run_id = _run_id(run_dir)
     if ads is not None:  # an address left by an earlier start of this job is stale now
         ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
+    else:  # likewise a file left by a server of this node that was killed
+        address_files.address_path(run_dir, node).unlink(missing_ok=True)
     launcher = make_launcher(config, node)
 
     stop = threading.Event()
