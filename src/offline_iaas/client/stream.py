@@ -245,15 +245,18 @@ def _stream_once(
                     take_response()
                 tensor = grpcclient.InferInput("update", [1, *update.shape], "FP32")
                 tensor.set_data_from_numpy(np.ascontiguousarray(update[None]))
-                client.async_stream_infer(
-                    config.model.name,
-                    [tensor],
-                    request_id=f"{number}:{index}",
-                    sequence_id=piece.sequence_id,
-                    sequence_start=index == 0,
-                    sequence_end=index == len(sizes) - 1,
-                    outputs=[grpcclient.InferRequestedOutput(OUTPUT)],
-                )
+                try:
+                    client.async_stream_infer(
+                        config.model.name,
+                        [tensor],
+                        request_id=f"{number}:{index}",
+                        sequence_id=piece.sequence_id,
+                        sequence_start=index == 0,
+                        sequence_end=index == len(sizes) - 1,
+                        outputs=[grpcclient.InferRequestedOutput(OUTPUT)],
+                    )
+                except grpcclient.InferenceServerException as err:  # the stream is gone
+                    raise ServerError(f"stream to {address.node} broke: {err}") from None
                 sent += 1
                 if sent == total_requests // 2:
                     faults.inject(run_dir, segment.node, "mid-stream")

@@ -52,6 +52,8 @@ class CampaignWriter:
         self.config = config
         self.stretches = stretches
         path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a killed writer
+            stale.unlink(missing_ok=True)
         self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         self.file = h5py.File(self.tmp, "w")
         self.names: dict[tuple[str, int], str] = {}

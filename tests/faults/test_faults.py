@@ -1,0 +1,217 @@
+"""Faults mid-campaign, on real tritonservers through run-local: the output never changes.
+
+Every test runs a small campaign (64 s at 256 Hz, 1 server × 2 clients) with one injected fault
+(``RUN/faults.json``, see ``offline_iaas.faults``) or an outside blow (a signal to the server),
+and ends by comparing the merged output with the in-process reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.errors import RunError
+from offline_iaas.merge.output import max_relative_difference
+from offline_iaas.reference import run_reference
+from offline_iaas.repository.export import export_repository
+from offline_iaas.serve.tritonserver import free_ports
+from offline_iaas.workflow.local import run_local
+from offline_iaas.workflow.make_dag import make_dag
+from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
+
+pytestmark = pytest.mark.slow
+
+TOLERANCE = 1e-5
+FAST_FAILURE = [  # small deadlines, so a fault is noticed within seconds
+    "client.request_timeout_seconds=4",
+    "client.connect_timeout_seconds=1",
+    "client.checkpoint_requests=2",
+]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Frames and the reference output, shared by every test of the module."""
+    root = tmp_path_factory.mktemp("faults")
+    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    config = load_config(root / "campaign.toml")
+    write_synthetic_dataset(config)
+    export_repository(config)
+    reference, _ = run_reference(config, root / "reference.h5")
+    return root, reference
+
+
+def prepare(
+    dataset: tuple[Path, Path], name: str, overrides: list[str], faults: dict | None
+) -> tuple[CampaignConfig, Path]:
+    root, _ = dataset
+    repo = root / name / "model-repository"
+    config = load_config(
+        root / "campaign.toml", [f'model.repository="{repo}"', *FAST_FAILURE, *overrides]
+    )
+    export_repository(config)
+    run_dir = root / name / "run"
+    make_dag(config, run_dir)
+    if faults is not None:
+        (run_dir / "faults.json").write_text(json.dumps(faults))
+    return config, run_dir
+
+
+def assert_equals_reference(dataset: tuple[Path, Path], run_dir: Path) -> None:
+    differences = max_relative_difference(run_dir / "output" / "campaign.h5", dataset[1])
+    assert max(differences.values()) <= TOLERANCE, differences
+    assert processes_mentioning(str(run_dir)) == []
+
+
+def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def fault_fired(run_dir: Path, key: str) -> bool:
+    state = run_dir / "faults-state.json"
+    return state.exists() and json.loads(state.read_text()).get(key, 0) > 0
+
+
+def server_pids(run_dir: Path) -> tuple[int, int]:
+    """(serve node pid, its tritonserver pid) of server0."""
+    serve_pid = json.loads((run_dir / "servers" / "server0.json").read_text())["pid"]
+    children = Path(f"/proc/{serve_pid}/task/{serve_pid}/children").read_text().split()
+    for child in map(int, children):
+        if "tritonserver" in Path(f"/proc/{child}/cmdline").read_text():
+            return serve_pid, child
+    raise AssertionError("no tritonserver under the serve node")
+
+
+class RunLocal:
+    """``offline-iaas run-local`` as a subprocess (the test signals the servers meanwhile)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "offline_iaas.cli", "run-local", str(run_dir)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+
+    def finish(self, seconds: float = 120) -> str:
+        output, _ = self.proc.communicate(timeout=seconds)
+        assert self.proc.returncode == 0, output
+        return output
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.communicate(timeout=60)
+
+
+def test_client_killed_mid_segment_resumes_from_its_checkpoint(dataset) -> None:
+    faults = {"client0": [{"point": "mid-stream", "action": "sigkill"}]}
+    # two requests in flight: by mid-stream most responses are in, and checkpointed
+    _, run_dir = prepare(dataset, "client-killed", ["client.in_flight=2"], faults)
+    run_local(run_dir, log=lambda _: None)
+    out = (run_dir / "logs" / "client0.out").read_text()
+    assert "injected fault 'sigkill' at mid-stream" in out
+    resumed = [line for line in out.splitlines() if "resuming after" in line]
+    assert resumed and int(resumed[0].split("resuming after ")[1].split()[0]) > 0
+    assert not (run_dir / "parts" / "client0.chunks").exists()  # assembled, then removed
+    assert_equals_reference(dataset, run_dir)
+
+
+def test_server_killed_mid_campaign_is_replaced_and_clients_reprime(dataset) -> None:
+    faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 4}]}
+    _, run_dir = prepare(dataset, "server-killed", [], faults)
+    run = RunLocal(run_dir)
+    try:
+        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to pause")
+        serve_pid, _ = server_pids(run_dir)
+        os.kill(serve_pid, signal.SIGKILL)
+        run.finish()
+    finally:
+        run.kill()
+    address_epochs = int((run_dir / "servers" / "server0.epoch").read_text())
+    assert address_epochs == 2  # restarted once, as a new epoch
+    sidecar = json.loads((run_dir / "parts" / "client0.json").read_text())
+    assert sidecar["reconnects"] >= 1
+    assert "reconnecting, resuming from the last checkpoint" in (
+        run_dir / "logs" / "client0.out"
+    ).read_text()
+    assert_equals_reference(dataset, run_dir)
+
+
+def test_idle_evicted_sequence_is_reprimed(dataset) -> None:
+    faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 3}]}
+    _, run_dir = prepare(dataset, "evicted", ["server.sequence_idle_seconds=1"], faults)
+    run_local(run_dir, log=lambda _: None)
+    out = (run_dir / "logs" / "client0.out").read_text()
+    assert "START" in out and "reconnecting" in out  # Triton refused the evicted sequence
+    assert json.loads((run_dir / "parts" / "client0.json").read_text())["reconnects"] == 1
+    assert_equals_reference(dataset, run_dir)
+
+
+def test_stopped_server_fails_clients_clearly_then_retry_succeeds(dataset) -> None:
+    faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 2}]}
+    _, run_dir = prepare(
+        dataset,
+        "stopped",
+        ["client.max_reconnects=0", "client.server_wait_seconds=3", "workflow.retries=5"],
+        faults,
+    )
+    run = RunLocal(run_dir)
+    stopped = None
+    try:
+        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to pause")
+        _, stopped = server_pids(run_dir)
+        os.kill(stopped, signal.SIGSTOP)
+        err = run_dir / "logs" / "client0.err"
+        wait_for(lambda: err.exists() and "error" in err.read_text(), 60, "client0 to fail")
+        os.kill(stopped, signal.SIGCONT)
+        stopped = None
+        run.finish()
+    finally:
+        if stopped is not None:
+            os.kill(stopped, signal.SIGCONT)
+        run.kill()
+    message = (run_dir / "logs" / "client0.err").read_text()
+    assert "no response from server0" in message and "within 4 s" in message
+    assert "Traceback" not in message
+    state = json.loads((run_dir / "local-state.json").read_text())
+    assert state["nodes"]["client0"]["attempts"] >= 2
+    assert_equals_reference(dataset, run_dir)
+
+
+def test_stale_address_file_is_ignored(dataset) -> None:
+    # The server node starts late; meanwhile its address file is one left by a dead server.
+    faults = {"server0": [{"point": "start", "action": "pause", "seconds": 3}]}
+    _, run_dir = prepare(dataset, "stale", [], faults)
+    (port,) = free_ports("127.0.0.1", 1)
+    stale = {"node": "server0", "host": "127.0.0.1", "grpc_port": port, "http_port": port,
+             "metrics_port": port, "epoch": 7, "pid": 0}
+    (run_dir / "servers" / "server0.json").write_text(json.dumps(stale))
+    run_local(run_dir, log=lambda _: None)
+    out = (run_dir / "logs" / "client0.out").read_text()
+    assert f"127.0.0.1:{port} (epoch 7) does not answer" in out
+    assert_equals_reference(dataset, run_dir)
+
+
+def test_merge_killed_mid_write_leaves_no_file_and_rerun_completes(dataset) -> None:
+    faults = {"merge": [{"point": "mid-write", "action": "sigkill"}]}
+    _, run_dir = prepare(dataset, "merge-killed", [], faults)
+    with pytest.raises(RunError, match="merge"):
+        run_local(run_dir, log=lambda _: None)
+    output = run_dir / "output"
+    assert not (output / "campaign.h5").exists() and not (output / "campaign.json").exists()
+    assert list(output.glob(".campaign.h5.*.tmp"))  # what the killed merge left, unfinished
+    run_local(run_dir, log=lambda _: None)
+    assert not list(output.glob(".campaign.h5.*.tmp"))
+    assert_equals_reference(dataset, run_dir)
