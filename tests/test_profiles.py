@@ -137,7 +137,7 @@ def test_profile_table() -> None:
         assert hep[role]["should_transfer_files"] == "YES"
         assert "transfer_input_files" not in ldg[role]
     assert osg["client"]["transfer_input_files"] == (
-        "campaign.toml, jobs/$(node).json, servers/$(server).json"
+        "campaign.toml, token, jobs/$(node).json, servers/$(server).json"
     )
     assert osg["client"]["transfer_output_files"] == "parts/$(node).h5, parts/$(node).json"
     assert osg["client"]["when_to_transfer_output"] == "ON_SUCCESS"

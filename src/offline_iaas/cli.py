@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from offline_iaas import __version__
-from offline_iaas.errors import OfflineIaasError
+from offline_iaas.errors import OfflineIaasError, RunError
 
 EXIT_INTERRUPTED = 130
 
@@ -195,12 +195,41 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.func(args)
     except OfflineIaasError as err:
-        print(f"offline-iaas {args.command}: error: {err}", file=sys.stderr, flush=True)
+        print(f"offline-iaas {args.command}: error: {error_text(err)}", file=sys.stderr,
+              flush=True)
         return err.exit_code
     except KeyboardInterrupt:
         print(f"offline-iaas {args.command}: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
+    except OSError as err:
+        # A file-system or network problem no check foresaw (permissions, a full disk, a path
+        # that cannot be created): the user's to fix, so one line and RunError's code. Any
+        # other unexpected exception is a bug and keeps its traceback.
+        print(f"offline-iaas {args.command}: error: {os_error_text(err)}", file=sys.stderr,
+              flush=True)
+        return RunError.exit_code
     return 0
+
+
+def error_text(err: OfflineIaasError) -> str:
+    """The message of an error for stderr: one line, or a summary line and ``  - `` items.
+
+    A message with other line breaks (one quoting a library's multi-line error) is joined
+    into one line.
+    """
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    raw = str(err).strip().splitlines()
+    if len(raw) > 1 and all(line.startswith("  - ") for line in raw[1:]):
+        return "\n".join(raw)  # a list of problems, one per line (preflight)
+    return " ".join(lines)
+
+
+def os_error_text(err: OSError) -> str:
+    """One line for an OSError: what failed, and on which path(s)."""
+    text = str(err).strip()
+    what = err.strerror or (text.splitlines()[0] if text else type(err).__name__)
+    paths = [str(p) for p in (err.filename, err.filename2) if p is not None]
+    return f"{what}: {' -> '.join(paths)}" if paths else what
 
 
 if __name__ == "__main__":

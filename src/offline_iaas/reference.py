@@ -8,12 +8,14 @@ each whole stretch would send.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 from offline_iaas.client.stream import OUTPUT, piece_samples, request_updates
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.frames import discover_frames, preflight
+from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.repository.backend.snapshotter import SnapshotState
 from offline_iaas.repository.export import (
@@ -36,7 +38,11 @@ def run_reference(config: CampaignConfig, out_path: Path) -> tuple[Path, float]:
     # the same stretches make-dag plans: holes in the data end streams
     span = preflight(config, frames, allow_holes_in_science=True)
     stretches = make_stretches(config, span.stretches)
-    writer = CampaignWriter(out_path, config, stretches)
+    try:
+        writer = CampaignWriter(out_path, config, stretches)
+    except OSError as err:  # a directory that cannot be created or written
+        why = os.strerror(err.errno) if err.errno else str(err)
+        raise RunError(f"cannot write the reference output {out_path}: {why}") from None
     try:
         for stretch in stretches:
             windows = stretch.windows(config)

@@ -91,6 +91,11 @@ def check_model(client, config: CampaignConfig, headers: dict[str, str]) -> None
             client_timeout=config.client.connect_timeout_seconds,
         )
     except Exception as err:
+        if "restricted" in str(err).lower():
+            raise ServerError(
+                f"the server refused this client: the run's token (RUN/token) is missing or "
+                f"wrong ({err})"
+            ) from None
         raise ModelError(f"server has no model {config.model.name!r}: {err}") from None
     inputs = {i["name"]: [int(d) for d in i["shape"]] for i in meta["inputs"]}
     outputs = {o["name"] for o in meta["outputs"]}

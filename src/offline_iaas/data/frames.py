@@ -449,8 +449,15 @@ def _probe_one(path: str, wanted: Sequence[str], gps_start: float, seconds: floa
         )
         for name in present:
             series = data[name]
-            if len(series) == 0 or not np.all(np.isfinite(series.value)):
-                raise ValueError(f"channel {name}: no finite samples at {_fmt(gps_start)}")
+            if len(series) == 0:
+                raise ValueError(f"channel {name}: no samples at {_fmt(gps_start)}")
+            finite = np.isfinite(series.value)
+            if not finite.all():
+                index = int(np.argmin(finite))
+                gps = float(series.t0.value) + index / float(series.sample_rate.value)
+                raise ValueError(
+                    f"channel {name}: non-finite sample ({series.value[index]}) at GPS {_fmt(gps)}"
+                )
             rates[name] = float(series.sample_rate.value)
     return {"names": names, "rates": rates}
 
@@ -638,10 +645,10 @@ def frame_problems(
     bad_rates: dict[str, list[tuple[FrameFile, float]]] = {}
     for (f, names), probe in zip(readable, probes, strict=True):
         if probe.error:
-            problems.append(
-                f"frame file {f.path} {_range(f.gps_start, f.gps_end)} is unreadable: "
-                f"{probe.error}"
-            )
+            # a bad sample is named as such; anything else the reader said makes it unreadable
+            what = "" if probe.error.startswith("channel ") else "is unreadable: "
+            problems.append(f"frame file {f.path} {_range(f.gps_start, f.gps_end)} {what}"
+                            f"{probe.error}")
             continue
         rates = dict(probe.rates)
         for name in names:
@@ -859,15 +866,15 @@ def read_span(
         groups.setdefault(_observatory(channel), []).append(row)
     for rows in groups.values():
         names = [channels[r] for r in rows]
-        series, paths = _read_group(frames, names, t_a, t_b)
+        series, files = _read_group(frames, names, t_a, t_b)
         for row, name in zip(rows, names, strict=True):
-            out[row] = _resample(series[name], name, paths, k0, k1, n_span, span_start, sample_rate)
+            out[row] = _resample(series[name], name, files, k0, k1, n_span, span_start, sample_rate)
     return out
 
 
 def _read_group(
     frames: Sequence[FrameFile], names: list[str], t_a: float, t_b: float
-) -> tuple[dict[str, Any], list[Path]]:
+) -> tuple[dict[str, Any], list[FrameFile]]:
     """Read ``names`` (one observatory) over ``[t_a, t_b)`` from the files that overlap it."""
     from gwpy.timeseries import TimeSeriesDict
 
@@ -900,20 +907,28 @@ def _read_group(
     except Exception as err:  # any reader failure, reported with the files and range
         paths = ", ".join(str(f.path) for f in files)
         raise DataError(f"cannot read {what} from {paths}: {err}") from None
-    return {name: data[name] for name in names}, [f.path for f in files]
+    return {name: data[name] for name in names}, files
 
 
 def _resample(
     ts: object,
     name: str,
-    paths: list[Path],
+    files: list[FrameFile],
     k0: int,
     k1: int,
     n_span: int,
     span_start: float,
     sample_rate: float,
 ) -> np.ndarray:
-    """Model-rate samples ``[k0, k1)`` of one channel from its read (margin-padded) series."""
+    """Model-rate samples ``[k0, k1)`` of one channel from its read (margin-padded) series.
+
+    Raises
+    ------
+    DataError
+        For an unusable rate, misaligned or incomplete data, or a NaN/Inf sample among those
+        used (naming the channel, its file and the GPS time of the first one).
+    """
+    paths = [f.path for f in files]
     rate = float(ts.sample_rate.value)  # type: ignore[attr-defined]
     where = f"channel {name} in {paths[0]}"
     if len(paths) > 1:
@@ -942,6 +957,15 @@ def _resample(
             f"incomplete (got {_range(t0, t0 + len(values) / rate)})"
         )
     segment = values[a - first : b - first]
+    finite = np.isfinite(segment)
+    if not finite.all():
+        index = int(np.argmin(finite))
+        gps = span_start + (a + index) / rate
+        holder = next((f.path for f in files if f.gps_start <= gps < f.gps_end), paths[0])
+        raise DataError(
+            f"channel {name} in {holder}: non-finite sample ({segment[index]}) at GPS "
+            f"{_fmt(gps)}; the data there cannot be analysed (exclude it with data.segments)"
+        )
     if factor == 1:
         return segment.astype(np.float32)
     filtered = signal.upfirdn(decimation_filter(factor), segment, up=1, down=factor)

@@ -3,6 +3,8 @@
 The merge refuses to write anything when a part is missing, incomplete, from another campaign,
 altered after it was written, or when the pieces do not tile every stretch exactly; the message
 names every such part. Parts are copied in blocks, so memory does not grow with the span.
+``output/campaign.json``, written last, records the output file's SHA-256 and the campaign's
+config hash (the parts' sidecars ``parts/<node>.json`` record theirs).
 """
 
 from __future__ import annotations
@@ -116,7 +118,15 @@ def merge(run_dir: Path, log: Callable[[str], None] = print) -> Path:
     wall = time.monotonic() - started
     tmp = status_path.with_name(f".{status_path.name}.tmp")
     tmp.write_text(
-        json.dumps({"complete": True, "wall_seconds": wall, "peak_rss_mb": peak_rss_mb()})
+        json.dumps(
+            {
+                "complete": True,
+                "wall_seconds": wall,
+                "peak_rss_mb": peak_rss_mb(),
+                "sha256": file_sha256(out_path),
+                "config_hash": config.config_hash(),
+            }
+        )
     )
     os.replace(tmp, status_path)
     kept = sum(seg.kept_windows for seg in segments)

@@ -1,8 +1,15 @@
 """The per-run access token: only the campaign's own clients may use its servers.
 
 ``make-dag`` writes a random token to ``RUN/token`` (mode 0600, kept when the run directory is
-rewritten); servers restrict inference and administrative protocols to requests carrying it in
-the ``offline-iaas-token`` header; clients send it.
+rewritten). Servers restrict every protocol but health (inference, metadata, model
+configuration and repository, shared memory, statistics, trace, logging) to requests that
+carry it (``restricted_flags``); clients send it (``auth_headers``). The token never goes into
+a log or an address file.
+
+Triton 2.51 checks the key given to ``--http-restricted-api`` as an HTTP header as it is
+(``offline-iaas-token``), but the key given to ``--grpc-restricted-protocol`` as the gRPC
+metadata key ``triton-grpc-protocol-<key>`` (seen here: a gRPC request carrying
+``offline-iaas-token`` is refused with "expecting header 'triton-grpc-protocol-...'").
 """
 
 from __future__ import annotations
@@ -13,16 +20,36 @@ from pathlib import Path
 
 TOKEN_FILE = "token"
 TOKEN_HEADER = "offline-iaas-token"
+"""The key given to Triton; the HTTP header name."""
+GRPC_TOKEN_HEADER = f"triton-grpc-protocol-{TOKEN_HEADER}"
+"""The gRPC metadata key Triton checks for ``TOKEN_HEADER``."""
+RESTRICTED_PROTOCOLS: tuple[str, ...] = (
+    "metadata",
+    "inference",
+    "shared-memory",
+    "model-config",
+    "model-repository",
+    "statistics",
+    "trace",
+    "logging",
+)
+"""Everything but ``health``, which readiness probes use without the token."""
 
 
 def token_path(run_dir: Path) -> Path:
+    """Where a run directory keeps its token."""
     return run_dir / TOKEN_FILE
 
 
 def write_token(run_dir: Path) -> str:
-    """The run's token, created (owner-readable only) if the run has none yet."""
+    """The run's token, created (owner-readable only) if the run has none yet.
+
+    An existing token is kept, and its mode set to 0600 if it was wider.
+    """
     path = token_path(run_dir)
     if path.exists():
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o600)
         return path.read_text().strip()
     token = secrets.token_hex(16)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -34,6 +61,7 @@ def write_token(run_dir: Path) -> str:
 
 
 def read_token(run_dir: Path) -> str | None:
+    """The run's token, or None when the run directory has none (written before tokens)."""
     try:
         return token_path(run_dir).read_text().strip() or None
     except FileNotFoundError:
@@ -43,4 +71,21 @@ def read_token(run_dir: Path) -> str | None:
 def auth_headers(run_dir: Path) -> dict[str, str]:
     """gRPC headers that authorise a request on the run's servers (none if it has no token)."""
     token = read_token(run_dir)
+    return {GRPC_TOKEN_HEADER: token} if token else {}
+
+
+def http_auth_headers(run_dir: Path) -> dict[str, str]:
+    """HTTP headers that authorise a request on the run's servers (none if it has no token)."""
+    token = read_token(run_dir)
     return {TOKEN_HEADER: token} if token else {}
+
+
+def restricted_flags(token: str | None) -> list[str]:
+    """tritonserver options restricting ``RESTRICTED_PROTOCOLS`` to requests with ``token``.
+
+    Empty without a token (a run directory written before tokens: the server is open).
+    """
+    if not token:
+        return []
+    value = f"{','.join(RESTRICTED_PROTOCOLS)}:{TOKEN_HEADER}={token}"
+    return [f"--grpc-restricted-protocol={value}", f"--http-restricted-api={value}"]

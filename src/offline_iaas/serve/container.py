@@ -81,6 +81,8 @@ class ContainerLauncher:
     name: str
     """Instance name (unique per node and process)."""
     gpus: int = 0
+    token: str | None = None
+    """The run's access token (``serve/access.py``); None serves without restriction."""
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     _executable: Path | None = None
     _instance: Any = None
@@ -125,7 +127,9 @@ class ContainerLauncher:
         if self._instance is None:
             self.start_instance()
         install = TritonInstall(Path("tritonserver"), None, {})
-        triton = server_command(install, Path(REPOSITORY_MOUNT), ports, bind, exit_timeout)
+        triton = server_command(
+            install, Path(REPOSITORY_MOUNT), ports, bind, exit_timeout, token=self.token
+        )
         return start_server(self.exec_argv(triton), TritonInstall(Path(), None, {}), log)
 
     def close(self) -> None:

@@ -28,11 +28,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from offline_iaas import faults
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ModelError, ServerError
 from offline_iaas.repository.export import check_repository
 from offline_iaas.repository.model_configs import CLASSIFIER, SNAPSHOTTER
 from offline_iaas.serve import rendezvous as address_files
+from offline_iaas.serve.access import read_token
 from offline_iaas.serve.chirp import ADDRESS_ATTRIBUTE, job_ads
 from offline_iaas.serve.container import ContainerLauncher
 from offline_iaas.serve.tritonserver import (
@@ -64,29 +66,50 @@ class NativeLauncher:
 
     repository: Path
     install: TritonInstall | None = None
+    token: str | None = None
+    """The run's access token (``serve/access.py``); None serves without restriction."""
 
     def start(self, ports: Ports, bind: str, exit_timeout: float, log: Path) -> subprocess.Popen:
         if self.install is None:
             self.install = locate_tritonserver()
-        cmd = server_command(self.install, self.repository, ports, bind, exit_timeout)
+        cmd = server_command(
+            self.install, self.repository, ports, bind, exit_timeout, token=self.token
+        )
         return start_server(cmd, self.install, log)
 
     def close(self) -> None:
         pass
 
 
-def make_launcher(config: CampaignConfig, node: str) -> Launcher:
-    """The launcher of ``config.server.runtime``."""
+def make_launcher(config: CampaignConfig, node: str, token: str | None = None) -> Launcher:
+    """The launcher of ``config.server.runtime``, restricting access to ``token`` if given."""
     server = config.server
     if server.runtime == "native":
-        return NativeLauncher(config.model.repository)
+        return NativeLauncher(config.model.repository, token=token)
     return ContainerLauncher(
         runtime=server.runtime,
         image=server.image,
         repository=config.model.repository,
         name=f"offline-iaas-{node}-{os.getpid()}",
         gpus=server.gpus,
+        token=token,
     )
+
+
+def check_models_present(repository: Path, models: list[str]) -> None:
+    """Every model the node serves has a directory with a ``config.pbtxt`` in the repository.
+
+    Raises
+    ------
+    ModelError
+        Naming the first missing model and where it was looked for.
+    """
+    for model in models:
+        if not (repository / model / "config.pbtxt").is_file():
+            raise ModelError(
+                f"model repository {repository} has no model {model!r} (no "
+                f"{repository / model / 'config.pbtxt'}); export it again with offline-iaas export"
+            )
 
 
 def unpack_repository(run_dir: Path, source: Path) -> Path:
@@ -200,6 +223,7 @@ def serve(
         config = dataclasses.replace(config, model=model)
     check_repository(config)
     models = [SNAPSHOTTER, CLASSIFIER, config.model.name]
+    check_models_present(config.model.repository, models)
     bind = config.server.bind
     server_log = run_dir / "logs" / f"{node}-tritonserver.log"
     ads = job_ads() if rendezvous == "jobad" else None
@@ -207,8 +231,9 @@ def serve(
     if ads is not None:  # an address left by an earlier start of this job is stale now
         ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
     else:  # likewise a file left by a server of this node that was killed
+        faults.inject(run_dir, node, "start")
         address_files.address_path(run_dir, node).unlink(missing_ok=True)
-    launcher = make_launcher(config, node)
+    launcher = make_launcher(config, node, read_token(run_dir))
 
     stop = threading.Event()
     previous = {

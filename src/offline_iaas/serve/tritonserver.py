@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offline_iaas.errors import ServerError
+from offline_iaas.serve.access import restricted_flags
 
 
 @dataclass(frozen=True)
@@ -89,14 +90,25 @@ def locate_tritonserver() -> TritonInstall:
 
 
 def free_ports(host: str, count: int = 3) -> list[int]:
-    """Ports free on ``host`` right now (a race remains; the caller retries on conflict)."""
+    """Ports free on ``host`` right now (a race remains; the caller retries on conflict).
+
+    Raises
+    ------
+    ServerError
+        When ``host`` cannot be bound (not an address of this machine) or no port is left.
+    """
     sockets, ports = [], []
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
+            s = socket.socket(family, socket.SOCK_STREAM)
             sockets.append(s)
+            s.bind((host, 0))
             ports.append(s.getsockname()[1])
+    except OSError as err:
+        raise ServerError(
+            f"cannot get a free port on {host!r} (server.bind): {err.strerror or err}"
+        ) from None
     finally:
         for s in sockets:
             s.close()
@@ -109,8 +121,12 @@ def server_command(
     ports: Ports,
     bind: str,
     exit_timeout_seconds: float,
+    token: str | None = None,
 ) -> list[str]:
-    """The tritonserver command line: fixed models (control mode none), chosen ports."""
+    """The tritonserver command line: fixed models (control mode none), chosen ports.
+
+    With a ``token``, every protocol but health needs it (``access.restricted_flags``).
+    """
     cmd = [
         str(install.binary),
         f"--model-repository={repository}",
@@ -126,7 +142,7 @@ def server_command(
     ]
     if install.backend_dir is not None:
         cmd.append(f"--backend-directory={install.backend_dir}")
-    return cmd
+    return cmd + restricted_flags(token)
 
 
 def _die_with_parent() -> None:

@@ -9,6 +9,7 @@ The run directory holds everything a node needs, so that ``condor_submit_dag`` a
                                submit files for the site profile (``profiles.py``)
     jobs/<client>.json         one job spec per client node
     run.json                   run id, config hash, sequence base, node names, creation time
+    token                      the servers' access token (mode 0600, ``serve/access.py``)
     model-repository.tar.gz    the model repository, for servers without a shared filesystem
     logs/ servers/ parts/ output/
 """
@@ -28,6 +29,7 @@ from typing import Any
 
 from offline_iaas.config import CampaignConfig, write_config
 from offline_iaas.errors import ConfigError, RunError
+from offline_iaas.serve.access import write_token
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.plan import ClientSegment, make_stretches, plan_segments, server_name
 from offline_iaas.workflow.prescript import DEFER_EXIT, DEFER_SECONDS
@@ -185,6 +187,7 @@ def make_dag(
     run_dir.mkdir(parents=True, exist_ok=True)
     for sub in SUBDIRS:
         (run_dir / sub).mkdir(exist_ok=True)
+    write_token(run_dir)  # kept when the directory is rewritten: running servers keep theirs
 
     common = {
         "config": "campaign.toml",

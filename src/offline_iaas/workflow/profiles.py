@@ -220,8 +220,8 @@ def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
     if not site.transfer:
         return [("should_transfer_files", "NO")]
     inputs = {
-        "server": f"campaign.toml, run.json, {REPOSITORY_TARBALL}",
-        "client": "campaign.toml, jobs/$(node).json, servers/$(server).json",
+        "server": f"campaign.toml, run.json, token, {REPOSITORY_TARBALL}",
+        "client": "campaign.toml, token, jobs/$(node).json, servers/$(server).json",
         "merge": "campaign.toml, run.json, jobs, parts",
     }[role]
     out = [("should_transfer_files", "YES"), ("transfer_input_files", inputs),

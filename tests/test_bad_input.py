@@ -1,0 +1,515 @@
+"""The bad-input catalogue (docs/errors.md): every case through the real command line.
+
+Each case prepares a workspace (a copy of a small campaign: config, GWF frames, model
+repository, and a run directory where the case needs one), breaks one thing, runs
+``python -m offline_iaas.cli ...`` and checks: the documented exit code, one line on stderr
+(``check`` lists several problems one per line under a summary line) naming the offending
+file, key, channel or node, no traceback, and no file that existed before changed or deleted
+(nor a temporary file left behind). Cases that need a simulated failure (a full disk, no free
+port) run in-process at the end of the module.
+
+Set ``OFFLINE_IAAS_ERRORS_TABLE=FILE`` to append each case's id, exit code and message to FILE
+as JSON lines (how docs/errors.md's examples were taken).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from offline_iaas.client.part import PartWriter
+from offline_iaas.client.stream import load_job
+from offline_iaas.config import load_config
+from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.errors import RunError, ServerError
+from offline_iaas.merge.output import OUTPUTS
+from offline_iaas.repository.export import export_repository
+from offline_iaas.workflow.make_dag import make_dag
+from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
+
+H_FILE = "H-H1_SYNTH-1262304032-16.gwf"
+L_FILE = "L-L1_SYNTH-1262304032-16.gwf"
+STRAIN = "H1:GDS-CALIB_STRAIN"
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small campaign, its frames and its model repository (copied by each case)."""
+    root = tmp_path_factory.mktemp("bad-input-base")
+    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    config = load_config(root / "campaign.toml")
+    write_synthetic_dataset(config)
+    export_repository(config)
+    return root
+
+
+# ---- helpers that break things ----------------------------------------------------------------
+
+
+def run_dir(ws: Path, *overrides: str, name: str = "run") -> Path:
+    """make-dag of the workspace's campaign (in-process) into ``ws/name``."""
+    make_dag(load_config(ws / "campaign.toml", list(overrides)), ws / name)
+    return ws / name
+
+
+def fake_parts(run: Path) -> None:
+    """Complete, checksummed parts for every client (made-up statistics, no server)."""
+    config = load_config(run / "campaign.toml")
+    for node in json.loads((run / "run.json").read_text())["clients"]:
+        segment = load_job(run, node)
+        writer = PartWriter(run, segment, OUTPUTS, config.config_hash())
+        for number, piece in enumerate(segment.pieces):
+            rows = np.arange(piece.windows, dtype=np.float32) + 1000 * segment.index
+            writer.write_chunk(number, 0, {OUTPUTS[0]: rows})
+        writer.commit()
+
+
+def set_sample(path: Path, channel: str, gps: float, value: float) -> None:
+    """Rewrite a GWF file with one sample of ``channel`` replaced."""
+    from gwpy.io.gwf import get_channel_names
+    from gwpy.timeseries import TimeSeriesDict
+
+    data = TimeSeriesDict.read(path, get_channel_names(str(path)), format="gwf")
+    series = data[channel]
+    series.value[int(round((gps - series.t0.value) * series.sample_rate.value))] = value
+    data.write(path, format="gwf")
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+# ---- the catalogue ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input: how to make it, the command, and what the error must say."""
+
+    id: str
+    code: int
+    setup: Callable[[Path], list[str]]
+    """Breaks the workspace; returns the command's arguments (``{ws}`` is not expanded)."""
+    names: Callable[[Path], list[str]]
+    """Fragments the message must contain (the offending file, key, channel ...)."""
+    lines: int = 1
+    """Lines on stderr."""
+
+
+def _config_case(id: str, overrides: list[str], *fragments: str, in_file: bool = True) -> Case:
+    """make-dag with ``--set`` overrides; the message names the config file if ``in_file``."""
+
+    def setup(ws: Path) -> list[str]:
+        sets = [arg for o in overrides for arg in ("--set", o)]
+        return ["make-dag", str(ws / "campaign.toml"), *sets, "--out", str(ws / "run")]
+
+    return Case(id, 2, setup,
+                lambda ws: [str(ws / "campaign.toml"), *fragments] if in_file else [*fragments])
+
+
+def _datafind_config(ws: Path) -> list[str]:
+    text = SMALL_CAMPAIGN.replace(
+        'frames = "frames"',
+        f'datafind_server = "http://127.0.0.1:{closed_port()}"\n'
+        'frametypes = ["H1_SYNTH", "L1_SYNTH"]',
+    )
+    return ["check", str(write(ws / "datafind.toml", text))]
+
+
+def _missing_model(ws: Path) -> list[str]:
+    run = run_dir(ws)
+    shutil.rmtree(ws / "model-repository" / "classifier")
+    return ["serve", "--run-dir", str(run), "--node", "server0"]
+
+
+def _wrong_weights(ws: Path) -> list[str]:
+    import torch
+
+    torch.save(torch.nn.Linear(3, 2).state_dict(), ws / "other-net.pt")
+    return ["export", str(ws / "campaign.toml"), "--weights", str(ws / "other-net.pt")]
+
+
+def _other_campaign_run(ws: Path) -> list[str]:
+    run_dir(ws)
+    return ["make-dag", str(ws / "campaign.toml"), "--set", "model.seed=7", "--out",
+            str(ws / "run")]
+
+
+def _corrupt_part(ws: Path) -> list[str]:
+    import h5py
+
+    run = run_dir(ws)
+    fake_parts(run)
+    with h5py.File(run / "parts" / "client1.h5", "r+") as f:
+        f["statistic/0"][5] = -1.0
+    for name in ("campaign.h5", "campaign.json"):  # an earlier merge's, kept when this fails
+        write(run / "output" / name, f"earlier {name}")
+    return ["merge", "--run-dir", str(run)]
+
+
+def _foreign_part(ws: Path) -> list[str]:
+    run = run_dir(ws)
+    fake_parts(run)
+    other = run_dir(ws, "model.seed=7", name="other-run")  # same plan, other campaign
+    fake_parts(other)
+    for suffix in (".h5", ".json"):
+        shutil.copy2(other / "parts" / f"client0{suffix}", run / "parts" / f"client0{suffix}")
+    return ["merge", "--run-dir", str(run)]
+
+
+def _bind_elsewhere(ws: Path) -> list[str]:
+    run = run_dir(ws, 'server.bind="192.0.2.1"')
+    return ["serve", "--run-dir", str(run), "--node", "server0"]
+
+
+def _nan_in_frames(ws: Path) -> list[str]:
+    set_sample(ws / "frames" / H_FILE, STRAIN, 1262304040.5, float("nan"))
+    write(ws / "reference.h5", "an earlier result, kept when this run fails")
+    return ["reference", str(ws / "campaign.toml"), "--out", str(ws / "reference.h5")]
+
+
+def _inf_at_file_start(ws: Path) -> list[str]:
+    set_sample(ws / "frames" / L_FILE, "L1:GDS-CALIB_STRAIN", 1262304032.25, float("inf"))
+    return ["check", str(ws / "campaign.toml")]
+
+
+def _corrupt_gwf(ws: Path) -> list[str]:
+    path = ws / "frames" / H_FILE
+    path.write_bytes(np.random.default_rng(1).bytes(path.stat().st_size))
+    return ["check", str(ws / "campaign.toml")]
+
+
+def _truncated_gwf(ws: Path) -> list[str]:
+    path = ws / "frames" / L_FILE
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return ["check", str(ws / "campaign.toml")]
+
+
+def _hole_in_frames(ws: Path) -> list[str]:
+    (ws / "frames" / H_FILE).unlink()
+    return _check(ws)
+
+
+def _missing_model_reference(ws: Path) -> list[str]:
+    shutil.rmtree(ws / "model-repository" / "classifier")
+    return ["reference", str(ws / "campaign.toml"), "--out", str(ws / "r.h5")]
+
+
+def _check(ws: Path, *overrides: str) -> list[str]:
+    return ["check", str(ws / "campaign.toml"), *[a for o in overrides for a in ("--set", o)]]
+
+
+CASES: list[Case] = [
+    # ---- config: exit 2 ----
+    Case("config-not-found", 2, lambda ws: ["check", str(ws / "nowhere.toml")],
+         lambda ws: [f"{ws / 'nowhere.toml'}: config file not found"]),
+    Case("config-not-toml", 2, lambda ws: ["check", str(write(ws / "bad.toml", "[data\n"))],
+         lambda ws: [f"{ws / 'bad.toml'}: not valid TOML"]),
+    Case("unknown-section", 2,
+         lambda ws: ["check", str(write(ws / "c.toml", SMALL_CAMPAIGN + "\n[colour]\nx = 1\n"))],
+         lambda ws: [str(ws / "c.toml"), "unknown section [colour]"]),
+    _config_case("unknown-key", ["data.colour=red"], "unknown key 'data.colour'"),
+    _config_case("wrong-type", ['model.batch_size="eight"'],
+                 "'model.batch_size' must be an integer, got 'eight'"),
+    Case("missing-key", 2,
+         lambda ws: ["check", str(write(ws / "c.toml",
+                                        SMALL_CAMPAIGN.replace("start = 1262304000\n", "")))],
+         lambda ws: [str(ws / "c.toml"), "missing required key 'data.start'"]),
+    _config_case("malformed-override", ["layout.servers"],
+                 "override 'layout.servers' is not of the form section.key=value",
+                 in_file=False),
+    _config_case("negative-duration", ["data.duration=-64"],
+                 "'data.duration' must be positive, got -64.0"),
+    _config_case("kernel-shorter-than-stride", ["model.kernel_seconds=0.125"],
+                 "'model.kernel_seconds' (0.125 s) must not be shorter than the stride (0.25 s)"),
+    _config_case("stride-not-dividing-rate", ["model.inference_rate=3"],
+                 "'model.inference_rate' (3.0 Hz) must divide data.sample_rate (256.0 Hz)"),
+    _config_case("channel-without-ifo", ['data.channels=["STRAIN"]'],
+                 "'data.channels' entry 'STRAIN' is not of the form IFO:NAME"),
+    _config_case("more-clients-than-windows", ["layout.servers=300"],
+                 "holds 256 windows, fewer than the 600 client segments"),
+    _config_case("accounting-group-malformed",
+                 ['site.profile="ldg"', 'site.accounting_group="physics.bbh"'],
+                 "'site.accounting_group' 'physics.bbh' is not an IGWN accounting tag"),
+    _config_case("accounting-group-missing", ['site.profile="ldg"'],
+                 "'site.accounting_group' is required with site.profile = \"ldg\""),
+    # ---- data: exit 3 ----
+    Case("frame-source-missing", 3, lambda ws: _check(ws, f'data.frames="{ws / "nowhere"}"'),
+         lambda ws: [f"frame source {ws / 'nowhere'} does not exist"]),
+    Case("empty-cache", 3,
+         lambda ws: _check(ws, f'data.frames="{write(ws / "empty.lcf", "")}"'),
+         lambda ws: [f"frame cache {ws / 'empty.lcf'} lists no frame files"]),
+    Case("malformed-cache-line", 3,
+         lambda ws: _check(ws, f'data.frames="{write(ws / "x.lcf", "H H1_SYNTH 1262304000")}"'),
+         lambda ws: [f"{ws / 'x.lcf'}, line 1: malformed LAL cache line"]),
+    Case("missing-channel", 3,
+         lambda ws: _check(ws, f'data.channels=["{STRAIN}", "L1:NO-SUCH_CHANNEL"]'),
+         lambda ws: ["channel L1:NO-SUCH_CHANNEL not found in",
+                     str(ws / "frames" / "L-L1_SYNTH-1262304000-16.gwf")]),
+    Case("wrong-sample-rate", 3,
+         lambda ws: _check(ws, f'data.channels=["{STRAIN}"]', "data.sample_rate=512"),
+         lambda ws: [f"channel {STRAIN} in {ws / 'frames' / 'H-H1_SYNTH-1262304000-16.gwf'}",
+                     "has sample rate 256 Hz, not a whole multiple of the model sample rate "
+                     "512 Hz"]),
+    Case("several-problems", 3, lambda ws: _check(ws, "data.sample_rate=512"),
+         lambda ws: ["2 problems with the frame data", "channel H1:GDS-CALIB_STRAIN",
+                     "channel L1:GDS-CALIB_STRAIN"], lines=3),
+    Case("corrupt-gwf", 3, _corrupt_gwf,
+         lambda ws: [f"frame file {ws / 'frames' / H_FILE} [1262304032, 1262304048) is "
+                     "unreadable"]),
+    Case("truncated-gwf", 3, _truncated_gwf,
+         lambda ws: [f"frame file {ws / 'frames' / L_FILE} [1262304032, 1262304048) is "
+                     "unreadable"]),
+    Case("hole-in-frames", 3,
+         _hole_in_frames,
+         lambda ws: ["no frame data for observatory H (H1:GDS-CALIB_STRAIN) in "
+                     "[1262304032, 1262304048)"]),
+    Case("nan-in-frames", 3, _nan_in_frames,
+         lambda ws: [f"channel {STRAIN} in {ws / 'frames' / H_FILE}: non-finite sample (nan) "
+                     "at GPS 1262304040.5"]),
+    Case("inf-in-frames-check", 3, _inf_at_file_start,
+         lambda ws: [f"frame file {ws / 'frames' / L_FILE}",
+                     "[1262304032, 1262304048) channel L1:GDS-CALIB_STRAIN: non-finite sample "
+                     "(inf) at GPS 1262304032.25"]),
+    Case("datafind-unreachable", 3, _datafind_config,
+         lambda ws: ["datafind server http://127.0.0.1:", "failed to list frame type H1_SYNTH"]),
+    Case("segment-file-malformed", 3,
+         lambda ws: _check(ws, f'data.segments="{write(ws / "seg.txt", "start end")}"'),
+         lambda ws: [str(ws / "seg.txt")]),
+    # ---- models: exit 4 ----
+    Case("model-missing-from-repository", 4, _missing_model,
+         lambda ws: [f"model repository {ws / 'model-repository'} has no model 'classifier'"]),
+    Case("model-missing-reference", 4,
+         _missing_model_reference,
+         lambda ws: [f"{ws / 'model-repository'}: no classifier model.onnx"]),
+    Case("repository-shape-mismatch", 4,
+         lambda ws: ["reference", str(ws / "campaign.toml"), "--set", "model.kernel_seconds=2",
+                     "--out", str(ws / "r.h5")],
+         lambda ws: [f"{ws / 'model-repository'}: exported for channels", "'kernel_samples': 256",
+                     "'kernel_samples': 512"]),
+    Case("export-over-another-shape", 4,
+         lambda ws: ["export", str(ws / "campaign.toml"), "--set", "model.kernel_seconds=2"],
+         lambda ws: [f"{ws / 'model-repository'}: repository was exported for"]),
+    Case("not-a-repository", 4,
+         lambda ws: ["reference", str(ws / "campaign.toml"), "--set",
+                     f'model.repository="{ws / "frames"}"', "--out", str(ws / "r.h5")],
+         lambda ws: [f"{ws / 'frames'}: not a model repository written by offline-iaas export"]),
+    Case("weights-wrong-architecture", 4, _wrong_weights,
+         lambda ws: [f"{ws / 'other-net.pt'}: not a classifier state_dict"]),
+    Case("weights-not-found", 4,
+         lambda ws: ["export", str(ws / "campaign.toml"), "--weights", str(ws / "none.pt")],
+         lambda ws: [f"{ws / 'none.pt'}: weight file not found"]),
+    # ---- servers: exit 5 ----
+    Case("bind-address-not-on-this-host", 5, _bind_elsewhere,
+         lambda ws: ["cannot get a free port on '192.0.2.1' (server.bind)"]),
+    # ---- run directories: exit 6 ----
+    Case("run-directory-of-another-campaign", 6, _other_campaign_run,
+         lambda ws: [f"{ws / 'run'} already holds the DAG of another campaign"]),
+    Case("not-a-run-directory", 6, lambda ws: ["run-local", str(ws)],
+         lambda ws: [f"{ws} holds no offline.dag"]),
+    Case("output-not-writable", 6,
+         lambda ws: ["reference", str(ws / "campaign.toml"), "--out", "/proc/offline-iaas.h5"],
+         lambda ws: ["cannot write the reference output /proc/offline-iaas.h5"]),
+    Case("unknown-node", 6,
+         lambda ws: ["client", "--run-dir", str(run_dir(ws)), "--node", "client9"],
+         lambda ws: [f"{ws / 'run' / 'jobs' / 'client9.json'}: no job spec for node client9"]),
+    Case("merge-part-missing", 6, lambda ws: ["merge", "--run-dir", str(run_dir(ws))],
+         lambda ws: [f"client0: part missing ({ws / 'run' / 'parts' / 'client0.h5'})",
+                     "client1: part missing"]),
+    Case("merge-part-wrong-checksum", 6, _corrupt_part,
+         lambda ws: [f"client1: {ws / 'run' / 'parts' / 'client1.h5'} changed after it was "
+                     "written (checksum)"]),
+    Case("merge-part-of-another-campaign", 6, _foreign_part,
+         lambda ws: ["client0: part is from another campaign (config hash"]),
+]
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    """Every file under root (relative path) and the SHA-256 of its content."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def _record(case: Case, ws: Path, result: subprocess.CompletedProcess) -> None:
+    target = os.environ.get("OFFLINE_IAAS_ERRORS_TABLE")
+    if target:
+        with open(target, "a") as f:
+            message = result.stderr.strip().replace(str(ws), "<ws>")
+            f.write(json.dumps({"id": case.id, "code": result.returncode, "message": message,
+                                "argv": [a.replace(str(ws), "<ws>") for a in result.args[3:]]})
+                    + "\n")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input(case: Case, base: Path, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    shutil.copytree(base, ws)
+    args = case.setup(ws)
+    before = _snapshot(ws)
+    result = subprocess.run(
+        [sys.executable, "-m", "offline_iaas.cli", *args],
+        capture_output=True, text=True, timeout=300,
+    )
+    _record(case, ws, result)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == case.code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == case.lines, result.stderr
+    assert lines[0].startswith(f"offline-iaas {args[0]}: error: "), lines[0]
+    for fragment in case.names(ws):
+        assert fragment in result.stderr, f"{fragment!r} not in {result.stderr!r}"
+    after = _snapshot(ws)
+    changed = sorted(p for p in before if after.get(p) != before[p])
+    assert changed == [], f"changed or deleted: {changed}"
+    leftovers = sorted(p for p in set(after) - set(before) if p.endswith(".tmp"))
+    assert leftovers == [], f"temporary files left: {leftovers}"
+    assert processes_mentioning(str(ws)) == []
+
+
+def test_the_catalogue_is_documented() -> None:
+    text = (Path(__file__).parents[1] / "docs" / "errors.md").read_text()
+    for case in CASES:
+        assert f"`test_bad_input[{case.id}]`" in text, case.id
+    for name in ("test_disk_full_during_a_part_write",
+                 "test_disk_full_while_assembling_a_part",
+                 "test_port_range_exhausted", "test_no_free_port_after_every_attempt"):
+        assert f"`{name}`" in text, name
+
+
+# ---- simulated failures, in-process --------------------------------------------------------
+
+
+def test_disk_full_during_a_part_write(
+    base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = tmp_path / "ws"
+    shutil.copytree(base, ws)
+    run = run_dir(ws)
+    config = load_config(run / "campaign.toml")
+    segment = load_job(run, "client0")
+    writer = PartWriter(run, segment, OUTPUTS, config.config_hash())
+    writer.write_chunk(0, 0, {OUTPUTS[0]: np.arange(16, dtype=np.float32)})
+    before = _snapshot(run)
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(np, "savez", full)
+    with pytest.raises(RunError) as caught:
+        writer.write_chunk(0, 16, {OUTPUTS[0]: np.arange(16, dtype=np.float32)})
+    message = str(caught.value)
+    assert message.startswith("client0: cannot write checkpoint ")
+    assert str(run / "parts" / "client0.chunks" / "p0-16-32.npz") in message
+    assert "No space left on device" in message and "\n" not in message
+    assert RunError.exit_code == 6
+    # the earlier chunk is intact, nothing half-written is left, the part is not complete
+    assert _snapshot(run) == before
+    assert writer.progress() == [16]
+    assert not (run / "parts" / "client0.json").exists()
+
+
+def test_disk_full_while_assembling_a_part(
+    base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import h5py
+
+    ws = tmp_path / "ws"
+    shutil.copytree(base, ws)
+    run = run_dir(ws)
+    config = load_config(run / "campaign.toml")
+    segment = load_job(run, "client0")
+    writer = PartWriter(run, segment, OUTPUTS, config.config_hash())
+    for number, piece in enumerate(segment.pieces):
+        writer.write_chunk(number, 0, {OUTPUTS[0]: np.zeros(piece.windows, dtype=np.float32)})
+    before = _snapshot(run)
+
+    class FullFile(h5py.File):
+        def create_dataset(self, *_args, **_kwargs):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(h5py, "File", FullFile)
+    with pytest.raises(RunError, match=r"client0: cannot write .*client0\.h5: .*No space left"):
+        writer.commit()
+    # the chunks survive for the retry; no part file, no sidecar saying "complete"
+    assert _snapshot(run) == before
+    assert not (run / "parts" / "client0.h5").exists()
+    assert not (run / "parts" / "client0.json").exists()
+
+
+def _serve_in_process(run: Path, capsys: pytest.CaptureFixture) -> tuple[int, list[str]]:
+    from offline_iaas.cli import main
+
+    capsys.readouterr()
+    code = main(["serve", "--run-dir", str(run), "--node", "server0"])
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+def test_port_range_exhausted(
+    base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # Every bind fails as when the ephemeral port range is used up.
+    from offline_iaas.serve import tritonserver
+
+    class NoPorts(socket.socket):
+        def bind(self, address) -> None:
+            raise OSError(errno.EADDRNOTAVAIL, os.strerror(errno.EADDRNOTAVAIL))
+
+    ws = tmp_path / "ws"
+    shutil.copytree(base, ws)
+    run = run_dir(ws)
+    monkeypatch.setattr(tritonserver.socket, "socket", NoPorts)
+    code, err = _serve_in_process(run, capsys)
+    assert code == ServerError.exit_code == 5
+    assert err == ["offline-iaas serve: error: cannot get a free port on '127.0.0.1' "
+                   "(server.bind): Cannot assign requested address"]
+
+
+def test_no_free_port_after_every_attempt(
+    base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # Each start loses its ports to another process before tritonserver binds them.
+    from offline_iaas.serve import node
+
+    class TakenPorts:
+        starts = 0
+
+        def start(self, ports, bind, exit_timeout, log: Path) -> subprocess.Popen:
+            TakenPorts.starts += 1
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(f"failed to bind {bind}:{ports.grpc}: Address already in use\n")
+            return subprocess.Popen(["true"])
+
+        def close(self) -> None:
+            pass
+
+    ws = tmp_path / "ws"
+    shutil.copytree(base, ws)
+    run = run_dir(ws)
+    monkeypatch.setattr(node, "make_launcher", lambda *args, **kwargs: TakenPorts())
+    code, err = _serve_in_process(run, capsys)
+    assert code == 5 and TakenPorts.starts == node.PORT_ATTEMPTS
+    assert err == [f"offline-iaas serve: error: no free ports found for server0 after "
+                   f"{node.PORT_ATTEMPTS} attempts"]
+    assert not (ws / "run" / "servers" / "server0.json").exists()
