@@ -27,10 +27,9 @@ import torch
 from offline_iaas.config import load_config
 from offline_iaas.data.frames import discover_frames
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.models.bbhnet import BBHnet
-from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.evaluation import evaluate_bbhnet, evaluate_deepclean
 from offline_iaas.models.training import train_demo
+from offline_iaas.models.weights import load_network
 
 SNRS = (8.0, 10.0, 12.0, 15.0, 20.0, 30.0)
 
@@ -63,14 +62,14 @@ def main() -> None:
         "train_demo_seconds": train_seconds,
         "deepclean": {},
     }
+    kernel = config.kernel_samples
     for name, report in summary["networks"].items():
         if report["kind"] != "deepclean":
             continue
-        model = DeepClean(len(report["witness_channels"]), report["witness_mean"],
-                          report["witness_std"], report["strain_mean"], report["strain_std"])
-        model.load_state_dict(torch.load(paths[name], weights_only=True))
-        model.eval()
-        # held out: after the training data
+        model = load_network("deepclean", paths[name],
+                             {"witnesses": len(report["witness_channels"]),
+                              "kernel_samples": kernel})
+        # held out: after DeepClean's training data (the first 256 s)
         results["deepclean"][name] = {
             "train_seconds": report["train_seconds"],
             "final_loss": report["loss"][-1],
@@ -78,14 +77,11 @@ def main() -> None:
             "asd": evaluate_deepclean(model, config, frames, report["ifo"], t0 + 512, t0 + 1024),
         }
     report = summary["networks"]["bbhnet"]
-    import numpy as np
-
-    whitening = np.zeros((len(report["channels"]), report["whitening_taps"]))
-    model = BBHnet(len(report["channels"]), whitening, report["input_scale"],
-                   report["width"], report["depth"])
-    model.load_state_dict(torch.load(paths["bbhnet"], weights_only=True))
-    model.eval()
-    # 500 s each, both free of the dataset's injections (257.5, 768.5, 1279.5, 1790.5 s)
+    model = load_network("bbhnet", paths["bbhnet"],
+                         {"ifos": len(report["channels"]), "kernel_samples": kernel,
+                          "width": report["width"], "depth": report["depth"]})
+    # 500 s each after BBHnet's training data (the first 768 s), both free of the dataset's
+    # injections (257.5, 768.5, 1279.5, 1790.5 s)
     bbh = evaluate_bbhnet(model, config, frames, (t0 + 1285, t0 + 1785), (t0 + 775, t0 + 1275),
                           SNRS)
     found: dict[str, list[int]] = {}

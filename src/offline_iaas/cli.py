@@ -37,6 +37,14 @@ def cmd_export(args: argparse.Namespace) -> None:
     log(f"export: {repo} (classifier version {read_manifest(repo)['classifier_version']})")
 
 
+def cmd_train_demo(args: argparse.Namespace) -> None:
+    from offline_iaas.models.training import default_weights_dir, train_demo
+
+    config = _config(args)
+    paths = train_demo(config, args.out or default_weights_dir(config), log=log)
+    log(f"train-demo: wrote {', '.join(str(p) for p in paths.values())}")
+
+
 def cmd_make_dag(args: argparse.Namespace) -> None:
     from offline_iaas.workflow.make_dag import make_dag
 
@@ -143,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="directory (default: data.frames)")
     p = command("export", cmd_export, "build the Triton model repository (model.repository)")
     p.add_argument("--weights", type=Path, help="classifier state_dict (default: seeded init)")
+    p = command("train-demo", cmd_train_demo,
+                "train the demo DeepClean (per detector) and BBHnet on the synthetic dataset")
+    p.add_argument("--out", type=Path, help="weights directory (default: beside data.frames)")
     p = command("make-dag", cmd_make_dag, "plan the segments and write the run directory")
     p.add_argument("--out", type=Path, required=True, help="run directory")
     command("check", cmd_check, "pre-flight check of the frames and segments (writes nothing)")

@@ -1,0 +1,463 @@
+"""User weights for DeepClean and BBHnet: load, check against the campaign, export to ONNX.
+
+Three kinds of file are accepted, told apart by content (not by name):
+
+* a torch **state_dict** (``torch.save(model.state_dict(), path)``; read with
+  ``weights_only=True``): every tensor's shape is compared with a freshly built network of
+  the campaign's channel count and settings;
+* a **TorchScript** file (``torch.jit.save``): its parameters are compared the same way when
+  they have the architecture's names, and it is run on a zero batch of the campaign's input
+  shape whose output shape is checked;
+* an **ONNX** file: its input and output names and static dimensions are compared with the
+  campaign's, the batch axis must be dynamic, and it is run once with onnxruntime.
+
+Anything else is refused with ``ModelError``, whose message names the file, the expected and
+the found shapes.
+
+``expected`` (a dict) describes what the campaign needs:
+
+``deepclean``
+    ``witnesses`` (int), ``kernel_samples`` (int).
+``bbhnet``
+    ``ifos`` (int), ``kernel_samples`` (int), ``width`` (default 8), ``depth`` (default 3),
+    ``whitening_taps`` (optional: any length shorter than the kernel when absent).
+Both
+    ``input_name`` (default ``windows``), ``output_name`` (default ``prediction`` for
+    DeepClean, ``statistic`` for BBHnet).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import warnings
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from offline_iaas.errors import ModelError
+
+KINDS: tuple[str, ...] = ("deepclean", "bbhnet")
+INPUT_NAME = "windows"
+OUTPUT_NAMES: dict[str, str] = {"deepclean": "prediction", "bbhnet": "statistic"}
+ONNX_OPSET = 17
+"""Opset of exported graphs (what the gpu flavor's own graphs use too)."""
+_CHECK_BATCH = 2
+"""Batch size of the zero batch a TorchScript or ONNX file is run on."""
+
+
+def _shape(values: Any) -> str:
+    return "(" + ", ".join(str(v) for v in values) + (",)" if len(values) == 1 else ")")
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def _cause(err: BaseException) -> str:
+    """The most specific line of a torch.load error (its first line is generic advice)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    specific = [line for line in lines if line.startswith("WeightsUnpickler error:")]
+    if specific:
+        return f" ({specific[0]})"
+    if not lines or lines[0].startswith("Weights only load failed"):
+        return ""  # generic advice to load untrusted pickles: no help here
+    return f" ({lines[0]})"
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ModelError(f"unknown network kind {kind!r} (known: {', '.join(KINDS)})")
+
+
+def input_shape(kind: str, expected: Mapping[str, Any]) -> tuple[int, int]:
+    """``(channels, kernel_samples)`` of one input window."""
+    channels = expected["witnesses"] if kind == "deepclean" else expected["ifos"]
+    return int(channels), int(expected["kernel_samples"])
+
+
+def output_shape(kind: str, expected: Mapping[str, Any]) -> tuple[int, ...]:
+    """Shape of one window's output (without the batch axis)."""
+    return (int(expected["kernel_samples"]),) if kind == "deepclean" else ()
+
+
+def names(kind: str, expected: Mapping[str, Any]) -> tuple[str, str]:
+    """``(input_name, output_name)`` of the network's graph."""
+    return expected.get("input_name", INPUT_NAME), expected.get("output_name", OUTPUT_NAMES[kind])
+
+
+def _context(kind: str, expected: Mapping[str, Any]) -> str:
+    if kind == "deepclean":
+        n = int(expected["witnesses"])
+        return f"{n} witness channel{'s' if n != 1 else ''}"
+    return (
+        f"{int(expected['ifos'])} interferometers, width {int(expected.get('width', 8))}, "
+        f"depth {int(expected.get('depth', 3))}"
+    )
+
+
+def build_network(kind: str, expected: Mapping[str, Any], whitening_taps: int | None = None):
+    """A freshly initialised network of the campaign's shape (placeholder statistics)."""
+    _check_kind(kind)
+    if kind == "deepclean":
+        from offline_iaas.models.deepclean import DeepClean
+
+        n = int(expected["witnesses"])
+        return DeepClean(n, [0.0] * n, [1.0] * n, 0.0, 1.0)
+    from offline_iaas.models.bbhnet import BBHnet
+
+    ifos = int(expected["ifos"])
+    taps = whitening_taps or int(expected.get("whitening_taps", 1))
+    return BBHnet(
+        ifos,
+        np.ones((ifos, taps)),
+        1.0,
+        width=int(expected.get("width", 8)),
+        depth=int(expected.get("depth", 3)),
+    )
+
+
+def _detect(path: Path) -> str:
+    """``state_dict``, ``torchscript``, ``onnx`` or ``unknown`` from the file's content."""
+    if zipfile.is_zipfile(path):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                entries = archive.namelist()
+        except (zipfile.BadZipFile, OSError):
+            return "unknown"
+        if any("/code/" in e or e.endswith("/constants.pkl") for e in entries):
+            return "torchscript"
+        if any(e.endswith("/data.pkl") for e in entries):
+            return "state_dict"
+        return "unknown"
+    with open(path, "rb") as f:
+        head = f.read(2)
+    if head[:1] == b"\x80":  # a pickle: torch's legacy (non-zip) serialization
+        return "state_dict"
+    if _onnx_model(path) is not None:
+        return "onnx"
+    return "unknown"
+
+
+def _onnx_model(path: Path):
+    """The ONNX ModelProto of ``path``, or None when it is not one."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path))
+    except Exception:
+        return None
+    if model.ir_version <= 0 or not model.graph.node or not model.graph.output:
+        return None
+    return model
+
+
+def load_network(kind: str, path: Path, expected: Mapping[str, Any]):
+    """Load user weights and check them against the campaign.
+
+    Parameters
+    ----------
+    kind
+        ``deepclean`` or ``bbhnet``.
+    path
+        A state_dict, TorchScript or ONNX file.
+    expected
+        What the campaign needs (module docstring).
+
+    Returns
+    -------
+    torch.nn.Module or pathlib.Path
+        The network in eval mode (state_dict, TorchScript), or ``path`` (ONNX, checked).
+
+    Raises
+    ------
+    ModelError
+        If the file is missing, is not a model, or does not fit the campaign; the message
+        names the file, the expected and the found shapes.
+    """
+    _check_kind(kind)
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"{kind} weights {path}: file not found")
+    what = _detect(path)
+    if what == "state_dict":
+        return _load_state_dict(kind, path, expected)
+    if what == "torchscript":
+        return _load_torchscript(kind, path, expected)
+    if what == "onnx":
+        check_onnx(kind, path, expected)
+        return path
+    raise ModelError(f"{path} is not a torch state_dict, TorchScript or ONNX file")
+
+
+def _load_state_dict(kind: str, path: Path, expected: Mapping[str, Any]):
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:
+        if "Unsupported global" in str(err):
+            raise ModelError(
+                f"{kind} weights {path}: holds a pickled object, not a state_dict (save "
+                "model.state_dict(), or a TorchScript or ONNX file)"
+            ) from None
+        raise ModelError(
+            f"{path} is not a torch state_dict, TorchScript or ONNX file{_cause(err)}"
+        ) from None
+    if isinstance(state, Mapping) and isinstance(state.get("state_dict"), Mapping):
+        state = state["state_dict"]  # training checkpoints wrap it
+    if not isinstance(state, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
+        raise ModelError(
+            f"{kind} weights {path}: not a state_dict (a mapping of parameter names to tensors)"
+        )
+    model = _fresh_for(kind, dict(state), path, expected)
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def _fresh_for(kind: str, state: dict, path: Path, expected: Mapping[str, Any]):
+    """A fresh network with ``state``'s names and the campaign's shapes, or ModelError."""
+    taps = None
+    if kind == "bbhnet" and "whitening" in state and state["whitening"].dim() == 3:
+        taps = int(state["whitening"].shape[-1])
+        kernel = int(expected["kernel_samples"])
+        if taps >= kernel:
+            raise ModelError(
+                f"bbhnet weights {path}: whitening has {taps} taps, the campaign's window "
+                f"({kernel} samples) must be longer"
+            )
+    model = build_network(kind, expected, taps)
+    compare_shapes(kind, path, state, model.state_dict(), expected)
+    return model
+
+
+def compare_shapes(
+    kind: str, path: Path, found: Mapping[str, Any], needed: Mapping[str, Any],
+    expected: Mapping[str, Any],
+) -> None:
+    """ModelError unless ``found`` has exactly the names and shapes of ``needed``."""
+    context = _context(kind, expected)
+    missing = [k for k in needed if k not in found]
+    extra = [k for k in found if k not in needed]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {_listing(missing)}")
+        if extra:
+            parts.append(f"unexpected {_listing(extra)}")
+        raise ModelError(
+            f"{kind} weights {path}: not a {kind} of the campaign's architecture "
+            f"({context}): {'; '.join(parts)}"
+        )
+    wrong = [
+        (k, tuple(found[k].shape), tuple(needed[k].shape))
+        for k in needed
+        if tuple(found[k].shape) != tuple(needed[k].shape)
+    ]
+    # name a layer's weight first: it says most about the mismatch (statistics come first
+    # in the state_dict's order)
+    wrong.sort(key=lambda w: not w[0].endswith("weight"))
+    if wrong:
+        name, got, want = wrong[0]
+        more = f" (and {len(wrong) - 1} more: {_listing([w[0] for w in wrong[1:]])})"
+        raise ModelError(
+            f"{kind} weights {path}: {name} has shape {_shape(got)}, the campaign needs "
+            f"{_shape(want)} ({context})" + (more if len(wrong) > 1 else "")
+        )
+
+
+def _listing(items: list[str], limit: int = 6) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f", ... ({len(items)} in all)" if len(items) > limit else "")
+
+
+def _load_torchscript(kind: str, path: Path, expected: Mapping[str, Any]):
+    import torch
+
+    try:
+        module = torch.jit.load(str(path), map_location="cpu")
+    except Exception as err:
+        raise ModelError(
+            f"{path} is not a torch state_dict, TorchScript or ONNX file ({_first_line(err)})"
+        ) from None
+    state = dict(module.state_dict())
+    fresh = build_network(kind, expected)
+    if set(state) == set(fresh.state_dict()):  # our architecture: name the wrong parameter
+        _fresh_for(kind, state, path, expected)
+    module.eval()
+    channels, kernel = input_shape(kind, expected)
+    shape_in = (_CHECK_BATCH, channels, kernel)
+    shape_out = (_CHECK_BATCH, *output_shape(kind, expected))
+    try:
+        with torch.no_grad():
+            out = module(torch.zeros(shape_in))
+    except Exception as err:
+        raise ModelError(
+            f"{kind} TorchScript {path}: fails on the campaign's input shape {_shape(shape_in)} "
+            f"({_context(kind, expected)}): {_first_line(err)}"
+        ) from None
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != shape_out:
+        found = _shape(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ModelError(
+            f"{kind} TorchScript {path}: on input {_shape(shape_in)} returns {found}, the "
+            f"campaign needs {_shape(shape_out)}"
+        )
+    return module
+
+
+def _dims(value_info) -> list[int | str]:
+    out: list[int | str] = []
+    for dim in value_info.type.tensor_type.shape.dim:
+        if dim.HasField("dim_value"):
+            out.append(int(dim.dim_value))
+        else:
+            out.append(dim.dim_param or "?")
+    return out
+
+
+def check_onnx(kind: str, path: Path, expected: Mapping[str, Any]) -> None:
+    """ModelError unless the ONNX graph has the campaign's input/output names and shapes."""
+    import onnx
+
+    model = _onnx_model(path)
+    if model is None:
+        raise ModelError(f"{path} is not a torch state_dict, TorchScript or ONNX file")
+    try:
+        onnx.checker.check_model(model)
+    except Exception as err:
+        raise ModelError(f"{kind} ONNX {path}: invalid graph: {_first_line(err)}") from None
+    input_name, output_name = names(kind, expected)
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = {i.name: i for i in model.graph.input if i.name not in initializers}
+    outputs = {o.name: o for o in model.graph.output}
+    if input_name not in inputs or output_name not in outputs:
+        raise ModelError(
+            f"{kind} ONNX {path}: has inputs {sorted(inputs)} and outputs {sorted(outputs)}, "
+            f"the campaign needs input {input_name!r} and output {output_name!r}"
+        )
+    if len(inputs) != 1:
+        raise ModelError(
+            f"{kind} ONNX {path}: has inputs {sorted(inputs)}, the campaign feeds only "
+            f"{input_name!r}"
+        )
+    channels, kernel = input_shape(kind, expected)
+    for name, info, want in (
+        (input_name, inputs[input_name], ["batch", channels, kernel]),
+        (output_name, outputs[output_name], ["batch", *output_shape(kind, expected)]),
+    ):
+        dims = _dims(info)
+        fits = len(dims) == len(want) and all(
+            isinstance(d, str) or d == w for d, w in zip(dims[1:], want[1:], strict=True)
+        )
+        if not fits:
+            raise ModelError(
+                f"{kind} ONNX {path}: {name!r} has shape {_shape(dims)}, the campaign needs "
+                f"{_shape(want)} ({_context(kind, expected)})"
+            )
+        if not isinstance(dims[0], str):
+            raise ModelError(
+                f"{kind} ONNX {path}: {name!r} has a fixed batch size {dims[0]} "
+                f"(shape {_shape(dims)}); export it with a dynamic batch axis"
+            )
+    _run_onnx(kind, path, expected, input_name, output_name)
+
+
+def _run_onnx(
+    kind: str, path: Path, expected: Mapping[str, Any], input_name: str, output_name: str
+) -> None:
+    import onnxruntime
+
+    channels, kernel = input_shape(kind, expected)
+    shape_in = (_CHECK_BATCH, channels, kernel)
+    shape_out = (_CHECK_BATCH, *output_shape(kind, expected))
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    try:
+        session = onnxruntime.InferenceSession(
+            str(path), options, providers=["CPUExecutionProvider"]
+        )
+        out = session.run([output_name], {input_name: np.zeros(shape_in, np.float32)})[0]
+    except Exception as err:
+        raise ModelError(
+            f"{kind} ONNX {path}: fails on the campaign's input shape {_shape(shape_in)}: "
+            f"{_first_line(err)}"
+        ) from None
+    if tuple(out.shape) != shape_out:
+        raise ModelError(
+            f"{kind} ONNX {path}: on input {_shape(shape_in)} returns {_shape(out.shape)}, the "
+            f"campaign needs {_shape(shape_out)}"
+        )
+
+
+def export_onnx(
+    module_or_path: Any,
+    path: Path,
+    input_name: str,
+    output_name: str,
+    example_shape: tuple[int, ...],
+    opset: int = ONNX_OPSET,
+) -> Path:
+    """Write an ONNX graph with a dynamic batch axis (axis 0 of input and output).
+
+    Parameters
+    ----------
+    module_or_path
+        A torch module (``nn.Module`` or TorchScript), exported with the TorchScript-based
+        exporter (``dynamo=False``); or an ONNX file (from ``load_network``), copied as-is
+        after checking its input and output names.
+    path
+        Where to write (atomically: a temporary file renamed).
+    input_name, output_name
+        Names of the graph's input and output.
+    example_shape
+        Input shape used for tracing (any batch size).
+    opset
+        ONNX opset of an exported module (17: onnxruntime >= 1.13, Triton containers since
+        22.12).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    if isinstance(module_or_path, str | os.PathLike):
+        source = Path(module_or_path)
+        model = _onnx_model(source)
+        if model is None:
+            raise ModelError(f"{source} is not an ONNX file")
+        graph_inputs = [i.name for i in model.graph.input]
+        graph_outputs = [o.name for o in model.graph.output]
+        if input_name not in graph_inputs or output_name not in graph_outputs:
+            raise ModelError(
+                f"ONNX {source}: has inputs {graph_inputs} and outputs {graph_outputs}, "
+                f"needs input {input_name!r} and output {output_name!r}"
+            )
+        shutil.copyfile(source, tmp)
+    else:
+        import torch
+
+        module_or_path.eval()
+        example = torch.zeros(example_shape)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(
+                    module_or_path,
+                    (example,),
+                    str(tmp),
+                    input_names=[input_name],
+                    output_names=[output_name],
+                    dynamic_axes={input_name: {0: "batch"}, output_name: {0: "batch"}},
+                    opset_version=opset,
+                    dynamo=False,
+                )
+        except Exception as err:
+            tmp.unlink(missing_ok=True)
+            raise ModelError(f"cannot export {path} to ONNX: {_first_line(err)}") from None
+    os.replace(tmp, path)
+    return path
