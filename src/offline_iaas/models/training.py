@@ -230,15 +230,26 @@ def predict_deepclean(
 
     Returns the ``[n_windows, kernel]`` predictions of windows starting at ``j * stride``.
     """
+    return _run_windows(
+        model, witnesses, kernel_samples, stride_samples, batch_size, (kernel_samples,)
+    )
+
+
+def _run_windows(
+    model: nn.Module, data: np.ndarray, kernel_samples: int, stride_samples: int,
+    batch_size: int, row_shape: tuple[int, ...],
+) -> np.ndarray:
+    """``model`` over the windows ``[j * stride, j * stride + kernel)`` of ``[channels, n]`` data,
+    ``batch_size`` windows at a time; ``row_shape`` is one window's output shape."""
     views = np.lib.stride_tricks.sliding_window_view(
-        np.asarray(witnesses, np.float32), kernel_samples, axis=1
+        np.asarray(data, np.float32), kernel_samples, axis=1
     )[:, ::stride_samples]
     windows = np.ascontiguousarray(views.transpose(1, 0, 2))
     out = []
     with torch.no_grad():
         for b in range(0, len(windows), batch_size):
             out.append(model(torch.as_tensor(windows[b : b + batch_size])).numpy())
-    return np.concatenate(out) if out else np.zeros((0, kernel_samples), np.float32)
+    return np.concatenate(out) if out else np.zeros((0, *row_shape), np.float32)
 
 
 # ---- BBHnet ---------------------------------------------------------------------------------
@@ -458,15 +469,7 @@ def predict_bbhnet(
     batch_size: int = 256,
 ) -> np.ndarray:
     """Statistics of the windows ``[j * stride, j * stride + kernel)`` of ``[ifos, n]`` strain."""
-    views = np.lib.stride_tricks.sliding_window_view(
-        np.asarray(strain, np.float32), kernel_samples, axis=1
-    )[:, ::stride_samples]
-    windows = np.ascontiguousarray(views.transpose(1, 0, 2))
-    out = []
-    with torch.no_grad():
-        for b in range(0, len(windows), batch_size):
-            out.append(model(torch.as_tensor(windows[b : b + batch_size])).numpy())
-    return np.concatenate(out) if out else np.zeros(0, np.float32)
+    return _run_windows(model, strain, kernel_samples, stride_samples, batch_size, ())
 
 
 # ---- demo -----------------------------------------------------------------------------------
