@@ -33,7 +33,7 @@ def cmd_synth(args: argparse.Namespace) -> None:
 def cmd_export(args: argparse.Namespace) -> None:
     from offline_iaas.repository.export import export_repository, read_manifest
 
-    repo = export_repository(_config(args), args.weights)
+    repo = export_repository(_config(args), args.weights, args.flavor)
     log(f"export: {repo} (classifier version {read_manifest(repo)['classifier_version']})")
 
 
@@ -151,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="directory (default: data.frames)")
     p = command("export", cmd_export, "build the Triton model repository (model.repository)")
     p.add_argument("--weights", type=Path, help="classifier state_dict (default: seeded init)")
+    p.add_argument(
+        "--flavor", choices=("cpu", "gpu"), default="cpu",
+        help="cpu: python backend (embedded server); gpu: onnxruntime backend, implicit state",
+    )
     p = command("train-demo", cmd_train_demo,
                 "train the demo DeepClean (per detector) and BBHnet on the synthetic dataset")
     p.add_argument("--out", type=Path, help="weights directory (default: beside data.frames)")

@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.errors import ModelError
+from offline_iaas.errors import ConfigError, ModelError
 from offline_iaas.repository import model_configs as mcfg
 
 MANIFEST = "manifest.json"
+FLAVORS = ("cpu", "gpu")
 
 
 def ensemble_shape(config: CampaignConfig) -> mcfg.EnsembleShape:
@@ -87,8 +88,22 @@ def export_classifier_onnx(config: CampaignConfig, path: Path, weights: Path | N
         )
 
 
-def export_repository(config: CampaignConfig, weights: Path | None = None) -> Path:
-    """Write (or add a version to) the campaign's model repository; return its path."""
+def export_repository(
+    config: CampaignConfig, weights: Path | None = None, flavor: str = "cpu"
+) -> Path:
+    """Write (or add a version to) the campaign's model repository; return its path.
+
+    Parameters
+    ----------
+    weights
+        Classifier state_dict; default: initial weights seeded by ``model.seed``.
+    flavor
+        ``cpu``: python-backend models running the ONNX graphs with onnxruntime (the embedded
+        server). ``gpu``: onnxruntime-backend models on KIND_GPU, the snapshotter an ONNX graph
+        with Triton implicit state (a Triton container on GPU nodes).
+    """
+    if flavor not in FLAVORS:
+        raise ConfigError(f"unknown repository flavor {flavor!r} (known: {', '.join(FLAVORS)})")
     repo = config.model.repository
     shape = ensemble_shape(config)
     manifest = read_manifest(repo) if (repo / MANIFEST).exists() else None
@@ -97,22 +112,41 @@ def export_repository(config: CampaignConfig, weights: Path | None = None) -> Pa
             f"{repo}: repository was exported for {manifest['shape']}, the config asks for "
             f"{_shape_dict(shape)}: export to a new model.repository"
         )
-    repo.mkdir(parents=True, exist_ok=True)
-
-    snap_dir = repo / mcfg.SNAPSHOTTER
-    _write(snap_dir / "1" / "model.py", backend_source("snapshotter.py"))
-    _write(snap_dir / "config.pbtxt", mcfg.to_pbtxt(mcfg.snapshotter_config(shape)))
-
+    if manifest is not None and manifest.get("flavor", "cpu") != flavor:
+        raise ModelError(
+            f"{repo}: repository holds the {manifest.get('flavor', 'cpu')} flavor, not {flavor}: "
+            "export to a new model.repository"
+        )
+    repo.parent.mkdir(parents=True, exist_ok=True)
     net_dir = repo / mcfg.CLASSIFIER
     version = latest_version(net_dir) + 1
-    with tempfile.TemporaryDirectory(dir=repo) as tmp:
+    # The network is exported (and a bad weight file refused) before the repository is touched.
+    with tempfile.TemporaryDirectory(dir=repo.parent) as tmp:
         staged = Path(tmp) / str(version)
         staged.mkdir()
         export_classifier_onnx(config, staged / "model.onnx", weights)
-        (staged / "model.py").write_text(backend_source("onnx_network.py"))
-        net_dir.mkdir(exist_ok=True)
+        if flavor == "cpu":
+            (staged / "model.py").write_text(backend_source("onnx_network.py"))
+        else:
+            import onnx
+
+            from offline_iaas.repository import gpu_flavor
+
+            flat = onnx.load(str(staged / "model.onnx"))
+            batched = gpu_flavor.batched_network_onnx(flat, "windows", "statistic")
+            onnx.save(batched, str(staged / "model.onnx"))
+        net_dir.mkdir(parents=True, exist_ok=True)
         os.replace(staged, net_dir / str(version))
-    _write(net_dir / "config.pbtxt", mcfg.to_pbtxt(mcfg.classifier_config(shape)))
+
+    snap_dir = repo / mcfg.SNAPSHOTTER
+    if flavor == "cpu":
+        _write(snap_dir / "1" / "model.py", backend_source("snapshotter.py"))
+        snap_config = mcfg.snapshotter_config(shape)
+        net_config = mcfg.classifier_config(shape)
+    else:
+        snap_config, net_config = _gpu_models(config, shape, snap_dir)
+    _write(snap_dir / "config.pbtxt", mcfg.to_pbtxt(snap_config))
+    _write(net_dir / "config.pbtxt", mcfg.to_pbtxt(net_config))
 
     ens_dir = repo / config.model.name
     (ens_dir / "1").mkdir(parents=True, exist_ok=True)
@@ -123,6 +157,7 @@ def export_repository(config: CampaignConfig, weights: Path | None = None) -> Pa
         json.dumps(
             {
                 "ensemble": config.model.name,
+                "flavor": flavor,
                 "channels": list(config.data.channels),
                 "sample_rate": config.data.sample_rate,
                 "shape": _shape_dict(shape),
@@ -133,6 +168,29 @@ def export_repository(config: CampaignConfig, weights: Path | None = None) -> Pa
         ),
     )
     return repo
+
+
+def _gpu_models(config: CampaignConfig, shape: mcfg.EnsembleShape, snap_dir: Path) -> tuple:
+    """Write the gpu flavor's snapshotter graph; return the snapshotter and network configs."""
+    import onnx
+
+    from offline_iaas.repository import gpu_flavor
+
+    graph = gpu_flavor.snapshotter_onnx(
+        shape.channels, shape.kernel_samples, shape.stride_samples
+    )
+    (snap_dir / "1").mkdir(parents=True, exist_ok=True)
+    onnx.save(graph, str(snap_dir / "1" / "model.onnx"))
+    options = gpu_flavor.GpuOptions(instances=shape.instances)
+    snap_config = gpu_flavor.snapshotter_config(
+        mcfg.SNAPSHOTTER, shape.channels, shape.kernel_samples, shape.max_sequences,
+        shape.sequence_idle_seconds, options,
+    )
+    net_config = gpu_flavor.network_config(
+        mcfg.CLASSIFIER, "windows", [-1, shape.channels, shape.kernel_samples],
+        "statistic", [-1], options,
+    )
+    return snap_config, net_config
 
 
 def _shape_dict(shape: mcfg.EnsembleShape) -> dict[str, Any]:
@@ -201,5 +259,9 @@ def onnx_session(path: Path, threads: int = 1):
 
 
 def run_network(session, windows: np.ndarray) -> np.ndarray:
-    """Run the classifier graph on [n, channels, kernel] windows → [n] statistics."""
+    """Run the classifier graph on [n, channels, kernel] windows → [n] statistics.
+
+    The gpu flavor's graph takes Triton's batch axis too ([1, n, channels, kernel])."""
+    if len(session.get_inputs()[0].shape) == 4:
+        return session.run(["statistic"], {"windows": windows[None]})[0][0]
     return session.run(["statistic"], {"windows": windows})[0]

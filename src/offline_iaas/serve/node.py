@@ -112,6 +112,20 @@ def check_models_present(repository: Path, models: list[str]) -> None:
             )
 
 
+def check_flavor_runnable(flavor: str, backend_dir: Path | None) -> None:
+    """The gpu flavor needs Triton's onnxruntime backend, which the embedded server lacks.
+
+    ``backend_dir`` is the backend directory the server is started with (None: the
+    installation's own, as in a Triton container, which carries every backend).
+    """
+    if flavor == "gpu" and backend_dir is not None and not (backend_dir / "onnxruntime").is_dir():
+        raise ServerError(
+            f"the model repository is the gpu flavor, which needs Triton's onnxruntime backend; "
+            f"this tritonserver's backends ({backend_dir}) do not have it: run the server in the "
+            "Triton container (server.runtime = \"apptainer\"), or export --flavor cpu"
+        )
+
+
 def unpack_repository(run_dir: Path, source: Path) -> Path:
     """The model repository at ``source``: a directory, or a tarball unpacked into run_dir."""
     source = source if source.is_absolute() else run_dir / source
@@ -221,7 +235,9 @@ def serve(
     if repository is not None:
         model = dataclasses.replace(config.model, repository=unpack_repository(run_dir, repository))
         config = dataclasses.replace(config, model=model)
-    check_repository(config)
+    manifest = check_repository(config)
+    if config.server.runtime == "native":
+        check_flavor_runnable(manifest.get("flavor", "cpu"), locate_tritonserver().backend_dir)
     models = [SNAPSHOTTER, CLASSIFIER, config.model.name]
     check_models_present(config.model.repository, models)
     bind = config.server.bind

@@ -1,0 +1,94 @@
+"""``export --flavor gpu``: a repository a stock Triton container loads, equal to the cpu flavor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from offline_iaas.config import load_config
+from offline_iaas.errors import ConfigError, ModelError, ServerError
+from offline_iaas.repository import model_configs as mcfg
+from offline_iaas.repository.backend.snapshotter import SnapshotState
+from offline_iaas.repository.export import (
+    classifier_onnx_path,
+    export_repository,
+    onnx_session,
+    read_manifest,
+    run_network,
+)
+from offline_iaas.serve.node import check_flavor_runnable
+
+pytest.importorskip("torch")
+
+
+def test_gpu_repository_configs_parse_as_triton_model_config(small_config_file: Path) -> None:
+    config = load_config(small_config_file, ['model.repository="gpu-repo"'])
+    repo = export_repository(config, flavor="gpu")
+    assert read_manifest(repo)["flavor"] == "gpu"
+    parsed = {
+        model: mcfg.parse_pbtxt((repo / model / "config.pbtxt").read_text())
+        for model in ("snapshotter", "classifier", config.model.name)
+    }
+    snap, net, ensemble = parsed["snapshotter"], parsed["classifier"], parsed[config.model.name]
+    assert snap.backend == net.backend == "onnxruntime"
+    assert [s.input_name for s in snap.sequence_batching.state] == ["INPUT_STATE"]
+    assert snap.sequence_batching.HasField("direct")
+    assert all(g.kind == g.KIND_GPU for m in (snap, net) for g in m.instance_group)
+    assert ensemble.platform == "ensemble"
+    assert (repo / "snapshotter" / "1" / "model.onnx").exists()
+    assert not list(repo.rglob("model.py"))  # no python backend in the gpu flavor
+
+
+def test_gpu_graphs_equal_the_cpu_flavor_over_a_split_stream(small_config_file: Path) -> None:
+    cpu = load_config(small_config_file, ['model.repository="cpu-repo"'])
+    gpu = load_config(small_config_file, ['model.repository="gpu-repo"'])
+    export_repository(cpu)
+    export_repository(gpu, flavor="gpu")
+    channels, kernel, stride = 2, cpu.kernel_samples, cpu.stride_samples
+    rng = np.random.default_rng(3)
+    stream = (rng.standard_normal((channels, 40 * stride)) * 1e-21).astype(np.float32)
+    splits = [8 * stride, 3 * stride, 16 * stride, 13 * stride]  # the last request is shorter
+
+    state = SnapshotState(channels, kernel, stride)
+    cpu_net = onnx_session(classifier_onnx_path(cpu.model.repository))
+    snapshotter = onnx_session(gpu.model.repository / "snapshotter" / "1" / "model.onnx")
+    gpu_net = onnx_session(classifier_onnx_path(gpu.model.repository))
+    carried = np.zeros((1, channels, kernel), np.float32)
+    offset, expected, got = 0, [], []
+    for number, size in enumerate(splits):
+        update = stream[:, offset : offset + size]
+        offset += size
+        expected.append(run_network(cpu_net, state.update(update)))
+        windows, carried = snapshotter.run(
+            ["windows", "OUTPUT_STATE"],
+            {
+                "update": update[None],
+                "INPUT_STATE": carried,
+                "START": np.array([[int(number == 0)]], np.int32),
+                "END": np.array([[int(number == len(splits) - 1)]], np.int32),
+                "CORRID": np.array([[7]], np.uint64),
+            },
+        )
+        got.append(gpu_net.run(["statistic"], {"windows": windows})[0][0])
+    np.testing.assert_allclose(np.concatenate(got), np.concatenate(expected), rtol=1e-5, atol=1e-6)
+
+
+def test_flavors_are_not_mixed_and_unknown_flavors_refused(small_config_file: Path) -> None:
+    config = load_config(small_config_file)
+    export_repository(config)
+    with pytest.raises(ModelError, match="holds the cpu flavor, not gpu"):
+        export_repository(config, flavor="gpu")
+    with pytest.raises(ConfigError, match="unknown repository flavor 'tpu'"):
+        export_repository(config, flavor="tpu")
+
+
+def test_embedded_server_refuses_the_gpu_flavor(tmp_path: Path) -> None:
+    (tmp_path / "python").mkdir()
+    with pytest.raises(ServerError, match="needs Triton's onnxruntime backend"):
+        check_flavor_runnable("gpu", tmp_path)
+    check_flavor_runnable("cpu", tmp_path)
+    check_flavor_runnable("gpu", None)  # a container's own backends
+    (tmp_path / "onnxruntime").mkdir()
+    check_flavor_runnable("gpu", tmp_path)
