@@ -152,7 +152,7 @@ def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
     )
     launcher = FakeLauncher()
     monkeypatch.setattr(serve_node, "load_config", lambda path: config)
-    monkeypatch.setattr(serve_node, "check_repository", lambda config: None)
+    monkeypatch.setattr(serve_node, "check_repository", lambda config: {"flavor": "cpu"})
     monkeypatch.setattr(serve_node, "check_models_present", lambda repository, models: None)
     monkeypatch.setattr(serve_node, "make_launcher", lambda config, node, token=None: launcher)
 
@@ -164,15 +164,21 @@ def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
     run = tmp_path / "run"
     run.mkdir()
 
+    returned = threading.Event()
+
     def stop_when_published() -> None:
         deadline = time.monotonic() + 20
         while not (run / "servers" / "server0.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+            if returned.wait(0.05):
+                return  # serve failed before publishing: never signal another test
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=stop_when_published, daemon=True).start()
     lines: list[str] = []
-    serve_node.serve(run, "server0", log=lines.append)
+    try:
+        serve_node.serve(run, "server0", log=lines.append)
+    finally:
+        returned.set()
     assert len(launcher.ports) == 2 and launcher.ports[0] != launcher.ports[1]
     assert "server0: port taken, retrying with other ports" in lines
     assert any(f"ready at 127.0.0.1:{launcher.ports[1]} (epoch 1" in line for line in lines)

@@ -235,9 +235,9 @@ def serve(
     if repository is not None:
         model = dataclasses.replace(config.model, repository=unpack_repository(run_dir, repository))
         config = dataclasses.replace(config, model=model)
-    manifest = check_repository(config)
-    if config.server.runtime == "native":
-        check_flavor_runnable(manifest.get("flavor", "cpu"), locate_tritonserver().backend_dir)
+    flavor = check_repository(config).get("flavor", "cpu")
+    if flavor != "cpu" and config.server.runtime == "native":
+        check_flavor_runnable(flavor, locate_tritonserver().backend_dir)
     models = [SNAPSHOTTER, CLASSIFIER, config.model.name]
     check_models_present(config.model.repository, models)
     bind = config.server.bind
