@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from offline_iaas.atomic import write_text_atomic
+
 
 def inject(run_dir: Path, node: str, point: str) -> None:
     """Suffer the fault planned for ``node`` at ``point``, if any is left."""
@@ -35,9 +37,7 @@ def inject(run_dir: Path, node: str, point: str) -> None:
         if state.get(key, 0) >= fault.get("times", 1):
             continue
         state[key] = state.get(key, 0) + 1
-        tmp = state_path.with_name(f".{state_path.name}.tmp")
-        tmp.write_text(json.dumps(state))
-        os.replace(tmp, state_path)
+        write_text_atomic(state_path, json.dumps(state))
         action = fault.get("action", "exit")
         print(f"{node}: injected fault '{action}' at {point}", flush=True)
         if action == "sigkill":

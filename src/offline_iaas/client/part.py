@@ -25,6 +25,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
 from offline_iaas.workflow.plan import ClientSegment
 
@@ -89,7 +90,7 @@ class PartWriter:
                 shutil.rmtree(self.chunk_dir)
             self.chunk_dir.mkdir(parents=True, exist_ok=True)
             if not stamp.exists():
-                self._atomic_text(stamp, json.dumps(identity))
+                write_text_atomic(stamp, json.dumps(identity))
         except OSError as err:
             raise RunError(f"{segment.node}: cannot prepare {self.chunk_dir}: {err}") from None
 
@@ -164,14 +165,8 @@ class PartWriter:
             **(extra or {}),
             "complete": True,
         }
-        self._atomic_text(self.json_path, json.dumps(sidecar, indent=2))
+        write_text_atomic(self.json_path, json.dumps(sidecar, indent=2))
         shutil.rmtree(self.chunk_dir, ignore_errors=True)
-
-    @staticmethod
-    def _atomic_text(path: Path, text: str) -> None:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
 
 
 def read_piece_rows(

@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 from scipy import signal
 
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, DataError
 
@@ -324,12 +325,6 @@ def default_out_dir(config: CampaignConfig) -> Path:
     return frames.parent if frames.suffix in CACHE_SUFFIXES else frames
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def _write_gwf(
     path: Path,
     names: list[str],
@@ -459,7 +454,7 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
     _remove_stale(out_dir, ifos, synth.description, {f["path"] for f in files})
 
     cache_path = out_dir / "frames.lcf"
-    _atomic_write_text(cache_path, _lal_cache(files))
+    write_text_atomic(cache_path, _lal_cache(files))
     caches = [str(cache_path)]
     named = Path(config.data.frames) if config.data.frames is not None else out_dir
     if (
@@ -470,7 +465,7 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
         named = named.resolve()
         if named != cache_path:
             text = _ffl(files) if named.suffix == ".ffl" else _lal_cache(files)
-            _atomic_write_text(named, text)
+            write_text_atomic(named, text)
             caches.append(str(named))
 
     formula = "strain = noise"
@@ -524,7 +519,7 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
         ),
         "injections": injections,
     }
-    _atomic_write_text(out_dir / "synth.json", json.dumps(summary, indent=2) + "\n")
+    write_text_atomic(out_dir / "synth.json", json.dumps(summary, indent=2) + "\n")
     return summary
 
 

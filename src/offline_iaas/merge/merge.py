@@ -10,12 +10,12 @@ config hash (the parts' sidecars ``parts/<node>.json`` record theirs).
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from offline_iaas import faults
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.client.part import (
     file_sha256,
     part_paths,
@@ -116,8 +116,8 @@ def merge(run_dir: Path, log: Callable[[str], None] = print) -> Path:
         writer.discard()
         raise
     wall = time.monotonic() - started
-    tmp = status_path.with_name(f".{status_path.name}.tmp")
-    tmp.write_text(
+    write_text_atomic(
+        status_path,
         json.dumps(
             {
                 "complete": True,
@@ -126,9 +126,8 @@ def merge(run_dir: Path, log: Callable[[str], None] = print) -> Path:
                 "sha256": file_sha256(out_path),
                 "config_hash": config.config_hash(),
             }
-        )
+        ),
     )
-    os.replace(tmp, status_path)
     kept = sum(seg.kept_windows for seg in segments)
     log(f"merge: {len(segments)} parts, {kept} windows -> {out_path} in {wall:.1f} s")
     return out_path

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError
 from offline_iaas.repository import model_configs as mcfg
@@ -243,9 +244,7 @@ def classifier_onnx_path(repo: Path) -> Path:
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
 
 
 def onnx_session(path: Path, threads: int = 1):

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import ServerError
 from offline_iaas.workflow.profiles import NODE_ATTRIBUTE, RUN_ATTRIBUTE
 
@@ -120,9 +121,7 @@ class FileJobAds:
             except ValueError:
                 ads = {}
             yield ads
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(ads, indent=2))
-            os.replace(tmp, self.path)
+            write_text_atomic(self.path, json.dumps(ads, indent=2))
 
     def set_own(self, run_id: str, node: str, name: str, value: str | int | None) -> None:
         with self._locked() as ads:

@@ -8,11 +8,11 @@ client can tell a restarted server from the one it was streaming to.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import ServerError
 
 
@@ -84,6 +84,4 @@ def wait_for_address(
 
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text_atomic(path, text)

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
 from offline_iaas.serve.chirp import FAKE_ENV
 from offline_iaas.workflow.dag import MERGE_NODE, Dag, DagNode, parse_dag
@@ -545,12 +546,10 @@ class _Executor:
             "nodes": nodes,
         }
         path = self.run_dir / STATE_FILE
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
-            tmp.write_text(json.dumps(state, indent=2) + "\n")
-            os.replace(tmp, path)
+            write_text_atomic(path, json.dumps(state, indent=2) + "\n")
         except OSError:
-            tmp.unlink(missing_ok=True)  # the state file is informative; never fail the run on it
+            pass  # the state file is informative; never fail the run on it
 
     def _jobs(self) -> list[_Run]:
         return [r for r in self.runs.values() if not r.is_service]

@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig, write_config
 from offline_iaas.errors import ConfigError, RunError
 from offline_iaas.serve.access import write_token
@@ -68,21 +69,8 @@ def _check_path(path: Path, what: str) -> None:
         )
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write a file so that readers see either the old or the new contents."""
-    # open(..., "x") rather than mkstemp: the file gets the umask's mode, not 0600.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "x") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _write_json(path: Path, data: Any) -> None:
-    _write_atomic(path, json.dumps(data, indent=2) + "\n")
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def _write_tarball(repository: Path, path: Path) -> None:
@@ -207,7 +195,7 @@ def make_dag(
     if not isinstance(run_id, str) or not run_id:
         run_id = secrets.token_hex(8)
     for role, text in submit_texts(config, site, run_dir, executable, run_id).items():
-        _write_atomic(run_dir / f"{role}.sub", text)
+        write_text_atomic(run_dir / f"{role}.sub", text)
     tarball = run_dir / REPOSITORY_TARBALL
     if site.transfer:
         _write_tarball(config.model.repository, tarball)
@@ -247,5 +235,5 @@ def make_dag(
         final=True,
         client_pre=pre,
     )
-    _write_atomic(run_dir / "offline.dag", text)
+    write_text_atomic(run_dir / "offline.dag", text)
     return segments

@@ -10,7 +10,6 @@ file in ``logs/``, which condor_submit creates when DAGMan submits the first job
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -18,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
 from offline_iaas.workflow.dag import STATUS_FILE, parse_dag
 from offline_iaas.workflow.local import STATE_FILE, node_complete
@@ -285,9 +285,7 @@ def final_summary(
         "written": datetime.now().astimezone().isoformat(timespec="seconds"),
     }
     path = run_dir / SUMMARY_FILE
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(summary, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(summary, indent=2) + "\n")
     for line in status_lines(status):
         log(line)
     log(f"summary: {path}")

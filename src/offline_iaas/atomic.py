@@ -1,0 +1,23 @@
+"""Writing a file so that readers see either its old or its new contents, never a part."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a unique temporary file beside ``path``, then rename it over ``path``.
+
+    The temporary file is removed if anything fails. It is created with ``open(..., "x")``, so
+    it gets the umask's mode (mkstemp would make it 0600).
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "x") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
