@@ -163,15 +163,17 @@ class _PieceRows:
     buffer: list[dict[str, np.ndarray]] = field(default_factory=list)
     buffer_start: int = -1
     buffered: int = 0
+    starts: list[int] = field(init=False)
+    """Stream row of each request's first window."""
 
-    def row_of(self, request: int) -> int:
-        return self.first_row + sum(self.sizes[:request])
+    def __post_init__(self) -> None:
+        self.starts = [self.first_row + int(n) for n in np.cumsum([0, *self.sizes[:-1]])]
 
     def add(self, request: int, values: dict[str, np.ndarray]) -> None:
         self.pending[request] = values
         while self.next_request in self.pending:
             rows = self.pending.pop(self.next_request)
-            start = self.row_of(self.next_request)
+            start = self.starts[self.next_request]
             skip = max(0, self.keep_from - start)
             if skip < self.sizes[self.next_request]:
                 if not self.buffer:
