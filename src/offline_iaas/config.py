@@ -44,6 +44,9 @@ class DataConfig:
     """Frame types to ask the datafind server for, one per observatory (``H1_HOFT_C00``)."""
     segments: Path | None = None
     """Optional science-segment file (``start end`` per line, or LIGO_LW XML)."""
+    witnesses: tuple[str, ...] = ()
+    """Witness channels of DeepClean (modes ``deepclean`` and ``e2e``), each ``IFO:NAME``; the
+    DeepClean of an interferometer takes that interferometer's witnesses in this order."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,13 @@ class SynthConfig:
     line_frequency: float = 60.0
     injections: int = 4
     injection_snr: float = 20.0
+    """Optimal SNR of each injection in each interferometer."""
+    injection_snr_max: float = 0.0
+    """When above ``injection_snr``: SNRs spread evenly from ``injection_snr`` up to this."""
     seed: int = 1234
+
+
+MODES: tuple[str, ...] = ("classifier", "deepclean", "bbhnet", "e2e")
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,10 @@ class ModelConfig:
 
     repository: Path
     """Triton model repository written by ``offline-iaas export``."""
+    mode: str = "classifier"
+    """What the campaign runs: ``classifier`` (a small seeded CNN, for plumbing and
+    benchmarks), ``deepclean`` (noise regression per interferometer), ``bbhnet`` (the BBH
+    search on the strain) or ``e2e`` (BBHnet on DeepClean-cleaned strain, one ensemble)."""
     name: str = "offline-iaas"
     """Name of the ensemble model that clients call."""
     kernel_seconds: float = 1.0
@@ -81,6 +94,39 @@ class ModelConfig:
     """Factor baked into the network's input (strain is ~1e-21)."""
     seed: int = 0
     """Seed for the network's initial weights when no weight file is given."""
+
+
+@dataclass(frozen=True)
+class DeepCleanConfig:
+    """The merge's post-processing of DeepClean's averaged prediction (modes deepclean, e2e)."""
+
+    band_low_hz: float = 55.0
+    band_high_hz: float = 65.0
+    """Band of the zero-phase Butterworth band-pass applied to the prediction before it is
+    subtracted (the band the network was trained on)."""
+    filter_order: int = 8
+    frame_seconds: float = 64.0
+    """Length of each GWF file of cleaned strain."""
+    asd_fftlength: float = 4.0
+    """FFT length (s) of the cleaned/raw ASD ratio the merge reports."""
+    guard_hz: float = 2.0
+    """The reported "outside the band" starts this far beyond the band's edges (the
+    coupling's side bands and the band-pass's roll-off reach past them)."""
+
+
+@dataclass(frozen=True)
+class BBHnetConfig:
+    """The merge's post-processing of BBHnet's statistic (modes bbhnet, e2e)."""
+
+    cluster_seconds: float = 1.0
+    """A trigger is a statistic value that is the largest within +-cluster_seconds / 2."""
+    injections: Path | None = None
+    """JSON of injections (``synth.json`` of ``offline-iaas synth``, or a list of
+    ``{"gps_time": ..., "network_snr": ...}``) for the found/missed table."""
+    found_seconds: float = 1.0
+    """An injection is found by a trigger within this many seconds of its time ..."""
+    exclusion_seconds: float = 4.0
+    """... whose statistic beats every trigger farther than this from all injections."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +240,8 @@ class CampaignConfig:
     workflow: WorkflowConfig = field(default_factory=WorkflowConfig)
     synth: SynthConfig = field(default_factory=SynthConfig)
     site: SiteConfig = field(default_factory=SiteConfig)
+    deepclean: DeepCleanConfig = field(default_factory=DeepCleanConfig)
+    bbhnet: BBHnetConfig = field(default_factory=BBHnetConfig)
     source: Path | None = None
     """The file it was loaded from (not a TOML key)."""
 
@@ -207,9 +255,47 @@ class CampaignConfig:
         return round(self.model.kernel_seconds * self.data.sample_rate)
 
     @property
-    def warmup_windows(self) -> int:
-        """Windows a stream discards before its state is filled with real data."""
+    def window_warmup(self) -> int:
+        """Windows of a stream that still hold zero-filled state: ``ceil(K / S) - 1``."""
         return -(-self.kernel_samples // self.stride_samples) - 1
+
+    @property
+    def warmup_windows(self) -> int:
+        """Rows a stream discards before its outputs no longer depend on where it started.
+
+        One window warm-up per snapshot, plus the online average's latency (``K / S - 1``
+        windows) where DeepClean's predictions are averaged: ``deepclean`` 2, ``e2e`` 3 (the
+        second snapshot over cleaned strain), other modes 1 window warm-up.
+        """
+        stages = {"deepclean": 2, "e2e": 3}.get(self.model.mode, 1)
+        return stages * self.window_warmup
+
+    @property
+    def averaging_delay_windows(self) -> int:
+        """Rows between a window and the averaged stride it completes (0 without averaging)."""
+        return self.window_warmup if self.model.mode in ("deepclean", "e2e") else 0
+
+    @property
+    def ifos(self) -> tuple[str, ...]:
+        """Interferometer prefixes of ``data.channels``, in order."""
+        return tuple(dict.fromkeys(ch.split(":", 1)[0] for ch in self.data.channels))
+
+    def witnesses_of(self, ifo: str) -> tuple[str, ...]:
+        """``data.witnesses`` of one interferometer, in order."""
+        return tuple(w for w in self.data.witnesses if w.split(":", 1)[0] == ifo)
+
+    @property
+    def stream_channels(self) -> tuple[str, ...]:
+        """The channels clients stream, in the order of the ``update`` tensor.
+
+        ``deepclean`` needs only the witnesses (the merge reads the strain it subtracts from);
+        ``e2e`` the strain and then the witnesses; the other modes the strain.
+        """
+        if self.model.mode == "deepclean":
+            return self.data.witnesses
+        if self.model.mode == "e2e":
+            return (*self.data.channels, *self.data.witnesses)
+        return self.data.channels
 
     @property
     def total_windows(self) -> int:
@@ -245,6 +331,8 @@ SECTIONS: dict[str, type] = {
     "workflow": WorkflowConfig,
     "synth": SynthConfig,
     "site": SiteConfig,
+    "deepclean": DeepCleanConfig,
+    "bbhnet": BBHnetConfig,
 }
 
 
@@ -462,6 +550,58 @@ def _check(c: CampaignConfig, path: Path) -> None:
         fail("workflow.max_parallel_clients", "must not be negative")
     if c.synth.file_duration <= 0:
         fail("synth.file_duration", "must be positive")
+    _check_mode(c, fail)
+
+
+DEEPCLEAN_DOWNSAMPLING = 16
+"""``models.deepclean.DOWNSAMPLING`` (kept here so loading a config needs no torch)."""
+
+
+def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
+    b = c.bbhnet
+    for key, value in (("cluster_seconds", b.cluster_seconds), ("found_seconds",
+                       b.found_seconds), ("exclusion_seconds", b.exclusion_seconds)):
+        if value <= 0:
+            fail(f"bbhnet.{key}", f"must be positive, got {value}")
+    if c.model.mode not in MODES:
+        fail("model.mode", f"must be one of {', '.join(MODES)}, got {c.model.mode!r}")
+    for ch in c.data.witnesses:
+        if ":" not in ch:
+            fail("data.witnesses", f"entry {ch!r} is not of the form IFO:NAME")
+    if len(set(c.data.witnesses)) != len(c.data.witnesses):
+        fail("data.witnesses", "lists a channel twice")
+    if set(c.data.witnesses) & set(c.data.channels):
+        fail("data.witnesses", "lists a strain channel of data.channels")
+    if c.model.mode not in ("deepclean", "e2e"):
+        return
+    if len(c.ifos) != len(c.data.channels):
+        fail("data.channels", f"must name one strain channel per interferometer in mode "
+             f"{c.model.mode!r}, got {list(c.data.channels)}")
+    for ifo in c.ifos:
+        if not c.witnesses_of(ifo):
+            fail("data.witnesses", f"has no witness channel of {ifo} (mode {c.model.mode!r} "
+                 "runs a DeepClean per interferometer)")
+    strangers = sorted({w.split(":", 1)[0] for w in c.data.witnesses} - set(c.ifos))
+    if strangers:
+        fail("data.witnesses", f"names interferometer {strangers[0]}, which has no strain "
+             f"channel in data.channels")
+    if c.kernel_samples % c.stride_samples or c.kernel_samples == c.stride_samples:
+        fail("model.kernel_seconds", f"({c.model.kernel_seconds} s) must be a multiple of the "
+             f"stride ({1 / c.model.inference_rate} s), and longer, to average DeepClean's "
+             "overlapping predictions")
+    if c.kernel_samples % DEEPCLEAN_DOWNSAMPLING:
+        fail("model.kernel_seconds", f"must hold a multiple of {DEEPCLEAN_DOWNSAMPLING} "
+             f"samples for DeepClean, got {c.kernel_samples}")
+    d = c.deepclean
+    if not 0 < d.band_low_hz < d.band_high_hz < c.data.sample_rate / 2:
+        fail("deepclean.band_low_hz", f"and band_high_hz must satisfy 0 < low < high < "
+             f"{c.data.sample_rate / 2} Hz (Nyquist), got {d.band_low_hz}, {d.band_high_hz}")
+    if d.filter_order < 1:
+        fail("deepclean.filter_order", f"must be at least 1, got {d.filter_order}")
+    if d.frame_seconds <= 0 or abs(d.frame_seconds - round(d.frame_seconds)) > 1e-9:
+        fail("deepclean.frame_seconds", f"must be a positive whole number, got {d.frame_seconds}")
+    if d.asd_fftlength <= 0 or d.guard_hz < 0:
+        fail("deepclean.asd_fftlength", "must be positive (and deepclean.guard_hz not negative)")
 
 
 def write_config(config: CampaignConfig, path: Path) -> None:
