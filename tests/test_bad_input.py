@@ -34,7 +34,6 @@ from offline_iaas.client.stream import load_job
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import RunError, ServerError
-from offline_iaas.merge.output import OUTPUTS
 from offline_iaas.repository.export import export_repository
 from offline_iaas.workflow.make_dag import make_dag
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
@@ -69,10 +68,10 @@ def fake_parts(run: Path) -> None:
     config = load_config(run / "campaign.toml")
     for node in json.loads((run / "run.json").read_text())["clients"]:
         segment = load_job(run, node)
-        writer = PartWriter(run, segment, OUTPUTS, config.config_hash())
+        writer = PartWriter(run, segment, ("statistic",), config.config_hash())
         for number, piece in enumerate(segment.pieces):
             rows = np.arange(piece.windows, dtype=np.float32) + 1000 * segment.index
-            writer.write_chunk(number, 0, {OUTPUTS[0]: rows})
+            writer.write_chunk(number, 0, {"statistic": rows})
         writer.commit()
 
 
@@ -409,8 +408,8 @@ def test_disk_full_during_a_part_write(
     run = run_dir(ws)
     config = load_config(run / "campaign.toml")
     segment = load_job(run, "client0")
-    writer = PartWriter(run, segment, OUTPUTS, config.config_hash())
-    writer.write_chunk(0, 0, {OUTPUTS[0]: np.arange(16, dtype=np.float32)})
+    writer = PartWriter(run, segment, ("statistic",), config.config_hash())
+    writer.write_chunk(0, 0, {"statistic": np.arange(16, dtype=np.float32)})
     before = _snapshot(run)
 
     def full(*_args, **_kwargs):
@@ -418,7 +417,7 @@ def test_disk_full_during_a_part_write(
 
     monkeypatch.setattr(np, "savez", full)
     with pytest.raises(RunError) as caught:
-        writer.write_chunk(0, 16, {OUTPUTS[0]: np.arange(16, dtype=np.float32)})
+        writer.write_chunk(0, 16, {"statistic": np.arange(16, dtype=np.float32)})
     message = str(caught.value)
     assert message.startswith("client0: cannot write checkpoint ")
     assert str(run / "parts" / "client0.chunks" / "p0-16-32.npz") in message
@@ -440,9 +439,9 @@ def test_disk_full_while_assembling_a_part(
     run = run_dir(ws)
     config = load_config(run / "campaign.toml")
     segment = load_job(run, "client0")
-    writer = PartWriter(run, segment, OUTPUTS, config.config_hash())
+    writer = PartWriter(run, segment, ("statistic",), config.config_hash())
     for number, piece in enumerate(segment.pieces):
-        writer.write_chunk(number, 0, {OUTPUTS[0]: np.zeros(piece.windows, dtype=np.float32)})
+        writer.write_chunk(number, 0, {"statistic": np.zeros(piece.windows, dtype=np.float32)})
     before = _snapshot(run)
 
     class FullFile(h5py.File):

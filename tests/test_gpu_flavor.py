@@ -15,8 +15,7 @@ from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.models.deepclean import DeepClean, average_overlapping
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository import gpu_flavor as gpu
-from offline_iaas.repository.backend.averager import OnlineAverage
-from offline_iaas.repository.backend.snapshotter import SnapshotState
+from offline_iaas.repository.backend.stateful import OnlineAverage, SnapshotState
 from offline_iaas.repository.model_configs import parse_pbtxt, to_pbtxt
 
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from offline_iaas.repository.backend.snapshotter import SnapshotState
+from offline_iaas.repository.backend.stateful import SnapshotState
 
 
 def naive_windows(data: np.ndarray, kernel: int, stride: int) -> np.ndarray:

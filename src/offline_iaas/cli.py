@@ -34,7 +34,9 @@ def cmd_export(args: argparse.Namespace) -> None:
     from offline_iaas.repository.export import export_repository, read_manifest
 
     repo = export_repository(_config(args), args.weights, args.flavor)
-    log(f"export: {repo} (classifier version {read_manifest(repo)['classifier_version']})")
+    manifest = read_manifest(repo)
+    versions = ", ".join(f"{name} v{v}" for name, v in manifest["versions"].items())
+    log(f"export: {repo} (mode {manifest['mode']}, {manifest['flavor']} flavor: {versions})")
 
 
 def cmd_train_demo(args: argparse.Namespace) -> None:
@@ -78,8 +80,16 @@ def cmd_check(args: argparse.Namespace) -> None:
 
 def cmd_run_local(args: argparse.Namespace) -> None:
     from offline_iaas.workflow.local import run_local
+    from offline_iaas.workflow.progress import RunProgress
 
-    run_local(args.run_dir, log=log)
+    with RunProgress() as progress:  # a live display on a terminal, plain lines otherwise
+        run_local(args.run_dir, log=progress.log, on_state=progress.update)
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from offline_iaas.report import write_report
+
+    write_report(args.run_dir, log=log)
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
@@ -121,7 +131,7 @@ def cmd_merge(args: argparse.Namespace) -> None:
 def cmd_reference(args: argparse.Namespace) -> None:
     from offline_iaas.reference import run_reference
 
-    path, wall = run_reference(_config(args), args.out)
+    path, wall = run_reference(_config(args), args.out, log)
     log(f"reference: {path} in {wall:.1f} s")
 
 
@@ -150,7 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("synth", cmd_synth, "write a synthetic GWF dataset and its LAL cache")
     p.add_argument("--out", type=Path, help="directory (default: data.frames)")
     p = command("export", cmd_export, "build the Triton model repository (model.repository)")
-    p.add_argument("--weights", type=Path, help="classifier state_dict (default: seeded init)")
+    p.add_argument(
+        "--weights", type=Path,
+        help="trained weights: a directory of deepclean-<IFO>.* and bbhnet.* (what train-demo "
+        "writes) or one file; optional in the classifier mode (default: seeded init)",
+    )
     p.add_argument(
         "--flavor", choices=("cpu", "gpu"), default="cpu",
         help="cpu: python backend (embedded server); gpu: onnxruntime backend, implicit state",
@@ -186,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="FINAL node: write summary.json, fail if the DAG failed")
     p.add_argument("--dag-status", type=int, default=0, help="DAGMan's $(DAG_STATUS)")
     p.add_argument("--failed-count", type=int, default=0, help="DAGMan's $(FAILED_COUNT)")
+    p = command("report", cmd_report, "write the campaign report RUN/report/index.html",
+                config=False)
+    p.add_argument("run_dir", type=Path)
     p = command("merge", cmd_merge, "merge node: check and stitch the parts", config=False)
     p.add_argument("--run-dir", type=Path, required=True)
     p = command("reference", cmd_reference, "run the whole span in one process (the oracle)")

@@ -1,9 +1,10 @@
 """``offline-iaas reference``: the exported graphs run in one process, one stream per stretch.
 
 This is the oracle the campaign must equal, and the "direct" mode for users without a server:
-the same snapshotter code the server runs (``repository/backend/snapshotter.py``) and the same
-ONNX graph (the classifier version Triton serves), fed with the requests one client streaming
-each whole stretch would send.
+the same stateful code the server runs (``repository/backend/stateful.py``) and the same ONNX
+graphs (the versions Triton serves), chained as the mode's ensemble (``repository/pipeline.py``),
+fed with the requests one client streaming each whole stretch would send, and post-processed
+by the same ``CampaignWriter`` as the merge.
 """
 
 from __future__ import annotations
@@ -12,26 +13,23 @@ import os
 import time
 from pathlib import Path
 
-from offline_iaas.client.stream import OUTPUT, piece_samples, request_updates
+from offline_iaas.client.stream import piece_samples, request_updates
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.frames import discover_frames, preflight
 from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
-from offline_iaas.repository.backend.snapshotter import SnapshotState
-from offline_iaas.repository.export import (
-    check_repository,
-    classifier_onnx_path,
-    onnx_session,
-    run_network,
-)
+from offline_iaas.repository.export import check_repository, network_sessions
+from offline_iaas.repository.pipeline import StreamRunner, output_rows
 from offline_iaas.workflow.plan import Piece, make_stretches, request_sizes, stride_seconds
 
 
-def run_reference(config: CampaignConfig, out_path: Path) -> tuple[Path, float]:
+def run_reference(
+    config: CampaignConfig, out_path: Path, log=lambda line: None
+) -> tuple[Path, float]:
     """Process every stretch in-process; return the output path and the wall time."""
     started = time.monotonic()
     check_repository(config)
-    session = onnx_session(classifier_onnx_path(config.model.repository))
+    sessions = network_sessions(config)
     frames = discover_frames(config)
     stride = config.stride_samples
     warmup = config.warmup_windows
@@ -61,14 +59,14 @@ def run_reference(config: CampaignConfig, out_path: Path) -> tuple[Path, float]:
             updates = request_updates(
                 piece_samples(config, frames, whole), [n * stride for n in sizes]
             )
-            state = SnapshotState(len(config.data.channels), config.kernel_samples, stride)
+            runner = StreamRunner(config, sessions)
             window = 0
             for size, update in zip(sizes, updates, strict=True):
-                values = run_network(session, state.update(update))
-                keep = values[max(0, warmup - window) :]
-                writer.write(OUTPUT, stretch.index, max(0, window - warmup), keep)
+                for name, values in runner.update(update).items():
+                    rows = output_rows(config, name, values)[max(0, warmup - window) :]
+                    writer.write(name, stretch.index, max(0, window - warmup), rows)
                 window += size
-        writer.commit({"producer": "reference"})
+        writer.commit({"producer": "reference"}, frames, log)
     except BaseException:
         writer.discard()
         raise

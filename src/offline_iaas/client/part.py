@@ -134,17 +134,20 @@ class PartWriter:
         try:
             with h5py.File(tmp, "w") as f:
                 for number, piece in enumerate(self.segment.pieces):
-                    datasets = {
-                        o: f.create_dataset(f"{o}/{number}", shape=(piece.windows,), dtype="f4")
-                        for o in self.outputs
-                    }
+                    datasets: dict[str, h5py.Dataset] = {}
                     filled = 0
                     for start, stop, path in chunks.get(number, []):
                         if stop <= filled:
                             continue  # rows saved twice (a resumed attempt): keep the first
                         with np.load(path) as rows:
-                            for output, dataset in datasets.items():
-                                dataset[filled:stop] = rows[output][filled - start :]
+                            for output in self.outputs:
+                                if output not in datasets:  # rows of [ifos, S] for the noise
+                                    datasets[output] = f.create_dataset(
+                                        f"{output}/{number}",
+                                        shape=(piece.windows, *rows[output].shape[1:]),
+                                        dtype="f4",
+                                    )
+                                datasets[output][filled:stop] = rows[output][filled - start :]
                         filled = stop
                     if filled != piece.windows:
                         raise RunError(

@@ -32,12 +32,11 @@ from offline_iaas.client.part import PartWriter, part_is_complete, peak_rss_mb
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.frames import FrameFile, discover_frames, iter_chunks
 from offline_iaas.errors import ModelError, RunError, ServerError
-from offline_iaas.merge.output import OUTPUTS
+from offline_iaas.repository.pipeline import ensemble_outputs, output_rows
 from offline_iaas.serve.access import auth_headers
 from offline_iaas.serve.rendezvous import ServerAddress, address_path, read_address
 from offline_iaas.workflow.plan import ClientSegment, Piece, request_sizes, stride_seconds
 
-OUTPUT = OUTPUTS[0]
 POLL_SECONDS = 0.5
 
 
@@ -55,7 +54,7 @@ def piece_samples(
     """A piece's samples at the model rate from stream window ``from_window``, chunk by chunk."""
     return iter_chunks(
         frames,
-        config.data.channels,
+        config.stream_channels,
         piece.gps_start + from_window * stride_seconds(config),
         piece.gps_end,
         config.data.sample_rate,
@@ -82,7 +81,7 @@ def request_updates(
 
 
 def check_model(client, config: CampaignConfig, headers: dict[str, str]) -> None:
-    """The served ensemble must take this campaign's channels and give its output."""
+    """The served ensemble must take this campaign's channels and give its outputs."""
     try:
         meta = client.get_model_metadata(
             config.model.name,
@@ -99,11 +98,12 @@ def check_model(client, config: CampaignConfig, headers: dict[str, str]) -> None
         raise ModelError(f"server has no model {config.model.name!r}: {err}") from None
     inputs = {i["name"]: [int(d) for d in i["shape"]] for i in meta["inputs"]}
     outputs = {o["name"] for o in meta["outputs"]}
-    channels = len(config.data.channels)
-    if inputs.get("update", [None, None])[1] != channels or OUTPUT not in outputs:
+    channels = len(config.stream_channels)
+    wanted = ensemble_outputs(config)
+    if inputs.get("update", [None, None])[1] != channels or not set(wanted) <= outputs:
         raise ModelError(
             f"served model {config.model.name!r} takes {inputs} and gives {sorted(outputs)}, "
-            f"the campaign sends 'update' with {channels} channels and reads {OUTPUT!r}"
+            f"the campaign sends 'update' with {channels} channels and reads {list(wanted)}"
         )
 
 
@@ -205,6 +205,8 @@ def _stream_once(
 
     stride = config.stride_samples
     warmup = config.warmup_windows
+    outputs = ensemble_outputs(config)
+    requested = [grpcclient.InferRequestedOutput(name) for name in outputs]
     responses: queue.Queue = queue.Queue()
     pieces: dict[int, _PieceRows] = {}
     sent = received = 0
@@ -227,7 +229,9 @@ def _stream_once(
         if error is not None:
             raise ServerError(f"{address.node} answered with an error: {error}")
         number, index = map(int, result.get_response().id.split(":"))
-        pieces[number].add(index, {OUTPUT: result.as_numpy(OUTPUT)[0]})
+        pieces[number].add(
+            index, {name: output_rows(config, name, result.as_numpy(name)[0]) for name in outputs}
+        )
         received += 1
 
     client.start_stream(callback=on_response, headers=headers)
@@ -260,7 +264,7 @@ def _stream_once(
                         sequence_id=piece.sequence_id,
                         sequence_start=index == 0,
                         sequence_end=index == len(sizes) - 1,
-                        outputs=[grpcclient.InferRequestedOutput(OUTPUT)],
+                        outputs=requested,
                     )
                 except grpcclient.InferenceServerException as err:  # the stream is gone
                     raise ServerError(f"stream to {address.node} broke: {err}") from None
@@ -317,7 +321,7 @@ def run_client(run_dir: Path, node: str, log: Callable[[str], None] = print) -> 
         return
     faults.inject(run_dir, node, "start")
     frames = discover_frames(config)
-    writer = PartWriter(run_dir, segment, OUTPUTS, config_hash)
+    writer = PartWriter(run_dir, segment, ensemble_outputs(config), config_hash)
     resumed = sum(writer.progress())
     log(
         f"{node}: streaming {len(segment.pieces)} piece(s), {segment.streamed_seconds:.0f} s "

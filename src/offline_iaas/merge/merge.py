@@ -23,13 +23,15 @@ from offline_iaas.client.part import (
     read_piece_rows,
     read_sidecar,
 )
-from offline_iaas.client.stream import OUTPUT, load_job
+from offline_iaas.client.stream import load_job
 from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.data.frames import discover_frames
 from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
+from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.workflow.plan import ClientSegment, Stretch
 
-BLOCK_ROWS = 1 << 18
+BLOCK_ROWS = 1 << 12
 """Rows copied from a part at a time."""
 
 
@@ -99,18 +101,21 @@ def merge(run_dir: Path, log: Callable[[str], None] = print) -> Path:
     started = time.monotonic()
     out_path, status_path = campaign_paths(run_dir)
     status_path.unlink(missing_ok=True)
-    writer = CampaignWriter(out_path, config, stretches_of(segments))
+    frames = discover_frames(config) if "noise" in ensemble_outputs(config) else None
+    writer = CampaignWriter(out_path, config, stretches_of(segments), out_path.parent / "frames")
     try:
         for seg in segments:
             for number, piece in enumerate(seg.pieces):
                 for start in range(piece.warmup_windows, piece.windows, BLOCK_ROWS):
                     stop = min(start + BLOCK_ROWS, piece.windows)
-                    rows = read_piece_rows(run_dir, seg.node, OUTPUT, number, start, stop)
                     kept_offset = piece.first_window + start - config.warmup_windows
-                    writer.write(OUTPUT, piece.stretch, kept_offset, rows)
+                    for output in ensemble_outputs(config):
+                        rows = read_piece_rows(run_dir, seg.node, output, number, start, stop)
+                        writer.write(output, piece.stretch, kept_offset, rows)
             faults.inject(run_dir, "merge", "mid-write")
-        writer.commit(
-            {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"}
+        summary = writer.commit(
+            {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"},
+            frames, log,
         )
     except BaseException:
         writer.discard()
@@ -125,7 +130,10 @@ def merge(run_dir: Path, log: Callable[[str], None] = print) -> Path:
                 "peak_rss_mb": peak_rss_mb(),
                 "sha256": file_sha256(out_path),
                 "config_hash": config.config_hash(),
-            }
+                "mode": config.model.mode,
+                **summary,
+            },
+            indent=2,
         ),
     )
     kept = sum(seg.kept_windows for seg in segments)

@@ -1,11 +1,18 @@
 """The campaign's HDF5 output, written by the merge and by the reference alike.
 
-One dataset per output and analysable stretch, at ``<output>/<GPS start of its first window>``
-(e.g. ``statistic/1262304001``), in gwpy's TimeSeries layout, so each reads with
-``TimeSeries.read(path, format="hdf5", path="statistic/1262304001")`` (``read_campaign`` reads
-them all). A value is stamped at the end of its window (``dx`` = stride). There are no samples
-inside gaps. Provenance goes on the file's attributes (gwpy refuses extra dataset attributes),
-with the stretches as ``stretches`` (rows of GPS start, end).
+One dataset per output and analysable stretch, at ``<output>/<GPS of its first value>``, in
+gwpy's TimeSeries layout, so each reads with ``TimeSeries.read(path, format="hdf5",
+path="statistic/1262304001")`` (``read_campaign`` reads them all):
+
+- ``statistic/<GPS>``: one value per window, stamped at the end of its window (``dx`` = stride);
+- ``noise/<IFO>/<GPS>``: DeepClean's averaged prediction, band-passed (what was subtracted);
+- ``clean/<IFO>/<GPS>``: the cleaned strain, ``strain - noise``, channel ``<strain>_CLEAN``;
+- ``triggers``: a table (``time``, ``statistic``) of the clustered statistic.
+
+There are no samples inside gaps. Provenance goes on the file's attributes (gwpy refuses extra
+dataset attributes), with the stretches as ``stretches`` (rows of GPS start, end). The
+post-processing (``merge/postprocess.py``) runs at ``commit``; GWF files of the cleaned strain
+go to ``frames_dir``.
 
 Datasets are written slice by slice into a temporary file renamed on ``commit``, so memory does
 not grow with the span and a half-written file never carries the final name.
@@ -14,6 +21,8 @@ not grow with the span and a half-written file never carries the final name.
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +30,8 @@ import h5py
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.workflow.plan import Stretch, stride_seconds, window_gps
-
-OUTPUTS = ("statistic",)
 
 
 def statistic_channel(config: CampaignConfig) -> str:
@@ -36,8 +44,27 @@ def gps_text(gps: float) -> str:
     return f"{gps:.6f}".rstrip("0").rstrip(".")
 
 
+def output_x0(config: CampaignConfig, stretch: Stretch, output: str) -> float:
+    """GPS of the first value of an output over a stretch.
+
+    The statistic is stamped at the end of its window; the averaged prediction (``noise``)
+    at the start of its sample. Both lag the row that carries them by the averaging delay.
+    """
+    first_row = config.warmup_windows - config.averaging_delay_windows
+    if output == "statistic":
+        return window_gps(config, stretch, first_row)
+    return stretch.gps_start + first_row * stride_seconds(config)
+
+
+def _timeseries_attrs(dataset: h5py.Dataset, channel: str, name: str, x0: float, dx: float,
+                      unit: str = "") -> None:
+    dataset.attrs.update(
+        {"channel": channel, "name": name, "unit": unit, "x0": x0, "dx": dx, "xunit": "s"}
+    )
+
+
 class CampaignWriter:
-    """Writes the campaign file stretch by stretch, slice by slice.
+    """Writes the campaign file stretch by stretch, slice by slice, then post-processes it.
 
     Parameters
     ----------
@@ -45,57 +72,97 @@ class CampaignWriter:
         Final path; the file is written under a temporary name until ``commit``.
     config, stretches
         The campaign and its analysable stretches.
+    frames_dir
+        Where ``commit`` writes the GWF files of cleaned strain (DeepClean modes); ``None``
+        writes none.
     """
 
-    def __init__(self, path: Path, config: CampaignConfig, stretches: list[Stretch]) -> None:
+    def __init__(
+        self, path: Path, config: CampaignConfig, stretches: list[Stretch],
+        frames_dir: Path | None = None,
+    ) -> None:
         self.path = path
         self.config = config
         self.stretches = stretches
+        self.frames_dir = frames_dir
+        self.outputs = ensemble_outputs(config)
         path.parent.mkdir(parents=True, exist_ok=True)
         for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a killed writer
             stale.unlink(missing_ok=True)
         self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        self.stage_path = path.with_name(f".{path.name}.{os.getpid()}.stage.tmp")
         self.file = h5py.File(self.tmp, "w")
-        self.names: dict[tuple[str, int], str] = {}
-        for output in OUTPUTS:
-            for stretch in stretches:
-                first = window_gps(config, stretch, config.warmup_windows)
-                name = f"{output}/{gps_text(first)}"
-                dataset = self.file.create_dataset(
-                    name, shape=(stretch.kept_windows(config),), dtype=np.float32
-                )
-                dataset.attrs.update(
-                    {
-                        "channel": statistic_channel(config),
-                        "name": output,
-                        "unit": "",
-                        "x0": first,
-                        "dx": stride_seconds(config),
-                        "xunit": "s",
-                    }
-                )
-                self.names[(output, stretch.index)] = name
+        self.stage = h5py.File(self.stage_path, "w") if "noise" in self.outputs else None
+        self.names: dict[tuple[str, int], list[str]] = {}
+        stride = config.stride_samples
+        for stretch in stretches:
+            kept = stretch.kept_windows(config)
+            if "statistic" in self.outputs:
+                x0 = output_x0(config, stretch, "statistic")
+                name = f"statistic/{gps_text(x0)}"
+                dataset = self.file.create_dataset(name, shape=(kept,), dtype=np.float32)
+                _timeseries_attrs(dataset, statistic_channel(config), "statistic", x0,
+                                  stride_seconds(config))
+                self.names[("statistic", stretch.index)] = [name]
+            if self.stage is not None:
+                x0 = output_x0(config, stretch, "noise")
+                names = [f"prediction/{ifo}/{gps_text(x0)}" for ifo in config.ifos]
+                for name in names:
+                    self.stage.create_dataset(name, shape=(kept * stride,), dtype=np.float32)
+                self.names[("noise", stretch.index)] = names
 
-    def write(self, output: str, stretch: int, kept_offset: int, values: np.ndarray) -> None:
-        """Write ``values`` at kept window ``kept_offset`` of a stretch."""
-        dataset = self.file[self.names[(output, stretch)]]
-        dataset[kept_offset : kept_offset + len(values)] = values
+    def write(self, output: str, stretch: int, kept_offset: int, rows: np.ndarray) -> None:
+        """Write ``rows`` (``output_rows`` layout) at kept window ``kept_offset`` of a stretch."""
+        if output == "statistic":
+            dataset = self.file[self.names[(output, stretch)][0]]
+            dataset[kept_offset : kept_offset + len(rows)] = rows
+            return
+        s = self.config.stride_samples
+        for i, name in enumerate(self.names[(output, stretch)]):
+            self.stage[name][kept_offset * s : (kept_offset + len(rows)) * s] = rows[:, i].ravel()
 
-    def commit(self, attrs: dict[str, Any]) -> Path:
-        """Add provenance, close, and give the file its final name."""
+    def commit(
+        self, attrs: dict[str, Any], frames: list | None = None,
+        log: Callable[[str], None] = lambda line: None,
+    ) -> dict[str, Any]:
+        """Post-process, add provenance, close, and give the file (and frames) their names.
+
+        Returns the post-processing summary (``deepclean``/``bbhnet`` numbers).
+        """
+        from offline_iaas.merge.postprocess import postprocess
+
+        frames_tmp = None
+        if self.frames_dir is not None and self.stage is not None:
+            frames_tmp = self.frames_dir.with_name(f".{self.frames_dir.name}.{os.getpid()}.tmp")
+            shutil.rmtree(frames_tmp, ignore_errors=True)
+        summary = postprocess(self, frames, frames_tmp, log)
         bounds = np.array([[s.gps_start, s.gps_end] for s in self.stretches], dtype=np.float64)
         self.file.attrs.update(
-            {**attrs, "config_hash": self.config.config_hash(), "stretches": bounds}
+            {**attrs, "config_hash": self.config.config_hash(), "stretches": bounds,
+             "mode": self.config.model.mode}
         )
         self.file.close()
+        self._close_stage()
         os.replace(self.tmp, self.path)
-        return self.path
+        if frames_tmp is not None:
+            shutil.rmtree(self.frames_dir, ignore_errors=True)
+            os.replace(frames_tmp, self.frames_dir)
+        return summary
+
+    def _close_stage(self) -> None:
+        if self.stage is not None and self.stage.id.valid:
+            self.stage.close()
+        self.stage_path.unlink(missing_ok=True)
 
     def discard(self) -> None:
-        """Close and delete the temporary file (after a failure)."""
+        """Close and delete the temporary files (after a failure)."""
         if self.file.id.valid:
             self.file.close()
+        self._close_stage()
         self.tmp.unlink(missing_ok=True)
+        if self.frames_dir is not None:
+            for stale in self.frames_dir.parent.glob(f".{self.frames_dir.name}.*.tmp"):
+                shutil.rmtree(stale, ignore_errors=True)
 
 
 def read_outputs(path: Path) -> dict[str, tuple[np.ndarray, float, float]]:
@@ -103,7 +170,10 @@ def read_outputs(path: Path) -> dict[str, tuple[np.ndarray, float, float]]:
     found: dict[str, tuple[np.ndarray, float, float]] = {}
 
     def visit(name: str, item: Any) -> None:
-        if isinstance(item, h5py.Dataset):
+        if isinstance(item, h5py.Dataset) and item.dtype.names:  # a table (triggers)
+            for column in item.dtype.names:
+                found[f"{name}/{column}"] = (item[column], 0.0, 0.0)
+        elif isinstance(item, h5py.Dataset):
             found[name] = (item[()], float(item.attrs["x0"]), float(item.attrs["dx"]))
 
     with h5py.File(path, "r") as f:

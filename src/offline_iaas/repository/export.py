@@ -1,13 +1,14 @@
 """``offline-iaas export``: build the Triton model repository from the campaign config.
 
-Layout (standard Triton)::
+Layout (standard Triton; the models of each mode in ``repository/pipeline.py``)::
 
     <repository>/manifest.json                 what the repository was built for
-    <repository>/snapshotter/config.pbtxt      + 1/model.py
-    <repository>/classifier/config.pbtxt       + <version>/model.py, <version>/model.onnx
+    <repository>/<stateful model>/config.pbtxt + 1/model.py (snapshotter, averager, ...)
+    <repository>/<network>/config.pbtxt        + <version>/model.py, <version>/model.onnx
     <repository>/<ensemble>/config.pbtxt       + 1/ (empty, as Triton wants)
 
-Re-exporting adds a classifier version (earlier versions are kept; Triton serves the latest).
+Re-exporting adds a version to every network (earlier versions are kept; Triton serves the
+latest).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import warnings
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,8 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError
 from offline_iaas.repository import model_configs as mcfg
+from offline_iaas.repository import pipeline
+from offline_iaas.repository.pipeline import onnx_session
 
 MANIFEST = "manifest.json"
 FLAVORS = ("cpu", "gpu")
@@ -54,41 +56,6 @@ def latest_version(model_dir: Path) -> int:
     return max(versions, default=0)
 
 
-def export_classifier_onnx(config: CampaignConfig, path: Path, weights: Path | None) -> None:
-    """Export the classifier (initial weights from ``model.seed``, or a state_dict file)."""
-    try:
-        import torch
-
-        from offline_iaas.models.classifier import Classifier
-    except ImportError:
-        raise ModelError(
-            "export needs torch: pip install 'offline-iaas[export]' -c constraints.txt"
-        ) from None
-    torch.manual_seed(config.model.seed)
-    model = Classifier(len(config.data.channels), input_scale=config.model.input_scale)
-    if weights is not None:
-        try:
-            state = torch.load(weights, map_location="cpu", weights_only=True)
-            model.load_state_dict(state)
-        except FileNotFoundError:
-            raise ModelError(f"{weights}: weight file not found") from None
-        except Exception as err:  # torch raises many types for a bad file
-            raise ModelError(f"{weights}: not a classifier state_dict: {err}") from None
-    model.eval()
-    example = torch.zeros(2, len(config.data.channels), config.kernel_samples)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            model,
-            (example,),
-            str(path),
-            input_names=["windows"],
-            output_names=["statistic"],
-            dynamic_axes={"windows": {0: "batch"}, "statistic": {0: "batch"}},
-            dynamo=False,
-        )
-
-
 def export_repository(
     config: CampaignConfig, weights: Path | None = None, flavor: str = "cpu"
 ) -> Path:
@@ -97,73 +64,75 @@ def export_repository(
     Parameters
     ----------
     weights
-        Classifier state_dict; default: initial weights seeded by ``model.seed``.
+        Trained weights (``repository/networks.py``: a directory of ``deepclean-<IFO>.*`` and
+        ``bbhnet.*``, or one file for a single-network mode); the classifier mode takes an
+        optional state_dict, default initial weights seeded by ``model.seed``.
     flavor
         ``cpu``: python-backend models running the ONNX graphs with onnxruntime (the embedded
         server). ``gpu``: onnxruntime-backend models on KIND_GPU, the snapshotter an ONNX graph
         with Triton implicit state (a Triton container on GPU nodes).
     """
+    from offline_iaas.repository import networks
+
     if flavor not in FLAVORS:
         raise ConfigError(f"unknown repository flavor {flavor!r} (known: {', '.join(FLAVORS)})")
+    if flavor == "gpu" and config.model.mode in ("deepclean", "e2e"):
+        raise ModelError(
+            f"the gpu flavor of mode {config.model.mode!r} is not written yet (its averager "
+            "graph takes one channel); export --flavor cpu"
+        )
     repo = config.model.repository
     shape = ensemble_shape(config)
     manifest = read_manifest(repo) if (repo / MANIFEST).exists() else None
-    if manifest is not None and manifest["shape"] != _shape_dict(shape):
-        raise ModelError(
-            f"{repo}: repository was exported for {manifest['shape']}, the config asks for "
-            f"{_shape_dict(shape)}: export to a new model.repository"
-        )
-    if manifest is not None and manifest.get("flavor", "cpu") != flavor:
-        raise ModelError(
-            f"{repo}: repository holds the {manifest.get('flavor', 'cpu')} flavor, not {flavor}: "
-            "export to a new model.repository"
-        )
+    if manifest is not None:
+        built_for = (manifest.get("mode", "classifier"), manifest.get("flavor", "cpu"),
+                     manifest["shape"])
+        wanted = (config.model.mode, flavor, _shape_dict(shape))
+        if built_for != wanted:
+            raise ModelError(
+                f"{repo}: repository holds mode {built_for[0]!r}, the {built_for[1]} flavor, "
+                f"shape {built_for[2]}; the config asks for mode {wanted[0]!r}, the {wanted[1]} "
+                f"flavor, shape {wanted[2]}: export to a new model.repository"
+            )
     repo.parent.mkdir(parents=True, exist_ok=True)
-    net_dir = repo / mcfg.CLASSIFIER
-    version = latest_version(net_dir) + 1
-    # The network is exported (and a bad weight file refused) before the repository is touched.
+    versions: dict[str, int] = {}
+    # The networks are exported (and bad weights refused) before the repository is touched.
     with tempfile.TemporaryDirectory(dir=repo.parent) as tmp:
-        staged = Path(tmp) / str(version)
-        staged.mkdir()
-        export_classifier_onnx(config, staged / "model.onnx", weights)
-        if flavor == "cpu":
-            (staged / "model.py").write_text(backend_source("onnx_network.py"))
-        else:
-            import onnx
+        graphs = networks.build_graphs(config, weights, Path(tmp))
+        for graph in graphs:
+            version = latest_version(repo / graph.name) + 1
+            staged = Path(tmp) / graph.name / str(version)
+            staged.mkdir(parents=True)
+            if flavor == "cpu":
+                os.replace(graph.path, staged / "model.onnx")
+                (staged / "model.py").write_text(backend_source("onnx_network.py"))
+                net_config = mcfg.network_config(graph.name, graph.inputs, graph.outputs, shape)
+            else:
+                net_config = _gpu_network(graph, staged / "model.onnx", shape)
+            (repo / graph.name).mkdir(parents=True, exist_ok=True)
+            os.replace(staged, repo / graph.name / str(version))
+            _write(repo / graph.name / "config.pbtxt", mcfg.to_pbtxt(net_config))
+            versions[graph.name] = version
 
-            from offline_iaas.repository import gpu_flavor
-
-            flat = onnx.load(str(staged / "model.onnx"))
-            batched = gpu_flavor.batched_network_onnx(flat, "windows", "statistic")
-            onnx.save(batched, str(staged / "model.onnx"))
-        net_dir.mkdir(parents=True, exist_ok=True)
-        os.replace(staged, net_dir / str(version))
-
-    snap_dir = repo / mcfg.SNAPSHOTTER
-    if flavor == "cpu":
-        _write(snap_dir / "1" / "model.py", backend_source("snapshotter.py"))
-        snap_config = mcfg.snapshotter_config(shape)
-        net_config = mcfg.classifier_config(shape)
-    else:
-        snap_config, net_config = _gpu_models(config, shape, snap_dir)
-    _write(snap_dir / "config.pbtxt", mcfg.to_pbtxt(snap_config))
-    _write(net_dir / "config.pbtxt", mcfg.to_pbtxt(net_config))
+    for stage in pipeline.stages(config):
+        if stage.stateful:
+            _write_stateful(config, stage, shape, flavor)
 
     ens_dir = repo / config.model.name
     (ens_dir / "1").mkdir(parents=True, exist_ok=True)
-    _write(ens_dir / "config.pbtxt", mcfg.to_pbtxt(mcfg.ensemble_config(config.model.name, shape)))
-
+    _write(ens_dir / "config.pbtxt", mcfg.to_pbtxt(ensemble(config)))
     _write(
         repo / MANIFEST,
         json.dumps(
             {
                 "ensemble": config.model.name,
                 "flavor": flavor,
-                "channels": list(config.data.channels),
+                "mode": config.model.mode,
+                "channels": list(config.stream_channels),
                 "sample_rate": config.data.sample_rate,
                 "shape": _shape_dict(shape),
-                "outputs": ["statistic"],
-                "classifier_version": version,
+                "outputs": list(pipeline.ensemble_outputs(config)),
+                "versions": versions,
             },
             indent=2,
         ),
@@ -171,27 +140,75 @@ def export_repository(
     return repo
 
 
-def _gpu_models(config: CampaignConfig, shape: mcfg.EnsembleShape, snap_dir: Path) -> tuple:
-    """Write the gpu flavor's snapshotter graph; return the snapshotter and network configs."""
+def _tensor_dims(config: CampaignConfig, name: str) -> tuple[int, ...]:
+    """Dims (without the batch axis) of an ensemble input or output."""
+    if name == "update":
+        return (len(config.stream_channels), -1)
+    if name == "noise":
+        return (len(config.ifos), -1)
+    return (-1,)
+
+
+def ensemble(config: CampaignConfig):
+    """The ensemble clients call: the mode's stages in order."""
+    steps = [(s.model, s.inputs, s.outputs) for s in pipeline.stages(config)]
+    outputs = tuple((n, _tensor_dims(config, n)) for n in pipeline.ensemble_outputs(config))
+    return mcfg.pipeline_config(
+        config.model.name, (("update", _tensor_dims(config, "update")),), outputs, steps
+    )
+
+
+def _write_stateful(config: CampaignConfig, stage: pipeline.Stage, shape, flavor: str) -> None:
+    """A snapshotter or averager model (cpu: the python backend; gpu: an ONNX graph)."""
+    model_dir = config.model.repository / stage.model
+    k = config.kernel_samples
+    (in_name, _), (out_name, _) = next(iter(stage.inputs.items())), next(
+        iter(stage.outputs.items())
+    )
+    if stage.kind == "snapshot":
+        dims = ([stage.channels, -1], [-1, stage.channels, k])
+    else:
+        dims = ([-1, stage.channels, k], [stage.channels, -1])
+    if flavor == "cpu":
+        _write(model_dir / "1" / "model.py", backend_source("stateful.py"))
+        model_config = mcfg.stateful_config(
+            stage.model, stage.kind, ((in_name, dims[0]), (out_name, dims[1])), shape,
+            stage.channels,
+        )
+    else:
+        model_config = _gpu_snapshotter(stage, shape, model_dir)
+    _write(model_dir / "config.pbtxt", mcfg.to_pbtxt(model_config))
+
+
+def _gpu_snapshotter(stage, shape: mcfg.EnsembleShape, model_dir: Path):
+    """Write the gpu flavor's snapshotter graph (implicit state); return its config."""
     import onnx
 
     from offline_iaas.repository import gpu_flavor
 
-    graph = gpu_flavor.snapshotter_onnx(
-        shape.channels, shape.kernel_samples, shape.stride_samples
-    )
-    (snap_dir / "1").mkdir(parents=True, exist_ok=True)
-    onnx.save(graph, str(snap_dir / "1" / "model.onnx"))
+    graph = gpu_flavor.snapshotter_onnx(stage.channels, shape.kernel_samples, shape.stride_samples)
+    (model_dir / "1").mkdir(parents=True, exist_ok=True)
+    onnx.save(graph, str(model_dir / "1" / "model.onnx"))
     options = gpu_flavor.GpuOptions(instances=shape.instances)
-    snap_config = gpu_flavor.snapshotter_config(
-        mcfg.SNAPSHOTTER, shape.channels, shape.kernel_samples, shape.max_sequences,
+    return gpu_flavor.snapshotter_config(
+        stage.model, stage.channels, shape.kernel_samples, shape.max_sequences,
         shape.sequence_idle_seconds, options,
     )
-    net_config = gpu_flavor.network_config(
-        mcfg.CLASSIFIER, "windows", [-1, shape.channels, shape.kernel_samples],
-        "statistic", [-1], options,
+
+
+def _gpu_network(graph, path: Path, shape: mcfg.EnsembleShape):
+    """Write a network graph batched over Triton's batch axis; return its config."""
+    import onnx
+
+    from offline_iaas.repository import gpu_flavor
+
+    (in_name, in_dims), (out_name, out_dims) = graph.inputs[0], graph.outputs[0]
+    batched = gpu_flavor.batched_network_onnx(onnx.load(str(graph.path)), in_name, out_name)
+    onnx.save(batched, str(path))
+    options = gpu_flavor.GpuOptions(instances=shape.instances)
+    return gpu_flavor.network_config(
+        graph.name, in_name, list(in_dims), out_name, list(out_dims), options
     )
-    return snap_config, net_config
 
 
 def _shape_dict(shape: mcfg.EnsembleShape) -> dict[str, Any]:
@@ -216,14 +233,19 @@ def read_manifest(repo: Path) -> dict[str, Any]:
 
 
 def check_repository(config: CampaignConfig) -> dict[str, Any]:
-    """Check the repository matches the campaign (channels, rate, kernel, stride)."""
+    """Check the repository matches the campaign (mode, channels, rate, kernel, stride)."""
     repo = config.model.repository
     manifest = read_manifest(repo)
     expected = _shape_dict(ensemble_shape(config))
-    if manifest["shape"] != expected or manifest["channels"] != list(config.data.channels):
+    mode = manifest.get("mode", "classifier")
+    if mode != config.model.mode:
+        raise ModelError(
+            f"{repo}: exported for mode {mode!r}, the campaign runs mode {config.model.mode!r}"
+        )
+    if manifest["shape"] != expected or manifest["channels"] != list(config.stream_channels):
         raise ModelError(
             f"{repo}: exported for channels {manifest['channels']} and {manifest['shape']}, "
-            f"the campaign has channels {list(config.data.channels)} and {expected}"
+            f"the campaign streams channels {list(config.stream_channels)} and {expected}"
         )
     if manifest["ensemble"] != config.model.name:
         raise ModelError(
@@ -233,28 +255,33 @@ def check_repository(config: CampaignConfig) -> dict[str, Any]:
     return manifest
 
 
-def classifier_onnx_path(repo: Path) -> Path:
-    """The ONNX graph Triton serves: the classifier's latest version."""
-    version = latest_version(repo / mcfg.CLASSIFIER)
-    path = repo / mcfg.CLASSIFIER / str(version) / "model.onnx"
+def network_onnx_path(repo: Path, name: str) -> Path:
+    """The ONNX graph Triton serves for network ``name``: its latest version."""
+    version = latest_version(repo / name)
+    path = repo / name / str(version) / "model.onnx"
     if not path.exists():
-        raise ModelError(f"{repo}: no classifier model.onnx (looked for {path})")
+        raise ModelError(f"{repo}: no {name} model.onnx (looked for {path})")
     return path
+
+
+def classifier_onnx_path(repo: Path) -> Path:
+    """The classifier graph Triton serves (the classifier mode's network)."""
+    return network_onnx_path(repo, mcfg.CLASSIFIER)
+
+
+def network_sessions(config: CampaignConfig) -> dict[str, object]:
+    """An onnxruntime session per network stage of the mode, on the graphs Triton serves."""
+    repo = config.model.repository
+    return {
+        stage.model: onnx_session(network_onnx_path(repo, stage.model))
+        for stage in pipeline.stages(config)
+        if not stage.stateful
+    }
 
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, text)
-
-
-def onnx_session(path: Path, threads: int = 1):
-    """An onnxruntime session configured like the server's python-backend model."""
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def run_network(session, windows: np.ndarray) -> np.ndarray:

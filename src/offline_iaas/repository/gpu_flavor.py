@@ -150,7 +150,7 @@ def snapshotter_onnx(channels: int, kernel_samples: int, stride_samples: int) ->
 def averager_onnx(kernel_samples: int, stride_samples: int) -> onnx.ModelProto:
     """DeepClean's online averaging as an ONNX graph with implicit state.
 
-    Computes ``repository.backend.averager.OnlineAverage`` for a batch of sequence slots::
+    Computes ``repository.backend.stateful.OnlineAverage`` for a batch of sequence slots::
 
         inputs   prediction    [B, n, K]   FP32, the n windows' predictions of a request
                  INPUT_STATE   [B, K - S]  partial sums of the next K - S samples

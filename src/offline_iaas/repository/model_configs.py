@@ -3,7 +3,8 @@
 Each configuration is built as Triton's own ``ModelConfig`` protobuf (shipped with
 tritonclient) and written in its text format, so a ``config.pbtxt`` is valid by construction.
 
-The ensemble, for ``C`` channels, ``K`` kernel samples and ``S`` stride samples::
+The ensemble of each mode is a chain of these models (``repository/pipeline.py``); for the
+classifier mode, with ``C`` channels, ``K`` kernel samples and ``S`` stride samples::
 
     update [1, C, n*S] ─► snapshotter (stateful) ─► windows [1, n, C, K]
                        ─► classifier ─► statistic [1, n]
@@ -41,20 +42,29 @@ def _tensor(name: str, dims: list[int], io: type) -> object:
     return io(name=name, data_type=mc.TYPE_FP32, dims=dims)
 
 
-def snapshotter_config(shape: EnsembleShape) -> mc.ModelConfig:
-    """Stateful python model: ``direct`` sequence batching with START/END/CORRID controls."""
-    config = mc.ModelConfig(name=SNAPSHOTTER, backend="python", max_batch_size=shape.max_sequences)
-    config.input.append(_tensor("update", [shape.channels, -1], mc.ModelInput))
-    config.output.append(
-        _tensor("windows", [-1, shape.channels, shape.kernel_samples], mc.ModelOutput)
-    )
+def stateful_config(
+    name: str,
+    kind: str,
+    tensors: tuple[tuple[str, list[int]], tuple[str, list[int]]],
+    shape: EnsembleShape,
+    channels: int,
+) -> mc.ModelConfig:
+    """Stateful python model (``backend/stateful.py``, ``kind`` snapshot or average).
+
+    ``direct`` sequence batching with START/END/CORRID controls and ``max_sequences`` slots,
+    so every client of a server streams at once; ``tensors`` is ((input, dims), (output, dims)).
+    """
+    config = mc.ModelConfig(name=name, backend="python", max_batch_size=shape.max_sequences)
+    (in_name, in_dims), (out_name, out_dims) = tensors
+    config.input.append(_tensor(in_name, in_dims, mc.ModelInput))
+    config.output.append(_tensor(out_name, out_dims, mc.ModelOutput))
     batching = config.sequence_batching
     batching.max_sequence_idle_microseconds = int(shape.sequence_idle_seconds * 1e6)
     batching.direct.SetInParent()
     kinds = mc.ModelSequenceBatching.Control
     flags = (("START", kinds.CONTROL_SEQUENCE_START), ("END", kinds.CONTROL_SEQUENCE_END))
-    for name, kind in flags:
-        control = batching.control_input.add(name=name).control.add(kind=kind)
+    for flag, control_kind in flags:
+        control = batching.control_input.add(name=flag).control.add(kind=control_kind)
         control.int32_false_true.extend([0, 1])
     batching.control_input.add(name="CORRID").control.add(
         kind=kinds.CONTROL_SEQUENCE_CORRID, data_type=mc.TYPE_UINT64
@@ -62,7 +72,8 @@ def snapshotter_config(shape: EnsembleShape) -> mc.ModelConfig:
     # One instance: a sequence's state lives in the process that holds it.
     config.instance_group.add(count=1, kind=mc.ModelInstanceGroup.KIND_CPU)
     params = {
-        "channels": shape.channels,
+        "kind": kind,
+        "channels": channels,
         "kernel_samples": shape.kernel_samples,
         "stride_samples": shape.stride_samples,
         "idle_seconds": 2 * shape.sequence_idle_seconds,
@@ -72,31 +83,67 @@ def snapshotter_config(shape: EnsembleShape) -> mc.ModelConfig:
     return config
 
 
-def classifier_config(shape: EnsembleShape) -> mc.ModelConfig:
-    """Python model running the classifier's ONNX graph with onnxruntime."""
-    config = mc.ModelConfig(name=CLASSIFIER, backend="python", max_batch_size=1)
-    config.input.append(
-        _tensor("windows", [-1, shape.channels, shape.kernel_samples], mc.ModelInput)
+def snapshotter_config(shape: EnsembleShape) -> mc.ModelConfig:
+    """The snapshotter of the streamed channels: ``update`` [C, -1] → ``windows`` [-1, C, K]."""
+    c, k = shape.channels, shape.kernel_samples
+    return stateful_config(
+        SNAPSHOTTER, "snapshot", (("update", [c, -1]), ("windows", [-1, c, k])), shape, c
     )
-    config.output.append(_tensor("statistic", [-1], mc.ModelOutput))
+
+
+def network_config(
+    name: str,
+    inputs: tuple[tuple[str, tuple[int, ...]], ...],
+    outputs: tuple[tuple[str, tuple[int, ...]], ...],
+    shape: EnsembleShape,
+) -> mc.ModelConfig:
+    """Python model running an ONNX graph with onnxruntime (``backend/onnx_network.py``)."""
+    config = mc.ModelConfig(name=name, backend="python", max_batch_size=1)
+    for tensor_name, dims in inputs:
+        config.input.append(_tensor(tensor_name, list(dims), mc.ModelInput))
+    for tensor_name, dims in outputs:
+        config.output.append(_tensor(tensor_name, list(dims), mc.ModelOutput))
     config.instance_group.add(count=shape.instances, kind=mc.ModelInstanceGroup.KIND_CPU)
     config.parameters["intra_op_threads"].string_value = str(shape.intra_op_threads)
     return config
 
 
-def ensemble_config(name: str, shape: EnsembleShape) -> mc.ModelConfig:
-    """The model clients call: snapshotter then classifier."""
+def classifier_config(shape: EnsembleShape) -> mc.ModelConfig:
+    """The classifier network: ``windows`` [-1, C, K] → ``statistic`` [-1]."""
+    windows = ("windows", (-1, shape.channels, shape.kernel_samples))
+    return network_config(CLASSIFIER, (windows,), (("statistic", (-1,)),), shape)
+
+
+def pipeline_config(
+    name: str,
+    inputs: tuple[tuple[str, tuple[int, ...]], ...],
+    outputs: tuple[tuple[str, tuple[int, ...]], ...],
+    steps: list[tuple[str, dict[str, str], dict[str, str]]],
+) -> mc.ModelConfig:
+    """The ensemble clients call: ``steps`` are (model, input map, output map) in order."""
     config = mc.ModelConfig(name=name, platform="ensemble", max_batch_size=1)
-    config.input.append(_tensor("update", [shape.channels, -1], mc.ModelInput))
-    config.output.append(_tensor("statistic", [-1], mc.ModelOutput))
-    steps = config.ensemble_scheduling.step
-    snap = steps.add(model_name=SNAPSHOTTER, model_version=-1)
-    snap.input_map["update"] = "update"
-    snap.output_map["windows"] = "windows"
-    net = steps.add(model_name=CLASSIFIER, model_version=-1)
-    net.input_map["windows"] = "windows"
-    net.output_map["statistic"] = "statistic"
+    for tensor_name, dims in inputs:
+        config.input.append(_tensor(tensor_name, list(dims), mc.ModelInput))
+    for tensor_name, dims in outputs:
+        config.output.append(_tensor(tensor_name, list(dims), mc.ModelOutput))
+    for model, input_map, output_map in steps:
+        step = config.ensemble_scheduling.step.add(model_name=model, model_version=-1)
+        for key, value in input_map.items():
+            step.input_map[key] = value
+        for key, value in output_map.items():
+            step.output_map[key] = value
     return config
+
+
+def ensemble_config(name: str, shape: EnsembleShape) -> mc.ModelConfig:
+    """The classifier campaign's ensemble: snapshotter then classifier."""
+    return pipeline_config(
+        name,
+        (("update", (shape.channels, -1)),),
+        (("statistic", (-1,)),),
+        [(SNAPSHOTTER, {"update": "update"}, {"windows": "windows"}),
+         (CLASSIFIER, {"windows": "windows"}, {"statistic": "statistic"})],
+    )
 
 
 def to_pbtxt(config: mc.ModelConfig) -> str:

@@ -32,7 +32,7 @@ from offline_iaas import faults
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ModelError, ServerError
 from offline_iaas.repository.export import check_repository
-from offline_iaas.repository.model_configs import CLASSIFIER, SNAPSHOTTER
+from offline_iaas.repository.pipeline import stages
 from offline_iaas.serve import rendezvous as address_files
 from offline_iaas.serve.access import read_token
 from offline_iaas.serve.chirp import ADDRESS_ATTRIBUTE, job_ads
@@ -238,7 +238,7 @@ def serve(
     flavor = check_repository(config).get("flavor", "cpu")
     if flavor != "cpu" and config.server.runtime == "native":
         check_flavor_runnable(flavor, locate_tritonserver().backend_dir)
-    models = [SNAPSHOTTER, CLASSIFIER, config.model.name]
+    models = [stage.model for stage in stages(config)] + [config.model.name]
     check_models_present(config.model.repository, models)
     bind = config.server.bind
     server_log = run_dir / "logs" / f"{node}-tritonserver.log"

@@ -1,8 +1,9 @@
 """Runs an exported ONNX network with onnxruntime inside Triton's python backend.
 
 Copied verbatim into the model repository as ``<network>/<version>/model.py`` beside
-``model.onnx``. Requests carry ``[1, n, ...]`` (the ensemble's batch of one); the network sees
-``[n, ...]``. The graph's input and output names are the Triton tensor names.
+``model.onnx``. Requests carry ``[1, n, ...]`` (the ensemble's batch of one); a network graph
+sees ``[n, ...]``, a graph whose inputs have the request's rank (``subtract``) sees the batch
+axis too. The graph's input and output names are the Triton tensor names.
 """
 
 from __future__ import annotations
@@ -30,20 +31,21 @@ class TritonPythonModel:
         self.session = onnxruntime.InferenceSession(
             path, options, providers=["CPUExecutionProvider"]
         )
-        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.input_ranks = {i.name: len(i.shape) for i in self.session.get_inputs()}
         self.output_names = [o.name for o in self.session.get_outputs()]
 
     def execute(self, requests: list) -> list:
         pb = self.pb
         responses = []
         for request in requests:
-            feeds = {
-                name: pb.get_input_tensor_by_name(request, name).as_numpy()[0]
-                for name in self.input_names
-            }
+            feeds, batched = {}, False
+            for name, rank in self.input_ranks.items():
+                value = pb.get_input_tensor_by_name(request, name).as_numpy()
+                batched = value.ndim == rank
+                feeds[name] = value if batched else value[0]
             outputs = self.session.run(self.output_names, feeds)
             tensors = [
-                pb.Tensor(name, np.ascontiguousarray(value[None]))
+                pb.Tensor(name, np.ascontiguousarray(value if batched else value[None]))
                 for name, value in zip(self.output_names, outputs, strict=True)
             ]
             responses.append(pb.InferenceResponse(tensors))

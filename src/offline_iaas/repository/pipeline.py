@@ -1,0 +1,153 @@
+"""The steps of each campaign mode's server ensemble, and the same steps run in-process.
+
+A mode is a chain of **stages**: stateful ones (``snapshot``, ``average``: one state per
+stream, ``repository/backend/stateful.py``) and stateless ONNX networks
+(``repository/networks.py``). ``export`` writes each stage as a model and the chain as the
+ensemble clients call; ``StreamRunner`` runs the same stages on the same graphs in one process
+(the reference). Tensors are named as in the ensemble::
+
+    classifier  update ─► snapshotter ─► windows ─► classifier ─► statistic
+    bbhnet      update ─► snapshotter ─► windows ─► bbhnet ─► statistic
+    deepclean   update ─► snapshotter ─► windows ─► deepclean ─► prediction ─► averager ─► noise
+    e2e         ... ─► averager ─► noise; (windows, noise) ─► subtract ─► cleaned
+                    ─► snapshotter_clean ─► clean_windows ─► bbhnet ─► statistic
+
+``update`` is ``[channels, n S]`` of the streamed channels (``CampaignConfig.stream_channels``);
+``statistic`` is ``[n]``, one per window; ``noise`` is ``[ifos, n S]``, the averaged prediction
+of the strides the request's windows completed (``averaging_delay_windows`` behind them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from offline_iaas.config import CampaignConfig
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One model of the ensemble."""
+
+    model: str
+    kind: str
+    """``snapshot``, ``average`` (stateful) or ``network`` (an ONNX graph)."""
+    inputs: dict[str, str] = field(default_factory=dict)
+    """Model tensor name → ensemble tensor name."""
+    outputs: dict[str, str] = field(default_factory=dict)
+    channels: int = 0
+    """Channels of a stateful stage's state."""
+
+    @property
+    def stateful(self) -> bool:
+        return self.kind != "network"
+
+
+def stages(config: CampaignConfig) -> list[Stage]:
+    """The mode's stages, in order."""
+    mode, ifos = config.model.mode, len(config.ifos)
+    snapshot = Stage("snapshotter", "snapshot", {"update": "update"}, {"windows": "windows"},
+                     len(config.stream_channels))
+    if mode in ("classifier", "bbhnet"):
+        return [snapshot, Stage(mode, "network", {"windows": "windows"},
+                                {"statistic": "statistic"})]
+    chain = [
+        snapshot,
+        Stage("deepclean", "network", {"windows": "windows"}, {"prediction": "prediction"}),
+        Stage("averager", "average", {"prediction": "prediction"}, {"noise": "noise"}, ifos),
+    ]
+    if mode == "e2e":
+        chain += [
+            Stage("subtract", "network", {"windows": "windows", "noise": "noise"},
+                  {"cleaned": "cleaned"}),
+            Stage("snapshotter_clean", "snapshot", {"update": "cleaned"},
+                  {"windows": "clean_windows"}, ifos),
+            Stage("bbhnet", "network", {"windows": "clean_windows"}, {"statistic": "statistic"}),
+        ]
+    return chain
+
+
+def ensemble_outputs(config: CampaignConfig) -> tuple[str, ...]:
+    """What clients request and store: ``statistic`` and/or ``noise``."""
+    return {
+        "deepclean": ("noise",),
+        "e2e": ("noise", "statistic"),
+    }.get(config.model.mode, ("statistic",))
+
+
+def output_rows(config: CampaignConfig, name: str, values: np.ndarray) -> np.ndarray:
+    """One row per window: ``statistic [n]`` as is, ``noise [ifos, n S]`` → ``[n, ifos, S]``."""
+    if name == "statistic":
+        return values
+    ifos, samples = values.shape
+    return values.reshape(ifos, samples // config.stride_samples, config.stride_samples).swapaxes(
+        0, 1
+    )
+
+
+def row_shape(config: CampaignConfig, name: str) -> tuple[int, ...]:
+    """Shape of one row of an output (``()`` for the statistic)."""
+    return () if name == "statistic" else (len(config.ifos), config.stride_samples)
+
+
+def onnx_session(path: Path, threads: int = 1):
+    """An onnxruntime session configured like the server's python-backend model."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def run_graph(session, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run a network graph on unbatched tensors (adding Triton's batch axis where it takes it)."""
+    ranks = {i.name: len(i.shape) for i in session.get_inputs()}
+    batched = any(ranks[name] == value.ndim + 1 for name, value in feeds.items())
+    names = [o.name for o in session.get_outputs()]
+    values = session.run(names, {k: (v[None] if batched else v) for k, v in feeds.items()})
+    return {n: (v[0] if batched else v) for n, v in zip(names, values, strict=True)}
+
+
+class StreamRunner:
+    """The mode's stages for one stream, in-process: ``update`` → the ensemble's outputs.
+
+    Parameters
+    ----------
+    config
+        The campaign.
+    sessions
+        One onnxruntime session per network stage (``model name → session``), shared by
+        every stream.
+    """
+
+    def __init__(self, config: CampaignConfig, sessions: dict[str, object]) -> None:
+        from offline_iaas.repository.backend.stateful import OnlineAverage, SnapshotState
+
+        self.stages = stages(config)
+        self.outputs = ensemble_outputs(config)
+        self.sessions = sessions
+        self.states: dict[str, object] = {}
+        k, s = config.kernel_samples, config.stride_samples
+        for stage in self.stages:
+            if stage.kind == "snapshot":
+                self.states[stage.model] = SnapshotState(stage.channels, k, s)
+            elif stage.kind == "average":
+                self.states[stage.model] = OnlineAverage(k, s, stage.channels)
+
+    def update(self, samples: np.ndarray) -> dict[str, np.ndarray]:
+        """Feed ``[channels, n S]`` new samples; return ``{output: values}`` (no batch axis)."""
+        tensors: dict[str, np.ndarray] = {"update": samples}
+        for stage in self.stages:
+            feeds = {name: tensors[source] for name, source in stage.inputs.items()}
+            if stage.stateful:
+                (value,) = feeds.values()
+                result = {next(iter(stage.outputs)): self.states[stage.model].update(value)}
+                result = {k: v.astype(np.float32, copy=False) for k, v in result.items()}
+            else:
+                result = run_graph(self.sessions[stage.model], feeds)
+            for name, target in stage.outputs.items():
+                tensors[target] = result[name]
+        return {name: tensors[name] for name in self.outputs}
