@@ -262,10 +262,11 @@ class _GwfWriter:
         self.count = 0
 
     def add(self, ifo: str, channel: str, gps_start: float, values: np.ndarray) -> None:
-        chunks = self.pending.setdefault(ifo, [])
         while len(values):
+            chunks = self.pending.get(ifo, [])
             if chunks and abs(chunks[-1][1] + len(chunks[-1][2]) / self.rate - gps_start) > 1e-6:
-                self.flush(ifo)
+                self.flush(ifo)  # a gap: the file ends here
+            chunks = self.pending.setdefault(ifo, [])
             boundary = (np.floor(gps_start / self.seconds + 1e-9) + 1) * self.seconds
             take = min(len(values), int(round((boundary - gps_start) * self.rate)))
             chunks.append((channel, gps_start, values[:take]))

@@ -1,0 +1,121 @@
+"""The three campaign modes end to end (2 servers x 2 clients, real tritonservers) = reference.
+
+The networks are freshly initialised (not trained): the equality of campaign and reference does
+not depend on what the weights are; the physics of the trained demo networks is checked in
+``test_demo_physics.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from gwpy.timeseries import TimeSeries
+
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.merge.output import max_relative_difference, read_campaign
+from offline_iaas.models.weights import build_network
+from offline_iaas.reference import run_reference
+from offline_iaas.repository.export import export_repository
+from offline_iaas.workflow.local import run_local
+from offline_iaas.workflow.make_dag import make_dag
+from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
+
+pytestmark = pytest.mark.slow
+
+TOLERANCE = 1e-5
+WITNESSES = '["H1:PEM-SYNTH_WITNESS_0", "H1:PEM-SYNTH_WITNESS_1", "L1:PEM-SYNTH_WITNESS_0"]'
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Frames for 64 s of H1/L1 with two witnesses each, and untrained weights."""
+    root = tmp_path_factory.mktemp("modes")
+    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    config = load_config(root / "campaign.toml")
+    write_synthetic_dataset(config)
+    weights = root / "weights"
+    weights.mkdir()
+    torch.manual_seed(3)
+    for ifo, witnesses in (("H1", 2), ("L1", 1)):
+        net = build_network("deepclean", {"witnesses": witnesses})
+        for module in net.modules():  # non-trivial BatchNorm statistics
+            if isinstance(module, torch.nn.BatchNorm1d):
+                module.running_mean.uniform_(-0.1, 0.1)
+        torch.save(net.state_dict(), weights / f"deepclean-{ifo}.pt")
+    torch.save(build_network("bbhnet", {"ifos": 2}, whitening_taps=33).state_dict(),
+               weights / "bbhnet.pt")
+    return root
+
+
+def mode_campaign(root: Path, mode: str) -> CampaignConfig:
+    config = load_config(
+        root / "campaign.toml",
+        [
+            f'model.repository="{root / mode / "model-repository"}"',
+            f'model.mode="{mode}"',
+            f"data.witnesses={WITNESSES}",
+            f'bbhnet.injections="{root / "frames" / "synth.json"}"',
+            "layout.servers=2",
+            "layout.clients_per_server=2",
+            "deepclean.frame_seconds=16",
+            "deepclean.asd_fftlength=1",
+        ],
+    )
+    export_repository(config, root / "weights")
+    return config
+
+
+def run_mode(root: Path, mode: str) -> tuple[CampaignConfig, Path, Path, list[str]]:
+    config = mode_campaign(root, mode)
+    run_dir = root / mode / "run"
+    make_dag(config, run_dir)
+    log: list[str] = []
+    try:
+        run_local(run_dir, log=log.append)
+    finally:
+        assert processes_mentioning(str(run_dir)) == []
+    reference, _ = run_reference(config, root / mode / "reference.h5")
+    return config, run_dir / "output" / "campaign.h5", reference, log
+
+
+@pytest.mark.parametrize("mode", ["deepclean", "bbhnet", "e2e"])
+def test_mode_campaign_equals_reference(dataset: Path, mode: str) -> None:
+    config, campaign, reference, _ = run_mode(dataset, mode)
+    differences = max_relative_difference(campaign, reference)
+    with h5py.File(campaign, "r") as f:
+        groups = set(f)
+    expected = {"deepclean": {"noise", "clean"}, "bbhnet": {"statistic", "triggers"},
+                "e2e": {"noise", "clean", "statistic", "triggers"}}[mode]
+    assert groups == expected
+    assert differences and max(differences.values()) <= TOLERANCE, differences
+    summary = json.loads((campaign.parent / "campaign.json").read_text())
+    if "statistic" in groups:
+        assert summary["bbhnet"]["found"] + summary["bbhnet"]["missed"] == 1  # synth's injection
+    if "clean" in groups:
+        # the cleaned strain is in the GWF files too, under <IFO>:<strain>_CLEAN
+        clean = read_campaign(campaign, "clean/H1")[0]
+        files = sorted((campaign.parent / "frames" / "H1").glob("H-H1_CLEAN-*.gwf"))
+        assert len(files) >= 4
+        channel = f"{config.data.channels[0]}_CLEAN"
+        from_gwf = TimeSeries.read([str(f) for f in files], channel, format="gwf")
+        assert from_gwf.t0.value == pytest.approx(clean.t0.value, abs=1e-6)
+        np.testing.assert_array_equal(from_gwf.value, clean.value)
+        assert set(summary["deepclean"]) == {"H1", "L1"}
+
+
+def test_deepclean_outputs_start_after_the_averaging_latency(dataset: Path) -> None:
+    """Each stretch's cleaned strain starts K - S after it (the first averaged stride whose
+    windows all hold data) and ends K - S before its last window's end."""
+    config = mode_campaign(dataset, "deepclean")
+    out, _ = run_reference(config, dataset / "latency.h5")
+    (clean,) = read_campaign(out, "clean/L1")
+    lag = (config.kernel_samples - config.stride_samples) / config.data.sample_rate
+    assert clean.t0.value == pytest.approx(config.data.start + lag)
+    end = config.data.start + config.data.duration
+    assert clean.t0.value + clean.duration.value == pytest.approx(end - lag)
