@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo test lint install clean
+.PHONY: demo test lint install clean browser report-example
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,9 +18,23 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/offline-iaas demo --workdir demo-work
 
-test: $(STAMP)
+# The report's browser test needs Debian's chromium and chromedriver; installed once (root).
+browser:
+	@if test -x /usr/bin/chromium && test -x /usr/bin/chromedriver; then :; \
+	elif apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	     apt-get install -y -qq chromium chromium-driver >/dev/null; then \
+	  echo "browser: installed chromium and chromium-driver"; \
+	else echo "browser: could not install chromium (the browser test will be skipped)"; fi
+
+test: $(STAMP) browser
 	$(BIN)/ruff check src tests
 	$(BIN)/python -m pytest -q
+
+# docs/report-example.png: the demo's report in headless Chromium (runs the whole demo).
+report-example: $(STAMP) browser
+	$(BIN)/offline-iaas demo --workdir demo-work
+	$(BIN)/offline-iaas report demo-work/run
+	$(BIN)/python -m tests.browser demo-work/run/report/index.html docs/report-example.png
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -438,6 +438,20 @@ class _Run:
     deferrals: int = 0
     sandbox: Path | None = None
     sandbox_before: set[str] = field(default_factory=set)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """Finished attempts: ``{attempt, started, ended, exit_code, status}`` each."""
+
+    def close_attempt(self, status: str, exit_code: int | None = None) -> None:
+        """Record the attempt under way as finished with ``status``."""
+        if self.started is None or any(h["attempt"] == self.attempts for h in self.history):
+            return
+        self.history.append({
+            "attempt": self.attempts,
+            "started": self.started,
+            "ended": self.ended or _now(),
+            "exit_code": self.exit_code if exit_code is None else exit_code,
+            "status": status,
+        })
 
     @property
     def is_service(self) -> bool:
@@ -499,8 +513,10 @@ class _Executor:
         log: Callable[[str], None],
         stop_timeout_seconds: float,
         signals: _Signals,
+        on_state: Callable[[dict[str, tuple[str, str]]], None] | None = None,
     ) -> None:
         self.run_dir, self.dag, self.runs = run_dir, dag, runs
+        self.on_state = on_state
 
         def safe_log(line: str) -> None:
             try:
@@ -536,9 +552,15 @@ class _Executor:
                 "exit_code": r.exit_code,
                 "started": r.started,
                 "ended": r.ended,
+                "history": r.history,
             }
             for name, r in self.runs.items()
         }
+        if self.on_state is not None:
+            try:
+                self.on_state({name: (r.node.kind, r.status) for name, r in self.runs.items()})
+            except OSError:  # a closed terminal must not stop the executor
+                pass
         state = {
             "dag": str(self.run_dir / "offline.dag"),
             "updated": _now(),
@@ -709,6 +731,7 @@ class _Executor:
         abort = code is not None and code == run.node.abort_exit
         never = code is not None and code == run.node.unless_exit
         run.ended = _now()
+        run.close_attempt("failed", code)
         if abort:
             run.status = "failed"
             self.aborted = (name, code)  # type: ignore[assignment]
@@ -750,6 +773,7 @@ class _Executor:
                         shutil.rmtree(r.sandbox, ignore_errors=True)
                         r.sandbox = None
                     r.status, r.ended = "removed", _now()
+                    r.close_attempt("removed")
                     self.log(f"{r.node.name}: removed (DAG aborted)")
                     self.write_state()
                 continue
@@ -784,6 +808,7 @@ class _Executor:
             name, elapsed = r.node.name, time.monotonic() - r.clock
             if code == 0 and problem is None:
                 r.status = "done"
+                r.close_attempt("done")
                 self.log(f"{name}: done in {elapsed:.1f} s")
                 self.write_state()
                 continue
@@ -801,6 +826,7 @@ class _Executor:
             if code is None:
                 continue
             self._reaped(r, code)
+            r.close_attempt("exited")
             why = f"{_describe_exit(code)} (see {self._rel(r.command.stderr)})"
             if jobs_left and code != 0 and r.attempts <= r.command.max_retries:
                 self.log(f"{r.node.name}: exited with {why} while nodes still run, restarting")
@@ -847,6 +873,7 @@ class _Executor:
                 elif proc is r.proc:  # exited since the last poll (the run was cut short)
                     self._reaped(r, code)
                     r.status = "exited" if r.is_service else ("done" if code == 0 else "failed")
+                    r.close_attempt(r.status)
         for r, proc in live:
             self.log(f"{r.node.name}: stopping")
             _signal_group(proc.pid, signal.SIGTERM)
@@ -869,6 +896,7 @@ class _Executor:
                 r.exit_code = code
             r.ended = _now()
             r.status = "stopped"
+            r.close_attempt("stopped")
             if (r, proc) not in waiting:
                 self.log(f"{r.node.name}: stopped")
             if r.sandbox is not None:
@@ -923,6 +951,7 @@ def run_local(
     *,
     log: Callable[[str], None] = print,
     stop_timeout_seconds: float = 30.0,
+    on_state: Callable[[dict[str, tuple[str, str]]], None] | None = None,
 ) -> None:
     """Run the DAG of a run directory on this machine.
 
@@ -935,6 +964,9 @@ def run_local(
         Receives one plain line per event (node started, done, failed, retried, stopped).
     stop_timeout_seconds
         How long a stopped node may take to exit after SIGTERM before its group is killed.
+    on_state
+        Called with every node's ``(kind, status)`` whenever the state file is written (a
+        progress display).
 
     Raises
     ------
@@ -980,7 +1012,9 @@ def run_local(
 
     with _locked(run_dir):
         signals = _Signals()
-        executor = _Executor(run_dir, dag, runs, submits, log, stop_timeout_seconds, signals)
+        executor = _Executor(
+            run_dir, dag, runs, submits, log, stop_timeout_seconds, signals, on_state
+        )
         began = time.monotonic()
         executor.write_state()
         signals.install()

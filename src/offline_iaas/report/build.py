@@ -1,0 +1,268 @@
+"""``offline-iaas report``: write ``RUN/report/index.html`` from what a run directory holds.
+
+Each section is drawn only from inputs that exist: a campaign without DeepClean has no ASDs, a
+run without monitor CSVs no throughput plot; a missing input gives one line saying so, and an
+unreadable one a line naming the problem, never a failed report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import h5py
+
+from offline_iaas.atomic import write_text_atomic
+from offline_iaas.config import CampaignConfig, DeepCleanConfig, load_config
+from offline_iaas.report import page, plots
+from offline_iaas.report.provenance import (
+    model_versions,
+    read_repository_manifest,
+    software_versions,
+)
+from offline_iaas.report.search import read_triggers, statistic_traces
+from offline_iaas.report.spectra import (
+    RANGE_FMIN_HZ,
+    ifos_with_clean_strain,
+    inspiral_range,
+    strain_spectra,
+)
+from offline_iaas.report.timeline import (
+    coverage,
+    monitor_rates,
+    node_attempts,
+    read_monitor,
+)
+from offline_iaas.workflow.plan import ClientSegment
+
+REPORT = Path("report") / "index.html"
+ASD_MAX_SECONDS = 2048.0
+"""Data seconds per interferometer that the ASDs average (bounds time and memory)."""
+
+
+class _Run:
+    """The run directory's files, read on demand; absent or unreadable ones are None."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = run_dir
+        self.output = run_dir / "output" / "campaign.h5"
+        self.config: CampaignConfig | None = None
+        self.config_error: str | None = None
+        try:
+            self.config = load_config(run_dir / "campaign.toml")
+        except Exception as err:  # a report is written whatever state the run is in
+            self.config_error = str(err)
+        self.summary = _json(run_dir / "output" / "campaign.json") or {}
+        self.run_info = _json(run_dir / "run.json") or {}
+
+    @property
+    def mode(self) -> str:
+        return self.config.model.mode if self.config is not None else "unknown"
+
+    @property
+    def has_output(self) -> bool:
+        return self.output.is_file()
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _absent(what: str, run: _Run) -> str:
+    return page.paragraph(f"{what}: not in this campaign (mode {run.mode}).", "absent")
+
+
+def _deepclean(run: _Run, section: page.Section) -> None:
+    ifos = ifos_with_clean_strain(run.output) if run.has_output else []
+    if not ifos:
+        section.parts.append(_absent("Cleaned strain", run))
+        return
+    settings = run.config.deepclean if run.config is not None else DeepCleanConfig()
+    band = (settings.band_low_hz, settings.band_high_hz)
+    metrics = run.summary.get("deepclean") or {}
+    for ifo in ifos:
+        section.parts.append(page.heading(ifo))
+        spectra = strain_spectra(run.output, ifo, settings.asd_fftlength, ASD_MAX_SECONDS)
+        if spectra is None:
+            section.parts.append(page.paragraph(
+                f"{ifo}: no stretch is as long as the FFT length ({settings.asd_fftlength:g} s)",
+                "absent"))
+            continue
+        section.parts.append(page.image(plots.asd_figure(ifo, spectra, band), f"{ifo} ASD"))
+        rows: list[list[object]] = []
+        clean_range = inspiral_range(spectra.frequencies, spectra.clean)
+        if spectra.raw is not None:
+            raw_range = inspiral_range(spectra.frequencies, spectra.raw)
+            rows.append(["BNS range, raw [Mpc]", round(raw_range, 2)])
+        rows.append(["BNS range, cleaned [Mpc]", round(clean_range, 2)])
+        if spectra.raw is not None and raw_range > 0:
+            rows.append(["range change [%]", round(100 * (clean_range / raw_range - 1), 2)])
+        for key, value in (metrics.get(ifo) or {}).items():
+            rows.append([key, value])
+        section.parts.append(page.table(["quantity", "value"], rows))
+    section.parts.append(page.paragraph(
+        f"Range: 1.4+1.4 M☉ inspiral, SNR 8, angle-averaged (gwpy sensemon_range), from "
+        f"{RANGE_FMIN_HZ:g} Hz; ASDs from at most {ASD_MAX_SECONDS:g} s per interferometer; "
+        "raw strain = cleaned + the subtracted noise."))
+
+
+def _search(run: _Run, section: page.Section) -> None:
+    traces = statistic_traces(run.output) if run.has_output else []
+    if not traces:
+        section.parts.append(_absent("Statistic", run))
+        return
+    triggers = read_triggers(run.output)
+    bbhnet = run.summary.get("bbhnet") or {}
+    injections = list(bbhnet.get("injections") or [])
+    t0 = run.config.data.start if run.config is not None else float(traces[0].time[0])
+    png = plots.statistic_figure(traces, triggers, injections, bbhnet.get("threshold"), t0)
+    section.parts.append(page.image(png, "statistic against time"))
+    if triggers is None:
+        section.parts.append(_absent("Triggers", run))
+    if not bbhnet:
+        section.parts.append(_absent("Found/missed injections", run))
+        return
+    section.parts.append(page.table(
+        ["found", "missed", "threshold", "background [s]"],
+        [[bbhnet.get("found", ""), bbhnet.get("missed", ""), bbhnet.get("threshold", ""),
+          bbhnet.get("background_seconds", "")]],
+    ))
+    if injections:
+        section.parts.append(page.table(
+            ["GPS time", "network SNR", "statistic", "found"],
+            [[i.get("gps_time", ""), i.get("network_snr", ""), i.get("statistic", ""),
+              "yes" if i.get("found") else "no"] for i in injections],
+        ))
+
+
+def _segments(run: _Run) -> list[ClientSegment]:
+    names = run.run_info.get("clients")
+    paths = ([run.dir / "jobs" / f"{n}.json" for n in names] if isinstance(names, list)
+             else sorted((run.dir / "jobs").glob("*.json")))
+    return [ClientSegment.from_dict(data) for data in map(_json, paths) if data]
+
+
+def _campaign(run: _Run, section: page.Section) -> None:
+    if run.summary:
+        keys = ("complete", "wall_seconds", "peak_rss_mb", "sha256")
+        section.parts.append(page.table(["merge", "value"],
+                                        [[k, run.summary[k]] for k in keys if k in run.summary]))
+    section.parts.append(page.heading("Coverage"))
+    segments = _segments(run)
+    if not segments:
+        section.parts.append(page.paragraph("No client job specs (RUN/jobs/*.json).", "absent"))
+    else:
+        stretches = None
+        if run.has_output:
+            with h5py.File(run.output, "r") as f:
+                if "stretches" in f.attrs:
+                    stretches = [(float(a), float(b)) for a, b in f.attrs["stretches"]]
+        if run.config is not None:
+            span = (run.config.data.start, run.config.data.start + run.config.data.duration)
+        else:
+            span = (min(p.gps_start for s in segments for p in s.pieces),
+                    max(p.gps_end for s in segments for p in s.pieces))
+        cov = coverage(span, segments, stretches)
+        section.parts.append(page.image(plots.coverage_figure(cov), "coverage map"))
+        lost = sum(b - a for a, b in cov.gaps)
+        section.parts.append(page.paragraph(
+            f"{len(cov.stretches)} analysable stretch(es), {lost:.1f} s of the "
+            f"{span[1] - span[0]:.1f} s span in gaps; client segments are coloured by server "
+            "(each bar is a piece streamed, warm-up included)."))
+
+    section.parts.append(page.heading("Node timeline"))
+    state = _json(run.dir / "local-state.json")
+    bars = node_attempts(state) if isinstance(state, dict) else []
+    if not bars:
+        section.parts.append(page.paragraph(
+            "No node timeline (RUN/local-state.json is written by run-local only).", "absent"))
+    else:
+        section.parts.append(page.image(plots.gantt_figure(bars), "node timeline"))
+
+    section.parts.append(page.heading("Servers"))
+    servers = run.run_info.get("servers") or []
+    csvs = sorted((run.dir / "monitor").glob("*.csv"),
+                  key=lambda p: (servers.index(p.stem) if p.stem in servers else len(servers),
+                                 p.stem))
+    if not csvs:
+        section.parts.append(page.paragraph(
+            "No monitor CSVs (RUN/monitor/<server>.csv): no throughput or queue plots.",
+            "absent"))
+        return
+    rates = {path.stem: {model: monitor_rates(cols) for model, cols in read_monitor(path).items()}
+             for path in csvs}
+    section.parts.append(page.image(plots.monitor_figure(rates), "server throughput"))
+
+
+def _provenance(run: _Run, section: page.Section) -> None:
+    rows: list[list[object]] = [["run id", run.run_info.get("run_id", "")]]
+    if run.config is not None:
+        rows.append(["config hash", run.config.config_hash()])
+        rows.append(["mode", run.config.model.mode])
+    if run.summary.get("config_hash"):
+        rows.append(["config hash of the output", run.summary["config_hash"]])
+    section.parts.append(page.table(["campaign", ""], rows))
+    section.parts.append(page.heading("Software"))
+    section.parts.append(page.table(["package", "version"], list(software_versions().items())))
+    section.parts.append(page.heading("Models"))
+    manifest = None
+    if run.config is not None:
+        manifest = read_repository_manifest(run.config.model.repository)
+    if manifest is None:
+        section.parts.append(page.paragraph("No model repository manifest found.", "absent"))
+    else:
+        section.parts.append(page.table(["manifest", ""], list(model_versions(manifest).items())))
+    section.parts.append(page.heading("Configuration (RUN/campaign.toml)"))
+    try:
+        section.parts.append(page.preformatted((run.dir / "campaign.toml").read_text()))
+    except OSError as err:
+        section.parts.append(page.paragraph(f"campaign.toml: {err}", "problem"))
+    if run.config_error:
+        section.parts.append(page.paragraph(run.config_error, "problem"))
+
+
+SECTIONS: tuple[tuple[str, str, Callable[[_Run, page.Section], None]], ...] = (
+    ("deepclean", "DeepClean", _deepclean),
+    ("bbhnet", "BBHnet", _search),
+    ("campaign", "Campaign", _campaign),
+    ("provenance", "Provenance", _provenance),
+)
+
+
+def write_report(run_dir: Path, log: Callable[[str], None] = print) -> Path:
+    """Write ``RUN/report/index.html`` and return its path.
+
+    Parameters
+    ----------
+    run_dir
+        A run directory written by ``make-dag`` (at any stage: sections whose inputs are not
+        there yet say so).
+    log
+        Receives a line per section that could not be drawn, and the report's path.
+    """
+    run_dir = Path(run_dir).absolute()
+    run = _Run(run_dir)
+    sections = []
+    for anchor, title, draw in SECTIONS:
+        section = page.Section(anchor, title)
+        try:
+            draw(run, section)
+        except Exception as err:  # one broken input must not cost the other sections
+            log(f"report: {title}: not drawn: {type(err).__name__}: {err}")
+            section.parts.append(page.paragraph(f"Not drawn: {type(err).__name__}: {err}",
+                                                "problem"))
+        sections.append(section)
+    subtitle = f"Run directory {run_dir}; mode {run.mode}"
+    if run.config is not None:
+        data = run.config.data
+        subtitle += f"; GPS {data.start:.0f} + {data.duration:g} s; {', '.join(data.channels)}"
+    path = run_dir / REPORT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, page.render("offline-iaas campaign report", subtitle, sections))
+    log(f"report: {path}")
+    return path

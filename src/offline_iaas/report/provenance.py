@@ -1,0 +1,43 @@
+"""What produced a campaign: software versions, the model repository's manifest."""
+
+from __future__ import annotations
+
+import json
+import platform
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+SOFTWARE: tuple[str, ...] = (
+    "offline-iaas", "tritonclient", "onnxruntime", "numpy", "gwpy", "h5py", "matplotlib",
+)
+"""Distributions whose versions the report lists (besides Python)."""
+
+
+def software_versions() -> dict[str, str]:
+    """Installed versions of ``SOFTWARE`` and Python (``not installed`` when absent)."""
+    versions = {"python": platform.python_version()}
+    for name in SOFTWARE:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def read_repository_manifest(repository: Path) -> dict[str, Any] | None:
+    """``<repository>/manifest.json``, or None when it is missing or unreadable."""
+    try:
+        manifest = json.loads((repository / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def model_versions(manifest: dict[str, Any]) -> dict[str, str]:
+    """The manifest's scalar entries (versions, flavor, ensemble name) as text."""
+    return {
+        key: str(value)
+        for key, value in manifest.items()
+        if isinstance(value, str | int | float | bool)
+    }

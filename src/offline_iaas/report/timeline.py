@@ -1,0 +1,180 @@
+"""The campaign's time axes as plain data: coverage map, node timeline, server monitor rates.
+
+Pure functions over what the run directory holds (``jobs/*.json``, ``local-state.json``,
+``monitor/<server>.csv``); the plots draw what they return.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from offline_iaas.workflow.plan import ClientSegment
+
+MONITOR_COLUMNS: tuple[str, ...] = (
+    "unix_time", "model", "inference_count", "execution_count", "success_count", "queue_ns",
+    "compute_input_ns", "compute_infer_ns", "compute_output_ns", "success_ns",
+)
+"""Header of ``RUN/monitor/<server>.csv``: cumulative Triton counters, one row per model and
+poll."""
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One horizontal bar of a coverage map or timeline."""
+
+    row: str
+    """Label of the bar's row (a client node, a DAG node)."""
+    start: float
+    end: float
+    group: str
+    """What colours it: the server of a client segment, the status of an attempt."""
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Analysable time, gaps and client segments of a campaign, in GPS seconds."""
+
+    span: tuple[float, float]
+    stretches: list[tuple[float, float]]
+    gaps: list[tuple[float, float]]
+    pieces: list[Bar]
+    """One bar per piece streamed; row = client node, group = its server."""
+
+
+def span_gaps(
+    span: tuple[float, float], stretches: Iterable[tuple[float, float]]
+) -> list[tuple[float, float]]:
+    """The parts of ``span`` that no stretch covers, in time order."""
+    gaps, cursor = [], span[0]
+    for start, end in sorted(stretches):
+        if start > cursor:
+            gaps.append((cursor, min(start, span[1])))
+        cursor = max(cursor, end)
+    if cursor < span[1]:
+        gaps.append((cursor, span[1]))
+    return [(a, b) for a, b in gaps if b > a]
+
+
+def coverage(
+    span: tuple[float, float],
+    segments: list[ClientSegment],
+    stretches: list[tuple[float, float]] | None = None,
+) -> Coverage:
+    """Coverage map data of a campaign.
+
+    Parameters
+    ----------
+    span
+        GPS start and end of the configured span.
+    segments
+        The client segments (``RUN/jobs/<client>.json``).
+    stretches
+        Analysable stretches; when None, those the pieces name.
+    """
+    if stretches is None:
+        found = {(p.stretch_gps_start, p.stretch_gps_end) for s in segments for p in s.pieces}
+        stretches = sorted(found)
+    pieces = [
+        Bar(seg.node, p.gps_start, p.gps_end, seg.server, f"sequence {p.sequence_id}")
+        for seg in sorted(segments, key=lambda s: s.index)
+        for p in seg.pieces
+    ]
+    return Coverage(span, sorted(stretches), span_gaps(span, stretches), pieces)
+
+
+def _time(text: Any) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def node_attempts(state: dict[str, Any]) -> list[Bar]:
+    """Timeline bars from run-local's ``local-state.json``: one per attempt of each node.
+
+    Attempts come from each node's ``history``; a node without one (a state file from before
+    it was kept) gives its last attempt. An attempt still running ends at the file's
+    ``updated`` time. Times are Unix seconds; the row order is the file's node order.
+    """
+    updated = _time(state.get("updated"))
+    bars: list[Bar] = []
+    for name, node in (state.get("nodes") or {}).items():
+        history = list(node.get("history") or [])
+        recorded = {h.get("attempt") for h in history}
+        attempts = node.get("attempts") or 0
+        if node.get("started") and attempts not in recorded:  # the attempt under way or last
+            history.append({"attempt": attempts, "started": node.get("started"),
+                            "ended": node.get("ended"), "status": node.get("status")})
+        for item in history:
+            start = _time(item.get("started"))
+            if start is None:
+                continue
+            end = _time(item.get("ended")) or updated or start
+            status = str(item.get("status") or "unknown")
+            bars.append(Bar(name, start, max(end, start), status, f"attempt {item.get('attempt')}"))
+    return bars
+
+
+@dataclass(frozen=True)
+class MonitorRates:
+    """Rates of one model on one server between consecutive polls."""
+
+    time: np.ndarray
+    """Unix time at the end of each interval."""
+    throughput: np.ndarray
+    """Inferences per second."""
+    queue_ms: np.ndarray
+    """Mean queue time per successful request in the interval (ms; NaN without requests)."""
+
+
+def read_monitor(path: Path) -> dict[str, dict[str, np.ndarray]]:
+    """A monitor CSV as ``model -> column -> values`` (rows in file order).
+
+    Raises
+    ------
+    ValueError
+        If the header is not ``MONITOR_COLUMNS``.
+    """
+    columns: dict[str, dict[str, list[float]]] = {}
+    with open(path, newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None or tuple(h.strip() for h in header) != MONITOR_COLUMNS:
+            raise ValueError(f"{path}: header is not {','.join(MONITOR_COLUMNS)}")
+        for row in reader:
+            if len(row) != len(MONITOR_COLUMNS):
+                continue  # a row cut short by a writer that was stopped
+            values = columns.setdefault(row[1], {k: [] for k in MONITOR_COLUMNS if k != "model"})
+            for key, text in zip(MONITOR_COLUMNS, row, strict=True):
+                if key != "model":
+                    values[key].append(float(text))
+    return {model: {k: np.asarray(v) for k, v in cols.items()} for model, cols in columns.items()}
+
+
+def monitor_rates(columns: dict[str, np.ndarray]) -> MonitorRates:
+    """Differences of cumulative counters between consecutive polls of one model.
+
+    An interval where a counter goes down (the server restarted) or the time does not advance
+    is left out.
+    """
+    order = np.argsort(columns["unix_time"], kind="stable")
+    t = columns["unix_time"][order]
+    inferences = np.diff(columns["inference_count"][order])
+    successes = np.diff(columns["success_count"][order])
+    queue = np.diff(columns["queue_ns"][order])
+    dt = np.diff(t)
+    keep = (dt > 0) & (inferences >= 0) & (successes >= 0) & (queue >= 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        throughput = inferences[keep] / dt[keep]
+        queue_ms = np.where(successes[keep] > 0, queue[keep] / successes[keep] / 1e6, np.nan)
+    return MonitorRates(t[1:][keep], throughput, queue_ms)
