@@ -227,6 +227,13 @@ def test_monitor_rates_difference_consecutive_polls(tmp_path: Path) -> None:
     assert rates.queue_ms == pytest.approx([2.0] * 4, rel=0.05)
 
 
+def test_long_monitor_series_are_averaged_over_several_polls(tmp_path: Path) -> None:
+    write_monitor(tmp_path / "server0.csv", 1000.0, polls=101)
+    rates = monitor_rates(read_monitor(tmp_path / "server0.csv")["offline-iaas"], max_points=10)
+    assert rates.time.tolist() == [1000.0 + 10 * k for k in range(1, 11)]
+    assert rates.throughput.tolist() == [200.0] * 10
+
+
 def test_monitor_rates_skip_a_counter_reset_and_idle_polls() -> None:
     columns = {k: np.zeros(4) for k in MONITOR_COLUMNS if k != "model"}
     columns["unix_time"] = np.array([0.0, 2.0, 4.0, 6.0])
@@ -285,6 +292,20 @@ def test_raw_strain_is_clean_plus_noise_and_the_line_is_gone(tmp_path: Path) -> 
     assert spectra.raw[away] / spectra.clean[away] == pytest.approx(1.0, rel=1e-3)
     limited = strain_spectra(run_dir / "output" / "campaign.h5", "H1", 4.0, max_seconds=32)
     assert limited is not None and limited.seconds == pytest.approx(32)
+
+
+def test_spectra_read_in_chunks_match_a_whole_read(tmp_path: Path, monkeypatch) -> None:
+    from offline_iaas.report import spectra as module
+
+    path = make_fixture_run(tmp_path) / "output" / "campaign.h5"
+    whole = strain_spectra(path, "L1", fftlength=2.0)
+    monkeypatch.setattr(module, "CHUNK_SECONDS", 16.0)
+    chunked = strain_spectra(path, "L1", fftlength=2.0)
+    assert whole is not None and chunked is not None
+    assert chunked.seconds == whole.seconds
+    assert np.median(chunked.clean / whole.clean) == pytest.approx(1.0, abs=0.02)
+    line = np.argmin(abs(whole.frequencies - LINE_HZ))
+    assert chunked.raw[line] == pytest.approx(whole.raw[line], rel=0.02)
 
 
 def test_inspiral_range_reads_a_strain_psd_in_mpc() -> None:

@@ -15,6 +15,8 @@ import h5py
 import numpy as np
 from scipy.signal import welch
 
+CHUNK_SECONDS = 256.0
+"""Data read and transformed at a time."""
 RANGE_FMIN_HZ = 10.0
 """Lower frequency of the inspiral range integral."""
 
@@ -73,15 +75,20 @@ def strain_spectra(
             count = min(len(data), int((max_seconds - used) * rate))
             if nperseg < 2 or count < nperseg:
                 continue
-            series = {"clean": np.asarray(data[:count], dtype=np.float64)}
-            if have_noise:
-                series["raw"] = series["clean"] + np.asarray(noise[name][:count], np.float64)
-            segments = 1 + (count - nperseg) // (nperseg - nperseg // 2)  # welch's count
-            for key, values in series.items():
-                frequencies, psd = welch(values, fs=rate, nperseg=nperseg, window="hann")
-                sums[key] = sums.get(key, 0.0) + psd * segments
-            weight += segments
-            used += count / rate
+            chunk = max(nperseg, int(CHUNK_SECONDS * rate) // nperseg * nperseg)
+            for a in range(0, count, chunk):
+                b = min(a + chunk, count)
+                if b - a < nperseg:
+                    break
+                series = {"clean": np.asarray(data[a:b], dtype=np.float64)}
+                if have_noise:
+                    series["raw"] = series["clean"] + np.asarray(noise[name][a:b], np.float64)
+                segments = 1 + (b - a - nperseg) // (nperseg - nperseg // 2)  # welch's count
+                for key, values in series.items():
+                    frequencies, psd = welch(values, fs=rate, nperseg=nperseg, window="hann")
+                    sums[key] = sums.get(key, 0.0) + psd * segments
+                weight += segments
+                used += (b - a) / rate
     if weight == 0 or frequencies is None:
         return None
     raw = sums["raw"] / weight if "raw" in sums else None

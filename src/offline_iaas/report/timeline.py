@@ -161,13 +161,17 @@ def read_monitor(path: Path) -> dict[str, dict[str, np.ndarray]]:
     return {model: {k: np.asarray(v) for k, v in cols.items()} for model, cols in columns.items()}
 
 
-def monitor_rates(columns: dict[str, np.ndarray]) -> MonitorRates:
+def monitor_rates(columns: dict[str, np.ndarray], max_points: int = 2000) -> MonitorRates:
     """Differences of cumulative counters between consecutive polls of one model.
 
-    An interval where a counter goes down (the server restarted) or the time does not advance
-    is left out.
+    With more than ``max_points`` polls, every k-th poll (and the last) is used, so each rate
+    is the exact mean over k poll intervals. An interval where a counter goes down (the server
+    restarted) or the time does not advance is left out.
     """
     order = np.argsort(columns["unix_time"], kind="stable")
+    step = max(1, -(-(len(order) - 1) // max_points))
+    if step > 1:
+        order = np.concatenate([order[:-1:step], order[-1:]])
     t = columns["unix_time"][order]
     inferences = np.diff(columns["inference_count"][order])
     successes = np.diff(columns["success_count"][order])
