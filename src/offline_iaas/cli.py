@@ -128,6 +128,56 @@ def cmd_merge(args: argparse.Namespace) -> None:
     merge(args.run_dir, log=log)
 
 
+def cmd_bench(args: argparse.Namespace) -> None:
+    from offline_iaas.bench.repository import ServerLayout
+    from offline_iaas.bench.run import run_bench
+    from offline_iaas.bench.sweep import DEFAULT_DATA_SECONDS, SweepPlan
+
+    plan = SweepPlan(
+        workloads=tuple(args.workloads),
+        batch_sizes=tuple(args.batch_sizes),
+        clients=tuple(args.clients),
+        default_batch_size=args.batch_size,
+        default_clients=args.k,
+        in_flight=args.in_flight,
+        repeats=args.repeats,
+        layout=ServerLayout(instances=args.instances, intra_op_threads=args.threads),
+        data_seconds={k: v * args.data_scale for k, v in DEFAULT_DATA_SECONDS.items()},
+        ensemble=not args.no_ensemble,
+    )
+    run_bench(plan, args.out, _bench_command(args), log=log, work_dir=args.work_dir)
+
+
+def _bench_command(args: argparse.Namespace) -> str:
+    """The bench command line that reproduces ``args`` (options left at default omitted)."""
+    defaults = build_parser().parse_args(["bench"])
+    words = ["offline-iaas", "bench"]
+    for key, value in sorted(vars(args).items()):
+        if key in ("func", "command") or value == getattr(defaults, key, value):
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            words.append(flag)
+        elif isinstance(value, list | tuple):
+            words += [flag, *map(str, value)]
+        else:
+            words += [flag, str(value)]
+    return " ".join(words)
+
+
+def cmd_plan(args: argparse.Namespace) -> None:
+    from offline_iaas.bench.capacity import plan_capacity
+
+    capacity = plan_capacity(_config(args), args.target_hours, args.from_bench)
+    for line in capacity.explanation:
+        log(f"plan: {line}")
+    log(
+        f"plan: recommend servers={capacity.servers} "
+        f"clients_per_server={capacity.clients_per_server} batch_size={capacity.batch_size}: "
+        + " ".join(f"--set {o}" for o in capacity.overrides())
+    )
+
+
 def cmd_reference(args: argparse.Namespace) -> None:
     from offline_iaas.reference import run_reference
 
@@ -203,6 +253,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("report", cmd_report, "write the campaign report RUN/report/index.html",
                 config=False)
     p.add_argument("run_dir", type=Path)
+    p = command("bench", cmd_bench, "measure service, limit and naive throughput; write "
+                "RESULTS.md, results.json and plots", config=False)
+    p.add_argument("--out", type=Path, default=Path("benchmarks"), help="output directory")
+    p.add_argument("--workloads", nargs="+", default=["toy", "deepclean"],
+                   choices=["toy", "deepclean", "tiny"])
+    p.add_argument("--batch-sizes", nargs="+", type=int, default=[8, 32, 128],
+                   help="batch sizes swept at -k clients")
+    p.add_argument("--clients", nargs="+", type=int, default=[1, 2, 4],
+                   help="client counts swept at --batch-size")
+    p.add_argument("--batch-size", type=int, default=32, help="default point's batch size")
+    p.add_argument("-k", type=int, default=2, help="default point's clients")
+    p.add_argument("--in-flight", type=int, default=4, help="requests in flight per client")
+    p.add_argument("--repeats", type=int, default=3, help="repeats per path and point")
+    p.add_argument("--instances", type=int, default=2, help="network instances per server")
+    p.add_argument("--threads", type=int, default=1, help="onnxruntime threads per instance")
+    p.add_argument("--data-scale", type=float, default=1.0,
+                   help="multiply the data streamed per measurement")
+    p.add_argument("--no-ensemble", action="store_true",
+                   help="skip the cpu flavor's ensemble at the default point")
+    p.add_argument("--work-dir", type=Path, help="keep repositories and logs here")
+    p = command("plan", cmd_plan, "recommend servers, clients per server and batch size from "
+                "measured throughput")
+    p.add_argument("--target-hours", type=float, required=True, help="deadline of the campaign")
+    p.add_argument("--from-bench", type=Path, default=Path("benchmarks/results.json"),
+                   help="results.json of offline-iaas bench (default: %(default)s)")
     p = command("merge", cmd_merge, "merge node: check and stitch the parts", config=False)
     p.add_argument("--run-dir", type=Path, required=True)
     p = command("reference", cmd_reference, "run the whole span in one process (the oracle)")

@@ -34,9 +34,10 @@ from offline_iaas.errors import ModelError, ServerError
 from offline_iaas.repository.export import check_repository
 from offline_iaas.repository.pipeline import stages
 from offline_iaas.serve import rendezvous as address_files
-from offline_iaas.serve.access import read_token
+from offline_iaas.serve.access import auth_headers, read_token
 from offline_iaas.serve.chirp import ADDRESS_ATTRIBUTE, job_ads
 from offline_iaas.serve.container import ContainerLauncher
+from offline_iaas.serve.monitor import interval_from_env, start_monitor
 from offline_iaas.serve.tritonserver import (
     Ports,
     TritonInstall,
@@ -241,6 +242,7 @@ def serve(
     models = [stage.model for stage in stages(config)] + [config.model.name]
     check_models_present(config.model.repository, models)
     bind = config.server.bind
+    monitor_seconds = interval_from_env()
     server_log = run_dir / "logs" / f"{node}-tritonserver.log"
     ads = job_ads() if rendezvous == "jobad" else None
     run_id = _run_id(run_dir)
@@ -258,6 +260,7 @@ def serve(
     proc: subprocess.Popen | None = None
     epoch = 0
     published = False
+    monitor = None
     try:
         for attempt in range(1, PORT_ATTEMPTS + 1):
             ports = Ports(*free_ports(bind))
@@ -299,6 +302,9 @@ def serve(
             ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, json.dumps(dataclasses.asdict(address)))
         published = True
         log(f"{node}: ready at {address.grpc_url} (epoch {epoch}, via {rendezvous_name(ads)})")
+        monitor = start_monitor(
+            url, auth_headers(run_dir), run_dir / "monitor" / f"{node}.csv", monitor_seconds
+        )
         while not stop.wait(0.5):
             if proc.poll() is not None:
                 raise ServerError(
@@ -313,6 +319,8 @@ def serve(
             elif published and ads is not None:
                 ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
         finally:
+            if monitor is not None:
+                monitor.stop()
             if proc is not None:
                 stop_process(proc, config.server.exit_timeout_seconds + 10)
             launcher.close()

@@ -1,0 +1,141 @@
+"""Fused snapshotter + network: one python-backend model, windows never leave the process.
+
+Copied verbatim into the bench's model repository as ``fused/<version>/model.py`` beside
+``model.onnx``. Depends on numpy and onnxruntime only.
+
+A request carries ``[1, channels, n * stride]`` new samples of one sequence (START/END/CORRID
+controls, ``direct`` sequence batching) and yields the network's output for the ``n`` windows
+that end after each stride: ``[1, n, *output_dims]``. All requests of one ``execute`` call are
+windowed straight into one preallocated batch (one copy per window sample) and run through
+onnxruntime in a single call; the ensemble instead sends every window through the server to a
+second model (two more copies of ``n x channels x kernel`` floats per request).
+
+Sequence state is per model instance: Triton's sequence batcher keeps a sequence on the
+instance that holds its slot, so several instances may serve several sequences. Requests with
+``CORRID = 0`` fill idle batch slots (Triton's direct batcher); they get zeros and no compute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+
+class FusedStream:
+    """The latest ``kernel_samples`` of each channel of one stream.
+
+    Parameters
+    ----------
+    channels, kernel_samples, stride_samples
+        Shape of the state and of the updates.
+    """
+
+    def __init__(self, channels: int, kernel_samples: int, stride_samples: int) -> None:
+        self.kernel_samples = kernel_samples
+        self.stride_samples = stride_samples
+        self.state = np.zeros((channels, kernel_samples), dtype=np.float32)
+
+    def windows_into(self, samples: np.ndarray, out: np.ndarray) -> None:
+        """Append ``samples`` [channels, n * stride]; write the n windows into ``out``.
+
+        ``out`` is ``[n, channels, kernel]``; window ``j`` ends after ``j + 1`` strides of the
+        new samples.
+        """
+        n_samples = samples.shape[-1]
+        full = np.concatenate([self.state, samples], axis=1)
+        views = np.lib.stride_tricks.sliding_window_view(full, self.kernel_samples, axis=1)
+        np.copyto(out, views[:, self.stride_samples :: self.stride_samples].transpose(1, 0, 2))
+        self.state = full[:, n_samples:].copy()
+
+
+class TritonPythonModel:
+    """One onnxruntime session and one ``FusedStream`` per live sequence, per instance."""
+
+    def initialize(self, args: dict) -> None:
+        import onnxruntime
+        import triton_python_backend_utils as pb_utils
+
+        self.pb = pb_utils
+        config = json.loads(args["model_config"])
+        params = {k: v["string_value"] for k, v in config["parameters"].items()}
+        self.channels = int(params["channels"])
+        self.kernel_samples = int(params["kernel_samples"])
+        self.stride_samples = int(params["stride_samples"])
+        self.idle_seconds = float(params["idle_seconds"])
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = int(params.get("intra_op_threads", "1"))
+        options.inter_op_num_threads = 1
+        path = os.path.join(args["model_repository"], args["model_version"], "model.onnx")
+        self.session = onnxruntime.InferenceSession(
+            path, options, providers=["CPUExecutionProvider"]
+        )
+        self.input_name = self.session.get_inputs()[0].name
+        self.output_name = self.session.get_outputs()[0].name
+        self.output_dims = [int(d) for d in json.loads(params["output_dims"])]
+        self.streams: dict[int, tuple[FusedStream, float]] = {}
+        self.batch = np.zeros((0, self.channels, self.kernel_samples), np.float32)
+
+    def execute(self, requests: list) -> list:
+        pb = self.pb
+        now = time.monotonic()
+        responses: list = [None] * len(requests)
+        work: list[tuple[int, FusedStream, np.ndarray, bool, int]] = []
+        for index, request in enumerate(requests):
+            samples = pb.get_input_tensor_by_name(request, "update").as_numpy()[0]
+            start = bool(pb.get_input_tensor_by_name(request, "START").as_numpy().ravel()[0])
+            end = bool(pb.get_input_tensor_by_name(request, "END").as_numpy().ravel()[0])
+            corrid = int(pb.get_input_tensor_by_name(request, "CORRID").as_numpy().ravel()[0])
+            n_windows = samples.shape[-1] // self.stride_samples
+            if corrid == 0:  # an idle slot's null request: its response is discarded
+                responses[index] = self._response(
+                    np.zeros((1, n_windows, *self.output_dims), np.float32)
+                )
+                continue
+            if samples.shape[-1] % self.stride_samples:
+                message = (
+                    f"update of {samples.shape[-1]} samples is not a multiple of the stride "
+                    f"({self.stride_samples} samples)"
+                )
+                responses[index] = pb.InferenceResponse(error=pb.TritonError(message))
+                continue
+            if start:
+                stream = FusedStream(self.channels, self.kernel_samples, self.stride_samples)
+            elif corrid in self.streams:
+                stream = self.streams[corrid][0]
+            else:
+                message = f"sequence {corrid} has no state on this instance: send START again"
+                responses[index] = pb.InferenceResponse(error=pb.TritonError(message))
+                continue
+            work.append((index, stream, samples, end, corrid))
+        total = sum(w[2].shape[-1] // self.stride_samples for w in work)
+        if total:
+            if self.batch.shape[0] < total:
+                self.batch = np.zeros((total, self.channels, self.kernel_samples), np.float32)
+            row = 0
+            rows = []
+            for index, stream, samples, end, corrid in work:
+                n = samples.shape[-1] // self.stride_samples
+                stream.windows_into(samples, self.batch[row : row + n])
+                rows.append((index, row, n))
+                if end:
+                    self.streams.pop(corrid, None)
+                else:
+                    self.streams[corrid] = (stream, now)
+                row += n
+            feed = {self.input_name: self.batch[:total]}
+            output = self.session.run([self.output_name], feed)[0]
+            for index, first, n in rows:
+                responses[index] = self._response(output[first : first + n][None])
+        self._expire(now)
+        return responses
+
+    def _response(self, values: np.ndarray):
+        return self.pb.InferenceResponse([self.pb.Tensor(self.output_name, values)])
+
+    def _expire(self, now: float) -> None:
+        stale = [k for k, (_, seen) in self.streams.items() if now - seen > self.idle_seconds]
+        for key in stale:
+            del self.streams[key]

@@ -1,0 +1,138 @@
+"""``offline-iaas plan``: servers, clients per server and batch size for a campaign.
+
+From a bench results file (``results.json`` of ``offline-iaas bench``) it takes the measured
+service throughput of one server for the workload that matches the campaign's mode, at the
+(batch size, clients) point where it was highest, scales it to the campaign's stream, and
+divides the campaign's data by the throughput the deadline needs:
+
+    needed      = data seconds / (target hours x 3600)                   [data-s / s]
+    per server  = measured x (bench window work / campaign window work)  [data-s / s]
+    servers     = ceil(needed x headroom / per server)
+
+where window work = windows per data second x window samples x streamed channels (the cost
+of a convolutional network grows with each; an assumption the output states), and the
+headroom covers server start-up, the warm-up windows every piece streams again, and
+stragglers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from offline_iaas.bench.report import points
+from offline_iaas.bench.results import read_results
+from offline_iaas.bench.workloads import Workload, workload
+from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import ConfigError
+
+HEADROOM = 1.25
+BENCH_WORKLOAD_OF_MODE: dict[str, str] = {
+    "deepclean": "deepclean",
+    "e2e": "deepclean",
+    "classifier": "toy",
+    "bbhnet": "toy",
+}
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    """What ``plan`` recommends, and why (one line per step of the arithmetic)."""
+
+    servers: int
+    clients_per_server: int
+    batch_size: int
+    hours: float
+    """Expected wall time with the recommended layout (without the headroom)."""
+    explanation: list[str] = field(default_factory=list)
+
+    def overrides(self) -> list[str]:
+        """``--set`` options applying the recommendation to the campaign config."""
+        return [
+            f"layout.servers={self.servers}",
+            f"layout.clients_per_server={self.clients_per_server}",
+            f"model.batch_size={self.batch_size}",
+        ]
+
+
+def window_work_per_data_second(channels: int, rate_hz: float, kernel_samples: int) -> float:
+    """Samples the network reads per data second: windows/s x window samples x channels."""
+    return rate_hz * kernel_samples * channels
+
+
+def plan_capacity(
+    config: CampaignConfig, target_hours: float, results_path: Path
+) -> CapacityPlan:
+    """Recommend a layout finishing ``config``'s span within ``target_hours``.
+
+    Raises
+    ------
+    ConfigError
+        A non-positive target, an unreadable results file, or one without a service
+        measurement of the workload matching the campaign's mode.
+    """
+    if not target_hours > 0:
+        raise ConfigError(f"--target-hours must be positive, got {target_hours}")
+    header, measurements = read_results(results_path)
+    name = BENCH_WORKLOAD_OF_MODE.get(config.model.mode, "toy")
+    load: Workload = workload(name)
+    served = [p for p in points(measurements) if p.workload == name and "service" in p.best]
+    if not served:
+        raise ConfigError(
+            f"{results_path}: no service measurement of the {name!r} workload (the bench "
+            f"workload of mode {config.model.mode!r}): run offline-iaas bench with it"
+        )
+    best = max(served, key=lambda p: p.best["service"].data_seconds_per_second)
+    measured = best.best["service"].data_seconds_per_second
+
+    channels = len(config.stream_channels)
+    bench_work = window_work_per_data_second(
+        load.channels, load.inference_rate_hz, load.kernel_samples
+    )
+    campaign_work = window_work_per_data_second(
+        channels, config.model.inference_rate, config.kernel_samples
+    )
+    per_server = measured * bench_work / campaign_work
+    data_seconds = config.data.duration
+    needed = data_seconds / (target_hours * 3600)
+    servers = max(1, math.ceil(needed * HEADROOM / per_server))
+    hours = data_seconds / (servers * per_server) / 3600
+
+    device = header.get("device", "cpu")
+    lines = [
+        f"campaign: {config.source or 'config'}: mode {config.model.mode}, "
+        f"{data_seconds:,.0f} s of data ({data_seconds / 86400:.1f} days), {channels} streamed "
+        f"channel(s) at {config.data.sample_rate:g} Hz, {config.kernel_samples}-sample windows "
+        f"at {config.model.inference_rate:g} Hz",
+        f"needed: {data_seconds:,.0f} data-s / ({target_hours:g} h x 3600 s/h) = "
+        f"{needed:,.2f} data-s/s",
+        f"bench: {results_path} ({device}, {header.get('machine', {}).get('cpu', 'unknown CPU')}"
+        f"): best service throughput of one server on the {name!r} workload: "
+        f"{measured:,.1f} data-s/s at batch {best.batch_size}, {best.clients} client(s)",
+        f"scaling: window work per data second = windows/s x window samples x channels: bench "
+        f"{load.inference_rate_hz:g} x {load.kernel_samples} x {load.channels} = "
+        f"{bench_work:,.0f}, campaign {config.model.inference_rate:g} x "
+        f"{config.kernel_samples} x {channels} = {campaign_work:,.0f}; per server "
+        f"{measured:,.1f} x {bench_work:,.0f} / {campaign_work:,.0f} = {per_server:,.2f} "
+        "data-s/s (assumes the network's cost grows linearly with each)",
+        f"servers: ceil({needed:,.2f} x headroom {HEADROOM:g} / {per_server:,.2f}) = {servers} "
+        "(headroom: server start-up, warm-up windows streamed again per piece, stragglers)",
+        f"clients per server: {best.clients}, batch size: {best.batch_size} (the bench's best "
+        "point)",
+        f"expected: {data_seconds:,.0f} / ({servers} x {per_server:,.2f}) = "
+        f"{hours * 3600:,.0f} s = {hours:.2f} h of streaming (target {target_hours:g} h)",
+    ]
+    if config.server.gpus > 0 and "gpu" not in str(device).lower():
+        lines.append(
+            f"warning: the campaign asks for {config.server.gpus} GPU(s) per server but the "
+            "bench ran on a CPU server: measure on the GPU node (benchmarks/gpu_bench.sh) and "
+            "pass its results with --from-bench"
+        )
+    clients = servers * best.clients
+    if config.total_windows < clients:
+        raise ConfigError(
+            f"the recommended {clients} clients exceed the campaign's {config.total_windows} "
+            "windows: the span is too short for this deadline's layout"
+        )
+    return CapacityPlan(servers, best.clients, best.batch_size, hours, lines)

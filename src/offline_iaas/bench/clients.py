@@ -1,0 +1,221 @@
+"""Client processes started together: each streams its share, all are timed from one signal.
+
+Each client is a separate (spawned) process, so its CPU time (``os.times``, all its threads)
+and its TCP connection are its own. A client generates its share of synthetic data, connects
+(the TCP connection exists before the start signal), reports ready, waits for the signal,
+streams with the given function, reports its CPU time and the monotonic time of its last
+response, and keeps its connection open until released, so that the parent can read the
+connections' byte counters before they close.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from offline_iaas.bench import accounting
+from offline_iaas.bench.workloads import Workload, synthetic_samples
+from offline_iaas.errors import ServerError
+
+RESPONSE_TIMEOUT_SECONDS = 120.0
+START_TIMEOUT_SECONDS = 120.0
+
+
+@dataclass(frozen=True)
+class ClientJob:
+    """What one client streams, and where.
+
+    Parameters
+    ----------
+    model
+        The served model it calls.
+    url, headers
+        Server address and the gRPC headers carrying the token.
+    load
+        The workload.
+    data_seconds
+        Length of its share (rounded down to whole strides).
+    batch_size
+        Windows per request.
+    in_flight
+        Requests outstanding on its stream.
+    sequence_id
+        Its sequence ID (stateful models only).
+    seed
+        Seed of its synthetic data.
+    """
+
+    model: str
+    url: str
+    headers: dict[str, str]
+    load: Workload
+    data_seconds: float
+    batch_size: int
+    in_flight: int
+    sequence_id: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class ClientReport:
+    """What a client measured of itself."""
+
+    pid: int
+    windows: int
+    cpu_seconds: float
+    started: float
+    finished: float
+    """``time.monotonic()`` at the start signal and at its last response."""
+    error: str = ""
+
+
+Streamer = Callable[[object, ClientJob, object], int]
+"""``streamer(client, job, samples)``: stream the share, return the windows answered."""
+
+
+@dataclass
+class ClientRun:
+    """The clients of one measurement, and what they cost."""
+
+    reports: list[ClientReport]
+    started: float
+    finished: float
+    server_cpu_seconds: float
+    bytes_sent: int
+    bytes_received: int
+    machine_busy_seconds: float
+    """CPU time of every process of the machine during the run."""
+
+    @property
+    def windows(self) -> int:
+        return sum(r.windows for r in self.reports)
+
+    @property
+    def wall_seconds(self) -> float:
+        return self.finished - self.started
+
+    @property
+    def client_cpu_seconds(self) -> float:
+        return sum(r.cpu_seconds for r in self.reports)
+
+
+def take_response(responses: queue.Queue, output: str) -> None:
+    """Wait for one streamed response and read its output; ServerError on an error."""
+    try:
+        result, error = responses.get(timeout=RESPONSE_TIMEOUT_SECONDS)
+    except queue.Empty:
+        raise ServerError(f"no response within {RESPONSE_TIMEOUT_SECONDS:.0f} s") from None
+    if error is not None:
+        raise ServerError(f"the server answered with an error: {error}")
+    result.as_numpy(output)
+
+
+def _client_main(
+    job: ClientJob, streamer: Streamer, ready, go, done, release
+) -> None:
+    import tritonclient.grpc as grpcclient
+
+    pid = os.getpid()
+    client = grpcclient.InferenceServerClient(job.url)
+    try:
+        samples = synthetic_samples(job.load, job.data_seconds, job.seed)
+        client.is_server_ready(headers=job.headers)  # opens the connection
+        ready.put(pid)
+        go.wait()
+        cpu_before = sum(os.times()[:2])
+        started = time.monotonic()
+        try:
+            windows = streamer(client, job, samples)
+        except Exception as err:  # reported to the parent, which raises it
+            done.put(ClientReport(pid, 0, 0.0, started, time.monotonic(), error=str(err)))
+            return
+        finished = time.monotonic()
+        cpu = sum(os.times()[:2]) - cpu_before
+        done.put(ClientReport(pid, windows, cpu, started, finished))
+        release.wait(START_TIMEOUT_SECONDS)
+    finally:
+        client.close()
+
+
+def run_clients(
+    jobs: list[ClientJob], streamer: Streamer, server_cpu: Callable[[], float], grpc_port: int
+) -> ClientRun:
+    """Start one process per job, start them together, and measure them.
+
+    Parameters
+    ----------
+    jobs
+        One per client.
+    streamer
+        A module-level function (it is pickled into the spawned processes).
+    server_cpu
+        Returns the server's CPU seconds so far (read at the start signal and at the end).
+    grpc_port
+        The server's gRPC port: the clients' connections to it are counted.
+    """
+    context = multiprocessing.get_context("spawn")
+    ready, done = context.Queue(), context.Queue()
+    go, release = context.Event(), context.Event()
+    procs = [
+        context.Process(target=_client_main, args=(job, streamer, ready, go, done, release))
+        for job in jobs
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        pids = [_get(ready, procs, "ready", START_TIMEOUT_SECONDS) for _ in procs]
+        before_bytes = accounting.client_tcp_bytes(grpc_port, pids)
+        before_cpu = server_cpu()
+        before_busy = accounting.machine_busy_seconds()
+        started = time.monotonic()
+        go.set()
+        reports = [_get(done, procs, "done", None) for _ in procs]
+        finished = max(r.finished for r in reports)
+        server_cpu_seconds = server_cpu() - before_cpu
+        busy = accounting.machine_busy_seconds() - before_busy
+        after_bytes = accounting.client_tcp_bytes(grpc_port, pids)
+        errors = [r.error for r in reports if r.error]
+        if errors:
+            raise ServerError(f"{len(errors)} bench client(s) failed: {errors[0]}")
+        return ClientRun(
+            reports=reports,
+            started=started,
+            finished=finished,
+            server_cpu_seconds=server_cpu_seconds,
+            bytes_sent=after_bytes.sent - before_bytes.sent,
+            bytes_received=after_bytes.received - before_bytes.received,
+            machine_busy_seconds=busy,
+        )
+    finally:
+        release.set()
+        go.set()
+        for proc in procs:
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+
+def _get(source, procs: list, what: str, timeout_seconds: float | None):
+    """The next item of a clients' queue; ServerError if a client died before sending it.
+
+    ``timeout_seconds`` None waits as long as the clients live (they time out themselves).
+    """
+    deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+    while True:
+        try:
+            return source.get(timeout=0.5)
+        except queue.Empty:
+            dead = [p for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                raise ServerError(
+                    f"a bench client exited with code {dead[0].exitcode} before it was {what}"
+                ) from None
+            if deadline is not None and time.monotonic() > deadline:
+                raise ServerError(
+                    f"bench clients not {what} within {timeout_seconds:.0f} s"
+                ) from None

@@ -1,0 +1,104 @@
+"""The regression check: service/limit on the tiny workload, against a recorded value.
+
+The tiny workload's windows are cheap, so its service/limit ratio is dominated by what the
+service adds per request (gRPC, the sequence batcher, the python backend, the client): a
+regression there shows in it. One server instance, one onnxruntime thread, one client; the
+limit and the service alternate ``repeats`` times and the best of each is taken. Two ratios
+are recorded: per wall second, and per CPU second (which other processes' load on the machine
+does not move).
+
+Record a new value (``benchmarks/regression.json``) with::
+
+    .venv/bin/python -m offline_iaas.bench.regression --record benchmarks/regression.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from offline_iaas.atomic import write_text_atomic
+from offline_iaas.bench.limit import measure_limit
+from offline_iaas.bench.repository import FUSED, ServerLayout, network_path, write_repository
+from offline_iaas.bench.results import best_by_path
+from offline_iaas.bench.server import bench_server
+from offline_iaas.bench.service import measure_service
+from offline_iaas.bench.workloads import TINY
+
+LAYOUT = ServerLayout(instances=1, intra_op_threads=1, max_sequences=1)
+BATCH_SIZE = 32
+CLIENTS = 1
+IN_FLIGHT = 4
+DATA_SECONDS = 600.0
+REPEATS = 3
+
+
+@dataclass(frozen=True)
+class RegressionRatios:
+    """Service over limit on the tiny workload."""
+
+    wall: float
+    """Data seconds per wall second."""
+    cpu: float
+    """Data seconds per CPU second."""
+
+    def to_dict(self) -> dict[str, float]:
+        return {"service_over_limit_wall": self.wall, "service_over_limit_cpu": self.cpu}
+
+
+def measure_regression_ratios(work_dir: Path, repeats: int = REPEATS) -> RegressionRatios:
+    """Measure the tiny workload's service/limit ratios on a fresh server in ``work_dir``."""
+    repo = write_repository(TINY, LAYOUT, work_dir / "repository")
+    found = []
+    with bench_server(repo, work_dir / "run", [FUSED]) as server:
+        measure_service(
+            TINY, server, FUSED, BATCH_SIZE, CLIENTS, IN_FLIGHT, DATA_SECONDS / 10, LAYOUT.threads
+        )
+        for _ in range(repeats):
+            found.append(measure_limit(
+                TINY, network_path(repo), LAYOUT, BATCH_SIZE, DATA_SECONDS, CLIENTS
+            ))
+            found.append(measure_service(
+                TINY, server, FUSED, BATCH_SIZE, CLIENTS, IN_FLIGHT, DATA_SECONDS, LAYOUT.threads
+            ))
+    best = best_by_path(found)
+    per_cpu = {
+        path: max(m.data_seconds_per_cpu_second for m in found if m.path == path)
+        for path in ("limit", "service")
+    }
+    return RegressionRatios(
+        wall=best["service"].data_seconds_per_second / best["limit"].data_seconds_per_second,
+        cpu=per_cpu["service"] / per_cpu["limit"],
+    )
+
+
+def read_recorded(path: Path) -> RegressionRatios:
+    """The ratios recorded in ``path``."""
+    data = json.loads(Path(path).read_text())
+    return RegressionRatios(data["service_over_limit_wall"], data["service_over_limit_cpu"])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--record", type=Path, required=True, help="JSON file to write")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="offline-iaas-regression-") as tmp:
+        ratios = measure_regression_ratios(Path(tmp))
+    data = {
+        **ratios.to_dict(),
+        "workload": TINY.name,
+        "batch_size": BATCH_SIZE,
+        "clients": CLIENTS,
+        "data_seconds": DATA_SECONDS,
+        "repeats": REPEATS,
+        "command": f"python -m offline_iaas.bench.regression --record {args.record}",
+    }
+    write_text_atomic(args.record, json.dumps(data, indent=1) + "\n")
+    print(json.dumps(data, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,319 @@
+"""Tables, plots and ``RESULTS.md`` from the bench's measurements.
+
+Each path at each point is represented by its best repeat (highest data seconds per wall
+second). Ratios are taken between those: ``service/limit`` and ``service/naive`` in data
+seconds per wall second, and ``service/limit`` per CPU second (data seconds per CPU second of
+the service's clients and server against the limit's process), which other processes' load on
+the machine does not move.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from offline_iaas.bench.results import Measurement, best_by_path
+from offline_iaas.bench.workloads import workload
+
+BYTES_TARGET_FACTOR = 1.1
+TARGETS: dict[str, dict[str, float]] = {
+    "deepclean": {"service/limit": 0.8},
+    "toy": {"service/naive": 5.0, "service/limit": 0.5},
+}
+"""Issue #7's targets (2 cores, no GPU), judged at the default point."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """The best measurement of each path at one sweep point of one workload."""
+
+    workload: str
+    batch_size: int
+    clients: int
+    best: dict[str, Measurement]
+
+    def ratio(self, top: str, bottom: str) -> float:
+        """Data seconds per wall second of ``top`` over ``bottom`` (NaN if one is missing)."""
+        if top not in self.best or bottom not in self.best:
+            return float("nan")
+        return self.best[top].data_seconds_per_second / self.best[bottom].data_seconds_per_second
+
+    def cpu_ratio(self, top: str, bottom: str) -> float:
+        """Data seconds per CPU second of ``top`` over ``bottom``."""
+        if top not in self.best or bottom not in self.best:
+            return float("nan")
+        return (self.best[top].data_seconds_per_cpu_second
+                / self.best[bottom].data_seconds_per_cpu_second)
+
+
+def points(measurements: list[Measurement]) -> list[Point]:
+    """Group measurements by (workload, batch size, clients), in order of first appearance."""
+    groups: dict[tuple[str, int, int], list[Measurement]] = {}
+    for m in measurements:
+        groups.setdefault((m.workload, m.batch_size, m.clients), []).append(m)
+    return [
+        Point(name, batch, clients, best_by_path(group))
+        for (name, batch, clients), group in groups.items()
+    ]
+
+
+def _fmt(value: float, digits: int = 2) -> str:
+    return "—" if value != value else f"{value:.{digits}f}"
+
+
+def throughput_table(pts: list[Point]) -> str:
+    """Markdown table: data seconds per wall second of each path and the ratios."""
+    lines = [
+        "| workload | batch | clients | limit | service | naive | ensemble | service/limit "
+        "| service/naive | service/limit per CPU s | other load (cores) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for p in pts:
+        rate = {k: _fmt(m.data_seconds_per_second, 1) for k, m in p.best.items()}
+        service = p.best.get("service")
+        other = service.other_cpu_seconds / service.wall_seconds if service else float("nan")
+        lines.append(
+            f"| {p.workload} | {p.batch_size} | {p.clients} | {rate.get('limit', '—')} | "
+            f"{rate.get('service', '—')} | {rate.get('naive', '—')} | "
+            f"{rate.get('ensemble', '—')} | {_fmt(p.ratio('service', 'limit'))} | "
+            f"{_fmt(p.ratio('service', 'naive'))} | {_fmt(p.cpu_ratio('service', 'limit'))} | "
+            f"{_fmt(other, 1)} |"
+        )
+    return "\n".join(lines)
+
+
+def cost_table(pts: list[Point]) -> str:
+    """Markdown table: bytes and CPU time per data second of each served path."""
+    lines = [
+        "| workload | batch | clients | path | sent (B/data-s) | received (B/data-s) "
+        "| client CPU (ms/data-s) | server CPU (ms/data-s) |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for p in pts:
+        for path in ("limit", "service", "naive", "ensemble"):
+            m = p.best.get(path)
+            if m is None:
+                continue
+            lines.append(
+                f"| {p.workload} | {p.batch_size} | {p.clients} | {path} | "
+                f"{m.bytes_sent_per_data_second:,.0f} | {m.bytes_received_per_data_second:,.0f} "
+                f"| {1e3 * m.client_cpu_seconds / m.data_seconds:.2f} | "
+                f"{1e3 * m.server_cpu_seconds / m.data_seconds:.2f} |"
+            )
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class TargetCheck:
+    """One target of the issue, judged at one point."""
+
+    workload: str
+    name: str
+    value: float
+    cpu_value: float
+    """The same ratio per CPU second (NaN where it does not apply)."""
+    threshold: float
+    lower_is_better: bool = False
+
+    @property
+    def met(self) -> bool:
+        if self.lower_is_better:
+            return self.value <= self.threshold
+        return self.value >= self.threshold
+
+
+def target_checks(pts: list[Point], batch_size: int, clients: int) -> list[TargetCheck]:
+    """The issue's targets at (batch_size, clients) of every workload that has them."""
+    checks = []
+    for p in pts:
+        if (p.batch_size, p.clients) != (batch_size, clients) or "service" not in p.best:
+            continue
+        for name, threshold in TARGETS.get(p.workload, {}).items():
+            bottom = name.split("/")[1]
+            checks.append(TargetCheck(
+                p.workload, name, p.ratio("service", bottom), p.cpu_ratio("service", bottom),
+                threshold,
+            ))
+        load = workload(p.workload)
+        checks.append(TargetCheck(
+            p.workload, "sent bytes / (channels x rate x 4 B)",
+            p.best["service"].bytes_sent_per_data_second / load.input_bytes_per_data_second,
+            float("nan"), BYTES_TARGET_FACTOR, lower_is_better=True,
+        ))
+    return checks
+
+
+def targets_table(checks: list[TargetCheck]) -> str:
+    lines = [
+        "| workload | quantity | measured | per CPU s | target | met |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for c in checks:
+        sign = "≤" if c.lower_is_better else "≥"
+        lines.append(
+            f"| {c.workload} | {c.name} | {_fmt(c.value, 3)} | {_fmt(c.cpu_value, 3)} | "
+            f"{sign} {c.threshold:g} | {'yes' if c.met else '**no**'} |"
+        )
+    return "\n".join(lines)
+
+
+def plot_throughput(pts: list[Point], batch_size: int, clients: int, out_png: Path) -> Path:
+    """Data seconds per wall second of each path against batch size and against clients.
+
+    One row of two panels per workload: the batch-size sweep (at ``clients``) and the client
+    sweep (at ``batch_size``).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(p.workload for p in pts))
+    fig, axes = plt.subplots(len(names), 2, figsize=(10, 3.6 * len(names)), squeeze=False)
+    styles = {"limit": "k--", "service": "C0-o", "naive": "C3-s", "ensemble": "C2^"}
+    for row, name in enumerate(names):
+        mine = [p for p in pts if p.workload == name]
+        sweeps = (
+            ("batch size (windows per request)", "batch_size",
+             [p for p in mine if p.clients == clients], f"{clients} clients"),
+            ("clients (k)", "clients",
+             [p for p in mine if p.batch_size == batch_size], f"batch {batch_size}"),
+        )
+        for col, (xlabel, attr, chosen, fixed) in enumerate(sweeps):
+            axis = axes[row][col]
+            chosen = sorted(chosen, key=lambda p: getattr(p, attr))
+            for path, style in styles.items():
+                xy = [(getattr(p, attr), p.best[path].data_seconds_per_second)
+                      for p in chosen if path in p.best]
+                if xy:
+                    xs, ys = zip(*xy, strict=True)
+                    axis.plot(xs, ys, style, label=path)
+            if attr == "batch_size":
+                axis.set_xscale("log", base=2)
+            axis.set_xlabel(xlabel)
+            axis.set_ylabel("data seconds / wall second")
+            axis.set_title(f"{name} ({fixed})")
+            axis.set_ylim(bottom=0)
+            axis.grid(alpha=0.3)
+            axis.legend(fontsize=8)
+    fig.tight_layout()
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_png, dpi=110)
+    plt.close(fig)
+    return out_png
+
+
+def _interpretation(pts: list[Point], batch_size: int, clients: int) -> list[str]:
+    """Sentences computed from the numbers: where the CPU goes at the default point."""
+    lines = []
+    for p in pts:
+        if (p.batch_size, p.clients) != (batch_size, clients):
+            continue
+        service, naive, limit = (p.best.get(k) for k in ("service", "naive", "limit"))
+        if service is None or naive is None or limit is None:
+            continue
+        load = workload(p.workload)
+        compute_share = (1 / limit.data_seconds_per_cpu_second) / (
+            1 / service.data_seconds_per_cpu_second
+        )
+        lines.append(
+            f"- **{p.workload}**: the naive path sends "
+            f"{naive.bytes_sent_per_data_second / service.bytes_sent_per_data_second:.1f}x the "
+            f"service's bytes (kernel/stride = {load.kernel_samples // load.stride_samples}), but "
+            f"the network's own compute is {100 * compute_share:.0f}% of the service's CPU per "
+            f"data second ({1e3 / limit.data_seconds_per_cpu_second:.2f} of "
+            f"{1e3 / service.data_seconds_per_cpu_second:.2f} ms), and the naive path spends "
+            f"{1e3 / naive.data_seconds_per_cpu_second:.2f} ms: on a CPU-bound machine "
+            "service/naive cannot exceed naive CPU / service CPU = "
+            f"{service.data_seconds_per_cpu_second / naive.data_seconds_per_cpu_second:.2f}."
+        )
+    return lines
+
+
+def results_markdown(
+    header: dict, measurements: list[Measurement], plan, plan_command: str,
+    plan_lines: list[str],
+) -> str:
+    """The text of ``RESULTS.md``."""
+    pts = points(measurements)
+    b, k = plan.default_batch_size, plan.default_clients
+    machine = header["machine"]
+    layout = plan.layout
+    services = [m for m in measurements if m.path == "service"]
+    other_cores = sum(m.other_cpu_seconds for m in services) / max(
+        sum(m.wall_seconds for m in services), 1e-9
+    )
+    checks = target_checks(pts, b, k)
+    met = sum(c.met for c in checks)
+    parts = [
+        "# Throughput: service against its limit and the naive baseline (issue #7)",
+        "",
+        "Generated by `offline-iaas bench`; do not edit by hand (see `NOTES.md` for the "
+        "attempts and their analysis).",
+        "",
+        f"- **Command**: `{header['command']}` — took {header['elapsed_seconds']:.0f} s, "
+        f"started {header['started']}.",
+        f"- **Machine**: {machine['cpu']}, {machine['cores']} cores, "
+        f"{machine['memory_gib']} GiB, Linux {machine['kernel']}, Python {machine['python']}, "
+        f"onnxruntime {machine['onnxruntime']}, tritonserver from nvidia-pytriton "
+        f"{machine['nvidia-pytriton']} (python backend, CPU). **No GPU.**",
+        f"- **Layout**: the server runs {layout.instances} instance(s) of each network model "
+        f"with {layout.intra_op_threads} onnxruntime thread(s) each; the limit runs "
+        f"{layout.instances} worker thread(s) with the same sessions. {plan.in_flight} requests "
+        f"in flight per client; best of {plan.repeats} interleaved repeats per path and point.",
+        f"- **Shared machine**: other processes used {other_cores:.2f} cores on average during "
+        f"the service measurements (load average {header['load_average_before'][0]} before, "
+        f"{header['load_average_after'][0]} after). Wall-clock ratios move with that load; the "
+        "per-CPU-second ratio does not.",
+        "",
+        "Paths: **limit** = the exported graph in-process with onnxruntime over every window; "
+        "**service** = one tritonserver, k client processes streaming batched snapshot updates "
+        "(gRPC stream, sequence IDs, START/END) to the fused snapshotter+network model; "
+        "**naive** = the same server and network, each request carrying whole windows; "
+        "**ensemble** = the cpu flavor's snapshotter → network ensemble (what campaigns serve "
+        "today), at the default point. Throughput is data seconds per wall second.",
+        "",
+        f"## Targets (batch {b}, {k} clients) — {met} of {len(checks)} met",
+        "",
+        targets_table(checks),
+        "",
+        *_interpretation(pts, b, k),
+        "",
+        "## Throughput (data seconds per wall second)",
+        "",
+        throughput_table(pts),
+        "",
+        "![throughput](throughput.png)",
+        "",
+        "## Bytes and CPU per data second",
+        "",
+        "Bytes are TCP payload on the clients' connections (gRPC and HTTP/2 framing "
+        "included); client CPU covers the client processes while streaming, server CPU "
+        "tritonserver and its python-backend stubs.",
+        "",
+        cost_table(pts),
+        "",
+        "## Server statistics over the run",
+        "",
+        "The bench server's Triton statistics, polled every "
+        "0.5 s by `serve/monitor.py` (CSV in `monitor/`):",
+        "",
+        "![monitor](monitor.png)",
+        "",
+        "## Capacity plan: one O3 month of DeepClean",
+        "",
+        "```",
+        f"$ {plan_command}",
+        *plan_lines,
+        "```",
+        "",
+        "## GPU",
+        "",
+        "No GPU was available to this run, so there are no GPU numbers here. "
+        "`benchmarks/gpu_bench.sh` runs the gpu-flavor benchmark on a GPU node (onnxruntime-gpu "
+        "in-process for the limit; a Triton container when one is given) and appends its "
+        "results to `benchmarks/RESULTS-gpu.md`. The published mark to beat is about 5,000 s of "
+        "DeepClean data per second per GPU.",
+        "",
+    ]
+    return "\n".join(parts)

@@ -1,0 +1,124 @@
+"""The record of one measurement, and the bench's results file (``results.json``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from offline_iaas.atomic import write_text_atomic
+from offline_iaas.errors import ConfigError
+
+PATHS: tuple[str, ...] = ("limit", "service", "naive", "ensemble")
+"""``ensemble``: the cpu flavor's snapshotter → network ensemble, for comparison."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Throughput and cost of one path at one point of the sweep.
+
+    Parameters
+    ----------
+    path
+        ``limit``, ``service``, ``naive`` or ``ensemble``.
+    workload
+        Workload name.
+    batch_size
+        Windows per request (per onnxruntime call for the limit).
+    clients
+        Client processes (``k``); for the limit, the ``k`` of the sweep point it was measured
+        at (it runs one worker thread per server instance, whatever ``k``).
+    threads
+        onnxruntime threads in all (limit: the same as the server's).
+    data_seconds
+        Data streamed, in seconds.
+    wall_seconds
+        From the start signal to the last response.
+    client_cpu_seconds, server_cpu_seconds
+        CPU time of the client processes (the limit's process) and of tritonserver with its
+        python-backend stubs (0 for the limit).
+    bytes_sent, bytes_received
+        TCP payload clients sent and received (0 for the limit).
+    other_cpu_seconds
+        CPU time other processes of the machine took during the measurement.
+    """
+
+    path: str
+    workload: str
+    batch_size: int
+    clients: int
+    threads: int
+    data_seconds: float
+    wall_seconds: float
+    client_cpu_seconds: float
+    server_cpu_seconds: float = 0.0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    other_cpu_seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def data_seconds_per_second(self) -> float:
+        return self.data_seconds / self.wall_seconds
+
+    @property
+    def bytes_sent_per_data_second(self) -> float:
+        return self.bytes_sent / self.data_seconds
+
+    @property
+    def bytes_received_per_data_second(self) -> float:
+        return self.bytes_received / self.data_seconds
+
+    @property
+    def cpu_seconds(self) -> float:
+        """Client and server CPU time."""
+        return self.client_cpu_seconds + self.server_cpu_seconds
+
+    @property
+    def data_seconds_per_cpu_second(self) -> float:
+        """Throughput per CPU second spent (client and server): insensitive to other load."""
+        return self.data_seconds / self.cpu_seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["data_seconds_per_second"] = self.data_seconds_per_second
+        out["bytes_sent_per_data_second"] = self.bytes_sent_per_data_second
+        out["bytes_received_per_data_second"] = self.bytes_received_per_data_second
+        out["data_seconds_per_cpu_second"] = self.data_seconds_per_cpu_second
+        return out
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Measurement:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def best_by_path(measurements: list[Measurement]) -> dict[str, Measurement]:
+    """The fastest measurement (data seconds per wall second) of each path."""
+    best: dict[str, Measurement] = {}
+    for m in measurements:
+        if m.path not in best or m.data_seconds_per_second > best[m.path].data_seconds_per_second:
+            best[m.path] = m
+    return best
+
+
+def write_results(path: Path, header: dict[str, Any], measurements: list[Measurement]) -> Path:
+    """Write ``results.json``: the run's description and every measurement."""
+    data = {**header, "measurements": [m.to_dict() for m in measurements]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
+    return path
+
+
+def read_results(path: Path) -> tuple[dict[str, Any], list[Measurement]]:
+    """The header and measurements of a ``results.json``; ConfigError when unreadable."""
+    try:
+        data = json.loads(Path(path).read_text())
+        measurements = [Measurement.from_dict(m) for m in data["measurements"]]
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: bench results file not found") from None
+    except (ValueError, KeyError, TypeError) as err:
+        raise ConfigError(f"{path}: not a bench results file: {err}") from None
+    header = {k: v for k, v in data.items() if k != "measurements"}
+    return header, measurements

@@ -1,0 +1,147 @@
+"""``offline-iaas bench``: run the sweep, then write ``results.json``, plots and ``RESULTS.md``.
+
+Outputs in ``out_dir`` (``benchmarks/`` by default)::
+
+    results.json           every measurement, the plan of the sweep, the machine
+    RESULTS.md             tables, targets, the O3-month capacity plan, the command
+    throughput.png         data seconds per wall second against batch size and clients
+    monitor.png            Triton statistics over the run (queue and compute per request)
+    monitor/<workload>.csv the bench server's statistics (``serve/monitor.py`` format)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+from offline_iaas.atomic import write_text_atomic
+from offline_iaas.bench import report
+from offline_iaas.bench.capacity import plan_capacity
+from offline_iaas.bench.monitor_plot import plot_monitor
+from offline_iaas.bench.results import Measurement, write_results
+from offline_iaas.bench.sweep import SweepPlan, run_workload
+from offline_iaas.bench.workloads import workload
+from offline_iaas.config import load_config
+from offline_iaas.errors import ConfigError
+
+O3_CONFIG = "o3-month-deepclean.toml"
+O3_TARGET_HOURS = 24.0
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def machine_description() -> dict[str, Any]:
+    """CPU model, cores, memory, kernel and the versions that shape the numbers."""
+    cpu = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    memory_kb = 0
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            memory_kb = int(line.split()[1])
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(memory_kb / 2**20, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "onnxruntime": _version("onnxruntime"),
+        "numpy": _version("numpy"),
+        "tritonclient": _version("tritonclient"),
+        "nvidia-pytriton": _version("nvidia-pytriton"),
+        "gpu": "none",
+    }
+
+
+def o3_plan_lines(results_path: Path) -> tuple[str, list[str]]:
+    """The ``plan`` command for the packaged O3-month DeepClean config, and its output."""
+    command = (
+        f"offline-iaas plan src/offline_iaas/configs/{O3_CONFIG} --target-hours "
+        f"{O3_TARGET_HOURS:g} --from-bench {results_path}"
+    )
+    with resources.as_file(
+        resources.files("offline_iaas").joinpath("configs", O3_CONFIG)
+    ) as config_path:
+        config = load_config(config_path)
+        try:
+            capacity = plan_capacity(config, O3_TARGET_HOURS, results_path)
+        except ConfigError as err:  # e.g. a bench without the deepclean workload
+            return command, [f"offline-iaas plan: error: {err}"]
+    lines = [*capacity.explanation, "recommendation: " + " ".join(
+        f"--set {o}" for o in capacity.overrides()
+    )]
+    return command, lines
+
+
+def run_bench(
+    plan: SweepPlan, out_dir: Path, command: str, log: Callable[[str], None] = print,
+    work_dir: Path | None = None,
+) -> Path:
+    """Run the whole bench and write its outputs into ``out_dir``; return RESULTS.md's path.
+
+    Parameters
+    ----------
+    plan
+        What to measure.
+    out_dir
+        Where the outputs go (created).
+    command
+        The command line, recorded in the outputs.
+    work_dir
+        Where the repositories and server logs go (default: a temporary directory, removed).
+    """
+    plan.check()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started_utc = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    started = time.monotonic()
+    load_before = os.getloadavg()
+    measurements: list[Measurement] = []
+    monitor_csvs: list[Path] = []
+    with tempfile.TemporaryDirectory(prefix="offline-iaas-bench-") as tmp:
+        work = work_dir or Path(tmp)
+        for name in plan.workloads:
+            csv_path = out_dir / "monitor" / f"{name}.csv"
+            log(f"bench: {name}: writing the repository and starting the server")
+            measurements += run_workload(workload(name), plan, work, csv_path, log)
+            monitor_csvs.append(csv_path)
+    elapsed = time.monotonic() - started
+    header = {
+        "command": command,
+        "started": started_utc,
+        "elapsed_seconds": round(elapsed, 1),
+        "device": "cpu",
+        "machine": machine_description(),
+        "load_average_before": [round(v, 2) for v in load_before],
+        "load_average_after": [round(v, 2) for v in os.getloadavg()],
+        "plan": {
+            **{k: v for k, v in dataclasses.asdict(plan).items() if k != "layout"},
+            "layout": dataclasses.asdict(plan.layout),
+        },
+    }
+    results_path = write_results(out_dir / "results.json", header, measurements)
+    pts = report.points(measurements)
+    report.plot_throughput(
+        pts, plan.default_batch_size, plan.default_clients, out_dir / "throughput.png"
+    )
+    plot_monitor(monitor_csvs, out_dir / "monitor.png")
+    plan_command, plan_lines = o3_plan_lines(results_path)
+    text = report.results_markdown(header, measurements, plan, plan_command, plan_lines)
+    path = out_dir / "RESULTS.md"
+    write_text_atomic(path, text)
+    log(f"bench: wrote {path} ({elapsed:.0f} s)")
+    return path

@@ -1,0 +1,111 @@
+"""One bench tritonserver: locked down like a campaign's, started and stopped by PID.
+
+The server is the project's (``serve/tritonserver.py``: located, free ports, the run's token,
+its own log), serving a bench repository. Its CPU time includes the python-backend stubs,
+which are its children. On exit tritonserver gets SIGTERM (then SIGKILL), and any stub still
+alive afterwards is killed by its PID.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from offline_iaas.bench import accounting
+from offline_iaas.errors import ServerError
+from offline_iaas.serve.access import auth_headers, write_token
+from offline_iaas.serve.node import stop_process, wait_until_ready
+from offline_iaas.serve.tritonserver import (
+    Ports,
+    free_ports,
+    locate_tritonserver,
+    server_command,
+    start_server,
+)
+
+READY_TIMEOUT_SECONDS = 180.0
+EXIT_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass
+class BenchServer:
+    """A running bench server."""
+
+    pid: int
+    ports: Ports
+    run_dir: Path
+    """Holds the token (``RUN/token``), the server log and the monitor CSVs."""
+    stub_pids: list[int] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"127.0.0.1:{self.ports.grpc}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """gRPC headers carrying the token."""
+        return auth_headers(self.run_dir)
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds of tritonserver and its python-backend stubs so far."""
+        self.stub_pids = sorted(set(self.stub_pids) | set(accounting.children_of(self.pid)))
+        return accounting.tree_cpu_seconds([self.pid, *self.stub_pids])
+
+
+@contextmanager
+def bench_server(repository: Path, run_dir: Path, models: list[str]) -> Iterator[BenchServer]:
+    """Start tritonserver on ``repository``; yield it once ``models`` are ready; stop it."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    token = write_token(run_dir)
+    install = locate_tritonserver()
+    ports = Ports(*free_ports("127.0.0.1"))
+    cmd = server_command(
+        install, repository, ports, "127.0.0.1", EXIT_TIMEOUT_SECONDS, token=token
+    )
+    log_path = run_dir / "tritonserver.log"
+    proc = start_server(cmd, install, log_path)
+    server = BenchServer(proc.pid, ports, run_dir)
+    try:
+        if not wait_until_ready(
+            proc, server.url, models, READY_TIMEOUT_SECONDS, threading.Event()
+        ):
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+            raise ServerError(
+                f"bench tritonserver exited with code {proc.returncode} before it was ready "
+                f"(see {log_path}): {' | '.join(tail)}"
+            )
+        server.stub_pids = accounting.children_of(proc.pid)
+        yield server
+    finally:
+        server.stub_pids = sorted(set(server.stub_pids) | set(accounting.children_of(proc.pid)))
+        stop_process(proc, EXIT_TIMEOUT_SECONDS + 10)
+        _kill_leftovers(server.stub_pids)
+
+
+def _is_live_stub(pid: int) -> bool:
+    """``pid`` is a live (not zombie) python-backend stub."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state != "Z" and b"triton_python_backend_stub" in cmdline
+
+
+def _kill_leftovers(pids: list[int]) -> None:
+    """SIGKILL the stubs that outlived their server (they are ours: we started their parent)."""
+    deadline = time.monotonic() + 5
+    while any(_is_live_stub(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in pids:
+        if _is_live_stub(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

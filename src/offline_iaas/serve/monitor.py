@@ -1,0 +1,160 @@
+"""Server monitoring: Triton's per-model statistics, polled into ``RUN/monitor/<server>.csv``.
+
+A background thread asks the server for its inference statistics (gRPC, with the run's token)
+every ``interval_seconds`` and appends one row per model: Triton's cumulative counters as it
+reports them (summed over the model's versions), stamped with the poll's Unix time. Rates and
+mean latencies are differences between rows (``bench/monitor_plot.py``). A poll that fails (the
+server is starting or stopping) writes nothing; the thread keeps going until stopped.
+
+``OFFLINE_IAAS_MONITOR_SECONDS`` sets the interval of ``serve`` (default 5; 0 turns it off).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from offline_iaas.errors import ConfigError
+
+CSV_HEADER: tuple[str, ...] = (
+    "unix_time",
+    "model",
+    "inference_count",
+    "execution_count",
+    "success_count",
+    "queue_ns",
+    "compute_input_ns",
+    "compute_infer_ns",
+    "compute_output_ns",
+    "success_ns",
+)
+DEFAULT_INTERVAL_SECONDS = 5.0
+INTERVAL_ENV = "OFFLINE_IAAS_MONITOR_SECONDS"
+POLL_TIMEOUT_SECONDS = 5.0
+
+
+def interval_from_env() -> float:
+    """The polling interval of ``serve``: ``$OFFLINE_IAAS_MONITOR_SECONDS`` or 5 s (0: off)."""
+    text = os.environ.get(INTERVAL_ENV, "").strip()
+    if not text:
+        return DEFAULT_INTERVAL_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"{INTERVAL_ENV}={text!r} is not a number of seconds") from None
+    if value < 0:
+        raise ConfigError(f"{INTERVAL_ENV}={text!r} must not be negative")
+    return value
+
+
+def statistics_rows(statistics: dict[str, Any], unix_time: float) -> list[dict[str, Any]]:
+    """CSV rows of one ``get_inference_statistics(as_json=True)`` answer, one per model.
+
+    Counters missing from the answer (protobuf leaves zeros out) are 0; a model's versions
+    are summed.
+    """
+    totals: dict[str, dict[str, int]] = {}
+    for model in statistics.get("model_stats", []):
+        stats = model.get("inference_stats", {})
+
+        def part(key: str, field: str, stats: dict = stats) -> int:
+            return int(stats.get(key, {}).get(field, 0))
+
+        values = {
+            "inference_count": int(model.get("inference_count", 0)),
+            "execution_count": int(model.get("execution_count", 0)),
+            "success_count": part("success", "count"),
+            "queue_ns": part("queue", "ns"),
+            "compute_input_ns": part("compute_input", "ns"),
+            "compute_infer_ns": part("compute_infer", "ns"),
+            "compute_output_ns": part("compute_output", "ns"),
+            "success_ns": part("success", "ns"),
+        }
+        total = totals.setdefault(model["name"], dict.fromkeys(values, 0))
+        for key, value in values.items():
+            total[key] += value
+    return [
+        {"unix_time": f"{unix_time:.3f}", "model": name, **values}
+        for name, values in sorted(totals.items())
+    ]
+
+
+class ServerMonitor:
+    """Polls one server's statistics into a CSV file from a daemon thread.
+
+    Parameters
+    ----------
+    url
+        The server's gRPC address (``host:port``).
+    headers
+        gRPC headers of every call (the run's token: ``serve.access.auth_headers``).
+    csv_path
+        The file rows are appended to (created with ``CSV_HEADER`` if absent).
+    interval_seconds
+        Time between polls.
+    """
+
+    def __init__(
+        self, url: str, headers: dict[str, str], csv_path: Path, interval_seconds: float
+    ) -> None:
+        self.url = url
+        self.headers = headers
+        self.csv_path = Path(csv_path)
+        self.interval_seconds = interval_seconds
+        self.polls = 0
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="server-monitor", daemon=True)
+
+    def start(self) -> ServerMonitor:
+        self.csv_path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.csv_path.exists() or self.csv_path.stat().st_size == 0:
+            with open(self.csv_path, "w", newline="") as f:
+                csv.writer(f).writerow(CSV_HEADER)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Take one last poll, then end the thread."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(POLL_TIMEOUT_SECONDS + 5)
+
+    def poll_once(self, client) -> int:
+        """Append the server's current statistics; return the rows written (0 on failure)."""
+        try:
+            stats = client.get_inference_statistics(
+                headers=self.headers, as_json=True, client_timeout=POLL_TIMEOUT_SECONDS
+            )
+        except Exception:  # starting, stopping or busy: try again at the next interval
+            self.failures += 1
+            return 0
+        rows = statistics_rows(stats, time.time())
+        with open(self.csv_path, "a", newline="") as f:
+            csv.DictWriter(f, fieldnames=CSV_HEADER).writerows(rows)
+        self.polls += 1
+        return len(rows)
+
+    def _run(self) -> None:
+        import tritonclient.grpc as grpcclient
+
+        client = grpcclient.InferenceServerClient(self.url)
+        try:
+            while not self._stop.wait(self.interval_seconds):
+                self.poll_once(client)
+            self.poll_once(client)
+        finally:
+            client.close()
+
+
+def start_monitor(
+    url: str, headers: dict[str, str], csv_path: Path, interval_seconds: float
+) -> ServerMonitor | None:
+    """Start polling ``url`` into ``csv_path``; None when ``interval_seconds`` is 0."""
+    if interval_seconds <= 0:
+        return None
+    return ServerMonitor(url, headers, csv_path, interval_seconds).start()

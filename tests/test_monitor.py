@@ -1,0 +1,160 @@
+"""Server monitoring: Triton statistics polled into ``RUN/monitor/<server>.csv`` and plotted."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from offline_iaas.bench.monitor_plot import plot_monitor, read_monitor_csv
+from offline_iaas.config import load_config
+from offline_iaas.errors import ConfigError, RunError
+from offline_iaas.repository.export import export_repository
+from offline_iaas.serve.monitor import (
+    CSV_HEADER,
+    INTERVAL_ENV,
+    ServerMonitor,
+    interval_from_env,
+    statistics_rows,
+)
+from offline_iaas.serve.rendezvous import read_address
+from offline_iaas.workflow.make_dag import make_dag
+from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, skip_data_check
+
+HEADER_TEXT = (
+    "unix_time,model,inference_count,execution_count,success_count,queue_ns,"
+    "compute_input_ns,compute_infer_ns,compute_output_ns,success_ns"
+)
+
+
+def _stats(name: str, version: str, count: int, queue_ns: int) -> dict:
+    """One model's entry as tritonclient's ``get_inference_statistics(as_json=True)`` has it."""
+    return {
+        "name": name, "version": version, "inference_count": str(count),
+        "execution_count": str(count),
+        "inference_stats": {
+            "success": {"count": str(count), "ns": str(10 * queue_ns)},
+            "queue": {"count": str(count), "ns": str(queue_ns)},
+            "compute_infer": {"count": str(count), "ns": str(2 * queue_ns)},
+            "fail": {}, "compute_input": {}, "compute_output": {},
+        },
+    }
+
+
+def test_csv_header_is_the_agreed_one() -> None:
+    assert ",".join(CSV_HEADER) == HEADER_TEXT
+
+
+def test_rows_sum_a_models_versions_and_read_missing_counters_as_zero() -> None:
+    stats = {"model_stats": [
+        _stats("net", "1", 3, 100), _stats("net", "2", 4, 50),
+        {"name": "idle", "version": "1", "inference_stats": {}},
+    ]}
+    rows = {r["model"]: r for r in statistics_rows(stats, 1234.5)}
+    assert set(rows) == {"net", "idle"}
+    assert rows["net"]["inference_count"] == 7 and rows["net"]["queue_ns"] == 150
+    assert rows["net"]["compute_infer_ns"] == 300 and rows["net"]["compute_input_ns"] == 0
+    assert rows["idle"]["success_count"] == 0 and rows["idle"]["unix_time"] == "1234.500"
+
+
+class _FakeClient:
+    def __init__(self, answers: list) -> None:
+        self.answers = answers
+
+    def get_inference_statistics(self, **kwargs):
+        assert kwargs["headers"] == {"k": "v"} and kwargs["as_json"]
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_a_failed_poll_writes_nothing_and_later_polls_append(tmp_path: Path) -> None:
+    path = tmp_path / "monitor" / "server0.csv"
+    monitor = ServerMonitor("unused:1", {"k": "v"}, path, 60.0)  # polled by hand, not started
+    path.parent.mkdir()
+    path.write_text(HEADER_TEXT + "\n")
+    client = _FakeClient([
+        RuntimeError("server stopping"),
+        {"model_stats": [_stats("net", "1", 1, 10)]},
+        {"model_stats": [_stats("net", "1", 5, 90)]},
+    ])
+    assert [monitor.poll_once(client) for _ in range(3)] == [0, 1, 1]
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["inference_count"] for r in rows] == ["1", "5"]
+    assert (monitor.polls, monitor.failures) == (2, 1)
+
+
+def test_interval_comes_from_the_environment(monkeypatch) -> None:
+    monkeypatch.delenv(INTERVAL_ENV, raising=False)
+    assert interval_from_env() == 5.0
+    monkeypatch.setenv(INTERVAL_ENV, "0.5")
+    assert interval_from_env() == 0.5
+    for bad in ("soon", "-1"):
+        monkeypatch.setenv(INTERVAL_ENV, bad)
+        with pytest.raises(ConfigError, match=INTERVAL_ENV):
+            interval_from_env()
+
+
+def test_plot_shows_rates_between_polls(tmp_path: Path) -> None:
+    path = tmp_path / "server0.csv"
+    lines = [HEADER_TEXT]
+    for i, (count, queue_ns) in enumerate([(0, 0), (10, 5_000_000), (30, 45_000_000)]):
+        lines.append(f"{100 + 2 * i}.000,net,{count},{count},{count},{queue_ns},0,0,0,0")
+        lines.append(f"{100 + 2 * i}.000,idle,0,0,0,0,0,0,0,0")
+    path.write_text("\n".join(lines) + "\n")
+    (series,) = read_monitor_csv(path)  # the idle model is left out
+    assert series.model == "net" and series.server == "server0"
+    assert series.requests_per_second.tolist() == [5.0, 10.0]
+    assert series.queue_ms.tolist() == [0.5, 2.0]
+    out = plot_monitor([path], tmp_path / "monitor.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(RunError, match="not a monitor CSV"):
+        read_monitor_csv(tmp_path / "other.csv")
+
+
+@pytest.mark.slow
+def test_serve_records_every_models_statistics(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    config = load_config(tmp_path / "campaign.toml")
+    export_repository(config)
+    skip_data_check(monkeypatch)
+    run_dir = tmp_path / "run"
+    make_dag(config, run_dir)
+    env = {**os.environ, INTERVAL_ENV: "0.3"}
+    log = open(tmp_path / "serve.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "offline_iaas.cli", "serve", "--run-dir", str(run_dir),
+         "--node", "server0"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+        start_new_session=True,
+    )
+    csv_path = run_dir / "monitor" / "server0.csv"
+    try:
+        deadline = time.monotonic() + 180
+        while read_address(run_dir, "server0") is None:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            assert time.monotonic() < deadline
+            time.sleep(0.25)
+        while not csv_path.exists() or len(csv_path.read_text().splitlines()) < 7:
+            assert time.monotonic() < deadline
+            time.sleep(0.25)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+        log.close()
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == CSV_HEADER
+    models = {r["model"] for r in rows}
+    assert config.model.name in models and len(models) >= 3
+    assert processes_mentioning(str(run_dir)) == []
