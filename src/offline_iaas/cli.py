@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from offline_iaas import __version__
+from offline_iaas.config import MODES
 from offline_iaas.errors import OfflineIaasError, RunError
 
 EXIT_INTERRUPTED = 130
@@ -188,7 +189,7 @@ def cmd_reference(args: argparse.Namespace) -> None:
 def cmd_demo(args: argparse.Namespace) -> None:
     from offline_iaas.demo import run_demo
 
-    run_demo(args.workdir, args.config, args.set, log=log)
+    run_demo(args.workdir, args.config, args.set, log=log, mode=args.mode, weights=args.weights)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -286,6 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
                 config=False)
     p.add_argument("--workdir", type=Path, default=Path("demo-work"))
     p.add_argument("--config", type=Path, help="campaign config (default: the packaged demo)")
+    p.add_argument("--mode", choices=MODES,
+                   help="campaign mode (default: the config's; the packaged demo's is e2e)")
+    p.add_argument("--weights", type=Path,
+                   help="trained weights directory (default: train the demo networks)")
     _add_set(p)
     return parser
 

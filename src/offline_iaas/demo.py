@@ -1,4 +1,9 @@
-"""``offline-iaas demo``: synth → export → make-dag → run-local → reference → compare."""
+"""``offline-iaas demo``: synth → train-demo → export → make-dag → run-local → reference → compare.
+
+``--mode`` picks the campaign mode (default the packaged config's, ``e2e``); the DeepClean and
+BBHnet modes train the demo networks first (``train-demo``, about a minute on two cores) unless
+``--weights`` names trained ones.
+"""
 
 from __future__ import annotations
 
@@ -19,12 +24,17 @@ def packaged_config(name: str = "demo.toml") -> Path:
     return Path(str(resources.files("offline_iaas.configs").joinpath(name)))
 
 
-def demo_config(workdir: Path, config_path: Path | None, overrides: list[str]) -> CampaignConfig:
+def demo_config(
+    workdir: Path, config_path: Path | None, overrides: list[str], mode: str | None = None
+) -> CampaignConfig:
     """The demo campaign with its data and repository inside ``workdir``."""
     placed = [
         f'data.frames="{workdir / "frames"}"',
         f'model.repository="{workdir / "model-repository"}"',
+        f'bbhnet.injections="{workdir / "frames" / "synth.json"}"',
     ]
+    if mode is not None:
+        placed.append(f'model.mode="{mode}"')
     return load_config(config_path or packaged_config(), placed + list(overrides))
 
 
@@ -33,6 +43,8 @@ def run_demo(
     config_path: Path | None = None,
     overrides: list[str] | tuple[str, ...] = (),
     log: Callable[[str], None] = print,
+    mode: str | None = None,
+    weights: Path | None = None,
 ) -> float:
     """Run the whole demo; return the largest relative difference to the reference."""
     from offline_iaas.data.synth import write_synthetic_dataset
@@ -44,19 +56,25 @@ def run_demo(
 
     workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    config = demo_config(workdir, config_path, list(overrides))
+    config = demo_config(workdir, config_path, list(overrides), mode)
     run_dir = workdir / "run"
     if (run_dir / "run.json").exists():
         log(f"demo: removing the previous demo run {run_dir}")
         shutil.rmtree(run_dir)
-    for stale in ("frames", "model-repository"):
+    for stale in ("frames", "model-repository", "weights" if weights is None else ""):
         if (workdir / stale).exists():
             shutil.rmtree(workdir / stale)
 
     log(f"demo: writing synthetic frames to {config.data.frames}")
     write_synthetic_dataset(config)
-    log(f"demo: exporting the model repository to {config.model.repository}")
-    export_repository(config)
+    if config.model.mode != "classifier" and weights is None:
+        from offline_iaas.models.training import train_demo
+
+        weights = workdir / "weights"
+        log(f"demo: training the demo networks into {weights}")
+        train_demo(config, weights, log=log)
+    log(f"demo: exporting the {config.model.mode} repository to {config.model.repository}")
+    export_repository(config, weights)
     segments = make_dag(config, run_dir)
     log(
         f"demo: wrote {run_dir / 'offline.dag'} ({config.layout.servers} servers, "
@@ -75,6 +93,7 @@ def run_demo(
     log(f"data-seconds per second: {data_seconds / wall:.1f}")
     log(f"campaign output: {run_dir / 'output' / 'campaign.h5'}")
     log(f"reference: {reference_path}")
+    _log_physics(run_dir / "output" / "campaign.json", log)
     log(f"max relative difference: {worst:.3g}")
     if not worst <= TOLERANCE:
         raise MismatchError(
@@ -82,3 +101,27 @@ def run_demo(
             + ", ".join(f"{k}={v:.3g}" for k, v in differences.items())
         )
     return worst
+
+
+def _log_physics(summary_path: Path, log: Callable[[str], None]) -> None:
+    """The merge's DeepClean and BBHnet numbers (``output/campaign.json``)."""
+    import json
+
+    summary = json.loads(summary_path.read_text())
+    for ifo, numbers in summary.get("deepclean", {}).items():
+        log(
+            f"DeepClean {ifo}: cleaned/raw ASD {numbers['ratio_at_line']:.3f} at the "
+            f"{numbers['line_hz']:.2f} Hz line, within "
+            f"{100 * numbers['max_deviation_outside_band']:.2f} % of 1 outside the band "
+            f"(+- {numbers['guard_hz']:g} Hz guard)"
+        )
+    bbhnet = summary.get("bbhnet", {})
+    if "found" in bbhnet:
+        loud = [r for r in bbhnet["injections"] if r["network_snr"] >= 12]
+        log(
+            f"BBHnet: {bbhnet['found']} found, {bbhnet['missed']} missed of "
+            f"{len(bbhnet['injections'])} injections; network SNR >= 12: "
+            f"{sum(r['found'] for r in loud)}/{len(loud)} found (threshold "
+            f"{bbhnet['threshold']:.2f} from {bbhnet['background_seconds']:.0f} s of "
+            "injection-free data)"
+        )

@@ -206,7 +206,10 @@ def _injection_plan(
         phase = float(rng.uniform(0.0, 2.0 * np.pi))
         offsets = {ifo: float(rng.uniform(-1.0, 1.0)) * INJECTION_MAX_OFFSET for ifo in ifos}
         unit_snr = optimal_snr(_chirp(u, f_high, phase), sample_rate)
-        amplitude = synth.injection_snr / unit_snr
+        snr = synth.injection_snr
+        if synth.injection_snr_max > snr and synth.injections > 1:
+            snr += (synth.injection_snr_max - snr) * j / (synth.injections - 1)
+        amplitude = snr / unit_snr
         per_ifo = {}
         for ifo in ifos:
             shifted = amplitude * _chirp(u - offsets[ifo], f_high, phase)

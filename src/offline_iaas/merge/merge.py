@@ -138,4 +138,6 @@ def merge(run_dir: Path, log: Callable[[str], None] = print) -> Path:
     )
     kept = sum(seg.kept_windows for seg in segments)
     log(f"merge: {len(segments)} parts, {kept} windows -> {out_path} in {wall:.1f} s")
+    if "deepclean" in summary:
+        log(f"merge: GWF frames of the cleaned strain in {out_path.parent / 'frames'}")
     return out_path

@@ -236,18 +236,22 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
         if keep < 2 * d.asd_fftlength * rate:
             log(f"merge: {ifo}: too little cleaned strain for an ASD ({keep / rate:.0f} s)")
             continue
-        numbers = asd_ratio(raw, cleaned, rate, d.asd_fftlength, (d.band_low_hz, d.band_high_hz),
-                            d.guard_hz)
+        band = (d.band_low_hz, d.band_high_hz)
+        numbers = asd_ratio(raw, cleaned, rate, d.asd_fftlength, band, d.guard_hz)
+        unguarded = asd_ratio(raw, cleaned, rate, d.asd_fftlength, band, 0.0)
+        numbers["max_deviation_at_band_edges"] = unguarded["max_deviation_outside_band"]
         result[ifo] = numbers
         log(
             f"merge: {ifo} cleaned/raw ASD at the {numbers['line_hz']:.2f} Hz line: "
             f"{numbers['ratio_at_line']:.3f}; outside {d.band_low_hz - d.guard_hz:g}-"
             f"{d.band_high_hz + d.guard_hz:g} Hz within "
             f"{100 * numbers['max_deviation_outside_band']:.2f} % of 1 "
-            f"({keep / rate:.0f} s, {d.asd_fftlength:g} s FFTs)"
+            f"({100 * numbers['max_deviation_at_band_edges']:.1f} % right outside the band "
+            f"edges; {keep / rate:.0f} s, {d.asd_fftlength:g} s FFTs)"
         )
     if gwf is not None:
-        log(f"merge: {gwf.count} GWF files of cleaned strain in {frames_dir}")
+        channels = ", ".join(f"{ch}_CLEAN" for ch in config.data.channels)
+        log(f"merge: {gwf.count} GWF files of cleaned strain ({channels})")
     return result
 
 

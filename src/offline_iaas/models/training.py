@@ -88,7 +88,9 @@ def strain_channel(config: CampaignConfig, ifo: str) -> str:
 
 
 def witness_channels(config: CampaignConfig, ifo: str) -> list[str]:
-    """The synthetic dataset's witness channels of ``ifo``."""
+    """DeepClean's witnesses of ``ifo``: ``data.witnesses``, else the synthetic dataset's."""
+    if config.data.witnesses:
+        return list(config.witnesses_of(ifo))
     if config.synth.witnesses < 1:
         raise ConfigError(f"{config.source}: DeepClean needs witnesses (synth.witnesses >= 1)")
     return [f"{ifo}:PEM-SYNTH_WITNESS_{i}" for i in range(config.synth.witnesses)]

@@ -1,0 +1,101 @@
+"""``export`` of the DeepClean and BBHnet modes refuses weights that do not fit the campaign,
+naming the expected and found shapes, before it touches the repository."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import onnxruntime
+import pytest
+import torch
+
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.errors import ModelError
+from offline_iaas.models.weights import build_network
+from offline_iaas.repository.export import export_repository, read_manifest
+from offline_iaas.repository.networks import subtract_onnx
+
+WITNESSES = '["H1:PEM-SYNTH_WITNESS_0", "H1:PEM-SYNTH_WITNESS_1", "L1:PEM-SYNTH_WITNESS_0"]'
+
+
+def config_for(path: Path, mode: str) -> CampaignConfig:
+    return load_config(path, [f'model.mode="{mode}"', f"data.witnesses={WITNESSES}"])
+
+
+def good_weights(directory: Path) -> Path:
+    directory.mkdir(exist_ok=True)
+    for ifo, witnesses in (("H1", 2), ("L1", 1)):
+        net = build_network("deepclean", {"witnesses": witnesses})
+        torch.save(net.state_dict(), directory / f"deepclean-{ifo}.pt")
+    torch.save(build_network("bbhnet", {"ifos": 2}, whitening_taps=17).state_dict(),
+               directory / "bbhnet.pt")
+    return directory
+
+
+def test_e2e_export_writes_every_stage_and_a_manifest(small_config_file: Path) -> None:
+    config = config_for(small_config_file, "e2e")
+    repo = export_repository(config, good_weights(small_config_file.parent / "w"))
+    manifest = read_manifest(repo)
+    assert manifest["mode"] == "e2e" and manifest["outputs"] == ["noise", "statistic"]
+    assert manifest["versions"] == {"deepclean": 1, "subtract": 1, "bbhnet": 1}
+    for model in ("snapshotter", "deepclean", "averager", "subtract", "snapshotter_clean",
+                  "bbhnet", config.model.name):
+        assert (repo / model / "config.pbtxt").exists(), model
+
+
+def test_wrong_witness_count_is_refused_with_both_shapes(small_config_file: Path) -> None:
+    config = config_for(small_config_file, "deepclean")
+    weights = good_weights(small_config_file.parent / "w")
+    torch.save(build_network("deepclean", {"witnesses": 5}).state_dict(),
+               weights / "deepclean-L1.pt")
+    with pytest.raises(ModelError, match=r"deepclean-L1\.pt: input_conv\.weight has shape "
+                       r"\(5, 5, 7\), the campaign needs \(1, 1, 7\) \(1 witness channel\)"):
+        export_repository(config, weights)
+    assert not config.model.repository.exists()
+
+
+def test_wrong_bbhnet_shapes_and_non_models_are_refused(small_config_file: Path) -> None:
+    config = config_for(small_config_file, "bbhnet")
+    weights = good_weights(small_config_file.parent / "w")
+    torch.save(build_network("bbhnet", {"ifos": 3}).state_dict(), weights / "bbhnet.pt")
+    with pytest.raises(ModelError, match=r"stem\.0\.weight has shape \(8, 3, 7\), the campaign "
+                       r"needs \(8, 2, 7\)"):
+        export_repository(config, weights)
+    (weights / "bbhnet.pt").write_text("not a model at all\n")
+    with pytest.raises(ModelError, match="is not a torch state_dict, TorchScript or ONNX file"):
+        export_repository(config, weights)
+    (weights / "bbhnet.pt").unlink()
+    with pytest.raises(ModelError, match=r"no file for bbhnet \(looked for bbhnet"):
+        export_repository(config, weights)
+    assert not config.model.repository.exists()
+
+
+def test_export_command_exits_4_naming_the_shapes(small_config_file: Path) -> None:
+    weights = good_weights(small_config_file.parent / "w")
+    torch.save(build_network("deepclean", {"witnesses": 4}).state_dict(),
+               weights / "deepclean-H1.pt")
+    result = subprocess.run(
+        [sys.executable, "-m", "offline_iaas.cli", "export", str(small_config_file),
+         "--set", 'model.mode="deepclean"', "--set", f"data.witnesses={WITNESSES}",
+         "--weights", str(weights)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 4, result.stderr
+    assert "(4, 4, 7), the campaign needs (2, 2, 7)" in result.stderr
+
+
+def test_subtract_graph_takes_the_stride_the_average_completed(small_config_file: Path) -> None:
+    import numpy as np
+
+    config = config_for(small_config_file, "e2e")
+    session = onnxruntime.InferenceSession(subtract_onnx(config).SerializeToString())
+    rng = np.random.default_rng(0)
+    n, s = 3, config.stride_samples
+    windows = rng.normal(size=(1, n, 5, config.kernel_samples)).astype(np.float32)
+    noise = rng.normal(size=(1, 2, n * s)).astype(np.float32)
+    (cleaned,) = session.run(None, {"windows": windows, "noise": noise})
+    for ifo in range(2):  # strain channels come first in e2e's stream
+        strain = windows[0, :, ifo, :s].reshape(-1)
+        np.testing.assert_array_equal(cleaned[0, ifo], strain - noise[0, ifo])
