@@ -133,7 +133,7 @@ def test_demo_command_reports_equality_and_leaves_nothing_running(tmp_path: Path
     result = subprocess.run(
         [
             sys.executable, "-m", "offline_iaas.cli", "demo", "--workdir", str(workdir),
-            "--set", "data.duration=64", "--set", "layout.servers=1",
+            "--mode", "classifier", "--set", "data.duration=64", "--set", "layout.servers=1",
         ],
         capture_output=True, text=True, timeout=300,
     )
@@ -145,4 +145,6 @@ def test_demo_command_reports_equality_and_leaves_nothing_running(tmp_path: Path
         assert any(line.startswith(label) for line in lines), label
     assert (workdir / "run" / "output" / "campaign.h5").exists()
     assert (workdir / "reference.h5").exists()
+    assert lines[-1] == f"report: {workdir.resolve() / 'run' / 'report' / 'index.html'}"
+    assert (workdir / "run" / "report" / "index.html").stat().st_size > 10_000
     assert processes_mentioning(str(workdir)) == []

@@ -95,11 +95,17 @@ def run_demo(
     log(f"reference: {reference_path}")
     _log_physics(run_dir / "output" / "campaign.json", log)
     log(f"max relative difference: {worst:.3g}")
+    report = run_dir / "report" / "index.html"
+    if not report.exists():
+        from offline_iaas.report import write_report
+
+        write_report(run_dir, log=log)
     if not worst <= TOLERANCE:
         raise MismatchError(
             f"campaign output differs from the reference by {worst:.3g} (allowed {TOLERANCE:g}): "
             + ", ".join(f"{k}={v:.3g}" for k, v in differences.items())
         )
+    log(f"report: {report}")
     return worst
 
 

@@ -140,4 +140,16 @@ def merge(run_dir: Path, log: Callable[[str], None] = print) -> Path:
     log(f"merge: {len(segments)} parts, {kept} windows -> {out_path} in {wall:.1f} s")
     if "deepclean" in summary:
         log(f"merge: GWF frames of the cleaned strain in {out_path.parent / 'frames'}")
+    _report(run_dir, log)
     return out_path
+
+
+def _report(run_dir: Path, log: Callable[[str], None]) -> None:
+    """Write the campaign report; a report that cannot be drawn does not fail the merge."""
+    from offline_iaas.report import write_report
+
+    try:
+        write_report(run_dir, log=lambda line: log(f"merge: report: {line}"))
+    except Exception as err:  # the output is complete and checked; the pictures are extra
+        log(f"merge: the report could not be written ({type(err).__name__}: {err}); "
+            f"run offline-iaas report {run_dir} to retry")
