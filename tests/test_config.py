@@ -75,3 +75,18 @@ def test_written_config_reloads_identically(small_config_file: Path, tmp_path: P
 
 def test_parse_override_keeps_plain_strings() -> None:
     assert parse_override("data.frames=/a/b c") == ("data", "frames", "/a/b c")
+
+
+def test_mode_needs_witnesses_of_every_detector(small_config_file: Path) -> None:
+    deepclean = ['model.mode="deepclean"']
+    with pytest.raises(ConfigError, match=r"'data.witnesses' has no witness channel of L1 "
+                       r"\(mode 'deepclean' runs a DeepClean per interferometer\)"):
+        load_config(small_config_file, [*deepclean, 'data.witnesses=["H1:PEM-X"]'])
+    with pytest.raises(ConfigError, match="'model.mode' must be one of classifier, deepclean"):
+        load_config(small_config_file, ['model.mode="clean"'])
+    with pytest.raises(ConfigError, match="names interferometer V1"):
+        load_config(small_config_file,
+                    [*deepclean, 'data.witnesses=["H1:A", "L1:B", "V1:C"]'])
+    config = load_config(small_config_file, [*deepclean, 'data.witnesses=["H1:A", "L1:B"]'])
+    assert config.stream_channels == ("H1:A", "L1:B")
+    assert config.warmup_windows == 2 * config.window_warmup
