@@ -22,6 +22,8 @@ from offline_iaas.cli import main
 from offline_iaas.config import CampaignConfig, load_config, write_config
 from offline_iaas.demo import packaged_config
 from offline_iaas.report import plots, write_report
+from offline_iaas.report.page import table
+from offline_iaas.report.provenance import manifest_rows
 from offline_iaas.report.search import (
     StatisticTrace,
     block_maxima,
@@ -154,8 +156,8 @@ def make_fixture_run(root: Path, mode: str = "e2e") -> Path:
     repo = config.model.repository
     repo.mkdir(parents=True)
     (repo / "manifest.json").write_text(json.dumps(
-        {"ensemble": "offline-iaas", "flavor": "cpu", "mode": mode, "classifier_version": 3,
-         "channels": list(config.data.channels)}))
+        {"ensemble": "offline-iaas", "flavor": "cpu", "mode": mode,
+         "channels": list(config.data.channels), "versions": {"bbhnet": 3, "deepclean": 2}}))
     segments = plan_segments(config, make_stretches(config, STRETCHES), sequence_base=1 << 20)
     for seg in segments:
         (run_dir / "jobs" / f"{seg.node}.json").write_text(json.dumps(seg.to_dict()))
@@ -317,6 +319,20 @@ def test_inspiral_range_reads_a_strain_psd_in_mpc() -> None:
     assert inspiral_range(frequencies, 2 * psd) == pytest.approx(near / np.sqrt(2), rel=1e-6)
 
 
+def test_manifest_is_flattened_with_the_versions_of_every_model() -> None:
+    manifest = {"ensemble": "offline-iaas", "channels": ["H1:A", "L1:A"],
+                "shape": {"channels": 2}, "versions": {"deepclean": 1, "bbhnet": 3}}
+    assert manifest_rows(manifest) == [
+        ("ensemble", "offline-iaas"), ("channels", "H1:A, L1:A"), ("shape.channels", "2"),
+        ("versions.deepclean", "1"), ("versions.bbhnet", "3")]
+
+
+def test_table_numbers_are_short_and_gps_times_keep_milliseconds() -> None:
+    html = table(["a", "b", "c", "d"], [[1262304044.5833333, 0.021937661277, 7, True]])
+    assert ('<td class="num">1262304044.583</td><td class="num">0.0219377</td>'
+            '<td class="num">7</td><td>True</td>') in html
+
+
 def test_figures_keep_matplotlibs_axes_and_style_after_gwpy_is_imported() -> None:
     import gwpy.plot  # noqa: F401  (registers its Axes as "rectilinear", changes rcParams)
     from matplotlib.axes import Axes
@@ -371,7 +387,8 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert lines == [f"report: {report}"]
     text = report.read_text()
     for expected in ("BNS range, raw [Mpc]", "ratio_at_line", "network SNR",
-                     "GPS time", "0123456789abcdef", "tritonclient", "classifier_version"):
+                     "GPS time", "0123456789abcdef", "tritonclient", "versions.bbhnet",
+                     "Triggers marked: at or above the threshold (5)"):
         assert expected in text
     assert "src=\"http" not in text and "src=\"file" not in text  # self-contained
 

@@ -18,7 +18,7 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig, DeepCleanConfig, load_config
 from offline_iaas.report import page, plots
 from offline_iaas.report.provenance import (
-    model_versions,
+    manifest_rows,
     read_repository_manifest,
     software_versions,
 )
@@ -40,6 +40,8 @@ from offline_iaas.workflow.plan import ClientSegment
 REPORT = Path("report") / "index.html"
 ASD_MAX_SECONDS = 2048.0
 """Data seconds per interferometer that the ASDs average (bounds time and memory)."""
+LOUDEST_TRIGGERS = 200
+"""Triggers read for the plot (the loudest); those above the threshold are marked."""
 
 
 class _Run:
@@ -116,14 +118,22 @@ def _search(run: _Run, section: page.Section) -> None:
     if not traces:
         section.parts.append(_absent("Statistic", run))
         return
-    triggers = read_triggers(run.output)
     bbhnet = run.summary.get("bbhnet") or {}
+    threshold = bbhnet.get("threshold")
+    triggers = read_triggers(run.output, LOUDEST_TRIGGERS)
+    shown = triggers
+    if triggers is not None and threshold is not None:
+        shown = triggers[triggers["statistic"] >= threshold]
     injections = list(bbhnet.get("injections") or [])
     t0 = run.config.data.start if run.config is not None else float(traces[0].time[0])
-    png = plots.statistic_figure(traces, triggers, injections, bbhnet.get("threshold"), t0)
+    png = plots.statistic_figure(traces, shown, injections, threshold, t0)
     section.parts.append(page.image(png, "statistic against time"))
     if triggers is None:
         section.parts.append(_absent("Triggers", run))
+    else:
+        which = (f"at or above the threshold ({threshold:g})" if threshold is not None
+                 else f"the {LOUDEST_TRIGGERS} loudest")
+        section.parts.append(page.paragraph(f"Triggers marked: {which}."))
     if not bbhnet:
         section.parts.append(_absent("Found/missed injections", run))
         return
@@ -216,7 +226,7 @@ def _provenance(run: _Run, section: page.Section) -> None:
     if manifest is None:
         section.parts.append(page.paragraph("No model repository manifest found.", "absent"))
     else:
-        section.parts.append(page.table(["manifest", ""], list(model_versions(manifest).items())))
+        section.parts.append(page.table(["manifest", ""], manifest_rows(manifest)))
     section.parts.append(page.heading("Configuration (RUN/campaign.toml)"))
     try:
         section.parts.append(page.preformatted((run.dir / "campaign.toml").read_text()))

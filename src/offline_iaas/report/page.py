@@ -56,14 +56,19 @@ def preformatted(text: str) -> str:
     return f"<pre>{escape(text)}</pre>"
 
 
+def number(value: float) -> str:
+    """A float for a table: 6 significant digits, GPS-sized values to the millisecond."""
+    return f"{value:.3f}" if abs(value) >= 1e6 else f"{value:.6g}"
+
+
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A table; numbers are right-aligned."""
+    """A table; numbers are right-aligned, floats shortened by ``number``."""
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     body = []
     for row in rows:
         cells = "".join(
-            f'<td class="num">{escape(c)}</td>' if isinstance(c, int | float) and
-            not isinstance(c, bool) else f"<td>{escape(c)}</td>"
+            f'<td class="num">{escape(number(c) if isinstance(c, float) else c)}</td>'
+            if isinstance(c, int | float) and not isinstance(c, bool) else f"<td>{escape(c)}</td>"
             for c in row
         )
         body.append(f"<tr>{cells}</tr>")

@@ -18,6 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.scale import LogScale
 
 from offline_iaas.report.search import StatisticTrace
 from offline_iaas.report.spectra import StrainSpectra
@@ -70,9 +71,12 @@ def asd_figure(ifo: str, spectra: StrainSpectra, band: tuple[float, float]) -> b
     top, bottom = _subplots(fig, 2, 1, sharex=True, height_ratios=(2, 1))
     keep = spectra.frequencies > 0
     f = spectra.frequencies[keep]
+    # matplotlib's own log scale (gwpy registers another under the name "log")
+    top.set_xscale(LogScale(top.xaxis))
+    top.set_yscale(LogScale(top.yaxis))
     if spectra.raw is not None:
-        top.loglog(f, np.sqrt(spectra.raw[keep]), color="tab:gray", lw=1, label="raw")
-    top.loglog(f, np.sqrt(spectra.clean[keep]), color="tab:blue", lw=1, label="cleaned")
+        top.plot(f, np.sqrt(spectra.raw[keep]), color="tab:gray", lw=1, label="raw")
+    top.plot(f, np.sqrt(spectra.clean[keep]), color="tab:blue", lw=1, label="cleaned")
     for ax in (top, bottom):
         ax.axvspan(*band, color="tab:orange", alpha=0.2, lw=0)
         ax.grid(True, which="both", alpha=0.3)
@@ -83,7 +87,7 @@ def asd_figure(ifo: str, spectra: StrainSpectra, band: tuple[float, float]) -> b
     if spectra.raw is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.sqrt(spectra.clean[keep] / spectra.raw[keep])
-        bottom.semilogx(f, ratio, color="tab:blue", lw=1)
+        bottom.plot(f, ratio, color="tab:blue", lw=1)
     bottom.axhline(1.0, color="black", lw=0.8)
     bottom.set_ylabel("cleaned / raw")
     bottom.set_xlabel("Frequency [Hz]")
@@ -119,7 +123,7 @@ def statistic_figure(
     ax.set_xlabel(f"Time [s] from GPS {t0:.0f}")
     ax.set_ylabel("statistic")
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")  # hides no point
     return _png(fig)
 
 

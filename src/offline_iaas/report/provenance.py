@@ -34,10 +34,15 @@ def read_repository_manifest(repository: Path) -> dict[str, Any] | None:
     return manifest if isinstance(manifest, dict) else None
 
 
-def model_versions(manifest: dict[str, Any]) -> dict[str, str]:
-    """The manifest's scalar entries (versions, flavor, ensemble name) as text."""
-    return {
-        key: str(value)
-        for key, value in manifest.items()
-        if isinstance(value, str | int | float | bool)
-    }
+def manifest_rows(manifest: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """The manifest flattened for a table: ``versions.bbhnet``, lists joined by commas."""
+    rows: list[tuple[str, str]] = []
+    for key, value in manifest.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            rows += manifest_rows(value, f"{name}.")
+        elif isinstance(value, list):
+            rows.append((name, ", ".join(str(v) for v in value)))
+        else:
+            rows.append((name, str(value)))
+    return rows
