@@ -192,7 +192,7 @@ def test_stopped_server_fails_clients_clearly_then_retry_succeeds(dataset) -> No
 
 def test_stale_address_file_is_ignored(dataset) -> None:
     # The server node starts late; meanwhile its address file is one left by a dead server.
-    faults = {"server0": [{"point": "start", "action": "pause", "seconds": 3}]}
+    faults = {"server0": [{"point": "start", "action": "pause", "seconds": 10}]}
     _, run_dir = prepare(dataset, "stale", [], faults)
     (port,) = free_ports("127.0.0.1", 1)
     stale = {"node": "server0", "host": "127.0.0.1", "grpc_port": port, "http_port": port,
