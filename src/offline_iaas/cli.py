@@ -13,9 +13,27 @@ from offline_iaas.errors import OfflineIaasError, RunError
 
 EXIT_INTERRUPTED = 130
 
+QUIET, NORMAL, VERBOSE = -1, 0, 1
+_verbosity = NORMAL
+"""Set by ``--quiet`` / ``--verbose``; :func:`log` and :func:`detail` read it."""
+
 
 def log(message: str) -> None:
-    print(message, flush=True)
+    """An info line; when quiet, only a warning."""
+    if _verbosity > QUIET or "warning" in message.lower():
+        print(message, flush=True)
+
+
+def detail(message: str) -> None:
+    """A line shown only with ``--verbose``."""
+    if _verbosity >= VERBOSE:
+        print(message, flush=True)
+
+
+def _count_progress(label: str, unit: str):
+    from offline_iaas.terminal import CountProgress
+
+    return CountProgress(label, unit, verbosity=_verbosity)
 
 
 def _config(args: argparse.Namespace):
@@ -72,6 +90,8 @@ def cmd_check(args: argparse.Namespace) -> None:
     for f in frames:
         per_obs[f.observatory] = per_obs.get(f.observatory, 0) + 1
     counts = ", ".join(f"{obs}: {n}" for obs, n in sorted(per_obs.items()))
+    for f in frames:
+        detail(f"check: frame {f.path} (GPS {f.gps_start:.0f}+{f.duration:.0f} s)")
     log(f"check: {len(config.data.channels)} channel(s): {', '.join(config.data.channels)}")
     log(f"check: {len(frames)} frame file(s) ({counts}) from {frame_source(config)}")
     for line in span.summary_lines():
@@ -83,8 +103,15 @@ def cmd_run_local(args: argparse.Namespace) -> None:
     from offline_iaas.workflow.local import run_local
     from offline_iaas.workflow.progress import RunProgress
 
-    with RunProgress() as progress:  # a live display on a terminal, plain lines otherwise
-        run_local(args.run_dir, log=progress.log, on_state=progress.update)
+    quiet = _verbosity <= QUIET
+    # a live display on a terminal, plain lines otherwise; only warnings when quiet
+    with RunProgress(interactive=False if quiet else None) as progress:
+
+        def run_log(line: str) -> None:
+            if not quiet or "warning" in line.lower():
+                progress.log(line)
+
+        run_local(args.run_dir, log=run_log, on_state=progress.update)
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -120,13 +147,21 @@ def cmd_status(args: argparse.Namespace) -> None:
 def cmd_client(args: argparse.Namespace) -> None:
     from offline_iaas.client.stream import run_client
 
-    run_client(args.run_dir, args.node, log=log)
+    with _count_progress(args.node, "data-s") as progress:  # a bar on a terminal
+
+        def client_log(line: str) -> None:
+            # The streaming loop's own every-10-s "N requests sent" lines are detail: the
+            # progress bar (or its plain line every 10 s) shows data seconds, rate and ETA.
+            (progress.detail if " requests sent (" in line else progress.log)(line)
+
+        run_client(args.run_dir, args.node, log=client_log, progress=progress)
 
 
 def cmd_merge(args: argparse.Namespace) -> None:
     from offline_iaas.merge.merge import merge
 
-    merge(args.run_dir, log=log)
+    with _count_progress("merge", "windows") as progress:  # a bar on a terminal
+        merge(args.run_dir, log=progress.log, progress=progress)
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -198,10 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Offline reprocessing of GW data with models served by Triton.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _add_verbosity(parser, False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, func: Callable, help_text: str, config: bool = True):
         p = sub.add_parser(name, help=help_text, description=help_text)
+        _add_verbosity(p, argparse.SUPPRESS)  # also after the command; keeps a value given before
         if config:
             p.add_argument("config", type=Path, help="campaign config (TOML)")
             _add_set(p)
@@ -295,6 +332,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_verbosity(p: argparse.ArgumentParser, default) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("-q", "--quiet", action="store_true", default=default,
+                       help="print only warnings and errors")
+    group.add_argument("-v", "--verbose", action="store_true", default=default,
+                       help="also print detail lines")
+
+
 def _add_set(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -303,7 +348,9 @@ def _add_set(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _verbosity
     args = build_parser().parse_args(argv)
+    _verbosity = QUIET if args.quiet else VERBOSE if args.verbose else NORMAL
     try:
         args.func(args)
     except OfflineIaasError as err:

@@ -35,6 +35,7 @@ from offline_iaas.errors import ModelError, RunError, ServerError
 from offline_iaas.repository.pipeline import ensemble_outputs, output_rows
 from offline_iaas.serve.access import auth_headers
 from offline_iaas.serve.rendezvous import ServerAddress, address_path, read_address
+from offline_iaas.terminal import NO_PROGRESS, NullProgress
 from offline_iaas.workflow.plan import ClientSegment, Piece, request_sizes, stride_seconds
 
 POLL_SECONDS = 0.5
@@ -198,9 +199,12 @@ class _PieceRows:
 def _stream_once(
     client, address: ServerAddress, config: CampaignConfig, segment: ClientSegment,
     frames: list[FrameFile], writer: PartWriter, headers: dict[str, str],
-    log: Callable[[str], None], run_dir: Path,
+    log: Callable[[str], None], run_dir: Path, progress: NullProgress = NO_PROGRESS,
 ) -> None:
-    """Stream every unfinished piece on one connection; ServerError when the stream fails."""
+    """Stream every unfinished piece on one connection; ServerError when the stream fails.
+
+    ``progress`` counts data seconds (re-primed warm-up windows included).
+    """
     import tritonclient.grpc as grpcclient
 
     stride = config.stride_samples
@@ -212,6 +216,13 @@ def _stream_once(
     sent = received = 0
     total_requests = sum(
         len(request_sizes(p.windows, config.model.batch_size)) for p in segment.pieces
+    )
+    window_seconds = stride / config.data.sample_rate
+    saved = writer.progress()
+    progress.start(
+        sum(p.windows for p in segment.pieces) * window_seconds,
+        sum(p.windows if done >= p.windows else max(0, done - warmup)
+            for p, done in zip(segment.pieces, saved, strict=True)) * window_seconds,
     )
 
     def on_response(result=None, error=None) -> None:
@@ -233,12 +244,13 @@ def _stream_once(
             index, {name: output_rows(config, name, result.as_numpy(name)[0]) for name in outputs}
         )
         received += 1
+        progress.advance(pieces[number].sizes[index] * window_seconds)
 
     client.start_stream(callback=on_response, headers=headers)
     started = last_report = time.monotonic()
     try:
         for number, (piece, done) in enumerate(
-            zip(segment.pieces, writer.progress(), strict=True)
+            zip(segment.pieces, saved, strict=True)
         ):
             if done >= piece.windows:
                 continue
@@ -289,6 +301,7 @@ def stream_segment(
     writer: PartWriter,
     run_dir: Path,
     log: Callable[[str], None] = print,
+    progress: NullProgress = NO_PROGRESS,
 ) -> int:
     """Stream the segment's unfinished pieces, reconnecting on failure; return reconnections."""
     headers = auth_headers(run_dir)
@@ -296,7 +309,9 @@ def stream_segment(
     while True:
         client, address = connect(run_dir, config, segment.server, headers, log)
         try:
-            _stream_once(client, address, config, segment, frames, writer, headers, log, run_dir)
+            _stream_once(
+                client, address, config, segment, frames, writer, headers, log, run_dir, progress
+            )
             return reconnects
         except ServerError as err:
             if reconnects >= config.client.max_reconnects:
@@ -310,8 +325,11 @@ def stream_segment(
             client.close()
 
 
-def run_client(run_dir: Path, node: str, log: Callable[[str], None] = print) -> None:
-    """Run client node ``node`` of the campaign in ``run_dir``."""
+def run_client(
+    run_dir: Path, node: str, log: Callable[[str], None] = print,
+    progress: NullProgress = NO_PROGRESS,
+) -> None:
+    """Run client node ``node`` of the campaign in ``run_dir``; ``progress`` counts data s."""
     run_dir = run_dir.resolve()
     config = load_config(run_dir / "campaign.toml")
     segment = load_job(run_dir, node)
@@ -329,7 +347,7 @@ def run_client(run_dir: Path, node: str, log: Callable[[str], None] = print) -> 
         + (f", resuming after {resumed} checkpointed windows" if resumed else "")
     )
     started = time.monotonic()
-    reconnects = stream_segment(config, segment, frames, writer, run_dir, log)
+    reconnects = stream_segment(config, segment, frames, writer, run_dir, log, progress)
     elapsed = time.monotonic() - started
     writer.commit(
         {"wall_seconds": elapsed, "peak_rss_mb": peak_rss_mb(), "reconnects": reconnects}

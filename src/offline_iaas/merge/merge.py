@@ -29,6 +29,7 @@ from offline_iaas.data.frames import discover_frames
 from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.terminal import NO_PROGRESS, NullProgress
 from offline_iaas.workflow.plan import ClientSegment, Stretch
 
 BLOCK_ROWS = 1 << 12
@@ -89,8 +90,13 @@ def check_parts(
     return problems
 
 
-def merge(run_dir: Path, log: Callable[[str], None] = print) -> Path:
-    """Merge the parts of ``run_dir`` into ``output/campaign.h5``; return its path."""
+def merge(
+    run_dir: Path, log: Callable[[str], None] = print, progress: NullProgress = NO_PROGRESS
+) -> Path:
+    """Merge the parts of ``run_dir`` into ``output/campaign.h5``; return its path.
+
+    ``progress`` counts the windows merged and notes the part being copied.
+    """
     run_dir = run_dir.resolve()
     config = load_config(run_dir / "campaign.toml")
     nodes = json.loads((run_dir / "run.json").read_text())["clients"]
@@ -103,8 +109,10 @@ def merge(run_dir: Path, log: Callable[[str], None] = print) -> Path:
     status_path.unlink(missing_ok=True)
     frames = discover_frames(config) if "noise" in ensemble_outputs(config) else None
     writer = CampaignWriter(out_path, config, stretches_of(segments), out_path.parent / "frames")
+    progress.start(sum(p.windows - p.warmup_windows for seg in segments for p in seg.pieces))
     try:
-        for seg in segments:
+        for part, seg in enumerate(segments, 1):
+            progress.note(f"part {part}/{len(segments)} ({seg.node})")
             for number, piece in enumerate(seg.pieces):
                 for start in range(piece.warmup_windows, piece.windows, BLOCK_ROWS):
                     stop = min(start + BLOCK_ROWS, piece.windows)
@@ -112,6 +120,7 @@ def merge(run_dir: Path, log: Callable[[str], None] = print) -> Path:
                     for output in ensemble_outputs(config):
                         rows = read_piece_rows(run_dir, seg.node, output, number, start, stop)
                         writer.write(output, piece.stretch, kept_offset, rows)
+                    progress.advance(stop - start)
             faults.inject(run_dir, "merge", "mid-write")
         summary = writer.commit(
             {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"},

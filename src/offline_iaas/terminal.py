@@ -1,0 +1,165 @@
+"""Progress of the ``client`` and ``merge`` commands: a ``rich`` bar on a terminal, plain lines
+otherwise.
+
+``client`` counts data seconds streamed, ``merge`` windows merged. On an interactive terminal a
+bar shows the count, the rate and the ETA, with log lines printed above it. Anywhere else (a
+batch job under HTCondor, a pipe, a file, ``TERM=dumb``) log lines are plain, flushed lines
+and the progress is one plain line every ``interval`` seconds, with no control characters.
+
+The streaming and merging code takes any object with ``start``, ``advance`` and ``note``;
+:data:`NO_PROGRESS` (the default there) does nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from types import TracebackType
+from typing import TextIO
+
+from offline_iaas.workflow.progress import is_interactive
+
+QUIET, NORMAL, VERBOSE = -1, 0, 1
+
+
+class NullProgress:
+    """Progress that is not shown."""
+
+    def start(self, total: float, completed: float = 0.0) -> None:
+        """(Re)start the count at ``completed`` of ``total`` (a reconnection restarts it)."""
+
+    def advance(self, amount: float) -> None:
+        """``amount`` more done."""
+
+    def note(self, text: str) -> None:
+        """What is being worked on (shown beside the bar)."""
+
+
+NO_PROGRESS = NullProgress()
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+class CountProgress(NullProgress):
+    """The display of one command.
+
+    Parameters
+    ----------
+    label
+        Prefix of every progress line (``client0``, ``merge``).
+    unit
+        What is counted (``data-s``, ``windows``); the rate is in ``unit``/s.
+    stream
+        Where to write (standard output by default).
+    interactive
+        Force the bar on or off; by default, on when ``stream`` is a terminal.
+    verbosity
+        :data:`QUIET` (no bar, no progress lines, only warnings), :data:`NORMAL` or
+        :data:`VERBOSE` (also :meth:`detail` lines).
+    interval
+        Seconds between plain progress lines.
+    clock
+        Monotonic clock (tests pass a fake one).
+    """
+
+    def __init__(
+        self, label: str, unit: str, stream: TextIO | None = None,
+        interactive: bool | None = None, verbosity: int = NORMAL, interval: float = 10.0,
+        clock=time.monotonic,
+    ) -> None:
+        self.label, self.unit = label, unit
+        self.stream = stream if stream is not None else sys.stdout
+        self.interactive = is_interactive(self.stream) if interactive is None else interactive
+        self.verbosity = verbosity
+        self.interval = interval
+        self.clock = clock
+        self.total = self.completed = self._first = 0.0
+        self.text = ""
+        self._started = self._last_line = clock()
+        self._progress = None
+        self._task = None
+
+    def __enter__(self) -> CountProgress:
+        if self.interactive and self.verbosity > QUIET:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
+
+            self._progress = Progress(
+                SpinnerColumn(),
+                TextColumn(self.label),
+                BarColumn(bar_width=20),
+                TextColumn("{task.fields[info]}"),
+                console=Console(file=self.stream),
+                transient=False,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(self.label, total=None, info="starting")
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._progress is not None:
+            self._refresh()
+            self._progress.stop()
+            self._progress = None
+
+    def _print(self, line: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(line, markup=False, highlight=False)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def log(self, line: str) -> None:
+        """An info line (warnings only when quiet)."""
+        if self.verbosity > QUIET or "warning" in line.lower():
+            self._print(line)
+
+    def detail(self, line: str) -> None:
+        """A line shown only when verbose."""
+        if self.verbosity >= VERBOSE:
+            self._print(line)
+
+    def start(self, total: float, completed: float = 0.0) -> None:
+        self.total, self.completed, self._first = float(total), float(completed), float(completed)
+        self._started = self.clock()
+        self._refresh()
+
+    def advance(self, amount: float) -> None:
+        self.completed = min(self.total, self.completed + amount) if self.total else (
+            self.completed + amount)
+        self._refresh()
+
+    def note(self, text: str) -> None:
+        self.text = text
+        self._refresh()
+
+    def status(self) -> str:
+        """``done/total unit (percent), rate unit/s, ETA h:mm:ss`` (and the note)."""
+        elapsed = self.clock() - self._started
+        rate = (self.completed - self._first) / elapsed if elapsed > 0 else 0.0
+        parts = [f"{self.completed:.0f}/{self.total:.0f} {self.unit}"
+                 + (f" ({100 * self.completed / self.total:.0f}%)" if self.total else "")]
+        parts.append(f"{rate:.1f} {self.unit}/s")
+        if rate > 0 and self.total:
+            parts.append(f"ETA {format_duration((self.total - self.completed) / rate)}")
+        else:
+            parts.append("ETA -")
+        return ", ".join(parts) + (f"; {self.text}" if self.text else "")
+
+    def _refresh(self) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, total=self.total or None,
+                                  completed=self.completed, info=self.status())
+        elif self.verbosity > QUIET and not self.interactive:
+            now = self.clock()
+            if now - self._last_line >= self.interval:
+                self._last_line = now
+                print(f"{self.label}: {self.status()}", file=self.stream, flush=True)
