@@ -148,13 +148,7 @@ def cmd_client(args: argparse.Namespace) -> None:
     from offline_iaas.client.stream import run_client
 
     with _count_progress(args.node, "data-s") as progress:  # a bar on a terminal
-
-        def client_log(line: str) -> None:
-            # The streaming loop's own every-10-s "N requests sent" lines are detail: the
-            # progress bar (or its plain line every 10 s) shows data seconds, rate and ETA.
-            (progress.detail if " requests sent (" in line else progress.log)(line)
-
-        run_client(args.run_dir, args.node, log=client_log, progress=progress)
+        run_client(args.run_dir, args.node, log=progress.log, progress=progress)
 
 
 def cmd_merge(args: argparse.Namespace) -> None:

@@ -247,7 +247,6 @@ def _stream_once(
         progress.advance(pieces[number].sizes[index] * window_seconds)
 
     client.start_stream(callback=on_response, headers=headers)
-    started = last_report = time.monotonic()
     try:
         for number, (piece, done) in enumerate(
             zip(segment.pieces, saved, strict=True)
@@ -283,10 +282,6 @@ def _stream_once(
                 sent += 1
                 if sent == total_requests // 2:
                     faults.inject(run_dir, segment.node, "mid-stream")
-                now = time.monotonic()
-                if now - last_report > 10:
-                    log(f"{segment.node}: {sent} requests sent ({sent / (now - started):.1f}/s)")
-                    last_report = now
         while received < sent:
             take_response()
     finally:
