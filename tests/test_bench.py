@@ -138,3 +138,45 @@ def test_bench_command_writes_results_tables_and_plots(tmp_path: Path) -> None:
     for name in ("throughput.png", "monitor.png", "monitor/tiny.csv"):
         assert (out / name).stat().st_size > 0
     assert processes_mentioning(str(tmp_path / "work")) == []
+
+
+def test_gpu_repository_computes_what_the_limit_computes(tmp_path: Path) -> None:
+    """The gpu flavor's snapshotter and batched network (run here on CPU onnxruntime) give
+    the limit's outputs for the same stream."""
+    import onnxruntime
+
+    from offline_iaas.bench.gpu import GPU_PIPELINE, write_gpu_repository
+    from offline_iaas.bench.limit import onnx_session
+    from offline_iaas.bench.repository import NETWORK
+    from offline_iaas.repository.model_configs import parse_pbtxt
+
+    root = write_gpu_repository(TINY, tmp_path / "gpu")
+    for name in ("snapshotter", NETWORK, GPU_PIPELINE):
+        assert parse_pbtxt((root / name / "config.pbtxt").read_text()).name == name
+    snap = onnxruntime.InferenceSession(str(root / "snapshotter" / "1" / "model.onnx"))
+    net = onnxruntime.InferenceSession(str(root / NETWORK / "1" / "model.onnx"))
+    flat = onnx_session(root / "network.onnx", 1)
+    data = np.random.default_rng(5).standard_normal((TINY.channels, 12 * TINY.stride_samples))
+    data = data.astype(np.float32)
+    state = np.zeros((1, TINY.channels, TINY.kernel_samples), np.float32)
+    stream = FusedStream(TINY.channels, TINY.kernel_samples, TINY.stride_samples)
+    for index, n in enumerate((5, 7)):
+        first = 5 * TINY.stride_samples * index
+        update = data[:, first : first + n * TINY.stride_samples]
+        flags = {"START": np.array([[int(index == 0)]], np.int32),
+                 "END": np.array([[0]], np.int32), "CORRID": np.array([[1]], np.uint64)}
+        windows, state = snap.run(None, {"update": update[None], "INPUT_STATE": state, **flags})
+        served = net.run(None, {"windows": windows})[0][0]
+        expected_windows = np.empty((n, TINY.channels, TINY.kernel_samples), np.float32)
+        stream.windows_into(update, expected_windows)
+        expected = flat.run(None, {"windows": expected_windows})[0]
+        np.testing.assert_allclose(served, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_gpu_bench_refuses_to_run_without_a_gpu(monkeypatch) -> None:
+    from offline_iaas.bench import gpu
+    from offline_iaas.errors import ServerError
+
+    monkeypatch.setattr(gpu, "gpu_names", lambda: [])
+    with pytest.raises(ServerError, match="no GPU"):
+        gpu.require_gpu()

@@ -126,7 +126,7 @@ def plan_capacity(
     if config.server.gpus > 0 and "gpu" not in str(device).lower():
         lines.append(
             f"warning: the campaign asks for {config.server.gpus} GPU(s) per server but the "
-            "bench ran on a CPU server: measure on the GPU node (benchmarks/gpu_bench.sh) and "
+            "bench ran on a CPU server: measure on the GPU node (benchmarks/gpu_bench.py) and "
             "pass its results with --from-bench"
         )
     clients = servers * best.clients

@@ -1,11 +1,13 @@
-"""Client processes started together: each streams its share, all are timed from one signal.
+"""Worker processes started together: each streams its share, all timed from one signal.
 
-Each client is a separate (spawned) process, so its CPU time (``os.times``, all its threads)
-and its TCP connection are its own. A client generates its share of synthetic data, connects
-(the TCP connection exists before the start signal), reports ready, waits for the signal,
-streams with the given function, reports its CPU time and the monotonic time of its last
-response, and keeps its connection open until released, so that the parent can read the
-connections' byte counters before they close.
+Each worker (a client of the server, or one of the limit's in-process loops) is a separate
+spawned process, so its CPU time (``os.times``, all its threads) and its TCP connection are
+its own, and no two share a GIL. A worker generates its share of synthetic data, opens its
+job (a client connects, so the TCP connection exists before the start signal; the limit builds
+its onnxruntime session), reports ready, waits for the signal, streams with the given
+function, reports its CPU time and the monotonic time of its last response, and keeps its
+connection open until released, so that the parent can read the byte counters before they
+close.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import queue
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from offline_iaas.bench import accounting
 from offline_iaas.bench.workloads import Workload, synthetic_samples
@@ -23,6 +26,20 @@ from offline_iaas.errors import ServerError
 
 RESPONSE_TIMEOUT_SECONDS = 120.0
 START_TIMEOUT_SECONDS = 120.0
+
+
+class Job(Protocol):
+    """What one worker process streams, and how it gets ready."""
+
+    load: Workload
+    data_seconds: float
+    seed: int
+
+    def open(self) -> object:
+        """Get ready (connect, build a session); return what the streamer works with."""
+
+    def close(self, handle: object) -> None:
+        """Release what ``open`` returned."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +76,21 @@ class ClientJob:
     sequence_id: int
     seed: int
 
+    def open(self) -> object:
+        """A gRPC client of the server, its connection open."""
+        import tritonclient.grpc as grpcclient
+
+        client = grpcclient.InferenceServerClient(self.url)
+        try:
+            client.is_server_ready(headers=self.headers)
+        except Exception:
+            client.close()
+            raise
+        return client
+
+    def close(self, handle: object) -> None:
+        handle.close()
+
 
 @dataclass(frozen=True)
 class ClientReport:
@@ -73,8 +105,8 @@ class ClientReport:
     error: str = ""
 
 
-Streamer = Callable[[object, ClientJob, object], int]
-"""``streamer(client, job, samples)``: stream the share, return the windows answered."""
+Streamer = Callable[[object, Job, object], int]
+"""``streamer(handle, job, samples)``: stream the share, return the windows answered."""
 
 
 @dataclass
@@ -114,22 +146,17 @@ def take_response(responses: queue.Queue, output: str) -> None:
     result.as_numpy(output)
 
 
-def _client_main(
-    job: ClientJob, streamer: Streamer, ready, go, done, release
-) -> None:
-    import tritonclient.grpc as grpcclient
-
+def _worker_main(job: Job, streamer: Streamer, ready, go, done, release) -> None:
     pid = os.getpid()
-    client = grpcclient.InferenceServerClient(job.url)
+    samples = synthetic_samples(job.load, job.data_seconds, job.seed)
+    handle = job.open()
     try:
-        samples = synthetic_samples(job.load, job.data_seconds, job.seed)
-        client.is_server_ready(headers=job.headers)  # opens the connection
         ready.put(pid)
         go.wait()
         cpu_before = sum(os.times()[:2])
         started = time.monotonic()
         try:
-            windows = streamer(client, job, samples)
+            windows = streamer(handle, job, samples)
         except Exception as err:  # reported to the parent, which raises it
             done.put(ClientReport(pid, 0, 0.0, started, time.monotonic(), error=str(err)))
             return
@@ -138,37 +165,43 @@ def _client_main(
         done.put(ClientReport(pid, windows, cpu, started, finished))
         release.wait(START_TIMEOUT_SECONDS)
     finally:
-        client.close()
+        job.close(handle)
+
+
+def _no_server() -> float:
+    return 0.0
 
 
 def run_clients(
-    jobs: list[ClientJob], streamer: Streamer, server_cpu: Callable[[], float], grpc_port: int
+    jobs: list[Job], streamer: Streamer, server_cpu: Callable[[], float] = _no_server,
+    grpc_port: int | None = None,
 ) -> ClientRun:
     """Start one process per job, start them together, and measure them.
 
     Parameters
     ----------
     jobs
-        One per client.
+        One per worker (picklable).
     streamer
         A module-level function (it is pickled into the spawned processes).
     server_cpu
         Returns the server's CPU seconds so far (read at the start signal and at the end).
     grpc_port
-        The server's gRPC port: the clients' connections to it are counted.
+        The server's gRPC port: the workers' connections to it are counted (None: no
+        connections, no bytes).
     """
     context = multiprocessing.get_context("spawn")
     ready, done = context.Queue(), context.Queue()
     go, release = context.Event(), context.Event()
     procs = [
-        context.Process(target=_client_main, args=(job, streamer, ready, go, done, release))
+        context.Process(target=_worker_main, args=(job, streamer, ready, go, done, release))
         for job in jobs
     ]
     for proc in procs:
         proc.start()
     try:
         pids = [_get(ready, procs, "ready", START_TIMEOUT_SECONDS) for _ in procs]
-        before_bytes = accounting.client_tcp_bytes(grpc_port, pids)
+        before_bytes = _tcp_bytes(grpc_port, pids)
         before_cpu = server_cpu()
         before_busy = accounting.machine_busy_seconds()
         started = time.monotonic()
@@ -177,7 +210,7 @@ def run_clients(
         finished = max(r.finished for r in reports)
         server_cpu_seconds = server_cpu() - before_cpu
         busy = accounting.machine_busy_seconds() - before_busy
-        after_bytes = accounting.client_tcp_bytes(grpc_port, pids)
+        after_bytes = _tcp_bytes(grpc_port, pids)
         errors = [r.error for r in reports if r.error]
         if errors:
             raise ServerError(f"{len(errors)} bench client(s) failed: {errors[0]}")
@@ -198,6 +231,12 @@ def run_clients(
             if proc.is_alive():
                 proc.kill()
                 proc.join()
+
+
+def _tcp_bytes(port: int | None, pids: list[int]) -> accounting.TcpBytes:
+    if port is None:
+        return accounting.TcpBytes(sent=0, received=0)
+    return accounting.client_tcp_bytes(port, pids)
 
 
 def _get(source, procs: list, what: str, timeout_seconds: float | None):

@@ -2,35 +2,38 @@
 
 No server, no network, no serialisation: the same windowing code as the fused model
 (``FusedStream``, a zero state at each share's start, so the same windows are computed) and
-the same onnxruntime settings. The server's compute layout is kept: one worker thread per
-model instance, each with its own session of ``intra_op_threads`` threads, over a contiguous
-share of the span (onnxruntime releases the GIL while it runs).
+the same onnxruntime settings. The server's compute layout is kept: one worker process per
+model instance (as each instance is a python-backend stub process), each with its own session
+of ``intra_op_threads`` threads, over a contiguous share of the span. Processes, not threads:
+threads of one interpreter share a GIL, and on a loaded machine a thread preempted while
+holding it stalls the other (measured: 0.5-0.6 cores for two threads where two processes got
+0.9).
 """
 
 from __future__ import annotations
 
-import os
-import threading
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from offline_iaas.bench.accounting import machine_busy_seconds
 from offline_iaas.bench.backend.fused import FusedStream
+from offline_iaas.bench.clients import run_clients
 from offline_iaas.bench.repository import ServerLayout
 from offline_iaas.bench.results import Measurement
-from offline_iaas.bench.workloads import Workload, split_strides, synthetic_samples
+from offline_iaas.bench.workloads import Workload, split_strides
+
+CPU = ("CPUExecutionProvider",)
 
 
-def onnx_session(path: Path, intra_op_threads: int):
-    """An onnxruntime CPU session configured like the served models."""
+def onnx_session(path: Path, intra_op_threads: int, providers: tuple[str, ...] = CPU):
+    """An onnxruntime session configured like the served models (CPU unless told)."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = intra_op_threads
     options.inter_op_num_threads = 1
-    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(str(path), options, providers=list(providers))
 
 
 def run_share(session, load: Workload, samples: np.ndarray, batch_size: int) -> int:
@@ -50,44 +53,61 @@ def run_share(session, load: Workload, samples: np.ndarray, batch_size: int) -> 
     return windows
 
 
+@dataclass(frozen=True)
+class LimitJob:
+    """One worker of the limit: a share of the span through its own onnxruntime session."""
+
+    load: Workload
+    network_onnx: str
+    intra_op_threads: int
+    providers: tuple[str, ...]
+    batch_size: int
+    data_seconds: float
+    seed: int
+
+    def open(self) -> object:
+        """The session, run once (first calls allocate; not part of the measurement)."""
+        session = onnx_session(Path(self.network_onnx), self.intra_op_threads, self.providers)
+        warm = np.zeros((self.load.channels, self.load.stride_samples), np.float32)
+        run_share(session, self.load, warm, self.batch_size)
+        return session
+
+    def close(self, handle: object) -> None:
+        pass
+
+
+def stream_limit(session, job: LimitJob, samples: np.ndarray) -> int:
+    """The limit worker's loop (``run_share``) as a ``clients.Streamer``."""
+    return run_share(session, job.load, samples, job.batch_size)
+
+
 def measure_limit(
     load: Workload, network_onnx: Path, layout: ServerLayout, batch_size: int,
-    data_seconds: float, clients: int = 1, seed: int = 0,
+    data_seconds: float, clients: int = 1, seed: int = 0, providers: tuple[str, ...] = CPU,
 ) -> Measurement:
-    """Data seconds per wall second of the in-process loop over ``data_seconds`` of data.
+    """Data seconds per wall second of the in-process loops over ``data_seconds`` of data.
 
-    ``clients`` only labels the measurement with the sweep point's ``k``.
+    One worker process per server instance, each over a contiguous share. ``clients`` only
+    labels the measurement with the sweep point's ``k``; ``providers`` are onnxruntime's
+    execution providers (``CUDAExecutionProvider`` on a GPU node, where each batch of windows
+    is built on the host and copied to the device, as a hand-written loop would).
     """
-    samples = synthetic_samples(load, data_seconds, seed)
-    shares = split_strides(samples.shape[1] // load.stride_samples, layout.instances)
-    bounds = np.cumsum([0, *shares]) * load.stride_samples
-    sessions = [onnx_session(network_onnx, layout.intra_op_threads) for _ in shares]
-    for session in sessions:  # first call allocates; not part of the measurement
-        run_share(session, load, samples[:, : load.stride_samples], batch_size)
-    counts = [0] * len(shares)
-
-    def work(i: int) -> None:
-        counts[i] = run_share(sessions[i], load, samples[:, bounds[i] : bounds[i + 1]], batch_size)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(shares))]
-    cpu_before = sum(os.times()[:2])
-    busy_before = machine_busy_seconds()
-    started = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.monotonic() - started
-    cpu = sum(os.times()[:2]) - cpu_before
-    busy = machine_busy_seconds() - busy_before
+    strides = int(data_seconds * load.sample_rate_hz) // load.stride_samples
+    stride_seconds = load.stride_samples / load.sample_rate_hz
+    jobs = [
+        LimitJob(load, str(network_onnx), layout.intra_op_threads, tuple(providers),
+                 batch_size, share * stride_seconds, seed + index)
+        for index, share in enumerate(split_strides(strides, layout.instances))
+    ]
+    run = run_clients(jobs, stream_limit)
     return Measurement(
         path="limit",
         workload=load.name,
         batch_size=batch_size,
         clients=clients,
         threads=layout.threads,
-        data_seconds=load.window_seconds(sum(counts)),
-        wall_seconds=wall,
-        client_cpu_seconds=cpu,
-        other_cpu_seconds=max(0.0, busy - cpu),
+        data_seconds=load.window_seconds(run.windows),
+        wall_seconds=run.wall_seconds,
+        client_cpu_seconds=run.client_cpu_seconds,
+        other_cpu_seconds=max(0.0, run.machine_busy_seconds - run.client_cpu_seconds),
     )

@@ -310,9 +310,10 @@ def results_markdown(
         "## GPU",
         "",
         "No GPU was available to this run, so there are no GPU numbers here. "
-        "`benchmarks/gpu_bench.sh` runs the gpu-flavor benchmark on a GPU node (onnxruntime-gpu "
-        "in-process for the limit; a Triton container when one is given) and appends its "
-        "results to `benchmarks/RESULTS-gpu.md`. The published mark to beat is about 5,000 s of "
+        "`benchmarks/gpu_bench.py` runs the gpu-flavor benchmark on a GPU node (onnxruntime-gpu "
+        "in-process for the limit; service and naive in a Triton container with `--triton`) "
+        "and appends its results to `benchmarks/RESULTS-gpu.md`; it refuses to run without a "
+        "GPU. The published mark to beat is about 5,000 s of "
         "DeepClean data per second per GPU.",
         "",
     ]

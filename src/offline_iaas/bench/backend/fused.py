@@ -5,10 +5,13 @@ Copied verbatim into the bench's model repository as ``fused/<version>/model.py`
 
 A request carries ``[1, channels, n * stride]`` new samples of one sequence (START/END/CORRID
 controls, ``direct`` sequence batching) and yields the network's output for the ``n`` windows
-that end after each stride: ``[1, n, *output_dims]``. All requests of one ``execute`` call are
-windowed straight into one preallocated batch (one copy per window sample) and run through
-onnxruntime in a single call; the ensemble instead sends every window through the server to a
-second model (two more copies of ``n x channels x kernel`` floats per request).
+that end after each stride: ``[1, n, *output_dims]``. Each request's windows are written
+straight into a preallocated batch (one copy per window sample) and run through onnxruntime
+in one call of the client's batch size, as the limit does (requests of several sequences in
+one ``execute`` are run one after the other: a batch of all of them is slower for a network
+whose activations then leave the cache, as DeepClean's do); the ensemble instead sends every
+window through the server to a second model (two more copies of ``n x channels x kernel``
+floats per request).
 
 Sequence state is per model instance: Triton's sequence batcher keeps a sequence on the
 instance that holds its slot, so several instances may serve several sequences. Requests with
@@ -81,25 +84,22 @@ class TritonPythonModel:
     def execute(self, requests: list) -> list:
         pb = self.pb
         now = time.monotonic()
-        responses: list = [None] * len(requests)
-        work: list[tuple[int, FusedStream, np.ndarray, bool, int]] = []
-        for index, request in enumerate(requests):
+        responses = []
+        for request in requests:
             samples = pb.get_input_tensor_by_name(request, "update").as_numpy()[0]
             start = bool(pb.get_input_tensor_by_name(request, "START").as_numpy().ravel()[0])
             end = bool(pb.get_input_tensor_by_name(request, "END").as_numpy().ravel()[0])
             corrid = int(pb.get_input_tensor_by_name(request, "CORRID").as_numpy().ravel()[0])
-            n_windows = samples.shape[-1] // self.stride_samples
+            n = samples.shape[-1] // self.stride_samples
             if corrid == 0:  # an idle slot's null request: its response is discarded
-                responses[index] = self._response(
-                    np.zeros((1, n_windows, *self.output_dims), np.float32)
-                )
+                responses.append(self._response(np.zeros((1, n, *self.output_dims), np.float32)))
                 continue
             if samples.shape[-1] % self.stride_samples:
                 message = (
                     f"update of {samples.shape[-1]} samples is not a multiple of the stride "
                     f"({self.stride_samples} samples)"
                 )
-                responses[index] = pb.InferenceResponse(error=pb.TritonError(message))
+                responses.append(pb.InferenceResponse(error=pb.TritonError(message)))
                 continue
             if start:
                 stream = FusedStream(self.channels, self.kernel_samples, self.stride_samples)
@@ -107,28 +107,17 @@ class TritonPythonModel:
                 stream = self.streams[corrid][0]
             else:
                 message = f"sequence {corrid} has no state on this instance: send START again"
-                responses[index] = pb.InferenceResponse(error=pb.TritonError(message))
+                responses.append(pb.InferenceResponse(error=pb.TritonError(message)))
                 continue
-            work.append((index, stream, samples, end, corrid))
-        total = sum(w[2].shape[-1] // self.stride_samples for w in work)
-        if total:
-            if self.batch.shape[0] < total:
-                self.batch = np.zeros((total, self.channels, self.kernel_samples), np.float32)
-            row = 0
-            rows = []
-            for index, stream, samples, end, corrid in work:
-                n = samples.shape[-1] // self.stride_samples
-                stream.windows_into(samples, self.batch[row : row + n])
-                rows.append((index, row, n))
-                if end:
-                    self.streams.pop(corrid, None)
-                else:
-                    self.streams[corrid] = (stream, now)
-                row += n
-            feed = {self.input_name: self.batch[:total]}
-            output = self.session.run([self.output_name], feed)[0]
-            for index, first, n in rows:
-                responses[index] = self._response(output[first : first + n][None])
+            if self.batch.shape[0] < n:
+                self.batch = np.zeros((n, self.channels, self.kernel_samples), np.float32)
+            stream.windows_into(samples, self.batch[:n])
+            output = self.session.run([self.output_name], {self.input_name: self.batch[:n]})[0]
+            responses.append(self._response(output[None]))
+            if end:
+                self.streams.pop(corrid, None)
+            else:
+                self.streams[corrid] = (stream, now)
         self._expire(now)
         return responses
 
