@@ -308,7 +308,7 @@ CASES: list[Case] = [
                      "'kernel_samples': 512"]),
     Case("export-over-another-shape", 4,
          lambda ws: ["export", str(ws / "campaign.toml"), "--set", "model.kernel_seconds=2"],
-         lambda ws: [f"{ws / 'model-repository'}: repository was exported for"]),
+         lambda ws: [f"{ws / 'model-repository'}: repository holds mode 'classifier'"]),
     Case("not-a-repository", 4,
          lambda ws: ["reference", str(ws / "campaign.toml"), "--set",
                      f'model.repository="{ws / "frames"}"', "--out", str(ws / "r.h5")],
