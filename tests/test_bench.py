@@ -180,3 +180,49 @@ def test_gpu_bench_refuses_to_run_without_a_gpu(monkeypatch) -> None:
     monkeypatch.setattr(gpu, "gpu_names", lambda: [])
     with pytest.raises(ServerError, match="no GPU"):
         gpu.require_gpu()
+
+
+@pytest.mark.slow
+def test_served_fused_model_equals_the_reference_steps(tmp_path: Path) -> None:
+    """Through a real server, the fused model's averaged DeepClean output equals the
+    repository's own steps (SnapshotState, the graph, OnlineAverage) run in-process."""
+    import tritonclient.grpc as grpcclient
+
+    from offline_iaas.bench.limit import onnx_session
+    from offline_iaas.bench.repository import FUSED, ServerLayout, network_path
+    from offline_iaas.bench.repository import write_repository as write_bench_repository
+    from offline_iaas.bench.server import bench_server
+    from offline_iaas.bench.workloads import Workload
+    from offline_iaas.repository.backend.stateful import OnlineAverage
+
+    load = Workload("tiny-deepclean", "deepclean", 2, 256.0, 1.0, 8.0, "prediction", True)
+    repo = write_bench_repository(load, ServerLayout(instances=2), tmp_path / "repo")
+    data = np.random.default_rng(7).standard_normal((2, 40 * load.stride_samples))
+    data = data.astype(np.float32)
+    sizes = [16, 8, 13, 3]  # windows per request
+    session = onnx_session(network_path(repo), 1)
+    snap = SnapshotState(load.channels, load.kernel_samples, load.stride_samples)
+    average = OnlineAverage(load.kernel_samples, load.stride_samples, 1)
+    expected, served, first = [], [], 0
+    with bench_server(repo, tmp_path / "run", [FUSED]) as server:
+        client = grpcclient.InferenceServerClient(server.url)
+        try:
+            for index, n in enumerate(sizes):
+                update = data[:, first : first + n * load.stride_samples]
+                first += n * load.stride_samples
+                prediction = session.run(None, {"windows": snap.update(update)})[0]
+                expected.append(average.update(prediction))
+                tensor = grpcclient.InferInput("update", [1, *update.shape], "FP32")
+                tensor.set_data_from_numpy(update[None])
+                result = client.infer(
+                    FUSED, [tensor], sequence_id=77, sequence_start=index == 0,
+                    sequence_end=index == len(sizes) - 1, headers=server.headers,
+                )
+                served.append(result.as_numpy(load.served_output)[0])
+        finally:
+            client.close()
+    np.testing.assert_allclose(
+        np.concatenate(served, axis=-1), np.concatenate(expected, axis=-1), rtol=1e-5,
+        atol=1e-6,
+    )
+    assert processes_mentioning(str(repo)) == []

@@ -135,15 +135,15 @@ class ClientRun:
         return sum(r.cpu_seconds for r in self.reports)
 
 
-def take_response(responses: queue.Queue, output: str) -> None:
-    """Wait for one streamed response and read its output; ServerError on an error."""
+def take_response(responses: queue.Queue, output: str) -> tuple[str, object]:
+    """Wait for one streamed response; its request ID and output (ServerError on an error)."""
     try:
         result, error = responses.get(timeout=RESPONSE_TIMEOUT_SECONDS)
     except queue.Empty:
         raise ServerError(f"no response within {RESPONSE_TIMEOUT_SECONDS:.0f} s") from None
     if error is not None:
         raise ServerError(f"the server answered with an error: {error}")
-    result.as_numpy(output)
+    return result.get_response().id, result.as_numpy(output)
 
 
 def _worker_main(job: Job, streamer: Streamer, ready, go, done, release) -> None:

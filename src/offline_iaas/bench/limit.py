@@ -22,6 +22,7 @@ from offline_iaas.bench.clients import run_clients
 from offline_iaas.bench.repository import ServerLayout
 from offline_iaas.bench.results import Measurement
 from offline_iaas.bench.workloads import Workload, split_strides
+from offline_iaas.repository.backend.stateful import OnlineAverage
 
 CPU = ("CPUExecutionProvider",)
 
@@ -37,8 +38,15 @@ def onnx_session(path: Path, intra_op_threads: int, providers: tuple[str, ...] =
 
 
 def run_share(session, load: Workload, samples: np.ndarray, batch_size: int) -> int:
-    """Stream ``samples`` [channels, m * stride] through the network in batches; return m."""
+    """Stream ``samples`` [channels, m * stride] through the network in batches; return m.
+
+    An averaging workload's outputs go through ``OnlineAverage`` too, as in the service.
+    """
     stream = FusedStream(load.channels, load.kernel_samples, load.stride_samples)
+    averager = (
+        OnlineAverage(load.kernel_samples, load.stride_samples, load.output_dims[0])
+        if load.averaged else None
+    )
     input_name = session.get_inputs()[0].name
     output_name = session.get_outputs()[0].name
     batch = np.zeros((batch_size, load.channels, load.kernel_samples), np.float32)
@@ -48,7 +56,9 @@ def run_share(session, load: Workload, samples: np.ndarray, batch_size: int) -> 
         update = samples[:, first : first + step]
         n = update.shape[1] // load.stride_samples
         stream.windows_into(update, batch[:n])
-        session.run([output_name], {input_name: batch[:n]})
+        output = session.run([output_name], {input_name: batch[:n]})[0]
+        if averager is not None:  # and converted to float32, as the fused model sends it
+            averager.update(output).astype(np.float32)
         windows += n
     return windows
 

@@ -2,13 +2,19 @@
 
 One repository per workload and server layout holds every model the three measurements call::
 
-    fused      update [1, C, n*S] ─► windows + network in one python model ─► [1, n, ...]
-    pipeline   the cpu flavor's ensemble: snapshotter ─► classifier (two python models)
+    fused      update [1, C, n*S] ─► windows + network (+ average) in one python model
+    pipeline   the cpu flavor's ensemble: snapshotter ─► pipeline_network (─► averager)
     classifier the network alone (python backend): the naive path sends it whole windows
 
-``fused`` uses ``backend/fused.py`` (bench-only); ``snapshotter``, ``classifier`` and
-``pipeline`` are the configurations and backend sources of ``offline_iaas.repository``,
-with the network's output renamed and reshaped for DeepClean.
+The ensemble's network has one instance when an averager follows it: with two, a sequence's
+requests can finish the network step out of order and reach the (stateful) averager
+swapped — Triton then refuses a sequence whose first request lost its START, and silently
+averages in the wrong order otherwise (seen here with 2 instances and 4 requests in flight).
+
+``fused`` uses ``backend/fused.py`` (bench-only); ``snapshotter``, ``classifier``,
+``averager`` and ``pipeline`` are the configurations and backend sources of
+``offline_iaas.repository``, with the network's output named and shaped for the workload.
+Averaging workloads (DeepClean) answer with the online average ``noise [1, 1, n*S]``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from offline_iaas.repository.export import backend_source
 FUSED = "fused"
 PIPELINE = "pipeline"
 NETWORK = mcfg.CLASSIFIER
+AVERAGER = "averager"
+PIPELINE_NETWORK = "pipeline_network"
 SEQUENCE_IDLE_SECONDS = 60.0
 
 
@@ -73,41 +81,79 @@ def _shape(load: Workload, layout: ServerLayout) -> mcfg.EnsembleShape:
     )
 
 
-def _set_output(config: mc.ModelConfig, load: Workload) -> None:
-    """Name the first output after the network's and give it ``[-1, *output_dims]``."""
+def _set_output(config: mc.ModelConfig, name: str, dims: list[int]) -> None:
+    """Rename the first output and give it ``dims`` (without Triton's batch axis)."""
     output = config.output[0]
-    output.name = load.output_name
+    output.name = name
     del output.dims[:]
-    output.dims.extend([-1, *load.output_dims])
+    output.dims.extend(dims)
+
+
+def _network_dims(load: Workload) -> list[int]:
+    return [-1, *load.output_dims]
+
+
+def _averaged_dims(load: Workload) -> list[int]:
+    """``[c, -1]``: the averaged samples of the ``c`` outputs per window."""
+    return [load.output_dims[0], -1]
+
+
+def _served_dims(load: Workload) -> list[int]:
+    return _averaged_dims(load) if load.averaged else _network_dims(load)
 
 
 def fused_config(load: Workload, layout: ServerLayout) -> mc.ModelConfig:
-    """The snapshotter's sequence batching with the network's output and instances."""
+    """The snapshotter's sequence batching with the served output and the instances."""
     config = mcfg.snapshotter_config(_shape(load, layout))
     config.name = FUSED
-    _set_output(config, load)
+    _set_output(config, load.served_output, _served_dims(load))
     del config.instance_group[:]
     config.instance_group.add(count=layout.instances, kind=mc.ModelInstanceGroup.KIND_CPU)
     config.parameters["intra_op_threads"].string_value = str(layout.intra_op_threads)
     config.parameters["output_dims"].string_value = json.dumps(load.output_dims)
+    config.parameters["average"].string_value = "1" if load.averaged else "0"
     return config
 
 
-def network_config(load: Workload, layout: ServerLayout) -> mc.ModelConfig:
+def averager_config(load: Workload, layout: ServerLayout) -> mc.ModelConfig:
+    """The cpu flavor's online averager (``stateful.py``, kind ``average``)."""
+    outputs = load.output_dims[0]
+    tensors = ((load.output_name, _network_dims(load)), (load.served_output, _served_dims(load)))
+    return mcfg.stateful_config(AVERAGER, "average", tensors, _shape(load, layout), outputs)
+
+
+def network_config(
+    load: Workload, layout: ServerLayout, name: str = NETWORK
+) -> mc.ModelConfig:
     """The cpu flavor's network model, output as the workload's network gives it."""
     config = mcfg.classifier_config(_shape(load, layout))
-    _set_output(config, load)
+    config.name = name
+    _set_output(config, load.output_name, _network_dims(load))
     return config
+
+
+def pipeline_layout(load: Workload, layout: ServerLayout) -> ServerLayout:
+    """The ensemble network's layout: one instance when a stateful averager follows it."""
+    if not load.averaged:
+        return layout
+    return ServerLayout(1, layout.intra_op_threads, layout.max_sequences)
 
 
 def pipeline_config(load: Workload, layout: ServerLayout) -> mc.ModelConfig:
-    """The cpu flavor's ensemble (snapshotter then network), output renamed."""
-    config = mcfg.ensemble_config(PIPELINE, _shape(load, layout))
-    _set_output(config, load)
-    step = config.ensemble_scheduling.step[1]
-    del step.output_map["statistic"]
-    step.output_map[load.output_name] = load.output_name
-    return config
+    """The cpu flavor's ensemble: snapshotter, network, and the averager if the load has one."""
+    out = load.output_name
+    steps = [
+        (mcfg.SNAPSHOTTER, {"update": "update"}, {"windows": "windows"}),
+        (PIPELINE_NETWORK, {INPUT_NAME: "windows"}, {out: out}),
+    ]
+    if load.averaged:
+        steps.append((AVERAGER, {out: out}, {load.served_output: load.served_output}))
+    return mcfg.pipeline_config(
+        PIPELINE,
+        (("update", (load.channels, -1)),),
+        ((load.served_output, tuple(_served_dims(load))),),
+        steps,
+    )
 
 
 def write_repository(load: Workload, layout: ServerLayout, root: Path, seed: int = 0) -> Path:
@@ -120,10 +166,16 @@ def write_repository(load: Workload, layout: ServerLayout, root: Path, seed: int
     models = {
         FUSED: (fused_config(load, layout), bench_backend_source("fused.py"), True),
         NETWORK: (network_config(load, layout), backend_source("onnx_network.py"), True),
+        PIPELINE_NETWORK: (
+            network_config(load, pipeline_layout(load, layout), PIPELINE_NETWORK),
+            backend_source("onnx_network.py"), True,
+        ),
         mcfg.SNAPSHOTTER: (
             mcfg.snapshotter_config(_shape(load, layout)), backend_source("stateful.py"), False,
         ),
     }
+    if load.averaged:
+        models[AVERAGER] = (averager_config(load, layout), backend_source("stateful.py"), False)
     for name, (config, source, with_graph) in models.items():
         version = root / name / "1"
         version.mkdir(parents=True)
@@ -131,6 +183,8 @@ def write_repository(load: Workload, layout: ServerLayout, root: Path, seed: int
         (version / "model.py").write_text(source)
         if with_graph:
             shutil.copyfile(network_onnx, version / "model.onnx")
+    # the fused model loads OnlineAverage from the repository's own stateful.py
+    (root / FUSED / "1" / "stateful.py").write_text(backend_source("stateful.py"))
     (root / PIPELINE / "1").mkdir(parents=True)
     (root / PIPELINE / "config.pbtxt").write_text(mcfg.to_pbtxt(pipeline_config(load, layout)))
     return root

@@ -28,7 +28,7 @@ class Measurement:
         Windows per request (per onnxruntime call for the limit).
     clients
         Client processes (``k``); for the limit, the ``k`` of the sweep point it was measured
-        at (it runs one worker thread per server instance, whatever ``k``).
+        at (it runs one worker process per server instance, whatever ``k``).
     threads
         onnxruntime threads in all (limit: the same as the server's).
     data_seconds
@@ -100,6 +100,18 @@ def best_by_path(measurements: list[Measurement]) -> dict[str, Measurement]:
     for m in measurements:
         if m.path not in best or m.data_seconds_per_second > best[m.path].data_seconds_per_second:
             best[m.path] = m
+    return best
+
+
+def cpu_efficiency_by_path(measurements: list[Measurement]) -> dict[str, float]:
+    """The highest data seconds per CPU second of each path: its least-disturbed cost.
+
+    Other processes on the machine only ever add to a path's CPU time per data second (cache
+    and memory-bandwidth contention), so the cheapest repeat is the closest to its own cost.
+    """
+    best: dict[str, float] = {}
+    for m in measurements:
+        best[m.path] = max(best.get(m.path, 0.0), m.data_seconds_per_cpu_second)
     return best
 
 

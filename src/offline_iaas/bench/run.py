@@ -33,7 +33,7 @@ from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
 
 O3_CONFIG = "o3-month-deepclean.toml"
-O3_TARGET_HOURS = 24.0
+O3_TARGET_HOURS = 4.0
 
 
 def _version(package: str) -> str:

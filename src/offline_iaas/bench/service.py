@@ -29,7 +29,7 @@ def stream_updates(client, job: ClientJob, samples: np.ndarray) -> int:
     responses: queue.Queue = queue.Queue()
     step = job.batch_size * load.stride_samples
     firsts = range(0, samples.shape[1], step)
-    output = [grpcclient.InferRequestedOutput(load.output_name)]
+    output = [grpcclient.InferRequestedOutput(load.served_output)]
     client.start_stream(
         callback=lambda result, error: responses.put((result, error)), headers=job.headers
     )
@@ -37,7 +37,7 @@ def stream_updates(client, job: ClientJob, samples: np.ndarray) -> int:
     try:
         for index, first in enumerate(firsts):
             while sent - received >= job.in_flight:
-                take_response(responses, load.output_name)
+                take_response(responses, load.served_output)
                 received += 1
             update = samples[None, :, first : first + step]
             tensor = grpcclient.InferInput("update", list(update.shape), "FP32")
@@ -52,7 +52,7 @@ def stream_updates(client, job: ClientJob, samples: np.ndarray) -> int:
             )
             sent += 1
         while received < sent:
-            take_response(responses, load.output_name)
+            take_response(responses, load.served_output)
             received += 1
     finally:
         client.stop_stream(cancel_requests=received < sent)

@@ -6,7 +6,10 @@
     window.
 ``deepclean``
     ``models.deepclean.DeepClean`` on 21 witnesses at 2048 Hz, 1 s windows at 32 Hz; one
-    predicted strain window per window. Initial weights: the bench measures throughput only.
+    predicted strain window per window (``prediction [n, 1, K]``, one interferometer, as the
+    campaign's deepclean graph gives it), averaged online over the overlapping windows into
+    one noise sample per input sample (``noise [1, n S]``), as the deepclean mode serves it.
+    Initial weights: the bench measures throughput only.
 ``tiny``
     The toy network on a short, low-rate stream, for the regression test.
 """
@@ -20,6 +23,7 @@ import numpy as np
 from offline_iaas.errors import ConfigError
 
 INPUT_NAME = "windows"
+AVERAGED_NAME = "noise"
 SAMPLE_BYTES = 4
 """float32 on the wire."""
 
@@ -40,6 +44,9 @@ class Workload:
         Model rate, window length and windows per second of data.
     output_name
         Name of the network's output tensor.
+    averaged
+        The network's per-window outputs are averaged online (``stateful.OnlineAverage``)
+        into ``AVERAGED_NAME``: what the service returns and every path computes.
     """
 
     name: str
@@ -49,6 +56,7 @@ class Workload:
     kernel_seconds: float
     inference_rate_hz: float
     output_name: str
+    averaged: bool = False
 
     @property
     def kernel_samples(self) -> int:
@@ -61,7 +69,12 @@ class Workload:
     @property
     def output_dims(self) -> list[int]:
         """Dimensions of one window's output (empty: one value per window)."""
-        return [self.kernel_samples] if self.network == "deepclean" else []
+        return [1, self.kernel_samples] if self.network == "deepclean" else []
+
+    @property
+    def served_output(self) -> str:
+        """The tensor the service returns: the averaged noise, or the network's output."""
+        return AVERAGED_NAME if self.averaged else self.output_name
 
     @property
     def input_bytes_per_data_second(self) -> float:
@@ -74,7 +87,7 @@ class Workload:
 
 
 TOY = Workload("toy", "toy_cnn", 2, 2048.0, 4.0, 4.0, "statistic")
-DEEPCLEAN = Workload("deepclean", "deepclean", 21, 2048.0, 1.0, 32.0, "prediction")
+DEEPCLEAN = Workload("deepclean", "deepclean", 21, 2048.0, 1.0, 32.0, "prediction", True)
 TINY = Workload("tiny", "toy_cnn", 2, 256.0, 1.0, 8.0, "statistic")
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (TOY, DEEPCLEAN, TINY)}
 
@@ -102,9 +115,17 @@ def build_network(load: Workload, seed: int = 0):
     if load.network == "deepclean":
         from offline_iaas.models.deepclean import DeepClean
 
-        witnesses = load.channels
-        model = DeepClean(witnesses, [0.0] * witnesses, [1.0] * witnesses, 0.0, 1.0)
-        return model.eval()
+        class OneInterferometer(nn.Module):
+            """DeepClean's [batch, K] prediction as [batch, 1, K] (interferometers axis)."""
+
+            def __init__(self, witnesses: int) -> None:
+                super().__init__()
+                self.net = DeepClean(witnesses, [0.0] * witnesses, [1.0] * witnesses, 0.0, 1.0)
+
+            def forward(self, windows: torch.Tensor) -> torch.Tensor:
+                return self.net(windows)[:, None]
+
+        return OneInterferometer(load.channels).eval()
 
     class ToyCNN(nn.Module):
         """5 strided convolutions, global average pool, two linear layers → [batch]."""

@@ -1,11 +1,14 @@
 """Fused snapshotter + network: one python-backend model, windows never leave the process.
 
 Copied verbatim into the bench's model repository as ``fused/<version>/model.py`` beside
-``model.onnx``. Depends on numpy and onnxruntime only.
+``model.onnx`` and the repository's ``stateful.py`` (whose ``OnlineAverage`` it loads from
+that directory when the model averages). Depends on numpy and onnxruntime only.
 
 A request carries ``[1, channels, n * stride]`` new samples of one sequence (START/END/CORRID
 controls, ``direct`` sequence batching) and yields the network's output for the ``n`` windows
-that end after each stride: ``[1, n, *output_dims]``. Each request's windows are written
+that end after each stride: ``[1, n, *output_dims]``, or with ``average = 1`` (DeepClean)
+the sequence's online average of those outputs, ``[1, c, n * stride]`` for outputs
+``[c, kernel]`` per window. Each request's windows are written
 straight into a preallocated batch (one copy per window sample) and run through onnxruntime
 in one call of the client's batch size, as the limit does (requests of several sequences in
 one ``execute`` are run one after the other: a batch of all of them is slower for a network
@@ -20,6 +23,7 @@ instance that holds its slot, so several instances may serve several sequences. 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
@@ -78,7 +82,15 @@ class TritonPythonModel:
         self.input_name = self.session.get_inputs()[0].name
         self.output_name = self.session.get_outputs()[0].name
         self.output_dims = [int(d) for d in json.loads(params["output_dims"])]
-        self.streams: dict[int, tuple[FusedStream, float]] = {}
+        self.response_name = config["output"][0]["name"]
+        self.average = None
+        if params.get("average", "0") == "1":
+            here = os.path.join(args["model_repository"], args["model_version"], "stateful.py")
+            spec = importlib.util.spec_from_file_location("stateful", here)
+            stateful = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(stateful)
+            self.average = stateful.OnlineAverage
+        self.streams: dict[int, tuple[FusedStream, object, float]] = {}
         self.batch = np.zeros((0, self.channels, self.kernel_samples), np.float32)
 
     def execute(self, requests: list) -> list:
@@ -92,7 +104,11 @@ class TritonPythonModel:
             corrid = int(pb.get_input_tensor_by_name(request, "CORRID").as_numpy().ravel()[0])
             n = samples.shape[-1] // self.stride_samples
             if corrid == 0:  # an idle slot's null request: its response is discarded
-                responses.append(self._response(np.zeros((1, n, *self.output_dims), np.float32)))
+                shape = (
+                    (1, self.output_dims[0], n * self.stride_samples) if self.average
+                    else (1, n, *self.output_dims)
+                )
+                responses.append(self._response(np.zeros(shape, np.float32)))
                 continue
             if samples.shape[-1] % self.stride_samples:
                 message = (
@@ -103,8 +119,11 @@ class TritonPythonModel:
                 continue
             if start:
                 stream = FusedStream(self.channels, self.kernel_samples, self.stride_samples)
+                averager = None if self.average is None else self.average(
+                    self.kernel_samples, self.stride_samples, self.output_dims[0]
+                )
             elif corrid in self.streams:
-                stream = self.streams[corrid][0]
+                stream, averager = self.streams[corrid][:2]
             else:
                 message = f"sequence {corrid} has no state on this instance: send START again"
                 responses.append(pb.InferenceResponse(error=pb.TritonError(message)))
@@ -113,18 +132,20 @@ class TritonPythonModel:
                 self.batch = np.zeros((n, self.channels, self.kernel_samples), np.float32)
             stream.windows_into(samples, self.batch[:n])
             output = self.session.run([self.output_name], {self.input_name: self.batch[:n]})[0]
+            if averager is not None:
+                output = averager.update(output).astype(np.float32)
             responses.append(self._response(output[None]))
             if end:
                 self.streams.pop(corrid, None)
             else:
-                self.streams[corrid] = (stream, now)
+                self.streams[corrid] = (stream, averager, now)
         self._expire(now)
         return responses
 
     def _response(self, values: np.ndarray):
-        return self.pb.InferenceResponse([self.pb.Tensor(self.output_name, values)])
+        return self.pb.InferenceResponse([self.pb.Tensor(self.response_name, values)])
 
     def _expire(self, now: float) -> None:
-        stale = [k for k, (_, seen) in self.streams.items() if now - seen > self.idle_seconds]
+        stale = [k for k, (*_, seen) in self.streams.items() if now - seen > self.idle_seconds]
         for key in stale:
             del self.streams[key]
