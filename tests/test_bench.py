@@ -138,6 +138,9 @@ def test_bench_command_writes_results_tables_and_plots(tmp_path: Path) -> None:
     for name in ("throughput.png", "monitor.png", "monitor/tiny.csv"):
         assert (out / name).stat().st_size > 0
     assert processes_mentioning(str(tmp_path / "work")) == []
+    (out / "RESULTS.md").unlink()
+    assert main(["bench", "--report-only", "--out", str(out)]) == 0  # measures nothing
+    assert (out / "RESULTS.md").read_text() == text
 
 
 def test_gpu_repository_computes_what_the_limit_computes(tmp_path: Path) -> None:

@@ -175,6 +175,11 @@ def cmd_bench(args: argparse.Namespace) -> None:
         data_seconds={k: v * args.data_scale for k, v in DEFAULT_DATA_SECONDS.items()},
         ensemble=not args.no_ensemble,
     )
+    if args.report_only:
+        from offline_iaas.bench.run import write_report
+
+        log(f"bench: rewrote {write_report(args.out)} from {args.out / 'results.json'}")
+        return
     run_bench(plan, args.out, _bench_command(args), log=log, work_dir=args.work_dir)
 
 
@@ -305,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-ensemble", action="store_true",
                    help="skip the cpu flavor's ensemble at the default point")
     p.add_argument("--work-dir", type=Path, help="keep repositories and logs here")
+    p.add_argument("--report-only", action="store_true",
+                   help="measure nothing: rewrite RESULTS.md and the plots from --out's "
+                   "results.json")
     p = command("plan", cmd_plan, "recommend servers, clients per server and batch size from "
                 "measured throughput")
     p.add_argument("--target-hours", type=float, required=True, help="deadline of the campaign")

@@ -303,8 +303,12 @@ def results_markdown(
         "**service** = one tritonserver, k client processes streaming batched snapshot updates "
         "(gRPC stream, sequence IDs, START/END) to the fused snapshotter+network model; "
         "**naive** = the same server and network, each request carrying whole windows; "
-        "**ensemble** = the cpu flavor's snapshotter → network ensemble (what campaigns serve "
-        "today), at the default point. Throughput is data seconds per wall second.",
+        "**ensemble** = the cpu flavor's ensemble as campaigns serve it today (snapshotter → "
+        "network, → averager for DeepClean, whose network then keeps one instance: two would "
+        "hand the stateful averager a sequence's requests out of order), at the default "
+        "point. DeepClean's answer is the online average of the overlapping window "
+        "predictions in every path (the naive client averages itself). Throughput is data "
+        "seconds per wall second.",
         "",
         f"## Targets (batch {b}, {k} clients) — {met} of {len(checks)} met",
         "",

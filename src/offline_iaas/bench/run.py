@@ -26,7 +26,8 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.bench import report
 from offline_iaas.bench.capacity import plan_capacity
 from offline_iaas.bench.monitor_plot import plot_monitor
-from offline_iaas.bench.results import Measurement, write_results
+from offline_iaas.bench.repository import ServerLayout
+from offline_iaas.bench.results import Measurement, read_results, write_results
 from offline_iaas.bench.sweep import SweepPlan, run_workload
 from offline_iaas.bench.workloads import workload
 from offline_iaas.config import load_config
@@ -111,14 +112,12 @@ def run_bench(
     started = time.monotonic()
     load_before = os.getloadavg()
     measurements: list[Measurement] = []
-    monitor_csvs: list[Path] = []
     with tempfile.TemporaryDirectory(prefix="offline-iaas-bench-") as tmp:
         work = work_dir or Path(tmp)
         for name in plan.workloads:
             csv_path = out_dir / "monitor" / f"{name}.csv"
             log(f"bench: {name}: writing the repository and starting the server")
             measurements += run_workload(workload(name), plan, work, csv_path, log)
-            monitor_csvs.append(csv_path)
     elapsed = time.monotonic() - started
     header = {
         "command": command,
@@ -133,15 +132,34 @@ def run_bench(
             "layout": dataclasses.asdict(plan.layout),
         },
     }
-    results_path = write_results(out_dir / "results.json", header, measurements)
+    write_results(out_dir / "results.json", header, measurements)
+    path = write_report(out_dir)
+    log(f"bench: wrote {path} ({elapsed:.0f} s)")
+    return path
+
+
+def write_report(out_dir: Path) -> Path:
+    """(Re)write RESULTS.md and the plots from ``out_dir``'s results.json and monitor CSVs.
+
+    The measurements are not repeated: the report of an earlier ``run_bench`` is rebuilt as it
+    was (its command, machine and numbers), e.g. after the report's text changed.
+    """
+    results_path = out_dir / "results.json"
+    header, measurements = read_results(results_path)
+    plan_values = dict(header["plan"])
+    layout = ServerLayout(**plan_values.pop("layout"))
+    plan = SweepPlan(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in plan_values.items()},
+        layout=layout,
+    )
     pts = report.points(measurements)
     report.plot_throughput(
         pts, plan.default_batch_size, plan.default_clients, out_dir / "throughput.png"
     )
-    plot_monitor(monitor_csvs, out_dir / "monitor.png")
+    monitor_csvs = [out_dir / "monitor" / f"{name}.csv" for name in plan.workloads]
+    plot_monitor([p for p in monitor_csvs if p.exists()], out_dir / "monitor.png")
     plan_command, plan_lines = o3_plan_lines(results_path)
     text = report.results_markdown(header, measurements, plan, plan_command, plan_lines)
     path = out_dir / "RESULTS.md"
     write_text_atomic(path, text)
-    log(f"bench: wrote {path} ({elapsed:.0f} s)")
     return path
