@@ -36,12 +36,14 @@ FLAVORS = ("cpu", "gpu")
 def ensemble_shape(config: CampaignConfig) -> mcfg.EnsembleShape:
     """The model shapes a campaign needs."""
     return mcfg.EnsembleShape(
-        channels=len(config.data.channels),
+        channels=len(config.stream_channels),
         kernel_samples=config.kernel_samples,
         stride_samples=config.stride_samples,
         sequence_idle_seconds=config.server.sequence_idle_seconds,
         max_sequences=max(8, config.layout.clients_per_server),
-        instances=config.server.instances,
+        # A stateful averager after the network needs each sequence's requests in order;
+        # several network instances can overtake one another, so these modes get one.
+        instances=1 if config.averaging_delay_windows else config.server.instances,
     )
 
 
