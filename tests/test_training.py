@@ -104,7 +104,9 @@ def test_demo_networks_do_their_physics(tmp_path: Path) -> None:
     """
     source = resources.files("offline_iaas.configs").joinpath("demo.toml")
     (tmp_path / "demo.toml").write_text(source.read_text())
-    config = load_config(tmp_path / "demo.toml")
+    # the dataset of this test: four injections of SNR 20, away from the evaluation stretches
+    config = load_config(tmp_path / "demo.toml", ["synth.injections=4", "synth.injection_snr=20.0",
+                                                  "synth.injection_snr_max=0.0"])
     write_synthetic_dataset(config)
     paths = train_demo(config, tmp_path / "weights", log=lambda line: None)
     summary = json.loads(paths["summary"].read_text())
