@@ -61,7 +61,8 @@ def run_demo(
     if (run_dir / "run.json").exists():
         log(f"demo: removing the previous demo run {run_dir}")
         shutil.rmtree(run_dir)
-    for stale in ("frames", "model-repository", "weights" if weights is None else ""):
+    stale_dirs = ("frames", "model-repository") + (("weights",) if weights is None else ())
+    for stale in stale_dirs:
         if (workdir / stale).exists():
             shutil.rmtree(workdir / stale)
 
