@@ -21,6 +21,7 @@ from torch import nn
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.frames import FrameFile, read_span
+from offline_iaas.merge import postprocess
 from offline_iaas.models.deepclean import average_overlapping
 from offline_iaas.models.training import (
     DEEPCLEAN_BAND_HZ,
@@ -68,39 +69,13 @@ def asd_ratio(
     trim_seconds: float = 8.0,
     guard_hz: float = 0.0,
 ) -> dict[str, float]:
-    """Cleaned/raw ASD ratio at ``line_hz`` and its extremes outside ``band_hz``.
-
-    ``trim_seconds`` are dropped at both ends (edge windows, band-pass transients).
-    "Outside" starts ``guard_hz`` beyond the band edges: the coupling's side bands reach past
-    55-65 Hz and the band-pass rolls off over about a hertz, so even subtracting the true
-    coupled noise changes the ASD by a few per cent within ~1.5 Hz of the edges.
-    """
-    from gwpy.timeseries import TimeSeries
-
+    """The merge's ``asd_ratio`` at ``line_hz``, with ``trim_seconds`` dropped at both ends
+    (edge windows, band-pass transients)."""
     trim = int(round(trim_seconds * sample_rate))
-    asds = [
-        TimeSeries(x[trim : len(x) - trim], sample_rate=sample_rate).asd(
-            fftlength, method="median"
-        )
-        for x in (raw, cleaned)
-    ]
-    freqs = asds[0].frequencies.value
-    ratio = asds[1].value / asds[0].value
-    line = int(np.argmin(np.abs(freqs - line_hz)))
-    outside = (freqs > 0) & (
-        (freqs < band_hz[0] - guard_hz) | (freqs > band_hz[1] + guard_hz)
+    return postprocess.asd_ratio(
+        raw[trim : len(raw) - trim], cleaned[trim : len(cleaned) - trim], sample_rate,
+        fftlength, band_hz, guard_hz, line_hz,
     )
-    inside = (freqs >= band_hz[0]) & (freqs <= band_hz[1])
-    return {
-        "fftlength": fftlength,
-        "guard_hz": guard_hz,
-        "line_hz": float(freqs[line]),
-        "ratio_at_line": float(ratio[line]),
-        "max_ratio_in_band": float(ratio[inside].max()),
-        "min_ratio_outside_band": float(ratio[outside].min()),
-        "max_ratio_outside_band": float(ratio[outside].max()),
-        "max_deviation_outside_band": float(np.abs(ratio[outside] - 1).max()),
-    }
 
 
 def evaluate_deepclean(
