@@ -16,8 +16,8 @@ from offline_iaas.repository.export import (
     export_repository,
     onnx_session,
     read_manifest,
-    run_network,
 )
+from offline_iaas.repository.pipeline import run_graph
 from offline_iaas.serve.node import check_flavor_runnable
 
 pytest.importorskip("torch")
@@ -60,7 +60,7 @@ def test_gpu_graphs_equal_the_cpu_flavor_over_a_split_stream(small_config_file: 
     for number, size in enumerate(splits):
         update = stream[:, offset : offset + size]
         offset += size
-        expected.append(run_network(cpu_net, state.update(update)))
+        expected.append(run_graph(cpu_net, {"windows": state.update(update)})["statistic"])
         windows, carried = snapshotter.run(
             ["windows", "OUTPUT_STATE"],
             {

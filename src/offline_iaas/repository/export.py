@@ -20,8 +20,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError
@@ -284,12 +282,3 @@ def network_sessions(config: CampaignConfig) -> dict[str, object]:
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, text)
-
-
-def run_network(session, windows: np.ndarray) -> np.ndarray:
-    """Run the classifier graph on [n, channels, kernel] windows → [n] statistics.
-
-    The gpu flavor's graph takes Triton's batch axis too ([1, n, channels, kernel])."""
-    if len(session.get_inputs()[0].shape) == 4:
-        return session.run(["statistic"], {"windows": windows[None]})[0][0]
-    return session.run(["statistic"], {"windows": windows})[0]
