@@ -29,6 +29,30 @@ clients_per_server = 2
 """
 
 
+WITNESSES = '["H1:PEM-SYNTH_WITNESS_0", "H1:PEM-SYNTH_WITNESS_1", "L1:PEM-SYNTH_WITNESS_0"]'
+"""``data.witnesses`` for SMALL_CAMPAIGN's frames in the DeepClean modes (2 for H1, 1 for L1)."""
+
+
+def untrained_weights(directory: Path, whitening_taps: int = 33, seed: int = 3) -> Path:
+    """Freshly initialised ``deepclean-H1/L1.pt`` (for ``WITNESSES``) and ``bbhnet.pt``, with
+    non-trivial BatchNorm statistics, as ``export --weights`` takes them."""
+    import torch
+
+    from offline_iaas.models.weights import build_network
+
+    directory.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    for ifo, witnesses in (("H1", 2), ("L1", 1)):
+        net = build_network("deepclean", {"witnesses": witnesses})
+        for module in net.modules():
+            if isinstance(module, torch.nn.BatchNorm1d):
+                module.running_mean.uniform_(-0.1, 0.1)
+        torch.save(net.state_dict(), directory / f"deepclean-{ifo}.pt")
+    bbhnet = build_network("bbhnet", {"ifos": 2}, whitening_taps=whitening_taps)
+    torch.save(bbhnet.state_dict(), directory / "bbhnet.pt")
+    return directory
+
+
 def processes_mentioning(text: str) -> list[str]:
     """Command lines of live processes (other than zombies) that contain ``text``."""
     found = []

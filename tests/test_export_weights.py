@@ -16,27 +16,16 @@ from offline_iaas.errors import ModelError
 from offline_iaas.models.weights import build_network
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.repository.networks import subtract_onnx
-
-WITNESSES = '["H1:PEM-SYNTH_WITNESS_0", "H1:PEM-SYNTH_WITNESS_1", "L1:PEM-SYNTH_WITNESS_0"]'
+from tests.helpers import WITNESSES, untrained_weights
 
 
 def config_for(path: Path, mode: str) -> CampaignConfig:
     return load_config(path, [f'model.mode="{mode}"', f"data.witnesses={WITNESSES}"])
 
 
-def good_weights(directory: Path) -> Path:
-    directory.mkdir(exist_ok=True)
-    for ifo, witnesses in (("H1", 2), ("L1", 1)):
-        net = build_network("deepclean", {"witnesses": witnesses})
-        torch.save(net.state_dict(), directory / f"deepclean-{ifo}.pt")
-    torch.save(build_network("bbhnet", {"ifos": 2}, whitening_taps=17).state_dict(),
-               directory / "bbhnet.pt")
-    return directory
-
-
 def test_e2e_export_writes_every_stage_and_a_manifest(small_config_file: Path) -> None:
     config = config_for(small_config_file, "e2e")
-    repo = export_repository(config, good_weights(small_config_file.parent / "w"))
+    repo = export_repository(config, untrained_weights(small_config_file.parent / "w"))
     manifest = read_manifest(repo)
     assert manifest["mode"] == "e2e" and manifest["outputs"] == ["noise", "statistic"]
     assert manifest["versions"] == {"deepclean": 1, "subtract": 1, "bbhnet": 1}
@@ -47,7 +36,7 @@ def test_e2e_export_writes_every_stage_and_a_manifest(small_config_file: Path) -
 
 def test_wrong_witness_count_is_refused_with_both_shapes(small_config_file: Path) -> None:
     config = config_for(small_config_file, "deepclean")
-    weights = good_weights(small_config_file.parent / "w")
+    weights = untrained_weights(small_config_file.parent / "w")
     torch.save(build_network("deepclean", {"witnesses": 5}).state_dict(),
                weights / "deepclean-L1.pt")
     with pytest.raises(ModelError, match=r"deepclean-L1\.pt: input_conv\.weight has shape "
@@ -58,7 +47,7 @@ def test_wrong_witness_count_is_refused_with_both_shapes(small_config_file: Path
 
 def test_wrong_bbhnet_shapes_and_non_models_are_refused(small_config_file: Path) -> None:
     config = config_for(small_config_file, "bbhnet")
-    weights = good_weights(small_config_file.parent / "w")
+    weights = untrained_weights(small_config_file.parent / "w")
     torch.save(build_network("bbhnet", {"ifos": 3}).state_dict(), weights / "bbhnet.pt")
     with pytest.raises(ModelError, match=r"stem\.0\.weight has shape \(8, 3, 7\), the campaign "
                        r"needs \(8, 2, 7\)"):
@@ -73,7 +62,7 @@ def test_wrong_bbhnet_shapes_and_non_models_are_refused(small_config_file: Path)
 
 
 def test_export_command_exits_4_naming_the_shapes(small_config_file: Path) -> None:
-    weights = good_weights(small_config_file.parent / "w")
+    weights = untrained_weights(small_config_file.parent / "w")
     torch.save(build_network("deepclean", {"witnesses": 4}).state_dict(),
                weights / "deepclean-H1.pt")
     result = subprocess.run(

@@ -13,23 +13,20 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-import torch
 from gwpy.timeseries import TimeSeries
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import max_relative_difference, read_campaign
-from offline_iaas.models.weights import build_network
 from offline_iaas.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
-from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
+from tests.helpers import SMALL_CAMPAIGN, WITNESSES, processes_mentioning, untrained_weights
 
 pytestmark = pytest.mark.slow
 
 TOLERANCE = 1e-5
-WITNESSES = '["H1:PEM-SYNTH_WITNESS_0", "H1:PEM-SYNTH_WITNESS_1", "L1:PEM-SYNTH_WITNESS_0"]'
 
 
 @pytest.fixture(scope="module")
@@ -39,17 +36,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
     config = load_config(root / "campaign.toml")
     write_synthetic_dataset(config)
-    weights = root / "weights"
-    weights.mkdir()
-    torch.manual_seed(3)
-    for ifo, witnesses in (("H1", 2), ("L1", 1)):
-        net = build_network("deepclean", {"witnesses": witnesses})
-        for module in net.modules():  # non-trivial BatchNorm statistics
-            if isinstance(module, torch.nn.BatchNorm1d):
-                module.running_mean.uniform_(-0.1, 0.1)
-        torch.save(net.state_dict(), weights / f"deepclean-{ifo}.pt")
-    torch.save(build_network("bbhnet", {"ifos": 2}, whitening_taps=33).state_dict(),
-               weights / "bbhnet.pt")
+    untrained_weights(root / "weights")
     return root
 
 
