@@ -41,6 +41,67 @@ def test_fused_windows_equal_the_snapshotters(splits: list[int]) -> None:
         first += n * stride
 
 
+def _conv_stack(padding: int, channels: int = 2):
+    """A toy-like network: ``features`` (Conv1d + ReLU, stride 2), mean, ``head``."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(1)
+
+    class Stack(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.features = nn.Sequential(
+                nn.Conv1d(channels, 4, 7, stride=2, padding=padding), nn.ReLU(),
+                nn.Conv1d(4, 8, 5, stride=2, padding=padding), nn.ReLU(),
+                nn.Conv1d(8, 8, 3, stride=2, padding=padding), nn.ReLU(),
+            )
+            self.head = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+
+        def forward(self, windows: torch.Tensor) -> torch.Tensor:
+            return self.head(self.features(windows).mean(dim=-1))[:, 0]
+
+    return Stack().eval()
+
+
+@pytest.mark.parametrize("padding", [0, 3])
+def test_conv_stream_equals_the_network_window_by_window(tmp_path: Path, padding: int) -> None:
+    """Streamed layer by layer (padded stacks with their edges recomputed), every window's
+    output equals the whole-window graph's on the snapshotter's windows."""
+    from offline_iaas.bench.backend.streaming_conv import ConvStream, open_graphs
+    from offline_iaas.bench.limit import onnx_session
+    from offline_iaas.bench.streaming import export_streaming_graphs
+    from offline_iaas.models.weights import export_onnx
+
+    channels, kernel, stride = 2, 512, 64
+    network = _conv_stack(padding, channels)
+    export_streaming_graphs(network, channels, tmp_path / "stream")
+    export_onnx(network, tmp_path / "net.onnx", "windows", "out", (2, channels, kernel))
+    whole = onnx_session(tmp_path / "net.onnx", 1)
+    stream = ConvStream(*open_graphs(str(tmp_path / "stream")), channels, kernel, stride)
+    windows = FusedStream(channels, kernel, stride)
+    data = np.random.default_rng(4).standard_normal((channels, 60 * stride)).astype(np.float32)
+    first = 0
+    for n in (1, 7, 20, 2, 30):
+        update = data[:, first : first + n * stride]
+        first += n * stride
+        batch = np.empty((n, channels, kernel), np.float32)
+        windows.windows_into(update, batch)
+        expected = whole.run(None, {"windows": batch})[0]
+        np.testing.assert_allclose(stream.update(update), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_conv_stream_refuses_windows_off_the_strides_grid() -> None:
+    from offline_iaas.bench.backend.streaming_conv import ConvLayer, ConvStream, edge_plan
+
+    layers = [ConvLayer(7, 2, 0)] * 5  # strides' product 32
+    assert edge_plan(layers, 8192).top_length == 251
+    with pytest.raises(ValueError, match="32"):
+        edge_plan(layers, 8200)
+    with pytest.raises(ValueError, match="not a multiple of 32"):
+        ConvStream(layers, [], None, None, 2, 8192, 48)
+
+
 def test_shares_cover_the_span_and_differ_by_at_most_one() -> None:
     shares = split_strides(103, 4)
     assert sum(shares) == 103
@@ -126,7 +187,9 @@ def test_bench_command_writes_results_tables_and_plots(tmp_path: Path) -> None:
     ])
     assert code == 0
     header, measurements = read_results(out / "results.json")
-    assert {m.path for m in measurements} == {"limit", "service", "naive", "ensemble"}
+    assert {m.path for m in measurements} == {
+        "limit", "window-limit", "service", "naive", "ensemble"
+    }
     service = next(m for m in measurements if m.path == "service")
     # the service sends each sample once; the naive path every window whole (K/S = 8 times)
     naive = next(m for m in measurements if m.path == "naive")
@@ -228,4 +291,52 @@ def test_served_fused_model_equals_the_reference_steps(tmp_path: Path) -> None:
         np.concatenate(served, axis=-1), np.concatenate(expected, axis=-1), rtol=1e-5,
         atol=1e-6,
     )
+    assert processes_mentioning(str(repo)) == []
+
+
+def test_served_streaming_model_equals_the_whole_window_network(tmp_path: Path) -> None:
+    """Through a real server (two instances, two interleaved sequences), the fused model that
+    streams the toy CNN answers what the whole-window graph gives on the same windows."""
+    import tritonclient.grpc as grpcclient
+
+    from offline_iaas.bench.limit import onnx_session
+    from offline_iaas.bench.repository import FUSED, ServerLayout, network_path
+    from offline_iaas.bench.repository import write_repository as write_bench_repository
+    from offline_iaas.bench.server import bench_server
+
+    load = TINY
+    repo = write_bench_repository(load, ServerLayout(instances=2), tmp_path / "repo")
+    session = onnx_session(network_path(repo), 1)
+    rng = np.random.default_rng(8)
+    sizes = [16, 8, 13, 3]
+    data = {seq: rng.standard_normal((2, sum(sizes) * load.stride_samples)).astype(np.float32)
+            for seq in (11, 12)}
+    windows = {seq: FusedStream(load.channels, load.kernel_samples, load.stride_samples)
+               for seq in data}
+    expected: dict[int, list] = {seq: [] for seq in data}
+    served: dict[int, list] = {seq: [] for seq in data}
+    with bench_server(repo, tmp_path / "run", [FUSED]) as server:
+        client = grpcclient.InferenceServerClient(server.url)
+        try:
+            first = 0
+            for index, n in enumerate(sizes):
+                for seq, samples in data.items():
+                    update = samples[:, first : first + n * load.stride_samples]
+                    batch = np.empty((n, load.channels, load.kernel_samples), np.float32)
+                    windows[seq].windows_into(update, batch)
+                    expected[seq].append(session.run(None, {"windows": batch})[0])
+                    tensor = grpcclient.InferInput("update", [1, *update.shape], "FP32")
+                    tensor.set_data_from_numpy(update[None])
+                    result = client.infer(
+                        FUSED, [tensor], sequence_id=seq, sequence_start=index == 0,
+                        sequence_end=index == len(sizes) - 1, headers=server.headers,
+                    )
+                    served[seq].append(result.as_numpy(load.served_output)[0])
+                first += n * load.stride_samples
+        finally:
+            client.close()
+    for seq in data:
+        np.testing.assert_allclose(
+            np.concatenate(served[seq]), np.concatenate(expected[seq]), rtol=1e-5, atol=1e-6
+        )
     assert processes_mentioning(str(repo)) == []

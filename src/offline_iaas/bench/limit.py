@@ -1,10 +1,13 @@
-"""The limit: the exported graph run in-process with onnxruntime over every window.
+"""The limit: the exported graphs run in-process with onnxruntime over every window.
 
-No server, no network, no serialisation: the same windowing code as the fused model
-(``FusedStream``, a zero state at each share's start, so the same windows are computed) and
-the same onnxruntime settings. The server's compute layout is kept: one worker process per
-model instance (as each instance is a python-backend stub process), each with its own session
-of ``intra_op_threads`` threads, over a contiguous share of the span. Processes, not threads:
+No server, no network, no serialisation: the fused model's own code and graphs (for a
+streaming workload ``ConvStream`` on the streaming graphs, else ``FusedStream``'s windows
+through the whole-window graph; a zero state at each share's start, so the same windows are
+computed) and the same onnxruntime settings. For a streaming workload the whole-window graph
+is measured too (path ``window-limit``): what the network costs as exported, window by
+window. The server's compute layout is kept: one worker process per model instance (as each
+instance is a python-backend stub process), each with its own session of
+``intra_op_threads`` threads, over a contiguous share of the span. Processes, not threads:
 threads of one interpreter share a GIL, and on a loaded machine a thread preempted while
 holding it stalls the other (measured: 0.5-0.6 cores for two threads where two processes got
 0.9).
@@ -18,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from offline_iaas.bench.backend.fused import FusedStream
+from offline_iaas.bench.backend.streaming_conv import ConvStream, open_graphs
 from offline_iaas.bench.clients import run_clients
 from offline_iaas.bench.repository import ServerLayout
 from offline_iaas.bench.results import Measurement
@@ -40,8 +44,16 @@ def onnx_session(path: Path, intra_op_threads: int, providers: tuple[str, ...] =
 def run_share(session, load: Workload, samples: np.ndarray, batch_size: int) -> int:
     """Stream ``samples`` [channels, m * stride] through the network in batches; return m.
 
-    An averaging workload's outputs go through ``OnlineAverage`` too, as in the service.
+    ``session`` is the whole-window graph's session, or ``open_graphs``' tuple for
+    ``ConvStream``. An averaging workload's outputs go through ``OnlineAverage`` too, as in
+    the service.
     """
+    step = batch_size * load.stride_samples
+    if isinstance(session, tuple):
+        conv = ConvStream(*session, load.channels, load.kernel_samples, load.stride_samples)
+        for first in range(0, samples.shape[1], step):
+            conv.update(samples[:, first : first + step])
+        return samples.shape[1] // load.stride_samples
     stream = FusedStream(load.channels, load.kernel_samples, load.stride_samples)
     averager = (
         OnlineAverage(load.kernel_samples, load.stride_samples, load.output_dims[0])
@@ -50,7 +62,6 @@ def run_share(session, load: Workload, samples: np.ndarray, batch_size: int) -> 
     input_name = session.get_inputs()[0].name
     output_name = session.get_outputs()[0].name
     batch = np.zeros((batch_size, load.channels, load.kernel_samples), np.float32)
-    step = batch_size * load.stride_samples
     windows = 0
     for first in range(0, samples.shape[1], step):
         update = samples[:, first : first + step]
@@ -68,7 +79,8 @@ class LimitJob:
     """One worker of the limit: a share of the span through its own onnxruntime session."""
 
     load: Workload
-    network_onnx: str
+    graphs: str
+    """The whole-window ONNX file, or the directory of the streaming graphs."""
     intra_op_threads: int
     providers: tuple[str, ...]
     batch_size: int
@@ -77,7 +89,10 @@ class LimitJob:
 
     def open(self) -> object:
         """The session, run once (first calls allocate; not part of the measurement)."""
-        session = onnx_session(Path(self.network_onnx), self.intra_op_threads, self.providers)
+        if Path(self.graphs).is_dir():
+            session = tuple(open_graphs(self.graphs, self.intra_op_threads))
+        else:
+            session = onnx_session(Path(self.graphs), self.intra_op_threads, self.providers)
         warm = np.zeros((self.load.channels, self.load.stride_samples), np.float32)
         run_share(session, self.load, warm, self.batch_size)
         return session
@@ -92,12 +107,14 @@ def stream_limit(session, job: LimitJob, samples: np.ndarray) -> int:
 
 
 def measure_limit(
-    load: Workload, network_onnx: Path, layout: ServerLayout, batch_size: int,
+    load: Workload, graphs: Path, layout: ServerLayout, batch_size: int,
     data_seconds: float, clients: int = 1, seed: int = 0, providers: tuple[str, ...] = CPU,
+    path: str = "limit",
 ) -> Measurement:
     """Data seconds per wall second of the in-process loops over ``data_seconds`` of data.
 
-    One worker process per server instance, each over a contiguous share. ``clients`` only
+    ``graphs`` is the whole-window ONNX file or the streaming graphs' directory. One worker
+    process per server instance, each over a contiguous share. ``clients`` only
     labels the measurement with the sweep point's ``k``; ``providers`` are onnxruntime's
     execution providers (``CUDAExecutionProvider`` on a GPU node, where each batch of windows
     is built on the host and copied to the device, as a hand-written loop would).
@@ -105,13 +122,13 @@ def measure_limit(
     strides = int(data_seconds * load.sample_rate_hz) // load.stride_samples
     stride_seconds = load.stride_samples / load.sample_rate_hz
     jobs = [
-        LimitJob(load, str(network_onnx), layout.intra_op_threads, tuple(providers),
+        LimitJob(load, str(graphs), layout.intra_op_threads, tuple(providers),
                  batch_size, share * stride_seconds, seed + index)
         for index, share in enumerate(split_strides(strides, layout.instances))
     ]
     run = run_clients(jobs, stream_limit)
     return Measurement(
-        path="limit",
+        path=path,
         workload=load.name,
         batch_size=batch_size,
         clients=clients,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.bench.limit import measure_limit
-from offline_iaas.bench.repository import FUSED, ServerLayout, network_path, write_repository
+from offline_iaas.bench.repository import FUSED, ServerLayout, limit_graphs, write_repository
 from offline_iaas.bench.results import best_by_path
 from offline_iaas.bench.server import bench_server
 from offline_iaas.bench.service import measure_service
@@ -32,7 +32,7 @@ LAYOUT = ServerLayout(instances=1, intra_op_threads=1, max_sequences=1)
 BATCH_SIZE = 32
 CLIENTS = 1
 IN_FLIGHT = 4
-DATA_SECONDS = 600.0
+DATA_SECONDS = 4000.0
 REPEATS = 3
 
 
@@ -59,7 +59,7 @@ def measure_regression_ratios(work_dir: Path, repeats: int = REPEATS) -> Regress
         )
         for _ in range(repeats):
             found.append(measure_limit(
-                TINY, network_path(repo), LAYOUT, BATCH_SIZE, DATA_SECONDS, CLIENTS
+                TINY, limit_graphs(TINY, repo), LAYOUT, BATCH_SIZE, DATA_SECONDS, CLIENTS
             ))
             found.append(measure_service(
                 TINY, server, FUSED, BATCH_SIZE, CLIENTS, IN_FLIGHT, DATA_SECONDS, LAYOUT.threads

@@ -2,7 +2,8 @@
 
 One repository per workload and server layout holds every model the three measurements call::
 
-    fused      update [1, C, n*S] ─► windows + network (+ average) in one python model
+    fused      update [1, C, n*S] ─► windows + network (+ average) in one python model;
+               for the toy CNN no windows: its layers run on the stream (streaming_conv.py)
     pipeline   the cpu flavor's ensemble: snapshotter ─► pipeline_network (─► averager)
     classifier the network alone (python backend): the naive path sends it whole windows
 
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from offline_iaas.bench.streaming import export_streaming_graphs
 from offline_iaas.bench.workloads import INPUT_NAME, Workload, build_network
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository import model_configs as mcfg
@@ -112,6 +114,7 @@ def fused_config(load: Workload, layout: ServerLayout) -> mc.ModelConfig:
     config.parameters["intra_op_threads"].string_value = str(layout.intra_op_threads)
     config.parameters["output_dims"].string_value = json.dumps(load.output_dims)
     config.parameters["average"].string_value = "1" if load.averaged else "0"
+    config.parameters["streaming"].string_value = "1" if load.streaming else "0"
     return config
 
 
@@ -162,7 +165,8 @@ def write_repository(load: Workload, layout: ServerLayout, root: Path, seed: int
         shutil.rmtree(root)
     network_onnx = root / "network.onnx"
     example = (2, load.channels, load.kernel_samples)
-    export_onnx(build_network(load, seed), network_onnx, INPUT_NAME, load.output_name, example)
+    network = build_network(load, seed)
+    export_onnx(network, network_onnx, INPUT_NAME, load.output_name, example)
     models = {
         FUSED: (fused_config(load, layout), bench_backend_source("fused.py"), True),
         NETWORK: (network_config(load, layout), backend_source("onnx_network.py"), True),
@@ -185,11 +189,27 @@ def write_repository(load: Workload, layout: ServerLayout, root: Path, seed: int
             shutil.copyfile(network_onnx, version / "model.onnx")
     # the fused model loads OnlineAverage from the repository's own stateful.py
     (root / FUSED / "1" / "stateful.py").write_text(backend_source("stateful.py"))
+    if load.streaming:
+        export_streaming_graphs(network, load.channels, streaming_path(root))
+        (root / FUSED / "1" / "streaming_conv.py").write_text(
+            bench_backend_source("streaming_conv.py")
+        )
     (root / PIPELINE / "1").mkdir(parents=True)
     (root / PIPELINE / "config.pbtxt").write_text(mcfg.to_pbtxt(pipeline_config(load, layout)))
     return root
 
 
 def network_path(root: Path) -> Path:
-    """The ONNX graph every model of the repository serves (the limit runs it too)."""
+    """The whole-window ONNX graph of the repository's models (the limit runs it too)."""
     return root / "network.onnx"
+
+
+def streaming_path(root: Path) -> Path:
+    """The directory of the fused model's streaming graphs (a streaming workload's limit
+    runs them too)."""
+    return root / FUSED / "1"
+
+
+def limit_graphs(load: Workload, root: Path) -> Path:
+    """What the limit runs: the fused model's own graphs (streaming or whole-window)."""
+    return streaming_path(root) if load.streaming else network_path(root)

@@ -21,6 +21,7 @@ from offline_iaas.bench.repository import (
     NETWORK,
     PIPELINE,
     ServerLayout,
+    limit_graphs,
     network_path,
     write_repository,
 )
@@ -31,8 +32,10 @@ from offline_iaas.bench.workloads import Workload, workload
 from offline_iaas.errors import ConfigError
 from offline_iaas.serve.monitor import start_monitor
 
-DEFAULT_DATA_SECONDS: dict[str, float] = {"toy": 400.0, "deepclean": 120.0, "tiny": 120.0}
-"""Data streamed per measurement: about 1-3 s of wall time each on 2 cores."""
+DEFAULT_DATA_SECONDS: dict[str, float] = {"toy": 1600.0, "deepclean": 120.0, "tiny": 120.0}
+"""Data streamed per measurement: about 1-10 s of wall time each on 2 cores."""
+WINDOW_LIMIT = "window-limit"
+"""A streaming workload's whole-window graph in-process, measured beside its limit."""
 MONITOR_INTERVAL_SECONDS = 0.5
 WARMUP_FRACTION = 0.1
 
@@ -104,8 +107,13 @@ def _measure_point(
     found: list[Measurement] = []
     for _ in range(plan.repeats):
         found.append(measure_limit(
-            load, network_path(repo), plan.layout, batch_size, seconds, clients
+            load, limit_graphs(load, repo), plan.layout, batch_size, seconds, clients
         ))
+        if load.streaming:
+            found.append(measure_limit(
+                load, network_path(repo), plan.layout, batch_size, seconds, clients,
+                path=WINDOW_LIMIT,
+            ))
         found.append(measure_service(
             load, server, FUSED, batch_size, clients, plan.in_flight, seconds, threads
         ))

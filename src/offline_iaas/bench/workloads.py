@@ -2,8 +2,10 @@
 
 ``toy``
     Two interferometers at 2048 Hz, 4 s windows at 4 Hz: a 5-layer 1-D CNN (k7, stride 2,
-    2→8→32→64→128→256 channels), global average pool, linear 256→1024→1; one statistic per
-    window.
+    no padding as in ``torch.nn.Conv1d``'s default, 2→8→32→64→128→256 channels), global
+    average pool, linear 256→1024→1; one statistic per window. Unpadded, every window's
+    features are the stream's (``backend/streaming_conv.py``), so the fused model computes
+    each layer once per stream instead of once per window.
 ``deepclean``
     ``models.deepclean.DeepClean`` on 21 witnesses at 2048 Hz, 1 s windows at 32 Hz; one
     predicted strain window per window (``prediction [n, 1, K]``, one interferometer, as the
@@ -67,6 +69,11 @@ class Workload:
         return round(self.sample_rate_hz / self.inference_rate_hz)
 
     @property
+    def streaming(self) -> bool:
+        """The fused model runs the network on the stream (``backend/streaming_conv.py``)."""
+        return self.network == "toy_cnn"
+
+    @property
     def output_dims(self) -> list[int]:
         """Dimensions of one window's output (empty: one value per window)."""
         return [1, self.kernel_samples] if self.network == "deepclean" else []
@@ -94,6 +101,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (TOY, DEEPCLEAN, TINY)}
 TOY_CHANNELS: tuple[int, ...] = (8, 32, 64, 128, 256)
 TOY_HIDDEN = 1024
 TOY_TAPS = 7
+TOY_PADDING = 0
 
 
 def workload(name: str) -> Workload:
@@ -136,7 +144,7 @@ def build_network(load: Workload, seed: int = 0):
             size_in = channels
             for size_out in TOY_CHANNELS:
                 layers += [
-                    nn.Conv1d(size_in, size_out, TOY_TAPS, stride=2, padding=TOY_TAPS // 2),
+                    nn.Conv1d(size_in, size_out, TOY_TAPS, stride=2, padding=TOY_PADDING),
                     nn.ReLU(),
                 ]
                 size_in = size_out

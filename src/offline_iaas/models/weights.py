@@ -403,6 +403,7 @@ def export_onnx(
     output_name: str,
     example_shape: tuple[int, ...],
     opset: int = ONNX_OPSET,
+    dynamic_time: bool = False,
 ) -> Path:
     """Write an ONNX graph with a dynamic batch axis (axis 0 of input and output).
 
@@ -421,6 +422,8 @@ def export_onnx(
     opset
         ONNX opset of an exported module (17: onnxruntime >= 1.13, Triton containers since
         22.12).
+    dynamic_time
+        Axis 2 (time) of the input and the output is dynamic too (exported modules only).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -452,7 +455,10 @@ def export_onnx(
                     str(tmp),
                     input_names=[input_name],
                     output_names=[output_name],
-                    dynamic_axes={input_name: {0: "batch"}, output_name: {0: "batch"}},
+                    dynamic_axes={
+                        input_name: {0: "batch", **({2: "time"} if dynamic_time else {})},
+                        output_name: {0: "batch", **({2: "time_out"} if dynamic_time else {})},
+                    },
                     opset_version=opset,
                     dynamo=False,
                 )

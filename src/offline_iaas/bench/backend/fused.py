@@ -4,6 +4,11 @@ Copied verbatim into the bench's model repository as ``fused/<version>/model.py`
 ``model.onnx`` and the repository's ``stateful.py`` (whose ``OnlineAverage`` it loads from
 that directory when the model averages). Depends on numpy and onnxruntime only.
 
+With ``streaming = 1`` (the toy CNN) there are no windows at all: each sequence keeps a
+``streaming_conv.ConvStream`` (loaded from ``streaming_conv.py`` beside this file, with the
+graphs ``streaming.export_streaming_graphs`` wrote there), which runs every layer once on the
+new samples and gives each window's output from the stream's features.
+
 A request carries ``[1, channels, n * stride]`` new samples of one sequence (START/END/CORRID
 controls, ``direct`` sequence batching) and yields the network's output for the ``n`` windows
 that end after each stride: ``[1, n, *output_dims]``, or with ``average = 1`` (DeepClean)
@@ -26,6 +31,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -58,6 +64,15 @@ class FusedStream:
         self.state = full[:, n_samples:].copy()
 
 
+def _load_beside(directory: str, name: str):
+    """The module ``name`` from ``directory/name.py`` (the stub's path does not include it)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(directory, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
 class TritonPythonModel:
     """One onnxruntime session and one ``FusedStream`` per live sequence, per instance."""
 
@@ -83,13 +98,21 @@ class TritonPythonModel:
         self.output_name = self.session.get_outputs()[0].name
         self.output_dims = [int(d) for d in json.loads(params["output_dims"])]
         self.response_name = config["output"][0]["name"]
+        version_dir = os.path.join(args["model_repository"], args["model_version"])
         self.average = None
         if params.get("average", "0") == "1":
-            here = os.path.join(args["model_repository"], args["model_version"], "stateful.py")
-            spec = importlib.util.spec_from_file_location("stateful", here)
-            stateful = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(stateful)
-            self.average = stateful.OnlineAverage
+            self.average = _load_beside(version_dir, "stateful").OnlineAverage
+        self.conv_stream = None
+        if params.get("streaming", "0") == "1":
+            streaming_conv = _load_beside(version_dir, "streaming_conv")
+            graphs = streaming_conv.open_graphs(version_dir, options.intra_op_num_threads)
+
+            def conv_stream():
+                return streaming_conv.ConvStream(
+                    *graphs, self.channels, self.kernel_samples, self.stride_samples
+                )
+
+            self.conv_stream = conv_stream
         self.streams: dict[int, tuple[FusedStream, object, float]] = {}
         self.batch = np.zeros((0, self.channels, self.kernel_samples), np.float32)
 
@@ -117,7 +140,9 @@ class TritonPythonModel:
                 )
                 responses.append(pb.InferenceResponse(error=pb.TritonError(message)))
                 continue
-            if start:
+            if start and self.conv_stream is not None:
+                stream, averager = self.conv_stream(), None
+            elif start:
                 stream = FusedStream(self.channels, self.kernel_samples, self.stride_samples)
                 averager = None if self.average is None else self.average(
                     self.kernel_samples, self.stride_samples, self.output_dims[0]
@@ -128,10 +153,15 @@ class TritonPythonModel:
                 message = f"sequence {corrid} has no state on this instance: send START again"
                 responses.append(pb.InferenceResponse(error=pb.TritonError(message)))
                 continue
-            if self.batch.shape[0] < n:
-                self.batch = np.zeros((n, self.channels, self.kernel_samples), np.float32)
-            stream.windows_into(samples, self.batch[:n])
-            output = self.session.run([self.output_name], {self.input_name: self.batch[:n]})[0]
+            if self.conv_stream is not None:
+                output = stream.update(samples)
+            else:
+                if self.batch.shape[0] < n:
+                    self.batch = np.zeros((n, self.channels, self.kernel_samples), np.float32)
+                stream.windows_into(samples, self.batch[:n])
+                output = self.session.run(
+                    [self.output_name], {self.input_name: self.batch[:n]}
+                )[0]
             if averager is not None:
                 output = averager.update(output).astype(np.float32)
             responses.append(self._response(output[None]))
