@@ -12,14 +12,76 @@ The streaming and merging code takes any object with ``start``, ``advance`` and 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from types import TracebackType
 from typing import TextIO
 
-from offline_iaas.workflow.progress import is_interactive
-
 QUIET, NORMAL, VERBOSE = -1, 0, 1
+
+
+def is_interactive(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal that can show a live display."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+    return tty and os.environ.get("TERM", "") not in ("", "dumb")
+
+
+class LiveDisplay:
+    """A ``rich`` progress bar with lines printed above it, or plain flushed lines.
+
+    The base of ``CountProgress`` and ``workflow.progress.RunProgress``: they choose the
+    columns beside the bar (``_show``) and what updates it.
+
+    Parameters
+    ----------
+    stream
+        Where to write (standard output by default).
+    interactive
+        Force the live display on or off; by default, on when ``stream`` is a terminal.
+    """
+
+    def __init__(self, stream: TextIO | None = None, interactive: bool | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        self.interactive = is_interactive(self.stream) if interactive is None else interactive
+        self._progress = None
+        self._task = None
+
+    def _show(self, label: str, columns: tuple, **fields: str) -> None:
+        """Start the bar: spinner, ``label``, bar, then ``columns`` (rich columns)."""
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
+
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn(label),
+            BarColumn(bar_width=20),
+            *columns,
+            console=Console(file=self.stream),
+            transient=False,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task(label, total=None, **fields)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def _print(self, line: str) -> None:
+        """``line`` above the bar, or as a plain flushed line."""
+        if self._progress is not None:
+            self._progress.console.print(line, markup=False, highlight=False)
+        else:
+            print(line, file=self.stream, flush=True)
 
 
 class NullProgress:
@@ -44,7 +106,7 @@ def format_duration(seconds: float) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
-class CountProgress(NullProgress):
+class CountProgress(NullProgress, LiveDisplay):
     """The display of one command.
 
     Parameters
@@ -71,33 +133,20 @@ class CountProgress(NullProgress):
         interactive: bool | None = None, verbosity: int = NORMAL, interval: float = 10.0,
         clock=time.monotonic,
     ) -> None:
+        LiveDisplay.__init__(self, stream, interactive)
         self.label, self.unit = label, unit
-        self.stream = stream if stream is not None else sys.stdout
-        self.interactive = is_interactive(self.stream) if interactive is None else interactive
         self.verbosity = verbosity
         self.interval = interval
         self.clock = clock
         self.total = self.completed = self._first = 0.0
         self.text = ""
         self._started = self._last_line = clock()
-        self._progress = None
-        self._task = None
 
     def __enter__(self) -> CountProgress:
         if self.interactive and self.verbosity > QUIET:
-            from rich.console import Console
-            from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
+            from rich.progress import TextColumn
 
-            self._progress = Progress(
-                SpinnerColumn(),
-                TextColumn(self.label),
-                BarColumn(bar_width=20),
-                TextColumn("{task.fields[info]}"),
-                console=Console(file=self.stream),
-                transient=False,
-            )
-            self._progress.start()
-            self._task = self._progress.add_task(self.label, total=None, info="starting")
+            self._show(self.label, (TextColumn("{task.fields[info]}"),), info="starting")
         return self
 
     def __exit__(
@@ -108,14 +157,7 @@ class CountProgress(NullProgress):
     ) -> None:
         if self._progress is not None:
             self._refresh()
-            self._progress.stop()
-            self._progress = None
-
-    def _print(self, line: str) -> None:
-        if self._progress is not None:
-            self._progress.console.print(line, markup=False, highlight=False)
-        else:
-            print(line, file=self.stream, flush=True)
+        LiveDisplay.__exit__(self, exc_type, exc, traceback)
 
     def log(self, line: str) -> None:
         """An info line (warnings only when quiet)."""

@@ -7,25 +7,14 @@ failed) with the event lines printed above it. Anywhere else (a batch job, a pip
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Mapping
-from types import TracebackType
-from typing import TextIO
+
+from offline_iaas.terminal import LiveDisplay
 
 _DONE = ("done", "complete")
 _RUNNING = ("running", "prerun", "deferred", "removing")
 _FAILED = ("failed",)
 _NOT_RUN = ("removed", "not-run")
-
-
-def is_interactive(stream: TextIO) -> bool:
-    """Whether ``stream`` is a terminal that can show a live display."""
-    try:
-        tty = stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-    return tty and os.environ.get("TERM", "") not in ("", "dumb")
 
 
 def count_states(states: Mapping[str, tuple[str, str]]) -> dict[str, int]:
@@ -44,7 +33,7 @@ def count_states(states: Mapping[str, tuple[str, str]]) -> dict[str, int]:
     return counts
 
 
-class RunProgress:
+class RunProgress(LiveDisplay):
     """The display; ``log`` and ``update`` are run-local's ``log`` and ``on_state``.
 
     Parameters
@@ -55,54 +44,18 @@ class RunProgress:
         Force the live display on or off; by default, on when ``stream`` is a terminal.
     """
 
-    def __init__(self, stream: TextIO | None = None, interactive: bool | None = None) -> None:
-        self.stream = stream if stream is not None else sys.stdout
-        self.interactive = is_interactive(self.stream) if interactive is None else interactive
-        self._progress = None
-        self._task = None
-
     def __enter__(self) -> RunProgress:
         if self.interactive:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                SpinnerColumn,
-                TextColumn,
-                TimeElapsedColumn,
-            )
+            from rich.progress import MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-            self._progress = Progress(
-                SpinnerColumn(),
-                TextColumn("run-local"),
-                BarColumn(bar_width=20),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[detail]}"),
-                TimeElapsedColumn(),
-                console=Console(file=self.stream),
-                transient=False,
-            )
-            self._progress.start()
-            self._task = self._progress.add_task("run-local", total=None, detail="starting")
+            columns = (MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
+                       TimeElapsedColumn())
+            self._show("run-local", columns, detail="starting")
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
 
     def log(self, line: str) -> None:
         """One event line (above the live display on a terminal)."""
-        if self._progress is not None:
-            self._progress.console.print(line, markup=False, highlight=False)
-        else:
-            print(line, file=self.stream, flush=True)
+        self._print(line)
 
     def update(self, states: Mapping[str, tuple[str, str]]) -> None:
         """New node states (``name -> (kind, status)``); only the live display shows them."""
