@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offline_iaas.bench.backend.fused import FusedStream
 from offline_iaas.bench.capacity import HEADROOM, plan_capacity
 from offline_iaas.bench.regression import measure_regression_ratios, read_recorded
 from offline_iaas.bench.results import Measurement, read_results, write_results
@@ -27,17 +26,21 @@ O3_CONFIG = resources.files("offline_iaas").joinpath("configs", "o3-month-deepcl
 
 
 @pytest.mark.parametrize("splits", [[4], [1, 3], [2, 1, 1]])
-def test_fused_windows_equal_the_snapshotters(splits: list[int]) -> None:
+def test_snapshot_windows_into_a_batch_are_the_streams_windows(splits: list[int]) -> None:
+    """``SnapshotState.windows_into`` (the fused model's and the limit's windowing) writes,
+    whatever the split into updates, the windows of the stream preceded by a zero window."""
     channels, kernel, stride = 3, 16, 4
     data = np.random.default_rng(3).standard_normal((channels, sum(splits) * stride))
-    fused = FusedStream(channels, kernel, stride)
+    data = data.astype(np.float32)
+    stream = np.concatenate([np.zeros((channels, kernel), np.float32), data], axis=1)
     snap = SnapshotState(channels, kernel, stride)
     first = 0
     for n in splits:
-        update = data[:, first : first + n * stride]
         out = np.full((n, channels, kernel), np.nan, np.float32)
-        fused.windows_into(update.astype(np.float32), out)
-        np.testing.assert_array_equal(out, snap.update(update.astype(np.float32)))
+        snap.windows_into(data[:, first : first + n * stride], out)
+        for j in range(n):
+            end = kernel + first + (j + 1) * stride
+            np.testing.assert_array_equal(out[j], stream[:, end - kernel : end])
         first += n * stride
 
 
@@ -79,7 +82,7 @@ def test_conv_stream_equals_the_network_window_by_window(tmp_path: Path, padding
     export_onnx(network, tmp_path / "net.onnx", "windows", "out", (2, channels, kernel))
     whole = onnx_session(tmp_path / "net.onnx", 1)
     stream = ConvStream(*open_graphs(str(tmp_path / "stream")), channels, kernel, stride)
-    windows = FusedStream(channels, kernel, stride)
+    windows = SnapshotState(channels, kernel, stride)
     data = np.random.default_rng(4).standard_normal((channels, 60 * stride)).astype(np.float32)
     first = 0
     for n in (1, 7, 20, 2, 30):
@@ -225,7 +228,7 @@ def test_gpu_repository_computes_what_the_limit_computes(tmp_path: Path) -> None
     data = np.random.default_rng(5).standard_normal((TINY.channels, 12 * TINY.stride_samples))
     data = data.astype(np.float32)
     state = np.zeros((1, TINY.channels, TINY.kernel_samples), np.float32)
-    stream = FusedStream(TINY.channels, TINY.kernel_samples, TINY.stride_samples)
+    stream = SnapshotState(TINY.channels, TINY.kernel_samples, TINY.stride_samples)
     for index, n in enumerate((5, 7)):
         first = 5 * TINY.stride_samples * index
         update = data[:, first : first + n * TINY.stride_samples]
@@ -311,7 +314,7 @@ def test_served_streaming_model_equals_the_whole_window_network(tmp_path: Path) 
     sizes = [16, 8, 13, 3]
     data = {seq: rng.standard_normal((2, sum(sizes) * load.stride_samples)).astype(np.float32)
             for seq in (11, 12)}
-    windows = {seq: FusedStream(load.channels, load.kernel_samples, load.stride_samples)
+    windows = {seq: SnapshotState(load.channels, load.kernel_samples, load.stride_samples)
                for seq in data}
     expected: dict[int, list] = {seq: [] for seq in data}
     served: dict[int, list] = {seq: [] for seq in data}

@@ -1,7 +1,7 @@
 """The limit: the exported graphs run in-process with onnxruntime over every window.
 
 No server, no network, no serialisation: the fused model's own code and graphs (for a
-streaming workload ``ConvStream`` on the streaming graphs, else ``FusedStream``'s windows
+streaming workload ``ConvStream`` on the streaming graphs, else ``SnapshotState``'s windows
 through the whole-window graph; a zero state at each share's start, so the same windows are
 computed) and the same onnxruntime settings. For a streaming workload the whole-window graph
 is measured too (path ``window-limit``): what the network costs as exported, window by
@@ -20,13 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from offline_iaas.bench.backend.fused import FusedStream
 from offline_iaas.bench.backend.streaming_conv import ConvStream, open_graphs
 from offline_iaas.bench.clients import run_clients
 from offline_iaas.bench.repository import ServerLayout
 from offline_iaas.bench.results import Measurement
 from offline_iaas.bench.workloads import Workload, split_strides
-from offline_iaas.repository.backend.stateful import OnlineAverage
+from offline_iaas.repository.backend.stateful import OnlineAverage, SnapshotState
 
 CPU = ("CPUExecutionProvider",)
 
@@ -54,7 +53,7 @@ def run_share(session, load: Workload, samples: np.ndarray, batch_size: int) -> 
         for first in range(0, samples.shape[1], step):
             conv.update(samples[:, first : first + step])
         return samples.shape[1] // load.stride_samples
-    stream = FusedStream(load.channels, load.kernel_samples, load.stride_samples)
+    stream = SnapshotState(load.channels, load.kernel_samples, load.stride_samples)
     averager = (
         OnlineAverage(load.kernel_samples, load.stride_samples, load.output_dims[0])
         if load.averaged else None

@@ -14,14 +14,13 @@ import queue
 
 import numpy as np
 
-from offline_iaas.bench.backend.fused import FusedStream
 from offline_iaas.bench.clients import ClientJob, take_response
 from offline_iaas.bench.repository import NETWORK
 from offline_iaas.bench.results import Measurement
 from offline_iaas.bench.server import BenchServer
 from offline_iaas.bench.service import measure_streams
 from offline_iaas.bench.workloads import INPUT_NAME, Workload
-from offline_iaas.repository.backend.stateful import OnlineAverage
+from offline_iaas.repository.backend.stateful import OnlineAverage, SnapshotState
 
 
 def stream_windows(client, job: ClientJob, samples: np.ndarray) -> int:
@@ -30,7 +29,7 @@ def stream_windows(client, job: ClientJob, samples: np.ndarray) -> int:
 
     load = job.load
     responses: queue.Queue = queue.Queue()
-    windower = FusedStream(load.channels, load.kernel_samples, load.stride_samples)
+    windower = SnapshotState(load.channels, load.kernel_samples, load.stride_samples)
     step = job.batch_size * load.stride_samples
     output = [grpcclient.InferRequestedOutput(load.output_name)]
     ordered = _InOrder(load)

@@ -1,8 +1,9 @@
 """Fused snapshotter + network: one python-backend model, windows never leave the process.
 
 Copied verbatim into the bench's model repository as ``fused/<version>/model.py`` beside
-``model.onnx`` and the repository's ``stateful.py`` (whose ``OnlineAverage`` it loads from
-that directory when the model averages). Depends on numpy and onnxruntime only.
+``model.onnx`` and the repository's ``stateful.py``, whose ``SnapshotState`` (and, when the
+model averages, ``OnlineAverage``) it loads from that directory. Depends on numpy and
+onnxruntime only.
 
 With ``streaming = 1`` (the toy CNN) there are no windows at all: each sequence keeps a
 ``streaming_conv.ConvStream`` (loaded from ``streaming_conv.py`` beside this file, with the
@@ -37,33 +38,6 @@ import time
 import numpy as np
 
 
-class FusedStream:
-    """The latest ``kernel_samples`` of each channel of one stream.
-
-    Parameters
-    ----------
-    channels, kernel_samples, stride_samples
-        Shape of the state and of the updates.
-    """
-
-    def __init__(self, channels: int, kernel_samples: int, stride_samples: int) -> None:
-        self.kernel_samples = kernel_samples
-        self.stride_samples = stride_samples
-        self.state = np.zeros((channels, kernel_samples), dtype=np.float32)
-
-    def windows_into(self, samples: np.ndarray, out: np.ndarray) -> None:
-        """Append ``samples`` [channels, n * stride]; write the n windows into ``out``.
-
-        ``out`` is ``[n, channels, kernel]``; window ``j`` ends after ``j + 1`` strides of the
-        new samples.
-        """
-        n_samples = samples.shape[-1]
-        full = np.concatenate([self.state, samples], axis=1)
-        views = np.lib.stride_tricks.sliding_window_view(full, self.kernel_samples, axis=1)
-        np.copyto(out, views[:, self.stride_samples :: self.stride_samples].transpose(1, 0, 2))
-        self.state = full[:, n_samples:].copy()
-
-
 def _load_beside(directory: str, name: str):
     """The module ``name`` from ``directory/name.py`` (the stub's path does not include it)."""
     spec = importlib.util.spec_from_file_location(name, os.path.join(directory, f"{name}.py"))
@@ -74,7 +48,7 @@ def _load_beside(directory: str, name: str):
 
 
 class TritonPythonModel:
-    """One onnxruntime session and one ``FusedStream`` per live sequence, per instance."""
+    """One onnxruntime session and one ``SnapshotState`` per live sequence, per instance."""
 
     def initialize(self, args: dict) -> None:
         import onnxruntime
@@ -99,9 +73,9 @@ class TritonPythonModel:
         self.output_dims = [int(d) for d in json.loads(params["output_dims"])]
         self.response_name = config["output"][0]["name"]
         version_dir = os.path.join(args["model_repository"], args["model_version"])
-        self.average = None
-        if params.get("average", "0") == "1":
-            self.average = _load_beside(version_dir, "stateful").OnlineAverage
+        stateful = _load_beside(version_dir, "stateful")
+        self.snapshot = stateful.SnapshotState
+        self.average = stateful.OnlineAverage if params.get("average", "0") == "1" else None
         self.conv_stream = None
         if params.get("streaming", "0") == "1":
             streaming_conv = _load_beside(version_dir, "streaming_conv")
@@ -113,7 +87,7 @@ class TritonPythonModel:
                 )
 
             self.conv_stream = conv_stream
-        self.streams: dict[int, tuple[FusedStream, object, float]] = {}
+        self.streams: dict[int, tuple[object, object, float]] = {}
         self.batch = np.zeros((0, self.channels, self.kernel_samples), np.float32)
 
     def execute(self, requests: list) -> list:
@@ -143,7 +117,7 @@ class TritonPythonModel:
             if start and self.conv_stream is not None:
                 stream, averager = self.conv_stream(), None
             elif start:
-                stream = FusedStream(self.channels, self.kernel_samples, self.stride_samples)
+                stream = self.snapshot(self.channels, self.kernel_samples, self.stride_samples)
                 averager = None if self.average is None else self.average(
                     self.kernel_samples, self.stride_samples, self.output_dims[0]
                 )

@@ -46,6 +46,14 @@ class SnapshotState:
 
     def update(self, samples: np.ndarray) -> np.ndarray:
         """Append ``samples`` [channels, n * stride]; return the n windows [n, channels, kernel]."""
+        n = samples.shape[-1] // self.stride_samples
+        windows = np.empty((n, self.state.shape[0], self.kernel_samples), np.float32)
+        self.windows_into(samples, windows)
+        return windows
+
+    def windows_into(self, samples: np.ndarray, out: np.ndarray) -> None:
+        """``update``, writing the n windows into ``out`` [n, channels, kernel] (a caller's
+        preallocated batch) instead of a new array."""
         n_samples = samples.shape[-1]
         if n_samples % self.stride_samples:
             raise ValueError(
@@ -55,9 +63,8 @@ class SnapshotState:
         full = np.concatenate([self.state, samples.astype(np.float32, copy=False)], axis=1)
         # window j ends after (j + 1) strides of new samples: full[:, (j+1)s : (j+1)s + kernel]
         views = np.lib.stride_tricks.sliding_window_view(full, self.kernel_samples, axis=1)
-        windows = views[:, self.stride_samples :: self.stride_samples]
+        np.copyto(out, views[:, self.stride_samples :: self.stride_samples].transpose(1, 0, 2))
         self.state = full[:, n_samples:].copy()
-        return np.ascontiguousarray(windows.transpose(1, 0, 2))
 
 
 
