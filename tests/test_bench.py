@@ -81,7 +81,8 @@ def test_conv_stream_equals_the_network_window_by_window(tmp_path: Path, padding
     export_streaming_graphs(network, channels, tmp_path / "stream")
     export_onnx(network, tmp_path / "net.onnx", "windows", "out", (2, channels, kernel))
     whole = onnx_session(tmp_path / "net.onnx", 1)
-    stream = ConvStream(*open_graphs(str(tmp_path / "stream")), channels, kernel, stride)
+    graphs = open_graphs(str(tmp_path / "stream"), lambda path: onnx_session(Path(path), 1))
+    stream = ConvStream(*graphs, channels, kernel, stride)
     windows = SnapshotState(channels, kernel, stride)
     data = np.random.default_rng(4).standard_normal((channels, 60 * stride)).astype(np.float32)
     first = 0

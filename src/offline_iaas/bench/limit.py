@@ -89,15 +89,18 @@ class LimitJob:
     def open(self) -> object:
         """The session, run once (first calls allocate; not part of the measurement)."""
         if Path(self.graphs).is_dir():
-            session = tuple(open_graphs(self.graphs, self.intra_op_threads))
+            session = tuple(open_graphs(self.graphs, self._session))
         else:
-            session = onnx_session(Path(self.graphs), self.intra_op_threads, self.providers)
+            session = self._session(self.graphs)
         warm = np.zeros((self.load.channels, self.load.stride_samples), np.float32)
         run_share(session, self.load, warm, self.batch_size)
         return session
 
     def close(self, handle: object) -> None:
         pass
+
+    def _session(self, path: str):
+        return onnx_session(Path(path), self.intra_op_threads, self.providers)
 
 
 def stream_limit(session, job: LimitJob, samples: np.ndarray) -> int:

@@ -64,22 +64,20 @@ class TritonPythonModel:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = int(params.get("intra_op_threads", "1"))
         options.inter_op_num_threads = 1
-        path = os.path.join(args["model_repository"], args["model_version"], "model.onnx")
-        self.session = onnxruntime.InferenceSession(
-            path, options, providers=["CPUExecutionProvider"]
-        )
-        self.input_name = self.session.get_inputs()[0].name
-        self.output_name = self.session.get_outputs()[0].name
+        version_dir = os.path.join(args["model_repository"], args["model_version"])
+
+        def open_session(path: str):
+            return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
         self.output_dims = [int(d) for d in json.loads(params["output_dims"])]
         self.response_name = config["output"][0]["name"]
-        version_dir = os.path.join(args["model_repository"], args["model_version"])
         stateful = _load_beside(version_dir, "stateful")
         self.snapshot = stateful.SnapshotState
         self.average = stateful.OnlineAverage if params.get("average", "0") == "1" else None
         self.conv_stream = None
-        if params.get("streaming", "0") == "1":
+        if params.get("streaming", "0") == "1":  # the stream's graphs, not the window's
             streaming_conv = _load_beside(version_dir, "streaming_conv")
-            graphs = streaming_conv.open_graphs(version_dir, options.intra_op_num_threads)
+            graphs = streaming_conv.open_graphs(version_dir, open_session)
 
             def conv_stream():
                 return streaming_conv.ConvStream(
@@ -87,6 +85,10 @@ class TritonPythonModel:
                 )
 
             self.conv_stream = conv_stream
+        else:
+            self.session = open_session(os.path.join(version_dir, "model.onnx"))
+            self.input_name = self.session.get_inputs()[0].name
+            self.output_name = self.session.get_outputs()[0].name
         self.streams: dict[int, tuple[object, object, float]] = {}
         self.batch = np.zeros((0, self.channels, self.kernel_samples), np.float32)
 

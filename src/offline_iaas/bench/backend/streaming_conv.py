@@ -13,7 +13,8 @@ stands in for the stream's neighbouring samples. ``ConvStream`` therefore
   length (the network's mean) and runs the head.
 
 Copied beside the fused model's ``model.py`` (it depends on numpy only; the graphs come in
-as callables), and imported in-process by the limit and the tests.
+as callables, their sessions from the caller), and imported in-process by the limit and the
+tests.
 """
 
 from __future__ import annotations
@@ -218,26 +219,19 @@ def layer_file(index: int) -> str:
 
 
 def open_graphs(
-    directory: str, intra_op_threads: int = 1
+    directory: str, open_session: Callable[[str], object]
 ) -> tuple[list[ConvLayer], list[Run], Run, Run]:
-    """The stack's layers and graphs (``export_streaming_graphs``'s files) as onnxruntime runs.
+    """The stack's layers and graphs (``export_streaming_graphs``' files) as runs.
 
-    Returns ``(layers, run_layers, run_edges, run_head)`` for ``ConvStream``; the sessions are
-    shared by every stream that uses them.
+    ``open_session`` gives an onnxruntime session for a graph's path, set up as the caller's
+    other sessions. Returns ``(layers, run_layers, run_edges, run_head)`` for ``ConvStream``;
+    the sessions are shared by every stream that uses them.
     """
     import json
     import os
 
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = intra_op_threads
-    options.inter_op_num_threads = 1
-
     def run(name: str) -> Run:
-        session = onnxruntime.InferenceSession(
-            os.path.join(directory, name), options, providers=["CPUExecutionProvider"]
-        )
+        session = open_session(os.path.join(directory, name))
         input_name = session.get_inputs()[0].name
         return lambda values: session.run(None, {input_name: values})[0]
 
