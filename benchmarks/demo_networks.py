@@ -1,14 +1,21 @@
-"""Train the demo networks and check their physics on held-out synthetic data.
+"""Train the demo networks over several seeds and thread counts; print the physics' spread.
 
-Writes the demo dataset (``configs/demo.toml``, 2048 s at 1024 Hz, two detectors) under a work
-directory, runs ``train_demo`` (DeepClean per detector and BBHnet, 2 torch threads), then:
+Writes the physics check's dataset (the packaged demo config with
+``models.evaluation.PHYSICS_DATASET``: 2048 s at 1024 Hz, two detectors, four injections)
+under a work directory, then for every seed and torch thread count runs ``train_demo`` and
+``evaluate_demo_networks`` (the slow test's check, on held-out data):
 
 * DeepClean: cleaned/raw ASD ratio (gwpy median ASD) at 60 Hz and outside 55-65 Hz over a
-  held-out stretch, predictions of windows one stride apart averaged where they overlap;
+  held-out stretch, with and without the 2 Hz guard;
 * BBHnet: the largest statistic over an injection-free held-out stretch, and found/missed
   fresh injections at network SNR 8-30 in another stretch of the same length.
 
-Usage: .venv/bin/python benchmarks/demo_networks.py [--work DIR] [--out FILE.json]
+A different seed stands in for a different CPU: the training trajectory is deterministic on one
+machine, but oneDNN/MKL round differently on other instruction sets, so a test's margin must
+cover the spread over seeds. The table printed at the end is the one in docs/networks.md.
+
+Usage: .venv/bin/python benchmarks/demo_networks.py [--seeds 0 1 2 3 4] [--threads 1 2]
+       [--work DIR] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -22,20 +29,43 @@ import time
 from importlib import resources
 from pathlib import Path
 
-import torch
-
 from offline_iaas.config import load_config
 from offline_iaas.data.frames import discover_frames
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.models.evaluation import evaluate_bbhnet, evaluate_deepclean
+from offline_iaas.models.evaluation import PHYSICS_DATASET, evaluate_demo_networks
 from offline_iaas.models.training import train_demo
-from offline_iaas.models.weights import load_network
 
-SNRS = (8.0, 10.0, 12.0, 15.0, 20.0, 30.0)
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def summarise(run: dict) -> dict:
+    """The numbers the physics test asserts on (and the unguarded ones it does not)."""
+    rows = [row for ifo_rows in run["deepclean"].values() for row in ifo_rows]
+    guarded = [row for row in rows if row["guard_hz"] >= 2.0]
+    bbh = run["bbhnet"]
+    loud = [r for r in bbh["injections"] if r["network_snr"] >= 12]
+    return {
+        "worst_ratio_at_line": max(r["ratio_at_line"] for r in rows),
+        "worst_deviation_outside_band_2hz_guard": max(
+            r["max_deviation_outside_band"] for r in guarded),
+        "worst_ratio_outside_band_no_guard": max(r["max_ratio_outside_band"] for r in rows),
+        "bbhnet_background_max": bbh["background_max"],
+        "bbhnet_loud_found": f"{sum(r['found'] for r in loud)}/{len(loud)}",
+        "bbhnet_min_loud_statistic": min(r["statistic"] for r in loud),
+        "bbhnet_snr8_found": sum(r["found"] for r in bbh["injections"]
+                                 if r["network_snr"] == 8.0),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--work", type=Path, help="work directory (default: a temporary one)")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args()
@@ -43,67 +73,34 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     source = resources.files("offline_iaas.configs").joinpath("demo.toml")
     (work / "demo.toml").write_text(source.read_text())
-    config = load_config(work / "demo.toml")
-    started = time.monotonic()
+    config = load_config(work / "demo.toml", list(PHYSICS_DATASET))
     if not (work / "demo-data" / "frames" / "synth.json").exists():
         write_synthetic_dataset(config)
-    synth_seconds = time.monotonic() - started
-
-    started = time.monotonic()
-    paths = train_demo(config, work / "weights")
-    train_seconds = time.monotonic() - started
-    summary = json.loads(paths["summary"].read_text())
     frames = discover_frames(config)
-    t0 = config.data.start
-    results: dict = {
-        "machine": platform.processor() or platform.machine(),
-        "torch_threads": torch.get_num_threads(),
-        "synth_seconds": synth_seconds,
-        "train_demo_seconds": train_seconds,
-        "deepclean": {},
-    }
-    kernel = config.kernel_samples
-    for name, report in summary["networks"].items():
-        if report["kind"] != "deepclean":
-            continue
-        model = load_network("deepclean", paths[name],
-                             {"witnesses": len(report["witness_channels"]),
-                              "kernel_samples": kernel})
-        # held out: after DeepClean's training data (the first 256 s)
-        results["deepclean"][name] = {
-            "train_seconds": report["train_seconds"],
-            "final_loss": report["loss"][-1],
-            "held_out": [t0 + 512, t0 + 1024],
-            "asd": evaluate_deepclean(model, config, frames, report["ifo"], t0 + 512, t0 + 1024),
-        }
-    report = summary["networks"]["bbhnet"]
-    model = load_network("bbhnet", paths["bbhnet"],
-                         {"ifos": len(report["channels"]), "kernel_samples": kernel,
-                          "width": report["width"], "depth": report["depth"]})
-    # 500 s each after BBHnet's training data (the first 768 s), both free of the dataset's
-    # injections (257.5, 768.5, 1279.5, 1790.5 s)
-    bbh = evaluate_bbhnet(model, config, frames, (t0 + 1285, t0 + 1785), (t0 + 775, t0 + 1275),
-                          SNRS)
-    found: dict[str, list[int]] = {}
-    for row in bbh["injections"]:
-        entry = found.setdefault(f"{row['network_snr']:g}", [0, 0])
-        entry[0 if row["found"] else 1] += 1
-    results["bbhnet"] = {
-        "train_seconds": report["train_seconds"],
-        "final_loss": report["loss"][-1],
-        "final_accuracy": report["accuracy"][-1],
-        "background_max": bbh["background_max"],
-        "background_p99": bbh["background_p99"],
-        "background_windows": bbh["background_windows"],
-        "found_missed_by_snr": found,
-        "min_found_statistic_snr12plus": min(
-            r["statistic"] for r in bbh["injections"] if r["network_snr"] >= 12
-        ),
-    }
-    text = json.dumps(results, indent=2)
-    print(text)
+    results: dict = {"cpu": cpu_model(), "runs": []}
+    for threads in args.threads:
+        for seed in args.seeds:
+            started = time.monotonic()
+            weights = work / f"weights-{seed}-{threads}"
+            paths = train_demo(config, weights, log=lambda line: None, seed=seed,
+                               threads=threads)
+            summary = json.loads(paths["summary"].read_text())
+            run = evaluate_demo_networks(config, frames, paths, summary)
+            row = {"seed": seed, "threads": threads,
+                   "seconds": round(time.monotonic() - started, 1), **summarise(run)}
+            results["runs"].append({**row, "detail": run})
+            print(json.dumps(row), flush=True)
+            shutil.rmtree(weights)
+    keys = [k for k in results["runs"][0] if k not in ("seed", "threads", "seconds", "detail")]
+    print(f"\nspread over {len(results['runs'])} runs on {results['cpu']}:")
+    for key in keys:
+        values = [r[key] for r in results["runs"]]
+        if isinstance(values[0], str):
+            print(f"  {key}: {sorted(set(values))}")
+        else:
+            print(f"  {key}: {min(values):.4f} .. {max(values):.4f}")
     if args.out:
-        args.out.write_text(text + "\n")
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
     if args.work is None:
         shutil.rmtree(work)
 

@@ -17,7 +17,7 @@ from gwpy.timeseries import TimeSeries
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import RunError
-from offline_iaas.merge.output import gps_text, max_relative_difference, read_campaign
+from offline_iaas.merge.output import compare_outputs, gps_text, read_campaign
 from offline_iaas.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from offline_iaas.workflow.local import run_local
@@ -55,7 +55,7 @@ def run_and_compare(config: CampaignConfig, run_dir: Path, log: list[str]) -> fl
         assert processes_mentioning(str(run_dir)) == []
         assert processes_mentioning(str(config.model.repository)) == []
     reference, _ = run_reference(config, run_dir.parent / "reference.h5")
-    return max(max_relative_difference(run_dir / "output" / "campaign.h5", reference).values())
+    return compare_outputs(run_dir / "output" / "campaign.h5", reference).worst
 
 
 def test_two_servers_two_clients_equal_the_reference(dataset: Path) -> None:

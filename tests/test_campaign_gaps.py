@@ -13,7 +13,7 @@ import pytest
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.merge.output import max_relative_difference, read_campaign
+from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from offline_iaas.workflow.local import run_local
@@ -44,8 +44,8 @@ def run_campaign(config: CampaignConfig, root: Path) -> Path:
     finally:
         assert processes_mentioning(str(run_dir)) == []
     reference, _ = run_reference(config, root / "reference.h5")
-    differences = max_relative_difference(run_dir / "output" / "campaign.h5", reference)
-    assert max(differences.values()) <= TOLERANCE, differences
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
+    assert comparison.passes(TOLERANCE), comparison.describe()
     return run_dir
 
 

@@ -28,7 +28,7 @@ import pytest
 from offline_iaas.client.part import file_sha256
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.merge.output import max_relative_difference
+from offline_iaas.merge.output import compare_outputs
 from offline_iaas.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from offline_iaas.serve.access import (
@@ -322,7 +322,7 @@ def _campaign_with_foreign_requests(served: Served, send: Callable[[int], None])
     reference = served.root / "reference.h5"
     if not reference.exists():
         run_reference(served.config, reference)
-    return max(max_relative_difference(output, reference).values())
+    return compare_outputs(output, reference).worst
 
 
 def test_foreign_request_with_a_campaign_sequence_id_changes_nothing(served: Served) -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.merge.output import max_relative_difference
+from offline_iaas.merge.output import compare_outputs
 from offline_iaas.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from offline_iaas.serve.chirp import ADDRESS_ATTRIBUTE, FAKE_ENV
@@ -75,7 +75,7 @@ def reference(dataset: Path) -> Path:
 
 def difference(campaign: Campaign, reference: Path) -> float:
     output = campaign.run_dir / "output" / "campaign.h5"
-    return max(max_relative_difference(output, reference).values())
+    return compare_outputs(output, reference).worst
 
 
 @pytest.fixture(scope="module")

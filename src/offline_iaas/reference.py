@@ -28,7 +28,7 @@ def run_reference(
 ) -> tuple[Path, float]:
     """Process every stretch in-process; return the output path and the wall time."""
     started = time.monotonic()
-    check_repository(config)
+    manifest = check_repository(config)
     sessions = network_sessions(config)
     frames = discover_frames(config)
     stride = config.stride_samples
@@ -37,7 +37,7 @@ def run_reference(
     span = preflight(config, frames, allow_holes_in_science=True)
     stretches = make_stretches(config, span.stretches)
     try:
-        writer = CampaignWriter(out_path, config, stretches)
+        writer = CampaignWriter(out_path, config, stretches, training=manifest.get("training"))
     except OSError as err:  # a directory that cannot be created or written
         why = os.strerror(err.errno) if err.errno else str(err)
         raise RunError(f"cannot write the reference output {out_path}: {why}") from None

@@ -99,7 +99,8 @@ def merge(
     """
     run_dir = run_dir.resolve()
     config = load_config(run_dir / "campaign.toml")
-    nodes = json.loads((run_dir / "run.json").read_text())["clients"]
+    run_info = json.loads((run_dir / "run.json").read_text())
+    nodes = run_info["clients"]
     segments = [load_job(run_dir, node) for node in nodes]
     problems = check_parts(run_dir, config, segments)
     if problems:
@@ -108,7 +109,8 @@ def merge(
     out_path, status_path = campaign_paths(run_dir)
     status_path.unlink(missing_ok=True)
     frames = discover_frames(config) if "noise" in ensemble_outputs(config) else None
-    writer = CampaignWriter(out_path, config, stretches_of(segments), out_path.parent / "frames")
+    writer = CampaignWriter(out_path, config, stretches_of(segments), out_path.parent / "frames",
+                            run_info.get("training"))
     progress.start(sum(p.windows - p.warmup_windows for seg in segments for p in seg.pieces))
     try:
         for part, seg in enumerate(segments, 1):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,16 +76,20 @@ class CampaignWriter:
     frames_dir
         Where ``commit`` writes the GWF files of cleaned strain (DeepClean modes); ``None``
         writes none.
+    training
+        GPS ``[start, end]`` of each network's training data (``deepclean-<IFO>``,
+        ``bbhnet``; the manifest's ``training``): the physics numbers leave it out.
     """
 
     def __init__(
         self, path: Path, config: CampaignConfig, stretches: list[Stretch],
-        frames_dir: Path | None = None,
+        frames_dir: Path | None = None, training: dict[str, list[float]] | None = None,
     ) -> None:
         self.path = path
         self.config = config
         self.stretches = stretches
         self.frames_dir = frames_dir
+        self.training = dict(training or {})
         self.outputs = ensemble_outputs(config)
         path.parent.mkdir(parents=True, exist_ok=True)
         for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a killed writer
@@ -165,20 +170,111 @@ class CampaignWriter:
                 shutil.rmtree(stale, ignore_errors=True)
 
 
-def read_outputs(path: Path) -> dict[str, tuple[np.ndarray, float, float]]:
-    """Every dataset of an output file as ``name -> (values, x0, dx)``."""
-    found: dict[str, tuple[np.ndarray, float, float]] = {}
+TIME_TOLERANCE_SECONDS = 1e-6
+"""Largest difference allowed in a time value (``x0``, trigger times): absolute seconds."""
+TIME_COLUMNS = frozenset({"time"})
+"""Table columns holding GPS times (compared in absolute seconds, not relative to ~1e9)."""
+
+
+@dataclass(frozen=True)
+class OutputSeries:
+    """One dataset of an output file, or one column of a table (``x0``/``dx`` then None)."""
+
+    values: np.ndarray
+    x0: float | None = None
+    dx: float | None = None
+
+
+def read_outputs(path: Path) -> dict[str, OutputSeries]:
+    """Every dataset of an output file; a table's columns as ``<table>/<column>``."""
+    found: dict[str, OutputSeries] = {}
 
     def visit(name: str, item: Any) -> None:
         if isinstance(item, h5py.Dataset) and item.dtype.names:  # a table (triggers)
             for column in item.dtype.names:
-                found[f"{name}/{column}"] = (item[column], 0.0, 0.0)
+                found[f"{name}/{column}"] = OutputSeries(item[column])
         elif isinstance(item, h5py.Dataset):
-            found[name] = (item[()], float(item.attrs["x0"]), float(item.attrs["dx"]))
+            found[name] = OutputSeries(item[()], float(item.attrs["x0"]), float(item.attrs["dx"]))
 
     with h5py.File(path, "r") as f:
         f.visititems(visit)
     return found
+
+
+@dataclass
+class Comparison:
+    """A campaign output against a reference, dataset by dataset.
+
+    ``relative``: max |campaign - reference| / max |reference| of each value dataset;
+    ``time_seconds``: the largest absolute difference of each time value (x0, trigger times);
+    ``problems``: what makes the outputs incomparable (a dataset on one side only, another
+    length or ``dx``, NaN or Inf on either side). NaN never passes: every check is written so
+    that a NaN makes it false.
+    """
+
+    relative: dict[str, float] = field(default_factory=dict)
+    time_seconds: dict[str, float] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def worst(self) -> float:
+        """The largest relative difference; inf when there is a problem, nothing was compared,
+        or a time differs by more than ``TIME_TOLERANCE_SECONDS``."""
+        if self.problems or not self.relative:
+            return float("inf")
+        if not all(t <= TIME_TOLERANCE_SECONDS for t in self.time_seconds.values()):
+            return float("inf")
+        return max(v if v == v else float("inf") for v in self.relative.values())
+
+    def passes(self, tolerance: float) -> bool:
+        return self.worst <= tolerance
+
+    def describe(self) -> str:
+        """One line: the problems, then every difference."""
+        parts = list(self.problems)
+        parts += [f"{k}={v:.3g}" for k, v in self.relative.items()]
+        parts += [f"{k} {v:.3g} s" for k, v in self.time_seconds.items()]
+        return ", ".join(parts)
+
+
+def compare_outputs(campaign: Path, reference: Path) -> Comparison:
+    """Compare every dataset of two output files (see ``Comparison``).
+
+    Values are compared relative to the reference's largest magnitude rather than element by
+    element, so values crossing zero do not blow the ratio up; time values (``x0``, the
+    ``time`` column of a table) in absolute seconds, since relative to a GPS time of ~1.3e9 a
+    tolerance of 1e-5 would allow hours.
+    """
+    ours, theirs = read_outputs(campaign), read_outputs(reference)
+    result = Comparison()
+    for name in sorted(set(ours) | set(theirs)):
+        if name not in ours or name not in theirs:
+            side = "campaign" if name not in ours else "reference"
+            result.problems.append(f"{name}: not in the {side}")
+            continue
+        a, b = ours[name], theirs[name]
+        if a.values.shape != b.values.shape:
+            result.problems.append(f"{name}: {a.values.shape} values, reference {b.values.shape}")
+            continue
+        if a.dx != b.dx and not (a.dx is not None and b.dx is not None
+                                 and abs(a.dx - b.dx) <= 1e-9 * abs(b.dx)):
+            result.problems.append(f"{name}: dx {a.dx}, reference {b.dx}")
+            continue
+        bad = [side for side, s in (("campaign", a), ("reference", b))
+               if not np.all(np.isfinite(s.values))]
+        if bad:
+            result.problems.append(f"{name}: NaN or Inf in the {' and '.join(bad)}")
+            continue
+        if a.x0 is not None and b.x0 is not None:
+            result.time_seconds[f"{name}@x0"] = abs(a.x0 - b.x0)
+        diff = np.abs(a.values.astype(np.float64) - b.values.astype(np.float64))
+        largest = float(diff.max()) if diff.size else 0.0
+        if name.rsplit("/", 1)[-1] in TIME_COLUMNS and a.x0 is None:
+            result.time_seconds[name] = largest
+            continue
+        scale = float(np.max(np.abs(b.values))) if b.values.size else 1.0
+        result.relative[name] = largest / (scale or 1.0)
+    return result
 
 
 def read_campaign(path: Path, output: str = "statistic") -> list:
@@ -191,23 +287,8 @@ def read_campaign(path: Path, output: str = "statistic") -> list:
 
 
 def max_relative_difference(campaign: Path, reference: Path) -> dict[str, float]:
-    """Per dataset: max |campaign - reference| / max |reference|.
-
-    Relative to the reference's largest magnitude rather than element by element, so values
-    crossing zero do not blow the ratio up. A dataset missing on either side, or with another
-    length or time stamps, gives inf.
-    """
-    ours, theirs = read_outputs(campaign), read_outputs(reference)
-    result = {}
-    for name in sorted(set(ours) | set(theirs)):
-        if name not in ours or name not in theirs:
-            result[name] = float("inf")
-            continue
-        (a, a0, adx), (b, b0, bdx) = ours[name], theirs[name]
-        if a.shape != b.shape or a0 != b0 or adx != bdx:
-            result[name] = float("inf")
-            continue
-        scale = float(np.max(np.abs(b))) if b.size else 1.0
-        diff = float(np.max(np.abs(a.astype(np.float64) - b))) if a.size else 0.0
-        result[name] = diff / (scale or 1.0)
-    return result
+    """TEMPORARY (until the oracle tests move to compare_outputs)."""
+    comparison = compare_outputs(campaign, reference)
+    out = dict(comparison.relative)
+    out.update({p.split(":")[0]: float("inf") for p in comparison.problems})
+    return out

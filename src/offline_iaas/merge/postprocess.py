@@ -19,6 +19,7 @@ BBHnet (modes ``bbhnet``, ``e2e``)
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,25 @@ def asd_ratio(
     }
 
 
+def held_out_samples(
+    gps_start: float, n_samples: int, sample_rate: float,
+    excluded: list[tuple[float, float]], max_samples: int,
+) -> tuple[int, int]:
+    """The longest run ``[a, b)`` of a series' samples outside every excluded GPS span,
+    cut to its first ``max_samples``; ``(0, 0)`` when none is left."""
+    cuts = sorted(
+        (max(0, math.ceil((s - gps_start) * sample_rate - 1e-6)),
+         min(n_samples, math.ceil((e - gps_start) * sample_rate - 1e-6)))
+        for s, e in excluded
+    )
+    best, position = (0, 0), 0
+    for lo, hi in [*cuts, (n_samples, n_samples)]:
+        if lo > position and lo - position > best[1] - best[0]:
+            best = (position, lo)
+        position = max(position, hi)
+    return best[0], min(best[1], best[0] + max_samples)
+
+
 def cluster_triggers(values: np.ndarray, x0: float, dx: float, cluster_seconds: float
                      ) -> tuple[np.ndarray, np.ndarray]:
     """GPS times and values of the statistic's maxima within ``+-cluster_seconds / 2``."""
@@ -146,22 +166,44 @@ def read_injections(path: Path) -> list[tuple[float, float]]:
     return out
 
 
+def subtract_spans(
+    spans: list[tuple[float, float]], cuts: list[tuple[float, float]]
+) -> list[tuple[float, float]]:
+    """``spans`` without any part of ``cuts`` (all ``(start, end)`` in seconds)."""
+    out = []
+    for start, end in spans:
+        pieces = [(start, end)]
+        for cut_start, cut_end in cuts:
+            pieces = [
+                part
+                for a, b in pieces
+                for part in ((a, min(b, cut_start)), (max(a, cut_end), b))
+                if part[1] > part[0]
+            ]
+        out.extend(pieces)
+    return out
+
+
 def found_missed(
     times: np.ndarray, values: np.ndarray, injections: list[tuple[float, float]],
     config: CampaignConfig, analysed: list[tuple[float, float]],
+    training: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
-    """Found/missed of the injections inside the analysed stretches (module docstring)."""
+    """Found/missed of the injections inside the analysed stretches (module docstring).
+
+    The background leaves out ``exclusion_seconds`` around every injection and the network's
+    ``training`` span (GPS), if known.
+    """
     b = config.bbhnet
-    inj_times = np.array([t for t, _ in injections]) if injections else np.zeros(0)
-    if len(inj_times):
-        distance = np.min(np.abs(times[:, None] - inj_times[None, :]), axis=1)
-    else:
-        distance = np.full(len(times), np.inf)
-    background = values[distance > b.exclusion_seconds]
+    cuts = [(t - b.exclusion_seconds, t + b.exclusion_seconds) for t, _ in injections]
+    if training is not None:
+        cuts.append((float(training[0]), float(training[1])))
+    background_spans = subtract_spans(analysed, cuts)
+    in_background = np.zeros(len(times), bool)
+    for start, end in background_spans:
+        in_background |= (times > start) & (times < end)
+    background = values[in_background]
     threshold = float(background.max()) if len(background) else float("inf")
-    excluded = sum(min(e, t + b.exclusion_seconds) - max(s, t - b.exclusion_seconds)
-                   for t in inj_times for s, e in analysed
-                   if s < t + b.exclusion_seconds and t - b.exclusion_seconds < e)
     rows = []
     for t, snr in injections:
         if not any(s <= t < e for s, e in analysed):
@@ -174,7 +216,8 @@ def found_missed(
         "found": sum(r["found"] for r in rows),
         "missed": sum(not r["found"] for r in rows),
         "threshold": threshold,
-        "background_seconds": float(sum(e - s for s, e in analysed) - excluded),
+        "background_seconds": float(sum(e - s for s, e in background_spans)),
+        "training_gps": None if training is None else [float(x) for x in training],
         "injections": rows,
     }
 
@@ -204,7 +247,8 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
     rate = config.data.sample_rate
     sos = bandpass_sos(config)
     gwf = _GwfWriter(frames_dir, config) if frames_dir is not None else None
-    longest: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}
+    # per ifo, the longest held-out run of cleaned strain: (gps start, raw, cleaned)
+    held_out: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}
     for stretch in writer.stretches:
         x0 = output_x0(config, stretch, "noise")
         bounds = (stretch.gps_start, stretch.gps_end)
@@ -218,8 +262,10 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
                                                dtype=np.float32)
             _timeseries_attrs(noise, f"{strain}_DEEPCLEAN_NOISE", "noise", x0, 1 / rate, "strain")
             _timeseries_attrs(clean, f"{strain}_CLEAN", "clean", x0, 1 / rate, "strain")
-            keep = min(n, int(ASD_MAX_SECONDS * rate))
-            raw_head, clean_head = np.zeros(keep), np.zeros(keep)
+            training = writer.training.get(f"deepclean-{ifo}")
+            ha, hb = held_out_samples(x0, n, rate, [tuple(training)] if training else [],
+                                      int(ASD_MAX_SECONDS * rate))
+            raw_kept, clean_kept = np.zeros(hb - ha), np.zeros(hb - ha)
             for a, band in zero_phase_blocks(
                 lambda lo, hi, p=prediction: p[lo:hi].astype(np.float64), n, sos, rate
             ):
@@ -229,31 +275,42 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
                 cleaned = raw - band
                 noise[a:b] = band
                 clean[a:b] = cleaned
-                if a < keep:
-                    raw_head[a : min(b, keep)] = raw[: min(b, keep) - a]
-                    clean_head[a : min(b, keep)] = cleaned[: min(b, keep) - a]
+                lo, hi = max(a, ha), min(b, hb)
+                if lo < hi:
+                    raw_kept[lo - ha : hi - ha] = raw[lo - a : hi - a]
+                    clean_kept[lo - ha : hi - ha] = cleaned[lo - a : hi - a]
                 if gwf is not None:
                     gwf.add(ifo, f"{strain}_CLEAN", x0 + a / rate, cleaned.astype(np.float32))
             if gwf is not None:
                 gwf.flush(ifo)
-            if keep > longest.get(ifo, (0,))[0]:
-                longest[ifo] = (keep, raw_head, clean_head)
+            if hb - ha > len(held_out.get(ifo, (0, ()))[1]):
+                held_out[ifo] = (x0 + ha / rate, raw_kept, clean_kept)
     d = config.deepclean
     result: dict[str, Any] = {}
-    for ifo, (keep, raw, cleaned) in longest.items():
-        if keep < 2 * d.asd_fftlength * rate:
-            log(f"merge: {ifo}: too little cleaned strain for an ASD ({keep / rate:.0f} s)")
+    for ifo in config.ifos:
+        training = writer.training.get(f"deepclean-{ifo}")
+        start, raw, cleaned = held_out.get(ifo, (0.0, np.zeros(0), np.zeros(0)))
+        if len(raw) < 2 * d.asd_fftlength * rate:
+            log(f"merge: {ifo}: too little cleaned strain outside the training data for an ASD "
+                f"({len(raw) / rate:.0f} s)")
             continue
         band = (d.band_low_hz, d.band_high_hz)
         numbers = asd_ratio(raw, cleaned, rate, d.asd_fftlength, band, d.guard_hz)
+        end = start + len(raw) / rate
+        numbers["held_out_gps"] = [start, end]
+        numbers["training_gps"] = training
         result[ifo] = numbers
+        data = (f"GPS {start:.0f}-{end:.0f}, after the network's training data (GPS "
+                f"{training[0]:.0f}-{training[1]:.0f})" if training else
+                f"GPS {start:.0f}-{end:.0f}; the weights record no training span, so it may "
+                "include training data")
         log(
             f"merge: {ifo} cleaned/raw ASD at the {numbers['line_hz']:.2f} Hz line: "
             f"{numbers['ratio_at_line']:.3f}; outside {d.band_low_hz - d.guard_hz:g}-"
             f"{d.band_high_hz + d.guard_hz:g} Hz within "
             f"{100 * numbers['max_deviation_outside_band']:.2f} % of 1 "
             f"({100 * numbers['max_deviation_at_band_edges']:.1f} % right outside the band "
-            f"edges; {keep / rate:.0f} s, {d.asd_fftlength:g} s FFTs)"
+            f"edges; {data}; {d.asd_fftlength:g} s FFTs)"
         )
     if gwf is not None:
         channels = ", ".join(f"{ch}_CLEAN" for ch in config.data.channels)
@@ -323,12 +380,16 @@ def _triggers(writer: Any, log: Callable[[str], None]) -> dict[str, Any]:
                               "cluster_seconds": config.bbhnet.cluster_seconds}
     log(f"merge: {len(t)} triggers (statistic clustered over {config.bbhnet.cluster_seconds:g} s)")
     if config.bbhnet.injections is not None:
+        training = writer.training.get("bbhnet")
         result.update(found_missed(t, v, read_injections(config.bbhnet.injections), config,
-                                   analysed))
+                                   analysed, training))
+        outside = (f"outside the network's training data (GPS {training[0]:.0f}-"
+                   f"{training[1]:.0f})" if training else
+                   "(the weights record no training span: it may include training data)")
         log(
             f"merge: injections found {result['found']}, missed {result['missed']} (threshold "
             f"{result['threshold']:.3f}: the largest trigger in {result['background_seconds']:.0f}"
-            f" s of injection-free data)"
+            f" s of injection-free data {outside})"
         )
         for row in result["injections"]:
             log(f"merge:   GPS {row['gps_time']:.3f} network SNR {row['network_snr']:5.1f} "

@@ -155,3 +155,51 @@ def evaluate_bbhnet(
         "background_p99": float(np.percentile(bg_stats, 99)),
         "injections": rows,
     }
+
+
+# ---- the demo networks' physics check (the slow test and benchmarks/demo_networks.py) -------
+
+PHYSICS_DATASET: tuple[str, ...] = (
+    "synth.injections=4", "synth.injection_snr=20.0", "synth.injection_snr_max=0.0",
+)
+"""Overrides of the packaged demo config for the physics check: four injections (GPS start +
+257.5, 768.5, 1279.5, 1790.5 s), away from the held-out stretches below."""
+DEEPCLEAN_HELD_OUT: tuple[float, float] = (512.0, 1024.0)
+"""DeepClean's held-out stretch (s after ``data.start``; it trains on the first 256 s)."""
+BBHNET_BACKGROUND: tuple[float, float] = (1285.0, 1785.0)
+BBHNET_FOREGROUND: tuple[float, float] = (775.0, 1275.0)
+"""BBHnet's held-out stretches (s after ``data.start``; it trains on the first 768 s)."""
+PHYSICS_SNRS: tuple[float, ...] = (8.0, 10.0, 12.0, 15.0, 20.0, 30.0)
+
+
+def evaluate_demo_networks(
+    config: CampaignConfig, frames: Sequence[FrameFile], paths: dict, summary: dict
+) -> dict[str, Any]:
+    """DeepClean (per detector) and BBHnet of ``train_demo`` on the held-out stretches.
+
+    ``paths`` and ``summary`` are what ``train_demo`` returned and wrote. DeepClean rows for
+    FFT lengths 1, 2, 4 s and guards 0, 2 Hz; BBHnet at ``PHYSICS_SNRS``.
+    """
+    from offline_iaas.models.weights import load_network
+
+    t0, kernel = config.data.start, config.kernel_samples
+    out: dict[str, Any] = {"deepclean": {}}
+    for name, report in summary["networks"].items():
+        if report["kind"] != "deepclean":
+            continue
+        model = load_network("deepclean", paths[name], {
+            "witnesses": len(report["witness_channels"]), "kernel_samples": kernel})
+        start, end = (t0 + s for s in DEEPCLEAN_HELD_OUT)
+        out["deepclean"][report["ifo"]] = evaluate_deepclean(
+            model, config, frames, report["ifo"], start, end, fftlengths=(1.0, 2.0, 4.0),
+            guards_hz=(0.0, 2.0),
+        )
+    report = summary["networks"]["bbhnet"]
+    model = load_network("bbhnet", paths["bbhnet"], {
+        "ifos": len(report["channels"]), "kernel_samples": kernel, "width": report["width"],
+        "depth": report["depth"]})
+    out["bbhnet"] = evaluate_bbhnet(
+        model, config, frames, tuple(t0 + s for s in BBHNET_BACKGROUND),
+        tuple(t0 + s for s in BBHNET_FOREGROUND), PHYSICS_SNRS,
+    )
+    return out

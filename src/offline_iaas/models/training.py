@@ -22,11 +22,12 @@ Everything runs on the CPU with at most ``threads`` torch threads; the demo sett
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from offline_iaas.data.frames import FrameFile, discover_frames, read_span
 from offline_iaas.errors import ConfigError
 from offline_iaas.models.bbhnet import BBHnet, whitening_filter
 from offline_iaas.models.deepclean import DeepClean
+from offline_iaas.models.weights import TRAINING_SUMMARY
 
 DEEPCLEAN_BAND_HZ: tuple[float, float] = (55.0, 65.0)
 """Band of the coupled line (Hz): DeepClean's training target and the inference band-pass."""
@@ -111,8 +113,21 @@ def _span(
     return start, end
 
 
-def _set_threads(threads: int) -> None:
+@contextlib.contextmanager
+def _deterministic(threads: int) -> Iterator[None]:
+    """Fixed torch threads and deterministic algorithms while training.
+
+    This makes a run repeatable on one machine; it cannot make two CPU models round alike
+    (oneDNN and MKL pick their kernels by instruction set), so the physics tests assert with a
+    margin measured over seeds (docs/networks.md).
+    """
     torch.set_num_threads(max(1, min(threads, os.cpu_count() or 1)))
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
 
 
 # ---- DeepClean ------------------------------------------------------------------------------
@@ -154,74 +169,74 @@ def train_deepclean(
         In eval mode; ``model.training_report`` holds the statistics, losses and timing.
     """
     started = time.monotonic()
-    _set_threads(threads)
-    rate = config.data.sample_rate
-    kernel = config.kernel_samples
-    start, end = _span(config, seconds, offset_seconds)
-    witnesses = witness_channels(config, ifo)
-    strain_name = strain_channel(config, ifo)
-    data = read_span(frames, [strain_name, *witnesses], start, end, rate).astype(np.float64)
-    read_seconds = time.monotonic() - started
-    target = bandpass(data[0], rate)
-    wit = data[1:]
-    witness_mean = wit.mean(axis=1)
-    witness_std = wit.std(axis=1)
-    witness_std[witness_std == 0] = 1.0
-    strain_mean = 0.0  # a band-passed target has no mean
-    strain_std = float(target.std()) or 1.0
+    with _deterministic(threads):
+        rate = config.data.sample_rate
+        kernel = config.kernel_samples
+        start, end = _span(config, seconds, offset_seconds)
+        witnesses = witness_channels(config, ifo)
+        strain_name = strain_channel(config, ifo)
+        data = read_span(frames, [strain_name, *witnesses], start, end, rate).astype(np.float64)
+        read_seconds = time.monotonic() - started
+        target = bandpass(data[0], rate)
+        wit = data[1:]
+        witness_mean = wit.mean(axis=1)
+        witness_std = wit.std(axis=1)
+        witness_std[witness_std == 0] = 1.0
+        strain_mean = 0.0  # a band-passed target has no mean
+        strain_std = float(target.std()) or 1.0
 
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    model = DeepClean(len(witnesses), witness_mean, witness_std, strain_mean, strain_std)
-    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
-    steps = epochs * -(-windows_per_epoch // batch_size)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, learning_rate, total_steps=steps)
-    wit_t = torch.as_tensor(wit, dtype=torch.float32)
-    target_t = torch.as_tensor(target / strain_std, dtype=torch.float32)
-    offsets = torch.arange(kernel)
-    losses: list[float] = []
-    model.train()
-    for epoch in range(epochs):
-        starts = rng.integers(0, wit.shape[1] - kernel + 1, size=windows_per_epoch)
-        total = 0.0
-        for b in range(0, windows_per_epoch, batch_size):
-            index = torch.as_tensor(starts[b : b + batch_size])[:, None] + offsets
-            x = wit_t[:, index].transpose(0, 1)  # [batch, witnesses, kernel]
-            y = target_t[index]
-            prediction = (model(x) - model.strain_mean) / model.strain_std
-            loss = nn.functional.mse_loss(prediction, y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            scheduler.step()
-            total += float(loss.detach()) * len(index)
-        losses.append(total / windows_per_epoch)
-        if log is not None:
-            log(f"deepclean {ifo}: epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f}")
-    model.eval()
-    model.training_report = {
-        "kind": "deepclean",
-        "ifo": ifo,
-        "strain_channel": strain_name,
-        "witness_channels": witnesses,
-        "sample_rate": rate,
-        "kernel_samples": kernel,
-        "band_hz": list(DEEPCLEAN_BAND_HZ),
-        "bandpass_order": BANDPASS_ORDER,
-        "gps_start": start,
-        "gps_end": end,
-        "witness_mean": witness_mean.tolist(),
-        "witness_std": witness_std.tolist(),
-        "strain_mean": strain_mean,
-        "strain_std": strain_std,
-        "epochs": epochs,
-        "windows_per_epoch": windows_per_epoch,
-        "loss": losses,
-        "read_seconds": read_seconds,
-        "train_seconds": time.monotonic() - started - read_seconds,
-        "threads": torch.get_num_threads(),
-    }
-    return model
+        torch.manual_seed(seed)
+        rng = np.random.default_rng(seed)
+        model = DeepClean(len(witnesses), witness_mean, witness_std, strain_mean, strain_std)
+        optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
+        steps = epochs * -(-windows_per_epoch // batch_size)
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, learning_rate, total_steps=steps)
+        wit_t = torch.as_tensor(wit, dtype=torch.float32)
+        target_t = torch.as_tensor(target / strain_std, dtype=torch.float32)
+        offsets = torch.arange(kernel)
+        losses: list[float] = []
+        model.train()
+        for epoch in range(epochs):
+            starts = rng.integers(0, wit.shape[1] - kernel + 1, size=windows_per_epoch)
+            total = 0.0
+            for b in range(0, windows_per_epoch, batch_size):
+                index = torch.as_tensor(starts[b : b + batch_size])[:, None] + offsets
+                x = wit_t[:, index].transpose(0, 1)  # [batch, witnesses, kernel]
+                y = target_t[index]
+                prediction = (model(x) - model.strain_mean) / model.strain_std
+                loss = nn.functional.mse_loss(prediction, y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                total += float(loss.detach()) * len(index)
+            losses.append(total / windows_per_epoch)
+            if log is not None:
+                log(f"deepclean {ifo}: epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f}")
+        model.eval()
+        model.training_report = {
+            "kind": "deepclean",
+            "ifo": ifo,
+            "strain_channel": strain_name,
+            "witness_channels": witnesses,
+            "sample_rate": rate,
+            "kernel_samples": kernel,
+            "band_hz": list(DEEPCLEAN_BAND_HZ),
+            "bandpass_order": BANDPASS_ORDER,
+            "gps_start": start,
+            "gps_end": end,
+            "witness_mean": witness_mean.tolist(),
+            "witness_std": witness_std.tolist(),
+            "strain_mean": strain_mean,
+            "strain_std": strain_std,
+            "epochs": epochs,
+            "windows_per_epoch": windows_per_epoch,
+            "loss": losses,
+            "read_seconds": read_seconds,
+            "train_seconds": time.monotonic() - started - read_seconds,
+            "threads": torch.get_num_threads(),
+        }
+        return model
 
 
 def predict_deepclean(
@@ -387,83 +402,83 @@ def train_bbhnet(
         In eval mode; ``model.training_report`` holds the PSD, losses and timing.
     """
     started = time.monotonic()
-    _set_threads(threads)
-    rate = config.data.sample_rate
-    kernel = config.kernel_samples
-    channels = list(config.data.channels)
-    start, end = _span(config, seconds, offset_seconds)
-    strain = read_span(frames, channels, start, end, rate)
-    read_seconds = time.monotonic() - started
-    freqs, psd = background_psd(strain, rate)
-    scale = config.model.input_scale
-    model_taps = bbhnet_whitening(freqs, psd, rate, scale)
-    if model_taps.shape[1] >= kernel:
-        raise ConfigError(
-            f"{config.source}: model.kernel_seconds must be longer than BBHnet's whitening "
-            f"filter ({BBHNET_WHITENING_SECONDS} s)"
-        )
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    model = BBHnet(len(channels), model_taps, scale, width=width, depth=depth)
-    allowed = _allowed_starts(strain.shape[1], kernel, start, rate, exclude_gps)
-    maker = InjectionMaker(rate, kernel, len(channels), rng)
-    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
-    steps = epochs * -(-windows_per_epoch // batch_size)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, learning_rate, total_steps=steps)
-    strain_t = torch.as_tensor(strain)
-    offsets = torch.arange(kernel)
-    half = batch_size // 2
-    labels = torch.cat([torch.zeros(batch_size - half), torch.ones(half)])
-    losses: list[float] = []
-    accuracy: list[float] = []
-    model.train()
-    for epoch in range(epochs):
-        total, correct, seen = 0.0, 0, 0
-        for _ in range(-(-windows_per_epoch // batch_size)):
-            starts = torch.as_tensor(rng.choice(allowed, size=batch_size))
-            x = strain_t[:, starts[:, None] + offsets].transpose(0, 1).clone()
-            signals, _, _ = maker.waveforms(half, snr_range, (0.3, 0.7))
-            x[batch_size - half :] += torch.as_tensor(signals, dtype=torch.float32)
-            logits = model(x)
-            loss = nn.functional.binary_cross_entropy_with_logits(logits, labels)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            scheduler.step()
-            total += float(loss.detach()) * batch_size
-            correct += int(((logits > 0).float() == labels).sum())
-            seen += batch_size
-        losses.append(total / seen)
-        accuracy.append(correct / seen)
-        if log is not None:
-            log(
-                f"bbhnet: epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f} "
-                f"accuracy {accuracy[-1]:.3f}"
+    with _deterministic(threads):
+        rate = config.data.sample_rate
+        kernel = config.kernel_samples
+        channels = list(config.data.channels)
+        start, end = _span(config, seconds, offset_seconds)
+        strain = read_span(frames, channels, start, end, rate)
+        read_seconds = time.monotonic() - started
+        freqs, psd = background_psd(strain, rate)
+        scale = config.model.input_scale
+        model_taps = bbhnet_whitening(freqs, psd, rate, scale)
+        if model_taps.shape[1] >= kernel:
+            raise ConfigError(
+                f"{config.source}: model.kernel_seconds must be longer than BBHnet's whitening "
+                f"filter ({BBHNET_WHITENING_SECONDS} s)"
             )
-    model.eval()
-    model.training_report = {
-        "kind": "bbhnet",
-        "channels": channels,
-        "sample_rate": rate,
-        "kernel_samples": kernel,
-        "input_scale": scale,
-        "width": width,
-        "depth": depth,
-        "whitening_taps": int(model_taps.shape[1]),
-        "gps_start": start,
-        "gps_end": end,
-        "psd_frequencies_hz": freqs.tolist(),
-        "psd": psd.tolist(),
-        "snr_range": list(snr_range),
-        "epochs": epochs,
-        "windows_per_epoch": windows_per_epoch,
-        "loss": losses,
-        "accuracy": accuracy,
-        "read_seconds": read_seconds,
-        "train_seconds": time.monotonic() - started - read_seconds,
-        "threads": torch.get_num_threads(),
-    }
-    return model
+        torch.manual_seed(seed)
+        rng = np.random.default_rng(seed)
+        model = BBHnet(len(channels), model_taps, scale, width=width, depth=depth)
+        allowed = _allowed_starts(strain.shape[1], kernel, start, rate, exclude_gps)
+        maker = InjectionMaker(rate, kernel, len(channels), rng)
+        optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
+        steps = epochs * -(-windows_per_epoch // batch_size)
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, learning_rate, total_steps=steps)
+        strain_t = torch.as_tensor(strain)
+        offsets = torch.arange(kernel)
+        half = batch_size // 2
+        labels = torch.cat([torch.zeros(batch_size - half), torch.ones(half)])
+        losses: list[float] = []
+        accuracy: list[float] = []
+        model.train()
+        for epoch in range(epochs):
+            total, correct, seen = 0.0, 0, 0
+            for _ in range(-(-windows_per_epoch // batch_size)):
+                starts = torch.as_tensor(rng.choice(allowed, size=batch_size))
+                x = strain_t[:, starts[:, None] + offsets].transpose(0, 1).clone()
+                signals, _, _ = maker.waveforms(half, snr_range, (0.3, 0.7))
+                x[batch_size - half :] += torch.as_tensor(signals, dtype=torch.float32)
+                logits = model(x)
+                loss = nn.functional.binary_cross_entropy_with_logits(logits, labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                total += float(loss.detach()) * batch_size
+                correct += int(((logits > 0).float() == labels).sum())
+                seen += batch_size
+            losses.append(total / seen)
+            accuracy.append(correct / seen)
+            if log is not None:
+                log(
+                    f"bbhnet: epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f} "
+                    f"accuracy {accuracy[-1]:.3f}"
+                )
+        model.eval()
+        model.training_report = {
+            "kind": "bbhnet",
+            "channels": channels,
+            "sample_rate": rate,
+            "kernel_samples": kernel,
+            "input_scale": scale,
+            "width": width,
+            "depth": depth,
+            "whitening_taps": int(model_taps.shape[1]),
+            "gps_start": start,
+            "gps_end": end,
+            "psd_frequencies_hz": freqs.tolist(),
+            "psd": psd.tolist(),
+            "snr_range": list(snr_range),
+            "epochs": epochs,
+            "windows_per_epoch": windows_per_epoch,
+            "loss": losses,
+            "accuracy": accuracy,
+            "read_seconds": read_seconds,
+            "train_seconds": time.monotonic() - started - read_seconds,
+            "threads": torch.get_num_threads(),
+        }
+        return model
 
 
 def predict_bbhnet(
@@ -478,7 +493,7 @@ def predict_bbhnet(
 
 DEMO_DEEPCLEAN: dict[str, Any] = {"epochs": 16, "seconds": 256.0}
 DEMO_BBHNET: dict[str, Any] = {"epochs": 20, "seconds": 768.0, "windows_per_epoch": 4096}
-SUMMARY = "demo-models.json"
+SUMMARY = TRAINING_SUMMARY
 
 
 def _dataset(config: CampaignConfig, log: Callable[[str], None]) -> dict[str, Any]:
@@ -497,6 +512,8 @@ def train_demo(
     *,
     deepclean: Mapping[str, Any] | None = None,
     bbhnet: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    threads: int = 2,
 ) -> dict[str, Path]:
     """Train DeepClean (per interferometer) and BBHnet on the campaign's synthetic dataset.
 
@@ -504,7 +521,7 @@ def train_demo(
     (each network's configuration: channels, statistics, PSD, losses, timing) to ``out_dir``;
     the dataset is written first if its ``synth.json`` is missing. ``deepclean`` and
     ``bbhnet`` override keyword arguments of ``train_deepclean`` / ``train_bbhnet`` (defaults
-    ``DEMO_DEEPCLEAN``, ``DEMO_BBHNET``).
+    ``DEMO_DEEPCLEAN``, ``DEMO_BBHNET``); ``seed`` and ``threads`` go to both.
 
     Returns
     -------
@@ -522,7 +539,8 @@ def train_demo(
     if config.synth.witnesses >= 1:
         for ifo in ifo_names(config):
             model = train_deepclean(
-                config, frames, ifo, log=log, **{**DEMO_DEEPCLEAN, **(deepclean or {})}
+                config, frames, ifo, log=log,
+                **{"seed": seed, "threads": threads, **DEMO_DEEPCLEAN, **(deepclean or {})},
             )
             name = f"deepclean-{ifo}"
             paths[name] = out_dir / f"{name}.pt"
@@ -530,7 +548,8 @@ def train_demo(
             reports[name] = model.training_report
             log(f"train-demo: {paths[name]} ({model.training_report['train_seconds']:.1f} s)")
     model = train_bbhnet(
-        config, frames, exclude_gps=injections, log=log, **{**DEMO_BBHNET, **(bbhnet or {})}
+        config, frames, exclude_gps=injections, log=log,
+        **{"seed": seed, "threads": threads, **DEMO_BBHNET, **(bbhnet or {})},
     )
     paths["bbhnet"] = out_dir / "bbhnet.pt"
     torch.save(model.state_dict(), paths["bbhnet"])

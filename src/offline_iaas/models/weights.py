@@ -28,6 +28,7 @@ Both
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import warnings
@@ -467,3 +468,28 @@ def export_onnx(
             raise ModelError(f"cannot export {path} to ONNX: {_first_line(err)}") from None
     os.replace(tmp, path)
     return path
+
+
+TRAINING_SUMMARY = "demo-models.json"
+"""Written by ``train-demo`` beside the weights; each network's ``gps_start``/``gps_end``."""
+
+
+def training_spans(weights: Path | None) -> dict[str, list[float]]:
+    """GPS ``[start, end]`` of each network's training data, from the weights directory's
+    ``demo-models.json`` (``train-demo`` writes it; users may write their own: ``{"networks":
+    {"deepclean-H1": {"gps_start": ..., "gps_end": ...}, "bbhnet": {...}}}``). Empty when the
+    weights do not say: the merge then reports its physics numbers over all the data and says
+    so."""
+    if weights is None or not Path(weights).is_dir():
+        return {}
+    path = Path(weights) / TRAINING_SUMMARY
+    if not path.exists():
+        return {}
+    try:
+        networks = json.loads(path.read_text())["networks"]
+        return {
+            name: [float(report["gps_start"]), float(report["gps_end"])]
+            for name, report in networks.items()
+        }
+    except (ValueError, KeyError, TypeError) as err:
+        raise ModelError(f"{path}: unreadable training summary ({err!r})") from None

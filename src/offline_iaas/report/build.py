@@ -89,7 +89,9 @@ def _deepclean(run: _Run, section: page.Section) -> None:
     metrics = run.summary.get("deepclean") or {}
     for ifo in ifos:
         section.parts.append(page.heading(ifo))
-        spectra = strain_spectra(run.output, ifo, settings.asd_fftlength, ASD_MAX_SECONDS)
+        held_out = (metrics.get(ifo) or {}).get("held_out_gps")
+        spectra = strain_spectra(run.output, ifo, settings.asd_fftlength, ASD_MAX_SECONDS,
+                                 tuple(held_out) if held_out else None)
         if spectra is None:
             section.parts.append(page.paragraph(
                 f"{ifo}: no stretch is as long as the FFT length ({settings.asd_fftlength:g} s)",
@@ -109,8 +111,9 @@ def _deepclean(run: _Run, section: page.Section) -> None:
         section.parts.append(page.table(["quantity", "value"], rows))
     section.parts.append(page.paragraph(
         f"Range: 1.4+1.4 M☉ inspiral, SNR 8, angle-averaged (gwpy sensemon_range), from "
-        f"{RANGE_FMIN_HZ:g} Hz; ASDs from at most {ASD_MAX_SECONDS:g} s per interferometer; "
-        "raw strain = cleaned + the subtracted noise."))
+        f"{RANGE_FMIN_HZ:g} Hz; ASDs from at most {ASD_MAX_SECONDS:g} s per interferometer, "
+        "over the held-out data the merge's numbers use (after the network's training data, "
+        "when the weights record it); raw strain = cleaned + the subtracted noise."))
 
 
 def _search(run: _Run, section: page.Section) -> None:

@@ -41,7 +41,8 @@ def ifos_with_clean_strain(path: Path) -> list[str]:
 
 
 def strain_spectra(
-    path: Path, ifo: str, fftlength: float, max_seconds: float = 2048.0
+    path: Path, ifo: str, fftlength: float, max_seconds: float = 2048.0,
+    gps_range: tuple[float, float] | None = None,
 ) -> StrainSpectra | None:
     """PSDs of the cleaned and raw (cleaned + noise) strain of one interferometer.
 
@@ -55,6 +56,8 @@ def strain_spectra(
         FFT length in seconds (Hann window, half overlap, mean average).
     max_seconds
         At most this much data is read, from the first stretches on.
+    gps_range
+        Only data within this GPS range (the merge's held-out data); default all.
 
     Returns
     -------
@@ -72,12 +75,17 @@ def strain_spectra(
             data = clean[name]
             rate = 1.0 / float(data.attrs["dx"])
             nperseg = int(round(fftlength * rate))
-            count = min(len(data), int((max_seconds - used) * rate))
+            first, stop = 0, len(data)
+            if gps_range is not None:
+                x0 = float(data.attrs["x0"])
+                first = min(stop, max(0, int(np.ceil((gps_range[0] - x0) * rate - 1e-6))))
+                stop = max(first, min(stop, int(np.floor((gps_range[1] - x0) * rate + 1e-6))))
+            count = min(stop - first, int((max_seconds - used) * rate))
             if nperseg < 2 or count < nperseg:
                 continue
             chunk = max(nperseg, int(CHUNK_SECONDS * rate) // nperseg * nperseg)
-            for a in range(0, count, chunk):
-                b = min(a + chunk, count)
+            for a in range(first, first + count, chunk):
+                b = min(a + chunk, first + count)
                 if b - a < nperseg:
                     break
                 series = {"clean": np.asarray(data[a:b], dtype=np.float64)}

@@ -23,6 +23,7 @@ from typing import Any
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError
+from offline_iaas.models.weights import training_spans
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
 from offline_iaas.repository.pipeline import onnx_session
@@ -96,6 +97,7 @@ def export_repository(
             )
     repo.parent.mkdir(parents=True, exist_ok=True)
     versions: dict[str, int] = {}
+    networks_served: dict[str, dict[str, Any]] = {}
     # The networks are exported (and bad weights refused) before the repository is touched.
     with tempfile.TemporaryDirectory(dir=repo.parent) as tmp:
         graphs = networks.build_graphs(config, weights, Path(tmp))
@@ -113,6 +115,12 @@ def export_repository(
             os.replace(staged, repo / graph.name / str(version))
             _write(repo / graph.name / "config.pbtxt", mcfg.to_pbtxt(net_config))
             versions[graph.name] = version
+            networks_served[graph.name] = {
+                "path": f"{graph.name}/{version}/model.onnx",
+                "inputs": [name for name, _ in graph.inputs],
+                "outputs": [name for name, _ in graph.outputs],
+                "batched": flavor == "gpu" or graph.batched,
+            }
 
     for stage in pipeline.stages(config):
         if stage.stateful:
@@ -133,6 +141,8 @@ def export_repository(
                 "shape": _shape_dict(shape),
                 "outputs": list(pipeline.ensemble_outputs(config)),
                 "versions": versions,
+                "networks": networks_served,
+                "training": training_spans(weights),
             },
             indent=2,
         ),

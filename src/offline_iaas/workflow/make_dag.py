@@ -29,7 +29,8 @@ from typing import Any
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig, write_config
-from offline_iaas.errors import ConfigError, RunError
+from offline_iaas.errors import ConfigError, ModelError, RunError
+from offline_iaas.repository.export import read_manifest
 from offline_iaas.serve.access import write_token
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.plan import ClientSegment, make_stretches, plan_segments, server_name
@@ -104,6 +105,14 @@ def _previous_run(run_dir: Path, config_hash: str) -> dict[str, Any] | None:
             f"this one is {config_hash}); choose another run directory"
         )
     return previous
+
+
+def _training_spans(config: CampaignConfig) -> dict[str, list[float]]:
+    """The training spans the repository's manifest records (none when it has no manifest)."""
+    try:
+        return read_manifest(config.model.repository).get("training", {})
+    except ModelError:
+        return {}
 
 
 def make_dag(
@@ -219,6 +228,8 @@ def make_dag(
             "servers": servers,
             "clients": [seg.node for seg in segments],
             "created": datetime.now().astimezone().isoformat(timespec="seconds"),
+            # the networks' training data, which the merge's physics numbers leave out
+            "training": _training_spans(config),
         },
     )
     # Last, so that a directory with an offline.dag always has the rest of its files.

@@ -1,0 +1,57 @@
+"""The merge's physics numbers leave the networks' training data out (pure logic)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from offline_iaas.config import config_from_dict
+from offline_iaas.merge.postprocess import found_missed, held_out_samples, subtract_spans
+
+RATE = 16.0
+
+
+def test_held_out_run_is_the_longest_piece_after_the_training_span() -> None:
+    # series of 100 s from GPS 1000, trained on 1000-1030: held out 1030-1100
+    assert held_out_samples(1000.0, 1600, RATE, [(1000.0, 1030.0)], 10_000) == (480, 1600)
+
+
+def test_held_out_run_picks_the_longer_side_and_is_capped() -> None:
+    # trained in the middle, 1010-1070: the 30 s after it beat the 10 s before it
+    assert held_out_samples(1000.0, 1600, RATE, [(1010.0, 1070.0)], 10_000) == (1120, 1600)
+    assert held_out_samples(1000.0, 1600, RATE, [(1010.0, 1070.0)], 100) == (1120, 1220)
+
+
+def test_no_training_span_keeps_everything_and_a_covered_series_keeps_nothing() -> None:
+    assert held_out_samples(1000.0, 1600, RATE, [], 10_000) == (0, 1600)
+    assert held_out_samples(1000.0, 1600, RATE, [(900.0, 1200.0)], 10_000) == (0, 0)
+
+
+def test_subtract_spans_cuts_every_overlap() -> None:
+    assert subtract_spans([(0.0, 10.0), (20.0, 30.0)], [(5.0, 22.0), (28.0, 40.0)]) == [
+        (0.0, 5.0), (22.0, 28.0)]
+
+
+@pytest.fixture
+def config(tmp_path):
+    raw = {
+        "data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": 0, "duration": 100,
+                 "sample_rate": 16},
+        "model": {"repository": "r", "mode": "bbhnet", "inference_rate": 4},
+        "bbhnet": {"exclusion_seconds": 2.0, "found_seconds": 1.0},
+    }
+    return config_from_dict(raw, tmp_path / "c.toml")
+
+
+def test_background_excludes_the_training_span(config) -> None:
+    times = np.array([10.0, 40.0, 70.0, 90.0])
+    values = np.array([9.0, 2.0, 5.0, 3.0], np.float32)
+    injections = [(70.0, 20.0)]
+    analysed = [(0.0, 100.0)]
+    everything = found_missed(times, values, injections, config, analysed)
+    assert everything["threshold"] == 9.0 and everything["found"] == 0  # 9 is in training
+    assert everything["background_seconds"] == pytest.approx(96.0)
+    held_out = found_missed(times, values, injections, config, analysed, (0.0, 30.0))
+    assert held_out["threshold"] == 3.0 and held_out["found"] == 1
+    assert held_out["background_seconds"] == pytest.approx(66.0)
+    assert held_out["training_gps"] == [0.0, 30.0]
