@@ -49,6 +49,9 @@ def untrained_weights(directory: Path, whitening_taps: int = 33, seed: int = 3) 
                 module.running_mean.uniform_(-0.1, 0.1)
         torch.save(net.state_dict(), directory / f"deepclean-{ifo}.pt")
     bbhnet = build_network("bbhnet", {"ifos": 2}, whitening_taps=whitening_taps)
+    # strain is ~1e-21: unscaled, the untrained network sees zeros and answers a constant
+    # (every comparison of its statistic would pass whatever the windows)
+    bbhnet.input_scale.fill_(1e21)
     torch.save(bbhnet.state_dict(), directory / "bbhnet.pt")
     return directory
 

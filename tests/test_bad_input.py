@@ -136,7 +136,7 @@ def _datafind_config(ws: Path) -> list[str]:
 
 def _missing_model(ws: Path) -> list[str]:
     run = run_dir(ws)
-    shutil.rmtree(ws / "model-repository" / "classifier")
+    shutil.rmtree(ws / "model-repository" / "offline-iaas")
     return ["serve", "--run-dir", str(run), "--node", "server0"]
 
 
@@ -210,7 +210,7 @@ def _hole_in_frames(ws: Path) -> list[str]:
 
 
 def _missing_model_reference(ws: Path) -> list[str]:
-    shutil.rmtree(ws / "model-repository" / "classifier")
+    shutil.rmtree(ws / "model-repository" / "offline-iaas")
     return ["reference", str(ws / "campaign.toml"), "--out", str(ws / "r.h5")]
 
 
@@ -297,10 +297,10 @@ CASES: list[Case] = [
          lambda ws: [str(ws / "seg.txt")]),
     # ---- models: exit 4 ----
     Case("model-missing-from-repository", 4, _missing_model,
-         lambda ws: [f"model repository {ws / 'model-repository'} has no model 'classifier'"]),
+         lambda ws: [f"model repository {ws / 'model-repository'} has no model 'offline-iaas'"]),
     Case("model-missing-reference", 4,
          _missing_model_reference,
-         lambda ws: [f"{ws / 'model-repository'}: no classifier model.onnx"]),
+         lambda ws: [f"{ws / 'model-repository'}: no classifier graph"]),
     Case("repository-shape-mismatch", 4,
          lambda ws: ["reference", str(ws / "campaign.toml"), "--set", "model.kernel_seconds=2",
                      "--out", str(ws / "r.h5")],

@@ -5,6 +5,7 @@ The campaign's merged output must equal the in-process reference; nothing may st
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -143,6 +144,9 @@ def test_demo_command_reports_equality_and_leaves_nothing_running(tmp_path: Path
     assert len(difference) == 1 and float(difference[0].split(": ")[1]) <= TOLERANCE
     for label in ("data seconds processed: 64.0", "wall time: ", "data-seconds per second: "):
         assert any(line.startswith(label) for line in lines), label
+    (streaming,) = [line for line in lines if line.startswith("streaming: ")]
+    assert re.fullmatch(r"streaming: [0-9.]+ data-s/s \(campaign clients\), [0-9.]+ data-s/s "
+                        r"\(reference\); [0-9.]+ x", streaming), streaming
     assert (workdir / "run" / "output" / "campaign.h5").exists()
     assert (workdir / "reference.h5").exists()
     assert lines[-1] == f"report: {workdir.resolve() / 'run' / 'report' / 'index.html'}"

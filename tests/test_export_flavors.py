@@ -10,14 +10,13 @@ import pytest
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError, ModelError, ServerError
 from offline_iaas.repository import model_configs as mcfg
-from offline_iaas.repository.backend.stateful import SnapshotState
+from offline_iaas.repository.backend.stateful import SnapshotState, run_graph
 from offline_iaas.repository.export import (
     classifier_onnx_path,
     export_repository,
     onnx_session,
     read_manifest,
 )
-from offline_iaas.repository.pipeline import run_graph
 from offline_iaas.serve.node import check_flavor_runnable
 
 pytest.importorskip("torch")

@@ -33,14 +33,22 @@ def test_export_writes_a_versioned_repository(small_config_file: Path) -> None:
     pytest.importorskip("torch")
     config = load_config(small_config_file)
     repo = export_repository(config)
-    for model in ("snapshotter", "classifier", config.model.name):
-        text = (repo / model / "config.pbtxt").read_text()
-        assert mcfg.parse_pbtxt(text).name == model
+    # the fused model: one model, the graphs beside its code in each version
+    assert sorted(p.name for p in repo.iterdir()) == sorted([config.model.name, "manifest.json"])
+    fused = mcfg.parse_pbtxt((repo / config.model.name / "config.pbtxt").read_text())
+    assert fused.name == config.model.name and fused.sequence_batching.HasField("direct")
     assert classifier_onnx_path(repo).parent.name == "1"
     export_repository(config)
     assert classifier_onnx_path(repo).parent.name == "2"
-    assert (repo / "classifier" / "1" / "model.onnx").exists()
+    assert (repo / config.model.name / "1" / "classifier.onnx").exists()
     check_repository(config)
+    with pytest.raises(ModelError, match=r"\(fused\).*\(ensemble\)"):
+        export_repository(config, ensemble=True)
+    ensemble = load_config(small_config_file, [f'model.repository="{repo}-ensemble"'])
+    export_repository(ensemble, ensemble=True)
+    for model in ("snapshotter", "classifier", config.model.name):
+        text = (ensemble.model.repository / model / "config.pbtxt").read_text()
+        assert mcfg.parse_pbtxt(text).name == model
     other = load_config(small_config_file, ["model.kernel_seconds=2"])
     with pytest.raises(ModelError, match="exported for"):
         check_repository(other)

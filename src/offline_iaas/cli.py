@@ -52,10 +52,11 @@ def cmd_synth(args: argparse.Namespace) -> None:
 def cmd_export(args: argparse.Namespace) -> None:
     from offline_iaas.repository.export import export_repository, read_manifest
 
-    repo = export_repository(_config(args), args.weights, args.flavor)
+    repo = export_repository(_config(args), args.weights, args.flavor, args.ensemble)
     manifest = read_manifest(repo)
     versions = ", ".join(f"{name} v{v}" for name, v in manifest["versions"].items())
-    log(f"export: {repo} (mode {manifest['mode']}, {manifest['flavor']} flavor: {versions})")
+    log(f"export: {repo} (mode {manifest['mode']}, {manifest['flavor']} flavor, "
+        f"{manifest.get('served', 'ensemble')} model: {versions})")
 
 
 def cmd_train_demo(args: argparse.Namespace) -> None:
@@ -201,9 +202,17 @@ def _bench_command(args: argparse.Namespace) -> str:
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
-    from offline_iaas.bench.capacity import plan_capacity
+    import json
 
-    capacity = plan_capacity(_config(args), args.target_hours, args.from_bench)
+    from offline_iaas.bench.capacity import plan_capacity, plan_from_run
+
+    if args.from_run is not None:
+        capacity = plan_from_run(_config(args), args.target_hours, args.from_run)
+    else:
+        capacity = plan_capacity(_config(args), args.target_hours, args.from_bench)
+    if args.json:
+        print(json.dumps(capacity.to_dict(), indent=2))
+        return
     for line in capacity.explanation:
         log(f"plan: {line}")
     log(
@@ -255,6 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--flavor", choices=("cpu", "gpu"), default="cpu",
         help="cpu: python backend (embedded server); gpu: onnxruntime backend, implicit state",
+    )
+    p.add_argument(
+        "--ensemble", action="store_true",
+        help="cpu flavor: serve each step as its own model behind an ensemble (Triton statistics "
+        "per step) instead of the fused model (default, faster)",
     )
     p = command("train-demo", cmd_train_demo,
                 "train the demo DeepClean (per detector) and BBHnet on the synthetic dataset")
@@ -316,8 +330,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("plan", cmd_plan, "recommend servers, clients per server and batch size from "
                 "measured throughput")
     p.add_argument("--target-hours", type=float, required=True, help="deadline of the campaign")
-    p.add_argument("--from-bench", type=Path, default=Path("benchmarks/results.json"),
-                   help="results.json of offline-iaas bench (default: %(default)s)")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--from-bench", type=Path, default=Path("benchmarks/results.json"),
+                        help="results.json of offline-iaas bench (default: %(default)s)")
+    source.add_argument("--from-run", type=Path,
+                        help="a finished pilot campaign of this config (its run directory)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p = command("merge", cmd_merge, "merge node: check and stitch the parts", config=False)
     p.add_argument("--run-dir", type=Path, required=True)
     p = command("reference", cmd_reference, "run the whole span in one process (the oracle)")

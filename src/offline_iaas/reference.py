@@ -19,14 +19,19 @@ from offline_iaas.data.frames import discover_frames, preflight
 from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.repository.export import check_repository, network_sessions
-from offline_iaas.repository.pipeline import StreamRunner, output_rows
+from offline_iaas.repository.pipeline import mode_stream, output_rows
 from offline_iaas.workflow.plan import Piece, make_stretches, request_sizes, stride_seconds
 
 
 def run_reference(
-    config: CampaignConfig, out_path: Path, log=lambda line: None
+    config: CampaignConfig, out_path: Path, log=lambda line: None,
+    timings: dict[str, float] | None = None,
 ) -> tuple[Path, float]:
-    """Process every stretch in-process; return the output path and the wall time."""
+    """Process every stretch in-process; return the output path and the wall time.
+
+    ``timings`` (if given) receives ``streaming_seconds`` (reading and streaming the stretches,
+    without discovery, checks and post-processing) and ``data_seconds`` (the output's span).
+    """
     started = time.monotonic()
     manifest = check_repository(config)
     sessions = network_sessions(config)
@@ -41,6 +46,7 @@ def run_reference(
     except OSError as err:  # a directory that cannot be created or written
         why = os.strerror(err.errno) if err.errno else str(err)
         raise RunError(f"cannot write the reference output {out_path}: {why}") from None
+    streaming_started = time.monotonic()
     try:
         for stretch in stretches:
             windows = stretch.windows(config)
@@ -59,13 +65,17 @@ def run_reference(
             updates = request_updates(
                 piece_samples(config, frames, whole), [n * stride for n in sizes]
             )
-            runner = StreamRunner(config, sessions)
+            runner = mode_stream(config, sessions)
             window = 0
             for size, update in zip(sizes, updates, strict=True):
                 for name, values in runner.update(update).items():
                     rows = output_rows(config, name, values)[max(0, warmup - window) :]
                     writer.write(name, stretch.index, max(0, window - warmup), rows)
                 window += size
+        if timings is not None:
+            timings["streaming_seconds"] = time.monotonic() - streaming_started
+            timings["data_seconds"] = sum(
+                (s.windows(config) - warmup) * stride_seconds(config) for s in stretches)
         writer.commit({"producer": "reference"}, frames, log)
     except BaseException:
         writer.discard()

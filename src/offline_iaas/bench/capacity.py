@@ -1,5 +1,15 @@
 """``offline-iaas plan``: servers, clients per server and batch size for a campaign.
 
+From a pilot (``--from-run RUN``, a finished campaign of the same config over a shorter span)
+it takes what the campaign path itself measured (``workflow/pilot.py``): the streaming rate of
+the pilot's servers, the start-up before the first request and the merge time, and scales
+them to the campaign's span:
+
+    per server  = pilot data seconds / pilot streaming seconds / pilot servers
+    servers     = ceil(needed x headroom / per server)
+    wall        = start-up + data seconds / (servers x per server)
+                  + pilot merge seconds x (data seconds / pilot data seconds) + the rest
+
 From a bench results file (``results.json`` of ``offline-iaas bench``) it takes the measured
 service throughput of one server for the workload that matches the campaign's mode, at the
 (batch size, clients) point where it was highest, scales it to the campaign's stream, and
@@ -44,8 +54,27 @@ class CapacityPlan:
     clients_per_server: int
     batch_size: int
     hours: float
-    """Expected wall time with the recommended layout (without the headroom)."""
+    """Expected streaming time with the recommended layout (without the headroom)."""
     explanation: list[str] = field(default_factory=list)
+    per_server_rate: float = 0.0
+    """Expected data seconds per wall second of one server."""
+    wall_seconds: float = 0.0
+    """Expected wall time of the whole campaign (start-up, streaming, merge)."""
+    source: str = ""
+    pilot_layout: dict | None = None
+    """``plan --from-run``: the expected wall time with the pilot's own number of servers."""
+
+    def to_dict(self) -> dict:
+        """The plan as ``plan --json`` prints it."""
+        return {
+            "servers": self.servers, "clients_per_server": self.clients_per_server,
+            "batch_size": self.batch_size,
+            "expected_data_seconds_per_second_per_server": round(self.per_server_rate, 3),
+            "expected_streaming_hours": round(self.hours, 4),
+            "expected_wall_seconds": round(self.wall_seconds, 1),
+            "from": self.source, "overrides": self.overrides(), "explanation": self.explanation,
+            **({"with_pilot_layout": self.pilot_layout} if self.pilot_layout else {}),
+        }
 
     def overrides(self) -> list[str]:
         """``--set`` options applying the recommendation to the campaign config."""
@@ -135,4 +164,73 @@ def plan_capacity(
             f"the recommended {clients} clients exceed the campaign's {config.total_windows} "
             "windows: the span is too short for this deadline's layout"
         )
-    return CapacityPlan(servers, best.clients, best.batch_size, hours, lines)
+    return CapacityPlan(servers, best.clients, best.batch_size, hours, lines, per_server,
+                        hours * 3600, str(results_path))
+
+
+def plan_from_run(config: CampaignConfig, target_hours: float, run_dir: Path) -> CapacityPlan:
+    """Recommend a layout for ``config`` from a finished pilot campaign of the same config.
+
+    Raises
+    ------
+    ConfigError
+        A non-positive target, a pilot that is not finished, or one of another mode or
+        stream (its rate would not apply).
+    """
+    from offline_iaas.workflow.pilot import read_pilot
+
+    if not target_hours > 0:
+        raise ConfigError(f"--target-hours must be positive, got {target_hours}")
+    pilot = read_pilot(run_dir)
+    pilot_config = pilot_config_of(run_dir)
+    same = (pilot_config.model.mode, pilot_config.stream_channels, pilot_config.kernel_samples,
+            pilot_config.stride_samples, pilot_config.data.sample_rate)
+    wanted = (config.model.mode, config.stream_channels, config.kernel_samples,
+              config.stride_samples, config.data.sample_rate)
+    if same != wanted:
+        raise ConfigError(f"--from-run {run_dir}: the pilot streams {same}, the campaign "
+                          f"{wanted} (mode, channels, kernel, stride, rate): run a pilot of "
+                          "this config")
+    per_server = pilot.streaming_rate / pilot.servers
+    data_seconds = config.data.duration
+    needed = data_seconds / (target_hours * 3600)
+    servers = max(1, math.ceil(needed * HEADROOM / per_server))
+    scale = data_seconds / pilot.data_seconds
+
+    def wall_with(n_servers: int) -> tuple[float, float]:
+        streaming = data_seconds / (n_servers * per_server)
+        merge = pilot.merge_seconds * scale
+        return streaming, pilot.start_seconds + streaming + merge + pilot.other_seconds
+
+    streaming, wall = wall_with(servers)
+    lines = [
+        f"campaign: {config.source or 'config'}: mode {config.model.mode}, "
+        f"{data_seconds:,.0f} s of data",
+        f"pilot: {run_dir}: {pilot.data_seconds:,.0f} s of data on {pilot.servers} server(s) x "
+        f"{pilot.clients_per_server} client(s), batch {pilot.batch_size}: {pilot.run_seconds:.1f}"
+        f" s in all = start-up {pilot.start_seconds:.1f} s + streaming "
+        f"{pilot.streaming_seconds:.1f} s + merge {pilot.merge_seconds:.1f} s + rest "
+        f"{pilot.other_seconds:.1f} s",
+        f"per server: {pilot.data_seconds:,.0f} / {pilot.streaming_seconds:.1f} s / "
+        f"{pilot.servers} = {per_server:,.2f} data-s/s (the campaign path as it ran)",
+        f"needed: {data_seconds:,.0f} data-s / ({target_hours:g} h x 3600 s/h) = "
+        f"{needed:,.2f} data-s/s",
+        f"servers: ceil({needed:,.2f} x headroom {HEADROOM:g} / {per_server:,.2f}) = {servers}",
+        f"clients per server: {pilot.clients_per_server}, batch size: {pilot.batch_size} (the "
+        "pilot's)",
+        f"expected wall: start-up {pilot.start_seconds:.1f} + streaming {data_seconds:,.0f} / "
+        f"({servers} x {per_server:,.2f}) = {streaming:,.1f} + merge {pilot.merge_seconds:.1f} x "
+        f"{scale:.3g} = {pilot.merge_seconds * scale:,.1f} + rest {pilot.other_seconds:.1f} = "
+        f"{wall:,.1f} s ({wall / 3600:.2f} h; target {target_hours:g} h)",
+        f"with the pilot's layout ({pilot.servers} server(s)): expected wall "
+        f"{wall_with(pilot.servers)[1]:,.1f} s",
+    ]
+    return CapacityPlan(servers, pilot.clients_per_server, pilot.batch_size, streaming / 3600,
+                        lines, per_server, wall, str(run_dir),
+                        {"servers": pilot.servers, "wall_seconds": wall_with(pilot.servers)[1]})
+
+
+def pilot_config_of(run_dir: Path) -> CampaignConfig:
+    from offline_iaas.config import load_config
+
+    return load_config(Path(run_dir) / "campaign.toml")

@@ -196,15 +196,26 @@ class _PieceRows:
         return self.next_request == len(self.sizes)
 
 
+@dataclass
+class StreamTimes:
+    """Unix times of a client's first request and last response (over reconnections)."""
+
+    first_request_unix: float | None = None
+    last_response_unix: float | None = None
+
+
 def _stream_once(
     client, address: ServerAddress, config: CampaignConfig, segment: ClientSegment,
     frames: list[FrameFile], writer: PartWriter, headers: dict[str, str],
     log: Callable[[str], None], run_dir: Path, progress: NullProgress = NO_PROGRESS,
+    times: StreamTimes | None = None,
 ) -> None:
     """Stream every unfinished piece on one connection; ServerError when the stream fails.
 
-    ``progress`` counts data seconds (re-primed warm-up windows included).
+    ``progress`` counts data seconds (re-primed warm-up windows included); ``times`` records
+    the first request and the last response.
     """
+    times = StreamTimes() if times is None else times
     import tritonclient.grpc as grpcclient
 
     stride = config.stride_samples
@@ -244,6 +255,7 @@ def _stream_once(
             index, {name: output_rows(config, name, result.as_numpy(name)[0]) for name in outputs}
         )
         received += 1
+        times.last_response_unix = time.time()
         progress.advance(pieces[number].sizes[index] * window_seconds)
 
     client.start_stream(callback=on_response, headers=headers)
@@ -267,6 +279,8 @@ def _stream_once(
                     take_response()
                 tensor = grpcclient.InferInput("update", [1, *update.shape], "FP32")
                 tensor.set_data_from_numpy(np.ascontiguousarray(update[None]))
+                if times.first_request_unix is None:
+                    times.first_request_unix = time.time()
                 try:
                     client.async_stream_infer(
                         config.model.name,
@@ -297,15 +311,19 @@ def stream_segment(
     run_dir: Path,
     log: Callable[[str], None] = print,
     progress: NullProgress = NO_PROGRESS,
+    times: StreamTimes | None = None,
 ) -> int:
-    """Stream the segment's unfinished pieces, reconnecting on failure; return reconnections."""
+    """Stream the segment's unfinished pieces, reconnecting on failure; return reconnections.
+
+    ``times`` records the first request and the last response."""
     headers = auth_headers(run_dir)
     reconnects = 0
     while True:
         client, address = connect(run_dir, config, segment.server, headers, log)
         try:
             _stream_once(
-                client, address, config, segment, frames, writer, headers, log, run_dir, progress
+                client, address, config, segment, frames, writer, headers, log, run_dir, progress,
+                times,
             )
             return reconnects
         except ServerError as err:
@@ -342,10 +360,13 @@ def run_client(
         + (f", resuming after {resumed} checkpointed windows" if resumed else "")
     )
     started = time.monotonic()
-    reconnects = stream_segment(config, segment, frames, writer, run_dir, log, progress)
+    times = StreamTimes()
+    reconnects = stream_segment(config, segment, frames, writer, run_dir, log, progress, times)
     elapsed = time.monotonic() - started
     writer.commit(
-        {"wall_seconds": elapsed, "peak_rss_mb": peak_rss_mb(), "reconnects": reconnects}
+        {"wall_seconds": elapsed, "peak_rss_mb": peak_rss_mb(), "reconnects": reconnects,
+         "first_request_unix": times.first_request_unix,
+         "last_response_unix": times.last_response_unix}
     )
     seconds = segment.streamed_seconds
     log(

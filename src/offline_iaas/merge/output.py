@@ -285,10 +285,3 @@ def read_campaign(path: Path, output: str = "statistic") -> list:
         names = sorted(f[output], key=float)
     return [TimeSeries.read(path, format="hdf5", path=f"{output}/{n}") for n in names]
 
-
-def max_relative_difference(campaign: Path, reference: Path) -> dict[str, float]:
-    """TEMPORARY (until the oracle tests move to compare_outputs)."""
-    comparison = compare_outputs(campaign, reference)
-    out = dict(comparison.relative)
-    out.update({p.split(":")[0]: float("inf") for p in comparison.problems})
-    return out

@@ -1,8 +1,13 @@
 """``offline-iaas export``: build the Triton model repository from the campaign config.
 
-Layout (standard Triton; the models of each mode in ``repository/pipeline.py``)::
+Layout of the cpu flavor (standard Triton; the stages of each mode in ``repository/pipeline.py``)::
 
     <repository>/manifest.json                 what the repository was built for
+    <repository>/<name>/config.pbtxt           the fused model clients call (model.name)
+                       + <version>/model.py (backend/fused.py), stateful.py, <network>.onnx
+
+With ``--ensemble`` (per-step statistics) and in the gpu flavor, every stage is a model::
+
     <repository>/<stateful model>/config.pbtxt + 1/model.py (snapshotter, averager, ...)
     <repository>/<network>/config.pbtxt        + <version>/model.py, <version>/model.onnx
     <repository>/<ensemble>/config.pbtxt       + 1/ (empty, as Triton wants)
@@ -32,8 +37,8 @@ MANIFEST = "manifest.json"
 FLAVORS = ("cpu", "gpu")
 
 
-def ensemble_shape(config: CampaignConfig) -> mcfg.EnsembleShape:
-    """The model shapes a campaign needs."""
+def ensemble_shape(config: CampaignConfig, fused: bool = True) -> mcfg.EnsembleShape:
+    """The model shapes a campaign needs (``fused``: the cpu flavor's one model)."""
     return mcfg.EnsembleShape(
         channels=len(config.stream_channels),
         kernel_samples=config.kernel_samples,
@@ -42,7 +47,8 @@ def ensemble_shape(config: CampaignConfig) -> mcfg.EnsembleShape:
         max_sequences=max(8, config.layout.clients_per_server),
         # A stateful averager after the network needs each sequence's requests in order;
         # several network instances can overtake one another, so these modes get one.
-        instances=1 if config.averaging_delay_windows else config.server.instances,
+        instances=(config.server.instances if fused or not config.averaging_delay_windows
+                   else 1),
     )
 
 
@@ -58,7 +64,8 @@ def latest_version(model_dir: Path) -> int:
 
 
 def export_repository(
-    config: CampaignConfig, weights: Path | None = None, flavor: str = "cpu"
+    config: CampaignConfig, weights: Path | None = None, flavor: str = "cpu",
+    ensemble: bool = False,
 ) -> Path:
     """Write (or add a version to) the campaign's model repository; return its path.
 
@@ -72,6 +79,9 @@ def export_repository(
         ``cpu``: python-backend models running the ONNX graphs with onnxruntime (the embedded
         server). ``gpu``: onnxruntime-backend models on KIND_GPU, the snapshotter an ONNX graph
         with Triton implicit state (a Triton container on GPU nodes).
+    ensemble
+        cpu flavor: serve every stage as its own model behind an ensemble (Triton's per-model
+        statistics for each step) instead of the fused model (the default, faster).
     """
     from offline_iaas.repository import networks
 
@@ -83,17 +93,19 @@ def export_repository(
             "graph takes one channel); export --flavor cpu"
         )
     repo = config.model.repository
-    shape = ensemble_shape(config)
+    served = "fused" if flavor == "cpu" and not ensemble else "ensemble"
+    shape = ensemble_shape(config, fused=served == "fused")
     manifest = read_manifest(repo) if (repo / MANIFEST).exists() else None
     if manifest is not None:
         built_for = (manifest.get("mode", "classifier"), manifest.get("flavor", "cpu"),
-                     manifest["shape"])
-        wanted = (config.model.mode, flavor, _shape_dict(shape))
+                     manifest.get("served", "ensemble"), manifest["shape"])
+        wanted = (config.model.mode, flavor, served, _shape_dict(shape))
         if built_for != wanted:
             raise ModelError(
-                f"{repo}: repository holds mode {built_for[0]!r}, the {built_for[1]} flavor, "
-                f"shape {built_for[2]}; the config asks for mode {wanted[0]!r}, the {wanted[1]} "
-                f"flavor, shape {wanted[2]}: export to a new model.repository"
+                f"{repo}: repository holds mode {built_for[0]!r}, the {built_for[1]} flavor "
+                f"({built_for[2]}), shape {built_for[3]}; the config asks for mode "
+                f"{wanted[0]!r}, the {wanted[1]} flavor ({wanted[2]}), shape {wanted[3]}: "
+                "export to a new model.repository"
             )
     repo.parent.mkdir(parents=True, exist_ok=True)
     versions: dict[str, int] = {}
@@ -101,7 +113,10 @@ def export_repository(
     # The networks are exported (and bad weights refused) before the repository is touched.
     with tempfile.TemporaryDirectory(dir=repo.parent) as tmp:
         graphs = networks.build_graphs(config, weights, Path(tmp))
-        for graph in graphs:
+        if served == "fused":
+            versions, networks_served = _write_fused(config, graphs, shape, Path(tmp))
+            models = [config.model.name]
+        for graph in graphs if served == "ensemble" else ():
             version = latest_version(repo / graph.name) + 1
             staged = Path(tmp) / graph.name / str(version)
             staged.mkdir(parents=True)
@@ -122,19 +137,22 @@ def export_repository(
                 "batched": flavor == "gpu" or graph.batched,
             }
 
-    for stage in pipeline.stages(config):
-        if stage.stateful:
-            _write_stateful(config, stage, shape, flavor)
-
-    ens_dir = repo / config.model.name
-    (ens_dir / "1").mkdir(parents=True, exist_ok=True)
-    _write(ens_dir / "config.pbtxt", mcfg.to_pbtxt(ensemble(config)))
+    if served == "ensemble":
+        for stage in pipeline.stages(config):
+            if stage.stateful:
+                _write_stateful(config, stage, shape, flavor)
+        ens_dir = repo / config.model.name
+        (ens_dir / "1").mkdir(parents=True, exist_ok=True)
+        _write(ens_dir / "config.pbtxt", mcfg.to_pbtxt(ensemble_pipeline(config)))
+        models = [stage.model for stage in pipeline.stages(config)] + [config.model.name]
     _write(
         repo / MANIFEST,
         json.dumps(
             {
                 "ensemble": config.model.name,
                 "flavor": flavor,
+                "served": served,
+                "models": models,
                 "mode": config.model.mode,
                 "channels": list(config.stream_channels),
                 "sample_rate": config.data.sample_rate,
@@ -150,6 +168,41 @@ def export_repository(
     return repo
 
 
+def _write_fused(
+    config: CampaignConfig, graphs: list, shape: mcfg.EnsembleShape, tmp: Path
+) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
+    """Write a new version of the fused model (``backend/fused.py`` beside ``stateful.py`` and
+    the graphs); return the networks' versions and manifest entries."""
+    name = config.model.name
+    model_dir = config.model.repository / name
+    version = latest_version(model_dir) + 1
+    staged = tmp / "fused" / str(version)
+    staged.mkdir(parents=True)
+    (staged / "model.py").write_text(backend_source("fused.py"))
+    (staged / "stateful.py").write_text(backend_source("stateful.py"))
+    served = {}
+    for graph in graphs:
+        os.replace(graph.path, staged / f"{graph.name}.onnx")
+        served[graph.name] = {
+            "path": f"{name}/{version}/{graph.name}.onnx",
+            "inputs": [n for n, _ in graph.inputs],
+            "outputs": [n for n, _ in graph.outputs],
+            "batched": graph.batched,
+        }
+    outputs = tuple((n, list(_tensor_dims(config, n))) for n in pipeline.ensemble_outputs(config))
+    params = {
+        "stages": json.dumps([stage.to_dict() for stage in pipeline.stages(config)]),
+        "outputs": json.dumps(list(pipeline.ensemble_outputs(config))),
+        "ifos": len(config.ifos),
+    }
+    fused = mcfg.fused_config(name, shape, ("update", list(_tensor_dims(config, "update"))),
+                              outputs, params)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    os.replace(staged, model_dir / str(version))
+    _write(model_dir / "config.pbtxt", mcfg.to_pbtxt(fused))
+    return {graph.name: version for graph in graphs}, served
+
+
 def _tensor_dims(config: CampaignConfig, name: str) -> tuple[int, ...]:
     """Dims (without the batch axis) of an ensemble input or output."""
     if name == "update":
@@ -159,7 +212,7 @@ def _tensor_dims(config: CampaignConfig, name: str) -> tuple[int, ...]:
     return (-1,)
 
 
-def ensemble(config: CampaignConfig):
+def ensemble_pipeline(config: CampaignConfig):
     """The ensemble clients call: the mode's stages in order."""
     steps = [(s.model, s.inputs, s.outputs) for s in pipeline.stages(config)]
     outputs = tuple((n, _tensor_dims(config, n)) for n in pipeline.ensemble_outputs(config))
@@ -266,11 +319,13 @@ def check_repository(config: CampaignConfig) -> dict[str, Any]:
 
 
 def network_onnx_path(repo: Path, name: str) -> Path:
-    """The ONNX graph Triton serves for network ``name``: its latest version."""
-    version = latest_version(repo / name)
-    path = repo / name / str(version) / "model.onnx"
+    """The ONNX graph Triton serves for network ``name`` (the latest version, as the manifest
+    records it)."""
+    entry = read_manifest(repo).get("networks", {}).get(name)
+    path = repo / entry["path"] if entry else repo / name / str(latest_version(repo / name)) / \
+        "model.onnx"
     if not path.exists():
-        raise ModelError(f"{repo}: no {name} model.onnx (looked for {path})")
+        raise ModelError(f"{repo}: no {name} graph (looked for {path})")
     return path
 
 

@@ -58,6 +58,21 @@ def stateful_config(
     (in_name, in_dims), (out_name, out_dims) = tensors
     config.input.append(_tensor(in_name, in_dims, mc.ModelInput))
     config.output.append(_tensor(out_name, out_dims, mc.ModelOutput))
+    _sequence_batching(config, shape)
+    # One instance: a sequence's state lives in the process that holds it.
+    config.instance_group.add(count=1, kind=mc.ModelInstanceGroup.KIND_CPU)
+    _parameters(config, {
+        "kind": kind,
+        "channels": channels,
+        "kernel_samples": shape.kernel_samples,
+        "stride_samples": shape.stride_samples,
+        "idle_seconds": 2 * shape.sequence_idle_seconds,
+    })
+    return config
+
+
+def _sequence_batching(config: mc.ModelConfig, shape: EnsembleShape) -> None:
+    """``direct`` sequence batching with START/END/CORRID controls."""
     batching = config.sequence_batching
     batching.max_sequence_idle_microseconds = int(shape.sequence_idle_seconds * 1e6)
     batching.direct.SetInParent()
@@ -69,17 +84,38 @@ def stateful_config(
     batching.control_input.add(name="CORRID").control.add(
         kind=kinds.CONTROL_SEQUENCE_CORRID, data_type=mc.TYPE_UINT64
     )
-    # One instance: a sequence's state lives in the process that holds it.
-    config.instance_group.add(count=1, kind=mc.ModelInstanceGroup.KIND_CPU)
-    params = {
-        "kind": kind,
-        "channels": channels,
+
+
+def _parameters(config: mc.ModelConfig, params: dict) -> None:
+    for key, value in params.items():
+        config.parameters[key].string_value = str(value)
+
+
+def fused_config(
+    name: str,
+    shape: EnsembleShape,
+    update: tuple[str, list[int]],
+    outputs: tuple[tuple[str, list[int]], ...],
+    params: dict,
+) -> mc.ModelConfig:
+    """The fused model (``backend/fused.py``): a mode's whole chain, one state per sequence.
+
+    Sequence batching as the stateful models'; ``shape.instances`` instances (each holds the
+    sequences of its own slots, whole, so instances cannot reorder a sequence's steps).
+    """
+    config = mc.ModelConfig(name=name, backend="python", max_batch_size=shape.max_sequences)
+    config.input.append(_tensor(update[0], update[1], mc.ModelInput))
+    for tensor_name, dims in outputs:
+        config.output.append(_tensor(tensor_name, dims, mc.ModelOutput))
+    _sequence_batching(config, shape)
+    config.instance_group.add(count=shape.instances, kind=mc.ModelInstanceGroup.KIND_CPU)
+    _parameters(config, {
+        **params,
         "kernel_samples": shape.kernel_samples,
         "stride_samples": shape.stride_samples,
         "idle_seconds": 2 * shape.sequence_idle_seconds,
-    }
-    for key, value in params.items():
-        config.parameters[key].string_value = str(value)
+        "intra_op_threads": shape.intra_op_threads,
+    })
     return config
 
 

@@ -3,8 +3,10 @@
 A mode is a chain of **stages**: stateful ones (``snapshot``, ``average``: one state per
 stream, ``repository/backend/stateful.py``) and stateless ONNX networks
 (``repository/networks.py``). ``export`` writes each stage as a model and the chain as the
-ensemble clients call; ``StreamRunner`` runs the same stages on the same graphs in one process
-(the reference). Tensors are named as in the ensemble::
+ensemble clients call (``export --ensemble``); by default the cpu flavor serves the whole chain as
+one fused model (``backend/fused.py``), whose per-stream step ``backend/stateful.ModeStream``
+is also what ``mode_stream`` runs in one process (the reference). Tensors are named as in the
+ensemble::
 
     classifier  update ─► snapshotter ─► windows ─► classifier ─► statistic
     bbhnet      update ─► snapshotter ─► windows ─► bbhnet ─► statistic
@@ -43,6 +45,11 @@ class Stage:
     @property
     def stateful(self) -> bool:
         return self.kind != "network"
+
+    def to_dict(self) -> dict[str, object]:
+        """The stage as ``backend/stateful.ModeStream`` takes it (JSON in the fused model)."""
+        return {"model": self.model, "kind": self.kind, "inputs": dict(self.inputs),
+                "outputs": dict(self.outputs), "channels": self.channels}
 
 
 def stages(config: CampaignConfig) -> list[Stage]:
@@ -102,52 +109,14 @@ def onnx_session(path: Path, threads: int = 1):
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
-def run_graph(session, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run a network graph on unbatched tensors (adding Triton's batch axis where it takes it)."""
-    ranks = {i.name: len(i.shape) for i in session.get_inputs()}
-    batched = any(ranks[name] == value.ndim + 1 for name, value in feeds.items())
-    names = [o.name for o in session.get_outputs()]
-    values = session.run(names, {k: (v[None] if batched else v) for k, v in feeds.items()})
-    return {n: (v[0] if batched else v) for n, v in zip(names, values, strict=True)}
+def mode_stream(config: CampaignConfig, sessions: dict[str, object]):
+    """The mode's stages for one stream, in-process (``backend/stateful.ModeStream``, the
+    fused model's step): ``.update([channels, n S])`` → ``{output: values}``.
 
-
-class StreamRunner:
-    """The mode's stages for one stream, in-process: ``update`` → the ensemble's outputs.
-
-    Parameters
-    ----------
-    config
-        The campaign.
-    sessions
-        One onnxruntime session per network stage (``model name → session``), shared by
-        every stream.
+    ``sessions``: one onnxruntime session per network stage (model name → session), shared by
+    every stream.
     """
+    from offline_iaas.repository.backend.stateful import ModeStream
 
-    def __init__(self, config: CampaignConfig, sessions: dict[str, object]) -> None:
-        from offline_iaas.repository.backend.stateful import OnlineAverage, SnapshotState
-
-        self.stages = stages(config)
-        self.outputs = ensemble_outputs(config)
-        self.sessions = sessions
-        self.states: dict[str, object] = {}
-        k, s = config.kernel_samples, config.stride_samples
-        for stage in self.stages:
-            if stage.kind == "snapshot":
-                self.states[stage.model] = SnapshotState(stage.channels, k, s)
-            elif stage.kind == "average":
-                self.states[stage.model] = OnlineAverage(k, s, stage.channels)
-
-    def update(self, samples: np.ndarray) -> dict[str, np.ndarray]:
-        """Feed ``[channels, n S]`` new samples; return ``{output: values}`` (no batch axis)."""
-        tensors: dict[str, np.ndarray] = {"update": samples}
-        for stage in self.stages:
-            feeds = {name: tensors[source] for name, source in stage.inputs.items()}
-            if stage.stateful:
-                (value,) = feeds.values()
-                result = {next(iter(stage.outputs)): self.states[stage.model].update(value)}
-                result = {k: v.astype(np.float32, copy=False) for k, v in result.items()}
-            else:
-                result = run_graph(self.sessions[stage.model], feeds)
-            for name, target in stage.outputs.items():
-                tensors[target] = result[name]
-        return {name: tensors[name] for name in self.outputs}
+    return ModeStream([stage.to_dict() for stage in stages(config)], config.kernel_samples,
+                      config.stride_samples, list(ensemble_outputs(config)), sessions)

@@ -236,10 +236,12 @@ def serve(
     if repository is not None:
         model = dataclasses.replace(config.model, repository=unpack_repository(run_dir, repository))
         config = dataclasses.replace(config, model=model)
-    flavor = check_repository(config).get("flavor", "cpu")
+    manifest = check_repository(config)
+    flavor = manifest.get("flavor", "cpu")
     if flavor != "cpu" and config.server.runtime == "native":
         check_flavor_runnable(flavor, locate_tritonserver().backend_dir)
-    models = [stage.model for stage in stages(config)] + [config.model.name]
+    models = manifest.get("models") or [stage.model for stage in stages(config)] + [
+        config.model.name]
     check_models_present(config.model.repository, models)
     bind = config.server.bind
     monitor_seconds = interval_from_env()

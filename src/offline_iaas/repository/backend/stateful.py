@@ -1,9 +1,10 @@
 """Stateful steps of a stream, one state per sequence (Triton python backend).
 
-This file is copied verbatim into the model repository as ``<model>/<version>/model.py`` of
-every stateful model of the cpu flavor; the in-process reference imports ``SnapshotState`` and
-``OnlineAverage`` from it, so the server and the reference run the same code. It depends on
-numpy only (``triton_python_backend_utils`` exists only in the server's python stub).
+This file is copied verbatim into the model repository: as ``<model>/<version>/model.py`` of each
+stateful model of an ``--ensemble`` repository, and beside the fused model (``fused.py``, the
+cpu flavor's default), whose per-sequence step is ``ModeStream``; the in-process reference
+imports ``ModeStream`` from it, so the server and the reference run the same code. It depends
+on numpy only (``triton_python_backend_utils`` exists only in the server's python stub).
 
 ``snapshot`` (parameter ``kind``)
     A request carries ``[1, channels, n * stride]`` new samples and yields ``[1, n, channels,
@@ -111,6 +112,97 @@ class OnlineAverage:
         return np.moveaxis(done, 0, -2).reshape(*self.lead, n * s)
 
 
+def run_graph(session, feeds: dict) -> dict:
+    """Run a network graph on unbatched tensors (adding Triton's batch axis where it takes it:
+    ``subtract``); ``session`` is an onnxruntime session."""
+    ranks = {i.name: len(i.shape) for i in session.get_inputs()}
+    batched = any(ranks[name] == value.ndim + 1 for name, value in feeds.items())
+    names = [o.name for o in session.get_outputs()]
+    values = session.run(names, {k: (v[None] if batched else v) for k, v in feeds.items()})
+    return {n: (v[0] if batched else v) for n, v in zip(names, values, strict=True)}
+
+
+class ModeStream:
+    """A campaign mode's whole chain of stages for one stream: ``update`` → its outputs.
+
+    This is the fused model's step (``fused.py``: one per sequence) and the reference's
+    (``pipeline.StreamRunner``), so both run the same code.
+
+    Parameters
+    ----------
+    stages
+        The mode's stages in order (``pipeline.Stage.to_dict``): ``model``, ``kind``
+        (``snapshot``, ``average`` or ``network``), ``inputs``/``outputs`` (model tensor →
+        chain tensor) and ``channels`` (of a stateful stage).
+    kernel_samples, stride_samples
+        Window and stride of the stream.
+    outputs
+        The chain tensors returned (``statistic``, ``noise``).
+    sessions
+        One onnxruntime session per network stage (model name → session), shared by streams.
+    """
+
+    def __init__(self, stages: list, kernel_samples: int, stride_samples: int,
+                 outputs: list, sessions: dict) -> None:
+        self.stages = stages
+        self.outputs = list(outputs)
+        self.sessions = sessions
+        self.states = {}
+        for stage in stages:
+            if stage["kind"] == "snapshot":
+                self.states[stage["model"]] = SnapshotState(
+                    stage["channels"], kernel_samples, stride_samples)
+            elif stage["kind"] == "average":
+                self.states[stage["model"]] = OnlineAverage(
+                    kernel_samples, stride_samples, stage["channels"])
+
+    def update(self, samples: np.ndarray) -> dict:
+        """Feed ``[channels, n S]`` new samples; return ``{output: values}`` (no batch axis)."""
+        tensors = {"update": samples}
+        for stage in self.stages:
+            feeds = {name: tensors[source] for name, source in stage["inputs"].items()}
+            if stage["kind"] == "network":
+                result = run_graph(self.sessions[stage["model"]], feeds)
+            else:
+                (value,) = feeds.values()
+                (name,) = stage["outputs"]
+                result = {name: self.states[stage["model"]].update(value).astype(
+                    np.float32, copy=False)}
+            for name, target in stage["outputs"].items():
+                tensors[target] = result[name]
+        return {name: tensors[name] for name in self.outputs}
+
+
+def sequence_step(streams: dict, corrid: int, start: bool, end: bool, now: float, new_state,
+                  values: np.ndarray, what: str) -> tuple:
+    """One request of sequence ``corrid``: a new state on START (``new_state()``), the kept
+    one otherwise; ``update(values)``; the state freed on END. ``streams`` maps a correlation
+    ID to ``(state, last seen)``. Returns ``(result, None)`` or ``(None, error message)``."""
+    if start:
+        stream = new_state()
+    elif corrid in streams:
+        stream = streams[corrid][0]
+    else:
+        return None, (f"sequence {corrid} has no {what} state on this server (evicted or the "
+                      "server restarted): send START again")
+    try:
+        result = stream.update(values)
+    except ValueError as err:
+        return None, str(err)
+    if end:
+        streams.pop(corrid, None)
+    else:
+        streams[corrid] = (stream, now)
+    return result, None
+
+
+def drop_idle(streams: dict, now: float, idle_seconds: float) -> None:
+    """Forget the sequences without a request for ``idle_seconds`` (Triton does not tell a
+    python model when it evicts an idle sequence)."""
+    for key in [k for k, (_, seen) in streams.items() if now - seen > idle_seconds]:
+        del streams[key]
+
+
 class TritonPythonModel:
     """Triton python-backend model around one stateful step, one state per correlation ID."""
 
@@ -156,34 +248,14 @@ class TritonPythonModel:
                 # responses are discarded, so answer with zeros and touch no state.
                 responses.append(self._response(self._zeros(values)))
                 continue
-            if start:
-                stream = self._new_state()
-            elif corrid in self.streams:
-                stream = self.streams[corrid][0]
-            else:
-                message = (
-                    f"sequence {corrid} has no {self.kind} state on this server (evicted or the "
-                    "server restarted): send START again"
-                )
-                responses.append(pb.InferenceResponse(error=pb.TritonError(message)))
+            result, error = sequence_step(self.streams, corrid, start, end, now,
+                                          self._new_state, values, self.kind)
+            if error is not None:
+                responses.append(pb.InferenceResponse(error=pb.TritonError(error)))
                 continue
-            try:
-                result = stream.update(values)
-            except ValueError as err:
-                responses.append(pb.InferenceResponse(error=pb.TritonError(str(err))))
-                continue
-            if end:
-                self.streams.pop(corrid, None)
-            else:
-                self.streams[corrid] = (stream, now)
             responses.append(self._response(result[None].astype(np.float32, copy=False)))
-        self._expire(now)
+        drop_idle(self.streams, now, self.idle_seconds)
         return responses
 
     def _response(self, values: np.ndarray):
         return self.pb.InferenceResponse([self.pb.Tensor(self.output_name, values)])
-
-    def _expire(self, now: float) -> None:
-        stale = [k for k, (_, seen) in self.streams.items() if now - seen > self.idle_seconds]
-        for key in stale:
-            del self.streams[key]

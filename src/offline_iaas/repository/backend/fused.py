@@ -1,0 +1,100 @@
+"""The cpu flavor's served model: a mode's whole chain in one stateful step per sequence.
+
+Copied verbatim into the model repository as ``<model>/<version>/model.py``, beside
+``stateful.py`` (whose ``ModeStream`` is the step) and the mode's network graphs
+``<network>.onnx``. Parameters: ``stages`` (JSON, ``pipeline.Stage.to_dict`` of each stage),
+``outputs`` (JSON), ``kernel_samples``, ``stride_samples``, ``idle_seconds``,
+``intra_op_threads``.
+
+A request carries ``[1, channels, n * stride]`` new samples of one sequence (``direct``
+sequence batching, START/END/CORRID controls) and is answered with every output of the chain
+(``statistic [1, n]``, ``noise [1, ifos, n * stride]``) in one call: the windows, predictions
+and averages never leave the process, where the ensemble (``export --ensemble``) copies them
+from model to model through the server. One instance holds a sequence's whole state, so
+several instances cannot reorder a sequence's steps (they can in the ensemble, whose averager
+follows the network). Requests with ``CORRID = 0`` fill idle batch slots; they get zeros.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def _load_beside(directory: str, name: str):
+    """The module ``name`` from ``directory/name.py`` (the stub's path does not include it)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(directory, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class TritonPythonModel:
+    """One ``ModeStream`` per live sequence, the network sessions shared by all of them."""
+
+    def initialize(self, args: dict) -> None:
+        import onnxruntime
+        import triton_python_backend_utils as pb_utils
+
+        self.pb = pb_utils
+        config = json.loads(args["model_config"])
+        params = {k: v["string_value"] for k, v in config["parameters"].items()}
+        self.stages = json.loads(params["stages"])
+        self.outputs = json.loads(params["outputs"])
+        self.kernel_samples = int(params["kernel_samples"])
+        self.stride_samples = int(params["stride_samples"])
+        self.idle_seconds = float(params["idle_seconds"])
+        self.ifos = int(params["ifos"])
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = int(params.get("intra_op_threads", "1"))
+        options.inter_op_num_threads = 1
+        version_dir = os.path.join(args["model_repository"], args["model_version"])
+        self.stateful = _load_beside(version_dir, "stateful")
+        self.sessions = {
+            stage["model"]: onnxruntime.InferenceSession(
+                os.path.join(version_dir, f"{stage['model']}.onnx"), options,
+                providers=["CPUExecutionProvider"])
+            for stage in self.stages if stage["kind"] == "network"
+        }
+        self.streams: dict[int, tuple[object, float]] = {}
+
+    def _zeros(self, n_samples: int) -> dict:
+        n = n_samples // self.stride_samples
+        shapes = {"statistic": (1, n), "noise": (1, self.ifos, n_samples)}
+        return {name: np.zeros(shapes[name], np.float32) for name in self.outputs}
+
+    def execute(self, requests: list) -> list:
+        pb = self.pb
+        now = time.monotonic()
+        responses = []
+        for request in requests:
+            samples = pb.get_input_tensor_by_name(request, "update").as_numpy()[0]
+            start = bool(pb.get_input_tensor_by_name(request, "START").as_numpy().ravel()[0])
+            end = bool(pb.get_input_tensor_by_name(request, "END").as_numpy().ravel()[0])
+            corrid = int(pb.get_input_tensor_by_name(request, "CORRID").as_numpy().ravel()[0])
+            if corrid == 0:  # an idle slot's null request: its response is discarded
+                responses.append(self._response(self._zeros(samples.shape[-1])))
+                continue
+            result, error = self.stateful.sequence_step(
+                self.streams, corrid, start, end, now, self._new_stream, samples, "stream")
+            if error is not None:
+                responses.append(pb.InferenceResponse(error=pb.TritonError(error)))
+                continue
+            responses.append(self._response({k: v[None] for k, v in result.items()}))
+        self.stateful.drop_idle(self.streams, now, self.idle_seconds)
+        return responses
+
+    def _new_stream(self):
+        return self.stateful.ModeStream(self.stages, self.kernel_samples, self.stride_samples,
+                                        self.outputs, self.sessions)
+
+    def _response(self, values: dict):
+        tensors = [self.pb.Tensor(name, np.ascontiguousarray(value, np.float32))
+                   for name, value in values.items()]
+        return self.pb.InferenceResponse(tensors)

@@ -1,0 +1,354 @@
+"""An independent oracle for a campaign's output (test-only code).
+
+It imports nothing from ``offline_iaas``: it reads the run directory's resolved config with
+``tomllib``, the frames with gwpy, cuts windows with numpy from GPS times, runs the
+repository's ONNX graphs with onnxruntime, averages DeepClean's window predictions from the
+definition (the mean of every window prediction that covers a sample), band-passes with scipy
+and clusters triggers from their definition. What it predicts for every stretch — ``x0``,
+``dx``, the number of samples and every value — comes from the closed-form expressions below,
+not from the project's planner, stream step or writer.
+
+With ``fs`` the model rate, ``K`` the kernel and ``S`` the stride (samples), ``m = K / S``, a
+stretch starting at GPS ``a`` with ``L`` samples has ``W = floor(L / S)`` windows; window ``j``
+covers samples ``[(j + 1) S - K, (j + 1) S)`` and the trailing ``L - W S`` samples are never
+analysed.
+
+=============  ===========================================  ==================================
+mode           output, first value at                        number of values
+=============  ===========================================  ==================================
+classifier,    statistic of window ``j >= ceil(K/S) - 1``,   ``W - ceil(K/S) + 1``
+bbhnet         ``a + ceil(K/S) S / fs`` (window end)
+deepclean      noise/clean, ``a + (m - 1) S / fs``           ``(W - 2 (m - 1)) S`` samples
+e2e            noise/clean, ``a + 2 (m - 1) S / fs``         ``(W - 3 (m - 1)) S`` samples
+               statistic, ``a + (2 m - 1) S / fs``           ``W - 3 (m - 1)``
+=============  ===========================================  ==================================
+
+DeepClean's averaged stride ``q`` (samples ``[q S, (q + 1) S)``) is complete once every window
+covering it holds data (``q >= m - 1``) and exists (``q <= W - m``). e2e subtracts the averaged
+(unfiltered) prediction from the strain stride by stride and runs BBHnet on windows of that
+cleaned stream that lie wholly after ``(m - 1) S``; its statistic rows are aligned with the noise
+strides they were computed with, hence the later start of e2e's ``noise``/``clean``. The stored
+``noise`` is the averaged prediction band-passed (Butterworth, zero phase) over each output span,
+``clean`` the frames' strain minus it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+TIME_TOLERANCE_SECONDS = 1e-6
+FRAME_NAME = re.compile(r"^(?P<obs>[A-Z]+)-(?P<desc>[^-]+)-(?P<gps>\d+(?:\.\d+)?)-"
+                        r"(?P<dur>\d+(?:\.\d+)?)\.gwf$")
+
+
+@dataclass
+class Expected:
+    """One series the campaign must hold: ``group`` (``statistic``, ``noise/H1`` ...)."""
+
+    group: str
+    x0: float
+    dx: float
+    values: np.ndarray
+
+
+@dataclass
+class Triggers:
+    """The clustered triggers the campaign must hold."""
+
+    time: np.ndarray
+    statistic: np.ndarray
+
+
+# ---- the campaign as the run directory describes it ----------------------------------------
+
+
+def read_run_config(run_dir: Path) -> dict:
+    """The resolved config ``make-dag`` wrote (every key, defaults included)."""
+    with open(run_dir / "campaign.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def _merge(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _intersect(x: list[tuple[float, float]], y: list[tuple[float, float]]):
+    return [(max(a, c), min(b, d)) for a, b in x for c, d in y if max(a, c) < min(b, d)]
+
+
+def frame_files(frames_dir: Path) -> list[Path]:
+    return sorted(p for p in Path(frames_dir).rglob("*.gwf") if FRAME_NAME.match(p.name))
+
+
+def stretches(config: dict, warmup_windows: int) -> list[tuple[float, float]]:
+    """Contiguous spans of data of every channel (from the frame file names), inside the
+    config's span and science segments, ends rounded inward onto the stride grid; a stretch
+    without one window after its warm-up is dropped."""
+    data = config["data"]
+    start, end = float(data["start"]), float(data["start"]) + float(data["duration"])
+    files = frame_files(Path(data["frames"]))
+    spans = [(start, end)]
+    for channel in [*data["channels"], *data.get("witnesses", [])]:
+        obs = channel[0]
+        covered = []
+        for f in files:
+            m = FRAME_NAME.match(f.name)
+            if obs in m["obs"]:
+                covered.append((float(m["gps"]), float(m["gps"]) + float(m["dur"])))
+        spans = _intersect(spans, _merge(covered))
+    if data.get("segments"):
+        science = []
+        for line in Path(data["segments"]).read_text().splitlines():
+            fields = line.split("#", 1)[0].split()
+            if fields:
+                science.append((float(fields[-2]), float(fields[-1])))
+        spans = _intersect(spans, _merge(science))
+    stride = 1.0 / float(config["model"]["inference_rate"])
+    rounded = []
+    for a, b in spans:
+        a = start + math.ceil((a - start) / stride - 1e-9) * stride
+        b = start + math.floor((b - start) / stride + 1e-9) * stride
+        if round((b - a) / stride) > warmup_windows:
+            rounded.append((a, b))
+    return rounded
+
+
+def read_stretch(config: dict, channels: list[str], a: float, b: float) -> np.ndarray:
+    """``[channels, samples]`` of ``[a, b)`` read with gwpy, at the model rate."""
+    from gwpy.timeseries import TimeSeries
+
+    rate = float(config["data"]["sample_rate"])
+    files = frame_files(Path(config["data"]["frames"]))
+    rows = []
+    for channel in channels:
+        mine = []
+        for f in files:
+            m = FRAME_NAME.match(f.name)
+            t0, t1 = float(m["gps"]), float(m["gps"]) + float(m["dur"])
+            if channel[0] in m["obs"] and t0 < b and t1 > a:
+                mine.append(str(f))
+        series = TimeSeries.read(mine, channel, start=a, end=b, format="gwf")
+        if series.sample_rate.value != rate:
+            raise ValueError(f"the oracle reads frames at the model rate only ({channel})")
+        rows.append(np.asarray(series.value, dtype=np.float64))
+    return np.stack(rows)
+
+
+def _graph(config: dict, name: str):
+    import onnxruntime
+
+    repo = Path(config["model"]["repository"])
+    path = repo / json.loads((repo / "manifest.json").read_text())["networks"][name]["path"]
+    return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def run_network(session, windows: np.ndarray, chunk: int = 64) -> np.ndarray:
+    """The graph on ``[N, C, K]`` windows, ``chunk`` at a time; its first output."""
+    name = session.get_inputs()[0].name
+    out = [session.run(None, {name: windows[i : i + chunk].astype(np.float32)})[0]
+           for i in range(0, len(windows), chunk)]
+    return np.concatenate(out).astype(np.float64)
+
+
+def cut_windows(samples: np.ndarray, first: int, last: int, kernel: int, stride: int):
+    """Windows ``first..last`` (inclusive) of a stream: window j ends at sample (j + 1) S."""
+    return np.stack([samples[:, (j + 1) * stride - kernel : (j + 1) * stride]
+                     for j in range(first, last + 1)])
+
+
+def overlap_average(predictions: np.ndarray, first: int, n_samples: int, kernel: int,
+                    stride: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean of every window prediction covering each sample (windows ``first``, ...):
+    ``(sums / counts, counts)`` over ``n_samples`` stream samples."""
+    total = np.zeros((predictions.shape[1], n_samples))
+    count = np.zeros(n_samples)
+    for i, prediction in enumerate(predictions):
+        end = (first + i + 1) * stride
+        total[:, end - kernel : end] += prediction
+        count[end - kernel : end] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return total / count, count
+
+
+def bandpass(config: dict, values: np.ndarray) -> np.ndarray:
+    from scipy import signal
+
+    d = config["deepclean"]
+    sos = signal.butter(int(d["filter_order"]), (float(d["band_low_hz"]),
+                        float(d["band_high_hz"])), btype="bandpass",
+                        fs=float(config["data"]["sample_rate"]), output="sos")
+    return signal.sosfiltfilt(sos, values)
+
+
+def clustered(time: np.ndarray, values: np.ndarray, cluster_seconds: float, dx: float):
+    """Values that are the largest within ``+-cluster_seconds / 2`` (inside the series)."""
+    half = int(round(cluster_seconds / 2 / dx))
+    keep = [i for i in range(len(values))
+            if values[i] >= values[max(0, i - half) : i + half + 1].max()]
+    return time[keep], values[keep]
+
+
+def expected_outputs(run_dir: Path) -> tuple[list[Expected], Triggers | None]:
+    """Every series (and the triggers) the campaign of ``run_dir`` must hold."""
+    config = read_run_config(run_dir)
+    mode = config["model"]["mode"]
+    rate = float(config["data"]["sample_rate"])
+    kernel = round(float(config["model"]["kernel_seconds"]) * rate)
+    stride = round(rate / float(config["model"]["inference_rate"]))
+    strain = list(config["data"]["channels"])
+    ifos = [c.split(":")[0] for c in strain]
+    witnesses = list(config["data"].get("witnesses", []))
+    first_window = -(-kernel // stride) - 1  # the first window wholly inside the data
+    m = kernel // stride
+    warmup = {"classifier": first_window, "bbhnet": first_window,
+              "deepclean": 2 * (m - 1), "e2e": 3 * (m - 1)}[mode]
+    expected: list[Expected] = []
+    trigger_times, trigger_values = [], []
+    for a, b in stretches(config, warmup):
+        n_windows = round((b - a) * rate) // stride
+        if mode in ("classifier", "bbhnet"):
+            data = read_stretch(config, strain, a, b)
+            windows = cut_windows(data, first_window, n_windows - 1, kernel, stride)
+            statistic = run_network(_graph(config, mode), windows).reshape(-1)
+            x0 = a + (first_window + 1) * stride / rate
+            expected.append(Expected("statistic", x0, stride / rate, statistic))
+            continue
+        if kernel % stride:
+            raise ValueError("DeepClean's averaging needs K a multiple of S")
+        stream = witnesses if mode == "deepclean" else strain + witnesses
+        data = read_stretch(config, stream, a, b)
+        predictions = run_network(_graph(config, "deepclean"),
+                                  cut_windows(data, m - 1, n_windows - 1, kernel, stride))
+        average, count = overlap_average(predictions, m - 1, n_windows * stride, kernel, stride)
+        complete = slice((m - 1) * stride, (n_windows - m + 1) * stride)
+        assert (count[complete] == m).all()
+        if mode == "deepclean":
+            kept = complete
+        else:
+            kept = slice(2 * (m - 1) * stride, complete.stop)
+            cleaned = data[: len(ifos)] - average
+            # no cleaned strain outside the complete strides: must not be used
+            cleaned[:, : complete.start] = np.nan
+            cleaned[:, complete.stop :] = np.nan
+            last = n_windows - m  # the last complete stride
+            clean_windows = cut_windows(cleaned, 2 * (m - 1), last, kernel, stride)
+            statistic = run_network(_graph(config, "bbhnet"), clean_windows).reshape(-1)
+            x0 = a + (2 * m - 1) * stride / rate
+            expected.append(Expected("statistic", x0, stride / rate, statistic))
+        raw = read_stretch(config, strain, a, b) if mode == "deepclean" else data[: len(ifos)]
+        for i, ifo in enumerate(ifos):
+            noise = bandpass(config, average[i, kept])
+            x0 = a + kept.start / rate
+            expected.append(Expected(f"noise/{ifo}", x0, 1 / rate, noise))
+            expected.append(Expected(f"clean/{ifo}", x0, 1 / rate, raw[i, kept] - noise))
+    if mode in ("classifier", "deepclean"):
+        return expected, None
+    for series in expected:
+        if series.group == "statistic":
+            time = series.x0 + np.arange(len(series.values)) * series.dx
+            t, v = clustered(time, series.values, float(config["bbhnet"]["cluster_seconds"]),
+                             series.dx)
+            trigger_times.append(t)
+            trigger_values.append(v)
+    return expected, Triggers(np.concatenate(trigger_times), np.concatenate(trigger_values))
+
+
+# ---- the check ---------------------------------------------------------------------------
+
+
+def read_series(path: Path) -> dict[str, list[tuple[float, float, np.ndarray]]]:
+    """``group → [(x0, dx, values)]`` of every time series in a campaign file, by x0."""
+    found: dict[str, list[tuple[float, float, np.ndarray]]] = {}
+    with h5py.File(path, "r") as f:
+        def visit(name: str, item) -> None:
+            if isinstance(item, h5py.Dataset) and "x0" in item.attrs:
+                group = name.rsplit("/", 1)[0]
+                found.setdefault(group, []).append(
+                    (float(item.attrs["x0"]), float(item.attrs["dx"]), item[()]))
+        f.visititems(visit)
+    return {group: sorted(rows, key=lambda r: r[0]) for group, rows in found.items()}
+
+
+def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
+    """``max |actual - expected| / max |expected|``; inf when either holds NaN or Inf or the
+    lengths differ."""
+    actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+    if actual.shape != expected.shape:
+        return math.inf
+    if not (np.isfinite(actual).all() and np.isfinite(expected).all()):
+        return math.inf
+    scale = float(np.abs(expected).max()) if expected.size else 0.0
+    error = float(np.abs(actual - expected).max()) if expected.size else 0.0
+    return error / scale if scale else (0.0 if error == 0 else math.inf)
+
+
+def check_campaign(campaign: Path, run_dir: Path, tolerance: float = 1e-4) -> list[str]:
+    """Every difference between ``campaign`` and the oracle's prediction, as sentences
+    (empty: the campaign is right)."""
+    expected, triggers = expected_outputs(run_dir)
+    return compare_with(read_series(campaign), read_triggers(campaign), expected, triggers,
+                        tolerance)
+
+
+def read_triggers(path: Path) -> Triggers | None:
+    with h5py.File(path, "r") as f:
+        if "triggers" not in f:
+            return None
+        table = f["triggers"][()]
+    return Triggers(table["time"].astype(np.float64), table["statistic"].astype(np.float64))
+
+
+def compare_with(series: dict, triggers: Triggers | None, expected: list[Expected],
+                 expected_triggers: Triggers | None, tolerance: float) -> list[str]:
+    """The check of ``check_campaign`` on series already read (the negative controls shift
+    them)."""
+    problems = []
+    groups = sorted({e.group for e in expected})
+    if sorted(series) != groups:
+        problems.append(f"groups {sorted(series)}, expected {groups}")
+    for group in groups:
+        want = [e for e in expected if e.group == group]
+        have = series.get(group, [])
+        if len(have) != len(want):
+            problems.append(f"{group}: {len(have)} stretches, expected {len(want)}")
+            continue
+        for (x0, dx, values), e in zip(have, want, strict=True):
+            where = f"{group} at {e.x0:.6f}"
+            if not abs(x0 - e.x0) <= TIME_TOLERANCE_SECONDS:
+                problems.append(f"{where}: x0 {x0:.6f}")
+            if not abs(dx - e.dx) <= 1e-12:
+                problems.append(f"{where}: dx {dx}, expected {e.dx}")
+            if len(values) != len(e.values):
+                problems.append(f"{where}: {len(values)} samples, expected {len(e.values)}")
+                continue
+            error = relative_error(values, e.values)
+            if not error <= tolerance:
+                problems.append(f"{where}: relative error {error:.3g} > {tolerance:g}")
+    if (triggers is None) != (expected_triggers is None):
+        problems.append(f"triggers table {'missing' if triggers is None else 'unexpected'}")
+    elif triggers is not None:
+        if len(triggers.time) != len(expected_triggers.time):
+            problems.append(f"triggers: {len(triggers.time)} rows, expected "
+                            f"{len(expected_triggers.time)}")
+        else:
+            worst = float(np.abs(triggers.time - expected_triggers.time).max(initial=0.0))
+            if not worst <= TIME_TOLERANCE_SECONDS:
+                problems.append(f"triggers: times differ by up to {worst:.3g} s")
+            error = relative_error(triggers.statistic, expected_triggers.statistic)
+            if not error <= tolerance:
+                problems.append(f"triggers: statistic relative error {error:.3g}")
+    return problems
