@@ -10,6 +10,7 @@ a NaN in it, and the oracle must refuse each.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import subprocess
 import sys
@@ -35,11 +36,12 @@ def cli(*args: str) -> None:
     assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout}\n{result.stderr}"
 
 
-def run_campaign(root: Path, mode: str, extra: list[str]) -> Path:
-    """Export, make-dag and run-local one mode of ``root/campaign.toml``; the run directory."""
+def run_campaign(root: Path, mode: str, extra: list[str], layout: str = "fused") -> Path:
+    """Export (the ``fused`` model or the ``ensemble`` layout), make-dag and run-local one mode
+    of ``root/campaign.toml``; the run directory."""
     overrides = [
         f"model.mode={mode}",
-        f"model.repository={root / mode / 'repository'}",
+        f"model.repository={root / mode / layout / 'repository'}",
         f"data.witnesses={WITNESSES}",
         "model.batch_size=5",
         "layout.servers=2",
@@ -49,8 +51,8 @@ def run_campaign(root: Path, mode: str, extra: list[str]) -> Path:
     sets = [arg for o in overrides for arg in ("--set", o)]
     config = str(root / "campaign.toml")
     weights = [] if mode == "classifier" else ["--weights", str(root / "weights")]
-    cli("export", config, *sets, *weights)
-    run_dir = root / mode / "run"
+    cli("export", config, *sets, *weights, *(["--ensemble"] if layout == "ensemble" else []))
+    run_dir = root / mode / layout / "run"
     cli("make-dag", config, *sets, "--out", str(run_dir))
     try:
         cli("run-local", str(run_dir))
@@ -90,6 +92,15 @@ def test_campaign_matches_the_oracle(runs: dict[str, Path], mode: str) -> None:
               "e2e": {"statistic", "noise/H1", "noise/L1", "clean/H1", "clean/L1"}}[mode]
     assert {e.group for e in expected} == groups
     assert oracle_problems(runs[mode]) == []
+
+
+def test_ensemble_layout_campaign_matches_the_oracle(dataset: Path) -> None:
+    """``export --ensemble`` (every stage its own model) gives the same, right output."""
+    run_dir = run_campaign(dataset, "e2e", [], layout="ensemble")
+    manifest = json.loads((dataset / "e2e" / "ensemble" / "repository" / "manifest.json")
+                          .read_text())
+    assert manifest["served"] == "ensemble" and "averager" in manifest["models"]
+    assert oracle_problems(run_dir) == []
 
 
 def test_campaign_with_gaps_and_science_segments_matches_the_oracle(tmp_path: Path) -> None:
