@@ -115,13 +115,11 @@ def run_demo(
 def streaming_line(run_dir: Path, data_seconds: float, reference: dict[str, float]) -> str:
     """``streaming: X data-s/s (campaign clients), Y data-s/s (reference)``: X over the time
     from the first client's first request to the last client's last response (the parts'
-    sidecars), Y over the reference's streaming time (no discovery, no post-processing)."""
-    import json
+    sidecars, ``workflow.pilot``), Y over the reference's streaming time (no discovery, no
+    post-processing)."""
+    from offline_iaas.workflow.pilot import read_pilot
 
-    sidecars = [json.loads(p.read_text()) for p in sorted((run_dir / "parts").glob("*.json"))]
-    first = [s["first_request_unix"] for s in sidecars if s.get("first_request_unix")]
-    last = [s["last_response_unix"] for s in sidecars if s.get("last_response_unix")]
-    campaign = data_seconds / (max(last) - min(first)) if first and last else float("nan")
+    campaign = data_seconds / read_pilot(run_dir).streaming_seconds
     ours = reference["data_seconds"] / reference["streaming_seconds"]
     return (f"streaming: {campaign:.1f} data-s/s (campaign clients), {ours:.1f} data-s/s "
             f"(reference); {campaign / ours:.2f} x")

@@ -182,9 +182,8 @@ def plan_from_run(config: CampaignConfig, target_hours: float, run_dir: Path) ->
     if not target_hours > 0:
         raise ConfigError(f"--target-hours must be positive, got {target_hours}")
     pilot = read_pilot(run_dir)
-    pilot_config = pilot_config_of(run_dir)
-    same = (pilot_config.model.mode, pilot_config.stream_channels, pilot_config.kernel_samples,
-            pilot_config.stride_samples, pilot_config.data.sample_rate)
+    same = (pilot.config.model.mode, pilot.config.stream_channels, pilot.config.kernel_samples,
+            pilot.config.stride_samples, pilot.config.data.sample_rate)
     wanted = (config.model.mode, config.stream_channels, config.kernel_samples,
               config.stride_samples, config.data.sample_rate)
     if same != wanted:
@@ -228,9 +227,3 @@ def plan_from_run(config: CampaignConfig, target_hours: float, run_dir: Path) ->
     return CapacityPlan(servers, pilot.clients_per_server, pilot.batch_size, streaming / 3600,
                         lines, per_server, wall, str(run_dir),
                         {"servers": pilot.servers, "wall_seconds": wall_with(pilot.servers)[1]})
-
-
-def pilot_config_of(run_dir: Path) -> CampaignConfig:
-    from offline_iaas.config import load_config
-
-    return load_config(Path(run_dir) / "campaign.toml")

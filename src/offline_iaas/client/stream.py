@@ -215,9 +215,9 @@ def _stream_once(
     ``progress`` counts data seconds (re-primed warm-up windows included); ``times`` records
     the first request and the last response.
     """
-    times = StreamTimes() if times is None else times
     import tritonclient.grpc as grpcclient
 
+    times = StreamTimes() if times is None else times
     stride = config.stride_samples
     warmup = config.warmup_windows
     outputs = ensemble_outputs(config)

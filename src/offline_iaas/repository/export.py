@@ -108,34 +108,14 @@ def export_repository(
                 "export to a new model.repository"
             )
     repo.parent.mkdir(parents=True, exist_ok=True)
-    versions: dict[str, int] = {}
-    networks_served: dict[str, dict[str, Any]] = {}
     # The networks are exported (and bad weights refused) before the repository is touched.
     with tempfile.TemporaryDirectory(dir=repo.parent) as tmp:
         graphs = networks.build_graphs(config, weights, Path(tmp))
         if served == "fused":
             versions, networks_served = _write_fused(config, graphs, shape, Path(tmp))
             models = [config.model.name]
-        for graph in graphs if served == "ensemble" else ():
-            version = latest_version(repo / graph.name) + 1
-            staged = Path(tmp) / graph.name / str(version)
-            staged.mkdir(parents=True)
-            if flavor == "cpu":
-                os.replace(graph.path, staged / "model.onnx")
-                (staged / "model.py").write_text(backend_source("onnx_network.py"))
-                net_config = mcfg.network_config(graph.name, graph.inputs, graph.outputs, shape)
-            else:
-                net_config = _gpu_network(graph, staged / "model.onnx", shape)
-            (repo / graph.name).mkdir(parents=True, exist_ok=True)
-            os.replace(staged, repo / graph.name / str(version))
-            _write(repo / graph.name / "config.pbtxt", mcfg.to_pbtxt(net_config))
-            versions[graph.name] = version
-            networks_served[graph.name] = {
-                "path": f"{graph.name}/{version}/model.onnx",
-                "inputs": [name for name, _ in graph.inputs],
-                "outputs": [name for name, _ in graph.outputs],
-                "batched": flavor == "gpu" or graph.batched,
-            }
+        else:
+            versions, networks_served = _write_networks(config, graphs, shape, flavor, Path(tmp))
 
     if served == "ensemble":
         for stage in pipeline.stages(config):
@@ -166,6 +146,37 @@ def export_repository(
         ),
     )
     return repo
+
+
+def _write_networks(
+    config: CampaignConfig, graphs: list, shape: mcfg.EnsembleShape, flavor: str, tmp: Path
+) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
+    """Write a new version of each network as its own model (the ensemble layout); return the
+    networks' versions and manifest entries."""
+    repo = config.model.repository
+    versions: dict[str, int] = {}
+    served: dict[str, dict[str, Any]] = {}
+    for graph in graphs:
+        version = latest_version(repo / graph.name) + 1
+        staged = tmp / graph.name / str(version)
+        staged.mkdir(parents=True)
+        if flavor == "cpu":
+            os.replace(graph.path, staged / "model.onnx")
+            (staged / "model.py").write_text(backend_source("onnx_network.py"))
+            net_config = mcfg.network_config(graph.name, graph.inputs, graph.outputs, shape)
+        else:
+            net_config = _gpu_network(graph, staged / "model.onnx", shape)
+        (repo / graph.name).mkdir(parents=True, exist_ok=True)
+        os.replace(staged, repo / graph.name / str(version))
+        _write(repo / graph.name / "config.pbtxt", mcfg.to_pbtxt(net_config))
+        versions[graph.name] = version
+        served[graph.name] = {
+            "path": f"{graph.name}/{version}/model.onnx",
+            "inputs": [name for name, _ in graph.inputs],
+            "outputs": [name for name, _ in graph.outputs],
+            "batched": flavor == "gpu" or graph.batched,
+        }
+    return versions, served
 
 
 def _write_fused(

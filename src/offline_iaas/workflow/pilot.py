@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from offline_iaas.config import load_config
+from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ConfigError
 
 
@@ -22,11 +22,8 @@ class PilotRun:
     """Timings of a finished campaign (seconds)."""
 
     run_dir: Path
-    data_seconds: float
-    """The span the campaign analysed (``data.duration``)."""
-    servers: int
-    clients_per_server: int
-    batch_size: int
+    config: CampaignConfig
+    """The pilot's resolved config (``RUN/campaign.toml``)."""
     run_seconds: float
     """First node's start to last node's end."""
     start_seconds: float
@@ -36,6 +33,23 @@ class PilotRun:
     merge_seconds: float
     """The merge's own work (stitching, post-processing; ``output/campaign.json``), which grows
     with the data; the rest of the merge node (start-up, the report) is in ``other_seconds``."""
+
+    @property
+    def data_seconds(self) -> float:
+        """The span the campaign analysed (``data.duration``)."""
+        return self.config.data.duration
+
+    @property
+    def servers(self) -> int:
+        return self.config.layout.servers
+
+    @property
+    def clients_per_server(self) -> int:
+        return self.config.layout.clients_per_server
+
+    @property
+    def batch_size(self) -> int:
+        return self.config.model.batch_size
 
     @property
     def other_seconds(self) -> float:
@@ -89,10 +103,7 @@ def read_pilot(run_dir: Path) -> PilotRun:
     summary = _json(run_dir / "output" / "campaign.json")
     return PilotRun(
         run_dir=run_dir,
-        data_seconds=config.data.duration,
-        servers=config.layout.servers,
-        clients_per_server=config.layout.clients_per_server,
-        batch_size=config.model.batch_size,
+        config=config,
         run_seconds=last - first,
         start_seconds=min(requests) - first,
         streaming_seconds=max(responses) - min(requests),

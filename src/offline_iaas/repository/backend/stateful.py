@@ -126,7 +126,7 @@ class ModeStream:
     """A campaign mode's whole chain of stages for one stream: ``update`` → its outputs.
 
     This is the fused model's step (``fused.py``: one per sequence) and the reference's
-    (``pipeline.StreamRunner``), so both run the same code.
+    (``pipeline.mode_stream``), so both run the same code.
 
     Parameters
     ----------
