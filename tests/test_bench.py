@@ -1,5 +1,6 @@
-"""``offline-iaas bench`` and ``plan``: the fused model's windows, the limit, the capacity
-arithmetic, and the regression check of service/limit on a real server (tiny workload)."""
+"""``offline-iaas bench`` and ``plan``: the snapshot windows, the capacity arithmetic, the
+bench command on the campaign's repository, and the regression check of service/limit on a
+real server (tiny workload)."""
 
 from __future__ import annotations
 
@@ -42,68 +43,6 @@ def test_snapshot_windows_into_a_batch_are_the_streams_windows(splits: list[int]
             end = kernel + first + (j + 1) * stride
             np.testing.assert_array_equal(out[j], stream[:, end - kernel : end])
         first += n * stride
-
-
-def _conv_stack(padding: int, channels: int = 2):
-    """A toy-like network: ``features`` (Conv1d + ReLU, stride 2), mean, ``head``."""
-    import torch
-    from torch import nn
-
-    torch.manual_seed(1)
-
-    class Stack(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.features = nn.Sequential(
-                nn.Conv1d(channels, 4, 7, stride=2, padding=padding), nn.ReLU(),
-                nn.Conv1d(4, 8, 5, stride=2, padding=padding), nn.ReLU(),
-                nn.Conv1d(8, 8, 3, stride=2, padding=padding), nn.ReLU(),
-            )
-            self.head = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
-
-        def forward(self, windows: torch.Tensor) -> torch.Tensor:
-            return self.head(self.features(windows).mean(dim=-1))[:, 0]
-
-    return Stack().eval()
-
-
-@pytest.mark.parametrize("padding", [0, 3])
-def test_conv_stream_equals_the_network_window_by_window(tmp_path: Path, padding: int) -> None:
-    """Streamed layer by layer (padded stacks with their edges recomputed), every window's
-    output equals the whole-window graph's on the snapshotter's windows."""
-    from offline_iaas.bench.backend.streaming_conv import ConvStream, open_graphs
-    from offline_iaas.bench.limit import onnx_session
-    from offline_iaas.bench.streaming import export_streaming_graphs
-    from offline_iaas.models.weights import export_onnx
-
-    channels, kernel, stride = 2, 512, 64
-    network = _conv_stack(padding, channels)
-    export_streaming_graphs(network, channels, tmp_path / "stream")
-    export_onnx(network, tmp_path / "net.onnx", "windows", "out", (2, channels, kernel))
-    whole = onnx_session(tmp_path / "net.onnx", 1)
-    graphs = open_graphs(str(tmp_path / "stream"), lambda path: onnx_session(Path(path), 1))
-    stream = ConvStream(*graphs, channels, kernel, stride)
-    windows = SnapshotState(channels, kernel, stride)
-    data = np.random.default_rng(4).standard_normal((channels, 60 * stride)).astype(np.float32)
-    first = 0
-    for n in (1, 7, 20, 2, 30):
-        update = data[:, first : first + n * stride]
-        first += n * stride
-        batch = np.empty((n, channels, kernel), np.float32)
-        windows.windows_into(update, batch)
-        expected = whole.run(None, {"windows": batch})[0]
-        np.testing.assert_allclose(stream.update(update), expected, rtol=1e-5, atol=1e-6)
-
-
-def test_conv_stream_refuses_windows_off_the_strides_grid() -> None:
-    from offline_iaas.bench.backend.streaming_conv import ConvLayer, ConvStream, edge_plan
-
-    layers = [ConvLayer(7, 2, 0)] * 5  # strides' product 32
-    assert edge_plan(layers, 8192).top_length == 251
-    with pytest.raises(ValueError, match="32"):
-        edge_plan(layers, 8200)
-    with pytest.raises(ValueError, match="not a multiple of 32"):
-        ConvStream(layers, [], None, None, 2, 8192, 48)
 
 
 def test_shares_cover_the_span_and_differ_by_at_most_one() -> None:
@@ -191,9 +130,9 @@ def test_bench_command_writes_results_tables_and_plots(tmp_path: Path) -> None:
     ])
     assert code == 0
     header, measurements = read_results(out / "results.json")
-    assert {m.path for m in measurements} == {
-        "limit", "window-limit", "service", "naive", "ensemble"
-    }
+    assert {m.path for m in measurements} == {"limit", "service", "naive"}
+    # the limit in both layouts of the server's two threads: two processes, one process
+    assert sorted(m.extra["processes"] for m in measurements if m.path == "limit") == [1, 2]
     service = next(m for m in measurements if m.path == "service")
     # the service sends each sample once; the naive path every window whole (K/S = 8 times)
     naive = next(m for m in measurements if m.path == "naive")
@@ -208,139 +147,3 @@ def test_bench_command_writes_results_tables_and_plots(tmp_path: Path) -> None:
     (out / "RESULTS.md").unlink()
     assert main(["bench", "--report-only", "--out", str(out)]) == 0  # measures nothing
     assert (out / "RESULTS.md").read_text() == text
-
-
-def test_gpu_repository_computes_what_the_limit_computes(tmp_path: Path) -> None:
-    """The gpu flavor's snapshotter and batched network (run here on CPU onnxruntime) give
-    the limit's outputs for the same stream."""
-    import onnxruntime
-
-    from offline_iaas.bench.gpu import GPU_PIPELINE, write_gpu_repository
-    from offline_iaas.bench.limit import onnx_session
-    from offline_iaas.bench.repository import NETWORK
-    from offline_iaas.repository.model_configs import parse_pbtxt
-
-    root = write_gpu_repository(TINY, tmp_path / "gpu")
-    for name in ("snapshotter", NETWORK, GPU_PIPELINE):
-        assert parse_pbtxt((root / name / "config.pbtxt").read_text()).name == name
-    snap = onnxruntime.InferenceSession(str(root / "snapshotter" / "1" / "model.onnx"))
-    net = onnxruntime.InferenceSession(str(root / NETWORK / "1" / "model.onnx"))
-    flat = onnx_session(root / "network.onnx", 1)
-    data = np.random.default_rng(5).standard_normal((TINY.channels, 12 * TINY.stride_samples))
-    data = data.astype(np.float32)
-    state = np.zeros((1, TINY.channels, TINY.kernel_samples), np.float32)
-    stream = SnapshotState(TINY.channels, TINY.kernel_samples, TINY.stride_samples)
-    for index, n in enumerate((5, 7)):
-        first = 5 * TINY.stride_samples * index
-        update = data[:, first : first + n * TINY.stride_samples]
-        flags = {"START": np.array([[int(index == 0)]], np.int32),
-                 "END": np.array([[0]], np.int32), "CORRID": np.array([[1]], np.uint64)}
-        windows, state = snap.run(None, {"update": update[None], "INPUT_STATE": state, **flags})
-        served = net.run(None, {"windows": windows})[0][0]
-        expected_windows = np.empty((n, TINY.channels, TINY.kernel_samples), np.float32)
-        stream.windows_into(update, expected_windows)
-        expected = flat.run(None, {"windows": expected_windows})[0]
-        np.testing.assert_allclose(served, expected, rtol=1e-5, atol=1e-6)
-
-
-def test_gpu_bench_refuses_to_run_without_a_gpu(monkeypatch) -> None:
-    from offline_iaas.bench import gpu
-    from offline_iaas.errors import ServerError
-
-    monkeypatch.setattr(gpu, "gpu_names", lambda: [])
-    with pytest.raises(ServerError, match="no GPU"):
-        gpu.require_gpu()
-
-
-@pytest.mark.slow
-def test_served_fused_model_equals_the_reference_steps(tmp_path: Path) -> None:
-    """Through a real server, the fused model's averaged DeepClean output equals the
-    repository's own steps (SnapshotState, the graph, OnlineAverage) run in-process."""
-    import tritonclient.grpc as grpcclient
-
-    from offline_iaas.bench.limit import onnx_session
-    from offline_iaas.bench.repository import FUSED, ServerLayout, network_path
-    from offline_iaas.bench.repository import write_repository as write_bench_repository
-    from offline_iaas.bench.server import bench_server
-    from offline_iaas.bench.workloads import Workload
-    from offline_iaas.repository.backend.stateful import OnlineAverage
-
-    load = Workload("tiny-deepclean", "deepclean", 2, 256.0, 1.0, 8.0, "prediction", True)
-    repo = write_bench_repository(load, ServerLayout(instances=2), tmp_path / "repo")
-    data = np.random.default_rng(7).standard_normal((2, 40 * load.stride_samples))
-    data = data.astype(np.float32)
-    sizes = [16, 8, 13, 3]  # windows per request
-    session = onnx_session(network_path(repo), 1)
-    snap = SnapshotState(load.channels, load.kernel_samples, load.stride_samples)
-    average = OnlineAverage(load.kernel_samples, load.stride_samples, 1)
-    expected, served, first = [], [], 0
-    with bench_server(repo, tmp_path / "run", [FUSED]) as server:
-        client = grpcclient.InferenceServerClient(server.url)
-        try:
-            for index, n in enumerate(sizes):
-                update = data[:, first : first + n * load.stride_samples]
-                first += n * load.stride_samples
-                prediction = session.run(None, {"windows": snap.update(update)})[0]
-                expected.append(average.update(prediction))
-                tensor = grpcclient.InferInput("update", [1, *update.shape], "FP32")
-                tensor.set_data_from_numpy(update[None])
-                result = client.infer(
-                    FUSED, [tensor], sequence_id=77, sequence_start=index == 0,
-                    sequence_end=index == len(sizes) - 1, headers=server.headers,
-                )
-                served.append(result.as_numpy(load.served_output)[0])
-        finally:
-            client.close()
-    np.testing.assert_allclose(
-        np.concatenate(served, axis=-1), np.concatenate(expected, axis=-1), rtol=1e-5,
-        atol=1e-6,
-    )
-    assert processes_mentioning(str(repo)) == []
-
-
-def test_served_streaming_model_equals_the_whole_window_network(tmp_path: Path) -> None:
-    """Through a real server (two instances, two interleaved sequences), the fused model that
-    streams the toy CNN answers what the whole-window graph gives on the same windows."""
-    import tritonclient.grpc as grpcclient
-
-    from offline_iaas.bench.limit import onnx_session
-    from offline_iaas.bench.repository import FUSED, ServerLayout, network_path
-    from offline_iaas.bench.repository import write_repository as write_bench_repository
-    from offline_iaas.bench.server import bench_server
-
-    load = TINY
-    repo = write_bench_repository(load, ServerLayout(instances=2), tmp_path / "repo")
-    session = onnx_session(network_path(repo), 1)
-    rng = np.random.default_rng(8)
-    sizes = [16, 8, 13, 3]
-    data = {seq: rng.standard_normal((2, sum(sizes) * load.stride_samples)).astype(np.float32)
-            for seq in (11, 12)}
-    windows = {seq: SnapshotState(load.channels, load.kernel_samples, load.stride_samples)
-               for seq in data}
-    expected: dict[int, list] = {seq: [] for seq in data}
-    served: dict[int, list] = {seq: [] for seq in data}
-    with bench_server(repo, tmp_path / "run", [FUSED]) as server:
-        client = grpcclient.InferenceServerClient(server.url)
-        try:
-            first = 0
-            for index, n in enumerate(sizes):
-                for seq, samples in data.items():
-                    update = samples[:, first : first + n * load.stride_samples]
-                    batch = np.empty((n, load.channels, load.kernel_samples), np.float32)
-                    windows[seq].windows_into(update, batch)
-                    expected[seq].append(session.run(None, {"windows": batch})[0])
-                    tensor = grpcclient.InferInput("update", [1, *update.shape], "FP32")
-                    tensor.set_data_from_numpy(update[None])
-                    result = client.infer(
-                        FUSED, [tensor], sequence_id=seq, sequence_start=index == 0,
-                        sequence_end=index == len(sizes) - 1, headers=server.headers,
-                    )
-                    served[seq].append(result.as_numpy(load.served_output)[0])
-                first += n * load.stride_samples
-        finally:
-            client.close()
-    for seq in data:
-        np.testing.assert_allclose(
-            np.concatenate(served[seq]), np.concatenate(expected[seq]), rtol=1e-5, atol=1e-6
-        )
-    assert processes_mentioning(str(repo)) == []

@@ -160,7 +160,6 @@ def cmd_merge(args: argparse.Namespace) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
-    from offline_iaas.bench.repository import ServerLayout
     from offline_iaas.bench.run import run_bench
     from offline_iaas.bench.sweep import DEFAULT_DATA_SECONDS, SweepPlan
 
@@ -172,9 +171,8 @@ def cmd_bench(args: argparse.Namespace) -> None:
         default_clients=args.k,
         in_flight=args.in_flight,
         repeats=args.repeats,
-        layout=ServerLayout(instances=args.instances, intra_op_threads=args.threads),
+        instances=args.instances,
         data_seconds={k: v * args.data_scale for k, v in DEFAULT_DATA_SECONDS.items()},
-        ensemble=not args.no_ensemble,
     )
     if args.report_only:
         from offline_iaas.bench.run import write_report
@@ -307,22 +305,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("bench", cmd_bench, "measure service, limit and naive throughput; write "
                 "RESULTS.md, results.json and plots", config=False)
     p.add_argument("--out", type=Path, default=Path("benchmarks"), help="output directory")
-    p.add_argument("--workloads", nargs="+", default=["toy", "deepclean"],
-                   choices=["toy", "deepclean", "tiny"])
+    p.add_argument("--workloads", nargs="+", default=["toy", "deepclean", "bbhnet", "e2e"],
+                   choices=["toy", "deepclean", "bbhnet", "e2e", "tiny"])
     p.add_argument("--batch-sizes", nargs="+", type=int, default=[8, 32, 128],
                    help="batch sizes swept at -k clients")
     p.add_argument("--clients", nargs="+", type=int, default=[1, 2, 4],
                    help="client counts swept at --batch-size")
-    p.add_argument("--batch-size", type=int, default=32, help="default point's batch size")
+    p.add_argument("--batch-size", type=int,
+                   help="default point's batch size (default: each workload's own)")
     p.add_argument("-k", type=int, default=2, help="default point's clients")
     p.add_argument("--in-flight", type=int, default=4, help="requests in flight per client")
     p.add_argument("--repeats", type=int, default=3, help="repeats per path and point")
-    p.add_argument("--instances", type=int, default=2, help="network instances per server")
-    p.add_argument("--threads", type=int, default=1, help="onnxruntime threads per instance")
+    p.add_argument("--instances", type=int, default=2,
+                   help="server.instances of the served model (one onnxruntime thread each)")
     p.add_argument("--data-scale", type=float, default=1.0,
                    help="multiply the data streamed per measurement")
-    p.add_argument("--no-ensemble", action="store_true",
-                   help="skip the cpu flavor's ensemble at the default point")
     p.add_argument("--work-dir", type=Path, help="keep repositories and logs here")
     p.add_argument("--report-only", action="store_true",
                    help="measure nothing: rewrite RESULTS.md and the plots from --out's "

@@ -1,18 +1,19 @@
-"""``offline-iaas bench``: throughput of the service against its limit and a naive baseline.
+"""``offline-iaas bench``: throughput of the campaign path against its limit and a naive baseline.
 
-One job per module:
+The bench serves no model of its own: each workload is a campaign config, ``export`` writes
+its repository, ``serve``'s tritonserver serves it and the campaign client's request stream
+feeds it. One job per module:
 
-``workloads``    the toy and DeepClean workloads (networks, channels, rates)
-``repository``   the bench's model repository (fused, ensemble and naive models)
-``backend/``     python-backend models that exist only in the bench (the fused model)
-``server``       one bench tritonserver: start, readiness, CPU accounting, stop by PID
+``workloads``    the workloads: a campaign config per mode, seeded weights, synthetic data
+``server``       one tritonserver on an exported repository: readiness, CPU, stop by PID
 ``accounting``   CPU seconds of processes and TCP bytes of a server's connections
-``limit``        in-process onnxruntime over every window (no server)
-``clients``      client processes started together, their CPU time and results
-``service``      k clients streaming batched snapshot updates (the real pipeline)
+``limit``        the mode's whole-window graphs in-process over every window (no server)
+``clients``      worker processes started together, their CPU time and results
+``service``      k clients streaming batched snapshot updates to the served model
 ``naive``        k clients sending whole windows to the network model (no snapshotter)
 ``sweep``        the whole measurement: workloads x batch sizes x client counts
-``report``       table, plots, ``RESULTS.md`` and ``results.json``
+``report``       tables, plots and ``RESULTS.md``; ``results`` the measurements' file
+``regression``   service/limit of the tiny workload against a recorded value
 ``monitor_plot`` queue-latency and throughput-over-time plots of ``serve/monitor.py`` CSVs
-``capacity``     ``offline-iaas plan``: servers, clients and batch size from bench results
+``capacity``     ``offline-iaas plan``: servers, clients and batch size from bench or pilot
 """

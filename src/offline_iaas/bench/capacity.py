@@ -33,17 +33,11 @@ from pathlib import Path
 
 from offline_iaas.bench.report import points
 from offline_iaas.bench.results import read_results
-from offline_iaas.bench.workloads import Workload, workload
+from offline_iaas.bench.workloads import WORKLOAD_OF_MODE, Workload, workload
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 
 HEADROOM = 1.25
-BENCH_WORKLOAD_OF_MODE: dict[str, str] = {
-    "deepclean": "deepclean",
-    "e2e": "deepclean",
-    "classifier": "toy",
-    "bbhnet": "toy",
-}
 
 
 @dataclass(frozen=True)
@@ -104,7 +98,7 @@ def plan_capacity(
     if not target_hours > 0:
         raise ConfigError(f"--target-hours must be positive, got {target_hours}")
     header, measurements = read_results(results_path)
-    name = BENCH_WORKLOAD_OF_MODE.get(config.model.mode, "toy")
+    name = WORKLOAD_OF_MODE[config.model.mode]
     load: Workload = workload(name)
     served = [p for p in points(measurements) if p.workload == name and "service" in p.best]
     if not served:
@@ -155,7 +149,7 @@ def plan_capacity(
     if config.server.gpus > 0 and "gpu" not in str(device).lower():
         lines.append(
             f"warning: the campaign asks for {config.server.gpus} GPU(s) per server but the "
-            "bench ran on a CPU server: measure on the GPU node (benchmarks/gpu_bench.py) and "
+            "bench ran on a CPU server: measure on the GPU node and "
             "pass its results with --from-bench"
         )
     clients = servers * best.clients

@@ -50,6 +50,8 @@ class ClientJob:
     ----------
     model
         The served model it calls.
+    outputs
+        The outputs it requests (and reads from every response).
     url, headers
         Server address and the gRPC headers carrying the token.
     load
@@ -61,12 +63,13 @@ class ClientJob:
     in_flight
         Requests outstanding on its stream.
     sequence_id
-        Its sequence ID (stateful models only).
+        Its sequence ID (0: none, for the naive path's stateless network model).
     seed
         Seed of its synthetic data.
     """
 
     model: str
+    outputs: tuple[str, ...]
     url: str
     headers: dict[str, str]
     load: Workload
@@ -133,17 +136,6 @@ class ClientRun:
     @property
     def client_cpu_seconds(self) -> float:
         return sum(r.cpu_seconds for r in self.reports)
-
-
-def take_response(responses: queue.Queue, output: str) -> tuple[str, object]:
-    """Wait for one streamed response; its request ID and output (ServerError on an error)."""
-    try:
-        result, error = responses.get(timeout=RESPONSE_TIMEOUT_SECONDS)
-    except queue.Empty:
-        raise ServerError(f"no response within {RESPONSE_TIMEOUT_SECONDS:.0f} s") from None
-    if error is not None:
-        raise ServerError(f"the server answered with an error: {error}")
-    return result.get_response().id, result.as_numpy(output)
 
 
 def _worker_main(job: Job, streamer: Streamer, ready, go, done, release) -> None:

@@ -1,81 +1,71 @@
-"""The naive baseline: the same server and network, each request carrying whole windows.
+"""The naive baseline: whole windows per request to the mode's network model.
 
 What a first as-a-service attempt does: the client cuts its data into windows itself and
-sends ``[1, n, channels, kernel]`` to the network model (no snapshotter, no sequence), so
-every sample crosses the wire ``kernel / stride`` times. Batch size, clients and in-flight
-depth are the service's. An averaging workload's per-window outputs come back whole and the
-client averages them itself, in request order (responses of two instances may overtake each
-other).
+sends ``[1, n, channels, kernel]`` to the network model of the ``export --ensemble``
+repository (no snapshotter, no sequence), so every sample crosses the wire ``kernel /
+stride`` times. Batch size, clients and in-flight depth are the service's. DeepClean's
+per-window predictions come back whole and the client averages them itself, in request order
+(responses of two instances may overtake each other). Only the single-network modes have a
+naive path: a chained mode's client would run the chain itself.
 """
 
 from __future__ import annotations
 
-import queue
-
 import numpy as np
 
-from offline_iaas.bench.clients import ClientJob, take_response
-from offline_iaas.bench.repository import NETWORK
+from offline_iaas.bench.clients import ClientJob
 from offline_iaas.bench.results import Measurement
 from offline_iaas.bench.server import BenchServer
-from offline_iaas.bench.service import measure_streams
-from offline_iaas.bench.workloads import INPUT_NAME, Workload
+from offline_iaas.bench.service import client_jobs, measure_streams, open_stream
+from offline_iaas.bench.workloads import Workload
 from offline_iaas.repository.backend.stateful import OnlineAverage, SnapshotState
+
+NETWORK_OF_MODE: dict[str, tuple[str, str]] = {
+    "classifier": ("classifier", "statistic"),
+    "bbhnet": ("bbhnet", "statistic"),
+    "deepclean": ("deepclean", "prediction"),
+}
+"""The network model a naive client calls, and its output, per mode."""
+
+
+def has_naive_path(load: Workload) -> bool:
+    return load.mode in NETWORK_OF_MODE
 
 
 def stream_windows(client, job: ClientJob, samples: np.ndarray) -> int:
     """Send ``samples`` as batches of whole windows; return the windows answered."""
-    import tritonclient.grpc as grpcclient
-
     load = job.load
-    responses: queue.Queue = queue.Queue()
     windower = SnapshotState(load.channels, load.kernel_samples, load.stride_samples)
     step = job.batch_size * load.stride_samples
-    output = [grpcclient.InferRequestedOutput(load.output_name)]
-    ordered = _InOrder(load)
+    ordered = _InOrder(load, job.outputs[0])
 
-    def take() -> None:
-        ordered.add(*take_response(responses, load.output_name))
-
-    client.start_stream(
-        callback=lambda result, error: responses.put((result, error)), headers=job.headers
-    )
-    sent = received = 0
-    try:
-        for first in range(0, samples.shape[1], step):
-            while sent - received >= job.in_flight:
-                take()
-                received += 1
+    with open_stream(client, job, ordered.add) as stream:
+        for index, first in enumerate(range(0, samples.shape[1], step)):
             update = samples[:, first : first + step]
             windows = np.empty(
                 (1, update.shape[1] // load.stride_samples, load.channels, load.kernel_samples),
                 np.float32,
             )
             windower.windows_into(update, windows[0])
-            tensor = grpcclient.InferInput(INPUT_NAME, list(windows.shape), "FP32")
-            tensor.set_data_from_numpy(windows)
-            client.async_stream_infer(NETWORK, [tensor], request_id=str(sent), outputs=output)
-            sent += 1
-        while received < sent:
-            take()
-            received += 1
-    finally:
-        client.stop_stream(cancel_requests=received < sent)
+            stream.send("windows", windows, str(index))
+        stream.drain()
     return samples.shape[1] // load.stride_samples
 
 
 class _InOrder:
-    """Feeds responses to the online average in request order (when the load averages)."""
+    """Reads each response; feeds DeepClean's predictions to its average in request order."""
 
-    def __init__(self, load: Workload) -> None:
+    def __init__(self, load: Workload, output: str) -> None:
+        self.output = output
         self.averager = (
-            OnlineAverage(load.kernel_samples, load.stride_samples, load.output_dims[0])
-            if load.averaged else None
+            OnlineAverage(load.kernel_samples, load.stride_samples, len(load.ifos))
+            if load.mode == "deepclean" else None
         )
         self.pending: dict[int, np.ndarray] = {}
         self.next = 0
 
-    def add(self, request_id: str, values: np.ndarray) -> None:
+    def add(self, request_id: str, result) -> None:
+        values = result.as_numpy(self.output)
         if self.averager is None:
             return
         self.pending[int(request_id)] = values
@@ -89,7 +79,7 @@ def measure_naive(
     data_seconds: float, threads: int, seed: int = 0,
 ) -> Measurement:
     """The naive path at the service's batch size, clients and in-flight depth."""
-    return measure_streams(
-        "naive", stream_windows, load, server, NETWORK, batch_size, clients, in_flight,
-        data_seconds, threads, seed,
-    )
+    network, output = NETWORK_OF_MODE[load.mode]
+    jobs = client_jobs(load, server, network, (output,), batch_size, clients, in_flight,
+                       data_seconds, seed, sequences=False)
+    return measure_streams("naive", stream_windows, jobs, server, batch_size, threads)

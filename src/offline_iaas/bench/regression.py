@@ -2,10 +2,10 @@
 
 The tiny workload's windows are cheap, so its service/limit ratio is dominated by what the
 service adds per request (gRPC, the sequence batcher, the python backend, the client): a
-regression there shows in it. One server instance, one onnxruntime thread, one client; the
-limit and the service alternate ``repeats`` times and the best of each is taken. Two ratios
-are recorded: per wall second, and per CPU second (which other processes' load on the machine
-does not move).
+regression there shows in it. The campaign's repository for the tiny workload's config (the
+fused classifier model) with one instance, one client; the limit and the service alternate
+``repeats`` times and the best of each is taken. Two ratios are recorded: per wall second, and
+per CPU second (which other processes' load on the machine does not move).
 
 Record a new value (``benchmarks/regression.json``) with::
 
@@ -22,13 +22,14 @@ from pathlib import Path
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.bench.limit import measure_limit
-from offline_iaas.bench.repository import FUSED, ServerLayout, limit_graphs, write_repository
 from offline_iaas.bench.results import best_by_path
 from offline_iaas.bench.server import bench_server
 from offline_iaas.bench.service import measure_service
 from offline_iaas.bench.workloads import TINY
+from offline_iaas.repository.export import export_repository
+from offline_iaas.repository.pipeline import ensemble_outputs
 
-LAYOUT = ServerLayout(instances=1, intra_op_threads=1, max_sequences=1)
+INSTANCES = 1
 BATCH_SIZE = 32
 CLIENTS = 1
 IN_FLIGHT = 4
@@ -51,19 +52,20 @@ class RegressionRatios:
 
 def measure_regression_ratios(work_dir: Path, repeats: int = REPEATS) -> RegressionRatios:
     """Measure the tiny workload's service/limit ratios on a fresh server in ``work_dir``."""
-    repo = write_repository(TINY, LAYOUT, work_dir / "repository")
+    config = TINY.config(work_dir / "repository", INSTANCES, CLIENTS, BATCH_SIZE)
+    export_repository(config)
+    model, outputs = config.model.name, ensemble_outputs(config)
     found = []
-    with bench_server(repo, work_dir / "run", [FUSED]) as server:
-        measure_service(
-            TINY, server, FUSED, BATCH_SIZE, CLIENTS, IN_FLIGHT, DATA_SECONDS / 10, LAYOUT.threads
-        )
+    with bench_server(config.model.repository, work_dir / "run", [model]) as server:
+
+        def service(seconds: float):
+            return measure_service(TINY, server, model, outputs, BATCH_SIZE, CLIENTS, IN_FLIGHT,
+                                   seconds, INSTANCES)
+
+        service(DATA_SECONDS / 10)
         for _ in range(repeats):
-            found.append(measure_limit(
-                TINY, limit_graphs(TINY, repo), LAYOUT, BATCH_SIZE, DATA_SECONDS, CLIENTS
-            ))
-            found.append(measure_service(
-                TINY, server, FUSED, BATCH_SIZE, CLIENTS, IN_FLIGHT, DATA_SECONDS, LAYOUT.threads
-            ))
+            found.append(measure_limit(TINY, config, BATCH_SIZE, DATA_SECONDS, CLIENTS))
+            found.append(service(DATA_SECONDS))
     best = best_by_path(found)
     per_cpu = {
         path: max(m.data_seconds_per_cpu_second for m in found if m.path == path)

@@ -13,15 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offline_iaas.bench.results import Measurement, best_by_path, cpu_efficiency_by_path
-from offline_iaas.bench.sweep import WINDOW_LIMIT
+from offline_iaas.bench.sweep import SweepPlan
 from offline_iaas.bench.workloads import workload
 
+PATHS: tuple[str, ...] = ("limit", "service", "naive")
 BYTES_TARGET_FACTOR = 1.1
 TARGETS: dict[str, dict[str, float]] = {
-    "deepclean": {"service/limit": 0.8},
-    "toy": {"service/naive": 5.0, "service/limit": 0.5},
+    "deepclean": {"service/limit": 0.85, "service/naive": 1.5},
+    "bbhnet": {"service/limit": 0.85},
+    "e2e": {"service/limit": 0.85},
 }
-"""Issue #7's targets (2 cores, no GPU), judged at the default point."""
+"""Issue #14's targets (2 cores, no GPU), judged at each workload's default point; every
+workload's service also sends at most ``BYTES_TARGET_FACTOR`` x its raw channel bytes."""
 
 
 @dataclass(frozen=True)
@@ -67,10 +70,10 @@ def _fmt(value: float, digits: int = 2) -> str:
 def throughput_table(pts: list[Point]) -> str:
     """Markdown table: data seconds per wall second of each path and the ratios."""
     lines = [
-        "| workload | batch | clients | limit | whole-window limit | service | naive | ensemble "
+        "| workload | batch | clients | limit | service | naive "
         "| service/limit | service/naive | service/limit per CPU s | service/naive per CPU s "
         "| cores used: limit, service | other load (cores): limit, service |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
         "| ---: | ---: |",
     ]
     for p in pts:
@@ -79,9 +82,8 @@ def throughput_table(pts: list[Point]) -> str:
         other = {k: _fmt(m.other_cpu_seconds / m.wall_seconds, 1) for k, m in p.best.items()}
         lines.append(
             f"| {p.workload} | {p.batch_size} | {p.clients} | {rate.get('limit', '—')} | "
-            f"{rate.get(WINDOW_LIMIT, '—')} | {rate.get('service', '—')} | "
-            f"{rate.get('naive', '—')} | "
-            f"{rate.get('ensemble', '—')} | {_fmt(p.ratio('service', 'limit'))} | "
+            f"{rate.get('service', '—')} | {rate.get('naive', '—')} | "
+            f"{_fmt(p.ratio('service', 'limit'))} | "
             f"{_fmt(p.ratio('service', 'naive'))} | {_fmt(p.cpu_ratio('service', 'limit'))} | "
             f"{_fmt(p.cpu_ratio('service', 'naive'))} | "
             f"{cores.get('limit', '—')}, {cores.get('service', '—')} | "
@@ -99,7 +101,7 @@ def cost_table(pts: list[Point]) -> str:
         "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for p in pts:
-        for path in ("limit", WINDOW_LIMIT, "service", "naive", "ensemble"):
+        for path in PATHS:
             m = p.best.get(path)
             if m is None:
                 continue
@@ -153,13 +155,18 @@ def _checks_at(p: Point) -> list[TargetCheck]:
     return checks
 
 
-def target_checks(pts: list[Point], batch_size: int, clients: int) -> list[TargetCheck]:
-    """The issue's targets at (batch_size, clients) of every workload that has them."""
-    return [c for p in pts if (p.batch_size, p.clients) == (batch_size, clients)
-            for c in _checks_at(p)]
+def _is_default(p: Point, plan: SweepPlan) -> bool:
+    """``p`` is its workload's default point (where the targets are judged)."""
+    return (p.batch_size, p.clients) == (
+        plan.batch_size_of(workload(p.workload)), plan.default_clients)
 
 
-def targets_table(pts: list[Point], batch_size: int, clients: int) -> str:
+def target_checks(pts: list[Point], plan: SweepPlan) -> list[TargetCheck]:
+    """The issue's targets at each workload's default point."""
+    return [c for p in pts if _is_default(p, plan) for c in _checks_at(p)]
+
+
+def targets_table(pts: list[Point], plan: SweepPlan) -> str:
     """The targets at the default point, and at how many sweep points each is met."""
     met_at: dict[tuple[str, str], list[bool]] = {}
     for p in pts:
@@ -170,7 +177,7 @@ def targets_table(pts: list[Point], batch_size: int, clients: int) -> str:
         "| met at sweep points |",
         "| --- | --- | ---: | ---: | ---: | --- | ---: |",
     ]
-    for c in target_checks(pts, batch_size, clients):
+    for c in target_checks(pts, plan):
         sign = "≤" if c.lower_is_better else "≥"
         flags = met_at[(c.workload, c.name)]
         lines.append(
@@ -181,11 +188,11 @@ def targets_table(pts: list[Point], batch_size: int, clients: int) -> str:
     return "\n".join(lines)
 
 
-def plot_throughput(pts: list[Point], batch_size: int, clients: int, out_png: Path) -> Path:
+def plot_throughput(pts: list[Point], plan: SweepPlan, out_png: Path) -> Path:
     """Data seconds per wall second of each path against batch size and against clients.
 
-    One row of two panels per workload: the batch-size sweep (at ``clients``) and the client
-    sweep (at ``batch_size``).
+    One row of two panels per workload: the batch-size sweep (at the default clients) and the
+    client sweep (at the workload's default batch size).
     """
     import matplotlib
 
@@ -194,10 +201,11 @@ def plot_throughput(pts: list[Point], batch_size: int, clients: int, out_png: Pa
 
     names = list(dict.fromkeys(p.workload for p in pts))
     fig, axes = plt.subplots(len(names), 2, figsize=(10, 3.6 * len(names)), squeeze=False)
-    styles = {"limit": "k--", WINDOW_LIMIT: "k:", "service": "C0-o", "naive": "C3-s",
-              "ensemble": "C2^"}
+    styles = {"limit": "k--", "service": "C0-o", "naive": "C3-s"}
+    clients = plan.default_clients
     for row, name in enumerate(names):
         mine = [p for p in pts if p.workload == name]
+        batch_size = plan.batch_size_of(workload(name))
         sweeps = (
             ("batch size (windows per request)", "batch_size",
              [p for p in mine if p.clients == clients], f"{clients} clients"),
@@ -230,11 +238,11 @@ def plot_throughput(pts: list[Point], batch_size: int, clients: int, out_png: Pa
     return out_png
 
 
-def _interpretation(pts: list[Point], batch_size: int, clients: int) -> list[str]:
+def _interpretation(pts: list[Point], plan: SweepPlan) -> list[str]:
     """Sentences computed from the numbers: where the CPU goes at the default point."""
     lines = []
     for p in pts:
-        if (p.batch_size, p.clients) != (batch_size, clients):
+        if not _is_default(p, plan):
             continue
         if not {"service", "naive", "limit"} <= set(p.per_cpu):
             continue
@@ -243,18 +251,12 @@ def _interpretation(pts: list[Point], batch_size: int, clients: int) -> list[str
         sent = p.best["naive"].bytes_sent_per_data_second / max(
             p.best["service"].bytes_sent_per_data_second, 1.0
         )
-        compute = (
-            f"computes each layer once per stream ({ms['limit']:.2f} ms of CPU per data second "
-            f"in-process, against {1e3 / p.per_cpu[WINDOW_LIMIT]:.2f} ms for the whole-window "
-            "graph), which a client sending whole windows cannot ask for"
-            if load.streaming and WINDOW_LIMIT in p.per_cpu else
-            f"runs the same windows through the same graph ({ms['limit']:.2f} ms of CPU per data "
-            "second in-process)"
-        )
         lines.append(
             f"- **{p.workload}**: the naive path sends {sent:.1f}x the service's bytes "
             f"(kernel/stride = {load.kernel_samples // load.stride_samples}). The service "
-            f"{compute}; the network's compute is {100 * ms['limit'] / ms['service']:.0f}% of "
+            f"runs the same windows through the same graphs ({ms['limit']:.2f} ms of CPU per "
+            "data second in-process); the network's compute is "
+            f"{100 * ms['limit'] / ms['service']:.0f}% of "
             f"the service's CPU per data second ({ms['limit']:.2f} of {ms['service']:.2f} ms), "
             f"the naive path spends {ms['naive']:.2f} ms: on a CPU-bound machine service/naive "
             f"cannot exceed naive CPU / service CPU = {ms['naive'] / ms['service']:.2f}."
@@ -276,14 +278,15 @@ def results_markdown(
 ) -> str:
     """The text of ``RESULTS.md``."""
     pts = points(measurements)
-    b, k = plan.default_batch_size, plan.default_clients
     machine = header["machine"]
-    layout = plan.layout
     cores = {path: _mean_cores(measurements, path) for path in ("limit", "service")}
-    checks = target_checks(pts, b, k)
+    checks = target_checks(pts, plan)
     met = sum(c.met for c in checks)
+    defaults = ", ".join(
+        f"{name} batch {plan.batch_size_of(workload(name))}" for name in plan.workloads
+    )
     parts = [
-        "# Throughput: service against its limit and the naive baseline (issue #7)",
+        "# Throughput: the campaign's served model against its limit and the naive baseline",
         "",
         "Generated by `offline-iaas bench`; do not edit by hand (see `NOTES.md` for the "
         "attempts and their analysis).",
@@ -294,43 +297,44 @@ def results_markdown(
         f"{machine['memory_gib']} GiB, Linux {machine['kernel']}, Python {machine['python']}, "
         f"onnxruntime {machine['onnxruntime']}, tritonserver from nvidia-pytriton "
         f"{machine['nvidia-pytriton']} (python backend, CPU). **No GPU.**",
-        f"- **Layout**: the server runs {layout.instances} instance(s) of each network model "
-        f"with {layout.intra_op_threads} onnxruntime thread(s) each; the limit runs "
-        f"{layout.instances} worker process(es) with the same session settings. "
-        f"{plan.in_flight} requests "
-        f"in flight per client; best of {plan.repeats} interleaved repeats per path and point.",
+        f"- **Layout**: the server runs the workload's repository as `offline-iaas export` "
+        f"writes it, with `server.instances = {plan.instances}` (one onnxruntime thread "
+        f"each); the limit runs {plan.instances} worker process(es) with the same session "
+        f"settings. {plan.in_flight} requests in flight per client; best of {plan.repeats} "
+        "interleaved repeats per path and point.",
         f"- **Shared machine**: other processes used {cores['limit'][1]:.2f} cores on average "
         f"during the limit's measurements and {cores['service'][1]:.2f} during the service's "
         f"(load average {header['load_average_before'][0]} before, "
-        f"{header['load_average_after'][0]} after). The kernel shares the cores per runnable "
-        f"task, and the service runs more tasks (clients, tritonserver, stubs) than the limit "
-        f"(one worker per instance): on average the limit got {cores['limit'][0]:.2f} cores and "
-        f"the service {cores['service'][0]:.2f}. Wall-clock ratios therefore favour the service "
-        "on a loaded machine; the per-CPU-second ratio (data seconds per CPU second of each "
-        "path) does not depend on the load, and a target counts as met only if both ratios "
-        "meet it.",
+        f"{header['load_average_after'][0]} after). On average the limit got "
+        f"{cores['limit'][0]:.2f} cores and the service {cores['service'][0]:.2f}. The "
+        "per-CPU-second ratio (data seconds per CPU second of each path) does not depend on "
+        "the load, and a target counts as met only if both ratios meet it.",
         "",
-        "Paths: **limit** = the fused model's own code and exported graphs in-process with "
-        "onnxruntime over every window of the span (for the toy, whose unpadded convolutions "
-        "stream, each layer once per stream: `bench/backend/streaming_conv.py`); "
-        "**whole-window limit** (toy) = the whole-window network graph in-process, window by "
-        "window, as the naive path's model computes it; "
-        "**service** = one tritonserver, k client processes streaming batched snapshot updates "
-        "(gRPC stream, sequence IDs, START/END) to the fused snapshotter+network model; "
-        "**naive** = the same server and network, each request carrying whole windows; "
-        "**ensemble** = the `export --ensemble` layout (what campaigns served before the fused "
-        "model became the cpu flavor's default; snapshotter → "
-        "network, → averager for DeepClean, whose network then keeps one instance: two would "
-        "hand the stateful averager a sequence's requests out of order), at the default "
-        "point. DeepClean's answer is the online average of the overlapping window "
-        "predictions in every path (the naive client averages itself). Throughput is data "
-        "seconds per wall second.",
+        "Workloads (`bench/workloads.py`), each a campaign config of its mode with seeded "
+        "weights: **toy** = classifier mode (H1+L1, 2048 Hz, 4 s windows at 4 Hz, the "
+        "campaign's padded CNN); **deepclean** = 21 witnesses, 2048 Hz, 1 s windows at 32 Hz; "
+        "**bbhnet** = H1+L1, 2048 Hz, 1.5 s windows at 4 Hz; **e2e** = H1+L1 with 21 "
+        "witnesses each, 2048 Hz, 1 s windows at 32 Hz (DeepClean → subtraction → BBHnet). "
+        "None of these networks streams (all are padded or see whole windows), so there is no "
+        "streaming limit.",
         "",
-        f"## Targets (batch {b}, {k} clients) — {met} of {len(checks)} met",
+        "Paths: **limit** = the mode's whole-window graphs in-process with onnxruntime over "
+        "every window of the span, batch by batch (windows, networks, DeepClean's online "
+        "average, subtraction: `pipeline.mode_stream`), what a user's own loop does; "
+        "**service** = the campaign path: the repository `offline-iaas export` writes (one "
+        "fused model per mode), served by tritonserver as `serve` starts it, k client "
+        "processes streaming batched snapshot updates through the campaign client's "
+        "`RequestStream` (gRPC stream, sequence IDs, START/END); **naive** = whole windows per "
+        "request to the network model of the `export --ensemble` repository (single-network "
+        "modes; the DeepClean client averages itself). Throughput is data seconds per wall "
+        "second.",
         "",
-        targets_table(pts, b, k),
+        f"## Targets (default points: {defaults}; {plan.default_clients} clients) — {met} of "
+        f"{len(checks)} met",
         "",
-        *_interpretation(pts, b, k),
+        targets_table(pts, plan),
+        "",
+        *_interpretation(pts, plan),
         "",
         "## Throughput (data seconds per wall second)",
         "",
@@ -348,7 +352,7 @@ def results_markdown(
         "",
         "## Server statistics over the run",
         "",
-        "The bench server's Triton statistics, polled every "
+        "The service's tritonserver statistics, polled every "
         "0.5 s by `serve/monitor.py` (CSV in `monitor/`):",
         "",
         "![monitor](monitor.png)",
@@ -362,12 +366,10 @@ def results_markdown(
         "",
         "## GPU",
         "",
-        "No GPU was available to this run, so there are no GPU numbers here. "
-        "`benchmarks/gpu_bench.py` runs the gpu-flavor benchmark on a GPU node (onnxruntime-gpu "
-        "in-process for the limit; service and naive in a Triton container with `--triton`) "
-        "and appends its results to `benchmarks/RESULTS-gpu.md`; it refuses to run without a "
-        "GPU. The published mark to beat is about 5,000 s of "
-        "DeepClean data per second per GPU.",
+        "No GPU was available to this run, so there are no GPU numbers here. The GPU "
+        "bench is to measure the gpu flavor's repositories of every mode the same way (issue "
+        "#16). The published mark to beat is about 5,000 s of DeepClean data per second per "
+        "GPU.",
         "",
     ]
     return "\n".join(parts)

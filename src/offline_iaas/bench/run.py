@@ -26,7 +26,6 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.bench import report
 from offline_iaas.bench.capacity import plan_capacity
 from offline_iaas.bench.monitor_plot import plot_monitor
-from offline_iaas.bench.repository import ServerLayout
 from offline_iaas.bench.results import Measurement, read_results, write_results
 from offline_iaas.bench.sweep import SweepPlan, run_workload
 from offline_iaas.bench.workloads import workload
@@ -116,7 +115,7 @@ def run_bench(
         work = work_dir or Path(tmp)
         for name in plan.workloads:
             csv_path = out_dir / "monitor" / f"{name}.csv"
-            log(f"bench: {name}: writing the repository and starting the server")
+            log(f"bench: {name}: exporting the repositories and starting the servers")
             measurements += run_workload(workload(name), plan, work, csv_path, log)
     elapsed = time.monotonic() - started
     header = {
@@ -127,10 +126,7 @@ def run_bench(
         "machine": machine_description(),
         "load_average_before": [round(v, 2) for v in load_before],
         "load_average_after": [round(v, 2) for v in os.getloadavg()],
-        "plan": {
-            **{k: v for k, v in dataclasses.asdict(plan).items() if k != "layout"},
-            "layout": dataclasses.asdict(plan.layout),
-        },
+        "plan": dataclasses.asdict(plan),
     }
     write_results(out_dir / "results.json", header, measurements)
     path = write_report(out_dir)
@@ -146,16 +142,10 @@ def write_report(out_dir: Path) -> Path:
     """
     results_path = out_dir / "results.json"
     header, measurements = read_results(results_path)
-    plan_values = dict(header["plan"])
-    layout = ServerLayout(**plan_values.pop("layout"))
-    plan = SweepPlan(
-        **{k: tuple(v) if isinstance(v, list) else v for k, v in plan_values.items()},
-        layout=layout,
-    )
+    plan = SweepPlan(**{k: tuple(v) if isinstance(v, list) else v
+                        for k, v in header["plan"].items()})
     pts = report.points(measurements)
-    report.plot_throughput(
-        pts, plan.default_batch_size, plan.default_clients, out_dir / "throughput.png"
-    )
+    report.plot_throughput(pts, plan, out_dir / "throughput.png")
     monitor_csvs = [out_dir / "monitor" / f"{name}.csv" for name in plan.workloads]
     plot_monitor([p for p in monitor_csvs if p.exists()], out_dir / "monitor.png")
     plan_command, plan_lines = o3_plan_lines(results_path)

@@ -1,9 +1,9 @@
 """One bench tritonserver: locked down like a campaign's, started and stopped by PID.
 
 The server is the project's (``serve/tritonserver.py``: located, free ports, the run's token,
-its own log), serving a bench repository. Its CPU time includes the python-backend stubs,
-which are its children. On exit tritonserver gets SIGTERM (then SIGKILL), and any stub still
-alive afterwards is killed by its PID.
+its own log), serving the repository ``export`` wrote for a workload. Its CPU time includes
+the python-backend stubs, which are its children. On exit tritonserver gets SIGTERM (then
+SIGKILL), and any stub still alive afterwards is killed by its PID.
 """
 
 from __future__ import annotations

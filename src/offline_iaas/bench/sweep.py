@@ -1,41 +1,38 @@
-"""The whole measurement: for each workload, one server, every path at every sweep point.
+"""The whole measurement: for each workload, its repositories, servers and every path.
 
-Per workload: the repository is written, one tritonserver started (with a statistics monitor),
-each path warmed up once, then at every point ``(batch_size, clients)`` of the sweep the limit,
-the service and the naive path are measured in turn, ``repeats`` times, interleaved so that
-load from other processes falls on all of them alike; the cpu flavor's ensemble is measured at
-the default point. Every measurement is kept; the report takes the best repeat of each.
+Per workload: seeded weights are written and ``export`` writes the campaign's repository for
+the workload's config (the fused model) and, for the naive path, the ``--ensemble`` one whose
+network model takes whole windows; one tritonserver serves each (the service's with a
+statistics monitor). Each served path is warmed up once, then at every point
+``(batch_size, clients)`` of the sweep the limit, the service and the naive path are measured
+in turn, ``repeats`` times, interleaved so that load from other processes falls on all of them
+alike. Every measurement is kept; the report takes the best repeat of each.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from offline_iaas.bench.limit import measure_limit
-from offline_iaas.bench.naive import measure_naive
-from offline_iaas.bench.repository import (
-    FUSED,
-    NETWORK,
-    PIPELINE,
-    ServerLayout,
-    limit_graphs,
-    network_path,
-    write_repository,
-)
+from offline_iaas.bench.naive import has_naive_path, measure_naive
 from offline_iaas.bench.results import Measurement, best_by_path
 from offline_iaas.bench.server import BenchServer, bench_server
 from offline_iaas.bench.service import measure_service
-from offline_iaas.bench.workloads import Workload, workload
+from offline_iaas.bench.workloads import Workload, workload, write_weights
+from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
+from offline_iaas.repository.export import export_repository, read_manifest
+from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.serve.monitor import start_monitor
 
-DEFAULT_DATA_SECONDS: dict[str, float] = {"toy": 1600.0, "deepclean": 120.0, "tiny": 120.0}
-"""Data streamed per measurement: about 1-10 s of wall time each on 2 cores."""
-WINDOW_LIMIT = "window-limit"
-"""A streaming workload's whole-window graph in-process, measured beside its limit."""
+DEFAULT_DATA_SECONDS: dict[str, float] = {
+    "toy": 4000.0, "deepclean": 240.0, "bbhnet": 4000.0, "e2e": 64.0, "tiny": 120.0,
+}
+"""Data streamed per measurement: about 2-5 s of wall time each on 2 cores."""
 MONITOR_INTERVAL_SECONDS = 0.5
 WARMUP_FRACTION = 0.1
 
@@ -51,36 +48,40 @@ class SweepPlan:
     batch_sizes
         Swept at ``default_clients``.
     clients
-        Swept at ``default_batch_size``.
-    default_batch_size, default_clients
-        The point the targets are judged at (and where the ensemble is measured).
+        Swept at the default batch size.
+    default_batch_size
+        The batch size the targets are judged at (None: each workload's own).
+    default_clients
+        The clients the targets are judged at.
     in_flight
         Requests outstanding per client stream.
     repeats
         Measurements of each path at each point (the best is reported).
-    layout
-        Server instances and onnxruntime threads (the limit gets the same threads).
+    instances
+        Server instances of the served model (``server.instances``; one onnxruntime thread
+        each); the limit runs as many worker processes.
     data_seconds
         Data per measurement, per workload (default ``DEFAULT_DATA_SECONDS``).
-    ensemble
-        Also measure the cpu flavor's snapshotter → network ensemble at the default point.
     """
 
-    workloads: tuple[str, ...] = ("toy", "deepclean")
+    workloads: tuple[str, ...] = ("toy", "deepclean", "bbhnet", "e2e")
     batch_sizes: tuple[int, ...] = (8, 32, 128)
     clients: tuple[int, ...] = (1, 2, 4)
-    default_batch_size: int = 32
+    default_batch_size: int | None = None
     default_clients: int = 2
     in_flight: int = 4
     repeats: int = 3
-    layout: ServerLayout = field(default_factory=lambda: ServerLayout(instances=2))
+    instances: int = 2
     data_seconds: dict[str, float] = field(default_factory=dict)
-    ensemble: bool = True
 
-    def points(self) -> list[tuple[int, int]]:
+    def batch_size_of(self, load: Workload) -> int:
+        """The default point's batch size for ``load``."""
+        return self.default_batch_size or load.batch_size
+
+    def points(self, load: Workload) -> list[tuple[int, int]]:
         """(batch_size, clients) pairs: the batch-size sweep, then the client sweep."""
         pairs = [(b, self.default_clients) for b in self.batch_sizes]
-        pairs += [(self.default_batch_size, k) for k in self.clients]
+        pairs += [(self.batch_size_of(load), k) for k in self.clients]
         return list(dict.fromkeys(pairs))
 
     def seconds_for(self, load: Workload) -> float:
@@ -90,87 +91,93 @@ class SweepPlan:
         """ConfigError for an impossible plan."""
         for name in self.workloads:
             workload(name)
-        values = [*self.batch_sizes, *self.clients, self.default_batch_size,
-                  self.default_clients, self.in_flight, self.repeats]
+        values = [*self.batch_sizes, *self.clients, self.default_batch_size or 1,
+                  self.default_clients, self.in_flight, self.repeats, self.instances]
         if min(values) < 1:
-            raise ConfigError("bench batch sizes, clients, in-flight and repeats must be >= 1")
-        if self.layout.instances < 1 or self.layout.intra_op_threads < 1:
-            raise ConfigError("bench instances and threads must be >= 1")
+            raise ConfigError(
+                "bench batch sizes, clients, in-flight, repeats and instances must be >= 1"
+            )
 
 
-def _measure_point(
-    load: Workload, server: BenchServer, repo: Path, plan: SweepPlan, batch_size: int,
-    clients: int, ensemble: bool,
-) -> list[Measurement]:
-    seconds = plan.seconds_for(load)
-    threads = plan.layout.threads
-    found: list[Measurement] = []
-    for _ in range(plan.repeats):
-        found.append(measure_limit(
-            load, limit_graphs(load, repo), plan.layout, batch_size, seconds, clients
-        ))
-        if load.streaming:
-            found.append(measure_limit(
-                load, network_path(repo), plan.layout, batch_size, seconds, clients,
-                path=WINDOW_LIMIT,
-            ))
-        found.append(measure_service(
-            load, server, FUSED, batch_size, clients, plan.in_flight, seconds, threads
-        ))
-        found.append(measure_naive(
-            load, server, batch_size, clients, plan.in_flight, seconds, threads
-        ))
-        if ensemble:
-            found.append(measure_service(
-                load, server, PIPELINE, batch_size, clients, plan.in_flight, seconds, threads,
-                path="ensemble",
-            ))
-    return found
+@dataclass(frozen=True)
+class Served:
+    """A workload's service: its config, servers and what clients call."""
+
+    load: Workload
+    config: CampaignConfig
+    service: BenchServer
+    naive: BenchServer | None
+
+    def measure(self, path: str, plan: SweepPlan, batch_size: int, clients: int,
+                seconds: float) -> Measurement:
+        load, k = self.load, plan.instances
+        if path == "limit":
+            return measure_limit(load, self.config, batch_size, seconds, clients)
+        if path == "limit-threads":  # the same threads in one process
+            return measure_limit(load, self.config, batch_size, seconds, clients, processes=1)
+        if path == "service":
+            return measure_service(
+                load, self.service, self.config.model.name, ensemble_outputs(self.config),
+                batch_size, clients, plan.in_flight, seconds, k,
+            )
+        return measure_naive(load, self.naive, batch_size, clients, plan.in_flight, seconds, k)
+
+    def paths(self, plan: SweepPlan) -> tuple[str, ...]:
+        """What is measured at each point, in turn (``limit-threads`` is recorded as limit)."""
+        limits = ("limit", "limit-threads") if plan.instances > 1 else ("limit",)
+        return (*limits, "service") + (("naive",) if self.naive is not None else ())
 
 
-def _warm_up(load: Workload, server: BenchServer, plan: SweepPlan) -> None:
-    """One short run of each served path: sessions and buffers are allocated before timing."""
-    seconds = plan.seconds_for(load) * WARMUP_FRACTION
-    k, b, threads = plan.default_clients, plan.default_batch_size, plan.layout.threads
-    measure_service(load, server, FUSED, b, k, plan.in_flight, seconds, threads)
-    measure_naive(load, server, b, k, plan.in_flight, seconds, threads)
-    if plan.ensemble:
-        measure_service(load, server, PIPELINE, b, k, plan.in_flight, seconds, threads)
+def export_workload(load: Workload, plan: SweepPlan, work_dir: Path,
+                    ensemble: bool = False) -> CampaignConfig:
+    """Write the workload's repository (``--ensemble`` layout if asked) in ``work_dir``."""
+    name = f"{load.name}-{'ensemble' if ensemble else 'fused'}-repository"
+    config = load.config(work_dir / name, plan.instances, max(plan.clients))
+    weights = write_weights(load, work_dir / f"{load.name}-weights")
+    export_repository(config, weights, ensemble=ensemble)
+    return config
 
 
 def run_workload(
     load: Workload, plan: SweepPlan, work_dir: Path, monitor_csv: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> list[Measurement]:
-    """Every measurement of one workload (one server for all of them)."""
-    repo = write_repository(load, plan.layout, work_dir / f"{load.name}-repository")
-    models = [FUSED, NETWORK, PIPELINE]
+    """Every measurement of one workload (one server per served layout for all of them)."""
+    config = export_workload(load, plan, work_dir)
     found: list[Measurement] = []
-    with bench_server(repo, work_dir / f"{load.name}-run", models) as server:
-        monitor = None
+    with ExitStack() as stack:
+        service = stack.enter_context(bench_server(
+            config.model.repository, work_dir / f"{load.name}-run",
+            read_manifest(config.model.repository)["models"],
+        ))
+        naive = None
+        if has_naive_path(load):
+            repo = export_workload(load, plan, work_dir, ensemble=True).model.repository
+            naive = stack.enter_context(bench_server(
+                repo, work_dir / f"{load.name}-naive-run", read_manifest(repo)["models"]
+            ))
+        served = Served(load, config, service, naive)
         if monitor_csv is not None:
             monitor_csv.unlink(missing_ok=True)
             monitor = start_monitor(
-                server.url, server.headers, monitor_csv, MONITOR_INTERVAL_SECONDS
+                service.url, service.headers, monitor_csv, MONITOR_INTERVAL_SECONDS
             )
-        try:
-            _warm_up(load, server, plan)
-            for batch_size, clients in plan.points():
-                started = time.monotonic()
-                default = (batch_size, clients) == (plan.default_batch_size, plan.default_clients)
-                point = _measure_point(
-                    load, server, repo, plan, batch_size, clients, plan.ensemble and default
+            stack.callback(monitor.stop)
+        seconds = plan.seconds_for(load)
+        served_paths = [p for p in served.paths(plan) if not p.startswith("limit")]
+        for path in served_paths:  # sessions and buffers allocated before timing
+            served.measure(path, plan, plan.batch_size_of(load), plan.default_clients,
+                           seconds * WARMUP_FRACTION)
+        for batch_size, clients in plan.points(load):
+            started = time.monotonic()
+            point = [served.measure(path, plan, batch_size, clients, seconds)
+                     for _ in range(plan.repeats) for path in served.paths(plan)]
+            found += point
+            log(
+                f"bench: {load.name} batch {batch_size} clients {clients}: "
+                + ", ".join(
+                    f"{p} {m.data_seconds_per_second:.1f}" for p, m in best_by_path(point).items()
                 )
-                found += point
-                best = best_by_path(point)
-                log(
-                    f"bench: {load.name} batch {batch_size} clients {clients}: "
-                    + ", ".join(
-                        f"{p} {m.data_seconds_per_second:.1f}" for p, m in best.items()
-                    )
-                    + f" data-s/s ({time.monotonic() - started:.0f} s)"
-                )
-        finally:
-            if monitor is not None:
-                monitor.stop()
+                + f" data-s/s ({time.monotonic() - started:.0f} s)"
+            )
     return found

@@ -1,64 +1,94 @@
-"""The bench's workloads: what is streamed (channels, rates, windows) and which network runs.
+"""The bench's workloads: campaign configs of each mode, with seeded weights.
 
-``toy``
-    Two interferometers at 2048 Hz, 4 s windows at 4 Hz: a 5-layer 1-D CNN (k7, stride 2,
-    no padding as in ``torch.nn.Conv1d``'s default, 2→8→32→64→128→256 channels), global
-    average pool, linear 256→1024→1; one statistic per window. Unpadded, every window's
-    features are the stream's (``backend/streaming_conv.py``), so the fused model computes
-    each layer once per stream instead of once per window.
-``deepclean``
-    ``models.deepclean.DeepClean`` on 21 witnesses at 2048 Hz, 1 s windows at 32 Hz; one
-    predicted strain window per window (``prediction [n, 1, K]``, one interferometer, as the
-    campaign's deepclean graph gives it), averaged online over the overlapping windows into
-    one noise sample per input sample (``noise [1, n S]``), as the deepclean mode serves it.
-    Initial weights: the bench measures throughput only.
-``tiny``
-    The toy network on a short, low-rate stream, for the regression test.
+A workload is what a campaign of one mode streams and serves: its ``CampaignConfig`` (so
+``export`` writes the repository campaigns serve, and ``pipeline.mode_stream`` runs the same
+step in-process) and seeded, untrained weights for its networks (throughput does not depend on
+training). Every network runs on whole windows: none of the campaign's networks streams (the
+classifier's convolutions are padded, DeepClean's and BBHnet's too).
+
+``toy``        classifier mode: H1+L1 at 2048 Hz, 4 s windows at 4 Hz (the campaign's padded
+               3-layer CNN), batch 32
+``deepclean``  deepclean mode: 21 witnesses of H1 at 2048 Hz, 1 s windows at 32 Hz, batch 32
+``bbhnet``     bbhnet mode: H1+L1 at 2048 Hz, 1.5 s windows at 4 Hz, batch 128
+``e2e``        e2e mode: H1+L1 and 21 witnesses each at 2048 Hz, 1 s windows at 32 Hz, batch 32
+               (DeepClean, subtraction and BBHnet chained)
+``tiny``       classifier mode on a short, low-rate stream, for the regression test
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from offline_iaas.config import CampaignConfig, config_from_dict
 from offline_iaas.errors import ConfigError
 
-INPUT_NAME = "windows"
-AVERAGED_NAME = "noise"
 SAMPLE_BYTES = 4
 """float32 on the wire."""
+IFOS: tuple[str, ...] = ("H1", "L1")
+STRAIN_SCALE = 1e-21
+"""The synthetic strain's scale (the networks' ``input_scale`` undoes it)."""
 
 
 @dataclass(frozen=True)
 class Workload:
-    """A stream and the network run over its windows.
+    """A campaign mode at one stream geometry.
 
     Parameters
     ----------
     name
-        Workload name (``toy``, ``deepclean``, ``tiny``).
-    network
-        ``toy_cnn`` or ``deepclean``.
-    channels
-        Channels streamed (interferometers or witnesses).
+        Workload name.
+    mode
+        The campaign mode it serves (``model.mode``).
+    ifos
+        Interferometers (one strain channel each).
+    witnesses_per_ifo
+        Witness channels of each interferometer (DeepClean modes).
     sample_rate_hz, kernel_seconds, inference_rate_hz
         Model rate, window length and windows per second of data.
-    output_name
-        Name of the network's output tensor.
-    averaged
-        The network's per-window outputs are averaged online (``stateful.OnlineAverage``)
-        into ``AVERAGED_NAME``: what the service returns and every path computes.
+    batch_size
+        Windows per request at the default point.
     """
 
     name: str
-    network: str
-    channels: int
+    mode: str
+    ifos: tuple[str, ...]
+    witnesses_per_ifo: int
     sample_rate_hz: float
     kernel_seconds: float
     inference_rate_hz: float
-    output_name: str
-    averaged: bool = False
+    batch_size: int
+
+    def config(self, repository: Path, instances: int = 2, clients: int = 2,
+               batch_size: int | None = None) -> CampaignConfig:
+        """The campaign config of this workload, its repository at ``repository``."""
+        witnesses = [f"{ifo}:PEM-BENCH_WITNESS_{i}" for ifo in self.ifos
+                     for i in range(self.witnesses_per_ifo)]
+        raw = {
+            "data": {
+                "channels": [f"{ifo}:GDS-CALIB_STRAIN" for ifo in self.ifos],
+                "witnesses": witnesses, "start": 1262304000, "duration": 4096,
+                "sample_rate": self.sample_rate_hz, "frames": str(repository.parent),
+            },
+            "model": {
+                "repository": str(repository), "mode": self.mode, "name": "offline-iaas",
+                "kernel_seconds": self.kernel_seconds, "inference_rate": self.inference_rate_hz,
+                "batch_size": batch_size or self.batch_size,
+            },
+            "layout": {"servers": 1, "clients_per_server": clients},
+            "server": {"instances": instances},
+        }
+        return config_from_dict(raw, repository.parent / f"{self.name}.toml")
+
+    @property
+    def channels(self) -> int:
+        """Channels streamed (``CampaignConfig.stream_channels``)."""
+        strain = 0 if self.mode == "deepclean" else len(self.ifos)
+        witnesses = self.witnesses_per_ifo * len(self.ifos) if self.mode in (
+            "deepclean", "e2e") else 0
+        return strain + witnesses
 
     @property
     def kernel_samples(self) -> int:
@@ -67,21 +97,6 @@ class Workload:
     @property
     def stride_samples(self) -> int:
         return round(self.sample_rate_hz / self.inference_rate_hz)
-
-    @property
-    def streaming(self) -> bool:
-        """The fused model runs the network on the stream (``backend/streaming_conv.py``)."""
-        return self.network == "toy_cnn"
-
-    @property
-    def output_dims(self) -> list[int]:
-        """Dimensions of one window's output (empty: one value per window)."""
-        return [1, self.kernel_samples] if self.network == "deepclean" else []
-
-    @property
-    def served_output(self) -> str:
-        """The tensor the service returns: the averaged noise, or the network's output."""
-        return AVERAGED_NAME if self.averaged else self.output_name
 
     @property
     def input_bytes_per_data_second(self) -> float:
@@ -93,15 +108,14 @@ class Workload:
         return windows * self.stride_samples / self.sample_rate_hz
 
 
-TOY = Workload("toy", "toy_cnn", 2, 2048.0, 4.0, 4.0, "statistic")
-DEEPCLEAN = Workload("deepclean", "deepclean", 21, 2048.0, 1.0, 32.0, "prediction", True)
-TINY = Workload("tiny", "toy_cnn", 2, 256.0, 1.0, 8.0, "statistic")
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (TOY, DEEPCLEAN, TINY)}
-
-TOY_CHANNELS: tuple[int, ...] = (8, 32, 64, 128, 256)
-TOY_HIDDEN = 1024
-TOY_TAPS = 7
-TOY_PADDING = 0
+TOY = Workload("toy", "classifier", IFOS, 0, 2048.0, 4.0, 4.0, 32)
+DEEPCLEAN = Workload("deepclean", "deepclean", ("H1",), 21, 2048.0, 1.0, 32.0, 32)
+BBHNET = Workload("bbhnet", "bbhnet", IFOS, 0, 2048.0, 1.5, 4.0, 128)
+E2E = Workload("e2e", "e2e", IFOS, 21, 2048.0, 1.0, 32.0, 32)
+TINY = Workload("tiny", "classifier", IFOS, 0, 256.0, 1.0, 8.0, 32)
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (TOY, DEEPCLEAN, BBHNET, E2E, TINY)}
+WORKLOAD_OF_MODE: dict[str, str] = {"classifier": "toy", "deepclean": "deepclean",
+                                    "bbhnet": "bbhnet", "e2e": "e2e"}
 
 
 def workload(name: str) -> Workload:
@@ -114,61 +128,42 @@ def workload(name: str) -> Workload:
         ) from None
 
 
-def build_network(load: Workload, seed: int = 0):
-    """The workload's torch network in eval mode, with seeded initial weights."""
+def write_weights(load: Workload, directory: Path, seed: int = 0) -> Path | None:
+    """Seeded initial weights of the workload's networks, as ``export --weights`` takes them
+    (``deepclean-<IFO>.pt``, ``bbhnet.pt``); None for the classifier (seeded by export)."""
+    if load.mode == "classifier":
+        return None
     import torch
-    from torch import nn
 
+    from offline_iaas.models.weights import build_network
+
+    directory.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    if load.network == "deepclean":
-        from offline_iaas.models.deepclean import DeepClean
-
-        class OneInterferometer(nn.Module):
-            """DeepClean's [batch, K] prediction as [batch, 1, K] (interferometers axis)."""
-
-            def __init__(self, witnesses: int) -> None:
-                super().__init__()
-                self.net = DeepClean(witnesses, [0.0] * witnesses, [1.0] * witnesses, 0.0, 1.0)
-
-            def forward(self, windows: torch.Tensor) -> torch.Tensor:
-                return self.net(windows)[:, None]
-
-        return OneInterferometer(load.channels).eval()
-
-    class ToyCNN(nn.Module):
-        """5 strided convolutions, global average pool, two linear layers → [batch]."""
-
-        def __init__(self, channels: int) -> None:
-            super().__init__()
-            layers: list[nn.Module] = []
-            size_in = channels
-            for size_out in TOY_CHANNELS:
-                layers += [
-                    nn.Conv1d(size_in, size_out, TOY_TAPS, stride=2, padding=TOY_PADDING),
-                    nn.ReLU(),
-                ]
-                size_in = size_out
-            self.features = nn.Sequential(*layers)
-            self.head = nn.Sequential(
-                nn.Linear(size_in, TOY_HIDDEN), nn.ReLU(), nn.Linear(TOY_HIDDEN, 1)
-            )
-
-        def forward(self, windows: torch.Tensor) -> torch.Tensor:
-            return self.head(self.features(windows).mean(dim=-1))[:, 0]
-
-    return ToyCNN(load.channels).eval()
+    if load.mode in ("deepclean", "e2e"):
+        for ifo in load.ifos:
+            net = build_network("deepclean", {"witnesses": load.witnesses_per_ifo})
+            torch.save(net.state_dict(), directory / f"deepclean-{ifo}.pt")
+    if load.mode in ("bbhnet", "e2e"):
+        net = build_network("bbhnet", {"ifos": len(load.ifos)})
+        net.input_scale.fill_(1 / STRAIN_SCALE)
+        torch.save(net.state_dict(), directory / "bbhnet.pt")
+    return directory
 
 
 def synthetic_samples(load: Workload, seconds: float, seed: int) -> np.ndarray:
-    """White Gaussian noise ``[channels, samples]`` (float32), a whole number of strides.
+    """Gaussian noise ``[channels, samples]`` (float32), a whole number of strides; the strain
+    channels at ``STRAIN_SCALE``, the witnesses at 1.
 
     The content does not matter to throughput; the length does: ``seconds`` is rounded down
     to whole strides.
     """
     strides = int(seconds * load.sample_rate_hz) // load.stride_samples
     rng = np.random.default_rng(seed)
-    shape = (load.channels, strides * load.stride_samples)
-    return rng.standard_normal(shape, dtype=np.float32)
+    samples = rng.standard_normal((load.channels, strides * load.stride_samples),
+                                  dtype=np.float32)
+    if load.mode != "deepclean":
+        samples[: len(load.ifos)] *= STRAIN_SCALE
+    return samples
 
 
 def split_strides(total_strides: int, parts: int) -> list[int]:

@@ -204,6 +204,94 @@ class StreamTimes:
     last_response_unix: float | None = None
 
 
+class RequestStream:
+    """One gRPC bidirectional stream of inference requests, at most ``in_flight`` outstanding.
+
+    The campaign's clients and the bench's clients send through it. ``send`` waits, while
+    ``in_flight`` requests are unanswered, for the oldest response and hands it to
+    ``on_response(request_id, result)`` (in the sender's thread); ``drain`` takes the rest.
+    Leaving the ``with`` block closes the stream, cancelling what is still in flight (after
+    a failure the server may never answer it).
+
+    Parameters
+    ----------
+    client
+        A ``tritonclient.grpc.InferenceServerClient``.
+    model, outputs
+        The served model and the outputs requested.
+    in_flight, timeout_seconds
+        Requests outstanding at most, and how long to wait for one response.
+    headers
+        gRPC headers (the run's token).
+    on_response
+        Called with each response's request ID and result.
+    server
+        Names the server in errors (``server-0 at 127.0.0.1:8001``).
+    """
+
+    def __init__(self, client, model: str, outputs: tuple[str, ...], in_flight: int,
+                 timeout_seconds: float, headers: dict[str, str],
+                 on_response: Callable[[str, object], None], server: str) -> None:
+        import tritonclient.grpc as grpcclient
+
+        self.client = client
+        self.model = model
+        self.requested = [grpcclient.InferRequestedOutput(name) for name in outputs]
+        self.in_flight = in_flight
+        self.timeout_seconds = timeout_seconds
+        self.headers = headers
+        self.on_response = on_response
+        self.server = server
+        self.sent = self.received = 0
+        self._responses: queue.Queue = queue.Queue()
+
+    def __enter__(self) -> RequestStream:
+        self.client.start_stream(
+            callback=lambda result, error: self._responses.put((result, error)),
+            headers=self.headers,
+        )
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.client.stop_stream(cancel_requests=self.received < self.sent)
+
+    def send(self, name: str, values: np.ndarray, request_id: str, sequence_id: int = 0,
+             start: bool = False, end: bool = False) -> None:
+        """Send tensor ``name`` = ``values`` (with its batch axis) as one request."""
+        import tritonclient.grpc as grpcclient
+
+        while self.sent - self.received >= self.in_flight:
+            self.take()
+        tensor = grpcclient.InferInput(name, list(values.shape), "FP32")
+        tensor.set_data_from_numpy(np.ascontiguousarray(values, np.float32))
+        try:
+            self.client.async_stream_infer(
+                self.model, [tensor], request_id=request_id, sequence_id=sequence_id,
+                sequence_start=start, sequence_end=end, outputs=self.requested,
+            )
+        except grpcclient.InferenceServerException as err:  # the stream is gone
+            raise ServerError(f"stream to {self.server} broke: {err}") from None
+        self.sent += 1
+
+    def take(self) -> None:
+        """Wait for one response and hand it on; ServerError on an error or a timeout."""
+        try:
+            result, error = self._responses.get(timeout=self.timeout_seconds)
+        except queue.Empty:
+            raise ServerError(
+                f"no response from {self.server} within {self.timeout_seconds:.0f} s"
+            ) from None
+        if error is not None:
+            raise ServerError(f"{self.server} answered with an error: {error}")
+        self.received += 1
+        self.on_response(result.get_response().id, result)
+
+    def drain(self) -> None:
+        """Take every outstanding response."""
+        while self.received < self.sent:
+            self.take()
+
+
 def _stream_once(
     client, address: ServerAddress, config: CampaignConfig, segment: ClientSegment,
     frames: list[FrameFile], writer: PartWriter, headers: dict[str, str],
@@ -215,16 +303,11 @@ def _stream_once(
     ``progress`` counts data seconds (re-primed warm-up windows included); ``times`` records
     the first request and the last response.
     """
-    import tritonclient.grpc as grpcclient
-
     times = StreamTimes() if times is None else times
     stride = config.stride_samples
     warmup = config.warmup_windows
     outputs = ensemble_outputs(config)
-    requested = [grpcclient.InferRequestedOutput(name) for name in outputs]
-    responses: queue.Queue = queue.Queue()
     pieces: dict[int, _PieceRows] = {}
-    sent = received = 0
     total_requests = sum(
         len(request_sizes(p.windows, config.model.batch_size)) for p in segment.pieces
     )
@@ -236,33 +319,21 @@ def _stream_once(
             for p, done in zip(segment.pieces, saved, strict=True)) * window_seconds,
     )
 
-    def on_response(result=None, error=None) -> None:
-        responses.put((result, error))
-
-    def take_response() -> None:
-        nonlocal received
-        try:
-            result, error = responses.get(timeout=config.client.request_timeout_seconds)
-        except queue.Empty:
-            raise ServerError(
-                f"no response from {address.node} at {address.grpc_url} within "
-                f"{config.client.request_timeout_seconds:.0f} s"
-            ) from None
-        if error is not None:
-            raise ServerError(f"{address.node} answered with an error: {error}")
-        number, index = map(int, result.get_response().id.split(":"))
+    def place(request_id: str, result) -> None:
+        number, index = map(int, request_id.split(":"))
         pieces[number].add(
             index, {name: output_rows(config, name, result.as_numpy(name)[0]) for name in outputs}
         )
-        received += 1
         times.last_response_unix = time.time()
         progress.advance(pieces[number].sizes[index] * window_seconds)
 
-    client.start_stream(callback=on_response, headers=headers)
-    try:
-        for number, (piece, done) in enumerate(
-            zip(segment.pieces, saved, strict=True)
-        ):
+    stream = RequestStream(
+        client, config.model.name, outputs, config.client.in_flight,
+        config.client.request_timeout_seconds, headers, place,
+        f"{address.node} at {address.grpc_url}",
+    )
+    with stream:
+        for number, (piece, done) in enumerate(zip(segment.pieces, saved, strict=True)):
             if done >= piece.windows:
                 continue
             first_row = max(0, done - warmup)
@@ -275,32 +346,13 @@ def _stream_once(
                 piece_samples(config, frames, piece, first_row), [n * stride for n in sizes]
             )
             for index, update in enumerate(updates):
-                while sent - received >= config.client.in_flight:
-                    take_response()
-                tensor = grpcclient.InferInput("update", [1, *update.shape], "FP32")
-                tensor.set_data_from_numpy(np.ascontiguousarray(update[None]))
                 if times.first_request_unix is None:
                     times.first_request_unix = time.time()
-                try:
-                    client.async_stream_infer(
-                        config.model.name,
-                        [tensor],
-                        request_id=f"{number}:{index}",
-                        sequence_id=piece.sequence_id,
-                        sequence_start=index == 0,
-                        sequence_end=index == len(sizes) - 1,
-                        outputs=requested,
-                    )
-                except grpcclient.InferenceServerException as err:  # the stream is gone
-                    raise ServerError(f"stream to {address.node} broke: {err}") from None
-                sent += 1
-                if sent == total_requests // 2:
+                stream.send("update", update[None], f"{number}:{index}", piece.sequence_id,
+                            start=index == 0, end=index == len(sizes) - 1)
+                if stream.sent == total_requests // 2:
                     faults.inject(run_dir, segment.node, "mid-stream")
-        while received < sent:
-            take_response()
-    finally:
-        # Cancel what is in flight: after a failure the server may never answer it.
-        client.stop_stream(cancel_requests=received < sent)
+        stream.drain()
 
 
 def stream_segment(

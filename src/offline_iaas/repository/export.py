@@ -39,16 +39,18 @@ FLAVORS = ("cpu", "gpu")
 
 def ensemble_shape(config: CampaignConfig, fused: bool = True) -> mcfg.EnsembleShape:
     """The model shapes a campaign needs (``fused``: the cpu flavor's one model)."""
+    # A stateful averager after the network needs each sequence's requests in order; several
+    # network instances can overtake one another, so the ensemble of these modes gets one,
+    # with as many onnxruntime threads as the config's instances (the same cores).
+    one_instance = not fused and config.averaging_delay_windows > 0
     return mcfg.EnsembleShape(
         channels=len(config.stream_channels),
         kernel_samples=config.kernel_samples,
         stride_samples=config.stride_samples,
         sequence_idle_seconds=config.server.sequence_idle_seconds,
         max_sequences=max(8, config.layout.clients_per_server),
-        # A stateful averager after the network needs each sequence's requests in order;
-        # several network instances can overtake one another, so these modes get one.
-        instances=(config.server.instances if fused or not config.averaging_delay_windows
-                   else 1),
+        instances=1 if one_instance else config.server.instances,
+        intra_op_threads=config.server.instances if one_instance else 1,
     )
 
 
@@ -345,11 +347,12 @@ def classifier_onnx_path(repo: Path) -> Path:
     return network_onnx_path(repo, mcfg.CLASSIFIER)
 
 
-def network_sessions(config: CampaignConfig) -> dict[str, object]:
-    """An onnxruntime session per network stage of the mode, on the graphs Triton serves."""
+def network_sessions(config: CampaignConfig, threads: int = 1) -> dict[str, object]:
+    """An onnxruntime session per network stage of the mode, on the graphs Triton serves
+    (``threads`` intra-op threads each)."""
     repo = config.model.repository
     return {
-        stage.model: onnx_session(network_onnx_path(repo, stage.model))
+        stage.model: onnx_session(network_onnx_path(repo, stage.model), threads)
         for stage in pipeline.stages(config)
         if not stage.stateful
     }
