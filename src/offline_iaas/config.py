@@ -159,7 +159,8 @@ class ServerConfig:
     disk: str = "4GB"
     """Scratch disk per server (``request_disk``), with its unit."""
     instances: int = 1
-    """Model instances of the network per server."""
+    """Instances of the served model per server (one onnxruntime thread each on CPU). A
+    client's sequence lives on one instance: keep ``clients_per_server >= instances``."""
     bind: str = "127.0.0.1"
     """Address the server listens on (``0.0.0.0`` on a cluster)."""
     ready_timeout_seconds: float = 180.0
