@@ -73,6 +73,28 @@ def test_written_config_reloads_identically(small_config_file: Path, tmp_path: P
     assert again.config_hash() == config.config_hash()
 
 
+@pytest.mark.parametrize("override", [
+    "client.request_timeout_seconds=30", "client.in_flight=2", "server.instances=3",
+    "server.memory=\"64GB\"", "workflow.retries=5", "site.accounting_group=\"ligo.dev\"",
+])
+def test_config_hash_keeps_parts_valid_when_only_how_jobs_run_changes(
+    small_config_file: Path, override: str
+) -> None:
+    assert load_config(small_config_file, [override]).config_hash() == load_config(
+        small_config_file).config_hash()
+
+
+@pytest.mark.parametrize("override", [
+    "deepclean.band_low_hz=50.0", "model.batch_size=5", "model.seed=7", "layout.servers=3",
+    "bbhnet.cluster_seconds=2.0", "data.duration=1024",
+])
+def test_config_hash_changes_with_what_the_output_depends_on(
+    small_config_file: Path, override: str
+) -> None:
+    assert load_config(small_config_file, [override]).config_hash() != load_config(
+        small_config_file).config_hash()
+
+
 def test_parse_override_keeps_plain_strings() -> None:
     assert parse_override("data.frames=/a/b c") == ("data", "frames", "/a/b c")
 

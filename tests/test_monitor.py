@@ -16,13 +16,7 @@ from offline_iaas.bench.monitor_plot import plot_monitor, read_monitor_csv
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError, RunError
 from offline_iaas.repository.export import export_repository
-from offline_iaas.serve.monitor import (
-    CSV_HEADER,
-    INTERVAL_ENV,
-    ServerMonitor,
-    interval_from_env,
-    statistics_rows,
-)
+from offline_iaas.serve.monitor import CSV_HEADER, ServerMonitor, statistics_rows
 from offline_iaas.serve.rendezvous import read_address
 from offline_iaas.workflow.make_dag import make_dag
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, skip_data_check
@@ -92,15 +86,13 @@ def test_a_failed_poll_writes_nothing_and_later_polls_append(tmp_path: Path) -> 
     assert (monitor.polls, monitor.failures) == (2, 1)
 
 
-def test_interval_comes_from_the_environment(monkeypatch) -> None:
-    monkeypatch.delenv(INTERVAL_ENV, raising=False)
-    assert interval_from_env() == 5.0
-    monkeypatch.setenv(INTERVAL_ENV, "0.5")
-    assert interval_from_env() == 0.5
-    for bad in ("soon", "-1"):
-        monkeypatch.setenv(INTERVAL_ENV, bad)
-        with pytest.raises(ConfigError, match=INTERVAL_ENV):
-            interval_from_env()
+def test_interval_is_a_server_setting(tmp_path: Path) -> None:
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    assert load_config(tmp_path / "campaign.toml").server.monitor_seconds == 5.0
+    assert load_config(tmp_path / "campaign.toml",
+                       ["server.monitor_seconds=0.5"]).server.monitor_seconds == 0.5
+    with pytest.raises(ConfigError, match="server.monitor_seconds"):
+        load_config(tmp_path / "campaign.toml", ["server.monitor_seconds=-1"])
 
 
 def test_plot_shows_rates_between_polls(tmp_path: Path) -> None:
@@ -128,8 +120,8 @@ def test_serve_records_every_models_statistics(tmp_path: Path, monkeypatch) -> N
     export_repository(config)
     skip_data_check(monkeypatch)
     run_dir = tmp_path / "run"
-    make_dag(config, run_dir)
-    env = {**os.environ, INTERVAL_ENV: "0.3"}
+    make_dag(load_config(tmp_path / "campaign.toml", ["server.monitor_seconds=0.3"]), run_dir)
+    env = dict(os.environ)
     log = open(tmp_path / "serve.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "offline_iaas.cli", "serve", "--run-dir", str(run_dir),

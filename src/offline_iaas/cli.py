@@ -73,7 +73,7 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
     config = _config(args)
     segments = make_dag(config, args.out, log=log)
     log(f"make-dag: {args.out.resolve() / 'offline.dag'}")
-    stride = config.stride_samples / config.data.sample_rate
+    stride = config.stride_seconds
     for seg in segments:
         pieces = ", ".join(
             f"GPS {p.gps_start:.3f}-{p.gps_end:.3f} (sequence {p.sequence_id})" for p in seg.pieces

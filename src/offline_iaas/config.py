@@ -167,6 +167,9 @@ class ServerConfig:
     sequence_idle_seconds: float = 60.0
     """Triton's ``max_sequence_idle_microseconds``, in seconds."""
     exit_timeout_seconds: float = 5.0
+    monitor_seconds: float = 5.0
+    """Triton's inference statistics are polled this often into ``RUN/monitor/<server>.csv``
+    (0: not at all)."""
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,11 @@ class WorkflowConfig:
 
 SITE_PROFILES: tuple[str, ...] = ("local", "ldg", "osg", "hepcloud")
 SERVER_RUNTIMES: tuple[str, ...] = ("native", "apptainer", "singularity")
-_REQUEST_KEYS = frozenset({"gpus", "gpu_capability", "gpu_memory_mb", "cpus", "memory", "disk"})
+OUTPUT_SECTIONS: tuple[str, ...] = ("data", "model", "layout", "synth", "deepclean", "bbhnet")
+"""What ``config_hash`` covers: the data, the networks and their windows, the split into
+segments, the synthetic data and the post-processing. ``[server]``, ``[client]``,
+``[workflow]`` and ``[site]`` only say how and where the jobs run (timeouts, in-flight
+requests, instances, retries, resources): changing them keeps finished parts valid."""
 _SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]B?", re.IGNORECASE)
 
 
@@ -250,6 +257,11 @@ class CampaignConfig:
     @property
     def stride_samples(self) -> int:
         return round(self.data.sample_rate / self.model.inference_rate)
+
+    @property
+    def stride_seconds(self) -> float:
+        """Data seconds between consecutive windows (one stride)."""
+        return self.stride_samples / self.data.sample_rate
 
     @property
     def kernel_samples(self) -> int:
@@ -314,11 +326,8 @@ class CampaignConfig:
         return out
 
     def config_hash(self) -> str:
-        """Hash of everything that determines the campaign's output."""
-        # [site] and the servers' resource requests only say where and how the jobs run:
-        # changing them (e.g. more memory after a failure) keeps the parts valid.
-        plain = {k: v for k, v in self.to_dict().items() if k != "site"}
-        plain["server"] = {k: v for k, v in plain["server"].items() if k not in _REQUEST_KEYS}
+        """Hash of the sections that determine the campaign's output (``OUTPUT_SECTIONS``)."""
+        plain = {k: v for k, v in self.to_dict().items() if k in OUTPUT_SECTIONS}
         text = json.dumps(plain, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -535,6 +544,8 @@ def _check(c: CampaignConfig, path: Path) -> None:
     if c.site.filesystem not in ("", "shared", "transfer"):
         fail("site.filesystem", f"must be 'shared', 'transfer' or '' (the profile's), got "
              f"{c.site.filesystem!r}")
+    if c.server.monitor_seconds < 0:
+        fail("server.monitor_seconds", f"must not be negative, got {c.server.monitor_seconds}")
     if c.server.instances < 1:
         fail("server.instances", f"must be at least 1, got {c.server.instances}")
     if c.client.in_flight < 1:

@@ -84,7 +84,7 @@ def run_demo(
     started = time.monotonic()
     run_local(run_dir, log=log)
     wall = time.monotonic() - started
-    data_seconds = config.total_windows * config.stride_samples / config.data.sample_rate
+    data_seconds = config.total_windows * config.stride_seconds
 
     timings: dict[str, float] = {}
     reference_path, reference_wall = run_reference(config, workdir / "reference.h5",

@@ -1,7 +1,7 @@
 """Error types of offline-iaas.
 
 Every failure a user can cause or meet is one of these types; the CLI maps each type to one
-exit code (see ``EXIT_CODES``) and prints its message on one line, never a traceback.
+exit code (its ``exit_code``) and prints its message on one line, never a traceback.
 """
 
 from __future__ import annotations
@@ -47,17 +47,3 @@ class MismatchError(OfflineIaasError):
     """The campaign output differs from the in-process reference."""
 
     exit_code = 7
-
-
-EXIT_CODES: dict[type[OfflineIaasError], int] = {
-    cls: cls.exit_code
-    for cls in (
-        OfflineIaasError,
-        ConfigError,
-        DataError,
-        ModelError,
-        ServerError,
-        RunError,
-        MismatchError,
-    )
-}

@@ -20,7 +20,7 @@ from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.repository.export import check_repository, network_sessions
 from offline_iaas.repository.pipeline import mode_stream, output_rows
-from offline_iaas.workflow.plan import Piece, make_stretches, request_sizes, stride_seconds
+from offline_iaas.workflow.plan import Piece, make_stretches, request_sizes
 
 
 def run_reference(
@@ -57,7 +57,7 @@ def run_reference(
                 output_start=warmup,
                 output_stop=windows,
                 gps_start=stretch.gps_start,
-                gps_end=stretch.gps_start + windows * stride_seconds(config),
+                gps_end=stretch.gps_start + windows * config.stride_seconds,
                 stretch_gps_start=stretch.gps_start,
                 stretch_gps_end=stretch.gps_end,
             )
@@ -75,7 +75,7 @@ def run_reference(
         if timings is not None:
             timings["streaming_seconds"] = time.monotonic() - streaming_started
             timings["data_seconds"] = sum(
-                (s.windows(config) - warmup) * stride_seconds(config) for s in stretches)
+                (s.windows(config) - warmup) * config.stride_seconds for s in stretches)
         writer.commit({"producer": "reference"}, frames, log)
     except BaseException:
         writer.discard()

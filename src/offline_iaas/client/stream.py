@@ -36,7 +36,7 @@ from offline_iaas.repository.pipeline import ensemble_outputs, output_rows
 from offline_iaas.serve.access import auth_headers
 from offline_iaas.serve.rendezvous import ServerAddress, address_path, read_address
 from offline_iaas.terminal import NO_PROGRESS, NullProgress
-from offline_iaas.workflow.plan import ClientSegment, Piece, request_sizes, stride_seconds
+from offline_iaas.workflow.plan import ClientSegment, Piece, request_sizes
 
 POLL_SECONDS = 0.5
 
@@ -56,7 +56,7 @@ def piece_samples(
     return iter_chunks(
         frames,
         config.stream_channels,
-        piece.gps_start + from_window * stride_seconds(config),
+        piece.gps_start + from_window * config.stride_seconds,
         piece.gps_end,
         config.data.sample_rate,
         config.client.chunk_seconds,
@@ -311,7 +311,7 @@ def _stream_once(
     total_requests = sum(
         len(request_sizes(p.windows, config.model.batch_size)) for p in segment.pieces
     )
-    window_seconds = stride / config.data.sample_rate
+    window_seconds = config.stride_seconds
     saved = writer.progress()
     progress.start(
         sum(p.windows for p in segment.pieces) * window_seconds,

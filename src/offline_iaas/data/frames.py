@@ -748,7 +748,6 @@ def preflight(
         min_stretch_seconds,
         observatories,
         science_segments,
-        stride_seconds,
     )
 
     data = config.data
@@ -769,7 +768,7 @@ def preflight(
         frame_coverage(frames, observatories(data.channels)),
         science,
         data.start,
-        stride_seconds(config),
+        config.stride_seconds,
         min_stretch_seconds(config),
     )
     if not result.stretches:

@@ -330,14 +330,9 @@ def science_segments(config: CampaignConfig) -> list[Interval] | None:
     return [(float(s[0]), float(s[1])) for s in read_segment_file(config.data.segments)]
 
 
-def stride_seconds(config: CampaignConfig) -> float:
-    """Length of one stride (s) at the model rate."""
-    return config.stride_samples / config.data.sample_rate
-
-
 def min_stretch_seconds(config: CampaignConfig) -> float:
     """Shortest useful stretch: warm-up plus one stride (s)."""
-    return (config.warmup_windows + 1) * stride_seconds(config)
+    return (config.warmup_windows + 1) * config.stride_seconds
 
 
 def analysable_span(config: CampaignConfig, frames: Sequence[FrameFile]) -> AnalysableSpan:
@@ -356,6 +351,6 @@ def analysable_span(config: CampaignConfig, frames: Sequence[FrameFile]) -> Anal
         frame_coverage(frames, observatories(data.channels)),
         science_segments(config),
         data.start,
-        stride_seconds(config),
+        config.stride_seconds,
         min_stretch_seconds(config),
     )

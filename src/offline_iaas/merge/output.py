@@ -32,7 +32,7 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.repository.pipeline import ensemble_outputs
-from offline_iaas.workflow.plan import Stretch, stride_seconds, window_gps
+from offline_iaas.workflow.plan import Stretch, window_gps
 
 
 def statistic_channel(config: CampaignConfig) -> str:
@@ -54,7 +54,7 @@ def output_x0(config: CampaignConfig, stretch: Stretch, output: str) -> float:
     first_row = config.warmup_windows - config.averaging_delay_windows
     if output == "statistic":
         return window_gps(config, stretch, first_row)
-    return stretch.gps_start + first_row * stride_seconds(config)
+    return stretch.gps_start + first_row * config.stride_seconds
 
 
 def _timeseries_attrs(dataset: h5py.Dataset, channel: str, name: str, x0: float, dx: float,
@@ -107,7 +107,7 @@ class CampaignWriter:
                 name = f"statistic/{gps_text(x0)}"
                 dataset = self.file.create_dataset(name, shape=(kept,), dtype=np.float32)
                 _timeseries_attrs(dataset, statistic_channel(config), "statistic", x0,
-                                  stride_seconds(config))
+                                  config.stride_seconds)
                 self.names[("statistic", stretch.index)] = [name]
             if self.stage is not None:
                 x0 = output_x0(config, stretch, "noise")

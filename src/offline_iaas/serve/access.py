@@ -74,12 +74,6 @@ def auth_headers(run_dir: Path) -> dict[str, str]:
     return {GRPC_TOKEN_HEADER: token} if token else {}
 
 
-def http_auth_headers(run_dir: Path) -> dict[str, str]:
-    """HTTP headers that authorise a request on the run's servers (none if it has no token)."""
-    token = read_token(run_dir)
-    return {TOKEN_HEADER: token} if token else {}
-
-
 def restricted_flags(token: str | None) -> list[str]:
     """tritonserver options restricting ``RESTRICTED_PROTOCOLS`` to requests with ``token``.
 

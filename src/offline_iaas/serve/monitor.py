@@ -6,19 +6,16 @@ reports them (summed over the model's versions), stamped with the poll's Unix ti
 mean latencies are differences between rows (``bench/monitor_plot.py``). A poll that fails (the
 server is starting or stopping) writes nothing; the thread keeps going until stopped.
 
-``OFFLINE_IAAS_MONITOR_SECONDS`` sets the interval of ``serve`` (default 5; 0 turns it off).
+``server.monitor_seconds`` sets the interval of ``serve`` (default 5; 0 turns it off).
 """
 
 from __future__ import annotations
 
 import csv
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
-
-from offline_iaas.errors import ConfigError
 
 CSV_HEADER: tuple[str, ...] = (
     "unix_time",
@@ -32,23 +29,7 @@ CSV_HEADER: tuple[str, ...] = (
     "compute_output_ns",
     "success_ns",
 )
-DEFAULT_INTERVAL_SECONDS = 5.0
-INTERVAL_ENV = "OFFLINE_IAAS_MONITOR_SECONDS"
 POLL_TIMEOUT_SECONDS = 5.0
-
-
-def interval_from_env() -> float:
-    """The polling interval of ``serve``: ``$OFFLINE_IAAS_MONITOR_SECONDS`` or 5 s (0: off)."""
-    text = os.environ.get(INTERVAL_ENV, "").strip()
-    if not text:
-        return DEFAULT_INTERVAL_SECONDS
-    try:
-        value = float(text)
-    except ValueError:
-        raise ConfigError(f"{INTERVAL_ENV}={text!r} is not a number of seconds") from None
-    if value < 0:
-        raise ConfigError(f"{INTERVAL_ENV}={text!r} must not be negative")
-    return value
 
 
 def statistics_rows(statistics: dict[str, Any], unix_time: float) -> list[dict[str, Any]]:

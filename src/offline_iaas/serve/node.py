@@ -37,7 +37,7 @@ from offline_iaas.serve import rendezvous as address_files
 from offline_iaas.serve.access import auth_headers, read_token
 from offline_iaas.serve.chirp import ADDRESS_ATTRIBUTE, job_ads
 from offline_iaas.serve.container import ContainerLauncher
-from offline_iaas.serve.monitor import interval_from_env, start_monitor
+from offline_iaas.serve.monitor import start_monitor
 from offline_iaas.serve.tritonserver import (
     Ports,
     TritonInstall,
@@ -244,7 +244,7 @@ def serve(
         config.model.name]
     check_models_present(config.model.repository, models)
     bind = config.server.bind
-    monitor_seconds = interval_from_env()
+    monitor_seconds = config.server.monitor_seconds
     server_log = run_dir / "logs" / f"{node}-tritonserver.log"
     ads = job_ads() if rendezvous == "jobad" else None
     run_id = _run_id(run_dir)

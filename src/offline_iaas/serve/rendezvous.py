@@ -8,12 +8,10 @@ client can tell a restarted server from the one it was streaming to.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.errors import ServerError
 
 
 @dataclass(frozen=True)
@@ -63,23 +61,6 @@ def read_address(run_dir: Path, node: str) -> ServerAddress | None:
         return ServerAddress(**json.loads(address_path(run_dir, node).read_text()))
     except (FileNotFoundError, json.JSONDecodeError, TypeError):
         return None
-
-
-def wait_for_address(
-    run_dir: Path, node: str, timeout_seconds: float, poll_seconds: float = 0.5
-) -> ServerAddress:
-    """Poll until the server node has published its address; ServerError after the timeout."""
-    deadline = time.monotonic() + timeout_seconds
-    while True:
-        address = read_address(run_dir, node)
-        if address is not None:
-            return address
-        if time.monotonic() > deadline:
-            raise ServerError(
-                f"server {node} published no address in {address_path(run_dir, node)} "
-                f"within {timeout_seconds:.0f} s (see {run_dir}/logs/{node}.err)"
-            )
-        time.sleep(poll_seconds)
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -120,24 +120,20 @@ def client_name(index: int) -> str:
     return f"client{index}"
 
 
-def stride_seconds(config: CampaignConfig) -> float:
-    return config.stride_samples / config.data.sample_rate
-
-
 def window_gps(config: CampaignConfig, stretch: Stretch, window: int) -> float:
     """GPS time stamped on a window of a stretch: the end of the window."""
-    return stretch.gps_start + (window + 1) * stride_seconds(config)
+    return stretch.gps_start + (window + 1) * config.stride_seconds
 
 
 def whole_span(config: CampaignConfig) -> list[Stretch]:
     """The span as one stretch (no gaps), its end on the stride grid."""
-    end = config.data.start + config.total_windows * stride_seconds(config)
+    end = config.data.start + config.total_windows * config.stride_seconds
     return [Stretch(0, config.data.start, end)]
 
 
 def make_stretches(config: CampaignConfig, bounds: list[tuple[float, float]]) -> list[Stretch]:
     """Number ``(gps_start, gps_end)`` bounds, checking they lie on the stride grid."""
-    step = stride_seconds(config)
+    step = config.stride_seconds
     stretches = []
     for start, end in bounds:
         for gps in (start, end):
@@ -180,7 +176,7 @@ def plan_segments(
             f"{count} client segments of the layout (layout.servers × layout.clients_per_server)"
         )
     bounds = [round(i * total / count) for i in range(count + 1)]
-    step = stride_seconds(config)
+    step = config.stride_seconds
     warmup = config.warmup_windows
     # (global index of a stretch's first kept window) for mapping shares onto stretches
     starts = [sum(kept[:i]) for i in range(len(stretches))]

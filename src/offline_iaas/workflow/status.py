@@ -86,7 +86,7 @@ def _data_seconds(run_dir: Path, clients: list[str]) -> tuple[float, float]:
     from offline_iaas.config import load_config
 
     config = load_config(run_dir / "campaign.toml")
-    stride = config.stride_samples / config.data.sample_rate
+    stride = config.stride_seconds
     windows = {}
     for node in clients:
         spec = _read_json(run_dir / "jobs" / f"{node}.json")
