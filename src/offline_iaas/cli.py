@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from offline_iaas import __version__
-from offline_iaas.config import MODES
 from offline_iaas.errors import OfflineIaasError, RunError
+from offline_iaas.modes import MODE_NAMES
 
 EXIT_INTERRUPTED = 130
 
@@ -341,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
                 config=False)
     p.add_argument("--workdir", type=Path, default=Path("demo-work"))
     p.add_argument("--config", type=Path, help="campaign config (default: the packaged demo)")
-    p.add_argument("--mode", choices=MODES,
+    p.add_argument("--mode", choices=MODE_NAMES,
                    help="campaign mode (default: the config's; the packaged demo's is e2e)")
     p.add_argument("--weights", type=Path,
                    help="trained weights directory (default: train the demo networks)")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_iaas.errors import ConfigError
+from offline_iaas.modes import MODE_NAMES, MODES, Mode
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,6 @@ class SynthConfig:
     seed: int = 1234
 
 
-MODES: tuple[str, ...] = ("classifier", "deepclean", "bbhnet", "e2e")
 
 
 @dataclass(frozen=True)
@@ -277,16 +277,20 @@ class CampaignConfig:
         """Rows a stream discards before its outputs no longer depend on where it started.
 
         One window warm-up per snapshot, plus the online average's latency (``K / S - 1``
-        windows) where DeepClean's predictions are averaged: ``deepclean`` 2, ``e2e`` 3 (the
-        second snapshot over cleaned strain), other modes 1 window warm-up.
+        windows) where DeepClean's predictions are averaged (``Mode.warmup_stages``):
+        ``deepclean`` 2, ``e2e`` 3 (the second snapshot over cleaned strain), other modes 1.
         """
-        stages = {"deepclean": 2, "e2e": 3}.get(self.model.mode, 1)
-        return stages * self.window_warmup
+        return self.mode.warmup_stages * self.window_warmup
 
     @property
     def averaging_delay_windows(self) -> int:
         """Rows between a window and the averaged stride it completes (0 without averaging)."""
-        return self.window_warmup if self.model.mode in ("deepclean", "e2e") else 0
+        return self.window_warmup if self.mode.averages else 0
+
+    @property
+    def mode(self) -> Mode:
+        """The record of ``model.mode`` (``modes.py``)."""
+        return MODES[self.model.mode]
 
     @property
     def ifos(self) -> tuple[str, ...]:
@@ -304,11 +308,8 @@ class CampaignConfig:
         ``deepclean`` needs only the witnesses (the merge reads the strain it subtracts from);
         ``e2e`` the strain and then the witnesses; the other modes the strain.
         """
-        if self.model.mode == "deepclean":
-            return self.data.witnesses
-        if self.model.mode == "e2e":
-            return (*self.data.channels, *self.data.witnesses)
-        return self.data.channels
+        return (*(self.data.channels if self.mode.strain else ()),
+                *(self.data.witnesses if self.mode.witnesses else ()))
 
     @property
     def total_windows(self) -> int:
@@ -575,8 +576,8 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
                        b.found_seconds), ("exclusion_seconds", b.exclusion_seconds)):
         if value <= 0:
             fail(f"bbhnet.{key}", f"must be positive, got {value}")
-    if c.model.mode not in MODES:
-        fail("model.mode", f"must be one of {', '.join(MODES)}, got {c.model.mode!r}")
+    if c.model.mode not in MODE_NAMES:
+        fail("model.mode", f"must be one of {', '.join(MODE_NAMES)}, got {c.model.mode!r}")
     for ch in c.data.witnesses:
         if ":" not in ch:
             fail("data.witnesses", f"entry {ch!r} is not of the form IFO:NAME")
@@ -584,7 +585,7 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
         fail("data.witnesses", "lists a channel twice")
     if set(c.data.witnesses) & set(c.data.channels):
         fail("data.witnesses", "lists a strain channel of data.channels")
-    if c.model.mode not in ("deepclean", "e2e"):
+    if not c.mode.witnesses:
         return
     if len(c.ifos) != len(c.data.channels):
         fail("data.channels", f"must name one strain channel per interferometer in mode "

@@ -68,7 +68,7 @@ def run_demo(
 
     log(f"demo: writing synthetic frames to {config.data.frames}")
     write_synthetic_dataset(config)
-    if config.model.mode != "classifier" and weights is None:
+    if config.mode.needs_weights and weights is None:
         from offline_iaas.models.training import train_demo
 
         weights = workdir / "weights"

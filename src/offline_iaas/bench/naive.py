@@ -20,16 +20,16 @@ from offline_iaas.bench.service import client_jobs, measure_streams, open_stream
 from offline_iaas.bench.workloads import Workload
 from offline_iaas.repository.backend.stateful import OnlineAverage, SnapshotState
 
-NETWORK_OF_MODE: dict[str, tuple[str, str]] = {
-    "classifier": ("classifier", "statistic"),
-    "bbhnet": ("bbhnet", "statistic"),
-    "deepclean": ("deepclean", "prediction"),
-}
-"""The network model a naive client calls, and its output, per mode."""
-
 
 def has_naive_path(load: Workload) -> bool:
-    return load.mode in NETWORK_OF_MODE
+    """A single-network mode (a chained mode's client would have to run the chain)."""
+    return len(load.mode.networks) == 1
+
+
+def network_of(load: Workload) -> tuple[str, str]:
+    """The network model a naive client calls, and its output."""
+    (network,) = load.mode.networks
+    return network, "prediction" if load.mode.averages else "statistic"
 
 
 def stream_windows(client, job: ClientJob, samples: np.ndarray) -> int:
@@ -59,7 +59,7 @@ class _InOrder:
         self.output = output
         self.averager = (
             OnlineAverage(load.kernel_samples, load.stride_samples, len(load.ifos))
-            if load.mode == "deepclean" else None
+            if load.mode.averages else None
         )
         self.pending: dict[int, np.ndarray] = {}
         self.next = 0
@@ -79,7 +79,7 @@ def measure_naive(
     data_seconds: float, threads: int, seed: int = 0,
 ) -> Measurement:
     """The naive path at the service's batch size, clients and in-flight depth."""
-    network, output = NETWORK_OF_MODE[load.mode]
+    network, output = network_of(load)
     jobs = client_jobs(load, server, network, (output,), batch_size, clients, in_flight,
                        data_seconds, seed, sequences=False)
     return measure_streams("naive", stream_windows, jobs, server, batch_size, threads)

@@ -24,6 +24,7 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig, config_from_dict
 from offline_iaas.errors import ConfigError
+from offline_iaas.modes import MODES, Mode
 
 SAMPLE_BYTES = 4
 """float32 on the wire."""
@@ -40,8 +41,8 @@ class Workload:
     ----------
     name
         Workload name.
-    mode
-        The campaign mode it serves (``model.mode``).
+    mode_name
+        The campaign mode it serves (``model.mode``; ``mode`` is its record).
     ifos
         Interferometers (one strain channel each).
     witnesses_per_ifo
@@ -53,7 +54,7 @@ class Workload:
     """
 
     name: str
-    mode: str
+    mode_name: str
     ifos: tuple[str, ...]
     witnesses_per_ifo: int
     sample_rate_hz: float
@@ -73,7 +74,7 @@ class Workload:
                 "sample_rate": self.sample_rate_hz, "frames": str(repository.parent),
             },
             "model": {
-                "repository": str(repository), "mode": self.mode, "name": "offline-iaas",
+                "repository": str(repository), "mode": self.mode_name, "name": "offline-iaas",
                 "kernel_seconds": self.kernel_seconds, "inference_rate": self.inference_rate_hz,
                 "batch_size": batch_size or self.batch_size,
             },
@@ -83,12 +84,13 @@ class Workload:
         return config_from_dict(raw, repository.parent / f"{self.name}.toml")
 
     @property
+    def mode(self) -> Mode:
+        return MODES[self.mode_name]
+
+    @property
     def channels(self) -> int:
         """Channels streamed (``CampaignConfig.stream_channels``)."""
-        strain = 0 if self.mode == "deepclean" else len(self.ifos)
-        witnesses = self.witnesses_per_ifo * len(self.ifos) if self.mode in (
-            "deepclean", "e2e") else 0
-        return strain + witnesses
+        return len(self.ifos) * (self.mode.strain + self.witnesses_per_ifo * self.mode.witnesses)
 
     @property
     def kernel_samples(self) -> int:
@@ -131,7 +133,7 @@ def workload(name: str) -> Workload:
 def write_weights(load: Workload, directory: Path, seed: int = 0) -> Path | None:
     """Seeded initial weights of the workload's networks, as ``export --weights`` takes them
     (``deepclean-<IFO>.pt``, ``bbhnet.pt``); None for the classifier (seeded by export)."""
-    if load.mode == "classifier":
+    if not load.mode.needs_weights:
         return None
     import torch
 
@@ -139,11 +141,11 @@ def write_weights(load: Workload, directory: Path, seed: int = 0) -> Path | None
 
     directory.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    if load.mode in ("deepclean", "e2e"):
+    if "deepclean" in load.mode.networks:
         for ifo in load.ifos:
             net = build_network("deepclean", {"witnesses": load.witnesses_per_ifo})
             torch.save(net.state_dict(), directory / f"deepclean-{ifo}.pt")
-    if load.mode in ("bbhnet", "e2e"):
+    if "bbhnet" in load.mode.networks:
         net = build_network("bbhnet", {"ifos": len(load.ifos)})
         net.input_scale.fill_(1 / STRAIN_SCALE)
         torch.save(net.state_dict(), directory / "bbhnet.pt")
@@ -161,7 +163,7 @@ def synthetic_samples(load: Workload, seconds: float, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     samples = rng.standard_normal((load.channels, strides * load.stride_samples),
                                   dtype=np.float32)
-    if load.mode != "deepclean":
+    if load.mode.strain:
         samples[: len(load.ifos)] *= STRAIN_SCALE
     return samples
 

@@ -233,7 +233,7 @@ def postprocess(writer: Any, frames: list | None, frames_dir: Path | None,
         if frames is None:
             raise ValueError("the DeepClean post-processing needs the frame files")
         summary["deepclean"] = _clean_strain(writer, frames, frames_dir, log)
-    if "statistic" in writer.outputs and writer.config.model.mode in ("bbhnet", "e2e"):
+    if "statistic" in writer.outputs and writer.config.mode.triggers:
         summary["bbhnet"] = _triggers(writer, log)
     return summary
 

@@ -89,7 +89,7 @@ def export_repository(
 
     if flavor not in FLAVORS:
         raise ConfigError(f"unknown repository flavor {flavor!r} (known: {', '.join(FLAVORS)})")
-    if flavor == "gpu" and config.model.mode in ("deepclean", "e2e"):
+    if flavor == "gpu" and not config.mode.gpu:
         raise ModelError(
             f"the gpu flavor of mode {config.model.mode!r} is not written yet (its averager "
             "graph takes one channel); export --flavor cpu"

@@ -209,18 +209,18 @@ def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path) ->
         raise ModelError(
             "export needs torch: pip install 'offline-iaas[export]' -c constraints.txt"
         ) from None
-    mode, k = config.model.mode, config.kernel_samples
+    networks, k = config.mode.networks, config.kernel_samples
     stream, ifos = len(config.stream_channels), len(config.ifos)
     windows = ("windows", (-1, stream, k))
-    if mode == "classifier":
+    if networks == ("classifier",):
         path = _classifier(config, weights, out_dir / "classifier.onnx")
         return [Graph("classifier", path, (windows,), (("statistic", (-1,)),))]
-    if mode == "bbhnet":
+    if networks == ("bbhnet",):
         path = _bbhnet(config, weights, out_dir / "bbhnet.onnx", single=True)
         return [Graph("bbhnet", path, (windows,), (("statistic", (-1,)),))]
     graphs = [Graph("deepclean", _deepclean(config, weights, out_dir / "deepclean.onnx"),
                     (windows,), (("prediction", (-1, ifos, k)),))]
-    if mode == "e2e":
+    if "subtract" in networks:  # e2e: DeepClean, subtraction, BBHnet on the cleaned strain
         path = out_dir / "subtract.onnx"
         onnx.save(subtract_onnx(config), str(path))
         graphs.append(Graph("subtract", path, (windows, ("noise", (ifos, -1))),

@@ -54,18 +54,19 @@ class Stage:
 
 def stages(config: CampaignConfig) -> list[Stage]:
     """The mode's stages, in order."""
-    mode, ifos = config.model.mode, len(config.ifos)
+    mode, ifos = config.mode, len(config.ifos)
     snapshot = Stage("snapshotter", "snapshot", {"update": "update"}, {"windows": "windows"},
                      len(config.stream_channels))
-    if mode in ("classifier", "bbhnet"):
-        return [snapshot, Stage(mode, "network", {"windows": "windows"},
+    if not mode.averages:  # one network on the windows: the statistic
+        (network,) = mode.networks
+        return [snapshot, Stage(network, "network", {"windows": "windows"},
                                 {"statistic": "statistic"})]
     chain = [
         snapshot,
         Stage("deepclean", "network", {"windows": "windows"}, {"prediction": "prediction"}),
         Stage("averager", "average", {"prediction": "prediction"}, {"noise": "noise"}, ifos),
     ]
-    if mode == "e2e":
+    if mode.snapshots == 2:  # the cleaned strain windowed again for BBHnet
         chain += [
             Stage("subtract", "network", {"windows": "windows", "noise": "noise"},
                   {"cleaned": "cleaned"}),
@@ -78,10 +79,7 @@ def stages(config: CampaignConfig) -> list[Stage]:
 
 def ensemble_outputs(config: CampaignConfig) -> tuple[str, ...]:
     """What clients request and store: ``statistic`` and/or ``noise``."""
-    return {
-        "deepclean": ("noise",),
-        "e2e": ("noise", "statistic"),
-    }.get(config.model.mode, ("statistic",))
+    return config.mode.outputs
 
 
 def output_rows(config: CampaignConfig, name: str, values: np.ndarray) -> np.ndarray:
