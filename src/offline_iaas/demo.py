@@ -15,6 +15,7 @@ from pathlib import Path
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import MismatchError
+from offline_iaas.rundir import RunDir
 
 TOLERANCE = 1e-5
 """Largest relative difference allowed between campaign and reference (float32 round-off)."""
@@ -58,7 +59,7 @@ def run_demo(
     workdir.mkdir(parents=True, exist_ok=True)
     config = demo_config(workdir, config_path, list(overrides), mode)
     run_dir = workdir / "run"
-    if (run_dir / "run.json").exists():
+    if RunDir(run_dir).run_info.exists():
         log(f"demo: removing the previous demo run {run_dir}")
         shutil.rmtree(run_dir)
     stale_dirs = ("frames", "model-repository") + (("weights",) if weights is None else ())
@@ -89,7 +90,8 @@ def run_demo(
     timings: dict[str, float] = {}
     reference_path, reference_wall = run_reference(config, workdir / "reference.h5",
                                                    timings=timings)
-    comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference_path)
+    output, summary = RunDir(run_dir).output
+    comparison = compare_outputs(output, reference_path)
     worst = comparison.worst
     log(f"data seconds processed: {data_seconds:.1f}")
     log(f"wall time: {wall:.1f} s (campaign), {reference_wall:.1f} s (reference)")
@@ -97,7 +99,7 @@ def run_demo(
     log(streaming_line(run_dir, data_seconds, timings))
     log(f"campaign output: {run_dir / 'output' / 'campaign.h5'}")
     log(f"reference: {reference_path}")
-    _log_physics(run_dir / "output" / "campaign.json", log)
+    _log_physics(summary, log)
     log(f"max relative difference: {worst:.3g}")
     # written again now that every node has ended (the merge's own shows it still running)
     from offline_iaas.report import write_report

@@ -27,13 +27,15 @@ import numpy as np
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
+from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.plan import ClientSegment
 
 CHUNK_NAME = re.compile(r"p(\d+)-(\d+)-(\d+)\.npz")
 
 
 def part_paths(run_dir: Path, node: str) -> tuple[Path, Path]:
-    return run_dir / "parts" / f"{node}.h5", run_dir / "parts" / f"{node}.json"
+    """A client's part and its sidecar (``RunDir.part``)."""
+    return RunDir(run_dir).part(node)
 
 
 def file_sha256(path: Path) -> str:
@@ -82,7 +84,7 @@ class PartWriter:
         self.outputs = outputs
         self.config_hash = config_hash
         self.h5_path, self.json_path = part_paths(run_dir, segment.node)
-        self.chunk_dir = run_dir / "parts" / f"{segment.node}.chunks"
+        self.chunk_dir = RunDir(run_dir).chunks(segment.node)
         identity = {"config_hash": config_hash, **segment.to_dict()}
         stamp = self.chunk_dir / "segment.json"
         try:

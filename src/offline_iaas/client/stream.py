@@ -33,6 +33,7 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.frames import FrameFile, discover_frames, iter_chunks
 from offline_iaas.errors import ModelError, RunError, ServerError
 from offline_iaas.repository.pipeline import ensemble_outputs, output_rows
+from offline_iaas.rundir import RunDir
 from offline_iaas.serve.access import auth_headers
 from offline_iaas.serve.rendezvous import ServerAddress, address_path, read_address
 from offline_iaas.terminal import NO_PROGRESS, NullProgress
@@ -42,7 +43,7 @@ POLL_SECONDS = 0.5
 
 
 def load_job(run_dir: Path, node: str) -> ClientSegment:
-    path = run_dir / "jobs" / f"{node}.json"
+    path = RunDir(run_dir).job(node)
     try:
         return ClientSegment.from_dict(json.loads(path.read_text()))
     except FileNotFoundError:
@@ -396,7 +397,7 @@ def run_client(
 ) -> None:
     """Run client node ``node`` of the campaign in ``run_dir``; ``progress`` counts data s."""
     run_dir = run_dir.resolve()
-    config = load_config(run_dir / "campaign.toml")
+    config = load_config(RunDir(run_dir).config)
     segment = load_job(run_dir, node)
     config_hash = config.config_hash()
     if part_is_complete(run_dir, node, config_hash):

@@ -29,6 +29,7 @@ from offline_iaas.data.frames import discover_frames
 from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.rundir import RunDir
 from offline_iaas.terminal import NO_PROGRESS, NullProgress
 from offline_iaas.workflow.plan import ClientSegment, Stretch
 
@@ -37,7 +38,8 @@ BLOCK_ROWS = 1 << 12
 
 
 def campaign_paths(run_dir: Path) -> tuple[Path, Path]:
-    return run_dir / "output" / "campaign.h5", run_dir / "output" / "campaign.json"
+    """The merge's output file and summary (``RunDir.output``)."""
+    return RunDir(run_dir).output
 
 
 def stretches_of(segments: list[ClientSegment]) -> list[Stretch]:
@@ -98,8 +100,8 @@ def merge(
     ``progress`` counts the windows merged and notes the part being copied.
     """
     run_dir = run_dir.resolve()
-    config = load_config(run_dir / "campaign.toml")
-    run_info = json.loads((run_dir / "run.json").read_text())
+    config = load_config(RunDir(run_dir).config)
+    run_info = RunDir(run_dir).read_run_info()
     nodes = run_info["clients"]
     segments = [load_job(run_dir, node) for node in nodes]
     problems = check_parts(run_dir, config, segments)

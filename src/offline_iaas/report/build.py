@@ -35,6 +35,7 @@ from offline_iaas.report.timeline import (
     node_attempts,
     read_monitor,
 )
+from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.plan import ClientSegment
 
 REPORT = Path("report") / "index.html"
@@ -49,15 +50,15 @@ class _Run:
 
     def __init__(self, run_dir: Path) -> None:
         self.dir = run_dir
-        self.output = run_dir / "output" / "campaign.h5"
+        self.output, summary = RunDir(run_dir).output
         self.config: CampaignConfig | None = None
         self.config_error: str | None = None
         try:
-            self.config = load_config(run_dir / "campaign.toml")
+            self.config = load_config(RunDir(run_dir).config)
         except Exception as err:  # a report is written whatever state the run is in
             self.config_error = str(err)
-        self.summary = _json(run_dir / "output" / "campaign.json") or {}
-        self.run_info = _json(run_dir / "run.json") or {}
+        self.summary = _json(summary) or {}
+        self.run_info = _json(RunDir(run_dir).run_info) or {}
 
     @property
     def mode(self) -> str:
@@ -155,8 +156,8 @@ def _search(run: _Run, section: page.Section) -> None:
 
 def _segments(run: _Run) -> list[ClientSegment]:
     names = run.run_info.get("clients")
-    paths = ([run.dir / "jobs" / f"{n}.json" for n in names] if isinstance(names, list)
-             else sorted((run.dir / "jobs").glob("*.json")))
+    paths = ([RunDir(run.dir).job(n) for n in names] if isinstance(names, list)
+             else sorted(RunDir(run.dir).jobs.glob("*.json")))
     return [ClientSegment.from_dict(data) for data in map(_json, paths) if data]
 
 
@@ -189,7 +190,7 @@ def _campaign(run: _Run, section: page.Section) -> None:
             "(each bar is a piece streamed, warm-up included)."))
 
     section.parts.append(page.heading("Node timeline"))
-    state = _json(run.dir / "local-state.json")
+    state = _json(RunDir(run.dir).local_state)
     bars = node_attempts(state) if isinstance(state, dict) else []
     if not bars:
         section.parts.append(page.paragraph(
@@ -199,7 +200,7 @@ def _campaign(run: _Run, section: page.Section) -> None:
 
     section.parts.append(page.heading("Servers"))
     servers = run.run_info.get("servers") or []
-    csvs = sorted((run.dir / "monitor").glob("*.csv"),
+    csvs = sorted(RunDir(run.dir).monitor.glob("*.csv"),
                   key=lambda p: (servers.index(p.stem) if p.stem in servers else len(servers),
                                  p.stem))
     if not csvs:
@@ -232,7 +233,7 @@ def _provenance(run: _Run, section: page.Section) -> None:
         section.parts.append(page.table(["manifest", ""], manifest_rows(manifest)))
     section.parts.append(page.heading("Configuration (RUN/campaign.toml)"))
     try:
-        section.parts.append(page.preformatted((run.dir / "campaign.toml").read_text()))
+        section.parts.append(page.preformatted(RunDir(run.dir).config.read_text()))
     except OSError as err:
         section.parts.append(page.paragraph(f"campaign.toml: {err}", "problem"))
     if run.config_error:

@@ -33,6 +33,7 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ModelError, ServerError
 from offline_iaas.repository.export import check_repository
 from offline_iaas.repository.pipeline import stages
+from offline_iaas.rundir import RunDir
 from offline_iaas.serve import rendezvous as address_files
 from offline_iaas.serve.access import auth_headers, read_token
 from offline_iaas.serve.chirp import ADDRESS_ATTRIBUTE, job_ads
@@ -147,13 +148,6 @@ def unpack_repository(run_dir: Path, source: Path) -> Path:
     return target
 
 
-def _run_id(run_dir: Path) -> str:
-    try:
-        return str(json.loads((run_dir / "run.json").read_text()).get("run_id", ""))
-    except (OSError, ValueError, AttributeError):
-        return ""
-
-
 def published_host(bind: str) -> str:
     """The address clients use: the bind address, or this host's name for a wildcard bind."""
     return socket.getfqdn() if bind in ("0.0.0.0", "::", "") else bind
@@ -232,7 +226,7 @@ def serve(
     if rendezvous not in RENDEZVOUS:
         raise ServerError(f"unknown rendezvous {rendezvous!r} (known: {', '.join(RENDEZVOUS)})")
     run_dir = run_dir.resolve()
-    config = load_config(run_dir / "campaign.toml")
+    config = load_config(RunDir(run_dir).config)
     if repository is not None:
         model = dataclasses.replace(config.model, repository=unpack_repository(run_dir, repository))
         config = dataclasses.replace(config, model=model)
@@ -245,9 +239,9 @@ def serve(
     check_models_present(config.model.repository, models)
     bind = config.server.bind
     monitor_seconds = config.server.monitor_seconds
-    server_log = run_dir / "logs" / f"{node}-tritonserver.log"
+    server_log = RunDir(run_dir).logs / f"{node}-tritonserver.log"
     ads = job_ads() if rendezvous == "jobad" else None
-    run_id = _run_id(run_dir)
+    run_id = RunDir(run_dir).run_id()
     if ads is not None:  # an address left by an earlier start of this job is stale now
         ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
     else:  # likewise a file left by a server of this node that was killed
@@ -305,7 +299,7 @@ def serve(
         published = True
         log(f"{node}: ready at {address.grpc_url} (epoch {epoch}, via {rendezvous_name(ads)})")
         monitor = start_monitor(
-            url, auth_headers(run_dir), run_dir / "monitor" / f"{node}.csv", monitor_seconds
+            url, auth_headers(run_dir), RunDir(run_dir).monitor_csv(node), monitor_seconds
         )
         while not stop.wait(0.5):
             if proc.poll() is not None:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from offline_iaas.atomic import write_text_atomic
+from offline_iaas.rundir import RunDir
 
 
 @dataclass(frozen=True)
@@ -30,11 +31,11 @@ class ServerAddress:
 
 
 def address_path(run_dir: Path, node: str) -> Path:
-    return run_dir / "servers" / f"{node}.json"
+    return RunDir(run_dir).address(node)
 
 
 def epoch_path(run_dir: Path, node: str) -> Path:
-    return run_dir / "servers" / f"{node}.epoch"
+    return RunDir(run_dir).epoch(node)
 
 
 def next_epoch(run_dir: Path, node: str) -> int:

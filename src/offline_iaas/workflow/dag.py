@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from offline_iaas.errors import RunError
+from offline_iaas.rundir import MERGE_NODE
 from offline_iaas.workflow.plan import ClientSegment
 
 CLIENT_CATEGORY = "clients"
 """DAGMan category of the client nodes (throttled by ``MAXJOBS``)."""
 
-MERGE_NODE = "merge"
 FINAL_NODE = "final"
 STATUS_FILE = "offline.status"
 STATUS_INTERVAL_SECONDS = 30

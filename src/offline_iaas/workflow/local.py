@@ -32,11 +32,11 @@ from typing import Any
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
+from offline_iaas.rundir import RunDir
 from offline_iaas.serve.chirp import FAKE_ENV
-from offline_iaas.workflow.dag import MERGE_NODE, Dag, DagNode, parse_dag
+from offline_iaas.workflow.dag import Dag, DagNode, parse_dag
 from offline_iaas.workflow.submit import expand_macros, parse_submit, unexpanded_macros
 
-STATE_FILE = "local-state.json"
 JOB_ADS_FILE = "job-ads.json"
 """Where run-local keeps the job ads of its nodes (``OFFLINE_IAAS_FAKE_JOB_ADS``)."""
 LOCK_FILE = ".run-local.lock"
@@ -339,25 +339,13 @@ def stage_out(transfer: Transfer, sandbox: Path, initialdir: Path, before: set[s
 
 
 # ---- completion ---------------------------------------------------------------------------
-def _json_complete(path: Path) -> bool:
-    try:
-        return json.loads(path.read_text()).get("complete") is True
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def node_complete(run_dir: Path, node: DagNode) -> bool:
-    """Whether a JOB node's output is already there (it is then not run again).
-
-    The merge node is complete when ``output/campaign.h5`` exists and ``output/campaign.json``
-    says ``"complete": true``; any other JOB node when ``parts/<node>.json`` says so.
+    """Whether a JOB node's output is already there (it is then not run again): the run
+    directory says so (``RunDir.node_complete``).
     """
     if node.kind != "JOB":
         return False
-    if node.name == MERGE_NODE:
-        output = run_dir / "output"
-        return (output / "campaign.h5").exists() and _json_complete(output / "campaign.json")
-    return _json_complete(run_dir / "parts" / f"{node.name}.json")
+    return RunDir(run_dir).node_complete(node.name)
 
 
 def complete_nodes(run_dir: Path, dag: Dag) -> set[str]:
@@ -562,12 +550,12 @@ class _Executor:
             except OSError:  # a closed terminal must not stop the executor
                 pass
         state = {
-            "dag": str(self.run_dir / "offline.dag"),
+            "dag": str(RunDir(self.run_dir).dag),
             "updated": _now(),
             "aborted": list(self.aborted) if self.aborted else None,
             "nodes": nodes,
         }
-        path = self.run_dir / STATE_FILE
+        path = RunDir(self.run_dir).local_state
         try:
             write_text_atomic(path, json.dumps(state, indent=2) + "\n")
         except OSError:
@@ -624,7 +612,7 @@ class _Executor:
         argv = pre.argv(macros)
         exe = Path(argv[0])
         argv[0] = str(exe if exe.is_absolute() else self.run_dir / exe)
-        log_path = self.run_dir / "logs" / f"{run.node.name}.pre.log"
+        log_path = RunDir(self.run_dir).logs / f"{run.node.name}.pre.log"
         with self.signals.held():
             run.pre_proc = self._popen(run, argv, self.run_dir, log_path, log_path, {})
             run.status = "prerun"
@@ -642,7 +630,7 @@ class _Executor:
         cwd = cmd.cwd
         if cmd.transfer is not None:
             attempt = run.attempts + 1 if run.is_service else run.attempts
-            sandbox = self.run_dir / "scratch" / f"{run.node.name}.{attempt}"
+            sandbox = RunDir(self.run_dir).scratch / f"{run.node.name}.{attempt}"
             shutil.rmtree(sandbox, ignore_errors=True)
             try:
                 stage_in(cmd.transfer, cmd.cwd, sandbox)
@@ -796,7 +784,7 @@ class _Executor:
                     r.status, r.defer_until = "deferred", time.monotonic() + pre.defer_seconds
                     self.write_state()
                 else:
-                    log = self._rel(self.run_dir / "logs" / f"{r.node.name}.pre.log")
+                    log = self._rel(RunDir(self.run_dir).logs / f"{r.node.name}.pre.log")
                     self._attempt_failed(r, code, f"PRE script {_describe_exit(code)} (see {log})")
                 continue
             if r.status != "running" or r.proc is None:
@@ -907,7 +895,7 @@ class _Executor:
                 if proc is not None and group_members(proc.pid):
                     _signal_group(proc.pid, signal.SIGKILL)
         try:
-            (self.run_dir / "scratch").rmdir()  # only if every node's scratch was cleaned
+            RunDir(self.run_dir).scratch.rmdir()  # only if every node's scratch was cleaned
         except OSError:
             pass
         self.write_state()
@@ -977,7 +965,7 @@ def run_local(
         cases.
     """
     run_dir = Path(run_dir).absolute()
-    dag_path = run_dir / "offline.dag"
+    dag_path = RunDir(run_dir).dag
     try:
         text = dag_path.read_text()
     except FileNotFoundError:

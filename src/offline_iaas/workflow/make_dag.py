@@ -31,6 +31,7 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig, write_config
 from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.repository.export import read_manifest
+from offline_iaas.rundir import SUBDIRS, RunDir
 from offline_iaas.serve.access import write_token
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.plan import ClientSegment, make_stretches, plan_segments, server_name
@@ -41,7 +42,6 @@ SEQUENCE_BLOCK = 2**20
 """Sequence bases are multiples of this, so campaigns sharing a server get disjoint IDs."""
 _SEQUENCE_BLOCKS = 2**31  # keeps every ID below 2**51: exact in JSON readers that use doubles
 
-SUBDIRS: tuple[str, ...] = ("logs", "servers", "parts", "output", "jobs")
 
 # HTCondor would split or expand these inside `arguments`, `initialdir` and `log`.
 _UNSAFE_PATH_CHARS = set(" \t\n\r\"'$")
@@ -88,11 +88,10 @@ def _write_tarball(repository: Path, path: Path) -> None:
 
 def _previous_run(run_dir: Path, config_hash: str) -> dict[str, Any] | None:
     """The run.json of an earlier make-dag in run_dir, if any; refuses another campaign's."""
-    dag_path = run_dir / "offline.dag"
-    if not dag_path.exists():
+    if not RunDir(run_dir).dag.exists():
         return None
     try:
-        previous = json.loads((run_dir / "run.json").read_text())
+        previous = json.loads(RunDir(run_dir).run_info.read_text())
         old_hash = previous["config_hash"]
     except (OSError, ValueError, KeyError, TypeError):
         raise RunError(
@@ -181,24 +180,25 @@ def make_dag(
         log(line)
     servers = [server_name(i) for i in range(config.layout.servers)]
 
+    run = RunDir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     for sub in SUBDIRS:
         (run_dir / sub).mkdir(exist_ok=True)
     write_token(run_dir)  # kept when the directory is rewritten: running servers keep theirs
 
     common = {
-        "config": "campaign.toml",
+        "config": run.config.name,
         "repository": str(config.model.repository),
         "model": config.model.name,
         "config_hash": config_hash,
     }
     current = {f"{seg.node}.json" for seg in segments}
-    for stale in (run_dir / "jobs").glob("*.json"):
+    for stale in run.jobs.glob("*.json"):
         if stale.name not in current:
             stale.unlink()
     for seg in segments:
         spec = {**seg.to_dict(), "run_dir": str(run_dir), **common}
-        _write_json(run_dir / "jobs" / f"{seg.node}.json", spec)
+        _write_json(run.job(seg.node), spec)
 
     run_id = previous.get("run_id") if previous is not None else None
     if not isinstance(run_id, str) or not run_id:
@@ -214,13 +214,13 @@ def make_dag(
     tmp = run_dir / f".campaign.toml.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     try:
         write_config(config, tmp)
-        os.replace(tmp, run_dir / "campaign.toml")
+        os.replace(tmp, run.config)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
     _write_json(
-        run_dir / "run.json",
+        run.run_info,
         {
             "run_id": run_id,
             "config_hash": config_hash,
@@ -246,5 +246,5 @@ def make_dag(
         final=True,
         client_pre=pre,
     )
-    write_text_atomic(run_dir / "offline.dag", text)
+    write_text_atomic(run.dag, text)
     return segments

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ConfigError
+from offline_iaas.rundir import RunDir
 
 
 @dataclass(frozen=True)
@@ -86,21 +87,22 @@ def read_pilot(run_dir: Path) -> PilotRun:
         their request times (written by an older version).
     """
     run_dir = Path(run_dir)
-    config = load_config(run_dir / "campaign.toml")
-    nodes = _json(run_dir / "local-state.json")["nodes"]
+    run = RunDir(run_dir)
+    config = load_config(run.config)
+    nodes = _json(run.local_state)["nodes"]
     unfinished = [n for n, s in nodes.items() if not (s.get("started") and s.get("ended"))]
     if unfinished or "merge" not in nodes:
         raise ConfigError(f"{run_dir}: not a finished run (nodes without an end: "
                           f"{', '.join(unfinished) or 'merge missing'})")
     first = min(_unix(s["started"]) for s in nodes.values())
     last = max(_unix(s["ended"]) for s in nodes.values())
-    parts = [_json(p) for p in sorted((run_dir / "parts").glob("*.json"))]
+    parts = [_json(p) for p in sorted(run.parts.glob("*.json"))]
     requests = [p.get("first_request_unix") for p in parts]
     responses = [p.get("last_response_unix") for p in parts]
     if not parts or None in requests or None in responses:
         raise ConfigError(f"{run_dir}/parts: the client sidecars do not record their first "
                           "request and last response; run the pilot with this version")
-    summary = _json(run_dir / "output" / "campaign.json")
+    summary = _json(run.output[1])
     return PilotRun(
         run_dir=run_dir,
         config=config,

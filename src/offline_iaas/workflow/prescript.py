@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_iaas.errors import RunError
+from offline_iaas.rundir import RunDir
 from offline_iaas.serve import rendezvous
 from offline_iaas.serve.chirp import ADDRESS_ATTRIBUTE, RUNNING, JobAds, job_ads
 
@@ -70,10 +71,11 @@ def resolve_server(run_dir: Path, node: str, ads: JobAds) -> rendezvous.ServerAd
     published one yet.
     """
     run_dir = Path(run_dir).absolute()
-    run_id = str(_read_json(run_dir / "run.json").get("run_id", ""))
-    server = _read_json(run_dir / "jobs" / f"{node}.json").get("server")
+    run = RunDir(run_dir)
+    run_id = str(_read_json(run.run_info).get("run_id", ""))
+    server = _read_json(run.job(node)).get("server")
     if not isinstance(server, str) or not server:
-        raise RunError(f"{run_dir / 'jobs' / f'{node}.json'}: names no server")
+        raise RunError(f"{run.job(node)}: names no server")
     address = current_address(ads.find(run_id, server), server)
     if address is not None:
         rendezvous.publish_address(run_dir, address)

@@ -19,8 +19,9 @@ from typing import Any
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
+from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.dag import STATUS_FILE, parse_dag
-from offline_iaas.workflow.local import STATE_FILE, node_complete
+from offline_iaas.workflow.local import node_complete
 
 SUMMARY_FILE = "summary.json"
 
@@ -85,14 +86,14 @@ def _data_seconds(run_dir: Path, clients: list[str]) -> tuple[float, float]:
     """(done, total) data seconds of output over the client nodes."""
     from offline_iaas.config import load_config
 
-    config = load_config(run_dir / "campaign.toml")
+    run = RunDir(run_dir)
+    config = load_config(run.config)
     stride = config.stride_seconds
     windows = {}
     for node in clients:
-        spec = _read_json(run_dir / "jobs" / f"{node}.json")
+        spec = _read_json(run.job(node))
         windows[node] = _kept_windows(spec) if isinstance(spec, dict) else None
-    complete = {n for n in clients if (run_dir / "parts" / f"{n}.json").exists()
-                and (_read_json(run_dir / "parts" / f"{n}.json") or {}).get("complete") is True}
+    complete = {n for n in clients if run.node_complete(n)}
     if clients and all(w is not None for w in windows.values()):
         total = sum(windows.values()) * stride  # type: ignore[arg-type]
         done = sum(windows[n] for n in complete) * stride  # type: ignore[misc]
@@ -150,7 +151,7 @@ def _started(run_dir: Path, state: dict[str, Any] | None) -> float | None:
         times = [t for t in times if t is not None]
         if times:
             return min(times)
-    logs = [p.stat().st_mtime for p in (run_dir / "logs").glob("*") if p.is_file()]
+    logs = [p.stat().st_mtime for p in RunDir(run_dir).logs.glob("*") if p.is_file()]
     return min(logs) if logs else None
 
 
@@ -171,10 +172,11 @@ def read_status(run_dir: Path) -> RunStatus:
     """The progress of a run directory (any time: before, during or after the run)."""
     run_dir = Path(run_dir).absolute()
     try:
-        dag = parse_dag((run_dir / "offline.dag").read_text(), str(run_dir / "offline.dag"))
+        dag_path = RunDir(run_dir).dag
+        dag = parse_dag(dag_path.read_text(), str(dag_path))
     except FileNotFoundError:
         raise RunError(f"{run_dir} holds no offline.dag (not a run directory)") from None
-    local_path, dagman_path = run_dir / STATE_FILE, run_dir / STATUS_FILE
+    local_path, dagman_path = RunDir(run_dir).local_state, run_dir / STATUS_FILE
     local = _read_json(local_path) if local_path.exists() else None
     use_dagman = dagman_path.exists() and (
         local is None or dagman_path.stat().st_mtime >= local_path.stat().st_mtime
@@ -182,7 +184,7 @@ def read_status(run_dir: Path) -> RunStatus:
     if use_dagman:
         states, source = _dagman_states(dagman_path.read_text()), f"DAGMan ({STATUS_FILE})"
     elif local is not None:
-        states, source = _local_states(local), f"run-local ({STATE_FILE})"
+        states, source = _local_states(local), f"run-local ({local_path.name})"
     else:
         states, source = {}, "files only (not started)"
 

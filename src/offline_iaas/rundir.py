@@ -1,0 +1,130 @@
+"""The run directory's layout, in one place.
+
+``make-dag`` writes it; every node, ``status``, ``report``, ``run-local`` and ``demo`` find
+their files through ``RunDir``::
+
+    RUN/campaign.toml             the resolved campaign config
+    RUN/offline.dag, <role>.sub   the DAG and its submit descriptions
+    RUN/run.json                  run id, config hash, sequence base, node names
+    RUN/token                     the servers' access token (``serve/access.py``)
+    RUN/jobs/<client>.json        a client's segment (its pieces)
+    RUN/parts/<client>.h5, .json  a client's output and its sidecar; .chunks/ its checkpoints
+    RUN/output/campaign.h5, .json the merge's output and summary
+    RUN/servers/<server>.json     a live server's address; .epoch its start count
+    RUN/logs/                     node logs
+    RUN/monitor/<server>.csv      Triton statistics of a server
+    RUN/local-state.json          run-local's node states
+
+A node is complete when its record says so: a client's sidecar or the merge's summary holds
+``"complete": true`` (the merge's output file exists too).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+MERGE_NODE = "merge"
+SUBDIRS: tuple[str, ...] = ("logs", "servers", "parts", "output", "jobs")
+
+
+class RunDir:
+    """Paths of one run directory (nothing is read or created on construction)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    @property
+    def config(self) -> Path:
+        return self.path / "campaign.toml"
+
+    @property
+    def dag(self) -> Path:
+        return self.path / "offline.dag"
+
+    @property
+    def run_info(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def local_state(self) -> Path:
+        return self.path / "local-state.json"
+
+    @property
+    def jobs(self) -> Path:
+        return self.path / "jobs"
+
+    def job(self, node: str) -> Path:
+        """A client's job spec."""
+        return self.jobs / f"{node}.json"
+
+    @property
+    def parts(self) -> Path:
+        return self.path / "parts"
+
+    def part(self, node: str) -> tuple[Path, Path]:
+        """A client's part and its sidecar."""
+        return self.parts / f"{node}.h5", self.parts / f"{node}.json"
+
+    def chunks(self, node: str) -> Path:
+        """A client's checkpoint chunks."""
+        return self.parts / f"{node}.chunks"
+
+    @property
+    def output(self) -> tuple[Path, Path]:
+        """The merge's output file and its summary."""
+        return self.path / "output" / "campaign.h5", self.path / "output" / "campaign.json"
+
+    def address(self, server: str) -> Path:
+        return self.path / "servers" / f"{server}.json"
+
+    def epoch(self, server: str) -> Path:
+        return self.path / "servers" / f"{server}.epoch"
+
+    @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def scratch(self) -> Path:
+        """run-local's per-attempt sandboxes."""
+        return self.path / "scratch"
+
+    @property
+    def monitor(self) -> Path:
+        return self.path / "monitor"
+
+    def monitor_csv(self, server: str) -> Path:
+        return self.monitor / f"{server}.csv"
+
+    def read_run_info(self) -> dict[str, Any]:
+        """``run.json`` (OSError or ValueError when missing or unreadable)."""
+        info = json.loads(self.run_info.read_text())
+        if not isinstance(info, dict):
+            raise ValueError(f"{self.run_info}: not a JSON object")
+        return info
+
+    def run_id(self) -> str:
+        """The run's id ('' when run.json is missing or unreadable)."""
+        try:
+            return str(self.read_run_info().get("run_id", ""))
+        except (OSError, ValueError):
+            return ""
+
+    def node_complete(self, node: str) -> bool:
+        """Whether a client node's part, or the merge's output, is recorded complete."""
+        if node == MERGE_NODE:
+            data, summary = self.output
+            return data.exists() and _says_complete(summary)
+        return _says_complete(self.part(node)[1])
+
+
+def _says_complete(path: Path) -> bool:
+    try:
+        return json.loads(path.read_text()).get("complete") is True
+    except (OSError, ValueError, AttributeError):
+        return False
