@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from offline_iaas.bench.monitor_plot import plot_monitor, read_monitor_csv
+from offline_iaas.bench.monitor_plot import monitor_series, plot_monitor
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError, RunError
 from offline_iaas.repository.export import export_repository
@@ -102,7 +102,7 @@ def test_plot_shows_rates_between_polls(tmp_path: Path) -> None:
         lines.append(f"{100 + 2 * i}.000,net,{count},{count},{count},{queue_ns},0,0,0,0")
         lines.append(f"{100 + 2 * i}.000,idle,0,0,0,0,0,0,0,0")
     path.write_text("\n".join(lines) + "\n")
-    (series,) = read_monitor_csv(path)  # the idle model is left out
+    (series,) = monitor_series(path)  # the idle model is left out
     assert series.model == "net" and series.server == "server0"
     assert series.requests_per_second.tolist() == [5.0, 10.0]
     assert series.queue_ms.tolist() == [0.5, 2.0]
@@ -110,7 +110,7 @@ def test_plot_shows_rates_between_polls(tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
     with pytest.raises(RunError, match="not a monitor CSV"):
-        read_monitor_csv(tmp_path / "other.csv")
+        monitor_series(tmp_path / "other.csv")
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ import pytest
 from offline_iaas.cli import main
 from offline_iaas.config import CampaignConfig, load_config, write_config
 from offline_iaas.demo import packaged_config
+from offline_iaas.errors import RunError
 from offline_iaas.report import plots, write_report
 from offline_iaas.report.page import table
 from offline_iaas.report.provenance import manifest_rows
@@ -31,14 +32,8 @@ from offline_iaas.report.search import (
     statistic_traces,
 )
 from offline_iaas.report.spectra import inspiral_range, strain_spectra
-from offline_iaas.report.timeline import (
-    MONITOR_COLUMNS,
-    coverage,
-    monitor_rates,
-    node_attempts,
-    read_monitor,
-    span_gaps,
-)
+from offline_iaas.report.timeline import coverage, monitor_rates, node_attempts, span_gaps
+from offline_iaas.serve.monitor import CSV_HEADER, read_monitor_csv
 from offline_iaas.workflow.plan import make_stretches, plan_segments
 from tests.browser import check_page, headless_chromium, missing_browser
 
@@ -138,7 +133,7 @@ def local_state(t0: float) -> dict:
 
 def write_monitor(path: Path, t0: float, polls: int = 30) -> None:
     """Cumulative counters of two models, 200 inferences per 1 s poll, 2 ms queue each."""
-    lines = [",".join(MONITOR_COLUMNS)]
+    lines = [",".join(CSV_HEADER)]
     for k in range(polls):
         for model in ("offline-iaas", "snapshotter"):
             n = 200 * k
@@ -221,7 +216,7 @@ def test_node_timeline_without_history_and_while_running() -> None:
 
 def test_monitor_rates_difference_consecutive_polls(tmp_path: Path) -> None:
     write_monitor(tmp_path / "server0.csv", 1000.0, polls=5)
-    models = read_monitor(tmp_path / "server0.csv")
+    models = read_monitor_csv(tmp_path / "server0.csv")
     assert sorted(models) == ["offline-iaas", "snapshotter"]
     rates = monitor_rates(models["offline-iaas"])
     assert rates.time.tolist() == [1001.0, 1002.0, 1003.0, 1004.0]
@@ -231,13 +226,13 @@ def test_monitor_rates_difference_consecutive_polls(tmp_path: Path) -> None:
 
 def test_long_monitor_series_are_averaged_over_several_polls(tmp_path: Path) -> None:
     write_monitor(tmp_path / "server0.csv", 1000.0, polls=101)
-    rates = monitor_rates(read_monitor(tmp_path / "server0.csv")["offline-iaas"], max_points=10)
+    rates = monitor_rates(read_monitor_csv(tmp_path / "server0.csv")["offline-iaas"], max_points=10)
     assert rates.time.tolist() == [1000.0 + 10 * k for k in range(1, 11)]
     assert rates.throughput.tolist() == [200.0] * 10
 
 
 def test_monitor_rates_skip_a_counter_reset_and_idle_polls() -> None:
-    columns = {k: np.zeros(4) for k in MONITOR_COLUMNS if k != "model"}
+    columns = {k: np.zeros(4) for k in CSV_HEADER if k != "model"}
     columns["unix_time"] = np.array([0.0, 2.0, 4.0, 6.0])
     columns["inference_count"] = np.array([0.0, 100.0, 10.0, 10.0])  # server restarted at 4
     columns["success_count"] = np.array([0.0, 10.0, 1.0, 1.0])
@@ -250,8 +245,8 @@ def test_monitor_rates_skip_a_counter_reset_and_idle_polls() -> None:
 
 def test_monitor_csv_with_another_header_is_refused(tmp_path: Path) -> None:
     (tmp_path / "x.csv").write_text("time,model,count\n1,m,2\n")
-    with pytest.raises(ValueError, match="header"):
-        read_monitor(tmp_path / "x.csv")
+    with pytest.raises(RunError, match="not a monitor CSV"):
+        read_monitor_csv(tmp_path / "x.csv")
 
 
 def test_block_maxima_keep_every_peak() -> None:

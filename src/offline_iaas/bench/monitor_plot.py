@@ -8,14 +8,12 @@ and compute (input + infer + output) time per request (``queue_ns`` and ``comput
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from offline_iaas.errors import RunError
-from offline_iaas.serve.monitor import CSV_HEADER
+from offline_iaas.serve.monitor import read_monitor_csv
 
 
 @dataclass(frozen=True)
@@ -32,26 +30,13 @@ class ModelSeries:
     """Mean per request completed in the interval (NaN where none completed)."""
 
 
-def read_monitor_csv(path: Path) -> list[ModelSeries]:
-    """The per-model series of one monitor CSV (the server is named after the file)."""
-    try:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            if tuple(reader.fieldnames or ()) != CSV_HEADER:
-                raise RunError(f"{path}: not a monitor CSV (header {reader.fieldnames})")
-            rows = list(reader)
-    except FileNotFoundError:
-        raise RunError(f"{path}: monitor CSV not found") from None
-    by_model: dict[str, list[dict[str, str]]] = {}
-    for row in rows:
-        by_model.setdefault(row["model"], []).append(row)
+def monitor_series(path: Path) -> list[ModelSeries]:
+    """The per-model series of one monitor CSV (the server is named after the file); models
+    that served nothing are left out."""
     series = []
-    for model, model_rows in sorted(by_model.items()):
-        values = {
-            key: np.array([float(r[key]) for r in model_rows]) for key in CSV_HEADER
-            if key != "model"
-        }
-        if len(model_rows) < 2 or values["inference_count"][-1] == values["inference_count"][0]:
+    for model, values in sorted(read_monitor_csv(path).items()):
+        counts = values["inference_count"]
+        if len(counts) < 2 or counts[-1] == counts[0]:
             continue
         t = values["unix_time"]
         dt = np.diff(t)
@@ -66,7 +51,7 @@ def read_monitor_csv(path: Path) -> list[ModelSeries]:
             server=path.stem,
             model=model,
             unix_time=(t[1:] + t[:-1]) / 2,
-            requests_per_second=np.diff(values["inference_count"]) / np.maximum(dt, 1e-9),
+            requests_per_second=np.diff(counts) / np.maximum(dt, 1e-9),
             queue_ms=np.diff(values["queue_ns"]) * ms_per_request_ns,
             compute_ms=compute * ms_per_request_ns,
         ))
@@ -93,7 +78,7 @@ def plot_monitor(csv_paths: list[Path], out_png: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    series = [s for path in csv_paths for s in read_monitor_csv(Path(path))]
+    series = [s for path in csv_paths for s in monitor_series(Path(path))]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
     start = min((s.unix_time[0] for s in series), default=0.0)
     for s in series:

@@ -33,9 +33,9 @@ from offline_iaas.report.timeline import (
     coverage,
     monitor_rates,
     node_attempts,
-    read_monitor,
 )
 from offline_iaas.rundir import RunDir
+from offline_iaas.serve.monitor import read_monitor_csv
 from offline_iaas.workflow.plan import ClientSegment
 
 REPORT = Path("report") / "index.html"
@@ -208,7 +208,8 @@ def _campaign(run: _Run, section: page.Section) -> None:
             "No monitor CSVs (RUN/monitor/<server>.csv): no throughput or queue plots.",
             "absent"))
         return
-    rates = {path.stem: {model: monitor_rates(cols) for model, cols in read_monitor(path).items()}
+    rates = {path.stem: {model: monitor_rates(cols)
+                         for model, cols in read_monitor_csv(path).items()}
              for path in csvs}
     section.parts.append(page.image(plots.monitor_figure(rates), "server throughput"))
 

@@ -6,23 +6,14 @@ Pure functions over what the run directory holds (``jobs/*.json``, ``local-state
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from offline_iaas.workflow.plan import ClientSegment
-
-MONITOR_COLUMNS: tuple[str, ...] = (
-    "unix_time", "model", "inference_count", "execution_count", "success_count", "queue_ns",
-    "compute_input_ns", "compute_infer_ns", "compute_output_ns", "success_ns",
-)
-"""Header of ``RUN/monitor/<server>.csv``: cumulative Triton counters, one row per model and
-poll."""
 
 
 @dataclass(frozen=True)
@@ -135,30 +126,6 @@ class MonitorRates:
     """Inferences per second."""
     queue_ms: np.ndarray
     """Mean queue time per successful request in the interval (ms; NaN without requests)."""
-
-
-def read_monitor(path: Path) -> dict[str, dict[str, np.ndarray]]:
-    """A monitor CSV as ``model -> column -> values`` (rows in file order).
-
-    Raises
-    ------
-    ValueError
-        If the header is not ``MONITOR_COLUMNS``.
-    """
-    columns: dict[str, dict[str, list[float]]] = {}
-    with open(path, newline="") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None or tuple(h.strip() for h in header) != MONITOR_COLUMNS:
-            raise ValueError(f"{path}: header is not {','.join(MONITOR_COLUMNS)}")
-        for row in reader:
-            if len(row) != len(MONITOR_COLUMNS):
-                continue  # a row cut short by a writer that was stopped
-            values = columns.setdefault(row[1], {k: [] for k in MONITOR_COLUMNS if k != "model"})
-            for key, text in zip(MONITOR_COLUMNS, row, strict=True):
-                if key != "model":
-                    values[key].append(float(text))
-    return {model: {k: np.asarray(v) for k, v in cols.items()} for model, cols in columns.items()}
 
 
 def monitor_rates(columns: dict[str, np.ndarray], max_points: int = 2000) -> MonitorRates:

@@ -17,6 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from offline_iaas.errors import RunError
+
 CSV_HEADER: tuple[str, ...] = (
     "unix_time",
     "model",
@@ -30,6 +34,28 @@ CSV_HEADER: tuple[str, ...] = (
     "success_ns",
 )
 POLL_TIMEOUT_SECONDS = 5.0
+
+
+def read_monitor_csv(path: Path) -> dict[str, dict[str, np.ndarray]]:
+    """A monitor CSV as ``model -> column -> values`` (rows in file order; a row cut short by
+    a writer that was stopped is skipped). RunError when missing or not a monitor CSV."""
+    columns: dict[str, dict[str, list[float]]] = {}
+    try:
+        with open(path, newline="") as handle:
+            reader = csv.reader(handle)
+            header = tuple(h.strip() for h in next(reader, []))
+            if header != CSV_HEADER:
+                raise RunError(f"{path}: not a monitor CSV (header {','.join(header)})")
+            for row in reader:
+                if len(row) != len(CSV_HEADER):
+                    continue
+                values = columns.setdefault(row[1], {k: [] for k in CSV_HEADER if k != "model"})
+                for key, text in zip(CSV_HEADER, row, strict=True):
+                    if key != "model":
+                        values[key].append(float(text))
+    except FileNotFoundError:
+        raise RunError(f"{path}: monitor CSV not found") from None
+    return {model: {k: np.asarray(v) for k, v in cols.items()} for model, cols in columns.items()}
 
 
 def statistics_rows(statistics: dict[str, Any], unix_time: float) -> list[dict[str, Any]]:
