@@ -1,12 +1,18 @@
-"""Shared fixtures: small campaign configs written to temporary directories."""
+"""Shared fixtures: small campaign configs written to temporary directories; the fault
+injection hook every node started by a test inherits (``offline_iaas.hooks``)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from offline_iaas.hooks import HOOK_ENV
 from tests.helpers import SMALL_CAMPAIGN
+
+# Nodes fail where RUN/faults.json says (tests/faults/inject.py); without it nothing happens.
+os.environ[HOOK_ENV] = f"{Path(__file__).parent / 'faults' / 'inject.py'}:inject"
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Faults mid-campaign, on real tritonservers through run-local: the output never changes.
 
 Every test runs a small campaign (64 s at 256 Hz, 1 server × 2 clients) with one injected fault
-(``RUN/faults.json``, see ``offline_iaas.faults``) or an outside blow (a signal to the server),
+(``RUN/faults.json``, see ``tests/faults/inject.py``) or an outside blow (a signal to the server),
 and ends by comparing the merged output with the in-process reference.
 """
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from offline_iaas import faults
+from offline_iaas import hooks
 from offline_iaas.client.part import PartWriter, part_is_complete, peak_rss_mb
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.frames import FrameFile, discover_frames, iter_chunks
@@ -352,7 +352,7 @@ def _stream_once(
                 stream.send("update", update[None], f"{number}:{index}", piece.sequence_id,
                             start=index == 0, end=index == len(sizes) - 1)
                 if stream.sent == total_requests // 2:
-                    faults.inject(run_dir, segment.node, "mid-stream")
+                    hooks.reached(run_dir, segment.node, "mid-stream")
         stream.drain()
 
 
@@ -403,7 +403,7 @@ def run_client(
     if part_is_complete(run_dir, node, config_hash):
         log(f"{node}: part already complete, nothing to do")
         return
-    faults.inject(run_dir, node, "start")
+    hooks.reached(run_dir, node, "start")
     frames = discover_frames(config)
     writer = PartWriter(run_dir, segment, ensemble_outputs(config), config_hash)
     resumed = sum(writer.progress())

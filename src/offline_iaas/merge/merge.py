@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from offline_iaas import faults
+from offline_iaas import hooks
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.client.part import (
     file_sha256,
@@ -125,7 +125,7 @@ def merge(
                         rows = read_piece_rows(run_dir, seg.node, output, number, start, stop)
                         writer.write(output, piece.stretch, kept_offset, rows)
                     progress.advance(stop - start)
-            faults.inject(run_dir, "merge", "mid-write")
+            hooks.reached(run_dir, "merge", "mid-write")
         summary = writer.commit(
             {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"},
             frames, log,

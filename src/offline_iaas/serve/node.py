@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from offline_iaas import faults
+from offline_iaas import hooks
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ModelError, ServerError
 from offline_iaas.repository.export import check_repository
@@ -245,7 +245,7 @@ def serve(
     if ads is not None:  # an address left by an earlier start of this job is stale now
         ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
     else:  # likewise a file left by a server of this node that was killed
-        faults.inject(run_dir, node, "start")
+        hooks.reached(run_dir, node, "start")
         address_files.address_path(run_dir, node).unlink(missing_ok=True)
     launcher = make_launcher(config, node, read_token(run_dir))
 

@@ -1,13 +1,16 @@
 """Fault injection for tests: a node fails on purpose where ``RUN/faults.json`` says.
 
+The test hook of ``offline_iaas.hooks`` (``tests/conftest.py`` sets
+``OFFLINE_IAAS_TEST_HOOK`` to this file's ``inject``), called where a node reaches a point.
+
 ``faults.json`` maps a node to the faults it suffers, e.g.::
 
     {"client1": [{"point": "mid-stream", "action": "exit", "times": 1}]}
 
-``point`` names a place in the node's code (``start``, ``mid-stream``), ``action`` is ``exit``
-(exit code 1 with a message), ``sigkill`` (the process kills itself) or ``pause`` (sleep
-``seconds``), and ``times`` how many attempts suffer it. Attempts already hit are counted in
-``RUN/faults-state.json``. Without ``faults.json`` (every real campaign) nothing happens.
+``point`` names a place in the node's code (``start``, ``mid-stream``, ``mid-write``),
+``action`` is ``exit`` (exit code 1 with a message), ``sigkill`` (the process kills itself)
+or ``pause`` (sleep ``seconds``), and ``times`` how many attempts suffer it. Attempts already
+hit are counted in ``RUN/faults-state.json``. Without ``faults.json`` nothing happens.
 """
 
 from __future__ import annotations
