@@ -18,7 +18,8 @@ from gwpy.timeseries import TimeSeries
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import RunError
-from offline_iaas.merge.output import compare_outputs, gps_text, read_campaign
+from offline_iaas.merge.layout import gps_text
+from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from offline_iaas.workflow.local import run_local

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from offline_iaas.config import config_from_dict
-from offline_iaas.merge.postprocess import found_missed, held_out_samples, subtract_spans
+from offline_iaas.physics import found_missed, held_out_samples, subtract_spans
 
 RATE = 16.0
 

@@ -31,37 +31,10 @@ import h5py
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.merge.layout import gps_text, output_x0, statistic_channel, timeseries_attrs
+from offline_iaas.merge.postprocess import postprocess
 from offline_iaas.repository.pipeline import ensemble_outputs
-from offline_iaas.workflow.plan import Stretch, window_gps
-
-
-def statistic_channel(config: CampaignConfig) -> str:
-    ifos = "".join(sorted({ch.split(":", 1)[0] for ch in config.data.channels}))
-    return f"{ifos}:OFFLINE_IAAS-STATISTIC"
-
-
-def gps_text(gps: float) -> str:
-    """A GPS time as a dataset name: no trailing zeros (``1262304001``, ``1262304000.125``)."""
-    return f"{gps:.6f}".rstrip("0").rstrip(".")
-
-
-def output_x0(config: CampaignConfig, stretch: Stretch, output: str) -> float:
-    """GPS of the first value of an output over a stretch.
-
-    The statistic is stamped at the end of its window; the averaged prediction (``noise``)
-    at the start of its sample. Both lag the row that carries them by the averaging delay.
-    """
-    first_row = config.warmup_windows - config.averaging_delay_windows
-    if output == "statistic":
-        return window_gps(config, stretch, first_row)
-    return stretch.gps_start + first_row * config.stride_seconds
-
-
-def _timeseries_attrs(dataset: h5py.Dataset, channel: str, name: str, x0: float, dx: float,
-                      unit: str = "") -> None:
-    dataset.attrs.update(
-        {"channel": channel, "name": name, "unit": unit, "x0": x0, "dx": dx, "xunit": "s"}
-    )
+from offline_iaas.workflow.plan import Stretch
 
 
 class CampaignWriter:
@@ -106,7 +79,7 @@ class CampaignWriter:
                 x0 = output_x0(config, stretch, "statistic")
                 name = f"statistic/{gps_text(x0)}"
                 dataset = self.file.create_dataset(name, shape=(kept,), dtype=np.float32)
-                _timeseries_attrs(dataset, statistic_channel(config), "statistic", x0,
+                timeseries_attrs(dataset, statistic_channel(config), "statistic", x0,
                                   config.stride_seconds)
                 self.names[("statistic", stretch.index)] = [name]
             if self.stage is not None:
@@ -134,7 +107,6 @@ class CampaignWriter:
 
         Returns the post-processing summary (``deepclean``/``bbhnet`` numbers).
         """
-        from offline_iaas.merge.postprocess import postprocess
 
         frames_tmp = None
         if self.frames_dir is not None and self.stage is not None:

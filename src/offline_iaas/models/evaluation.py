@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from offline_iaas import physics
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.frames import FrameFile, read_span
-from offline_iaas.merge import postprocess
 from offline_iaas.models.deepclean import average_overlapping
 from offline_iaas.models.training import (
     DEEPCLEAN_BAND_HZ,
@@ -72,7 +72,7 @@ def asd_ratio(
     """The merge's ``asd_ratio`` at ``line_hz``, with ``trim_seconds`` dropped at both ends
     (edge windows, band-pass transients)."""
     trim = int(round(trim_seconds * sample_rate))
-    return postprocess.asd_ratio(
+    return physics.asd_ratio(
         raw[trim : len(raw) - trim], cleaned[trim : len(cleaned) - trim], sample_rate,
         fftlength, band_hz, guard_hz, line_hz,
     )

@@ -23,7 +23,6 @@ from typing import Any, Protocol
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import ServerError
-from offline_iaas.workflow.profiles import NODE_ATTRIBUTE, RUN_ATTRIBUTE
 
 ADDRESS_ATTRIBUTE = "OfflineIaasAddress"
 """Job ad attribute with the server's address (the JSON of ``rendezvous.ServerAddress``)."""
@@ -32,6 +31,11 @@ FAKE_ENV = "OFFLINE_IAAS_FAKE_JOB_ADS"
 RUNNING = 2
 """``JobStatus`` of a running job."""
 QUERIED = ("JobStatus", "NumJobStarts", ADDRESS_ATTRIBUTE, "ClusterId", "ProcId")
+
+RUN_ATTRIBUTE = "OfflineIaasRun"
+"""Job ad attribute holding the run directory's ``run_id`` (every job of the DAG)."""
+NODE_ATTRIBUTE = "OfflineIaasNode"
+"""Job ad attribute holding the DAG node name."""
 
 
 class JobAds(Protocol):

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
+from offline_iaas.serve.chirp import NODE_ATTRIBUTE, RUN_ATTRIBUTE
 from offline_iaas.workflow.submit import render_submit
 
 ACCOUNTING_EXAMPLE = "ligo.prod.o3.detchar.nonlin_coup.deepclean"
@@ -48,10 +49,6 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 REPOSITORY_TARBALL = "model-repository.tar.gz"
 """Model repository tarball that make-dag writes for servers without a shared filesystem."""
 
-RUN_ATTRIBUTE = "OfflineIaasRun"
-"""Job ad attribute holding the run directory's ``run_id`` (every job of the DAG)."""
-NODE_ATTRIBUTE = "OfflineIaasNode"
-"""Job ad attribute holding the DAG node name."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,128 @@
+"""The package's layers (docs/architecture.md, "Layers"): no module imports from a layer above
+its own, and no two files import each other, directly or around a loop.
+
+Imports are read from the source (``ast``), lazy imports inside functions included; imports
+under ``if TYPE_CHECKING:`` are annotations only and are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
+BASE = {"__init__", "errors", "atomic", "terminal", "modes", "config", "rundir", "hooks",
+        "physics"}
+TOP = {"cli", "demo", "reference"}
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("base",), ("data",), ("models",), ("repository",), ("serve",), ("workflow",),
+    ("client",), ("report",), ("merge",), ("bench",), ("top",),
+)
+"""Bottom to top; a module may import its own layer and those below."""
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(tree: ast.AST) -> list[str]:
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            return
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # ``from package import module`` depends on the module; ``from module import name``
+            # on the module (import_graph keeps the names that are the package's modules)
+            found.extend([node.module, *(f"{node.module}.{a.name}" for a in node.names)])
+        elif isinstance(node, ast.Import):
+            found.extend(a.name for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the package's modules it imports."""
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in paths.items():
+        imported = {m for m in _runtime_imports(ast.parse(path.read_text())) if m in paths}
+        # a package counts only where nothing below it was named (``from pkg import module``
+        # runs pkg/__init__, which Python resolves whatever it imports)
+        graph[name] = {m for m in imported - {name}
+                       if not any(o.startswith(m + ".") for o in imported)}
+    return graph
+
+
+def layer_of(module: str) -> int:
+    parts = module.split(".")[1:]
+    if parts and (PACKAGE / parts[0]).is_dir():  # in a folder (or the folder's __init__)
+        group = parts[0]
+    elif not parts or parts[0] in BASE:  # the package, or a file at its root
+        group = "base"
+    elif parts[0] in TOP:
+        group = "top"
+    else:
+        raise AssertionError(f"{module}: a file at the package root in no layer")
+    for index, layer in enumerate(LAYERS):
+        if group in layer:
+            return index
+    raise AssertionError(f"{module}: folder {group!r} is in no layer")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} imports {b}" for a, deps in graph.items() for b in deps
+                  if layer_of(b) > layer_of(a))
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_from_a_layer_above_its_own() -> None:
+    assert upward_imports(import_graph()) == []
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_the_checks_catch_an_upward_import_and_a_cycle() -> None:  # negative controls
+    graph = import_graph()
+    graph["offline_iaas.data.frames"] = {"offline_iaas.merge.merge"}
+    assert upward_imports(graph) == ["offline_iaas.data.frames imports offline_iaas.merge.merge"]
+    graph["offline_iaas.merge.merge"].add("offline_iaas.data.frames")
+    assert any({"offline_iaas.data.frames", "offline_iaas.merge.merge"} <= set(group)
+               for group in cycles(graph))
