@@ -77,7 +77,7 @@ def skip_data_check(monkeypatch, error: Exception | None = None) -> list:
     one analysable stretch (or ``error`` is raised). Returns the configs it was called with."""
     from offline_iaas.data import frames
     from offline_iaas.data.segments import AnalysableSpan
-    from offline_iaas.workflow.plan import whole_span
+    from offline_iaas.stretches import whole_span
 
     calls: list = []
 

@@ -11,9 +11,9 @@ import pytest
 
 from offline_iaas.config import config_from_dict, load_config
 from offline_iaas.errors import ConfigError, DataError, RunError
+from offline_iaas.stretches import plan_segments
 from offline_iaas.workflow.dag import Script, dag_text, parse_dag
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK, console_script, make_dag
-from offline_iaas.workflow.plan import plan_segments
 from tests.helpers import skip_data_check
 
 

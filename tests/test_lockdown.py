@@ -39,8 +39,8 @@ from offline_iaas.serve.access import (
     write_token,
 )
 from offline_iaas.serve.rendezvous import ServerAddress, read_address
+from offline_iaas.stretches import ClientSegment
 from offline_iaas.workflow.make_dag import make_dag
-from offline_iaas.workflow.plan import ClientSegment
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, skip_data_check
 
 pytestmark = pytest.mark.slow

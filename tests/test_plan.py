@@ -4,7 +4,7 @@ import pytest
 
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
-from offline_iaas.workflow.plan import (
+from offline_iaas.stretches import (
     ClientSegment,
     make_stretches,
     plan_segments,

@@ -15,9 +15,9 @@ import pytest
 from offline_iaas.cli import main
 from offline_iaas.config import config_from_dict
 from offline_iaas.errors import ConfigError
+from offline_iaas.stretches import plan_segments
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.make_dag import make_dag
-from offline_iaas.workflow.plan import plan_segments
 from offline_iaas.workflow.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.workflow.profiles import (
     ACCOUNTING_EXAMPLE,

@@ -34,7 +34,7 @@ from offline_iaas.report.search import (
 from offline_iaas.report.spectra import inspiral_range, strain_spectra
 from offline_iaas.report.timeline import coverage, monitor_rates, node_attempts, span_gaps
 from offline_iaas.serve.monitor import CSV_HEADER, read_monitor_csv
-from offline_iaas.workflow.plan import make_stretches, plan_segments
+from offline_iaas.stretches import make_stretches, plan_segments
 from tests.browser import check_page, headless_chromium, missing_browser
 
 START = 1262304000

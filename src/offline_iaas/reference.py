@@ -20,7 +20,7 @@ from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.repository.export import check_repository, network_sessions
 from offline_iaas.repository.pipeline import mode_stream, output_rows
-from offline_iaas.workflow.plan import Piece, make_stretches, request_sizes
+from offline_iaas.stretches import Piece, make_stretches, request_sizes
 
 
 def run_reference(

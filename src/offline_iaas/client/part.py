@@ -28,7 +28,7 @@ import numpy as np
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
 from offline_iaas.rundir import RunDir
-from offline_iaas.workflow.plan import ClientSegment
+from offline_iaas.stretches import ClientSegment
 
 CHUNK_NAME = re.compile(r"p(\d+)-(\d+)-(\d+)\.npz")
 

@@ -36,8 +36,8 @@ from offline_iaas.repository.pipeline import ensemble_outputs, output_rows
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.access import auth_headers
 from offline_iaas.serve.rendezvous import ServerAddress, address_path, read_address
+from offline_iaas.stretches import ClientSegment, Piece, request_sizes
 from offline_iaas.terminal import NO_PROGRESS, NullProgress
-from offline_iaas.workflow.plan import ClientSegment, Piece, request_sizes
 
 POLL_SECONDS = 0.5
 

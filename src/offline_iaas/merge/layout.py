@@ -7,7 +7,7 @@ from __future__ import annotations
 import h5py
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.workflow.plan import Stretch, window_gps
+from offline_iaas.stretches import Stretch, window_gps
 
 
 def statistic_channel(config: CampaignConfig) -> str:

@@ -30,8 +30,8 @@ from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
+from offline_iaas.stretches import ClientSegment, Stretch
 from offline_iaas.terminal import NO_PROGRESS, NullProgress
-from offline_iaas.workflow.plan import ClientSegment, Stretch
 
 BLOCK_ROWS = 1 << 12
 """Rows copied from a part at a time."""

@@ -34,7 +34,7 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.merge.layout import gps_text, output_x0, statistic_channel, timeseries_attrs
 from offline_iaas.merge.postprocess import postprocess
 from offline_iaas.repository.pipeline import ensemble_outputs
-from offline_iaas.workflow.plan import Stretch
+from offline_iaas.stretches import Stretch
 
 
 class CampaignWriter:

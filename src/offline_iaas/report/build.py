@@ -36,7 +36,7 @@ from offline_iaas.report.timeline import (
 )
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.monitor import read_monitor_csv
-from offline_iaas.workflow.plan import ClientSegment
+from offline_iaas.stretches import ClientSegment
 
 REPORT = Path("report") / "index.html"
 ASD_MAX_SECONDS = 2048.0

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.workflow.plan import ClientSegment
+from offline_iaas.stretches import ClientSegment
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from offline_iaas.errors import RunError
 from offline_iaas.rundir import MERGE_NODE
-from offline_iaas.workflow.plan import ClientSegment
+from offline_iaas.stretches import ClientSegment
 
 CLIENT_CATEGORY = "clients"
 """DAGMan category of the client nodes (throttled by ``MAXJOBS``)."""

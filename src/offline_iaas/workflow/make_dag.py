@@ -33,8 +33,8 @@ from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.repository.export import read_manifest
 from offline_iaas.rundir import SUBDIRS, RunDir
 from offline_iaas.serve.access import write_token
+from offline_iaas.stretches import ClientSegment, make_stretches, plan_segments, server_name
 from offline_iaas.workflow.dag import Script, dag_text
-from offline_iaas.workflow.plan import ClientSegment, make_stretches, plan_segments, server_name
 from offline_iaas.workflow.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.workflow.profiles import REPOSITORY_TARBALL, resolve_site, submit_texts
 
