@@ -22,7 +22,7 @@ from pathlib import Path
 
 import requests
 
-from offline_iaas.data.frames import parse_frame_name
+from offline_iaas.data.discovery import parse_frame_name
 
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 10.0

@@ -75,7 +75,7 @@ def processes_mentioning(text: str) -> list[str]:
 def skip_data_check(monkeypatch, error: Exception | None = None) -> list:
     """Replace the frame preflight that make-dag runs: no frames are read, the whole span is
     one analysable stretch (or ``error`` is raised). Returns the configs it was called with."""
-    from offline_iaas.data import frames
+    from offline_iaas.data import preflight
     from offline_iaas.data.segments import AnalysableSpan
     from offline_iaas.stretches import whole_span
 
@@ -92,5 +92,5 @@ def skip_data_check(monkeypatch, error: Exception | None = None) -> list:
             total_seconds=config.data.duration,
         )
 
-    monkeypatch.setattr(frames, "preflight", fake_preflight)
+    monkeypatch.setattr(preflight, "preflight", fake_preflight)
     return calls

@@ -14,12 +14,8 @@ import pytest
 import requests
 
 from offline_iaas.config import CampaignConfig, config_from_dict
-from offline_iaas.data.frames import (
-    datafind_frames,
-    discover_frames,
-    find_frames,
-    preflight,
-)
+from offline_iaas.data.discovery import datafind_frames, discover_frames, find_frames
+from offline_iaas.data.preflight import preflight
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import DataError
 from tests.datafind_server import free_port, running_datafind_server

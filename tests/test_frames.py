@@ -11,15 +11,9 @@ import pytest
 from gwpy.timeseries import TimeSeries, TimeSeriesDict
 
 from offline_iaas.config import CampaignConfig, config_from_dict
-from offline_iaas.data.frames import (
-    DECIMATION_HALF,
-    FrameFile,
-    check_campaign_data,
-    check_channels,
-    find_frames,
-    iter_chunks,
-    read_span,
-)
+from offline_iaas.data.discovery import FrameFile, find_frames
+from offline_iaas.data.frames import DECIMATION_HALF, iter_chunks, read_span
+from offline_iaas.data.preflight import check_campaign_data, check_channels
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import DataError
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from offline_iaas.config import CampaignConfig, config_from_dict
-from offline_iaas.data.frames import preflight
+from offline_iaas.data.preflight import preflight
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import DataError
 

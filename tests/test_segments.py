@@ -10,7 +10,8 @@ import pytest
 from gwpy.segments import DataQualityDict, DataQualityFlag, Segment, SegmentList
 
 from offline_iaas.config import CampaignConfig, config_from_dict
-from offline_iaas.data.frames import find_frames, preflight
+from offline_iaas.data.discovery import find_frames
+from offline_iaas.data.preflight import preflight
 from offline_iaas.data.segments import (
     REASON_GRID,
     REASON_OUTSIDE_SCIENCE,

@@ -13,7 +13,7 @@ import torch
 
 from offline_iaas.cli import main as cli_main
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.data.frames import discover_frames
+from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.models.deepclean import DeepClean

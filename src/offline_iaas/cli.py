@@ -82,7 +82,8 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> None:
-    from offline_iaas.data.frames import discover_frames, frame_source, preflight
+    from offline_iaas.data.discovery import discover_frames, frame_source
+    from offline_iaas.data.preflight import preflight
 
     config = _config(args)
     frames = discover_frames(config)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from offline_iaas.client.stream import piece_samples, request_updates
 from offline_iaas.config import CampaignConfig
-from offline_iaas.data.frames import discover_frames, preflight
+from offline_iaas.data.discovery import discover_frames
+from offline_iaas.data.preflight import preflight
 from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.repository.export import check_repository, network_sessions

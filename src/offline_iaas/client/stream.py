@@ -30,7 +30,8 @@ import numpy as np
 from offline_iaas import hooks
 from offline_iaas.client.part import PartWriter, part_is_complete, peak_rss_mb
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.data.frames import FrameFile, discover_frames, iter_chunks
+from offline_iaas.data.discovery import FrameFile, discover_frames
+from offline_iaas.data.frames import iter_chunks
 from offline_iaas.errors import ModelError, RunError, ServerError
 from offline_iaas.repository.pipeline import ensemble_outputs, output_rows
 from offline_iaas.rundir import RunDir

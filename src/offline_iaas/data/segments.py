@@ -34,7 +34,7 @@ from offline_iaas.errors import DataError
 if TYPE_CHECKING:
     from gwpy.segments import SegmentList
 
-    from offline_iaas.data.frames import FrameFile
+    from offline_iaas.data.discovery import FrameFile
 
 GPS_TOLERANCE_SECONDS = 1e-6
 """Pieces shorter than this (float round-off) are ignored."""

@@ -25,7 +25,7 @@ from offline_iaas.client.part import (
 )
 from offline_iaas.client.stream import load_job
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.data.frames import discover_frames
+from offline_iaas.data.discovery import discover_frames
 from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.repository.pipeline import ensemble_outputs

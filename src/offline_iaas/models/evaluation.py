@@ -21,7 +21,8 @@ from torch import nn
 
 from offline_iaas import physics
 from offline_iaas.config import CampaignConfig
-from offline_iaas.data.frames import FrameFile, read_span
+from offline_iaas.data.discovery import FrameFile
+from offline_iaas.data.frames import read_span
 from offline_iaas.models.deepclean import average_overlapping
 from offline_iaas.models.training import (
     DEEPCLEAN_BAND_HZ,

@@ -38,7 +38,8 @@ from torch import nn
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data import synth
-from offline_iaas.data.frames import FrameFile, discover_frames, read_span
+from offline_iaas.data.discovery import FrameFile, discover_frames
+from offline_iaas.data.frames import read_span
 from offline_iaas.errors import ConfigError
 from offline_iaas.models.bbhnet import BBHnet, whitening_filter
 from offline_iaas.models.deepclean import DeepClean

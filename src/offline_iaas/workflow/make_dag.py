@@ -150,7 +150,7 @@ def make_dag(
     RunError
         If run_dir holds another campaign, or a path cannot be written into a submit file.
     """
-    from offline_iaas.data.frames import preflight
+    from offline_iaas.data.preflight import preflight
 
     site = resolve_site(config)
 

@@ -1,0 +1,393 @@
+"""Frame files: where they are and which GPS interval each covers.
+
+From a directory tree of ``.gwf`` files, a LAL cache or an FFL file (``find_frames``), or a
+gwdatafind server (``datafind_frames``); ``discover_frames`` picks by the config. A file's
+interval comes from its name (``OBS-DESC-GPS-DURATION.gwf``) or its cache entry.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import DataError
+
+CACHE_SUFFIXES = (".lcf", ".cache")
+FFL_SUFFIXES = (".ffl",)
+DATAFIND_TIMEOUT_SECONDS = 30.0
+"""Timeout of each request to a datafind server."""
+_GPS_TOLERANCE = 1e-6
+"""Seconds below which two GPS times are considered equal (coverage checks)."""
+_NAME = re.compile(
+    r"(?P<obs>[^-]+)-(?P<desc>.+)-(?P<gps>\d+(?:\.\d*)?)-(?P<dur>\d+(?:\.\d*)?)\.gwf"
+)
+
+
+@dataclass(frozen=True)
+class FrameFile:
+    """One GWF file and the GPS interval its name (or cache entry) says it covers."""
+
+    observatory: str
+    description: str
+    gps_start: float
+    duration: float
+    path: Path
+
+    @property
+    def gps_end(self) -> float:
+        """GPS end of the file (exclusive)."""
+        return self.gps_start + self.duration
+
+    def holds(self, channel: str) -> bool:
+        """Whether the file's observatory letters include the channel's (``H1:X`` -> ``H``)."""
+        return _observatory(channel) in self.observatory
+
+
+def _observatory(channel: str) -> str:
+    return channel[:1]
+
+
+def _fmt(gps: float) -> str:
+    """A GPS time for messages: integers without decimals."""
+    if abs(gps - round(gps)) < 1e-9:
+        return str(int(round(gps)))
+    return f"{gps:.6f}".rstrip("0")
+
+
+def _range(a: float, b: float) -> str:
+    return f"[{_fmt(a)}, {_fmt(b)})"
+
+
+# ---- discovery -------------------------------------------------------------------------------
+
+
+def parse_frame_name(path: Path) -> FrameFile | None:
+    """``FrameFile`` from a name ``<OBS>-<DESC>-<GPS>-<DUR>.gwf``, or None if it does not fit."""
+    match = _NAME.fullmatch(path.name)
+    if match is None:
+        return None
+    return FrameFile(match["obs"], match["desc"], float(match["gps"]), float(match["dur"]), path)
+
+
+def find_frames(source: Path | str) -> list[FrameFile]:
+    """The frame files of a directory (recursive), a LAL cache, an FFL file or one ``.gwf``.
+
+    Parameters
+    ----------
+    source
+        A directory searched for ``*.gwf``; a LAL cache (``.lcf``/``.cache``, lines
+        ``OBS DESC GPS DUR URL``); an FFL file (``.ffl``, lines ``PATH GPS DUR 0 0``); or a
+        single ``.gwf`` file.
+
+    Returns
+    -------
+    list of FrameFile
+        Sorted by (observatory, gps_start).
+
+    Raises
+    ------
+    DataError
+        If the source does not exist, lists no frame files or has a malformed line. (Listed
+        files that do not exist are reported by ``preflight``.)
+    """
+    source = Path(source)
+    if not source.exists():
+        raise DataError(f"frame source {source} does not exist")
+    if source.is_dir():
+        frames = []
+        for path in sorted(source.rglob("*.gwf")):
+            if path.name.startswith(".") or not path.is_file():
+                continue
+            frame = parse_frame_name(path.resolve())
+            if frame is None:
+                raise DataError(
+                    f"frame file {path} is not named <OBS>-<DESC>-<GPSSTART>-<DURATION>.gwf"
+                )
+            frames.append(frame)
+        if not frames:
+            raise DataError(f"no .gwf frame files under {source}")
+    elif source.suffix in CACHE_SUFFIXES:
+        frames = _read_lal_cache(source)
+    elif source.suffix in FFL_SUFFIXES:
+        frames = _read_ffl(source)
+    elif source.suffix == ".gwf":
+        frame = parse_frame_name(source.resolve())
+        if frame is None:
+            raise DataError(
+                f"frame file {source} is not named <OBS>-<DESC>-<GPSSTART>-<DURATION>.gwf"
+            )
+        frames = [frame]
+    else:
+        raise DataError(
+            f"frame source {source} is neither a directory nor a .lcf/.cache/.ffl/.gwf file"
+        )
+    unique = {f.path: f for f in frames}
+    return sorted(unique.values(), key=lambda f: (f.observatory, f.gps_start, str(f.path)))
+
+
+def _read_lines(source: Path) -> list[tuple[int, list[str]]]:
+    try:
+        text = source.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f"cannot read frame cache {source}: {err}") from None
+    out = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            out.append((number, line.split()))
+    if not out:
+        raise DataError(f"frame cache {source} lists no frame files")
+    return out
+
+
+def _local_path(entry: str, source: Path, number: int) -> Path:
+    if "://" in entry:
+        url = urlparse(entry)
+        if url.scheme != "file" or url.netloc not in ("", "localhost"):
+            raise DataError(f"{source}, line {number}: {entry!r} is not a local file:// URL")
+        path = Path(unquote(url.path))
+    else:
+        path = Path(entry)
+    if not path.is_absolute():
+        path = source.parent / path
+    return path.resolve()  # whether it exists is checked by ``preflight``, with the rest
+
+
+def _number(text: str, source: Path, number: int, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise DataError(f"{source}, line {number}: {what} {text!r} is not a number") from None
+    if not math.isfinite(value) or (what == "duration" and value <= 0):
+        raise DataError(f"{source}, line {number}: invalid {what} {text!r}")
+    return value
+
+
+def _read_lal_cache(source: Path) -> list[FrameFile]:
+    frames = []
+    for number, fields in _read_lines(source):
+        if len(fields) != 5:
+            raise DataError(
+                f"{source}, line {number}: malformed LAL cache line (expected "
+                f"'OBS DESC GPSSTART DURATION URL', got {len(fields)} fields)"
+            )
+        obs, desc, gps, dur, url = fields
+        frames.append(
+            FrameFile(
+                obs,
+                desc,
+                _number(gps, source, number, "GPS start"),
+                _number(dur, source, number, "duration"),
+                _local_path(url, source, number),
+            )
+        )
+    return frames
+
+
+def _read_ffl(source: Path) -> list[FrameFile]:
+    frames = []
+    for number, fields in _read_lines(source):
+        if len(fields) not in (3, 5):
+            raise DataError(
+                f"{source}, line {number}: malformed FFL line (expected "
+                f"'PATH GPSSTART DURATION 0 0', got {len(fields)} fields)"
+            )
+        path = _local_path(fields[0], source, number)
+        named = parse_frame_name(path)
+        if named is None:
+            raise DataError(
+                f"{source}, line {number}: frame file {path} is not named "
+                "<OBS>-<DESC>-<GPSSTART>-<DURATION>.gwf (needed for its observatory)"
+            )
+        frames.append(
+            FrameFile(
+                named.observatory,
+                named.description,
+                _number(fields[1], source, number, "GPS start"),
+                _number(fields[2], source, number, "duration"),
+                path,
+            )
+        )
+    return frames
+
+
+# ---- datafind --------------------------------------------------------------------------------
+
+
+def first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def datafind_frames(
+    server_url: str,
+    frametypes: Sequence[str],
+    gps_start: float,
+    gps_end: float,
+    timeout_seconds: float = DATAFIND_TIMEOUT_SECONDS,
+) -> list[FrameFile]:
+    """The frame files a gwdatafind server lists for ``frametypes`` over a GPS range.
+
+    For each frame type the observatory asked for is its first letter (``H1_HOFT_C00`` ->
+    ``H``); ``gwdatafind.find_urls`` is asked for ``[floor(gps_start), ceil(gps_end))``
+    (gaps are ignored here: ``preflight`` reports them). Only ``file://`` URLs of files named
+    ``<OBS>-<DESC>-<GPS>-<DUR>.gwf`` are accepted; whether the files exist is checked by
+    ``preflight``.
+
+    Raises
+    ------
+    DataError
+        Naming the server URL when it cannot be reached or answers with an error, and the
+        frame type and GPS range when it lists no files (with the types it knows).
+    """
+    import gwdatafind
+    import requests
+
+    lo, hi = math.floor(gps_start), math.ceil(gps_end)
+    frames: list[FrameFile] = []
+    for frametype in frametypes:
+        observatory = frametype[:1]
+        what = f"frame type {frametype} (observatory {observatory}) for {_range(lo, hi)}"
+        try:
+            with warnings.catch_warnings():
+                # igwn-auth-utils warns that X.509 identities are deprecated on every call
+                warnings.simplefilter("ignore", DeprecationWarning)
+                urls = gwdatafind.find_urls(
+                    observatory,
+                    frametype,
+                    lo,
+                    hi,
+                    host=server_url,
+                    urltype="file",
+                    on_gaps="ignore",
+                    timeout=timeout_seconds,
+                )
+        except (requests.RequestException, OSError, ValueError, RuntimeError) as err:
+            raise DataError(
+                f"datafind server {server_url} failed to list {what}: {first_line(err)}"
+            ) from None
+        if not urls:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    known = gwdatafind.find_types(
+                        observatory, host=server_url, timeout=timeout_seconds
+                    )
+                types = listing(sorted(known)) or "none"
+                hint = f"; frame types it has for {observatory}: {types}"
+            except (requests.RequestException, OSError, ValueError, RuntimeError):
+                hint = ""
+            raise DataError(f"datafind server {server_url} lists no files of {what}{hint}")
+        for url in urls:
+            parsed = urlparse(url)
+            if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+                raise DataError(
+                    f"datafind server {server_url} returned {url!r} for {what}: not a local "
+                    "file:// URL"
+                )
+            path = Path(unquote(parsed.path))
+            frame = parse_frame_name(path)
+            if frame is None:
+                raise DataError(
+                    f"datafind server {server_url} returned {path} for {what}: not named "
+                    "<OBS>-<DESC>-<GPSSTART>-<DURATION>.gwf"
+                )
+            frames.append(frame)
+    unique = {f.path: f for f in frames}
+    return sorted(unique.values(), key=lambda f: (f.observatory, f.gps_start, str(f.path)))
+
+
+def discover_frames(config: CampaignConfig) -> list[FrameFile]:
+    """The campaign's frame files: from ``data.frames`` or from ``data.datafind_server``.
+
+    ``data.frames`` is a directory, LAL cache or FFL file (``find_frames``); otherwise the
+    datafind server is asked for each of ``data.frametypes`` over the span
+    (``datafind_frames``).
+    """
+    data = config.data
+    if data.frames is not None:
+        return find_frames(data.frames)
+    return datafind_frames(
+        data.datafind_server, data.frametypes, data.start, data.start + data.duration
+    )
+
+
+def frame_source(config: CampaignConfig) -> str:
+    """Where the campaign's frames come from, for messages."""
+    data = config.data
+    if data.frames is not None:
+        return str(data.frames)
+    return f"datafind server {data.datafind_server} ({', '.join(data.frametypes)})"
+
+
+# ---- what the files cover and hold -----------------------------------------------------
+
+
+def overlapping_files(
+    frames: Sequence[FrameFile], channel: str, gps_start: float, gps_end: float
+) -> list[FrameFile]:
+    return sorted(
+        (
+            f
+            for f in frames
+            if f.holds(channel)
+            and f.gps_end > gps_start + _GPS_TOLERANCE
+            and f.gps_start < gps_end - _GPS_TOLERANCE
+        ),
+        key=lambda f: (f.gps_start, f.gps_end),
+    )
+
+
+def coverage_gaps(files: list[FrameFile], gps_start: float, gps_end: float) -> list[str]:
+    """Descriptions of the parts of ``[gps_start, gps_end)`` that ``files`` do not cover."""
+    gaps = []
+    covered = gps_start
+    previous: FrameFile | None = None
+    for f in files:
+        if f.gps_start > covered + _GPS_TOLERANCE:
+            where = (
+                f"between {previous.path.name} and {f.path.name}"
+                if previous
+                else (f"before {f.path.name}")
+            )
+            gaps.append(f"{_range(covered, f.gps_start)} ({where})")
+        if f.gps_end > covered:
+            covered, previous = f.gps_end, f
+    if covered < gps_end - _GPS_TOLERANCE:
+        where = f"after {previous.path.name}" if previous else "no file"
+        gaps.append(f"{_range(covered, gps_end)} ({where})")
+    return gaps
+
+
+def channel_names(path: Path) -> tuple[str, ...]:
+    """Channel names in a GWF file's table of contents (cached while the file is unchanged)."""
+    stat = path.stat()
+    return _cached_channel_names(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=4096)
+def _cached_channel_names(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    from gwpy.io.gwf import get_channel_names
+
+    return tuple(get_channel_names(path))
+
+
+def listing(names: Sequence[str], limit: int = 20) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def rate_factor(rate: float, sample_rate: float) -> int | None:
+    """``rate / sample_rate`` if it is a whole number >= 1, else None."""
+    ratio = rate / sample_rate
+    factor = int(round(ratio))
+    if factor < 1 or abs(ratio - factor) > 1e-9 * max(1.0, ratio):
+        return None
+    return factor

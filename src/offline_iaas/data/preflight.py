@@ -1,0 +1,388 @@
+"""Checks of a campaign's frames before anything runs: ``preflight`` lists every problem at
+once (missing or unreadable files, missing channels, unusable rates, unexplained holes) and
+returns the analysable span (``offline_iaas.data.segments``). Each file is probed (a short read)
+in a separate worker process, killed if it hangs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from offline_iaas.config import CampaignConfig
+from offline_iaas.data.discovery import (
+    _GPS_TOLERANCE,
+    FrameFile,
+    _fmt,
+    _observatory,
+    _range,
+    discover_frames,
+    first_line,
+    frame_source,
+    listing,
+    rate_factor,
+)
+from offline_iaas.data.segments import AnalysableSpan
+from offline_iaas.errors import DataError
+
+PROBE_SECONDS = 1.0
+"""Data read from each frame file by ``preflight`` to prove it is readable."""
+PROBE_TIMEOUT_SECONDS = 120.0
+PROBE_TIMEOUT_SECONDS_PER_FILE = 10.0
+"""A probe worker is killed after ``PROBE_TIMEOUT_SECONDS + this * files`` seconds."""
+
+
+# ---- checks ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """What a probe of one frame file found: its channel names and rates, or an error."""
+
+    names: tuple[str, ...] = ()
+    rates: tuple[tuple[str, float], ...] = ()
+    error: str = ""
+
+
+_PROBES: dict[tuple, _Probe] = {}
+"""Probe results by (path, mtime_ns, size, channels, start, seconds)."""
+
+
+def _probe_one(path: str, wanted: Sequence[str], gps_start: float, seconds: float) -> dict:
+    """Table of contents of ``path`` and the rates of ``wanted`` from a short read (worker)."""
+    from gwpy.io.gwf import get_channel_names
+    from gwpy.timeseries import TimeSeriesDict
+
+    names = list(get_channel_names(path))
+    present = [n for n in wanted if n in names]
+    rates: dict[str, float] = {}
+    if present:
+        data = TimeSeriesDict.read(
+            path, present, start=gps_start, end=gps_start + seconds, format="gwf"
+        )
+        for name in present:
+            series = data[name]
+            if len(series) == 0:
+                raise ValueError(f"channel {name}: no samples at {_fmt(gps_start)}")
+            finite = np.isfinite(series.value)
+            if not finite.all():
+                index = int(np.argmin(finite))
+                gps = float(series.t0.value) + index / float(series.sample_rate.value)
+                raise ValueError(
+                    f"channel {name}: non-finite sample ({series.value[index]}) at GPS {_fmt(gps)}"
+                )
+            rates[name] = float(series.sample_rate.value)
+    return {"names": names, "rates": rates}
+
+
+def _probe_worker() -> None:
+    """Worker process: probe each job of a JSON list on stdin, one JSON line per job out."""
+    import json
+    import sys
+
+    for index, (path, wanted, gps_start, seconds) in enumerate(json.load(sys.stdin)):
+        try:
+            result = _probe_one(path, wanted, gps_start, seconds)
+        except Exception as err:  # LALFrame raises RuntimeError/OSError, gwpy ValueError
+            result = {"error": first_line(err)}
+        print(json.dumps({"index": index, **result}), flush=True)
+
+
+def _run_probes(jobs: list[tuple[str, tuple[str, ...], float, float]]) -> list[_Probe]:
+    """Probe frame files in worker processes (a corrupt GWF can crash LALFrame).
+
+    Jobs run in order in one worker; if it dies or hangs on a file, that file gets an error
+    and a new worker takes the rest.
+    """
+    import json
+    import signal as signals
+    import subprocess
+    import sys
+
+    results: list[_Probe | None] = [None] * len(jobs)
+    first = 0
+    while first < len(jobs):
+        batch = jobs[first:]
+        command = [
+            sys.executable,
+            "-c",
+            "from offline_iaas.data.preflight import _probe_worker; _probe_worker()",
+        ]
+        timeout = PROBE_TIMEOUT_SECONDS + PROBE_TIMEOUT_SECONDS_PER_FILE * len(batch)
+        try:
+            done = subprocess.run(
+                command,
+                input=json.dumps(batch),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+            stdout, failure = done.stdout, ""
+            if done.returncode < 0:
+                failure = (
+                    f"the frame reader crashed ({signals.Signals(-done.returncode).name}); "
+                    "truncated or corrupt file?"
+                )
+            elif done.returncode != 0:
+                failure = f"the frame reader failed (exit {done.returncode})"
+        except subprocess.TimeoutExpired as err:  # run() has killed the worker
+            out = err.stdout or ""
+            stdout = out.decode() if isinstance(out, bytes) else out
+            failure = f"the frame reader hung (killed after {timeout:g} s)"
+        answered = 0
+        for line in stdout.splitlines():
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            index = first + int(item["index"])
+            results[index] = _Probe(
+                tuple(item.get("names", ())),
+                tuple(sorted(item.get("rates", {}).items())),
+                item.get("error", ""),
+            )
+            answered = max(answered, int(item["index"]) + 1)
+        if answered == len(batch):
+            break
+        results[first + answered] = _Probe(error=failure or "the frame reader stopped")
+        first += answered + 1
+    return [r if r is not None else _Probe(error="not probed") for r in results]
+
+
+def _probe_files(
+    jobs: Sequence[tuple[Path, tuple[str, ...], float, float]],
+) -> list[_Probe]:
+    """Probe results for ``(path, channels, gps_start, seconds)`` jobs (cached per file)."""
+    keys = []
+    for path, names, gps_start, seconds in jobs:
+        stat = path.stat()
+        keys.append((str(path), stat.st_mtime_ns, stat.st_size, names, gps_start, seconds))
+    todo = [k for k in dict.fromkeys(keys) if k not in _PROBES]
+    if todo:
+        for key, probe in zip(todo, _run_probes([(k[0], k[3], k[4], k[5]) for k in todo]),
+                              strict=True):
+            _PROBES[key] = probe
+    return [_PROBES[k] for k in keys]
+
+
+def _more(count: int, what: str) -> str:
+    return f" and {count} more {what}" if count else ""
+
+
+def _hole_context(files: Sequence[FrameFile], a: float, b: float, observatory: str) -> str:
+    before = [f for f in files if f.gps_end <= a + _GPS_TOLERANCE]
+    after = [f for f in files if f.gps_start >= b - _GPS_TOLERANCE]
+    prev = max(before, key=lambda f: f.gps_end, default=None)
+    nxt = min(after, key=lambda f: f.gps_start, default=None)
+    if prev and nxt:
+        return f"between {prev.path.name} and {nxt.path.name}"
+    if nxt:
+        return f"before {nxt.path.name}, the first file"
+    if prev:
+        return f"after {prev.path.name}, the last file"
+    return f"no frame files of observatory {observatory!r}"
+
+
+def frame_problems(
+    frames: Sequence[FrameFile],
+    channels: Sequence[str],
+    needed: Sequence[tuple[float, float]],
+    sample_rate: float,
+    science: bool = False,
+    report_holes: bool = True,
+) -> list[str]:
+    """Every problem with the frames over the ``needed`` GPS intervals, one message each.
+
+    Checked per observatory of ``channels``: holes in the coverage of its files inside
+    ``needed``; for every file overlapping ``needed``: it exists, its table of contents and a
+    read of ``PROBE_SECONDS`` of its data succeed (in a worker process, as a corrupt file can
+    crash LALFrame), it lists every channel of that observatory, and each channel's rate is a
+    whole multiple of ``sample_rate``. Missing channels and bad rates are reported once per
+    channel, naming the first file and how many more; holes and bad files one by one.
+
+    Parameters
+    ----------
+    science
+        Whether ``needed`` came from science segments (only changes the wording of holes).
+    report_holes
+        Whether holes in the coverage are problems.
+    """
+    from offline_iaas.data.segments import coalesce, subtract
+
+    needed = coalesce(needed)
+    problems: list[str] = []
+    groups: dict[str, list[str]] = {}
+    for channel in channels:
+        groups.setdefault(_observatory(channel), []).append(channel)
+    jobs: list[tuple[FrameFile, tuple[str, ...]]] = []
+    for observatory, names in groups.items():
+        own = sorted((f for f in frames if observatory in f.observatory), key=lambda f: f.gps_start)
+        holes = subtract(needed, [(f.gps_start, f.gps_end) for f in own]) if report_holes else []
+        for a, b in holes:
+            inside = ", inside the science segments" if science else ""
+            problems.append(
+                f"no frame data for observatory {observatory} ({', '.join(names)}) in "
+                f"{_range(a, b)}{inside} ({_hole_context(own, a, b, observatory)})"
+            )
+        for f in own:
+            if any(
+                f.gps_end > a + _GPS_TOLERANCE and f.gps_start < b - _GPS_TOLERANCE
+                for a, b in needed
+            ):
+                jobs.append((f, tuple(names)))
+    readable: list[tuple[FrameFile, tuple[str, ...]]] = []
+    for f, names in jobs:
+        if f.path.is_file():
+            readable.append((f, names))
+        else:
+            problems.append(f"frame file {f.path} {_range(f.gps_start, f.gps_end)} does not exist")
+    probes = _probe_files(
+        [(f.path, names, f.gps_start, min(f.duration, PROBE_SECONDS)) for f, names in readable]
+    )
+    missing: dict[str, list[FrameFile]] = {}
+    listed: dict[str, tuple[str, ...]] = {}
+    bad_rates: dict[str, list[tuple[FrameFile, float]]] = {}
+    for (f, names), probe in zip(readable, probes, strict=True):
+        if probe.error:
+            # a bad sample is named as such; anything else the reader said makes it unreadable
+            what = "" if probe.error.startswith("channel ") else "is unreadable: "
+            problems.append(f"frame file {f.path} {_range(f.gps_start, f.gps_end)} {what}"
+                            f"{probe.error}")
+            continue
+        rates = dict(probe.rates)
+        for name in names:
+            if name not in probe.names:
+                missing.setdefault(name, []).append(f)
+                listed.setdefault(name, probe.names)
+            elif rate_factor(rates[name], sample_rate) is None:
+                bad_rates.setdefault(name, []).append((f, rates[name]))
+    for name in channels:
+        if name in missing:
+            first, last = missing[name][0], missing[name][-1]
+            problems.append(
+                f"channel {name} not found in {first.path}"
+                f"{_more(len(missing[name]) - 1, 'file(s)')} covering "
+                f"{_range(first.gps_start, last.gps_end)} "
+                f"(channels there: {listing(listed[name])})"
+            )
+        if name in bad_rates:
+            first, rate = bad_rates[name][0]
+            problems.append(
+                f"channel {name} in {first.path}{_more(len(bad_rates[name]) - 1, 'file(s)')} "
+                f"has sample rate {rate:g} Hz, not a whole multiple of the model sample rate "
+                f"{sample_rate:g} Hz"
+            )
+    return problems
+
+
+def problem_report(problems: Sequence[str], gps_start: float, gps_end: float, source: str) -> str:
+    """One message: a single problem on one line; several as a summary line, then
+    ``  - <problem>`` per line."""
+    where = f"the frame data for {_range(gps_start, gps_end)} (frames: {source})"
+    if len(problems) == 1:
+        return f"{where}: {problems[0]}"
+    head = f"{len(problems)} problems with {where}:"
+    return "\n".join([head] + [f"  - {p}" for p in problems])
+
+
+def check_channels(
+    frames: Sequence[FrameFile],
+    channels: Sequence[str],
+    gps_start: float,
+    gps_end: float,
+    sample_rate: float,
+) -> None:
+    """Check that the frames hold every channel over ``[gps_start, gps_end)``, without holes.
+
+    Raises
+    ------
+    DataError
+        One error listing every problem found (``frame_problems``).
+    """
+    problems = frame_problems(frames, channels, [(gps_start, gps_end)], sample_rate)
+    if problems:
+        source = f"{len(frames)} frame file(s)"
+        raise DataError(problem_report(problems, gps_start, gps_end, source))
+
+
+def preflight(
+    config: CampaignConfig,
+    frames: Sequence[FrameFile] | None = None,
+    *,
+    allow_holes_in_science: bool = False,
+) -> AnalysableSpan:
+    """Validate the campaign's data and return its analysable span.
+
+    The frames are discovered (``discover_frames``, unless given) and the segment file read.
+    The time that must hold data is the span intersected with the science segments (the whole
+    span without a segment file); there, every hole in an observatory's frame coverage is a
+    problem, as is every file that is missing, unreadable, lacks a channel or holds it at a
+    rate that is not a whole multiple of the model rate (``frame_problems``). A hole outside
+    the science segments is explained and only shows as dropped time. No analysable stretch
+    at all is a problem too.
+
+    Parameters
+    ----------
+    frames
+        The frame files; default ``discover_frames(config)``.
+    allow_holes_in_science
+        With a segment file, accept holes inside its science segments too (they are dropped
+        as ``no data for <obs>``). Without a segment file every hole is a problem regardless.
+
+    Returns
+    -------
+    AnalysableSpan
+        The stretches to analyse and the dropped time with reasons (``data.segments``).
+
+    Raises
+    ------
+    DataError
+        From discovery or the segment file; or one error listing every problem, each on its
+        own line starting with ``"  - "`` and naming the file, channel or GPS range.
+    """
+    from offline_iaas.data.segments import (
+        compute_stretches,
+        frame_coverage,
+        intersect,
+        min_stretch_seconds,
+        observatories,
+        science_segments,
+    )
+
+    data = config.data
+    span = (data.start, data.start + data.duration)
+    frames = discover_frames(config) if frames is None else list(frames)
+    science = science_segments(config)
+    needed = intersect([span], science) if science is not None else [span]
+    problems = frame_problems(
+        frames,
+        data.channels,
+        needed,
+        data.sample_rate,
+        science=science is not None,
+        report_holes=science is None or not allow_holes_in_science,
+    )
+    result = compute_stretches(
+        span,
+        frame_coverage(frames, observatories(data.channels)),
+        science,
+        data.start,
+        config.stride_seconds,
+        min_stretch_seconds(config),
+    )
+    if not result.stretches:
+        reasons = "; ".join(f"{r}: {s:g} s" for r, s in result.dropped_by_reason().items())
+        problems.append(f"no analysable time in {_range(*span)} ({reasons})")
+    if problems:
+        raise DataError(problem_report(problems, span[0], span[1], frame_source(config)))
+    return result
+
+
+def check_campaign_data(config: CampaignConfig, *, allow_holes_in_science: bool = False) -> None:
+    """``preflight`` without its result (raises ``DataError`` on any problem)."""
+    preflight(config, allow_holes_in_science=allow_holes_in_science)
+
+
