@@ -12,12 +12,8 @@ import pytest
 
 from offline_iaas.errors import RunError
 from offline_iaas.workflow.dag import parse_dag
-from offline_iaas.workflow.local import (
-    node_command,
-    run_local,
-    split_arguments,
-    split_environment,
-)
+from offline_iaas.workflow.emulation import node_command, split_arguments, split_environment
+from offline_iaas.workflow.local import run_local
 from tests.helpers import skip_data_check
 
 # One script plays every node; what it does is chosen by its second argument.

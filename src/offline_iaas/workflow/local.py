@@ -16,479 +16,37 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import secrets
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.chirp import FAKE_ENV
-from offline_iaas.workflow.dag import Dag, DagNode, parse_dag
-from offline_iaas.workflow.submit import expand_macros, parse_submit, unexpanded_macros
+from offline_iaas.workflow.completion import complete_nodes
+from offline_iaas.workflow.dag import Dag, parse_dag
+from offline_iaas.workflow.emulation import node_command, stage_in, stage_out
+from offline_iaas.workflow.processes import (
+    NodeRun,
+    Signals,
+    describe_exit,
+    group_members,
+    now,
+    signal_group,
+)
+from offline_iaas.workflow.submit import parse_submit
 
 JOB_ADS_FILE = "job-ads.json"
 """Where run-local keeps the job ads of its nodes (``OFFLINE_IAAS_FAKE_JOB_ADS``)."""
 LOCK_FILE = ".run-local.lock"
 POLL_SECONDS = 0.05
-_LOCAL_UNIVERSES = {"vanilla", "local", "scheduler"}
 _TERMINAL = {"done", "complete", "failed", "not-run", "removed"}
 _BUSY = ("running", "prerun", "deferred")
-
-
-# ---- submit values ------------------------------------------------------------------------
-def split_arguments(value: str) -> list[str]:
-    """Split an ``arguments`` value into argv words as condor_submit does.
-
-    New syntax (the whole value in double quotes): words split on white space, single quotes
-    group a word (``''`` inside them is a literal quote), ``""`` is a literal double quote.
-    Old syntax (no surrounding double quotes): words split on white space, ``\\"`` is a quote.
-
-    Raises
-    ------
-    ValueError
-        On an unterminated single quote.
-    """
-    value = value.strip()
-    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
-        return _split_new_syntax(value[1:-1].replace('""', '"'))
-    return [word.replace('\\"', '"') for word in value.split()]
-
-
-def _split_new_syntax(text: str) -> list[str]:
-    words: list[str] = []
-    current: list[str] = []
-    in_word = in_quotes = False
-    i = 0
-    while i < len(text):
-        char = text[i]
-        if in_quotes:
-            if char == "'" and text[i + 1 : i + 2] == "'":
-                current.append("'")
-                i += 1
-            elif char == "'":
-                in_quotes = False
-            else:
-                current.append(char)
-        elif char in " \t\r\n":
-            if in_word:
-                words.append("".join(current))
-                current, in_word = [], False
-        elif char == "'":
-            in_quotes = in_word = True
-        else:
-            current.append(char)
-            in_word = True
-        i += 1
-    if in_quotes:
-        raise ValueError(f"unterminated single quote in {text!r}")
-    if in_word:
-        words.append("".join(current))
-    return words
-
-
-def split_environment(value: str) -> dict[str, str]:
-    """Parse an ``environment`` value (new syntax ``"A=1 B='x y'"``, or old ``A=1;B=2``)."""
-    value = value.strip()
-    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
-        words = _split_new_syntax(value[1:-1].replace('""', '"'))
-    else:
-        words = [w for w in value.split(";") if w.strip()]
-    env = {}
-    for word in words:
-        name, sep, val = word.partition("=")
-        if not sep or not name.strip():
-            raise ValueError(f"environment entry {word!r} is not NAME=value")
-        env[name.strip()] = val
-    return env
-
-
-
-@dataclass(frozen=True)
-class Transfer:
-    """HTCondor file transfer of a node (``should_transfer_files = YES``).
-
-    run-local plays it with a scratch directory per attempt (``RUN/scratch/<node>.<n>``): the
-    input files are copied in, the job runs there, its output files are copied back to the
-    initial directory, so that a transfer list that misses a file fails here as on a pool.
-    """
-
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...] | None
-    """``transfer_output_files``; None: every new top-level file, as HTCondor does."""
-    preserve_paths: bool
-    """``preserve_relative_paths``: relative paths keep their directories."""
-    on_success_only: bool
-    """``when_to_transfer_output = ON_SUCCESS``."""
-    success_exit_code: int = 0
-
-
-@dataclass
-class NodeCommand:
-    """What the local executor runs for one node."""
-
-    argv: list[str]
-    cwd: Path
-    """The initial directory (``initialdir``)."""
-    stdout: Path
-    stderr: Path
-    environment: dict[str, str] = field(default_factory=dict)
-    max_retries: int = 0
-    """Job-level ``max_retries``: restarts of a SERVICE node that exits with an error."""
-    transfer: Transfer | None = None
-
-
-def _split_list(value: str) -> tuple[str, ...]:
-    return tuple(item.strip() for item in value.split(",") if item.strip())
-
-
-def _true(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("true", "yes", "1")
-
-
-def node_command(
-    run_dir: Path,
-    node: DagNode,
-    submit: dict[str, str],
-    ordinal: int,
-    extra: dict[str, str] | None = None,
-) -> NodeCommand:
-    """Resolve a node's submit description into a command line, directory and files.
-
-    Parameters
-    ----------
-    run_dir
-        Directory of the DAG file: relative submit files and executables are taken from it.
-    node
-        The DAG node (its VARS are expanded into the submit values).
-    submit
-        The submit file's commands, as ``parse_submit`` returns them.
-    ordinal
-        Stands in for ``$(ClusterId)``.
-    extra
-        Macros DAGMan defines for this node (``DAG_STATUS``, ``FAILED_COUNT`` of the FINAL node).
-
-    Raises
-    ------
-    RunError
-        If a value uses an undefined macro, or the executable or initial directory is missing.
-    """
-    where = f"{node.submit} (node {node.name})"
-    lower = {key.lower(): value for key, value in submit.items()}
-    builtins = {
-        "job": node.name,
-        "cluster": str(ordinal),
-        "clusterid": str(ordinal),
-        "process": "0",
-        "procid": "0",
-        **(extra or {}),
-    }
-    # DAGMan prepends VARS by default: a macro the submit file defines itself wins.
-    variables = {**builtins, **node.variables, **submit}
-
-    def value(key: str, default: str | None = None) -> str | None:
-        raw = lower.get(key)
-        if raw is None:
-            return default
-        try:
-            out = expand_macros(raw, variables)
-        except ValueError as err:
-            raise RunError(f"{where}: {key}: {err}") from None
-        left = unexpanded_macros(out)
-        if left:
-            raise RunError(
-                f"{where}: {key} uses {left[0]}, which neither the submit file nor the DAG's "
-                "VARS define"
-            )
-        return out
-
-    universe = (value("universe", "vanilla") or "vanilla").lower()
-    if universe not in _LOCAL_UNIVERSES:
-        raise RunError(f"{where}: universe {universe} cannot run on this machine")
-    executable = value("executable")
-    if not executable:
-        raise RunError(f"{where}: no executable")
-    exe = Path(executable)
-    exe = exe if exe.is_absolute() else run_dir / exe
-    if not exe.is_file() or not os.access(exe, os.X_OK):
-        raise RunError(f"{where}: executable {exe} does not exist or is not executable")
-    initialdir = Path(value("initialdir") or run_dir)
-    initialdir = initialdir if initialdir.is_absolute() else run_dir / initialdir
-    if not initialdir.is_dir():
-        raise RunError(f"{where}: initialdir {initialdir} is not a directory")
-
-    def in_initialdir(key: str) -> Path:
-        path = Path(value(key) or os.devnull)
-        return path if path.is_absolute() else initialdir / path
-
-    try:
-        args = split_arguments(value("arguments") or "")
-        env = split_environment(value("environment") or "")
-    except ValueError as err:
-        raise RunError(f"{where}: {err}") from None
-    retries_text = value("max_retries", "0") or "0"
-    try:
-        max_retries = int(retries_text)
-    except ValueError:
-        raise RunError(f"{where}: max_retries must be an integer, got {retries_text!r}") from None
-    transfer = None
-    if (value("should_transfer_files", "NO") or "NO").strip().upper() == "YES":
-        when = (value("when_to_transfer_output", "ON_EXIT") or "ON_EXIT").strip().upper()
-        success = value("success_exit_code", "0") or "0"
-        outputs = value("transfer_output_files")
-        try:
-            success_code = int(success)
-        except ValueError:
-            raise RunError(f"{where}: success_exit_code must be an integer") from None
-        transfer = Transfer(
-            inputs=_split_list(value("transfer_input_files", "") or ""),
-            outputs=None if outputs is None else _split_list(outputs.strip('"')),
-            preserve_paths=_true(value("preserve_relative_paths")),
-            on_success_only=when == "ON_SUCCESS",
-            success_exit_code=success_code,
-        )
-    return NodeCommand(
-        argv=[str(exe), *args],
-        cwd=initialdir,
-        stdout=in_initialdir("output"),
-        stderr=in_initialdir("error"),
-        environment=env,
-        max_retries=max(0, max_retries),
-        transfer=transfer,
-    )
-
-
-# ---- file transfer ------------------------------------------------------------------------
-def _copy(source: Path, target: Path) -> None:
-    """Copy a file or a directory tree; files land atomically."""
-    if source.is_dir():
-        for path in sorted(source.rglob("*")):
-            if path.is_file():
-                _copy(path, target / path.relative_to(source))
-        target.mkdir(parents=True, exist_ok=True)
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    shutil.copy2(source, tmp)
-    os.replace(tmp, target)
-
-
-def _transfer_target(entry: str, root: Path, preserve: bool) -> Path:
-    path = Path(entry.rstrip("/"))
-    if preserve and not path.is_absolute():
-        return root / path
-    return root / path.name
-
-
-def stage_in(transfer: Transfer, initialdir: Path, sandbox: Path) -> None:
-    """Copy a node's input files into its scratch directory.
-
-    Raises
-    ------
-    RunError
-        For a missing input file (HTCondor would hold the job).
-    """
-    sandbox.mkdir(parents=True)
-    for entry in transfer.inputs:
-        source = Path(entry.rstrip("/"))
-        source = source if source.is_absolute() else initialdir / source
-        if not source.exists():
-            raise RunError(
-                f"transfer_input_files names {entry}, which does not exist in {initialdir} "
-                "(HTCondor would put the job on hold)"
-            )
-        if entry.endswith("/") and source.is_dir():  # trailing slash: the directory's contents
-            parent = _transfer_target(entry, sandbox, transfer.preserve_paths).parent
-            _copy(source, parent)
-        else:
-            _copy(source, _transfer_target(entry, sandbox, transfer.preserve_paths))
-
-
-def stage_out(transfer: Transfer, sandbox: Path, initialdir: Path, before: set[str]) -> None:
-    """Copy a node's output files from its scratch directory back to the initial directory.
-
-    Raises
-    ------
-    RunError
-        For a listed output that the job did not create (HTCondor would hold the job).
-    """
-    if transfer.outputs is None:
-        for path in sorted(sandbox.iterdir()):
-            if path.is_file() and path.name not in before:
-                _copy(path, initialdir / path.name)
-        return
-    missing = [entry for entry in transfer.outputs if not (sandbox / entry.rstrip("/")).exists()]
-    if missing:
-        raise RunError(
-            f"transfer_output_files names {', '.join(missing)}, which the job did not create "
-            "(HTCondor would put the job on hold)"
-        )
-    for entry in transfer.outputs:
-        target = _transfer_target(entry, initialdir, transfer.preserve_paths)
-        _copy(sandbox / entry.rstrip("/"), target)
-
-
-# ---- completion ---------------------------------------------------------------------------
-def node_complete(run_dir: Path, node: DagNode) -> bool:
-    """Whether a JOB node's output is already there (it is then not run again): the run
-    directory says so (``RunDir.node_complete``).
-    """
-    if node.kind != "JOB":
-        return False
-    return RunDir(run_dir).node_complete(node.name)
-
-
-def complete_nodes(run_dir: Path, dag: Dag) -> set[str]:
-    """JOB nodes whose output is there and whose parents are all complete too.
-
-    A node below one that must run again runs again (its output was made from the old one),
-    as after deleting a part: the client and the merge run, nothing else.
-    """
-    complete = {n.name for n in dag.nodes.values() if node_complete(run_dir, n)}
-    changed = True
-    while changed:
-        changed = False
-        for name in list(complete):
-            if not dag.nodes[name].parents <= complete:
-                complete.discard(name)
-                changed = True
-    return complete
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of a process group."""
-    proc = Path("/proc")
-    if not proc.is_dir():  # not Linux: ask the kernel whether the group exists at all
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return []
-        return [pgid]
-    members = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the command name, which is in parentheses and may hold spaces.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry.name))
-    return members
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
-
-
-def _now() -> str:
-    return datetime.now().astimezone().isoformat(timespec="milliseconds")
-
-
-@dataclass
-class _Run:
-    node: DagNode
-    command: NodeCommand
-    ordinal: int = 0
-    status: str = "pending"
-    attempts: int = 0
-    proc: subprocess.Popen[bytes] | None = None
-    pre_proc: subprocess.Popen[bytes] | None = None
-    exit_code: int | None = None
-    started: str | None = None
-    ended: str | None = None
-    clock: float = 0.0
-    defer_until: float = 0.0
-    deferrals: int = 0
-    sandbox: Path | None = None
-    sandbox_before: set[str] = field(default_factory=set)
-    history: list[dict[str, Any]] = field(default_factory=list)
-    """Finished attempts: ``{attempt, started, ended, exit_code, status}`` each."""
-
-    def close_attempt(self, status: str, exit_code: int | None = None) -> None:
-        """Record the attempt under way as finished with ``status``."""
-        if self.started is None or any(h["attempt"] == self.attempts for h in self.history):
-            return
-        self.history.append({
-            "attempt": self.attempts,
-            "started": self.started,
-            "ended": self.ended or _now(),
-            "exit_code": self.exit_code if exit_code is None else exit_code,
-            "status": status,
-        })
-
-    @property
-    def is_service(self) -> bool:
-        return self.node.kind == "SERVICE"
-
-
-class _Signals:
-    """SIGTERM/SIGINT handlers that raise, except while a process is being started.
-
-    A signal that arrives while ``Popen`` runs would lose the new child's handle (a process
-    nobody stops), so the exception is held until the child is recorded.
-    """
-
-    def __init__(self) -> None:
-        self.hold = False
-        self.pending: BaseException | None = None
-        self._previous: dict[int, Any] = {}
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be set from the main thread
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self._previous[sig] = signal.signal(sig, self._handle)
-
-    def restore(self) -> None:
-        for sig, previous in self._previous.items():
-            signal.signal(sig, signal.SIG_DFL if previous is None else previous)
-        self._previous.clear()
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if signum == signal.SIGINT:
-            exc: BaseException = KeyboardInterrupt()
-        else:
-            exc = RunError("run-local stopped by SIGTERM; every node it started was stopped")
-        if self.hold:
-            self.pending = self.pending or exc
-            return
-        raise exc
-
-    @contextmanager
-    def held(self) -> Iterator[None]:
-        self.hold = True
-        try:
-            yield
-        finally:
-            self.hold = False
-        if self.pending is not None:
-            exc, self.pending = self.pending, None
-            raise exc
 
 
 class _Executor:
@@ -496,11 +54,11 @@ class _Executor:
         self,
         run_dir: Path,
         dag: Dag,
-        runs: dict[str, _Run],
+        runs: dict[str, NodeRun],
         submits: dict[str, dict[str, str]],
         log: Callable[[str], None],
         stop_timeout_seconds: float,
-        signals: _Signals,
+        signals: Signals,
         on_state: Callable[[dict[str, tuple[str, str]]], None] | None = None,
     ) -> None:
         self.run_dir, self.dag, self.runs = run_dir, dag, runs
@@ -551,7 +109,7 @@ class _Executor:
                 pass
         state = {
             "dag": str(RunDir(self.run_dir).dag),
-            "updated": _now(),
+            "updated": now(),
             "aborted": list(self.aborted) if self.aborted else None,
             "nodes": nodes,
         }
@@ -561,7 +119,7 @@ class _Executor:
         except OSError:
             pass  # the state file is informative; never fail the run on it
 
-    def _jobs(self) -> list[_Run]:
+    def _jobs(self) -> list[NodeRun]:
         return [r for r in self.runs.values() if not r.is_service]
 
     def dag_status(self) -> int:
@@ -571,7 +129,7 @@ class _Executor:
         return 2 if any(r.status == "failed" for r in self._jobs()) else 0
 
     # -- starting and reaping
-    def _popen(self, run: _Run, argv: list[str], cwd: Path, out: Path, err: Path,
+    def _popen(self, run: NodeRun, argv: list[str], cwd: Path, out: Path, err: Path,
                env: dict[str, str]) -> subprocess.Popen[bytes]:
         for path in (out, err):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -589,17 +147,17 @@ class _Executor:
             except OSError as error:
                 raise RunError(f"{run.node.name}: cannot start {argv[0]}: {error}") from None
 
-    def _begin_attempt(self, run: _Run) -> None:
+    def _begin_attempt(self, run: NodeRun) -> None:
         """Start a node attempt: its PRE script if it has one, else its job."""
         run.attempts += 1
-        run.exit_code, run.started, run.ended = None, _now(), None
+        run.exit_code, run.started, run.ended = None, now(), None
         run.clock, run.deferrals = time.monotonic(), 0
         if run.node.pre is not None:
             self._start_pre(run)
         else:
             self._start(run)
 
-    def _start_pre(self, run: _Run) -> None:
+    def _start_pre(self, run: NodeRun) -> None:
         pre = run.node.pre
         assert pre is not None
         macros = {
@@ -618,7 +176,7 @@ class _Executor:
             run.status = "prerun"
         self.write_state()
 
-    def _start(self, run: _Run) -> None:
+    def _start(self, run: NodeRun) -> None:
         cmd = run.command
         if run.node.kind == "FINAL":  # DAGMan defines these for the FINAL node's submit file
             extra = {
@@ -652,7 +210,7 @@ class _Executor:
             run.proc = self._popen(run, cmd.argv, cwd, cmd.stdout, cmd.stderr, env)
             if run.is_service:
                 run.attempts += 1
-                run.started, run.ended, run.exit_code = _now(), None, None
+                run.started, run.ended, run.exit_code = now(), None, None
                 run.clock = time.monotonic()
             run.status = "running"
         if run.is_service:
@@ -664,13 +222,13 @@ class _Executor:
             self.log(f"{run.node.name}: started (attempt {run.attempts}/{total})")
         self.write_state()
 
-    def _reaped(self, run: _Run, code: int) -> str | None:
+    def _reaped(self, run: NodeRun, code: int) -> str | None:
         """Record a job's exit; returns why its outputs could not be transferred, if so."""
         assert run.proc is not None
         # As HTCondor does when a job exits: nothing it left behind keeps running.
         if group_members(run.proc.pid):
-            _signal_group(run.proc.pid, signal.SIGKILL)
-        run.exit_code, run.ended = code, _now()
+            signal_group(run.proc.pid, signal.SIGKILL)
+        run.exit_code, run.ended = code, now()
         problem = None
         transfer, sandbox = run.command.transfer, run.sandbox
         if transfer is not None and sandbox is not None:
@@ -683,7 +241,7 @@ class _Executor:
             run.sandbox = None
         return problem
 
-    def _ready(self, run: _Run) -> bool:
+    def _ready(self, run: NodeRun) -> bool:
         if run.node.kind == "FINAL":
             others = [r for r in self._jobs() if r.node.kind != "FINAL"]
             return all(r.status in _TERMINAL for r in others)
@@ -713,12 +271,12 @@ class _Executor:
                 busy[category] = busy.get(category, 0) + 1
             self._begin_attempt(r)
 
-    def _attempt_failed(self, run: _Run, code: int | None, why: str) -> None:
+    def _attempt_failed(self, run: NodeRun, code: int | None, why: str) -> None:
         """One attempt of a JOB node failed (its PRE script, its job, or its transfer)."""
         name = run.node.name
         abort = code is not None and code == run.node.abort_exit
         never = code is not None and code == run.node.unless_exit
-        run.ended = _now()
+        run.ended = now()
         run.close_attempt("failed", code)
         if abort:
             run.status = "failed"
@@ -747,7 +305,7 @@ class _Executor:
             elif r.status in _BUSY:
                 for proc in (r.proc, r.pre_proc):
                     if proc is not None and proc.poll() is None:
-                        _signal_group(proc.pid, signal.SIGTERM)
+                        signal_group(proc.pid, signal.SIGTERM)
                 r.status = "removing"
 
     def _reap_jobs(self) -> None:
@@ -756,11 +314,11 @@ class _Executor:
                 if all(p is None or p.poll() is not None for p in (r.proc, r.pre_proc)):
                     for p in (r.proc, r.pre_proc):
                         if p is not None and group_members(p.pid):
-                            _signal_group(p.pid, signal.SIGKILL)
+                            signal_group(p.pid, signal.SIGKILL)
                     if r.sandbox is not None:
                         shutil.rmtree(r.sandbox, ignore_errors=True)
                         r.sandbox = None
-                    r.status, r.ended = "removed", _now()
+                    r.status, r.ended = "removed", now()
                     r.close_attempt("removed")
                     self.log(f"{r.node.name}: removed (DAG aborted)")
                     self.write_state()
@@ -785,7 +343,7 @@ class _Executor:
                     self.write_state()
                 else:
                     log = self._rel(RunDir(self.run_dir).logs / f"{r.node.name}.pre.log")
-                    self._attempt_failed(r, code, f"PRE script {_describe_exit(code)} (see {log})")
+                    self._attempt_failed(r, code, f"PRE script {describe_exit(code)} (see {log})")
                 continue
             if r.status != "running" or r.proc is None:
                 continue
@@ -800,7 +358,7 @@ class _Executor:
                 self.log(f"{name}: done in {elapsed:.1f} s")
                 self.write_state()
                 continue
-            why = f"{_describe_exit(code)} (see {self._rel(r.command.stderr)})"
+            why = f"{describe_exit(code)} (see {self._rel(r.command.stderr)})"
             if problem is not None:
                 why = problem if code == 0 else f"{why}; {problem}"
             self._attempt_failed(r, code if problem is None else None, why)
@@ -815,7 +373,7 @@ class _Executor:
                 continue
             self._reaped(r, code)
             r.close_attempt("exited")
-            why = f"{_describe_exit(code)} (see {self._rel(r.command.stderr)})"
+            why = f"{describe_exit(code)} (see {self._rel(r.command.stderr)})"
             if jobs_left and code != 0 and r.attempts <= r.command.max_retries:
                 self.log(f"{r.node.name}: exited with {why} while nodes still run, restarting")
                 self._start(r)
@@ -850,7 +408,7 @@ class _Executor:
 
     def stop_all(self) -> None:
         """Stop every node still running: SIGTERM to its group, then SIGKILL after the timeout."""
-        live: list[tuple[_Run, subprocess.Popen[bytes]]] = []
+        live: list[tuple[NodeRun, subprocess.Popen[bytes]]] = []
         for r in self.runs.values():
             for proc in (r.proc, r.pre_proc):
                 if proc is None or r.status not in (*_BUSY, "removing"):
@@ -864,7 +422,7 @@ class _Executor:
                     r.close_attempt(r.status)
         for r, proc in live:
             self.log(f"{r.node.name}: stopping")
-            _signal_group(proc.pid, signal.SIGTERM)
+            signal_group(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + self.stop_timeout_seconds
         waiting = list(live)
         while waiting and time.monotonic() < deadline:
@@ -874,7 +432,7 @@ class _Executor:
             if waiting:
                 time.sleep(POLL_SECONDS)
         for r, proc in waiting:
-            _signal_group(proc.pid, signal.SIGKILL)
+            signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
             timeout = self.stop_timeout_seconds
             self.log(f"{r.node.name}: killed (still running {timeout:g} s after SIGTERM)")
@@ -882,7 +440,7 @@ class _Executor:
             code = proc.wait()
             if proc is r.proc:
                 r.exit_code = code
-            r.ended = _now()
+            r.ended = now()
             r.status = "stopped"
             r.close_attempt("stopped")
             if (r, proc) not in waiting:
@@ -893,7 +451,7 @@ class _Executor:
         for r in self.runs.values():  # services that exited earlier may have left their group
             for proc in (r.proc, r.pre_proc):
                 if proc is not None and group_members(proc.pid):
-                    _signal_group(proc.pid, signal.SIGKILL)
+                    signal_group(proc.pid, signal.SIGKILL)
         try:
             RunDir(self.run_dir).scratch.rmdir()  # only if every node's scratch was cleaned
         except OSError:
@@ -906,7 +464,7 @@ class _Executor:
             return None
         parts = []
         for r in failed:
-            why = _describe_exit(r.exit_code) if r.exit_code is not None else "stopped"
+            why = describe_exit(r.exit_code) if r.exit_code is not None else "stopped"
             tries = f"{r.attempts} attempt{'s' if r.attempts != 1 else ''}"
             files = f"{self._rel(r.command.stderr)}, {self._rel(r.command.stdout)}"
             parts.append(f"{r.node.name} ({why} after {tries}; see {files})")
@@ -977,14 +535,14 @@ def run_local(
     dag = parse_dag(text, str(dag_path))
 
     submits: dict[str, dict[str, str]] = {}
-    runs: dict[str, _Run] = {}
+    runs: dict[str, NodeRun] = {}
     for ordinal, node in enumerate(dag.nodes.values(), start=1):
         if node.submit not in submits:
             submit_path = Path(node.submit)
             submit_path = submit_path if submit_path.is_absolute() else run_dir / submit_path
             submits[node.submit] = parse_submit(submit_path)
         command = node_command(run_dir, node, submits[node.submit], ordinal)
-        runs[node.name] = _Run(node=node, command=command, ordinal=ordinal)
+        runs[node.name] = NodeRun(node=node, command=command, ordinal=ordinal)
 
     jobs = [r for r in runs.values() if r.node.kind == "JOB"]
     complete = complete_nodes(run_dir, dag)
@@ -999,7 +557,7 @@ def run_local(
             log(f"{r.node.name}: complete, not run again")
 
     with _locked(run_dir):
-        signals = _Signals()
+        signals = Signals()
         executor = _Executor(
             run_dir, dag, runs, submits, log, stop_timeout_seconds, signals, on_state
         )

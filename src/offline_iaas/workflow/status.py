@@ -20,8 +20,8 @@ from typing import Any
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
 from offline_iaas.rundir import RunDir
+from offline_iaas.workflow.completion import node_complete
 from offline_iaas.workflow.dag import STATUS_FILE, parse_dag
-from offline_iaas.workflow.local import node_complete
 
 SUMMARY_FILE = "summary.json"
 

@@ -1,0 +1,173 @@
+"""The rules a campaign config must meet, checked once when it is loaded (``config.py``).
+
+Each failure is one ``ConfigError`` naming the file and the key: ``<file>: '<key>' <why>``.
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from offline_iaas.errors import ConfigError
+from offline_iaas.modes import MODE_NAMES
+
+if TYPE_CHECKING:
+    from offline_iaas.config import CampaignConfig
+
+SITE_PROFILES: tuple[str, ...] = ("local", "ldg", "osg", "hepcloud")
+SERVER_RUNTIMES: tuple[str, ...] = ("native", "apptainer", "singularity")
+_SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]B?", re.IGNORECASE)
+
+
+def check_config(c: CampaignConfig, path: Path) -> None:
+    """ConfigError naming the file and key of the first invalid value of ``c``."""
+    def fail(key: str, why: str) -> None:
+        raise ConfigError(f"{path}: '{key}' {why}")
+
+    if c.data.duration <= 0:
+        fail("data.duration", f"must be positive, got {c.data.duration}")
+    if c.data.sample_rate <= 0:
+        fail("data.sample_rate", f"must be positive, got {c.data.sample_rate}")
+    if (c.data.frames is None) == (not c.data.datafind_server):
+        fail("data.frames", "or data.datafind_server must be set, and not both")
+    if c.data.datafind_server and not c.data.frametypes:
+        fail("data.frametypes", "must list a frame type per observatory with data.datafind_server")
+    samples = c.data.duration * c.data.sample_rate
+    if abs(samples - round(samples)) > 1e-6:
+        fail(
+            "data.duration",
+            f"({c.data.duration} s) must be a whole number of samples at data.sample_rate "
+            f"({c.data.sample_rate} Hz)",
+        )
+    if not c.data.channels:
+        fail("data.channels", "must name at least one channel")
+    for ch in c.data.channels:
+        if ":" not in ch:
+            fail("data.channels", f"entry {ch!r} is not of the form IFO:NAME")
+    if len(set(c.data.channels)) != len(c.data.channels):
+        fail("data.channels", "lists a channel twice")
+    if c.model.inference_rate <= 0:
+        fail("model.inference_rate", f"must be positive, got {c.model.inference_rate}")
+    stride = c.data.sample_rate / c.model.inference_rate
+    if abs(stride - round(stride)) > 1e-9:
+        fail(
+            "model.inference_rate",
+            f"({c.model.inference_rate} Hz) must divide data.sample_rate "
+            f"({c.data.sample_rate} Hz) into a whole number of samples",
+        )
+    kernel = c.model.kernel_seconds * c.data.sample_rate
+    if c.model.kernel_seconds <= 0 or abs(kernel - round(kernel)) > 1e-9:
+        fail("model.kernel_seconds", "must be a positive whole number of samples")
+    if c.kernel_samples < c.stride_samples:
+        fail(
+            "model.kernel_seconds",
+            f"({c.model.kernel_seconds} s) must not be shorter than the stride "
+            f"({1 / c.model.inference_rate} s)",
+        )
+    if c.model.batch_size < 1:
+        fail("model.batch_size", f"must be at least 1, got {c.model.batch_size}")
+    if c.layout.servers < 1:
+        fail("layout.servers", f"must be at least 1, got {c.layout.servers}")
+    if c.layout.clients_per_server < 1:
+        fail("layout.clients_per_server", f"must be at least 1, got {c.layout.clients_per_server}")
+    clients = c.layout.servers * c.layout.clients_per_server
+    if c.total_windows < clients:
+        fail(
+            "data.duration",
+            f"({c.data.duration} s) holds {c.total_windows} windows, fewer than the "
+            f"{clients} client segments of the layout",
+        )
+    if c.server.runtime not in SERVER_RUNTIMES:
+        known = ", ".join(SERVER_RUNTIMES)
+        fail("server.runtime", f"must be one of {known}, got {c.server.runtime!r}")
+    if c.server.runtime != "native" and not c.server.image:
+        fail("server.image", f"must name the Triton image (server.runtime = {c.server.runtime!r})")
+    for key, value in (("server.gpus", c.server.gpus), ("server.cpus", c.server.cpus),
+                       ("server.gpu_memory_mb", c.server.gpu_memory_mb),
+                       ("server.gpu_capability", c.server.gpu_capability)):
+        if value < 0:
+            fail(key, f"must not be negative, got {value}")
+    for key, value in (("server.memory", c.server.memory), ("server.disk", c.server.disk),
+                       ("site.client_memory", c.site.client_memory),
+                       ("site.client_disk", c.site.client_disk),
+                       ("site.merge_memory", c.site.merge_memory),
+                       ("site.merge_disk", c.site.merge_disk)):
+        if not _SIZE.fullmatch(value):
+            fail(key, f"must be a size with its unit (e.g. '4GB', '512MB'), got {value!r}")
+    if c.site.profile not in SITE_PROFILES:
+        fail("site.profile", f"must be one of {', '.join(SITE_PROFILES)}, got {c.site.profile!r}")
+    if c.site.filesystem not in ("", "shared", "transfer"):
+        fail("site.filesystem", f"must be 'shared', 'transfer' or '' (the profile's), got "
+             f"{c.site.filesystem!r}")
+    if c.server.monitor_seconds < 0:
+        fail("server.monitor_seconds", f"must not be negative, got {c.server.monitor_seconds}")
+    if c.server.instances < 1:
+        fail("server.instances", f"must be at least 1, got {c.server.instances}")
+    if c.client.in_flight < 1:
+        fail("client.in_flight", f"must be at least 1, got {c.client.in_flight}")
+    if c.client.checkpoint_requests < 1:
+        fail("client.checkpoint_requests", "must be at least 1")
+    if c.client.max_reconnects < 0:
+        fail("client.max_reconnects", "must not be negative")
+    if c.client.chunk_seconds <= 0:
+        fail("client.chunk_seconds", "must be positive")
+    if c.workflow.retries < 0:
+        fail("workflow.retries", "must not be negative")
+    if c.workflow.max_parallel_clients < 0:
+        fail("workflow.max_parallel_clients", "must not be negative")
+    if c.synth.file_duration <= 0:
+        fail("synth.file_duration", "must be positive")
+    _check_mode(c, fail)
+
+
+DEEPCLEAN_DOWNSAMPLING = 16
+"""``models.deepclean.DOWNSAMPLING`` (kept here so loading a config needs no torch)."""
+
+
+def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
+    b = c.bbhnet
+    for key, value in (("cluster_seconds", b.cluster_seconds), ("found_seconds",
+                       b.found_seconds), ("exclusion_seconds", b.exclusion_seconds)):
+        if value <= 0:
+            fail(f"bbhnet.{key}", f"must be positive, got {value}")
+    if c.model.mode not in MODE_NAMES:
+        fail("model.mode", f"must be one of {', '.join(MODE_NAMES)}, got {c.model.mode!r}")
+    for ch in c.data.witnesses:
+        if ":" not in ch:
+            fail("data.witnesses", f"entry {ch!r} is not of the form IFO:NAME")
+    if len(set(c.data.witnesses)) != len(c.data.witnesses):
+        fail("data.witnesses", "lists a channel twice")
+    if set(c.data.witnesses) & set(c.data.channels):
+        fail("data.witnesses", "lists a strain channel of data.channels")
+    if not c.mode.witnesses:
+        return
+    if len(c.ifos) != len(c.data.channels):
+        fail("data.channels", f"must name one strain channel per interferometer in mode "
+             f"{c.model.mode!r}, got {list(c.data.channels)}")
+    for ifo in c.ifos:
+        if not c.witnesses_of(ifo):
+            fail("data.witnesses", f"has no witness channel of {ifo} (mode {c.model.mode!r} "
+                 "runs a DeepClean per interferometer)")
+    strangers = sorted({w.split(":", 1)[0] for w in c.data.witnesses} - set(c.ifos))
+    if strangers:
+        fail("data.witnesses", f"names interferometer {strangers[0]}, which has no strain "
+             f"channel in data.channels")
+    if c.kernel_samples % c.stride_samples or c.kernel_samples == c.stride_samples:
+        fail("model.kernel_seconds", f"({c.model.kernel_seconds} s) must be a multiple of the "
+             f"stride ({1 / c.model.inference_rate} s), and longer, to average DeepClean's "
+             "overlapping predictions")
+    if c.kernel_samples % DEEPCLEAN_DOWNSAMPLING:
+        fail("model.kernel_seconds", f"must hold a multiple of {DEEPCLEAN_DOWNSAMPLING} "
+             f"samples for DeepClean, got {c.kernel_samples}")
+    d = c.deepclean
+    if not 0 < d.band_low_hz < d.band_high_hz < c.data.sample_rate / 2:
+        fail("deepclean.band_low_hz", f"and band_high_hz must satisfy 0 < low < high < "
+             f"{c.data.sample_rate / 2} Hz (Nyquist), got {d.band_low_hz}, {d.band_high_hz}")
+    if d.filter_order < 1:
+        fail("deepclean.filter_order", f"must be at least 1, got {d.filter_order}")
+    if d.frame_seconds <= 0 or abs(d.frame_seconds - round(d.frame_seconds)) > 1e-9:
+        fail("deepclean.frame_seconds", f"must be a positive whole number, got {d.frame_seconds}")
+    if d.asd_fftlength <= 0 or d.guard_hz < 0:
+        fail("deepclean.asd_fftlength", "must be positive (and deepclean.guard_hz not negative)")
