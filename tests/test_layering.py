@@ -15,7 +15,8 @@ BASE = {"__init__", "errors", "atomic", "terminal", "modes", "config", "config_c
         "stretches", "rundir", "hooks", "physics"}
 TOP = {"cli", "demo", "reference"}
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("base",), ("data",), ("models",), ("repository",), ("serve",), ("workflow",),
+    ("base",), ("data",), ("models",), ("repository",), ("rendezvous",), ("serve",),
+    ("workflow",),
     ("client",), ("report",), ("merge",), ("bench",), ("top",),
 )
 """Bottom to top; a module may import its own layer and those below."""

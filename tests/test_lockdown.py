@@ -30,15 +30,15 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.reference import run_reference
-from offline_iaas.repository.export import export_repository
-from offline_iaas.serve.access import (
+from offline_iaas.rendezvous.access import (
     GRPC_TOKEN_HEADER,
     TOKEN_HEADER,
     auth_headers,
     read_token,
     write_token,
 )
-from offline_iaas.serve.rendezvous import ServerAddress, read_address
+from offline_iaas.rendezvous.addresses import ServerAddress, read_address
+from offline_iaas.repository.export import export_repository
 from offline_iaas.stretches import ClientSegment
 from offline_iaas.workflow.make_dag import make_dag
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, skip_data_check

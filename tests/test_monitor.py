@@ -15,9 +15,9 @@ import pytest
 from offline_iaas.bench.monitor_plot import monitor_series, plot_monitor
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError, RunError
+from offline_iaas.rendezvous.addresses import read_address
 from offline_iaas.repository.export import export_repository
 from offline_iaas.serve.monitor import CSV_HEADER, ServerMonitor, statistics_rows
-from offline_iaas.serve.rendezvous import read_address
 from offline_iaas.workflow.make_dag import make_dag
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, skip_data_check
 

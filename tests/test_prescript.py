@@ -16,26 +16,26 @@ import htcondor2.htchirp
 import pytest
 
 from offline_iaas.errors import ServerError
-from offline_iaas.serve import rendezvous
-from offline_iaas.serve.chirp import (
+from offline_iaas.rendezvous import addresses
+from offline_iaas.rendezvous.job_ads import (
     ADDRESS_ATTRIBUTE,
     FAKE_ENV,
     FileJobAds,
     HTCondorJobAds,
     job_ads,
 )
-from offline_iaas.workflow.prescript import DEFER_EXIT, current_address, prescript
+from offline_iaas.rendezvous.prescript import DEFER_EXIT, current_address, prescript
 
 RUN_ID = "feedfacecafebeef"
 
 
-def address(epoch: int = 1, port: int = 8001) -> rendezvous.ServerAddress:
-    return rendezvous.ServerAddress(
+def address(epoch: int = 1, port: int = 8001) -> addresses.ServerAddress:
+    return addresses.ServerAddress(
         "server0", "node17.cluster", port, port + 1, port + 2, epoch, 4242
     )
 
 
-def as_json(addr: rendezvous.ServerAddress) -> str:
+def as_json(addr: addresses.ServerAddress) -> str:
     return json.dumps(dataclasses.asdict(addr))
 
 
@@ -91,7 +91,7 @@ def test_prescript_defers_until_the_server_publishes(run_dir: Path, tmp_path: Pa
     ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, as_json(address()))
     assert prescript(run_dir, "client0", ads, log=lines.append) is True
     assert "server0 is at node17.cluster:8001 (epoch 1)" in lines[-1]
-    assert rendezvous.read_address(run_dir, "server0") == address()
+    assert addresses.read_address(run_dir, "server0") == address()
 
 
 def test_prescript_command_exit_codes(run_dir: Path, tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_htcondor_job_ads_use_chirp_and_the_schedd(
     constraint, projection = FakeSchedd.constraints[-1]
     assert constraint == f'OfflineIaasRun == "{RUN_ID}" && OfflineIaasNode == "server0"'
     assert ADDRESS_ATTRIBUTE in projection and "NumJobStarts" in projection
-    assert rendezvous.read_address(run_dir, "server0") == address()
+    assert addresses.read_address(run_dir, "server0") == address()
 
     ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, None)  # withdrawn when the server stops
     assert FakeChirp.ad[ADDRESS_ATTRIBUTE] == "undefined"

@@ -15,10 +15,10 @@ import pytest
 from offline_iaas.cli import main
 from offline_iaas.config import config_from_dict
 from offline_iaas.errors import ConfigError
+from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.stretches import plan_segments
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.make_dag import make_dag
-from offline_iaas.workflow.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.workflow.profiles import (
     ACCOUNTING_EXAMPLE,
     accounting_problem,
@@ -273,7 +273,8 @@ def test_where_jobs_run_does_not_change_the_campaign_hash() -> None:
         server={"memory": "64GB", "disk": "20GB", "gpus": 2, "gpu_capability": 8.0, "cpus": 4},
     )
     assert elsewhere.config_hash() == base.config_hash()
-    assert campaign(server={"instances": 2}).config_hash() != base.config_hash()
+    assert campaign(server={"instances": 2}).config_hash() == base.config_hash()
+    assert campaign(bbhnet={"cluster_seconds": 2.0}).config_hash() != base.config_hash()
 
 
 def test_make_dag_writes_the_transfer_run_directory(

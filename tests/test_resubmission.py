@@ -23,11 +23,11 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.reference import run_reference
+from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, FAKE_ENV
+from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.repository.export import export_repository
-from offline_iaas.serve.chirp import ADDRESS_ATTRIBUTE, FAKE_ENV
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
-from offline_iaas.workflow.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.workflow.status import read_status, status_lines
 from tests.apptainer_shim import install_shim
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning

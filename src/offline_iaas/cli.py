@@ -131,7 +131,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 
 def cmd_prescript(args: argparse.Namespace) -> None:
-    from offline_iaas.workflow.prescript import DEFER_EXIT, prescript
+    from offline_iaas.rendezvous.prescript import DEFER_EXIT, prescript
 
     if not prescript(args.run_dir, args.node, log=log):
         raise SystemExit(DEFER_EXIT)  # DAGMan runs the script again later (SCRIPT DEFER)

@@ -6,7 +6,7 @@ their files through ``RunDir``::
     RUN/campaign.toml             the resolved campaign config
     RUN/offline.dag, <role>.sub   the DAG and its submit descriptions
     RUN/run.json                  run id, config hash, sequence base, node names
-    RUN/token                     the servers' access token (``serve/access.py``)
+    RUN/token                     the servers' access token (``rendezvous/access.py``)
     RUN/jobs/<client>.json        a client's segment (its pieces)
     RUN/parts/<client>.h5, .json  a client's output and its sidecar; .chunks/ its checkpoints
     RUN/output/campaign.h5, .json the merge's output and summary

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from offline_iaas.bench import accounting
 from offline_iaas.errors import ServerError
-from offline_iaas.serve.access import auth_headers, write_token
+from offline_iaas.rendezvous.access import auth_headers, write_token
 from offline_iaas.serve.node import stop_process, wait_until_ready
 from offline_iaas.serve.tritonserver import (
     Ports,

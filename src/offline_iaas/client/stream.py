@@ -33,10 +33,10 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.discovery import FrameFile, discover_frames
 from offline_iaas.data.frames import iter_chunks
 from offline_iaas.errors import ModelError, RunError, ServerError
+from offline_iaas.rendezvous.access import auth_headers
+from offline_iaas.rendezvous.addresses import ServerAddress, address_path, read_address
 from offline_iaas.repository.pipeline import ensemble_outputs, output_rows
 from offline_iaas.rundir import RunDir
-from offline_iaas.serve.access import auth_headers
-from offline_iaas.serve.rendezvous import ServerAddress, address_path, read_address
 from offline_iaas.stretches import ClientSegment, Piece, request_sizes
 from offline_iaas.terminal import NO_PROGRESS, NullProgress
 

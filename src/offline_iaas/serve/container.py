@@ -82,7 +82,7 @@ class ContainerLauncher:
     """Instance name (unique per node and process)."""
     gpus: int = 0
     token: str | None = None
-    """The run's access token (``serve/access.py``); None serves without restriction."""
+    """The run's access token (``rendezvous/access.py``); None serves without restriction."""
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     _executable: Path | None = None
     _instance: Any = None

@@ -98,7 +98,7 @@ class ServerMonitor:
     url
         The server's gRPC address (``host:port``).
     headers
-        gRPC headers of every call (the run's token: ``serve.access.auth_headers``).
+        gRPC headers of every call (the run's token: ``rendezvous.access.auth_headers``).
     csv_path
         The file rows are appended to (created with ``CSV_HEADER`` if absent).
     interval_seconds

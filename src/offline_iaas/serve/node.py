@@ -8,7 +8,7 @@ the server and every model are ready, publishes its address, then waits. On SIGT
 
 The address goes to ``servers/<node>.json`` in the run directory (``rendezvous="file"``), or,
 where workers share no filesystem, into the server's own job ad (``rendezvous="jobad"``, see
-``serve/chirp.py``), whence each client's PRE script copies it into the run directory.
+``rendezvous/job_ads.py``), whence each client's PRE script copies it into the run directory.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from typing import Protocol
 from offline_iaas import hooks
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ModelError, ServerError
+from offline_iaas.rendezvous import addresses as address_files
+from offline_iaas.rendezvous.access import auth_headers, read_token
+from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, job_ads
 from offline_iaas.repository.export import check_repository
 from offline_iaas.repository.pipeline import stages
 from offline_iaas.rundir import RunDir
-from offline_iaas.serve import rendezvous as address_files
-from offline_iaas.serve.access import auth_headers, read_token
-from offline_iaas.serve.chirp import ADDRESS_ATTRIBUTE, job_ads
 from offline_iaas.serve.container import ContainerLauncher
 from offline_iaas.serve.monitor import start_monitor
 from offline_iaas.serve.tritonserver import (
@@ -69,7 +69,7 @@ class NativeLauncher:
     repository: Path
     install: TritonInstall | None = None
     token: str | None = None
-    """The run's access token (``serve/access.py``); None serves without restriction."""
+    """The run's access token (``rendezvous/access.py``); None serves without restriction."""
 
     def start(self, ports: Ports, bind: str, exit_timeout: float, log: Path) -> subprocess.Popen:
         if self.install is None:

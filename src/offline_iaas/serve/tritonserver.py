@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offline_iaas.errors import ServerError
-from offline_iaas.serve.access import restricted_flags
+from offline_iaas.rendezvous.access import restricted_flags
 
 
 @dataclass(frozen=True)

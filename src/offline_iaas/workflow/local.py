@@ -26,8 +26,8 @@ from pathlib import Path
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
+from offline_iaas.rendezvous.job_ads import FAKE_ENV
 from offline_iaas.rundir import RunDir
-from offline_iaas.serve.chirp import FAKE_ENV
 from offline_iaas.workflow.completion import complete_nodes
 from offline_iaas.workflow.dag import Dag, parse_dag
 from offline_iaas.workflow.emulation import node_command, stage_in, stage_out
@@ -73,7 +73,7 @@ class _Executor:
         self.log = safe_log
         self.submits = submits
         # run-local stands in for the schedd too: job ads (the rendezvous without a shared
-        # filesystem, serve/chirp.py) are kept in a file unless the caller chose one.
+        # filesystem, rendezvous/job_ads.py) are kept in a file unless the caller chose one.
         self.base_env = {} if FAKE_ENV in os.environ else {FAKE_ENV: str(run_dir / JOB_ADS_FILE)}
         self.stop_timeout_seconds = stop_timeout_seconds
         self.signals = signals

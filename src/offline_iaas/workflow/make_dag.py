@@ -9,7 +9,7 @@ The run directory holds everything a node needs, so that ``condor_submit_dag`` a
                                submit files for the site profile (``profiles.py``)
     jobs/<client>.json         one job spec per client node
     run.json                   run id, config hash, sequence base, node names, creation time
-    token                      the servers' access token (mode 0600, ``serve/access.py``)
+    token                      the servers' access token (mode 0600, ``rendezvous/access.py``)
     model-repository.tar.gz    the model repository, for servers without a shared filesystem
     logs/ servers/ parts/ output/
 """
@@ -30,12 +30,12 @@ from typing import Any
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig, write_config
 from offline_iaas.errors import ConfigError, ModelError, RunError
+from offline_iaas.rendezvous.access import write_token
+from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.repository.export import read_manifest
 from offline_iaas.rundir import SUBDIRS, RunDir
-from offline_iaas.serve.access import write_token
 from offline_iaas.stretches import ClientSegment, make_stretches, plan_segments, server_name
 from offline_iaas.workflow.dag import Script, dag_text
-from offline_iaas.workflow.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.workflow.profiles import REPOSITORY_TARBALL, resolve_site, submit_texts
 
 SEQUENCE_BLOCK = 2**20

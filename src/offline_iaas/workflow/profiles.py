@@ -22,7 +22,7 @@ hepcloud    transfer     container universe            container universe       
 * **rendezvous**: ``file``: the server writes ``servers/<node>.json`` in the shared run
   directory. ``job ad``: the server sets its address in its own job ad (chirp), and each client
   node's PRE script, on the access point, waits for it and writes that same file, which the
-  client job then receives as an input file (``workflow/prescript.py``).
+  client job then receives as an input file (``rendezvous/prescript.py``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
-from offline_iaas.serve.chirp import NODE_ATTRIBUTE, RUN_ATTRIBUTE
+from offline_iaas.rendezvous.job_ads import NODE_ATTRIBUTE, RUN_ATTRIBUTE
 from offline_iaas.workflow.submit import render_submit
 
 ACCOUNTING_EXAMPLE = "ligo.prod.o3.detchar.nonlin_coup.deepclean"

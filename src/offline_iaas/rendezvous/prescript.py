@@ -4,7 +4,7 @@ DAGMan runs it on the access point before each attempt of a client job::
 
     SCRIPT DEFER 75 30 PRE client3 /path/offline-iaas prescript --run-dir RUN --node $JOB
 
-It looks up the client's server in the schedd (``serve/chirp.py``): the server job's ad,
+It looks up the client's server in the schedd (``rendezvous/job_ads.py``): the server job's ad,
 found by ``OfflineIaasRun``/``OfflineIaasNode``, holds ``OfflineIaasAddress`` once Triton is
 ready. An address counts only if the job is running and the address was set by its current
 start (epoch = ``NumJobStarts``). The script then writes it to ``RUN/servers/<server>.json``
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from offline_iaas.errors import RunError
+from offline_iaas.rendezvous import addresses
+from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, RUNNING, JobAds, job_ads
 from offline_iaas.rundir import RunDir
-from offline_iaas.serve import rendezvous
-from offline_iaas.serve.chirp import ADDRESS_ATTRIBUTE, RUNNING, JobAds, job_ads
 
 DEFER_EXIT = 75
 """Exit code meaning "not yet, run me again" (``SCRIPT DEFER``); EX_TEMPFAIL."""
@@ -43,7 +43,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def current_address(ads: list[dict[str, Any]], node: str) -> rendezvous.ServerAddress | None:
+def current_address(ads: list[dict[str, Any]], node: str) -> addresses.ServerAddress | None:
     """The address of a running server job's current start, from its job ads."""
     best = None
     for ad in ads:
@@ -51,7 +51,7 @@ def current_address(ads: list[dict[str, Any]], node: str) -> rendezvous.ServerAd
         if ad.get("JobStatus") != RUNNING or not isinstance(text, str):
             continue
         try:
-            address = rendezvous.ServerAddress(**json.loads(text))
+            address = addresses.ServerAddress(**json.loads(text))
         except (ValueError, TypeError):
             continue
         starts = ad.get("NumJobStarts")
@@ -62,7 +62,7 @@ def current_address(ads: list[dict[str, Any]], node: str) -> rendezvous.ServerAd
     return best
 
 
-def resolve_server(run_dir: Path, node: str, ads: JobAds) -> rendezvous.ServerAddress | None:
+def resolve_server(run_dir: Path, node: str, ads: JobAds) -> addresses.ServerAddress | None:
     """Write the address of client ``node``'s server into the run directory, if known.
 
     Returns
@@ -78,7 +78,7 @@ def resolve_server(run_dir: Path, node: str, ads: JobAds) -> rendezvous.ServerAd
         raise RunError(f"{run.job(node)}: names no server")
     address = current_address(ads.find(run_id, server), server)
     if address is not None:
-        rendezvous.publish_address(run_dir, address)
+        addresses.publish_address(run_dir, address)
     return address
 
 
