@@ -66,12 +66,12 @@ def test_every_role_has_a_template_with_comments() -> None:
         assert sum(line.startswith("#") for line in lines) >= 4
 
 
-def test_repository_submit_link_shows_the_templates() -> None:
-    link = REPO / "submit"
-    assert link.is_symlink()
-    assert not Path(link.readlink()).is_absolute()
+def test_submit_templates_are_package_data_and_no_link_shadows_the_package() -> None:
+    templates = REPO / "src" / "offline_iaas" / "workflow" / "submit"
     for role in ROLES:
-        assert (link / f"{role}.sub").read_text() == template_text(role)
+        assert (templates / f"{role}.sub").read_text() == template_text(role)
+    # top-level links named like package modules (workflow/, submit/) are gone
+    assert [p.name for p in REPO.iterdir() if p.is_symlink()] == []
 
 
 def test_render_refuses_missing_values_and_unknown_roles() -> None:

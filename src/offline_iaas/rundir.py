@@ -51,6 +51,11 @@ class RunDir:
         return self.path / "run.json"
 
     @property
+    def token(self) -> Path:
+        """The servers' access token (``rendezvous/access.py``)."""
+        return self.path / "token"
+
+    @property
     def local_state(self) -> Path:
         return self.path / "local-state.json"
 
@@ -61,6 +66,10 @@ class RunDir:
     def job(self, node: str) -> Path:
         """A client's job spec."""
         return self.jobs / f"{node}.json"
+
+    @property
+    def servers(self) -> Path:
+        return self.path / "servers"
 
     @property
     def parts(self) -> Path:
@@ -80,10 +89,10 @@ class RunDir:
         return self.path / "output" / "campaign.h5", self.path / "output" / "campaign.json"
 
     def address(self, server: str) -> Path:
-        return self.path / "servers" / f"{server}.json"
+        return self.servers / f"{server}.json"
 
     def epoch(self, server: str) -> Path:
-        return self.path / "servers" / f"{server}.epoch"
+        return self.servers / f"{server}.epoch"
 
     @property
     def logs(self) -> Path:

@@ -18,7 +18,8 @@ import os
 import secrets
 from pathlib import Path
 
-TOKEN_FILE = "token"
+from offline_iaas.rundir import RunDir
+
 TOKEN_HEADER = "offline-iaas-token"
 """The key given to Triton; the HTTP header name."""
 GRPC_TOKEN_HEADER = f"triton-grpc-protocol-{TOKEN_HEADER}"
@@ -38,7 +39,7 @@ RESTRICTED_PROTOCOLS: tuple[str, ...] = (
 
 def token_path(run_dir: Path) -> Path:
     """Where a run directory keeps its token."""
-    return run_dir / TOKEN_FILE
+    return RunDir(run_dir).token
 
 
 def write_token(run_dir: Path) -> str:

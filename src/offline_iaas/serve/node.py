@@ -212,7 +212,7 @@ def serve(
     ----------
     run_dir
         The run directory (or, without a shared filesystem, the job's scratch directory holding
-        ``campaign.toml`` and ``run.json``).
+        the config and the run's record, ``RunDir``).
     node
         The server node's name.
     log

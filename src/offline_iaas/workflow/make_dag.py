@@ -1,17 +1,11 @@
 """``offline-iaas make-dag``: write a campaign's run directory.
 
-The run directory holds everything a node needs, so that ``condor_submit_dag`` and
-``offline-iaas run-local`` work from the same files::
-
-    campaign.toml              resolved config
-    offline.dag                the DAG (see ``dag.dag_text``)
-    server.sub client.sub merge.sub final.sub
-                               submit files for the site profile (``profiles.py``)
-    jobs/<client>.json         one job spec per client node
-    run.json                   run id, config hash, sequence base, node names, creation time
-    token                      the servers' access token (mode 0600, ``rendezvous/access.py``)
-    model-repository.tar.gz    the model repository, for servers without a shared filesystem
-    logs/ servers/ parts/ output/
+The run directory (its layout: ``rundir.py``) holds everything a node needs, so that
+``condor_submit_dag`` and ``offline-iaas run-local`` work from the same files: the resolved
+config, the DAG (``dag.dag_text``), a submit file per role for the site profile
+(``profiles.py``), one job spec per client, the run's record (run id, config hash, sequence
+base, node names, creation time), the servers' access token (mode 0600) and, for servers
+without a shared filesystem, the model repository as a tarball.
 """
 
 from __future__ import annotations
@@ -87,7 +81,7 @@ def _write_tarball(repository: Path, path: Path) -> None:
 
 
 def _previous_run(run_dir: Path, config_hash: str) -> dict[str, Any] | None:
-    """The run.json of an earlier make-dag in run_dir, if any; refuses another campaign's."""
+    """The run record of an earlier make-dag in run_dir, if any; refuses another campaign's."""
     if not RunDir(run_dir).dag.exists():
         return None
     try:
@@ -95,8 +89,9 @@ def _previous_run(run_dir: Path, config_hash: str) -> dict[str, Any] | None:
         old_hash = previous["config_hash"]
     except (OSError, ValueError, KeyError, TypeError):
         raise RunError(
-            f"{run_dir} already holds an offline.dag but no readable run.json, so its campaign "
-            "is unknown; choose another run directory"
+            f"{run_dir} already holds an offline.dag but no readable "
+            f"{RunDir(run_dir).run_info.name}, so its campaign is unknown; choose another run "
+            "directory"
         ) from None
     if old_hash != config_hash:
         raise RunError(

@@ -34,6 +34,7 @@ from pathlib import Path
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.rendezvous.job_ads import NODE_ATTRIBUTE, RUN_ATTRIBUTE
+from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.submit import render_submit
 
 ACCOUNTING_EXAMPLE = "ligo.prod.o3.detchar.nonlin_coup.deepclean"
@@ -216,18 +217,20 @@ def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
         return []
     if not site.transfer:
         return [("should_transfer_files", "NO")]
-    inputs = {
-        "server": f"campaign.toml, run.json, token, {REPOSITORY_TARBALL}",
-        "client": "campaign.toml, token, jobs/$(node).json, servers/$(server).json",
-        "merge": "campaign.toml, run.json, jobs, parts",
-    }[role]
+    run = RunDir("")  # paths relative to the run directory, the jobs' initialdir
+    inputs = ", ".join(str(p) for p in {
+        "server": [run.config, run.run_info, run.token, REPOSITORY_TARBALL],
+        "client": [run.config, run.token, run.job("$(node)"), run.address("$(server)")],
+        "merge": [run.config, run.run_info, run.jobs, run.parts],
+    }[role])
     out = [("should_transfer_files", "YES"), ("transfer_input_files", inputs),
            ("preserve_relative_paths", "true")]
     if role == "server":
         # Removed at the end of the DAG: nothing comes back, so its log is streamed.
         out += [("stream_output", "true"), ("stream_error", "true")]
     else:
-        outputs = {"client": "parts/$(node).h5, parts/$(node).json", "merge": "output"}[role]
+        outputs = ", ".join(str(p) for p in {
+            "client": run.part("$(node)"), "merge": [run.output[0].parent]}[role])
         # Only a successful job has outputs; ON_EXIT would hold a failed one for missing files.
         out += [("transfer_output_files", outputs), ("when_to_transfer_output", "ON_SUCCESS"),
                 ("success_exit_code", "0")]
