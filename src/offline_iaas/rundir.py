@@ -25,6 +25,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from offline_iaas.errors import RunError
+
 MERGE_NODE = "merge"
 SUBDIRS: tuple[str, ...] = ("logs", "servers", "parts", "output", "jobs")
 
@@ -132,8 +134,29 @@ class RunDir:
         return _says_complete(self.part(node)[1])
 
 
-def _says_complete(path: Path) -> bool:
+def read_json(path: Path) -> Any:
+    """A run-directory file's JSON, or None when it is missing or unreadable (for readers that
+    show what is there: ``status``, ``report``)."""
     try:
-        return json.loads(path.read_text()).get("complete") is True
-    except (OSError, ValueError, AttributeError):
-        return False
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A run-directory record a node needs: RunError naming the file when it is missing,
+    unreadable or not a JSON object."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RunError(f"{path} does not exist (is this a run directory of make-dag?)") from None
+    except (OSError, ValueError) as err:
+        raise RunError(f"{path}: cannot read: {err}") from None
+    if not isinstance(data, dict):
+        raise RunError(f"{path}: not a JSON object")
+    return data
+
+
+def _says_complete(path: Path) -> bool:
+    data = read_json(path)
+    return isinstance(data, dict) and data.get("complete") is True

@@ -54,13 +54,11 @@ def read_sidecar(run_dir: Path, node: str) -> dict[str, Any] | None:
 
 
 def part_is_complete(run_dir: Path, node: str, config_hash: str) -> bool:
-    sidecar = read_sidecar(run_dir, node)
-    return bool(
-        sidecar
-        and sidecar.get("complete")
-        and sidecar.get("config_hash") == config_hash
-        and part_paths(run_dir, node)[0].exists()
-    )
+    """The run directory says the part is complete (``RunDir.node_complete``), it is there,
+    and it is of this campaign."""
+    sidecar = read_sidecar(run_dir, node) or {}
+    return (RunDir(run_dir).node_complete(node) and sidecar.get("config_hash") == config_hash
+            and part_paths(run_dir, node)[0].exists())
 
 
 def peak_rss_mb() -> float:

@@ -23,24 +23,12 @@ from typing import Any
 from offline_iaas.errors import RunError
 from offline_iaas.rendezvous import addresses
 from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, RUNNING, JobAds, job_ads
-from offline_iaas.rundir import RunDir
+from offline_iaas.rundir import RunDir, read_record
 
 DEFER_EXIT = 75
 """Exit code meaning "not yet, run me again" (``SCRIPT DEFER``); EX_TEMPFAIL."""
 DEFER_SECONDS = 30
 """Seconds DAGMan waits before running a deferred PRE script again."""
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise RunError(f"{path} does not exist (is this a run directory of make-dag?)") from None
-    except (OSError, ValueError) as err:
-        raise RunError(f"{path}: cannot read: {err}") from None
-    if not isinstance(data, dict):
-        raise RunError(f"{path}: not a JSON object")
-    return data
 
 
 def current_address(ads: list[dict[str, Any]], node: str) -> addresses.ServerAddress | None:
@@ -72,8 +60,8 @@ def resolve_server(run_dir: Path, node: str, ads: JobAds) -> addresses.ServerAdd
     """
     run_dir = Path(run_dir).absolute()
     run = RunDir(run_dir)
-    run_id = str(_read_json(run.run_info).get("run_id", ""))
-    server = _read_json(run.job(node)).get("server")
+    run_id = str(read_record(run.run_info).get("run_id", ""))
+    server = read_record(run.job(node)).get("server")
     if not isinstance(server, str) or not server:
         raise RunError(f"{run.job(node)}: names no server")
     address = current_address(ads.find(run_id, server), server)

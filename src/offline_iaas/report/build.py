@@ -7,10 +7,8 @@ unreadable one a line naming the problem, never a failed report.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import h5py
 
@@ -34,7 +32,7 @@ from offline_iaas.report.timeline import (
     monitor_rates,
     node_attempts,
 )
-from offline_iaas.rundir import RunDir
+from offline_iaas.rundir import RunDir, read_json
 from offline_iaas.serve.monitor import read_monitor_csv
 from offline_iaas.stretches import ClientSegment
 
@@ -57,8 +55,8 @@ class _Run:
             self.config = load_config(RunDir(run_dir).config)
         except Exception as err:  # a report is written whatever state the run is in
             self.config_error = str(err)
-        self.summary = _json(summary) or {}
-        self.run_info = _json(RunDir(run_dir).run_info) or {}
+        self.summary = read_json(summary) or {}
+        self.run_info = read_json(RunDir(run_dir).run_info) or {}
 
     @property
     def mode(self) -> str:
@@ -67,13 +65,6 @@ class _Run:
     @property
     def has_output(self) -> bool:
         return self.output.is_file()
-
-
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _absent(what: str, run: _Run) -> str:
@@ -158,7 +149,7 @@ def _segments(run: _Run) -> list[ClientSegment]:
     names = run.run_info.get("clients")
     paths = ([RunDir(run.dir).job(n) for n in names] if isinstance(names, list)
              else sorted(RunDir(run.dir).jobs.glob("*.json")))
-    return [ClientSegment.from_dict(data) for data in map(_json, paths) if data]
+    return [ClientSegment.from_dict(data) for data in map(read_json, paths) if data]
 
 
 def _campaign(run: _Run, section: page.Section) -> None:
@@ -190,7 +181,7 @@ def _campaign(run: _Run, section: page.Section) -> None:
             "(each bar is a piece streamed, warm-up included)."))
 
     section.parts.append(page.heading("Node timeline"))
-    state = _json(RunDir(run.dir).local_state)
+    state = read_json(RunDir(run.dir).local_state)
     bars = node_attempts(state) if isinstance(state, dict) else []
     if not bars:
         section.parts.append(page.paragraph(

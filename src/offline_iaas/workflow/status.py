@@ -19,7 +19,8 @@ from typing import Any
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
-from offline_iaas.rundir import RunDir
+from offline_iaas.rundir import RunDir, read_json
+from offline_iaas.stretches import ClientSegment
 from offline_iaas.workflow.completion import node_complete
 from offline_iaas.workflow.dag import STATUS_FILE, parse_dag
 
@@ -66,19 +67,11 @@ class RunStatus:
         return sum(1 for n in self.nodes if n.state == state and n.kind != "SERVICE")
 
 
-def _read_json(path: Path) -> Any:
+def _kept_windows(spec: Any) -> int | None:
+    """Output windows of a client's job spec (None when it is not one)."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _kept_windows(spec: dict[str, Any]) -> int | None:
-    """Output windows of a client job spec (one stream, or several pieces)."""
-    streams = spec.get("pieces") if isinstance(spec.get("pieces"), list) else [spec]
-    try:
-        return sum(int(p["output_stop"]) - int(p["output_start"]) for p in streams)
-    except (KeyError, TypeError, ValueError):
+        return ClientSegment.from_dict(spec).kept_windows
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
 
@@ -91,8 +84,8 @@ def _data_seconds(run_dir: Path, clients: list[str]) -> tuple[float, float]:
     stride = config.stride_seconds
     windows = {}
     for node in clients:
-        spec = _read_json(run.job(node))
-        windows[node] = _kept_windows(spec) if isinstance(spec, dict) else None
+        spec = read_json(run.job(node))
+        windows[node] = _kept_windows(spec)
     complete = {n for n in clients if run.node_complete(n)}
     if clients and all(w is not None for w in windows.values()):
         total = sum(windows.values()) * stride  # type: ignore[arg-type]
@@ -177,7 +170,7 @@ def read_status(run_dir: Path) -> RunStatus:
     except FileNotFoundError:
         raise RunError(f"{run_dir} holds no offline.dag (not a run directory)") from None
     local_path, dagman_path = RunDir(run_dir).local_state, run_dir / STATUS_FILE
-    local = _read_json(local_path) if local_path.exists() else None
+    local = read_json(local_path) if local_path.exists() else None
     use_dagman = dagman_path.exists() and (
         local is None or dagman_path.stat().st_mtime >= local_path.stat().st_mtime
     )
