@@ -368,8 +368,8 @@ def test_an_unreadable_input_costs_only_its_section(tmp_path: Path) -> None:
     (run_dir / "monitor" / "server0.csv").write_text("not,a,monitor\n")
     lines: list[str] = []
     text = write_report(run_dir, log=lines.append).read_text()
-    assert len(lines) == 2 and lines[0].startswith("report: Campaign: not drawn: ValueError")
-    assert "Not drawn: ValueError" in text and "Provenance" in text
+    assert len(lines) == 2 and lines[0].startswith("report: Campaign: not drawn: RunError")
+    assert "Not drawn: RunError" in text and "not a monitor CSV" in text and "Provenance" in text
 
 
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
