@@ -1,8 +1,9 @@
 """Worker processes started together: each streams its share, all timed from one signal.
 
 Each worker (a client of the server, or one of the limit's in-process loops) is a separate
-spawned process, so its CPU time (``os.times``, all its threads) and its TCP connection are
-its own, and no two share a GIL. A worker generates its share of synthetic data, opens its
+spawned process, so its CPU time (``time.process_time``, all its threads; ``os.times`` counts
+10 ms ticks, and a short limit run measured 0) and its TCP connection are its own, and no two
+share a GIL. A worker generates its share of synthetic data, opens its
 job (a client connects, so the TCP connection exists before the start signal; the limit builds
 its onnxruntime session), reports ready, waits for the signal, streams with the given
 function, reports its CPU time and the monotonic time of its last response, and keeps its
@@ -145,7 +146,7 @@ def _worker_main(job: Job, streamer: Streamer, ready, go, done, release) -> None
     try:
         ready.put(pid)
         go.wait()
-        cpu_before = sum(os.times()[:2])
+        cpu_before = time.process_time()
         started = time.monotonic()
         try:
             windows = streamer(handle, job, samples)
@@ -153,7 +154,7 @@ def _worker_main(job: Job, streamer: Streamer, ready, go, done, release) -> None
             done.put(ClientReport(pid, 0, 0.0, started, time.monotonic(), error=str(err)))
             return
         finished = time.monotonic()
-        cpu = sum(os.times()[:2]) - cpu_before
+        cpu = time.process_time() - cpu_before
         done.put(ClientReport(pid, windows, cpu, started, finished))
         release.wait(START_TIMEOUT_SECONDS)
     finally:
