@@ -97,7 +97,7 @@ def run_demo(
     log(f"wall time: {wall:.1f} s (campaign), {reference_wall:.1f} s (reference)")
     log(f"data-seconds per second: {data_seconds / wall:.1f}")
     log(streaming_line(run_dir, data_seconds, timings))
-    log(f"campaign output: {run_dir / 'output' / 'campaign.h5'}")
+    log(f"campaign output: {output}")
     log(f"reference: {reference_path}")
     _log_physics(summary, log)
     log(f"max relative difference: {worst:.3g}")

@@ -130,8 +130,8 @@ class RunDir:
         """Whether a client node's part, or the merge's output, is recorded complete."""
         if node == MERGE_NODE:
             data, summary = self.output
-            return data.exists() and _says_complete(summary)
-        return _says_complete(self.part(node)[1])
+            return data.exists() and says_complete(read_json(summary))
+        return says_complete(read_json(self.part(node)[1]))
 
 
 def read_json(path: Path) -> Any:
@@ -157,6 +157,6 @@ def read_record(path: Path) -> dict[str, Any]:
     return data
 
 
-def _says_complete(path: Path) -> bool:
-    data = read_json(path)
-    return isinstance(data, dict) and data.get("complete") is True
+def says_complete(record: Any) -> bool:
+    """A node's record (a part's sidecar, the merge's summary) says ``"complete": true``."""
+    return isinstance(record, dict) and record.get("complete") is True

@@ -128,12 +128,11 @@ class Served:
         return (*limits, "service") + (("naive",) if self.naive is not None else ())
 
 
-def export_workload(load: Workload, plan: SweepPlan, work_dir: Path,
+def export_workload(load: Workload, plan: SweepPlan, work_dir: Path, weights: Path | None,
                     ensemble: bool = False) -> CampaignConfig:
     """Write the workload's repository (``--ensemble`` layout if asked) in ``work_dir``."""
     name = f"{load.name}-{'ensemble' if ensemble else 'fused'}-repository"
     config = load.config(work_dir / name, plan.instances, max(plan.clients))
-    weights = write_weights(load, work_dir / f"{load.name}-weights")
     export_repository(config, weights, ensemble=ensemble)
     return config
 
@@ -143,7 +142,8 @@ def run_workload(
     log: Callable[[str], None] = print,
 ) -> list[Measurement]:
     """Every measurement of one workload (one server per served layout for all of them)."""
-    config = export_workload(load, plan, work_dir)
+    weights = write_weights(load, work_dir / f"{load.name}-weights")
+    config = export_workload(load, plan, work_dir, weights)
     found: list[Measurement] = []
     with ExitStack() as stack:
         service = stack.enter_context(bench_server(
@@ -152,7 +152,7 @@ def run_workload(
         ))
         naive = None
         if has_naive_path(load):
-            repo = export_workload(load, plan, work_dir, ensemble=True).model.repository
+            repo = export_workload(load, plan, work_dir, weights, ensemble=True).model.repository
             naive = stack.enter_context(bench_server(
                 repo, work_dir / f"{load.name}-naive-run", read_manifest(repo)["models"]
             ))

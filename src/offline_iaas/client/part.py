@@ -27,7 +27,7 @@ import numpy as np
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
-from offline_iaas.rundir import RunDir
+from offline_iaas.rundir import RunDir, says_complete
 from offline_iaas.stretches import ClientSegment
 
 CHUNK_NAME = re.compile(r"p(\d+)-(\d+)-(\d+)\.npz")
@@ -54,10 +54,10 @@ def read_sidecar(run_dir: Path, node: str) -> dict[str, Any] | None:
 
 
 def part_is_complete(run_dir: Path, node: str, config_hash: str) -> bool:
-    """The run directory says the part is complete (``RunDir.node_complete``), it is there,
-    and it is of this campaign."""
-    sidecar = read_sidecar(run_dir, node) or {}
-    return (RunDir(run_dir).node_complete(node) and sidecar.get("config_hash") == config_hash
+    """The sidecar says the part is complete (``rundir.says_complete``) and of this campaign,
+    and the part is there."""
+    sidecar = read_sidecar(run_dir, node)
+    return (says_complete(sidecar) and sidecar.get("config_hash") == config_hash
             and part_paths(run_dir, node)[0].exists())
 
 

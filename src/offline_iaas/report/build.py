@@ -48,15 +48,16 @@ class _Run:
 
     def __init__(self, run_dir: Path) -> None:
         self.dir = run_dir
-        self.output, summary = RunDir(run_dir).output
+        self.paths = RunDir(run_dir)
+        self.output, summary = self.paths.output
         self.config: CampaignConfig | None = None
         self.config_error: str | None = None
         try:
-            self.config = load_config(RunDir(run_dir).config)
+            self.config = load_config(self.paths.config)
         except Exception as err:  # a report is written whatever state the run is in
             self.config_error = str(err)
         self.summary = read_json(summary) or {}
-        self.run_info = read_json(RunDir(run_dir).run_info) or {}
+        self.run_info = read_json(self.paths.run_info) or {}
 
     @property
     def mode(self) -> str:
@@ -147,8 +148,8 @@ def _search(run: _Run, section: page.Section) -> None:
 
 def _segments(run: _Run) -> list[ClientSegment]:
     names = run.run_info.get("clients")
-    paths = ([RunDir(run.dir).job(n) for n in names] if isinstance(names, list)
-             else sorted(RunDir(run.dir).jobs.glob("*.json")))
+    paths = ([run.paths.job(n) for n in names] if isinstance(names, list)
+             else sorted(run.paths.jobs.glob("*.json")))
     return [ClientSegment.from_dict(data) for data in map(read_json, paths) if data]
 
 
@@ -181,7 +182,7 @@ def _campaign(run: _Run, section: page.Section) -> None:
             "(each bar is a piece streamed, warm-up included)."))
 
     section.parts.append(page.heading("Node timeline"))
-    state = read_json(RunDir(run.dir).local_state)
+    state = read_json(run.paths.local_state)
     bars = node_attempts(state) if isinstance(state, dict) else []
     if not bars:
         section.parts.append(page.paragraph(
@@ -191,7 +192,7 @@ def _campaign(run: _Run, section: page.Section) -> None:
 
     section.parts.append(page.heading("Servers"))
     servers = run.run_info.get("servers") or []
-    csvs = sorted(RunDir(run.dir).monitor.glob("*.csv"),
+    csvs = sorted(run.paths.monitor.glob("*.csv"),
                   key=lambda p: (servers.index(p.stem) if p.stem in servers else len(servers),
                                  p.stem))
     if not csvs:
@@ -225,7 +226,7 @@ def _provenance(run: _Run, section: page.Section) -> None:
         section.parts.append(page.table(["manifest", ""], manifest_rows(manifest)))
     section.parts.append(page.heading("Configuration (RUN/campaign.toml)"))
     try:
-        section.parts.append(page.preformatted(RunDir(run.dir).config.read_text()))
+        section.parts.append(page.preformatted(run.paths.config.read_text()))
     except OSError as err:
         section.parts.append(page.paragraph(f"campaign.toml: {err}", "problem"))
     if run.config_error:

@@ -226,7 +226,8 @@ def serve(
     if rendezvous not in RENDEZVOUS:
         raise ServerError(f"unknown rendezvous {rendezvous!r} (known: {', '.join(RENDEZVOUS)})")
     run_dir = run_dir.resolve()
-    config = load_config(RunDir(run_dir).config)
+    run = RunDir(run_dir)
+    config = load_config(run.config)
     if repository is not None:
         model = dataclasses.replace(config.model, repository=unpack_repository(run_dir, repository))
         config = dataclasses.replace(config, model=model)
@@ -239,9 +240,9 @@ def serve(
     check_models_present(config.model.repository, models)
     bind = config.server.bind
     monitor_seconds = config.server.monitor_seconds
-    server_log = RunDir(run_dir).logs / f"{node}-tritonserver.log"
+    server_log = run.logs / f"{node}-tritonserver.log"
     ads = job_ads() if rendezvous == "jobad" else None
-    run_id = RunDir(run_dir).run_id()
+    run_id = run.run_id()
     if ads is not None:  # an address left by an earlier start of this job is stale now
         ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
     else:  # likewise a file left by a server of this node that was killed
@@ -299,7 +300,7 @@ def serve(
         published = True
         log(f"{node}: ready at {address.grpc_url} (epoch {epoch}, via {rendezvous_name(ads)})")
         monitor = start_monitor(
-            url, auth_headers(run_dir), RunDir(run_dir).monitor_csv(node), monitor_seconds
+            url, auth_headers(run_dir), run.monitor_csv(node), monitor_seconds
         )
         while not stop.wait(0.5):
             if proc.poll() is not None:

@@ -62,6 +62,7 @@ class _Executor:
         on_state: Callable[[dict[str, tuple[str, str]]], None] | None = None,
     ) -> None:
         self.run_dir, self.dag, self.runs = run_dir, dag, runs
+        self.paths = RunDir(run_dir)
         self.on_state = on_state
 
         def safe_log(line: str) -> None:
@@ -108,12 +109,12 @@ class _Executor:
             except OSError:  # a closed terminal must not stop the executor
                 pass
         state = {
-            "dag": str(RunDir(self.run_dir).dag),
+            "dag": str(self.paths.dag),
             "updated": now(),
             "aborted": list(self.aborted) if self.aborted else None,
             "nodes": nodes,
         }
-        path = RunDir(self.run_dir).local_state
+        path = self.paths.local_state
         try:
             write_text_atomic(path, json.dumps(state, indent=2) + "\n")
         except OSError:
@@ -170,7 +171,7 @@ class _Executor:
         argv = pre.argv(macros)
         exe = Path(argv[0])
         argv[0] = str(exe if exe.is_absolute() else self.run_dir / exe)
-        log_path = RunDir(self.run_dir).logs / f"{run.node.name}.pre.log"
+        log_path = self.paths.logs / f"{run.node.name}.pre.log"
         with self.signals.held():
             run.pre_proc = self._popen(run, argv, self.run_dir, log_path, log_path, {})
             run.status = "prerun"
@@ -188,7 +189,7 @@ class _Executor:
         cwd = cmd.cwd
         if cmd.transfer is not None:
             attempt = run.attempts + 1 if run.is_service else run.attempts
-            sandbox = RunDir(self.run_dir).scratch / f"{run.node.name}.{attempt}"
+            sandbox = self.paths.scratch / f"{run.node.name}.{attempt}"
             shutil.rmtree(sandbox, ignore_errors=True)
             try:
                 stage_in(cmd.transfer, cmd.cwd, sandbox)
@@ -342,7 +343,7 @@ class _Executor:
                     r.status, r.defer_until = "deferred", time.monotonic() + pre.defer_seconds
                     self.write_state()
                 else:
-                    log = self._rel(RunDir(self.run_dir).logs / f"{r.node.name}.pre.log")
+                    log = self._rel(self.paths.logs / f"{r.node.name}.pre.log")
                     self._attempt_failed(r, code, f"PRE script {describe_exit(code)} (see {log})")
                 continue
             if r.status != "running" or r.proc is None:
@@ -453,7 +454,7 @@ class _Executor:
                 if proc is not None and group_members(proc.pid):
                     signal_group(proc.pid, signal.SIGKILL)
         try:
-            RunDir(self.run_dir).scratch.rmdir()  # only if every node's scratch was cleaned
+            self.paths.scratch.rmdir()  # only if every node's scratch was cleaned
         except OSError:
             pass
         self.write_state()

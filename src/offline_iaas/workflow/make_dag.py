@@ -82,15 +82,16 @@ def _write_tarball(repository: Path, path: Path) -> None:
 
 def _previous_run(run_dir: Path, config_hash: str) -> dict[str, Any] | None:
     """The run record of an earlier make-dag in run_dir, if any; refuses another campaign's."""
-    if not RunDir(run_dir).dag.exists():
+    run = RunDir(run_dir)
+    if not run.dag.exists():
         return None
     try:
-        previous = json.loads(RunDir(run_dir).run_info.read_text())
+        previous = json.loads(run.run_info.read_text())
         old_hash = previous["config_hash"]
     except (OSError, ValueError, KeyError, TypeError):
         raise RunError(
             f"{run_dir} already holds an offline.dag but no readable "
-            f"{RunDir(run_dir).run_info.name}, so its campaign is unknown; choose another run "
+            f"{run.run_info.name}, so its campaign is unknown; choose another run "
             "directory"
         ) from None
     if old_hash != config_hash:

@@ -170,7 +170,7 @@ def read_status(run_dir: Path) -> RunStatus:
     except FileNotFoundError:
         raise RunError(f"{run_dir} holds no offline.dag (not a run directory)") from None
     local_path, dagman_path = RunDir(run_dir).local_state, run_dir / STATUS_FILE
-    local = read_json(local_path) if local_path.exists() else None
+    local = read_json(local_path)
     use_dagman = dagman_path.exists() and (
         local is None or dagman_path.stat().st_mtime >= local_path.stat().st_mtime
     )
