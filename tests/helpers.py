@@ -1,8 +1,34 @@
-"""Shared test helpers: a small campaign and a finder for processes a test started."""
+"""Shared test helpers: a small campaign, the package's log lines, and a finder for processes
+a test started."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from offline_iaas.logs import PACKAGE, shown_by
+
+
+@contextmanager
+def package_level(level: int = logging.INFO) -> Iterator[logging.Logger]:
+    """The package's logger at ``level`` while inside (what ``logs.configure`` sets)."""
+    logger = logging.getLogger(PACKAGE)
+    saved = logger.level
+    logger.setLevel(level)
+    try:
+        yield logger
+    finally:
+        logger.setLevel(saved)
+
+
+@contextmanager
+def captured_log(lines: list[str] | None = None) -> Iterator[list[str]]:
+    """The package's log lines (info and above) while inside, appended to ``lines``."""
+    lines = [] if lines is None else lines
+    with package_level(), shown_by(lines.append):
+        yield lines
 
 SMALL_CAMPAIGN = """
 [data]

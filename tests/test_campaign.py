@@ -49,10 +49,10 @@ def campaign(root: Path, name: str, overrides: list[str]) -> CampaignConfig:
     return config
 
 
-def run_and_compare(config: CampaignConfig, run_dir: Path, log: list[str]) -> float:
+def run_and_compare(config: CampaignConfig, run_dir: Path) -> float:
     make_dag(config, run_dir)
     try:
-        run_local(run_dir, log=log.append)
+        run_local(run_dir)
     finally:
         assert processes_mentioning(str(run_dir)) == []
         assert processes_mentioning(str(config.model.repository)) == []
@@ -60,11 +60,12 @@ def run_and_compare(config: CampaignConfig, run_dir: Path, log: list[str]) -> fl
     return compare_outputs(run_dir / "output" / "campaign.h5", reference).worst
 
 
-def test_two_servers_two_clients_equal_the_reference(dataset: Path) -> None:
+def test_two_servers_two_clients_equal_the_reference(
+    dataset: Path, log_lines: list[str]
+) -> None:
     config = campaign(dataset, "two-by-two", ["layout.servers=2", "layout.clients_per_server=2"])
     run_dir = dataset / "two-by-two" / "run"
-    log: list[str] = []
-    assert run_and_compare(config, run_dir, log) <= TOLERANCE
+    assert run_and_compare(config, run_dir) <= TOLERANCE
     # gwpy reads the merged output: one stretch, stamped at the end of each window, the first
     # window lying wholly inside the data
     first = config.data.start + (config.warmup_windows + 1) / config.model.inference_rate
@@ -84,9 +85,9 @@ def test_two_servers_two_clients_equal_the_reference(dataset: Path) -> None:
         "client2",
         "client3",
     ]
-    log.clear()
-    run_local(run_dir, log=log.append)
-    assert any("nothing to do" in line for line in log)
+    log_lines.clear()
+    run_local(run_dir)
+    assert any("nothing to do" in line for line in log_lines)
 
 
 def test_ragged_span_batch_and_stride_equal_the_reference(dataset: Path) -> None:
@@ -107,8 +108,7 @@ def test_ragged_span_batch_and_stride_equal_the_reference(dataset: Path) -> None
     kept = config.total_windows - config.warmup_windows
     assert kept % 7 and kept % 5
     assert config.data.duration * config.model.inference_rate % 1
-    log: list[str] = []
-    assert run_and_compare(config, dataset / "ragged" / "run", log) <= TOLERANCE
+    assert run_and_compare(config, dataset / "ragged" / "run") <= TOLERANCE
 
 
 def test_failed_client_stops_every_server(dataset: Path) -> None:
@@ -124,7 +124,7 @@ def test_failed_client_stops_every_server(dataset: Path) -> None:
     for gwf in frames.glob("L-*.gwf"):  # the clients cannot read L1 any more
         gwf.unlink()
     with pytest.raises(RunError, match="client"):
-        run_local(run_dir, log=lambda _: None)
+        run_local(run_dir)
     assert processes_mentioning(str(run_dir)) == []
     assert processes_mentioning(str(config.model.repository)) == []
     assert not (run_dir / "output" / "campaign.h5").exists()

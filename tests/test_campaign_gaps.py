@@ -40,7 +40,7 @@ def run_campaign(config: CampaignConfig, root: Path) -> Path:
     run_dir = root / "run"
     make_dag(config, run_dir)
     try:
-        run_local(run_dir, log=lambda _: None)
+        run_local(run_dir)
     finally:
         assert processes_mentioning(str(run_dir)) == []
     reference, _ = run_reference(config, root / "reference.h5")

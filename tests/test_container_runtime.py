@@ -24,6 +24,7 @@ from offline_iaas.serve.container import (
     locate_runtime,
 )
 from tests.apptainer_shim import install_shim
+from tests.helpers import captured_log
 
 
 @pytest.mark.parametrize(
@@ -174,9 +175,9 @@ def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=stop_when_published, daemon=True).start()
-    lines: list[str] = []
     try:
-        serve_node.serve(run, "server0", log=lines.append)
+        with captured_log() as lines:
+            serve_node.serve(run, "server0")
     finally:
         returned.set()
     assert len(launcher.ports) == 2 and launcher.ports[0] != launcher.ports[1]

@@ -19,10 +19,12 @@ from tests.helpers import processes_mentioning
 pytestmark = pytest.mark.slow
 
 
-def test_e2e_demo_cleans_the_line_and_finds_loud_injections(tmp_path: Path) -> None:
-    lines: list[str] = []
+def test_e2e_demo_cleans_the_line_and_finds_loud_injections(
+    tmp_path: Path, log_lines: list[str]
+) -> None:
+    lines = log_lines
     try:
-        worst = run_demo(tmp_path / "demo", mode="e2e", log=lines.append)
+        worst = run_demo(tmp_path / "demo", mode="e2e")
     finally:
         assert processes_mentioning(str(tmp_path)) == []
     assert worst <= 1e-5

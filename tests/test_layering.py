@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
-BASE = {"__init__", "errors", "atomic", "terminal", "modes", "config", "config_checks",
+BASE = {"__init__", "errors", "atomic", "logs", "terminal", "modes", "config", "config_checks",
         "stretches", "rundir", "hooks", "physics"}
 TOP = {"cli", "demo", "reference"}
 LAYERS: tuple[tuple[str, ...], ...] = (

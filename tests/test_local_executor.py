@@ -14,7 +14,7 @@ from offline_iaas.errors import RunError
 from offline_iaas.workflow.dag import parse_dag
 from offline_iaas.workflow.emulation import node_command, split_arguments, split_environment
 from offline_iaas.workflow.local import run_local
-from tests.helpers import skip_data_check
+from tests.helpers import captured_log, skip_data_check
 
 # One script plays every node; what it does is chosen by its second argument.
 NODE_SCRIPT = r"""
@@ -116,7 +116,8 @@ class Run:
         self.lines: list[str] = []
 
     def __call__(self, **kwargs: float) -> None:
-        run_local(self.dir, log=self.lines.append, **kwargs)
+        with captured_log(self.lines):
+            run_local(self.dir, **kwargs)
 
     def time(self, name: str, what: str) -> float:
         return float((self.events / f"{name}.{what}").read_text())

@@ -22,7 +22,13 @@ from offline_iaas.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
-from tests.helpers import SMALL_CAMPAIGN, WITNESSES, processes_mentioning, untrained_weights
+from tests.helpers import (
+    SMALL_CAMPAIGN,
+    WITNESSES,
+    captured_log,
+    processes_mentioning,
+    untrained_weights,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -62,9 +68,9 @@ def run_mode(root: Path, mode: str) -> tuple[CampaignConfig, Path, Path, list[st
     config = mode_campaign(root, mode)
     run_dir = root / mode / "run"
     make_dag(config, run_dir)
-    log: list[str] = []
     try:
-        run_local(run_dir, log=log.append)
+        with captured_log() as log:
+            run_local(run_dir)
     finally:
         assert processes_mentioning(str(run_dir)) == []
     reference, _ = run_reference(config, root / mode / "reference.h5")

@@ -81,15 +81,17 @@ def test_only_the_current_start_of_a_running_server_counts() -> None:
     assert current_address([good, newer], "server0") == address(3, 9000)
 
 
-def test_prescript_defers_until_the_server_publishes(run_dir: Path, tmp_path: Path) -> None:
+def test_prescript_defers_until_the_server_publishes(
+    run_dir: Path, tmp_path: Path, log_lines: list[str]
+) -> None:
     ads = FileJobAds(tmp_path / "ads.json")
-    lines: list[str] = []
-    assert prescript(run_dir, "client0", ads, log=lines.append) is False
+    lines = log_lines
+    assert prescript(run_dir, "client0", ads) is False
     assert "deferring" in lines[-1] and not (run_dir / "servers").exists()
 
     # The server side of the same interface: what `serve --rendezvous jobad` does.
     ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, as_json(address()))
-    assert prescript(run_dir, "client0", ads, log=lines.append) is True
+    assert prescript(run_dir, "client0", ads) is True
     assert "server0 is at node17.cluster:8001 (epoch 1)" in lines[-1]
     assert addresses.read_address(run_dir, "server0") == address()
 
@@ -154,7 +156,7 @@ def test_htcondor_job_ads_use_chirp_and_the_schedd(
     assert ads.get_own(RUN_ID, "server0", "NumJobStarts") == 1
     assert ads.get_own(RUN_ID, "server0", "Missing") is None
 
-    assert prescript(run_dir, "client0", ads, log=lambda _: None) is True
+    assert prescript(run_dir, "client0", ads) is True
     constraint, projection = FakeSchedd.constraints[-1]
     assert constraint == f'OfflineIaasRun == "{RUN_ID}" && OfflineIaasNode == "server0"'
     assert ADDRESS_ATTRIBUTE in projection and "NumJobStarts" in projection

@@ -30,7 +30,7 @@ from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status, status_lines
 from tests.apptainer_shim import install_shim
-from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
+from tests.helpers import SMALL_CAMPAIGN, captured_log, processes_mentioning
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,8 @@ class Campaign:
     def run(self) -> list[str]:
         self.log = []
         try:
-            run_local(self.run_dir, log=self.log.append)
+            with captured_log(self.log):
+                run_local(self.run_dir)
         finally:
             assert processes_mentioning(str(self.run_dir)) == []
             assert processes_mentioning(str(self.config.model.repository)) == []

@@ -20,7 +20,7 @@ from offline_iaas.repository.export import export_repository
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.progress import RunProgress, count_states
-from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
+from tests.helpers import SMALL_CAMPAIGN, package_level, processes_mentioning
 
 CONTROL = [chr(c) for c in range(32) if chr(c) != "\n"] + ["\x7f"]
 """Characters no line of a batch job's log may hold (escape sequences, carriage returns)."""
@@ -39,7 +39,7 @@ def test_run_local_prints_plain_lines_when_not_a_terminal(tmp_path: Path) -> Non
     write_synthetic_dataset(config)
     export_repository(config)
     run_dir = tmp_path / "run"
-    make_dag(config, run_dir, log=lambda line: None)
+    make_dag(config, run_dir)
     command = [str(Path(sys.executable).parent / "offline-iaas"), "run-local", str(run_dir)]
     # a terminal type that supports colour: still no escape codes, since stdout is a pipe
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120"}
@@ -84,9 +84,8 @@ def test_local_state_keeps_every_attempt_of_a_retried_node(tmp_path: Path) -> No
         "error = logs/a.err\nqueue\n"
     )
     (run_dir / "offline.dag").write_text("JOB a flaky.sub\nRETRY a 2\n")
-    lines: list[str] = []
     states: list[dict[str, tuple[str, str]]] = []
-    run_local(run_dir, log=lines.append, on_state=states.append)
+    run_local(run_dir, on_state=states.append)
     history = json.loads((run_dir / "local-state.json").read_text())["nodes"]["a"]["history"]
     assert [(h["attempt"], h["status"], h["exit_code"]) for h in history] == [
         (1, "failed", 1), (2, "done", 0)]
@@ -107,18 +106,18 @@ def test_states_are_counted_per_job_and_services_apart() -> None:
 
 def test_plain_lines_when_the_stream_is_not_a_terminal() -> None:
     stream = io.StringIO()
-    with RunProgress(stream) as progress:
+    with package_level() as log, RunProgress(stream) as progress:
         assert not progress.interactive
-        progress.log("client0: started (attempt 1/3)")
+        log.info("client0: started (attempt 1/3)")
         progress.update({"client0": ("JOB", "running")})
-        progress.log("client0: done in 1.0 s")
+        log.info("client0: done in 1.0 s")
     assert stream.getvalue() == "client0: started (attempt 1/3)\nclient0: done in 1.0 s\n"
 
 
 def test_live_display_counts_the_jobs() -> None:
     stream = io.StringIO()
-    with RunProgress(stream, interactive=True) as progress:
-        progress.log("client0: done in 1.0 s")
+    with package_level() as log, RunProgress(stream, interactive=True) as progress:
+        log.info("client0: done in 1.0 s")
         progress.update({"server0": ("SERVICE", "running"), "client0": ("JOB", "done"),
                          "client1": ("JOB", "running"), "merge": ("JOB", "pending")})
     text = stream.getvalue()

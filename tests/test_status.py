@@ -160,18 +160,18 @@ def test_finished_run(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "nodes: 4 (4 done)" in out and "(100%)" in out
 
 
-def test_final_summary(run: Path) -> None:
+def test_final_summary(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     complete_part(run, "client0")
-    lines: list[str] = []
     with pytest.raises(RunError, match="nodes failed \\(1 failed\\)"):
-        final_summary(run, dag_status=2, failed_count=1, log=lines.append)
+        final_summary(run, dag_status=2, failed_count=1)
+    lines = capsys.readouterr().out.splitlines()
     summary = json.loads((run / "summary.json").read_text())
     assert summary["dag_status"] == 2 and summary["failed_count"] == 1
     assert summary["data_seconds_done"] == kept_seconds(run, "client0")
     assert any(line.startswith("data seconds done") for line in lines)
 
     finish(run)
-    summary = final_summary(run, dag_status=0, failed_count=0, log=lines.append)
+    summary = final_summary(run, dag_status=0, failed_count=0)
     assert summary["output_complete"] is True
     assert json.loads((run / "summary.json").read_text())["output_complete"] is True
     assert main(["status", str(run), "--final", "--dag-status", "3", "--failed-count", "0"]) == 6

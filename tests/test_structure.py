@@ -1,4 +1,5 @@
-"""Structure rules the code keeps (issue #15): mode knowledge lives in ``modes.py``."""
+"""Structure rules the code keeps (issue #15): mode knowledge lives in ``modes.py``; lines are
+logged through ``logging`` (``logs.py``), not through callables or by matching words."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tests.helpers import SMALL_CAMPAIGN
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
 MODE_COMPARISON = re.compile(r"mode ==|mode in \(")
+LOG_CALLABLE = re.compile(r"\blog: Callable|\"warning\" in |'warning' in ")
 
 
 def test_no_mode_name_comparisons_outside_the_mode_records() -> None:
@@ -28,6 +30,21 @@ def test_no_mode_name_comparisons_outside_the_mode_records() -> None:
 def test_the_rule_catches_a_comparison() -> None:  # negative control
     assert MODE_COMPARISON.search('    if config.model.mode == "e2e":')
     assert MODE_COMPARISON.search('    if mode in ("deepclean", "e2e"):')
+
+
+def test_lines_go_through_logging_not_callables_or_word_matching() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if LOG_CALLABLE.search(line)
+    ]
+    assert found == []
+
+
+def test_the_logging_rule_catches_a_callable() -> None:  # negative control
+    assert LOG_CALLABLE.search("    log: Callable[[str], None] = print,")
+    assert LOG_CALLABLE.search('    if "warning" in line.lower():')
 
 
 @pytest.mark.parametrize(("mode", "channels", "warmup_stages", "outputs"), [

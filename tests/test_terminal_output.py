@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import sys
@@ -12,7 +13,9 @@ import pytest
 
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.terminal import QUIET, VERBOSE, CountProgress
+from offline_iaas.logs import QUIET, VERBOSE
+from offline_iaas.terminal import CountProgress
+from tests.helpers import package_level
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # anything but \t and \n
 
@@ -67,10 +70,11 @@ class FakeClock:
 
 def test_plain_progress_lines_every_interval() -> None:
     stream, clock = StringIO(), FakeClock()
-    with CountProgress("client0", "data-s", stream, clock=clock, interval=10) as progress:
+    with package_level() as log, CountProgress("client0", "data-s", stream, clock=clock,
+                                               interval=10) as progress:
         assert not progress.interactive  # a StringIO is not a terminal
-        progress.log("client0: streaming 1 piece(s)")
-        progress.detail("client0: 3 requests sent (0.3/s)")  # not shown without -v
+        log.info("client0: streaming 1 piece(s)")
+        log.debug("client0: 3 requests sent (0.3/s)")  # not shown without -v
         progress.start(100.0, completed=20.0)
         clock.now += 5
         progress.advance(10.0)  # before the interval: no line
@@ -89,11 +93,13 @@ def test_plain_progress_lines_every_interval() -> None:
 def test_plain_progress_quiet_and_verbose() -> None:
     quiet, verbose, clock = StringIO(), StringIO(), FakeClock()
     for stream, verbosity in ((quiet, QUIET), (verbose, VERBOSE)):
-        with CountProgress("merge", "windows", stream, verbosity=verbosity, clock=clock,
-                           interval=0) as progress:
-            progress.log("merge: info")
-            progress.log("warning: something odd")
-            progress.detail("merge: detail")
+        level = {QUIET: logging.WARNING, VERBOSE: logging.DEBUG}[verbosity]
+        with package_level(level) as log, CountProgress(
+            "merge", "windows", stream, verbosity=verbosity, clock=clock, interval=0
+        ) as progress:
+            log.info("merge: info")
+            log.warning("warning: something odd")
+            log.debug("merge: detail")
             progress.start(8)
             progress.note("part 1/2 (client0)")
             clock.now += 1
@@ -112,8 +118,9 @@ def test_terminal_renders_a_bar(monkeypatch) -> None:
     console = Console(force_terminal=True, file=stream, width=120)
     monkeypatch.setattr("rich.console.Console", lambda file=None, **kw: console)
     clock = FakeClock()
-    with CountProgress("client0", "data-s", stream, interactive=True, clock=clock) as progress:
-        progress.log("client0: streaming")
+    with package_level() as log, CountProgress("client0", "data-s", stream, interactive=True,
+                                               clock=clock) as progress:
+        log.info("client0: streaming")
         progress.start(100.0)
         clock.now += 10
         progress.advance(50.0)

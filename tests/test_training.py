@@ -38,12 +38,11 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> CampaignConfig:
     return config
 
 
-def test_train_demo_smoke(small: CampaignConfig, tmp_path: Path) -> None:
-    lines: list[str] = []
+def test_train_demo_smoke(small: CampaignConfig, tmp_path: Path, log_lines: list[str]) -> None:
+    lines = log_lines
     paths = train_demo(
         small,
         tmp_path / "weights",
-        log=lines.append,
         deepclean={"epochs": 2, "seconds": 32.0, "windows_per_epoch": 64, "batch_size": 16},
         bbhnet={"epochs": 2, "seconds": 32.0, "windows_per_epoch": 64, "batch_size": 16,
                 "width": 4, "depth": 2},
@@ -117,7 +116,7 @@ def test_demo_networks_do_their_physics(tmp_path: Path, threads: int) -> None:
     (tmp_path / "demo.toml").write_text(source.read_text())
     config = load_config(tmp_path / "demo.toml", list(PHYSICS_DATASET))
     write_synthetic_dataset(config)
-    paths = train_demo(config, tmp_path / "weights", log=lambda line: None, threads=threads)
+    paths = train_demo(config, tmp_path / "weights", threads=threads)
     summary = json.loads(paths["summary"].read_text())
     assert summary["networks"]["bbhnet"]["threads"] == threads
     result = evaluate_demo_networks(config, discover_frames(config), paths, summary)

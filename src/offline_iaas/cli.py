@@ -3,31 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from offline_iaas import __version__
+from offline_iaas import __version__, logs
 from offline_iaas.errors import OfflineIaasError, RunError
 from offline_iaas.modes import MODE_NAMES
 
 EXIT_INTERRUPTED = 130
 
-QUIET, NORMAL, VERBOSE = -1, 0, 1
-_verbosity = NORMAL
-"""Set by ``--quiet`` / ``--verbose``; :func:`log` and :func:`detail` read it."""
-
-
-def log(message: str) -> None:
-    """An info line; when quiet, only a warning."""
-    if _verbosity > QUIET or "warning" in message.lower():
-        print(message, flush=True)
-
-
-def detail(message: str) -> None:
-    """A line shown only with ``--verbose``."""
-    if _verbosity >= VERBOSE:
-        print(message, flush=True)
+logger = logging.getLogger("offline_iaas.cli")  # also when run as __main__
+_verbosity = logs.NORMAL
+"""Set by ``--quiet`` / ``--verbose``: the log level, and whether progress is shown."""
 
 
 def _count_progress(label: str, unit: str):
@@ -46,7 +35,7 @@ def cmd_synth(args: argparse.Namespace) -> None:
     from offline_iaas.data.synth import write_synthetic_dataset
 
     summary = write_synthetic_dataset(_config(args), args.out)
-    log(f"synth: wrote {len(summary['files'])} frame files to {summary['directory']}")
+    logger.info(f"synth: wrote {len(summary['files'])} frame files to {summary['directory']}")
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -55,7 +44,7 @@ def cmd_export(args: argparse.Namespace) -> None:
     repo = export_repository(_config(args), args.weights, args.flavor, args.ensemble)
     manifest = read_manifest(repo)
     versions = ", ".join(f"{name} v{v}" for name, v in manifest["versions"].items())
-    log(f"export: {repo} (mode {manifest['mode']}, {manifest['flavor']} flavor, "
+    logger.info(f"export: {repo} (mode {manifest['mode']}, {manifest['flavor']} flavor, "
         f"{manifest.get('served', 'ensemble')} model: {versions})")
 
 
@@ -63,22 +52,24 @@ def cmd_train_demo(args: argparse.Namespace) -> None:
     from offline_iaas.models.training import default_weights_dir, train_demo
 
     config = _config(args)
-    paths = train_demo(config, args.out or default_weights_dir(config), log=log)
-    log(f"train-demo: wrote {', '.join(str(p) for p in paths.values())}")
+    paths = train_demo(config, args.out or default_weights_dir(config))
+    logger.info(f"train-demo: wrote {', '.join(str(p) for p in paths.values())}")
 
 
 def cmd_make_dag(args: argparse.Namespace) -> None:
     from offline_iaas.workflow.make_dag import make_dag
 
     config = _config(args)
-    segments = make_dag(config, args.out, log=log)
-    log(f"make-dag: {args.out.resolve() / 'offline.dag'}")
+    segments = make_dag(config, args.out)
+    logger.info(f"make-dag: {args.out.resolve() / 'offline.dag'}")
     stride = config.stride_seconds
     for seg in segments:
         pieces = ", ".join(
             f"GPS {p.gps_start:.3f}-{p.gps_end:.3f} (sequence {p.sequence_id})" for p in seg.pieces
         )
-        log(f"  {seg.node} -> {seg.server}: {seg.kept_windows * stride:.1f} s of output: {pieces}")
+        logger.info(
+            f"  {seg.node} -> {seg.server}: {seg.kept_windows * stride:.1f} s of output: {pieces}"
+        )
 
 
 def cmd_check(args: argparse.Namespace) -> None:
@@ -93,47 +84,41 @@ def cmd_check(args: argparse.Namespace) -> None:
         per_obs[f.observatory] = per_obs.get(f.observatory, 0) + 1
     counts = ", ".join(f"{obs}: {n}" for obs, n in sorted(per_obs.items()))
     for f in frames:
-        detail(f"check: frame {f.path} (GPS {f.gps_start:.0f}+{f.duration:.0f} s)")
-    log(f"check: {len(config.data.channels)} channel(s): {', '.join(config.data.channels)}")
-    log(f"check: {len(frames)} frame file(s) ({counts}) from {frame_source(config)}")
+        logger.debug(f"check: frame {f.path} (GPS {f.gps_start:.0f}+{f.duration:.0f} s)")
+    logger.info(f"check: {len(config.data.channels)} channel(s): {', '.join(config.data.channels)}")
+    logger.info(f"check: {len(frames)} frame file(s) ({counts}) from {frame_source(config)}")
     for line in span.summary_lines():
-        log(f"check: {line}")
-    log("check: OK")
+        logger.info(f"check: {line}")
+    logger.info("check: OK")
 
 
 def cmd_run_local(args: argparse.Namespace) -> None:
     from offline_iaas.workflow.local import run_local
     from offline_iaas.workflow.progress import RunProgress
 
-    quiet = _verbosity <= QUIET
-    # a live display on a terminal, plain lines otherwise; only warnings when quiet
-    with RunProgress(interactive=False if quiet else None) as progress:
-
-        def run_log(line: str) -> None:
-            if not quiet or "warning" in line.lower():
-                progress.log(line)
-
-        run_local(args.run_dir, log=run_log, on_state=progress.update)
+    # a live display on a terminal, plain lines otherwise (only warnings when quiet)
+    with RunProgress(interactive=False if _verbosity <= logs.QUIET else None) as progress:
+        run_local(args.run_dir, on_state=progress.update)
 
 
 def cmd_report(args: argparse.Namespace) -> None:
     from offline_iaas.report import write_report
 
-    write_report(args.run_dir, log=log)
+    logger.info(f"report: {write_report(args.run_dir)}")
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
     from offline_iaas.serve.node import serve
 
     serve(
-        args.run_dir, args.node, log=log, repository=args.repository, rendezvous=args.rendezvous
+        args.run_dir, args.node, repository=args.repository, rendezvous=args.rendezvous
     )
 
 
 def cmd_prescript(args: argparse.Namespace) -> None:
     from offline_iaas.rendezvous.prescript import DEFER_EXIT, prescript
 
-    if not prescript(args.run_dir, args.node, log=log):
+    if not prescript(args.run_dir, args.node):
         raise SystemExit(DEFER_EXIT)  # DAGMan runs the script again later (SCRIPT DEFER)
 
 
@@ -141,23 +126,23 @@ def cmd_status(args: argparse.Namespace) -> None:
     from offline_iaas.workflow.status import final_summary, print_status
 
     if args.final:
-        final_summary(args.run_dir, args.dag_status, args.failed_count, log=log)
+        final_summary(args.run_dir, args.dag_status, args.failed_count)
     else:
-        print_status(args.run_dir, log=log, as_json=args.json)
+        print_status(args.run_dir, as_json=args.json)
 
 
 def cmd_client(args: argparse.Namespace) -> None:
     from offline_iaas.client.stream import run_client
 
     with _count_progress(args.node, "data-s") as progress:  # a bar on a terminal
-        run_client(args.run_dir, args.node, log=progress.log, progress=progress)
+        run_client(args.run_dir, args.node, progress=progress)
 
 
 def cmd_merge(args: argparse.Namespace) -> None:
     from offline_iaas.merge.merge import merge
 
     with _count_progress("merge", "windows") as progress:  # a bar on a terminal
-        merge(args.run_dir, log=progress.log, progress=progress)
+        merge(args.run_dir, progress=progress)
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -178,9 +163,9 @@ def cmd_bench(args: argparse.Namespace) -> None:
     if args.report_only:
         from offline_iaas.bench.run import write_report
 
-        log(f"bench: rewrote {write_report(args.out)} from {args.out / 'results.json'}")
+        logger.info(f"bench: rewrote {write_report(args.out)} from {args.out / 'results.json'}")
         return
-    run_bench(plan, args.out, _bench_command(args), log=log, work_dir=args.work_dir)
+    run_bench(plan, args.out, _bench_command(args), work_dir=args.work_dir)
 
 
 def _bench_command(args: argparse.Namespace) -> str:
@@ -213,8 +198,10 @@ def cmd_plan(args: argparse.Namespace) -> None:
         print(json.dumps(capacity.to_dict(), indent=2))
         return
     for line in capacity.explanation:
-        log(f"plan: {line}")
-    log(
+        logger.info(f"plan: {line}")
+    for line in capacity.warnings:
+        logger.warning(f"plan: warning: {line}")
+    logger.info(
         f"plan: recommend servers={capacity.servers} "
         f"clients_per_server={capacity.clients_per_server} batch_size={capacity.batch_size}: "
         + " ".join(f"--set {o}" for o in capacity.overrides())
@@ -224,14 +211,14 @@ def cmd_plan(args: argparse.Namespace) -> None:
 def cmd_reference(args: argparse.Namespace) -> None:
     from offline_iaas.reference import run_reference
 
-    path, wall = run_reference(_config(args), args.out, log)
-    log(f"reference: {path} in {wall:.1f} s")
+    path, wall = run_reference(_config(args), args.out)
+    logger.info(f"reference: {path} in {wall:.1f} s")
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
     from offline_iaas.demo import run_demo
 
-    run_demo(args.workdir, args.config, args.set, log=log, mode=args.mode, weights=args.weights)
+    run_demo(args.workdir, args.config, args.set, mode=args.mode, weights=args.weights)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -368,7 +355,8 @@ def _add_set(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     global _verbosity
     args = build_parser().parse_args(argv)
-    _verbosity = QUIET if args.quiet else VERBOSE if args.verbose else NORMAL
+    _verbosity = logs.QUIET if args.quiet else logs.VERBOSE if args.verbose else logs.NORMAL
+    logs.configure(_verbosity)
     try:
         args.func(args)
     except OfflineIaasError as err:

@@ -7,15 +7,18 @@ BBHnet modes train the demo networks first (``train-demo``, about a minute on tw
 
 from __future__ import annotations
 
+import json
+import logging
 import shutil
 import time
-from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import MismatchError
 from offline_iaas.rundir import RunDir
+
+logger = logging.getLogger(__name__)
 
 TOLERANCE = 1e-5
 """Largest relative difference allowed between campaign and reference (float32 round-off)."""
@@ -43,13 +46,13 @@ def run_demo(
     workdir: Path,
     config_path: Path | None = None,
     overrides: list[str] | tuple[str, ...] = (),
-    log: Callable[[str], None] = print,
     mode: str | None = None,
     weights: Path | None = None,
 ) -> float:
     """Run the whole demo; return the largest relative difference to the reference."""
     from offline_iaas.data.synth import write_synthetic_dataset
     from offline_iaas.merge.output import TIME_TOLERANCE_SECONDS, compare_outputs
+    from offline_iaas.merge.postprocess import physics_lines
     from offline_iaas.reference import run_reference
     from offline_iaas.repository.export import export_repository
     from offline_iaas.workflow.local import run_local
@@ -60,30 +63,30 @@ def run_demo(
     config = demo_config(workdir, config_path, list(overrides), mode)
     run_dir = workdir / "run"
     if RunDir(run_dir).run_info.exists():
-        log(f"demo: removing the previous demo run {run_dir}")
+        logger.info(f"demo: removing the previous demo run {run_dir}")
         shutil.rmtree(run_dir)
     stale_dirs = ("frames", "model-repository") + (("weights",) if weights is None else ())
     for stale in stale_dirs:
         if (workdir / stale).exists():
             shutil.rmtree(workdir / stale)
 
-    log(f"demo: writing synthetic frames to {config.data.frames}")
+    logger.info(f"demo: writing synthetic frames to {config.data.frames}")
     write_synthetic_dataset(config)
     if config.mode.needs_weights and weights is None:
         from offline_iaas.models.training import train_demo
 
         weights = workdir / "weights"
-        log(f"demo: training the demo networks into {weights}")
-        train_demo(config, weights, log=log)
-    log(f"demo: exporting the {config.model.mode} repository to {config.model.repository}")
+        logger.info(f"demo: training the demo networks into {weights}")
+        train_demo(config, weights)
+    logger.info(f"demo: exporting the {config.model.mode} repository to {config.model.repository}")
     export_repository(config, weights)
     segments = make_dag(config, run_dir)
-    log(
+    logger.info(
         f"demo: wrote {run_dir / 'offline.dag'} ({config.layout.servers} servers, "
         f"{len(segments)} clients)"
     )
     started = time.monotonic()
-    run_local(run_dir, log=log)
+    run_local(run_dir)
     wall = time.monotonic() - started
     data_seconds = config.total_windows * config.stride_seconds
 
@@ -93,24 +96,25 @@ def run_demo(
     output, summary = RunDir(run_dir).output
     comparison = compare_outputs(output, reference_path)
     worst = comparison.worst
-    log(f"data seconds processed: {data_seconds:.1f}")
-    log(f"wall time: {wall:.1f} s (campaign), {reference_wall:.1f} s (reference)")
-    log(f"data-seconds per second: {data_seconds / wall:.1f}")
-    log(streaming_line(run_dir, data_seconds, timings))
-    log(f"campaign output: {output}")
-    log(f"reference: {reference_path}")
-    _log_physics(summary, log)
-    log(f"max relative difference: {worst:.3g}")
+    logger.info(f"data seconds processed: {data_seconds:.1f}")
+    logger.info(f"wall time: {wall:.1f} s (campaign), {reference_wall:.1f} s (reference)")
+    logger.info(f"data-seconds per second: {data_seconds / wall:.1f}")
+    logger.info(streaming_line(run_dir, data_seconds, timings))
+    logger.info(f"campaign output: {output}")
+    logger.info(f"reference: {reference_path}")
+    for line in physics_lines(json.loads(summary.read_text())):
+        logger.info(line)
+    logger.info(f"max relative difference: {worst:.3g}")
     # written again now that every node has ended (the merge's own shows it still running)
     from offline_iaas.report import write_report
 
-    report = write_report(run_dir, log=lambda line: None)
+    report = write_report(run_dir)
     if not comparison.passes(TOLERANCE):
         raise MismatchError(
             f"campaign output differs from the reference by {worst:.3g} (allowed {TOLERANCE:g}, "
             f"times within {TIME_TOLERANCE_SECONDS:g} s): {comparison.describe()}"
         )
-    log(f"report: {report}")
+    logger.info(f"report: {report}")
     return worst
 
 
@@ -125,34 +129,3 @@ def streaming_line(run_dir: Path, data_seconds: float, reference: dict[str, floa
     ours = reference["data_seconds"] / reference["streaming_seconds"]
     return (f"streaming: {campaign:.1f} data-s/s (campaign clients), {ours:.1f} data-s/s "
             f"(reference); {campaign / ours:.2f} x")
-
-
-def _log_physics(summary_path: Path, log: Callable[[str], None]) -> None:
-    """The merge's DeepClean and BBHnet numbers (``output/campaign.json``)."""
-    import json
-
-    summary = json.loads(summary_path.read_text())
-    for ifo, numbers in summary.get("deepclean", {}).items():
-        start, end = numbers["held_out_gps"]
-        training = numbers.get("training_gps")
-        data = (f"held-out GPS {start:.0f}-{end:.0f}, after training on GPS {training[0]:.0f}-"
-                f"{training[1]:.0f}" if training else f"GPS {start:.0f}-{end:.0f}, training "
-                "span unknown")
-        log(
-            f"DeepClean {ifo}: cleaned/raw ASD {numbers['ratio_at_line']:.3f} at the "
-            f"{numbers['line_hz']:.2f} Hz line, within "
-            f"{100 * numbers['max_deviation_outside_band']:.2f} % of 1 outside the band "
-            f"(+- {numbers['guard_hz']:g} Hz guard; {data})"
-        )
-    bbhnet = summary.get("bbhnet", {})
-    if "found" in bbhnet:
-        loud = [r for r in bbhnet["injections"] if r["network_snr"] >= 12]
-        log(
-            f"BBHnet: {bbhnet['found']} found, {bbhnet['missed']} missed of "
-            f"{len(bbhnet['injections'])} injections; network SNR >= 12: "
-            f"{sum(r['found'] for r in loud)}/{len(loud)} found (threshold "
-            f"{bbhnet['threshold']:.2f} from {bbhnet['background_seconds']:.0f} s of "
-            "injection-free data"
-            + (" outside the training span)" if bbhnet.get("training_gps") else
-               "; training span unknown)")
-        )

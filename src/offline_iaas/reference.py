@@ -25,7 +25,7 @@ from offline_iaas.stretches import Piece, make_stretches, request_sizes
 
 
 def run_reference(
-    config: CampaignConfig, out_path: Path, log=lambda line: None,
+    config: CampaignConfig, out_path: Path,
     timings: dict[str, float] | None = None,
 ) -> tuple[Path, float]:
     """Process every stretch in-process; return the output path and the wall time.
@@ -77,7 +77,7 @@ def run_reference(
             timings["streaming_seconds"] = time.monotonic() - streaming_started
             timings["data_seconds"] = sum(
                 (s.windows(config) - warmup) * config.stride_seconds for s in stretches)
-        writer.commit({"producer": "reference"}, frames, log)
+        writer.commit({"producer": "reference"}, frames)
     except BaseException:
         writer.discard()
         raise

@@ -7,7 +7,8 @@ batch job under HTCondor, a pipe, a file, ``TERM=dumb``) log lines are plain, fl
 and the progress is one plain line every ``interval`` seconds, with no control characters.
 
 The streaming and merging code takes any object with ``start``, ``advance`` and ``note``;
-:data:`NO_PROGRESS` (the default there) does nothing.
+:data:`NO_PROGRESS` (the default there) does nothing. While a display is entered it is the
+handler of the package's log lines (``logs.shown_by``), which it prints above its bar.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from __future__ import annotations
 import os
 import sys
 import time
+from contextlib import ExitStack
 from types import TracebackType
 from typing import TextIO
 
-QUIET, NORMAL, VERBOSE = -1, 0, 1
+from offline_iaas.logs import NORMAL, QUIET, shown_by
 
 
 def is_interactive(stream: TextIO) -> bool:
@@ -34,7 +36,8 @@ class LiveDisplay:
     """A ``rich`` progress bar with lines printed above it, or plain flushed lines.
 
     The base of ``CountProgress`` and ``workflow.progress.RunProgress``: they choose the
-    columns beside the bar (``_show``) and what updates it.
+    columns beside the bar (``_show``) and what updates it. Entered, it prints the package's
+    log lines.
 
     Parameters
     ----------
@@ -49,6 +52,11 @@ class LiveDisplay:
         self.interactive = is_interactive(self.stream) if interactive is None else interactive
         self._progress = None
         self._task = None
+        self._lines = ExitStack()
+
+    def __enter__(self) -> LiveDisplay:
+        self._lines.enter_context(shown_by(self._print))
+        return self
 
     def _show(self, label: str, columns: tuple, **fields: str) -> None:
         """Start the bar: spinner, ``label``, bar, then ``columns`` (rich columns)."""
@@ -72,9 +80,12 @@ class LiveDisplay:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
+        try:
+            if self._progress is not None:
+                self._progress.stop()
+                self._progress = None
+        finally:
+            self._lines.close()
 
     def _print(self, line: str) -> None:
         """``line`` above the bar, or as a plain flushed line."""
@@ -120,8 +131,8 @@ class CountProgress(NullProgress, LiveDisplay):
     interactive
         Force the bar on or off; by default, on when ``stream`` is a terminal.
     verbosity
-        :data:`QUIET` (no bar, no progress lines, only warnings), :data:`NORMAL` or
-        :data:`VERBOSE` (also :meth:`detail` lines).
+        ``logs.QUIET`` shows no bar and no progress lines (the log level, set by
+        ``logs.configure``, decides which log lines print).
     interval
         Seconds between plain progress lines.
     clock
@@ -143,6 +154,7 @@ class CountProgress(NullProgress, LiveDisplay):
         self._started = self._last_line = clock()
 
     def __enter__(self) -> CountProgress:
+        LiveDisplay.__enter__(self)
         if self.interactive and self.verbosity > QUIET:
             from rich.progress import TextColumn
 
@@ -158,16 +170,6 @@ class CountProgress(NullProgress, LiveDisplay):
         if self._progress is not None:
             self._refresh()
         LiveDisplay.__exit__(self, exc_type, exc, traceback)
-
-    def log(self, line: str) -> None:
-        """An info line (warnings only when quiet)."""
-        if self.verbosity > QUIET or "warning" in line.lower():
-            self._print(line)
-
-    def detail(self, line: str) -> None:
-        """A line shown only when verbose."""
-        if self.verbosity >= VERBOSE:
-            self._print(line)
 
     def start(self, total: float, completed: float = 0.0) -> None:
         self.total, self.completed, self._first = float(total), float(completed), float(completed)

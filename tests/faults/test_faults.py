@@ -119,7 +119,7 @@ def test_client_killed_mid_segment_resumes_from_its_checkpoint(dataset) -> None:
     faults = {"client0": [{"point": "mid-stream", "action": "sigkill"}]}
     # two requests in flight: by mid-stream most responses are in, and checkpointed
     _, run_dir = prepare(dataset, "client-killed", ["client.in_flight=2"], faults)
-    run_local(run_dir, log=lambda _: None)
+    run_local(run_dir)
     out = (run_dir / "logs" / "client0.out").read_text()
     assert "injected fault 'sigkill' at mid-stream" in out
     resumed = [line for line in out.splitlines() if "resuming after" in line]
@@ -152,7 +152,7 @@ def test_server_killed_mid_campaign_is_replaced_and_clients_reprime(dataset) -> 
 def test_idle_evicted_sequence_is_reprimed(dataset) -> None:
     faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 3}]}
     _, run_dir = prepare(dataset, "evicted", ["server.sequence_idle_seconds=1"], faults)
-    run_local(run_dir, log=lambda _: None)
+    run_local(run_dir)
     out = (run_dir / "logs" / "client0.out").read_text()
     assert "START" in out and "reconnecting" in out  # Triton refused the evicted sequence
     assert json.loads((run_dir / "parts" / "client0.json").read_text())["reconnects"] == 1
@@ -200,7 +200,7 @@ def test_stale_address_file_is_ignored(dataset) -> None:
     stale = {"node": "server0", "host": "127.0.0.1", "grpc_port": port, "http_port": port,
              "metrics_port": port, "epoch": 7, "pid": 0}
     (run_dir / "servers" / "server0.json").write_text(json.dumps(stale))
-    run_local(run_dir, log=lambda _: None)
+    run_local(run_dir)
     out = (run_dir / "logs" / "client0.out").read_text()
     assert f"127.0.0.1:{port} (epoch 7) does not answer" in out
     assert_equals_reference(dataset, run_dir)
@@ -210,10 +210,10 @@ def test_merge_killed_mid_write_leaves_no_file_and_rerun_completes(dataset) -> N
     faults = {"merge": [{"point": "mid-write", "action": "sigkill"}]}
     _, run_dir = prepare(dataset, "merge-killed", [], faults)
     with pytest.raises(RunError, match="merge"):
-        run_local(run_dir, log=lambda _: None)
+        run_local(run_dir)
     output = run_dir / "output"
     assert not (output / "campaign.h5").exists() and not (output / "campaign.json").exists()
     assert list(output.glob(".campaign.h5.*.tmp"))  # what the killed merge left, unfinished
-    run_local(run_dir, log=lambda _: None)
+    run_local(run_dir)
     assert not list(output.glob(".campaign.h5.*.tmp"))
     assert_equals_reference(dataset, run_dir)

@@ -57,6 +57,8 @@ class CapacityPlan:
     source: str = ""
     pilot_layout: dict | None = None
     """``plan --from-run``: the expected wall time with the pilot's own number of servers."""
+    warnings: list[str] = field(default_factory=list)
+    """What makes the plan doubtful (``plan`` logs them as warnings)."""
 
     def to_dict(self) -> dict:
         """The plan as ``plan --json`` prints it."""
@@ -67,6 +69,7 @@ class CapacityPlan:
             "expected_streaming_hours": round(self.hours, 4),
             "expected_wall_seconds": round(self.wall_seconds, 1),
             "from": self.source, "overrides": self.overrides(), "explanation": self.explanation,
+            "warnings": self.warnings,
             **({"with_pilot_layout": self.pilot_layout} if self.pilot_layout else {}),
         }
 
@@ -146,9 +149,10 @@ def plan_capacity(
         f"expected: {data_seconds:,.0f} / ({servers} x {per_server:,.2f}) = "
         f"{hours * 3600:,.0f} s = {hours:.2f} h of streaming (target {target_hours:g} h)",
     ]
+    warnings = []
     if config.server.gpus > 0 and "gpu" not in str(device).lower():
-        lines.append(
-            f"warning: the campaign asks for {config.server.gpus} GPU(s) per server but the "
+        warnings.append(
+            f"the campaign asks for {config.server.gpus} GPU(s) per server but the "
             "bench ran on a CPU server: measure on the GPU node and "
             "pass its results with --from-bench"
         )
@@ -159,7 +163,7 @@ def plan_capacity(
             "windows: the span is too short for this deadline's layout"
         )
     return CapacityPlan(servers, best.clients, best.batch_size, hours, lines, per_server,
-                        hours * 3600, str(results_path))
+                        hours * 3600, str(results_path), warnings=warnings)
 
 
 def plan_from_run(config: CampaignConfig, target_hours: float, run_dir: Path) -> CapacityPlan:

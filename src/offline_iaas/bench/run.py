@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import logging
 import os
 import platform
 import tempfile
 import time
-from collections.abc import Callable
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,8 @@ from offline_iaas.bench.sweep import SweepPlan, run_workload
 from offline_iaas.bench.workloads import workload
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 O3_CONFIG = "o3-month-deepclean.toml"
 O3_TARGET_HOURS = 4.0
@@ -82,14 +84,15 @@ def o3_plan_lines(results_path: Path) -> tuple[str, list[str]]:
             capacity = plan_capacity(config, O3_TARGET_HOURS, results_path)
         except ConfigError as err:  # e.g. a bench without the deepclean workload
             return command, [f"offline-iaas plan: error: {err}"]
-    lines = [*capacity.explanation, "recommendation: " + " ".join(
+    lines = [*capacity.explanation, *(f"warning: {w}" for w in capacity.warnings),
+             "recommendation: " + " ".join(
         f"--set {o}" for o in capacity.overrides()
     )]
     return command, lines
 
 
 def run_bench(
-    plan: SweepPlan, out_dir: Path, command: str, log: Callable[[str], None] = print,
+    plan: SweepPlan, out_dir: Path, command: str,
     work_dir: Path | None = None,
 ) -> Path:
     """Run the whole bench and write its outputs into ``out_dir``; return RESULTS.md's path.
@@ -115,8 +118,8 @@ def run_bench(
         work = work_dir or Path(tmp)
         for name in plan.workloads:
             csv_path = out_dir / "monitor" / f"{name}.csv"
-            log(f"bench: {name}: exporting the repositories and starting the servers")
-            measurements += run_workload(workload(name), plan, work, csv_path, log)
+            logger.info(f"bench: {name}: exporting the repositories and starting the servers")
+            measurements += run_workload(workload(name), plan, work, csv_path)
     elapsed = time.monotonic() - started
     header = {
         "command": command,
@@ -130,7 +133,7 @@ def run_bench(
     }
     write_results(out_dir / "results.json", header, measurements)
     path = write_report(out_dir)
-    log(f"bench: wrote {path} ({elapsed:.0f} s)")
+    logger.info(f"bench: wrote {path} ({elapsed:.0f} s)")
     return path
 
 

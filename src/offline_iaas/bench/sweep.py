@@ -11,8 +11,8 @@ alike. Every measurement is kept; the report takes the best repeat of each.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,8 @@ from offline_iaas.errors import ConfigError
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.serve.monitor import start_monitor
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_DATA_SECONDS: dict[str, float] = {
     "toy": 4000.0, "deepclean": 240.0, "bbhnet": 4000.0, "e2e": 64.0, "tiny": 120.0,
@@ -139,7 +141,6 @@ def export_workload(load: Workload, plan: SweepPlan, work_dir: Path, weights: Pa
 
 def run_workload(
     load: Workload, plan: SweepPlan, work_dir: Path, monitor_csv: Path | None = None,
-    log: Callable[[str], None] = print,
 ) -> list[Measurement]:
     """Every measurement of one workload (one server per served layout for all of them)."""
     weights = write_weights(load, work_dir / f"{load.name}-weights")
@@ -173,7 +174,7 @@ def run_workload(
             point = [served.measure(path, plan, batch_size, clients, seconds)
                      for _ in range(plan.repeats) for path in served.paths(plan)]
             found += point
-            log(
+            logger.info(
                 f"bench: {load.name} batch {batch_size} clients {clients}: "
                 + ", ".join(
                     f"{p} {m.data_seconds_per_second:.1f}" for p, m in best_by_path(point).items()

@@ -19,6 +19,7 @@ the checkpoints.
 from __future__ import annotations
 
 import json
+import logging
 import queue
 import time
 from collections.abc import Callable, Iterator
@@ -39,6 +40,8 @@ from offline_iaas.repository.pipeline import ensemble_outputs, output_rows
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import ClientSegment, Piece, request_sizes
 from offline_iaas.terminal import NO_PROGRESS, NullProgress
+
+logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
 
@@ -112,7 +115,6 @@ def check_model(client, config: CampaignConfig, headers: dict[str, str]) -> None
 
 def connect(
     run_dir: Path, config: CampaignConfig, server: str, headers: dict[str, str],
-    log: Callable[[str], None],
 ) -> tuple[object, ServerAddress]:
     """A client of the live server that node ``server`` publishes; waits for it (bounded)."""
     import tritonclient.grpc as grpcclient
@@ -136,7 +138,8 @@ def connect(
                 pass
             client.close()
             if address != stale:
-                log(f"{server} at {address.grpc_url} (epoch {address.epoch}) does not answer")
+                logger.warning(f"{server} at {address.grpc_url} (epoch {address.epoch}) does not "
+                               "answer")
                 stale = address
         if time.monotonic() > deadline:
             where = address_path(run_dir, server)
@@ -297,7 +300,7 @@ class RequestStream:
 def _stream_once(
     client, address: ServerAddress, config: CampaignConfig, segment: ClientSegment,
     frames: list[FrameFile], writer: PartWriter, headers: dict[str, str],
-    log: Callable[[str], None], run_dir: Path, progress: NullProgress = NO_PROGRESS,
+    run_dir: Path, progress: NullProgress = NO_PROGRESS,
     times: StreamTimes | None = None,
 ) -> None:
     """Stream every unfinished piece on one connection; ServerError when the stream fails.
@@ -363,7 +366,6 @@ def stream_segment(
     frames: list[FrameFile],
     writer: PartWriter,
     run_dir: Path,
-    log: Callable[[str], None] = print,
     progress: NullProgress = NO_PROGRESS,
     times: StreamTimes | None = None,
 ) -> int:
@@ -373,11 +375,10 @@ def stream_segment(
     headers = auth_headers(run_dir)
     reconnects = 0
     while True:
-        client, address = connect(run_dir, config, segment.server, headers, log)
+        client, address = connect(run_dir, config, segment.server, headers)
         try:
             _stream_once(
-                client, address, config, segment, frames, writer, headers, log, run_dir, progress,
-                times,
+                client, address, config, segment, frames, writer, headers, run_dir, progress, times,
             )
             return reconnects
         except ServerError as err:
@@ -387,14 +388,15 @@ def stream_segment(
                     "checkpoints are kept for the retry)"
                 ) from None
             reconnects += 1
-            log(f"{segment.node}: {err}; reconnecting, resuming from the last checkpoint")
+            logger.warning(
+                f"{segment.node}: {err}; reconnecting, resuming from the last checkpoint"
+            )
         finally:
             client.close()
 
 
 def run_client(
-    run_dir: Path, node: str, log: Callable[[str], None] = print,
-    progress: NullProgress = NO_PROGRESS,
+    run_dir: Path, node: str, progress: NullProgress = NO_PROGRESS,
 ) -> None:
     """Run client node ``node`` of the campaign in ``run_dir``; ``progress`` counts data s."""
     run_dir = run_dir.resolve()
@@ -402,20 +404,20 @@ def run_client(
     segment = load_job(run_dir, node)
     config_hash = config.config_hash()
     if part_is_complete(run_dir, node, config_hash):
-        log(f"{node}: part already complete, nothing to do")
+        logger.info(f"{node}: part already complete, nothing to do")
         return
     hooks.reached(run_dir, node, "start")
     frames = discover_frames(config)
     writer = PartWriter(run_dir, segment, ensemble_outputs(config), config_hash)
     resumed = sum(writer.progress())
-    log(
+    logger.info(
         f"{node}: streaming {len(segment.pieces)} piece(s), {segment.streamed_seconds:.0f} s "
         f"of data, to {segment.server}"
         + (f", resuming after {resumed} checkpointed windows" if resumed else "")
     )
     started = time.monotonic()
     times = StreamTimes()
-    reconnects = stream_segment(config, segment, frames, writer, run_dir, log, progress, times)
+    reconnects = stream_segment(config, segment, frames, writer, run_dir, progress, times)
     elapsed = time.monotonic() - started
     writer.commit(
         {"wall_seconds": elapsed, "peak_rss_mb": peak_rss_mb(), "reconnects": reconnects,
@@ -423,7 +425,7 @@ def run_client(
          "last_response_unix": times.last_response_unix}
     )
     seconds = segment.streamed_seconds
-    log(
+    logger.info(
         f"{node}: {seconds:.0f} s of data in {elapsed:.1f} s ({seconds / elapsed:.1f} s/s), "
         f"{reconnects} reconnection(s), peak RSS {peak_rss_mb():.0f} MiB"
     )

@@ -10,8 +10,8 @@ config hash (the parts' sidecars ``parts/<node>.json`` record theirs).
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from offline_iaas import hooks
@@ -28,10 +28,13 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
+from offline_iaas.merge.postprocess import physics_lines
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import ClientSegment, Stretch
 from offline_iaas.terminal import NO_PROGRESS, NullProgress
+
+logger = logging.getLogger(__name__)
 
 BLOCK_ROWS = 1 << 12
 """Rows copied from a part at a time."""
@@ -92,9 +95,7 @@ def check_parts(
     return problems
 
 
-def merge(
-    run_dir: Path, log: Callable[[str], None] = print, progress: NullProgress = NO_PROGRESS
-) -> Path:
+def merge(run_dir: Path, progress: NullProgress = NO_PROGRESS) -> Path:
     """Merge the parts of ``run_dir`` into ``output/campaign.h5``; return its path.
 
     ``progress`` counts the windows merged and notes the part being copied.
@@ -128,7 +129,7 @@ def merge(
             hooks.reached(run_dir, "merge", "mid-write")
         summary = writer.commit(
             {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"},
-            frames, log,
+            frames,
         )
     except BaseException:
         writer.discard()
@@ -150,19 +151,21 @@ def merge(
         ),
     )
     kept = sum(seg.kept_windows for seg in segments)
-    log(f"merge: {len(segments)} parts, {kept} windows -> {out_path} in {wall:.1f} s")
+    logger.info(f"merge: {len(segments)} parts, {kept} windows -> {out_path} in {wall:.1f} s")
+    for line in physics_lines(summary):
+        logger.info(f"merge: {line}")
     if "deepclean" in summary:
-        log(f"merge: GWF frames of the cleaned strain in {out_path.parent / 'frames'}")
-    _report(run_dir, log)
+        logger.info(f"merge: GWF frames of the cleaned strain in {out_path.parent / 'frames'}")
+    _report(run_dir)
     return out_path
 
 
-def _report(run_dir: Path, log: Callable[[str], None]) -> None:
+def _report(run_dir: Path) -> None:
     """Write the campaign report; a report that cannot be drawn does not fail the merge."""
     from offline_iaas.report import write_report
 
     try:
-        write_report(run_dir, log=lambda line: log(f"merge: report: {line}"))
+        logger.info(f"merge: report: {write_report(run_dir)}")
     except Exception as err:  # the output is complete and checked; the pictures are extra
-        log(f"merge: the report could not be written ({type(err).__name__}: {err}); "
-            f"run offline-iaas report {run_dir} to retry")
+        logger.warning(f"merge: warning: the report could not be written ({type(err).__name__}: "
+                       f"{err}); run offline-iaas report {run_dir} to retry")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,10 +98,7 @@ class CampaignWriter:
         for i, name in enumerate(self.names[(output, stretch)]):
             self.stage[name][kept_offset * s : (kept_offset + len(rows)) * s] = rows[:, i].ravel()
 
-    def commit(
-        self, attrs: dict[str, Any], frames: list | None = None,
-        log: Callable[[str], None] = lambda line: None,
-    ) -> dict[str, Any]:
+    def commit(self, attrs: dict[str, Any], frames: list | None = None) -> dict[str, Any]:
         """Post-process, add provenance, close, and give the file (and frames) their names.
 
         Returns the post-processing summary (``deepclean``/``bbhnet`` numbers).
@@ -112,7 +108,7 @@ class CampaignWriter:
         if self.frames_dir is not None and self.stage is not None:
             frames_tmp = self.frames_dir.with_name(f".{self.frames_dir.name}.{os.getpid()}.tmp")
             shutil.rmtree(frames_tmp, ignore_errors=True)
-        summary = postprocess(self, frames, frames_tmp, log)
+        summary = postprocess(self, frames, frames_tmp)
         bounds = np.array([[s.gps_start, s.gps_end] for s in self.stretches], dtype=np.float64)
         self.file.attrs.update(
             {**attrs, "config_hash": self.config.config_hash(), "stretches": bounds,

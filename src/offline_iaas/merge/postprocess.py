@@ -9,7 +9,7 @@ writes the files around it.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -28,22 +28,26 @@ from offline_iaas.physics import (
     zero_phase_blocks,
 )
 
+logger = logging.getLogger(__name__)
 
-def postprocess(writer: Any, frames: list | None, frames_dir: Path | None,
-                log: Callable[[str], None]) -> dict[str, Any]:
-    """Clean the strain and find triggers in ``writer``'s file (a ``CampaignWriter``)."""
+
+def postprocess(writer: Any, frames: list | None, frames_dir: Path | None) -> dict[str, Any]:
+    """Clean the strain and find triggers in ``writer``'s file (a ``CampaignWriter``).
+
+    Returns the summary (``deepclean``: numbers per interferometer, ``bbhnet``: triggers and
+    found/missed) that :func:`physics_lines` describes.
+    """
     summary: dict[str, Any] = {}
     if writer.stage is not None:
         if frames is None:
             raise ValueError("the DeepClean post-processing needs the frame files")
-        summary["deepclean"] = _clean_strain(writer, frames, frames_dir, log)
+        summary["deepclean"] = _clean_strain(writer, frames, frames_dir)
     if "statistic" in writer.outputs and writer.config.mode.triggers:
-        summary["bbhnet"] = _triggers(writer, log)
+        summary["bbhnet"] = _triggers(writer)
     return summary
 
 
-def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
-                  log: Callable[[str], None]) -> dict[str, Any]:
+def _clean_strain(writer: Any, frames: list, frames_dir: Path | None) -> dict[str, Any]:
     from offline_iaas.data.frames import read_span
 
     config = writer.config
@@ -94,7 +98,7 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
         training = writer.training.get(f"deepclean-{ifo}")
         start, raw, cleaned = held_out.get(ifo, (0.0, np.zeros(0), np.zeros(0)))
         if len(raw) < 2 * d.asd_fftlength * rate:
-            log(f"merge: {ifo}: too little cleaned strain outside the training data for an ASD "
+            logger.warning(f"{ifo}: too little cleaned strain outside the training data for an ASD "
                 f"({len(raw) / rate:.0f} s)")
             continue
         band = (d.band_low_hz, d.band_high_hz)
@@ -107,8 +111,8 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
                 f"{training[0]:.0f}-{training[1]:.0f})" if training else
                 f"GPS {start:.0f}-{end:.0f}; the weights record no training span, so it may "
                 "include training data")
-        log(
-            f"merge: {ifo} cleaned/raw ASD at the {numbers['line_hz']:.2f} Hz line: "
+        logger.debug(
+            f"{ifo} cleaned/raw ASD at the {numbers['line_hz']:.2f} Hz line: "
             f"{numbers['ratio_at_line']:.3f}; outside {d.band_low_hz - d.guard_hz:g}-"
             f"{d.band_high_hz + d.guard_hz:g} Hz within "
             f"{100 * numbers['max_deviation_outside_band']:.2f} % of 1 "
@@ -117,7 +121,7 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
         )
     if gwf is not None:
         channels = ", ".join(f"{ch}_CLEAN" for ch in config.data.channels)
-        log(f"merge: {gwf.count} GWF files of cleaned strain ({channels})")
+        logger.debug(f"{gwf.count} GWF files of cleaned strain ({channels})")
     return result
 
 
@@ -162,7 +166,7 @@ class _GwfWriter:
         self.count += 1
 
 
-def _triggers(writer: Any, log: Callable[[str], None]) -> dict[str, Any]:
+def _triggers(writer: Any) -> dict[str, Any]:
     config = writer.config
     times, values, analysed = [], [], []
     for stretch in writer.stretches:
@@ -181,7 +185,6 @@ def _triggers(writer: Any, log: Callable[[str], None]) -> dict[str, Any]:
     writer.file.create_dataset("triggers", data=table)
     result: dict[str, Any] = {"triggers": int(len(t)),
                               "cluster_seconds": config.bbhnet.cluster_seconds}
-    log(f"merge: {len(t)} triggers (statistic clustered over {config.bbhnet.cluster_seconds:g} s)")
     if config.bbhnet.injections is not None:
         training = writer.training.get("bbhnet")
         result.update(found_missed(t, v, read_injections(config.bbhnet.injections), config,
@@ -189,12 +192,46 @@ def _triggers(writer: Any, log: Callable[[str], None]) -> dict[str, Any]:
         outside = (f"outside the network's training data (GPS {training[0]:.0f}-"
                    f"{training[1]:.0f})" if training else
                    "(the weights record no training span: it may include training data)")
-        log(
-            f"merge: injections found {result['found']}, missed {result['missed']} (threshold "
+        logger.debug(
+            f"injections found {result['found']}, missed {result['missed']} (threshold "
             f"{result['threshold']:.3f}: the largest trigger in {result['background_seconds']:.0f}"
             f" s of injection-free data {outside})"
         )
         for row in result["injections"]:
-            log(f"merge:   GPS {row['gps_time']:.3f} network SNR {row['network_snr']:5.1f} "
+            logger.debug(f"  GPS {row['gps_time']:.3f} network SNR {row['network_snr']:5.1f} "
                 f"statistic {row['statistic']:8.3f} {'found' if row['found'] else 'MISSED'}")
     return result
+
+
+def physics_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per DeepClean interferometer and one for BBHnet, from :func:`postprocess`'s
+    summary (or ``output/campaign.json``, which holds it)."""
+    lines = []
+    for ifo, numbers in summary.get("deepclean", {}).items():
+        start, end = numbers["held_out_gps"]
+        training = numbers.get("training_gps")
+        data = (f"held-out GPS {start:.0f}-{end:.0f}, after training on GPS {training[0]:.0f}-"
+                f"{training[1]:.0f}" if training else f"GPS {start:.0f}-{end:.0f}, training "
+                "span unknown")
+        lines.append(
+            f"DeepClean {ifo}: cleaned/raw ASD {numbers['ratio_at_line']:.3f} at the "
+            f"{numbers['line_hz']:.2f} Hz line, within "
+            f"{100 * numbers['max_deviation_outside_band']:.2f} % of 1 outside the band "
+            f"(+- {numbers['guard_hz']:g} Hz guard; {data})"
+        )
+    bbhnet = summary.get("bbhnet", {})
+    if "triggers" in bbhnet:
+        lines.append(f"BBHnet: {bbhnet['triggers']} triggers (statistic clustered over "
+                     f"{bbhnet['cluster_seconds']:g} s)")
+    if "found" in bbhnet:
+        loud = [r for r in bbhnet["injections"] if r["network_snr"] >= 12]
+        lines.append(
+            f"BBHnet: {bbhnet['found']} found, {bbhnet['missed']} missed of "
+            f"{len(bbhnet['injections'])} injections; network SNR >= 12: "
+            f"{sum(r['found'] for r in loud)}/{len(loud)} found (threshold "
+            f"{bbhnet['threshold']:.2f} from {bbhnet['background_seconds']:.0f} s of "
+            "injection-free data"
+            + (" outside the training span)" if bbhnet.get("training_gps") else
+               "; training span unknown)")
+        )
+    return lines

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,8 @@ from offline_iaas.errors import ConfigError
 from offline_iaas.models.bbhnet import BBHnet, whitening_filter
 from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.weights import TRAINING_SUMMARY
+
+logger = logging.getLogger(__name__)
 
 DEEPCLEAN_BAND_HZ: tuple[float, float] = (55.0, 65.0)
 """Band of the coupled line (Hz): DeepClean's training target and the inference band-pass."""
@@ -147,7 +150,6 @@ def train_deepclean(
     learning_rate: float = 1e-2,
     seed: int = 0,
     threads: int = 2,
-    log: Callable[[str], None] | None = None,
 ) -> DeepClean:
     """Train DeepClean to predict ``ifo``'s witness-coupled strain noise.
 
@@ -212,8 +214,7 @@ def train_deepclean(
                 scheduler.step()
                 total += float(loss.detach()) * len(index)
             losses.append(total / windows_per_epoch)
-            if log is not None:
-                log(f"deepclean {ifo}: epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f}")
+            logger.info(f"deepclean {ifo}: epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f}")
         model.eval()
         model.training_report = {
             "kind": "deepclean",
@@ -380,7 +381,6 @@ def train_bbhnet(
     snr_range: tuple[float, float] = BBHNET_SNR_RANGE,
     seed: int = 0,
     threads: int = 2,
-    log: Callable[[str], None] | None = None,
 ) -> BBHnet:
     """Train BBHnet on the strain of ``data.channels`` with fresh injections.
 
@@ -451,11 +451,10 @@ def train_bbhnet(
                 seen += batch_size
             losses.append(total / seen)
             accuracy.append(correct / seen)
-            if log is not None:
-                log(
-                    f"bbhnet: epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f} "
-                    f"accuracy {accuracy[-1]:.3f}"
-                )
+            logger.info(
+                f"bbhnet: epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f} "
+                f"accuracy {accuracy[-1]:.3f}"
+            )
         model.eval()
         model.training_report = {
             "kind": "bbhnet",
@@ -497,19 +496,18 @@ DEMO_BBHNET: dict[str, Any] = {"epochs": 20, "seconds": 768.0, "windows_per_epoc
 SUMMARY = TRAINING_SUMMARY
 
 
-def _dataset(config: CampaignConfig, log: Callable[[str], None]) -> dict[str, Any]:
+def _dataset(config: CampaignConfig) -> dict[str, Any]:
     out_dir = synth.default_out_dir(config)
     summary_path = out_dir / "synth.json"
     if summary_path.exists():
         return json.loads(summary_path.read_text())
-    log(f"train-demo: writing the synthetic dataset to {out_dir}")
+    logger.info(f"train-demo: writing the synthetic dataset to {out_dir}")
     return synth.write_synthetic_dataset(config)
 
 
 def train_demo(
     config: CampaignConfig,
     out_dir: Path,
-    log: Callable[[str], None] = print,
     *,
     deepclean: Mapping[str, Any] | None = None,
     bbhnet: Mapping[str, Any] | None = None,
@@ -530,7 +528,7 @@ def train_demo(
         ``{"deepclean-H1": path, ..., "bbhnet": path, "summary": path}``.
     """
     started = time.monotonic()
-    dataset = _dataset(config, log)
+    dataset = _dataset(config)
     frames = discover_frames(config)
     injections = [float(inj["gps_time"]) for inj in dataset.get("injections", [])]
     out_dir = Path(out_dir)
@@ -540,22 +538,23 @@ def train_demo(
     if config.synth.witnesses >= 1:
         for ifo in ifo_names(config):
             model = train_deepclean(
-                config, frames, ifo, log=log,
+                config, frames, ifo,
                 **{"seed": seed, "threads": threads, **DEMO_DEEPCLEAN, **(deepclean or {})},
             )
             name = f"deepclean-{ifo}"
             paths[name] = out_dir / f"{name}.pt"
             torch.save(model.state_dict(), paths[name])
             reports[name] = model.training_report
-            log(f"train-demo: {paths[name]} ({model.training_report['train_seconds']:.1f} s)")
+            seconds = model.training_report["train_seconds"]
+            logger.info(f"train-demo: {paths[name]} ({seconds:.1f} s)")
     model = train_bbhnet(
-        config, frames, exclude_gps=injections, log=log,
+        config, frames, exclude_gps=injections,
         **{"seed": seed, "threads": threads, **DEMO_BBHNET, **(bbhnet or {})},
     )
     paths["bbhnet"] = out_dir / "bbhnet.pt"
     torch.save(model.state_dict(), paths["bbhnet"])
     reports["bbhnet"] = model.training_report
-    log(f"train-demo: {paths['bbhnet']} ({model.training_report['train_seconds']:.1f} s)")
+    logger.info(f"train-demo: {paths['bbhnet']} ({model.training_report['train_seconds']:.1f} s)")
     summary = {
         "config_hash": config.config_hash(),
         "dataset": dataset.get("directory"),

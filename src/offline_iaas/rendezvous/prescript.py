@@ -16,7 +16,7 @@ with the job. Until the address is known it exits ``DEFER_EXIT``, and DAGMan run
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,8 @@ from offline_iaas.errors import RunError
 from offline_iaas.rendezvous import addresses
 from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, RUNNING, JobAds, job_ads
 from offline_iaas.rundir import RunDir, read_record
+
+logger = logging.getLogger(__name__)
 
 DEFER_EXIT = 75
 """Exit code meaning "not yet, run me again" (``SCRIPT DEFER``); EX_TEMPFAIL."""
@@ -70,14 +72,12 @@ def resolve_server(run_dir: Path, node: str, ads: JobAds) -> addresses.ServerAdd
     return address
 
 
-def prescript(
-    run_dir: Path, node: str, ads: JobAds | None = None, log: Callable[[str], None] = print
-) -> bool:
+def prescript(run_dir: Path, node: str, ads: JobAds | None = None) -> bool:
     """Run the PRE script of client ``node``: True once its server's address is written."""
     ads = job_ads() if ads is None else ads
     address = resolve_server(run_dir, node, ads)
     if address is None:
-        log(f"{node}: its server has published no address yet; deferring")
+        logger.info(f"{node}: its server has published no address yet; deferring")
         return False
-    log(f"{node}: {address.node} is at {address.grpc_url} (epoch {address.epoch})")
+    logger.info(f"{node}: {address.node} is at {address.grpc_url} (epoch {address.epoch})")
     return True

@@ -7,6 +7,7 @@ unreadable one a line naming the problem, never a failed report.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,6 +36,8 @@ from offline_iaas.report.timeline import (
 from offline_iaas.rundir import RunDir, read_json
 from offline_iaas.serve.monitor import read_monitor_csv
 from offline_iaas.stretches import ClientSegment
+
+logger = logging.getLogger(__name__)
 
 REPORT = Path("report") / "index.html"
 ASD_MAX_SECONDS = 2048.0
@@ -241,16 +244,16 @@ SECTIONS: tuple[tuple[str, str, Callable[[_Run, page.Section], None]], ...] = (
 )
 
 
-def write_report(run_dir: Path, log: Callable[[str], None] = print) -> Path:
+def write_report(run_dir: Path) -> Path:
     """Write ``RUN/report/index.html`` and return its path.
+
+    A section that cannot be drawn says why on the page and in a warning.
 
     Parameters
     ----------
     run_dir
         A run directory written by ``make-dag`` (at any stage: sections whose inputs are not
         there yet say so).
-    log
-        Receives a line per section that could not be drawn, and the report's path.
     """
     run_dir = Path(run_dir).absolute()
     run = _Run(run_dir)
@@ -260,7 +263,7 @@ def write_report(run_dir: Path, log: Callable[[str], None] = print) -> Path:
         try:
             draw(run, section)
         except Exception as err:  # one broken input must not cost the other sections
-            log(f"report: {title}: not drawn: {type(err).__name__}: {err}")
+            logger.warning(f"report: {title}: not drawn: {type(err).__name__}: {err}")
             section.parts.append(page.paragraph(f"Not drawn: {type(err).__name__}: {err}",
                                                 "problem"))
         sections.append(section)
@@ -271,5 +274,4 @@ def write_report(run_dir: Path, log: Callable[[str], None] = print) -> Path:
     path = run_dir / REPORT
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, page.render("offline-iaas campaign report", subtitle, sections))
-    log(f"report: {path}")
     return path

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import shutil
 import signal
@@ -24,7 +25,6 @@ import sys
 import tarfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -47,6 +47,8 @@ from offline_iaas.serve.tritonserver import (
     server_command,
     start_server,
 )
+
+logger = logging.getLogger(__name__)
 
 PORT_ATTEMPTS = 5
 RENDEZVOUS: tuple[str, ...] = ("file", "jobad")
@@ -201,7 +203,6 @@ def _log_tail(path: Path, lines: int = 5) -> str:
 def serve(
     run_dir: Path,
     node: str,
-    log: Callable[[str], None] = print,
     *,
     repository: Path | None = None,
     rendezvous: str = "file",
@@ -215,8 +216,6 @@ def serve(
         the config and the run's record, ``RunDir``).
     node
         The server node's name.
-    log
-        Receives one line per event.
     repository
         Model repository to serve instead of ``model.repository``: a directory, or a tarball
         (``model-repository.tar.gz``) unpacked into run_dir.
@@ -262,7 +261,9 @@ def serve(
         for attempt in range(1, PORT_ATTEMPTS + 1):
             ports = Ports(*free_ports(bind))
             where = "" if config.server.runtime == "native" else f" in {config.server.image}"
-            log(f"{node}: starting tritonserver{where} (grpc {ports.grpc}, attempt {attempt})")
+            logger.info(
+                f"{node}: starting tritonserver{where} (grpc {ports.grpc}, attempt {attempt})"
+            )
             proc = launcher.start(ports, bind, config.server.exit_timeout_seconds, server_log)
             url = f"{_client_host(bind)}:{ports.grpc}"
             if wait_until_ready(proc, url, models, config.server.ready_timeout_seconds, stop):
@@ -275,7 +276,7 @@ def serve(
                     f"tritonserver exited with code {proc.returncode} before it was ready "
                     f"(see {server_log}): {tail}"
                 )
-            log(f"{node}: port taken, retrying with other ports")
+            logger.warning(f"{node}: port taken, retrying with other ports")
         else:
             raise ServerError(f"no free ports found for {node} after {PORT_ATTEMPTS} attempts")
 
@@ -298,7 +299,8 @@ def serve(
         else:
             ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, json.dumps(dataclasses.asdict(address)))
         published = True
-        log(f"{node}: ready at {address.grpc_url} (epoch {epoch}, via {rendezvous_name(ads)})")
+        via = rendezvous_name(ads)
+        logger.info(f"{node}: ready at {address.grpc_url} (epoch {epoch}, via {via})")
         monitor = start_monitor(
             url, auth_headers(run_dir), run.monitor_csv(node), monitor_seconds
         )
@@ -308,7 +310,7 @@ def serve(
                     f"tritonserver exited with code {proc.returncode} while serving "
                     f"(see {server_log}): {_log_tail(server_log)}"
                 )
-        log(f"{node}: stopping")
+        logger.info(f"{node}: stopping")
     finally:
         try:
             if published and ads is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import shutil
 import signal
@@ -41,6 +42,8 @@ from offline_iaas.workflow.processes import (
 )
 from offline_iaas.workflow.submit import parse_submit
 
+logger = logging.getLogger(__name__)
+
 JOB_ADS_FILE = "job-ads.json"
 """Where run-local keeps the job ads of its nodes (``OFFLINE_IAAS_FAKE_JOB_ADS``)."""
 LOCK_FILE = ".run-local.lock"
@@ -56,7 +59,6 @@ class _Executor:
         dag: Dag,
         runs: dict[str, NodeRun],
         submits: dict[str, dict[str, str]],
-        log: Callable[[str], None],
         stop_timeout_seconds: float,
         signals: Signals,
         on_state: Callable[[dict[str, tuple[str, str]]], None] | None = None,
@@ -64,14 +66,6 @@ class _Executor:
         self.run_dir, self.dag, self.runs = run_dir, dag, runs
         self.paths = RunDir(run_dir)
         self.on_state = on_state
-
-        def safe_log(line: str) -> None:
-            try:
-                log(line)
-            except OSError:  # a closed pipe must not stop the executor from stopping nodes
-                pass
-
-        self.log = safe_log
         self.submits = submits
         # run-local stands in for the schedd too: job ads (the rendezvous without a shared
         # filesystem, rendezvous/job_ads.py) are kept in a file unless the caller chose one.
@@ -197,7 +191,7 @@ class _Executor:
                 shutil.rmtree(sandbox, ignore_errors=True)
                 if run.is_service:
                     run.status = "exited"
-                    self.log(f"{run.node.name}: not started: {err}")
+                    logger.warning(f"{run.node.name}: not started: {err}")
                     self.write_state()
                 else:
                     self._attempt_failed(run, None, f"{err}")
@@ -217,10 +211,10 @@ class _Executor:
         if run.is_service:
             total = cmd.max_retries + 1
             attempt = f" (attempt {run.attempts}/{total})" if run.attempts > 1 else ""
-            self.log(f"{run.node.name}: started (service){attempt}")
+            logger.info(f"{run.node.name}: started (service){attempt}")
         else:
             total = run.node.retries + 1
-            self.log(f"{run.node.name}: started (attempt {run.attempts}/{total})")
+            logger.info(f"{run.node.name}: started (attempt {run.attempts}/{total})")
         self.write_state()
 
     def _reaped(self, run: NodeRun, code: int) -> str | None:
@@ -282,18 +276,18 @@ class _Executor:
         if abort:
             run.status = "failed"
             self.aborted = (name, code)  # type: ignore[assignment]
-            self.log(f"{name}: failed with {why}; ABORT-DAG-ON {code}: aborting the DAG")
+            logger.warning(f"{name}: failed with {why}; ABORT-DAG-ON {code}: aborting the DAG")
             self._abort()
         elif run.attempts <= run.node.retries and not never:
             run.status = "pending"
-            self.log(f"{name}: failed with {why}, retrying")
+            logger.warning(f"{name}: failed with {why}, retrying")
         else:
             run.status = "failed"
-            self.log(f"{name}: failed with {why}")
+            logger.warning(f"{name}: failed with {why}")
             for below in self.dag.descendants(name):
                 if self.runs[below].status == "pending":
                     self.runs[below].status = "not-run"
-                    self.log(f"{below}: not run ({name} failed)")
+                    logger.warning(f"{below}: not run ({name} failed)")
         self.write_state()
 
     def _abort(self) -> None:
@@ -321,7 +315,7 @@ class _Executor:
                         r.sandbox = None
                     r.status, r.ended = "removed", now()
                     r.close_attempt("removed")
-                    self.log(f"{r.node.name}: removed (DAG aborted)")
+                    logger.warning(f"{r.node.name}: removed (DAG aborted)")
                     self.write_state()
                 continue
             if r.status == "prerun" and r.pre_proc is not None:
@@ -335,7 +329,7 @@ class _Executor:
                     self._start(r)
                 elif pre.defer_status is not None and code == pre.defer_status:
                     if r.status != "deferred" and r.deferrals == 0:
-                        self.log(
+                        logger.info(
                             f"{r.node.name}: PRE script deferred (exit code {code}); running it "
                             f"again every {pre.defer_seconds} s"
                         )
@@ -356,7 +350,7 @@ class _Executor:
             if code == 0 and problem is None:
                 r.status = "done"
                 r.close_attempt("done")
-                self.log(f"{name}: done in {elapsed:.1f} s")
+                logger.info(f"{name}: done in {elapsed:.1f} s")
                 self.write_state()
                 continue
             why = f"{describe_exit(code)} (see {self._rel(r.command.stderr)})"
@@ -376,12 +370,14 @@ class _Executor:
             r.close_attempt("exited")
             why = f"{describe_exit(code)} (see {self._rel(r.command.stderr)})"
             if jobs_left and code != 0 and r.attempts <= r.command.max_retries:
-                self.log(f"{r.node.name}: exited with {why} while nodes still run, restarting")
+                logger.warning(
+                    f"{r.node.name}: exited with {why} while nodes still run, restarting"
+                )
                 self._start(r)
                 continue
             r.status = "exited"
             if jobs_left:
-                self.log(
+                logger.warning(
                     f"{r.node.name}: exited with {why} while nodes still run; "
                     "the nodes that use it will time out"
                 )
@@ -422,7 +418,7 @@ class _Executor:
                     r.status = "exited" if r.is_service else ("done" if code == 0 else "failed")
                     r.close_attempt(r.status)
         for r, proc in live:
-            self.log(f"{r.node.name}: stopping")
+            logger.info(f"{r.node.name}: stopping")
             signal_group(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + self.stop_timeout_seconds
         waiting = list(live)
@@ -436,7 +432,7 @@ class _Executor:
             signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
             timeout = self.stop_timeout_seconds
-            self.log(f"{r.node.name}: killed (still running {timeout:g} s after SIGTERM)")
+            logger.warning(f"{r.node.name}: killed (still running {timeout:g} s after SIGTERM)")
         for r, proc in live:
             code = proc.wait()
             if proc is r.proc:
@@ -445,7 +441,7 @@ class _Executor:
             r.status = "stopped"
             r.close_attempt("stopped")
             if (r, proc) not in waiting:
-                self.log(f"{r.node.name}: stopped")
+                logger.info(f"{r.node.name}: stopped")
             if r.sandbox is not None:
                 shutil.rmtree(r.sandbox, ignore_errors=True)
                 r.sandbox = None
@@ -496,7 +492,6 @@ def _locked(run_dir: Path) -> Iterator[None]:
 def run_local(
     run_dir: Path,
     *,
-    log: Callable[[str], None] = print,
     stop_timeout_seconds: float = 30.0,
     on_state: Callable[[dict[str, tuple[str, str]]], None] | None = None,
 ) -> None:
@@ -507,8 +502,6 @@ def run_local(
     run_dir
         Directory written by ``make-dag`` (or any directory with an ``offline.dag`` whose
         submit files sit beside it).
-    log
-        Receives one plain line per event (node started, done, failed, retried, stopped).
     stop_timeout_seconds
         How long a stopped node may take to exit after SIGTERM before its group is killed.
     on_state
@@ -551,16 +544,16 @@ def run_local(
         if r.node.name in complete:
             r.status = "complete"
     if all(r.status == "complete" for r in jobs):
-        log(f"nothing to do: every node of {run_dir} is complete")
+        logger.info(f"nothing to do: every node of {run_dir} is complete")
         return
     for r in jobs:
         if r.status == "complete":
-            log(f"{r.node.name}: complete, not run again")
+            logger.info(f"{r.node.name}: complete, not run again")
 
     with _locked(run_dir):
         signals = Signals()
         executor = _Executor(
-            run_dir, dag, runs, submits, log, stop_timeout_seconds, signals, on_state
+            run_dir, dag, runs, submits, stop_timeout_seconds, signals, on_state
         )
         began = time.monotonic()
         executor.write_state()
@@ -581,4 +574,4 @@ def run_local(
             raise error
         done = sum(1 for r in jobs if r.status == "done")
         elapsed = time.monotonic() - began
-        log(f"run-local: {done} node{'s' if done != 1 else ''} done in {elapsed:.1f} s")
+        logger.info(f"run-local: {done} node{'s' if done != 1 else ''} done in {elapsed:.1f} s")

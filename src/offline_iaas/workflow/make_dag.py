@@ -11,12 +11,12 @@ without a shared filesystem, the model repository as a tarball.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import shutil
 import sys
 import tarfile
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,8 @@ from offline_iaas.rundir import SUBDIRS, RunDir
 from offline_iaas.stretches import ClientSegment, make_stretches, plan_segments, server_name
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.profiles import REPOSITORY_TARBALL, resolve_site, submit_texts
+
+logger = logging.getLogger(__name__)
 
 SEQUENCE_BLOCK = 2**20
 """Sequence bases are multiples of this, so campaigns sharing a server get disjoint IDs."""
@@ -114,7 +116,6 @@ def make_dag(
     config: CampaignConfig,
     run_dir: Path,
     sequence_base: int | None = None,
-    log: Callable[[str], None] = lambda _: None,
 ) -> list[ClientSegment]:
     """Check the campaign's data and write its run directory.
 
@@ -129,12 +130,11 @@ def make_dag(
     sequence_base
         Added to every client's sequence ID. Default: the previous base of this run directory,
         else a random multiple of ``SEQUENCE_BLOCK``.
-    log
-        Receives the summary of the analysable span (total, analysable, dropped and why).
 
     Returns
     -------
-    The client segments, in time order.
+    The client segments, in time order. The summary of the analysable span (total,
+    analysable, dropped and why) is logged.
 
     Raises
     ------
@@ -173,7 +173,7 @@ def make_dag(
 
     segments = plan_segments(config, stretches, sequence_base=sequence_base)
     for line in span.summary_lines():
-        log(line)
+        logger.info(f"make-dag: {line}")
     servers = [server_name(i) for i in range(config.layout.servers)]
 
     run = RunDir(run_dir)

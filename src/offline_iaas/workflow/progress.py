@@ -34,7 +34,7 @@ def count_states(states: Mapping[str, tuple[str, str]]) -> dict[str, int]:
 
 
 class RunProgress(LiveDisplay):
-    """The display; ``log`` and ``update`` are run-local's ``log`` and ``on_state``.
+    """The display: run-local's log lines above a bar that ``update`` (its ``on_state``) moves.
 
     Parameters
     ----------
@@ -45,6 +45,7 @@ class RunProgress(LiveDisplay):
     """
 
     def __enter__(self) -> RunProgress:
+        LiveDisplay.__enter__(self)
         if self.interactive:
             from rich.progress import MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
@@ -52,10 +53,6 @@ class RunProgress(LiveDisplay):
                        TimeElapsedColumn())
             self._show("run-local", columns, detail="starting")
         return self
-
-    def log(self, line: str) -> None:
-        """One event line (above the live display on a terminal)."""
-        self._print(line)
 
     def update(self, states: Mapping[str, tuple[str, str]]) -> None:
         """New node states (``name -> (kind, status)``); only the live display shows them."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -248,20 +247,20 @@ def status_lines(status: RunStatus) -> list[str]:
     return lines
 
 
-def print_status(run_dir: Path, log: Callable[[str], None] = print, as_json: bool = False) -> None:
-    """Print a run directory's status (lines, or one JSON object)."""
+def print_status(run_dir: Path, as_json: bool = False) -> None:
+    """Print a run directory's status on stdout (lines, or one JSON object): the command's
+    output, not log lines, so ``--quiet`` keeps it."""
     status = read_status(run_dir)
     if as_json:
-        log(json.dumps(asdict(status), indent=2))
+        print(json.dumps(asdict(status), indent=2), flush=True)
     else:
         for line in status_lines(status):
-            log(line)
+            print(line, flush=True)
 
 
-def final_summary(
-    run_dir: Path, dag_status: int, failed_count: int, log: Callable[[str], None] = print
-) -> dict[str, Any]:
-    """The FINAL node: write ``summary.json``; RunError if the DAG did not succeed.
+def final_summary(run_dir: Path, dag_status: int, failed_count: int) -> dict[str, Any]:
+    """The FINAL node: write ``summary.json``, print the status; RunError if the DAG did not
+    succeed.
 
     Parameters
     ----------
@@ -282,8 +281,8 @@ def final_summary(
     path = run_dir / SUMMARY_FILE
     write_text_atomic(path, json.dumps(summary, indent=2) + "\n")
     for line in status_lines(status):
-        log(line)
-    log(f"summary: {path}")
+        print(line, flush=True)
+    print(f"summary: {path}", flush=True)
     if dag_status != 0 or failed_count or not status.output_complete:
         why = {2: "nodes failed", 3: "the DAG was aborted", 4: "the DAG was removed"}.get(
             dag_status, f"DAG status {dag_status}"
