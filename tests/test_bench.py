@@ -20,6 +20,7 @@ from offline_iaas.cli import main
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
 from offline_iaas.repository.backend.stateful import SnapshotState
+from offline_iaas.serve.node import visible_gpus
 from tests.helpers import processes_mentioning
 
 REGRESSION_FILE = Path(__file__).resolve().parents[1] / "benchmarks" / "regression.json"
@@ -126,10 +127,12 @@ def test_bench_command_writes_results_tables_and_plots(tmp_path: Path) -> None:
     code = main([
         "bench", "--workloads", "tiny", "--batch-sizes", "16", "--clients", "1",
         "--batch-size", "16", "-k", "1", "--repeats", "1", "--data-scale", "0.5",
-        "--out", str(out), "--work-dir", str(tmp_path / "work"),
+        "--out", str(out), "--work-dir", str(tmp_path / "work"), "--device", "cpu",
     ])
     assert code == 0
     header, measurements = read_results(out / "results.json")
+    # the GPU bench's own steps (benchmarks/GPU.md) on onnxruntime's CPU provider
+    assert header["device"] == "cpu" and header["machine"]["gpu"] == "none"
     assert {m.path for m in measurements} == {"limit", "service", "naive"}
     # the limit in both layouts of the server's two threads: two processes, one process
     assert sorted(m.extra["processes"] for m in measurements if m.path == "limit") == [1, 2]
@@ -147,3 +150,12 @@ def test_bench_command_writes_results_tables_and_plots(tmp_path: Path) -> None:
     (out / "RESULTS.md").unlink()
     assert main(["bench", "--report-only", "--out", str(out)]) == 0  # measures nothing
     assert (out / "RESULTS.md").read_text() == text
+
+
+def test_gpu_bench_without_a_gpu_says_so_and_measures_nothing(tmp_path: Path, capsys) -> None:
+    if visible_gpus() > 0:
+        pytest.skip("this machine has a GPU: bench --device cuda would measure it")
+    code = main(["bench", "--workloads", "tiny", "--device", "cuda", "--out", str(tmp_path)])
+    assert code == 2
+    assert "nvidia-smi -L lists none" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -1,4 +1,5 @@
-"""``export --flavor gpu``: a repository a stock Triton container loads, equal to the cpu flavor."""
+"""``export --flavor gpu --ensemble`` (the native gpu layout): a repository a stock Triton
+container loads, equal to the cpu flavor. The default gpu flavor: ``test_gpu_fused.py``."""
 
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ from offline_iaas.serve.node import check_flavor_runnable
 pytest.importorskip("torch")
 
 
-def test_gpu_repository_configs_parse_as_triton_model_config(small_config_file: Path) -> None:
+def test_native_gpu_configs_parse_as_triton_model_config(small_config_file: Path) -> None:
     config = load_config(small_config_file, ['model.repository="gpu-repo"'])
-    repo = export_repository(config, flavor="gpu")
-    assert read_manifest(repo)["flavor"] == "gpu"
+    repo = export_repository(config, flavor="gpu", ensemble=True)
+    assert (read_manifest(repo)["flavor"], read_manifest(repo)["served"]) == ("gpu", "ensemble")
     parsed = {
         model: mcfg.parse_pbtxt((repo / model / "config.pbtxt").read_text())
         for model in ("snapshotter", "classifier", config.model.name)
@@ -37,14 +38,16 @@ def test_gpu_repository_configs_parse_as_triton_model_config(small_config_file: 
     assert all(g.kind == g.KIND_GPU for m in (snap, net) for g in m.instance_group)
     assert ensemble.platform == "ensemble"
     assert (repo / "snapshotter" / "1" / "model.onnx").exists()
-    assert not list(repo.rglob("model.py"))  # no python backend in the gpu flavor
+    assert not list(repo.rglob("model.py"))  # no python backend in the native layout
 
 
-def test_gpu_graphs_equal_the_cpu_flavor_over_a_split_stream(small_config_file: Path) -> None:
+def test_native_gpu_graphs_equal_the_cpu_flavor_over_a_split_stream(
+    small_config_file: Path
+) -> None:
     cpu = load_config(small_config_file, ['model.repository="cpu-repo"'])
     gpu = load_config(small_config_file, ['model.repository="gpu-repo"'])
     export_repository(cpu)
-    export_repository(gpu, flavor="gpu")
+    export_repository(gpu, flavor="gpu", ensemble=True)
     channels, kernel, stride = 2, cpu.kernel_samples, cpu.stride_samples
     rng = np.random.default_rng(3)
     stream = (rng.standard_normal((channels, 40 * stride)) * 1e-21).astype(np.float32)
@@ -84,11 +87,11 @@ def test_flavors_are_not_mixed_and_unknown_flavors_refused(small_config_file: Pa
         export_repository(config, flavor="tpu")
 
 
-def test_embedded_server_refuses_the_gpu_flavor(tmp_path: Path) -> None:
+def test_embedded_server_refuses_the_native_gpu_layout(tmp_path: Path) -> None:
     (tmp_path / "python").mkdir()
     with pytest.raises(ServerError, match="needs Triton's onnxruntime backend"):
-        check_flavor_runnable("gpu", tmp_path)
-    check_flavor_runnable("cpu", tmp_path)
-    check_flavor_runnable("gpu", None)  # a container's own backends
+        check_flavor_runnable("gpu", "ensemble", tmp_path, gpus=1)
+    check_flavor_runnable("cpu", "ensemble", tmp_path, gpus=0)
+    check_flavor_runnable("gpu", "ensemble", None, gpus=0)  # a container's own backends
     (tmp_path / "onnxruntime").mkdir()
-    check_flavor_runnable("gpu", tmp_path)
+    check_flavor_runnable("gpu", "ensemble", tmp_path, gpus=1)

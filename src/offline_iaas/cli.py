@@ -159,6 +159,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
         repeats=args.repeats,
         instances=args.instances,
         data_seconds={k: v * args.data_scale for k, v in DEFAULT_DATA_SECONDS.items()},
+        device=args.device,
     )
     if args.report_only:
         from offline_iaas.bench.run import write_report
@@ -249,12 +250,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--flavor", choices=("cpu", "gpu"), default="cpu",
-        help="cpu: python backend (embedded server); gpu: onnxruntime backend, implicit state",
+        help="cpu: the networks on the CPU (embedded server); gpu: the same model with its "
+        "networks on CUDA (a Triton container on GPU nodes)",
     )
     p.add_argument(
         "--ensemble", action="store_true",
-        help="cpu flavor: serve each step as its own model behind an ensemble (Triton statistics "
-        "per step) instead of the fused model (default, faster)",
+        help="serve each step as its own model behind an ensemble (Triton statistics per step) "
+        "instead of the fused model (default, faster); with --flavor gpu, the native layout "
+        "(onnxruntime backend, implicit state; classifier and bbhnet)",
     )
     p = command("train-demo", cmd_train_demo,
                 "train the demo DeepClean (per detector) and BBHnet on the synthetic dataset")
@@ -308,6 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="server.instances of the served model (one onnxruntime thread each)")
     p.add_argument("--data-scale", type=float, default=1.0,
                    help="multiply the data streamed per measurement")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: serve the gpu flavor (networks on the GPU) and run the limit on "
+                   "CUDA; cpu: the same steps on the CPU")
     p.add_argument("--work-dir", type=Path, help="keep repositories and logs here")
     p.add_argument("--report-only", action="store_true",
                    help="measure nothing: rewrite RESULTS.md and the plots from --out's "

@@ -43,8 +43,9 @@ class Mode:
         The statistic is BBHnet's: the merge clusters triggers and counts found injections.
     needs_weights
         ``export`` needs trained weights (the classifier is seeded).
-    gpu
-        ``export --flavor gpu`` is written for it.
+    native_gpu
+        The native gpu layout (``export --flavor gpu --ensemble``: onnxruntime-backend models,
+        Triton implicit state) is written for it; the default gpu flavor serves every mode.
     """
 
     name: str
@@ -56,7 +57,7 @@ class Mode:
     averages: bool = False
     triggers: bool = False
     needs_weights: bool = True
-    gpu: bool = False
+    native_gpu: bool = False
 
     @property
     def warmup_stages(self) -> int:
@@ -68,11 +69,11 @@ MODES: dict[str, Mode] = {
     m.name: m
     for m in (
         Mode("classifier", strain=True, witnesses=False, networks=("classifier",),
-             outputs=("statistic",), needs_weights=False, gpu=True),
+             outputs=("statistic",), needs_weights=False, native_gpu=True),
         Mode("deepclean", strain=False, witnesses=True, networks=("deepclean",),
              outputs=("noise",), averages=True),
         Mode("bbhnet", strain=True, witnesses=False, networks=("bbhnet",),
-             outputs=("statistic",), triggers=True, gpu=True),
+             outputs=("statistic",), triggers=True, native_gpu=True),
         Mode("e2e", strain=True, witnesses=True, networks=("deepclean", "subtract", "bbhnet"),
              outputs=("noise", "statistic"), snapshots=2, averages=True, triggers=True),
     )

@@ -53,10 +53,12 @@ class LimitJob:
     seed: int
     threads: int = 1
     """onnxruntime intra-op threads of its sessions."""
+    device: str = "cpu"
+    """Where its sessions run (``stateful.open_session``)."""
 
     def open(self) -> object:
         """The sessions, run once (first calls allocate; not part of the measurement)."""
-        sessions = network_sessions(self.config, self.threads)
+        sessions = network_sessions(self.config, self.threads, self.device)
         warm = np.zeros((self.load.channels, self.batch_size * self.load.stride_samples),
                         np.float32)
         run_share(sessions, self.config, warm, self.batch_size)
@@ -73,13 +75,14 @@ def stream_limit(sessions, job: LimitJob, samples: np.ndarray) -> int:
 
 def measure_limit(
     load: Workload, config: CampaignConfig, batch_size: int, data_seconds: float,
-    clients: int = 1, seed: int = 0, processes: int | None = None,
+    clients: int = 1, seed: int = 0, processes: int | None = None, device: str = "cpu",
 ) -> Measurement:
     """Data seconds per wall second of the in-process loops over ``data_seconds`` of data.
 
     ``processes`` worker processes (default: one per server instance,
     ``config.server.instances``) each over a contiguous share, their sessions sharing the
-    instances' threads. ``clients`` only labels the measurement with the sweep point's ``k``.
+    instances' threads (on ``device``). ``clients`` only labels the measurement with the
+    sweep point's ``k``.
     """
     instances = config.server.instances
     processes = processes or instances
@@ -87,7 +90,7 @@ def measure_limit(
     stride_seconds = load.stride_samples / load.sample_rate_hz
     jobs = [
         LimitJob(load, config, batch_size, share * stride_seconds, seed + index,
-                 max(1, instances // processes))
+                 max(1, instances // processes), device)
         for index, share in enumerate(split_strides(strides, processes))
     ]
     run = run_clients(jobs, stream_limit)

@@ -296,7 +296,7 @@ def results_markdown(
         f"- **Machine**: {machine['cpu']}, {machine['cores']} cores, "
         f"{machine['memory_gib']} GiB, Linux {machine['kernel']}, Python {machine['python']}, "
         f"onnxruntime {machine['onnxruntime']}, tritonserver from nvidia-pytriton "
-        f"{machine['nvidia-pytriton']} (python backend, CPU). **No GPU.**",
+        f"{machine['nvidia-pytriton']} (python backend). " + _device_text(header, machine),
         f"- **Layout**: the server runs the workload's repository as `offline-iaas export` "
         f"writes it, with `server.instances = {plan.instances}` (one onnxruntime thread "
         f"each); the limit runs {plan.instances} worker process(es) with the same session "
@@ -366,10 +366,23 @@ def results_markdown(
         "",
         "## GPU",
         "",
-        "No GPU was available to this run, so there are no GPU numbers here. The GPU "
-        "bench is to measure the gpu flavor's repositories of every mode the same way (issue "
-        "#16). The published mark to beat is about 5,000 s of DeepClean data per second per "
-        "GPU.",
+        *_gpu_lines(header),
         "",
     ]
     return "\n".join(parts)
+
+
+def _device_text(header: dict, machine: dict) -> str:
+    if header.get("device", "cpu") == "cuda":
+        return (f"**GPU: {machine.get('gpu', 'unknown')}**: the gpu flavor, networks on CUDA "
+                "(the limit's too).")
+    return "**No GPU**: the cpu flavor, networks on onnxruntime's CPU provider."
+
+
+def _gpu_lines(header: dict) -> list[str]:
+    if header.get("device", "cpu") == "cuda":
+        return ["These numbers are the gpu flavor's (`--device cuda`): the fused model of every "
+                "mode with its networks on the GPU named above."]
+    return ["This run used the CPU (`--device cpu`). The same command with `--device cuda` on a "
+            "GPU node measures the gpu flavor's repositories (see `GPU.md`). The published mark "
+            "to beat is about 5,000 s of DeepClean data per second per GPU."]

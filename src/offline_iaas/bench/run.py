@@ -16,6 +16,7 @@ import datetime
 import logging
 import os
 import platform
+import subprocess
 import tempfile
 import time
 from importlib import metadata, resources
@@ -31,6 +32,7 @@ from offline_iaas.bench.sweep import SweepPlan, run_workload
 from offline_iaas.bench.workloads import workload
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
+from offline_iaas.serve.node import visible_gpus
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +47,9 @@ def _version(package: str) -> str:
         return "not installed"
 
 
-def machine_description() -> dict[str, Any]:
-    """CPU model, cores, memory, kernel and the versions that shape the numbers."""
+def machine_description(device: str = "cpu") -> dict[str, Any]:
+    """CPU model, cores, memory, kernel, the GPU (``device`` ``cuda``) and the versions that
+    shape the numbers."""
     cpu = "unknown"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -66,8 +69,20 @@ def machine_description() -> dict[str, Any]:
         "numpy": _version("numpy"),
         "tritonclient": _version("tritonclient"),
         "nvidia-pytriton": _version("nvidia-pytriton"),
-        "gpu": "none",
+        "gpu": gpu_names() if device == "cuda" else "none",
     }
+
+
+def gpu_names() -> str:
+    """``nvidia-smi``'s name of every GPU this node sees (``unknown`` without it)."""
+    try:
+        listed = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return "; ".join(line.strip() for line in listed.splitlines() if line.strip()) or "unknown"
 
 
 def o3_plan_lines(results_path: Path) -> tuple[str, list[str]]:
@@ -109,6 +124,11 @@ def run_bench(
         Where the repositories and server logs go (default: a temporary directory, removed).
     """
     plan.check()
+    if plan.device == "cuda" and visible_gpus() < 1:
+        raise ConfigError(
+            f"bench --device cuda measures the gpu flavor on a GPU, but nvidia-smi -L lists none "
+            f"on {platform.node()}: run it on a GPU node (see benchmarks/GPU.md), or --device cpu"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     started_utc = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     started = time.monotonic()
@@ -125,8 +145,8 @@ def run_bench(
         "command": command,
         "started": started_utc,
         "elapsed_seconds": round(elapsed, 1),
-        "device": "cpu",
-        "machine": machine_description(),
+        "device": plan.device,
+        "machine": machine_description(plan.device),
         "load_average_before": [round(v, 2) for v in load_before],
         "load_average_after": [round(v, 2) for v in os.getloadavg()],
         "plan": dataclasses.asdict(plan),

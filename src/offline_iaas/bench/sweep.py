@@ -7,6 +7,11 @@ statistics monitor). Each served path is warmed up once, then at every point
 ``(batch_size, clients)`` of the sweep the limit, the service and the naive path are measured
 in turn, ``repeats`` times, interleaved so that load from other processes falls on all of them
 alike. Every measurement is kept; the report takes the best repeat of each.
+
+``device`` is the switch between the cpu flavor and the gpu flavor: with ``cuda`` the
+repository is ``export --flavor gpu`` (the same fused model, its networks on the GPU) and the
+limit's sessions run on CUDA too; the naive path (``--ensemble``, CPU models) is not measured.
+``cpu`` runs the very same steps on onnxruntime's CPU provider (CI's run).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ DEFAULT_DATA_SECONDS: dict[str, float] = {
     "toy": 4000.0, "deepclean": 240.0, "bbhnet": 4000.0, "e2e": 64.0, "tiny": 120.0,
 }
 """Data streamed per measurement: about 2-5 s of wall time each on 2 cores."""
+FLAVOR_OF_DEVICE = {"cpu": "cpu", "cuda": "gpu"}
+"""The repository flavor whose fused model runs its networks on each device."""
 MONITOR_INTERVAL_SECONDS = 0.5
 WARMUP_FRACTION = 0.1
 
@@ -64,6 +71,8 @@ class SweepPlan:
         each); the limit runs as many worker processes.
     data_seconds
         Data per measurement, per workload (default ``DEFAULT_DATA_SECONDS``).
+    device
+        ``cpu`` or ``cuda``: where the served model and the limit run their networks.
     """
 
     workloads: tuple[str, ...] = ("toy", "deepclean", "bbhnet", "e2e")
@@ -75,6 +84,7 @@ class SweepPlan:
     repeats: int = 3
     instances: int = 2
     data_seconds: dict[str, float] = field(default_factory=dict)
+    device: str = "cpu"
 
     def batch_size_of(self, load: Workload) -> int:
         """The default point's batch size for ``load``."""
@@ -99,6 +109,9 @@ class SweepPlan:
             raise ConfigError(
                 "bench batch sizes, clients, in-flight, repeats and instances must be >= 1"
             )
+        if self.device not in FLAVOR_OF_DEVICE:
+            raise ConfigError(f"bench device {self.device!r} is not one of "
+                              f"{', '.join(FLAVOR_OF_DEVICE)}")
 
 
 @dataclass(frozen=True)
@@ -114,9 +127,11 @@ class Served:
                 seconds: float) -> Measurement:
         load, k = self.load, plan.instances
         if path == "limit":
-            return measure_limit(load, self.config, batch_size, seconds, clients)
+            return measure_limit(load, self.config, batch_size, seconds, clients,
+                                 device=plan.device)
         if path == "limit-threads":  # the same threads in one process
-            return measure_limit(load, self.config, batch_size, seconds, clients, processes=1)
+            return measure_limit(load, self.config, batch_size, seconds, clients, processes=1,
+                                 device=plan.device)
         if path == "service":
             return measure_service(
                 load, self.service, self.config.model.name, ensemble_outputs(self.config),
@@ -132,10 +147,12 @@ class Served:
 
 def export_workload(load: Workload, plan: SweepPlan, work_dir: Path, weights: Path | None,
                     ensemble: bool = False) -> CampaignConfig:
-    """Write the workload's repository (``--ensemble`` layout if asked) in ``work_dir``."""
-    name = f"{load.name}-{'ensemble' if ensemble else 'fused'}-repository"
+    """Write the workload's repository in ``work_dir``: the flavor of ``plan.device`` (the
+    cpu flavor's ``--ensemble`` layout if asked)."""
+    flavor = "cpu" if ensemble else FLAVOR_OF_DEVICE[plan.device]
+    name = f"{load.name}-{flavor}-{'ensemble' if ensemble else 'fused'}-repository"
     config = load.config(work_dir / name, plan.instances, max(plan.clients))
-    export_repository(config, weights, ensemble=ensemble)
+    export_repository(config, weights, flavor=flavor, ensemble=ensemble)
     return config
 
 
@@ -152,7 +169,7 @@ def run_workload(
             read_manifest(config.model.repository)["models"],
         ))
         naive = None
-        if has_naive_path(load):
+        if has_naive_path(load) and plan.device == "cpu":
             repo = export_workload(load, plan, work_dir, weights, ensemble=True).model.repository
             naive = stack.enter_context(bench_server(
                 repo, work_dir / f"{load.name}-naive-run", read_manifest(repo)["models"]

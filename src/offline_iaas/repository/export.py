@@ -6,7 +6,9 @@ Layout of the cpu flavor (standard Triton; the stages of each mode in ``reposito
     <repository>/<name>/config.pbtxt           the fused model clients call (model.name)
                        + <version>/model.py (backend/fused.py), stateful.py, <network>.onnx
 
-With ``--ensemble`` (per-step statistics) and in the gpu flavor, every stage is a model::
+The gpu flavor is the same fused model with its networks on CUDA (``KIND_GPU``, parameter
+``device = "cuda"``). With ``--ensemble`` (per-step statistics; in the gpu flavor the native
+layout: ONNX graphs with Triton implicit state, ``gpu_flavor.py``), every stage is a model::
 
     <repository>/<stateful model>/config.pbtxt + 1/model.py (snapshotter, averager, ...)
     <repository>/<network>/config.pbtxt        + <version>/model.py, <version>/model.onnx
@@ -29,12 +31,15 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError
 from offline_iaas.models.weights import training_spans
+from offline_iaas.modes import MODES
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
 from offline_iaas.repository.pipeline import onnx_session
 
 MANIFEST = "manifest.json"
 FLAVORS = ("cpu", "gpu")
+FLAVOR_DEVICE = {"cpu": "cpu", "gpu": "cuda"}
+"""Where each flavor's fused model runs its networks (``stateful.open_session``)."""
 
 
 def ensemble_shape(config: CampaignConfig, fused: bool = True) -> mcfg.EnsembleShape:
@@ -78,24 +83,28 @@ def export_repository(
         ``bbhnet.*``, or one file for a single-network mode); the classifier mode takes an
         optional state_dict, default initial weights seeded by ``model.seed``.
     flavor
-        ``cpu``: python-backend models running the ONNX graphs with onnxruntime (the embedded
-        server). ``gpu``: onnxruntime-backend models on KIND_GPU, the snapshotter an ONNX graph
-        with Triton implicit state (a Triton container on GPU nodes).
+        ``cpu``: the fused python-backend model running the ONNX graphs with onnxruntime on
+        the CPU (the embedded server). ``gpu``: the same model, its networks on the GPU
+        (onnxruntime's CUDA provider; a Triton container on GPU nodes).
     ensemble
-        cpu flavor: serve every stage as its own model behind an ensemble (Triton's per-model
-        statistics for each step) instead of the fused model (the default, faster).
+        Serve every stage as its own model behind an ensemble instead of the fused model (the
+        default, faster): cpu flavor, python-backend models (Triton's per-model statistics for
+        each step); gpu flavor, the native layout (onnxruntime-backend models on KIND_GPU, the
+        snapshotter an ONNX graph with Triton implicit state), single-network modes only.
     """
     from offline_iaas.repository import networks
 
     if flavor not in FLAVORS:
         raise ConfigError(f"unknown repository flavor {flavor!r} (known: {', '.join(FLAVORS)})")
-    if flavor == "gpu" and not config.mode.gpu:
+    if flavor == "gpu" and ensemble and not config.mode.native_gpu:
+        native = ", ".join(name for name, mode in MODES.items() if mode.native_gpu)
         raise ModelError(
-            f"the gpu flavor of mode {config.model.mode!r} is not written yet (its averager "
-            "graph takes one channel); export --flavor cpu"
+            f"the native gpu layout (--flavor gpu --ensemble) is written for modes {native}, "
+            f"not {config.model.mode!r} (it has no per-detector averager graph); the default "
+            "gpu flavor (the fused model on CUDA) serves every mode"
         )
     repo = config.model.repository
-    served = "fused" if flavor == "cpu" and not ensemble else "ensemble"
+    served = "ensemble" if ensemble else "fused"
     shape = ensemble_shape(config, fused=served == "fused")
     manifest = read_manifest(repo) if (repo / MANIFEST).exists() else None
     if manifest is not None:
@@ -114,7 +123,7 @@ def export_repository(
     with tempfile.TemporaryDirectory(dir=repo.parent) as tmp:
         graphs = networks.build_graphs(config, weights, Path(tmp))
         if served == "fused":
-            versions, networks_served = _write_fused(config, graphs, shape, Path(tmp))
+            versions, networks_served = _write_fused(config, graphs, shape, flavor, Path(tmp))
             models = [config.model.name]
         else:
             versions, networks_served = _write_networks(config, graphs, shape, flavor, Path(tmp))
@@ -134,6 +143,7 @@ def export_repository(
                 "ensemble": config.model.name,
                 "flavor": flavor,
                 "served": served,
+                **({"device": FLAVOR_DEVICE[flavor]} if served == "fused" else {}),
                 "models": models,
                 "mode": config.model.mode,
                 "channels": list(config.stream_channels),
@@ -182,10 +192,11 @@ def _write_networks(
 
 
 def _write_fused(
-    config: CampaignConfig, graphs: list, shape: mcfg.EnsembleShape, tmp: Path
+    config: CampaignConfig, graphs: list, shape: mcfg.EnsembleShape, flavor: str, tmp: Path
 ) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
     """Write a new version of the fused model (``backend/fused.py`` beside ``stateful.py`` and
-    the graphs); return the networks' versions and manifest entries."""
+    the graphs; its networks on ``flavor``'s device); return the networks' versions and
+    manifest entries."""
     name = config.model.name
     model_dir = config.model.repository / name
     version = latest_version(model_dir) + 1
@@ -209,7 +220,7 @@ def _write_fused(
         "ifos": len(config.ifos),
     }
     fused = mcfg.fused_config(name, shape, ("update", list(_tensor_dims(config, "update"))),
-                              outputs, params)
+                              outputs, params, FLAVOR_DEVICE[flavor])
     model_dir.mkdir(parents=True, exist_ok=True)
     os.replace(staged, model_dir / str(version))
     _write(model_dir / "config.pbtxt", mcfg.to_pbtxt(fused))
@@ -347,12 +358,14 @@ def classifier_onnx_path(repo: Path) -> Path:
     return network_onnx_path(repo, mcfg.CLASSIFIER)
 
 
-def network_sessions(config: CampaignConfig, threads: int = 1) -> dict[str, object]:
+def network_sessions(
+    config: CampaignConfig, threads: int = 1, device: str = "cpu"
+) -> dict[str, object]:
     """An onnxruntime session per network stage of the mode, on the graphs Triton serves
-    (``threads`` intra-op threads each)."""
+    (``threads`` intra-op threads each, on ``device``)."""
     repo = config.model.repository
     return {
-        stage.model: onnx_session(network_onnx_path(repo, stage.model), threads)
+        stage.model: onnx_session(network_onnx_path(repo, stage.model), threads, device)
         for stage in pipeline.stages(config)
         if not stage.stateful
     }

@@ -97,24 +97,29 @@ def fused_config(
     update: tuple[str, list[int]],
     outputs: tuple[tuple[str, list[int]], ...],
     params: dict,
+    device: str = "cpu",
 ) -> mc.ModelConfig:
     """The fused model (``backend/fused.py``): a mode's whole chain, one state per sequence.
 
     Sequence batching as the stateful models'; ``shape.instances`` instances (each holds the
     sequences of its own slots, whole, so instances cannot reorder a sequence's steps).
+    ``device`` ``cuda`` (the gpu flavor): ``KIND_GPU`` instances (``instances`` on each GPU
+    the server sees), whose networks run on their GPU; the rest is identical.
     """
     config = mc.ModelConfig(name=name, backend="python", max_batch_size=shape.max_sequences)
     config.input.append(_tensor(update[0], update[1], mc.ModelInput))
     for tensor_name, dims in outputs:
         config.output.append(_tensor(tensor_name, dims, mc.ModelOutput))
     _sequence_batching(config, shape)
-    config.instance_group.add(count=shape.instances, kind=mc.ModelInstanceGroup.KIND_CPU)
+    kind = mc.ModelInstanceGroup.KIND_GPU if device == "cuda" else mc.ModelInstanceGroup.KIND_CPU
+    config.instance_group.add(count=shape.instances, kind=kind)
     _parameters(config, {
         **params,
         "kernel_samples": shape.kernel_samples,
         "stride_samples": shape.stride_samples,
         "idle_seconds": 2 * shape.sequence_idle_seconds,
         "intra_op_threads": shape.intra_op_threads,
+        "device": device,
     })
     return config
 

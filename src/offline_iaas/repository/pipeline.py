@@ -97,14 +97,11 @@ def row_shape(config: CampaignConfig, name: str) -> tuple[int, ...]:
     return () if name == "statistic" else (len(config.ifos), config.stride_samples)
 
 
-def onnx_session(path: Path, threads: int = 1):
-    """An onnxruntime session configured like the server's python-backend model."""
-    import onnxruntime
+def onnx_session(path: Path, threads: int = 1, device: str = "cpu"):
+    """An onnxruntime session configured like the fused model's (``stateful.open_session``)."""
+    from offline_iaas.repository.backend.stateful import open_session
 
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return open_session(str(path), device, 0, threads)
 
 
 def mode_stream(config: CampaignConfig, sessions: dict[str, object]):

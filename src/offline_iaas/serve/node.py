@@ -116,18 +116,44 @@ def check_models_present(repository: Path, models: list[str]) -> None:
             )
 
 
-def check_flavor_runnable(flavor: str, backend_dir: Path | None) -> None:
-    """The gpu flavor needs Triton's onnxruntime backend, which the embedded server lacks.
+def check_flavor_runnable(
+    flavor: str, served: str, backend_dir: Path | None, gpus: int
+) -> None:
+    """ServerError if this tritonserver cannot serve the repository's flavor.
 
-    ``backend_dir`` is the backend directory the server is started with (None: the
-    installation's own, as in a Triton container, which carries every backend).
+    The gpu flavor needs a GPU; its native layout (``served`` ``ensemble``) also Triton's
+    onnxruntime backend, which the embedded server lacks. ``backend_dir`` is the backend
+    directory the server is started with (None: the installation's own, as in a Triton
+    container, which carries every backend and finds its GPUs itself); ``gpus`` the GPUs this
+    node sees (:func:`visible_gpus`).
     """
-    if flavor == "gpu" and backend_dir is not None and not (backend_dir / "onnxruntime").is_dir():
+    if flavor != "gpu" or backend_dir is None:
+        return
+    if served == "ensemble" and not (backend_dir / "onnxruntime").is_dir():
         raise ServerError(
-            f"the model repository is the gpu flavor, which needs Triton's onnxruntime backend; "
-            f"this tritonserver's backends ({backend_dir}) do not have it: run the server in the "
-            "Triton container (server.runtime = \"apptainer\"), or export --flavor cpu"
+            f"the model repository is the gpu flavor's native layout, which needs Triton's "
+            f"onnxruntime backend; this tritonserver's backends ({backend_dir}) do not have it: "
+            "run the server in the Triton container (server.runtime = \"apptainer\"), or "
+            "export --flavor gpu without --ensemble"
         )
+    if gpus < 1:
+        raise ServerError(
+            "the model repository is the gpu flavor (networks on CUDA) but no GPU is visible "
+            f"on {os.uname().nodename} (nvidia-smi -L): run the server on a GPU node "
+            "(server.gpus >= 1), or export --flavor cpu"
+        )
+
+
+def visible_gpus() -> int:
+    """GPUs ``nvidia-smi -L`` lists on this node (0 without nvidia-smi)."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
+                                timeout=30, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in listed.splitlines() if line.startswith("GPU "))
 
 
 def unpack_repository(run_dir: Path, source: Path) -> Path:
@@ -233,7 +259,8 @@ def serve(
     manifest = check_repository(config)
     flavor = manifest.get("flavor", "cpu")
     if flavor != "cpu" and config.server.runtime == "native":
-        check_flavor_runnable(flavor, locate_tritonserver().backend_dir)
+        check_flavor_runnable(flavor, manifest.get("served", "ensemble"),
+                              locate_tritonserver().backend_dir, visible_gpus())
     models = manifest.get("models") or [stage.model for stage in stages(config)] + [
         config.model.name]
     check_models_present(config.model.repository, models)

@@ -4,7 +4,8 @@ Copied verbatim into the model repository as ``<model>/<version>/model.py``, bes
 ``stateful.py`` (whose ``ModeStream`` is the step) and the mode's network graphs
 ``<network>.onnx``. Parameters: ``stages`` (JSON, ``pipeline.Stage.to_dict`` of each stage),
 ``outputs`` (JSON), ``kernel_samples``, ``stride_samples``, ``idle_seconds``,
-``intra_op_threads``.
+``intra_op_threads`` and ``device``: ``cpu`` (the cpu flavor) or ``cuda`` (the gpu flavor: the
+networks on the GPU Triton gave this instance, everything else as on the CPU).
 
 A request carries ``[1, channels, n * stride]`` new samples of one sequence (``direct``
 sequence batching, START/END/CORRID controls) and is answered with every output of the chain
@@ -39,7 +40,6 @@ class TritonPythonModel:
     """One ``ModeStream`` per live sequence, the network sessions shared by all of them."""
 
     def initialize(self, args: dict) -> None:
-        import onnxruntime
         import triton_python_backend_utils as pb_utils
 
         self.pb = pb_utils
@@ -51,15 +51,14 @@ class TritonPythonModel:
         self.stride_samples = int(params["stride_samples"])
         self.idle_seconds = float(params["idle_seconds"])
         self.ifos = int(params["ifos"])
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = int(params.get("intra_op_threads", "1"))
-        options.inter_op_num_threads = 1
         version_dir = os.path.join(args["model_repository"], args["model_version"])
         self.stateful = _load_beside(version_dir, "stateful")
+        device = params.get("device", "cpu")
+        device_id = int(args.get("model_instance_device_id") or 0) if device == "cuda" else 0
         self.sessions = {
-            stage["model"]: onnxruntime.InferenceSession(
-                os.path.join(version_dir, f"{stage['model']}.onnx"), options,
-                providers=["CPUExecutionProvider"])
+            stage["model"]: self.stateful.open_session(
+                os.path.join(version_dir, f"{stage['model']}.onnx"), device, device_id,
+                int(params.get("intra_op_threads", "1")))
             for stage in self.stages if stage["kind"] == "network"
         }
         self.streams: dict[int, tuple[object, float]] = {}

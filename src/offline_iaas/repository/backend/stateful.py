@@ -112,6 +112,41 @@ class OnlineAverage:
         return np.moveaxis(done, 0, -2).reshape(*self.lead, n * s)
 
 
+DEVICES = ("cpu", "cuda")
+"""Where a session runs its graph: onnxruntime's CPU provider, or CUDA (the gpu flavor)."""
+
+
+def open_session(path: str, device: str = "cpu", device_id: int = 0, threads: int = 1):
+    """An onnxruntime session of the graph at ``path`` on ``device`` (GPU ``device_id``).
+
+    ``cuda`` puts the CUDA provider first and the CPU provider behind it (for any node CUDA
+    lacks). An onnxruntime without the CUDA provider is an error, not a silent fall back to
+    the CPU: a GPU slot whose networks ran on its host would look healthy and be slow.
+    """
+    import onnxruntime
+
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r} (known: {', '.join(DEVICES)})")
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    if device == "cpu":
+        return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    available = onnxruntime.get_available_providers()
+    if "CUDAExecutionProvider" not in available:
+        raise RuntimeError(
+            f"device 'cuda' needs onnxruntime's CUDAExecutionProvider; this onnxruntime "
+            f"{onnxruntime.__version__} has {available}: install onnxruntime-gpu in the "
+            "server's Python (containers/server.def), or export --flavor cpu"
+        )
+    providers = [("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"]
+    session = onnxruntime.InferenceSession(path, options, providers=providers)
+    if session.get_providers()[0] != "CUDAExecutionProvider":
+        raise RuntimeError(f"{path}: onnxruntime could not open a CUDA session on GPU "
+                           f"{device_id} (providers in use: {session.get_providers()})")
+    return session
+
+
 def run_graph(session, feeds: dict) -> dict:
     """Run a network graph on unbatched tensors (adding Triton's batch axis where it takes it:
     ``subtract``); ``session`` is an onnxruntime session."""
