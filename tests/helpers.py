@@ -120,3 +120,16 @@ def skip_data_check(monkeypatch, error: Exception | None = None) -> list:
 
     monkeypatch.setattr(preflight, "preflight", fake_preflight)
     return calls
+
+
+def run_dag(config, run_dir: Path) -> Path:
+    """``make-dag`` then ``run-local`` (in process); no process of the run may be left."""
+    from offline_iaas.workflow.local import run_local
+    from offline_iaas.workflow.make_dag import make_dag
+
+    make_dag(config, run_dir)
+    try:
+        run_local(run_dir)
+    finally:
+        assert processes_mentioning(str(run_dir)) == []
+    return run_dir

@@ -16,10 +16,8 @@ from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.reference import run_reference
 from offline_iaas.repository.export import export_repository
-from offline_iaas.workflow.local import run_local
-from offline_iaas.workflow.make_dag import make_dag
 from tests.datafind_server import running_datafind_server
-from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
+from tests.helpers import SMALL_CAMPAIGN, run_dag
 
 pytestmark = pytest.mark.slow
 
@@ -37,12 +35,7 @@ def prepared(root: Path, overrides: list[str]) -> CampaignConfig:
 
 def run_campaign(config: CampaignConfig, root: Path) -> Path:
     export_repository(config)
-    run_dir = root / "run"
-    make_dag(config, run_dir)
-    try:
-        run_local(run_dir)
-    finally:
-        assert processes_mentioning(str(run_dir)) == []
+    run_dir = run_dag(config, root / "run")
     reference, _ = run_reference(config, root / "reference.h5")
     comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
     assert comparison.passes(TOLERANCE), comparison.describe()

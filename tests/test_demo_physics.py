@@ -34,6 +34,9 @@ def test_e2e_demo_cleans_the_line_and_finds_loud_injections(
         assert numbers["line_hz"] == pytest.approx(60.0, abs=0.5)
         assert numbers["ratio_at_line"] <= 0.1
         assert numbers["max_deviation_outside_band"] <= 0.02
+    for ifo in ("H1", "L1"):  # the trained DeepClean passes the gate in every GWF file
+        gate = summary["deepclean_gate"][ifo]
+        assert gate["files"] >= 30 and gate["files_flagged"] == 0, gate
     loud = [r for r in summary["bbhnet"]["injections"] if r["network_snr"] >= 12]
     assert len(loud) >= 10 and all(r["found"] for r in loud)
     assert any(line.startswith("BBHnet: ") and "SNR >= 12" in line for line in lines)

@@ -91,11 +91,12 @@ def test_mode_campaign_equals_reference(dataset: Path, mode: str) -> None:
     if "statistic" in groups:
         assert summary["bbhnet"]["found"] + summary["bbhnet"]["missed"] == 1  # synth's injection
     if "clean" in groups:
-        # the cleaned strain is in the GWF files too, under <IFO>:<strain>_CLEAN
+        # the cleaned strain is in the GWF files too, under <IFO>:<strain>_DC (gate "flag":
+        # a flagged file still holds the cleaned strain)
         clean = read_campaign(campaign, "clean/H1")[0]
-        files = sorted((campaign.parent / "frames" / "H1").glob("H-H1_CLEAN-*.gwf"))
+        files = sorted((campaign.parent / "frames" / "H1").glob("H-H1_HOFT_DC-*.gwf"))
         assert len(files) >= 4
-        channel = f"{config.data.channels[0]}_CLEAN"
+        channel = f"{config.data.channels[0]}_DC"
         from_gwf = TimeSeries.read([str(f) for f in files], channel, format="gwf")
         assert from_gwf.t0.value == pytest.approx(clean.t0.value, abs=1e-6)
         np.testing.assert_array_equal(from_gwf.value, clean.value)

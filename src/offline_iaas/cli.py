@@ -216,6 +216,14 @@ def cmd_reference(args: argparse.Namespace) -> None:
     logger.info(f"reference: {path} in {wall:.1f} s")
 
 
+def cmd_inspect(args: argparse.Namespace) -> None:
+    import json
+
+    from offline_iaas.merge.products import read_provenance
+
+    print(json.dumps(read_provenance(args.file), indent=2, sort_keys=True))
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
     from offline_iaas.demo import run_demo
 
@@ -331,6 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", type=Path, required=True)
     p = command("reference", cmd_reference, "run the whole span in one process (the oracle)")
     p.add_argument("--out", type=Path, required=True, help="output HDF5 file")
+    p = command("inspect", cmd_inspect, "print the provenance of a product: a cleaned GWF file "
+                "(its frame history) or a campaign HDF5 file", config=False)
+    p.add_argument("file", type=Path)
     p = command("demo", cmd_demo, "synth, export, make-dag, run-local, reference, compare",
                 config=False)
     p.add_argument("--workdir", type=Path, default=Path("demo-work"))

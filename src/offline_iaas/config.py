@@ -112,6 +112,19 @@ class DeepCleanConfig:
     guard_hz: float = 2.0
     """The reported "outside the band" starts this far beyond the band's edges (the
     coupling's side bands and the band-pass's roll-off reach past them)."""
+    channel_suffix: str = "DC"
+    """The cleaned strain's channel is ``<strain>_<suffix>`` (``H1:GDS-CALIB_STRAIN_DC``)."""
+    frame_type: str = "HOFT_DC"
+    """GWF files are ``<O>-<IFO>_<frame_type>-<GPS>-<DUR>.gwf``; their frame type (what a
+    datafind server publishes them under) is ``<IFO>_<frame_type>``."""
+    gate: str = "flag"
+    """A frame the gate fails is listed in the flagged segments (``flag``), and with
+    ``replace`` its channel holds the raw strain instead of the cleaned."""
+    gate_tolerance: float = 0.05
+    """Largest rise of the cleaned/raw ASD outside the band (beyond ``guard_hz``) a frame may
+    show (fraction: 0.05 is 5 %)."""
+    gate_line_ratio: float = 1.0
+    """The cleaned/raw ASD at the band's line must fall below this (1: lowered at all)."""
 
 
 @dataclass(frozen=True)

@@ -171,3 +171,12 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
         fail("deepclean.frame_seconds", f"must be a positive whole number, got {d.frame_seconds}")
     if d.asd_fftlength <= 0 or d.guard_hz < 0:
         fail("deepclean.asd_fftlength", "must be positive (and deepclean.guard_hz not negative)")
+    for key in ("channel_suffix", "frame_type"):
+        if not re.fullmatch(r"[A-Z0-9]+(_[A-Z0-9]+)*", getattr(d, key)):
+            fail(f"deepclean.{key}", f"must be upper-case letters, digits and single '_' (a "
+                 f"frame file name's field), got {getattr(d, key)!r}")
+    if d.gate not in ("flag", "replace"):
+        fail("deepclean.gate", f"must be \"flag\" or \"replace\", got {d.gate!r}")
+    if d.gate_tolerance < 0 or d.gate_line_ratio <= 0:
+        fail("deepclean.gate_tolerance", "must not be negative (and deepclean.gate_line_ratio "
+             "must be positive)")

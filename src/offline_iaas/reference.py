@@ -19,7 +19,7 @@ from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.preflight import preflight
 from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
-from offline_iaas.repository.export import check_repository, network_sessions
+from offline_iaas.repository.export import check_repository, model_record, network_sessions
 from offline_iaas.repository.pipeline import mode_stream, output_rows
 from offline_iaas.stretches import Piece, make_stretches, request_sizes
 
@@ -43,7 +43,8 @@ def run_reference(
     span = preflight(config, frames, allow_holes_in_science=True)
     stretches = make_stretches(config, span.stretches)
     try:
-        writer = CampaignWriter(out_path, config, stretches, training=manifest.get("training"))
+        writer = CampaignWriter(out_path, config, stretches, training=manifest.get("training"),
+                                model=model_record(config.model.repository, manifest))
     except OSError as err:  # a directory that cannot be created or written
         why = os.strerror(err.errno) if err.errno else str(err)
         raise RunError(f"cannot write the reference output {out_path}: {why}") from None

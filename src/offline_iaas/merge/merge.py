@@ -113,7 +113,7 @@ def merge(run_dir: Path, progress: NullProgress = NO_PROGRESS) -> Path:
     status_path.unlink(missing_ok=True)
     frames = discover_frames(config) if "noise" in ensemble_outputs(config) else None
     writer = CampaignWriter(out_path, config, stretches_of(segments), out_path.parent / "frames",
-                            run_info.get("training"))
+                            run_info.get("training"), run_info.get("model"))
     progress.start(sum(p.windows - p.warmup_windows for seg in segments for p in seg.pieces))
     try:
         for part, seg in enumerate(segments, 1):

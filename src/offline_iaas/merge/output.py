@@ -20,6 +20,7 @@ not grow with the span and a half-written file never carries the final name.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ import numpy as np
 from offline_iaas.config import CampaignConfig
 from offline_iaas.merge.layout import gps_text, output_x0, statistic_channel, timeseries_attrs
 from offline_iaas.merge.postprocess import postprocess
+from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.stretches import Stretch
 
@@ -51,17 +53,22 @@ class CampaignWriter:
     training
         GPS ``[start, end]`` of each network's training data (``deepclean-<IFO>``,
         ``bbhnet``; the manifest's ``training``): the physics numbers leave it out.
+    model
+        The served model (``products.model_record``): with the software and the config hash,
+        the provenance written into the file's attributes and every GWF file.
     """
 
     def __init__(
         self, path: Path, config: CampaignConfig, stretches: list[Stretch],
         frames_dir: Path | None = None, training: dict[str, list[float]] | None = None,
+        model: dict[str, Any] | None = None,
     ) -> None:
         self.path = path
         self.config = config
         self.stretches = stretches
         self.frames_dir = frames_dir
         self.training = dict(training or {})
+        self.provenance = campaign_provenance(config, model)
         self.outputs = ensemble_outputs(config)
         path.parent.mkdir(parents=True, exist_ok=True)
         for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a killed writer
@@ -112,7 +119,8 @@ class CampaignWriter:
         bounds = np.array([[s.gps_start, s.gps_end] for s in self.stretches], dtype=np.float64)
         self.file.attrs.update(
             {**attrs, "config_hash": self.config.config_hash(), "stretches": bounds,
-             "mode": self.config.model.mode}
+             "mode": self.config.model.mode,
+             "provenance": json.dumps(self.provenance, sort_keys=True)}
         )
         self.file.close()
         self._close_stage()

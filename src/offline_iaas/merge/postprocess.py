@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.config import CampaignConfig
 from offline_iaas.merge.layout import gps_text, output_x0, timeseries_attrs
+from offline_iaas.merge.products import CleanedFrames, output_channel
 from offline_iaas.physics import (
     ASD_MAX_SECONDS,
     asd_ratio,
@@ -41,19 +41,26 @@ def postprocess(writer: Any, frames: list | None, frames_dir: Path | None) -> di
     if writer.stage is not None:
         if frames is None:
             raise ValueError("the DeepClean post-processing needs the frame files")
-        summary["deepclean"] = _clean_strain(writer, frames, frames_dir)
+        summary["deepclean"], gate = _clean_strain(writer, frames, frames_dir)
+        if gate:
+            summary["deepclean_gate"] = gate
     if "statistic" in writer.outputs and writer.config.mode.triggers:
         summary["bbhnet"] = _triggers(writer)
     return summary
 
 
-def _clean_strain(writer: Any, frames: list, frames_dir: Path | None) -> dict[str, Any]:
+def _clean_strain(
+    writer: Any, frames: list, frames_dir: Path | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The cleaned strain into the HDF5 file and (``frames_dir``) the gated GWF files; return
+    the ASD numbers per interferometer and the gate's."""
     from offline_iaas.data.frames import read_span
 
     config = writer.config
     rate = config.data.sample_rate
     sos = bandpass_sos(config)
-    gwf = _GwfWriter(frames_dir, config) if frames_dir is not None else None
+    gwf = (CleanedFrames(frames_dir, writer.frames_dir, config, writer.provenance)
+           if frames_dir is not None else None)
     # per ifo, the longest held-out run of cleaned strain: (gps start, raw, cleaned)
     held_out: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}
     for stretch in writer.stretches:
@@ -68,7 +75,8 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None) -> dict[st
             clean = writer.file.create_dataset(f"clean/{ifo}/{gps_text(x0)}", shape=(n,),
                                                dtype=np.float32)
             timeseries_attrs(noise, f"{strain}_DEEPCLEAN_NOISE", "noise", x0, 1 / rate, "strain")
-            timeseries_attrs(clean, f"{strain}_CLEAN", "clean", x0, 1 / rate, "strain")
+            timeseries_attrs(clean, output_channel(config, strain), "clean", x0, 1 / rate,
+                             "strain")
             training = writer.training.get(f"deepclean-{ifo}")
             ha, hb = held_out_samples(x0, n, rate, [tuple(training)] if training else [],
                                       int(ASD_MAX_SECONDS * rate))
@@ -87,7 +95,7 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None) -> dict[st
                     raw_kept[lo - ha : hi - ha] = raw[lo - a : hi - a]
                     clean_kept[lo - ha : hi - ha] = cleaned[lo - a : hi - a]
                 if gwf is not None:
-                    gwf.add(ifo, f"{strain}_CLEAN", x0 + a / rate, cleaned.astype(np.float32))
+                    gwf.add(ifo, strain, x0 + a / rate, raw, cleaned)
             if gwf is not None:
                 gwf.flush(ifo)
             if hb - ha > len(held_out.get(ifo, (0, ()))[1]):
@@ -119,51 +127,12 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None) -> dict[st
             f"({100 * numbers['max_deviation_at_band_edges']:.1f} % right outside the band "
             f"edges; {data}; {d.asd_fftlength:g} s FFTs)"
         )
-    if gwf is not None:
-        channels = ", ".join(f"{ch}_CLEAN" for ch in config.data.channels)
-        logger.debug(f"{gwf.count} GWF files of cleaned strain ({channels})")
-    return result
-
-
-class _GwfWriter:
-    """Cuts each interferometer's cleaned strain into GWF files on a ``frame_seconds`` grid."""
-
-    def __init__(self, out_dir: Path, config: CampaignConfig) -> None:
-        self.out_dir = out_dir
-        self.rate = config.data.sample_rate
-        self.seconds = config.deepclean.frame_seconds
-        self.pending: dict[str, list] = {}
-        self.count = 0
-
-    def add(self, ifo: str, channel: str, gps_start: float, values: np.ndarray) -> None:
-        while len(values):
-            chunks = self.pending.get(ifo, [])
-            if chunks and abs(chunks[-1][1] + len(chunks[-1][2]) / self.rate - gps_start) > 1e-6:
-                self.flush(ifo)  # a gap: the file ends here
-            chunks = self.pending.setdefault(ifo, [])
-            boundary = (np.floor(gps_start / self.seconds + 1e-9) + 1) * self.seconds
-            take = min(len(values), int(round((boundary - gps_start) * self.rate)))
-            chunks.append((channel, gps_start, values[:take]))
-            gps_start, values = gps_start + take / self.rate, values[take:]
-            if take and abs(gps_start - boundary) < 1e-6:
-                self.flush(ifo)
-
-    def flush(self, ifo: str) -> None:
-        from gwpy.timeseries import TimeSeries
-
-        chunks = self.pending.pop(ifo, [])
-        if not chunks:
-            return
-        channel, start = chunks[0][0], chunks[0][1]
-        values = np.concatenate([c[2] for c in chunks])
-        end = start + len(values) / self.rate
-        first, last = int(np.floor(start)), int(np.ceil(end))
-        path = self.out_dir / ifo / f"{ifo[0]}-{ifo}_CLEAN-{first}-{last - first}.gwf"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        series = TimeSeries(values, t0=start, sample_rate=self.rate, channel=channel,
-                            name=channel, unit="strain")
-        series.write(str(path), format="gwf")
-        self.count += 1
+    if gwf is None:
+        return result, {}
+    gate = gwf.close()
+    channels = ", ".join(output_channel(config, ch) for ch in config.data.channels)
+    logger.debug(f"{gwf.count} GWF files of cleaned strain ({channels})")
+    return result, gate
 
 
 def _triggers(writer: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ latest).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -356,6 +357,17 @@ def network_onnx_path(repo: Path, name: str) -> Path:
 def classifier_onnx_path(repo: Path) -> Path:
     """The classifier graph Triton serves (the classifier mode's network)."""
     return network_onnx_path(repo, mcfg.CLASSIFIER)
+
+
+def model_record(repository: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The served model as products record it: name, flavor, each network's version and the
+    SHA-256 of the graph served."""
+    graphs = {}
+    for name, entry in manifest.get("networks", {}).items():
+        digest = hashlib.sha256((repository / entry["path"]).read_bytes()).hexdigest()
+        graphs[name] = {"version": manifest.get("versions", {}).get(name), "sha256": digest}
+    return {"name": manifest.get("ensemble"), "flavor": manifest.get("flavor"),
+            "networks": graphs}
 
 
 def network_sessions(

@@ -26,7 +26,7 @@ from offline_iaas.config import CampaignConfig, write_config
 from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.rendezvous.access import write_token
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
-from offline_iaas.repository.export import read_manifest
+from offline_iaas.repository.export import model_record, read_manifest
 from offline_iaas.rundir import SUBDIRS, RunDir
 from offline_iaas.stretches import ClientSegment, make_stretches, plan_segments, server_name
 from offline_iaas.workflow.dag import Script, dag_text
@@ -102,6 +102,15 @@ def _previous_run(run_dir: Path, config_hash: str) -> dict[str, Any] | None:
             f"this one is {config_hash}); choose another run directory"
         )
     return previous
+
+
+def _model_record(config: CampaignConfig) -> dict[str, Any]:
+    """The served model as the products' provenance records it (empty without a manifest)."""
+    try:
+        manifest = read_manifest(config.model.repository)
+    except (ModelError, OSError):
+        return {}
+    return model_record(config.model.repository, manifest)
 
 
 def _training_spans(config: CampaignConfig) -> dict[str, list[float]]:
@@ -226,6 +235,8 @@ def make_dag(
             "created": datetime.now().astimezone().isoformat(timespec="seconds"),
             # the networks' training data, which the merge's physics numbers leave out
             "training": _training_spans(config),
+            # what the products' provenance names (graph versions and SHA-256)
+            "model": _model_record(config),
         },
     )
     # Last, so that a directory with an offline.dag always has the rest of its files.

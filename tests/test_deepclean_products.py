@@ -1,0 +1,160 @@
+"""DeepClean's products (issue #18): frames a datafind server publishes, provenance in every
+frame, and the validity gate, on a real campaign (run-local: one tritonserver, two clients)
+whose DeepClean is a bad model: its prediction is band-limited noise larger than the strain,
+as if noise were added to a trained network's output. Every cleaned frame must be flagged;
+with ``deepclean.gate = "replace"`` each holds the raw strain. (The trained demo DeepClean
+passes the gate in every frame: ``test_demo_physics.py``.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import gwdatafind
+import numpy as np
+import pytest
+import torch
+from gwpy.segments import DataQualityFlag, SegmentList
+from gwpy.timeseries import TimeSeries
+
+from offline_iaas.cli import main
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.errors import ConfigError, DataError
+from offline_iaas.merge.output import read_campaign
+from offline_iaas.merge.products import frame_verdict, read_provenance
+from offline_iaas.repository.export import export_repository, read_manifest
+from tests.datafind_server import running_datafind_server
+from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
+
+pytestmark = pytest.mark.slow
+
+STRAIN = "H1:GDS-CALIB_STRAIN"
+
+
+def bad_weights(directory: Path) -> Path:
+    """Untrained DeepClean per detector with its output scale raised to 1e-17: a prediction
+    about twice the synthetic strain's rms (4.5e-20) after the band-pass, noise the line lacks."""
+    untrained_weights(directory)
+    for ifo in ("H1", "L1"):
+        path = directory / f"deepclean-{ifo}.pt"
+        state = torch.load(path)
+        state["strain_std"] = torch.tensor(1e-17)
+        torch.save(state, path)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[CampaignConfig, Path]:
+    root = tmp_path_factory.mktemp("products")
+    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    write_synthetic_dataset(load_config(root / "campaign.toml"))
+    config = load_config(root / "campaign.toml", [
+        f'model.repository="{root / "model-repository"}"', 'model.mode="deepclean"',
+        f"data.witnesses={WITNESSES}", "deepclean.frame_seconds=16",
+        "deepclean.asd_fftlength=1", 'deepclean.gate="replace"',
+    ])
+    export_repository(config, bad_weights(root / "weights"))
+    return config, run_dag(config, root / "run")
+
+
+def gwf_files(run_dir: Path, ifo: str) -> list[Path]:
+    return sorted((run_dir / "output" / "frames" / ifo).glob("*.gwf"))
+
+
+def test_cleaned_frames_are_named_and_cached_for_publishing(campaign) -> None:
+    config, run_dir = campaign
+    frames = run_dir / "output" / "frames"
+    for ifo in config.ifos:
+        names = [p.name for p in gwf_files(run_dir, ifo)]
+        assert len(names) >= 4
+        assert all(n.startswith(f"{ifo[0]}-{ifo}_HOFT_DC-") for n in names), names
+    cached = [line.split() for line in (frames / "deepclean.lcf").read_text().splitlines()]
+    assert sorted(Path(e[4].removeprefix("file://localhost")) for e in cached) == sorted(
+        gwf_files(run_dir, "H1") + gwf_files(run_dir, "L1"))
+    assert {(e[0], e[1]) for e in cached} == {("H", "H1_HOFT_DC"), ("L", "L1_HOFT_DC")}
+
+
+def test_a_datafind_server_publishes_the_cleaned_frames(campaign) -> None:
+    config, run_dir = campaign
+    start, end = config.data.start, config.data.start + config.data.duration
+    with running_datafind_server(run_dir / "output" / "frames") as url:
+        urls = gwdatafind.find_urls("H", "H1_HOFT_DC", start, end, host=url, on_gaps="ignore")
+    paths = sorted(Path(u.removeprefix("file://localhost")) for u in urls)
+    assert paths == gwf_files(run_dir, "H1")
+    series = TimeSeries.read([str(p) for p in paths], f"{STRAIN}_DC", format="gwf")
+    assert series.sample_rate.value == config.data.sample_rate
+    assert np.isfinite(series.value).all()
+
+
+def test_every_frame_and_the_output_name_their_provenance(campaign, capsys) -> None:
+    config, run_dir = campaign
+    repo = config.model.repository
+    manifest = read_manifest(repo)
+    graph = repo / manifest["networks"]["deepclean"]["path"]
+    expected_sha = hashlib.sha256(graph.read_bytes()).hexdigest()
+    for path in [*gwf_files(run_dir, "H1"), run_dir / "output" / "campaign.h5"]:
+        assert main(["inspect", str(path)]) == 0
+        provenance = json.loads(capsys.readouterr().out)
+        assert provenance == read_provenance(path)
+        assert provenance["config_hash"] == config.config_hash()
+        assert provenance["software"].startswith("offline-iaas ")
+        network = provenance["model"]["networks"]["deepclean"]  # both detectors
+        assert network == {"version": 1, "sha256": expected_sha}
+    with pytest.raises(DataError, match="no offline-iaas frame history"):
+        read_provenance(sorted((run_dir.parent / "frames").rglob("*.gwf"))[0])  # a raw frame
+    assert main(["inspect", str(run_dir / "campaign.toml")]) == DataError.exit_code
+
+
+def test_a_bad_model_is_flagged_and_replaced_by_the_raw_strain(campaign) -> None:
+    config, run_dir = campaign
+    segments = run_dir / "output" / "frames" / "segments"
+    summary = json.loads((run_dir / "output" / "campaign.json").read_text())
+    for ifo in config.ifos:
+        gate = summary["deepclean_gate"][ifo]
+        assert gate["files_flagged"] == gate["files"] >= 4 and gate["valid_seconds"] == 0
+        flagged = SegmentList.read(str(segments / f"{ifo}_HOFT_DC_FLAGGED.txt"),
+                                   format="segwizard")
+        assert abs(flagged) == pytest.approx(gate["flagged_seconds"])
+        flag = DataQualityFlag.read(str(segments / f"{ifo}_HOFT_DC.xml"),
+                                    f"{ifo}:DEEPCLEAN-DC_VALID:1", format="ligolw")
+        assert flag.known == flagged and abs(flag.active) == 0
+    # with gate = "replace" the published channel is the raw strain, read from the input frames
+    published = TimeSeries.read([str(p) for p in gwf_files(run_dir, "H1")], f"{STRAIN}_DC",
+                                format="gwf")
+    raw = TimeSeries.read(sorted(str(p) for p in (run_dir.parent / "frames").rglob("H-*.gwf")),
+                          STRAIN, format="gwf").crop(published.span[0], published.span[1])
+    assert len(raw) == len(published) > 0
+    np.testing.assert_array_equal(published.value, raw.value.astype(np.float32))
+    # negative controls: the HDF5 keeps the (bad) cleaned strain, which is not the raw strain;
+    # and the raw strain one sample late is not what was published
+    clean = read_campaign(run_dir / "output" / "campaign.h5", "clean/H1")[0]
+    overlap = raw.crop(clean.span[0], clean.span[1])
+    assert not np.allclose(clean.value[: len(overlap)], overlap.value, rtol=0.1, atol=0)
+    assert not np.array_equal(published.value[1:], raw.value[:-1].astype(np.float32))
+
+
+def test_frame_verdicts() -> None:
+    good = {"max_ratio_outside_band": 1.01, "ratio_at_line": 0.05, "line_hz": 60.0}
+    assert frame_verdict(good, tolerance=0.05, line_ratio=1.0) is None
+    raised = {**good, "max_ratio_outside_band": 1.2}
+    assert "raised 20.0 % outside the band" in frame_verdict(raised, 0.05, 1.0)
+    kept_line = {**good, "ratio_at_line": 1.0}
+    assert "not lowered" in frame_verdict(kept_line, 0.05, 1.0)
+    assert frame_verdict({**good, "ratio_at_line": float("nan")}, 0.05, 1.0) is not None
+
+
+@pytest.mark.parametrize(("override", "key"), [
+    ('deepclean.channel_suffix="dc-1"', "deepclean.channel_suffix"),
+    ('deepclean.frame_type="HOFT-DC"', "deepclean.frame_type"),
+    ('deepclean.gate="drop"', "deepclean.gate"),
+    ("deepclean.gate_tolerance=-0.1", "deepclean.gate_tolerance"),
+])
+def test_product_settings_are_checked(tmp_path: Path, override: str, key: str) -> None:
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    deepclean = ['model.mode="deepclean"', f"data.witnesses={WITNESSES}"]
+    load_config(tmp_path / "campaign.toml", deepclean)  # the defaults pass
+    with pytest.raises(ConfigError, match=key):
+        load_config(tmp_path / "campaign.toml", [*deepclean, override])
