@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import gwdatafind
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -22,10 +23,12 @@ from gwpy.timeseries import TimeSeries
 from offline_iaas.cli import main
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.errors import ConfigError, DataError
-from offline_iaas.merge.output import read_campaign
+from offline_iaas.errors import ConfigError, DataError, ModelError
+from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.merge.products import frame_verdict, read_provenance
+from offline_iaas.reference import run_reference
 from offline_iaas.repository.export import export_repository, read_manifest
+from offline_iaas.rundir import RunDir
 from tests.datafind_server import running_datafind_server
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
 
@@ -158,3 +161,78 @@ def test_product_settings_are_checked(tmp_path: Path, override: str, key: str) -
     load_config(tmp_path / "campaign.toml", deepclean)  # the defaults pass
     with pytest.raises(ConfigError, match=key):
         load_config(tmp_path / "campaign.toml", [*deepclean, override])
+
+
+# ---- the canary -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def canary_runs(tmp_path_factory: pytest.TempPathFactory):
+    """The same DeepClean campaign twice, without and with a canary (other weights)."""
+    root = tmp_path_factory.mktemp("canary")
+    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    write_synthetic_dataset(load_config(root / "campaign.toml"))
+    weights = untrained_weights(root / "weights")
+    canary_weights = untrained_weights(root / "canary-weights", seed=5)
+    runs = {}
+    for name, canary in (("plain", False), ("canary", True)):
+        config = load_config(root / "campaign.toml", [
+            f'model.repository="{root / name / "model-repository"}"', 'model.mode="deepclean"',
+            f"data.witnesses={WITNESSES}", "deepclean.frame_seconds=16",
+            "deepclean.asd_fftlength=1", f"deepclean.canary={str(canary).lower()}",
+        ])
+        export_repository(config, weights, canary_weights=canary_weights if canary else None)
+        runs[name] = (config, run_dag(config, root / name / "run"))
+    return runs
+
+
+def test_a_canary_campaign_equals_its_reference_in_both_channels(canary_runs) -> None:
+    config, run_dir = canary_runs["canary"]
+    campaign = run_dir / "output" / "campaign.h5"
+    reference, _ = run_reference(config, run_dir.parent / "reference.h5")
+    comparison = compare_outputs(campaign, reference)
+    assert comparison.passes(1e-5), comparison.describe()
+    with h5py.File(campaign, "r") as f:
+        assert set(f) == {"noise", "clean", "noise_canary", "clean_canary"}
+    clean = read_campaign(campaign, "clean/H1")[0]
+    canary = read_campaign(campaign, "clean_canary/H1")[0]
+    assert canary.t0 == clean.t0 and len(canary) == len(clean)
+    assert not np.allclose(canary.value, clean.value)  # another network: another cleaning
+    # the plain campaign's production channel is the same network on the same data
+    plain = read_campaign(canary_runs["plain"][1] / "output" / "campaign.h5", "clean/H1")[0]
+    np.testing.assert_allclose(clean.value, plain.value, rtol=1e-6, atol=0)
+    # both channels in the same GWF files; the canary's is the HDF5's canary
+    files = [str(p) for p in gwf_files(run_dir, "H1")]
+    from_gwf = TimeSeries.read(files, f"{STRAIN}_DC_CANARY", format="gwf")
+    np.testing.assert_array_equal(from_gwf.value, canary.value.astype(np.float32))
+    assert len(TimeSeries.read(files, f"{STRAIN}_DC", format="gwf")) == len(from_gwf)
+    summary = json.loads((run_dir / "output" / "campaign.json").read_text())
+    assert set(summary["deepclean_canary"]) == set(summary["deepclean"]) == {"H1", "L1"}
+    report = (run_dir / "report" / "index.html").read_text()
+    assert "<th>canary</th>" in report and "<th>production</th>" in report
+
+
+def test_the_canary_sends_no_more_bytes_per_data_second(canary_runs) -> None:
+    sent = {}
+    for name, (config, run_dir) in canary_runs.items():
+        records = [json.loads(RunDir(run_dir).part(node)[1].read_text())
+                   for node in RunDir(run_dir).read_run_info()["clients"]]
+        data_seconds = config.total_windows * config.stride_seconds
+        sent[name] = sum(r["tensor_bytes_sent"] for r in records) / data_seconds
+    # every streamed sample once, float32, plus the warm-up windows streamed again per piece
+    config = canary_runs["plain"][0]
+    floor = len(config.stream_channels) * config.data.sample_rate * 4
+    assert floor <= sent["plain"] < 1.2 * floor
+    assert sent["canary"] == sent["plain"]
+
+
+def test_canary_weights_need_a_canary_config_and_back(tmp_path: Path) -> None:
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    weights = untrained_weights(tmp_path / "weights")
+    deepclean = ['model.mode="deepclean"', f"data.witnesses={WITNESSES}"]
+    plain = load_config(tmp_path / "campaign.toml", deepclean)
+    with pytest.raises(ModelError, match="does not ask for a canary"):
+        export_repository(plain, weights, canary_weights=weights)
+    canary = load_config(tmp_path / "campaign.toml", [*deepclean, "deepclean.canary=true"])
+    with pytest.raises(ModelError, match="needs --canary-weights"):
+        export_repository(canary, weights)
+    with pytest.raises(ConfigError, match="deepclean.canary"):
+        load_config(tmp_path / "campaign.toml", ["deepclean.canary=true"])  # classifier mode

@@ -41,7 +41,8 @@ def cmd_synth(args: argparse.Namespace) -> None:
 def cmd_export(args: argparse.Namespace) -> None:
     from offline_iaas.repository.export import export_repository, read_manifest
 
-    repo = export_repository(_config(args), args.weights, args.flavor, args.ensemble)
+    repo = export_repository(_config(args), args.weights, args.flavor, args.ensemble,
+                             args.canary_weights)
     manifest = read_manifest(repo)
     versions = ", ".join(f"{name} v{v}" for name, v in manifest["versions"].items())
     logger.info(f"export: {repo} (mode {manifest['mode']}, {manifest['flavor']} flavor, "
@@ -266,6 +267,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve each step as its own model behind an ensemble (Triton statistics per step) "
         "instead of the fused model (default, faster); with --flavor gpu, the native layout "
         "(onnxruntime backend, implicit state; classifier and bbhnet)",
+    )
+    p.add_argument(
+        "--canary-weights", type=Path,
+        help="with deepclean.canary = true: a second DeepClean per detector (like --weights), "
+        "served beside the production one on the same windows",
     )
     p = command("train-demo", cmd_train_demo,
                 "train the demo DeepClean (per detector) and BBHnet on the synthetic dataset")

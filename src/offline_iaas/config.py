@@ -125,6 +125,10 @@ class DeepCleanConfig:
     show (fraction: 0.05 is 5 %)."""
     gate_line_ratio: float = 1.0
     """The cleaned/raw ASD at the band's line must fall below this (1: lowered at all)."""
+    canary: bool = False
+    """Serve a canary DeepClean per detector beside the production one, on the same windows
+    (``export --canary-weights``): output ``noise_canary``, channel
+    ``<strain>_<suffix>_CANARY``."""
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,9 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
         fail("data.witnesses", "lists a channel twice")
     if set(c.data.witnesses) & set(c.data.channels):
         fail("data.witnesses", "lists a strain channel of data.channels")
+    if c.deepclean.canary and not c.mode.averages:
+        fail("deepclean.canary", f"needs a DeepClean mode (deepclean, e2e), not "
+             f"{c.model.mode!r}")
     if not c.mode.witnesses:
         return
     if len(c.ifos) != len(c.data.channels):

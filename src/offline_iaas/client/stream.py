@@ -203,10 +203,12 @@ class _PieceRows:
 
 @dataclass
 class StreamTimes:
-    """Unix times of a client's first request and last response (over reconnections)."""
+    """Unix times of a client's first request and last response, and the tensor bytes it
+    sent (over reconnections)."""
 
     first_request_unix: float | None = None
     last_response_unix: float | None = None
+    tensor_bytes_sent: int = 0
 
 
 class RequestStream:
@@ -248,6 +250,8 @@ class RequestStream:
         self.on_response = on_response
         self.server = server
         self.sent = self.received = 0
+        self.tensor_bytes_sent = 0
+        """Bytes of the tensors sent (what a request carries, without gRPC's framing)."""
         self._responses: queue.Queue = queue.Queue()
 
     def __enter__(self) -> RequestStream:
@@ -267,8 +271,9 @@ class RequestStream:
 
         while self.sent - self.received >= self.in_flight:
             self.take()
-        tensor = grpcclient.InferInput(name, list(values.shape), "FP32")
-        tensor.set_data_from_numpy(np.ascontiguousarray(values, np.float32))
+        data = np.ascontiguousarray(values, np.float32)
+        tensor = grpcclient.InferInput(name, list(data.shape), "FP32")
+        tensor.set_data_from_numpy(data)
         try:
             self.client.async_stream_infer(
                 self.model, [tensor], request_id=request_id, sequence_id=sequence_id,
@@ -277,6 +282,7 @@ class RequestStream:
         except grpcclient.InferenceServerException as err:  # the stream is gone
             raise ServerError(f"stream to {self.server} broke: {err}") from None
         self.sent += 1
+        self.tensor_bytes_sent += data.nbytes
 
     def take(self) -> None:
         """Wait for one response and hand it on; ServerError on an error or a timeout."""
@@ -337,27 +343,30 @@ def _stream_once(
         config.client.request_timeout_seconds, headers, place,
         f"{address.node} at {address.grpc_url}",
     )
-    with stream:
-        for number, (piece, done) in enumerate(zip(segment.pieces, saved, strict=True)):
-            if done >= piece.windows:
-                continue
-            first_row = max(0, done - warmup)
-            sizes = request_sizes(piece.windows - first_row, config.model.batch_size)
-            pieces[number] = _PieceRows(
-                number, first_row, done, sizes,
-                config.client.checkpoint_requests * config.model.batch_size, writer,
-            )
-            updates = request_updates(
-                piece_samples(config, frames, piece, first_row), [n * stride for n in sizes]
-            )
-            for index, update in enumerate(updates):
-                if times.first_request_unix is None:
-                    times.first_request_unix = time.time()
-                stream.send("update", update[None], f"{number}:{index}", piece.sequence_id,
-                            start=index == 0, end=index == len(sizes) - 1)
-                if stream.sent == total_requests // 2:
-                    hooks.reached(run_dir, segment.node, "mid-stream")
-        stream.drain()
+    try:
+        with stream:
+            for number, (piece, done) in enumerate(zip(segment.pieces, saved, strict=True)):
+                if done >= piece.windows:
+                    continue
+                first_row = max(0, done - warmup)
+                sizes = request_sizes(piece.windows - first_row, config.model.batch_size)
+                pieces[number] = _PieceRows(
+                    number, first_row, done, sizes,
+                    config.client.checkpoint_requests * config.model.batch_size, writer,
+                )
+                updates = request_updates(
+                    piece_samples(config, frames, piece, first_row), [n * stride for n in sizes]
+                )
+                for index, update in enumerate(updates):
+                    if times.first_request_unix is None:
+                        times.first_request_unix = time.time()
+                    stream.send("update", update[None], f"{number}:{index}", piece.sequence_id,
+                                start=index == 0, end=index == len(sizes) - 1)
+                    if stream.sent == total_requests // 2:
+                        hooks.reached(run_dir, segment.node, "mid-stream")
+            stream.drain()
+    finally:  # what was sent counts even when the stream broke
+        times.tensor_bytes_sent += stream.tensor_bytes_sent
 
 
 def stream_segment(
@@ -422,7 +431,8 @@ def run_client(
     writer.commit(
         {"wall_seconds": elapsed, "peak_rss_mb": peak_rss_mb(), "reconnects": reconnects,
          "first_request_unix": times.first_request_unix,
-         "last_response_unix": times.last_response_unix}
+         "last_response_unix": times.last_response_unix,
+         "tensor_bytes_sent": times.tensor_bytes_sent}
     )
     seconds = segment.streamed_seconds
     logger.info(

@@ -88,12 +88,15 @@ class CampaignWriter:
                 timeseries_attrs(dataset, statistic_channel(config), "statistic", x0,
                                   config.stride_seconds)
                 self.names[("statistic", stretch.index)] = [name]
-            if self.stage is not None:
+            for output in self.outputs:
+                if output == "statistic":
+                    continue
+                # noise, noise_canary: staged until the post-processing band-passes them
                 x0 = output_x0(config, stretch, "noise")
-                names = [f"prediction/{ifo}/{gps_text(x0)}" for ifo in config.ifos]
+                names = [f"{output}/{ifo}/{gps_text(x0)}" for ifo in config.ifos]
                 for name in names:
                     self.stage.create_dataset(name, shape=(kept * stride,), dtype=np.float32)
-                self.names[("noise", stretch.index)] = names
+                self.names[(output, stretch.index)] = names
 
     def write(self, output: str, stretch: int, kept_offset: int, rows: np.ndarray) -> None:
         """Write ``rows`` (``output_rows`` layout) at kept window ``kept_offset`` of a stretch."""

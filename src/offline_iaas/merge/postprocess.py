@@ -10,6 +10,7 @@ writes the files around it.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,9 @@ def postprocess(writer: Any, frames: list | None, frames_dir: Path | None) -> di
     if writer.stage is not None:
         if frames is None:
             raise ValueError("the DeepClean post-processing needs the frame files")
-        summary["deepclean"], gate = _clean_strain(writer, frames, frames_dir)
+        summary["deepclean"], canary, gate = _clean_strain(writer, frames, frames_dir)
+        if canary:
+            summary["deepclean_canary"] = canary
         if gate:
             summary["deepclean_gate"] = gate
     if "statistic" in writer.outputs and writer.config.mode.triggers:
@@ -49,65 +52,108 @@ def postprocess(writer: Any, frames: list | None, frames_dir: Path | None) -> di
     return summary
 
 
+@dataclass(frozen=True)
+class _Variant:
+    """One DeepClean's products: the production one, or the canary beside it."""
+
+    output: str
+    """The averaged prediction clients stored (``noise``, ``noise_canary``)."""
+    noise: str
+    clean: str
+    """HDF5 groups of the band-passed prediction and the cleaned strain."""
+    suffix: str
+    """Appended to the cleaned strain's channel (``""``, ``_CANARY``)."""
+
+
+PRODUCTION = _Variant("noise", "noise", "clean", "")
+CANARY = _Variant("noise_canary", "noise_canary", "clean_canary", "_CANARY")
+
+
 def _clean_strain(
     writer: Any, frames: list, frames_dir: Path | None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The cleaned strain into the HDF5 file and (``frames_dir``) the gated GWF files; return
-    the ASD numbers per interferometer and the gate's."""
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The cleaned strain (and the canary's) into the HDF5 file and (``frames_dir``) the gated
+    GWF files; return the ASD numbers per interferometer, the canary's, and the gate's."""
     from offline_iaas.data.frames import read_span
 
     config = writer.config
     rate = config.data.sample_rate
     sos = bandpass_sos(config)
+    variants = [PRODUCTION] + ([CANARY] if "noise_canary" in writer.outputs else [])
     gwf = (CleanedFrames(frames_dir, writer.frames_dir, config, writer.provenance)
            if frames_dir is not None else None)
-    # per ifo, the longest held-out run of cleaned strain: (gps start, raw, cleaned)
-    held_out: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}
+    # per (variant, ifo), the longest held-out run of cleaned strain: (gps start, raw, cleaned)
+    held_out: dict[tuple[str, str], tuple[float, np.ndarray, np.ndarray]] = {}
     for stretch in writer.stretches:
         x0 = output_x0(config, stretch, "noise")
         bounds = (stretch.gps_start, stretch.gps_end)
-        for ifo, strain, stage_name in zip(config.ifos, config.data.channels,
-                                           writer.names[("noise", stretch.index)], strict=True):
-            prediction = writer.stage[stage_name]
-            n = len(prediction)
-            noise = writer.file.create_dataset(f"noise/{ifo}/{gps_text(x0)}", shape=(n,),
-                                               dtype=np.float32)
-            clean = writer.file.create_dataset(f"clean/{ifo}/{gps_text(x0)}", shape=(n,),
-                                               dtype=np.float32)
-            timeseries_attrs(noise, f"{strain}_DEEPCLEAN_NOISE", "noise", x0, 1 / rate, "strain")
-            timeseries_attrs(clean, output_channel(config, strain), "clean", x0, 1 / rate,
-                             "strain")
+        for index, (ifo, strain) in enumerate(zip(config.ifos, config.data.channels,
+                                                  strict=True)):
+            predictions = [writer.stage[writer.names[(v.output, stretch.index)][index]]
+                           for v in variants]
+            n = len(predictions[0])
+            stored = []
+            for v in variants:
+                noise = writer.file.create_dataset(f"{v.noise}/{ifo}/{gps_text(x0)}", shape=(n,),
+                                                   dtype=np.float32)
+                clean = writer.file.create_dataset(f"{v.clean}/{ifo}/{gps_text(x0)}", shape=(n,),
+                                                   dtype=np.float32)
+                timeseries_attrs(noise, f"{strain}_DEEPCLEAN_NOISE{v.suffix}", v.noise, x0,
+                                 1 / rate, "strain")
+                timeseries_attrs(clean, output_channel(config, strain) + v.suffix, v.clean, x0,
+                                 1 / rate, "strain")
+                stored.append((noise, clean))
             training = writer.training.get(f"deepclean-{ifo}")
             ha, hb = held_out_samples(x0, n, rate, [tuple(training)] if training else [],
                                       int(ASD_MAX_SECONDS * rate))
-            raw_kept, clean_kept = np.zeros(hb - ha), np.zeros(hb - ha)
-            for a, band in zero_phase_blocks(
-                lambda lo, hi, p=prediction: p[lo:hi].astype(np.float64), n, sos, rate
-            ):
-                b = a + len(band)
+            kept = [(np.zeros(hb - ha), np.zeros(hb - ha)) for _ in variants]
+            # the same block grid for every variant: the raw strain is read once per block
+            blocks = zip(*(zero_phase_blocks(
+                lambda lo, hi, p=p: p[lo:hi].astype(np.float64), n, sos, rate)
+                for p in predictions), strict=True)
+            for per_variant in blocks:
+                a = per_variant[0][0]
+                b = a + len(per_variant[0][1])
                 raw = read_span(frames, [strain], x0 + a / rate, x0 + b / rate, rate,
                                 bounds)[0].astype(np.float64)
-                cleaned = raw - band
-                noise[a:b] = band
-                clean[a:b] = cleaned
-                lo, hi = max(a, ha), min(b, hb)
-                if lo < hi:
-                    raw_kept[lo - ha : hi - ha] = raw[lo - a : hi - a]
-                    clean_kept[lo - ha : hi - ha] = cleaned[lo - a : hi - a]
+                cleaned = []
+                for (_, band), (noise, clean), (raw_kept, clean_kept) in zip(
+                        per_variant, stored, kept, strict=True):
+                    cleaned.append(raw - band)
+                    noise[a:b] = band
+                    clean[a:b] = cleaned[-1]
+                    lo, hi = max(a, ha), min(b, hb)
+                    if lo < hi:
+                        raw_kept[lo - ha : hi - ha] = raw[lo - a : hi - a]
+                        clean_kept[lo - ha : hi - ha] = cleaned[-1][lo - a : hi - a]
                 if gwf is not None:
-                    gwf.add(ifo, strain, x0 + a / rate, raw, cleaned)
+                    gwf.add(ifo, strain, x0 + a / rate, raw, cleaned[0], cleaned[1:])
             if gwf is not None:
                 gwf.flush(ifo)
-            if hb - ha > len(held_out.get(ifo, (0, ()))[1]):
-                held_out[ifo] = (x0 + ha / rate, raw_kept, clean_kept)
-    d = config.deepclean
+            for v, (raw_kept, clean_kept) in zip(variants, kept, strict=True):
+                if hb - ha > len(held_out.get((v.output, ifo), (0, ()))[1]):
+                    held_out[(v.output, ifo)] = (x0 + ha / rate, raw_kept, clean_kept)
+    results = [_asd_numbers(writer, v, held_out) for v in variants]
+    gate = {} if gwf is None else gwf.close()
+    if gwf is not None:
+        channels = ", ".join(output_channel(config, ch) for ch in config.data.channels)
+        logger.debug(f"{gwf.count} GWF files of cleaned strain ({channels})")
+    return results[0], (results[1] if len(results) > 1 else {}), gate
+
+
+def _asd_numbers(writer: Any, variant: _Variant,
+                 held_out: dict[tuple[str, str], tuple[float, np.ndarray, np.ndarray]]
+                 ) -> dict[str, Any]:
+    """The cleaned/raw ASD numbers of one variant per interferometer, on held-out data."""
+    config = writer.config
+    rate, d = config.data.sample_rate, config.deepclean
     result: dict[str, Any] = {}
     for ifo in config.ifos:
         training = writer.training.get(f"deepclean-{ifo}")
-        start, raw, cleaned = held_out.get(ifo, (0.0, np.zeros(0), np.zeros(0)))
+        start, raw, cleaned = held_out.get((variant.output, ifo), (0.0, np.zeros(0), np.zeros(0)))
         if len(raw) < 2 * d.asd_fftlength * rate:
-            logger.warning(f"{ifo}: too little cleaned strain outside the training data for an ASD "
-                f"({len(raw) / rate:.0f} s)")
+            logger.warning(f"{ifo}: too little cleaned strain outside the training data for an "
+                           f"ASD ({len(raw) / rate:.0f} s)")
             continue
         band = (d.band_low_hz, d.band_high_hz)
         numbers = asd_ratio(raw, cleaned, rate, d.asd_fftlength, band, d.guard_hz)
@@ -120,19 +166,15 @@ def _clean_strain(
                 f"GPS {start:.0f}-{end:.0f}; the weights record no training span, so it may "
                 "include training data")
         logger.debug(
-            f"{ifo} cleaned/raw ASD at the {numbers['line_hz']:.2f} Hz line: "
+            f"{ifo}{variant.suffix.lower().replace('_', ' ')} cleaned/raw ASD at the "
+            f"{numbers['line_hz']:.2f} Hz line: "
             f"{numbers['ratio_at_line']:.3f}; outside {d.band_low_hz - d.guard_hz:g}-"
             f"{d.band_high_hz + d.guard_hz:g} Hz within "
             f"{100 * numbers['max_deviation_outside_band']:.2f} % of 1 "
             f"({100 * numbers['max_deviation_at_band_edges']:.1f} % right outside the band "
             f"edges; {data}; {d.asd_fftlength:g} s FFTs)"
         )
-    if gwf is None:
-        return result, {}
-    gate = gwf.close()
-    channels = ", ".join(output_channel(config, ch) for ch in config.data.channels)
-    logger.debug(f"{gwf.count} GWF files of cleaned strain ({channels})")
-    return result, gate
+    return result
 
 
 def _triggers(writer: Any) -> dict[str, Any]:

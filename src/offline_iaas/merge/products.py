@@ -81,6 +81,7 @@ class _Pending:
     gps_start: float
     raw: list[np.ndarray] = field(default_factory=list)
     cleaned: list[np.ndarray] = field(default_factory=list)
+    canary: list[np.ndarray] = field(default_factory=list)
 
     @property
     def samples(self) -> int:
@@ -117,9 +118,14 @@ class CleanedFrames:
         return len(self.files)
 
     def add(self, ifo: str, strain: str, gps_start: float, raw: np.ndarray,
-            cleaned: np.ndarray) -> None:
-        """Append samples of ``ifo`` starting at ``gps_start``; a gap ends the file."""
+            cleaned: np.ndarray, canary: list[np.ndarray] = ()) -> None:
+        """Append samples of ``ifo`` starting at ``gps_start``; a gap ends the file.
+
+        ``canary`` (``deepclean.canary``): the canary's cleaned strain of the same samples,
+        written beside the production channel (``..._CANARY``) and not gated.
+        """
         channel = output_channel(self.config, strain)
+        canary = canary[0] if len(canary) else None
         while len(cleaned):
             pending = self.pending.get(ifo)
             if pending is not None and abs(
@@ -130,6 +136,9 @@ class CleanedFrames:
             take = min(len(cleaned), int(round((boundary - gps_start) * self.rate)))
             pending.raw.append(raw[:take])
             pending.cleaned.append(cleaned[:take])
+            if canary is not None:
+                pending.canary.append(canary[:take])
+                canary = canary[take:]
             gps_start, raw, cleaned = gps_start + take / self.rate, raw[take:], cleaned[take:]
             if take and abs(gps_start - boundary) < 1e-6:
                 self.flush(ifo)
@@ -154,8 +163,10 @@ class CleanedFrames:
         name = frame_file_name(self.config, ifo, first, last - first)
         path = self.out_dir / ifo / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_gwf(path, pending.channel, start, self.rate, values.astype(np.float32),
-                   self.comment)
+        channels = {pending.channel: values}
+        if pending.canary:
+            channels[pending.channel + "_CANARY"] = np.concatenate(pending.canary)
+        _write_gwf(path, channels, start, self.rate, self.comment)
         self.files.append((ifo, self.final_dir / ifo / name, first, last - first))
 
     def _verdict(self, raw: np.ndarray, cleaned: np.ndarray) -> str | None:
@@ -187,18 +198,21 @@ class CleanedFrames:
         return summary
 
 
-def _write_gwf(path: Path, channel: str, gps_start: float, rate: float, values: np.ndarray,
+def _write_gwf(path: Path, channels: dict[str, np.ndarray], gps_start: float, rate: float,
                comment: str) -> None:
-    """One frame of one REAL4 channel with a history entry, through LALFrame."""
+    """One frame of REAL4 channels (``name → values``, equal lengths) with a history entry,
+    through LALFrame."""
     import lal
     import lalframe
 
     epoch = lal.LIGOTimeGPS(gps_start)
-    series = lal.CreateREAL4TimeSeries(channel, epoch, 0.0, 1.0 / rate, lal.StrainUnit,
-                                       len(values))
-    series.data.data[:] = values
-    frame = lalframe.FrameNew(epoch, len(values) / rate, "offline-iaas", 0, 0, 0)
-    lalframe.FrameAddREAL4TimeSeriesProcData(frame, series)
+    seconds = len(next(iter(channels.values()))) / rate
+    frame = lalframe.FrameNew(epoch, seconds, "offline-iaas", 0, 0, 0)
+    for channel, values in channels.items():
+        series = lal.CreateREAL4TimeSeries(channel, epoch, 0.0, 1.0 / rate, lal.StrainUnit,
+                                           len(values))
+        series.data.data[:] = values.astype(np.float32)
+        lalframe.FrameAddREAL4TimeSeriesProcData(frame, series)
     lalframe.FrameAddFrHistory(frame, "offline-iaas", comment)
     lalframe.FrameWrite(frame, str(path))
 

@@ -83,6 +83,8 @@ def _deepclean(run: _Run, section: page.Section) -> None:
     settings = run.config.deepclean if run.config is not None else DeepCleanConfig()
     band = (settings.band_low_hz, settings.band_high_hz)
     metrics = run.summary.get("deepclean") or {}
+    canaries = run.summary.get("deepclean_canary") or {}
+    gates = run.summary.get("deepclean_gate") or {}
     for ifo in ifos:
         section.parts.append(page.heading(ifo))
         held_out = (metrics.get(ifo) or {}).get("held_out_gps")
@@ -94,17 +96,24 @@ def _deepclean(run: _Run, section: page.Section) -> None:
                 "absent"))
             continue
         section.parts.append(page.image(plots.asd_figure(ifo, spectra, band), f"{ifo} ASD"))
+        canary = canaries.get(ifo)
+        blank = [""] if canary is not None else []
         rows: list[list[object]] = []
         clean_range = inspiral_range(spectra.frequencies, spectra.clean)
         if spectra.raw is not None:
             raw_range = inspiral_range(spectra.frequencies, spectra.raw)
-            rows.append(["BNS range, raw [Mpc]", round(raw_range, 2)])
-        rows.append(["BNS range, cleaned [Mpc]", round(clean_range, 2)])
+            rows.append(["BNS range, raw [Mpc]", round(raw_range, 2), *blank])
+        rows.append(["BNS range, cleaned [Mpc]", round(clean_range, 2), *blank])
         if spectra.raw is not None and raw_range > 0:
-            rows.append(["range change [%]", round(100 * (clean_range / raw_range - 1), 2)])
+            rows.append(["range change [%]", round(100 * (clean_range / raw_range - 1), 2),
+                         *blank])
         for key, value in (metrics.get(ifo) or {}).items():
-            rows.append([key, value])
-        section.parts.append(page.table(["quantity", "value"], rows))
+            rows.append([key, value] + ([canary.get(key, "")] if canary is not None else []))
+        for key, value in (gates.get(ifo) or {}).items():
+            rows.append([f"gate: {key}", value, *blank])
+        header = ["quantity", "production", "canary"] if canary is not None else [
+            "quantity", "value"]
+        section.parts.append(page.table(header, rows))
     section.parts.append(page.paragraph(
         f"Range: 1.4+1.4 M☉ inspiral, SNR 8, angle-averaged (gwpy sensemon_range), from "
         f"{RANGE_FMIN_HZ:g} Hz; ASDs from at most {ASD_MAX_SECONDS:g} s per interferometer, "

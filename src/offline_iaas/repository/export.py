@@ -73,7 +73,7 @@ def latest_version(model_dir: Path) -> int:
 
 def export_repository(
     config: CampaignConfig, weights: Path | None = None, flavor: str = "cpu",
-    ensemble: bool = False,
+    ensemble: bool = False, canary_weights: Path | None = None,
 ) -> Path:
     """Write (or add a version to) the campaign's model repository; return its path.
 
@@ -92,6 +92,8 @@ def export_repository(
         default, faster): cpu flavor, python-backend models (Triton's per-model statistics for
         each step); gpu flavor, the native layout (onnxruntime-backend models on KIND_GPU, the
         snapshotter an ONNX graph with Triton implicit state), single-network modes only.
+    canary_weights
+        With ``deepclean.canary``: the canary DeepClean per detector (like ``weights``).
     """
     from offline_iaas.repository import networks
 
@@ -122,7 +124,7 @@ def export_repository(
     repo.parent.mkdir(parents=True, exist_ok=True)
     # The networks are exported (and bad weights refused) before the repository is touched.
     with tempfile.TemporaryDirectory(dir=repo.parent) as tmp:
-        graphs = networks.build_graphs(config, weights, Path(tmp))
+        graphs = networks.build_graphs(config, weights, Path(tmp), canary_weights)
         if served == "fused":
             versions, networks_served = _write_fused(config, graphs, shape, flavor, Path(tmp))
             models = [config.model.name]
@@ -232,7 +234,7 @@ def _tensor_dims(config: CampaignConfig, name: str) -> tuple[int, ...]:
     """Dims (without the batch axis) of an ensemble input or output."""
     if name == "update":
         return (len(config.stream_channels), -1)
-    if name == "noise":
+    if name in ("noise", "noise_canary"):
         return (len(config.ifos), -1)
     return (-1,)
 

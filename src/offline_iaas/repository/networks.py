@@ -32,6 +32,7 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ModelError
+from offline_iaas.repository.pipeline import CANARY_NETWORK
 
 WEIGHT_SUFFIXES: tuple[str, ...] = (".pt", ".pth", ".ts", ".onnx")
 OPSET = 17
@@ -196,11 +197,14 @@ def subtract_onnx(config: CampaignConfig) -> object:
     return model
 
 
-def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path) -> list[Graph]:
+def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path,
+                 canary_weights: Path | None = None) -> list[Graph]:
     """Export the mode's network graphs into ``out_dir`` (``<name>.onnx``); check weights first.
 
-    Raises ``ModelError`` (naming the file, the expected and the found shapes) for weights
-    that do not fit the campaign, before anything is written to the repository.
+    ``canary_weights`` (with ``deepclean.canary``): a second DeepClean per detector, exported
+    as ``deepclean_canary``. Raises ``ModelError`` (naming the file, the expected and the
+    found shapes) for weights that do not fit the campaign, before anything is written to the
+    repository.
     """
     try:
         import onnx
@@ -209,6 +213,12 @@ def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path) ->
         raise ModelError(
             "export needs torch: pip install 'offline-iaas[export]' -c constraints.txt"
         ) from None
+    if config.deepclean.canary and canary_weights is None:
+        raise ModelError("deepclean.canary = true: export needs --canary-weights (a "
+                         "directory of deepclean-<IFO>.* like --weights)")
+    if canary_weights is not None and not config.deepclean.canary:
+        raise ModelError("--canary-weights given but the config does not ask for a canary: "
+                         "set deepclean.canary = true")
     networks, k = config.mode.networks, config.kernel_samples
     stream, ifos = len(config.stream_channels), len(config.ifos)
     windows = ("windows", (-1, stream, k))
@@ -220,6 +230,10 @@ def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path) ->
         return [Graph("bbhnet", path, (windows,), (("statistic", (-1,)),))]
     graphs = [Graph("deepclean", _deepclean(config, weights, out_dir / "deepclean.onnx"),
                     (windows,), (("prediction", (-1, ifos, k)),))]
+    if config.deepclean.canary:
+        path = _deepclean(config, canary_weights, out_dir / f"{CANARY_NETWORK}.onnx")
+        graphs.append(Graph(CANARY_NETWORK, path, (windows,), (("prediction", (-1, ifos, k)),)))
+
     if "subtract" in networks:  # e2e: DeepClean, subtraction, BBHnet on the cleaned strain
         path = out_dir / "subtract.onnx"
         onnx.save(subtract_onnx(config), str(path))

@@ -28,6 +28,9 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig
 
+CANARY_NETWORK = "deepclean_canary"
+"""The canary DeepClean's graph and stage (``deepclean.canary``)."""
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -66,6 +69,13 @@ def stages(config: CampaignConfig) -> list[Stage]:
         Stage("deepclean", "network", {"windows": "windows"}, {"prediction": "prediction"}),
         Stage("averager", "average", {"prediction": "prediction"}, {"noise": "noise"}, ifos),
     ]
+    if config.deepclean.canary:  # the canary on the same windows, averaged on its own
+        chain += [
+            Stage(CANARY_NETWORK, "network", {"windows": "windows"},
+                  {"prediction": "canary_prediction"}),
+            Stage("averager_canary", "average", {"prediction": "canary_prediction"},
+                  {"noise": "noise_canary"}, ifos),
+        ]
     if mode.snapshots == 2:  # the cleaned strain windowed again for BBHnet
         chain += [
             Stage("subtract", "network", {"windows": "windows", "noise": "noise"},
@@ -78,8 +88,9 @@ def stages(config: CampaignConfig) -> list[Stage]:
 
 
 def ensemble_outputs(config: CampaignConfig) -> tuple[str, ...]:
-    """What clients request and store: ``statistic`` and/or ``noise``."""
-    return config.mode.outputs
+    """What clients request and store: ``statistic`` and/or ``noise`` (and ``noise_canary``
+    with a canary)."""
+    return config.mode.outputs + (("noise_canary",) if config.deepclean.canary else ())
 
 
 def output_rows(config: CampaignConfig, name: str, values: np.ndarray) -> np.ndarray:

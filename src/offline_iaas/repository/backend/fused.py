@@ -65,8 +65,8 @@ class TritonPythonModel:
 
     def _zeros(self, n_samples: int) -> dict:
         n = n_samples // self.stride_samples
-        shapes = {"statistic": (1, n), "noise": (1, self.ifos, n_samples)}
-        return {name: np.zeros(shapes[name], np.float32) for name in self.outputs}
+        return {name: np.zeros((1, n) if name == "statistic" else (1, self.ifos, n_samples),
+                               np.float32) for name in self.outputs}
 
     def execute(self, requests: list) -> list:
         pb = self.pb
