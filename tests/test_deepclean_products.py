@@ -98,6 +98,9 @@ def test_every_frame_and_the_output_name_their_provenance(campaign, capsys) -> N
     manifest = read_manifest(repo)
     graph = repo / manifest["networks"]["deepclean"]["path"]
     expected_sha = hashlib.sha256(graph.read_bytes()).hexdigest()
+    weights = {f"deepclean-{ifo}.pt": hashlib.sha256(
+        (run_dir.parent / "weights" / f"deepclean-{ifo}.pt").read_bytes()).hexdigest()
+        for ifo in ("H1", "L1")}
     for path in [*gwf_files(run_dir, "H1"), run_dir / "output" / "campaign.h5"]:
         assert main(["inspect", str(path)]) == 0
         provenance = json.loads(capsys.readouterr().out)
@@ -105,7 +108,7 @@ def test_every_frame_and_the_output_name_their_provenance(campaign, capsys) -> N
         assert provenance["config_hash"] == config.config_hash()
         assert provenance["software"].startswith("offline-iaas ")
         network = provenance["model"]["networks"]["deepclean"]  # both detectors
-        assert network == {"version": 1, "sha256": expected_sha}
+        assert network == {"version": 1, "sha256": expected_sha, "weights_sha256": weights}
     with pytest.raises(DataError, match="no offline-iaas frame history"):
         read_provenance(sorted((run_dir.parent / "frames").rglob("*.gwf"))[0])  # a raw frame
     assert main(["inspect", str(run_dir / "campaign.toml")]) == DataError.exit_code

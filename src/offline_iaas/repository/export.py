@@ -190,6 +190,7 @@ def _write_networks(
             "inputs": [name for name, _ in graph.inputs],
             "outputs": [name for name, _ in graph.outputs],
             "batched": flavor == "gpu" or graph.batched,
+            "weights_sha256": graph.weights_sha256,
         }
     return versions, served
 
@@ -215,6 +216,7 @@ def _write_fused(
             "inputs": [n for n, _ in graph.inputs],
             "outputs": [n for n, _ in graph.outputs],
             "batched": graph.batched,
+            "weights_sha256": graph.weights_sha256,
         }
     outputs = tuple((n, list(_tensor_dims(config, n))) for n in pipeline.ensemble_outputs(config))
     params = {
@@ -362,12 +364,13 @@ def classifier_onnx_path(repo: Path) -> Path:
 
 
 def model_record(repository: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    """The served model as products record it: name, flavor, each network's version and the
-    SHA-256 of the graph served."""
+    """The served model as products record it: name, flavor, each network's version, the
+    SHA-256 of the graph served and of the weight files it was exported from."""
     graphs = {}
     for name, entry in manifest.get("networks", {}).items():
         digest = hashlib.sha256((repository / entry["path"]).read_bytes()).hexdigest()
-        graphs[name] = {"version": manifest.get("versions", {}).get(name), "sha256": digest}
+        graphs[name] = {"version": manifest.get("versions", {}).get(name), "sha256": digest,
+                        "weights_sha256": entry.get("weights_sha256", {})}
     return {"name": manifest.get("ensemble"), "flavor": manifest.get("flavor"),
             "networks": graphs}
 

@@ -25,7 +25,8 @@ state_dict, TorchScript or ONNX file (``models/weights.py`` checks it against th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,16 @@ class Graph:
     outputs: tuple[tuple[str, tuple[int, ...]], ...]
     batched: bool = False
     """True for a graph that takes Triton's batch axis itself (``subtract``)."""
+    weights_sha256: dict[str, str] = field(default_factory=dict)
+    """SHA-256 of each weight file the graph was exported from (file name → digest)."""
+
+
+def weights_digests(weights: Path | None, names: list[str], single: bool) -> dict[str, str]:
+    """SHA-256 of the weight files of networks ``names`` (none for a seeded classifier)."""
+    if weights is None:
+        return {}
+    files = [weight_file(weights, name, single) for name in names]
+    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
 
 
 def weight_file(weights: Path | None, name: str, single: bool) -> Path:
@@ -224,15 +235,20 @@ def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path,
     windows = ("windows", (-1, stream, k))
     if networks == ("classifier",):
         path = _classifier(config, weights, out_dir / "classifier.onnx")
-        return [Graph("classifier", path, (windows,), (("statistic", (-1,)),))]
+        return [Graph("classifier", path, (windows,), (("statistic", (-1,)),),
+                      weights_sha256=weights_digests(weights, ["classifier"], True))]
     if networks == ("bbhnet",):
         path = _bbhnet(config, weights, out_dir / "bbhnet.onnx", single=True)
-        return [Graph("bbhnet", path, (windows,), (("statistic", (-1,)),))]
+        return [Graph("bbhnet", path, (windows,), (("statistic", (-1,)),),
+                      weights_sha256=weights_digests(weights, ["bbhnet"], True))]
+    per_ifo = [f"deepclean-{ifo}" for ifo in config.ifos]
     graphs = [Graph("deepclean", _deepclean(config, weights, out_dir / "deepclean.onnx"),
-                    (windows,), (("prediction", (-1, ifos, k)),))]
+                    (windows,), (("prediction", (-1, ifos, k)),),
+                    weights_sha256=weights_digests(weights, per_ifo, False))]
     if config.deepclean.canary:
         path = _deepclean(config, canary_weights, out_dir / f"{CANARY_NETWORK}.onnx")
-        graphs.append(Graph(CANARY_NETWORK, path, (windows,), (("prediction", (-1, ifos, k)),)))
+        graphs.append(Graph(CANARY_NETWORK, path, (windows,), (("prediction", (-1, ifos, k)),),
+                            weights_sha256=weights_digests(canary_weights, per_ifo, False)))
 
     if "subtract" in networks:  # e2e: DeepClean, subtraction, BBHnet on the cleaned strain
         path = out_dir / "subtract.onnx"
@@ -241,5 +257,6 @@ def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path,
                             (("cleaned", (ifos, -1)),), batched=True))
         path = _bbhnet(config, weights, out_dir / "bbhnet.onnx", single=False)
         graphs.append(Graph("bbhnet", path, (("windows", (-1, ifos, k)),),
-                            (("statistic", (-1,)),)))
+                            (("statistic", (-1,)),),
+                            weights_sha256=weights_digests(weights, ["bbhnet"], False)))
     return graphs
