@@ -25,6 +25,7 @@ from offline_iaas.rendezvous.job_ads import (
     job_ads,
 )
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, current_address, prescript
+from tests.helpers import SMALL_CAMPAIGN
 
 RUN_ID = "feedfacecafebeef"
 
@@ -173,3 +174,28 @@ def test_chirp_outside_a_job_says_what_is_missing(
     monkeypatch.delenv("_CONDOR_CHIRP_CONFIG", raising=False)
     with pytest.raises(ServerError, match="want_io_proxy"):
         HTCondorJobAds().set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, "x")
+
+
+def test_prescript_fails_over_to_a_live_server_after_the_deadline(
+    run_dir: Path, tmp_path: Path, log_lines: list[str]
+) -> None:
+    (run_dir / "campaign.toml").write_text(SMALL_CAMPAIGN + "\n[client]\nfailover_seconds = 600\n")
+    (run_dir / "run.json").write_text(json.dumps(
+        {"run_id": RUN_ID, "clients": ["client0"], "servers": ["server0", "server1"]}))
+    ads = FileJobAds(tmp_path / "ads.json")
+    other = dataclasses.replace(address(), node="server1", grpc_port=9001)
+    ads.set_own(RUN_ID, "server1", ADDRESS_ATTRIBUTE, as_json(other))  # server0 never starts
+    assert prescript(run_dir, "client0", ads, now=1000.0) is False
+    assert addresses.read_address(run_dir, "server1") == other  # written for the client anyway
+    assert prescript(run_dir, "client0", ads, now=1599.0) is False
+    assert prescript(run_dir, "client0", ads, now=1600.0) is True
+    assert "failing over to a live one (server1)" in log_lines[-1]
+    assert addresses.read_address(run_dir, "server0") is None
+    # its own server is preferred as soon as it is there
+    ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, as_json(address()))
+    assert prescript(run_dir, "client0", ads, now=1601.0) is True
+    assert addresses.read_address(run_dir, "server0") == address()
+    # and a server gone from the schedd loses its file
+    ads.set_own(RUN_ID, "server1", ADDRESS_ATTRIBUTE, None)
+    assert prescript(run_dir, "client0", ads, now=1602.0) is True
+    assert addresses.read_address(run_dir, "server1") is None

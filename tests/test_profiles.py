@@ -136,8 +136,8 @@ def test_profile_table() -> None:
         assert osg[role]["should_transfer_files"] == "YES"
         assert hep[role]["should_transfer_files"] == "YES"
         assert "transfer_input_files" not in ldg[role]
-    assert osg["client"]["transfer_input_files"] == (
-        "campaign.toml, token, jobs/$(node).json, servers/$(server).json"
+    assert osg["client"]["transfer_input_files"] == (  # every address: failover
+        "campaign.toml, token, jobs/$(node).json, servers"
     )
     assert osg["client"]["transfer_output_files"] == "parts/$(node).h5, parts/$(node).json"
     assert osg["client"]["when_to_transfer_output"] == "ON_SUCCESS"
@@ -229,7 +229,7 @@ def test_malformed_accounting_tags_are_refused(tag: str) -> None:
     ("sections", "key", "words"),
     [
         ({"site": {"profile": "osg", "client_image": CLIENT_IMAGE},
-          "server": {"image": SERVER_IMAGE}}, "server.bind", "0.0.0.0"),
+          "server": {"image": SERVER_IMAGE, "bind": "127.0.0.1"}}, "server.bind", "0.0.0.0"),
         ({"site": {"profile": "osg", "client_image": CLIENT_IMAGE},
           "server": {"bind": "0.0.0.0"}}, "server.image", "required"),
         ({"site": {"profile": "hepcloud"},
@@ -304,3 +304,12 @@ def test_make_dag_writes_the_transfer_run_directory(
     make_dag(shared, run)
     assert not (run / "model-repository.tar.gz").exists()
     assert "SCRIPT" not in (run / "offline.dag").read_text()
+
+
+def test_cluster_profiles_listen_on_every_interface_unless_told() -> None:
+    ldg = {"profile": "ldg", "accounting_group": ACCOUNTING_EXAMPLE}
+    assert resolve_site(campaign(site=ldg)).bind == "0.0.0.0"  # make-dag --set site.profile=ldg
+    assert resolve_site(campaign()).bind == "127.0.0.1"  # local
+    assert resolve_site(campaign(site=ldg, server={"bind": "10.1.2.3"})).bind == "10.1.2.3"
+    with pytest.raises(ConfigError, match="'server.bind' is '127.0.0.1'"):
+        resolve_site(campaign(site=ldg, server={"bind": "127.0.0.1"}))

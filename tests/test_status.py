@@ -126,7 +126,7 @@ def test_in_progress_from_the_dagman_node_status_file(run: Path) -> None:
     assert states["client1"] == ("waiting", 2, "idle")  # queued, not yet running
     assert states["merge"][0] == "waiting"
     text = "\n".join(status_lines(status))
-    assert "client1  JOB      waiting         2  idle" in text
+    assert "client1  JOB      waiting         2  server0  idle" in text
 
     (run / "offline.status").write_text(NODE_STATUS.replace(
         'NodeStatus = 3; StatusDetails = "idle"', 'NodeStatus = 6; StatusDetails = "exit 3"'))

@@ -141,6 +141,32 @@ def test_foreign_torchscript_checked_by_running_it(tmp_path: Path) -> None:
         load_network("deepclean", path, {"witnesses": 3, "kernel_samples": 64})
 
 
+class _SingletonClassAxis(nn.Module):
+    """An aframe-style classifier: ``[n, ifos, kernel]`` → ``[n, 1]`` (ml4gw's ResNet1D)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(2, 4, 7, padding=3)
+        self.fc = nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(x).mean(-1))
+
+
+def test_a_singleton_class_axis_is_dropped(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    net = _SingletonClassAxis().eval()
+    path = tmp_path / "aframe.pt"
+    torch.jit.save(torch.jit.script(net), path)
+    loaded = load_network("bbhnet", path, BBH)
+    x = torch.randn(3, 2, 256)
+    with torch.no_grad():
+        assert loaded(x).shape == (3,)
+        torch.testing.assert_close(loaded(x), net(x)[:, 0])
+    graph = export_onnx(loaded, tmp_path / "model.onnx", "windows", "statistic", (1, 2, 256))
+    assert load_network("bbhnet", graph, BBH) == graph  # the exported graph returns [n]
+
+
 def test_onnx_accepted_and_copied_as_is(tmp_path: Path) -> None:
     source = export_onnx(bbhnet(), tmp_path / "user.onnx", "windows", "statistic", (1, 2, 256))
     assert load_network("bbhnet", source, BBH) == source

@@ -178,8 +178,10 @@ class ServerConfig:
     instances: int = 1
     """Instances of the served model per server (one onnxruntime thread each on CPU). A
     client's sequence lives on one instance: keep ``clients_per_server >= instances``."""
-    bind: str = "127.0.0.1"
-    """Address the server listens on (``0.0.0.0`` on a cluster)."""
+    bind: str = ""
+    """Address the server listens on; empty: the site profile's (``127.0.0.1`` for ``local``,
+    ``0.0.0.0`` on a cluster, where clients run on other machines). ``make-dag`` writes the
+    resolved address into the run's config."""
     ready_timeout_seconds: float = 180.0
     sequence_idle_seconds: float = 60.0
     """Triton's ``max_sequence_idle_microseconds``, in seconds."""
@@ -207,6 +209,9 @@ class ClientConfig:
     """Deadline of one connection attempt (liveness and model checks)."""
     max_reconnects: int = 5
     """Reconnections after a stream failure before the client gives up (and the DAG retries)."""
+    failover_seconds: float = 600.0
+    """How long a client waits for its assigned server (not published yet, not answering, or
+    broken under it) before it continues on another live server of the campaign; 0: never."""
 
 
 @dataclass(frozen=True)

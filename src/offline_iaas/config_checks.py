@@ -111,6 +111,9 @@ def check_config(c: CampaignConfig, path: Path) -> None:
         fail("client.checkpoint_requests", "must be at least 1")
     if c.client.max_reconnects < 0:
         fail("client.max_reconnects", "must not be negative")
+    if c.client.failover_seconds < 0:
+        fail("client.failover_seconds", f"must not be negative (0: never fail over), got "
+             f"{c.client.failover_seconds}")
     if c.client.chunk_seconds <= 0:
         fail("client.chunk_seconds", "must be positive")
     if c.workflow.retries < 0:

@@ -27,6 +27,7 @@ from offline_iaas.repository.export import export_repository
 from offline_iaas.serve.tritonserver import free_ports
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
+from offline_iaas.workflow.status import read_status
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
 
 pytestmark = pytest.mark.slow
@@ -217,3 +218,37 @@ def test_merge_killed_mid_write_leaves_no_file_and_rerun_completes(dataset) -> N
     run_local(run_dir)
     assert not list(output.glob(".campaign.h5.*.tmp"))
     assert_equals_reference(dataset, run_dir)
+
+
+def test_client_of_a_server_that_never_starts_fails_over_and_the_output_is_unchanged(
+    dataset,
+) -> None:
+    # server1 never publishes (it waits in its start far longer than the campaign takes), as a
+    # server job idle in the queue would; its client continues on server0 after 3 s.
+    faults = {"server1": [{"point": "start", "action": "pause", "seconds": 600}]}
+    _, run_dir = prepare(dataset, "failover", [
+        "layout.servers=2", "layout.clients_per_server=1", "client.failover_seconds=3",
+    ], faults)
+    run_local(run_dir)
+    assert_equals_reference(dataset, run_dir)
+    sidecar = json.loads((run_dir / "parts" / "client1.json").read_text())
+    assert sidecar["servers"] == ["server0"]
+    assert "continuing on server0" in (run_dir / "logs" / "client1.out").read_text()
+    status = read_status(run_dir)
+    client1 = next(n for n in status.nodes if n.name == "client1")
+    assert (client1.server, client1.detail) == ("server0", "on server0 (failed over from server1)")
+    client0 = next(n for n in status.nodes if n.name == "client0")
+    assert (client0.server, client0.detail) == ("server0", "")
+
+
+def test_without_failover_the_client_of_a_dead_server_fails_clearly(dataset) -> None:
+    faults = {"server1": [{"point": "start", "action": "pause", "seconds": 600}]}
+    _, run_dir = prepare(dataset, "no-failover", [
+        "layout.servers=2", "layout.clients_per_server=1", "client.failover_seconds=0",
+        "client.server_wait_seconds=3", "workflow.retries=0",
+    ], faults)
+    with pytest.raises(RunError, match="client1"):
+        run_local(run_dir)
+    message = (run_dir / "logs" / "client1.err").read_text()
+    assert "no live server server1 within 3 s" in message and "never written" in message
+    assert processes_mentioning(str(run_dir)) == []

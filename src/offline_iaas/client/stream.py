@@ -22,6 +22,7 @@ import json
 import logging
 import queue
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,12 @@ from offline_iaas.data.discovery import FrameFile, discover_frames
 from offline_iaas.data.frames import iter_chunks
 from offline_iaas.errors import ModelError, RunError, ServerError
 from offline_iaas.rendezvous.access import auth_headers
-from offline_iaas.rendezvous.addresses import ServerAddress, address_path, read_address
+from offline_iaas.rendezvous.addresses import (
+    ServerAddress,
+    address_path,
+    published_servers,
+    read_address,
+)
 from offline_iaas.repository.pipeline import ensemble_outputs, output_rows
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import ClientSegment, Piece, request_sizes
@@ -113,41 +119,73 @@ def check_model(client, config: CampaignConfig, headers: dict[str, str]) -> None
         )
 
 
-def connect(
-    run_dir: Path, config: CampaignConfig, server: str, headers: dict[str, str],
-) -> tuple[object, ServerAddress]:
-    """A client of the live server that node ``server`` publishes; waits for it (bounded)."""
+def _live_client(address: ServerAddress, config: CampaignConfig, headers: dict[str, str]):
+    """A client of ``address`` if its server answers and serves the campaign's model, else
+    None (ModelError if it serves another model)."""
     import tritonclient.grpc as grpcclient
 
-    deadline = time.monotonic() + config.client.server_wait_seconds
-    stale: ServerAddress | None = None
+    client = grpcclient.InferenceServerClient(address.grpc_url)
+    try:
+        if client.is_server_ready(
+            headers=headers, client_timeout=config.client.connect_timeout_seconds
+        ):
+            check_model(client, config, headers)
+            return client
+    except ModelError:
+        client.close()
+        raise
+    except Exception:  # not listening, not answering, refused: a dead or stale server
+        pass
+    client.close()
+    return None
+
+
+def connect(
+    run_dir: Path, config: CampaignConfig, server: str, headers: dict[str, str],
+    node: str = "",
+) -> tuple[object, ServerAddress]:
+    """A client of a live server of the campaign; waits for one (bounded).
+
+    ``server`` is the preferred one (the client's own, or the one it failed over to). For
+    ``client.failover_seconds`` only it is tried; after that, every server whose address is
+    published, ``server`` first, the others in an order that differs per client ``node`` (so
+    the clients of a lost server spread over the rest). ServerError once
+    ``client.server_wait_seconds`` have passed with none.
+    """
+    started = time.monotonic()
+    failover = config.client.failover_seconds
+    stale: dict[str, ServerAddress] = {}
     while True:
-        address = read_address(run_dir, server)
-        if address is not None:
-            client = grpcclient.InferenceServerClient(address.grpc_url)
-            try:
-                if client.is_server_ready(
-                    headers=headers, client_timeout=config.client.connect_timeout_seconds
-                ):
-                    check_model(client, config, headers)
-                    return client, address
-            except ModelError:
-                client.close()
-                raise
-            except Exception:  # not listening, not answering, refused: a dead or stale server
-                pass
-            client.close()
-            if address != stale:
-                logger.warning(f"{server} at {address.grpc_url} (epoch {address.epoch}) does not "
+        waited = time.monotonic() - started
+        candidates = [server]
+        if failover > 0 and waited >= failover:
+            others = [s for s in published_servers(run_dir) if s != server]
+            turn = zlib.crc32(node.encode()) % len(others) if others else 0
+            candidates += others[turn:] + others[:turn]
+        for name in candidates:
+            address = read_address(run_dir, name)
+            if address is None:
+                continue
+            client = _live_client(address, config, headers)
+            if client is not None:
+                if name != server:
+                    logger.warning(f"{node}: {server} not live after {waited:.0f} s; "
+                                   f"continuing on {name} at {address.grpc_url}")
+                return client, address
+            if stale.get(name) != address:
+                logger.warning(f"{name} at {address.grpc_url} (epoch {address.epoch}) does not "
                                "answer")
-                stale = address
-        if time.monotonic() > deadline:
+                stale[name] = address
+        if waited > config.client.server_wait_seconds:
             where = address_path(run_dir, server)
+            last = stale.get(server)
             raise ServerError(
                 f"no live server {server} within {config.client.server_wait_seconds:.0f} s "
                 f"(address file {where}: "
-                + (f"{stale.grpc_url}, epoch {stale.epoch}, not answering)" if stale else
+                + (f"{last.grpc_url}, epoch {last.epoch}, not answering)" if last else
                    "never written)")
+                + (f", nor any other published server after {failover:.0f} s"
+                   if 0 < failover <= config.client.server_wait_seconds else "")
             )
         time.sleep(POLL_SECONDS)
 
@@ -202,13 +240,15 @@ class _PieceRows:
 
 
 @dataclass
-class StreamTimes:
-    """Unix times of a client's first request and last response, and the tensor bytes it
-    sent (over reconnections)."""
+class StreamRecord:
+    """What a client's streaming did, over reconnections: the Unix times of its first request
+    and last response, the tensor bytes it sent, and the servers it streamed to."""
 
     first_request_unix: float | None = None
     last_response_unix: float | None = None
     tensor_bytes_sent: int = 0
+    servers: list[str] = field(default_factory=list)
+    """Every server it streamed to, in order (one entry per change)."""
 
 
 class RequestStream:
@@ -307,14 +347,14 @@ def _stream_once(
     client, address: ServerAddress, config: CampaignConfig, segment: ClientSegment,
     frames: list[FrameFile], writer: PartWriter, headers: dict[str, str],
     run_dir: Path, progress: NullProgress = NO_PROGRESS,
-    times: StreamTimes | None = None,
+    times: StreamRecord | None = None,
 ) -> None:
     """Stream every unfinished piece on one connection; ServerError when the stream fails.
 
     ``progress`` counts data seconds (re-primed warm-up windows included); ``times`` records
     the first request and the last response.
     """
-    times = StreamTimes() if times is None else times
+    times = StreamRecord() if times is None else times
     stride = config.stride_samples
     warmup = config.warmup_windows
     outputs = ensemble_outputs(config)
@@ -376,15 +416,22 @@ def stream_segment(
     writer: PartWriter,
     run_dir: Path,
     progress: NullProgress = NO_PROGRESS,
-    times: StreamTimes | None = None,
+    times: StreamRecord | None = None,
 ) -> int:
     """Stream the segment's unfinished pieces, reconnecting on failure; return reconnections.
 
-    ``times`` records the first request and the last response."""
+    A reconnection prefers the server streamed to last (``connect``: after
+    ``client.failover_seconds`` any live one). ``times`` records the first request, the last
+    response and the servers."""
+    times = StreamRecord() if times is None else times
     headers = auth_headers(run_dir)
     reconnects = 0
+    server = segment.server
     while True:
-        client, address = connect(run_dir, config, segment.server, headers)
+        client, address = connect(run_dir, config, server, headers, segment.node)
+        server = address.node
+        if not times.servers or times.servers[-1] != server:
+            times.servers.append(server)
         try:
             _stream_once(
                 client, address, config, segment, frames, writer, headers, run_dir, progress, times,
@@ -425,17 +472,19 @@ def run_client(
         + (f", resuming after {resumed} checkpointed windows" if resumed else "")
     )
     started = time.monotonic()
-    times = StreamTimes()
+    times = StreamRecord()
     reconnects = stream_segment(config, segment, frames, writer, run_dir, progress, times)
     elapsed = time.monotonic() - started
     writer.commit(
         {"wall_seconds": elapsed, "peak_rss_mb": peak_rss_mb(), "reconnects": reconnects,
          "first_request_unix": times.first_request_unix,
          "last_response_unix": times.last_response_unix,
-         "tensor_bytes_sent": times.tensor_bytes_sent}
+         "tensor_bytes_sent": times.tensor_bytes_sent,
+         "servers": times.servers}
     )
     seconds = segment.streamed_seconds
     logger.info(
         f"{node}: {seconds:.0f} s of data in {elapsed:.1f} s ({seconds / elapsed:.1f} s/s), "
-        f"{reconnects} reconnection(s), peak RSS {peak_rss_mb():.0f} MiB"
+        f"{reconnects} reconnection(s), peak RSS {peak_rss_mb():.0f} MiB, on "
+        + " then ".join(times.servers)
     )

@@ -303,6 +303,11 @@ def _load_torchscript(kind: str, path: Path, expected: Mapping[str, Any]):
             f"{kind} TorchScript {path}: fails on the campaign's input shape {_shape(shape_in)} "
             f"({_context(kind, expected)}): {_first_line(err)}"
         ) from None
+    if isinstance(out, torch.Tensor) and tuple(out.shape) == (*shape_out, 1):
+        # a singleton class axis, as the field's networks end (ml4gw's ResNet1D: [n, 1])
+        from offline_iaas.models.adapters import drop_last_axis
+
+        return drop_last_axis(module)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != shape_out:
         found = _shape(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ModelError(

@@ -57,6 +57,14 @@ def remove_address(run_dir: Path, node: str, epoch: int) -> None:
         address_path(run_dir, node).unlink(missing_ok=True)
 
 
+def published_servers(run_dir: Path) -> list[str]:
+    """The server nodes whose address file is in the run directory now, by name."""
+    directory = RunDir(run_dir).servers
+    if not directory.is_dir():
+        return []
+    return sorted(p.stem for p in directory.glob("*.json") if not p.name.startswith("."))
+
+
 def read_address(run_dir: Path, node: str) -> ServerAddress | None:
     try:
         return ServerAddress(**json.loads(address_path(run_dir, node).read_text()))

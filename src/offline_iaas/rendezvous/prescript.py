@@ -7,16 +7,19 @@ DAGMan runs it on the access point before each attempt of a client job::
 It looks up the client's server in the schedd (``rendezvous/job_ads.py``): the server job's ad,
 found by ``OfflineIaasRun``/``OfflineIaasNode``, holds ``OfflineIaasAddress`` once Triton is
 ready. An address counts only if the job is running and the address was set by its current
-start (epoch = ``NumJobStarts``). The script then writes it to ``RUN/servers/<server>.json``
-— the file a client reads on a shared filesystem — which the client's submit file transfers
-with the job. Until the address is known it exits ``DEFER_EXIT``, and DAGMan runs it again
-``DEFER_SECONDS`` later without counting a failure.
+start (epoch = ``NumJobStarts``). The script writes every live server's address to
+``RUN/servers/<server>.json`` — the files a client reads on a shared filesystem — which the
+client's submit file transfers with the job (``servers/``), so that the client can fail over
+to another server. Until its own server's address is known it exits ``DEFER_EXIT``, and
+DAGMan runs it again ``DEFER_SECONDS`` later without counting a failure; after
+``client.failover_seconds`` of that, another live server's address is enough.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,32 +55,61 @@ def current_address(ads: list[dict[str, Any]], node: str) -> addresses.ServerAdd
     return best
 
 
-def resolve_server(run_dir: Path, node: str, ads: JobAds) -> addresses.ServerAddress | None:
-    """Write the address of client ``node``'s server into the run directory, if known.
+def resolve_servers(
+    run_dir: Path, node: str, ads: JobAds
+) -> tuple[addresses.ServerAddress | None, list[addresses.ServerAddress]]:
+    """Write the address of every live server of the run into the run directory (a client
+    may fail over to any of them); return client ``node``'s own server's and the others'.
 
-    Returns
-    -------
-    The address written to ``servers/<server>.json``, or None if the server has not
-    published one yet.
+    A server that published none (or is gone) has its stale file removed.
     """
     run_dir = Path(run_dir).absolute()
     run = RunDir(run_dir)
-    run_id = str(read_record(run.run_info).get("run_id", ""))
+    info = read_record(run.run_info)
+    run_id = str(info.get("run_id", ""))
     server = read_record(run.job(node)).get("server")
     if not isinstance(server, str) or not server:
         raise RunError(f"{run.job(node)}: names no server")
-    address = current_address(ads.find(run_id, server), server)
-    if address is not None:
+    names = [s for s in info.get("servers", []) if isinstance(s, str)] or [server]
+    own, others = None, []
+    for name in sorted(set(names) | {server}):
+        address = current_address(ads.find(run_id, name), name)
+        if address is None:
+            run.address(name).unlink(missing_ok=True)
+            continue
         addresses.publish_address(run_dir, address)
-    return address
+        if name == server:
+            own = address
+        else:
+            others.append(address)
+    return own, others
 
 
-def prescript(run_dir: Path, node: str, ads: JobAds | None = None) -> bool:
-    """Run the PRE script of client ``node``: True once its server's address is written."""
+def prescript(run_dir: Path, node: str, ads: JobAds | None = None,
+              now: float | None = None) -> bool:
+    """Run the PRE script of client ``node``: True once its server's address is written, or,
+    after ``client.failover_seconds`` of waiting for it, once another server's is (the client
+    then fails over at once: its own server's file is absent)."""
+    from offline_iaas.config import load_config
+
     ads = job_ads() if ads is None else ads
-    address = resolve_server(run_dir, node, ads)
-    if address is None:
-        logger.info(f"{node}: its server has published no address yet; deferring")
-        return False
-    logger.info(f"{node}: {address.node} is at {address.grpc_url} (epoch {address.epoch})")
-    return True
+    now = time.time() if now is None else now
+    own, others = resolve_servers(run_dir, node, ads)
+    run = RunDir(run_dir)
+    waiting = run.logs / f"{node}.pre-waiting-since"
+    if own is not None:
+        waiting.unlink(missing_ok=True)
+        logger.info(f"{node}: {own.node} is at {own.grpc_url} (epoch {own.epoch})")
+        return True
+    if not waiting.exists():
+        waiting.parent.mkdir(parents=True, exist_ok=True)
+        waiting.write_text(f"{now}\n")
+    waited = now - float(waiting.read_text())
+    failover = load_config(run.config).client.failover_seconds if others else 0.0
+    if others and 0 < failover <= waited:
+        names = ", ".join(a.node for a in others)
+        logger.warning(f"{node}: its server has published no address in {waited:.0f} s; "
+                       f"failing over to a live one ({names})")
+        return True
+    logger.info(f"{node}: its server has published no address yet; deferring")
+    return False

@@ -264,7 +264,7 @@ def serve(
     models = manifest.get("models") or [stage.model for stage in stages(config)] + [
         config.model.name]
     check_models_present(config.model.repository, models)
-    bind = config.server.bind
+    bind = config.server.bind or "127.0.0.1"  # make-dag writes the profile's; a bare config
     monitor_seconds = config.server.monitor_seconds
     server_log = run.logs / f"{node}-tritonserver.log"
     ads = job_ads() if rendezvous == "jobad" else None

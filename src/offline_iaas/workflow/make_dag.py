@@ -10,6 +10,7 @@ without a shared filesystem, the model repository as a tarball.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -217,8 +218,11 @@ def make_dag(
         tarball.unlink(missing_ok=True)
 
     tmp = run_dir / f".campaign.toml.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    # the nodes read the run's config: it holds the profile's choices resolved (server.bind)
+    resolved = dataclasses.replace(config, server=dataclasses.replace(config.server,
+                                                                      bind=site.bind))
     try:
-        write_config(config, tmp)
+        write_config(resolved, tmp)
         os.replace(tmp, run.config)
     except BaseException:
         tmp.unlink(missing_ok=True)

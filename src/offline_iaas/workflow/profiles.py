@@ -89,6 +89,8 @@ class Site:
     """HTCondor starts the server job inside ``server.image``."""
     client_in_image: bool
     """HTCondor starts client and merge jobs inside ``site.client_image``."""
+    bind: str = "127.0.0.1"
+    """The address servers listen on: ``server.bind``, or the profile's when it is empty."""
 
     @property
     def rendezvous(self) -> str:
@@ -148,7 +150,7 @@ def resolve_site(config: CampaignConfig) -> Site:
         raise fail(
             "server.bind",
             f"is {server.bind!r}, which clients on other machines cannot reach; set "
-            "bind = \"0.0.0.0\" in [server] for a cluster",
+            "bind = \"0.0.0.0\" in [server] for a cluster (or leave it out: the profile's)",
         )
     if profile.cluster and profile.filesystem == "transfer":
         # Nothing of this environment exists on the workers: every job needs its image.
@@ -172,6 +174,7 @@ def resolve_site(config: CampaignConfig) -> Site:
         transfer=transfer,
         server_in_image=container and server.runtime == "native" and bool(server.image),
         client_in_image=container and bool(site.client_image),
+        bind=server.bind or ("0.0.0.0" if profile.cluster else "127.0.0.1"),
     )
 
 
@@ -220,7 +223,8 @@ def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
     run = RunDir("")  # paths relative to the run directory, the jobs' initialdir
     inputs = ", ".join(str(p) for p in {
         "server": [run.config, run.run_info, run.token, REPOSITORY_TARBALL],
-        "client": [run.config, run.token, run.job("$(node)"), run.address("$(server)")],
+        # every published address, so that a client can fail over to another server
+        "client": [run.config, run.token, run.job("$(node)"), run.servers],
         "merge": [run.config, run.run_info, run.jobs, run.parts],
     }[role])
     out = [("should_transfer_files", "YES"), ("transfer_input_files", inputs),

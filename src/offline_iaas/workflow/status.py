@@ -46,6 +46,8 @@ class NodeState:
     retries: int = 0
     """Attempts beyond the first."""
     detail: str = ""
+    server: str = ""
+    """A client's server: the one it ended on once its part is written, else its own."""
 
 
 @dataclass
@@ -92,6 +94,21 @@ def _data_seconds(run_dir: Path, clients: list[str]) -> tuple[float, float]:
         return done, total
     total = config.data.duration  # unknown spec layout: count clients as equal shares
     return (total * len(complete) / len(clients) if clients else 0.0), total
+
+
+def _note_server(run_dir: Path, node: NodeState) -> None:
+    """A client's server (its spec's, or the last its sidecar names), and a failover said in
+    its detail."""
+    run = RunDir(run_dir)
+    spec, sidecar = read_json(run.job(node.name)), read_json(run.part(node.name)[1])
+    own = spec.get("server", "") if isinstance(spec, dict) else ""
+    servers = sidecar.get("servers") if isinstance(sidecar, dict) else None
+    node.server = str(own)
+    if isinstance(servers, list) and servers:
+        node.server = str(servers[-1])
+        if servers != [own]:
+            moved = f"on {node.server} (failed over from {own})"
+            node.detail = f"{node.detail}; {moved}" if node.detail else moved
 
 
 def _parse_time(text: Any) -> float | None:
@@ -192,6 +209,9 @@ def read_status(run_dir: Path) -> RunStatus:
         status.nodes.append(found)
 
     clients = [n.name for n in dag.nodes.values() if n.kind == "JOB" and n.submit == "client.sub"]
+    for node in status.nodes:
+        if node.name in clients:
+            _note_server(run_dir, node)
     status.data_seconds_done, status.data_seconds_total = _data_seconds(run_dir, clients)
     merge = dag.nodes.get("merge")
     status.output_complete = merge is not None and node_complete(run_dir, merge)
@@ -219,15 +239,33 @@ def _duration(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
+def balance_lines(status: RunStatus) -> list[str]:
+    """A line per server whose clients are all done while other servers' clients are not (its
+    GPU idles while the campaign waits on the others)."""
+    clients = [n for n in status.nodes if n.server and n.kind == "JOB"]
+    left: dict[str, int] = {n.name: 0 for n in status.nodes if n.kind == "SERVICE"}
+    for n in clients:
+        if n.state != "done":
+            left[n.server] = left.get(n.server, 0) + 1
+    waiting = sum(left.values())
+    return [f"{server}: all its clients done while {waiting} client(s) of other servers are not"
+            for server, count in left.items() if count == 0 and waiting]
+
+
 def status_lines(status: RunStatus) -> list[str]:
     """The status as the terminal shows it."""
     width = max((len(n.name) for n in status.nodes), default=4)
     lines = [f"run {status.run_dir} (node states from {status.source})"]
-    lines.append(f"  {'node'.ljust(width)}  {'kind':7}  {'state':8}  retries  detail")
+    servers = [n.name for n in status.nodes if n.kind == "SERVICE"]
+    column = max((len(s) for s in servers), default=6)
+    lines.append(f"  {'node'.ljust(width)}  {'kind':7}  {'state':8}  retries  "
+                 f"{'server'.ljust(column)}  detail")
     for n in status.nodes:
         lines.append(
-            f"  {n.name.ljust(width)}  {n.kind:7}  {n.state:8}  {n.retries:7d}  {n.detail}".rstrip()
+            f"  {n.name.ljust(width)}  {n.kind:7}  {n.state:8}  {n.retries:7d}  "
+            f"{n.server.ljust(column)}  {n.detail}".rstrip()
         )
+    lines += balance_lines(status)
     jobs = [n for n in status.nodes if n.kind != "SERVICE"]
     counts = ", ".join(
         f"{status.count(s)} {s}" for s in ("done", "running", "waiting", "failed", "not run")
