@@ -327,3 +327,22 @@ def test_make_dag_refuses_paths_htcondor_cannot_carry(tmp_path: Path, data_check
     with pytest.raises(RunError, match="run directory"):
         make_dag(campaign(tmp_path), tmp_path / "my run")
     assert not (tmp_path / "my run").exists()
+
+
+def test_make_dag_for_ldg_needs_only_the_profile_and_the_accounting_tag(tmp_path: Path) -> None:
+    """The cluster profile implies remote clients, so it implies server.bind = 0.0.0.0."""
+    from offline_iaas.cli import main
+    from offline_iaas.data.synth import write_synthetic_dataset
+    from offline_iaas.workflow.profiles import ACCOUNTING_EXAMPLE
+    from tests.helpers import SMALL_CAMPAIGN
+
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    write_synthetic_dataset(load_config(tmp_path / "campaign.toml"))
+    run = tmp_path / "run"
+    assert main(["make-dag", str(tmp_path / "campaign.toml"), "--out", str(run),
+                 "--set", "site.profile=ldg",
+                 "--set", f'site.accounting_group="{ACCOUNTING_EXAMPLE}"']) == 0
+    resolved = load_config(run / "campaign.toml")
+    assert resolved.server.bind == "0.0.0.0" and resolved.site.profile == "ldg"
+    submit = htcondor2.Submit((run / "server.sub").read_text())
+    assert submit["accounting_group"] == ACCOUNTING_EXAMPLE

@@ -95,3 +95,16 @@ def test_embedded_server_refuses_the_native_gpu_layout(tmp_path: Path) -> None:
     check_flavor_runnable("gpu", "ensemble", None, gpus=0)  # a container's own backends
     (tmp_path / "onnxruntime").mkdir()
     check_flavor_runnable("gpu", "ensemble", tmp_path, gpus=1)
+
+
+def test_a_repository_with_fewer_sequence_slots_than_clients_is_refused(
+    small_config_file: Path,
+) -> None:
+    from offline_iaas.repository.export import check_repository
+
+    config = load_config(small_config_file, ["layout.clients_per_server=2"])
+    export_repository(config)  # max(8, 2) slots
+    check_repository(config)
+    crowded = load_config(small_config_file, ["layout.clients_per_server=16"])
+    with pytest.raises(ModelError, match="8 sequence slots, the campaign runs 16 clients"):
+        check_repository(crowded)

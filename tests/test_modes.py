@@ -27,6 +27,7 @@ from tests.helpers import (
     WITNESSES,
     captured_log,
     processes_mentioning,
+    run_dag,
     untrained_weights,
 )
 
@@ -113,3 +114,38 @@ def test_deepclean_outputs_start_after_the_averaging_latency(dataset: Path) -> N
     assert clean.t0.value == pytest.approx(config.data.start + lag)
     end = config.data.start + config.data.duration
     assert clean.t0.value + clean.duration.value == pytest.approx(end - lag)
+
+
+def test_an_aframe_style_classifier_with_a_class_axis_serves_in_bbhnet_mode(
+    dataset: Path, tmp_path: Path
+) -> None:
+    """A foreign network (ml4gw-ResNet1D-shaped: ``[n, ifos, kernel]`` → ``[n, 1]``) as
+    TorchScript: export drops the class axis, the campaign serves it and equals the
+    reference."""
+    import torch
+    from torch import nn
+
+    class ClassAxis(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv1d(2, 8, 7, padding=3)
+            self.fc = nn.Linear(8, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(torch.relu(self.conv(x * 1e21)).mean(-1))
+
+    torch.manual_seed(1)
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    torch.jit.save(torch.jit.script(ClassAxis().eval()), weights / "bbhnet.ts")
+    config = load_config(dataset / "campaign.toml", [
+        f'model.repository="{tmp_path / "model-repository"}"', 'model.mode="bbhnet"',
+        "layout.servers=1", "layout.clients_per_server=2",
+    ])
+    export_repository(config, weights)
+    run_dir = run_dag(config, tmp_path / "run")
+    reference, _ = run_reference(config, tmp_path / "reference.h5")
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
+    assert comparison.passes(TOLERANCE), comparison.describe()
+    (statistic,) = read_campaign(run_dir / "output" / "campaign.h5", "statistic")
+    assert np.ptp(statistic.value) > 0  # the network's own answers, not a constant

@@ -86,14 +86,34 @@ def fault_fired(run_dir: Path, key: str) -> bool:
     return state.exists() and json.loads(state.read_text()).get(key, 0) > 0
 
 
-def server_pids(run_dir: Path) -> tuple[int, int]:
-    """(serve node pid, its tritonserver pid) of server0."""
-    serve_pid = json.loads((run_dir / "servers" / "server0.json").read_text())["pid"]
+def server_pids(run_dir: Path, server: str = "server0") -> tuple[int, int]:
+    """(serve node pid, its tritonserver pid) of ``server``."""
+    serve_pid = json.loads((run_dir / "servers" / f"{server}.json").read_text())["pid"]
     children = Path(f"/proc/{serve_pid}/task/{serve_pid}/children").read_text().split()
     for child in map(int, children):
         if "tritonserver" in Path(f"/proc/{child}/cmdline").read_text():
             return serve_pid, child
     raise AssertionError("no tritonserver under the serve node")
+
+
+def run_with_stopped_server(run_dir: Path, server: str, client: str,
+                            until: Callable[[], bool], what: str, seconds: float = 60) -> None:
+    """run-local, with ``server``'s tritonserver SIGSTOPped (it hangs: listens, never answers)
+    from ``client``'s mid-stream pause until ``until()``; then it goes on to the end."""
+    run = RunLocal(run_dir)
+    stopped = None
+    try:
+        wait_for(lambda: fault_fired(run_dir, f"{client}:0"), 60, f"{client} to pause")
+        _, stopped = server_pids(run_dir, server)
+        os.kill(stopped, signal.SIGSTOP)
+        wait_for(until, seconds, what)
+        os.kill(stopped, signal.SIGCONT)
+        stopped = None
+        run.finish()
+    finally:
+        if stopped is not None:
+            os.kill(stopped, signal.SIGCONT)
+        run.kill()
 
 
 class RunLocal:
@@ -169,22 +189,10 @@ def test_stopped_server_fails_clients_clearly_then_retry_succeeds(dataset) -> No
         ["client.max_reconnects=0", "client.server_wait_seconds=60", "workflow.retries=5"],
         faults,
     )
-    run = RunLocal(run_dir)
-    stopped = None
-    try:
-        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to pause")
-        _, stopped = server_pids(run_dir)
-        os.kill(stopped, signal.SIGSTOP)
-        err = run_dir / "logs" / "client0.err"
-        wait_for(lambda: err.exists() and "no response" in err.read_text(), 60,
-                 "client0 to fail")
-        os.kill(stopped, signal.SIGCONT)
-        stopped = None
-        run.finish()
-    finally:
-        if stopped is not None:
-            os.kill(stopped, signal.SIGCONT)
-        run.kill()
+    err = run_dir / "logs" / "client0.err"
+    run_with_stopped_server(run_dir, "server0", "client0",
+                            lambda: err.exists() and "no response" in err.read_text(),
+                            "client0 to fail")
     message = (run_dir / "logs" / "client0.err").read_text()
     assert "no response from server0" in message and "within 4 s" in message
     assert "Traceback" not in message
@@ -252,3 +260,46 @@ def test_without_failover_the_client_of_a_dead_server_fails_clearly(dataset) -> 
     message = (run_dir / "logs" / "client1.err").read_text()
     assert "no live server server1 within 3 s" in message and "never written" in message
     assert processes_mentioning(str(run_dir)) == []
+
+
+TWO_SERVERS = ["layout.servers=2", "layout.clients_per_server=1", "client.failover_seconds=3"]
+
+
+def ended_on(run_dir: Path) -> dict[str, tuple[str, str]]:
+    """Each client's server and status detail (what ``offline-iaas status`` shows)."""
+    return {n.name: (n.server, n.detail) for n in read_status(run_dir).nodes
+            if n.name.startswith("client")}
+
+
+def test_clients_of_a_killed_server_never_restarted_finish_on_the_other(dataset) -> None:
+    faults = {"client1": [{"point": "mid-stream", "action": "pause", "seconds": 3}]}
+    # workflow.retries = 0: the SERVICE node is not restarted (its max_retries exhausted)
+    _, run_dir = prepare(dataset, "killed-for-good", [*TWO_SERVERS, "workflow.retries=0"],
+                         faults)
+    run = RunLocal(run_dir)
+    try:
+        wait_for(lambda: fault_fired(run_dir, "client1:0"), 60, "client1 to pause")
+        serve_pid, _ = server_pids(run_dir, "server1")
+        os.kill(serve_pid, signal.SIGKILL)
+        output = run.finish()
+    finally:
+        run.kill()
+    assert "server1: exited with" in output
+    assert int((run_dir / "servers" / "server1.epoch").read_text()) == 1  # never restarted
+    assert ended_on(run_dir) == {"client0": ("server0", ""),
+                                 "client1": ("server0", "on server0 (failed over from server1)")}
+    sidecar = json.loads((run_dir / "parts" / "client1.json").read_text())
+    assert sidecar["servers"] == ["server1", "server0"] and sidecar["reconnects"] >= 1
+    assert_equals_reference(dataset, run_dir)
+
+
+def test_clients_of_a_stopped_server_move_on_after_the_deadline(dataset) -> None:
+    faults = {"client1": [{"point": "mid-stream", "action": "pause", "seconds": 3}]}
+    _, run_dir = prepare(dataset, "sigstopped", TWO_SERVERS, faults)
+    run_with_stopped_server(run_dir, "server1", "client1",
+                            lambda: (run_dir / "parts" / "client1.json").exists(),
+                            "client1 to finish elsewhere", seconds=120)
+    out = (run_dir / "logs" / "client1.out").read_text()
+    assert "no response from server1" in out and "continuing on server0" in out
+    assert ended_on(run_dir)["client1"] == ("server0", "on server0 (failed over from server1)")
+    assert_equals_reference(dataset, run_dir)

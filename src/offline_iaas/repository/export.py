@@ -152,6 +152,8 @@ def export_repository(
                 "channels": list(config.stream_channels),
                 "sample_rate": config.data.sample_rate,
                 "shape": _shape_dict(shape),
+                # sequence slots per served model: at most this many clients per server
+                "sequence_slots": shape.max_sequences,
                 "outputs": list(pipeline.ensemble_outputs(config)),
                 "versions": versions,
                 "networks": networks_served,
@@ -338,6 +340,13 @@ def check_repository(config: CampaignConfig) -> dict[str, Any]:
         raise ModelError(
             f"{repo}: exported for channels {manifest['channels']} and {manifest['shape']}, "
             f"the campaign streams channels {list(config.stream_channels)} and {expected}"
+        )
+    slots = manifest.get("sequence_slots")
+    if isinstance(slots, int) and slots < config.layout.clients_per_server:
+        raise ModelError(
+            f"{repo}: exported with {slots} sequence slots, the campaign runs "
+            f"{config.layout.clients_per_server} clients per server (the others' sequences "
+            "would wait for a slot, and time out): export again for this layout"
         )
     if manifest["ensemble"] != config.model.name:
         raise ModelError(

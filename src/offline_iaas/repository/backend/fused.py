@@ -14,6 +14,11 @@ and averages never leave the process, where the ensemble (``export --ensemble``)
 from model to model through the server. One instance holds a sequence's whole state, so
 several instances cannot reorder a sequence's steps (they can in the ensemble, whose averager
 follows the network). Requests with ``CORRID = 0`` fill idle batch slots; they get zeros.
+
+State is freed on END, and a sequence without a request for ``idle_seconds`` (a client that
+went away) is dropped by a sweep every few seconds: Triton does not tell a python model when
+it evicts an idle sequence. The number of sequences held is Triton's custom metric
+``offline_iaas_live_sequences`` (one gauge per instance, on the server's metrics port).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import importlib.util
 import json
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -62,6 +68,31 @@ class TritonPythonModel:
             for stage in self.stages if stage["kind"] == "network"
         }
         self.streams: dict[int, tuple[object, float]] = {}
+        self.lock = threading.Lock()
+        # the family must outlive its metric (Triton deletes the metric with it)
+        self.live_family, self.live = _live_gauge(pb_utils, args)
+        self.stopped = threading.Event()
+        self.sweeper = threading.Thread(target=self._sweep, daemon=True)
+        self.sweeper.start()
+
+    def _sweep(self) -> None:
+        """Drop idle sequences even when no request comes (a client that went away)."""
+        while not self.stopped.wait(min(5.0, self.idle_seconds / 2)):
+            with self.lock:
+                self.stateful.drop_idle(self.streams, time.monotonic(), self.idle_seconds)
+                self._count()
+
+    def _count(self) -> None:
+        if self.live is None:
+            return
+        try:
+            self.live.set(len(self.streams))
+        except Exception:  # a metric must never fail a request: stop reporting it
+            self.live = None
+
+    def finalize(self) -> None:
+        self.stopped.set()
+        self.sweeper.join(timeout=10)
 
     def _zeros(self, n_samples: int) -> dict:
         n = n_samples // self.stride_samples
@@ -69,6 +100,12 @@ class TritonPythonModel:
                                np.float32) for name in self.outputs}
 
     def execute(self, requests: list) -> list:
+        with self.lock:
+            responses = self._execute(requests)
+            self._count()
+        return responses
+
+    def _execute(self, requests: list) -> list:
         pb = self.pb
         now = time.monotonic()
         responses = []
@@ -97,3 +134,16 @@ class TritonPythonModel:
         tensors = [self.pb.Tensor(name, np.ascontiguousarray(value, np.float32))
                    for name, value in values.items()]
         return self.pb.InferenceResponse(tensors)
+
+
+def _live_gauge(pb_utils, args: dict) -> tuple:
+    """This instance's metric family and gauge of the sequences it holds (Nones where the
+    backend has no custom metrics)."""
+    family_type = getattr(pb_utils, "MetricFamily", None)
+    if family_type is None:
+        return None, None
+    family = family_type(name="offline_iaas_live_sequences",
+                         description="sequences whose state the fused model holds",
+                         kind=family_type.GAUGE)
+    return family, family.Metric(labels={"model": args.get("model_name", ""),
+                                         "instance": args.get("model_instance_name", "")})

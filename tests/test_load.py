@@ -1,0 +1,113 @@
+"""Load (issue #19): one server, 16 and then 32 concurrent clients (run-local, this machine's
+two cores). No request fails (no reconnection), every stream's output equals the reference,
+and the server's count of sequences it holds (the fused model's ``offline_iaas_live_sequences``
+metric, sampled while the campaign runs) reaches the number of clients and is back to zero once
+they are done. Throughput and the per-client spread are printed (``-s``) and recorded in
+``docs/architecture.md``; timing is not asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+
+from offline_iaas.config import load_config
+from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.merge.output import compare_outputs
+from offline_iaas.reference import run_reference
+from offline_iaas.rendezvous.addresses import read_address
+from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
+from offline_iaas.stretches import ClientSegment
+from tests.helpers import SMALL_CAMPAIGN, run_dag
+
+pytestmark = pytest.mark.slow
+
+SECONDS = 1024
+SMALL_REQUESTS = ["model.batch_size=1", "client.in_flight=1"]
+"""One window per request, one request in flight: many small requests, so that the clients
+stream long enough to overlap while the others start (32 client processes on 2 cores)."""
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("load")
+    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    config = load_config(root / "campaign.toml", [f"data.duration={SECONDS}",
+                                                  "synth.injections=0"])
+    write_synthetic_dataset(config)
+    export_repository(config)
+    reference, _ = run_reference(config, root / "reference.h5")
+    return root, reference
+
+
+class LiveSequences(threading.Thread):
+    """Samples server0's ``offline_iaas_live_sequences`` every 0.2 s while the run lasts."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__(daemon=True)
+        self.run_dir, self.samples = run_dir, []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.2):
+            address = read_address(self.run_dir, "server0")
+            if address is None:
+                continue
+            try:
+                text = requests.get(f"http://127.0.0.1:{address.metrics_port}/metrics",
+                                    timeout=2).text
+            except requests.RequestException:
+                continue
+            values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                      if line.startswith("offline_iaas_live_sequences{")]
+            if values:
+                self.samples.append((time.time(), int(sum(values))))
+
+
+@pytest.mark.parametrize("clients", [16, 32])
+def test_one_server_many_clients(dataset: tuple[Path, Path], clients: int) -> None:
+    root, reference = dataset
+    config = load_config(root / "campaign.toml", [
+        f"data.duration={SECONDS}", "synth.injections=0",
+        f'model.repository="{root / f"repository-{clients}"}"', "layout.servers=1",
+        f"layout.clients_per_server={clients}", "server.instances=2", *SMALL_REQUESTS,
+    ])
+    export_repository(config)  # a sequence slot per client (make-dag's layout)
+    sampler = LiveSequences(root / f"run-{clients}")
+    sampler.start()
+    try:
+        run_dir = run_dag(config, root / f"run-{clients}")
+    finally:
+        sampler.stop.set()
+        sampler.join()
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
+    assert comparison.passes(1e-5), comparison.describe()
+
+    run = RunDir(run_dir)
+    sidecars = [json.loads(run.part(node)[1].read_text())
+                for node in run.read_run_info()["clients"]]
+    assert len(sidecars) == clients and all(s["reconnects"] == 0 for s in sidecars)
+    last_done = max(s["last_response_unix"] for s in sidecars)
+    # the server held many sequences at once, and none once all clients are done
+    assert max(v for _, v in sampler.samples) >= 4
+    after = [v for t, v in sampler.samples if t > last_done + 0.5]
+    assert after and set(after) == {0}, sampler.samples[-10:]
+
+    first = min(s["first_request_unix"] for s in sidecars)
+    data_seconds = config.total_windows * config.stride_seconds
+    per_client = np.array([
+        ClientSegment.from_dict(json.loads(run.job(node).read_text())).streamed_seconds
+        / (s["last_response_unix"] - s["first_request_unix"])
+        for node, s in zip(run.read_run_info()["clients"], sidecars, strict=True)
+    ])
+    print(f"\n{clients} clients: {data_seconds / (last_done - first):.1f} data-s/s in all; "
+          f"per client {per_client.min():.1f}-{per_client.max():.1f} data-s/s (median "
+          f"{np.median(per_client):.1f}, max/min {per_client.max() / per_client.min():.2f}); "
+          f"live sequences at most {max(v for _, v in sampler.samples)}")
