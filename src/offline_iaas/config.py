@@ -152,6 +152,9 @@ class LayoutConfig:
 
     servers: int = 1
     clients_per_server: int = 1
+    rebalance: bool = True
+    """A client that has not streamed yet starts on the least loaded live server instead of
+    its own (``client/balance.py``; needs a shared filesystem)."""
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,10 @@ class RunDir:
         """A client's checkpoint chunks."""
         return self.parts / f"{node}.chunks"
 
+    def claim(self, node: str) -> Path:
+        """The server a client streams to now (``client/balance.py``)."""
+        return self.parts / f"{node}.claim"
+
     @property
     def output(self) -> tuple[Path, Path]:
         """The merge's output file and its summary."""

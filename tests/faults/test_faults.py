@@ -244,9 +244,11 @@ def test_client_of_a_server_that_never_starts_fails_over_and_the_output_is_uncha
     assert "continuing on server0" in (run_dir / "logs" / "client1.out").read_text()
     status = read_status(run_dir)
     client1 = next(n for n in status.nodes if n.name == "client1")
-    assert (client1.server, client1.detail) == ("server0", "on server0 (failed over from server1)")
+    assert (client1.server, client1.detail) == ("server0", "on server0 (moved from server1)")
     client0 = next(n for n in status.nodes if n.name == "client0")
     assert (client0.server, client0.detail) == ("server0", "")
+    report = (run_dir / "report" / "index.html").read_text()  # the merge's
+    assert "failed over to it" in report and ">client1<" in report
 
 
 def test_without_failover_the_client_of_a_dead_server_fails_clearly(dataset) -> None:
@@ -287,7 +289,7 @@ def test_clients_of_a_killed_server_never_restarted_finish_on_the_other(dataset)
     assert "server1: exited with" in output
     assert int((run_dir / "servers" / "server1.epoch").read_text()) == 1  # never restarted
     assert ended_on(run_dir) == {"client0": ("server0", ""),
-                                 "client1": ("server0", "on server0 (failed over from server1)")}
+                                 "client1": ("server0", "on server0 (moved from server1)")}
     sidecar = json.loads((run_dir / "parts" / "client1.json").read_text())
     assert sidecar["servers"] == ["server1", "server0"] and sidecar["reconnects"] >= 1
     assert_equals_reference(dataset, run_dir)
@@ -301,5 +303,22 @@ def test_clients_of_a_stopped_server_move_on_after_the_deadline(dataset) -> None
                             "client1 to finish elsewhere", seconds=120)
     out = (run_dir / "logs" / "client1.out").read_text()
     assert "no response from server1" in out and "continuing on server0" in out
-    assert ended_on(run_dir)["client1"] == ("server0", "on server0 (failed over from server1)")
+    assert ended_on(run_dir)["client1"] == ("server0", "on server0 (moved from server1)")
     assert_equals_reference(dataset, run_dir)
+
+
+def test_a_late_client_starts_on_the_idle_server(dataset) -> None:
+    # Two clients at a time (MAXJOBS): client0 and client1, both of server0. client0 stalls
+    # mid-stream; client1 starts 15 s late (both servers live by then), sees server0 busy and
+    # server1 idle, and starts on server1. Rebalancing is on by default.
+    faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 25}],
+              "client1": [{"point": "start", "action": "pause", "seconds": 15}]}
+    _, run_dir = prepare(dataset, "rebalance", [
+        "layout.servers=2", "layout.clients_per_server=2", "workflow.max_parallel_clients=2",
+    ], faults)
+    run_local(run_dir)
+    assert_equals_reference(dataset, run_dir)
+    assert ended_on(run_dir)["client1"] == ("server1", "on server1 (moved from server0)")
+    assert "starting on server1 (0 client(s) streaming) instead of server0 (1)" in (
+        run_dir / "logs" / "client1.out").read_text()
+    assert ended_on(run_dir)["client0"] == ("server0", "")

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from offline_iaas import hooks
+from offline_iaas.client.balance import claim, start_server
 from offline_iaas.client.part import PartWriter, part_is_complete, peak_rss_mb
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.discovery import FrameFile, discover_frames
@@ -138,6 +139,16 @@ def _live_client(address: ServerAddress, config: CampaignConfig, headers: dict[s
         pass
     client.close()
     return None
+
+
+def _is_live(run_dir: Path, server: str, config: CampaignConfig,
+             headers: dict[str, str]) -> bool:
+    address = read_address(run_dir, server)
+    client = None if address is None else _live_client(address, config, headers)
+    if client is None:
+        return False
+    client.close()
+    return True
 
 
 def connect(
@@ -427,11 +438,15 @@ def stream_segment(
     headers = auth_headers(run_dir)
     reconnects = 0
     server = segment.server
+    if config.layout.rebalance and not any(writer.progress()):
+        server = start_server(run_dir, segment.node, server,
+                              lambda name: _is_live(run_dir, name, config, headers))
     while True:
         client, address = connect(run_dir, config, server, headers, segment.node)
         server = address.node
         if not times.servers or times.servers[-1] != server:
             times.servers.append(server)
+            claim(run_dir, segment.node, server)
         try:
             _stream_once(
                 client, address, config, segment, frames, writer, headers, run_dir, progress, times,

@@ -204,6 +204,15 @@ def _campaign(run: _Run, section: page.Section) -> None:
 
     section.parts.append(page.heading("Servers"))
     servers = run.run_info.get("servers") or []
+    balance = _server_balance(run, servers)
+    if balance:
+        section.parts.append(page.table(
+            ["server", "clients ended on it", "failed over to it",
+             "its last client done before the end [s]"], balance))
+        section.parts.append(page.paragraph(
+            "A server whose clients were all done long before the end sat idle while the "
+            "others ran: more, shorter client segments balance the servers (or failover "
+            "moved clients off a server that was lost)."))
     csvs = sorted(run.paths.monitor.glob("*.csv"),
                   key=lambda p: (servers.index(p.stem) if p.stem in servers else len(servers),
                                  p.stem))
@@ -216,6 +225,34 @@ def _campaign(run: _Run, section: page.Section) -> None:
                          for model, cols in read_monitor_csv(path).items()}
              for path in csvs}
     section.parts.append(page.image(plots.monitor_figure(rates), "server throughput"))
+
+
+def _server_balance(run: _Run, servers: list[str]) -> list[list[object]]:
+    """Per server: the clients that ended on it, those that failed over to it, and how long
+    before the campaign's last response its own last one came (the parts' sidecars)."""
+    ended: dict[str, list[str]] = {s: [] for s in servers}
+    moved: dict[str, list[str]] = {s: [] for s in servers}
+    last: dict[str, float] = {}
+    for node in run.run_info.get("clients") or []:
+        sidecar = read_json(run.paths.part(node)[1])
+        spec = read_json(run.paths.job(node))
+        if not isinstance(sidecar, dict) or not isinstance(spec, dict):
+            continue
+        streamed = sidecar.get("servers") or [spec.get("server")]
+        server = str(streamed[-1])
+        ended.setdefault(server, []).append(node)
+        moved.setdefault(server, [])
+        if server != spec.get("server"):
+            moved[server].append(node)
+        done = sidecar.get("last_response_unix")
+        if isinstance(done, float | int):
+            last[server] = max(last.get(server, 0.0), float(done))
+    if not last:
+        return []
+    end = max(last.values())
+    return [[server, len(nodes), ", ".join(moved[server]) or "-",
+             round(end - last[server], 1) if server in last else "-"]
+            for server, nodes in ended.items()]
 
 
 def _provenance(run: _Run, section: page.Section) -> None:

@@ -97,8 +97,8 @@ def _data_seconds(run_dir: Path, clients: list[str]) -> tuple[float, float]:
 
 
 def _note_server(run_dir: Path, node: NodeState) -> None:
-    """A client's server (its spec's, or the last its sidecar names), and a failover said in
-    its detail."""
+    """A client's server (its spec's, or the last its sidecar names), and a move (failover or
+    rebalance) said in its detail."""
     run = RunDir(run_dir)
     spec, sidecar = read_json(run.job(node.name)), read_json(run.part(node.name)[1])
     own = spec.get("server", "") if isinstance(spec, dict) else ""
@@ -107,7 +107,7 @@ def _note_server(run_dir: Path, node: NodeState) -> None:
     if isinstance(servers, list) and servers:
         node.server = str(servers[-1])
         if servers != [own]:
-            moved = f"on {node.server} (failed over from {own})"
+            moved = f"on {node.server} (moved from {own})"
             node.detail = f"{node.detail}; {moved}" if node.detail else moved
 
 

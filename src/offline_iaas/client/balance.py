@@ -1,0 +1,59 @@
+"""Which server a client starts on: its own, or a less loaded live one (``layout.rebalance``).
+
+Every client records the server it streams to in ``RUN/parts/<node>.claim`` (``RunDir.claim``)
+whenever that changes. A server's load is the number of clients whose claim names it and whose
+part is not complete yet. A client that has not streamed yet (no checkpoint) starts on the live
+server with the smallest load, its own on a tie; so when one server's clients are done early,
+the clients that start late (``MAXJOBS``, a slow queue) go to it rather than queue behind the
+others. Without a shared filesystem the claims are not shared and every client starts on its
+own server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from offline_iaas.atomic import write_text_atomic
+from offline_iaas.rendezvous.addresses import published_servers
+from offline_iaas.rundir import RunDir, read_json
+
+logger = logging.getLogger(__name__)
+
+
+def claim(run_dir: Path, node: str, server: str) -> None:
+    """Record that client ``node`` streams to ``server`` now."""
+    path = RunDir(run_dir).claim(node)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps({"server": server}))
+
+
+def server_loads(run_dir: Path) -> dict[str, int]:
+    """Clients streaming to each server now (claimed, part not complete)."""
+    run = RunDir(run_dir)
+    loads: dict[str, int] = {}
+    for path in sorted(run.parts.glob("*.claim")):
+        record = read_json(path)
+        if not isinstance(record, dict) or run.node_complete(path.stem):
+            continue
+        server = str(record.get("server", ""))
+        loads[server] = loads.get(server, 0) + 1
+    return loads
+
+
+def start_server(run_dir: Path, node: str, own: str, is_live: Callable[[str], bool]) -> str:
+    """The server client ``node`` starts on: the least loaded live one, ``own`` on a tie (and
+    when none is live: ``connect`` then waits for it, and fails over as usual)."""
+    loads = server_loads(run_dir)
+    own_load = loads.get(own, 0)
+    others = sorted((loads.get(s, 0), s) for s in published_servers(run_dir) if s != own)
+    for load, server in others:
+        if load >= own_load:
+            break
+        if is_live(server):
+            logger.info(f"{node}: starting on {server} ({load} client(s) streaming) instead "
+                        f"of {own} ({own_load})")
+            return server
+    return own
