@@ -61,7 +61,7 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
     from offline_iaas.workflow.make_dag import make_dag
 
     config = _config(args)
-    segments = make_dag(config, args.out)
+    segments = make_dag(config, args.out, check_files=not args.no_check)
     logger.info(f"make-dag: {args.out.resolve() / 'offline.dag'}")
     stride = config.stride_seconds
     for seg in segments:
@@ -278,6 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="weights directory (default: beside data.frames)")
     p = command("make-dag", cmd_make_dag, "plan the segments and write the run directory")
     p.add_argument("--out", type=Path, required=True, help="run directory")
+    p.add_argument("--no-check", action="store_true",
+                   help="do not open the frame files (they need not exist here): the coverage "
+                   "comes from their names; for planning, not for running")
     command("check", cmd_check, "pre-flight check of the frames and segments (writes nothing)")
     p = command("run-local", cmd_run_local, "execute a run directory's DAG here", config=False)
     p.add_argument("run_dir", type=Path)

@@ -193,6 +193,7 @@ def frame_problems(
     sample_rate: float,
     science: bool = False,
     report_holes: bool = True,
+    open_files: bool = True,
 ) -> list[str]:
     """Every problem with the frames over the ``needed`` GPS intervals, one message each.
 
@@ -209,6 +210,9 @@ def frame_problems(
         Whether ``needed`` came from science segments (only changes the wording of holes).
     report_holes
         Whether holes in the coverage are problems.
+    open_files
+        Whether to check the files themselves (exist, readable, channels, rates); without,
+        only the coverage their names give is checked (``make-dag --no-check``).
     """
     from offline_iaas.data.segments import coalesce, subtract
 
@@ -233,6 +237,8 @@ def frame_problems(
                 for a, b in needed
             ):
                 jobs.append((f, tuple(names)))
+    if not open_files:
+        return problems
     readable: list[tuple[FrameFile, tuple[str, ...]]] = []
     for f, names in jobs:
         if f.path.is_file():
@@ -313,6 +319,7 @@ def preflight(
     frames: Sequence[FrameFile] | None = None,
     *,
     allow_holes_in_science: bool = False,
+    open_files: bool = True,
 ) -> AnalysableSpan:
     """Validate the campaign's data and return its analysable span.
 
@@ -331,6 +338,9 @@ def preflight(
     allow_holes_in_science
         With a segment file, accept holes inside its science segments too (they are dropped
         as ``no data for <obs>``). Without a segment file every hole is a problem regardless.
+    open_files
+        Check the files themselves; without, only the coverage their names give (planning
+        where the frames are not reachable, ``make-dag --no-check``).
 
     Returns
     -------
@@ -364,6 +374,7 @@ def preflight(
         data.sample_rate,
         science=science is not None,
         report_holes=science is None or not allow_holes_in_science,
+        open_files=open_files,
     )
     result = compute_stretches(
         span,

@@ -126,6 +126,7 @@ def make_dag(
     config: CampaignConfig,
     run_dir: Path,
     sequence_base: int | None = None,
+    check_files: bool = True,
 ) -> list[ClientSegment]:
     """Check the campaign's data and write its run directory.
 
@@ -140,6 +141,9 @@ def make_dag(
     sequence_base
         Added to every client's sequence ID. Default: the previous base of this run directory,
         else a random multiple of ``SEQUENCE_BLOCK``.
+    check_files
+        Open the frame files in the data check (default). Without, the coverage comes from
+        the files' names alone: planning a campaign whose frames are not reachable here.
 
     Returns
     -------
@@ -161,7 +165,7 @@ def make_dag(
     site = resolve_site(config)
 
     # Holes inside science segments end streams rather than the campaign (`check` is stricter).
-    span = preflight(config, allow_holes_in_science=True)
+    span = preflight(config, allow_holes_in_science=True, open_files=check_files)
     stretches = make_stretches(config, span.stretches)
 
     run_dir = Path(run_dir).absolute()

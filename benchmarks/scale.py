@@ -1,0 +1,191 @@
+"""make-dag and status at O3 scale: one year of H1+L1, 100 servers x 16 clients (issue #20).
+
+Writes, in a work directory:
+
+- a science segment file with O3's structure: thousands of segments, lengths from a minute to
+  days, gaps from seconds to days (seeded log-normal draws; about 75 % duty cycle);
+- a LAL cache of 4096 s frame files of both observatories covering the year, files that need
+  not exist (``make-dag --no-check`` plans from their names);
+- the campaign config (classifier mode, 2048 Hz, 1 s windows at 4 Hz).
+
+Then it times ``offline-iaas make-dag --no-check`` in a child process (wall time and peak
+RSS), counts what it wrote (files, bytes, DAG lines), fakes DAGMan's node status file
+mid-campaign, and times ``status`` on the result, as a child process (the command a user
+types) and in process (``read_status`` alone). It prints a Markdown table, and with
+``--out FILE`` writes it.
+
+    .venv/bin/python benchmarks/scale.py --out benchmarks/SCALE.md
+    .venv/bin/python benchmarks/scale.py --servers 4 --clients 4 --days 30   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+O3_START = 1238166018  # 2019-04-01 15:00 UTC
+FRAME_SECONDS = 4096
+
+
+def o3_like_segments(start: float, seconds: float, seed: int = 0) -> list[tuple[int, int]]:
+    """Science segments over ``[start, start + seconds)``: log-normal lengths (median 1 h,
+    from 60 s to 3 days) and gaps (median 20 min, from 1 s to 5 days)."""
+    rng = np.random.default_rng(seed)
+    out, t = [], start + float(rng.uniform(0, 3600))
+    while t < start + seconds:
+        length = float(np.clip(rng.lognormal(np.log(3600), 1.2), 60, 3 * 86400))
+        a, b = int(t), int(min(t + length, start + seconds))
+        if b > a:
+            out.append((a, b))
+        t = b + float(np.clip(rng.lognormal(np.log(1200), 1.6), 1, 5 * 86400))
+    return out
+
+
+def write_inputs(work: Path, servers: int, clients: int, days: float) -> Path:
+    """The segment file, the frame cache and the config; return the config's path."""
+    seconds = days * 86400
+    segments = o3_like_segments(O3_START, seconds)
+    (work / "segments.txt").write_text("".join(f"{a} {b}\n" for a, b in segments))
+    lines = []
+    for obs, ifo in (("H", "H1"), ("L", "L1")):
+        for gps in range(O3_START - O3_START % FRAME_SECONDS, int(O3_START + seconds),
+                         FRAME_SECONDS):
+            name = f"{obs}-{ifo}_HOFT_C01-{gps}-{FRAME_SECONDS}.gwf"
+            lines.append(f"{obs} {ifo}_HOFT_C01 {gps} {FRAME_SECONDS} "
+                         f"file://localhost/frames-not-here/{obs}/{name}")
+    (work / "frames.lcf").write_text("\n".join(lines) + "\n")
+    config = work / "o3-year.toml"
+    config.write_text(f"""
+[data]
+frames = "{work / 'frames.lcf'}"
+channels = ["H1:GDS-CALIB_STRAIN_C01", "L1:GDS-CALIB_STRAIN_C01"]
+start = {O3_START}
+duration = {seconds:.0f}
+sample_rate = 2048
+segments = "{work / 'segments.txt'}"
+
+[model]
+repository = "{work / 'model-repository'}"
+kernel_seconds = 1.0
+inference_rate = 4
+batch_size = 128
+
+[layout]
+servers = {servers}
+clients_per_server = {clients}
+
+[server]
+bind = "0.0.0.0"
+gpus = 1
+
+[site]
+profile = "ldg"
+accounting_group = "ligo.prod.o3.cbc.bbh.bbhnet"
+""")
+    return config
+
+
+def executable() -> str:
+    return str(Path(sys.executable).with_name("offline-iaas"))
+
+
+def timed_child(argv: list[str]) -> tuple[float, float, str]:
+    """Wall seconds and peak RSS (MiB) of a child process, and its output."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return wall, max(peak, before) / 1024, proc.stdout
+
+
+def fake_node_status(run_dir: Path, done_share: float = 0.5) -> None:
+    """DAGMan's node status file mid-campaign: servers running, a share of clients done (with
+    complete part sidecars), some running, the rest idle."""
+    info = json.loads((run_dir / "run.json").read_text())
+    ads = []
+    for server in info["servers"]:
+        ads.append(f'[ Type = "NodeStatus"; Node = "{server}"; NodeStatus = 3; '
+                   'StatusDetails = "running"; RetryCount = 0; ]')
+    clients = info["clients"]
+    done = int(len(clients) * done_share)
+    for i, node in enumerate(clients):
+        code, detail = (5, "") if i < done else (3, "running") if i < done + 50 else (1, "")
+        ads.append(f'[ Type = "NodeStatus"; Node = "{node}"; NodeStatus = {code}; '
+                   f'StatusDetails = "{detail}"; RetryCount = 0; ]')
+        if code == 5:
+            (run_dir / "parts" / f"{node}.json").write_text(json.dumps(
+                {"complete": True, "config_hash": info["config_hash"], "servers": [
+                    json.loads((run_dir / "jobs" / f"{node}.json").read_text())["server"]]}))
+    (run_dir / "offline.status").write_text("\n".join(ads) + "\n")
+
+
+def measure(servers: int, clients: int, days: float, work: Path) -> dict[str, object]:
+    config = write_inputs(work, servers, clients, days)
+    run_dir = work / "run"
+    wall, peak, _ = timed_child([executable(), "make-dag", str(config), "--out", str(run_dir),
+                                 "--no-check", "-q"])
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    dag_lines = len((run_dir / "offline.dag").read_text().splitlines())
+    fake_node_status(run_dir)
+    status_wall, _, status_text = timed_child([executable(), "status", str(run_dir)])
+    from offline_iaas.workflow.status import read_status
+
+    started = time.monotonic()
+    read_status(run_dir)
+    in_process = time.monotonic() - started
+    segments = len((work / "segments.txt").read_text().splitlines())
+    return {
+        "layout": f"{servers} servers x {clients} clients",
+        "span": f"{days:g} days, {segments} science segments, "
+                f"{len((work / 'frames.lcf').read_text().splitlines())} cached frame files",
+        "make-dag wall [s]": round(wall, 2),
+        "make-dag peak RSS [MiB]": round(peak, 1),
+        "files written": len(files),
+        "bytes written": sum(p.stat().st_size for p in files),
+        "DAG lines": dag_lines,
+        "status command wall [s]": round(status_wall, 2),
+        "read_status in process [s]": round(in_process, 3),
+        "status says": next((line for line in status_text.splitlines()
+                             if line.startswith("data seconds done")), ""),
+    }
+
+
+def table(result: dict[str, object]) -> str:
+    rows = "\n".join(f"| {key} | {value} |" for key, value in result.items())
+    return f"| quantity | value |\n| --- | --- |\n{rows}\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--servers", type=int, default=100)
+    parser.add_argument("--clients", type=int, default=16, help="clients per server")
+    parser.add_argument("--days", type=float, default=365)
+    parser.add_argument("--out", type=Path, help="write the Markdown table here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="offline-iaas-scale-") as tmp:
+        result = measure(args.servers, args.clients, args.days, Path(tmp))
+    text = table(result)
+    print(text)
+    if args.out is not None:
+        machine = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}"
+        args.out.write_text(
+            "# make-dag and status at O3 scale\n\n"
+            f"Generated by `.venv/bin/python benchmarks/scale.py --servers {args.servers} "
+            f"--clients {args.clients} --days {args.days:g} --out {args.out}` on {machine}; "
+            "see the script's docstring for what is generated and timed.\n\n" + text)
+
+
+if __name__ == "__main__":
+    main()
