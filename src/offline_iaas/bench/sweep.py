@@ -30,7 +30,7 @@ from offline_iaas.bench.service import measure_service
 from offline_iaas.bench.workloads import Workload, workload, write_weights
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
-from offline_iaas.repository.export import export_repository, read_manifest
+from offline_iaas.repository.export import FLAVOR_DEVICE, export_repository, read_manifest
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.serve.monitor import start_monitor
 
@@ -40,7 +40,7 @@ DEFAULT_DATA_SECONDS: dict[str, float] = {
     "toy": 4000.0, "deepclean": 240.0, "bbhnet": 4000.0, "e2e": 64.0, "tiny": 120.0,
 }
 """Data streamed per measurement: about 2-5 s of wall time each on 2 cores."""
-FLAVOR_OF_DEVICE = {"cpu": "cpu", "cuda": "gpu"}
+FLAVOR_OF_DEVICE = {device: flavor for flavor, device in FLAVOR_DEVICE.items()}
 """The repository flavor whose fused model runs its networks on each device."""
 MONITOR_INTERVAL_SECONDS = 0.5
 WARMUP_FRACTION = 0.1

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.merge.layout import gps_text, output_x0, timeseries_attrs
-from offline_iaas.merge.products import CleanedFrames, output_channel
+from offline_iaas.merge.products import CANARY_SUFFIX, CleanedFrames, output_channel
 from offline_iaas.physics import (
     ASD_MAX_SECONDS,
     asd_ratio,
@@ -66,7 +66,7 @@ class _Variant:
 
 
 PRODUCTION = _Variant("noise", "noise", "clean", "")
-CANARY = _Variant("noise_canary", "noise_canary", "clean_canary", "_CANARY")
+CANARY = _Variant("noise_canary", "noise_canary", "clean_canary", CANARY_SUFFIX)
 
 
 def _clean_strain(
@@ -106,7 +106,9 @@ def _clean_strain(
             training = writer.training.get(f"deepclean-{ifo}")
             ha, hb = held_out_samples(x0, n, rate, [tuple(training)] if training else [],
                                       int(ASD_MAX_SECONDS * rate))
-            kept = [(np.zeros(hb - ha), np.zeros(hb - ha)) for _ in variants]
+            # the held-out raw strain once, each variant's cleaned strain beside it
+            raw_kept = np.zeros(hb - ha)
+            clean_kept = [np.zeros(hb - ha) for _ in variants]
             # the same block grid for every variant: the raw strain is read once per block
             blocks = zip(*(zero_phase_blocks(
                 lambda lo, hi, p=p: p[lo:hi].astype(np.float64), n, sos, rate)
@@ -116,23 +118,24 @@ def _clean_strain(
                 b = a + len(per_variant[0][1])
                 raw = read_span(frames, [strain], x0 + a / rate, x0 + b / rate, rate,
                                 bounds)[0].astype(np.float64)
-                cleaned = []
-                for (_, band), (noise, clean), (raw_kept, clean_kept) in zip(
-                        per_variant, stored, kept, strict=True):
-                    cleaned.append(raw - band)
+                cleaned = [raw - band for _, band in per_variant]
+                for (_, band), (noise, clean), values in zip(per_variant, stored, cleaned,
+                                                             strict=True):
                     noise[a:b] = band
-                    clean[a:b] = cleaned[-1]
-                    lo, hi = max(a, ha), min(b, hb)
-                    if lo < hi:
-                        raw_kept[lo - ha : hi - ha] = raw[lo - a : hi - a]
-                        clean_kept[lo - ha : hi - ha] = cleaned[-1][lo - a : hi - a]
+                    clean[a:b] = values
+                lo, hi = max(a, ha), min(b, hb)
+                if lo < hi:
+                    raw_kept[lo - ha : hi - ha] = raw[lo - a : hi - a]
+                    for kept, values in zip(clean_kept, cleaned, strict=True):
+                        kept[lo - ha : hi - ha] = values[lo - a : hi - a]
                 if gwf is not None:
-                    gwf.add(ifo, strain, x0 + a / rate, raw, cleaned[0], cleaned[1:])
+                    gwf.add(ifo, strain, x0 + a / rate, raw, cleaned[0],
+                            cleaned[1] if len(cleaned) > 1 else None)
             if gwf is not None:
                 gwf.flush(ifo)
-            for v, (raw_kept, clean_kept) in zip(variants, kept, strict=True):
+            for v, kept in zip(variants, clean_kept, strict=True):
                 if hb - ha > len(held_out.get((v.output, ifo), (0, ()))[1]):
-                    held_out[(v.output, ifo)] = (x0 + ha / rate, raw_kept, clean_kept)
+                    held_out[(v.output, ifo)] = (x0 + ha / rate, raw_kept, kept)
     results = [_asd_numbers(writer, v, held_out) for v in variants]
     gate = {} if gwf is None else gwf.close()
     if gwf is not None:

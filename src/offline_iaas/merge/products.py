@@ -36,6 +36,8 @@ logger = logging.getLogger(__name__)
 
 PROVENANCE_MARK = "offline-iaas provenance: "
 """The comment of the frame history entry starts with this, the JSON follows."""
+CANARY_SUFFIX = "_CANARY"
+"""The canary's channel is the production one's with this appended (not gated)."""
 CACHE_NAME = "deepclean.lcf"
 SEGMENTS_DIR = "segments"
 
@@ -118,14 +120,13 @@ class CleanedFrames:
         return len(self.files)
 
     def add(self, ifo: str, strain: str, gps_start: float, raw: np.ndarray,
-            cleaned: np.ndarray, canary: list[np.ndarray] = ()) -> None:
+            cleaned: np.ndarray, canary: np.ndarray | None = None) -> None:
         """Append samples of ``ifo`` starting at ``gps_start``; a gap ends the file.
 
         ``canary`` (``deepclean.canary``): the canary's cleaned strain of the same samples,
-        written beside the production channel (``..._CANARY``) and not gated.
+        written beside the production channel (:data:`CANARY_SUFFIX`) and not gated.
         """
         channel = output_channel(self.config, strain)
-        canary = canary[0] if len(canary) else None
         while len(cleaned):
             pending = self.pending.get(ifo)
             if pending is not None and abs(
@@ -165,7 +166,7 @@ class CleanedFrames:
         path.parent.mkdir(parents=True, exist_ok=True)
         channels = {pending.channel: values}
         if pending.canary:
-            channels[pending.channel + "_CANARY"] = np.concatenate(pending.canary)
+            channels[pending.channel + CANARY_SUFFIX] = np.concatenate(pending.canary)
         _write_gwf(path, channels, start, self.rate, self.comment)
         self.files.append((ifo, self.final_dir / ifo / name, first, last - first))
 

@@ -76,18 +76,17 @@ def _kept_windows(spec: Any) -> int | None:
         return None
 
 
-def _data_seconds(run_dir: Path, clients: list[str]) -> tuple[float, float]:
-    """(done, total) data seconds of output over the client nodes."""
+def _data_seconds(run_dir: Path, specs: dict[str, Any],
+                  complete: set[str]) -> tuple[float, float]:
+    """(done, total) data seconds of output over the client nodes (``specs``: their job
+    specs; ``complete``: the nodes whose output is there)."""
     from offline_iaas.config import load_config
 
-    run = RunDir(run_dir)
-    config = load_config(run.config)
+    config = load_config(RunDir(run_dir).config)
     stride = config.stride_seconds
-    windows = {}
-    for node in clients:
-        spec = read_json(run.job(node))
-        windows[node] = _kept_windows(spec)
-    complete = {n for n in clients if run.node_complete(n)}
+    clients = list(specs)
+    windows = {node: _kept_windows(spec) for node, spec in specs.items()}
+    complete = complete & set(clients)
     if clients and all(w is not None for w in windows.values()):
         total = sum(windows.values()) * stride  # type: ignore[arg-type]
         done = sum(windows[n] for n in complete) * stride  # type: ignore[misc]
@@ -96,11 +95,9 @@ def _data_seconds(run_dir: Path, clients: list[str]) -> tuple[float, float]:
     return (total * len(complete) / len(clients) if clients else 0.0), total
 
 
-def _note_server(run_dir: Path, node: NodeState) -> None:
+def _note_server(node: NodeState, spec: Any, sidecar: Any) -> None:
     """A client's server (its spec's, or the last its sidecar names), and a move (failover or
     rebalance) said in its detail."""
-    run = RunDir(run_dir)
-    spec, sidecar = read_json(run.job(node.name)), read_json(run.part(node.name)[1])
     own = spec.get("server", "") if isinstance(spec, dict) else ""
     servers = sidecar.get("servers") if isinstance(sidecar, dict) else None
     node.server = str(own)
@@ -198,21 +195,26 @@ def read_status(run_dir: Path) -> RunStatus:
         states, source = {}, "files only (not started)"
 
     status = RunStatus(run_dir=str(run_dir), source=source)
+    complete = {n.name for n in dag.nodes.values() if node_complete(run_dir, n)}
     for node in dag.nodes.values():
         found = states.get(node.name)
         if found is None:
-            done = node_complete(run_dir, node)
-            found = NodeState(node.name, node.kind, "done" if done else "waiting")
+            found = NodeState(node.name, node.kind,
+                              "done" if node.name in complete else "waiting")
         found.kind = node.kind
-        if found.state in ("waiting", "not run") and node_complete(run_dir, node):
+        if found.state in ("waiting", "not run") and node.name in complete:
             found.state = "done"  # its output is there (a resubmission will skip it)
         status.nodes.append(found)
 
-    clients = [n.name for n in dag.nodes.values() if n.kind == "JOB" and n.submit == "client.sub"]
+    # each client's job spec and part sidecar, read once
+    run = RunDir(run_dir)
+    clients = {n.name: (read_json(run.job(n.name)), read_json(run.part(n.name)[1]))
+               for n in dag.nodes.values() if n.kind == "JOB" and n.submit == "client.sub"}
     for node in status.nodes:
         if node.name in clients:
-            _note_server(run_dir, node)
-    status.data_seconds_done, status.data_seconds_total = _data_seconds(run_dir, clients)
+            _note_server(node, *clients[node.name])
+    specs = {name: spec for name, (spec, _) in clients.items()}
+    status.data_seconds_done, status.data_seconds_total = _data_seconds(run_dir, specs, complete)
     merge = dag.nodes.get("merge")
     status.output_complete = merge is not None and node_complete(run_dir, merge)
     started = _started(run_dir, local if not use_dagman else None)
