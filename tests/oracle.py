@@ -30,6 +30,14 @@ cleaned stream that lie wholly after ``(m - 1) S``; its statistic rows are align
 strides they were computed with, hence the later start of e2e's ``noise``/``clean``. The stored
 ``noise`` is the averaged prediction band-passed (Butterworth, zero phase) over each output span,
 ``clean`` the frames' strain minus it.
+
+Time slides (``bbhnet.time_shifts = N``, step ``D = shift_seconds * fs`` samples): every
+statistic output (and e2e's ``noise``/``clean``) starts ``ceil(N D / S)`` windows later, and
+``slides`` holds, per kept window ``j`` and slide ``k = 1 .. N``, BBHnet on the first detector's
+window ``j`` and the second detector's samples ``[(j + 1) S - K - k D, (j + 1) S - k D)``. Each
+slide is clustered like the zero lag into the ``background`` table; a trigger's FAR is the
+number of background triggers at least as loud (at least one) over ``N`` times the analysed
+time, its IFAR the inverse in Julian years.
 """
 
 from __future__ import annotations
@@ -61,10 +69,14 @@ class Expected:
 
 @dataclass
 class Triggers:
-    """The clustered triggers the campaign must hold."""
+    """The clustered triggers the campaign must hold (with time slides: their FAR and IFAR,
+    and the background table)."""
 
     time: np.ndarray
     statistic: np.ndarray
+    far: np.ndarray | None = None
+    ifar: np.ndarray | None = None
+    background: dict[str, np.ndarray] | None = None
 
 
 # ---- the campaign as the run directory describes it ----------------------------------------
@@ -214,18 +226,26 @@ def expected_outputs(run_dir: Path) -> tuple[list[Expected], Triggers | None]:
     witnesses = list(config["data"].get("witnesses", []))
     first_window = -(-kernel // stride) - 1  # the first window wholly inside the data
     m = kernel // stride
-    warmup = {"classifier": first_window, "bbhnet": first_window,
-              "deepclean": 2 * (m - 1), "e2e": 3 * (m - 1)}[mode]
+    bbh = config.get("bbhnet", {})
+    shifts = int(bbh.get("time_shifts", 0)) if mode in ("bbhnet", "e2e") else 0
+    lag = round(float(bbh.get("shift_seconds", 1.0)) * rate)
+    later = -(-shifts * lag // stride)  # windows until the largest slide is inside the data
+    warmup = {"classifier": first_window, "bbhnet": first_window + later,
+              "deepclean": 2 * (m - 1), "e2e": 3 * (m - 1) + later}[mode]
     expected: list[Expected] = []
     trigger_times, trigger_values = [], []
     for a, b in stretches(config, warmup):
         n_windows = round((b - a) * rate) // stride
         if mode in ("classifier", "bbhnet"):
             data = read_stretch(config, strain, a, b)
-            windows = cut_windows(data, first_window, n_windows - 1, kernel, stride)
+            first = first_window + (later if mode == "bbhnet" else 0)
+            windows = cut_windows(data, first, n_windows - 1, kernel, stride)
             statistic = run_network(_graph(config, mode), windows).reshape(-1)
-            x0 = a + (first_window + 1) * stride / rate
+            x0 = a + (first + 1) * stride / rate
             expected.append(Expected("statistic", x0, stride / rate, statistic))
+            if shifts:
+                expected.append(Expected("slides", x0, stride / rate, slid_statistic(
+                    config, data, first, n_windows - 1, kernel, stride, shifts, lag)))
             continue
         if kernel % stride:
             raise ValueError("DeepClean's averaging needs K a multiple of S")
@@ -239,16 +259,20 @@ def expected_outputs(run_dir: Path) -> tuple[list[Expected], Triggers | None]:
         if mode == "deepclean":
             kept = complete
         else:
-            kept = slice(2 * (m - 1) * stride, complete.stop)
+            kept = slice((2 * (m - 1) + later) * stride, complete.stop)
             cleaned = data[: len(ifos)] - average
             # no cleaned strain outside the complete strides: must not be used
             cleaned[:, : complete.start] = np.nan
             cleaned[:, complete.stop :] = np.nan
             last = n_windows - m  # the last complete stride
-            clean_windows = cut_windows(cleaned, 2 * (m - 1), last, kernel, stride)
+            first = 2 * (m - 1) + later
+            clean_windows = cut_windows(cleaned, first, last, kernel, stride)
             statistic = run_network(_graph(config, "bbhnet"), clean_windows).reshape(-1)
-            x0 = a + (2 * m - 1) * stride / rate
+            x0 = a + (2 * m - 1 + later) * stride / rate
             expected.append(Expected("statistic", x0, stride / rate, statistic))
+            if shifts:
+                expected.append(Expected("slides", x0, stride / rate, slid_statistic(
+                    config, cleaned[:, :], first, last, kernel, stride, shifts, lag)))
         raw = read_stretch(config, strain, a, b) if mode == "deepclean" else data[: len(ifos)]
         for i, ifo in enumerate(ifos):
             noise = bandpass(config, average[i, kept])
@@ -257,14 +281,44 @@ def expected_outputs(run_dir: Path) -> tuple[list[Expected], Triggers | None]:
             expected.append(Expected(f"clean/{ifo}", x0, 1 / rate, raw[i, kept] - noise))
     if mode in ("classifier", "deepclean"):
         return expected, None
+    cluster = float(config["bbhnet"]["cluster_seconds"])
+    background = {"shift": [], "time": [], "statistic": []}
+    livetime = 0.0
     for series in expected:
+        time = series.x0 + np.arange(len(series.values)) * series.dx
         if series.group == "statistic":
-            time = series.x0 + np.arange(len(series.values)) * series.dx
-            t, v = clustered(time, series.values, float(config["bbhnet"]["cluster_seconds"]),
-                             series.dx)
+            t, v = clustered(time, series.values, cluster, series.dx)
             trigger_times.append(t)
             trigger_values.append(v)
-    return expected, Triggers(np.concatenate(trigger_times), np.concatenate(trigger_values))
+        elif series.group == "slides":
+            livetime += series.values.size * series.dx
+            for k in range(shifts):
+                t, v = clustered(time, series.values[:, k], cluster, series.dx)
+                background["shift"].append(np.full(len(t), (k + 1) * lag / rate))
+                background["time"].append(t)
+                background["statistic"].append(v)
+    triggers = Triggers(np.concatenate(trigger_times), np.concatenate(trigger_values))
+    if shifts:
+        triggers.background = {k: np.concatenate(v) for k, v in background.items()}
+        noise = triggers.background["statistic"]
+        louder = np.array([max(1, int(np.sum(noise >= s))) for s in triggers.statistic])
+        triggers.far = louder / livetime
+        triggers.ifar = livetime / louder / (365.25 * 86400)
+    return expected, triggers
+
+
+def slid_statistic(config: dict, data: np.ndarray, first: int, last: int, kernel: int,
+                   stride: int, shifts: int, lag: int) -> np.ndarray:
+    """BBHnet on windows ``first..last`` of the first detector with the second's ``k * lag``
+    samples earlier, ``[windows, shifts]``."""
+    rows = []
+    for j in range(first, last + 1):
+        end = (j + 1) * stride
+        for k in range(1, shifts + 1):
+            rows.append(np.stack([data[0, end - kernel : end],
+                                  data[1, end - kernel - k * lag : end - k * lag]]))
+    values = run_network(_graph(config, "bbhnet"), np.stack(rows)).reshape(-1, shifts)
+    return values
 
 
 # ---- the check ---------------------------------------------------------------------------
@@ -309,7 +363,14 @@ def read_triggers(path: Path) -> Triggers | None:
         if "triggers" not in f:
             return None
         table = f["triggers"][()]
-    return Triggers(table["time"].astype(np.float64), table["statistic"].astype(np.float64))
+        background = f["background"][()] if "background" in f else None
+    triggers = Triggers(table["time"].astype(np.float64), table["statistic"].astype(np.float64))
+    if "far" in (table.dtype.names or ()):
+        triggers.far, triggers.ifar = table["far"], table["ifar"]
+    if background is not None:
+        triggers.background = {name: background[name].astype(np.float64)
+                               for name in background.dtype.names}
+    return triggers
 
 
 def compare_with(series: dict, triggers: Triggers | None, expected: list[Expected],
@@ -351,4 +412,34 @@ def compare_with(series: dict, triggers: Triggers | None, expected: list[Expecte
             error = relative_error(triggers.statistic, expected_triggers.statistic)
             if not error <= tolerance:
                 problems.append(f"triggers: statistic relative error {error:.3g}")
+            problems += _compare_slides(triggers, expected_triggers, tolerance)
+    return problems
+
+
+def _compare_slides(triggers: Triggers, expected: Triggers, tolerance: float) -> list[str]:
+    """The FAR/IFAR columns and the background table against the oracle's."""
+    if (triggers.far is None) != (expected.far is None):
+        return [f"triggers: far column {'missing' if triggers.far is None else 'unexpected'}"]
+    if (triggers.background is None) != (expected.background is None):
+        return ["background table " + ("missing" if triggers.background is None
+                                       else "unexpected")]
+    if expected.far is None:
+        return []
+    problems = []
+    for name in ("far", "ifar"):
+        error = relative_error(getattr(triggers, name), getattr(expected, name))
+        if not error <= tolerance:
+            problems.append(f"triggers: {name} relative error {error:.3g}")
+    have, want = triggers.background, expected.background
+    if len(have["time"]) != len(want["time"]):
+        return problems + [f"background: {len(have['time'])} rows, expected "
+                           f"{len(want['time'])}"]
+    worst = float(np.abs(have["time"] - want["time"]).max(initial=0.0))
+    if not worst <= TIME_TOLERANCE_SECONDS:
+        problems.append(f"background: times differ by up to {worst:.3g} s")
+    if not np.array_equal(have["shift"], want["shift"]):
+        problems.append("background: shifts differ")
+    error = relative_error(have["statistic"], want["statistic"])
+    if not error <= tolerance:
+        problems.append(f"background: statistic relative error {error:.3g}")
     return problems

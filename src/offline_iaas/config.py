@@ -144,6 +144,16 @@ class BBHnetConfig:
     """An injection is found by a trigger within this many seconds of its time ..."""
     exclusion_seconds: float = 4.0
     """... whose statistic beats every trigger farther than this from all injections."""
+    time_shifts: int = 0
+    """Background time slides formed on the server from the one stream (0: none). With ``N``,
+    BBHnet also runs on every window with the second detector's strain taken ``Δ, 2Δ, ... NΔ``
+    earlier (``shift_seconds``); the merge turns those background statistics into a
+    false-alarm rate for each trigger."""
+    shift_seconds: float = 1.0
+    """``Δ``, the step between time slides (a whole number of samples at the model rate)."""
+    ifar_threshold_years: float = 1.0
+    """With time slides, an injection is found by a trigger within ``found_seconds`` whose
+    inverse false-alarm rate is at least this."""
 
 
 @dataclass(frozen=True)
@@ -302,7 +312,21 @@ class CampaignConfig:
         windows) where DeepClean's predictions are averaged (``Mode.warmup_stages``):
         ``deepclean`` 2, ``e2e`` 3 (the second snapshot over cleaned strain), other modes 1.
         """
-        return self.mode.warmup_stages * self.window_warmup
+        return self.mode.warmup_stages * self.window_warmup + self.shift_warmup_windows
+
+    @property
+    def shift_samples(self) -> int:
+        """``Δ`` of the time slides in samples at the model rate."""
+        return round(self.bbhnet.shift_seconds * self.data.sample_rate)
+
+    @property
+    def shift_warmup_windows(self) -> int:
+        """Windows a stream waits until its largest time slide reaches back only into its own
+        stretch (``ceil(N Δ / S)``; 0 without slides): a slide never pairs data across a
+        gap."""
+        if not (self.mode.triggers and self.bbhnet.time_shifts):
+            return 0
+        return -(-self.bbhnet.time_shifts * self.shift_samples // self.stride_samples)
 
     @property
     def averaging_delay_windows(self) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from offline_iaas.errors import ConfigError
-from offline_iaas.modes import MODE_NAMES
+from offline_iaas.modes import MODE_NAMES, MODES
 
 if TYPE_CHECKING:
     from offline_iaas.config import CampaignConfig
@@ -125,6 +125,25 @@ def check_config(c: CampaignConfig, path: Path) -> None:
     _check_mode(c, fail)
 
 
+def _check_time_shifts(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
+    b = c.bbhnet
+    if b.ifar_threshold_years <= 0:
+        fail("bbhnet.ifar_threshold_years", f"must be positive, got {b.ifar_threshold_years}")
+    if b.time_shifts < 0:
+        fail("bbhnet.time_shifts", f"must not be negative, got {b.time_shifts}")
+    if not b.time_shifts:
+        return
+    if not MODES[c.model.mode].triggers:
+        fail("bbhnet.time_shifts", f"needs a BBHnet mode (bbhnet, e2e), not {c.model.mode!r}")
+    if len(c.data.channels) != 2:
+        fail("bbhnet.time_shifts", "shifts the second detector against the first: "
+             f"data.channels must name two, got {list(c.data.channels)}")
+    samples = b.shift_seconds * c.data.sample_rate
+    if b.shift_seconds <= 0 or abs(samples - round(samples)) > 1e-9:
+        fail("bbhnet.shift_seconds", f"must be a positive whole number of samples at "
+             f"{c.data.sample_rate:g} Hz, got {b.shift_seconds}")
+
+
 DEEPCLEAN_DOWNSAMPLING = 16
 """``models.deepclean.DOWNSAMPLING`` (kept here so loading a config needs no torch)."""
 
@@ -137,6 +156,7 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
             fail(f"bbhnet.{key}", f"must be positive, got {value}")
     if c.model.mode not in MODE_NAMES:
         fail("model.mode", f"must be one of {', '.join(MODE_NAMES)}, got {c.model.mode!r}")
+    _check_time_shifts(c, fail)
     for ch in c.data.witnesses:
         if ":" not in ch:
             fail("data.witnesses", f"entry {ch!r} is not of the form IFO:NAME")

@@ -7,7 +7,12 @@ path="statistic/1262304001")`` (``read_campaign`` reads them all):
 - ``statistic/<GPS>``: one value per window, stamped at the end of its window (``dx`` = stride);
 - ``noise/<IFO>/<GPS>``: DeepClean's averaged prediction, band-passed (what was subtracted);
 - ``clean/<IFO>/<GPS>``: the cleaned strain, ``strain - noise``, channel ``<strain>_CLEAN``;
-- ``triggers``: a table (``time``, ``statistic``) of the clustered statistic.
+- ``triggers``: a table (``time``, ``statistic``) of the clustered statistic; with time
+  slides also ``far`` (Hz) and ``ifar`` (years);
+- ``slides/<GPS>`` (time slides): ``[windows, N]``, BBHnet on each window with the second
+  detector ``k * shift_seconds`` earlier in column ``k - 1`` (stamped like the statistic);
+- ``background`` (time slides): a table (``shift``, ``time``, ``statistic``) of each
+  slide's clustered statistic, the time being the first detector's.
 
 There are no samples inside gaps. Provenance goes on the file's attributes (gwpy refuses extra
 dataset attributes), with the stretches as ``stretches`` (rows of GPS start, end). The
@@ -88,8 +93,15 @@ class CampaignWriter:
                 timeseries_attrs(dataset, statistic_channel(config), "statistic", x0,
                                   config.stride_seconds)
                 self.names[("statistic", stretch.index)] = [name]
+            if "background" in self.outputs:
+                name = f"slides/{gps_text(x0)}"
+                dataset = self.file.create_dataset(
+                    name, shape=(kept, config.bbhnet.time_shifts), dtype=np.float32)
+                dataset.attrs.update({"x0": x0, "dx": config.stride_seconds,
+                                      "shift_seconds": config.bbhnet.shift_seconds})
+                self.names[("background", stretch.index)] = [name]
             for output in self.outputs:
-                if output == "statistic":
+                if output in ("statistic", "background"):
                     continue
                 # noise, noise_canary: staged until the post-processing band-passes them
                 x0 = output_x0(config, stretch, "noise")
@@ -100,7 +112,7 @@ class CampaignWriter:
 
     def write(self, output: str, stretch: int, kept_offset: int, rows: np.ndarray) -> None:
         """Write ``rows`` (``output_rows`` layout) at kept window ``kept_offset`` of a stretch."""
-        if output == "statistic":
+        if output in ("statistic", "background"):
             dataset = self.file[self.names[(output, stretch)][0]]
             dataset[kept_offset : kept_offset + len(rows)] = rows
             return

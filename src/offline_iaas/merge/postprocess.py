@@ -20,10 +20,13 @@ from offline_iaas.merge.layout import gps_text, output_x0, timeseries_attrs
 from offline_iaas.merge.products import CANARY_SUFFIX, CleanedFrames, output_channel
 from offline_iaas.physics import (
     ASD_MAX_SECONDS,
+    SECONDS_PER_YEAR,
     asd_ratio,
     bandpass_sos,
     cluster_triggers,
+    false_alarm_rates,
     found_missed,
+    found_missed_at_ifar,
     held_out_samples,
     read_injections,
     zero_phase_blocks,
@@ -194,12 +197,29 @@ def _triggers(writer: Any) -> dict[str, Any]:
             analysed.append((x0 - dx, x0 + (len(dataset) - 1) * dx))
     t = np.concatenate(times) if times else np.zeros(0)
     v = np.concatenate(values).astype(np.float32) if values else np.zeros(0, np.float32)
-    table = np.zeros(len(t), dtype=[("time", "f8"), ("statistic", "f4")])
+    slides = _background(writer) if "background" in writer.outputs else None
+    columns = [("time", "f8"), ("statistic", "f4")]
+    if slides is not None:
+        columns += [("far", "f8"), ("ifar", "f8")]
+    table = np.zeros(len(t), dtype=columns)
     table["time"], table["statistic"] = t, v
-    writer.file.create_dataset("triggers", data=table)
     result: dict[str, Any] = {"triggers": int(len(t)),
                               "cluster_seconds": config.bbhnet.cluster_seconds}
-    if config.bbhnet.injections is not None:
+    if slides is not None:
+        background, livetime = slides
+        table["far"], table["ifar"] = false_alarm_rates(v, background["statistic"], livetime)
+        writer.file.create_dataset("background", data=background)
+        result.update({"time_shifts": config.bbhnet.time_shifts,
+                       "shift_seconds": config.bbhnet.shift_seconds,
+                       "background_triggers": int(len(background)),
+                       "background_livetime_seconds": livetime,
+                       "loudest_ifar_years": float(table["ifar"].max(initial=0.0))})
+    writer.file.create_dataset("triggers", data=table)
+    if slides is not None and config.bbhnet.injections is not None:
+        result.update(found_missed_at_ifar(t, table["ifar"], v,
+                                           read_injections(config.bbhnet.injections), config,
+                                           analysed))
+    elif config.bbhnet.injections is not None:
         training = writer.training.get("bbhnet")
         result.update(found_missed(t, v, read_injections(config.bbhnet.injections), config,
                                    analysed, training))
@@ -215,6 +235,29 @@ def _triggers(writer: Any) -> dict[str, Any]:
             logger.debug(f"  GPS {row['gps_time']:.3f} network SNR {row['network_snr']:5.1f} "
                 f"statistic {row['statistic']:8.3f} {'found' if row['found'] else 'MISSED'}")
     return result
+
+
+def _background(writer: Any) -> tuple[np.ndarray, float]:
+    """Every time slide's clustered statistic as a table (``shift`` in seconds, ``time`` of
+    the first detector, ``statistic``), and the background livetime (s)."""
+    config = writer.config
+    shift_seconds = config.bbhnet.shift_seconds
+    rows, livetime = [], 0.0
+    for stretch in writer.stretches:
+        dataset = writer.file[writer.names[("background", stretch.index)][0]]
+        x0, dx = float(dataset.attrs["x0"]), float(dataset.attrs["dx"])
+        values = dataset[()]
+        livetime += values.size * dx
+        for k in range(values.shape[1]):
+            t, v = cluster_triggers(values[:, k], x0, dx, config.bbhnet.cluster_seconds)
+            rows.append(((k + 1) * shift_seconds * np.ones(len(t)), t, v))
+    table = np.zeros(sum(len(t) for _, t, _ in rows),
+                     dtype=[("shift", "f8"), ("time", "f8"), ("statistic", "f4")])
+    if rows:
+        for column, values in zip(("shift", "time", "statistic"), zip(*rows, strict=True),
+                                  strict=True):
+            table[column] = np.concatenate(values)
+    return table, livetime
 
 
 def physics_lines(summary: dict[str, Any]) -> list[str]:
@@ -237,7 +280,21 @@ def physics_lines(summary: dict[str, Any]) -> list[str]:
     if "triggers" in bbhnet:
         lines.append(f"BBHnet: {bbhnet['triggers']} triggers (statistic clustered over "
                      f"{bbhnet['cluster_seconds']:g} s)")
-    if "found" in bbhnet:
+    if "time_shifts" in bbhnet:
+        livetime = bbhnet["background_livetime_seconds"]
+        lines.append(
+            f"BBHnet: {bbhnet['background_triggers']} background triggers from "
+            f"{bbhnet['time_shifts']} time slides of {bbhnet['shift_seconds']:g} s "
+            f"({livetime:.0f} s = {livetime / SECONDS_PER_YEAR:.2g} yr of livetime); loudest "
+            f"trigger's IFAR {bbhnet['loudest_ifar_years']:.2g} yr")
+    if "ifar_threshold_years" in bbhnet:
+        loud = [r for r in bbhnet["injections"] if r["network_snr"] >= 12]
+        lines.append(
+            f"BBHnet: {bbhnet['found']} found, {bbhnet['missed']} missed of "
+            f"{len(bbhnet['injections'])} injections at IFAR >= "
+            f"{bbhnet['ifar_threshold_years']:.2g} yr; network SNR >= 12: "
+            f"{sum(r['found'] for r in loud)}/{len(loud)} found")
+    elif "found" in bbhnet:
         loud = [r for r in bbhnet["injections"] if r["network_snr"] >= 12]
         lines.append(
             f"BBHnet: {bbhnet['found']} found, {bbhnet['missed']} missed of "

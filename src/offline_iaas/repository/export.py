@@ -106,6 +106,10 @@ def export_repository(
             f"not {config.model.mode!r} (it has no per-detector averager graph); the default "
             "gpu flavor (the fused model on CUDA) serves every mode"
         )
+    if ensemble and time_slides(config)[0]:
+        raise ModelError(
+            "bbhnet.time_shifts: the time slides are a step of the fused model; export "
+            "without --ensemble (the default, in either flavor)")
     repo = config.model.repository
     served = "ensemble" if ensemble else "fused"
     shape = ensemble_shape(config, fused=served == "fused")
@@ -155,6 +159,7 @@ def export_repository(
                 # sequence slots per served model: at most this many clients per server
                 "sequence_slots": shape.max_sequences,
                 "outputs": list(pipeline.ensemble_outputs(config)),
+                "time_slides": list(time_slides(config)),
                 "versions": versions,
                 "networks": networks_served,
                 "training": training_spans(weights),
@@ -225,6 +230,7 @@ def _write_fused(
         "stages": json.dumps([stage.to_dict() for stage in pipeline.stages(config)]),
         "outputs": json.dumps(list(pipeline.ensemble_outputs(config))),
         "ifos": len(config.ifos),
+        "time_shifts": time_slides(config)[0],
     }
     fused = mcfg.fused_config(name, shape, ("update", list(_tensor_dims(config, "update"))),
                               outputs, params, FLAVOR_DEVICE[flavor])
@@ -313,6 +319,13 @@ def _shape_dict(shape: mcfg.EnsembleShape) -> dict[str, Any]:
     }
 
 
+def time_slides(config: CampaignConfig) -> tuple[int, int]:
+    """``(slides, samples between them)`` the fused model forms; ``(0, 0)`` without."""
+    if not (config.mode.triggers and config.bbhnet.time_shifts):
+        return (0, 0)
+    return (config.bbhnet.time_shifts, config.shift_samples)
+
+
 def read_manifest(repo: Path) -> dict[str, Any]:
     """The repository's manifest; ModelError when it is missing or unreadable."""
     path = repo / MANIFEST
@@ -348,6 +361,12 @@ def check_repository(config: CampaignConfig) -> dict[str, Any]:
             f"{config.layout.clients_per_server} clients per server (the others' sequences "
             "would wait for a slot, and time out): export again for this layout"
         )
+    slides = tuple(manifest.get("time_slides", (0, 0)))
+    if slides != time_slides(config):
+        raise ModelError(
+            f"{repo}: exported with {slides[0]} time slides of {slides[1]} samples, the campaign "
+            f"asks for {time_slides(config)[0]} of {time_slides(config)[1]} (bbhnet.time_shifts,"
+            " bbhnet.shift_seconds): export again")
     if manifest["ensemble"] != config.model.name:
         raise ModelError(
             f"{repo}: holds ensemble {manifest['ensemble']!r}, the campaign calls "

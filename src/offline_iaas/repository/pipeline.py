@@ -10,9 +10,11 @@ ensemble::
 
     classifier  update ─► snapshotter ─► windows ─► classifier ─► statistic
     bbhnet      update ─► snapshotter ─► windows ─► bbhnet ─► statistic
+                (time slides: update ─► timeslides ─► slid_windows ─► bbhnet ─► background)
     deepclean   update ─► snapshotter ─► windows ─► deepclean ─► prediction ─► averager ─► noise
     e2e         ... ─► averager ─► noise; (windows, noise) ─► subtract ─► cleaned
                     ─► snapshotter_clean ─► clean_windows ─► bbhnet ─► statistic
+                (time slides: cleaned ─► timeslides ─► slid_windows ─► bbhnet ─► background)
 
 ``update`` is ``[channels, n S]`` of the streamed channels (``CampaignConfig.stream_channels``);
 ``statistic`` is ``[n]``, one per window; ``noise`` is ``[ifos, n S]``, the averaged prediction
@@ -38,12 +40,15 @@ class Stage:
 
     model: str
     kind: str
-    """``snapshot``, ``average`` (stateful) or ``network`` (an ONNX graph)."""
+    """``snapshot``, ``average``, ``timeslide`` (stateful) or ``network`` (an ONNX graph)."""
     inputs: dict[str, str] = field(default_factory=dict)
     """Model tensor name → ensemble tensor name."""
     outputs: dict[str, str] = field(default_factory=dict)
     channels: int = 0
     """Channels of a stateful stage's state."""
+    shifts: int = 0
+    shift_samples: int = 0
+    """A ``timeslide`` stage's number of slides and the step between them."""
 
     @property
     def stateful(self) -> bool:
@@ -52,7 +57,8 @@ class Stage:
     def to_dict(self) -> dict[str, object]:
         """The stage as ``backend/stateful.ModeStream`` takes it (JSON in the fused model)."""
         return {"model": self.model, "kind": self.kind, "inputs": dict(self.inputs),
-                "outputs": dict(self.outputs), "channels": self.channels}
+                "outputs": dict(self.outputs), "channels": self.channels,
+                "shifts": self.shifts, "shift_samples": self.shift_samples}
 
 
 def stages(config: CampaignConfig) -> list[Stage]:
@@ -63,7 +69,7 @@ def stages(config: CampaignConfig) -> list[Stage]:
     if not mode.averages:  # one network on the windows: the statistic
         (network,) = mode.networks
         return [snapshot, Stage(network, "network", {"windows": "windows"},
-                                {"statistic": "statistic"})]
+                                {"statistic": "statistic"}), *_time_slides(config, "update")]
     chain = [
         snapshot,
         Stage("deepclean", "network", {"windows": "windows"}, {"prediction": "prediction"}),
@@ -83,20 +89,37 @@ def stages(config: CampaignConfig) -> list[Stage]:
             Stage("snapshotter_clean", "snapshot", {"update": "cleaned"},
                   {"windows": "clean_windows"}, ifos),
             Stage("bbhnet", "network", {"windows": "clean_windows"}, {"statistic": "statistic"}),
+            *_time_slides(config, "cleaned"),
         ]
     return chain
 
 
+def _time_slides(config: CampaignConfig, strain: str) -> list[Stage]:
+    """BBHnet on the slid windows of the ``strain`` tensor (``bbhnet.time_shifts``): the
+    ``background`` output, ``[n * shifts]`` per request."""
+    if not (config.mode.triggers and config.bbhnet.time_shifts):
+        return []
+    return [Stage("timeslides", "timeslide", {"update": strain}, {"windows": "slid_windows"},
+                  2, config.bbhnet.time_shifts, config.shift_samples),
+            Stage("bbhnet", "network", {"windows": "slid_windows"},
+                  {"statistic": "background"})]
+
+
 def ensemble_outputs(config: CampaignConfig) -> tuple[str, ...]:
     """What clients request and store: ``statistic`` and/or ``noise`` (and ``noise_canary``
-    with a canary)."""
-    return config.mode.outputs + (("noise_canary",) if config.deepclean.canary else ())
+    with a canary, ``background`` with time slides)."""
+    slides = config.mode.triggers and config.bbhnet.time_shifts > 0
+    return (config.mode.outputs + (("noise_canary",) if config.deepclean.canary else ())
+            + (("background",) if slides else ()))
 
 
 def output_rows(config: CampaignConfig, name: str, values: np.ndarray) -> np.ndarray:
-    """One row per window: ``statistic [n]`` as is, ``noise [ifos, n S]`` → ``[n, ifos, S]``."""
+    """One row per window: ``statistic [n]`` as is, ``background [n shifts]`` → ``[n, shifts]``,
+    ``noise [ifos, n S]`` → ``[n, ifos, S]``."""
     if name == "statistic":
         return values
+    if name == "background":
+        return values.reshape(-1, config.bbhnet.time_shifts)
     ifos, samples = values.shape
     return values.reshape(ifos, samples // config.stride_samples, config.stride_samples).swapaxes(
         0, 1
@@ -105,6 +128,8 @@ def output_rows(config: CampaignConfig, name: str, values: np.ndarray) -> np.nda
 
 def row_shape(config: CampaignConfig, name: str) -> tuple[int, ...]:
     """Shape of one row of an output (``()`` for the statistic)."""
+    if name == "background":
+        return (config.bbhnet.time_shifts,)
     return () if name == "statistic" else (len(config.ifos), config.stride_samples)
 
 

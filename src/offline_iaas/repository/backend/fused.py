@@ -3,13 +3,14 @@
 Copied verbatim into the model repository as ``<model>/<version>/model.py``, beside
 ``stateful.py`` (whose ``ModeStream`` is the step) and the mode's network graphs
 ``<network>.onnx``. Parameters: ``stages`` (JSON, ``pipeline.Stage.to_dict`` of each stage),
-``outputs`` (JSON), ``kernel_samples``, ``stride_samples``, ``idle_seconds``,
+``outputs`` (JSON), ``time_shifts``, ``kernel_samples``, ``stride_samples``, ``idle_seconds``,
 ``intra_op_threads`` and ``device``: ``cpu`` (the cpu flavor) or ``cuda`` (the gpu flavor: the
 networks on the GPU Triton gave this instance, everything else as on the CPU).
 
 A request carries ``[1, channels, n * stride]`` new samples of one sequence (``direct``
 sequence batching, START/END/CORRID controls) and is answered with every output of the chain
-(``statistic [1, n]``, ``noise [1, ifos, n * stride]``) in one call: the windows, predictions
+(``statistic [1, n]``, ``noise [1, ifos, n * stride]``, with time slides ``background
+[1, n * time_shifts]``) in one call: the windows, predictions
 and averages never leave the process, where the ensemble (``export --ensemble``) copies them
 from model to model through the server. One instance holds a sequence's whole state, so
 several instances cannot reorder a sequence's steps (they can in the ensemble, whose averager
@@ -57,6 +58,7 @@ class TritonPythonModel:
         self.stride_samples = int(params["stride_samples"])
         self.idle_seconds = float(params["idle_seconds"])
         self.ifos = int(params["ifos"])
+        self.time_shifts = int(params.get("time_shifts", "0"))
         version_dir = os.path.join(args["model_repository"], args["model_version"])
         self.stateful = _load_beside(version_dir, "stateful")
         device = params.get("device", "cpu")
@@ -96,8 +98,9 @@ class TritonPythonModel:
 
     def _zeros(self, n_samples: int) -> dict:
         n = n_samples // self.stride_samples
-        return {name: np.zeros((1, n) if name == "statistic" else (1, self.ifos, n_samples),
-                               np.float32) for name in self.outputs}
+        shapes = {"statistic": (1, n), "background": (1, n * self.time_shifts)}
+        return {name: np.zeros(shapes.get(name, (1, self.ifos, n_samples)), np.float32)
+                for name in self.outputs}
 
     def execute(self, requests: list) -> list:
         with self.lock:

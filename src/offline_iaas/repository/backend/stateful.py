@@ -9,6 +9,9 @@ on numpy only (``triton_python_backend_utils`` exists only in the server's pytho
 ``snapshot`` (parameter ``kind``)
     A request carries ``[1, channels, n * stride]`` new samples and yields ``[1, n, channels,
     kernel]``: the window after each stride of new samples.
+``timeslide`` (fused model only)
+    BBHnet's background: ``[2, n * stride]`` in, ``[n * shifts, 2, kernel]`` windows out, the
+    second detector slid against the first (``TimeSlides``).
 ``average``
     DeepClean's online averaging: ``[1, n, ifos, kernel]`` window predictions in, ``[1, ifos,
     n * stride]`` averaged samples out, ``kernel - stride`` samples behind the windows' ends.
@@ -67,6 +70,49 @@ class SnapshotState:
         np.copyto(out, views[:, self.stride_samples :: self.stride_samples].transpose(1, 0, 2))
         self.state = full[:, n_samples:].copy()
 
+
+
+class TimeSlides:
+    """Background windows of a two-detector stream: the second detector slid against the first.
+
+    For each window (the snapshot's: ``[(j + 1) S - K, (j + 1) S)``) and each slide
+    ``k = 1 .. shifts``, the first detector's window as it is and the second's ending
+    ``k * shift_samples`` earlier. The state is the latest ``K + shifts * shift_samples``
+    samples of both, so the client sends each sample once whatever the number of slides.
+
+    Parameters
+    ----------
+    kernel_samples, stride_samples
+        Window ``K`` and stride ``S``.
+    shift_samples, shifts
+        The step ``Δ`` between slides and their number ``N``.
+    """
+
+    def __init__(self, kernel_samples: int, stride_samples: int, shift_samples: int,
+                 shifts: int) -> None:
+        self.kernel_samples = kernel_samples
+        self.stride_samples = stride_samples
+        self.lags = shift_samples * np.arange(1, shifts + 1)
+        self.history = kernel_samples + shift_samples * shifts
+        self.state = np.zeros((2, self.history), dtype=np.float32)
+
+    def update(self, samples: np.ndarray) -> np.ndarray:
+        """Append ``samples`` [2, n S]; return ``[n * shifts, 2, K]``, window by window (the
+        slides of window 0, then those of window 1, ...)."""
+        n_samples = samples.shape[-1]
+        if samples.shape[0] != 2 or n_samples % self.stride_samples:
+            raise ValueError(f"time slides take [2, n * {self.stride_samples}] samples, got "
+                             f"{list(samples.shape)}")
+        full = np.concatenate([self.state, samples.astype(np.float32, copy=False)], axis=1)
+        views = np.lib.stride_tricks.sliding_window_view(full, self.kernel_samples, axis=1)
+        n = n_samples // self.stride_samples
+        # window j starts at history - K + (j + 1) S in `full`; slide k starts k * Δ earlier
+        starts = self.history - self.kernel_samples + self.stride_samples * np.arange(1, n + 1)
+        out = np.empty((n, len(self.lags), 2, self.kernel_samples), np.float32)
+        out[:, :, 0] = views[0, starts][:, None]
+        out[:, :, 1] = views[1, starts[:, None] - self.lags[None, :]]
+        self.state = full[:, n_samples:].copy()
+        return out.reshape(n * len(self.lags), 2, self.kernel_samples)
 
 
 class OnlineAverage:
@@ -190,6 +236,9 @@ class ModeStream:
             elif stage["kind"] == "average":
                 self.states[stage["model"]] = OnlineAverage(
                     kernel_samples, stride_samples, stage["channels"])
+            elif stage["kind"] == "timeslide":
+                self.states[stage["model"]] = TimeSlides(
+                    kernel_samples, stride_samples, stage["shift_samples"], stage["shifts"])
 
     def update(self, samples: np.ndarray) -> dict:
         """Feed ``[channels, n S]`` new samples; return ``{output: values}`` (no batch axis)."""
