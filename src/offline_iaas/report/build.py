@@ -15,13 +15,14 @@ import h5py
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig, DeepCleanConfig, load_config
+from offline_iaas.physics import SECONDS_PER_YEAR
 from offline_iaas.report import page, plots
 from offline_iaas.report.provenance import (
     manifest_rows,
     read_repository_manifest,
     software_versions,
 )
-from offline_iaas.report.search import read_triggers, statistic_traces
+from offline_iaas.report.search import read_background, read_triggers, statistic_traces
 from offline_iaas.report.spectra import (
     RANGE_FMIN_HZ,
     ifos_with_clean_strain,
@@ -127,8 +128,8 @@ def _search(run: _Run, section: page.Section) -> None:
         section.parts.append(_absent("Statistic", run))
         return
     bbhnet = run.summary.get("bbhnet") or {}
-    threshold = bbhnet.get("threshold")
     triggers = read_triggers(run.output, LOUDEST_TRIGGERS)
+    threshold = bbhnet.get("threshold", _ifar_threshold_statistic(bbhnet, triggers))
     shown = triggers
     if triggers is not None and threshold is not None:
         shown = triggers[triggers["statistic"] >= threshold]
@@ -145,6 +146,9 @@ def _search(run: _Run, section: page.Section) -> None:
     if not bbhnet:
         section.parts.append(_absent("Found/missed injections", run))
         return
+    if "time_shifts" in bbhnet:
+        _false_alarms(run, section, bbhnet, threshold)
+        return
     section.parts.append(page.table(
         ["found", "missed", "threshold", "background [s]"],
         [[bbhnet.get("found", ""), bbhnet.get("missed", ""), bbhnet.get("threshold", ""),
@@ -156,6 +160,47 @@ def _search(run: _Run, section: page.Section) -> None:
             [[i.get("gps_time", ""), i.get("network_snr", ""), i.get("statistic", ""),
               "yes" if i.get("found") else "no"] for i in injections],
         ))
+
+
+def _ifar_threshold_statistic(bbhnet: dict, triggers) -> float | None:
+    """The quietest trigger's statistic at or above the IFAR threshold (time slides)."""
+    if "ifar_threshold_years" not in bbhnet or triggers is None or "ifar" not in (
+            triggers.dtype.names or ()):
+        return None
+    above = triggers["statistic"][triggers["ifar"] >= bbhnet["ifar_threshold_years"]]
+    return float(above.min()) if len(above) else None
+
+
+def _false_alarms(run: _Run, section: page.Section, bbhnet: dict,
+                  threshold: float | None) -> None:
+    """The time slides' background: the cumulative-rate plot and found/missed at the IFAR
+    threshold."""
+    background = read_background(run.output)
+    livetime = float(bbhnet["background_livetime_seconds"])
+    with h5py.File(run.output, "r") as f:
+        zero_lag = f["triggers"]["statistic"].astype(float)
+    analysed = livetime / int(bbhnet["time_shifts"])
+    section.parts.append(page.heading("False-alarm rate"))
+    section.parts.append(page.image(plots.cumulative_rate_figure(
+        background if background is not None else zero_lag[:0], livetime, zero_lag, analysed,
+        threshold), "cumulative rate of background and zero-lag triggers"))
+    section.parts.append(page.paragraph(
+        f"{bbhnet['time_shifts']} time slides of {bbhnet['shift_seconds']:g} s formed on the "
+        f"server from the one stream; {bbhnet['background_triggers']} background triggers in "
+        f"{livetime:.0f} s ({livetime / SECONDS_PER_YEAR:.3g} yr). A trigger's FAR counts the "
+        "background triggers at least as loud; one louder than all gets 1 / livetime."))
+    injections = list(bbhnet.get("injections") or [])
+    if "found" not in bbhnet:
+        return
+    section.parts.append(page.table(
+        ["found", "missed", "IFAR threshold [yr]", "background livetime [s]"],
+        [[bbhnet["found"], bbhnet["missed"], bbhnet["ifar_threshold_years"], round(livetime)]]))
+    if injections:
+        section.parts.append(page.table(
+            ["GPS time", "network SNR", "statistic", "IFAR [yr]", "found"],
+            [[i.get("gps_time", ""), i.get("network_snr", ""), i.get("statistic", ""),
+              f"{i.get('ifar_years', 0):.3g}", "yes" if i.get("found") else "no"]
+             for i in injections]))
 
 
 def _segments(run: _Run) -> list[ClientSegment]:

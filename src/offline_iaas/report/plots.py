@@ -127,6 +127,33 @@ def statistic_figure(
     return _png(fig)
 
 
+@_default_style
+def cumulative_rate_figure(background: np.ndarray, livetime_seconds: float,
+                           zero_lag: np.ndarray, analysed_seconds: float,
+                           threshold: float | None) -> bytes:
+    """Rate of triggers at or above each statistic (per day): the time slides' background as
+    a step line, the zero-lag triggers as points over it."""
+    day = 86400.0
+    fig = Figure(figsize=(WIDTH, 4.5), layout="constrained")
+    ax = _subplots(fig)
+    ordered = np.sort(background)[::-1]
+    if len(ordered):
+        ax.step(ordered, np.arange(1, len(ordered) + 1) / livetime_seconds * day, where="post",
+                color="tab:gray", label=f"background ({livetime_seconds:.0f} s of time slides)")
+    loud = np.sort(zero_lag)[::-1]
+    if len(loud):
+        ax.scatter(loud, np.arange(1, len(loud) + 1) / analysed_seconds * day, s=10,
+                   color="tab:purple", zorder=3, label=f"zero lag ({analysed_seconds:.0f} s)")
+    if threshold is not None:
+        ax.axvline(threshold, color="black", lw=0.8, ls=":", label="IFAR threshold")
+    ax.set_yscale("log")
+    ax.set_xlabel("statistic")
+    ax.set_ylabel("rate of triggers at or above [1/day]")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper right", fontsize="small")
+    return _png(fig)
+
+
 def _row_height(rows: int) -> float:
     return min(12.0, 1.5 + 0.3 * rows)
 

@@ -75,3 +75,13 @@ def read_triggers(path: Path, max_count: int = 5000) -> np.ndarray | None:
         loudest = np.argpartition(triggers["statistic"], len(triggers) - max_count)
         triggers = np.sort(triggers[loudest[-max_count:]], order="time")
     return triggers
+
+
+def read_background(path: Path) -> np.ndarray | None:
+    """The time slides' clustered statistic (the ``background`` table's ``statistic``);
+    None when the campaign has no time slides."""
+    with h5py.File(path, "r") as f:
+        data = f.get("background")
+        if not isinstance(data, h5py.Dataset):
+            return None
+        return np.asarray(data["statistic"], np.float64)

@@ -1,0 +1,242 @@
+"""BBHnet's time slides formed on the server (issue #17): the stateful step slides the second
+detector against the first from the one stream, the merge turns each slide's clustered
+statistic into a background and every zero-lag trigger gets a false-alarm rate.
+
+The campaigns are real (one tritonserver, two clients, run-local) and are checked against the
+in-process reference and the independent oracle (tests/oracle.py), which cuts the slid windows
+from the frames itself; a negative control moves the slides by one sample.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from offline_iaas.config import load_config
+from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.errors import ConfigError, ModelError
+from offline_iaas.merge.output import compare_outputs
+from offline_iaas.physics import SECONDS_PER_YEAR, false_alarm_rates
+from offline_iaas.reference import run_reference
+from offline_iaas.repository.backend.stateful import TimeSlides
+from offline_iaas.repository.export import check_repository, export_repository
+from offline_iaas.rundir import RunDir
+from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
+from tests.oracle import compare_with, expected_outputs, read_series, read_triggers
+
+TOLERANCE = 1e-4
+
+
+# ---- the step and the arithmetic, without a server ------------------------------------------
+
+
+def slid_by_hand(stream: np.ndarray, kernel: int, stride: int, lag: int, shifts: int
+                 ) -> np.ndarray:
+    """Every window's slides cut from the whole stream, zeros before its start."""
+    padded = np.concatenate([np.zeros((2, kernel + lag * shifts)), stream], axis=1)
+    offset = kernel + lag * shifts
+    rows = []
+    for j in range(stream.shape[1] // stride):
+        end = offset + (j + 1) * stride
+        for k in range(1, shifts + 1):
+            rows.append(np.stack([padded[0, end - kernel : end],
+                                  padded[1, end - kernel - k * lag : end - k * lag]]))
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("sizes", [[40], [1, 39], [7, 3, 13, 17], [1] * 40])
+def test_time_slides_equal_the_windows_cut_from_the_whole_stream(sizes: list[int]) -> None:
+    kernel, stride, lag, shifts = 32, 8, 12, 5
+    stream = np.random.default_rng(1).normal(size=(2, 40 * stride)).astype(np.float32)
+    slides = TimeSlides(kernel, stride, lag, shifts)
+    position, got = 0, []
+    for n in sizes:
+        got.append(slides.update(stream[:, position : position + n * stride]))
+        position += n * stride
+    expected = slid_by_hand(stream, kernel, stride, lag, shifts)
+    np.testing.assert_array_equal(np.concatenate(got), expected)
+    # negative control: one sample more of lag is another background
+    assert not np.array_equal(np.concatenate(got),
+                              slid_by_hand(stream, kernel, stride, lag + 1, shifts))
+
+
+def test_a_trigger_louder_than_the_whole_background_gets_one_over_the_livetime() -> None:
+    far, ifar = false_alarm_rates(np.array([5.0, 2.0, 0.5]), np.array([1.0, 2.0, 3.0]), 100.0)
+    # at least as loud: none (bounded to 1), 2.0 and 3.0, all three
+    np.testing.assert_allclose(far, [1 / 100, 2 / 100, 3 / 100])
+    np.testing.assert_allclose(ifar, 1 / far / SECONDS_PER_YEAR)
+
+
+def test_time_shifts_need_a_bbhnet_mode_two_detectors_and_whole_samples(tmp_path: Path) -> None:
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    with pytest.raises(ConfigError, match="bbhnet.time_shifts.*BBHnet mode"):
+        load_config(tmp_path / "campaign.toml", ["bbhnet.time_shifts=3"])  # classifier
+    bbhnet = ['model.mode="bbhnet"', "bbhnet.time_shifts=3"]
+    with pytest.raises(ConfigError, match="bbhnet.shift_seconds.*whole number of samples"):
+        load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.shift_seconds=0.001"])
+    with pytest.raises(ConfigError, match="data.channels must name two"):
+        load_config(tmp_path / "campaign.toml", [*bbhnet, 'data.channels=["H1:X"]'])
+    with pytest.raises(ConfigError, match="bbhnet.time_shifts.*negative"):
+        load_config(tmp_path / "campaign.toml", ['model.mode="bbhnet"', "bbhnet.time_shifts=-1"])
+
+
+def test_the_warm_up_grows_by_the_largest_slide(tmp_path: Path) -> None:
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)  # K = 256, S = 64 samples
+    for mode, plain in (("bbhnet", 3), ("e2e", 9)):
+        base = [f'model.mode="{mode}"', f"data.witnesses={WITNESSES}"]
+        assert load_config(tmp_path / "campaign.toml", base).warmup_windows == plain
+        # 5 slides of 0.5 s: 640 samples, 10 strides
+        slid = load_config(tmp_path / "campaign.toml",
+                           [*base, "bbhnet.time_shifts=5", "bbhnet.shift_seconds=0.5"])
+        assert slid.warmup_windows == plain + 10
+
+
+def test_the_ensemble_layout_refuses_time_slides(tmp_path: Path) -> None:
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    config = load_config(tmp_path / "campaign.toml", [
+        'model.mode="bbhnet"', "bbhnet.time_shifts=2",
+        f'model.repository="{tmp_path / "repo"}"'])
+    with pytest.raises(ModelError, match="time slides are a step of the fused model"):
+        export_repository(config, None, ensemble=True)
+    assert not (tmp_path / "repo").exists()
+
+
+# ---- real campaigns ---------------------------------------------------------------------------
+
+
+SHIFTS = 3
+
+
+@pytest.fixture(scope="module")
+def campaigns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
+    """bbhnet with 3 slides and without, and e2e with 3 slides, on 32 s of frames."""
+    root = tmp_path_factory.mktemp("slides")
+    (root / "campaign.toml").write_text(SMALL_CAMPAIGN.replace("duration = 64", "duration = 32")
+                                        .replace("injections = 1", "injections = 2"))
+    write_synthetic_dataset(load_config(root / "campaign.toml"))
+    weights = untrained_weights(root / "weights")
+    runs = {}
+    for name, mode, shifts in (("bbhnet", "bbhnet", SHIFTS), ("plain", "bbhnet", 0),
+                               ("e2e", "e2e", SHIFTS)):
+        config = load_config(root / "campaign.toml", [
+            f'model.mode="{mode}"', f"data.witnesses={WITNESSES}", "model.batch_size=5",
+            f'model.repository="{root / name / "repository"}"',
+            f"bbhnet.time_shifts={shifts}", "bbhnet.ifar_threshold_years=1e-6",
+            f'bbhnet.injections="{root / "frames" / "synth.json"}"'])
+        export_repository(config, weights)
+        runs[name] = (config, run_dag(config, root / name / "run"))
+    return runs
+
+
+def oracle_problems(run_dir: Path, series=None, triggers=None) -> list[str]:
+    expected, expected_triggers = expected_outputs(run_dir)
+    campaign = run_dir / "output" / "campaign.h5"
+    series = read_series(campaign) if series is None else series
+    triggers = read_triggers(campaign) if triggers is None else triggers
+    return compare_with(series, triggers, expected, expected_triggers, TOLERANCE)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bbhnet", "e2e"])
+def test_a_time_slide_campaign_equals_its_reference_and_the_oracle(campaigns, name) -> None:
+    config, run_dir = campaigns[name]
+    campaign = run_dir / "output" / "campaign.h5"
+    reference, _ = run_reference(config, run_dir.parent / "reference.h5")
+    comparison = compare_outputs(campaign, reference)
+    assert comparison.problems == [] and comparison.worst <= TOLERANCE
+    assert {"background/statistic", "triggers/far", "triggers/ifar"} <= set(comparison.relative)
+    assert any(k.startswith("slides/") for k in comparison.relative)
+    assert oracle_problems(run_dir) == []
+    with h5py.File(campaign) as f:
+        (slides,) = f["slides"].values()
+        assert slides.shape[1] == SHIFTS and f["triggers"].dtype.names == (
+            "time", "statistic", "far", "ifar")
+        assert set(f["background"]["shift"]) == {1.0, 2.0, 3.0}
+    summary = json.loads((run_dir / "output" / "campaign.json").read_text())["bbhnet"]
+    kept = sum(s.kept_windows(config) for s in _stretches(config, campaign))
+    assert summary["background_livetime_seconds"] == pytest.approx(
+        SHIFTS * kept * config.stride_seconds)
+    assert summary["injections"] and all("ifar_years" in r for r in summary["injections"])
+
+
+def _stretches(config, campaign: Path):
+    from offline_iaas.stretches import Stretch
+
+    with h5py.File(campaign) as f:
+        bounds = f.attrs["stretches"]
+    return [Stretch(i, float(a), float(b)) for i, (a, b) in enumerate(bounds)]
+
+
+@pytest.mark.slow
+def test_the_oracle_refuses_slides_one_sample_late_and_a_wrong_far(campaigns) -> None:
+    _, run_dir = campaigns["bbhnet"]
+    campaign = run_dir / "output" / "campaign.h5"
+    series = read_series(campaign)
+    late = copy.deepcopy(series)
+    x0, dx, values = late["slides"][0]
+    late["slides"][0] = (x0, dx, np.concatenate([values[:1], values[:-1]]))
+    problems = oracle_problems(run_dir, series=late)
+    assert problems and all(p.startswith("slides") for p in problems), problems
+    triggers = read_triggers(campaign)
+    triggers.far = triggers.far * 1.01
+    assert oracle_problems(run_dir, triggers=triggers) == [
+        "triggers: far relative error 0.01"]
+    triggers = read_triggers(campaign)
+    triggers.background["statistic"][0] = np.nan
+    assert oracle_problems(run_dir, triggers=triggers) == [
+        "background: statistic relative error inf"]
+
+
+@pytest.mark.slow
+def test_the_zero_lag_is_the_campaign_without_slides_over_the_same_windows(campaigns) -> None:
+    """Slides change what is kept (a longer warm-up), never the zero-lag statistic."""
+    _, slid = campaigns["bbhnet"]
+    _, plain = campaigns["plain"]
+    (with_slides,) = read_series(slid / "output" / "campaign.h5")["statistic"]
+    (without,) = read_series(plain / "output" / "campaign.h5")["statistic"]
+    later = round((with_slides[0] - without[0]) / without[1])
+    assert later == SHIFTS * 4  # 3 slides of 1 s at 4 windows per second
+    np.testing.assert_allclose(with_slides[2], without[2][later:], rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_time_slides_send_no_more_bytes_per_streamed_second(campaigns) -> None:
+    """The client sends each sample once whatever the slides; only the longer warm-up each
+    piece streams again costs bytes (the same count of streamed seconds)."""
+    sent = {}
+    for name in ("bbhnet", "plain"):
+        config, run_dir = campaigns[name]
+        records = [json.loads(RunDir(run_dir).part(node)[1].read_text())
+                   for node in RunDir(run_dir).read_run_info()["clients"]]
+        jobs = [json.loads(RunDir(run_dir).job(node).read_text())
+                for node in RunDir(run_dir).read_run_info()["clients"]]
+        streamed = sum(p["gps_end"] - p["gps_start"] for job in jobs for p in job["pieces"])
+        sent[name] = sum(r["tensor_bytes_sent"] for r in records) / streamed
+    config = campaigns["plain"][0]
+    per_second = len(config.stream_channels) * config.data.sample_rate * 4
+    assert sent["bbhnet"] == sent["plain"] == per_second
+
+
+@pytest.mark.slow
+def test_the_report_draws_the_cumulative_rate_in_a_browser(campaigns, tmp_path: Path) -> None:
+    from offline_iaas.report.build import write_report
+    from tests.browser import check_page, headless_chromium, missing_browser
+
+    _, run_dir = campaigns["bbhnet"]
+    report = write_report(run_dir)
+    text = report.read_text()
+    assert "False-alarm rate" in text and "IFAR threshold [yr]" in text
+    why = missing_browser()
+    if why is not None:
+        pytest.skip(why)
+    with headless_chromium() as driver:
+        page = check_page(driver, report, tmp_path / "report.png")
+    assert page.console == []
+    shown = {i["alt"]: i for i in page.images}
+    rate = shown["cumulative rate of background and zero-lag triggers"]
+    assert rate["complete"] and rate["naturalWidth"] > 0 and rate["naturalHeight"] > 0
