@@ -35,9 +35,12 @@ Time slides (``bbhnet.time_shifts = N``, step ``D = shift_seconds * fs`` samples
 statistic output (and e2e's ``noise``/``clean``) starts ``ceil(N D / S)`` windows later, and
 ``slides`` holds, per kept window ``j`` and slide ``k = 1 .. N``, BBHnet on the first detector's
 window ``j`` and the second detector's samples ``[(j + 1) S - K - k D, (j + 1) S - k D)``. Each
-slide is clustered like the zero lag into the ``background`` table; a trigger's FAR is the
-number of background triggers at least as loud (at least one) over ``N`` times the analysed
-time, its IFAR the inverse in Julian years.
+slide is clustered like the zero lag into the ``background`` table, less the triggers whose
+first detector's time ``t`` or second detector's time ``t - kD/fs`` lies within
+``exclusion_seconds`` of an injection or in BBHnet's training span (the manifest's); a trigger's
+FAR is the number of background triggers at least as loud (at least one) over the slides'
+livetime (each slide's analysed time where neither detector's time is cut), its IFAR the
+inverse in Julian years.
 """
 
 from __future__ import annotations
@@ -284,6 +287,7 @@ def expected_outputs(run_dir: Path) -> tuple[list[Expected], Triggers | None]:
     cluster = float(config["bbhnet"]["cluster_seconds"])
     background = {"shift": [], "time": [], "statistic": []}
     livetime = 0.0
+    cuts = background_cuts(config) if shifts else []
     for series in expected:
         time = series.x0 + np.arange(len(series.values)) * series.dx
         if series.group == "statistic":
@@ -291,12 +295,18 @@ def expected_outputs(run_dir: Path) -> tuple[list[Expected], Triggers | None]:
             trigger_times.append(t)
             trigger_values.append(v)
         elif series.group == "slides":
-            livetime += series.values.size * series.dx
+            analysed = (series.x0 - series.dx, time[-1])
             for k in range(shifts):
+                seconds = (k + 1) * lag / rate
                 t, v = clustered(time, series.values[:, k], cluster, series.dx)
-                background["shift"].append(np.full(len(t), (k + 1) * lag / rate))
-                background["time"].append(t)
-                background["statistic"].append(v)
+                keep = [i for i in range(len(t)) if not any(
+                    a <= t[i] < b or a <= t[i] - seconds < b for a, b in cuts)]
+                background["shift"].append(np.full(len(keep), seconds))
+                background["time"].append(t[keep])
+                background["statistic"].append(v[keep])
+                both = _merge(cuts + [(a + seconds, b + seconds) for a, b in cuts])
+                livetime += (analysed[1] - analysed[0]) - sum(
+                    b - a for a, b in _intersect([analysed], both))
     triggers = Triggers(np.concatenate(trigger_times), np.concatenate(trigger_values))
     if shifts:
         triggers.background = {k: np.concatenate(v) for k, v in background.items()}
@@ -305,6 +315,23 @@ def expected_outputs(run_dir: Path) -> tuple[list[Expected], Triggers | None]:
         triggers.far = louder / livetime
         triggers.ifar = livetime / louder / (365.25 * 86400)
     return expected, triggers
+
+
+def background_cuts(config: dict) -> list[tuple[float, float]]:
+    """``exclusion_seconds`` around every injection and BBHnet's training span, when the
+    campaign names injections."""
+    bbh = config["bbhnet"]
+    if not bbh.get("injections"):
+        return []
+    data = json.loads(Path(bbh["injections"]).read_text())
+    rows = data["injections"] if isinstance(data, dict) else data
+    width = float(bbh["exclusion_seconds"])
+    cuts = [(float(r["gps_time"]) - width, float(r["gps_time"]) + width) for r in rows]
+    repo = Path(config["model"]["repository"])
+    training = json.loads((repo / "manifest.json").read_text()).get("training") or {}
+    if training.get("bbhnet"):
+        cuts.append((float(training["bbhnet"][0]), float(training["bbhnet"][1])))
+    return cuts
 
 
 def slid_statistic(config: dict, data: np.ndarray, first: int, last: int, kernel: int,

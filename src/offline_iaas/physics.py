@@ -21,9 +21,12 @@ BBHnet with time slides (``bbhnet.time_shifts = N``)
     trigger's false-alarm rate is the number of background triggers at least as loud per
     second of livetime; one louder than the whole background gets the bound ``1 / livetime``.
     An injection is found when a trigger within ``found_seconds`` has an inverse FAR of at
-    least ``ifar_threshold_years``. Injections in the analysed frames also enter the
-    background (one detector's signal against the other's slid noise), as unknown signals
-    would in real data: the FAR is conservative.
+    least ``ifar_threshold_years``. With an injection list, as for the zero-lag background,
+    a slide's trigger is left out when either detector's time (``t``, or ``t - kΔ`` for the
+    second) lies within ``exclusion_seconds`` of an injection or inside the network's training
+    span, and that time leaves the slide's livetime (``slide_livetime``): otherwise every
+    injection would stand in the background once per slide, one detector's signal against
+    the other's slid noise.
 """
 
 from __future__ import annotations
@@ -165,6 +168,31 @@ def false_alarm_rates(statistic: np.ndarray, background: np.ndarray, livetime_se
     louder = len(ordered) - np.searchsorted(ordered, np.asarray(statistic, np.float64), "left")
     far = np.maximum(louder, 1) / livetime_seconds
     return far, 1.0 / far / SECONDS_PER_YEAR
+
+
+def background_cuts(injections: list[tuple[float, float]], config: CampaignConfig,
+                    training: tuple[float, float] | None) -> list[tuple[float, float]]:
+    """GPS spans no background trigger may come from: ``exclusion_seconds`` around every
+    injection, and the network's training span."""
+    b = config.bbhnet
+    cuts = [(t - b.exclusion_seconds, t + b.exclusion_seconds) for t, _ in injections]
+    return cuts + ([(float(training[0]), float(training[1]))] if training is not None else [])
+
+
+def slide_livetime(analysed: tuple[float, float], cuts: list[tuple[float, float]],
+                   lag_seconds: float) -> float:
+    """Seconds of ``analysed`` (first detector's time) where neither detector's data is cut:
+    ``t`` outside ``cuts`` and ``t - lag_seconds`` outside them too."""
+    moved = [(a + lag_seconds, b + lag_seconds) for a, b in cuts]
+    return float(sum(b - a for a, b in subtract_spans([analysed], cuts + moved)))
+
+
+def outside_cuts(times: np.ndarray, cuts: list[tuple[float, float]]) -> np.ndarray:
+    """Which ``times`` lie in none of the half-open ``cuts`` ``[start, end)``."""
+    keep = np.ones(len(times), bool)
+    for start, end in cuts:
+        keep &= ~((times >= start) & (times < end))
+    return keep
 
 
 def found_missed_at_ifar(

@@ -22,13 +22,16 @@ from offline_iaas.physics import (
     ASD_MAX_SECONDS,
     SECONDS_PER_YEAR,
     asd_ratio,
+    background_cuts,
     bandpass_sos,
     cluster_triggers,
     false_alarm_rates,
     found_missed,
     found_missed_at_ifar,
     held_out_samples,
+    outside_cuts,
     read_injections,
+    slide_livetime,
     zero_phase_blocks,
 )
 
@@ -239,18 +242,26 @@ def _triggers(writer: Any) -> dict[str, Any]:
 
 def _background(writer: Any) -> tuple[np.ndarray, float]:
     """Every time slide's clustered statistic as a table (``shift`` in seconds, ``time`` of
-    the first detector, ``statistic``), and the background livetime (s)."""
+    the first detector, ``statistic``), and the background livetime (s), both without the
+    injections and the training span (``physics.background_cuts``)."""
     config = writer.config
     shift_seconds = config.bbhnet.shift_seconds
+    injections = (read_injections(config.bbhnet.injections)
+                  if config.bbhnet.injections is not None else [])
+    cuts = (background_cuts(injections, config, writer.training.get("bbhnet"))
+            if injections else [])
     rows, livetime = [], 0.0
     for stretch in writer.stretches:
         dataset = writer.file[writer.names[("background", stretch.index)][0]]
         x0, dx = float(dataset.attrs["x0"]), float(dataset.attrs["dx"])
         values = dataset[()]
-        livetime += values.size * dx
+        analysed = (x0 - dx, x0 + (len(values) - 1) * dx)
         for k in range(values.shape[1]):
+            lag = (k + 1) * shift_seconds
             t, v = cluster_triggers(values[:, k], x0, dx, config.bbhnet.cluster_seconds)
-            rows.append(((k + 1) * shift_seconds * np.ones(len(t)), t, v))
+            keep = outside_cuts(t, cuts) & outside_cuts(t - lag, cuts)
+            rows.append((np.full(int(keep.sum()), lag), t[keep], v[keep]))
+            livetime += slide_livetime(analysed, cuts, lag)
     table = np.zeros(sum(len(t) for _, t, _ in rows),
                      dtype=[("shift", "f8"), ("time", "f8"), ("statistic", "f4")])
     if rows:

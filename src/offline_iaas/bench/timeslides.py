@@ -1,0 +1,182 @@
+"""Time slides formed on the server against the client-side approach, measured in one run.
+
+``python -m offline_iaas.bench.timeslides --out benchmarks/TIMESLIDES.md`` (issue #17).
+
+Both paths produce the same network windows: BBHnet on every analysed window at zero lag and
+at ``N`` slides of the second detector (``shift_seconds`` apart), over the same synthetic data,
+with the same clients, batch size and in-flight depth, each against its own tritonserver.
+
+server
+    The campaign's path: the fused model exported with ``bbhnet.time_shifts = N``. Each client
+    streams its share once, preceded by ``N * shift_seconds`` of warm-up (the longest slide's
+    history), under one sequence ID.
+client-side
+    What a client does when the server cannot slide (the field's search re-streams the data
+    per shift): the same model exported without slides; each client streams its share ``N + 1``
+    times, one sequence per lag, the second detector's samples taken ``k * shift_seconds``
+    earlier, so every sample is sent ``N + 1`` times.
+
+Printed: wall seconds, client and server CPU seconds, bytes sent and analysed data seconds
+times slides per wall second, and the ratios of the two paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from offline_iaas.atomic import write_text_atomic
+from offline_iaas.bench.clients import ClientJob, run_clients
+from offline_iaas.bench.server import bench_server
+from offline_iaas.bench.service import SEQUENCE_BASE_STEP, stream_updates
+from offline_iaas.bench.workloads import BBHNET, Workload, split_strides, write_weights
+from offline_iaas.repository.export import export_repository, read_manifest
+from offline_iaas.repository.pipeline import ensemble_outputs
+
+SHIFTS = 100
+SHIFT_SECONDS = 1.0
+DATA_SECONDS = 200.0
+"""Analysed data seconds in all (split between the clients)."""
+CLIENTS = 2
+IN_FLIGHT = 2
+
+
+@dataclass(frozen=True)
+class SlideJob(ClientJob):
+    """A client's share: ``analysed_samples`` after ``lead_samples`` of history."""
+
+    lead_samples: int = 0
+    lags: tuple[int, ...] = ()
+    """Client-side: the second detector's lag of each stream (samples); server: ``()``."""
+
+
+def stream_each_lag(client, job: SlideJob, samples: np.ndarray) -> int:
+    """The client-side approach: one sequence per lag over the analysed samples."""
+    windows = 0
+    end = samples.shape[1]
+    for number, lag in enumerate(job.lags):
+        slid = np.stack([samples[0, job.lead_samples :],
+                         samples[1, job.lead_samples - lag : end - lag]])
+        windows += stream_updates(
+            client, dataclasses.replace(job, sequence_id=job.sequence_id + number), slid)
+    return windows
+
+
+@dataclass(frozen=True)
+class PathCost:
+    """One path's measurement."""
+
+    name: str
+    wall_seconds: float
+    client_cpu_seconds: float
+    server_cpu_seconds: float
+    bytes_sent: int
+    slid_data_seconds: float
+    """Analysed data seconds times the lags computed (``N + 1``)."""
+
+    @property
+    def cpu_seconds(self) -> float:
+        return self.client_cpu_seconds + self.server_cpu_seconds
+
+    @property
+    def rate(self) -> float:
+        """Slid data seconds per wall second."""
+        return self.slid_data_seconds / self.wall_seconds
+
+
+def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = SHIFTS,
+                        shift_seconds: float = SHIFT_SECONDS,
+                        data_seconds: float = DATA_SECONDS, clients: int = CLIENTS,
+                        batch_size: int | None = None) -> list[PathCost]:
+    """Both paths over the same data (module docstring); ``[server, client-side]``."""
+    batch_size = batch_size or load.batch_size
+    weights = write_weights(load, work_dir / "weights")
+    lag = round(shift_seconds * load.sample_rate_hz)
+    lead = -(-shifts * lag // load.stride_samples) * load.stride_samples
+    stride_seconds = load.stride_samples / load.sample_rate_hz
+    shares = split_strides(int(data_seconds / stride_seconds), clients)
+    costs = []
+    for name, slides in (("server", shifts), ("client-side", 0)):
+        config = load.config(work_dir / f"{name}-repository", instances=clients,
+                             clients=clients, batch_size=batch_size)
+        config = dataclasses.replace(config, bbhnet=dataclasses.replace(
+            config.bbhnet, time_shifts=slides, shift_seconds=shift_seconds))
+        export_repository(config, weights)
+        repo = config.model.repository
+        with bench_server(repo, work_dir / f"{name}-run", read_manifest(repo)["models"]) as srv:
+            jobs = [SlideJob(
+                model=config.model.name, outputs=ensemble_outputs(config), url=srv.url,
+                headers=srv.headers, load=load,
+                data_seconds=(lead + share * load.stride_samples) / load.sample_rate_hz,
+                batch_size=batch_size, in_flight=IN_FLIGHT,
+                sequence_id=(index + 1) * SEQUENCE_BASE_STEP, seed=index, lead_samples=lead,
+                lags=() if slides else tuple(lag * k for k in range(shifts + 1)),
+            ) for index, share in enumerate(shares)]
+            run = run_clients(jobs, stream_updates if slides else stream_each_lag,
+                              srv.cpu_seconds, srv.ports.grpc)
+        costs.append(PathCost(name, run.wall_seconds, run.client_cpu_seconds,
+                              run.server_cpu_seconds, run.bytes_sent,
+                              sum(shares) * stride_seconds * (shifts + 1)))
+    return costs
+
+
+def markdown(costs: list[PathCost], load: Workload, shifts: int, shift_seconds: float,
+             clients: int, command: str) -> str:
+    """The table and the ratios."""
+    server, client_side = costs
+    rows = [
+        "| path | wall s | client CPU s | server CPU s | MB sent | slid data-s / wall s "
+        "| slid data-s / CPU s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for c in costs:
+        rows.append(f"| {c.name} | {c.wall_seconds:.1f} | {c.client_cpu_seconds:.1f} | "
+                    f"{c.server_cpu_seconds:.1f} | {c.bytes_sent / 1e6:.1f} | {c.rate:.0f} | "
+                    f"{c.slid_data_seconds / c.cpu_seconds:.0f} |")
+    analysed = server.slid_data_seconds / (shifts + 1)
+    return "\n".join([
+        f"# Time slides: on the server against the client-side approach ({shifts} slides)",
+        "",
+        f"Workload `{load.name}` ({len(load.ifos)} detectors at {load.sample_rate_hz:g} Hz, "
+        f"{load.kernel_seconds:g} s windows at {load.inference_rate_hz:g} Hz), {clients} "
+        f"clients, {analysed:.0f} analysed data seconds, {shifts} slides of "
+        f"{shift_seconds:g} s: {server.slid_data_seconds:.0f} slid data seconds on each path.",
+        "",
+        *rows,
+        "",
+        f"- wall time: server {client_side.wall_seconds / server.wall_seconds:.2f}x faster "
+        f"than the client-side approach",
+        f"- CPU seconds: {client_side.cpu_seconds / server.cpu_seconds:.2f}x fewer",
+        f"- bytes sent: {client_side.bytes_sent / server.bytes_sent:.1f}x fewer",
+        "",
+        f"Command: `{command}`",
+        "",
+    ])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shifts", type=int, default=SHIFTS)
+    parser.add_argument("--shift-seconds", type=float, default=SHIFT_SECONDS)
+    parser.add_argument("--data-seconds", type=float, default=DATA_SECONDS)
+    parser.add_argument("--clients", type=int, default=CLIENTS)
+    parser.add_argument("--out", type=Path, help="write the table here too")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="offline-iaas-timeslides-") as tmp:
+        costs = measure_time_slides(Path(tmp), BBHNET, args.shifts, args.shift_seconds,
+                                    args.data_seconds, args.clients)
+    command = "python -m offline_iaas.bench.timeslides" + (
+        f" --out {args.out}" if args.out else "")
+    text = markdown(costs, BBHNET, args.shifts, args.shift_seconds, args.clients, command)
+    print(text)
+    if args.out is not None:
+        write_text_atomic(args.out, text)
+
+
+if __name__ == "__main__":
+    main()
