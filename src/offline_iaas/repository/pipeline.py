@@ -10,11 +10,11 @@ ensemble::
 
     classifier  update ─► snapshotter ─► windows ─► classifier ─► statistic
     bbhnet      update ─► snapshotter ─► windows ─► bbhnet ─► statistic
-                (time slides: update ─► timeslides ─► slid_windows ─► bbhnet ─► background)
+                (time slides: update ─► timeslides (runs bbhnet's graph) ─► background)
     deepclean   update ─► snapshotter ─► windows ─► deepclean ─► prediction ─► averager ─► noise
     e2e         ... ─► averager ─► noise; (windows, noise) ─► subtract ─► cleaned
                     ─► snapshotter_clean ─► clean_windows ─► bbhnet ─► statistic
-                (time slides: cleaned ─► timeslides ─► slid_windows ─► bbhnet ─► background)
+                (time slides: cleaned ─► timeslides (runs bbhnet's graph) ─► background)
 
 ``update`` is ``[channels, n S]`` of the streamed channels (``CampaignConfig.stream_channels``);
 ``statistic`` is ``[n]``, one per window; ``noise`` is ``[ifos, n S]``, the averaged prediction
@@ -48,7 +48,9 @@ class Stage:
     """Channels of a stateful stage's state."""
     shifts: int = 0
     shift_samples: int = 0
-    """A ``timeslide`` stage's number of slides and the step between them."""
+    network: str = ""
+    """A ``timeslide`` stage's number of slides, the step between them, and the network stage
+    whose graph it runs on the slid windows."""
 
     @property
     def stateful(self) -> bool:
@@ -58,7 +60,8 @@ class Stage:
         """The stage as ``backend/stateful.ModeStream`` takes it (JSON in the fused model)."""
         return {"model": self.model, "kind": self.kind, "inputs": dict(self.inputs),
                 "outputs": dict(self.outputs), "channels": self.channels,
-                "shifts": self.shifts, "shift_samples": self.shift_samples}
+                "shifts": self.shifts, "shift_samples": self.shift_samples,
+                "network": self.network}
 
 
 def stages(config: CampaignConfig) -> list[Stage]:
@@ -99,10 +102,8 @@ def _time_slides(config: CampaignConfig, strain: str) -> list[Stage]:
     ``background`` output, ``[n * shifts]`` per request."""
     if not (config.mode.triggers and config.bbhnet.time_shifts):
         return []
-    return [Stage("timeslides", "timeslide", {"update": strain}, {"windows": "slid_windows"},
-                  2, config.bbhnet.time_shifts, config.shift_samples),
-            Stage("bbhnet", "network", {"windows": "slid_windows"},
-                  {"statistic": "background"})]
+    return [Stage("timeslides", "timeslide", {"update": strain}, {"background": "background"},
+                  2, config.bbhnet.time_shifts, config.shift_samples, network="bbhnet")]
 
 
 def ensemble_outputs(config: CampaignConfig) -> tuple[str, ...]:

@@ -10,8 +10,8 @@ on numpy only (``triton_python_backend_utils`` exists only in the server's pytho
     A request carries ``[1, channels, n * stride]`` new samples and yields ``[1, n, channels,
     kernel]``: the window after each stride of new samples.
 ``timeslide`` (fused model only)
-    BBHnet's background: ``[2, n * stride]`` in, ``[n * shifts, 2, kernel]`` windows out, the
-    second detector slid against the first (``TimeSlides``).
+    BBHnet's background: ``[2, n * stride]`` in, ``[n * shifts]`` statistics out, the second
+    detector slid against the first (``TimeSlides``, which runs the network stage it names).
 ``average``
     DeepClean's online averaging: ``[1, n, ifos, kernel]`` window predictions in, ``[1, ifos,
     n * stride]`` averaged samples out, ``kernel - stride`` samples behind the windows' ends.
@@ -73,12 +73,16 @@ class SnapshotState:
 
 
 class TimeSlides:
-    """Background windows of a two-detector stream: the second detector slid against the first.
+    """BBHnet's background of a two-detector stream: the second detector slid against the first.
 
     For each window (the snapshot's: ``[(j + 1) S - K, (j + 1) S)``) and each slide
-    ``k = 1 .. shifts``, the first detector's window as it is and the second's ending
-    ``k * shift_samples`` earlier. The state is the latest ``K + shifts * shift_samples``
-    samples of both, so the client sends each sample once whatever the number of slides.
+    ``k = 1 .. shifts``, the network runs on the first detector's window as it is and the
+    second's ending ``k * shift_samples`` earlier. The state is the latest
+    ``K + shifts * shift_samples`` samples of both, so the client sends each sample once
+    whatever the number of slides. The slid windows are formed and run ``chunk_windows`` at a
+    time (a request's ``n * shifts`` windows would not fit in the caches), and a slide that
+    would reach back before the stream's first sample is not run: it is 0, inside the warm-up
+    every stream discards.
 
     Parameters
     ----------
@@ -88,6 +92,8 @@ class TimeSlides:
         The step ``Δ`` between slides and their number ``N``.
     """
 
+    CHUNK_WINDOWS = 256
+
     def __init__(self, kernel_samples: int, stride_samples: int, shift_samples: int,
                  shifts: int) -> None:
         self.kernel_samples = kernel_samples
@@ -95,24 +101,35 @@ class TimeSlides:
         self.lags = shift_samples * np.arange(1, shifts + 1)
         self.history = kernel_samples + shift_samples * shifts
         self.state = np.zeros((2, self.history), dtype=np.float32)
+        self.streamed = 0
+        """Samples received since START."""
 
-    def update(self, samples: np.ndarray) -> np.ndarray:
-        """Append ``samples`` [2, n S]; return ``[n * shifts, 2, K]``, window by window (the
-        slides of window 0, then those of window 1, ...)."""
+    def update(self, samples: np.ndarray, network) -> np.ndarray:
+        """Append ``samples`` [2, n S]; return ``network`` (``[m, 2, K]`` windows → ``[m]``)
+        on every window's slides, ``[n * shifts]``: the slides of window 0, then window 1 ..."""
         n_samples = samples.shape[-1]
         if samples.shape[0] != 2 or n_samples % self.stride_samples:
             raise ValueError(f"time slides take [2, n * {self.stride_samples}] samples, got "
                              f"{list(samples.shape)}")
         full = np.concatenate([self.state, samples.astype(np.float32, copy=False)], axis=1)
         views = np.lib.stride_tricks.sliding_window_view(full, self.kernel_samples, axis=1)
-        n = n_samples // self.stride_samples
+        n, shifts = n_samples // self.stride_samples, len(self.lags)
         # window j starts at history - K + (j + 1) S in `full`; slide k starts k * Δ earlier
         starts = self.history - self.kernel_samples + self.stride_samples * np.arange(1, n + 1)
-        out = np.empty((n, len(self.lags), 2, self.kernel_samples), np.float32)
-        out[:, :, 0] = views[0, starts][:, None]
-        out[:, :, 1] = views[1, starts[:, None] - self.lags[None, :]]
+        slid_starts = (starts[:, None] - self.lags[None, :]).ravel()
+        # in stream samples, a slid window starts at slid_starts - history + streamed
+        runs = np.flatnonzero(slid_starts - self.history + self.streamed >= 0)
+        out = np.zeros(n * shifts, np.float32)
+        windows = np.empty((self.CHUNK_WINDOWS, 2, self.kernel_samples), np.float32)
+        for first in range(0, len(runs), self.CHUNK_WINDOWS):
+            rows = runs[first : first + self.CHUNK_WINDOWS]
+            chunk = windows[: len(rows)]
+            chunk[:, 0] = views[0, starts[rows // shifts]]
+            chunk[:, 1] = views[1, slid_starts[rows]]
+            out[rows] = network(chunk)
         self.state = full[:, n_samples:].copy()
-        return out.reshape(n * len(self.lags), 2, self.kernel_samples)
+        self.streamed += n_samples
+        return out
 
 
 class OnlineAverage:
@@ -247,6 +264,11 @@ class ModeStream:
             feeds = {name: tensors[source] for name, source in stage["inputs"].items()}
             if stage["kind"] == "network":
                 result = run_graph(self.sessions[stage["model"]], feeds)
+            elif stage["kind"] == "timeslide":
+                (value,) = feeds.values()
+                (name,) = stage["outputs"]
+                result = {name: self.states[stage["model"]].update(
+                    value, self._network(stage["network"]))}
             else:
                 (value,) = feeds.values()
                 (name,) = stage["outputs"]
@@ -255,6 +277,12 @@ class ModeStream:
             for name, target in stage["outputs"].items():
                 tensors[target] = result[name]
         return {name: tensors[name] for name in self.outputs}
+
+    def _network(self, model: str):
+        """``windows → values`` of a single-input, single-output network stage's graph."""
+        session = self.sessions[model]
+        name = session.get_inputs()[0].name
+        return lambda windows: session.run(None, {name: windows})[0]
 
 
 def sequence_step(streams: dict, corrid: int, start: bool, end: bool, now: float, new_state,
