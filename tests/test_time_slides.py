@@ -36,46 +36,53 @@ TOLERANCE = 1e-4
 # ---- the step and the arithmetic, without a server ------------------------------------------
 
 
-def slid_by_hand(stream: np.ndarray, kernel: int, stride: int, lag: int, shifts: int,
-                 weights: np.ndarray) -> np.ndarray:
-    """A linear "network" (``weights`` [2, K]) on every window's slides cut from the whole
-    stream; 0 where a slide reaches back before the stream's first sample."""
+def windows_by_hand(stream: np.ndarray, kernel: int, stride: int) -> np.ndarray:
+    """Window j of a stream: samples ``[(j + 1) S - K, (j + 1) S)``, zeros before the start."""
+    padded = np.concatenate([np.zeros((len(stream), kernel)), stream], axis=1)
+    return np.stack([padded[:, (j + 1) * stride : (j + 1) * stride + kernel]
+                     for j in range(stream.shape[1] // stride)])
+
+
+def slid_by_hand(windows: np.ndarray, lag_windows: int, shifts: int, weights: np.ndarray
+                 ) -> np.ndarray:
+    """A linear "network" (``weights`` [2, K]) on the first detector's window j with the
+    second's window ``j - k * lag_windows``; 0 where that is before the stream's first."""
     out = []
-    for j in range(stream.shape[1] // stride):
-        end = (j + 1) * stride
+    for j in range(len(windows)):
         for k in range(1, shifts + 1):
-            if end - kernel - k * lag < 0:
+            earlier = j - k * lag_windows
+            if earlier < 0:
                 out.append(0.0)
                 continue
-            window = np.stack([stream[0, end - kernel : end],
-                               stream[1, end - kernel - k * lag : end - k * lag]])
-            out.append(float((window * weights).sum()))
+            pair = np.stack([windows[j, 0], windows[earlier, 1]])
+            out.append(float((pair * weights).sum()))
     return np.array(out)
 
 
 @pytest.mark.parametrize("sizes", [[40], [1, 39], [7, 3, 13, 17], [1] * 40])
-def test_time_slides_equal_the_windows_cut_from_the_whole_stream(sizes: list[int],
-                                                                 monkeypatch) -> None:
-    kernel, stride, lag, shifts = 32, 8, 12, 5
+def test_time_slides_pair_each_window_with_the_earlier_ones(sizes: list[int],
+                                                            monkeypatch) -> None:
+    kernel, stride, lag_windows, shifts = 32, 8, 2, 5
     monkeypatch.setattr(TimeSlides, "CHUNK_WINDOWS", 7)  # chunks that cut through windows
     rng = np.random.default_rng(1)
-    stream = rng.normal(size=(2, 40 * stride)).astype(np.float32)
+    stream = rng.normal(size=(2, 40 * stride))
+    windows = windows_by_hand(stream, kernel, stride).astype(np.float32)
     weights = rng.normal(size=(2, kernel))
 
-    def network(windows: np.ndarray) -> np.ndarray:
-        return (windows * weights).sum(axis=(1, 2))
+    def network(pairs: np.ndarray) -> np.ndarray:
+        return (pairs * weights).sum(axis=(1, 2))
 
-    slides = TimeSlides(kernel, stride, lag, shifts)
+    slides = TimeSlides(lag_windows, shifts)
     position, got = 0, []
     for n in sizes:
-        got.append(slides.update(stream[:, position : position + n * stride], network))
-        position += n * stride
+        got.append(slides.update(windows[position : position + n], network))
+        position += n
     got = np.concatenate(got)
-    expected = slid_by_hand(stream, kernel, stride, lag, shifts, weights)
+    expected = slid_by_hand(windows, lag_windows, shifts, weights)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
     assert (got[:shifts] == 0).all() and (got[-shifts:] != 0).all()
-    # negative control: one sample more of lag is another background
-    other = slid_by_hand(stream, kernel, stride, lag + 1, shifts, weights)
+    # negative control: one window more of lag is another background
+    other = slid_by_hand(windows, lag_windows + 1, shifts, weights)
     assert not np.allclose(got, other, rtol=1e-5, atol=1e-4)
 
 
@@ -91,8 +98,8 @@ def test_time_shifts_need_a_bbhnet_mode_two_detectors_and_whole_samples(tmp_path
     with pytest.raises(ConfigError, match="bbhnet.time_shifts.*BBHnet mode"):
         load_config(tmp_path / "campaign.toml", ["bbhnet.time_shifts=3"])  # classifier
     bbhnet = ['model.mode="bbhnet"', "bbhnet.time_shifts=3"]
-    with pytest.raises(ConfigError, match="bbhnet.shift_seconds.*whole number of samples"):
-        load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.shift_seconds=0.001"])
+    with pytest.raises(ConfigError, match="bbhnet.shift_seconds.*whole number of strides"):
+        load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.shift_seconds=0.3"])
     with pytest.raises(ConfigError, match="data.channels must name two"):
         load_config(tmp_path / "campaign.toml", [*bbhnet, 'data.channels=["H1:X"]'])
     with pytest.raises(ConfigError, match="bbhnet.time_shifts.*negative"):
@@ -115,7 +122,7 @@ def test_the_ensemble_layout_refuses_time_slides(tmp_path: Path) -> None:
     config = load_config(tmp_path / "campaign.toml", [
         'model.mode="bbhnet"', "bbhnet.time_shifts=2",
         f'model.repository="{tmp_path / "repo"}"'])
-    with pytest.raises(ModelError, match="time slides are a step of the fused model"):
+    with pytest.raises(ModelError, match="steps of the fused model"):
         export_repository(config, None, ensemble=True)
     assert not (tmp_path / "repo").exists()
 

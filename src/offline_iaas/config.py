@@ -150,10 +150,23 @@ class BBHnetConfig:
     earlier (``shift_seconds``); the merge turns those background statistics into a
     false-alarm rate for each trigger."""
     shift_seconds: float = 1.0
-    """``Δ``, the step between time slides (a whole number of samples at the model rate)."""
+    """``Δ``, the step between time slides (a whole number of strides)."""
     ifar_threshold_years: float = 1.0
     """With time slides, an injection is found by a trigger within ``found_seconds`` whose
     inverse false-alarm rate is at least this."""
+    whitening: str = "fixed"
+    """``fixed``: the FIR baked into BBHnet's graph (from its training background's PSD)
+    whitens every window. ``rolling``: the served model whitens each window with a PSD
+    estimated from the ``psd_seconds`` of the same stream before it, and the graph's FIR is
+    replaced by the identity (BBHnet weights as a state_dict)."""
+    psd_seconds: float = 16.0
+    """Rolling whitening: data before each window its PSD is estimated from."""
+    psd_fftlength: float = 2.0
+    """Rolling whitening: Welch's Hann-windowed segments (s), half overlapping, averaged."""
+    whitening_crop_seconds: float = 0.25
+    """Rolling whitening drops this much from the whitened window, half from each end (where
+    the Tukey taper and the FFT's wrap-around are): BBHnet sees ``K`` less this, as after a
+    fixed FIR of this length."""
 
 
 @dataclass(frozen=True)
@@ -312,7 +325,22 @@ class CampaignConfig:
         windows) where DeepClean's predictions are averaged (``Mode.warmup_stages``):
         ``deepclean`` 2, ``e2e`` 3 (the second snapshot over cleaned strain), other modes 1.
         """
-        return self.mode.warmup_stages * self.window_warmup + self.shift_warmup_windows
+        return (self.mode.warmup_stages * self.window_warmup + self.shift_warmup_windows
+                + self.psd_warmup_windows)
+
+    @property
+    def rolling_whitening(self) -> bool:
+        """BBHnet's windows are whitened by the served model (``bbhnet.whitening``)."""
+        return self.mode.triggers and self.bbhnet.whitening == "rolling"
+
+    @property
+    def psd_warmup_windows(self) -> int:
+        """Windows a stream waits until the rolling whitening's PSD comes from its own data
+        only (``ceil(psd_seconds fs / S)``; 0 with the fixed whitening)."""
+        if not self.rolling_whitening:
+            return 0
+        psd_samples = round(self.bbhnet.psd_seconds * self.data.sample_rate)
+        return -(-psd_samples // self.stride_samples)
 
     @property
     def shift_samples(self) -> int:

@@ -131,6 +131,7 @@ def _check_time_shifts(c: CampaignConfig, fail: typing.Callable[[str, str], None
         fail("bbhnet.ifar_threshold_years", f"must be positive, got {b.ifar_threshold_years}")
     if b.time_shifts < 0:
         fail("bbhnet.time_shifts", f"must not be negative, got {b.time_shifts}")
+    _check_whitening(c, fail)
     if not b.time_shifts:
         return
     if not MODES[c.model.mode].triggers:
@@ -138,10 +139,35 @@ def _check_time_shifts(c: CampaignConfig, fail: typing.Callable[[str, str], None
     if len(c.data.channels) != 2:
         fail("bbhnet.time_shifts", "shifts the second detector against the first: "
              f"data.channels must name two, got {list(c.data.channels)}")
-    samples = b.shift_seconds * c.data.sample_rate
-    if b.shift_seconds <= 0 or abs(samples - round(samples)) > 1e-9:
-        fail("bbhnet.shift_seconds", f"must be a positive whole number of samples at "
-             f"{c.data.sample_rate:g} Hz, got {b.shift_seconds}")
+    strides = b.shift_seconds * c.model.inference_rate
+    if b.shift_seconds <= 0 or abs(strides - round(strides)) > 1e-9:
+        fail("bbhnet.shift_seconds", f"must be a positive whole number of strides "
+             f"(1 / model.inference_rate = {1 / c.model.inference_rate:g} s), got "
+             f"{b.shift_seconds}")
+
+
+def _check_whitening(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
+    b = c.bbhnet
+    if b.whitening not in ("fixed", "rolling"):
+        fail("bbhnet.whitening", f"must be 'fixed' or 'rolling', got {b.whitening!r}")
+    if b.whitening == "fixed":
+        return
+    if not MODES[c.model.mode].triggers:
+        fail("bbhnet.whitening", f"'rolling' needs a BBHnet mode (bbhnet, e2e), not "
+             f"{c.model.mode!r}")
+    rate = c.data.sample_rate
+    for key, value in (("psd_fftlength", b.psd_fftlength), ("psd_seconds", b.psd_seconds),
+                       ("whitening_crop_seconds", b.whitening_crop_seconds)):
+        samples = value * rate
+        if value < 0 or abs(samples - round(samples)) > 1e-9 or round(samples) % 2:
+            fail(f"bbhnet.{key}", f"must be an even, non-negative number of samples at "
+                 f"{rate:g} Hz, got {value}")
+    if b.psd_fftlength <= 0 or b.psd_seconds < 2 * b.psd_fftlength:
+        fail("bbhnet.psd_seconds", f"must hold at least two Welch segments of "
+             f"bbhnet.psd_fftlength ({b.psd_fftlength:g} s), got {b.psd_seconds}")
+    if b.whitening_crop_seconds >= c.model.kernel_seconds:
+        fail("bbhnet.whitening_crop_seconds", f"must be shorter than model.kernel_seconds "
+             f"({c.model.kernel_seconds:g} s), got {b.whitening_crop_seconds}")
 
 
 DEEPCLEAN_DOWNSAMPLING = 16

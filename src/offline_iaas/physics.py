@@ -154,6 +154,25 @@ def cluster_triggers(values: np.ndarray, x0: float, dx: float, cluster_seconds: 
     return x0 + keep * dx, values[keep]
 
 
+WHITENING_LOW_HZ = 20.0
+"""BBHnet's whitening passes nothing below this frequency (the gain tapers up to 1.5 x it)."""
+WHITENING_HIGH_FRACTION = 0.8
+"""... and nothing above this fraction of the Nyquist frequency (tapering from 0.9 x it)."""
+
+
+def whitening_band(freqs_hz: np.ndarray, low_hz: float, high_hz: float) -> np.ndarray:
+    """BBHnet's whitening band: 1 on ``[1.5 low, 0.9 high]``, 0 outside ``[low, high]``,
+    raised cosine in between (the fixed FIR's shape, and the rolling whitening's)."""
+    freqs_hz = np.asarray(freqs_hz, np.float64)
+    out = np.zeros_like(freqs_hz)
+    up = (freqs_hz >= low_hz) & (freqs_hz < 1.5 * low_hz)
+    out[up] = 0.5 - 0.5 * np.cos(np.pi * (freqs_hz[up] - low_hz) / (0.5 * low_hz))
+    out[(freqs_hz >= 1.5 * low_hz) & (freqs_hz <= 0.9 * high_hz)] = 1.0
+    down = (freqs_hz > 0.9 * high_hz) & (freqs_hz <= high_hz)
+    out[down] = 0.5 + 0.5 * np.cos(np.pi * (freqs_hz[down] - 0.9 * high_hz) / (0.1 * high_hz))
+    return out
+
+
 SECONDS_PER_YEAR = 365.25 * 86400.0
 """Julian year (s): IFARs are in years."""
 

@@ -23,25 +23,12 @@ import torch
 from scipy import signal
 from torch import nn
 
-WHITENING_LOW_HZ = 20.0
-"""Whitening filters pass nothing below this frequency (the gain tapers up to 1.5 x it)."""
-WHITENING_HIGH_FRACTION = 0.8
-"""... and nothing above this fraction of the Nyquist frequency (tapering from 0.9 x it)."""
+from offline_iaas.physics import WHITENING_HIGH_FRACTION, WHITENING_LOW_HZ, whitening_band
+
 WHITENING_BETA = 9.0
 """Kaiser window parameter of the whitening FIR (about 90 dB of stop-band attenuation)."""
 _LOBE = 16
 """Grid points (of ``16 * (taps - 1)``) per bin ``sample_rate / (taps - 1)``."""
-
-
-def _taper(freqs_hz: np.ndarray, low_hz: float, high_hz: float) -> np.ndarray:
-    """1 on ``[1.5 low, 0.9 high]``, 0 outside ``[low, high]``, raised cosine in between."""
-    out = np.zeros_like(freqs_hz)
-    up = (freqs_hz >= low_hz) & (freqs_hz < 1.5 * low_hz)
-    out[up] = 0.5 - 0.5 * np.cos(np.pi * (freqs_hz[up] - low_hz) / (0.5 * low_hz))
-    out[(freqs_hz >= 1.5 * low_hz) & (freqs_hz <= 0.9 * high_hz)] = 1.0
-    down = (freqs_hz > 0.9 * high_hz) & (freqs_hz <= high_hz)
-    out[down] = 0.5 + 0.5 * np.cos(np.pi * (freqs_hz[down] - 0.9 * high_hz) / (0.1 * high_hz))
-    return out
 
 
 def whitening_filter(
@@ -103,7 +90,7 @@ def whitening_filter(
     # mirror at both ends (the PSD is even about 0 Hz and about Nyquist)
     padded = np.concatenate([asd_grid[reach:0:-1], asd_grid, asd_grid[-2 : -reach - 2 : -1]])
     smooth = np.sqrt(np.convolve(padded**2, kernel / kernel.sum(), mode="valid"))
-    gain = _taper(grid, low_hz, high_hz) / smooth
+    gain = whitening_band(grid, low_hz, high_hz) / smooth
     impulse = np.fft.irfft(gain, n=n_fft)
     half = taps // 2
     fir = np.concatenate([impulse[-half:], impulse[: half + 1]])

@@ -106,10 +106,11 @@ def export_repository(
             f"not {config.model.mode!r} (it has no per-detector averager graph); the default "
             "gpu flavor (the fused model on CUDA) serves every mode"
         )
-    if ensemble and time_slides(config)[0]:
+    if ensemble and (time_slides(config)[0] or config.rolling_whitening):
+        key = "time_shifts" if time_slides(config)[0] else "whitening"
         raise ModelError(
-            "bbhnet.time_shifts: the time slides are a step of the fused model; export "
-            "without --ensemble (the default, in either flavor)")
+            f"bbhnet.{key}: the time slides and the rolling whitening are steps of the fused "
+            "model; export without --ensemble (the default, in either flavor)")
     repo = config.model.repository
     served = "ensemble" if ensemble else "fused"
     shape = ensemble_shape(config, fused=served == "fused")
@@ -160,6 +161,7 @@ def export_repository(
                 "sequence_slots": shape.max_sequences,
                 "outputs": list(pipeline.ensemble_outputs(config)),
                 "time_slides": list(time_slides(config)),
+                "whitening": whitening_record(config),
                 "versions": versions,
                 "networks": networks_served,
                 "training": training_spans(weights),
@@ -326,6 +328,16 @@ def time_slides(config: CampaignConfig) -> tuple[int, int]:
     return (config.bbhnet.time_shifts, config.shift_samples)
 
 
+def whitening_record(config: CampaignConfig) -> str | dict[str, float]:
+    """How BBHnet's windows are whitened: ``fixed`` (the graph's FIR), or the rolling
+    whitening's parameters."""
+    if not config.rolling_whitening:
+        return "fixed"
+    b = config.bbhnet
+    return {"psd_seconds": b.psd_seconds, "psd_fftlength": b.psd_fftlength,
+            "whitening_crop_seconds": b.whitening_crop_seconds}
+
+
 def read_manifest(repo: Path) -> dict[str, Any]:
     """The repository's manifest; ModelError when it is missing or unreadable."""
     path = repo / MANIFEST
@@ -367,6 +379,12 @@ def check_repository(config: CampaignConfig) -> dict[str, Any]:
             f"{repo}: exported with {slides[0]} time slides of {slides[1]} samples, the campaign "
             f"asks for {time_slides(config)[0]} of {time_slides(config)[1]} (bbhnet.time_shifts,"
             " bbhnet.shift_seconds): export again")
+    whitening = manifest.get("whitening", "fixed")
+    if whitening != whitening_record(config):
+        raise ModelError(
+            f"{repo}: exported with BBHnet whitening {whitening}, the campaign asks for "
+            f"{whitening_record(config)} ([bbhnet] whitening, psd_seconds, psd_fftlength, "
+            "whitening_crop_seconds): export again")
     if manifest["ensemble"] != config.model.name:
         raise ModelError(
             f"{repo}: holds ensemble {manifest['ensemble']!r}, the campaign calls "

@@ -116,7 +116,40 @@ def _bbhnet(config: CampaignConfig, weights: Path | None, out: Path, single: boo
     ifos = len(config.ifos)
     expected = {"ifos": ifos, "kernel_samples": config.kernel_samples}
     path = weight_file(weights, "bbhnet", single)
-    return _export_checked("bbhnet", path, expected, out, (2, ifos, config.kernel_samples))
+    if not config.rolling_whitening:
+        return _export_checked("bbhnet", path, expected, out, (2, ifos, config.kernel_samples))
+    return _export_unwhitened(config, path, expected, out)
+
+
+def _export_unwhitened(config: CampaignConfig, path: Path, expected: dict, out: Path) -> Path:
+    """BBHnet without its own whitening (``bbhnet.whitening = "rolling"``: the served model
+    whitens): the FIR replaced by the identity and the input scale by 1, as its windows
+    arrive whitened to unit variance and cropped (``bbhnet_window_samples``)."""
+    import torch
+
+    from offline_iaas.models.bbhnet import BBHnet
+    from offline_iaas.models.weights import OUTPUT_NAMES, export_onnx, load_network
+
+    network = load_network("bbhnet", path, expected)
+    if not isinstance(network, BBHnet):
+        raise ModelError(
+            f"{path}: bbhnet.whitening = 'rolling' replaces BBHnet's whitening filter, which "
+            "needs its weights as a state_dict (a TorchScript or ONNX graph keeps its own): "
+            "give the state_dict, or use the fixed whitening")
+    with torch.no_grad():
+        network.whitening = torch.ones((network.ifos, 1, 1))
+        network.input_scale.fill_(1.0)
+    example = (2, network.ifos, bbhnet_window_samples(config))
+    return export_onnx(network, out, "windows", OUTPUT_NAMES["bbhnet"], example)
+
+
+def bbhnet_window_samples(config: CampaignConfig) -> int:
+    """Samples of each window BBHnet's graph takes: ``K``, less the crop of the rolling
+    whitening."""
+    if not config.rolling_whitening:
+        return config.kernel_samples
+    return config.kernel_samples - round(config.bbhnet.whitening_crop_seconds
+                                         * config.data.sample_rate)
 
 
 def _deepclean(config: CampaignConfig, weights: Path | None, out: Path) -> Path:
@@ -239,6 +272,7 @@ def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path,
                       weights_sha256=weights_digests(weights, ["classifier"], True))]
     if networks == ("bbhnet",):
         path = _bbhnet(config, weights, out_dir / "bbhnet.onnx", single=True)
+        windows = ("windows", (-1, stream, bbhnet_window_samples(config)))
         return [Graph("bbhnet", path, (windows,), (("statistic", (-1,)),),
                       weights_sha256=weights_digests(weights, ["bbhnet"], True))]
     per_ifo = [f"deepclean-{ifo}" for ifo in config.ifos]
@@ -256,7 +290,8 @@ def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path,
         graphs.append(Graph("subtract", path, (windows, ("noise", (ifos, -1))),
                             (("cleaned", (ifos, -1)),), batched=True))
         path = _bbhnet(config, weights, out_dir / "bbhnet.onnx", single=False)
-        graphs.append(Graph("bbhnet", path, (("windows", (-1, ifos, k)),),
+        graphs.append(Graph("bbhnet", path, (("windows", (-1, ifos, bbhnet_window_samples(
+                                config))),),
                             (("statistic", (-1,)),),
                             weights_sha256=weights_digests(weights, ["bbhnet"], False)))
     return graphs

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.physics import WHITENING_HIGH_FRACTION, WHITENING_LOW_HZ, whitening_band
 
 CANARY_NETWORK = "deepclean_canary"
 """The canary DeepClean's graph and stage (``deepclean.canary``)."""
@@ -46,11 +47,9 @@ class Stage:
     outputs: dict[str, str] = field(default_factory=dict)
     channels: int = 0
     """Channels of a stateful stage's state."""
-    shifts: int = 0
-    shift_samples: int = 0
-    network: str = ""
-    """A ``timeslide`` stage's number of slides, the step between them, and the network stage
-    whose graph it runs on the slid windows."""
+    params: dict[str, object] = field(default_factory=dict)
+    """A ``timeslide`` or ``whiten`` stage's parameters (``stateful.TimeSlides``,
+    ``stateful.RollingWhitening``)."""
 
     @property
     def stateful(self) -> bool:
@@ -60,8 +59,7 @@ class Stage:
         """The stage as ``backend/stateful.ModeStream`` takes it (JSON in the fused model)."""
         return {"model": self.model, "kind": self.kind, "inputs": dict(self.inputs),
                 "outputs": dict(self.outputs), "channels": self.channels,
-                "shifts": self.shifts, "shift_samples": self.shift_samples,
-                "network": self.network}
+                "params": dict(self.params)}
 
 
 def stages(config: CampaignConfig) -> list[Stage]:
@@ -71,8 +69,10 @@ def stages(config: CampaignConfig) -> list[Stage]:
                      len(config.stream_channels))
     if not mode.averages:  # one network on the windows: the statistic
         (network,) = mode.networks
+        if config.rolling_whitening:  # BBHnet's windows whitened in the stream
+            return _bbhnet(config, "update")
         return [snapshot, Stage(network, "network", {"windows": "windows"},
-                                {"statistic": "statistic"}), *_time_slides(config, "update")]
+                                {"statistic": "statistic"}), *_time_slides(config, "windows")]
     chain = [
         snapshot,
         Stage("deepclean", "network", {"windows": "windows"}, {"prediction": "prediction"}),
@@ -89,21 +89,41 @@ def stages(config: CampaignConfig) -> list[Stage]:
         chain += [
             Stage("subtract", "network", {"windows": "windows", "noise": "noise"},
                   {"cleaned": "cleaned"}),
-            Stage("snapshotter_clean", "snapshot", {"update": "cleaned"},
-                  {"windows": "clean_windows"}, ifos),
-            Stage("bbhnet", "network", {"windows": "clean_windows"}, {"statistic": "statistic"}),
-            *_time_slides(config, "cleaned"),
+            *_bbhnet(config, "cleaned"),
         ]
     return chain
 
 
-def _time_slides(config: CampaignConfig, strain: str) -> list[Stage]:
-    """BBHnet on the slid windows of the ``strain`` tensor (``bbhnet.time_shifts``): the
+def _bbhnet(config: CampaignConfig, strain: str) -> list[Stage]:
+    """BBHnet on windows of the ``strain`` tensor (``[ifos, n S]``): snapshots (or the
+    rolling whitening's windows), the network, and the time slides."""
+    b, ifos = config.bbhnet, len(config.ifos)
+    if config.rolling_whitening:
+        rate = config.data.sample_rate
+        whiten = Stage("whitening", "whiten", {"update": strain}, {"windows": "white_windows"},
+                       ifos, {"psd_samples": round(b.psd_seconds * rate),
+                              "fft_samples": round(b.psd_fftlength * rate),
+                              "crop_samples": round(b.whitening_crop_seconds * rate),
+                              "sample_rate": rate, "band": whitening_band(
+                                  np.fft.rfftfreq(config.kernel_samples, 1 / rate),
+                                  WHITENING_LOW_HZ, WHITENING_HIGH_FRACTION * rate / 2).tolist()})
+        windows = "white_windows"
+    else:
+        whiten = Stage("snapshotter_clean", "snapshot", {"update": strain},
+                       {"windows": "clean_windows"}, ifos)
+        windows = "clean_windows"
+    return [whiten, Stage("bbhnet", "network", {"windows": windows}, {"statistic": "statistic"}),
+            *_time_slides(config, windows)]
+
+
+def _time_slides(config: CampaignConfig, windows: str) -> list[Stage]:
+    """BBHnet on the slid pairs of the ``windows`` tensor (``bbhnet.time_shifts``): the
     ``background`` output, ``[n * shifts]`` per request."""
     if not (config.mode.triggers and config.bbhnet.time_shifts):
         return []
-    return [Stage("timeslides", "timeslide", {"update": strain}, {"background": "background"},
-                  2, config.bbhnet.time_shifts, config.shift_samples, network="bbhnet")]
+    return [Stage("timeslides", "timeslide", {"windows": windows}, {"background": "background"},
+                  2, {"shift_windows": config.shift_samples // config.stride_samples,
+                      "shifts": config.bbhnet.time_shifts, "network": "bbhnet"})]
 
 
 def ensemble_outputs(config: CampaignConfig) -> tuple[str, ...]:

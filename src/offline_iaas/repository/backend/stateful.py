@@ -10,8 +10,11 @@ on numpy only (``triton_python_backend_utils`` exists only in the server's pytho
     A request carries ``[1, channels, n * stride]`` new samples and yields ``[1, n, channels,
     kernel]``: the window after each stride of new samples.
 ``timeslide`` (fused model only)
-    BBHnet's background: ``[2, n * stride]`` in, ``[n * shifts]`` statistics out, the second
-    detector slid against the first (``TimeSlides``, which runs the network stage it names).
+    BBHnet's background: ``[n, 2, kernel]`` windows in, ``[n * shifts]`` statistics out, the
+    second detector slid against the first (``TimeSlides``, which runs the network it names).
+``whiten`` (fused model only)
+    BBHnet's rolling whitening: ``[2, n * stride]`` in, ``[n, 2, kernel - crop]`` windows out,
+    each whitened with the PSD of the data before it (``RollingWhitening``).
 ``average``
     DeepClean's online averaging: ``[1, n, ifos, kernel]`` window predictions in, ``[1, ifos,
     n * stride]`` averaged samples out, ``kernel - stride`` samples behind the windows' ends.
@@ -75,61 +78,133 @@ class SnapshotState:
 class TimeSlides:
     """BBHnet's background of a two-detector stream: the second detector slid against the first.
 
-    For each window (the snapshot's: ``[(j + 1) S - K, (j + 1) S)``) and each slide
-    ``k = 1 .. shifts``, the network runs on the first detector's window as it is and the
-    second's ending ``k * shift_samples`` earlier. The state is the latest
-    ``K + shifts * shift_samples`` samples of both, so the client sends each sample once
-    whatever the number of slides. The slid windows are formed and run ``chunk_windows`` at a
-    time (a request's ``n * shifts`` windows would not fit in the caches), and a slide that
-    would reach back before the stream's first sample is not run: it is 0, inside the warm-up
-    every stream discards.
+    For each window ``j`` of the stream and each slide ``k = 1 .. shifts``, the network runs
+    on the first detector's window ``j`` with the second detector's window
+    ``j - k * shift_windows`` (``Δ`` is a whole number of strides, so a slid window is an
+    earlier window of the same stream, whitened or not). The state is the second detector's
+    last ``shifts * shift_windows`` windows, so the client sends each sample once whatever the
+    number of slides. Slid pairs are formed and run ``CHUNK_WINDOWS`` at a time (a request's
+    ``n * shifts`` windows would not fit in the caches), and a slide that would reach back
+    before the stream's first window is not run: it is 0, inside the warm-up every stream
+    discards.
 
     Parameters
     ----------
-    kernel_samples, stride_samples
-        Window ``K`` and stride ``S``.
-    shift_samples, shifts
-        The step ``Δ`` between slides and their number ``N``.
+    shift_windows, shifts
+        The step ``Δ`` between slides (windows) and their number ``N``.
     """
 
     CHUNK_WINDOWS = 256
 
-    def __init__(self, kernel_samples: int, stride_samples: int, shift_samples: int,
-                 shifts: int) -> None:
-        self.kernel_samples = kernel_samples
-        self.stride_samples = stride_samples
-        self.lags = shift_samples * np.arange(1, shifts + 1)
-        self.history = kernel_samples + shift_samples * shifts
-        self.state = np.zeros((2, self.history), dtype=np.float32)
+    def __init__(self, shift_windows: int, shifts: int) -> None:
+        self.lags = shift_windows * np.arange(1, shifts + 1)
+        self.history = shift_windows * shifts
+        self.past: np.ndarray | None = None
+        """The second detector's latest ``history`` windows (zeros before the first)."""
         self.streamed = 0
-        """Samples received since START."""
+        """Windows received since START."""
 
-    def update(self, samples: np.ndarray, network) -> np.ndarray:
-        """Append ``samples`` [2, n S]; return ``network`` (``[m, 2, K]`` windows → ``[m]``)
-        on every window's slides, ``[n * shifts]``: the slides of window 0, then window 1 ..."""
-        n_samples = samples.shape[-1]
-        if samples.shape[0] != 2 or n_samples % self.stride_samples:
-            raise ValueError(f"time slides take [2, n * {self.stride_samples}] samples, got "
-                             f"{list(samples.shape)}")
-        full = np.concatenate([self.state, samples.astype(np.float32, copy=False)], axis=1)
-        views = np.lib.stride_tricks.sliding_window_view(full, self.kernel_samples, axis=1)
-        n, shifts = n_samples // self.stride_samples, len(self.lags)
-        # window j starts at history - K + (j + 1) S in `full`; slide k starts k * Δ earlier
-        starts = self.history - self.kernel_samples + self.stride_samples * np.arange(1, n + 1)
-        slid_starts = (starts[:, None] - self.lags[None, :]).ravel()
-        # in stream samples, a slid window starts at slid_starts - history + streamed
-        runs = np.flatnonzero(slid_starts - self.history + self.streamed >= 0)
+    def update(self, windows: np.ndarray, network) -> np.ndarray:
+        """Add ``windows`` [n, 2, K]; return ``network`` (``[m, 2, K]`` → ``[m]``) on every
+        window's slides, ``[n * shifts]``: the slides of window 0, then of window 1, ..."""
+        n, shifts = len(windows), len(self.lags)
+        if windows.ndim != 3 or windows.shape[1] != 2:
+            raise ValueError(f"time slides take [n, 2, kernel] windows, got "
+                             f"{list(windows.shape)}")
+        if self.past is None:
+            self.past = np.zeros((self.history, windows.shape[2]), np.float32)
+        second = np.concatenate([self.past, windows[:, 1]])
+        # pair (j, k) at row j * shifts + k - 1; its second window is second[history + j - lag]
+        j = np.repeat(np.arange(n), shifts)
+        slid = self.history + j - np.tile(self.lags, n)
+        runs = np.flatnonzero(slid - self.history + self.streamed >= 0)
         out = np.zeros(n * shifts, np.float32)
-        windows = np.empty((self.CHUNK_WINDOWS, 2, self.kernel_samples), np.float32)
+        pairs = np.empty((self.CHUNK_WINDOWS, 2, windows.shape[2]), np.float32)
         for first in range(0, len(runs), self.CHUNK_WINDOWS):
             rows = runs[first : first + self.CHUNK_WINDOWS]
-            chunk = windows[: len(rows)]
-            chunk[:, 0] = views[0, starts[rows // shifts]]
-            chunk[:, 1] = views[1, slid_starts[rows]]
+            chunk = pairs[: len(rows)]
+            chunk[:, 0] = windows[j[rows], 0]
+            chunk[:, 1] = second[slid[rows]]
             out[rows] = network(chunk)
-        self.state = full[:, n_samples:].copy()
-        self.streamed += n_samples
+        self.past = second[len(second) - self.history :].copy()
+        self.streamed += n
         return out
+
+
+class RollingWhitening:
+    """Whitens each window of a stream with a PSD estimated from the data just before it.
+
+    Window ``j`` (``[(j + 1) S - K, (j + 1) S)``) is whitened with the Welch PSD of the
+    ``psd_samples`` before it: Hann-windowed segments of ``fft_samples``, half overlapping,
+    periodograms averaged (mean). The window is multiplied by a Tukey taper (rising over the
+    ``crop_samples / 2`` cut from each end), Fourier transformed, divided by
+    ``sqrt(fs PSD / 2)`` (the PSD interpolated to the window's frequencies), multiplied by
+    ``band`` (its gain at each of the window's frequencies, normalised here to unit output
+    variance), transformed back and cut by ``crop_samples / 2`` at each end:
+    ``[n, channels, K - crop_samples]`` out, unit-variance white noise in the band where the
+    data is Gaussian.
+
+    Parameters
+    ----------
+    channels, kernel_samples, stride_samples
+        The stream's geometry.
+    psd_samples, fft_samples, crop_samples
+        Welch's data and segment length, and the crop.
+    sample_rate, band
+        Model rate, and the band's gain at ``rfftfreq(K, 1 / sample_rate)``.
+    """
+
+    def __init__(self, channels: int, kernel_samples: int, stride_samples: int,
+                 psd_samples: int, fft_samples: int, crop_samples: int, sample_rate: float,
+                 band: list) -> None:
+        self.snapshot = SnapshotState(channels, psd_samples + kernel_samples, stride_samples)
+        self.kernel_samples = kernel_samples
+        self.psd_samples = psd_samples
+        self.fft_samples = fft_samples
+        self.crop_samples = crop_samples
+        self.sample_rate = sample_rate
+        self.segment_window = np.hanning(fft_samples + 1)[:-1]  # periodic Hann
+        self.segment_freqs = np.fft.rfftfreq(fft_samples, 1 / sample_rate)
+        self.window_freqs = np.fft.rfftfreq(kernel_samples, 1 / sample_rate)
+        band = np.asarray(band, np.float64)
+        if band.shape != self.window_freqs.shape:
+            raise ValueError(f"the whitening band has {band.size} values, the window "
+                             f"{self.window_freqs.size} frequencies")
+        self.band = band / np.sqrt(np.mean(band**2))
+        self.taper = tukey(kernel_samples, crop_samples // 2)
+
+    def update(self, samples: np.ndarray) -> np.ndarray:
+        """Append ``samples`` [channels, n S]; return the n whitened windows."""
+        long = self.snapshot.update(samples).astype(np.float64)  # [n, channels, P + K]
+        psd = self.welch(long[..., : self.psd_samples])
+        window = long[..., self.psd_samples :]
+        asd = np.sqrt(np.stack([[np.interp(self.window_freqs, self.segment_freqs, p)
+                                 for p in row] for row in psd]) * self.sample_rate / 2)
+        spectrum = np.fft.rfft(window * self.taper, axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            white = np.where(asd > 0, spectrum * self.band / asd, 0.0)
+        whitened = np.fft.irfft(white, n=self.kernel_samples, axis=-1)
+        half = self.crop_samples // 2
+        return whitened[..., half : self.kernel_samples - half].astype(np.float32)
+
+    def welch(self, data: np.ndarray) -> np.ndarray:
+        """One-sided PSD density of ``data`` [..., psd_samples] (module docstring)."""
+        f, step = self.fft_samples, self.fft_samples // 2
+        segments = np.lib.stride_tricks.sliding_window_view(data, f, axis=-1)[..., ::step, :]
+        power = np.abs(np.fft.rfft(segments * self.segment_window, axis=-1)) ** 2
+        power = power.mean(axis=-2) / (self.sample_rate * np.sum(self.segment_window**2))
+        power[..., 1 : (f + 1) // 2] *= 2  # one-sided: every bin but DC (and Nyquist)
+        return power
+
+
+def tukey(length: int, ramp: int) -> np.ndarray:
+    """1 in the middle, a half-cosine rise over the first ``ramp`` samples and fall over the
+    last ``ramp``."""
+    out = np.ones(length)
+    if ramp > 0:
+        rise = 0.5 - 0.5 * np.cos(np.pi * (np.arange(ramp) + 0.5) / ramp)
+        out[:ramp], out[length - ramp :] = rise, rise[::-1]
+    return out
 
 
 class OnlineAverage:
@@ -254,8 +329,11 @@ class ModeStream:
                 self.states[stage["model"]] = OnlineAverage(
                     kernel_samples, stride_samples, stage["channels"])
             elif stage["kind"] == "timeslide":
-                self.states[stage["model"]] = TimeSlides(
-                    kernel_samples, stride_samples, stage["shift_samples"], stage["shifts"])
+                params = {k: v for k, v in stage["params"].items() if k != "network"}
+                self.states[stage["model"]] = TimeSlides(**params)
+            elif stage["kind"] == "whiten":
+                self.states[stage["model"]] = RollingWhitening(
+                    stage["channels"], kernel_samples, stride_samples, **stage["params"])
 
     def update(self, samples: np.ndarray) -> dict:
         """Feed ``[channels, n S]`` new samples; return ``{output: values}`` (no batch axis)."""
@@ -268,7 +346,7 @@ class ModeStream:
                 (value,) = feeds.values()
                 (name,) = stage["outputs"]
                 result = {name: self.states[stage["model"]].update(
-                    value, self._network(stage["network"]))}
+                    value, self._network(stage["params"]["network"]))}
             else:
                 (value,) = feeds.values()
                 (name,) = stage["outputs"]
