@@ -232,7 +232,10 @@ def expected_outputs(run_dir: Path) -> tuple[list[Expected], Triggers | None]:
     bbh = config.get("bbhnet", {})
     shifts = int(bbh.get("time_shifts", 0)) if mode in ("bbhnet", "e2e") else 0
     lag = round(float(bbh.get("shift_seconds", 1.0)) * rate)
-    later = -(-shifts * lag // stride)  # windows until the largest slide is inside the data
+    rolling = mode in ("bbhnet", "e2e") and bbh.get("whitening", "fixed") == "rolling"
+    psd_windows = -(-round(float(bbh["psd_seconds"]) * rate) // stride) if rolling else 0
+    # windows until the largest slide, and the rolling PSD's data, are inside the data
+    later = -(-shifts * lag // stride) + psd_windows
     warmup = {"classifier": first_window, "bbhnet": first_window + later,
               "deepclean": 2 * (m - 1), "e2e": 3 * (m - 1) + later}[mode]
     expected: list[Expected] = []
@@ -242,13 +245,16 @@ def expected_outputs(run_dir: Path) -> tuple[list[Expected], Triggers | None]:
         if mode in ("classifier", "bbhnet"):
             data = read_stretch(config, strain, a, b)
             first = first_window + (later if mode == "bbhnet" else 0)
-            windows = cut_windows(data, first, n_windows - 1, kernel, stride)
-            statistic = run_network(_graph(config, mode), windows).reshape(-1)
+            if mode == "classifier":
+                windows = cut_windows(data, first, n_windows - 1, kernel, stride)
+                statistic = run_network(_graph(config, mode), windows).reshape(-1)
+            else:
+                statistic, slides = bbhnet_outputs(config, data, first, n_windows - 1, kernel,
+                                                   stride, shifts, lag)
             x0 = a + (first + 1) * stride / rate
             expected.append(Expected("statistic", x0, stride / rate, statistic))
             if shifts:
-                expected.append(Expected("slides", x0, stride / rate, slid_statistic(
-                    config, data, first, n_windows - 1, kernel, stride, shifts, lag)))
+                expected.append(Expected("slides", x0, stride / rate, slides))
             continue
         if kernel % stride:
             raise ValueError("DeepClean's averaging needs K a multiple of S")
@@ -263,19 +269,21 @@ def expected_outputs(run_dir: Path) -> tuple[list[Expected], Triggers | None]:
             kept = complete
         else:
             kept = slice((2 * (m - 1) + later) * stride, complete.stop)
-            cleaned = data[: len(ifos)] - average
+            # float32 like the served chain's: whitening (rolling) lifts rounding where
+            # the coloured strain is quiet
+            cleaned = (data[: len(ifos)].astype(np.float32)
+                       - average.astype(np.float32)).astype(np.float64)
             # no cleaned strain outside the complete strides: must not be used
             cleaned[:, : complete.start] = np.nan
             cleaned[:, complete.stop :] = np.nan
             last = n_windows - m  # the last complete stride
             first = 2 * (m - 1) + later
-            clean_windows = cut_windows(cleaned, first, last, kernel, stride)
-            statistic = run_network(_graph(config, "bbhnet"), clean_windows).reshape(-1)
+            statistic, slides = bbhnet_outputs(config, cleaned, first, last, kernel, stride,
+                                               shifts, lag)
             x0 = a + (2 * m - 1 + later) * stride / rate
             expected.append(Expected("statistic", x0, stride / rate, statistic))
             if shifts:
-                expected.append(Expected("slides", x0, stride / rate, slid_statistic(
-                    config, cleaned[:, :], first, last, kernel, stride, shifts, lag)))
+                expected.append(Expected("slides", x0, stride / rate, slides))
         raw = read_stretch(config, strain, a, b) if mode == "deepclean" else data[: len(ifos)]
         for i, ifo in enumerate(ifos):
             noise = bandpass(config, average[i, kept])
@@ -334,18 +342,62 @@ def background_cuts(config: dict) -> list[tuple[float, float]]:
     return cuts
 
 
-def slid_statistic(config: dict, data: np.ndarray, first: int, last: int, kernel: int,
-                   stride: int, shifts: int, lag: int) -> np.ndarray:
-    """BBHnet on windows ``first..last`` of the first detector with the second's ``k * lag``
-    samples earlier, ``[windows, shifts]``."""
+def bbhnet_outputs(config: dict, data: np.ndarray, first: int, last: int, kernel: int,
+                   stride: int, shifts: int, lag: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """BBHnet's statistic on windows ``first..last`` of the two detectors' stream ``data``
+    (whitened first with ``bbhnet.whitening = "rolling"``), and with time slides
+    ``[windows, shifts]`` of the first detector's window with the second's ``k * lag``
+    samples earlier (``lag`` a whole number of strides)."""
+    step = lag // stride
+    earliest = first - shifts * step
+    windows = cut_windows(data, earliest, last, kernel, stride)
+    if config["bbhnet"].get("whitening", "fixed") == "rolling":
+        windows = np.stack([whiten(config, data, j, kernel, stride)
+                            for j in range(earliest, last + 1)])
+    network = _graph(config, "bbhnet")
+    kept = windows[shifts * step :]
+    statistic = run_network(network, kept).reshape(-1)
+    if not shifts:
+        return statistic, None
+    pairs = [np.stack([kept[i, 0], windows[shifts * step + i - k * step, 1]])
+             for i in range(len(kept)) for k in range(1, shifts + 1)]
+    return statistic, run_network(network, np.stack(pairs)).reshape(-1, shifts)
+
+
+def whiten(config: dict, data: np.ndarray, j: int, kernel: int, stride: int) -> np.ndarray:
+    """Window ``j`` of ``data`` [2, samples] whitened by the PSD of the ``psd_seconds``
+    before it (Welch: Hann, half-overlapping ``psd_fftlength`` segments, mean, no detrend),
+    Tukey-tapered over the ``crop / 2`` samples cut from each end, divided by
+    ``sqrt(fs PSD / 2)`` in the frequency domain and band-limited by the raised-cosine band
+    scaled to unit power."""
+    from scipy import signal
+
+    bbh = config["bbhnet"]
+    rate = float(config["data"]["sample_rate"])
+    psd_samples = round(float(bbh["psd_seconds"]) * rate)
+    segment = round(float(bbh["psd_fftlength"]) * rate)
+    half = round(float(bbh["whitening_crop_seconds"]) * rate) // 2
+    end = (j + 1) * stride
+    freqs = np.fft.rfftfreq(kernel, 1 / rate)
+    low, high = 20.0, 0.8 * rate / 2
+    band = np.where((freqs >= 1.5 * low) & (freqs <= 0.9 * high), 1.0, 0.0)
+    rise = (freqs >= low) & (freqs < 1.5 * low)
+    band[rise] = (1 - np.cos(np.pi * (freqs[rise] - low) / (0.5 * low))) / 2
+    fall = (freqs > 0.9 * high) & (freqs <= high)
+    band[fall] = (1 + np.cos(np.pi * (freqs[fall] - 0.9 * high) / (0.1 * high))) / 2
+    band /= np.sqrt(np.mean(band**2))
+    taper = np.ones(kernel)
+    ramp = np.sin(np.pi / 2 * (np.arange(half) + 0.5) / half) ** 2 if half else []
+    taper[:half], taper[kernel - half :] = ramp, ramp[::-1]
     rows = []
-    for j in range(first, last + 1):
-        end = (j + 1) * stride
-        for k in range(1, shifts + 1):
-            rows.append(np.stack([data[0, end - kernel : end],
-                                  data[1, end - kernel - k * lag : end - k * lag]]))
-    values = run_network(_graph(config, "bbhnet"), np.stack(rows)).reshape(-1, shifts)
-    return values
+    for channel in range(2):
+        before = data[channel, end - kernel - psd_samples : end - kernel]
+        f, psd = signal.welch(before, rate, window="hann", nperseg=segment,
+                              noverlap=segment // 2, detrend=False, average="mean")
+        asd = np.sqrt(np.interp(freqs, f, psd) * rate / 2)
+        spectrum = np.fft.rfft(data[channel, end - kernel : end] * taper) / asd * band
+        rows.append(np.fft.irfft(spectrum, kernel)[half : kernel - half])
+    return np.stack(rows)
 
 
 # ---- the check ---------------------------------------------------------------------------

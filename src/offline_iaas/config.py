@@ -68,6 +68,9 @@ class SynthConfig:
     injection_snr_max: float = 0.0
     """When above ``injection_snr``: SNRs spread evenly from ``injection_snr`` up to this."""
     seed: int = 1234
+    noise_drift: float = 1.0
+    """The detector noise's amplitude at the end of the span over that at its start, growing
+    linearly in time (1: stationary); signals and witnesses are not scaled."""
 
 
 

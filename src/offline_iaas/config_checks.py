@@ -122,6 +122,8 @@ def check_config(c: CampaignConfig, path: Path) -> None:
         fail("workflow.max_parallel_clients", "must not be negative")
     if c.synth.file_duration <= 0:
         fail("synth.file_duration", "must be positive")
+    if c.synth.noise_drift <= 0:
+        fail("synth.noise_drift", f"must be positive, got {c.synth.noise_drift}")
     _check_mode(c, fail)
 
 

@@ -309,7 +309,9 @@ def _ifo_blocks(
             if lo < hi:
                 u = tau[lo:hi] - centre
                 signal_sum[lo:hi] += inj["amplitude"] * _chirp(u, f_high, inj["phase"])
-        strains = [nz.next(BLOCK_SAMPLES) + coupled + signal_sum for nz in noises]
+        # the noise's amplitude drifts linearly over the span (synth.noise_drift)
+        level = 1.0 + (synth.noise_drift - 1.0) * tau / config.data.duration
+        strains = [level * nz.next(BLOCK_SAMPLES) + coupled + signal_sum for nz in noises]
         yield np.array(strains + witnesses)
         offset += BLOCK_SAMPLES
 
@@ -471,7 +473,8 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
             write_text_atomic(named, text)
             caches.append(str(named))
 
-    formula = "strain = noise"
+    formula = ("strain = noise" if synth.noise_drift == 1.0 else
+               f"strain = (1 + {synth.noise_drift - 1:g} t / duration) noise")
     if synth.witnesses >= 1:
         formula += (
             " + witness_coupling * line_scale * (w0 + w0 * w1)"
