@@ -437,6 +437,17 @@ def check_campaign(campaign: Path, run_dir: Path, tolerance: float = 1e-4) -> li
                         tolerance)
 
 
+def run_problems(run_dir: Path, series: dict | None = None, triggers: Triggers | None = None,
+                 tolerance: float = 1e-4) -> list[str]:
+    """``check_campaign`` of the run's output, or of ``series``/``triggers`` read from it and
+    changed (the negative controls)."""
+    expected, expected_triggers = expected_outputs(run_dir)
+    campaign = run_dir / "output" / "campaign.h5"
+    series = read_series(campaign) if series is None else series
+    triggers = read_triggers(campaign) if triggers is None else triggers
+    return compare_with(series, triggers, expected, expected_triggers, tolerance)
+
+
 def read_triggers(path: Path) -> Triggers | None:
     with h5py.File(path, "r") as f:
         if "triggers" not in f:

@@ -20,13 +20,11 @@ import numpy as np
 import pytest
 
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, processes_mentioning, untrained_weights
-from tests.oracle import compare_with, expected_outputs, read_series, read_triggers
+from tests.oracle import expected_outputs, read_series, read_triggers, run_problems
 
 pytestmark = pytest.mark.slow
 
 START = 1262304000
-TOLERANCE = 1e-4
-"""Relative to each series' largest value: float32 graphs run with other batch sizes."""
 MODES = ("classifier", "bbhnet", "deepclean", "e2e")
 
 
@@ -76,14 +74,6 @@ def runs(dataset: Path) -> dict[str, Path]:
     return {mode: run_campaign(dataset, mode, []) for mode in MODES}
 
 
-def oracle_problems(run_dir: Path, series=None, triggers=None) -> list[str]:
-    expected, expected_triggers = expected_outputs(run_dir)
-    campaign = run_dir / "output" / "campaign.h5"
-    series = read_series(campaign) if series is None else series
-    triggers = read_triggers(campaign) if triggers is None else triggers
-    return compare_with(series, triggers, expected, expected_triggers, TOLERANCE)
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_campaign_matches_the_oracle(runs: dict[str, Path], mode: str) -> None:
     expected, _ = expected_outputs(runs[mode])
@@ -91,7 +81,7 @@ def test_campaign_matches_the_oracle(runs: dict[str, Path], mode: str) -> None:
               "deepclean": {"noise/H1", "noise/L1", "clean/H1", "clean/L1"},
               "e2e": {"statistic", "noise/H1", "noise/L1", "clean/H1", "clean/L1"}}[mode]
     assert {e.group for e in expected} == groups
-    assert oracle_problems(runs[mode]) == []
+    assert run_problems(runs[mode]) == []
 
 
 def test_ensemble_layout_campaign_matches_the_oracle(dataset: Path) -> None:
@@ -100,7 +90,7 @@ def test_ensemble_layout_campaign_matches_the_oracle(dataset: Path) -> None:
     manifest = json.loads((dataset / "e2e" / "ensemble" / "repository" / "manifest.json")
                           .read_text())
     assert manifest["served"] == "ensemble" and "averager" in manifest["models"]
-    assert oracle_problems(run_dir) == []
+    assert run_problems(run_dir) == []
 
 
 def test_campaign_with_gaps_and_science_segments_matches_the_oracle(tmp_path: Path) -> None:
@@ -121,7 +111,7 @@ def test_campaign_with_gaps_and_science_segments_matches_the_oracle(tmp_path: Pa
     # (2 m - 1) S = 1.75 s into each
     starts = sorted({round(e.x0 - START - 1.75, 6) for e in expected if e.group == "statistic"})
     assert starts == [0, 24, 34, 48, 54]
-    assert oracle_problems(run_dir) == []
+    assert run_problems(run_dir) == []
 
 
 # ---- negative controls: the oracle must refuse a wrong output -----------------------------------
@@ -148,8 +138,8 @@ def shifted(series: dict, group: str, how: str) -> dict:
 def test_oracle_refuses_a_shifted_or_damaged_output(runs: dict[str, Path], group: str,
                                                     how: str) -> None:
     run_dir = runs["e2e"]
-    assert oracle_problems(run_dir) == []
-    problems = oracle_problems(run_dir, series=shifted(read_series(
+    assert run_problems(run_dir) == []
+    problems = run_problems(run_dir, series=shifted(read_series(
         run_dir / "output" / "campaign.h5"), group, how))
     assert problems and all(p.startswith(group) for p in problems), problems
 
@@ -159,7 +149,7 @@ def test_oracle_refuses_a_trigger_a_millisecond_late(runs: dict[str, Path]) -> N
     triggers = read_triggers(run_dir / "output" / "campaign.h5")
     assert len(triggers.time) > 0
     triggers.time[0] += 1e-3
-    assert oracle_problems(run_dir, triggers=triggers) == [
+    assert run_problems(run_dir, triggers=triggers) == [
         "triggers: times differ by up to 0.001 s"]
 
 
@@ -168,5 +158,5 @@ def test_oracle_refuses_every_mode_one_sample_late(runs: dict[str, Path], mode: 
     run_dir = runs[mode]
     series = read_series(run_dir / "output" / "campaign.h5")
     for group in series:
-        problems = oracle_problems(run_dir, series=shifted(series, group, "sample"))
+        problems = run_problems(run_dir, series=shifted(series, group, "sample"))
         assert problems and all(p.startswith(group) for p in problems), (group, problems)

@@ -271,6 +271,13 @@ def _background(writer: Any) -> tuple[np.ndarray, float]:
     return table, livetime
 
 
+def _found_line(bbhnet: dict[str, Any], criterion: str, threshold: str) -> str:
+    loud = [r for r in bbhnet["injections"] if r["network_snr"] >= 12]
+    return (f"BBHnet: {bbhnet['found']} found, {bbhnet['missed']} missed of "
+            f"{len(bbhnet['injections'])} injections{criterion}; network SNR >= 12: "
+            f"{sum(r['found'] for r in loud)}/{len(loud)} found{threshold}")
+
+
 def physics_lines(summary: dict[str, Any]) -> list[str]:
     """One line per DeepClean interferometer and one for BBHnet, from :func:`postprocess`'s
     summary (or ``output/campaign.json``, which holds it)."""
@@ -299,21 +306,12 @@ def physics_lines(summary: dict[str, Any]) -> list[str]:
             f"({livetime:.0f} s = {livetime / SECONDS_PER_YEAR:.2g} yr of livetime); loudest "
             f"trigger's IFAR {bbhnet['loudest_ifar_years']:.2g} yr")
     if "ifar_threshold_years" in bbhnet:
-        loud = [r for r in bbhnet["injections"] if r["network_snr"] >= 12]
-        lines.append(
-            f"BBHnet: {bbhnet['found']} found, {bbhnet['missed']} missed of "
-            f"{len(bbhnet['injections'])} injections at IFAR >= "
-            f"{bbhnet['ifar_threshold_years']:.2g} yr; network SNR >= 12: "
-            f"{sum(r['found'] for r in loud)}/{len(loud)} found")
+        lines.append(_found_line(bbhnet, f" at IFAR >= {bbhnet['ifar_threshold_years']:.2g} yr",
+                                 ""))
     elif "found" in bbhnet:
-        loud = [r for r in bbhnet["injections"] if r["network_snr"] >= 12]
-        lines.append(
-            f"BBHnet: {bbhnet['found']} found, {bbhnet['missed']} missed of "
-            f"{len(bbhnet['injections'])} injections; network SNR >= 12: "
-            f"{sum(r['found'] for r in loud)}/{len(loud)} found (threshold "
-            f"{bbhnet['threshold']:.2f} from {bbhnet['background_seconds']:.0f} s of "
-            "injection-free data"
+        lines.append(_found_line(
+            bbhnet, "", f" (threshold {bbhnet['threshold']:.2f} from "
+            f"{bbhnet['background_seconds']:.0f} s of injection-free data"
             + (" outside the training span)" if bbhnet.get("training_gps") else
-               "; training span unknown)")
-        )
+               "; training span unknown)")))
     return lines
