@@ -359,9 +359,12 @@ def bbhnet_outputs(config: dict, data: np.ndarray, first: int, last: int, kernel
     statistic = run_network(network, kept).reshape(-1)
     if not shifts:
         return statistic, None
-    pairs = [np.stack([kept[i, 0], windows[shifts * step + i - k * step, 1]])
-             for i in range(len(kept)) for k in range(1, shifts + 1)]
-    return statistic, run_network(network, np.stack(pairs)).reshape(-1, shifts)
+    slides = np.empty((len(kept), shifts))
+    for i in range(len(kept)):  # one window's slides at a time: all of them may not fit
+        pairs = np.stack([np.stack([kept[i, 0], windows[shifts * step + i - k * step, 1]])
+                          for k in range(1, shifts + 1)])
+        slides[i] = run_network(network, pairs, chunk=shifts).reshape(-1)
+    return statistic, slides
 
 
 def whiten(config: dict, data: np.ndarray, j: int, kernel: int, stride: int) -> np.ndarray:

@@ -214,6 +214,7 @@ def _triggers(writer: Any) -> dict[str, Any]:
         writer.file.create_dataset("background", data=background)
         result.update({"time_shifts": config.bbhnet.time_shifts,
                        "shift_seconds": config.bbhnet.shift_seconds,
+                       "analysed_seconds": float(sum(b - a for a, b in analysed)),
                        "background_triggers": int(len(background)),
                        "background_livetime_seconds": livetime,
                        "loudest_ifar_years": float(table["ifar"].max(initial=0.0))})

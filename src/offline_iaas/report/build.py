@@ -179,7 +179,7 @@ def _false_alarms(run: _Run, section: page.Section, bbhnet: dict,
     livetime = float(bbhnet["background_livetime_seconds"])
     with h5py.File(run.output, "r") as f:
         zero_lag = f["triggers"]["statistic"].astype(float)
-    analysed = livetime / int(bbhnet["time_shifts"])
+    analysed = float(bbhnet["analysed_seconds"])  # the zero lag's: every trigger counts
     section.parts.append(page.heading("False-alarm rate"))
     section.parts.append(page.image(plots.cumulative_rate_figure(
         background if background is not None else zero_lag[:0], livetime, zero_lag, analysed,
