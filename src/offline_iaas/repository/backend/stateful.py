@@ -188,7 +188,7 @@ class RollingWhitening:
         return whitened[..., half : self.kernel_samples - half].astype(np.float32)
 
     def welch(self, data: np.ndarray) -> np.ndarray:
-        """One-sided PSD density of ``data`` [..., psd_samples] (module docstring)."""
+        """One-sided PSD density of ``data`` [..., psd_samples] (the class docstring)."""
         f, step = self.fft_samples, self.fft_samples // 2
         segments = np.lib.stride_tricks.sliding_window_view(data, f, axis=-1)[..., ::step, :]
         power = np.abs(np.fft.rfft(segments * self.segment_window, axis=-1)) ** 2
