@@ -332,6 +332,11 @@ class CampaignConfig:
                 + self.psd_warmup_windows)
 
     @property
+    def time_slides(self) -> bool:
+        """BBHnet's background is formed by time slides on the server (``bbhnet.time_shifts``)."""
+        return self.mode.triggers and self.bbhnet.time_shifts > 0
+
+    @property
     def rolling_whitening(self) -> bool:
         """BBHnet's windows are whitened by the served model (``bbhnet.whitening``)."""
         return self.mode.triggers and self.bbhnet.whitening == "rolling"
@@ -355,7 +360,7 @@ class CampaignConfig:
         """Windows a stream waits until its largest time slide reaches back only into its own
         stretch (``ceil(N Δ / S)``; 0 without slides): a slide never pairs data across a
         gap."""
-        if not (self.mode.triggers and self.bbhnet.time_shifts):
+        if not self.time_slides:
             return 0
         return -(-self.bbhnet.time_shifts * self.shift_samples // self.stride_samples)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from offline_iaas.errors import ConfigError
-from offline_iaas.modes import MODE_NAMES, MODES
+from offline_iaas.modes import MODE_NAMES
 
 if TYPE_CHECKING:
     from offline_iaas.config import CampaignConfig
@@ -136,7 +136,7 @@ def _check_time_shifts(c: CampaignConfig, fail: typing.Callable[[str, str], None
     _check_whitening(c, fail)
     if not b.time_shifts:
         return
-    if not MODES[c.model.mode].triggers:
+    if not c.mode.triggers:
         fail("bbhnet.time_shifts", f"needs a BBHnet mode (bbhnet, e2e), not {c.model.mode!r}")
     if len(c.data.channels) != 2:
         fail("bbhnet.time_shifts", "shifts the second detector against the first: "
@@ -154,7 +154,7 @@ def _check_whitening(c: CampaignConfig, fail: typing.Callable[[str, str], None])
         fail("bbhnet.whitening", f"must be 'fixed' or 'rolling', got {b.whitening!r}")
     if b.whitening == "fixed":
         return
-    if not MODES[c.model.mode].triggers:
+    if not c.mode.triggers:
         fail("bbhnet.whitening", f"'rolling' needs a BBHnet mode (bbhnet, e2e), not "
              f"{c.model.mode!r}")
     rate = c.data.sample_rate

@@ -200,7 +200,9 @@ def _triggers(writer: Any) -> dict[str, Any]:
             analysed.append((x0 - dx, x0 + (len(dataset) - 1) * dx))
     t = np.concatenate(times) if times else np.zeros(0)
     v = np.concatenate(values).astype(np.float32) if values else np.zeros(0, np.float32)
-    slides = _background(writer) if "background" in writer.outputs else None
+    injections = (read_injections(config.bbhnet.injections)
+                  if config.bbhnet.injections is not None else None)
+    slides = _background(writer, injections or []) if "background" in writer.outputs else None
     columns = [("time", "f8"), ("statistic", "f4")]
     if slides is not None:
         columns += [("far", "f8"), ("ifar", "f8")]
@@ -219,14 +221,11 @@ def _triggers(writer: Any) -> dict[str, Any]:
                        "background_livetime_seconds": livetime,
                        "loudest_ifar_years": float(table["ifar"].max(initial=0.0))})
     writer.file.create_dataset("triggers", data=table)
-    if slides is not None and config.bbhnet.injections is not None:
-        result.update(found_missed_at_ifar(t, table["ifar"], v,
-                                           read_injections(config.bbhnet.injections), config,
-                                           analysed))
-    elif config.bbhnet.injections is not None:
+    if slides is not None and injections is not None:
+        result.update(found_missed_at_ifar(t, table["ifar"], v, injections, config, analysed))
+    elif injections is not None:
         training = writer.training.get("bbhnet")
-        result.update(found_missed(t, v, read_injections(config.bbhnet.injections), config,
-                                   analysed, training))
+        result.update(found_missed(t, v, injections, config, analysed, training))
         outside = (f"outside the network's training data (GPS {training[0]:.0f}-"
                    f"{training[1]:.0f})" if training else
                    "(the weights record no training span: it may include training data)")
@@ -241,14 +240,13 @@ def _triggers(writer: Any) -> dict[str, Any]:
     return result
 
 
-def _background(writer: Any) -> tuple[np.ndarray, float]:
+def _background(writer: Any, injections: list[tuple[float, float]]
+                ) -> tuple[np.ndarray, float]:
     """Every time slide's clustered statistic as a table (``shift`` in seconds, ``time`` of
     the first detector, ``statistic``), and the background livetime (s), both without the
-    injections and the training span (``physics.background_cuts``)."""
+    ``injections`` and the training span (``physics.background_cuts``)."""
     config = writer.config
     shift_seconds = config.bbhnet.shift_seconds
-    injections = (read_injections(config.bbhnet.injections)
-                  if config.bbhnet.injections is not None else [])
     cuts = (background_cuts(injections, config, writer.training.get("bbhnet"))
             if injections else [])
     rows, livetime = [], 0.0

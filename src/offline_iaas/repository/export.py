@@ -106,8 +106,8 @@ def export_repository(
             f"not {config.model.mode!r} (it has no per-detector averager graph); the default "
             "gpu flavor (the fused model on CUDA) serves every mode"
         )
-    if ensemble and (time_slides(config)[0] or config.rolling_whitening):
-        key = "time_shifts" if time_slides(config)[0] else "whitening"
+    if ensemble and (config.time_slides or config.rolling_whitening):
+        key = "time_shifts" if config.time_slides else "whitening"
         raise ModelError(
             f"bbhnet.{key}: the time slides and the rolling whitening are steps of the fused "
             "model; export without --ensemble (the default, in either flavor)")
@@ -323,7 +323,7 @@ def _shape_dict(shape: mcfg.EnsembleShape) -> dict[str, Any]:
 
 def time_slides(config: CampaignConfig) -> tuple[int, int]:
     """``(slides, samples between them)`` the fused model forms; ``(0, 0)`` without."""
-    if not (config.mode.triggers and config.bbhnet.time_shifts):
+    if not config.time_slides:
         return (0, 0)
     return (config.bbhnet.time_shifts, config.shift_samples)
 

@@ -41,7 +41,8 @@ class Stage:
 
     model: str
     kind: str
-    """``snapshot``, ``average``, ``timeslide`` (stateful) or ``network`` (an ONNX graph)."""
+    """``snapshot``, ``average``, ``timeslide``, ``whiten`` (stateful) or ``network`` (an ONNX
+    graph)."""
     inputs: dict[str, str] = field(default_factory=dict)
     """Model tensor name → ensemble tensor name."""
     outputs: dict[str, str] = field(default_factory=dict)
@@ -69,10 +70,10 @@ def stages(config: CampaignConfig) -> list[Stage]:
                      len(config.stream_channels))
     if not mode.averages:  # one network on the windows: the statistic
         (network,) = mode.networks
-        if config.rolling_whitening:  # BBHnet's windows whitened in the stream
-            return _bbhnet(config, "update")
+        if mode.triggers:
+            return _bbhnet(config, "update", snapshot)
         return [snapshot, Stage(network, "network", {"windows": "windows"},
-                                {"statistic": "statistic"}), *_time_slides(config, "windows")]
+                                {"statistic": "statistic"})]
     chain = [
         snapshot,
         Stage("deepclean", "network", {"windows": "windows"}, {"prediction": "prediction"}),
@@ -89,37 +90,37 @@ def stages(config: CampaignConfig) -> list[Stage]:
         chain += [
             Stage("subtract", "network", {"windows": "windows", "noise": "noise"},
                   {"cleaned": "cleaned"}),
-            *_bbhnet(config, "cleaned"),
+            *_bbhnet(config, "cleaned", Stage("snapshotter_clean", "snapshot",
+                                              {"update": "cleaned"},
+                                              {"windows": "clean_windows"}, ifos)),
         ]
     return chain
 
 
-def _bbhnet(config: CampaignConfig, strain: str) -> list[Stage]:
-    """BBHnet on windows of the ``strain`` tensor (``[ifos, n S]``): snapshots (or the
-    rolling whitening's windows), the network, and the time slides."""
+def _bbhnet(config: CampaignConfig, strain: str, snapshot: Stage) -> list[Stage]:
+    """BBHnet on windows of the ``strain`` tensor (``[ifos, n S]``): the ``snapshot`` stage's
+    (or, with the rolling whitening, the whitened windows), the network, and the time
+    slides."""
     b, ifos = config.bbhnet, len(config.ifos)
+    first = snapshot
     if config.rolling_whitening:
         rate = config.data.sample_rate
-        whiten = Stage("whitening", "whiten", {"update": strain}, {"windows": "white_windows"},
+        first = Stage("whitening", "whiten", {"update": strain}, {"windows": "white_windows"},
                        ifos, {"psd_samples": round(b.psd_seconds * rate),
                               "fft_samples": round(b.psd_fftlength * rate),
                               "crop_samples": round(b.whitening_crop_seconds * rate),
                               "sample_rate": rate, "band": whitening_band(
                                   np.fft.rfftfreq(config.kernel_samples, 1 / rate),
                                   WHITENING_LOW_HZ, WHITENING_HIGH_FRACTION * rate / 2).tolist()})
-        windows = "white_windows"
-    else:
-        whiten = Stage("snapshotter_clean", "snapshot", {"update": strain},
-                       {"windows": "clean_windows"}, ifos)
-        windows = "clean_windows"
-    return [whiten, Stage("bbhnet", "network", {"windows": windows}, {"statistic": "statistic"}),
+    (windows,) = first.outputs.values()
+    return [first, Stage("bbhnet", "network", {"windows": windows}, {"statistic": "statistic"}),
             *_time_slides(config, windows)]
 
 
 def _time_slides(config: CampaignConfig, windows: str) -> list[Stage]:
     """BBHnet on the slid pairs of the ``windows`` tensor (``bbhnet.time_shifts``): the
     ``background`` output, ``[n * shifts]`` per request."""
-    if not (config.mode.triggers and config.bbhnet.time_shifts):
+    if not config.time_slides:
         return []
     return [Stage("timeslides", "timeslide", {"windows": windows}, {"background": "background"},
                   2, {"shift_windows": config.shift_samples // config.stride_samples,
@@ -129,9 +130,8 @@ def _time_slides(config: CampaignConfig, windows: str) -> list[Stage]:
 def ensemble_outputs(config: CampaignConfig) -> tuple[str, ...]:
     """What clients request and store: ``statistic`` and/or ``noise`` (and ``noise_canary``
     with a canary, ``background`` with time slides)."""
-    slides = config.mode.triggers and config.bbhnet.time_shifts > 0
     return (config.mode.outputs + (("noise_canary",) if config.deepclean.canary else ())
-            + (("background",) if slides else ()))
+            + (("background",) if config.time_slides else ()))
 
 
 def output_rows(config: CampaignConfig, name: str, values: np.ndarray) -> np.ndarray:
