@@ -210,10 +210,12 @@ def bandpass(config: dict, values: np.ndarray) -> np.ndarray:
 
 
 def clustered(time: np.ndarray, values: np.ndarray, cluster_seconds: float, dx: float):
-    """Values that are the largest within ``+-cluster_seconds / 2`` (inside the series)."""
+    """Values that are the largest within ``+-cluster_seconds / 2`` (inside the series), the
+    first of equal ones: every value in the ``half`` before is smaller."""
     half = int(round(cluster_seconds / 2 / dx))
     keep = [i for i in range(len(values))
-            if values[i] >= values[max(0, i - half) : i + half + 1].max()]
+            if values[i] >= values[max(0, i - half) : i + half + 1].max()
+            and all(values[j] < values[i] for j in range(max(0, i - half), i))]
     return time[keep], values[keep]
 
 
@@ -328,7 +330,11 @@ def triggers_from(config: dict, series: list[Expected]) -> Triggers | None:
                     b - a for a, b in _intersect([analysed], both))
     triggers = Triggers(np.concatenate(trigger_times), np.concatenate(trigger_values))
     if shifts:
-        triggers.background = {k: np.concatenate(v) for k, v in background.items()}
+        table = {k: np.concatenate(v) for k, v in background.items()}
+        # the campaign orders its background by shift, then time
+        order = sorted(range(len(table["time"])), key=lambda i: (table["shift"][i],
+                                                                 table["time"][i]))
+        triggers.background = {k: v[order] for k, v in table.items()}
         noise = triggers.background["statistic"]
         louder = np.array([max(1, int(np.sum(noise >= s))) for s in triggers.statistic])
         triggers.far = louder / livetime

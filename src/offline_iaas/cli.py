@@ -187,6 +187,13 @@ def _bench_command(args: argparse.Namespace) -> str:
     return " ".join(words)
 
 
+def cmd_merge_chunk(args: argparse.Namespace) -> None:
+    from offline_iaas.merge.chunk_merge import merge_chunk
+
+    with _count_progress("merge-chunk", "windows") as progress:
+        merge_chunk(args.run_dir, args.node, progress=progress)
+
+
 def cmd_plan(args: argparse.Namespace) -> None:
     import json
 
@@ -344,8 +351,13 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--from-run", type=Path,
                         help="a finished pilot campaign of this config (its run directory)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p = command("merge", cmd_merge, "merge node: check and stitch the parts", config=False)
+    p = command("merge", cmd_merge, "merge node: check and stitch the parts (with chunk "
+                "merges: write their index)", config=False)
     p.add_argument("--run-dir", type=Path, required=True)
+    p = command("merge-chunk", cmd_merge_chunk, "chunk merge node: merge one chunk of GPS time",
+                config=False)
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--node", required=True, help="the chunk merge node (chunk0, ...)")
     p = command("reference", cmd_reference, "run the whole span in one process (the oracle)")
     p.add_argument("--out", type=Path, required=True, help="output HDF5 file")
     p = command("inspect", cmd_inspect, "print the provenance of a product: a cleaned GWF file "

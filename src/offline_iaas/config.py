@@ -253,6 +253,15 @@ class WorkflowConfig:
     """Client nodes run at once (DAGMan ``MAXJOBS``); 0 means all."""
 
 
+@dataclass(frozen=True)
+class MergeConfig:
+    """The merge: one node, or a tree of chunk merges under an index (``merge/chunks.py``)."""
+
+    chunk_seconds: float = 4096.0
+    """Each chunk merge writes the outputs of this much GPS time, the chunks aligned to its
+    multiples (a multiple of ``deepclean.frame_seconds``); 0: one merge node writes all."""
+
+
 OUTPUT_SECTIONS: tuple[str, ...] = ("data", "model", "layout", "synth", "deepclean", "bbhnet")
 """What ``config_hash`` covers: the data, the networks and their windows, the split into
 segments, the synthetic data and the post-processing. ``[server]``, ``[client]``,
@@ -294,6 +303,7 @@ class CampaignConfig:
     server: ServerConfig = field(default_factory=ServerConfig)
     client: ClientConfig = field(default_factory=ClientConfig)
     workflow: WorkflowConfig = field(default_factory=WorkflowConfig)
+    merge: MergeConfig = field(default_factory=MergeConfig)
     synth: SynthConfig = field(default_factory=SynthConfig)
     site: SiteConfig = field(default_factory=SiteConfig)
     deepclean: DeepCleanConfig = field(default_factory=DeepCleanConfig)
@@ -422,6 +432,7 @@ SECTIONS: dict[str, type] = {
     "server": ServerConfig,
     "client": ClientConfig,
     "workflow": WorkflowConfig,
+    "merge": MergeConfig,
     "synth": SynthConfig,
     "site": SiteConfig,
     "deepclean": DeepCleanConfig,

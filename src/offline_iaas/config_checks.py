@@ -120,6 +120,9 @@ def check_config(c: CampaignConfig, path: Path) -> None:
         fail("workflow.retries", "must not be negative")
     if c.workflow.max_parallel_clients < 0:
         fail("workflow.max_parallel_clients", "must not be negative")
+    if c.merge.chunk_seconds < 0:
+        fail("merge.chunk_seconds", f"must not be negative (0: one merge), got "
+             f"{c.merge.chunk_seconds}")
     if c.synth.file_duration <= 0:
         fail("synth.file_duration", "must be positive")
     if c.synth.noise_drift <= 0:
@@ -223,6 +226,11 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
         fail("deepclean.filter_order", f"must be at least 1, got {d.filter_order}")
     if d.frame_seconds <= 0 or abs(d.frame_seconds - round(d.frame_seconds)) > 1e-9:
         fail("deepclean.frame_seconds", f"must be a positive whole number, got {d.frame_seconds}")
+    chunks = c.merge.chunk_seconds / d.frame_seconds
+    if c.merge.chunk_seconds > 0 and abs(chunks - round(chunks)) > 1e-9:
+        fail("merge.chunk_seconds", f"must be a multiple of deepclean.frame_seconds "
+             f"({d.frame_seconds:g} s: a cleaned frame file lies in one chunk), got "
+             f"{c.merge.chunk_seconds:g}")
     if d.asd_fftlength <= 0 or d.guard_hz < 0:
         fail("deepclean.asd_fftlength", "must be positive (and deepclean.guard_hz not negative)")
     for key in ("channel_suffix", "frame_type"):

@@ -58,19 +58,35 @@ def bandpass_sos(config: CampaignConfig) -> np.ndarray:
 
 
 def zero_phase_blocks(
-    read: Callable[[int, int], np.ndarray], n_samples: int, sos: np.ndarray, sample_rate: float
+    read: Callable[[int, int], np.ndarray], n_samples: int, sos: np.ndarray, sample_rate: float,
+    first: int = 0, last: int | None = None,
 ) -> Iterator[tuple[int, np.ndarray]]:
-    """Band-pass ``n_samples`` of a stretch block by block; yield ``(first sample, values)``.
+    """Band-pass samples ``[first, last)`` of a stretch of ``n_samples`` block by block; yield
+    ``(first sample, values)``.
 
+    The blocks lie on a grid anchored at the stretch's first sample, each filtered with
+    ``PAD_SECONDS`` of its neighbours, so a value depends only on the stretch and not on which
+    part of it is asked for (a merge chunk gets the same values as the whole stretch).
     ``read(a, b)`` returns samples ``[a, b)`` of the stretch (float64).
     """
+    last = n_samples if last is None else last
+    block = int(round(BLOCK_SECONDS * sample_rate))
+    for a in range(first - first % block, last, block):
+        b = min(a + block, n_samples)
+        lo, hi = zero_phase_reach(a, b, n_samples, sample_rate)
+        values = signal.sosfiltfilt(sos, read(lo, hi))
+        keep_from, keep_to = max(a, first), min(b, last)
+        yield keep_from, values[keep_from - lo : keep_to - lo]
+
+
+def zero_phase_reach(a: int, b: int, n_samples: int, sample_rate: float) -> tuple[int, int]:
+    """The samples the band-pass of samples ``[a, b)`` reads: the blocks holding them, padded
+    by ``PAD_SECONDS``, within the stretch."""
     block = int(round(BLOCK_SECONDS * sample_rate))
     pad = int(round(PAD_SECONDS * sample_rate))
-    for a in range(0, n_samples, block):
-        b = min(a + block, n_samples)
-        lo, hi = max(0, a - pad), min(n_samples, b + pad)
-        values = signal.sosfiltfilt(sos, read(lo, hi))
-        yield a, values[a - lo : b - lo]
+    start = a - a % block
+    end = min(n_samples, -(-b // block) * block)
+    return max(0, start - pad), min(n_samples, end + pad)
 
 
 def asd_ratio(
@@ -137,21 +153,34 @@ def held_out_samples(
 
 def cluster_triggers(values: np.ndarray, x0: float, dx: float, cluster_seconds: float
                      ) -> tuple[np.ndarray, np.ndarray]:
-    """GPS times and values of the statistic's maxima within ``+-cluster_seconds / 2``."""
-    if not len(values):
-        return np.zeros(0), np.zeros(0, np.float32)
-    half = max(0, int(round(cluster_seconds / 2 / dx)))
+    """GPS times and values of the statistic's maxima within ``+-cluster_seconds / 2``.
+
+    A value is kept when it is the largest within ``+-half`` samples and larger than every
+    value in the ``half`` samples before it (of equal maxima, the first). The rule looks no
+    further than ``half`` samples either way (``cluster_reach_windows``), so a merge chunk
+    that reads that much beyond its ends finds the same triggers as the whole stretch.
+    """
+    keep = cluster_indices(values, cluster_reach_windows(cluster_seconds, dx))
+    return x0 + keep * dx, values[keep]
+
+
+def cluster_indices(values: np.ndarray, half: int) -> np.ndarray:
+    """Indices of the values ``cluster_triggers`` keeps, ``half`` samples either way."""
+    if half == 0 or not len(values):
+        return np.arange(len(values))
     from scipy.ndimage import maximum_filter1d
 
     peak = maximum_filter1d(values, size=2 * half + 1, mode="constant", cval=-np.inf)
-    index = np.flatnonzero(values == peak)
-    # a plateau gives several equal maxima: keep the first of each run within the window
-    keep = [index[0]] if len(index) else []
-    for i in index[1:]:
-        if i - keep[-1] > half or values[i] != values[keep[-1]]:
-            keep.append(i)
-    keep = np.asarray(keep, dtype=int)
-    return x0 + keep * dx, values[keep]
+    before = np.concatenate([[-np.inf], values[:-1]]).astype(values.dtype)
+    # the largest of the `half` values before each one: a window of `half` ending one earlier
+    left = maximum_filter1d(before, size=half, mode="constant", cval=-np.inf,
+                            origin=(half - 1) // 2)
+    return np.flatnonzero((values == peak) & (left < values))
+
+
+def cluster_reach_windows(cluster_seconds: float, dx: float) -> int:
+    """How far (samples of the statistic) ``cluster_triggers`` looks on either side."""
+    return max(0, int(round(cluster_seconds / 2 / dx)))
 
 
 WHITENING_LOW_HZ = 20.0

@@ -9,7 +9,9 @@ their files through ``RunDir``::
     RUN/token                     the servers' access token (``rendezvous/access.py``)
     RUN/jobs/<client>.json        a client's segment (its pieces)
     RUN/parts/<client>.h5, .json  a client's output and its sidecar; .chunks/ its checkpoints
-    RUN/output/campaign.h5, .json the merge's output and summary
+    RUN/jobs/<chunk>.json         a chunk merge's GPS interval and parent clients
+    RUN/output/campaign.h5, .json the merge's output (with chunks: their index) and summary
+    RUN/output/chunks/<chunk>.h5, .json, .frames/   a chunk merge's output and summary
     RUN/servers/<server>.json     a live server's address; .epoch its start count
     RUN/logs/                     node logs
     RUN/monitor/<server>.csv      Triton statistics of a server
@@ -28,6 +30,13 @@ from typing import Any
 from offline_iaas.errors import RunError
 
 MERGE_NODE = "merge"
+CHUNK_PREFIX = "chunk"
+"""Chunk merge nodes are ``chunk0``, ``chunk1``... (``merge/chunks.py``)."""
+
+
+def is_chunk_node(name: str) -> bool:
+    return name.startswith(CHUNK_PREFIX) and name[len(CHUNK_PREFIX):].isdigit()
+
 SUBDIRS: tuple[str, ...] = ("logs", "servers", "parts", "output", "jobs")
 
 
@@ -94,6 +103,15 @@ class RunDir:
         """The merge's output file and its summary."""
         return self.path / "output" / "campaign.h5", self.path / "output" / "campaign.json"
 
+    def chunk_output(self, node: str) -> tuple[Path, Path]:
+        """A chunk merge's output file and its summary."""
+        chunks = self.path / "output" / "chunks"
+        return chunks / f"{node}.h5", chunks / f"{node}.json"
+
+    def chunk_frames(self, node: str) -> Path:
+        """A chunk merge's GWF files (linked into ``output/frames`` by the index)."""
+        return self.path / "output" / "chunks" / f"{node}.frames"
+
     def address(self, server: str) -> Path:
         return self.servers / f"{server}.json"
 
@@ -132,8 +150,8 @@ class RunDir:
 
     def node_complete(self, node: str) -> bool:
         """Whether a client node's part, or the merge's output, is recorded complete."""
-        if node == MERGE_NODE:
-            data, summary = self.output
+        if node == MERGE_NODE or is_chunk_node(node):
+            data, summary = self.output if node == MERGE_NODE else self.chunk_output(node)
             return data.exists() and says_complete(read_json(summary))
         return says_complete(read_json(self.part(node)[1]))
 

@@ -55,12 +55,19 @@ def stretches_of(segments: list[ClientSegment]) -> list[Stretch]:
 
 
 def check_parts(
-    run_dir: Path, config: CampaignConfig, segments: list[ClientSegment]
+    run_dir: Path, config: CampaignConfig, segments: list[ClientSegment],
+    read: set[str] | None = None,
 ) -> list[str]:
-    """Every problem with the parts, one line each (empty when they tile every stretch)."""
+    """Every problem with the parts, one line each (empty when they tile every stretch).
+
+    ``read``: the clients whose parts are checked (a chunk merge's parents); None: all. The
+    tiling is checked on every client's job spec.
+    """
     problems = []
     config_hash = config.config_hash()
     for seg in segments:
+        if read is not None and seg.node not in read:
+            continue
         h5_path, json_path = part_paths(run_dir, seg.node)
         sidecar = read_sidecar(run_dir, seg.node)
         if sidecar is None or not h5_path.exists():
@@ -95,38 +102,57 @@ def check_parts(
     return problems
 
 
+def stage_parts(run_dir: Path, config: CampaignConfig, segments: list[ClientSegment],
+                writer: CampaignWriter, progress: NullProgress = NO_PROGRESS) -> None:
+    """Copy the kept rows of the parts that ``writer`` stages into it, block by block."""
+    needed = []
+    for seg in segments:
+        for number, piece in enumerate(seg.pieces):
+            kept_start = piece.output_start - config.warmup_windows
+            lo, hi = writer.wanted(piece.stretch, kept_start, piece.output_stop
+                                   - piece.output_start)
+            if hi > lo:
+                needed.append((seg, number, piece, lo - kept_start, hi - kept_start))
+    progress.start(sum(hi - lo for *_, lo, hi in needed))
+    for part, (seg, number, piece, lo, hi) in enumerate(needed, 1):
+        progress.note(f"part {part}/{len(needed)} ({seg.node})")
+        for start in range(piece.warmup_windows + lo, piece.warmup_windows + hi, BLOCK_ROWS):
+            stop = min(start + BLOCK_ROWS, piece.warmup_windows + hi)
+            kept_offset = piece.first_window + start - config.warmup_windows
+            for output in ensemble_outputs(config):
+                rows = read_piece_rows(run_dir, seg.node, output, number, start, stop)
+                writer.write(output, piece.stretch, kept_offset, rows)
+            progress.advance(stop - start)
+        hooks.reached(run_dir, "merge", "mid-write")
+
+
 def merge(run_dir: Path, progress: NullProgress = NO_PROGRESS) -> Path:
     """Merge the parts of ``run_dir`` into ``output/campaign.h5``; return its path.
 
-    ``progress`` counts the windows merged and notes the part being copied.
+    With chunk merges in the DAG (``merge.chunk_seconds``) the chunks are merged already and
+    this writes their index (``merge/index.py``). ``progress`` counts the windows merged and
+    notes the part being copied.
     """
     run_dir = run_dir.resolve()
     config = load_config(RunDir(run_dir).config)
     run_info = RunDir(run_dir).read_run_info()
+    if run_info.get("chunks"):
+        from offline_iaas.merge.index import write_index
+
+        return write_index(run_dir, config, run_info)
     nodes = run_info["clients"]
     segments = [load_job(run_dir, node) for node in nodes]
     problems = check_parts(run_dir, config, segments)
     if problems:
         raise RunError(f"cannot merge {run_dir}: " + "; ".join(problems))
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     out_path, status_path = campaign_paths(run_dir)
     status_path.unlink(missing_ok=True)
     frames = discover_frames(config) if "noise" in ensemble_outputs(config) else None
     writer = CampaignWriter(out_path, config, stretches_of(segments), out_path.parent / "frames",
                             run_info.get("training"), run_info.get("model"))
-    progress.start(sum(p.windows - p.warmup_windows for seg in segments for p in seg.pieces))
     try:
-        for part, seg in enumerate(segments, 1):
-            progress.note(f"part {part}/{len(segments)} ({seg.node})")
-            for number, piece in enumerate(seg.pieces):
-                for start in range(piece.warmup_windows, piece.windows, BLOCK_ROWS):
-                    stop = min(start + BLOCK_ROWS, piece.windows)
-                    kept_offset = piece.first_window + start - config.warmup_windows
-                    for output in ensemble_outputs(config):
-                        rows = read_piece_rows(run_dir, seg.node, output, number, start, stop)
-                        writer.write(output, piece.stretch, kept_offset, rows)
-                    progress.advance(stop - start)
-            hooks.reached(run_dir, "merge", "mid-write")
+        stage_parts(run_dir, config, segments, writer, progress)
         summary = writer.commit(
             {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"},
             frames,
@@ -141,6 +167,7 @@ def merge(run_dir: Path, progress: NullProgress = NO_PROGRESS) -> Path:
             {
                 "complete": True,
                 "wall_seconds": wall,
+                "cpu_seconds": time.process_time() - cpu,
                 "peak_rss_mb": peak_rss_mb(),
                 "sha256": file_sha256(out_path),
                 "config_hash": config.config_hash(),
@@ -152,15 +179,20 @@ def merge(run_dir: Path, progress: NullProgress = NO_PROGRESS) -> Path:
     )
     kept = sum(seg.kept_windows for seg in segments)
     logger.info(f"merge: {len(segments)} parts, {kept} windows -> {out_path} in {wall:.1f} s")
+    log_summary(summary, out_path)
+    report_quietly(run_dir)
+    return out_path
+
+
+def log_summary(summary: dict, out_path: Path) -> None:
+    """The merge's physics lines in the log."""
     for line in physics_lines(summary):
         logger.info(f"merge: {line}")
     if "deepclean" in summary:
         logger.info(f"merge: GWF frames of the cleaned strain in {out_path.parent / 'frames'}")
-    _report(run_dir)
-    return out_path
 
 
-def _report(run_dir: Path) -> None:
+def report_quietly(run_dir: Path) -> None:
     """Write the campaign report; a report that cannot be drawn does not fail the merge."""
     from offline_iaas.report import write_report
 

@@ -36,8 +36,8 @@ import h5py
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.merge.layout import gps_text, output_x0, statistic_channel, timeseries_attrs
-from offline_iaas.merge.postprocess import postprocess
+from offline_iaas.merge.chunks import StretchExtent, whole_extents
+from offline_iaas.merge.postprocess import ChunkProducts, postprocess, summarize
 from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.stretches import Stretch
@@ -46,27 +46,33 @@ from offline_iaas.stretches import Stretch
 class CampaignWriter:
     """Writes the campaign file stretch by stretch, slice by slice, then post-processes it.
 
+    The rows clients send are staged in a temporary file; ``commit`` post-processes them into
+    the output. The single merge and the reference write every stretch whole
+    (``extents=None``); a chunk merge (``merge/chunk.py``) writes its chunk's
+    ``StretchExtent``s and reads their padding.
+
     Parameters
     ----------
     path
         Final path; the file is written under a temporary name until ``commit``.
     config, stretches
-        The campaign and its analysable stretches.
+        The campaign and all its analysable stretches.
     frames_dir
-        Where ``commit`` writes the GWF files of cleaned strain (DeepClean modes); ``None``
-        writes none.
+        Where the GWF files of cleaned strain (DeepClean modes) end up; ``None`` writes none.
     training
         GPS ``[start, end]`` of each network's training data (``deepclean-<IFO>``,
         ``bbhnet``; the manifest's ``training``): the physics numbers leave it out.
     model
         The served model (``products.model_record``): with the software and the config hash,
         the provenance written into the file's attributes and every GWF file.
+    extents
+        What this writer owns of each stretch (``merge/chunks.py``); None: everything.
     """
 
     def __init__(
         self, path: Path, config: CampaignConfig, stretches: list[Stretch],
         frames_dir: Path | None = None, training: dict[str, list[float]] | None = None,
-        model: dict[str, Any] | None = None,
+        model: dict[str, Any] | None = None, extents: list[StretchExtent] | None = None,
     ) -> None:
         self.path = path
         self.config = config
@@ -75,62 +81,80 @@ class CampaignWriter:
         self.training = dict(training or {})
         self.provenance = campaign_provenance(config, model)
         self.outputs = ensemble_outputs(config)
+        self.whole = extents is None
+        self.extents = whole_extents(config, stretches) if extents is None else extents
+        self.extent_of = {e.stretch.index: e for e in self.extents}
         path.parent.mkdir(parents=True, exist_ok=True)
         for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a killed writer
             stale.unlink(missing_ok=True)
         self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         self.stage_path = path.with_name(f".{path.name}.{os.getpid()}.stage.tmp")
         self.file = h5py.File(self.tmp, "w")
-        self.stage = h5py.File(self.stage_path, "w") if "noise" in self.outputs else None
+        self.stage = h5py.File(self.stage_path, "w")
+        self.frames_tmp: Path | None = None
         self.names: dict[tuple[str, int], list[str]] = {}
+        """Staged datasets of each (output, stretch): the extent's ``rows``."""
         stride = config.stride_samples
-        for stretch in stretches:
-            kept = stretch.kept_windows(config)
-            if "statistic" in self.outputs:
-                x0 = output_x0(config, stretch, "statistic")
-                name = f"statistic/{gps_text(x0)}"
-                dataset = self.file.create_dataset(name, shape=(kept,), dtype=np.float32)
-                timeseries_attrs(dataset, statistic_channel(config), "statistic", x0,
-                                  config.stride_seconds)
-                self.names[("statistic", stretch.index)] = [name]
-            if "background" in self.outputs:
-                name = f"slides/{gps_text(x0)}"
-                dataset = self.file.create_dataset(
-                    name, shape=(kept, config.bbhnet.time_shifts), dtype=np.float32)
-                dataset.attrs.update({"x0": x0, "dx": config.stride_seconds,
-                                      "shift_seconds": config.bbhnet.shift_seconds})
-                self.names[("background", stretch.index)] = [name]
+        for e in self.extents:
+            rows = e.rows[1] - e.rows[0]
             for output in self.outputs:
-                if output in ("statistic", "background"):
-                    continue
-                # noise, noise_canary: staged until the post-processing band-passes them
-                x0 = output_x0(config, stretch, "noise")
-                names = [f"{output}/{ifo}/{gps_text(x0)}" for ifo in config.ifos]
-                for name in names:
-                    self.stage.create_dataset(name, shape=(kept * stride,), dtype=np.float32)
-                self.names[(output, stretch.index)] = names
+                if output == "statistic":
+                    shapes = {f"statistic/{e.stretch.index}": (rows,)}
+                elif output == "background":
+                    shapes = {f"slides/{e.stretch.index}": (rows, config.bbhnet.time_shifts)}
+                else:  # noise, noise_canary: one series per interferometer
+                    shapes = {f"{output}/{ifo}/{e.stretch.index}": (rows * stride,)
+                              for ifo in config.ifos}
+                for name, shape in shapes.items():
+                    self.stage.create_dataset(name, shape=shape, dtype=np.float32)
+                self.names[(output, e.stretch.index)] = list(shapes)
+
+    def wanted(self, stretch: int, kept_offset: int, count: int) -> tuple[int, int]:
+        """The rows ``[a, b)`` of ``count`` rows at kept window ``kept_offset`` that this
+        writer stages (``a == b``: none)."""
+        e = self.extent_of.get(stretch)
+        if e is None:
+            return kept_offset, kept_offset
+        lo, hi = max(kept_offset, e.rows[0]), min(kept_offset + count, e.rows[1])
+        return (lo, hi) if hi > lo else (kept_offset, kept_offset)
 
     def write(self, output: str, stretch: int, kept_offset: int, rows: np.ndarray) -> None:
-        """Write ``rows`` (``output_rows`` layout) at kept window ``kept_offset`` of a stretch."""
+        """Stage ``rows`` (``output_rows`` layout) at kept window ``kept_offset`` of a stretch
+        (the rows outside the writer's extent are dropped)."""
+        lo, hi = self.wanted(stretch, kept_offset, len(rows))
+        if hi <= lo:
+            return
+        rows = rows[lo - kept_offset : hi - kept_offset]
+        at = lo - self.extent_of[stretch].rows[0]
+        names = self.names[(output, stretch)]
         if output in ("statistic", "background"):
-            dataset = self.file[self.names[(output, stretch)][0]]
-            dataset[kept_offset : kept_offset + len(rows)] = rows
+            self.stage[names[0]][at : at + len(rows)] = rows
             return
         s = self.config.stride_samples
-        for i, name in enumerate(self.names[(output, stretch)]):
-            self.stage[name][kept_offset * s : (kept_offset + len(rows)) * s] = rows[:, i].ravel()
+        for i, name in enumerate(names):
+            self.stage[name][at * s : (at + len(rows)) * s] = rows[:, i].ravel()
 
     def commit(self, attrs: dict[str, Any], frames: list | None = None) -> dict[str, Any]:
         """Post-process, add provenance, close, and give the file (and frames) their names.
 
         Returns the post-processing summary (``deepclean``/``bbhnet`` numbers).
         """
+        products = self.postprocess(frames)
+        summary = summarize(self.file, self.config, self.stretches, self.training, [products],
+                            self.frames_tmp)
+        self.close(attrs)
+        return summary
 
-        frames_tmp = None
-        if self.frames_dir is not None and self.stage is not None:
-            frames_tmp = self.frames_dir.with_name(f".{self.frames_dir.name}.{os.getpid()}.tmp")
-            shutil.rmtree(frames_tmp, ignore_errors=True)
-        summary = postprocess(self, frames, frames_tmp)
+    def postprocess(self, frames: list | None) -> ChunkProducts:
+        """Write the owned values, clean the strain into GWF files, cluster the triggers."""
+        if self.frames_dir is not None and "noise" in self.outputs:
+            self.frames_tmp = self.frames_dir.with_name(
+                f".{self.frames_dir.name}.{os.getpid()}.tmp")
+            shutil.rmtree(self.frames_tmp, ignore_errors=True)
+        return postprocess(self, frames, self.frames_tmp)
+
+    def close(self, attrs: dict[str, Any]) -> None:
+        """Add the provenance, close, and rename the file and the frames to their names."""
         bounds = np.array([[s.gps_start, s.gps_end] for s in self.stretches], dtype=np.float64)
         self.file.attrs.update(
             {**attrs, "config_hash": self.config.config_hash(), "stretches": bounds,
@@ -140,13 +164,13 @@ class CampaignWriter:
         self.file.close()
         self._close_stage()
         os.replace(self.tmp, self.path)
-        if frames_tmp is not None:
+        if self.frames_tmp is not None:
+            self.frames_tmp.mkdir(parents=True, exist_ok=True)
             shutil.rmtree(self.frames_dir, ignore_errors=True)
-            os.replace(frames_tmp, self.frames_dir)
-        return summary
+            os.replace(self.frames_tmp, self.frames_dir)
 
     def _close_stage(self) -> None:
-        if self.stage is not None and self.stage.id.valid:
+        if self.stage.id.valid:
             self.stage.close()
         self.stage_path.unlink(missing_ok=True)
 

@@ -10,21 +10,28 @@ writes the files around it.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from offline_iaas.merge.layout import gps_text, output_x0, timeseries_attrs
-from offline_iaas.merge.products import CANARY_SUFFIX, CleanedFrames, output_channel
+from offline_iaas.config import CampaignConfig
+from offline_iaas.merge.layout import gps_text, output_x0, statistic_channel, timeseries_attrs
+from offline_iaas.merge.products import (
+    CANARY_SUFFIX,
+    CleanedFrames,
+    output_channel,
+    publish_frames,
+)
 from offline_iaas.physics import (
     ASD_MAX_SECONDS,
     SECONDS_PER_YEAR,
     asd_ratio,
     background_cuts,
     bandpass_sos,
-    cluster_triggers,
+    cluster_indices,
+    cluster_reach_windows,
     false_alarm_rates,
     found_missed,
     found_missed_at_ifar,
@@ -34,28 +41,66 @@ from offline_iaas.physics import (
     slide_livetime,
     zero_phase_blocks,
 )
+from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.stretches import Stretch
 
 logger = logging.getLogger(__name__)
 
 
-def postprocess(writer: Any, frames: list | None, frames_dir: Path | None) -> dict[str, Any]:
-    """Clean the strain and find triggers in ``writer``'s file (a ``CampaignWriter``).
+@dataclass
+class ChunkProducts:
+    """What one merge's post-processing hands to :func:`summarize` (the single merge's whole
+    campaign, or one chunk's, read back by the index: ``merge/index.py``)."""
 
-    Returns the summary (``deepclean``: numbers per interferometer, ``bbhnet``: triggers and
-    found/missed) that :func:`physics_lines` describes.
-    """
-    summary: dict[str, Any] = {}
-    if writer.stage is not None:
+    triggers: np.ndarray | None = None
+    """The owned clustered statistic: ``time``, ``statistic`` (modes with triggers)."""
+    background: np.ndarray | None = None
+    """The owned clustered slides, less the cuts: ``shift``, ``time``, ``statistic``."""
+    held_out: dict[str, tuple[float, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    """Per ``<output>/<IFO>``, the owned part of the held-out run (``held_out_choice``): GPS
+    of its first sample, the raw and the cleaned strain (float64)."""
+    frame_files: list[tuple[str, Path, int, int]] = field(default_factory=list)
+    """The GWF files written: interferometer, final path, GPS start, seconds."""
+    frame_spans: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
+    """Per interferometer, the ``valid`` and ``flagged`` spans of those files."""
+
+
+def postprocess(writer: Any, frames: list | None, frames_dir: Path | None) -> ChunkProducts:
+    """Write ``writer``'s owned values (a ``CampaignWriter``), with the cleaned strain and its
+    GWF files (into ``frames_dir``), and cluster its triggers."""
+    products = ChunkProducts()
+    config = writer.config
+    if "statistic" in writer.outputs:
+        _copy_owned(writer)
+    if any(o.startswith("noise") for o in writer.outputs):
         if frames is None:
             raise ValueError("the DeepClean post-processing needs the frame files")
-        summary["deepclean"], canary, gate = _clean_strain(writer, frames, frames_dir)
-        if canary:
-            summary["deepclean_canary"] = canary
-        if gate:
-            summary["deepclean_gate"] = gate
-    if "statistic" in writer.outputs and writer.config.mode.triggers:
-        summary["bbhnet"] = _triggers(writer)
-    return summary
+        _clean_strain(writer, frames, frames_dir, products)
+    if "statistic" in writer.outputs and config.mode.triggers:
+        _cluster(writer, products)
+    return products
+
+
+def _copy_owned(writer: Any) -> None:
+    """The owned rows of the staged statistic (and slides) into the output."""
+    config = writer.config
+    for e in writer.extents:
+        a, b = e.statistic_rows
+        if b <= a and not writer.whole:
+            continue
+        x0 = output_x0(config, e.stretch, "statistic") + a * config.stride_seconds
+        at = a - e.rows[0]
+        staged = writer.stage[writer.names[("statistic", e.stretch.index)][0]]
+        name = f"statistic/{gps_text(x0)}"
+        dataset = writer.file.create_dataset(name, data=staged[at : at + b - a])
+        timeseries_attrs(dataset, statistic_channel(config), "statistic", x0,
+                         config.stride_seconds)
+        if "background" in writer.outputs:
+            staged = writer.stage[writer.names[("background", e.stretch.index)][0]]
+            dataset = writer.file.create_dataset(f"slides/{gps_text(x0)}",
+                                                 data=staged[at : at + b - a])
+            dataset.attrs.update({"x0": x0, "dx": config.stride_seconds,
+                                  "shift_seconds": config.bbhnet.shift_seconds})
 
 
 @dataclass(frozen=True)
@@ -75,50 +120,77 @@ PRODUCTION = _Variant("noise", "noise", "clean", "")
 CANARY = _Variant("noise_canary", "noise_canary", "clean_canary", CANARY_SUFFIX)
 
 
-def _clean_strain(
-    writer: Any, frames: list, frames_dir: Path | None
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """The cleaned strain (and the canary's) into the HDF5 file and (``frames_dir``) the gated
-    GWF files; return the ASD numbers per interferometer, the canary's, and the gate's."""
+def _variants(outputs: list[str] | tuple[str, ...]) -> list[_Variant]:
+    return [PRODUCTION] + ([CANARY] if "noise_canary" in outputs else [])
+
+
+def held_out_choice(config: CampaignConfig, stretches: list[Stretch],
+                    training: dict[str, list[float]]) -> dict[str, tuple[int, int, int]]:
+    """Per interferometer, the stretch and samples ``[a, b)`` of cleaned strain the ASD numbers
+    use: the longest run outside the network's training data (the first of equal ones), at
+    most ``ASD_MAX_SECONDS``."""
+    rate = config.data.sample_rate
+    choice: dict[str, tuple[int, int, int]] = {}
+    for ifo in config.ifos:
+        span = training.get(f"deepclean-{ifo}")
+        for stretch in stretches:
+            n = stretch.kept_windows(config) * config.stride_samples
+            a, b = held_out_samples(output_x0(config, stretch, "noise"), n, rate,
+                                    [tuple(span)] if span else [], int(ASD_MAX_SECONDS * rate))
+            best = choice.get(ifo)
+            if b - a > (best[2] - best[1] if best else 0):
+                choice[ifo] = (stretch.index, a, b)
+    return choice
+
+
+def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
+                  products: ChunkProducts) -> None:
+    """The owned cleaned strain (and the canary's) into the HDF5 file and (``frames_dir``) the
+    gated GWF files; the owned part of the held-out run into ``products``."""
     from offline_iaas.data.frames import read_span
 
     config = writer.config
     rate = config.data.sample_rate
+    s = config.stride_samples
     sos = bandpass_sos(config)
-    variants = [PRODUCTION] + ([CANARY] if "noise_canary" in writer.outputs else [])
+    variants = _variants(writer.outputs)
     gwf = (CleanedFrames(frames_dir, writer.frames_dir, config, writer.provenance)
            if frames_dir is not None else None)
-    # per (variant, ifo), the longest held-out run of cleaned strain: (gps start, raw, cleaned)
-    held_out: dict[tuple[str, str], tuple[float, np.ndarray, np.ndarray]] = {}
-    for stretch in writer.stretches:
+    choice = held_out_choice(config, writer.stretches, writer.training)
+    for e in writer.extents:
+        first, last = e.noise_samples
+        if last <= first and not writer.whole:
+            continue
+        stretch = e.stretch
         x0 = output_x0(config, stretch, "noise")
+        n = stretch.kept_windows(config) * s
+        staged_from = e.rows[0] * s
         bounds = (stretch.gps_start, stretch.gps_end)
         for index, (ifo, strain) in enumerate(zip(config.ifos, config.data.channels,
                                                   strict=True)):
             predictions = [writer.stage[writer.names[(v.output, stretch.index)][index]]
                            for v in variants]
-            n = len(predictions[0])
             stored = []
             for v in variants:
-                noise = writer.file.create_dataset(f"{v.noise}/{ifo}/{gps_text(x0)}", shape=(n,),
-                                                   dtype=np.float32)
-                clean = writer.file.create_dataset(f"{v.clean}/{ifo}/{gps_text(x0)}", shape=(n,),
-                                                   dtype=np.float32)
-                timeseries_attrs(noise, f"{strain}_DEEPCLEAN_NOISE{v.suffix}", v.noise, x0,
-                                 1 / rate, "strain")
-                timeseries_attrs(clean, output_channel(config, strain) + v.suffix, v.clean, x0,
-                                 1 / rate, "strain")
+                gps = gps_text(x0 + first / rate)
+                noise = writer.file.create_dataset(f"{v.noise}/{ifo}/{gps}",
+                                                   shape=(last - first,), dtype=np.float32)
+                clean = writer.file.create_dataset(f"{v.clean}/{ifo}/{gps}",
+                                                   shape=(last - first,), dtype=np.float32)
+                timeseries_attrs(noise, f"{strain}_DEEPCLEAN_NOISE{v.suffix}", v.noise,
+                                 x0 + first / rate, 1 / rate, "strain")
+                timeseries_attrs(clean, output_channel(config, strain) + v.suffix, v.clean,
+                                 x0 + first / rate, 1 / rate, "strain")
                 stored.append((noise, clean))
-            training = writer.training.get(f"deepclean-{ifo}")
-            ha, hb = held_out_samples(x0, n, rate, [tuple(training)] if training else [],
-                                      int(ASD_MAX_SECONDS * rate))
-            # the held-out raw strain once, each variant's cleaned strain beside it
-            raw_kept = np.zeros(hb - ha)
-            clean_kept = [np.zeros(hb - ha) for _ in variants]
+            chosen = choice.get(ifo, (-1, 0, 0))
+            ha, hb = ((max(first, chosen[1]), min(last, chosen[2]))
+                      if chosen[0] == stretch.index else (0, 0))
+            raw_kept = np.zeros(max(0, hb - ha))
+            clean_kept = [np.zeros(max(0, hb - ha)) for _ in variants]
             # the same block grid for every variant: the raw strain is read once per block
             blocks = zip(*(zero_phase_blocks(
-                lambda lo, hi, p=p: p[lo:hi].astype(np.float64), n, sos, rate)
-                for p in predictions), strict=True)
+                lambda lo, hi, p=p, at=staged_from: p[lo - at : hi - at].astype(np.float64),
+                n, sos, rate, first, last) for p in predictions), strict=True)
             for per_variant in blocks:
                 a = per_variant[0][0]
                 b = a + len(per_variant[0][1])
@@ -127,8 +199,8 @@ def _clean_strain(
                 cleaned = [raw - band for _, band in per_variant]
                 for (_, band), (noise, clean), values in zip(per_variant, stored, cleaned,
                                                              strict=True):
-                    noise[a:b] = band
-                    clean[a:b] = values
+                    noise[a - first : b - first] = band
+                    clean[a - first : b - first] = values
                 lo, hi = max(a, ha), min(b, hb)
                 if lo < hi:
                     raw_kept[lo - ha : hi - ha] = raw[lo - a : hi - a]
@@ -139,27 +211,127 @@ def _clean_strain(
                             cleaned[1] if len(cleaned) > 1 else None)
             if gwf is not None:
                 gwf.flush(ifo)
-            for v, kept in zip(variants, clean_kept, strict=True):
-                if hb - ha > len(held_out.get((v.output, ifo), (0, ()))[1]):
-                    held_out[(v.output, ifo)] = (x0 + ha / rate, raw_kept, kept)
-    results = [_asd_numbers(writer, v, held_out) for v in variants]
-    gate = {} if gwf is None else gwf.close()
+            if hb > ha:
+                for v, kept in zip(variants, clean_kept, strict=True):
+                    products.held_out[f"{v.output}/{ifo}"] = (x0 + ha / rate, raw_kept, kept)
     if gwf is not None:
-        channels = ", ".join(output_channel(config, ch) for ch in config.data.channels)
-        logger.debug(f"{gwf.count} GWF files of cleaned strain ({channels})")
-    return results[0], (results[1] if len(results) > 1 else {}), gate
+        products.frame_files, products.frame_spans = gwf.finish()
 
 
-def _asd_numbers(writer: Any, variant: _Variant,
-                 held_out: dict[tuple[str, str], tuple[float, np.ndarray, np.ndarray]]
-                 ) -> dict[str, Any]:
-    """The cleaned/raw ASD numbers of one variant per interferometer, on held-out data."""
+def _cluster(writer: Any, products: ChunkProducts) -> None:
+    """The owned triggers, and with time slides the owned background less the cuts."""
     config = writer.config
+    dx = config.stride_seconds
+    half = cluster_reach_windows(config.bbhnet.cluster_seconds, dx)
+    slides = "background" in writer.outputs
+    cuts = _background_cuts(config, writer.training) if slides else []
+    times, values, rows = [], [], []
+    for e in writer.extents:
+        a, b = e.statistic_rows
+        if b <= a:
+            continue
+        x0 = output_x0(config, e.stretch, "statistic")
+        statistic = writer.stage[writer.names[("statistic", e.stretch.index)][0]][()]
+        keep = _owned_maxima(statistic, half, e)
+        times.append(x0 + keep * dx)
+        values.append(statistic[keep - e.rows[0]])
+        if not slides:
+            continue
+        staged = writer.stage[writer.names[("background", e.stretch.index)][0]][()]
+        for k in range(staged.shape[1]):
+            lag = (k + 1) * config.bbhnet.shift_seconds
+            keep = _owned_maxima(staged[:, k], half, e)
+            t = x0 + keep * dx
+            keep = keep[outside_cuts(t, cuts) & outside_cuts(t - lag, cuts)]
+            rows.append((np.full(len(keep), lag), x0 + keep * dx, staged[keep - e.rows[0], k]))
+    table = np.zeros(sum(len(t) for t in times), dtype=TRIGGER_COLUMNS)
+    if times:
+        table["time"], table["statistic"] = np.concatenate(times), np.concatenate(values)
+    products.triggers = table
+    if slides:
+        background = np.zeros(sum(len(t) for _, t, _ in rows), dtype=BACKGROUND_COLUMNS)
+        if rows:
+            for column, parts in zip(("shift", "time", "statistic"), zip(*rows, strict=True),
+                                     strict=True):
+                background[column] = np.concatenate(parts)
+        products.background = background
+
+
+def _owned_maxima(staged: np.ndarray, half: int, extent: Any) -> np.ndarray:
+    """The kept-window indices of the clustered maxima of a staged series that the extent
+    owns (the staged rows reach ``half`` beyond them, so none is cut short)."""
+    keep = cluster_indices(staged, half) + extent.rows[0]
+    a, b = extent.statistic_rows
+    return keep[(keep >= a) & (keep < b)]
+
+
+TRIGGER_COLUMNS = [("time", "f8"), ("statistic", "f4")]
+BACKGROUND_COLUMNS = [("shift", "f8"), ("time", "f8"), ("statistic", "f4")]
+
+
+def _injections(config: CampaignConfig) -> list[tuple[float, float]] | None:
+    return (read_injections(config.bbhnet.injections)
+            if config.bbhnet.injections is not None else None)
+
+
+def _background_cuts(config: CampaignConfig, training: dict[str, list[float]]
+                     ) -> list[tuple[float, float]]:
+    injections = _injections(config)
+    return background_cuts(injections, config, training.get("bbhnet")) if injections else []
+
+
+def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
+              training: dict[str, list[float]], products: list[ChunkProducts],
+              frames_dir: Path | None) -> dict[str, Any]:
+    """The campaign-wide numbers from every merge's products, in time order: the ASD
+    numbers and the GWF files' cache and segment lists (into ``frames_dir``), the triggers with
+    their FAR and the background table (into ``file``), found/missed.
+
+    Returns the summary (``deepclean``: numbers per interferometer, ``bbhnet``: triggers and
+    found/missed) that :func:`physics_lines` describes.
+    """
+    outputs = ensemble_outputs(config)
+    summary: dict[str, Any] = {}
+    if "noise" in outputs:
+        held_out: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}
+        for part in products:
+            for key, (gps, raw, clean) in part.held_out.items():
+                if key in held_out:
+                    start, raws, cleans = held_out[key]
+                    held_out[key] = (start, np.concatenate([raws, raw]),
+                                     np.concatenate([cleans, clean]))
+                else:
+                    held_out[key] = (gps, raw, clean)
+        numbers = [_asd_numbers(config, training, v, held_out) for v in _variants(outputs)]
+        summary["deepclean"] = numbers[0]
+        if len(numbers) > 1 and numbers[1]:
+            summary["deepclean_canary"] = numbers[1]
+        if frames_dir is not None:
+            files = [f for part in products for f in part.frame_files]
+            spans: dict[str, dict[str, list[tuple[float, float]]]] = {}
+            for part in products:
+                for ifo, kinds in part.frame_spans.items():
+                    for kind, found in kinds.items():
+                        spans.setdefault(ifo, {"valid": [], "flagged": []})[kind] += found
+            gate = publish_frames(frames_dir, config, files, spans)
+            if gate:
+                summary["deepclean_gate"] = gate
+            channels = ", ".join(output_channel(config, ch) for ch in config.data.channels)
+            logger.debug(f"{len(files)} GWF files of cleaned strain ({channels})")
+    if "statistic" in outputs and config.mode.triggers:
+        summary["bbhnet"] = _triggers(file, config, stretches, training, products)
+    return summary
+
+
+def _asd_numbers(config: CampaignConfig, training: dict[str, list[float]], variant: _Variant,
+                 held_out: dict[str, tuple[float, np.ndarray, np.ndarray]]) -> dict[str, Any]:
+    """The cleaned/raw ASD numbers of one variant per interferometer, on held-out data."""
     rate, d = config.data.sample_rate, config.deepclean
     result: dict[str, Any] = {}
     for ifo in config.ifos:
-        training = writer.training.get(f"deepclean-{ifo}")
-        start, raw, cleaned = held_out.get((variant.output, ifo), (0.0, np.zeros(0), np.zeros(0)))
+        span = training.get(f"deepclean-{ifo}")
+        start, raw, cleaned = held_out.get(f"{variant.output}/{ifo}",
+                                           (0.0, np.zeros(0), np.zeros(0)))
         if len(raw) < 2 * d.asd_fftlength * rate:
             logger.warning(f"{ifo}: too little cleaned strain outside the training data for an "
                            f"ASD ({len(raw) / rate:.0f} s)")
@@ -168,10 +340,10 @@ def _asd_numbers(writer: Any, variant: _Variant,
         numbers = asd_ratio(raw, cleaned, rate, d.asd_fftlength, band, d.guard_hz)
         end = start + len(raw) / rate
         numbers["held_out_gps"] = [start, end]
-        numbers["training_gps"] = training
+        numbers["training_gps"] = span
         result[ifo] = numbers
         data = (f"GPS {start:.0f}-{end:.0f}, after the network's training data (GPS "
-                f"{training[0]:.0f}-{training[1]:.0f})" if training else
+                f"{span[0]:.0f}-{span[1]:.0f})" if span else
                 f"GPS {start:.0f}-{end:.0f}; the weights record no training span, so it may "
                 "include training data")
         logger.debug(
@@ -186,48 +358,56 @@ def _asd_numbers(writer: Any, variant: _Variant,
     return result
 
 
-def _triggers(writer: Any) -> dict[str, Any]:
-    config = writer.config
-    times, values, analysed = [], [], []
-    for stretch in writer.stretches:
-        dataset = writer.file[writer.names[("statistic", stretch.index)][0]]
-        t, v = cluster_triggers(dataset[()], float(dataset.attrs["x0"]),
-                                float(dataset.attrs["dx"]), config.bbhnet.cluster_seconds)
-        times.append(t)
-        values.append(v)
-        if len(dataset):
-            x0, dx = float(dataset.attrs["x0"]), float(dataset.attrs["dx"])
-            analysed.append((x0 - dx, x0 + (len(dataset) - 1) * dx))
-    t = np.concatenate(times) if times else np.zeros(0)
-    v = np.concatenate(values).astype(np.float32) if values else np.zeros(0, np.float32)
-    injections = (read_injections(config.bbhnet.injections)
-                  if config.bbhnet.injections is not None else None)
-    slides = _background(writer, injections or []) if "background" in writer.outputs else None
-    columns = [("time", "f8"), ("statistic", "f4")]
-    if slides is not None:
-        columns += [("far", "f8"), ("ifar", "f8")]
+def _analysed(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple[float, float]]:
+    """Per stretch with windows, the GPS span its statistic covers (from the first window's
+    end less one stride to the last window's end)."""
+    dx = config.stride_seconds
+    spans = []
+    for stretch in stretches:
+        kept = stretch.kept_windows(config)
+        if kept:
+            x0 = output_x0(config, stretch, "statistic")
+            spans.append((x0 - dx, x0 + (kept - 1) * dx))
+    return spans
+
+
+def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
+              training: dict[str, list[float]], products: list[ChunkProducts]
+              ) -> dict[str, Any]:
+    found = [p.triggers for p in products if p.triggers is not None]
+    triggers = np.concatenate(found) if found else np.zeros(0, TRIGGER_COLUMNS)
+    t, v = triggers["time"], triggers["statistic"]
+    analysed = _analysed(config, stretches)
+    injections = _injections(config)
+    slides = config.time_slides
+    columns = TRIGGER_COLUMNS + ([("far", "f8"), ("ifar", "f8")] if slides else [])
     table = np.zeros(len(t), dtype=columns)
     table["time"], table["statistic"] = t, v
     result: dict[str, Any] = {"triggers": int(len(t)),
                               "cluster_seconds": config.bbhnet.cluster_seconds}
-    if slides is not None:
-        background, livetime = slides
+    if slides:
+        parts = [p.background for p in products if p.background is not None]
+        background = np.concatenate(parts) if parts else np.zeros(0, BACKGROUND_COLUMNS)
+        background = background[np.lexsort((background["time"], background["shift"]))]
+        cuts = _background_cuts(config, training)
+        livetime = sum(slide_livetime(span, cuts, (k + 1) * config.bbhnet.shift_seconds)
+                       for span in analysed for k in range(config.bbhnet.time_shifts))
         table["far"], table["ifar"] = false_alarm_rates(v, background["statistic"], livetime)
-        writer.file.create_dataset("background", data=background)
+        file.create_dataset("background", data=background)
         result.update({"time_shifts": config.bbhnet.time_shifts,
                        "shift_seconds": config.bbhnet.shift_seconds,
                        "analysed_seconds": float(sum(b - a for a, b in analysed)),
                        "background_triggers": int(len(background)),
                        "background_livetime_seconds": livetime,
                        "loudest_ifar_years": float(table["ifar"].max(initial=0.0))})
-    writer.file.create_dataset("triggers", data=table)
-    if slides is not None and injections is not None:
+    file.create_dataset("triggers", data=table)
+    if slides and injections is not None:
         result.update(found_missed_at_ifar(t, table["ifar"], v, injections, config, analysed))
     elif injections is not None:
-        training = writer.training.get("bbhnet")
-        result.update(found_missed(t, v, injections, config, analysed, training))
-        outside = (f"outside the network's training data (GPS {training[0]:.0f}-"
-                   f"{training[1]:.0f})" if training else
+        span = training.get("bbhnet")
+        result.update(found_missed(t, v, injections, config, analysed, span))
+        outside = (f"outside the network's training data (GPS {span[0]:.0f}-"
+                   f"{span[1]:.0f})" if span else
                    "(the weights record no training span: it may include training data)")
         logger.debug(
             f"injections found {result['found']}, missed {result['missed']} (threshold "
@@ -238,36 +418,6 @@ def _triggers(writer: Any) -> dict[str, Any]:
             logger.debug(f"  GPS {row['gps_time']:.3f} network SNR {row['network_snr']:5.1f} "
                 f"statistic {row['statistic']:8.3f} {'found' if row['found'] else 'MISSED'}")
     return result
-
-
-def _background(writer: Any, injections: list[tuple[float, float]]
-                ) -> tuple[np.ndarray, float]:
-    """Every time slide's clustered statistic as a table (``shift`` in seconds, ``time`` of
-    the first detector, ``statistic``), and the background livetime (s), both without the
-    ``injections`` and the training span (``physics.background_cuts``)."""
-    config = writer.config
-    shift_seconds = config.bbhnet.shift_seconds
-    cuts = (background_cuts(injections, config, writer.training.get("bbhnet"))
-            if injections else [])
-    rows, livetime = [], 0.0
-    for stretch in writer.stretches:
-        dataset = writer.file[writer.names[("background", stretch.index)][0]]
-        x0, dx = float(dataset.attrs["x0"]), float(dataset.attrs["dx"])
-        values = dataset[()]
-        analysed = (x0 - dx, x0 + (len(values) - 1) * dx)
-        for k in range(values.shape[1]):
-            lag = (k + 1) * shift_seconds
-            t, v = cluster_triggers(values[:, k], x0, dx, config.bbhnet.cluster_seconds)
-            keep = outside_cuts(t, cuts) & outside_cuts(t - lag, cuts)
-            rows.append((np.full(int(keep.sum()), lag), t[keep], v[keep]))
-            livetime += slide_livetime(analysed, cuts, lag)
-    table = np.zeros(sum(len(t) for _, t, _ in rows),
-                     dtype=[("shift", "f8"), ("time", "f8"), ("statistic", "f4")])
-    if rows:
-        for column, values in zip(("shift", "time", "statistic"), zip(*rows, strict=True),
-                                  strict=True):
-            table[column] = np.concatenate(values)
-    return table, livetime
 
 
 def _found_line(bbhnet: dict[str, Any], criterion: str, threshold: str) -> str:

@@ -178,25 +178,34 @@ class CleanedFrames:
                             d.asd_fftlength, (d.band_low_hz, d.band_high_hz), d.guard_hz)
         return frame_verdict(numbers, d.gate_tolerance, d.gate_line_ratio)
 
-    def close(self) -> dict[str, Any]:
-        """Flush every file; write the LAL cache and the segment lists; return the gate's
-        numbers per interferometer."""
+    def finish(self) -> tuple[list[tuple[str, Path, int, int]],
+                              dict[str, dict[str, list[tuple[float, float]]]]]:
+        """Flush every file; return the files written (interferometer, final path, GPS start,
+        seconds) and, per interferometer, their ``valid`` and ``flagged`` spans."""
         for ifo in list(self.pending):
             self.flush(ifo)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        lines = [f"{path.name[0]} {frame_type(self.config, ifo)} {gps} {seconds} "
-                 f"file://localhost{path}" for ifo, path, gps, seconds in self.files]
-        (self.out_dir / CACHE_NAME).write_text("".join(line + "\n" for line in lines))
-        summary = {}
-        for ifo, spans in self.spans.items():
-            _write_segments(self.out_dir / SEGMENTS_DIR, self.config, ifo, spans)
-            summary[ifo] = {
-                "valid_seconds": sum(b - a for a, b in spans["valid"]),
-                "flagged_seconds": sum(b - a for a, b in spans["flagged"]),
-                "files_flagged": len(spans["flagged"]),
-                "files": len(spans["valid"]) + len(spans["flagged"]),
-            }
-        return summary
+        return self.files, self.spans
+
+
+def publish_frames(out_dir: Path, config: CampaignConfig,
+                   files: list[tuple[str, Path, int, int]],
+                   spans: dict[str, dict[str, list[tuple[float, float]]]]) -> dict[str, Any]:
+    """Write the LAL cache of ``files`` and the segment lists of ``spans`` into ``out_dir``;
+    return the gate's numbers per interferometer."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lines = [f"{path.name[0]} {frame_type(config, ifo)} {gps} {seconds} "
+             f"file://localhost{path}" for ifo, path, gps, seconds in files]
+    (out_dir / CACHE_NAME).write_text("".join(line + "\n" for line in lines))
+    summary = {}
+    for ifo, found in spans.items():
+        _write_segments(out_dir / SEGMENTS_DIR, config, ifo, found)
+        summary[ifo] = {
+            "valid_seconds": sum(b - a for a, b in found["valid"]),
+            "flagged_seconds": sum(b - a for a, b in found["flagged"]),
+            "files_flagged": len(found["flagged"]),
+            "files": len(found["valid"]) + len(found["flagged"]),
+        }
+    return summary
 
 
 def _write_gwf(path: Path, channels: dict[str, np.ndarray], gps_start: float, rate: float,

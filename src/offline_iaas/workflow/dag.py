@@ -2,7 +2,9 @@
 
 ``dag_text`` writes the DAGMan input file of a campaign: one SERVICE node per server, one JOB
 per client (retried unless it failed on the configuration, which aborts the DAG; throttled by
-a category; optionally a deferring PRE script), a merge JOB child of every client, a FINAL
+a category; optionally a deferring PRE script), chunk merge JOBs each the child of the
+clients it reads (``merge.chunk_seconds``), a merge JOB child of every chunk merge (or of
+every client without chunks), a FINAL
 node that writes the campaign summary, and a node status file. ``parse_dag`` reads the subset
 of the DAGMan language that the local executor can run, and rejects everything else with the
 line it is on.
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from offline_iaas.errors import RunError
@@ -117,6 +119,8 @@ def dag_text(
     fatal_exit: int | None = None,
     final: bool = False,
     client_pre: Script | None = None,
+    chunks: Sequence[tuple[str, Sequence[str]]] = (),
+    transfer: bool = False,
 ) -> str:
     """The ``offline.dag`` of a campaign.
 
@@ -137,6 +141,11 @@ def dag_text(
         Add the FINAL node ``final`` (submit file ``final.sub``).
     client_pre
         PRE script of every client node (its arguments may use ``$JOB``).
+    chunks
+        Chunk merge nodes (submit file ``chunk.sub``), each with the clients it reads: the
+        merge node is then their child, not the clients'.
+    transfer
+        The chunk merges get their parents' parts by file transfer (``VARS ... parts``).
     """
     if retries < 0 or max_parallel_clients < 0:
         raise ValueError("retries and max_parallel_clients must not be negative")
@@ -176,16 +185,31 @@ def dag_text(
             lines.append(f"ABORT-DAG-ON {seg.node} {fatal_exit} RETURN {ABORT_RETURN}")
         if client_pre is not None:
             lines.append(_script_line("PRE", seg.node, client_pre))
+    if chunks:
+        lines += ["", "# Chunk merges: each runs once the clients it reads are done (retried)."]
+    for node, parents in chunks:
+        lines += [f"JOB {node} chunk.sub"]
+        variables = f"VARS {node} node={_quote_var(node)}"
+        if transfer:
+            files = [f"parts/{p}.{ext}" for p in parents for ext in ("h5", "json")]
+            variables += f" parts={_quote_var(', '.join(files))}"
+        lines += [variables, f"RETRY {node} {retries}{unless}"]
+        if fatal_exit is not None:
+            lines.append(f"ABORT-DAG-ON {node} {fatal_exit} RETURN {ABORT_RETURN}")
+        if parents:
+            lines.append(f"PARENT {' '.join(parents)} CHILD {node}")
     lines += [
         "",
+        "# Merge: runs once every chunk merge is done, and writes their index." if chunks else
         "# Merge: runs once every client is done.",
         f"JOB {MERGE_NODE} merge.sub",
         f"VARS {MERGE_NODE} node={_quote_var(MERGE_NODE)}",
     ]
     if fatal_exit is not None:
         lines.append(f"ABORT-DAG-ON {MERGE_NODE} {fatal_exit} RETURN {ABORT_RETURN}")
-    if clients:
-        lines.append(f"PARENT {' '.join(c.node for c in clients)} CHILD {MERGE_NODE}")
+    merge_parents = [node for node, _ in chunks] or [c.node for c in clients]
+    if merge_parents:
+        lines.append(f"PARENT {' '.join(merge_parents)} CHILD {MERGE_NODE}")
     if final:
         lines += [
             "",

@@ -25,6 +25,8 @@ from typing import Any
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig, write_config
 from offline_iaas.errors import ConfigError, ModelError, RunError
+from offline_iaas.merge.chunks import plan_chunks
+from offline_iaas.merge.merge import stretches_of
 from offline_iaas.rendezvous.access import write_token
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.repository.export import model_record, read_manifest
@@ -186,6 +188,7 @@ def make_dag(
         raise ConfigError(f"{clients_count} client segments do not fit in one sequence block")
 
     segments = plan_segments(config, stretches, sequence_base=sequence_base)
+    chunks = plan_chunks(config, stretches_of(segments), segments)
     for line in span.summary_lines():
         logger.info(f"make-dag: {line}")
     servers = [server_name(i) for i in range(config.layout.servers)]
@@ -202,19 +205,24 @@ def make_dag(
         "model": config.model.name,
         "config_hash": config_hash,
     }
-    current = {f"{seg.node}.json" for seg in segments}
+    current = {f"{node}.json" for node in [s.node for s in segments] + [c.node for c in chunks]}
     for stale in run.jobs.glob("*.json"):
         if stale.name not in current:
             stale.unlink()
     for seg in segments:
         spec = {**seg.to_dict(), "run_dir": str(run_dir), **common}
         _write_json(run.job(seg.node), spec)
+    for chunk in chunks:
+        _write_json(run.job(chunk.node), {**chunk.to_dict(), "config_hash": config_hash})
 
     run_id = previous.get("run_id") if previous is not None else None
     if not isinstance(run_id, str) or not run_id:
         run_id = secrets.token_hex(8)
-    for role, text in submit_texts(config, site, run_dir, executable, run_id).items():
+    texts = submit_texts(config, site, run_dir, executable, run_id, chunked=bool(chunks))
+    for role, text in texts.items():
         write_text_atomic(run_dir / f"{role}.sub", text)
+    if not chunks:
+        (run_dir / "chunk.sub").unlink(missing_ok=True)
     tarball = run_dir / REPOSITORY_TARBALL
     if site.transfer:
         _write_tarball(config.model.repository, tarball)
@@ -240,6 +248,7 @@ def make_dag(
             "sequence_base": sequence_base,
             "servers": servers,
             "clients": [seg.node for seg in segments],
+            "chunks": [chunk.node for chunk in chunks],
             "created": datetime.now().astimezone().isoformat(timespec="seconds"),
             # the networks' training data, which the merge's physics numbers leave out
             "training": _training_spans(config),
@@ -260,6 +269,8 @@ def make_dag(
         fatal_exit=ConfigError.exit_code,
         final=True,
         client_pre=pre,
+        chunks=[(c.node, c.clients) for c in chunks],
+        transfer=site.transfer,
     )
     write_text_atomic(run.dag, text)
     return segments

@@ -209,14 +209,14 @@ def _requests(config: CampaignConfig, role: str) -> list[tuple[str, str]]:
     if role == "client":
         return [("request_cpus", "1"), ("request_memory", site.client_memory),
                 ("request_disk", site.client_disk)]
-    if role == "merge":
+    if role in ("chunk", "merge"):
         return [("request_cpus", "1"), ("request_memory", site.merge_memory),
                 ("request_disk", site.merge_disk)]
     return []
 
 
 def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
-    if role == "final":
+    if role == "final" or role == "index":
         return []
     if not site.transfer:
         return [("should_transfer_files", "NO")]
@@ -226,6 +226,8 @@ def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
         # every published address, so that a client can fail over to another server
         "client": [run.config, run.token, run.job("$(node)"), run.servers],
         "merge": [run.config, run.run_info, run.jobs, run.parts],
+        # the parts of the clients it reads ($(parts), set by the DAG's VARS line)
+        "chunk": [run.config, run.run_info, run.jobs, "$(parts)"],
     }[role])
     out = [("should_transfer_files", "YES"), ("transfer_input_files", inputs),
            ("preserve_relative_paths", "true")]
@@ -234,7 +236,8 @@ def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
         out += [("stream_output", "true"), ("stream_error", "true")]
     else:
         outputs = ", ".join(str(p) for p in {
-            "client": run.part("$(node)"), "merge": [run.output[0].parent]}[role])
+            "client": run.part("$(node)"), "merge": [run.output[0].parent],
+            "chunk": [*run.chunk_output("$(node)"), run.chunk_frames("$(node)")]}[role])
         # Only a successful job has outputs; ON_EXIT would hold a failed one for missing files.
         out += [("transfer_output_files", outputs), ("when_to_transfer_output", "ON_SUCCESS"),
                 ("success_exit_code", "0")]
@@ -244,7 +247,7 @@ def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
 def _container(config: CampaignConfig, site: Site, role: str) -> list[tuple[str, str]]:
     if role == "server" and site.server_in_image:
         image = config.server.image
-    elif role in ("client", "merge") and site.client_in_image:
+    elif role in ("client", "chunk", "merge") and site.client_in_image:
         image = config.site.client_image
     else:
         return [("transfer_executable", "false")] if site.transfer and role != "final" else []
@@ -273,6 +276,10 @@ def _arguments(role: str, site: Site, run_dir: Path) -> str:
         return f"serve --run-dir {where} --node $(node){extra}"
     if role == "client":
         return f"client --run-dir {where} --node $(node)"
+    if role == "chunk":
+        return f"merge-chunk --run-dir {where} --node $(node)"
+    if role == "index":
+        return f"merge --run-dir {run_dir}"
     return f"merge --run-dir {where}"
 
 
@@ -282,6 +289,7 @@ def submit_texts(
     run_dir: Path,
     host_executable: Path,
     run_id: str,
+    chunked: bool = False,
 ) -> dict[str, str]:
     """Every submit file of a campaign, role to text.
 
@@ -296,16 +304,24 @@ def submit_texts(
         share its filesystem or software area).
     run_id
         The run directory's identifier, put in every job ad (``MY.OfflineIaasRun``).
+    chunked
+        The DAG has chunk merges (``merge.chunk_seconds``): adds ``chunk.sub``. With file
+        transfer the merge node, then an index of the chunks, runs on the access point
+        (``universe = local``), where the chunks' outputs came back.
     """
     texts = {}
-    for role in ("server", "client", "merge", "final"):
+    for name in ("server", "client", *(["chunk"] if chunked else []), "merge", "final"):
+        # the index of the chunks reads them where they are: no transfer
+        role = "index" if name == "merge" and chunked and site.transfer else name
         in_image = site.server_in_image if role == "server" else site.client_in_image
-        in_image = in_image and role != "final"
+        in_image = in_image and role not in ("final", "index")
         universe = "container" if in_image and site.profile.container == "universe" else "vanilla"
+        universe = "local" if role == "index" else universe
         executable = config.site.image_executable if in_image else str(host_executable)
-        node = "$(node)" if role in ("server", "client") else role
+        node = "$(node)" if role in ("server", "client", "chunk") else name
         lines: list[str] = []
-        lines += _block(f"Resources ({site.profile.name} profile).", _requests(config, role))
+        lines += _block(f"Resources ({site.profile.name} profile).",
+                        _requests(config, "merge" if role == "index" else role))
         accounting = []
         if config.site.accounting_group:
             accounting.append(("accounting_group", config.site.accounting_group))
@@ -333,5 +349,5 @@ def submit_texts(
             "SERVER_RETRIES": str(config.workflow.retries),
             "SITE": "\n".join(lines),
         }
-        texts[role] = render_submit(role, values)
+        texts[name] = render_submit(name, values)
     return texts

@@ -1,0 +1,150 @@
+"""``offline-iaas merge-chunk``: one node of the merge tree (``merge/chunks.py``).
+
+A chunk merge checks its parent clients' parts, stages the kept windows its chunk and the
+post-processing padding need, and writes ``output/chunks/<node>.h5`` (the chunk's owned values
+as contiguous datasets, with its triggers, background and held-out strain), its GWF files in
+``output/chunks/<node>.frames`` and last its summary ``output/chunks/<node>.json``, which
+records every dataset's byte offset for the index (``merge/index.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from offline_iaas.atomic import write_text_atomic
+from offline_iaas.client.part import peak_rss_mb
+from offline_iaas.client.stream import load_job
+from offline_iaas.config import load_config
+from offline_iaas.data.discovery import discover_frames
+from offline_iaas.errors import RunError
+from offline_iaas.merge.chunks import MergeChunk, chunk_extents
+from offline_iaas.merge.merge import check_parts, stage_parts, stretches_of
+from offline_iaas.merge.output import CampaignWriter
+from offline_iaas.merge.postprocess import ChunkProducts
+from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.rundir import RunDir, read_record
+from offline_iaas.terminal import NO_PROGRESS, NullProgress
+
+logger = logging.getLogger(__name__)
+
+SERIES_GROUPS: tuple[str, ...] = ("statistic", "slides", "noise", "clean", "noise_canary",
+                                  "clean_canary")
+"""Groups of time series the index concatenates across chunks."""
+
+
+def read_chunk(run_dir: Path, node: str) -> MergeChunk:
+    """A chunk merge's spec (``jobs/<node>.json``, written by make-dag)."""
+    return MergeChunk.from_dict(read_record(RunDir(run_dir).job(node)))
+
+
+def merge_chunk(run_dir: Path, node: str, progress: NullProgress = NO_PROGRESS) -> Path:
+    """Merge chunk ``node`` of ``run_dir``; return its output file."""
+    run_dir = run_dir.resolve()
+    run = RunDir(run_dir)
+    config = load_config(run.config)
+    run_info = run.read_run_info()
+    chunk = read_chunk(run_dir, node)
+    segments = [load_job(run_dir, client) for client in run_info["clients"]]
+    problems = check_parts(run_dir, config, segments, read=set(chunk.clients))
+    if problems:
+        raise RunError(f"cannot merge {node} of {run_dir}: " + "; ".join(problems))
+    started, cpu = time.monotonic(), time.process_time()
+    out_path, status_path = run.chunk_output(node)
+    status_path.unlink(missing_ok=True)
+    stretches = stretches_of(segments)
+    extents = chunk_extents(config, stretches, chunk.gps_start, chunk.gps_end)
+    noise = "noise" in ensemble_outputs(config)
+    frames = discover_frames(config) if noise else None
+    writer = CampaignWriter(out_path, config, stretches, run.chunk_frames(node) if noise else None,
+                            run_info.get("training"), run_info.get("model"), extents)
+    parents = [seg for seg in segments if seg.node in set(chunk.clients)]
+    try:
+        stage_parts(run_dir, config, parents, writer, progress)
+        products = writer.postprocess(frames)
+        _store_products(writer.file, products)
+        writer.close({"producer": "merge-chunk", "chunk": node,
+                      "chunk_gps": [chunk.gps_start, chunk.gps_end]})
+    except BaseException:
+        writer.discard()
+        raise
+    frames_dir = run.chunk_frames(node)
+    record = {
+        "complete": True,
+        "node": node,
+        "gps": [chunk.gps_start, chunk.gps_end],
+        "data_seconds": chunk.data_seconds,
+        "clients": list(chunk.clients),
+        "wall_seconds": time.monotonic() - started,
+        "cpu_seconds": time.process_time() - cpu,
+        "peak_rss_mb": peak_rss_mb(),
+        "config_hash": config.config_hash(),
+        "bytes": out_path.stat().st_size,
+        "datasets": _dataset_offsets(out_path),
+        "frame_files": [[ifo, str(path.relative_to(frames_dir)), gps, seconds]
+                        for ifo, path, gps, seconds in products.frame_files],
+        "frame_spans": products.frame_spans,
+    }
+    write_text_atomic(status_path, json.dumps(record, indent=1))
+    logger.info(f"merge-chunk: {node} (GPS {chunk.gps_start:.0f}-{chunk.gps_end:.0f}, "
+                f"{chunk.data_seconds:.0f} s of data from {len(parents)} parts) -> {out_path} "
+                f"in {record['wall_seconds']:.1f} s")
+    return out_path
+
+
+def _store_products(file: h5py.File, products: ChunkProducts) -> None:
+    """What the index needs besides the series: the owned tables and held-out strain."""
+    if products.triggers is not None:
+        file.create_dataset("triggers", data=products.triggers)
+    if products.background is not None:
+        file.create_dataset("background", data=products.background)
+    for key, (gps, raw, clean) in products.held_out.items():
+        group = file.create_group(f"held_out/{key}")
+        group.attrs["gps_start"] = gps
+        group.create_dataset("raw", data=raw)
+        group.create_dataset("clean", data=clean)
+
+
+def read_products(path: Path, record: dict) -> ChunkProducts:
+    """A chunk's ``ChunkProducts`` back from its file and summary."""
+    products = ChunkProducts()
+    with h5py.File(path, "r") as f:
+        if "triggers" in f:
+            products.triggers = f["triggers"][()]
+        if "background" in f:
+            products.background = f["background"][()]
+        if "held_out" in f:
+            def visit(name: str, item: object) -> None:
+                if isinstance(item, h5py.Group) and "raw" in item:
+                    products.held_out[name] = (float(item.attrs["gps_start"]),
+                                               item["raw"][()], item["clean"][()])
+            f["held_out"].visititems(visit)
+    products.frame_files = [(ifo, Path(name), int(gps), int(seconds))
+                            for ifo, name, gps, seconds in record.get("frame_files", [])]
+    products.frame_spans = {ifo: {kind: [tuple(span) for span in spans]
+                                  for kind, spans in kinds.items()}
+                            for ifo, kinds in record.get("frame_spans", {}).items()}
+    return products
+
+
+def _dataset_offsets(path: Path) -> list[dict]:
+    """Every series dataset of a chunk file: name, group, x0, shape, byte offset and size
+    (contiguous storage, so the index can point at the bytes)."""
+    found: list[dict] = []
+    with h5py.File(path, "r") as f:
+        def visit(name: str, item: object) -> None:
+            if (isinstance(item, h5py.Dataset) and name.split("/", 1)[0] in SERIES_GROUPS
+                    and item.dtype.names is None):
+                offset = item.id.get_offset()
+                found.append({"name": name, "x0": float(item.attrs["x0"]),
+                              "shape": list(item.shape),
+                              "offset": None if offset is None else int(offset),
+                              "nbytes": int(item.size * item.dtype.itemsize)})
+        f.visititems(visit)
+    _ = np  # numpy types come back from h5py
+    return found

@@ -1,0 +1,205 @@
+"""The merge tree: which part of the campaign each chunk merge owns, and what it reads (pure
+logic, no I/O).
+
+With ``merge.chunk_seconds = C > 0`` the analysis is cut at the multiples of ``C`` seconds of
+GPS time (``C`` a multiple of ``deepclean.frame_seconds``, so a cleaned frame file never spans
+two chunks). Chunk ``chunk<i>`` owns, of every output, the values whose time lies in its
+interval: the statistic (and the time slides) by the GPS time stamped on each window, the
+band-passed prediction and the cleaned strain by sample time. It writes only those, but the
+post-processing of a value reads beyond it: the zero-phase band-pass reads the 64 s blocks
+holding the chunk's samples, padded by 16 s (``physics.zero_phase_reach``), the trigger
+clustering ``cluster_seconds / 2`` either way (``physics.cluster_reach_windows``). A chunk
+therefore stages the kept windows ``rows`` of each stretch (its own widened by that padding)
+from the parts, and is the DAG child of exactly the clients whose pieces hold any of them.
+
+Positions are kept-window indices within a stretch (``rows``, the parts' and the output's
+row numbering) and sample indices within a stretch's noise series (``noise_samples``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from offline_iaas.config import CampaignConfig
+from offline_iaas.merge.layout import output_x0
+from offline_iaas.physics import cluster_reach_windows, zero_phase_reach
+from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.rundir import CHUNK_PREFIX
+from offline_iaas.stretches import ClientSegment, Stretch
+
+Range = tuple[int, int]
+
+
+def chunk_node(index: int) -> str:
+    return f"{CHUNK_PREFIX}{index}"
+
+
+@dataclass(frozen=True)
+class StretchExtent:
+    """What one merge (a chunk, or the single merge) does with one stretch."""
+
+    stretch: Stretch
+    rows: Range
+    """Kept windows staged from the parts (owned ones and the padding)."""
+    statistic_rows: Range
+    """Kept windows of the statistic and slides it writes."""
+    noise_samples: Range
+    """Samples of the band-passed prediction and cleaned strain it writes."""
+
+
+@dataclass(frozen=True)
+class MergeChunk:
+    """One chunk merge node: its GPS interval, its parent clients, the data it owns."""
+
+    index: int
+    node: str
+    gps_start: float
+    gps_end: float
+    clients: tuple[str, ...]
+    data_seconds: float
+    """Seconds of data whose outputs it writes."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "node": self.node, "gps_start": self.gps_start,
+                "gps_end": self.gps_end, "clients": list(self.clients),
+                "data_seconds": self.data_seconds}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MergeChunk:
+        return cls(int(data["index"]), str(data["node"]), float(data["gps_start"]),
+                   float(data["gps_end"]), tuple(data["clients"]), float(data["data_seconds"]))
+
+
+def owned_range(x0: float, dx: float, n: int, gps_start: float, gps_end: float) -> Range:
+    """Indices ``[a, b)`` of a series (``x0 + i dx``, ``n`` values) with times in
+    ``[gps_start, gps_end)``."""
+
+    def first_at_or_after(gps: float) -> int:
+        return min(n, max(0, math.ceil((gps - x0) / dx - 1e-6)))
+
+    return first_at_or_after(gps_start), first_at_or_after(gps_end)
+
+
+def _series(config: CampaignConfig, stretch: Stretch) -> dict[str, tuple[float, float, int]]:
+    """``x0, dx, length`` of the statistic and the noise series of a stretch (those the
+    campaign writes)."""
+    outputs = ensemble_outputs(config)
+    kept = stretch.kept_windows(config)
+    found = {}
+    if "statistic" in outputs:
+        found["statistic"] = (output_x0(config, stretch, "statistic"), config.stride_seconds,
+                              kept)
+    if "noise" in outputs:
+        rate = config.data.sample_rate
+        found["noise"] = (output_x0(config, stretch, "noise"), 1 / rate,
+                          kept * config.stride_samples)
+    return found
+
+
+def _needed_rows(config: CampaignConfig, kept: int, statistic: Range, noise: Range) -> Range:
+    """Kept windows the post-processing of the owned ranges reads."""
+    lo, hi = kept, 0
+    if statistic[1] > statistic[0]:
+        reach = (cluster_reach_windows(config.bbhnet.cluster_seconds, config.stride_seconds)
+                 if config.mode.triggers else 0)
+        lo, hi = max(0, statistic[0] - reach), min(kept, statistic[1] + reach)
+    if noise[1] > noise[0]:
+        s = config.stride_samples
+        a, b = zero_phase_reach(noise[0], noise[1], kept * s, config.data.sample_rate)
+        lo, hi = min(lo, a // s), max(hi, -(-b // s))
+    return (lo, hi) if hi > lo else (0, 0)
+
+
+def whole_extents(config: CampaignConfig, stretches: list[Stretch]) -> list[StretchExtent]:
+    """The single merge's (and the reference's) extents: every stretch, all of it."""
+    extents = []
+    for stretch in stretches:
+        kept = stretch.kept_windows(config)
+        extents.append(StretchExtent(stretch, (0, kept), (0, kept),
+                                     (0, kept * config.stride_samples)))
+    return extents
+
+
+def chunk_extents(config: CampaignConfig, stretches: list[Stretch], gps_start: float,
+                  gps_end: float) -> list[StretchExtent]:
+    """The extents of the chunk ``[gps_start, gps_end)``: the stretches it owns values of."""
+    extents = []
+    starts = [s.gps_start for s in stretches]
+    # a stretch's outputs lie within its own bounds
+    first = max(0, bisect.bisect_right(starts, gps_start) - 1)
+    for stretch in stretches[first:]:
+        if stretch.gps_start >= gps_end:
+            break
+        series = _series(config, stretch)
+        owned = {name: owned_range(*xs, gps_start, gps_end) for name, xs in series.items()}
+        statistic, noise = owned.get("statistic", (0, 0)), owned.get("noise", (0, 0))
+        if statistic[1] <= statistic[0] and noise[1] <= noise[0]:
+            continue
+        rows = _needed_rows(config, stretch.kept_windows(config), statistic, noise)
+        extents.append(StretchExtent(stretch, rows, statistic, noise))
+    return extents
+
+
+def extent_data_seconds(config: CampaignConfig, extents: list[StretchExtent]) -> float:
+    """Seconds of data whose outputs the extents write."""
+    seconds = 0.0
+    for e in extents:
+        if "noise" in ensemble_outputs(config):
+            seconds += (e.noise_samples[1] - e.noise_samples[0]) / config.data.sample_rate
+        else:
+            seconds += (e.statistic_rows[1] - e.statistic_rows[0]) * config.stride_seconds
+    return seconds
+
+
+def chunk_bounds(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple[float, float]]:
+    """The chunk intervals ``[k C, (k + 1) C)`` that meet the stretches, in order."""
+    size = config.merge.chunk_seconds
+    if not stretches or size <= 0:
+        return []
+    first = math.floor(stretches[0].gps_start / size)
+    last = math.ceil(stretches[-1].gps_end / size)
+    found, stretch_at = [], 0
+    for k in range(first, last):
+        lo, hi = k * size, (k + 1) * size
+        while stretch_at < len(stretches) and stretches[stretch_at].gps_end <= lo:
+            stretch_at += 1
+        if stretch_at < len(stretches) and stretches[stretch_at].gps_start < hi:
+            found.append((float(lo), float(hi)))
+    return found
+
+
+def plan_chunks(config: CampaignConfig, stretches: list[Stretch],
+                segments: list[ClientSegment]) -> list[MergeChunk]:
+    """The chunk merges of a campaign (none when ``merge.chunk_seconds`` is 0), each with the
+    clients whose kept windows it reads."""
+    warmup = config.warmup_windows
+    # per stretch, the clients' kept windows in order: (first kept, end kept, node)
+    held: dict[int, list[tuple[int, int, str]]] = {}
+    for seg in segments:
+        for p in seg.pieces:
+            held.setdefault(p.stretch, []).append(
+                (p.output_start - warmup, p.output_stop - warmup, seg.node))
+    for pieces in held.values():
+        pieces.sort()
+    order = {seg.node: seg.index for seg in segments}
+    chunks = []
+    for gps_start, gps_end in chunk_bounds(config, stretches):
+        extents = chunk_extents(config, stretches, gps_start, gps_end)
+        if not extents:
+            continue
+        clients: set[str] = set()
+        for e in extents:
+            pieces = held.get(e.stretch.index, [])
+            at = max(0, bisect.bisect_right(pieces, (e.rows[0], math.inf, "")) - 1)
+            for lo, hi, node in pieces[at:]:
+                if lo >= e.rows[1]:
+                    break
+                if hi > e.rows[0]:
+                    clients.add(node)
+        chunks.append(MergeChunk(len(chunks), chunk_node(len(chunks)), gps_start, gps_end,
+                                 tuple(sorted(clients, key=order.__getitem__)),
+                                 extent_data_seconds(config, extents)))
+    return chunks

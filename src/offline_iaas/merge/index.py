@@ -1,0 +1,231 @@
+"""The merge tree's last node: ``output/campaign.h5`` as an index over the chunk merges.
+
+Each time series of the campaign (``statistic/<GPS>``, ``noise/<IFO>/<GPS>``...: one per
+stretch, as the single merge writes them) becomes a dataset with HDF5 **external storage**
+pointing at the bytes of the chunk files' contiguous datasets, in time order: no sample is
+copied, and ``h5py``, ``read_campaign`` and gwpy's ``TimeSeries.read(path, ...)`` read it as
+before. (Virtual datasets and external links would be the usual choices, but gwpy opens the
+file through a Python file object, and HDF5 then cannot open the source files: it reads the
+fill value, zeros, without an error. External storage is read with plain file I/O.) The
+chunk files are named by absolute path: a moved run directory fails loudly ("unable to open
+external raw data file"); ``offline-iaas merge --run-dir`` at the new place writes the index
+again in seconds.
+
+The campaign-wide numbers are computed here from the chunks' products
+(``postprocess.summarize``): the triggers' FAR over the whole background, found/missed, the
+ASD numbers of the held-out run, and the GWF files' LAL cache and segment lists, the files
+themselves hard-linked from the chunks into ``output/frames``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from offline_iaas.atomic import write_text_atomic
+from offline_iaas.client.part import file_sha256, peak_rss_mb
+from offline_iaas.client.stream import load_job
+from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import RunError
+from offline_iaas.merge.chunk_merge import SERIES_GROUPS, read_products
+from offline_iaas.merge.layout import gps_text, output_x0, statistic_channel, timeseries_attrs
+from offline_iaas.merge.merge import log_summary, report_quietly, stretches_of
+from offline_iaas.merge.postprocess import summarize
+from offline_iaas.merge.products import campaign_provenance, output_channel
+from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.rundir import RunDir, read_json, says_complete
+
+logger = logging.getLogger(__name__)
+
+
+def check_chunks(run_dir: Path, config: CampaignConfig, nodes: list[str]) -> list[str]:
+    """Every problem with the chunk merges' outputs, one line each."""
+    problems = []
+    for node in nodes:
+        h5_path, json_path = RunDir(run_dir).chunk_output(node)
+        record = read_json(json_path)
+        if not says_complete(record) or not h5_path.exists():
+            problems.append(f"{node}: chunk merge not complete ({json_path})")
+        elif record.get("config_hash") != config.config_hash():
+            problems.append(f"{node}: from another campaign (config hash "
+                            f"{record.get('config_hash')}, this campaign {config.config_hash()})")
+        elif record.get("bytes") != h5_path.stat().st_size:
+            problems.append(f"{node}: {h5_path} changed after it was written (size)")
+    return problems
+
+
+def write_index(run_dir: Path, config: CampaignConfig, run_info: dict[str, Any]) -> Path:
+    """Write ``output/campaign.h5`` over the chunk merges of ``run_dir``; return its path."""
+    run = RunDir(run_dir)
+    nodes = list(run_info["chunks"])
+    problems = check_chunks(run_dir, config, nodes)
+    if problems:
+        raise RunError(f"cannot index the chunk merges of {run_dir}: " + "; ".join(problems))
+    started, cpu = time.monotonic(), time.process_time()
+    out_path, status_path = run.output
+    status_path.unlink(missing_ok=True)
+    records = {node: read_json(run.chunk_output(node)[1]) for node in nodes}
+    segments = [load_job(run_dir, node) for node in run_info["clients"]]
+    stretches = stretches_of(segments)
+    training = dict(run_info.get("training") or {})
+    for stale in out_path.parent.glob(f".{out_path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)
+    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
+    frames_dir = out_path.parent / "frames"
+    frames_tmp = frames_dir.with_name(f".{frames_dir.name}.{os.getpid()}.tmp")
+    linked = "noise" in ensemble_outputs(config)
+    try:
+        with h5py.File(tmp, "w") as f:
+            _series(f, run, config, stretches, nodes, records)
+            products = [read_products(run.chunk_output(n)[0], records[n]) for n in nodes]
+            if linked:
+                shutil.rmtree(frames_tmp, ignore_errors=True)
+                products = _link_frames(run, nodes, products, frames_dir, frames_tmp)
+            summary = summarize(f, config, stretches, training, products,
+                                frames_tmp if linked else None)
+            bounds = np.array([[s.gps_start, s.gps_end] for s in stretches], dtype=np.float64)
+            f.attrs.update({
+                "clients": len(segments), "servers": config.layout.servers,
+                "producer": "merge", "chunks": len(nodes),
+                "config_hash": config.config_hash(), "stretches": bounds,
+                "mode": config.model.mode,
+                "provenance": json.dumps(campaign_provenance(config, run_info.get("model")),
+                                         sort_keys=True)})
+        os.replace(tmp, out_path)
+        if linked:
+            shutil.rmtree(frames_dir, ignore_errors=True)
+            os.replace(frames_tmp, frames_dir)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        shutil.rmtree(frames_tmp, ignore_errors=True)
+        raise
+    wall = time.monotonic() - started
+    chunk_walls = [float(records[n]["wall_seconds"]) for n in nodes]
+    write_text_atomic(status_path, json.dumps({
+        "complete": True,
+        "wall_seconds": wall,
+        "cpu_seconds": time.process_time() - cpu,
+        "peak_rss_mb": peak_rss_mb(),
+        "sha256": file_sha256(out_path),
+        "config_hash": config.config_hash(),
+        "mode": config.model.mode,
+        "chunks": len(nodes),
+        "chunk_wall_seconds": {"total": sum(chunk_walls), "max": max(chunk_walls, default=0.0)},
+        "chunk_cpu_seconds": sum(float(records[n].get("cpu_seconds", 0.0)) for n in nodes),
+        "chunk_data_seconds": sum(float(records[n]["data_seconds"]) for n in nodes),
+        **summary,
+    }, indent=2))
+    logger.info(f"merge: index of {len(nodes)} chunk merges -> {out_path} in {wall:.1f} s")
+    log_summary(summary, out_path)
+    report_quietly(run_dir)
+    return out_path
+
+
+def _groups(records: dict[str, dict]) -> set[str]:
+    return {d["name"].split("/", 1)[0] for r in records.values() for d in r.get("datasets", [])}
+
+
+def _series(f: h5py.File, run: RunDir, config: CampaignConfig, stretches: list,
+            nodes: list[str], records: dict[str, dict]) -> None:
+    """One dataset per stretch and series, its bytes in the chunk files (external storage)."""
+    # per (group path without the GPS, stretch x0 text): [(x0 of the piece, dataset record,
+    # chunk file)]
+    pieces: dict[str, list[tuple[float, dict, Path]]] = {}
+    for node in nodes:
+        path = run.chunk_output(node)[0].resolve()
+        for d in records[node]["datasets"]:
+            pieces.setdefault(d["name"].rsplit("/", 1)[0], []).append((d["x0"], d, path))
+    starts = {}
+    for path, found in pieces.items():
+        found.sort(key=lambda p: p[0])
+        starts[path] = [p[0] for p in found]
+    rate, dx = config.data.sample_rate, config.stride_seconds
+    groups = _groups(records)
+    for stretch in stretches:
+        kept = stretch.kept_windows(config)
+        for group in SERIES_GROUPS:
+            if group not in groups:
+                continue
+            if group in ("statistic", "slides"):
+                x0, step, length, paths = (output_x0(config, stretch, "statistic"), dx, kept,
+                                           [group])
+            else:
+                x0, step = output_x0(config, stretch, "noise"), 1 / rate
+                length = kept * config.stride_samples
+                paths = [f"{group}/{ifo}" for ifo in config.ifos]
+            for index, path in enumerate(paths):
+                lo = bisect.bisect_right(starts.get(path, []), x0 - step / 2)
+                hi = bisect.bisect_left(starts.get(path, []), x0 + (length - 0.5) * step)
+                found = pieces.get(path, [])[lo:hi]
+                shape = (length, *found[0][1]["shape"][1:]) if found else (length,)
+                if group == "slides" and not found:
+                    shape = (length, config.bbhnet.time_shifts)
+                dataset = _external(f, f"{path}/{gps_text(x0)}", shape, found, x0, step)
+                _attrs(dataset, config, group, index, x0, step)
+
+
+def _external(f: h5py.File, name: str, shape: tuple[int, ...],
+              found: list[tuple[float, dict, Path]], x0: float, step: float) -> h5py.Dataset:
+    """A dataset whose bytes are the pieces', which must tile it in order."""
+    expected = 0
+    external = []
+    for piece_x0, d, path in found:
+        at = round((piece_x0 - x0) / step)
+        if at != expected or d["offset"] is None:
+            raise RunError(f"{name}: the chunk merges' pieces do not tile it ({path}: "
+                           f"{d['name']} starts at value {at}, expected {expected})")
+        expected += d["shape"][0]
+        external.append((str(path), d["offset"], d["nbytes"]))
+    if expected != shape[0]:
+        raise RunError(f"{name}: the chunk merges hold {expected} of its {shape[0]} values")
+    if not external:
+        return f.create_dataset(name, shape=shape, dtype=np.float32)
+    return f.create_dataset(name, shape=shape, dtype=np.float32, external=external)
+
+
+def _attrs(dataset: h5py.Dataset, config: CampaignConfig, group: str, ifo_index: int,
+           x0: float, step: float) -> None:
+    """The attributes the single merge writes (``postprocess``)."""
+    if group == "statistic":
+        timeseries_attrs(dataset, statistic_channel(config), "statistic", x0, step)
+        return
+    if group == "slides":
+        dataset.attrs.update({"x0": x0, "dx": step,
+                              "shift_seconds": config.bbhnet.shift_seconds})
+        return
+    strain = config.data.channels[ifo_index]
+    suffix = "_CANARY" if group.endswith("_canary") else ""
+    if group.startswith("noise"):
+        timeseries_attrs(dataset, f"{strain}_DEEPCLEAN_NOISE{suffix}", group, x0, step, "strain")
+    else:
+        timeseries_attrs(dataset, output_channel(config, strain) + suffix, group, x0, step,
+                         "strain")
+
+
+def _link_frames(run: RunDir, nodes: list[str], products: list, frames_dir: Path,
+                 frames_tmp: Path) -> list:
+    """Hard-link (or copy) every chunk's GWF files into ``frames_tmp``; the products then name
+    them where they will be, in ``frames_dir``."""
+    for node, part in zip(nodes, products, strict=True):
+        moved = []
+        for ifo, name, gps, seconds in part.frame_files:
+            source = run.chunk_frames(node) / name
+            target = frames_tmp / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(source, target)
+            except OSError:  # another filesystem, or no hard links
+                shutil.copy2(source, target)
+            moved.append((ifo, frames_dir / name, gps, seconds))
+        part.frame_files = moved
+    frames_tmp.mkdir(parents=True, exist_ok=True)
+    return products

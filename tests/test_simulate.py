@@ -1,0 +1,305 @@
+"""The makespan simulation of a campaign DAG (workflow/simulate.py): every expected time below
+is worked out by hand from the model in the module's docstring."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from offline_iaas.stretches import ClientSegment, Piece
+from offline_iaas.workflow.dag import dag_text, parse_dag
+from offline_iaas.workflow.simulate import (
+    FailureModel,
+    SimulationRates,
+    node_role,
+    segment_work_seconds,
+    simulate,
+)
+
+
+def dag_of(
+    clients: dict[str, str],
+    *,
+    chunks: dict[str, list[str]] | None = None,
+    retries: int = 0,
+    maxjobs: int = 0,
+    final: bool = True,
+) -> str:
+    """DAG text in the campaign's shape: client -> server, chunk -> its parent clients."""
+    servers = sorted(set(clients.values()), key=lambda s: int(s.removeprefix("server")))
+    lines = [f"SERVICE {s} server.sub" for s in servers]
+    for node, server in clients.items():
+        lines += [
+            f"JOB {node} client.sub",
+            f'VARS {node} node="{node}" server="{server}"',
+            f"RETRY {node} {retries}",
+            f"CATEGORY {node} clients",
+        ]
+    merge_parents = list(clients)
+    if chunks:
+        for chunk, parents in chunks.items():
+            lines += [f"JOB {chunk} chunk.sub", f"PARENT {' '.join(parents)} CHILD {chunk}"]
+        merge_parents = list(chunks)
+    lines += ["JOB merge merge.sub", f"PARENT {' '.join(merge_parents)} CHILD merge"]
+    if final:
+        lines.append("FINAL final final.sub")
+    if maxjobs:
+        lines.append(f"MAXJOBS clients {maxjobs}")
+    return "\n".join(lines) + "\n"
+
+
+ONE_SERVER = dag_of({"client0": "server0", "client1": "server0"})
+
+
+# ---- streaming ----------------------------------------------------------------------------
+def test_two_clients_share_one_server_and_end_at_start_plus_total_work_over_rate() -> None:
+    rates = SimulationRates(server_data_seconds_per_second=10.0, server_start_seconds=5.0,
+                            merge_index_seconds=3.0, final_seconds=2.0)
+    result = simulate(parse_dag(ONE_SERVER), {"client0": 100.0, "client1": 100.0}, rates)
+    # 200 data-s at 10 data-s/s from t = 5; then the merge (3 s) and FINAL (2 s)
+    assert result.stages.servers_ready_seconds == pytest.approx(5.0)
+    assert result.stages.clients_done_seconds == pytest.approx(25.0)
+    assert result.representative.end_seconds["client0"] == pytest.approx(25.0)
+    assert result.stages.merge_done_seconds == pytest.approx(28.0)
+    assert result.makespan_seconds == pytest.approx(30.0)
+    assert result.finished and result.stuck_or_failed == ()
+    assert result.stages.chunks_done_seconds is None  # no chunk nodes
+    assert result.critical_path == ("server0", "client1", "merge", "final")
+
+
+def test_capacity_freed_by_a_finished_client_goes_to_the_other() -> None:
+    rates = SimulationRates(server_data_seconds_per_second=10.0)
+    result = simulate(parse_dag(ONE_SERVER), {"client0": 50.0, "client1": 150.0}, rates)
+    ends = result.representative.end_seconds
+    # 5 data-s/s each until client0 is done (50 / 5 = 10 s), then client1 alone: 100 / 10
+    assert ends["client0"] == pytest.approx(10.0)
+    assert ends["client1"] == pytest.approx(20.0)
+
+
+def test_per_client_cap_runs_two_clients_in_parallel_and_maxjobs_one_serialises_them() -> None:
+    rates = SimulationRates(server_data_seconds_per_second=20.0,
+                            client_data_seconds_per_second=10.0, server_start_seconds=5.0)
+    work = {"client0": 100.0, "client1": 100.0}
+    parallel = simulate(parse_dag(ONE_SERVER), work, rates)
+    serial = simulate(parse_dag(dag_of({"client0": "server0", "client1": "server0"},
+                                       maxjobs=1)), work, rates)
+    # capped at 10 each: 100 / 10 after t = 5, together; one at a time: 5 + 10 + 10
+    assert parallel.makespan_seconds == pytest.approx(15.0)
+    assert serial.makespan_seconds == pytest.approx(25.0)
+    assert serial.representative.end_seconds["client0"] == pytest.approx(15.0)
+    assert serial.critical_path == ("server0", "client0", "client1", "merge", "final")
+
+
+def test_job_start_latency_is_paid_by_every_job_and_overlaps_server_start() -> None:
+    rates = SimulationRates(server_data_seconds_per_second=10.0, server_start_seconds=5.0,
+                            job_start_seconds=8.0, merge_index_seconds=3.0, final_seconds=2.0)
+    result = simulate(parse_dag(ONE_SERVER), {"client0": 100.0, "client1": 100.0}, rates)
+    # clients stream from 8 (their start, after the server's), merge 28 + 8 + 3, final + 8 + 2
+    assert result.stages.clients_done_seconds == pytest.approx(28.0)
+    assert result.makespan_seconds == pytest.approx(49.0)
+    assert result.critical_path[0] == "client1"  # the server was ready before it: not on it
+    assert result.representative.attempts == 4 and result.representative.retries == 0
+
+
+# ---- merges -------------------------------------------------------------------------------
+def test_chunk_merge_starts_when_its_own_clients_finish_not_after_all_clients() -> None:
+    text = dag_of({"client0": "server0", "client1": "server1"},
+                  chunks={"chunk0": ["client0"], "chunk1": ["client1"]})
+    rates = SimulationRates(server_data_seconds_per_second=10.0, server_start_seconds=5.0,
+                            merge_data_seconds_per_second=50.0, merge_index_seconds=1.0)
+    result = simulate(parse_dag(text), {"client0": 100.0, "client1": 300.0}, rates)
+    ends = result.representative.end_seconds
+    # chunk0: client0 ends at 5 + 10 = 15, then 100 / 50 = 2 s; chunk1: 5 + 30 + 300 / 50
+    assert ends["chunk0"] == pytest.approx(17.0)
+    assert ends["chunk1"] == pytest.approx(41.0)
+    assert result.stages.chunks_done_seconds == pytest.approx(41.0)
+    assert result.makespan_seconds == pytest.approx(42.0)
+    assert result.critical_path == ("server1", "client1", "chunk1", "merge", "final")
+
+
+def test_chunk_work_given_explicitly_overrides_the_sum_of_its_clients() -> None:
+    text = dag_of({"client0": "server0", "client1": "server0"},
+                  chunks={"chunk0": ["client0", "client1"]}, final=False)
+    rates = SimulationRates(server_data_seconds_per_second=10.0,
+                            merge_data_seconds_per_second=20.0)
+    work = {"client0": 100.0, "client1": 100.0}
+    default = simulate(parse_dag(text), work, rates)
+    given = simulate(parse_dag(text), {**work, "chunk0": 40.0}, rates)
+    assert default.makespan_seconds == pytest.approx(20.0 + 200.0 / 20.0)
+    assert given.makespan_seconds == pytest.approx(20.0 + 40.0 / 20.0)
+
+
+# ---- servers that never start -------------------------------------------------------------
+def test_clients_of_a_never_starting_server_fail_over_after_failover_seconds() -> None:
+    text = dag_of({"client0": "server0", "client1": "server1"})
+    rates = SimulationRates(server_data_seconds_per_second=10.0, server_start_seconds=5.0)
+    failures = FailureModel(never_starting_servers={"server1"}, failover_seconds=30.0)
+    result = simulate(parse_dag(text), {"client0": 300.0, "client1": 100.0}, rates, failures)
+    ends = result.representative.end_seconds
+    # client0 alone 5..30 (250 done); shared from 30: its last 50 at 5/s -> 40; client1 has
+    # 50 done by then, its last 50 alone at 10/s -> 45
+    assert ends["client0"] == pytest.approx(40.0)
+    assert ends["client1"] == pytest.approx(45.0)
+    assert result.representative.failed_over == ("client1",)
+    assert result.finished and result.makespan_seconds == pytest.approx(45.0)
+    assert any("never starting: server1" in line for line in result.describe())
+
+
+def test_failover_goes_to_the_least_loaded_ready_server() -> None:
+    text = dag_of({"client0": "server0", "client1": "server0", "client2": "server1",
+                   "client3": "server2"})
+    rates = SimulationRates(server_data_seconds_per_second=10.0)
+    failures = FailureModel(never_starting_servers={"server2"}, failover_seconds=30.0)
+    work = dict.fromkeys(("client0", "client1", "client2", "client3"), 600.0)
+    ends = simulate(parse_dag(text), work, rates, failures).representative.end_seconds
+    # client3 joins server1 (1 client, server0 has 2) at 30, when client2 has done 300:
+    # both at 5/s until client2 ends at 90; client3 has 300 left, alone: 90 + 30
+    assert ends["client2"] == pytest.approx(90.0)
+    assert ends["client3"] == pytest.approx(120.0)
+    assert ends["client0"] == pytest.approx(120.0)  # server0 untouched: 1200 / 10
+
+
+def test_clients_past_failover_before_any_server_is_up_take_their_own_server() -> None:
+    text = dag_of({"client0": "server0", "client1": "server1"})
+    rates = SimulationRates(server_data_seconds_per_second=10.0, server_start_seconds=100.0)
+    failures = FailureModel(failover_seconds=30.0)
+    result = simulate(parse_dag(text), {"client0": 100.0, "client1": 100.0}, rates, failures)
+    assert result.representative.failed_over == ()
+    assert result.makespan_seconds == pytest.approx(110.0)
+
+
+def test_without_failover_the_clients_of_a_dead_server_are_stuck_and_named() -> None:
+    text = dag_of({"client0": "server0", "client1": "server1"})
+    rates = SimulationRates(server_data_seconds_per_second=10.0)
+    failures = FailureModel(never_starting_servers={"server1"}, failover_seconds=0.0)
+    result = simulate(parse_dag(text), {"client0": 100.0, "client1": 100.0}, rates, failures)
+    assert math.isinf(result.makespan_seconds)
+    assert not result.finished
+    assert result.stuck_or_failed == ("client1",)
+    assert result.representative.stuck == ("client1",)
+    assert result.representative.end_seconds["client0"] == pytest.approx(10.0)
+    assert result.stages.merge_done_seconds is None
+    text_lines = "\n".join(result.describe())
+    assert "NOT FINISHED" in text_lines and "client1" in text_lines
+
+
+# ---- client failures ----------------------------------------------------------------------
+def test_each_retry_of_a_checkpointing_client_costs_one_more_job_start() -> None:
+    text = dag_of({"client0": "server0"}, retries=50)
+    rates = SimulationRates(server_data_seconds_per_second=10.0, job_start_seconds=7.0)
+    work = {"client0": 100.0}
+    clean = simulate(parse_dag(text), work, rates)
+    flaky = simulate(parse_dag(text), work, rates,
+                     FailureModel(failure_rate=0.5, seed=3, replications=40))
+    assert clean.makespan_seconds == pytest.approx(7.0 + 10.0 + 7.0 + 7.0)  # client, merge, final
+    assert flaky.makespan_seconds > clean.makespan_seconds
+    assert flaky.mean_retries > 0
+    for run in flaky.replications:
+        # the work is resumed, not redone: a retry only adds its job start
+        assert run.finished
+        assert run.makespan_seconds == pytest.approx(clean.makespan_seconds + 7.0 * run.retries)
+
+
+def test_a_client_with_no_retries_left_fails_and_its_descendants_never_run() -> None:
+    seed = 11
+    text = dag_of({"client0": "server0"}, retries=0)
+    rates = SimulationRates(server_data_seconds_per_second=10.0, final_seconds=4.0)
+    result = simulate(parse_dag(text), {"client0": 100.0}, rates,
+                      FailureModel(failure_rate=1.0, seed=seed))
+    # the attempt fails after the drawn fraction of its work (draws: fail?, fraction)
+    draws = random.Random(seed)
+    draws.random()
+    fraction = draws.random()
+    assert not result.finished
+    assert result.stuck_or_failed == ("client0",)
+    assert result.representative.failed == ("client0",)
+    assert result.representative.not_run == 1  # the merge
+    assert result.stages.merge_done_seconds is None
+    assert result.makespan_seconds == pytest.approx(fraction * 100.0 / 10.0 + 4.0)
+    # the server was ready when the client started: it did not wait for it
+    assert result.critical_path == ("client0", "final")
+    assert any("failed (retries exhausted): client0" in line for line in result.describe())
+
+
+def test_the_same_seed_gives_the_same_result_and_another_seed_another() -> None:
+    clients = {f"client{i}": f"server{i // 4}" for i in range(16)}
+    dag = parse_dag(dag_of(clients, retries=2, maxjobs=6))
+    work = {name: 100.0 + 10.0 * i for i, name in enumerate(clients)}
+    rates = SimulationRates(server_data_seconds_per_second=25.0, job_start_seconds=3.0)
+
+    def run(seed: int):
+        return simulate(dag, work, rates,
+                        FailureModel(failure_rate=0.3, seed=seed, replications=30))
+
+    first, again, other = run(5), run(5), run(6)
+    assert first == again
+    assert [r.makespan_seconds for r in first.replications] != [
+        r.makespan_seconds for r in other.replications]
+    assert first.min_seconds <= first.makespan_seconds <= first.max_seconds
+    assert first.min_seconds <= first.p90_seconds <= first.max_seconds
+    spans = sorted(r.makespan_seconds for r in first.replications)
+    assert first.p90_seconds == spans[26]  # nearest rank: ceil(0.9 * 30) = 27th
+    assert first.representative.makespan_seconds == spans[14]  # the lower median
+    assert first.representative.end_seconds  # kept for the median replication
+    assert all(not r.end_seconds for r in first.replications if r is not first.representative)
+
+
+# ---- scale and inputs ---------------------------------------------------------------------
+def test_a_wide_dag_of_equal_clients_ends_at_start_plus_one_servers_share() -> None:
+    servers, per_server, chunks = 40, 16, 40
+    clients = {f"client{i}": f"server{i // per_server}" for i in range(servers * per_server)}
+    names = list(clients)
+    size = len(names) // chunks
+    groups = {f"chunk{k}": names[k * size:(k + 1) * size] for k in range(chunks)}
+    dag = parse_dag(dag_of(clients, chunks=groups, retries=1))
+    rates = SimulationRates(server_data_seconds_per_second=32.0, server_start_seconds=60.0,
+                            merge_data_seconds_per_second=160.0)
+    result = simulate(dag, dict.fromkeys(names, 100.0), rates)
+    # 16 x 100 data-s per server at 32 data-s/s; then a chunk merge of 16 x 100 at 160
+    assert result.stages.clients_done_seconds == pytest.approx(60.0 + 1600.0 / 32.0)
+    assert result.makespan_seconds == pytest.approx(110.0 + 1600.0 / 160.0)
+    assert result.counts == {"server": 40, "client": 640, "chunk": 40, "merge": 1, "final": 1}
+
+
+def test_the_dag_that_dag_text_writes_can_be_simulated() -> None:
+    def segment(i: int, server: str, seconds: float) -> ClientSegment:
+        piece = Piece(0, i + 1, 0, 0, 1, 1000.0, 1000.0 + seconds, 1000.0, 2000.0)
+        return ClientSegment(i, f"client{i}", server, (piece,))
+
+    segments = [segment(0, "server0", 64.0), segment(1, "server0", 64.0),
+                segment(2, "server1", 128.0)]
+    dag = parse_dag(dag_text(["server0", "server1"], segments, retries=2,
+                             max_parallel_clients=0, final=True))
+    work = segment_work_seconds(segments)
+    assert work == {"client0": 64.0, "client1": 64.0, "client2": 128.0}
+    result = simulate(dag, work, SimulationRates(server_data_seconds_per_second=16.0))
+    assert result.stages.clients_done_seconds == pytest.approx(8.0)  # 128 / 16 on each
+    assert result.finished
+
+
+def test_computed_makespan_differs_from_a_wrong_expectation() -> None:
+    """Negative control: the comparisons above can fail."""
+    rates = SimulationRates(server_data_seconds_per_second=10.0, server_start_seconds=5.0)
+    result = simulate(parse_dag(ONE_SERVER), {"client0": 100.0, "client1": 100.0}, rates)
+    assert result.makespan_seconds != pytest.approx(25.0 + 1.0)
+    with pytest.raises(AssertionError):
+        assert result.makespan_seconds == pytest.approx(24.0)
+
+
+def test_bad_inputs_are_refused_with_the_node_named() -> None:
+    rates = SimulationRates(server_data_seconds_per_second=10.0)
+    with pytest.raises(ValueError, match="client1"):
+        simulate(parse_dag(ONE_SERVER), {"client0": 1.0}, rates)
+    with pytest.raises(ValueError, match="server9"):
+        simulate(parse_dag(ONE_SERVER), {"client0": 1.0, "client1": 1.0}, rates,
+                 FailureModel(never_starting_servers={"server9"}))
+    odd = ONE_SERVER + "JOB report report.sub\n"
+    with pytest.raises(ValueError, match="report"):
+        simulate(parse_dag(odd), {"client0": 1.0, "client1": 1.0}, rates)
+    with pytest.raises(ValueError):
+        SimulationRates(server_data_seconds_per_second=0.0)
+    with pytest.raises(ValueError):
+        FailureModel(failure_rate=1.5)
+    assert node_role("/abs/path/chunk.sub") == "chunk" and node_role("x.sub") is None
