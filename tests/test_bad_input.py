@@ -93,6 +93,7 @@ def closed_port() -> int:
 
 
 def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
 
@@ -160,9 +161,9 @@ def _corrupt_part(ws: Path) -> list[str]:
     fake_parts(run)
     with h5py.File(run / "parts" / "client1.h5", "r+") as f:
         f["statistic/0"][5] = -1.0
-    for name in ("campaign.h5", "campaign.json"):  # an earlier merge's, kept when this fails
-        write(run / "output" / name, f"earlier {name}")
-    return ["merge", "--run-dir", str(run)]
+    for name in ("chunk0.h5", "chunk0.json"):  # an earlier merge's, kept when this fails
+        write(run / "output" / "chunks" / name, f"earlier {name}")
+    return ["merge-chunk", "--run-dir", str(run), "--node", "chunk0"]
 
 
 def _foreign_part(ws: Path) -> list[str]:
@@ -172,7 +173,7 @@ def _foreign_part(ws: Path) -> list[str]:
     fake_parts(other)
     for suffix in (".h5", ".json"):
         shutil.copy2(other / "parts" / f"client0{suffix}", run / "parts" / f"client0{suffix}")
-    return ["merge", "--run-dir", str(run)]
+    return ["merge-chunk", "--run-dir", str(run), "--node", "chunk0"]
 
 
 def _bind_elsewhere(ws: Path) -> list[str]:
@@ -332,9 +333,13 @@ CASES: list[Case] = [
     Case("unknown-node", 6,
          lambda ws: ["client", "--run-dir", str(run_dir(ws)), "--node", "client9"],
          lambda ws: [f"{ws / 'run' / 'jobs' / 'client9.json'}: no job spec for node client9"]),
-    Case("merge-part-missing", 6, lambda ws: ["merge", "--run-dir", str(run_dir(ws))],
+    Case("merge-part-missing", 6,
+         lambda ws: ["merge-chunk", "--run-dir", str(run_dir(ws)), "--node", "chunk0"],
          lambda ws: [f"client0: part missing ({ws / 'run' / 'parts' / 'client0.h5'})",
                      "client1: part missing"]),
+    Case("merge-chunks-not-merged", 6, lambda ws: ["merge", "--run-dir", str(run_dir(ws))],
+         lambda ws: ["cannot index the chunk merges", "chunk0: chunk merge not complete ("
+                     f"{ws / 'run' / 'output' / 'chunks' / 'chunk0.json'})"]),
     Case("merge-part-wrong-checksum", 6, _corrupt_part,
          lambda ws: [f"client1: {ws / 'run' / 'parts' / 'client1.h5'} changed after it was "
                      "written (checksum)"]),

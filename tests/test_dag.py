@@ -251,12 +251,15 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
     assert load_config(run / "campaign.toml").config_hash() == config.config_hash()
 
     dag = parse_dag((run / "offline.dag").read_text())
-    specs = {p.stem: json.loads(p.read_text()) for p in (run / "jobs").glob("*.json")}
-    jobs = [n for n in dag.nodes.values() if n.kind == "JOB" and n.name != "merge"]
+    specs = {p.stem: json.loads(p.read_text()) for p in (run / "jobs").glob("client*.json")}
+    jobs = [n for n in dag.nodes.values() if n.kind == "JOB" and n.name.startswith("client")]
     assert sorted(specs) == sorted(n.name for n in jobs) == sorted(info["clients"])
     services = {n.name for n in dag.nodes.values() if n.kind == "SERVICE"}
     assert services == set(info["servers"])
-    assert dag.nodes["merge"].parents == set(specs)
+    # the span lies in one chunk of merge.chunk_seconds (4096 s): one chunk merge, the index
+    assert info["chunks"] == ["chunk0"]
+    assert dag.nodes["chunk0"].parents == set(specs)
+    assert dag.nodes["merge"].parents == {"chunk0"}
     assert dag.maxjobs == {"clients": 2} and all(n.retries == 3 for n in jobs)
 
     ids_per_server: dict[str, set[int]] = {}

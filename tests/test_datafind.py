@@ -90,7 +90,7 @@ def test_preflight_and_make_dag_from_the_server(
     assert span.dropped == []
     run = tmp_path / "run"
     make_dag(config, run)
-    specs = sorted((run / "jobs").glob("*.json"))
+    specs = sorted((run / "jobs").glob("client*.json"))
     assert len(specs) == 2
     for spec in specs:
         assert json.loads(spec.read_text())["config"] == "campaign.toml"

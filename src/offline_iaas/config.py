@@ -255,7 +255,7 @@ class WorkflowConfig:
 
 @dataclass(frozen=True)
 class MergeConfig:
-    """The merge: one node, or a tree of chunk merges under an index (``merge/chunks.py``)."""
+    """The merge: one node, or chunk merges under an index (``workflow/merge_tree.py``)."""
 
     chunk_seconds: float = 4096.0
     """Each chunk merge writes the outputs of this much GPS time, the chunks aligned to its

@@ -31,7 +31,7 @@ from offline_iaas.errors import RunError
 
 MERGE_NODE = "merge"
 CHUNK_PREFIX = "chunk"
-"""Chunk merge nodes are ``chunk0``, ``chunk1``... (``merge/chunks.py``)."""
+"""Chunk merge nodes are ``chunk0``, ``chunk1``... (``workflow/merge_tree.py``)."""
 
 
 def is_chunk_node(name: str) -> bool:

@@ -125,6 +125,27 @@ def window_gps(config: CampaignConfig, stretch: Stretch, window: int) -> float:
     return stretch.gps_start + (window + 1) * config.stride_seconds
 
 
+def output_x0(config: CampaignConfig, stretch: Stretch, output: str) -> float:
+    """GPS of the first value of an output over a stretch.
+
+    The statistic is stamped at the end of its window; the averaged prediction (``noise``)
+    at the start of its sample. Both lag the row that carries them by the averaging delay.
+    """
+    first_row = config.warmup_windows - config.averaging_delay_windows
+    if output == "statistic":
+        return window_gps(config, stretch, first_row)
+    return stretch.gps_start + first_row * config.stride_seconds
+
+
+def stretches_of(segments: list[ClientSegment]) -> list[Stretch]:
+    """The stretches the segments' pieces cover, in order."""
+    bounds = {}
+    for seg in segments:
+        for piece in seg.pieces:
+            bounds[piece.stretch] = (piece.stretch_gps_start, piece.stretch_gps_end)
+    return [Stretch(i, *bounds[i]) for i in sorted(bounds)]
+
+
 def whole_span(config: CampaignConfig) -> list[Stretch]:
     """The span as one stretch (no gaps), its end on the stride grid."""
     end = config.data.start + config.total_windows * config.stride_seconds

@@ -36,6 +36,7 @@ from offline_iaas.bench.results import read_results
 from offline_iaas.bench.workloads import WORKLOAD_OF_MODE, Workload, workload
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
+from offline_iaas.repository.pipeline import ensemble_outputs
 
 HEADROOM = 1.25
 
@@ -59,6 +60,10 @@ class CapacityPlan:
     """``plan --from-run``: the expected wall time with the pilot's own number of servers."""
     warnings: list[str] = field(default_factory=list)
     """What makes the plan doubtful (``plan`` logs them as warnings)."""
+    merge_chunk_seconds: float | None = None
+    """The recommended ``merge.chunk_seconds`` (``--from-run``: from the pilot's merge)."""
+    stages: dict[str, float] = field(default_factory=dict)
+    """Expected wall time of each stage on the critical path (``--from-run``)."""
 
     def to_dict(self) -> dict:
         """The plan as ``plan --json`` prints it."""
@@ -71,6 +76,8 @@ class CapacityPlan:
             "from": self.source, "overrides": self.overrides(), "explanation": self.explanation,
             "warnings": self.warnings,
             **({"with_pilot_layout": self.pilot_layout} if self.pilot_layout else {}),
+            **({"critical_path": {k: round(v, 1) for k, v in self.stages.items()}}
+               if self.stages else {}),
         }
 
     def overrides(self) -> list[str]:
@@ -79,6 +86,8 @@ class CapacityPlan:
             f"layout.servers={self.servers}",
             f"layout.clients_per_server={self.clients_per_server}",
             f"model.batch_size={self.batch_size}",
+            *([f"merge.chunk_seconds={self.merge_chunk_seconds:g}"]
+              if self.merge_chunk_seconds is not None else []),
         ]
 
 
@@ -194,10 +203,13 @@ def plan_from_run(config: CampaignConfig, target_hours: float, run_dir: Path) ->
     servers = max(1, math.ceil(needed * HEADROOM / per_server))
     scale = data_seconds / pilot.data_seconds
 
+    chunk_seconds = recommend_chunk_seconds(config, pilot.merge_rate,
+                                            data_seconds / (servers * per_server))
+    tail, tail_line = merge_tail(config, pilot, chunk_seconds, scale)
+
     def wall_with(n_servers: int) -> tuple[float, float]:
         streaming = data_seconds / (n_servers * per_server)
-        merge = pilot.merge_seconds * scale
-        return streaming, pilot.start_seconds + streaming + merge + pilot.other_seconds
+        return streaming, pilot.start_seconds + streaming + tail + pilot.other_seconds
 
     streaming, wall = wall_with(servers)
     lines = [
@@ -215,13 +227,62 @@ def plan_from_run(config: CampaignConfig, target_hours: float, run_dir: Path) ->
         f"servers: ceil({needed:,.2f} x headroom {HEADROOM:g} / {per_server:,.2f}) = {servers}",
         f"clients per server: {pilot.clients_per_server}, batch size: {pilot.batch_size} (the "
         "pilot's)",
-        f"expected wall: start-up {pilot.start_seconds:.1f} + streaming {data_seconds:,.0f} / "
-        f"({servers} x {per_server:,.2f}) = {streaming:,.1f} + merge {pilot.merge_seconds:.1f} x "
-        f"{scale:.3g} = {pilot.merge_seconds * scale:,.1f} + rest {pilot.other_seconds:.1f} = "
-        f"{wall:,.1f} s ({wall / 3600:.2f} h; target {target_hours:g} h)",
+        tail_line,
+        f"critical path: servers start {pilot.start_seconds:,.1f} s -> clients stream "
+        f"{data_seconds:,.0f} / ({servers} x {per_server:,.2f}) = {streaming:,.1f} s -> merge "
+        f"{tail:,.1f} s -> rest {pilot.other_seconds:.1f} s = {wall:,.1f} s "
+        f"({wall / 3600:.2f} h; target {target_hours:g} h)",
         f"with the pilot's layout ({pilot.servers} server(s)): expected wall "
         f"{wall_with(pilot.servers)[1]:,.1f} s",
     ]
     return CapacityPlan(servers, pilot.clients_per_server, pilot.batch_size, streaming / 3600,
                         lines, per_server, wall, str(run_dir),
-                        {"servers": pilot.servers, "wall_seconds": wall_with(pilot.servers)[1]})
+                        {"servers": pilot.servers, "wall_seconds": wall_with(pilot.servers)[1]},
+                        merge_chunk_seconds=chunk_seconds,
+                        stages={"start_seconds": pilot.start_seconds,
+                                "streaming_seconds": streaming, "merge_seconds": tail,
+                                "rest_seconds": pilot.other_seconds})
+
+
+CHUNK_CHOICES_SECONDS: tuple[float, ...] = tuple(2.0 ** k for k in range(6, 17))
+"""``merge.chunk_seconds`` that ``plan`` considers: 64 s to 65536 s, powers of two."""
+MERGE_TAIL_FRACTION = 0.02
+"""``plan`` picks the largest chunk whose merge after the last client takes at most this
+fraction of the streaming time (fewer, larger files and DAG nodes; a short tail)."""
+
+
+def recommend_chunk_seconds(config: CampaignConfig, merge_rate: float,
+                            streaming_seconds: float) -> float:
+    """The largest ``merge.chunk_seconds`` (a power of two, a multiple of the frame files) whose
+    chunk merge takes at most ``MERGE_TAIL_FRACTION`` of the streaming time; the default when
+    the merge's throughput is unknown."""
+    if merge_rate <= 0:
+        return config.merge.chunk_seconds
+    frame = config.deepclean.frame_seconds if "noise" in ensemble_outputs(config) else 1.0
+    fitting = [c for c in CHUNK_CHOICES_SECONDS if abs(c / frame - round(c / frame)) < 1e-9]
+    within = [c for c in fitting if c / merge_rate <= MERGE_TAIL_FRACTION * streaming_seconds]
+    return max(within) if within else min(fitting, default=config.merge.chunk_seconds)
+
+
+def merge_tail(config: CampaignConfig, pilot, chunk_seconds: float, scale: float
+               ) -> tuple[float, str]:
+    """The merge's time after the last client (seconds) and the line that explains it: the
+    last chunk merge and the index, or the single merge of all the data."""
+    data_seconds = config.data.duration
+    if pilot.merge_rate <= 0:
+        tail = pilot.merge_seconds * scale
+        return tail, (f"merge: {pilot.merge_seconds:.1f} s x {scale:.3g} = {tail:,.1f} s (the "
+                      "pilot records no merge throughput)")
+    single = data_seconds / pilot.merge_rate
+    if chunk_seconds <= 0:
+        return single, (f"merge: one node, {data_seconds:,.0f} / {pilot.merge_rate:,.1f} "
+                        f"data-s/s = {single:,.1f} s after the last client")
+    last = min(chunk_seconds, data_seconds) / pilot.merge_rate
+    tail = last + pilot.index_seconds + pilot.job_start_seconds
+    chunks = math.ceil(data_seconds / chunk_seconds)
+    return tail, (
+        f"merge: {pilot.merge_rate:,.1f} data-s/s per chunk merge (the pilot's); recommend "
+        f"merge.chunk_seconds={chunk_seconds:g} (~{chunks} chunk merges): the last takes "
+        f"{chunk_seconds:g} / {pilot.merge_rate:,.1f} = {last:,.1f} s after the last client, the "
+        f"index {pilot.index_seconds:.1f} s, start-up {pilot.job_start_seconds:.1f} s = "
+        f"{tail:,.1f} s (one merge node: {single:,.1f} s)")

@@ -1,4 +1,4 @@
-"""``offline-iaas merge-chunk``: one node of the merge tree (``merge/chunks.py``).
+"""``offline-iaas merge-chunk``: one node of the merge tree (``workflow/merge_tree.py``).
 
 A chunk merge checks its parent clients' parts, stages the kept windows its chunk and the
 post-processing padding need, and writes ``output/chunks/<node>.h5`` (the chunk's owned values
@@ -23,13 +23,14 @@ from offline_iaas.client.stream import load_job
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.errors import RunError
-from offline_iaas.merge.chunks import MergeChunk, chunk_extents
-from offline_iaas.merge.merge import check_parts, stage_parts, stretches_of
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import ChunkProducts
+from offline_iaas.merge.stitch import check_parts, stage_parts
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir, read_record
+from offline_iaas.stretches import stretches_of
 from offline_iaas.terminal import NO_PROGRESS, NullProgress
+from offline_iaas.workflow.merge_tree import MergeChunk, chunk_extents
 
 logger = logging.getLogger(__name__)
 

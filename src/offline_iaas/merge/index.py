@@ -37,12 +37,13 @@ from offline_iaas.client.stream import load_job
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import RunError
 from offline_iaas.merge.chunk_merge import SERIES_GROUPS, read_products
-from offline_iaas.merge.layout import gps_text, output_x0, statistic_channel, timeseries_attrs
-from offline_iaas.merge.merge import log_summary, report_quietly, stretches_of
+from offline_iaas.merge.layout import gps_text, statistic_channel, timeseries_attrs
 from offline_iaas.merge.postprocess import summarize
 from offline_iaas.merge.products import campaign_provenance, output_channel
+from offline_iaas.merge.stitch import log_summary, report_quietly
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir, read_json, says_complete
+from offline_iaas.stretches import output_x0, stretches_of
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.merge.layout import gps_text, output_x0, statistic_channel, timeseries_attrs
+from offline_iaas.merge.layout import gps_text, statistic_channel, timeseries_attrs
 from offline_iaas.merge.products import (
     CANARY_SUFFIX,
     CleanedFrames,
@@ -42,7 +42,7 @@ from offline_iaas.physics import (
     zero_phase_blocks,
 )
 from offline_iaas.repository.pipeline import ensemble_outputs
-from offline_iaas.stretches import Stretch
+from offline_iaas.stretches import Stretch, output_x0
 
 logger = logging.getLogger(__name__)
 

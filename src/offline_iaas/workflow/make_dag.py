@@ -25,14 +25,19 @@ from typing import Any
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig, write_config
 from offline_iaas.errors import ConfigError, ModelError, RunError
-from offline_iaas.merge.chunks import plan_chunks
-from offline_iaas.merge.merge import stretches_of
 from offline_iaas.rendezvous.access import write_token
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.repository.export import model_record, read_manifest
 from offline_iaas.rundir import SUBDIRS, RunDir
-from offline_iaas.stretches import ClientSegment, make_stretches, plan_segments, server_name
+from offline_iaas.stretches import (
+    ClientSegment,
+    make_stretches,
+    plan_segments,
+    server_name,
+    stretches_of,
+)
 from offline_iaas.workflow.dag import Script, dag_text
+from offline_iaas.workflow.merge_tree import plan_chunks
 from offline_iaas.workflow.profiles import REPOSITORY_TARBALL, resolve_site, submit_texts
 
 logger = logging.getLogger(__name__)

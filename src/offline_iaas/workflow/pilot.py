@@ -33,7 +33,21 @@ class PilotRun:
     """First client's first request to the last client's last response."""
     merge_seconds: float
     """The merge's own work (stitching, post-processing; ``output/campaign.json``), which grows
-    with the data; the rest of the merge node (start-up, the report) is in ``other_seconds``."""
+    with the data; the rest of the merge node (start-up, the report) is in ``other_seconds``.
+    With chunk merges: the time from the last client's last response to the index's end."""
+    merge_rate: float = 0.0
+    """Data seconds per wall second of one merge node (a chunk merge's own work; the single
+    merge's), the merge's throughput measured like the clients'."""
+    index_seconds: float = 0.0
+    """The index node's own work (with chunk merges; 0 without)."""
+    chunks: int = 0
+    """Chunk merges of the pilot (0: one merge node)."""
+    job_start_seconds: float = 0.0
+    """A job's start-up: the merge node's wall time less its own work."""
+    final_seconds: float = 0.0
+    """The FINAL node's wall time."""
+    streamed_seconds: float = 0.0
+    """Data seconds the clients streamed, warm-ups included."""
 
     @property
     def data_seconds(self) -> float:
@@ -103,11 +117,32 @@ def read_pilot(run_dir: Path) -> PilotRun:
         raise ConfigError(f"{run_dir}/parts: the client sidecars do not record their first "
                           "request and last response; run the pilot with this version")
     summary = _json(run.output[1])
+    chunks = int(summary.get("chunks", 0))
+    merge_node = nodes["merge"]
+    merge_wall = _unix(merge_node["ended"]) - _unix(merge_node["started"])
+    own = float(summary["wall_seconds"])
+    if chunks:
+        walls = summary["chunk_wall_seconds"]["total"]
+        merge_rate = float(summary["chunk_data_seconds"]) / walls if walls else 0.0
+        merge_seconds = _unix(merge_node["ended"]) - max(responses)
+    else:
+        merge_rate = config.data.duration / own if own else 0.0
+        merge_seconds = own
+    final = nodes.get("final", {})
+    final_seconds = (_unix(final["ended"]) - _unix(final["started"])
+                     if final.get("started") and final.get("ended") else 0.0)
     return PilotRun(
         run_dir=run_dir,
         config=config,
         run_seconds=last - first,
         start_seconds=min(requests) - first,
         streaming_seconds=max(responses) - min(requests),
-        merge_seconds=float(summary["wall_seconds"]),
+        merge_seconds=merge_seconds,
+        merge_rate=merge_rate,
+        index_seconds=own if chunks else 0.0,
+        chunks=chunks,
+        job_start_seconds=max(0.0, merge_wall - own),
+        final_seconds=final_seconds,
+        streamed_seconds=sum(float(p["gps_end"]) - float(p["gps_start"])
+                             for part in parts for p in part.get("pieces", [])),
     )

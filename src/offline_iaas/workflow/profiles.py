@@ -250,7 +250,8 @@ def _container(config: CampaignConfig, site: Site, role: str) -> list[tuple[str,
     elif role in ("client", "chunk", "merge") and site.client_in_image:
         image = config.site.client_image
     else:
-        return [("transfer_executable", "false")] if site.transfer and role != "final" else []
+        return ([("transfer_executable", "false")]
+                if site.transfer and role not in ("final", "index") else [])
     if site.profile.container == "universe":
         return [("container_image", image), ("transfer_executable", "false")]
     return [("MY.SingularityImage", _quoted(image)), ("transfer_executable", "false")]

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.merge.layout import output_x0
 from offline_iaas.physics import cluster_reach_windows, zero_phase_reach
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import CHUNK_PREFIX
-from offline_iaas.stretches import ClientSegment, Stretch
+from offline_iaas.stretches import ClientSegment, Stretch, output_x0
 
 Range = tuple[int, int]
 

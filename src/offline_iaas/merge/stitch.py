@@ -1,0 +1,113 @@
+"""What every merge node does with the parts: check them, stage the rows it needs into a
+``CampaignWriter`` block by block (memory does not grow with the span), and report afterwards.
+``merge/merge.py`` (the single merge) and ``merge/chunk_merge.py`` (a chunk merge) use it."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from offline_iaas import hooks
+from offline_iaas.client.part import file_sha256, part_paths, read_piece_rows, read_sidecar
+from offline_iaas.config import CampaignConfig
+from offline_iaas.merge.output import CampaignWriter
+from offline_iaas.merge.postprocess import physics_lines
+from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.stretches import ClientSegment, stretches_of
+from offline_iaas.terminal import NO_PROGRESS, NullProgress
+
+logger = logging.getLogger(__name__)
+
+BLOCK_ROWS = 1 << 12
+"""Rows copied from a part at a time."""
+
+
+def check_parts(
+    run_dir: Path, config: CampaignConfig, segments: list[ClientSegment],
+    read: set[str] | None = None,
+) -> list[str]:
+    """Every problem with the parts, one line each (empty when they tile every stretch).
+
+    ``read``: the clients whose parts are checked (a chunk merge's parents); None: all. The
+    tiling is checked on every client's job spec.
+    """
+    problems = []
+    config_hash = config.config_hash()
+    for seg in segments:
+        if read is not None and seg.node not in read:
+            continue
+        h5_path, json_path = part_paths(run_dir, seg.node)
+        sidecar = read_sidecar(run_dir, seg.node)
+        if sidecar is None or not h5_path.exists():
+            problems.append(f"{seg.node}: part missing ({h5_path})")
+        elif not sidecar.get("complete"):
+            problems.append(f"{seg.node}: part incomplete ({json_path})")
+        elif sidecar.get("config_hash") != config_hash:
+            problems.append(
+                f"{seg.node}: part is from another campaign (config hash "
+                f"{sidecar.get('config_hash')}, this campaign {config_hash})"
+            )
+        elif sidecar.get("sha256") != file_sha256(h5_path):
+            problems.append(f"{seg.node}: {h5_path} changed after it was written (checksum)")
+        elif ClientSegment.from_dict(sidecar) != seg:
+            problems.append(f"{seg.node}: part covers other windows than its job spec")
+    for stretch in stretches_of(segments):
+        pieces = sorted(
+            ((p.output_start, p.output_stop, s.node) for s in segments for p in s.pieces
+             if p.stretch == stretch.index),
+        )
+        expected = config.warmup_windows
+        for start, stop, node in pieces:
+            if start != expected:
+                kind = "gap" if start > expected else "overlap"
+                problems.append(f"{node}: {kind} before window {start} of stretch {stretch.index}")
+            expected = stop
+        if expected != stretch.windows(config):
+            problems.append(
+                f"stretch {stretch.index} (GPS {stretch.gps_start}-{stretch.gps_end}): pieces end "
+                f"at window {expected} of {stretch.windows(config)}"
+            )
+    return problems
+
+
+def stage_parts(run_dir: Path, config: CampaignConfig, segments: list[ClientSegment],
+                writer: CampaignWriter, progress: NullProgress = NO_PROGRESS) -> None:
+    """Copy the kept rows of the parts that ``writer`` stages into it, block by block."""
+    needed = []
+    for seg in segments:
+        for number, piece in enumerate(seg.pieces):
+            kept_start = piece.output_start - config.warmup_windows
+            lo, hi = writer.wanted(piece.stretch, kept_start, piece.output_stop
+                                   - piece.output_start)
+            if hi > lo:
+                needed.append((seg, number, piece, lo - kept_start, hi - kept_start))
+    progress.start(sum(hi - lo for *_, lo, hi in needed))
+    for part, (seg, number, piece, lo, hi) in enumerate(needed, 1):
+        progress.note(f"part {part}/{len(needed)} ({seg.node})")
+        for start in range(piece.warmup_windows + lo, piece.warmup_windows + hi, BLOCK_ROWS):
+            stop = min(start + BLOCK_ROWS, piece.warmup_windows + hi)
+            kept_offset = piece.first_window + start - config.warmup_windows
+            for output in ensemble_outputs(config):
+                rows = read_piece_rows(run_dir, seg.node, output, number, start, stop)
+                writer.write(output, piece.stretch, kept_offset, rows)
+            progress.advance(stop - start)
+        hooks.reached(run_dir, "merge", "mid-write")
+
+
+def log_summary(summary: dict, out_path: Path) -> None:
+    """The merge's physics lines in the log."""
+    for line in physics_lines(summary):
+        logger.info(f"merge: {line}")
+    if "deepclean" in summary:
+        logger.info(f"merge: GWF frames of the cleaned strain in {out_path.parent / 'frames'}")
+
+
+def report_quietly(run_dir: Path) -> None:
+    """Write the campaign report; a report that cannot be drawn does not fail the merge."""
+    from offline_iaas.report import write_report
+
+    try:
+        logger.info(f"merge: report: {write_report(run_dir)}")
+    except Exception as err:  # the output is complete and checked; the pictures are extra
+        logger.warning(f"merge: warning: the report could not be written ({type(err).__name__}: "
+                       f"{err}); run offline-iaas report {run_dir} to retry")

@@ -1,0 +1,268 @@
+"""The merge as a tree: chunk merges per ``merge.chunk_seconds`` of GPS time under an index.
+
+Pure parts first (which values a chunk owns, what it reads, the band-pass and the clustering
+of a part of a stretch), then a real campaign whose chunks cut through a stretch, a gap and a
+client boundary: its index must equal the in-process reference, the independent oracle, and
+the single merge of the same parts, file for file.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from scipy import signal
+
+from offline_iaas.config import load_config
+from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.errors import ConfigError
+from offline_iaas.merge.merge import merge
+from offline_iaas.merge.output import compare_outputs, read_campaign
+from offline_iaas.physics import PAD_SECONDS, cluster_indices, zero_phase_blocks
+from offline_iaas.reference import run_reference
+from offline_iaas.repository.export import export_repository
+from offline_iaas.stretches import make_stretches, output_x0, plan_segments
+from offline_iaas.workflow.dag import parse_dag
+from offline_iaas.workflow.merge_tree import chunk_extents, plan_chunks
+from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
+from tests.oracle import read_series, run_problems
+
+START = 1262304000
+SEGMENTS = [(START, START + 30), (START + 34, START + 52), (START + 54, START + 64)]
+CHUNK_OVERRIDES = ["merge.chunk_seconds=16", "deepclean.frame_seconds=8"]
+
+
+def _config(tmp_path: Path, overrides: list[str]):
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    return load_config(tmp_path / "campaign.toml", [
+        'model.mode="e2e"', f"data.witnesses={WITNESSES}", "layout.servers=2",
+        "layout.clients_per_server=2", *overrides])
+
+
+# ---- pure: what each chunk owns and reads -----------------------------------------------------
+def test_chunks_own_every_value_once_inside_their_interval(tmp_path: Path) -> None:
+    config = _config(tmp_path, CHUNK_OVERRIDES)
+    stretches = make_stretches(config, SEGMENTS)
+    segments = plan_segments(config, stretches)
+    chunks = plan_chunks(config, stretches, segments)
+    assert [c.gps_start - START for c in chunks] == [0, 16, 32, 48]
+    rate, dx = config.data.sample_rate, config.stride_seconds
+    for stretch in stretches:
+        kept = stretch.kept_windows(config)
+        statistic, noise = [], []
+        for c in chunks:
+            for e in chunk_extents(config, stretches, c.gps_start, c.gps_end):
+                if e.stretch != stretch:
+                    continue
+                a, b = e.statistic_rows
+                times = output_x0(config, stretch, "statistic") + np.arange(a, b) * dx
+                assert np.all((times >= c.gps_start) & (times < c.gps_end))
+                a, b = e.noise_samples
+                times = output_x0(config, stretch, "noise") + np.arange(a, b) / rate
+                assert np.all((times >= c.gps_start) & (times < c.gps_end))
+                statistic.append(e.statistic_rows)
+                noise.append(e.noise_samples)
+        # the chunks' pieces tile the stretch, in order
+        assert [lo for lo, _ in statistic] == [0] + [hi for _, hi in statistic][:-1]
+        assert statistic[-1][1] == kept
+        assert noise[-1][1] == kept * config.stride_samples
+        assert [lo for lo, _ in noise] == [0] + [hi for _, hi in noise][:-1]
+
+
+def test_a_chunk_reads_the_clients_of_its_interval_and_its_padding_only(tmp_path: Path) -> None:
+    config = _config(tmp_path, CHUNK_OVERRIDES)
+    stretches = make_stretches(config, SEGMENTS)
+    segments = plan_segments(config, stretches)
+    chunks = plan_chunks(config, stretches, segments)
+    # the band-pass reads the 64 s blocks holding a chunk's samples and 16 s more: with 64 s of
+    # data every chunk reads the whole of each stretch it touches
+    pad = 64 + PAD_SECONDS
+    for c in chunks:
+        owning = {s.node for s in segments for p in s.pieces
+                  if p.gps_end > c.gps_start and p.gps_start < c.gps_end}
+        near = {s.node for s in segments for p in s.pieces
+                if p.gps_end > c.gps_start - pad and p.gps_start < c.gps_end + pad}
+        assert owning <= set(c.clients) <= near
+    assert any(len(c.clients) >= 2 for c in chunks)  # a client boundary inside a chunk
+
+
+def test_bbhnet_chunks_read_only_the_clustering_reach(tmp_path: Path) -> None:
+    config = _config(tmp_path, ['model.mode="bbhnet"', "merge.chunk_seconds=16",
+                                "layout.clients_per_server=4", "bbhnet.cluster_seconds=1"])
+    stretches = make_stretches(config, SEGMENTS)
+    chunks = plan_chunks(config, stretches, plan_segments(config, stretches))
+    first = chunk_extents(config, stretches, chunks[0].gps_start, chunks[0].gps_end)[0]
+    # half a second of windows at 4 Hz beyond the owned rows, not the DeepClean padding
+    assert first.rows == (0, first.statistic_rows[1] + 2)
+    assert len(chunks[0].clients) < 8
+
+
+def test_merge_chunk_seconds_must_hold_whole_frame_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="merge.chunk_seconds.*multiple of deepclean"):
+        _config(tmp_path, ["merge.chunk_seconds=20", "deepclean.frame_seconds=8"])
+    with pytest.raises(ConfigError, match="merge.chunk_seconds"):
+        _config(tmp_path, ["merge.chunk_seconds=-16"])
+
+
+def test_the_band_pass_of_a_part_of_a_stretch_equals_that_of_the_whole() -> None:
+    rate = 256.0
+    n = int(200 * rate)
+    x = np.random.default_rng(3).normal(size=n)
+    sos = signal.butter(4, [40, 80], btype="bandpass", fs=rate, output="sos")
+
+    def read(lo: int, hi: int) -> np.ndarray:
+        return x[lo:hi]
+
+    whole = np.concatenate([v for _, v in zero_phase_blocks(read, n, sos, rate)])
+    cuts = [0, 5000, 20011, 33000, n]
+    parts = []
+    for a, b in zip(cuts, cuts[1:], strict=False):
+        blocks = list(zero_phase_blocks(read, n, sos, rate, a, b))
+        assert blocks[0][0] == a
+        parts.append(np.concatenate([v for _, v in blocks]))
+    joined = np.concatenate(parts)
+    assert np.array_equal(joined, whole)
+    assert not np.array_equal(np.roll(joined, 1), whole)  # negative control: one sample late
+
+
+def test_clustering_a_part_with_its_reach_equals_clustering_the_whole() -> None:
+    rng = np.random.default_rng(5)
+    for trial in range(200):
+        n, half = int(rng.integers(20, 300)), int(rng.integers(1, 9))
+        # with plateaus of equal maxima half the time
+        values = (rng.integers(0, 4, n) if trial % 2 else rng.normal(size=n)).astype(np.float32)
+        expected = [i for i in range(n) if values[i] >= values[max(0, i - half): i + half + 1]
+                    .max() and all(values[j] < values[i] for j in range(max(0, i - half), i))]
+        assert list(cluster_indices(values, half)) == expected
+        cut = int(rng.integers(1, n))
+        found = []
+        for a, b in ((0, cut), (cut, n)):
+            lo, hi = max(0, a - half), min(n, b + half)
+            keep = cluster_indices(values[lo:hi], half) + lo
+            found += [i for i in keep if a <= i < b]
+        assert found == expected
+
+
+# ---- a real campaign -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def chunked(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """e2e with two time slides over three science segments, chunks of 16 s: the chunk
+    boundaries fall inside the first stretch, in the gap after it and inside the second."""
+    root = tmp_path_factory.mktemp("tree")
+    segment_file = root / "science.txt"
+    segment_file.write_text("".join(f"{a} {b}\n" for a, b in SEGMENTS))
+    config = _config(root, [*CHUNK_OVERRIDES, f'data.segments="{segment_file}"',
+                            "synth.file_duration=8", "bbhnet.time_shifts=2",
+                            f'model.repository="{root / "repository"}"',
+                            f'bbhnet.injections="{root / "frames" / "synth.json"}"',
+                            "bbhnet.ifar_threshold_years=1e-6"])
+    write_synthetic_dataset(config)
+    export_repository(config, untrained_weights(root / "weights"))
+    run_dir = run_dag(config, root / "run")
+    reference, _ = run_reference(config, root / "reference.h5")
+    # the same parts merged by one node: the run directory without its chunks
+    single = root / "single"
+    shutil.copytree(run_dir, single, ignore=shutil.ignore_patterns("output"))
+    info = json.loads((single / "run.json").read_text())
+    (single / "run.json").write_text(json.dumps({**info, "chunks": []}))
+    merge(single)
+    return config, run_dir, reference, single
+
+
+@pytest.mark.slow
+def test_the_dag_has_a_chunk_merge_per_16_seconds_under_the_index(chunked) -> None:
+    _, run_dir, _, _ = chunked
+    dag = parse_dag((run_dir / "offline.dag").read_text())
+    chunks = [n for n in dag.nodes if n.startswith("chunk")]
+    assert chunks == ["chunk0", "chunk1", "chunk2", "chunk3"]
+    assert dag.nodes["merge"].parents == set(chunks)
+    for node in chunks:
+        spec = json.loads((run_dir / "jobs" / f"{node}.json").read_text())
+        assert dag.nodes[node].parents == set(spec["clients"])
+        assert dag.nodes[node].submit == "chunk.sub"
+
+
+@pytest.mark.slow
+def test_the_chunked_campaign_equals_the_reference_and_the_oracle(chunked) -> None:
+    _, run_dir, reference, _ = chunked
+    index = run_dir / "output" / "campaign.h5"
+    comparison = compare_outputs(index, reference)
+    assert comparison.passes(1e-5), comparison.describe()
+    assert run_problems(run_dir) == []
+    late = read_series(index)
+    late["statistic"] = [(x0, dx, np.roll(v, 1)) for x0, dx, v in late["statistic"]]
+    assert run_problems(run_dir, series=late)  # negative control: one window late
+
+
+@pytest.mark.slow
+def test_the_index_reads_as_the_single_merge_with_gwpy_and_read_campaign(chunked) -> None:
+    from gwpy.timeseries import TimeSeries
+
+    config, run_dir, _, single = chunked
+    index, whole = run_dir / "output" / "campaign.h5", single / "output" / "campaign.h5"
+    comparison = compare_outputs(index, whole)
+    assert comparison.worst == 0.0, comparison.describe()
+    for output in ("statistic", "clean/H1", "noise/L1"):
+        ours, theirs = read_campaign(index, output), read_campaign(whole, output)
+        assert len(ours) == len(theirs) == 3
+        for a, b in zip(ours, theirs, strict=True):
+            assert a.t0 == b.t0 and a.dt == b.dt and np.array_equal(a.value, b.value)
+    with h5py.File(index, "r") as f:
+        name = sorted(f["clean/H1"])[0]
+        assert f[f"clean/H1/{name}"].external  # bytes in the chunk files, not copied
+    # gwpy's own reader, given the path as text
+    ours = TimeSeries.read(str(index), format="hdf5", path=f"clean/H1/{name}")
+    theirs = TimeSeries.read(str(whole), format="hdf5", path=f"clean/H1/{name}")
+    assert ours.channel.name == theirs.channel.name and np.array_equal(ours.value, theirs.value)
+    assert not np.array_equal(np.roll(ours.value, 1), theirs.value)
+    summary = json.loads((run_dir / "output" / "campaign.json").read_text())
+    alone = json.loads((single / "output" / "campaign.json").read_text())
+    for key in ("deepclean", "bbhnet", "deepclean_gate"):
+        assert summary[key] == alone[key], key
+    assert summary["chunks"] == 4
+
+
+@pytest.mark.slow
+def test_the_chunks_gwf_files_and_cache_are_the_single_merges(chunked) -> None:
+    from gwpy.timeseries import TimeSeries
+
+    config, run_dir, _, single = chunked
+    ours, theirs = run_dir / "output" / "frames", single / "output" / "frames"
+    names = sorted(p.relative_to(ours) for p in ours.rglob("*.gwf"))
+    assert names == sorted(p.relative_to(theirs) for p in theirs.rglob("*.gwf"))
+    assert len(names) >= 8
+    channel = f"{config.data.channels[0]}_{config.deepclean.channel_suffix}"
+    for name in names:
+        if name.parts[0] == "H1":
+            a = TimeSeries.read(str(ours / name), channel)
+            b = TimeSeries.read(str(theirs / name), channel)
+            assert np.array_equal(a.value, b.value) and a.t0 == b.t0
+    cache = (ours / "deepclean.lcf").read_text().splitlines()
+    assert len(cache) == len(names)
+    assert all(line.split("file://localhost")[1].startswith(str(ours)) for line in cache)
+    for segments in ("H1_HOFT_DC_VALID.txt", "L1_HOFT_DC_FLAGGED.txt"):
+        assert (ours / "segments" / segments).read_text() == (
+            theirs / "segments" / segments).read_text()
+
+
+@pytest.mark.slow
+def test_a_moved_run_directory_fails_loudly_until_the_index_is_written_again(
+        chunked, tmp_path: Path) -> None:
+    _, run_dir, _, single = chunked
+    moved = tmp_path / "moved"
+    shutil.copytree(run_dir, moved)
+    shutil.rmtree(run_dir / "output" / "chunks.moved-away", ignore_errors=True)
+    (run_dir / "output" / "chunks").rename(run_dir / "output" / "chunks.moved-away")
+    try:
+        with pytest.raises(OSError, match="external raw data file"):
+            read_campaign(moved / "output" / "campaign.h5")
+    finally:
+        (run_dir / "output" / "chunks.moved-away").rename(run_dir / "output" / "chunks")
+    merge(moved)  # the index again, at the new place
+    comparison = compare_outputs(moved / "output" / "campaign.h5",
+                                 single / "output" / "campaign.h5")
+    assert comparison.worst == 0.0, comparison.describe()
