@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from offline_iaas import __version__, logs
-from offline_iaas.errors import OfflineIaasError, RunError
+from offline_iaas.errors import ConfigError, OfflineIaasError, RunError
 from offline_iaas.modes import MODE_NAMES
 
 EXIT_INTERRUPTED = 130
@@ -199,6 +199,11 @@ def cmd_plan(args: argparse.Namespace) -> None:
 
     from offline_iaas.bench.capacity import plan_capacity, plan_from_run
 
+    if args.simulate is not None:
+        _simulate(args)
+        return
+    if args.target_hours is None:
+        raise ConfigError("plan needs --target-hours (or --simulate RUN --from-run PILOT)")
     if args.from_run is not None:
         capacity = plan_from_run(_config(args), args.target_hours, args.from_run)
     else:
@@ -215,6 +220,34 @@ def cmd_plan(args: argparse.Namespace) -> None:
         f"clients_per_server={capacity.clients_per_server} batch_size={capacity.batch_size}: "
         + " ".join(f"--set {o}" for o in capacity.overrides())
     )
+
+
+def _simulate(args: argparse.Namespace) -> None:
+    import json
+
+    from offline_iaas.bench.capacity import simulate_run
+    from offline_iaas.config import load_config
+    from offline_iaas.rundir import RunDir
+    from offline_iaas.workflow.simulate import FailureModel
+
+    if args.from_run is None:
+        raise ConfigError("plan --simulate needs --from-run PILOT (the rates to replay with)")
+    config = load_config(RunDir(args.simulate).config)
+    failures = FailureModel(failure_rate=args.failure_rate,
+                            never_starting_servers=frozenset(args.never_start),
+                            failover_seconds=config.client.failover_seconds, seed=args.seed,
+                            replications=args.replications)
+    try:
+        result = simulate_run(args.simulate, args.from_run, failures)
+    except ValueError as err:
+        raise ConfigError(f"plan --simulate {args.simulate}: {err}") from None
+    if args.json:
+        print(json.dumps({"makespan_seconds": result.makespan_seconds,
+                          "p90_seconds": result.p90_seconds, "finished": result.finished,
+                          "critical_path": list(result.critical_path)}, indent=2))
+        return
+    for line in result.describe():
+        logger.info(f"plan: simulate: {line}")
 
 
 def cmd_reference(args: argparse.Namespace) -> None:
@@ -344,13 +377,23 @@ def build_parser() -> argparse.ArgumentParser:
                    "results.json")
     p = command("plan", cmd_plan, "recommend servers, clients per server and batch size from "
                 "measured throughput")
-    p.add_argument("--target-hours", type=float, required=True, help="deadline of the campaign")
+    p.add_argument("--target-hours", type=float, help="deadline of the campaign")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--from-bench", type=Path, default=Path("benchmarks/results.json"),
                         help="results.json of offline-iaas bench (default: %(default)s)")
     source.add_argument("--from-run", type=Path,
                         help="a finished pilot campaign of this config (its run directory)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--simulate", type=Path, metavar="RUN",
+                   help="replay the DAG of this run directory (make-dag's) with the rates of "
+                   "--from-run and report the expected makespan")
+    p.add_argument("--failure-rate", type=float, default=0.0,
+                   help="--simulate: probability that a client attempt fails (then retried)")
+    p.add_argument("--never-start", nargs="*", default=[], metavar="SERVER",
+                   help="--simulate: servers that never start (their clients fail over)")
+    p.add_argument("--replications", type=int, default=20,
+                   help="--simulate: Monte Carlo repetitions with failures")
+    p.add_argument("--seed", type=int, default=0, help="--simulate: random seed")
     p = command("merge", cmd_merge, "merge node: check and stitch the parts (with chunk "
                 "merges: write their index)", config=False)
     p.add_argument("--run-dir", type=Path, required=True)

@@ -27,9 +27,11 @@ stragglers.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from offline_iaas.bench.report import points
 from offline_iaas.bench.results import read_results
@@ -37,6 +39,9 @@ from offline_iaas.bench.workloads import WORKLOAD_OF_MODE, Workload, workload
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.repository.pipeline import ensemble_outputs
+
+if TYPE_CHECKING:
+    from offline_iaas.workflow.simulate import FailureModel, SimulationResult
 
 HEADROOM = 1.25
 
@@ -244,8 +249,8 @@ def plan_from_run(config: CampaignConfig, target_hours: float, run_dir: Path) ->
                                 "rest_seconds": pilot.other_seconds})
 
 
-CHUNK_CHOICES_SECONDS: tuple[float, ...] = tuple(2.0 ** k for k in range(6, 17))
-"""``merge.chunk_seconds`` that ``plan`` considers: 64 s to 65536 s, powers of two."""
+CHUNK_CHOICES_SECONDS: tuple[float, ...] = tuple(2.0 ** k for k in range(10, 17))
+"""``merge.chunk_seconds`` that ``plan`` considers: 1024 s to 65536 s, powers of two."""
 MERGE_TAIL_FRACTION = 0.02
 """``plan`` picks the largest chunk whose merge after the last client takes at most this
 fraction of the streaming time (fewer, larger files and DAG nodes; a short tail)."""
@@ -286,3 +291,43 @@ def merge_tail(config: CampaignConfig, pilot, chunk_seconds: float, scale: float
         f"{chunk_seconds:g} / {pilot.merge_rate:,.1f} = {last:,.1f} s after the last client, the "
         f"index {pilot.index_seconds:.1f} s, start-up {pilot.job_start_seconds:.1f} s = "
         f"{tail:,.1f} s (one merge node: {single:,.1f} s)")
+
+
+def simulate_run(run_dir: Path, pilot_dir: Path, failures: FailureModel | None = None
+                 ) -> SimulationResult:
+    """Replay the DAG of the run directory ``run_dir`` (``make-dag``'s) with the rates a
+    finished pilot measured (``workflow/simulate.py``): each server streams what the pilot's
+    did per second, shared by its clients; a chunk merge works at the pilot's merge
+    throughput; the servers' start-up, a job's start-up, the index and the FINAL node take
+    the pilot's times."""
+    from offline_iaas.client.stream import load_job
+    from offline_iaas.config import load_config
+    from offline_iaas.rundir import RunDir
+    from offline_iaas.workflow.dag import parse_dag
+    from offline_iaas.workflow.pilot import read_pilot
+    from offline_iaas.workflow.simulate import (
+        FailureModel,
+        SimulationRates,
+        segment_work_seconds,
+        simulate,
+    )
+
+    run = RunDir(run_dir)
+    pilot = read_pilot(pilot_dir)
+    config = load_config(run.config)
+    info = run.read_run_info()
+    work = segment_work_seconds(load_job(run_dir, node) for node in info["clients"])
+    chunks = list(info.get("chunks") or [])
+    for node in chunks:
+        work[node] = float(json.loads(run.job(node).read_text())["data_seconds"])
+    per_server = pilot.streamed_seconds / pilot.streaming_seconds / pilot.servers
+    index = (pilot.index_seconds if chunks else
+             config.data.duration / pilot.merge_rate if pilot.merge_rate else pilot.merge_seconds)
+    rates = SimulationRates(
+        server_data_seconds_per_second=per_server,
+        merge_data_seconds_per_second=pilot.merge_rate or math.inf,
+        merge_index_seconds=index, final_seconds=pilot.final_seconds,
+        server_start_seconds=pilot.start_seconds, job_start_seconds=pilot.job_start_seconds)
+    if failures is None:
+        failures = FailureModel(failover_seconds=config.client.failover_seconds)
+    return simulate(parse_dag(run.dag.read_text(), str(run.dag)), work, rates, failures)
