@@ -14,7 +14,11 @@ mid-campaign, and times ``status`` on the result, as a child process (the comman
 types) and in process (``read_status`` alone). It prints a Markdown table, and with
 ``--out FILE`` writes it.
 
-    .venv/bin/python benchmarks/scale.py --out benchmarks/SCALE.md
+    .venv/bin/python benchmarks/scale.py --out benchmarks/SCALE.md --merge-pilot DEMO/run
+
+With ``--merge-pilot`` (a finished demo run: its chunk merges' throughput) it also plans the
+O3-month DeepClean campaign from the bench's results, writes its DAG and replays it
+(``plan --simulate``'s model) for the expected makespan.
     .venv/bin/python benchmarks/scale.py --servers 4 --clients 4 --days 30   # a quick look
 """
 
@@ -146,6 +150,7 @@ def measure(servers: int, clients: int, days: float, work: Path) -> dict[str, ob
     read_status(run_dir)
     in_process = time.monotonic() - started
     segments = len((work / "segments.txt").read_text().splitlines())
+    chunks = len(json.loads((run_dir / "run.json").read_text())["chunks"])
     return {
         "layout": f"{servers} servers x {clients} clients",
         "span": f"{days:g} days, {segments} science segments, "
@@ -155,10 +160,100 @@ def measure(servers: int, clients: int, days: float, work: Path) -> dict[str, ob
         "files written": len(files),
         "bytes written": sum(p.stat().st_size for p in files),
         "DAG lines": dag_lines,
+        "chunk merges (merge.chunk_seconds = 4096)": chunks,
         "status command wall [s]": round(status_wall, 2),
         "read_status in process [s]": round(in_process, 3),
         "status says": next((line for line in status_text.splitlines()
                              if line.startswith("data seconds done")), ""),
+    }
+
+
+O3_MONTH = Path(__file__).resolve().parents[1] / "src/offline_iaas/configs/o3-month-deepclean.toml"
+SERVER_START_SECONDS = 120.0
+"""Assumed: a GPU node's job starting and Triton loading the model (not measured here)."""
+JOB_START_SECONDS = 60.0
+"""Assumed: HTCondor matching and starting a job (not measured here)."""
+FAILURE_RATE = 0.02
+"""Assumed: share of client attempts that fail (then retried from their checkpoints)."""
+
+
+def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dict[str, object]:
+    """The O3-month DeepClean campaign at ``plan``'s recommendation (from the bench's results
+    and the merge throughput of ``merge_pilot``, a finished demo run), its DAG written with
+    ``make-dag --no-check`` and replayed (``workflow/simulate.py``)."""
+    from offline_iaas.bench.capacity import plan_capacity, recommend_chunk_seconds
+    from offline_iaas.client.stream import load_job
+    from offline_iaas.config import load_config
+    from offline_iaas.workflow.dag import parse_dag
+    from offline_iaas.workflow.pilot import read_pilot
+    from offline_iaas.workflow.simulate import (
+        FailureModel,
+        SimulationRates,
+        segment_work_seconds,
+        simulate,
+    )
+
+    root = Path(__file__).resolve().parents[1]
+    config = load_config(O3_MONTH)
+    plan = plan_capacity(config, target_hours, root / "benchmarks" / "results.json")
+    pilot = read_pilot(merge_pilot)
+    # a merge's work grows with the samples it post-processes: the demo's chunk merges
+    # handle 2 detectors at its rate, the O3 month 1 detector at 4096 Hz
+    samples = len(pilot.config.ifos) * pilot.config.data.sample_rate
+    merge_rate = pilot.merge_rate * samples / (len(config.ifos) * config.data.sample_rate)
+    streaming = config.data.duration / (plan.servers * plan.per_server_rate)
+    chunk_seconds = recommend_chunk_seconds(config, merge_rate, streaming)
+    cache = work / "o3-month.lcf"
+    first = int(config.data.start - config.data.start % FRAME_SECONDS)
+    cache.write_text("".join(
+        f"H H1_HOFT_C01 {gps} {FRAME_SECONDS} file://localhost/frames-not-here/H-H1_HOFT_C01-"
+        f"{gps}-{FRAME_SECONDS}.gwf\n"
+        for gps in range(first, int(config.data.start + config.data.duration), FRAME_SECONDS)))
+    run_dir = work / "o3-month-run"
+    overrides = [*plan.overrides(), f"merge.chunk_seconds={chunk_seconds:g}",
+                 f'data.frames="{cache}"', 'data.datafind_server=""', "data.frametypes=[]"]
+    timed_child([executable(), "make-dag", str(O3_MONTH), "--out", str(run_dir), "--no-check",
+                 "-q", *(a for o in overrides for a in ("--set", o))])
+    info = json.loads((run_dir / "run.json").read_text())
+    work_seconds = segment_work_seconds(load_job(run_dir, n) for n in info["clients"])
+    for node in info["chunks"]:
+        work_seconds[node] = json.loads((run_dir / "jobs" / f"{node}.json").read_text())[
+            "data_seconds"]
+    rates = SimulationRates(
+        server_data_seconds_per_second=plan.per_server_rate,
+        merge_data_seconds_per_second=merge_rate,
+        merge_index_seconds=pilot.index_seconds * len(info["chunks"]) / max(1, pilot.chunks),
+        final_seconds=pilot.final_seconds, server_start_seconds=SERVER_START_SECONDS,
+        job_start_seconds=JOB_START_SECONDS)
+    dag = parse_dag((run_dir / "offline.dag").read_text())
+    result = simulate(dag, work_seconds, rates, FailureModel(
+        failure_rate=FAILURE_RATE, failover_seconds=600.0, seed=0, replications=50))
+    return {
+        "campaign": f"{O3_MONTH.name}: {config.data.duration / 86400:g} days, mode deepclean, "
+                    f"{len(config.stream_channels)} channels at {config.data.sample_rate:g} Hz",
+        "plan (from benchmarks/results.json)":
+            f"{plan.servers} servers x {plan.clients_per_server} clients, batch "
+            f"{plan.batch_size}, {plan.per_server_rate:,.1f} data-s/s per server",
+        "merge throughput per chunk merge [data-s/s]":
+            f"{merge_rate:,.0f} (the demo's {pilot.merge_rate:,.0f} at "
+            f"{samples:g} samples/s, scaled to {len(config.ifos) * config.data.sample_rate:g})",
+        "recommended merge.chunk_seconds": f"{chunk_seconds:g} ({len(info['chunks'])} chunk "
+                                            "merges)",
+        "assumed": f"server start {SERVER_START_SECONDS:g} s, job start {JOB_START_SECONDS:g} "
+                   f"s, {100 * FAILURE_RATE:g} % of client attempts fail (RETRY "
+                   f"{config.workflow.retries})",
+        "simulated makespan [h]": f"{result.makespan_seconds / 3600:.2f} (p90 "
+                                  f"{result.p90_seconds / 3600:.2f}; 50 replications)",
+        "stages [h]": ", ".join(
+            f"{name} {value / 3600:.2f}" for name, value in (
+                ("servers ready", result.stages.servers_ready_seconds),
+                ("last client", result.stages.clients_done_seconds),
+                ("last chunk merge", result.stages.chunks_done_seconds),
+                ("index", result.stages.merge_done_seconds)) if value is not None),
+        "critical path": " -> ".join(result.critical_path),
+        "one merge node instead [h]":
+            f"{(streaming + config.data.duration / merge_rate) / 3600:.2f} (streaming, then "
+            "the whole month at one merge's rate)",
     }
 
 
@@ -173,17 +268,30 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16, help="clients per server")
     parser.add_argument("--days", type=float, default=365)
     parser.add_argument("--out", type=Path, help="write the Markdown table here")
+    parser.add_argument("--merge-pilot", type=Path, help="a finished demo run (its chunk "
+                        "merges' throughput) for the O3-month makespan simulation")
+    parser.add_argument("--target-hours", type=float, default=24.0,
+                        help="the O3-month campaign's deadline for plan (default 24)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="offline-iaas-scale-") as tmp:
         result = measure(args.servers, args.clients, args.days, Path(tmp))
+        month = (o3_month_makespan(Path(tmp), args.merge_pilot, args.target_hours)
+                 if args.merge_pilot else None)
     text = table(result)
+    if month is not None:
+        text += ("\n## The O3-month DeepClean campaign, simulated at the recommended plan\n\n"
+                 f"`plan --target-hours {args.target_hours:g} --from-bench "
+                 "benchmarks/results.json` on `configs/o3-month-deepclean.toml`, its DAG "
+                 "written by `make-dag --no-check` and replayed by `workflow/simulate.py`.\n\n"
+                 + table(month))
     print(text)
     if args.out is not None:
         machine = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}"
         args.out.write_text(
             "# make-dag and status at O3 scale\n\n"
             f"Generated by `.venv/bin/python benchmarks/scale.py --servers {args.servers} "
-            f"--clients {args.clients} --days {args.days:g} --out {args.out}` on {machine}; "
+            f"--clients {args.clients} --days {args.days:g} --out {args.out}"
+            + (" --merge-pilot RUN" if args.merge_pilot else "") + f"` on {machine}; "
             "see the script's docstring for what is generated and timed.\n\n" + text)
 
 

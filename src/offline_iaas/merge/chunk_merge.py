@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import h5py
-import numpy as np
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.client.part import peak_rss_mb
@@ -66,7 +65,7 @@ def merge_chunk(run_dir: Path, node: str, progress: NullProgress = NO_PROGRESS) 
                             run_info.get("training"), run_info.get("model"), extents)
     parents = [seg for seg in segments if seg.node in set(chunk.clients)]
     try:
-        stage_parts(run_dir, config, parents, writer, progress)
+        stage_parts(run_dir, config, parents, writer, node, progress)
         products = writer.postprocess(frames)
         _store_products(writer.file, products)
         writer.close({"producer": "merge-chunk", "chunk": node,
@@ -147,5 +146,4 @@ def _dataset_offsets(path: Path) -> list[dict]:
                               "offset": None if offset is None else int(offset),
                               "nbytes": int(item.size * item.dtype.itemsize)})
         f.visititems(visit)
-    _ = np  # numpy types come back from h5py
     return found

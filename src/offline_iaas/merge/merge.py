@@ -24,7 +24,7 @@ from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.stitch import check_parts, log_summary, report_quietly, stage_parts
 from offline_iaas.repository.pipeline import ensemble_outputs
-from offline_iaas.rundir import RunDir
+from offline_iaas.rundir import MERGE_NODE, RunDir
 from offline_iaas.stretches import stretches_of
 from offline_iaas.terminal import NO_PROGRESS, NullProgress
 
@@ -62,7 +62,7 @@ def merge(run_dir: Path, progress: NullProgress = NO_PROGRESS) -> Path:
     writer = CampaignWriter(out_path, config, stretches_of(segments), out_path.parent / "frames",
                             run_info.get("training"), run_info.get("model"))
     try:
-        stage_parts(run_dir, config, segments, writer, progress)
+        stage_parts(run_dir, config, segments, writer, MERGE_NODE, progress)
         summary = writer.commit(
             {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"},
             frames,

@@ -12,7 +12,11 @@ path="statistic/1262304001")`` (``read_campaign`` reads them all):
 - ``slides/<GPS>`` (time slides): ``[windows, N]``, BBHnet on each window with the second
   detector ``k * shift_seconds`` earlier in column ``k - 1`` (stamped like the statistic);
 - ``background`` (time slides): a table (``shift``, ``time``, ``statistic``) of each
-  slide's clustered statistic, the time being the first detector's.
+  slide's clustered statistic, the time being the first detector's, ordered by shift, then
+  time.
+
+With chunk merges (``merge.chunk_seconds``) the merge node writes the same datasets as an index
+whose bytes lie in the chunks' files (``merge/index.py``).
 
 There are no samples inside gaps. Provenance goes on the file's attributes (gwpy refuses extra
 dataset attributes), with the stretches as ``stretches`` (rows of GPS start, end). The

@@ -71,8 +71,10 @@ def check_parts(
 
 
 def stage_parts(run_dir: Path, config: CampaignConfig, segments: list[ClientSegment],
-                writer: CampaignWriter, progress: NullProgress = NO_PROGRESS) -> None:
-    """Copy the kept rows of the parts that ``writer`` stages into it, block by block."""
+                writer: CampaignWriter, node: str, progress: NullProgress = NO_PROGRESS
+                ) -> None:
+    """Copy the kept rows of the parts that ``writer`` stages into it, block by block
+    (``node``: the merge node doing it, for the test hooks)."""
     needed = []
     for seg in segments:
         for number, piece in enumerate(seg.pieces):
@@ -91,7 +93,7 @@ def stage_parts(run_dir: Path, config: CampaignConfig, segments: list[ClientSegm
                 rows = read_piece_rows(run_dir, seg.node, output, number, start, stop)
                 writer.write(output, piece.stretch, kept_offset, rows)
             progress.advance(stop - start)
-        hooks.reached(run_dir, "merge", "mid-write")
+        hooks.reached(run_dir, node, "mid-write")
 
 
 def log_summary(summary: dict, out_path: Path) -> None:

@@ -475,10 +475,14 @@ def _parse_script(line: _Line, args: list[str], targets: Callable[..., list[DagN
 def _check_acyclic(dag: Dag, source: str) -> None:
     """Raise RunError if the PARENT/CHILD lines make a cycle."""
     missing = {name: len(node.parents) for name, node in dag.nodes.items()}
+    children: dict[str, list[str]] = {}
+    for name, node in dag.nodes.items():
+        for parent in node.parents:
+            children.setdefault(parent, []).append(name)
     ready = [name for name, count in missing.items() if count == 0]
     while ready:
         done = ready.pop()
-        for child in dag.children(done):
+        for child in children.get(done, []):
             missing[child] -= 1
             if missing[child] == 0:
                 ready.append(child)
