@@ -62,12 +62,36 @@ def test_plan_from_run_scales_streaming_and_merge_with_the_data(small_config_fil
     plan = plan_from_run(config, 1.0, run)
     assert plan.per_server_rate == pytest.approx(4.0)
     assert plan.servers == 1
-    # start-up 4 + 4096 / 4 + merge 1 x 64 + rest 3
-    assert plan.wall_seconds == pytest.approx(4 + 1024 + 64 + 3)
-    assert plan.pilot_layout["wall_seconds"] == pytest.approx(4 + 512 + 64 + 3)
+    # the pilot merged 64 s in 1 s: 64 data-s/s per merge node. The largest chunk merge that
+    # takes at most 2 % of the 1024 s of streaming: 1024 s (16 s; 2048 s would take 32 s)
+    assert plan.merge_chunk_seconds == 1024
+    assert "merge.chunk_seconds=1024" in plan.overrides()
+    # start-up 4 + 4096 / 4 + (last chunk 1024 / 64 + index 0 + a job's start-up 2.8 - 1)
+    # + rest 3
+    tail = 1024 / 64 + 1.8
+    assert plan.wall_seconds == pytest.approx(4 + 1024 + tail + 3)
+    assert plan.pilot_layout["wall_seconds"] == pytest.approx(4 + 512 + tail + 3)
+    assert plan.stages["merge_seconds"] == pytest.approx(tail)
     # a deadline of 0.05 h = 180 s needs 22.8 data-s/s x 1.25 / 4 -> 8 servers
     assert plan_from_run(config, 0.05, run).servers == 8
-    assert plan.to_dict()["expected_wall_seconds"] == pytest.approx(1095.0)
+    assert plan.to_dict()["expected_wall_seconds"] == pytest.approx(1048.8)
+
+
+def test_plan_from_a_chunked_pilot_takes_the_chunk_merges_throughput(
+        small_config_file: Path) -> None:
+    run = fake_pilot(small_config_file.parent, small_config_file)
+    # two chunk merges of 32 s each in 0.25 s: 128 data-s/s per node; the index 0.5 s
+    (run / "output" / "campaign.json").write_text(json.dumps({
+        "wall_seconds": 0.5, "chunks": 2, "chunk_wall_seconds": {"total": 0.5, "max": 0.25},
+        "chunk_data_seconds": 64.0}))
+    pilot = read_pilot(run)
+    assert pilot.merge_rate == pytest.approx(128.0) and pilot.index_seconds == 0.5
+    assert pilot.merge_seconds == pytest.approx(15.0 - 12.0)  # last response to the index's end
+    config = load_config(small_config_file, ["data.duration=65536"])
+    plan = plan_from_run(config, 10.0, run)
+    # 65536 / 4 = 16384 s of streaming on one server: 2 % is 328 s; 32768 / 128 = 256 s fits
+    assert plan.servers == 1 and plan.merge_chunk_seconds == 32768
+    assert plan.stages["merge_seconds"] == pytest.approx(256 + 0.5 + 2.3)
 
 
 def test_plan_refuses_an_unfinished_pilot_or_one_of_another_stream(
@@ -91,5 +115,36 @@ def test_plan_json_prints_the_expected_rate_and_wall_time(small_config_file: Pat
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     assert plan["expected_data_seconds_per_second_per_server"] == pytest.approx(4.0)
-    assert plan["expected_wall_seconds"] == pytest.approx(1095.0)
+    assert plan["expected_wall_seconds"] == pytest.approx(1048.8)
+    assert plan["critical_path"]["merge_seconds"] == pytest.approx(17.8)
     assert plan["servers"] == 1 and plan["from"] == str(run)
+
+
+def test_plan_simulate_replays_a_run_with_the_pilots_rates(small_config_file: Path,
+                                                           monkeypatch) -> None:
+    from offline_iaas.bench.capacity import simulate_run
+    from offline_iaas.client.stream import load_job
+    from offline_iaas.workflow.make_dag import make_dag
+    from tests.helpers import skip_data_check
+
+    pilot = fake_pilot(small_config_file.parent, small_config_file)
+    for i in range(2):  # each client streamed 32 s: 64 s in 8 s on 2 servers, 4 data-s/s each
+        path = pilot / "parts" / f"client{i}.json"
+        record = json.loads(path.read_text())
+        record["pieces"] = [{"gps_start": 32.0 * i, "gps_end": 32.0 * (i + 1)}]
+        path.write_text(json.dumps(record))
+    skip_data_check(monkeypatch)
+    config = load_config(small_config_file, ["layout.servers=1", "merge.chunk_seconds=0"])
+    target = small_config_file.parent / "target"
+    make_dag(config, target)
+    work = sum(load_job(target, n).streamed_seconds for n in ("client0", "client1"))
+    result = simulate_run(target, pilot)
+    # server ready at 4 s (the pilot's start-up); both clients share its 4 data-s/s; the
+    # merge (64 s at the pilot's 64 data-s/s) and FINAL (0.5 s) each after a 1.8 s job start
+    assert result.makespan_seconds == pytest.approx(4 + work / 4 + 1.8 + 1 + 1.8 + 0.5)
+    assert result.makespan_seconds != pytest.approx(4 + work / 4 + 1.8 + 1 + 1.8 + 1.5)
+    assert list(result.critical_path)[-2:] == ["merge", "final"]
+    cli = subprocess.run(
+        [sys.executable, "-m", "offline_iaas.cli", "plan", str(small_config_file),
+         "--simulate", str(target), "--json"], capture_output=True, text=True)
+    assert cli.returncode == 2 and "needs --from-run" in cli.stderr

@@ -159,11 +159,12 @@ def chunk_bounds(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple
     if not stretches or size <= 0:
         return []
     first = math.floor(stretches[0].gps_start / size)
-    last = math.ceil(stretches[-1].gps_end / size)
+    last = math.floor(stretches[-1].gps_end / size) + 1
     found, stretch_at = [], 0
     for k in range(first, last):
         lo, hi = k * size, (k + 1) * size
-        while stretch_at < len(stretches) and stretches[stretch_at].gps_end <= lo:
+        # a window is stamped with its end: the last stamp of a stretch is its end
+        while stretch_at < len(stretches) and stretches[stretch_at].gps_end < lo:
             stretch_at += 1
         if stretch_at < len(stretches) and stretches[stretch_at].gps_start < hi:
             found.append((float(lo), float(hi)))
