@@ -294,3 +294,29 @@ def test_a_moved_run_directory_fails_loudly_until_the_index_is_written_again(
     comparison = compare_outputs(moved / "output" / "campaign.h5",
                                  single / "output" / "campaign.h5")
     assert comparison.worst == 0.0, comparison.describe()
+
+
+def test_make_dag_with_another_chunking_forgets_the_old_chunks_outputs(
+        tmp_path: Path, monkeypatch) -> None:
+    from offline_iaas.workflow.make_dag import make_dag
+    from tests.helpers import skip_data_check
+
+    skip_data_check(monkeypatch)
+    run = tmp_path / "run"
+    make_dag(_config(tmp_path, CHUNK_OVERRIDES), run)
+    chunks = run / "output" / "chunks"
+    chunks.mkdir()
+    for node in ("chunk0", "chunk1", "chunk2", "chunk3"):  # as if merged
+        spec = json.loads((run / "jobs" / f"{node}.json").read_text())
+        (chunks / f"{node}.h5").write_bytes(b"")
+        (chunks / f"{node}.json").write_text(json.dumps(
+            {"complete": True, "gps": [spec["gps_start"], spec["gps_end"]],
+             "clients": spec["clients"]}))
+    (run / "output" / "campaign.json").write_text('{"complete": true}')
+    make_dag(_config(tmp_path, CHUNK_OVERRIDES), run)  # the same chunks: kept
+    assert len(list(chunks.glob("*.json"))) == 4 and (run / "output" / "campaign.json").exists()
+    make_dag(_config(tmp_path, ["merge.chunk_seconds=32", "deepclean.frame_seconds=8"]), run)
+    # chunk0 and chunk1 now cover [0, 32) and [32, 64): both redone, chunk2-3 gone, and the index
+    assert list(chunks.iterdir()) == []
+    assert not (run / "output" / "campaign.json").exists()
+    assert sorted(p.stem for p in (run / "jobs").glob("chunk*.json")) == ["chunk0", "chunk1"]

@@ -74,6 +74,7 @@ def merge_chunk(run_dir: Path, node: str, progress: NullProgress = NO_PROGRESS) 
         writer.discard()
         raise
     frames_dir = run.chunk_frames(node)
+    frames_dir.mkdir(exist_ok=True)  # empty without DeepClean: file transfer expects it
     record = {
         "complete": True,
         "node": node,

@@ -36,7 +36,7 @@ from offline_iaas.client.part import file_sha256, peak_rss_mb
 from offline_iaas.client.stream import load_job
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import RunError
-from offline_iaas.merge.chunk_merge import SERIES_GROUPS, read_products
+from offline_iaas.merge.chunk_merge import SERIES_GROUPS, read_chunk, read_products
 from offline_iaas.merge.layout import gps_text, statistic_channel, timeseries_attrs
 from offline_iaas.merge.postprocess import summarize
 from offline_iaas.merge.products import campaign_provenance, output_channel
@@ -49,13 +49,19 @@ logger = logging.getLogger(__name__)
 
 
 def check_chunks(run_dir: Path, config: CampaignConfig, nodes: list[str]) -> list[str]:
-    """Every problem with the chunk merges' outputs, one line each."""
+    """Every problem with the chunk merges' outputs, one line each. (A chunk file's size is
+    checked, not its checksum: the index would read the whole campaign again.)"""
     problems = []
     for node in nodes:
         h5_path, json_path = RunDir(run_dir).chunk_output(node)
         record = read_json(json_path)
+        spec = read_chunk(run_dir, node)
         if not says_complete(record) or not h5_path.exists():
             problems.append(f"{node}: chunk merge not complete ({json_path})")
+        elif (record.get("gps") != [spec.gps_start, spec.gps_end]
+              or record.get("clients") != list(spec.clients)):
+            problems.append(f"{node}: {json_path} is of another chunking (GPS "
+                            f"{record.get('gps')}, its job spec {spec.gps_start}-{spec.gps_end})")
         elif record.get("config_hash") != config.config_hash():
             problems.append(f"{node}: from another campaign (config hash "
                             f"{record.get('config_hash')}, this campaign {config.config_hash()})")

@@ -28,7 +28,7 @@ from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.rendezvous.access import write_token
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.repository.export import model_record, read_manifest
-from offline_iaas.rundir import SUBDIRS, RunDir
+from offline_iaas.rundir import SUBDIRS, RunDir, read_json
 from offline_iaas.stretches import (
     ClientSegment,
     make_stretches,
@@ -49,6 +49,23 @@ _SEQUENCE_BLOCKS = 2**31  # keeps every ID below 2**51: exact in JSON readers th
 
 # HTCondor would split or expand these inside `arguments`, `initialdir` and `log`.
 _UNSAFE_PATH_CHARS = set(" \t\n\r\"'$")
+
+
+def _forget_other_chunk(run: RunDir, node: str, spec: dict[str, Any] | None) -> bool:
+    """Delete a chunk merge's output made for another interval or other clients than ``spec``
+    (``merge.chunk_seconds`` changed; None: the chunk is gone), so that it and the index run
+    again: a chunk's completion is its own record."""
+    h5_path, json_path = run.chunk_output(node)
+    done = read_json(json_path)
+    if isinstance(done, dict) and spec is not None and (
+            done.get("gps") == [spec["gps_start"], spec["gps_end"]]
+            and done.get("clients") == spec["clients"]):
+        return False
+    existed = json_path.exists() or h5_path.exists()
+    json_path.unlink(missing_ok=True)
+    h5_path.unlink(missing_ok=True)
+    shutil.rmtree(run.chunk_frames(node), ignore_errors=True)
+    return existed
 
 
 def console_script() -> Path:
@@ -214,11 +231,19 @@ def make_dag(
     for stale in run.jobs.glob("*.json"):
         if stale.name not in current:
             stale.unlink()
+    forgotten = False
+    for stale in (run.path / "output" / "chunks").glob("chunk*.json"):
+        if stale.name not in current:  # a chunk of another chunking: its merge is redone
+            forgotten |= _forget_other_chunk(run, stale.stem, None)
     for seg in segments:
         spec = {**seg.to_dict(), "run_dir": str(run_dir), **common}
         _write_json(run.job(seg.node), spec)
     for chunk in chunks:
-        _write_json(run.job(chunk.node), {**chunk.to_dict(), "config_hash": config_hash})
+        spec = {**chunk.to_dict(), "config_hash": config_hash}
+        forgotten |= _forget_other_chunk(run, chunk.node, spec)
+        _write_json(run.job(chunk.node), spec)
+    if forgotten:  # and the index over the chunks
+        run.output[1].unlink(missing_ok=True)
 
     run_id = previous.get("run_id") if previous is not None else None
     if not isinstance(run_id, str) or not run_id:
