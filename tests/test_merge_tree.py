@@ -113,6 +113,31 @@ def test_merge_chunk_seconds_must_hold_whole_frame_files(tmp_path: Path) -> None
         _config(tmp_path, ["merge.chunk_seconds=20", "deepclean.frame_seconds=8"])
     with pytest.raises(ConfigError, match="merge.chunk_seconds"):
         _config(tmp_path, ["merge.chunk_seconds=-16"])
+    with pytest.raises(ConfigError, match="merge.chunk_seconds.*whole number of seconds"):
+        _config(tmp_path, ['model.mode="classifier"', "merge.chunk_seconds=0.3"])
+
+
+def test_a_stretch_of_more_chunks_than_the_index_holds_is_refused(tmp_path: Path) -> None:
+    # 64 s in chunks of 1 s would be fine; a day in chunks of 16 s is 5,400 of them
+    config = _config(tmp_path, ['model.mode="classifier"', "merge.chunk_seconds=16",
+                                "data.duration=86400", "layout.clients_per_server=1"])
+    stretches = make_stretches(config, [(START, START + 86400)])
+    with pytest.raises(ConfigError, match="spans 5401 chunks .* at least 44"):
+        plan_chunks(config, stretches, plan_segments(config, stretches))
+
+
+def test_chunk_merges_are_a_dag_category_with_their_own_maxjobs(tmp_path: Path) -> None:
+    from offline_iaas.workflow.dag import dag_text
+
+    config = _config(tmp_path, [*CHUNK_OVERRIDES, "workflow.max_parallel_merges=2"])
+    stretches = make_stretches(config, SEGMENTS)
+    segments = plan_segments(config, stretches)
+    chunks = plan_chunks(config, stretches, segments)
+    dag = parse_dag(dag_text(["server0", "server1"], segments, 2, 0,
+                             chunks=[(c.node, c.clients) for c in chunks],
+                             max_parallel_merges=config.workflow.max_parallel_merges))
+    assert dag.maxjobs == {"merges": 2}
+    assert {dag.nodes[c.node].category for c in chunks} == {"merges"}
 
 
 def test_the_band_pass_of_a_part_of_a_stretch_equals_that_of_the_whole() -> None:
@@ -269,9 +294,12 @@ def test_the_chunks_gwf_files_and_cache_are_the_single_merges(chunked) -> None:
             a = TimeSeries.read(str(ours / name), channel)
             b = TimeSeries.read(str(theirs / name), channel)
             assert np.array_equal(a.value, b.value) and a.t0 == b.t0
-    cache = (ours / "deepclean.lcf").read_text().splitlines()
-    assert len(cache) == len(names)
-    assert all(line.split("file://localhost")[1].startswith(str(ours)) for line in cache)
+    cache = (ours / "deepclean.lcf").read_text()
+    assert len(cache.splitlines()) == len(names)
+    assert all(line.split("file://localhost")[1].startswith(str(ours))
+               for line in cache.splitlines())
+    assert cache.replace(str(ours), "") == (theirs / "deepclean.lcf").read_text().replace(
+        str(theirs), "")
     for segments in ("H1_HOFT_DC_VALID.txt", "L1_HOFT_DC_FLAGGED.txt"):
         assert (ours / "segments" / segments).read_text() == (
             theirs / "segments" / segments).read_text()

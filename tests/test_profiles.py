@@ -97,6 +97,7 @@ def rendered(profile: str) -> dict[str, str]:
         ["server0", "server1"], segments, config.workflow.retries,
         config.workflow.max_parallel_clients, fatal_exit=ConfigError.exit_code, final=True,
         client_pre=pre, chunks=[(c.node, c.clients) for c in chunks], transfer=site.transfer,
+        max_parallel_merges=config.workflow.max_parallel_merges,
     )
     return files
 

@@ -385,8 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a finished pilot campaign of this config (its run directory)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--simulate", type=Path, metavar="RUN",
-                   help="replay the DAG of this run directory (make-dag's) with the rates of "
-                   "--from-run and report the expected makespan")
+                   help="replay the DAG of this run directory (make-dag's; its own config, not "
+                   "CONFIG) with the rates of --from-run and report the expected makespan")
     p.add_argument("--failure-rate", type=float, default=0.0,
                    help="--simulate: probability that a client attempt fails (then retried)")
     p.add_argument("--never-start", nargs="*", default=[], metavar="SERVER",

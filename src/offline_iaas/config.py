@@ -251,6 +251,8 @@ class WorkflowConfig:
     """DAGMan ``RETRY`` count of each client node."""
     max_parallel_clients: int = 0
     """Client nodes run at once (DAGMan ``MAXJOBS``); 0 means all."""
+    max_parallel_merges: int = 0
+    """Chunk merge nodes run at once (``MAXJOBS`` of their category); 0 means all."""
 
 
 @dataclass(frozen=True)

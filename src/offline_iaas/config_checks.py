@@ -120,9 +120,14 @@ def check_config(c: CampaignConfig, path: Path) -> None:
         fail("workflow.retries", "must not be negative")
     if c.workflow.max_parallel_clients < 0:
         fail("workflow.max_parallel_clients", "must not be negative")
+    if c.workflow.max_parallel_merges < 0:
+        fail("workflow.max_parallel_merges", "must not be negative")
     if c.merge.chunk_seconds < 0:
         fail("merge.chunk_seconds", f"must not be negative (0: one merge), got "
              f"{c.merge.chunk_seconds}")
+    if abs(c.merge.chunk_seconds - round(c.merge.chunk_seconds)) > 1e-9:
+        fail("merge.chunk_seconds", f"must be a whole number of seconds, got "
+             f"{c.merge.chunk_seconds:g}")
     if c.synth.file_duration <= 0:
         fail("synth.file_duration", "must be positive")
     if c.synth.noise_drift <= 0:

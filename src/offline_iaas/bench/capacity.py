@@ -41,6 +41,7 @@ from offline_iaas.errors import ConfigError
 from offline_iaas.repository.pipeline import ensemble_outputs
 
 if TYPE_CHECKING:
+    from offline_iaas.workflow.pilot import PilotRun
     from offline_iaas.workflow.simulate import FailureModel, SimulationResult
 
 HEADROOM = 1.25
@@ -269,7 +270,7 @@ def recommend_chunk_seconds(config: CampaignConfig, merge_rate: float,
     return max(within) if within else min(fitting, default=config.merge.chunk_seconds)
 
 
-def merge_tail(config: CampaignConfig, pilot, chunk_seconds: float, scale: float
+def merge_tail(config: CampaignConfig, pilot: PilotRun, chunk_seconds: float, scale: float
                ) -> tuple[float, str]:
     """The merge's time after the last client (seconds) and the line that explains it: the
     last chunk merge and the index, or the single merge of all the data."""

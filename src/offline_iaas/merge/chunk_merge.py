@@ -57,6 +57,7 @@ def merge_chunk(run_dir: Path, node: str, progress: NullProgress = NO_PROGRESS) 
     started, cpu = time.monotonic(), time.process_time()
     out_path, status_path = run.chunk_output(node)
     status_path.unlink(missing_ok=True)
+    run.output[1].unlink(missing_ok=True)  # the index over the old chunk is out of date
     stretches = stretches_of(segments)
     extents = chunk_extents(config, stretches, chunk.gps_start, chunk.gps_end)
     noise = "noise" in ensemble_outputs(config)

@@ -37,9 +37,9 @@ from offline_iaas.client.stream import load_job
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import RunError
 from offline_iaas.merge.chunk_merge import SERIES_GROUPS, read_chunk, read_products
-from offline_iaas.merge.layout import gps_text, statistic_channel, timeseries_attrs
+from offline_iaas.merge.layout import gps_text, series_attrs
 from offline_iaas.merge.postprocess import summarize
-from offline_iaas.merge.products import campaign_provenance, output_channel
+from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.merge.stitch import log_summary, report_quietly
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir, read_json, says_complete
@@ -177,7 +177,7 @@ def _series(f: h5py.File, run: RunDir, config: CampaignConfig, stretches: list,
                 if group == "slides" and not found:
                     shape = (length, config.bbhnet.time_shifts)
                 dataset = _external(f, f"{path}/{gps_text(x0)}", shape, found, x0, step)
-                _attrs(dataset, config, group, index, x0, step)
+                series_attrs(dataset, config, group, index, x0)
 
 
 def _external(f: h5py.File, name: str, shape: tuple[int, ...],
@@ -197,25 +197,6 @@ def _external(f: h5py.File, name: str, shape: tuple[int, ...],
     if not external:
         return f.create_dataset(name, shape=shape, dtype=np.float32)
     return f.create_dataset(name, shape=shape, dtype=np.float32, external=external)
-
-
-def _attrs(dataset: h5py.Dataset, config: CampaignConfig, group: str, ifo_index: int,
-           x0: float, step: float) -> None:
-    """The attributes the single merge writes (``postprocess``)."""
-    if group == "statistic":
-        timeseries_attrs(dataset, statistic_channel(config), "statistic", x0, step)
-        return
-    if group == "slides":
-        dataset.attrs.update({"x0": x0, "dx": step,
-                              "shift_seconds": config.bbhnet.shift_seconds})
-        return
-    strain = config.data.channels[ifo_index]
-    suffix = "_CANARY" if group.endswith("_canary") else ""
-    if group.startswith("noise"):
-        timeseries_attrs(dataset, f"{strain}_DEEPCLEAN_NOISE{suffix}", group, x0, step, "strain")
-    else:
-        timeseries_attrs(dataset, output_channel(config, strain) + suffix, group, x0, step,
-                         "strain")
 
 
 def _link_frames(run: RunDir, nodes: list[str], products: list, frames_dir: Path,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import h5py
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.merge.products import CANARY_SUFFIX, output_channel
 
 
 def statistic_channel(config: CampaignConfig) -> str:
@@ -25,3 +26,23 @@ def timeseries_attrs(dataset: h5py.Dataset, channel: str, name: str, x0: float, 
     dataset.attrs.update(
         {"channel": channel, "name": name, "unit": unit, "x0": x0, "dx": dx, "xunit": "s"}
     )
+
+
+def series_attrs(dataset: h5py.Dataset, config: CampaignConfig, group: str, ifo_index: int,
+                 x0: float) -> None:
+    """The attributes of a series of ``group`` (``statistic``, ``slides``, ``noise``,
+    ``clean`` and their ``_canary``) starting at GPS ``x0``, for interferometer
+    ``config.ifos[ifo_index]`` (strain groups)."""
+    if group == "statistic":
+        timeseries_attrs(dataset, statistic_channel(config), "statistic", x0,
+                         config.stride_seconds)
+        return
+    if group == "slides":
+        dataset.attrs.update({"x0": x0, "dx": config.stride_seconds,
+                              "shift_seconds": config.bbhnet.shift_seconds})
+        return
+    strain = config.data.channels[ifo_index]
+    suffix = CANARY_SUFFIX if group.endswith("_canary") else ""
+    channel = (f"{strain}_DEEPCLEAN_NOISE{suffix}" if group.startswith("noise")
+               else output_channel(config, strain) + suffix)
+    timeseries_attrs(dataset, channel, group, x0, 1 / config.data.sample_rate, "strain")

@@ -4,8 +4,9 @@ The merge refuses to write anything when a part is missing, incomplete, from ano
 altered after it was written, or when the pieces do not tile every stretch exactly; the message
 names every such part (``merge/stitch.py``). With chunk merges in the DAG
 (``merge.chunk_seconds``) the merge node writes their index instead (``merge/index.py``).
-``output/campaign.json``, written last, records the output file's SHA-256 and the campaign's
-config hash (the parts' sidecars ``parts/<node>.json`` record theirs).
+``output/campaign.json``, written last, records the output file's SHA-256 (with chunk merges:
+the index file's; the chunks' records hold their sizes) and the campaign's config hash (the
+parts' sidecars ``parts/<node>.json`` record theirs).
 """
 
 from __future__ import annotations

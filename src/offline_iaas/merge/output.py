@@ -52,7 +52,7 @@ class CampaignWriter:
 
     The rows clients send are staged in a temporary file; ``commit`` post-processes them into
     the output. The single merge and the reference write every stretch whole
-    (``extents=None``); a chunk merge (``merge/chunk.py``) writes its chunk's
+    (``extents=None``); a chunk merge (``merge/chunk_merge.py``) writes its chunk's
     ``StretchExtent``s and reads their padding.
 
     Parameters

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.merge.layout import gps_text, statistic_channel, timeseries_attrs
+from offline_iaas.merge.layout import gps_text, series_attrs
 from offline_iaas.merge.products import (
     CANARY_SUFFIX,
     CleanedFrames,
@@ -91,16 +91,14 @@ def _copy_owned(writer: Any) -> None:
         x0 = output_x0(config, e.stretch, "statistic") + a * config.stride_seconds
         at = a - e.rows[0]
         staged = writer.stage[writer.names[("statistic", e.stretch.index)][0]]
-        name = f"statistic/{gps_text(x0)}"
-        dataset = writer.file.create_dataset(name, data=staged[at : at + b - a])
-        timeseries_attrs(dataset, statistic_channel(config), "statistic", x0,
-                         config.stride_seconds)
+        dataset = writer.file.create_dataset(f"statistic/{gps_text(x0)}",
+                                             data=staged[at : at + b - a])
+        series_attrs(dataset, config, "statistic", 0, x0)
         if "background" in writer.outputs:
             staged = writer.stage[writer.names[("background", e.stretch.index)][0]]
             dataset = writer.file.create_dataset(f"slides/{gps_text(x0)}",
                                                  data=staged[at : at + b - a])
-            dataset.attrs.update({"x0": x0, "dx": config.stride_seconds,
-                                  "shift_seconds": config.bbhnet.shift_seconds})
+            series_attrs(dataset, config, "slides", 0, x0)
 
 
 @dataclass(frozen=True)
@@ -177,10 +175,8 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
                                                    shape=(last - first,), dtype=np.float32)
                 clean = writer.file.create_dataset(f"{v.clean}/{ifo}/{gps}",
                                                    shape=(last - first,), dtype=np.float32)
-                timeseries_attrs(noise, f"{strain}_DEEPCLEAN_NOISE{v.suffix}", v.noise,
-                                 x0 + first / rate, 1 / rate, "strain")
-                timeseries_attrs(clean, output_channel(config, strain) + v.suffix, v.clean,
-                                 x0 + first / rate, 1 / rate, "strain")
+                series_attrs(noise, config, v.noise, index, x0 + first / rate)
+                series_attrs(clean, config, v.clean, index, x0 + first / rate)
                 stored.append((noise, clean))
             chosen = choice.get(ifo, (-1, 0, 0))
             ha, hb = ((max(first, chosen[1]), min(last, chosen[2]))

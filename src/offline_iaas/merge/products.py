@@ -115,10 +115,6 @@ class CleanedFrames:
         self.files: list[tuple[str, Path, int, int]] = []
         self.spans: dict[str, dict[str, list[tuple[float, float]]]] = {}
 
-    @property
-    def count(self) -> int:
-        return len(self.files)
-
     def add(self, ifo: str, strain: str, gps_start: float, raw: np.ndarray,
             cleaned: np.ndarray, canary: np.ndarray | None = None) -> None:
         """Append samples of ``ifo`` starting at ``gps_start``; a gap ends the file.
@@ -190,11 +186,11 @@ class CleanedFrames:
 def publish_frames(out_dir: Path, config: CampaignConfig,
                    files: list[tuple[str, Path, int, int]],
                    spans: dict[str, dict[str, list[tuple[float, float]]]]) -> dict[str, Any]:
-    """Write the LAL cache of ``files`` and the segment lists of ``spans`` into ``out_dir``;
-    return the gate's numbers per interferometer."""
+    """Write the LAL cache of ``files`` (by interferometer, then time) and the segment lists of
+    ``spans`` into ``out_dir``; return the gate's numbers per interferometer."""
     out_dir.mkdir(parents=True, exist_ok=True)
     lines = [f"{path.name[0]} {frame_type(config, ifo)} {gps} {seconds} "
-             f"file://localhost{path}" for ifo, path, gps, seconds in files]
+             f"file://localhost{path}" for ifo, path, gps, seconds in sorted(files)]
     (out_dir / CACHE_NAME).write_text("".join(line + "\n" for line in lines))
     summary = {}
     for ifo, found in spans.items():

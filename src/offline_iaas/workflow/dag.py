@@ -23,6 +23,8 @@ from offline_iaas.stretches import ClientSegment
 
 CLIENT_CATEGORY = "clients"
 """DAGMan category of the client nodes (throttled by ``MAXJOBS``)."""
+MERGE_CATEGORY = "merges"
+"""DAGMan category of the chunk merge nodes (throttled by ``MAXJOBS``)."""
 
 FINAL_NODE = "final"
 STATUS_FILE = "offline.status"
@@ -121,6 +123,7 @@ def dag_text(
     client_pre: Script | None = None,
     chunks: Sequence[tuple[str, Sequence[str]]] = (),
     transfer: bool = False,
+    max_parallel_merges: int = 0,
 ) -> str:
     """The ``offline.dag`` of a campaign.
 
@@ -146,6 +149,8 @@ def dag_text(
         merge node is then their child, not the clients'.
     transfer
         The chunk merges get their parents' parts by file transfer (``VARS ... parts``).
+    max_parallel_merges
+        ``MAXJOBS`` of the chunk merges' category; 0 means no limit.
     """
     if retries < 0 or max_parallel_clients < 0:
         raise ValueError("retries and max_parallel_clients must not be negative")
@@ -193,7 +198,8 @@ def dag_text(
         if transfer:
             files = [f"parts/{p}.{ext}" for p in parents for ext in ("h5", "json")]
             variables += f" parts={_quote_var(', '.join(files))}"
-        lines += [variables, f"RETRY {node} {retries}{unless}"]
+        lines += [variables, f"RETRY {node} {retries}{unless}",
+                  f"CATEGORY {node} {MERGE_CATEGORY}"]
         if fatal_exit is not None:
             lines.append(f"ABORT-DAG-ON {node} {fatal_exit} RETURN {ABORT_RETURN}")
         if parents:
@@ -220,6 +226,8 @@ def dag_text(
     lines.append("")
     if max_parallel_clients > 0:
         lines.append(f"MAXJOBS {CLIENT_CATEGORY} {max_parallel_clients}")
+    if max_parallel_merges > 0 and chunks:
+        lines.append(f"MAXJOBS {MERGE_CATEGORY} {max_parallel_merges}")
     lines.append(f"NODE_STATUS_FILE {STATUS_FILE} {STATUS_INTERVAL_SECONDS}")
     return "\n".join(lines) + "\n"
 

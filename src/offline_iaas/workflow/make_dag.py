@@ -301,6 +301,7 @@ def make_dag(
         client_pre=pre,
         chunks=[(c.node, c.clients) for c in chunks],
         transfer=site.transfer,
+        max_parallel_merges=config.workflow.max_parallel_merges,
     )
     write_text_atomic(run.dag, text)
     return segments

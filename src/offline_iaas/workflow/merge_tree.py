@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import ConfigError
 from offline_iaas.physics import cluster_reach_windows, zero_phase_reach
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import CHUNK_PREFIX
@@ -31,8 +32,13 @@ from offline_iaas.stretches import ClientSegment, Stretch, output_x0
 
 Range = tuple[int, int]
 
+MAX_CHUNKS_PER_STRETCH = 2000
+"""The index gives each stretch's series one HDF5 external-storage entry per chunk, and HDF5
+holds at most about 2,700 of them (a 64 KiB object header message)."""
+
 
 def chunk_node(index: int) -> str:
+    """The DAG node name of chunk merge ``index`` (``chunk0``...)."""
     return f"{CHUNK_PREFIX}{index}"
 
 
@@ -185,6 +191,16 @@ def plan_chunks(config: CampaignConfig, stretches: list[Stretch],
     for pieces in held.values():
         pieces.sort()
     order = {seg.node: seg.index for seg in segments}
+    size = config.merge.chunk_seconds
+    for stretch in stretches if size > 0 else []:
+        count = math.floor(stretch.gps_end / size) - math.floor(stretch.gps_start / size) + 1
+        length = stretch.gps_end - stretch.gps_start
+        if count > MAX_CHUNKS_PER_STRETCH:
+            raise ConfigError(
+                f"{config.source}: stretch GPS {stretch.gps_start:.0f}-{stretch.gps_end:.0f} "
+                f"spans {count} chunks of merge.chunk_seconds = {size:g} s; the index holds at "
+                f"most {MAX_CHUNKS_PER_STRETCH} per stretch: raise merge.chunk_seconds to at "
+                f"least {math.ceil(length / (MAX_CHUNKS_PER_STRETCH - 1))}")
     chunks = []
     for gps_start, gps_end in chunk_bounds(config, stretches):
         extents = chunk_extents(config, stretches, gps_start, gps_end)

@@ -125,8 +125,11 @@ def read_pilot(run_dir: Path) -> PilotRun:
         walls = summary["chunk_wall_seconds"]["total"]
         merge_rate = float(summary["chunk_data_seconds"]) / walls if walls else 0.0
         merge_seconds = _unix(merge_node["ended"]) - max(responses)
-    else:
-        merge_rate = config.data.duration / own if own else 0.0
+    else:  # the data it merged: the kept windows, not the gaps
+        kept = sum(p["output_stop"] - p["output_start"] for part in parts
+                   for p in part.get("pieces", []) if "output_stop" in p)
+        merged = kept * config.stride_seconds or config.data.duration
+        merge_rate = merged / own if own else 0.0
         merge_seconds = own
     final = nodes.get("final", {})
     final_seconds = (_unix(final["ended"]) - _unix(final["started"])
