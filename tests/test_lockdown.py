@@ -311,9 +311,10 @@ def _campaign_with_foreign_requests(served: Served, send: Callable[[int], None])
         for proc in clients.values():
             _stop_group(proc, grace=5)
         (run_dir / "faults.json").unlink(missing_ok=True)
-    merged = subprocess.run(_cli("merge", "--run-dir", run_dir), capture_output=True, text=True,
-                            timeout=120)
-    assert merged.returncode == 0, merged.stderr
+    for args in (("merge-chunk", "--run-dir", run_dir, "--node", "chunk0"),
+                 ("merge", "--run-dir", run_dir)):
+        merged = subprocess.run(_cli(*args), capture_output=True, text=True, timeout=120)
+        assert merged.returncode == 0, merged.stderr
     output = run_dir / "output" / "campaign.h5"
     # the final file carries its checksum and the campaign's config hash
     status = json.loads((run_dir / "output" / "campaign.json").read_text())

@@ -215,21 +215,28 @@ def test_stale_address_file_is_ignored(dataset) -> None:
     assert_equals_reference(dataset, run_dir)
 
 
-@pytest.mark.parametrize("node", ["merge", "chunk0"])
-def test_merge_killed_mid_write_leaves_no_file_and_rerun_completes(dataset, node) -> None:
-    faults = {node: [{"point": "mid-write", "action": "sigkill"}]}
-    # the single merge node (merge.chunk_seconds = 0), or a chunk merge (the default)
-    single = ["merge.chunk_seconds=0"] if node == "merge" else []
-    _, run_dir = prepare(dataset, f"{node}-killed", single, faults)
-    with pytest.raises(RunError, match=node):
+def test_merge_killed_mid_write_leaves_no_file_and_rerun_completes(dataset) -> None:
+    faults = {"merge": [{"point": "mid-write", "action": "sigkill"}]}
+    # the single merge node (merge.chunk_seconds = 0): not retried by the DAG
+    _, run_dir = prepare(dataset, "merge-killed", ["merge.chunk_seconds=0"], faults)
+    with pytest.raises(RunError, match="merge"):
         run_local(run_dir)
-    output = run_dir / "output" if node == "merge" else run_dir / "output" / "chunks"
-    name = "campaign" if node == "merge" else node
-    assert not (output / f"{name}.h5").exists() and not (output / f"{name}.json").exists()
-    assert list(output.glob(f".{name}.h5.*.tmp"))  # what the killed merge left, unfinished
-    assert not (run_dir / "output" / "campaign.h5").exists()
+    output = run_dir / "output"
+    assert not (output / "campaign.h5").exists() and not (output / "campaign.json").exists()
+    assert list(output.glob(".campaign.h5.*.tmp"))  # what the killed merge left, unfinished
     run_local(run_dir)
-    assert not list(output.glob(f".{name}.h5.*.tmp"))
+    assert not list(output.glob(".campaign.h5.*.tmp"))
+    assert_equals_reference(dataset, run_dir)
+
+
+def test_a_chunk_merge_killed_mid_write_is_retried_and_the_output_is_unchanged(
+        dataset) -> None:
+    faults = {"chunk0": [{"point": "mid-write", "action": "sigkill"}]}
+    _, run_dir = prepare(dataset, "chunk-killed", [], faults)
+    run_local(run_dir)
+    history = json.loads((run_dir / "local-state.json").read_text())["nodes"]["chunk0"]
+    assert [a["status"] for a in history["history"]] == ["failed", "done"]  # killed, retried
+    assert not list((run_dir / "output" / "chunks").glob(".chunk0.h5.*.tmp"))
     assert_equals_reference(dataset, run_dir)
 
 
