@@ -181,6 +181,18 @@ def plan_capacity(
                         hours * 3600, str(results_path), warnings=warnings)
 
 
+def _check_same_stream(pilot: PilotRun, config: CampaignConfig, pilot_dir: Path) -> None:
+    """ConfigError unless the pilot streamed what ``config`` streams (its rates apply)."""
+    same = (pilot.config.model.mode, pilot.config.stream_channels, pilot.config.kernel_samples,
+            pilot.config.stride_samples, pilot.config.data.sample_rate)
+    wanted = (config.model.mode, config.stream_channels, config.kernel_samples,
+              config.stride_samples, config.data.sample_rate)
+    if same != wanted:
+        raise ConfigError(f"--from-run {pilot_dir}: the pilot streams {same}, the campaign "
+                          f"{wanted} (mode, channels, kernel, stride, rate): run a pilot of "
+                          "this config")
+
+
 def plan_from_run(config: CampaignConfig, target_hours: float, run_dir: Path) -> CapacityPlan:
     """Recommend a layout for ``config`` from a finished pilot campaign of the same config.
 
@@ -195,14 +207,7 @@ def plan_from_run(config: CampaignConfig, target_hours: float, run_dir: Path) ->
     if not target_hours > 0:
         raise ConfigError(f"--target-hours must be positive, got {target_hours}")
     pilot = read_pilot(run_dir)
-    same = (pilot.config.model.mode, pilot.config.stream_channels, pilot.config.kernel_samples,
-            pilot.config.stride_samples, pilot.config.data.sample_rate)
-    wanted = (config.model.mode, config.stream_channels, config.kernel_samples,
-              config.stride_samples, config.data.sample_rate)
-    if same != wanted:
-        raise ConfigError(f"--from-run {run_dir}: the pilot streams {same}, the campaign "
-                          f"{wanted} (mode, channels, kernel, stride, rate): run a pilot of "
-                          "this config")
+    _check_same_stream(pilot, config, run_dir)
     per_server = pilot.streaming_rate / pilot.servers
     data_seconds = config.data.duration
     needed = data_seconds / (target_hours * 3600)
@@ -316,6 +321,7 @@ def simulate_run(run_dir: Path, pilot_dir: Path, failures: FailureModel | None =
     run = RunDir(run_dir)
     pilot = read_pilot(pilot_dir)
     config = load_config(run.config)
+    _check_same_stream(pilot, config, pilot_dir)
     info = run.read_run_info()
     work = segment_work_seconds(load_job(run_dir, node) for node in info["clients"])
     chunks = list(info.get("chunks") or [])

@@ -32,7 +32,6 @@ import h5py
 import numpy as np
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.client.part import file_sha256, peak_rss_mb
 from offline_iaas.client.stream import load_job
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import RunError
@@ -40,7 +39,7 @@ from offline_iaas.merge.chunk_merge import SERIES_GROUPS, read_chunk, read_produ
 from offline_iaas.merge.layout import gps_text, series_attrs
 from offline_iaas.merge.postprocess import summarize
 from offline_iaas.merge.products import campaign_provenance
-from offline_iaas.merge.stitch import log_summary, report_quietly
+from offline_iaas.merge.stitch import log_summary, merge_record, report_quietly
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir, read_json, says_complete
 from offline_iaas.stretches import output_x0, stretches_of
@@ -118,13 +117,7 @@ def write_index(run_dir: Path, config: CampaignConfig, run_info: dict[str, Any])
     wall = time.monotonic() - started
     chunk_walls = [float(records[n]["wall_seconds"]) for n in nodes]
     write_text_atomic(status_path, json.dumps({
-        "complete": True,
-        "wall_seconds": wall,
-        "cpu_seconds": time.process_time() - cpu,
-        "peak_rss_mb": peak_rss_mb(),
-        "sha256": file_sha256(out_path),
-        "config_hash": config.config_hash(),
-        "mode": config.model.mode,
+        **merge_record(out_path, config, wall, time.process_time() - cpu),
         "chunks": len(nodes),
         "chunk_wall_seconds": {"total": sum(chunk_walls), "max": max(chunk_walls, default=0.0)},
         "chunk_cpu_seconds": sum(float(records[n].get("cpu_seconds", 0.0)) for n in nodes),

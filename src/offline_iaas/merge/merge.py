@@ -17,13 +17,18 @@ import time
 from pathlib import Path
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.client.part import file_sha256, peak_rss_mb
 from offline_iaas.client.stream import load_job
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.errors import RunError
 from offline_iaas.merge.output import CampaignWriter
-from offline_iaas.merge.stitch import check_parts, log_summary, report_quietly, stage_parts
+from offline_iaas.merge.stitch import (
+    check_parts,
+    log_summary,
+    merge_record,
+    report_quietly,
+    stage_parts,
+)
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import MERGE_NODE, RunDir
 from offline_iaas.stretches import stretches_of
@@ -72,22 +77,8 @@ def merge(run_dir: Path, progress: NullProgress = NO_PROGRESS) -> Path:
         writer.discard()
         raise
     wall = time.monotonic() - started
-    write_text_atomic(
-        status_path,
-        json.dumps(
-            {
-                "complete": True,
-                "wall_seconds": wall,
-                "cpu_seconds": time.process_time() - cpu,
-                "peak_rss_mb": peak_rss_mb(),
-                "sha256": file_sha256(out_path),
-                "config_hash": config.config_hash(),
-                "mode": config.model.mode,
-                **summary,
-            },
-            indent=2,
-        ),
-    )
+    record = merge_record(out_path, config, wall, time.process_time() - cpu)
+    write_text_atomic(status_path, json.dumps({**record, **summary}, indent=2))
     kept = sum(seg.kept_windows for seg in segments)
     logger.info(f"merge: {len(segments)} parts, {kept} windows -> {out_path} in {wall:.1f} s")
     log_summary(summary, out_path)

@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from offline_iaas import hooks
-from offline_iaas.client.part import file_sha256, part_paths, read_piece_rows, read_sidecar
+from offline_iaas.client.part import (
+    file_sha256,
+    part_paths,
+    peak_rss_mb,
+    read_piece_rows,
+    read_sidecar,
+)
 from offline_iaas.config import CampaignConfig
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
@@ -94,6 +101,15 @@ def stage_parts(run_dir: Path, config: CampaignConfig, segments: list[ClientSegm
                 writer.write(output, piece.stretch, kept_offset, rows)
             progress.advance(stop - start)
         hooks.reached(run_dir, node, "mid-write")
+
+
+def merge_record(out_path: Path, config: CampaignConfig, wall_seconds: float,
+                 cpu_seconds: float) -> dict[str, Any]:
+    """What a merge node's summary (``output/campaign.json``) records about its own run and
+    file, before the physics numbers."""
+    return {"complete": True, "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds,
+            "peak_rss_mb": peak_rss_mb(), "sha256": file_sha256(out_path),
+            "config_hash": config.config_hash(), "mode": config.model.mode}
 
 
 def log_summary(summary: dict, out_path: Path) -> None:
