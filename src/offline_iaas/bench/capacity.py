@@ -27,7 +27,6 @@ stragglers.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -308,8 +307,9 @@ def simulate_run(run_dir: Path, pilot_dir: Path, failures: FailureModel | None =
     the pilot's times."""
     from offline_iaas.client.stream import load_job
     from offline_iaas.config import load_config
-    from offline_iaas.rundir import RunDir
+    from offline_iaas.rundir import RunDir, read_record
     from offline_iaas.workflow.dag import parse_dag
+    from offline_iaas.workflow.merge_tree import MergeChunk
     from offline_iaas.workflow.pilot import read_pilot
     from offline_iaas.workflow.simulate import (
         FailureModel,
@@ -326,7 +326,7 @@ def simulate_run(run_dir: Path, pilot_dir: Path, failures: FailureModel | None =
     work = segment_work_seconds(load_job(run_dir, node) for node in info["clients"])
     chunks = list(info.get("chunks") or [])
     for node in chunks:
-        work[node] = float(json.loads(run.job(node).read_text())["data_seconds"])
+        work[node] = MergeChunk.from_dict(read_record(run.job(node))).data_seconds
     per_server = pilot.streamed_seconds / pilot.streaming_seconds / pilot.servers
     index = (pilot.index_seconds if chunks else
              config.data.duration / pilot.merge_rate if pilot.merge_rate else pilot.merge_seconds)

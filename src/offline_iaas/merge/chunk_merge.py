@@ -51,7 +51,8 @@ def merge_chunk(run_dir: Path, node: str, progress: NullProgress = NO_PROGRESS) 
     run_info = run.read_run_info()
     chunk = read_chunk(run_dir, node)
     segments = [load_job(run_dir, client) for client in run_info["clients"]]
-    problems = check_parts(run_dir, config, segments, read=set(chunk.clients))
+    parent_nodes = set(chunk.clients)
+    problems = check_parts(run_dir, config, segments, read=parent_nodes)
     if problems:
         raise RunError(f"cannot merge {node} of {run_dir}: " + "; ".join(problems))
     started, cpu = time.monotonic(), time.process_time()
@@ -64,7 +65,7 @@ def merge_chunk(run_dir: Path, node: str, progress: NullProgress = NO_PROGRESS) 
     frames = discover_frames(config) if noise else None
     writer = CampaignWriter(out_path, config, stretches, run.chunk_frames(node) if noise else None,
                             run_info.get("training"), run_info.get("model"), extents)
-    parents = [seg for seg in segments if seg.node in set(chunk.clients)]
+    parents = [seg for seg in segments if seg.node in parent_nodes]
     try:
         stage_parts(run_dir, config, parents, writer, node, progress)
         products = writer.postprocess(frames)

@@ -42,7 +42,8 @@ from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.merge.stitch import log_summary, merge_record, report_quietly
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir, read_json, says_complete
-from offline_iaas.stretches import output_x0, stretches_of
+from offline_iaas.stretches import stretches_of
+from offline_iaas.workflow.merge_tree import chunk_record_matches, stretch_series
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +58,7 @@ def check_chunks(run_dir: Path, config: CampaignConfig, nodes: list[str]) -> lis
         spec = read_chunk(run_dir, node)
         if not says_complete(record) or not h5_path.exists():
             problems.append(f"{node}: chunk merge not complete ({json_path})")
-        elif (record.get("gps") != [spec.gps_start, spec.gps_end]
-              or record.get("clients") != list(spec.clients)):
+        elif not chunk_record_matches(record, spec):
             problems.append(f"{node}: {json_path} is of another chunking (GPS "
                             f"{record.get('gps')}, its job spec {spec.gps_start}-{spec.gps_end})")
         elif record.get("config_hash") != config.config_hash():
@@ -148,19 +148,16 @@ def _series(f: h5py.File, run: RunDir, config: CampaignConfig, stretches: list,
     for path, found in pieces.items():
         found.sort(key=lambda p: p[0])
         starts[path] = [p[0] for p in found]
-    rate, dx = config.data.sample_rate, config.stride_seconds
     groups = _groups(records)
     for stretch in stretches:
-        kept = stretch.kept_windows(config)
+        series = stretch_series(config, stretch)
         for group in SERIES_GROUPS:
             if group not in groups:
                 continue
             if group in ("statistic", "slides"):
-                x0, step, length, paths = (output_x0(config, stretch, "statistic"), dx, kept,
-                                           [group])
+                (x0, step, length), paths = series["statistic"], [group]
             else:
-                x0, step = output_x0(config, stretch, "noise"), 1 / rate
-                length = kept * config.stride_samples
+                (x0, step, length) = series["noise"]
                 paths = [f"{group}/{ifo}" for ifo in config.ifos]
             for index, path in enumerate(paths):
                 lo = bisect.bisect_right(starts.get(path, []), x0 - step / 2)

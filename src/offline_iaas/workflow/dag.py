@@ -91,19 +91,24 @@ class Dag:
     """Category to the most nodes of it that run at once."""
     node_status_file: str | None = None
 
-    def children(self, name: str) -> list[str]:
-        """Nodes that name ``name`` as a parent, in file order."""
-        return [n.name for n in self.nodes.values() if name in n.parents]
+    def child_map(self) -> dict[str, list[str]]:
+        """Each node's children (the nodes that name it as a parent), in file order."""
+        found: dict[str, list[str]] = {name: [] for name in self.nodes}
+        for node in self.nodes.values():
+            for parent in node.parents:
+                found.setdefault(parent, []).append(node.name)
+        return found
 
     def descendants(self, name: str) -> set[str]:
         """Every node below ``name`` (children, their children, ...)."""
+        children = self.child_map()
         found: set[str] = set()
-        todo = self.children(name)
+        todo = list(children.get(name, []))
         while todo:
             child = todo.pop()
             if child not in found:
                 found.add(child)
-                todo.extend(self.children(child))
+                todo.extend(children.get(child, []))
         return found
 
 
@@ -483,10 +488,7 @@ def _parse_script(line: _Line, args: list[str], targets: Callable[..., list[DagN
 def _check_acyclic(dag: Dag, source: str) -> None:
     """Raise RunError if the PARENT/CHILD lines make a cycle."""
     missing = {name: len(node.parents) for name, node in dag.nodes.items()}
-    children: dict[str, list[str]] = {}
-    for name, node in dag.nodes.items():
-        for parent in node.parents:
-            children.setdefault(parent, []).append(name)
+    children = dag.child_map()
     ready = [name for name, count in missing.items() if count == 0]
     while ready:
         done = ready.pop()

@@ -37,7 +37,7 @@ from offline_iaas.stretches import (
     stretches_of,
 )
 from offline_iaas.workflow.dag import Script, dag_text
-from offline_iaas.workflow.merge_tree import plan_chunks
+from offline_iaas.workflow.merge_tree import MergeChunk, chunk_record_matches, plan_chunks
 from offline_iaas.workflow.profiles import REPOSITORY_TARBALL, resolve_site, submit_texts
 
 logger = logging.getLogger(__name__)
@@ -51,15 +51,12 @@ _SEQUENCE_BLOCKS = 2**31  # keeps every ID below 2**51: exact in JSON readers th
 _UNSAFE_PATH_CHARS = set(" \t\n\r\"'$")
 
 
-def _forget_other_chunk(run: RunDir, node: str, spec: dict[str, Any] | None) -> bool:
-    """Delete a chunk merge's output made for another interval or other clients than ``spec``
-    (``merge.chunk_seconds`` changed; None: the chunk is gone), so that it and the index run
-    again: a chunk's completion is its own record."""
+def _forget_other_chunk(run: RunDir, node: str, chunk: MergeChunk | None) -> bool:
+    """Delete a chunk merge's output made for another interval or other clients than
+    ``chunk`` (``merge.chunk_seconds`` changed; None: the chunk is gone), so that it and the
+    index run again: a chunk's completion is its own record."""
     h5_path, json_path = run.chunk_output(node)
-    done = read_json(json_path)
-    if isinstance(done, dict) and spec is not None and (
-            done.get("gps") == [spec["gps_start"], spec["gps_end"]]
-            and done.get("clients") == spec["clients"]):
+    if chunk is not None and chunk_record_matches(read_json(json_path), chunk):
         return False
     existed = json_path.exists() or h5_path.exists()
     json_path.unlink(missing_ok=True)
@@ -240,7 +237,7 @@ def make_dag(
         _write_json(run.job(seg.node), spec)
     for chunk in chunks:
         spec = {**chunk.to_dict(), "config_hash": config_hash}
-        forgotten |= _forget_other_chunk(run, chunk.node, spec)
+        forgotten |= _forget_other_chunk(run, chunk.node, chunk)
         _write_json(run.job(chunk.node), spec)
     if forgotten:  # and the index over the chunks
         run.output[1].unlink(missing_ok=True)

@@ -88,9 +88,10 @@ def owned_range(x0: float, dx: float, n: int, gps_start: float, gps_end: float) 
     return first_at_or_after(gps_start), first_at_or_after(gps_end)
 
 
-def _series(config: CampaignConfig, stretch: Stretch) -> dict[str, tuple[float, float, int]]:
+def stretch_series(config: CampaignConfig, stretch: Stretch
+                   ) -> dict[str, tuple[float, float, int]]:
     """``x0, dx, length`` of the statistic and the noise series of a stretch (those the
-    campaign writes)."""
+    campaign writes; ``slides`` and the strain groups follow the one of their shape)."""
     outputs = ensemble_outputs(config)
     kept = stretch.kept_windows(config)
     found = {}
@@ -138,7 +139,7 @@ def chunk_extents(config: CampaignConfig, stretches: list[Stretch], gps_start: f
     for stretch in stretches[first:]:
         if stretch.gps_start >= gps_end:
             break
-        series = _series(config, stretch)
+        series = stretch_series(config, stretch)
         owned = {name: owned_range(*xs, gps_start, gps_end) for name, xs in series.items()}
         statistic, noise = owned.get("statistic", (0, 0)), owned.get("noise", (0, 0))
         if statistic[1] <= statistic[0] and noise[1] <= noise[0]:
@@ -146,6 +147,13 @@ def chunk_extents(config: CampaignConfig, stretches: list[Stretch], gps_start: f
         rows = _needed_rows(config, stretch.kept_windows(config), statistic, noise)
         extents.append(StretchExtent(stretch, rows, statistic, noise))
     return extents
+
+
+def chunk_record_matches(record: Any, chunk: MergeChunk) -> bool:
+    """Whether a chunk merge's summary (``output/chunks/<node>.json``) is of this chunk: its
+    GPS interval and its parent clients."""
+    return (isinstance(record, dict) and record.get("gps") == [chunk.gps_start, chunk.gps_end]
+            and record.get("clients") == list(chunk.clients))
 
 
 def extent_data_seconds(config: CampaignConfig, extents: list[StretchExtent]) -> float:

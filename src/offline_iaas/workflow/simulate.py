@@ -72,20 +72,15 @@ from pathlib import PurePosixPath
 from offline_iaas.config import ClientConfig
 from offline_iaas.stretches import ClientSegment
 from offline_iaas.workflow.dag import Dag
+from offline_iaas.workflow.submit import ROLES
 
 SERVER_ROLE = "server"
 CLIENT_ROLE = "client"
 CHUNK_ROLE = "chunk"
 MERGE_ROLE = "merge"
 FINAL_ROLE = "final"
-ROLE_OF_SUBMIT: dict[str, str] = {
-    "server.sub": SERVER_ROLE,
-    "client.sub": CLIENT_ROLE,
-    "chunk.sub": CHUNK_ROLE,
-    "merge.sub": MERGE_ROLE,
-    "final.sub": FINAL_ROLE,
-}
-"""Submit file basename to node role."""
+ROLE_OF_SUBMIT: dict[str, str] = {f"{role}.sub": role for role in ROLES}
+"""Submit file basename to node role (``make-dag`` writes ``<role>.sub``)."""
 _KIND_OF_ROLE = {
     SERVER_ROLE: "SERVICE",
     CLIENT_ROLE: "JOB",
