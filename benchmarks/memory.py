@@ -20,6 +20,7 @@ from pathlib import Path
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 
@@ -53,9 +54,9 @@ def measure(root: Path, seconds: float, rate: float) -> dict[str, float]:
     config = load_config(root / "campaign.toml", [f"data.duration={seconds}"])
     export_repository(config)
     run_dir = root / f"run-{seconds:g}"
-    make_dag(config, run_dir)
+    make_dag(config, RunDir(run_dir))
     started = time.monotonic()
-    run_local(run_dir, log=lambda _: None)
+    run_local(RunDir(run_dir))
     wall = time.monotonic() - started
     client = json.loads((run_dir / "parts" / "client0.json").read_text())
     merge = json.loads((run_dir / "output" / "campaign.json").read_text())

@@ -26,6 +26,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from offline_iaas.rundir import RunDir
+
 OFFLINE_IAAS = str(Path(sys.executable).parent / "offline-iaas")
 LAYOUTS = [("one merge node", 0), ("1 chunk", 32768), ("4 chunks", 640), ("16 chunks", 128)]
 """The demo's 2048 s from GPS 1262304000 fall in 1, 4 and 16 aligned chunks of these sizes."""
@@ -40,18 +42,18 @@ def run(*args: str) -> str:
 
 
 def local_wall(run_dir: Path) -> float:
-    from offline_iaas.workflow.pilot import _unix
+    from offline_iaas.sizing.pilot import unix_seconds
 
     nodes = json.loads((run_dir / "local-state.json").read_text())["nodes"]
-    starts = [_unix(n["started"]) for n in nodes.values() if n.get("started")]
-    ends = [_unix(n["ended"]) for n in nodes.values() if n.get("ended")]
+    starts = [unix_seconds(n["started"]) for n in nodes.values() if n.get("started")]
+    ends = [unix_seconds(n["ended"]) for n in nodes.values() if n.get("ended")]
     return max(ends) - min(starts)
 
 
 def chunk_node(args: tuple[str, str]) -> None:
     from offline_iaas.merge.chunk_merge import merge_chunk
 
-    merge_chunk(Path(args[0]), args[1])
+    merge_chunk(RunDir(Path(args[0])), args[1])
 
 
 def merge_only(source: Path, target: Path, chunk_seconds: float) -> dict:
@@ -64,13 +66,13 @@ def merge_only(source: Path, target: Path, chunk_seconds: float) -> dict:
     shutil.copytree(source, target, ignore=shutil.ignore_patterns(
         "output", "logs", "scratch", "local-state.json", "monitor"))
     config = load_config(target / "campaign.toml", [f"merge.chunk_seconds={chunk_seconds}"])
-    make_dag(config, target)
+    make_dag(config, RunDir(target))
     chunks = json.loads((target / "run.json").read_text())["chunks"]
     started = time.monotonic()
     with ProcessPoolExecutor(2) as pool:
         list(pool.map(chunk_node, [(str(target), node) for node in chunks]))
     chunks_wall = time.monotonic() - started
-    merge(target)
+    merge(RunDir(target))
     stage = time.monotonic() - started
     summary = json.loads((target / "output" / "campaign.json").read_text())
     records = [json.loads((target / "output" / "chunks" / f"{n}.json").read_text())

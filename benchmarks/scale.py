@@ -36,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from offline_iaas.rundir import RunDir
+
 O3_START = 1238166018  # 2019-04-01 15:00 UTC
 FRAME_SECONDS = 4096
 
@@ -147,7 +149,7 @@ def measure(servers: int, clients: int, days: float, work: Path) -> dict[str, ob
     from offline_iaas.workflow.status import read_status
 
     started = time.monotonic()
-    read_status(run_dir)
+    read_status(RunDir(run_dir))
     in_process = time.monotonic() - started
     segments = len((work / "segments.txt").read_text().splitlines())
     chunks = len(json.loads((run_dir / "run.json").read_text())["chunks"])
@@ -180,23 +182,19 @@ FAILURE_RATE = 0.02
 def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dict[str, object]:
     """The O3-month DeepClean campaign at ``plan``'s recommendation (from the bench's results
     and the merge throughput of ``merge_pilot``, a finished demo run), its DAG written with
-    ``make-dag --no-check`` and replayed (``workflow/simulate.py``)."""
-    from offline_iaas.bench.capacity import plan_capacity, recommend_chunk_seconds
-    from offline_iaas.client.stream import load_job
+    ``make-dag --no-check`` and replayed (``sizing/simulate.py``)."""
     from offline_iaas.config import load_config
+    from offline_iaas.jobspec import read_client_job
+    from offline_iaas.sizing.pilot import read_pilot
+    from offline_iaas.sizing.plan import plan_from_bench, recommend_chunk_seconds
+    from offline_iaas.sizing.replay import FailureModel, SimulationRates
+    from offline_iaas.sizing.simulate import segment_work_seconds, simulate
     from offline_iaas.workflow.dag import parse_dag
-    from offline_iaas.workflow.pilot import read_pilot
-    from offline_iaas.workflow.simulate import (
-        FailureModel,
-        SimulationRates,
-        segment_work_seconds,
-        simulate,
-    )
 
     root = Path(__file__).resolve().parents[1]
     config = load_config(O3_MONTH)
-    plan = plan_capacity(config, target_hours, root / "benchmarks" / "results.json")
-    pilot = read_pilot(merge_pilot)
+    plan = plan_from_bench(config, target_hours, root / "benchmarks" / "results.json")
+    pilot = read_pilot(RunDir(merge_pilot))
     # a merge's work grows with the samples it post-processes: the demo's chunk merges
     # handle 2 detectors at its rate, the O3 month 1 detector at 4096 Hz
     samples = len(pilot.config.ifos) * pilot.config.data.sample_rate
@@ -215,7 +213,8 @@ def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dic
     timed_child([executable(), "make-dag", str(O3_MONTH), "--out", str(run_dir), "--no-check",
                  "-q", *(a for o in overrides for a in ("--set", o))])
     info = json.loads((run_dir / "run.json").read_text())
-    work_seconds = segment_work_seconds(load_job(run_dir, n) for n in info["clients"])
+    work_seconds = segment_work_seconds(read_client_job(RunDir(run_dir), n)
+                                        for n in info["clients"])
     for node in info["chunks"]:
         work_seconds[node] = json.loads((run_dir / "jobs" / f"{node}.json").read_text())[
             "data_seconds"]

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from offline_iaas.logs import PACKAGE, shown_by
+from offline_iaas.rundir import RunDir
 
 
 @contextmanager
@@ -127,9 +128,9 @@ def run_dag(config, run_dir: Path) -> Path:
     from offline_iaas.workflow.local import run_local
     from offline_iaas.workflow.make_dag import make_dag
 
-    make_dag(config, run_dir)
+    make_dag(config, RunDir(run_dir))
     try:
-        run_local(run_dir)
+        run_local(RunDir(run_dir))
     finally:
         assert processes_mentioning(str(run_dir)) == []
     return run_dir

@@ -30,11 +30,12 @@ import numpy as np
 import pytest
 
 from offline_iaas.client.part import PartWriter
-from offline_iaas.client.stream import load_job
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import RunError, ServerError
+from offline_iaas.jobspec import read_client_job
 from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
 
@@ -59,7 +60,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_dir(ws: Path, *overrides: str, name: str = "run") -> Path:
     """make-dag of the workspace's campaign (in-process) into ``ws/name``."""
-    make_dag(load_config(ws / "campaign.toml", list(overrides)), ws / name)
+    make_dag(load_config(ws / "campaign.toml", list(overrides)), RunDir(ws / name))
     return ws / name
 
 
@@ -67,8 +68,8 @@ def fake_parts(run: Path) -> None:
     """Complete, checksummed parts for every client (made-up statistics, no server)."""
     config = load_config(run / "campaign.toml")
     for node in json.loads((run / "run.json").read_text())["clients"]:
-        segment = load_job(run, node)
-        writer = PartWriter(run, segment, ("statistic",), config.config_hash())
+        segment = read_client_job(RunDir(run), node)
+        writer = PartWriter(RunDir(run), segment, ("statistic",), config.config_hash())
         for number, piece in enumerate(segment.pieces):
             rows = np.arange(piece.windows, dtype=np.float32) + 1000 * segment.index
             writer.write_chunk(number, 0, {"statistic": rows})
@@ -412,8 +413,8 @@ def test_disk_full_during_a_part_write(
     shutil.copytree(base, ws)
     run = run_dir(ws)
     config = load_config(run / "campaign.toml")
-    segment = load_job(run, "client0")
-    writer = PartWriter(run, segment, ("statistic",), config.config_hash())
+    segment = read_client_job(RunDir(run), "client0")
+    writer = PartWriter(RunDir(run), segment, ("statistic",), config.config_hash())
     writer.write_chunk(0, 0, {"statistic": np.arange(16, dtype=np.float32)})
     before = _snapshot(run)
 
@@ -443,8 +444,8 @@ def test_disk_full_while_assembling_a_part(
     shutil.copytree(base, ws)
     run = run_dir(ws)
     config = load_config(run / "campaign.toml")
-    segment = load_job(run, "client0")
-    writer = PartWriter(run, segment, ("statistic",), config.config_hash())
+    segment = read_client_job(RunDir(run), "client0")
+    writer = PartWriter(RunDir(run), segment, ("statistic",), config.config_hash())
     for number, piece in enumerate(segment.pieces):
         writer.write_chunk(number, 0, {"statistic": np.zeros(piece.windows, dtype=np.float32)})
     before = _snapshot(run)

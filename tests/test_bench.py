@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offline_iaas.bench.capacity import HEADROOM, plan_capacity
 from offline_iaas.bench.regression import measure_regression_ratios, read_recorded
 from offline_iaas.bench.results import Measurement, read_results, write_results
 from offline_iaas.bench.workloads import DEEPCLEAN, TINY, split_strides
@@ -21,6 +20,7 @@ from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
 from offline_iaas.repository.backend.stateful import SnapshotState
 from offline_iaas.serve.node import visible_gpus
+from offline_iaas.sizing.plan import HEADROOM, plan_from_bench
 from tests.helpers import processes_mentioning
 
 REGRESSION_FILE = Path(__file__).resolve().parents[1] / "benchmarks" / "regression.json"
@@ -67,7 +67,7 @@ def test_plan_scales_the_best_measured_point_to_the_campaign(tmp_path: Path) -> 
     with resources.as_file(O3_CONFIG) as path:
         config = load_config(path)
     hours = 2.0
-    capacity = plan_capacity(config, hours, results)
+    capacity = plan_from_bench(config, hours, results)
     # the campaign's windows are twice the bench's (4096 Hz, 1 s) at the same rate and
     # channel count, so one server does half the bench's data seconds per second
     per_server = 100.0 * DEEPCLEAN.kernel_samples / config.kernel_samples
@@ -75,7 +75,7 @@ def test_plan_scales_the_best_measured_point_to_the_campaign(tmp_path: Path) -> 
     assert capacity.servers == math.ceil(needed * HEADROOM / per_server)
     assert (capacity.batch_size, capacity.clients_per_server) == (32, 4)
     assert capacity.hours <= hours
-    assert plan_capacity(config, hours / 2, results).servers > capacity.servers
+    assert plan_from_bench(config, hours / 2, results).servers > capacity.servers
     text = "\n".join(capacity.explanation)
     assert f"{needed:,.2f} data-s/s" in text and f"{per_server:,.2f}" in text
 
@@ -87,9 +87,9 @@ def test_plan_refuses_a_bench_without_the_campaigns_workload(tmp_path: Path) -> 
     with resources.as_file(O3_CONFIG) as path:
         config = load_config(path)
     with pytest.raises(ConfigError, match="deepclean"):
-        plan_capacity(config, 24.0, results)
+        plan_from_bench(config, 24.0, results)
     with pytest.raises(ConfigError, match="target-hours"):
-        plan_capacity(config, 0.0, results)
+        plan_from_bench(config, 0.0, results)
 
 
 def test_plan_command_prints_its_arithmetic(tmp_path: Path, capsys) -> None:

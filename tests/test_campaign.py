@@ -20,8 +20,9 @@ from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import RunError
 from offline_iaas.merge.layout import gps_text
 from offline_iaas.merge.output import compare_outputs, read_campaign
-from offline_iaas.reference import run_reference
+from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
@@ -50,9 +51,9 @@ def campaign(root: Path, name: str, overrides: list[str]) -> CampaignConfig:
 
 
 def run_and_compare(config: CampaignConfig, run_dir: Path) -> float:
-    make_dag(config, run_dir)
+    make_dag(config, RunDir(run_dir))
     try:
-        run_local(run_dir)
+        run_local(RunDir(run_dir))
     finally:
         assert processes_mentioning(str(run_dir)) == []
         assert processes_mentioning(str(config.model.repository)) == []
@@ -86,7 +87,7 @@ def test_two_servers_two_clients_equal_the_reference(
         "client3",
     ]
     log_lines.clear()
-    run_local(run_dir)
+    run_local(RunDir(run_dir))
     assert any("nothing to do" in line for line in log_lines)
 
 
@@ -120,11 +121,11 @@ def test_failed_client_stops_every_server(dataset: Path) -> None:
         [f'data.frames="{frames}"', "workflow.retries=0", "layout.servers=2"],
     )
     run_dir = dataset / "failing" / "run"
-    make_dag(config, run_dir)
+    make_dag(config, RunDir(run_dir))
     for gwf in frames.glob("L-*.gwf"):  # the clients cannot read L1 any more
         gwf.unlink()
     with pytest.raises(RunError, match="client"):
-        run_local(run_dir)
+        run_local(RunDir(run_dir))
     assert processes_mentioning(str(run_dir)) == []
     assert processes_mentioning(str(config.model.repository)) == []
     assert not (run_dir / "output" / "campaign.h5").exists()

@@ -14,7 +14,7 @@ import pytest
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs, read_campaign
-from offline_iaas.reference import run_reference
+from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from tests.datafind_server import running_datafind_server
 from tests.helpers import SMALL_CAMPAIGN, run_dag

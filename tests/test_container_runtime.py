@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.errors import ServerError
+from offline_iaas.rundir import RunDir
 from offline_iaas.serve.container import (
     REPOSITORY_MOUNT,
     ContainerLauncher,
@@ -177,7 +178,7 @@ def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
     threading.Thread(target=stop_when_published, daemon=True).start()
     try:
         with captured_log() as lines:
-            serve_node.serve(run, "server0")
+            serve_node.serve(RunDir(run), "server0")
     finally:
         returned.set()
     assert len(launcher.ports) == 2 and launcher.ports[0] != launcher.ports[1]

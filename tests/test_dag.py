@@ -11,7 +11,8 @@ import pytest
 
 from offline_iaas.config import config_from_dict, load_config
 from offline_iaas.errors import ConfigError, DataError, RunError
-from offline_iaas.stretches import plan_segments
+from offline_iaas.rundir import RunDir
+from offline_iaas.stretches import client_segments
 from offline_iaas.workflow.dag import Script, dag_text, parse_dag
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK, console_script, make_dag
 from tests.helpers import skip_data_check
@@ -54,7 +55,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 # ---- dag_text / parse_dag ----------------------------------------------------------------
 def test_round_trip_two_servers_two_clients_each(tmp_path: Path) -> None:
     config = campaign(tmp_path)
-    segments = plan_segments(config, sequence_base=7 * SEQUENCE_BLOCK)
+    segments = client_segments(config, sequence_base=7 * SEQUENCE_BLOCK)
     text = dag_text(["server0", "server1"], segments, retries=3, max_parallel_clients=2)
     dag = parse_dag(text)
 
@@ -87,7 +88,7 @@ def test_round_trip_two_servers_two_clients_each(tmp_path: Path) -> None:
 
 
 def test_fatal_exit_final_node_and_pre_script(tmp_path: Path) -> None:
-    segments = plan_segments(campaign(tmp_path))
+    segments = client_segments(campaign(tmp_path))
     pre = Script("/env/bin/offline-iaas", ("prescript", "--node", "$JOB"), 75, 30)
     text = dag_text(
         ["server0", "server1"], segments, retries=2, max_parallel_clients=0,
@@ -128,14 +129,14 @@ def test_parse_script_and_abort_forms() -> None:
 
 
 def test_no_maxjobs_without_limit(tmp_path: Path) -> None:
-    segments = plan_segments(campaign(tmp_path))
+    segments = client_segments(campaign(tmp_path))
     text = dag_text(["server0", "server1"], segments, retries=0, max_parallel_clients=0)
     assert not [line for line in text.splitlines() if line.startswith("MAXJOBS")]
     assert parse_dag(text).maxjobs == {}
 
 
 def test_dag_text_rejects_unknown_server(tmp_path: Path) -> None:
-    segments = plan_segments(campaign(tmp_path))
+    segments = client_segments(campaign(tmp_path))
     with pytest.raises(ValueError, match="server1"):
         dag_text(["server0"], segments, retries=0, max_parallel_clients=0)
 
@@ -225,7 +226,7 @@ def test_parse_rejects_a_cycle() -> None:
 def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> None:
     config = campaign(tmp_path)
     run = tmp_path / "run"
-    segments = make_dag(config, run)
+    segments = make_dag(config, RunDir(run))
 
     assert data_check == [config]
     for name in (
@@ -290,29 +291,29 @@ def test_make_dag_checks_data_before_writing(
 ) -> None:
     skip_data_check(monkeypatch, DataError("no frames"))
     with pytest.raises(DataError):
-        make_dag(campaign(tmp_path), tmp_path / "run")
+        make_dag(campaign(tmp_path), RunDir(tmp_path / "run"))
     assert not (tmp_path / "run").exists()
 
 
 def test_make_dag_refuses_another_campaign(tmp_path: Path, data_check: list) -> None:
     run = tmp_path / "run"
-    make_dag(campaign(tmp_path), run)
+    make_dag(campaign(tmp_path), RunDir(run))
     before = snapshot(run)
     other = campaign(tmp_path, data={"duration": 128})
     with pytest.raises(RunError, match="another campaign"):
-        make_dag(other, run)
+        make_dag(other, RunDir(run))
     assert snapshot(run) == before
 
 
 def test_make_dag_rewrites_the_same_campaign(tmp_path: Path, data_check: list) -> None:
     run = tmp_path / "run"
     config = campaign(tmp_path)
-    first = make_dag(config, run)
+    first = make_dag(config, RunDir(run))
     (run / "parts" / "client0.json").write_text('{"complete": true}')
-    again = make_dag(campaign(tmp_path), run)
+    again = make_dag(campaign(tmp_path), RunDir(run))
     assert again == first  # same sequence base kept
     assert (run / "parts" / "client0.json").read_text() == '{"complete": true}'
-    explicit = make_dag(config, run, sequence_base=3 * SEQUENCE_BLOCK)
+    explicit = make_dag(config, RunDir(run), sequence_base=3 * SEQUENCE_BLOCK)
     ids = [i for s in explicit for i in sequence_ids(s.to_dict())]
     assert ids == [3 * SEQUENCE_BLOCK + i for i in range(1, 5)]
 
@@ -322,13 +323,13 @@ def test_make_dag_refuses_unknown_dag(tmp_path: Path, data_check: list) -> None:
     run.mkdir()
     (run / "offline.dag").write_text("JOB a a.sub\n")
     with pytest.raises(RunError, match="run.json"):
-        make_dag(campaign(tmp_path), run)
+        make_dag(campaign(tmp_path), RunDir(run))
     assert sorted(p.name for p in run.iterdir()) == ["offline.dag"]
 
 
 def test_make_dag_refuses_paths_htcondor_cannot_carry(tmp_path: Path, data_check: list) -> None:
     with pytest.raises(RunError, match="run directory"):
-        make_dag(campaign(tmp_path), tmp_path / "my run")
+        make_dag(campaign(tmp_path), RunDir(tmp_path / "my run"))
     assert not (tmp_path / "my run").exists()
 
 

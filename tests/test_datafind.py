@@ -18,6 +18,7 @@ from offline_iaas.data.discovery import datafind_frames, discover_frames, find_f
 from offline_iaas.data.preflight import preflight
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import DataError
+from offline_iaas.rundir import RunDir
 from tests.datafind_server import free_port, running_datafind_server
 from tests.helpers import processes_mentioning
 
@@ -89,7 +90,7 @@ def test_preflight_and_make_dag_from_the_server(
     assert span.stretches == [(START, START + DURATION)]
     assert span.dropped == []
     run = tmp_path / "run"
-    make_dag(config, run)
+    make_dag(config, RunDir(run))
     specs = sorted((run / "jobs").glob("client*.json"))
     assert len(specs) == 2
     for spec in specs:

@@ -26,7 +26,7 @@ from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import ConfigError, DataError, ModelError
 from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.merge.products import frame_verdict, read_provenance
-from offline_iaas.reference import run_reference
+from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.rundir import RunDir
 from tests.datafind_server import running_datafind_server

@@ -22,6 +22,7 @@ from offline_iaas.bench.server import BenchServer, bench_server
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.repository.export import export_repository, network_sessions, read_manifest
 from offline_iaas.repository.pipeline import mode_stream
+from offline_iaas.rundir import RunDir
 from tests.helpers import SMALL_CAMPAIGN
 
 pytestmark = pytest.mark.slow
@@ -41,7 +42,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[CampaignC
     ])
     export_repository(config)
     models = read_manifest(config.model.repository)["models"]
-    with bench_server(config.model.repository, root / "server", models) as server:
+    with bench_server(config.model.repository, RunDir(root / "server"), models) as server:
         yield config, server
 
 

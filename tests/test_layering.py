@@ -11,13 +11,12 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
-BASE = {"__init__", "errors", "atomic", "logs", "terminal", "modes", "config", "config_checks",
-        "stretches", "rundir", "hooks", "physics"}
-TOP = {"cli", "demo", "reference"}
+BASE = {"__init__", "errors", "atomic", "logs", "modes", "config", "config_checks",
+        "stretches", "jobspec", "rundir", "hooks", "physics"}
+TOP = {"cli", "demo"}
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",), ("data",), ("models",), ("repository",), ("rendezvous",), ("serve",),
-    ("workflow",),
-    ("client",), ("report",), ("merge",), ("bench",), ("top",),
+    ("client",), ("report",), ("merge",), ("workflow",), ("bench",), ("sizing",), ("top",),
 )
 """Bottom to top; a module may import its own layer and those below."""
 

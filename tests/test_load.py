@@ -20,7 +20,7 @@ import requests
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs
-from offline_iaas.reference import run_reference
+from offline_iaas.merge.reference import run_reference
 from offline_iaas.rendezvous.addresses import read_address
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
@@ -57,7 +57,7 @@ class LiveSequences(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.wait(0.2):
-            address = read_address(self.run_dir, "server0")
+            address = read_address(RunDir(self.run_dir), "server0")
             if address is None:
                 continue
             try:

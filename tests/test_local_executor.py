@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.errors import RunError
+from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.dag import parse_dag
 from offline_iaas.workflow.emulation import node_command, split_arguments, split_environment
 from offline_iaas.workflow.local import run_local
@@ -117,7 +118,7 @@ class Run:
 
     def __call__(self, **kwargs: float) -> None:
         with captured_log(self.lines):
-            run_local(self.dir, **kwargs)
+            run_local(RunDir(self.dir), **kwargs)
 
     def time(self, name: str, what: str) -> float:
         return float((self.events / f"{name}.{what}").read_text())
@@ -323,7 +324,7 @@ def test_invalid_submit_file_starts_nothing(make_run) -> None:
 
 def test_missing_dag() -> None:
     with pytest.raises(RunError, match="no offline.dag"):
-        run_local(Path("/nonexistent-run-dir"))
+        run_local(RunDir(Path("/nonexistent-run-dir")))
 
 
 def test_split_arguments() -> None:
@@ -355,12 +356,12 @@ def test_node_command_expands_vars(tmp_path: Path) -> None:
         "output": "logs/$(node).out",
         "environment": '"RUN=$(node)"',
     }
-    cmd = node_command(tmp_path, dag.nodes["n"], submit, 1)
+    cmd = node_command(RunDir(tmp_path), dag.nodes["n"], submit, 1)
     assert cmd.argv == [sys.executable, "-c", "pass", "n7", "two words"]
     assert cmd.stdout == tmp_path / "logs" / "n7.out" and cmd.stderr == Path(os.devnull)
     assert cmd.environment == {"RUN": "n7"}
     with pytest.raises(RunError, match=r"\$\(nope\)"):
-        node_command(tmp_path, dag.nodes["n"], {**submit, "output": "$(nope)"}, 1)
+        node_command(RunDir(tmp_path), dag.nodes["n"], {**submit, "output": "$(nope)"}, 1)
 
 
 def test_commands_of_a_make_dag_run_directory(tmp_path: Path, monkeypatch) -> None:
@@ -382,11 +383,11 @@ def test_commands_of_a_make_dag_run_directory(tmp_path: Path, monkeypatch) -> No
         "layout": {"servers": 1, "clients_per_server": 2},
     }
     run = tmp_path / "run"
-    make_dag(config_from_dict(raw, tmp_path / "c.toml"), run)
+    make_dag(config_from_dict(raw, tmp_path / "c.toml"), RunDir(run))
     dag = parse_dag((run / "offline.dag").read_text())
     exe = str(console_script())
     argv = {
-        name: node_command(run, node, parse_submit(run / node.submit), 1)
+        name: node_command(RunDir(run), node, parse_submit(run / node.submit), 1)
         for name, node in dag.nodes.items()
     }
     assert argv["server0"].argv == [exe, "serve", "--run-dir", str(run), "--node", "server0"]

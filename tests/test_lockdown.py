@@ -29,7 +29,7 @@ from offline_iaas.client.part import file_sha256
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs
-from offline_iaas.reference import run_reference
+from offline_iaas.merge.reference import run_reference
 from offline_iaas.rendezvous.access import (
     GRPC_TOKEN_HEADER,
     TOKEN_HEADER,
@@ -39,6 +39,7 @@ from offline_iaas.rendezvous.access import (
 )
 from offline_iaas.rendezvous.addresses import ServerAddress, read_address
 from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import ClientSegment
 from offline_iaas.workflow.make_dag import make_dag
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, skip_data_check
@@ -87,7 +88,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     write_synthetic_dataset(config)
     export_repository(config)
     run_dir = root / "run"
-    make_dag(config, run_dir)
+    make_dag(config, RunDir(run_dir))
     log = open(root / "serve.log", "wb")
     proc = subprocess.Popen(
         _cli("serve", "--run-dir", run_dir, "--node", SERVER),
@@ -100,8 +101,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             assert proc.poll() is None, (root / "serve.log").read_text()
             assert time.monotonic() < deadline, "server not ready in 180 s"
             time.sleep(0.25)
-            address = read_address(run_dir, SERVER)
-        token = read_token(run_dir)
+            address = read_address(RunDir(run_dir), SERVER)
+        token = read_token(RunDir(run_dir))
         assert token
         yield Served(root, run_dir, load_config(run_dir / "campaign.toml"), address, token)
     finally:
@@ -205,15 +206,15 @@ def test_rewriting_a_run_directory_keeps_its_token(
 ) -> None:
     skip_data_check(monkeypatch)
     config = load_config(small_config_file)
-    make_dag(config, tmp_path / "run")
-    token = read_token(tmp_path / "run")
+    make_dag(config, RunDir(tmp_path / "run"))
+    token = read_token(RunDir(tmp_path / "run"))
     (tmp_path / "run" / "token").chmod(0o644)
-    make_dag(config, tmp_path / "run")
-    assert read_token(tmp_path / "run") == token
+    make_dag(config, RunDir(tmp_path / "run"))
+    assert read_token(RunDir(tmp_path / "run")) == token
     assert (tmp_path / "run" / "token").stat().st_mode & 0o777 == 0o600
     # a run directory gets its own token
-    make_dag(config, tmp_path / "other")
-    assert read_token(tmp_path / "other") != token
+    make_dag(config, RunDir(tmp_path / "other"))
+    assert read_token(RunDir(tmp_path / "other")) != token
 
 
 def test_transfer_profiles_send_the_token_to_servers_and_clients() -> None:
@@ -231,9 +232,9 @@ def test_requests_without_the_token_are_refused(served: Served, tmp_path: Path) 
 
     other = tmp_path / "other-run"
     other.mkdir()
-    write_token(other)  # another campaign's token
+    write_token(RunDir(other))  # another campaign's token
     seq = _sequence_id(served.run_dir, "client1") + 1000
-    for headers in ({}, auth_headers(other), {TOKEN_HEADER: served.token}):
+    for headers in ({}, auth_headers(RunDir(other)), {TOKEN_HEADER: served.token}):
         # no token; another run's token; the right token under the HTTP name (gRPC wants
         # triton-grpc-protocol-<key>)
         _refused(lambda h=headers: _infer(served, h, seq, True, True))
@@ -261,14 +262,14 @@ def test_requests_without_the_token_are_refused(served: Served, tmp_path: Path) 
     model = served.config.model.name
     body = {"inputs": [{"name": "update", "shape": [1, 2, 64], "datatype": "FP32",
                         "data": [0.0] * 128}]}
-    for headers in ({}, {TOKEN_HEADER: read_token(other) or ""}):
+    for headers in ({}, {TOKEN_HEADER: read_token(RunDir(other)) or ""}):
         assert _http(served, "POST", f"/v2/models/{model}/infer", headers, body) == 403
         assert _http(served, "GET", f"/v2/models/{model}/config", headers) == 403
         assert _http(served, "GET", f"/v2/models/{model}", headers) == 403
     assert _http(served, "GET", "/v2/health/ready", {}) == 200
     assert _http(served, "GET", f"/v2/models/{model}", {TOKEN_HEADER: served.token}) == 200
     # with the token, the same requests go through
-    result = _infer(served, auth_headers(served.run_dir), seq, True, True)
+    result = _infer(served, auth_headers(RunDir(served.run_dir)), seq, True, True)
     assert result.as_numpy("statistic").shape == (1, 1)
 
 
@@ -346,6 +347,6 @@ def test_the_same_request_with_the_token_would_corrupt_the_output(served: Served
     # The control: a foreign START that gets through resets client0's sequence mid-stream,
     # so the check above would see it. (The lock is what keeps it out.)
     def send(victim: int) -> None:
-        _infer(served, auth_headers(served.run_dir), victim, True, False)
+        _infer(served, auth_headers(RunDir(served.run_dir)), victim, True, False)
 
     assert _campaign_with_foreign_requests(served, send) > 1e-3

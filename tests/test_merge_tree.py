@@ -22,12 +22,13 @@ from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import ConfigError
 from offline_iaas.merge.merge import merge
 from offline_iaas.merge.output import compare_outputs, read_campaign
+from offline_iaas.merge.reference import run_reference
+from offline_iaas.merge.tree import chunk_extents, chunk_merges
 from offline_iaas.physics import PAD_SECONDS, cluster_indices, zero_phase_blocks
-from offline_iaas.reference import run_reference
 from offline_iaas.repository.export import export_repository
-from offline_iaas.stretches import make_stretches, output_x0, plan_segments
+from offline_iaas.rundir import RunDir
+from offline_iaas.stretches import client_segments, make_stretches, output_x0
 from offline_iaas.workflow.dag import parse_dag
-from offline_iaas.workflow.merge_tree import chunk_extents, plan_chunks
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
 from tests.oracle import read_series, run_problems
 
@@ -53,8 +54,8 @@ def test_chunks_own_every_value_once_inside_their_interval(tmp_path: Path, mode:
                                                            starts: list[int]) -> None:
     config = _config(tmp_path, [*CHUNK_OVERRIDES, f'model.mode="{mode}"'])
     stretches = make_stretches(config, SEGMENTS)
-    segments = plan_segments(config, stretches)
-    chunks = plan_chunks(config, stretches, segments)
+    segments = client_segments(config, stretches)
+    chunks = chunk_merges(config, stretches, segments)
     assert [c.gps_start - START for c in chunks] == starts
     rate, dx = config.data.sample_rate, config.stride_seconds
     for stretch in stretches:
@@ -83,8 +84,8 @@ def test_chunks_own_every_value_once_inside_their_interval(tmp_path: Path, mode:
 def test_a_chunk_reads_the_clients_of_its_interval_and_its_padding_only(tmp_path: Path) -> None:
     config = _config(tmp_path, CHUNK_OVERRIDES)
     stretches = make_stretches(config, SEGMENTS)
-    segments = plan_segments(config, stretches)
-    chunks = plan_chunks(config, stretches, segments)
+    segments = client_segments(config, stretches)
+    chunks = chunk_merges(config, stretches, segments)
     # the band-pass reads the 64 s blocks holding a chunk's samples and 16 s more: with 64 s of
     # data every chunk reads the whole of each stretch it touches
     pad = 64 + PAD_SECONDS
@@ -101,7 +102,7 @@ def test_bbhnet_chunks_read_only_the_clustering_reach(tmp_path: Path) -> None:
     config = _config(tmp_path, ['model.mode="bbhnet"', "merge.chunk_seconds=16",
                                 "layout.clients_per_server=4", "bbhnet.cluster_seconds=1"])
     stretches = make_stretches(config, SEGMENTS)
-    chunks = plan_chunks(config, stretches, plan_segments(config, stretches))
+    chunks = chunk_merges(config, stretches, client_segments(config, stretches))
     first = chunk_extents(config, stretches, chunks[0].gps_start, chunks[0].gps_end)[0]
     # half a second of windows at 4 Hz beyond the owned rows, not the DeepClean padding
     assert first.rows == (0, first.statistic_rows[1] + 2)
@@ -123,7 +124,7 @@ def test_a_stretch_of_more_chunks_than_the_index_holds_is_refused(tmp_path: Path
                                 "data.duration=86400", "layout.clients_per_server=1"])
     stretches = make_stretches(config, [(START, START + 86400)])
     with pytest.raises(ConfigError, match="spans 5401 chunks .* at least 44"):
-        plan_chunks(config, stretches, plan_segments(config, stretches))
+        chunk_merges(config, stretches, client_segments(config, stretches))
 
 
 def test_chunk_merges_are_a_dag_category_with_their_own_maxjobs(tmp_path: Path) -> None:
@@ -131,8 +132,8 @@ def test_chunk_merges_are_a_dag_category_with_their_own_maxjobs(tmp_path: Path) 
 
     config = _config(tmp_path, [*CHUNK_OVERRIDES, "workflow.max_parallel_merges=2"])
     stretches = make_stretches(config, SEGMENTS)
-    segments = plan_segments(config, stretches)
-    chunks = plan_chunks(config, stretches, segments)
+    segments = client_segments(config, stretches)
+    chunks = chunk_merges(config, stretches, segments)
     dag = parse_dag(dag_text(["server0", "server1"], segments, 2, 0,
                              chunks=[(c.node, c.clients) for c in chunks],
                              max_parallel_merges=config.workflow.max_parallel_merges))
@@ -201,7 +202,7 @@ def chunked(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     shutil.copytree(run_dir, single, ignore=shutil.ignore_patterns("output"))
     info = json.loads((single / "run.json").read_text())
     (single / "run.json").write_text(json.dumps({**info, "chunks": []}))
-    merge(single)
+    merge(RunDir(single))
     return config, run_dir, reference, single
 
 
@@ -318,7 +319,7 @@ def test_a_moved_run_directory_fails_loudly_until_the_index_is_written_again(
             read_campaign(moved / "output" / "campaign.h5")
     finally:
         (run_dir / "output" / "chunks.moved-away").rename(run_dir / "output" / "chunks")
-    merge(moved)  # the index again, at the new place
+    merge(RunDir(moved))  # the index again, at the new place
     comparison = compare_outputs(moved / "output" / "campaign.h5",
                                  single / "output" / "campaign.h5")
     assert comparison.worst == 0.0, comparison.describe()
@@ -331,7 +332,7 @@ def test_make_dag_with_another_chunking_forgets_the_old_chunks_outputs(
 
     skip_data_check(monkeypatch)
     run = tmp_path / "run"
-    make_dag(_config(tmp_path, CHUNK_OVERRIDES), run)
+    make_dag(_config(tmp_path, CHUNK_OVERRIDES), RunDir(run))
     chunks = run / "output" / "chunks"
     chunks.mkdir()
     for node in ("chunk0", "chunk1", "chunk2", "chunk3"):  # as if merged
@@ -341,9 +342,10 @@ def test_make_dag_with_another_chunking_forgets_the_old_chunks_outputs(
             {"complete": True, "gps": [spec["gps_start"], spec["gps_end"]],
              "clients": spec["clients"]}))
     (run / "output" / "campaign.json").write_text('{"complete": true}')
-    make_dag(_config(tmp_path, CHUNK_OVERRIDES), run)  # the same chunks: kept
+    make_dag(_config(tmp_path, CHUNK_OVERRIDES), RunDir(run))  # the same chunks: kept
     assert len(list(chunks.glob("*.json"))) == 4 and (run / "output" / "campaign.json").exists()
-    make_dag(_config(tmp_path, ["merge.chunk_seconds=32", "deepclean.frame_seconds=8"]), run)
+    rechunked = _config(tmp_path, ["merge.chunk_seconds=32", "deepclean.frame_seconds=8"])
+    make_dag(rechunked, RunDir(run))
     # chunk0 and chunk1 now cover [0, 32) and [32, 64): both redone, chunk2-3 gone, and the index
     assert list(chunks.iterdir()) == []
     assert not (run / "output" / "campaign.json").exists()

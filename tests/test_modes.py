@@ -18,8 +18,9 @@ from gwpy.timeseries import TimeSeries
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs, read_campaign
-from offline_iaas.reference import run_reference
+from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from tests.helpers import (
@@ -68,10 +69,10 @@ def mode_campaign(root: Path, mode: str) -> CampaignConfig:
 def run_mode(root: Path, mode: str) -> tuple[CampaignConfig, Path, Path, list[str]]:
     config = mode_campaign(root, mode)
     run_dir = root / mode / "run"
-    make_dag(config, run_dir)
+    make_dag(config, RunDir(run_dir))
     try:
         with captured_log() as log:
-            run_local(run_dir)
+            run_local(RunDir(run_dir))
     finally:
         assert processes_mentioning(str(run_dir)) == []
     reference, _ = run_reference(config, root / mode / "reference.h5")

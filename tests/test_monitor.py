@@ -17,6 +17,7 @@ from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError, RunError
 from offline_iaas.rendezvous.addresses import read_address
 from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
 from offline_iaas.serve.monitor import CSV_HEADER, ServerMonitor, statistics_rows
 from offline_iaas.workflow.make_dag import make_dag
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, skip_data_check
@@ -120,7 +121,8 @@ def test_serve_records_every_models_statistics(tmp_path: Path, monkeypatch) -> N
     export_repository(config)
     skip_data_check(monkeypatch)
     run_dir = tmp_path / "run"
-    make_dag(load_config(tmp_path / "campaign.toml", ["server.monitor_seconds=0.3"]), run_dir)
+    config = load_config(tmp_path / "campaign.toml", ["server.monitor_seconds=0.3"])
+    make_dag(config, RunDir(run_dir))
     env = dict(os.environ)
     log = open(tmp_path / "serve.log", "wb")
     proc = subprocess.Popen(
@@ -132,7 +134,7 @@ def test_serve_records_every_models_statistics(tmp_path: Path, monkeypatch) -> N
     csv_path = run_dir / "monitor" / "server0.csv"
     try:
         deadline = time.monotonic() + 180
-        while read_address(run_dir, "server0") is None:
+        while read_address(RunDir(run_dir), "server0") is None:
             assert proc.poll() is None, (tmp_path / "serve.log").read_text()
             assert time.monotonic() < deadline
             time.sleep(0.25)

@@ -10,10 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from offline_iaas.bench.capacity import plan_from_run
 from offline_iaas.config import load_config, write_config
 from offline_iaas.errors import ConfigError
-from offline_iaas.workflow.pilot import read_pilot
+from offline_iaas.rundir import RunDir
+from offline_iaas.sizing.pilot import read_pilot
+from offline_iaas.sizing.plan import plan_from_run
+
+
+def pilot_of(run: Path):
+    return read_pilot(RunDir(run))
 
 T0 = 1_800_000_000.0
 
@@ -45,7 +50,7 @@ def fake_pilot(root: Path, config_file: Path, finished: bool = True) -> Path:
 
 
 def test_pilot_timings_come_from_the_run_directory(small_config_file: Path) -> None:
-    pilot = read_pilot(fake_pilot(small_config_file.parent, small_config_file))
+    pilot = read_pilot(RunDir(fake_pilot(small_config_file.parent, small_config_file)))
     assert pilot.data_seconds == 64 and pilot.servers == 2
     assert pilot.run_seconds == pytest.approx(16.0)
     assert pilot.start_seconds == pytest.approx(4.0)
@@ -59,7 +64,7 @@ def test_plan_from_run_scales_streaming_and_merge_with_the_data(small_config_fil
     run = fake_pilot(small_config_file.parent, small_config_file)
     # 4096 s of data: 4 data-s/s per server; 1 h target needs 1.14 data-s/s -> 1 server
     config = load_config(small_config_file, ["data.duration=4096"])
-    plan = plan_from_run(config, 1.0, run)
+    plan = plan_from_run(config, 1.0, pilot_of(run))
     assert plan.per_server_rate == pytest.approx(4.0)
     assert plan.servers == 1
     # the pilot merged 64 s in 1 s: 64 data-s/s per merge node. The largest chunk merge that
@@ -73,7 +78,7 @@ def test_plan_from_run_scales_streaming_and_merge_with_the_data(small_config_fil
     assert plan.pilot_layout["wall_seconds"] == pytest.approx(4 + 512 + tail + 3)
     assert plan.stages["merge_seconds"] == pytest.approx(tail)
     # a deadline of 0.05 h = 180 s needs 22.8 data-s/s x 1.25 / 4 -> 8 servers
-    assert plan_from_run(config, 0.05, run).servers == 8
+    assert plan_from_run(config, 0.05, pilot_of(run)).servers == 8
     assert plan.to_dict()["expected_wall_seconds"] == pytest.approx(1048.8)
 
 
@@ -84,11 +89,11 @@ def test_plan_from_a_chunked_pilot_takes_the_chunk_merges_throughput(
     (run / "output" / "campaign.json").write_text(json.dumps({
         "wall_seconds": 0.5, "chunks": 2, "chunk_wall_seconds": {"total": 0.5, "max": 0.25},
         "chunk_data_seconds": 64.0}))
-    pilot = read_pilot(run)
+    pilot = read_pilot(RunDir(run))
     assert pilot.merge_rate == pytest.approx(128.0) and pilot.index_seconds == 0.5
     assert pilot.merge_seconds == pytest.approx(15.0 - 12.0)  # last response to the index's end
     config = load_config(small_config_file, ["data.duration=65536"])
-    plan = plan_from_run(config, 10.0, run)
+    plan = plan_from_run(config, 10.0, pilot_of(run))
     # 65536 / 4 = 16384 s of streaming on one server: 2 % is 328 s; 32768 / 128 = 256 s fits
     assert plan.servers == 1 and plan.merge_chunk_seconds == 32768
     assert plan.stages["merge_seconds"] == pytest.approx(256 + 0.5 + 2.3)
@@ -99,11 +104,11 @@ def test_plan_refuses_an_unfinished_pilot_or_one_of_another_stream(
 ) -> None:
     run = fake_pilot(small_config_file.parent, small_config_file, finished=False)
     with pytest.raises(ConfigError, match="not a finished run .*merge"):
-        read_pilot(run)
+        read_pilot(RunDir(run))
     other = fake_pilot(small_config_file.parent / "b", small_config_file)
     config = load_config(small_config_file, ["model.kernel_seconds=2"])
     with pytest.raises(ConfigError, match="run a pilot of this config"):
-        plan_from_run(config, 1.0, other)
+        plan_from_run(config, 1.0, pilot_of(other))
 
 
 def test_plan_json_prints_the_expected_rate_and_wall_time(small_config_file: Path) -> None:
@@ -122,8 +127,8 @@ def test_plan_json_prints_the_expected_rate_and_wall_time(small_config_file: Pat
 
 def test_plan_simulate_replays_a_run_with_the_pilots_rates(small_config_file: Path,
                                                            monkeypatch) -> None:
-    from offline_iaas.bench.capacity import simulate_run
-    from offline_iaas.client.stream import load_job
+    from offline_iaas.jobspec import read_client_job
+    from offline_iaas.sizing.simulate import simulate_run
     from offline_iaas.workflow.make_dag import make_dag
     from tests.helpers import skip_data_check
 
@@ -136,9 +141,10 @@ def test_plan_simulate_replays_a_run_with_the_pilots_rates(small_config_file: Pa
     skip_data_check(monkeypatch)
     config = load_config(small_config_file, ["layout.servers=1", "merge.chunk_seconds=0"])
     target = small_config_file.parent / "target"
-    make_dag(config, target)
-    work = sum(load_job(target, n).streamed_seconds for n in ("client0", "client1"))
-    result = simulate_run(target, pilot)
+    make_dag(config, RunDir(target))
+    work = sum(read_client_job(RunDir(target), n).streamed_seconds
+               for n in ("client0", "client1"))
+    result = simulate_run(RunDir(target), pilot_of(pilot))
     # server ready at 4 s (the pilot's start-up); both clients share its 4 data-s/s; the
     # merge (64 s at the pilot's 64 data-s/s) and FINAL (0.5 s) each after a 1.8 s job start
     assert result.makespan_seconds == pytest.approx(4 + work / 4 + 1.8 + 1 + 1.8 + 0.5)

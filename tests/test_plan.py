@@ -6,8 +6,8 @@ from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
 from offline_iaas.stretches import (
     ClientSegment,
+    client_segments,
     make_stretches,
-    plan_segments,
     request_sizes,
     whole_span,
     window_gps,
@@ -45,7 +45,7 @@ def test_segments_tile_the_span_with_warmups(
         small_config_file,
         [f"layout.servers={servers}", f"layout.clients_per_server={per_server}"],
     )
-    segments = plan_segments(config, sequence_base=1 << 20)
+    segments = client_segments(config, sequence_base=1 << 20)
     assert len(segments) == servers * per_server
     check_tiling(config, whole_span(config), segments)
     sizes = [s.kept_windows for s in segments]
@@ -66,7 +66,7 @@ def test_no_piece_spans_a_gap_and_shares_stay_balanced(small_config_file: Path) 
     start = config.data.start
     stretches = make_stretches(config, [(start, start + 20), (start + 24, start + 41.5),
                                         (start + 50, start + 64)])
-    segments = plan_segments(config, stretches)
+    segments = client_segments(config, stretches)
     check_tiling(config, stretches, segments)
     for seg in segments:
         for piece in seg.pieces:
@@ -82,7 +82,7 @@ def test_too_little_data_for_the_layout(small_config_file: Path) -> None:
     start = config.data.start
     stretches = make_stretches(config, [(start, start + 1.5)])  # 6 windows, 3 of warm-up
     with pytest.raises(ConfigError, match="holds 3 windows, fewer than the 4"):
-        plan_segments(config, stretches)
+        client_segments(config, stretches)
 
 
 def test_stretch_bounds_must_be_on_the_stride_grid(small_config_file: Path) -> None:

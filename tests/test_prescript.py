@@ -25,6 +25,7 @@ from offline_iaas.rendezvous.job_ads import (
     job_ads,
 )
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, current_address, prescript
+from offline_iaas.rundir import RunDir
 from tests.helpers import SMALL_CAMPAIGN
 
 RUN_ID = "feedfacecafebeef"
@@ -87,14 +88,14 @@ def test_prescript_defers_until_the_server_publishes(
 ) -> None:
     ads = FileJobAds(tmp_path / "ads.json")
     lines = log_lines
-    assert prescript(run_dir, "client0", ads) is False
+    assert prescript(RunDir(run_dir), "client0", ads) is False
     assert "deferring" in lines[-1] and not (run_dir / "servers").exists()
 
     # The server side of the same interface: what `serve --rendezvous jobad` does.
     ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, as_json(address()))
-    assert prescript(run_dir, "client0", ads) is True
+    assert prescript(RunDir(run_dir), "client0", ads) is True
     assert "server0 is at node17.cluster:8001 (epoch 1)" in lines[-1]
-    assert addresses.read_address(run_dir, "server0") == address()
+    assert addresses.read_address(RunDir(run_dir), "server0") == address()
 
 
 def test_prescript_command_exit_codes(run_dir: Path, tmp_path: Path) -> None:
@@ -157,11 +158,11 @@ def test_htcondor_job_ads_use_chirp_and_the_schedd(
     assert ads.get_own(RUN_ID, "server0", "NumJobStarts") == 1
     assert ads.get_own(RUN_ID, "server0", "Missing") is None
 
-    assert prescript(run_dir, "client0", ads) is True
+    assert prescript(RunDir(run_dir), "client0", ads) is True
     constraint, projection = FakeSchedd.constraints[-1]
     assert constraint == f'OfflineIaasRun == "{RUN_ID}" && OfflineIaasNode == "server0"'
     assert ADDRESS_ATTRIBUTE in projection and "NumJobStarts" in projection
-    assert addresses.read_address(run_dir, "server0") == address()
+    assert addresses.read_address(RunDir(run_dir), "server0") == address()
 
     ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, None)  # withdrawn when the server stops
     assert FakeChirp.ad[ADDRESS_ATTRIBUTE] == "undefined"
@@ -185,17 +186,18 @@ def test_prescript_fails_over_to_a_live_server_after_the_deadline(
     ads = FileJobAds(tmp_path / "ads.json")
     other = dataclasses.replace(address(), node="server1", grpc_port=9001)
     ads.set_own(RUN_ID, "server1", ADDRESS_ATTRIBUTE, as_json(other))  # server0 never starts
-    assert prescript(run_dir, "client0", ads, now=1000.0) is False
-    assert addresses.read_address(run_dir, "server1") == other  # written for the client anyway
-    assert prescript(run_dir, "client0", ads, now=1599.0) is False
-    assert prescript(run_dir, "client0", ads, now=1600.0) is True
+    assert prescript(RunDir(run_dir), "client0", ads, now=1000.0) is False
+    # written for the client anyway
+    assert addresses.read_address(RunDir(run_dir), "server1") == other
+    assert prescript(RunDir(run_dir), "client0", ads, now=1599.0) is False
+    assert prescript(RunDir(run_dir), "client0", ads, now=1600.0) is True
     assert "failing over to a live one (server1)" in log_lines[-1]
-    assert addresses.read_address(run_dir, "server0") is None
+    assert addresses.read_address(RunDir(run_dir), "server0") is None
     # its own server is preferred as soon as it is there
     ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, as_json(address()))
-    assert prescript(run_dir, "client0", ads, now=1601.0) is True
-    assert addresses.read_address(run_dir, "server0") == address()
+    assert prescript(RunDir(run_dir), "client0", ads, now=1601.0) is True
+    assert addresses.read_address(RunDir(run_dir), "server0") == address()
     # and a server gone from the schedd loses its file
     ads.set_own(RUN_ID, "server1", ADDRESS_ATTRIBUTE, None)
-    assert prescript(run_dir, "client0", ads, now=1602.0) is True
-    assert addresses.read_address(run_dir, "server1") is None
+    assert prescript(RunDir(run_dir), "client0", ads, now=1602.0) is True
+    assert addresses.read_address(RunDir(run_dir), "server1") is None

@@ -15,11 +15,12 @@ import pytest
 from offline_iaas.cli import main
 from offline_iaas.config import config_from_dict
 from offline_iaas.errors import ConfigError
+from offline_iaas.merge.tree import chunk_merges
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
-from offline_iaas.stretches import plan_segments, stretches_of
+from offline_iaas.rundir import RunDir
+from offline_iaas.stretches import client_segments, stretches_of
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.make_dag import make_dag
-from offline_iaas.workflow.merge_tree import plan_chunks
 from offline_iaas.workflow.profiles import (
     ACCOUNTING_EXAMPLE,
     accounting_problem,
@@ -85,14 +86,14 @@ def rendered(profile: str) -> dict[str, str]:
     config = campaign(**PROFILE_SECTIONS[profile])
     site = resolve_site(config)
     files = {f"{role}.sub": text for role, text in
-             submit_texts(config, site, RUN_DIR, EXECUTABLE, RUN_ID, chunked=True).items()}
+             submit_texts(config, site, RunDir(RUN_DIR), EXECUTABLE, RUN_ID, chunked=True).items()}
     pre = None
     if site.rendezvous == "jobad":
         args = ("prescript", "--run-dir", str(RUN_DIR), "--node", "$JOB")
         pre = Script(str(EXECUTABLE), args, DEFER_EXIT, DEFER_SECONDS)
-    segments = plan_segments(config)
+    segments = client_segments(config)
     # 4096 s from GPS 1238166018: two chunk merges of merge.chunk_seconds = 4096 s
-    chunks = plan_chunks(config, stretches_of(segments), segments)
+    chunks = chunk_merges(config, stretches_of(segments), segments)
     files["offline.dag"] = dag_text(
         ["server0", "server1"], segments, config.workflow.retries,
         config.workflow.max_parallel_clients, fatal_exit=ConfigError.exit_code, final=True,
@@ -298,7 +299,7 @@ def test_make_dag_writes_the_transfer_run_directory(
     (repo / "classifier" / "1" / "model.onnx").write_bytes(b"onnx")
     config = campaign(tmp_path, **PROFILE_SECTIONS["osg"])
     run = tmp_path / "run"
-    make_dag(config, run)
+    make_dag(config, RunDir(run))
     import json
     import tarfile
 
@@ -309,11 +310,11 @@ def test_make_dag_writes_the_transfer_run_directory(
     assert f'MY.OfflineIaasRun  = "{info["run_id"]}"' in (run / "client.sub").read_text()
     dag = (run / "offline.dag").read_text()
     assert f"SCRIPT DEFER {DEFER_EXIT} {DEFER_SECONDS} PRE client0 " in dag
-    make_dag(config, run)  # rewritten: same run id
+    make_dag(config, RunDir(run))  # rewritten: same run id
     assert json.loads((run / "run.json").read_text())["run_id"] == info["run_id"]
     shared = campaign(tmp_path, **{**PROFILE_SECTIONS["osg"], "site": {
         **PROFILE_SECTIONS["osg"]["site"], "filesystem": "shared"}})
-    make_dag(shared, run)
+    make_dag(shared, RunDir(run))
     assert not (run / "model-repository.tar.gz").exists()
     assert "SCRIPT" not in (run / "offline.dag").read_text()
 

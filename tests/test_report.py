@@ -33,8 +33,9 @@ from offline_iaas.report.search import (
 )
 from offline_iaas.report.spectra import inspiral_range, strain_spectra
 from offline_iaas.report.timeline import coverage, monitor_rates, node_attempts, span_gaps
+from offline_iaas.rundir import RunDir
 from offline_iaas.serve.monitor import CSV_HEADER, read_monitor_csv
-from offline_iaas.stretches import make_stretches, plan_segments
+from offline_iaas.stretches import client_segments, make_stretches
 from tests.browser import check_page, headless_chromium, missing_browser
 from tests.helpers import captured_log
 
@@ -154,7 +155,7 @@ def make_fixture_run(root: Path, mode: str = "e2e") -> Path:
     (repo / "manifest.json").write_text(json.dumps(
         {"ensemble": "offline-iaas", "flavor": "cpu", "mode": mode,
          "channels": list(config.data.channels), "versions": {"bbhnet": 3, "deepclean": 2}}))
-    segments = plan_segments(config, make_stretches(config, STRETCHES), sequence_base=1 << 20)
+    segments = client_segments(config, make_stretches(config, STRETCHES), sequence_base=1 << 20)
     for seg in segments:
         (run_dir / "jobs" / f"{seg.node}.json").write_text(json.dumps(seg.to_dict()))
     (run_dir / "run.json").write_text(json.dumps(
@@ -178,7 +179,7 @@ def test_gaps_are_the_span_outside_the_stretches() -> None:
 
 def test_coverage_colours_each_clients_pieces_by_its_server(tmp_path: Path) -> None:
     config = fixture_config(tmp_path)
-    segments = plan_segments(config, make_stretches(config, STRETCHES), sequence_base=0)
+    segments = client_segments(config, make_stretches(config, STRETCHES), sequence_base=0)
     cov = coverage((START, START + 256), segments)
     assert cov.stretches == STRETCHES  # taken from the pieces when not given
     assert cov.gaps == [(START + 96, START + 128), (START + 192, START + 256)]
@@ -346,7 +347,7 @@ def test_figures_keep_matplotlibs_axes_and_style_after_gwpy_is_imported() -> Non
 def test_report_of_a_classifier_campaign_says_what_is_absent(tmp_path: Path) -> None:
     run_dir = make_fixture_run(tmp_path, mode="classifier")
     with captured_log() as lines:
-        path = write_report(run_dir)
+        path = write_report(RunDir(run_dir))
     text = path.read_text()
     assert path == run_dir / "report" / "index.html"
     assert lines == []  # nothing failed
@@ -368,7 +369,7 @@ def test_an_unreadable_input_costs_only_its_section(tmp_path: Path) -> None:
     (run_dir / "monitor").mkdir()
     (run_dir / "monitor" / "server0.csv").write_text("not,a,monitor\n")
     with captured_log() as lines:
-        text = write_report(run_dir).read_text()
+        text = write_report(RunDir(run_dir)).read_text()
     assert len(lines) == 1 and lines[0].startswith("report: Campaign: not drawn: RunError")
     assert "Not drawn: RunError" in text and "not a monitor CSV" in text and "Provenance" in text
 
@@ -379,7 +380,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
         pytest.skip(why)
     run_dir = make_fixture_run(tmp_path)
     with captured_log() as lines:
-        report = write_report(run_dir)
+        report = write_report(RunDir(run_dir))
     assert lines == []
     text = report.read_text()
     for expected in ("BNS range, raw [Mpc]", "ratio_at_line", "network SNR",

@@ -22,10 +22,11 @@ import pytest
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs
-from offline_iaas.reference import run_reference
+from offline_iaas.merge.reference import run_reference
 from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, FAKE_ENV
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status, status_lines
@@ -47,7 +48,7 @@ class Campaign:
         self.log = []
         try:
             with captured_log(self.log):
-                run_local(self.run_dir)
+                run_local(RunDir(self.run_dir))
         finally:
             assert processes_mentioning(str(self.run_dir)) == []
             assert processes_mentioning(str(self.config.model.repository)) == []
@@ -94,7 +95,7 @@ def shim_campaign(dataset: Path) -> Iterator[Campaign]:
         ['server.runtime="apptainer"', f'server.image="{image}"', "server.gpus=1"],
     )
     run_dir = dataset / "shim-run"
-    make_dag(config, run_dir)
+    make_dag(config, RunDir(run_dir))
     fault = [{"point": "start", "action": "exit", "times": 1}]
     (run_dir / "faults.json").write_text(json.dumps({"client1": fault}))
     campaign = Campaign(config, run_dir, [])
@@ -146,7 +147,7 @@ def test_client_failing_once_is_retried(shim_campaign: Campaign) -> None:
     state = json.loads((run_dir / "local-state.json").read_text())["nodes"]
     assert (state["client1"]["attempts"], state["client0"]["attempts"]) == (2, 1)
     assert "injected failure at start" in (run_dir / "logs" / "client1.err").read_text()
-    status = read_status(run_dir)
+    status = read_status(RunDir(run_dir))
     assert {n.name: n.retries for n in status.nodes}["client1"] == 1
     assert status.output_complete and json.loads((run_dir / "summary.json").read_text())[
         "output_complete"
@@ -184,7 +185,7 @@ def transfer_campaign(dataset: Path) -> Iterator[Campaign]:
     patch.delenv(FAKE_ENV, raising=False)  # run-local's own stand-in: RUN/job-ads.json
     config = load_config(dataset / "campaign.toml", ['site.filesystem="transfer"'])
     run_dir = dataset / "transfer-run"
-    make_dag(config, run_dir)
+    make_dag(config, RunDir(run_dir))
     # DAGMan waits DEFER_SECONDS between PRE script runs; this test cannot afford 30 s.
     dag = run_dir / "offline.dag"
     dag.write_text(dag.read_text().replace(f"DEFER {DEFER_EXIT} {DEFER_SECONDS} ",
@@ -220,5 +221,5 @@ def test_pre_script_rendezvous_without_a_shared_filesystem(
         assert json.loads((run_dir / "parts" / f"{node}.json").read_text())["complete"] is True
         assert "streaming" in (run_dir / "logs" / f"{node}.out").read_text()
     assert not (run_dir / "scratch").exists()
-    lines = "\n".join(status_lines(read_status(run_dir)))
+    lines = "\n".join(status_lines(read_status(RunDir(run_dir))))
     assert "output: output/campaign.h5 (complete)" in lines and "(100%)" in lines

@@ -21,8 +21,8 @@ from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import ConfigError, ModelError
 from offline_iaas.merge.output import compare_outputs
+from offline_iaas.merge.reference import run_reference
 from offline_iaas.physics import whitening_band
-from offline_iaas.reference import run_reference
 from offline_iaas.repository.backend.stateful import RollingWhitening
 from offline_iaas.repository.export import check_repository, export_repository
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights

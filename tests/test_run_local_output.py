@@ -17,6 +17,7 @@ import pytest
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.progress import RunProgress, count_states
@@ -39,7 +40,7 @@ def test_run_local_prints_plain_lines_when_not_a_terminal(tmp_path: Path) -> Non
     write_synthetic_dataset(config)
     export_repository(config)
     run_dir = tmp_path / "run"
-    make_dag(config, run_dir)
+    make_dag(config, RunDir(run_dir))
     command = [str(Path(sys.executable).parent / "offline-iaas"), "run-local", str(run_dir)]
     # a terminal type that supports colour: still no escape codes, since stdout is a pipe
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120"}
@@ -85,7 +86,7 @@ def test_local_state_keeps_every_attempt_of_a_retried_node(tmp_path: Path) -> No
     )
     (run_dir / "offline.dag").write_text("JOB a flaky.sub\nRETRY a 2\n")
     states: list[dict[str, tuple[str, str]]] = []
-    run_local(run_dir, on_state=states.append)
+    run_local(RunDir(run_dir), on_state=states.append)
     history = json.loads((run_dir / "local-state.json").read_text())["nodes"]["a"]["history"]
     assert [(h["attempt"], h["status"], h["exit_code"]) for h in history] == [
         (1, "failed", 1), (2, "done", 0)]

@@ -1,4 +1,4 @@
-"""The makespan simulation of a campaign DAG (workflow/simulate.py): every expected time below
+"""The makespan simulation of a campaign DAG (sizing/simulate.py, sizing/replay.py): every expected time below
 is worked out by hand from the model in the module's docstring."""
 
 from __future__ import annotations
@@ -8,15 +8,10 @@ import random
 
 import pytest
 
-from offline_iaas.stretches import ClientSegment, Piece
+from offline_iaas.jobspec import ClientSegment, Piece
+from offline_iaas.sizing.replay import FailureModel, SimulationRates, node_role
+from offline_iaas.sizing.simulate import segment_work_seconds, simulate
 from offline_iaas.workflow.dag import dag_text, parse_dag
-from offline_iaas.workflow.simulate import (
-    FailureModel,
-    SimulationRates,
-    node_role,
-    segment_work_seconds,
-    simulate,
-)
 
 
 def dag_of(

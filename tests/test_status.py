@@ -14,6 +14,7 @@ import pytest
 from offline_iaas.cli import main
 from offline_iaas.config import config_from_dict
 from offline_iaas.errors import RunError
+from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import final_summary, read_status, status_lines
 from tests.helpers import skip_data_check
@@ -32,7 +33,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "merge": {"chunk_seconds": 0},  # one merge node (chunk merges: test_merge_tree.py)
     }
     run_dir = tmp_path / "run"
-    make_dag(config_from_dict(raw, tmp_path / "c.toml"), run_dir)
+    make_dag(config_from_dict(raw, tmp_path / "c.toml"), RunDir(run_dir))
     return run_dir
 
 
@@ -56,7 +57,7 @@ def local_state(run: Path, nodes: dict[str, dict]) -> None:
 
 
 def test_not_started(run: Path) -> None:
-    status = read_status(run)
+    status = read_status(RunDir(run))
     assert status.source == "files only (not started)"
     assert {n.name: n.state for n in status.nodes} == {
         "server0": "waiting", "client0": "waiting", "client1": "waiting", "merge": "waiting",
@@ -77,7 +78,7 @@ def test_in_progress_from_run_local(run: Path, capsys: pytest.CaptureFixture[str
         "merge": {"kind": "JOB", "status": "pending", "attempts": 0},
         "final": {"kind": "FINAL", "status": "pending", "attempts": 0},
     })
-    status = read_status(run)
+    status = read_status(RunDir(run))
     states = {n.name: (n.state, n.retries) for n in status.nodes}
     assert states == {"server0": ("running", 0), "client0": ("done", 0),
                       "client1": ("running", 1), "merge": ("waiting", 0),
@@ -120,7 +121,7 @@ def test_in_progress_from_the_dagman_node_status_file(run: Path) -> None:
     (run / "offline.status").write_text(NODE_STATUS)
     later = time.time() + 5
     os.utime(run / "offline.status", (later, later))  # written after run-local's state
-    status = read_status(run)
+    status = read_status(RunDir(run))
     assert status.source == "DAGMan (offline.status)"
     states = {n.name: (n.state, n.retries, n.detail) for n in status.nodes}
     assert states["client0"] == ("done", 0, "")
@@ -132,7 +133,7 @@ def test_in_progress_from_the_dagman_node_status_file(run: Path) -> None:
     (run / "offline.status").write_text(NODE_STATUS.replace(
         'NodeStatus = 3; StatusDetails = "idle"', 'NodeStatus = 6; StatusDetails = "exit 3"'))
     os.utime(run / "offline.status", (later, later))
-    status = read_status(run)
+    status = read_status(RunDir(run))
     assert next(n for n in status.nodes if n.name == "client1").state == "failed"
     assert "ETA: none (nodes failed" in "\n".join(status_lines(status))
 
@@ -151,7 +152,7 @@ def test_finished_run(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     nodes["final"]["kind"] = "FINAL"
     nodes["server0"] = {"kind": "SERVICE", "status": "stopped", "attempts": 1}
     local_state(run, nodes)
-    status = read_status(run)
+    status = read_status(RunDir(run))
     assert status.output_complete and status.eta_seconds == 0.0
     assert status.data_seconds_done == status.data_seconds_total > 0
     assert 9 < status.elapsed_seconds < 11  # from the first start to the last end
@@ -164,7 +165,7 @@ def test_finished_run(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_final_summary(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     complete_part(run, "client0")
     with pytest.raises(RunError, match="nodes failed \\(1 failed\\)"):
-        final_summary(run, dag_status=2, failed_count=1)
+        final_summary(RunDir(run), dag_status=2, failed_count=1)
     lines = capsys.readouterr().out.splitlines()
     summary = json.loads((run / "summary.json").read_text())
     assert summary["dag_status"] == 2 and summary["failed_count"] == 1
@@ -172,7 +173,7 @@ def test_final_summary(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert any(line.startswith("data seconds done") for line in lines)
 
     finish(run)
-    summary = final_summary(run, dag_status=0, failed_count=0)
+    summary = final_summary(RunDir(run), dag_status=0, failed_count=0)
     assert summary["output_complete"] is True
     assert json.loads((run / "summary.json").read_text())["output_complete"] is True
     assert main(["status", str(run), "--final", "--dag-status", "3", "--failed-count", "0"]) == 6

@@ -13,8 +13,7 @@ import pytest
 
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.logs import QUIET, VERBOSE
-from offline_iaas.terminal import CountProgress
+from offline_iaas.logs import QUIET, VERBOSE, CountProgress
 from tests.helpers import package_level
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # anything but \t and \n

@@ -22,8 +22,8 @@ from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import ConfigError, ModelError
 from offline_iaas.merge.output import compare_outputs
+from offline_iaas.merge.reference import run_reference
 from offline_iaas.physics import SECONDS_PER_YEAR, false_alarm_rates
-from offline_iaas.reference import run_reference
 from offline_iaas.repository.backend.stateful import TimeSlides
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
@@ -243,7 +243,7 @@ def test_the_report_draws_the_cumulative_rate_in_a_browser(campaigns, tmp_path: 
     from tests.browser import check_page, headless_chromium, missing_browser
 
     _, run_dir = campaigns["bbhnet"]
-    report = write_report(run_dir)
+    report = write_report(RunDir(run_dir))
     text = report.read_text()
     assert "False-alarm rate" in text and "IFAR threshold [yr]" in text
     why = missing_browser()

@@ -20,7 +20,7 @@ _verbosity = logs.NORMAL
 
 
 def _count_progress(label: str, unit: str):
-    from offline_iaas.terminal import CountProgress
+    from offline_iaas.logs import CountProgress
 
     return CountProgress(label, unit, verbosity=_verbosity)
 
@@ -29,6 +29,13 @@ def _config(args: argparse.Namespace):
     from offline_iaas.config import load_config
 
     return load_config(args.config, args.set)
+
+
+def _run(path: Path):
+    """The run directory named on the command line, by its absolute path."""
+    from offline_iaas.rundir import RunDir
+
+    return RunDir(path.absolute())
 
 
 def cmd_synth(args: argparse.Namespace) -> None:
@@ -61,8 +68,9 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
     from offline_iaas.workflow.make_dag import make_dag
 
     config = _config(args)
-    segments = make_dag(config, args.out, check_files=not args.no_check)
-    logger.info(f"make-dag: {args.out.resolve() / 'offline.dag'}")
+    run = _run(args.out)
+    segments = make_dag(config, run, check_files=not args.no_check)
+    logger.info(f"make-dag: {run.dag}")
     stride = config.stride_seconds
     for seg in segments:
         pieces = ", ".join(
@@ -99,27 +107,27 @@ def cmd_run_local(args: argparse.Namespace) -> None:
 
     # a live display on a terminal, plain lines otherwise (only warnings when quiet)
     with RunProgress(interactive=False if _verbosity <= logs.QUIET else None) as progress:
-        run_local(args.run_dir, on_state=progress.update)
+        run_local(_run(args.run_dir), on_state=progress.update)
 
 
 def cmd_report(args: argparse.Namespace) -> None:
     from offline_iaas.report import write_report
 
-    logger.info(f"report: {write_report(args.run_dir)}")
+    logger.info(f"report: {write_report(_run(args.run_dir))}")
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
     from offline_iaas.serve.node import serve
 
     serve(
-        args.run_dir, args.node, repository=args.repository, rendezvous=args.rendezvous
+        _run(args.run_dir), args.node, repository=args.repository, rendezvous=args.rendezvous
     )
 
 
 def cmd_prescript(args: argparse.Namespace) -> None:
     from offline_iaas.rendezvous.prescript import DEFER_EXIT, prescript
 
-    if not prescript(args.run_dir, args.node):
+    if not prescript(_run(args.run_dir), args.node):
         raise SystemExit(DEFER_EXIT)  # DAGMan runs the script again later (SCRIPT DEFER)
 
 
@@ -127,23 +135,23 @@ def cmd_status(args: argparse.Namespace) -> None:
     from offline_iaas.workflow.status import final_summary, print_status
 
     if args.final:
-        final_summary(args.run_dir, args.dag_status, args.failed_count)
+        final_summary(_run(args.run_dir), args.dag_status, args.failed_count)
     else:
-        print_status(args.run_dir, as_json=args.json)
+        print_status(_run(args.run_dir), as_json=args.json)
 
 
 def cmd_client(args: argparse.Namespace) -> None:
     from offline_iaas.client.stream import run_client
 
     with _count_progress(args.node, "data-s") as progress:  # a bar on a terminal
-        run_client(args.run_dir, args.node, progress=progress)
+        run_client(_run(args.run_dir), args.node, progress=progress)
 
 
 def cmd_merge(args: argparse.Namespace) -> None:
     from offline_iaas.merge.merge import merge
 
     with _count_progress("merge", "windows") as progress:  # a bar on a terminal
-        merge(args.run_dir, progress=progress)
+        merge(_run(args.run_dir), progress=progress)
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -191,13 +199,14 @@ def cmd_merge_chunk(args: argparse.Namespace) -> None:
     from offline_iaas.merge.chunk_merge import merge_chunk
 
     with _count_progress("merge-chunk", "windows") as progress:
-        merge_chunk(args.run_dir, args.node, progress=progress)
+        merge_chunk(_run(args.run_dir), args.node, progress=progress)
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
     import json
 
-    from offline_iaas.bench.capacity import plan_capacity, plan_from_run
+    from offline_iaas.sizing.pilot import read_pilot
+    from offline_iaas.sizing.plan import plan_from_bench, plan_from_run
 
     if args.simulate is not None:
         _simulate(args)
@@ -205,9 +214,10 @@ def cmd_plan(args: argparse.Namespace) -> None:
     if args.target_hours is None:
         raise ConfigError("plan needs --target-hours (or --simulate RUN --from-run PILOT)")
     if args.from_run is not None:
-        capacity = plan_from_run(_config(args), args.target_hours, args.from_run)
+        pilot = read_pilot(_run(args.from_run))
+        capacity = plan_from_run(_config(args), args.target_hours, pilot)
     else:
-        capacity = plan_capacity(_config(args), args.target_hours, args.from_bench)
+        capacity = plan_from_bench(_config(args), args.target_hours, args.from_bench)
     if args.json:
         print(json.dumps(capacity.to_dict(), indent=2))
         return
@@ -225,20 +235,21 @@ def cmd_plan(args: argparse.Namespace) -> None:
 def _simulate(args: argparse.Namespace) -> None:
     import json
 
-    from offline_iaas.bench.capacity import simulate_run
     from offline_iaas.config import load_config
-    from offline_iaas.rundir import RunDir
-    from offline_iaas.workflow.simulate import FailureModel
+    from offline_iaas.sizing.pilot import read_pilot
+    from offline_iaas.sizing.replay import FailureModel
+    from offline_iaas.sizing.simulate import simulate_run
 
     if args.from_run is None:
         raise ConfigError("plan --simulate needs --from-run PILOT (the rates to replay with)")
-    config = load_config(RunDir(args.simulate).config)
+    run = _run(args.simulate)
+    config = load_config(run.config)
     failures = FailureModel(failure_rate=args.failure_rate,
                             never_starting_servers=frozenset(args.never_start),
                             failover_seconds=config.client.failover_seconds, seed=args.seed,
                             replications=args.replications)
     try:
-        result = simulate_run(args.simulate, args.from_run, failures)
+        result = simulate_run(run, read_pilot(_run(args.from_run)), failures)
     except ValueError as err:
         raise ConfigError(f"plan --simulate {args.simulate}: {err}") from None
     if args.json:
@@ -251,7 +262,7 @@ def _simulate(args: argparse.Namespace) -> None:
 
 
 def cmd_reference(args: argparse.Namespace) -> None:
-    from offline_iaas.reference import run_reference
+    from offline_iaas.merge.reference import run_reference
 
     path, wall = run_reference(_config(args), args.out)
     logger.info(f"reference: {path} in {wall:.1f} s")

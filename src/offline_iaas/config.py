@@ -257,7 +257,7 @@ class WorkflowConfig:
 
 @dataclass(frozen=True)
 class MergeConfig:
-    """The merge: one node, or chunk merges under an index (``workflow/merge_tree.py``)."""
+    """The merge: one node, or chunk merges under an index (``merge/tree.py``)."""
 
     chunk_seconds: float = 4096.0
     """Each chunk merge writes the outputs of this much GPS time, the chunks aligned to its

@@ -53,7 +53,7 @@ def run_demo(
     from offline_iaas.data.synth import write_synthetic_dataset
     from offline_iaas.merge.output import TIME_TOLERANCE_SECONDS, compare_outputs
     from offline_iaas.merge.postprocess import physics_lines
-    from offline_iaas.reference import run_reference
+    from offline_iaas.merge.reference import run_reference
     from offline_iaas.repository.export import export_repository
     from offline_iaas.workflow.local import run_local
     from offline_iaas.workflow.make_dag import make_dag
@@ -61,10 +61,10 @@ def run_demo(
     workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     config = demo_config(workdir, config_path, list(overrides), mode)
-    run_dir = workdir / "run"
-    if RunDir(run_dir).run_info.exists():
-        logger.info(f"demo: removing the previous demo run {run_dir}")
-        shutil.rmtree(run_dir)
+    run = RunDir(workdir / "run")
+    if run.run_info.exists():
+        logger.info(f"demo: removing the previous demo run {run.path}")
+        shutil.rmtree(run.path)
     stale_dirs = ("frames", "model-repository") + (("weights",) if weights is None else ())
     for stale in stale_dirs:
         if (workdir / stale).exists():
@@ -80,26 +80,25 @@ def run_demo(
         train_demo(config, weights)
     logger.info(f"demo: exporting the {config.model.mode} repository to {config.model.repository}")
     export_repository(config, weights)
-    segments = make_dag(config, run_dir)
+    segments = make_dag(config, run)
     logger.info(
-        f"demo: wrote {run_dir / 'offline.dag'} ({config.layout.servers} servers, "
-        f"{len(segments)} clients)"
+        f"demo: wrote {run.dag} ({config.layout.servers} servers, {len(segments)} clients)"
     )
     started = time.monotonic()
-    run_local(run_dir)
+    run_local(run)
     wall = time.monotonic() - started
     data_seconds = config.total_windows * config.stride_seconds
 
     timings: dict[str, float] = {}
     reference_path, reference_wall = run_reference(config, workdir / "reference.h5",
                                                    timings=timings)
-    output, summary = RunDir(run_dir).output
+    output, summary = run.output
     comparison = compare_outputs(output, reference_path)
     worst = comparison.worst
     logger.info(f"data seconds processed: {data_seconds:.1f}")
     logger.info(f"wall time: {wall:.1f} s (campaign), {reference_wall:.1f} s (reference)")
     logger.info(f"data-seconds per second: {data_seconds / wall:.1f}")
-    logger.info(streaming_line(run_dir, data_seconds, timings))
+    logger.info(streaming_line(run, data_seconds, timings))
     logger.info(f"campaign output: {output}")
     logger.info(f"reference: {reference_path}")
     for line in physics_lines(json.loads(summary.read_text())):
@@ -108,7 +107,7 @@ def run_demo(
     # written again now that every node has ended (the merge's own shows it still running)
     from offline_iaas.report import write_report
 
-    report = write_report(run_dir)
+    report = write_report(run)
     if not comparison.passes(TOLERANCE):
         raise MismatchError(
             f"campaign output differs from the reference by {worst:.3g} (allowed {TOLERANCE:g}, "
@@ -118,14 +117,14 @@ def run_demo(
     return worst
 
 
-def streaming_line(run_dir: Path, data_seconds: float, reference: dict[str, float]) -> str:
+def streaming_line(run: RunDir, data_seconds: float, reference: dict[str, float]) -> str:
     """``streaming: X data-s/s (campaign clients), Y data-s/s (reference)``: X over the time
     from the first client's first request to the last client's last response (the parts'
     sidecars, ``workflow.pilot``), Y over the reference's streaming time (no discovery, no
     post-processing)."""
-    from offline_iaas.workflow.pilot import read_pilot
+    from offline_iaas.sizing.pilot import read_pilot
 
-    campaign = data_seconds / read_pilot(run_dir).streaming_seconds
+    campaign = data_seconds / read_pilot(run).streaming_seconds
     ours = reference["data_seconds"] / reference["streaming_seconds"]
     return (f"streaming: {campaign:.1f} data-s/s (campaign clients), {ours:.1f} data-s/s "
             f"(reference); {campaign / ours:.2f} x")

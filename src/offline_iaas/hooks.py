@@ -1,6 +1,6 @@
 """Named points in the nodes' code where a test can step in; in a campaign nothing happens.
 
-The nodes mark a few places with ``reached(run_dir, node, point)``: a client's ``start`` and
+The nodes mark a few places with ``reached(run, node, point)``: a client's ``start`` and
 ``mid-stream``, a server's ``start``, the merge's ``mid-write``. A test that wants a node to
 fail there sets ``OFFLINE_IAAS_TEST_HOOK`` to ``/path/to/file.py:function`` before the nodes
 start (the test suite sets it to ``tests/faults/inject.py:inject``, which reads
@@ -17,15 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from offline_iaas.errors import RunError
+from offline_iaas.rundir import RunDir
 
 HOOK_ENV = "OFFLINE_IAAS_TEST_HOOK"
 
 
-def reached(run_dir: Path, node: str, point: str) -> None:
+def reached(run: RunDir, node: str, point: str) -> None:
     """``node`` is at ``point``: call the test hook, if one is set."""
     spec = os.environ.get(HOOK_ENV, "")
     if spec:
-        _load(spec)(Path(run_dir), node, point)
+        _load(spec)(run.path, node, point)
 
 
 @functools.cache

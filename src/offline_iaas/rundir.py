@@ -5,9 +5,12 @@ their files through ``RunDir``::
 
     RUN/campaign.toml             the resolved campaign config
     RUN/offline.dag, <role>.sub   the DAG and its submit descriptions
+    RUN/offline.status            DAGMan's node status file (``NODE_STATUS_FILE``)
     RUN/run.json                  run id, config hash, sequence base, node names
     RUN/token                     the servers' access token (``rendezvous/access.py``)
-    RUN/jobs/<client>.json        a client's segment (its pieces)
+    RUN/model-repository.tar.gz   the model repository for servers without a shared filesystem
+    RUN/model-repository/         a server's unpacked copy of that tarball
+    RUN/jobs/<client>.json        a client's segment (its pieces; ``jobspec.py``)
     RUN/parts/<client>.h5, .json  a client's output and its sidecar; .chunks/ its checkpoints
     RUN/jobs/<chunk>.json         a chunk merge's GPS interval and parent clients
     RUN/output/campaign.h5, .json the merge's output (with chunks: their index) and summary
@@ -15,7 +18,10 @@ their files through ``RunDir``::
     RUN/servers/<server>.json     a live server's address; .epoch its start count
     RUN/logs/                     node logs
     RUN/monitor/<server>.csv      Triton statistics of a server
-    RUN/local-state.json          run-local's node states
+    RUN/local-state.json          run-local's node states; .run-local.lock its lock
+    RUN/job-ads.json              run-local's stand-in for the schedd's job ads
+    RUN/summary.json              the FINAL node's summary
+    RUN/report/index.html         the campaign report
 
 A node is complete when its record says so: a client's sidecar or the merge's summary holds
 ``"complete": true`` (the merge's output file exists too).
@@ -31,7 +37,13 @@ from offline_iaas.errors import RunError
 
 MERGE_NODE = "merge"
 CHUNK_PREFIX = "chunk"
-"""Chunk merge nodes are ``chunk0``, ``chunk1``... (``workflow/merge_tree.py``)."""
+"""Chunk merge nodes are ``chunk0``, ``chunk1``... (``merge/tree.py``)."""
+
+
+DAGMAN_STATUS_FILE = "offline.status"
+"""DAGMan's node status file, named relative to the DAG (``NODE_STATUS_FILE``)."""
+REPOSITORY_TARBALL = "model-repository.tar.gz"
+"""The packed model repository, named relative to the run directory in submit files."""
 
 
 def is_chunk_node(name: str) -> bool:
@@ -49,6 +61,17 @@ class RunDir:
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
 
+    def absolute(self) -> RunDir:
+        """The same directory named by an absolute path (what submit files and job specs
+        carry)."""
+        return self if self.path.is_absolute() else RunDir(self.path.absolute())
+
+    def create(self) -> None:
+        """Make the directory and its ``SUBDIRS``."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        for sub in SUBDIRS:
+            (self.path / sub).mkdir(exist_ok=True)
+
     @property
     def config(self) -> Path:
         return self.path / "campaign.toml"
@@ -56,6 +79,51 @@ class RunDir:
     @property
     def dag(self) -> Path:
         return self.path / "offline.dag"
+
+    def submit(self, role: str) -> Path:
+        """The submit description of a role (``server``, ``client``, ...)."""
+        return self.path / f"{role}.sub"
+
+    @property
+    def dagman_status(self) -> Path:
+        """DAGMan's node status file (the DAG's ``NODE_STATUS_FILE``)."""
+        return self.path / DAGMAN_STATUS_FILE
+
+    @property
+    def summary(self) -> Path:
+        """The FINAL node's summary."""
+        return self.path / "summary.json"
+
+    @property
+    def repository_tarball(self) -> Path:
+        """The model repository packed for servers without a shared filesystem."""
+        return self.path / REPOSITORY_TARBALL
+
+    @property
+    def model_repository(self) -> Path:
+        """Where a server unpacks the tarball."""
+        return self.path / "model-repository"
+
+    @property
+    def report(self) -> Path:
+        """The campaign report's page."""
+        return self.path / "report" / "index.html"
+
+    @property
+    def lock(self) -> Path:
+        """run-local's lock: one executor per run directory."""
+        return self.path / ".run-local.lock"
+
+    @property
+    def job_ads(self) -> Path:
+        """run-local's stand-in for the schedd's job ads (``rendezvous/job_ads.py``)."""
+        return self.path / "job-ads.json"
+
+    def resolve(self, path: str | Path) -> Path:
+        """A path as the jobs see it: relative paths are relative to the run directory (their
+        ``initialdir``)."""
+        path = Path(path)
+        return path if path.is_absolute() else self.path / path
 
     @property
     def run_info(self) -> Path:
@@ -101,16 +169,26 @@ class RunDir:
     @property
     def output(self) -> tuple[Path, Path]:
         """The merge's output file and its summary."""
-        return self.path / "output" / "campaign.h5", self.path / "output" / "campaign.json"
+        output = self.path / "output"
+        return output / "campaign.h5", output / "campaign.json"
+
+    @property
+    def output_frames(self) -> Path:
+        """The cleaned strain's GWF files, LAL cache and segment lists."""
+        return self.path / "output" / "frames"
+
+    @property
+    def output_chunks(self) -> Path:
+        """The chunk merges' outputs."""
+        return self.path / "output" / "chunks"
 
     def chunk_output(self, node: str) -> tuple[Path, Path]:
         """A chunk merge's output file and its summary."""
-        chunks = self.path / "output" / "chunks"
-        return chunks / f"{node}.h5", chunks / f"{node}.json"
+        return self.output_chunks / f"{node}.h5", self.output_chunks / f"{node}.json"
 
     def chunk_frames(self, node: str) -> Path:
         """A chunk merge's GWF files (linked into ``output/frames`` by the index)."""
-        return self.path / "output" / "chunks" / f"{node}.frames"
+        return self.output_chunks / f"{node}.frames"
 
     def address(self, server: str) -> Path:
         return self.servers / f"{server}.json"

@@ -19,11 +19,11 @@ uninterrupted stream's.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
+from offline_iaas.jobspec import ClientSegment, Piece
 
 
 @dataclass(frozen=True)
@@ -41,75 +41,6 @@ class Stretch:
 
     def kept_windows(self, config: CampaignConfig) -> int:
         return max(0, self.windows(config) - config.warmup_windows)
-
-
-@dataclass(frozen=True)
-class Piece:
-    """One stream of a client: part of one stretch, under its own sequence ID."""
-
-    stretch: int
-    sequence_id: int
-    """Triton sequence (correlation) ID, unique on its server; never 0."""
-    first_window: int
-    """First window the stream produces (within the stretch, warm-up included)."""
-    output_start: int
-    """First window kept (within the stretch)."""
-    output_stop: int
-    """One past the last window kept."""
-    gps_start: float
-    """GPS time of the first sample streamed."""
-    gps_end: float
-    """GPS time one sample after the last sample streamed."""
-    stretch_gps_start: float
-    """Bounds of the piece's stretch: data is read (and resampled) within them only."""
-    stretch_gps_end: float
-
-    @property
-    def warmup_windows(self) -> int:
-        return self.output_start - self.first_window
-
-    @property
-    def windows(self) -> int:
-        """Windows the stream produces, warm-up included."""
-        return self.output_stop - self.first_window
-
-
-@dataclass(frozen=True)
-class ClientSegment:
-    """One client's share of the campaign."""
-
-    index: int
-    node: str
-    """DAG node name, e.g. ``client3``."""
-    server: str
-    """DAG node name of its server, e.g. ``server1``."""
-    pieces: tuple[Piece, ...]
-
-    @property
-    def kept_windows(self) -> int:
-        return sum(p.output_stop - p.output_start for p in self.pieces)
-
-    @property
-    def streamed_seconds(self) -> float:
-        """Data seconds the client streams (warm-ups included)."""
-        return sum(p.gps_end - p.gps_start for p in self.pieces)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "node": self.node,
-            "server": self.server,
-            "pieces": [asdict(p) for p in self.pieces],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ClientSegment:
-        return cls(
-            index=data["index"],
-            node=data["node"],
-            server=data["server"],
-            pieces=tuple(Piece(**p) for p in data["pieces"]),
-        )
 
 
 def server_name(index: int) -> str:
@@ -165,7 +96,7 @@ def make_stretches(config: CampaignConfig, bounds: list[tuple[float, float]]) ->
     return stretches
 
 
-def plan_segments(
+def client_segments(
     config: CampaignConfig,
     stretches: list[Stretch] | None = None,
     sequence_base: int = 0,

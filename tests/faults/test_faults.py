@@ -22,8 +22,9 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import RunError
 from offline_iaas.merge.output import compare_outputs
-from offline_iaas.reference import run_reference
+from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
 from offline_iaas.serve.tritonserver import free_ports
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
@@ -62,7 +63,7 @@ def prepare(
     )
     export_repository(config)
     run_dir = root / name / "run"
-    make_dag(config, run_dir)
+    make_dag(config, RunDir(run_dir))
     if faults is not None:
         (run_dir / "faults.json").write_text(json.dumps(faults))
     return config, run_dir
@@ -140,7 +141,7 @@ def test_client_killed_mid_segment_resumes_from_its_checkpoint(dataset) -> None:
     faults = {"client0": [{"point": "mid-stream", "action": "sigkill"}]}
     # two requests in flight: by mid-stream most responses are in, and checkpointed
     _, run_dir = prepare(dataset, "client-killed", ["client.in_flight=2"], faults)
-    run_local(run_dir)
+    run_local(RunDir(run_dir))
     out = (run_dir / "logs" / "client0.out").read_text()
     assert "injected fault 'sigkill' at mid-stream" in out
     resumed = [line for line in out.splitlines() if "resuming after" in line]
@@ -173,7 +174,7 @@ def test_server_killed_mid_campaign_is_replaced_and_clients_reprime(dataset) -> 
 def test_idle_evicted_sequence_is_reprimed(dataset) -> None:
     faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 3}]}
     _, run_dir = prepare(dataset, "evicted", ["server.sequence_idle_seconds=1"], faults)
-    run_local(run_dir)
+    run_local(RunDir(run_dir))
     out = (run_dir / "logs" / "client0.out").read_text()
     assert "START" in out and "reconnecting" in out  # Triton refused the evicted sequence
     assert json.loads((run_dir / "parts" / "client0.json").read_text())["reconnects"] == 1
@@ -209,7 +210,7 @@ def test_stale_address_file_is_ignored(dataset) -> None:
     stale = {"node": "server0", "host": "127.0.0.1", "grpc_port": port, "http_port": port,
              "metrics_port": port, "epoch": 7, "pid": 0}
     (run_dir / "servers" / "server0.json").write_text(json.dumps(stale))
-    run_local(run_dir)
+    run_local(RunDir(run_dir))
     out = (run_dir / "logs" / "client0.out").read_text()
     assert f"127.0.0.1:{port} (epoch 7) does not answer" in out
     assert_equals_reference(dataset, run_dir)
@@ -220,11 +221,11 @@ def test_merge_killed_mid_write_leaves_no_file_and_rerun_completes(dataset) -> N
     # the single merge node (merge.chunk_seconds = 0): not retried by the DAG
     _, run_dir = prepare(dataset, "merge-killed", ["merge.chunk_seconds=0"], faults)
     with pytest.raises(RunError, match="merge"):
-        run_local(run_dir)
+        run_local(RunDir(run_dir))
     output = run_dir / "output"
     assert not (output / "campaign.h5").exists() and not (output / "campaign.json").exists()
     assert list(output.glob(".campaign.h5.*.tmp"))  # what the killed merge left, unfinished
-    run_local(run_dir)
+    run_local(RunDir(run_dir))
     assert not list(output.glob(".campaign.h5.*.tmp"))
     assert_equals_reference(dataset, run_dir)
 
@@ -233,7 +234,7 @@ def test_a_chunk_merge_killed_mid_write_is_retried_and_the_output_is_unchanged(
         dataset) -> None:
     faults = {"chunk0": [{"point": "mid-write", "action": "sigkill"}]}
     _, run_dir = prepare(dataset, "chunk-killed", [], faults)
-    run_local(run_dir)
+    run_local(RunDir(run_dir))
     history = json.loads((run_dir / "local-state.json").read_text())["nodes"]["chunk0"]
     assert [a["status"] for a in history["history"]] == ["failed", "done"]  # killed, retried
     assert not list((run_dir / "output" / "chunks").glob(".chunk0.h5.*.tmp"))
@@ -249,12 +250,12 @@ def test_client_of_a_server_that_never_starts_fails_over_and_the_output_is_uncha
     _, run_dir = prepare(dataset, "failover", [
         "layout.servers=2", "layout.clients_per_server=1", "client.failover_seconds=3",
     ], faults)
-    run_local(run_dir)
+    run_local(RunDir(run_dir))
     assert_equals_reference(dataset, run_dir)
     sidecar = json.loads((run_dir / "parts" / "client1.json").read_text())
     assert sidecar["servers"] == ["server0"]
     assert "continuing on server0" in (run_dir / "logs" / "client1.out").read_text()
-    status = read_status(run_dir)
+    status = read_status(RunDir(run_dir))
     client1 = next(n for n in status.nodes if n.name == "client1")
     assert (client1.server, client1.detail) == ("server0", "on server0 (moved from server1)")
     client0 = next(n for n in status.nodes if n.name == "client0")
@@ -270,7 +271,7 @@ def test_without_failover_the_client_of_a_dead_server_fails_clearly(dataset) -> 
         "client.server_wait_seconds=3", "workflow.retries=0",
     ], faults)
     with pytest.raises(RunError, match="client1"):
-        run_local(run_dir)
+        run_local(RunDir(run_dir))
     message = (run_dir / "logs" / "client1.err").read_text()
     assert "no live server server1 within 3 s" in message and "never written" in message
     assert processes_mentioning(str(run_dir)) == []
@@ -285,7 +286,7 @@ then hit nothing); a failed-over client waits 20 s for its server before moving.
 
 def ended_on(run_dir: Path) -> dict[str, tuple[str, str]]:
     """Each client's server and status detail (what ``offline-iaas status`` shows)."""
-    return {n.name: (n.server, n.detail) for n in read_status(run_dir).nodes
+    return {n.name: (n.server, n.detail) for n in read_status(RunDir(run_dir)).nodes
             if n.name.startswith("client")}
 
 
@@ -332,7 +333,7 @@ def test_a_late_client_starts_on_the_idle_server(dataset) -> None:
     _, run_dir = prepare(dataset, "rebalance", [
         "layout.servers=2", "layout.clients_per_server=2", "workflow.max_parallel_clients=2",
     ], faults)
-    run_local(run_dir)
+    run_local(RunDir(run_dir))
     assert_equals_reference(dataset, run_dir)
     assert ended_on(run_dir)["client1"] == ("server1", "on server1 (moved from server0)")
     assert "starting on server1 (0 client(s) streaming) instead of server0 (1)" in (

@@ -15,5 +15,4 @@ feeds it. One job per module:
 ``report``       tables, plots and ``RESULTS.md``; ``results`` the measurements' file
 ``regression``   service/limit of the tiny workload against a recorded value
 ``monitor_plot`` queue-latency and throughput-over-time plots of ``serve/monitor.py`` CSVs
-``capacity``     ``offline-iaas plan``: servers, clients and batch size from bench or pilot
 """

@@ -28,6 +28,7 @@ from offline_iaas.bench.service import measure_service
 from offline_iaas.bench.workloads import TINY
 from offline_iaas.repository.export import export_repository
 from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.rundir import RunDir
 
 INSTANCES = 1
 BATCH_SIZE = 32
@@ -56,7 +57,7 @@ def measure_regression_ratios(work_dir: Path, repeats: int = REPEATS) -> Regress
     export_repository(config)
     model, outputs = config.model.name, ensemble_outputs(config)
     found = []
-    with bench_server(config.model.repository, work_dir / "run", [model]) as server:
+    with bench_server(config.model.repository, RunDir(work_dir / "run"), [model]) as server:
 
         def service(seconds: float):
             return measure_service(TINY, server, model, outputs, BATCH_SIZE, CLIENTS, IN_FLIGHT,

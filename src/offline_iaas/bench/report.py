@@ -272,10 +272,7 @@ def _mean_cores(measurements: list[Measurement], path: str) -> tuple[float, floa
             sum(m.other_cpu_seconds for m in chosen) / wall)
 
 
-def results_markdown(
-    header: dict, measurements: list[Measurement], plan, plan_command: str,
-    plan_lines: list[str],
-) -> str:
+def results_markdown(header: dict, measurements: list[Measurement], plan) -> str:
     """The text of ``RESULTS.md``."""
     pts = points(measurements)
     machine = header["machine"]
@@ -357,12 +354,10 @@ def results_markdown(
         "",
         "![monitor](monitor.png)",
         "",
-        "## Capacity plan: one O3 month of DeepClean",
+        "## Sizing a campaign from these numbers",
         "",
-        "```",
-        f"$ {plan_command}",
-        *plan_lines,
-        "```",
+        "`offline-iaas plan CONFIG --target-hours H --from-bench results.json` (`sizing/plan.py`)"
+        " takes the service throughput measured here for the workload of the campaign's mode.",
         "",
         "## GPU",
         "",

@@ -3,7 +3,7 @@
 Outputs in ``out_dir`` (``benchmarks/`` by default)::
 
     results.json           every measurement, the plan of the sweep, the machine
-    RESULTS.md             tables, targets, the O3-month capacity plan, the command
+    RESULTS.md             tables, targets, the command
     throughput.png         data seconds per wall second against batch size and clients
     monitor.png            Triton statistics over the run (queue and compute per request)
     monitor/<workload>.csv the bench server's statistics (``serve/monitor.py`` format)
@@ -19,25 +19,21 @@ import platform
 import subprocess
 import tempfile
 import time
-from importlib import metadata, resources
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.bench import report
-from offline_iaas.bench.capacity import plan_capacity
 from offline_iaas.bench.monitor_plot import plot_monitor
 from offline_iaas.bench.results import Measurement, read_results, write_results
 from offline_iaas.bench.sweep import SweepPlan, run_workload
 from offline_iaas.bench.workloads import workload
-from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
 from offline_iaas.serve.node import visible_gpus
 
 logger = logging.getLogger(__name__)
 
-O3_CONFIG = "o3-month-deepclean.toml"
-O3_TARGET_HOURS = 4.0
 
 
 def _version(package: str) -> str:
@@ -83,27 +79,6 @@ def gpu_names() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return "; ".join(line.strip() for line in listed.splitlines() if line.strip()) or "unknown"
-
-
-def o3_plan_lines(results_path: Path) -> tuple[str, list[str]]:
-    """The ``plan`` command for the packaged O3-month DeepClean config, and its output."""
-    command = (
-        f"offline-iaas plan src/offline_iaas/configs/{O3_CONFIG} --target-hours "
-        f"{O3_TARGET_HOURS:g} --from-bench {results_path}"
-    )
-    with resources.as_file(
-        resources.files("offline_iaas").joinpath("configs", O3_CONFIG)
-    ) as config_path:
-        config = load_config(config_path)
-        try:
-            capacity = plan_capacity(config, O3_TARGET_HOURS, results_path)
-        except ConfigError as err:  # e.g. a bench without the deepclean workload
-            return command, [f"offline-iaas plan: error: {err}"]
-    lines = [*capacity.explanation, *(f"warning: {w}" for w in capacity.warnings),
-             "recommendation: " + " ".join(
-        f"--set {o}" for o in capacity.overrides()
-    )]
-    return command, lines
 
 
 def run_bench(
@@ -171,8 +146,7 @@ def write_report(out_dir: Path) -> Path:
     report.plot_throughput(pts, plan, out_dir / "throughput.png")
     monitor_csvs = [out_dir / "monitor" / f"{name}.csv" for name in plan.workloads]
     plot_monitor([p for p in monitor_csvs if p.exists()], out_dir / "monitor.png")
-    plan_command, plan_lines = o3_plan_lines(results_path)
-    text = report.results_markdown(header, measurements, plan, plan_command, plan_lines)
+    text = report.results_markdown(header, measurements, plan)
     path = out_dir / "RESULTS.md"
     write_text_atomic(path, text)
     return path

@@ -20,6 +20,7 @@ from pathlib import Path
 from offline_iaas.bench import accounting
 from offline_iaas.errors import ServerError
 from offline_iaas.rendezvous.access import auth_headers, write_token
+from offline_iaas.rundir import RunDir
 from offline_iaas.serve.node import stop_process, wait_until_ready
 from offline_iaas.serve.tritonserver import (
     Ports,
@@ -39,8 +40,8 @@ class BenchServer:
 
     pid: int
     ports: Ports
-    run_dir: Path
-    """Holds the token (``RUN/token``), the server log and the monitor CSVs."""
+    run: RunDir
+    """Holds the token (``RUN/token``) and the server log (``RUN/logs``)."""
     stub_pids: list[int] = field(default_factory=list)
 
     @property
@@ -50,7 +51,7 @@ class BenchServer:
     @property
     def headers(self) -> dict[str, str]:
         """gRPC headers carrying the token."""
-        return auth_headers(self.run_dir)
+        return auth_headers(self.run)
 
     def cpu_seconds(self) -> float:
         """CPU seconds of tritonserver and its python-backend stubs so far."""
@@ -59,18 +60,18 @@ class BenchServer:
 
 
 @contextmanager
-def bench_server(repository: Path, run_dir: Path, models: list[str]) -> Iterator[BenchServer]:
+def bench_server(repository: Path, run: RunDir, models: list[str]) -> Iterator[BenchServer]:
     """Start tritonserver on ``repository``; yield it once ``models`` are ready; stop it."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    token = write_token(run_dir)
+    run.logs.mkdir(parents=True, exist_ok=True)
+    token = write_token(run)
     install = locate_tritonserver()
     ports = Ports(*free_ports("127.0.0.1"))
     cmd = server_command(
         install, repository, ports, "127.0.0.1", EXIT_TIMEOUT_SECONDS, token=token
     )
-    log_path = run_dir / "tritonserver.log"
+    log_path = run.logs / "tritonserver.log"
     proc = start_server(cmd, install, log_path)
-    server = BenchServer(proc.pid, ports, run_dir)
+    server = BenchServer(proc.pid, ports, run)
     try:
         if not wait_until_ready(
             proc, server.url, models, READY_TIMEOUT_SECONDS, threading.Event()

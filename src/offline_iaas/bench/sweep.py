@@ -32,6 +32,7 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.repository.export import FLAVOR_DEVICE, export_repository, read_manifest
 from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.rundir import RunDir
 from offline_iaas.serve.monitor import start_monitor
 
 logger = logging.getLogger(__name__)
@@ -165,14 +166,14 @@ def run_workload(
     found: list[Measurement] = []
     with ExitStack() as stack:
         service = stack.enter_context(bench_server(
-            config.model.repository, work_dir / f"{load.name}-run",
+            config.model.repository, RunDir(work_dir / f"{load.name}-run"),
             read_manifest(config.model.repository)["models"],
         ))
         naive = None
         if has_naive_path(load) and plan.device == "cpu":
             repo = export_workload(load, plan, work_dir, weights, ensemble=True).model.repository
             naive = stack.enter_context(bench_server(
-                repo, work_dir / f"{load.name}-naive-run", read_manifest(repo)["models"]
+                repo, RunDir(work_dir / f"{load.name}-naive-run"), read_manifest(repo)["models"]
             ))
         served = Served(load, config, service, naive)
         if monitor_csv is not None:

@@ -37,6 +37,7 @@ from offline_iaas.bench.service import SEQUENCE_BASE_STEP, stream_updates
 from offline_iaas.bench.workloads import BBHNET, Workload, split_strides, write_weights
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.rundir import RunDir
 
 SHIFTS = 100
 SHIFT_SECONDS = 1.0
@@ -108,7 +109,8 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = S
             config.bbhnet, time_shifts=slides, shift_seconds=shift_seconds))
         export_repository(config, weights)
         repo = config.model.repository
-        with bench_server(repo, work_dir / f"{name}-run", read_manifest(repo)["models"]) as srv:
+        models = read_manifest(repo)["models"]
+        with bench_server(repo, RunDir(work_dir / f"{name}-run"), models) as srv:
             jobs = [SlideJob(
                 model=config.model.name, outputs=ensemble_outputs(config), url=srv.url,
                 headers=srv.headers, load=load,

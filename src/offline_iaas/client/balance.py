@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from pathlib import Path
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.rendezvous.addresses import published_servers
@@ -23,16 +22,15 @@ from offline_iaas.rundir import RunDir, read_json
 logger = logging.getLogger(__name__)
 
 
-def claim(run_dir: Path, node: str, server: str) -> None:
+def claim(run: RunDir, node: str, server: str) -> None:
     """Record that client ``node`` streams to ``server`` now."""
-    path = RunDir(run_dir).claim(node)
+    path = run.claim(node)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps({"server": server}))
 
 
-def server_loads(run_dir: Path) -> dict[str, int]:
+def server_loads(run: RunDir) -> dict[str, int]:
     """Clients streaming to each server now (claimed, part not complete)."""
-    run = RunDir(run_dir)
     loads: dict[str, int] = {}
     for path in sorted(run.parts.glob("*.claim")):
         record = read_json(path)
@@ -43,12 +41,12 @@ def server_loads(run_dir: Path) -> dict[str, int]:
     return loads
 
 
-def start_server(run_dir: Path, node: str, own: str, is_live: Callable[[str], bool]) -> str:
+def start_server(run: RunDir, node: str, own: str, is_live: Callable[[str], bool]) -> str:
     """The server client ``node`` starts on: the least loaded live one, ``own`` on a tie (and
     when none is live: ``connect`` then waits for it, and fails over as usual)."""
-    loads = server_loads(run_dir)
+    loads = server_loads(run)
     own_load = loads.get(own, 0)
-    others = sorted((loads.get(s, 0), s) for s in published_servers(run_dir) if s != own)
+    others = sorted((loads.get(s, 0), s) for s in published_servers(run) if s != own)
     for load, server in others:
         if load >= own_load:
             break

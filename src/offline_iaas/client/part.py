@@ -27,15 +27,10 @@ import numpy as np
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
+from offline_iaas.jobspec import ClientSegment
 from offline_iaas.rundir import RunDir, says_complete
-from offline_iaas.stretches import ClientSegment
 
 CHUNK_NAME = re.compile(r"p(\d+)-(\d+)-(\d+)\.npz")
-
-
-def part_paths(run_dir: Path, node: str) -> tuple[Path, Path]:
-    """A client's part and its sidecar (``RunDir.part``)."""
-    return RunDir(run_dir).part(node)
 
 
 def file_sha256(path: Path) -> str:
@@ -46,19 +41,19 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def read_sidecar(run_dir: Path, node: str) -> dict[str, Any] | None:
+def read_sidecar(run: RunDir, node: str) -> dict[str, Any] | None:
     try:
-        return json.loads(part_paths(run_dir, node)[1].read_text())
+        return json.loads(run.part(node)[1].read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
 
 
-def part_is_complete(run_dir: Path, node: str, config_hash: str) -> bool:
+def part_is_complete(run: RunDir, node: str, config_hash: str) -> bool:
     """The sidecar says the part is complete (``rundir.says_complete``) and of this campaign,
     and the part is there."""
-    sidecar = read_sidecar(run_dir, node)
+    sidecar = read_sidecar(run, node)
     return (says_complete(sidecar) and sidecar.get("config_hash") == config_hash
-            and part_paths(run_dir, node)[0].exists())
+            and run.part(node)[0].exists())
 
 
 def peak_rss_mb() -> float:
@@ -76,13 +71,13 @@ class PartWriter:
     """
 
     def __init__(
-        self, run_dir: Path, segment: ClientSegment, outputs: tuple[str, ...], config_hash: str
+        self, run: RunDir, segment: ClientSegment, outputs: tuple[str, ...], config_hash: str
     ) -> None:
         self.segment = segment
         self.outputs = outputs
         self.config_hash = config_hash
-        self.h5_path, self.json_path = part_paths(run_dir, segment.node)
-        self.chunk_dir = RunDir(run_dir).chunks(segment.node)
+        self.h5_path, self.json_path = run.part(segment.node)
+        self.chunk_dir = run.chunks(segment.node)
         identity = {"config_hash": config_hash, **segment.to_dict()}
         stamp = self.chunk_dir / "segment.json"
         try:
@@ -173,8 +168,8 @@ class PartWriter:
 
 
 def read_piece_rows(
-    run_dir: Path, node: str, output: str, piece: int, start: int, stop: int
+    run: RunDir, node: str, output: str, piece: int, start: int, stop: int
 ) -> np.ndarray:
     """Rows ``[start, stop)`` of one piece's dataset in a part."""
-    with h5py.File(part_paths(run_dir, node)[0], "r") as f:
+    with h5py.File(run.part(node)[0], "r") as f:
         return f[f"{output}/{piece}"][start:stop]

@@ -18,14 +18,12 @@ the checkpoints.
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -35,30 +33,18 @@ from offline_iaas.client.part import PartWriter, part_is_complete, peak_rss_mb
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.discovery import FrameFile, discover_frames
 from offline_iaas.data.frames import iter_chunks
-from offline_iaas.errors import ModelError, RunError, ServerError
+from offline_iaas.errors import ModelError, ServerError
+from offline_iaas.jobspec import ClientSegment, Piece, read_client_job
+from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.rendezvous.access import auth_headers
-from offline_iaas.rendezvous.addresses import (
-    ServerAddress,
-    address_path,
-    published_servers,
-    read_address,
-)
+from offline_iaas.rendezvous.addresses import ServerAddress, published_servers, read_address
 from offline_iaas.repository.pipeline import ensemble_outputs, output_rows
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import ClientSegment, Piece, request_sizes
-from offline_iaas.terminal import NO_PROGRESS, NullProgress
+from offline_iaas.stretches import request_sizes
 
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
-
-
-def load_job(run_dir: Path, node: str) -> ClientSegment:
-    path = RunDir(run_dir).job(node)
-    try:
-        return ClientSegment.from_dict(json.loads(path.read_text()))
-    except FileNotFoundError:
-        raise RunError(f"{path}: no job spec for node {node}") from None
 
 
 def piece_samples(
@@ -141,9 +127,9 @@ def _live_client(address: ServerAddress, config: CampaignConfig, headers: dict[s
     return None
 
 
-def _is_live(run_dir: Path, server: str, config: CampaignConfig,
+def _is_live(run: RunDir, server: str, config: CampaignConfig,
              headers: dict[str, str]) -> bool:
-    address = read_address(run_dir, server)
+    address = read_address(run, server)
     client = None if address is None else _live_client(address, config, headers)
     if client is None:
         return False
@@ -152,7 +138,7 @@ def _is_live(run_dir: Path, server: str, config: CampaignConfig,
 
 
 def connect(
-    run_dir: Path, config: CampaignConfig, server: str, headers: dict[str, str],
+    run: RunDir, config: CampaignConfig, server: str, headers: dict[str, str],
     node: str = "",
 ) -> tuple[object, ServerAddress]:
     """A client of a live server of the campaign; waits for one (bounded).
@@ -170,11 +156,11 @@ def connect(
         waited = time.monotonic() - started
         candidates = [server]
         if failover > 0 and waited >= failover:
-            others = [s for s in published_servers(run_dir) if s != server]
+            others = [s for s in published_servers(run) if s != server]
             turn = zlib.crc32(node.encode()) % len(others) if others else 0
             candidates += others[turn:] + others[:turn]
         for name in candidates:
-            address = read_address(run_dir, name)
+            address = read_address(run, name)
             if address is None:
                 continue
             client = _live_client(address, config, headers)
@@ -188,7 +174,7 @@ def connect(
                                "answer")
                 stale[name] = address
         if waited > config.client.server_wait_seconds:
-            where = address_path(run_dir, server)
+            where = run.address(server)
             last = stale.get(server)
             raise ServerError(
                 f"no live server {server} within {config.client.server_wait_seconds:.0f} s "
@@ -357,7 +343,7 @@ class RequestStream:
 def _stream_once(
     client, address: ServerAddress, config: CampaignConfig, segment: ClientSegment,
     frames: list[FrameFile], writer: PartWriter, headers: dict[str, str],
-    run_dir: Path, progress: NullProgress = NO_PROGRESS,
+    run: RunDir, progress: NullProgress = NO_PROGRESS,
     times: StreamRecord | None = None,
 ) -> None:
     """Stream every unfinished piece on one connection; ServerError when the stream fails.
@@ -414,7 +400,7 @@ def _stream_once(
                     stream.send("update", update[None], f"{number}:{index}", piece.sequence_id,
                                 start=index == 0, end=index == len(sizes) - 1)
                     if stream.sent == total_requests // 2:
-                        hooks.reached(run_dir, segment.node, "mid-stream")
+                        hooks.reached(run, segment.node, "mid-stream")
             stream.drain()
     finally:  # what was sent counts even when the stream broke
         times.tensor_bytes_sent += stream.tensor_bytes_sent
@@ -425,7 +411,7 @@ def stream_segment(
     segment: ClientSegment,
     frames: list[FrameFile],
     writer: PartWriter,
-    run_dir: Path,
+    run: RunDir,
     progress: NullProgress = NO_PROGRESS,
     times: StreamRecord | None = None,
 ) -> int:
@@ -435,21 +421,21 @@ def stream_segment(
     ``client.failover_seconds`` any live one). ``times`` records the first request, the last
     response and the servers."""
     times = StreamRecord() if times is None else times
-    headers = auth_headers(run_dir)
+    headers = auth_headers(run)
     reconnects = 0
     server = segment.server
     if config.layout.rebalance and not any(writer.progress()):
-        server = start_server(run_dir, segment.node, server,
-                              lambda name: _is_live(run_dir, name, config, headers))
+        server = start_server(run, segment.node, server,
+                              lambda name: _is_live(run, name, config, headers))
     while True:
-        client, address = connect(run_dir, config, server, headers, segment.node)
+        client, address = connect(run, config, server, headers, segment.node)
         server = address.node
         if not times.servers or times.servers[-1] != server:
             times.servers.append(server)
-            claim(run_dir, segment.node, server)
+            claim(run, segment.node, server)
         try:
             _stream_once(
-                client, address, config, segment, frames, writer, headers, run_dir, progress, times,
+                client, address, config, segment, frames, writer, headers, run, progress, times,
             )
             return reconnects
         except ServerError as err:
@@ -467,19 +453,18 @@ def stream_segment(
 
 
 def run_client(
-    run_dir: Path, node: str, progress: NullProgress = NO_PROGRESS,
+    run: RunDir, node: str, progress: NullProgress = NO_PROGRESS,
 ) -> None:
-    """Run client node ``node`` of the campaign in ``run_dir``; ``progress`` counts data s."""
-    run_dir = run_dir.resolve()
-    config = load_config(RunDir(run_dir).config)
-    segment = load_job(run_dir, node)
+    """Run client node ``node`` of the campaign in ``run``; ``progress`` counts data s."""
+    config = load_config(run.config)
+    segment = read_client_job(run, node)
     config_hash = config.config_hash()
-    if part_is_complete(run_dir, node, config_hash):
+    if part_is_complete(run, node, config_hash):
         logger.info(f"{node}: part already complete, nothing to do")
         return
-    hooks.reached(run_dir, node, "start")
+    hooks.reached(run, node, "start")
     frames = discover_frames(config)
-    writer = PartWriter(run_dir, segment, ensemble_outputs(config), config_hash)
+    writer = PartWriter(run, segment, ensemble_outputs(config), config_hash)
     resumed = sum(writer.progress())
     logger.info(
         f"{node}: streaming {len(segment.pieces)} piece(s), {segment.streamed_seconds:.0f} s "
@@ -488,7 +473,7 @@ def run_client(
     )
     started = time.monotonic()
     times = StreamRecord()
-    reconnects = stream_segment(config, segment, frames, writer, run_dir, progress, times)
+    reconnects = stream_segment(config, segment, frames, writer, run, progress, times)
     elapsed = time.monotonic() - started
     writer.commit(
         {"wall_seconds": elapsed, "peak_rss_mb": peak_rss_mb(), "reconnects": reconnects,

@@ -1,4 +1,4 @@
-"""``offline-iaas merge-chunk``: one node of the merge tree (``workflow/merge_tree.py``).
+"""``offline-iaas merge-chunk``: one node of the merge tree (``merge/tree.py``).
 
 A chunk merge checks its parent clients' parts, stages the kept windows its chunk and the
 post-processing padding need, and writes ``output/chunks/<node>.h5`` (the chunk's owned values
@@ -18,18 +18,18 @@ import h5py
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.client.part import peak_rss_mb
-from offline_iaas.client.stream import load_job
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.errors import RunError
+from offline_iaas.jobspec import read_chunk_job, read_client_job
+from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import ChunkProducts
 from offline_iaas.merge.stitch import check_parts, stage_parts
+from offline_iaas.merge.tree import chunk_extents
 from offline_iaas.repository.pipeline import ensemble_outputs
-from offline_iaas.rundir import RunDir, read_record
+from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import stretches_of
-from offline_iaas.terminal import NO_PROGRESS, NullProgress
-from offline_iaas.workflow.merge_tree import MergeChunk, chunk_extents
 
 logger = logging.getLogger(__name__)
 
@@ -38,23 +38,16 @@ SERIES_GROUPS: tuple[str, ...] = ("statistic", "slides", "noise", "clean", "nois
 """Groups of time series the index concatenates across chunks."""
 
 
-def read_chunk(run_dir: Path, node: str) -> MergeChunk:
-    """A chunk merge's spec (``jobs/<node>.json``, written by make-dag)."""
-    return MergeChunk.from_dict(read_record(RunDir(run_dir).job(node)))
-
-
-def merge_chunk(run_dir: Path, node: str, progress: NullProgress = NO_PROGRESS) -> Path:
-    """Merge chunk ``node`` of ``run_dir``; return its output file."""
-    run_dir = run_dir.resolve()
-    run = RunDir(run_dir)
+def merge_chunk(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) -> Path:
+    """Merge chunk ``node`` of ``run``; return its output file."""
     config = load_config(run.config)
     run_info = run.read_run_info()
-    chunk = read_chunk(run_dir, node)
-    segments = [load_job(run_dir, client) for client in run_info["clients"]]
+    chunk = read_chunk_job(run, node)
+    segments = [read_client_job(run, client) for client in run_info["clients"]]
     parent_nodes = set(chunk.clients)
-    problems = check_parts(run_dir, config, segments, read=parent_nodes)
+    problems = check_parts(run, config, segments, read=parent_nodes)
     if problems:
-        raise RunError(f"cannot merge {node} of {run_dir}: " + "; ".join(problems))
+        raise RunError(f"cannot merge {node} of {run.path}: " + "; ".join(problems))
     started, cpu = time.monotonic(), time.process_time()
     out_path, status_path = run.chunk_output(node)
     status_path.unlink(missing_ok=True)
@@ -67,7 +60,7 @@ def merge_chunk(run_dir: Path, node: str, progress: NullProgress = NO_PROGRESS) 
                             run_info.get("training"), run_info.get("model"), extents)
     parents = [seg for seg in segments if seg.node in parent_nodes]
     try:
-        stage_parts(run_dir, config, parents, writer, node, progress)
+        stage_parts(run, config, parents, writer, node, progress)
         products = writer.postprocess(frames)
         _store_products(writer.file, products)
         writer.close({"producer": "merge-chunk", "chunk": node,

@@ -32,30 +32,30 @@ import h5py
 import numpy as np
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.client.stream import load_job
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import RunError
-from offline_iaas.merge.chunk_merge import SERIES_GROUPS, read_chunk, read_products
+from offline_iaas.jobspec import read_chunk_job, read_client_job
+from offline_iaas.merge.chunk_merge import SERIES_GROUPS, read_products
 from offline_iaas.merge.layout import gps_text, series_attrs
 from offline_iaas.merge.postprocess import summarize
 from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.merge.stitch import log_summary, merge_record, report_quietly
+from offline_iaas.merge.tree import chunk_record_matches, stretch_series
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir, read_json, says_complete
 from offline_iaas.stretches import stretches_of
-from offline_iaas.workflow.merge_tree import chunk_record_matches, stretch_series
 
 logger = logging.getLogger(__name__)
 
 
-def check_chunks(run_dir: Path, config: CampaignConfig, nodes: list[str]) -> list[str]:
+def check_chunks(run: RunDir, config: CampaignConfig, nodes: list[str]) -> list[str]:
     """Every problem with the chunk merges' outputs, one line each. (A chunk file's size is
     checked, not its checksum: the index would read the whole campaign again.)"""
     problems = []
     for node in nodes:
-        h5_path, json_path = RunDir(run_dir).chunk_output(node)
+        h5_path, json_path = run.chunk_output(node)
         record = read_json(json_path)
-        spec = read_chunk(run_dir, node)
+        spec = read_chunk_job(run, node)
         if not says_complete(record) or not h5_path.exists():
             problems.append(f"{node}: chunk merge not complete ({json_path})")
         elif not chunk_record_matches(record, spec):
@@ -69,24 +69,23 @@ def check_chunks(run_dir: Path, config: CampaignConfig, nodes: list[str]) -> lis
     return problems
 
 
-def write_index(run_dir: Path, config: CampaignConfig, run_info: dict[str, Any]) -> Path:
-    """Write ``output/campaign.h5`` over the chunk merges of ``run_dir``; return its path."""
-    run = RunDir(run_dir)
+def write_index(run: RunDir, config: CampaignConfig, run_info: dict[str, Any]) -> Path:
+    """Write ``output/campaign.h5`` over the chunk merges of ``run``; return its path."""
     nodes = list(run_info["chunks"])
-    problems = check_chunks(run_dir, config, nodes)
+    problems = check_chunks(run, config, nodes)
     if problems:
-        raise RunError(f"cannot index the chunk merges of {run_dir}: " + "; ".join(problems))
+        raise RunError(f"cannot index the chunk merges of {run.path}: " + "; ".join(problems))
     started, cpu = time.monotonic(), time.process_time()
     out_path, status_path = run.output
     status_path.unlink(missing_ok=True)
     records = {node: read_json(run.chunk_output(node)[1]) for node in nodes}
-    segments = [load_job(run_dir, node) for node in run_info["clients"]]
+    segments = [read_client_job(run, node) for node in run_info["clients"]]
     stretches = stretches_of(segments)
     training = dict(run_info.get("training") or {})
     for stale in out_path.parent.glob(f".{out_path.name}.*.tmp"):
         stale.unlink(missing_ok=True)
     tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
-    frames_dir = out_path.parent / "frames"
+    frames_dir = run.output_frames
     frames_tmp = frames_dir.with_name(f".{frames_dir.name}.{os.getpid()}.tmp")
     linked = "noise" in ensemble_outputs(config)
     try:
@@ -125,8 +124,8 @@ def write_index(run_dir: Path, config: CampaignConfig, run_info: dict[str, Any])
         **summary,
     }, indent=2))
     logger.info(f"merge: index of {len(nodes)} chunk merges -> {out_path} in {wall:.1f} s")
-    log_summary(summary, out_path)
-    report_quietly(run_dir)
+    log_summary(summary, run)
+    report_quietly(run)
     return out_path
 
 

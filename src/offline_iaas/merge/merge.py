@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.client.stream import load_job
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.errors import RunError
+from offline_iaas.jobspec import read_client_job
+from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.stitch import (
     check_parts,
@@ -32,43 +33,36 @@ from offline_iaas.merge.stitch import (
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import MERGE_NODE, RunDir
 from offline_iaas.stretches import stretches_of
-from offline_iaas.terminal import NO_PROGRESS, NullProgress
 
 logger = logging.getLogger(__name__)
 
 
-def campaign_paths(run_dir: Path) -> tuple[Path, Path]:
-    """The merge's output file and summary (``RunDir.output``)."""
-    return RunDir(run_dir).output
-
-
-def merge(run_dir: Path, progress: NullProgress = NO_PROGRESS) -> Path:
-    """Merge the parts of ``run_dir`` into ``output/campaign.h5``; return its path.
+def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
+    """Merge the parts of ``run`` into ``output/campaign.h5``; return its path.
 
     With chunk merges in the DAG (``merge.chunk_seconds``) the chunks are merged already and
     this writes their index (``merge/index.py``). ``progress`` counts the windows merged and
     notes the part being copied.
     """
-    run_dir = run_dir.resolve()
-    config = load_config(RunDir(run_dir).config)
-    run_info = RunDir(run_dir).read_run_info()
+    config = load_config(run.config)
+    run_info = run.read_run_info()
     if run_info.get("chunks"):
         from offline_iaas.merge.index import write_index
 
-        return write_index(run_dir, config, run_info)
+        return write_index(run, config, run_info)
     nodes = run_info["clients"]
-    segments = [load_job(run_dir, node) for node in nodes]
-    problems = check_parts(run_dir, config, segments)
+    segments = [read_client_job(run, node) for node in nodes]
+    problems = check_parts(run, config, segments)
     if problems:
-        raise RunError(f"cannot merge {run_dir}: " + "; ".join(problems))
+        raise RunError(f"cannot merge {run.path}: " + "; ".join(problems))
     started, cpu = time.monotonic(), time.process_time()
-    out_path, status_path = campaign_paths(run_dir)
+    out_path, status_path = run.output
     status_path.unlink(missing_ok=True)
     frames = discover_frames(config) if "noise" in ensemble_outputs(config) else None
-    writer = CampaignWriter(out_path, config, stretches_of(segments), out_path.parent / "frames",
+    writer = CampaignWriter(out_path, config, stretches_of(segments), run.output_frames,
                             run_info.get("training"), run_info.get("model"))
     try:
-        stage_parts(run_dir, config, segments, writer, MERGE_NODE, progress)
+        stage_parts(run, config, segments, writer, MERGE_NODE, progress)
         summary = writer.commit(
             {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"},
             frames,
@@ -81,6 +75,6 @@ def merge(run_dir: Path, progress: NullProgress = NO_PROGRESS) -> Path:
     write_text_atomic(status_path, json.dumps({**record, **summary}, indent=2))
     kept = sum(seg.kept_windows for seg in segments)
     logger.info(f"merge: {len(segments)} parts, {kept} windows -> {out_path} in {wall:.1f} s")
-    log_summary(summary, out_path)
-    report_quietly(run_dir)
+    log_summary(summary, run)
+    report_quietly(run)
     return out_path

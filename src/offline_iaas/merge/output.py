@@ -42,9 +42,9 @@ import numpy as np
 from offline_iaas.config import CampaignConfig
 from offline_iaas.merge.postprocess import ChunkProducts, postprocess, summarize
 from offline_iaas.merge.products import campaign_provenance
+from offline_iaas.merge.tree import StretchExtent, whole_extents
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.stretches import Stretch
-from offline_iaas.workflow.merge_tree import StretchExtent, whole_extents
 
 
 class CampaignWriter:
@@ -70,7 +70,7 @@ class CampaignWriter:
         The served model (``products.model_record``): with the software and the config hash,
         the provenance written into the file's attributes and every GWF file.
     extents
-        What this writer owns of each stretch (``workflow/merge_tree.py``); None: everything.
+        What this writer owns of each stretch (``merge/tree.py``); None: everything.
     """
 
     def __init__(

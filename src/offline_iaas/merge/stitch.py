@@ -11,17 +11,18 @@ from typing import Any
 from offline_iaas import hooks
 from offline_iaas.client.part import (
     file_sha256,
-    part_paths,
     peak_rss_mb,
     read_piece_rows,
     read_sidecar,
 )
 from offline_iaas.config import CampaignConfig
+from offline_iaas.jobspec import ClientSegment
+from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
 from offline_iaas.repository.pipeline import ensemble_outputs
-from offline_iaas.stretches import ClientSegment, stretches_of
-from offline_iaas.terminal import NO_PROGRESS, NullProgress
+from offline_iaas.rundir import RunDir
+from offline_iaas.stretches import stretches_of
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ BLOCK_ROWS = 1 << 12
 
 
 def check_parts(
-    run_dir: Path, config: CampaignConfig, segments: list[ClientSegment],
+    run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
     read: set[str] | None = None,
 ) -> list[str]:
     """Every problem with the parts, one line each (empty when they tile every stretch).
@@ -43,8 +44,8 @@ def check_parts(
     for seg in segments:
         if read is not None and seg.node not in read:
             continue
-        h5_path, json_path = part_paths(run_dir, seg.node)
-        sidecar = read_sidecar(run_dir, seg.node)
+        h5_path, json_path = run.part(seg.node)
+        sidecar = read_sidecar(run, seg.node)
         if sidecar is None or not h5_path.exists():
             problems.append(f"{seg.node}: part missing ({h5_path})")
         elif not sidecar.get("complete"):
@@ -77,7 +78,7 @@ def check_parts(
     return problems
 
 
-def stage_parts(run_dir: Path, config: CampaignConfig, segments: list[ClientSegment],
+def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
                 writer: CampaignWriter, node: str, progress: NullProgress = NO_PROGRESS
                 ) -> None:
     """Copy the kept rows of the parts that ``writer`` stages into it, block by block
@@ -97,10 +98,10 @@ def stage_parts(run_dir: Path, config: CampaignConfig, segments: list[ClientSegm
             stop = min(start + BLOCK_ROWS, piece.warmup_windows + hi)
             kept_offset = piece.first_window + start - config.warmup_windows
             for output in ensemble_outputs(config):
-                rows = read_piece_rows(run_dir, seg.node, output, number, start, stop)
+                rows = read_piece_rows(run, seg.node, output, number, start, stop)
                 writer.write(output, piece.stretch, kept_offset, rows)
             progress.advance(stop - start)
-        hooks.reached(run_dir, node, "mid-write")
+        hooks.reached(run, node, "mid-write")
 
 
 def merge_record(out_path: Path, config: CampaignConfig, wall_seconds: float,
@@ -112,20 +113,20 @@ def merge_record(out_path: Path, config: CampaignConfig, wall_seconds: float,
             "config_hash": config.config_hash(), "mode": config.model.mode}
 
 
-def log_summary(summary: dict, out_path: Path) -> None:
+def log_summary(summary: dict, run: RunDir) -> None:
     """The merge's physics lines in the log."""
     for line in physics_lines(summary):
         logger.info(f"merge: {line}")
     if "deepclean" in summary:
-        logger.info(f"merge: GWF frames of the cleaned strain in {out_path.parent / 'frames'}")
+        logger.info(f"merge: GWF frames of the cleaned strain in {run.output_frames}")
 
 
-def report_quietly(run_dir: Path) -> None:
+def report_quietly(run: RunDir) -> None:
     """Write the campaign report; a report that cannot be drawn does not fail the merge."""
     from offline_iaas.report import write_report
 
     try:
-        logger.info(f"merge: report: {write_report(run_dir)}")
+        logger.info(f"merge: report: {write_report(run)}")
     except Exception as err:  # the output is complete and checked; the pictures are extra
         logger.warning(f"merge: warning: the report could not be written ({type(err).__name__}: "
-                       f"{err}); run offline-iaas report {run_dir} to retry")
+                       f"{err}); run offline-iaas report {run.path} to retry")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import secrets
-from pathlib import Path
 
 from offline_iaas.rundir import RunDir
 
@@ -37,17 +36,12 @@ RESTRICTED_PROTOCOLS: tuple[str, ...] = (
 """Everything but ``health``, which readiness probes use without the token."""
 
 
-def token_path(run_dir: Path) -> Path:
-    """Where a run directory keeps its token."""
-    return RunDir(run_dir).token
-
-
-def write_token(run_dir: Path) -> str:
+def write_token(run: RunDir) -> str:
     """The run's token, created (owner-readable only) if the run has none yet.
 
     An existing token is kept, and its mode set to 0600 if it was wider.
     """
-    path = token_path(run_dir)
+    path = run.token
     if path.exists():
         if path.stat().st_mode & 0o077:
             path.chmod(0o600)
@@ -61,17 +55,17 @@ def write_token(run_dir: Path) -> str:
     return token
 
 
-def read_token(run_dir: Path) -> str | None:
+def read_token(run: RunDir) -> str | None:
     """The run's token, or None when the run directory has none (written before tokens)."""
     try:
-        return token_path(run_dir).read_text().strip() or None
+        return run.token.read_text().strip() or None
     except FileNotFoundError:
         return None
 
 
-def auth_headers(run_dir: Path) -> dict[str, str]:
+def auth_headers(run: RunDir) -> dict[str, str]:
     """gRPC headers that authorise a request on the run's servers (none if it has no token)."""
-    token = read_token(run_dir)
+    token = read_token(run)
     return {GRPC_TOKEN_HEADER: token} if token else {}
 
 

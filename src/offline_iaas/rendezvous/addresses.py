@@ -30,44 +30,36 @@ class ServerAddress:
         return f"{self.host}:{self.grpc_port}"
 
 
-def address_path(run_dir: Path, node: str) -> Path:
-    return RunDir(run_dir).address(node)
-
-
-def epoch_path(run_dir: Path, node: str) -> Path:
-    return RunDir(run_dir).epoch(node)
-
-
-def next_epoch(run_dir: Path, node: str) -> int:
+def next_epoch(run: RunDir, node: str) -> int:
     """Claim the next epoch of a server node (kept after the address file is removed)."""
-    path = epoch_path(run_dir, node)
+    path = run.epoch(node)
     previous = int(path.read_text()) if path.exists() else 0
     _atomic_write(path, str(previous + 1))
     return previous + 1
 
 
-def publish_address(run_dir: Path, address: ServerAddress) -> None:
-    _atomic_write(address_path(run_dir, address.node), json.dumps(asdict(address)))
+def publish_address(run: RunDir, address: ServerAddress) -> None:
+    _atomic_write(run.address(address.node), json.dumps(asdict(address)))
 
 
-def remove_address(run_dir: Path, node: str, epoch: int) -> None:
+def remove_address(run: RunDir, node: str, epoch: int) -> None:
     """Remove the address file if it is still the one of ``epoch``."""
-    current = read_address(run_dir, node)
+    current = read_address(run, node)
     if current is not None and current.epoch == epoch:
-        address_path(run_dir, node).unlink(missing_ok=True)
+        run.address(node).unlink(missing_ok=True)
 
 
-def published_servers(run_dir: Path) -> list[str]:
+def published_servers(run: RunDir) -> list[str]:
     """The server nodes whose address file is in the run directory now, by name."""
-    directory = RunDir(run_dir).servers
+    directory = run.servers
     if not directory.is_dir():
         return []
     return sorted(p.stem for p in directory.glob("*.json") if not p.name.startswith("."))
 
 
-def read_address(run_dir: Path, node: str) -> ServerAddress | None:
+def read_address(run: RunDir, node: str) -> ServerAddress | None:
     try:
-        return ServerAddress(**json.loads(address_path(run_dir, node).read_text()))
+        return ServerAddress(**json.loads(run.address(node).read_text()))
     except (FileNotFoundError, json.JSONDecodeError, TypeError):
         return None
 

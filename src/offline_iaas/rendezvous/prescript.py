@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 from offline_iaas.errors import RunError
@@ -56,15 +55,13 @@ def current_address(ads: list[dict[str, Any]], node: str) -> addresses.ServerAdd
 
 
 def resolve_servers(
-    run_dir: Path, node: str, ads: JobAds
+    run: RunDir, node: str, ads: JobAds
 ) -> tuple[addresses.ServerAddress | None, list[addresses.ServerAddress]]:
     """Write the address of every live server of the run into the run directory (a client
     may fail over to any of them); return client ``node``'s own server's and the others'.
 
     A server that published none (or is gone) has its stale file removed.
     """
-    run_dir = Path(run_dir).absolute()
-    run = RunDir(run_dir)
     info = read_record(run.run_info)
     run_id = str(info.get("run_id", ""))
     server = read_record(run.job(node)).get("server")
@@ -77,7 +74,7 @@ def resolve_servers(
         if address is None:
             run.address(name).unlink(missing_ok=True)
             continue
-        addresses.publish_address(run_dir, address)
+        addresses.publish_address(run, address)
         if name == server:
             own = address
         else:
@@ -85,7 +82,7 @@ def resolve_servers(
     return own, others
 
 
-def prescript(run_dir: Path, node: str, ads: JobAds | None = None,
+def prescript(run: RunDir, node: str, ads: JobAds | None = None,
               now: float | None = None) -> bool:
     """Run the PRE script of client ``node``: True once its server's address is written, or,
     after ``client.failover_seconds`` of waiting for it, once another server's is (the client
@@ -94,8 +91,7 @@ def prescript(run_dir: Path, node: str, ads: JobAds | None = None,
 
     ads = job_ads() if ads is None else ads
     now = time.time() if now is None else now
-    own, others = resolve_servers(run_dir, node, ads)
-    run = RunDir(run_dir)
+    own, others = resolve_servers(run, node, ads)
     waiting = run.logs / f"{node}.pre-waiting-since"
     if own is not None:
         waiting.unlink(missing_ok=True)

@@ -40,7 +40,6 @@ from offline_iaas.stretches import ClientSegment
 
 logger = logging.getLogger(__name__)
 
-REPORT = Path("report") / "index.html"
 ASD_MAX_SECONDS = 2048.0
 """Data seconds per interferometer that the ASDs average (bounds time and memory)."""
 LOUDEST_TRIGGERS = 200
@@ -50,9 +49,8 @@ LOUDEST_TRIGGERS = 200
 class _Run:
     """The run directory's files, read on demand; absent or unreadable ones are None."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.dir = run_dir
-        self.paths = RunDir(run_dir)
+    def __init__(self, run: RunDir) -> None:
+        self.paths = run
         self.output, summary = self.paths.output
         self.config: CampaignConfig | None = None
         self.config_error: str | None = None
@@ -335,34 +333,34 @@ SECTIONS: tuple[tuple[str, str, Callable[[_Run, page.Section], None]], ...] = (
 )
 
 
-def write_report(run_dir: Path) -> Path:
+def write_report(run: RunDir) -> Path:
     """Write ``RUN/report/index.html`` and return its path.
 
     A section that cannot be drawn says why on the page and in a warning.
 
     Parameters
     ----------
-    run_dir
+    run
         A run directory written by ``make-dag`` (at any stage: sections whose inputs are not
         there yet say so).
     """
-    run_dir = Path(run_dir).absolute()
-    run = _Run(run_dir)
+    paths = run.absolute()
+    found = _Run(paths)
     sections = []
     for anchor, title, draw in SECTIONS:
         section = page.Section(anchor, title)
         try:
-            draw(run, section)
+            draw(found, section)
         except Exception as err:  # one broken input must not cost the other sections
             logger.warning(f"report: {title}: not drawn: {type(err).__name__}: {err}")
             section.parts.append(page.paragraph(f"Not drawn: {type(err).__name__}: {err}",
                                                 "problem"))
         sections.append(section)
-    subtitle = f"Run directory {run_dir}; mode {run.mode}"
-    if run.config is not None:
-        data = run.config.data
+    subtitle = f"Run directory {paths.path}; mode {found.mode}"
+    if found.config is not None:
+        data = found.config.data
         subtitle += f"; GPS {data.start:.0f} + {data.duration:g} s; {', '.join(data.channels)}"
-    path = run_dir / REPORT
+    path = paths.report
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, page.render("offline-iaas campaign report", subtitle, sections))
     return path

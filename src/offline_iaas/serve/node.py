@@ -156,21 +156,22 @@ def visible_gpus() -> int:
     return sum(1 for line in listed.splitlines() if line.startswith("GPU "))
 
 
-def unpack_repository(run_dir: Path, source: Path) -> Path:
-    """The model repository at ``source``: a directory, or a tarball unpacked into run_dir."""
-    source = source if source.is_absolute() else run_dir / source
+def unpack_repository(run: RunDir, source: Path) -> Path:
+    """The model repository at ``source``: a directory, or a tarball unpacked into the run
+    directory."""
+    source = run.resolve(source)
     if source.is_dir():
         return source
     if not source.is_file():
         raise ModelError(f"model repository {source} does not exist")
-    target = run_dir / "model-repository"
+    target = run.model_repository
     if target.exists():
         shutil.rmtree(target)
     with tarfile.open(source) as tar:
         if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: no links or paths outside
-            tar.extractall(run_dir, filter="data")
+            tar.extractall(run.path, filter="data")
         else:
-            tar.extractall(run_dir)
+            tar.extractall(run.path)
     if not target.is_dir():
         raise ModelError(f"{source} does not hold a model-repository/ directory")
     return target
@@ -227,34 +228,32 @@ def _log_tail(path: Path, lines: int = 5) -> str:
 
 
 def serve(
-    run_dir: Path,
+    run: RunDir,
     node: str,
     *,
     repository: Path | None = None,
     rendezvous: str = "file",
 ) -> None:
-    """Run server node ``node`` of the campaign in ``run_dir`` until SIGTERM.
+    """Run server node ``node`` of the campaign in ``run`` until SIGTERM.
 
     Parameters
     ----------
-    run_dir
+    run
         The run directory (or, without a shared filesystem, the job's scratch directory holding
         the config and the run's record, ``RunDir``).
     node
         The server node's name.
     repository
         Model repository to serve instead of ``model.repository``: a directory, or a tarball
-        (``model-repository.tar.gz``) unpacked into run_dir.
+        (``model-repository.tar.gz``) unpacked into the run directory.
     rendezvous
         ``file``: publish ``servers/<node>.json``; ``jobad``: publish in the job ad (chirp).
     """
     if rendezvous not in RENDEZVOUS:
         raise ServerError(f"unknown rendezvous {rendezvous!r} (known: {', '.join(RENDEZVOUS)})")
-    run_dir = run_dir.resolve()
-    run = RunDir(run_dir)
     config = load_config(run.config)
     if repository is not None:
-        model = dataclasses.replace(config.model, repository=unpack_repository(run_dir, repository))
+        model = dataclasses.replace(config.model, repository=unpack_repository(run, repository))
         config = dataclasses.replace(config, model=model)
     manifest = check_repository(config)
     flavor = manifest.get("flavor", "cpu")
@@ -272,9 +271,9 @@ def serve(
     if ads is not None:  # an address left by an earlier start of this job is stale now
         ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
     else:  # likewise a file left by a server of this node that was killed
-        hooks.reached(run_dir, node, "start")
-        address_files.address_path(run_dir, node).unlink(missing_ok=True)
-    launcher = make_launcher(config, node, read_token(run_dir))
+        hooks.reached(run, node, "start")
+        run.address(node).unlink(missing_ok=True)
+    launcher = make_launcher(config, node, read_token(run))
 
     stop = threading.Event()
     previous = {
@@ -308,7 +307,7 @@ def serve(
             raise ServerError(f"no free ports found for {node} after {PORT_ATTEMPTS} attempts")
 
         if ads is None:
-            epoch = address_files.next_epoch(run_dir, node)
+            epoch = address_files.next_epoch(run, node)
         else:  # one epoch per start of the job, as the access point sees it
             starts = ads.get_own(run_id, node, "NumJobStarts")
             epoch = starts if isinstance(starts, int) and starts > 0 else 1
@@ -322,14 +321,14 @@ def serve(
             pid=os.getpid(),
         )
         if ads is None:
-            address_files.publish_address(run_dir, address)
+            address_files.publish_address(run, address)
         else:
             ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, json.dumps(dataclasses.asdict(address)))
         published = True
         via = rendezvous_name(ads)
         logger.info(f"{node}: ready at {address.grpc_url} (epoch {epoch}, via {via})")
         monitor = start_monitor(
-            url, auth_headers(run_dir), run.monitor_csv(node), monitor_seconds
+            url, auth_headers(run), run.monitor_csv(node), monitor_seconds
         )
         while not stop.wait(0.5):
             if proc.poll() is not None:
@@ -341,7 +340,7 @@ def serve(
     finally:
         try:
             if published and ads is None:
-                address_files.remove_address(run_dir, node, epoch)
+                address_files.remove_address(run, node, epoch)
             elif published and ads is not None:
                 ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
         finally:

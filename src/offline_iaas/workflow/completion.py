@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.dag import Dag, DagNode
 
 
-def node_complete(run_dir: Path, node: DagNode) -> bool:
+def node_complete(run: RunDir, node: DagNode) -> bool:
     """Whether a JOB node's output is already there (it is then not run again): the run
     directory says so (``RunDir.node_complete``).
     """
     if node.kind != "JOB":
         return False
-    return RunDir(run_dir).node_complete(node.name)
+    return run.node_complete(node.name)
 
 
-def complete_nodes(run_dir: Path, dag: Dag) -> set[str]:
+def complete_nodes(run: RunDir, dag: Dag) -> set[str]:
     """JOB nodes whose output is there and whose parents are all complete too.
 
     A node below one that must run again runs again (its output was made from the old one),
     as after deleting a part: the client and the merge run, nothing else.
     """
-    complete = {n.name for n in dag.nodes.values() if node_complete(run_dir, n)}
+    complete = {n.name for n in dag.nodes.values() if node_complete(run, n)}
     changed = True
     while changed:
         changed = False

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from offline_iaas.errors import RunError
-from offline_iaas.rundir import MERGE_NODE
-from offline_iaas.stretches import ClientSegment
+from offline_iaas.jobspec import ClientSegment
+from offline_iaas.rundir import DAGMAN_STATUS_FILE, MERGE_NODE
 
 CLIENT_CATEGORY = "clients"
 """DAGMan category of the client nodes (throttled by ``MAXJOBS``)."""
@@ -27,7 +27,6 @@ MERGE_CATEGORY = "merges"
 """DAGMan category of the chunk merge nodes (throttled by ``MAXJOBS``)."""
 
 FINAL_NODE = "final"
-STATUS_FILE = "offline.status"
 STATUS_INTERVAL_SECONDS = 30
 ABORT_RETURN = 1
 """``ABORT-DAG-ON ... RETURN`` value: DAGMan leaves the queue for 0, 1 or 2 only."""
@@ -233,7 +232,7 @@ def dag_text(
         lines.append(f"MAXJOBS {CLIENT_CATEGORY} {max_parallel_clients}")
     if max_parallel_merges > 0 and chunks:
         lines.append(f"MAXJOBS {MERGE_CATEGORY} {max_parallel_merges}")
-    lines.append(f"NODE_STATUS_FILE {STATUS_FILE} {STATUS_INTERVAL_SECONDS}")
+    lines.append(f"NODE_STATUS_FILE {DAGMAN_STATUS_FILE} {STATUS_INTERVAL_SECONDS}")
     return "\n".join(lines) + "\n"
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from offline_iaas.errors import RunError
+from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.dag import DagNode
 from offline_iaas.workflow.submit import expand_macros, unexpanded_macros
 
@@ -133,7 +134,7 @@ def _true(value: str | None) -> bool:
 
 
 def node_command(
-    run_dir: Path,
+    run: RunDir,
     node: DagNode,
     submit: dict[str, str],
     ordinal: int,
@@ -143,7 +144,7 @@ def node_command(
 
     Parameters
     ----------
-    run_dir
+    run
         Directory of the DAG file: relative submit files and executables are taken from it.
     node
         The DAG node (its VARS are expanded into the submit values).
@@ -195,11 +196,10 @@ def node_command(
     if not executable:
         raise RunError(f"{where}: no executable")
     exe = Path(executable)
-    exe = exe if exe.is_absolute() else run_dir / exe
+    exe = run.resolve(exe)
     if not exe.is_file() or not os.access(exe, os.X_OK):
         raise RunError(f"{where}: executable {exe} does not exist or is not executable")
-    initialdir = Path(value("initialdir") or run_dir)
-    initialdir = initialdir if initialdir.is_absolute() else run_dir / initialdir
+    initialdir = run.resolve(value("initialdir") or run.path)
     if not initialdir.is_dir():
         raise RunError(f"{where}: initialdir {initialdir} is not a directory")
 

@@ -44,9 +44,6 @@ from offline_iaas.workflow.submit import parse_submit
 
 logger = logging.getLogger(__name__)
 
-JOB_ADS_FILE = "job-ads.json"
-"""Where run-local keeps the job ads of its nodes (``OFFLINE_IAAS_FAKE_JOB_ADS``)."""
-LOCK_FILE = ".run-local.lock"
 POLL_SECONDS = 0.05
 _TERMINAL = {"done", "complete", "failed", "not-run", "removed"}
 _BUSY = ("running", "prerun", "deferred")
@@ -55,7 +52,7 @@ _BUSY = ("running", "prerun", "deferred")
 class _Executor:
     def __init__(
         self,
-        run_dir: Path,
+        run: RunDir,
         dag: Dag,
         runs: dict[str, NodeRun],
         submits: dict[str, dict[str, str]],
@@ -63,13 +60,13 @@ class _Executor:
         signals: Signals,
         on_state: Callable[[dict[str, tuple[str, str]]], None] | None = None,
     ) -> None:
-        self.run_dir, self.dag, self.runs = run_dir, dag, runs
-        self.paths = RunDir(run_dir)
+        self.dag, self.runs = dag, runs
+        self.paths = run
         self.on_state = on_state
         self.submits = submits
         # run-local stands in for the schedd too: job ads (the rendezvous without a shared
         # filesystem, rendezvous/job_ads.py) are kept in a file unless the caller chose one.
-        self.base_env = {} if FAKE_ENV in os.environ else {FAKE_ENV: str(run_dir / JOB_ADS_FILE)}
+        self.base_env = {} if FAKE_ENV in os.environ else {FAKE_ENV: str(run.job_ads)}
         self.stop_timeout_seconds = stop_timeout_seconds
         self.signals = signals
         self.aborted: tuple[str, int] | None = None
@@ -78,7 +75,7 @@ class _Executor:
     # -- bookkeeping
     def _rel(self, path: Path) -> str:
         try:
-            return str(path.relative_to(self.run_dir))
+            return str(path.relative_to(self.paths.path))
         except ValueError:
             return str(path)
 
@@ -164,10 +161,10 @@ class _Executor:
         }
         argv = pre.argv(macros)
         exe = Path(argv[0])
-        argv[0] = str(exe if exe.is_absolute() else self.run_dir / exe)
+        argv[0] = str(self.paths.resolve(exe))
         log_path = self.paths.logs / f"{run.node.name}.pre.log"
         with self.signals.held():
-            run.pre_proc = self._popen(run, argv, self.run_dir, log_path, log_path, {})
+            run.pre_proc = self._popen(run, argv, self.paths.path, log_path, log_path, {})
             run.status = "prerun"
         self.write_state()
 
@@ -179,7 +176,7 @@ class _Executor:
                 "FAILED_COUNT": str(sum(r.status == "failed" for r in self._jobs())),
             }
             submit = self.submits[run.node.submit]
-            cmd = run.command = node_command(self.run_dir, run.node, submit, run.ordinal, extra)
+            cmd = run.command = node_command(self.paths, run.node, submit, run.ordinal, extra)
         cwd = cmd.cwd
         if cmd.transfer is not None:
             attempt = run.attempts + 1 if run.is_service else run.attempts
@@ -468,9 +465,9 @@ class _Executor:
         not_run = [r.node.name for r in self._jobs() if r.status in ("not-run", "removed")]
         if self.aborted is not None:
             node, code = self.aborted
-            message = f"{self.run_dir}: DAG aborted: {node} exited with {code} (ABORT-DAG-ON); "
+            message = f"{self.paths.path}: DAG aborted: {node} exited with {code} (ABORT-DAG-ON); "
         else:
-            message = f"{self.run_dir}: "
+            message = f"{self.paths.path}: "
         count = len(failed)
         message += f"{count} node{'s' if count != 1 else ''} failed: " + "; ".join(parts)
         if not_run:
@@ -479,18 +476,18 @@ class _Executor:
 
 
 @contextmanager
-def _locked(run_dir: Path) -> Iterator[None]:
+def _locked(run: RunDir) -> Iterator[None]:
     """Hold the run directory's lock, so that two executors never run the same nodes."""
-    with open(run_dir / LOCK_FILE, "a") as handle:
+    with open(run.lock, "a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunError(f"another run-local is already running on {run_dir}") from None
+            raise RunError(f"another run-local is already running on {run.path}") from None
         yield
 
 
 def run_local(
-    run_dir: Path,
+    run: RunDir,
     *,
     stop_timeout_seconds: float = 30.0,
     on_state: Callable[[dict[str, tuple[str, str]]], None] | None = None,
@@ -499,7 +496,7 @@ def run_local(
 
     Parameters
     ----------
-    run_dir
+    run
         Directory written by ``make-dag`` (or any directory with an ``offline.dag`` whose
         submit files sit beside it).
     stop_timeout_seconds
@@ -516,13 +513,13 @@ def run_local(
         nodes and their log files), or on SIGTERM. Every process started is stopped in all
         cases.
     """
-    run_dir = Path(run_dir).absolute()
-    dag_path = RunDir(run_dir).dag
+    run = run.absolute()
+    dag_path = run.dag
     try:
         text = dag_path.read_text()
     except FileNotFoundError:
         raise RunError(
-            f"{run_dir} holds no offline.dag (write it with offline-iaas make-dag)"
+            f"{run.path} holds no offline.dag (write it with offline-iaas make-dag)"
         ) from None
     except OSError as err:
         raise RunError(f"{dag_path}: cannot read: {err}") from None
@@ -532,28 +529,26 @@ def run_local(
     runs: dict[str, NodeRun] = {}
     for ordinal, node in enumerate(dag.nodes.values(), start=1):
         if node.submit not in submits:
-            submit_path = Path(node.submit)
-            submit_path = submit_path if submit_path.is_absolute() else run_dir / submit_path
-            submits[node.submit] = parse_submit(submit_path)
-        command = node_command(run_dir, node, submits[node.submit], ordinal)
+            submits[node.submit] = parse_submit(run.resolve(node.submit))
+        command = node_command(run, node, submits[node.submit], ordinal)
         runs[node.name] = NodeRun(node=node, command=command, ordinal=ordinal)
 
     jobs = [r for r in runs.values() if r.node.kind == "JOB"]
-    complete = complete_nodes(run_dir, dag)
+    complete = complete_nodes(run, dag)
     for r in jobs:
         if r.node.name in complete:
             r.status = "complete"
     if all(r.status == "complete" for r in jobs):
-        logger.info(f"nothing to do: every node of {run_dir} is complete")
+        logger.info(f"nothing to do: every node of {run.path} is complete")
         return
     for r in jobs:
         if r.status == "complete":
             logger.info(f"{r.node.name}: complete, not run again")
 
-    with _locked(run_dir):
+    with _locked(run):
         signals = Signals()
         executor = _Executor(
-            run_dir, dag, runs, submits, stop_timeout_seconds, signals, on_state
+            run, dag, runs, submits, stop_timeout_seconds, signals, on_state
         )
         began = time.monotonic()
         executor.write_state()

@@ -25,20 +25,15 @@ from typing import Any
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig, write_config
 from offline_iaas.errors import ConfigError, ModelError, RunError
+from offline_iaas.jobspec import ClientSegment, MergeChunk, write_chunk_job, write_client_job
+from offline_iaas.merge.tree import chunk_merges, chunk_record_matches
 from offline_iaas.rendezvous.access import write_token
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.repository.export import model_record, read_manifest
-from offline_iaas.rundir import SUBDIRS, RunDir, read_json
-from offline_iaas.stretches import (
-    ClientSegment,
-    make_stretches,
-    plan_segments,
-    server_name,
-    stretches_of,
-)
+from offline_iaas.rundir import RunDir, read_json
+from offline_iaas.stretches import client_segments, make_stretches, server_name, stretches_of
 from offline_iaas.workflow.dag import Script, dag_text
-from offline_iaas.workflow.merge_tree import MergeChunk, chunk_record_matches, plan_chunks
-from offline_iaas.workflow.profiles import REPOSITORY_TARBALL, resolve_site, submit_texts
+from offline_iaas.workflow.profiles import resolve_site, submit_texts
 
 logger = logging.getLogger(__name__)
 
@@ -104,9 +99,9 @@ def _write_tarball(repository: Path, path: Path) -> None:
         raise
 
 
-def _previous_run(run_dir: Path, config_hash: str) -> dict[str, Any] | None:
-    """The run record of an earlier make-dag in run_dir, if any; refuses another campaign's."""
-    run = RunDir(run_dir)
+def _previous_run(run: RunDir, config_hash: str) -> dict[str, Any] | None:
+    """The run record of an earlier make-dag in the run directory, if any; refuses another
+    campaign's."""
     if not run.dag.exists():
         return None
     try:
@@ -114,13 +109,13 @@ def _previous_run(run_dir: Path, config_hash: str) -> dict[str, Any] | None:
         old_hash = previous["config_hash"]
     except (OSError, ValueError, KeyError, TypeError):
         raise RunError(
-            f"{run_dir} already holds an offline.dag but no readable "
+            f"{run.path} already holds an offline.dag but no readable "
             f"{run.run_info.name}, so its campaign is unknown; choose another run "
             "directory"
         ) from None
     if old_hash != config_hash:
         raise RunError(
-            f"{run_dir} already holds the DAG of another campaign (config hash {old_hash}, "
+            f"{run.path} already holds the DAG of another campaign (config hash {old_hash}, "
             f"this one is {config_hash}); choose another run directory"
         )
     return previous
@@ -145,7 +140,7 @@ def _training_spans(config: CampaignConfig) -> dict[str, list[float]]:
 
 def make_dag(
     config: CampaignConfig,
-    run_dir: Path,
+    run: RunDir,
     sequence_base: int | None = None,
     check_files: bool = True,
 ) -> list[ClientSegment]:
@@ -155,10 +150,10 @@ def make_dag(
     ----------
     config
         The campaign.
-    run_dir
-        Directory to write (created if needed). One that already holds the DAG of the same
-        campaign (same config hash) is rewritten and keeps its parts; another campaign's is
-        refused.
+    run
+        Directory to write (created if needed; made absolute). One that already holds the
+        DAG of the same campaign (same config hash) is rewritten and keeps its parts; another
+        campaign's is refused.
     sequence_base
         Added to every client's sequence ID. Default: the previous base of this run directory,
         else a random multiple of ``SEQUENCE_BLOCK``.
@@ -179,7 +174,7 @@ def make_dag(
     DataError
         From the data check, before anything is written.
     RunError
-        If run_dir holds another campaign, or a path cannot be written into a submit file.
+        If the directory holds another campaign, or a path cannot be written into a submit file.
     """
     from offline_iaas.data.preflight import preflight
 
@@ -189,12 +184,12 @@ def make_dag(
     span = preflight(config, allow_holes_in_science=True, open_files=check_files)
     stretches = make_stretches(config, span.stretches)
 
-    run_dir = Path(run_dir).absolute()
+    run = run.absolute()
     config_hash = config.config_hash()
     executable = console_script()
-    _check_path(run_dir, "run directory")
+    _check_path(run.path, "run directory")
     _check_path(executable, "console script")
-    previous = _previous_run(run_dir, config_hash)
+    previous = _previous_run(run, config_hash)
 
     clients_count = config.layout.servers * config.layout.clients_per_server
     if sequence_base is None and previous is not None:
@@ -206,17 +201,14 @@ def make_dag(
     if clients_count >= SEQUENCE_BLOCK:
         raise ConfigError(f"{clients_count} client segments do not fit in one sequence block")
 
-    segments = plan_segments(config, stretches, sequence_base=sequence_base)
-    chunks = plan_chunks(config, stretches_of(segments), segments)
+    segments = client_segments(config, stretches, sequence_base=sequence_base)
+    chunks = chunk_merges(config, stretches_of(segments), segments)
     for line in span.summary_lines():
         logger.info(f"make-dag: {line}")
     servers = [server_name(i) for i in range(config.layout.servers)]
 
-    run = RunDir(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for sub in SUBDIRS:
-        (run_dir / sub).mkdir(exist_ok=True)
-    write_token(run_dir)  # kept when the directory is rewritten: running servers keep theirs
+    run.create()
+    write_token(run)  # kept when the directory is rewritten: running servers keep theirs
 
     common = {
         "config": run.config.name,
@@ -229,34 +221,31 @@ def make_dag(
         if stale.name not in current:
             stale.unlink()
     forgotten = False
-    for stale in (run.path / "output" / "chunks").glob("chunk*.json"):
+    for stale in run.output_chunks.glob("chunk*.json"):
         if stale.name not in current:  # a chunk of another chunking: its merge is redone
             forgotten |= _forget_other_chunk(run, stale.stem, None)
     for seg in segments:
-        spec = {**seg.to_dict(), "run_dir": str(run_dir), **common}
-        _write_json(run.job(seg.node), spec)
+        write_client_job(run, seg, {"run_dir": str(run.path), **common})
     for chunk in chunks:
-        spec = {**chunk.to_dict(), "config_hash": config_hash}
         forgotten |= _forget_other_chunk(run, chunk.node, chunk)
-        _write_json(run.job(chunk.node), spec)
+        write_chunk_job(run, chunk, config_hash)
     if forgotten:  # and the index over the chunks
         run.output[1].unlink(missing_ok=True)
 
     run_id = previous.get("run_id") if previous is not None else None
     if not isinstance(run_id, str) or not run_id:
         run_id = secrets.token_hex(8)
-    texts = submit_texts(config, site, run_dir, executable, run_id, chunked=bool(chunks))
+    texts = submit_texts(config, site, run, executable, run_id, chunked=bool(chunks))
     for role, text in texts.items():
-        write_text_atomic(run_dir / f"{role}.sub", text)
+        write_text_atomic(run.submit(role), text)
     if not chunks:
-        (run_dir / "chunk.sub").unlink(missing_ok=True)
-    tarball = run_dir / REPOSITORY_TARBALL
+        run.submit("chunk").unlink(missing_ok=True)
     if site.transfer:
-        _write_tarball(config.model.repository, tarball)
+        _write_tarball(config.model.repository, run.repository_tarball)
     else:
-        tarball.unlink(missing_ok=True)
+        run.repository_tarball.unlink(missing_ok=True)
 
-    tmp = run_dir / f".campaign.toml.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    tmp = run.config.with_name(f".{run.config.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     # the nodes read the run's config: it holds the profile's choices resolved (server.bind)
     resolved = dataclasses.replace(config, server=dataclasses.replace(config.server,
                                                                       bind=site.bind))
@@ -286,7 +275,7 @@ def make_dag(
     # Last, so that a directory with an offline.dag always has the rest of its files.
     pre = None
     if site.rendezvous == "jobad":
-        args = ("prescript", "--run-dir", str(run_dir), "--node", "$JOB")
+        args = ("prescript", "--run-dir", str(run.path), "--node", "$JOB")
         pre = Script(str(executable), args, DEFER_EXIT, DEFER_SECONDS)
     text = dag_text(
         servers,

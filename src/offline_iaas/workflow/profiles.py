@@ -34,7 +34,7 @@ from pathlib import Path
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.rendezvous.job_ads import NODE_ATTRIBUTE, RUN_ATTRIBUTE
-from offline_iaas.rundir import RunDir
+from offline_iaas.rundir import REPOSITORY_TARBALL, RunDir
 from offline_iaas.workflow.submit import render_submit
 
 ACCOUNTING_EXAMPLE = "ligo.prod.o3.detchar.nonlin_coup.deepclean"
@@ -46,10 +46,6 @@ _ACCOUNTING_TAG = re.compile(
 )
 _ACCOUNTING_USER = re.compile(r"[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)*")
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-
-REPOSITORY_TARBALL = "model-repository.tar.gz"
-"""Model repository tarball that make-dag writes for servers without a shared filesystem."""
-
 
 
 @dataclass(frozen=True)
@@ -222,7 +218,7 @@ def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
         return [("should_transfer_files", "NO")]
     run = RunDir("")  # paths relative to the run directory, the jobs' initialdir
     inputs = ", ".join(str(p) for p in {
-        "server": [run.config, run.run_info, run.token, REPOSITORY_TARBALL],
+        "server": [run.config, run.run_info, run.token, run.repository_tarball],
         # every published address, so that a client can fail over to another server
         "client": [run.config, run.token, run.job("$(node)"), run.servers],
         "merge": [run.config, run.run_info, run.jobs, run.parts],
@@ -270,8 +266,8 @@ def _credentials(config: CampaignConfig, site: Site, role: str) -> list[tuple[st
     ]
 
 
-def _arguments(role: str, site: Site, run_dir: Path) -> str:
-    where = "." if site.transfer else str(run_dir)
+def _arguments(role: str, site: Site, run: RunDir) -> str:
+    where = "." if site.transfer else str(run.path)
     if role == "server":
         extra = f" --repository {REPOSITORY_TARBALL} --rendezvous jobad" if site.transfer else ""
         return f"serve --run-dir {where} --node $(node){extra}"
@@ -280,14 +276,14 @@ def _arguments(role: str, site: Site, run_dir: Path) -> str:
     if role == "chunk":
         return f"merge-chunk --run-dir {where} --node $(node)"
     if role == "index":
-        return f"merge --run-dir {run_dir}"
+        return f"merge --run-dir {run.path}"
     return f"merge --run-dir {where}"
 
 
 def submit_texts(
     config: CampaignConfig,
     site: Site,
-    run_dir: Path,
+    run: RunDir,
     host_executable: Path,
     run_id: str,
     chunked: bool = False,
@@ -298,8 +294,8 @@ def submit_texts(
     ----------
     config, site
         The campaign and its resolved site profile.
-    run_dir
-        Absolute run directory (``initialdir`` of every job).
+    run
+        The run directory, absolute (``initialdir`` of every job).
     host_executable
         The offline-iaas console script on the access point (and on the workers, when they
         share its filesystem or software area).
@@ -345,8 +341,8 @@ def submit_texts(
         values = {
             "UNIVERSE": universe,
             "EXECUTABLE": executable if role != "final" else str(host_executable),
-            "ARGUMENTS": _arguments(role, site, run_dir) if role != "final" else "",
-            "RUN_DIR": str(run_dir),
+            "ARGUMENTS": _arguments(role, site, run) if role != "final" else "",
+            "RUN_DIR": str(run.path),
             "SERVER_RETRIES": str(config.workflow.retries),
             "SITE": "\n".join(lines),
         }

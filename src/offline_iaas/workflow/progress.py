@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from offline_iaas.terminal import LiveDisplay
+from offline_iaas.logs import LiveDisplay
 
 _DONE = ("done", "complete")
 _RUNNING = ("running", "prerun", "deferred", "removing")

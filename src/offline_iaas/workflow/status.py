@@ -18,12 +18,10 @@ from typing import Any
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
+from offline_iaas.jobspec import ClientSegment
 from offline_iaas.rundir import RunDir, read_json
-from offline_iaas.stretches import ClientSegment
 from offline_iaas.workflow.completion import node_complete
-from offline_iaas.workflow.dag import STATUS_FILE, parse_dag
-
-SUMMARY_FILE = "summary.json"
+from offline_iaas.workflow.dag import parse_dag
 
 # DAGMan NodeStatus values (node status file) -> our states.
 _DAGMAN_STATES = {0: "waiting", 1: "waiting", 2: "waiting", 3: "running", 4: "running",
@@ -76,13 +74,13 @@ def _kept_windows(spec: Any) -> int | None:
         return None
 
 
-def _data_seconds(run_dir: Path, specs: dict[str, Any],
+def _data_seconds(run: RunDir, specs: dict[str, Any],
                   complete: set[str]) -> tuple[float, float]:
     """(done, total) data seconds of output over the client nodes (``specs``: their job
     specs; ``complete``: the nodes whose output is there)."""
     from offline_iaas.config import load_config
 
-    config = load_config(RunDir(run_dir).config)
+    config = load_config(run.config)
     stride = config.stride_seconds
     clients = list(specs)
     windows = {node: _kept_windows(spec) for node, spec in specs.items()}
@@ -151,13 +149,13 @@ def _dagman_states(text: str) -> dict[str, NodeState]:
     return out
 
 
-def _started(run_dir: Path, state: dict[str, Any] | None) -> float | None:
+def _started(run: RunDir, state: dict[str, Any] | None) -> float | None:
     if state:
         times = [_parse_time(n.get("started")) for n in (state.get("nodes") or {}).values()]
         times = [t for t in times if t is not None]
         if times:
             return min(times)
-    logs = [p.stat().st_mtime for p in RunDir(run_dir).logs.glob("*") if p.is_file()]
+    logs = [p.stat().st_mtime for p in run.logs.glob("*") if p.is_file()]
     return min(logs) if logs else None
 
 
@@ -174,28 +172,27 @@ def _ended(status_file: Path | None, state: dict[str, Any] | None, finished: boo
     return time.time()
 
 
-def read_status(run_dir: Path) -> RunStatus:
+def read_status(run: RunDir) -> RunStatus:
     """The progress of a run directory (any time: before, during or after the run)."""
-    run_dir = Path(run_dir).absolute()
+    run = run.absolute()
     try:
-        dag_path = RunDir(run_dir).dag
-        dag = parse_dag(dag_path.read_text(), str(dag_path))
+        dag = parse_dag(run.dag.read_text(), str(run.dag))
     except FileNotFoundError:
-        raise RunError(f"{run_dir} holds no offline.dag (not a run directory)") from None
-    local_path, dagman_path = RunDir(run_dir).local_state, run_dir / STATUS_FILE
+        raise RunError(f"{run.path} holds no offline.dag (not a run directory)") from None
+    local_path, dagman_path = run.local_state, run.dagman_status
     local = read_json(local_path)
     use_dagman = dagman_path.exists() and (
         local is None or dagman_path.stat().st_mtime >= local_path.stat().st_mtime
     )
     if use_dagman:
-        states, source = _dagman_states(dagman_path.read_text()), f"DAGMan ({STATUS_FILE})"
+        states, source = _dagman_states(dagman_path.read_text()), f"DAGMan ({dagman_path.name})"
     elif local is not None:
         states, source = _local_states(local), f"run-local ({local_path.name})"
     else:
         states, source = {}, "files only (not started)"
 
-    status = RunStatus(run_dir=str(run_dir), source=source)
-    complete = {n.name for n in dag.nodes.values() if node_complete(run_dir, n)}
+    status = RunStatus(run_dir=str(run.path), source=source)
+    complete = {n.name for n in dag.nodes.values() if node_complete(run, n)}
     for node in dag.nodes.values():
         found = states.get(node.name)
         if found is None:
@@ -207,17 +204,16 @@ def read_status(run_dir: Path) -> RunStatus:
         status.nodes.append(found)
 
     # each client's job spec and part sidecar, read once
-    run = RunDir(run_dir)
     clients = {n.name: (read_json(run.job(n.name)), read_json(run.part(n.name)[1]))
                for n in dag.nodes.values() if n.kind == "JOB" and n.submit == "client.sub"}
     for node in status.nodes:
         if node.name in clients:
             _note_server(node, *clients[node.name])
     specs = {name: spec for name, (spec, _) in clients.items()}
-    status.data_seconds_done, status.data_seconds_total = _data_seconds(run_dir, specs, complete)
+    status.data_seconds_done, status.data_seconds_total = _data_seconds(run, specs, complete)
     merge = dag.nodes.get("merge")
-    status.output_complete = merge is not None and node_complete(run_dir, merge)
-    started = _started(run_dir, local if not use_dagman else None)
+    status.output_complete = merge is not None and node_complete(run, merge)
+    started = _started(run, local if not use_dagman else None)
     finished = not any(n.state in ("waiting", "running") for n in status.nodes
                        if n.kind == "JOB")
     if started is not None:
@@ -287,10 +283,10 @@ def status_lines(status: RunStatus) -> list[str]:
     return lines
 
 
-def print_status(run_dir: Path, as_json: bool = False) -> None:
+def print_status(run: RunDir, as_json: bool = False) -> None:
     """Print a run directory's status on stdout (lines, or one JSON object): the command's
     output, not log lines, so ``--quiet`` keeps it."""
-    status = read_status(run_dir)
+    status = read_status(run)
     if as_json:
         print(json.dumps(asdict(status), indent=2), flush=True)
     else:
@@ -298,27 +294,27 @@ def print_status(run_dir: Path, as_json: bool = False) -> None:
             print(line, flush=True)
 
 
-def final_summary(run_dir: Path, dag_status: int, failed_count: int) -> dict[str, Any]:
+def final_summary(run: RunDir, dag_status: int, failed_count: int) -> dict[str, Any]:
     """The FINAL node: write ``summary.json``, print the status; RunError if the DAG did not
     succeed.
 
     Parameters
     ----------
-    run_dir
+    run
         The run directory.
     dag_status, failed_count
         DAGMan's ``$(DAG_STATUS)`` (0 ok, 2 nodes failed, 3 aborted, 4 removed) and
         ``$(FAILED_COUNT)``.
     """
-    run_dir = Path(run_dir).absolute()
-    status = read_status(run_dir)
+    run = run.absolute()
+    status = read_status(run)
     summary = {
         **asdict(status),
         "dag_status": dag_status,
         "failed_count": failed_count,
         "written": datetime.now().astimezone().isoformat(timespec="seconds"),
     }
-    path = run_dir / SUMMARY_FILE
+    path = run.summary
     write_text_atomic(path, json.dumps(summary, indent=2) + "\n")
     for line in status_lines(status):
         print(line, flush=True)

@@ -1,7 +1,7 @@
 """``offline-iaas plan``: servers, clients per server and batch size for a campaign.
 
 From a pilot (``--from-run RUN``, a finished campaign of the same config over a shorter span)
-it takes what the campaign path itself measured (``workflow/pilot.py``): the streaming rate of
+it takes what the campaign path itself measured (``sizing/pilot.py``): the streaming rate of
 the pilot's servers, the start-up before the first request and the merge time, and scales
 them to the campaign's span:
 
@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from offline_iaas.bench.report import points
 from offline_iaas.bench.results import read_results
@@ -38,10 +37,7 @@ from offline_iaas.bench.workloads import WORKLOAD_OF_MODE, Workload, workload
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.repository.pipeline import ensemble_outputs
-
-if TYPE_CHECKING:
-    from offline_iaas.workflow.pilot import PilotRun
-    from offline_iaas.workflow.simulate import FailureModel, SimulationResult
+from offline_iaas.sizing.pilot import PilotRun, check_same_stream
 
 HEADROOM = 1.25
 
@@ -101,7 +97,7 @@ def window_work_per_data_second(channels: int, rate_hz: float, kernel_samples: i
     return rate_hz * kernel_samples * channels
 
 
-def plan_capacity(
+def plan_from_bench(
     config: CampaignConfig, target_hours: float, results_path: Path
 ) -> CapacityPlan:
     """Recommend a layout finishing ``config``'s span within ``target_hours``.
@@ -180,19 +176,7 @@ def plan_capacity(
                         hours * 3600, str(results_path), warnings=warnings)
 
 
-def _check_same_stream(pilot: PilotRun, config: CampaignConfig, pilot_dir: Path) -> None:
-    """ConfigError unless the pilot streamed what ``config`` streams (its rates apply)."""
-    same = (pilot.config.model.mode, pilot.config.stream_channels, pilot.config.kernel_samples,
-            pilot.config.stride_samples, pilot.config.data.sample_rate)
-    wanted = (config.model.mode, config.stream_channels, config.kernel_samples,
-              config.stride_samples, config.data.sample_rate)
-    if same != wanted:
-        raise ConfigError(f"--from-run {pilot_dir}: the pilot streams {same}, the campaign "
-                          f"{wanted} (mode, channels, kernel, stride, rate): run a pilot of "
-                          "this config")
-
-
-def plan_from_run(config: CampaignConfig, target_hours: float, run_dir: Path) -> CapacityPlan:
+def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) -> CapacityPlan:
     """Recommend a layout for ``config`` from a finished pilot campaign of the same config.
 
     Raises
@@ -201,12 +185,9 @@ def plan_from_run(config: CampaignConfig, target_hours: float, run_dir: Path) ->
         A non-positive target, a pilot that is not finished, or one of another mode or
         stream (its rate would not apply).
     """
-    from offline_iaas.workflow.pilot import read_pilot
-
     if not target_hours > 0:
         raise ConfigError(f"--target-hours must be positive, got {target_hours}")
-    pilot = read_pilot(run_dir)
-    _check_same_stream(pilot, config, run_dir)
+    check_same_stream(pilot, config)
     per_server = pilot.streaming_rate / pilot.servers
     data_seconds = config.data.duration
     needed = data_seconds / (target_hours * 3600)
@@ -225,9 +206,9 @@ def plan_from_run(config: CampaignConfig, target_hours: float, run_dir: Path) ->
     lines = [
         f"campaign: {config.source or 'config'}: mode {config.model.mode}, "
         f"{data_seconds:,.0f} s of data",
-        f"pilot: {run_dir}: {pilot.data_seconds:,.0f} s of data on {pilot.servers} server(s) x "
-        f"{pilot.clients_per_server} client(s), batch {pilot.batch_size}: {pilot.run_seconds:.1f}"
-        f" s in all = start-up {pilot.start_seconds:.1f} s + streaming "
+        f"pilot: {pilot.run.path}: {pilot.data_seconds:,.0f} s of data on {pilot.servers} "
+        f"server(s) x {pilot.clients_per_server} client(s), batch {pilot.batch_size}: "
+        f"{pilot.run_seconds:.1f} s in all = start-up {pilot.start_seconds:.1f} s + streaming "
         f"{pilot.streaming_seconds:.1f} s + merge {pilot.merge_seconds:.1f} s + rest "
         f"{pilot.other_seconds:.1f} s",
         f"per server: {pilot.data_seconds:,.0f} / {pilot.streaming_seconds:.1f} s / "
@@ -246,7 +227,7 @@ def plan_from_run(config: CampaignConfig, target_hours: float, run_dir: Path) ->
         f"{wall_with(pilot.servers)[1]:,.1f} s",
     ]
     return CapacityPlan(servers, pilot.clients_per_server, pilot.batch_size, streaming / 3600,
-                        lines, per_server, wall, str(run_dir),
+                        lines, per_server, wall, str(pilot.run.path),
                         {"servers": pilot.servers, "wall_seconds": wall_with(pilot.servers)[1]},
                         merge_chunk_seconds=chunk_seconds,
                         stages={"start_seconds": pilot.start_seconds,
@@ -296,45 +277,3 @@ def merge_tail(config: CampaignConfig, pilot: PilotRun, chunk_seconds: float, sc
         f"{chunk_seconds:g} / {pilot.merge_rate:,.1f} = {last:,.1f} s after the last client, the "
         f"index {pilot.index_seconds:.1f} s, start-up {pilot.job_start_seconds:.1f} s = "
         f"{tail:,.1f} s (one merge node: {single:,.1f} s)")
-
-
-def simulate_run(run_dir: Path, pilot_dir: Path, failures: FailureModel | None = None
-                 ) -> SimulationResult:
-    """Replay the DAG of the run directory ``run_dir`` (``make-dag``'s) with the rates a
-    finished pilot measured (``workflow/simulate.py``): each server streams what the pilot's
-    did per second, shared by its clients; a chunk merge works at the pilot's merge
-    throughput; the servers' start-up, a job's start-up, the index and the FINAL node take
-    the pilot's times."""
-    from offline_iaas.client.stream import load_job
-    from offline_iaas.config import load_config
-    from offline_iaas.rundir import RunDir, read_record
-    from offline_iaas.workflow.dag import parse_dag
-    from offline_iaas.workflow.merge_tree import MergeChunk
-    from offline_iaas.workflow.pilot import read_pilot
-    from offline_iaas.workflow.simulate import (
-        FailureModel,
-        SimulationRates,
-        segment_work_seconds,
-        simulate,
-    )
-
-    run = RunDir(run_dir)
-    pilot = read_pilot(pilot_dir)
-    config = load_config(run.config)
-    _check_same_stream(pilot, config, pilot_dir)
-    info = run.read_run_info()
-    work = segment_work_seconds(load_job(run_dir, node) for node in info["clients"])
-    chunks = list(info.get("chunks") or [])
-    for node in chunks:
-        work[node] = MergeChunk.from_dict(read_record(run.job(node))).data_seconds
-    per_server = pilot.streamed_seconds / pilot.streaming_seconds / pilot.servers
-    index = (pilot.index_seconds if chunks else
-             config.data.duration / pilot.merge_rate if pilot.merge_rate else pilot.merge_seconds)
-    rates = SimulationRates(
-        server_data_seconds_per_second=per_server,
-        merge_data_seconds_per_second=pilot.merge_rate or math.inf,
-        merge_index_seconds=index, final_seconds=pilot.final_seconds,
-        server_start_seconds=pilot.start_seconds, job_start_seconds=pilot.job_start_seconds)
-    if failures is None:
-        failures = FailureModel(failover_seconds=config.client.failover_seconds)
-    return simulate(parse_dag(run.dag.read_text(), str(run.dag)), work, rates, failures)

@@ -3,7 +3,7 @@
 Read from the run directory's own records: ``local-state.json`` (when each node started and
 ended, written by ``run-local``), the parts' sidecars (each client's first request and last
 response) and ``campaign.toml``. ``offline-iaas plan --from-run`` scales these to a longer
-campaign of the same config (``bench/capacity.py``).
+campaign of the same config (``sizing/plan.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from offline_iaas.rundir import RunDir
 class PilotRun:
     """Timings of a finished campaign (seconds)."""
 
-    run_dir: Path
+    run: RunDir
     config: CampaignConfig
     """The pilot's resolved config (``RUN/campaign.toml``)."""
     run_seconds: float
@@ -78,7 +78,8 @@ class PilotRun:
         return self.data_seconds / self.streaming_seconds
 
 
-def _unix(text: str) -> float:
+def unix_seconds(text: str) -> float:
+    """Unix seconds of an ISO 8601 time (run-local's node start and end)."""
     return datetime.datetime.fromisoformat(text).timestamp()
 
 
@@ -91,8 +92,8 @@ def _json(path: Path) -> dict:
         raise ConfigError(f"{path}: unreadable: {err}") from None
 
 
-def read_pilot(run_dir: Path) -> PilotRun:
-    """The timings of the finished campaign in ``run_dir``.
+def read_pilot(run: RunDir) -> PilotRun:
+    """The timings of the finished campaign in ``run``.
 
     Raises
     ------
@@ -100,31 +101,29 @@ def read_pilot(run_dir: Path) -> PilotRun:
         A run directory that ``run-local`` has not finished, or whose parts do not record
         their request times (written by an older version).
     """
-    run_dir = Path(run_dir)
-    run = RunDir(run_dir)
     config = load_config(run.config)
     nodes = _json(run.local_state)["nodes"]
     unfinished = [n for n, s in nodes.items() if not (s.get("started") and s.get("ended"))]
     if unfinished or "merge" not in nodes:
-        raise ConfigError(f"{run_dir}: not a finished run (nodes without an end: "
+        raise ConfigError(f"{run.path}: not a finished run (nodes without an end: "
                           f"{', '.join(unfinished) or 'merge missing'})")
-    first = min(_unix(s["started"]) for s in nodes.values())
-    last = max(_unix(s["ended"]) for s in nodes.values())
+    first = min(unix_seconds(s["started"]) for s in nodes.values())
+    last = max(unix_seconds(s["ended"]) for s in nodes.values())
     parts = [_json(p) for p in sorted(run.parts.glob("*.json"))]
     requests = [p.get("first_request_unix") for p in parts]
     responses = [p.get("last_response_unix") for p in parts]
     if not parts or None in requests or None in responses:
-        raise ConfigError(f"{run_dir}/parts: the client sidecars do not record their first "
+        raise ConfigError(f"{run.parts}: the client sidecars do not record their first "
                           "request and last response; run the pilot with this version")
     summary = _json(run.output[1])
     chunks = int(summary.get("chunks", 0))
     merge_node = nodes["merge"]
-    merge_wall = _unix(merge_node["ended"]) - _unix(merge_node["started"])
+    merge_wall = unix_seconds(merge_node["ended"]) - unix_seconds(merge_node["started"])
     own = float(summary["wall_seconds"])
     if chunks:
         walls = summary["chunk_wall_seconds"]["total"]
         merge_rate = float(summary["chunk_data_seconds"]) / walls if walls else 0.0
-        merge_seconds = _unix(merge_node["ended"]) - max(responses)
+        merge_seconds = unix_seconds(merge_node["ended"]) - max(responses)
     else:  # the data it merged: the kept windows, not the gaps
         kept = sum(p["output_stop"] - p["output_start"] for part in parts
                    for p in part.get("pieces", []) if "output_stop" in p)
@@ -132,10 +131,10 @@ def read_pilot(run_dir: Path) -> PilotRun:
         merge_rate = merged / own if own else 0.0
         merge_seconds = own
     final = nodes.get("final", {})
-    final_seconds = (_unix(final["ended"]) - _unix(final["started"])
+    final_seconds = (unix_seconds(final["ended"]) - unix_seconds(final["started"])
                      if final.get("started") and final.get("ended") else 0.0)
     return PilotRun(
-        run_dir=run_dir,
+        run=run,
         config=config,
         run_seconds=last - first,
         start_seconds=min(requests) - first,
@@ -149,3 +148,15 @@ def read_pilot(run_dir: Path) -> PilotRun:
         streamed_seconds=sum(float(p["gps_end"]) - float(p["gps_start"])
                              for part in parts for p in part.get("pieces", [])),
     )
+
+
+def check_same_stream(pilot: PilotRun, config: CampaignConfig) -> None:
+    """ConfigError unless the pilot streamed what ``config`` streams (its rates apply)."""
+    same = (pilot.config.model.mode, pilot.config.stream_channels, pilot.config.kernel_samples,
+            pilot.config.stride_samples, pilot.config.data.sample_rate)
+    wanted = (config.model.mode, config.stream_channels, config.kernel_samples,
+              config.stride_samples, config.data.sample_rate)
+    if same != wanted:
+        raise ConfigError(f"--from-run {pilot.run.path}: the pilot streams {same}, the campaign "
+                          f"{wanted} (mode, channels, kernel, stride, rate): run a pilot of "
+                          "this config")

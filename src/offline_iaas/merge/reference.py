@@ -18,10 +18,11 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.preflight import preflight
 from offline_iaas.errors import RunError
+from offline_iaas.jobspec import Piece
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.repository.export import check_repository, model_record, network_sessions
 from offline_iaas.repository.pipeline import mode_stream, output_rows
-from offline_iaas.stretches import Piece, make_stretches, request_sizes
+from offline_iaas.stretches import make_stretches, request_sizes
 
 
 def run_reference(

@@ -25,10 +25,11 @@ from typing import Any
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
+from offline_iaas.jobspec import ClientSegment, MergeChunk
 from offline_iaas.physics import cluster_reach_windows, zero_phase_reach
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import CHUNK_PREFIX
-from offline_iaas.stretches import ClientSegment, Stretch, output_x0
+from offline_iaas.stretches import Stretch, output_x0
 
 Range = tuple[int, int]
 
@@ -53,29 +54,6 @@ class StretchExtent:
     """Kept windows of the statistic and slides it writes."""
     noise_samples: Range
     """Samples of the band-passed prediction and cleaned strain it writes."""
-
-
-@dataclass(frozen=True)
-class MergeChunk:
-    """One chunk merge node: its GPS interval, its parent clients, the data it owns."""
-
-    index: int
-    node: str
-    gps_start: float
-    gps_end: float
-    clients: tuple[str, ...]
-    data_seconds: float
-    """Seconds of data whose outputs it writes."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "node": self.node, "gps_start": self.gps_start,
-                "gps_end": self.gps_end, "clients": list(self.clients),
-                "data_seconds": self.data_seconds}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MergeChunk:
-        return cls(int(data["index"]), str(data["node"]), float(data["gps_start"]),
-                   float(data["gps_end"]), tuple(data["clients"]), float(data["data_seconds"]))
 
 
 def owned_range(x0: float, dx: float, n: int, gps_start: float, gps_end: float) -> Range:
@@ -185,7 +163,7 @@ def chunk_bounds(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple
     return found
 
 
-def plan_chunks(config: CampaignConfig, stretches: list[Stretch],
+def chunk_merges(config: CampaignConfig, stretches: list[Stretch],
                 segments: list[ClientSegment]) -> list[MergeChunk]:
     """The chunk merges of a campaign (none when ``merge.chunk_seconds`` is 0), each with the
     clients whose kept windows it reads."""

@@ -1,76 +1,25 @@
-"""Predict a campaign DAG's makespan by replaying it (a discrete-event simulation; pure logic).
+"""One replay of a campaign DAG on a simulated clock (a discrete-event simulation; pure logic).
 
-``simulate`` runs the nodes of a parsed ``offline.dag`` on a simulated clock, from the DAG's
-start to the end of its FINAL node, and reports when each stage ended, which chain of nodes set
-the makespan (the critical path), and how many job attempts it took. With a failure model it
-repeats the replay (Monte Carlo replications) and reports the mean and the spread. It is meant
-for ``offline-iaas plan --simulate``: the rates come from a bench or a pilot run, the DAG and
-the per-node work from ``make-dag``.
+``Replay`` runs the nodes of a parsed ``offline.dag`` on a simulated clock, from the DAG's
+start to the end of its FINAL node, and records when each stage ended, which chain of nodes set
+the makespan (the critical path), and how many job attempts it took (a ``Replication``).
+``sizing/simulate.py`` repeats it under a failure model and summarises the replications for
+``offline-iaas plan --simulate``.
 
-Model
------
-Roles. A node's role is its submit file's basename: ``server.sub`` (a SERVICE node: a Triton
-server), ``client.sub`` (a JOB streaming its segment to the server named by its ``server``
-variable), ``chunk.sub`` (a JOB merging the parts of its parent clients), ``merge.sub`` (the
-index merge) and ``final.sub`` (the FINAL node). Any other node is refused.
-
-Clock. Every server that starts is ready ``server_start_seconds`` after the DAG starts; a
-server in ``never_starting_servers`` never is. A JOB (or FINAL) node is submitted once all
-its parents are done; every attempt then spends ``job_start_seconds`` before it runs
-(scheduling, transfer, start-up). ``MAXJOBS`` limits how many nodes of a category are
-submitted at once: a node holds its slot from submission to the end of the attempt (waiting for
-a server included); a node waiting for a slot queues in the order it became ready, a retry at
-the back of the queue.
-
-Streaming. A running client waits for its own server. Once it is ready the client streams its
-remaining work (data seconds). A server's throughput, ``server_data_seconds_per_second``, is
-shared equally by the clients streaming to it at that moment (processor sharing), each share
-capped at ``client_data_seconds_per_second`` when that is positive. A client whose server is
-not ready ``failover_seconds`` after it began waiting moves to the ready server with the
-fewest streaming clients (the first in file order on a tie); if none is ready yet, it takes its
-own server if that becomes ready first, else the least loaded of the first servers to become
-ready. With ``failover_seconds = 0`` it waits for ever. Clients never move once streaming, and
-servers never fail once ready.
-
-Failures. Only client attempts fail: an attempt fails with probability ``failure_rate``, after
-a uniformly random fraction of the work it had left. Clients checkpoint, so a retry resumes
-where the failed attempt stopped (paying ``job_start_seconds`` and waiting for its own server
-again). DAGMan runs a node at most ``RETRY + 1`` times; a node whose last attempt fails has
-failed, and its descendants never run. The other nodes run on as far as they can, then FINAL
-runs (as in DAGMan): the makespan is then the time the DAG stops, and the result is not
-finished. A client waiting for ever makes the DAG never stop: the makespan is infinite and
-the result names the stuck clients (``client.server_wait_seconds`` is not modelled).
-
-Other nodes. A chunk merge takes its work (data seconds; by default the sum of its parents'
-work) at ``merge_data_seconds_per_second``; chunk merges run in parallel without limit (unless a
-``MAXJOBS`` category says otherwise). The index merge takes ``merge_index_seconds``, the FINAL
-node ``final_seconds``; neither fails.
-
-Randomness. The draws of replication ``r`` are taken from one ``random.Random(seed)`` in a
-fixed order (each client in file order; for each of its ``RETRY + 1`` possible attempts, whether
-it fails, then where), before the replay: the same inputs and seed give the same result on
-any machine, and a client's draws do not depend on the schedule, so two DAGs of the same
-clients and RETRY counts (another MAXJOBS, other rates) see the same failures for one seed. Without
-failures (``failure_rate = 0``) the replay is deterministic and is run once.
-
-Results. The makespan is averaged over the replications (a replication that fails stops when
-FINAL ends; one that never stops makes the mean infinite); the stage times over the
-replications that reach each stage. The critical path and the end time of each node are those
-of the median replication (replayed a second time, so that the others need not keep them).
+The model (roles, clock, streaming, failures, other nodes, randomness) is stated in
+``sizing/simulate.py``.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-import random
 from collections import deque
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from offline_iaas.config import ClientConfig
-from offline_iaas.stretches import ClientSegment
 from offline_iaas.workflow.dag import Dag
 from offline_iaas.workflow.submit import ROLES
 
@@ -88,9 +37,7 @@ _KIND_OF_ROLE = {
     MERGE_ROLE: "JOB",
     FINAL_ROLE: "FINAL",
 }
-P90 = 0.9
-_PATH_SHOWN = 8
-"""``describe`` shows a longer critical path as its first and last few nodes."""
+
 
 
 @dataclass(frozen=True)
@@ -194,143 +141,11 @@ class Replication:
     for the representative replication only (empty in the others)."""
 
 
-@dataclass(frozen=True)
-class SimulationResult:
-    """The predicted makespan of a DAG."""
-
-    makespan_seconds: float
-    """Mean over the replications."""
-    p90_seconds: float
-    """90th percentile (nearest rank) over the replications."""
-    min_seconds: float
-    max_seconds: float
-    stages: Stages
-    """Mean over the replications that reach each stage (None: none does)."""
-    critical_path: tuple[str, ...]
-    """Of the median replication (``representative``)."""
-    mean_attempts: float
-    """JOB and FINAL attempts per replication."""
-    mean_retries: float
-    finished: bool
-    """Every replication finished."""
-    finished_fraction: float
-    stuck_or_failed: tuple[str, ...]
-    """Nodes that failed or were stuck in some replication, in file order."""
-    representative: Replication
-    """The median replication (by makespan; the first such on a tie)."""
-    replications: tuple[Replication, ...]
-    rates: SimulationRates
-    failures: FailureModel
-    counts: dict[str, int]
-    """Nodes of each role."""
-
-    def describe(self) -> list[str]:
-        """The prediction and how it was reached, as readable lines."""
-        r, f, c = self.rates, self.failures, self.counts
-        cap = (f", at most {_rate(r.client_data_seconds_per_second)} per client"
-               if r.client_data_seconds_per_second > 0 else "")
-        merge = ("take no time" if math.isinf(r.merge_data_seconds_per_second)
-                 else f"at {_rate(r.merge_data_seconds_per_second)}")
-        runs = len(self.replications)
-        lines = [
-            f"simulated makespan: {_duration(self.makespan_seconds)}"
-            + (f" (mean of {runs} replications; p90 {_seconds(self.p90_seconds)}, "
-               f"min {_seconds(self.min_seconds)}, max {_seconds(self.max_seconds)})"
-               if runs > 1 else ""),
-            f"DAG: {c.get(SERVER_ROLE, 0)} server(s), {c.get(CLIENT_ROLE, 0)} client(s), "
-            f"{c.get(CHUNK_ROLE, 0)} chunk merge(s), {c.get(MERGE_ROLE, 0)} index merge, "
-            f"{c.get(FINAL_ROLE, 0)} FINAL node",
-            f"model: each server streams {_rate(r.server_data_seconds_per_second)} shared by "
-            f"its streaming clients{cap}; servers ready after {_seconds(r.server_start_seconds)}"
-            f", {_seconds(r.job_start_seconds)} to start each job attempt; chunk merges "
-            f"{merge}, index merge {_seconds(r.merge_index_seconds)}, FINAL "
-            f"{_seconds(r.final_seconds)}",
-        ]
-        s = self.stages
-        lines.append(
-            "stages" + (" (mean over the replications that reach each)" if runs > 1 else "")
-            + ": "
-            + ", ".join(f"{label} {_when(value, c.get(role, 0))}" for label, role, value in (
-                ("servers ready", SERVER_ROLE, s.servers_ready_seconds),
-                ("last client", CLIENT_ROLE, s.clients_done_seconds),
-                ("last chunk merge", CHUNK_ROLE, s.chunks_done_seconds),
-                ("index merge", MERGE_ROLE, s.merge_done_seconds),
-                ("FINAL", FINAL_ROLE, s.final_done_seconds),
-            ))
-        )
-        lines.append("critical path" + (" (median replication)" if runs > 1 else "") + ": "
-                     + _path(self.critical_path))
-        number = "{:,.1f}" if runs > 1 else "{:,.0f}"
-        lines.append(
-            f"attempts: {number.format(self.mean_attempts)} job attempt(s), "
-            f"{number.format(self.mean_retries)} retries" + (" per replication" if runs > 1 else "")
-            + f" (client failure rate {f.failure_rate:g})"
-        )
-        if f.never_starting_servers:
-            after = (f"its clients fail over after {_seconds(f.failover_seconds)}"
-                     if f.failover_seconds > 0 else "failover is off")
-            lines.append(f"never starting: {', '.join(sorted(f.never_starting_servers))} "
-                         f"({after})")
-        rep = self.representative
-        if rep.failed_over:
-            lines.append(f"failed over: {_names(rep.failed_over)}")
-        if not self.finished:
-            lines.append(
-                f"NOT FINISHED in {runs - round(self.finished_fraction * runs)} of {runs} "
-                f"replication(s): stuck or failed: {_names(self.stuck_or_failed)}"
-            )
-            if rep.stuck:
-                lines.append(f"  stuck (waiting for a server that never starts): "
-                             f"{_names(rep.stuck)}")
-            if rep.failed:
-                lines.append(f"  failed (retries exhausted): {_names(rep.failed)}")
-            if rep.not_run:
-                lines.append(f"  {rep.not_run} node(s) never ran")
-        return lines
-
-
-def _seconds(value: float) -> str:
-    return "never" if math.isinf(value) else f"{value:,.0f} s"
-
-
-def _duration(value: float) -> str:
-    if math.isinf(value):
-        return "never (the DAG does not finish)"
-    return f"{value:,.0f} s = {value / 3600:,.2f} h"
-
-
-def _when(value: float | None, nodes: int) -> str:
-    if value is None:
-        return "not reached" if nodes else "(none)"
-    return _seconds(value)
-
-
-def _rate(value: float) -> str:
-    return f"{value:,.2f} data-s/s"
-
-
-def _names(names: tuple[str, ...], shown: int = 10) -> str:
+def names_text(names: tuple[str, ...], shown: int = 10) -> str:
+    """The first ``shown`` names, and how many more."""
     head = ", ".join(names[:shown])
     return head + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
-
-def _path(path: tuple[str, ...]) -> str:
-    if not path:
-        return "none"
-    if len(path) <= _PATH_SHOWN:
-        return " -> ".join(path)
-    half = _PATH_SHOWN // 2
-    return (" -> ".join(path[:half]) + f" -> ... ({len(path) - 2 * half} more) -> "
-            + " -> ".join(path[-half:]))
-
-
-def segment_work_seconds(segments: Iterable[ClientSegment]) -> dict[str, float]:
-    """Client node name to the data seconds it streams (warm-ups included).
-
-    The segments of a run directory are ``[load_job(run_dir, node) for node in clients]``
-    (``client/stream.py``).
-    """
-    return {seg.node: seg.streamed_seconds for seg in segments}
 
 
 def node_role(submit: str) -> str | None:
@@ -338,9 +153,11 @@ def node_role(submit: str) -> str | None:
     return ROLE_OF_SUBMIT.get(PurePosixPath(submit).name)
 
 
-# ---- the static plan ----------------------------------------------------------------------
+# ---- the DAG as the replay sees it -----------------------------------------------------------
 @dataclass
-class _Plan:
+class ReplayGraph:
+    """The DAG's JOB and FINAL nodes by index, with their roles, work and links."""
+
     names: list[str]
     """JOB and FINAL nodes, in file order."""
     roles: list[str]
@@ -362,8 +179,9 @@ class _Plan:
     """Per server: it becomes ready."""
 
 
-def _plan(dag: Dag, work_seconds: Mapping[str, float], rates: SimulationRates,
-          failures: FailureModel) -> _Plan:
+def graph_of(dag: Dag, work_seconds: Mapping[str, float], rates: SimulationRates,
+             failures: FailureModel) -> ReplayGraph:
+    """The replay's view of ``dag`` (ValueError naming a node the replay cannot run)."""
     servers: list[str] = []
     names: list[str] = []
     roles: list[str] = []
@@ -423,9 +241,9 @@ def _plan(dag: Dag, work_seconds: Mapping[str, float], rates: SimulationRates,
             fixed[i] = rates.final_seconds
     if missing:
         missing = sorted(set(missing), key=index.__getitem__)
-        raise ValueError(f"no work (data seconds) given for {_names(tuple(missing))}")
+        raise ValueError(f"no work (data seconds) given for {names_text(tuple(missing))}")
     finals = [i for i, role in enumerate(roles) if role == FINAL_ROLE]
-    return _Plan(
+    return ReplayGraph(
         names=names,
         roles=roles,
         servers=servers,
@@ -448,26 +266,25 @@ def _work(name: str, value: float) -> float:
         raise ValueError(f"node {name}: work must be finite and not negative, got {value}")
     return value
 
-
 # ---- one replay ---------------------------------------------------------------------------
 _PENDING, _QUEUED, _SUBMITTED, _RUNNING, _DONE, _FAILED, _BLOCKED = range(7)
 # event kinds; events at one time are handled in the order they were pushed
 _SERVER_READY, _JOB_STARTED, _STREAM_DONE, _NODE_DONE, _FAILOVER, _ADOPT = range(6)
 
 
-class _Replay:
+class Replay:
     """The state of one replay; ``run`` returns its Replication."""
 
-    def __init__(self, plan: _Plan, rates: SimulationRates, failures: FailureModel,
+    def __init__(self, graph: ReplayGraph, rates: SimulationRates, failures: FailureModel,
                  draws: list[list[tuple[float, float]]] | None) -> None:
-        self.plan, self.rates, self.failures, self.draws = plan, rates, failures, draws
-        count, servers = len(plan.names), len(plan.servers)
+        self.graph, self.rates, self.failures, self.draws = graph, rates, failures, draws
+        count, servers = len(graph.names), len(graph.servers)
         self.state = [_PENDING] * count
-        self.missing = list(plan.parent_count)
+        self.missing = list(graph.parent_count)
         self.cause: list[str | None] = [None] * count
         self.end = [math.nan] * count
         self.attempts = [0] * count
-        self.remaining = list(plan.work)
+        self.remaining = list(graph.work)
         self.attempt_work = [0.0] * count
         self.attempt_fails = [False] * count
         self.streaming_on = [-1] * count
@@ -483,11 +300,11 @@ class _Replay:
         self.waiting_own: list[list[tuple[int, int]]] = [[] for _ in range(servers)]
         self.waiting_any: list[tuple[int, int]] = []
         self.ready_servers: list[int] = []
-        self.running_in = dict.fromkeys(plan.limits, 0)
-        self.queues: dict[str, deque[int]] = {cat: deque() for cat in plan.limits}
+        self.running_in = dict.fromkeys(graph.limits, 0)
+        self.queues: dict[str, deque[int]] = {cat: deque() for cat in graph.limits}
         self.events: list[tuple[float, int, int, int, int]] = []
         self.sequence = 0
-        self.open = sum(1 for i in range(count) if i != plan.final)
+        self.open = sum(1 for i in range(count) if i != graph.final)
         """Non-FINAL nodes that have not ended (done, failed or blocked)."""
         self.last_ended = -1
 
@@ -497,14 +314,14 @@ class _Replay:
         heapq.heappush(self.events, (time, self.sequence, kind, a, b))
 
     def run(self, keep_times: bool = False) -> Replication:
-        plan, rates = self.plan, self.rates
-        for s, starts in enumerate(plan.starting):
+        graph, rates = self.graph, self.rates
+        for s, starts in enumerate(graph.starting):
             if starts:
                 self.push(rates.server_start_seconds, _SERVER_READY, s)
-        if self.open == 0 and plan.final >= 0:
-            self.submit(plan.final, 0.0, None)
-        for i, count in enumerate(plan.parent_count):
-            if count == 0 and i != plan.final:
+        if self.open == 0 and graph.final >= 0:
+            self.submit(graph.final, 0.0, None)
+        for i, count in enumerate(graph.parent_count):
+            if count == 0 and i != graph.final:
                 self.submit(i, 0.0, None)
         handlers = {
             _SERVER_READY: self.on_server_ready,
@@ -524,9 +341,9 @@ class _Replay:
         """Node ``i`` may run (again): take a slot of its category or queue for one."""
         if cause is not None:
             self.cause[i] = cause
-        category = self.plan.category[i]
+        category = self.graph.category[i]
         if category in self.queues:
-            if self.running_in[category] >= self.plan.limits[category]:
+            if self.running_in[category] >= self.graph.limits[category]:
                 self.state[i] = _QUEUED
                 self.queues[category].append(i)
                 return
@@ -537,18 +354,18 @@ class _Replay:
 
     def release(self, i: int, now: float) -> None:
         """Node ``i``'s attempt ended: its slot goes to the first node queued for one."""
-        category = self.plan.category[i]
+        category = self.graph.category[i]
         if category not in self.queues:
             return
         self.running_in[category] -= 1
         queue = self.queues[category]
         if queue:
-            self.submit(queue.popleft(), now, self.plan.names[i])
+            self.submit(queue.popleft(), now, self.graph.names[i])
 
     def on_job_started(self, now: float, i: int, _: int) -> None:
         self.state[i] = _RUNNING
-        if self.plan.roles[i] != CLIENT_ROLE:
-            self.push(now + self.plan.fixed_seconds[i], _NODE_DONE, i)
+        if self.graph.roles[i] != CLIENT_ROLE:
+            self.push(now + self.graph.fixed_seconds[i], _NODE_DONE, i)
             return
         attempt = self.attempts[i]
         self.attempt_work[i] = self.remaining[i]
@@ -558,7 +375,7 @@ class _Replay:
             if fail_draw < self.failures.failure_rate:
                 self.attempt_fails[i] = True
                 self.attempt_work[i] = self.remaining[i] * fraction
-        own = self.plan.server_of[i]
+        own = self.graph.server_of[i]
         if self.ready[own]:
             self.join([i], own, now)
             return
@@ -585,13 +402,14 @@ class _Replay:
         self.ready_servers.append(s)
         # Its own clients come first, also those past their failover deadline (a client tries
         # its own server first); the others wait until every server ready now is ready.
-        own = self.waiting_own[s] + [w for w in self.waiting_any if self.plan.server_of[w[0]] == s]
+        own = self.waiting_own[s] + [w for w in self.waiting_any
+                                     if self.graph.server_of[w[0]] == s]
         self.waiting_own[s] = []
-        self.waiting_any = [w for w in self.waiting_any if self.plan.server_of[w[0]] != s]
+        self.waiting_any = [w for w in self.waiting_any if self.graph.server_of[w[0]] != s]
         # (a client past its deadline is listed twice: under its server and as waiting for any)
         clients = list(dict.fromkeys(i for i, attempt in own if self.waiting(i, attempt)))
         for i in clients:
-            self.cause[i] = self.plan.servers[s]
+            self.cause[i] = self.graph.servers[s]
         self.join(clients, s, now)
         if self.waiting_any:
             self.push(now, _ADOPT, s)
@@ -602,7 +420,7 @@ class _Replay:
         for i, attempt in waiting:
             if self.waiting(i, attempt):
                 target = self.least_loaded()
-                self.cause[i] = self.plan.servers[s]
+                self.cause[i] = self.graph.servers[s]
                 self.join([i], target, now)
 
     def least_loaded(self) -> int:
@@ -629,7 +447,7 @@ class _Replay:
         self.advance(s, now)
         for i in clients:
             self.streaming_on[i] = s
-            if s != self.plan.server_of[i]:
+            if s != self.graph.server_of[i]:
                 self.failed_over.add(i)
             self.sequence += 1
             heapq.heappush(self.streams[s], (self.virtual[s] + self.attempt_work[i],
@@ -657,7 +475,7 @@ class _Replay:
             if not self.attempt_fails[i]:
                 self.remaining[i] = 0.0
                 self.ended(i, now, _DONE)
-            elif self.attempts[i] <= self.plan.retries[i]:
+            elif self.attempts[i] <= self.graph.retries[i]:
                 self.submit(i, now, None)
             else:
                 self.ended(i, now, _FAILED)
@@ -671,30 +489,30 @@ class _Replay:
         self.state[i] = state
         self.end[i] = now
         self.last_ended = i
-        if i == self.plan.final:
+        if i == self.graph.final:
             return
         self.open -= 1
-        name = self.plan.names[i]
+        name = self.graph.names[i]
         if state == _DONE:
-            for child in self.plan.children[i]:
+            for child in self.graph.children[i]:
                 self.missing[child] -= 1
                 if self.missing[child] == 0 and self.state[child] == _PENDING:
                     self.submit(child, now, name)
         else:
-            todo = list(self.plan.children[i])
+            todo = list(self.graph.children[i])
             while todo:
                 child = todo.pop()
                 if self.state[child] == _PENDING:
                     self.state[child] = _BLOCKED
                     self.open -= 1
-                    todo.extend(self.plan.children[child])
-        if self.open == 0 and self.plan.final >= 0:
-            self.submit(self.plan.final, now, name)
+                    todo.extend(self.graph.children[child])
+        if self.open == 0 and self.graph.final >= 0:
+            self.submit(self.graph.final, now, name)
 
     def result(self, keep_times: bool) -> Replication:
-        plan, names = self.plan, self.plan.names
+        graph, names = self.graph, self.graph.names
         stuck = tuple(names[i] for i, st in enumerate(self.state)
-                      if st == _RUNNING and plan.roles[i] == CLIENT_ROLE)
+                      if st == _RUNNING and graph.roles[i] == CLIENT_ROLE)
         failed = tuple(names[i] for i, st in enumerate(self.state) if st == _FAILED)
         not_run = sum(1 for st in self.state if st in (_PENDING, _QUEUED, _BLOCKED))
         stops = not stuck
@@ -728,7 +546,7 @@ class _Replay:
         )
 
     def stage(self, role: str) -> float | None:
-        ends = [self.end[i] for i, r in enumerate(self.plan.roles) if r == role]
+        ends = [self.end[i] for i, r in enumerate(self.graph.roles) if r == role]
         if not ends or any(math.isnan(e) for e in ends):
             return None
         return max(ends)
@@ -736,10 +554,10 @@ class _Replay:
     def path(self, last: int) -> tuple[str, ...]:
         if last < 0:
             return ()
-        index = {name: i for i, name in enumerate(self.plan.names)}
+        index = {name: i for i, name in enumerate(self.graph.names)}
         path: list[str] = []
         seen: set[str] = set()
-        name: str | None = self.plan.names[last]
+        name: str | None = self.graph.names[last]
         while name is not None and name not in seen:
             path.append(name)
             seen.add(name)
@@ -747,115 +565,3 @@ class _Replay:
             name = None if i is None else self.cause[i]
         return tuple(reversed(path))
 
-
-# ---- the simulation -----------------------------------------------------------------------
-def simulate(
-    dag: Dag,
-    work_seconds: Mapping[str, float],
-    rates: SimulationRates,
-    failures: FailureModel | None = None,
-) -> SimulationResult:
-    """Replay ``dag`` on a simulated clock and predict its makespan (see the module's model).
-
-    Parameters
-    ----------
-    dag
-        The campaign DAG (``parse_dag``).
-    work_seconds
-        Node name to its work in data seconds: every client node (``segment_work_seconds``),
-        and chunk merge nodes (default: the sum of their parents' work).
-    rates
-        How fast servers stream and merges work; the start-up latencies.
-    failures
-        Client failures, servers that never start, failover, seed and replications (default:
-        nothing fails, one replay).
-
-    Returns
-    -------
-    The mean, p90, min and max makespan over the replications, the mean stage times, the
-    critical path of the median replication, attempts, and the nodes that failed or were stuck.
-
-    Raises
-    ------
-    ValueError
-        A node whose role is unknown, a client without work or whose server is not a server
-        node, an unknown server in ``never_starting_servers``.
-    """
-    failures = FailureModel() if failures is None else failures
-    plan = _plan(dag, work_seconds, rates, failures)
-    if failures.failure_rate == 0:
-        once = _Replay(plan, rates, failures, None).run(keep_times=True)
-        replications = (once,) * failures.replications
-        median = 0
-    else:
-        rng = random.Random(failures.seed)
-        clients = [i for i, role in enumerate(plan.roles) if role == CLIENT_ROLE]
-
-        def draws() -> list[list[tuple[float, float]]]:
-            out: list[list[tuple[float, float]]] = [[] for _ in plan.names]
-            for i in clients:
-                out[i] = [(rng.random(), rng.random()) for _ in range(plan.retries[i] + 1)]
-            return out
-
-        runs, states = [], []
-        for _ in range(failures.replications):
-            states.append(rng.getstate())
-            runs.append(_Replay(plan, rates, failures, draws()).run())
-        median = _median_index([r.makespan_seconds for r in runs])
-        rng.setstate(states[median])
-        runs[median] = _Replay(plan, rates, failures, draws()).run(keep_times=True)
-        replications = tuple(runs)
-    counts = {SERVER_ROLE: len(plan.servers)}
-    for role in plan.roles:
-        counts[role] = counts.get(role, 0) + 1
-    return _summarise(replications, median, rates, failures, counts, plan.names)
-
-
-def _median_index(spans: list[float]) -> int:
-    """The replication of median makespan (the lower median; the first on a tie)."""
-    ranked = sorted(range(len(spans)), key=lambda k: (spans[k], k))
-    return ranked[(len(ranked) - 1) // 2]
-
-
-def _mean(values: list[float]) -> float:
-    if any(math.isinf(v) for v in values):
-        return math.inf
-    return math.fsum(values) / len(values)
-
-
-def _summarise(
-    replications: tuple[Replication, ...],
-    median: int,
-    rates: SimulationRates,
-    failures: FailureModel,
-    counts: dict[str, int],
-    order: list[str],
-) -> SimulationResult:
-    spans = [r.makespan_seconds for r in replications]
-    ordered = sorted(spans)
-    stage_means = {}
-    for item in fields(Stages):
-        values = [getattr(r.stages, item.name) for r in replications]
-        reached = [v for v in values if v is not None]
-        stage_means[item.name] = _mean(reached) if reached else None
-    bad = {name for r in replications for name in (*r.failed, *r.stuck)}
-    position = {name: k for k, name in enumerate(order)}
-    finished = sum(1 for r in replications if r.finished)
-    return SimulationResult(
-        makespan_seconds=_mean(spans),
-        p90_seconds=ordered[max(0, math.ceil(P90 * len(ordered)) - 1)],
-        min_seconds=ordered[0],
-        max_seconds=ordered[-1],
-        stages=Stages(**stage_means),
-        critical_path=replications[median].critical_path,
-        mean_attempts=math.fsum(r.attempts for r in replications) / len(replications),
-        mean_retries=math.fsum(r.retries for r in replications) / len(replications),
-        finished=finished == len(replications),
-        finished_fraction=finished / len(replications),
-        stuck_or_failed=tuple(sorted(bad, key=position.__getitem__)),
-        representative=replications[median],
-        replications=replications,
-        rates=rates,
-        failures=failures,
-        counts=counts,
-    )
