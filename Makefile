@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo test lint install clean browser report-example
+.PHONY: demo test lint install clean browser report-example submit-examples
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ report-example: $(STAMP) browser
 	$(BIN)/offline-iaas demo --workdir demo-work
 	$(BIN)/offline-iaas report demo-work/run
 	$(BIN)/python -m tests.browser demo-work/run/report/index.html docs/report-example.png
+
+# submit/rendered/: the submit files each site profile receives for the demo campaign.
+submit-examples: $(STAMP)
+	rm -rf submit/rendered
+	$(BIN)/python -m offline_iaas.workflow.examples submit/rendered
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -71,7 +71,7 @@ def main() -> None:
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="demo-networks-"))
     work.mkdir(parents=True, exist_ok=True)
-    source = resources.files("offline_iaas.configs").joinpath("demo.toml")
+    source = resources.files("offline_iaas.campaigns").joinpath("demo.toml")
     (work / "demo.toml").write_text(source.read_text())
     config = load_config(work / "demo.toml", list(PHYSICS_DATASET))
     if not (work / "demo-data" / "frames" / "synth.json").exists():

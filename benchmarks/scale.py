@@ -170,7 +170,7 @@ def measure(servers: int, clients: int, days: float, work: Path) -> dict[str, ob
     }
 
 
-O3_MONTH = Path(__file__).resolve().parents[1] / "src/offline_iaas/configs/o3-month-deepclean.toml"
+O3_MONTH = Path(__file__).resolve().parents[1] / "workflow/o3-month-deepclean.toml"
 SERVER_START_SECONDS = 120.0
 """Assumed: a GPU node's job starting and Triton loading the model (not measured here)."""
 JOB_START_SECONDS = 60.0
@@ -280,7 +280,7 @@ def main() -> None:
     if month is not None:
         text += ("\n## The O3-month DeepClean campaign, simulated at the recommended plan\n\n"
                  f"`plan --target-hours {args.target_hours:g} --from-bench "
-                 "benchmarks/results.json` on `configs/o3-month-deepclean.toml`, its DAG "
+                 "benchmarks/results.json` on `workflow/o3-month-deepclean.toml`, its DAG "
                  "written by `make-dag --no-check` and replayed by `workflow/simulate.py`.\n\n"
                  + table(month))
     print(text)

@@ -24,7 +24,7 @@ from offline_iaas.sizing.plan import HEADROOM, plan_from_bench
 from tests.helpers import processes_mentioning
 
 REGRESSION_FILE = Path(__file__).resolve().parents[1] / "benchmarks" / "regression.json"
-O3_CONFIG = resources.files("offline_iaas").joinpath("configs", "o3-month-deepclean.toml")
+O3_CONFIG = resources.files("offline_iaas.campaigns").joinpath("o3-month-deepclean.toml")
 
 
 @pytest.mark.parametrize("splits", [[4], [1, 3], [2, 1, 1]])

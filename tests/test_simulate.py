@@ -1,5 +1,5 @@
-"""The makespan simulation of a campaign DAG (sizing/simulate.py, sizing/replay.py): every expected time below
-is worked out by hand from the model in the module's docstring."""
+"""The makespan simulation of a campaign DAG (sizing/simulate.py, sizing/replay.py): every
+expected time below is worked out by hand from the model in sizing/simulate.py's docstring."""
 
 from __future__ import annotations
 

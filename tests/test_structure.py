@@ -66,3 +66,74 @@ def test_each_mode_streams_its_channels_and_warms_up_its_stages(
     assert list(config.stream_channels) == channels
     assert config.warmup_windows == warmup_stages * 3  # K/S - 1 = 3 windows per stage
     assert config.mode.outputs == outputs
+
+
+# ---- the run directory travels as a RunDir; files stay short (issue #31) --------------------
+RUN_DIR_JOIN = re.compile(r"\b(run_dir|run\.path|paths\.path)\s*/")
+"""A path joined onto a run directory by hand: ``RunDir`` names every file of it."""
+RUN_DIR_MADE_IN = {"cli.py", "demo.py", "workflow/profiles.py", "bench/sweep.py",
+                   "bench/regression.py", "bench/timeslides.py", "rundir.py"}
+"""Where a ``RunDir`` is made from a path: where the run directory is named (the command line,
+the demo's work directory, the bench's server directories) and the submit files' relative
+paths. Everywhere else one is passed in."""
+MAX_LINES = 600
+
+
+def _sources() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_no_path_is_joined_onto_a_run_directory_outside_rundir() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
+        for path in _sources() if path.name != "rundir.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if RUN_DIR_JOIN.search(line)
+    ]
+    assert found == []
+
+
+def test_functions_take_a_run_dir_not_a_path_they_wrap() -> None:
+    made = [f"{path.relative_to(PACKAGE)}:{number}" for path in _sources()
+            if str(path.relative_to(PACKAGE)) not in RUN_DIR_MADE_IN
+            for number, line in enumerate(path.read_text().splitlines(), 1)
+            if "RunDir(" in line]
+    assert made == []
+    parameters = [f"{path.relative_to(PACKAGE)}:{line}" for path in _sources()
+                  for line in run_dir_parameters(path.read_text())]
+    assert parameters == []
+
+
+def run_dir_parameters(source: str) -> list[str]:
+    """``line: function`` of each function with a parameter named ``run_dir``."""
+    import ast
+
+    return [f"{node.lineno}: {node.name}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and any(a.arg == "run_dir" for a in [*node.args.args, *node.args.kwonlyargs])]
+
+
+def test_the_run_directory_rules_catch_a_join_and_a_path_parameter() -> None:  # negative control
+    assert RUN_DIR_JOIN.search('    target = run_dir / "model-repository"')
+    assert RUN_DIR_JOIN.search('    for stale in (run.path / "output").glob("*"):')
+    assert not RUN_DIR_JOIN.search("    path = run.output_chunks / name")
+    assert run_dir_parameters("def merge(run_dir: Path) -> None:\n    pass\n") == ["1: merge"]
+    assert run_dir_parameters("def merge(run: RunDir) -> None:\n    pass\n") == []
+
+
+def long_files(paths: list[Path]) -> list[str]:
+    """``path: lines`` of each file over ``MAX_LINES`` lines."""
+    return [f"{path}: {count}" for path in paths
+            if (count := len(path.read_text().splitlines())) > MAX_LINES]
+
+
+def test_no_file_is_over_600_lines() -> None:
+    root = PACKAGE.parents[1]
+    assert long_files(sorted([*root.glob("src/**/*.py"), *root.glob("tests/**/*.py"),
+                              *root.glob("benchmarks/**/*.py")])) == []
+
+
+def test_the_length_rule_catches_a_long_file(tmp_path: Path) -> None:  # negative control
+    (tmp_path / "a.py").write_text("x = 1\n" * MAX_LINES)
+    (tmp_path / "b.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    assert long_files([tmp_path / "a.py", tmp_path / "b.py"]) == [f"{tmp_path / 'b.py'}: 601"]

@@ -112,7 +112,7 @@ def test_demo_networks_do_their_physics(tmp_path: Path, threads: int) -> None:
     BBHnet on its first 768 s (``models.evaluation``). Right at the band edges the ratio is not
     asserted: the coupling's side bands reach past them (docs/networks.md).
     """
-    source = resources.files("offline_iaas.configs").joinpath("demo.toml")
+    source = resources.files("offline_iaas.campaigns").joinpath("demo.toml")
     (tmp_path / "demo.toml").write_text(source.read_text())
     config = load_config(tmp_path / "demo.toml", list(PHYSICS_DATASET))
     write_synthetic_dataset(config)

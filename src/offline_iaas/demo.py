@@ -25,7 +25,7 @@ TOLERANCE = 1e-5
 
 
 def packaged_config(name: str = "demo.toml") -> Path:
-    return Path(str(resources.files("offline_iaas.configs").joinpath(name)))
+    return Path(str(resources.files("offline_iaas.campaigns").joinpath(name)))
 
 
 def demo_config(
@@ -120,7 +120,7 @@ def run_demo(
 def streaming_line(run: RunDir, data_seconds: float, reference: dict[str, float]) -> str:
     """``streaming: X data-s/s (campaign clients), Y data-s/s (reference)``: X over the time
     from the first client's first request to the last client's last response (the parts'
-    sidecars, ``workflow.pilot``), Y over the reference's streaming time (no discovery, no
+    sidecars, ``sizing/pilot.py``), Y over the reference's streaming time (no discovery, no
     post-processing)."""
     from offline_iaas.sizing.pilot import read_pilot
 

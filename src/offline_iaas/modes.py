@@ -1,10 +1,12 @@
-"""The campaign modes, one record each: what a mode streams, serves, averages and produces.
+"""The campaign modes, one record each: what a mode streams, serves, averages and produces;
+and the trained network kinds users bring weights for, one record each.
 
 Code that behaves differently per mode asks the record (``CampaignConfig.mode``) instead of
 comparing mode names, so a new mode is one more record here (and its stages in
-``repository/pipeline.py``, its graphs in ``repository/networks.py``). This module sits at the
-package root beside ``config.py``, which needs it to derive the streamed channels and the
-warm-up, and below everything else.
+``repository/pipeline.py``, its graphs in ``repository/networks.py``). Code that handles a
+network's weights asks its ``NetworkKind`` (``NETWORK_KINDS``), not its name. This module sits
+at the package root beside ``config.py``, which needs it to derive the streamed channels and
+the warm-up, and below everything else.
 
 =============  ================  =================================  ===================
 mode           streams           networks                           clients store
@@ -79,3 +81,42 @@ MODES: dict[str, Mode] = {
     )
 }
 MODE_NAMES: tuple[str, ...] = tuple(MODES)
+
+
+@dataclass(frozen=True)
+class NetworkKind:
+    """A network users bring trained weights for (``models/weights.py`` checks them by it).
+
+    Parameters
+    ----------
+    name
+        The weight files' stem (``deepclean-<IFO>.*``, ``bbhnet.*``).
+    input_rows
+        The ``expected`` key (``models/weights.py``) counting its input window's rows:
+        ``witnesses`` (DeepClean reads a detector's witness channels) or ``ifos`` (BBHnet
+        reads the strain of every detector).
+    predicts_samples
+        One output value per window sample (DeepClean's noise prediction); otherwise one per
+        window (BBHnet's statistic).
+    output_name
+        Its graph's output tensor.
+    whitening_fir
+        Its state_dict carries a whitening FIR (``whitening``, ``[ifos, 1, taps]``) whose
+        length the weights choose.
+    """
+
+    name: str
+    input_rows: str
+    predicts_samples: bool
+    output_name: str
+    whitening_fir: bool = False
+
+
+NETWORK_KINDS: dict[str, NetworkKind] = {
+    k.name: k
+    for k in (
+        NetworkKind("deepclean", "witnesses", predicts_samples=True, output_name="prediction"),
+        NetworkKind("bbhnet", "ifos", predicts_samples=False, output_name="statistic",
+                    whitening_fir=True),
+    )
+}

@@ -141,14 +141,17 @@ def write_weights(load: Workload, directory: Path, seed: int = 0) -> Path | None
 
     directory.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    if "deepclean" in load.mode.networks:
-        for ifo in load.ifos:
-            net = build_network("deepclean", {"witnesses": load.witnesses_per_ifo})
-            torch.save(net.state_dict(), directory / f"deepclean-{ifo}.pt")
-    if "bbhnet" in load.mode.networks:
-        net = build_network("bbhnet", {"ifos": len(load.ifos)})
-        net.input_scale.fill_(1 / STRAIN_SCALE)
-        torch.save(net.state_dict(), directory / "bbhnet.pt")
+    files = {  # network -> (weight file, the campaign's shape) of each of its files
+        "deepclean": [(f"deepclean-{ifo}.pt", {"witnesses": load.witnesses_per_ifo})
+                      for ifo in load.ifos],
+        "bbhnet": [("bbhnet.pt", {"ifos": len(load.ifos)})],
+    }
+    for network in load.mode.networks:
+        for name, expected in files.get(network, []):
+            net = build_network(network, expected)
+            if hasattr(net, "input_scale"):  # BBHnet reads strain of STRAIN_SCALE
+                net.input_scale.fill_(1 / STRAIN_SCALE)
+            torch.save(net.state_dict(), directory / name)
     return directory
 
 

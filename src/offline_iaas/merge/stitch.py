@@ -117,7 +117,7 @@ def log_summary(summary: dict, run: RunDir) -> None:
     """The merge's physics lines in the log."""
     for line in physics_lines(summary):
         logger.info(f"merge: {line}")
-    if "deepclean" in summary:
+    if summary.get("deepclean"):
         logger.info(f"merge: GWF frames of the cleaned strain in {run.output_frames}")
 
 

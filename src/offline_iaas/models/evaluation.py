@@ -186,7 +186,7 @@ def evaluate_demo_networks(
     t0, kernel = config.data.start, config.kernel_samples
     out: dict[str, Any] = {"deepclean": {}}
     for name, report in summary["networks"].items():
-        if report["kind"] != "deepclean":
+        if "witness_channels" not in report:  # DeepClean's rows: one per detector
             continue
         model = load_network("deepclean", paths[name], {
             "witnesses": len(report["witness_channels"]), "kernel_samples": kernel})

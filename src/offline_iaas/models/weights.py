@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.errors import ModelError
+from offline_iaas.modes import NETWORK_KINDS, NetworkKind
 
-KINDS: tuple[str, ...] = ("deepclean", "bbhnet")
+KINDS: tuple[str, ...] = tuple(NETWORK_KINDS)
 INPUT_NAME = "windows"
-OUTPUT_NAMES: dict[str, str] = {"deepclean": "prediction", "bbhnet": "statistic"}
 ONNX_OPSET = 17
 """Opset of exported graphs (what the gpu flavor's own graphs use too)."""
 _CHECK_BATCH = 2
@@ -70,29 +70,30 @@ def _cause(err: BaseException) -> str:
     return f" ({lines[0]})"
 
 
-def _check_kind(kind: str) -> None:
-    if kind not in KINDS:
+def _network(kind: str) -> NetworkKind:
+    if kind not in NETWORK_KINDS:
         raise ModelError(f"unknown network kind {kind!r} (known: {', '.join(KINDS)})")
+    return NETWORK_KINDS[kind]
 
 
 def input_shape(kind: str, expected: Mapping[str, Any]) -> tuple[int, int]:
     """``(channels, kernel_samples)`` of one input window."""
-    channels = expected["witnesses"] if kind == "deepclean" else expected["ifos"]
-    return int(channels), int(expected["kernel_samples"])
+    return int(expected[_network(kind).input_rows]), int(expected["kernel_samples"])
 
 
 def output_shape(kind: str, expected: Mapping[str, Any]) -> tuple[int, ...]:
     """Shape of one window's output (without the batch axis)."""
-    return (int(expected["kernel_samples"]),) if kind == "deepclean" else ()
+    return (int(expected["kernel_samples"]),) if _network(kind).predicts_samples else ()
 
 
 def names(kind: str, expected: Mapping[str, Any]) -> tuple[str, str]:
     """``(input_name, output_name)`` of the network's graph."""
-    return expected.get("input_name", INPUT_NAME), expected.get("output_name", OUTPUT_NAMES[kind])
+    return (expected.get("input_name", INPUT_NAME),
+            expected.get("output_name", _network(kind).output_name))
 
 
 def _context(kind: str, expected: Mapping[str, Any]) -> str:
-    if kind == "deepclean":
+    if _network(kind).input_rows == "witnesses":
         n = int(expected["witnesses"])
         return f"{n} witness channel{'s' if n != 1 else ''}"
     return (
@@ -101,14 +102,14 @@ def _context(kind: str, expected: Mapping[str, Any]) -> str:
     )
 
 
-def build_network(kind: str, expected: Mapping[str, Any], whitening_taps: int | None = None):
-    """A freshly initialised network of the campaign's shape (placeholder statistics)."""
-    _check_kind(kind)
-    if kind == "deepclean":
-        from offline_iaas.models.deepclean import DeepClean
+def _fresh_deepclean(expected: Mapping[str, Any], _taps: int | None):
+    from offline_iaas.models.deepclean import DeepClean
 
-        n = int(expected["witnesses"])
-        return DeepClean(n, [0.0] * n, [1.0] * n, 0.0, 1.0)
+    n = int(expected["witnesses"])
+    return DeepClean(n, [0.0] * n, [1.0] * n, 0.0, 1.0)
+
+
+def _fresh_bbhnet(expected: Mapping[str, Any], whitening_taps: int | None):
     from offline_iaas.models.bbhnet import BBHnet
 
     ifos = int(expected["ifos"])
@@ -120,6 +121,16 @@ def build_network(kind: str, expected: Mapping[str, Any], whitening_taps: int | 
         width=int(expected.get("width", 8)),
         depth=int(expected.get("depth", 3)),
     )
+
+
+_FRESH = {"deepclean": _fresh_deepclean, "bbhnet": _fresh_bbhnet}
+"""A fresh network of each kind."""
+
+
+def build_network(kind: str, expected: Mapping[str, Any], whitening_taps: int | None = None):
+    """A freshly initialised network of the campaign's shape (placeholder statistics)."""
+    return _FRESH[_network(kind).name](expected, whitening_taps)
+
 
 
 def _detect(path: Path) -> str:
@@ -180,7 +191,7 @@ def load_network(kind: str, path: Path, expected: Mapping[str, Any]):
         If the file is missing, is not a model, or does not fit the campaign; the message
         names the file, the expected and the found shapes.
     """
-    _check_kind(kind)
+    _network(kind)
     path = Path(path)
     if not path.is_file():
         raise ModelError(f"{kind} weights {path}: file not found")
@@ -225,7 +236,8 @@ def _load_state_dict(kind: str, path: Path, expected: Mapping[str, Any]):
 def _fresh_for(kind: str, state: dict, path: Path, expected: Mapping[str, Any]):
     """A fresh network with ``state``'s names and the campaign's shapes, or ModelError."""
     taps = None
-    if kind == "bbhnet" and "whitening" in state and state["whitening"].dim() == 3:
+    if (_network(kind).whitening_fir and "whitening" in state
+            and state["whitening"].dim() == 3):
         taps = int(state["whitening"].shape[-1])
         kernel = int(expected["kernel_samples"])
         if taps >= kernel:

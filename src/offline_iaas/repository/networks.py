@@ -251,7 +251,7 @@ def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path,
     repository.
     """
     try:
-        import onnx
+        import onnx  # noqa: F401
         import torch  # noqa: F401
     except ImportError:
         raise ModelError(
@@ -263,35 +263,60 @@ def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path,
     if canary_weights is not None and not config.deepclean.canary:
         raise ModelError("--canary-weights given but the config does not ask for a canary: "
                          "set deepclean.canary = true")
-    networks, k = config.mode.networks, config.kernel_samples
-    stream, ifos = len(config.stream_channels), len(config.ifos)
-    windows = ("windows", (-1, stream, k))
-    if networks == ("classifier",):
-        path = _classifier(config, weights, out_dir / "classifier.onnx")
-        return [Graph("classifier", path, (windows,), (("statistic", (-1,)),),
-                      weights_sha256=weights_digests(weights, ["classifier"], True))]
-    if networks == ("bbhnet",):
-        path = _bbhnet(config, weights, out_dir / "bbhnet.onnx", single=True)
-        windows = ("windows", (-1, stream, bbhnet_window_samples(config)))
-        return [Graph("bbhnet", path, (windows,), (("statistic", (-1,)),),
-                      weights_sha256=weights_digests(weights, ["bbhnet"], True))]
+    single = len(config.mode.networks) == 1  # the weights may be that network's one file
+    graphs: list[Graph] = []
+    for network in config.mode.networks:  # in chain order
+        graphs += _GRAPHS[network](config, weights, canary_weights, out_dir, single)
+    return graphs
+
+
+def _classifier_graph(config: CampaignConfig, weights: Path | None, _canary: Path | None,
+                      out_dir: Path, single: bool) -> list[Graph]:
+    path = _classifier(config, weights, out_dir / "classifier.onnx")
+    windows = ("windows", (-1, len(config.stream_channels), config.kernel_samples))
+    return [Graph("classifier", path, (windows,), (("statistic", (-1,)),),
+                  weights_sha256=weights_digests(weights, ["classifier"], single))]
+
+
+def _bbhnet_graph(config: CampaignConfig, weights: Path | None, _canary: Path | None,
+                  out_dir: Path, single: bool) -> list[Graph]:
+    """BBHnet on the strain of every detector: the stream's (mode bbhnet) or the cleaned
+    strain (e2e), one row per detector either way."""
+    path = _bbhnet(config, weights, out_dir / "bbhnet.onnx", single)
+    windows = ("windows", (-1, len(config.ifos), bbhnet_window_samples(config)))
+    return [Graph("bbhnet", path, (windows,), (("statistic", (-1,)),),
+                  weights_sha256=weights_digests(weights, ["bbhnet"], single))]
+
+
+def _deepclean_graphs(config: CampaignConfig, weights: Path | None, canary: Path | None,
+                      out_dir: Path, _single: bool) -> list[Graph]:
+    """DeepClean (one graph for every detector), and its canary with ``deepclean.canary``."""
+    ifos, k = len(config.ifos), config.kernel_samples
+    windows = ("windows", (-1, len(config.stream_channels), k))
     per_ifo = [f"deepclean-{ifo}" for ifo in config.ifos]
     graphs = [Graph("deepclean", _deepclean(config, weights, out_dir / "deepclean.onnx"),
                     (windows,), (("prediction", (-1, ifos, k)),),
                     weights_sha256=weights_digests(weights, per_ifo, False))]
     if config.deepclean.canary:
-        path = _deepclean(config, canary_weights, out_dir / f"{CANARY_NETWORK}.onnx")
+        path = _deepclean(config, canary, out_dir / f"{CANARY_NETWORK}.onnx")
         graphs.append(Graph(CANARY_NETWORK, path, (windows,), (("prediction", (-1, ifos, k)),),
-                            weights_sha256=weights_digests(canary_weights, per_ifo, False)))
-
-    if "subtract" in networks:  # e2e: DeepClean, subtraction, BBHnet on the cleaned strain
-        path = out_dir / "subtract.onnx"
-        onnx.save(subtract_onnx(config), str(path))
-        graphs.append(Graph("subtract", path, (windows, ("noise", (ifos, -1))),
-                            (("cleaned", (ifos, -1)),), batched=True))
-        path = _bbhnet(config, weights, out_dir / "bbhnet.onnx", single=False)
-        graphs.append(Graph("bbhnet", path, (("windows", (-1, ifos, bbhnet_window_samples(
-                                config))),),
-                            (("statistic", (-1,)),),
-                            weights_sha256=weights_digests(weights, ["bbhnet"], False)))
+                            weights_sha256=weights_digests(canary, per_ifo, False)))
     return graphs
+
+
+def _subtract_graph(config: CampaignConfig, _weights: Path | None, _canary: Path | None,
+                    out_dir: Path, _single: bool) -> list[Graph]:
+    """e2e: the band-passed prediction subtracted from the strain (no weights)."""
+    import onnx
+
+    ifos = len(config.ifos)
+    windows = ("windows", (-1, len(config.stream_channels), config.kernel_samples))
+    path = out_dir / "subtract.onnx"
+    onnx.save(subtract_onnx(config), str(path))
+    return [Graph("subtract", path, (windows, ("noise", (ifos, -1))), (("cleaned", (ifos, -1)),),
+                  batched=True)]
+
+
+_GRAPHS = {"classifier": _classifier_graph, "bbhnet": _bbhnet_graph,
+           "deepclean": _deepclean_graphs, "subtract": _subtract_graph}
+"""Each network of ``Mode.networks``: its graph(s) in the repository."""

@@ -1,7 +1,7 @@
 """Submit descriptions: render the packaged templates, read submit files, expand macros.
 
-The templates live in ``offline_iaas/workflow/submit/<role>.sub`` (also reachable as ``submit/``
-at the repository root). Their ``@NAME@`` placeholders are filled by ``make-dag``; HTCondor
+The templates live in ``submit/<role>.sub`` at the repository's top (installed as the package
+``offline_iaas.submit_files``). Their ``@NAME@`` placeholders are filled by ``make-dag``; HTCondor
 macros such as ``$(node)`` are left for DAGMan (or the local executor) to expand per node.
 """
 
@@ -26,8 +26,7 @@ def template_text(role: str) -> str:
     """The unfilled submit template of a role (one of ``ROLES``)."""
     if role not in ROLES:
         raise ValueError(f"unknown submit role {role!r} (known: {', '.join(ROLES)})")
-    package = resources.files("offline_iaas.workflow")
-    return (package / "submit" / f"{role}.sub").read_text()
+    return (resources.files("offline_iaas.submit_files") / f"{role}.sub").read_text()
 
 
 def render_submit(role: str, values: dict[str, str]) -> str:

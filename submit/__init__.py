@@ -1,0 +1,1 @@
+"""Submit-file templates that ``make-dag`` fills (installed as ``offline_iaas.submit_files``)."""
