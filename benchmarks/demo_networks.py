@@ -30,7 +30,7 @@ from importlib import resources
 from pathlib import Path
 
 from offline_iaas.config import load_config
-from offline_iaas.data.frames import discover_frames
+from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.models.evaluation import PHYSICS_DATASET, evaluate_demo_networks
 from offline_iaas.models.training import train_demo

@@ -33,6 +33,7 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ModelError
+from offline_iaas.modes import NETWORK_KINDS
 from offline_iaas.repository.pipeline import CANARY_NETWORK
 
 WEIGHT_SUFFIXES: tuple[str, ...] = (".pt", ".pth", ".ts", ".onnx")
@@ -87,10 +88,10 @@ def weight_file(weights: Path | None, name: str, single: bool) -> Path:
 
 
 def _export_checked(kind: str, path: Path, expected: dict, out: Path, example: tuple) -> Path:
-    from offline_iaas.models.weights import OUTPUT_NAMES, export_onnx, load_network
+    from offline_iaas.models.weights import export_onnx, load_network
 
     network = load_network(kind, path, expected)
-    return export_onnx(network, out, "windows", OUTPUT_NAMES[kind], example)
+    return export_onnx(network, out, "windows", NETWORK_KINDS[kind].output_name, example)
 
 
 def _classifier(config: CampaignConfig, weights: Path | None, out: Path) -> Path:
@@ -128,7 +129,7 @@ def _export_unwhitened(config: CampaignConfig, path: Path, expected: dict, out: 
     import torch
 
     from offline_iaas.models.bbhnet import BBHnet
-    from offline_iaas.models.weights import OUTPUT_NAMES, export_onnx, load_network
+    from offline_iaas.models.weights import export_onnx, load_network
 
     network = load_network("bbhnet", path, expected)
     if not isinstance(network, BBHnet):
@@ -140,7 +141,7 @@ def _export_unwhitened(config: CampaignConfig, path: Path, expected: dict, out: 
         network.whitening = torch.ones((network.ifos, 1, 1))
         network.input_scale.fill_(1.0)
     example = (2, network.ifos, bbhnet_window_samples(config))
-    return export_onnx(network, out, "windows", OUTPUT_NAMES["bbhnet"], example)
+    return export_onnx(network, out, "windows", NETWORK_KINDS["bbhnet"].output_name, example)
 
 
 def bbhnet_window_samples(config: CampaignConfig) -> int:
