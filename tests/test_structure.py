@@ -71,11 +71,11 @@ def test_each_mode_streams_its_channels_and_warms_up_its_stages(
 # ---- the run directory travels as a RunDir; files stay short (issue #31) --------------------
 RUN_DIR_JOIN = re.compile(r"\b(run_dir|run\.path|paths\.path)\s*/")
 """A path joined onto a run directory by hand: ``RunDir`` names every file of it."""
-RUN_DIR_MADE_IN = {"cli.py", "demo.py", "workflow/profiles.py", "bench/sweep.py",
-                   "bench/regression.py", "bench/timeslides.py", "rundir.py"}
+RUN_DIR_MADE_IN = {"cli.py", "demo.py", "workflow/profiles.py", "workflow/examples.py",
+                   "bench/sweep.py", "bench/regression.py", "bench/timeslides.py", "rundir.py"}
 """Where a ``RunDir`` is made from a path: where the run directory is named (the command line,
-the demo's work directory, the bench's server directories) and the submit files' relative
-paths. Everywhere else one is passed in."""
+the demo's work directory, the bench's server directories, the example run of the rendered
+submit files) and the submit files' relative paths. Everywhere else one is passed in."""
 MAX_LINES = 600
 
 
