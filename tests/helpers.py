@@ -60,6 +60,10 @@ WITNESSES = '["H1:PEM-SYNTH_WITNESS_0", "H1:PEM-SYNTH_WITNESS_1", "L1:PEM-SYNTH_
 """``data.witnesses`` for SMALL_CAMPAIGN's frames in the DeepClean modes (2 for H1, 1 for L1)."""
 
 
+STRAIN_SCALE = 5e-20
+"""The standard deviation of SMALL_CAMPAIGN's synthetic strain at 256 Hz (4.4e-20 and 4.5e-20)."""
+
+
 def untrained_weights(directory: Path, whitening_taps: int = 33, seed: int = 3) -> Path:
     """Freshly initialised ``deepclean-H1/L1.pt`` (for ``WITNESSES``) and ``bbhnet.pt``, with
     non-trivial BatchNorm statistics, as ``export --weights`` takes them."""
@@ -74,6 +78,9 @@ def untrained_weights(directory: Path, whitening_taps: int = 33, seed: int = 3) 
         for module in net.modules():
             if isinstance(module, torch.nn.BatchNorm1d):
                 module.running_mean.uniform_(-0.1, 0.1)
+        # a prediction of the strain's size: with 1, it would dwarf the strain (~5e-20 here)
+        # and the cleaned strain, and BBHnet's statistic on it, would not see the strain
+        net.strain_std.fill_(STRAIN_SCALE)
         torch.save(net.state_dict(), directory / f"deepclean-{ifo}.pt")
     bbhnet = build_network("bbhnet", {"ifos": 2}, whitening_taps=whitening_taps)
     # strain is ~1e-21: unscaled, the untrained network sees zeros and answers a constant
@@ -100,11 +107,13 @@ def processes_mentioning(text: str) -> list[str]:
 
 
 def skip_data_check(monkeypatch, error: Exception | None = None) -> list:
-    """Replace the frame preflight that make-dag runs: no frames are read, the whole span is
-    one analysable stretch (or ``error`` is raised). Returns the configs it was called with."""
+    """Replace the frame preflight and the repository check that make-dag runs: no frames are
+    read, the whole span is one analysable stretch (or ``error`` is raised), no repository is
+    looked at. Returns the configs the preflight was called with."""
     from offline_iaas.data import preflight
     from offline_iaas.data.segments import AnalysableSpan
     from offline_iaas.stretches import whole_span
+    from offline_iaas.workflow import make_dag
 
     calls: list = []
 
@@ -120,6 +129,8 @@ def skip_data_check(monkeypatch, error: Exception | None = None) -> list:
         )
 
     monkeypatch.setattr(preflight, "preflight", fake_preflight)
+    # nor the repository check (these campaigns export none)
+    monkeypatch.setattr(make_dag, "check_repository", lambda config, load_graphs=True: {})
     return calls
 
 

@@ -112,3 +112,16 @@ def test_mode_needs_witnesses_of_every_detector(small_config_file: Path) -> None
     config = load_config(small_config_file, [*deepclean, 'data.witnesses=["H1:A", "L1:B"]'])
     assert config.stream_channels == ("H1:A", "L1:B")
     assert config.warmup_windows == 2 * config.window_warmup
+
+
+def test_on_bad_file_must_be_fail_or_gap(small_config_file: Path) -> None:
+    with pytest.raises(ConfigError, match=r"'data.on_bad_file' must be one of 'fail', 'gap', "
+                       r"got 'skip'"):
+        load_config(small_config_file, ['data.on_bad_file="skip"'])
+    fail = load_config(small_config_file)
+    gap = load_config(small_config_file, ['data.on_bad_file="gap"'])
+    assert (fail.data.on_bad_file, gap.data.on_bad_file) == ("fail", "gap")
+    # what happens to a bad file changes no output that exists: the parts stay valid
+    assert fail.config_hash() == gap.config_hash()
+    assert fail.config_hash() != load_config(small_config_file,
+                                             ["data.sample_rate=128"]).config_hash()

@@ -158,11 +158,14 @@ def test_end_twice_is_refused(served) -> None:
 
 def test_a_client_of_another_campaign_is_refused(served) -> None:
     def hostile(config, server, good):
+        # another campaign's token, and the correlation ID of the sequence live here: a
+        # START on it would reset the good sequence's state (its output would differ)
         another = {key: "another-campaigns-token" for key in server.headers}
-        with pytest.raises(InferenceServerException, match="expecting header"):
-            infer(config, server, np.zeros((1, 2, 64), np.float32), 11, True, True,
-                  headers=another)
-    around(served, 15, hostile)  # 11: the good sequence of another test, here an intruder's
+        for start, end in ((True, False), (False, False), (False, True)):
+            with pytest.raises(InferenceServerException, match="expecting header"):
+                infer(config, server, np.ones((1, 2, 64), np.float32) * 1e-21, good.corrid,
+                      start, end, headers=another)
+    around(served, 15, hostile)
 
 
 def test_ten_thousand_empty_sequences_leave_no_state(served) -> None:

@@ -28,6 +28,7 @@ import pytest
 from offline_iaas.client.part import file_sha256
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.jobspec import ClientSegment
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.rendezvous.access import (
@@ -40,7 +41,6 @@ from offline_iaas.rendezvous.access import (
 from offline_iaas.rendezvous.addresses import ServerAddress, read_address
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import ClientSegment
 from offline_iaas.workflow.make_dag import make_dag
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, skip_data_check
 

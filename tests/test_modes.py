@@ -117,14 +117,17 @@ def test_deepclean_outputs_start_after_the_averaging_latency(dataset: Path) -> N
     assert clean.t0.value + clean.duration.value == pytest.approx(end - lag)
 
 
+@pytest.mark.parametrize("form", ["torchscript", "onnx"])
 def test_an_aframe_style_classifier_with_a_class_axis_serves_in_bbhnet_mode(
-    dataset: Path, tmp_path: Path
+    dataset: Path, tmp_path: Path, form: str
 ) -> None:
     """A foreign network (ml4gw-ResNet1D-shaped: ``[n, ifos, kernel]`` → ``[n, 1]``) as
-    TorchScript: export drops the class axis, the campaign serves it and equals the
+    TorchScript or ONNX: export drops the class axis, the campaign serves it and equals the
     reference."""
     import torch
     from torch import nn
+
+    from offline_iaas.models.weights import export_onnx
 
     class ClassAxis(nn.Module):
         def __init__(self) -> None:
@@ -138,7 +141,11 @@ def test_an_aframe_style_classifier_with_a_class_axis_serves_in_bbhnet_mode(
     torch.manual_seed(1)
     weights = tmp_path / "weights"
     weights.mkdir()
-    torch.jit.save(torch.jit.script(ClassAxis().eval()), weights / "bbhnet.ts")
+    if form == "torchscript":
+        torch.jit.save(torch.jit.script(ClassAxis().eval()), weights / "bbhnet.ts")
+    else:
+        export_onnx(ClassAxis().eval(), weights / "bbhnet.onnx", "windows", "statistic",
+                    (1, 2, 256))
     config = load_config(dataset / "campaign.toml", [
         f'model.repository="{tmp_path / "model-repository"}"', 'model.mode="bbhnet"',
         "layout.servers=1", "layout.clients_per_server=2",

@@ -4,8 +4,8 @@ import pytest
 
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
+from offline_iaas.jobspec import ClientSegment
 from offline_iaas.stretches import (
-    ClientSegment,
     client_segments,
     make_stretches,
     request_sizes,

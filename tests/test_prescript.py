@@ -201,3 +201,22 @@ def test_prescript_fails_over_to_a_live_server_after_the_deadline(
     ads.set_own(RUN_ID, "server1", ADDRESS_ATTRIBUTE, None)
     assert prescript(RunDir(run_dir), "client0", ads, now=1602.0) is True
     assert addresses.read_address(RunDir(run_dir), "server1") is None
+
+
+def test_a_server_that_refused_to_serve_lets_its_client_start_and_say_why(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    from offline_iaas.rendezvous.job_ads import REFUSAL_ATTRIBUTE
+
+    ads = FileJobAds(tmp_path / "ads.json")
+    run = RunDir(run_dir)
+    why = "model repository R: exported for mode 'bbhnet', the campaign runs mode 'e2e'"
+    ads.set_own(RUN_ID, "server0", REFUSAL_ATTRIBUTE, why)  # what `serve` does, refusing
+    assert prescript(run, "client0", ads) is True  # no deferring: the client fails at once
+    assert addresses.read_refusal(run, "server0") == why
+    # the server, started again on a good repository, publishes an address: no refusal now
+    ads.set_own(RUN_ID, "server0", REFUSAL_ATTRIBUTE, None)
+    ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, as_json(address()))
+    assert prescript(run, "client0", ads) is True
+    assert addresses.read_refusal(run, "server0") is None
+    assert addresses.read_address(run, "server0") == address()

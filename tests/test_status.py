@@ -177,3 +177,48 @@ def test_final_summary(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert summary["output_complete"] is True
     assert json.loads((run / "summary.json").read_text())["output_complete"] is True
     assert main(["status", str(run), "--final", "--dag-status", "3", "--failed-count", "0"]) == 6
+
+
+def test_a_server_whose_clients_are_all_done_is_named_while_others_work(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    skip_data_check(monkeypatch)
+    raw = {
+        "data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": 1_000_000_000,
+                 "duration": 64, "sample_rate": 256},
+        "model": {"repository": "repo", "kernel_seconds": 1.0, "inference_rate": 4},
+        "layout": {"servers": 2, "clients_per_server": 2},
+        "merge": {"chunk_seconds": 0},
+    }
+    run = tmp_path / "run"
+    make_dag(config_from_dict(raw, tmp_path / "c.toml"), RunDir(run))
+    running = {"kind": "JOB", "status": "running", "attempts": 1, "started": ago(30)}
+    done = {"kind": "JOB", "status": "done", "attempts": 1, "started": ago(30), "ended": ago(5)}
+    service = {"kind": "SERVICE", "status": "running", "attempts": 1, "started": ago(40)}
+    nodes = {"server0": service, "server1": service, "client0": done, "client1": done,
+             "client2": done, "client3": running, "merge": {"kind": "JOB", "status": "pending"}}
+    local_state(run, nodes)
+    for node in ("client0", "client1", "client2"):
+        complete_part(run, node)
+    idle = "server0: all its clients done while 1 client(s) of other servers are not"
+    assert idle in status_lines(read_status(RunDir(run)))
+    # negative controls: a client of server0 still working, or every client done
+    local_state(run, {**nodes, "client1": running})
+    (run / "parts" / "client1.json").unlink()
+    assert not [line for line in status_lines(read_status(RunDir(run))) if "all its" in line]
+    complete_part(run, "client1")
+    complete_part(run, "client3")
+    local_state(run, {**nodes, "client3": done})
+    assert not [line for line in status_lines(read_status(RunDir(run))) if "all its" in line]
+
+
+def test_a_failed_node_shows_its_error_line(run: Path) -> None:
+    failed = {"kind": "JOB", "status": "failed", "attempts": 3, "exit_code": 3,
+              "started": ago(30), "ended": ago(5)}
+    local_state(run, {"client0": failed})
+    (run / "logs" / "client0.err").write_text(
+        "a line of LAL\noffline-iaas client: error: frame file /data/H-H1-1-32.gwf: the frame "
+        "library crashed (SIGSEGV) reading it (truncated or corrupt?)\n")
+    client0 = next(n for n in read_status(RunDir(run)).nodes if n.name == "client0")
+    assert client0.state == "failed"
+    assert client0.detail == ("exit code 3: frame file /data/H-H1-1-32.gwf: the frame library "
+                              "crashed (SIGSEGV) reading it (truncated or corrupt?)")

@@ -167,6 +167,34 @@ def test_a_singleton_class_axis_is_dropped(tmp_path: Path) -> None:
     assert load_network("bbhnet", graph, BBH) == graph  # the exported graph returns [n]
 
 
+def test_an_onnx_singleton_class_axis_is_squeezed(tmp_path: Path) -> None:
+    import onnxruntime
+
+    torch.manual_seed(0)
+    net = _SingletonClassAxis().eval()
+    source = export_onnx(net, tmp_path / "aframe.onnx", "windows", "statistic", (1, 2, 256))
+    loaded = load_network("bbhnet", source, BBH)
+    graph = export_onnx(loaded, tmp_path / "repo" / "model.onnx", "windows", "statistic",
+                        (1, 2, 256))
+    x = torch.randn(3, 2, 256)
+    session = onnxruntime.InferenceSession(str(graph), providers=["CPUExecutionProvider"])
+    out = session.run(["statistic"], {"windows": x.numpy()})[0]
+    assert out.shape == (3,)
+    with torch.no_grad():
+        np.testing.assert_allclose(out, net(x)[:, 0].numpy(), rtol=1e-5, atol=1e-6)
+    assert load_network("bbhnet", graph, BBH) == graph  # the written graph returns [n]
+    # an axis of two is a shape the campaign cannot take, not a class axis to drop
+    class TwoClasses(_SingletonClassAxis):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+    two = export_onnx(TwoClasses().eval(), tmp_path / "two.onnx", "windows", "statistic",
+                      (1, 2, 256))
+    with pytest.raises(ModelError, match=r"'statistic' has shape \(batch, 2\)"):
+        load_network("bbhnet", two, BBH)
+
+
 def test_onnx_accepted_and_copied_as_is(tmp_path: Path) -> None:
     source = export_onnx(bbhnet(), tmp_path / "user.onnx", "windows", "statistic", (1, 2, 256))
     assert load_network("bbhnet", source, BBH) == source

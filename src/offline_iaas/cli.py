@@ -84,10 +84,12 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
 def cmd_check(args: argparse.Namespace) -> None:
     from offline_iaas.data.discovery import discover_frames, frame_source
     from offline_iaas.data.preflight import preflight
+    from offline_iaas.repository.export import check_repository
 
     config = _config(args)
     frames = discover_frames(config)
     span = preflight(config, frames)
+    check_repository(config, load_graphs=True)
     per_obs: dict[str, int] = {}
     for f in frames:
         per_obs[f.observatory] = per_obs.get(f.observatory, 0) + 1
@@ -332,7 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-check", action="store_true",
                    help="do not open the frame files (they need not exist here): the coverage "
                    "comes from their names; for planning, not for running")
-    command("check", cmd_check, "pre-flight check of the frames and segments (writes nothing)")
+    command("check", cmd_check, "pre-flight check of the frames, segments and model repository "
+            "(writes nothing)")
     p = command("run-local", cmd_run_local, "execute a run directory's DAG here", config=False)
     p.add_argument("run_dir", type=Path)
     for name, func, text in (

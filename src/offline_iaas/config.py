@@ -48,6 +48,12 @@ class DataConfig:
     witnesses: tuple[str, ...] = ()
     """Witness channels of DeepClean (modes ``deepclean`` and ``e2e``), each ``IFO:NAME``; the
     DeepClean of an interferometer takes that interferometer's witnesses in this order."""
+    on_bad_file: str = "fail"
+    """A frame file the frame library cannot read (truncated, corrupt, or lying about its
+    span): ``fail`` stops the node that meets it with the file named (exit code 3); ``gap``
+    makes the file's span a gap, as if the file were missing: streams end before it and
+    start again after it, the rest is processed, and the output's provenance lists it. Not
+    in the config hash: a part finished under one choice is valid under the other."""
 
 
 @dataclass(frozen=True)
@@ -265,6 +271,9 @@ class MergeConfig:
 
 
 OUTPUT_SECTIONS: tuple[str, ...] = ("data", "model", "layout", "synth", "deepclean", "bbhnet")
+HASH_EXEMPT: tuple[tuple[str, str], ...] = (("data", "on_bad_file"),)
+"""Keys of those sections that only say what happens when something is wrong: a campaign
+finished under either value has the same output."""
 """What ``config_hash`` covers: the data, the networks and their windows, the split into
 segments, the synthetic data and the post-processing. ``[server]``, ``[client]``,
 ``[workflow]`` and ``[site]`` only say how and where the jobs run (timeouts, in-flight
@@ -421,8 +430,11 @@ class CampaignConfig:
         return out
 
     def config_hash(self) -> str:
-        """Hash of the sections that determine the campaign's output (``OUTPUT_SECTIONS``)."""
+        """Hash of the sections that determine the campaign's output (``OUTPUT_SECTIONS``),
+        less ``HASH_EXEMPT``."""
         plain = {k: v for k, v in self.to_dict().items() if k in OUTPUT_SECTIONS}
+        for section, key in HASH_EXEMPT:
+            plain[section].pop(key, None)
         text = json.dumps(plain, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

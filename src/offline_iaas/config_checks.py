@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 SITE_PROFILES: tuple[str, ...] = ("local", "ldg", "osg", "hepcloud")
 SERVER_RUNTIMES: tuple[str, ...] = ("native", "apptainer", "singularity")
+BAD_FILE_CHOICES: tuple[str, ...] = ("fail", "gap")
+"""``data.on_bad_file``: stop at a bad frame file, or make its span a gap."""
 _SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]B?", re.IGNORECASE)
 
 
@@ -32,6 +34,9 @@ def check_config(c: CampaignConfig, path: Path) -> None:
         fail("data.sample_rate", f"must be positive, got {c.data.sample_rate}")
     if (c.data.frames is None) == (not c.data.datafind_server):
         fail("data.frames", "or data.datafind_server must be set, and not both")
+    if c.data.on_bad_file not in BAD_FILE_CHOICES:
+        fail("data.on_bad_file", f"must be one of {', '.join(map(repr, BAD_FILE_CHOICES))}, "
+             f"got {c.data.on_bad_file!r}")
     if c.data.datafind_server and not c.data.frametypes:
         fail("data.frametypes", "must list a frame type per observatory with data.datafind_server")
     samples = c.data.duration * c.data.sample_rate

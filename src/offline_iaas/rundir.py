@@ -15,7 +15,8 @@ their files through ``RunDir``::
     RUN/jobs/<chunk>.json         a chunk merge's GPS interval and parent clients
     RUN/output/campaign.h5, .json the merge's output (with chunks: their index) and summary
     RUN/output/chunks/<chunk>.h5, .json, .frames/   a chunk merge's output and summary
-    RUN/servers/<server>.json     a live server's address; .epoch its start count
+    RUN/servers/<server>.json     a live server's address; .epoch its start count; .refused
+                                  why it refused to serve (its repository)
     RUN/logs/                     node logs
     RUN/monitor/<server>.csv      Triton statistics of a server
     RUN/local-state.json          run-local's node states; .run-local.lock its lock
@@ -195,6 +196,10 @@ class RunDir:
 
     def epoch(self, server: str) -> Path:
         return self.servers / f"{server}.epoch"
+
+    def refusal(self, server: str) -> Path:
+        """Why a server refused to serve (its repository does not fit the campaign)."""
+        return self.servers / f"{server}.refused"
 
     @property
     def logs(self) -> Path:

@@ -19,6 +19,7 @@ uninterrupted stream's.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from offline_iaas.config import CampaignConfig
@@ -165,6 +166,42 @@ def client_segments(
             )
         )
     return segments
+
+
+def sub_pieces(config: CampaignConfig, piece: Piece, effective: Sequence[Stretch]
+               ) -> list[Piece]:
+    """The streams of a piece once its stretch is cut by gaps (``data.on_bad_file = "gap"``).
+
+    ``effective`` are the parts left of the piece's stretch (``segments.without_bad_files``;
+    others are ignored). One stream per part holding some of the piece's kept windows: those
+    windows, with a warm-up of their own inside the part, read within the part's bounds.
+    Windows keep the piece's stretch's numbering, so a stream's rows are the piece's rows.
+    With the stretch whole, the piece itself.
+    """
+    step, warmup = config.stride_seconds, config.warmup_windows
+    found = []
+    for part in effective:
+        if part.gps_end <= piece.stretch_gps_start or part.gps_start >= piece.stretch_gps_end:
+            continue
+        offset = round((part.gps_start - piece.stretch_gps_start) / step)
+        a = max(piece.output_start, offset + warmup)
+        b = min(piece.output_stop, offset + part.windows(config))
+        if b <= a:
+            continue
+        found.append(Piece(
+            stretch=piece.stretch, sequence_id=piece.sequence_id, first_window=a - warmup,
+            output_start=a, output_stop=b,
+            gps_start=piece.stretch_gps_start + (a - warmup) * step,
+            gps_end=piece.stretch_gps_start + b * step,
+            stretch_gps_start=part.gps_start, stretch_gps_end=part.gps_end))
+    return found
+
+
+def part_offset(config: CampaignConfig, piece: Piece) -> int:
+    """Windows from the start of a piece's planned stretch to the start of the part of it
+    (``sub_pieces``) the piece streams in."""
+    return round((piece.stretch_gps_start - piece.gps_start) / config.stride_seconds
+                 + piece.first_window)
 
 
 def request_sizes(windows: int, batch_size: int) -> list[int]:

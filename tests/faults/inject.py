@@ -8,8 +8,10 @@ The test hook of ``offline_iaas.hooks`` (``tests/conftest.py`` sets
     {"client1": [{"point": "mid-stream", "action": "exit", "times": 1}]}
 
 ``point`` names a place in the node's code (``start``, ``mid-stream``, ``mid-write``),
-``action`` is ``exit`` (exit code 1 with a message), ``sigkill`` (the process kills itself)
-or ``pause`` (sleep ``seconds``), and ``times`` how many attempts suffer it. Attempts already
+``action`` is ``exit`` (exit code 1 with a message), ``sigkill`` (the process kills itself),
+``pause`` (sleep ``seconds``) or ``barrier`` (wait, up to ``seconds``, until ``count`` nodes
+have reached the point, then ``hold`` seconds more: they are all there at once), and
+``times`` how many attempts suffer it. Attempts already
 hit are counted in ``RUN/faults-state.json``. Without ``faults.json`` nothing happens.
 """
 
@@ -47,6 +49,19 @@ def inject(run_dir: Path, node: str, point: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         elif action == "pause":
             time.sleep(float(fault.get("seconds", 5)))
+        elif action == "barrier":
+            arrived = run_dir / "barrier" / point
+            arrived.mkdir(parents=True, exist_ok=True)
+            (arrived / node).touch()
+            deadline = time.monotonic() + float(fault.get("seconds", 300))
+            while len(list(arrived.iterdir())) < int(fault["count"]):
+                if time.monotonic() > deadline:
+                    print(f"{node}: barrier at {point}: only "
+                          f"{len(list(arrived.iterdir()))} of {fault['count']} came",
+                          file=sys.stderr, flush=True)
+                    sys.exit(1)
+                time.sleep(0.2)
+            time.sleep(float(fault.get("hold", 0)))
         else:
             print(f"{node}: injected failure at {point}", file=sys.stderr, flush=True)
             sys.exit(1)

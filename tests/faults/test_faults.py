@@ -98,9 +98,11 @@ def server_pids(run_dir: Path, server: str = "server0") -> tuple[int, int]:
 
 
 def run_with_stopped_server(run_dir: Path, server: str, client: str,
-                            until: Callable[[], bool], what: str, seconds: float = 60) -> None:
+                            until: Callable[[], bool], what: str, seconds: float = 60,
+                            resume: bool = True) -> str:
     """run-local, with ``server``'s tritonserver SIGSTOPped (it hangs: listens, never answers)
-    from ``client``'s mid-stream pause until ``until()``; then it goes on to the end."""
+    from ``client``'s mid-stream pause until ``until()``; then it goes on to the end, the
+    server running again (``resume``) or still stopped. Returns run-local's output."""
     run = RunLocal(run_dir)
     stopped = None
     try:
@@ -108,11 +110,12 @@ def run_with_stopped_server(run_dir: Path, server: str, client: str,
         _, stopped = server_pids(run_dir, server)
         os.kill(stopped, signal.SIGSTOP)
         wait_for(until, seconds, what)
-        os.kill(stopped, signal.SIGCONT)
-        stopped = None
-        run.finish()
+        if resume:
+            os.kill(stopped, signal.SIGCONT)
+            stopped = None
+        return run.finish()
     finally:
-        if stopped is not None:
+        if stopped is not None and Path(f"/proc/{stopped}").exists():
             os.kill(stopped, signal.SIGCONT)
         run.kill()
 
@@ -315,9 +318,13 @@ def test_clients_of_a_killed_server_never_restarted_finish_on_the_other(dataset)
 def test_clients_of_a_stopped_server_move_on_after_the_deadline(dataset) -> None:
     faults = {"client1": [{"point": "mid-stream", "action": "pause", "seconds": 3}]}
     _, run_dir = prepare(dataset, "sigstopped", TWO_SERVERS, faults)
-    run_with_stopped_server(run_dir, "server1", "client1",
-                            lambda: (run_dir / "parts" / "client1.json").exists(),
-                            "client1 to finish elsewhere", seconds=120)
+    # server1's tritonserver stays stopped to the end: stopping it must not wait for the
+    # SIGKILL (a stopped process acts on SIGTERM only once continued: SIGCONT follows)
+    output = run_with_stopped_server(run_dir, "server1", "client1",
+                                     lambda: (run_dir / "parts" / "client1.json").exists(),
+                                     "client1 to finish elsewhere", seconds=120, resume=False)
+    assert "server1: stopping" in output and "killed (still running" not in output
+    assert "killed" not in (run_dir / "logs" / "server1.out").read_text()
     out = (run_dir / "logs" / "client1.out").read_text()
     assert "no response from server1" in out and "continuing on server0" in out
     assert ended_on(run_dir)["client1"] == ("server0", "on server0 (moved from server1)")
@@ -339,3 +346,20 @@ def test_a_late_client_starts_on_the_idle_server(dataset) -> None:
     assert "starting on server1 (0 client(s) streaming) instead of server0 (1)" in (
         run_dir / "logs" / "client1.out").read_text()
     assert ended_on(run_dir)["client0"] == ("server0", "")
+
+
+def test_the_clients_of_a_server_that_never_starts_split_evenly_over_the_others(dataset) -> None:
+    # 3 servers x 4 clients; server1 never publishes: its 4 clients fail over after 3 s, two
+    # to each other server (each takes the next server after its place among its server's
+    # clients), not all to one
+    faults = {"server1": [{"point": "start", "action": "pause", "seconds": 600}]}
+    _, run_dir = prepare(dataset, "spread", [
+        "layout.servers=3", "layout.clients_per_server=4", "client.failover_seconds=3",
+        "layout.rebalance=false",
+    ], faults)
+    run_local(RunDir(run_dir))
+    assert_equals_reference(dataset, run_dir)
+    ended = ended_on(run_dir)
+    moved = [ended[f"client{i}"][0] for i in range(4, 8)]
+    assert sorted(moved) == ["server0", "server0", "server2", "server2"], ended
+    assert all(ended[f"client{i}"] == (f"server{i // 4}", "") for i in (0, 1, 2, 3, 8, 9, 10, 11))

@@ -63,18 +63,28 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+Holes = list[list[tuple[int, int]]]
+"""Per piece, the rows ``[a, b)`` no stream produces (windows in a gap left by a bad frame
+file, ``data.on_bad_file = "gap"``): they count as done and are NaN in the part."""
+
+
 class PartWriter:
     """Checkpoints a client's rows as chunks; assembles and commits the part at the end.
 
     Chunks left by an earlier attempt of the same campaign are kept and resumed from; those of
-    another campaign (other config hash) or another plan are discarded.
+    another campaign (other config hash) or another plan are discarded. The bad frame files an
+    attempt met are kept beside the chunks (``bad_files``), so a retry streams around them
+    from the start.
     """
 
     def __init__(
-        self, run: RunDir, segment: ClientSegment, outputs: tuple[str, ...], config_hash: str
+        self, run: RunDir, segment: ClientSegment, outputs: tuple[str, ...], config_hash: str,
+        row_shapes: dict[str, tuple[int, ...]] | None = None,
     ) -> None:
         self.segment = segment
         self.outputs = outputs
+        self.row_shapes = row_shapes or {}
+        """Each output's row shape (``pipeline.row_shape``), for a piece that is all hole."""
         self.config_hash = config_hash
         self.h5_path, self.json_path = run.part(segment.node)
         self.chunk_dir = run.chunks(segment.node)
@@ -99,16 +109,39 @@ class PartWriter:
                 found.setdefault(piece, []).append((start, stop, path))
         return {piece: sorted(items) for piece, items in found.items()}
 
-    def progress(self) -> list[int]:
-        """Rows of each piece saved contiguously from row 0 (where a retry resumes)."""
+    def progress(self, holes: Holes | None = None) -> list[int]:
+        """Rows of each piece saved (or in a hole) contiguously from row 0 (where a retry
+        resumes)."""
         done = [0] * len(self.segment.pieces)
-        for piece, items in self.chunks().items():
-            if piece >= len(done):
-                continue
-            for start, stop, _ in items:
+        chunks = self.chunks()
+        for piece in range(len(done)):
+            gaps = holes[piece] if holes else []
+            done[piece] = _past_holes(0, gaps)
+            for start, stop, _ in chunks.get(piece, []):
                 if start <= done[piece] < stop:
-                    done[piece] = stop
+                    done[piece] = _past_holes(stop, gaps)
         return done
+
+    @property
+    def _bad_files_path(self) -> Path:
+        return self.chunk_dir / "bad-files.json"
+
+    def bad_files(self) -> list[dict[str, Any]]:
+        """The bad frame files met so far: ``path``, ``gps_start``, ``gps_end``, ``error``."""
+        try:
+            found = json.loads(self._bad_files_path.read_text())
+        except (OSError, ValueError):
+            return []
+        return found if isinstance(found, list) else []
+
+    def add_bad_file(self, entry: dict[str, Any], drop_from: dict[int, int]) -> None:
+        """Record a bad frame file, and drop the checkpointed rows of each piece from the row
+        ``drop_from`` gives it (rows near the new gap, computed before it was known)."""
+        for piece, row in drop_from.items():
+            for _, stop, path in self.chunks().get(piece, []):
+                if stop > row:
+                    path.unlink(missing_ok=True)
+        write_text_atomic(self._bad_files_path, json.dumps([*self.bad_files(), entry]))
 
     def write_chunk(self, piece: int, start: int, rows: dict[str, np.ndarray]) -> None:
         """Save rows ``[start, start + n)`` of a piece's stream, for every output."""
@@ -122,28 +155,31 @@ class PartWriter:
             tmp.unlink(missing_ok=True)
             raise RunError(f"{self.segment.node}: cannot write checkpoint {path}: {err}") from None
 
-    def commit(self, extra: dict[str, Any] | None = None) -> None:
-        """Assemble the chunks into the part file, rename it, then write the sidecar."""
+    def commit(self, extra: dict[str, Any] | None = None, holes: Holes | None = None) -> None:
+        """Assemble the chunks into the part file (hole rows NaN), rename it, then write the
+        sidecar."""
         tmp = self.h5_path.with_name(f".{self.h5_path.name}.{os.getpid()}.tmp")
         chunks = self.chunks()
         try:
             with h5py.File(tmp, "w") as f:
                 for number, piece in enumerate(self.segment.pieces):
+                    gaps = holes[number] if holes else []
                     datasets: dict[str, h5py.Dataset] = {}
-                    filled = 0
+                    filled = _past_holes(0, gaps)
                     for start, stop, path in chunks.get(number, []):
                         if stop <= filled:
                             continue  # rows saved twice (a resumed attempt): keep the first
                         with np.load(path) as rows:
                             for output in self.outputs:
                                 if output not in datasets:  # rows of [ifos, S] for the noise
-                                    datasets[output] = f.create_dataset(
-                                        f"{output}/{number}",
-                                        shape=(piece.windows, *rows[output].shape[1:]),
-                                        dtype="f4",
-                                    )
+                                    datasets[output] = self._dataset(
+                                        f, output, number, piece.windows, rows[output].shape[1:])
                                 datasets[output][filled:stop] = rows[output][filled - start :]
-                        filled = stop
+                        filled = _past_holes(stop, gaps)
+                    for output in self.outputs:  # a piece all in a gap has no chunk
+                        if output not in datasets:
+                            self._dataset(f, output, number, piece.windows,
+                                          self.row_shapes.get(output, ()))
                     if filled != piece.windows:
                         raise RunError(
                             f"{self.segment.node}: piece {number} has {filled} of "
@@ -160,11 +196,27 @@ class PartWriter:
             "config_hash": self.config_hash,
             "outputs": list(self.outputs),
             "sha256": file_sha256(self.h5_path),
+            "bad_files": self.bad_files(),
             **(extra or {}),
             "complete": True,
         }
         write_text_atomic(self.json_path, json.dumps(sidecar, indent=2))
         shutil.rmtree(self.chunk_dir, ignore_errors=True)
+
+
+    @staticmethod
+    def _dataset(f: h5py.File, output: str, number: int, windows: int,
+                 row_shape: tuple[int, ...]) -> h5py.Dataset:
+        return f.create_dataset(f"{output}/{number}", shape=(windows, *row_shape), dtype="f4",
+                                fillvalue=np.nan)
+
+
+def _past_holes(row: int, holes: list[tuple[int, int]]) -> int:
+    """``row``, or the end of the hole (or run of holes) it starts."""
+    for a, b in sorted(holes):
+        if a <= row < b:
+            row = b
+    return row
 
 
 def read_piece_rows(

@@ -19,9 +19,9 @@ the checkpoints.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -29,18 +29,25 @@ import numpy as np
 
 from offline_iaas import hooks
 from offline_iaas.client.balance import claim, start_server
-from offline_iaas.client.part import PartWriter, part_is_complete, peak_rss_mb
+from offline_iaas.client.part import Holes, PartWriter, part_is_complete, peak_rss_mb
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.discovery import FrameFile, discover_frames
-from offline_iaas.data.frames import iter_chunks
+from offline_iaas.data.frames import DECIMATION_HALF, iter_chunks
+from offline_iaas.data.gwf_reader import BadFrameFile
+from offline_iaas.data.segments import without_bad_files
 from offline_iaas.errors import ModelError, ServerError
 from offline_iaas.jobspec import ClientSegment, Piece, read_client_job
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.rendezvous.access import auth_headers
-from offline_iaas.rendezvous.addresses import ServerAddress, published_servers, read_address
-from offline_iaas.repository.pipeline import ensemble_outputs, output_rows
+from offline_iaas.rendezvous.addresses import (
+    ServerAddress,
+    published_servers,
+    read_address,
+    read_refusal,
+)
+from offline_iaas.repository.pipeline import ensemble_outputs, output_rows, row_shape
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import request_sizes
+from offline_iaas.stretches import Stretch, request_sizes, sub_pieces
 
 logger = logging.getLogger(__name__)
 
@@ -139,14 +146,16 @@ def _is_live(run: RunDir, server: str, config: CampaignConfig,
 
 def connect(
     run: RunDir, config: CampaignConfig, server: str, headers: dict[str, str],
-    node: str = "",
+    node: str = "", spread: int = 0,
 ) -> tuple[object, ServerAddress]:
     """A client of a live server of the campaign; waits for one (bounded).
 
     ``server`` is the preferred one (the client's own, or the one it failed over to). For
     ``client.failover_seconds`` only it is tried; after that, every server whose address is
-    published, ``server`` first, the others in an order that differs per client ``node`` (so
-    the clients of a lost server spread over the rest). ServerError once
+    published, ``server`` first, the others starting with the ``spread``-th (the client's
+    place among its server's clients, so that a lost server's clients are dealt round the
+    others evenly). A server that refused to serve (``addresses.read_refusal``) is not waited
+    for: ServerError with its reason unless another is live. ServerError once
     ``client.server_wait_seconds`` have passed with none.
     """
     started = time.monotonic()
@@ -155,9 +164,10 @@ def connect(
     while True:
         waited = time.monotonic() - started
         candidates = [server]
-        if failover > 0 and waited >= failover:
+        refused = read_refusal(run, server)
+        if refused or (failover > 0 and waited >= failover):
             others = [s for s in published_servers(run) if s != server]
-            turn = zlib.crc32(node.encode()) % len(others) if others else 0
+            turn = spread % len(others) if others else 0
             candidates += others[turn:] + others[:turn]
         for name in candidates:
             address = read_address(run, name)
@@ -173,6 +183,9 @@ def connect(
                 logger.warning(f"{name} at {address.grpc_url} (epoch {address.epoch}) does not "
                                "answer")
                 stale[name] = address
+        if refused:
+            raise ServerError(f"{server} refused to serve this campaign, and no other server "
+                              f"is live: {refused}")
         if waited > config.client.server_wait_seconds:
             where = run.address(server)
             last = stale.get(server)
@@ -340,6 +353,40 @@ class RequestStream:
             self.take()
 
 
+@dataclass(frozen=True)
+class _Stream:
+    """One stream of a segment: a piece, or with gaps a part of one (``sub_pieces``)."""
+
+    number: int
+    """The piece's number in the segment (its rows in the part)."""
+    piece: Piece
+    """What is streamed (the piece, or a part of it)."""
+    row: int
+    """The part row of the stream's first window."""
+
+
+def segment_streams(config: CampaignConfig, segment: ClientSegment,
+                    bad: list[tuple[float, float]]) -> tuple[list[_Stream], Holes]:
+    """The streams of a segment with the bad frame files' spans as gaps (none: one per
+    piece), and per piece the part rows no stream produces."""
+    streams: list[_Stream] = []
+    holes: Holes = []
+    for number, piece in enumerate(segment.pieces):
+        whole = Stretch(piece.stretch, piece.stretch_gps_start, piece.stretch_gps_end)
+        parts = without_bad_files(config, [whole], bad) if bad else [whole]
+        gaps, covered = [], 0
+        for sub in sub_pieces(config, piece, parts):
+            row = sub.first_window - piece.first_window
+            streams.append(_Stream(number, sub, row))
+            if row > covered:
+                gaps.append((covered, row))
+            covered = row + sub.windows
+        if covered < piece.windows:
+            gaps.append((covered, piece.windows))
+        holes.append(gaps)
+    return streams, holes
+
+
 def _stream_once(
     client, address: ServerAddress, config: CampaignConfig, segment: ClientSegment,
     frames: list[FrameFile], writer: PartWriter, headers: dict[str, str],
@@ -349,31 +396,33 @@ def _stream_once(
     """Stream every unfinished piece on one connection; ServerError when the stream fails.
 
     ``progress`` counts data seconds (re-primed warm-up windows included); ``times`` records
-    the first request and the last response.
+    the first request and the last response. A bad frame file met raises ``BadFrameFile``.
     """
     times = StreamRecord() if times is None else times
     stride = config.stride_samples
     warmup = config.warmup_windows
     outputs = ensemble_outputs(config)
-    pieces: dict[int, _PieceRows] = {}
+    streams, holes = segment_streams(config, segment, _bad_spans(writer))
+    placed: dict[int, _PieceRows] = {}
     total_requests = sum(
-        len(request_sizes(p.windows, config.model.batch_size)) for p in segment.pieces
+        len(request_sizes(s.piece.windows, config.model.batch_size)) for s in streams
     )
     window_seconds = config.stride_seconds
-    saved = writer.progress()
+    saved = writer.progress(holes)
+    left = [min(s.piece.windows, max(0, saved[s.number] - s.row)) for s in streams]
     progress.start(
-        sum(p.windows for p in segment.pieces) * window_seconds,
-        sum(p.windows if done >= p.windows else max(0, done - warmup)
-            for p, done in zip(segment.pieces, saved, strict=True)) * window_seconds,
+        sum(s.piece.windows for s in streams) * window_seconds,
+        sum(s.piece.windows if done >= s.piece.windows else max(0, done - warmup)
+            for s, done in zip(streams, left, strict=True)) * window_seconds,
     )
 
     def place(request_id: str, result) -> None:
-        number, index = map(int, request_id.split(":"))
-        pieces[number].add(
+        key, index = map(int, request_id.split(":"))
+        placed[key].add(
             index, {name: output_rows(config, name, result.as_numpy(name)[0]) for name in outputs}
         )
         times.last_response_unix = time.time()
-        progress.advance(pieces[number].sizes[index] * window_seconds)
+        progress.advance(placed[key].sizes[index] * window_seconds)
 
     stream = RequestStream(
         client, config.model.name, outputs, config.client.in_flight,
@@ -382,13 +431,14 @@ def _stream_once(
     )
     try:
         with stream:
-            for number, (piece, done) in enumerate(zip(segment.pieces, saved, strict=True)):
+            for key, (item, done) in enumerate(zip(streams, left, strict=True)):
+                piece = item.piece
                 if done >= piece.windows:
                     continue
                 first_row = max(0, done - warmup)
                 sizes = request_sizes(piece.windows - first_row, config.model.batch_size)
-                pieces[number] = _PieceRows(
-                    number, first_row, done, sizes,
+                placed[key] = _PieceRows(
+                    item.number, item.row + first_row, item.row + done, sizes,
                     config.client.checkpoint_requests * config.model.batch_size, writer,
                 )
                 updates = request_updates(
@@ -397,7 +447,7 @@ def _stream_once(
                 for index, update in enumerate(updates):
                     if times.first_request_unix is None:
                         times.first_request_unix = time.time()
-                    stream.send("update", update[None], f"{number}:{index}", piece.sequence_id,
+                    stream.send("update", update[None], f"{key}:{index}", piece.sequence_id,
                                 start=index == 0, end=index == len(sizes) - 1)
                     if stream.sent == total_requests // 2:
                         hooks.reached(run, segment.node, "mid-stream")
@@ -428,7 +478,8 @@ def stream_segment(
         server = start_server(run, segment.node, server,
                               lambda name: _is_live(run, name, config, headers))
     while True:
-        client, address = connect(run, config, server, headers, segment.node)
+        client, address = connect(run, config, server, headers, segment.node,
+                                  segment.index % config.layout.clients_per_server)
         server = address.node
         if not times.servers or times.servers[-1] != server:
             times.servers.append(server)
@@ -438,6 +489,10 @@ def stream_segment(
                 client, address, config, segment, frames, writer, headers, run, progress, times,
             )
             return reconnects
+        except BadFrameFile as err:
+            if config.data.on_bad_file != "gap":
+                raise
+            _note_bad_file(config, segment, writer, err)
         except ServerError as err:
             if reconnects >= config.client.max_reconnects:
                 raise ServerError(
@@ -464,7 +519,9 @@ def run_client(
         return
     hooks.reached(run, node, "start")
     frames = discover_frames(config)
-    writer = PartWriter(run, segment, ensemble_outputs(config), config_hash)
+    outputs = ensemble_outputs(config)
+    writer = PartWriter(run, segment, outputs, config_hash,
+                        {name: row_shape(config, name) for name in outputs})
     resumed = sum(writer.progress())
     logger.info(
         f"{node}: streaming {len(segment.pieces)} piece(s), {segment.streamed_seconds:.0f} s "
@@ -480,7 +537,8 @@ def run_client(
          "first_request_unix": times.first_request_unix,
          "last_response_unix": times.last_response_unix,
          "tensor_bytes_sent": times.tensor_bytes_sent,
-         "servers": times.servers}
+         "servers": times.servers},
+        segment_streams(config, segment, _bad_spans(writer))[1],
     )
     seconds = segment.streamed_seconds
     logger.info(
@@ -488,3 +546,26 @@ def run_client(
         f"{reconnects} reconnection(s), peak RSS {peak_rss_mb():.0f} MiB, on "
         + " then ".join(times.servers)
     )
+
+
+def _bad_spans(writer: PartWriter) -> list[tuple[float, float]]:
+    return [(float(b["gps_start"]), float(b["gps_end"])) for b in writer.bad_files()]
+
+
+def _note_bad_file(config: CampaignConfig, segment: ClientSegment, writer: PartWriter,
+                   err: BadFrameFile) -> None:
+    """``data.on_bad_file = "gap"``: record the file, and drop the checkpointed rows of the
+    pieces streaming up to it from a few windows before it (their reads near its start were
+    not cut at the new gap's edge), so that the streams restart around the gap."""
+    margin = 2 * (config.warmup_windows + 1) + math.ceil(DECIMATION_HALF / config.stride_samples)
+    drop_from = {}
+    for number, piece in enumerate(segment.pieces):
+        if not piece.stretch_gps_start <= err.gps_start < piece.stretch_gps_end:
+            continue
+        edge = math.floor((err.gps_start - piece.stretch_gps_start) / config.stride_seconds)
+        if piece.first_window < edge:
+            drop_from[number] = max(0, edge - margin - piece.first_window)
+    writer.add_bad_file({"path": str(err.path), "gps_start": err.gps_start,
+                         "gps_end": err.gps_end, "error": str(err)}, drop_from)
+    logger.warning(f"{segment.node}: {err}; its span GPS {err.gps_start:.3f}-{err.gps_end:.3f} "
+                   "becomes a gap (data.on_bad_file = \"gap\"); streaming around it")

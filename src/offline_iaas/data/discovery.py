@@ -12,7 +12,6 @@ import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -364,19 +363,6 @@ def coverage_gaps(files: list[FrameFile], gps_start: float, gps_end: float) -> l
         where = f"after {previous.path.name}" if previous else "no file"
         gaps.append(f"{_range(covered, gps_end)} ({where})")
     return gaps
-
-
-def channel_names(path: Path) -> tuple[str, ...]:
-    """Channel names in a GWF file's table of contents (cached while the file is unchanged)."""
-    stat = path.stat()
-    return _cached_channel_names(str(path), stat.st_mtime_ns, stat.st_size)
-
-
-@lru_cache(maxsize=4096)
-def _cached_channel_names(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
-    from gwpy.io.gwf import get_channel_names
-
-    return tuple(get_channel_names(path))
 
 
 def listing(names: Sequence[str], limit: int = 20) -> str:

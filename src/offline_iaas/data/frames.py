@@ -30,23 +30,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 from scipy import signal
 
 from offline_iaas.data.discovery import (
-    _GPS_TOLERANCE,
     FrameFile,
     _fmt,
     _observatory,
     _range,
-    channel_names,
     coverage_gaps,
-    listing,
     overlapping_files,
     rate_factor,
 )
+from offline_iaas.data.gwf_reader import FileRead, Series, reader
 from offline_iaas.errors import DataError
 
 DECIMATION_HALF = 32
@@ -146,10 +143,9 @@ def read_span(
 
 def _read_group(
     frames: Sequence[FrameFile], names: list[str], t_a: float, t_b: float
-) -> tuple[dict[str, Any], list[FrameFile]]:
-    """Read ``names`` (one observatory) over ``[t_a, t_b)`` from the files that overlap it."""
-    from gwpy.timeseries import TimeSeriesDict
-
+) -> tuple[dict[str, Series], list[FrameFile]]:
+    """Read ``names`` (one observatory) over ``[t_a, t_b)`` from the files that overlap it, in
+    the frame reader process (``gwf_reader``: a crash on a bad file is a ``BadFrameFile``)."""
     files = overlapping_files(frames, names[0], t_a, t_b)
     what = f"channel(s) {', '.join(names)} for {_range(t_a, t_b)}"
     if not files:
@@ -157,33 +153,13 @@ def _read_group(
     gaps = coverage_gaps(files, t_a, t_b)
     if gaps:
         raise DataError(f"missing frame data for {what}: {'; '.join(gaps)}")
-    for f in files:
-        try:
-            listed = channel_names(f.path)
-        except Exception as err:
-            raise DataError(f"cannot read frame file {f.path} ({what}): {err}") from None
-        for name in names:
-            if name not in listed:
-                raise DataError(
-                    f"channel {name} not found in {f.path} (needed for {_range(t_a, t_b)}; "
-                    f"channels there: {listing(listed)})"
-                )
-    # LALFrame returns the samples at or after `start`; widening both bounds a little makes
-    # the read robust to round-off in float GPS times (the result is sliced by index anyway,
-    # and the files were chosen so that nothing outside [t_a, t_b) is available).
-    eps = _GPS_TOLERANCE
-    try:
-        data = TimeSeriesDict.read(
-            [str(f.path) for f in files], names, start=t_a - eps, end=t_b + eps, format="gwf"
-        )
-    except Exception as err:  # any reader failure, reported with the files and range
-        paths = ", ".join(str(f.path) for f in files)
-        raise DataError(f"cannot read {what} from {paths}: {err}") from None
-    return {name: data[name] for name in names}, files
+    items = [FileRead(str(f.path), f.gps_start, f.gps_end, max(t_a, f.gps_start),
+                      min(t_b, f.gps_end)) for f in files]
+    return reader().read(items, names), files
 
 
 def _resample(
-    ts: object,
+    ts: Series,
     name: str,
     files: list[FrameFile],
     k0: int,
@@ -201,7 +177,7 @@ def _resample(
         used (naming the channel, its file and the GPS time of the first one).
     """
     paths = [f.path for f in files]
-    rate = float(ts.sample_rate.value)  # type: ignore[attr-defined]
+    t0, rate, values = ts
     where = f"channel {name} in {paths[0]}"
     if len(paths) > 1:
         where += f" (and {len(paths) - 1} more file(s))"
@@ -211,12 +187,10 @@ def _resample(
             f"{where} has sample rate {rate:g} Hz, not a whole multiple of the model sample "
             f"rate {sample_rate:g} Hz"
         )
-    t0 = float(ts.t0.value)  # type: ignore[attr-defined]
     position = (t0 - span_start) * rate
     first = int(round(position))
     if abs(position - first) > 1e-2:
         raise DataError(f"{where}: samples are not aligned with the span start {span_start}")
-    values = np.asarray(ts.value, dtype=np.float64)  # type: ignore[attr-defined]
     if factor == 1:
         a, b = k0, k1
     else:

@@ -1,38 +1,35 @@
 """Checks of a campaign's frames before anything runs: ``preflight`` lists every problem at
 once (missing or unreadable files, missing channels, unusable rates, unexplained holes) and
-returns the analysable span (``offline_iaas.data.segments``). Each file is probed (a short read)
-in a separate worker process, killed if it hangs.
+returns the analysable span (``offline_iaas.data.segments``). Each file is probed (its frames'
+span against its name, a short read) in the frame reader process (``gwf_reader``), killed if
+it hangs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-
-import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import (
     _GPS_TOLERANCE,
     FrameFile,
-    _fmt,
     _observatory,
     _range,
     discover_frames,
-    first_line,
     frame_source,
     listing,
     rate_factor,
 )
+from offline_iaas.data.gwf_reader import reader
 from offline_iaas.data.segments import AnalysableSpan
 from offline_iaas.errors import DataError
 
 PROBE_SECONDS = 1.0
 """Data read from each frame file by ``preflight`` to prove it is readable."""
 PROBE_TIMEOUT_SECONDS = 120.0
-PROBE_TIMEOUT_SECONDS_PER_FILE = 10.0
-"""A probe worker is killed after ``PROBE_TIMEOUT_SECONDS + this * files`` seconds."""
+"""A probe that takes longer (a hung filesystem) kills the reader and fails its file."""
 
 
 # ---- checks ----------------------------------------------------------------------------------
@@ -51,120 +48,22 @@ _PROBES: dict[tuple, _Probe] = {}
 """Probe results by (path, mtime_ns, size, channels, start, seconds)."""
 
 
-def _probe_one(path: str, wanted: Sequence[str], gps_start: float, seconds: float) -> dict:
-    """Table of contents of ``path`` and the rates of ``wanted`` from a short read (worker)."""
-    from gwpy.io.gwf import get_channel_names
-    from gwpy.timeseries import TimeSeriesDict
-
-    names = list(get_channel_names(path))
-    present = [n for n in wanted if n in names]
-    rates: dict[str, float] = {}
-    if present:
-        data = TimeSeriesDict.read(
-            path, present, start=gps_start, end=gps_start + seconds, format="gwf"
-        )
-        for name in present:
-            series = data[name]
-            if len(series) == 0:
-                raise ValueError(f"channel {name}: no samples at {_fmt(gps_start)}")
-            finite = np.isfinite(series.value)
-            if not finite.all():
-                index = int(np.argmin(finite))
-                gps = float(series.t0.value) + index / float(series.sample_rate.value)
-                raise ValueError(
-                    f"channel {name}: non-finite sample ({series.value[index]}) at GPS {_fmt(gps)}"
-                )
-            rates[name] = float(series.sample_rate.value)
-    return {"names": names, "rates": rates}
-
-
-def _probe_worker() -> None:
-    """Worker process: probe each job of a JSON list on stdin, one JSON line per job out."""
-    import json
-    import sys
-
-    for index, (path, wanted, gps_start, seconds) in enumerate(json.load(sys.stdin)):
-        try:
-            result = _probe_one(path, wanted, gps_start, seconds)
-        except Exception as err:  # LALFrame raises RuntimeError/OSError, gwpy ValueError
-            result = {"error": first_line(err)}
-        print(json.dumps({"index": index, **result}), flush=True)
-
-
-def _run_probes(jobs: list[tuple[str, tuple[str, ...], float, float]]) -> list[_Probe]:
-    """Probe frame files in worker processes (a corrupt GWF can crash LALFrame).
-
-    Jobs run in order in one worker; if it dies or hangs on a file, that file gets an error
-    and a new worker takes the rest.
-    """
-    import json
-    import signal as signals
-    import subprocess
-    import sys
-
-    results: list[_Probe | None] = [None] * len(jobs)
-    first = 0
-    while first < len(jobs):
-        batch = jobs[first:]
-        command = [
-            sys.executable,
-            "-c",
-            "from offline_iaas.data.preflight import _probe_worker; _probe_worker()",
-        ]
-        timeout = PROBE_TIMEOUT_SECONDS + PROBE_TIMEOUT_SECONDS_PER_FILE * len(batch)
-        try:
-            done = subprocess.run(
-                command,
-                input=json.dumps(batch),
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-            stdout, failure = done.stdout, ""
-            if done.returncode < 0:
-                failure = (
-                    f"the frame reader crashed ({signals.Signals(-done.returncode).name}); "
-                    "truncated or corrupt file?"
-                )
-            elif done.returncode != 0:
-                failure = f"the frame reader failed (exit {done.returncode})"
-        except subprocess.TimeoutExpired as err:  # run() has killed the worker
-            out = err.stdout or ""
-            stdout = out.decode() if isinstance(out, bytes) else out
-            failure = f"the frame reader hung (killed after {timeout:g} s)"
-        answered = 0
-        for line in stdout.splitlines():
-            try:
-                item = json.loads(line)
-            except ValueError:
-                continue
-            index = first + int(item["index"])
-            results[index] = _Probe(
-                tuple(item.get("names", ())),
-                tuple(sorted(item.get("rates", {}).items())),
-                item.get("error", ""),
-            )
-            answered = max(answered, int(item["index"]) + 1)
-        if answered == len(batch):
-            break
-        results[first + answered] = _Probe(error=failure or "the frame reader stopped")
-        first += answered + 1
-    return [r if r is not None else _Probe(error="not probed") for r in results]
-
-
-def _probe_files(
-    jobs: Sequence[tuple[Path, tuple[str, ...], float, float]],
-) -> list[_Probe]:
-    """Probe results for ``(path, channels, gps_start, seconds)`` jobs (cached per file)."""
+def _probe_files(jobs: Sequence[tuple[FrameFile, tuple[str, ...], float]]) -> list[_Probe]:
+    """Probe results for ``(file, channels, seconds)`` jobs (cached per file), each in the
+    frame reader process (``gwf_reader``: a crash or a hang is the file's error)."""
     keys = []
-    for path, names, gps_start, seconds in jobs:
-        stat = path.stat()
-        keys.append((str(path), stat.st_mtime_ns, stat.st_size, names, gps_start, seconds))
-    todo = [k for k in dict.fromkeys(keys) if k not in _PROBES]
-    if todo:
-        for key, probe in zip(todo, _run_probes([(k[0], k[3], k[4], k[5]) for k in todo]),
-                              strict=True):
-            _PROBES[key] = probe
+    for f, names, seconds in jobs:
+        stat = f.path.stat()
+        keys.append((str(f.path), stat.st_mtime_ns, stat.st_size, names, f.gps_start, seconds,
+                     f.gps_end))
+    for key in dict.fromkeys(keys):
+        if key not in _PROBES:
+            path, _, _, names, gps_start, seconds, gps_end = key
+            found = reader().probe(path, names, gps_start, seconds, (gps_start, gps_end),
+                                   PROBE_TIMEOUT_SECONDS)
+            _PROBES[key] = _Probe(tuple(found.get("names", ())),
+                                  tuple(sorted(found.get("rates", {}).items())),
+                                  found.get("error", ""))
     return [_PROBES[k] for k in keys]
 
 
@@ -194,6 +93,7 @@ def frame_problems(
     science: bool = False,
     report_holes: bool = True,
     open_files: bool = True,
+    bad: list[tuple[FrameFile, str]] | None = None,
 ) -> list[str]:
     """Every problem with the frames over the ``needed`` GPS intervals, one message each.
 
@@ -213,6 +113,9 @@ def frame_problems(
     open_files
         Whether to check the files themselves (exist, readable, channels, rates); without,
         only the coverage their names give is checked (``make-dag --no-check``).
+    bad
+        Given (``data.on_bad_file = "gap"``), a file the frame library cannot read or that
+        lies about its span is appended to it with its problem, instead of being a problem.
     """
     from offline_iaas.data.segments import coalesce, subtract
 
@@ -245,18 +148,20 @@ def frame_problems(
             readable.append((f, names))
         else:
             problems.append(f"frame file {f.path} {_range(f.gps_start, f.gps_end)} does not exist")
-    probes = _probe_files(
-        [(f.path, names, f.gps_start, min(f.duration, PROBE_SECONDS)) for f, names in readable]
-    )
+    probes = _probe_files([(f, names, min(f.duration, PROBE_SECONDS)) for f, names in readable])
     missing: dict[str, list[FrameFile]] = {}
     listed: dict[str, tuple[str, ...]] = {}
     bad_rates: dict[str, list[tuple[FrameFile, float]]] = {}
     for (f, names), probe in zip(readable, probes, strict=True):
         if probe.error:
             # a bad sample is named as such; anything else the reader said makes it unreadable
-            what = "" if probe.error.startswith("channel ") else "is unreadable: "
-            problems.append(f"frame file {f.path} {_range(f.gps_start, f.gps_end)} {what}"
-                            f"{probe.error}")
+            what = ("" if probe.error.startswith("channel ") else
+                    ": " if probe.error.startswith("its name says") else "is unreadable: ")
+            problem = f"frame file {f.path} {_range(f.gps_start, f.gps_end)} {what}{probe.error}"
+            if bad is not None and not probe.error.startswith("channel "):
+                bad.append((f, problem))
+            else:
+                problems.append(problem)
             continue
         rates = dict(probe.rates)
         for name in names:
@@ -320,6 +225,7 @@ def preflight(
     *,
     allow_holes_in_science: bool = False,
     open_files: bool = True,
+    allow_bad_files: bool = False,
 ) -> AnalysableSpan:
     """Validate the campaign's data and return its analysable span.
 
@@ -341,6 +247,10 @@ def preflight(
     open_files
         Check the files themselves; without, only the coverage their names give (planning
         where the frames are not reachable, ``make-dag --no-check``).
+    allow_bad_files
+        With ``data.on_bad_file = "gap"``, leave out a file the frame library cannot read or
+        that lies about its span (its span is a gap, recorded in ``bad_files``) instead of
+        listing it as a problem (``make-dag``, ``reference``; ``check`` lists it).
 
     Returns
     -------
@@ -367,6 +277,8 @@ def preflight(
     frames = discover_frames(config) if frames is None else list(frames)
     science = science_segments(config)
     needed = intersect([span], science) if science is not None else [span]
+    gaps = allow_bad_files and data.on_bad_file == "gap"
+    bad: list[tuple[FrameFile, str]] | None = [] if gaps else None
     problems = frame_problems(
         frames,
         data.channels,
@@ -375,15 +287,21 @@ def preflight(
         science=science is not None,
         report_holes=science is None or not allow_holes_in_science,
         open_files=open_files,
+        bad=bad,
     )
+    left_out = {f.path for f, _ in bad or []}
+    usable = [f for f in frames if f.path not in left_out]  # a bad file's span is a gap
     result = compute_stretches(
         span,
-        frame_coverage(frames, observatories(data.channels)),
+        frame_coverage(usable, observatories(data.channels)),
         science,
         data.start,
         config.stride_seconds,
         min_stretch_seconds(config),
     )
+    result = dataclasses.replace(result, bad_files=[
+        {"path": str(f.path), "gps_start": f.gps_start, "gps_end": f.gps_end, "error": problem}
+        for f, problem in bad or []])
     if not result.stretches:
         reasons = "; ".join(f"{r}: {s:g} s" for r, s in result.dropped_by_reason().items())
         problems.append(f"no analysable time in {_range(*span)} ({reasons})")

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import DataError
+from offline_iaas.stretches import Stretch
 
 if TYPE_CHECKING:
     from gwpy.segments import SegmentList
@@ -213,11 +214,15 @@ class AnalysableSpan:
         ``(gps_start, gps_end, reason)`` of each part of the span not analysed, sorted.
     total_seconds
         Length of the configured span.
+    bad_files
+        The frame files left out as gaps (``data.on_bad_file = "gap"``): ``path``,
+        ``gps_start``, ``gps_end`` and ``error`` each.
     """
 
     stretches: list[tuple[float, float]]
     dropped: list[tuple[float, float, str]]
     total_seconds: float
+    bad_files: list[dict] = field(default_factory=list)
 
     @property
     def analysable_seconds(self) -> float:
@@ -245,6 +250,9 @@ class AnalysableSpan:
         ]
         for reason, seconds in self.dropped_by_reason().items():
             lines.append(f"  dropped {_seconds(seconds)} s: {reason}")
+        for bad in self.bad_files:
+            lines.append(f"  bad frame file left out as a gap (data.on_bad_file = \"gap\"): "
+                         f"{bad['error']}")
         for a, b in self.stretches:
             lines.append(f"  stretch [{_seconds(a)}, {_seconds(b)}) {_seconds(b - a)} s")
         return lines
@@ -354,3 +362,23 @@ def analysable_span(config: CampaignConfig, frames: Sequence[FrameFile]) -> Anal
         config.stride_seconds,
         min_stretch_seconds(config),
     )
+
+
+def without_bad_files(config: CampaignConfig, stretches: Sequence[Stretch],
+                      bad: Sequence[Interval]) -> list[Stretch]:
+    """The stretches left when the spans of bad frame files are gaps (``data.on_bad_file =
+    "gap"``), numbered afresh in order.
+
+    Each stretch less the bad spans is rounded inward onto the stride grid and its pieces
+    shorter than warm-up plus one stride are dropped, by ``compute_stretches``: what
+    ``preflight`` makes of the same frames with the bad files left out. Without bad spans the
+    stretches come back as they are.
+    """
+    found: list[Stretch] = []
+    holes = coalesce(bad)
+    for stretch in stretches:
+        span = (stretch.gps_start, stretch.gps_end)
+        left = compute_stretches(span, {"": subtract([span], holes)}, None, config.data.start,
+                                 config.stride_seconds, min_stretch_seconds(config))
+        found += [Stretch(len(found), a, b) for a, b in left.stretches]
+    return found

@@ -25,11 +25,10 @@ from offline_iaas.jobspec import read_chunk_job, read_client_job
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import ChunkProducts
-from offline_iaas.merge.stitch import check_parts, stage_parts
+from offline_iaas.merge.stitch import bad_files, campaign_stretches, check_parts, stage_parts
 from offline_iaas.merge.tree import chunk_extents
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import stretches_of
 
 logger = logging.getLogger(__name__)
 
@@ -52,15 +51,18 @@ def merge_chunk(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
     out_path, status_path = run.chunk_output(node)
     status_path.unlink(missing_ok=True)
     run.output[1].unlink(missing_ok=True)  # the index over the old chunk is out of date
-    stretches = stretches_of(segments)
+    # with data.on_bad_file = "gap" its parents are every client of its stretches, so they
+    # hold every bad file that cuts them (merge/tree.py)
+    bad = bad_files(run, segments, parent_nodes)
+    stretches = campaign_stretches(config, segments, bad)
     extents = chunk_extents(config, stretches, chunk.gps_start, chunk.gps_end)
     noise = "noise" in ensemble_outputs(config)
     frames = discover_frames(config) if noise else None
     writer = CampaignWriter(out_path, config, stretches, run.chunk_frames(node) if noise else None,
-                            run_info.get("training"), run_info.get("model"), extents)
+                            run_info.get("training"), run_info.get("model"), extents, bad)
     parents = [seg for seg in segments if seg.node in parent_nodes]
     try:
-        stage_parts(run, config, parents, writer, node, progress)
+        stage_parts(run, config, parents, writer, node, progress, stretches)
         products = writer.postprocess(frames)
         _store_products(writer.file, products)
         writer.close({"producer": "merge-chunk", "chunk": node,
@@ -85,6 +87,7 @@ def merge_chunk(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
         "frame_files": [[ifo, str(path.relative_to(frames_dir)), gps, seconds]
                         for ifo, path, gps, seconds in products.frame_files],
         "frame_spans": products.frame_spans,
+        "bad_frame_files": bad,
     }
     write_text_atomic(status_path, json.dumps(record, indent=1))
     logger.info(f"merge-chunk: {node} (GPS {chunk.gps_start:.0f}-{chunk.gps_end:.0f}, "

@@ -39,11 +39,16 @@ from offline_iaas.merge.chunk_merge import SERIES_GROUPS, read_products
 from offline_iaas.merge.layout import gps_text, series_attrs
 from offline_iaas.merge.postprocess import summarize
 from offline_iaas.merge.products import campaign_provenance
-from offline_iaas.merge.stitch import log_summary, merge_record, report_quietly
+from offline_iaas.merge.stitch import (
+    bad_files,
+    campaign_stretches,
+    log_summary,
+    merge_record,
+    report_quietly,
+)
 from offline_iaas.merge.tree import chunk_record_matches, stretch_series
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir, read_json, says_complete
-from offline_iaas.stretches import stretches_of
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +85,8 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: dict[str, Any]) -
     status_path.unlink(missing_ok=True)
     records = {node: read_json(run.chunk_output(node)[1]) for node in nodes}
     segments = [read_client_job(run, node) for node in run_info["clients"]]
-    stretches = stretches_of(segments)
+    bad = bad_files(run, segments)
+    stretches = campaign_stretches(config, segments, bad)
     training = dict(run_info.get("training") or {})
     for stale in out_path.parent.glob(f".{out_path.name}.*.tmp"):
         stale.unlink(missing_ok=True)
@@ -103,8 +109,8 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: dict[str, Any]) -
                 "producer": "merge", "chunks": len(nodes),
                 "config_hash": config.config_hash(), "stretches": bounds,
                 "mode": config.model.mode,
-                "provenance": json.dumps(campaign_provenance(config, run_info.get("model")),
-                                         sort_keys=True)})
+                "provenance": json.dumps(
+                    campaign_provenance(config, run_info.get("model"), bad), sort_keys=True)})
         os.replace(tmp, out_path)
         if linked:
             shutil.rmtree(frames_dir, ignore_errors=True)
@@ -121,6 +127,8 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: dict[str, Any]) -
         "chunk_wall_seconds": {"total": sum(chunk_walls), "max": max(chunk_walls, default=0.0)},
         "chunk_cpu_seconds": sum(float(records[n].get("cpu_seconds", 0.0)) for n in nodes),
         "chunk_data_seconds": sum(float(records[n]["data_seconds"]) for n in nodes),
+        **({"bad_frame_files": campaign_provenance(config, None, bad)["bad_frame_files"]}
+           if bad else {}),
         **summary,
     }, indent=2))
     logger.info(f"merge: index of {len(nodes)} chunk merges -> {out_path} in {wall:.1f} s")

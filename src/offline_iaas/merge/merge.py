@@ -24,6 +24,8 @@ from offline_iaas.jobspec import read_client_job
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.stitch import (
+    bad_files,
+    campaign_stretches,
     check_parts,
     log_summary,
     merge_record,
@@ -32,7 +34,6 @@ from offline_iaas.merge.stitch import (
 )
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import MERGE_NODE, RunDir
-from offline_iaas.stretches import stretches_of
 
 logger = logging.getLogger(__name__)
 
@@ -59,14 +60,18 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     out_path, status_path = run.output
     status_path.unlink(missing_ok=True)
     frames = discover_frames(config) if "noise" in ensemble_outputs(config) else None
-    writer = CampaignWriter(out_path, config, stretches_of(segments), run.output_frames,
-                            run_info.get("training"), run_info.get("model"))
+    bad = bad_files(run, segments)
+    stretches = campaign_stretches(config, segments, bad)
+    writer = CampaignWriter(out_path, config, stretches, run.output_frames,
+                            run_info.get("training"), run_info.get("model"), bad_files=bad)
     try:
-        stage_parts(run, config, segments, writer, MERGE_NODE, progress)
+        stage_parts(run, config, segments, writer, MERGE_NODE, progress, stretches)
         summary = writer.commit(
             {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"},
             frames,
         )
+        if bad:
+            summary["bad_frame_files"] = writer.provenance["bad_frame_files"]
     except BaseException:
         writer.discard()
         raise

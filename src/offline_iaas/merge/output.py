@@ -71,19 +71,23 @@ class CampaignWriter:
         the provenance written into the file's attributes and every GWF file.
     extents
         What this writer owns of each stretch (``merge/tree.py``); None: everything.
+    bad_files
+        The frame files whose spans are gaps (``data.on_bad_file = "gap"``): ``path``,
+        ``gps_start``, ``gps_end``, ``error`` each; in the provenance.
     """
 
     def __init__(
         self, path: Path, config: CampaignConfig, stretches: list[Stretch],
         frames_dir: Path | None = None, training: dict[str, list[float]] | None = None,
         model: dict[str, Any] | None = None, extents: list[StretchExtent] | None = None,
+        bad_files: list[dict[str, Any]] | None = None,
     ) -> None:
         self.path = path
         self.config = config
         self.stretches = stretches
         self.frames_dir = frames_dir
         self.training = dict(training or {})
-        self.provenance = campaign_provenance(config, model)
+        self.provenance = campaign_provenance(config, model, bad_files)
         self.outputs = ensemble_outputs(config)
         self.whole = extents is None
         self.extents = whole_extents(config, stretches) if extents is None else extents

@@ -57,11 +57,17 @@ def frame_file_name(config: CampaignConfig, ifo: str, gps_start: int, seconds: i
     return f"{ifo[0]}-{frame_type(config, ifo)}-{gps_start}-{seconds}.gwf"
 
 
-def campaign_provenance(config: CampaignConfig, model: dict[str, Any] | None) -> dict[str, Any]:
-    """What made a product: software, config hash, and the served model (``model``: the
-    run's record, ``repository.export.model_record``)."""
-    return {"software": f"offline-iaas {__version__}", "config_hash": config.config_hash(),
-            "mode": config.model.mode, "model": model or {}}
+def campaign_provenance(config: CampaignConfig, model: dict[str, Any] | None,
+                        bad_files: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What made a product: software, config hash, the served model (``model``: the run's
+    record, ``repository.export.model_record``) and the bad frame files whose spans are gaps
+    (``data.on_bad_file = "gap"``; listed only when there are some)."""
+    found = {"software": f"offline-iaas {__version__}", "config_hash": config.config_hash(),
+             "mode": config.model.mode, "model": model or {}}
+    if bad_files:
+        found["bad_frame_files"] = [{k: e[k] for k in ("path", "gps_start", "gps_end", "error")}
+                                    for e in bad_files]
+    return found
 
 
 def frame_verdict(numbers: dict[str, float], tolerance: float, line_ratio: float) -> str | None:

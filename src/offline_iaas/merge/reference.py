@@ -41,11 +41,12 @@ def run_reference(
     stride = config.stride_samples
     warmup = config.warmup_windows
     # the same stretches make-dag plans: holes in the data end streams
-    span = preflight(config, frames, allow_holes_in_science=True)
+    span = preflight(config, frames, allow_holes_in_science=True, allow_bad_files=True)
     stretches = make_stretches(config, span.stretches)
     try:
         writer = CampaignWriter(out_path, config, stretches, training=manifest.get("training"),
-                                model=model_record(config.model.repository, manifest))
+                                model=model_record(config.model.repository, manifest),
+                                bad_files=span.bad_files)
     except OSError as err:  # a directory that cannot be created or written
         why = os.strerror(err.errno) if err.errno else str(err)
         raise RunError(f"cannot write the reference output {out_path}: {why}") from None

@@ -8,6 +8,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from offline_iaas import hooks
 from offline_iaas.client.part import (
     file_sha256,
@@ -16,13 +18,15 @@ from offline_iaas.client.part import (
     read_sidecar,
 )
 from offline_iaas.config import CampaignConfig
+from offline_iaas.data.segments import without_bad_files
+from offline_iaas.errors import RunError
 from offline_iaas.jobspec import ClientSegment
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import stretches_of
+from offline_iaas.stretches import Stretch, part_offset, stretches_of, sub_pieces
 
 logger = logging.getLogger(__name__)
 
@@ -78,28 +82,68 @@ def check_parts(
     return problems
 
 
+def bad_files(run: RunDir, segments: list[ClientSegment], read: set[str] | None = None
+              ) -> list[dict[str, Any]]:
+    """The bad frame files left out as gaps (``data.on_bad_file = "gap"``), each once, in GPS
+    order: make-dag's (``run.json``) and those the parts' sidecars record (``read``: of these
+    clients only; None: all)."""
+    found: dict[str, dict[str, Any]] = {}
+    for entry in run.read_run_info().get("bad_frame_files", []):
+        found.setdefault(str(entry["path"]), entry)
+    for seg in segments:
+        if read is None or seg.node in read:
+            for entry in (read_sidecar(run, seg.node) or {}).get("bad_files", []):
+                found.setdefault(str(entry["path"]), entry)
+    return sorted(found.values(), key=lambda e: (e["gps_start"], e["path"]))
+
+
+def campaign_stretches(config: CampaignConfig, segments: list[ClientSegment],
+                       bad: list[dict[str, Any]]) -> list[Stretch]:
+    """The stretches the output has: the planned ones (the job specs') less the spans of the
+    bad frame files met while streaming (``segments.without_bad_files``)."""
+    spans = [(float(e["gps_start"]), float(e["gps_end"])) for e in bad]
+    return without_bad_files(config, stretches_of(segments), spans)
+
+
 def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
-                writer: CampaignWriter, node: str, progress: NullProgress = NO_PROGRESS
-                ) -> None:
+                writer: CampaignWriter, node: str, progress: NullProgress = NO_PROGRESS,
+                stretches: list[Stretch] | None = None) -> None:
     """Copy the kept rows of the parts that ``writer`` stages into it, block by block
-    (``node``: the merge node doing it, for the test hooks)."""
+    (``node``: the merge node doing it, for the test hooks; ``stretches``: the writer's,
+    ``campaign_stretches``, by default the planned ones).
+
+    Raises
+    ------
+    RunError
+        A part without finite values where the output needs some (a window its client left
+        in a gap, or a network that returned NaN).
+    """
+    stretches = stretches_of(segments) if stretches is None else stretches
+    index = {s.gps_start: s.index for s in stretches}
+    warmup = config.warmup_windows
     needed = []
     for seg in segments:
         for number, piece in enumerate(seg.pieces):
-            kept_start = piece.output_start - config.warmup_windows
-            lo, hi = writer.wanted(piece.stretch, kept_start, piece.output_stop
-                                   - piece.output_start)
-            if hi > lo:
-                needed.append((seg, number, piece, lo - kept_start, hi - kept_start))
-    progress.start(sum(hi - lo for *_, lo, hi in needed))
-    for part, (seg, number, piece, lo, hi) in enumerate(needed, 1):
+            for sub in sub_pieces(config, piece, stretches):
+                stretch = index[sub.stretch_gps_start]
+                kept = sub.output_start - part_offset(config, sub) - warmup
+                lo, hi = writer.wanted(stretch, kept, sub.output_stop - sub.output_start)
+                if hi > lo:
+                    row = sub.output_start - piece.first_window + lo - kept
+                    needed.append((seg, number, stretch, lo, row, row + hi - lo))
+    progress.start(sum(b - a for *_, a, b in needed))
+    for part, (seg, number, stretch, kept, first, end) in enumerate(needed, 1):
         progress.note(f"part {part}/{len(needed)} ({seg.node})")
-        for start in range(piece.warmup_windows + lo, piece.warmup_windows + hi, BLOCK_ROWS):
-            stop = min(start + BLOCK_ROWS, piece.warmup_windows + hi)
-            kept_offset = piece.first_window + start - config.warmup_windows
+        for start in range(first, end, BLOCK_ROWS):
+            stop = min(start + BLOCK_ROWS, end)
             for output in ensemble_outputs(config):
                 rows = read_piece_rows(run, seg.node, output, number, start, stop)
-                writer.write(output, piece.stretch, kept_offset, rows)
+                if not np.isfinite(rows).all():
+                    raise RunError(
+                        f"{seg.node}: its part holds no finite {output} for some of rows "
+                        f"{start}-{stop} of piece {number} (a window its client left in a gap "
+                        "of a bad frame file, or a network that returned NaN)")
+                writer.write(output, stretch, kept + start - first, rows)
             progress.advance(stop - start)
         hooks.reached(run, node, "mid-write")
 

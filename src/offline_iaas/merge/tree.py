@@ -11,6 +11,9 @@ holding the chunk's samples, padded by 16 s (``physics.zero_phase_reach``), the 
 clustering ``cluster_seconds / 2`` either way (``physics.cluster_reach_windows``). A chunk
 therefore stages the kept windows ``rows`` of each stretch (its own widened by that padding)
 from the parts, and is the DAG child of exactly the clients whose pieces hold any of them.
+With ``data.on_bad_file = "gap"`` a bad frame file met while streaming cuts its stretch in
+two, which moves where the band-pass blocks of the rest of it start: a chunk merge is then the
+child of every client of the stretches it touches, whose parts record every such file.
 
 Positions are kept-window indices within a stretch (``rows``, the parts' and the output's
 row numbering) and sample indices within a stretch's noise series (``noise_samples``).
@@ -195,6 +198,9 @@ def chunk_merges(config: CampaignConfig, stretches: list[Stretch],
         clients: set[str] = set()
         for e in extents:
             pieces = held.get(e.stretch.index, [])
+            if config.data.on_bad_file == "gap":  # a bad file anywhere in the stretch moves
+                clients.update(node for *_, node in pieces)  # its parts' edges: all of it
+                continue
             at = max(0, bisect.bisect_right(pieces, (e.rows[0], math.inf, "")) - 1)
             for lo, hi, node in pieces[at:]:
                 if lo >= e.rows[1]:

@@ -182,8 +182,10 @@ def load_network(kind: str, path: Path, expected: Mapping[str, Any]):
 
     Returns
     -------
-    torch.nn.Module or pathlib.Path
-        The network in eval mode (state_dict, TorchScript), or ``path`` (ONNX, checked).
+    torch.nn.Module or pathlib.Path or onnx.ModelProto
+        The network in eval mode (state_dict, TorchScript), or ``path`` (ONNX, checked), or
+        the ONNX graph with its output's trailing class axis of one squeezed (``[n, 1]`` for
+        the campaign's ``[n]``, as TorchScript is wrapped).
 
     Raises
     ------
@@ -201,7 +203,10 @@ def load_network(kind: str, path: Path, expected: Mapping[str, Any]):
     if what == "torchscript":
         return _load_torchscript(kind, path, expected)
     if what == "onnx":
-        check_onnx(kind, path, expected)
+        if check_onnx(kind, path, expected):
+            from offline_iaas.models.adapters import squeeze_last_axis_onnx
+
+            return squeeze_last_axis_onnx(_onnx_model(path), names(kind, expected)[1])
         return path
     raise ModelError(f"{path} is not a torch state_dict, TorchScript or ONNX file")
 
@@ -339,8 +344,10 @@ def _dims(value_info) -> list[int | str]:
     return out
 
 
-def check_onnx(kind: str, path: Path, expected: Mapping[str, Any]) -> None:
-    """ModelError unless the ONNX graph has the campaign's input/output names and shapes."""
+def check_onnx(kind: str, path: Path, expected: Mapping[str, Any]) -> bool:
+    """ModelError unless the ONNX graph has the campaign's input/output names and shapes; True
+    when its output has a trailing class axis of one more (``[n, 1]`` for ``[n]``: the
+    field's classifiers), which ``load_network`` squeezes."""
     import onnx
 
     model = _onnx_model(path)
@@ -365,9 +372,14 @@ def check_onnx(kind: str, path: Path, expected: Mapping[str, Any]) -> None:
             f"{input_name!r}"
         )
     channels, kernel = input_shape(kind, expected)
+    wanted_out = ["batch", *output_shape(kind, expected)]
+    found = _dims(outputs[output_name])
+    class_axis = len(found) == len(wanted_out) + 1 and found[-1] == 1
+    if class_axis:
+        wanted_out = [*wanted_out, 1]
     for name, info, want in (
         (input_name, inputs[input_name], ["batch", channels, kernel]),
-        (output_name, outputs[output_name], ["batch", *output_shape(kind, expected)]),
+        (output_name, outputs[output_name], wanted_out),
     ):
         dims = _dims(info)
         fits = len(dims) == len(want) and all(
@@ -383,17 +395,19 @@ def check_onnx(kind: str, path: Path, expected: Mapping[str, Any]) -> None:
                 f"{kind} ONNX {path}: {name!r} has a fixed batch size {dims[0]} "
                 f"(shape {_shape(dims)}); export it with a dynamic batch axis"
             )
-    _run_onnx(kind, path, expected, input_name, output_name)
+    _run_onnx(kind, path, expected, input_name, output_name, class_axis)
+    return class_axis
 
 
 def _run_onnx(
-    kind: str, path: Path, expected: Mapping[str, Any], input_name: str, output_name: str
+    kind: str, path: Path, expected: Mapping[str, Any], input_name: str, output_name: str,
+    class_axis: bool = False,
 ) -> None:
     import onnxruntime
 
     channels, kernel = input_shape(kind, expected)
     shape_in = (_CHECK_BATCH, channels, kernel)
-    shape_out = (_CHECK_BATCH, *output_shape(kind, expected))
+    shape_out = (_CHECK_BATCH, *output_shape(kind, expected), *((1,) if class_axis else ()))
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     options.log_severity_level = 3
@@ -429,8 +443,8 @@ def export_onnx(
     ----------
     module_or_path
         A torch module (``nn.Module`` or TorchScript), exported with the TorchScript-based
-        exporter (``dynamo=False``); or an ONNX file (from ``load_network``), copied as-is
-        after checking its input and output names.
+        exporter (``dynamo=False``); or an ONNX file or graph (from ``load_network``), written
+        as it is after checking its input and output names.
     path
         Where to write (atomically: a temporary file renamed).
     input_name, output_name
@@ -446,9 +460,9 @@ def export_onnx(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    if isinstance(module_or_path, str | os.PathLike):
-        source = Path(module_or_path)
-        model = _onnx_model(source)
+    if _is_onnx_graph(module_or_path) or isinstance(module_or_path, str | os.PathLike):
+        source = module_or_path if _is_onnx_graph(module_or_path) else Path(module_or_path)
+        model = source if _is_onnx_graph(source) else _onnx_model(source)
         if model is None:
             raise ModelError(f"{source} is not an ONNX file")
         graph_inputs = [i.name for i in model.graph.input]
@@ -458,7 +472,12 @@ def export_onnx(
                 f"ONNX {source}: has inputs {graph_inputs} and outputs {graph_outputs}, "
                 f"needs input {input_name!r} and output {output_name!r}"
             )
-        shutil.copyfile(source, tmp)
+        if _is_onnx_graph(source):
+            import onnx
+
+            onnx.save(source, str(tmp))
+        else:
+            shutil.copyfile(source, tmp)
     else:
         import torch
 
@@ -485,6 +504,10 @@ def export_onnx(
             raise ModelError(f"cannot export {path} to ONNX: {_first_line(err)}") from None
     os.replace(tmp, path)
     return path
+
+
+def _is_onnx_graph(value: Any) -> bool:
+    return type(value).__name__ == "ModelProto"
 
 
 TRAINING_SUMMARY = "demo-models.json"

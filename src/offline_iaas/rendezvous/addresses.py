@@ -64,6 +64,20 @@ def read_address(run: RunDir, node: str) -> ServerAddress | None:
         return None
 
 
+def publish_refusal(run: RunDir, node: str, reason: str) -> None:
+    """A server refuses to serve (its repository does not fit the campaign): its clients
+    read why (``read_refusal``) instead of waiting for an address."""
+    _atomic_write(run.refusal(node), reason)
+
+
+def read_refusal(run: RunDir, node: str) -> str | None:
+    """Why server ``node`` refused to serve, or None."""
+    try:
+        return run.refusal(node).read_text().strip() or None
+    except FileNotFoundError:
+        return None
+
+
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, text)

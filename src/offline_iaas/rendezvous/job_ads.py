@@ -26,11 +26,14 @@ from offline_iaas.errors import ServerError
 
 ADDRESS_ATTRIBUTE = "OfflineIaasAddress"
 """Job ad attribute with the server's address (the JSON of ``rendezvous.ServerAddress``)."""
+REFUSAL_ATTRIBUTE = "OfflineIaasRefusal"
+"""Job ad attribute with why a server refused to serve (its repository)."""
 FAKE_ENV = "OFFLINE_IAAS_FAKE_JOB_ADS"
 """Environment variable naming the ``FileJobAds`` file; unset on a real pool."""
 RUNNING = 2
 """``JobStatus`` of a running job."""
-QUERIED = ("JobStatus", "NumJobStarts", ADDRESS_ATTRIBUTE, "ClusterId", "ProcId")
+QUERIED = ("JobStatus", "NumJobStarts", ADDRESS_ATTRIBUTE, REFUSAL_ATTRIBUTE, "ClusterId",
+           "ProcId")
 
 RUN_ATTRIBUTE = "OfflineIaasRun"
 """Job ad attribute holding the run directory's ``run_id`` (every job of the DAG)."""

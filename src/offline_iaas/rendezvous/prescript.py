@@ -24,7 +24,13 @@ from typing import Any
 
 from offline_iaas.errors import RunError
 from offline_iaas.rendezvous import addresses
-from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, RUNNING, JobAds, job_ads
+from offline_iaas.rendezvous.job_ads import (
+    ADDRESS_ATTRIBUTE,
+    REFUSAL_ATTRIBUTE,
+    RUNNING,
+    JobAds,
+    job_ads,
+)
 from offline_iaas.rundir import RunDir, read_record
 
 logger = logging.getLogger(__name__)
@@ -70,7 +76,13 @@ def resolve_servers(
     names = [s for s in info.get("servers", []) if isinstance(s, str)] or [server]
     own, others = None, []
     for name in sorted(set(names) | {server}):
-        address = current_address(ads.find(run_id, name), name)
+        found = ads.find(run_id, name)
+        refusals = [ad[REFUSAL_ATTRIBUTE] for ad in found if ad.get(REFUSAL_ATTRIBUTE)]
+        if refusals:  # the client reads it, and fails with the server's reason
+            addresses.publish_refusal(run, name, str(refusals[-1]))
+        else:
+            run.refusal(name).unlink(missing_ok=True)
+        address = current_address(found, name)
         if address is None:
             run.address(name).unlink(missing_ok=True)
             continue
@@ -93,6 +105,10 @@ def prescript(run: RunDir, node: str, ads: JobAds | None = None,
     now = time.time() if now is None else now
     own, others = resolve_servers(run, node, ads)
     waiting = run.logs / f"{node}.pre-waiting-since"
+    server = read_record(run.job(node)).get("server")
+    if own is None and addresses.read_refusal(run, str(server)):
+        logger.warning(f"{node}: {server} refused to serve; the client will say why")
+        return True
     if own is not None:
         waiting.unlink(missing_ok=True)
         logger.info(f"{node}: {own.node} is at {own.grpc_url} (epoch {own.epoch})")

@@ -7,6 +7,7 @@ unreadable one a line naming the problem, never a failed report.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ import h5py
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig, DeepCleanConfig, load_config
+from offline_iaas.jobspec import ClientSegment
 from offline_iaas.physics import SECONDS_PER_YEAR
 from offline_iaas.report import page, plots
 from offline_iaas.report.provenance import (
@@ -36,7 +38,6 @@ from offline_iaas.report.timeline import (
 )
 from offline_iaas.rundir import RunDir, read_json
 from offline_iaas.serve.monitor import read_monitor_csv
-from offline_iaas.stretches import ClientSegment
 
 logger = logging.getLogger(__name__)
 
@@ -218,23 +219,34 @@ def _campaign(run: _Run, section: page.Section) -> None:
     if not segments:
         section.parts.append(page.paragraph("No client job specs (RUN/jobs/*.json).", "absent"))
     else:
-        stretches = None
+        stretches, bad = None, []
         if run.has_output:
             with h5py.File(run.output, "r") as f:
                 if "stretches" in f.attrs:
                     stretches = [(float(a), float(b)) for a, b in f.attrs["stretches"]]
+                provenance = json.loads(f.attrs.get("provenance", "{}"))
+            bad = provenance.get("bad_frame_files", [])
         if run.config is not None:
             span = (run.config.data.start, run.config.data.start + run.config.data.duration)
         else:
             span = (min(p.gps_start for s in segments for p in s.pieces),
                     max(p.gps_end for s in segments for p in s.pieces))
-        cov = coverage(span, segments, stretches)
+        cov = coverage(span, segments, stretches,
+                       [(float(b["gps_start"]), float(b["gps_end"])) for b in bad])
         section.parts.append(page.image(plots.coverage_figure(cov), "coverage map"))
         lost = sum(b - a for a, b in cov.gaps)
         section.parts.append(page.paragraph(
             f"{len(cov.stretches)} analysable stretch(es), {lost:.1f} s of the "
             f"{span[1] - span[0]:.1f} s span in gaps; client segments are coloured by server "
             "(each bar is a piece streamed, warm-up included)."))
+        if bad:
+            section.parts.append(page.paragraph(
+                f"{len(bad)} bad frame file(s) left out as gaps (data.on_bad_file = \"gap\"):",
+                "problem"))
+            section.parts.append(page.table(
+                ["file", "GPS start", "GPS end", "why"],
+                [[b["path"], f"{b['gps_start']:.0f}", f"{b['gps_end']:.0f}", b["error"]]
+                 for b in bad]))
 
     section.parts.append(page.heading("Node timeline"))
     state = read_json(run.paths.local_state)

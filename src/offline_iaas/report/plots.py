@@ -180,6 +180,8 @@ def coverage_figure(cov: Coverage) -> bytes:
     ax.broken_barh([(a - t0, b - a) for a, b in cov.stretches], (-0.4, 0.8), color="tab:green")
     ax.broken_barh([(a - t0, b - a) for a, b in cov.gaps], (-0.4, 0.8), color="tab:red",
                    alpha=0.5, hatch="//")
+    ax.broken_barh([(a - t0, b - a) for a, b in cov.bad_files], (-0.4, 0.8), color="black",
+                   hatch="xx")
     for bar in cov.pieces:
         y = rows.index(bar.row)
         colour = _colour(servers.index(bar.group))
@@ -187,6 +189,8 @@ def coverage_figure(cov: Coverage) -> bytes:
     _label_rows(ax, rows)
     handles = [Patch(color="tab:green", label="analysable"),
                Patch(color="tab:red", alpha=0.5, hatch="//", label="gap")]
+    if cov.bad_files:
+        handles.append(Patch(color="black", hatch="xx", label="bad frame file"))
     handles += [Patch(color=_colour(i), label=s) for i, s in enumerate(servers)]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     ax.set_xlim(0, cov.span[1] - t0)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.stretches import ClientSegment
+from offline_iaas.jobspec import ClientSegment
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class Coverage:
     gaps: list[tuple[float, float]]
     pieces: list[Bar]
     """One bar per piece streamed; row = client node, group = its server."""
+    bad_files: list[tuple[float, float]] = ()
+    """Spans of frame files left out as gaps (``data.on_bad_file = "gap"``)."""
 
 
 def span_gaps(
@@ -58,6 +60,7 @@ def coverage(
     span: tuple[float, float],
     segments: list[ClientSegment],
     stretches: list[tuple[float, float]] | None = None,
+    bad_files: list[tuple[float, float]] = (),
 ) -> Coverage:
     """Coverage map data of a campaign.
 
@@ -69,6 +72,8 @@ def coverage(
         The client segments (``RUN/jobs/<client>.json``).
     stretches
         Analysable stretches; when None, those the pieces name.
+    bad_files
+        GPS spans of the bad frame files whose spans are gaps.
     """
     if stretches is None:
         found = {(p.stretch_gps_start, p.stretch_gps_end) for s in segments for p in s.pieces}
@@ -78,7 +83,8 @@ def coverage(
         for seg in sorted(segments, key=lambda s: s.index)
         for p in seg.pieces
     ]
-    return Coverage(span, sorted(stretches), span_gaps(span, stretches), pieces)
+    return Coverage(span, sorted(stretches), span_gaps(span, stretches), pieces,
+                    sorted(bad_files))
 
 
 def _time(text: Any) -> float | None:

@@ -351,45 +351,99 @@ def read_manifest(repo: Path) -> dict[str, Any]:
         raise ModelError(f"{path}: unreadable manifest: {err}") from None
 
 
-def check_repository(config: CampaignConfig) -> dict[str, Any]:
-    """Check the repository matches the campaign (mode, channels, rate, kernel, stride)."""
+def repository_problems(config: CampaignConfig, load_graphs: bool = True
+                        ) -> tuple[dict[str, Any] | None, list[str]]:
+    """Every way the repository does not fit the campaign, one line each naming the config
+    key or the file, and its manifest (None when it has none).
+
+    Checked: its mode, channels, sample rate, window and stride, sequence slots against the
+    clients per server, time slides, BBHnet whitening and the model name; with
+    ``load_graphs``, that onnxruntime loads every network graph it serves (a half-copied
+    file does not).
+    """
     repo = config.model.repository
-    manifest = read_manifest(repo)
-    expected = _shape_dict(ensemble_shape(config))
+    try:
+        manifest = read_manifest(repo)
+    except ModelError as err:
+        return None, [str(err)]
+    where = f"model repository {repo}"
+    problems = []
     mode = manifest.get("mode", "classifier")
     if mode != config.model.mode:
-        raise ModelError(
-            f"{repo}: exported for mode {mode!r}, the campaign runs mode {config.model.mode!r}"
-        )
-    if manifest["shape"] != expected or manifest["channels"] != list(config.stream_channels):
-        raise ModelError(
-            f"{repo}: exported for channels {manifest['channels']} and {manifest['shape']}, "
-            f"the campaign streams channels {list(config.stream_channels)} and {expected}"
-        )
+        problems.append(f"{where}: exported for mode {mode!r}, the campaign runs mode "
+                        f"{config.model.mode!r} (model.mode)")
+    if manifest.get("channels") != list(config.stream_channels):
+        problems.append(f"{where}: exported for channels {manifest.get('channels')}, the "
+                        f"campaign streams {list(config.stream_channels)} (data.channels, "
+                        "data.witnesses)")
+    rate = manifest.get("sample_rate", config.data.sample_rate)
+    if rate != config.data.sample_rate:
+        problems.append(f"{where}: exported for {rate:g} Hz, the campaign reads "
+                        f"{config.data.sample_rate:g} Hz (data.sample_rate)")
+    expected = _shape_dict(ensemble_shape(config))
+    found = manifest.get("shape", {})
+    for key, config_key in (("kernel_samples", "model.kernel_seconds"),
+                            ("stride_samples", "model.inference_rate")):
+        if found.get(key) != expected[key]:
+            problems.append(f"{where}: exported for windows of {found.get(key)} samples "
+                            f"({key}), the campaign's are {expected[key]} ({config_key})")
     slots = manifest.get("sequence_slots")
     if isinstance(slots, int) and slots < config.layout.clients_per_server:
-        raise ModelError(
-            f"{repo}: exported with {slots} sequence slots, the campaign runs "
-            f"{config.layout.clients_per_server} clients per server (the others' sequences "
-            "would wait for a slot, and time out): export again for this layout"
-        )
+        problems.append(
+            f"{where}: exported with {slots} sequence slots, the campaign runs "
+            f"{config.layout.clients_per_server} clients per server "
+            "(layout.clients_per_server; the others' sequences would wait for a slot and "
+            "time out): export again for this layout")
     slides = tuple(manifest.get("time_slides", (0, 0)))
     if slides != time_slides(config):
-        raise ModelError(
-            f"{repo}: exported with {slides[0]} time slides of {slides[1]} samples, the campaign "
-            f"asks for {time_slides(config)[0]} of {time_slides(config)[1]} (bbhnet.time_shifts,"
-            " bbhnet.shift_seconds): export again")
+        problems.append(
+            f"{where}: exported with {slides[0]} time slides of {slides[1]} samples, the "
+            f"campaign asks for {time_slides(config)[0]} of {time_slides(config)[1]} "
+            "(bbhnet.time_shifts, bbhnet.shift_seconds): export again")
     whitening = manifest.get("whitening", "fixed")
     if whitening != whitening_record(config):
-        raise ModelError(
-            f"{repo}: exported with BBHnet whitening {whitening}, the campaign asks for "
-            f"{whitening_record(config)} ([bbhnet] whitening, psd_seconds, psd_fftlength, "
+        problems.append(
+            f"{where}: exported with BBHnet whitening {whitening}, the campaign asks for "
+            f"{whitening_record(config)} (bbhnet.whitening, psd_seconds, psd_fftlength, "
             "whitening_crop_seconds): export again")
-    if manifest["ensemble"] != config.model.name:
-        raise ModelError(
-            f"{repo}: holds ensemble {manifest['ensemble']!r}, the campaign calls "
-            f"{config.model.name!r}"
-        )
+    if manifest.get("ensemble") != config.model.name:
+        problems.append(f"{where}: holds model {manifest.get('ensemble')!r}, the campaign "
+                        f"calls {config.model.name!r} (model.name)")
+    if load_graphs:
+        problems += _graph_problems(repo, manifest)
+    return manifest, problems
+
+
+def _graph_problems(repo: Path, manifest: dict[str, Any]) -> list[str]:
+    """One line per network graph of the manifest that is missing or that onnxruntime
+    refuses to load."""
+    problems = []
+    for name, entry in manifest.get("networks", {}).items():
+        path = repo / entry["path"]
+        if not path.is_file():
+            problems.append(f"{path}: the {name} graph is missing: export again")
+            continue
+        try:
+            pipeline.onnx_session(path)
+        except Exception as err:  # onnxruntime raises its own types, with long messages
+            text = str(err).strip().splitlines()
+            problems.append(f"{path}: onnxruntime cannot load the {name} graph "
+                            f"({text[0] if text else type(err).__name__}): a half-copied "
+                            "repository? export again")
+    return problems
+
+
+def check_repository(config: CampaignConfig, load_graphs: bool = False) -> dict[str, Any]:
+    """The repository's manifest once it fits the campaign (``repository_problems``); else
+    ModelError listing every problem."""
+    manifest, problems = repository_problems(config, load_graphs)
+    if len(problems) == 1:
+        raise ModelError(problems[0])
+    if problems:
+        raise ModelError("\n".join([f"{len(problems)} problems with the model repository "
+                                    f"{config.model.repository}:",
+                                    *(f"  - {p}" for p in problems)]))
+    assert manifest is not None
     return manifest
 
 

@@ -33,7 +33,7 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ModelError, ServerError
 from offline_iaas.rendezvous import addresses as address_files
 from offline_iaas.rendezvous.access import auth_headers, read_token
-from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, job_ads
+from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, REFUSAL_ATTRIBUTE, job_ads
 from offline_iaas.repository.export import check_repository
 from offline_iaas.repository.pipeline import stages
 from offline_iaas.rundir import RunDir
@@ -209,10 +209,11 @@ def wait_until_ready(
 
 
 def stop_process(proc: subprocess.Popen, grace_seconds: float) -> None:
-    """SIGTERM, then SIGKILL after ``grace_seconds``."""
+    """SIGTERM (and SIGCONT, for a stopped process), then SIGKILL after ``grace_seconds``."""
     if proc.poll() is not None:
         return
     proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGCONT)
     try:
         proc.wait(grace_seconds)
     except subprocess.TimeoutExpired:
@@ -225,6 +226,25 @@ def _log_tail(path: Path, lines: int = 5) -> str:
         return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
     except FileNotFoundError:
         return ""
+
+
+def _checked_repository(run: RunDir, config: CampaignConfig, repository: Path | None
+                        ) -> tuple[CampaignConfig, list[str]]:
+    """The campaign with the repository this server serves, and the models it must have
+    ready; ModelError when the repository does not fit (``check_repository``, every graph
+    loaded), is of a flavor this server cannot run, or lacks a model."""
+    if repository is not None:
+        model = dataclasses.replace(config.model, repository=unpack_repository(run, repository))
+        config = dataclasses.replace(config, model=model)
+    manifest = check_repository(config, load_graphs=True)
+    flavor = manifest.get("flavor", "cpu")
+    if flavor != "cpu" and config.server.runtime == "native":
+        check_flavor_runnable(flavor, manifest.get("served", "ensemble"),
+                              locate_tritonserver().backend_dir, visible_gpus())
+    models = manifest.get("models") or [stage.model for stage in stages(config)] + [
+        config.model.name]
+    check_models_present(config.model.repository, models)
+    return config, models
 
 
 def serve(
@@ -252,22 +272,24 @@ def serve(
     if rendezvous not in RENDEZVOUS:
         raise ServerError(f"unknown rendezvous {rendezvous!r} (known: {', '.join(RENDEZVOUS)})")
     config = load_config(run.config)
-    if repository is not None:
-        model = dataclasses.replace(config.model, repository=unpack_repository(run, repository))
-        config = dataclasses.replace(config, model=model)
-    manifest = check_repository(config)
-    flavor = manifest.get("flavor", "cpu")
-    if flavor != "cpu" and config.server.runtime == "native":
-        check_flavor_runnable(flavor, manifest.get("served", "ensemble"),
-                              locate_tritonserver().backend_dir, visible_gpus())
-    models = manifest.get("models") or [stage.model for stage in stages(config)] + [
-        config.model.name]
-    check_models_present(config.model.repository, models)
+    ads = job_ads() if rendezvous == "jobad" else None
+    run_id = run.run_id()
+    try:
+        config, models = _checked_repository(run, config, repository)
+    except (ModelError, ServerError) as err:  # say why to the clients waiting for it
+        reason = " ".join(str(err).split())
+        if ads is not None:
+            ads.set_own(run_id, node, REFUSAL_ATTRIBUTE, reason)
+        else:
+            address_files.publish_refusal(run, node, reason)
+        raise
+    if ads is not None:
+        ads.set_own(run_id, node, REFUSAL_ATTRIBUTE, None)
+    else:
+        run.refusal(node).unlink(missing_ok=True)
     bind = config.server.bind or "127.0.0.1"  # make-dag writes the profile's; a bare config
     monitor_seconds = config.server.monitor_seconds
     server_log = run.logs / f"{node}-tritonserver.log"
-    ads = job_ads() if rendezvous == "jobad" else None
-    run_id = run.run_id()
     if ads is not None:  # an address left by an earlier start of this job is stale now
         ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
     else:  # likewise a file left by a server of this node that was killed

@@ -39,6 +39,7 @@ from offline_iaas.workflow.processes import (
     group_members,
     now,
     signal_group,
+    terminate_group,
 )
 from offline_iaas.workflow.submit import parse_submit
 
@@ -297,7 +298,7 @@ class _Executor:
             elif r.status in _BUSY:
                 for proc in (r.proc, r.pre_proc):
                     if proc is not None and proc.poll() is None:
-                        signal_group(proc.pid, signal.SIGTERM)
+                        terminate_group(proc.pid)
                 r.status = "removing"
 
     def _reap_jobs(self) -> None:
@@ -416,7 +417,7 @@ class _Executor:
                     r.close_attempt(r.status)
         for r, proc in live:
             logger.info(f"{r.node.name}: stopping")
-            signal_group(proc.pid, signal.SIGTERM)
+            terminate_group(proc.pid)
         deadline = time.monotonic() + self.stop_timeout_seconds
         waiting = list(live)
         while waiting and time.monotonic() < deadline:

@@ -29,7 +29,7 @@ from offline_iaas.jobspec import ClientSegment, MergeChunk, write_chunk_job, wri
 from offline_iaas.merge.tree import chunk_merges, chunk_record_matches
 from offline_iaas.rendezvous.access import write_token
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
-from offline_iaas.repository.export import model_record, read_manifest
+from offline_iaas.repository.export import check_repository, model_record, read_manifest
 from offline_iaas.rundir import RunDir, read_json
 from offline_iaas.stretches import client_segments, make_stretches, server_name, stretches_of
 from offline_iaas.workflow.dag import Script, dag_text
@@ -158,8 +158,10 @@ def make_dag(
         Added to every client's sequence ID. Default: the previous base of this run directory,
         else a random multiple of ``SEQUENCE_BLOCK``.
     check_files
-        Open the frame files in the data check (default). Without, the coverage comes from
-        the files' names alone: planning a campaign whose frames are not reachable here.
+        Open the frame files in the data check and check the model repository against the
+        campaign, every graph loaded (default). Without, the coverage comes from the files'
+        names alone and the repository is not looked at: planning a campaign whose frames
+        and model are not here.
 
     Returns
     -------
@@ -173,6 +175,9 @@ def make_dag(
         is checked or written.
     DataError
         From the data check, before anything is written.
+    ModelError
+        From the repository check (``export.check_repository``), before anything is
+        written: every mismatch, one line each.
     RunError
         If the directory holds another campaign, or a path cannot be written into a submit file.
     """
@@ -181,7 +186,10 @@ def make_dag(
     site = resolve_site(config)
 
     # Holes inside science segments end streams rather than the campaign (`check` is stricter).
-    span = preflight(config, allow_holes_in_science=True, open_files=check_files)
+    span = preflight(config, allow_holes_in_science=True, open_files=check_files,
+                     allow_bad_files=True)
+    if check_files:  # the servers would refuse it: say so now, not after every client waited
+        check_repository(config, load_graphs=True)
     stretches = make_stretches(config, span.stretches)
 
     run = run.absolute()
@@ -270,6 +278,8 @@ def make_dag(
             "training": _training_spans(config),
             # what the products' provenance names (graph versions and SHA-256)
             "model": _model_record(config),
+            # frame files left out as gaps (data.on_bad_file = "gap"; the parts add theirs)
+            "bad_frame_files": span.bad_files,
         },
     )
     # Last, so that a directory with an offline.dag always has the rest of its files.

@@ -52,6 +52,13 @@ def signal_group(pgid: int, sig: int) -> None:
         pass
 
 
+def terminate_group(pgid: int) -> None:
+    """SIGTERM to a process group, then SIGCONT: a stopped process (SIGSTOP, a debugger)
+    acts on SIGTERM only once it runs again, and would otherwise wait for the SIGKILL."""
+    signal_group(pgid, signal.SIGTERM)
+    signal_group(pgid, signal.SIGCONT)
+
+
 def describe_exit(code: int) -> str:
     if code < 0:
         try:

@@ -113,6 +113,21 @@ def _parse_time(text: Any) -> float | None:
         return None
 
 
+def last_error(path: Path) -> str:
+    """The last error line (``offline-iaas <command>: error: ...``) of a node's ``.err``
+    log, without the prefix; '' when there is none."""
+    try:
+        with open(path, "rb") as f:  # the end of the log is enough
+            f.seek(max(0, f.seek(0, 2) - 65536))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if ": error: " in line and line.startswith("offline-iaas "):
+            return line.split(": error: ", 1)[1].strip()
+    return ""
+
+
 def _local_states(state: dict[str, Any]) -> dict[str, NodeState]:
     out = {}
     for name, node in (state.get("nodes") or {}).items():
@@ -201,6 +216,10 @@ def read_status(run: RunDir) -> RunStatus:
         found.kind = node.kind
         if found.state in ("waiting", "not run") and node.name in complete:
             found.state = "done"  # its output is there (a resubmission will skip it)
+        if found.state == "failed":
+            why = last_error(run.logs / f"{node.name}.err")
+            found.detail = f"{found.detail}: {why}" if found.detail and why else \
+                found.detail or why
         status.nodes.append(found)
 
     # each client's job spec and part sidecar, read once

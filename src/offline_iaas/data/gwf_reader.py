@@ -1,0 +1,363 @@
+"""GWF files read in a child process, so that a crash of the frame library is an error.
+
+LALFrame, which gwpy reads GWF files with, can crash the interpreter on a truncated or corrupt
+file (a partial copy on a shared disk, a CVMFS hiccup): SIGSEGV, and the node's log says
+nothing. Every read of frame data (``frames.read_span``) and every probe of a file
+(``preflight``) therefore runs in a reader process, started on first use and reused: it
+reads with gwpy and sends the samples back over a pipe. When it dies, the files of the
+request that killed it are read again one by one, each in a fresh reader, and the one that
+crashes it is named in a ``BadFrameFile`` (a ``DataError``: exit code 3). A reader that does
+not answer within ``READ_TIMEOUT_SECONDS`` is killed, and its request fails the same way.
+
+Each file is read on its own, over the part of the request its name says it covers, after
+its frames' span (its table of contents) is compared with its name's: a file that lies about
+its span (named 32 s, holding 16 s; or holding data 8 s earlier) is refused by name, instead
+of gwpy's ``Cannot append discontiguous TimeSeries``.
+
+The reader's stdout carries the replies; anything the frame library prints goes to its
+stderr, which is the asking process's (a node's ``.err`` log).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from offline_iaas.data.discovery import _fmt
+from offline_iaas.errors import DataError
+
+READ_TIMEOUT_SECONDS = 600.0
+"""A reader that answers no request within this is killed (a hung network filesystem)."""
+SPAN_TOLERANCE_SECONDS = 1e-6
+_HEADER = struct.Struct("!Q")
+
+
+class BadFrameFile(DataError):
+    """A frame file the frame library cannot read (it crashed, hung, or the file lies about
+    its span): ``path`` and the GPS span its name says it covers."""
+
+    def __init__(self, message: str, path: Path, gps_start: float, gps_end: float) -> None:
+        super().__init__(message)
+        self.path = Path(path)
+        self.gps_start = gps_start
+        self.gps_end = gps_end
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One file of a read: its path, the GPS span its name says it covers, and the part of
+    the request inside that span."""
+
+    path: str
+    gps_start: float
+    gps_end: float
+    read_start: float
+    read_end: float
+
+
+Series = tuple[float, float, np.ndarray]
+"""``(t0, sample_rate, samples)`` of one channel: float64 samples from GPS ``t0``."""
+
+
+# ---- the reader process (what runs in the child) --------------------------------------------
+
+
+def frames_span(path: str) -> tuple[float, float]:
+    """GPS start of a GWF file's first frame and end of its last (its table of contents)."""
+    import lal
+    import lalframe
+
+    frfile = lalframe.FrFileOpenURL(path)
+    count = lalframe.FrFileQueryNFrame(frfile)
+    first = float(lalframe.FrFileQueryGTime(lal.LIGOTimeGPS(), frfile, 0))
+    last = float(lalframe.FrFileQueryGTime(lal.LIGOTimeGPS(), frfile, count - 1))
+    return first, last + float(lalframe.FrFileQueryDt(frfile, count - 1))
+
+
+def span_lie(path: str, named: tuple[float, float]) -> str:
+    """Why a file's frames do not span what its name says (``its name says ...``), or ''."""
+    first, end = frames_span(path)
+    if abs(first - named[0]) <= SPAN_TOLERANCE_SECONDS and \
+            abs(end - named[1]) <= SPAN_TOLERANCE_SECONDS:
+        return ""
+    return (f"its name says GPS {_fmt(named[0])}-{_fmt(named[1])}, its frames hold GPS "
+            f"{_fmt(first)}-{_fmt(end)} (a file that lies about its span)")
+
+
+def read_files(items: Sequence[FileRead], names: Sequence[str]) -> dict[str, Series]:
+    """Read ``names`` from each file over its part of the request and join them (in the
+    reader process; also callable in-process by tests).
+
+    Raises
+    ------
+    BadFrameFile
+        A file whose samples are not where its name says.
+    DataError
+        A channel missing from a file.
+    """
+    from gwpy.io.gwf import get_channel_names
+    from gwpy.timeseries import TimeSeriesDict
+
+    joined: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    first: dict[str, tuple[float, float]] = {}
+    for item in items:
+        listed = set(get_channel_names(item.path))  # LALFrame crashes here on a truncated file
+        lie = span_lie(item.path, (item.gps_start, item.gps_end))
+        if lie:
+            raise BadFrameFile(f"frame file {item.path}: {lie}", Path(item.path),
+                               item.gps_start, item.gps_end)
+        missing = [n for n in names if n not in listed]
+        if missing:
+            raise DataError(f"channel {missing[0]} not found in {item.path} (needed for GPS "
+                            f"{item.read_start:g}-{item.read_end:g})")
+        # LALFrame returns the samples at or after `start`: a little margin on both sides
+        eps = SPAN_TOLERANCE_SECONDS
+        data = TimeSeriesDict.read(item.path, list(names), start=item.read_start - eps,
+                                   end=item.read_end + eps, format="gwf")
+        for name in names:
+            series = data[name]
+            first.setdefault(name, (float(series.t0.value), float(series.sample_rate.value)))
+            joined[name].append(np.asarray(series.value, dtype=np.float64))
+    return {name: (*first[name], np.concatenate(joined[name])) for name in names}
+
+
+def probe_file(path: str, wanted: Sequence[str], gps_start: float, seconds: float,
+               span: tuple[float, float]) -> dict[str, Any]:
+    """A file's table of contents, the rates of ``wanted`` from a short read, and its frames'
+    GPS span (first frame's start to last frame's end) against ``span``, its name's."""
+    from gwpy.io.gwf import get_channel_names
+    from gwpy.timeseries import TimeSeriesDict
+
+    names = list(get_channel_names(path))
+    lie = span_lie(path, span)
+    if lie:
+        raise ValueError(lie)
+    present = [n for n in wanted if n in names]
+    rates: dict[str, float] = {}
+    if present:
+        data = TimeSeriesDict.read(path, present, start=gps_start, end=gps_start + seconds,
+                                   format="gwf")
+        for name in present:
+            series = data[name]
+            if len(series) == 0:
+                raise ValueError(f"channel {name}: no samples at GPS {_fmt(gps_start)}")
+            finite = np.isfinite(series.value)
+            if not finite.all():
+                index = int(np.argmin(finite))
+                gps = float(series.t0.value) + index / float(series.sample_rate.value)
+                raise ValueError(f"channel {name}: non-finite sample ({series.value[index]}) "
+                                 f"at GPS {_fmt(gps)}")
+            rates[name] = float(series.sample_rate.value)
+    return {"names": names, "rates": rates}
+
+
+def _send(stream, value: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _receive(stream) -> Any:
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise EOFError("the reader's pipe closed")
+    size = _HEADER.unpack(header)[0]
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("the reader's pipe closed mid-reply")
+    return pickle.loads(data)
+
+
+def _serve() -> None:
+    """The reader process: answer requests from stdin on the original stdout, until EOF."""
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # whatever the frame library prints goes to stderr, not into the replies
+    parent = os.getppid()
+
+    def orphaned() -> None:  # the asking process died (SIGKILL): do not outlive it
+        while True:
+            threading.Event().wait(5.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=orphaned, daemon=True).start()
+    requests = sys.stdin.buffer
+    while True:
+        try:
+            kind, args = _receive(requests)
+        except EOFError:
+            return
+        try:
+            if kind == "read":
+                reply = ("ok", read_files(*args))
+            else:
+                reply = ("ok", probe_file(*args))
+        except BadFrameFile as err:
+            reply = ("bad", str(err), str(err.path), err.gps_start, err.gps_end)
+        except DataError as err:
+            reply = ("data", str(err))
+        except Exception as err:  # every other reader error goes back as its first line
+            text = str(err).strip()
+            reply = ("other", text.splitlines()[0] if text else type(err).__name__)
+        _send(replies, reply)
+
+
+# ---- the asking side ------------------------------------------------------------------------
+
+
+class _ReaderDied(Exception):
+    """The reader process died (or was killed after hanging) on a request."""
+
+
+class GwfReader:
+    """One reader process, started on first use and restarted after it dies."""
+
+    def __init__(self, timeout_seconds: float = READ_TIMEOUT_SECONDS) -> None:
+        self.timeout_seconds = timeout_seconds
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    def _start(self) -> subprocess.Popen:
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-c",
+                 "from offline_iaas.data.gwf_reader import _serve; _serve()"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        return self._proc
+
+    def _ask(self, kind: str, args: tuple, timeout_seconds: float | None = None) -> Any:
+        timeout = self.timeout_seconds if timeout_seconds is None else timeout_seconds
+        proc = self._start()
+        answer: list[Any] = []
+
+        def exchange() -> None:
+            try:
+                _send(proc.stdin, (kind, args))
+                answer.append(_receive(proc.stdout))
+            except (OSError, EOFError, pickle.UnpicklingError):
+                pass
+
+        worker = threading.Thread(target=exchange, daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive() or not answer:
+            hung = worker.is_alive()
+            self._kill()
+            code = proc.returncode
+            if hung:
+                raise _ReaderDied(f"the frame reader hung (killed after {timeout:g} s)")
+            why = (f"crashed ({signal.Signals(-code).name})" if code is not None and code < 0
+                   else f"exited with code {code}")
+            raise _ReaderDied(f"the frame library {why}")
+        return answer[0]
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Stop the reader process (it also stops by itself when this process ends)."""
+        with self._lock:
+            proc = self._proc
+            if proc is not None and proc.poll() is None:
+                try:
+                    proc.stdin.close()
+                    proc.wait(timeout=5)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+            self._kill()
+
+    def read(self, items: Sequence[FileRead], names: Sequence[str]) -> dict[str, Series]:
+        """``read_files`` in the reader process.
+
+        Raises
+        ------
+        BadFrameFile
+            A file the frame library crashes or hangs on, or that lies about its span.
+        DataError
+            A missing channel or another reader error, naming the files.
+        """
+        with self._lock:
+            try:
+                reply = self._ask("read", (list(items), list(names)))
+            except _ReaderDied as err:
+                raise self._culprit(items, names, str(err)) from None
+            if reply[0] == "ok":
+                return reply[1]
+            if reply[0] == "other":  # the frame library refused a file: which one?
+                raise self._culprit(items, names, reply[1])
+            raise _error(reply)
+
+    def _culprit(self, items: Sequence[FileRead], names: Sequence[str], why: str
+                 ) -> DataError:
+        """The error for a request of several files that failed: each file alone (in a fresh
+        reader when the last one died); the first that fails again is the bad file."""
+        for item in items:
+            try:
+                reply = self._ask("read", ([item], list(names)))
+            except _ReaderDied as err:
+                reply = ("other", f"{err} reading it (truncated or corrupt?)")
+            else:
+                if reply[0] == "other":
+                    reply = ("other", f"the frame library cannot read it ({reply[1]}): "
+                                      "truncated or corrupt?")
+            if reply[0] == "other":
+                return BadFrameFile(f"frame file {item.path}: {reply[1]}", Path(item.path),
+                                    item.gps_start, item.gps_end)
+            if reply[0] != "ok":
+                return _error(reply)
+        paths = ", ".join(i.path for i in items)
+        return DataError(f"{why} reading {paths} together (each file alone reads)")
+
+    def probe(self, path: str, wanted: Sequence[str], gps_start: float, seconds: float,
+              span: tuple[float, float], timeout_seconds: float | None = None
+              ) -> dict[str, Any]:
+        """``probe_file`` in the reader process; ``{"error": message}`` when it fails."""
+        with self._lock:
+            try:
+                reply = self._ask("probe", (path, list(wanted), gps_start, seconds, span),
+                                  timeout_seconds)
+            except _ReaderDied as err:
+                return {"error": f"{err} reading it (truncated or corrupt?)"}
+        return reply[1] if reply[0] == "ok" else {"error": reply[1]}
+
+
+def _error(reply: tuple) -> DataError:
+    """The error of a reader's ``bad`` or ``data`` reply."""
+    if reply[0] == "bad":
+        return BadFrameFile(reply[1], Path(reply[2]), reply[3], reply[4])
+    return DataError(reply[1])  # its message names the file
+
+
+_READER: GwfReader | None = None
+
+
+def reader() -> GwfReader:
+    """This process's frame reader."""
+    global _READER
+    if _READER is None:
+        _READER = GwfReader()
+        atexit.register(_READER.close)
+    return _READER
