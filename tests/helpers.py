@@ -60,8 +60,12 @@ WITNESSES = '["H1:PEM-SYNTH_WITNESS_0", "H1:PEM-SYNTH_WITNESS_1", "L1:PEM-SYNTH_
 """``data.witnesses`` for SMALL_CAMPAIGN's frames in the DeepClean modes (2 for H1, 1 for L1)."""
 
 
-STRAIN_SCALE = 5e-20
-"""The standard deviation of SMALL_CAMPAIGN's synthetic strain at 256 Hz (4.4e-20 and 4.5e-20)."""
+STRAIN_SCALE = 5e-19
+"""DeepClean's output scale in the test weights: ten times the standard deviation of
+SMALL_CAMPAIGN's synthetic strain at 256 Hz (4.4e-20 and 4.5e-20), so that the band-passed
+prediction, a small part of it, is of the strain's size in the band (with 5e-20 a witness one
+sample late moved the cleaned strain by 2e-4 of its largest value, with 2e-19 by 8e-4;
+``tests/test_weights_see_the_data.py``)."""
 
 
 def untrained_weights(directory: Path, whitening_taps: int = 33, seed: int = 3) -> Path:
@@ -78,8 +82,8 @@ def untrained_weights(directory: Path, whitening_taps: int = 33, seed: int = 3) 
         for module in net.modules():
             if isinstance(module, torch.nn.BatchNorm1d):
                 module.running_mean.uniform_(-0.1, 0.1)
-        # a prediction of the strain's size: with 1, it would dwarf the strain (~5e-20 here)
-        # and the cleaned strain, and BBHnet's statistic on it, would not see the strain
+        # a prediction scaled for strain (with 1 it would dwarf the strain, ~5e-20 here, and
+        # the cleaned strain, and BBHnet's statistic on it, would not see the strain)
         net.strain_std.fill_(STRAIN_SCALE)
         torch.save(net.state_dict(), directory / f"deepclean-{ifo}.pt")
     bbhnet = build_network("bbhnet", {"ifos": 2}, whitening_taps=whitening_taps)

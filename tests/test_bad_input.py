@@ -299,15 +299,16 @@ CASES: list[Case] = [
          lambda ws: [str(ws / "seg.txt")]),
     # ---- models: exit 4 ----
     Case("model-missing-from-repository", 4, _missing_model,
-         lambda ws: [f"model repository {ws / 'model-repository'} has no model 'offline-iaas'"]),
+         lambda ws: [f"{ws / 'model-repository' / 'offline-iaas' / '1' / 'classifier.onnx'}: "
+                     "the classifier graph is missing: export again"]),
     Case("model-missing-reference", 4,
          _missing_model_reference,
          lambda ws: [f"{ws / 'model-repository'}: no classifier graph"]),
     Case("repository-shape-mismatch", 4,
          lambda ws: ["reference", str(ws / "campaign.toml"), "--set", "model.kernel_seconds=2",
                      "--out", str(ws / "r.h5")],
-         lambda ws: [f"{ws / 'model-repository'}: exported for channels", "'kernel_samples': 256",
-                     "'kernel_samples': 512"]),
+         lambda ws: [f"model repository {ws / 'model-repository'}: exported for windows of 256 "
+                     "samples (kernel_samples), the campaign's are 512 (model.kernel_seconds)"]),
     Case("export-over-another-shape", 4,
          lambda ws: ["export", str(ws / "campaign.toml"), "--set", "model.kernel_seconds=2"],
          lambda ws: [f"{ws / 'model-repository'}: repository holds mode 'classifier'"]),

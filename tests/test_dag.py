@@ -337,11 +337,13 @@ def test_make_dag_for_ldg_needs_only_the_profile_and_the_accounting_tag(tmp_path
     """The cluster profile implies remote clients, so it implies server.bind = 0.0.0.0."""
     from offline_iaas.cli import main
     from offline_iaas.data.synth import write_synthetic_dataset
+    from offline_iaas.repository.export import export_repository
     from offline_iaas.workflow.profiles import ACCOUNTING_EXAMPLE
     from tests.helpers import SMALL_CAMPAIGN
 
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     write_synthetic_dataset(load_config(tmp_path / "campaign.toml"))
+    export_repository(load_config(tmp_path / "campaign.toml"))  # make-dag checks it
     run = tmp_path / "run"
     assert main(["make-dag", str(tmp_path / "campaign.toml"), "--out", str(run),
                  "--set", "site.profile=ldg",

@@ -83,9 +83,11 @@ def test_discovery_through_the_server_equals_the_directory(
 def test_preflight_and_make_dag_from_the_server(
     frame_tree: Path, server: str, tmp_path: Path
 ) -> None:
+    from offline_iaas.repository.export import export_repository
     from offline_iaas.workflow.make_dag import make_dag
 
     config = datafind_config(tmp_path, server)
+    export_repository(config)  # make-dag checks it
     span = preflight(config)
     assert span.stretches == [(START, START + DURATION)]
     assert span.dropped == []

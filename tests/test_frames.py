@@ -330,15 +330,18 @@ def test_mixed_rates_many_files_equal_one_file_and_chunks(
 def test_chunks_read_only_the_files_they_need(
     mixed: dict[str, list[FrameFile]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Bounded memory: a 1 s chunk of 2 s files reads at most 2 files per observatory."""
+    """Bounded memory: a 1 s chunk of 2 s files reads at most 2 files per observatory (the
+    requests to the frame reader process)."""
+    from offline_iaas.data.gwf_reader import GwfReader
+
     reads: list[list[str]] = []
-    original = TimeSeriesDict.read
+    original = GwfReader.read
 
-    def recording(source, *args, **kwargs):  # type: ignore[no-untyped-def]
-        reads.append(list(source))
-        return original(source, *args, **kwargs)
+    def recording(self, items, names):  # type: ignore[no-untyped-def]
+        reads.append([item.path for item in items])
+        return original(self, items, names)
 
-    monkeypatch.setattr(TimeSeriesDict, "read", recording)
+    monkeypatch.setattr(GwfReader, "read", recording)
     chunks = list(iter_chunks(mixed["small"], MIXED, *MIXED_SPAN, 128, 1.0, MIXED_SPAN))
     assert len(chunks) == 16
     assert len(reads) == 2 * 16  # one read per observatory per chunk

@@ -89,7 +89,9 @@ def cmd_check(args: argparse.Namespace) -> None:
     config = _config(args)
     frames = discover_frames(config)
     span = preflight(config, frames)
-    check_repository(config, load_graphs=True)
+    repository = config.model.repository
+    if repository.exists():  # make-dag refuses one that does not fit; say so now
+        check_repository(config, load_graphs=True)
     per_obs: dict[str, int] = {}
     for f in frames:
         per_obs[f.observatory] = per_obs.get(f.observatory, 0) + 1
@@ -100,6 +102,11 @@ def cmd_check(args: argparse.Namespace) -> None:
     logger.info(f"check: {len(frames)} frame file(s) ({counts}) from {frame_source(config)}")
     for line in span.summary_lines():
         logger.info(f"check: {line}")
+    if repository.exists():
+        logger.info(f"check: model repository {repository} fits the campaign")
+    else:
+        logger.info(f"check: no model repository at {repository} yet (model.repository): "
+                       "export it before make-dag, which checks it")
     logger.info("check: OK")
 
 

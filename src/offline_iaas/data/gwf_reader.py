@@ -14,8 +14,8 @@ its frames' span (its table of contents) is compared with its name's: a file tha
 its span (named 32 s, holding 16 s; or holding data 8 s earlier) is refused by name, instead
 of gwpy's ``Cannot append discontiguous TimeSeries``.
 
-The reader's stdout carries the replies; anything the frame library prints goes to its
-stderr, which is the asking process's (a node's ``.err`` log).
+The reader's stdout carries the replies; what the frame library prints is dropped (the error
+raised here names the file and the reason).
 """
 
 from __future__ import annotations
@@ -232,10 +232,12 @@ class GwfReader:
 
     def _start(self) -> subprocess.Popen:
         if self._proc is None or self._proc.poll() is not None:
+            # LALFrame's own complaints (XLAL Error ...) are not shown: the error this side
+            # raises names the file and the reason
             self._proc = subprocess.Popen(
                 [sys.executable, "-c",
                  "from offline_iaas.data.gwf_reader import _serve; _serve()"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         return self._proc
 
     def _ask(self, kind: str, args: tuple, timeout_seconds: float | None = None) -> Any:
