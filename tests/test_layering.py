@@ -12,7 +12,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
 BASE = {"__init__", "errors", "atomic", "logs", "terminal", "modes", "config", "config_checks",
-        "stretches", "rundir", "hooks", "physics"}
+        "stretches", "rundir", "hooks", "physics", "sensitivity"}
 TOP = {"cli", "demo", "reference"}
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",), ("data",), ("models",), ("repository",), ("rendezvous",), ("serve",),
