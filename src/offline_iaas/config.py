@@ -63,10 +63,8 @@ class SynthConfig:
     witness_coupling: float = 0.5
     line_frequency: float = 60.0
     injections: int = 4
-    injection_snr: float = 20.0
-    """Optimal SNR of each injection in each interferometer."""
-    injection_snr_max: float = 0.0
-    """When above ``injection_snr``: SNRs spread evenly from ``injection_snr`` up to this."""
+    """Binaries drawn from the population below and injected, spread evenly over the span
+    (``data/synth.py``); ignored with ``injection_file``."""
     seed: int = 1234
     noise_drift: float = 1.0
     """The detector noise's amplitude at the end of the span over that at its start, growing
