@@ -129,6 +129,7 @@ def test_reads_an_hdf5_file_written_with_h5py(tmp_path: Path) -> None:
                             "ra": 0.5, "dec": 0.2, "psi": 1.0, "inclination": 0.3,
                             "phase": 2.5, "injection_time": 1262304200.5}.items():
             group.create_dataset(name, data=np.array([value]))
+        group.create_dataset("shift", data=np.zeros((1, 2)))  # aframe's, not ours: ignored
     got = read_injection_set(tmp_path / "theirs.h5", approximant="IMRPhenomXPHM",
                              f_lower_hz=18.0)
     expected = BinaryParameters(

@@ -292,11 +292,13 @@ def test_a_users_injection_file_is_injected(
     assert inj["network_snr"] > 20  # 230 Mpc
 
 
-def test_unknown_approximant_is_refused(tmp_path: Path) -> None:
+def test_bad_population_settings_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="'synth.approximant'.*'TaylorT9'"):
         write_synthetic_dataset(make_config(tmp_path, approximant="TaylorT9"))
     with pytest.raises(ConfigError, match="'synth.mass_max_msun'"):
         make_config(tmp_path, mass_min_msun=30.0, mass_max_msun=20.0)
+    with pytest.raises(ConfigError, match="'synth.frame_sample_rate'"):
+        write_synthetic_dataset(make_config(tmp_path, f_lower_hz=130.0))
 
 
 def test_noise_follows_the_design_asd(tmp_path: Path) -> None:

@@ -188,8 +188,11 @@ def _read_hdf5(path: Path, approximant: str | None, f_lower_hz: float | None) ->
             group = f.get("parameters")
             if not isinstance(group, h5py.Group):
                 raise DataError(f"{path}: no group 'parameters' (one dataset per parameter)")
-            columns = {name: np.asarray(group[name][()], np.float64).reshape(-1)
-                       for name in group if isinstance(group[name], h5py.Dataset)}
+            # one row per injection: 1-D numeric datasets (others, e.g. aframe's 2-D
+            # ``shift``, are not ours to read)
+            columns = {name: np.asarray(group[name][()], np.float64) for name in group
+                       if isinstance(group[name], h5py.Dataset) and group[name].ndim == 1
+                       and group[name].dtype.kind in "fiu"}
     except OSError as err:
         raise DataError(f"{path}: not a readable HDF5 file: {err}") from None
     for name in REQUIRED_HDF5:

@@ -96,6 +96,11 @@ def plan_injections(
     ``asd`` is the noise's ASD (1/sqrt(Hz)) and ``noise_level(gps)`` its factor at a time.
     """
     synth, data = config.synth, config.data
+    if (synth.injections > 0 or synth.injection_file) and sample_rate / 2 <= synth.f_lower_hz:
+        raise ConfigError(
+            f"{config.source}: 'synth.frame_sample_rate' ({sample_rate:g} Hz) leaves nothing "
+            f"above synth.f_lower_hz ({synth.f_lower_hz:g} Hz) for the injections"
+        )
     if synth.injection_file is not None:
         source = read_injection_set(synth.injection_file, synth.approximant, synth.f_lower_hz)
         check_approximant(source.approximant, f"approximant of {synth.injection_file}",
