@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,26 @@ from gwpy.timeseries import TimeSeriesDict
 from scipy import signal
 
 from offline_iaas.config import CampaignConfig, config_from_dict
+from offline_iaas.data.injection_file import (
+    InjectionSet,
+    read_injection_set,
+    write_injection_set,
+)
+from offline_iaas.data.population import luminosity_distance_mpc
 from offline_iaas.data.synth import design_asd, write_synthetic_dataset
+from offline_iaas.data.waveforms import (
+    BinaryParameters,
+    detector_strain,
+    light_travel_delay,
+    polarizations,
+)
 from offline_iaas.errors import ConfigError
+from offline_iaas.physics import read_injections
 
 START = 1262304000
 STRAIN = ["H1:GDS-CALIB_STRAIN", "L1:GDS-CALIB_STRAIN"]
 WITNESSES = {ifo: [f"{ifo}:PEM-SYNTH_WITNESS_{i}" for i in range(2)] for ifo in ("H1", "L1")}
+FIELDS = [f.name for f in dataclasses.fields(BinaryParameters)]
 
 
 def make_config(tmp_path: Path, frames: str = "frames", **synth: Any) -> CampaignConfig:
@@ -28,7 +43,6 @@ def make_config(tmp_path: Path, frames: str = "frames", **synth: Any) -> Campaig
         "frame_sample_rate": 256,
         "witnesses": 2,
         "injections": 2,
-        "injection_snr": 20.0,
         "seed": 7,
     }
     values.update(synth)
@@ -155,39 +169,136 @@ def test_coupling_follows_the_recorded_formula(
         )
 
 
-def test_injections_recorded_and_present(
-    dataset: tuple[CampaignConfig, dict], tmp_path: Path
+def binary_of(inj: dict) -> BinaryParameters:
+    return BinaryParameters(**{k: v for k, v in inj["parameters"].items() if k in FIELDS})
+
+
+def strain_of(directory: Path, ifo: str) -> np.ndarray:
+    return read_all(directory, ifo, [f"{ifo}:GDS-CALIB_STRAIN"])[0]
+
+
+def expected_signal(summary: dict, ifo: str, n: int) -> np.ndarray:
+    """Every recorded injection projected here with data/waveforms.py, on the frame grid."""
+    out = np.zeros(n)
+    wave = summary["injection_waveform"]
+    for inj in summary["injections"]:
+        params = binary_of(inj)
+        waves = polarizations(params, wave["approximant"], 256.0, wave["f_lower_hz"])
+        first, samples = detector_strain(params, waves, ifo, START)
+        lo, hi = max(first, 0), min(first + len(samples), n)
+        out[lo:hi] += samples[lo - first : hi - first]
+    return out
+
+
+def independent_snr(values: np.ndarray, level: float = 1.0) -> float:
+    """Optimal SNR against level x the design ASD from 20 Hz, zero-padded to 32 s."""
+    fs, n = 256, 32 * 256
+    spectrum = np.fft.rfft(values, n=n) / fs
+    freqs = np.fft.rfftfreq(n, 1 / fs)
+    band = (freqs >= 20) & (freqs < fs / 2)
+    return float(np.sqrt(4 * np.sum(np.abs(spectrum[band]) ** 2
+                                    / (level * design_asd(freqs[band])) ** 2) / 32))
+
+
+@pytest.fixture(scope="module")
+def quiet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dataset without injections."""
+    tmp = tmp_path_factory.mktemp("quiet")
+    write_synthetic_dataset(make_config(tmp, injections=0), tmp / "quiet")
+    return tmp / "quiet"
+
+
+def test_injections_are_the_recorded_binaries_projected(
+    dataset: tuple[CampaignConfig, dict], quiet: Path
 ) -> None:
     config, summary = dataset
     injections = summary["injections"]
     assert len(injections) == 2
+    assert summary["injection_waveform"]["approximant"] == "IMRPhenomD"
     for inj in injections:
-        assert START + 2 <= inj["gps_time"] <= START + 22
+        params = binary_of(inj)
+        assert params.gps_time == inj["gps_time"]
+        assert inj["parameters"]["chirp_mass"] == pytest.approx(params.chirp_mass)
+        waves = polarizations(params, "IMRPhenomD", 256.0, 20.0)
+        # the whole waveform lies in the span
+        assert START + waves.seconds_before < inj["gps_time"] < START + 24 - waves.seconds_after
         for ifo in ("H1", "L1"):
             rec = inj["ifos"][ifo]
-            assert abs(rec["gps_time"] - inj["gps_time"]) <= 0.010
-            assert rec["snr"] == pytest.approx(20.0, rel=1e-6)
-    write_synthetic_dataset(make_config(tmp_path, injections=0), tmp_path / "quiet")
-    fs = 256
+            assert rec["gps_time"] == pytest.approx(
+                inj["gps_time"] + light_travel_delay(ifo, params.ra, params.dec, params.gps_time))
+            assert abs(rec["time_offset"]) <= 0.0214  # the Earth's radius / c
+        assert inj["network_snr"] == pytest.approx(
+            np.hypot(inj["ifos"]["H1"]["snr"], inj["ifos"]["L1"]["snr"]))
     for ifo in ("H1", "L1"):
-        with_inj = read_all(Path(config.data.frames), ifo, [f"{ifo}:GDS-CALIB_STRAIN"])[0]
-        quiet = read_all(tmp_path / "quiet", ifo, [f"{ifo}:GDS-CALIB_STRAIN"])[0]
-        diff = with_inj - quiet
-        times = START + np.arange(len(diff)) / fs
-        near = np.zeros(len(diff), dtype=bool)
+        diff = strain_of(Path(config.data.frames), ifo) - strain_of(quiet, ifo)
+        expected = expected_signal(summary, ifo, len(diff))
+        assert np.abs(expected).max() > 0
+        np.testing.assert_allclose(diff, expected, rtol=0, atol=1e-9 * np.abs(expected).max())
+        shifted = np.roll(expected, 1)  # control: one sample later does not match
+        assert np.abs(diff - shifted).max() > 0.01 * np.abs(expected).max()
         for inj in injections:
-            t_c = inj["ifos"][ifo]["gps_time"]
-            near |= np.abs(times - t_c) <= 1.0 + 1.0 / fs
-            window = np.abs(times - t_c) <= 1.0 + 1.0 / fs
-            peak = times[window][np.argmax(np.abs(diff[window]))]
-            assert abs(peak - t_c) < 0.2
-            # independent SNR estimate against the design ASD, zero-padded to 8 s
-            segment = diff[window]
-            spectrum = np.fft.rfft(segment, n=8 * fs) / fs
-            freqs = np.fft.rfftfreq(8 * fs, 1 / fs)
-            snr2 = 4 * np.sum(np.abs(spectrum[1:]) ** 2 / design_asd(freqs[1:]) ** 2) / 8
-            assert np.sqrt(snr2) == pytest.approx(20.0, rel=0.02)
-        assert np.all(diff[~near] == 0)
+            t = inj["ifos"][ifo]["gps_time"] - START
+            window = diff[max(0, int((t - 8) * 256)) : int((t + 1) * 256)]
+            assert independent_snr(window) == pytest.approx(inj["ifos"][ifo]["snr"], rel=0.01)
+    assert read_injections(Path(config.data.frames) / "synth.json") == [
+        (inj["gps_time"], inj["network_snr"]) for inj in injections]
+
+
+def test_injection_set_file_holds_the_injections(dataset: tuple[CampaignConfig, dict]) -> None:
+    config, summary = dataset
+    assert summary["injection_file"] == str(Path(config.data.frames).resolve() / "injections.h5")
+    written = read_injection_set(Path(summary["injection_file"]))
+    assert [dataclasses.asdict(b) for b in written.binaries] == [
+        {k: v for k, v in inj["parameters"].items() if k in FIELDS}
+        for inj in summary["injections"]]
+    for ifo in ("H1", "L1"):
+        assert written.snr[ifo] == tuple(inj["ifos"][ifo]["snr"] for inj in summary["injections"])
+    assert written.attrs["redshift_max"] == 0.4 and written.attrs["seed"] == 7
+    assert written.attrs["time_volume_gpc3"] == pytest.approx(
+        summary["population"]["time_volume_gpc3"])
+
+
+def test_snr_follows_the_noise_drift(dataset: tuple[CampaignConfig, dict], tmp_path: Path
+                                     ) -> None:
+    _, steady = dataset
+    drifting = write_synthetic_dataset(make_config(tmp_path, noise_drift=3.0))
+    for a, b in zip(steady["injections"], drifting["injections"], strict=True):
+        assert a["parameters"] == b["parameters"]
+        level = 1 + 2.0 * (b["ifos"]["H1"]["gps_time"] - START) / 24
+        assert b["ifos"]["H1"]["snr"] == pytest.approx(a["ifos"]["H1"]["snr"] / level, rel=1e-6)
+        assert b["ifos"]["H1"]["snr"] != pytest.approx(a["ifos"]["H1"]["snr"], rel=0.05)
+
+
+@pytest.mark.parametrize("name", ["mine.h5", "mine.xml.gz"])
+def test_a_users_injection_file_is_injected(
+    tmp_path: Path, quiet: Path, name: str
+) -> None:
+    inside = BinaryParameters(
+        mass_1=40.0, mass_2=32.0, redshift=0.05,
+        luminosity_distance=float(luminosity_distance_mpc(0.05)), inclination=0.4,
+        polarization=0.3, ra=1.0, dec=0.6, coalescence_phase=1.0, gps_time=START + 12.25,
+        spin_1z=0.1)
+    outside = dataclasses.replace(inside, gps_time=START + 40.0)
+    write_injection_set(tmp_path / name, InjectionSet((inside, outside), "IMRPhenomD", 20.0))
+    summary = write_synthetic_dataset(
+        make_config(tmp_path, injection_file=str(tmp_path / name)))
+    [inj] = summary["injections"]
+    assert inj["gps_time"] == pytest.approx(START + 12.25, abs=2e-9)
+    assert inj["parameters"]["mass_1"] == pytest.approx(40.0, rel=1e-6)
+    diff = strain_of(tmp_path / "frames", "H1") - strain_of(quiet, "H1")
+    expected = expected_signal(summary, "H1", len(diff))
+    np.testing.assert_allclose(diff, expected, rtol=0, atol=1e-9 * np.abs(expected).max())
+    assert independent_snr(diff) == pytest.approx(inj["ifos"]["H1"]["snr"], rel=0.01)
+    assert inj["network_snr"] > 20  # 230 Mpc
+
+
+def test_bad_population_settings_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="'synth.approximant'.*'TaylorT9'"):
+        write_synthetic_dataset(make_config(tmp_path, approximant="TaylorT9"))
+    with pytest.raises(ConfigError, match="'synth.mass_max_msun'"):
+        make_config(tmp_path, mass_min_msun=30.0, mass_max_msun=20.0)
+    with pytest.raises(ConfigError, match="'synth.frame_sample_rate'"):
+        write_synthetic_dataset(make_config(tmp_path, f_lower_hz=130.0))
 
 
 def test_noise_follows_the_design_asd(tmp_path: Path) -> None:

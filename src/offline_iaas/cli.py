@@ -43,6 +43,10 @@ def cmd_synth(args: argparse.Namespace) -> None:
 
     summary = write_synthetic_dataset(_config(args), args.out)
     logger.info(f"synth: wrote {len(summary['files'])} frame files to {summary['directory']}")
+    snrs = [inj["network_snr"] for inj in summary["injections"]]
+    logger.info(f"synth: {len(snrs)} {summary['injection_waveform']['approximant']} injections "
+                f"({sum(s >= 8 for s in snrs)} of network SNR >= 8) in "
+                f"{summary['injection_file']}")
 
 
 def cmd_export(args: argparse.Namespace) -> None:

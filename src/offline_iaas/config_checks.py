@@ -137,7 +137,23 @@ def check_config(c: CampaignConfig, path: Path) -> None:
         fail("synth.file_duration", "must be positive")
     if c.synth.noise_drift <= 0:
         fail("synth.noise_drift", f"must be positive, got {c.synth.noise_drift}")
+    _check_population(c, fail)
     _check_mode(c, fail)
+
+
+def _check_population(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
+    s = c.synth
+    if s.f_lower_hz <= 0:
+        fail("synth.f_lower_hz", f"must be positive, got {s.f_lower_hz}")
+    if s.mass_min_msun <= 0:
+        fail("synth.mass_min_msun", f"must be positive, got {s.mass_min_msun}")
+    if s.mass_max_msun < s.mass_min_msun:
+        fail("synth.mass_max_msun", f"({s.mass_max_msun}) must be at least "
+             f"synth.mass_min_msun ({s.mass_min_msun})")
+    if not 0 <= s.spin_max < 1:
+        fail("synth.spin_max", f"must be in [0, 1), got {s.spin_max}")
+    if s.redshift_max <= 0:
+        fail("synth.redshift_max", f"must be positive, got {s.redshift_max}")
 
 
 def _check_time_shifts(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:

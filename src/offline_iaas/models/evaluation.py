@@ -23,10 +23,11 @@ from offline_iaas import physics
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile
 from offline_iaas.data.frames import read_span
+from offline_iaas.data.population import population_spec
 from offline_iaas.models.deepclean import average_overlapping
+from offline_iaas.models.injections import InjectionMaker
 from offline_iaas.models.training import (
     DEEPCLEAN_BAND_HZ,
-    InjectionMaker,
     bandpass,
     predict_bbhnet,
     predict_deepclean,
@@ -129,7 +130,11 @@ def evaluate_bbhnet(
     bg_stats = predict_bbhnet(model, noise, kernel, stride)
     data = read_span(frames, channels, *foreground, rate).astype(np.float64)
     rng = np.random.default_rng(seed)
-    maker = InjectionMaker(rate, 2 * int(round(1.0 * rate)), len(channels), rng)
+    # a window of 2 x spacing with the coalescence in its middle holds a whole waveform
+    # (the population's last at most ~5 s from 20 Hz), so none is cut off in the stream
+    maker = InjectionMaker(rate, 2 * int(round(spacing_seconds * rate)),
+                           [ch.split(":", 1)[0] for ch in channels], rng,
+                           population=population_spec(config.synth, config.source))
     times = np.arange(foreground[0] + spacing_seconds, foreground[1] - spacing_seconds,
                       spacing_seconds)
     injected = []
@@ -160,11 +165,10 @@ def evaluate_bbhnet(
 
 # ---- the demo networks' physics check (the slow test and benchmarks/demo_networks.py) -------
 
-PHYSICS_DATASET: tuple[str, ...] = (
-    "synth.injections=4", "synth.injection_snr=20.0", "synth.injection_snr_max=0.0",
-)
-"""Overrides of the packaged demo config for the physics check: four injections (GPS start +
-257.5, 768.5, 1279.5, 1790.5 s), away from the held-out stretches below."""
+PHYSICS_DATASET: tuple[str, ...] = ("synth.injections=4",)
+"""Overrides of the packaged demo config for the physics check: four injections (coalescing
+at GPS start + 259.8, 770.4, 1281.0, 1791.5 s, each waveform at most 5 s long), away from
+the held-out stretches below."""
 DEEPCLEAN_HELD_OUT: tuple[float, float] = (512.0, 1024.0)
 """DeepClean's held-out stretch (s after ``data.start``; it trains on the first 256 s)."""
 BBHNET_BACKGROUND: tuple[float, float] = (1285.0, 1785.0)

@@ -9,12 +9,12 @@ DeepClean (one per interferometer)
     prediction is band-passed the same way and subtracted from the strain.
 BBHnet
     Half of each batch is background (random windows of the strain), half the same windows
-    with a fresh injection of the synthetic dataset's waveform (``data.synth._chirp``) at a
-    network SNR uniform in ``BBHNET_SNR_RANGE`` (``data.synth.optimal_snr``, the same
-    definition as the dataset's injections), centred at a random place in the middle of the
-    window, with per-interferometer offsets of up to 10 ms. Binary cross-entropy on the
-    statistic (a logit). The whitening filter comes from the median Welch PSD of the
-    training strain.
+    with a fresh injection (``models/injections.py``): a binary of the dataset's ``[synth]``
+    population (a bank generated once), projected onto each detector at a random sky
+    position, at a network SNR uniform in ``BBHNET_SNR_RANGE`` (optimal, against the design
+    ASD, as the dataset's injections), coalescing at a random place in the middle of the
+    window. Binary cross-entropy on the statistic (a logit). The whitening filter comes from
+    the median Welch PSD of the training strain.
 
 Everything runs on the CPU with at most ``threads`` torch threads; the demo settings
 (``train_demo``) finish in well under three minutes on two cores.
@@ -41,9 +41,11 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.data import synth
 from offline_iaas.data.discovery import FrameFile, discover_frames
 from offline_iaas.data.frames import read_span
+from offline_iaas.data.population import population_spec
 from offline_iaas.errors import ConfigError
 from offline_iaas.models.bbhnet import BBHnet, whitening_filter
 from offline_iaas.models.deepclean import DeepClean
+from offline_iaas.models.injections import InjectionMaker
 from offline_iaas.models.weights import TRAINING_SUMMARY
 
 logger = logging.getLogger(__name__)
@@ -60,8 +62,6 @@ PSD_SEGMENT_SECONDS = 2.0
 """Welch segment length (s) of the background PSD stored with BBHnet."""
 INJECTION_EXCLUSION_SECONDS = 4.0
 """Training windows stay this far from the dataset's own injections."""
-_PHASE_TABLE = 64
-"""Injection phases drawn from a table of this many (their unit SNR is computed once)."""
 
 
 def bandpass(
@@ -274,61 +274,6 @@ def _run_windows(
 # ---- BBHnet ---------------------------------------------------------------------------------
 
 
-class InjectionMaker:
-    """Fresh injections of the synthetic dataset's waveform into strain windows.
-
-    Parameters
-    ----------
-    sample_rate
-        Model sample rate (Hz).
-    kernel_samples
-        Window length.
-    ifos
-        Number of interferometers (rows of a window).
-    rng
-        Random generator (phases, SNRs, positions, offsets).
-    """
-
-    def __init__(
-        self, sample_rate: float, kernel_samples: int, ifos: int, rng: np.random.Generator
-    ) -> None:
-        self.sample_rate = sample_rate
-        self.kernel_samples = kernel_samples
-        self.ifos = ifos
-        self.rng = rng
-        self.f_high_hz = min(synth.INJECTION_F_HIGH, 0.4 * sample_rate)
-        u = np.arange(-synth.INJECTION_HALF_LENGTH, synth.INJECTION_HALF_LENGTH, 1 / sample_rate)
-        self.phases = np.linspace(0, 2 * np.pi, _PHASE_TABLE, endpoint=False)
-        self.unit_snr = np.array(
-            [
-                synth.optimal_snr(synth._chirp(u, self.f_high_hz, phase), sample_rate)
-                for phase in self.phases
-            ]
-        )
-
-    def waveforms(
-        self, count: int, snr_range: tuple[float, float], centre_range: tuple[float, float]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``count`` injections ``[count, ifos, kernel]`` (strain), their network SNRs and centres.
-
-        ``centre_range`` is the range of the centre as a fraction of the window. Every
-        interferometer gets the same optimal SNR (network SNR / sqrt(ifos)), as in the dataset.
-        """
-        rate, kernel = self.sample_rate, self.kernel_samples
-        pick = self.rng.integers(0, _PHASE_TABLE, size=count)
-        snr = self.rng.uniform(*snr_range, size=count)
-        centre = self.rng.uniform(*centre_range, size=count) * kernel / rate
-        offsets = self.rng.uniform(-1, 1, size=(count, self.ifos)) * synth.INJECTION_MAX_OFFSET
-        t = np.arange(kernel) / rate
-        out = np.empty((count, self.ifos, kernel))
-        for i in range(count):
-            amplitude = snr[i] / math.sqrt(self.ifos) / self.unit_snr[pick[i]]
-            for k in range(self.ifos):
-                u = t - centre[i] - offsets[i, k]
-                out[i, k] = amplitude * synth._chirp(u, self.f_high_hz, self.phases[pick[i]])
-        return out, snr, centre
-
-
 def background_psd(
     strain: np.ndarray, sample_rate: float, segment_seconds: float = PSD_SEGMENT_SECONDS
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -422,7 +367,8 @@ def train_bbhnet(
         rng = np.random.default_rng(seed)
         model = BBHnet(len(channels), model_taps, scale, width=width, depth=depth)
         allowed = _allowed_starts(strain.shape[1], kernel, start, rate, exclude_gps)
-        maker = InjectionMaker(rate, kernel, len(channels), rng)
+        maker = InjectionMaker(rate, kernel, [ch.split(":", 1)[0] for ch in channels], rng,
+                               population=population_spec(config.synth, config.source))
         optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
         steps = epochs * -(-windows_per_epoch // batch_size)
         scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, learning_rate, total_steps=steps)
