@@ -173,3 +173,21 @@ def test_bad_files_raise_one_clear_error(tmp_path: Path) -> None:
         f["parameters/ra"][2] = np.nan
     with pytest.raises(DataError, match="'ra' is not finite in row 2"):
         read_injection_set(tmp_path / "nan.h5")
+
+
+def test_the_merge_counts_an_injection_set_with_its_volume(tmp_path: Path) -> None:
+    from offline_iaas.data.injection_file import read_injection_list
+
+    original = sample_set()
+    with_volume = dataclasses.replace(original, attrs={**original.attrs,
+                                                       "time_volume_gpc3": 13.32})
+    write_injection_set(tmp_path / "set.h5", with_volume)
+    found, volume = read_injection_list(tmp_path / "set.h5")
+    assert volume == pytest.approx(13.32)
+    assert [i.gps_time for i in found] == [b.gps_time for b in original.binaries]
+    assert [i.chirp_mass for i in found] == [b.chirp_mass for b in original.binaries]
+    assert [i.distance_mpc for i in found] == [b.luminosity_distance for b in original.binaries]
+    np.testing.assert_allclose([i.network_snr for i in found],
+                               np.hypot(original.snr["H1"], original.snr["L1"]))
+    write_injection_set(tmp_path / "set.xml.gz", original)  # LIGO_LW carries no volume
+    assert read_injection_list(tmp_path / "set.xml.gz")[1] is None

@@ -1,4 +1,5 @@
-"""Tests of the sensitive time-volume against IFAR (offline_iaas.sensitivity)."""
+"""Tests of the sensitive time-volume against IFAR (offline_iaas.physics) and of the injection
+list the merge counts (data.injection_file.read_injection_list)."""
 
 from __future__ import annotations
 
@@ -92,3 +93,69 @@ def test_bad_inputs_raise() -> None:
 def test_sensitive_distance_of_a_known_volume() -> None:
     assert sensitive_distance_mpc(4.0 / 3.0 * math.pi) == pytest.approx(1000.0)
     assert sensitive_distance_mpc(4.0 / 3.0 * math.pi * 8) == pytest.approx(2000.0)
+
+
+def rows(ifars: list[float]) -> list[dict]:
+    return [{"gps_time": 100.0 + i, "network_snr": 10.0, "ifar_years": v}
+            for i, v in enumerate(ifars)]
+
+
+def test_the_summary_states_vt_at_1_month_and_1_year_or_why_not() -> None:
+    from offline_iaas.physics import sensitivity_summary
+
+    # 0.5 yr analysed, 2 yr of background: 1 month measurable, 1 year too
+    found = sensitivity_summary(rows([0.0, 0.05, 0.5, 1.5]), 2.0, 0.5 * SECONDS_PER_YEAR,
+                                2.0 * SECONDS_PER_YEAR)
+    month, year = found["at"]["1 month"], found["at"]["1 year"]
+    assert (month["found"], year["found"]) == (2, 1)  # IFAR >= 1/12 yr: 0.5 and 1.5
+    assert month["vt_gpc3_years"] == pytest.approx(2.0 * 0.5 * 2 / 4)
+    assert month["measurable"] and year["measurable"] and found["notes"] == []
+    assert found["at_reach"]["ifar_threshold_years"] == pytest.approx(2.0)
+    curve = [p["ifar_threshold_years"] for p in found["curve"]]
+    assert curve == sorted(curve) and curve[0] == pytest.approx(1 / (365.25 * 24))
+    assert short_curve_starts_lower(0.01)
+    # a short background: neither is measurable, and the summary says so
+    short = sensitivity_summary(rows([0.0, 0.05, 0.5, 1.5]), 2.0, 0.5 * SECONDS_PER_YEAR,
+                                0.01 * SECONDS_PER_YEAR)
+    assert not short["at"]["1 month"]["measurable"]
+    assert short["notes"] == [
+        "VT at IFAR 0.0833333 yr needs 0.0833333 yr of background, have 0.01 yr",
+        "VT at IFAR 1 yr needs 1 yr of background, have 0.01 yr"]
+    # without the population's volume: found fractions only, and a note
+    fractions = sensitivity_summary(rows([0.0, 0.5]), None, SECONDS_PER_YEAR, SECONDS_PER_YEAR)
+    assert "vt_gpc3_years" not in fractions["at"]["1 month"]
+    assert fractions["at"]["1 month"]["found_fraction"] == 0.5
+    assert "names no population volume" in fractions["notes"][-1]
+    assert sensitivity_summary([], 2.0, 1.0, 1.0)["note"].startswith("no injection")
+
+
+def test_the_injection_list_reads_synth_json_and_an_injection_set(tmp_path) -> None:
+    import json
+
+    from offline_iaas.data.injection_file import read_injection_list
+    from offline_iaas.errors import ConfigError
+
+    synth = {"population": {"time_volume_gpc3": 13.3},
+             "injections": [{"gps_time": 5.0, "network_snr": 9.0,
+                             "parameters": {"chirp_mass": 25.0, "luminosity_distance": 800.0}},
+                            {"gps_time": 7.0, "ifos": {"H1": {"snr": 3.0}, "L1": {"snr": 4.0}}}]}
+    (tmp_path / "synth.json").write_text(json.dumps(synth))
+    found, volume = read_injection_list(tmp_path / "synth.json")
+    assert volume == 13.3
+    assert (found[0].chirp_mass, found[0].distance_mpc) == (25.0, 800.0)
+    assert found[1].network_snr == 5.0 and math.isnan(found[1].chirp_mass)
+    assert found[1].row() == {"gps_time": 7.0, "network_snr": 5.0}  # unknown: left out
+    (tmp_path / "list.json").write_text(json.dumps([{"gps_time": 1.0, "network_snr": 2.0}]))
+    assert read_injection_list(tmp_path / "list.json")[1] is None  # no volume: no VT
+    (tmp_path / "bad.json").write_text(json.dumps([{"time": 1.0}]))
+    with pytest.raises(ConfigError, match="bbhnet.injections: .*bad.json: an injection without"):
+        read_injection_list(tmp_path / "bad.json")
+
+
+def short_curve_starts_lower(reach_years: float) -> bool:
+    """With less background than a hundred hours, the curve starts at a hundredth of it."""
+    from offline_iaas.physics import sensitivity_summary
+
+    found = sensitivity_summary(rows([0.0, 1e-5]), 1.0, SECONDS_PER_YEAR,
+                                reach_years * SECONDS_PER_YEAR)
+    return found["curve"][0]["ifar_threshold_years"] == pytest.approx(reach_years / 100)

@@ -16,6 +16,7 @@ from scipy import signal
 from offline_iaas.config import CampaignConfig, config_from_dict
 from offline_iaas.data.injection_file import (
     InjectionSet,
+    read_injection_list,
     read_injection_set,
     write_injection_set,
 )
@@ -28,7 +29,6 @@ from offline_iaas.data.waveforms import (
     polarizations,
 )
 from offline_iaas.errors import ConfigError
-from offline_iaas.physics import read_injections
 
 START = 1262304000
 STRAIN = ["H1:GDS-CALIB_STRAIN", "L1:GDS-CALIB_STRAIN"]
@@ -240,8 +240,11 @@ def test_injections_are_the_recorded_binaries_projected(
             t = inj["ifos"][ifo]["gps_time"] - START
             window = diff[max(0, int((t - 8) * 256)) : int((t + 1) * 256)]
             assert independent_snr(window) == pytest.approx(inj["ifos"][ifo]["snr"], rel=0.01)
-    assert read_injections(Path(config.data.frames) / "synth.json") == [
-        (inj["gps_time"], inj["network_snr"]) for inj in injections]
+    listed, volume = read_injection_list(Path(config.data.frames) / "synth.json")
+    assert [(i.gps_time, i.network_snr, i.chirp_mass, i.distance_mpc) for i in listed] == [
+        (inj["gps_time"], inj["network_snr"], inj["parameters"]["chirp_mass"],
+         inj["parameters"]["luminosity_distance"]) for inj in injections]
+    assert volume == summary["population"]["time_volume_gpc3"] > 0
 
 
 def test_injection_set_file_holds_the_injections(dataset: tuple[CampaignConfig, dict]) -> None:

@@ -237,6 +237,45 @@ def test_time_slides_send_no_more_bytes_per_streamed_second(campaigns) -> None:
     assert sent["bbhnet"] == sent["plain"] == per_second
 
 
+def vt_problems(run_dir: Path, shift_injections: float = 0.0) -> list[str]:
+    """The campaign's VT curve against one computed here from its triggers (time, IFAR) and
+    synth.json (times, the population's volume), sharing no code with the merge: found at a
+    threshold when a trigger within found_seconds has an IFAR at least it."""
+    summary = json.loads((run_dir / "output" / "campaign.json").read_text())
+    bbhnet = summary["bbhnet"]
+    found_seconds = 1.0  # bbhnet.found_seconds' default
+    with h5py.File(run_dir / "output" / "campaign.h5", "r") as f:
+        times, ifars = f["triggers"]["time"], f["triggers"]["ifar"]
+    synth = json.loads((run_dir.parent.parent / "frames" / "synth.json").read_text())
+    volume = synth["population"]["time_volume_gpc3"]
+    counted = {round(r["gps_time"], 6) for r in bbhnet["injections"]}  # in analysed time
+    injected = [i["gps_time"] + shift_injections for i in synth["injections"]
+                if round(i["gps_time"], 6) in counted]
+    years = bbhnet["analysed_seconds"] / (365.25 * 86400)
+    problems = []
+    for point in bbhnet["sensitivity"]["curve"]:
+        threshold = point["ifar_threshold_years"]
+        found = sum(bool(np.any((np.abs(times - t) <= found_seconds) & (ifars >= threshold)))
+                    for t in injected)
+        vt = volume * years * found / len(injected)
+        if (point["found"], point["injections"]) != (found, len(injected)) or not np.isclose(
+                point["vt_gpc3_years"], vt, rtol=1e-9, atol=0):
+            problems.append(f"IFAR {threshold:.3g} yr: campaign {point['found']}/"
+                            f"{point['injections']} VT {point['vt_gpc3_years']:.4g}, here "
+                            f"{found}/{len(injected)} VT {vt:.4g}")
+    return problems
+
+
+@pytest.mark.slow
+def test_the_sensitive_volume_follows_from_the_triggers_and_the_injections(campaigns) -> None:
+    _, run_dir = campaigns["bbhnet"]
+    bbhnet = json.loads((run_dir / "output" / "campaign.json").read_text())["bbhnet"]
+    found = [p["found"] for p in bbhnet["sensitivity"]["curve"]]
+    assert max(found) > 0  # some injection is found at the lowest thresholds
+    assert vt_problems(run_dir) == []
+    assert vt_problems(run_dir, shift_injections=5.0) != []  # control: injections elsewhere
+
+
 @pytest.mark.slow
 def test_the_report_draws_the_cumulative_rate_in_a_browser(campaigns, tmp_path: Path) -> None:
     from offline_iaas.report.build import write_report
@@ -246,6 +285,7 @@ def test_the_report_draws_the_cumulative_rate_in_a_browser(campaigns, tmp_path: 
     report = write_report(RunDir(run_dir))
     text = report.read_text()
     assert "False-alarm rate" in text and "IFAR threshold [yr]" in text
+    assert "Sensitivity" in text and "sensitive distance [Mpc]" in text
     why = missing_browser()
     if why is not None:
         pytest.skip(why)
@@ -253,8 +293,10 @@ def test_the_report_draws_the_cumulative_rate_in_a_browser(campaigns, tmp_path: 
         page = check_page(driver, report, tmp_path / "report.png")
     assert page.console == []
     shown = {i["alt"]: i for i in page.images}
-    rate = shown["cumulative rate of background and zero-lag triggers"]
-    assert rate["complete"] and rate["naturalWidth"] > 0 and rate["naturalHeight"] > 0
+    for alt in ("cumulative rate of background and zero-lag triggers",
+                "sensitive time-volume against IFAR", "found and missed injections"):
+        image = shown[alt]
+        assert image["complete"] and image["naturalWidth"] > 0 and image["naturalHeight"] > 0
 
 
 @pytest.mark.slow

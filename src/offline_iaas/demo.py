@@ -16,6 +16,7 @@ from pathlib import Path
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import MismatchError
+from offline_iaas.modes import MODES
 from offline_iaas.rundir import RunDir
 
 logger = logging.getLogger(__name__)
@@ -39,6 +40,8 @@ def demo_config(
     ]
     if mode is not None:
         placed.append(f'model.mode="{mode}"')
+        if not MODES[mode].triggers:  # the packaged demo's time slides need BBHnet
+            placed.append("bbhnet.time_shifts=0")
     return load_config(config_path or packaged_config(), placed + list(overrides))
 
 
@@ -103,6 +106,9 @@ def run_demo(
     logger.info(f"reference: {reference_path}")
     for line in physics_lines(json.loads(summary.read_text())):
         logger.info(line)
+    if config.mode.searches_cleaned_strain:
+        for line in _without_cleaning(workdir, config_path, list(overrides), weights):
+            logger.info(f"without cleaning: {line}")
     logger.info(f"max relative difference: {worst:.3g}")
     # written again now that every node has ended (the merge's own shows it still running)
     from offline_iaas.report import write_report
@@ -115,6 +121,24 @@ def run_demo(
         )
     logger.info(f"report: {report}")
     return worst
+
+
+def _without_cleaning(workdir: Path, config_path: Path | None, overrides: list[str],
+                      weights: Path | None) -> list[str]:
+    """The e2e demo's search run again on the raw strain (mode bbhnet, the same BBHnet, time
+    slides and injections; the in-process reference): its VT lines, to set beside the
+    cleaned strain's."""
+    from offline_iaas.merge.postprocess import sensitivity_lines
+    from offline_iaas.merge.reference import run_reference
+    from offline_iaas.repository.export import export_repository
+
+    raw = demo_config(workdir, config_path, [
+        *overrides, f'model.repository="{workdir / "model-repository-raw"}"'], mode="bbhnet")
+    logger.info("demo: the same search on the raw strain (mode bbhnet, in process)")
+    export_repository(raw, weights)
+    path, _ = run_reference(raw, workdir / "reference-raw.h5")
+    summary = json.loads(path.with_suffix(".json").read_text())
+    return sensitivity_lines(summary.get("bbhnet", {}).get("sensitivity"))
 
 
 def streaming_line(run: RunDir, data_seconds: float, reference: dict[str, float]) -> str:

@@ -62,6 +62,11 @@ class Mode:
     native_gpu: bool = False
 
     @property
+    def searches_cleaned_strain(self) -> bool:
+        """BBHnet searches the strain DeepClean cleaned (the e2e chain)."""
+        return self.averages and self.triggers
+
+    @property
     def warmup_stages(self) -> int:
         """Stages whose latency a stream must warm up: each snapshot, and the average."""
         return self.snapshots + int(self.averages)

@@ -59,18 +59,16 @@ Sensitive time-volume against the inverse false-alarm rate
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import signal
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.errors import ConfigError
 
 BLOCK_SECONDS = 64.0
 """Samples band-passed at a time (s)."""
@@ -247,12 +245,33 @@ def false_alarm_rates(statistic: np.ndarray, background: np.ndarray, livetime_se
     return far, 1.0 / far / SECONDS_PER_YEAR
 
 
-def background_cuts(injections: list[tuple[float, float]], config: CampaignConfig,
+@dataclass(frozen=True)
+class Injection:
+    """One injection as the merge counts it (``data/injection_file.read_injection_list``)."""
+
+    gps_time: float
+    """Geocentre coalescence time (GPS)."""
+    network_snr: float
+    """Optimal network SNR against the noise the data have."""
+    chirp_mass: float = math.nan
+    """Source-frame chirp mass (Msun); NaN where the list does not say."""
+    distance_mpc: float = math.nan
+    """Luminosity distance (Mpc); NaN where the list does not say."""
+
+    def row(self) -> dict[str, float]:
+        """What a found/missed row records of it (the parameters only when known)."""
+        known = {"chirp_mass": self.chirp_mass, "distance_mpc": self.distance_mpc}
+        return {"gps_time": self.gps_time, "network_snr": self.network_snr,
+                **{k: v for k, v in known.items() if math.isfinite(v)}}
+
+
+def background_cuts(injections: list[Injection], config: CampaignConfig,
                     training: tuple[float, float] | None) -> list[tuple[float, float]]:
     """GPS spans no background trigger may come from: ``exclusion_seconds`` around every
     injection, and the network's training span."""
     b = config.bbhnet
-    cuts = [(t - b.exclusion_seconds, t + b.exclusion_seconds) for t, _ in injections]
+    cuts = [(i.gps_time - b.exclusion_seconds, i.gps_time + b.exclusion_seconds)
+            for i in injections]
     return cuts + ([(float(training[0]), float(training[1]))] if training is not None else [])
 
 
@@ -272,51 +291,31 @@ def outside_cuts(times: np.ndarray, cuts: list[tuple[float, float]]) -> np.ndarr
     return keep
 
 
+def best_near(times: np.ndarray, key: np.ndarray, gps: float, seconds: float) -> int | None:
+    """Index of the trigger within ``seconds`` of ``gps`` with the largest ``key``, or None."""
+    near = np.flatnonzero(np.abs(np.asarray(times) - gps) <= seconds)
+    return int(near[np.argmax(np.asarray(key)[near])]) if len(near) else None
+
+
 def found_missed_at_ifar(
     times: np.ndarray, ifar_years: np.ndarray, values: np.ndarray,
-    injections: list[tuple[float, float]], config: CampaignConfig,
+    injections: list[Injection], config: CampaignConfig,
     analysed: list[tuple[float, float]],
 ) -> dict[str, Any]:
     """Found/missed of the injections inside the analysed stretches at the config's IFAR
     threshold: found when a trigger within ``found_seconds`` has ``ifar >= threshold``."""
     b = config.bbhnet
     rows = []
-    for t, snr in injections:
-        if not any(s <= t < e for s, e in analysed):
+    for injection in injections:
+        if not any(s <= injection.gps_time < e for s, e in analysed):
             continue
-        near = np.abs(times - t) <= b.found_seconds
-        best = int(np.flatnonzero(near)[np.argmax(ifar_years[near])]) if near.any() else None
+        best = best_near(times, ifar_years, injection.gps_time, b.found_seconds)
         ifar = float(ifar_years[best]) if best is not None else 0.0
-        rows.append({"gps_time": t, "network_snr": snr,
+        rows.append({**injection.row(),
                      "statistic": float(values[best]) if best is not None else float("-inf"),
                      "ifar_years": ifar, "found": bool(ifar >= b.ifar_threshold_years)})
     return {"found": sum(r["found"] for r in rows), "missed": sum(not r["found"] for r in rows),
             "ifar_threshold_years": b.ifar_threshold_years, "injections": rows}
-
-
-def read_injections(path: Path) -> list[tuple[float, float]]:
-    """``(gps_time, network_snr)`` of each injection in a JSON file (module docstring)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"bbhnet.injections: {path}: file not found") from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"bbhnet.injections: {path}: not JSON: {err}") from None
-    rows = data.get("injections", []) if isinstance(data, dict) else data
-    out = []
-    for row in rows:
-        try:
-            if "network_snr" in row:
-                snr = float(row["network_snr"])
-            else:
-                snr = float(np.sqrt(sum(v["snr"] ** 2 for v in row["ifos"].values())))
-            out.append((float(row["gps_time"]), snr))
-        except (KeyError, TypeError, ValueError):
-            raise ConfigError(
-                f"bbhnet.injections: {path}: an injection without gps_time and network_snr "
-                f"(or per-ifo snr): {row!r}"
-            ) from None
-    return out
 
 
 def subtract_spans(
@@ -338,7 +337,7 @@ def subtract_spans(
 
 
 def found_missed(
-    times: np.ndarray, values: np.ndarray, injections: list[tuple[float, float]],
+    times: np.ndarray, values: np.ndarray, injections: list[Injection],
     config: CampaignConfig, analysed: list[tuple[float, float]],
     training: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
@@ -348,7 +347,8 @@ def found_missed(
     ``training`` span (GPS), if known.
     """
     b = config.bbhnet
-    cuts = [(t - b.exclusion_seconds, t + b.exclusion_seconds) for t, _ in injections]
+    cuts = [(i.gps_time - b.exclusion_seconds, i.gps_time + b.exclusion_seconds)
+            for i in injections]
     if training is not None:
         cuts.append((float(training[0]), float(training[1])))
     background_spans = subtract_spans(analysed, cuts)
@@ -358,13 +358,12 @@ def found_missed(
     background = values[in_background]
     threshold = float(background.max()) if len(background) else float("inf")
     rows = []
-    for t, snr in injections:
-        if not any(s <= t < e for s, e in analysed):
+    for injection in injections:
+        if not any(s <= injection.gps_time < e for s, e in analysed):
             continue
-        near = np.abs(times - t) <= b.found_seconds
-        best = float(values[near].max()) if near.any() else float("-inf")
-        rows.append({"gps_time": t, "network_snr": snr, "statistic": best,
-                     "found": bool(best > threshold)})
+        near = best_near(times, values, injection.gps_time, b.found_seconds)
+        best = float(values[near]) if near is not None else float("-inf")
+        rows.append({**injection.row(), "statistic": best, "found": bool(best > threshold)})
     return {
         "found": sum(r["found"] for r in rows),
         "missed": sum(not r["found"] for r in rows),
@@ -420,13 +419,12 @@ def best_ifars(
 ) -> np.ndarray:
     """The largest IFAR (years) of a trigger within ``found_seconds`` of each injection; 0
     where no trigger is that close (found at no threshold)."""
-    trigger_gps = np.asarray(trigger_gps, np.float64)
     trigger_ifar_years = np.asarray(trigger_ifar_years, np.float64)
     out = np.zeros(len(injection_gps))
     for i, t in enumerate(injection_gps):
-        near = np.abs(trigger_gps - t) <= found_seconds
-        if near.any():
-            out[i] = float(trigger_ifar_years[near].max())
+        best = best_near(trigger_gps, trigger_ifar_years, t, found_seconds)
+        if best is not None:
+            out[i] = float(trigger_ifar_years[best])
     return out
 
 
@@ -496,3 +494,50 @@ def background_note(threshold_years: float, background_livetime_seconds: float) 
     verdict = "has" if have >= threshold_years else "needs"
     return (f"VT at IFAR {threshold_years:g} yr {verdict} {threshold_years:g} yr of background, "
             f"have {have:.3g} yr")
+
+
+NAMED_IFARS_YEARS: dict[str, float] = {"1 month": 1.0 / 12.0, "1 year": 1.0}
+"""The IFAR thresholds a sensitivity summary always states."""
+CURVE_IFARS_YEARS = (1.0 / (365.25 * 24), 10.0)
+"""The VT curve reaches from one hour (or a hundredth of the background's livetime, when
+that is shorter) to ten years."""
+
+
+def sensitivity_summary(rows: list[dict[str, Any]], volume_gpc3: float | None,
+                        analysed_seconds: float, background_livetime_seconds: float
+                        ) -> dict[str, Any]:
+    """VT against IFAR from found/missed rows (each with its ``ifar_years``,
+    ``found_missed_at_ifar``): the curve over ``CURVE_IFARS_YEARS``, the points of
+    ``NAMED_IFARS_YEARS`` and the loudest IFAR the background can measure, with a note for
+    each named point it cannot. Without the population's volume only the found fractions.
+    """
+    analysed_years = analysed_seconds / SECONDS_PER_YEAR
+    reach = max_measurable_ifar_years(background_livetime_seconds)
+    found: dict[str, Any] = {"injections": len(rows), "analysed_years": analysed_years,
+                             "background_years": reach, "volume_gpc3": volume_gpc3}
+    if not rows:
+        found["note"] = "no injection fell in the analysed time: no VT"
+        return found
+    lowest, highest = CURVE_IFARS_YEARS
+    grid = [*ifar_thresholds(min(lowest, reach / 100), highest), *NAMED_IFARS_YEARS.values(),
+            reach]
+    points = sensitive_volume([r["ifar_years"] for r in rows], volume_gpc3 or 1.0,
+                              analysed_years, sorted(set(grid)), background_livetime_seconds)
+
+    def as_dict(point: SensitivePoint) -> dict[str, Any]:
+        keep = dataclasses.asdict(point)
+        if volume_gpc3 is None:  # a fraction only: no volume to scale it
+            for key in ("vt_gpc3_years", "vt_error_gpc3_years", "sensitive_distance_mpc"):
+                keep.pop(key)
+        return keep
+
+    found["curve"] = [as_dict(p) for p in points]
+    by_threshold = {p.ifar_threshold_years: p for p in points}
+    found["at"] = {name: as_dict(by_threshold[t]) for name, t in NAMED_IFARS_YEARS.items()}
+    found["at_reach"] = as_dict(by_threshold[reach])
+    found["notes"] = [background_note(t, background_livetime_seconds)
+                      for t in NAMED_IFARS_YEARS.values() if t > reach]
+    if volume_gpc3 is None:
+        found["notes"].append("the injection list names no population volume "
+                              "(time_volume_gpc3): found fractions only, no VT")
+    return found

@@ -1,6 +1,7 @@
 """Injection sets on disk: HDF5 (aframe/ml4gw ``ledger`` layout) and LIGO_LW ``sim_inspiral``.
 
-The format follows the file's suffix: ``.h5``/``.hdf5`` or ``.xml``/``.xml.gz``.
+The format follows the file's suffix: ``.h5``/``.hdf5`` or ``.xml``/``.xml.gz``;
+``read_injection_list`` (what the merge counts) also takes ``synth.json`` or a JSON list.
 
 HDF5
     One 1-D dataset per parameter in the group ``parameters``, one row per injection, as
@@ -31,6 +32,7 @@ LIGO_LW
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Mapping
@@ -43,7 +45,9 @@ import numpy as np
 from offline_iaas.data.population import redshift_at_distance
 from offline_iaas.data.waveforms import BinaryParameters, chirp_mass
 from offline_iaas.errors import ConfigError, DataError
+from offline_iaas.physics import Injection
 
+JSON_SUFFIXES = (".json",)
 HDF5_SUFFIXES = (".h5", ".hdf5")
 XML_SUFFIXES = (".xml", ".xml.gz")
 FIELD_OF_COLUMN: dict[str, str] = {
@@ -370,3 +374,56 @@ def _one_value(path: Path, name: str, rows: list, names: set[str], default: Any)
     if value is None:
         raise DataError(f"{path}: sim_inspiral table has no column '{name}'")
     return value
+
+
+def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
+    """What the merge counts of ``bbhnet.injections``: each injection (time, network SNR, and
+    when known chirp mass and distance) and the population's volume ``time_volume_gpc3``
+    (None when the file does not say it: no VT then, found fractions only).
+
+    ``path`` is ``synth.json`` (its ``injections`` and ``population``), a JSON list of
+    ``{"gps_time": ..., "network_snr": ...}``, or an injection set (HDF5, LIGO_LW), whose
+    per-detector SNRs make the network SNR.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``bbhnet.injections`` and the file: missing, not JSON, an injection without a
+        time or SNR, an unknown suffix.
+    DataError
+        From ``read_injection_set``.
+    """
+    path = Path(path)
+    if not path.name.lower().endswith(JSON_SUFFIXES):
+        injections = read_injection_set(path)
+        snr = injections.network_snr
+        found = [Injection(b.gps_time, float(s), b.chirp_mass, b.luminosity_distance)
+                 for b, s in zip(injections.binaries, snr, strict=True)]
+        volume = injections.attrs.get("time_volume_gpc3")
+        return found, None if volume is None else float(volume)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"bbhnet.injections: {path}: file not found") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"bbhnet.injections: {path}: not JSON: {err}") from None
+    rows = data.get("injections", []) if isinstance(data, dict) else data
+    found = []
+    for row in rows:
+        try:
+            if "network_snr" in row:
+                snr = float(row["network_snr"])
+            else:
+                snr = float(np.sqrt(sum(v["snr"] ** 2 for v in row["ifos"].values())))
+            parameters = row.get("parameters", {})
+            found.append(Injection(float(row["gps_time"]), snr,
+                                   float(parameters.get("chirp_mass", math.nan)),
+                                   float(parameters.get("luminosity_distance", math.nan))))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise ConfigError(
+                f"bbhnet.injections: {path}: an injection without gps_time and network_snr "
+                f"(or per-ifo snr): {row!r}"
+            ) from None
+    population = data.get("population", {}) if isinstance(data, dict) else {}
+    volume = population.get("time_volume_gpc3")
+    return found, None if volume is None else float(volume)

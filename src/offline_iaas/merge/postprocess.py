@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.data.injection_file import read_injection_list
 from offline_iaas.merge.layout import gps_text, series_attrs
 from offline_iaas.merge.products import (
     CANARY_SUFFIX,
@@ -27,6 +28,7 @@ from offline_iaas.merge.products import (
 from offline_iaas.physics import (
     ASD_MAX_SECONDS,
     SECONDS_PER_YEAR,
+    Injection,
     asd_ratio,
     background_cuts,
     bandpass_sos,
@@ -37,7 +39,7 @@ from offline_iaas.physics import (
     found_missed_at_ifar,
     held_out_samples,
     outside_cuts,
-    read_injections,
+    sensitivity_summary,
     slide_livetime,
     zero_phase_blocks,
 )
@@ -265,15 +267,16 @@ TRIGGER_COLUMNS = [("time", "f8"), ("statistic", "f4")]
 BACKGROUND_COLUMNS = [("shift", "f8"), ("time", "f8"), ("statistic", "f4")]
 
 
-def _injections(config: CampaignConfig) -> list[tuple[float, float]] | None:
-    return (read_injections(config.bbhnet.injections)
+def _injections(config: CampaignConfig) -> tuple[list[Injection], float | None] | None:
+    """``bbhnet.injections`` read (``read_injection_list``), or None without one."""
+    return (read_injection_list(config.bbhnet.injections)
             if config.bbhnet.injections is not None else None)
 
 
 def _background_cuts(config: CampaignConfig, training: dict[str, list[float]]
                      ) -> list[tuple[float, float]]:
-    injections = _injections(config)
-    return background_cuts(injections, config, training.get("bbhnet")) if injections else []
+    listed = _injections(config)
+    return background_cuts(listed[0], config, training.get("bbhnet")) if listed else []
 
 
 def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
@@ -374,7 +377,8 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
     triggers = np.concatenate(found) if found else np.zeros(0, TRIGGER_COLUMNS)
     t, v = triggers["time"], triggers["statistic"]
     analysed = _analysed(config, stretches)
-    injections = _injections(config)
+    listed = _injections(config)
+    injections = listed[0] if listed is not None else None
     slides = config.time_slides
     columns = TRIGGER_COLUMNS + ([("far", "f8"), ("ifar", "f8")] if slides else [])
     table = np.zeros(len(t), dtype=columns)
@@ -399,9 +403,14 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
     file.create_dataset("triggers", data=table)
     if slides and injections is not None:
         result.update(found_missed_at_ifar(t, table["ifar"], v, injections, config, analysed))
+        result["sensitivity"] = sensitivity_summary(
+            result["injections"], listed[1], result["analysed_seconds"],
+            result["background_livetime_seconds"])
     elif injections is not None:
         span = training.get("bbhnet")
         result.update(found_missed(t, v, injections, config, analysed, span))
+        result["sensitivity"] = {"note": "VT against IFAR needs a background: set "
+                                 "bbhnet.time_shifts (time slides formed on the servers)"}
         outside = (f"outside the network's training data (GPS {span[0]:.0f}-"
                    f"{span[1]:.0f})" if span else
                    "(the weights record no training span: it may include training data)")
@@ -459,4 +468,26 @@ def physics_lines(summary: dict[str, Any]) -> list[str]:
             f"{bbhnet['background_seconds']:.0f} s of injection-free data"
             + (" outside the training span)" if bbhnet.get("training_gps") else
                "; training span unknown)")))
+    return lines + sensitivity_lines(bbhnet.get("sensitivity"))
+
+
+def sensitivity_lines(sensitivity: dict[str, Any] | None) -> list[str]:
+    """VT at IFAR 1 month and 1 year when the background measures them, else why not, and at
+    the loudest IFAR it measures (``physics.sensitivity_summary``)."""
+    if not sensitivity or "at" not in sensitivity:
+        return [f"BBHnet: {sensitivity['note']}"] if sensitivity and "note" in sensitivity else []
+
+    def point(p: dict[str, Any]) -> str:
+        counted = f"{p['found']}/{p['injections']} found"
+        if "vt_gpc3_years" not in p:
+            return counted
+        return (f"VT {p['vt_gpc3_years']:.3g} +- {p['vt_error_gpc3_years']:.2g} Gpc^3 yr "
+                f"(sensitive distance {p['sensitive_distance_mpc']:.0f} Mpc; {counted})")
+
+    lines = [f"BBHnet: at IFAR >= {name}: {point(p)}"
+             for name, p in sensitivity["at"].items() if p["measurable"]]
+    lines += [f"BBHnet: {note}" for note in sensitivity["notes"]]
+    reach = sensitivity["at_reach"]
+    lines.append(f"BBHnet: at IFAR >= {reach['ifar_threshold_years']:.2g} yr (the most the "
+                 f"background measures): {point(reach)}")
     return lines

@@ -9,10 +9,12 @@ by the same ``CampaignWriter`` as the merge.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
 
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.client.stream import piece_samples, request_updates
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import discover_frames
@@ -29,7 +31,8 @@ def run_reference(
     config: CampaignConfig, out_path: Path,
     timings: dict[str, float] | None = None,
 ) -> tuple[Path, float]:
-    """Process every stretch in-process; return the output path and the wall time.
+    """Process every stretch in-process; return the output path and the wall time. The
+    physics numbers (the merge's summary) go beside the output, ``<out>.json``.
 
     ``timings`` (if given) receives ``streaming_seconds`` (reading and streaming the stretches,
     without discovery, checks and post-processing) and ``data_seconds`` (the output's span).
@@ -80,7 +83,9 @@ def run_reference(
             timings["streaming_seconds"] = time.monotonic() - streaming_started
             timings["data_seconds"] = sum(
                 (s.windows(config) - warmup) * config.stride_seconds for s in stretches)
-        writer.commit({"producer": "reference"}, frames)
+        summary = writer.commit({"producer": "reference"}, frames)
+        # its physics numbers beside it, as the merge's are in output/campaign.json
+        write_text_atomic(out_path.with_suffix(".json"), json.dumps(summary, indent=2))
     except BaseException:
         writer.discard()
         raise

@@ -148,6 +148,9 @@ def _search(run: _Run, section: page.Section) -> None:
     if "time_shifts" in bbhnet:
         _false_alarms(run, section, bbhnet, threshold)
         return
+    if "sensitivity" in bbhnet:
+        section.parts.append(page.paragraph(f"Sensitivity: {bbhnet['sensitivity']['note']}.",
+                                            "absent"))
     section.parts.append(page.table(
         ["found", "missed", "threshold", "background [s]"],
         [[bbhnet.get("found", ""), bbhnet.get("missed", ""), bbhnet.get("threshold", ""),
@@ -194,12 +197,44 @@ def _false_alarms(run: _Run, section: page.Section, bbhnet: dict,
     section.parts.append(page.table(
         ["found", "missed", "IFAR threshold [yr]", "background livetime [s]"],
         [[bbhnet["found"], bbhnet["missed"], bbhnet["ifar_threshold_years"], round(livetime)]]))
+    _sensitivity(section, bbhnet)
     if injections:
         section.parts.append(page.table(
-            ["GPS time", "network SNR", "statistic", "IFAR [yr]", "found"],
-            [[i.get("gps_time", ""), i.get("network_snr", ""), i.get("statistic", ""),
+            ["GPS time", "network SNR", "chirp mass [Msun]", "distance [Mpc]", "statistic",
+             "IFAR [yr]", "found"],
+            [[i.get("gps_time", ""), i.get("network_snr", ""), i.get("chirp_mass", ""),
+              i.get("distance_mpc", ""), i.get("statistic", ""),
               f"{i.get('ifar_years', 0):.3g}", "yes" if i.get("found") else "no"]
              for i in injections]))
+
+
+def _sensitivity(section: page.Section, bbhnet: dict) -> None:
+    """VT against the IFAR threshold, its value at the named thresholds (or why not), and
+    found/missed in chirp mass against distance (``physics.sensitivity_summary``)."""
+    found = bbhnet.get("sensitivity") or {}
+    section.parts.append(page.heading("Sensitivity"))
+    if "curve" not in found:
+        section.parts.append(page.paragraph(found.get("note", "No sensitivity (no injection "
+                                                              "list)."), "absent"))
+        return
+    section.parts.append(page.image(plots.sensitivity_figure(
+        found["curve"], found["background_years"]), "sensitive time-volume against IFAR"))
+    named = [*found["at"].items(), ("the background's reach", found["at_reach"])]
+    section.parts.append(page.table(
+        ["IFAR threshold", "found", "VT [Gpc^3 yr]", "sensitive distance [Mpc]", "measurable"],
+        [[f"{name} ({p['ifar_threshold_years']:.3g} yr)", f"{p['found']}/{p['injections']}",
+          (f"{p['vt_gpc3_years']:.3g} +- {p['vt_error_gpc3_years']:.2g}"
+           if "vt_gpc3_years" in p else "no volume"),
+          f"{p['sensitive_distance_mpc']:.0f}" if "sensitive_distance_mpc" in p else "",
+          "yes" if p["measurable"] else "no"] for name, p in named]))
+    section.parts.append(page.paragraph(
+        f"VT = V x T x found fraction: V = {found['volume_gpc3'] or 0:.3g} Gpc^3 (the injected "
+        f"population's volume), T = {found['analysed_years']:.3g} yr analysed; error: binomial "
+        "sqrt(f (1 - f) / N). " + " ".join(f"{n}." for n in found["notes"])))
+    rows = [i for i in bbhnet.get("injections", []) if "chirp_mass" in i]
+    if rows:
+        section.parts.append(page.image(plots.found_missed_figure(
+            rows, bbhnet["ifar_threshold_years"]), "found and missed injections"))
 
 
 def _segments(run: _Run) -> list[ClientSegment]:

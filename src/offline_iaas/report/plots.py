@@ -154,6 +154,55 @@ def cumulative_rate_figure(background: np.ndarray, livetime_seconds: float,
     return _png(fig)
 
 
+@_default_style
+def sensitivity_figure(curve: Sequence[dict[str, Any]], reach_years: float) -> bytes:
+    """VT (or the found fraction, without the population's volume) against the IFAR
+    threshold, with its binomial error; thresholds beyond what the background measures
+    drawn faint, its reach marked."""
+    key, error = (("vt_gpc3_years", "vt_error_gpc3_years") if "vt_gpc3_years" in curve[0]
+                  else ("found_fraction", "found_fraction_error"))
+    ifar = np.array([p["ifar_threshold_years"] for p in curve])
+    value = np.array([p[key] for p in curve])
+    spread = np.array([p[error] for p in curve])
+    measurable = np.array([p["measurable"] for p in curve])
+    fig = Figure(figsize=(WIDTH, 4.5), layout="constrained")
+    ax = _subplots(fig)
+    for inside, style in ((measurable, {"color": "tab:blue", "label": "measured"}),
+                          (~measurable, {"color": "tab:gray", "alpha": 0.5,
+                                         "label": "beyond the background's reach"})):
+        if inside.any():
+            ax.errorbar(ifar[inside], value[inside], yerr=spread[inside], fmt="o-", ms=3,
+                        capsize=2, **style)
+    ax.axvline(reach_years, color="black", lw=0.8, ls=":",
+               label=f"background livetime {reach_years:.2g} yr")
+    ax.set_xscale("log")
+    ax.set_xlabel("IFAR threshold [yr]")
+    ax.set_ylabel("VT [Gpc$^3$ yr]" if key == "vt_gpc3_years" else "found fraction")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper right", fontsize="small")
+    return _png(fig)
+
+
+@_default_style
+def found_missed_figure(rows: Sequence[dict[str, Any]], ifar_threshold_years: float) -> bytes:
+    """Each injection in analysed time at its luminosity distance and source-frame chirp
+    mass: found (IFAR at least the threshold) or missed."""
+    fig = Figure(figsize=(WIDTH, 4.5), layout="constrained")
+    ax = _subplots(fig)
+    for found, style in ((True, {"marker": "o", "color": "tab:blue", "label": "found"}),
+                         (False, {"marker": "x", "color": "tab:red", "label": "missed"})):
+        chosen = [r for r in rows if bool(r.get("found")) == found]
+        if chosen:
+            ax.scatter([r["distance_mpc"] for r in chosen], [r["chirp_mass"] for r in chosen],
+                       **style)
+    ax.set_xlabel("luminosity distance [Mpc]")
+    ax.set_ylabel("source-frame chirp mass [M$_\\odot$]")
+    ax.set_title(f"found at IFAR >= {ifar_threshold_years:.2g} yr", fontsize="medium")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper right", fontsize="small")
+    return _png(fig)
+
+
 def _row_height(rows: int) -> float:
     return min(12.0, 1.5 + 0.3 * rows)
 
