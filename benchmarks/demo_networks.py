@@ -29,6 +29,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from offline_iaas.bench.provenance import source_commit
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.synth import write_synthetic_dataset
@@ -77,7 +78,7 @@ def main() -> None:
     if not (work / "demo-data" / "frames" / "synth.json").exists():
         write_synthetic_dataset(config)
     frames = discover_frames(config)
-    results: dict = {"cpu": cpu_model(), "runs": []}
+    results: dict = {"cpu": cpu_model(), "commit": source_commit(), "runs": []}
     for threads in args.threads:
         for seed in args.seeds:
             started = time.monotonic()
@@ -92,7 +93,8 @@ def main() -> None:
             print(json.dumps(row), flush=True)
             shutil.rmtree(weights)
     keys = [k for k in results["runs"][0] if k not in ("seed", "threads", "seconds", "detail")]
-    print(f"\nspread over {len(results['runs'])} runs on {results['cpu']}:")
+    print(f"\nspread over {len(results['runs'])} runs on {results['cpu']} at commit "
+          f"{results['commit']}:")
     for key in keys:
         values = [r[key] for r in results["runs"]]
         if isinstance(values[0], str):

@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from offline_iaas.bench.provenance import source_commit
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.repository.export import export_repository
@@ -100,7 +101,7 @@ def main() -> None:
             "# Peak memory: client and merge, segment T vs 8T",
             "",
             f"Command: `.venv/bin/python benchmarks/memory.py --seconds {args.seconds:g} "
-            f"--rate {args.rate:g}`",
+            f"--rate {args.rate:g}` at commit `{source_commit()}`.",
             f"Machine: {platform.machine()}, {platform.python_implementation()} "
             f"{platform.python_version()}; two channels at {args.rate:g} Hz, "
             f"1 server, 1 client, chunks of 64 s.",

@@ -11,14 +11,21 @@ Writes, in a work directory:
 Then it times ``offline-iaas make-dag --no-check`` in a child process (wall time and peak
 RSS), counts what it wrote (files, bytes, DAG lines), fakes DAGMan's node status file
 mid-campaign, and times ``status`` on the result, as a child process (the command a user
-types) and in process (``read_status`` alone). It prints a Markdown table, and with
-``--out FILE`` writes it.
+types) and in process (``read_status`` alone). It also states how the DAG's lines and the
+files grow with the layout: each DAG line and each file is put down to the node it names
+(a server, a client, a chunk merge, or none), giving ``lines = a x servers + b x clients +
+c x chunk merges + d`` (and the same for files); ``tests/test_scale.py`` checks a small run
+against the formula that ``SCALE.md`` states. It prints a Markdown table, and with ``--out
+FILE`` writes it, with the command and the commit.
 
-    .venv/bin/python benchmarks/scale.py --out benchmarks/SCALE.md --merge-pilot DEMO/run
+    make demo       # the pilot: its chunk merges' throughput, in demo-work/run
+    .venv/bin/python benchmarks/scale.py --out benchmarks/SCALE.md --merge-pilot demo-work/run
 
 With ``--merge-pilot`` (a finished demo run: its chunk merges' throughput) it also plans the
-O3-month DeepClean campaign from the bench's results, writes its DAG and replays it
-(``plan --simulate``'s model) for the expected makespan.
+O3-month DeepClean campaign from the bench's results (``benchmarks/results.json``: the
+``o3-deepclean`` workload), writes its DAG and replays it (``plan --simulate``'s model) for
+the expected makespan.
+
     .venv/bin/python benchmarks/scale.py --servers 4 --clients 4 --days 30   # a quick look
 """
 
@@ -27,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -36,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from offline_iaas.bench.provenance import source_commit
 from offline_iaas.rundir import RunDir
 
 O3_START = 1238166018  # 2019-04-01 15:00 UTC
@@ -137,13 +146,47 @@ def fake_node_status(run_dir: Path, done_share: float = 0.5) -> None:
     (run_dir / "offline.status").write_text("\n".join(ads) + "\n")
 
 
+KINDS: tuple[str, ...] = ("servers", "clients", "chunk merges")
+NODE_NAME = re.compile(r"^(server|client|chunk)\d+$")
+KIND_OF_PREFIX = {"server": "servers", "client": "clients", "chunk": "chunk merges"}
+
+
+def kind_of(words: list[str]) -> str | None:
+    """The kind of the last node a line's (or a path's) words name, a PARENT line's child's;
+    None if none."""
+    if "CHILD" in words:
+        words = words[words.index("CHILD") + 1:]
+    for word in reversed(words):
+        match = NODE_NAME.match(word)
+        if match:
+            return KIND_OF_PREFIX[match.group(1)]
+    return None
+
+
+def growth(items: list[list[str]], counts: dict[str, int]) -> dict[str, float]:
+    """Per kind, items (DAG lines or files, as words) per node of that kind, and the rest."""
+    tally = dict.fromkeys((*KINDS, "rest"), 0)
+    for words in items:
+        tally[kind_of(words) or "rest"] += 1
+    out = {kind: tally[kind] / counts[kind] if counts[kind] else 0.0 for kind in KINDS}
+    out["rest"] = tally["rest"]
+    return out
+
+
+def formula(name: str, per: dict[str, float]) -> str:
+    """``name = a × servers + b × clients + c × chunk merges + d``."""
+    terms = " + ".join(f"{per[kind]:g} × {kind}" for kind in KINDS)
+    return f"{name} = {terms} + {per['rest']:g}"
+
+
 def measure(servers: int, clients: int, days: float, work: Path) -> dict[str, object]:
     config = write_inputs(work, servers, clients, days)
     run_dir = work / "run"
     wall, peak, _ = timed_child([executable(), "make-dag", str(config), "--out", str(run_dir),
                                  "--no-check", "-q"])
     files = [p for p in run_dir.rglob("*") if p.is_file()]
-    dag_lines = len((run_dir / "offline.dag").read_text().splitlines())
+    dag = (run_dir / "offline.dag").read_text().splitlines()
+    dag_lines = len(dag)
     fake_node_status(run_dir)
     status_wall, _, status_text = timed_child([executable(), "status", str(run_dir)])
     from offline_iaas.workflow.status import read_status
@@ -153,6 +196,10 @@ def measure(servers: int, clients: int, days: float, work: Path) -> dict[str, ob
     in_process = time.monotonic() - started
     segments = len((work / "segments.txt").read_text().splitlines())
     chunks = len(json.loads((run_dir / "run.json").read_text())["chunks"])
+    counts = {"servers": servers, "clients": servers * clients, "chunk merges": chunks}
+    lines_per = growth([line.split() for line in dag], counts)
+    files_per = growth([[*p.relative_to(run_dir).parent.parts, p.stem.split(".")[0]]
+                        for p in files], counts)
     return {
         "layout": f"{servers} servers x {clients} clients",
         "span": f"{days:g} days, {segments} science segments, "
@@ -167,6 +214,8 @@ def measure(servers: int, clients: int, days: float, work: Path) -> dict[str, ob
         "read_status in process [s]": round(in_process, 3),
         "status says": next((line for line in status_text.splitlines()
                              if line.startswith("data seconds done")), ""),
+        "growth of the DAG": formula("DAG lines", lines_per),
+        "growth of the files": formula("files written", files_per),
     }
 
 
@@ -271,27 +320,41 @@ def main() -> None:
                         "merges' throughput) for the O3-month makespan simulation")
     parser.add_argument("--target-hours", type=float, default=24.0,
                         help="the O3-month campaign's deadline for plan (default 24)")
+    parser.add_argument("--work-dir", type=Path, help="write the inputs and the run directories "
+                        "here and keep them (default: a temporary directory, removed)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="offline-iaas-scale-") as tmp:
-        result = measure(args.servers, args.clients, args.days, Path(tmp))
-        month = (o3_month_makespan(Path(tmp), args.merge_pilot, args.target_hours)
+        work = args.work_dir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        result = measure(args.servers, args.clients, args.days, work)
+        month = (o3_month_makespan(work, args.merge_pilot, args.target_hours)
                  if args.merge_pilot else None)
-    text = table(result)
+    text = table(result) + (
+        "\nHow the DAG and the files grow (each DAG line and file put down to the node it "
+        "names; `tests/test_scale.py` checks a small run against these formulas):\n\n"
+        f"- {result['growth of the DAG']}\n- {result['growth of the files']}\n")
     if month is not None:
         text += ("\n## The O3-month DeepClean campaign, simulated at the recommended plan\n\n"
                  f"`plan --target-hours {args.target_hours:g} --from-bench "
-                 "benchmarks/results.json` on `workflow/o3-month-deepclean.toml`, its DAG "
-                 "written by `make-dag --no-check` and replayed by `workflow/simulate.py`.\n\n"
+                 "benchmarks/results.json` on `workflow/o3-month-deepclean.toml` (the bench's "
+                 "`o3-deepclean` workload: its stream exactly), its DAG written by `make-dag "
+                 "--no-check` and replayed by `sizing/simulate.py`. The merge's throughput comes "
+                 f"from the pilot `{args.merge_pilot}`: the demo's run directory, made by `make "
+                 "demo` (`offline-iaas demo --workdir demo-work`) on the same commit.\n\n"
                  + table(month))
     print(text)
     if args.out is not None:
         machine = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}"
+        command = (f".venv/bin/python benchmarks/scale.py --servers {args.servers} --clients "
+                   f"{args.clients} --days {args.days:g} --out {args.out}"
+                   + (f" --merge-pilot {args.merge_pilot}" if args.merge_pilot else "")
+                   + (f" --target-hours {args.target_hours:g}"
+                      if args.target_hours != 24.0 else ""))
         args.out.write_text(
             "# make-dag and status at O3 scale\n\n"
-            f"Generated by `.venv/bin/python benchmarks/scale.py --servers {args.servers} "
-            f"--clients {args.clients} --days {args.days:g} --out {args.out}"
-            + (" --merge-pilot RUN" if args.merge_pilot else "") + f"` on {machine}; "
-            "see the script's docstring for what is generated and timed.\n\n" + text)
+            f"Generated by `{command}` at commit `{source_commit()}` on {machine}"
+            + (" after `make demo` (the pilot)" if args.merge_pilot else "")
+            + "; see the script's docstring for what is generated and timed.\n\n" + text)
 
 
 if __name__ == "__main__":

@@ -147,8 +147,20 @@ def test_demo_command_reports_equality_and_leaves_nothing_running(tmp_path: Path
     for label in ("data seconds processed: 64.0", "wall time: ", "data-seconds per second: "):
         assert any(line.startswith(label) for line in lines), label
     (streaming,) = [line for line in lines if line.startswith("streaming: ")]
-    assert re.fullmatch(r"streaming: [0-9.]+ data-s/s \(campaign clients\), [0-9.]+ data-s/s "
-                        r"\(reference\); [0-9.]+ x", streaming), streaming
+    number = r"([0-9,.]+)"
+    match = re.fullmatch(
+        rf"streaming: the same {number} analysed data seconds \(warm-ups excluded; the "
+        rf"campaign's clients streamed {number} with theirs\): campaign {number} data-s/s "
+        rf"\(1 server\(s\) x 2 client\(s\)\), reference {number} data-s/s \(one process\): "
+        rf"{number} x per wall second; per CPU second \(every process, start to output\): "
+        rf"campaign {number} data-s \({number} CPU-s\), reference {number} data-s \({number} "
+        rf"CPU-s\): {number} x", streaming)
+    assert match, streaming
+    analysed, streamed, *rates = (float(v.replace(",", "")) for v in match.groups())
+    config = load_config(workdir / "run" / "campaign.toml")
+    assert analysed == (config.total_windows - config.warmup_windows) * config.stride_seconds
+    assert streamed > analysed  # the second client's piece streams a warm-up again
+    assert min(rates) > 0
     assert (workdir / "run" / "output" / "campaign.h5").exists()
     assert (workdir / "reference.h5").exists()
     assert lines[-1] == f"report: {workdir.resolve() / 'run' / 'report' / 'index.html'}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from offline_iaas.errors import ConfigError
 from offline_iaas.rundir import RunDir
 from offline_iaas.sizing.pilot import read_pilot
 from offline_iaas.sizing.plan import plan_from_run
+from tests.helpers import SMALL_CAMPAIGN
 
 
 def pilot_of(run: Path):
@@ -154,3 +156,42 @@ def test_plan_simulate_replays_a_run_with_the_pilots_rates(small_config_file: Pa
         [sys.executable, "-m", "offline_iaas.cli", "plan", str(small_config_file),
          "--simulate", str(target), "--json"], capture_output=True, text=True)
     assert cli.returncode == 2 and "needs --from-run" in cli.stderr
+
+
+def test_plan_never_recommends_a_chunking_make_dag_refuses(tmp_path: Path) -> None:
+    """A month in one stretch and a slow merge: the fastest chunk merges (1024 s) would put
+    2,532 chunks in the stretch, more than the index holds; plan recommends the least chunk
+    make-dag takes, and make-dag takes the whole recommendation."""
+    from offline_iaas.merge.tree import MAX_CHUNKS_PER_STRETCH
+    from offline_iaas.sizing.feasible import refusal
+    from offline_iaas.sizing.pilot import PilotRun
+
+    start, month = 1_000_000_000, 30 * 86400
+    cache = tmp_path / "frames.lcf"
+    cache.write_text("".join(
+        f"{o} {o}1_X {g} 4096 file://localhost/nowhere/{o}-{o}1_X-{g}-4096.gwf\n"
+        for o in "HL" for g in range(start, start + month + 4096, 4096)))
+    config_file = tmp_path / "month.toml"
+    config_file.write_text(SMALL_CAMPAIGN.replace('frames = "frames"', f'frames = "{cache}"')
+                           .replace("start = 1262304000", f"start = {start}"))
+    config = load_config(config_file, [f"data.duration={month}"])
+    pilot_config = load_config(config_file)  # 64 s, 1 server x 2 clients
+    # streaming 16 data-s/s (the month in 162,000 s); the merge 0.5 data-s/s, so slow that no
+    # chunk make-dag takes merges within 2 % of the streaming (2048 s would take 4096 s)
+    pilot = PilotRun(RunDir(tmp_path / "pilot"), pilot_config, run_seconds=200.0,
+                     start_seconds=5.0, streaming_seconds=4.0, merge_seconds=128.0,
+                     merge_rate=0.5, index_seconds=1.0, chunks=1, job_start_seconds=1.0)
+    refused = refusal(config, ["merge.chunk_seconds=1024"])
+    assert refused is not None and f"at most {MAX_CHUNKS_PER_STRETCH} per stretch" in refused
+    plan = plan_from_run(config, 100.0, pilot)
+    assert plan.merge_chunk_seconds == 2048  # the least power of two within 2000 chunks
+    assert refusal(config, plan.overrides()) is None
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "offline_iaas.cli", "make-dag", str(config_file), "--out",
+         str(run), "--no-check", "-q", "--set", f"data.duration={month}",
+         *(a for o in plan.overrides() for a in ("--set", o))],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    chunks = json.loads((run / "run.json").read_text())["chunks"]
+    assert len(chunks) == math.ceil(month / 2048) <= MAX_CHUNKS_PER_STRETCH

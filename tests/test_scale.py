@@ -1,8 +1,10 @@
-"""``benchmarks/scale.py`` (issue #20) on a small campaign, and ``make-dag --no-check``: a plan
-from a cache of frame files that are not here."""
+"""``benchmarks/scale.py`` (issue #20) on a small campaign, against the growth formulas
+``benchmarks/SCALE.md`` states, and ``make-dag --no-check``: a plan from a cache of frame files
+that are not here."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,17 +13,40 @@ from offline_iaas.cli import main
 from offline_iaas.errors import DataError
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "scale.py"
+SCALE_MD = SCRIPT.with_name("SCALE.md")
 
 
-def test_scale_benchmark_plans_a_month_from_frames_that_are_not_here() -> None:
+def stated_formula(name: str) -> tuple[int, int, int, int]:
+    """``name = a × servers + b × clients + c × chunk merges + d`` as SCALE.md states it."""
+    number = r"(\d+(?:\.\d+)?)"
+    match = re.search(rf"{name} = {number} × servers \+ {number} × clients \+ {number} × "
+                      rf"chunk merges \+ {number}", SCALE_MD.read_text())
+    assert match, f"SCALE.md states no formula for {name}"
+    return tuple(float(v) for v in match.groups())
+
+
+def test_scale_benchmark_follows_the_formulas_scale_md_states() -> None:
+    servers, clients, days = 3, 2, 30
     out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--servers", "3", "--clients", "2", "--days", "30"],
+        [sys.executable, str(SCRIPT), "--servers", str(servers), "--clients", str(clients),
+         "--days", str(days)],
         capture_output=True, text=True, timeout=300, check=True,
     ).stdout
     rows = dict(line.strip("| ").split(" | ", 1) for line in out.splitlines()
                 if line.startswith("| ") and " | " in line)
     assert rows["layout"] == "3 servers x 2 clients"
-    assert int(rows["DAG lines"]) > 6 and int(rows["files written"]) >= 6 + 6
+    chunks = int(rows["chunk merges (merge.chunk_seconds = 4096)"])
+    assert chunks > 100  # a month of O3-like segments at 4096 s per chunk
+
+    def stated(name: str, clients_per_server: int = clients) -> float:
+        a, b, c, d = stated_formula(name)
+        return a * servers + b * servers * clients_per_server + c * chunks + d
+
+    assert int(rows["DAG lines"]) == stated("DAG lines")
+    assert int(rows["files written"]) == stated("files written")
+    # the check can fail: one client more per server is not what was written
+    assert int(rows["DAG lines"]) != stated("DAG lines", clients + 1)
+    assert int(rows["files written"]) != stated("files written", clients + 1)
     assert rows["status says"].startswith("data seconds done:") and "(50%)" in rows[
         "status says"]
 

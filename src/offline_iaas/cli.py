@@ -179,7 +179,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
         default_clients=args.k,
         in_flight=args.in_flight,
         repeats=args.repeats,
-        instances=args.instances,
+        instances=tuple(args.instances),
         data_seconds={k: v * args.data_scale for k, v in DEFAULT_DATA_SECONDS.items()},
         device=args.device,
     )
@@ -240,7 +240,8 @@ def cmd_plan(args: argparse.Namespace) -> None:
         logger.warning(f"plan: warning: {line}")
     logger.info(
         f"plan: recommend servers={capacity.servers} "
-        f"clients_per_server={capacity.clients_per_server} batch_size={capacity.batch_size}: "
+        f"clients_per_server={capacity.clients_per_server} batch_size={capacity.batch_size} "
+        f"instances={capacity.instances}: "
         + " ".join(f"--set {o}" for o in capacity.overrides())
     )
 
@@ -378,8 +379,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("bench", cmd_bench, "measure service, limit and naive throughput; write "
                 "RESULTS.md, results.json and plots", config=False)
     p.add_argument("--out", type=Path, default=Path("benchmarks"), help="output directory")
-    p.add_argument("--workloads", nargs="+", default=["toy", "deepclean", "bbhnet", "e2e"],
-                   choices=["toy", "deepclean", "bbhnet", "e2e", "tiny"])
+    from offline_iaas.bench.workloads import DEFAULT_WORKLOADS, WORKLOADS
+
+    p.add_argument("--workloads", nargs="+", default=list(DEFAULT_WORKLOADS),
+                   choices=list(WORKLOADS))
     p.add_argument("--batch-sizes", nargs="+", type=int, default=[8, 32, 128],
                    help="batch sizes swept at -k clients")
     p.add_argument("--clients", nargs="+", type=int, default=[1, 2, 4],
@@ -389,8 +392,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=2, help="default point's clients")
     p.add_argument("--in-flight", type=int, default=4, help="requests in flight per client")
     p.add_argument("--repeats", type=int, default=3, help="repeats per path and point")
-    p.add_argument("--instances", type=int, default=2,
-                   help="server.instances of the served model (one onnxruntime thread each)")
+    p.add_argument("--instances", nargs="+", type=int, default=[1, 2],
+                   help="server.instances of the served model swept (one onnxruntime thread "
+                   "each); the batch sweep and the targets at the most")
     p.add_argument("--data-scale", type=float, default=1.0,
                    help="multiply the data streamed per measurement")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",

@@ -512,13 +512,27 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         raise ConfigError(f"{path}: config file not found") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    return config_from_dict(_overridden(raw, overrides, path), path)
+
+
+def override_config(config: CampaignConfig, overrides: list[str] | tuple[str, ...]
+                    ) -> CampaignConfig:
+    """``config`` with ``section.key=value`` overrides applied, validated again."""
+    path = config.source or Path("config.toml")
+    raw = {section: {k: v for k, v in values.items() if v is not None}  # None: the default
+           for section, values in config.to_dict().items()}
+    return config_from_dict(_overridden(raw, overrides, path), path)
+
+
+def _overridden(raw: dict[str, Any], overrides: list[str] | tuple[str, ...], path: Path
+                ) -> dict[str, Any]:
     for text in overrides:
         section, key, value = parse_override(text)
         raw.setdefault(section, {})
         if not isinstance(raw[section], dict):
             raise ConfigError(f"{path}: override {text!r}: [{section}] is not a section")
         raw[section][key] = value
-    return config_from_dict(raw, path)
+    return raw
 
 
 def config_from_dict(raw: dict[str, Any], path: Path) -> CampaignConfig:

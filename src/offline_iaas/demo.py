@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+import resource
 import shutil
 import time
 from importlib import resources
 from pathlib import Path
 
 from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.data.gwf_reader import reader
 from offline_iaas.errors import MismatchError
 from offline_iaas.modes import MODES
 from offline_iaas.rundir import RunDir
@@ -87,21 +89,28 @@ def run_demo(
     logger.info(
         f"demo: wrote {run.dag} ({config.layout.servers} servers, {len(segments)} clients)"
     )
+    reader().close()  # its CPU so far is make-dag's (counted by neither side)
+    cpu = cpu_seconds_so_far()
     started = time.monotonic()
     run_local(run)
     wall = time.monotonic() - started
+    campaign_cpu = cpu_seconds_so_far() - cpu
     data_seconds = config.total_windows * config.stride_seconds
 
     timings: dict[str, float] = {}
+    cpu = cpu_seconds_so_far()
     reference_path, reference_wall = run_reference(config, workdir / "reference.h5",
                                                    timings=timings)
+    reader().close()  # reaped: the reference's frame reading is counted
+    timings["cpu_seconds"] = cpu_seconds_so_far() - cpu
     output, summary = run.output
     comparison = compare_outputs(output, reference_path)
     worst = comparison.worst
     logger.info(f"data seconds processed: {data_seconds:.1f}")
     logger.info(f"wall time: {wall:.1f} s (campaign), {reference_wall:.1f} s (reference)")
     logger.info(f"data-seconds per second: {data_seconds / wall:.1f}")
-    logger.info(streaming_line(run, data_seconds, timings))
+    logger.info(streaming_line(run, campaign_cpu, timings))
+    logger.info(bytes_line(run, config))
     logger.info(f"campaign output: {output}")
     logger.info(f"reference: {reference_path}")
     for line in physics_lines(json.loads(summary.read_text())):
@@ -141,14 +150,56 @@ def _without_cleaning(workdir: Path, config_path: Path | None, overrides: list[s
     return sensitivity_lines(summary.get("bbhnet", {}).get("sensitivity"))
 
 
-def streaming_line(run: RunDir, data_seconds: float, reference: dict[str, float]) -> str:
-    """``streaming: X data-s/s (campaign clients), Y data-s/s (reference)``: X over the time
-    from the first client's first request to the last client's last response (the parts'
-    sidecars, ``sizing/pilot.py``), Y over the reference's streaming time (no discovery, no
-    post-processing)."""
+def cpu_seconds_so_far() -> float:
+    """CPU seconds of this process (every thread) and of its children that have ended."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def streaming_line(run: RunDir, campaign_cpu_seconds: float, reference: dict[str, float]
+                   ) -> str:
+    """The campaign's and the reference's throughput over the same analysed data seconds
+    (warm-up windows excluded on both sides), per wall second of streaming and per CPU second.
+
+    Streaming time: from the first client's first request to the last client's last response
+    (the parts' sidecars, ``sizing/pilot.py``), and the reference's reading and streaming (no
+    discovery, no post-processing). CPU seconds: every process of each, from start to output
+    (the campaign's nodes, tritonservers and their stubs, reaped by ``run-local``; the
+    reference's process and its frame reader).
+    """
     from offline_iaas.sizing.pilot import read_pilot
 
-    campaign = data_seconds / read_pilot(run).streaming_seconds
-    ours = reference["data_seconds"] / reference["streaming_seconds"]
-    return (f"streaming: {campaign:.1f} data-s/s (campaign clients), {ours:.1f} data-s/s "
-            f"(reference); {campaign / ours:.2f} x")
+    pilot = read_pilot(run)
+    analysed = reference["data_seconds"]
+    if abs(pilot.analysed_seconds - analysed) > 1e-6 * max(analysed, 1.0):
+        raise MismatchError(f"the campaign analysed {pilot.analysed_seconds:g} data seconds, "
+                            f"the reference {analysed:g}")
+    campaign = analysed / pilot.streaming_seconds
+    ours = analysed / reference["streaming_seconds"]
+    campaign_cpu = analysed / campaign_cpu_seconds
+    ours_cpu = analysed / reference["cpu_seconds"]
+    return (
+        f"streaming: the same {analysed:,.1f} analysed data seconds (warm-ups excluded; the "
+        f"campaign's clients streamed {pilot.streamed_seconds:,.1f} with theirs): campaign "
+        f"{campaign:.1f} data-s/s ({pilot.servers} server(s) x {pilot.clients_per_server} "
+        f"client(s)), reference {ours:.1f} data-s/s (one process): {campaign / ours:.2f} x per "
+        f"wall second; per CPU second (every process, start to output): campaign "
+        f"{campaign_cpu:.1f} data-s ({campaign_cpu_seconds:.1f} CPU-s), reference "
+        f"{ours_cpu:.1f} data-s ({reference['cpu_seconds']:.1f} CPU-s): "
+        f"{campaign_cpu / ours_cpu:.2f} x")
+
+
+def bytes_line(run: RunDir, config: CampaignConfig) -> str:
+    """What the clients sent per streamed and per analysed data second, beside the channels'
+    own bytes per second (every sample once, float32)."""
+    from offline_iaas.sizing.pilot import read_pilot
+
+    pilot = read_pilot(run)
+    raw = len(config.stream_channels) * config.data.sample_rate * 4
+    return (f"sent: {pilot.tensor_bytes_sent / 1e6:,.2f} MB of tensors: "
+            f"{pilot.tensor_bytes_sent / pilot.streamed_seconds:,.0f} B per streamed data "
+            f"second (the channels' own: {len(config.stream_channels)} x "
+            f"{config.data.sample_rate:g} Hz x 4 B = {raw:,.0f}), "
+            f"{pilot.tensor_bytes_sent / pilot.analysed_seconds:,.0f} B per analysed data second "
+            f"(x {pilot.streamed_seconds / pilot.analysed_seconds:.3f}: the warm-ups streamed "
+            "again)")

@@ -11,8 +11,10 @@ feeds it. One job per module:
 ``clients``      worker processes started together, their CPU time and results
 ``service``      k clients streaming batched snapshot updates to the served model
 ``naive``        k clients sending whole windows to the network model (no snapshotter)
-``sweep``        the whole measurement: workloads x batch sizes x client counts
+``sweep``        the whole measurement: workloads x batch sizes x clients x instances
+``targets``      the targets, judged with the service's median against the best limit
 ``report``       tables, plots and ``RESULTS.md``; ``results`` the measurements' file
+``provenance``   the commit a generated document's numbers came from
 ``regression``   service/limit of the tiny workload against a recorded value
 ``monitor_plot`` queue-latency and throughput-over-time plots of ``serve/monitor.py`` CSVs
 """

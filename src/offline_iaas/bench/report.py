@@ -1,10 +1,10 @@
 """Tables, plots and ``RESULTS.md`` from the bench's measurements.
 
-Each path at each point is represented by its best repeat in data seconds per wall second,
+The tables show each path at each point by its best repeat in data seconds per wall second,
 and by its cheapest repeat in data seconds per CPU second (client and server processes, or the
-limit's workers; other processes can only add to that cost). Ratios are taken between those:
-``service/limit`` and ``service/naive`` per wall second, and the same per CPU second, which
-the load other processes put on the machine hardly moves.
+limit's workers; other processes can only add to that cost). The targets are judged more
+strictly, with the service's median repeat against the best limit at that batch size
+(``bench/targets.py``).
 """
 
 from __future__ import annotations
@@ -14,17 +14,10 @@ from pathlib import Path
 
 from offline_iaas.bench.results import Measurement, best_by_path, cpu_efficiency_by_path
 from offline_iaas.bench.sweep import SweepPlan
+from offline_iaas.bench.targets import TargetCheck, judge, missed_lines
 from offline_iaas.bench.workloads import workload
 
 PATHS: tuple[str, ...] = ("limit", "service", "naive")
-BYTES_TARGET_FACTOR = 1.1
-TARGETS: dict[str, dict[str, float]] = {
-    "deepclean": {"service/limit": 0.85, "service/naive": 1.5},
-    "bbhnet": {"service/limit": 0.85},
-    "e2e": {"service/limit": 0.85},
-}
-"""Issue #14's targets (2 cores, no GPU), judged at each workload's default point; every
-workload's service also sends at most ``BYTES_TARGET_FACTOR`` x its raw channel bytes."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +27,8 @@ class Point:
     workload: str
     batch_size: int
     clients: int
+    instances: int
+    """``server.instances`` of the service (the limit's worker processes)."""
     best: dict[str, Measurement]
     """The fastest repeat of each path (data seconds per wall second)."""
     per_cpu: dict[str, float]
@@ -53,13 +48,14 @@ class Point:
 
 
 def points(measurements: list[Measurement]) -> list[Point]:
-    """Group measurements by (workload, batch size, clients), in order of first appearance."""
-    groups: dict[tuple[str, int, int], list[Measurement]] = {}
+    """Group measurements by (workload, batch size, clients, instances), in order of first
+    appearance."""
+    groups: dict[tuple[str, int, int, int], list[Measurement]] = {}
     for m in measurements:
-        groups.setdefault((m.workload, m.batch_size, m.clients), []).append(m)
+        groups.setdefault((m.workload, m.batch_size, m.clients, m.threads), []).append(m)
     return [
-        Point(name, batch, clients, best_by_path(group), cpu_efficiency_by_path(group))
-        for (name, batch, clients), group in groups.items()
+        Point(name, batch, clients, n, best_by_path(group), cpu_efficiency_by_path(group))
+        for (name, batch, clients, n), group in groups.items()
     ]
 
 
@@ -70,10 +66,10 @@ def _fmt(value: float, digits: int = 2) -> str:
 def throughput_table(pts: list[Point]) -> str:
     """Markdown table: data seconds per wall second of each path and the ratios."""
     lines = [
-        "| workload | batch | clients | limit | service | naive "
+        "| workload | batch | clients | instances | limit | service | naive "
         "| service/limit | service/naive | service/limit per CPU s | service/naive per CPU s "
         "| cores used: limit, service | other load (cores): limit, service |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
         "| ---: | ---: |",
     ]
     for p in pts:
@@ -81,7 +77,8 @@ def throughput_table(pts: list[Point]) -> str:
         cores = {k: _fmt(m.cpu_seconds / m.wall_seconds, 2) for k, m in p.best.items()}
         other = {k: _fmt(m.other_cpu_seconds / m.wall_seconds, 1) for k, m in p.best.items()}
         lines.append(
-            f"| {p.workload} | {p.batch_size} | {p.clients} | {rate.get('limit', '—')} | "
+            f"| {p.workload} | {p.batch_size} | {p.clients} | {p.instances} | "
+            f"{rate.get('limit', '—')} | "
             f"{rate.get('service', '—')} | {rate.get('naive', '—')} | "
             f"{_fmt(p.ratio('service', 'limit'))} | "
             f"{_fmt(p.ratio('service', 'naive'))} | {_fmt(p.cpu_ratio('service', 'limit'))} | "
@@ -95,10 +92,10 @@ def throughput_table(pts: list[Point]) -> str:
 def cost_table(pts: list[Point]) -> str:
     """Markdown table: bytes and CPU time per data second of each served path."""
     lines = [
-        "| workload | batch | clients | path | sent (B/data-s) | received (B/data-s) "
-        "| client CPU (ms/data-s) | server CPU (ms/data-s) | least CPU of the repeats "
-        "(ms/data-s) |",
-        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| workload | batch | clients | instances | path | sent (B/data-s) "
+        "| received (B/data-s) | client CPU (ms/data-s) | server CPU (ms/data-s) "
+        "| least CPU of the repeats (ms/data-s) |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for p in pts:
         for path in PATHS:
@@ -106,7 +103,7 @@ def cost_table(pts: list[Point]) -> str:
             if m is None:
                 continue
             lines.append(
-                f"| {p.workload} | {p.batch_size} | {p.clients} | {path} | "
+                f"| {p.workload} | {p.batch_size} | {p.clients} | {p.instances} | {path} | "
                 f"{m.bytes_sent_per_data_second:,.0f} | {m.bytes_received_per_data_second:,.0f} "
                 f"| {1e3 * m.client_cpu_seconds / m.data_seconds:.2f} | "
                 f"{1e3 * m.server_cpu_seconds / m.data_seconds:.2f} | "
@@ -115,77 +112,66 @@ def cost_table(pts: list[Point]) -> str:
     return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class TargetCheck:
-    """One target of the issue, judged at one point."""
-
-    workload: str
-    name: str
-    value: float
-    cpu_value: float
-    """The same ratio per CPU second (NaN where it does not apply)."""
-    threshold: float
-    lower_is_better: bool = False
-
-    @property
-    def met(self) -> bool:
-        """Met per wall second, and per CPU second where that applies (both must hold)."""
-        if self.lower_is_better:
-            return self.value <= self.threshold
-        return self.value >= self.threshold and not self.cpu_value < self.threshold
-
-
-def _checks_at(p: Point) -> list[TargetCheck]:
-    """The issue's targets evaluated at one point (none without a service measurement)."""
-    if "service" not in p.best:
-        return []
-    checks = []
-    for name, threshold in TARGETS.get(p.workload, {}).items():
-        bottom = name.split("/")[1]
-        checks.append(TargetCheck(
-            p.workload, name, p.ratio("service", bottom), p.cpu_ratio("service", bottom),
-            threshold,
-        ))
-    load = workload(p.workload)
-    checks.append(TargetCheck(
-        p.workload, "sent bytes / (channels x rate x 4 B)",
-        p.best["service"].bytes_sent_per_data_second / load.input_bytes_per_data_second,
-        float("nan"), BYTES_TARGET_FACTOR, lower_is_better=True,
-    ))
-    return checks
-
-
 def _is_default(p: Point, plan: SweepPlan) -> bool:
     """``p`` is its workload's default point (where the targets are judged)."""
-    return (p.batch_size, p.clients) == (
-        plan.batch_size_of(workload(p.workload)), plan.default_clients)
+    return (p.batch_size, p.clients, p.instances) == (
+        plan.batch_size_of(workload(p.workload)), plan.default_clients, plan.default_instances)
 
 
-def target_checks(pts: list[Point], plan: SweepPlan) -> list[TargetCheck]:
+def _checks_at(measurements: list[Measurement], p: Point) -> list[TargetCheck]:
+    return judge(measurements, p.workload, p.batch_size, p.clients, p.instances)
+
+
+def target_checks(measurements: list[Measurement], plan: SweepPlan) -> list[TargetCheck]:
     """The issue's targets at each workload's default point."""
-    return [c for p in pts if _is_default(p, plan) for c in _checks_at(p)]
+    return [c for p in points(measurements) if _is_default(p, plan)
+            for c in _checks_at(measurements, p)]
 
 
-def targets_table(pts: list[Point], plan: SweepPlan) -> str:
-    """The targets at the default point, and at how many sweep points each is met."""
-    met_at: dict[tuple[str, str], list[bool]] = {}
-    for p in pts:
-        for c in _checks_at(p):
-            met_at.setdefault((c.workload, c.name), []).append(c.met)
+def _met_at(measurements: list[Measurement]) -> dict[tuple[str, str], list[str]]:
+    """For each (workload, target), the sweep points where it is met."""
+    met: dict[tuple[str, str], list[str]] = {}
+    for p in points(measurements):
+        for c in _checks_at(measurements, p):
+            where = f"batch {p.batch_size}, {p.clients} client(s), {p.instances} instance(s)"
+            met.setdefault((c.workload, c.name), [])
+            if c.met:
+                met[(c.workload, c.name)].append(where)
+    return met
+
+
+def targets_table(measurements: list[Measurement], plan: SweepPlan) -> str:
+    """The targets at the default point with the repeats' spread, and at how many sweep
+    points each is met."""
+    met_at = _met_at(measurements)
+    counts = {}
+    for p in points(measurements):
+        for c in _checks_at(measurements, p):
+            counts[(c.workload, c.name)] = counts.get((c.workload, c.name), 0) + 1
     lines = [
-        "| workload | quantity | per wall s | per CPU s | target | met (both) "
-        "| met at sweep points |",
-        "| --- | --- | ---: | ---: | ---: | --- | ---: |",
+        "| workload | quantity | service: median [least–most] (repeats) | opponent at this "
+        "batch: median [least–most] (repeats), best | per wall s | per CPU s | target "
+        "| met (both) | met at sweep points |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
     ]
-    for c in target_checks(pts, plan):
+    for c in target_checks(measurements, plan):
         sign = "≤" if c.lower_is_better else "≥"
-        flags = met_at[(c.workload, c.name)]
+        opponent = (f"{c.opponent.text()}, {c.opponent.best:.1f}" if c.opponent else "—")
         lines.append(
-            f"| {c.workload} | {c.name} | {_fmt(c.value, 3)} | {_fmt(c.cpu_value, 3)} | "
+            f"| {c.workload} | {c.name} | {c.service.text() if c.service else '—'} | "
+            f"{opponent} | {_fmt(c.value, 3)} | {_fmt(c.cpu_value, 3)} | "
             f"{sign} {c.threshold:g} | {'yes' if c.met else '**no**'} | "
-            f"{sum(flags)} of {len(flags)} |"
+            f"{len(met_at[(c.workload, c.name)])} of {counts[(c.workload, c.name)]} |"
         )
     return "\n".join(lines)
+
+
+def missed_targets(measurements: list[Measurement], plan: SweepPlan) -> list[str]:
+    """Why each missed target at the default points is missed, and what would meet it."""
+    met_at = _met_at(measurements)
+    return [line for c in target_checks(measurements, plan)
+            for line in missed_lines(measurements, c, plan.batch_size_of(workload(c.workload)),
+                                     plan.default_instances, met_at[(c.workload, c.name)])]
 
 
 def plot_throughput(pts: list[Point], plan: SweepPlan, out_png: Path) -> Path:
@@ -201,26 +187,30 @@ def plot_throughput(pts: list[Point], plan: SweepPlan, out_png: Path) -> Path:
 
     names = list(dict.fromkeys(p.workload for p in pts))
     fig, axes = plt.subplots(len(names), 2, figsize=(10, 3.6 * len(names)), squeeze=False)
-    styles = {"limit": "k--", "service": "C0-o", "naive": "C3-s"}
+    styles = {"limit": "--", "service": "-o", "naive": "-s"}
+    colours = {n: f"C{i}" for i, n in enumerate(sorted(plan.instances, reverse=True))}
     clients = plan.default_clients
     for row, name in enumerate(names):
         mine = [p for p in pts if p.workload == name]
         batch_size = plan.batch_size_of(workload(name))
         sweeps = (
             ("batch size (windows per request)", "batch_size",
-             [p for p in mine if p.clients == clients], f"{clients} clients"),
+             [p for p in mine if p.clients == clients
+              and p.instances == plan.default_instances], f"{clients} clients"),
             ("clients (k)", "clients",
              [p for p in mine if p.batch_size == batch_size], f"batch {batch_size}"),
         )
         for col, (xlabel, attr, chosen, fixed) in enumerate(sweeps):
             axis = axes[row][col]
             chosen = sorted(chosen, key=lambda p: getattr(p, attr))
-            for path, style in styles.items():
-                xy = [(getattr(p, attr), p.best[path].data_seconds_per_second)
-                      for p in chosen if path in p.best]
-                if xy:
-                    xs, ys = zip(*xy, strict=True)
-                    axis.plot(xs, ys, style, label=path)
+            for n in sorted({p.instances for p in chosen}, reverse=True):
+                for path, style in styles.items():
+                    xy = [(getattr(p, attr), p.best[path].data_seconds_per_second)
+                          for p in chosen if path in p.best and p.instances == n]
+                    if xy:
+                        xs, ys = zip(*xy, strict=True)
+                        axis.plot(xs, ys, style, color=colours.get(n, "k"),
+                                  label=f"{path}, {n} instance(s)")
             if attr == "batch_size":
                 axis.set_xscale("log", base=2)
             axis.set_xticks(sorted({getattr(p, attr) for p in chosen}))
@@ -230,7 +220,7 @@ def plot_throughput(pts: list[Point], plan: SweepPlan, out_png: Path) -> Path:
             axis.set_title(f"{name} ({fixed})")
             axis.set_ylim(bottom=0)
             axis.grid(alpha=0.3)
-            axis.legend(fontsize=8)
+            axis.legend(fontsize=7)
     fig.tight_layout()
     out_png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_png, dpi=110)
@@ -277,8 +267,9 @@ def results_markdown(header: dict, measurements: list[Measurement], plan) -> str
     pts = points(measurements)
     machine = header["machine"]
     cores = {path: _mean_cores(measurements, path) for path in ("limit", "service")}
-    checks = target_checks(pts, plan)
+    checks = target_checks(measurements, plan)
     met = sum(c.met for c in checks)
+    missed = missed_targets(measurements, plan)
     defaults = ", ".join(
         f"{name} batch {plan.batch_size_of(workload(name))}" for name in plan.workloads
     )
@@ -288,28 +279,35 @@ def results_markdown(header: dict, measurements: list[Measurement], plan) -> str
         "Generated by `offline-iaas bench`; do not edit by hand (see `NOTES.md` for the "
         "attempts and their analysis).",
         "",
-        f"- **Command**: `{header['command']}` — took {header['elapsed_seconds']:.0f} s, "
-        f"started {header['started']}.",
+        f"- **Command**: `{header['command']}` at commit `{header.get('commit', 'unknown')}` "
+        f"— took {header['elapsed_seconds']:.0f} s, started {header['started']}.",
         f"- **Machine**: {machine['cpu']}, {machine['cores']} cores, "
         f"{machine['memory_gib']} GiB, Linux {machine['kernel']}, Python {machine['python']}, "
         f"onnxruntime {machine['onnxruntime']}, tritonserver from nvidia-pytriton "
         f"{machine['nvidia-pytriton']} (python backend). " + _device_text(header, machine),
-        f"- **Layout**: the server runs the workload's repository as `offline-iaas export` "
-        f"writes it, with `server.instances = {plan.instances}` (one onnxruntime thread "
-        f"each); the limit runs {plan.instances} worker process(es) with the same session "
-        f"settings. {plan.in_flight} requests in flight per client; best of {plan.repeats} "
-        "interleaved repeats per path and point.",
+        "- **Layout**: the server runs the workload's repository as `offline-iaas export` "
+        "writes it, with `server.instances` = "
+        f"{' and '.join(map(str, sorted(plan.instances)))} (one onnxruntime thread each; the "
+        f"batch sweep and the targets at {plan.default_instances}); the limit runs as many "
+        f"worker processes with the same session settings. {plan.in_flight} requests in "
+        f"flight per client; {plan.repeats} interleaved repeats per path and point.",
         f"- **Shared machine**: other processes used {cores['limit'][1]:.2f} cores on average "
         f"during the limit's measurements and {cores['service'][1]:.2f} during the service's "
         f"(load average {header['load_average_before'][0]} before, "
         f"{header['load_average_after'][0]} after). On average the limit got "
         f"{cores['limit'][0]:.2f} cores and the service {cores['service'][0]:.2f}. The "
         "per-CPU-second ratio (data seconds per CPU second of each path) does not depend on "
-        "the load, and a target counts as met only if both ratios meet it.",
+        "the load. A target is judged with the service's median repeat against the best "
+        "repeat of the limit (or naive path) measured at that batch size anywhere in the run, "
+        "and counts as met only if both ratios meet it: a target met only by noise is not "
+        "met.",
         "",
         "Workloads (`bench/workloads.py`), each a campaign config of its mode with seeded "
         "weights: **toy** = classifier mode (H1+L1, 2048 Hz, 4 s windows at 4 Hz, the "
         "campaign's padded CNN); **deepclean** = 21 witnesses, 2048 Hz, 1 s windows at 32 Hz; "
+        "**o3-deepclean** = O3 reprocessing's DeepClean (`workflow/o3-month-deepclean.toml`: "
+        "21 witnesses of H1 streamed at 4096 Hz, the strain subtracted in the merge, 1 s windows at 32 Hz, batch 32; a reduced "
+        "span per measurement on the CPU); "
         "**bbhnet** = H1+L1, 2048 Hz, 1.5 s windows at 4 Hz; **e2e** = H1+L1 with 21 "
         "witnesses each, 2048 Hz, 1 s windows at 32 Hz (DeepClean → subtraction → BBHnet). "
         "None of these networks streams (all are padded or see whole windows), so there is no "
@@ -326,11 +324,12 @@ def results_markdown(header: dict, measurements: list[Measurement], plan) -> str
         "modes; the DeepClean client averages itself). Throughput is data seconds per wall "
         "second.",
         "",
-        f"## Targets (default points: {defaults}; {plan.default_clients} clients) — {met} of "
-        f"{len(checks)} met",
+        f"## Targets (default points: {defaults}; {plan.default_clients} clients, "
+        f"{plan.default_instances} instances) — {met} of {len(checks)} met",
         "",
-        targets_table(pts, plan),
+        targets_table(measurements, plan),
         "",
+        *(["### Missed targets", "", *missed, ""] if missed else []),
         *_interpretation(pts, plan),
         "",
         "## Throughput (data seconds per wall second)",
@@ -357,7 +356,9 @@ def results_markdown(header: dict, measurements: list[Measurement], plan) -> str
         "## Sizing a campaign from these numbers",
         "",
         "`offline-iaas plan CONFIG --target-hours H --from-bench results.json` (`sizing/plan.py`)"
-        " takes the service throughput measured here for the workload of the campaign's mode.",
+        " takes the service's median throughput measured here for the workload that streams "
+        "what the campaign streams (else its mode's, scaled), at the number of instances it "
+        "recommends (`server.instances`, at most the cores a server gets).",
         "",
         "## GPU",
         "",

@@ -26,6 +26,7 @@ from typing import Any
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.bench import report
 from offline_iaas.bench.monitor_plot import plot_monitor
+from offline_iaas.bench.provenance import source_commit
 from offline_iaas.bench.results import Measurement, read_results, write_results
 from offline_iaas.bench.sweep import SweepPlan, run_workload
 from offline_iaas.bench.workloads import workload
@@ -106,6 +107,7 @@ def run_bench(
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     started_utc = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    commit = source_commit()
     started = time.monotonic()
     load_before = os.getloadavg()
     measurements: list[Measurement] = []
@@ -118,6 +120,7 @@ def run_bench(
     elapsed = time.monotonic() - started
     header = {
         "command": command,
+        "commit": commit,
         "started": started_utc,
         "elapsed_seconds": round(elapsed, 1),
         "device": plan.device,
@@ -140,8 +143,10 @@ def write_report(out_dir: Path) -> Path:
     """
     results_path = out_dir / "results.json"
     header, measurements = read_results(results_path)
-    plan = SweepPlan(**{k: tuple(v) if isinstance(v, list) else v
-                        for k, v in header["plan"].items()})
+    fields = dict(header["plan"])
+    if isinstance(fields.get("instances"), int):  # results written before the instance sweep
+        fields["instances"] = [fields["instances"]]
+    plan = SweepPlan(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
     pts = report.points(measurements)
     report.plot_throughput(pts, plan, out_dir / "throughput.png")
     monitor_csvs = [out_dir / "monitor" / f"{name}.csv" for name in plan.workloads]

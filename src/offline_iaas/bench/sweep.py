@@ -1,12 +1,14 @@
 """The whole measurement: for each workload, its repositories, servers and every path.
 
 Per workload: seeded weights are written and ``export`` writes the campaign's repository for
-the workload's config (the fused model) and, for the naive path, the ``--ensemble`` one whose
-network model takes whole windows; one tritonserver serves each (the service's with a
-statistics monitor). Each served path is warmed up once, then at every point
-``(batch_size, clients)`` of the sweep the limit, the service and the naive path are measured
-in turn, ``repeats`` times, interleaved so that load from other processes falls on all of them
-alike. Every measurement is kept; the report takes the best repeat of each.
+the workload's config (the fused model) once per swept ``server.instances`` and, for the naive
+path, the ``--ensemble`` one whose network model takes whole windows; one tritonserver serves
+each (the service's at the most instances with a statistics monitor). Each served path is
+warmed up once, then at every point ``(batch_size, clients, instances)`` of the sweep the
+limit, the service and the naive path are measured in turn, ``repeats`` times, interleaved so
+that load from other processes falls on all of them alike. Every measurement is kept; the
+report judges each target with the service's median repeat against the best limit measured at
+that batch size (``bench/targets.py``).
 
 ``device`` is the switch between the cpu flavor and the gpu flavor: with ``cuda`` the
 repository is ``export --flavor gpu`` (the same fused model, its networks on the GPU) and the
@@ -27,7 +29,7 @@ from offline_iaas.bench.naive import has_naive_path, measure_naive
 from offline_iaas.bench.results import Measurement, best_by_path
 from offline_iaas.bench.server import BenchServer, bench_server
 from offline_iaas.bench.service import measure_service
-from offline_iaas.bench.workloads import Workload, workload, write_weights
+from offline_iaas.bench.workloads import DEFAULT_WORKLOADS, Workload, workload, write_weights
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.repository.export import FLAVOR_DEVICE, export_repository, read_manifest
@@ -38,9 +40,11 @@ from offline_iaas.serve.monitor import start_monitor
 logger = logging.getLogger(__name__)
 
 DEFAULT_DATA_SECONDS: dict[str, float] = {
-    "toy": 4000.0, "deepclean": 240.0, "bbhnet": 4000.0, "e2e": 64.0, "tiny": 120.0,
+    "toy": 4000.0, "deepclean": 240.0, "o3-deepclean": 64.0, "bbhnet": 4000.0, "e2e": 64.0,
+    "tiny": 120.0,
 }
-"""Data streamed per measurement: about 2-5 s of wall time each on 2 cores."""
+"""Data streamed per measurement: about 2-5 s of wall time each on 2 cores (``o3-deepclean``
+at a reduced duration: a GPU node streams minutes in that time, ``--data-scale`` sets it)."""
 FLAVOR_OF_DEVICE = {device: flavor for flavor, device in FLAVOR_DEVICE.items()}
 """The repository flavor whose fused model runs its networks on each device."""
 MONITOR_INTERVAL_SECONDS = 0.5
@@ -56,9 +60,9 @@ class SweepPlan:
     workloads
         Workload names.
     batch_sizes
-        Swept at ``default_clients``.
+        Swept at ``default_clients`` and the most ``instances``.
     clients
-        Swept at the default batch size.
+        Swept at the default batch size, for each of ``instances``.
     default_batch_size
         The batch size the targets are judged at (None: each workload's own).
     default_clients
@@ -68,22 +72,23 @@ class SweepPlan:
     repeats
         Measurements of each path at each point (the best is reported).
     instances
-        Server instances of the served model (``server.instances``; one onnxruntime thread
-        each); the limit runs as many worker processes.
+        Server instances of the served model swept (``server.instances``; one onnxruntime
+        thread each); the limit runs as many worker processes. The targets are judged at the
+        most.
     data_seconds
         Data per measurement, per workload (default ``DEFAULT_DATA_SECONDS``).
     device
         ``cpu`` or ``cuda``: where the served model and the limit run their networks.
     """
 
-    workloads: tuple[str, ...] = ("toy", "deepclean", "bbhnet", "e2e")
+    workloads: tuple[str, ...] = DEFAULT_WORKLOADS
     batch_sizes: tuple[int, ...] = (8, 32, 128)
     clients: tuple[int, ...] = (1, 2, 4)
     default_batch_size: int | None = None
     default_clients: int = 2
     in_flight: int = 4
     repeats: int = 3
-    instances: int = 2
+    instances: tuple[int, ...] = (1, 2)
     data_seconds: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
 
@@ -91,11 +96,18 @@ class SweepPlan:
         """The default point's batch size for ``load``."""
         return self.default_batch_size or load.batch_size
 
-    def points(self, load: Workload) -> list[tuple[int, int]]:
-        """(batch_size, clients) pairs: the batch-size sweep, then the client sweep."""
-        pairs = [(b, self.default_clients) for b in self.batch_sizes]
-        pairs += [(self.batch_size_of(load), k) for k in self.clients]
-        return list(dict.fromkeys(pairs))
+    @property
+    def default_instances(self) -> int:
+        """The instances the batch sweep and the targets use: the most swept."""
+        return max(self.instances)
+
+    def points(self, load: Workload) -> list[tuple[int, int, int]]:
+        """(batch_size, clients, instances): the batch-size sweep, then the client sweep at
+        each number of instances."""
+        points = [(b, self.default_clients, self.default_instances) for b in self.batch_sizes]
+        points += [(self.batch_size_of(load), k, n) for n in sorted(self.instances)
+                   for k in self.clients]
+        return list(dict.fromkeys(points))
 
     def seconds_for(self, load: Workload) -> float:
         return self.data_seconds.get(load.name, DEFAULT_DATA_SECONDS.get(load.name, 60.0))
@@ -105,8 +117,8 @@ class SweepPlan:
         for name in self.workloads:
             workload(name)
         values = [*self.batch_sizes, *self.clients, self.default_batch_size or 1,
-                  self.default_clients, self.in_flight, self.repeats, self.instances]
-        if min(values) < 1:
+                  self.default_clients, self.in_flight, self.repeats, *self.instances]
+        if not self.instances or min(values) < 1:
             raise ConfigError(
                 "bench batch sizes, clients, in-flight, repeats and instances must be >= 1"
             )
@@ -117,42 +129,47 @@ class SweepPlan:
 
 @dataclass(frozen=True)
 class Served:
-    """A workload's service: its config, servers and what clients call."""
+    """A workload's service: its config and server at each swept number of instances, and the
+    naive path's server."""
 
     load: Workload
-    config: CampaignConfig
-    service: BenchServer
+    configs: dict[int, CampaignConfig]
+    """The workload's config (its exported repository) at each number of instances."""
+    services: dict[int, BenchServer]
     naive: BenchServer | None
 
     def measure(self, path: str, plan: SweepPlan, batch_size: int, clients: int,
-                seconds: float) -> Measurement:
-        load, k = self.load, plan.instances
+                instances: int, seconds: float) -> Measurement:
+        load, config = self.load, self.configs[instances]
         if path == "limit":
-            return measure_limit(load, self.config, batch_size, seconds, clients,
+            return measure_limit(load, config, batch_size, seconds, clients,
                                  device=plan.device)
         if path == "limit-threads":  # the same threads in one process
-            return measure_limit(load, self.config, batch_size, seconds, clients, processes=1,
+            return measure_limit(load, config, batch_size, seconds, clients, processes=1,
                                  device=plan.device)
         if path == "service":
             return measure_service(
-                load, self.service, self.config.model.name, ensemble_outputs(self.config),
-                batch_size, clients, plan.in_flight, seconds, k,
+                load, self.services[instances], config.model.name, ensemble_outputs(config),
+                batch_size, clients, plan.in_flight, seconds, instances,
             )
-        return measure_naive(load, self.naive, batch_size, clients, plan.in_flight, seconds, k)
+        return measure_naive(load, self.naive, batch_size, clients, plan.in_flight, seconds,
+                             instances)
 
-    def paths(self, plan: SweepPlan) -> tuple[str, ...]:
-        """What is measured at each point, in turn (``limit-threads`` is recorded as limit)."""
-        limits = ("limit", "limit-threads") if plan.instances > 1 else ("limit",)
-        return (*limits, "service") + (("naive",) if self.naive is not None else ())
+    def paths(self, plan: SweepPlan, instances: int) -> tuple[str, ...]:
+        """What is measured at a point, in turn (``limit-threads`` is recorded as limit; the
+        naive path at the most instances only)."""
+        limits = ("limit", "limit-threads") if instances > 1 else ("limit",)
+        naive = self.naive is not None and instances == plan.default_instances
+        return (*limits, "service") + (("naive",) if naive else ())
 
 
 def export_workload(load: Workload, plan: SweepPlan, work_dir: Path, weights: Path | None,
-                    ensemble: bool = False) -> CampaignConfig:
-    """Write the workload's repository in ``work_dir``: the flavor of ``plan.device`` (the
-    cpu flavor's ``--ensemble`` layout if asked)."""
+                    instances: int, ensemble: bool = False) -> CampaignConfig:
+    """Write the workload's repository with ``instances`` in ``work_dir``: the flavor of
+    ``plan.device`` (the cpu flavor's ``--ensemble`` layout if asked)."""
     flavor = "cpu" if ensemble else FLAVOR_OF_DEVICE[plan.device]
-    name = f"{load.name}-{flavor}-{'ensemble' if ensemble else 'fused'}-repository"
-    config = load.config(work_dir / name, plan.instances, max(plan.clients))
+    name = f"{load.name}-{flavor}-{'ensemble' if ensemble else 'fused'}-{instances}-repository"
+    config = load.config(work_dir / name, instances, max(plan.clients))
     export_repository(config, weights, flavor=flavor, ensemble=ensemble)
     return config
 
@@ -162,38 +179,44 @@ def run_workload(
 ) -> list[Measurement]:
     """Every measurement of one workload (one server per served layout for all of them)."""
     weights = write_weights(load, work_dir / f"{load.name}-weights")
-    config = export_workload(load, plan, work_dir, weights)
+    configs = {n: export_workload(load, plan, work_dir, weights, n) for n in plan.instances}
     found: list[Measurement] = []
     with ExitStack() as stack:
-        service = stack.enter_context(bench_server(
-            config.model.repository, RunDir(work_dir / f"{load.name}-run"),
-            read_manifest(config.model.repository)["models"],
-        ))
+        services = {
+            n: stack.enter_context(bench_server(
+                config.model.repository, RunDir(work_dir / f"{load.name}-{n}-run"),
+                read_manifest(config.model.repository)["models"],
+            ))
+            for n, config in configs.items()
+        }
         naive = None
         if has_naive_path(load) and plan.device == "cpu":
-            repo = export_workload(load, plan, work_dir, weights, ensemble=True).model.repository
+            repo = export_workload(load, plan, work_dir, weights, plan.default_instances,
+                                   ensemble=True).model.repository
             naive = stack.enter_context(bench_server(
                 repo, RunDir(work_dir / f"{load.name}-naive-run"), read_manifest(repo)["models"]
             ))
-        served = Served(load, config, service, naive)
+        served = Served(load, configs, services, naive)
         if monitor_csv is not None:
+            main = services[plan.default_instances]
             monitor_csv.unlink(missing_ok=True)
-            monitor = start_monitor(
-                service.url, service.headers, monitor_csv, MONITOR_INTERVAL_SECONDS
-            )
+            monitor = start_monitor(main.url, main.headers, monitor_csv,
+                                    MONITOR_INTERVAL_SECONDS)
             stack.callback(monitor.stop)
         seconds = plan.seconds_for(load)
-        served_paths = [p for p in served.paths(plan) if not p.startswith("limit")]
-        for path in served_paths:  # sessions and buffers allocated before timing
-            served.measure(path, plan, plan.batch_size_of(load), plan.default_clients,
-                           seconds * WARMUP_FRACTION)
-        for batch_size, clients in plan.points(load):
+        for n in plan.instances:  # sessions and buffers allocated before timing
+            for path in served.paths(plan, n):
+                if not path.startswith("limit"):
+                    served.measure(path, plan, plan.batch_size_of(load), plan.default_clients,
+                                   n, seconds * WARMUP_FRACTION)
+        for batch_size, clients, instances in plan.points(load):
             started = time.monotonic()
-            point = [served.measure(path, plan, batch_size, clients, seconds)
-                     for _ in range(plan.repeats) for path in served.paths(plan)]
+            point = [served.measure(path, plan, batch_size, clients, instances, seconds)
+                     for _ in range(plan.repeats) for path in served.paths(plan, instances)]
             found += point
             logger.info(
-                f"bench: {load.name} batch {batch_size} clients {clients}: "
+                f"bench: {load.name} batch {batch_size} clients {clients} instances "
+                f"{instances}: "
                 + ", ".join(
                     f"{p} {m.data_seconds_per_second:.1f}" for p, m in best_by_path(point).items()
                 )

@@ -32,6 +32,7 @@ import numpy as np
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.bench.clients import ClientJob, run_clients
+from offline_iaas.bench.provenance import source_commit
 from offline_iaas.bench.server import bench_server
 from offline_iaas.bench.service import SEQUENCE_BASE_STEP, stream_updates
 from offline_iaas.bench.workloads import BBHNET, Workload, split_strides, write_weights
@@ -79,6 +80,10 @@ class PathCost:
     bytes_sent: int
     slid_data_seconds: float
     """Analysed data seconds times the lags computed (``N + 1``)."""
+    streamed_data_seconds: float
+    """Data seconds the clients streamed: with slides, each share after the longest slide's
+    history; client-side, the analysed data once per lag."""
+    analysed_data_seconds: float
 
     @property
     def cpu_seconds(self) -> float:
@@ -121,9 +126,12 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = S
             ) for index, share in enumerate(shares)]
             run = run_clients(jobs, stream_updates if slides else stream_each_lag,
                               srv.cpu_seconds, srv.ports.grpc)
+        analysed = sum(shares) * stride_seconds
+        streamed = (sum(job.data_seconds for job in jobs) if slides
+                    else analysed * (shifts + 1))
         costs.append(PathCost(name, run.wall_seconds, run.client_cpu_seconds,
                               run.server_cpu_seconds, run.bytes_sent,
-                              sum(shares) * stride_seconds * (shifts + 1)))
+                              analysed * (shifts + 1), streamed, analysed))
     return costs
 
 
@@ -133,13 +141,18 @@ def markdown(costs: list[PathCost], load: Workload, shifts: int, shift_seconds: 
     server, client_side = costs
     rows = [
         "| path | wall s | client CPU s | server CPU s | MB sent | slid data-s / wall s "
-        "| slid data-s / CPU s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| slid data-s / CPU s | streamed data-s | B sent / streamed data-s "
+        "| B sent / analysed data-s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for c in costs:
         rows.append(f"| {c.name} | {c.wall_seconds:.1f} | {c.client_cpu_seconds:.1f} | "
                     f"{c.server_cpu_seconds:.1f} | {c.bytes_sent / 1e6:.1f} | {c.rate:.0f} | "
-                    f"{c.slid_data_seconds / c.cpu_seconds:.0f} |")
+                    f"{c.slid_data_seconds / c.cpu_seconds:.0f} | "
+                    f"{c.streamed_data_seconds:,.0f} | "
+                    f"{c.bytes_sent / c.streamed_data_seconds:,.0f} | "
+                    f"{c.bytes_sent / c.analysed_data_seconds:,.0f} |")
+    raw = len(load.ifos) * load.sample_rate_hz * 4
     analysed = server.slid_data_seconds / (shifts + 1)
     return "\n".join([
         f"# Time slides: on the server against the client-side approach ({shifts} slides)",
@@ -158,6 +171,17 @@ def markdown(costs: list[PathCost], load: Workload, shifts: int, shift_seconds: 
         f"- client CPU seconds: {client_side.client_cpu_seconds / server.client_cpu_seconds:.0f}x"
         f" fewer on the server path; bytes sent: "
         f"{client_side.bytes_sent / server.bytes_sent:.0f}x fewer",
+        f"- bytes per data second (TCP payload, gRPC framing included; the channels' own are "
+        f"{len(load.ifos)} x {load.sample_rate_hz:g} Hz x 4 B = {raw:,.0f} B): per streamed "
+        f"second the server path sends {server.bytes_sent / server.streamed_data_seconds:,.0f}"
+        f" B, as without slides (the client-side path, which streams without slides, "
+        f"{client_side.bytes_sent / client_side.streamed_data_seconds:,.0f} B); per analysed "
+        f"second {server.bytes_sent / server.analysed_data_seconds:,.0f} B (x "
+        f"{server.streamed_data_seconds / server.analysed_data_seconds:.3f}: each client streams "
+        f"the longest slide's history, {shifts * shift_seconds:g} s, before its share) against "
+        f"the client-side path's "
+        f"{client_side.bytes_sent / client_side.analysed_data_seconds:,.0f} B (every sample "
+        f"once per lag, x {shifts + 1})",
         "",
         "Both paths run the same network on the same number of kept windows, and the network "
         "dominates the cost, so on one machine over loopback their throughput is close; the "
@@ -166,7 +190,7 @@ def markdown(costs: list[PathCost], load: Workload, shifts: int, shift_seconds: 
         "the client-side path sends every sample once per lag. Between nodes, those bytes "
         "cross the network.",
         "",
-        f"Command: `{command}`",
+        f"Command: `{command}` at commit `{source_commit()}`.",
         "",
     ])
 

@@ -9,6 +9,10 @@ classifier's convolutions are padded, DeepClean's and BBHnet's too).
 ``toy``        classifier mode: H1+L1 at 2048 Hz, 4 s windows at 4 Hz (the campaign's padded
                3-layer CNN), batch 32
 ``deepclean``  deepclean mode: 21 witnesses of H1 at 2048 Hz, 1 s windows at 32 Hz, batch 32
+``o3-deepclean`` the DeepClean configuration of O3 reprocessing
+               (``workflow/o3-month-deepclean.toml``): H1's 21 witnesses streamed at
+               4096 Hz (the strain is subtracted in the merge), 1 s windows at 32 Hz,
+               batch 32; on the cpu and the gpu flavor alike
 ``bbhnet``     bbhnet mode: H1+L1 at 2048 Hz, 1.5 s windows at 4 Hz, batch 128
 ``e2e``        e2e mode: H1+L1 and 21 witnesses each at 2048 Hz, 1 s windows at 32 Hz, batch 32
                (DeepClean, subtraction and BBHnet chained)
@@ -112,10 +116,15 @@ class Workload:
 
 TOY = Workload("toy", "classifier", IFOS, 0, 2048.0, 4.0, 4.0, 32)
 DEEPCLEAN = Workload("deepclean", "deepclean", ("H1",), 21, 2048.0, 1.0, 32.0, 32)
+O3_DEEPCLEAN = Workload("o3-deepclean", "deepclean", ("H1",), 21, 4096.0, 1.0, 32.0, 32)
 BBHNET = Workload("bbhnet", "bbhnet", IFOS, 0, 2048.0, 1.5, 4.0, 128)
 E2E = Workload("e2e", "e2e", IFOS, 21, 2048.0, 1.0, 32.0, 32)
 TINY = Workload("tiny", "classifier", IFOS, 0, 256.0, 1.0, 8.0, 32)
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (TOY, DEEPCLEAN, BBHNET, E2E, TINY)}
+WORKLOADS: dict[str, Workload] = {
+    w.name: w for w in (TOY, DEEPCLEAN, O3_DEEPCLEAN, BBHNET, E2E, TINY)
+}
+DEFAULT_WORKLOADS: tuple[str, ...] = ("toy", "deepclean", "o3-deepclean", "bbhnet", "e2e")
+"""What ``offline-iaas bench`` measures by default (``tiny`` is the regression test's)."""
 WORKLOAD_OF_MODE: dict[str, str] = {"classifier": "toy", "deepclean": "deepclean",
                                     "bbhnet": "bbhnet", "e2e": "e2e"}
 
@@ -128,6 +137,19 @@ def workload(name: str) -> Workload:
         raise ConfigError(
             f"unknown bench workload {name!r} (known: {', '.join(WORKLOADS)})"
         ) from None
+
+
+def workload_of(config: CampaignConfig) -> tuple[Workload, bool]:
+    """The bench workload that streams what ``config`` streams, and whether it matches exactly
+    (mode, channels, sample rate, window and stride); otherwise the mode's default workload.
+    """
+    stream = (config.model.mode, len(config.stream_channels), config.data.sample_rate,
+              config.kernel_samples, config.stride_samples)
+    for load in WORKLOADS.values():
+        if (load.mode_name, load.channels, load.sample_rate_hz, load.kernel_samples,
+                load.stride_samples) == stream:
+            return load, True
+    return workload(WORKLOAD_OF_MODE[config.model.mode]), False
 
 
 def write_weights(load: Workload, directory: Path, seed: int = 0) -> Path | None:

@@ -48,6 +48,10 @@ class PilotRun:
     """The FINAL node's wall time."""
     streamed_seconds: float = 0.0
     """Data seconds the clients streamed, warm-ups included."""
+    analysed_seconds: float = 0.0
+    """Data seconds the clients' kept windows cover (the output's span, warm-ups excluded)."""
+    tensor_bytes_sent: int = 0
+    """Bytes of the tensors the clients sent (their sidecars' ``tensor_bytes_sent``)."""
 
     @property
     def data_seconds(self) -> float:
@@ -117,6 +121,8 @@ def read_pilot(run: RunDir) -> PilotRun:
                           "request and last response; run the pilot with this version")
     summary = _json(run.output[1])
     chunks = int(summary.get("chunks", 0))
+    kept = sum(p["output_stop"] - p["output_start"] for part in parts
+               for p in part.get("pieces", []) if "output_stop" in p)
     merge_node = nodes["merge"]
     merge_wall = unix_seconds(merge_node["ended"]) - unix_seconds(merge_node["started"])
     own = float(summary["wall_seconds"])
@@ -125,8 +131,6 @@ def read_pilot(run: RunDir) -> PilotRun:
         merge_rate = float(summary["chunk_data_seconds"]) / walls if walls else 0.0
         merge_seconds = unix_seconds(merge_node["ended"]) - max(responses)
     else:  # the data it merged: the kept windows, not the gaps
-        kept = sum(p["output_stop"] - p["output_start"] for part in parts
-                   for p in part.get("pieces", []) if "output_stop" in p)
         merged = kept * config.stride_seconds or config.data.duration
         merge_rate = merged / own if own else 0.0
         merge_seconds = own
@@ -147,6 +151,8 @@ def read_pilot(run: RunDir) -> PilotRun:
         final_seconds=final_seconds,
         streamed_seconds=sum(float(p["gps_end"]) - float(p["gps_start"])
                              for part in parts for p in part.get("pieces", [])),
+        analysed_seconds=kept * config.stride_seconds,
+        tensor_bytes_sent=sum(int(part.get("tensor_bytes_sent", 0)) for part in parts),
     )
 
 

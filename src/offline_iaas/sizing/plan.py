@@ -10,19 +10,29 @@ them to the campaign's span:
     wall        = start-up + data seconds / (servers x per server)
                   + pilot merge seconds x (data seconds / pilot data seconds) + the rest
 
+The pilot's rate holds for the pilot's layout, so ``plan`` recommends the pilot's
+``server.instances``, clients per server and batch size with the number of servers.
+
 From a bench results file (``results.json`` of ``offline-iaas bench``) it takes the measured
-service throughput of one server for the workload that matches the campaign's mode, at the
-(batch size, clients) point where it was highest, scales it to the campaign's stream, and
-divides the campaign's data by the throughput the deadline needs:
+service throughput of one server for the workload that streams what the campaign streams (else
+the workload of its mode, scaled), at the point (batch size, clients, ``server.instances``)
+whose median repeat was highest among those a server of the campaign can run (instances at
+most the cores it gets, ``server.cpus``; clients at most the exported repository's sequence
+slots), and divides the campaign's data by the throughput the deadline needs:
 
     needed      = data seconds / (target hours x 3600)                   [data-s / s]
     per server  = measured x (bench window work / campaign window work)  [data-s / s]
     servers     = ceil(needed x headroom / per server)
 
 where window work = windows per data second x window samples x streamed channels (the cost
-of a convolutional network grows with each; an assumption the output states), and the
-headroom covers server start-up, the warm-up windows every piece streams again, and
-stragglers.
+of a convolutional network grows with each; an assumption the output states, and 1 when the
+workload is the campaign's stream), and the headroom covers server start-up, the warm-up
+windows every piece streams again, and stragglers. It recommends that point's instances,
+clients and batch size: the rate it used is the rate of exactly that layout.
+
+Either way the recommendation is checked with ``make-dag``'s own planning
+(``sizing/feasible.py``) before it is printed, and ``merge.chunk_seconds`` is never below what
+keeps the longest stretch within the index's ``MAX_CHUNKS_PER_STRETCH`` chunks.
 """
 
 from __future__ import annotations
@@ -31,12 +41,18 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from offline_iaas.bench.report import points
-from offline_iaas.bench.results import read_results
-from offline_iaas.bench.workloads import WORKLOAD_OF_MODE, Workload, workload
+from offline_iaas.bench.results import Measurement, read_results
+from offline_iaas.bench.targets import Spread
+from offline_iaas.bench.workloads import WORKLOAD_OF_MODE, workload, workload_of
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.sizing.feasible import (
+    least_chunk_seconds,
+    longest_stretch_seconds,
+    refusal,
+    sequence_slots,
+)
 from offline_iaas.sizing.pilot import PilotRun, check_same_stream
 
 HEADROOM = 1.25
@@ -49,6 +65,8 @@ class CapacityPlan:
     servers: int
     clients_per_server: int
     batch_size: int
+    instances: int
+    """``server.instances``: the layout the rate was measured with."""
     hours: float
     """Expected streaming time with the recommended layout (without the headroom)."""
     explanation: list[str] = field(default_factory=list)
@@ -70,7 +88,7 @@ class CapacityPlan:
         """The plan as ``plan --json`` prints it."""
         return {
             "servers": self.servers, "clients_per_server": self.clients_per_server,
-            "batch_size": self.batch_size,
+            "batch_size": self.batch_size, "instances": self.instances,
             "expected_data_seconds_per_second_per_server": round(self.per_server_rate, 3),
             "expected_streaming_hours": round(self.hours, 4),
             "expected_wall_seconds": round(self.wall_seconds, 1),
@@ -87,6 +105,7 @@ class CapacityPlan:
             f"layout.servers={self.servers}",
             f"layout.clients_per_server={self.clients_per_server}",
             f"model.batch_size={self.batch_size}",
+            f"server.instances={self.instances}",
             *([f"merge.chunk_seconds={self.merge_chunk_seconds:g}"]
               if self.merge_chunk_seconds is not None else []),
         ]
@@ -97,6 +116,16 @@ def window_work_per_data_second(channels: int, rate_hz: float, kernel_samples: i
     return rate_hz * kernel_samples * channels
 
 
+def _bench_layouts(measurements: list[Measurement], name: str
+                   ) -> dict[tuple[int, int, int], Spread]:
+    """The service's repeats of workload ``name`` at each (batch size, clients, instances)."""
+    groups: dict[tuple[int, int, int], list[Measurement]] = {}
+    for m in measurements:
+        if m.path == "service" and m.workload == name:
+            groups.setdefault((m.batch_size, m.clients, m.threads), []).append(m)
+    return {point: Spread.of(group) for point, group in groups.items()}
+
+
 def plan_from_bench(
     config: CampaignConfig, target_hours: float, results_path: Path
 ) -> CapacityPlan:
@@ -105,22 +134,34 @@ def plan_from_bench(
     Raises
     ------
     ConfigError
-        A non-positive target, an unreadable results file, or one without a service
-        measurement of the workload matching the campaign's mode.
+        A non-positive target, an unreadable results file, one without a service
+        measurement of the workload matching the campaign, none a server of the campaign can
+        run, or a layout ``make-dag`` would refuse.
     """
     if not target_hours > 0:
         raise ConfigError(f"--target-hours must be positive, got {target_hours}")
     header, measurements = read_results(results_path)
-    name = WORKLOAD_OF_MODE[config.model.mode]
-    load: Workload = workload(name)
-    served = [p for p in points(measurements) if p.workload == name and "service" in p.best]
-    if not served:
+    load, exact = workload_of(config)
+    layouts = _bench_layouts(measurements, load.name)
+    if not layouts and exact:  # the campaign's own stream was not measured: its mode's
+        load, exact = workload(WORKLOAD_OF_MODE[config.model.mode]), False
+        layouts = _bench_layouts(measurements, load.name)
+    if not layouts:
         raise ConfigError(
-            f"{results_path}: no service measurement of the {name!r} workload (the bench "
+            f"{results_path}: no service measurement of the {load.name!r} workload (the bench "
             f"workload of mode {config.model.mode!r}): run offline-iaas bench with it"
         )
-    best = max(served, key=lambda p: p.best["service"].data_seconds_per_second)
-    measured = best.best["service"].data_seconds_per_second
+    cores, slots = config.server.cpus, sequence_slots(config)
+    runnable = {point: spread for point, spread in layouts.items()
+                if (not cores or point[2] <= cores) and (slots is None or point[1] <= slots)}
+    if not runnable:
+        raise ConfigError(
+            f"{results_path}: every {load.name!r} layout measured needs more than the campaign's "
+            f"server gives (server.cpus = {cores}: at most that many instances; the repository's "
+            f"{slots} sequence slots: at most that many clients per server)")
+    (batch_size, clients, instances), spread = max(runnable.items(),
+                                                   key=lambda item: item[1].median)
+    measured = spread.median
 
     channels = len(config.stream_channels)
     bench_work = window_work_per_data_second(
@@ -134,8 +175,11 @@ def plan_from_bench(
     needed = data_seconds / (target_hours * 3600)
     servers = max(1, math.ceil(needed * HEADROOM / per_server))
     hours = data_seconds / (servers * per_server) / 3600
+    chunk_seconds = allowed_chunk_seconds(config)
 
     device = header.get("device", "cpu")
+    same = ", ".join(f"{n} instance(s) {s.median:,.1f}" for (b, k, n), s in sorted(
+        layouts.items()) if (b, k) == (batch_size, clients))
     lines = [
         f"campaign: {config.source or 'config'}: mode {config.model.mode}, "
         f"{data_seconds:,.0f} s of data ({data_seconds / 86400:.1f} days), {channels} streamed "
@@ -144,21 +188,31 @@ def plan_from_bench(
         f"needed: {data_seconds:,.0f} data-s / ({target_hours:g} h x 3600 s/h) = "
         f"{needed:,.2f} data-s/s",
         f"bench: {results_path} ({device}, {header.get('machine', {}).get('cpu', 'unknown CPU')}"
-        f"): best service throughput of one server on the {name!r} workload: "
-        f"{measured:,.1f} data-s/s at batch {best.batch_size}, {best.clients} client(s)",
-        f"scaling: window work per data second = windows/s x window samples x channels: bench "
-        f"{load.inference_rate_hz:g} x {load.kernel_samples} x {load.channels} = "
-        f"{bench_work:,.0f}, campaign {config.model.inference_rate:g} x "
-        f"{config.kernel_samples} x {channels} = {campaign_work:,.0f}; per server "
-        f"{measured:,.1f} x {bench_work:,.0f} / {campaign_work:,.0f} = {per_server:,.2f} "
-        "data-s/s (assumes the network's cost grows linearly with each)",
+        f", {header.get('machine', {}).get('cores', '?')} cores, commit "
+        f"{header.get('commit', 'unknown')}): the {load.name!r} workload's service, median of "
+        f"{len(spread.rates)} repeat(s), at its best layout a campaign server can run "
+        f"(instances <= server.cpus = {cores or 'instances + 1'}): {measured:,.1f} data-s/s "
+        f"[{min(spread.rates):,.1f}-{max(spread.rates):,.1f}] at batch {batch_size}, "
+        f"{clients} client(s), {instances} instance(s) (at this batch and clients: {same})",
+        (f"scaling: none, the {load.name!r} workload streams the campaign's channels, rate and "
+         f"windows: per server {per_server:,.2f} data-s/s" if exact else
+         f"scaling: window work per data second = windows/s x window samples x channels: bench "
+         f"{load.inference_rate_hz:g} x {load.kernel_samples} x {load.channels} = "
+         f"{bench_work:,.0f}, campaign {config.model.inference_rate:g} x "
+         f"{config.kernel_samples} x {channels} = {campaign_work:,.0f}; per server "
+         f"{measured:,.1f} x {bench_work:,.0f} / {campaign_work:,.0f} = {per_server:,.2f} "
+         "data-s/s (assumes the network's cost grows linearly with each)"),
         f"servers: ceil({needed:,.2f} x headroom {HEADROOM:g} / {per_server:,.2f}) = {servers} "
         "(headroom: server start-up, warm-up windows streamed again per piece, stragglers)",
-        f"clients per server: {best.clients}, batch size: {best.batch_size} (the bench's best "
-        "point)",
+        f"per server: {instances} instance(s), {clients} client(s), batch size {batch_size} "
+        "(the layout measured)",
         f"expected: {data_seconds:,.0f} / ({servers} x {per_server:,.2f}) = "
         f"{hours * 3600:,.0f} s = {hours:.2f} h of streaming (target {target_hours:g} h)",
     ]
+    if chunk_seconds != config.merge.chunk_seconds:
+        lines.append(f"merge: merge.chunk_seconds={chunk_seconds:g} (the config's "
+                     f"{config.merge.chunk_seconds:g} s would put more chunks in the longest "
+                     "stretch than the index holds)")
     warnings = []
     if config.server.gpus > 0 and "gpu" not in str(device).lower():
         warnings.append(
@@ -166,14 +220,25 @@ def plan_from_bench(
             "bench ran on a CPU server: measure on the GPU node and "
             "pass its results with --from-bench"
         )
-    clients = servers * best.clients
-    if config.total_windows < clients:
-        raise ConfigError(
-            f"the recommended {clients} clients exceed the campaign's {config.total_windows} "
-            "windows: the span is too short for this deadline's layout"
-        )
-    return CapacityPlan(servers, best.clients, best.batch_size, hours, lines, per_server,
-                        hours * 3600, str(results_path), warnings=warnings)
+    if cores and cores != header.get("machine", {}).get("cores", cores):
+        warnings.append(
+            f"the bench's server shared {header['machine']['cores']} cores with its clients; a "
+            f"campaign server gets server.cpus = {cores}: measure on such a node, or run a pilot "
+            "(--from-run) for its rate")
+    return checked(config, CapacityPlan(
+        servers, clients, batch_size, instances, hours, lines, per_server, hours * 3600,
+        str(results_path), warnings=warnings,
+        merge_chunk_seconds=None if chunk_seconds == config.merge.chunk_seconds
+        else chunk_seconds))
+
+
+def checked(config: CampaignConfig, plan: CapacityPlan) -> CapacityPlan:
+    """``plan`` if ``make-dag`` accepts ``config`` with its overrides; ConfigError otherwise."""
+    reason = refusal(config, plan.overrides())
+    if reason is not None:
+        raise ConfigError(f"plan: make-dag would refuse the layout that meets this deadline "
+                          f"({' '.join(plan.overrides())}): {reason}")
+    return plan
 
 
 def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) -> CapacityPlan:
@@ -216,8 +281,10 @@ def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) 
         f"needed: {data_seconds:,.0f} data-s / ({target_hours:g} h x 3600 s/h) = "
         f"{needed:,.2f} data-s/s",
         f"servers: ceil({needed:,.2f} x headroom {HEADROOM:g} / {per_server:,.2f}) = {servers}",
-        f"clients per server: {pilot.clients_per_server}, batch size: {pilot.batch_size} (the "
-        "pilot's)",
+        f"per server: {pilot.config.server.instances} instance(s), {pilot.clients_per_server} "
+        f"client(s), batch size {pilot.batch_size} (the pilot's: its rate is that layout's"
+        + (f"; the config has server.instances = {config.server.instances}"
+           if config.server.instances != pilot.config.server.instances else "") + ")",
         tail_line,
         f"critical path: servers start {pilot.start_seconds:,.1f} s -> clients stream "
         f"{data_seconds:,.0f} / ({servers} x {per_server:,.2f}) = {streaming:,.1f} s -> merge "
@@ -226,33 +293,54 @@ def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) 
         f"with the pilot's layout ({pilot.servers} server(s)): expected wall "
         f"{wall_with(pilot.servers)[1]:,.1f} s",
     ]
-    return CapacityPlan(servers, pilot.clients_per_server, pilot.batch_size, streaming / 3600,
-                        lines, per_server, wall, str(pilot.run.path),
-                        {"servers": pilot.servers, "wall_seconds": wall_with(pilot.servers)[1]},
-                        merge_chunk_seconds=chunk_seconds,
-                        stages={"start_seconds": pilot.start_seconds,
-                                "streaming_seconds": streaming, "merge_seconds": tail,
-                                "rest_seconds": pilot.other_seconds})
+    return checked(config, CapacityPlan(
+        servers, pilot.clients_per_server, pilot.batch_size, pilot.config.server.instances,
+        streaming / 3600, lines, per_server, wall, str(pilot.run.path),
+        {"servers": pilot.servers, "wall_seconds": wall_with(pilot.servers)[1]},
+        merge_chunk_seconds=chunk_seconds,
+        stages={"start_seconds": pilot.start_seconds, "streaming_seconds": streaming,
+                "merge_seconds": tail, "rest_seconds": pilot.other_seconds}))
 
 
-CHUNK_CHOICES_SECONDS: tuple[float, ...] = tuple(2.0 ** k for k in range(10, 17))
-"""``merge.chunk_seconds`` that ``plan`` considers: 1024 s to 65536 s, powers of two."""
+MOST_CHUNK_SECONDS = 65536.0
+"""``plan``'s chunk choices are powers of two from 1024 s to this (beyond it only where a
+stretch needs longer chunks to stay within ``MAX_CHUNKS_PER_STRETCH``)."""
 MERGE_TAIL_FRACTION = 0.02
 """``plan`` picks the largest chunk whose merge after the last client takes at most this
 fraction of the streaming time (fewer, larger files and DAG nodes; a short tail)."""
 
 
+def chunk_choices(config: CampaignConfig) -> list[float]:
+    """``merge.chunk_seconds`` that ``plan`` considers: powers of two from 1024 s, multiples of
+    the output frame files, none putting more chunks in the longest stretch than the index
+    holds."""
+    frame = config.deepclean.frame_seconds if "noise" in ensemble_outputs(config) else 1.0
+    least = least_chunk_seconds(longest_stretch_seconds(config))
+    powers = [2.0 ** k for k in range(10, 48) if 2.0 ** k >= least
+              and abs(2.0 ** k / frame - round(2.0 ** k / frame)) < 1e-9]
+    choices = [c for c in powers if c <= MOST_CHUNK_SECONDS] or powers[:1]
+    return choices or [frame * max(1, math.ceil(least / frame))]
+
+
+def allowed_chunk_seconds(config: CampaignConfig) -> float:
+    """The config's ``merge.chunk_seconds`` if ``make-dag`` takes it (0, one merge node, always
+    is), else the least of ``chunk_choices``."""
+    size = config.merge.chunk_seconds
+    if size <= 0 or size >= least_chunk_seconds(longest_stretch_seconds(config)):
+        return size
+    return min(chunk_choices(config))
+
+
 def recommend_chunk_seconds(config: CampaignConfig, merge_rate: float,
                             streaming_seconds: float) -> float:
-    """The largest ``merge.chunk_seconds`` (a power of two, a multiple of the frame files) whose
-    chunk merge takes at most ``MERGE_TAIL_FRACTION`` of the streaming time; the default when
-    the merge's throughput is unknown."""
+    """The largest of ``chunk_choices`` whose chunk merge takes at most ``MERGE_TAIL_FRACTION``
+    of the streaming time, the least of them when none is that fast; the config's own (if
+    ``make-dag`` takes it) when the merge's throughput is unknown."""
     if merge_rate <= 0:
-        return config.merge.chunk_seconds
-    frame = config.deepclean.frame_seconds if "noise" in ensemble_outputs(config) else 1.0
-    fitting = [c for c in CHUNK_CHOICES_SECONDS if abs(c / frame - round(c / frame)) < 1e-9]
+        return allowed_chunk_seconds(config)
+    fitting = chunk_choices(config)
     within = [c for c in fitting if c / merge_rate <= MERGE_TAIL_FRACTION * streaming_seconds]
-    return max(within) if within else min(fitting, default=config.merge.chunk_seconds)
+    return max(within) if within else min(fitting)
 
 
 def merge_tail(config: CampaignConfig, pilot: PilotRun, chunk_seconds: float, scale: float

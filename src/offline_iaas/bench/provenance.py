@@ -1,0 +1,33 @@
+"""Which code a published number came from: the commit of the checkout that produced it.
+
+Every generated document under ``benchmarks/`` (and ``docs/networks.md``) names the command
+that wrote it and this commit, so a reader can tell whether it describes the landed code.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+SOURCE_ROOT = Path(__file__).resolve().parents[3]
+"""The checkout this package was imported from (``src/offline_iaas/bench/`` is three down)."""
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip()
+
+
+def source_commit(root: Path | None = None) -> str:
+    """The short commit of the checkout at ``root`` (default: this package's), with
+    ``+uncommitted changes`` when tracked files differ from it; ``unknown`` outside git."""
+    for where in ([root] if root is not None else [SOURCE_ROOT, Path.cwd()]):
+        commit = _git(where, "rev-parse", "--short=10", "HEAD")
+        if commit:
+            dirty = _git(where, "status", "--porcelain", "--untracked-files=no")
+            return commit + (" +uncommitted changes" if dirty else "")
+    return "unknown (not a git checkout)"
