@@ -24,6 +24,7 @@ from offline_iaas.data.segments import (
     read_segment_file,
     short_reason,
     subtract,
+    without_bad_files,
 )
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import DataError
@@ -92,6 +93,20 @@ def test_short_stretches_are_dropped_with_the_reason() -> None:
     conserved(result)
     # exactly the minimum is kept
     assert compute_stretches((0, 1), {"H": [(0, 1)]}, None, 0, 0.25, 1.0).stretches == [(0, 1)]
+
+
+def test_bad_files_cut_stretches_into_numbered_pieces(small_config_file: Path) -> None:
+    from offline_iaas.config import load_config
+    from offline_iaas.stretches import Stretch
+
+    config = load_config(small_config_file)  # 1 s windows at 4 Hz from S
+    planned = [Stretch(0, S, S + 40.0), Stretch(1, S + 48.0, S + 64.0)]
+    # two bad files in the first stretch, one in the second: five pieces, numbered in order
+    cut = without_bad_files(config, planned, [(S + 10, S + 16), (S + 20, S + 26),
+                                              (S + 52, S + 56)])
+    assert [(s.index, s.gps_start - S, s.gps_end - S) for s in cut] == [
+        (0, 0, 10), (1, 16, 20), (2, 26, 40), (3, 48, 52), (4, 56, 64)]
+    assert without_bad_files(config, planned, []) == planned
 
 
 def test_science_segments_come_first() -> None:

@@ -349,12 +349,14 @@ def test_a_late_client_starts_on_the_idle_server(dataset) -> None:
 
 
 def test_the_clients_of_a_server_that_never_starts_split_evenly_over_the_others(dataset) -> None:
-    # 3 servers x 4 clients; server1 never publishes: its 4 clients fail over after 3 s, two
-    # to each other server (each takes the next server after its place among its server's
-    # clients), not all to one
+    # 3 servers x 4 clients; server1 never publishes: its 4 clients fail over, two to each
+    # other server (each takes the next server after its place among its server's clients),
+    # not all to one. A client fails over to the servers published by then: 30 s leaves the
+    # healthy two time to start on a loaded machine (with 3 s, server0 was not up yet under
+    # the full suite, and every client went to server2)
     faults = {"server1": [{"point": "start", "action": "pause", "seconds": 600}]}
     _, run_dir = prepare(dataset, "spread", [
-        "layout.servers=3", "layout.clients_per_server=4", "client.failover_seconds=3",
+        "layout.servers=3", "layout.clients_per_server=4", "client.failover_seconds=30",
         "layout.rebalance=false",
     ], faults)
     run_local(RunDir(run_dir))

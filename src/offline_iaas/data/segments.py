@@ -380,5 +380,6 @@ def without_bad_files(config: CampaignConfig, stretches: Sequence[Stretch],
         span = (stretch.gps_start, stretch.gps_end)
         left = compute_stretches(span, {"": subtract([span], holes)}, None, config.data.start,
                                  config.stride_seconds, min_stretch_seconds(config))
-        found += [Stretch(len(found), a, b) for a, b in left.stretches]
+        for a, b in left.stretches:
+            found.append(Stretch(len(found), a, b))
     return found
