@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from offline_iaas.config import load_config, parse_override, write_config
+from offline_iaas.config import load_config, write_config
+from offline_iaas.config_values import parse_override
 from offline_iaas.errors import ConfigError
 
 

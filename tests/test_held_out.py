@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from offline_iaas.config import config_from_dict
-from offline_iaas.physics import found_missed, held_out_samples, subtract_spans
+from offline_iaas.physics import Injection, found_missed, held_out_samples, subtract_spans
 
 RATE = 16.0
 
@@ -46,7 +46,7 @@ def config(tmp_path):
 def test_background_excludes_the_training_span(config) -> None:
     times = np.array([10.0, 40.0, 70.0, 90.0])
     values = np.array([9.0, 2.0, 5.0, 3.0], np.float32)
-    injections = [(70.0, 20.0)]
+    injections = [Injection(70.0, 20.0)]
     analysed = [(0.0, 100.0)]
     everything = found_missed(times, values, injections, config, analysed)
     assert everything["threshold"] == 9.0 and everything["found"] == 0  # 9 is in training

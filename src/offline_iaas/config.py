@@ -14,13 +14,12 @@ import dataclasses
 import hashlib
 import json
 import tomllib
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from offline_iaas.config_checks import check_config
+from offline_iaas.config_values import apply_overrides, build_section, plain_value, toml_value
 from offline_iaas.errors import ConfigError
 from offline_iaas.modes import MODES, Mode
 
@@ -446,7 +445,7 @@ class CampaignConfig:
             if f.name == "source":
                 continue
             section = getattr(self, f.name)
-            out[f.name] = {k: _plain(v) for k, v in dataclasses.asdict(section).items()}
+            out[f.name] = {k: plain_value(v) for k, v in dataclasses.asdict(section).items()}
         return out
 
     def config_hash(self) -> str:
@@ -474,27 +473,6 @@ SECTIONS: dict[str, type] = {
 }
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, tuple):
-        return list(value)
-    return value
-
-
-def parse_override(text: str) -> tuple[str, str, Any]:
-    """Split ``section.key=value`` into its parts, parsing the value as TOML."""
-    if "=" not in text or "." not in text.split("=", 1)[0]:
-        raise ConfigError(f"override {text!r} is not of the form section.key=value")
-    dotted, raw = text.split("=", 1)
-    section, key = dotted.strip().split(".", 1)
-    try:
-        value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw
-    return section, key.strip(), value
-
-
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> CampaignConfig:
     """Load, override and validate a campaign config file.
 
@@ -512,7 +490,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         raise ConfigError(f"{path}: config file not found") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
-    return config_from_dict(_overridden(raw, overrides, path), path)
+    return config_from_dict(apply_overrides(raw, overrides, path), path)
 
 
 def override_config(config: CampaignConfig, overrides: list[str] | tuple[str, ...]
@@ -521,18 +499,7 @@ def override_config(config: CampaignConfig, overrides: list[str] | tuple[str, ..
     path = config.source or Path("config.toml")
     raw = {section: {k: v for k, v in values.items() if v is not None}  # None: the default
            for section, values in config.to_dict().items()}
-    return config_from_dict(_overridden(raw, overrides, path), path)
-
-
-def _overridden(raw: dict[str, Any], overrides: list[str] | tuple[str, ...], path: Path
-                ) -> dict[str, Any]:
-    for text in overrides:
-        section, key, value = parse_override(text)
-        raw.setdefault(section, {})
-        if not isinstance(raw[section], dict):
-            raise ConfigError(f"{path}: override {text!r}: [{section}] is not a section")
-        raw[section][key] = value
-    return raw
+    return config_from_dict(apply_overrides(raw, overrides, path), path)
 
 
 def config_from_dict(raw: dict[str, Any], path: Path) -> CampaignConfig:
@@ -548,63 +515,10 @@ def config_from_dict(raw: dict[str, Any], path: Path) -> CampaignConfig:
         values = raw.get(name, {})
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: {name} must be a section [{name}]")
-        sections[name] = _build_section(cls, name, values, path, base)
+        sections[name] = build_section(cls, name, values, path, base)
     config = CampaignConfig(**sections, source=path.resolve())
     check_config(config, path)
     return config
-
-
-def _build_section(cls: type, name: str, values: dict, path: Path, base: Path) -> Any:
-    hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in dataclasses.fields(cls)}
-    for key in values:
-        if key not in known:
-            raise ConfigError(
-                f"{path}: unknown key '{name}.{key}' (known in [{name}]: {', '.join(known)})"
-            )
-    kwargs = {}
-    for key, f in known.items():
-        if key not in values:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ConfigError(f"{path}: missing required key '{name}.{key}'")
-            continue
-        kwargs[key] = _coerce(values[key], hints[key], f"{name}.{key}", path, base)
-    return cls(**kwargs)
-
-
-def _coerce(value: Any, hint: Any, key: str, path: Path, base: Path) -> Any:
-    def bad(expected: str) -> ConfigError:
-        return ConfigError(f"{path}: '{key}' must be {expected}, got {value!r}")
-
-    if typing.get_origin(hint) in (types.UnionType, typing.Union):
-        inner = [h for h in typing.get_args(hint) if h is not type(None)]
-        return _coerce(value, inner[0], key, path, base)
-    if hint is Path:
-        if not isinstance(value, str) or not value:
-            raise bad("a path string")
-        p = Path(value).expanduser()
-        return p if p.is_absolute() else (base / p)
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise bad("true or false")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad("an integer")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise bad("a number")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise bad("a string")
-        return value
-    if typing.get_origin(hint) is tuple or isinstance(hint, types.GenericAlias):
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise bad("a list of strings")
-        return tuple(value)
-    raise TypeError(f"unsupported config type {hint!r} for {key}")  # programming error
 
 
 def write_config(config: CampaignConfig, path: Path) -> None:
@@ -614,16 +528,6 @@ def write_config(config: CampaignConfig, path: Path) -> None:
         lines.append(f"[{section}]")
         for key, value in values.items():
             if value is not None:  # TOML has no null: an absent key is the default None
-                lines.append(f"{key} = {_toml_value(value)}")
+                lines.append(f"{key} = {toml_value(value)}")
         lines.append("")
     path.write_text("\n".join(lines))
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value))
