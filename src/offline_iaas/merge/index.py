@@ -125,6 +125,7 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: dict[str, Any]) -
         **merge_record(out_path, config, wall, time.process_time() - cpu),
         "chunks": len(nodes),
         "chunk_wall_seconds": {"total": sum(chunk_walls), "max": max(chunk_walls, default=0.0)},
+        "chunk_setup_seconds": sum(float(records[n].get("setup_seconds", 0.0)) for n in nodes),
         "chunk_cpu_seconds": sum(float(records[n].get("cpu_seconds", 0.0)) for n in nodes),
         "chunk_data_seconds": sum(float(records[n]["data_seconds"]) for n in nodes),
         **({"bad_frame_files": campaign_provenance(config, None, bad)["bad_frame_files"]}

@@ -36,8 +36,11 @@ class PilotRun:
     with the data; the rest of the merge node (start-up, the report) is in ``other_seconds``.
     With chunk merges: the time from the last client's last response to the index's end."""
     merge_rate: float = 0.0
-    """Data seconds per wall second of one merge node (a chunk merge's own work; the single
-    merge's), the merge's throughput measured like the clients'."""
+    """Data seconds per wall second of one merge node (a chunk merge's own work less its
+    set-up; the single merge's), the merge's throughput measured like the clients'."""
+    merge_setup_seconds: float = 0.0
+    """A chunk merge's set-up, whatever its data (loading its libraries and the frame
+    reader): the mean over the pilot's chunk merges."""
     index_seconds: float = 0.0
     """The index node's own work (with chunk merges; 0 without)."""
     chunks: int = 0
@@ -127,8 +130,9 @@ def read_pilot(run: RunDir) -> PilotRun:
     merge_wall = unix_seconds(merge_node["ended"]) - unix_seconds(merge_node["started"])
     own = float(summary["wall_seconds"])
     if chunks:
-        walls = summary["chunk_wall_seconds"]["total"]
-        merge_rate = float(summary["chunk_data_seconds"]) / walls if walls else 0.0
+        setup = float(summary.get("chunk_setup_seconds", 0.0))
+        walls = summary["chunk_wall_seconds"]["total"] - setup
+        merge_rate = float(summary["chunk_data_seconds"]) / walls if walls > 0 else 0.0
         merge_seconds = unix_seconds(merge_node["ended"]) - max(responses)
     else:  # the data it merged: the kept windows, not the gaps
         merged = kept * config.stride_seconds or config.data.duration
@@ -145,6 +149,7 @@ def read_pilot(run: RunDir) -> PilotRun:
         streaming_seconds=max(responses) - min(requests),
         merge_seconds=merge_seconds,
         merge_rate=merge_rate,
+        merge_setup_seconds=setup / chunks if chunks else 0.0,
         index_seconds=own if chunks else 0.0,
         chunks=chunks,
         job_start_seconds=max(0.0, merge_wall - own),

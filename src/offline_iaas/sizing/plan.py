@@ -356,12 +356,14 @@ def merge_tail(config: CampaignConfig, pilot: PilotRun, chunk_seconds: float, sc
     if chunk_seconds <= 0:
         return single, (f"merge: one node, {data_seconds:,.0f} / {pilot.merge_rate:,.1f} "
                         f"data-s/s = {single:,.1f} s after the last client")
-    last = min(chunk_seconds, data_seconds) / pilot.merge_rate
+    setup = pilot.merge_setup_seconds
+    last = setup + min(chunk_seconds, data_seconds) / pilot.merge_rate
     tail = last + pilot.index_seconds + pilot.job_start_seconds
     chunks = math.ceil(data_seconds / chunk_seconds)
     return tail, (
-        f"merge: {pilot.merge_rate:,.1f} data-s/s per chunk merge (the pilot's); recommend "
-        f"merge.chunk_seconds={chunk_seconds:g} (~{chunks} chunk merges): the last takes "
-        f"{chunk_seconds:g} / {pilot.merge_rate:,.1f} = {last:,.1f} s after the last client, the "
-        f"index {pilot.index_seconds:.1f} s, start-up {pilot.job_start_seconds:.1f} s = "
+        f"merge: {pilot.merge_rate:,.1f} data-s/s per chunk merge after a {setup:.1f} s set-up "
+        f"(the pilot's); recommend merge.chunk_seconds={chunk_seconds:g} (~{chunks} chunk "
+        f"merges): the last takes {setup:.1f} + {min(chunk_seconds, data_seconds):g} / "
+        f"{pilot.merge_rate:,.1f} = {last:,.1f} s after the last client, the index "
+        f"{pilot.index_seconds:.1f} s, start-up {pilot.job_start_seconds:.1f} s = "
         f"{tail:,.1f} s (one merge node: {single:,.1f} s)")
