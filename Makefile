@@ -28,7 +28,7 @@ browser:
 
 test: $(STAMP) browser
 	$(BIN)/ruff check src tests
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 # docs/report-example.png: the demo's report in headless Chromium (runs the whole demo).
 report-example: $(STAMP) browser
