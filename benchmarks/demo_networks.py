@@ -83,7 +83,7 @@ def main() -> None:
         for seed in args.seeds:
             started = time.monotonic()
             weights = work / f"weights-{seed}-{threads}"
-            paths = train_demo(config, weights, log=lambda line: None, seed=seed,
+            paths = train_demo(config, weights, seed=seed,
                                threads=threads)
             summary = json.loads(paths["summary"].read_text())
             run = evaluate_demo_networks(config, frames, paths, summary)

@@ -280,7 +280,8 @@ def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dic
         "campaign": f"{O3_MONTH.name}: {config.data.duration / 86400:g} days, mode deepclean, "
                     f"{len(config.stream_channels)} channels at {config.data.sample_rate:g} Hz",
         "plan (from benchmarks/results.json)":
-            f"{plan.servers} servers x {plan.clients_per_server} clients, batch "
+            f"{plan.servers} servers x {plan.instances} instance(s) x "
+            f"{plan.clients_per_server} clients, batch "
             f"{plan.batch_size}, {plan.per_server_rate:,.1f} data-s/s per server",
         "merge throughput per chunk merge [data-s/s]":
             f"{merge_rate:,.0f} (the demo's {pilot.merge_rate:,.0f} at "

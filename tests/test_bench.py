@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 
 from offline_iaas.bench.regression import measure_regression_ratios, read_recorded
 from offline_iaas.bench.results import Measurement, read_results, write_results
-from offline_iaas.bench.targets import judge
+from offline_iaas.bench.targets import judge, missed_lines
 from offline_iaas.bench.workloads import DEEPCLEAN, TINY, split_strides
 from offline_iaas.cli import main
 from offline_iaas.config import load_config
@@ -146,6 +147,28 @@ def test_a_target_met_only_by_noise_is_not_met() -> None:
     assert check.value != check.value and not check.met
 
 
+def test_a_missed_target_says_what_its_judged_repeat_costs() -> None:
+    # the limit's best: 100 data-s/s on 1 CPU second per 100 data seconds (10 ms per data-s);
+    # the service's median repeat 70 data-s/s on 2 CPU seconds (20 ms): 10 / 0.85 = 11.76 ms
+    # would meet it, 8.24 ms less
+    limit = [_at("limit", 1, 100.0), _at("limit", 2, 90.0)]
+    costly = [*limit, *(_at("service", 2, r, 2.0) for r in (60.0, 70.0, 80.0))]
+    check = next(c for c in judge(costly, "bbhnet", 128, 2, 2) if c.name == "service/limit")
+    text = "\n".join(missed_lines(costly, check, 128, 2, []))
+    assert "median repeat spends 20.00 ms" in text and "limit's best spends 10.00" in text
+    assert "11.76 ms" in text and "8.24 ms less" in text and "met at no point" in text
+    # as cheap per CPU second as the limit, slower per wall second: the cores, not the code
+    cheap = [*limit, *(_at("service", 2, r, 1.0) for r in (60.0, 70.0, 80.0))]
+    check = next(c for c in judge(cheap, "bbhnet", 128, 2, 2) if c.name == "service/limit")
+    text = "\n".join(missed_lines(cheap, check, 128, 2, ["batch 8"]))
+    assert "within the target per CPU second (10.00 ms" in text and "ms less" not in text
+    assert "met at batch 8 of the sweep" in text
+    # a met target has nothing to say
+    met = [*limit, *(_at("service", 2, r, 1.0) for r in (95.0, 96.0, 97.0))]
+    check = next(c for c in judge(met, "bbhnet", 128, 2, 2) if c.name == "service/limit")
+    assert check.met and missed_lines(met, check, 128, 2, []) == []
+
+
 def test_plan_refuses_a_bench_without_the_campaigns_workload(tmp_path: Path) -> None:
     results = write_results(tmp_path / "results.json", {}, [
         Measurement("service", "toy", 32, 2, 2, 100.0, 1.0, 1.0, 1.0)
@@ -214,7 +237,9 @@ def test_bench_command_writes_results_tables_and_plots(tmp_path: Path) -> None:
     assert processes_mentioning(str(tmp_path / "work")) == []
     (out / "RESULTS.md").unlink()
     assert main(["bench", "--report-only", "--out", str(out)]) == 0  # measures nothing
-    assert (out / "RESULTS.md").read_text() == text
+    redrawn = (out / "RESULTS.md").read_text()
+    assert "the text redrawn from its results.json by `offline-iaas bench --report-only`" in redrawn
+    assert re.sub(r"; the text redrawn .*? at commit `[^`]*`\.", ".", redrawn) == text
 
 
 def test_gpu_bench_without_a_gpu_says_so_and_measures_nothing(tmp_path: Path, capsys) -> None:

@@ -186,7 +186,8 @@ def cmd_bench(args: argparse.Namespace) -> None:
     if args.report_only:
         from offline_iaas.bench.run import write_report
 
-        logger.info(f"bench: rewrote {write_report(args.out)} from {args.out / 'results.json'}")
+        written = write_report(args.out, redrawn=True)
+        logger.info(f"bench: rewrote {written} from {args.out / 'results.json'}")
         return
     run_bench(plan, args.out, _bench_command(args), work_dir=args.work_dir)
 

@@ -280,7 +280,9 @@ def results_markdown(header: dict, measurements: list[Measurement], plan) -> str
         "attempts and their analysis).",
         "",
         f"- **Command**: `{header['command']}` at commit `{header.get('commit', 'unknown')}` "
-        f"— took {header['elapsed_seconds']:.0f} s, started {header['started']}.",
+        f"— took {header['elapsed_seconds']:.0f} s, started {header['started']}"
+        + (f"; the text redrawn from its results.json by `offline-iaas bench --report-only` at "
+           f"commit `{header['redrawn_at']}`." if "redrawn_at" in header else "."),
         f"- **Machine**: {machine['cpu']}, {machine['cores']} cores, "
         f"{machine['memory_gib']} GiB, Linux {machine['kernel']}, Python {machine['python']}, "
         f"onnxruntime {machine['onnxruntime']}, tritonserver from nvidia-pytriton "

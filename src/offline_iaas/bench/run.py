@@ -135,14 +135,17 @@ def run_bench(
     return path
 
 
-def write_report(out_dir: Path) -> Path:
+def write_report(out_dir: Path, redrawn: bool = False) -> Path:
     """(Re)write RESULTS.md and the plots from ``out_dir``'s results.json and monitor CSVs.
 
     The measurements are not repeated: the report of an earlier ``run_bench`` is rebuilt as it
-    was (its command, machine and numbers), e.g. after the report's text changed.
+    was (its command, machine and numbers), e.g. after the report's text changed; with
+    ``redrawn`` the header also names the commit whose report code drew it.
     """
     results_path = out_dir / "results.json"
     header, measurements = read_results(results_path)
+    if redrawn:
+        header = {**header, "redrawn_at": source_commit()}
     fields = dict(header["plan"])
     if isinstance(fields.get("instances"), int):  # results written before the instance sweep
         fields["instances"] = [fields["instances"]]
