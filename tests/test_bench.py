@@ -215,15 +215,19 @@ def test_bench_command_writes_results_tables_and_plots(tmp_path: Path) -> None:
     code = main([
         "bench", "--workloads", "tiny", "--batch-sizes", "16", "--clients", "1",
         "--batch-size", "16", "-k", "1", "--repeats", "1", "--data-scale", "0.5",
-        "--out", str(out), "--work-dir", str(tmp_path / "work"), "--device", "cpu",
+        "--instances", "1", "2", "--out", str(out), "--work-dir", str(tmp_path / "work"),
+        "--device", "cpu",
     ])
     assert code == 0
     header, measurements = read_results(out / "results.json")
     # the GPU bench's own steps (benchmarks/GPU.md) on onnxruntime's CPU provider
     assert header["device"] == "cpu" and header["machine"]["gpu"] == "none"
     assert {m.path for m in measurements} == {"limit", "service", "naive"}
-    # the limit in both layouts of the server's two threads: two processes, one process
-    assert sorted(m.extra["processes"] for m in measurements if m.path == "limit") == [1, 2]
+    # the limit at each swept instance count: one thread; two threads in both layouts (two
+    # processes, one process)
+    layouts = {n: sorted(m.extra["processes"] for m in measurements
+                         if m.path == "limit" and m.threads == n) for n in (1, 2)}
+    assert layouts == {1: [1], 2: [1, 2]}
     service = next(m for m in measurements if m.path == "service")
     # the service sends each sample once; the naive path every window whole (K/S = 8 times)
     naive = next(m for m in measurements if m.path == "naive")
