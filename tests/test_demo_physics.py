@@ -2,8 +2,8 @@
 
 DeepClean removes the coupled 60 Hz line (cleaned/raw ASD <= 0.1 at the line) and leaves the
 rest of the spectrum alone (within 2 % of 1 beyond a 2 Hz guard outside the band); BBHnet on the
-cleaned strain finds every injection of network SNR >= 12 above the largest trigger of the
-injection-free data; the campaign equals the reference.
+cleaned strain finds at least 80 % of the injections of network SNR >= 12 at the demo's IFAR
+threshold; the campaign equals the reference.
 """
 
 from __future__ import annotations
@@ -17,6 +17,11 @@ from offline_iaas.demo import run_demo
 from tests.helpers import processes_mentioning
 
 pytestmark = pytest.mark.slow
+
+LOUD_FOUND_FRACTION_MIN = 0.8
+"""The held-out check (tests/test_training.py) missed up to 2 of 40 loud injections over 5 seeds
+x 2 thread counts (docs/networks.md); the demo has about 17, so 2 misses must not fail it. It
+found all of them on both machines it ran on at seed 0."""
 
 
 def test_e2e_demo_cleans_the_line_and_finds_loud_injections(
@@ -38,6 +43,7 @@ def test_e2e_demo_cleans_the_line_and_finds_loud_injections(
         gate = summary["deepclean_gate"][ifo]
         assert gate["files"] >= 30 and gate["files_flagged"] == 0, gate
     loud = [r for r in summary["bbhnet"]["injections"] if r["network_snr"] >= 12]
-    assert len(loud) >= 10 and all(r["found"] for r in loud)
+    found = sum(r["found"] for r in loud)
+    assert len(loud) >= 10 and found >= LOUD_FOUND_FRACTION_MIN * len(loud), loud
     assert any(line.startswith("BBHnet: ") and "SNR >= 12" in line for line in lines)
     assert any(line.startswith("DeepClean H1: cleaned/raw ASD") for line in lines)
