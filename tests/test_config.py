@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.config import load_config, write_config
-from offline_iaas.config_values import parse_override
+from offline_iaas.config_checks import parse_override
 from offline_iaas.errors import ConfigError
 
 

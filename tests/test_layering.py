@@ -11,8 +11,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
-BASE = {"__init__", "errors", "atomic", "logs", "modes", "config", "config_checks", "config_values",
-        "stretches", "jobspec", "rundir", "hooks", "physics"}
+BASE = {"__init__", "errors", "atomic", "logs", "modes", "config", "config_checks", "stretches",
+        "jobspec", "rundir", "hooks", "physics"}
 TOP = {"cli", "demo"}
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",), ("data",), ("models",), ("repository",), ("rendezvous",), ("serve",),

@@ -18,8 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from offline_iaas.config_checks import check_config
-from offline_iaas.config_values import apply_overrides, build_section, plain_value, toml_value
+from offline_iaas.config_checks import (
+    apply_overrides,
+    build_section,
+    check_config,
+    plain_value,
+    toml_value,
+)
 from offline_iaas.errors import ConfigError
 from offline_iaas.modes import MODES, Mode
 
