@@ -248,6 +248,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
 
 
 def _simulate(args: argparse.Namespace) -> None:
+    import dataclasses
     import json
 
     from offline_iaas.config import load_config
@@ -270,6 +271,7 @@ def _simulate(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps({"makespan_seconds": result.makespan_seconds,
                           "p90_seconds": result.p90_seconds, "finished": result.finished,
+                          "stages": dataclasses.asdict(result.stages),
                           "critical_path": list(result.critical_path)}, indent=2))
         return
     for line in result.describe():
