@@ -116,7 +116,7 @@ def test_demo_networks_do_their_physics(tmp_path: Path) -> None:
     BBHnet on its first 768 s (``models.evaluation``). Right at the band edges the ratio is not
     asserted: the coupling's side bands reach past them (docs/networks.md). Trained with one
     torch thread; ``tests/test_demo_physics.py`` trains with two (the demo's default) and
-    asserts the same bounds on the served networks.
+    asserts the same DeepClean bounds on the served networks (and its own BBHnet bound).
     """
     threads = 1
     source = resources.files("offline_iaas.campaigns").joinpath("demo.toml")
