@@ -11,6 +11,7 @@ import pytest
 
 from offline_iaas.config import config_from_dict, load_config
 from offline_iaas.errors import ConfigError, DataError, RunError
+from offline_iaas.records import read_client_job
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_segments
 from offline_iaas.workflow.dag import Script, dag_text, parse_dag
@@ -244,12 +245,13 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
     assert not list(run.glob(".*.tmp"))
 
     info = json.loads((run / "run.json").read_text())
-    assert info["config_hash"] == config.config_hash()
+    assert info["schema_version"] == 2
+    assert (info["stream_hash"], info["merge_hash"]) == (config.stream_hash(), config.merge_hash())
     assert info["sequence_base"] % SEQUENCE_BLOCK == 0
     assert info["servers"] == ["server0", "server1"]
     assert info["clients"] == [seg.node for seg in segments]
     assert "created" in info
-    assert load_config(run / "campaign.toml").config_hash() == config.config_hash()
+    assert load_config(run / "campaign.toml").merge_hash() == config.merge_hash()
 
     dag = parse_dag((run / "offline.dag").read_text())
     specs = {p.stem: json.loads(p.read_text()) for p in (run / "jobs").glob("client*.json")}
@@ -267,14 +269,13 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
     for seg in segments:
         spec = specs[seg.node]
         assert spec["server"] in services
-        assert spec["run_dir"] == str(run) and spec["config"] == "campaign.toml"
-        assert spec["repository"] == str(config.model.repository)
-        assert spec["model"] == config.model.name and spec["config_hash"] == config.config_hash()
+        # what the client reads, nothing else (no unread fields)
+        assert set(spec) == {"schema_version", "index", "node", "server", "pieces"}
         for sequence_id in sequence_ids(spec):
             assert sequence_id - info["sequence_base"] in range(1, SEQUENCE_BLOCK)
             assert sequence_id not in ids_per_server.setdefault(spec["server"], set())
             ids_per_server[spec["server"]].add(sequence_id)
-        assert {k: spec[k] for k in seg.to_dict()} == seg.to_dict()
+        assert read_client_job(RunDir(run), seg.node) == seg
     assert sorted(ids_per_server) == ["server0", "server1"]
 
     exe = str(console_script())
@@ -314,7 +315,7 @@ def test_make_dag_rewrites_the_same_campaign(tmp_path: Path, data_check: list) -
     assert again == first  # same sequence base kept
     assert (run / "parts" / "client0.json").read_text() == '{"complete": true}'
     explicit = make_dag(config, RunDir(run), sequence_base=3 * SEQUENCE_BLOCK)
-    ids = [i for s in explicit for i in sequence_ids(s.to_dict())]
+    ids = [p.sequence_id for s in explicit for p in s.pieces]
     assert ids == [3 * SEQUENCE_BLOCK + i for i in range(1, 5)]
 
 

@@ -25,6 +25,7 @@ from offline_iaas.data.discovery import (
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.data.segments import AnalysableSpan
 from offline_iaas.errors import DataError
+from offline_iaas.records import BadFile
 
 PROBE_SECONDS = 1.0
 """Data read from each frame file by ``preflight`` to prove it is readable."""
@@ -300,8 +301,7 @@ def preflight(
         min_stretch_seconds(config),
     )
     result = dataclasses.replace(result, bad_files=[
-        {"path": str(f.path), "gps_start": f.gps_start, "gps_end": f.gps_end, "error": problem}
-        for f, problem in bad or []])
+        BadFile(str(f.path), f.gps_start, f.gps_end, problem) for f, problem in bad or []])
     if not result.stretches:
         reasons = "; ".join(f"{r}: {s:g} s" for r, s in result.dropped_by_reason().items())
         problems.append(f"no analysable time in {_range(*span)} ({reasons})")

@@ -10,20 +10,16 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas import hooks
-from offline_iaas.client.part import (
-    file_sha256,
-    peak_rss_mb,
-    read_piece_rows,
-    read_sidecar,
-)
+from offline_iaas import hooks, records
+from offline_iaas.client.part import peak_rss_mb, read_piece_rows
+from offline_iaas.completeness import Hashes, file_sha256, part_problem
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.segments import without_bad_files
 from offline_iaas.errors import RunError
-from offline_iaas.jobspec import ClientSegment
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
+from offline_iaas.records import BadFile, CampaignSummary, ClientSegment, PartRecord
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import Stretch, part_offset, stretches_of, sub_pieces
@@ -40,29 +36,18 @@ def check_parts(
 ) -> list[str]:
     """Every problem with the parts, one line each (empty when they tile every stretch).
 
-    ``read``: the clients whose parts are checked (a chunk merge's parents); None: all. The
-    tiling is checked on every client's job spec.
+    ``read``: the clients whose parts are checked (a chunk merge's parents); None: all. Each is
+    checked by ``completeness.part_problem`` with its checksum verified (the merge reads it
+    next); the tiling is checked on every client's job spec.
     """
     problems = []
-    config_hash = config.config_hash()
+    hashes = Hashes.of(config)
     for seg in segments:
         if read is not None and seg.node not in read:
             continue
-        h5_path, json_path = run.part(seg.node)
-        sidecar = read_sidecar(run, seg.node)
-        if sidecar is None or not h5_path.exists():
-            problems.append(f"{seg.node}: part missing ({h5_path})")
-        elif not sidecar.get("complete"):
-            problems.append(f"{seg.node}: part incomplete ({json_path})")
-        elif sidecar.get("config_hash") != config_hash:
-            problems.append(
-                f"{seg.node}: part is from another campaign (config hash "
-                f"{sidecar.get('config_hash')}, this campaign {config_hash})"
-            )
-        elif sidecar.get("sha256") != file_sha256(h5_path):
-            problems.append(f"{seg.node}: {h5_path} changed after it was written (checksum)")
-        elif ClientSegment.from_dict(sidecar) != seg:
-            problems.append(f"{seg.node}: part covers other windows than its job spec")
+        problem = part_problem(run, seg.node, hashes, seg, verify=True)
+        if problem is not None:
+            problems.append(f"{seg.node}: {problem}")
     for stretch in stretches_of(segments):
         pieces = sorted(
             ((p.output_start, p.output_stop, s.node) for s in segments for p in s.pieces
@@ -83,26 +68,23 @@ def check_parts(
 
 
 def bad_files(run: RunDir, segments: list[ClientSegment], read: set[str] | None = None
-              ) -> list[dict[str, Any]]:
+              ) -> list[BadFile]:
     """The bad frame files left out as gaps (``data.on_bad_file = "gap"``), each once, in GPS
     order: make-dag's (``run.json``) and those the parts' sidecars record (``read``: of these
     clients only; None: all)."""
-    found: dict[str, dict[str, Any]] = {}
-    for entry in run.read_run_info().get("bad_frame_files", []):
-        found.setdefault(str(entry["path"]), entry)
+    found = list(records.read_run_info(run).bad_frame_files)
     for seg in segments:
         if read is None or seg.node in read:
-            for entry in (read_sidecar(run, seg.node) or {}).get("bad_files", []):
-                found.setdefault(str(entry["path"]), entry)
-    return sorted(found.values(), key=lambda e: (e["gps_start"], e["path"]))
+            sidecar = records.read_optional(PartRecord, run.part(seg.node)[1])
+            found += sidecar.bad_files if sidecar is not None else ()
+    return records.bad_files_of(found)
 
 
 def campaign_stretches(config: CampaignConfig, segments: list[ClientSegment],
-                       bad: list[dict[str, Any]]) -> list[Stretch]:
+                       bad: list[BadFile]) -> list[Stretch]:
     """The stretches the output has: the planned ones (the job specs') less the spans of the
     bad frame files met while streaming (``segments.without_bad_files``)."""
-    spans = [(float(e["gps_start"]), float(e["gps_end"])) for e in bad]
-    return without_bad_files(config, stretches_of(segments), spans)
+    return without_bad_files(config, stretches_of(segments), [e.span for e in bad])
 
 
 def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
@@ -150,18 +132,27 @@ def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegmen
 
 def merge_record(out_path: Path, config: CampaignConfig, wall_seconds: float,
                  cpu_seconds: float) -> dict[str, Any]:
-    """What a merge node's summary (``output/campaign.json``) records about its own run and
-    file, before the physics numbers."""
+    """What a merge node's summary (``output/campaign.json``, a ``records.CampaignSummary``)
+    records about its own run and file, before the physics numbers."""
     return {"complete": True, "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds,
             "peak_rss_mb": peak_rss_mb(), "sha256": file_sha256(out_path),
-            "config_hash": config.config_hash(), "mode": config.model.mode}
+            "bytes": out_path.stat().st_size, "stream_hash": config.stream_hash(),
+            "merge_hash": config.merge_hash(), "mode": config.model.mode}
 
 
-def log_summary(summary: dict, run: RunDir) -> None:
+def write_summary(path: Path, fields: dict[str, Any]) -> CampaignSummary:
+    """Write the merge's summary (``merge_record``'s fields, the index's, the physics
+    sections) as a ``records.CampaignSummary``; return it."""
+    summary = records.build(CampaignSummary, fields)
+    records.write(summary, path)
+    return summary
+
+
+def log_summary(summary: CampaignSummary, run: RunDir) -> None:
     """The merge's physics lines in the log."""
-    for line in physics_lines(summary):
+    for line in physics_lines(summary.physics):
         logger.info(f"merge: {line}")
-    if summary.get("deepclean"):
+    if summary.physics.get("deepclean"):
         logger.info(f"merge: GWF frames of the cleaned strain in {run.output_frames}")
 
 

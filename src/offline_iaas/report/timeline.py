@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.jobspec import ClientSegment
+from offline_iaas.records import ClientSegment
 
 
 @dataclass(frozen=True)
