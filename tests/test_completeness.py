@@ -72,14 +72,14 @@ def campaign(root: Path, injections: Path) -> CampaignConfig:
                        [*OVERRIDES, f'bbhnet.injections="{injections}"'])
 
 
-def run(run_dir: Path) -> list[str]:
-    """run-local; the nodes it started (servers and FINAL included)."""
+def run(run_dir: Path) -> tuple[list[str], list[str]]:
+    """run-local; the nodes it started (servers and FINAL included), and its log lines."""
     try:
         with captured_log() as lines:
             run_local(RunDir(run_dir))
     finally:
         assert processes_mentioning(str(run_dir)) == []
-    return sorted(line.split(":")[0] for line in lines if ": started" in line)
+    return sorted(line.split(":")[0] for line in lines if ": started" in line), lines
 
 
 def copy_of(finished: Finished, name: str, config: CampaignConfig | None = None) -> Path:
@@ -129,8 +129,10 @@ def test_damaged_parts_show_in_status_and_only_they_and_their_merges_rerun(
         assert found[chunk][1].startswith("made from the old output of client")
     assert all(found[c][0] == "done" for c in set(info.chunks) - chunks)
 
-    started = run(run_dir)
+    started, lines = run(run_dir)
     assert started == sorted({*damaged, *chunks, "merge", "final", "server0"})
+    assert f"{deleted}: runs again: parts/client0.h5 missing" in lines  # why, in its log
+    assert f"{flipped}: runs again: {found[flipped][1]}" in lines
     comparison = compare_outputs(run_dir / "output" / "campaign.h5", finished.reference)
     assert comparison.passes(TOLERANCE), comparison.describe()
     assert all(state == "done" for state, _ in states(run_dir).values()
@@ -164,7 +166,7 @@ def test_editing_the_injection_list_reruns_the_merge_nodes_only(finished: Finish
         assert found[node][1].startswith(f"{'merge' if node == 'merge' else 'chunk merge'} "
                                          "from another campaign's config (merge hash")
 
-    started = run(run_dir)
+    started, _ = run(run_dir)
     assert not [node for node in started if node.startswith("client")]
     assert started == sorted({*info.chunks, "merge", "final", "server0"})
     summary = records.read(CampaignSummary, RunDir(run_dir).output[1])

@@ -39,6 +39,7 @@ from offline_iaas.records import (
     ClientSegment,
     MergeChunk,
     PartRecord,
+    R,
     read_optional,
 )
 from offline_iaas.rundir import MERGE_NODE, RunDir, is_chunk_node
@@ -136,51 +137,59 @@ def data_problem(run: RunDir, data: Path, record_path: Path, size: int | None,
     return None
 
 
+def _record(run: RunDir, kind: type[R], data: Path, path: Path, what: str, absent: str,
+            record: str) -> tuple[R | None, NotDone | None]:
+    """A node's record, or why the node is not done: the ``record`` unreadable, absent
+    (``absent``), or not complete."""
+    try:
+        found = read_optional(kind, path)
+    except RunError as err:
+        return None, NotDone(f"{record} unreadable: {err}")
+    if found is None:
+        return None, _absent(run, absent, data, path)
+    if not found.complete:  # type: ignore[attr-defined]
+        return None, NotDone(f"{what} incomplete ({_relative(run, path)})")
+    return found, None
+
+
+def _other_campaign(what: str, which: str, recorded: str, hashes: Hashes | None) -> NotDone:
+    if hashes is None:
+        return NotDone(f"no campaign.toml to check the {what} against")
+    ours = hashes.stream if which == "stream" else hashes.merge
+    return NotDone(f"{what} from another campaign's config ({which} hash {recorded}, this "
+                   f"campaign's {ours})")
+
+
 def part_problem(run: RunDir, node: str, hashes: Hashes | None,
                  spec: ClientSegment | None = None, verify: bool = False) -> NotDone | None:
     """Why client ``node``'s part is not complete, or None (``spec``: its job spec, when the
     part must cover its windows)."""
-    data, sidecar_path = run.part(node)
-    try:
-        sidecar = read_optional(PartRecord, sidecar_path)
-    except RunError as err:
-        return NotDone(f"sidecar unreadable: {err}")
+    data, path = run.part(node)
+    sidecar, problem = _record(run, PartRecord, data, path, "part", "part missing", "sidecar")
     if sidecar is None:
-        return _absent(run, "part missing", data, sidecar_path)
-    if not sidecar.complete:
-        return NotDone(f"part incomplete ({_relative(run, sidecar_path)})")
-    if hashes is None:
-        return NotDone("no campaign.toml to check the part against")
-    if not hashes.is_stream(sidecar.stream_hash):
-        return NotDone(f"part from another campaign's config (stream hash "
-                       f"{sidecar.stream_hash}, this campaign's {hashes.stream})")
+        return problem
+    if hashes is None or not hashes.is_stream(sidecar.stream_hash):
+        return _other_campaign("part", "stream", sidecar.stream_hash, hashes)
     if spec is not None and sidecar.segment != spec:
         return NotDone("part covers other windows than its job spec")
-    return data_problem(run, data, sidecar_path, sidecar.bytes, sidecar.sha256, verify)
+    return data_problem(run, data, path, sidecar.bytes, sidecar.sha256, verify)
 
 
 def chunk_problem(run: RunDir, node: str, hashes: Hashes | None,
                   spec: MergeChunk | None = None, verify: bool = False) -> NotDone | None:
     """Why chunk merge ``node``'s output is not complete, or None (``spec``: its job spec)."""
-    data, summary_path = run.chunk_output(node)
-    try:
-        summary = read_optional(ChunkSummary, summary_path)
-    except RunError as err:
-        return NotDone(f"summary unreadable: {err}")
+    data, path = run.chunk_output(node)
+    summary, problem = _record(run, ChunkSummary, data, path, "chunk merge",
+                               "chunk merge not done", "summary")
     if summary is None:
-        return _absent(run, "chunk merge not done", data, summary_path)
-    if not summary.complete:
-        return NotDone(f"chunk merge incomplete ({_relative(run, summary_path)})")
-    if hashes is None:
-        return NotDone("no campaign.toml to check the chunk merge against")
-    if not hashes.is_merge(summary.merge_hash):
-        return NotDone(f"chunk merge from another campaign's config (merge hash "
-                       f"{summary.merge_hash}, this campaign's {hashes.merge})")
+        return problem
+    if hashes is None or not hashes.is_merge(summary.merge_hash):
+        return _other_campaign("chunk merge", "merge", summary.merge_hash, hashes)
     if spec is not None and not is_of_chunk(summary, spec):
         return NotDone(f"chunk merge of another chunking (GPS {summary.gps[0]:.0f}-"
                        f"{summary.gps[1]:.0f}, its job spec {spec.gps_start:.0f}-"
                        f"{spec.gps_end:.0f})")
-    return data_problem(run, data, summary_path, summary.bytes, summary.sha256, verify)
+    return data_problem(run, data, path, summary.bytes, summary.sha256, verify)
 
 
 def is_of_chunk(summary: ChunkSummary, spec: MergeChunk) -> bool:
@@ -191,21 +200,14 @@ def is_of_chunk(summary: ChunkSummary, spec: MergeChunk) -> bool:
 def merge_problem(run: RunDir, hashes: Hashes | None, verify: bool = False
                   ) -> NotDone | None:
     """Why the merge's output (``output/campaign.h5``) is not complete, or None."""
-    data, summary_path = run.output
-    try:
-        summary = read_optional(CampaignSummary, summary_path)
-    except RunError as err:
-        return NotDone(f"summary unreadable: {err}")
+    data, path = run.output
+    summary, problem = _record(run, CampaignSummary, data, path, "merge", "merge not done",
+                               "summary")
     if summary is None:
-        return _absent(run, "merge not done", data, summary_path)
-    if not summary.complete:
-        return NotDone(f"merge incomplete ({_relative(run, summary_path)})")
-    if hashes is None:
-        return NotDone("no campaign.toml to check the merge against")
-    if not hashes.is_merge(summary.merge_hash):
-        return NotDone(f"merge from another campaign's config (merge hash "
-                       f"{summary.merge_hash}, this campaign's {hashes.merge})")
-    return data_problem(run, data, summary_path, summary.bytes, summary.sha256, verify)
+        return problem
+    if hashes is None or not hashes.is_merge(summary.merge_hash):
+        return _other_campaign("merge", "merge", summary.merge_hash, hashes)
+    return data_problem(run, data, path, summary.bytes, summary.sha256, verify)
 
 
 def node_problem(run: RunDir, node: str, hashes: Hashes | None) -> NotDone | None:
@@ -214,21 +216,16 @@ def node_problem(run: RunDir, node: str, hashes: Hashes | None) -> NotDone | Non
     if node == MERGE_NODE:
         return merge_problem(run, hashes)
     if is_chunk_node(node):
-        return chunk_problem(run, node, hashes, _chunk_spec(run, node))
-    return part_problem(run, node, hashes, _client_spec(run, node))
+        chunk = _job(run, ChunkJob, node)
+        return chunk_problem(run, node, hashes, chunk.chunk if chunk is not None else None)
+    client = _job(run, ClientJob, node)
+    return part_problem(run, node, hashes, client.segment if client is not None else None)
 
 
-def _client_spec(run: RunDir, node: str) -> ClientSegment | None:
+def _job(run: RunDir, kind: type[R], node: str) -> R | None:
+    """A node's job spec, None when it has none or it is not valid (the node then fails and
+    says why)."""
     try:
-        job = read_optional(ClientJob, run.job(node))
+        return read_optional(kind, run.job(node))
     except RunError:
         return None
-    return job.segment if job is not None else None
-
-
-def _chunk_spec(run: RunDir, node: str) -> MergeChunk | None:
-    try:
-        job = read_optional(ChunkJob, run.job(node))
-    except RunError:
-        return None
-    return job.chunk if job is not None else None

@@ -301,15 +301,29 @@ _V1_JOB_FIELDS = ("run_dir", "config", "repository", "model", "config_hash")
 """Fields version-1 job specs carried that nothing read."""
 
 
-class ClientJob(Record):
-    """``RUN/jobs/<client>.json``: a client's share (``ClientSegment``)."""
-
-    KIND: ClassVar[str] = "client job spec"
+class SegmentRecord(Record):
+    """The fields of a client's share (a ``ClientSegment``), in the records that carry one."""
 
     index: int
     node: str
     server: str
     pieces: tuple[Piece, ...]
+
+    @property
+    def segment(self) -> ClientSegment:
+        return ClientSegment(self.index, self.node, self.server, self.pieces)
+
+
+def segment_fields(segment: ClientSegment) -> dict[str, Any]:
+    """A ``SegmentRecord``'s fields of ``segment``, to build a record with."""
+    return {"index": segment.index, "node": segment.node, "server": segment.server,
+            "pieces": segment.pieces}
+
+
+class ClientJob(SegmentRecord):
+    """``RUN/jobs/<client>.json``: a client's share (``ClientSegment``)."""
+
+    KIND: ClassVar[str] = "client job spec"
 
     @classmethod
     def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -317,12 +331,7 @@ class ClientJob(Record):
 
     @classmethod
     def of(cls, segment: ClientSegment) -> ClientJob:
-        return cls(index=segment.index, node=segment.node, server=segment.server,
-                   pieces=segment.pieces)
-
-    @property
-    def segment(self) -> ClientSegment:
-        return ClientSegment(self.index, self.node, self.server, self.pieces)
+        return cls(**segment_fields(segment))
 
 
 class ChunkJob(Record):
@@ -389,26 +398,11 @@ def run_id(run: RunDir) -> str:
         return ""
 
 
-class PartRecord(Record):
-    """``RUN/parts/<client>.json``, a part's sidecar: written last, once the part file is in
-    place; its segment, hash, the file's size and SHA-256, and how the client ran."""
+class ClientRun(BaseModel):
+    """How a client ran, in its sidecar."""
 
-    KIND: ClassVar[str] = "part sidecar"
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
-    complete: bool
-    index: int
-    node: str
-    server: str
-    pieces: tuple[Piece, ...]
-    stream_hash: str
-    """The campaign's ``stream_hash`` the part was made under."""
-    outputs: tuple[str, ...]
-    sha256: str
-    """Of the part file's bytes."""
-    bytes: int | None
-    """The part file's size (None in version 1: its checksum is then always verified)."""
-    bad_files: tuple[BadFile, ...] = ()
-    """The bad frame files the client met (streamed around as gaps)."""
     wall_seconds: float
     peak_rss_mb: float
     reconnects: int
@@ -418,31 +412,40 @@ class PartRecord(Record):
     servers: tuple[str, ...]
     """The servers it streamed to, in order (a move: failover or rebalance)."""
 
+
+class PartRecord(SegmentRecord, ClientRun):
+    """``RUN/parts/<client>.json``, a part's sidecar: written last, once the part file is in
+    place; its segment, hash, the file's size and SHA-256, and how the client ran."""
+
+    KIND: ClassVar[str] = "part sidecar"
+
+    complete: bool
+    stream_hash: str
+    """The campaign's ``stream_hash`` the part was made under."""
+    outputs: tuple[str, ...]
+    sha256: str
+    """Of the part file's bytes."""
+    bytes: int | None
+    """The part file's size (None in version 1: its checksum is then always verified)."""
+    bad_files: tuple[BadFile, ...] = ()
+    """The bad frame files the client met (streamed around as gaps)."""
+
     @classmethod
     def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
         return {"bytes": None, **_v1_hash(data, "stream_hash")}
 
-    @property
-    def segment(self) -> ClientSegment:
-        return ClientSegment(self.index, self.node, self.server, self.pieces)
 
-
-class CheckpointStamp(Record):
+class CheckpointStamp(SegmentRecord):
     """``parts/<client>.chunks/segment.json``: what a client's checkpoints were made for (its
     segment and the stream hash); checkpoints of anything else are discarded."""
 
     KIND: ClassVar[str] = "checkpoint stamp"
 
     stream_hash: str
-    index: int
-    node: str
-    server: str
-    pieces: tuple[Piece, ...]
 
     @classmethod
     def of(cls, segment: ClientSegment, stream_hash: str) -> CheckpointStamp:
-        return cls(stream_hash=stream_hash, index=segment.index, node=segment.node,
-                   server=segment.server, pieces=segment.pieces)
+        return cls(**segment_fields(segment), stream_hash=stream_hash)
 
 
 class BadFiles(Record):

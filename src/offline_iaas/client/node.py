@@ -27,7 +27,7 @@ import numpy as np
 
 from offline_iaas import hooks
 from offline_iaas.client.balance import claim, start_server
-from offline_iaas.client.part import ClientRun, Holes, PartWriter, peak_rss_mb
+from offline_iaas.client.part import Holes, PartWriter, peak_rss_mb
 from offline_iaas.client.requests import piece_samples, request_updates
 from offline_iaas.client.transport import RequestStream, connect, is_live
 from offline_iaas.completeness import Hashes, part_problem
@@ -38,7 +38,7 @@ from offline_iaas.data.gwf_reader import BadFrameFile
 from offline_iaas.data.segments import without_bad_files
 from offline_iaas.errors import ServerError
 from offline_iaas.logs import NO_PROGRESS, NullProgress
-from offline_iaas.records import BadFile, ClientSegment, Piece, read_client_job
+from offline_iaas.records import BadFile, ClientRun, ClientSegment, Piece, read_client_job
 from offline_iaas.rendezvous.access import auth_headers
 from offline_iaas.rendezvous.addresses import ServerAddress
 from offline_iaas.repository.pipeline import ensemble_outputs, output_rows, row_shape

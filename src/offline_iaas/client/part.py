@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import h5py
@@ -27,7 +26,15 @@ import numpy as np
 from offline_iaas import records
 from offline_iaas.completeness import file_sha256
 from offline_iaas.errors import RunError
-from offline_iaas.records import BadFile, BadFiles, CheckpointStamp, ClientSegment, PartRecord
+from offline_iaas.records import (
+    BadFile,
+    BadFiles,
+    CheckpointStamp,
+    ClientRun,
+    ClientSegment,
+    PartRecord,
+    segment_fields,
+)
 from offline_iaas.rundir import RunDir
 
 CHUNK_NAME = re.compile(r"p(\d+)-(\d+)-(\d+)\.npz")
@@ -38,19 +45,6 @@ def peak_rss_mb() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-@dataclass(frozen=True)
-class ClientRun:
-    """How a client ran, for its sidecar."""
-
-    wall_seconds: float
-    peak_rss_mb: float
-    reconnects: int
-    first_request_unix: float | None
-    last_response_unix: float | None
-    tensor_bytes_sent: int
-    servers: tuple[str, ...]
 
 
 Holes = list[list[tuple[int, int]]]
@@ -150,7 +144,9 @@ class PartWriter:
         """Assemble the chunks into the part file (hole rows NaN), rename it, then write the
         sidecar (``run_record``: how the client ran; None: it did not stream, as in tests)."""
         if run_record is None:
-            run_record = ClientRun(0.0, peak_rss_mb(), 0, None, None, 0, ())
+            run_record = ClientRun(wall_seconds=0.0, peak_rss_mb=peak_rss_mb(), reconnects=0,
+                                   first_request_unix=None, last_response_unix=None,
+                                   tensor_bytes_sent=0, servers=())
         tmp = self.h5_path.with_name(f".{self.h5_path.name}.{os.getpid()}.tmp")
         chunks = self.chunks()
         try:
@@ -184,16 +180,11 @@ class PartWriter:
         except OSError as err:
             tmp.unlink(missing_ok=True)
             raise RunError(f"{self.segment.node}: cannot write {self.h5_path}: {err}") from None
-        seg = self.segment
         sidecar = PartRecord(
-            complete=True, index=seg.index, node=seg.node, server=seg.server, pieces=seg.pieces,
+            complete=True, **segment_fields(self.segment), **dict(run_record),
             stream_hash=self.stream_hash, outputs=self.outputs,
             sha256=file_sha256(self.h5_path), bytes=self.h5_path.stat().st_size,
-            bad_files=tuple(self.bad_files()), wall_seconds=run_record.wall_seconds,
-            peak_rss_mb=run_record.peak_rss_mb, reconnects=run_record.reconnects,
-            first_request_unix=run_record.first_request_unix,
-            last_response_unix=run_record.last_response_unix,
-            tensor_bytes_sent=run_record.tensor_bytes_sent, servers=run_record.servers)
+            bad_files=tuple(self.bad_files()))
         records.write(sidecar, self.json_path)
         shutil.rmtree(self.chunk_dir, ignore_errors=True)
 

@@ -393,17 +393,16 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
             f"{config.layout.clients_per_server} clients per server "
             "(layout.clients_per_server; the others' sequences would wait for a slot and "
             "time out): export again for this layout")
-    slides = manifest.time_slides
-    if slides != time_slides(config):
+    (slides, step), wanted = manifest.time_slides, time_slides(config)
+    if (slides, step) != wanted:
         problems.append(
-            f"{where}: exported with {slides[0]} time slides of {slides[1]} samples, the "
-            f"campaign asks for {time_slides(config)[0]} of {time_slides(config)[1]} "
-            "(bbhnet.time_shifts, bbhnet.shift_seconds): export again")
-    whitening = manifest.whitening
-    if whitening != whitening_record(config):
+            f"{where}: exported with {slides} time slides of {step} samples, the campaign "
+            f"asks for {wanted[0]} of {wanted[1]} (bbhnet.time_shifts, bbhnet.shift_seconds): "
+            "export again")
+    if manifest.whitening != whitening_record(config):
         problems.append(
-            f"{where}: exported with BBHnet whitening {whitening}, the campaign asks for "
-            f"{whitening_record(config)} (bbhnet.whitening, psd_seconds, psd_fftlength, "
+            f"{where}: exported with BBHnet whitening {manifest.whitening}, the campaign asks "
+            f"for {whitening_record(config)} (bbhnet.whitening, psd_seconds, psd_fftlength, "
             "whitening_crop_seconds): export again")
     if manifest.ensemble != config.model.name:
         problems.append(f"{where}: holds model {manifest.ensemble!r}, the campaign "

@@ -30,13 +30,3 @@ def not_done(run: RunDir, dag: Dag) -> dict[str, NotDone]:
                 why[node.name] = NotDone(f"made from the old output of {', '.join(redone)}")
                 changed = True
     return why
-
-
-def complete_nodes(run: RunDir, dag: Dag) -> set[str]:
-    """JOB nodes whose output is there and whose parents are all complete too.
-
-    A node below one that must run again runs again (its output was made from the old one),
-    as after deleting a part: the client and the merge run, nothing else.
-    """
-    why = not_done(run, dag)
-    return {n.name for n in dag.nodes.values() if n.kind == "JOB" and n.name not in why}

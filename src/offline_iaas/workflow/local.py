@@ -29,7 +29,7 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
 from offline_iaas.rendezvous.job_ads import FAKE_ENV
 from offline_iaas.rundir import RunDir
-from offline_iaas.workflow.completion import complete_nodes
+from offline_iaas.workflow.completion import not_done
 from offline_iaas.workflow.dag import Dag, parse_dag
 from offline_iaas.workflow.emulation import node_command, stage_in, stage_out
 from offline_iaas.workflow.processes import (
@@ -535,16 +535,19 @@ def run_local(
         runs[node.name] = NodeRun(node=node, command=command, ordinal=ordinal)
 
     jobs = [r for r in runs.values() if r.node.kind == "JOB"]
-    complete = complete_nodes(run, dag)
+    redo = not_done(run, dag)  # completeness.py: record, hash, size, checksum
     for r in jobs:
-        if r.node.name in complete:
+        if r.node.name not in redo:
             r.status = "complete"
     if all(r.status == "complete" for r in jobs):
         logger.info(f"nothing to do: every node of {run.path} is complete")
         return
     for r in jobs:
-        if r.status == "complete":
+        problem = redo.get(r.node.name)
+        if problem is None:
             logger.info(f"{r.node.name}: complete, not run again")
+        elif problem.written:  # something of it is there: say why it is redone
+            logger.info(f"{r.node.name}: runs again: {problem}")
 
     with _locked(run):
         signals = Signals()
