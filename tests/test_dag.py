@@ -9,14 +9,15 @@ from pathlib import Path
 import htcondor2
 import pytest
 
+from offline_iaas.completeness import Hashes, merge_problem, part_problem
 from offline_iaas.config import config_from_dict, load_config
 from offline_iaas.errors import ConfigError, DataError, RunError
-from offline_iaas.records import read_client_job
+from offline_iaas.records import read_client_job, read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_segments
 from offline_iaas.workflow.dag import Script, dag_text, parse_dag
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK, console_script, make_dag
-from tests.helpers import skip_data_check
+from tests.helpers import complete_merge, complete_part, skip_data_check
 
 
 def campaign(tmp_path: Path, **sections: dict) -> object:
@@ -304,6 +305,24 @@ def test_make_dag_refuses_another_campaign(tmp_path: Path, data_check: list) -> 
     with pytest.raises(RunError, match="another campaign"):
         make_dag(other, RunDir(run))
     assert snapshot(run) == before
+
+
+def test_make_dag_takes_a_merge_only_change_and_keeps_the_parts(
+    tmp_path: Path, data_check: list
+) -> None:
+    """A config that differs in what only the merge reads is the same campaign (stream hash):
+    make-dag rewrites the run directory, the parts stay complete, the merge does not."""
+    run = tmp_path / "run"
+    make_dag(campaign(tmp_path), RunDir(run))
+    complete_part(RunDir(run), "client0")
+    complete_merge(RunDir(run))
+    edited = campaign(tmp_path, bbhnet={"cluster_seconds": 2.0, "found_seconds": 0.5})
+    make_dag(edited, RunDir(run))
+    info = read_run_info(RunDir(run))
+    assert (info.stream_hash, info.merge_hash) == (edited.stream_hash(), edited.merge_hash())
+    hashes = Hashes.of(edited)
+    assert part_problem(RunDir(run), "client0", hashes) is None
+    assert "another campaign's config (merge hash" in str(merge_problem(RunDir(run), hashes))
 
 
 def test_make_dag_rewrites_the_same_campaign(tmp_path: Path, data_check: list) -> None:
