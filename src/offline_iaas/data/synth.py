@@ -382,7 +382,7 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
     _remove_stale(out_dir, ifos, synth.description, {f["path"] for f in files})
     psd_channels = {ifo: next(ch for ch in strain_channels if ch.startswith(f"{ifo}:"))
                     for ifo in ifos}
-    plan = measure_snrs(plan, _strain_reader(files, psd_channels), data.start,
+    plan = measure_snrs(plan, _strain_reader(files, psd_channels, sample_rate), data.start,
                         data.start + data.duration, sample_rate)
     injections = plan.injections
     snr_psd = {
@@ -474,17 +474,22 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
     return summary
 
 
-def _strain_reader(files: list[dict[str, Any]], channels: dict[str, str]
+def _strain_reader(files: list[dict[str, Any]], channels: dict[str, str], sample_rate: float
                    ) -> Callable[[str, float, float], np.ndarray]:
-    """``read(ifo, lo, hi)``: ``channels[ifo]`` of ``[lo, hi)`` from the written ``files``
-    (gwpy), as float64."""
+    """``read(ifo, lo, hi)``: the samples of ``channels[ifo]`` in ``[lo, hi)`` (on the frame
+    grid) from the written ``files`` (gwpy, whole files, cut by sample index)."""
     from gwpy.timeseries import TimeSeries
 
     def read(ifo: str, lo: float, hi: float) -> np.ndarray:
-        paths = [f["path"] for f in files if f["ifo"] == ifo
-                 and f["gps_start"] < hi and f["gps_start"] + f["duration"] > lo]
-        series = TimeSeries.read(paths, channels[ifo], start=lo, end=hi, format="gwf")
-        return np.asarray(series.value, np.float64)
+        chosen = [f for f in files if f["ifo"] == ifo
+                  and f["gps_start"] < hi and f["gps_start"] + f["duration"] > lo]
+        values = np.concatenate([
+            TimeSeries.read(f["path"], channels[ifo], start=f["gps_start"],
+                            end=f["gps_start"] + f["duration"], format="gwf").value
+            for f in chosen])
+        first = int(round((lo - chosen[0]["gps_start"]) * sample_rate))
+        return np.asarray(values[first : first + int(round((hi - lo) * sample_rate))],
+                          np.float64)
 
     return read
 

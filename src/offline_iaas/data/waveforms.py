@@ -23,7 +23,7 @@ SNR
     sampled strain times ``1/fs`` (zero-padded to a power of two of at least 4 s), ``S`` the
     one-sided noise PSD, from ``f_low = f_lower``. ``synth`` records it against two PSDs: the
     design ASD it colours its noise with, and one measured from the frames around the
-    injection (``welch_asd``: median Welch; interpolated linearly onto the DFT's bins).
+    injection (``welch_asd``: median Welch, each DFT bin taking its nearest PSD bin).
 """
 
 from __future__ import annotations
@@ -304,7 +304,10 @@ def welch_asd(
 ) -> Callable[[np.ndarray], np.ndarray]:
     """The ASD of ``strain`` as a function of frequency: median-averaged Welch
     (``scipy.signal.welch``, Hann segments of ``fft_seconds``, half overlapping, the median's
-    bias corrected), interpolated linearly in frequency between its bins.
+    bias corrected), constant over each of its bins (a frequency takes its nearest bin's
+    value: an SNR's sum over a finer DFT then weighs each bin's signal energy by that bin's
+    PSD, whatever the zero padding, where linear interpolation next to a narrow line would
+    not).
 
     Raises DataError when ``strain`` is shorter than one segment or not finite.
     """
@@ -319,7 +322,9 @@ def welch_asd(
         raise DataError("the strain a PSD is measured from is not finite")
     freqs, psd = signal.welch(strain, fs=sample_rate, window="hann", nperseg=n,
                               noverlap=n // 2, average="median")
-    return lambda f: np.sqrt(np.interp(f, freqs, psd))
+    df = freqs[1] - freqs[0]
+    return lambda f: np.sqrt(psd[np.clip(np.rint(np.asarray(f) / df).astype(int), 0,
+                                         len(psd) - 1)])
 
 
 def network_snr(snrs: Sequence[float]) -> float:
