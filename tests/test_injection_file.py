@@ -194,3 +194,14 @@ def test_convert_injections_refuses_an_ambiguous_file(tmp_path: Path) -> None:
     assert line.startswith(f"offline-iaas convert-injections: error: {tmp_path}/theirs.h5: "
                            "the frame of 'parameters/mass_1' is ambiguous")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.h5"]  # nothing written
+
+
+@pytest.mark.parametrize("name, layout", [("e.h5", "offline-iaas"), ("e.hdf5", "aframe"),
+                                          ("e.xml", "offline-iaas")])
+def test_an_empty_set_round_trips(tmp_path: Path, name: str, layout: str) -> None:
+    """synth without injections writes an empty set; every format keeps its approximant."""
+    empty = InjectionSet((), "IMRPhenomXPHM", 15.0, attrs={"time_volume_gpc3": 2.5})
+    write_injection_set(tmp_path / name, empty, layout=layout)
+    back = read_injection_set(tmp_path / name)
+    assert (len(back), back.approximant, back.f_lower_hz) == (0, "IMRPhenomXPHM", 15.0)
+    assert back.attrs["time_volume_gpc3"] == 2.5

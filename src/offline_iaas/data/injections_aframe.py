@@ -49,7 +49,6 @@ project reads ``ra`` as a right ascension, as the field's name says.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -86,15 +85,11 @@ OWN_ATTRS = ("length", "ifos", "sample_rate", "duration", "right_pad", "num_inje
 
 def luminosity_distance_mpc(redshift: np.ndarray) -> np.ndarray:
     """aframe's luminosity distance (Mpc) of ``redshift``: ``Planck15``."""
-    if np.size(redshift) == 0:
-        return np.zeros(np.shape(redshift))
     return population.luminosity_distance_mpc(redshift, AFRAME_COSMOLOGY)
 
 
 def redshift_of_distance(distance_mpc: np.ndarray) -> np.ndarray:
     """The redshift whose ``Planck15`` luminosity distance is ``distance_mpc``."""
-    if np.size(distance_mpc) == 0:
-        return np.zeros(np.shape(distance_mpc))
     return population.redshift_at_distance(distance_mpc, AFRAME_COSMOLOGY)
 
 
@@ -163,13 +158,11 @@ def write_aframe(path: Path, injections: InjectionSet) -> None:
     for name in ("a_1", "a_2", "tilt_1", "tilt_2", "phi_12", "phi_jl", "theta_jn"):
         columns[name] = np.array([a[name] for a in angles], np.float64)
     ifos = list(injections.snr)
-    columns["ifo_snrs"] = np.array([injections.snr[i] for i in ifos], np.float64).T.reshape(n, -1)
+    columns["ifo_snrs"] = _rows_by_ifo(injections.snr, ifos, n)
     columns["snr"] = (injections.network_snr if ifos else np.full(n, np.nan)).astype(np.float64)
     columns["shift"] = np.zeros((n, len(ifos)))
     if injections.snr_design:
-        columns["ifo_snrs_design"] = np.array(
-            [injections.snr_design.get(i, (math.nan,) * n) for i in ifos], np.float64
-        ).T.reshape(n, -1)
+        columns["ifo_snrs_design"] = _rows_by_ifo(injections.snr_design, ifos, n)
     with h5py.File(path, "w") as f:
         for key, value in injections.attrs.items():
             f.attrs[key] = value
@@ -186,6 +179,15 @@ def write_aframe(path: Path, injections: InjectionSet) -> None:
         for name in (*FIELDS, TIME, "shift", "ifo_snrs_design"):
             if name in columns:
                 group.create_dataset(name, data=columns[name])
+
+
+def _rows_by_ifo(snr: Any, ifos: list[str], n: int) -> np.ndarray:
+    """``[row, detector]`` of per-detector SNRs (NaN for a detector without them)."""
+    out = np.full((n, len(ifos)), np.nan)
+    for j, ifo in enumerate(ifos):
+        if ifo in snr:
+            out[:, j] = snr[ifo]
+    return out
 
 
 def read_aframe(

@@ -16,7 +16,8 @@ Writing (``write_ligolw``)
     against the design PSD in ``alpha4``/``alpha5``/``alpha6``; ``taper`` ``TAPER_NONE``,
     ``amp_order`` -1, and the rest 0 or empty. ``process_params`` records the population's
     description (``PopulationSpec.attrs``, one ``--key`` per attribute, underscores as
-    dashes), ``--reference-frequency-hz``, ``--mass-frame detector``, ``--snr-columns`` and
+    dashes), ``--approximant``, ``--f-lower-hz``, ``--reference-frequency-hz``,
+    ``--mass-frame detector``, ``--snr-columns`` and
     ``--snr-design-columns`` (``H1:alpha1,L1:alpha2``) and what each SNR's PSD was
     (``--snr-measured-psd``, ``--snr-design-psd``).
 Reading (``read_ligolw``)
@@ -78,11 +79,10 @@ SNR_COLUMNS = {
 """``InjectionSet`` SNR field → detector → the column this project writes it in."""
 PSD_PARAM = {"snr": "snr_measured_psd", "snr_design": "snr_design_psd"}
 COLUMNS_PARAM = {"snr": "snr_columns", "snr_design": "snr_design_columns"}
-LAYOUT_PARAMS = ("reference_frequency_hz", "mass_frame", *PSD_PARAM.values(),
-                 *COLUMNS_PARAM.values())
-"""``process_params`` that describe the file, not the population."""
-SET_ATTRS = ("approximant", "f_lower_hz")
-"""Population attributes the table carries in its own columns."""
+LAYOUT_PARAMS = ("approximant", "f_lower_hz", "reference_frequency_hz", "mass_frame",
+                 *PSD_PARAM.values(), *COLUMNS_PARAM.values())
+"""``process_params`` that describe the set and the file, not the population (the
+approximant and ``f_lower`` also for a table without rows)."""
 
 
 def split_gps(seconds: float) -> tuple[int, int]:
@@ -111,7 +111,9 @@ def write_ligolw(path: Path, injections: InjectionSet, gzip: bool) -> None:
                       if ifo in getattr(injections, kind)} for kind in SNR_KINDS}
     params: dict[str, Any] = {
         key: _param_value(value) for key, value in injections.attrs.items()
-        if key not in SET_ATTRS and key not in LAYOUT_PARAMS}
+        if key not in LAYOUT_PARAMS}
+    params["approximant"] = injections.approximant
+    params["f_lower_hz"] = float(injections.f_lower_hz)
     params["reference_frequency_hz"] = injections.reference_hz
     params["mass_frame"] = "detector"
     for kind in SNR_KINDS:
@@ -229,8 +231,10 @@ def read_ligolw(
     reference = params.get("reference_frequency_hz", reference_frequency_hz)
     return InjectionSet(
         binaries=binaries,
-        approximant=_one_value(path, "waveform", rows, names, approximant),
-        f_lower_hz=float(_one_value(path, "f_lower", rows, names, f_lower_hz)),
+        approximant=_one_value(path, "waveform", rows, names,
+                               params.get("approximant", approximant)),
+        f_lower_hz=float(_one_value(path, "f_lower", rows, names,
+                                    params.get("f_lower_hz", f_lower_hz))),
         snr=snrs["snr"], arrival_time=arrival, snr_design=snrs["snr_design"],
         attrs={k: v for k, v in params.items() if k not in LAYOUT_PARAMS},
         reference_frequency_hz=None if reference is None else float(reference),

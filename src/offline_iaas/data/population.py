@@ -124,6 +124,8 @@ def time_volume_gpc3(redshift_max: float) -> float:
 def luminosity_distance_mpc(redshift: Any, cosmology: str = COSMOLOGY) -> np.ndarray:
     """Luminosity distance (Mpc) of ``redshift`` (scalar or array) in astropy's flat
     ``cosmology``."""
+    if np.size(redshift) == 0:
+        return np.zeros(np.shape(redshift))
     return np.asarray(_cosmology(cosmology).luminosity_distance(redshift).to_value("Mpc"),
                       np.float64)
 
@@ -131,6 +133,8 @@ def luminosity_distance_mpc(redshift: Any, cosmology: str = COSMOLOGY) -> np.nda
 def redshift_at_distance(distance_mpc: Any, cosmology: str = COSMOLOGY) -> np.ndarray:
     """The redshift whose luminosity distance is ``distance_mpc`` (Newton's method, to
     ~1e-12 relative), the inverse of ``luminosity_distance_mpc``."""
+    if np.size(distance_mpc) == 0:
+        return np.zeros(np.shape(distance_mpc))
     cosmo = _cosmology(cosmology)
     d = np.atleast_1d(np.asarray(distance_mpc, np.float64))
     hubble = cosmo.hubble_distance.to_value("Mpc")
