@@ -201,10 +201,30 @@ def test_welch_asd_measures_white_noise_and_a_line() -> None:
     lined = waveforms.welch_asd(noise + 50 * sigma * np.sin(2 * np.pi * 60.0 * t), fs)
     assert lined(np.array([60.0]))[0] > 10 * asd(np.array([60.0]))[0]
     assert lined(np.array([100.0]))[0] == pytest.approx(asd(np.array([100.0]))[0], rel=0.05)
-    with pytest.raises(DataError, match="shorter than one 4 s PSD segment"):
+    with pytest.raises(DataError, match="3 s of strain leave no 4 s PSD segment"):
         waveforms.welch_asd(noise[: int(3 * fs)], fs)
     with pytest.raises(DataError, match="not finite"):
         waveforms.welch_asd(np.where(t < 1, np.nan, noise), fs)
+
+
+def test_welch_asd_leaves_out_the_segments_of_a_signal() -> None:
+    """A loud chirp over 20 of 64 s: the segments touching it are left out, so the PSD is the
+    noise's (the same segments of the noise alone give it exactly); kept in, the median moves.
+    """
+    rng = np.random.default_rng(4)
+    fs, sigma = 512.0, 2e-21
+    noise = rng.standard_normal(int(64 * fs)) * sigma
+    t = np.arange(len(noise)) / fs
+    burst = np.where((t >= 10) & (t < 30), 3 * sigma * np.sin(2 * np.pi * (40 + 2 * t) * t), 0)
+    signal_range = [(int(10 * fs), int(30 * fs))]
+    assert waveforms.welch_segments(len(noise), fs, signal_range) == [
+        j for j in range(31) if j * 2 + 4 <= 10 or j * 2 >= 30]
+    band = np.linspace(20.0, 200.0, 400)
+    left_out = waveforms.welch_asd(noise + burst, fs, exclude=signal_range)(band)
+    np.testing.assert_allclose(
+        left_out, waveforms.welch_asd(noise, fs, exclude=signal_range)(band), rtol=1e-12)
+    kept = waveforms.welch_asd(noise + burst, fs)(band)
+    assert np.max(kept / left_out) > 1.5  # control: with the chirp in, the PSD rises
 
 
 # ---- SNR ------------------------------------------------------------------------------------

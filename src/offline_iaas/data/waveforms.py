@@ -300,31 +300,51 @@ def optimal_snr(
 
 
 def welch_asd(
-    strain: np.ndarray, sample_rate: float, fft_seconds: float = PSD_FFT_SECONDS
+    strain: np.ndarray, sample_rate: float, fft_seconds: float = PSD_FFT_SECONDS,
+    exclude: Sequence[tuple[int, int]] = (),
 ) -> Callable[[np.ndarray], np.ndarray]:
-    """The ASD of ``strain`` as a function of frequency: median-averaged Welch
-    (``scipy.signal.welch``, Hann segments of ``fft_seconds``, half overlapping, the median's
-    bias corrected), constant over each of its bins (a frequency takes its nearest bin's
-    value: an SNR's sum over a finer DFT then weighs each bin's signal energy by that bin's
-    PSD, whatever the zero padding, where linear interpolation next to a narrow line would
-    not).
+    """The ASD of ``strain`` as a function of frequency: median-averaged Welch (Hann segments
+    of ``fft_seconds``, half overlapping, mean removed; ``scipy.signal.spectrogram``'s
+    one-sided densities), the segments that overlap a sample range ``[a, b)`` of ``exclude``
+    (signals, not noise) left out, the median divided by its bias for that many segments
+    (``sum_{l=1}^{m} (-1)^(l+1) / l``, ``m`` the segments rounded down to odd, as scipy's
+    median Welch). A frequency takes its nearest bin's value: an SNR's sum over a finer DFT
+    then weighs each bin's signal energy by that bin's PSD, whatever the zero padding, where
+    linear interpolation next to a narrow line would not.
 
-    Raises DataError when ``strain`` is shorter than one segment or not finite.
+    Raises DataError when ``strain`` is not finite or leaves no segment.
     """
     from scipy import signal
 
     strain = np.asarray(strain, np.float64)  # a float32 PSD of ~1e-21 strain underflows
     n = int(round(fft_seconds * sample_rate))
-    if len(strain) < n:
-        raise DataError(f"{len(strain) / sample_rate:g} s of strain is shorter than one "
-                        f"{fft_seconds:g} s PSD segment")
     if not np.all(np.isfinite(strain)):
         raise DataError("the strain a PSD is measured from is not finite")
-    freqs, psd = signal.welch(strain, fs=sample_rate, window="hann", nperseg=n,
-                              noverlap=n // 2, average="median")
+    keep = welch_segments(len(strain), sample_rate, exclude, fft_seconds)
+    if not keep:
+        raise DataError(f"{len(strain) / sample_rate:g} s of strain leave no {fft_seconds:g} s "
+                        "PSD segment clear of the signals")
+    freqs, _, segments = signal.spectrogram(strain, fs=sample_rate, window="hann", nperseg=n,
+                                            noverlap=n // 2, mode="psd")
+    odd = len(keep) - (len(keep) + 1) % 2
+    bias = sum((-1) ** (ell + 1) / ell for ell in range(1, odd + 1))
+    psd = np.median(segments[:, keep], axis=1) / bias
     df = freqs[1] - freqs[0]
     return lambda f: np.sqrt(psd[np.clip(np.rint(np.asarray(f) / df).astype(int), 0,
                                          len(psd) - 1)])
+
+
+def welch_segments(
+    n_samples: int, sample_rate: float, exclude: Sequence[tuple[int, int]] = (),
+    fft_seconds: float = PSD_FFT_SECONDS,
+) -> list[int]:
+    """The indices of ``welch_asd``'s segments of ``n_samples`` samples that overlap no
+    sample range ``[a, b)`` of ``exclude`` (segment ``j`` covers ``[j n / 2, j n / 2 + n)``,
+    ``n`` the segment's samples)."""
+    n = int(round(fft_seconds * sample_rate))
+    starts = range(0, n_samples - n + 1, n // 2)
+    return [j for j, a in enumerate(starts)
+            if not any(lo < a + n and a < hi for lo, hi in exclude)]
 
 
 def network_snr(snrs: Sequence[float]) -> float:
