@@ -386,9 +386,9 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
                         data.start + data.duration, sample_rate)
     injections = plan.injections
     snr_psd = {
-        "snr": f"median Welch PSD ({PSD_FFT_SECONDS:g} s Hann segments, half overlapping) of "
-               f"{MEASURED_PSD_SECONDS:g} s of the frames around the arrival time "
-               f"({', '.join(psd_channels.values())})",
+        "snr": f"median Welch PSD ({PSD_FFT_SECONDS:g} s Hann segments, half overlapping, "
+               f"those touching an injection left out) of {MEASURED_PSD_SECONDS:g} s of the "
+               f"frames around the arrival time ({', '.join(psd_channels.values())})",
         "snr_design": f"aLIGO design PSD ({ASD_FILE})",
     }
     injection_set = plan.injection_set(snr_psd)

@@ -22,7 +22,7 @@ Strain and SNRs
     centred on the arrival time (moved inside the span at its ends; the whole span when it is
     shorter), leaving out the segments that overlap an injection (this one or another): the
     noise the data hold, its drift, the coupled 60 Hz line and its sidebands, and not the
-    signals (with them, the loudest demo injection, SNR 52, lost 2 % of its SNR to itself).
+    signals (kept in, the loudest demo injection, SNR 52, lost 2 % of its SNR to itself).
     Where fewer than ``MIN_CLEAR_SEGMENTS`` segments are clear of injections (a span of a few
     tens of seconds) the median of so few is too noisy: every segment is used, injections
     included, with a warning; ``synth.json`` records the segments used and what was left out.
