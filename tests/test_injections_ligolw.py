@@ -164,7 +164,7 @@ def test_ligolw_round_trip_to_float32(tmp_path: Path, name: str) -> None:
                              *original.binaries[1:])), back, FLOAT32)
 
 
-def igwn_table(path: Path, alphas: tuple[float, float, float]) -> None:
+def igwn_table(path: Path, alphas: tuple[float, float, float], f_lower: float = 15.0) -> None:
     """One sim_inspiral row with every column LAL requires, written with igwn-ligolw alone
     (as a pipeline outside this project would), with a process table."""
     z = 0.25
@@ -175,7 +175,7 @@ def igwn_table(path: Path, alphas: tuple[float, float, float]) -> None:
     values = {name.split(":")[-1]: 0 for name in LAL_REQUIRED}
     values.update(source="", numrel_data="", taper="TAPER_NONE", amp_order=-1)
     values.update(
-        process_id=process.process_id, simulation_id=0, waveform="IMRPhenomD", f_lower=15.0,
+        process_id=process.process_id, simulation_id=0, waveform="IMRPhenomD", f_lower=f_lower,
         geocent_end_time=1262304100, geocent_end_time_ns=250000001, h_end_time=1262304100,
         h_end_time_ns=260000000, l_end_time=1262304100, l_end_time_ns=243000000,
         mass1=45.0, mass2=37.5, distance=float(luminosity_distance_mpc(z)), longitude=1.5,
@@ -207,6 +207,11 @@ def test_reads_a_full_sim_inspiral_table_written_with_igwn_ligolw(tmp_path: Path
     later = dataclasses.replace(expected, gps_time=expected.gps_time + 1 / 4096)
     with pytest.raises(AssertionError):
         assert_same_binaries(InjectionSet((later,), "IMRPhenomD", 15.0), got, FLOAT32)
+
+
+def test_a_foreign_table_without_f_lower_takes_the_stand_in(tmp_path: Path) -> None:
+    igwn_table(tmp_path / "theirs.xml", (0.0, 0.0, 0.0), f_lower=0.0)
+    assert read_injection_set(tmp_path / "theirs.xml", f_lower_hz=18.0).f_lower_hz == 18.0
 
 
 def test_positive_alphas_of_a_foreign_table_are_its_snrs(tmp_path: Path) -> None:

@@ -274,8 +274,9 @@ def _our_process(xmldoc: Any) -> tuple[bool, list[str], dict[str, Any]]:
 
 
 def _one_value(path: Path, name: str, rows: list, names: set[str], default: Any) -> Any:
-    """The one value of column ``name`` in every row (``default`` where absent)."""
-    found = {getattr(r, name) for r in rows} - {None, ""} if name in names else set()
+    """The one value of column ``name`` in every row (``default`` where absent, empty or 0:
+    tables that do not set ``f_lower`` leave it 0)."""
+    found = {getattr(r, name) for r in rows} - {None, "", 0} if name in names else set()
     if len(found) > 1:
         raise DataError(f"{path}: sim_inspiral rows differ in '{name}' ({sorted(found)}); "
                         "an injection set has one")
