@@ -13,7 +13,7 @@ from gwpy.io.gwf import get_channel_names
 from gwpy.timeseries import TimeSeriesDict
 from scipy import signal
 
-from offline_iaas.config import CampaignConfig, config_from_dict
+from offline_iaas.config import CampaignConfig, SynthConfig, config_from_dict
 from offline_iaas.data.injection_file import (
     InjectionSet,
     read_injection_list,
@@ -44,6 +44,9 @@ def make_config(tmp_path: Path, frames: str = "frames", **synth: Any) -> Campaig
         "witnesses": 2,
         "injections": 2,
         "seed": 7,
+        # every draw injected: the same binaries whatever the noise (the SNR cut:
+        # tests/test_population.py)
+        "network_snr_min": 0.0,
     }
     values.update(synth)
     raw = {
@@ -256,7 +259,8 @@ def test_injection_set_file_holds_the_injections(dataset: tuple[CampaignConfig, 
         for inj in summary["injections"]]
     for ifo in ("H1", "L1"):
         assert written.snr[ifo] == tuple(inj["ifos"][ifo]["snr"] for inj in summary["injections"])
-    assert written.attrs["redshift_max"] == 0.4 and written.attrs["seed"] == 7
+    assert written.attrs["redshift_max"] == SynthConfig().redshift_max
+    assert written.attrs["seed"] == 7 and written.attrs["drawn"] == 2
     assert written.attrs["time_volume_gpc3"] == pytest.approx(
         summary["population"]["time_volume_gpc3"])
 

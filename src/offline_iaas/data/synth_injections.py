@@ -5,6 +5,12 @@ Binaries
     Drawn from the ``[synth]`` population (``data/population.py``; ``synth.injections`` of
     them, seeded by ``synth.seed``), or read from ``synth.injection_file`` (its rows whose
     geocentre time lies in the span; its approximant and ``f_lower`` where it says them).
+Draws below the SNR cut (drawn binaries)
+    A draw whose optimal network SNR (at the middle of the span; the Earth turns the antenna
+    patterns a little by each injection's own time) is below ``synth.network_snr_min`` is
+    not injected: draws go on until ``synth.injections`` pass, and the set records
+    ``drawn`` (all draws) and ``injected`` beside the cut, so that VT counts the draws left
+    out as missed (``sensitivity.py``). With a cut of 0 every draw is injected.
 Times (drawn binaries)
     Spread evenly over the span: ``t_j = start + lead + usable (j + 1/2) / n`` with
     ``lead`` the longest waveform before its coalescence plus ``MARGIN_SECONDS`` and
@@ -118,8 +124,9 @@ def plan_injections(
             return [], InjectionSet((), approximant, f_lower, attrs=attrs)
         # synth's stream for the role "injections" (synth._rng)
         rng = np.random.default_rng([synth.seed % 2**63, zlib.crc32(b"injections")])
-        drawn = draw_binaries(spec, synth.injections, rng)
-        waves = [polarizations(b, approximant, sample_rate, f_lower) for b in drawn]
+        drawn, waves, count = _draw_above_cut(config, ifos, sample_rate, asd, noise_level, rng)
+        attrs.update(network_snr_min=synth.network_snr_min, drawn=count,
+                     injected=synth.injections)
         times = _spread_times(config, waves)
         binaries = [dataclasses.replace(b, gps_time=t) for b, t in zip(drawn, times, strict=True)]
     planned = []
@@ -138,6 +145,53 @@ def plan_injections(
         attrs=attrs,
     )
     return planned, injection_set
+
+
+DRAWS_PER_INJECTION_MAX = 1000
+"""``_draw_above_cut`` gives up after this many draws per injection wanted."""
+
+
+def _draw_above_cut(
+    config: CampaignConfig, ifos: list[str], sample_rate: float,
+    asd: Callable[[np.ndarray], np.ndarray], noise_level: Callable[[float], float],
+    rng: np.random.Generator,
+) -> tuple[list[BinaryParameters], list[Polarizations], int]:
+    """``synth.injections`` binaries of the population at or above ``synth.network_snr_min``
+    (module docstring), their waveforms, and how many were drawn."""
+    synth, data = config.synth, config.data
+    spec = population_spec(synth, config.source)
+    middle = data.start + data.duration / 2
+    kept: list[tuple[BinaryParameters, Polarizations]] = []
+    count = 0
+    while len(kept) < synth.injections:
+        if count >= DRAWS_PER_INJECTION_MAX * synth.injections:
+            raise ConfigError(
+                f"{config.source}: only {len(kept)} of {count} binaries drawn reach "
+                f"'synth.network_snr_min' ({synth.network_snr_min:g}); lower it or "
+                "synth.redshift_max")
+        for binary in draw_binaries(spec, synth.injections, rng):
+            if len(kept) == synth.injections:
+                break
+            count += 1
+            wave = polarizations(binary, spec.approximant, sample_rate, spec.f_lower_hz)
+            if synth.network_snr_min <= 0 or _network_snr_at(
+                    dataclasses.replace(binary, gps_time=middle), wave, ifos, asd,
+                    noise_level, spec.f_lower_hz) >= synth.network_snr_min:
+                kept.append((binary, wave))
+    return [b for b, _ in kept], [w for _, w in kept], count
+
+
+def _network_snr_at(binary: BinaryParameters, wave: Polarizations, ifos: list[str],
+                    asd: Callable[[np.ndarray], np.ndarray],
+                    noise_level: Callable[[float], float], f_lower_hz: float) -> float:
+    """Optimal network SNR of ``binary`` at its ``gps_time`` (as ``plan_injections``
+    records it)."""
+    snrs = []
+    for ifo in ifos:
+        _, samples = detector_strain(binary, wave, ifo, binary.gps_time)
+        snrs.append(optimal_snr(samples, wave.sample_rate, asd, f_lower_hz,
+                                noise_level(arrival_time(binary, ifo))))
+    return network_snr(snrs)
 
 
 def _spread_times(config: CampaignConfig, waves: list[Polarizations]) -> list[float]:
