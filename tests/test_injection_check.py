@@ -6,6 +6,7 @@ span, outside the analysed span) is said, and none to count is a warning."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +164,55 @@ def test_make_dag_refuses_a_truncated_list_before_writing_anything(workspace: Pa
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(f"offline-iaas make-dag: error: bbhnet.injections: {bad}: ")
     assert not run.exists()
+
+
+# ---- the merge ---------------------------------------------------------------------------------
+
+
+def merge_numbers(tmp_path: Path, seconds: list[float], population: dict | None,
+                  distances: list[float] | None = None) -> tuple[dict, list[str]]:
+    """The merge's injection numbers (no time slides) for injections at ``START + seconds``,
+    one trigger on each, over STRETCHES; with its log lines."""
+    import numpy as np
+
+    from offline_iaas.data.injection_list import InjectionList
+    from offline_iaas.merge.injections import injection_results
+    from offline_iaas.physics import Injection
+    from offline_iaas.stretches import make_stretches, statistic_spans
+    from tests.helpers import captured_log
+
+    config = config_with(tmp_path, tmp_path / "unused.json")
+    distances = distances or [math.nan] * len(seconds)
+    listed = InjectionList(tmp_path / "list.json", tuple(
+        Injection(START + s, 10.0, 30.0, d) for s, d in zip(seconds, distances, strict=True)),
+        population)
+    analysed = statistic_spans(config, make_stretches(config, STRETCHES))
+    times = np.array([START + s for s in seconds] + [START + 300.0])
+    values = np.array([9.0] * len(seconds) + [1.0])
+    with captured_log() as lines:
+        result = injection_results(config, listed, times, values, None, analysed, None, None)
+    return result, lines
+
+
+def test_the_merge_warns_when_every_injection_lies_outside_the_analysed_span(
+        tmp_path: Path) -> None:
+    result, lines = merge_numbers(tmp_path, [450.0, 1500.0], None)
+    assert result["injection_counts"] == {"listed": 2, "outside_analysed": 2, "in_training": 0,
+                                          "held_out": 0}
+    assert (result["found"], result["missed"]) == (0, 0)
+    [warning] = [line for line in lines if "none of the 2 injections" in line]
+    assert "2 outside the analysed span (GPS 1262304001-1262305000)" in warning
+    # control: one injection inside is counted, and nothing is said
+    result, lines = merge_numbers(tmp_path, [450.0, 700.0], None)
+    assert result["injection_counts"]["held_out"] == 1 and result["found"] == 1
+    assert not any("none of the" in line for line in lines)
+
+
+def test_the_merge_warns_when_injections_near_z_max_are_found(tmp_path: Path) -> None:
+    population = {"luminosity_distance_max_mpc": 2000.0, "redshift_max": 0.4}
+    result, lines = merge_numbers(tmp_path, [150.0, 700.0], population, [1900.0, 500.0])
+    assert result["volume_bound"]["found_near_edge"] == 1
+    assert any("the drawn volume, not the search, bounds VT" in line for line in lines)
+    result, lines = merge_numbers(tmp_path, [150.0, 700.0], population, [1700.0, 500.0])
+    assert result["volume_bound"]["found_near_edge"] == 0
+    assert not any("bounds VT" in line for line in lines)

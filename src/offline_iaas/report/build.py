@@ -196,16 +196,18 @@ def _false_alarms(run: _Run, section: page.Section, bbhnet: dict,
     if "found" not in bbhnet:
         return
     section.parts.append(page.table(
-        ["found", "missed", "IFAR threshold [yr]", "background livetime [s]"],
+        ["found (held out)", "missed (held out)", "IFAR threshold [yr]",
+         "background livetime [s]"],
         [[bbhnet["found"], bbhnet["missed"], bbhnet["ifar_threshold_years"], round(livetime)]]))
     _sensitivity(section, bbhnet)
     if injections:
         section.parts.append(page.table(
             ["GPS time", "network SNR", "chirp mass [Msun]", "distance [Mpc]", "statistic",
-             "IFAR [yr]", "found"],
+             "IFAR [yr]", "found", "held out"],
             [[i.get("gps_time", ""), i.get("network_snr", ""), i.get("chirp_mass", ""),
               i.get("distance_mpc", ""), i.get("statistic", ""),
-              f"{i.get('ifar_years', 0):.3g}", "yes" if i.get("found") else "no"]
+              f"{i.get('ifar_years', 0):.3g}", "yes" if i.get("found") else "no",
+              "no (training span)" if i.get("in_training") else "yes"]
              for i in injections]))
 
 
