@@ -1,7 +1,7 @@
 """Sensitive time-volume against the inverse false-alarm rate, with the population it counts.
 
 Pure arithmetic on the found/missed rows of the merge (``physics.found_missed_at_ifar``) and
-the population's description (``data/injection_list.py``); the merge (``merge/search.py``)
+the population's description (``data/injection_list.py``); the merge (``merge/injections.py``)
 and the reference call it.
 
 Held-out injections
