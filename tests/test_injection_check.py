@@ -216,3 +216,21 @@ def test_the_merge_warns_when_injections_near_z_max_are_found(tmp_path: Path) ->
     result, lines = merge_numbers(tmp_path, [150.0, 700.0], population, [1700.0, 500.0])
     assert result["volume_bound"]["found_near_edge"] == 0
     assert not any("bounds VT" in line for line in lines)
+
+
+def test_the_merge_warns_when_injections_just_above_the_snr_cut_are_found(
+        tmp_path: Path) -> None:
+    from offline_iaas.sensitivity import cut_bound
+
+    population = {"network_snr_min": 8.5}
+    result, lines = merge_numbers(tmp_path, [150.0, 700.0], population)  # SNR 10 < 1.25 x 8.5
+    assert result["snr_cut_bound"]["found_near_cut"] == 2
+    assert result["snr_cut_bound"]["quietest_found_snr"] == 10.0
+    assert any("close to the population's cut at 8.5" in line for line in lines)
+    # controls: a cut of 7 (10 >= 8.75) says nothing, and none without a cut
+    result, lines = merge_numbers(tmp_path, [150.0, 700.0], {"network_snr_min": 7.0})
+    assert result["snr_cut_bound"]["found_near_cut"] == 0
+    assert not any("cut at" in line for line in lines)
+    assert cut_bound([{"network_snr": 5.0, "found": True}], {"network_snr_min": 0.0}) is None
+    assert cut_bound([{"network_snr": 5.0, "found": False}],
+                     {"network_snr_min": 4.5})["found_near_cut"] == 0  # missed: not counted

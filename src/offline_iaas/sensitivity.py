@@ -44,7 +44,10 @@ Bounded by the volume, not the search
     The result is only a sensitive volume when ``z_max`` reaches beyond the search's
     horizon. ``volume_bound`` flags held-out injections found (at the campaign's threshold)
     in the top ``EDGE_FRACTION`` of the drawn luminosity-distance range: then louder
-    binaries farther out would have been found too, and VT is bounded by ``V T``.
+    binaries farther out would have been found too, and VT is bounded by ``V T``. Likewise
+    ``cut_bound`` flags held-out injections found with an optimal network SNR below
+    ``CUT_MARGIN`` times ``network_snr_min``: then some draws left out below the cut might
+    have been found, and counting them as missed understates VT.
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ CONFIDENCE = 0.6827
 """Its probability content: one Gaussian sigma."""
 EDGE_FRACTION = 0.1
 """``volume_bound`` looks at the top tenth of the drawn luminosity-distance range."""
+CUT_MARGIN = 1.25
+"""``cut_bound`` looks at found injections below this times the SNR cut."""
 
 
 def found_fraction_interval(found: int, trials: float, confidence: float = CONFIDENCE
@@ -304,6 +309,21 @@ def volume_bound(rows: list[dict[str, Any]], population: Mapping[str, Any] | Non
             "distance_from_mpc": edge, "near_edge": len(near),
             "found_near_edge": sum(bool(r["found"]) for r in near),
             "redshift_max": population.get("redshift_max")}
+
+
+def cut_bound(rows: list[dict[str, Any]], population: Mapping[str, Any] | None
+              ) -> dict[str, Any] | None:
+    """Held-out injections found close above the population's SNR cut (module docstring), or
+    None without a cut."""
+    if not population or not population.get("network_snr_min"):
+        return None
+    cut = float(population["network_snr_min"])
+    found = [float(r["network_snr"]) for r in rows if r.get("found")]
+    return {"rule": f"found at the campaign's threshold with optimal network SNR < "
+                    f"{CUT_MARGIN:g} x network_snr_min",
+            "network_snr_min": cut, "snr_below": CUT_MARGIN * cut,
+            "found_near_cut": sum(s < CUT_MARGIN * cut for s in found),
+            "quietest_found_snr": min(found) if found else None}
 
 
 def population_caption(population: Mapping[str, Any] | None) -> str:

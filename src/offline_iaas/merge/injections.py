@@ -4,8 +4,9 @@ found/missed, VT against IFAR with the population beside it, and the lines that 
 The arithmetic is ``physics.py``'s (which injections count, found/missed) and
 ``sensitivity.py``'s (VT, intervals, the volume bound); the list is read by
 ``data/injection_list.py``. Warnings: every listed injection outside the analysed span or in
-the training span (nothing to count), and held-out injections found near the population's
-largest distance (VT bounded by the volume, not the search).
+the training span (nothing to count), held-out injections found near the population's
+largest distance (VT bounded by the volume, not the search) or just above its SNR cut (VT
+understated by the draws left out).
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ from offline_iaas.physics import (
     found_missed,
     found_missed_at_ifar,
 )
-from offline_iaas.sensitivity import population_caption, sensitivity_summary, volume_bound
+from offline_iaas.sensitivity import (
+    cut_bound,
+    population_caption,
+    sensitivity_summary,
+    volume_bound,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +72,11 @@ def injection_results(
         result["volume_bound"] = bound
         if bound["found_near_edge"]:
             logger.warning(f"BBHnet: {volume_bound_line(bound)}")
+    near_cut = cut_bound(held_out, listed.population)
+    if near_cut is not None:
+        result["snr_cut_bound"] = near_cut
+        if near_cut["found_near_cut"]:
+            logger.warning(f"BBHnet: {cut_bound_line(near_cut)}")
     if ifar_years is None:
         result["sensitivity"] = {"note": "VT against IFAR needs a background: set "
                                  "bbhnet.time_shifts (time slides formed on the servers)",
@@ -98,6 +109,15 @@ def volume_bound_line(bound: dict[str, Any]) -> str:
             f"{bound['distance_from_mpc']:.0f} Mpc (the top 10 % of the drawn distances, z_max "
             f"{bound['redshift_max']}) found: the drawn volume, not the search, bounds VT; "
             "draw to a larger synth.redshift_max")
+
+
+def cut_bound_line(bound: dict[str, Any]) -> str:
+    """The warning of ``sensitivity.cut_bound``."""
+    return (f"{bound['found_near_cut']} held-out injections found with optimal network SNR "
+            f"below {bound['snr_below']:g} ({bound['quietest_found_snr']:.2f} the quietest), "
+            f"close to the population's cut at {bound['network_snr_min']:g}: draws left out "
+            "below it might have been found, so VT is understated; lower "
+            "synth.network_snr_min")
 
 
 def counts_line(bbhnet: dict[str, Any]) -> str | None:
@@ -179,4 +199,7 @@ def injection_lines(bbhnet: dict[str, Any]) -> list[str]:
     bound = bbhnet.get("volume_bound")
     if bound and bound["found_near_edge"]:
         lines.append(f"BBHnet: {volume_bound_line(bound)}")
+    near_cut = bbhnet.get("snr_cut_bound")
+    if near_cut and near_cut["found_near_cut"]:
+        lines.append(f"BBHnet: {cut_bound_line(near_cut)}")
     return lines + sensitivity_lines(bbhnet.get("sensitivity"))

@@ -264,6 +264,12 @@ def _sensitivity(section: page.Section, bbhnet: dict) -> None:
             f"{bound['found_near_edge']} of {bound['near_edge']} held-out injections beyond "
             f"{bound['distance_from_mpc']:.0f} Mpc (the top 10 % of the drawn distances) were "
             "found: the drawn volume, not the search, bounds VT.", "problem"))
+    near_cut = bbhnet.get("snr_cut_bound")
+    if near_cut and near_cut["found_near_cut"]:
+        section.parts.append(page.paragraph(
+            f"{near_cut['found_near_cut']} held-out injections were found with optimal network "
+            f"SNR below {near_cut['snr_below']:g}, close to the population's cut at "
+            f"{near_cut['network_snr_min']:g}: VT is understated.", "problem"))
     if found["notes"]:
         section.parts.append(page.paragraph(" ".join(f"{n}." for n in found["notes"])))
     rows = [i for i in bbhnet.get("injections", [])
