@@ -170,7 +170,8 @@ def test_make_dag_refuses_a_truncated_list_before_writing_anything(workspace: Pa
 
 
 def merge_numbers(tmp_path: Path, seconds: list[float], population: dict | None,
-                  distances: list[float] | None = None) -> tuple[dict, list[str]]:
+                  distances: list[float] | None = None,
+                  training: list[float] | None = None) -> tuple[dict, list[str]]:
     """The merge's injection numbers (no time slides) for injections at ``START + seconds``,
     one trigger on each, over STRETCHES; with its log lines."""
     import numpy as np
@@ -190,7 +191,8 @@ def merge_numbers(tmp_path: Path, seconds: list[float], population: dict | None,
     times = np.array([START + s for s in seconds] + [START + 300.0])
     values = np.array([9.0] * len(seconds) + [1.0])
     with captured_log() as lines:
-        result = injection_results(config, listed, times, values, None, analysed, None, None)
+        result = injection_results(config, listed, times, values, None, analysed, training,
+                                   None)
     return result, lines
 
 
@@ -234,3 +236,21 @@ def test_the_merge_warns_when_injections_just_above_the_snr_cut_are_found(
     assert cut_bound([{"network_snr": 5.0, "found": True}], {"network_snr_min": 0.0}) is None
     assert cut_bound([{"network_snr": 5.0, "found": False}],
                      {"network_snr_min": 4.5})["found_near_cut"] == 0  # missed: not counted
+
+
+def test_the_merge_line_says_how_many_injections_it_left_out_and_why(tmp_path: Path) -> None:
+    from offline_iaas.merge.injections import injection_lines
+
+    # 150 s in the training span, 450 s in the gap between the stretches
+    result, _ = merge_numbers(tmp_path, [150.0, 450.0, 700.0, 900.0], None,
+                              training=[START, START + 200.0])
+    assert result["injection_counts"] == {"listed": 4, "held_out": 2, "in_training": 1,
+                                          "outside_analysed": 1}
+    lines = injection_lines(result)
+    assert lines[0].startswith("BBHnet: 2 found, 0 missed of 2 held-out injections")
+    assert lines[1] == ("BBHnet: injections: 4 listed, 2 held out; left out of found/missed "
+                        "and VT: 1 in BBHnet's training span (GPS 1262304000-1262304200), 1 "
+                        "outside the analysed span")
+    # control: without the training span the injection at 150 s is counted
+    counted, _ = merge_numbers(tmp_path, [150.0, 450.0, 700.0, 900.0], None)
+    assert counted["found"] == 3
