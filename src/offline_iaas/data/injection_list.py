@@ -12,6 +12,7 @@ a foreign HDF5 file) gives ``population = None``: found fractions, no VT. Every 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,6 +25,7 @@ from offline_iaas.errors import OfflineIaasError
 from offline_iaas.physics import Injection
 
 KEY = "bbhnet.injections"
+UNRECORDED = "unrecorded"
 
 
 @dataclass(frozen=True)
@@ -68,9 +70,12 @@ def _read(path: Path, version: tuple[int, int] | None) -> InjectionList:
     if path.name.lower().endswith(".json"):
         attrs, waveform = _json_description(path)
     else:
-        found = read_injection_set(path)
-        attrs, waveform = dict(found.attrs), {"approximant": found.approximant,
-                                              "f_lower_hz": found.f_lower_hz}
+        # stand-ins where the file does not say them (as read_injection_list), left out here
+        found = read_injection_set(path, approximant=UNRECORDED, f_lower_hz=math.nan)
+        waveform = {"approximant": found.approximant, "f_lower_hz": found.f_lower_hz}
+        attrs = dict(found.attrs)
+        waveform = {k: v for k, v in waveform.items()
+                    if v != UNRECORDED and not (isinstance(v, float) and math.isnan(v))}
     return InjectionList(path, tuple(injections),
                          population_record(attrs, waveform, len(injections), path))
 
