@@ -97,12 +97,15 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
 
 def cmd_check(args: argparse.Namespace) -> None:
     from offline_iaas.data.discovery import discover_frames, frame_source
-    from offline_iaas.data.preflight import preflight
+    from offline_iaas.data.preflight import check_injections, preflight
     from offline_iaas.repository.export import check_repository
+    from offline_iaas.workflow.make_dag import log_injection_check, training_spans
 
     config = _config(args)
     frames = discover_frames(config)
     span = preflight(config, frames)
+    log_injection_check(check_injections(config, span.stretches,
+                                         training_spans(config).get("bbhnet")), "check")
     repository = config.model.repository
     if repository.exists():  # make-dag refuses one that does not fit; say so now
         check_repository(config, load_graphs=True)
