@@ -138,7 +138,7 @@ def dag_text(
     clients
         The client segments (JOB nodes, submit file ``client.sub``).
     retries
-        ``RETRY`` count of every client node.
+        ``RETRY`` count of every client node, chunk merge and the merge (or index) node.
     max_parallel_clients
         ``MAXJOBS`` of the client category; 0 means no limit.
     fatal_exit
@@ -210,10 +210,11 @@ def dag_text(
             lines.append(f"PARENT {' '.join(parents)} CHILD {node}")
     lines += [
         "",
-        "# Merge: runs once every chunk merge is done, and writes their index." if chunks else
-        "# Merge: runs once every client is done.",
+        "# Merge: runs once every chunk merge is done, and writes their index (retried)."
+        if chunks else "# Merge: runs once every client is done (retried).",
         f"JOB {MERGE_NODE} merge.sub",
         f"VARS {MERGE_NODE} node={_quote_var(MERGE_NODE)}",
+        f"RETRY {MERGE_NODE} {retries}{unless}",
     ]
     if fatal_exit is not None:
         lines.append(f"ABORT-DAG-ON {MERGE_NODE} {fatal_exit} RETURN {ABORT_RETURN}")
