@@ -288,7 +288,7 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
     for seg in segments:
         spec = specs[seg.node]
         assert spec["server"] in services
-        assert spec["run_dir"] == str(run) and spec["config"] == "campaign.toml"
+        assert "run_dir" not in spec and spec["config"] == "campaign.toml"
         assert spec["repository"] == str(config.model.repository)
         assert spec["model"] == config.model.name and spec["config_hash"] == config.config_hash()
         for sequence_id in sequence_ids(spec):
@@ -302,9 +302,12 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
     for role, args in [("server", "serve"), ("client", "client"), ("merge", "merge")]:
         submit = dict(htcondor2.Submit((run / f"{role}.sub").read_text()).items())
         assert submit["executable"] == exe
-        assert submit["arguments"].startswith(f'"{args} --run-dir {run}')
-        assert submit["initialdir"] == str(run)
+        assert submit["arguments"].startswith(f'"{args} --run-dir .')
+        assert "initialdir" not in submit
         assert not re.search(r"@[A-Z_]+@", (run / f"{role}.sub").read_text())
+    # relocatable: nothing that runs a node names the directory, so a copy runs its own files
+    written = [run / "offline.dag", *run.glob("*.sub"), *(run / "jobs").glob("*.json")]
+    assert [p.name for p in written if str(run) in p.read_text()] == []
 
 
 def test_make_dag_checks_data_before_writing(

@@ -44,6 +44,7 @@ from offline_iaas.merge.stitch import (
     campaign_stretches,
     log_summary,
     merge_record,
+    no_data_analysed,
     report_quietly,
 )
 from offline_iaas.merge.tree import chunk_record_matches, stretch_series
@@ -87,6 +88,8 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: dict[str, Any]) -
     segments = [read_client_job(run, node) for node in run_info["clients"]]
     bad = bad_files(run, segments)
     stretches = campaign_stretches(config, segments, bad)
+    if not stretches:
+        raise no_data_analysed(run, config, segments, bad)
     training = dict(run_info.get("training") or {})
     for stale in out_path.parent.glob(f".{out_path.name}.*.tmp"):
         stale.unlink(missing_ok=True)
@@ -122,7 +125,7 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: dict[str, Any]) -
     wall = time.monotonic() - started
     chunk_walls = [float(records[n]["wall_seconds"]) for n in nodes]
     write_text_atomic(status_path, json.dumps({
-        **merge_record(out_path, config, wall, time.process_time() - cpu),
+        **merge_record(run, config, stretches, wall, time.process_time() - cpu),
         "chunks": len(nodes),
         "chunk_wall_seconds": {"total": sum(chunk_walls), "max": max(chunk_walls, default=0.0)},
         "chunk_setup_seconds": sum(float(records[n].get("setup_seconds", 0.0)) for n in nodes),

@@ -29,6 +29,7 @@ from offline_iaas.merge.stitch import (
     check_parts,
     log_summary,
     merge_record,
+    no_data_analysed,
     report_quietly,
     stage_parts,
 )
@@ -62,6 +63,8 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     frames = discover_frames(config) if "noise" in ensemble_outputs(config) else None
     bad = bad_files(run, segments)
     stretches = campaign_stretches(config, segments, bad)
+    if not stretches:
+        raise no_data_analysed(run, config, segments, bad)
     writer = CampaignWriter(out_path, config, stretches, run.output_frames,
                             run_info.get("training"), run_info.get("model"), bad_files=bad)
     try:
@@ -76,7 +79,7 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
         writer.discard()
         raise
     wall = time.monotonic() - started
-    record = merge_record(out_path, config, wall, time.process_time() - cpu)
+    record = merge_record(run, config, stretches, wall, time.process_time() - cpu)
     write_text_atomic(status_path, json.dumps({**record, **summary}, indent=2))
     kept = sum(seg.kept_windows for seg in segments)
     logger.info(f"merge: {len(segments)} parts, {kept} windows -> {out_path} in {wall:.1f} s")
