@@ -584,38 +584,3 @@ def test_a_missing_part_reruns_that_client_and_what_depends_on_it(make_run) -> N
     assert run.has("client0", "end") and run.has("merge", "end")
     assert not run.has("client1", "start")
 
-
-def test_run_local_retries_the_merge_of_a_make_dag_dag(tmp_path: Path, monkeypatch) -> None:
-    """make-dag's own DAG text, each role's submit file playing NODE_SCRIPT: the merge fails
-    once and run-local runs it again, as DAGMan does with its RETRY line."""
-    from offline_iaas.config import config_from_dict
-    from offline_iaas.workflow.make_dag import make_dag
-
-    skip_data_check(monkeypatch)
-    raw = {
-        "data": {"frames": "f", "channels": ["H1:X"], "start": 0, "duration": 16,
-                 "sample_rate": 64},
-        "model": {"repository": "repo"},
-        "layout": {"servers": 1, "clients_per_server": 2},
-        "merge": {"chunk_seconds": 0},
-        "workflow": {"retries": 1},
-    }
-    run_dir = tmp_path / "run"
-    make_dag(config_from_dict(raw, tmp_path / "c.toml"), RunDir(run_dir))
-    events = tmp_path / "events"
-    events.mkdir()
-    script = tmp_path / "node.py"
-    script.write_text(NODE_SCRIPT)
-    modes = {"server": "service", "client": "ok", "merge": "flaky", "final": "ok"}
-    for role, mode in modes.items():
-        text = SUBMIT.format(python=sys.executable, script=script, events=events, run=run_dir)
-        (run_dir / f"{role}.sub").write_text(text.replace("$(mode)", mode))
-    assert "RETRY merge 1 UNLESS-EXIT 2" in (run_dir / "offline.dag").read_text()
-    lines: list[str] = []
-    with captured_log(lines):
-        run_local(RunDir(run_dir))
-    assert (events / "merge.count").read_text() == "2" and (events / "merge.end").exists()
-    assert "merge: failed with exit code 1 (see logs/merge.err), retrying" in lines
-    assert "merge: started (attempt 2/2)" in lines
-    state = json.loads((run_dir / "local-state.json").read_text())["nodes"]
-    assert (state["merge"]["status"], state["merge"]["attempts"]) == ("done", 2)

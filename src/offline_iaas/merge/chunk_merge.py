@@ -21,7 +21,7 @@ from offline_iaas.client.part import peak_rss_mb
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.gwf_reader import reader
-from offline_iaas.errors import RunError
+from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.jobspec import read_chunk_job, read_client_job
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
@@ -70,8 +70,9 @@ def merge_chunk(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
         _store_products(writer.file, products)
         writer.close({"producer": "merge-chunk", "chunk": node,
                       "chunk_gps": [chunk.gps_start, chunk.gps_end]})
-    except BaseException:
+    except BaseException as err:
         writer.discard()
+        raise_if_no_space(err, out_path)
         raise
     # planned less the gaps of bad frame files (the index fails the run if nothing is left)
     analysed = extent_data_seconds(config, extents)

@@ -33,7 +33,7 @@ import numpy as np
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
-from offline_iaas.errors import RunError
+from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.jobspec import read_chunk_job, read_client_job
 from offline_iaas.merge.chunk_merge import SERIES_GROUPS, read_products
 from offline_iaas.merge.layout import gps_text, series_attrs
@@ -118,9 +118,10 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: dict[str, Any]) -
         if linked:
             shutil.rmtree(frames_dir, ignore_errors=True)
             os.replace(frames_tmp, frames_dir)
-    except BaseException:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
         shutil.rmtree(frames_tmp, ignore_errors=True)
+        raise_if_no_space(err, out_path)
         raise
     wall = time.monotonic() - started
     chunk_walls = [float(records[n]["wall_seconds"]) for n in nodes]

@@ -19,7 +19,7 @@ from pathlib import Path
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
-from offline_iaas.errors import RunError
+from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.jobspec import read_client_job
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
@@ -75,8 +75,9 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
         )
         if bad:
             summary["bad_frame_files"] = writer.provenance["bad_frame_files"]
-    except BaseException:
+    except BaseException as err:
         writer.discard()
+        raise_if_no_space(err, out_path)
         raise
     wall = time.monotonic() - started
     record = merge_record(run, config, stretches, wall, time.process_time() - cpu)

@@ -23,6 +23,7 @@ from offline_iaas.jobspec import ClientSegment
 from offline_iaas.rundir import RunDir, read_json
 from offline_iaas.workflow.completion import node_complete
 from offline_iaas.workflow.dag import parse_dag
+from offline_iaas.workflow.failures import last_error
 
 # DAGMan NodeStatus values (node status file) -> our states.
 _DAGMAN_STATES = {0: "waiting", 1: "waiting", 2: "waiting", 3: "running", 4: "running",
@@ -126,21 +127,6 @@ def _parse_time(text: Any) -> float | None:
         return datetime.fromisoformat(str(text)).timestamp()
     except ValueError:
         return None
-
-
-def last_error(path: Path) -> str:
-    """The last error line (``offline-iaas <command>: error: ...``) of a node's ``.err``
-    log, without the prefix; '' when there is none."""
-    try:
-        with open(path, "rb") as f:  # the end of the log is enough
-            f.seek(max(0, f.seek(0, 2) - 65536))
-            lines = f.read().decode(errors="replace").splitlines()
-    except OSError:
-        return ""
-    for line in reversed(lines):
-        if ": error: " in line and line.startswith("offline-iaas "):
-            return line.split(": error: ", 1)[1].strip()
-    return ""
 
 
 def _local_states(state: dict[str, Any]) -> dict[str, NodeState]:
