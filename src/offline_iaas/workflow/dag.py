@@ -165,8 +165,6 @@ def dag_text(
         "# offline-iaas campaign DAG, written by `offline-iaas make-dag`.",
         "#   on a cluster:   condor_submit_dag -usedagdir <this directory>/offline.dag",
         "#   on this host:   offline-iaas run-local <this directory>",
-        "# Every path in it and in the submit files is relative to this directory (the jobs",
-        "# start in it), so a copy of the directory runs its own files.",
         "# Written by hand rather than with htcondor2.dags: that module has no SERVICE nodes and",
         "# writes CATEGORY where MAXJOBS is meant.",
         "",
