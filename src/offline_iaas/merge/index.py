@@ -7,9 +7,9 @@ copied, and ``h5py``, ``read_campaign`` and gwpy's ``TimeSeries.read(path, ...)`
 before. (Virtual datasets and external links would be the usual choices, but gwpy opens the
 file through a Python file object, and HDF5 then cannot open the source files: it reads the
 fill value, zeros, without an error. External storage is read with plain file I/O.) The
-chunk files are named by absolute path: a moved run directory fails loudly ("unable to open
-external raw data file"); ``offline-iaas merge --run-dir`` at the new place writes the index
-again in seconds.
+chunk files are named by absolute path: a moved run directory's index fails loudly ("unable
+to open external raw data file"), a copy's reads the original's chunks; ``run-local`` at the
+new place writes the index again first (``workflow/relocation.py``), in seconds.
 
 The campaign-wide numbers are computed here from the chunks' products
 (``postprocess.summarize``): the triggers' FAR over the whole background, found/missed, the

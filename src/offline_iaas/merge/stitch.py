@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 from typing import Any
@@ -21,7 +22,7 @@ from offline_iaas.client.part import (
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.segments import coalesce, subtract, without_bad_files
 from offline_iaas.errors import DataError, RunError
-from offline_iaas.jobspec import ClientSegment
+from offline_iaas.jobspec import ClientSegment, Piece
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
@@ -110,9 +111,15 @@ def analysed_windows(config: CampaignConfig, segments: list[ClientSegment],
                      stretches: list[Stretch]) -> dict[str, int]:
     """Windows of output each client's part holds data for (what the merge stages from it):
     its kept windows less those that the bad frame files' gaps leave out (``stretches``: the
-    campaign's, ``campaign_stretches``)."""
+    campaign's, ``campaign_stretches``, in time order)."""
+    starts = [s.gps_start for s in stretches]
+
+    def near(piece: Piece) -> list[Stretch]:  # the stretches within the piece's planned one
+        first = max(0, bisect.bisect_right(starts, piece.stretch_gps_start) - 1)
+        return stretches[first:bisect.bisect_left(starts, piece.stretch_gps_end)]
+
     return {seg.node: sum(sub.output_stop - sub.output_start for piece in seg.pieces
-                          for sub in sub_pieces(config, piece, stretches))
+                          for sub in sub_pieces(config, piece, near(piece)))
             for seg in segments}
 
 
