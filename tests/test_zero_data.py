@@ -83,7 +83,7 @@ def test_a_merge_over_no_analysed_data_fails_naming_the_list(
         merge(run)
     message = str(err.value)
     assert "\n" not in message
-    assert message.startswith("no data analysed: every frame file of the span was bad (4 files")
+    assert message.startswith("no data analysed: every frame file of the span was bad (4 found bad")
     assert message.endswith(f"the list is in {run.output[1]} (bad_frame_files)")
     record = json.loads(run.output[1].read_text())
     assert record["complete"] is False and record["analysed_seconds"] == 0

@@ -143,7 +143,7 @@ def no_data_analysed(run: RunDir, config: CampaignConfig, segments: list[ClientS
     spans = [(float(e["gps_start"]), float(e["gps_end"])) for e in bad]
     every = all(not subtract([(s.gps_start, s.gps_end)], coalesce(spans)) for s in planned)
     if bad and every:
-        why = (f"every frame file of the span was bad ({len(bad)} files, each a gap with "
+        why = (f"every frame file of the span was bad ({len(bad)} found bad, each a gap with "
                'data.on_bad_file = "gap")')
     elif bad:
         why = (f'the {len(bad)} bad frame files (gaps with data.on_bad_file = "gap") leave '
