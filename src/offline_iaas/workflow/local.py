@@ -132,8 +132,8 @@ class _Executor:
                env: dict[str, str]) -> subprocess.Popen[bytes]:
         for path in (out, err):
             path.parent.mkdir(parents=True, exist_ok=True)
-        pipe = ErrorPipe()
         with open(out, "ab") as stdout, open(err, "ab") as stderr:
+            pipe = ErrorPipe()
             try:
                 proc = subprocess.Popen(
                     argv,
