@@ -71,6 +71,8 @@ def test_no_space_is_one_line_naming_the_file() -> None:
     assert str(no_space(hdf5)).startswith("/r/output/.c.h5.7.tmp: no space left on device (")
     assert str(no_space(hdf5, "/r/output/c.h5")).startswith("/r/output/c.h5: no space left")
     assert "\n" not in str(no_space(hdf5))
+    # still an OSError: a writer that goes on after a failed write (run-local's state) does
+    assert isinstance(no_space(hdf5), OSError) and no_space(hdf5).errno == errno.ENOSPC
     quota = OSError(errno.EDQUOT, os.strerror(errno.EDQUOT), "/home/u/run/parts/c0.h5")
     assert str(no_space(quota)).startswith("/home/u/run/parts/c0.h5: disk quota exceeded (")
     try:  # raised from None over the OSError, as a writer that wraps it does

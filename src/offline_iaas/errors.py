@@ -53,8 +53,12 @@ class MismatchError(OfflineIaasError):
     exit_code = 7
 
 
-class NoSpaceError(OfflineIaasError):
-    """A file could not be written: its filesystem is full (or the user's quota is spent)."""
+class NoSpaceError(OfflineIaasError, OSError):
+    """A file could not be written: its filesystem is full (or the user's quota is spent).
+
+    Also an ``OSError`` (``errno`` ENOSPC or EDQUOT), so that a writer that goes on when a
+    write fails (run-local's state file) still does.
+    """
 
     exit_code = 8
 
@@ -98,8 +102,10 @@ def no_space(err: BaseException, path: str | os.PathLike[str] | None = None,
             named = fallback if named is None else named
             what = "disk quota exceeded" if code == errno.EDQUOT else "no space left on device"
             where = f"{os.fspath(named)}: " if named is not None else ""
-            return NoSpaceError(f"{where}{what} (free space there, then run again: finished "
-                                "nodes are not redone)")
+            error = NoSpaceError(f"{where}{what} (free space there, then run again: "
+                                 "finished nodes are not redone)")
+            error.errno = code
+            return error
         found = found.__cause__ or found.__context__
     return None
 
