@@ -216,7 +216,7 @@ def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
         return []
     if not site.transfer:
         return [("should_transfer_files", "NO")]
-    run = RunDir("")  # paths relative to the run directory, the jobs' initialdir
+    run = RunDir("")  # paths relative to the run directory, where the jobs start
     inputs = ", ".join(str(p) for p in {
         "server": [run.config, run.run_info, run.token, run.repository_tarball],
         # every published address, so that a client can fail over to another server
