@@ -118,7 +118,7 @@ def test_a_merge_writer_refused_its_second_file_leaves_no_temporary(
 
     monkeypatch.setattr(h5py, "File", second_refused)
     out = run.chunk_output("chunk0")[0]
-    with pytest.raises(OSError):
+    with pytest.raises(NoSpaceError, match=f"^{out}: no space left on device"):
         CampaignWriter(out, config, [])
     assert len(opened) == 2 and temporaries(run.path) == []
 

@@ -40,6 +40,7 @@ import h5py
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import raise_if_no_space
 from offline_iaas.merge.postprocess import ChunkProducts, postprocess, summarize
 from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.merge.tree import StretchExtent, whole_extents
@@ -106,8 +107,9 @@ class CampaignWriter:
             self.file = h5py.File(self.tmp, "w")
             self.stage = h5py.File(self.stage_path, "w")
             self._stage_datasets()
-        except BaseException:
+        except BaseException as err:
             self.discard()
+            raise_if_no_space(err, path)  # named by its final name
             raise
 
     def _stage_datasets(self) -> None:
