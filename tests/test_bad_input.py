@@ -32,7 +32,7 @@ import pytest
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.errors import RunError, ServerError
+from offline_iaas.errors import NoSpaceError, ServerError
 from offline_iaas.jobspec import read_client_job
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
@@ -456,13 +456,12 @@ def test_disk_full_during_a_part_write(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(np, "savez", full)
-    with pytest.raises(RunError) as caught:
+    with pytest.raises(NoSpaceError) as caught:
         writer.write_chunk(0, 16, {"statistic": np.arange(16, dtype=np.float32)})
     message = str(caught.value)
-    assert message.startswith("client0: cannot write checkpoint ")
-    assert str(run / "parts" / "client0.chunks" / "p0-16-32.npz") in message
-    assert "No space left on device" in message and "\n" not in message
-    assert RunError.exit_code == 6
+    assert message.startswith(f"{run / 'parts' / 'client0.chunks' / 'p0-16-32.npz'}: no space "
+                              "left on device (free space there, then run again")
+    assert "\n" not in message and NoSpaceError.exit_code == 8
     # the earlier chunk is intact, nothing half-written is left, the part is not complete
     assert _snapshot(run) == before
     assert writer.progress() == [16]
@@ -489,7 +488,7 @@ def test_disk_full_while_assembling_a_part(
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(h5py, "File", FullFile)
-    with pytest.raises(RunError, match=r"client0: cannot write .*client0\.h5: .*No space left"):
+    with pytest.raises(NoSpaceError, match=r"^\S*/parts/client0\.h5: no space left on device"):
         writer.commit()
     # the chunks survive for the retry; no part file, no sidecar saying "complete"
     assert _snapshot(run) == before

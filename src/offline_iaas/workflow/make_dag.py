@@ -253,7 +253,7 @@ def make_dag(
         if stale.name not in current:  # a chunk of another chunking: its merge is redone
             forgotten |= _forget_other_chunk(run, stale.stem, None)
     for seg in segments:
-        write_client_job(run, seg, {"run_dir": str(run.path), **common})
+        write_client_job(run, seg, common)
     for chunk in chunks:
         forgotten |= _forget_other_chunk(run, chunk.node, chunk)
         write_chunk_job(run, chunk, config_hash)
@@ -263,7 +263,7 @@ def make_dag(
     run_id = previous.get("run_id") if previous is not None else None
     if not isinstance(run_id, str) or not run_id:
         run_id = secrets.token_hex(8)
-    texts = submit_texts(config, site, run, executable, run_id, chunked=bool(chunks))
+    texts = submit_texts(config, site, executable, run_id, chunked=bool(chunks))
     for role, text in texts.items():
         write_text_atomic(run.submit(role), text)
     if not chunks:
@@ -305,7 +305,7 @@ def make_dag(
     # Last, so that a directory with an offline.dag always has the rest of its files.
     pre = None
     if site.rendezvous == "jobad":
-        args = ("prescript", "--run-dir", str(run.path), "--node", "$JOB")
+        args = ("prescript", "--run-dir", ".", "--node", "$JOB")  # DAGMan runs it in RUN
         pre = Script(str(executable), args, DEFER_EXIT, DEFER_SECONDS)
     text = dag_text(
         servers,
