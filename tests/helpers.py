@@ -169,7 +169,7 @@ def campaign_records(run_dir: Path, clients: tuple[str, ...]) -> RunDir:
 
 
 def complete_part(run: RunDir, node: str, data: bytes = b"part bytes",
-                  servers: tuple[str, ...] = ()) -> None:
+                  servers: tuple[str, ...] = (), bad_files: tuple = ()) -> None:
     """A part of ``node`` complete by ``completeness.part_problem``: ``data`` as its file and a
     sidecar for the run's config and job spec (a test's stand-in for a client that streamed)."""
     from offline_iaas import records
@@ -187,11 +187,14 @@ def complete_part(run: RunDir, node: str, data: bytes = b"part bytes",
         outputs=("statistic",), sha256=file_sha256(h5_path), bytes=len(data),
         wall_seconds=1.0, peak_rss_mb=1.0, reconnects=0, first_request_unix=None,
         last_response_unix=None, tensor_bytes_sent=0, servers=servers or (segment.server,),
+        bad_files=bad_files,
     ), json_path)
 
 
-def complete_merge(run: RunDir, data: bytes = b"campaign bytes") -> None:
-    """The merge's output complete by ``completeness.merge_problem`` (``data`` as its file)."""
+def complete_merge(run: RunDir, data: bytes = b"campaign bytes", written_in: Path | None = None
+                   ) -> None:
+    """The merge's output complete by ``completeness.merge_problem`` (``data`` as its file;
+    ``written_in``: the run directory its record names, if any)."""
     from offline_iaas import records
     from offline_iaas.completeness import file_sha256
     from offline_iaas.config import load_config
@@ -204,4 +207,13 @@ def complete_merge(run: RunDir, data: bytes = b"campaign bytes") -> None:
     records.write(CampaignSummary(
         complete=True, wall_seconds=1.0, cpu_seconds=1.0, peak_rss_mb=1.0,
         sha256=file_sha256(h5_path), bytes=len(data), stream_hash=config.stream_hash(),
-        merge_hash=config.merge_hash(), mode=config.model.mode), json_path)
+        merge_hash=config.merge_hash(), mode=config.model.mode,
+        run_dir=str(written_in) if written_in is not None else ""), json_path)
+
+
+def node_complete(run: RunDir, node: str) -> bool:
+    """Whether a node of the run is complete (``completeness.node_problem``: the one
+    definition run-local and status use)."""
+    from offline_iaas.completeness import campaign_hashes, node_problem
+
+    return node_problem(run, node, campaign_hashes(run)) is None

@@ -25,6 +25,7 @@ line), which ``status`` shows and the merge puts in its refusal.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,7 +208,31 @@ def merge_problem(run: RunDir, hashes: Hashes | None, verify: bool = False
         return problem
     if hashes is None or not hashes.is_merge(summary.merge_hash):
         return _other_campaign("merge", "merge", summary.merge_hash, hashes)
+    elsewhere = written_elsewhere(run, summary)
+    if elsewhere is not None:
+        return NotDone(f"its output was written in {elsewhere} and names files there (this "
+                       "run directory is a copy of it, or was moved)")
     return data_problem(run, data, path, summary.bytes, summary.sha256, verify)
+
+
+def written_elsewhere(run: RunDir, summary: CampaignSummary) -> str | None:
+    """The run directory the merge's output was written in, when that is not ``run`` (a
+    copy, or a move: the old directory is gone); None when it is ``run`` itself (by any name)
+    or the summary names none.
+
+    The merge's output is the one thing of a run directory that names its place, by design of
+    its formats: the index's HDF5 external storage names the chunk files by absolute path, and
+    the LAL cache of DeepClean's frames names them by URL. Everything that runs a node names
+    paths relative to the run directory, so a copy runs its own nodes under its own lock, and
+    only its merge (the index takes seconds) runs again."""
+    if not summary.run_dir:
+        return None
+    try:
+        if os.path.samefile(summary.run_dir, run.path):
+            return None
+    except OSError:  # the directory it was written in is gone: moved
+        pass
+    return summary.run_dir
 
 
 def node_problem(run: RunDir, node: str, hashes: Hashes | None) -> NotDone | None:

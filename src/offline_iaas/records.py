@@ -483,6 +483,8 @@ class ChunkSummary(Record):
     node: str
     gps: tuple[float, float]
     data_seconds: float
+    analysed_seconds: float = 0.0
+    """Of ``data_seconds``, those not in gaps of bad frame files."""
     clients: tuple[str, ...]
     wall_seconds: float
     setup_seconds: float = 0.0
@@ -502,7 +504,8 @@ class ChunkSummary(Record):
 
     @classmethod
     def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
-        return {"sha256": None, **_v1_hash(data, "merge_hash")}
+        return {"sha256": None, "analysed_seconds": data.get("data_seconds"),
+                **_v1_hash(data, "merge_hash")}
 
 
 @dataclass(frozen=True)
@@ -529,6 +532,12 @@ class CampaignSummary(Record):
     stream_hash: str
     merge_hash: str
     mode: str
+    analysed_seconds: float = 0.0
+    """Data seconds the output holds; a merge is complete only over more than zero."""
+    planned_seconds: float | None = None
+    """With no data analysed: the seconds planned (the bad frame files took the rest)."""
+    run_dir: str = ""
+    """The run directory the output was written in (it names that directory's files)."""
     chunks: int = 0
     """Chunk merges indexed (0: the single merge)."""
     chunk_wall_seconds: ChunkWalls | None = None

@@ -25,7 +25,7 @@ import numpy as np
 
 from offline_iaas import records
 from offline_iaas.completeness import file_sha256
-from offline_iaas.errors import RunError
+from offline_iaas.errors import RunError, no_space
 from offline_iaas.records import (
     BadFile,
     BadFiles,
@@ -138,7 +138,8 @@ class PartWriter:
             os.replace(tmp, path)
         except OSError as err:  # a full disk, most likely
             tmp.unlink(missing_ok=True)
-            raise RunError(f"{self.segment.node}: cannot write checkpoint {path}: {err}") from None
+            raise (no_space(err, path) or RunError(
+                f"{self.segment.node}: cannot write checkpoint {path}: {err}")) from None
 
     def commit(self, run_record: ClientRun | None = None, holes: Holes | None = None) -> None:
         """Assemble the chunks into the part file (hole rows NaN), rename it, then write the
@@ -179,7 +180,8 @@ class PartWriter:
             os.replace(tmp, self.h5_path)
         except OSError as err:
             tmp.unlink(missing_ok=True)
-            raise RunError(f"{self.segment.node}: cannot write {self.h5_path}: {err}") from None
+            raise (no_space(err, self.h5_path) or RunError(
+                f"{self.segment.node}: cannot write {self.h5_path}: {err}")) from None
         sidecar = PartRecord(
             complete=True, **segment_fields(self.segment), **dict(run_record),
             stream_hash=self.stream_hash, outputs=self.outputs,

@@ -18,7 +18,7 @@ from pathlib import Path
 from offline_iaas import records
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
-from offline_iaas.errors import RunError
+from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.stitch import (
@@ -27,6 +27,7 @@ from offline_iaas.merge.stitch import (
     check_parts,
     log_summary,
     merge_record,
+    no_data_analysed,
     report_quietly,
     stage_parts,
     write_summary,
@@ -62,6 +63,8 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     frames = discover_frames(config) if "noise" in ensemble_outputs(config) else None
     bad = bad_files(run, segments)
     stretches = campaign_stretches(config, segments, bad)
+    if not stretches:
+        raise no_data_analysed(run, config, segments, bad)
     writer = CampaignWriter(out_path, config, stretches, run.output_frames,
                             dict(run_info.training), run_info.model, bad_files=bad)
     try:
@@ -70,11 +73,12 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
             {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"},
             frames,
         )
-    except BaseException:
+    except BaseException as err:
         writer.discard()
+        raise_if_no_space(err, out_path)
         raise
     wall = time.monotonic() - started
-    record = merge_record(out_path, config, wall, time.process_time() - cpu)
+    record = merge_record(run, config, stretches, wall, time.process_time() - cpu)
     written = write_summary(status_path, {**record, **summary, "bad_frame_files": bad})
     kept = sum(seg.kept_windows for seg in segments)
     logger.info(f"merge: {len(segments)} parts, {kept} windows -> {out_path} in {wall:.1f} s")

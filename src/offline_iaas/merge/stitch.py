@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import bisect
 import logging
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,12 @@ from offline_iaas import hooks, records
 from offline_iaas.client.part import peak_rss_mb, read_piece_rows
 from offline_iaas.completeness import Hashes, file_sha256, part_problem
 from offline_iaas.config import CampaignConfig
-from offline_iaas.data.segments import without_bad_files
-from offline_iaas.errors import RunError
+from offline_iaas.data.segments import coalesce, subtract, without_bad_files
+from offline_iaas.errors import DataError, RunError
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
-from offline_iaas.records import BadFile, CampaignSummary, ClientSegment, PartRecord
+from offline_iaas.records import BadFile, CampaignSummary, ClientSegment, PartRecord, Piece
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import Stretch, part_offset, stretches_of, sub_pieces
@@ -87,6 +88,55 @@ def campaign_stretches(config: CampaignConfig, segments: list[ClientSegment],
     return without_bad_files(config, stretches_of(segments), [e.span for e in bad])
 
 
+def analysed_windows(config: CampaignConfig, segments: list[ClientSegment],
+                     stretches: list[Stretch]) -> dict[str, int]:
+    """Windows of output each client's part holds data for (what the merge stages from it):
+    its kept windows less those that the bad frame files' gaps leave out (``stretches``: the
+    campaign's, ``campaign_stretches``, in time order)."""
+    starts = [s.gps_start for s in stretches]
+
+    def near(piece: Piece) -> list[Stretch]:  # the stretches within the piece's planned one
+        first = max(0, bisect.bisect_right(starts, piece.stretch_gps_start) - 1)
+        return stretches[first:bisect.bisect_left(starts, piece.stretch_gps_end)]
+
+    return {seg.node: sum(sub.output_stop - sub.output_start for piece in seg.pieces
+                          for sub in sub_pieces(config, piece, near(piece)))
+            for seg in segments}
+
+
+def analysed_seconds(config: CampaignConfig, stretches: list[Stretch]) -> float:
+    """Seconds of data the output of ``stretches`` holds (kept windows times the stride)."""
+    return sum(s.kept_windows(config) for s in stretches) * config.stride_seconds
+
+
+def no_data_analysed(run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
+                     bad: list[BadFile]) -> DataError:
+    """What a merge says when the bad frame files leave no data to analyse: it records so in
+    ``output/campaign.json`` (``"complete": false``, zero analysed seconds, the files), so
+    that nothing takes the run for done, and returns the one-line error naming that file."""
+    planned = stretches_of(segments)
+    summary_path = run.output[1]
+    write_summary(summary_path, {
+        "complete": False, "analysed_seconds": 0.0,
+        "planned_seconds": analysed_seconds(config, planned),
+        "wall_seconds": 0.0, "cpu_seconds": 0.0, "peak_rss_mb": peak_rss_mb(),
+        "sha256": "", "bytes": None, "stream_hash": config.stream_hash(),
+        "merge_hash": config.merge_hash(), "mode": config.model.mode,
+        "run_dir": str(run.path), "bad_frame_files": bad})
+    spans = [e.span for e in bad]
+    every = all(not subtract([(s.gps_start, s.gps_end)], coalesce(spans)) for s in planned)
+    if bad and every:
+        why = (f"every frame file of the span was bad ({len(bad)} found bad, each a gap with "
+               'data.on_bad_file = "gap")')
+    elif bad:
+        why = (f'the {len(bad)} bad frame files (gaps with data.on_bad_file = "gap") leave '
+               "no stretch long enough to analyse")
+    else:
+        why = "the span has no stretch to analyse"
+    return DataError(f"no data analysed: {why}; the list is in {summary_path} "
+                     "(bad_frame_files)")
+
+
 def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
                 writer: CampaignWriter, node: str, progress: NullProgress = NO_PROGRESS,
                 stretches: list[Stretch] | None = None) -> None:
@@ -130,14 +180,21 @@ def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegmen
         hooks.reached(run, node, "mid-write")
 
 
-def merge_record(out_path: Path, config: CampaignConfig, wall_seconds: float,
-                 cpu_seconds: float) -> dict[str, Any]:
+def merge_record(run: RunDir, config: CampaignConfig, stretches: list[Stretch],
+                 wall_seconds: float, cpu_seconds: float) -> dict[str, Any]:
     """What a merge node's summary (``output/campaign.json``, a ``records.CampaignSummary``)
-    records about its own run and file, before the physics numbers."""
-    return {"complete": True, "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds,
+    records about its own run and file, before the physics numbers: complete only over
+    analysed data (``stretches``: the output's), and the run directory it was written in (its
+    output names that directory's files: the index its chunks, the LAL cache its frames; see
+    ``completeness.written_elsewhere``)."""
+    out_path = run.output[0]
+    analysed = analysed_seconds(config, stretches)
+    return {"complete": analysed > 0, "analysed_seconds": analysed,
+            "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds,
             "peak_rss_mb": peak_rss_mb(), "sha256": file_sha256(out_path),
             "bytes": out_path.stat().st_size, "stream_hash": config.stream_hash(),
-            "merge_hash": config.merge_hash(), "mode": config.model.mode}
+            "merge_hash": config.merge_hash(), "mode": config.model.mode,
+            "run_dir": str(run.path)}
 
 
 def write_summary(path: Path, fields: dict[str, Any]) -> CampaignSummary:
