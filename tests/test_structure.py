@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from offline_iaas.config import load_config
-from offline_iaas.modes import MODES
+from offline_iaas.modes import MODES, Outputs
 from tests.helpers import SMALL_CAMPAIGN
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
@@ -65,7 +66,22 @@ def test_each_mode_streams_its_channels_and_warms_up_its_stages(
     assert config.mode is MODES[mode]
     assert list(config.stream_channels) == channels
     assert config.warmup_windows == warmup_stages * 3  # K/S - 1 = 3 windows per stage
-    assert config.mode.outputs == outputs
+    assert config.mode.outputs == outputs == config.outputs.names
+
+
+def test_outputs_are_named_and_shaped_by_the_mode_record() -> None:
+    bbhnet, deepclean = MODES["bbhnet"], MODES["deepclean"]
+    assert bbhnet.output_names(canary=False, time_slides=True) == ("statistic", "background")
+    assert deepclean.output_names(canary=True, time_slides=False) == ("noise", "noise_canary")
+    layout = Outputs(("noise", "statistic", "background"), ifos=2, stride_samples=4,
+                     time_shifts=3)
+    assert [layout.row_shape(n) for n in layout.names] == [(2, 4), (), (3,)]
+    noise = np.arange(2 * 3 * 4).reshape(2, 12)  # [ifos, n S], n = 3 windows
+    rows = layout.rows("noise", noise)
+    assert rows.shape == (3, 2, 4) and rows[1, 1].tolist() == noise[1, 4:8].tolist()
+    assert rows[1, 1].tolist() != noise[1, 5:9].tolist()  # negative control: one sample off
+    assert layout.rows("background", np.arange(6)).tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert layout.rows("statistic", np.arange(3)).tolist() == [0, 1, 2]
 
 
 # ---- the run directory travels as a RunDir; files stay short (issue #31) --------------------

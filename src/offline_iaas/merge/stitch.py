@@ -13,7 +13,6 @@ import numpy as np
 from offline_iaas import hooks
 from offline_iaas.client.part import (
     file_sha256,
-    peak_rss_mb,
     read_piece_rows,
     read_sidecar,
 )
@@ -24,7 +23,7 @@ from offline_iaas.jobspec import ClientSegment
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
-from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import Stretch, part_offset, stretches_of, sub_pieces
 
@@ -136,7 +135,7 @@ def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegmen
         progress.note(f"part {part}/{len(needed)} ({seg.node})")
         for start in range(first, end, BLOCK_ROWS):
             stop = min(start + BLOCK_ROWS, end)
-            for output in ensemble_outputs(config):
+            for output in config.outputs.names:
                 rows = read_piece_rows(run, seg.node, output, number, start, stop)
                 if not np.isfinite(rows).all():
                     raise RunError(
