@@ -13,17 +13,16 @@ from offline_iaas.config import CampaignConfig, config_from_dict
 from offline_iaas.data.discovery import find_frames
 from offline_iaas.data.preflight import preflight
 from offline_iaas.data.segments import (
+    GPS_TOLERANCE_SECONDS,
     REASON_GRID,
     REASON_OUTSIDE_SCIENCE,
     AnalysableSpan,
     analysable_span,
-    coalesce,
     compute_stretches,
-    intersect,
+    gps_segments,
     no_data_reason,
     read_segment_file,
     short_reason,
-    subtract,
     without_bad_files,
 )
 from offline_iaas.data.synth import write_synthetic_dataset
@@ -45,12 +44,31 @@ def conserved(result: AnalysableSpan) -> None:
 # ---- interval arithmetic -------------------------------------------------------------------
 
 
-def test_interval_arithmetic() -> None:
-    assert coalesce([(5, 6), (0, 2), (2, 3), (1, 1.5), (7, 7)]) == [(0, 3), (5, 6)]
-    assert intersect([(0, 10), (20, 30)], [(5, 25)]) == [(5, 10), (20, 25)]
-    assert subtract([(0, 10), (20, 30)], [(5, 25), (28, 40)]) == [(0, 5), (25, 28)]
-    assert subtract([(0, 10)], []) == [(0, 10)]
-    assert intersect([(0, 10)], []) == []
+def test_gps_segments_are_the_union_of_half_open_intervals() -> None:
+    assert gps_segments([(5, 6), (0, 2), (2, 3), (1, 1.5), (7, 7)]) == [(0, 3), (5, 6)]
+    both = gps_segments([(0, 10), (20, 30)])
+    assert gps_segments(both & gps_segments([(5, 25)])) == [(5, 10), (20, 25)]
+    assert gps_segments(both - gps_segments([(5, 25), (28, 40)])) == [(0, 5), (25, 28)]
+    assert gps_segments(both - gps_segments([])) == both
+    assert gps_segments(both & gps_segments([])) == []
+    # half-open: intervals that only touch share nothing, and subtracting one leaves the other
+    assert gps_segments(gps_segments([(0, 10)]) & gps_segments([(10, 20)])) == []
+    assert gps_segments(gps_segments([(0, 10)]) - gps_segments([(10, 20)])) == [(0, 10)]
+    assert all(isinstance(x, float) for s in gps_segments([(0, 10)]) for x in s)
+
+
+def test_gps_round_off_is_closed_and_slivers_dropped_at_one_microsecond() -> None:
+    tol, at = GPS_TOLERANCE_SECONDS, float(S)
+    # a gap up to the tolerance is round-off (closed); a longer one is a gap
+    assert gps_segments([(at, at + 4), (at + 4 + tol / 2, at + 8)]) == [(at, at + 8)]
+    assert gps_segments([(at, at + 4), (at + 4 + 4 * tol, at + 8)]) == [
+        (at, at + 4), (at + 4 + 4 * tol, at + 8)]
+    # a piece up to the tolerance long is dropped, a longer one kept
+    assert gps_segments([(at, at + tol / 2)]) == []
+    assert gps_segments([(at, at + 4 * tol)]) == [(at, at + 4 * tol)]
+    # what a subtraction leaves of a stretch whose end is a float step off a file's end
+    stretch = gps_segments([(at, at + 16.0000001)])
+    assert gps_segments(stretch - gps_segments([(at + 16, at + 32)])) == [(at, at + 16)]
 
 
 # ---- compute_stretches (pure) --------------------------------------------------------------

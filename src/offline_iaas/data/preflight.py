@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import (
-    _GPS_TOLERANCE,
     FrameFile,
     _observatory,
     _range,
+    coverage_holes,
     discover_frames,
     frame_source,
     listing,
@@ -71,20 +71,6 @@ def _more(count: int, what: str) -> str:
     return f" and {count} more {what}" if count else ""
 
 
-def _hole_context(files: Sequence[FrameFile], a: float, b: float, observatory: str) -> str:
-    before = [f for f in files if f.gps_end <= a + _GPS_TOLERANCE]
-    after = [f for f in files if f.gps_start >= b - _GPS_TOLERANCE]
-    prev = max(before, key=lambda f: f.gps_end, default=None)
-    nxt = min(after, key=lambda f: f.gps_start, default=None)
-    if prev and nxt:
-        return f"between {prev.path.name} and {nxt.path.name}"
-    if nxt:
-        return f"before {nxt.path.name}, the first file"
-    if prev:
-        return f"after {prev.path.name}, the last file"
-    return f"no frame files of observatory {observatory!r}"
-
-
 def frame_problems(
     frames: Sequence[FrameFile],
     channels: Sequence[str],
@@ -117,9 +103,9 @@ def frame_problems(
         Given (``data.on_bad_file = "gap"``), a file the frame library cannot read or that
         lies about its span is appended to it with its problem, instead of being a problem.
     """
-    from offline_iaas.data.segments import coalesce, subtract
+    from offline_iaas.data.segments import gps_segments
 
-    needed = coalesce(needed)
+    needed = gps_segments(needed)
     problems: list[str] = []
     groups: dict[str, list[str]] = {}
     for channel in channels:
@@ -127,18 +113,15 @@ def frame_problems(
     jobs: list[tuple[FrameFile, tuple[str, ...]]] = []
     for observatory, names in groups.items():
         own = sorted((f for f in frames if observatory in f.observatory), key=lambda f: f.gps_start)
-        holes = subtract(needed, [(f.gps_start, f.gps_end) for f in own]) if report_holes else []
-        for a, b in holes:
+        holes = coverage_holes(own, needed, observatory) if report_holes else []
+        for a, b, where in holes:
             inside = ", inside the science segments" if science else ""
             problems.append(
                 f"no frame data for observatory {observatory} ({', '.join(names)}) in "
-                f"{_range(a, b)}{inside} ({_hole_context(own, a, b, observatory)})"
+                f"{_range(a, b)}{inside} ({where})"
             )
         for f in own:
-            if any(
-                f.gps_end > a + _GPS_TOLERANCE and f.gps_start < b - _GPS_TOLERANCE
-                for a, b in needed
-            ):
+            if any(f.overlaps(a, b) for a, b in needed):
                 jobs.append((f, tuple(names)))
     if not open_files:
         return problems
@@ -266,7 +249,7 @@ def preflight(
     from offline_iaas.data.segments import (
         compute_stretches,
         frame_coverage,
-        intersect,
+        gps_segments,
         min_stretch_seconds,
         observatories,
         science_segments,
@@ -276,7 +259,9 @@ def preflight(
     span = (data.start, data.start + data.duration)
     frames = discover_frames(config) if frames is None else list(frames)
     science = science_segments(config)
-    needed = intersect([span], science) if science is not None else [span]
+    needed = gps_segments([span])
+    if science is not None:
+        needed = gps_segments(needed & gps_segments(science))
     gaps = allow_bad_files and data.on_bad_file == "gap"
     bad: list[tuple[FrameFile, str]] | None = [] if gaps else None
     problems = frame_problems(
