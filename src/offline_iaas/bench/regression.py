@@ -77,12 +77,6 @@ def measure_regression_ratios(work_dir: Path, repeats: int = REPEATS) -> Regress
     )
 
 
-def read_recorded(path: Path) -> RegressionRatios:
-    """The ratios recorded in ``path``."""
-    data = json.loads(Path(path).read_text())
-    return RegressionRatios(data["service_over_limit_wall"], data["service_over_limit_cpu"])
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", type=Path, required=True, help="JSON file to write")

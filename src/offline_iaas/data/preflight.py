@@ -182,26 +182,6 @@ def problem_report(problems: Sequence[str], gps_start: float, gps_end: float, so
     return "\n".join([head] + [f"  - {p}" for p in problems])
 
 
-def check_channels(
-    frames: Sequence[FrameFile],
-    channels: Sequence[str],
-    gps_start: float,
-    gps_end: float,
-    sample_rate: float,
-) -> None:
-    """Check that the frames hold every channel over ``[gps_start, gps_end)``, without holes.
-
-    Raises
-    ------
-    DataError
-        One error listing every problem found (``frame_problems``).
-    """
-    problems = frame_problems(frames, channels, [(gps_start, gps_end)], sample_rate)
-    if problems:
-        source = f"{len(frames)} frame file(s)"
-        raise DataError(problem_report(problems, gps_start, gps_end, source))
-
-
 def preflight(
     config: CampaignConfig,
     frames: Sequence[FrameFile] | None = None,
@@ -293,10 +273,3 @@ def preflight(
     if problems:
         raise DataError(problem_report(problems, span[0], span[1], frame_source(config)))
     return result
-
-
-def check_campaign_data(config: CampaignConfig, *, allow_holes_in_science: bool = False) -> None:
-    """``preflight`` without its result (raises ``DataError`` on any problem)."""
-    preflight(config, allow_holes_in_science=allow_holes_in_science)
-
-

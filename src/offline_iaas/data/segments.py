@@ -320,27 +320,6 @@ def min_stretch_seconds(config: CampaignConfig) -> float:
     return (config.warmup_windows + 1) * config.stride_seconds
 
 
-def analysable_span(config: CampaignConfig, frames: Sequence[FrameFile]) -> AnalysableSpan:
-    """The campaign's analysable stretches given its frame files (and segment file, if set).
-
-    Parameters
-    ----------
-    config
-        The campaign: span, channels, model rate, stride, warm-up and ``data.segments``.
-    frames
-        The frame files (``discover_frames``); only their names/intervals are used.
-    """
-    data = config.data
-    return compute_stretches(
-        (data.start, data.start + data.duration),
-        frame_coverage(frames, observatories(data.channels)),
-        science_segments(config),
-        data.start,
-        config.stride_seconds,
-        min_stretch_seconds(config),
-    )
-
-
 def without_bad_files(config: CampaignConfig, stretches: Sequence[Stretch],
                       bad: Sequence[Interval]) -> list[Stretch]:
     """The stretches left when the spans of bad frame files are gaps (``data.on_bad_file =

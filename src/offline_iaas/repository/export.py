@@ -458,11 +458,6 @@ def network_onnx_path(repo: Path, name: str) -> Path:
     return path
 
 
-def classifier_onnx_path(repo: Path) -> Path:
-    """The classifier graph Triton serves (the classifier mode's network)."""
-    return network_onnx_path(repo, mcfg.CLASSIFIER)
-
-
 def model_record(repository: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """The served model as products record it: name, flavor, each network's version, the
     SHA-256 of the graph served and of the weight files it was exported from."""

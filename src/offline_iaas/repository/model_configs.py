@@ -21,7 +21,6 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 SNAPSHOTTER = "snapshotter"
-CLASSIFIER = "classifier"
 
 
 @dataclass(frozen=True)
@@ -149,12 +148,6 @@ def network_config(
     return config
 
 
-def classifier_config(shape: EnsembleShape) -> mc.ModelConfig:
-    """The classifier network: ``windows`` [-1, C, K] → ``statistic`` [-1]."""
-    windows = ("windows", (-1, shape.channels, shape.kernel_samples))
-    return network_config(CLASSIFIER, (windows,), (("statistic", (-1,)),), shape)
-
-
 def pipeline_config(
     name: str,
     inputs: tuple[tuple[str, tuple[int, ...]], ...],
@@ -176,22 +169,6 @@ def pipeline_config(
     return config
 
 
-def ensemble_config(name: str, shape: EnsembleShape) -> mc.ModelConfig:
-    """The classifier campaign's ensemble: snapshotter then classifier."""
-    return pipeline_config(
-        name,
-        (("update", (shape.channels, -1)),),
-        (("statistic", (-1,)),),
-        [(SNAPSHOTTER, {"update": "update"}, {"windows": "windows"}),
-         (CLASSIFIER, {"windows": "windows"}, {"statistic": "statistic"})],
-    )
-
-
 def to_pbtxt(config: mc.ModelConfig) -> str:
     """Triton's ``config.pbtxt`` text of a configuration."""
     return text_format.MessageToString(config)
-
-
-def parse_pbtxt(text: str) -> mc.ModelConfig:
-    """Parse a ``config.pbtxt`` as Triton's ``ModelConfig``."""
-    return text_format.Parse(text, mc.ModelConfig())
