@@ -11,11 +11,13 @@ import pytest
 
 from tests.error_catalogue import (
     DOC,
+    HEADER,
     WRITE_ENV,
     documented,
     quote,
     read_rows,
     rows_by_id,
+    split_row,
     unquote,
 )
 
@@ -39,6 +41,13 @@ def test_every_row_is_one_whole_message() -> None:
     for row in rows.values():
         assert row.message.strip() and row.message != "?", row.id
         assert quote(row.message) == row.cells["message"], row.id  # nothing around the span
+
+
+def test_every_table_of_messages_is_a_checked_catalogue() -> None:
+    """A table with a ``message`` column must have the catalogue's columns (so it is read)."""
+    headers = [split_row(line) for line in DOC.read_text().splitlines()
+               if line.startswith("|") and "message" in split_row(line)]
+    assert headers and all(tuple(h) == HEADER for h in headers), headers
 
 
 def test_every_row_names_a_test_that_documents_it() -> None:
