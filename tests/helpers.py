@@ -149,3 +149,11 @@ def run_dag(config, run_dir: Path) -> Path:
     finally:
         assert processes_mentioning(str(run_dir)) == []
     return run_dir
+
+
+def parse_pbtxt(text: str):
+    """A ``config.pbtxt`` parsed as Triton's ``ModelConfig`` (protobuf's text format)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    return text_format.Parse(text, model_config_pb2.ModelConfig())

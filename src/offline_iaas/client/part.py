@@ -56,13 +56,6 @@ def part_is_complete(run: RunDir, node: str, config_hash: str) -> bool:
             and run.part(node)[0].exists())
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident memory in MiB."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 Holes = list[list[tuple[int, int]]]
 """Per piece, the rows ``[a, b)`` no stream produces (windows in a gap left by a bad frame
 file, ``data.on_bad_file = "gap"``): they count as done and are NaN in the part."""
@@ -84,7 +77,7 @@ class PartWriter:
         self.segment = segment
         self.outputs = outputs
         self.row_shapes = row_shapes or {}
-        """Each output's row shape (``pipeline.row_shape``), for a piece that is all hole."""
+        """Each output's row shape (``Outputs.row_shape``), for a piece that is all hole."""
         self.config_hash = config_hash
         self.h5_path, self.json_path = run.part(segment.node)
         self.chunk_dir = run.chunks(segment.node)

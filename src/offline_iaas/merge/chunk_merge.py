@@ -17,7 +17,6 @@ from pathlib import Path
 import h5py
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.client.part import peak_rss_mb
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.gwf_reader import reader
@@ -28,7 +27,7 @@ from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import ChunkProducts
 from offline_iaas.merge.stitch import bad_files, campaign_stretches, check_parts, stage_parts
 from offline_iaas.merge.tree import chunk_extents, extent_data_seconds
-from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 
 logger = logging.getLogger(__name__)
@@ -57,7 +56,7 @@ def merge_chunk(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
     bad = bad_files(run, segments, parent_nodes)
     stretches = campaign_stretches(config, segments, bad)
     extents = chunk_extents(config, stretches, chunk.gps_start, chunk.gps_end)
-    noise = "noise" in ensemble_outputs(config)
+    noise = "noise" in config.outputs.names
     frames = discover_frames(config) if noise else None
     _load_libraries(noise)
     setup_seconds = time.monotonic() - started

@@ -48,7 +48,6 @@ from offline_iaas.merge.stitch import (
     report_quietly,
 )
 from offline_iaas.merge.tree import chunk_record_matches, stretch_series
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir, read_json, says_complete
 
 logger = logging.getLogger(__name__)
@@ -96,7 +95,7 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: dict[str, Any]) -
     tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
     frames_dir = run.output_frames
     frames_tmp = frames_dir.with_name(f".{frames_dir.name}.{os.getpid()}.tmp")
-    linked = "noise" in ensemble_outputs(config)
+    linked = "noise" in config.outputs.names
     try:
         with h5py.File(tmp, "w") as f:
             _series(f, run, config, stretches, nodes, records)

@@ -15,18 +15,17 @@ from offline_iaas import hooks
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.client.part import (
     file_sha256,
-    peak_rss_mb,
     read_piece_rows,
     read_sidecar,
 )
 from offline_iaas.config import CampaignConfig
-from offline_iaas.data.segments import coalesce, subtract, without_bad_files
+from offline_iaas.data.segments import gps_segments, without_bad_files
 from offline_iaas.errors import DataError, RunError
 from offline_iaas.jobspec import ClientSegment, Piece
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
-from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import Stretch, part_offset, stretches_of, sub_pieces
 
@@ -140,8 +139,8 @@ def no_data_analysed(run: RunDir, config: CampaignConfig, segments: list[ClientS
         "planned_seconds": analysed_seconds(config, planned),
         "config_hash": config.config_hash(), "mode": config.model.mode,
         "bad_frame_files": bad}, indent=2))
-    spans = [(float(e["gps_start"]), float(e["gps_end"])) for e in bad]
-    every = all(not subtract([(s.gps_start, s.gps_end)], coalesce(spans)) for s in planned)
+    gaps = gps_segments((float(e["gps_start"]), float(e["gps_end"])) for e in bad)
+    every = not gps_segments(gps_segments((s.gps_start, s.gps_end) for s in planned) - gaps)
     if bad and every:
         why = (f"every frame file of the span was bad ({len(bad)} found bad, each a gap with "
                'data.on_bad_file = "gap")')
@@ -185,7 +184,7 @@ def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegmen
         progress.note(f"part {part}/{len(needed)} ({seg.node})")
         for start in range(first, end, BLOCK_ROWS):
             stop = min(start + BLOCK_ROWS, end)
-            for output in ensemble_outputs(config):
+            for output in config.outputs.names:
                 rows = read_piece_rows(run, seg.node, output, number, start, stop)
                 if not np.isfinite(rows).all():
                     raise RunError(
