@@ -151,6 +151,14 @@ def run_dag(config, run_dir: Path) -> Path:
     return run_dir
 
 
+def parse_pbtxt(text: str):
+    """A ``config.pbtxt`` parsed as Triton's ``ModelConfig`` (protobuf's text format)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    return text_format.Parse(text, model_config_pb2.ModelConfig())
+
+
 def campaign_records(run_dir: Path, clients: tuple[str, ...]) -> RunDir:
     """A campaign config and a job spec per client in a hand-written DAG's run directory (no
     make-dag), so that parts and the merge's output can be complete (``completeness.py``)."""

@@ -31,9 +31,9 @@ from offline_iaas.merge.chunk_merge import merge_chunk
 from offline_iaas.merge.merge import merge
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.records import read_client_job, read_run_info
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
+from tests.error_catalogue import documented
 from tests.helpers import captured_log, node_complete
 from tests.test_zero_data import write_run
 
@@ -46,7 +46,7 @@ def with_parts(run: RunDir, seed: int = 0) -> RunDir:
     rng = np.random.default_rng(seed)
     for node in read_run_info(run).clients:
         segment = read_client_job(run, node)
-        writer = PartWriter(run, segment, ensemble_outputs(config), config.stream_hash())
+        writer = PartWriter(run, segment, config.outputs.names, config.stream_hash())
         for number, piece in enumerate(segment.pieces):
             writer.write_chunk(number, 0, {"statistic": rng.normal(size=piece.windows)
                                            .astype(np.float32)})
@@ -134,6 +134,8 @@ def test_a_chunk_merge_on_a_full_disk_exits_8_with_one_line_and_keeps_nothing(
     out = run.chunk_output("chunk0")[0]
     assert line == (f"offline-iaas merge-chunk: error: {out}: no space left on device (free "
                     "space there, then run again: finished nodes are not redone)")
+    documented("disk-full-chunk-merge", line.removeprefix("offline-iaas merge-chunk: error: "),
+               {run.path: "RUN"}, exit_code=8)
     assert temporaries(run.path) == [] and not out.exists()
     assert not node_complete(run, "chunk0")
     merge_chunk(run, "chunk0")  # space freed (the fault is spent): it completes
@@ -186,6 +188,8 @@ def test_run_local_says_why_a_node_failed_when_its_log_cannot_be_written(
     with captured_log(lines), pytest.raises(RunError) as err:
         run_local(run)
     message = str(err.value)
+    documented("disk-full-run-local-log", message, {run.path: "RUN"},
+               exit_code=RunError.exit_code)
     assert "\n" not in message
     assert (f"chunk0 (exit code 8 after 1 attempt: {out}: no space left on device (free space "
             "there, then run again: finished nodes are not redone); see /dev/full, /dev/full)"

@@ -26,6 +26,7 @@ from offline_iaas.records import (
     write_client_job,
 )
 from offline_iaas.rundir import RunDir
+from tests.error_catalogue import documented
 from tests.helpers import complete_merge, complete_part
 
 PIECE = Piece(0, 1 << 20 | 1, 0, 3, 64, 1e9, 1e9 + 16.25, 1e9, 1e9 + 64)
@@ -85,6 +86,10 @@ def test_a_bad_record_is_one_run_error_naming_the_file_and_the_field(
     text = str(caught.value)
     assert text.startswith(f"{path}: ") and message in text and "\n" not in text
     assert RunError.exit_code == 6
+    row = {"sequence_id": "record-bad-field", "version 3": "record-newer-schema"}
+    for key, row_id in row.items():
+        if key in message:
+            documented(row_id, text, {tmp_path: "<ws>"}, exit_code=6)
 
 
 def test_a_missing_or_damaged_record_is_named(tmp_path: Path) -> None:
@@ -92,9 +97,13 @@ def test_a_missing_or_damaged_record_is_named(tmp_path: Path) -> None:
     with pytest.raises(RunError, match=f"{path} does not exist"):
         records.read(RunInfo, path)
     assert records.read_optional(RunInfo, path) is None
+    with pytest.raises(RunError) as caught:
+        records.read(RunInfo, path)
+    documented("record-missing", str(caught.value), {tmp_path: "<ws>"}, exit_code=6)
     path.write_text('{"run_id": ')
-    with pytest.raises(RunError, match=f"{path}: not a JSON document"):
+    with pytest.raises(RunError, match=f"{path}: not a JSON document") as caught:
         records.read_optional(RunInfo, path)
+    documented("record-not-json", str(caught.value), {tmp_path: "<ws>"}, exit_code=6)
     path.write_text("[1, 2]")
     with pytest.raises(RunError, match=f"{path}: not a JSON object"):
         records.read(RunInfo, path)

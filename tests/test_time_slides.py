@@ -28,6 +28,7 @@ from offline_iaas.records import read_run_info
 from offline_iaas.repository.backend.stateful import TimeSlides
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
+from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
 from tests.oracle import read_series, read_triggers, run_problems
 
@@ -96,13 +97,20 @@ def test_a_trigger_louder_than_the_whole_background_gets_one_over_the_livetime()
 
 def test_time_shifts_need_a_bbhnet_mode_two_detectors_and_whole_samples(tmp_path: Path) -> None:
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
-    with pytest.raises(ConfigError, match="bbhnet.time_shifts.*BBHnet mode"):
+    refusals = {}
+    with pytest.raises(ConfigError, match="bbhnet.time_shifts.*BBHnet "
+                       "mode") as refusals["time-slides-outside-bbhnet"]:
         load_config(tmp_path / "campaign.toml", ["bbhnet.time_shifts=3"])  # classifier
     bbhnet = ['model.mode="bbhnet"', "bbhnet.time_shifts=3"]
-    with pytest.raises(ConfigError, match="bbhnet.shift_seconds.*whole number of strides"):
+    with pytest.raises(ConfigError, match="bbhnet.shift_seconds.*whole number of "
+                       "strides") as refusals["time-slides-not-whole-strides"]:
         load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.shift_seconds=0.3"])
-    with pytest.raises(ConfigError, match="data.channels must name two"):
+    with pytest.raises(ConfigError, match="data.channels must name "
+                       "two") as refusals["time-slides-one-detector"]:
         load_config(tmp_path / "campaign.toml", [*bbhnet, 'data.channels=["H1:X"]'])
+    for row, caught in refusals.items():
+        documented(row, str(caught.value), {tmp_path / "campaign.toml": "C"},
+                   exit_code=ConfigError.exit_code)
     with pytest.raises(ConfigError, match="bbhnet.time_shifts.*negative"):
         load_config(tmp_path / "campaign.toml", ['model.mode="bbhnet"', "bbhnet.time_shifts=-1"])
 
@@ -123,8 +131,10 @@ def test_the_ensemble_layout_refuses_time_slides(tmp_path: Path) -> None:
     config = load_config(tmp_path / "campaign.toml", [
         'model.mode="bbhnet"', "bbhnet.time_shifts=2",
         f'model.repository="{tmp_path / "repo"}"'])
-    with pytest.raises(ModelError, match="steps of the fused model"):
+    with pytest.raises(ModelError, match="steps of the fused model") as caught:
         export_repository(config, None, ensemble=True)
+    documented("ensemble-with-time-slides", str(caught.value), {tmp_path / "repo": "R"},
+               exit_code=ModelError.exit_code)
     assert not (tmp_path / "repo").exists()
 
 
@@ -184,8 +194,10 @@ def test_a_time_slide_campaign_equals_its_reference_and_the_oracle(campaigns, na
 def test_a_repository_exported_without_slides_is_refused(campaigns) -> None:
     slid, _ = campaigns["bbhnet"]
     plain, _ = campaigns["plain"]
-    with pytest.raises(ModelError, match="exported with 0 time slides.*asks for 3"):
+    with pytest.raises(ModelError, match="exported with 0 time slides.*asks for 3") as caught:
         check_repository(dataclasses.replace(slid, model=plain.model))
+    documented("repository-without-time-slides", str(caught.value),
+               {plain.model.repository: "R"}, exit_code=ModelError.exit_code)
 
 
 @pytest.mark.slow

@@ -19,10 +19,10 @@ from offline_iaas.errors import DataError
 from offline_iaas.merge.chunk_merge import merge_chunk
 from offline_iaas.merge.merge import merge
 from offline_iaas.records import BadFile, read_client_job, read_run_info
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status, status_lines
+from tests.error_catalogue import documented
 from tests.helpers import complete_part, node_complete, skip_data_check
 
 START = 1_000_000_000
@@ -56,7 +56,7 @@ def every_file_bad(run: RunDir) -> list[BadFile]:
     bad = [bad_file(START + k * FILE_SECONDS) for k in range(4)]
     for node in read_run_info(run).clients:
         segment = read_client_job(run, node)
-        writer = PartWriter(run, segment, ensemble_outputs(config), config.stream_hash())
+        writer = PartWriter(run, segment, config.outputs.names, config.stream_hash())
         for entry in bad:
             writer.add_bad_file(entry, {})
         writer.commit(holes=[[(0, piece.windows)] for piece in segment.pieces])
@@ -82,6 +82,7 @@ def test_a_merge_over_no_analysed_data_fails_naming_the_list(
     with pytest.raises(DataError) as err:
         merge(run)
     message = str(err.value)
+    documented("no-data-analysed", message, {run.path: "RUN"}, exit_code=DataError.exit_code)
     assert "\n" not in message
     assert message.startswith("no data analysed: every frame file of the span was bad (4 found bad")
     assert message.endswith(f"the list is in {run.output[1]} (bad_frame_files)")

@@ -26,7 +26,7 @@ from offline_iaas.config_checks import (
     toml_value,
 )
 from offline_iaas.errors import ConfigError
-from offline_iaas.modes import MODES, Mode
+from offline_iaas.modes import MODES, Mode, Outputs
 
 
 @dataclass(frozen=True)
@@ -445,6 +445,13 @@ class CampaignConfig:
     def mode(self) -> Mode:
         """The record of ``model.mode`` (``modes.py``)."""
         return MODES[self.model.mode]
+
+    @property
+    def outputs(self) -> Outputs:
+        """What clients request and store, and their rows (``modes.Outputs``)."""
+        return Outputs(self.mode.output_names(canary=self.deepclean.canary,
+                                              time_slides=self.time_slides),
+                       len(self.ifos), self.stride_samples, self.bbhnet.time_shifts)
 
     @property
     def ifos(self) -> tuple[str, ...]:

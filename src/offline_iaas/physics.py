@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from igwn_segments import segment, segmentlist
 from scipy import signal
 
 from offline_iaas.config import CampaignConfig
@@ -261,11 +262,14 @@ def slide_livetime(analysed: tuple[float, float], cuts: list[tuple[float, float]
 
 
 def outside_cuts(times: np.ndarray, cuts: list[tuple[float, float]]) -> np.ndarray:
-    """Which ``times`` lie in none of the half-open ``cuts`` ``[start, end)``."""
-    keep = np.ones(len(times), bool)
-    for start, end in cuts:
-        keep &= ~((times >= start) & (times < end))
-    return keep
+    """Which ``times`` lie in none of the half-open ``cuts`` ``[start, end)`` (NaN: in none)."""
+    times = np.asarray(times, np.float64)
+    union = _segments(cuts)
+    if not union:
+        return np.ones(len(times), bool)
+    starts, ends = np.array(union, np.float64).T
+    at = np.searchsorted(starts, times, "right") - 1  # the last cut starting at or before
+    return ~((at >= 0) & (times < ends[np.maximum(at, 0)]))
 
 
 def best_near(times: np.ndarray, key: np.ndarray, gps: float, seconds: float) -> int | None:
@@ -344,19 +348,16 @@ def found_missed_at_ifar(
 def subtract_spans(
     spans: list[tuple[float, float]], cuts: list[tuple[float, float]]
 ) -> list[tuple[float, float]]:
-    """``spans`` without any part of ``cuts`` (all ``(start, end)`` in seconds)."""
-    out = []
-    for start, end in spans:
-        pieces = [(start, end)]
-        for cut_start, cut_end in cuts:
-            pieces = [
-                part
-                for a, b in pieces
-                for part in ((a, min(b, cut_start)), (max(a, cut_end), b))
-                if part[1] > part[0]
-            ]
-        out.extend(pieces)
-    return out
+    """``spans`` without any part of ``cuts`` (all half-open ``[start, end)`` in seconds), span
+    by span: the pieces of two spans that touch stay apart."""
+    union = _segments(cuts)
+    return [(a, b) for start, end in spans if end > start
+            for a, b in segmentlist([segment(start, end)]) - union]
+
+
+def _segments(spans: list[tuple[float, float]]) -> segmentlist:
+    """The union of ``[start, end)`` spans (igwn-segments; exact, empty ones dropped)."""
+    return segmentlist(segment(a, b) for a, b in spans if b > a).coalesce()
 
 
 def found_missed(

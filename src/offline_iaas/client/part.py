@@ -35,16 +35,12 @@ from offline_iaas.records import (
     PartRecord,
     segment_fields,
 )
+from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 
 CHUNK_NAME = re.compile(r"p(\d+)-(\d+)-(\d+)\.npz")
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident memory in MiB."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 Holes = list[list[tuple[int, int]]]
@@ -68,7 +64,7 @@ class PartWriter:
         self.segment = segment
         self.outputs = outputs
         self.row_shapes = row_shapes or {}
-        """Each output's row shape (``pipeline.row_shape``), for a piece that is all hole."""
+        """Each output's row shape (``Outputs.row_shape``), for a piece that is all hole."""
         self.stream_hash = stream_hash
         self.h5_path, self.json_path = run.part(segment.node)
         self.chunk_dir = run.chunks(segment.node)

@@ -225,26 +225,6 @@ def draw_binaries(
     ]
 
 
-
-@dataclass(frozen=True)
-class PopulationDraw:
-    """Binaries drawn from a population, with the volumes it fills (Gpc^3)."""
-
-    binaries: tuple[BinaryParameters, ...]
-    comoving_volume_gpc3: float
-    """``Vc(z_max)``."""
-    time_volume_gpc3: float
-    """``int dVc/dz / (1 + z) dz``: what a found fraction times ``T`` turns into VT."""
-
-
-def draw_population(spec: PopulationSpec, count: int, seed: int) -> PopulationDraw:
-    """``count`` binaries of ``spec`` from ``numpy.random.default_rng(seed)`` (at GPS 0) and
-    the population's volumes."""
-    binaries = draw_binaries(spec, count, np.random.default_rng(seed))
-    return PopulationDraw(tuple(binaries), comoving_volume_gpc3(spec.redshift_max),
-                          time_volume_gpc3(spec.redshift_max))
-
-
 HORIZON_SNR = 8.0
 """Optimal SNR at the horizon (module docstring)."""
 

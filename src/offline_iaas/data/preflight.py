@@ -15,10 +15,10 @@ from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import (
-    _GPS_TOLERANCE,
     FrameFile,
     _observatory,
     _range,
+    coverage_holes,
     discover_frames,
     frame_source,
     listing,
@@ -83,20 +83,6 @@ def _more(count: int, what: str) -> str:
     return f" and {count} more {what}" if count else ""
 
 
-def _hole_context(files: Sequence[FrameFile], a: float, b: float, observatory: str) -> str:
-    before = [f for f in files if f.gps_end <= a + _GPS_TOLERANCE]
-    after = [f for f in files if f.gps_start >= b - _GPS_TOLERANCE]
-    prev = max(before, key=lambda f: f.gps_end, default=None)
-    nxt = min(after, key=lambda f: f.gps_start, default=None)
-    if prev and nxt:
-        return f"between {prev.path.name} and {nxt.path.name}"
-    if nxt:
-        return f"before {nxt.path.name}, the first file"
-    if prev:
-        return f"after {prev.path.name}, the last file"
-    return f"no frame files of observatory {observatory!r}"
-
-
 def frame_problems(
     frames: Sequence[FrameFile],
     channels: Sequence[str],
@@ -129,9 +115,9 @@ def frame_problems(
         Given (``data.on_bad_file = "gap"``), a file the frame library cannot read or that
         lies about its span is appended to it with its problem, instead of being a problem.
     """
-    from offline_iaas.data.segments import coalesce, subtract
+    from offline_iaas.data.segments import gps_segments
 
-    needed = coalesce(needed)
+    needed = gps_segments(needed)
     problems: list[str] = []
     groups: dict[str, list[str]] = {}
     for channel in channels:
@@ -139,18 +125,15 @@ def frame_problems(
     jobs: list[tuple[FrameFile, tuple[str, ...]]] = []
     for observatory, names in groups.items():
         own = sorted((f for f in frames if observatory in f.observatory), key=lambda f: f.gps_start)
-        holes = subtract(needed, [(f.gps_start, f.gps_end) for f in own]) if report_holes else []
-        for a, b in holes:
+        holes = coverage_holes(own, needed, observatory) if report_holes else []
+        for a, b, where in holes:
             inside = ", inside the science segments" if science else ""
             problems.append(
                 f"no frame data for observatory {observatory} ({', '.join(names)}) in "
-                f"{_range(a, b)}{inside} ({_hole_context(own, a, b, observatory)})"
+                f"{_range(a, b)}{inside} ({where})"
             )
         for f in own:
-            if any(
-                f.gps_end > a + _GPS_TOLERANCE and f.gps_start < b - _GPS_TOLERANCE
-                for a, b in needed
-            ):
+            if any(f.overlaps(a, b) for a, b in needed):
                 jobs.append((f, tuple(names)))
     if not open_files:
         return problems
@@ -211,26 +194,6 @@ def problem_report(problems: Sequence[str], gps_start: float, gps_end: float, so
     return "\n".join([head] + [f"  - {p}" for p in problems])
 
 
-def check_channels(
-    frames: Sequence[FrameFile],
-    channels: Sequence[str],
-    gps_start: float,
-    gps_end: float,
-    sample_rate: float,
-) -> None:
-    """Check that the frames hold every channel over ``[gps_start, gps_end)``, without holes.
-
-    Raises
-    ------
-    DataError
-        One error listing every problem found (``frame_problems``).
-    """
-    problems = frame_problems(frames, channels, [(gps_start, gps_end)], sample_rate)
-    if problems:
-        source = f"{len(frames)} frame file(s)"
-        raise DataError(problem_report(problems, gps_start, gps_end, source))
-
-
 def preflight(
     config: CampaignConfig,
     frames: Sequence[FrameFile] | None = None,
@@ -278,7 +241,7 @@ def preflight(
     from offline_iaas.data.segments import (
         compute_stretches,
         frame_coverage,
-        intersect,
+        gps_segments,
         min_stretch_seconds,
         observatories,
         science_segments,
@@ -288,7 +251,9 @@ def preflight(
     span = (data.start, data.start + data.duration)
     frames = discover_frames(config) if frames is None else list(frames)
     science = science_segments(config)
-    needed = intersect([span], science) if science is not None else [span]
+    needed = gps_segments([span])
+    if science is not None:
+        needed = gps_segments(needed & gps_segments(science))
     gaps = allow_bad_files and data.on_bad_file == "gap"
     bad: list[tuple[FrameFile, str]] | None = [] if gaps else None
     problems = frame_problems(
@@ -319,13 +284,6 @@ def preflight(
     if problems:
         raise DataError(problem_report(problems, span[0], span[1], frame_source(config)))
     return result
-
-
-def check_campaign_data(config: CampaignConfig, *, allow_holes_in_science: bool = False) -> None:
-    """``preflight`` without its result (raises ``DataError`` on any problem)."""
-    preflight(config, allow_holes_in_science=allow_holes_in_science)
-
-
 
 
 # ---- the injection list -----------------------------------------------------------------------

@@ -16,7 +16,6 @@ from pathlib import Path
 import h5py
 
 from offline_iaas import records
-from offline_iaas.client.part import peak_rss_mb
 from offline_iaas.completeness import file_sha256
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
@@ -33,7 +32,7 @@ from offline_iaas.records import (
     read_chunk_job,
     read_client_job,
 )
-from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 
 logger = logging.getLogger(__name__)
@@ -62,7 +61,7 @@ def merge_chunk(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
     bad = bad_files(run, segments, parent_nodes)
     stretches = campaign_stretches(config, segments, bad)
     extents = chunk_extents(config, stretches, chunk.gps_start, chunk.gps_end)
-    noise = "noise" in ensemble_outputs(config)
+    noise = "noise" in config.outputs.names
     frames = discover_frames(config) if noise else None
     _load_libraries(noise)
     setup_seconds = time.monotonic() - started

@@ -55,7 +55,6 @@ from offline_iaas.records import (
     read_chunk_job,
     read_client_job,
 )
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
 
 logger = logging.getLogger(__name__)
@@ -95,7 +94,7 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
     tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
     frames_dir = run.output_frames
     frames_tmp = frames_dir.with_name(f".{frames_dir.name}.{os.getpid()}.tmp")
-    linked = "noise" in ensemble_outputs(config)
+    linked = "noise" in config.outputs.names
     try:
         with h5py.File(tmp, "w") as f:
             _series(f, run, config, stretches, nodes, chunks)

@@ -33,7 +33,6 @@ from offline_iaas.merge.stitch import (
     write_summary,
 )
 from offline_iaas.records import read_client_job
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import MERGE_NODE, RunDir
 
 logger = logging.getLogger(__name__)
@@ -60,7 +59,7 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     started, cpu = time.monotonic(), time.process_time()
     out_path, status_path = run.output
     status_path.unlink(missing_ok=True)
-    frames = discover_frames(config) if "noise" in ensemble_outputs(config) else None
+    frames = discover_frames(config) if "noise" in config.outputs.names else None
     bad = bad_files(run, segments)
     stretches = campaign_stretches(config, segments, bad)
     if not stretches:

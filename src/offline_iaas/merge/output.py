@@ -45,7 +45,6 @@ from offline_iaas.merge.postprocess import ChunkProducts, postprocess, summarize
 from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.merge.tree import StretchExtent, whole_extents
 from offline_iaas.records import BadFile, ServedModel
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.stretches import Stretch
 
 
@@ -90,7 +89,7 @@ class CampaignWriter:
         self.frames_dir = frames_dir
         self.training = dict(training or {})
         self.provenance = campaign_provenance(config, model, bad_files)
-        self.outputs = ensemble_outputs(config)
+        self.outputs = config.outputs.names
         self.whole = extents is None
         self.extents = whole_extents(config, stretches) if extents is None else extents
         self.extent_of = {e.stretch.index: e for e in self.extents}
@@ -140,7 +139,7 @@ class CampaignWriter:
         return (lo, hi) if hi > lo else (kept_offset, kept_offset)
 
     def write(self, output: str, stretch: int, kept_offset: int, rows: np.ndarray) -> None:
-        """Stage ``rows`` (``output_rows`` layout) at kept window ``kept_offset`` of a stretch
+        """Stage ``rows`` (``Outputs.rows`` layout) at kept window ``kept_offset`` of a stretch
         (the rows outside the writer's extent are dropped)."""
         lo, hi = self.wanted(stretch, kept_offset, len(rows))
         if hi <= lo:

@@ -43,7 +43,6 @@ from offline_iaas.physics import (
     slide_livetime,
     zero_phase_blocks,
 )
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.stretches import Stretch, output_x0, statistic_spans
 
 logger = logging.getLogger(__name__)
@@ -284,7 +283,7 @@ def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
     Returns the summary (``deepclean``: numbers per interferometer, ``bbhnet``: triggers and
     found/missed) that :func:`physics_lines` describes.
     """
-    outputs = ensemble_outputs(config)
+    outputs = config.outputs.names
     summary: dict[str, Any] = {}
     if "noise" in outputs:
         held_out: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}

@@ -12,16 +12,16 @@ from typing import Any
 import numpy as np
 
 from offline_iaas import hooks, records
-from offline_iaas.client.part import peak_rss_mb, read_piece_rows
+from offline_iaas.client.part import read_piece_rows
 from offline_iaas.completeness import Hashes, file_sha256, part_problem
 from offline_iaas.config import CampaignConfig
-from offline_iaas.data.segments import coalesce, subtract, without_bad_files
+from offline_iaas.data.segments import gps_segments, without_bad_files
 from offline_iaas.errors import DataError, RunError
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
 from offline_iaas.records import BadFile, CampaignSummary, ClientSegment, PartRecord, Piece
-from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import Stretch, part_offset, stretches_of, sub_pieces
 
@@ -123,8 +123,8 @@ def no_data_analysed(run: RunDir, config: CampaignConfig, segments: list[ClientS
         "sha256": "", "bytes": None, "stream_hash": config.stream_hash(),
         "merge_hash": config.merge_hash(), "mode": config.model.mode,
         "run_dir": str(run.path), "bad_frame_files": bad})
-    spans = [e.span for e in bad]
-    every = all(not subtract([(s.gps_start, s.gps_end)], coalesce(spans)) for s in planned)
+    gaps = gps_segments(e.span for e in bad)
+    every = not gps_segments(gps_segments((s.gps_start, s.gps_end) for s in planned) - gaps)
     if bad and every:
         why = (f"every frame file of the span was bad ({len(bad)} found bad, each a gap with "
                'data.on_bad_file = "gap")')
@@ -168,7 +168,7 @@ def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegmen
         progress.note(f"part {part}/{len(needed)} ({seg.node})")
         for start in range(first, end, BLOCK_ROWS):
             stop = min(start + BLOCK_ROWS, end)
-            for output in ensemble_outputs(config):
+            for output in config.outputs.names:
                 rows = read_piece_rows(run, seg.node, output, number, start, stop)
                 if not np.isfinite(rows).all():
                     raise RunError(
