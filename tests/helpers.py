@@ -157,3 +157,71 @@ def parse_pbtxt(text: str):
     from tritonclient.grpc import model_config_pb2
 
     return text_format.Parse(text, model_config_pb2.ModelConfig())
+
+
+def campaign_records(run_dir: Path, clients: tuple[str, ...]) -> RunDir:
+    """A campaign config and a job spec per client in a hand-written DAG's run directory (no
+    make-dag), so that parts and the merge's output can be complete (``completeness.py``)."""
+    from offline_iaas.config import config_from_dict, write_config
+    from offline_iaas.records import ClientSegment, write_client_job
+
+    raw = {"data": {"frames": "f", "channels": ["H1:X"], "start": 1_000_000_000,
+                    "duration": 64, "sample_rate": 256},
+           "model": {"repository": "repo", "kernel_seconds": 1.0, "inference_rate": 4}}
+    paths = RunDir(run_dir)
+    paths.create()
+    write_config(config_from_dict(raw, paths.config), paths.config)
+    for index, node in enumerate(clients):
+        write_client_job(paths, ClientSegment(index, node, "server0", ()))
+    return paths
+
+
+def complete_part(run: RunDir, node: str, data: bytes = b"part bytes",
+                  servers: tuple[str, ...] = (), bad_files: tuple = ()) -> None:
+    """A part of ``node`` complete by ``completeness.part_problem``: ``data`` as its file and a
+    sidecar for the run's config and job spec (a test's stand-in for a client that streamed)."""
+    from offline_iaas import records
+    from offline_iaas.completeness import file_sha256
+    from offline_iaas.config import load_config
+    from offline_iaas.records import PartRecord, read_client_job
+
+    segment = read_client_job(run, node)
+    h5_path, json_path = run.part(node)
+    h5_path.parent.mkdir(parents=True, exist_ok=True)
+    h5_path.write_bytes(data)
+    records.write(PartRecord(
+        complete=True, index=segment.index, node=node, server=segment.server,
+        pieces=segment.pieces, stream_hash=load_config(run.config).stream_hash(),
+        outputs=("statistic",), sha256=file_sha256(h5_path), bytes=len(data),
+        wall_seconds=1.0, peak_rss_mb=1.0, reconnects=0, first_request_unix=None,
+        last_response_unix=None, tensor_bytes_sent=0, servers=servers or (segment.server,),
+        bad_files=bad_files,
+    ), json_path)
+
+
+def complete_merge(run: RunDir, data: bytes = b"campaign bytes", written_in: Path | None = None
+                   ) -> None:
+    """The merge's output complete by ``completeness.merge_problem`` (``data`` as its file;
+    ``written_in``: the run directory its record names, if any)."""
+    from offline_iaas import records
+    from offline_iaas.completeness import file_sha256
+    from offline_iaas.config import load_config
+    from offline_iaas.records import CampaignSummary
+
+    config = load_config(run.config)
+    h5_path, json_path = run.output
+    h5_path.parent.mkdir(parents=True, exist_ok=True)
+    h5_path.write_bytes(data)
+    records.write(CampaignSummary(
+        complete=True, wall_seconds=1.0, cpu_seconds=1.0, peak_rss_mb=1.0,
+        sha256=file_sha256(h5_path), bytes=len(data), stream_hash=config.stream_hash(),
+        merge_hash=config.merge_hash(), mode=config.model.mode,
+        run_dir=str(written_in) if written_in is not None else ""), json_path)
+
+
+def node_complete(run: RunDir, node: str) -> bool:
+    """Whether a node of the run is complete (``completeness.node_problem``: the one
+    definition run-local and status use)."""
+    from offline_iaas.completeness import campaign_hashes, node_problem
+
+    return node_problem(run, node, campaign_hashes(run)) is None

@@ -33,7 +33,7 @@ from offline_iaas.client.part import PartWriter
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import NoSpaceError, ServerError
-from offline_iaas.jobspec import read_client_job
+from offline_iaas.records import read_client_job
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
@@ -70,7 +70,7 @@ def fake_parts(run: Path) -> None:
     config = load_config(run / "campaign.toml")
     for node in json.loads((run / "run.json").read_text())["clients"]:
         segment = read_client_job(RunDir(run), node)
-        writer = PartWriter(RunDir(run), segment, ("statistic",), config.config_hash())
+        writer = PartWriter(RunDir(run), segment, ("statistic",), config.stream_hash())
         for number, piece in enumerate(segment.pieces):
             rows = np.arange(piece.windows, dtype=np.float32) + 1000 * segment.index
             writer.write_chunk(number, 0, {"statistic": rows})
@@ -131,8 +131,8 @@ def _config_case(id: str, overrides: list[str], *fragments: str, in_file: bool =
 
 
 def _hash(directory: Path, *overrides: str) -> str:
-    """The config hash of the campaign in ``directory`` (with ``--set`` overrides)."""
-    return load_config(directory / "campaign.toml", list(overrides)).config_hash()
+    """The stream hash of the campaign in ``directory`` (with ``--set`` overrides)."""
+    return load_config(directory / "campaign.toml", list(overrides)).stream_hash()
 
 
 def _datafind_port(ws: Path) -> str:
@@ -389,16 +389,16 @@ CASES: list[Case] = [
          lambda ws: [f"{ws / 'run' / 'jobs' / 'client9.json'}: no job spec for node client9"]),
     Case("merge-part-missing", 6,
          lambda ws: ["merge-chunk", "--run-dir", str(run_dir(ws)), "--node", "chunk0"],
-         lambda ws: [f"client0: part missing ({ws / 'run' / 'parts' / 'client0.h5'})",
+         lambda ws: ["client0: part missing (no parts/client0.json)",
                      "client1: part missing"]),
     Case("merge-chunks-not-merged", 6, lambda ws: ["merge", "--run-dir", str(run_dir(ws))],
-         lambda ws: ["cannot index the chunk merges", "chunk0: chunk merge not complete ("
-                     f"{ws / 'run' / 'output' / 'chunks' / 'chunk0.json'})"]),
+         lambda ws: ["cannot index the chunk merges",
+                     "chunk0: chunk merge not done (no output/chunks/chunk0.json)"]),
     Case("merge-part-wrong-checksum", 6, _corrupt_part,
-         lambda ws: [f"client1: {ws / 'run' / 'parts' / 'client1.h5'} changed after it was "
-                     "written (checksum)"]),
+         lambda ws: ["client1: parts/client1.h5 changed after it was written (checksum "
+                     "mismatch)"]),
     Case("merge-part-of-another-campaign", 6, _foreign_part,
-         lambda ws: ["client0: part is from another campaign (config hash"],
+         lambda ws: ["client0: part from another campaign's config (stream hash"],
          placeholders=lambda ws: {_hash(ws / "other-run"): "<hash of the other campaign>",
                                   _hash(ws / "run"): "<hash of this campaign>"}),
 ]
@@ -451,7 +451,7 @@ def test_disk_full_during_a_part_write(
     run = run_dir(ws)
     config = load_config(run / "campaign.toml")
     segment = read_client_job(RunDir(run), "client0")
-    writer = PartWriter(RunDir(run), segment, ("statistic",), config.config_hash())
+    writer = PartWriter(RunDir(run), segment, ("statistic",), config.stream_hash())
     writer.write_chunk(0, 0, {"statistic": np.arange(16, dtype=np.float32)})
     before = _snapshot(run)
 
@@ -483,7 +483,7 @@ def test_disk_full_while_assembling_a_part(
     run = run_dir(ws)
     config = load_config(run / "campaign.toml")
     segment = read_client_job(RunDir(run), "client0")
-    writer = PartWriter(RunDir(run), segment, ("statistic",), config.config_hash())
+    writer = PartWriter(RunDir(run), segment, ("statistic",), config.stream_hash())
     for number, piece in enumerate(segment.pieces):
         writer.write_chunk(number, 0, {"statistic": np.zeros(piece.windows, dtype=np.float32)})
     before = _snapshot(run)

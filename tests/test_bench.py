@@ -275,4 +275,4 @@ def test_o3_deepclean_workload_streams_the_o3_campaign_on_both_devices(tmp_path:
         exported = export_workload(O3_DEEPCLEAN, SweepPlan(device=device), tmp_path / device,
                                    weights, instances=1)
         manifest = read_manifest(exported.model.repository)
-        assert (manifest["flavor"], manifest["mode"]) == (flavor, "deepclean")
+        assert (manifest.flavor, manifest.mode) == (flavor, "deepclean")

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -154,8 +155,8 @@ def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
     )
     launcher = FakeLauncher()
     monkeypatch.setattr(serve_node, "load_config", lambda path: config)
-    monkeypatch.setattr(serve_node, "check_repository",
-                        lambda config, load_graphs=True: {"flavor": "cpu"})
+    manifest = SimpleNamespace(flavor="cpu", served="fused", models=("offline-iaas",))
+    monkeypatch.setattr(serve_node, "check_repository", lambda config, load_graphs=True: manifest)
     monkeypatch.setattr(serve_node, "check_models_present", lambda repository, models: None)
     monkeypatch.setattr(serve_node, "make_launcher", lambda config, node, token=None: launcher)
 

@@ -26,15 +26,15 @@ from offline_iaas.cli import main
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import load_config
 from offline_iaas.errors import NoSpaceError, RunError, no_space
-from offline_iaas.jobspec import read_client_job
 from offline_iaas.merge import index as index_module
 from offline_iaas.merge.chunk_merge import merge_chunk
 from offline_iaas.merge.merge import merge
 from offline_iaas.merge.output import CampaignWriter
+from offline_iaas.records import read_client_job, read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from tests.error_catalogue import documented
-from tests.helpers import captured_log
+from tests.helpers import captured_log, node_complete
 from tests.test_zero_data import write_run
 
 FULL = os.strerror(errno.ENOSPC)
@@ -44,9 +44,9 @@ def with_parts(run: RunDir, seed: int = 0) -> RunDir:
     """Every client's part, complete, with finite rows (as the clients write them)."""
     config = load_config(run.config)
     rng = np.random.default_rng(seed)
-    for node in run.read_run_info()["clients"]:
+    for node in read_run_info(run).clients:
         segment = read_client_job(run, node)
-        writer = PartWriter(run, segment, config.outputs.names, config.config_hash())
+        writer = PartWriter(run, segment, config.outputs.names, config.stream_hash())
         for number, piece in enumerate(segment.pieces):
             writer.write_chunk(number, 0, {"statistic": rng.normal(size=piece.windows)
                                            .astype(np.float32)})
@@ -137,9 +137,9 @@ def test_a_chunk_merge_on_a_full_disk_exits_8_with_one_line_and_keeps_nothing(
     documented("disk-full-chunk-merge", line.removeprefix("offline-iaas merge-chunk: error: "),
                {run.path: "RUN"}, exit_code=8)
     assert temporaries(run.path) == [] and not out.exists()
-    assert not run.node_complete("chunk0")
+    assert not node_complete(run, "chunk0")
     merge_chunk(run, "chunk0")  # space freed (the fault is spent): it completes
-    assert run.node_complete("chunk0") and temporaries(run.path) == []
+    assert node_complete(run, "chunk0") and temporaries(run.path) == []
 
 
 @pytest.mark.parametrize("chunk_seconds", [0, 4096], ids=["single merge", "index"])
@@ -161,10 +161,10 @@ def test_the_merge_or_index_on_a_full_disk_names_its_output_and_keeps_nothing(
         fault(run, "merge", "mid-write", "output/.campaign.h5.1.tmp")
     with pytest.raises(NoSpaceError, match=f"^{run.output[0]}: no space left on device"):
         merge(run)
-    assert temporaries(run.path) == [] and not run.node_complete("merge")
+    assert temporaries(run.path) == [] and not node_complete(run, "merge")
     monkeypatch.undo()
     merge(run)  # space freed
-    assert run.node_complete("merge") and temporaries(run.path) == []
+    assert node_complete(run, "merge") and temporaries(run.path) == []
 
 
 def test_run_local_says_why_a_node_failed_when_its_log_cannot_be_written(

@@ -29,7 +29,7 @@ from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
-from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
+from tests.helpers import SMALL_CAMPAIGN, node_complete, processes_mentioning
 
 pytestmark = pytest.mark.slow
 
@@ -112,7 +112,7 @@ def test_a_full_disk_stops_the_campaign_with_one_line_and_a_rerun_completes_it(
     # (deleting its temporary files frees what its log then takes: its .err has the line)
     out = Path(fails_on_the_full_disk(run, "chunk0", log_full=False))
     assert out == run.chunk_output("chunk0")[0]
-    assert not run.node_complete("chunk0")
+    assert not node_complete(run, "chunk0")
     run_local(run)
     comparison = compare_outputs(run.output[0], reference)
     assert comparison.passes(TOLERANCE), comparison.describe()

@@ -26,7 +26,7 @@ pytest.importorskip("torch")
 def test_native_gpu_configs_parse_as_triton_model_config(small_config_file: Path) -> None:
     config = load_config(small_config_file, ['model.repository="gpu-repo"'])
     repo = export_repository(config, flavor="gpu", ensemble=True)
-    assert (read_manifest(repo)["flavor"], read_manifest(repo)["served"]) == ("gpu", "ensemble")
+    assert (read_manifest(repo).flavor, read_manifest(repo).served) == ("gpu", "ensemble")
     parsed = {
         model: parse_pbtxt((repo / model / "config.pbtxt").read_text())
         for model in ("snapshotter", "classifier", config.model.name)

@@ -28,15 +28,15 @@ def test_e2e_export_writes_every_stage_and_a_manifest(small_config_file: Path) -
     config = config_for(small_config_file, "e2e")
     repo = export_repository(config, untrained_weights(small_config_file.parent / "w"))
     manifest = read_manifest(repo)
-    assert manifest["mode"] == "e2e" and manifest["outputs"] == ["noise", "statistic"]
-    assert manifest["versions"] == {"deepclean": 1, "subtract": 1, "bbhnet": 1}
-    assert manifest["served"] == "fused" and manifest["models"] == [config.model.name]
+    assert manifest.mode == "e2e" and manifest.outputs == ("noise", "statistic")
+    assert manifest.versions == {"deepclean": 1, "subtract": 1, "bbhnet": 1}
+    assert manifest.served == "fused" and manifest.models == (config.model.name,)
     for graph in ("deepclean", "subtract", "bbhnet"):
-        assert (repo / manifest["networks"][graph]["path"]).exists(), graph
+        assert (repo / manifest.networks[graph].path).exists(), graph
     ensemble = load_config(small_config_file, ['model.mode="e2e"', f"data.witnesses={WITNESSES}",
                                                'model.repository="ensemble-repository"'])
     repo = export_repository(ensemble, small_config_file.parent / "w", ensemble=True)
-    assert read_manifest(repo)["served"] == "ensemble"
+    assert read_manifest(repo).served == "ensemble"
     for model in ("snapshotter", "deepclean", "averager", "subtract", "snapshotter_clean",
                   "bbhnet", config.model.name):
         assert (repo / model / "config.pbtxt").exists(), model

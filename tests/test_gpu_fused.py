@@ -109,7 +109,7 @@ def test_gpu_flavor_serves_every_mode_with_its_networks_on_cuda(root: Path, mode
     gpu = gpu_campaign(root, mode)
     cpu = gpu_campaign(root, mode, "cpu")
     manifest = read_manifest(gpu.model.repository)
-    assert (manifest["flavor"], manifest["served"], manifest["device"]) == ("gpu", "fused", "cuda")
+    assert (manifest.flavor, manifest.served, manifest.device) == ("gpu", "fused", "cuda")
     name = gpu.model.name
     served = parse_pbtxt((gpu.model.repository / name / "config.pbtxt").read_text())
     assert served.backend == "python"

@@ -42,7 +42,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[CampaignC
         f"server.sequence_idle_seconds={IDLE_SECONDS}",
     ])
     export_repository(config)
-    models = read_manifest(config.model.repository)["models"]
+    models = list(read_manifest(config.model.repository).models)
     with bench_server(config.model.repository, RunDir(root / "server"), models) as server:
         yield config, server
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from scipy import signal
 
+from offline_iaas import records
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import ConfigError
@@ -25,11 +26,18 @@ from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.merge.tree import chunk_extents, chunk_merges
 from offline_iaas.physics import PAD_SECONDS, cluster_indices, zero_phase_blocks
+from offline_iaas.records import ChunkSummary, read_chunk_job
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_segments, make_stretches, output_x0
 from offline_iaas.workflow.dag import parse_dag
-from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
+from tests.helpers import (
+    SMALL_CAMPAIGN,
+    WITNESSES,
+    complete_merge,
+    run_dag,
+    untrained_weights,
+)
 from tests.oracle import read_series, run_problems
 
 START = 1262304000
@@ -336,12 +344,14 @@ def test_make_dag_with_another_chunking_forgets_the_old_chunks_outputs(
     chunks = run / "output" / "chunks"
     chunks.mkdir()
     for node in ("chunk0", "chunk1", "chunk2", "chunk3"):  # as if merged
-        spec = json.loads((run / "jobs" / f"{node}.json").read_text())
+        spec = read_chunk_job(RunDir(run), node)
         (chunks / f"{node}.h5").write_bytes(b"")
-        (chunks / f"{node}.json").write_text(json.dumps(
-            {"complete": True, "gps": [spec["gps_start"], spec["gps_end"]],
-             "clients": spec["clients"]}))
-    (run / "output" / "campaign.json").write_text('{"complete": true}')
+        records.write(ChunkSummary(
+            complete=True, node=node, gps=(spec.gps_start, spec.gps_end),
+            data_seconds=spec.data_seconds, clients=spec.clients, wall_seconds=1.0,
+            peak_rss_mb=1.0, merge_hash="0" * 16, bytes=0, sha256=None, datasets=()),
+            chunks / f"{node}.json")
+    complete_merge(RunDir(run))
     make_dag(_config(tmp_path, CHUNK_OVERRIDES), RunDir(run))  # the same chunks: kept
     assert len(list(chunks.glob("*.json"))) == 4 and (run / "output" / "campaign.json").exists()
     rechunked = _config(tmp_path, ["merge.chunk_seconds=32", "deepclean.frame_seconds=8"])

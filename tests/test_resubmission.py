@@ -233,7 +233,7 @@ def test_a_copied_run_directory_runs_its_own_nodes_under_its_own_lock(
     again = Campaign(shim_campaign.config, second, [])
     log = again.run()
     assert [n for n in again.started() if n not in ("server0", "final")] == ["merge"]
-    assert any(f"merge: its output was written in {copy}" in line for line in log)
+    assert any(f"merge: runs again: its output was written in {copy}" in line for line in log)
     assert {p.parent for p in external_files(second / "output" / "campaign.h5")} == {
         second / "output" / "chunks"}
     # the copy's lock is the copy's: held, the copy refuses to run; the original is free

@@ -10,7 +10,13 @@ from pathlib import Path
 
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
-from tests.helpers import captured_log, skip_data_check
+from tests.helpers import (
+    campaign_records,
+    captured_log,
+    complete_merge,
+    complete_part,
+    skip_data_check,
+)
 from tests.test_local_executor import NODE_SCRIPT, SUBMIT, Run, make_run  # noqa: F401
 
 
@@ -59,19 +65,16 @@ def test_a_copied_run_directory_runs_its_merge_again(request, tmp_path: Path) ->
            "PARENT client0 CHILD merge\n")
 
     def finished(run: Run, written_in: Path) -> Run:
-        for sub in ("parts", "output"):
-            (run.dir / sub).mkdir()
-        (run.dir / "parts" / "client0.json").write_text('{"complete": true}')
-        (run.dir / "output" / "campaign.h5").write_bytes(b"")
-        (run.dir / "output" / "campaign.json").write_text(json.dumps(
-            {"complete": True, "run_dir": str(written_in)}))
+        paths = campaign_records(run.dir, ("client0",))
+        complete_part(paths, "client0")
+        complete_merge(paths, written_in=written_in)
         return run
 
     maker = request.getfixturevalue("make_run")  # the fixture of tests/test_local_executor.py
     run = finished(maker(dag), tmp_path / "gone" / "run")  # written where it is no more
     run()
     assert run.has("merge", "end") and not run.has("client0", "start")
-    assert any(f"merge: its output was written in {tmp_path / 'gone' / 'run'}" in line
+    assert any(f"merge: runs again: its output was written in {tmp_path / 'gone' / 'run'}" in line
                for line in run.lines)
 
     run = maker.again(dag)

@@ -24,6 +24,7 @@ from offline_iaas.errors import ConfigError, ModelError
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.physics import SECONDS_PER_YEAR, false_alarm_rates
+from offline_iaas.records import read_run_info
 from offline_iaas.repository.backend.stateful import TimeSlides
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
@@ -239,9 +240,9 @@ def test_time_slides_send_no_more_bytes_per_streamed_second(campaigns) -> None:
     for name in ("bbhnet", "plain"):
         config, run_dir = campaigns[name]
         records = [json.loads(RunDir(run_dir).part(node)[1].read_text())
-                   for node in RunDir(run_dir).read_run_info()["clients"]]
+                   for node in read_run_info(RunDir(run_dir)).clients]
         jobs = [json.loads(RunDir(run_dir).job(node).read_text())
-                for node in RunDir(run_dir).read_run_info()["clients"]]
+                for node in read_run_info(RunDir(run_dir)).clients]
         streamed = sum(p["gps_end"] - p["gps_start"] for job in jobs for p in job["pieces"])
         sent[name] = sum(r["tensor_bytes_sent"] for r in records) / streamed
     config = campaigns["plain"][0]

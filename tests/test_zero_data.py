@@ -16,14 +16,14 @@ from offline_iaas.cli import main
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import config_from_dict, load_config
 from offline_iaas.errors import DataError
-from offline_iaas.jobspec import read_client_job
 from offline_iaas.merge.chunk_merge import merge_chunk
 from offline_iaas.merge.merge import merge
+from offline_iaas.records import BadFile, read_client_job, read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status, status_lines
 from tests.error_catalogue import documented
-from tests.helpers import skip_data_check
+from tests.helpers import complete_part, node_complete, skip_data_check
 
 START = 1_000_000_000
 FILE_SECONDS = 16
@@ -43,20 +43,20 @@ def write_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_seconds: fl
     return run
 
 
-def bad_file(gps_start: float) -> dict:
-    return {"path": f"/frames/H-H1_SYNTH-{gps_start:.0f}-{FILE_SECONDS}.gwf",
-            "gps_start": gps_start, "gps_end": gps_start + FILE_SECONDS,
-            "error": "the frame library crashed (SIGSEGV) reading it (truncated or corrupt?)"}
+def bad_file(gps_start: float) -> BadFile:
+    return BadFile(path=f"/frames/H-H1_SYNTH-{gps_start:.0f}-{FILE_SECONDS}.gwf",
+                   gps_start=gps_start, gps_end=gps_start + FILE_SECONDS,
+                   error="the frame library crashed (SIGSEGV) reading it (truncated or corrupt?)")
 
 
-def every_file_bad(run: RunDir) -> list[dict]:
+def every_file_bad(run: RunDir) -> list[BadFile]:
     """Each client's part as a client leaves it when every file it met was bad: the files
     recorded, every row NaN."""
     config = load_config(run.config)
     bad = [bad_file(START + k * FILE_SECONDS) for k in range(4)]
-    for node in run.read_run_info()["clients"]:
+    for node in read_run_info(run).clients:
         segment = read_client_job(run, node)
-        writer = PartWriter(run, segment, config.outputs.names, config.config_hash())
+        writer = PartWriter(run, segment, config.outputs.names, config.stream_hash())
         for entry in bad:
             writer.add_bad_file(entry, {})
         writer.commit(holes=[[(0, piece.windows)] for piece in segment.pieces])
@@ -88,9 +88,9 @@ def test_a_merge_over_no_analysed_data_fails_naming_the_list(
     assert message.endswith(f"the list is in {run.output[1]} (bad_frame_files)")
     record = json.loads(run.output[1].read_text())
     assert record["complete"] is False and record["analysed_seconds"] == 0
-    assert [e["path"] for e in record["bad_frame_files"]] == [e["path"] for e in bad]
+    assert [e["path"] for e in record["bad_frame_files"]] == [e.path for e in bad]
     assert not run.output[0].exists() and leftovers(run) == []
-    assert not run.node_complete("merge")
+    assert not node_complete(run, "merge")
 
     # the command: exit code 3 (DataError) and the one line
     capsys.readouterr()
@@ -115,9 +115,7 @@ def test_status_counts_analysed_seconds_not_planned_ones(
     planned = {n: sum(p["output_stop"] - p["output_start"] for p in s["pieces"]) * stride
                for n, s in specs.items()}
     # client0 met one bad file [START + 16, START + 32): its part is complete around the gap
-    (run.parts / "client0.h5").write_bytes(b"")
-    (run.parts / "client0.json").write_text(json.dumps(
-        {"complete": True, "bad_files": [bad_file(START + 16)]}))
+    complete_part(run, "client0", bad_files=(bad_file(START + 16),))
     status = read_status(run)
     # the gap costs its 16 s and a warm-up (0.75 s: 1 s kernel, 0.25 s stride) after it
     lost = 16 + 0.75
@@ -128,6 +126,6 @@ def test_status_counts_analysed_seconds_not_planned_ones(
     assert planned["client0"] == 31.5 and 0.75 + 31.5 < 32.75
     assert status.data_seconds_done == 16 - 0.75
     # the control: without the bad file, the planned seconds
-    (run.parts / "client0.json").write_text(json.dumps({"complete": True}))
+    complete_part(run, "client0")
     status = read_status(run)
     assert status.data_seconds_done == planned["client0"] and status.data_seconds_lost == 0

@@ -66,9 +66,9 @@ def cmd_export(args: argparse.Namespace) -> None:
     repo = export_repository(_config(args), args.weights, args.flavor, args.ensemble,
                              args.canary_weights)
     manifest = read_manifest(repo)
-    versions = ", ".join(f"{name} v{v}" for name, v in manifest["versions"].items())
-    logger.info(f"export: {repo} (mode {manifest['mode']}, {manifest['flavor']} flavor, "
-        f"{manifest.get('served', 'ensemble')} model: {versions})")
+    versions = ", ".join(f"{name} v{v}" for name, v in manifest.versions.items())
+    logger.info(f"export: {repo} (mode {manifest.mode}, {manifest.flavor} flavor, "
+        f"{manifest.served} model: {versions})")
 
 
 def cmd_train_demo(args: argparse.Namespace) -> None:

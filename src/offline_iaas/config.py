@@ -306,13 +306,29 @@ class MergeConfig:
 
 
 OUTPUT_SECTIONS: tuple[str, ...] = ("data", "model", "layout", "synth", "deepclean", "bbhnet")
+"""The sections the campaign's output depends on: the data, the networks and their windows,
+the split into client segments, the synthetic data and the post-processing. ``[server]``,
+``[client]``, ``[workflow]`` and ``[site]`` only say how and where the jobs run (timeouts,
+in-flight requests, instances, retries, resources): changing them keeps finished parts and
+merges valid."""
 HASH_EXEMPT: tuple[tuple[str, str], ...] = (("data", "on_bad_file"),)
 """Keys of those sections that only say what happens when something is wrong: a campaign
-finished under either value has the same output."""
-"""What ``config_hash`` covers: the data, the networks and their windows, the split into
-segments, the synthetic data and the post-processing. ``[server]``, ``[client]``,
-``[workflow]`` and ``[site]`` only say how and where the jobs run (timeouts, in-flight
-requests, instances, retries, resources): changing them keeps finished parts valid."""
+finished under either value has the same output (in neither hash)."""
+MERGE_ONLY: tuple[tuple[str, str], ...] = (
+    *(("deepclean", key) for key in (
+        "band_low_hz", "band_high_hz", "filter_order", "frame_seconds", "asd_fftlength",
+        "guard_hz", "channel_suffix", "frame_type", "gate", "gate_tolerance",
+        "gate_line_ratio")),
+    *(("bbhnet", key) for key in (
+        "cluster_seconds", "injections", "found_seconds", "exclusion_seconds",
+        "ifar_threshold_years")),
+)
+"""Keys of ``OUTPUT_SECTIONS`` that only the merge reads (its post-processing: the band-pass,
+GWF files and gate of DeepClean's products; trigger clustering, found/missed and IFAR of
+BBHnet's): in ``merge_hash``, not in ``stream_hash``. No client or served model reads them
+(``tests/test_config.py``)."""
+MERGE_SECTIONS: tuple[str, ...] = ("merge",)
+"""Whole sections only the merge reads (the merge tree): in ``merge_hash`` only."""
 
 
 @dataclass(frozen=True)
@@ -471,14 +487,34 @@ class CampaignConfig:
             out[f.name] = {k: plain_value(v) for k, v in dataclasses.asdict(section).items()}
         return out
 
-    def config_hash(self) -> str:
-        """Hash of the sections that determine the campaign's output (``OUTPUT_SECTIONS``),
-        less ``HASH_EXEMPT``."""
-        plain = {k: v for k, v in self.to_dict().items() if k in OUTPUT_SECTIONS}
-        for section, key in HASH_EXEMPT:
+    def stream_hash(self) -> str:
+        """Hash of what the clients' parts depend on: ``OUTPUT_SECTIONS`` less
+        ``HASH_EXEMPT`` and ``MERGE_ONLY``. A part's sidecar records it; a part recorded under
+        another is redone."""
+        return _digest(self._hashed(OUTPUT_SECTIONS, (*HASH_EXEMPT, *MERGE_ONLY)))
+
+    def merge_hash(self) -> str:
+        """Hash of what the merge's outputs depend on: what ``stream_hash`` covers, the
+        ``MERGE_ONLY`` keys and ``MERGE_SECTIONS``. The chunk merges' and the merge's summaries
+        record it: changing a merge-only setting redoes the merge nodes, not the clients."""
+        return _digest(self._hashed((*OUTPUT_SECTIONS, *MERGE_SECTIONS), HASH_EXEMPT))
+
+    def v1_hash(self) -> str:
+        """The one hash records of schema version 1 carry (``config_hash``, before the stream
+        and merge hashes were split: ``OUTPUT_SECTIONS`` less ``HASH_EXEMPT``), so that a run
+        directory written then keeps its parts and merges."""
+        return _digest(self._hashed(OUTPUT_SECTIONS, HASH_EXEMPT))
+
+    def _hashed(self, sections: tuple[str, ...], exempt: tuple[tuple[str, str], ...]
+                ) -> dict[str, Any]:
+        plain = {k: v for k, v in self.to_dict().items() if k in sections}
+        for section, key in exempt:
             plain[section].pop(key, None)
-        text = json.dumps(plain, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return plain
+
+
+def _digest(plain: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()[:16]
 
 
 SECTIONS: dict[str, type] = {

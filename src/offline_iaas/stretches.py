@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
-from offline_iaas.jobspec import ClientSegment, Piece
+from offline_iaas.records import ClientSegment, Piece
 
 
 @dataclass(frozen=True)

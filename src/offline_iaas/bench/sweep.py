@@ -184,7 +184,7 @@ def run_workload(
         services = {
             n: stack.enter_context(bench_server(
                 config.model.repository, RunDir(work_dir / f"{load.name}-{n}-run"),
-                read_manifest(config.model.repository)["models"],
+                list(read_manifest(config.model.repository).models),
             ))
             for n, config in configs.items()
         }
@@ -193,7 +193,7 @@ def run_workload(
             repo = export_workload(load, plan, work_dir, weights, plan.default_instances,
                                    ensemble=True).model.repository
             naive = stack.enter_context(bench_server(
-                repo, RunDir(work_dir / f"{load.name}-naive-run"), read_manifest(repo)["models"]
+                repo, RunDir(work_dir / f"{load.name}-naive-run"), list(read_manifest(repo).models)
             ))
         served = Served(load, configs, services, naive)
         if monitor_csv is not None:

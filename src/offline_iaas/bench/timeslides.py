@@ -113,7 +113,7 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = S
             config.bbhnet, time_shifts=slides, shift_seconds=shift_seconds))
         export_repository(config, weights)
         repo = config.model.repository
-        models = read_manifest(repo)["models"]
+        models = list(read_manifest(repo).models)
         with bench_server(repo, RunDir(work_dir / f"{name}-run"), models) as srv:
             jobs = [SlideJob(
                 model=config.model.name, outputs=config.outputs.names, url=srv.url,

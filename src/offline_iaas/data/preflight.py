@@ -35,6 +35,7 @@ from offline_iaas.physics import (
     injection_counts,
     place_injections,
 )
+from offline_iaas.records import BadFile
 from offline_iaas.stretches import make_stretches, statistic_spans
 
 PROBE_SECONDS = 1.0
@@ -276,8 +277,7 @@ def preflight(
         min_stretch_seconds(config),
     )
     result = dataclasses.replace(result, bad_files=[
-        {"path": str(f.path), "gps_start": f.gps_start, "gps_end": f.gps_end, "error": problem}
-        for f, problem in bad or []])
+        BadFile(str(f.path), f.gps_start, f.gps_end, problem) for f, problem in bad or []])
     if not result.stretches:
         reasons = "; ".join(f"{r}: {s:g} s" for r, s in result.dropped_by_reason().items())
         problems.append(f"no analysable time in {_range(*span)} ({reasons})")

@@ -32,6 +32,7 @@ from igwn_segments import segment, segmentlist
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import DataError
+from offline_iaas.records import BadFile
 from offline_iaas.stretches import Stretch
 
 if TYPE_CHECKING:
@@ -192,14 +193,13 @@ class AnalysableSpan:
     total_seconds
         Length of the configured span.
     bad_files
-        The frame files left out as gaps (``data.on_bad_file = "gap"``): ``path``,
-        ``gps_start``, ``gps_end`` and ``error`` each.
+        The frame files left out as gaps (``data.on_bad_file = "gap"``).
     """
 
     stretches: list[tuple[float, float]]
     dropped: list[tuple[float, float, str]]
     total_seconds: float
-    bad_files: list[dict] = field(default_factory=list)
+    bad_files: list[BadFile] = field(default_factory=list)
 
     @property
     def analysable_seconds(self) -> float:
@@ -229,7 +229,7 @@ class AnalysableSpan:
             lines.append(f"  dropped {_seconds(seconds)} s: {reason}")
         for bad in self.bad_files:
             lines.append(f"  bad frame file left out as a gap (data.on_bad_file = \"gap\"): "
-                         f"{bad['error']}")
+                         f"{bad.error}")
         for a, b in self.stretches:
             lines.append(f"  stretch [{_seconds(a)}, {_seconds(b)}) {_seconds(b - a)} s")
         return lines

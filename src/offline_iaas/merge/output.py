@@ -44,6 +44,7 @@ from offline_iaas.errors import raise_if_no_space
 from offline_iaas.merge.postprocess import ChunkProducts, postprocess, summarize
 from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.merge.tree import StretchExtent, whole_extents
+from offline_iaas.records import BadFile, ServedModel
 from offline_iaas.stretches import Stretch
 
 
@@ -72,15 +73,15 @@ class CampaignWriter:
     extents
         What this writer owns of each stretch (``merge/tree.py``); None: everything.
     bad_files
-        The frame files whose spans are gaps (``data.on_bad_file = "gap"``): ``path``,
-        ``gps_start``, ``gps_end``, ``error`` each; in the provenance.
+        The frame files whose spans are gaps (``data.on_bad_file = "gap"``), in the
+        provenance.
     """
 
     def __init__(
         self, path: Path, config: CampaignConfig, stretches: list[Stretch],
         frames_dir: Path | None = None, training: dict[str, list[float]] | None = None,
-        model: dict[str, Any] | None = None, extents: list[StretchExtent] | None = None,
-        bad_files: list[dict[str, Any]] | None = None,
+        model: ServedModel | None = None, extents: list[StretchExtent] | None = None,
+        bad_files: list[BadFile] | None = None,
     ) -> None:
         self.path = path
         self.config = config
@@ -176,7 +177,8 @@ class CampaignWriter:
         """Add the provenance, close, and rename the file and the frames to their names."""
         bounds = np.array([[s.gps_start, s.gps_end] for s in self.stretches], dtype=np.float64)
         self.file.attrs.update(
-            {**attrs, "config_hash": self.config.config_hash(), "stretches": bounds,
+            {**attrs, "stream_hash": self.config.stream_hash(),
+             "merge_hash": self.config.merge_hash(), "stretches": bounds,
              "mode": self.config.model.mode,
              "provenance": json.dumps(self.provenance, sort_keys=True)}
         )

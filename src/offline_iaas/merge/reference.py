@@ -20,8 +20,8 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.preflight import preflight
 from offline_iaas.errors import RunError
-from offline_iaas.jobspec import Piece
 from offline_iaas.merge.output import CampaignWriter
+from offline_iaas.records import Piece
 from offline_iaas.repository.export import check_repository, model_record, network_sessions
 from offline_iaas.repository.pipeline import mode_stream
 from offline_iaas.stretches import make_stretches, request_sizes
@@ -47,7 +47,7 @@ def run_reference(
     span = preflight(config, frames, allow_holes_in_science=True, allow_bad_files=True)
     stretches = make_stretches(config, span.stretches)
     try:
-        writer = CampaignWriter(out_path, config, stretches, training=manifest.get("training"),
+        writer = CampaignWriter(out_path, config, stretches, training=dict(manifest.training),
                                 model=model_record(config.model.repository, manifest),
                                 bad_files=span.bad_files)
     except OSError as err:  # a directory that cannot be created or written

@@ -24,12 +24,11 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
-from offline_iaas.jobspec import ClientSegment, MergeChunk
 from offline_iaas.physics import cluster_reach_windows, zero_phase_reach
+from offline_iaas.records import ClientSegment, MergeChunk
 from offline_iaas.rundir import CHUNK_PREFIX
 from offline_iaas.stretches import Stretch, output_x0
 
@@ -127,13 +126,6 @@ def chunk_extents(config: CampaignConfig, stretches: list[Stretch], gps_start: f
         rows = _needed_rows(config, stretch.kept_windows(config), statistic, noise)
         extents.append(StretchExtent(stretch, rows, statistic, noise))
     return extents
-
-
-def chunk_record_matches(record: Any, chunk: MergeChunk) -> bool:
-    """Whether a chunk merge's summary (``output/chunks/<node>.json``) is of this chunk: its
-    GPS interval and its parent clients."""
-    return (isinstance(record, dict) and record.get("gps") == [chunk.gps_start, chunk.gps_end]
-            and record.get("clients") == list(chunk.clients))
 
 
 def extent_data_seconds(config: CampaignConfig, extents: list[StretchExtent]) -> float:

@@ -502,7 +502,7 @@ def train_demo(
     reports["bbhnet"] = model.training_report
     logger.info(f"train-demo: {paths['bbhnet']} ({model.training_report['train_seconds']:.1f} s)")
     summary = {
-        "config_hash": config.config_hash(),
+        "stream_hash": config.stream_hash(),
         "dataset": dataset.get("directory"),
         "networks": {
             name: {"weights": paths[name].name, **report} for name, report in reports.items()

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from igwn_segments import segment, segmentlist
 
-from offline_iaas.jobspec import ClientSegment
+from offline_iaas.records import ClientSegment
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from offline_iaas import hooks
+from offline_iaas import hooks, records
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ModelError, ServerError
 from offline_iaas.rendezvous import addresses as address_files
@@ -237,11 +237,11 @@ def _checked_repository(run: RunDir, config: CampaignConfig, repository: Path | 
         model = dataclasses.replace(config.model, repository=unpack_repository(run, repository))
         config = dataclasses.replace(config, model=model)
     manifest = check_repository(config, load_graphs=True)
-    flavor = manifest.get("flavor", "cpu")
+    flavor = manifest.flavor
     if flavor != "cpu" and config.server.runtime == "native":
-        check_flavor_runnable(flavor, manifest.get("served", "ensemble"),
+        check_flavor_runnable(flavor, manifest.served,
                               locate_tritonserver().backend_dir, visible_gpus())
-    models = manifest.get("models") or [stage.model for stage in stages(config)] + [
+    models = list(manifest.models) or [stage.model for stage in stages(config)] + [
         config.model.name]
     check_models_present(config.model.repository, models)
     return config, models
@@ -273,7 +273,7 @@ def serve(
         raise ServerError(f"unknown rendezvous {rendezvous!r} (known: {', '.join(RENDEZVOUS)})")
     config = load_config(run.config)
     ads = job_ads() if rendezvous == "jobad" else None
-    run_id = run.run_id()
+    run_id = records.run_id(run)
     try:
         config, models = _checked_repository(run, config, repository)
     except (ModelError, ServerError) as err:  # say why to the clients waiting for it

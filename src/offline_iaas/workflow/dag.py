@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from offline_iaas.errors import RunError
-from offline_iaas.jobspec import ClientSegment
+from offline_iaas.records import ClientSegment
 from offline_iaas.rundir import DAGMAN_STATUS_FILE, MERGE_NODE
 
 CLIENT_CATEGORY = "clients"

@@ -28,8 +28,8 @@ from pathlib import Path
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError, no_space
 from offline_iaas.rendezvous.job_ads import FAKE_ENV
-from offline_iaas.rundir import MERGE_NODE, RunDir
-from offline_iaas.workflow.completion import complete_nodes
+from offline_iaas.rundir import RunDir
+from offline_iaas.workflow.completion import not_done
 from offline_iaas.workflow.dag import Dag, parse_dag
 from offline_iaas.workflow.emulation import node_command, stage_in, stage_out
 from offline_iaas.workflow.failures import ErrorPipe, node_error, run_failure
@@ -42,7 +42,6 @@ from offline_iaas.workflow.processes import (
     signal_group,
     terminate_group,
 )
-from offline_iaas.workflow.relocation import merged_elsewhere
 from offline_iaas.workflow.submit import parse_submit
 
 logger = logging.getLogger(__name__)
@@ -554,21 +553,19 @@ def run_local(
         runs[node.name] = NodeRun(node=node, command=command, ordinal=ordinal)
 
     jobs = [r for r in runs.values() if r.node.kind == "JOB"]
-    complete = complete_nodes(run, dag)
-    elsewhere = merged_elsewhere(run) if MERGE_NODE in complete else None
-    if elsewhere is not None:  # a copied or moved run: its output names the old one's files
-        complete.discard(MERGE_NODE)
-        logger.info(f"{MERGE_NODE}: its output was written in {elsewhere} and names files "
-                    "there (this run directory is a copy of it, or was moved): run again")
+    redo = not_done(run, dag)  # completeness.py: record, hash, size, checksum, place
     for r in jobs:
-        if r.node.name in complete:
+        if r.node.name not in redo:
             r.status = "complete"
     if all(r.status == "complete" for r in jobs):
         logger.info(f"nothing to do: every node of {run.path} is complete")
         return
     for r in jobs:
-        if r.status == "complete":
+        problem = redo.get(r.node.name)
+        if problem is None:
             logger.info(f"{r.node.name}: complete, not run again")
+        elif problem.written:  # something of it is there: say why it is redone
+            logger.info(f"{r.node.name}: runs again: {problem}")
 
     with _locked(run):
         signals = Signals()

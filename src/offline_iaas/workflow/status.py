@@ -17,11 +17,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from offline_iaas import records
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
-from offline_iaas.jobspec import ClientSegment
-from offline_iaas.rundir import RunDir, read_json
-from offline_iaas.workflow.completion import node_complete
+from offline_iaas.records import ClientJob, ClientSegment, PartRecord, R
+from offline_iaas.rundir import MERGE_NODE, RunDir, read_json
+from offline_iaas.workflow.completion import not_done
 from offline_iaas.workflow.dag import parse_dag
 from offline_iaas.workflow.failures import last_error
 
@@ -73,28 +74,21 @@ class RunStatus:
         return sum(1 for n in self.nodes if n.state == state and n.kind != "SERVICE")
 
 
-def _segments(specs: dict[str, Any]) -> list[ClientSegment] | None:
-    """The client segments of the job specs (None when one is not a client's spec)."""
-    try:
-        return [ClientSegment.from_dict(spec) for spec in specs.values()]
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-
-
-def _data_seconds(run: RunDir, specs: dict[str, Any],
+def _data_seconds(run: RunDir, specs: dict[str, ClientSegment | None],
                   complete: set[str]) -> tuple[float, float, float, int]:
-    """(done, total, lost, bad files) over the client nodes (``specs``: their job specs;
-    ``complete``: the nodes whose output is there), in data seconds analysed: a part's kept
-    windows less those in the gaps of the bad frame files known so far (make-dag's and the
-    complete parts'), which are ``lost`` (the merge stages the same windows)."""
+    """(done, total, lost, bad files) over the client nodes (``specs``: their job specs, None
+    where unreadable; ``complete``: the nodes whose output is there), in data seconds
+    analysed: a part's kept windows less those in the gaps of the bad frame files known so far
+    (make-dag's and the complete parts'), which are ``lost`` (the merge stages the same
+    windows)."""
     from offline_iaas.config import load_config
     from offline_iaas.merge.stitch import analysed_windows, bad_files, campaign_stretches
 
     config = load_config(run.config)
     stride = config.stride_seconds
     clients = list(specs)
-    segments = _segments(specs)
-    if not clients or segments is None:  # unknown spec layout: clients as equal shares
+    segments = [spec for spec in specs.values() if spec is not None]
+    if not clients or len(segments) < len(clients):  # unreadable specs: clients as equal shares
         total = config.data.duration
         return (total * len(complete & set(clients)) / len(clients) if clients else 0.0,
                 total, 0.0, 0)
@@ -109,17 +103,27 @@ def _data_seconds(run: RunDir, specs: dict[str, Any],
     return done * stride, total * stride, (planned - total) * stride, len(bad)
 
 
-def _note_server(node: NodeState, spec: Any, sidecar: Any) -> None:
+def _note_server(node: NodeState, spec: ClientSegment | None,
+                 sidecar: PartRecord | None) -> None:
     """A client's server (its spec's, or the last its sidecar names), and a move (failover or
     rebalance) said in its detail."""
-    own = spec.get("server", "") if isinstance(spec, dict) else ""
-    servers = sidecar.get("servers") if isinstance(sidecar, dict) else None
-    node.server = str(own)
-    if isinstance(servers, list) and servers:
-        node.server = str(servers[-1])
+    own = spec.server if spec is not None else ""
+    servers = list(sidecar.servers) if sidecar is not None else []
+    node.server = own
+    if servers:
+        node.server = servers[-1]
         if servers != [own]:
             moved = f"on {node.server} (moved from {own})"
             node.detail = f"{node.detail}; {moved}" if node.detail else moved
+
+
+def _readable(kind: type[R], path: Path) -> R | None:
+    """A record, or None when it is missing or not valid (``status`` shows what is there; why
+    a node is not done is ``completion.not_done``'s)."""
+    try:
+        return records.read_optional(kind, path)
+    except RunError:
+        return None
 
 
 def _parse_time(text: Any) -> float | None:
@@ -208,15 +212,22 @@ def read_status(run: RunDir) -> RunStatus:
         states, source = {}, "files only (not started)"
 
     status = RunStatus(run_dir=str(run.path), source=source)
-    complete = {n.name for n in dag.nodes.values() if node_complete(run, n)}
+    problems = not_done(run, dag)
+    complete = {n.name for n in dag.nodes.values() if n.kind == "JOB" and n.name not in problems}
     for node in dag.nodes.values():
         found = states.get(node.name)
         if found is None:
             found = NodeState(node.name, node.kind,
                               "done" if node.name in complete else "waiting")
         found.kind = node.kind
+        problem = problems.get(node.name)
         if found.state in ("waiting", "not run") and node.name in complete:
             found.state = "done"  # its output is there (a resubmission will skip it)
+        elif found.state == "done" and problem is not None:
+            found.state = "waiting"  # done once, but its output is gone, damaged or stale
+            found.detail = problem.reason
+        elif found.state in ("waiting", "not run") and problem is not None and problem.written:
+            found.detail = f"{found.detail}; {problem}" if found.detail else problem.reason
         if found.state == "failed":
             why = last_error(run.logs / f"{node.name}.err")
             found.detail = f"{found.detail}: {why}" if found.detail and why else \
@@ -224,16 +235,17 @@ def read_status(run: RunDir) -> RunStatus:
         status.nodes.append(found)
 
     # each client's job spec and part sidecar, read once
-    clients = {n.name: (read_json(run.job(n.name)), read_json(run.part(n.name)[1]))
+    clients = {n.name: (_readable(ClientJob, run.job(n.name)),
+                        _readable(PartRecord, run.part(n.name)[1]))
                for n in dag.nodes.values() if n.kind == "JOB" and n.submit == "client.sub"}
+    specs = {name: job.segment if job is not None else None
+             for name, (job, _) in clients.items()}
     for node in status.nodes:
         if node.name in clients:
-            _note_server(node, *clients[node.name])
-    specs = {name: spec for name, (spec, _) in clients.items()}
+            _note_server(node, specs[node.name], clients[node.name][1])
     (status.data_seconds_done, status.data_seconds_total, status.data_seconds_lost,
      status.bad_frame_files) = _data_seconds(run, specs, complete)
-    merge = dag.nodes.get("merge")
-    status.output_complete = merge is not None and node_complete(run, merge)
+    status.output_complete = MERGE_NODE in dag.nodes and MERGE_NODE in complete
     started = _started(run, local if not use_dagman else None)
     finished = not any(n.state in ("waiting", "running") for n in status.nodes
                        if n.kind == "JOB")
