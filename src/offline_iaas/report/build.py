@@ -37,6 +37,7 @@ from offline_iaas.report.timeline import (
     node_attempts,
 )
 from offline_iaas.rundir import RunDir, read_json
+from offline_iaas.serve.crashes import crash_lines
 from offline_iaas.serve.monitor import read_monitor_csv
 
 logger = logging.getLogger(__name__)
@@ -294,6 +295,12 @@ def _campaign(run: _Run, section: page.Section) -> None:
 
     section.parts.append(page.heading("Servers"))
     servers = run.run_info.get("servers") or []
+    crashes = crash_lines(run.paths, servers)
+    if crashes:
+        section.parts.append(page.paragraph(
+            "Server processes died by a signal, or server nodes exited and were restarted "
+            "(each stack trace is in the log named):", "problem"))
+        section.parts.append(page.preformatted("\n".join(crashes)))
     balance = _server_balance(run, servers)
     if balance:
         section.parts.append(page.table(

@@ -20,6 +20,7 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
 from offline_iaas.jobspec import ClientSegment
 from offline_iaas.rundir import RunDir, read_json
+from offline_iaas.serve.crashes import crash_lines
 from offline_iaas.workflow.completion import node_complete
 from offline_iaas.workflow.dag import parse_dag
 
@@ -61,6 +62,8 @@ class RunStatus:
     elapsed_seconds: float | None = None
     eta_seconds: float | None = None
     output_complete: bool = False
+    server_crashes: list[str] = field(default_factory=list)
+    """Server processes that died by a signal, and server restarts (``serve/crashes.py``)."""
 
     def count(self, state: str) -> int:
         return sum(1 for n in self.nodes if n.state == state and n.kind != "SERVICE")
@@ -230,6 +233,8 @@ def read_status(run: RunDir) -> RunStatus:
             _note_server(node, *clients[node.name])
     specs = {name: spec for name, (spec, _) in clients.items()}
     status.data_seconds_done, status.data_seconds_total = _data_seconds(run, specs, complete)
+    status.server_crashes = crash_lines(run, [n.name for n in dag.nodes.values()
+                                              if n.kind == "SERVICE"])
     merge = dag.nodes.get("merge")
     status.output_complete = merge is not None and node_complete(run, merge)
     started = _started(run, local if not use_dagman else None)
@@ -283,6 +288,9 @@ def status_lines(status: RunStatus) -> list[str]:
             f"{n.server.ljust(column)}  {n.detail}".rstrip()
         )
     lines += balance_lines(status)
+    if status.server_crashes:
+        lines.append("server crashes and restarts:")
+        lines += [f"  {line}" for line in status.server_crashes]
     jobs = [n for n in status.nodes if n.kind != "SERVICE"]
     counts = ", ".join(
         f"{status.count(s)} {s}" for s in ("done", "running", "waiting", "failed", "not run")
