@@ -200,6 +200,8 @@ def test_a_tritonserver_dead_by_sigsegv_is_restarted_and_shown_with_its_trace(
         f"  {line}" for line in expected]
     report = write_report(RunDir(run_dir)).read_text()
     assert f"server0: tritonserver died by SIGSEGV (see {where})" in report
-    assert "tritonserver died by signal SIGSEGV while serving" in (
+    assert "server0: tritonserver died by signal SIGSEGV while serving" in (
+        run_dir / "logs" / "server0.out").read_text()
+    assert "error: tritonserver ended with signal SIGSEGV while serving" in (
         run_dir / "logs" / "server0.err").read_text()
     assert processes_mentioning(str(run_dir)) == []
