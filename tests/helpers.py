@@ -254,3 +254,11 @@ class ServerLogWatch:
             else:
                 crashes += self._fatal(path)
         return ([] if crashes_expected else crashes) + ([] if exits_expected else exits)
+
+
+def parse_pbtxt(text: str):
+    """A ``config.pbtxt`` parsed as Triton's ``ModelConfig`` (protobuf's text format)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    return text_format.Parse(text, model_config_pb2.ModelConfig())

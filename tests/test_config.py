@@ -5,6 +5,7 @@ import pytest
 from offline_iaas.config import load_config, write_config
 from offline_iaas.config_checks import parse_override
 from offline_iaas.errors import ConfigError
+from tests.error_catalogue import documented
 
 
 def test_loads_with_defaults_and_resolves_paths(small_config_file: Path) -> None:
@@ -103,8 +104,10 @@ def test_parse_override_keeps_plain_strings() -> None:
 def test_mode_needs_witnesses_of_every_detector(small_config_file: Path) -> None:
     deepclean = ['model.mode="deepclean"']
     with pytest.raises(ConfigError, match=r"'data.witnesses' has no witness channel of L1 "
-                       r"\(mode 'deepclean' runs a DeepClean per interferometer\)"):
+                       r"\(mode 'deepclean' runs a DeepClean per interferometer\)") as caught:
         load_config(small_config_file, [*deepclean, 'data.witnesses=["H1:PEM-X"]'])
+    documented("witnesses-of-a-detector-missing", str(caught.value), {small_config_file: "C"},
+               exit_code=ConfigError.exit_code)
     with pytest.raises(ConfigError, match="'model.mode' must be one of classifier, deepclean"):
         load_config(small_config_file, ['model.mode="clean"'])
     with pytest.raises(ConfigError, match="names interferometer V1"):
@@ -117,8 +120,10 @@ def test_mode_needs_witnesses_of_every_detector(small_config_file: Path) -> None
 
 def test_on_bad_file_must_be_fail_or_gap(small_config_file: Path) -> None:
     with pytest.raises(ConfigError, match=r"'data.on_bad_file' must be one of 'fail', 'gap', "
-                       r"got 'skip'"):
+                       r"got 'skip'") as caught:
         load_config(small_config_file, ['data.on_bad_file="skip"'])
+    documented("on-bad-file-value", str(caught.value), {small_config_file: "C"},
+               exit_code=ConfigError.exit_code)
     fail = load_config(small_config_file)
     gap = load_config(small_config_file, ['data.on_bad_file="gap"'])
     assert (fail.data.on_bad_file, gap.data.on_bad_file) == ("fail", "gap")

@@ -16,6 +16,7 @@ from offline_iaas.errors import ModelError
 from offline_iaas.models.weights import build_network
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.repository.networks import subtract_onnx
+from tests.error_catalogue import documented
 from tests.helpers import WITNESSES, untrained_weights
 
 
@@ -47,8 +48,11 @@ def test_wrong_witness_count_is_refused_with_both_shapes(small_config_file: Path
     torch.save(build_network("deepclean", {"witnesses": 5}).state_dict(),
                weights / "deepclean-L1.pt")
     with pytest.raises(ModelError, match=r"deepclean-L1\.pt: input_conv\.weight has shape "
-                       r"\(5, 5, 7\), the campaign needs \(1, 1, 7\) \(1 witness channel\)"):
+                       r"\(5, 5, 7\), the campaign needs \(1, 1, 7\) \(1 witness channel\)"
+                       ) as caught:
         export_repository(config, weights)
+    documented("deepclean-weights-witness-count", str(caught.value), {weights: "W"},
+               exit_code=ModelError.exit_code)
     assert not config.model.repository.exists()
 
 
@@ -56,15 +60,20 @@ def test_wrong_bbhnet_shapes_and_non_models_are_refused(small_config_file: Path)
     config = config_for(small_config_file, "bbhnet")
     weights = untrained_weights(small_config_file.parent / "w")
     torch.save(build_network("bbhnet", {"ifos": 3}).state_dict(), weights / "bbhnet.pt")
+    refusals = {}
     with pytest.raises(ModelError, match=r"stem\.0\.weight has shape \(8, 3, 7\), the campaign "
-                       r"needs \(8, 2, 7\)"):
+                       r"needs \(8, 2, 7\)") as refusals["bbhnet-weights-detector-count"]:
         export_repository(config, weights)
     (weights / "bbhnet.pt").write_text("not a model at all\n")
-    with pytest.raises(ModelError, match="is not a torch state_dict, TorchScript or ONNX file"):
+    with pytest.raises(ModelError, match="is not a torch state_dict, TorchScript or ONNX "
+                       "file") as refusals["weights-not-a-model"]:
         export_repository(config, weights)
     (weights / "bbhnet.pt").unlink()
-    with pytest.raises(ModelError, match=r"no file for bbhnet \(looked for bbhnet"):
+    with pytest.raises(ModelError, match=r"no file for bbhnet \(looked for "
+                       r"bbhnet") as refusals["weights-missing-for-a-network"]:
         export_repository(config, weights)
+    for row, caught in refusals.items():
+        documented(row, str(caught.value), {weights: "W"}, exit_code=ModelError.exit_code)
     assert not config.model.repository.exists()
 
 

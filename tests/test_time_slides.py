@@ -27,6 +27,7 @@ from offline_iaas.physics import SECONDS_PER_YEAR, false_alarm_rates
 from offline_iaas.repository.backend.stateful import TimeSlides
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
+from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
 from tests.oracle import read_series, read_triggers, run_problems
 
@@ -95,13 +96,20 @@ def test_a_trigger_louder_than_the_whole_background_gets_one_over_the_livetime()
 
 def test_time_shifts_need_a_bbhnet_mode_two_detectors_and_whole_samples(tmp_path: Path) -> None:
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
-    with pytest.raises(ConfigError, match="bbhnet.time_shifts.*BBHnet mode"):
+    refusals = {}
+    with pytest.raises(ConfigError, match="bbhnet.time_shifts.*BBHnet "
+                       "mode") as refusals["time-slides-outside-bbhnet"]:
         load_config(tmp_path / "campaign.toml", ["bbhnet.time_shifts=3"])  # classifier
     bbhnet = ['model.mode="bbhnet"', "bbhnet.time_shifts=3"]
-    with pytest.raises(ConfigError, match="bbhnet.shift_seconds.*whole number of strides"):
+    with pytest.raises(ConfigError, match="bbhnet.shift_seconds.*whole number of "
+                       "strides") as refusals["time-slides-not-whole-strides"]:
         load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.shift_seconds=0.3"])
-    with pytest.raises(ConfigError, match="data.channels must name two"):
+    with pytest.raises(ConfigError, match="data.channels must name "
+                       "two") as refusals["time-slides-one-detector"]:
         load_config(tmp_path / "campaign.toml", [*bbhnet, 'data.channels=["H1:X"]'])
+    for row, caught in refusals.items():
+        documented(row, str(caught.value), {tmp_path / "campaign.toml": "C"},
+                   exit_code=ConfigError.exit_code)
     with pytest.raises(ConfigError, match="bbhnet.time_shifts.*negative"):
         load_config(tmp_path / "campaign.toml", ['model.mode="bbhnet"', "bbhnet.time_shifts=-1"])
 
@@ -122,8 +130,10 @@ def test_the_ensemble_layout_refuses_time_slides(tmp_path: Path) -> None:
     config = load_config(tmp_path / "campaign.toml", [
         'model.mode="bbhnet"', "bbhnet.time_shifts=2",
         f'model.repository="{tmp_path / "repo"}"'])
-    with pytest.raises(ModelError, match="steps of the fused model"):
+    with pytest.raises(ModelError, match="steps of the fused model") as caught:
         export_repository(config, None, ensemble=True)
+    documented("ensemble-with-time-slides", str(caught.value), {tmp_path / "repo": "R"},
+               exit_code=ModelError.exit_code)
     assert not (tmp_path / "repo").exists()
 
 
@@ -183,8 +193,10 @@ def test_a_time_slide_campaign_equals_its_reference_and_the_oracle(campaigns, na
 def test_a_repository_exported_without_slides_is_refused(campaigns) -> None:
     slid, _ = campaigns["bbhnet"]
     plain, _ = campaigns["plain"]
-    with pytest.raises(ModelError, match="exported with 0 time slides.*asks for 3"):
+    with pytest.raises(ModelError, match="exported with 0 time slides.*asks for 3") as caught:
         check_repository(dataclasses.replace(slid, model=plain.model))
+    documented("repository-without-time-slides", str(caught.value),
+               {plain.model.repository: "R"}, exit_code=ModelError.exit_code)
 
 
 @pytest.mark.slow
@@ -238,26 +250,37 @@ def test_time_slides_send_no_more_bytes_per_streamed_second(campaigns) -> None:
 
 
 def vt_problems(run_dir: Path, shift_injections: float = 0.0) -> list[str]:
-    """The campaign's VT curve against one computed here from its triggers (time, IFAR) and
-    synth.json (times, the population's volume), sharing no code with the merge: found at a
-    threshold when a trigger within found_seconds has an IFAR at least it."""
+    """The campaign's VT curve against one computed here from its triggers (time, IFAR),
+    run.json's training span and synth.json (times, the population's volume, draws per
+    injection), sharing no code with the merge: held out when in the analysed time and outside
+    the training span; found at a threshold when a trigger within found_seconds has an IFAR at
+    least it; N = held out x drawn / injected; thresholds beyond the background null."""
     summary = json.loads((run_dir / "output" / "campaign.json").read_text())
     bbhnet = summary["bbhnet"]
     found_seconds = 1.0  # bbhnet.found_seconds' default
     with h5py.File(run_dir / "output" / "campaign.h5", "r") as f:
         times, ifars = f["triggers"]["time"], f["triggers"]["ifar"]
     synth = json.loads((run_dir.parent.parent / "frames" / "synth.json").read_text())
-    volume = synth["population"]["time_volume_gpc3"]
+    population = synth["population"]
+    volume = population["time_volume_gpc3"]
+    training = json.loads((run_dir / "run.json").read_text()).get("training", {}).get("bbhnet")
     counted = {round(r["gps_time"], 6) for r in bbhnet["injections"]}  # in analysed time
     injected = [i["gps_time"] + shift_injections for i in synth["injections"]
-                if round(i["gps_time"], 6) in counted]
+                if round(i["gps_time"], 6) in counted
+                and not (training and training[0] <= i["gps_time"] < training[1])]
+    trials = len(injected) * population["drawn"] / population["injected"]
     years = bbhnet["analysed_seconds"] / (365.25 * 86400)
+    reach = bbhnet["background_livetime_seconds"] / (365.25 * 86400)
     problems = []
     for point in bbhnet["sensitivity"]["curve"]:
         threshold = point["ifar_threshold_years"]
+        if threshold > reach:
+            if point["vt_gpc3_years"] is not None or point["found"] is not None:
+                problems.append(f"IFAR {threshold:.3g} yr beyond the background: not null")
+            continue
         found = sum(bool(np.any((np.abs(times - t) <= found_seconds) & (ifars >= threshold)))
                     for t in injected)
-        vt = volume * years * found / len(injected)
+        vt = volume * years * found / trials
         if (point["found"], point["injections"]) != (found, len(injected)) or not np.isclose(
                 point["vt_gpc3_years"], vt, rtol=1e-9, atol=0):
             problems.append(f"IFAR {threshold:.3g} yr: campaign {point['found']}/"
@@ -270,7 +293,7 @@ def vt_problems(run_dir: Path, shift_injections: float = 0.0) -> list[str]:
 def test_the_sensitive_volume_follows_from_the_triggers_and_the_injections(campaigns) -> None:
     _, run_dir = campaigns["bbhnet"]
     bbhnet = json.loads((run_dir / "output" / "campaign.json").read_text())["bbhnet"]
-    found = [p["found"] for p in bbhnet["sensitivity"]["curve"]]
+    found = [p["found"] for p in bbhnet["sensitivity"]["curve"] if p["measurable"]]
     assert max(found) > 0  # some injection is found at the lowest thresholds
     assert vt_problems(run_dir) == []
     assert vt_problems(run_dir, shift_injections=5.0) != []  # control: injections elsewhere

@@ -33,7 +33,6 @@ from offline_iaas.bench.workloads import DEFAULT_WORKLOADS, Workload, workload, 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.repository.export import FLAVOR_DEVICE, export_repository, read_manifest
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.monitor import start_monitor
 
@@ -149,7 +148,7 @@ class Served:
                                  device=plan.device)
         if path == "service":
             return measure_service(
-                load, self.services[instances], config.model.name, ensemble_outputs(config),
+                load, self.services[instances], config.model.name, config.outputs.names,
                 batch_size, clients, plan.in_flight, seconds, instances,
             )
         return measure_naive(load, self.naive, batch_size, clients, plan.in_flight, seconds,

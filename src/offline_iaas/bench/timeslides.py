@@ -37,7 +37,6 @@ from offline_iaas.bench.server import bench_server
 from offline_iaas.bench.service import SEQUENCE_BASE_STEP, stream_updates
 from offline_iaas.bench.workloads import BBHNET, Workload, split_strides, write_weights
 from offline_iaas.repository.export import export_repository, read_manifest
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
 
 SHIFTS = 100
@@ -117,7 +116,7 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = S
         models = read_manifest(repo)["models"]
         with bench_server(repo, RunDir(work_dir / f"{name}-run"), models) as srv:
             jobs = [SlideJob(
-                model=config.model.name, outputs=ensemble_outputs(config), url=srv.url,
+                model=config.model.name, outputs=config.outputs.names, url=srv.url,
                 headers=srv.headers, load=load,
                 data_seconds=(lead + share * load.stride_samples) / load.sample_rate_hz,
                 batch_size=batch_size, in_flight=IN_FLIGHT,

@@ -27,7 +27,7 @@ import numpy as np
 
 from offline_iaas import hooks
 from offline_iaas.client.balance import claim, start_server
-from offline_iaas.client.part import Holes, PartWriter, part_is_complete, peak_rss_mb
+from offline_iaas.client.part import Holes, PartWriter, part_is_complete
 from offline_iaas.client.requests import piece_samples, request_updates
 from offline_iaas.client.transport import RequestStream, connect, is_live
 from offline_iaas.config import CampaignConfig, load_config
@@ -40,7 +40,7 @@ from offline_iaas.jobspec import ClientSegment, Piece, read_client_job
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.rendezvous.access import auth_headers
 from offline_iaas.rendezvous.addresses import ServerAddress
-from offline_iaas.repository.pipeline import ensemble_outputs, output_rows, row_shape
+from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import Stretch, request_sizes, sub_pieces
 
@@ -156,7 +156,7 @@ def _stream_once(
     times = StreamRecord() if times is None else times
     stride = config.stride_samples
     warmup = config.warmup_windows
-    outputs = ensemble_outputs(config)
+    outputs = config.outputs.names
     streams, holes = segment_streams(config, segment, _bad_spans(writer))
     placed: dict[int, _PieceRows] = {}
     total_requests = sum(
@@ -174,7 +174,7 @@ def _stream_once(
     def place(request_id: str, result) -> None:
         key, index = map(int, request_id.split(":"))
         placed[key].add(
-            index, {name: output_rows(config, name, result.as_numpy(name)[0]) for name in outputs}
+            index, {name: config.outputs.rows(name, result.as_numpy(name)[0]) for name in outputs}
         )
         times.last_response_unix = time.time()
         progress.advance(placed[key].sizes[index] * window_seconds)
@@ -274,9 +274,9 @@ def run_client(
         return
     hooks.reached(run, node, "start")
     frames = discover_frames(config)
-    outputs = ensemble_outputs(config)
+    outputs = config.outputs.names
     writer = PartWriter(run, segment, outputs, config_hash,
-                        {name: row_shape(config, name) for name in outputs})
+                        {name: config.outputs.row_shape(name) for name in outputs})
     resumed = sum(writer.progress())
     logger.info(
         f"{node}: streaming {len(segment.pieces)} piece(s), {segment.streamed_seconds:.0f} s "

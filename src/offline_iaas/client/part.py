@@ -26,7 +26,7 @@ import h5py
 import numpy as np
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.errors import RunError
+from offline_iaas.errors import RunError, no_space
 from offline_iaas.jobspec import ClientSegment
 from offline_iaas.rundir import RunDir, says_complete
 
@@ -56,13 +56,6 @@ def part_is_complete(run: RunDir, node: str, config_hash: str) -> bool:
             and run.part(node)[0].exists())
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident memory in MiB."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 Holes = list[list[tuple[int, int]]]
 """Per piece, the rows ``[a, b)`` no stream produces (windows in a gap left by a bad frame
 file, ``data.on_bad_file = "gap"``): they count as done and are NaN in the part."""
@@ -84,7 +77,7 @@ class PartWriter:
         self.segment = segment
         self.outputs = outputs
         self.row_shapes = row_shapes or {}
-        """Each output's row shape (``pipeline.row_shape``), for a piece that is all hole."""
+        """Each output's row shape (``Outputs.row_shape``), for a piece that is all hole."""
         self.config_hash = config_hash
         self.h5_path, self.json_path = run.part(segment.node)
         self.chunk_dir = run.chunks(segment.node)
@@ -153,7 +146,8 @@ class PartWriter:
             os.replace(tmp, path)
         except OSError as err:  # a full disk, most likely
             tmp.unlink(missing_ok=True)
-            raise RunError(f"{self.segment.node}: cannot write checkpoint {path}: {err}") from None
+            raise (no_space(err, path) or RunError(
+                f"{self.segment.node}: cannot write checkpoint {path}: {err}")) from None
 
     def commit(self, extra: dict[str, Any] | None = None, holes: Holes | None = None) -> None:
         """Assemble the chunks into the part file (hole rows NaN), rename it, then write the
@@ -190,7 +184,8 @@ class PartWriter:
             os.replace(tmp, self.h5_path)
         except OSError as err:
             tmp.unlink(missing_ok=True)
-            raise RunError(f"{self.segment.node}: cannot write {self.h5_path}: {err}") from None
+            raise (no_space(err, self.h5_path) or RunError(
+                f"{self.segment.node}: cannot write {self.h5_path}: {err}")) from None
         sidecar = {
             **self.segment.to_dict(),
             "config_hash": self.config_hash,

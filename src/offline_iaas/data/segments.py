@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from igwn_segments import segment, segmentlist
+
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import DataError
 from offline_iaas.stretches import Stretch
@@ -139,48 +141,23 @@ def _read_xml(path: Path) -> SegmentList:
     return active
 
 
-# ---- interval arithmetic (pure) --------------------------------------------------------------
+# ---- GPS intervals (igwn-segments, with our round-off policy) --------------------------------
 
 
-def coalesce(intervals: Iterable[Interval]) -> list[Interval]:
-    """Sorted union of ``[start, end)`` intervals (touching ones joined, empty ones dropped)."""
-    out: list[list[float]] = []
-    for a, b in sorted((float(a), float(b)) for a, b in intervals):
-        if b - a <= GPS_TOLERANCE_SECONDS:
-            continue
-        if out and a <= out[-1][1] + GPS_TOLERANCE_SECONDS:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
+def gps_segments(intervals: Iterable[Interval]) -> segmentlist:
+    """The union of ``[start, end)`` GPS intervals as a coalesced ``segmentlist``, less the
+    float round-off of GPS arithmetic.
 
-
-def intersect(left: Sequence[Interval], right: Sequence[Interval]) -> list[Interval]:
-    """Intersection of two interval lists."""
-    out = []
-    for a0, a1 in coalesce(left):
-        for b0, b1 in coalesce(right):
-            lo, hi = max(a0, b0), min(a1, b1)
-            if hi - lo > GPS_TOLERANCE_SECONDS:
-                out.append((lo, hi))
-    return coalesce(out)
-
-
-def subtract(left: Sequence[Interval], right: Sequence[Interval]) -> list[Interval]:
-    """The parts of ``left`` not in ``right``."""
-    out = []
-    holes = coalesce(right)
-    for a, b in coalesce(left):
-        cursor = a
-        for h0, h1 in holes:
-            if h1 <= cursor or h0 >= b:
-                continue
-            if h0 > cursor:
-                out.append((cursor, h0))
-            cursor = max(cursor, h1)
-        if cursor < b:
-            out.append((cursor, b))
-    return coalesce(out)
+    Intervals no longer than ``GPS_TOLERANCE_SECONDS`` are dropped and gaps no longer than it
+    closed; the set arithmetic itself (``&``, ``|``, ``-``) is igwn-segments', whose results
+    are passed through here again. Ends stay floats (seconds); nothing is rounded.
+    """
+    segments = segmentlist(segment(float(a), float(b)) for a, b in intervals
+                           if float(b) - float(a) > GPS_TOLERANCE_SECONDS).coalesce()
+    if len(segments) < 2:
+        return segments
+    gaps = segmentlist([segments.extent()]) - segments
+    return segments | segmentlist(g for g in gaps if g[1] <= g[0] + GPS_TOLERANCE_SECONDS)
 
 
 # ---- the analysable span ---------------------------------------------------------------------
@@ -284,15 +261,15 @@ def compute_stretches(
         Stretches shorter than this after rounding are dropped.
     """
     dropped: list[tuple[float, float, str]] = []
-    available = coalesce([span])
+    available = gps_segments([span])
     if science is not None:
-        inside = intersect(available, list(science))
-        dropped += [(a, b, REASON_OUTSIDE_SCIENCE) for a, b in subtract(available, inside)]
+        inside = gps_segments(available & gps_segments(science))
+        dropped += [(a, b, REASON_OUTSIDE_SCIENCE) for a, b in gps_segments(available - inside)]
         available = inside
     for observatory in sorted(coverage):
-        inside = intersect(available, list(coverage[observatory]))
+        inside = gps_segments(available & gps_segments(coverage[observatory]))
         reason = no_data_reason(observatory)
-        dropped += [(a, b, reason) for a, b in subtract(available, inside)]
+        dropped += [(a, b, reason) for a, b in gps_segments(available - inside)]
         available = inside
     stretches: list[tuple[float, float]] = []
     short = short_reason(min_seconds)
@@ -314,10 +291,10 @@ def compute_stretches(
 
 def frame_coverage(
     frames: Sequence[FrameFile], observatories: Iterable[str]
-) -> dict[str, list[Interval]]:
+) -> dict[str, segmentlist]:
     """Per observatory letter, the union of the GPS intervals of the files holding it."""
     return {
-        obs: coalesce((f.gps_start, f.gps_end) for f in frames if obs in f.observatory)
+        obs: gps_segments((f.gps_start, f.gps_end) for f in frames if obs in f.observatory)
         for obs in observatories
     }
 
@@ -343,27 +320,6 @@ def min_stretch_seconds(config: CampaignConfig) -> float:
     return (config.warmup_windows + 1) * config.stride_seconds
 
 
-def analysable_span(config: CampaignConfig, frames: Sequence[FrameFile]) -> AnalysableSpan:
-    """The campaign's analysable stretches given its frame files (and segment file, if set).
-
-    Parameters
-    ----------
-    config
-        The campaign: span, channels, model rate, stride, warm-up and ``data.segments``.
-    frames
-        The frame files (``discover_frames``); only their names/intervals are used.
-    """
-    data = config.data
-    return compute_stretches(
-        (data.start, data.start + data.duration),
-        frame_coverage(frames, observatories(data.channels)),
-        science_segments(config),
-        data.start,
-        config.stride_seconds,
-        min_stretch_seconds(config),
-    )
-
-
 def without_bad_files(config: CampaignConfig, stretches: Sequence[Stretch],
                       bad: Sequence[Interval]) -> list[Stretch]:
     """The stretches left when the spans of bad frame files are gaps (``data.on_bad_file =
@@ -375,11 +331,12 @@ def without_bad_files(config: CampaignConfig, stretches: Sequence[Stretch],
     stretches come back as they are.
     """
     found: list[Stretch] = []
-    holes = coalesce(bad)
+    holes = gps_segments(bad)
     for stretch in stretches:
         span = (stretch.gps_start, stretch.gps_end)
-        left = compute_stretches(span, {"": subtract([span], holes)}, None, config.data.start,
-                                 config.stride_seconds, min_stretch_seconds(config))
+        left = compute_stretches(span, {"": gps_segments(gps_segments([span]) - holes)}, None,
+                                 config.data.start, config.stride_seconds,
+                                 min_stretch_seconds(config))
         for a, b in left.stretches:
             found.append(Stretch(len(found), a, b))
     return found

@@ -40,10 +40,10 @@ import h5py
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import raise_if_no_space
 from offline_iaas.merge.postprocess import ChunkProducts, postprocess, summarize
 from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.merge.tree import StretchExtent, whole_extents
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.stretches import Stretch
 
 
@@ -88,7 +88,7 @@ class CampaignWriter:
         self.frames_dir = frames_dir
         self.training = dict(training or {})
         self.provenance = campaign_provenance(config, model, bad_files)
-        self.outputs = ensemble_outputs(config)
+        self.outputs = config.outputs.names
         self.whole = extents is None
         self.extents = whole_extents(config, stretches) if extents is None else extents
         self.extent_of = {e.stretch.index: e for e in self.extents}
@@ -97,11 +97,22 @@ class CampaignWriter:
             stale.unlink(missing_ok=True)
         self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         self.stage_path = path.with_name(f".{path.name}.{os.getpid()}.stage.tmp")
-        self.file = h5py.File(self.tmp, "w")
-        self.stage = h5py.File(self.stage_path, "w")
         self.frames_tmp: Path | None = None
         self.names: dict[tuple[str, int], list[str]] = {}
         """Staged datasets of each (output, stretch): the extent's ``rows``."""
+        self.file: h5py.File | None = None
+        self.stage: h5py.File | None = None
+        try:  # a full disk may refuse either file: neither is left behind
+            self.file = h5py.File(self.tmp, "w")
+            self.stage = h5py.File(self.stage_path, "w")
+            self._stage_datasets()
+        except BaseException as err:
+            self.discard()
+            raise_if_no_space(err, path)  # named by its final name
+            raise
+
+    def _stage_datasets(self) -> None:
+        config = self.config
         stride = config.stride_samples
         for e in self.extents:
             rows = e.rows[1] - e.rows[0]
@@ -127,7 +138,7 @@ class CampaignWriter:
         return (lo, hi) if hi > lo else (kept_offset, kept_offset)
 
     def write(self, output: str, stretch: int, kept_offset: int, rows: np.ndarray) -> None:
-        """Stage ``rows`` (``output_rows`` layout) at kept window ``kept_offset`` of a stretch
+        """Stage ``rows`` (``Outputs.rows`` layout) at kept window ``kept_offset`` of a stretch
         (the rows outside the writer's extent are dropped)."""
         lo, hi = self.wanted(stretch, kept_offset, len(rows))
         if hi <= lo:
@@ -178,14 +189,20 @@ class CampaignWriter:
             os.replace(self.frames_tmp, self.frames_dir)
 
     def _close_stage(self) -> None:
-        if self.stage.id.valid:
-            self.stage.close()
+        if self.stage is not None and self.stage.id.valid:
+            try:
+                self.stage.close()
+            except OSError:  # a full disk: the staged rows are deleted anyway
+                pass
         self.stage_path.unlink(missing_ok=True)
 
     def discard(self) -> None:
         """Close and delete the temporary files (after a failure)."""
-        if self.file.id.valid:
-            self.file.close()
+        if self.file is not None and self.file.id.valid:
+            try:
+                self.file.close()
+            except OSError:  # its last writes fail again on a full disk: it is deleted anyway
+                pass
         self._close_stage()
         self.tmp.unlink(missing_ok=True)
         if self.frames_dir is not None:

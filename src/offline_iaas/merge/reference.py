@@ -23,7 +23,7 @@ from offline_iaas.errors import RunError
 from offline_iaas.jobspec import Piece
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.repository.export import check_repository, model_record, network_sessions
-from offline_iaas.repository.pipeline import mode_stream, output_rows
+from offline_iaas.repository.pipeline import mode_stream
 from offline_iaas.stretches import make_stretches, request_sizes
 
 
@@ -76,7 +76,7 @@ def run_reference(
             window = 0
             for size, update in zip(sizes, updates, strict=True):
                 for name, values in runner.update(update).items():
-                    rows = output_rows(config, name, values)[max(0, warmup - window) :]
+                    rows = config.outputs.rows(name, values)[max(0, warmup - window) :]
                     writer.write(name, stretch.index, max(0, window - warmup), rows)
                 window += size
         if timings is not None:

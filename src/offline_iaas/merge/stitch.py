@@ -4,27 +4,28 @@
 
 from __future__ import annotations
 
+import bisect
+import json
 import logging
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from offline_iaas import hooks
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.client.part import (
     file_sha256,
-    peak_rss_mb,
     read_piece_rows,
     read_sidecar,
 )
 from offline_iaas.config import CampaignConfig
-from offline_iaas.data.segments import without_bad_files
-from offline_iaas.errors import RunError
-from offline_iaas.jobspec import ClientSegment
+from offline_iaas.data.segments import gps_segments, without_bad_files
+from offline_iaas.errors import DataError, RunError
+from offline_iaas.jobspec import ClientSegment, Piece
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
-from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import Stretch, part_offset, stretches_of, sub_pieces
 
@@ -105,6 +106,53 @@ def campaign_stretches(config: CampaignConfig, segments: list[ClientSegment],
     return without_bad_files(config, stretches_of(segments), spans)
 
 
+def analysed_windows(config: CampaignConfig, segments: list[ClientSegment],
+                     stretches: list[Stretch]) -> dict[str, int]:
+    """Windows of output each client's part holds data for (what the merge stages from it):
+    its kept windows less those that the bad frame files' gaps leave out (``stretches``: the
+    campaign's, ``campaign_stretches``, in time order)."""
+    starts = [s.gps_start for s in stretches]
+
+    def near(piece: Piece) -> list[Stretch]:  # the stretches within the piece's planned one
+        first = max(0, bisect.bisect_right(starts, piece.stretch_gps_start) - 1)
+        return stretches[first:bisect.bisect_left(starts, piece.stretch_gps_end)]
+
+    return {seg.node: sum(sub.output_stop - sub.output_start for piece in seg.pieces
+                          for sub in sub_pieces(config, piece, near(piece)))
+            for seg in segments}
+
+
+def analysed_seconds(config: CampaignConfig, stretches: list[Stretch]) -> float:
+    """Seconds of data the output of ``stretches`` holds (kept windows times the stride)."""
+    return sum(s.kept_windows(config) for s in stretches) * config.stride_seconds
+
+
+def no_data_analysed(run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
+                     bad: list[dict[str, Any]]) -> DataError:
+    """What a merge says when the bad frame files leave no data to analyse: it records so in
+    ``output/campaign.json`` (``"complete": false``, zero analysed seconds, the files), so
+    that nothing takes the run for done, and returns the one-line error naming that file."""
+    planned = stretches_of(segments)
+    summary_path = run.output[1]
+    write_text_atomic(summary_path, json.dumps({
+        "complete": False, "analysed_seconds": 0.0,
+        "planned_seconds": analysed_seconds(config, planned),
+        "config_hash": config.config_hash(), "mode": config.model.mode,
+        "bad_frame_files": bad}, indent=2))
+    gaps = gps_segments((float(e["gps_start"]), float(e["gps_end"])) for e in bad)
+    every = not gps_segments(gps_segments((s.gps_start, s.gps_end) for s in planned) - gaps)
+    if bad and every:
+        why = (f"every frame file of the span was bad ({len(bad)} found bad, each a gap with "
+               'data.on_bad_file = "gap")')
+    elif bad:
+        why = (f'the {len(bad)} bad frame files (gaps with data.on_bad_file = "gap") leave '
+               "no stretch long enough to analyse")
+    else:
+        why = "the span has no stretch to analyse"
+    return DataError(f"no data analysed: {why}; the list is in {summary_path} "
+                     "(bad_frame_files)")
+
+
 def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
                 writer: CampaignWriter, node: str, progress: NullProgress = NO_PROGRESS,
                 stretches: list[Stretch] | None = None) -> None:
@@ -136,7 +184,7 @@ def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegmen
         progress.note(f"part {part}/{len(needed)} ({seg.node})")
         for start in range(first, end, BLOCK_ROWS):
             stop = min(start + BLOCK_ROWS, end)
-            for output in ensemble_outputs(config):
+            for output in config.outputs.names:
                 rows = read_piece_rows(run, seg.node, output, number, start, stop)
                 if not np.isfinite(rows).all():
                     raise RunError(
@@ -148,13 +196,18 @@ def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegmen
         hooks.reached(run, node, "mid-write")
 
 
-def merge_record(out_path: Path, config: CampaignConfig, wall_seconds: float,
-                 cpu_seconds: float) -> dict[str, Any]:
+def merge_record(run: RunDir, config: CampaignConfig, stretches: list[Stretch],
+                 wall_seconds: float, cpu_seconds: float) -> dict[str, Any]:
     """What a merge node's summary (``output/campaign.json``) records about its own run and
-    file, before the physics numbers."""
-    return {"complete": True, "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds,
-            "peak_rss_mb": peak_rss_mb(), "sha256": file_sha256(out_path),
-            "config_hash": config.config_hash(), "mode": config.model.mode}
+    file, before the physics numbers: complete only over analysed data (``stretches``: the
+    output's), and the run directory it was written in (its output names that directory's
+    files: the index its chunks, the LAL cache its frames; see ``workflow/relocation.py``)."""
+    analysed = analysed_seconds(config, stretches)
+    return {"complete": analysed > 0, "analysed_seconds": analysed,
+            "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds,
+            "peak_rss_mb": peak_rss_mb(), "sha256": file_sha256(run.output[0]),
+            "config_hash": config.config_hash(), "mode": config.model.mode,
+            "run_dir": str(run.path)}
 
 
 def log_summary(summary: dict, run: RunDir) -> None:

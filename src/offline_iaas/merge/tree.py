@@ -30,7 +30,6 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.jobspec import ClientSegment, MergeChunk
 from offline_iaas.physics import cluster_reach_windows, zero_phase_reach
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import CHUNK_PREFIX
 from offline_iaas.stretches import Stretch, output_x0
 
@@ -73,7 +72,7 @@ def stretch_series(config: CampaignConfig, stretch: Stretch
                    ) -> dict[str, tuple[float, float, int]]:
     """``x0, dx, length`` of the statistic and the noise series of a stretch (those the
     campaign writes; ``slides`` and the strain groups follow the one of their shape)."""
-    outputs = ensemble_outputs(config)
+    outputs = config.outputs.names
     kept = stretch.kept_windows(config)
     found = {}
     if "statistic" in outputs:
@@ -141,7 +140,7 @@ def extent_data_seconds(config: CampaignConfig, extents: list[StretchExtent]) ->
     """Seconds of data whose outputs the extents write."""
     seconds = 0.0
     for e in extents:
-        if "noise" in ensemble_outputs(config):
+        if "noise" in config.outputs.names:
             seconds += (e.noise_samples[1] - e.noise_samples[0]) / config.data.sample_rate
         else:
             seconds += (e.statistic_rows[1] - e.statistic_rows[0]) * config.stride_seconds

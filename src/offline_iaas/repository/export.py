@@ -159,7 +159,7 @@ def export_repository(
                 "shape": _shape_dict(shape),
                 # sequence slots per served model: at most this many clients per server
                 "sequence_slots": shape.max_sequences,
-                "outputs": list(pipeline.ensemble_outputs(config)),
+                "outputs": list(config.outputs.names),
                 "time_slides": list(time_slides(config)),
                 "whitening": whitening_record(config),
                 "versions": versions,
@@ -227,10 +227,10 @@ def _write_fused(
             "batched": graph.batched,
             "weights_sha256": graph.weights_sha256,
         }
-    outputs = tuple((n, list(_tensor_dims(config, n))) for n in pipeline.ensemble_outputs(config))
+    outputs = tuple((n, list(_tensor_dims(config, n))) for n in config.outputs.names)
     params = {
         "stages": json.dumps([stage.to_dict() for stage in pipeline.stages(config)]),
-        "outputs": json.dumps(list(pipeline.ensemble_outputs(config))),
+        "outputs": json.dumps(list(config.outputs.names)),
         "ifos": len(config.ifos),
         "time_shifts": time_slides(config)[0],
     }
@@ -254,7 +254,7 @@ def _tensor_dims(config: CampaignConfig, name: str) -> tuple[int, ...]:
 def ensemble_pipeline(config: CampaignConfig):
     """The ensemble clients call: the mode's stages in order."""
     steps = [(s.model, s.inputs, s.outputs) for s in pipeline.stages(config)]
-    outputs = tuple((n, _tensor_dims(config, n)) for n in pipeline.ensemble_outputs(config))
+    outputs = tuple((n, _tensor_dims(config, n)) for n in config.outputs.names)
     return mcfg.pipeline_config(
         config.model.name, (("update", _tensor_dims(config, "update")),), outputs, steps
     )
@@ -456,11 +456,6 @@ def network_onnx_path(repo: Path, name: str) -> Path:
     if not path.exists():
         raise ModelError(f"{repo}: no {name} graph (looked for {path})")
     return path
-
-
-def classifier_onnx_path(repo: Path) -> Path:
-    """The classifier graph Triton serves (the classifier mode's network)."""
-    return network_onnx_path(repo, mcfg.CLASSIFIER)
 
 
 def model_record(repository: Path, manifest: dict[str, Any]) -> dict[str, Any]:

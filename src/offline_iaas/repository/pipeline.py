@@ -127,33 +127,6 @@ def _time_slides(config: CampaignConfig, windows: str) -> list[Stage]:
                       "shifts": config.bbhnet.time_shifts, "network": "bbhnet"})]
 
 
-def ensemble_outputs(config: CampaignConfig) -> tuple[str, ...]:
-    """What clients request and store: ``statistic`` and/or ``noise`` (and ``noise_canary``
-    with a canary, ``background`` with time slides)."""
-    return (config.mode.outputs + (("noise_canary",) if config.deepclean.canary else ())
-            + (("background",) if config.time_slides else ()))
-
-
-def output_rows(config: CampaignConfig, name: str, values: np.ndarray) -> np.ndarray:
-    """One row per window: ``statistic [n]`` as is, ``background [n shifts]`` → ``[n, shifts]``,
-    ``noise [ifos, n S]`` → ``[n, ifos, S]``."""
-    if name == "statistic":
-        return values
-    if name == "background":
-        return values.reshape(-1, config.bbhnet.time_shifts)
-    ifos, samples = values.shape
-    return values.reshape(ifos, samples // config.stride_samples, config.stride_samples).swapaxes(
-        0, 1
-    )
-
-
-def row_shape(config: CampaignConfig, name: str) -> tuple[int, ...]:
-    """Shape of one row of an output (``()`` for the statistic)."""
-    if name == "background":
-        return (config.bbhnet.time_shifts,)
-    return () if name == "statistic" else (len(config.ifos), config.stride_samples)
-
-
 def onnx_session(path: Path, threads: int = 1, device: str = "cpu"):
     """An onnxruntime session configured like the fused model's (``stateful.open_session``)."""
     from offline_iaas.repository.backend.stateful import open_session
@@ -171,4 +144,4 @@ def mode_stream(config: CampaignConfig, sessions: dict[str, object]):
     from offline_iaas.repository.backend.stateful import ModeStream
 
     return ModeStream([stage.to_dict() for stage in stages(config)], config.kernel_samples,
-                      config.stride_samples, list(ensemble_outputs(config)), sessions)
+                      config.stride_samples, list(config.outputs.names), sessions)
