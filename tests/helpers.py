@@ -4,12 +4,14 @@ a test started."""
 from __future__ import annotations
 
 import logging
+import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from offline_iaas.logs import PACKAGE, shown_by
-from offline_iaas.rundir import RunDir
+from offline_iaas.rundir import RunDir, read_json
 
 
 @contextmanager
@@ -149,6 +151,109 @@ def run_dag(config, run_dir: Path) -> Path:
     finally:
         assert processes_mentioning(str(run_dir)) == []
     return run_dir
+
+
+class ServerLogWatch:
+    """What the servers started under ``root`` (the session's temporary directories) reported
+    since the last look: fatal signals in tritonserver's logs (``serve/crashes.py``: Triton's
+    ``Signal (N) received.`` other than a stop's, a stub's ``Fatal Python error``, ``serve``'s
+    own line) and server nodes that run-local saw exit on their own (it restarts them), so
+    that no crash hides behind a restart. ``tests/conftest.py`` looks after every test."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.offsets: dict[Path, int] = {}
+        """Per log, the bytes and (``lines_read``) the lines already read."""
+        self.lines_read: dict[Path, int] = {}
+        self.exits_seen: set[tuple[Path, str, object, object]] = set()
+        self.states_read: dict[Path, float] = {}
+        self.listings: dict[Path, tuple[int, bool, list[Path], list[Path]]] = {}
+        """Per directory: its mtime, whether that was recent, subdirectories, files wanted."""
+
+    def _files(self) -> Iterator[Path]:
+        """The server logs and run-local states under the root. A directory is listed again
+        only when its mtime moved (an entry was added or removed) or was recent at the last
+        look (mtimes are coarse), so that a look costs a stat per directory."""
+        stack = [self.root]
+        while stack:
+            directory = stack.pop()
+            try:
+                mtime = directory.stat().st_mtime_ns
+            except OSError:
+                continue
+            cached = self.listings.get(directory)
+            if cached is None or cached[0] != mtime or cached[1]:
+                try:
+                    entries = list(os.scandir(directory))
+                except OSError:
+                    continue
+                recent = time.time_ns() - mtime < 2_000_000_000
+                subdirectories = [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+                wanted = [Path(e.path) for e in entries if e.is_file(follow_symlinks=False) and (
+                    e.name.endswith("tritonserver.log") or e.name == "local-state.json")]
+                cached = self.listings[directory] = (mtime, recent, subdirectories, wanted)
+            stack += cached[2]
+            yield from cached[3]
+
+    def _fatal(self, log: Path) -> list[str]:
+        from offline_iaas.serve.crashes import fatal_lines
+
+        start = self.offsets.get(log, 0)
+        try:
+            with open(log, "rb") as f:
+                f.seek(start)
+                new = f.read()
+        except OSError:
+            return []
+        complete = new[: new.rfind(b"\n") + 1]  # a line still being written: next time
+        if not complete:
+            return []
+        first_line = self.lines_read.get(log, 0) + 1
+        self.offsets[log] = start + len(complete)
+        text = complete.decode(errors="replace")
+        lines = text.splitlines()
+        self.lines_read[log] = first_line - 1 + len(lines)
+        found = []
+        for fatal in fatal_lines(text, first_line):
+            trace = lines[fatal.line_number - first_line:][:12]
+            found.append(f"{log} line {fatal.line_number}: {fatal.process} died by "
+                         f"{fatal.signal}:\n    " + "\n    ".join(trace))
+        return found
+
+    def _exits(self, state_path: Path) -> list[str]:
+        from offline_iaas.serve.crashes import service_exits
+
+        try:
+            mtime = state_path.stat().st_mtime
+        except OSError:
+            return []
+        if self.states_read.get(state_path) == mtime:
+            return []
+        self.states_read[state_path] = mtime
+        found = []
+        state = read_json(state_path)
+        for node, attempts in service_exits(state).items():
+            for attempt in attempts:
+                key = (state_path, node, attempt.get("attempt"), attempt.get("started"))
+                if key in self.exits_seen:
+                    continue
+                self.exits_seen.add(key)
+                found.append(f"{state_path}: server node {node} exited on its own (attempt "
+                             f"{attempt.get('attempt')}, exit code {attempt.get('exit_code')})"
+                             "; run-local restarts such a node")
+        return found
+
+    def problems(self, exits_expected: bool, crashes_expected: bool) -> list[str]:
+        """What went wrong since the last call (everything is read once, whether expected or
+        not): fatal lines unless ``crashes_expected``, server exits unless
+        ``exits_expected``."""
+        crashes, exits = [], []
+        for path in self._files():
+            if path.name == "local-state.json":
+                exits += self._exits(path)
+            else:
+                crashes += self._fatal(path)
+        return ([] if crashes_expected else crashes) + ([] if exits_expected else exits)
 
 
 def parse_pbtxt(text: str):

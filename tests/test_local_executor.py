@@ -268,6 +268,7 @@ def test_maxjobs_serializes_a_category(make_run) -> None:
         assert start >= end
 
 
+@pytest.mark.server_exits  # its stand-in server fails on purpose
 def test_service_restarted_per_max_retries(make_run) -> None:
     run = make_run(
         'SERVICE server0 node.sub\nVARS server0 node="server0" mode="crash-once" restarts="1"\n'

@@ -114,6 +114,7 @@ def test_make_dag_refuses_a_half_copied_graph_and_check_too(ws: Path, tmp_path: 
 
 
 @pytest.mark.slow
+@pytest.mark.server_exits  # its server refuses the repository on purpose
 def test_clients_of_a_server_that_refuses_its_repository_fail_at_once_with_its_reason(
         ws: Path, tmp_path: Path) -> None:
     import shutil

@@ -153,6 +153,7 @@ def test_client_killed_mid_segment_resumes_from_its_checkpoint(dataset) -> None:
     assert_equals_reference(dataset, run_dir)
 
 
+@pytest.mark.server_exits  # the test kills server nodes
 def test_server_killed_mid_campaign_is_replaced_and_clients_reprime(dataset) -> None:
     faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 4}]}
     _, run_dir = prepare(dataset, "server-killed", [], faults)
@@ -290,6 +291,7 @@ def ended_on(run_dir: Path) -> dict[str, tuple[str, str]]:
             if n.name.startswith("client")}
 
 
+@pytest.mark.server_exits  # the test kills server nodes
 def test_clients_of_a_killed_server_never_restarted_finish_on_the_other(dataset) -> None:
     faults = {"client1": [{"point": "mid-stream", "action": "pause", "seconds": 3}]}
     # workflow.retries = 0: the SERVICE node is not restarted (its max_retries exhausted)

@@ -47,6 +47,7 @@ from offline_iaas.report.timeline import (
 )
 from offline_iaas.rundir import RunDir, read_json
 from offline_iaas.sensitivity import population_caption
+from offline_iaas.serve.crashes import crash_lines
 from offline_iaas.serve.monitor import read_monitor_csv
 
 logger = logging.getLogger(__name__)
@@ -368,6 +369,12 @@ def _campaign(run: _Run, section: page.Section) -> None:
 
     section.parts.append(page.heading("Servers"))
     servers = list(run.run_info.servers) if run.run_info is not None else []
+    crashes = crash_lines(run.paths, servers)
+    if crashes:
+        section.parts.append(page.paragraph(
+            "Server processes died by a signal, or server nodes exited and were restarted "
+            "(each stack trace is in the log named):", "problem"))
+        section.parts.append(page.preformatted("\n".join(crashes)))
     balance = _server_balance(run, servers)
     if balance:
         section.parts.append(page.table(

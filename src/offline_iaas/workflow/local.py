@@ -584,6 +584,9 @@ def run_local(
                 executor.stop_all()
             finally:
                 signals.restore()
+        for r in (r for r in runs.values() if r.is_service and r.attempts > 1):  # say why
+            logger.warning(f"{r.node.name}: restarted {r.attempts - 1} time(s); "
+                           f"offline-iaas status {run.path} says why")
         if signals.pending is not None:
             raise signals.pending
         error = executor.failure()

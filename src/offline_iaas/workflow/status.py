@@ -22,6 +22,7 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
 from offline_iaas.records import ClientJob, ClientSegment, PartRecord, R
 from offline_iaas.rundir import MERGE_NODE, RunDir, read_json
+from offline_iaas.serve.crashes import crash_lines
 from offline_iaas.workflow.completion import not_done
 from offline_iaas.workflow.dag import parse_dag
 from offline_iaas.workflow.failures import last_error
@@ -69,6 +70,8 @@ class RunStatus:
     elapsed_seconds: float | None = None
     eta_seconds: float | None = None
     output_complete: bool = False
+    server_crashes: list[str] = field(default_factory=list)
+    """Server processes that died by a signal, and server restarts (``serve/crashes.py``)."""
 
     def count(self, state: str) -> int:
         return sum(1 for n in self.nodes if n.state == state and n.kind != "SERVICE")
@@ -245,6 +248,8 @@ def read_status(run: RunDir) -> RunStatus:
             _note_server(node, specs[node.name], clients[node.name][1])
     (status.data_seconds_done, status.data_seconds_total, status.data_seconds_lost,
      status.bad_frame_files) = _data_seconds(run, specs, complete)
+    status.server_crashes = crash_lines(run, [n.name for n in dag.nodes.values()
+                                              if n.kind == "SERVICE"])
     status.output_complete = MERGE_NODE in dag.nodes and MERGE_NODE in complete
     started = _started(run, local if not use_dagman else None)
     finished = not any(n.state in ("waiting", "running") for n in status.nodes
@@ -297,6 +302,9 @@ def status_lines(status: RunStatus) -> list[str]:
             f"{n.server.ljust(column)}  {n.detail}".rstrip()
         )
     lines += balance_lines(status)
+    if status.server_crashes:
+        lines.append("server crashes and restarts:")
+        lines += [f"  {line}" for line in status.server_crashes]
     jobs = [n for n in status.nodes if n.kind != "SERVICE"]
     counts = ", ".join(
         f"{status.count(s)} {s}" for s in ("done", "running", "waiting", "failed", "not run")

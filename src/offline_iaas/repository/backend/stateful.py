@@ -32,6 +32,7 @@ stream's window ``2 (m - 1)`` on — the campaign's ``warmup_windows`` in the De
 
 from __future__ import annotations
 
+import faulthandler
 import time
 
 import numpy as np
@@ -401,6 +402,7 @@ class TritonPythonModel:
 
         import triton_python_backend_utils as pb_utils
 
+        faulthandler.enable()  # a fatal signal prints the stub's stacks to the server log
         self.pb = pb_utils
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config["parameters"].items()}
