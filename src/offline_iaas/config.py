@@ -366,15 +366,25 @@ class CampaignConfig:
         return -(-self.kernel_samples // self.stride_samples) - 1
 
     @property
-    def warmup_windows(self) -> int:
-        """Rows a stream discards before its outputs no longer depend on where it started.
+    def stretch_warmup_windows(self) -> int:
+        """Windows of a stretch before its first kept one: a stream from the stretch's start
+        discards these rows, and the zero lag is searched from the next.
 
         One window warm-up per snapshot, plus the online average's latency (``K / S - 1``
         windows) where DeepClean's predictions are averaged (``Mode.warmup_stages``):
-        ``deepclean`` 2, ``e2e`` 3 (the second snapshot over cleaned strain), other modes 1.
+        ``deepclean`` 2, ``e2e`` 3 (the second snapshot over cleaned strain), other modes 1;
+        plus the rolling whitening's PSD data. Time slides add nothing here: a slide is formed
+        only where both of its windows are kept windows (``stretches.slides_formed``).
         """
-        return (self.mode.warmup_stages * self.window_warmup + self.shift_warmup_windows
-                + self.psd_warmup_windows)
+        return self.mode.warmup_stages * self.window_warmup + self.psd_warmup_windows
+
+    @property
+    def warmup_windows(self) -> int:
+        """Rows a stream begun inside a stretch discards before its outputs no longer depend
+        on where it started: the stretch's warm-up and, with time slides, the longest slide's
+        history (``slide_history_windows``), so that every slid pair of its first kept window
+        exists. A stream from the stretch's start needs only ``stretch_warmup_windows``."""
+        return self.stretch_warmup_windows + self.slide_history_windows
 
     @property
     def time_slides(self) -> bool:
@@ -401,13 +411,17 @@ class CampaignConfig:
         return round(self.bbhnet.shift_seconds * self.data.sample_rate)
 
     @property
-    def shift_warmup_windows(self) -> int:
-        """Windows a stream waits until its largest time slide reaches back only into its own
-        stretch (``ceil(N Δ / S)``; 0 without slides): a slide never pairs data across a
-        gap."""
+    def shift_windows(self) -> int:
+        """``Δ`` of the time slides in windows (a whole number of strides)."""
+        return self.shift_samples // self.stride_samples
+
+    @property
+    def slide_history_windows(self) -> int:
+        """Windows the longest time slide reaches back (``N Δ / S``; 0 without slides): the
+        history a stream begun inside a stretch streams before its first kept window."""
         if not self.time_slides:
             return 0
-        return -(-self.bbhnet.time_shifts * self.shift_samples // self.stride_samples)
+        return self.bbhnet.time_shifts * self.shift_windows
 
     @property
     def averaging_delay_windows(self) -> int:

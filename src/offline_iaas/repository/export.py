@@ -321,11 +321,13 @@ def _shape_dict(shape: mcfg.EnsembleShape) -> dict[str, Any]:
     }
 
 
-def time_slides(config: CampaignConfig) -> tuple[int, int]:
-    """``(slides, samples between them)`` the fused model forms; ``(0, 0)`` without."""
+def time_slides(config: CampaignConfig) -> tuple[int, ...]:
+    """``(slides, samples between them, first window a slide may reach)`` the fused model
+    forms; ``(0, 0)`` without. (A repository exported before slides were formed only inside
+    the stretch records two numbers and is refused.)"""
     if not config.time_slides:
         return (0, 0)
-    return (config.bbhnet.time_shifts, config.shift_samples)
+    return (config.bbhnet.time_shifts, config.shift_samples, config.stretch_warmup_windows)
 
 
 def whitening_record(config: CampaignConfig) -> str | dict[str, float]:
@@ -395,7 +397,12 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
             "(layout.clients_per_server; the others' sequences would wait for a slot and "
             "time out): export again for this layout")
     slides = tuple(manifest.get("time_slides", (0, 0)))
-    if slides != time_slides(config):
+    if slides != time_slides(config) and slides[:2] == time_slides(config)[:2]:
+        problems.append(
+            f"{where}: its time slides are formed from window {list(slides[2:])}, the "
+            f"campaign's from window {time_slides(config)[2]} of each stream (exported by "
+            "another version, or for another warm-up): export again")
+    elif slides != time_slides(config):
         problems.append(
             f"{where}: exported with {slides[0]} time slides of {slides[1]} samples, the "
             f"campaign asks for {time_slides(config)[0]} of {time_slides(config)[1]} "
