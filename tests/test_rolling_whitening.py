@@ -179,6 +179,7 @@ def background_quarters(run_dir: Path) -> dict[str, float]:
     (_, _, values), = read_series(run_dir / "output" / "campaign.h5")["slides"]
     quarter = len(values) // 4
     first, last = values[:quarter].ravel(), values[-quarter:].ravel()
+    first, last = first[np.isfinite(first)], last[np.isfinite(last)]  # NaN: not formed
     return {"median_first": float(np.median(first)), "median_last": float(np.median(last)),
             "p90_first": float(np.percentile(first, 90)),
             "p90_last": float(np.percentile(last, 90)),

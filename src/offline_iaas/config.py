@@ -180,8 +180,9 @@ class BBHnetConfig:
     time_shifts: int = 0
     """Background time slides formed on the server from the one stream (0: none). With ``N``,
     BBHnet also runs on every window with the second detector's strain taken ``Δ, 2Δ, ... NΔ``
-    earlier (``shift_seconds``); the merge turns those background statistics into a
-    false-alarm rate for each trigger."""
+    earlier (``shift_seconds``) where both windows lie inside the stretch (slide ``k`` from
+    ``kΔ`` after the zero lag's first window, which slides do not move); the merge turns
+    those background statistics into a false-alarm rate for each trigger."""
     shift_seconds: float = 1.0
     """``Δ``, the step between time slides (a whole number of strides)."""
     ifar_threshold_years: float = 1.0
