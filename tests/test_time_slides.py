@@ -23,7 +23,7 @@ from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import ConfigError, ModelError
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
-from offline_iaas.physics import SECONDS_PER_YEAR, false_alarm_rates
+from offline_iaas.physics import SECONDS_PER_YEAR, false_alarm_rates, slide_livetime
 from offline_iaas.repository.backend.stateful import SnapshotState, TimeSlides
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
@@ -161,6 +161,18 @@ def test_a_trigger_louder_than_the_whole_background_gets_one_over_the_livetime()
     np.testing.assert_allclose(ifar, 1 / far / SECONDS_PER_YEAR)
 
 
+def test_a_slide_s_livetime_counts_only_the_windows_it_formed() -> None:
+    # a stretch whose windows end in (100, 110] s: a slide of 1 s is formed on (101, 110]
+    assert slide_livetime((100.0, 110.0), [], 1.0) == 9.0
+    assert slide_livetime((100.0, 110.0), [], 10.0) == slide_livetime((100.0, 110.0), [],
+                                                                      12.0) == 0.0
+    # a cut [103, 104) in either detector's time: t in it, or t - 1 s in it
+    assert slide_livetime((100.0, 110.0), [(103.0, 104.0)], 1.0) == 7.0
+    # without a slide formed there is no background: no rate is measured
+    far, ifar = false_alarm_rates(np.array([1.0, 2.0]), np.zeros(0), 0.0)
+    assert np.isinf(far).all() and (ifar == 0).all()
+
+
 def test_time_shifts_need_a_bbhnet_mode_two_detectors_and_whole_samples(tmp_path: Path) -> None:
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     with pytest.raises(ConfigError, match="bbhnet.time_shifts.*BBHnet mode"):
@@ -200,6 +212,23 @@ def test_the_ensemble_layout_refuses_time_slides(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="steps of the fused model"):
         export_repository(config, None, ensemble=True)
     assert not (tmp_path / "repo").exists()
+
+
+def test_a_repository_whose_slides_reach_into_the_warm_up_is_refused(tmp_path: Path) -> None:
+    """A repository exported before slides were formed only inside the stretch (its manifest
+    records two numbers) would put values where the merge expects NaN: refused up front."""
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    config = load_config(tmp_path / "campaign.toml", [
+        'model.mode="bbhnet"', "bbhnet.time_shifts=2",
+        f'model.repository="{tmp_path / "repo"}"'])
+    export_repository(config, untrained_weights(tmp_path / "weights"))
+    check_repository(config)
+    manifest = tmp_path / "repo" / "manifest.json"
+    record = json.loads(manifest.read_text())
+    assert record["time_slides"] == [2, 256, 3]
+    manifest.write_text(json.dumps({**record, "time_slides": [2, 256]}))
+    with pytest.raises(ModelError, match=r"formed from window \[\], the campaign's from window 3"):
+        check_repository(config)
 
 
 # ---- real campaigns ---------------------------------------------------------------------------

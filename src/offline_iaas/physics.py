@@ -239,9 +239,13 @@ SECONDS_PER_YEAR = 365.25 * 86400.0
 def false_alarm_rates(statistic: np.ndarray, background: np.ndarray, livetime_seconds: float
                       ) -> tuple[np.ndarray, np.ndarray]:
     """``(far in Hz, ifar in years)`` of each zero-lag trigger's ``statistic`` against the
-    ``background`` triggers of ``livetime_seconds`` of time slides (module docstring)."""
-    if livetime_seconds <= 0:
-        raise ValueError(f"background livetime must be positive, got {livetime_seconds}")
+    ``background`` triggers of ``livetime_seconds`` of time slides (module docstring).
+    Without livetime (no slide formed outside the cuts: every stretch shorter than the
+    smallest slide) no rate is measured: FAR ``inf``, IFAR 0."""
+    if livetime_seconds < 0:
+        raise ValueError(f"background livetime must not be negative, got {livetime_seconds}")
+    if livetime_seconds == 0:
+        return np.full(len(statistic), np.inf), np.zeros(len(statistic))
     ordered = np.sort(np.asarray(background, np.float64))
     louder = len(ordered) - np.searchsorted(ordered, np.asarray(statistic, np.float64), "left")
     far = np.maximum(louder, 1) / livetime_seconds

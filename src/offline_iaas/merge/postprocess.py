@@ -396,6 +396,11 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
         livetime = sum(slide_livetime(span, cuts, (k + 1) * config.bbhnet.shift_seconds)
                        for span in analysed for k in range(config.bbhnet.time_shifts))
         table["far"], table["ifar"] = false_alarm_rates(v, background["statistic"], livetime)
+        if livetime == 0:
+            logger.warning(
+                "BBHnet: no time slide is formed outside the cuts (each stretch is shorter than "
+                f"its warm-up and {config.bbhnet.shift_seconds:g} s, or the injections' "
+                "neighbourhoods take the rest): no background, every trigger's IFAR is 0")
         file.create_dataset("background", data=background)
         result.update({"time_shifts": config.bbhnet.time_shifts,
                        "shift_seconds": config.bbhnet.shift_seconds,
@@ -404,7 +409,11 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
                        "background_livetime_seconds": livetime,
                        "loudest_ifar_years": float(table["ifar"].max(initial=0.0))})
     file.create_dataset("triggers", data=table)
-    if slides and injections is not None:
+    if slides and injections is not None and not result["background_livetime_seconds"]:
+        result.update(found_missed_at_ifar(t, table["ifar"], v, injections, config, analysed))
+        result["sensitivity"] = {"note": "no time slide was formed outside the cuts: no "
+                                 "background, no VT against IFAR"}
+    elif slides and injections is not None:
         result.update(found_missed_at_ifar(t, table["ifar"], v, injections, config, analysed))
         result["sensitivity"] = sensitivity_summary(
             result["injections"], listed[1], result["analysed_seconds"],
