@@ -154,7 +154,7 @@ def cmd_status(args: argparse.Namespace) -> None:
 
 
 def cmd_client(args: argparse.Namespace) -> None:
-    from offline_iaas.client.stream import run_client
+    from offline_iaas.client.node import run_client
 
     with _count_progress(args.node, "data-s") as progress:  # a bar on a terminal
         run_client(_run(args.run_dir), args.node, progress=progress)

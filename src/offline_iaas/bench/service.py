@@ -19,7 +19,7 @@ from offline_iaas.bench.clients import RESPONSE_TIMEOUT_SECONDS, ClientJob, run_
 from offline_iaas.bench.results import Measurement
 from offline_iaas.bench.server import BenchServer
 from offline_iaas.bench.workloads import Workload, split_strides
-from offline_iaas.client.stream import RequestStream
+from offline_iaas.client.transport import RequestStream
 
 SEQUENCE_BASE_STEP = 2**20
 

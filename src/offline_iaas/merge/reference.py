@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.client.stream import piece_samples, request_updates
+from offline_iaas.client.requests import piece_samples, request_updates
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.preflight import preflight

@@ -1,0 +1,51 @@
+"""What a client sends: a piece's samples at the model rate and the window updates cut from
+them.
+
+A request of a piece carries ``n * stride`` new samples per channel (``n`` = the batch size, the
+last request of a piece fewer) and yields ``n`` windows; the server-side snapshotter keeps the
+rest of each window. The campaign's client node and the in-process reference
+(``merge/reference.py``) build their updates here, so both send the same samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from offline_iaas.config import CampaignConfig
+from offline_iaas.data.discovery import FrameFile
+from offline_iaas.data.frames import iter_chunks
+from offline_iaas.jobspec import Piece
+
+
+def piece_samples(
+    config: CampaignConfig, frames: list[FrameFile], piece: Piece, from_window: int = 0
+) -> Iterator[np.ndarray]:
+    """A piece's samples at the model rate from stream window ``from_window``, chunk by chunk."""
+    return iter_chunks(
+        frames,
+        config.stream_channels,
+        piece.gps_start + from_window * config.stride_seconds,
+        piece.gps_end,
+        config.data.sample_rate,
+        config.client.chunk_seconds,
+        (piece.stretch_gps_start, piece.stretch_gps_end),
+    )
+
+
+def request_updates(
+    chunks: Iterator[np.ndarray], sizes_samples: list[int]
+) -> Iterator[np.ndarray]:
+    """Cut a stream of chunks into updates of the given lengths (samples per channel)."""
+    pending: list[np.ndarray] = []
+    held = 0
+    for size in sizes_samples:
+        while held < size:
+            chunk = next(chunks)
+            pending.append(chunk)
+            held += chunk.shape[1]
+        joined = pending[0] if len(pending) == 1 else np.concatenate(pending, axis=1)
+        yield joined[:, :size]
+        rest = joined[:, size:]
+        pending, held = ([rest], rest.shape[1]) if rest.shape[1] else ([], 0)
