@@ -187,3 +187,35 @@ def test_with_gap_the_bad_files_span_is_a_gap_and_the_rest_equals_the_reference(
     if when == "after make-dag":
         sidecars = [json.loads(run.part(n)[1].read_text()) for n in ("client0", "client1")]
         assert all(s["bad_files"][0]["path"] == bad["path"] for s in sidecars)
+
+
+@pytest.mark.slow
+def test_with_gap_a_run_whose_every_file_is_bad_fails_saying_so(
+        dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every frame file truncated after planning: the clients stream around all of them, the
+    chunk merge owns nothing, and the index fails the run with one line saying every file was
+    bad and where the list is; campaign.json is not complete, status counts 0 analysed s."""
+    ws = copy_of(dataset, "all-bad")
+    config = config_of(dataset, ws, "gap")
+    run = RunDir(ws / "run")
+    make_dag(config, run)
+    for path in sorted((ws / "frames").glob("*.gwf")):
+        truncate(path)
+    capsys.readouterr()
+    assert main(["run-local", str(run.path)]) == RunError.exit_code
+    assert processes_mentioning(str(run.path)) == []
+    (line,) = [x for x in capsys.readouterr().err.splitlines()
+               if x.startswith("offline-iaas run-local: error: ")]
+    assert "merge (exit code 3 after " in line
+    assert "no data analysed: every frame file of the span was bad (" in line
+    assert f"the list is in {run.output[1]} (bad_frame_files)" in line
+    record = json.loads(run.output[1].read_text())
+    assert record["complete"] is False and record["analysed_seconds"] == 0
+    assert {Path(e["path"]).parent for e in record["bad_frame_files"]} == {ws / "frames"}
+    assert not run.output[0].exists()
+    chunk = json.loads(run.chunk_output("chunk0")[1].read_text())
+    assert chunk["analysed_seconds"] == 0 < chunk["data_seconds"]
+    assert "0 of its " in (run.logs / "chunk0.out").read_text()
+    status = read_status(run)
+    assert (status.data_seconds_done, status.data_seconds_total) == (0, 0)
+    assert status.data_seconds_lost > 0 and not status.output_complete

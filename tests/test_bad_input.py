@@ -32,7 +32,7 @@ import pytest
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.errors import RunError, ServerError
+from offline_iaas.errors import NoSpaceError, ServerError
 from offline_iaas.jobspec import read_client_job
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
@@ -216,6 +216,32 @@ def _missing_model_reference(ws: Path) -> list[str]:
     return ["reference", str(ws / "campaign.toml"), "--out", str(ws / "r.h5")]
 
 
+def _injection_case(ws: Path, injections: Path) -> list[str]:
+    """make-dag of the workspace in mode bbhnet with ``injections`` as the list (refused
+    before the repository, a classifier's, is looked at)."""
+    return ["make-dag", str(ws / "campaign.toml"), "--set", 'model.mode="bbhnet"', "--set",
+            f'bbhnet.injections="{injections}"', "--out", str(ws / "run")]
+
+
+def _truncated_injections(ws: Path) -> list[str]:
+    data = (ws / "frames" / "injections.h5").read_bytes()
+    return _injection_case(ws, write_bytes(ws / "cut.h5", data[: len(data) // 2]))
+
+
+def _injections_without_column(ws: Path) -> list[str]:
+    import h5py
+
+    shutil.copy2(ws / "frames" / "injections.h5", ws / "no-time.h5")
+    with h5py.File(ws / "no-time.h5", "r+") as f:
+        del f["parameters/injection_time"]
+    return _injection_case(ws, ws / "no-time.h5")
+
+
+def write_bytes(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
 def _check(ws: Path, *overrides: str) -> list[str]:
     return ["check", str(ws / "campaign.toml"), *[a for o in overrides for a in ("--set", o)]]
 
@@ -297,6 +323,13 @@ CASES: list[Case] = [
     Case("segment-file-malformed", 3,
          lambda ws: _check(ws, f'data.segments="{write(ws / "seg.txt", "start end")}"'),
          lambda ws: [str(ws / "seg.txt")]),
+    Case("injection-list-missing", 2, lambda ws: _injection_case(ws, ws / "nowhere.json"),
+         lambda ws: [f"bbhnet.injections: {ws / 'nowhere.json'}: file not found"]),
+    Case("injection-list-truncated", 3, _truncated_injections,
+         lambda ws: [f"bbhnet.injections: {ws / 'cut.h5'}: not a readable HDF5 file"]),
+    Case("injection-list-without-column", 3, _injections_without_column,
+         lambda ws: [f"bbhnet.injections: {ws / 'no-time.h5'}: injection file has no column "
+                     "'parameters/injection_time'"]),
     # ---- models: exit 4 ----
     Case("model-missing-from-repository", 4, _missing_model,
          lambda ws: [f"{ws / 'model-repository' / 'offline-iaas' / '1' / 'classifier.onnx'}: "
@@ -423,13 +456,12 @@ def test_disk_full_during_a_part_write(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(np, "savez", full)
-    with pytest.raises(RunError) as caught:
+    with pytest.raises(NoSpaceError) as caught:
         writer.write_chunk(0, 16, {"statistic": np.arange(16, dtype=np.float32)})
     message = str(caught.value)
-    assert message.startswith("client0: cannot write checkpoint ")
-    assert str(run / "parts" / "client0.chunks" / "p0-16-32.npz") in message
-    assert "No space left on device" in message and "\n" not in message
-    assert RunError.exit_code == 6
+    assert message.startswith(f"{run / 'parts' / 'client0.chunks' / 'p0-16-32.npz'}: no space "
+                              "left on device (free space there, then run again")
+    assert "\n" not in message and NoSpaceError.exit_code == 8
     # the earlier chunk is intact, nothing half-written is left, the part is not complete
     assert _snapshot(run) == before
     assert writer.progress() == [16]
@@ -456,7 +488,7 @@ def test_disk_full_while_assembling_a_part(
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(h5py, "File", FullFile)
-    with pytest.raises(RunError, match=r"client0: cannot write .*client0\.h5: .*No space left"):
+    with pytest.raises(NoSpaceError, match=r"^\S*/parts/client0\.h5: no space left on device"):
         writer.commit()
     # the chunks survive for the retry; no part file, no sidecar saying "complete"
     assert _snapshot(run) == before

@@ -200,6 +200,7 @@ def test_results_file_round_trips(tmp_path: Path) -> None:
         "data_seconds_per_second"] == 5.0
 
 
+@pytest.mark.slow  # it starts a tritonserver
 def test_tiny_service_to_limit_ratio_has_not_halved(tmp_path: Path) -> None:
     """Real server, tiny workload: fails if service/limit drops below half the recorded one."""
     recorded = read_recorded(REGRESSION_FILE)

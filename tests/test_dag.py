@@ -112,6 +112,27 @@ def test_fatal_exit_final_node_and_pre_script(tmp_path: Path) -> None:
     assert dag.nodes["merge"].pre is None and dag.nodes["server0"].pre is None
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["single merge", "chunk merges + index"])
+def test_the_merge_and_the_index_retry_like_the_chunk_merges(tmp_path: Path,
+                                                             chunked: bool) -> None:
+    """A merge that dies (a node lost, a full disk since freed) is retried as the clients and
+    chunk merges are; a configuration error (exit code 2) is not retried and aborts the DAG."""
+    segments = client_segments(campaign(tmp_path))
+    chunks = [("chunk0", ["client0", "client1"]), ("chunk1", ["client2", "client3"])]
+    text = dag_text(["server0", "server1"], segments, retries=3, max_parallel_clients=0,
+                    fatal_exit=ConfigError.exit_code, final=True,
+                    chunks=chunks if chunked else ())
+    assert f"RETRY merge 3 UNLESS-EXIT {ConfigError.exit_code}" in text.splitlines()
+    dag = parse_dag(text)
+    merging = ["merge", *(["chunk0", "chunk1"] if chunked else [])]
+    for name in merging:
+        node = dag.nodes[name]
+        assert (node.retries, node.unless_exit) == (3, ConfigError.exit_code), name
+        assert (node.abort_exit, node.abort_return) == (ConfigError.exit_code, 1), name
+    without = dag_text(["server0", "server1"], segments, retries=0, max_parallel_clients=0)
+    assert parse_dag(without).nodes["merge"].retries == 0
+
+
 def test_parse_script_and_abort_forms() -> None:
     dag = parse_dag(
         "JOB a a.sub\nJOB b b.sub\nFINAL f f.sub\n"
@@ -267,7 +288,7 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
     for seg in segments:
         spec = specs[seg.node]
         assert spec["server"] in services
-        assert spec["run_dir"] == str(run) and spec["config"] == "campaign.toml"
+        assert "run_dir" not in spec and spec["config"] == "campaign.toml"
         assert spec["repository"] == str(config.model.repository)
         assert spec["model"] == config.model.name and spec["config_hash"] == config.config_hash()
         for sequence_id in sequence_ids(spec):
@@ -281,9 +302,12 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
     for role, args in [("server", "serve"), ("client", "client"), ("merge", "merge")]:
         submit = dict(htcondor2.Submit((run / f"{role}.sub").read_text()).items())
         assert submit["executable"] == exe
-        assert submit["arguments"].startswith(f'"{args} --run-dir {run}')
-        assert submit["initialdir"] == str(run)
+        assert submit["arguments"].startswith(f'"{args} --run-dir .')
+        assert "initialdir" not in submit
         assert not re.search(r"@[A-Z_]+@", (run / f"{role}.sub").read_text())
+    # relocatable: nothing that runs a node names the directory, so a copy runs its own files
+    written = [run / "offline.dag", *run.glob("*.sub"), *(run / "jobs").glob("*.json")]
+    assert [p.name for p in written if str(run) in p.read_text()] == []
 
 
 def test_make_dag_checks_data_before_writing(

@@ -390,9 +390,11 @@ def test_commands_of_a_make_dag_run_directory(tmp_path: Path, monkeypatch) -> No
         name: node_command(RunDir(run), node, parse_submit(run / node.submit), 1)
         for name, node in dag.nodes.items()
     }
-    assert argv["server0"].argv == [exe, "serve", "--run-dir", str(run), "--node", "server0"]
-    assert argv["client1"].argv == [exe, "client", "--run-dir", str(run), "--node", "client1"]
-    assert argv["merge"].argv == [exe, "merge", "--run-dir", str(run)]
+    # every node starts in the run directory and is told it is "." (a copy runs its own)
+    assert argv["server0"].argv == [exe, "serve", "--run-dir", ".", "--node", "server0"]
+    assert argv["client1"].argv == [exe, "client", "--run-dir", ".", "--node", "client1"]
+    assert argv["merge"].argv == [exe, "merge", "--run-dir", "."]
+    assert {command.cwd for command in argv.values()} == {run}
     assert argv["client1"].stderr == run / "logs" / "client1.err"
     assert argv["merge"].stdout == run / "logs" / "merge.out" and argv["merge"].cwd == run
     assert argv["server0"].max_retries == 2
@@ -581,3 +583,4 @@ def test_a_missing_part_reruns_that_client_and_what_depends_on_it(make_run) -> N
     run()  # client0's part is missing: client0 runs, and the merge made without it runs again
     assert run.has("client0", "end") and run.has("merge", "end")
     assert not run.has("client1", "start")
+

@@ -410,26 +410,37 @@ def test_time_slides_send_no_more_bytes_per_streamed_second(campaigns) -> None:
 
 
 def vt_problems(run_dir: Path, shift_injections: float = 0.0) -> list[str]:
-    """The campaign's VT curve against one computed here from its triggers (time, IFAR) and
-    synth.json (times, the population's volume), sharing no code with the merge: found at a
-    threshold when a trigger within found_seconds has an IFAR at least it."""
+    """The campaign's VT curve against one computed here from its triggers (time, IFAR),
+    run.json's training span and synth.json (times, the population's volume, draws per
+    injection), sharing no code with the merge: held out when in the analysed time and outside
+    the training span; found at a threshold when a trigger within found_seconds has an IFAR at
+    least it; N = held out x drawn / injected; thresholds beyond the background null."""
     summary = json.loads((run_dir / "output" / "campaign.json").read_text())
     bbhnet = summary["bbhnet"]
     found_seconds = 1.0  # bbhnet.found_seconds' default
     with h5py.File(run_dir / "output" / "campaign.h5", "r") as f:
         times, ifars = f["triggers"]["time"], f["triggers"]["ifar"]
     synth = json.loads((run_dir.parent.parent / "frames" / "synth.json").read_text())
-    volume = synth["population"]["time_volume_gpc3"]
+    population = synth["population"]
+    volume = population["time_volume_gpc3"]
+    training = json.loads((run_dir / "run.json").read_text()).get("training", {}).get("bbhnet")
     counted = {round(r["gps_time"], 6) for r in bbhnet["injections"]}  # in analysed time
     injected = [i["gps_time"] + shift_injections for i in synth["injections"]
-                if round(i["gps_time"], 6) in counted]
+                if round(i["gps_time"], 6) in counted
+                and not (training and training[0] <= i["gps_time"] < training[1])]
+    trials = len(injected) * population["drawn"] / population["injected"]
     years = bbhnet["analysed_seconds"] / (365.25 * 86400)
+    reach = bbhnet["background_livetime_seconds"] / (365.25 * 86400)
     problems = []
     for point in bbhnet["sensitivity"]["curve"]:
         threshold = point["ifar_threshold_years"]
+        if threshold > reach:
+            if point["vt_gpc3_years"] is not None or point["found"] is not None:
+                problems.append(f"IFAR {threshold:.3g} yr beyond the background: not null")
+            continue
         found = sum(bool(np.any((np.abs(times - t) <= found_seconds) & (ifars >= threshold)))
                     for t in injected)
-        vt = volume * years * found / len(injected)
+        vt = volume * years * found / trials
         if (point["found"], point["injections"]) != (found, len(injected)) or not np.isclose(
                 point["vt_gpc3_years"], vt, rtol=1e-9, atol=0):
             problems.append(f"IFAR {threshold:.3g} yr: campaign {point['found']}/"
@@ -442,7 +453,7 @@ def vt_problems(run_dir: Path, shift_injections: float = 0.0) -> list[str]:
 def test_the_sensitive_volume_follows_from_the_triggers_and_the_injections(campaigns) -> None:
     _, run_dir = campaigns["bbhnet"]
     bbhnet = json.loads((run_dir / "output" / "campaign.json").read_text())["bbhnet"]
-    found = [p["found"] for p in bbhnet["sensitivity"]["curve"]]
+    found = [p["found"] for p in bbhnet["sensitivity"]["curve"] if p["measurable"]]
     assert max(found) > 0  # some injection is found at the lowest thresholds
     assert vt_problems(run_dir) == []
     assert vt_problems(run_dir, shift_injections=5.0) != []  # control: injections elsewhere

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from offline_iaas import __version__, logs
-from offline_iaas.errors import ConfigError, OfflineIaasError, RunError
+from offline_iaas.errors import ERROR_FD_ENV, ConfigError, OfflineIaasError, RunError, no_space
 from offline_iaas.modes import MODE_NAMES
 
 EXIT_INTERRUPTED = 130
@@ -47,6 +48,16 @@ def cmd_synth(args: argparse.Namespace) -> None:
     logger.info(f"synth: {len(snrs)} {summary['injection_waveform']['approximant']} injections "
                 f"({sum(s >= 8 for s in snrs)} of network SNR >= 8) in "
                 f"{summary['injection_file']}")
+
+
+def cmd_convert_injections(args: argparse.Namespace) -> None:
+    from offline_iaas.data.injection_file import read_injection_set, write_injection_set
+
+    injections = read_injection_set(args.source, args.approximant, args.f_lower_hz,
+                                    args.reference_frequency_hz)
+    write_injection_set(args.target, injections, layout=args.layout)
+    logger.info(f"convert-injections: {len(injections)} injections from {args.source} to "
+                f"{args.target}")
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -87,12 +98,15 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
 
 def cmd_check(args: argparse.Namespace) -> None:
     from offline_iaas.data.discovery import discover_frames, frame_source
-    from offline_iaas.data.preflight import preflight
+    from offline_iaas.data.preflight import check_injections, preflight
     from offline_iaas.repository.export import check_repository
+    from offline_iaas.workflow.make_dag import log_injection_check, training_spans
 
     config = _config(args)
     frames = discover_frames(config)
     span = preflight(config, frames)
+    log_injection_check(check_injections(config, span.stretches,
+                                         training_spans(config).get("bbhnet")), "check")
     repository = config.model.repository
     if repository.exists():  # make-dag refuses one that does not fit; say so now
         check_repository(config, load_graphs=True)
@@ -319,6 +333,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("synth", cmd_synth, "write a synthetic GWF dataset and its LAL cache")
     p.add_argument("--out", type=Path, help="directory (default: data.frames)")
+    p = command("convert-injections", cmd_convert_injections,
+                "convert an injection set between LIGO_LW sim_inspiral (.xml, .xml.gz) and HDF5 "
+                "(.h5, .hdf5: this project's layout or aframe's)", config=False)
+    p.add_argument("source", type=Path, help="injection file to read")
+    p.add_argument("target", type=Path, help="injection file to write (format by suffix)")
+    p.add_argument("--layout", choices=("offline-iaas", "aframe"), default="offline-iaas",
+                   help="HDF5 layout of TARGET: this project's (source-frame masses, Cartesian "
+                   "spins, both SNRs) or aframe's InjectionParameterSet (detector-frame "
+                   "masses, spin angles, ifo_snrs)")
+    p.add_argument("--approximant", help="where SOURCE does not say it (aframe's files)")
+    p.add_argument("--f-lower-hz", type=float, help="where SOURCE does not say it")
+    p.add_argument("--reference-frequency-hz", type=float,
+                   help="where SOURCE does not say it (default: its f_lower; aframe's "
+                   "files: 50 Hz, aframe's configs)")
     p = command("export", cmd_export, "build the Triton model repository (model.repository)")
     p.add_argument(
         "--weights", type=Path,
@@ -472,21 +500,64 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(_verbosity)
     try:
         args.func(args)
-    except OfflineIaasError as err:
-        print(f"offline-iaas {args.command}: error: {error_text(err)}", file=sys.stderr,
-              flush=True)
-        return err.exit_code
     except KeyboardInterrupt:
-        print(f"offline-iaas {args.command}: interrupted", file=sys.stderr, flush=True)
+        _last_line(f"offline-iaas {args.command}: interrupted")
         return EXIT_INTERRUPTED
-    except OSError as err:
-        # A file-system or network problem no check foresaw (permissions, a full disk, a path
-        # that cannot be created): the user's to fix, so one line and RunError's code. Any
-        # other unexpected exception is a bug and keeps its traceback.
-        print(f"offline-iaas {args.command}: error: {os_error_text(err)}", file=sys.stderr,
-              flush=True)
-        return RunError.exit_code
+    except Exception as err:
+        where = getattr(args, "run_dir", None) or getattr(args, "out", None)
+        error = failure(err, Path(where).absolute() if where is not None else None)
+        if error is None:  # a bug: it keeps its traceback
+            raise
+        _last_line(f"offline-iaas {args.command}: error: {error_text(error)}")
+        return error.exit_code
+    finally:
+        _flush_streams()
     return 0
+
+
+def failure(err: Exception, where: Path | None = None) -> OfflineIaasError | None:
+    """The error type a command's exception maps to (its exit code), or None for a bug.
+
+    A full disk or spent quota anywhere is a ``NoSpaceError`` naming the file, else ``where``
+    (the run directory or output of the command); another ``OSError`` that no check turned
+    into one of the types (a permission denied, a path that cannot be created, a network
+    filesystem going away) is the user's to fix: a ``RunError``, one line.
+    """
+    full = no_space(err, fallback=where)
+    if full is not None:
+        return full
+    if isinstance(err, OfflineIaasError):
+        return err
+    if isinstance(err, OSError):
+        return RunError(os_error_text(err))
+    return None
+
+
+def _last_line(line: str) -> None:
+    """Print a command's last line on stderr, and into run-local's error pipe for the node
+    (``ERROR_FD_ENV``), which a full disk cannot take."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+    descriptor = os.environ.get(ERROR_FD_ENV, "")
+    if descriptor.isdigit():
+        try:
+            os.write(int(descriptor), f"{line}\n".encode())
+        except OSError:
+            pass
+
+
+def _flush_streams() -> None:
+    """Flush stdout and stderr; one a full disk cannot take is replaced by ``/dev/null``, so
+    that Python's exit does not turn the exit code into 120 over a log line."""
+    for name in ("stdout", "stderr"):
+        try:
+            getattr(sys, name).flush()
+        except OSError:
+            setattr(sys, name, open(os.devnull, "w"))  # open until the process exits
+        except (AttributeError, ValueError):  # closed, or replaced by a test
+            pass
 
 
 def error_text(err: OfflineIaasError) -> str:

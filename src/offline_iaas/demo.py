@@ -137,7 +137,7 @@ def _without_cleaning(workdir: Path, config_path: Path | None, overrides: list[s
     """The e2e demo's search run again on the raw strain (mode bbhnet, the same BBHnet, time
     slides and injections; the in-process reference): its VT lines, to set beside the
     cleaned strain's."""
-    from offline_iaas.merge.postprocess import sensitivity_lines
+    from offline_iaas.merge.injections import sensitivity_lines
     from offline_iaas.merge.reference import run_reference
     from offline_iaas.repository.export import export_repository
 

@@ -63,8 +63,8 @@ class RunDir:
         return f"RunDir({str(self.path)!r})"
 
     def absolute(self) -> RunDir:
-        """The same directory named by an absolute path (what submit files and job specs
-        carry)."""
+        """The same directory named by an absolute path (what log lines and messages name;
+        the submit files and job specs name none: a run directory is relocatable)."""
         return self if self.path.is_absolute() else RunDir(self.path.absolute())
 
     def create(self) -> None:
@@ -121,8 +121,8 @@ class RunDir:
         return self.path / "job-ads.json"
 
     def resolve(self, path: str | Path) -> Path:
-        """A path as the jobs see it: relative paths are relative to the run directory (their
-        ``initialdir``)."""
+        """A path as the jobs see it: relative paths are relative to the run directory, where
+        every job starts."""
         path = Path(path)
         return path if path.is_absolute() else self.path / path
 

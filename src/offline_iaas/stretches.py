@@ -94,6 +94,21 @@ def slides_formed(config: CampaignConfig, kept_offset: int, count: int) -> np.nd
     return kept >= np.array([first_formed_window(config, int(k)) for k in shifts])[None, :]
 
 
+def statistic_spans(config: CampaignConfig, stretches: Sequence[Stretch]
+                    ) -> list[tuple[float, float]]:
+    """Per stretch with windows, the GPS span its statistic covers (from the first kept
+    window's end less one stride to the last one's end): the analysed time, where injections
+    count."""
+    dx = config.stride_seconds
+    spans = []
+    for stretch in stretches:
+        kept = stretch.kept_windows(config)
+        if kept:
+            x0 = output_x0(config, stretch, "statistic")
+            spans.append((x0 - dx, x0 + (kept - 1) * dx))
+    return spans
+
+
 def stretches_of(segments: list[ClientSegment]) -> list[Stretch]:
     """The stretches the segments' pieces cover, in order."""
     bounds = {}

@@ -26,7 +26,7 @@ import h5py
 import numpy as np
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.errors import RunError
+from offline_iaas.errors import RunError, no_space
 from offline_iaas.jobspec import ClientSegment
 from offline_iaas.rundir import RunDir, says_complete
 
@@ -153,7 +153,8 @@ class PartWriter:
             os.replace(tmp, path)
         except OSError as err:  # a full disk, most likely
             tmp.unlink(missing_ok=True)
-            raise RunError(f"{self.segment.node}: cannot write checkpoint {path}: {err}") from None
+            raise (no_space(err, path) or RunError(
+                f"{self.segment.node}: cannot write checkpoint {path}: {err}")) from None
 
     def commit(self, extra: dict[str, Any] | None = None, holes: Holes | None = None) -> None:
         """Assemble the chunks into the part file (hole rows NaN), rename it, then write the
@@ -190,7 +191,8 @@ class PartWriter:
             os.replace(tmp, self.h5_path)
         except OSError as err:
             tmp.unlink(missing_ok=True)
-            raise RunError(f"{self.segment.node}: cannot write {self.h5_path}: {err}") from None
+            raise (no_space(err, self.h5_path) or RunError(
+                f"{self.segment.node}: cannot write {self.h5_path}: {err}")) from None
         sidecar = {
             **self.segment.to_dict(),
             "config_hash": self.config_hash,

@@ -21,13 +21,13 @@ from offline_iaas.client.part import peak_rss_mb
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.gwf_reader import reader
-from offline_iaas.errors import RunError
+from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.jobspec import read_chunk_job, read_client_job
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import ChunkProducts
 from offline_iaas.merge.stitch import bad_files, campaign_stretches, check_parts, stage_parts
-from offline_iaas.merge.tree import chunk_extents
+from offline_iaas.merge.tree import chunk_extents, extent_data_seconds
 from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
 
@@ -70,9 +70,12 @@ def merge_chunk(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
         _store_products(writer.file, products)
         writer.close({"producer": "merge-chunk", "chunk": node,
                       "chunk_gps": [chunk.gps_start, chunk.gps_end]})
-    except BaseException:
+    except BaseException as err:
         writer.discard()
+        raise_if_no_space(err, out_path)
         raise
+    # planned less the gaps of bad frame files (the index fails the run if nothing is left)
+    analysed = extent_data_seconds(config, extents)
     frames_dir = run.chunk_frames(node)
     frames_dir.mkdir(exist_ok=True)  # empty without DeepClean: file transfer expects it
     record = {
@@ -80,6 +83,7 @@ def merge_chunk(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
         "node": node,
         "gps": [chunk.gps_start, chunk.gps_end],
         "data_seconds": chunk.data_seconds,
+        "analysed_seconds": analysed,
         "clients": list(chunk.clients),
         "wall_seconds": time.monotonic() - started,
         "setup_seconds": setup_seconds,
@@ -94,9 +98,12 @@ def merge_chunk(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
         "bad_frame_files": bad,
     }
     write_text_atomic(status_path, json.dumps(record, indent=1))
-    logger.info(f"merge-chunk: {node} (GPS {chunk.gps_start:.0f}-{chunk.gps_end:.0f}, "
-                f"{chunk.data_seconds:.0f} s of data from {len(parents)} parts) -> {out_path} "
-                f"in {record['wall_seconds']:.1f} s")
+    data = f"{analysed:.0f} s of data"
+    if analysed != chunk.data_seconds:
+        data = (f"{analysed:.0f} of its {chunk.data_seconds:.0f} s of data, the rest in gaps "
+                f"of {len(bad)} bad frame file(s)")
+    logger.info(f"merge-chunk: {node} (GPS {chunk.gps_start:.0f}-{chunk.gps_end:.0f}, {data}, "
+                f"from {len(parents)} parts) -> {out_path} in {record['wall_seconds']:.1f} s")
     return out_path
 
 

@@ -7,9 +7,9 @@ copied, and ``h5py``, ``read_campaign`` and gwpy's ``TimeSeries.read(path, ...)`
 before. (Virtual datasets and external links would be the usual choices, but gwpy opens the
 file through a Python file object, and HDF5 then cannot open the source files: it reads the
 fill value, zeros, without an error. External storage is read with plain file I/O.) The
-chunk files are named by absolute path: a moved run directory fails loudly ("unable to open
-external raw data file"); ``offline-iaas merge --run-dir`` at the new place writes the index
-again in seconds.
+chunk files are named by absolute path: a moved run directory's index fails loudly ("unable
+to open external raw data file"), a copy's reads the original's chunks; ``run-local`` at the
+new place writes the index again first (``workflow/relocation.py``), in seconds.
 
 The campaign-wide numbers are computed here from the chunks' products
 (``postprocess.summarize``): the triggers' FAR over the whole background, found/missed, the
@@ -33,7 +33,7 @@ import numpy as np
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
-from offline_iaas.errors import RunError
+from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.jobspec import read_chunk_job, read_client_job
 from offline_iaas.merge.chunk_merge import SERIES_GROUPS, read_products
 from offline_iaas.merge.layout import gps_text, series_attrs
@@ -44,6 +44,7 @@ from offline_iaas.merge.stitch import (
     campaign_stretches,
     log_summary,
     merge_record,
+    no_data_analysed,
     report_quietly,
 )
 from offline_iaas.merge.tree import chunk_record_matches, stretch_series
@@ -87,6 +88,8 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: dict[str, Any]) -
     segments = [read_client_job(run, node) for node in run_info["clients"]]
     bad = bad_files(run, segments)
     stretches = campaign_stretches(config, segments, bad)
+    if not stretches:
+        raise no_data_analysed(run, config, segments, bad)
     training = dict(run_info.get("training") or {})
     for stale in out_path.parent.glob(f".{out_path.name}.*.tmp"):
         stale.unlink(missing_ok=True)
@@ -115,14 +118,15 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: dict[str, Any]) -
         if linked:
             shutil.rmtree(frames_dir, ignore_errors=True)
             os.replace(frames_tmp, frames_dir)
-    except BaseException:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
         shutil.rmtree(frames_tmp, ignore_errors=True)
+        raise_if_no_space(err, out_path)
         raise
     wall = time.monotonic() - started
     chunk_walls = [float(records[n]["wall_seconds"]) for n in nodes]
     write_text_atomic(status_path, json.dumps({
-        **merge_record(out_path, config, wall, time.process_time() - cpu),
+        **merge_record(run, config, stretches, wall, time.process_time() - cpu),
         "chunks": len(nodes),
         "chunk_wall_seconds": {"total": sum(chunk_walls), "max": max(chunk_walls, default=0.0)},
         "chunk_setup_seconds": sum(float(records[n].get("setup_seconds", 0.0)) for n in nodes),

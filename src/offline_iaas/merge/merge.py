@@ -19,7 +19,7 @@ from pathlib import Path
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
-from offline_iaas.errors import RunError
+from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.jobspec import read_client_job
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
@@ -29,6 +29,7 @@ from offline_iaas.merge.stitch import (
     check_parts,
     log_summary,
     merge_record,
+    no_data_analysed,
     report_quietly,
     stage_parts,
 )
@@ -62,6 +63,8 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     frames = discover_frames(config) if "noise" in ensemble_outputs(config) else None
     bad = bad_files(run, segments)
     stretches = campaign_stretches(config, segments, bad)
+    if not stretches:
+        raise no_data_analysed(run, config, segments, bad)
     writer = CampaignWriter(out_path, config, stretches, run.output_frames,
                             run_info.get("training"), run_info.get("model"), bad_files=bad)
     try:
@@ -72,11 +75,12 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
         )
         if bad:
             summary["bad_frame_files"] = writer.provenance["bad_frame_files"]
-    except BaseException:
+    except BaseException as err:
         writer.discard()
+        raise_if_no_space(err, out_path)
         raise
     wall = time.monotonic() - started
-    record = merge_record(out_path, config, wall, time.process_time() - cpu)
+    record = merge_record(run, config, stretches, wall, time.process_time() - cpu)
     write_text_atomic(status_path, json.dumps({**record, **summary}, indent=2))
     kept = sum(seg.kept_windows for seg in segments)
     logger.info(f"merge: {len(segments)} parts, {kept} windows -> {out_path} in {wall:.1f} s")

@@ -42,6 +42,7 @@ import h5py
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import raise_if_no_space
 from offline_iaas.merge.postprocess import ChunkProducts, postprocess, summarize
 from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.merge.tree import StretchExtent, whole_extents
@@ -99,11 +100,22 @@ class CampaignWriter:
             stale.unlink(missing_ok=True)
         self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         self.stage_path = path.with_name(f".{path.name}.{os.getpid()}.stage.tmp")
-        self.file = h5py.File(self.tmp, "w")
-        self.stage = h5py.File(self.stage_path, "w")
         self.frames_tmp: Path | None = None
         self.names: dict[tuple[str, int], list[str]] = {}
         """Staged datasets of each (output, stretch): the extent's ``rows``."""
+        self.file: h5py.File | None = None
+        self.stage: h5py.File | None = None
+        try:  # a full disk may refuse either file: neither is left behind
+            self.file = h5py.File(self.tmp, "w")
+            self.stage = h5py.File(self.stage_path, "w")
+            self._stage_datasets()
+        except BaseException as err:
+            self.discard()
+            raise_if_no_space(err, path)  # named by its final name
+            raise
+
+    def _stage_datasets(self) -> None:
+        config = self.config
         stride = config.stride_samples
         for e in self.extents:
             rows = e.rows[1] - e.rows[0]
@@ -180,14 +192,20 @@ class CampaignWriter:
             os.replace(self.frames_tmp, self.frames_dir)
 
     def _close_stage(self) -> None:
-        if self.stage.id.valid:
-            self.stage.close()
+        if self.stage is not None and self.stage.id.valid:
+            try:
+                self.stage.close()
+            except OSError:  # a full disk: the staged rows are deleted anyway
+                pass
         self.stage_path.unlink(missing_ok=True)
 
     def discard(self) -> None:
         """Close and delete the temporary files (after a failure)."""
-        if self.file.id.valid:
-            self.file.close()
+        if self.file is not None and self.file.id.valid:
+            try:
+                self.file.close()
+            except OSError:  # its last writes fail again on a full disk: it is deleted anyway
+                pass
         self._close_stage()
         self.tmp.unlink(missing_ok=True)
         if self.frames_dir is not None:

@@ -4,13 +4,15 @@
 
 from __future__ import annotations
 
+import bisect
+import json
 import logging
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from offline_iaas import hooks
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.client.part import (
     file_sha256,
     peak_rss_mb,
@@ -18,9 +20,9 @@ from offline_iaas.client.part import (
     read_sidecar,
 )
 from offline_iaas.config import CampaignConfig
-from offline_iaas.data.segments import without_bad_files
-from offline_iaas.errors import RunError
-from offline_iaas.jobspec import ClientSegment
+from offline_iaas.data.segments import coalesce, subtract, without_bad_files
+from offline_iaas.errors import DataError, RunError
+from offline_iaas.jobspec import ClientSegment, Piece
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
@@ -111,6 +113,53 @@ def campaign_stretches(config: CampaignConfig, segments: list[ClientSegment],
     return without_bad_files(config, stretches_of(segments), spans)
 
 
+def analysed_windows(config: CampaignConfig, segments: list[ClientSegment],
+                     stretches: list[Stretch]) -> dict[str, int]:
+    """Windows of output each client's part holds data for (what the merge stages from it):
+    its kept windows less those that the bad frame files' gaps leave out (``stretches``: the
+    campaign's, ``campaign_stretches``, in time order)."""
+    starts = [s.gps_start for s in stretches]
+
+    def near(piece: Piece) -> list[Stretch]:  # the stretches within the piece's planned one
+        first = max(0, bisect.bisect_right(starts, piece.stretch_gps_start) - 1)
+        return stretches[first:bisect.bisect_left(starts, piece.stretch_gps_end)]
+
+    return {seg.node: sum(sub.output_stop - sub.output_start for piece in seg.pieces
+                          for sub in sub_pieces(config, piece, near(piece)))
+            for seg in segments}
+
+
+def analysed_seconds(config: CampaignConfig, stretches: list[Stretch]) -> float:
+    """Seconds of data the output of ``stretches`` holds (kept windows times the stride)."""
+    return sum(s.kept_windows(config) for s in stretches) * config.stride_seconds
+
+
+def no_data_analysed(run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
+                     bad: list[dict[str, Any]]) -> DataError:
+    """What a merge says when the bad frame files leave no data to analyse: it records so in
+    ``output/campaign.json`` (``"complete": false``, zero analysed seconds, the files), so
+    that nothing takes the run for done, and returns the one-line error naming that file."""
+    planned = stretches_of(segments)
+    summary_path = run.output[1]
+    write_text_atomic(summary_path, json.dumps({
+        "complete": False, "analysed_seconds": 0.0,
+        "planned_seconds": analysed_seconds(config, planned),
+        "config_hash": config.config_hash(), "mode": config.model.mode,
+        "bad_frame_files": bad}, indent=2))
+    spans = [(float(e["gps_start"]), float(e["gps_end"])) for e in bad]
+    every = all(not subtract([(s.gps_start, s.gps_end)], coalesce(spans)) for s in planned)
+    if bad and every:
+        why = (f"every frame file of the span was bad ({len(bad)} found bad, each a gap with "
+               'data.on_bad_file = "gap")')
+    elif bad:
+        why = (f'the {len(bad)} bad frame files (gaps with data.on_bad_file = "gap") leave '
+               "no stretch long enough to analyse")
+    else:
+        why = "the span has no stretch to analyse"
+    return DataError(f"no data analysed: {why}; the list is in {summary_path} "
+                     "(bad_frame_files)")
+
+
 def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
                 writer: CampaignWriter, node: str, progress: NullProgress = NO_PROGRESS,
                 stretches: list[Stretch] | None = None) -> None:
@@ -159,13 +208,18 @@ def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegmen
         hooks.reached(run, node, "mid-write")
 
 
-def merge_record(out_path: Path, config: CampaignConfig, wall_seconds: float,
-                 cpu_seconds: float) -> dict[str, Any]:
+def merge_record(run: RunDir, config: CampaignConfig, stretches: list[Stretch],
+                 wall_seconds: float, cpu_seconds: float) -> dict[str, Any]:
     """What a merge node's summary (``output/campaign.json``) records about its own run and
-    file, before the physics numbers."""
-    return {"complete": True, "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds,
-            "peak_rss_mb": peak_rss_mb(), "sha256": file_sha256(out_path),
-            "config_hash": config.config_hash(), "mode": config.model.mode}
+    file, before the physics numbers: complete only over analysed data (``stretches``: the
+    output's), and the run directory it was written in (its output names that directory's
+    files: the index its chunks, the LAL cache its frames; see ``workflow/relocation.py``)."""
+    analysed = analysed_seconds(config, stretches)
+    return {"complete": analysed > 0, "analysed_seconds": analysed,
+            "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds,
+            "peak_rss_mb": peak_rss_mb(), "sha256": file_sha256(run.output[0]),
+            "config_hash": config.config_hash(), "mode": config.model.mode,
+            "run_dir": str(run.path)}
 
 
 def log_summary(summary: dict, run: RunDir) -> None:

@@ -37,6 +37,7 @@ from offline_iaas.report.timeline import (
     node_attempts,
 )
 from offline_iaas.rundir import RunDir, read_json
+from offline_iaas.sensitivity import population_caption
 from offline_iaas.serve.monitor import read_monitor_csv
 
 logger = logging.getLogger(__name__)
@@ -198,43 +199,84 @@ def _false_alarms(run: _Run, section: page.Section, bbhnet: dict,
     if "found" not in bbhnet:
         return
     section.parts.append(page.table(
-        ["found", "missed", "IFAR threshold [yr]", "background livetime [s]"],
+        ["found (held out)", "missed (held out)", "IFAR threshold [yr]",
+         "background livetime [s]"],
         [[bbhnet["found"], bbhnet["missed"], bbhnet["ifar_threshold_years"], round(livetime)]]))
     _sensitivity(section, bbhnet)
     if injections:
         section.parts.append(page.table(
             ["GPS time", "network SNR", "chirp mass [Msun]", "distance [Mpc]", "statistic",
-             "IFAR [yr]", "found"],
+             "IFAR [yr]", "found", "held out"],
             [[i.get("gps_time", ""), i.get("network_snr", ""), i.get("chirp_mass", ""),
               i.get("distance_mpc", ""), i.get("statistic", ""),
-              f"{i.get('ifar_years', 0):.3g}", "yes" if i.get("found") else "no"]
+              f"{i.get('ifar_years', 0):.3g}", "yes" if i.get("found") else "no",
+              "no (training span)" if i.get("in_training") else "yes"]
              for i in injections]))
 
 
+def _vt_cell(p: dict) -> str:
+    """VT [low, high] at one threshold, or why there is none (``sensitivity.py``)."""
+    if not p["measurable"]:
+        return p["reason"]
+    if p.get("vt_gpc3_years") is None:
+        low, high = p["found_fraction_interval"]
+        return f"found fraction {p['found_fraction']:.3g} [{low:.3g}, {high:.3g}]; no volume"
+    low, high = p["vt_interval_gpc3_years"]
+    return f"{p['vt_gpc3_years']:.3g} [{low:.3g}, {high:.3g}]"
+
+
+def _distance_cell(p: dict) -> str:
+    if p.get("sensitive_distance_mpc") is None:
+        return ""
+    low, high = p["sensitive_distance_interval_mpc"]
+    return f"{p['sensitive_distance_mpc']:.0f} [{low:.0f}, {high:.0f}]"
+
+
 def _sensitivity(section: page.Section, bbhnet: dict) -> None:
-    """VT against the IFAR threshold, its value at the named thresholds (or why not), and
-    found/missed in chirp mass against distance (``physics.sensitivity_summary``)."""
+    """VT against the IFAR threshold with the population in the caption, its value at the
+    named thresholds (or why not), and found/missed in chirp mass against distance
+    (``sensitivity.sensitivity_summary``)."""
     found = bbhnet.get("sensitivity") or {}
     section.parts.append(page.heading("Sensitivity"))
     if "curve" not in found:
         section.parts.append(page.paragraph(found.get("note", "No sensitivity (no injection "
                                                               "list)."), "absent"))
         return
-    section.parts.append(page.image(plots.sensitivity_figure(
-        found["curve"], found["background_years"]), "sensitive time-volume against IFAR"))
+    counts = found.get("counts") or {}
+    interval = found["interval"]
+    left_out = (f"{counts.get('in_training', 0)} injections in BBHnet's training span and "
+                f"{counts.get('outside_analysed', 0)} outside the analysed span left out of "
+                f"{counts.get('listed', 0)}; " if counts else "")
+    caption = (f"VT = V x T x found fraction over {found['injections']} held-out injections "
+               f"({left_out}T = {found['analysed_years']:.3g} yr analysed); "
+               f"{interval['method']} interval at {100 * interval['confidence']:.2f} %. "
+               f"Population: {population_caption(found.get('population'))}.")
+    section.parts.append(page.figure(plots.sensitivity_figure(
+        found["curve"], found["background_years"]), "sensitive time-volume against IFAR",
+        caption))
     named = [*found["at"].items(), ("the background's reach", found["at_reach"])]
     section.parts.append(page.table(
-        ["IFAR threshold", "found", "VT [Gpc^3 yr]", "sensitive distance [Mpc]", "measurable"],
-        [[f"{name} ({p['ifar_threshold_years']:.3g} yr)", f"{p['found']}/{p['injections']}",
-          (f"{p['vt_gpc3_years']:.3g} +- {p['vt_error_gpc3_years']:.2g}"
-           if "vt_gpc3_years" in p else "no volume"),
-          f"{p['sensitive_distance_mpc']:.0f}" if "sensitive_distance_mpc" in p else "",
-          "yes" if p["measurable"] else "no"] for name, p in named]))
-    section.parts.append(page.paragraph(
-        f"VT = V x T x found fraction: V = {found['volume_gpc3'] or 0:.3g} Gpc^3 (the injected "
-        f"population's volume), T = {found['analysed_years']:.3g} yr analysed; error: binomial "
-        "sqrt(f (1 - f) / N). " + " ".join(f"{n}." for n in found["notes"])))
-    rows = [i for i in bbhnet.get("injections", []) if "chirp_mass" in i]
+        ["IFAR threshold", "found", "VT [Gpc^3 yr] [interval]",
+         "sensitive distance [Mpc] [interval]"],
+        [[f"{name} ({p['ifar_threshold_years']:.3g} yr)",
+          f"{p['found']}/{p['injections']}" if p["measurable"] else "",
+          _vt_cell(p), _distance_cell(p)] for name, p in named]))
+    bound = bbhnet.get("volume_bound")
+    if bound and bound["found_near_edge"]:
+        section.parts.append(page.paragraph(
+            f"{bound['found_near_edge']} of {bound['near_edge']} held-out injections beyond "
+            f"{bound['distance_from_mpc']:.0f} Mpc (the top 10 % of the drawn distances) were "
+            "found: the drawn volume, not the search, bounds VT.", "problem"))
+    near_cut = bbhnet.get("snr_cut_bound")
+    if near_cut and near_cut["found_near_cut"]:
+        section.parts.append(page.paragraph(
+            f"{near_cut['found_near_cut']} held-out injections were found with optimal network "
+            f"SNR below {near_cut['snr_below']:g}, close to the population's cut at "
+            f"{near_cut['network_snr_min']:g}: VT is understated.", "problem"))
+    if found["notes"]:
+        section.parts.append(page.paragraph(" ".join(f"{n}." for n in found["notes"])))
+    rows = [i for i in bbhnet.get("injections", [])
+            if "chirp_mass" in i and not i.get("in_training")]
     if rows:
         section.parts.append(page.image(plots.found_missed_figure(
             rows, bbhnet["ifar_threshold_years"]), "found and missed injections"))

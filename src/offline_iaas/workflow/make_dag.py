@@ -20,7 +20,7 @@ import sys
 import tarfile
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig, write_config
@@ -34,6 +34,9 @@ from offline_iaas.rundir import RunDir, read_json
 from offline_iaas.stretches import client_segments, make_stretches, server_name, stretches_of
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.profiles import resolve_site, submit_texts
+
+if TYPE_CHECKING:
+    from offline_iaas.data.preflight import InjectionCheck
 
 logger = logging.getLogger(__name__)
 
@@ -130,12 +133,22 @@ def _model_record(config: CampaignConfig) -> dict[str, Any]:
     return model_record(config.model.repository, manifest)
 
 
-def _training_spans(config: CampaignConfig) -> dict[str, list[float]]:
+def training_spans(config: CampaignConfig) -> dict[str, list[float]]:
     """The training spans the repository's manifest records (none when it has no manifest)."""
     try:
         return read_manifest(config.model.repository).get("training", {})
     except ModelError:
         return {}
+
+
+def log_injection_check(found: InjectionCheck | None, prefix: str) -> None:
+    """The lines and warnings of ``preflight.check_injections`` (None: nothing to say)."""
+    if found is None:
+        return
+    for line in found.lines():
+        logger.info(f"{prefix}: {line}")
+    for line in found.warnings():
+        logger.warning(f"{prefix}: {line}")
 
 
 def make_dag(
@@ -175,20 +188,27 @@ def make_dag(
         is checked or written.
     DataError
         From the data check, before anything is written.
+    ConfigError, DataError
+        From the injection list's check (``preflight.check_injections``: missing, unreadable,
+        lacking a column), before anything is written.
     ModelError
         From the repository check (``export.check_repository``), before anything is
         written: every mismatch, one line each.
     RunError
         If the directory holds another campaign, or a path cannot be written into a submit file.
     """
-    from offline_iaas.data.preflight import preflight
+    from offline_iaas.data.preflight import check_injections, preflight
 
     site = resolve_site(config)
 
     # Holes inside science segments end streams rather than the campaign (`check` is stricter).
     span = preflight(config, allow_holes_in_science=True, open_files=check_files,
                      allow_bad_files=True)
-    if check_files:  # the servers would refuse it: say so now, not after every client waited
+    if check_files:
+        # the merge would refuse the injection list after every client streamed, and the
+        # servers the repository after every client waited: say so now
+        log_injection_check(check_injections(
+            config, span.stretches, training_spans(config).get("bbhnet")), "make-dag")
         check_repository(config, load_graphs=True)
     stretches = make_stretches(config, span.stretches)
 
@@ -233,7 +253,7 @@ def make_dag(
         if stale.name not in current:  # a chunk of another chunking: its merge is redone
             forgotten |= _forget_other_chunk(run, stale.stem, None)
     for seg in segments:
-        write_client_job(run, seg, {"run_dir": str(run.path), **common})
+        write_client_job(run, seg, common)
     for chunk in chunks:
         forgotten |= _forget_other_chunk(run, chunk.node, chunk)
         write_chunk_job(run, chunk, config_hash)
@@ -243,7 +263,7 @@ def make_dag(
     run_id = previous.get("run_id") if previous is not None else None
     if not isinstance(run_id, str) or not run_id:
         run_id = secrets.token_hex(8)
-    texts = submit_texts(config, site, run, executable, run_id, chunked=bool(chunks))
+    texts = submit_texts(config, site, executable, run_id, chunked=bool(chunks))
     for role, text in texts.items():
         write_text_atomic(run.submit(role), text)
     if not chunks:
@@ -275,7 +295,7 @@ def make_dag(
             "chunks": [chunk.node for chunk in chunks],
             "created": datetime.now().astimezone().isoformat(timespec="seconds"),
             # the networks' training data, which the merge's physics numbers leave out
-            "training": _training_spans(config),
+            "training": training_spans(config),
             # what the products' provenance names (graph versions and SHA-256)
             "model": _model_record(config),
             # frame files left out as gaps (data.on_bad_file = "gap"; the parts add theirs)
@@ -285,7 +305,7 @@ def make_dag(
     # Last, so that a directory with an offline.dag always has the rest of its files.
     pre = None
     if site.rendezvous == "jobad":
-        args = ("prescript", "--run-dir", str(run.path), "--node", "$JOB")
+        args = ("prescript", "--run-dir", ".", "--node", "$JOB")  # DAGMan runs it in RUN
         pre = Script(str(executable), args, DEFER_EXIT, DEFER_SECONDS)
     text = dag_text(
         servers,

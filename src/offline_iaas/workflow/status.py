@@ -2,7 +2,8 @@
 
 Node states come from whichever was written last: DAGMan's node status file
 (``offline.status``, ClassAds, ``NODE_STATUS_FILE``) or run-local's ``local-state.json``.
-Data seconds done count the complete parts (``parts/<client>.json``); the ETA extrapolates
+Data seconds done count what the complete parts (``parts/<client>.json``) analysed, the gaps
+of bad frame files left out (and counted as lost); the ETA extrapolates
 the rate since the run started (the first node start run-local recorded, else the oldest
 file in ``logs/``, which condor_submit creates when DAGMan submits the first job).
 """
@@ -22,6 +23,7 @@ from offline_iaas.jobspec import ClientSegment
 from offline_iaas.rundir import RunDir, read_json
 from offline_iaas.workflow.completion import node_complete
 from offline_iaas.workflow.dag import parse_dag
+from offline_iaas.workflow.failures import last_error
 
 # DAGMan NodeStatus values (node status file) -> our states.
 _DAGMAN_STATES = {0: "waiting", 1: "waiting", 2: "waiting", 3: "running", 4: "running",
@@ -57,7 +59,12 @@ class RunStatus:
     """Where the node states came from."""
     nodes: list[NodeState] = field(default_factory=list)
     data_seconds_done: float = 0.0
+    """Data seconds analysed by the complete parts (in gaps of bad frame files: not)."""
     data_seconds_total: float = 0.0
+    """Data seconds to analyse: the planned ones less ``data_seconds_lost``."""
+    data_seconds_lost: float = 0.0
+    """Planned data seconds in the gaps of the bad frame files known so far."""
+    bad_frame_files: int = 0
     elapsed_seconds: float | None = None
     eta_seconds: float | None = None
     output_complete: bool = False
@@ -66,31 +73,40 @@ class RunStatus:
         return sum(1 for n in self.nodes if n.state == state and n.kind != "SERVICE")
 
 
-def _kept_windows(spec: Any) -> int | None:
-    """Output windows of a client's job spec (None when it is not one)."""
+def _segments(specs: dict[str, Any]) -> list[ClientSegment] | None:
+    """The client segments of the job specs (None when one is not a client's spec)."""
     try:
-        return ClientSegment.from_dict(spec).kept_windows
+        return [ClientSegment.from_dict(spec) for spec in specs.values()]
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
 
 def _data_seconds(run: RunDir, specs: dict[str, Any],
-                  complete: set[str]) -> tuple[float, float]:
-    """(done, total) data seconds of output over the client nodes (``specs``: their job
-    specs; ``complete``: the nodes whose output is there)."""
+                  complete: set[str]) -> tuple[float, float, float, int]:
+    """(done, total, lost, bad files) over the client nodes (``specs``: their job specs;
+    ``complete``: the nodes whose output is there), in data seconds analysed: a part's kept
+    windows less those in the gaps of the bad frame files known so far (make-dag's and the
+    complete parts'), which are ``lost`` (the merge stages the same windows)."""
     from offline_iaas.config import load_config
+    from offline_iaas.merge.stitch import analysed_windows, bad_files, campaign_stretches
 
     config = load_config(run.config)
     stride = config.stride_seconds
     clients = list(specs)
-    windows = {node: _kept_windows(spec) for node, spec in specs.items()}
-    complete = complete & set(clients)
-    if clients and all(w is not None for w in windows.values()):
-        total = sum(windows.values()) * stride  # type: ignore[arg-type]
-        done = sum(windows[n] for n in complete) * stride  # type: ignore[misc]
-        return done, total
-    total = config.data.duration  # unknown spec layout: count clients as equal shares
-    return (total * len(complete) / len(clients) if clients else 0.0), total
+    segments = _segments(specs)
+    if not clients or segments is None:  # unknown spec layout: clients as equal shares
+        total = config.data.duration
+        return (total * len(complete & set(clients)) / len(clients) if clients else 0.0,
+                total, 0.0, 0)
+    try:
+        bad = bad_files(run, segments)
+    except RunError:  # no run record: no bad file known
+        bad = []
+    windows = analysed_windows(config, segments, campaign_stretches(config, segments, bad))
+    planned = sum(seg.kept_windows for seg in segments)
+    total = sum(windows.values())
+    done = sum(windows[node] for node in complete & set(clients))
+    return done * stride, total * stride, (planned - total) * stride, len(bad)
 
 
 def _note_server(node: NodeState, spec: Any, sidecar: Any) -> None:
@@ -111,21 +127,6 @@ def _parse_time(text: Any) -> float | None:
         return datetime.fromisoformat(str(text)).timestamp()
     except ValueError:
         return None
-
-
-def last_error(path: Path) -> str:
-    """The last error line (``offline-iaas <command>: error: ...``) of a node's ``.err``
-    log, without the prefix; '' when there is none."""
-    try:
-        with open(path, "rb") as f:  # the end of the log is enough
-            f.seek(max(0, f.seek(0, 2) - 65536))
-            lines = f.read().decode(errors="replace").splitlines()
-    except OSError:
-        return ""
-    for line in reversed(lines):
-        if ": error: " in line and line.startswith("offline-iaas "):
-            return line.split(": error: ", 1)[1].strip()
-    return ""
 
 
 def _local_states(state: dict[str, Any]) -> dict[str, NodeState]:
@@ -229,7 +230,8 @@ def read_status(run: RunDir) -> RunStatus:
         if node.name in clients:
             _note_server(node, *clients[node.name])
     specs = {name: spec for name, (spec, _) in clients.items()}
-    status.data_seconds_done, status.data_seconds_total = _data_seconds(run, specs, complete)
+    (status.data_seconds_done, status.data_seconds_total, status.data_seconds_lost,
+     status.bad_frame_files) = _data_seconds(run, specs, complete)
     merge = dag.nodes.get("merge")
     status.output_complete = merge is not None and node_complete(run, merge)
     started = _started(run, local if not use_dagman else None)
@@ -291,7 +293,9 @@ def status_lines(status: RunStatus) -> list[str]:
     lines.append(f"nodes: {len(jobs)} ({counts})")
     total, done = status.data_seconds_total, status.data_seconds_done
     share = 100 * done / total if total else 0.0
-    lines.append(f"data seconds done: {done:.1f} of {total:.1f} ({share:.0f}%)")
+    lost = (f"; {status.data_seconds_lost:.1f} s lost to {status.bad_frame_files} bad frame "
+            "file(s)" if status.data_seconds_lost > 0 else "")
+    lines.append(f"data seconds done: {done:.1f} of {total:.1f} ({share:.0f}%){lost}")
     lines.append(f"elapsed: {_duration(status.elapsed_seconds)}")
     if status.output_complete:
         lines.append("output: output/campaign.h5 (complete)")
