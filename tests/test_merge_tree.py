@@ -191,13 +191,16 @@ def test_clustering_a_part_with_its_reach_equals_clustering_the_whole() -> None:
 # ---- a real campaign -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def chunked(tmp_path_factory: pytest.TempPathFactory) -> tuple:
-    """e2e with two time slides over three science segments, chunks of 16 s: the chunk
-    boundaries fall inside the first stretch, in the gap after it and inside the second."""
+    """e2e with two time slides of 10 s over three science segments, chunks of 16 s: the
+    chunk boundaries fall inside the first stretch (where its second slide is not formed yet),
+    in the gap after it and inside the second (inside its first slide's formed windows); the
+    second stretch forms only the first slide, the third none."""
     root = tmp_path_factory.mktemp("tree")
     segment_file = root / "science.txt"
     segment_file.write_text("".join(f"{a} {b}\n" for a, b in SEGMENTS))
     config = _config(root, [*CHUNK_OVERRIDES, f'data.segments="{segment_file}"',
                             "synth.file_duration=8", "bbhnet.time_shifts=2",
+                            "bbhnet.shift_seconds=10",
                             f'model.repository="{root / "repository"}"',
                             f'bbhnet.injections="{root / "frames" / "synth.json"}"',
                             "bbhnet.ifar_threshold_years=1e-6"])
@@ -258,6 +261,16 @@ def test_the_chunked_campaign_equals_the_reference_and_the_oracle(chunked) -> No
     late = read_series(index)
     late["statistic"] = [(x0, dx, np.roll(v, 1)) for x0, dx, v in late["statistic"]]
     assert run_problems(run_dir, series=late)  # negative control: one window late
+    # slide k is formed from k x 10 s into each stretch: the 18 s one forms only the first
+    # slide, the 10 s one none (NaN), and the background and FAR count only what they formed
+    first, second, third = [v for _, _, v in read_series(index)["slides"]]
+    assert np.isfinite(first).sum(axis=0).tolist() == [len(first) - 40, len(first) - 80]
+    assert np.isfinite(second[:, 0]).sum() == len(second) - 40 and np.isnan(second[:, 1]).all()
+    assert np.isnan(third).all()
+    early = read_series(index)
+    values = early["slides"][0][2]
+    values[39, 0] = values[40, 0]  # control: slide 1 formed one window early
+    assert run_problems(run_dir, series=early)
 
 
 @pytest.mark.slow

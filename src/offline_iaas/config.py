@@ -191,8 +191,9 @@ class BBHnetConfig:
     time_shifts: int = 0
     """Background time slides formed on the server from the one stream (0: none). With ``N``,
     BBHnet also runs on every window with the second detector's strain taken ``Δ, 2Δ, ... NΔ``
-    earlier (``shift_seconds``); the merge turns those background statistics into a
-    false-alarm rate for each trigger."""
+    earlier (``shift_seconds``) where both windows lie inside the stretch (slide ``k`` from
+    ``kΔ`` after the zero lag's first window, which slides do not move); the merge turns
+    those background statistics into a false-alarm rate for each trigger."""
     shift_seconds: float = 1.0
     """``Δ``, the step between time slides (a whole number of strides)."""
     ifar_threshold_years: float = 1.0
@@ -393,15 +394,20 @@ class CampaignConfig:
         return -(-self.kernel_samples // self.stride_samples) - 1
 
     @property
-    def warmup_windows(self) -> int:
-        """Rows a stream discards before its outputs no longer depend on where it started.
+    def stretch_warmup_windows(self) -> int:
+        """Windows of a stretch before its first kept one (the zero lag starts at the next):
+        a window warm-up per snapshot and per online average (``Mode.warmup_stages``:
+        ``deepclean`` 2, ``e2e`` 3, others 1), plus the rolling whitening's PSD data. Slides
+        add nothing: a slide is formed only where both its windows are kept
+        (``stretches.slides_formed``)."""
+        return self.mode.warmup_stages * self.window_warmup + self.psd_warmup_windows
 
-        One window warm-up per snapshot, plus the online average's latency (``K / S - 1``
-        windows) where DeepClean's predictions are averaged (``Mode.warmup_stages``):
-        ``deepclean`` 2, ``e2e`` 3 (the second snapshot over cleaned strain), other modes 1.
-        """
-        return (self.mode.warmup_stages * self.window_warmup + self.shift_warmup_windows
-                + self.psd_warmup_windows)
+    @property
+    def warmup_windows(self) -> int:
+        """Rows a stream begun inside a stretch discards before its outputs stop depending on
+        where it started: the stretch's warm-up plus the longest slide's history (a stream
+        from the stretch's start needs only ``stretch_warmup_windows``)."""
+        return self.stretch_warmup_windows + self.slide_history_windows
 
     @property
     def time_slides(self) -> bool:
@@ -428,13 +434,14 @@ class CampaignConfig:
         return round(self.bbhnet.shift_seconds * self.data.sample_rate)
 
     @property
-    def shift_warmup_windows(self) -> int:
-        """Windows a stream waits until its largest time slide reaches back only into its own
-        stretch (``ceil(N Δ / S)``; 0 without slides): a slide never pairs data across a
-        gap."""
-        if not self.time_slides:
-            return 0
-        return -(-self.bbhnet.time_shifts * self.shift_samples // self.stride_samples)
+    def shift_windows(self) -> int:
+        """``Δ`` of the time slides in windows (a whole number of strides)."""
+        return self.shift_samples // self.stride_samples
+
+    @property
+    def slide_history_windows(self) -> int:
+        """Windows the longest slide reaches back (``N Δ / S``; 0 without slides)."""
+        return self.bbhnet.time_shifts * self.shift_windows if self.time_slides else 0
 
     @property
     def averaging_delay_windows(self) -> int:

@@ -55,8 +55,10 @@ class Manifest(Record):
     sequence_slots: int
     """Sequence slots per served model: at most this many clients per server."""
     outputs: tuple[str, ...]
-    time_slides: tuple[int, int]
-    """``(slides, samples between them)``; ``(0, 0)`` without."""
+    time_slides: tuple[int, ...]
+    """``(slides, samples between them, first window a slide may reach)``; ``(0, 0)``
+    without (a repository exported before slides were formed only inside the stretch has
+    the first two only, and is refused)."""
     whitening: str | dict[str, float]
     """``fixed``, or the rolling whitening's parameters."""
     versions: dict[str, int]

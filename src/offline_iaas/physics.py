@@ -17,10 +17,13 @@ BBHnet
     ``exclusion_seconds`` from all injections; an injection is *found* when a trigger within
     ``found_seconds`` of its time beats the background's largest.
 BBHnet with time slides (``bbhnet.time_shifts = N``)
-    Each slide's statistic is clustered like the zero lag; the background livetime is ``N``
-    times the analysed time (the warm-up already keeps every slide inside its stretch). A
-    trigger's false-alarm rate is the number of background triggers at least as loud per
-    second of livetime; one louder than the whole background gets the bound ``1 / livetime``.
+    Slide ``k`` is formed at a window only where both of its windows (the first detector's at
+    ``t``, the second's at ``t - kΔ``) lie in the stretch's analysed time, so in each stretch
+    it starts ``kΔ`` after the zero lag; its formed windows are clustered like the zero lag,
+    and its livetime is the stride times the windows it formed (``slide_livetime``); the
+    background livetime is the sum over the slides. A trigger's false-alarm rate is the
+    number of background triggers at least as loud per second of livetime; one louder than
+    the whole background gets the bound ``1 / livetime``.
     An injection is found when a trigger within ``found_seconds`` has an inverse FAR of at
     least ``ifar_threshold_years``. With an injection list, as for the zero-lag background,
     a slide's trigger is left out when either detector's time (``t``, or ``t - kΔ`` for the
@@ -214,9 +217,13 @@ SECONDS_PER_YEAR = 365.25 * 86400.0
 def false_alarm_rates(statistic: np.ndarray, background: np.ndarray, livetime_seconds: float
                       ) -> tuple[np.ndarray, np.ndarray]:
     """``(far in Hz, ifar in years)`` of each zero-lag trigger's ``statistic`` against the
-    ``background`` triggers of ``livetime_seconds`` of time slides (module docstring)."""
-    if livetime_seconds <= 0:
-        raise ValueError(f"background livetime must be positive, got {livetime_seconds}")
+    ``background`` triggers of ``livetime_seconds`` of time slides (module docstring).
+    Without livetime (no slide formed outside the cuts: every stretch shorter than the
+    smallest slide) no rate is measured: FAR ``inf``, IFAR 0."""
+    if livetime_seconds < 0:
+        raise ValueError(f"background livetime must not be negative, got {livetime_seconds}")
+    if livetime_seconds == 0:
+        return np.full(len(statistic), np.inf), np.zeros(len(statistic))
     ordered = np.sort(np.asarray(background, np.float64))
     louder = len(ordered) - np.searchsorted(ordered, np.asarray(statistic, np.float64), "left")
     far = np.maximum(louder, 1) / livetime_seconds
@@ -255,10 +262,15 @@ def background_cuts(injections: list[Injection], config: CampaignConfig,
 
 def slide_livetime(analysed: tuple[float, float], cuts: list[tuple[float, float]],
                    lag_seconds: float) -> float:
-    """Seconds of ``analysed`` (first detector's time) where neither detector's data is cut:
-    ``t`` outside ``cuts`` and ``t - lag_seconds`` outside them too."""
+    """Seconds of a stretch's ``analysed`` span (first detector's time) where the slide of
+    ``lag_seconds`` is formed and neither detector's data is cut: ``t`` and ``t -
+    lag_seconds`` both in ``analysed`` (the slide's windows, times the stride) and both
+    outside ``cuts``."""
+    formed = (analysed[0] + lag_seconds, analysed[1])
+    if formed[1] <= formed[0]:
+        return 0.0
     moved = [(a + lag_seconds, b + lag_seconds) for a, b in cuts]
-    return float(sum(b - a for a, b in subtract_spans([analysed], cuts + moved)))
+    return float(sum(b - a for a, b in subtract_spans([formed], cuts + moved)))
 
 
 def outside_cuts(times: np.ndarray, cuts: list[tuple[float, float]]) -> np.ndarray:

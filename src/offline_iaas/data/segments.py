@@ -10,8 +10,8 @@ The *analysable span* is ``[data.start, data.start + data.duration)`` intersecte
 Each resulting stretch then has its start rounded up and its end rounded down onto the
 stride grid ``data.start + m * stride_seconds`` (``stride_seconds = stride_samples /
 sample_rate``), so every stream starts and ends on a window boundary of the whole-span stream.
-Stretches shorter than ``(warmup_windows + 1) * stride_seconds`` cannot give one exact
-window and are dropped. Every second of the span is accounted for: it is either in a stretch
+Stretches shorter than ``(stretch_warmup_windows + 1) * stride_seconds`` cannot give one
+exact window and are dropped. Every second of the span is accounted for: it is either in a stretch
 or in ``dropped`` with one of the reasons below (the first that applies, in this order)::
 
     outside science segments
@@ -317,7 +317,7 @@ def science_segments(config: CampaignConfig) -> list[Interval] | None:
 
 def min_stretch_seconds(config: CampaignConfig) -> float:
     """Shortest useful stretch: warm-up plus one stride (s)."""
-    return (config.warmup_windows + 1) * config.stride_seconds
+    return (config.stretch_warmup_windows + 1) * config.stride_seconds
 
 
 def without_bad_files(config: CampaignConfig, stretches: Sequence[Stretch],

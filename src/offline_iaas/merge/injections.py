@@ -82,6 +82,11 @@ def injection_results(
                                  "bbhnet.time_shifts (time slides formed on the servers)",
                                  "population": listed.population, "counts": counts}
         return result
+    if not background_livetime_seconds:  # no slide formed outside the cuts
+        result["sensitivity"] = {"note": "no time slide was formed outside the cuts: no "
+                                 "background, no VT against IFAR",
+                                 "population": listed.population, "counts": counts}
+        return result
     analysed_seconds = float(sum(b - a for a, b in analysed))
     result["sensitivity"] = sensitivity_summary(held_out, listed.population, analysed_seconds,
                                                 background_livetime_seconds or 0.0, counts)

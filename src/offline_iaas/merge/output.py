@@ -10,7 +10,9 @@ path="statistic/1262304001")`` (``read_campaign`` reads them all):
 - ``triggers``: a table (``time``, ``statistic``) of the clustered statistic; with time
   slides also ``far`` (Hz) and ``ifar`` (years);
 - ``slides/<GPS>`` (time slides): ``[windows, N]``, BBHnet on each window with the second
-  detector ``k * shift_seconds`` earlier in column ``k - 1`` (stamped like the statistic);
+  detector ``k * shift_seconds`` earlier in column ``k - 1`` (stamped like the statistic),
+  NaN where that slide is not formed (its second window before the stretch's first kept
+  window: the first ``k * shift_seconds`` of each stretch, ``stretches.slides_formed``);
 - ``background`` (time slides): a table (``shift``, ``time``, ``statistic``) of each
   slide's clustered statistic, the time being the first detector's, ordered by shift, then
   time.
@@ -215,6 +217,8 @@ class CampaignWriter:
 TIME_TOLERANCE_SECONDS = 1e-6
 """Largest difference allowed in a time value (``x0``, trigger times): absolute seconds."""
 TIME_COLUMNS = frozenset({"time"})
+UNFORMED_NAN = frozenset({"slides"})
+"""Groups whose NaN means "not formed" (a time slide whose pair lies outside the stretch)."""
 """Table columns holding GPS times (compared in absolute seconds, not relative to ~1e9)."""
 
 
@@ -251,7 +255,8 @@ class Comparison:
     ``time_seconds``: the largest absolute difference of each time value (x0, trigger times);
     ``problems``: what makes the outputs incomparable (a dataset on one side only, another
     length or ``dx``, NaN or Inf on either side). NaN never passes: every check is written so
-    that a NaN makes it false.
+    that a NaN makes it false. The one exception is a ``slides`` dataset's NaN, which marks a
+    slide not formed: both sides must hold NaN at the same places (``UNFORMED_NAN``).
     """
 
     relative: dict[str, float] = field(default_factory=dict)
@@ -302,19 +307,25 @@ def compare_outputs(campaign: Path, reference: Path) -> Comparison:
                                  and abs(a.dx - b.dx) <= 1e-9 * abs(b.dx)):
             result.problems.append(f"{name}: dx {a.dx}, reference {b.dx}")
             continue
+        nan_allowed = name.split("/", 1)[0] in UNFORMED_NAN
+        if nan_allowed and not np.array_equal(np.isnan(a.values), np.isnan(b.values)):
+            result.problems.append(f"{name}: NaN (slides not formed) at other places than "
+                                   "in the reference")
+            continue
         bad = [side for side, s in (("campaign", a), ("reference", b))
-               if not np.all(np.isfinite(s.values))]
+               if not np.all(np.isfinite(s.values) | (nan_allowed & np.isnan(s.values)))]
         if bad:
             result.problems.append(f"{name}: NaN or Inf in the {' and '.join(bad)}")
             continue
         if a.x0 is not None and b.x0 is not None:
             result.time_seconds[f"{name}@x0"] = abs(a.x0 - b.x0)
         diff = np.abs(a.values.astype(np.float64) - b.values.astype(np.float64))
+        diff[np.isnan(diff)] = 0.0  # NaN on both sides (checked above): a slide not formed
         largest = float(diff.max()) if diff.size else 0.0
         if name.rsplit("/", 1)[-1] in TIME_COLUMNS and a.x0 is None:
             result.time_seconds[name] = largest
             continue
-        scale = float(np.max(np.abs(b.values))) if b.values.size else 1.0
+        scale = float(np.nanmax(np.abs(b.values), initial=0.0)) if b.values.size else 1.0
         result.relative[name] = largest / (scale or 1.0)
     return result
 

@@ -43,7 +43,7 @@ from offline_iaas.physics import (
     slide_livetime,
     zero_phase_blocks,
 )
-from offline_iaas.stretches import Stretch, output_x0, statistic_spans
+from offline_iaas.stretches import Stretch, first_formed_window, output_x0, statistic_spans
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +237,9 @@ def _cluster(writer: Any, products: ChunkProducts) -> None:
         staged = writer.stage[writer.names[("background", e.stretch.index)][0]][()]
         for k in range(staged.shape[1]):
             lag = (k + 1) * config.bbhnet.shift_seconds
-            keep = _owned_maxima(staged[:, k], half, e)
+            # a slide's series starts at its first formed window (NaN before it)
+            start = max(0, first_formed_window(config, k + 1) - e.rows[0])
+            keep = _owned_maxima(staged[start:, k], half, e, start)
             t = x0 + keep * dx
             keep = keep[outside_cuts(t, cuts) & outside_cuts(t - lag, cuts)]
             rows.append((np.full(len(keep), lag), x0 + keep * dx, staged[keep - e.rows[0], k]))
@@ -254,10 +256,11 @@ def _cluster(writer: Any, products: ChunkProducts) -> None:
         products.background = background
 
 
-def _owned_maxima(staged: np.ndarray, half: int, extent: Any) -> np.ndarray:
-    """The kept-window indices of the clustered maxima of a staged series that the extent
-    owns (the staged rows reach ``half`` beyond them, so none is cut short)."""
-    keep = cluster_indices(staged, half) + extent.rows[0]
+def _owned_maxima(staged: np.ndarray, half: int, extent: Any, offset: int = 0) -> np.ndarray:
+    """The kept-window indices of the clustered maxima of a staged series (from staged row
+    ``offset``) that the extent owns (the staged rows reach ``half`` beyond them, so none is
+    cut short)."""
+    keep = cluster_indices(staged, half) + extent.rows[0] + offset
     a, b = extent.statistic_rows
     return keep[(keep >= a) & (keep < b)]
 
@@ -378,6 +381,11 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
         livetime = sum(slide_livetime(span, cuts, (k + 1) * config.bbhnet.shift_seconds)
                        for span in analysed for k in range(config.bbhnet.time_shifts))
         table["far"], table["ifar"] = false_alarm_rates(v, background["statistic"], livetime)
+        if livetime == 0:
+            logger.warning(
+                "BBHnet: no time slide is formed outside the cuts (each stretch is shorter than "
+                f"its warm-up and {config.bbhnet.shift_seconds:g} s, or the injections' "
+                "neighbourhoods take the rest): no background, every trigger's IFAR is 0")
         file.create_dataset("background", data=background)
         result.update({"time_shifts": config.bbhnet.time_shifts,
                        "shift_seconds": config.bbhnet.shift_seconds,

@@ -42,7 +42,7 @@ def run_reference(
     sessions = network_sessions(config)
     frames = discover_frames(config)
     stride = config.stride_samples
-    warmup = config.warmup_windows
+    warmup = config.stretch_warmup_windows  # each stretch streamed from its start
     # the same stretches make-dag plans: holes in the data end streams
     span = preflight(config, frames, allow_holes_in_science=True, allow_bad_files=True)
     stretches = make_stretches(config, span.stretches)

@@ -23,7 +23,13 @@ from offline_iaas.merge.postprocess import physics_lines
 from offline_iaas.records import BadFile, CampaignSummary, ClientSegment, PartRecord, Piece
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import Stretch, part_offset, stretches_of, sub_pieces
+from offline_iaas.stretches import (
+    Stretch,
+    part_offset,
+    slides_formed,
+    stretches_of,
+    sub_pieces,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +60,7 @@ def check_parts(
             ((p.output_start, p.output_stop, s.node) for s in segments for p in s.pieces
              if p.stretch == stretch.index),
         )
-        expected = config.warmup_windows
+        expected = config.stretch_warmup_windows
         for start, stop, node in pieces:
             if start != expected:
                 kind = "gap" if start > expected else "overlap"
@@ -148,11 +154,12 @@ def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegmen
     ------
     RunError
         A part without finite values where the output needs some (a window its client left
-        in a gap, or a network that returned NaN).
+        in a gap, or a network that returned NaN), or with time slides not NaN exactly where
+        a slide is not formed (``stretches.slides_formed``).
     """
     stretches = stretches_of(segments) if stretches is None else stretches
     index = {s.gps_start: s.index for s in stretches}
-    warmup = config.warmup_windows
+    warmup = config.stretch_warmup_windows
     needed = []
     for seg in segments:
         for number, piece in enumerate(seg.pieces):
@@ -170,11 +177,15 @@ def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegmen
             stop = min(start + BLOCK_ROWS, end)
             for output in config.outputs.names:
                 rows = read_piece_rows(run, seg.node, output, number, start, stop)
-                if not np.isfinite(rows).all():
+                formed = (slides_formed(config, kept + start - first, stop - start)
+                          if output == "background" else True)
+                if not np.array_equal(np.isfinite(rows), np.broadcast_to(formed, rows.shape)):
                     raise RunError(
                         f"{seg.node}: its part holds no finite {output} for some of rows "
                         f"{start}-{stop} of piece {number} (a window its client left in a gap "
-                        "of a bad frame file, or a network that returned NaN)")
+                        "of a bad frame file, or a network that returned NaN)"
+                        + (", or values where a slide is not formed (a repository of "
+                           "another version)" if output == "background" else ""))
                 writer.write(output, stretch, kept + start - first, rows)
             progress.advance(stop - start)
         hooks.reached(run, node, "mid-write")

@@ -8,7 +8,10 @@ interval: the statistic (and the time slides) by the GPS time stamped on each wi
 band-passed prediction and the cleaned strain by sample time. It writes only those, but the
 post-processing of a value reads beyond it: the zero-phase band-pass reads the 64 s blocks
 holding the chunk's samples, padded by 16 s (``physics.zero_phase_reach``), the trigger
-clustering ``cluster_seconds / 2`` either way (``physics.cluster_reach_windows``). A chunk
+clustering ``cluster_seconds / 2`` either way (``physics.cluster_reach_windows``); a time
+slide is clustered over its formed windows only (from ``stretches.first_formed_window``), so
+it reaches no further than the zero lag, and its rows are the statistic's (each client's part
+holds its kept windows' slides, formed on the server from the history it streamed). A chunk
 therefore stages the kept windows ``rows`` of each stretch (its own widened by that padding)
 from the parts, and is the DAG child of exactly the clients whose pieces hold any of them.
 With ``data.on_bad_file = "gap"`` a bad frame file met while streaming cuts its stretch in
@@ -161,7 +164,7 @@ def chunk_merges(config: CampaignConfig, stretches: list[Stretch],
                 segments: list[ClientSegment]) -> list[MergeChunk]:
     """The chunk merges of a campaign (none when ``merge.chunk_seconds`` is 0), each with the
     clients whose kept windows it reads."""
-    warmup = config.warmup_windows
+    warmup = config.stretch_warmup_windows
     # per stretch, the clients' kept windows in order: (first kept, end kept, node)
     held: dict[int, list[tuple[int, int, str]]] = {}
     for seg in segments:

@@ -210,9 +210,12 @@ def _false_alarms(run: _Run, section: page.Section, bbhnet: dict,
         threshold), "cumulative rate of background and zero-lag triggers"))
     section.parts.append(page.paragraph(
         f"{bbhnet['time_shifts']} time slides of {bbhnet['shift_seconds']:g} s formed on the "
-        f"server from the one stream; {bbhnet['background_triggers']} background triggers in "
-        f"{livetime:.0f} s ({livetime / SECONDS_PER_YEAR:.3g} yr). A trigger's FAR counts the "
-        "background triggers at least as loud; one louder than all gets 1 / livetime."))
+        f"server from the one stream, each where both detectors' windows lie in a stretch; "
+        f"{bbhnet['background_triggers']} background triggers in {livetime:.0f} s "
+        f"({livetime / SECONDS_PER_YEAR:.3g} yr: the windows each slide formed, times the "
+        "stride, less any time cut around injections or in the training span). A trigger's "
+        "FAR counts the background triggers at least as loud; one louder than all gets "
+        "1 / livetime."))
     injections = list(bbhnet.get("injections") or [])
     if "found" not in bbhnet:
         return

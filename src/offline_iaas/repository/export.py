@@ -320,11 +320,13 @@ def _shape_dict(shape: mcfg.EnsembleShape) -> dict[str, Any]:
     }
 
 
-def time_slides(config: CampaignConfig) -> tuple[int, int]:
-    """``(slides, samples between them)`` the fused model forms; ``(0, 0)`` without."""
+def time_slides(config: CampaignConfig) -> tuple[int, ...]:
+    """``(slides, samples between them, first window a slide may reach)`` the fused model
+    forms; ``(0, 0)`` without. (A repository exported before slides were formed only inside
+    the stretch records two numbers and is refused.)"""
     if not config.time_slides:
         return (0, 0)
-    return (config.bbhnet.time_shifts, config.shift_samples)
+    return (config.bbhnet.time_shifts, config.shift_samples, config.stretch_warmup_windows)
 
 
 def whitening_record(config: CampaignConfig) -> str | dict[str, float]:
@@ -393,10 +395,15 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
             f"{config.layout.clients_per_server} clients per server "
             "(layout.clients_per_server; the others' sequences would wait for a slot and "
             "time out): export again for this layout")
-    (slides, step), wanted = manifest.time_slides, time_slides(config)
-    if (slides, step) != wanted:
+    slides, wanted = manifest.time_slides, time_slides(config)
+    if slides != wanted and slides[:2] == wanted[:2]:
         problems.append(
-            f"{where}: exported with {slides} time slides of {step} samples, the campaign "
+            f"{where}: its time slides are formed from window {list(slides[2:])}, the "
+            f"campaign's from window {wanted[2]} of each stream (exported by another version, "
+            "or for another warm-up): export again")
+    elif slides != wanted:
+        problems.append(
+            f"{where}: exported with {slides[0]} time slides of {slides[1]} samples, the campaign "
             f"asks for {wanted[0]} of {wanted[1]} (bbhnet.time_shifts, bbhnet.shift_seconds): "
             "export again")
     if manifest.whitening != whitening_record(config):
