@@ -1,7 +1,7 @@
 """The merge as a tree on the demo data (issue #20): throughput, whole-campaign wall, simulation.
 
 1. Runs the e2e demo twice through its DAG (``offline-iaas demo``): chunk merges of
-   ``merge.chunk_seconds = 4096`` (the default) and one merge node (``= 0``); reports each
+   ``merge.shard_seconds = 4096`` (the default) and one merge node (``= 0``); reports each
    campaign's wall time (``run-local``'s, from the first node's start to the last's end).
 2. On the chunked demo's parts, writes the DAG again for 1, 4 and 16 chunks (and one merge
    node) and runs only the merge nodes, the chunk merges two at a time (this machine's cores):
@@ -86,7 +86,7 @@ def merge_only(source: Path, target: Path, chunk_seconds: float) -> dict:
 
     shutil.copytree(source, target, ignore=shutil.ignore_patterns(
         "output", "logs", "scratch", "local-state.json", "monitor"))
-    config = load_config(target / "campaign.toml", [f"merge.chunk_seconds={chunk_seconds}"])
+    config = load_config(target / "campaign.toml", [f"merge.shard_seconds={chunk_seconds}"])
     make_dag(config, RunDir(target))
     chunks = read_run_info(RunDir(target)).chunks
     started = time.monotonic()
@@ -116,12 +116,12 @@ def main() -> None:
 
     walls = {}
     for name, chunk_seconds in (("chunked", 4096), ("single", 0)):
-        run("demo", "--workdir", str(work / name), "--set", f"merge.chunk_seconds={chunk_seconds}")
+        run("demo", "--workdir", str(work / name), "--set", f"merge.shard_seconds={chunk_seconds}")
         walls[name] = local_wall(work / name / "run")
     lines += ["## Whole campaign (run-local of the demo's DAG)", "",
               "| merge | campaign wall [s] |", "| --- | --- |",
-              f"| chunk merges (merge.chunk_seconds = 4096: 2 chunks) | {walls['chunked']:.1f} |",
-              f"| one merge node (merge.chunk_seconds = 0) | {walls['single']:.1f} |", ""]
+              f"| chunk merges (merge.shard_seconds = 4096: 2 chunks) | {walls['chunked']:.1f} |",
+              f"| one merge node (merge.shard_seconds = 0) | {walls['single']:.1f} |", ""]
 
     lines += ["## Merge throughput (the merge nodes alone, on the chunked demo's parts)", "",
               "Chunk merges run two at a time (2 cores); the index after them. Per node: data "
@@ -148,13 +148,13 @@ def main() -> None:
     shutil.copytree(work / "chunked", target, ignore=shutil.ignore_patterns("run", "reference*"))
     config_path = work / "chunked" / "run" / "campaign.toml"
     run("make-dag", str(config_path), "--out", str(target / "run"), "--set",
-        "merge.chunk_seconds=640", "--set", "workflow.max_parallel_clients=2")
+        "merge.shard_seconds=640", "--set", "workflow.max_parallel_clients=2")
     simulated = json.loads(run("plan", str(config_path), "--simulate", str(target / "run"),
                                "--from-run", str(work / "chunked" / "run"), "--json", "-q"))
     run("run-local", str(target / "run"))
     lines += ["## plan --simulate against a real run-local", "",
               "Rates from the chunked demo; the target: the same data with 4 chunk merges "
-              "(merge.chunk_seconds = 640) and at most 2 clients at once "
+              "(merge.shard_seconds = 640) and at most 2 clients at once "
               "(workflow.max_parallel_clients = 2). Seconds from the DAG's first node start.", "",
               "| until | simulated [s] | run-local [s] | error |", "| --- | --- | --- | --- |"]
     for label, stage, prefix in (("the last client ends", "clients_done_seconds", "client"),

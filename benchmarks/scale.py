@@ -218,7 +218,7 @@ def measure(servers: int, clients: int, days: float, work: Path) -> dict[str, ob
         "files written": len(files),
         "bytes written": sum(p.stat().st_size for p in files),
         "DAG lines": dag_lines,
-        "chunk merges (merge.chunk_seconds = 4096)": chunks,
+        "chunk merges (merge.shard_seconds = 4096)": chunks,
         "status command wall [s]": round(status_wall, 2),
         "read_status in process [s]": round(in_process, 3),
         "status says": next((line for line in status_text.splitlines()
@@ -266,7 +266,7 @@ def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dic
         f"{gps}-{FRAME_SECONDS}.gwf\n"
         for gps in range(first, int(config.data.start + config.data.duration), FRAME_SECONDS)))
     run_dir = work / "o3-month-run"
-    overrides = [*plan.overrides(), f"merge.chunk_seconds={chunk_seconds:g}",
+    overrides = [*plan.overrides(), f"merge.shard_seconds={chunk_seconds:g}",
                  f'data.frames="{cache}"', 'data.datafind_server=""', "data.frametypes=[]"]
     timed_child([executable(), "make-dag", str(O3_MONTH), "--out", str(run_dir), "--no-check",
                  "-q", *(a for o in overrides for a in ("--set", o))])
@@ -294,7 +294,7 @@ def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dic
         "merge throughput per chunk merge [data-s/s]":
             f"{merge_rate:,.0f} (the demo's {pilot.merge_rate:,.0f} at "
             f"{samples:g} samples/s, scaled to {len(config.ifos) * config.data.sample_rate:g})",
-        "recommended merge.chunk_seconds": f"{chunk_seconds:g} ({len(info['chunks'])} chunk "
+        "recommended merge.shard_seconds": f"{chunk_seconds:g} ({len(info['chunks'])} chunk "
                                             "merges)",
         "assumed": f"server start {SERVER_START_SECONDS:g} s, job start {JOB_START_SECONDS:g} "
                    f"s, {100 * FAILURE_RATE:g} % of client attempts fail (RETRY "

@@ -39,7 +39,7 @@ from tests.helpers import SMALL_CAMPAIGN, captured_log, processes_mentioning, un
 pytestmark = pytest.mark.slow
 
 TOLERANCE = 1e-5
-OVERRIDES = ['model.mode="bbhnet"', "layout.clients_per_server=6", "merge.chunk_seconds=16",
+OVERRIDES = ['model.mode="bbhnet"', "layout.clients_per_server=6", "merge.shard_seconds=16",
              "deepclean.frame_seconds=16"]
 
 

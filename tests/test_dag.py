@@ -281,7 +281,7 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
     assert sorted(specs) == sorted(n.name for n in jobs) == sorted(info["clients"])
     services = {n.name for n in dag.nodes.values() if n.kind == "SERVICE"}
     assert services == set(info["servers"])
-    # the span lies in one chunk of merge.chunk_seconds (4096 s): one chunk merge, the index
+    # the span lies in one chunk of merge.shard_seconds (4096 s): one chunk merge, the index
     assert info["chunks"] == ["chunk0"]
     assert dag.nodes["chunk0"].parents == set(specs)
     assert dag.nodes["merge"].parents == {"chunk0"}

@@ -1,4 +1,4 @@
-"""The merge as a tree: chunk merges per ``merge.chunk_seconds`` of GPS time under an index.
+"""The merge as a tree: chunk merges per ``merge.shard_seconds`` of GPS time under an index.
 
 Pure parts first (which values a chunk owns, what it reads, the band-pass and the clustering
 of a part of a stretch), then a real campaign whose chunks cut through a stretch, a gap and a
@@ -42,7 +42,7 @@ from tests.oracle import read_series, run_problems
 
 START = 1262304000
 SEGMENTS = [(START, START + 30), (START + 34, START + 52), (START + 54, START + 64)]
-CHUNK_OVERRIDES = ["merge.chunk_seconds=16", "deepclean.frame_seconds=8"]
+CHUNK_OVERRIDES = ["merge.shard_seconds=16", "deepclean.frame_seconds=8"]
 
 
 def _config(tmp_path: Path, overrides: list[str]):
@@ -107,7 +107,7 @@ def test_a_chunk_reads_the_clients_of_its_interval_and_its_padding_only(tmp_path
 
 
 def test_bbhnet_chunks_read_only_the_clustering_reach(tmp_path: Path) -> None:
-    config = _config(tmp_path, ['model.mode="bbhnet"', "merge.chunk_seconds=16",
+    config = _config(tmp_path, ['model.mode="bbhnet"', "merge.shard_seconds=16",
                                 "layout.clients_per_server=4", "bbhnet.cluster_seconds=1"])
     stretches = make_stretches(config, SEGMENTS)
     chunks = chunk_merges(config, stretches, client_segments(config, stretches))
@@ -118,17 +118,17 @@ def test_bbhnet_chunks_read_only_the_clustering_reach(tmp_path: Path) -> None:
 
 
 def test_merge_chunk_seconds_must_hold_whole_frame_files(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="merge.chunk_seconds.*multiple of deepclean"):
-        _config(tmp_path, ["merge.chunk_seconds=20", "deepclean.frame_seconds=8"])
-    with pytest.raises(ConfigError, match="merge.chunk_seconds"):
-        _config(tmp_path, ["merge.chunk_seconds=-16"])
-    with pytest.raises(ConfigError, match="merge.chunk_seconds.*whole number of seconds"):
-        _config(tmp_path, ['model.mode="classifier"', "merge.chunk_seconds=0.3"])
+    with pytest.raises(ConfigError, match="merge.shard_seconds.*multiple of deepclean"):
+        _config(tmp_path, ["merge.shard_seconds=20", "deepclean.frame_seconds=8"])
+    with pytest.raises(ConfigError, match="merge.shard_seconds"):
+        _config(tmp_path, ["merge.shard_seconds=-16"])
+    with pytest.raises(ConfigError, match="merge.shard_seconds.*whole number of seconds"):
+        _config(tmp_path, ['model.mode="classifier"', "merge.shard_seconds=0.3"])
 
 
 def test_a_stretch_of_more_chunks_than_the_index_holds_is_refused(tmp_path: Path) -> None:
     # 64 s in chunks of 1 s would be fine; a day in chunks of 16 s is 5,400 of them
-    config = _config(tmp_path, ['model.mode="classifier"', "merge.chunk_seconds=16",
+    config = _config(tmp_path, ['model.mode="classifier"', "merge.shard_seconds=16",
                                 "data.duration=86400", "layout.clients_per_server=1"])
     stretches = make_stretches(config, [(START, START + 86400)])
     with pytest.raises(ConfigError, match="spans 5401 chunks .* at least 44"):
@@ -199,8 +199,8 @@ def chunked(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     segment_file = root / "science.txt"
     segment_file.write_text("".join(f"{a} {b}\n" for a, b in SEGMENTS))
     config = _config(root, [*CHUNK_OVERRIDES, f'data.segments="{segment_file}"',
-                            "synth.file_duration=8", "bbhnet.time_shifts=2",
-                            "bbhnet.shift_seconds=10",
+                            "synth.file_duration=8", "bbhnet.slides=2",
+                            "bbhnet.slide_seconds=10",
                             f'model.repository="{root / "repository"}"',
                             f'bbhnet.injections="{root / "frames" / "synth.json"}"',
                             "bbhnet.ifar_threshold_years=1e-6"])
@@ -367,7 +367,7 @@ def test_make_dag_with_another_chunking_forgets_the_old_chunks_outputs(
     complete_merge(RunDir(run))
     make_dag(_config(tmp_path, CHUNK_OVERRIDES), RunDir(run))  # the same chunks: kept
     assert len(list(chunks.glob("*.json"))) == 4 and (run / "output" / "campaign.json").exists()
-    rechunked = _config(tmp_path, ["merge.chunk_seconds=32", "deepclean.frame_seconds=8"])
+    rechunked = _config(tmp_path, ["merge.shard_seconds=32", "deepclean.frame_seconds=8"])
     make_dag(rechunked, RunDir(run))
     # chunk0 and chunk1 now cover [0, 32) and [32, 64): both redone, chunk2-3 gone, and the index
     assert list(chunks.iterdir()) == []

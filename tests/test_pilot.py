@@ -89,7 +89,7 @@ def test_plan_from_run_scales_streaming_and_merge_with_the_data(small_config_fil
     # the pilot merged 64 s in 1 s: 64 data-s/s per merge node. The largest chunk merge that
     # takes at most 2 % of the 1024 s of streaming: 1024 s (16 s; 2048 s would take 32 s)
     assert plan.merge_chunk_seconds == 1024
-    assert "merge.chunk_seconds=1024" in plan.overrides()
+    assert "merge.shard_seconds=1024" in plan.overrides()
     # start-up 4 + 4096 / 4 + (last chunk 1024 / 64 + index 0 + a job's start-up 2.8 - 1)
     # + rest 3
     tail = 1024 / 64 + 1.8
@@ -152,7 +152,7 @@ def test_plan_simulate_replays_a_run_with_the_pilots_rates(small_config_file: Pa
 
     pilot = fake_pilot(small_config_file.parent, small_config_file)
     skip_data_check(monkeypatch)
-    config = load_config(small_config_file, ["layout.servers=1", "merge.chunk_seconds=0"])
+    config = load_config(small_config_file, ["layout.servers=1", "merge.shard_seconds=0"])
     target = small_config_file.parent / "target"
     make_dag(config, RunDir(target))
     work = sum(read_client_job(RunDir(target), n).streamed_seconds
@@ -192,7 +192,7 @@ def test_plan_never_recommends_a_chunking_make_dag_refuses(tmp_path: Path) -> No
     pilot = PilotRun(RunDir(tmp_path / "pilot"), pilot_config, run_seconds=200.0,
                      start_seconds=5.0, streaming_seconds=4.0, merge_seconds=128.0,
                      merge_rate=0.5, index_seconds=1.0, chunks=1, job_start_seconds=1.0)
-    refused = refusal(config, ["merge.chunk_seconds=1024"])
+    refused = refusal(config, ["merge.shard_seconds=1024"])
     assert refused is not None and f"at most {MAX_CHUNKS_PER_STRETCH} per stretch" in refused
     plan = plan_from_run(config, 100.0, pilot)
     assert plan.merge_chunk_seconds == 2048  # the least power of two within 2000 chunks

@@ -91,7 +91,7 @@ def rendered(profile: str) -> dict[str, str]:
         args = ("prescript", "--run-dir", ".", "--node", "$JOB")
         pre = Script(str(EXECUTABLE), args, DEFER_EXIT, DEFER_SECONDS)
     segments = client_segments(config)
-    # 4096 s from GPS 1238166018: two chunk merges of merge.chunk_seconds = 4096 s
+    # 4096 s from GPS 1238166018: two chunk merges of merge.shard_seconds = 4096 s
     chunks = chunk_merges(config, stretches_of(segments), segments)
     files["offline.dag"] = dag_text(
         ["server0", "server1"], segments, config.workflow.retries,

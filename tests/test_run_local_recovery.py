@@ -32,7 +32,7 @@ def test_run_local_retries_the_merge_of_a_make_dag_dag(tmp_path: Path, monkeypat
                  "sample_rate": 64},
         "model": {"repository": "repo"},
         "layout": {"servers": 1, "clients_per_server": 2},
-        "merge": {"chunk_seconds": 0},
+        "merge": {"shard_seconds": 0},
         "workflow": {"retries": 1},
     }
     run_dir = tmp_path / "run"

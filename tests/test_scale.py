@@ -35,7 +35,7 @@ def test_scale_benchmark_follows_the_formulas_scale_md_states() -> None:
     rows = dict(line.strip("| ").split(" | ", 1) for line in out.splitlines()
                 if line.startswith("| ") and " | " in line)
     assert rows["layout"] == "3 servers x 2 clients"
-    chunks = int(rows["chunk merges (merge.chunk_seconds = 4096)"])
+    chunks = int(rows["chunk merges (merge.shard_seconds = 4096)"])
     assert chunks > 100  # a month of O3-like segments at 4096 s per chunk
 
     def stated(name: str, clients_per_server: int = clients) -> float:

@@ -36,7 +36,7 @@ def write_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_seconds: fl
                  "sample_rate": 256, "on_bad_file": "gap"},
         "model": {"repository": "repo", "kernel_seconds": 1.0, "inference_rate": 4},
         "layout": {"servers": 1, "clients_per_server": 2},
-        "merge": {"chunk_seconds": chunk_seconds},
+        "merge": {"shard_seconds": chunk_seconds},
     }
     run = RunDir(tmp_path / "run")
     make_dag(config_from_dict(raw, tmp_path / "c.toml"), run)

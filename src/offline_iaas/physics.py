@@ -16,7 +16,7 @@ BBHnet
     in its stretch. With an injection list: the background is every trigger farther than
     ``exclusion_seconds`` from all injections; an injection is *found* when a trigger within
     ``found_seconds`` of its time beats the background's largest.
-BBHnet with time slides (``bbhnet.time_shifts = N``)
+BBHnet with time slides (``bbhnet.slides = N``)
     Slide ``k`` is formed at a window only where both of its windows (the first detector's at
     ``t``, the second's at ``t - kΔ``) lie in the stretch's analysed time, so in each stretch
     it starts ``kΔ`` after the zero lag; its formed windows are clustered like the zero lag,

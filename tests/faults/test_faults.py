@@ -222,8 +222,8 @@ def test_stale_address_file_is_ignored(dataset) -> None:
 
 def test_the_single_merge_killed_mid_write_is_retried_and_leaves_no_file(dataset) -> None:
     faults = {"merge": [{"point": "mid-write", "action": "sigkill"}]}
-    # the single merge node (merge.chunk_seconds = 0) retries like the chunk merges
-    _, run_dir = prepare(dataset, "merge-killed", ["merge.chunk_seconds=0"], faults)
+    # the single merge node (merge.shard_seconds = 0) retries like the chunk merges
+    _, run_dir = prepare(dataset, "merge-killed", ["merge.shard_seconds=0"], faults)
     run_local(RunDir(run_dir))
     history = json.loads((run_dir / "local-state.json").read_text())["nodes"]["merge"]
     assert [a["status"] for a in history["history"]] == ["failed", "done"]  # killed, retried

@@ -4,13 +4,13 @@
 
 Both paths produce the same network windows over one stretch split between the clients as
 the campaign splits it: BBHnet on every kept window at zero lag, and at each of ``N`` slides of
-the second detector (``shift_seconds`` apart) on the kept windows where that slide is formed
+the second detector (``bbhnet.slide_seconds`` apart) on the kept windows where that slide is formed
 (both windows kept windows of the stretch: slide ``k`` from ``k * shift_seconds`` after the
 stretch's first kept window), over the same synthetic data, with the same clients, batch size
 and in-flight depth, each against its own tritonserver.
 
 server
-    The campaign's path: the fused model exported with ``bbhnet.time_shifts = N``. Each client
+    The campaign's path: the fused model exported with ``bbhnet.slides = N``. Each client
     streams its piece once under one sequence ID: the first piece from the stretch's start
     (its warm-up, then its share), every other one preceded by the warm-up and the longest
     slide's history (``N * shift_seconds``, clipped at the stretch's start).
@@ -132,11 +132,11 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = S
         config = load.config(work_dir / f"{name}-repository", instances=clients,
                              clients=clients, batch_size=batch_size)
         config = dataclasses.replace(config, bbhnet=dataclasses.replace(
-            config.bbhnet, time_shifts=shifts, shift_seconds=shift_seconds))
+            config.bbhnet, slides=shifts, slide_seconds=shift_seconds))
         warmup, step = config.stretch_warmup_windows, config.shift_windows
         history = config.slide_history_windows
         config = dataclasses.replace(config, bbhnet=dataclasses.replace(
-            config.bbhnet, time_shifts=slides))
+            config.bbhnet, slides=slides))
         export_repository(config, weights)
         repo = config.model.repository
         models = list(read_manifest(repo).models)

@@ -29,7 +29,7 @@ def piece_samples(
         piece.gps_start + from_window * config.stride_seconds,
         piece.gps_end,
         config.data.sample_rate,
-        config.client.chunk_seconds,
+        config.client.read_seconds,
         (piece.stretch_gps_start, piece.stretch_gps_end),
     )
 

@@ -3,7 +3,7 @@
 The merge refuses to write anything when a part is missing, incomplete, from another campaign,
 altered after it was written, or when the pieces do not tile every stretch exactly; the message
 names every such part (``merge/stitch.py``). With chunk merges in the DAG
-(``merge.chunk_seconds``) the merge node writes their index instead (``merge/index.py``).
+(``merge.shard_seconds``) the merge node writes their index instead (``merge/index.py``).
 ``output/campaign.json``, written last, records the output file's SHA-256 (with chunk merges:
 the index file's; the chunks' records hold their sizes) and the campaign's config hash (the
 parts' sidecars ``parts/<node>.json`` record theirs).
@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     """Merge the parts of ``run`` into ``output/campaign.h5``; return its path.
 
-    With chunk merges in the DAG (``merge.chunk_seconds``) the chunks are merged already and
+    With chunk merges in the DAG (``merge.shard_seconds``) the chunks are merged already and
     this writes their index (``merge/index.py``). ``progress`` counts the windows merged and
     notes the part being copied.
     """

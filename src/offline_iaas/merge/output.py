@@ -17,7 +17,7 @@ path="statistic/1262304001")`` (``read_campaign`` reads them all):
   slide's clustered statistic, the time being the first detector's, ordered by shift, then
   time.
 
-With chunk merges (``merge.chunk_seconds``) the merge node writes the same datasets as an index
+With chunk merges (``merge.shard_seconds``) the merge node writes the same datasets as an index
 whose bytes lie in the chunks' files (``merge/index.py``).
 
 There are no samples inside gaps. Provenance goes on the file's attributes (gwpy refuses extra
@@ -123,7 +123,7 @@ class CampaignWriter:
                 if output == "statistic":
                     shapes = {f"statistic/{e.stretch.index}": (rows,)}
                 elif output == "background":
-                    shapes = {f"slides/{e.stretch.index}": (rows, config.bbhnet.time_shifts)}
+                    shapes = {f"slides/{e.stretch.index}": (rows, config.bbhnet.slides)}
                 else:  # noise, noise_canary: one series per interferometer
                     shapes = {f"{output}/{ifo}/{e.stretch.index}": (rows * stride,)
                               for ifo in config.ifos}

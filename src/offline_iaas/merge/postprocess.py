@@ -236,7 +236,7 @@ def _cluster(writer: Any, products: ChunkProducts) -> None:
             continue
         staged = writer.stage[writer.names[("background", e.stretch.index)][0]][()]
         for k in range(staged.shape[1]):
-            lag = (k + 1) * config.bbhnet.shift_seconds
+            lag = (k + 1) * config.bbhnet.slide_seconds
             # a slide's series starts at its first formed window (NaN before it)
             start = max(0, first_formed_window(config, k + 1) - e.rows[0])
             keep = _owned_maxima(staged[start:, k], half, e, start)
@@ -378,17 +378,17 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
         background = np.concatenate(parts) if parts else np.zeros(0, BACKGROUND_COLUMNS)
         background = background[np.lexsort((background["time"], background["shift"]))]
         cuts = _background_cuts(config, training)
-        livetime = sum(slide_livetime(span, cuts, (k + 1) * config.bbhnet.shift_seconds)
-                       for span in analysed for k in range(config.bbhnet.time_shifts))
+        livetime = sum(slide_livetime(span, cuts, (k + 1) * config.bbhnet.slide_seconds)
+                       for span in analysed for k in range(config.bbhnet.slides))
         table["far"], table["ifar"] = false_alarm_rates(v, background["statistic"], livetime)
         if livetime == 0:
             logger.warning(
                 "BBHnet: no time slide is formed outside the cuts (each stretch is shorter than "
-                f"its warm-up and {config.bbhnet.shift_seconds:g} s, or the injections' "
+                f"its warm-up and {config.bbhnet.slide_seconds:g} s, or the injections' "
                 "neighbourhoods take the rest): no background, every trigger's IFAR is 0")
         file.create_dataset("background", data=background)
-        result.update({"time_shifts": config.bbhnet.time_shifts,
-                       "shift_seconds": config.bbhnet.shift_seconds,
+        result.update({"time_shifts": config.bbhnet.slides,
+                       "shift_seconds": config.bbhnet.slide_seconds,
                        "analysed_seconds": float(sum(b - a for a, b in analysed)),
                        "background_triggers": int(len(background)),
                        "background_livetime_seconds": livetime,

@@ -1,7 +1,7 @@
 """The merge tree: which part of the campaign each chunk merge owns, and what it reads (pure
 logic, no I/O).
 
-With ``merge.chunk_seconds = C > 0`` the analysis is cut at the multiples of ``C`` seconds of
+With ``merge.shard_seconds = C > 0`` the analysis is cut at the multiples of ``C`` seconds of
 GPS time (``C`` a multiple of ``deepclean.frame_seconds``, so a cleaned frame file never spans
 two chunks). Chunk ``chunk<i>`` owns, of every output, the values whose time lies in its
 interval: the statistic (and the time slides) by the GPS time stamped on each window, the
@@ -144,7 +144,7 @@ def extent_data_seconds(config: CampaignConfig, extents: list[StretchExtent]) ->
 
 def chunk_bounds(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple[float, float]]:
     """The chunk intervals ``[k C, (k + 1) C)`` that meet the stretches, in order."""
-    size = config.merge.chunk_seconds
+    size = config.merge.shard_seconds
     if not stretches or size <= 0:
         return []
     first = math.floor(stretches[0].gps_start / size)
@@ -162,7 +162,7 @@ def chunk_bounds(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple
 
 def chunk_merges(config: CampaignConfig, stretches: list[Stretch],
                 segments: list[ClientSegment]) -> list[MergeChunk]:
-    """The chunk merges of a campaign (none when ``merge.chunk_seconds`` is 0), each with the
+    """The chunk merges of a campaign (none when ``merge.shard_seconds`` is 0), each with the
     clients whose kept windows it reads."""
     warmup = config.stretch_warmup_windows
     # per stretch, the clients' kept windows in order: (first kept, end kept, node)
@@ -174,15 +174,15 @@ def chunk_merges(config: CampaignConfig, stretches: list[Stretch],
     for pieces in held.values():
         pieces.sort()
     order = {seg.node: seg.index for seg in segments}
-    size = config.merge.chunk_seconds
+    size = config.merge.shard_seconds
     for stretch in stretches if size > 0 else []:
         count = math.floor(stretch.gps_end / size) - math.floor(stretch.gps_start / size) + 1
         length = stretch.gps_end - stretch.gps_start
         if count > MAX_CHUNKS_PER_STRETCH:
             raise ConfigError(
                 f"{config.source}: stretch GPS {stretch.gps_start:.0f}-{stretch.gps_end:.0f} "
-                f"spans {count} chunks of merge.chunk_seconds = {size:g} s; the index holds at "
-                f"most {MAX_CHUNKS_PER_STRETCH} per stretch: raise merge.chunk_seconds to at "
+                f"spans {count} chunks of merge.shard_seconds = {size:g} s; the index holds at "
+                f"most {MAX_CHUNKS_PER_STRETCH} per stretch: raise merge.shard_seconds to at "
                 f"least {math.ceil(length / (MAX_CHUNKS_PER_STRETCH - 1))}")
     chunks = []
     for gps_start, gps_end in chunk_bounds(config, stretches):

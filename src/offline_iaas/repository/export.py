@@ -111,7 +111,7 @@ def export_repository(
             "gpu flavor (the fused model on CUDA) serves every mode"
         )
     if ensemble and (config.time_slides or config.rolling_whitening):
-        key = "time_shifts" if config.time_slides else "whitening"
+        key = "slides" if config.time_slides else "whitening"
         raise ModelError(
             f"bbhnet.{key}: the time slides and the rolling whitening are steps of the fused "
             "model; export without --ensemble (the default, in either flavor)")
@@ -326,7 +326,7 @@ def time_slides(config: CampaignConfig) -> tuple[int, ...]:
     the stretch records two numbers and is refused.)"""
     if not config.time_slides:
         return (0, 0)
-    return (config.bbhnet.time_shifts, config.shift_samples, config.stretch_warmup_windows)
+    return (config.bbhnet.slides, config.shift_samples, config.stretch_warmup_windows)
 
 
 def whitening_record(config: CampaignConfig) -> str | dict[str, float]:
@@ -404,7 +404,7 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
     elif slides != wanted:
         problems.append(
             f"{where}: exported with {slides[0]} time slides of {slides[1]} samples, the campaign "
-            f"asks for {wanted[0]} of {wanted[1]} (bbhnet.time_shifts, bbhnet.shift_seconds): "
+            f"asks for {wanted[0]} of {wanted[1]} (bbhnet.slides, bbhnet.slide_seconds): "
             "export again")
     if manifest.whitening != whitening_record(config):
         problems.append(

@@ -42,7 +42,7 @@ def longest_stretch_seconds(config: CampaignConfig) -> float:
 
 
 def least_chunk_seconds(longest_seconds: float) -> float:
-    """The shortest ``merge.chunk_seconds`` that keeps a stretch of ``longest_seconds`` within
+    """The shortest ``merge.shard_seconds`` that keeps a stretch of ``longest_seconds`` within
     ``MAX_CHUNKS_PER_STRETCH`` chunks (however it falls on the chunk grid)."""
     return longest_seconds / (MAX_CHUNKS_PER_STRETCH - 1)
 

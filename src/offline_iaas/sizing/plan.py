@@ -31,7 +31,7 @@ windows every piece streams again, and stragglers. It recommends that point's in
 clients and batch size: the rate it used is the rate of exactly that layout.
 
 Either way the recommendation is checked with ``make-dag``'s own planning
-(``sizing/feasible.py``) before it is printed, and ``merge.chunk_seconds`` is never below what
+(``sizing/feasible.py``) before it is printed, and ``merge.shard_seconds`` is never below what
 keeps the longest stretch within the index's ``MAX_CHUNKS_PER_STRETCH`` chunks.
 """
 
@@ -79,7 +79,7 @@ class CapacityPlan:
     warnings: list[str] = field(default_factory=list)
     """What makes the plan doubtful (``plan`` logs them as warnings)."""
     merge_chunk_seconds: float | None = None
-    """The recommended ``merge.chunk_seconds`` (``--from-run``: from the pilot's merge)."""
+    """The recommended ``merge.shard_seconds`` (``--from-run``: from the pilot's merge)."""
     stages: dict[str, float] = field(default_factory=dict)
     """Expected wall time of each stage on the critical path (``--from-run``)."""
 
@@ -105,7 +105,7 @@ class CapacityPlan:
             f"layout.clients_per_server={self.clients_per_server}",
             f"model.batch_size={self.batch_size}",
             f"server.instances={self.instances}",
-            *([f"merge.chunk_seconds={self.merge_chunk_seconds:g}"]
+            *([f"merge.shard_seconds={self.merge_chunk_seconds:g}"]
               if self.merge_chunk_seconds is not None else []),
         ]
 
@@ -208,9 +208,9 @@ def plan_from_bench(
         f"expected: {data_seconds:,.0f} / ({servers} x {per_server:,.2f}) = "
         f"{hours * 3600:,.0f} s = {hours:.2f} h of streaming (target {target_hours:g} h)",
     ]
-    if chunk_seconds != config.merge.chunk_seconds:
-        lines.append(f"merge: merge.chunk_seconds={chunk_seconds:g} (the config's "
-                     f"{config.merge.chunk_seconds:g} s would put more chunks in the longest "
+    if chunk_seconds != config.merge.shard_seconds:
+        lines.append(f"merge: merge.shard_seconds={chunk_seconds:g} (the config's "
+                     f"{config.merge.shard_seconds:g} s would put more chunks in the longest "
                      "stretch than the index holds)")
     warnings = []
     if config.server.gpus > 0 and "gpu" not in str(device).lower():
@@ -227,7 +227,7 @@ def plan_from_bench(
     return checked(config, CapacityPlan(
         servers, clients, batch_size, instances, hours, lines, per_server, hours * 3600,
         str(results_path), warnings=warnings,
-        merge_chunk_seconds=None if chunk_seconds == config.merge.chunk_seconds
+        merge_chunk_seconds=None if chunk_seconds == config.merge.shard_seconds
         else chunk_seconds))
 
 
@@ -310,7 +310,7 @@ fraction of the streaming time (fewer, larger files and DAG nodes; a short tail)
 
 
 def chunk_choices(config: CampaignConfig) -> list[float]:
-    """``merge.chunk_seconds`` that ``plan`` considers: powers of two from 1024 s, multiples of
+    """``merge.shard_seconds`` that ``plan`` considers: powers of two from 1024 s, multiples of
     the output frame files, none putting more chunks in the longest stretch than the index
     holds."""
     frame = config.deepclean.frame_seconds if "noise" in config.outputs.names else 1.0
@@ -322,9 +322,9 @@ def chunk_choices(config: CampaignConfig) -> list[float]:
 
 
 def allowed_chunk_seconds(config: CampaignConfig) -> float:
-    """The config's ``merge.chunk_seconds`` if ``make-dag`` takes it (0, one merge node, always
+    """The config's ``merge.shard_seconds`` if ``make-dag`` takes it (0, one merge node, always
     is), else the least of ``chunk_choices``."""
-    size = config.merge.chunk_seconds
+    size = config.merge.shard_seconds
     if size <= 0 or size >= least_chunk_seconds(longest_stretch_seconds(config)):
         return size
     return min(chunk_choices(config))
@@ -361,7 +361,7 @@ def merge_tail(config: CampaignConfig, pilot: PilotRun, chunk_seconds: float, sc
     chunks = math.ceil(data_seconds / chunk_seconds)
     return tail, (
         f"merge: {pilot.merge_rate:,.1f} data-s/s per chunk merge after a {setup:.1f} s set-up "
-        f"(the pilot's); recommend merge.chunk_seconds={chunk_seconds:g} (~{chunks} chunk "
+        f"(the pilot's); recommend merge.shard_seconds={chunk_seconds:g} (~{chunks} chunk "
         f"merges): the last takes {setup:.1f} + {min(chunk_seconds, data_seconds):g} / "
         f"{pilot.merge_rate:,.1f} = {last:,.1f} s after the last client, the index "
         f"{pilot.index_seconds:.1f} s, start-up {pilot.job_start_seconds:.1f} s = "

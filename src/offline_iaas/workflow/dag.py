@@ -3,7 +3,7 @@
 ``dag_text`` writes the DAGMan input file of a campaign: one SERVICE node per server, one JOB
 per client (retried unless it failed on the configuration, which aborts the DAG; throttled by
 a category; optionally a deferring PRE script), chunk merge JOBs each the child of the
-clients it reads (``merge.chunk_seconds``), a merge JOB child of every chunk merge (or of
+clients it reads (``merge.shard_seconds``), a merge JOB child of every chunk merge (or of
 every client without chunks), a FINAL
 node that writes the campaign summary, and a node status file. ``parse_dag`` reads the subset
 of the DAGMan language that the local executor can run, and rejects everything else with the

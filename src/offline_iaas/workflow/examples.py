@@ -47,7 +47,7 @@ def render_examples(out_dir: Path) -> list[Path]:
     for profile, overrides in SITE_OVERRIDES.items():
         config = load_config(demo, overrides)
         site = resolve_site(config)
-        chunked = config.merge.chunk_seconds > 0
+        chunked = config.merge.shard_seconds > 0
         texts = submit_texts(config, site, EXAMPLE_EXECUTABLE, EXAMPLE_RUN_ID,
                              chunked=chunked)
         directory = out_dir / profile

@@ -60,7 +60,7 @@ _UNSAFE_PATH_CHARS = set(" \t\n\r\"'$")
 
 def _forget_other_chunk(run: RunDir, node: str, chunk: MergeChunk | None) -> bool:
     """Delete a chunk merge's output made for another interval or other clients than
-    ``chunk`` (``merge.chunk_seconds`` changed; None: the chunk is gone), so that it and the
+    ``chunk`` (``merge.shard_seconds`` changed; None: the chunk is gone), so that it and the
     index run again: a chunk's completion is its own record."""
     h5_path, json_path = run.chunk_output(node)
     try:

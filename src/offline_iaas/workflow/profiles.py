@@ -298,7 +298,7 @@ def submit_texts(
     run_id
         The run directory's identifier, put in every job ad (``MY.OfflineIaasRun``).
     chunked
-        The DAG has chunk merges (``merge.chunk_seconds``): adds ``chunk.sub``. With file
+        The DAG has chunk merges (``merge.shard_seconds``): adds ``chunk.sub``. With file
         transfer the merge node, then an index of the chunks, runs on the access point
         (``universe = local``), where the chunks' outputs came back.
     """
