@@ -174,11 +174,11 @@ def _graph(config: dict, name: str):
     return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
-def run_network(session, windows: np.ndarray, chunk: int = 64) -> np.ndarray:
-    """The graph on ``[N, C, K]`` windows, ``chunk`` at a time; its first output."""
+def run_network(session, windows: np.ndarray, shard: int = 64) -> np.ndarray:
+    """The graph on ``[N, C, K]`` windows, ``shard`` at a time; its first output."""
     name = session.get_inputs()[0].name
-    out = [session.run(None, {name: windows[i : i + chunk].astype(np.float32)})[0]
-           for i in range(0, len(windows), chunk)]
+    out = [session.run(None, {name: windows[i : i + shard].astype(np.float32)})[0]
+           for i in range(0, len(windows), shard)]
     return np.concatenate(out).astype(np.float64)
 
 
@@ -387,7 +387,7 @@ def bbhnet_outputs(config: dict, data: np.ndarray, first: int, last: int, kernel
         pairs = [(k, np.stack([kept[i, 0], kept[i - k * step, 1]]))
                  for k in range(1, shifts + 1) if i - k * step >= 0]
         if pairs:
-            values = run_network(network, np.stack([p for _, p in pairs]), chunk=shifts)
+            values = run_network(network, np.stack([p for _, p in pairs]), shard=shifts)
             slides[i, [k - 1 for k, _ in pairs]] = values.reshape(-1)
     return statistic, slides
 

@@ -176,9 +176,9 @@ def _corrupt_part(ws: Path) -> list[str]:
     fake_parts(run)
     with h5py.File(run / "parts" / "client1.h5", "r+") as f:
         f["statistic/0"][5] = -1.0
-    for name in ("chunk0.h5", "chunk0.json"):  # an earlier merge's, kept when this fails
-        write(run / "output" / "chunks" / name, f"earlier {name}")
-    return ["merge-chunk", "--run-dir", str(run), "--node", "chunk0"]
+    for name in ("shard0.h5", "shard0.json"):  # an earlier merge's, kept when this fails
+        write(run / "output" / "shards" / name, f"earlier {name}")
+    return ["merge-shard", "--run-dir", str(run), "--node", "shard0"]
 
 
 def _foreign_part(ws: Path) -> list[str]:
@@ -188,7 +188,7 @@ def _foreign_part(ws: Path) -> list[str]:
     fake_parts(other)
     for suffix in (".h5", ".json"):
         shutil.copy2(other / "parts" / f"client0{suffix}", run / "parts" / f"client0{suffix}")
-    return ["merge-chunk", "--run-dir", str(run), "--node", "chunk0"]
+    return ["merge-shard", "--run-dir", str(run), "--node", "shard0"]
 
 
 def _bind_elsewhere(ws: Path) -> list[str]:
@@ -388,12 +388,12 @@ CASES: list[Case] = [
          lambda ws: ["client", "--run-dir", str(run_dir(ws)), "--node", "client9"],
          lambda ws: [f"{ws / 'run' / 'jobs' / 'client9.json'}: no job spec for node client9"]),
     Case("merge-part-missing", 6,
-         lambda ws: ["merge-chunk", "--run-dir", str(run_dir(ws)), "--node", "chunk0"],
+         lambda ws: ["merge-shard", "--run-dir", str(run_dir(ws)), "--node", "shard0"],
          lambda ws: ["client0: part missing (no parts/client0.json)",
                      "client1: part missing"]),
-    Case("merge-chunks-not-merged", 6, lambda ws: ["merge", "--run-dir", str(run_dir(ws))],
-         lambda ws: ["cannot index the chunk merges",
-                     "chunk0: chunk merge not done (no output/chunks/chunk0.json)"]),
+    Case("merge-shards-not-merged", 6, lambda ws: ["merge", "--run-dir", str(run_dir(ws))],
+         lambda ws: ["cannot index the shard merges",
+                     "shard0: shard merge not done (no output/shards/shard0.json)"]),
     Case("merge-part-wrong-checksum", 6, _corrupt_part,
          lambda ws: ["client1: parts/client1.h5 changed after it was written (checksum "
                      "mismatch)"]),
@@ -467,7 +467,7 @@ def test_disk_full_during_a_part_write(
     assert "\n" not in message and NoSpaceError.exit_code == 8
     documented("disk-full-checkpoint", message, {ws: "<ws>"},
                exit_code=NoSpaceError.exit_code)
-    # the earlier chunk is intact, nothing half-written is left, the part is not complete
+    # the earlier shard is intact, nothing half-written is left, the part is not complete
     assert _snapshot(run) == before
     assert writer.progress() == [16]
     assert not (run / "parts" / "client0.json").exists()
@@ -498,7 +498,7 @@ def test_disk_full_while_assembling_a_part(
         writer.commit()
     documented("disk-full-part", str(caught.value), {ws: "<ws>"},
                exit_code=NoSpaceError.exit_code)
-    # the chunks survive for the retry; no part file, no sidecar saying "complete"
+    # the shards survive for the retry; no part file, no sidecar saying "complete"
     assert _snapshot(run) == before
     assert not (run / "parts" / "client0.h5").exists()
     assert not (run / "parts" / "client0.json").exists()

@@ -114,19 +114,19 @@ def test_fatal_exit_final_node_and_pre_script(tmp_path: Path) -> None:
     assert dag.nodes["merge"].pre is None and dag.nodes["server0"].pre is None
 
 
-@pytest.mark.parametrize("chunked", [False, True], ids=["single merge", "chunk merges + index"])
-def test_the_merge_and_the_index_retry_like_the_chunk_merges(tmp_path: Path,
-                                                             chunked: bool) -> None:
+@pytest.mark.parametrize("sharded", [False, True], ids=["single merge", "shard merges + index"])
+def test_the_merge_and_the_index_retry_like_the_shard_merges(tmp_path: Path,
+                                                             sharded: bool) -> None:
     """A merge that dies (a node lost, a full disk since freed) is retried as the clients and
-    chunk merges are; a configuration error (exit code 2) is not retried and aborts the DAG."""
+    shard merges are; a configuration error (exit code 2) is not retried and aborts the DAG."""
     segments = client_segments(campaign(tmp_path))
-    chunks = [("chunk0", ["client0", "client1"]), ("chunk1", ["client2", "client3"])]
+    shards = [("shard0", ["client0", "client1"]), ("shard1", ["client2", "client3"])]
     text = dag_text(["server0", "server1"], segments, retries=3, max_parallel_clients=0,
                     fatal_exit=ConfigError.exit_code, final=True,
-                    chunks=chunks if chunked else ())
+                    shards=shards if sharded else ())
     assert f"RETRY merge 3 UNLESS-EXIT {ConfigError.exit_code}" in text.splitlines()
     dag = parse_dag(text)
-    merging = ["merge", *(["chunk0", "chunk1"] if chunked else [])]
+    merging = ["merge", *(["shard0", "shard1"] if sharded else [])]
     for name in merging:
         node = dag.nodes[name]
         assert (node.retries, node.unless_exit) == (3, ConfigError.exit_code), name
@@ -281,10 +281,10 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
     assert sorted(specs) == sorted(n.name for n in jobs) == sorted(info["clients"])
     services = {n.name for n in dag.nodes.values() if n.kind == "SERVICE"}
     assert services == set(info["servers"])
-    # the span lies in one chunk of merge.shard_seconds (4096 s): one chunk merge, the index
-    assert info["chunks"] == ["chunk0"]
-    assert dag.nodes["chunk0"].parents == set(specs)
-    assert dag.nodes["merge"].parents == {"chunk0"}
+    # the span lies in one shard of merge.shard_seconds (4096 s): one shard merge, the index
+    assert info["shards"] == ["shard0"]
+    assert dag.nodes["shard0"].parents == set(specs)
+    assert dag.nodes["merge"].parents == {"shard0"}
     assert dag.maxjobs == {"clients": 2} and all(n.retries == 3 for n in jobs)
 
     ids_per_server: dict[str, set[int]] = {}

@@ -133,7 +133,7 @@ def run_dir_parameters(source: str) -> list[str]:
 def test_the_run_directory_rules_catch_a_join_and_a_path_parameter() -> None:  # negative control
     assert RUN_DIR_JOIN.search('    target = run_dir / "model-repository"')
     assert RUN_DIR_JOIN.search('    for stale in (run.path / "output").glob("*"):')
-    assert not RUN_DIR_JOIN.search("    path = run.output_chunks / name")
+    assert not RUN_DIR_JOIN.search("    path = run.output_shards / name")
     assert run_dir_parameters("def merge(run_dir: Path) -> None:\n    pass\n") == ["1: merge"]
     assert run_dir_parameters("def merge(run: RunDir) -> None:\n    pass\n") == []
 

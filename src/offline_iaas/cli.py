@@ -223,11 +223,17 @@ def _bench_command(args: argparse.Namespace) -> str:
     return " ".join(words)
 
 
-def cmd_merge_chunk(args: argparse.Namespace) -> None:
-    from offline_iaas.merge.chunk_merge import merge_chunk
+def cmd_merge_shard(args: argparse.Namespace) -> None:
+    from offline_iaas.merge.shard_merge import merge_shard
 
-    with _count_progress("merge-chunk", "windows") as progress:
-        merge_chunk(_run(args.run_dir), args.node, progress=progress)
+    with _count_progress("merge-shard", "windows") as progress:
+        merge_shard(_run(args.run_dir), args.node, progress=progress)
+
+
+def cmd_merge_chunk(args: argparse.Namespace) -> None:
+    """``merge-chunk``, the name of ``merge-shard`` before the #38 glossary (deprecated)."""
+    logger.warning("offline-iaas merge-chunk is deprecated: use offline-iaas merge-shard")
+    cmd_merge_shard(args)
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
@@ -454,13 +460,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replications", type=int, default=20,
                    help="--simulate: Monte Carlo repetitions with failures")
     p.add_argument("--seed", type=int, default=0, help="--simulate: random seed")
-    p = command("merge", cmd_merge, "merge node: check and stitch the parts (with chunk "
+    p = command("merge", cmd_merge, "merge node: check and stitch the parts (with shard "
                 "merges: write their index)", config=False)
     p.add_argument("--run-dir", type=Path, required=True)
-    p = command("merge-chunk", cmd_merge_chunk, "chunk merge node: merge one chunk of GPS time",
+    p = command("merge-shard", cmd_merge_shard, "shard merge node: merge one shard of GPS time",
                 config=False)
     p.add_argument("--run-dir", type=Path, required=True)
-    p.add_argument("--node", required=True, help="the chunk merge node (chunk0, ...)")
+    p.add_argument("--node", required=True, help="the shard merge node (shard0, ...)")
+    p = command("merge-chunk", cmd_merge_chunk, "deprecated: use merge-shard", config=False)
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--node", required=True, help="the shard merge node (shard0, ...)")
     p = command("reference", cmd_reference, "run the whole span in one process (the oracle)")
     p.add_argument("--out", type=Path, required=True, help="output HDF5 file")
     p = command("inspect", cmd_inspect, "print the provenance of a product: a cleaned GWF file "

@@ -295,15 +295,15 @@ class WorkflowConfig:
     max_parallel_clients: int = 0
     """Client nodes run at once (DAGMan ``MAXJOBS``); 0 means all."""
     max_parallel_merges: int = 0
-    """Chunk merge nodes run at once (``MAXJOBS`` of their category); 0 means all."""
+    """Shard merge nodes run at once (``MAXJOBS`` of their category); 0 means all."""
 
 
 @dataclass(frozen=True)
 class MergeConfig:
-    """The merge: one node, or chunk merges under an index (``merge/tree.py``)."""
+    """The merge: one node, or shard merges under an index (``merge/tree.py``)."""
 
     shard_seconds: float = 4096.0
-    """Each chunk merge writes the outputs of this much GPS time, the chunks aligned to its
+    """Each shard merge writes the outputs of this much GPS time, the shards aligned to its
     multiples (a multiple of ``deepclean.frame_seconds``); 0: one merge node writes all."""
 
 
@@ -503,7 +503,7 @@ class CampaignConfig:
 
     def merge_hash(self) -> str:
         """Hash of what the merge's outputs depend on: what ``stream_hash`` covers, the
-        ``MERGE_ONLY`` keys and ``MERGE_SECTIONS``. The chunk merges' and the merge's summaries
+        ``MERGE_ONLY`` keys and ``MERGE_SECTIONS``. The shard merges' and the merge's summaries
         record it: changing a merge-only setting redoes the merge nodes, not the clients."""
         return _digest(self._hashed((*OUTPUT_SECTIONS, *MERGE_SECTIONS), HASH_EXEMPT))
 

@@ -276,10 +276,10 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
         fail("deepclean.filter_order", f"must be at least 1, got {d.filter_order}")
     if d.frame_seconds <= 0 or abs(d.frame_seconds - round(d.frame_seconds)) > 1e-9:
         fail("deepclean.frame_seconds", f"must be a positive whole number, got {d.frame_seconds}")
-    chunks = c.merge.shard_seconds / d.frame_seconds
-    if c.merge.shard_seconds > 0 and abs(chunks - round(chunks)) > 1e-9:
+    shards = c.merge.shard_seconds / d.frame_seconds
+    if c.merge.shard_seconds > 0 and abs(shards - round(shards)) > 1e-9:
         fail("merge.shard_seconds", f"must be a multiple of deepclean.frame_seconds "
-             f"({d.frame_seconds:g} s: a cleaned frame file lies in one chunk), got "
+             f"({d.frame_seconds:g} s: a cleaned frame file lies in one shard), got "
              f"{c.merge.shard_seconds:g}")
     if d.asd_fftlength <= 0 or d.guard_hz < 0:
         fail("deepclean.asd_fftlength", "must be positive (and deepclean.guard_hz not negative)")

@@ -11,13 +11,13 @@ record              file                            version  written by
 ==================  ==============================  =======  ===================================
 ``RunInfo``         ``RUN/run.json``                2        make-dag
 ``ClientJob``       ``RUN/jobs/<client>.json``      2        make-dag (a ``ClientSegment``)
-``ChunkJob``        ``RUN/jobs/<chunk>.json``       2        make-dag (a ``MergeChunk``)
+``ShardJob``        ``RUN/jobs/<shard>.json``       2        make-dag (a ``MergeShard``)
 ``PartRecord``      ``RUN/parts/<client>.json``     2        the client (its part's sidecar)
 ``CheckpointStamp`` ``parts/<client>.chunks/        2        the client, before it streams
                     segment.json``
 ``BadFiles``        ``parts/<client>.chunks/        2        the client, while it streams
                     bad-files.json``
-``ChunkSummary``    ``RUN/output/chunks/<c>.json``  2        a chunk merge
+``ShardSummary``    ``RUN/output/shards/<c>.json``  2        a shard merge
 ``CampaignSummary`` ``RUN/output/campaign.json``    2        the merge (single, or the index)
 ``Manifest``        ``<repository>/manifest.json``  2        export (``manifest.py``)
 ==================  ==============================  =======  ===================================
@@ -25,7 +25,7 @@ record              file                            version  written by
 The values records share are plain frozen dataclasses, validated where they are embedded:
 ``BadFile`` (a frame file left out as a gap: preflight → run.json → bad-files.json → the
 sidecar → the merge → the output's provenance), ``Piece`` and ``ClientSegment`` (a client's
-share), ``MergeChunk`` (a chunk merge's interval and parents).
+share), ``MergeShard`` (a shard merge's interval and parents).
 
 Reading a record that is missing, is not JSON, misses a field, has a field of the wrong type
 or an unknown one, or whose version is newer than this code's raises one ``RunError`` (exit
@@ -124,8 +124,8 @@ class ClientSegment:
 
 
 @dataclass(frozen=True)
-class MergeChunk:
-    """One chunk merge node: its GPS interval, its parent clients, the data it owns."""
+class MergeShard:
+    """One shard merge node: its GPS interval, its parent clients, the data it owns."""
 
     index: int
     node: str
@@ -145,6 +145,9 @@ class Record(BaseModel):
     """The version this code writes and the newest it reads."""
     KIND: ClassVar[str] = "record"
     """What the document is, for messages."""
+    RENAMED: ClassVar[dict[str, str]] = {}
+    """Fields renamed by the glossary (#38), old: new. A document with an old one is of a run
+    directory written before, which is not migrated: refused, naming the field."""
 
     schema_version: int = 2
 
@@ -208,6 +211,10 @@ def parse(kind: type[R], text: str, path: Path) -> R:
     if version > kind.VERSION:
         raise RunError(f"{path}: {kind.KIND} of schema version {version}, newer than this "
                        f"offline-iaas reads ({kind.VERSION}): use the offline-iaas that wrote it")
+    for old, new in kind.RENAMED.items():
+        if old in data:
+            raise RunError(f"{path}: field {old}: a {kind.KIND} written before {old} was renamed "
+                           f"{new} (#38): run make-dag again into a new run directory")
     if version < kind.VERSION:
         data = {**kind.from_v1(data, path), "schema_version": kind.VERSION}
         text = json.dumps(data)
@@ -271,6 +278,7 @@ class RunInfo(Record):
     """``RUN/run.json``: the run's identity, hashes, nodes and what the products name."""
 
     KIND: ClassVar[str] = "run record (run.json)"
+    RENAMED: ClassVar[dict[str, str]] = {"chunks": "shards"}
 
     run_id: str
     stream_hash: str
@@ -280,8 +288,8 @@ class RunInfo(Record):
     sequence_base: int
     servers: tuple[str, ...]
     clients: tuple[str, ...]
-    chunks: tuple[str, ...] = ()
-    """Chunk merge nodes (none: one merge node)."""
+    shards: tuple[str, ...] = ()
+    """Shard merge nodes (none: one merge node)."""
     created: str
     training: dict[str, tuple[float, float]] = {}
     """GPS ``[start, end]`` of each network's training data (the manifest's)."""
@@ -334,10 +342,10 @@ class ClientJob(SegmentRecord):
         return cls(**segment_fields(segment))
 
 
-class ChunkJob(Record):
-    """``RUN/jobs/<chunk>.json``: a chunk merge's interval and parents (``MergeChunk``)."""
+class ShardJob(Record):
+    """``RUN/jobs/<shard>.json``: a shard merge's interval and parents (``MergeShard``)."""
 
-    KIND: ClassVar[str] = "chunk merge job spec"
+    KIND: ClassVar[str] = "shard merge job spec"
 
     index: int
     node: str
@@ -351,13 +359,13 @@ class ChunkJob(Record):
         return {k: v for k, v in data.items() if k not in _V1_JOB_FIELDS}
 
     @classmethod
-    def of(cls, chunk: MergeChunk) -> ChunkJob:
-        return cls(index=chunk.index, node=chunk.node, gps_start=chunk.gps_start,
-                   gps_end=chunk.gps_end, clients=chunk.clients, data_seconds=chunk.data_seconds)
+    def of(cls, shard: MergeShard) -> ShardJob:
+        return cls(index=shard.index, node=shard.node, gps_start=shard.gps_start,
+                   gps_end=shard.gps_end, clients=shard.clients, data_seconds=shard.data_seconds)
 
     @property
-    def chunk(self) -> MergeChunk:
-        return MergeChunk(self.index, self.node, self.gps_start, self.gps_end, self.clients,
+    def shard(self) -> MergeShard:
+        return MergeShard(self.index, self.node, self.gps_start, self.gps_end, self.clients,
                           self.data_seconds)
 
 
@@ -377,13 +385,13 @@ def read_client_job(run: RunDir, node: str) -> ClientSegment:
     return read(ClientJob, _job_path(run, node)).segment
 
 
-def write_chunk_job(run: RunDir, chunk: MergeChunk) -> None:
-    write(ChunkJob.of(chunk), run.job(chunk.node))
+def write_shard_job(run: RunDir, shard: MergeShard) -> None:
+    write(ShardJob.of(shard), run.job(shard.node))
 
 
-def read_chunk_job(run: RunDir, node: str) -> MergeChunk:
-    """A chunk merge's spec (RunError naming the file when it is missing or not a spec)."""
-    return read(ChunkJob, _job_path(run, node)).chunk
+def read_shard_job(run: RunDir, node: str) -> MergeShard:
+    """A shard merge's spec (RunError naming the file when it is missing or not a spec)."""
+    return read(ShardJob, _job_path(run, node)).shard
 
 
 def read_run_info(run: RunDir) -> RunInfo:
@@ -464,7 +472,7 @@ class BadFiles(Record):
 
 @dataclass(frozen=True)
 class DatasetOffset:
-    """A series dataset of a chunk merge's file: where its bytes are (for the index)."""
+    """A series dataset of a shard merge's file: where its bytes are (for the index)."""
 
     name: str
     x0: float
@@ -474,10 +482,10 @@ class DatasetOffset:
     nbytes: int
 
 
-class ChunkSummary(Record):
-    """``RUN/output/chunks/<chunk>.json``: a chunk merge's record, written last."""
+class ShardSummary(Record):
+    """``RUN/output/shards/<shard>.json``: a shard merge's record, written last."""
 
-    KIND: ClassVar[str] = "chunk merge summary"
+    KIND: ClassVar[str] = "shard merge summary"
 
     complete: bool
     node: str
@@ -494,7 +502,7 @@ class ChunkSummary(Record):
     """The campaign's ``merge_hash`` it was made under."""
     bytes: int
     sha256: str | None
-    """Of the chunk file (None in version 1: its size only is checked)."""
+    """Of the shard file (None in version 1: its size only is checked)."""
     datasets: tuple[DatasetOffset, ...]
     frame_files: tuple[tuple[str, str, int, int], ...] = ()
     """The GWF files written: interferometer, path in its frames directory, GPS, seconds."""
@@ -509,7 +517,7 @@ class ChunkSummary(Record):
 
 
 @dataclass(frozen=True)
-class ChunkWalls:
+class ShardWalls:
     total: float
     max: float
 
@@ -521,6 +529,8 @@ class CampaignSummary(Record):
 
     model_config = ConfigDict(strict=True, frozen=True, extra="allow")
     KIND: ClassVar[str] = "campaign summary"
+    RENAMED: ClassVar[dict[str, str]] = {f"chunk{s}": f"shard{s}" for s in (
+        "s", "_wall_seconds", "_setup_seconds", "_cpu_seconds", "_data_seconds")}
 
     complete: bool
     wall_seconds: float
@@ -538,12 +548,12 @@ class CampaignSummary(Record):
     """With no data analysed: the seconds planned (the bad frame files took the rest)."""
     run_dir: str = ""
     """The run directory the output was written in (it names that directory's files)."""
-    chunks: int = 0
-    """Chunk merges indexed (0: the single merge)."""
-    chunk_wall_seconds: ChunkWalls | None = None
-    chunk_setup_seconds: float = 0.0
-    chunk_cpu_seconds: float = 0.0
-    chunk_data_seconds: float = 0.0
+    shards: int = 0
+    """Shard merges indexed (0: the single merge)."""
+    shard_wall_seconds: ShardWalls | None = None
+    shard_setup_seconds: float = 0.0
+    shard_cpu_seconds: float = 0.0
+    shard_data_seconds: float = 0.0
     bad_frame_files: tuple[BadFile, ...] = ()
 
     @classmethod

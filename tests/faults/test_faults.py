@@ -222,7 +222,7 @@ def test_stale_address_file_is_ignored(dataset) -> None:
 
 def test_the_single_merge_killed_mid_write_is_retried_and_leaves_no_file(dataset) -> None:
     faults = {"merge": [{"point": "mid-write", "action": "sigkill"}]}
-    # the single merge node (merge.shard_seconds = 0) retries like the chunk merges
+    # the single merge node (merge.shard_seconds = 0) retries like the shard merges
     _, run_dir = prepare(dataset, "merge-killed", ["merge.shard_seconds=0"], faults)
     run_local(RunDir(run_dir))
     history = json.loads((run_dir / "local-state.json").read_text())["nodes"]["merge"]
@@ -231,14 +231,14 @@ def test_the_single_merge_killed_mid_write_is_retried_and_leaves_no_file(dataset
     assert_equals_reference(dataset, run_dir)
 
 
-def test_a_chunk_merge_killed_mid_write_is_retried_and_the_output_is_unchanged(
+def test_a_shard_merge_killed_mid_write_is_retried_and_the_output_is_unchanged(
         dataset) -> None:
-    faults = {"chunk0": [{"point": "mid-write", "action": "sigkill"}]}
-    _, run_dir = prepare(dataset, "chunk-killed", [], faults)
+    faults = {"shard0": [{"point": "mid-write", "action": "sigkill"}]}
+    _, run_dir = prepare(dataset, "shard-killed", [], faults)
     run_local(RunDir(run_dir))
-    history = json.loads((run_dir / "local-state.json").read_text())["nodes"]["chunk0"]
+    history = json.loads((run_dir / "local-state.json").read_text())["nodes"]["shard0"]
     assert [a["status"] for a in history["history"]] == ["failed", "done"]  # killed, retried
-    assert not list((run_dir / "output" / "chunks").glob(".chunk0.h5.*.tmp"))
+    assert not list((run_dir / "output" / "shards").glob(".shard0.h5.*.tmp"))
     assert_equals_reference(dataset, run_dir)
 
 

@@ -2,10 +2,10 @@
 
 The merge refuses to write anything when a part is missing, incomplete, from another campaign,
 altered after it was written, or when the pieces do not tile every stretch exactly; the message
-names every such part (``merge/stitch.py``). With chunk merges in the DAG
+names every such part (``merge/stitch.py``). With shard merges in the DAG
 (``merge.shard_seconds``) the merge node writes their index instead (``merge/index.py``).
-``output/campaign.json``, written last, records the output file's SHA-256 (with chunk merges:
-the index file's; the chunks' records hold their sizes) and the campaign's config hash (the
+``output/campaign.json``, written last, records the output file's SHA-256 (with shard merges:
+the index file's; the shards' records hold their sizes) and the campaign's config hash (the
 parts' sidecars ``parts/<node>.json`` record theirs).
 """
 
@@ -41,13 +41,13 @@ logger = logging.getLogger(__name__)
 def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     """Merge the parts of ``run`` into ``output/campaign.h5``; return its path.
 
-    With chunk merges in the DAG (``merge.shard_seconds``) the chunks are merged already and
+    With shard merges in the DAG (``merge.shard_seconds``) the shards are merged already and
     this writes their index (``merge/index.py``). ``progress`` counts the windows merged and
     notes the part being copied.
     """
     config = load_config(run.config)
     run_info = records.read_run_info(run)
-    if run_info.chunks:
+    if run_info.shards:
         from offline_iaas.merge.index import write_index
 
         return write_index(run, config, run_info)

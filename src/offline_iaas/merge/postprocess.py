@@ -49,9 +49,9 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class ChunkProducts:
+class ShardProducts:
     """What one merge's post-processing hands to :func:`summarize` (the single merge's whole
-    campaign, or one chunk's, read back by the index: ``merge/index.py``)."""
+    campaign, or one shard's, read back by the index: ``merge/index.py``)."""
 
     triggers: np.ndarray | None = None
     """The owned clustered statistic: ``time``, ``statistic`` (modes with triggers)."""
@@ -66,10 +66,10 @@ class ChunkProducts:
     """Per interferometer, the ``valid`` and ``flagged`` spans of those files."""
 
 
-def postprocess(writer: Any, frames: list | None, frames_dir: Path | None) -> ChunkProducts:
+def postprocess(writer: Any, frames: list | None, frames_dir: Path | None) -> ShardProducts:
     """Write ``writer``'s owned values (a ``CampaignWriter``), with the cleaned strain and its
     GWF files (into ``frames_dir``), and cluster its triggers."""
-    products = ChunkProducts()
+    products = ShardProducts()
     config = writer.config
     if "statistic" in writer.outputs:
         _copy_owned(writer)
@@ -143,7 +143,7 @@ def held_out_choice(config: CampaignConfig, stretches: list[Stretch],
 
 
 def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
-                  products: ChunkProducts) -> None:
+                  products: ShardProducts) -> None:
     """The owned cleaned strain (and the canary's) into the HDF5 file and (``frames_dir``) the
     gated GWF files; the owned part of the held-out run into ``products``."""
     from offline_iaas.data.frames import read_span
@@ -215,7 +215,7 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
         products.frame_files, products.frame_spans = gwf.finish()
 
 
-def _cluster(writer: Any, products: ChunkProducts) -> None:
+def _cluster(writer: Any, products: ShardProducts) -> None:
     """The owned triggers, and with time slides the owned background less the cuts."""
     config = writer.config
     dx = config.stride_seconds
@@ -277,7 +277,7 @@ def _background_cuts(config: CampaignConfig, training: dict[str, list[float]]
 
 
 def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
-              training: dict[str, list[float]], products: list[ChunkProducts],
+              training: dict[str, list[float]], products: list[ShardProducts],
               frames_dir: Path | None) -> dict[str, Any]:
     """The campaign-wide numbers from every merge's products, in time order: the ASD
     numbers and the GWF files' cache and segment lists (into ``frames_dir``), the triggers with
@@ -360,7 +360,7 @@ def _analysed(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple[fl
 
 
 def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
-              training: dict[str, list[float]], products: list[ChunkProducts]
+              training: dict[str, list[float]], products: list[ShardProducts]
               ) -> dict[str, Any]:
     found = [p.triggers for p in products if p.triggers is not None]
     triggers = np.concatenate(found) if found else np.zeros(0, TRIGGER_COLUMNS)

@@ -1,6 +1,6 @@
 """What every merge node does with the parts: check them, stage the rows it needs into a
 ``CampaignWriter`` block by block (memory does not grow with the span), and report afterwards.
-``merge/merge.py`` (the single merge) and ``merge/chunk_merge.py`` (a chunk merge) use it."""
+``merge/merge.py`` (the single merge) and ``merge/shard_merge.py`` (a shard merge) use it."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def check_parts(
 ) -> list[str]:
     """Every problem with the parts, one line each (empty when they tile every stretch).
 
-    ``read``: the clients whose parts are checked (a chunk merge's parents); None: all. Each is
+    ``read``: the clients whose parts are checked (a shard merge's parents); None: all. Each is
     checked by ``completeness.part_problem`` with its checksum verified (the merge reads it
     next); the tiling is checked on every client's job spec.
     """
@@ -196,7 +196,7 @@ def merge_record(run: RunDir, config: CampaignConfig, stretches: list[Stretch],
     """What a merge node's summary (``output/campaign.json``, a ``records.CampaignSummary``)
     records about its own run and file, before the physics numbers: complete only over
     analysed data (``stretches``: the output's), and the run directory it was written in (its
-    output names that directory's files: the index its chunks, the LAL cache its frames; see
+    output names that directory's files: the index its shards, the LAL cache its frames; see
     ``completeness.written_elsewhere``)."""
     out_path = run.output[0]
     analysed = analysed_seconds(config, stretches)

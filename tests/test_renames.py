@@ -1,5 +1,6 @@
-"""Config keys renamed by the glossary (#38): an old key still sets the new field, with one
-deprecation warning naming the file, the old key and the new one; both given is refused."""
+"""Names changed by the glossary (#38). Config keys: an old key still sets the new field, with
+one deprecation warning naming the file, the old key and the new one; both given is refused.
+Run directories of before the rename are refused; ``merge-chunk`` is an alias of ``merge-shard``."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from offline_iaas import records
+from offline_iaas.cli import main
 from offline_iaas.config import load_config
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, RunError
 from tests.error_catalogue import documented
 
 OLD_KEYS = [
@@ -80,3 +83,37 @@ def test_renamed_keys_are_hashed_under_their_old_names(small_config_file: Path) 
     other = load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.slides=4",
                                             "merge.shard_seconds=0"])
     assert other.merge_hash() != digest
+
+
+def test_a_run_record_written_before_the_shard_rename_is_refused(tmp_path: Path) -> None:
+    """Run directories of before the rename (nodes ``chunkK``) are not migrated: make-dag again."""
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"schema_version": 2, "run_id": "r", "stream_hash": "s",
+                                "merge_hash": "m", "sequence_base": 0, "servers": ["server0"],
+                                "clients": ["client0"], "chunks": ["chunk0"], "created": "now"}))
+    with pytest.raises(RunError) as caught:
+        records.read(records.RunInfo, path)
+    assert str(caught.value) == (
+        f"{path}: field chunks: a run record (run.json) written before chunks was renamed "
+        "shards (#38): run make-dag again into a new run directory")
+    # the control: the same record under the new name is read
+    path.write_text(path.read_text().replace('"chunks"', '"shards"').replace("chunk0", "shard0"))
+    assert records.read(records.RunInfo, path).shards == ("shard0",)
+
+
+def test_merge_chunk_is_a_deprecated_alias_of_merge_shard(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    said = {}
+    for command in ("merge-chunk", "merge-shard"):
+        caplog.clear()
+        code = main([command, "--run-dir", str(tmp_path / "nowhere"), "--node", "shard0"])
+        err = capsys.readouterr().err.replace(command, "COMMAND")
+        said[command] = (code, err, [r.getMessage() for r in caplog.records
+                                     if "deprecated" in r.getMessage()])
+    assert said["merge-chunk"][2] == [
+        "offline-iaas merge-chunk is deprecated: use offline-iaas merge-shard"]
+    assert said["merge-shard"][2] == []
+    # the rest is merge-shard's: the same failure (no run directory there), the same exit code
+    assert said["merge-chunk"][:2] == said["merge-shard"][:2]
+    assert said["merge-shard"][0] != 0 and "config file not found" in said["merge-shard"][1]
