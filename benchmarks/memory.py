@@ -105,7 +105,7 @@ def main() -> None:
             f"--rate {args.rate:g}` at commit `{source_commit()}`.",
             f"Machine: {platform.machine()}, {platform.python_implementation()} "
             f"{platform.python_version()}; two channels at {args.rate:g} Hz, "
-            f"1 server, 1 client, chunks of 64 s.",
+            f"1 server, 1 client, reads of 64 s.",
             "",
             *table,
             "",

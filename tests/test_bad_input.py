@@ -73,7 +73,7 @@ def fake_parts(run: Path) -> None:
         writer = PartWriter(RunDir(run), segment, ("statistic",), config.stream_hash())
         for number, piece in enumerate(segment.pieces):
             rows = np.arange(piece.windows, dtype=np.float32) + 1000 * segment.index
-            writer.write_chunk(number, 0, {"statistic": rows})
+            writer.write_checkpoint(number, 0, {"statistic": rows})
         writer.commit()
 
 
@@ -452,7 +452,7 @@ def test_disk_full_during_a_part_write(
     config = load_config(run / "campaign.toml")
     segment = read_client_job(RunDir(run), "client0")
     writer = PartWriter(RunDir(run), segment, ("statistic",), config.stream_hash())
-    writer.write_chunk(0, 0, {"statistic": np.arange(16, dtype=np.float32)})
+    writer.write_checkpoint(0, 0, {"statistic": np.arange(16, dtype=np.float32)})
     before = _snapshot(run)
 
     def full(*_args, **_kwargs):
@@ -460,9 +460,9 @@ def test_disk_full_during_a_part_write(
 
     monkeypatch.setattr(np, "savez", full)
     with pytest.raises(NoSpaceError) as caught:
-        writer.write_chunk(0, 16, {"statistic": np.arange(16, dtype=np.float32)})
+        writer.write_checkpoint(0, 16, {"statistic": np.arange(16, dtype=np.float32)})
     message = str(caught.value)
-    assert message.startswith(f"{run / 'parts' / 'client0.chunks' / 'p0-16-32.npz'}: no space "
+    assert message.startswith(f"{run / 'parts' / 'client0.checkpoints' / 'p0-16-32.npz'}: no space "
                               "left on device (free space there, then run again")
     assert "\n" not in message and NoSpaceError.exit_code == 8
     documented("disk-full-checkpoint", message, {ws: "<ws>"},
@@ -485,7 +485,7 @@ def test_disk_full_while_assembling_a_part(
     segment = read_client_job(RunDir(run), "client0")
     writer = PartWriter(RunDir(run), segment, ("statistic",), config.stream_hash())
     for number, piece in enumerate(segment.pieces):
-        writer.write_chunk(number, 0, {"statistic": np.zeros(piece.windows, dtype=np.float32)})
+        writer.write_checkpoint(number, 0, {"statistic": np.zeros(piece.windows, dtype=np.float32)})
     before = _snapshot(run)
 
     class FullFile(h5py.File):

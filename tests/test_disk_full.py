@@ -48,7 +48,7 @@ def with_parts(run: RunDir, seed: int = 0) -> RunDir:
         segment = read_client_job(run, node)
         writer = PartWriter(run, segment, config.outputs.names, config.stream_hash())
         for number, piece in enumerate(segment.pieces):
-            writer.write_chunk(number, 0, {"statistic": rng.normal(size=piece.windows)
+            writer.write_checkpoint(number, 0, {"statistic": rng.normal(size=piece.windows)
                                            .astype(np.float32)})
         writer.commit()
     return run

@@ -276,7 +276,7 @@ class ClientConfig:
     read_seconds: float = 64.0
     """Data read from frames at a time (bounds the client's memory)."""
     checkpoint_requests: int = 16
-    """Requests' worth of responses saved per checkpoint chunk (where a retry resumes)."""
+    """Requests' worth of responses saved per checkpoint (where a retry resumes)."""
     connect_timeout_seconds: float = 10.0
     """Deadline of one connection attempt (liveness and model checks)."""
     max_reconnects: int = 5

@@ -13,9 +13,9 @@ record              file                            version  written by
 ``ClientJob``       ``RUN/jobs/<client>.json``      2        make-dag (a ``ClientSegment``)
 ``ShardJob``        ``RUN/jobs/<shard>.json``       2        make-dag (a ``MergeShard``)
 ``PartRecord``      ``RUN/parts/<client>.json``     2        the client (its part's sidecar)
-``CheckpointStamp`` ``parts/<client>.chunks/        2        the client, before it streams
+``CheckpointStamp`` ``parts/<client>.checkpoints/   2        the client, before it streams
                     segment.json``
-``BadFiles``        ``parts/<client>.chunks/        2        the client, while it streams
+``BadFiles``        ``parts/<client>.checkpoints/   2        the client, while it streams
                     bad-files.json``
 ``ShardSummary``    ``RUN/output/shards/<c>.json``  2        a shard merge
 ``CampaignSummary`` ``RUN/output/campaign.json``    2        the merge (single, or the index)
@@ -444,7 +444,7 @@ class PartRecord(SegmentRecord, ClientRun):
 
 
 class CheckpointStamp(SegmentRecord):
-    """``parts/<client>.chunks/segment.json``: what a client's checkpoints were made for (its
+    """``parts/<client>.checkpoints/segment.json``: what a client's checkpoints were made for (its
     segment and the stream hash); checkpoints of anything else are discarded."""
 
     KIND: ClassVar[str] = "checkpoint stamp"
@@ -457,7 +457,7 @@ class CheckpointStamp(SegmentRecord):
 
 
 class BadFiles(Record):
-    """``parts/<client>.chunks/bad-files.json``: the bad frame files a client met so far (its
+    """``parts/<client>.checkpoints/bad-files.json``: the bad frame files a client met so far (its
     retries stream around them from the start)."""
 
     KIND: ClassVar[str] = "client's bad-file list"

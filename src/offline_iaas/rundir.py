@@ -11,7 +11,7 @@ their files through ``RunDir``::
     RUN/model-repository.tar.gz   the model repository for servers without a shared filesystem
     RUN/model-repository/         a server's unpacked copy of that tarball
     RUN/jobs/<client>.json        a client's segment (its pieces; ``records.py``)
-    RUN/parts/<client>.h5, .json  a client's output and its sidecar; .chunks/ its checkpoints
+    RUN/parts/<client>.h5, .json  a client's output and its sidecar; .checkpoints/ its checkpoints
     RUN/jobs/<shard>.json         a shard merge's GPS interval and parent clients
     RUN/output/campaign.h5, .json the merge's output (with shards: their index) and summary
     RUN/output/shards/<shard>.h5, .json, .frames/   a shard merge's output and summary
@@ -157,9 +157,9 @@ class RunDir:
         """A client's part and its sidecar."""
         return self.parts / f"{node}.h5", self.parts / f"{node}.json"
 
-    def chunks(self, node: str) -> Path:
-        """A client's checkpoint chunks."""
-        return self.parts / f"{node}.chunks"
+    def checkpoints(self, node: str) -> Path:
+        """A client's checkpoints."""
+        return self.parts / f"{node}.checkpoints"
 
     def claim(self, node: str) -> Path:
         """The server a client streams to now (``client/balance.py``)."""

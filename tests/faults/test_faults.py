@@ -149,7 +149,7 @@ def test_client_killed_mid_segment_resumes_from_its_checkpoint(dataset) -> None:
     assert "injected fault 'sigkill' at mid-stream" in out
     resumed = [line for line in out.splitlines() if "resuming after" in line]
     assert resumed and int(resumed[0].split("resuming after ")[1].split()[0]) > 0
-    assert not (run_dir / "parts" / "client0.chunks").exists()  # assembled, then removed
+    assert not (run_dir / "parts" / "client0.checkpoints").exists()  # assembled, then removed
     assert_equals_reference(dataset, run_dir)
 
 

@@ -1,11 +1,11 @@
 """``offline-iaas client``: stream one client segment to its server, surviving failures.
 
 A segment is one or more pieces (one per analysable stretch it touches). For each piece the
-client reads its samples from frames chunk by chunk, cuts them into requests of
+client reads its samples from frames read by read, cuts them into requests of
 ``batch_size * stride`` new samples per channel (the last one shorter), and sends them on one
 gRPC bidirectional stream under the piece's sticky sequence ID: START on the first request, END
 on the last, at most ``in_flight`` requests outstanding. Responses are placed by request index,
-never by arrival order, and saved as checkpoint chunks (``client/part.py``) as they complete.
+never by arrival order, and saved as checkpoints (``client/part.py``) as they complete.
 
 When the stream fails — an error, no response within ``request_timeout_seconds``, the server
 restarted (its state is lost) or evicted the idle sequence — the client drops the connection,
@@ -89,7 +89,7 @@ class _PieceRows:
     def flush(self) -> None:
         if self.buffer:
             joined = {k: np.concatenate([b[k] for b in self.buffer]) for k in self.buffer[0]}
-            self.writer.write_chunk(self.number, self.buffer_start, joined)
+            self.writer.write_checkpoint(self.number, self.buffer_start, joined)
         self.buffer, self.buffered = [], 0
 
     @property
