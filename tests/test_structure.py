@@ -72,10 +72,10 @@ def test_each_mode_streams_its_channels_and_warms_up_its_stages(
 
 def test_outputs_are_named_and_shaped_by_the_mode_record() -> None:
     bbhnet, deepclean = MODES["bbhnet"], MODES["deepclean"]
-    assert bbhnet.output_names(canary=False, time_slides=True) == ("statistic", "background")
-    assert deepclean.output_names(canary=True, time_slides=False) == ("noise", "noise_canary")
+    assert bbhnet.output_names(canary=False, has_slides=True) == ("statistic", "background")
+    assert deepclean.output_names(canary=True, has_slides=False) == ("noise", "noise_canary")
     layout = Outputs(("noise", "statistic", "background"), ifos=2, stride_samples=4,
-                     time_shifts=3)
+                     slides=3)
     assert [layout.row_shape(n) for n in layout.names] == [(2, 4), (), (3,)]
     noise = np.arange(2 * 3 * 4).reshape(2, 12)  # [ifos, n S], n = 3 windows
     rows = layout.rows("noise", noise)

@@ -125,7 +125,7 @@ def test_any_split_forms_the_slides_of_the_whole_stretch(tmp_path: Path, clients
     config = load_config(tmp_path / "campaign.toml", [
         'model.mode="bbhnet"', "bbhnet.slides=3", f"layout.clients_per_server={clients}"])
     kernel, stride, shifts = config.kernel_samples, config.stride_samples, 3
-    warmup, step = config.stretch_warmup_windows, config.shift_windows
+    warmup, step = config.stretch_warmup_windows, config.slide_windows
     assert (warmup, step, config.warmup_windows) == (3, 4, 3 + 12)
     rng = np.random.default_rng(clients)
     stream = rng.normal(size=(2, 64 * stride))

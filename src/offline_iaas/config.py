@@ -411,7 +411,7 @@ class CampaignConfig:
         return self.stretch_warmup_windows + self.slide_history_windows
 
     @property
-    def time_slides(self) -> bool:
+    def has_slides(self) -> bool:
         """BBHnet's background is formed by time slides on the server (``bbhnet.slides``)."""
         return self.mode.triggers and self.bbhnet.slides > 0
 
@@ -430,19 +430,19 @@ class CampaignConfig:
         return -(-psd_samples // self.stride_samples)
 
     @property
-    def shift_samples(self) -> int:
+    def slide_samples(self) -> int:
         """``Δ`` of the time slides in samples at the model rate."""
         return round(self.bbhnet.slide_seconds * self.data.sample_rate)
 
     @property
-    def shift_windows(self) -> int:
+    def slide_windows(self) -> int:
         """``Δ`` of the time slides in windows (a whole number of strides)."""
-        return self.shift_samples // self.stride_samples
+        return self.slide_samples // self.stride_samples
 
     @property
     def slide_history_windows(self) -> int:
         """Windows the longest slide reaches back (``N Δ / S``; 0 without slides)."""
-        return self.bbhnet.slides * self.shift_windows if self.time_slides else 0
+        return self.bbhnet.slides * self.slide_windows if self.has_slides else 0
 
     @property
     def averaging_delay_windows(self) -> int:
@@ -458,7 +458,7 @@ class CampaignConfig:
     def outputs(self) -> Outputs:
         """What clients request and store, and their rows (``modes.Outputs``)."""
         return Outputs(self.mode.output_names(canary=self.deepclean.canary,
-                                              time_slides=self.time_slides),
+                                              has_slides=self.has_slides),
                        len(self.ifos), self.stride_samples, self.bbhnet.slides)
 
     @property

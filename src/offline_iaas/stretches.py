@@ -82,7 +82,7 @@ def first_formed_window(config: CampaignConfig, shift: int) -> int:
     """Kept-window index (0: a stretch's first kept window) of the first window where slide
     ``shift`` (``1 .. N``) is formed: the second detector's window ``shift * Δ`` earlier is
     then the stretch's first kept window."""
-    return shift * config.shift_windows
+    return shift * config.slide_windows
 
 
 def slides_formed(config: CampaignConfig, kept_offset: int, count: int) -> np.ndarray:

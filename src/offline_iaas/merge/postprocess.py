@@ -367,7 +367,7 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
     t, v = triggers["time"], triggers["statistic"]
     analysed = _analysed(config, stretches)
     listed = campaign_injections(config)
-    slides = config.time_slides
+    slides = config.has_slides
     columns = TRIGGER_COLUMNS + ([("far", "f8"), ("ifar", "f8")] if slides else [])
     table = np.zeros(len(t), dtype=columns)
     table["time"], table["statistic"] = t, v
