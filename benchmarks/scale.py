@@ -246,7 +246,7 @@ def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dic
     from offline_iaas.sizing.pilot import read_pilot
     from offline_iaas.sizing.plan import plan_from_bench, recommend_shard_seconds
     from offline_iaas.sizing.replay import FailureModel, SimulationRates
-    from offline_iaas.sizing.simulate import segment_work_seconds, simulate
+    from offline_iaas.sizing.simulate import share_work_seconds, simulate
     from offline_iaas.workflow.dag import parse_dag
 
     root = Path(__file__).resolve().parents[1]
@@ -271,7 +271,7 @@ def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dic
     timed_child([executable(), "make-dag", str(O3_MONTH), "--out", str(run_dir), "--no-check",
                  "-q", *(a for o in overrides for a in ("--set", o))])
     info = read_run_info(RunDir(run_dir))
-    work_seconds = segment_work_seconds(read_client_job(RunDir(run_dir), n)
+    work_seconds = share_work_seconds(read_client_job(RunDir(run_dir), n)
                                         for n in info.clients)
     for node in info.shards:
         work_seconds[node] = read_shard_job(RunDir(run_dir), node).data_seconds

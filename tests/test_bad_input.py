@@ -288,7 +288,7 @@ CASES: list[Case] = [
     _config_case("channel-without-ifo", ['data.channels=["STRAIN"]'],
                  "'data.channels' entry 'STRAIN' is not of the form IFO:NAME"),
     _config_case("more-clients-than-windows", ["layout.servers=300"],
-                 "holds 256 windows, fewer than the 600 client segments"),
+                 "holds 256 windows, fewer than the 600 client shares"),
     _config_case("accounting-group-malformed",
                  ['site.profile="ldg"', 'site.accounting_group="physics.bbh"'],
                  "'site.accounting_group' 'physics.bbh' is not an IGWN accounting tag"),

@@ -29,7 +29,7 @@ from offline_iaas.physics import PAD_SECONDS, cluster_indices, zero_phase_blocks
 from offline_iaas.records import ShardSummary, read_shard_job
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import client_segments, make_stretches, output_x0
+from offline_iaas.stretches import client_shares, make_stretches, output_x0
 from offline_iaas.workflow.dag import parse_dag
 from tests.helpers import (
     SMALL_CAMPAIGN,
@@ -62,7 +62,7 @@ def test_shards_own_every_value_once_inside_their_interval(tmp_path: Path, mode:
                                                            starts: list[int]) -> None:
     config = _config(tmp_path, [*SHARD_OVERRIDES, f'model.mode="{mode}"'])
     stretches = make_stretches(config, SEGMENTS)
-    segments = client_segments(config, stretches)
+    segments = client_shares(config, stretches)
     shards = shard_merges(config, stretches, segments)
     assert [c.gps_start - START for c in shards] == starts
     rate, dx = config.data.sample_rate, config.stride_seconds
@@ -92,7 +92,7 @@ def test_shards_own_every_value_once_inside_their_interval(tmp_path: Path, mode:
 def test_a_shard_reads_the_clients_of_its_interval_and_its_padding_only(tmp_path: Path) -> None:
     config = _config(tmp_path, SHARD_OVERRIDES)
     stretches = make_stretches(config, SEGMENTS)
-    segments = client_segments(config, stretches)
+    segments = client_shares(config, stretches)
     shards = shard_merges(config, stretches, segments)
     # the band-pass reads the 64 s blocks holding a shard's samples and 16 s more: with 64 s of
     # data every shard reads the whole of each stretch it touches
@@ -110,7 +110,7 @@ def test_bbhnet_shards_read_only_the_clustering_reach(tmp_path: Path) -> None:
     config = _config(tmp_path, ['model.mode="bbhnet"', "merge.shard_seconds=16",
                                 "layout.clients_per_server=4", "bbhnet.cluster_seconds=1"])
     stretches = make_stretches(config, SEGMENTS)
-    shards = shard_merges(config, stretches, client_segments(config, stretches))
+    shards = shard_merges(config, stretches, client_shares(config, stretches))
     first = shard_extents(config, stretches, shards[0].gps_start, shards[0].gps_end)[0]
     # half a second of windows at 4 Hz beyond the owned rows, not the DeepClean padding
     assert first.rows == (0, first.statistic_rows[1] + 2)
@@ -132,7 +132,7 @@ def test_a_stretch_of_more_shards_than_the_index_holds_is_refused(tmp_path: Path
                                 "data.duration=86400", "layout.clients_per_server=1"])
     stretches = make_stretches(config, [(START, START + 86400)])
     with pytest.raises(ConfigError, match="spans 5401 shards .* at least 44"):
-        shard_merges(config, stretches, client_segments(config, stretches))
+        shard_merges(config, stretches, client_shares(config, stretches))
 
 
 def test_shard_merges_are_a_dag_category_with_their_own_maxjobs(tmp_path: Path) -> None:
@@ -140,7 +140,7 @@ def test_shard_merges_are_a_dag_category_with_their_own_maxjobs(tmp_path: Path) 
 
     config = _config(tmp_path, [*SHARD_OVERRIDES, "workflow.max_parallel_merges=2"])
     stretches = make_stretches(config, SEGMENTS)
-    segments = client_segments(config, stretches)
+    segments = client_shares(config, stretches)
     shards = shard_merges(config, stretches, segments)
     dag = parse_dag(dag_text(["server0", "server1"], segments, 2, 0,
                              shards=[(c.node, c.clients) for c in shards],

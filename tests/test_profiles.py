@@ -18,7 +18,7 @@ from offline_iaas.errors import ConfigError
 from offline_iaas.merge.tree import shard_merges
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import client_segments, stretches_of
+from offline_iaas.stretches import client_shares, stretches_of
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.profiles import (
@@ -90,7 +90,7 @@ def rendered(profile: str) -> dict[str, str]:
     if site.rendezvous == "jobad":
         args = ("prescript", "--run-dir", ".", "--node", "$JOB")
         pre = Script(str(EXECUTABLE), args, DEFER_EXIT, DEFER_SECONDS)
-    segments = client_segments(config)
+    segments = client_shares(config)
     # 4096 s from GPS 1238166018: two shard merges of merge.shard_seconds = 4096 s
     shards = shard_merges(config, stretches_of(segments), segments)
     files["offline.dag"] = dag_text(

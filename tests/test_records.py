@@ -17,7 +17,7 @@ from offline_iaas.errors import RunError
 from offline_iaas.records import (
     BadFile,
     ClientJob,
-    ClientSegment,
+    ClientShare,
     MergeShard,
     PartRecord,
     Piece,
@@ -30,7 +30,7 @@ from tests.error_catalogue import documented
 from tests.helpers import complete_merge, complete_part
 
 PIECE = Piece(0, 1 << 20 | 1, 0, 3, 64, 1e9, 1e9 + 16.25, 1e9, 1e9 + 64)
-SEGMENT = ClientSegment(0, "client0", "server0", (PIECE,))
+SEGMENT = ClientShare(0, "client0", "server0", (PIECE,))
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def hashes(run: RunDir) -> Hashes:
 def test_a_record_reads_back_what_was_written(tmp_path: Path) -> None:
     path = tmp_path / "client0.json"
     records.write(ClientJob.of(SEGMENT), path)
-    assert records.read(ClientJob, path).segment == SEGMENT
+    assert records.read(ClientJob, path).share == SEGMENT
     assert json.loads(path.read_text())["schema_version"] == ClientJob.VERSION
 
 
@@ -118,7 +118,7 @@ def test_version_1_records_are_read_without_their_unread_fields(tmp_path: Path) 
             "model": "offline-iaas", "config_hash": "0123456789abcdef"}
     path = tmp_path / "client0.json"
     path.write_text(json.dumps(spec))
-    assert records.read(ClientJob, path).segment == SEGMENT
+    assert records.read(ClientJob, path).share == SEGMENT
     path.write_text(json.dumps({
         "run_id": "ab", "config_hash": "0123456789abcdef", "sequence_base": 1 << 20,
         "servers": ["server0"], "clients": ["client0"], "shards": [], "created": "2025",
@@ -159,7 +159,7 @@ def test_a_part_is_complete_only_as_its_sidecar_describes_it(run: RunDir) -> Non
     other = Hashes("f" * 16, h.merge, h.v1)
     assert str(part_problem(run, "client0", other)).startswith(
         "part from another campaign's config (stream hash ")
-    moved = ClientSegment(0, "client0", "server1", SEGMENT.pieces)
+    moved = ClientShare(0, "client0", "server1", SEGMENT.pieces)
     assert str(part_problem(run, "client0", h, moved)) == (
         "part covers other windows than its job spec")
     sidecar.write_text('{"complete": true}')  # what a sidecar alone used to be enough for

@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from offline_iaas.records import ClientSegment, Piece
+from offline_iaas.records import ClientShare, Piece
 from offline_iaas.sizing.replay import FailureModel, SimulationRates, node_role
-from offline_iaas.sizing.simulate import segment_work_seconds, simulate
+from offline_iaas.sizing.simulate import share_work_seconds, simulate
 from offline_iaas.workflow.dag import dag_text, parse_dag
 
 
@@ -259,15 +259,15 @@ def test_a_wide_dag_of_equal_clients_ends_at_start_plus_one_servers_share() -> N
 
 
 def test_the_dag_that_dag_text_writes_can_be_simulated() -> None:
-    def segment(i: int, server: str, seconds: float) -> ClientSegment:
+    def segment(i: int, server: str, seconds: float) -> ClientShare:
         piece = Piece(0, i + 1, 0, 0, 1, 1000.0, 1000.0 + seconds, 1000.0, 2000.0)
-        return ClientSegment(i, f"client{i}", server, (piece,))
+        return ClientShare(i, f"client{i}", server, (piece,))
 
     segments = [segment(0, "server0", 64.0), segment(1, "server0", 64.0),
                 segment(2, "server1", 128.0)]
     dag = parse_dag(dag_text(["server0", "server1"], segments, retries=2,
                              max_parallel_clients=0, final=True))
-    work = segment_work_seconds(segments)
+    work = share_work_seconds(segments)
     assert work == {"client0": 64.0, "client1": 64.0, "client2": 128.0}
     result = simulate(dag, work, SimulationRates(server_data_seconds_per_second=16.0))
     assert result.stages.clients_done_seconds == pytest.approx(8.0)  # 128 / 16 on each

@@ -28,7 +28,7 @@ from offline_iaas.records import read_run_info
 from offline_iaas.repository.backend.stateful import SnapshotState, TimeSlides
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import client_segments, first_formed_window, slides_formed
+from offline_iaas.stretches import client_shares, first_formed_window, slides_formed
 from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
 from tests.oracle import read_series, read_triggers, run_problems
@@ -143,7 +143,7 @@ def test_any_split_forms_the_slides_of_the_whole_stretch(tmp_path: Path, clients
         return slides.reshape(-1, shifts)[skip_from:]
 
     expected = slides_by_definition(stream, kernel, stride, warmup, step, shifts, weights)
-    pieces = [p for seg in client_segments(config) for p in seg.pieces]
+    pieces = [p for share in client_shares(config) for p in share.pieces]
     assert [p.first_window for p in pieces] == [
         max(0, p.output_start - warmup - shifts * step) for p in pieces]
     assert pieces[0].output_start == warmup and pieces[-1].output_stop == 64

@@ -84,15 +84,15 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
 
     config = _config(args)
     run = _run(args.out)
-    segments = make_dag(config, run, check_files=not args.no_check)
+    shares = make_dag(config, run, check_files=not args.no_check)
     logger.info(f"make-dag: {run.dag}")
     stride = config.stride_seconds
-    for seg in segments:
+    for c in shares:
         pieces = ", ".join(
-            f"GPS {p.gps_start:.3f}-{p.gps_end:.3f} (sequence {p.sequence_id})" for p in seg.pieces
+            f"GPS {p.gps_start:.3f}-{p.gps_end:.3f} (sequence {p.sequence_id})" for p in c.pieces
         )
         logger.info(
-            f"  {seg.node} -> {seg.server}: {seg.kept_windows * stride:.1f} s of output: {pieces}"
+            f"  {c.node} -> {c.server}: {c.kept_windows * stride:.1f} s of output: {pieces}"
         )
 
 
@@ -378,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("train-demo", cmd_train_demo,
                 "train the demo DeepClean (per detector) and BBHnet on the synthetic dataset")
     p.add_argument("--out", type=Path, help="weights directory (default: beside data.frames)")
-    p = command("make-dag", cmd_make_dag, "plan the segments and write the run directory")
+    p = command("make-dag", cmd_make_dag, "plan the client shares and write the run directory")
     p.add_argument("--out", type=Path, required=True, help="run directory")
     p.add_argument("--no-check", action="store_true",
                    help="do not open the frame files (they need not exist here): the coverage "
@@ -389,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", type=Path)
     for name, func, text in (
         ("serve", cmd_serve, "server node: run tritonserver and publish its address"),
-        ("client", cmd_client, "client node: stream one segment to its server"),
+        ("client", cmd_client, "client node: stream one client share to its server"),
     ):
         p = command(name, func, text, config=False)
         p.add_argument("--run-dir", type=Path, required=True)

@@ -35,7 +35,7 @@ from offline_iaas.records import (
     V1_HASH_PREFIX,
     CampaignSummary,
     ClientJob,
-    ClientSegment,
+    ClientShare,
     MergeShard,
     PartRecord,
     R,
@@ -162,7 +162,7 @@ def _other_campaign(what: str, which: str, recorded: str, hashes: Hashes | None)
 
 
 def part_problem(run: RunDir, node: str, hashes: Hashes | None,
-                 spec: ClientSegment | None = None, verify: bool = False) -> NotDone | None:
+                 spec: ClientShare | None = None, verify: bool = False) -> NotDone | None:
     """Why client ``node``'s part is not complete, or None (``spec``: its job spec, when the
     part must cover its windows)."""
     data, path = run.part(node)
@@ -171,7 +171,7 @@ def part_problem(run: RunDir, node: str, hashes: Hashes | None,
         return problem
     if hashes is None or not hashes.is_stream(sidecar.stream_hash):
         return _other_campaign("part", "stream", sidecar.stream_hash, hashes)
-    if spec is not None and sidecar.segment != spec:
+    if spec is not None and sidecar.share != spec:
         return NotDone("part covers other windows than its job spec")
     return data_problem(run, data, path, sidecar.bytes, sidecar.sha256, verify)
 
@@ -244,7 +244,7 @@ def node_problem(run: RunDir, node: str, hashes: Hashes | None) -> NotDone | Non
         shard = _job(run, ShardJob, node)
         return shard_problem(run, node, hashes, shard.shard if shard is not None else None)
     client = _job(run, ClientJob, node)
-    return part_problem(run, node, hashes, client.segment if client is not None else None)
+    return part_problem(run, node, hashes, client.share if client is not None else None)
 
 
 def _job(run: RunDir, kind: type[R], node: str) -> R | None:

@@ -217,7 +217,7 @@ class BBHnetConfig:
 
 @dataclass(frozen=True)
 class LayoutConfig:
-    """How the campaign is split: ``servers * clients_per_server`` client segments."""
+    """How the campaign is split: ``servers * clients_per_server`` client shares."""
 
     servers: int = 1
     clients_per_server: int = 1
@@ -309,7 +309,7 @@ class MergeConfig:
 
 OUTPUT_SECTIONS: tuple[str, ...] = ("data", "model", "layout", "synth", "deepclean", "bbhnet")
 """The sections the campaign's output depends on: the data, the networks and their windows,
-the split into client segments, the synthetic data and the post-processing. ``[server]``,
+the split into client shares, the synthetic data and the post-processing. ``[server]``,
 ``[client]``, ``[workflow]`` and ``[site]`` only say how and where the jobs run (timeouts,
 in-flight requests, instances, retries, resources): changing them keeps finished parts and
 merges valid."""

@@ -104,7 +104,7 @@ def check_config(c: CampaignConfig, path: Path) -> None:
         fail(
             "data.duration",
             f"({c.data.duration} s) holds {c.total_windows} windows, fewer than the "
-            f"{clients} client segments of the layout",
+            f"{clients} client shares of the layout",
         )
     if c.server.runtime not in SERVER_RUNTIMES:
         known = ", ".join(SERVER_RUNTIMES)

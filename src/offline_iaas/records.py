@@ -10,11 +10,11 @@ versions, read where it can be without guessing):
 record              file                            version  written by
 ==================  ==============================  =======  ===================================
 ``RunInfo``         ``RUN/run.json``                2        make-dag
-``ClientJob``       ``RUN/jobs/<client>.json``      2        make-dag (a ``ClientSegment``)
+``ClientJob``       ``RUN/jobs/<client>.json``      2        make-dag (a ``ClientShare``)
 ``ShardJob``        ``RUN/jobs/<shard>.json``       2        make-dag (a ``MergeShard``)
 ``PartRecord``      ``RUN/parts/<client>.json``     2        the client (its part's sidecar)
 ``CheckpointStamp`` ``parts/<client>.checkpoints/   2        the client, before it streams
-                    segment.json``
+                    share.json``
 ``BadFiles``        ``parts/<client>.checkpoints/   2        the client, while it streams
                     bad-files.json``
 ``ShardSummary``    ``RUN/output/shards/<c>.json``  2        a shard merge
@@ -24,7 +24,7 @@ record              file                            version  written by
 
 The values records share are plain frozen dataclasses, validated where they are embedded:
 ``BadFile`` (a frame file left out as a gap: preflight → run.json → bad-files.json → the
-sidecar → the merge → the output's provenance), ``Piece`` and ``ClientSegment`` (a client's
+sidecar → the merge → the output's provenance), ``Piece`` and ``ClientShare`` (a client's
 share), ``MergeShard`` (a shard merge's interval and parents).
 
 Reading a record that is missing, is not JSON, misses a field, has a field of the wrong type
@@ -103,7 +103,7 @@ class Piece:
 
 
 @dataclass(frozen=True)
-class ClientSegment:
+class ClientShare:
     """One client's share of the campaign."""
 
     index: int
@@ -309,8 +309,8 @@ _V1_JOB_FIELDS = ("run_dir", "config", "repository", "model", "config_hash")
 """Fields version-1 job specs carried that nothing read."""
 
 
-class SegmentRecord(Record):
-    """The fields of a client's share (a ``ClientSegment``), in the records that carry one."""
+class ShareRecord(Record):
+    """The fields of a client's share (a ``ClientShare``), in the records that carry one."""
 
     index: int
     node: str
@@ -318,18 +318,18 @@ class SegmentRecord(Record):
     pieces: tuple[Piece, ...]
 
     @property
-    def segment(self) -> ClientSegment:
-        return ClientSegment(self.index, self.node, self.server, self.pieces)
+    def share(self) -> ClientShare:
+        return ClientShare(self.index, self.node, self.server, self.pieces)
 
 
-def segment_fields(segment: ClientSegment) -> dict[str, Any]:
-    """A ``SegmentRecord``'s fields of ``segment``, to build a record with."""
-    return {"index": segment.index, "node": segment.node, "server": segment.server,
-            "pieces": segment.pieces}
+def share_fields(share: ClientShare) -> dict[str, Any]:
+    """A ``ShareRecord``'s fields of ``share``, to build a record with."""
+    return {"index": share.index, "node": share.node, "server": share.server,
+            "pieces": share.pieces}
 
 
-class ClientJob(SegmentRecord):
-    """``RUN/jobs/<client>.json``: a client's share (``ClientSegment``)."""
+class ClientJob(ShareRecord):
+    """``RUN/jobs/<client>.json``: a client's share (``ClientShare``)."""
 
     KIND: ClassVar[str] = "client job spec"
 
@@ -338,8 +338,8 @@ class ClientJob(SegmentRecord):
         return {k: v for k, v in data.items() if k not in _V1_JOB_FIELDS}
 
     @classmethod
-    def of(cls, segment: ClientSegment) -> ClientJob:
-        return cls(**segment_fields(segment))
+    def of(cls, share: ClientShare) -> ClientJob:
+        return cls(**share_fields(share))
 
 
 class ShardJob(Record):
@@ -369,8 +369,8 @@ class ShardJob(Record):
                           self.data_seconds)
 
 
-def write_client_job(run: RunDir, segment: ClientSegment) -> None:
-    write(ClientJob.of(segment), run.job(segment.node))
+def write_client_job(run: RunDir, share: ClientShare) -> None:
+    write(ClientJob.of(share), run.job(share.node))
 
 
 def _job_path(run: RunDir, node: str) -> Path:
@@ -380,9 +380,9 @@ def _job_path(run: RunDir, node: str) -> Path:
     return path
 
 
-def read_client_job(run: RunDir, node: str) -> ClientSegment:
-    """A client's segment (RunError naming the file when it is missing or not a spec)."""
-    return read(ClientJob, _job_path(run, node)).segment
+def read_client_job(run: RunDir, node: str) -> ClientShare:
+    """A client's share (RunError naming the file when it is missing or not a spec)."""
+    return read(ClientJob, _job_path(run, node)).share
 
 
 def write_shard_job(run: RunDir, shard: MergeShard) -> None:
@@ -421,9 +421,9 @@ class ClientRun(BaseModel):
     """The servers it streamed to, in order (a move: failover or rebalance)."""
 
 
-class PartRecord(SegmentRecord, ClientRun):
+class PartRecord(ShareRecord, ClientRun):
     """``RUN/parts/<client>.json``, a part's sidecar: written last, once the part file is in
-    place; its segment, hash, the file's size and SHA-256, and how the client ran."""
+    place; its share, hash, the file's size and SHA-256, and how the client ran."""
 
     KIND: ClassVar[str] = "part sidecar"
 
@@ -443,17 +443,17 @@ class PartRecord(SegmentRecord, ClientRun):
         return {"bytes": None, **_v1_hash(data, "stream_hash")}
 
 
-class CheckpointStamp(SegmentRecord):
-    """``parts/<client>.checkpoints/segment.json``: what a client's checkpoints were made for (its
-    segment and the stream hash); checkpoints of anything else are discarded."""
+class CheckpointStamp(ShareRecord):
+    """``parts/<client>.checkpoints/share.json``: what a client's checkpoints were made for (its
+    share and the stream hash); checkpoints of anything else are discarded."""
 
     KIND: ClassVar[str] = "checkpoint stamp"
 
     stream_hash: str
 
     @classmethod
-    def of(cls, segment: ClientSegment, stream_hash: str) -> CheckpointStamp:
-        return cls(**segment_fields(segment), stream_hash=stream_hash)
+    def of(cls, share: ClientShare, stream_hash: str) -> CheckpointStamp:
+        return cls(**share_fields(share), stream_hash=stream_hash)
 
 
 class BadFiles(Record):

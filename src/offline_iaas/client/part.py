@@ -31,9 +31,9 @@ from offline_iaas.records import (
     BadFiles,
     CheckpointStamp,
     ClientRun,
-    ClientSegment,
+    ClientShare,
     PartRecord,
-    segment_fields,
+    share_fields,
 )
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
@@ -58,18 +58,18 @@ class PartWriter:
     """
 
     def __init__(
-        self, run: RunDir, segment: ClientSegment, outputs: tuple[str, ...], stream_hash: str,
+        self, run: RunDir, share: ClientShare, outputs: tuple[str, ...], stream_hash: str,
         row_shapes: dict[str, tuple[int, ...]] | None = None,
     ) -> None:
-        self.segment = segment
+        self.share = share
         self.outputs = outputs
         self.row_shapes = row_shapes or {}
         """Each output's row shape (``Outputs.row_shape``), for a piece that is all hole."""
         self.stream_hash = stream_hash
-        self.h5_path, self.json_path = run.part(segment.node)
-        self.checkpoint_dir = run.checkpoints(segment.node)
-        identity = CheckpointStamp.of(segment, stream_hash)
-        stamp = self.checkpoint_dir / "segment.json"
+        self.h5_path, self.json_path = run.part(share.node)
+        self.checkpoint_dir = run.checkpoints(share.node)
+        identity = CheckpointStamp.of(share, stream_hash)
+        stamp = self.checkpoint_dir / "share.json"
         try:
             try:
                 found = records.read_optional(CheckpointStamp, stamp)
@@ -81,7 +81,7 @@ class PartWriter:
             if not stamp.exists():
                 records.write(identity, stamp)
         except OSError as err:
-            raise RunError(f"{segment.node}: cannot prepare {self.checkpoint_dir}: {err}") from None
+            raise RunError(f"{share.node}: cannot prepare {self.checkpoint_dir}: {err}") from None
 
     def checkpoints(self) -> dict[int, list[tuple[int, int, Path]]]:
         """Checkpoint files per piece, sorted by first row."""
@@ -96,7 +96,7 @@ class PartWriter:
     def progress(self, holes: Holes | None = None) -> list[int]:
         """Rows of each piece saved (or in a hole) contiguously from row 0 (where a retry
         resumes)."""
-        done = [0] * len(self.segment.pieces)
+        done = [0] * len(self.share.pieces)
         checkpoints = self.checkpoints()
         for piece in range(len(done)):
             gaps = holes[piece] if holes else []
@@ -135,7 +135,7 @@ class PartWriter:
         except OSError as err:  # a full disk, most likely
             tmp.unlink(missing_ok=True)
             raise (no_space(err, path) or RunError(
-                f"{self.segment.node}: cannot write checkpoint {path}: {err}")) from None
+                f"{self.share.node}: cannot write checkpoint {path}: {err}")) from None
 
     def commit(self, run_record: ClientRun | None = None, holes: Holes | None = None) -> None:
         """Assemble the checkpoints into the part file (hole rows NaN), rename it, then write the
@@ -148,7 +148,7 @@ class PartWriter:
         checkpoints = self.checkpoints()
         try:
             with h5py.File(tmp, "w") as f:
-                for number, piece in enumerate(self.segment.pieces):
+                for number, piece in enumerate(self.share.pieces):
                     gaps = holes[number] if holes else []
                     datasets: dict[str, h5py.Dataset] = {}
                     filled = _past_holes(0, gaps)
@@ -168,18 +168,18 @@ class PartWriter:
                                           self.row_shapes.get(output, ()))
                     if filled != piece.windows:
                         raise RunError(
-                            f"{self.segment.node}: piece {number} has {filled} of "
+                            f"{self.share.node}: piece {number} has {filled} of "
                             f"{piece.windows} rows checkpointed"
                         )
                 f.attrs["stream_hash"] = self.stream_hash
-                f.attrs["node"] = self.segment.node
+                f.attrs["node"] = self.share.node
             os.replace(tmp, self.h5_path)
         except OSError as err:
             tmp.unlink(missing_ok=True)
             raise (no_space(err, self.h5_path) or RunError(
-                f"{self.segment.node}: cannot write {self.h5_path}: {err}")) from None
+                f"{self.share.node}: cannot write {self.h5_path}: {err}")) from None
         sidecar = PartRecord(
-            complete=True, **segment_fields(self.segment), **dict(run_record),
+            complete=True, **share_fields(self.share), **dict(run_record),
             stream_hash=self.stream_hash, outputs=self.outputs,
             sha256=file_sha256(self.h5_path), bytes=self.h5_path.stat().st_size,
             bad_files=tuple(self.bad_files()))

@@ -83,11 +83,11 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
     out_path, status_path = run.output
     status_path.unlink(missing_ok=True)
     shards = {node: records.read(ShardSummary, run.shard_output(node)[1]) for node in nodes}
-    segments = [read_client_job(run, node) for node in run_info.clients]
-    bad = bad_files(run, segments)
-    stretches = campaign_stretches(config, segments, bad)
+    shares = [read_client_job(run, node) for node in run_info.clients]
+    bad = bad_files(run, shares)
+    stretches = campaign_stretches(config, shares, bad)
     if not stretches:
-        raise no_data_analysed(run, config, segments, bad)
+        raise no_data_analysed(run, config, shares, bad)
     training = dict(run_info.training)
     for stale in out_path.parent.glob(f".{out_path.name}.*.tmp"):
         stale.unlink(missing_ok=True)
@@ -106,7 +106,7 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
                                 frames_tmp if linked else None)
             bounds = np.array([[s.gps_start, s.gps_end] for s in stretches], dtype=np.float64)
             f.attrs.update({
-                "clients": len(segments), "servers": config.layout.servers,
+                "clients": len(shares), "servers": config.layout.servers,
                 "producer": "merge", "shards": len(nodes),
                 "stream_hash": config.stream_hash(), "merge_hash": config.merge_hash(),
                 "stretches": bounds, "mode": config.model.mode,

@@ -47,9 +47,9 @@ def merge_shard(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
     config = load_config(run.config)
     run_info = records.read_run_info(run)
     shard = read_shard_job(run, node)
-    segments = [read_client_job(run, client) for client in run_info.clients]
+    shares = [read_client_job(run, client) for client in run_info.clients]
     parent_nodes = set(shard.clients)
-    problems = check_parts(run, config, segments, read=parent_nodes)
+    problems = check_parts(run, config, shares, read=parent_nodes)
     if problems:
         raise RunError(f"cannot merge {node} of {run.path}: " + "; ".join(problems))
     started, cpu = time.monotonic(), time.process_time()
@@ -58,8 +58,8 @@ def merge_shard(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
     run.output[1].unlink(missing_ok=True)  # the index over the old shard is out of date
     # with data.on_bad_file = "gap" its parents are every client of its stretches, so they
     # hold every bad file that cuts them (merge/tree.py)
-    bad = bad_files(run, segments, parent_nodes)
-    stretches = campaign_stretches(config, segments, bad)
+    bad = bad_files(run, shares, parent_nodes)
+    stretches = campaign_stretches(config, shares, bad)
     extents = shard_extents(config, stretches, shard.gps_start, shard.gps_end)
     noise = "noise" in config.outputs.names
     frames = discover_frames(config) if noise else None
@@ -67,7 +67,7 @@ def merge_shard(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
     setup_seconds = time.monotonic() - started
     writer = CampaignWriter(out_path, config, stretches, run.shard_frames(node) if noise else None,
                             dict(run_info.training), run_info.model, extents, bad)
-    parents = [seg for seg in segments if seg.node in parent_nodes]
+    parents = [share for share in shares if share.node in parent_nodes]
     try:
         stage_parts(run, config, parents, writer, node, progress, stretches)
         products = writer.postprocess(frames)

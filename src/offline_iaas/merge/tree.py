@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.physics import cluster_reach_windows, zero_phase_reach
-from offline_iaas.records import ClientSegment, MergeShard
+from offline_iaas.records import ClientShare, MergeShard
 from offline_iaas.rundir import SHARD_PREFIX
 from offline_iaas.stretches import Stretch, output_x0
 
@@ -161,19 +161,19 @@ def shard_bounds(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple
 
 
 def shard_merges(config: CampaignConfig, stretches: list[Stretch],
-                segments: list[ClientSegment]) -> list[MergeShard]:
+                shares: list[ClientShare]) -> list[MergeShard]:
     """The shard merges of a campaign (none when ``merge.shard_seconds`` is 0), each with the
     clients whose kept windows it reads."""
     warmup = config.stretch_warmup_windows
     # per stretch, the clients' kept windows in order: (first kept, end kept, node)
     held: dict[int, list[tuple[int, int, str]]] = {}
-    for seg in segments:
-        for p in seg.pieces:
+    for share in shares:
+        for p in share.pieces:
             held.setdefault(p.stretch, []).append(
-                (p.output_start - warmup, p.output_stop - warmup, seg.node))
+                (p.output_start - warmup, p.output_stop - warmup, share.node))
     for pieces in held.values():
         pieces.sort()
-    order = {seg.node: seg.index for seg in segments}
+    order = {share.node: share.index for share in shares}
     size = config.merge.shard_seconds
     for stretch in stretches if size > 0 else []:
         count = math.floor(stretch.gps_end / size) - math.floor(stretch.gps_start / size) + 1

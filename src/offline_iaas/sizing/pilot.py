@@ -128,7 +128,7 @@ def read_pilot(run: RunDir) -> PilotRun:
     last_response = max(r for r in responses if r is not None)
     summary = records.read(CampaignSummary, run.output[1])
     shards = summary.shards
-    kept = sum(part.segment.kept_windows for part in parts)
+    kept = sum(part.share.kept_windows for part in parts)
     merge_node = nodes["merge"]
     merge_wall = unix_seconds(merge_node["ended"]) - unix_seconds(merge_node["started"])
     own = summary.wall_seconds
@@ -157,7 +157,7 @@ def read_pilot(run: RunDir) -> PilotRun:
         shards=shards,
         job_start_seconds=max(0.0, merge_wall - own),
         final_seconds=final_seconds,
-        streamed_seconds=sum(part.segment.streamed_seconds for part in parts),
+        streamed_seconds=sum(part.share.streamed_seconds for part in parts),
         analysed_seconds=kept * config.stride_seconds,
         tensor_bytes_sent=sum(part.tensor_bytes_sent for part in parts),
     )

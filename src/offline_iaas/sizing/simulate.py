@@ -9,7 +9,7 @@ run directory with the rates a finished pilot measured (``sizing/pilot.py``).
 Model
 -----
 Roles. A node's role is its submit file's basename: ``server.sub`` (a SERVICE node: a Triton
-server), ``client.sub`` (a JOB streaming its segment to the server named by its ``server``
+server), ``client.sub`` (a JOB streaming its share to the server named by its ``server``
 variable), ``shard.sub`` (a JOB merging the parts of its parent clients), ``merge.sub`` (the
 index merge) and ``final.sub`` (the FINAL node). Any other node is refused.
 
@@ -67,7 +67,7 @@ from dataclasses import dataclass, fields
 
 from offline_iaas import records
 from offline_iaas.config import load_config
-from offline_iaas.records import ClientSegment, read_client_job, read_shard_job
+from offline_iaas.records import ClientShare, read_client_job, read_shard_job
 from offline_iaas.rundir import RunDir
 from offline_iaas.sizing.pilot import PilotRun, check_same_stream
 from offline_iaas.sizing.replay import (
@@ -216,13 +216,13 @@ def _path(path: tuple[str, ...]) -> str:
             + " -> ".join(path[-half:]))
 
 
-def segment_work_seconds(segments: Iterable[ClientSegment]) -> dict[str, float]:
+def share_work_seconds(shares: Iterable[ClientShare]) -> dict[str, float]:
     """Client node name to the data seconds it streams (warm-ups included).
 
-    The segments of a run directory are ``[read_client_job(run, node) for node in clients]``
+    The shares of a run directory are ``[read_client_job(run, node) for node in clients]``
     (``records.py``).
     """
-    return {seg.node: seg.streamed_seconds for seg in segments}
+    return {share.node: share.streamed_seconds for share in shares}
 
 
 # ---- the simulation -----------------------------------------------------------------------
@@ -239,7 +239,7 @@ def simulate(
     dag
         The campaign DAG (``parse_dag``).
     work_seconds
-        Node name to its work in data seconds: every client node (``segment_work_seconds``),
+        Node name to its work in data seconds: every client node (``share_work_seconds``),
         and shard merge nodes (default: the sum of their parents' work).
     rates
         How fast servers stream and merges work; the start-up latencies.
@@ -355,7 +355,7 @@ def simulate_run(run: RunDir, pilot: PilotRun, failures: FailureModel | None = N
     config = load_config(run.config)
     check_same_stream(pilot, config)
     info = records.read_run_info(run)
-    work = segment_work_seconds(read_client_job(run, node) for node in info.clients)
+    work = share_work_seconds(read_client_job(run, node) for node in info.clients)
     shards = list(info.shards)
     for node in shards:
         work[node] = read_shard_job(run, node).data_seconds

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from offline_iaas.errors import RunError
-from offline_iaas.records import ClientSegment
+from offline_iaas.records import ClientShare
 from offline_iaas.rundir import DAGMAN_STATUS_FILE, MERGE_NODE
 
 CLIENT_CATEGORY = "clients"
@@ -118,7 +118,7 @@ def _quote_var(value: str) -> str:
 
 def dag_text(
     servers: list[str],
-    clients: list[ClientSegment],
+    clients: list[ClientShare],
     retries: int,
     max_parallel_clients: int,
     *,
@@ -136,7 +136,7 @@ def dag_text(
     servers
         Server node names (SERVICE nodes, submit file ``server.sub``).
     clients
-        The client segments (JOB nodes, submit file ``client.sub``).
+        The client shares (JOB nodes, submit file ``client.sub``).
     retries
         ``RETRY`` count of every client node, shard merge and the merge (or index) node.
     max_parallel_clients
@@ -160,7 +160,7 @@ def dag_text(
         raise ValueError("retries and max_parallel_clients must not be negative")
     unknown = sorted({c.server for c in clients} - set(servers))
     if unknown:
-        raise ValueError(f"client segments name unknown servers: {', '.join(unknown)}")
+        raise ValueError(f"client shares name unknown servers: {', '.join(unknown)}")
     lines = [
         "# offline-iaas campaign DAG, written by `offline-iaas make-dag`.",
         "#   on a cluster:   condor_submit_dag -usedagdir <this directory>/offline.dag",
@@ -172,7 +172,7 @@ def dag_text(
     ]
     for name in servers:
         lines += [f"SERVICE {name} server.sub", f"VARS {name} node={_quote_var(name)}"]
-    lines += ["", "# Clients: one per segment, retried; a complete part is never redone."]
+    lines += ["", "# Clients: one per client share, retried; a complete part is never redone."]
     if fatal_exit is not None:
         lines.append(
             f"# Exit code {fatal_exit} (configuration error) is not retried and aborts the DAG."
@@ -183,17 +183,17 @@ def dag_text(
             f"{client_pre.defer_status}, until the client's server has published its address."
         )
     unless = f" UNLESS-EXIT {fatal_exit}" if fatal_exit is not None else ""
-    for seg in clients:
+    for share in clients:
         lines += [
-            f"JOB {seg.node} client.sub",
-            f"VARS {seg.node} node={_quote_var(seg.node)} server={_quote_var(seg.server)}",
-            f"RETRY {seg.node} {retries}{unless}",
-            f"CATEGORY {seg.node} {CLIENT_CATEGORY}",
+            f"JOB {share.node} client.sub",
+            f"VARS {share.node} node={_quote_var(share.node)} server={_quote_var(share.server)}",
+            f"RETRY {share.node} {retries}{unless}",
+            f"CATEGORY {share.node} {CLIENT_CATEGORY}",
         ]
         if fatal_exit is not None:
-            lines.append(f"ABORT-DAG-ON {seg.node} {fatal_exit} RETURN {ABORT_RETURN}")
+            lines.append(f"ABORT-DAG-ON {share.node} {fatal_exit} RETURN {ABORT_RETURN}")
         if client_pre is not None:
-            lines.append(_script_line("PRE", seg.node, client_pre))
+            lines.append(_script_line("PRE", share.node, client_pre))
     if shards:
         lines += ["", "# Shard merges: each runs once the clients it reads are done (retried)."]
     for node, parents in shards:

@@ -28,7 +28,7 @@ from offline_iaas.config import CampaignConfig, write_config
 from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.merge.tree import shard_merges
 from offline_iaas.records import (
-    ClientSegment,
+    ClientShare,
     MergeShard,
     RunInfo,
     ServedModel,
@@ -40,7 +40,7 @@ from offline_iaas.rendezvous.access import write_token
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.repository.export import check_repository, model_record, read_manifest
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import client_segments, make_stretches, server_name, stretches_of
+from offline_iaas.stretches import client_shares, make_stretches, server_name, stretches_of
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.profiles import resolve_site, submit_texts
 
@@ -165,7 +165,7 @@ def make_dag(
     run: RunDir,
     sequence_base: int | None = None,
     check_files: bool = True,
-) -> list[ClientSegment]:
+) -> list[ClientShare]:
     """Check the campaign's data and write its run directory.
 
     Parameters
@@ -187,7 +187,7 @@ def make_dag(
 
     Returns
     -------
-    The client segments, in time order. The summary of the analysable span (total,
+    The client shares, in time order. The summary of the analysable span (total,
     analysable, dropped and why) is logged.
 
     Raises
@@ -236,10 +236,10 @@ def make_dag(
     if not isinstance(sequence_base, int) or isinstance(sequence_base, bool) or sequence_base < 0:
         raise ConfigError(f"sequence base must be a non-negative integer, got {sequence_base!r}")
     if clients_count >= SEQUENCE_BLOCK:
-        raise ConfigError(f"{clients_count} client segments do not fit in one sequence block")
+        raise ConfigError(f"{clients_count} client shares do not fit in one sequence block")
 
-    segments = client_segments(config, stretches, sequence_base=sequence_base)
-    shards = shard_merges(config, stretches_of(segments), segments)
+    shares = client_shares(config, stretches, sequence_base=sequence_base)
+    shards = shard_merges(config, stretches_of(shares), shares)
     for line in span.summary_lines():
         logger.info(f"make-dag: {line}")
     servers = [server_name(i) for i in range(config.layout.servers)]
@@ -247,7 +247,7 @@ def make_dag(
     run.create()
     write_token(run)  # kept when the directory is rewritten: running servers keep theirs
 
-    current = {f"{node}.json" for node in [s.node for s in segments] + [c.node for c in shards]}
+    current = {f"{node}.json" for node in [s.node for s in shares] + [c.node for c in shards]}
     for stale in run.jobs.glob("*.json"):
         if stale.name not in current:
             stale.unlink()
@@ -255,8 +255,8 @@ def make_dag(
     for stale in run.output_shards.glob("shard*.json"):
         if stale.name not in current:  # a shard of another sharding: its merge is redone
             forgotten |= _forget_other_shard(run, stale.stem, None)
-    for seg in segments:
-        write_client_job(run, seg)
+    for share in shares:
+        write_client_job(run, share)
     for shard in shards:
         forgotten |= _forget_other_shard(run, shard.node, shard)
         write_shard_job(run, shard)
@@ -291,7 +291,7 @@ def make_dag(
         "merge_hash": hashes.merge,
         "sequence_base": sequence_base,
         "servers": servers,
-        "clients": [seg.node for seg in segments],
+        "clients": [share.node for share in shares],
         "shards": [shard.node for shard in shards],
         "created": datetime.now().astimezone().isoformat(timespec="seconds"),
         # the networks' training data, which the merge's physics numbers leave out
@@ -308,7 +308,7 @@ def make_dag(
         pre = Script(str(executable), args, DEFER_EXIT, DEFER_SECONDS)
     text = dag_text(
         servers,
-        segments,
+        shares,
         config.workflow.retries,
         config.workflow.max_parallel_clients,
         fatal_exit=ConfigError.exit_code,
@@ -319,4 +319,4 @@ def make_dag(
         max_parallel_merges=config.workflow.max_parallel_merges,
     )
     write_text_atomic(run.dag, text)
-    return segments
+    return shares
