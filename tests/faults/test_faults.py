@@ -140,7 +140,7 @@ class RunLocal:
             self.proc.communicate(timeout=60)
 
 
-def test_client_killed_mid_segment_resumes_from_its_checkpoint(dataset) -> None:
+def test_client_killed_mid_share_resumes_from_its_checkpoint(dataset) -> None:
     faults = {"client0": [{"point": "mid-stream", "action": "sigkill"}]}
     # two requests in flight: by mid-stream most responses are in, and checkpointed
     _, run_dir = prepare(dataset, "client-killed", ["client.in_flight=2"], faults)
