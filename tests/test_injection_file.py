@@ -1,144 +1,115 @@
-"""Tests of the injection set files (offline_iaas.data.injection_file): HDF5 and LIGO_LW."""
+"""Tests of the injection files (offline_iaas.data.injection_file): this project's HDF5 layout,
+telling the layouts apart, the refusals, ``convert-injections`` and the merge's list.
+aframe's layout: tests/test_injections_aframe.py; LIGO_LW: tests/test_injections_ligolw.py."""
 
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
-from igwn_ligolw import ligolw, lsctables
-from igwn_ligolw import utils as ligolw_utils
 
 from offline_iaas.data.injection_file import (
     InjectionSet,
+    hdf5_layout,
+    read_injection_list,
     read_injection_set,
     write_injection_set,
 )
-from offline_iaas.data.population import (
-    PopulationSpec,
-    draw_binaries,
-    luminosity_distance_mpc,
-)
+from offline_iaas.data.population import luminosity_distance_mpc
 from offline_iaas.data.waveforms import BinaryParameters
 from offline_iaas.errors import ConfigError, DataError
-
-SPEC = PopulationSpec("IMRPhenomD", 20.0, 20.0, 50.0, 0.5, 0.4)
-FIELDS = [f.name for f in dataclasses.fields(BinaryParameters)]
-FLOAT32 = 2e-7
-"""LIGO_LW's sim_inspiral columns are real_4: relative precision ~6e-8, 1e-7 after the
-redshift is recomputed from the distance."""
-
-
-def sample_set(n: int = 6) -> InjectionSet:
-    binaries = draw_binaries(SPEC, n, np.random.default_rng(2))
-    binaries = [dataclasses.replace(b, gps_time=1262304000.0 + 30.0 * i + 0.123456789,
-                                    spin_1x=0.01 * i) for i, b in enumerate(binaries)]
-    snr = {"H1": tuple(5.0 + i for i in range(n)), "L1": tuple(3.0 + 2 * i for i in range(n))}
-    arrival = {ifo: tuple(b.gps_time + d for b in binaries)
-               for ifo, d in (("H1", 0.0051), ("L1", -0.0032))}
-    return InjectionSet(tuple(binaries), "IMRPhenomD", 20.0, snr, arrival, SPEC.attrs())
-
-
-def assert_same_binaries(a: InjectionSet, b: InjectionSet, rtol: float) -> None:
-    assert len(a) == len(b)
-    for x, y in zip(a.binaries, b.binaries, strict=True):
-        for name in FIELDS:
-            tolerance = 2e-9 if name == "gps_time" else rtol * max(1.0, abs(getattr(x, name)))
-            assert abs(getattr(x, name) - getattr(y, name)) <= tolerance, (name, x, y)
+from tests.injection_samples import assert_same_binaries, sample_set
 
 
 @pytest.mark.parametrize("name", ["set.h5", "set.hdf5"])
-def test_hdf5_round_trip_is_exact(tmp_path: Path, name: str) -> None:
+def test_own_hdf5_round_trip_is_exact(tmp_path: Path, name: str) -> None:
     original = sample_set()
     write_injection_set(tmp_path / name, original)
     back = read_injection_set(tmp_path / name)
     assert back.binaries == original.binaries
-    assert back.snr == original.snr and back.arrival_time == original.arrival_time
-    assert (back.approximant, back.f_lower_hz) == ("IMRPhenomD", 20.0)
-    # the approximant and f_lower are the set's fields, the rest of the population's attrs
+    assert back.snr == original.snr and back.snr_design == original.snr_design
+    assert back.arrival_time == original.arrival_time
+    assert (back.approximant, back.f_lower_hz, back.reference_frequency_hz) == (
+        "IMRPhenomD", 20.0, 25.0)
+    assert back.snr_psd == original.snr_psd
+    # the set's own fields apart, the attributes are the population's
     assert back.attrs == pytest.approx({k: v for k, v in original.attrs.items()
                                         if k not in ("approximant", "f_lower_hz")})
     assert back.attrs["time_volume_gpc3"] > 0 and back.attrs["cosmology"] == "Planck18"
-    np.testing.assert_allclose(back.network_snr, np.hypot(original.snr["H1"], original.snr["L1"]))
-    with h5py.File(tmp_path / name) as f:  # the aframe ledger layout
-        assert f.attrs["length"] == 6
+    assert hdf5_layout(tmp_path / name) == "offline-iaas"
+    with h5py.File(tmp_path / name) as f:  # read with h5py: what the layout promises
+        assert (f.attrs["layout"], f.attrs["mass_frame"], f.attrs["length"]) == (
+            "offline-iaas", "source", 6)
         params = f["parameters"]
-        np.testing.assert_allclose(params["chirp_mass"][:],
-                                   [b.chirp_mass for b in original.binaries])
-        np.testing.assert_array_equal(params["psi"][:],
-                                      [b.polarization for b in original.binaries])
-        assert {"injection_time", "h1_snr", "l1_time", "snr", "phase"} <= set(params)
+        np.testing.assert_array_equal(params["mass_1"][:],
+                                      [b.mass_1 for b in original.binaries])
+        np.testing.assert_allclose(params["mass_1_detector"][:],
+                                   [b.mass_1 * (1 + b.redshift) for b in original.binaries],
+                                   rtol=1e-15)
+        np.testing.assert_array_equal(params["h1_snr_measured"][:], original.snr["H1"])
+        np.testing.assert_array_equal(params["l1_snr_design"][:], original.snr_design["L1"])
+        np.testing.assert_allclose(params["snr_measured"][:],
+                                   np.hypot(original.snr["H1"], original.snr["L1"]))
+        assert f.attrs["snr_measured_psd"] == "Welch of the frames"
+        assert {"injection_time", "l1_time", "snr_design", "phase", "psi"} <= set(params)
 
 
-@pytest.mark.parametrize("name", ["set.xml", "set.xml.gz"])
-def test_ligolw_round_trip_to_float32(tmp_path: Path, name: str) -> None:
-    original = sample_set()
-    write_injection_set(tmp_path / name, original)
-    back = read_injection_set(tmp_path / name)
-    assert_same_binaries(original, back, FLOAT32)
-    for ifo in ("H1", "L1"):
-        np.testing.assert_allclose(back.snr[ifo], original.snr[ifo], rtol=FLOAT32)
-        np.testing.assert_allclose(back.arrival_time[ifo], original.arrival_time[ifo],
-                                   rtol=0, atol=2e-9)
-    assert (back.approximant, back.f_lower_hz) == ("IMRPhenomD", 20.0)
-    if name.endswith(".gz"):
-        assert (tmp_path / name).read_bytes()[:2] == b"\x1f\x8b"
-    # control: a binary moved by 1e-5 of its distance is told apart
-    moved = dataclasses.replace(original.binaries[0], luminosity_distance=original.binaries[0]
-                                .luminosity_distance * (1 + 1e-5))
-    with pytest.raises(AssertionError):
-        assert_same_binaries(dataclasses.replace(original, binaries=(moved,
-                             *original.binaries[1:])), back, FLOAT32)
-
-
-def test_reads_a_sim_inspiral_table_written_with_igwn_ligolw(tmp_path: Path) -> None:
-    """Detector-frame masses, redshift from the distance (Planck18)."""
-    z = 0.25
-    distance = float(luminosity_distance_mpc(z))
-    xmldoc = ligolw.Document()
-    root = xmldoc.appendChild(ligolw.LIGO_LW())
-    table = root.appendChild(lsctables.SimInspiralTable.new(columns=[
-        "process:process_id", "simulation_id", "waveform", "f_lower", "geocent_end_time",
-        "geocent_end_time_ns", "mass1", "mass2", "distance", "longitude", "latitude",
-        "inclination", "polarization", "coa_phase", "spin1z", "spin2z"]))
-    row = table.RowType(process_id=0, simulation_id=0, waveform="IMRPhenomD", f_lower=15.0,
-                        geocent_end_time=1262304100, geocent_end_time_ns=250000000,
-                        mass1=45.0, mass2=37.5, distance=distance, longitude=1.5,
-                        latitude=-0.3, inclination=2.0, polarization=0.4, coa_phase=3.0,
-                        spin1z=0.2, spin2z=-0.1)
-    table.append(row)
-    ligolw_utils.write_filename(xmldoc, str(tmp_path / "theirs.xml"))
-
-    got = read_injection_set(tmp_path / "theirs.xml")
-    expected = BinaryParameters(
-        mass_1=36.0, mass_2=30.0, redshift=z, luminosity_distance=distance, inclination=2.0,
-        polarization=0.4, ra=1.5, dec=-0.3, coalescence_phase=3.0, gps_time=1262304100.25,
-        spin_1z=0.2, spin_2z=-0.1)
-    assert_same_binaries(InjectionSet((expected,), "IMRPhenomD", 15.0), got, FLOAT32)
-    assert (got.approximant, got.f_lower_hz, dict(got.snr)) == ("IMRPhenomD", 15.0, {})
-
-
-def test_reads_an_hdf5_file_written_with_h5py(tmp_path: Path) -> None:
-    """Only the required columns: spins 0, redshift from the distance, defaults stand in."""
+def by_hand(path: Path, **attrs: object) -> None:
+    """One binary in a ``parameters`` group written with h5py, with root ``attrs``."""
     distance = float(luminosity_distance_mpc(0.1))
-    with h5py.File(tmp_path / "theirs.h5", "w") as f:
+    with h5py.File(path, "w") as f:
+        f.attrs.update(attrs)
         group = f.create_group("parameters")
-        for name, value in {"mass_1": 40.0, "mass_2": 25.0, "luminosity_distance": distance,
+        for name, value in {"mass_1": 44.0, "mass_2": 27.5, "luminosity_distance": distance,
                             "ra": 0.5, "dec": 0.2, "psi": 1.0, "inclination": 0.3,
                             "phase": 2.5, "injection_time": 1262304200.5}.items():
             group.create_dataset(name, data=np.array([value]))
-        group.create_dataset("shift", data=np.zeros((1, 2)))  # aframe's, not ours: ignored
+
+
+def test_a_file_without_a_mass_frame_is_refused(tmp_path: Path) -> None:
+    """Source or detector frame? Either guess could be wrong by 1 + z: refused, named."""
+    by_hand(tmp_path / "theirs.h5")
+    with pytest.raises(DataError, match=r"theirs\.h5: the frame of 'parameters/mass_1' is "
+                       r"ambiguous.*mass_frame"):
+        read_injection_set(tmp_path / "theirs.h5", approximant="IMRPhenomD", f_lower_hz=20.0)
+    by_hand(tmp_path / "odd.h5", mass_frame="lab")
+    with pytest.raises(DataError, match=r"odd\.h5: root attribute mass_frame is 'lab'"):
+        read_injection_set(tmp_path / "odd.h5")
+
+
+@pytest.mark.parametrize("frame, divisor", [("source", 1.0), ("detector", 1.1)])
+def test_a_hand_made_file_says_its_mass_frame(tmp_path: Path, frame: str, divisor: float
+                                              ) -> None:
+    """Only the required columns: spins 0, redshift from the distance, stand-ins used;
+    detector-frame masses divided by 1 + z once."""
+    by_hand(tmp_path / "theirs.h5", mass_frame=frame)
     got = read_injection_set(tmp_path / "theirs.h5", approximant="IMRPhenomXPHM",
                              f_lower_hz=18.0)
+    distance = float(luminosity_distance_mpc(0.1))
     expected = BinaryParameters(
-        mass_1=40.0, mass_2=25.0, redshift=0.1, luminosity_distance=distance, inclination=0.3,
-        polarization=1.0, ra=0.5, dec=0.2, coalescence_phase=2.5, gps_time=1262304200.5)
+        mass_1=44.0 / divisor, mass_2=27.5 / divisor, redshift=0.1,
+        luminosity_distance=distance, inclination=0.3, polarization=1.0, ra=0.5, dec=0.2,
+        coalescence_phase=2.5, gps_time=1262304200.5)
     assert_same_binaries(InjectionSet((expected,), "x", 1.0), got, 1e-9)
-    assert (got.approximant, got.f_lower_hz) == ("IMRPhenomXPHM", 18.0)
-    with pytest.raises(DataError, match="theirs.h5.*'approximant'"):
+    assert (got.approximant, got.f_lower_hz, got.reference_hz) == ("IMRPhenomXPHM", 18.0, 18.0)
+    with pytest.raises(DataError, match=r"theirs\.h5.*'approximant'"):
         read_injection_set(tmp_path / "theirs.h5")  # nothing to stand in
+
+
+def test_detector_masses_that_disagree_are_refused(tmp_path: Path) -> None:
+    """A file whose source-frame masses were multiplied by 1 + z once too often."""
+    write_injection_set(tmp_path / "set.h5", sample_set())
+    with h5py.File(tmp_path / "set.h5", "a") as f:
+        z = f["parameters/redshift"][:]
+        f["parameters/mass_1"][:] = f["parameters/mass_1"][:] * (1 + z)
+    with pytest.raises(DataError, match=r"set\.h5: column 'parameters/mass_1_detector' is not "
+                       r"mass_1 \(1 \+ redshift\)"):
+        read_injection_set(tmp_path / "set.h5")
 
 
 def test_a_missing_column_is_named(tmp_path: Path) -> None:
@@ -147,14 +118,6 @@ def test_a_missing_column_is_named(tmp_path: Path) -> None:
         del f["parameters/dec"]
     with pytest.raises(DataError, match=r"set\.h5.*'parameters/dec'"):
         read_injection_set(tmp_path / "set.h5")
-    xmldoc = ligolw.Document()
-    root = xmldoc.appendChild(ligolw.LIGO_LW())
-    root.appendChild(lsctables.SimInspiralTable.new(columns=[
-        "geocent_end_time", "geocent_end_time_ns", "mass1", "mass2", "longitude", "latitude",
-        "inclination", "polarization", "coa_phase"]))
-    ligolw_utils.write_filename(xmldoc, str(tmp_path / "set.xml"))
-    with pytest.raises(DataError, match=r"set\.xml.*'distance'"):
-        read_injection_set(tmp_path / "set.xml")
 
 
 def test_bad_files_raise_one_clear_error(tmp_path: Path) -> None:
@@ -173,21 +136,72 @@ def test_bad_files_raise_one_clear_error(tmp_path: Path) -> None:
         f["parameters/ra"][2] = np.nan
     with pytest.raises(DataError, match="'ra' is not finite in row 2"):
         read_injection_set(tmp_path / "nan.h5")
+    with pytest.raises(ConfigError, match="layout 'aframe' is an HDF5 layout"):
+        write_injection_set(tmp_path / "set.xml", sample_set(), layout="aframe")
+    with pytest.raises(ConfigError, match="unknown injection file layout 'pycbc'"):
+        write_injection_set(tmp_path / "set.h5", sample_set(), layout="pycbc")
 
 
 def test_the_merge_counts_an_injection_set_with_its_volume(tmp_path: Path) -> None:
-    from offline_iaas.data.injection_file import read_injection_list
-
     original = sample_set()
-    with_volume = dataclasses.replace(original, attrs={**original.attrs,
-                                                       "time_volume_gpc3": 13.32})
-    write_injection_set(tmp_path / "set.h5", with_volume)
+    write_injection_set(tmp_path / "set.h5", original)
     found, volume = read_injection_list(tmp_path / "set.h5")
-    assert volume == pytest.approx(13.32)
+    assert volume == pytest.approx(original.attrs["time_volume_gpc3"])
     assert [i.gps_time for i in found] == [b.gps_time for b in original.binaries]
     assert [i.chirp_mass for i in found] == [b.chirp_mass for b in original.binaries]
     assert [i.distance_mpc for i in found] == [b.luminosity_distance for b in original.binaries]
+    # the network SNR is the one against the measured PSD, not the design one
     np.testing.assert_allclose([i.network_snr for i in found],
                                np.hypot(original.snr["H1"], original.snr["L1"]))
-    write_injection_set(tmp_path / "set.xml.gz", original)  # LIGO_LW carries no volume
-    assert read_injection_list(tmp_path / "set.xml.gz")[1] is None
+    assert found[0].network_snr != pytest.approx(original.network_snr_design[0], rel=0.01)
+    # LIGO_LW carries the population in process_params; aframe's layout in root attributes
+    for name, layout in (("set.xml.gz", "offline-iaas"), ("aframe.h5", "aframe")):
+        write_injection_set(tmp_path / name, original, layout=layout)
+        assert read_injection_list(tmp_path / name)[1] == pytest.approx(volume)
+    without = dataclasses.replace(original, attrs={})
+    write_injection_set(tmp_path / "bare.xml", without)
+    assert read_injection_list(tmp_path / "bare.xml")[1] is None
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "offline_iaas.cli", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_convert_injections_between_formats(tmp_path: Path) -> None:
+    original = sample_set(3)
+    write_injection_set(tmp_path / "set.xml.gz", original)
+    done = cli("convert-injections", str(tmp_path / "set.xml.gz"), str(tmp_path / "a.hdf5"),
+               "--layout", "aframe")
+    assert done.returncode == 0, done.stderr
+    assert hdf5_layout(tmp_path / "a.hdf5") == "aframe"
+    assert cli("convert-injections", str(tmp_path / "a.hdf5"),
+               str(tmp_path / "own.h5")).returncode == 0
+    back = read_injection_set(tmp_path / "own.h5")
+    assert_same_binaries(original, back, 2e-7,
+                         ["gps_time", "luminosity_distance", "inclination", "ra", "dec",
+                          "spin_1x", "spin_1z", "spin_2y", "spin_2z"])
+    np.testing.assert_allclose([b.mass_1_detector for b in back.binaries],
+                               [b.mass_1_detector for b in original.binaries], rtol=2e-7)
+    assert back.snr.keys() == {"H1", "L1"} and back.reference_hz == 25.0
+
+
+def test_convert_injections_refuses_an_ambiguous_file(tmp_path: Path) -> None:
+    by_hand(tmp_path / "theirs.h5", approximant="IMRPhenomD", f_lower_hz=20.0)
+    done = cli("convert-injections", str(tmp_path / "theirs.h5"), str(tmp_path / "out.xml"))
+    assert done.returncode == 3
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"offline-iaas convert-injections: error: {tmp_path}/theirs.h5: "
+                           "the frame of 'parameters/mass_1' is ambiguous")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.h5"]  # nothing written
+
+
+@pytest.mark.parametrize("name, layout", [("e.h5", "offline-iaas"), ("e.hdf5", "aframe"),
+                                          ("e.xml", "offline-iaas")])
+def test_an_empty_set_round_trips(tmp_path: Path, name: str, layout: str) -> None:
+    """synth without injections writes an empty set; every format keeps its approximant."""
+    empty = InjectionSet((), "IMRPhenomXPHM", 15.0, attrs={"time_volume_gpc3": 2.5})
+    write_injection_set(tmp_path / name, empty, layout=layout)
+    back = read_injection_set(tmp_path / name)
+    assert (len(back), back.approximant, back.f_lower_hz) == (0, "IMRPhenomXPHM", 15.0)
+    assert back.attrs["time_volume_gpc3"] == 2.5

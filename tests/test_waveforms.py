@@ -15,7 +15,7 @@ from offline_iaas.data import population, waveforms
 from offline_iaas.data.population import PopulationSpec, draw_binaries
 from offline_iaas.data.synth import design_asd
 from offline_iaas.data.waveforms import BinaryParameters
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, DataError
 
 RATE = 1024.0
 GRID = 1262304000.0
@@ -150,6 +150,81 @@ def test_precessing_approximant_takes_in_plane_spins() -> None:
     assert np.all(np.isfinite(precessing.plus)) and len(precessing.plus) > RATE
     n = min(len(plain.plus), len(precessing.plus))
     assert np.abs(plain.plus[-n:] - precessing.plus[-n:]).max() > 0.1 * np.abs(plain.plus).max()
+
+
+def test_reference_frequency_reaches_lalsimulation() -> None:
+    """The default is f_lower; another reference frequency is what SimInspiralTD is given
+    (a precessing binary's waveform depends on it)."""
+    tilted = dataclasses.replace(BINARY, spin_1x=0.4, spin_1z=0.1)
+    default = waveforms.polarizations(tilted, "IMRPhenomXPHM", RATE, F_LOWER)
+    at_f_lower = waveforms.polarizations(tilted, "IMRPhenomXPHM", RATE, F_LOWER, F_LOWER)
+    at_50 = waveforms.polarizations(tilted, "IMRPhenomXPHM", RATE, F_LOWER, 50.0)
+    np.testing.assert_array_equal(default.plus, at_f_lower.plus)
+    hp, _ = ls.SimInspiralTD(
+        tilted.mass_1_detector * lal.MSUN_SI, tilted.mass_2_detector * lal.MSUN_SI, 0.4, 0.0,
+        0.1, 0.0, 0.0, tilted.spin_2z, tilted.luminosity_distance * 1e6 * lal.PC_SI,
+        tilted.inclination, tilted.coalescence_phase, 0.0, 0.0, 0.0, 1 / RATE, F_LOWER, 50.0,
+        None, ls.IMRPhenomXPHM)
+    np.testing.assert_array_equal(at_50.plus, hp.data.data)
+    n = min(len(default.plus), len(at_50.plus))
+    assert np.abs(default.plus[-n:] - at_50.plus[-n:]).max() > 0.01 * np.abs(hp.data.data).max()
+
+
+def test_effective_distance_is_distance_over_the_response() -> None:
+    """Face-on (i = 0) the effective distance is D / sqrt(F+^2 + Fx^2); edge-on (i = pi/2)
+    D / (|F+| / 2); never below D (F+^2 + Fx^2 <= 1)."""
+    for ifo in ("H1", "L1"):
+        fp, fc = waveforms.antenna_response(ifo, BINARY.ra, BINARY.dec, BINARY.polarization,
+                                            BINARY.gps_time)
+        face_on = dataclasses.replace(BINARY, inclination=0.0)
+        edge_on = dataclasses.replace(BINARY, inclination=np.pi / 2)
+        assert waveforms.effective_distance(face_on, ifo) == pytest.approx(
+            1000.0 / np.hypot(fp, fc), rel=1e-12)
+        assert waveforms.effective_distance(edge_on, ifo) == pytest.approx(
+            1000.0 / abs(fp / 2), rel=1e-12)
+    assert waveforms.effective_distance(BINARY, "H1") >= 1000.0
+
+
+def test_welch_asd_measures_white_noise_and_a_line() -> None:
+    """White noise of variance s^2 at fs has one-sided PSD 2 s^2 / fs; a sinusoid stands
+    out at its frequency; the median's bias is corrected."""
+    rng = np.random.default_rng(3)
+    fs, sigma = 512.0, 2e-21
+    noise = rng.standard_normal(int(64 * fs)) * sigma
+    asd = waveforms.welch_asd(noise, fs)
+    band = np.linspace(20.0, 200.0, 200)
+    ratio = asd(band) ** 2 / (2 * sigma**2 / fs)
+    assert np.median(ratio) == pytest.approx(1.0, abs=0.05)
+    assert np.median(waveforms.welch_asd(noise * 1.1, fs)(band) / asd(band)) == pytest.approx(
+        1.1, rel=1e-12)  # control: 10 % more noise
+    t = np.arange(len(noise)) / fs
+    lined = waveforms.welch_asd(noise + 50 * sigma * np.sin(2 * np.pi * 60.0 * t), fs)
+    assert lined(np.array([60.0]))[0] > 10 * asd(np.array([60.0]))[0]
+    assert lined(np.array([100.0]))[0] == pytest.approx(asd(np.array([100.0]))[0], rel=0.05)
+    with pytest.raises(DataError, match="3 s of strain leave no 4 s PSD segment"):
+        waveforms.welch_asd(noise[: int(3 * fs)], fs)
+    with pytest.raises(DataError, match="not finite"):
+        waveforms.welch_asd(np.where(t < 1, np.nan, noise), fs)
+
+
+def test_welch_asd_leaves_out_the_segments_of_a_signal() -> None:
+    """A loud chirp over 20 of 64 s: the segments touching it are left out, so the PSD is the
+    noise's (the same segments of the noise alone give it exactly); kept in, the median moves.
+    """
+    rng = np.random.default_rng(4)
+    fs, sigma = 512.0, 2e-21
+    noise = rng.standard_normal(int(64 * fs)) * sigma
+    t = np.arange(len(noise)) / fs
+    burst = np.where((t >= 10) & (t < 30), 3 * sigma * np.sin(2 * np.pi * (40 + 2 * t) * t), 0)
+    signal_range = [(int(10 * fs), int(30 * fs))]
+    assert waveforms.welch_segments(len(noise), fs, signal_range) == [
+        j for j in range(31) if j * 2 + 4 <= 10 or j * 2 >= 30]
+    band = np.linspace(20.0, 200.0, 400)
+    left_out = waveforms.welch_asd(noise + burst, fs, exclude=signal_range)(band)
+    np.testing.assert_allclose(
+        left_out, waveforms.welch_asd(noise, fs, exclude=signal_range)(band), rtol=1e-12)
+    kept = waveforms.welch_asd(noise + burst, fs)(band)
+    assert np.max(kept / left_out) > 1.5  # control: with the chirp in, the PSD rises
 
 
 # ---- SNR ------------------------------------------------------------------------------------

@@ -81,10 +81,11 @@ def population_spec(synth: SynthConfig, source: Any = None) -> PopulationSpec:
 # ---- cosmology ------------------------------------------------------------------------------
 
 
-def _cosmology() -> Any:
-    from astropy.cosmology import Planck18
+def _cosmology(name: str = COSMOLOGY) -> Any:
+    """astropy's cosmology ``name`` (``Planck18``, ``Planck15``, ...)."""
+    from astropy import cosmology
 
-    return Planck18
+    return getattr(cosmology, name)
 
 
 def _differential_volume_gpc3(z: np.ndarray) -> np.ndarray:
@@ -120,15 +121,21 @@ def time_volume_gpc3(redshift_max: float) -> float:
     return float(value)
 
 
-def luminosity_distance_mpc(redshift: Any) -> np.ndarray:
-    """Luminosity distance (Mpc) of ``redshift`` (scalar or array)."""
-    return np.asarray(_cosmology().luminosity_distance(redshift).to_value("Mpc"), np.float64)
+def luminosity_distance_mpc(redshift: Any, cosmology: str = COSMOLOGY) -> np.ndarray:
+    """Luminosity distance (Mpc) of ``redshift`` (scalar or array) in astropy's flat
+    ``cosmology``."""
+    if np.size(redshift) == 0:
+        return np.zeros(np.shape(redshift))
+    return np.asarray(_cosmology(cosmology).luminosity_distance(redshift).to_value("Mpc"),
+                      np.float64)
 
 
-def redshift_at_distance(distance_mpc: Any) -> np.ndarray:
+def redshift_at_distance(distance_mpc: Any, cosmology: str = COSMOLOGY) -> np.ndarray:
     """The redshift whose luminosity distance is ``distance_mpc`` (Newton's method, to
     ~1e-12 relative), the inverse of ``luminosity_distance_mpc``."""
-    cosmo = _cosmology()
+    if np.size(distance_mpc) == 0:
+        return np.zeros(np.shape(distance_mpc))
+    cosmo = _cosmology(cosmology)
     d = np.atleast_1d(np.asarray(distance_mpc, np.float64))
     hubble = cosmo.hubble_distance.to_value("Mpc")
     z = d / hubble  # the low-redshift limit

@@ -8,9 +8,10 @@ Polarisations
     waveform for injection (it starts a little below ``f_lower`` and tapers that extra part,
     and high-passes a frequency-domain approximant's inverse FFT), so the strain starts
     smoothly at zero instead of with a step, and it takes time- and frequency-domain
-    approximants alike. The reference frequency is ``f_lower``. The polarisations' time 0 is
-    the approximant's coalescence time (IMRPhenomD: the peak of the amplitude), which is put
-    at ``gps_time``, the coalescence time at the geocentre.
+    approximants alike. The reference frequency (where the spins, inclination and phase are
+    defined) is the injection set's, ``f_lower`` unless it says another. The polarisations'
+    time 0 is the approximant's coalescence time (IMRPhenomD: the peak of the amplitude),
+    which is put at ``gps_time``, the coalescence time at the geocentre.
 Projection
     ``SimDetectorStrainREAL8TimeSeries`` (antenna patterns ``F+``, ``Fx`` and the light-travel
     delay from the geocentre, both following the Earth's rotation, of the detector
@@ -20,8 +21,9 @@ Projection
 SNR
     ``rho^2 = 4 sum_{f_low <= f_k < fs/2} |H(f_k)|^2 / S(f_k) df`` with ``H`` the DFT of the
     sampled strain times ``1/fs`` (zero-padded to a power of two of at least 4 s), ``S`` the
-    one-sided noise PSD. ``synth`` passes its design ASD times the noise drift at the
-    injection's time and ``f_low = f_lower``.
+    one-sided noise PSD, from ``f_low = f_lower``. ``synth`` records it against two PSDs: the
+    design ASD it colours its noise with, and one measured from the frames around the
+    injection (``welch_asd``: median Welch, each DFT bin taking its nearest PSD bin).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ MPC_SI = 3.085677581491367278913937957796471611e22
 """Megaparsec (m), ``lal.PC_SI * 1e6``."""
 SNR_MIN_FFT_SECONDS = 4.0
 """The SNR's DFT is at least this long (s) so that ``df`` resolves the low frequencies."""
+PSD_FFT_SECONDS = 4.0
+"""Length (s) of the Welch segments of a measured PSD (``welch_asd``): 0.25 Hz bins."""
 
 
 @dataclass(frozen=True)
@@ -155,9 +159,12 @@ def check_approximant(name: str, key: str = "synth.approximant", source: Any = N
 
 
 def polarizations(
-    params: BinaryParameters, approximant: str, sample_rate: float, f_lower_hz: float
+    params: BinaryParameters, approximant: str, sample_rate: float, f_lower_hz: float,
+    reference_frequency_hz: float | None = None,
 ) -> Polarizations:
-    """``h+``, ``hx`` of ``params`` from ``lalsimulation.SimInspiralTD`` (module docstring).
+    """``h+``, ``hx`` of ``params`` from ``lalsimulation.SimInspiralTD`` (module docstring),
+    its spins, inclination and phase defined at ``reference_frequency_hz`` (default
+    ``f_lower_hz``).
 
     Raises DataError naming the binary when lalsimulation refuses it (e.g. a spin out of the
     approximant's range).
@@ -173,7 +180,9 @@ def polarizations(
                 params.spin_2x, params.spin_2y, params.spin_2z,
                 params.luminosity_distance * MPC_SI, params.inclination,
                 params.coalescence_phase, 0.0, 0.0, 0.0,
-                1.0 / sample_rate, f_lower_hz, f_lower_hz, None, number,
+                1.0 / sample_rate, f_lower_hz,
+                f_lower_hz if reference_frequency_hz is None else reference_frequency_hz,
+                None, number,
             )
     except RuntimeError as err:
         raise DataError(f"lalsimulation {approximant} cannot generate {params}: {err}") from None
@@ -208,6 +217,17 @@ def antenna_response(ifo: str, ra: float, dec: float, psi: float, gps_time: floa
     gmst = lal.GreenwichMeanSiderealTime(lal.LIGOTimeGPS(gps_time))
     fplus, fcross = lal.ComputeDetAMResponse(detector(ifo).response, ra, dec, psi, gmst)
     return float(fplus), float(fcross)
+
+
+def effective_distance(params: BinaryParameters, ifo: str) -> float:
+    """Effective distance (Mpc) of ``params`` in detector ``ifo``: the distance of an optimally
+    placed and oriented source of the same masses and SNR,
+    ``D / sqrt(F+^2 ((1 + cos^2 i) / 2)^2 + Fx^2 cos^2 i)``."""
+    fplus, fcross = antenna_response(ifo, params.ra, params.dec, params.polarization,
+                                     params.gps_time)
+    cos_i = math.cos(params.inclination)
+    return params.luminosity_distance / math.sqrt(
+        fplus**2 * ((1 + cos_i**2) / 2) ** 2 + fcross**2 * cos_i**2)
 
 
 def _gps(seconds: float) -> Any:
@@ -277,6 +297,54 @@ def optimal_snr(
     band = (freqs >= f_low_hz) & (freqs < sample_rate / 2)
     power = np.abs(spectrum[band]) ** 2 / (asd_scale * asd(freqs[band])) ** 2
     return float(np.sqrt(4.0 * np.sum(power) * sample_rate / n_fft))
+
+
+def welch_asd(
+    strain: np.ndarray, sample_rate: float, fft_seconds: float = PSD_FFT_SECONDS,
+    exclude: Sequence[tuple[int, int]] = (),
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The ASD of ``strain`` as a function of frequency: median-averaged Welch (Hann segments
+    of ``fft_seconds``, half overlapping, mean removed; ``scipy.signal.spectrogram``'s
+    one-sided densities), the segments that overlap a sample range ``[a, b)`` of ``exclude``
+    (signals, not noise) left out, the median divided by its bias for that many segments
+    (``sum_{l=1}^{m} (-1)^(l+1) / l``, ``m`` the segments rounded down to odd, as scipy's
+    median Welch). A frequency takes its nearest bin's value: an SNR's sum over a finer DFT
+    then weighs each bin's signal energy by that bin's PSD, whatever the zero padding, where
+    linear interpolation next to a narrow line would not.
+
+    Raises DataError when ``strain`` is not finite or leaves no segment.
+    """
+    from scipy import signal
+
+    strain = np.asarray(strain, np.float64)  # a float32 PSD of ~1e-21 strain underflows
+    n = int(round(fft_seconds * sample_rate))
+    if not np.all(np.isfinite(strain)):
+        raise DataError("the strain a PSD is measured from is not finite")
+    keep = welch_segments(len(strain), sample_rate, exclude, fft_seconds)
+    if not keep:
+        raise DataError(f"{len(strain) / sample_rate:g} s of strain leave no {fft_seconds:g} s "
+                        "PSD segment clear of the signals")
+    freqs, _, segments = signal.spectrogram(strain, fs=sample_rate, window="hann", nperseg=n,
+                                            noverlap=n // 2, mode="psd")
+    odd = len(keep) - (len(keep) + 1) % 2
+    bias = sum((-1) ** (ell + 1) / ell for ell in range(1, odd + 1))
+    psd = np.median(segments[:, keep], axis=1) / bias
+    df = freqs[1] - freqs[0]
+    return lambda f: np.sqrt(psd[np.clip(np.rint(np.asarray(f) / df).astype(int), 0,
+                                         len(psd) - 1)])
+
+
+def welch_segments(
+    n_samples: int, sample_rate: float, exclude: Sequence[tuple[int, int]] = (),
+    fft_seconds: float = PSD_FFT_SECONDS,
+) -> list[int]:
+    """The indices of ``welch_asd``'s segments of ``n_samples`` samples that overlap no
+    sample range ``[a, b)`` of ``exclude`` (segment ``j`` covers ``[j n / 2, j n / 2 + n)``,
+    ``n`` the segment's samples)."""
+    n = int(round(fft_seconds * sample_rate))
+    starts = range(0, n_samples - n + 1, n // 2)
+    return [j for j, a in enumerate(starts)
+            if not any(lo < a + n and a < hi for lo, hi in exclude)]
 
 
 def network_snr(snrs: Sequence[float]) -> float:

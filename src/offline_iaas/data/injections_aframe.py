@@ -1,0 +1,270 @@
+"""aframe's HDF5 layout of an injection set: the ``ledger`` package's ``InjectionParameterSet``.
+
+Read from aframe's published source, github.com/ML4GW/aframe at commit
+``6a45a6e9cef86c4542acb27e3e3b7db65051eb82`` (2026-05-09): ``libs/ledger/ledger/ledger.py``
+(``Ledger.write``/``read``), ``libs/ledger/ledger/injections.py`` (the parameter sets),
+``projects/data/data/waveforms/rejection.py`` and ``testing.py`` (what its data generation
+writes), ``libs/utils/utils/cosmology.py`` (``DEFAULT_COSMOLOGY``) and
+``aframe/pipelines/sandbox/configs/base.cfg`` (its reference frequency). What it writes:
+
+Root attributes
+    ``length`` (the number of rows) and ``ifos`` (detector prefixes, the column order of
+    ``ifo_snrs``); a file of injected signals (``InterferometerResponseSet``,
+    ``waveforms.hdf5``) also ``sample_rate``, ``duration``, ``right_pad``, ``num_injections``.
+Group ``parameters``, one dataset per field, one row per injection
+    ``mass_1``, ``mass_2`` (Msun, **detector frame**: aframe's ``mass_1_source`` is
+    ``mass_1 / (1 + redshift)``), ``a_1``, ``a_2``, ``tilt_1``, ``tilt_2``, ``phi_12``,
+    ``phi_jl`` (spin magnitudes and angles, bilby's convention), ``ra``, ``dec``, ``redshift``,
+    ``psi``, ``theta_jn``, ``phase``, ``snr`` (network) and ``ifo_snrs`` (2-D: row, detector);
+    the injected set adds ``injection_time`` (GPS; the waveform's coalescence at the
+    geocentre) and ``shift`` (2-D: each detector's time shift) and a group ``waveforms`` (the
+    projected strain per detector, ``h1``, ``l1``). There is no distance column: aframe takes
+    the luminosity distance of ``redshift`` in astropy's ``Planck15``.
+
+Reading (``read_aframe``): source-frame masses ``mass / (1 + redshift)`` (once), distance
+from ``redshift`` in ``Planck15``, and lalsimulation's
+``SimInspiralTransformPrecessingNewInitialConditions`` (what aframe's
+``convert_to_lal_param_set`` calls) turns ``theta_jn``, the spin angles and
+``phase`` into the inclination and Cartesian spins at the reference frequency: the file's
+``reference_frequency_hz`` attribute (this project writes it), else the reader's stand-in,
+else ``AFRAME_REFERENCE_FREQUENCY_HZ`` (aframe's configs). ``ifo_snrs`` becomes the SNR
+against the measured PSD (aframe computes it against a PSD of background data). A file
+without ``injection_time`` (an ``InjectionParameterSet`` alone, such as aframe's
+``rejected-parameters.hdf5``) has no times to inject at and is refused. The ``waveforms``
+group is not read: the binaries are generated again with lalsimulation.
+
+Writing (``write_aframe``): every ``InjectionParameterSet`` field as aframe writes it (float64
+datasets, ``length``, ``ifos``), with ``snr``/``ifo_snrs`` the SNR against the measured PSD,
+``injection_time`` and a zero ``shift`` as in aframe's injected set, and ``redshift`` such that
+``Planck15`` gives back the set's luminosity distance (so aframe generates the same signal;
+its source-frame masses then follow ``Planck15``). Beside them, which aframe's reader ignores:
+``ifo_snrs_design`` (against the design PSD) and attributes ``mass_frame = "detector"``,
+``approximant``, ``f_lower_hz``, ``reference_frequency_hz``, ``ifo_snrs_psd``,
+``ifo_snrs_design_psd`` and the population's description.
+
+aframe's data generation projects with ``ra`` as the source's azimuth from the geocentre's
+meridian (ml4gw's ``compute_observed_strain`` ``phi``), without the sidereal time; this
+project reads ``ra`` as a right ascension, as the field's name says.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from offline_iaas.data import population
+from offline_iaas.data.injection_set import (
+    InjectionSet,
+    binaries_from_columns,
+    finite,
+    required,
+)
+from offline_iaas.data.waveforms import MSUN_SI
+from offline_iaas.errors import DataError
+
+AFRAME_COMMIT = "6a45a6e9cef86c4542acb27e3e3b7db65051eb82"
+"""The commit of github.com/ML4GW/aframe this layout was read from."""
+AFRAME_COSMOLOGY = "Planck15"
+"""aframe's ``DEFAULT_COSMOLOGY`` (astropy): the luminosity distance of ``redshift``."""
+AFRAME_REFERENCE_FREQUENCY_HZ = 50.0
+"""aframe's ``reference_frequency`` in its pipeline configs: where ``theta_jn``, the spin
+angles and ``phase`` are defined when a file does not say."""
+INTRINSIC = ("mass_1", "mass_2", "a_1", "a_2", "tilt_1", "tilt_2", "phi_12", "phi_jl")
+EXTRINSIC = ("ra", "dec", "redshift", "psi", "theta_jn", "phase")
+FIELDS = (*INTRINSIC, *EXTRINSIC, "snr", "ifo_snrs")
+"""``InjectionParameterSet``'s parameter fields, in aframe's dataclass order."""
+MARKERS = ("theta_jn", "a_1", "a_2", "tilt_1", "tilt_2", "phi_12", "phi_jl")
+"""Fields only aframe's layout has: a file with any of them is read as aframe's."""
+TIME = "injection_time"
+OWN_ATTRS = ("length", "ifos", "sample_rate", "duration", "right_pad", "num_injections",
+             "mass_frame", "approximant", "f_lower_hz", "reference_frequency_hz",
+             "ifo_snrs_psd", "ifo_snrs_design_psd")
+
+
+def luminosity_distance_mpc(redshift: np.ndarray) -> np.ndarray:
+    """aframe's luminosity distance (Mpc) of ``redshift``: ``Planck15``."""
+    return population.luminosity_distance_mpc(redshift, AFRAME_COSMOLOGY)
+
+
+def redshift_of_distance(distance_mpc: np.ndarray) -> np.ndarray:
+    """The redshift whose ``Planck15`` luminosity distance is ``distance_mpc``."""
+    return population.redshift_at_distance(distance_mpc, AFRAME_COSMOLOGY)
+
+
+# ---- spins --------------------------------------------------------------------------------
+
+
+def cartesian_spins(
+    theta_jn: float, phi_jl: float, tilt_1: float, tilt_2: float, phi_12: float,
+    a_1: float, a_2: float, mass_1_detector: float, mass_2_detector: float,
+    reference_frequency_hz: float, phase: float,
+) -> tuple[float, ...]:
+    """``(inclination, spin_1x, spin_1y, spin_1z, spin_2x, spin_2y, spin_2z)`` of aframe's
+    (bilby's) spin angles at ``reference_frequency_hz``
+    (``SimInspiralTransformPrecessingNewInitialConditions``; masses in Msun)."""
+    import lalsimulation as ls
+
+    out = ls.SimInspiralTransformPrecessingNewInitialConditions(
+        theta_jn, phi_jl, tilt_1, tilt_2, phi_12, a_1, a_2,
+        mass_1_detector * MSUN_SI, mass_2_detector * MSUN_SI, reference_frequency_hz, phase)
+    return tuple(float(v) for v in out)
+
+
+def spin_angles(
+    inclination: float, spins: tuple[float, ...], mass_1_detector: float,
+    mass_2_detector: float, reference_frequency_hz: float, phase: float,
+) -> dict[str, float]:
+    """aframe's ``theta_jn``, ``phi_jl``, ``tilt_1``, ``tilt_2``, ``phi_12``, ``a_1``, ``a_2`` of
+    an inclination and Cartesian ``spins`` (``SimInspiralTransformPrecessingWvf2PE``, the
+    inverse of ``cartesian_spins``); a tilt is 0 where its spin is 0, as aframe writes it."""
+    import lalsimulation as ls
+
+    values = ls.SimInspiralTransformPrecessingWvf2PE(
+        inclination, *spins, mass_1_detector, mass_2_detector, reference_frequency_hz, phase)
+    names = ("theta_jn", "phi_jl", "tilt_1", "tilt_2", "phi_12", "a_1", "a_2")
+    out = {name: float(v) for name, v in zip(names, values, strict=True)}
+    for k in (1, 2):
+        if out[f"a_{k}"] == 0.0:
+            out[f"tilt_{k}"] = 0.0
+    return out
+
+
+# ---- files --------------------------------------------------------------------------------
+
+
+def write_aframe(path: Path, injections: InjectionSet) -> None:
+    """Write ``injections`` to ``path`` in aframe's layout (module docstring)."""
+    import h5py
+
+    binaries = injections.binaries
+    n, f_ref = len(binaries), injections.reference_hz
+    distance = np.array([b.luminosity_distance for b in binaries], np.float64)
+    columns: dict[str, np.ndarray] = {
+        "mass_1": np.array([b.mass_1_detector for b in binaries], np.float64),
+        "mass_2": np.array([b.mass_2_detector for b in binaries], np.float64),
+        "ra": np.array([b.ra for b in binaries], np.float64),
+        "dec": np.array([b.dec for b in binaries], np.float64),
+        "redshift": redshift_of_distance(distance),
+        "psi": np.array([b.polarization for b in binaries], np.float64),
+        "phase": np.array([b.coalescence_phase for b in binaries], np.float64),
+        TIME: np.array([b.gps_time for b in binaries], np.float64),
+    }
+    angles = [spin_angles(b.inclination, (b.spin_1x, b.spin_1y, b.spin_1z, b.spin_2x,
+                                          b.spin_2y, b.spin_2z),
+                          b.mass_1_detector, b.mass_2_detector, f_ref, b.coalescence_phase)
+              for b in binaries]
+    for name in ("a_1", "a_2", "tilt_1", "tilt_2", "phi_12", "phi_jl", "theta_jn"):
+        columns[name] = np.array([a[name] for a in angles], np.float64)
+    ifos = list(injections.snr)
+    columns["ifo_snrs"] = _rows_by_ifo(injections.snr, ifos, n)
+    columns["snr"] = (injections.network_snr if ifos else np.full(n, np.nan)).astype(np.float64)
+    columns["shift"] = np.zeros((n, len(ifos)))
+    if injections.snr_design:
+        columns["ifo_snrs_design"] = _rows_by_ifo(injections.snr_design, ifos, n)
+    with h5py.File(path, "w") as f:
+        for key, value in injections.attrs.items():
+            f.attrs[key] = value
+        f.attrs["length"] = n
+        f.attrs["ifos"] = ifos
+        f.attrs["mass_frame"] = "detector"
+        f.attrs["approximant"] = injections.approximant
+        f.attrs["f_lower_hz"] = injections.f_lower_hz
+        f.attrs["reference_frequency_hz"] = f_ref
+        for kind, name in (("snr", "ifo_snrs_psd"), ("snr_design", "ifo_snrs_design_psd")):
+            if kind in injections.snr_psd:
+                f.attrs[name] = injections.snr_psd[kind]
+        group = f.create_group("parameters")
+        for name in (*FIELDS, TIME, "shift", "ifo_snrs_design"):
+            if name in columns:
+                group.create_dataset(name, data=columns[name])
+
+
+def _rows_by_ifo(snr: Any, ifos: list[str], n: int) -> np.ndarray:
+    """``[row, detector]`` of per-detector SNRs (NaN for a detector without them)."""
+    out = np.full((n, len(ifos)), np.nan)
+    for j, ifo in enumerate(ifos):
+        if ifo in snr:
+            out[:, j] = snr[ifo]
+    return out
+
+
+def read_aframe(
+    path: Path, attrs: dict[str, Any], datasets: dict[str, np.ndarray],
+    approximant: str | None, f_lower_hz: float | None, reference_frequency_hz: float | None,
+) -> InjectionSet:
+    """The set in an aframe file, from its root ``attrs`` and its ``parameters`` datasets
+    (``injection_file`` opened it; module docstring). ``approximant``, ``f_lower_hz`` and
+    ``reference_frequency_hz`` stand in where the file does not say them."""
+    if attrs.get("mass_frame", "detector") != "detector":
+        raise DataError(
+            f"{path}: aframe's layout (parameters/theta_jn, ...) has detector-frame masses, "
+            f"but the file's mass_frame attribute says {attrs['mass_frame']!r}")
+    for name in (*INTRINSIC, *EXTRINSIC):
+        if name not in datasets:
+            raise DataError(f"{path}: aframe injection file has no field 'parameters/{name}'")
+    if TIME not in datasets:
+        raise DataError(
+            f"{path}: aframe injection file has no 'parameters/{TIME}': an "
+            "InjectionParameterSet alone (e.g. aframe's rejected-parameters.hdf5) has no times "
+            "to inject at; give the injected set (aframe's waveforms.hdf5)")
+    n = len(datasets[TIME])
+    if "length" in attrs and int(attrs["length"]) != n:
+        raise DataError(f"{path}: attribute length = {attrs['length']} but "
+                        f"'parameters/{TIME}' has {n} rows")
+    col = {name: np.array(finite(path, name, datasets[name])) for name in
+           (*INTRINSIC, *EXTRINSIC, TIME)}
+    for name, values in col.items():
+        if len(values) != n:
+            raise DataError(f"{path}: field '{name}' has {len(values)} rows, '{TIME}' {n}")
+    f_ref = float(attrs.get("reference_frequency_hz", reference_frequency_hz
+                            or AFRAME_REFERENCE_FREQUENCY_HZ))
+    converted = np.array([
+        cartesian_spins(col["theta_jn"][i], col["phi_jl"][i], col["tilt_1"][i],
+                        col["tilt_2"][i], col["phi_12"][i], col["a_1"][i], col["a_2"][i],
+                        col["mass_1"][i], col["mass_2"][i], f_ref, col["phase"][i])
+        for i in range(n)]).reshape(n, 7)
+    z = col["redshift"]
+    values: dict[str, tuple[str, Any]] = {
+        "mass_1": ("mass_1", col["mass_1"] / (1.0 + z)),
+        "mass_2": ("mass_2", col["mass_2"] / (1.0 + z)),
+        "redshift": ("redshift", z),
+        "luminosity_distance": ("redshift", luminosity_distance_mpc(z)),
+        "ra": ("ra", col["ra"]), "dec": ("dec", col["dec"]),
+        "polarization": ("psi", col["psi"]), "coalescence_phase": ("phase", col["phase"]),
+        "gps_time": (TIME, col[TIME]),
+        "inclination": ("theta_jn", converted[:, 0]),
+        **{f"spin_{k}{a}": (f"a_{k}", converted[:, 1 + 3 * (k - 1) + j])
+           for k in (1, 2) for j, a in enumerate("xyz")},
+    }
+    ifos = [str(i) for i in attrs.get("ifos", [])]
+    return InjectionSet(
+        binaries=binaries_from_columns(path, values, n),
+        approximant=required(path, "approximant", attrs.get("approximant", approximant)),
+        f_lower_hz=float(required(path, "f_lower_hz", attrs.get("f_lower_hz", f_lower_hz))),
+        snr=_per_ifo(path, "ifo_snrs", datasets.get("ifo_snrs"), ifos, n),
+        snr_design=_per_ifo(path, "ifo_snrs_design", datasets.get("ifo_snrs_design"), ifos, n),
+        attrs={k: v for k, v in attrs.items() if k not in OWN_ATTRS},
+        reference_frequency_hz=f_ref,
+        snr_psd={kind: str(attrs[name]) for kind, name in
+                 (("snr", "ifo_snrs_psd"), ("snr_design", "ifo_snrs_design_psd"))
+                 if name in attrs}
+        or ({"snr": "aframe's ifo_snrs (its PSD of background data)"}
+            if "ifo_snrs" in datasets and ifos else {}),
+    )
+
+
+def _per_ifo(path: Path, name: str, values: np.ndarray | None, ifos: list[str], n: int
+             ) -> dict[str, tuple[float, ...]]:
+    """A 2-D ``(row, detector)`` SNR field per detector of ``ifos``; {} when absent or all NaN
+    (not computed)."""
+    if values is None or not ifos:
+        return {}
+    values = np.asarray(values, np.float64)
+    if values.shape != (n, len(ifos)):
+        raise DataError(f"{path}: field '{name}' has shape {values.shape}, expected "
+                        f"({n}, {len(ifos)}) for ifos {ifos}")
+    if np.all(np.isnan(values)):
+        return {}
+    return {ifo: finite(path, f"{name}[:, {i}]", values[:, i]) for i, ifo in enumerate(ifos)}
