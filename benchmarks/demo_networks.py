@@ -3,7 +3,7 @@
 Writes the physics check's dataset (the packaged demo config with
 ``models.evaluation.PHYSICS_DATASET``: 2048 s at 1024 Hz, two detectors, four injections)
 under a work directory, then for every seed and torch thread count runs ``train_demo`` and
-``evaluate_demo_networks`` (the slow test's check, on held-out data):
+``evaluate_demo_networks`` (the slow test's check, on held-out data; both in a pinned child):
 
 * DeepClean: cleaned/raw ASD ratio (gwpy median ASD) at 60 Hz and outside 55-65 Hz over a
   held-out stretch, with and without the 2 Hz guard;
@@ -35,8 +35,10 @@ from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.models.evaluation import PHYSICS_DATASET, evaluate_demo_networks
-from offline_iaas.models.numerics import cpu_model
+from offline_iaas.models.numerics import cpu_model, run_in_child
 from offline_iaas.models.training import train_demo
+
+EVALUATE = f"{evaluate_demo_networks.__module__}:{evaluate_demo_networks.__name__}"
 
 
 def summarise(run: dict) -> dict:
@@ -84,7 +86,9 @@ def main() -> None:
                                pinned=not args.native)
             summary = json.loads(paths["summary"].read_text())
             results.setdefault("numerics", summary["numerics"])
-            run = evaluate_demo_networks(config, frames, paths, summary)
+            # held out under the pin too: the same bits on every x86-64-v3 CPU
+            run = run_in_child(EVALUATE, {"config": config, "frames": frames, "paths": paths,
+                                          "summary": summary}, pinned=not args.native)
             row = {"seed": seed, "threads": threads,
                    "seconds": round(time.monotonic() - started, 1), **summarise(run)}
             results["runs"].append({**row, "detail": run})

@@ -36,6 +36,8 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -154,7 +156,8 @@ def run_in_child(
     with tempfile.TemporaryDirectory(prefix="offline-iaas-child-") as tmp:
         result_path = Path(tmp) / "result.pickle"
         request = {"target": target, "kwargs": dict(kwargs), "result": str(result_path),
-                   "torch_flags": PINNED_TORCH_FLAGS if pinned else {}, "log_level": level}
+                   "torch_flags": PINNED_TORCH_FLAGS if pinned else {}, "log_level": level,
+                   "parent": os.getpid()}
         proc = subprocess.Popen(
             [sys.executable, "-m", _MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             env=env, text=True,
@@ -206,9 +209,17 @@ class _RecordWriter(logging.Handler):
                                "msg": record.getMessage()}) + "\n")
 
 
+def _exit_with(parent: int, poll_seconds: float = 1.0) -> None:
+    """Exit this process when ``parent`` is gone (a killed caller leaves no training behind)."""
+    while os.getppid() == parent:
+        time.sleep(poll_seconds)
+    os._exit(1)
+
+
 def _child_main() -> None:
     """Read the request from standard input, run it, write the outcome to its result file."""
     request = pickle.loads(base64.b64decode(sys.stdin.readline()))
+    threading.Thread(target=_exit_with, args=(request["parent"],), daemon=True).start()
     # log records go to the parent on the original standard output; anything else printed
     # (by this process or a library) goes to standard error
     records = os.fdopen(os.dup(1), "w", buffering=1)
