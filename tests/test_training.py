@@ -18,7 +18,7 @@ from offline_iaas.cli import main as cli_main
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, OfflineIaasError
 from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.evaluation import PHYSICS_DATASET, evaluate_demo_networks
@@ -149,6 +149,11 @@ def test_training_errors_in_the_child_reach_the_caller(
     with pytest.raises(ConfigError, match="training needs at least 2.0 s of data"):
         train_demo(small, tmp_path / "weights", deepclean={"seconds": 1.0})
     assert not (tmp_path / "weights" / "deepclean-H1.pt").exists()
+
+
+def test_a_child_that_dies_is_one_error_naming_it() -> None:
+    with pytest.raises(OfflineIaasError, match="running os:_exit exited with code 3"):
+        run_in_child("os:_exit", {"status": 3}, pinned=False)
 
 
 def test_train_demo_command_reports_config_errors(
