@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo test lint install clean browser report-example submit-examples
+.PHONY: demo test check lint install clean browser report-example submit-examples errors-doc
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,13 @@ test: $(STAMP) browser
 	$(BIN)/ruff check src tests
 	$(BIN)/python -m pytest -q --durations=25
 
+# Before every commit: ruff, then every test that starts no tritonserver (not marked slow;
+# tests/conftest.py refuses a server to the others), on CHECK_WORKERS pytest-xdist workers.
+CHECK_WORKERS ?= 2
+check: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/python -m pytest -q -m "not slow" -n $(CHECK_WORKERS) --durations=10
+
 # docs/report-example.png: the demo's report in headless Chromium (runs the whole demo).
 report-example: $(STAMP) browser
 	$(BIN)/offline-iaas demo --workdir demo-work
@@ -40,6 +47,12 @@ report-example: $(STAMP) browser
 submit-examples: $(STAMP)
 	rm -rf submit/rendered
 	$(BIN)/python -m offline_iaas.workflow.examples submit/rendered
+
+# docs/errors.md: each catalogue row's message written from the test that produces it
+# (tests/error_catalogue.py); the tests that document messages, servers included (minutes).
+errors-doc: $(STAMP)
+	OFFLINE_IAAS_WRITE_ERRORS_DOC=1 $(BIN)/python -m pytest -q -p no:cacheprovider \
+	  $$(grep -l "documented(" tests/test_*.py tests/*/test_*.py)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

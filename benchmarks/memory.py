@@ -11,15 +11,16 @@ Usage: .venv/bin/python benchmarks/memory.py [--seconds T] [--rate HZ] [--out FI
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import tempfile
 import time
 from pathlib import Path
 
+from offline_iaas import records
 from offline_iaas.bench.provenance import source_commit
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.records import CampaignSummary, PartRecord
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
@@ -59,12 +60,12 @@ def measure(root: Path, seconds: float, rate: float) -> dict[str, float]:
     started = time.monotonic()
     run_local(RunDir(run_dir))
     wall = time.monotonic() - started
-    client = json.loads((run_dir / "parts" / "client0.json").read_text())
-    merge = json.loads((run_dir / "output" / "campaign.json").read_text())
+    client = records.read(PartRecord, RunDir(run_dir).part("client0")[1])
+    merge = records.read(CampaignSummary, RunDir(run_dir).output[1])
     return {
         "seconds": seconds,
-        "client_mib": client["peak_rss_mb"],
-        "merge_mib": merge["peak_rss_mb"],
+        "client_mib": client.peak_rss_mb,
+        "merge_mib": merge.peak_rss_mb,
         "wall": wall,
     }
 

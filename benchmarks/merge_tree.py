@@ -26,7 +26,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from offline_iaas import records
 from offline_iaas.bench.provenance import source_commit
+from offline_iaas.records import CampaignSummary, ChunkSummary, read_run_info
 from offline_iaas.rundir import RunDir
 
 OFFLINE_IAAS = str(Path(sys.executable).parent / "offline-iaas")
@@ -57,7 +59,7 @@ def local_wall(run_dir: Path, prefix: str = "") -> float:
 def client_intervals(run_dir: Path) -> list[tuple[str, str, float, float]]:
     """``(client, its server, start, end)`` of run-local's client nodes, seconds from the
     first node's start, in start order."""
-    from offline_iaas.jobspec import read_client_job
+    from offline_iaas.records import read_client_job
     from offline_iaas.sizing.pilot import unix_seconds
 
     nodes = json.loads((run_dir / "local-state.json").read_text())["nodes"]
@@ -86,19 +88,18 @@ def merge_only(source: Path, target: Path, chunk_seconds: float) -> dict:
         "output", "logs", "scratch", "local-state.json", "monitor"))
     config = load_config(target / "campaign.toml", [f"merge.chunk_seconds={chunk_seconds}"])
     make_dag(config, RunDir(target))
-    chunks = json.loads((target / "run.json").read_text())["chunks"]
+    chunks = read_run_info(RunDir(target)).chunks
     started = time.monotonic()
     with ProcessPoolExecutor(2) as pool:
         list(pool.map(chunk_node, [(str(target), node) for node in chunks]))
     chunks_wall = time.monotonic() - started
     merge(RunDir(target))
     stage = time.monotonic() - started
-    summary = json.loads((target / "output" / "campaign.json").read_text())
-    records = [json.loads((target / "output" / "chunks" / f"{n}.json").read_text())
-               for n in chunks]
+    summary = records.read(CampaignSummary, RunDir(target).output[1])
+    done = [records.read(ChunkSummary, RunDir(target).chunk_output(n)[1]) for n in chunks]
     return {"chunks": len(chunks), "stage_seconds": stage, "chunks_seconds": chunks_wall,
-            "index_seconds": summary["wall_seconds"], "index_cpu": summary["cpu_seconds"],
-            "nodes": [(r["data_seconds"], r["wall_seconds"], r["cpu_seconds"]) for r in records]}
+            "index_seconds": summary.wall_seconds, "index_cpu": summary.cpu_seconds,
+            "nodes": [(r.data_seconds, r.wall_seconds, r.cpu_seconds) for r in done]}
 
 
 def main() -> None:

@@ -32,7 +32,6 @@ the expected makespan.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import resource
@@ -44,7 +43,10 @@ from pathlib import Path
 
 import numpy as np
 
+from offline_iaas import records
 from offline_iaas.bench.provenance import source_commit
+from offline_iaas.completeness import file_sha256
+from offline_iaas.records import PartRecord, read_chunk_job, read_client_job, read_run_info
 from offline_iaas.rundir import RunDir
 
 O3_START = 1238166018  # 2019-04-01 15:00 UTC
@@ -128,21 +130,28 @@ def timed_child(argv: list[str]) -> tuple[float, float, str]:
 def fake_node_status(run_dir: Path, done_share: float = 0.5) -> None:
     """DAGMan's node status file mid-campaign: servers running, a share of clients done (with
     complete part sidecars), some running, the rest idle."""
-    info = json.loads((run_dir / "run.json").read_text())
+    run = RunDir(run_dir)
+    info = read_run_info(run)
     ads = []
-    for server in info["servers"]:
+    for server in info.servers:
         ads.append(f'[ Type = "NodeStatus"; Node = "{server}"; NodeStatus = 3; '
                    'StatusDetails = "running"; RetryCount = 0; ]')
-    clients = info["clients"]
+    clients = info.clients
     done = int(len(clients) * done_share)
     for i, node in enumerate(clients):
         code, detail = (5, "") if i < done else (3, "running") if i < done + 50 else (1, "")
         ads.append(f'[ Type = "NodeStatus"; Node = "{node}"; NodeStatus = {code}; '
                    f'StatusDetails = "{detail}"; RetryCount = 0; ]')
         if code == 5:
-            (run_dir / "parts" / f"{node}.json").write_text(json.dumps(
-                {"complete": True, "config_hash": info["config_hash"], "servers": [
-                    json.loads((run_dir / "jobs" / f"{node}.json").read_text())["server"]]}))
+            segment = read_client_job(run, node)
+            data = run.part(node)[0]
+            data.write_bytes(b"part")
+            records.write(PartRecord(
+                complete=True, index=segment.index, node=node, server=segment.server,
+                pieces=segment.pieces, stream_hash=info.stream_hash, outputs=("statistic",),
+                sha256=file_sha256(data), bytes=4, wall_seconds=1.0, peak_rss_mb=1.0,
+                reconnects=0, first_request_unix=None, last_response_unix=None,
+                tensor_bytes_sent=0, servers=(segment.server,)), run.part(node)[1])
     (run_dir / "offline.status").write_text("\n".join(ads) + "\n")
 
 
@@ -195,7 +204,7 @@ def measure(servers: int, clients: int, days: float, work: Path) -> dict[str, ob
     read_status(RunDir(run_dir))
     in_process = time.monotonic() - started
     segments = len((work / "segments.txt").read_text().splitlines())
-    chunks = len(json.loads((run_dir / "run.json").read_text())["chunks"])
+    chunks = len(read_run_info(RunDir(run_dir)).chunks)
     counts = {"servers": servers, "clients": servers * clients, "chunk merges": chunks}
     lines_per = growth([line.split() for line in dag], counts)
     files_per = growth([[*p.relative_to(run_dir).parent.parts, p.stem.split(".")[0]]
@@ -233,7 +242,7 @@ def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dic
     and the merge throughput of ``merge_pilot``, a finished demo run), its DAG written with
     ``make-dag --no-check`` and replayed (``sizing/simulate.py``)."""
     from offline_iaas.config import load_config
-    from offline_iaas.jobspec import read_client_job
+    from offline_iaas.records import read_client_job
     from offline_iaas.sizing.pilot import read_pilot
     from offline_iaas.sizing.plan import plan_from_bench, recommend_chunk_seconds
     from offline_iaas.sizing.replay import FailureModel, SimulationRates
@@ -261,16 +270,15 @@ def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dic
                  f'data.frames="{cache}"', 'data.datafind_server=""', "data.frametypes=[]"]
     timed_child([executable(), "make-dag", str(O3_MONTH), "--out", str(run_dir), "--no-check",
                  "-q", *(a for o in overrides for a in ("--set", o))])
-    info = json.loads((run_dir / "run.json").read_text())
+    info = read_run_info(RunDir(run_dir))
     work_seconds = segment_work_seconds(read_client_job(RunDir(run_dir), n)
-                                        for n in info["clients"])
-    for node in info["chunks"]:
-        work_seconds[node] = json.loads((run_dir / "jobs" / f"{node}.json").read_text())[
-            "data_seconds"]
+                                        for n in info.clients)
+    for node in info.chunks:
+        work_seconds[node] = read_chunk_job(RunDir(run_dir), node).data_seconds
     rates = SimulationRates(
         server_data_seconds_per_second=plan.per_server_rate,
         merge_data_seconds_per_second=merge_rate,
-        merge_index_seconds=pilot.index_seconds * len(info["chunks"]) / max(1, pilot.chunks),
+        merge_index_seconds=pilot.index_seconds * len(info.chunks) / max(1, pilot.chunks),
         final_seconds=pilot.final_seconds, server_start_seconds=SERVER_START_SECONDS,
         job_start_seconds=JOB_START_SECONDS)
     dag = parse_dag((run_dir / "offline.dag").read_text())

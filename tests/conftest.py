@@ -1,20 +1,51 @@
 """Shared fixtures: small campaign configs written to temporary directories; the package's
 log lines; the fault injection hook every node started by a test inherits
-(``offline_iaas.hooks``)."""
+(``offline_iaas.hooks``); the rule that only tests marked ``slow`` start a tritonserver
+(``make check`` runs the others); and, after every test, the check that no server it started
+crashed (``helpers.ServerLogWatch``: a fatal signal in a tritonserver log, or a server node
+that exited on its own and so was restarted by run-local, fails the test at its teardown
+unless it is marked ``server_exits`` or ``server_crashes``, see pyproject.toml)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import stat
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
 from offline_iaas.hooks import HOOK_ENV
-from tests.helpers import SMALL_CAMPAIGN, captured_log
+from tests.helpers import SMALL_CAMPAIGN, ServerLogWatch, captured_log
 
 # Nodes fail where RUN/faults.json says (tests/faults/inject.py); without it nothing happens.
 os.environ[HOOK_ENV] = f"{Path(__file__).parent / 'faults' / 'inject.py'}:inject"
+
+_SERVER_LOGS = pytest.StashKey[ServerLogWatch]()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _server_log_watch(request: pytest.FixtureRequest,
+                      tmp_path_factory: pytest.TempPathFactory) -> None:
+    request.config.stash[_SERVER_LOGS] = ServerLogWatch(tmp_path_factory.getbasetemp())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None
+                            ) -> Generator[None, None, None]:
+    """After a test and the fixtures it ends (a module's servers stop with its last test):
+    fail it when a server crashed or exited on its own meanwhile."""
+    yield
+    watch = item.config.stash.get(_SERVER_LOGS, None)
+    if watch is None:
+        return
+    problems = watch.problems(
+        exits_expected=item.get_closest_marker("server_exits") is not None,
+        crashes_expected=item.get_closest_marker("server_crashes") is not None,
+    )
+    if problems:
+        pytest.fail("a server crashed or exited on its own (a restart would hide it):\n"
+                    + "\n".join(problems), pytrace=False)
 
 
 @pytest.fixture
@@ -29,3 +60,32 @@ def log_lines() -> Iterator[list[str]]:
     """The package's log lines (info and above) while the test runs, as the CLI prints them."""
     with captured_log() as lines:
         yield lines
+
+
+NO_SERVER = """#!/bin/sh
+echo "$PYTEST_CURRENT_TEST" >> "$(dirname "$0")/started"
+echo "tritonserver: refused: a test not marked slow may not start a server" >&2
+exit 97
+"""
+
+
+@pytest.fixture(autouse=True)
+def no_server_unless_slow(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                          monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A test not marked ``slow`` finds a ``tritonserver`` first on PATH that refuses to start
+    (``serve`` takes the one on PATH first) and fails, naming the mark it lacks."""
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    stub = tmp_path_factory.getbasetemp() / "no-tritonserver" / "tritonserver"
+    if not stub.exists():
+        stub.parent.mkdir(exist_ok=True)
+        stub.write_text(NO_SERVER)
+        stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
+    started = stub.with_name("started")
+    started.unlink(missing_ok=True)
+    monkeypatch.setenv("PATH", f"{stub.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    yield
+    if started.exists():
+        pytest.fail(f"{request.node.nodeid} starts a tritonserver: mark it @pytest.mark.slow "
+                    "(make check runs the tests that start none)")

@@ -4,12 +4,14 @@ a test started."""
 from __future__ import annotations
 
 import logging
+import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from offline_iaas.logs import PACKAGE, shown_by
-from offline_iaas.rundir import RunDir
+from offline_iaas.rundir import RunDir, read_json
 
 
 @contextmanager
@@ -149,3 +151,182 @@ def run_dag(config, run_dir: Path) -> Path:
     finally:
         assert processes_mentioning(str(run_dir)) == []
     return run_dir
+
+
+class ServerLogWatch:
+    """What the servers started under ``root`` (the session's temporary directories) reported
+    since the last look: fatal signals in tritonserver's logs (``serve/crashes.py``: Triton's
+    ``Signal (N) received.`` other than a stop's, a stub's ``Fatal Python error``, ``serve``'s
+    own line) and server nodes that run-local saw exit on their own (it restarts them), so
+    that no crash hides behind a restart. ``tests/conftest.py`` looks after every test."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.offsets: dict[Path, int] = {}
+        """Per log, the bytes and (``lines_read``) the lines already read."""
+        self.lines_read: dict[Path, int] = {}
+        self.exits_seen: set[tuple[Path, str, object, object]] = set()
+        self.states_read: dict[Path, float] = {}
+        self.listings: dict[Path, tuple[int, bool, list[Path], list[Path]]] = {}
+        """Per directory: its mtime, whether that was recent, subdirectories, files wanted."""
+
+    def _files(self) -> Iterator[Path]:
+        """The server logs and run-local states under the root. A directory is listed again
+        only when its mtime moved (an entry was added or removed) or was recent at the last
+        look (mtimes are coarse), so that a look costs a stat per directory."""
+        stack = [self.root]
+        while stack:
+            directory = stack.pop()
+            try:
+                mtime = directory.stat().st_mtime_ns
+            except OSError:
+                continue
+            cached = self.listings.get(directory)
+            if cached is None or cached[0] != mtime or cached[1]:
+                try:
+                    entries = list(os.scandir(directory))
+                except OSError:
+                    continue
+                recent = time.time_ns() - mtime < 2_000_000_000
+                subdirectories = [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+                wanted = [Path(e.path) for e in entries if e.is_file(follow_symlinks=False) and (
+                    e.name.endswith("tritonserver.log") or e.name == "local-state.json")]
+                cached = self.listings[directory] = (mtime, recent, subdirectories, wanted)
+            stack += cached[2]
+            yield from cached[3]
+
+    def _fatal(self, log: Path) -> list[str]:
+        from offline_iaas.serve.crashes import fatal_lines
+
+        start = self.offsets.get(log, 0)
+        try:
+            with open(log, "rb") as f:
+                f.seek(start)
+                new = f.read()
+        except OSError:
+            return []
+        complete = new[: new.rfind(b"\n") + 1]  # a line still being written: next time
+        if not complete:
+            return []
+        first_line = self.lines_read.get(log, 0) + 1
+        self.offsets[log] = start + len(complete)
+        text = complete.decode(errors="replace")
+        lines = text.splitlines()
+        self.lines_read[log] = first_line - 1 + len(lines)
+        found = []
+        for fatal in fatal_lines(text, first_line):
+            trace = lines[fatal.line_number - first_line:][:12]
+            found.append(f"{log} line {fatal.line_number}: {fatal.process} died by "
+                         f"{fatal.signal}:\n    " + "\n    ".join(trace))
+        return found
+
+    def _exits(self, state_path: Path) -> list[str]:
+        from offline_iaas.serve.crashes import service_exits
+
+        try:
+            mtime = state_path.stat().st_mtime
+        except OSError:
+            return []
+        if self.states_read.get(state_path) == mtime:
+            return []
+        self.states_read[state_path] = mtime
+        found = []
+        state = read_json(state_path)
+        for node, attempts in service_exits(state).items():
+            for attempt in attempts:
+                key = (state_path, node, attempt.get("attempt"), attempt.get("started"))
+                if key in self.exits_seen:
+                    continue
+                self.exits_seen.add(key)
+                found.append(f"{state_path}: server node {node} exited on its own (attempt "
+                             f"{attempt.get('attempt')}, exit code {attempt.get('exit_code')})"
+                             "; run-local restarts such a node")
+        return found
+
+    def problems(self, exits_expected: bool, crashes_expected: bool) -> list[str]:
+        """What went wrong since the last call (everything is read once, whether expected or
+        not): fatal lines unless ``crashes_expected``, server exits unless
+        ``exits_expected``."""
+        crashes, exits = [], []
+        for path in self._files():
+            if path.name == "local-state.json":
+                exits += self._exits(path)
+            else:
+                crashes += self._fatal(path)
+        return ([] if crashes_expected else crashes) + ([] if exits_expected else exits)
+
+
+def parse_pbtxt(text: str):
+    """A ``config.pbtxt`` parsed as Triton's ``ModelConfig`` (protobuf's text format)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    return text_format.Parse(text, model_config_pb2.ModelConfig())
+
+
+def campaign_records(run_dir: Path, clients: tuple[str, ...]) -> RunDir:
+    """A campaign config and a job spec per client in a hand-written DAG's run directory (no
+    make-dag), so that parts and the merge's output can be complete (``completeness.py``)."""
+    from offline_iaas.config import config_from_dict, write_config
+    from offline_iaas.records import ClientSegment, write_client_job
+
+    raw = {"data": {"frames": "f", "channels": ["H1:X"], "start": 1_000_000_000,
+                    "duration": 64, "sample_rate": 256},
+           "model": {"repository": "repo", "kernel_seconds": 1.0, "inference_rate": 4}}
+    paths = RunDir(run_dir)
+    paths.create()
+    write_config(config_from_dict(raw, paths.config), paths.config)
+    for index, node in enumerate(clients):
+        write_client_job(paths, ClientSegment(index, node, "server0", ()))
+    return paths
+
+
+def complete_part(run: RunDir, node: str, data: bytes = b"part bytes",
+                  servers: tuple[str, ...] = (), bad_files: tuple = ()) -> None:
+    """A part of ``node`` complete by ``completeness.part_problem``: ``data`` as its file and a
+    sidecar for the run's config and job spec (a test's stand-in for a client that streamed)."""
+    from offline_iaas import records
+    from offline_iaas.completeness import file_sha256
+    from offline_iaas.config import load_config
+    from offline_iaas.records import PartRecord, read_client_job
+
+    segment = read_client_job(run, node)
+    h5_path, json_path = run.part(node)
+    h5_path.parent.mkdir(parents=True, exist_ok=True)
+    h5_path.write_bytes(data)
+    records.write(PartRecord(
+        complete=True, index=segment.index, node=node, server=segment.server,
+        pieces=segment.pieces, stream_hash=load_config(run.config).stream_hash(),
+        outputs=("statistic",), sha256=file_sha256(h5_path), bytes=len(data),
+        wall_seconds=1.0, peak_rss_mb=1.0, reconnects=0, first_request_unix=None,
+        last_response_unix=None, tensor_bytes_sent=0, servers=servers or (segment.server,),
+        bad_files=bad_files,
+    ), json_path)
+
+
+def complete_merge(run: RunDir, data: bytes = b"campaign bytes", written_in: Path | None = None
+                   ) -> None:
+    """The merge's output complete by ``completeness.merge_problem`` (``data`` as its file;
+    ``written_in``: the run directory its record names, if any)."""
+    from offline_iaas import records
+    from offline_iaas.completeness import file_sha256
+    from offline_iaas.config import load_config
+    from offline_iaas.records import CampaignSummary
+
+    config = load_config(run.config)
+    h5_path, json_path = run.output
+    h5_path.parent.mkdir(parents=True, exist_ok=True)
+    h5_path.write_bytes(data)
+    records.write(CampaignSummary(
+        complete=True, wall_seconds=1.0, cpu_seconds=1.0, peak_rss_mb=1.0,
+        sha256=file_sha256(h5_path), bytes=len(data), stream_hash=config.stream_hash(),
+        merge_hash=config.merge_hash(), mode=config.model.mode,
+        run_dir=str(written_in) if written_in is not None else ""), json_path)
+
+
+def node_complete(run: RunDir, node: str) -> bool:
+    """Whether a node of the run is complete (``completeness.node_problem``: the one
+    definition run-local and status use)."""
+    from offline_iaas.completeness import campaign_hashes, node_problem
+
+    return node_problem(run, node, campaign_hashes(run)) is None

@@ -31,15 +31,18 @@ strides they were computed with, hence the later start of e2e's ``noise``/``clea
 ``noise`` is the averaged prediction band-passed (Butterworth, zero phase) over each output span,
 ``clean`` the frames' strain minus it.
 
-Time slides (``bbhnet.time_shifts = N``, step ``D = shift_seconds * fs`` samples): every
-statistic output (and e2e's ``noise``/``clean``) starts ``ceil(N D / S)`` windows later, and
-``slides`` holds, per kept window ``j`` and slide ``k = 1 .. N``, BBHnet on the first detector's
-window ``j`` and the second detector's samples ``[(j + 1) S - K - k D, (j + 1) S - k D)``. Each
-slide is clustered like the zero lag into the ``background`` table, less the triggers whose
-first detector's time ``t`` or second detector's time ``t - kD/fs`` lies within
-``exclusion_seconds`` of an injection or in BBHnet's training span (the manifest's); a trigger's
-FAR is the number of background triggers at least as loud (at least one) over the slides'
-livetime (each slide's analysed time where neither detector's time is cut), its IFAR the
+Time slides (``bbhnet.time_shifts = N``, step ``D = shift_seconds * fs`` samples, a whole
+number ``d = D / S`` of strides): the outputs start where they start without slides (the table
+above), and ``slides`` holds, per kept window ``j`` and slide ``k = 1 .. N``, BBHnet on the
+first detector's window ``j`` and the second detector's samples ``[(j + 1) S - K - k D,
+(j + 1) S - k D)`` when those are a kept window too (window ``j - k d`` at or after the first
+kept window: every sample real data of the stretch), and NaN where they are not: slide ``k``
+of a stretch is formed from its ``k d``-th kept window on. Each slide's formed windows are
+clustered like the zero lag into the ``background`` table, less the triggers whose first
+detector's time ``t`` or second detector's time ``t - kD/fs`` lies within ``exclusion_seconds``
+of an injection or in BBHnet's training span (the manifest's); a trigger's FAR is the number of
+background triggers at least as loud (at least one) over the slides' livetime (each formed
+window counts one stride, less the time where either detector's time is cut), its IFAR the
 inverse in Julian years.
 """
 
@@ -236,8 +239,8 @@ def expected_outputs(run_dir: Path) -> tuple[list[Expected], Triggers | None]:
     lag = round(float(bbh.get("shift_seconds", 1.0)) * rate)
     rolling = mode in ("bbhnet", "e2e") and bbh.get("whitening", "fixed") == "rolling"
     psd_windows = -(-round(float(bbh["psd_seconds"]) * rate) // stride) if rolling else 0
-    # windows until the largest slide, and the rolling PSD's data, are inside the data
-    later = -(-shifts * lag // stride) + psd_windows
+    # windows until the rolling PSD's data are inside the data (slides add none)
+    later = psd_windows
     warmup = {"classifier": first_window, "bbhnet": first_window + later,
               "deepclean": 2 * (m - 1), "e2e": 3 * (m - 1) + later}[mode]
     expected: list[Expected] = []
@@ -301,6 +304,7 @@ def triggers_from(config: dict, series: list[Expected]) -> Triggers | None:
     if mode in ("classifier", "deepclean"):
         return None
     rate = float(config["data"]["sample_rate"])
+    stride = round(rate / float(config["model"]["inference_rate"]))
     bbh = config["bbhnet"]
     shifts = int(bbh.get("time_shifts", 0))
     lag = round(float(bbh.get("shift_seconds", 1.0)) * rate)
@@ -316,18 +320,21 @@ def triggers_from(config: dict, series: list[Expected]) -> Triggers | None:
             trigger_times.append(t)
             trigger_values.append(v)
         elif one.group == "slides":
-            analysed = (one.x0 - one.dx, time[-1])
             for k in range(shifts):
                 seconds = (k + 1) * lag / rate
-                t, v = clustered(time, one.values[:, k], cluster, one.dx)
+                # slide k + 1 exists from the (k + 1) d-th kept window on
+                formed = slice((k + 1) * (lag // stride), len(time))
+                t, v = clustered(time[formed], one.values[formed, k], cluster, one.dx)
                 keep = [i for i in range(len(t)) if not any(
                     a <= t[i] < b or a <= t[i] - seconds < b for a, b in cuts)]
                 background["shift"].append(np.full(len(keep), seconds))
                 background["time"].append(t[keep])
                 background["statistic"].append(v[keep])
+                # each formed window its stride (t - dx, t], less either detector's cut time
+                spans = _merge([(u - one.dx, u) for u in time[formed]])
                 both = _merge(cuts + [(a + seconds, b + seconds) for a, b in cuts])
-                livetime += (analysed[1] - analysed[0]) - sum(
-                    b - a for a, b in _intersect([analysed], both))
+                livetime += sum(b - a for a, b in spans) - sum(
+                    b - a for a, b in _intersect(spans, both))
     triggers = Triggers(np.concatenate(trigger_times), np.concatenate(trigger_values))
     if shifts:
         table = {k: np.concatenate(v) for k, v in background.items()}
@@ -364,23 +371,24 @@ def bbhnet_outputs(config: dict, data: np.ndarray, first: int, last: int, kernel
     """BBHnet's statistic on windows ``first..last`` of the two detectors' stream ``data``
     (whitened first with ``bbhnet.whitening = "rolling"``), and with time slides
     ``[windows, shifts]`` of the first detector's window with the second's ``k * lag``
-    samples earlier (``lag`` a whole number of strides)."""
+    samples earlier (``lag`` a whole number of strides) where that window is one of
+    ``first..last`` too, NaN where it is not."""
     step = lag // stride
-    earliest = first - shifts * step
-    windows = cut_windows(data, earliest, last, kernel, stride)
+    kept = cut_windows(data, first, last, kernel, stride)
     if config["bbhnet"].get("whitening", "fixed") == "rolling":
-        windows = np.stack([whiten(config, data, j, kernel, stride)
-                            for j in range(earliest, last + 1)])
+        kept = np.stack([whiten(config, data, j, kernel, stride)
+                         for j in range(first, last + 1)])
     network = _graph(config, "bbhnet")
-    kept = windows[shifts * step :]
     statistic = run_network(network, kept).reshape(-1)
     if not shifts:
         return statistic, None
-    slides = np.empty((len(kept), shifts))
+    slides = np.full((len(kept), shifts), np.nan)
     for i in range(len(kept)):  # one window's slides at a time: all of them may not fit
-        pairs = np.stack([np.stack([kept[i, 0], windows[shifts * step + i - k * step, 1]])
-                          for k in range(1, shifts + 1)])
-        slides[i] = run_network(network, pairs, chunk=shifts).reshape(-1)
+        pairs = [(k, np.stack([kept[i, 0], kept[i - k * step, 1]]))
+                 for k in range(1, shifts + 1) if i - k * step >= 0]
+        if pairs:
+            values = run_network(network, np.stack([p for _, p in pairs]), chunk=shifts)
+            slides[i, [k - 1 for k, _ in pairs]] = values.reshape(-1)
     return statistic, slides
 
 
@@ -515,6 +523,12 @@ def compare_with(series: dict, triggers: Triggers | None, expected: list[Expecte
             if len(values) != len(e.values):
                 problems.append(f"{where}: {len(values)} samples, expected {len(e.values)}")
                 continue
+            if group == "slides":  # NaN: a slide not formed there
+                if not np.array_equal(np.isnan(values), np.isnan(e.values)):
+                    problems.append(f"{where}: slides formed at other windows than expected")
+                    continue
+                values, e = values[~np.isnan(values)], Expected(
+                    group, e.x0, e.dx, e.values[~np.isnan(e.values)])
             error = relative_error(values, e.values)
             if not error <= tolerance:
                 problems.append(f"{where}: relative error {error:.3g} > {tolerance:g}")

@@ -33,6 +33,7 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status
+from tests.error_catalogue import cli_error, documented
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, processes_mentioning, untrained_weights
 
 START = 1262304000
@@ -108,6 +109,9 @@ def test_a_file_that_lies_about_its_span_is_refused_by_name(dataset: Path, name:
     with pytest.raises(BadFrameFile, match="lies about its span") as caught:
         read_span(frames, STRAIN, read_from, START + 48, 256, (read_from, START + 64))
     assert str(caught.value).startswith(lie) and f"its frames hold {holds}" in str(caught.value)
+    if read_from == START:
+        documented("frame-file-lies-read", str(caught.value), {ws / "frames" / name: "F"},
+                   exit_code=caught.value.exit_code)
 
 
 def test_check_refuses_a_liar_and_a_truncated_file_by_name(dataset: Path, capsys) -> None:
@@ -118,6 +122,7 @@ def test_check_refuses_a_liar_and_a_truncated_file_by_name(dataset: Path, capsys
     code = main(["check", str(ws / "campaign.toml"), "--set", f"data.witnesses={WITNESSES}"])
     err = capsys.readouterr().err
     assert code == 3
+    documented("frame-file-lies-about-its-span", cli_error(err), {ws: "<ws>"}, exit_code=code)
     assert (f"frame file {liar} [{START + 40}, {START + 56}) : its name says GPS {START + 40}-"
             f"{START + 56}, its frames hold GPS {START + 32}-{START + 48}") in err
     assert (f"frame file {ws / 'frames' / BAD} [{START + 16}, {START + 32}) is unreadable: the "
@@ -147,6 +152,8 @@ def test_with_fail_the_client_that_meets_a_truncated_file_fails_naming_it(
     message = (run.logs / "client0.err").read_text()
     assert (f"offline-iaas client: error: frame file {ws / 'frames' / BAD}: the frame library "
             "crashed (SIGSEGV) reading it (truncated or corrupt?)") in message
+    documented("bad-frame-file-fail", cli_error(message), {ws / "frames" / BAD: "F"},
+               exit_code=DataError.exit_code)
     assert "Traceback" not in message
     client0 = next(n for n in read_status(run).nodes if n.name == "client0")
     assert client0.state == "failed" and BAD in client0.detail
@@ -187,3 +194,39 @@ def test_with_gap_the_bad_files_span_is_a_gap_and_the_rest_equals_the_reference(
     if when == "after make-dag":
         sidecars = [json.loads(run.part(n)[1].read_text()) for n in ("client0", "client1")]
         assert all(s["bad_files"][0]["path"] == bad["path"] for s in sidecars)
+        warnings = [line for log in sorted(run.logs.glob("client0.*"))
+                    for line in log.read_text().splitlines() if "becomes a gap" in line]
+        assert warnings, "client0 logged no warning about the bad file"
+        documented("bad-frame-file-gap", warnings[0], {ws / "frames" / BAD: "F"})
+
+
+@pytest.mark.slow
+def test_with_gap_a_run_whose_every_file_is_bad_fails_saying_so(
+        dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every frame file truncated after planning: the clients stream around all of them, the
+    chunk merge owns nothing, and the index fails the run with one line saying every file was
+    bad and where the list is; campaign.json is not complete, status counts 0 analysed s."""
+    ws = copy_of(dataset, "all-bad")
+    config = config_of(dataset, ws, "gap")
+    run = RunDir(ws / "run")
+    make_dag(config, run)
+    for path in sorted((ws / "frames").glob("*.gwf")):
+        truncate(path)
+    capsys.readouterr()
+    assert main(["run-local", str(run.path)]) == RunError.exit_code
+    assert processes_mentioning(str(run.path)) == []
+    (line,) = [x for x in capsys.readouterr().err.splitlines()
+               if x.startswith("offline-iaas run-local: error: ")]
+    assert "merge (exit code 3 after " in line
+    assert "no data analysed: every frame file of the span was bad (" in line
+    assert f"the list is in {run.output[1]} (bad_frame_files)" in line
+    record = json.loads(run.output[1].read_text())
+    assert record["complete"] is False and record["analysed_seconds"] == 0
+    assert {Path(e["path"]).parent for e in record["bad_frame_files"]} == {ws / "frames"}
+    assert not run.output[0].exists()
+    chunk = json.loads(run.chunk_output("chunk0")[1].read_text())
+    assert chunk["analysed_seconds"] == 0 < chunk["data_seconds"]
+    assert "0 of its " in (run.logs / "chunk0.out").read_text()
+    status = read_status(run)
+    assert (status.data_seconds_done, status.data_seconds_total) == (0, 0)
+    assert status.data_seconds_lost > 0 and not status.output_complete

@@ -78,7 +78,8 @@ def test_two_servers_two_clients_equal_the_reference(
     assert stat.dt.value == 1 / config.model.inference_rate
     assert [len(s) for s in read_campaign(run_dir / "output" / "campaign.h5")] == [len(stat)]
     with h5py.File(run_dir / "output" / "campaign.h5") as f:
-        assert f.attrs["config_hash"] == config.config_hash()
+        assert f.attrs["stream_hash"] == config.stream_hash()
+        assert f.attrs["merge_hash"] == config.merge_hash()
     # every node ran, and the second pass has nothing to do
     assert sorted(p.stem for p in (run_dir / "parts").glob("*.h5")) == [
         "client0",

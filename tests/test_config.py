@@ -1,10 +1,13 @@
+import re
 from pathlib import Path
 
 import pytest
 
-from offline_iaas.config import load_config, write_config
+import offline_iaas
+from offline_iaas.config import MERGE_ONLY, load_config, write_config
 from offline_iaas.config_checks import parse_override
 from offline_iaas.errors import ConfigError
+from tests.error_catalogue import documented
 
 
 def test_loads_with_defaults_and_resolves_paths(small_config_file: Path) -> None:
@@ -71,29 +74,66 @@ def test_written_config_reloads_identically(small_config_file: Path, tmp_path: P
     write_config(config, out)
     again = load_config(out)
     assert again.to_dict() == config.to_dict()
-    assert again.config_hash() == config.config_hash()
+    assert again.stream_hash() == config.stream_hash()
+    assert again.merge_hash() == config.merge_hash()
 
 
 @pytest.mark.parametrize("override", [
     "client.request_timeout_seconds=30", "client.in_flight=2", "server.instances=3",
     "server.memory=\"64GB\"", "workflow.retries=5", "site.accounting_group=\"ligo.dev\"",
 ])
-def test_config_hash_keeps_parts_valid_when_only_how_jobs_run_changes(
+def test_the_hashes_keep_parts_and_merges_valid_when_only_how_jobs_run_changes(
     small_config_file: Path, override: str
 ) -> None:
-    assert load_config(small_config_file, [override]).config_hash() == load_config(
-        small_config_file).config_hash()
+    changed, base = load_config(small_config_file, [override]), load_config(small_config_file)
+    assert changed.stream_hash() == base.stream_hash()
+    assert changed.merge_hash() == base.merge_hash()
 
 
 @pytest.mark.parametrize("override", [
-    "deepclean.band_low_hz=50.0", "model.batch_size=5", "model.seed=7", "layout.servers=3",
-    "bbhnet.cluster_seconds=2.0", "data.duration=1024",
+    "model.batch_size=5", "model.seed=7", "layout.servers=3", "data.duration=1024",
+    "bbhnet.time_shifts=2", "bbhnet.whitening=\"rolling\"", "synth.seed=5",
 ])
-def test_config_hash_changes_with_what_the_output_depends_on(
+def test_both_hashes_change_with_what_the_parts_depend_on(
     small_config_file: Path, override: str
 ) -> None:
-    assert load_config(small_config_file, [override]).config_hash() != load_config(
-        small_config_file).config_hash()
+    bbhnet = 'model.mode="bbhnet"'  # a mode that serves every key above
+    changed = load_config(small_config_file, [bbhnet, override])
+    base = load_config(small_config_file, [bbhnet])
+    assert changed.stream_hash() != base.stream_hash()
+    assert changed.merge_hash() != base.merge_hash()
+
+
+@pytest.mark.parametrize("override", [
+    "deepclean.band_low_hz=50.0", "deepclean.gate=\"replace\"", "deepclean.frame_seconds=32.0",
+    "bbhnet.cluster_seconds=2.0", 'bbhnet.injections="other.json"', "bbhnet.found_seconds=0.5",
+    "bbhnet.ifar_threshold_years=10.0", "merge.chunk_seconds=128.0",
+])
+def test_a_merge_only_setting_changes_the_merge_hash_only(
+    small_config_file: Path, override: str
+) -> None:
+    changed, base = load_config(small_config_file, [override]), load_config(small_config_file)
+    assert changed.stream_hash() == base.stream_hash()
+    assert changed.merge_hash() != base.merge_hash()
+
+
+STREAM_PACKAGES = ("client", "repository", "serve", "rendezvous")
+"""What a client and the served model run (with the base modules they use)."""
+
+
+def test_no_client_or_served_model_reads_a_merge_only_setting() -> None:
+    """``config.MERGE_ONLY`` is outside the clients' hash: no code a part depends on may read
+    it (every ``.key`` of the client, serving and repository packages, and of
+    ``stretches.py`` and ``data/frames.py``)."""
+    package = Path(offline_iaas.__file__).parent
+    sources = [p for name in STREAM_PACKAGES for p in (package / name).rglob("*.py")]
+    sources += [package / "stretches.py", package / "data" / "frames.py"]
+    text = "\n".join(p.read_text() for p in sources)
+    read = sorted(f"{section}.{key}" for section, key in MERGE_ONLY
+                  if re.search(rf"\.{key}\b", text))
+    assert read == []
+    # the control: a key the served model reads is found
+    assert re.search(r"\.time_shifts\b", text)
 
 
 def test_parse_override_keeps_plain_strings() -> None:
@@ -103,8 +143,10 @@ def test_parse_override_keeps_plain_strings() -> None:
 def test_mode_needs_witnesses_of_every_detector(small_config_file: Path) -> None:
     deepclean = ['model.mode="deepclean"']
     with pytest.raises(ConfigError, match=r"'data.witnesses' has no witness channel of L1 "
-                       r"\(mode 'deepclean' runs a DeepClean per interferometer\)"):
+                       r"\(mode 'deepclean' runs a DeepClean per interferometer\)") as caught:
         load_config(small_config_file, [*deepclean, 'data.witnesses=["H1:PEM-X"]'])
+    documented("witnesses-of-a-detector-missing", str(caught.value), {small_config_file: "C"},
+               exit_code=ConfigError.exit_code)
     with pytest.raises(ConfigError, match="'model.mode' must be one of classifier, deepclean"):
         load_config(small_config_file, ['model.mode="clean"'])
     with pytest.raises(ConfigError, match="names interferometer V1"):
@@ -117,12 +159,14 @@ def test_mode_needs_witnesses_of_every_detector(small_config_file: Path) -> None
 
 def test_on_bad_file_must_be_fail_or_gap(small_config_file: Path) -> None:
     with pytest.raises(ConfigError, match=r"'data.on_bad_file' must be one of 'fail', 'gap', "
-                       r"got 'skip'"):
+                       r"got 'skip'") as caught:
         load_config(small_config_file, ['data.on_bad_file="skip"'])
+    documented("on-bad-file-value", str(caught.value), {small_config_file: "C"},
+               exit_code=ConfigError.exit_code)
     fail = load_config(small_config_file)
     gap = load_config(small_config_file, ['data.on_bad_file="gap"'])
     assert (fail.data.on_bad_file, gap.data.on_bad_file) == ("fail", "gap")
     # what happens to a bad file changes no output that exists: the parts stay valid
-    assert fail.config_hash() == gap.config_hash()
-    assert fail.config_hash() != load_config(small_config_file,
-                                             ["data.sample_rate=128"]).config_hash()
+    assert fail.stream_hash() == gap.stream_hash() and fail.merge_hash() == gap.merge_hash()
+    assert fail.stream_hash() != load_config(small_config_file,
+                                             ["data.sample_rate=128"]).stream_hash()

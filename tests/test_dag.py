@@ -9,13 +9,15 @@ from pathlib import Path
 import htcondor2
 import pytest
 
+from offline_iaas.completeness import Hashes, merge_problem, part_problem
 from offline_iaas.config import config_from_dict, load_config
 from offline_iaas.errors import ConfigError, DataError, RunError
+from offline_iaas.records import read_client_job, read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_segments
 from offline_iaas.workflow.dag import Script, dag_text, parse_dag
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK, console_script, make_dag
-from tests.helpers import skip_data_check
+from tests.helpers import complete_merge, complete_part, skip_data_check
 
 
 def campaign(tmp_path: Path, **sections: dict) -> object:
@@ -110,6 +112,27 @@ def test_fatal_exit_final_node_and_pre_script(tmp_path: Path) -> None:
         ]
     assert dag.nodes["merge"].abort_exit == ConfigError.exit_code
     assert dag.nodes["merge"].pre is None and dag.nodes["server0"].pre is None
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["single merge", "chunk merges + index"])
+def test_the_merge_and_the_index_retry_like_the_chunk_merges(tmp_path: Path,
+                                                             chunked: bool) -> None:
+    """A merge that dies (a node lost, a full disk since freed) is retried as the clients and
+    chunk merges are; a configuration error (exit code 2) is not retried and aborts the DAG."""
+    segments = client_segments(campaign(tmp_path))
+    chunks = [("chunk0", ["client0", "client1"]), ("chunk1", ["client2", "client3"])]
+    text = dag_text(["server0", "server1"], segments, retries=3, max_parallel_clients=0,
+                    fatal_exit=ConfigError.exit_code, final=True,
+                    chunks=chunks if chunked else ())
+    assert f"RETRY merge 3 UNLESS-EXIT {ConfigError.exit_code}" in text.splitlines()
+    dag = parse_dag(text)
+    merging = ["merge", *(["chunk0", "chunk1"] if chunked else [])]
+    for name in merging:
+        node = dag.nodes[name]
+        assert (node.retries, node.unless_exit) == (3, ConfigError.exit_code), name
+        assert (node.abort_exit, node.abort_return) == (ConfigError.exit_code, 1), name
+    without = dag_text(["server0", "server1"], segments, retries=0, max_parallel_clients=0)
+    assert parse_dag(without).nodes["merge"].retries == 0
 
 
 def test_parse_script_and_abort_forms() -> None:
@@ -244,12 +267,13 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
     assert not list(run.glob(".*.tmp"))
 
     info = json.loads((run / "run.json").read_text())
-    assert info["config_hash"] == config.config_hash()
+    assert info["schema_version"] == 2
+    assert (info["stream_hash"], info["merge_hash"]) == (config.stream_hash(), config.merge_hash())
     assert info["sequence_base"] % SEQUENCE_BLOCK == 0
     assert info["servers"] == ["server0", "server1"]
     assert info["clients"] == [seg.node for seg in segments]
     assert "created" in info
-    assert load_config(run / "campaign.toml").config_hash() == config.config_hash()
+    assert load_config(run / "campaign.toml").merge_hash() == config.merge_hash()
 
     dag = parse_dag((run / "offline.dag").read_text())
     specs = {p.stem: json.loads(p.read_text()) for p in (run / "jobs").glob("client*.json")}
@@ -267,23 +291,25 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
     for seg in segments:
         spec = specs[seg.node]
         assert spec["server"] in services
-        assert spec["run_dir"] == str(run) and spec["config"] == "campaign.toml"
-        assert spec["repository"] == str(config.model.repository)
-        assert spec["model"] == config.model.name and spec["config_hash"] == config.config_hash()
+        # what the client reads, nothing else (no unread fields, no path of the run directory)
+        assert set(spec) == {"schema_version", "index", "node", "server", "pieces"}
         for sequence_id in sequence_ids(spec):
             assert sequence_id - info["sequence_base"] in range(1, SEQUENCE_BLOCK)
             assert sequence_id not in ids_per_server.setdefault(spec["server"], set())
             ids_per_server[spec["server"]].add(sequence_id)
-        assert {k: spec[k] for k in seg.to_dict()} == seg.to_dict()
+        assert read_client_job(RunDir(run), seg.node) == seg
     assert sorted(ids_per_server) == ["server0", "server1"]
 
     exe = str(console_script())
     for role, args in [("server", "serve"), ("client", "client"), ("merge", "merge")]:
         submit = dict(htcondor2.Submit((run / f"{role}.sub").read_text()).items())
         assert submit["executable"] == exe
-        assert submit["arguments"].startswith(f'"{args} --run-dir {run}')
-        assert submit["initialdir"] == str(run)
+        assert submit["arguments"].startswith(f'"{args} --run-dir .')
+        assert "initialdir" not in submit
         assert not re.search(r"@[A-Z_]+@", (run / f"{role}.sub").read_text())
+    # relocatable: nothing that runs a node names the directory, so a copy runs its own files
+    written = [run / "offline.dag", *run.glob("*.sub"), *(run / "jobs").glob("*.json")]
+    assert [p.name for p in written if str(run) in p.read_text()] == []
 
 
 def test_make_dag_checks_data_before_writing(
@@ -305,6 +331,24 @@ def test_make_dag_refuses_another_campaign(tmp_path: Path, data_check: list) -> 
     assert snapshot(run) == before
 
 
+def test_make_dag_takes_a_merge_only_change_and_keeps_the_parts(
+    tmp_path: Path, data_check: list
+) -> None:
+    """A config that differs in what only the merge reads is the same campaign (stream hash):
+    make-dag rewrites the run directory, the parts stay complete, the merge does not."""
+    run = tmp_path / "run"
+    make_dag(campaign(tmp_path), RunDir(run))
+    complete_part(RunDir(run), "client0")
+    complete_merge(RunDir(run))
+    edited = campaign(tmp_path, bbhnet={"cluster_seconds": 2.0, "found_seconds": 0.5})
+    make_dag(edited, RunDir(run))
+    info = read_run_info(RunDir(run))
+    assert (info.stream_hash, info.merge_hash) == (edited.stream_hash(), edited.merge_hash())
+    hashes = Hashes.of(edited)
+    assert part_problem(RunDir(run), "client0", hashes) is None
+    assert "another campaign's config (merge hash" in str(merge_problem(RunDir(run), hashes))
+
+
 def test_make_dag_rewrites_the_same_campaign(tmp_path: Path, data_check: list) -> None:
     run = tmp_path / "run"
     config = campaign(tmp_path)
@@ -314,7 +358,7 @@ def test_make_dag_rewrites_the_same_campaign(tmp_path: Path, data_check: list) -
     assert again == first  # same sequence base kept
     assert (run / "parts" / "client0.json").read_text() == '{"complete": true}'
     explicit = make_dag(config, RunDir(run), sequence_base=3 * SEQUENCE_BLOCK)
-    ids = [i for s in explicit for i in sequence_ids(s.to_dict())]
+    ids = [p.sequence_id for s in explicit for p in s.pieces]
     assert ids == [3 * SEQUENCE_BLOCK + i for i in range(1, 5)]
 
 

@@ -96,7 +96,7 @@ def test_preflight_and_make_dag_from_the_server(
     specs = sorted((run / "jobs").glob("client*.json"))
     assert len(specs) == 2
     for spec in specs:
-        assert json.loads(spec.read_text())["config"] == "campaign.toml"
+        assert json.loads(spec.read_text())["node"] == spec.stem
     assert (run / "offline.dag").is_file()
     assert f'datafind_server = "{server}"' in (run / "campaign.toml").read_text()
 

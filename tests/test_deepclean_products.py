@@ -27,6 +27,7 @@ from offline_iaas.errors import ConfigError, DataError, ModelError
 from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.merge.products import frame_verdict, read_provenance
 from offline_iaas.merge.reference import run_reference
+from offline_iaas.records import read_run_info
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.rundir import RunDir
 from tests.datafind_server import running_datafind_server
@@ -96,7 +97,7 @@ def test_every_frame_and_the_output_name_their_provenance(campaign, capsys) -> N
     config, run_dir = campaign
     repo = config.model.repository
     manifest = read_manifest(repo)
-    graph = repo / manifest["networks"]["deepclean"]["path"]
+    graph = repo / manifest.networks["deepclean"].path
     expected_sha = hashlib.sha256(graph.read_bytes()).hexdigest()
     weights = {f"deepclean-{ifo}.pt": hashlib.sha256(
         (run_dir.parent / "weights" / f"deepclean-{ifo}.pt").read_bytes()).hexdigest()
@@ -105,7 +106,8 @@ def test_every_frame_and_the_output_name_their_provenance(campaign, capsys) -> N
         assert main(["inspect", str(path)]) == 0
         provenance = json.loads(capsys.readouterr().out)
         assert provenance == read_provenance(path)
-        assert provenance["config_hash"] == config.config_hash()
+        assert provenance["stream_hash"] == config.stream_hash()
+        assert provenance["merge_hash"] == config.merge_hash()
         assert provenance["software"].startswith("offline-iaas ")
         network = provenance["model"]["networks"]["deepclean"]  # both detectors
         assert network == {"version": 1, "sha256": expected_sha, "weights_sha256": weights}
@@ -218,7 +220,7 @@ def test_the_canary_sends_no_more_bytes_per_data_second(canary_runs) -> None:
     sent = {}
     for name, (config, run_dir) in canary_runs.items():
         records = [json.loads(RunDir(run_dir).part(node)[1].read_text())
-                   for node in RunDir(run_dir).read_run_info()["clients"]]
+                   for node in read_run_info(RunDir(run_dir)).clients]
         data_seconds = config.total_windows * config.stride_seconds
         sent[name] = sum(r["tensor_bytes_sent"] for r in records) / data_seconds
     # every streamed sample once, float32, plus the warm-up windows streamed again per piece

@@ -10,15 +10,15 @@ import pytest
 
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError, ModelError, ServerError
-from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository.backend.stateful import SnapshotState, run_graph
 from offline_iaas.repository.export import (
-    classifier_onnx_path,
     export_repository,
+    network_onnx_path,
     onnx_session,
     read_manifest,
 )
 from offline_iaas.serve.node import check_flavor_runnable
+from tests.helpers import parse_pbtxt
 
 pytest.importorskip("torch")
 
@@ -26,9 +26,9 @@ pytest.importorskip("torch")
 def test_native_gpu_configs_parse_as_triton_model_config(small_config_file: Path) -> None:
     config = load_config(small_config_file, ['model.repository="gpu-repo"'])
     repo = export_repository(config, flavor="gpu", ensemble=True)
-    assert (read_manifest(repo)["flavor"], read_manifest(repo)["served"]) == ("gpu", "ensemble")
+    assert (read_manifest(repo).flavor, read_manifest(repo).served) == ("gpu", "ensemble")
     parsed = {
-        model: mcfg.parse_pbtxt((repo / model / "config.pbtxt").read_text())
+        model: parse_pbtxt((repo / model / "config.pbtxt").read_text())
         for model in ("snapshotter", "classifier", config.model.name)
     }
     snap, net, ensemble = parsed["snapshotter"], parsed["classifier"], parsed[config.model.name]
@@ -54,9 +54,9 @@ def test_native_gpu_graphs_equal_the_cpu_flavor_over_a_split_stream(
     splits = [8 * stride, 3 * stride, 16 * stride, 13 * stride]  # the last request is shorter
 
     state = SnapshotState(channels, kernel, stride)
-    cpu_net = onnx_session(classifier_onnx_path(cpu.model.repository))
+    cpu_net = onnx_session(network_onnx_path(cpu.model.repository, "classifier"))
     snapshotter = onnx_session(gpu.model.repository / "snapshotter" / "1" / "model.onnx")
-    gpu_net = onnx_session(classifier_onnx_path(gpu.model.repository))
+    gpu_net = onnx_session(network_onnx_path(gpu.model.repository, "classifier"))
     carried = np.zeros((1, channels, kernel), np.float32)
     offset, expected, got = 0, [], []
     for number, size in enumerate(splits):

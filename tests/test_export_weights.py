@@ -16,6 +16,7 @@ from offline_iaas.errors import ModelError
 from offline_iaas.models.weights import build_network
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.repository.networks import subtract_onnx
+from tests.error_catalogue import documented
 from tests.helpers import WITNESSES, untrained_weights
 
 
@@ -27,15 +28,15 @@ def test_e2e_export_writes_every_stage_and_a_manifest(small_config_file: Path) -
     config = config_for(small_config_file, "e2e")
     repo = export_repository(config, untrained_weights(small_config_file.parent / "w"))
     manifest = read_manifest(repo)
-    assert manifest["mode"] == "e2e" and manifest["outputs"] == ["noise", "statistic"]
-    assert manifest["versions"] == {"deepclean": 1, "subtract": 1, "bbhnet": 1}
-    assert manifest["served"] == "fused" and manifest["models"] == [config.model.name]
+    assert manifest.mode == "e2e" and manifest.outputs == ("noise", "statistic")
+    assert manifest.versions == {"deepclean": 1, "subtract": 1, "bbhnet": 1}
+    assert manifest.served == "fused" and manifest.models == (config.model.name,)
     for graph in ("deepclean", "subtract", "bbhnet"):
-        assert (repo / manifest["networks"][graph]["path"]).exists(), graph
+        assert (repo / manifest.networks[graph].path).exists(), graph
     ensemble = load_config(small_config_file, ['model.mode="e2e"', f"data.witnesses={WITNESSES}",
                                                'model.repository="ensemble-repository"'])
     repo = export_repository(ensemble, small_config_file.parent / "w", ensemble=True)
-    assert read_manifest(repo)["served"] == "ensemble"
+    assert read_manifest(repo).served == "ensemble"
     for model in ("snapshotter", "deepclean", "averager", "subtract", "snapshotter_clean",
                   "bbhnet", config.model.name):
         assert (repo / model / "config.pbtxt").exists(), model
@@ -47,8 +48,11 @@ def test_wrong_witness_count_is_refused_with_both_shapes(small_config_file: Path
     torch.save(build_network("deepclean", {"witnesses": 5}).state_dict(),
                weights / "deepclean-L1.pt")
     with pytest.raises(ModelError, match=r"deepclean-L1\.pt: input_conv\.weight has shape "
-                       r"\(5, 5, 7\), the campaign needs \(1, 1, 7\) \(1 witness channel\)"):
+                       r"\(5, 5, 7\), the campaign needs \(1, 1, 7\) \(1 witness channel\)"
+                       ) as caught:
         export_repository(config, weights)
+    documented("deepclean-weights-witness-count", str(caught.value), {weights: "W"},
+               exit_code=ModelError.exit_code)
     assert not config.model.repository.exists()
 
 
@@ -56,15 +60,20 @@ def test_wrong_bbhnet_shapes_and_non_models_are_refused(small_config_file: Path)
     config = config_for(small_config_file, "bbhnet")
     weights = untrained_weights(small_config_file.parent / "w")
     torch.save(build_network("bbhnet", {"ifos": 3}).state_dict(), weights / "bbhnet.pt")
+    refusals = {}
     with pytest.raises(ModelError, match=r"stem\.0\.weight has shape \(8, 3, 7\), the campaign "
-                       r"needs \(8, 2, 7\)"):
+                       r"needs \(8, 2, 7\)") as refusals["bbhnet-weights-detector-count"]:
         export_repository(config, weights)
     (weights / "bbhnet.pt").write_text("not a model at all\n")
-    with pytest.raises(ModelError, match="is not a torch state_dict, TorchScript or ONNX file"):
+    with pytest.raises(ModelError, match="is not a torch state_dict, TorchScript or ONNX "
+                       "file") as refusals["weights-not-a-model"]:
         export_repository(config, weights)
     (weights / "bbhnet.pt").unlink()
-    with pytest.raises(ModelError, match=r"no file for bbhnet \(looked for bbhnet"):
+    with pytest.raises(ModelError, match=r"no file for bbhnet \(looked for "
+                       r"bbhnet") as refusals["weights-missing-for-a-network"]:
         export_repository(config, weights)
+    for row, caught in refusals.items():
+        documented(row, str(caught.value), {weights: "W"}, exit_code=ModelError.exit_code)
     assert not config.model.repository.exists()
 
 

@@ -13,7 +13,7 @@ from gwpy.timeseries import TimeSeries, TimeSeriesDict
 from offline_iaas.config import CampaignConfig, config_from_dict
 from offline_iaas.data.discovery import FrameFile, find_frames
 from offline_iaas.data.frames import DECIMATION_HALF, iter_chunks, read_span
-from offline_iaas.data.preflight import check_campaign_data, check_channels
+from offline_iaas.data.preflight import frame_problems, preflight, problem_report
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import DataError
 
@@ -23,6 +23,14 @@ SPAN = (START, END)
 STRAIN = ["H1:GDS-CALIB_STRAIN", "L1:GDS-CALIB_STRAIN"]
 CHANNELS = STRAIN + ["H1:PEM-SYNTH_WITNESS_1"]
 S6_FRAME = Path(gwpy.__file__).parent / "testing" / "data" / "HLV-HW100916-968654552-1.gwf"
+
+
+def frame_report(frames: list[FrameFile], channels: list[str], gps_start: float,
+                 gps_end: float, sample_rate: float) -> str:
+    """What ``check`` says of ``frames`` over one span (``preflight``'s message; "" when
+    there is no problem)."""
+    problems = frame_problems(frames, channels, [(gps_start, gps_end)], sample_rate)
+    return problem_report(problems, gps_start, gps_end, "test frames") if problems else ""
 
 
 def make_config(tmp_path: Path, sample_rate: float = 256, frames: str = "frames") -> CampaignConfig:
@@ -93,37 +101,35 @@ def test_find_frames_errors_name_the_source(tmp_path: Path, frames_dir: Path) ->
     listed = find_frames(gone)  # a listed file that does not exist is left to preflight
     assert [f.path for f in listed] == [(frames_dir / f"H-H1_SYNTH-{START}-8.gwf").resolve(),
                                         Path("/no/such.gwf")]
-    with pytest.raises(DataError, match=r"frame file /no/such.gwf \[1262304008, 1262304016\) "
-                       "does not exist"):
-        check_channels(listed, STRAIN[:1], START, START + 16, 256)
+    assert frame_report(listed, STRAIN[:1], START, START + 16, 256) == (
+        f"the frame data for [{START}, {START + 16}) (frames: test frames): frame file "
+        "/no/such.gwf [1262304008, 1262304016) does not exist")
 
 
-# ---- check_channels --------------------------------------------------------------------------
+# ---- what check says of the frames ----------------------------------------------------------
 
 
-def test_check_channels_accepts_the_dataset(frames: list[FrameFile], tmp_path: Path) -> None:
-    check_channels(frames, CHANNELS, START, END, 256)
-    check_channels(frames, CHANNELS, START, END, 64)
-    check_campaign_data(make_config(tmp_path, 64, str(frames[0].path.parent / "frames.lcf")))
+def test_check_accepts_the_dataset(frames: list[FrameFile], tmp_path: Path) -> None:
+    assert frame_report(frames, CHANNELS, START, END, 256) == ""
+    assert frame_report(frames, CHANNELS, START, END, 64) == ""
+    assert frame_report(frames, CHANNELS, START, END, 100) != ""  # negative control
+    span = preflight(make_config(tmp_path, 64, str(frames[0].path.parent / "frames.lcf")))
+    assert span.stretches == [(START, END)] and span.dropped == []
 
 
-def test_check_channels_names_a_missing_channel(frames: list[FrameFile]) -> None:
-    with pytest.raises(DataError) as info:
-        check_channels(frames, ["H1:GDS-CALIB_STRAIN", "H1:FOO"], START, END, 256)
-    message = str(info.value)
+def test_check_names_a_missing_channel(frames: list[FrameFile]) -> None:
+    message = frame_report(frames, ["H1:GDS-CALIB_STRAIN", "H1:FOO"], START, END, 256)
     assert f"channel H1:FOO not found in {frames[0].path}" in message
     assert "channels there: H1:GDS-CALIB_STRAIN, H1:PEM-SYNTH_WITNESS_0" in message
     assert "\n" not in message  # a single problem stays on one line
 
 
-def test_check_channels_reports_a_hole(frames_dir: Path, tmp_path: Path) -> None:
+def test_check_reports_a_hole(frames_dir: Path, tmp_path: Path) -> None:
     holed = tmp_path / "holed"
     shutil.copytree(frames_dir, holed)
     (holed / f"H-H1_SYNTH-{START + 8}-8.gwf").unlink()
     frames = find_frames(holed)
-    with pytest.raises(DataError) as info:
-        check_channels(frames, STRAIN, START, END, 256)
-    message = str(info.value)
+    message = frame_report(frames, STRAIN, START, END, 256)
     assert (
         f": no frame data for observatory H (H1:GDS-CALIB_STRAIN) in [{START + 8}, {START + 16}) "
         f"(between H-H1_SYNTH-{START}-8.gwf and H-H1_SYNTH-{START + 16}-8.gwf)"
@@ -135,10 +141,8 @@ def test_check_channels_reports_a_hole(frames_dir: Path, tmp_path: Path) -> None
         read_span(frames, STRAIN, START + 6, START + 10, 64, SPAN)
 
 
-def test_check_channels_reports_rates_and_missing_observatories(frames: list[FrameFile]) -> None:
-    with pytest.raises(DataError) as info:
-        check_channels(frames, ["H1:GDS-CALIB_STRAIN", "V1:STRAIN"], START, END, 100)
-    message = str(info.value)
+def test_check_reports_rates_and_missing_observatories(frames: list[FrameFile]) -> None:
+    message = frame_report(frames, ["H1:GDS-CALIB_STRAIN", "V1:STRAIN"], START, END, 100)
     assert "2 problems" in message
     assert "sample rate 256 Hz, not a whole multiple of the model sample rate 100 Hz" in message
     assert (
@@ -293,10 +297,8 @@ def test_mixed_rates_are_stored_and_decimated_from_one_stream(
         np.testing.assert_array_equal(stored[name].value, full[name].value)
     for name in WITNESSES[:2]:  # every 4th sample of the witness generated at 1024 Hz
         np.testing.assert_array_equal(stored[name].value, full[name].value[::4])
-    check_channels(mixed["small"], MIXED, *MIXED_SPAN, 128)
-    with pytest.raises(DataError) as info:
-        check_channels(mixed["small"], MIXED, *MIXED_SPAN, 512)
-    message = str(info.value)
+    assert frame_report(mixed["small"], MIXED, *MIXED_SPAN, 128) == ""
+    message = frame_report(mixed["small"], MIXED, *MIXED_SPAN, 512)
     assert message.startswith("3 problems")
     assert "channel H1:PEM-SYNTH_WITNESS_0 in" in message and "has sample rate 256 Hz" in message
     assert "GDS-CALIB_STRAIN" not in message

@@ -12,11 +12,12 @@ import torch
 from tritonclient.grpc import model_config_pb2 as mc
 
 from offline_iaas.models.bbhnet import BBHnet
-from offline_iaas.models.deepclean import DeepClean, average_overlapping
+from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository import gpu_flavor as gpu
-from offline_iaas.repository.backend.stateful import OnlineAverage, SnapshotState
-from offline_iaas.repository.model_configs import parse_pbtxt, to_pbtxt
+from offline_iaas.repository.backend.stateful import SnapshotState
+from offline_iaas.repository.model_configs import to_pbtxt
+from tests.helpers import parse_pbtxt
 
 
 def session(model: onnx.ModelProto) -> onnxruntime.InferenceSession:
@@ -69,14 +70,6 @@ def test_snapshotter_config_parses_with_implicit_state() -> None:
     assert [(o.name, list(o.dims)) for o in config.output] == [("windows", [-1, 2, 1024])]
 
 
-def test_averager_config_parses() -> None:
-    config = roundtrip(gpu.averager_config("averager", 1024, 128, 4, 30.0))
-    (state,) = config.sequence_batching.state
-    assert list(state.dims) == [896] and list(state.initial_state[0].dims) == [896]
-    assert [(i.name, list(i.dims)) for i in config.input] == [("prediction", [-1, 1024])]
-    assert [(o.name, list(o.dims)) for o in config.output] == [("averaged", [-1])]
-
-
 @pytest.mark.parametrize("tensorrt", [False, True])
 def test_network_config_parses(tensorrt: bool) -> None:
     options = gpu.GpuOptions(instances=2, gpus=(0, 1), tensorrt=tensorrt,
@@ -110,7 +103,6 @@ def test_configs_match_their_graphs() -> None:
                   mc.TYPE_UINT64: onnx.TensorProto.UINT64}
     pairs = [
         (gpu.snapshotter_config("s", 3, 64, 8, 1.0), gpu.snapshotter_onnx(3, 64, 16)),
-        (gpu.averager_config("a", 64, 16, 8, 1.0), gpu.averager_onnx(64, 16)),
     ]
     for config, model in pairs:
         graph_in = {i.name: i.type.tensor_type for i in model.graph.input}
@@ -184,46 +176,6 @@ def test_snapshotter_graph_start_zeroes_the_state_and_empty_updates_work() -> No
     windows, after = run.run(None, {"update": empty, "INPUT_STATE": state, **controls(1, False)})
     assert windows.shape == (1, 0, 1, 8)
     np.testing.assert_array_equal(after, state)
-
-
-# ---- averager graph -------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(("kernel", "stride", "sizes"), [(40, 8, [1, 3, 0, 2, 9]),
-                                                           (64, 32, [4, 1, 1])])
-def test_averager_graph_equals_online_and_offline_averages(
-    kernel: int, stride: int, sizes: list[int]
-) -> None:
-    rng = np.random.default_rng(0)
-    predictions = rng.standard_normal((2, sum(sizes), kernel)).astype(np.float32)
-    run = session(gpu.averager_onnx(kernel, stride))
-    state = np.zeros((2, kernel - stride), np.float32)
-    references = [OnlineAverage(kernel, stride) for _ in range(2)]
-    got, offset = [], 0
-    for i, n in enumerate(sizes):
-        chunk = predictions[:, offset : offset + n]
-        offset += n
-        averaged, state = run.run(
-            None, {"prediction": chunk, "INPUT_STATE": state, **controls(2, i == 0)}
-        )
-        assert averaged.shape == (2, n * stride)
-        for slot in range(2):
-            want = references[slot].update(chunk[slot])
-            np.testing.assert_allclose(averaged[slot], want, rtol=1e-6, atol=1e-6)
-        got.append(averaged)
-    streamed = np.concatenate(got, axis=1)
-    # every stream sample (from K - S on: before it, zero-filled windows) is the offline mean
-    offline = average_overlapping(predictions[0], stride)
-    np.testing.assert_allclose(
-        streamed[0, kernel - stride :], offline[kernel - stride : streamed.shape[1]], atol=1e-6
-    )
-
-
-def test_averager_needs_a_whole_number_of_strides() -> None:
-    with pytest.raises(ValueError, match="multiple of the stride"):
-        gpu.averager_onnx(40, 12)
-    with pytest.raises(ValueError, match="multiple of the stride"):
-        OnlineAverage(16, 16)
 
 
 # ---- networks -------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository.export import export_repository, network_sessions, read_manifest
 from offline_iaas.repository.pipeline import mode_stream
 from offline_iaas.serve.node import check_flavor_runnable
-from tests.helpers import SMALL_CAMPAIGN, WITNESSES, untrained_weights
+from tests.helpers import SMALL_CAMPAIGN, WITNESSES, parse_pbtxt, untrained_weights
 
 pytest.importorskip("torch")
 
@@ -71,7 +71,7 @@ def request(update: np.ndarray, corrid: int, start: bool, end: bool) -> dict[str
 def load_served_model(config: CampaignConfig, device: str):
     """The repository's fused ``model.py``, initialised as Triton would, ``device`` switched."""
     model_dir = config.model.repository / config.model.name
-    parsed = mcfg.parse_pbtxt((model_dir / "config.pbtxt").read_text())
+    parsed = parse_pbtxt((model_dir / "config.pbtxt").read_text())
     as_json = json_format.MessageToDict(parsed, preserving_proto_field_name=True)
     as_json["parameters"]["device"] = {"string_value": device}
     sys.modules["triton_python_backend_utils"] = _backend_utils()
@@ -109,14 +109,14 @@ def test_gpu_flavor_serves_every_mode_with_its_networks_on_cuda(root: Path, mode
     gpu = gpu_campaign(root, mode)
     cpu = gpu_campaign(root, mode, "cpu")
     manifest = read_manifest(gpu.model.repository)
-    assert (manifest["flavor"], manifest["served"], manifest["device"]) == ("gpu", "fused", "cuda")
+    assert (manifest.flavor, manifest.served, manifest.device) == ("gpu", "fused", "cuda")
     name = gpu.model.name
-    served = mcfg.parse_pbtxt((gpu.model.repository / name / "config.pbtxt").read_text())
+    served = parse_pbtxt((gpu.model.repository / name / "config.pbtxt").read_text())
     assert served.backend == "python"
     assert [g.kind for g in served.instance_group] == [mcfg.mc.ModelInstanceGroup.KIND_GPU]
     assert served.parameters["device"].string_value == "cuda"
     # the device is the only difference from the cpu flavor: kind and parameter, same code
-    on_cpu = mcfg.parse_pbtxt((cpu.model.repository / name / "config.pbtxt").read_text())
+    on_cpu = parse_pbtxt((cpu.model.repository / name / "config.pbtxt").read_text())
     assert [g.kind for g in on_cpu.instance_group] == [mcfg.mc.ModelInstanceGroup.KIND_CPU]
     assert on_cpu.parameters["device"].string_value == "cpu"
     for config in (served, on_cpu):

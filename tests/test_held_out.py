@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from offline_iaas.config import config_from_dict
-from offline_iaas.physics import Injection, found_missed, held_out_samples, subtract_spans
+from offline_iaas.physics import (
+    Injection,
+    found_missed,
+    held_out_samples,
+    outside_cuts,
+    subtract_spans,
+)
 
 RATE = 16.0
 
@@ -30,6 +36,18 @@ def test_no_training_span_keeps_everything_and_a_covered_series_keeps_nothing() 
 def test_subtract_spans_cuts_every_overlap() -> None:
     assert subtract_spans([(0.0, 10.0), (20.0, 30.0)], [(5.0, 22.0), (28.0, 40.0)]) == [
         (0.0, 5.0), (22.0, 28.0)]
+
+
+def test_spans_and_cuts_are_half_open_at_their_ends() -> None:
+    # overlapping cuts act as their union; touching spans stay two pieces
+    assert subtract_spans([(0.0, 10.0), (10.0, 20.0)], [(2.0, 5.0), (4.0, 6.0)]) == [
+        (0.0, 2.0), (6.0, 10.0), (10.0, 20.0)]
+    assert subtract_spans([(0.0, 10.0)], [(10.0, 12.0), (-2.0, 0.0)]) == [(0.0, 10.0)]
+    times = np.array([1.999, 2.0, 5.999, 6.0, 9.0, np.nan])
+    # [2, 6) cut (two overlapping cuts): its start is in it, its end is not; NaN is in none
+    assert outside_cuts(times, [(2.0, 5.0), (4.0, 6.0)]).tolist() == [
+        True, False, False, True, True, True]
+    assert outside_cuts(times, []).all()
 
 
 @pytest.fixture

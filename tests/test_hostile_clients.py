@@ -23,6 +23,7 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.repository.export import export_repository, network_sessions, read_manifest
 from offline_iaas.repository.pipeline import mode_stream
 from offline_iaas.rundir import RunDir
+from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN
 
 pytestmark = pytest.mark.slow
@@ -41,9 +42,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[CampaignC
         f"server.sequence_idle_seconds={IDLE_SECONDS}",
     ])
     export_repository(config)
-    models = read_manifest(config.model.repository)["models"]
+    models = list(read_manifest(config.model.repository).models)
     with bench_server(config.model.repository, RunDir(root / "server"), models) as server:
         yield config, server
+
+
+def refused(row: str, error: InferenceServerException, status: str) -> None:
+    """The server's answer is gRPC ``status`` and the message of ``row`` of docs/errors.md."""
+    assert error.status() == f"StatusCode.{status}", error
+    documented(row, error.message())
 
 
 def live_sequences(server: BenchServer) -> int:
@@ -126,8 +133,9 @@ def test_wrong_shape_is_refused(served) -> None:
     def hostile(config, server, good):
         update = np.zeros((1, 3, 64), np.float32)  # three channels, the campaign streams two
         with pytest.raises(InferenceServerException, match="unexpected shape for input "
-                           "'update'.*Expected \\[-1,2,-1\\], got \\[1,3,64\\]"):
+                           "'update'.*Expected \\[-1,2,-1\\], got \\[1,3,64\\]") as caught:
             infer(config, server, update, 901, True, True)
+        refused("hostile-wrong-shape", caught.value, "INVALID_ARGUMENT")
     around(served, 11, hostile)
 
 
@@ -135,15 +143,18 @@ def test_wrong_dtype_is_refused(served) -> None:
     def hostile(config, server, good):
         update = np.zeros((1, 2, 64), np.float64)
         with pytest.raises(InferenceServerException, match="data-type is 'FP64', but model "
-                           "'offline-iaas' expects 'FP32'"):
+                           "'offline-iaas' expects 'FP32'") as caught:
             infer(config, server, update, 902, True, True, dtype="FP64")
+        refused("hostile-wrong-dtype", caught.value, "INVALID_ARGUMENT")
     around(served, 12, hostile)
 
 
 def test_a_request_without_start_is_refused(served) -> None:
     def hostile(config, server, good):
-        with pytest.raises(InferenceServerException, match="must specify the START flag"):
+        with pytest.raises(InferenceServerException, match="must specify the START "
+                           "flag") as caught:
             infer(config, server, np.zeros((1, 2, 64), np.float32), 903, False, False)
+        refused("hostile-no-start", caught.value, "INVALID_ARGUMENT")
     around(served, 13, hostile)
 
 
@@ -151,8 +162,10 @@ def test_end_twice_is_refused(served) -> None:
     def hostile(config, server, good):
         update = np.zeros((1, 2, 64), np.float32)
         infer(config, server, update, 904, True, True)
-        with pytest.raises(InferenceServerException, match="must specify the START flag"):
+        with pytest.raises(InferenceServerException, match="must specify the START "
+                           "flag") as caught:
             infer(config, server, update, 904, False, True)
+        refused("hostile-end-twice", caught.value, "INVALID_ARGUMENT")
     around(served, 14, hostile)
 
 
@@ -162,9 +175,10 @@ def test_a_client_of_another_campaign_is_refused(served) -> None:
         # START on it would reset the good sequence's state (its output would differ)
         another = {key: "another-campaigns-token" for key in server.headers}
         for start, end in ((True, False), (False, False), (False, True)):
-            with pytest.raises(InferenceServerException, match="expecting header"):
+            with pytest.raises(InferenceServerException, match="expecting header") as caught:
                 infer(config, server, np.ones((1, 2, 64), np.float32) * 1e-21, good.corrid,
                       start, end, headers=another)
+            refused("hostile-another-campaign", caught.value, "UNAVAILABLE")
     around(served, 15, hostile)
 
 

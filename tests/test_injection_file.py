@@ -23,6 +23,7 @@ from offline_iaas.data.injection_file import (
 from offline_iaas.data.population import luminosity_distance_mpc
 from offline_iaas.data.waveforms import BinaryParameters
 from offline_iaas.errors import ConfigError, DataError
+from tests.error_catalogue import cli_error, documented
 from tests.injection_samples import assert_same_binaries, sample_set
 
 
@@ -78,8 +79,10 @@ def test_a_file_without_a_mass_frame_is_refused(tmp_path: Path) -> None:
                        r"ambiguous.*mass_frame"):
         read_injection_set(tmp_path / "theirs.h5", approximant="IMRPhenomD", f_lower_hz=20.0)
     by_hand(tmp_path / "odd.h5", mass_frame="lab")
-    with pytest.raises(DataError, match=r"odd\.h5: root attribute mass_frame is 'lab'"):
+    with pytest.raises(DataError, match=r"odd\.h5: root attribute mass_frame is 'lab'") as caught:
         read_injection_set(tmp_path / "odd.h5")
+    documented("injection-mass-frame-unknown", str(caught.value), {tmp_path / "odd.h5": "F"},
+               exit_code=DataError.exit_code)
 
 
 @pytest.mark.parametrize("frame, divisor", [("source", 1.0), ("detector", 1.1)])
@@ -97,8 +100,10 @@ def test_a_hand_made_file_says_its_mass_frame(tmp_path: Path, frame: str, diviso
         coalescence_phase=2.5, gps_time=1262304200.5)
     assert_same_binaries(InjectionSet((expected,), "x", 1.0), got, 1e-9)
     assert (got.approximant, got.f_lower_hz, got.reference_hz) == ("IMRPhenomXPHM", 18.0, 18.0)
-    with pytest.raises(DataError, match=r"theirs\.h5.*'approximant'"):
+    with pytest.raises(DataError, match=r"theirs\.h5.*'approximant'") as caught:
         read_injection_set(tmp_path / "theirs.h5")  # nothing to stand in
+    documented("injection-no-approximant", str(caught.value), {tmp_path / "theirs.h5": "F"},
+               exit_code=DataError.exit_code)
 
 
 def test_detector_masses_that_disagree_are_refused(tmp_path: Path) -> None:
@@ -108,34 +113,43 @@ def test_detector_masses_that_disagree_are_refused(tmp_path: Path) -> None:
         z = f["parameters/redshift"][:]
         f["parameters/mass_1"][:] = f["parameters/mass_1"][:] * (1 + z)
     with pytest.raises(DataError, match=r"set\.h5: column 'parameters/mass_1_detector' is not "
-                       r"mass_1 \(1 \+ redshift\)"):
+                       r"mass_1 \(1 \+ redshift\)") as caught:
         read_injection_set(tmp_path / "set.h5")
+    documented("injection-detector-masses-disagree", str(caught.value),
+               {tmp_path / "set.h5": "F"}, exit_code=DataError.exit_code)
 
 
 def test_a_missing_column_is_named(tmp_path: Path) -> None:
     write_injection_set(tmp_path / "set.h5", sample_set())
     with h5py.File(tmp_path / "set.h5", "a") as f:
         del f["parameters/dec"]
-    with pytest.raises(DataError, match=r"set\.h5.*'parameters/dec'"):
+    with pytest.raises(DataError, match=r"set\.h5.*'parameters/dec'") as caught:
         read_injection_set(tmp_path / "set.h5")
+    documented("injection-missing-column", str(caught.value), {tmp_path / "set.h5": "F"},
+               exit_code=DataError.exit_code)
 
 
 def test_bad_files_raise_one_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="must end in"):
+    refusals = {}
+    with pytest.raises(ConfigError, match="must end in") as refusals["injection-suffix"]:
         read_injection_set(tmp_path / "set.txt")
-    with pytest.raises(ConfigError, match="not found"):
+    with pytest.raises(ConfigError, match="not found") as refusals["injection-not-found"]:
         read_injection_set(tmp_path / "absent.h5")
     (tmp_path / "junk.h5").write_text("not hdf5")
-    with pytest.raises(DataError, match="junk.h5"):
+    with pytest.raises(DataError, match="junk.h5") as refusals["injection-not-hdf5"]:
         read_injection_set(tmp_path / "junk.h5")
     (tmp_path / "junk.xml").write_text("<not ligolw")
-    with pytest.raises(DataError, match="junk.xml"):
+    with pytest.raises(DataError, match="junk.xml") as refusals["injection-not-ligolw"]:
         read_injection_set(tmp_path / "junk.xml")
     write_injection_set(tmp_path / "nan.h5", sample_set())
     with h5py.File(tmp_path / "nan.h5", "a") as f:
         f["parameters/ra"][2] = np.nan
-    with pytest.raises(DataError, match="'ra' is not finite in row 2"):
+    with pytest.raises(DataError, match="'ra' is not finite in "
+                       "row 2") as refusals["injection-not-finite"]:
         read_injection_set(tmp_path / "nan.h5")
+    for row, caught in refusals.items():
+        documented(row, str(caught.value), {tmp_path: "<ws>"},
+                   exit_code=caught.value.exit_code)
     with pytest.raises(ConfigError, match="layout 'aframe' is an HDF5 layout"):
         write_injection_set(tmp_path / "set.xml", sample_set(), layout="aframe")
     with pytest.raises(ConfigError, match="unknown injection file layout 'pycbc'"):
@@ -193,6 +207,8 @@ def test_convert_injections_refuses_an_ambiguous_file(tmp_path: Path) -> None:
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(f"offline-iaas convert-injections: error: {tmp_path}/theirs.h5: "
                            "the frame of 'parameters/mass_1' is ambiguous")
+    documented("injection-mass-frame-ambiguous", cli_error(done.stderr),
+               {tmp_path / "theirs.h5": "F"}, exit_code=done.returncode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.h5"]  # nothing written
 
 

@@ -31,6 +31,7 @@ from offline_iaas.data.injection_file import (
 )
 from offline_iaas.data.injections_aframe import AFRAME_COMMIT
 from offline_iaas.errors import DataError
+from tests.error_catalogue import documented
 from tests.injection_samples import sample_set
 
 INJECTION_PARAMETER_SET = ("mass_1", "mass_2", "a_1", "a_2", "tilt_1", "tilt_2", "phi_12",
@@ -133,27 +134,35 @@ def test_a_parameter_set_without_times_is_refused(tmp_path: Path) -> None:
     """aframe's rejected-parameters.hdf5 (an InjectionParameterSet) has no injection_time."""
     aframe_file(tmp_path / "rejected-parameters.hdf5", with_times=False)
     with pytest.raises(DataError, match=r"rejected-parameters\.hdf5: aframe injection file "
-                       r"has no 'parameters/injection_time'"):
+                       r"has no 'parameters/injection_time'") as caught:
         read_injection_set(tmp_path / "rejected-parameters.hdf5", "IMRPhenomD", 20.0)
+    documented("injection-aframe-without-times", str(caught.value),
+               {tmp_path / "rejected-parameters.hdf5": "F"}, exit_code=DataError.exit_code)
 
 
 def test_a_missing_aframe_field_and_a_contradicting_frame_are_named(tmp_path: Path) -> None:
     aframe_file(tmp_path / "w.hdf5")
     with h5py.File(tmp_path / "w.hdf5", "a") as f:
         del f["parameters/phi_jl"]
+    refusals = {}
     with pytest.raises(DataError, match=r"w\.hdf5: aframe injection file has no field "
-                       r"'parameters/phi_jl'"):
+                       r"'parameters/phi_jl'") as refusals["injection-aframe-missing-field"]:
         read_injection_set(tmp_path / "w.hdf5", "IMRPhenomD", 20.0)
     aframe_file(tmp_path / "w.hdf5")
     with h5py.File(tmp_path / "w.hdf5", "a") as f:
         f.attrs["mass_frame"] = "source"
-    with pytest.raises(DataError, match=r"w\.hdf5: aframe's layout .* detector-frame masses"):
+    with pytest.raises(DataError, match=r"w\.hdf5: aframe's layout .* detector-frame "
+                       r"masses") as refusals["injection-aframe-source-frame"]:
         read_injection_set(tmp_path / "w.hdf5", "IMRPhenomD", 20.0)
     aframe_file(tmp_path / "w.hdf5")
     with h5py.File(tmp_path / "w.hdf5", "a") as f:
         f.attrs["length"] = 3
-    with pytest.raises(DataError, match=r"w\.hdf5: attribute length = 3"):
+    with pytest.raises(DataError, match=r"w\.hdf5: attribute length = "
+                       r"3") as refusals["injection-length-not-rows"]:
         read_injection_set(tmp_path / "w.hdf5", "IMRPhenomD", 20.0)
+    for row, caught in refusals.items():
+        documented(row, str(caught.value), {tmp_path / "w.hdf5": "F"},
+                   exit_code=DataError.exit_code)
 
 
 def test_writes_aframes_schema(tmp_path: Path) -> None:

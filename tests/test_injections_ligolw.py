@@ -18,6 +18,7 @@ from igwn_ligolw import utils as ligolw_utils
 from offline_iaas.data.injection_file import InjectionSet, read_injection_set, write_injection_set
 from offline_iaas.data.population import luminosity_distance_mpc
 from offline_iaas.data.waveforms import BinaryParameters
+from tests.error_catalogue import documented
 from tests.injection_samples import FLOAT32, assert_same_binaries, sample_set
 
 LAL_REQUIRED = (
@@ -231,5 +232,7 @@ def test_a_missing_column_is_named(tmp_path: Path) -> None:
         "geocent_end_time", "geocent_end_time_ns", "mass1", "mass2", "longitude", "latitude",
         "inclination", "polarization", "coa_phase"]))
     ligolw_utils.write_filename(xmldoc, str(tmp_path / "set.xml"))
-    with pytest.raises(DataError, match=r"set\.xml.*'distance'"):
+    with pytest.raises(DataError, match=r"set\.xml.*'distance'") as caught:
         read_injection_set(tmp_path / "set.xml")
+    documented("injection-ligolw-missing-column", str(caught.value), {tmp_path / "set.xml": "F"},
+               exit_code=DataError.exit_code)

@@ -20,9 +20,9 @@ import requests
 
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.jobspec import ClientSegment
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
+from offline_iaas.records import read_client_job, read_run_info
 from offline_iaas.rendezvous.addresses import read_address
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
@@ -101,7 +101,7 @@ def test_one_server_many_clients(dataset: tuple[Path, Path], clients: int) -> No
 
     run = RunDir(run_dir)
     sidecars = [json.loads(run.part(node)[1].read_text())
-                for node in run.read_run_info()["clients"]]
+                for node in read_run_info(run).clients]
     assert len(sidecars) == clients and all(s["reconnects"] == 0 for s in sidecars)
     last_done = max(s["last_response_unix"] for s in sidecars)
     # the server held every client's sequence at once, and none once all clients are done
@@ -112,9 +112,9 @@ def test_one_server_many_clients(dataset: tuple[Path, Path], clients: int) -> No
     first = min(s["first_request_unix"] for s in sidecars)
     data_seconds = config.total_windows * config.stride_seconds
     per_client = np.array([
-        ClientSegment.from_dict(json.loads(run.job(node).read_text())).streamed_seconds
+        read_client_job(run, node).streamed_seconds
         / (s["last_response_unix"] - s["first_request_unix"])
-        for node, s in zip(run.read_run_info()["clients"], sidecars, strict=True)
+        for node, s in zip(read_run_info(run).clients, sidecars, strict=True)
     ])
     print(f"\n{clients} clients: {data_seconds / (last_done - first):.1f} data-s/s in all; "
           f"per client {per_client.min():.1f}-{per_client.max():.1f} data-s/s (median "

@@ -15,7 +15,13 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.dag import parse_dag
 from offline_iaas.workflow.emulation import node_command, split_arguments, split_environment
 from offline_iaas.workflow.local import run_local
-from tests.helpers import captured_log, skip_data_check
+from tests.helpers import (
+    campaign_records,
+    captured_log,
+    complete_merge,
+    complete_part,
+    skip_data_check,
+)
 
 # One script plays every node; what it does is chosen by its second argument.
 NODE_SCRIPT = r"""
@@ -262,6 +268,7 @@ def test_maxjobs_serializes_a_category(make_run) -> None:
         assert start >= end
 
 
+@pytest.mark.server_exits  # its stand-in server fails on purpose
 def test_service_restarted_per_max_retries(make_run) -> None:
     run = make_run(
         'SERVICE server0 node.sub\nVARS server0 node="server0" mode="crash-once" restarts="1"\n'
@@ -282,16 +289,14 @@ def test_nothing_to_do_when_complete(make_run) -> None:
         'JOB merge node.sub\nVARS merge node="merge" mode="ok"\n'
         "PARENT client0 CHILD merge\n"
     )
-    for sub in ("parts", "output"):
-        (run.dir / sub).mkdir()
-    (run.dir / "parts" / "client0.json").write_text('{"complete": true}')
+    paths = campaign_records(run.dir, ("client0",))
+    complete_part(paths, "client0")
     run()  # client0 complete: only merge runs
     assert not run.has("client0", "start") and run.has("merge", "end")
     assert "client0: complete, not run again" in run.lines
     (run.events / "server0.start").unlink()
 
-    (run.dir / "output" / "campaign.h5").write_bytes(b"")
-    (run.dir / "output" / "campaign.json").write_text('{"complete": true}')
+    complete_merge(paths)
     run.lines.clear()
     run()
     assert run.lines == [f"nothing to do: every node of {run.dir} is complete"]
@@ -390,9 +395,11 @@ def test_commands_of_a_make_dag_run_directory(tmp_path: Path, monkeypatch) -> No
         name: node_command(RunDir(run), node, parse_submit(run / node.submit), 1)
         for name, node in dag.nodes.items()
     }
-    assert argv["server0"].argv == [exe, "serve", "--run-dir", str(run), "--node", "server0"]
-    assert argv["client1"].argv == [exe, "client", "--run-dir", str(run), "--node", "client1"]
-    assert argv["merge"].argv == [exe, "merge", "--run-dir", str(run)]
+    # every node starts in the run directory and is told it is "." (a copy runs its own)
+    assert argv["server0"].argv == [exe, "serve", "--run-dir", ".", "--node", "server0"]
+    assert argv["client1"].argv == [exe, "client", "--run-dir", ".", "--node", "client1"]
+    assert argv["merge"].argv == [exe, "merge", "--run-dir", "."]
+    assert {command.cwd for command in argv.values()} == {run}
     assert argv["client1"].stderr == run / "logs" / "client1.err"
     assert argv["merge"].stdout == run / "logs" / "merge.out" and argv["merge"].cwd == run
     assert argv["server0"].max_retries == 2
@@ -566,18 +573,22 @@ def test_file_transfer_failures(make_run) -> None:
     assert any("in/data.txt, which does not exist" in line for line in run.lines)
 
 
-def test_a_missing_part_reruns_that_client_and_what_depends_on_it(make_run) -> None:
-    run = make_run(
-        'JOB client0 node.sub\nVARS client0 node="client0" mode="ok"\n'
-        'JOB client1 node.sub\nVARS client1 node="client1" mode="ok"\n'
-        'JOB merge node.sub\nVARS merge node="merge" mode="ok"\n'
-        "PARENT client0 client1 CHILD merge\n"
-    )
-    for sub in ("parts", "output"):
-        (run.dir / sub).mkdir()
-    (run.dir / "parts" / "client1.json").write_text('{"complete": true}')
-    (run.dir / "output" / "campaign.h5").write_bytes(b"")
-    (run.dir / "output" / "campaign.json").write_text('{"complete": true}')
-    run()  # client0's part is missing: client0 runs, and the merge made without it runs again
-    assert run.has("client0", "end") and run.has("merge", "end")
-    assert not run.has("client1", "start")
+def test_an_incomplete_part_reruns_that_client_and_what_depends_on_it(make_run) -> None:
+    """client0's part missing, truncated, or with a bare ``complete`` sidecar (what once
+    sufficed): client0 and the merge run, client1 does not (every case of
+    ``completeness.part_problem``: tests/test_records.py). Nothing damaged: nothing runs."""
+    dag = "".join(f'JOB {n} node.sub\nVARS {n} node="{n}" mode="ok"\n'
+                  for n in ("client0", "client1", "merge")) + "PARENT client0 client1 CHILD merge\n"
+    for damage, reruns in ((lambda p: p.part("client0")[1].unlink(), True),
+                           (lambda p: p.part("client0")[0].write_bytes(b"01234"), True),
+                           (lambda p: p.part("client0")[1].write_text('{"complete": true}'), True),
+                           (lambda p: None, False)):
+        run = make_run.again(dag)
+        paths = campaign_records(run.dir, ("client0", "client1"))
+        for node in ("client0", "client1"):
+            complete_part(paths, node, b"0123456789")
+        complete_merge(paths)
+        damage(paths)
+        run()
+        assert run.has("client0", "end") == run.has("merge", "end") == reruns
+        assert not run.has("client1", "start")

@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offline_iaas.client.part import file_sha256
+from offline_iaas.completeness import file_sha256
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.jobspec import ClientSegment
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
+from offline_iaas.records import read_client_job
 from offline_iaas.rendezvous.access import (
     GRPC_TOKEN_HEADER,
     TOKEN_HEADER,
@@ -186,7 +186,7 @@ def _http(served: Served, method: str, path: str, headers: dict[str, str],
 
 
 def _sequence_id(run_dir: Path, node: str) -> int:
-    job = ClientSegment.from_dict(json.loads((run_dir / "jobs" / f"{node}.json").read_text()))
+    job = read_client_job(RunDir(run_dir), node)
     return job.pieces[0].sequence_id
 
 
@@ -317,10 +317,10 @@ def _campaign_with_foreign_requests(served: Served, send: Callable[[int], None])
         merged = subprocess.run(_cli(*args), capture_output=True, text=True, timeout=120)
         assert merged.returncode == 0, merged.stderr
     output = run_dir / "output" / "campaign.h5"
-    # the final file carries its checksum and the campaign's config hash
+    # the final file carries its checksum and the campaign's merge hash
     status = json.loads((run_dir / "output" / "campaign.json").read_text())
     assert status["sha256"] == file_sha256(output)
-    assert status["config_hash"] == served.config.config_hash()
+    assert status["merge_hash"] == served.config.merge_hash()
     reference = served.root / "reference.h5"
     if not reference.exists():
         run_reference(served.config, reference)

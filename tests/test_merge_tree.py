@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from scipy import signal
 
+from offline_iaas import records
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import ConfigError
@@ -25,11 +26,18 @@ from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.merge.tree import chunk_extents, chunk_merges
 from offline_iaas.physics import PAD_SECONDS, cluster_indices, zero_phase_blocks
+from offline_iaas.records import ChunkSummary, read_chunk_job
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_segments, make_stretches, output_x0
 from offline_iaas.workflow.dag import parse_dag
-from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
+from tests.helpers import (
+    SMALL_CAMPAIGN,
+    WITNESSES,
+    complete_merge,
+    run_dag,
+    untrained_weights,
+)
 from tests.oracle import read_series, run_problems
 
 START = 1262304000
@@ -183,13 +191,16 @@ def test_clustering_a_part_with_its_reach_equals_clustering_the_whole() -> None:
 # ---- a real campaign -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def chunked(tmp_path_factory: pytest.TempPathFactory) -> tuple:
-    """e2e with two time slides over three science segments, chunks of 16 s: the chunk
-    boundaries fall inside the first stretch, in the gap after it and inside the second."""
+    """e2e with two time slides of 10 s over three science segments, chunks of 16 s: the
+    chunk boundaries fall inside the first stretch (where its second slide is not formed yet),
+    in the gap after it and inside the second (inside its first slide's formed windows); the
+    second stretch forms only the first slide, the third none."""
     root = tmp_path_factory.mktemp("tree")
     segment_file = root / "science.txt"
     segment_file.write_text("".join(f"{a} {b}\n" for a, b in SEGMENTS))
     config = _config(root, [*CHUNK_OVERRIDES, f'data.segments="{segment_file}"',
                             "synth.file_duration=8", "bbhnet.time_shifts=2",
+                            "bbhnet.shift_seconds=10",
                             f'model.repository="{root / "repository"}"',
                             f'bbhnet.injections="{root / "frames" / "synth.json"}"',
                             "bbhnet.ifar_threshold_years=1e-6"])
@@ -250,6 +261,16 @@ def test_the_chunked_campaign_equals_the_reference_and_the_oracle(chunked) -> No
     late = read_series(index)
     late["statistic"] = [(x0, dx, np.roll(v, 1)) for x0, dx, v in late["statistic"]]
     assert run_problems(run_dir, series=late)  # negative control: one window late
+    # slide k is formed from k x 10 s into each stretch: the 18 s one forms only the first
+    # slide, the 10 s one none (NaN), and the background and FAR count only what they formed
+    first, second, third = [v for _, _, v in read_series(index)["slides"]]
+    assert np.isfinite(first).sum(axis=0).tolist() == [len(first) - 40, len(first) - 80]
+    assert np.isfinite(second[:, 0]).sum() == len(second) - 40 and np.isnan(second[:, 1]).all()
+    assert np.isnan(third).all()
+    early = read_series(index)
+    values = early["slides"][0][2]
+    values[39, 0] = values[40, 0]  # control: slide 1 formed one window early
+    assert run_problems(run_dir, series=early)
 
 
 @pytest.mark.slow
@@ -336,12 +357,14 @@ def test_make_dag_with_another_chunking_forgets_the_old_chunks_outputs(
     chunks = run / "output" / "chunks"
     chunks.mkdir()
     for node in ("chunk0", "chunk1", "chunk2", "chunk3"):  # as if merged
-        spec = json.loads((run / "jobs" / f"{node}.json").read_text())
+        spec = read_chunk_job(RunDir(run), node)
         (chunks / f"{node}.h5").write_bytes(b"")
-        (chunks / f"{node}.json").write_text(json.dumps(
-            {"complete": True, "gps": [spec["gps_start"], spec["gps_end"]],
-             "clients": spec["clients"]}))
-    (run / "output" / "campaign.json").write_text('{"complete": true}')
+        records.write(ChunkSummary(
+            complete=True, node=node, gps=(spec.gps_start, spec.gps_end),
+            data_seconds=spec.data_seconds, clients=spec.clients, wall_seconds=1.0,
+            peak_rss_mb=1.0, merge_hash="0" * 16, bytes=0, sha256=None, datasets=()),
+            chunks / f"{node}.json")
+    complete_merge(RunDir(run))
     make_dag(_config(tmp_path, CHUNK_OVERRIDES), RunDir(run))  # the same chunks: kept
     assert len(list(chunks.glob("*.json"))) == 4 and (run / "output" / "campaign.json").exists()
     rechunked = _config(tmp_path, ["merge.chunk_seconds=32", "deepclean.frame_seconds=8"])

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from offline_iaas import records
 from offline_iaas.config import load_config, write_config
 from offline_iaas.errors import ConfigError
+from offline_iaas.records import CampaignSummary, PartRecord, Piece, read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.sizing.pilot import read_pilot
 from offline_iaas.sizing.plan import plan_from_run
@@ -45,10 +47,25 @@ def fake_pilot(root: Path, config_file: Path, finished: bool = True) -> Path:
              for name, (a, b) in nodes.items()}
     (run / "local-state.json").write_text(json.dumps({"nodes": state}))
     for i, (first, last) in enumerate([(4.0, 10.5), (4.2, 12.0)]):
-        (run / "parts" / f"client{i}.json").write_text(json.dumps(
-            {"first_request_unix": T0 + first, "last_response_unix": T0 + last}))
-    (run / "output" / "campaign.json").write_text(json.dumps({"wall_seconds": 1.0}))
+        # each client streamed 32 s: 64 s in 8 s on 2 servers, 4 data-s/s each
+        piece = Piece(0, i + 1, 0, 0, 128, 32.0 * i, 32.0 * (i + 1), 0.0, 64.0)
+        records.write(PartRecord(
+            complete=True, index=i, node=f"client{i}", server=f"server{i}", pieces=(piece,),
+            stream_hash=config.stream_hash(), outputs=("statistic",), sha256="0" * 64,
+            bytes=1, wall_seconds=last - first, peak_rss_mb=1.0, reconnects=0,
+            first_request_unix=T0 + first, last_response_unix=T0 + last,
+            tensor_bytes_sent=0, servers=(f"server{i}",)), run / "parts" / f"client{i}.json")
+    merge_summary(run, config, wall_seconds=1.0)
     return run
+
+
+def merge_summary(run: Path, config, **fields: object) -> None:
+    """The merge's summary (``output/campaign.json``) with ``fields`` of its own run."""
+    records.write(records.build(CampaignSummary, {
+        "complete": True, "wall_seconds": 1.0, "cpu_seconds": 1.0, "peak_rss_mb": 1.0,
+        "sha256": "0" * 64, "bytes": 1, "stream_hash": config.stream_hash(),
+        "merge_hash": config.merge_hash(), "mode": config.model.mode, **fields}),
+        run / "output" / "campaign.json")
 
 
 def test_pilot_timings_come_from_the_run_directory(small_config_file: Path) -> None:
@@ -88,9 +105,8 @@ def test_plan_from_a_chunked_pilot_takes_the_chunk_merges_throughput(
         small_config_file: Path) -> None:
     run = fake_pilot(small_config_file.parent, small_config_file)
     # two chunk merges of 32 s each in 0.25 s: 128 data-s/s per node; the index 0.5 s
-    (run / "output" / "campaign.json").write_text(json.dumps({
-        "wall_seconds": 0.5, "chunks": 2, "chunk_wall_seconds": {"total": 0.5, "max": 0.25},
-        "chunk_data_seconds": 64.0}))
+    merge_summary(run, load_config(run / "campaign.toml"), wall_seconds=0.5, chunks=2,
+                  chunk_wall_seconds={"total": 0.5, "max": 0.25}, chunk_data_seconds=64.0)
     pilot = read_pilot(RunDir(run))
     assert pilot.merge_rate == pytest.approx(128.0) and pilot.index_seconds == 0.5
     assert pilot.merge_seconds == pytest.approx(15.0 - 12.0)  # last response to the index's end
@@ -129,17 +145,12 @@ def test_plan_json_prints_the_expected_rate_and_wall_time(small_config_file: Pat
 
 def test_plan_simulate_replays_a_run_with_the_pilots_rates(small_config_file: Path,
                                                            monkeypatch) -> None:
-    from offline_iaas.jobspec import read_client_job
+    from offline_iaas.records import read_client_job
     from offline_iaas.sizing.simulate import simulate_run
     from offline_iaas.workflow.make_dag import make_dag
     from tests.helpers import skip_data_check
 
     pilot = fake_pilot(small_config_file.parent, small_config_file)
-    for i in range(2):  # each client streamed 32 s: 64 s in 8 s on 2 servers, 4 data-s/s each
-        path = pilot / "parts" / f"client{i}.json"
-        record = json.loads(path.read_text())
-        record["pieces"] = [{"gps_start": 32.0 * i, "gps_end": 32.0 * (i + 1)}]
-        path.write_text(json.dumps(record))
     skip_data_check(monkeypatch)
     config = load_config(small_config_file, ["layout.servers=1", "merge.chunk_seconds=0"])
     target = small_config_file.parent / "target"
@@ -193,5 +204,5 @@ def test_plan_never_recommends_a_chunking_make_dag_refuses(tmp_path: Path) -> No
          *(a for o in plan.overrides() for a in ("--set", o))],
         capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    chunks = json.loads((run / "run.json").read_text())["chunks"]
+    chunks = read_run_info(RunDir(run)).chunks
     assert len(chunks) == math.ceil(month / 2048) <= MAX_CHUNKS_PER_STRETCH

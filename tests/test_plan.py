@@ -2,9 +2,10 @@ from pathlib import Path
 
 import pytest
 
+from offline_iaas import records
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
-from offline_iaas.jobspec import ClientSegment
+from offline_iaas.records import ClientJob
 from offline_iaas.stretches import (
     client_segments,
     make_stretches,
@@ -58,7 +59,8 @@ def test_segments_tile_the_span_with_warmups(
             assert piece.sequence_id > 1 << 20
             assert piece.sequence_id not in ids.setdefault(seg.server, set())
             ids[seg.server].add(piece.sequence_id)
-        assert ClientSegment.from_dict(seg.to_dict()) == seg
+        job = ClientJob.of(seg).model_dump_json()  # the job spec's JSON gives it back
+        assert records.parse(ClientJob, job, Path(f"{seg.node}.json")).segment == seg
 
 
 def test_no_piece_spans_a_gap_and_shares_stay_balanced(small_config_file: Path) -> None:

@@ -15,7 +15,9 @@ import htcondor2
 import htcondor2.htchirp
 import pytest
 
+from offline_iaas import records
 from offline_iaas.errors import ServerError
+from offline_iaas.records import ClientSegment, RunInfo, write_client_job
 from offline_iaas.rendezvous import addresses
 from offline_iaas.rendezvous.job_ads import (
     ADDRESS_ATTRIBUTE,
@@ -46,9 +48,15 @@ def run_dir(tmp_path: Path) -> Path:
     """The files a PRE script reads on the access point: run.json and the client's job spec."""
     run = tmp_path / "run"
     (run / "jobs").mkdir(parents=True)
-    (run / "run.json").write_text(json.dumps({"run_id": RUN_ID, "clients": ["client0"]}))
-    (run / "jobs" / "client0.json").write_text(json.dumps({"node": "client0", "server": "server0"}))
+    write_run_info(run, ("server0",))
+    write_client_job(RunDir(run), ClientSegment(0, "client0", "server0", ()))
     return run
+
+
+def write_run_info(run: Path, servers: tuple[str, ...]) -> None:
+    records.write(RunInfo(run_id=RUN_ID, stream_hash="0" * 16, merge_hash="0" * 16,
+                          sequence_base=1 << 20, servers=servers, clients=("client0",),
+                          created="2025-01-01T00:00:00+00:00"), run / "run.json")
 
 
 def test_file_job_ads_round_trip(tmp_path: Path) -> None:
@@ -112,7 +120,7 @@ def test_prescript_command_exit_codes(run_dir: Path, tmp_path: Path) -> None:
     assert json.loads((run_dir / "servers" / "server0.json").read_text())["grpc_port"] == 8001
     broken = subprocess.run([*cmd[:-1], "client9"], env=env, capture_output=True, text=True,
                             timeout=60)
-    assert broken.returncode == 6 and "client9.json does not exist" in broken.stderr
+    assert broken.returncode == 6 and "client9.json: no job spec for node client9" in broken.stderr
 
 
 class FakeChirp:
@@ -181,8 +189,7 @@ def test_prescript_fails_over_to_a_live_server_after_the_deadline(
     run_dir: Path, tmp_path: Path, log_lines: list[str]
 ) -> None:
     (run_dir / "campaign.toml").write_text(SMALL_CAMPAIGN + "\n[client]\nfailover_seconds = 600\n")
-    (run_dir / "run.json").write_text(json.dumps(
-        {"run_id": RUN_ID, "clients": ["client0"], "servers": ["server0", "server1"]}))
+    write_run_info(run_dir, ("server0", "server1"))
     ads = FileJobAds(tmp_path / "ads.json")
     other = dataclasses.replace(address(), node="server1", grpc_port=9001)
     ads.set_own(RUN_ID, "server1", ADDRESS_ATTRIBUTE, as_json(other))  # server0 never starts

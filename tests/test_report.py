@@ -18,10 +18,13 @@ import h5py
 import numpy as np
 import pytest
 
+from offline_iaas import records
 from offline_iaas.cli import main
 from offline_iaas.config import CampaignConfig, load_config, write_config
 from offline_iaas.demo import packaged_config
 from offline_iaas.errors import RunError
+from offline_iaas.manifest import Manifest, ManifestShape
+from offline_iaas.records import CampaignSummary, RunInfo, write_client_job
 from offline_iaas.report import plots, write_report
 from offline_iaas.report.page import table
 from offline_iaas.report.provenance import manifest_rows
@@ -102,15 +105,16 @@ def write_output(config: CampaignConfig, run_dir: Path, rng: np.random.Generator
                             dtype=[("time", "f8"), ("statistic", "f4")])
         f.create_dataset("triggers", data=triggers)
     summary = {
-        "complete": True, "wall_seconds": 12.5, "peak_rss_mb": 310.0, "sha256": "ab" * 32,
-        "config_hash": config.config_hash(),
+        "complete": True, "wall_seconds": 12.5, "cpu_seconds": 11.0, "peak_rss_mb": 310.0,
+        "sha256": "ab" * 32, "bytes": 1, "stream_hash": config.stream_hash(),
+        "merge_hash": config.merge_hash(), "mode": config.model.mode,
         "deepclean": {ifo: {"line_hz": LINE_HZ, "ratio_at_line": 0.03,
                             "max_deviation_outside_band": 0.01, "guard_hz": 2.0,
                             "fftlength": 4.0} for ifo in config.ifos},
         "bbhnet": {"found": 1, "missed": 1, "threshold": 5.0, "background_seconds": 150.0,
                    "injections": injections},
     }
-    (run_dir / "output" / "campaign.json").write_text(json.dumps(summary))
+    records.write(records.build(CampaignSummary, summary), run_dir / "output" / "campaign.json")
     return summary
 
 
@@ -154,15 +158,21 @@ def make_fixture_run(root: Path, mode: str = "e2e") -> Path:
     write_config(config, run_dir / "campaign.toml")
     repo = config.model.repository
     repo.mkdir(parents=True)
-    (repo / "manifest.json").write_text(json.dumps(
-        {"ensemble": "offline-iaas", "flavor": "cpu", "mode": mode,
-         "channels": list(config.data.channels), "versions": {"bbhnet": 3, "deepclean": 2}}))
+    records.write(Manifest(
+        ensemble="offline-iaas", flavor="cpu", served="fused", models=("offline-iaas",),
+        mode=mode, channels=config.stream_channels, sample_rate=config.data.sample_rate,
+        shape=ManifestShape(len(config.stream_channels), config.kernel_samples,
+                            config.stride_samples),
+        sequence_slots=8, outputs=config.mode.outputs, time_slides=(0, 0), whitening="fixed",
+        versions={"bbhnet": 3, "deepclean": 2}, networks={}), repo / "manifest.json")
     segments = client_segments(config, make_stretches(config, STRETCHES), sequence_base=1 << 20)
     for seg in segments:
-        (run_dir / "jobs" / f"{seg.node}.json").write_text(json.dumps(seg.to_dict()))
-    (run_dir / "run.json").write_text(json.dumps(
-        {"run_id": "0123456789abcdef", "config_hash": config.config_hash(),
-         "servers": ["server0", "server1"], "clients": [s.node for s in segments]}))
+        write_client_job(RunDir(run_dir), seg)
+    records.write(RunInfo(
+        run_id="0123456789abcdef", stream_hash=config.stream_hash(),
+        merge_hash=config.merge_hash(), sequence_base=1 << 20, servers=("server0", "server1"),
+        clients=tuple(s.node for s in segments), created="2025-01-01T00:00:00+00:00"),
+        run_dir / "run.json")
     t0 = time.time() - 3600
     (run_dir / "local-state.json").write_text(json.dumps(local_state(t0)))
     if mode == "e2e":
@@ -357,7 +367,7 @@ def test_report_of_a_classifier_campaign_says_what_is_absent(tmp_path: Path) -> 
     assert "Statistic: not in this campaign (mode classifier)." in text
     assert "No monitor CSVs" in text
     assert text.count("<img ") == 2  # coverage map and node timeline
-    assert fixture_config(tmp_path, "classifier").config_hash() in text
+    assert fixture_config(tmp_path, "classifier").merge_hash() in text
 
 
 def test_report_command_writes_the_page(tmp_path: Path, capsys) -> None:

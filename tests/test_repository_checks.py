@@ -21,6 +21,7 @@ from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
+from tests.error_catalogue import cli_error, documented
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, untrained_weights
 
 BBHNET = ['model.mode="bbhnet"']
@@ -51,27 +52,28 @@ def make_dag_cli(ws: Path, run: str, *overrides: str) -> int:
     return main(args)
 
 
-@pytest.mark.parametrize(("overrides", "lines"), [
-    (["layout.clients_per_server=9"],
+@pytest.mark.parametrize(("row", "overrides", "lines"), [
+    ("repository-too-few-slots", ["layout.clients_per_server=9"],
      ["model repository {ws}/model-repository: exported with 8 sequence slots, the campaign "
       "runs 9 clients per server (layout.clients_per_server;"]),
-    ([*BBHNET, 'model.repository="{ws}/bbhnet-repository"', "bbhnet.time_shifts=3"],
+    ("repository-other-time-slides",
+     [*BBHNET, 'model.repository="{ws}/bbhnet-repository"', "bbhnet.time_shifts=3"],
      ["model repository {ws}/bbhnet-repository: exported with 0 time slides of 0 samples, the "
       "campaign asks for 3 of 256 (bbhnet.time_shifts, bbhnet.shift_seconds): export again"]),
-    (['model.mode="bbhnet"'],
+    ("repository-other-mode", ['model.mode="bbhnet"'],
      ["model repository {ws}/model-repository: exported for mode 'classifier', the campaign "
       "runs mode 'bbhnet' (model.mode)"]),
-    (["data.sample_rate=128", "model.kernel_seconds=2"],
+    ("repository-other-rate-and-window", ["data.sample_rate=128", "model.kernel_seconds=2"],
      ["model repository {ws}/model-repository: exported for 256 Hz, the campaign reads "
       "128 Hz (data.sample_rate)",
       "model repository {ws}/model-repository: exported for windows of 64 samples "
       "(stride_samples), the campaign's are 32 (model.inference_rate)"]),
-    (['model.name="another"'],
+    ("repository-other-model-name", ['model.name="another"'],
      ["model repository {ws}/model-repository: holds model 'offline-iaas', the campaign calls "
       "'another' (model.name)"]),
 ])
 def test_make_dag_refuses_a_repository_that_does_not_fit(
-    ws: Path, capsys, overrides: list[str], lines: list[str],
+    ws: Path, capsys, row: str, overrides: list[str], lines: list[str],
 ) -> None:
     run = f"run-{abs(hash(tuple(overrides)))}"
     code = make_dag_cli(ws, run, *(o.format(ws=ws) for o in overrides))
@@ -81,6 +83,7 @@ def test_make_dag_refuses_a_repository_that_does_not_fit(
         assert line.format(ws=ws) in err
     assert len([line for line in err.splitlines() if line.strip()]) == (
         1 if len(lines) == 1 else len(lines) + 1)  # a summary line, then one per problem
+    documented(row, cli_error(err), {ws: "<ws>"}, exit_code=code)
     assert not (ws / run / "offline.dag").exists()
 
 
@@ -95,6 +98,7 @@ def test_make_dag_refuses_a_half_copied_graph_and_check_too(ws: Path, tmp_path: 
     overrides = [*BBHNET, f'model.repository="{repo}"']
     assert make_dag_cli(ws, "run-half", *overrides) == 4
     err = capsys.readouterr().err
+    documented("repository-graph-half-copied", cli_error(err), {repo: "R"}, exit_code=4)
     assert f"{graph}: onnxruntime cannot load the bbhnet graph" in err
     assert "a half-copied repository? export again" in err
     assert not (ws / "run-half" / "offline.dag").exists()
@@ -110,6 +114,7 @@ def test_make_dag_refuses_a_half_copied_graph_and_check_too(ws: Path, tmp_path: 
 
 
 @pytest.mark.slow
+@pytest.mark.server_exits  # its server refuses the repository on purpose
 def test_clients_of_a_server_that_refuses_its_repository_fail_at_once_with_its_reason(
         ws: Path, tmp_path: Path) -> None:
     import shutil
@@ -128,6 +133,7 @@ def test_clients_of_a_server_that_refuses_its_repository_fail_at_once_with_its_r
     assert processes_mentioning(str(run.path)) == []
     message = (run.logs / "client0.err").read_text()
     assert "server0 refused to serve this campaign, and no other server is live" in message
+    documented("server-refused-repository", cli_error(message), {repo: "R"})
     assert f"{graph}: onnxruntime cannot load the classifier graph" in message
     assert "within 300 s" not in message
     assert "onnxruntime cannot load" in (run.logs / "server0.err").read_text()

@@ -178,6 +178,73 @@ def test_deleting_a_part_redoes_exactly_that_client(
     assert difference(shim_campaign, reference) <= TOLERANCE
 
 
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``root``: (size, modification time in ns)."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+def external_files(path: Path) -> set[Path]:
+    """The files an index's datasets keep their bytes in (HDF5 external storage)."""
+    import h5py
+
+    found: set[Path] = set()
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, item: found.update(
+            Path(entry[0].decode() if isinstance(entry[0], bytes) else entry[0])
+            for entry in (item.external or []))
+            if isinstance(item, h5py.Dataset) else None)
+    return found
+
+
+def test_a_copied_run_directory_runs_its_own_nodes_under_its_own_lock(
+    shim_campaign: Campaign, reference: Path, tmp_path: Path
+) -> None:
+    """A finished run directory copied elsewhere: with a part deleted in the copy, run-local on
+    the copy reruns that client, its chunk merge and the index in the copy, while the
+    original's lock is held (as by a run-local on it) and not one file of the original
+    changes; the copy's index names the copy's chunks. The copy's lock is its own."""
+    import fcntl
+    import shutil
+
+    from offline_iaas.errors import RunError
+
+    original = shim_campaign.run_dir
+    before = snapshot(original)
+    assert before, "the original run directory is empty"
+    copy = tmp_path / "elsewhere" / "run"
+    shutil.copytree(original, copy, symlinks=True)
+    for suffix in (".h5", ".json"):
+        (copy / "parts" / f"client0{suffix}").unlink()
+    moved = Campaign(shim_campaign.config, copy, [])
+    with open(RunDir(original).lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the original is "running"
+        log = moved.run()
+    assert "client1: complete, not run again" in log
+    assert set(moved.started()) == {"server0", "client0", "chunk0", "merge", "final"}
+    assert snapshot(original) == before  # nothing of the original was read for writing
+    assert (copy / "parts" / "client0.json").exists() and (copy / "logs" / "client0.out").exists()
+    assert difference(moved, reference) <= TOLERANCE
+    chunks = external_files(copy / "output" / "campaign.h5")
+    assert chunks and all(p.parent == copy / "output" / "chunks" for p in chunks), chunks
+    # a copy of the finished copy reruns only its merge (its index names the copy's chunks)
+    second = tmp_path / "second" / "run"
+    shutil.copytree(copy, second, symlinks=True)
+    again = Campaign(shim_campaign.config, second, [])
+    log = again.run()
+    assert [n for n in again.started() if n not in ("server0", "final")] == ["merge"]
+    assert any(f"merge: runs again: its output was written in {copy}" in line for line in log)
+    assert {p.parent for p in external_files(second / "output" / "campaign.h5")} == {
+        second / "output" / "chunks"}
+    # the copy's lock is the copy's: held, the copy refuses to run; the original is free
+    with open(RunDir(second).lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        (second / "parts" / "client1.json").unlink()
+        with pytest.raises(RunError, match=f"another run-local is already running on {second}"):
+            run_local(RunDir(second))
+    assert snapshot(original) == before
+
+
 @pytest.fixture(scope="module")
 def transfer_campaign(dataset: Path) -> Iterator[Campaign]:
     """No shared filesystem: file transfer, the job-ad rendezvous and PRE scripts."""

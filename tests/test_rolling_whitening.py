@@ -25,6 +25,7 @@ from offline_iaas.merge.reference import run_reference
 from offline_iaas.physics import whitening_band
 from offline_iaas.repository.backend.stateful import RollingWhitening
 from offline_iaas.repository.export import check_repository, export_repository
+from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
 from tests.oracle import read_series, run_problems
 
@@ -69,18 +70,26 @@ def test_rolling_whitening_makes_gaussian_noise_unit_variance_whatever_its_level
 def test_rolling_whitening_needs_a_bbhnet_mode_and_whole_even_samples(tmp_path: Path) -> None:
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     rolling = 'bbhnet.whitening="rolling"'
-    with pytest.raises(ConfigError, match="bbhnet.whitening.*BBHnet mode"):
+    refusals = {}
+    with pytest.raises(ConfigError, match="bbhnet.whitening.*BBHnet "
+                       "mode") as refusals["rolling-whitening-outside-bbhnet"]:
         load_config(tmp_path / "campaign.toml", [rolling])  # classifier
     bbhnet = ['model.mode="bbhnet"', rolling]
     with pytest.raises(ConfigError, match="bbhnet.whitening.*'fixed' or 'rolling'"):
         load_config(tmp_path / "campaign.toml", ['model.mode="bbhnet"', 'bbhnet.whitening="x"'])
-    with pytest.raises(ConfigError, match="bbhnet.psd_seconds.*two Welch segments"):
+    with pytest.raises(ConfigError, match="bbhnet.psd_seconds.*two Welch "
+                       "segments") as refusals["rolling-whitening-psd-too-short"]:
         load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.psd_seconds=2",
                                                  "bbhnet.psd_fftlength=2"])
-    with pytest.raises(ConfigError, match="bbhnet.psd_fftlength.*even"):
+    with pytest.raises(ConfigError, match="bbhnet.psd_fftlength."
+                       "*even") as refusals["rolling-whitening-odd-fft"]:
         load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.psd_fftlength=0.1"])
-    with pytest.raises(ConfigError, match="whitening_crop_seconds.*shorter"):
+    with pytest.raises(ConfigError, match="whitening_crop_seconds."
+                       "*shorter") as refusals["rolling-whitening-crop-too-long"]:
         load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.whitening_crop_seconds=1"])
+    for row, caught in refusals.items():
+        documented(row, str(caught.value), {tmp_path / "campaign.toml": "C"},
+                   exit_code=ConfigError.exit_code)
     config = load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.psd_seconds=8"])
     assert config.warmup_windows == 3 + 8 * 4  # the PSD's 8 s at 4 windows per second
 
@@ -97,10 +106,14 @@ def test_rolling_whitening_refuses_a_graph_that_keeps_its_own_filter(tmp_path: P
     config = load_config(tmp_path / "campaign.toml", [
         'model.mode="bbhnet"', 'bbhnet.whitening="rolling"',
         f'model.repository="{tmp_path / "repo"}"'])
-    with pytest.raises(ModelError, match="needs its weights as a state_dict"):
+    with pytest.raises(ModelError, match="needs its weights as a state_dict") as graph:
         export_repository(config, scripted)
-    with pytest.raises(ModelError, match="steps of the fused model"):
+    with pytest.raises(ModelError, match="steps of the fused model") as ensemble:
         export_repository(config, weights, ensemble=True)
+    for row, caught in (("rolling-whitening-graph-weights", graph),
+                        ("ensemble-with-rolling-whitening", ensemble)):
+        documented(row, str(caught.value), {scripted: "W", weights: "W", tmp_path / "repo": "R"},
+                   exit_code=ModelError.exit_code)
     assert not (tmp_path / "repo").exists()
 
 
@@ -165,18 +178,22 @@ def test_a_repository_with_the_fixed_whitening_is_refused_for_a_rolling_campaign
         drifting) -> None:
     rolling, _ = drifting["rolling"]
     fixed, _ = drifting["fixed"]
-    with pytest.raises(ModelError, match="exported with BBHnet whitening fixed"):
+    with pytest.raises(ModelError, match="exported with BBHnet whitening fixed") as caught:
         check_repository(dataclasses.replace(rolling, model=fixed.model))
+    documented("repository-with-fixed-whitening", str(caught.value),
+               {fixed.model.repository: "R"}, exit_code=ModelError.exit_code)
 
 
 def background_quarters(run_dir: Path) -> dict[str, float]:
-    """The slides' statistic in the first and the last quarter of the span: medians, 90th
+    """The slides' statistic in the first and the last quarter of the span where every slide
+    is formed (the same windows as when slides delayed the zero lag): medians, 90th
     percentiles, the two-sample Kolmogorov-Smirnov distance between them (0: the same
     distribution; 1: no overlap), and the fraction of the last quarter above the first
     quarter's 90th percentile (0.1 for a background that stays put)."""
     from scipy.stats import ks_2samp
 
     (_, _, values), = read_series(run_dir / "output" / "campaign.h5")["slides"]
+    values = values[np.isfinite(values).all(axis=1)]  # from where every slide is formed
     quarter = len(values) // 4
     first, last = values[:quarter].ravel(), values[-quarter:].ravel()
     return {"median_first": float(np.median(first)), "median_last": float(np.median(last)),

@@ -13,17 +13,15 @@ from offline_iaas.config import CampaignConfig, config_from_dict
 from offline_iaas.data.discovery import find_frames
 from offline_iaas.data.preflight import preflight
 from offline_iaas.data.segments import (
+    GPS_TOLERANCE_SECONDS,
     REASON_GRID,
     REASON_OUTSIDE_SCIENCE,
     AnalysableSpan,
-    analysable_span,
-    coalesce,
     compute_stretches,
-    intersect,
+    gps_segments,
     no_data_reason,
     read_segment_file,
     short_reason,
-    subtract,
     without_bad_files,
 )
 from offline_iaas.data.synth import write_synthetic_dataset
@@ -45,12 +43,31 @@ def conserved(result: AnalysableSpan) -> None:
 # ---- interval arithmetic -------------------------------------------------------------------
 
 
-def test_interval_arithmetic() -> None:
-    assert coalesce([(5, 6), (0, 2), (2, 3), (1, 1.5), (7, 7)]) == [(0, 3), (5, 6)]
-    assert intersect([(0, 10), (20, 30)], [(5, 25)]) == [(5, 10), (20, 25)]
-    assert subtract([(0, 10), (20, 30)], [(5, 25), (28, 40)]) == [(0, 5), (25, 28)]
-    assert subtract([(0, 10)], []) == [(0, 10)]
-    assert intersect([(0, 10)], []) == []
+def test_gps_segments_are_the_union_of_half_open_intervals() -> None:
+    assert gps_segments([(5, 6), (0, 2), (2, 3), (1, 1.5), (7, 7)]) == [(0, 3), (5, 6)]
+    both = gps_segments([(0, 10), (20, 30)])
+    assert gps_segments(both & gps_segments([(5, 25)])) == [(5, 10), (20, 25)]
+    assert gps_segments(both - gps_segments([(5, 25), (28, 40)])) == [(0, 5), (25, 28)]
+    assert gps_segments(both - gps_segments([])) == both
+    assert gps_segments(both & gps_segments([])) == []
+    # half-open: intervals that only touch share nothing, and subtracting one leaves the other
+    assert gps_segments(gps_segments([(0, 10)]) & gps_segments([(10, 20)])) == []
+    assert gps_segments(gps_segments([(0, 10)]) - gps_segments([(10, 20)])) == [(0, 10)]
+    assert all(isinstance(x, float) for s in gps_segments([(0, 10)]) for x in s)
+
+
+def test_gps_round_off_is_closed_and_slivers_dropped_at_one_microsecond() -> None:
+    tol, at = GPS_TOLERANCE_SECONDS, float(S)
+    # a gap up to the tolerance is round-off (closed); a longer one is a gap
+    assert gps_segments([(at, at + 4), (at + 4 + tol / 2, at + 8)]) == [(at, at + 8)]
+    assert gps_segments([(at, at + 4), (at + 4 + 4 * tol, at + 8)]) == [
+        (at, at + 4), (at + 4 + 4 * tol, at + 8)]
+    # a piece up to the tolerance long is dropped, a longer one kept
+    assert gps_segments([(at, at + tol / 2)]) == []
+    assert gps_segments([(at, at + 4 * tol)]) == [(at, at + 4 * tol)]
+    # what a subtraction leaves of a stretch whose end is a float step off a file's end
+    stretch = gps_segments([(at, at + 16.0000001)])
+    assert gps_segments(stretch - gps_segments([(at + 16, at + 32)])) == [(at, at + 16)]
 
 
 # ---- compute_stretches (pure) --------------------------------------------------------------
@@ -221,7 +238,8 @@ def test_two_gaps_and_three_science_segments(gapped: Path, tmp_path: Path) -> No
     science = tmp_path / "science.txt"
     science.write_text(f"{S + 2.1} {S + 14}\n{S + 18} {S + 30.6}\n{S + 38.5} {S + 60}\n")
     config = make_config(tmp_path, frames=str(gapped), segments=str(science))
-    result = analysable_span(config, find_frames(gapped))
+    # with holes inside science segments allowed, they are dropped time
+    result = preflight(config, find_frames(gapped), allow_holes_in_science=True)
     assert result.stretches == [(S + 2.25, S + 14), (S + 20, S + 30.5), (S + 44, S + 60)]
     assert result.dropped == [
         (S, S + 2.1, REASON_OUTSIDE_SCIENCE),
@@ -235,7 +253,7 @@ def test_two_gaps_and_three_science_segments(gapped: Path, tmp_path: Path) -> No
         (S + 60, S + 64, REASON_OUTSIDE_SCIENCE),
     ]
     conserved(result)
-    # preflight: the holes inside science segments are not explained
+    # by default the holes inside science segments are problems, not explained
     with pytest.raises(DataError) as info:
         preflight(config)
     lines = str(info.value).splitlines()
@@ -249,9 +267,6 @@ def test_two_gaps_and_three_science_segments(gapped: Path, tmp_path: Path) -> No
         f"  - no frame data for observatory L (L1:GDS-CALIB_STRAIN) in [{S + 40}, {S + 44}), "
         "inside the science segments"
     )
-    # unless holes inside science segments are allowed: then they are dropped time
-    allowed = preflight(config, allow_holes_in_science=True)
-    assert allowed == result
     with pytest.raises(DataError, match="2 problem"):  # no segment file: holes stay problems
         preflight(make_config(tmp_path, frames=str(gapped)), allow_holes_in_science=True)
 

@@ -1,5 +1,6 @@
-"""Tests of the sensitive time-volume against IFAR (offline_iaas.physics) and of the injection
-list the merge counts (data.injection_file.read_injection_list)."""
+"""Tests of the sensitive time-volume against IFAR (offline_iaas.sensitivity): held-out
+injections only, the Jeffreys interval, null where the background cannot measure, the
+population beside every VT, and the volume bound."""
 
 from __future__ import annotations
 
@@ -8,34 +9,109 @@ import math
 import numpy as np
 import pytest
 
+from offline_iaas.config import config_from_dict
 from offline_iaas.physics import (
     SECONDS_PER_YEAR,
+    Injection,
+    found_missed_at_ifar,
+    injection_counts,
+    place_injections,
+)
+from offline_iaas.sensitivity import (
+    CONFIDENCE,
     background_note,
     best_ifars,
+    found_fraction_interval,
     ifar_thresholds,
     max_measurable_ifar_years,
     sensitive_distance_mpc,
     sensitive_volume,
+    sensitivity_summary,
+    volume_bound,
 )
 
 # four injections: one near no trigger, the others' best IFARs 0.5, 2 and 10 years
 IFARS = [None, 0.5, 2.0, 10.0]
 
 
+# ---- an independent Jeffreys interval (numpy quadrature, no scipy.stats) ---------------------
+
+
+def beta_cdf(x: float, a: float, b: float) -> float:
+    """CDF of Beta(a, b) at ``x`` for ``a = k + 1/2``: with ``x = t^2`` the integrand
+    ``2 t^(2a - 1) (1 - t^2)^(b - 1)`` is smooth on ``[0, sqrt(x)]`` (Simpson's rule)."""
+    t = np.linspace(0.0, math.sqrt(x), 20001)
+    f = 2.0 * t ** (2 * a - 1) * (1.0 - t * t) ** (b - 1)
+    h = t[1] - t[0]
+    integral = h / 3 * (f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum())
+    log_beta = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    return integral / math.exp(log_beta)
+
+
+def quantile(p: float, a: float, b: float) -> float:
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if beta_cdf(middle, a, b) < p else (low, middle)
+    return (low + high) / 2
+
+
+def wilson(k: int, n: int, z: float = 1.0) -> tuple[float, float]:
+    """The closed-form Wilson score interval (another method, for the control)."""
+    f = k / n
+    centre = (f + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(f * (1 - f) / n + z * z / (4 * n * n))
+    return centre - half, centre + half
+
+
+def test_the_interval_is_not_empty_when_nothing_or_everything_is_found() -> None:
+    tail = (1 - CONFIDENCE) / 2
+    low, high = found_fraction_interval(0, 10)
+    assert low == 0.0 and high > 0.0
+    assert high == pytest.approx(quantile(1 - tail, 0.5, 10.5), abs=1e-6)
+    low, high = found_fraction_interval(10, 10)
+    assert high == 1.0 and low < 1.0
+    assert low == pytest.approx(quantile(tail, 10.5, 0.5), abs=1e-6)
+    low, high = found_fraction_interval(3, 10)
+    assert (low, high) == (pytest.approx(quantile(tail, 3.5, 7.5), abs=1e-6),
+                           pytest.approx(quantile(1 - tail, 3.5, 7.5), abs=1e-6))
+    # control: the oracle tells Jeffreys from Wilson, and the normal approximation is empty
+    assert abs(found_fraction_interval(0, 10)[1] - wilson(0, 10)[1]) > 1e-3
+    assert math.sqrt(0.0 * 1.0 / 10) == 0.0
+
+
+def test_the_interval_takes_fractional_trials() -> None:
+    tail = (1 - CONFIDENCE) / 2
+    low, high = found_fraction_interval(2, 7.5)
+    assert (low, high) == (pytest.approx(quantile(tail, 2.5, 6.0), abs=1e-6),
+                           pytest.approx(quantile(1 - tail, 2.5, 6.0), abs=1e-6))
+    with pytest.raises(ValueError):
+        found_fraction_interval(3, 2)
+
+
 def test_vt_of_a_hand_computed_case() -> None:
     one, five = sensitive_volume(IFARS, volume_gpc3=2.0, analysed_years=0.5,
                                  thresholds_years=[1.0, 5.0])
     # IFAR >= 1 yr: 2 of 4 found; V T = 1 Gpc^3 yr
-    assert (one.found, one.injections) == (2, 4)
-    assert one.found_fraction == 0.5
-    assert one.found_fraction_error == pytest.approx(math.sqrt(0.5 * 0.5 / 4))  # 0.25
-    assert one.vt_gpc3_years == pytest.approx(0.5)
-    assert one.vt_error_gpc3_years == pytest.approx(0.25)
+    assert (one.found, one.injections, one.trials) == (2, 4, 4.0)
+    assert one.found_fraction == 0.5 and one.vt_gpc3_years == pytest.approx(0.5)
+    low, high = found_fraction_interval(2, 4)
+    assert one.vt_interval_gpc3_years == (pytest.approx(low), pytest.approx(high))
+    assert low < 0.5 < high
     # VT / T = 1 Gpc^3: a sphere of radius (3 / (4 pi))^(1/3) Gpc = 620.35 Mpc
     assert one.sensitive_distance_mpc == pytest.approx(620.35, abs=0.01)
+    d_low, d_high = one.sensitive_distance_interval_mpc
+    assert d_low == pytest.approx(sensitive_distance_mpc(2.0 * low))
+    assert d_high == pytest.approx(sensitive_distance_mpc(2.0 * high))
     assert (five.found, five.vt_gpc3_years) == (1, pytest.approx(0.25))
-    assert five.found_fraction_error == pytest.approx(math.sqrt(0.25 * 0.75 / 4))
     assert one.vt_gpc3_years != pytest.approx(0.25)  # control: the thresholds differ
+
+
+def test_draws_below_the_snr_cut_count_as_missed() -> None:
+    [point] = sensitive_volume(IFARS, 2.0, 0.5, [1.0], drawn_per_injected=2.5)
+    assert point.trials == 10.0 and point.found_fraction == pytest.approx(0.2)
+    assert point.vt_gpc3_years == pytest.approx(0.2)
+    assert point.found_fraction_interval == found_fraction_interval(2, 10.0)
 
 
 def test_an_ifar_equal_to_the_threshold_is_found() -> None:
@@ -44,22 +120,24 @@ def test_an_ifar_equal_to_the_threshold_is_found() -> None:
     assert (at.found, above.found) == (2, 1)
 
 
-def test_everything_and_nothing_found() -> None:
-    low, high = sensitive_volume([5.0, 6.0], 3.0, 2.0, [1.0, 100.0])
-    assert low.vt_gpc3_years == pytest.approx(6.0) and low.found_fraction_error == 0.0
-    assert high.vt_gpc3_years == 0.0 and high.sensitive_distance_mpc == 0.0
-
-
-def test_thresholds_beyond_the_background_are_flagged() -> None:
+def test_a_threshold_beyond_the_background_is_null_with_a_reason_not_zero() -> None:
     livetime = 2.0 * SECONDS_PER_YEAR
     assert max_measurable_ifar_years(livetime) == pytest.approx(2.0)
     one, five = sensitive_volume(IFARS, 1.0, 1.0, [1.0, 5.0], livetime)
-    assert one.measurable and not five.measurable
-    assert five.background_needed_years == 5.0
+    assert one.measurable and one.vt_gpc3_years == pytest.approx(0.5)
+    assert not five.measurable and five.background_needed_years == 5.0
+    assert (five.found, five.found_fraction, five.vt_gpc3_years, five.vt_interval_gpc3_years,
+            five.sensitive_distance_mpc) == (None, None, None, None, None)
+    assert five.reason == "not measurable (needs 5 yr of background, have 2 yr)"
     assert all(p.measurable for p in sensitive_volume(IFARS, 1.0, 1.0, [1.0, 5.0]))
     assert background_note(5.0, livetime) == (
         "VT at IFAR 5 yr needs 5 yr of background, have 2 yr")
-    assert background_note(1.0, livetime).startswith("VT at IFAR 1 yr has")
+
+
+def test_without_a_population_volume_vt_is_null_and_the_fraction_stays() -> None:
+    [point] = sensitive_volume(IFARS, None, 1.0, [1.0])
+    assert point.found_fraction == 0.5 and point.vt_gpc3_years is None
+    assert point.sensitive_distance_mpc is None and "no population volume" in point.reason
 
 
 def test_ifar_grid_is_logarithmic() -> None:
@@ -82,7 +160,7 @@ def test_best_ifar_is_the_loudest_trigger_near_each_injection() -> None:
 
 
 def test_bad_inputs_raise() -> None:
-    with pytest.raises(ValueError, match="no injections"):
+    with pytest.raises(ValueError, match="no held-out injections"):
         sensitive_volume([], 1.0, 1.0, [1.0])
     with pytest.raises(ValueError, match="NaN"):
         sensitive_volume([1.0, float("nan")], 1.0, 1.0, [1.0])
@@ -95,67 +173,150 @@ def test_sensitive_distance_of_a_known_volume() -> None:
     assert sensitive_distance_mpc(4.0 / 3.0 * math.pi * 8) == pytest.approx(2000.0)
 
 
+# ---- held-out injections ---------------------------------------------------------------------
+
+
+def test_injections_are_placed_outside_in_training_or_held_out() -> None:
+    analysed = [(100.0, 200.0), (300.0, 400.0)]
+    places = place_injections([99.9, 100.0, 149.9, 150.0, 200.0, 350.0], analysed,
+                              (100.0, 150.0))
+    assert places == ["outside_analysed", "in_training", "in_training", "held_out",
+                      "outside_analysed", "held_out"]
+    assert injection_counts(places) == {"listed": 6, "outside_analysed": 2, "in_training": 2,
+                                        "held_out": 2}
+    assert place_injections([120.0], analysed, None) == ["held_out"]
+
+
+@pytest.fixture
+def config(tmp_path):
+    raw = {"data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": 0, "duration": 1000,
+                    "sample_rate": 16},
+           "model": {"repository": "r", "mode": "bbhnet", "inference_rate": 4},
+           "bbhnet": {"found_seconds": 1.0, "ifar_threshold_years": 0.5}}
+    return config_from_dict(raw, tmp_path / "c.toml")
+
+
+def vt_held_out_by_hand(gps: list[float], ifars: list[float], training: tuple[float, float],
+                        volume: float, years: float, threshold: float) -> float:
+    kept = [i for t, i in zip(gps, ifars, strict=True) if not training[0] <= t < training[1]]
+    return volume * years * sum(i >= threshold for i in kept) / len(kept)
+
+
+def test_injections_in_the_training_span_do_not_count_in_vt(config) -> None:
+    # five injections, each with a trigger on it; the two in the training span are loud
+    gps = [100.0, 200.0, 500.0, 600.0, 700.0]
+    ifars = [9.0, 9.0, 0.1, 9.0, 0.1]
+    injections = [Injection(t, 10.0) for t in gps]
+    training = (50.0, 250.0)
+    counted = found_missed_at_ifar(np.array(gps), np.array(ifars), np.ones(5), injections,
+                                   config, [(0.0, 1000.0)], training)
+    assert (counted["found"], counted["missed"]) == (1, 2)  # held out: 500, 600, 700
+    assert counted["injection_counts"] == {"listed": 5, "outside_analysed": 0,
+                                           "in_training": 2, "held_out": 3}
+    assert [r["in_training"] for r in counted["injections"]] == [True, True, False, False, False]
+    held_out = [r for r in counted["injections"] if not r["in_training"]]
+    population = {"time_volume_gpc3": 4.0}
+    found = sensitivity_summary(held_out, population, 0.5 * SECONDS_PER_YEAR,
+                                10 * SECONDS_PER_YEAR, counted["injection_counts"])
+    [point] = [p for p in found["curve"] if p["ifar_threshold_years"] == 1.0]
+    expected = vt_held_out_by_hand(gps, ifars, training, 4.0, 0.5, 1.0)
+    assert point["vt_gpc3_years"] == pytest.approx(expected)  # 4 x 0.5 x 1/3
+    assert found["counts"]["in_training"] == 2 and found["population"] == population
+    # control: counting the training span's injections gives another VT
+    everything = sensitivity_summary(counted["injections"], population, 0.5 * SECONDS_PER_YEAR,
+                                     10 * SECONDS_PER_YEAR)
+    [wrong] = [p for p in everything["curve"] if p["ifar_threshold_years"] == 1.0]
+    assert wrong["vt_gpc3_years"] != pytest.approx(expected)
+
+
 def rows(ifars: list[float]) -> list[dict]:
     return [{"gps_time": 100.0 + i, "network_snr": 10.0, "ifar_years": v}
             for i, v in enumerate(ifars)]
 
 
 def test_the_summary_states_vt_at_1_month_and_1_year_or_why_not() -> None:
-    from offline_iaas.physics import sensitivity_summary
-
+    population = {"time_volume_gpc3": 2.0, "redshift_max": 3.0}
     # 0.5 yr analysed, 2 yr of background: 1 month measurable, 1 year too
-    found = sensitivity_summary(rows([0.0, 0.05, 0.5, 1.5]), 2.0, 0.5 * SECONDS_PER_YEAR,
-                                2.0 * SECONDS_PER_YEAR)
+    found = sensitivity_summary(rows([0.0, 0.05, 0.5, 1.5]), population,
+                                0.5 * SECONDS_PER_YEAR, 2.0 * SECONDS_PER_YEAR)
     month, year = found["at"]["1 month"], found["at"]["1 year"]
     assert (month["found"], year["found"]) == (2, 1)  # IFAR >= 1/12 yr: 0.5 and 1.5
     assert month["vt_gpc3_years"] == pytest.approx(2.0 * 0.5 * 2 / 4)
     assert month["measurable"] and year["measurable"] and found["notes"] == []
+    assert found["population"] == population
+    assert found["interval"] == {"method": "jeffreys", "confidence": CONFIDENCE}
     assert found["at_reach"]["ifar_threshold_years"] == pytest.approx(2.0)
     curve = [p["ifar_threshold_years"] for p in found["curve"]]
     assert curve == sorted(curve) and curve[0] == pytest.approx(1 / (365.25 * 24))
-    assert short_curve_starts_lower(0.01)
-    # a short background: neither is measurable, and the summary says so
-    short = sensitivity_summary(rows([0.0, 0.05, 0.5, 1.5]), 2.0, 0.5 * SECONDS_PER_YEAR,
-                                0.01 * SECONDS_PER_YEAR)
-    assert not short["at"]["1 month"]["measurable"]
+    # a short background: neither is measurable, and each is null with the reason
+    short = sensitivity_summary(rows([0.0, 0.05, 0.5, 1.5]), population,
+                                0.5 * SECONDS_PER_YEAR, 0.01 * SECONDS_PER_YEAR)
+    month = short["at"]["1 month"]
+    assert not month["measurable"] and month["vt_gpc3_years"] is None
+    assert month["reason"] == "not measurable (needs 0.0833 yr of background, have 0.01 yr)"
     assert short["notes"] == [
         "VT at IFAR 0.0833333 yr needs 0.0833333 yr of background, have 0.01 yr",
         "VT at IFAR 1 yr needs 1 yr of background, have 0.01 yr"]
-    # without the population's volume: found fractions only, and a note
+    assert short["curve"][0]["ifar_threshold_years"] == pytest.approx(0.01 / 100)
+    # no population: found fractions only, VT null with the reason
     fractions = sensitivity_summary(rows([0.0, 0.5]), None, SECONDS_PER_YEAR, SECONDS_PER_YEAR)
-    assert "vt_gpc3_years" not in fractions["at"]["1 month"]
+    assert fractions["at"]["1 month"]["vt_gpc3_years"] is None
     assert fractions["at"]["1 month"]["found_fraction"] == 0.5
-    assert "names no population volume" in fractions["notes"][-1]
-    assert sensitivity_summary([], 2.0, 1.0, 1.0)["note"].startswith("no injection")
+    assert "describes no population" in fractions["vt_null_reason"]
+    assert sensitivity_summary([], population, 1.0, 1.0)["note"].startswith("no held-out")
 
 
-def test_the_injection_list_reads_synth_json_and_an_injection_set(tmp_path) -> None:
-    import json
+def test_the_lines_say_not_measurable_and_never_zero_plus_minus_zero() -> None:
+    from offline_iaas.merge.injections import sensitivity_lines
 
-    from offline_iaas.data.injection_file import read_injection_list
-    from offline_iaas.errors import ConfigError
-
-    synth = {"population": {"time_volume_gpc3": 13.3},
-             "injections": [{"gps_time": 5.0, "network_snr": 9.0,
-                             "parameters": {"chirp_mass": 25.0, "luminosity_distance": 800.0}},
-                            {"gps_time": 7.0, "ifos": {"H1": {"snr": 3.0}, "L1": {"snr": 4.0}}}]}
-    (tmp_path / "synth.json").write_text(json.dumps(synth))
-    found, volume = read_injection_list(tmp_path / "synth.json")
-    assert volume == 13.3
-    assert (found[0].chirp_mass, found[0].distance_mpc) == (25.0, 800.0)
-    assert found[1].network_snr == 5.0 and math.isnan(found[1].chirp_mass)
-    assert found[1].row() == {"gps_time": 7.0, "network_snr": 5.0}  # unknown: left out
-    (tmp_path / "list.json").write_text(json.dumps([{"gps_time": 1.0, "network_snr": 2.0}]))
-    assert read_injection_list(tmp_path / "list.json")[1] is None  # no volume: no VT
-    (tmp_path / "bad.json").write_text(json.dumps([{"time": 1.0}]))
-    with pytest.raises(ConfigError, match="bbhnet.injections: .*bad.json: an injection without"):
-        read_injection_list(tmp_path / "bad.json")
+    short = sensitivity_summary(rows([0.0, 0.05, 0.5, 1.5]), {"time_volume_gpc3": 2.0},
+                                0.5 * SECONDS_PER_YEAR, 0.01 * SECONDS_PER_YEAR)
+    lines = sensitivity_lines(short)
+    assert "BBHnet: at IFAR >= 1 year: not measurable (needs 1 yr of background, have 0.01 " \
+           "yr)" in lines
+    assert not any("0 +- 0" in line or "+-" in line for line in lines)
+    reach = [line for line in lines if "the most the background measures" in line]
+    assert reach and "VT " in reach[0] and "[" in reach[0]
+    assert any(line.startswith("BBHnet: intervals: jeffreys at 68.27 %") for line in lines)
 
 
-def short_curve_starts_lower(reach_years: float) -> bool:
-    """With less background than a hundred hours, the curve starts at a hundredth of it."""
-    from offline_iaas.physics import sensitivity_summary
+def test_found_injections_near_the_largest_distance_flag_the_volume_bound() -> None:
+    population = {"luminosity_distance_max_mpc": 1000.0, "redshift_max": 0.2}
+    found_far = [{"distance_mpc": 950.0, "found": True}, {"distance_mpc": 100.0, "found": True}]
+    bound = volume_bound(found_far, population)
+    assert (bound["near_edge"], bound["found_near_edge"]) == (1, 1)
+    assert bound["distance_from_mpc"] == pytest.approx(900.0)
+    # controls: found just inside 90 % is not flagged; missed at the edge is not either
+    assert volume_bound([{"distance_mpc": 899.0, "found": True}], population)[
+        "found_near_edge"] == 0
+    assert volume_bound([{"distance_mpc": 990.0, "found": False}], population)[
+        "found_near_edge"] == 0
+    assert volume_bound(found_far, None) is None
+    assert volume_bound([{"found": True}], population) is None  # no distances known
 
-    found = sensitivity_summary(rows([0.0, 1e-5]), 1.0, SECONDS_PER_YEAR,
-                                reach_years * SECONDS_PER_YEAR)
-    return found["curve"][0]["ifar_threshold_years"] == pytest.approx(reach_years / 100)
+
+def test_the_report_captions_the_sensitivity_figure_with_the_population() -> None:
+    from offline_iaas.config import SynthConfig
+    from offline_iaas.data.population import population_spec
+    from offline_iaas.report import page
+    from offline_iaas.report.build import _sensitivity
+
+    population = {**population_spec(SynthConfig()).attrs(), "network_snr_min": 6.0,
+                  "drawn": 40, "injected": 8}
+    counts = {"listed": 8, "held_out": 4, "in_training": 3, "outside_analysed": 1}
+    summary = sensitivity_summary(
+        [{**r, "found": r["ifar_years"] > 0, "in_training": False}
+         for r in rows([0.0, 0.05, 0.5, 1.5])],
+        population, 0.5 * SECONDS_PER_YEAR, 0.01 * SECONDS_PER_YEAR, counts)
+    section = page.Section("search", "Search")
+    _sensitivity(section, {"sensitivity": summary, "injections": [],
+                           "ifar_threshold_years": 0.001})
+    html = "".join(section.parts)
+    caption = html.split("<figcaption>")[1].split("</figcaption>")[0]
+    assert "Population: IMRPhenomD from 20 Hz; source-frame masses 20-50 Msun" in caption
+    assert "z &lt;= 3 (d_L &lt;= 26" in caption and "Planck18" in caption
+    assert "8 injected of 40 drawn (optimal network SNR &gt;= 6" in caption
+    assert "3 injections in BBHnet&#x27;s training span and 1 outside the analysed span" in caption
+    assert "jeffreys interval at 68.27 %" in caption
+    assert "not measurable (needs 1 yr of background, have 0.01 yr)" in html
+    assert "+-" not in html

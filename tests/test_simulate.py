@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from offline_iaas.jobspec import ClientSegment, Piece
+from offline_iaas.records import ClientSegment, Piece
 from offline_iaas.sizing.replay import FailureModel, SimulationRates, node_role
 from offline_iaas.sizing.simulate import segment_work_seconds, simulate
 from offline_iaas.workflow.dag import dag_text, parse_dag

@@ -28,3 +28,13 @@ def test_update_must_be_whole_strides() -> None:
     state = SnapshotState(1, kernel_samples=8, stride_samples=4)
     with pytest.raises(ValueError, match="not a multiple of the stride"):
         state.update(np.zeros((1, 6), np.float32))
+
+
+def test_the_online_average_needs_a_kernel_of_whole_strides_longer_than_one() -> None:
+    from offline_iaas.repository.backend.stateful import OnlineAverage
+
+    with pytest.raises(ValueError, match="multiple of the stride"):
+        OnlineAverage(16, 16)
+    with pytest.raises(ValueError, match="multiple of the stride"):
+        OnlineAverage(40, 12)
+    assert OnlineAverage(40, 8).overlap == 5

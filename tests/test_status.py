@@ -17,6 +17,7 @@ from offline_iaas.errors import RunError
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import final_summary, read_status, status_lines
+from tests import helpers
 from tests.helpers import skip_data_check
 
 STRIDE = 0.25  # 256 Hz, 4 Hz inference rate
@@ -44,8 +45,7 @@ def kept_seconds(run: Path, node: str) -> float:
 
 
 def complete_part(run: Path, node: str) -> None:
-    (run / "parts" / f"{node}.h5").write_bytes(b"")
-    (run / "parts" / f"{node}.json").write_text('{"complete": true}')
+    helpers.complete_part(RunDir(run), node)
 
 
 def ago(seconds: float) -> str:
@@ -141,8 +141,7 @@ def test_in_progress_from_the_dagman_node_status_file(run: Path) -> None:
 def finish(run: Path) -> None:
     for node in ("client0", "client1"):
         complete_part(run, node)
-    (run / "output" / "campaign.h5").write_bytes(b"")
-    (run / "output" / "campaign.json").write_text('{"complete": true}')
+    helpers.complete_merge(RunDir(run))
 
 
 def test_finished_run(run: Path, capsys: pytest.CaptureFixture[str]) -> None:

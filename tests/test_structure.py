@@ -3,13 +3,15 @@ logged through ``logging`` (``logs.py``), not through callables or by matching w
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from offline_iaas.config import load_config
-from offline_iaas.modes import MODES
+from offline_iaas.modes import MODES, Outputs
 from tests.helpers import SMALL_CAMPAIGN
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
@@ -65,7 +67,22 @@ def test_each_mode_streams_its_channels_and_warms_up_its_stages(
     assert config.mode is MODES[mode]
     assert list(config.stream_channels) == channels
     assert config.warmup_windows == warmup_stages * 3  # K/S - 1 = 3 windows per stage
-    assert config.mode.outputs == outputs
+    assert config.mode.outputs == outputs == config.outputs.names
+
+
+def test_outputs_are_named_and_shaped_by_the_mode_record() -> None:
+    bbhnet, deepclean = MODES["bbhnet"], MODES["deepclean"]
+    assert bbhnet.output_names(canary=False, time_slides=True) == ("statistic", "background")
+    assert deepclean.output_names(canary=True, time_slides=False) == ("noise", "noise_canary")
+    layout = Outputs(("noise", "statistic", "background"), ifos=2, stride_samples=4,
+                     time_shifts=3)
+    assert [layout.row_shape(n) for n in layout.names] == [(2, 4), (), (3,)]
+    noise = np.arange(2 * 3 * 4).reshape(2, 12)  # [ifos, n S], n = 3 windows
+    rows = layout.rows("noise", noise)
+    assert rows.shape == (3, 2, 4) and rows[1, 1].tolist() == noise[1, 4:8].tolist()
+    assert rows[1, 1].tolist() != noise[1, 5:9].tolist()  # negative control: one sample off
+    assert layout.rows("background", np.arange(6)).tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert layout.rows("statistic", np.arange(3)).tolist() == [0, 1, 2]
 
 
 # ---- the run directory travels as a RunDir; files stay short (issue #31) --------------------
@@ -137,3 +154,56 @@ def test_the_length_rule_catches_a_long_file(tmp_path: Path) -> None:  # negativ
     (tmp_path / "a.py").write_text("x = 1\n" * MAX_LINES)
     (tmp_path / "b.py").write_text("x = 1\n" * (MAX_LINES + 1))
     assert long_files([tmp_path / "a.py", tmp_path / "b.py"]) == [f"{tmp_path / 'b.py'}: 601"]
+
+
+# ---- every test checks something (issue #38) ---------------------------------------------------
+CHECKS = {"raises", "warns", "fail", "deprecated_call"}
+"""``pytest.raises``, ``pytest.warns``, ``pytest.fail``, ...: calls that check; so does any call
+whose name starts with ``assert`` (``np.testing.assert_allclose``) and an ``assert``."""
+
+
+def _called(call: ast.Call) -> str:
+    return getattr(call.func, "id", getattr(call.func, "attr", ""))
+
+
+def unchecked_tests(sources: dict[str, str]) -> list[str]:
+    """``file:line: name`` of each test function with no ``assert``, no checking call
+    (``CHECKS``, ``assert*``) and no call of a helper that checks (helpers are followed
+    through every module given, by name)."""
+    trees = {name: ast.parse(text) for name, text in sources.items()}
+    functions: dict[str, list[ast.AST]] = {}
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                functions.setdefault(node.name, []).append(node)
+
+    def checks_itself(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Assert) or isinstance(n, ast.Call) and (
+            _called(n) in CHECKS or _called(n).startswith("assert")) for n in ast.walk(node))
+
+    checking = {name for name, nodes in functions.items() if any(map(checks_itself, nodes))}
+    grown = True
+    while grown:  # helpers calling helpers that check
+        before = len(checking)
+        checking |= {name for name, nodes in functions.items() if any(
+            isinstance(n, ast.Call) and _called(n) in checking
+            for node in nodes for n in ast.walk(node))}
+        grown = len(checking) > before
+    return [f"{name}:{node.lineno}: {node.name}" for name, tree in trees.items()
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name.startswith("test") and node.name not in checking]
+
+
+def test_every_test_checks_something() -> None:
+    tests = PACKAGE.parents[1] / "tests"
+    sources = {str(p.relative_to(tests)): p.read_text() for p in sorted(tests.rglob("*.py"))}
+    assert unchecked_tests(sources) == []
+
+
+def test_the_check_rule_catches_a_test_without_a_check() -> None:  # negative control
+    helpers = "def same(a, b):\n    assert a == b\n\ndef quiet(a):\n    return a\n"
+    tests = ("def test_a():\n    same(1, 1)\n\ndef test_b():\n    quiet(1)\n\n"
+             "def test_c():\n    with pytest.raises(ValueError):\n        int('x')\n\n"
+             "def test_d():\n    np.testing.assert_array_equal(1, 1)\n")
+    assert unchecked_tests({"h.py": helpers, "t.py": tests}) == ["t.py:4: test_b"]

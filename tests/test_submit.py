@@ -21,8 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 VALUES = {
     "UNIVERSE": "vanilla",
     "EXECUTABLE": "/opt/env/bin/offline-iaas",
-    "ARGUMENTS": "serve --run-dir /data/runs/o3 --node $(node)",
-    "RUN_DIR": "/data/runs/o3",
+    "ARGUMENTS": "serve --run-dir . --node $(node)",
     "SERVER_RETRIES": "2",
     "SITE": "# Resources.\nrequest_cpus = 3\nrequest_memory = 4GB\nrequest_disk = 2GB\n",
 }
@@ -43,10 +42,10 @@ def test_rendered_templates_parse(role: str, log: str) -> None:
     assert items["universe"] == ("local" if role == "final" else "vanilla")
     assert items["executable"] == "/opt/env/bin/offline-iaas"
     if role != "final":
-        assert items["arguments"] == '"serve --run-dir /data/runs/o3 --node $(node)"'
+        assert items["arguments"] == '"serve --run-dir . --node $(node)"'
     else:
-        assert items["arguments"].startswith('"status /data/runs/o3 --final --dag-status')
-    assert items["initialdir"] == "/data/runs/o3"
+        assert items["arguments"].startswith('"status . --final --dag-status')
+    assert "initialdir" not in items  # the job starts where DAGMan submits it: the run directory
     assert items["log"] == log
     assert items["output"] == log.replace(".log", ".out")
     assert items["error"] == log.replace(".log", ".err")
@@ -84,7 +83,7 @@ def test_render_refuses_missing_values_and_unknown_roles() -> None:
 
 
 def test_render_does_not_rescan_values() -> None:
-    text = render_submit("merge", {**VALUES, "RUN_DIR": "/x/@EXECUTABLE@"})
+    text = render_submit("merge", {**VALUES, "ARGUMENTS": "merge --run-dir /x/@EXECUTABLE@"})
     assert "/x/@EXECUTABLE@" in text
 
 

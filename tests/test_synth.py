@@ -47,6 +47,10 @@ def make_config(tmp_path: Path, frames: str = "frames", duration: float = 24,
         "witnesses": 2,
         "injections": 2,
         "seed": 7,
+        # the nearby population these checks were written for, every draw injected (the
+        # default z_max and SNR cut: tests/test_population.py)
+        "redshift_max": 0.4,
+        "network_snr_min": 0.0,
     }
     values.update(synth)
     raw = {
@@ -300,7 +304,8 @@ def test_injection_set_file_holds_the_injections(dataset: tuple[CampaignConfig, 
         written.snr_psd["snr"])
     assert "LIGO-T1800044-v5" in written.snr_psd["snr_design"]
     assert summary["injection_waveform"]["snr_psd"] == written.snr_psd
-    assert written.attrs["redshift_max"] == 0.4 and written.attrs["seed"] == 7
+    assert written.attrs["redshift_max"] == 0.4
+    assert written.attrs["seed"] == 7 and written.attrs["drawn"] == 2
     assert written.attrs["time_volume_gpc3"] == pytest.approx(
         summary["population"]["time_volume_gpc3"])
 

@@ -23,10 +23,13 @@ from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import ConfigError, ModelError
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
-from offline_iaas.physics import SECONDS_PER_YEAR, false_alarm_rates
-from offline_iaas.repository.backend.stateful import TimeSlides
+from offline_iaas.physics import SECONDS_PER_YEAR, false_alarm_rates, slide_livetime
+from offline_iaas.records import read_run_info
+from offline_iaas.repository.backend.stateful import SnapshotState, TimeSlides
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
+from offline_iaas.stretches import client_segments, first_formed_window, slides_formed
+from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
 from tests.oracle import read_series, read_triggers, run_problems
 
@@ -43,16 +46,17 @@ def windows_by_hand(stream: np.ndarray, kernel: int, stride: int) -> np.ndarray:
                      for j in range(stream.shape[1] // stride)])
 
 
-def slid_by_hand(windows: np.ndarray, lag_windows: int, shifts: int, weights: np.ndarray
-                 ) -> np.ndarray:
+def slid_by_hand(windows: np.ndarray, lag_windows: int, shifts: int, warmup: int,
+                 weights: np.ndarray) -> np.ndarray:
     """A linear "network" (``weights`` [2, K]) on the first detector's window j with the
-    second's window ``j - k * lag_windows``; 0 where that is before the stream's first."""
+    second's window ``j - k * lag_windows``; NaN where that is one of the stream's first
+    ``warmup`` windows (not formed)."""
     out = []
     for j in range(len(windows)):
         for k in range(1, shifts + 1):
             earlier = j - k * lag_windows
-            if earlier < 0:
-                out.append(0.0)
+            if earlier < warmup:
+                out.append(np.nan)
                 continue
             pair = np.stack([windows[j, 0], windows[earlier, 1]])
             out.append(float((pair * weights).sum()))
@@ -62,7 +66,7 @@ def slid_by_hand(windows: np.ndarray, lag_windows: int, shifts: int, weights: np
 @pytest.mark.parametrize("sizes", [[40], [1, 39], [7, 3, 13, 17], [1] * 40])
 def test_time_slides_pair_each_window_with_the_earlier_ones(sizes: list[int],
                                                             monkeypatch) -> None:
-    kernel, stride, lag_windows, shifts = 32, 8, 2, 5
+    kernel, stride, lag_windows, shifts, warmup = 32, 8, 2, 5, 3
     monkeypatch.setattr(TimeSlides, "CHUNK_WINDOWS", 7)  # chunks that cut through windows
     rng = np.random.default_rng(1)
     stream = rng.normal(size=(2, 40 * stride))
@@ -72,18 +76,84 @@ def test_time_slides_pair_each_window_with_the_earlier_ones(sizes: list[int],
     def network(pairs: np.ndarray) -> np.ndarray:
         return (pairs * weights).sum(axis=(1, 2))
 
-    slides = TimeSlides(lag_windows, shifts)
+    slides = TimeSlides(lag_windows, shifts, warmup)
     position, got = 0, []
     for n in sizes:
         got.append(slides.update(windows[position : position + n], network))
         position += n
     got = np.concatenate(got)
-    expected = slid_by_hand(windows, lag_windows, shifts, weights)
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
-    assert (got[:shifts] == 0).all() and (got[-shifts:] != 0).all()
-    # negative control: one window more of lag is another background
-    other = slid_by_hand(windows, lag_windows + 1, shifts, weights)
-    assert not np.allclose(got, other, rtol=1e-5, atol=1e-4)
+    expected = slid_by_hand(windows, lag_windows, shifts, warmup, weights)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)  # NaN where NaN
+    formed = ~np.isnan(got.reshape(-1, shifts))
+    # slide k is formed from window warm-up + k * lag on, and on every later window
+    assert [int(np.argmax(formed[:, k - 1])) for k in range(1, shifts + 1)] == [
+        warmup + k * lag_windows for k in range(1, shifts + 1)]
+    assert all(formed[np.argmax(formed[:, c]) :, c].all() for c in range(shifts))
+    # negative controls: one window more of lag is another background; a slide formed one
+    # window early (its second window in the warm-up) another pattern
+    other = slid_by_hand(windows, lag_windows + 1, shifts, warmup, weights)
+    assert not np.allclose(got, other, rtol=1e-5, atol=1e-4, equal_nan=True)
+    early = slid_by_hand(windows, lag_windows, shifts, warmup - 1, weights)
+    assert not np.array_equal(np.isnan(got), np.isnan(early))
+
+
+def slides_by_definition(stream: np.ndarray, kernel: int, stride: int, warmup: int,
+                         step: int, shifts: int, weights: np.ndarray) -> np.ndarray:
+    """``[kept windows, shifts]`` of one stretch from the definition: slide k of window j (j
+    from ``warmup``) pairs the first detector's samples ``[(j + 1) S - K, (j + 1) S)`` with
+    the second's ``k * step`` strides earlier, where those start at or after the stretch's
+    first kept window; NaN elsewhere."""
+    windows = stream.shape[1] // stride
+    out = np.full((windows - warmup, shifts), np.nan)
+    for j in range(warmup, windows):
+        for k in range(1, shifts + 1):
+            earlier = j - k * step
+            if earlier >= warmup:
+                first = stream[0, (j + 1) * stride - kernel : (j + 1) * stride]
+                second = stream[1, (earlier + 1) * stride - kernel : (earlier + 1) * stride]
+                out[j - warmup, k - 1] = (first * weights[0]).sum() + (second * weights[1]).sum()
+    return out
+
+
+@pytest.mark.parametrize("clients", [1, 2, 3, 5, 8, 16])
+def test_any_split_forms_the_slides_of_the_whole_stretch(tmp_path: Path, clients: int) -> None:
+    """The planner's pieces, each streamed through the snapshot and the slide step as the
+    server does, give the slides of the definition: a piece streams the longest slide's
+    history before its first kept window, clipped at the stretch's start."""
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN.replace("duration = 64",
+                                                                   "duration = 16"))
+    config = load_config(tmp_path / "campaign.toml", [
+        'model.mode="bbhnet"', "bbhnet.time_shifts=3", f"layout.clients_per_server={clients}"])
+    kernel, stride, shifts = config.kernel_samples, config.stride_samples, 3
+    warmup, step = config.stretch_warmup_windows, config.shift_windows
+    assert (warmup, step, config.warmup_windows) == (3, 4, 3 + 12)
+    rng = np.random.default_rng(clients)
+    stream = rng.normal(size=(2, 64 * stride))
+    weights = rng.normal(size=(2, kernel))
+
+    def network(pairs: np.ndarray) -> np.ndarray:
+        return (pairs * weights).sum(axis=(1, 2))
+
+    def streamed(first: int, stop: int, skip_from: int = 0) -> np.ndarray:
+        """Windows ``[first, stop)`` of the stretch as one stream; the slides from row
+        ``skip_from`` on."""
+        windows = SnapshotState(2, kernel, stride).update(
+            stream[:, first * stride : stop * stride].astype(np.float32))
+        slides = TimeSlides(step, shifts, warmup).update(windows, network)
+        return slides.reshape(-1, shifts)[skip_from:]
+
+    expected = slides_by_definition(stream, kernel, stride, warmup, step, shifts, weights)
+    pieces = [p for seg in client_segments(config) for p in seg.pieces]
+    assert [p.first_window for p in pieces] == [
+        max(0, p.output_start - warmup - shifts * step) for p in pieces]
+    assert pieces[0].output_start == warmup and pieces[-1].output_stop == 64
+    split = np.concatenate([streamed(p.first_window, p.output_stop,
+                                     p.output_start - p.first_window) for p in pieces])
+    np.testing.assert_allclose(split, expected, rtol=1e-4, atol=1e-3)  # NaN where NaN
+    if clients > 1:  # control: pieces that stream only the warm-up lose slides
+        short = np.concatenate([streamed(p.output_start - warmup, p.output_stop, warmup)
+                                for p in pieces])
+        assert not np.array_equal(np.isnan(short), np.isnan(expected))
 
 
 def test_a_trigger_louder_than_the_whole_background_gets_one_over_the_livetime() -> None:
@@ -93,28 +163,54 @@ def test_a_trigger_louder_than_the_whole_background_gets_one_over_the_livetime()
     np.testing.assert_allclose(ifar, 1 / far / SECONDS_PER_YEAR)
 
 
+def test_a_slide_s_livetime_counts_only_the_windows_it_formed() -> None:
+    # a stretch whose windows end in (100, 110] s: a slide of 1 s is formed on (101, 110]
+    assert slide_livetime((100.0, 110.0), [], 1.0) == 9.0
+    assert slide_livetime((100.0, 110.0), [], 10.0) == slide_livetime((100.0, 110.0), [],
+                                                                      12.0) == 0.0
+    # a cut [103, 104) in either detector's time: t in it, or t - 1 s in it
+    assert slide_livetime((100.0, 110.0), [(103.0, 104.0)], 1.0) == 7.0
+    # without a slide formed there is no background: no rate is measured
+    far, ifar = false_alarm_rates(np.array([1.0, 2.0]), np.zeros(0), 0.0)
+    assert np.isinf(far).all() and (ifar == 0).all()
+
+
 def test_time_shifts_need_a_bbhnet_mode_two_detectors_and_whole_samples(tmp_path: Path) -> None:
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
-    with pytest.raises(ConfigError, match="bbhnet.time_shifts.*BBHnet mode"):
+    refusals = {}
+    with pytest.raises(ConfigError, match="bbhnet.time_shifts.*BBHnet "
+                       "mode") as refusals["time-slides-outside-bbhnet"]:
         load_config(tmp_path / "campaign.toml", ["bbhnet.time_shifts=3"])  # classifier
     bbhnet = ['model.mode="bbhnet"', "bbhnet.time_shifts=3"]
-    with pytest.raises(ConfigError, match="bbhnet.shift_seconds.*whole number of strides"):
+    with pytest.raises(ConfigError, match="bbhnet.shift_seconds.*whole number of "
+                       "strides") as refusals["time-slides-not-whole-strides"]:
         load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.shift_seconds=0.3"])
-    with pytest.raises(ConfigError, match="data.channels must name two"):
+    with pytest.raises(ConfigError, match="data.channels must name "
+                       "two") as refusals["time-slides-one-detector"]:
         load_config(tmp_path / "campaign.toml", [*bbhnet, 'data.channels=["H1:X"]'])
+    for row, caught in refusals.items():
+        documented(row, str(caught.value), {tmp_path / "campaign.toml": "C"},
+                   exit_code=ConfigError.exit_code)
     with pytest.raises(ConfigError, match="bbhnet.time_shifts.*negative"):
         load_config(tmp_path / "campaign.toml", ['model.mode="bbhnet"', "bbhnet.time_shifts=-1"])
 
 
-def test_the_warm_up_grows_by_the_largest_slide(tmp_path: Path) -> None:
+def test_slides_add_history_to_pieces_not_warm_up_to_stretches(tmp_path: Path) -> None:
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)  # K = 256, S = 64 samples
     for mode, plain in (("bbhnet", 3), ("e2e", 9)):
         base = [f'model.mode="{mode}"', f"data.witnesses={WITNESSES}"]
-        assert load_config(tmp_path / "campaign.toml", base).warmup_windows == plain
+        unslid = load_config(tmp_path / "campaign.toml", base)
+        assert unslid.warmup_windows == unslid.stretch_warmup_windows == plain
         # 5 slides of 0.5 s: 640 samples, 10 strides
         slid = load_config(tmp_path / "campaign.toml",
                            [*base, "bbhnet.time_shifts=5", "bbhnet.shift_seconds=0.5"])
-        assert slid.warmup_windows == plain + 10
+        assert slid.stretch_warmup_windows == plain  # the zero lag starts where it did
+        assert slid.warmup_windows == plain + 10  # a piece inside a stretch streams more
+        formed = slides_formed(slid, 0, 12)
+        assert [int(np.argmax(formed[:, k])) for k in range(5)] == [2, 4, 6, 8, 10]
+        assert formed[10:].all() and not formed[:2].any()
+        assert (first_formed_window(slid, 3) == 6
+                and slides_formed(slid, 6, 1)[0].tolist() == [True] * 3 + [False] * 2)
 
 
 def test_the_ensemble_layout_refuses_time_slides(tmp_path: Path) -> None:
@@ -122,15 +218,41 @@ def test_the_ensemble_layout_refuses_time_slides(tmp_path: Path) -> None:
     config = load_config(tmp_path / "campaign.toml", [
         'model.mode="bbhnet"', "bbhnet.time_shifts=2",
         f'model.repository="{tmp_path / "repo"}"'])
-    with pytest.raises(ModelError, match="steps of the fused model"):
+    with pytest.raises(ModelError, match="steps of the fused model") as caught:
         export_repository(config, None, ensemble=True)
+    documented("ensemble-with-time-slides", str(caught.value), {tmp_path / "repo": "R"},
+               exit_code=ModelError.exit_code)
     assert not (tmp_path / "repo").exists()
+
+
+def test_a_repository_whose_slides_reach_into_the_warm_up_is_refused(tmp_path: Path) -> None:
+    """A repository exported before slides were formed only inside the stretch (its manifest
+    records two numbers) would put values where the merge expects NaN: refused up front."""
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    config = load_config(tmp_path / "campaign.toml", [
+        'model.mode="bbhnet"', "bbhnet.time_shifts=2",
+        f'model.repository="{tmp_path / "repo"}"'])
+    export_repository(config, untrained_weights(tmp_path / "weights"))
+    check_repository(config)
+    manifest = tmp_path / "repo" / "manifest.json"
+    record = json.loads(manifest.read_text())
+    assert record["time_slides"] == [2, 256, 3]
+    manifest.write_text(json.dumps({**record, "time_slides": [2, 256]}))
+    with pytest.raises(ModelError, match=r"formed from window \[\], the campaign's from "
+                       "window 3") as caught:
+        check_repository(config)
+    documented("repository-slides-from-another-window", str(caught.value),
+               {tmp_path / "repo": "R"}, exit_code=ModelError.exit_code)
 
 
 # ---- real campaigns ---------------------------------------------------------------------------
 
 
 SHIFTS = 3
+SHIFT_SECONDS = 3.0
+"""3 slides of 3 s (12 windows each) over 32 s split between 4 clients (about 31 kept windows
+each): the second piece's history (36 windows) is clipped at the stretch's start, the
+others' are whole."""
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +268,10 @@ def campaigns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
                                ("e2e", "e2e", SHIFTS)):
         config = load_config(root / "campaign.toml", [
             f'model.mode="{mode}"', f"data.witnesses={WITNESSES}", "model.batch_size=5",
+            "layout.clients_per_server=4",
             f'model.repository="{root / name / "repository"}"',
-            f"bbhnet.time_shifts={shifts}", "bbhnet.ifar_threshold_years=1e-6",
+            f"bbhnet.time_shifts={shifts}", f"bbhnet.shift_seconds={SHIFT_SECONDS}",
+            "bbhnet.ifar_threshold_years=1e-6",
             f'bbhnet.injections="{root / "frames" / "synth.json"}"'])
         export_repository(config, weights)
         runs[name] = (config, run_dag(config, root / name / "run"))
@@ -158,6 +282,11 @@ def campaigns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
 @pytest.mark.parametrize("name", ["bbhnet", "e2e"])
 def test_a_time_slide_campaign_equals_its_reference_and_the_oracle(campaigns, name) -> None:
     config, run_dir = campaigns[name]
+    pieces = [p for node in read_run_info(RunDir(run_dir)).clients
+              for p in json.loads(RunDir(run_dir).job(node).read_text())["pieces"]]
+    history = config.warmup_windows  # warm-up and the longest slide's history
+    assert pieces[1]["output_start"] < history  # clipped at the stretch's start ...
+    assert pieces[1]["first_window"] == 0 < pieces[2]["first_window"]  # ... and not
     campaign = run_dir / "output" / "campaign.h5"
     reference, _ = run_reference(config, run_dir.parent / "reference.h5")
     comparison = compare_outputs(campaign, reference)
@@ -170,12 +299,16 @@ def test_a_time_slide_campaign_equals_its_reference_and_the_oracle(campaigns, na
         slides = slides[()]
         assert slides.shape[1] == SHIFTS and f["triggers"].dtype.names == (
             "time", "statistic", "far", "ifar")
-        assert set(f["background"]["shift"]) == {1.0, 2.0, 3.0}
+        shifts = set(f["background"]["shift"])
+        # e2e's later start leaves slides 2 and 3 no time outside the two injections' cuts
+        assert shifts == ({3.0, 6.0, 9.0} if name == "bbhnet" else {3.0})
     summary = json.loads((run_dir / "output" / "campaign.json").read_text())["bbhnet"]
-    analysed = len(slides) * config.stride_seconds
-    # the injections' neighbourhoods leave every slide's livetime (the oracle checks how much
-    # through each FAR)
-    assert 0 < summary["background_livetime_seconds"] < SHIFTS * analysed - 8
+    step = round(SHIFT_SECONDS / config.stride_seconds)
+    formed = np.isfinite(slides).sum()
+    assert formed == sum(len(slides) - k * step for k in range(1, SHIFTS + 1))
+    # the livetime counts the formed windows, less the injections' neighbourhoods in either
+    # detector (the oracle checks how much through each FAR)
+    assert 0 < summary["background_livetime_seconds"] < formed * config.stride_seconds - 8
     assert summary["injections"] and all("ifar_years" in r for r in summary["injections"])
 
 
@@ -183,20 +316,28 @@ def test_a_time_slide_campaign_equals_its_reference_and_the_oracle(campaigns, na
 def test_a_repository_exported_without_slides_is_refused(campaigns) -> None:
     slid, _ = campaigns["bbhnet"]
     plain, _ = campaigns["plain"]
-    with pytest.raises(ModelError, match="exported with 0 time slides.*asks for 3"):
+    with pytest.raises(ModelError, match="exported with 0 time slides.*asks for 3") as caught:
         check_repository(dataclasses.replace(slid, model=plain.model))
+    documented("repository-without-time-slides", str(caught.value),
+               {plain.model.repository: "R"}, exit_code=ModelError.exit_code)
 
 
 @pytest.mark.slow
-def test_the_oracle_refuses_slides_one_sample_late_and_a_wrong_far(campaigns) -> None:
+def test_the_oracle_refuses_slides_one_sample_late_or_formed_elsewhere_and_a_wrong_far(
+        campaigns) -> None:
     _, run_dir = campaigns["bbhnet"]
     campaign = run_dir / "output" / "campaign.h5"
     series = read_series(campaign)
-    late = copy.deepcopy(series)
-    x0, dx, values = late["slides"][0]
-    late["slides"][0] = (x0, dx, np.concatenate([values[:1], values[:-1]]))
-    problems = run_problems(run_dir, series=late)
-    assert problems and all(p.startswith("slides") for p in problems), problems
+    x0, dx, values = series["slides"][0]
+    step = round(SHIFT_SECONDS / dx)
+    early, missing = values.copy(), values.copy()
+    early[2 * step - 1, 1] = values[2 * step, 1]  # slide 2 formed one window early
+    missing[2 * step, 1] = np.nan  # ... or one window late
+    for changed in (np.concatenate([values[:1], values[:-1]]), early, missing):
+        wrong = copy.deepcopy(series)
+        wrong["slides"][0] = (x0, dx, changed)
+        problems = run_problems(run_dir, series=wrong)
+        assert problems and all(p.startswith("slides") for p in problems), problems
     triggers = read_triggers(campaign)
     triggers.far = triggers.far * 1.01
     assert run_problems(run_dir, triggers=triggers) == [
@@ -207,57 +348,115 @@ def test_the_oracle_refuses_slides_one_sample_late_and_a_wrong_far(campaigns) ->
         "background: statistic relative error inf"]
 
 
+def start_problems(series: dict, config) -> list[str]:
+    """Where a one-stretch campaign's zero lag and slides start, against the definition
+    (from the config's numbers only): the zero lag at the first window wholly inside the
+    data (``ceil(K/S) - 1``, stamped at its end), slide k from ``k Δ`` later, then on every
+    window."""
+    rate = config.data.sample_rate
+    kernel = round(config.model.kernel_seconds * rate)
+    stride = round(rate / config.model.inference_rate)
+    warmup = -(-kernel // stride) - 1
+    step = round(config.bbhnet.shift_seconds * rate) // stride
+    problems = []
+    (x0, dx, statistic), = series["statistic"]
+    expected = config.data.start + (warmup + 1) * stride / rate
+    if not abs(x0 - expected) <= 1e-6:
+        problems.append(f"the zero lag starts at {x0:.3f}, expected {expected:.3f}")
+    (slides_x0, _, slides), = series["slides"]
+    if slides_x0 != x0 or len(slides) != len(statistic):
+        problems.append("the slides are not stamped like the zero lag")
+    for k in range(1, slides.shape[1] + 1):
+        formed = np.flatnonzero(np.isfinite(slides[:, k - 1]))
+        if formed.tolist() != list(range(k * step, len(slides))):
+            problems.append(f"slide {k} formed from row {formed[:1]}, expected {k * step}")
+    return problems
+
+
 @pytest.mark.slow
-def test_the_zero_lag_is_the_campaign_without_slides_over_the_same_windows(campaigns) -> None:
-    """Slides change what is kept (a longer warm-up), never the zero-lag statistic."""
+def test_the_zero_lag_starts_at_the_unslid_warm_up_and_slide_k_k_shifts_later(
+        campaigns) -> None:
+    config, run_dir = campaigns["bbhnet"]
+    series = read_series(run_dir / "output" / "campaign.h5")
+    assert start_problems(series, config) == []
+    # negative controls: the zero lag one window late, a slide formed one window early
+    late = copy.deepcopy(series)
+    (x0, dx, values), = late["statistic"]
+    late["statistic"] = [(x0 + dx, dx, values[1:])]
+    assert start_problems(late, config)[0].startswith("the zero lag starts at")
+    early = copy.deepcopy(series)
+    slides = early["slides"][0][2]
+    slides[2 * 12 - 1, 1] = slides[2 * 12, 1]
+    assert start_problems(early, config) == ["slide 2 formed from row [23], expected 24"]
+
+
+@pytest.mark.slow
+def test_the_zero_lag_is_the_campaign_without_slides(campaigns) -> None:
+    """Slides change nothing of the zero lag: the same windows, the same values."""
     _, slid = campaigns["bbhnet"]
     _, plain = campaigns["plain"]
     (with_slides,) = read_series(slid / "output" / "campaign.h5")["statistic"]
     (without,) = read_series(plain / "output" / "campaign.h5")["statistic"]
-    later = round((with_slides[0] - without[0]) / without[1])
-    assert later == SHIFTS * 4  # 3 slides of 1 s at 4 windows per second
-    np.testing.assert_allclose(with_slides[2], without[2][later:], rtol=0, atol=1e-5)
+    assert with_slides[:2] == without[:2] and len(with_slides[2]) == len(without[2]) == 125
+    np.testing.assert_allclose(with_slides[2], without[2], rtol=0, atol=1e-5)
 
 
 @pytest.mark.slow
 def test_time_slides_send_no_more_bytes_per_streamed_second(campaigns) -> None:
-    """The client sends each sample once whatever the slides; only the longer warm-up each
-    piece streams again costs bytes (the same count of streamed seconds)."""
-    sent = {}
+    """The client sends each sample once whatever the slides; only the history each piece
+    inside the stretch streams again costs bytes (the same bytes per streamed second)."""
+    sent, streamed = {}, {}
     for name in ("bbhnet", "plain"):
         config, run_dir = campaigns[name]
         records = [json.loads(RunDir(run_dir).part(node)[1].read_text())
-                   for node in RunDir(run_dir).read_run_info()["clients"]]
+                   for node in read_run_info(RunDir(run_dir)).clients]
         jobs = [json.loads(RunDir(run_dir).job(node).read_text())
-                for node in RunDir(run_dir).read_run_info()["clients"]]
-        streamed = sum(p["gps_end"] - p["gps_start"] for job in jobs for p in job["pieces"])
-        sent[name] = sum(r["tensor_bytes_sent"] for r in records) / streamed
+                for node in read_run_info(RunDir(run_dir)).clients]
+        streamed[name] = sum(p["gps_end"] - p["gps_start"] for job in jobs
+                             for p in job["pieces"])
+        sent[name] = sum(r["tensor_bytes_sent"] for r in records) / streamed[name]
     config = campaigns["plain"][0]
     per_second = len(config.stream_channels) * config.data.sample_rate * 4
     assert sent["bbhnet"] == sent["plain"] == per_second
+    # the first piece streams no history, the second 31 windows (clipped), the others 36
+    pieces = [p for job in jobs for p in job["pieces"]]
+    extra = sum(min(36, p["output_start"] - 3) for p in pieces) * config.stride_seconds
+    assert extra == (0 + 31 + 36 + 36) / 4
+    assert streamed["bbhnet"] - streamed["plain"] == pytest.approx(extra, abs=1e-9)
 
 
 def vt_problems(run_dir: Path, shift_injections: float = 0.0) -> list[str]:
-    """The campaign's VT curve against one computed here from its triggers (time, IFAR) and
-    synth.json (times, the population's volume), sharing no code with the merge: found at a
-    threshold when a trigger within found_seconds has an IFAR at least it."""
+    """The campaign's VT curve against one computed here from its triggers (time, IFAR),
+    run.json's training span and synth.json (times, the population's volume, draws per
+    injection), sharing no code with the merge: held out when in the analysed time and outside
+    the training span; found at a threshold when a trigger within found_seconds has an IFAR at
+    least it; N = held out x drawn / injected; thresholds beyond the background null."""
     summary = json.loads((run_dir / "output" / "campaign.json").read_text())
     bbhnet = summary["bbhnet"]
     found_seconds = 1.0  # bbhnet.found_seconds' default
     with h5py.File(run_dir / "output" / "campaign.h5", "r") as f:
         times, ifars = f["triggers"]["time"], f["triggers"]["ifar"]
     synth = json.loads((run_dir.parent.parent / "frames" / "synth.json").read_text())
-    volume = synth["population"]["time_volume_gpc3"]
+    population = synth["population"]
+    volume = population["time_volume_gpc3"]
+    training = json.loads((run_dir / "run.json").read_text()).get("training", {}).get("bbhnet")
     counted = {round(r["gps_time"], 6) for r in bbhnet["injections"]}  # in analysed time
     injected = [i["gps_time"] + shift_injections for i in synth["injections"]
-                if round(i["gps_time"], 6) in counted]
+                if round(i["gps_time"], 6) in counted
+                and not (training and training[0] <= i["gps_time"] < training[1])]
+    trials = len(injected) * population["drawn"] / population["injected"]
     years = bbhnet["analysed_seconds"] / (365.25 * 86400)
+    reach = bbhnet["background_livetime_seconds"] / (365.25 * 86400)
     problems = []
     for point in bbhnet["sensitivity"]["curve"]:
         threshold = point["ifar_threshold_years"]
+        if threshold > reach:
+            if point["vt_gpc3_years"] is not None or point["found"] is not None:
+                problems.append(f"IFAR {threshold:.3g} yr beyond the background: not null")
+            continue
         found = sum(bool(np.any((np.abs(times - t) <= found_seconds) & (ifars >= threshold)))
                     for t in injected)
-        vt = volume * years * found / len(injected)
+        vt = volume * years * found / trials
         if (point["found"], point["injections"]) != (found, len(injected)) or not np.isclose(
                 point["vt_gpc3_years"], vt, rtol=1e-9, atol=0):
             problems.append(f"IFAR {threshold:.3g} yr: campaign {point['found']}/"
@@ -270,7 +469,7 @@ def vt_problems(run_dir: Path, shift_injections: float = 0.0) -> list[str]:
 def test_the_sensitive_volume_follows_from_the_triggers_and_the_injections(campaigns) -> None:
     _, run_dir = campaigns["bbhnet"]
     bbhnet = json.loads((run_dir / "output" / "campaign.json").read_text())["bbhnet"]
-    found = [p["found"] for p in bbhnet["sensitivity"]["curve"]]
+    found = [p["found"] for p in bbhnet["sensitivity"]["curve"] if p["measurable"]]
     assert max(found) > 0  # some injection is found at the lowest thresholds
     assert vt_problems(run_dir) == []
     assert vt_problems(run_dir, shift_injections=5.0) != []  # control: injections elsewhere
@@ -307,11 +506,15 @@ def test_the_time_slide_bench_measures_both_paths_over_the_same_windows(tmp_path
     load = Workload("tiny-bbhnet", "bbhnet", IFOS, 0, 256.0, 1.0, 8.0, 16)
     server, client_side = measure_time_slides(tmp_path, load, shifts=3, shift_seconds=1.0,
                                               data_seconds=40.0, clients=2)
-    assert server.slid_data_seconds == client_side.slid_data_seconds == 40.0 * 4
-    # the client-side approach sends every sample once per lag; the server path once (and
-    # the 3 s of warm-up per client)
+    # 320 kept windows (K/S - 1 = 7 of warm-up); slide k is formed from 8 k windows on
+    assert server.slid_data_seconds == client_side.slid_data_seconds == 40 + 39 + 38 + 37
+    # the server path sends each sample once: the first piece after the stretch's warm-up,
+    # the second after the warm-up and the longest slide's history (3 s); the client-side
+    # path sends each slide's windows with their warm-up
+    assert server.streamed_data_seconds == 40 + (7 + 7 + 24) / 8
+    assert client_side.streamed_data_seconds == 154 + 8 * 7 / 8
     per_second = 2 * 256 * 4
-    assert server.bytes_sent >= (40 + 2 * 3) * per_second
-    assert client_side.bytes_sent >= 4 * 40 * per_second > 2.5 * server.bytes_sent
+    assert server.bytes_sent >= server.streamed_data_seconds * per_second
+    assert client_side.bytes_sent >= 154 * per_second > 3 * server.bytes_sent
     text = markdown([server, client_side], load, 3, 1.0, 2, "the command")
     assert "| server |" in text and "| client-side |" in text and "bytes sent" in text

@@ -346,10 +346,6 @@ def test_the_draw_is_deterministic_for_a_seed() -> None:
     a = draw_binaries(SPEC, 5, np.random.default_rng(3))
     assert a == draw_binaries(SPEC, 5, np.random.default_rng(3))
     assert a != draw_binaries(SPEC, 5, np.random.default_rng(4))
-    drawn = population.draw_population(SPEC, 5, 3)
-    assert list(drawn.binaries) == a
-    assert drawn.comoving_volume_gpc3 == population.comoving_volume_gpc3(0.4)
-    assert drawn.time_volume_gpc3 == population.time_volume_gpc3(0.4)
 
 
 def test_population_volumes() -> None:

@@ -6,18 +6,22 @@ import os
 import secrets
 from pathlib import Path
 
+from offline_iaas.errors import raise_if_no_space
+
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to a unique temporary file beside ``path``, then rename it over ``path``.
 
-    The temporary file is removed if anything fails. It is created with ``open(..., "x")``, so
-    it gets the umask's mode (mkstemp would make it 0600).
+    The temporary file is removed if anything fails; a full disk is a ``NoSpaceError`` naming
+    ``path``. It is created with ``open(..., "x")``, so it gets the umask's mode (mkstemp would
+    make it 0600).
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         with open(tmp, "x") as f:
             f.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
+        raise_if_no_space(err, path)
         raise

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from offline_iaas import __version__, logs
-from offline_iaas.errors import ConfigError, OfflineIaasError, RunError
+from offline_iaas.errors import ERROR_FD_ENV, ConfigError, OfflineIaasError, RunError, no_space
 from offline_iaas.modes import MODE_NAMES
 
 EXIT_INTERRUPTED = 130
@@ -65,9 +66,9 @@ def cmd_export(args: argparse.Namespace) -> None:
     repo = export_repository(_config(args), args.weights, args.flavor, args.ensemble,
                              args.canary_weights)
     manifest = read_manifest(repo)
-    versions = ", ".join(f"{name} v{v}" for name, v in manifest["versions"].items())
-    logger.info(f"export: {repo} (mode {manifest['mode']}, {manifest['flavor']} flavor, "
-        f"{manifest.get('served', 'ensemble')} model: {versions})")
+    versions = ", ".join(f"{name} v{v}" for name, v in manifest.versions.items())
+    logger.info(f"export: {repo} (mode {manifest.mode}, {manifest.flavor} flavor, "
+        f"{manifest.served} model: {versions})")
 
 
 def cmd_train_demo(args: argparse.Namespace) -> None:
@@ -97,12 +98,15 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
 
 def cmd_check(args: argparse.Namespace) -> None:
     from offline_iaas.data.discovery import discover_frames, frame_source
-    from offline_iaas.data.preflight import preflight
+    from offline_iaas.data.preflight import check_injections, preflight
     from offline_iaas.repository.export import check_repository
+    from offline_iaas.workflow.make_dag import log_injection_check, training_spans
 
     config = _config(args)
     frames = discover_frames(config)
     span = preflight(config, frames)
+    log_injection_check(check_injections(config, span.stretches,
+                                         training_spans(config).get("bbhnet")), "check")
     repository = config.model.repository
     if repository.exists():  # make-dag refuses one that does not fit; say so now
         check_repository(config, load_graphs=True)
@@ -496,21 +500,64 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(_verbosity)
     try:
         args.func(args)
-    except OfflineIaasError as err:
-        print(f"offline-iaas {args.command}: error: {error_text(err)}", file=sys.stderr,
-              flush=True)
-        return err.exit_code
     except KeyboardInterrupt:
-        print(f"offline-iaas {args.command}: interrupted", file=sys.stderr, flush=True)
+        _last_line(f"offline-iaas {args.command}: interrupted")
         return EXIT_INTERRUPTED
-    except OSError as err:
-        # A file-system or network problem no check foresaw (permissions, a full disk, a path
-        # that cannot be created): the user's to fix, so one line and RunError's code. Any
-        # other unexpected exception is a bug and keeps its traceback.
-        print(f"offline-iaas {args.command}: error: {os_error_text(err)}", file=sys.stderr,
-              flush=True)
-        return RunError.exit_code
+    except Exception as err:
+        where = getattr(args, "run_dir", None) or getattr(args, "out", None)
+        error = failure(err, Path(where).absolute() if where is not None else None)
+        if error is None:  # a bug: it keeps its traceback
+            raise
+        _last_line(f"offline-iaas {args.command}: error: {error_text(error)}")
+        return error.exit_code
+    finally:
+        _flush_streams()
     return 0
+
+
+def failure(err: Exception, where: Path | None = None) -> OfflineIaasError | None:
+    """The error type a command's exception maps to (its exit code), or None for a bug.
+
+    A full disk or spent quota anywhere is a ``NoSpaceError`` naming the file, else ``where``
+    (the run directory or output of the command); another ``OSError`` that no check turned
+    into one of the types (a permission denied, a path that cannot be created, a network
+    filesystem going away) is the user's to fix: a ``RunError``, one line.
+    """
+    full = no_space(err, fallback=where)
+    if full is not None:
+        return full
+    if isinstance(err, OfflineIaasError):
+        return err
+    if isinstance(err, OSError):
+        return RunError(os_error_text(err))
+    return None
+
+
+def _last_line(line: str) -> None:
+    """Print a command's last line on stderr, and into run-local's error pipe for the node
+    (``ERROR_FD_ENV``), which a full disk cannot take."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+    descriptor = os.environ.get(ERROR_FD_ENV, "")
+    if descriptor.isdigit():
+        try:
+            os.write(int(descriptor), f"{line}\n".encode())
+        except OSError:
+            pass
+
+
+def _flush_streams() -> None:
+    """Flush stdout and stderr; one a full disk cannot take is replaced by ``/dev/null``, so
+    that Python's exit does not turn the exit code into 120 over a log line."""
+    for name in ("stdout", "stderr"):
+        try:
+            getattr(sys, name).flush()
+        except OSError:
+            setattr(sys, name, open(os.devnull, "w"))  # open until the process exits
+        except (AttributeError, ValueError):  # closed, or replaced by a test
+            pass
 
 
 def error_text(err: OfflineIaasError) -> str:

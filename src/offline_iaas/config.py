@@ -26,7 +26,7 @@ from offline_iaas.config_checks import (
     toml_value,
 )
 from offline_iaas.errors import ConfigError
-from offline_iaas.modes import MODES, Mode
+from offline_iaas.modes import MODES, Mode, Outputs
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,22 @@ class SynthConfig:
     most ~5 s)."""
     spin_max: float = 0.5
     """Aligned spins uniform in ``[-spin_max, spin_max]``."""
-    redshift_max: float = 0.4
-    """Redshifts uniform in comoving volume and source-frame time up to this (Planck18). 0.4
-    (2.2 Gpc) puts ~80 % of the default population at network SNR >= 8 and ~60 % at >= 12
-    in two aLIGO design detectors (measured over 200 draws), so the demo's 24 injections
-    have both found and missed ones; a sensitive-volume study wants it beyond the horizon."""
+    redshift_max: float = 3.0
+    """Redshifts uniform in comoving volume and source-frame time up to this (Planck18).
+    Beyond the horizon of the default population in the demo's network: its loudest binary
+    (50 + 50 Msun, aligned spins 0.5, face-on, overhead two aLIGO design detectors) reaches
+    network SNR 8 at z = 2.79 (``population.horizon_redshift``, IMRPhenomD from 20 Hz at
+    1024 Hz; 1.95 for one detector), so no findable binary lies beyond z_max and VT is the
+    search's, not the drawn volume's (``tests/test_population.py``). At 0.4, injections at
+    z = 0.38 were still found at SNR 13-24."""
+    network_snr_min: float = 4.0
+    """Binaries drawn below this optimal network SNR are not injected but count as missed:
+    ``synth`` draws until ``injections`` pass and records how many it drew (``drawn``), and
+    VT divides by the draws (``sensitivity.py``). Far beyond the horizon most draws are
+    hopeless (at z_max 3 about 70 % of the default population is below 4). 4 is well below
+    what a search finds: the demo's quietest found injection had SNR 6.3, and the merge warns
+    when one is found below 1.25 x the cut (``sensitivity.cut_bound``); 0 injects every
+    draw."""
     injection_file: Path | None = None
     """An injection set to inject instead of drawing the population: HDF5 (``.h5``,
     ``.hdf5``: ``data/injection_file.py``) or LIGO_LW ``sim_inspiral`` (``.xml``,
@@ -180,8 +191,9 @@ class BBHnetConfig:
     time_shifts: int = 0
     """Background time slides formed on the server from the one stream (0: none). With ``N``,
     BBHnet also runs on every window with the second detector's strain taken ``Δ, 2Δ, ... NΔ``
-    earlier (``shift_seconds``); the merge turns those background statistics into a
-    false-alarm rate for each trigger."""
+    earlier (``shift_seconds``) where both windows lie inside the stretch (slide ``k`` from
+    ``kΔ`` after the zero lag's first window, which slides do not move); the merge turns
+    those background statistics into a false-alarm rate for each trigger."""
     shift_seconds: float = 1.0
     """``Δ``, the step between time slides (a whole number of strides)."""
     ifar_threshold_years: float = 1.0
@@ -295,13 +307,29 @@ class MergeConfig:
 
 
 OUTPUT_SECTIONS: tuple[str, ...] = ("data", "model", "layout", "synth", "deepclean", "bbhnet")
+"""The sections the campaign's output depends on: the data, the networks and their windows,
+the split into client segments, the synthetic data and the post-processing. ``[server]``,
+``[client]``, ``[workflow]`` and ``[site]`` only say how and where the jobs run (timeouts,
+in-flight requests, instances, retries, resources): changing them keeps finished parts and
+merges valid."""
 HASH_EXEMPT: tuple[tuple[str, str], ...] = (("data", "on_bad_file"),)
 """Keys of those sections that only say what happens when something is wrong: a campaign
-finished under either value has the same output."""
-"""What ``config_hash`` covers: the data, the networks and their windows, the split into
-segments, the synthetic data and the post-processing. ``[server]``, ``[client]``,
-``[workflow]`` and ``[site]`` only say how and where the jobs run (timeouts, in-flight
-requests, instances, retries, resources): changing them keeps finished parts valid."""
+finished under either value has the same output (in neither hash)."""
+MERGE_ONLY: tuple[tuple[str, str], ...] = (
+    *(("deepclean", key) for key in (
+        "band_low_hz", "band_high_hz", "filter_order", "frame_seconds", "asd_fftlength",
+        "guard_hz", "channel_suffix", "frame_type", "gate", "gate_tolerance",
+        "gate_line_ratio")),
+    *(("bbhnet", key) for key in (
+        "cluster_seconds", "injections", "found_seconds", "exclusion_seconds",
+        "ifar_threshold_years")),
+)
+"""Keys of ``OUTPUT_SECTIONS`` that only the merge reads (its post-processing: the band-pass,
+GWF files and gate of DeepClean's products; trigger clustering, found/missed and IFAR of
+BBHnet's): in ``merge_hash``, not in ``stream_hash``. No client or served model reads them
+(``tests/test_config.py``)."""
+MERGE_SECTIONS: tuple[str, ...] = ("merge",)
+"""Whole sections only the merge reads (the merge tree): in ``merge_hash`` only."""
 
 
 @dataclass(frozen=True)
@@ -366,15 +394,20 @@ class CampaignConfig:
         return -(-self.kernel_samples // self.stride_samples) - 1
 
     @property
-    def warmup_windows(self) -> int:
-        """Rows a stream discards before its outputs no longer depend on where it started.
+    def stretch_warmup_windows(self) -> int:
+        """Windows of a stretch before its first kept one (the zero lag starts at the next):
+        a window warm-up per snapshot and per online average (``Mode.warmup_stages``:
+        ``deepclean`` 2, ``e2e`` 3, others 1), plus the rolling whitening's PSD data. Slides
+        add nothing: a slide is formed only where both its windows are kept
+        (``stretches.slides_formed``)."""
+        return self.mode.warmup_stages * self.window_warmup + self.psd_warmup_windows
 
-        One window warm-up per snapshot, plus the online average's latency (``K / S - 1``
-        windows) where DeepClean's predictions are averaged (``Mode.warmup_stages``):
-        ``deepclean`` 2, ``e2e`` 3 (the second snapshot over cleaned strain), other modes 1.
-        """
-        return (self.mode.warmup_stages * self.window_warmup + self.shift_warmup_windows
-                + self.psd_warmup_windows)
+    @property
+    def warmup_windows(self) -> int:
+        """Rows a stream begun inside a stretch discards before its outputs stop depending on
+        where it started: the stretch's warm-up plus the longest slide's history (a stream
+        from the stretch's start needs only ``stretch_warmup_windows``)."""
+        return self.stretch_warmup_windows + self.slide_history_windows
 
     @property
     def time_slides(self) -> bool:
@@ -401,13 +434,14 @@ class CampaignConfig:
         return round(self.bbhnet.shift_seconds * self.data.sample_rate)
 
     @property
-    def shift_warmup_windows(self) -> int:
-        """Windows a stream waits until its largest time slide reaches back only into its own
-        stretch (``ceil(N Δ / S)``; 0 without slides): a slide never pairs data across a
-        gap."""
-        if not self.time_slides:
-            return 0
-        return -(-self.bbhnet.time_shifts * self.shift_samples // self.stride_samples)
+    def shift_windows(self) -> int:
+        """``Δ`` of the time slides in windows (a whole number of strides)."""
+        return self.shift_samples // self.stride_samples
+
+    @property
+    def slide_history_windows(self) -> int:
+        """Windows the longest slide reaches back (``N Δ / S``; 0 without slides)."""
+        return self.bbhnet.time_shifts * self.shift_windows if self.time_slides else 0
 
     @property
     def averaging_delay_windows(self) -> int:
@@ -418,6 +452,13 @@ class CampaignConfig:
     def mode(self) -> Mode:
         """The record of ``model.mode`` (``modes.py``)."""
         return MODES[self.model.mode]
+
+    @property
+    def outputs(self) -> Outputs:
+        """What clients request and store, and their rows (``modes.Outputs``)."""
+        return Outputs(self.mode.output_names(canary=self.deepclean.canary,
+                                              time_slides=self.time_slides),
+                       len(self.ifos), self.stride_samples, self.bbhnet.time_shifts)
 
     @property
     def ifos(self) -> tuple[str, ...]:
@@ -453,14 +494,34 @@ class CampaignConfig:
             out[f.name] = {k: plain_value(v) for k, v in dataclasses.asdict(section).items()}
         return out
 
-    def config_hash(self) -> str:
-        """Hash of the sections that determine the campaign's output (``OUTPUT_SECTIONS``),
-        less ``HASH_EXEMPT``."""
-        plain = {k: v for k, v in self.to_dict().items() if k in OUTPUT_SECTIONS}
-        for section, key in HASH_EXEMPT:
+    def stream_hash(self) -> str:
+        """Hash of what the clients' parts depend on: ``OUTPUT_SECTIONS`` less
+        ``HASH_EXEMPT`` and ``MERGE_ONLY``. A part's sidecar records it; a part recorded under
+        another is redone."""
+        return _digest(self._hashed(OUTPUT_SECTIONS, (*HASH_EXEMPT, *MERGE_ONLY)))
+
+    def merge_hash(self) -> str:
+        """Hash of what the merge's outputs depend on: what ``stream_hash`` covers, the
+        ``MERGE_ONLY`` keys and ``MERGE_SECTIONS``. The chunk merges' and the merge's summaries
+        record it: changing a merge-only setting redoes the merge nodes, not the clients."""
+        return _digest(self._hashed((*OUTPUT_SECTIONS, *MERGE_SECTIONS), HASH_EXEMPT))
+
+    def v1_hash(self) -> str:
+        """The one hash records of schema version 1 carry (``config_hash``, before the stream
+        and merge hashes were split: ``OUTPUT_SECTIONS`` less ``HASH_EXEMPT``), so that a run
+        directory written then keeps its parts and merges."""
+        return _digest(self._hashed(OUTPUT_SECTIONS, HASH_EXEMPT))
+
+    def _hashed(self, sections: tuple[str, ...], exempt: tuple[tuple[str, str], ...]
+                ) -> dict[str, Any]:
+        plain = {k: v for k, v in self.to_dict().items() if k in sections}
+        for section, key in exempt:
             plain[section].pop(key, None)
-        text = json.dumps(plain, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return plain
+
+
+def _digest(plain: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()[:16]
 
 
 SECTIONS: dict[str, type] = {

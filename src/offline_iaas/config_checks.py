@@ -166,6 +166,8 @@ def _check_population(c: CampaignConfig, fail: typing.Callable[[str, str], None]
         fail("synth.spin_max", f"must be in [0, 1), got {s.spin_max}")
     if s.redshift_max <= 0:
         fail("synth.redshift_max", f"must be positive, got {s.redshift_max}")
+    if not s.network_snr_min >= 0:
+        fail("synth.network_snr_min", f"must not be negative, got {s.network_snr_min}")
 
 
 def _check_time_shifts(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:

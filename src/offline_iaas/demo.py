@@ -15,10 +15,12 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from offline_iaas import records
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.errors import MismatchError
 from offline_iaas.modes import MODES
+from offline_iaas.records import CampaignSummary
 from offline_iaas.rundir import RunDir
 
 logger = logging.getLogger(__name__)
@@ -113,7 +115,7 @@ def run_demo(
     logger.info(bytes_line(run, config))
     logger.info(f"campaign output: {output}")
     logger.info(f"reference: {reference_path}")
-    for line in physics_lines(json.loads(summary.read_text())):
+    for line in physics_lines(records.read(CampaignSummary, summary).physics):
         logger.info(line)
     if config.mode.searches_cleaned_strain:
         for line in _without_cleaning(workdir, config_path, list(overrides), weights):
@@ -137,7 +139,7 @@ def _without_cleaning(workdir: Path, config_path: Path | None, overrides: list[s
     """The e2e demo's search run again on the raw strain (mode bbhnet, the same BBHnet, time
     slides and injections; the in-process reference): its VT lines, to set beside the
     cleaned strain's."""
-    from offline_iaas.merge.postprocess import sensitivity_lines
+    from offline_iaas.merge.injections import sensitivity_lines
     from offline_iaas.merge.reference import run_reference
     from offline_iaas.repository.export import export_repository
 

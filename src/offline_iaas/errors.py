@@ -6,6 +6,10 @@ exit code (its ``exit_code``) and prints its message on one line, never a traceb
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+
 
 class OfflineIaasError(Exception):
     """Base class: a failure with a message meant for the user."""
@@ -47,3 +51,68 @@ class MismatchError(OfflineIaasError):
     """The campaign output differs from the in-process reference."""
 
     exit_code = 7
+
+
+class NoSpaceError(OfflineIaasError, OSError):
+    """A file could not be written: its filesystem is full (or the user's quota is spent).
+
+    Also an ``OSError`` (``errno`` ENOSPC or EDQUOT), so that a writer that goes on when a
+    write fails (run-local's state file) still does.
+    """
+
+    exit_code = 8
+
+
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""The errno values of a full filesystem and of a spent quota."""
+ERROR_FD_ENV = "OFFLINE_IAAS_ERROR_FD"
+"""Set by ``run-local`` for its nodes: a pipe the command's one error line also goes to, so
+that it reaches run-local's summary when the node's own log cannot be written (a full disk)."""
+_HDF5_ERRNO = re.compile(r"\berrno = (\d+)")
+_HDF5_FILE = re.compile(r"\b(?:file)?name = '([^']+)'")
+
+
+def no_space(err: BaseException, path: str | os.PathLike[str] | None = None,
+             fallback: str | os.PathLike[str] | None = None) -> NoSpaceError | None:
+    """The ``NoSpaceError`` that ``err`` stands for, or None when it is not a full disk.
+
+    ``err`` stands for one when it, or an exception it was raised from or while handling, is
+    an ``OSError`` with errno ENOSPC or EDQUOT, or carries HDF5's ``errno = 28`` in its text.
+    The message is one line naming ``path`` (the file being written, best the final name
+    rather than a temporary one), else the file the error names, else ``fallback`` (the
+    directory written into), else none.
+    """
+    seen: set[int] = set()
+    found: BaseException | None = err
+    while found is not None and id(found) not in seen:
+        seen.add(id(found))
+        if isinstance(found, NoSpaceError):  # named already, where the file was known
+            return found
+        text = str(found)
+        code = found.errno if isinstance(found, OSError) else None
+        match = _HDF5_ERRNO.search(text)
+        if code not in NO_SPACE_ERRNOS and match:
+            code = int(match.group(1))
+        if code in NO_SPACE_ERRNOS:
+            named = path
+            if named is None and isinstance(found, OSError) and found.filename is not None:
+                named = found.filename
+            if named is None and (name := _HDF5_FILE.search(text)):
+                named = name.group(1)
+            named = fallback if named is None else named
+            what = "disk quota exceeded" if code == errno.EDQUOT else "no space left on device"
+            where = f"{os.fspath(named)}: " if named is not None else ""
+            error = NoSpaceError(f"{where}{what} (free space there, then run again: "
+                                 "finished nodes are not redone)")
+            error.errno = code
+            return error
+        found = found.__cause__ or found.__context__
+    return None
+
+
+def raise_if_no_space(err: BaseException, path: str | os.PathLike[str]) -> None:
+    """In an ``except`` clause, after the clean-up: raise the ``NoSpaceError`` naming ``path``
+    that ``err`` stands for, if it is a full disk (else return, for a bare ``raise``)."""
+    full = no_space(err, path)
+    if full is not None:
+        raise full from err

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Mode:
@@ -70,6 +72,48 @@ class Mode:
     def warmup_stages(self) -> int:
         """Stages whose latency a stream must warm up: each snapshot, and the average."""
         return self.snapshots + int(self.averages)
+
+    def output_names(self, *, canary: bool, time_slides: bool) -> tuple[str, ...]:
+        """What its clients request and store: ``outputs``, then ``noise_canary`` with a
+        DeepClean canary and ``background`` with time slides."""
+        return (self.outputs + (("noise_canary",) if canary else ())
+                + (("background",) if time_slides else ()))
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What a campaign's clients request and store (``CampaignConfig.outputs``), and one
+    window's row of each.
+
+    A response holds ``statistic [n]`` (one value per window), ``background [n shifts]`` (one
+    per window and slide) or ``noise [ifos, n S]`` (the averaged prediction of the strides the
+    windows completed); clients, the reference and the merge store them a row per window.
+    """
+
+    names: tuple[str, ...]
+    ifos: int
+    stride_samples: int
+    time_shifts: int
+
+    def row_shape(self, name: str) -> tuple[int, ...]:
+        """Shape of one row of output ``name`` (``()`` for the statistic)."""
+        if name == "statistic":
+            return ()
+        if name == "background":
+            return (self.time_shifts,)
+        return (self.ifos, self.stride_samples)
+
+    def rows(self, name: str, values: np.ndarray) -> np.ndarray:
+        """One response's ``values`` of output ``name`` as one row per window:
+        ``statistic [n]`` as is, ``background [n shifts]`` → ``[n, shifts]``,
+        ``noise [ifos, n S]`` → ``[n, ifos, S]``."""
+        if name == "statistic":
+            return values
+        if name == "background":
+            return values.reshape(-1, self.time_shifts)
+        ifos, samples = values.shape
+        return values.reshape(ifos, samples // self.stride_samples,
+                              self.stride_samples).swapaxes(0, 1)
 
 
 MODES: dict[str, Mode] = {

@@ -1,5 +1,5 @@
-"""The campaign's physics on plain arrays: band-pass, ASD ratio, triggers, found/missed,
-sensitive time-volume against the inverse false-alarm rate.
+"""The campaign's physics on plain arrays: band-pass, ASD ratio, triggers, false-alarm rates,
+which injections count and found/missed.
 
 Used by the merge's post-processing (``merge/postprocess.py``), the reference and the demo
 networks' evaluation (``models/evaluation.py``); it depends on the config and the numerical
@@ -17,10 +17,13 @@ BBHnet
     ``exclusion_seconds`` from all injections; an injection is *found* when a trigger within
     ``found_seconds`` of its time beats the background's largest.
 BBHnet with time slides (``bbhnet.time_shifts = N``)
-    Each slide's statistic is clustered like the zero lag; the background livetime is ``N``
-    times the analysed time (the warm-up already keeps every slide inside its stretch). A
-    trigger's false-alarm rate is the number of background triggers at least as loud per
-    second of livetime; one louder than the whole background gets the bound ``1 / livetime``.
+    Slide ``k`` is formed at a window only where both of its windows (the first detector's at
+    ``t``, the second's at ``t - kΔ``) lie in the stretch's analysed time, so in each stretch
+    it starts ``kΔ`` after the zero lag; its formed windows are clustered like the zero lag,
+    and its livetime is the stride times the windows it formed (``slide_livetime``); the
+    background livetime is the sum over the slides. A trigger's false-alarm rate is the
+    number of background triggers at least as loud per second of livetime; one louder than
+    the whole background gets the bound ``1 / livetime``.
     An injection is found when a trigger within ``found_seconds`` has an inverse FAR of at
     least ``ifar_threshold_years``. With an injection list, as for the zero-lag background,
     a slide's trigger is left out when either detector's time (``t``, or ``t - kΔ`` for the
@@ -28,44 +31,22 @@ BBHnet with time slides (``bbhnet.time_shifts = N``)
     span, and that time leaves the slide's livetime (``slide_livetime``): otherwise every
     injection would stand in the background once per slide, one detector's signal against
     the other's slid noise.
-Sensitive time-volume against the inverse false-alarm rate
-    Given the injections that fell in analysed time, each with the largest IFAR of a trigger
-    within ``found_seconds`` of it (``best_ifars``; none: never found), an injection is found at
-    a threshold when that IFAR is at least the threshold, and
-
-        VT(threshold) = V x T x f,   f = found / N
-
-    with ``T`` the analysed (zero-lag) time in years and ``V`` the population's volume. For a
-    population drawn uniform in comoving volume and source-frame time (``data/population.py``),
-    ``V`` is ``time_volume_gpc3`` = ``int dVc/dz / (1 + z) dz``: then ``VT`` is in Gpc^3 years of
-    source-frame time and a rate ``R`` (Gpc^-3 yr^-1) gives ``R VT`` detections. ``Vc(z_max)``
-    (``comoving_volume_gpc3``) in its place would overstate it by the neglected time dilation.
-    The result is only a sensitive volume when ``z_max`` reaches beyond the search's horizon;
-    otherwise it is bounded by ``V T``.
-
-    Uncertainty
-        The found fraction's binomial standard error ``sqrt(f (1 - f) / N)`` (the normal
-        approximation; it is 0 at ``f = 0`` or ``1``, where it understates the uncertainty of a
-        small ``N``), times ``V T``: the Monte-Carlo error of the injection campaign only, not
-        of calibration or waveform systematics.
-    Sensitive distance
-        The radius of a sphere of volume ``VT / T``: ``(3 VT / (4 pi T))^(1/3)``.
-    Background
-        ``N`` time slides of ``T`` give a background livetime ``L``; a trigger louder than the
-        whole background has ``FAR = 1 / L`` (``false_alarm_rates``), so no IFAR above
-        ``L`` (years) can be measured: VT at an IFAR threshold above ``L`` only counts
-        injections louder than every background trigger, and is flagged as not measurable.
+Which injections count
+    Only those inside the analysed stretches and outside the network's training span
+    (``place_injections``): the background leaves that span out, and so does the found/missed
+    count; the rows still list the ones in the training span (``in_training``) and the counts
+    say how many were left out and why. VT against IFAR: ``sensitivity.py``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from igwn_segments import segment, segmentlist
 from scipy import signal
 
 from offline_iaas.config import CampaignConfig
@@ -236,9 +217,13 @@ SECONDS_PER_YEAR = 365.25 * 86400.0
 def false_alarm_rates(statistic: np.ndarray, background: np.ndarray, livetime_seconds: float
                       ) -> tuple[np.ndarray, np.ndarray]:
     """``(far in Hz, ifar in years)`` of each zero-lag trigger's ``statistic`` against the
-    ``background`` triggers of ``livetime_seconds`` of time slides (module docstring)."""
-    if livetime_seconds <= 0:
-        raise ValueError(f"background livetime must be positive, got {livetime_seconds}")
+    ``background`` triggers of ``livetime_seconds`` of time slides (module docstring).
+    Without livetime (no slide formed outside the cuts: every stretch shorter than the
+    smallest slide) no rate is measured: FAR ``inf``, IFAR 0."""
+    if livetime_seconds < 0:
+        raise ValueError(f"background livetime must not be negative, got {livetime_seconds}")
+    if livetime_seconds == 0:
+        return np.full(len(statistic), np.inf), np.zeros(len(statistic))
     ordered = np.sort(np.asarray(background, np.float64))
     louder = len(ordered) - np.searchsorted(ordered, np.asarray(statistic, np.float64), "left")
     far = np.maximum(louder, 1) / livetime_seconds
@@ -277,18 +262,26 @@ def background_cuts(injections: list[Injection], config: CampaignConfig,
 
 def slide_livetime(analysed: tuple[float, float], cuts: list[tuple[float, float]],
                    lag_seconds: float) -> float:
-    """Seconds of ``analysed`` (first detector's time) where neither detector's data is cut:
-    ``t`` outside ``cuts`` and ``t - lag_seconds`` outside them too."""
+    """Seconds of a stretch's ``analysed`` span (first detector's time) where the slide of
+    ``lag_seconds`` is formed and neither detector's data is cut: ``t`` and ``t -
+    lag_seconds`` both in ``analysed`` (the slide's windows, times the stride) and both
+    outside ``cuts``."""
+    formed = (analysed[0] + lag_seconds, analysed[1])
+    if formed[1] <= formed[0]:
+        return 0.0
     moved = [(a + lag_seconds, b + lag_seconds) for a, b in cuts]
-    return float(sum(b - a for a, b in subtract_spans([analysed], cuts + moved)))
+    return float(sum(b - a for a, b in subtract_spans([formed], cuts + moved)))
 
 
 def outside_cuts(times: np.ndarray, cuts: list[tuple[float, float]]) -> np.ndarray:
-    """Which ``times`` lie in none of the half-open ``cuts`` ``[start, end)``."""
-    keep = np.ones(len(times), bool)
-    for start, end in cuts:
-        keep &= ~((times >= start) & (times < end))
-    return keep
+    """Which ``times`` lie in none of the half-open ``cuts`` ``[start, end)`` (NaN: in none)."""
+    times = np.asarray(times, np.float64)
+    union = _segments(cuts)
+    if not union:
+        return np.ones(len(times), bool)
+    starts, ends = np.array(union, np.float64).T
+    at = np.searchsorted(starts, times, "right") - 1  # the last cut starting at or before
+    return ~((at >= 0) & (times < ends[np.maximum(at, 0)]))
 
 
 def best_near(times: np.ndarray, key: np.ndarray, gps: float, seconds: float) -> int | None:
@@ -297,247 +290,115 @@ def best_near(times: np.ndarray, key: np.ndarray, gps: float, seconds: float) ->
     return int(near[np.argmax(np.asarray(key)[near])]) if len(near) else None
 
 
+OUTSIDE_ANALYSED, IN_TRAINING, HELD_OUT = "outside_analysed", "in_training", "held_out"
+"""Where an injection lies (``place_injections``)."""
+
+
+def place_injections(gps_times: Sequence[float], analysed: list[tuple[float, float]],
+                     training: Sequence[float] | None) -> list[str]:
+    """Per injection time: ``OUTSIDE_ANALYSED`` (in no analysed span ``[start, end)``),
+    ``IN_TRAINING`` (inside, and in the network's training span ``[start, end)``) or
+    ``HELD_OUT`` (what found/missed and VT count)."""
+    out = []
+    for gps in gps_times:
+        if not any(s <= gps < e for s, e in analysed):
+            out.append(OUTSIDE_ANALYSED)
+        elif training is not None and float(training[0]) <= gps < float(training[1]):
+            out.append(IN_TRAINING)
+        else:
+            out.append(HELD_OUT)
+    return out
+
+
+def injection_counts(places: Sequence[str]) -> dict[str, int]:
+    """``listed`` and how many of them lie where (``place_injections``)."""
+    return {"listed": len(places),
+            **{where: sum(p == where for p in places)
+               for where in (OUTSIDE_ANALYSED, IN_TRAINING, HELD_OUT)}}
+
+
+def _counted(injections: list[Injection], analysed: list[tuple[float, float]],
+             training: Sequence[float] | None) -> tuple[list[tuple[Injection, bool]],
+                                                      dict[str, int]]:
+    """The injections in analysed time with whether each is in the training span, and the
+    counts (``injection_counts``)."""
+    places = place_injections([i.gps_time for i in injections], analysed, training)
+    kept = [(i, p == IN_TRAINING) for i, p in zip(injections, places, strict=True)
+            if p != OUTSIDE_ANALYSED]
+    return kept, injection_counts(places)
+
+
+def _tally(rows: list[dict[str, Any]], counts: dict[str, int]) -> dict[str, Any]:
+    held_out = [r for r in rows if not r["in_training"]]
+    return {"found": sum(r["found"] for r in held_out),
+            "missed": sum(not r["found"] for r in held_out),
+            "injection_counts": counts, "injections": rows}
+
+
 def found_missed_at_ifar(
     times: np.ndarray, ifar_years: np.ndarray, values: np.ndarray,
     injections: list[Injection], config: CampaignConfig,
-    analysed: list[tuple[float, float]],
+    analysed: list[tuple[float, float]], training: Sequence[float] | None = None,
 ) -> dict[str, Any]:
-    """Found/missed of the injections inside the analysed stretches at the config's IFAR
-    threshold: found when a trigger within ``found_seconds`` has ``ifar >= threshold``."""
+    """Found/missed at the config's IFAR threshold: found when a trigger within
+    ``found_seconds`` has ``ifar >= threshold``. Rows for every injection in the analysed
+    stretches (``in_training`` marks those in the network's ``training`` span); ``found`` and
+    ``missed`` count the held-out ones only, ``injection_counts`` says what was left out."""
     b = config.bbhnet
+    kept, counts = _counted(injections, analysed, training)
     rows = []
-    for injection in injections:
-        if not any(s <= injection.gps_time < e for s, e in analysed):
-            continue
+    for injection, in_training in kept:
         best = best_near(times, ifar_years, injection.gps_time, b.found_seconds)
         ifar = float(ifar_years[best]) if best is not None else 0.0
         rows.append({**injection.row(),
                      "statistic": float(values[best]) if best is not None else float("-inf"),
-                     "ifar_years": ifar, "found": bool(ifar >= b.ifar_threshold_years)})
-    return {"found": sum(r["found"] for r in rows), "missed": sum(not r["found"] for r in rows),
-            "ifar_threshold_years": b.ifar_threshold_years, "injections": rows}
+                     "ifar_years": ifar, "found": bool(ifar >= b.ifar_threshold_years),
+                     "in_training": in_training})
+    return {**_tally(rows, counts), "ifar_threshold_years": b.ifar_threshold_years}
 
 
 def subtract_spans(
     spans: list[tuple[float, float]], cuts: list[tuple[float, float]]
 ) -> list[tuple[float, float]]:
-    """``spans`` without any part of ``cuts`` (all ``(start, end)`` in seconds)."""
-    out = []
-    for start, end in spans:
-        pieces = [(start, end)]
-        for cut_start, cut_end in cuts:
-            pieces = [
-                part
-                for a, b in pieces
-                for part in ((a, min(b, cut_start)), (max(a, cut_end), b))
-                if part[1] > part[0]
-            ]
-        out.extend(pieces)
-    return out
+    """``spans`` without any part of ``cuts`` (all half-open ``[start, end)`` in seconds), span
+    by span: the pieces of two spans that touch stay apart."""
+    union = _segments(cuts)
+    return [(a, b) for start, end in spans if end > start
+            for a, b in segmentlist([segment(start, end)]) - union]
+
+
+def _segments(spans: list[tuple[float, float]]) -> segmentlist:
+    """The union of ``[start, end)`` spans (igwn-segments; exact, empty ones dropped)."""
+    return segmentlist(segment(a, b) for a, b in spans if b > a).coalesce()
 
 
 def found_missed(
     times: np.ndarray, values: np.ndarray, injections: list[Injection],
     config: CampaignConfig, analysed: list[tuple[float, float]],
-    training: tuple[float, float] | None = None,
+    training: Sequence[float] | None = None,
 ) -> dict[str, Any]:
-    """Found/missed of the injections inside the analysed stretches (module docstring).
+    """Found/missed of the injections inside the analysed stretches (module docstring), the
+    held-out ones counted as in ``found_missed_at_ifar``.
 
     The background leaves out ``exclusion_seconds`` around every injection and the network's
     ``training`` span (GPS), if known.
     """
-    b = config.bbhnet
-    cuts = [(i.gps_time - b.exclusion_seconds, i.gps_time + b.exclusion_seconds)
-            for i in injections]
-    if training is not None:
-        cuts.append((float(training[0]), float(training[1])))
-    background_spans = subtract_spans(analysed, cuts)
+    background_spans = subtract_spans(analysed, background_cuts(injections, config, training))
     in_background = np.zeros(len(times), bool)
     for start, end in background_spans:
         in_background |= (times > start) & (times < end)
     background = values[in_background]
     threshold = float(background.max()) if len(background) else float("inf")
+    kept, counts = _counted(injections, analysed, training)
     rows = []
-    for injection in injections:
-        if not any(s <= injection.gps_time < e for s, e in analysed):
-            continue
-        near = best_near(times, values, injection.gps_time, b.found_seconds)
+    for injection, in_training in kept:
+        near = best_near(times, values, injection.gps_time, config.bbhnet.found_seconds)
         best = float(values[near]) if near is not None else float("-inf")
-        rows.append({**injection.row(), "statistic": best, "found": bool(best > threshold)})
+        rows.append({**injection.row(), "statistic": best, "found": bool(best > threshold),
+                     "in_training": in_training})
     return {
-        "found": sum(r["found"] for r in rows),
-        "missed": sum(not r["found"] for r in rows),
+        **_tally(rows, counts),
         "threshold": threshold,
         "background_seconds": float(sum(e - s for s, e in background_spans)),
         "training_gps": None if training is None else [float(x) for x in training],
-        "injections": rows,
     }
-
-
-# ---- applied to a campaign file being written ------------------------------------------------
-
-
-# ---- sensitive time-volume against IFAR ----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SensitivePoint:
-    """VT at one IFAR threshold (module docstring)."""
-
-    ifar_threshold_years: float
-    found: int
-    injections: int
-    found_fraction: float
-    found_fraction_error: float
-    """Binomial standard error ``sqrt(f (1 - f) / N)``."""
-    vt_gpc3_years: float
-    vt_error_gpc3_years: float
-    sensitive_distance_mpc: float
-    background_needed_years: float
-    """Background livetime that can measure this IFAR (the threshold itself)."""
-    measurable: bool
-    """The background's livetime reaches the threshold (True when no livetime was given)."""
-
-
-def ifar_thresholds(lowest_years: float, highest_years: float, per_decade: int = 4
-                    ) -> np.ndarray:
-    """Log grid of IFAR thresholds (years) from ``lowest_years`` to at least ``highest_years``,
-    ``per_decade`` points per factor of 10."""
-    if not 0 < lowest_years <= highest_years or per_decade < 1:
-        raise ValueError(f"need 0 < lowest <= highest and per_decade >= 1, got {lowest_years}, "
-                         f"{highest_years}, {per_decade}")
-    decades = math.log10(highest_years / lowest_years)
-    steps = math.ceil(decades * per_decade - 1e-9)
-    return lowest_years * 10.0 ** (np.arange(steps + 1) / per_decade)
-
-
-def best_ifars(
-    injection_gps: Sequence[float],
-    trigger_gps: np.ndarray,
-    trigger_ifar_years: np.ndarray,
-    found_seconds: float,
-) -> np.ndarray:
-    """The largest IFAR (years) of a trigger within ``found_seconds`` of each injection; 0
-    where no trigger is that close (found at no threshold)."""
-    trigger_ifar_years = np.asarray(trigger_ifar_years, np.float64)
-    out = np.zeros(len(injection_gps))
-    for i, t in enumerate(injection_gps):
-        best = best_near(trigger_gps, trigger_ifar_years, t, found_seconds)
-        if best is not None:
-            out[i] = float(trigger_ifar_years[best])
-    return out
-
-
-def sensitive_distance_mpc(volume_gpc3: float) -> float:
-    """Radius (Mpc) of a sphere of ``volume_gpc3``."""
-    return 1000.0 * (3.0 * volume_gpc3 / (4.0 * math.pi)) ** (1.0 / 3.0)
-
-
-def max_measurable_ifar_years(background_livetime_seconds: float) -> float:
-    """The largest IFAR (years) a background of this livetime can assign: its livetime."""
-    return background_livetime_seconds / SECONDS_PER_YEAR
-
-
-def sensitive_volume(
-    ifar_years: Sequence[float | None],
-    volume_gpc3: float,
-    analysed_years: float,
-    thresholds_years: Sequence[float],
-    background_livetime_seconds: float | None = None,
-) -> list[SensitivePoint]:
-    """VT at each IFAR threshold (module docstring).
-
-    Parameters
-    ----------
-    ifar_years
-        Per injection in analysed time, the largest IFAR of a trigger near it (``best_ifars``);
-        ``None`` or 0: not near any trigger.
-    volume_gpc3
-        The population's volume (``population.time_volume_gpc3(z_max)``).
-    analysed_years
-        Zero-lag time analysed (years).
-    thresholds_years
-        IFAR thresholds (``ifar_thresholds``).
-    background_livetime_seconds
-        Time-slide livetime, to flag thresholds the background cannot measure.
-    """
-    values = np.array([0.0 if v is None else float(v) for v in ifar_years])
-    n = len(values)
-    if n == 0:
-        raise ValueError("no injections in the analysed time: VT is undefined")
-    if np.isnan(values).any():
-        raise ValueError("an injection's IFAR is NaN")
-    if not (volume_gpc3 > 0 and analysed_years > 0):
-        raise ValueError(f"volume and analysed time must be positive, got {volume_gpc3} Gpc^3, "
-                         f"{analysed_years} yr")
-    ceiling = (math.inf if background_livetime_seconds is None
-               else max_measurable_ifar_years(background_livetime_seconds))
-    points = []
-    for threshold in thresholds_years:
-        found = int(np.sum(values >= threshold))
-        fraction = found / n
-        error = math.sqrt(fraction * (1.0 - fraction) / n)
-        vt = volume_gpc3 * analysed_years * fraction
-        points.append(SensitivePoint(
-            ifar_threshold_years=float(threshold), found=found, injections=n,
-            found_fraction=fraction, found_fraction_error=error, vt_gpc3_years=vt,
-            vt_error_gpc3_years=volume_gpc3 * analysed_years * error,
-            sensitive_distance_mpc=sensitive_distance_mpc(vt / analysed_years),
-            background_needed_years=float(threshold), measurable=bool(threshold <= ceiling),
-        ))
-    return points
-
-
-def background_note(threshold_years: float, background_livetime_seconds: float) -> str:
-    """``VT at IFAR 1 yr needs 1 yr of background, have 0.02 yr`` (or ``... has ...``)."""
-    have = max_measurable_ifar_years(background_livetime_seconds)
-    verdict = "has" if have >= threshold_years else "needs"
-    return (f"VT at IFAR {threshold_years:g} yr {verdict} {threshold_years:g} yr of background, "
-            f"have {have:.3g} yr")
-
-
-NAMED_IFARS_YEARS: dict[str, float] = {"1 month": 1.0 / 12.0, "1 year": 1.0}
-"""The IFAR thresholds a sensitivity summary always states."""
-CURVE_IFARS_YEARS = (1.0 / (365.25 * 24), 10.0)
-"""The VT curve reaches from one hour (or a hundredth of the background's livetime, when
-that is shorter) to ten years."""
-
-
-def sensitivity_summary(rows: list[dict[str, Any]], volume_gpc3: float | None,
-                        analysed_seconds: float, background_livetime_seconds: float
-                        ) -> dict[str, Any]:
-    """VT against IFAR from found/missed rows (each with its ``ifar_years``,
-    ``found_missed_at_ifar``): the curve over ``CURVE_IFARS_YEARS``, the points of
-    ``NAMED_IFARS_YEARS`` and the loudest IFAR the background can measure, with a note for
-    each named point it cannot. Without the population's volume only the found fractions.
-    """
-    analysed_years = analysed_seconds / SECONDS_PER_YEAR
-    reach = max_measurable_ifar_years(background_livetime_seconds)
-    found: dict[str, Any] = {"injections": len(rows), "analysed_years": analysed_years,
-                             "background_years": reach, "volume_gpc3": volume_gpc3}
-    if not rows:
-        found["note"] = "no injection fell in the analysed time: no VT"
-        return found
-    lowest, highest = CURVE_IFARS_YEARS
-    grid = [*ifar_thresholds(min(lowest, reach / 100), highest), *NAMED_IFARS_YEARS.values(),
-            reach]
-    points = sensitive_volume([r["ifar_years"] for r in rows], volume_gpc3 or 1.0,
-                              analysed_years, sorted(set(grid)), background_livetime_seconds)
-
-    def as_dict(point: SensitivePoint) -> dict[str, Any]:
-        keep = dataclasses.asdict(point)
-        if volume_gpc3 is None:  # a fraction only: no volume to scale it
-            for key in ("vt_gpc3_years", "vt_error_gpc3_years", "sensitive_distance_mpc"):
-                keep.pop(key)
-        return keep
-
-    found["curve"] = [as_dict(p) for p in points]
-    by_threshold = {p.ifar_threshold_years: p for p in points}
-    found["at"] = {name: as_dict(by_threshold[t]) for name, t in NAMED_IFARS_YEARS.items()}
-    found["at_reach"] = as_dict(by_threshold[reach])
-    found["notes"] = [background_note(t, background_livetime_seconds)
-                      for t in NAMED_IFARS_YEARS.values() if t > reach]
-    if volume_gpc3 is None:
-        found["notes"].append("the injection list names no population volume "
-                              "(time_volume_gpc3): found fractions only, no VT")
-    return found

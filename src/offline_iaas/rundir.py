@@ -10,7 +10,7 @@ their files through ``RunDir``::
     RUN/token                     the servers' access token (``rendezvous/access.py``)
     RUN/model-repository.tar.gz   the model repository for servers without a shared filesystem
     RUN/model-repository/         a server's unpacked copy of that tarball
-    RUN/jobs/<client>.json        a client's segment (its pieces; ``jobspec.py``)
+    RUN/jobs/<client>.json        a client's segment (its pieces; ``records.py``)
     RUN/parts/<client>.h5, .json  a client's output and its sidecar; .chunks/ its checkpoints
     RUN/jobs/<chunk>.json         a chunk merge's GPS interval and parent clients
     RUN/output/campaign.h5, .json the merge's output (with chunks: their index) and summary
@@ -24,8 +24,8 @@ their files through ``RunDir``::
     RUN/summary.json              the FINAL node's summary
     RUN/report/index.html         the campaign report
 
-A node is complete when its record says so: a client's sidecar or the merge's summary holds
-``"complete": true`` (the merge's output file exists too).
+The JSON records among these files are typed and read through ``records.py``; when a node
+is complete is ``completeness.py``'s.
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
-
-from offline_iaas.errors import RunError
 
 MERGE_NODE = "merge"
 CHUNK_PREFIX = "chunk"
@@ -63,8 +61,8 @@ class RunDir:
         return f"RunDir({str(self.path)!r})"
 
     def absolute(self) -> RunDir:
-        """The same directory named by an absolute path (what submit files and job specs
-        carry)."""
+        """The same directory named by an absolute path (what log lines and messages name;
+        the submit files and job specs name none: a run directory is relocatable)."""
         return self if self.path.is_absolute() else RunDir(self.path.absolute())
 
     def create(self) -> None:
@@ -121,8 +119,8 @@ class RunDir:
         return self.path / "job-ads.json"
 
     def resolve(self, path: str | Path) -> Path:
-        """A path as the jobs see it: relative paths are relative to the run directory (their
-        ``initialdir``)."""
+        """A path as the jobs see it: relative paths are relative to the run directory, where
+        every job starts."""
         path = Path(path)
         return path if path.is_absolute() else self.path / path
 
@@ -217,51 +215,11 @@ class RunDir:
     def monitor_csv(self, server: str) -> Path:
         return self.monitor / f"{server}.csv"
 
-    def read_run_info(self) -> dict[str, Any]:
-        """``run.json`` (OSError or ValueError when missing or unreadable)."""
-        info = json.loads(self.run_info.read_text())
-        if not isinstance(info, dict):
-            raise ValueError(f"{self.run_info}: not a JSON object")
-        return info
-
-    def run_id(self) -> str:
-        """The run's id ('' when run.json is missing or unreadable)."""
-        try:
-            return str(self.read_run_info().get("run_id", ""))
-        except (OSError, ValueError):
-            return ""
-
-    def node_complete(self, node: str) -> bool:
-        """Whether a client node's part, or the merge's output, is recorded complete."""
-        if node == MERGE_NODE or is_chunk_node(node):
-            data, summary = self.output if node == MERGE_NODE else self.chunk_output(node)
-            return data.exists() and says_complete(read_json(summary))
-        return says_complete(read_json(self.part(node)[1]))
-
 
 def read_json(path: Path) -> Any:
-    """A run-directory file's JSON, or None when it is missing or unreadable (for readers that
-    show what is there: ``status``, ``report``)."""
+    """A run-directory file's JSON that is not a record of ``records.py`` (run-local's state,
+    a claim), or None when it is missing or unreadable."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-
-
-def read_record(path: Path) -> dict[str, Any]:
-    """A run-directory record a node needs: RunError naming the file when it is missing,
-    unreadable or not a JSON object."""
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise RunError(f"{path} does not exist (is this a run directory of make-dag?)") from None
-    except (OSError, ValueError) as err:
-        raise RunError(f"{path}: cannot read: {err}") from None
-    if not isinstance(data, dict):
-        raise RunError(f"{path}: not a JSON object")
-    return data
-
-
-def says_complete(record: Any) -> bool:
-    """A node's record (a part's sidecar, the merge's summary) says ``"complete": true``."""
-    return isinstance(record, dict) and record.get("complete") is True

@@ -6,15 +6,22 @@ stream, starting with a zero-filled state, in the reference and in the campaign 
 
 Windows are numbered within their stretch. Window ``j`` covers the samples
 ``[(j + 1) * stride - kernel, (j + 1) * stride)`` from the stretch's start and is stamped with the
-GPS time of its end. The first ``warmup_windows = ceil(kernel / stride) - 1`` windows of a stream
-still hold part of the zero-filled state, so a stretch's output starts at window
-``warmup_windows``: every output window lies wholly inside the data.
+GPS time of its end. The first ``ceil(kernel / stride) - 1`` windows of a stream still hold part
+of the zero-filled state (more in the chained modes: ``config.stretch_warmup_windows``), so a
+stretch's output starts at window ``stretch_warmup_windows``: every output window lies wholly
+inside the data.
+
+With time slides (``N`` of ``Δ`` windows) slide ``k`` of window ``j`` pairs the first detector's
+window ``j`` with the second's window ``j - kΔ``; it is **formed** only where both are kept
+windows (``j - kΔ >= stretch_warmup_windows``, ``slides_formed``) and is NaN elsewhere. The zero
+lag starts at the stretch's warm-up whatever ``N``; slide ``k`` ``kΔ`` windows later.
 
 The kept windows of all stretches are split into ``servers * clients_per_server`` near-equal
 shares. A client's share is one or more **pieces**, one per stretch it touches; a piece that owns
-windows ``[output_start, output_stop)`` streams from window ``output_start - warmup_windows``, so
-its state is filled with real data by the first window it keeps, and its output equals the
-uninterrupted stream's.
+windows ``[output_start, output_stop)`` streams from window ``output_start - warmup_windows``
+(the warm-up and the longest slide's history), clipped at the stretch's start, so its state is
+filled with real data by the first window it keeps, every slid pair of its windows that exists
+in the stretch is in its stream, and its output equals the uninterrupted stream's.
 """
 
 from __future__ import annotations
@@ -22,9 +29,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
-from offline_iaas.jobspec import ClientSegment, Piece
+from offline_iaas.records import ClientSegment, Piece
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,7 @@ class Stretch:
         return samples // config.stride_samples
 
     def kept_windows(self, config: CampaignConfig) -> int:
-        return max(0, self.windows(config) - config.warmup_windows)
+        return max(0, self.windows(config) - config.stretch_warmup_windows)
 
 
 def server_name(index: int) -> str:
@@ -63,10 +72,41 @@ def output_x0(config: CampaignConfig, stretch: Stretch, output: str) -> float:
     The statistic is stamped at the end of its window; the averaged prediction (``noise``)
     at the start of its sample. Both lag the row that carries them by the averaging delay.
     """
-    first_row = config.warmup_windows - config.averaging_delay_windows
+    first_row = config.stretch_warmup_windows - config.averaging_delay_windows
     if output == "statistic":
         return window_gps(config, stretch, first_row)
     return stretch.gps_start + first_row * config.stride_seconds
+
+
+def first_formed_window(config: CampaignConfig, shift: int) -> int:
+    """Kept-window index (0: a stretch's first kept window) of the first window where slide
+    ``shift`` (``1 .. N``) is formed: the second detector's window ``shift * Δ`` earlier is
+    then the stretch's first kept window."""
+    return shift * config.shift_windows
+
+
+def slides_formed(config: CampaignConfig, kept_offset: int, count: int) -> np.ndarray:
+    """Which slides are formed at ``count`` kept windows of a stretch from kept window
+    ``kept_offset``: ``[count, N]``, column ``k - 1`` true where both windows of slide ``k``
+    are kept windows of the stretch. The ``slides`` output holds NaN where it is false."""
+    shifts = np.arange(1, config.bbhnet.time_shifts + 1)
+    kept = np.arange(kept_offset, kept_offset + count)[:, None]
+    return kept >= np.array([first_formed_window(config, int(k)) for k in shifts])[None, :]
+
+
+def statistic_spans(config: CampaignConfig, stretches: Sequence[Stretch]
+                    ) -> list[tuple[float, float]]:
+    """Per stretch with windows, the GPS span its statistic covers (from the first kept
+    window's end less one stride to the last one's end): the analysed time, where injections
+    count."""
+    dx = config.stride_seconds
+    spans = []
+    for stretch in stretches:
+        kept = stretch.kept_windows(config)
+        if kept:
+            x0 = output_x0(config, stretch, "statistic")
+            spans.append((x0 - dx, x0 + (kept - 1) * dx))
+    return spans
 
 
 def stretches_of(segments: list[ClientSegment]) -> list[Stretch]:
@@ -130,7 +170,7 @@ def client_segments(
         )
     bounds = [round(i * total / count) for i in range(count + 1)]
     step = config.stride_seconds
-    warmup = config.warmup_windows
+    warmup, history = config.stretch_warmup_windows, config.warmup_windows
     # (global index of a stretch's first kept window) for mapping shares onto stretches
     starts = [sum(kept[:i]) for i in range(len(stretches))]
     segments, sequence = [], sequence_base
@@ -142,7 +182,7 @@ def client_segments(
             if hi <= lo:
                 continue
             output_start, output_stop = lo + warmup, hi + warmup
-            first = output_start - warmup
+            first = max(0, output_start - history)
             sequence += 1
             pieces.append(
                 Piece(
@@ -174,11 +214,12 @@ def sub_pieces(config: CampaignConfig, piece: Piece, effective: Sequence[Stretch
 
     ``effective`` are the parts left of the piece's stretch (``segments.without_bad_files``;
     others are ignored). One stream per part holding some of the piece's kept windows: those
-    windows, with a warm-up of their own inside the part, read within the part's bounds.
-    Windows keep the piece's stretch's numbering, so a stream's rows are the piece's rows.
-    With the stretch whole, the piece itself.
+    windows, with a warm-up (and slide history) of their own inside the part, read within the
+    part's bounds. Windows keep the piece's stretch's numbering, so a stream's rows are the
+    piece's rows. With the stretch whole, the piece itself.
     """
-    step, warmup = config.stride_seconds, config.warmup_windows
+    step = config.stride_seconds
+    warmup, history = config.stretch_warmup_windows, config.warmup_windows
     found = []
     for part in effective:
         if part.gps_end <= piece.stretch_gps_start or part.gps_start >= piece.stretch_gps_end:
@@ -188,10 +229,11 @@ def sub_pieces(config: CampaignConfig, piece: Piece, effective: Sequence[Stretch
         b = min(piece.output_stop, offset + part.windows(config))
         if b <= a:
             continue
+        first = max(offset, a - history)
         found.append(Piece(
-            stretch=piece.stretch, sequence_id=piece.sequence_id, first_window=a - warmup,
+            stretch=piece.stretch, sequence_id=piece.sequence_id, first_window=first,
             output_start=a, output_stop=b,
-            gps_start=piece.stretch_gps_start + (a - warmup) * step,
+            gps_start=piece.stretch_gps_start + first * step,
             gps_end=piece.stretch_gps_start + b * step,
             stretch_gps_start=part.gps_start, stretch_gps_end=part.gps_end))
     return found

@@ -9,14 +9,18 @@ The test hook of ``offline_iaas.hooks`` (``tests/conftest.py`` sets
 
 ``point`` names a place in the node's code (``start``, ``mid-stream``, ``mid-write``),
 ``action`` is ``exit`` (exit code 1 with a message), ``sigkill`` (the process kills itself),
-``pause`` (sleep ``seconds``) or ``barrier`` (wait, up to ``seconds``, until ``count`` nodes
-have reached the point, then ``hold`` seconds more: they are all there at once), and
-``times`` how many attempts suffer it. Attempts already
-hit are counted in ``RUN/faults-state.json``. Without ``faults.json`` nothing happens.
+``pause`` (sleep ``seconds``), ``barrier`` (wait, up to ``seconds``, until ``count`` nodes
+have reached the point, then ``hold`` seconds more: they are all there at once), ``enospc``
+(raise the ``OSError`` a full disk gives a write to ``path``, relative to the run directory)
+or ``fill`` (fill the run directory's filesystem, a test's small tmpfs, with the file
+``path``: the node's next write fails for real), and ``times`` how many attempts suffer it.
+Attempts already hit are counted in ``RUN/faults-state.json``. Without ``faults.json``
+nothing happens.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -62,6 +66,23 @@ def inject(run_dir: Path, node: str, point: str) -> None:
                     sys.exit(1)
                 time.sleep(0.2)
             time.sleep(float(fault.get("hold", 0)))
+        elif action == "enospc":
+            path = run_dir / fault.get("path", "")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        elif action == "fill":
+            fill(run_dir / fault.get("path", "filler"))
         else:
             print(f"{node}: injected failure at {point}", file=sys.stderr, flush=True)
             sys.exit(1)
+
+
+def fill(path: Path) -> None:
+    """Write ``path`` until its filesystem has no byte left."""
+    with open(path, "ab", buffering=0) as f:
+        for block in (1 << 20, 1 << 12, 1):
+            try:
+                while True:
+                    f.write(b"\0" * block)
+            except OSError as err:
+                if err.errno != errno.ENOSPC:
+                    raise

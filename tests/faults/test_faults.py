@@ -153,6 +153,7 @@ def test_client_killed_mid_segment_resumes_from_its_checkpoint(dataset) -> None:
     assert_equals_reference(dataset, run_dir)
 
 
+@pytest.mark.server_exits  # the test kills server nodes
 def test_server_killed_mid_campaign_is_replaced_and_clients_reprime(dataset) -> None:
     faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 4}]}
     _, run_dir = prepare(dataset, "server-killed", [], faults)
@@ -219,17 +220,14 @@ def test_stale_address_file_is_ignored(dataset) -> None:
     assert_equals_reference(dataset, run_dir)
 
 
-def test_merge_killed_mid_write_leaves_no_file_and_rerun_completes(dataset) -> None:
+def test_the_single_merge_killed_mid_write_is_retried_and_leaves_no_file(dataset) -> None:
     faults = {"merge": [{"point": "mid-write", "action": "sigkill"}]}
-    # the single merge node (merge.chunk_seconds = 0): not retried by the DAG
+    # the single merge node (merge.chunk_seconds = 0) retries like the chunk merges
     _, run_dir = prepare(dataset, "merge-killed", ["merge.chunk_seconds=0"], faults)
-    with pytest.raises(RunError, match="merge"):
-        run_local(RunDir(run_dir))
-    output = run_dir / "output"
-    assert not (output / "campaign.h5").exists() and not (output / "campaign.json").exists()
-    assert list(output.glob(".campaign.h5.*.tmp"))  # what the killed merge left, unfinished
     run_local(RunDir(run_dir))
-    assert not list(output.glob(".campaign.h5.*.tmp"))
+    history = json.loads((run_dir / "local-state.json").read_text())["nodes"]["merge"]
+    assert [a["status"] for a in history["history"]] == ["failed", "done"]  # killed, retried
+    assert not list((run_dir / "output").glob(".campaign.h5.*.tmp"))
     assert_equals_reference(dataset, run_dir)
 
 
@@ -293,6 +291,7 @@ def ended_on(run_dir: Path) -> dict[str, tuple[str, str]]:
             if n.name.startswith("client")}
 
 
+@pytest.mark.server_exits  # the test kills server nodes
 def test_clients_of_a_killed_server_never_restarted_finish_on_the_other(dataset) -> None:
     faults = {"client1": [{"point": "mid-stream", "action": "pause", "seconds": 3}]}
     # workflow.retries = 0: the SERVICE node is not restarted (its max_retries exhausted)

@@ -27,7 +27,6 @@ from offline_iaas.bench.server import bench_server
 from offline_iaas.bench.service import measure_service
 from offline_iaas.bench.workloads import TINY
 from offline_iaas.repository.export import export_repository
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
 
 INSTANCES = 1
@@ -55,7 +54,7 @@ def measure_regression_ratios(work_dir: Path, repeats: int = REPEATS) -> Regress
     """Measure the tiny workload's service/limit ratios on a fresh server in ``work_dir``."""
     config = TINY.config(work_dir / "repository", INSTANCES, CLIENTS, BATCH_SIZE)
     export_repository(config)
-    model, outputs = config.model.name, ensemble_outputs(config)
+    model, outputs = config.model.name, config.outputs.names
     found = []
     with bench_server(config.model.repository, RunDir(work_dir / "run"), [model]) as server:
 
@@ -76,12 +75,6 @@ def measure_regression_ratios(work_dir: Path, repeats: int = REPEATS) -> Regress
         wall=best["service"].data_seconds_per_second / best["limit"].data_seconds_per_second,
         cpu=per_cpu["service"] / per_cpu["limit"],
     )
-
-
-def read_recorded(path: Path) -> RegressionRatios:
-    """The ratios recorded in ``path``."""
-    data = json.loads(Path(path).read_text())
-    return RegressionRatios(data["service_over_limit_wall"], data["service_over_limit_cpu"])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -33,7 +33,6 @@ from offline_iaas.bench.workloads import DEFAULT_WORKLOADS, Workload, workload, 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.repository.export import FLAVOR_DEVICE, export_repository, read_manifest
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.monitor import start_monitor
 
@@ -149,7 +148,7 @@ class Served:
                                  device=plan.device)
         if path == "service":
             return measure_service(
-                load, self.services[instances], config.model.name, ensemble_outputs(config),
+                load, self.services[instances], config.model.name, config.outputs.names,
                 batch_size, clients, plan.in_flight, seconds, instances,
             )
         return measure_naive(load, self.naive, batch_size, clients, plan.in_flight, seconds,
@@ -185,7 +184,7 @@ def run_workload(
         services = {
             n: stack.enter_context(bench_server(
                 config.model.repository, RunDir(work_dir / f"{load.name}-{n}-run"),
-                read_manifest(config.model.repository)["models"],
+                list(read_manifest(config.model.repository).models),
             ))
             for n, config in configs.items()
         }
@@ -194,7 +193,7 @@ def run_workload(
             repo = export_workload(load, plan, work_dir, weights, plan.default_instances,
                                    ensemble=True).model.repository
             naive = stack.enter_context(bench_server(
-                repo, RunDir(work_dir / f"{load.name}-naive-run"), read_manifest(repo)["models"]
+                repo, RunDir(work_dir / f"{load.name}-naive-run"), list(read_manifest(repo).models)
             ))
         served = Served(load, configs, services, naive)
         if monitor_csv is not None:

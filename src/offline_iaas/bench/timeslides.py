@@ -2,19 +2,24 @@
 
 ``python -m offline_iaas.bench.timeslides --out benchmarks/TIMESLIDES.md`` (issue #17).
 
-Both paths produce the same network windows: BBHnet on every analysed window at zero lag and
-at ``N`` slides of the second detector (``shift_seconds`` apart), over the same synthetic data,
-with the same clients, batch size and in-flight depth, each against its own tritonserver.
+Both paths produce the same network windows over one stretch split between the clients as
+the campaign splits it: BBHnet on every kept window at zero lag, and at each of ``N`` slides of
+the second detector (``shift_seconds`` apart) on the kept windows where that slide is formed
+(both windows kept windows of the stretch: slide ``k`` from ``k * shift_seconds`` after the
+stretch's first kept window), over the same synthetic data, with the same clients, batch size
+and in-flight depth, each against its own tritonserver.
 
 server
     The campaign's path: the fused model exported with ``bbhnet.time_shifts = N``. Each client
-    streams its share once, preceded by ``N * shift_seconds`` of warm-up (the longest slide's
-    history), under one sequence ID.
+    streams its piece once under one sequence ID: the first piece from the stretch's start
+    (its warm-up, then its share), every other one preceded by the warm-up and the longest
+    slide's history (``N * shift_seconds``, clipped at the stretch's start).
 client-side
     What a client does when the server cannot slide (the field's search re-streams the data
-    per shift): the same model exported without slides; each client streams its share ``N + 1``
-    times, one sequence per lag, the second detector's samples taken ``k * shift_seconds``
-    earlier, so every sample is sent ``N + 1`` times.
+    per shift): the same model exported without slides; each client streams its share once
+    per lag, one sequence each with its own warm-up, the second detector's samples taken
+    ``k * shift_seconds`` earlier, over the windows where that slide is formed, so every sample
+    is sent up to ``N + 1`` times.
 
 Printed: wall seconds, client and server CPU seconds, bytes sent and analysed data seconds
 times slides per wall second, and the ratios of the two paths.
@@ -37,7 +42,6 @@ from offline_iaas.bench.server import bench_server
 from offline_iaas.bench.service import SEQUENCE_BASE_STEP, stream_updates
 from offline_iaas.bench.workloads import BBHNET, Workload, split_strides, write_weights
 from offline_iaas.repository.export import export_repository, read_manifest
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
 
 SHIFTS = 100
@@ -50,22 +54,38 @@ IN_FLIGHT = 2
 
 @dataclass(frozen=True)
 class SlideJob(ClientJob):
-    """A client's share: ``analysed_samples`` after ``lead_samples`` of history."""
+    """A client's piece of the stretch: ``lead_windows`` streamed before its share, which
+    starts ``kept_offset`` kept windows into the stretch."""
 
-    lead_samples: int = 0
-    lags: tuple[int, ...] = ()
-    """Client-side: the second detector's lag of each stream (samples); server: ``()``."""
+    lead_windows: int = 0
+    kept_offset: int = 0
+    warmup_windows: int = 0
+    """The stretch's warm-up (``CampaignConfig.stretch_warmup_windows``)."""
+    shift_windows: int = 0
+    slides: tuple[int, ...] = ()
+    """Client-side: the slide of each stream (0: the zero lag); server: ``()``."""
+
+    def first_formed(self, share: int, slide: int) -> int:
+        """The share's first window (0-based) where ``slide`` is formed (``share``: none)."""
+        return min(share, max(0, slide * self.shift_windows - self.kept_offset))
 
 
 def stream_each_lag(client, job: SlideJob, samples: np.ndarray) -> int:
-    """The client-side approach: one sequence per lag over the analysed samples."""
+    """The client-side approach: one sequence per slide over the windows where it is formed,
+    each with its own warm-up; the windows analysed."""
+    stride = job.load.stride_samples
+    share = samples.shape[1] // stride - job.lead_windows
     windows = 0
-    end = samples.shape[1]
-    for number, lag in enumerate(job.lags):
-        slid = np.stack([samples[0, job.lead_samples :],
-                         samples[1, job.lead_samples - lag : end - lag]])
-        windows += stream_updates(
+    for number, slide in enumerate(job.slides):
+        first = job.first_formed(share, slide)
+        if first == share:
+            continue
+        start = (job.lead_windows + first - job.warmup_windows) * stride
+        lag = slide * job.shift_windows * stride
+        slid = np.stack([samples[0, start:], samples[1, start - lag : samples.shape[1] - lag]])
+        stream_updates(
             client, dataclasses.replace(job, sequence_id=job.sequence_id + number), slid)
+        windows += share - first
     return windows
 
 
@@ -79,11 +99,13 @@ class PathCost:
     server_cpu_seconds: float
     bytes_sent: int
     slid_data_seconds: float
-    """Analysed data seconds times the lags computed (``N + 1``)."""
+    """Data seconds of the windows each lag is formed on, summed over the lags (``N + 1``)."""
     streamed_data_seconds: float
-    """Data seconds the clients streamed: with slides, each share after the longest slide's
-    history; client-side, the analysed data once per lag."""
+    """Data seconds the clients streamed: with slides, each piece with its warm-up and
+    history; client-side, each slide's formed windows with their warm-up."""
     analysed_data_seconds: float
+    other_cpu_seconds: float = 0.0
+    """CPU seconds other processes of the machine took during the run (contention)."""
 
     @property
     def cpu_seconds(self) -> float:
@@ -102,36 +124,46 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = S
     """Both paths over the same data (module docstring); ``[server, client-side]``."""
     batch_size = batch_size or load.batch_size
     weights = write_weights(load, work_dir / "weights")
-    lag = round(shift_seconds * load.sample_rate_hz)
-    lead = -(-shifts * lag // load.stride_samples) * load.stride_samples
     stride_seconds = load.stride_samples / load.sample_rate_hz
     shares = split_strides(int(data_seconds / stride_seconds), clients)
+    offsets = [sum(shares[:i]) for i in range(len(shares))]
     costs = []
     for name, slides in (("server", shifts), ("client-side", 0)):
         config = load.config(work_dir / f"{name}-repository", instances=clients,
                              clients=clients, batch_size=batch_size)
         config = dataclasses.replace(config, bbhnet=dataclasses.replace(
-            config.bbhnet, time_shifts=slides, shift_seconds=shift_seconds))
+            config.bbhnet, time_shifts=shifts, shift_seconds=shift_seconds))
+        warmup, step = config.stretch_warmup_windows, config.shift_windows
+        history = config.slide_history_windows
+        config = dataclasses.replace(config, bbhnet=dataclasses.replace(
+            config.bbhnet, time_shifts=slides))
         export_repository(config, weights)
         repo = config.model.repository
-        models = read_manifest(repo)["models"]
+        models = list(read_manifest(repo).models)
         with bench_server(repo, RunDir(work_dir / f"{name}-run"), models) as srv:
             jobs = [SlideJob(
-                model=config.model.name, outputs=ensemble_outputs(config), url=srv.url,
+                model=config.model.name, outputs=config.outputs.names, url=srv.url,
                 headers=srv.headers, load=load,
-                data_seconds=(lead + share * load.stride_samples) / load.sample_rate_hz,
+                data_seconds=(warmup + min(history, offset) + share) * stride_seconds,
                 batch_size=batch_size, in_flight=IN_FLIGHT,
-                sequence_id=(index + 1) * SEQUENCE_BASE_STEP, seed=index, lead_samples=lead,
-                lags=() if slides else tuple(lag * k for k in range(shifts + 1)),
-            ) for index, share in enumerate(shares)]
+                sequence_id=(index + 1) * SEQUENCE_BASE_STEP, seed=index,
+                lead_windows=warmup + min(history, offset), kept_offset=offset,
+                warmup_windows=warmup, shift_windows=step,
+                slides=() if slides else tuple(range(shifts + 1)),
+            ) for index, (share, offset) in enumerate(zip(shares, offsets, strict=True))]
             run = run_clients(jobs, stream_updates if slides else stream_each_lag,
                               srv.cpu_seconds, srv.ports.grpc)
-        analysed = sum(shares) * stride_seconds
+        formed = [share - job.first_formed(share, slide)
+                  for job, share in zip(jobs, shares, strict=True)
+                  for slide in range(shifts + 1)]
+        slid = sum(formed) * stride_seconds
         streamed = (sum(job.data_seconds for job in jobs) if slides
-                    else analysed * (shifts + 1))
+                    else sum(n + warmup for n in formed if n) * stride_seconds)
+        other = max(0.0, run.machine_busy_seconds - run.client_cpu_seconds
+                    - run.server_cpu_seconds)
         costs.append(PathCost(name, run.wall_seconds, run.client_cpu_seconds,
-                              run.server_cpu_seconds, run.bytes_sent,
-                              analysed * (shifts + 1), streamed, analysed))
+                              run.server_cpu_seconds, run.bytes_sent, slid, streamed,
+                              sum(shares) * stride_seconds, other))
     return costs
 
 
@@ -140,27 +172,30 @@ def markdown(costs: list[PathCost], load: Workload, shifts: int, shift_seconds: 
     """The table and the ratios."""
     server, client_side = costs
     rows = [
-        "| path | wall s | client CPU s | server CPU s | MB sent | slid data-s / wall s "
-        "| slid data-s / CPU s | streamed data-s | B sent / streamed data-s "
-        "| B sent / analysed data-s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| path | wall s | client CPU s | server CPU s | other processes' CPU s | MB sent "
+        "| slid data-s / wall s | slid data-s / CPU s | streamed data-s "
+        "| B sent / streamed data-s | B sent / analysed data-s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for c in costs:
         rows.append(f"| {c.name} | {c.wall_seconds:.1f} | {c.client_cpu_seconds:.1f} | "
-                    f"{c.server_cpu_seconds:.1f} | {c.bytes_sent / 1e6:.1f} | {c.rate:.0f} | "
+                    f"{c.server_cpu_seconds:.1f} | {c.other_cpu_seconds:.1f} | "
+                    f"{c.bytes_sent / 1e6:.1f} | {c.rate:.0f} | "
                     f"{c.slid_data_seconds / c.cpu_seconds:.0f} | "
                     f"{c.streamed_data_seconds:,.0f} | "
                     f"{c.bytes_sent / c.streamed_data_seconds:,.0f} | "
                     f"{c.bytes_sent / c.analysed_data_seconds:,.0f} |")
     raw = len(load.ifos) * load.sample_rate_hz * 4
-    analysed = server.slid_data_seconds / (shifts + 1)
+    analysed = server.analysed_data_seconds
     return "\n".join([
         f"# Time slides: on the server against the client-side approach ({shifts} slides)",
         "",
         f"Workload `{load.name}` ({len(load.ifos)} detectors at {load.sample_rate_hz:g} Hz, "
         f"{load.kernel_seconds:g} s windows at {load.inference_rate_hz:g} Hz), {clients} "
-        f"clients, {analysed:.0f} analysed data seconds, {shifts} slides of "
-        f"{shift_seconds:g} s: {server.slid_data_seconds:.0f} slid data seconds on each path.",
+        f"clients, {analysed:.0f} analysed data seconds (one stretch, one piece per client), "
+        f"{shifts} slides of {shift_seconds:g} s: {server.slid_data_seconds:.0f} slid data "
+        "seconds on each path (the zero lag over every kept window, slide k over the kept "
+        "windows from k x shift_seconds on, where its pair lies in the stretch).",
         "",
         *rows,
         "",
@@ -177,18 +212,20 @@ def markdown(costs: list[PathCost], load: Workload, shifts: int, shift_seconds: 
         f" B, as without slides (the client-side path, which streams without slides, "
         f"{client_side.bytes_sent / client_side.streamed_data_seconds:,.0f} B); per analysed "
         f"second {server.bytes_sent / server.analysed_data_seconds:,.0f} B (x "
-        f"{server.streamed_data_seconds / server.analysed_data_seconds:.3f}: each client streams "
-        f"the longest slide's history, {shifts * shift_seconds:g} s, before its share) against "
-        f"the client-side path's "
+        f"{server.streamed_data_seconds / server.analysed_data_seconds:.3f}: each piece streams "
+        f"the stretch's warm-up, and each but the first the longest slide's history, "
+        f"{shifts * shift_seconds:g} s, before its share) against the client-side path's "
         f"{client_side.bytes_sent / client_side.analysed_data_seconds:,.0f} B (every sample "
-        f"once per lag, x {shifts + 1})",
+        f"once per lag where that slide is formed, up to x {shifts + 1})",
         "",
-        "Both paths run the same network on the same number of kept windows, and the network "
-        "dominates the cost, so on one machine over loopback their throughput is close; the "
-        "server path also runs the slides of its warm-up (the longest slide's history, "
-        f"{shifts * shift_seconds:g} s per client, those slides that reach into the data) and "
+        "Both paths run the same network on the same windows, and the network dominates the "
+        "cost, so on one machine over loopback their throughput is close; the server path "
+        "also runs the zero lag and the slides of the history each piece inside the stretch "
+        f"streams again ({shifts * shift_seconds:g} s per piece, the slides formed in it) and "
         "the client-side path sends every sample once per lag. Between nodes, those bytes "
-        "cross the network.",
+        "cross the network. The paths run one after the other: where other processes took "
+        "CPU during one of them (their column), its wall time, and the throughput ratio, "
+        "show that machine's load more than the path; CPU seconds per slid second do not.",
         "",
         f"Command: `{command}` at commit `{source_commit()}`.",
         "",

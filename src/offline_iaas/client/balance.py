@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 
 from offline_iaas.atomic import write_text_atomic
+from offline_iaas.completeness import Hashes, part_problem
 from offline_iaas.rendezvous.addresses import published_servers
 from offline_iaas.rundir import RunDir, read_json
 
@@ -29,22 +30,24 @@ def claim(run: RunDir, node: str, server: str) -> None:
     write_text_atomic(path, json.dumps({"server": server}))
 
 
-def server_loads(run: RunDir) -> dict[str, int]:
-    """Clients streaming to each server now (claimed, part not complete)."""
+def server_loads(run: RunDir, hashes: Hashes) -> dict[str, int]:
+    """Clients streaming to each server now (claimed, part not complete:
+    ``completeness.part_problem``)."""
     loads: dict[str, int] = {}
     for path in sorted(run.parts.glob("*.claim")):
         record = read_json(path)
-        if not isinstance(record, dict) or run.node_complete(path.stem):
+        if not isinstance(record, dict) or part_problem(run, path.stem, hashes) is None:
             continue
         server = str(record.get("server", ""))
         loads[server] = loads.get(server, 0) + 1
     return loads
 
 
-def start_server(run: RunDir, node: str, own: str, is_live: Callable[[str], bool]) -> str:
+def start_server(run: RunDir, node: str, own: str, is_live: Callable[[str], bool],
+                 hashes: Hashes) -> str:
     """The server client ``node`` starts on: the least loaded live one, ``own`` on a tie (and
     when none is live: ``connect`` then waits for it, and fails over as usual)."""
-    loads = server_loads(run)
+    loads = server_loads(run, hashes)
     own_load = loads.get(own, 0)
     others = sorted((loads.get(s, 0), s) for s in published_servers(run) if s != own)
     for load, server in others:

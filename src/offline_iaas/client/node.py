@@ -27,20 +27,21 @@ import numpy as np
 
 from offline_iaas import hooks
 from offline_iaas.client.balance import claim, start_server
-from offline_iaas.client.part import Holes, PartWriter, part_is_complete, peak_rss_mb
+from offline_iaas.client.part import Holes, PartWriter
 from offline_iaas.client.requests import piece_samples, request_updates
 from offline_iaas.client.transport import RequestStream, connect, is_live
+from offline_iaas.completeness import Hashes, part_problem
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.discovery import FrameFile, discover_frames
 from offline_iaas.data.frames import DECIMATION_HALF
 from offline_iaas.data.gwf_reader import BadFrameFile
 from offline_iaas.data.segments import without_bad_files
 from offline_iaas.errors import ServerError
-from offline_iaas.jobspec import ClientSegment, Piece, read_client_job
 from offline_iaas.logs import NO_PROGRESS, NullProgress
+from offline_iaas.records import BadFile, ClientRun, ClientSegment, Piece, read_client_job
 from offline_iaas.rendezvous.access import auth_headers
 from offline_iaas.rendezvous.addresses import ServerAddress
-from offline_iaas.repository.pipeline import ensemble_outputs, output_rows, row_shape
+from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import Stretch, request_sizes, sub_pieces
 
@@ -156,7 +157,7 @@ def _stream_once(
     times = StreamRecord() if times is None else times
     stride = config.stride_samples
     warmup = config.warmup_windows
-    outputs = ensemble_outputs(config)
+    outputs = config.outputs.names
     streams, holes = segment_streams(config, segment, _bad_spans(writer))
     placed: dict[int, _PieceRows] = {}
     total_requests = sum(
@@ -174,7 +175,7 @@ def _stream_once(
     def place(request_id: str, result) -> None:
         key, index = map(int, request_id.split(":"))
         placed[key].add(
-            index, {name: output_rows(config, name, result.as_numpy(name)[0]) for name in outputs}
+            index, {name: config.outputs.rows(name, result.as_numpy(name)[0]) for name in outputs}
         )
         times.last_response_unix = time.time()
         progress.advance(placed[key].sizes[index] * window_seconds)
@@ -231,7 +232,8 @@ def stream_segment(
     server = segment.server
     if config.layout.rebalance and not any(writer.progress()):
         server = start_server(run, segment.node, server,
-                              lambda name: is_live(run, name, config, headers))
+                              lambda name: is_live(run, name, config, headers),
+                              Hashes.of(config))
     while True:
         client, address = connect(run, config, server, headers, segment.node,
                                   segment.index % config.layout.clients_per_server)
@@ -268,15 +270,14 @@ def run_client(
     """Run client node ``node`` of the campaign in ``run``; ``progress`` counts data s."""
     config = load_config(run.config)
     segment = read_client_job(run, node)
-    config_hash = config.config_hash()
-    if part_is_complete(run, node, config_hash):
+    if part_problem(run, node, Hashes.of(config), segment) is None:
         logger.info(f"{node}: part already complete, nothing to do")
         return
     hooks.reached(run, node, "start")
     frames = discover_frames(config)
-    outputs = ensemble_outputs(config)
-    writer = PartWriter(run, segment, outputs, config_hash,
-                        {name: row_shape(config, name) for name in outputs})
+    outputs = config.outputs.names
+    writer = PartWriter(run, segment, outputs, config.stream_hash(),
+                        {name: config.outputs.row_shape(name) for name in outputs})
     resumed = sum(writer.progress())
     logger.info(
         f"{node}: streaming {len(segment.pieces)} piece(s), {segment.streamed_seconds:.0f} s "
@@ -288,11 +289,10 @@ def run_client(
     reconnects = stream_segment(config, segment, frames, writer, run, progress, times)
     elapsed = time.monotonic() - started
     writer.commit(
-        {"wall_seconds": elapsed, "peak_rss_mb": peak_rss_mb(), "reconnects": reconnects,
-         "first_request_unix": times.first_request_unix,
-         "last_response_unix": times.last_response_unix,
-         "tensor_bytes_sent": times.tensor_bytes_sent,
-         "servers": times.servers},
+        ClientRun(wall_seconds=elapsed, peak_rss_mb=peak_rss_mb(), reconnects=reconnects,
+                  first_request_unix=times.first_request_unix,
+                  last_response_unix=times.last_response_unix,
+                  tensor_bytes_sent=times.tensor_bytes_sent, servers=tuple(times.servers)),
         segment_streams(config, segment, _bad_spans(writer))[1],
     )
     seconds = segment.streamed_seconds
@@ -304,7 +304,7 @@ def run_client(
 
 
 def _bad_spans(writer: PartWriter) -> list[tuple[float, float]]:
-    return [(float(b["gps_start"]), float(b["gps_end"])) for b in writer.bad_files()]
+    return [b.span for b in writer.bad_files()]
 
 
 def _note_bad_file(config: CampaignConfig, segment: ClientSegment, writer: PartWriter,
@@ -320,7 +320,6 @@ def _note_bad_file(config: CampaignConfig, segment: ClientSegment, writer: PartW
         edge = math.floor((err.gps_start - piece.stretch_gps_start) / config.stride_seconds)
         if piece.first_window < edge:
             drop_from[number] = max(0, edge - margin - piece.first_window)
-    writer.add_bad_file({"path": str(err.path), "gps_start": err.gps_start,
-                         "gps_end": err.gps_end, "error": str(err)}, drop_from)
+    writer.add_bad_file(BadFile(str(err.path), err.gps_start, err.gps_end, str(err)), drop_from)
     logger.warning(f"{segment.node}: {err}; its span GPS {err.gps_start:.3f}-{err.gps_end:.3f} "
                    "becomes a gap (data.on_bad_file = \"gap\"); streaming around it")

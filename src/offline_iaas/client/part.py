@@ -7,60 +7,40 @@ client resumes every piece after its last contiguous chunk.
 
 When every piece is done, the chunks are assembled into ``parts/<node>.h5`` (datasets
 ``<output>/<piece>``, a row per window the piece's stream produced, warm-up included; the merge
-trims it), renamed into place, and then the sidecar ``parts/<node>.json`` is written with
-``"complete": true`` and the file's SHA-256. A part that exists and is complete is never redone;
-a half-written one is never taken for complete.
+trims it), renamed into place, and then the sidecar ``parts/<node>.json`` (a
+``records.PartRecord``) is written with ``complete``, the stream hash, the file's size and
+SHA-256. A part complete by ``completeness.part_problem`` is never redone; a half-written,
+truncated or altered one is never taken for complete.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 import h5py
 import numpy as np
 
-from offline_iaas.atomic import write_text_atomic
-from offline_iaas.errors import RunError
-from offline_iaas.jobspec import ClientSegment
-from offline_iaas.rundir import RunDir, says_complete
+from offline_iaas import records
+from offline_iaas.completeness import file_sha256
+from offline_iaas.errors import RunError, no_space
+from offline_iaas.records import (
+    BadFile,
+    BadFiles,
+    CheckpointStamp,
+    ClientRun,
+    ClientSegment,
+    PartRecord,
+    segment_fields,
+)
+from offline_iaas.resources import peak_rss_mb
+from offline_iaas.rundir import RunDir
 
 CHUNK_NAME = re.compile(r"p(\d+)-(\d+)-(\d+)\.npz")
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def read_sidecar(run: RunDir, node: str) -> dict[str, Any] | None:
-    try:
-        return json.loads(run.part(node)[1].read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
-def part_is_complete(run: RunDir, node: str, config_hash: str) -> bool:
-    """The sidecar says the part is complete (``rundir.says_complete``) and of this campaign,
-    and the part is there."""
-    sidecar = read_sidecar(run, node)
-    return (says_complete(sidecar) and sidecar.get("config_hash") == config_hash
-            and run.part(node)[0].exists())
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory in MiB."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 Holes = list[list[tuple[int, int]]]
@@ -78,24 +58,28 @@ class PartWriter:
     """
 
     def __init__(
-        self, run: RunDir, segment: ClientSegment, outputs: tuple[str, ...], config_hash: str,
+        self, run: RunDir, segment: ClientSegment, outputs: tuple[str, ...], stream_hash: str,
         row_shapes: dict[str, tuple[int, ...]] | None = None,
     ) -> None:
         self.segment = segment
         self.outputs = outputs
         self.row_shapes = row_shapes or {}
-        """Each output's row shape (``pipeline.row_shape``), for a piece that is all hole."""
-        self.config_hash = config_hash
+        """Each output's row shape (``Outputs.row_shape``), for a piece that is all hole."""
+        self.stream_hash = stream_hash
         self.h5_path, self.json_path = run.part(segment.node)
         self.chunk_dir = run.chunks(segment.node)
-        identity = {"config_hash": config_hash, **segment.to_dict()}
+        identity = CheckpointStamp.of(segment, stream_hash)
         stamp = self.chunk_dir / "segment.json"
         try:
-            if stamp.exists() and json.loads(stamp.read_text()) != identity:
+            try:
+                found = records.read_optional(CheckpointStamp, stamp)
+            except RunError:  # an older offline-iaas's, or damaged: start again
+                found = None
+            if stamp.exists() and found != identity:
                 shutil.rmtree(self.chunk_dir)
             self.chunk_dir.mkdir(parents=True, exist_ok=True)
             if not stamp.exists():
-                write_text_atomic(stamp, json.dumps(identity))
+                records.write(identity, stamp)
         except OSError as err:
             raise RunError(f"{segment.node}: cannot prepare {self.chunk_dir}: {err}") from None
 
@@ -126,22 +110,19 @@ class PartWriter:
     def _bad_files_path(self) -> Path:
         return self.chunk_dir / "bad-files.json"
 
-    def bad_files(self) -> list[dict[str, Any]]:
-        """The bad frame files met so far: ``path``, ``gps_start``, ``gps_end``, ``error``."""
-        try:
-            found = json.loads(self._bad_files_path.read_text())
-        except (OSError, ValueError):
-            return []
-        return found if isinstance(found, list) else []
+    def bad_files(self) -> list[BadFile]:
+        """The bad frame files met so far."""
+        found = records.read_optional(BadFiles, self._bad_files_path)
+        return list(found.files) if found is not None else []
 
-    def add_bad_file(self, entry: dict[str, Any], drop_from: dict[int, int]) -> None:
+    def add_bad_file(self, entry: BadFile, drop_from: dict[int, int]) -> None:
         """Record a bad frame file, and drop the checkpointed rows of each piece from the row
         ``drop_from`` gives it (rows near the new gap, computed before it was known)."""
         for piece, row in drop_from.items():
             for _, stop, path in self.chunks().get(piece, []):
                 if stop > row:
                     path.unlink(missing_ok=True)
-        write_text_atomic(self._bad_files_path, json.dumps([*self.bad_files(), entry]))
+        records.write(BadFiles(files=(*self.bad_files(), entry)), self._bad_files_path)
 
     def write_chunk(self, piece: int, start: int, rows: dict[str, np.ndarray]) -> None:
         """Save rows ``[start, start + n)`` of a piece's stream, for every output."""
@@ -153,11 +134,16 @@ class PartWriter:
             os.replace(tmp, path)
         except OSError as err:  # a full disk, most likely
             tmp.unlink(missing_ok=True)
-            raise RunError(f"{self.segment.node}: cannot write checkpoint {path}: {err}") from None
+            raise (no_space(err, path) or RunError(
+                f"{self.segment.node}: cannot write checkpoint {path}: {err}")) from None
 
-    def commit(self, extra: dict[str, Any] | None = None, holes: Holes | None = None) -> None:
+    def commit(self, run_record: ClientRun | None = None, holes: Holes | None = None) -> None:
         """Assemble the chunks into the part file (hole rows NaN), rename it, then write the
-        sidecar."""
+        sidecar (``run_record``: how the client ran; None: it did not stream, as in tests)."""
+        if run_record is None:
+            run_record = ClientRun(wall_seconds=0.0, peak_rss_mb=peak_rss_mb(), reconnects=0,
+                                   first_request_unix=None, last_response_unix=None,
+                                   tensor_bytes_sent=0, servers=())
         tmp = self.h5_path.with_name(f".{self.h5_path.name}.{os.getpid()}.tmp")
         chunks = self.chunks()
         try:
@@ -185,22 +171,19 @@ class PartWriter:
                             f"{self.segment.node}: piece {number} has {filled} of "
                             f"{piece.windows} rows checkpointed"
                         )
-                f.attrs["config_hash"] = self.config_hash
+                f.attrs["stream_hash"] = self.stream_hash
                 f.attrs["node"] = self.segment.node
             os.replace(tmp, self.h5_path)
         except OSError as err:
             tmp.unlink(missing_ok=True)
-            raise RunError(f"{self.segment.node}: cannot write {self.h5_path}: {err}") from None
-        sidecar = {
-            **self.segment.to_dict(),
-            "config_hash": self.config_hash,
-            "outputs": list(self.outputs),
-            "sha256": file_sha256(self.h5_path),
-            "bad_files": self.bad_files(),
-            **(extra or {}),
-            "complete": True,
-        }
-        write_text_atomic(self.json_path, json.dumps(sidecar, indent=2))
+            raise (no_space(err, self.h5_path) or RunError(
+                f"{self.segment.node}: cannot write {self.h5_path}: {err}")) from None
+        sidecar = PartRecord(
+            complete=True, **segment_fields(self.segment), **dict(run_record),
+            stream_hash=self.stream_hash, outputs=self.outputs,
+            sha256=file_sha256(self.h5_path), bytes=self.h5_path.stat().st_size,
+            bad_files=tuple(self.bad_files()))
+        records.write(sidecar, self.json_path)
         shutil.rmtree(self.chunk_dir, ignore_errors=True)
 
 

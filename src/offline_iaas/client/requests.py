@@ -16,7 +16,7 @@ import numpy as np
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile
 from offline_iaas.data.frames import iter_chunks
-from offline_iaas.jobspec import Piece
+from offline_iaas.records import Piece
 
 
 def piece_samples(

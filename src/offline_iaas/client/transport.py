@@ -25,7 +25,6 @@ from offline_iaas.rendezvous.addresses import (
     read_address,
     read_refusal,
 )
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.rundir import RunDir
 
 logger = logging.getLogger(__name__)
@@ -52,7 +51,7 @@ def check_model(client, config: CampaignConfig, headers: dict[str, str]) -> None
     inputs = {i["name"]: [int(d) for d in i["shape"]] for i in meta["inputs"]}
     outputs = {o["name"] for o in meta["outputs"]}
     channels = len(config.stream_channels)
-    wanted = ensemble_outputs(config)
+    wanted = config.outputs.names
     if inputs.get("update", [None, None])[1] != channels or not set(wanted) <= outputs:
         raise ModelError(
             f"served model {config.model.name!r} takes {inputs} and gives {sorted(outputs)}, "

@@ -10,20 +10,19 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.data.segments import GPS_TOLERANCE_SECONDS, gps_segments
 from offline_iaas.errors import DataError
 
 CACHE_SUFFIXES = (".lcf", ".cache")
 FFL_SUFFIXES = (".ffl",)
 DATAFIND_TIMEOUT_SECONDS = 30.0
 """Timeout of each request to a datafind server."""
-_GPS_TOLERANCE = 1e-6
-"""Seconds below which two GPS times are considered equal (coverage checks)."""
 _NAME = re.compile(
     r"(?P<obs>[^-]+)-(?P<desc>.+)-(?P<gps>\d+(?:\.\d*)?)-(?P<dur>\d+(?:\.\d*)?)\.gwf"
 )
@@ -47,6 +46,11 @@ class FrameFile:
     def holds(self, channel: str) -> bool:
         """Whether the file's observatory letters include the channel's (``H1:X`` -> ``H``)."""
         return _observatory(channel) in self.observatory
+
+    def overlaps(self, gps_start: float, gps_end: float) -> bool:
+        """Whether the file covers more than round-off of ``[gps_start, gps_end)``."""
+        return (self.gps_end > gps_start + GPS_TOLERANCE_SECONDS
+                and self.gps_start < gps_end - GPS_TOLERANCE_SECONDS)
 
 
 def _observatory(channel: str) -> str:
@@ -332,37 +336,32 @@ def frame_source(config: CampaignConfig) -> str:
 def overlapping_files(
     frames: Sequence[FrameFile], channel: str, gps_start: float, gps_end: float
 ) -> list[FrameFile]:
-    return sorted(
-        (
-            f
-            for f in frames
-            if f.holds(channel)
-            and f.gps_end > gps_start + _GPS_TOLERANCE
-            and f.gps_start < gps_end - _GPS_TOLERANCE
-        ),
-        key=lambda f: (f.gps_start, f.gps_end),
-    )
+    return sorted((f for f in frames if f.holds(channel) and f.overlaps(gps_start, gps_end)),
+                  key=lambda f: (f.gps_start, f.gps_end))
 
 
-def coverage_gaps(files: list[FrameFile], gps_start: float, gps_end: float) -> list[str]:
-    """Descriptions of the parts of ``[gps_start, gps_end)`` that ``files`` do not cover."""
-    gaps = []
-    covered = gps_start
-    previous: FrameFile | None = None
-    for f in files:
-        if f.gps_start > covered + _GPS_TOLERANCE:
-            where = (
-                f"between {previous.path.name} and {f.path.name}"
-                if previous
-                else (f"before {f.path.name}")
-            )
-            gaps.append(f"{_range(covered, f.gps_start)} ({where})")
-        if f.gps_end > covered:
-            covered, previous = f.gps_end, f
-    if covered < gps_end - _GPS_TOLERANCE:
-        where = f"after {previous.path.name}" if previous else "no file"
-        gaps.append(f"{_range(covered, gps_end)} ({where})")
-    return gaps
+def coverage_holes(
+    files: Sequence[FrameFile], needed: Iterable[tuple[float, float]], observatory: str
+) -> list[tuple[float, float, str]]:
+    """The parts of the ``needed`` GPS intervals that ``files`` (of one observatory) do not
+    cover, each as ``(gps_start, gps_end, where)``: ``where`` names the files either side."""
+    covered = gps_segments((f.gps_start, f.gps_end) for f in files)
+    holes = gps_segments(gps_segments(needed) - covered)
+    return [(a, b, _hole_context(files, a, b, observatory)) for a, b in holes]
+
+
+def _hole_context(files: Sequence[FrameFile], a: float, b: float, observatory: str) -> str:
+    before = [f for f in files if f.gps_end <= a + GPS_TOLERANCE_SECONDS]
+    after = [f for f in files if f.gps_start >= b - GPS_TOLERANCE_SECONDS]
+    prev = max(before, key=lambda f: f.gps_end, default=None)
+    nxt = min(after, key=lambda f: f.gps_start, default=None)
+    if prev and nxt:
+        return f"between {prev.path.name} and {nxt.path.name}"
+    if nxt:
+        return f"before {nxt.path.name}, the first file"
+    if prev:
+        return f"after {prev.path.name}, the last file"
+    return f"no frame files of observatory {observatory!r}"
 
 
 def listing(names: Sequence[str], limit: int = 20) -> str:

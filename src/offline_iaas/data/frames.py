@@ -39,7 +39,7 @@ from offline_iaas.data.discovery import (
     _fmt,
     _observatory,
     _range,
-    coverage_gaps,
+    coverage_holes,
     overlapping_files,
     rate_factor,
 )
@@ -150,8 +150,9 @@ def _read_group(
     what = f"channel(s) {', '.join(names)} for {_range(t_a, t_b)}"
     if not files:
         raise DataError(f"no frame files hold {what}")
-    gaps = coverage_gaps(files, t_a, t_b)
-    if gaps:
+    holes = coverage_holes(files, [(t_a, t_b)], _observatory(names[0]))
+    if holes:
+        gaps = [f"{_range(a, b)} ({where})" for a, b, where in holes]
         raise DataError(f"missing frame data for {what}: {'; '.join(gaps)}")
     items = [FileRead(str(f.path), f.gps_start, f.gps_end, max(t_a, f.gps_start),
                       min(t_b, f.gps_end)) for f in files]

@@ -13,6 +13,20 @@ Draws (``draw_binaries``), all from one seeded generator:
 - isotropic sky (``ra`` uniform, ``sin(dec)`` uniform) and orientation (``cos(inclination)``
   uniform), polarisation ``psi`` uniform in ``[0, pi)``, coalescence phase in ``[0, 2 pi)``.
 
+``PopulationSpec.attrs`` is the description stored with an injection set (and ``synth.json``)
+and carried beside every VT (``POPULATION_KEYS``): the ranges above, each distribution in
+words, ``z_max`` and its luminosity distance, the cosmology and both volumes; ``synth`` adds
+how many binaries it drew for those it injected (``drawn``, ``injected``) when it leaves out
+the ones below ``network_snr_min``.
+
+Horizon
+    ``horizon_redshift``: the redshift at which the population's loudest binary (both
+    masses at ``mass_max_msun``, both spins aligned at ``+spin_max``, face-on) reaches an
+    optimal SNR of 8 in a network of ``detectors`` identical detectors all optimally oriented
+    (directly overhead), against a given ASD. No binary of the population is louder, so a
+    ``z_max`` beyond it leaves no findable binary undrawn: the search, not the volume, bounds
+    VT.
+
 Sensitive volume
     With injections drawn from ``p(z)``, the population's time-volume per detector-frame
     year is ``V_pop = int_0^z_max dVc/dz / (1 + z) dz`` (``time_volume_gpc3``), so a search
@@ -24,6 +38,7 @@ Sensitive volume
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -51,18 +66,42 @@ class PopulationSpec:
     redshift_max: float
 
     def attrs(self) -> dict[str, Any]:
-        """The population's description and volumes, as stored with an injection set."""
+        """The population's description and volumes, as stored with an injection set
+        (``POPULATION_KEYS``)."""
         return {
             "approximant": self.approximant,
             "f_lower_hz": self.f_lower_hz,
             "mass_min_msun": self.mass_min_msun,
             "mass_max_msun": self.mass_max_msun,
+            "mass_distribution": MASS_DISTRIBUTION,
             "spin_max": self.spin_max,
+            "spin_distribution": SPIN_DISTRIBUTION,
             "redshift_max": self.redshift_max,
+            "redshift_distribution": REDSHIFT_DISTRIBUTION,
+            "luminosity_distance_max_mpc": float(luminosity_distance_mpc(self.redshift_max)),
+            "orientation_distribution": ORIENTATION_DISTRIBUTION,
             "cosmology": COSMOLOGY,
             "comoving_volume_gpc3": comoving_volume_gpc3(self.redshift_max),
             "time_volume_gpc3": time_volume_gpc3(self.redshift_max),
         }
+
+
+MASS_DISTRIBUTION = ("source-frame m1, m2 each uniform in [mass_min_msun, mass_max_msun], "
+                     "sorted m1 >= m2")
+SPIN_DISTRIBUTION = "aligned: spin_1z, spin_2z each uniform in [-spin_max, spin_max]"
+REDSHIFT_DISTRIBUTION = ("p(z) ~ dVc/dz / (1 + z) on [0, redshift_max] (uniform in comoving "
+                         "volume and source-frame time)")
+ORIENTATION_DISTRIBUTION = ("isotropic sky and orientation; psi uniform in [0, pi), phase in "
+                            "[0, 2 pi)")
+POPULATION_KEYS: tuple[str, ...] = (
+    "approximant", "f_lower_hz", "mass_min_msun", "mass_max_msun", "mass_distribution",
+    "spin_max", "spin_distribution", "redshift_max", "redshift_distribution",
+    "luminosity_distance_max_mpc", "orientation_distribution", "cosmology",
+    "comoving_volume_gpc3", "time_volume_gpc3", "network_snr_min", "drawn", "injected",
+    "seed",
+)
+"""What describes a population beside its VT (``PopulationSpec.attrs`` and what ``synth``
+adds); ``data/injection_list.py`` carries these keys of an injection list into the merge."""
 
 
 def population_spec(synth: SynthConfig, source: Any = None) -> PopulationSpec:
@@ -186,21 +225,33 @@ def draw_binaries(
     ]
 
 
-
-@dataclass(frozen=True)
-class PopulationDraw:
-    """Binaries drawn from a population, with the volumes it fills (Gpc^3)."""
-
-    binaries: tuple[BinaryParameters, ...]
-    comoving_volume_gpc3: float
-    """``Vc(z_max)``."""
-    time_volume_gpc3: float
-    """``int dVc/dz / (1 + z) dz``: what a found fraction times ``T`` turns into VT."""
+HORIZON_SNR = 8.0
+"""Optimal SNR at the horizon (module docstring)."""
 
 
-def draw_population(spec: PopulationSpec, count: int, seed: int) -> PopulationDraw:
-    """``count`` binaries of ``spec`` from ``numpy.random.default_rng(seed)`` (at GPS 0) and
-    the population's volumes."""
-    binaries = draw_binaries(spec, count, np.random.default_rng(seed))
-    return PopulationDraw(tuple(binaries), comoving_volume_gpc3(spec.redshift_max),
-                          time_volume_gpc3(spec.redshift_max))
+def horizon_redshift(spec: PopulationSpec, asd: Callable[[np.ndarray], np.ndarray],
+                     sample_rate: float, detectors: int = 2, snr: float = HORIZON_SNR) -> float:
+    """The redshift where the population's loudest binary, face-on and overhead every one of
+    ``detectors`` identical detectors of ASD ``asd`` (1/sqrt(Hz)), has an optimal network SNR
+    of ``snr`` (module docstring); sampled at ``sample_rate``, integrated from ``f_lower_hz``."""
+    from scipy import optimize
+
+    from offline_iaas.data.waveforms import optimal_snr, polarizations
+
+    def loudness(z: float) -> float:
+        binary = BinaryParameters(
+            mass_1=spec.mass_max_msun, mass_2=spec.mass_max_msun, redshift=z,
+            luminosity_distance=float(luminosity_distance_mpc(z)), inclination=0.0,
+            polarization=0.0, ra=0.0, dec=0.0, coalescence_phase=0.0, gps_time=0.0,
+            spin_1z=spec.spin_max, spin_2z=spec.spin_max)
+        # face-on, overhead: the strain is h+ (F+ = 1, Fx = 0), and every detector sees it
+        waves = polarizations(binary, spec.approximant, sample_rate, spec.f_lower_hz)
+        single = optimal_snr(waves.plus, sample_rate, asd, spec.f_lower_hz)
+        return single * np.sqrt(detectors) - snr
+
+    low, high = 1e-3, 1.0
+    while loudness(high) > 0:
+        low, high = high, 2.0 * high
+        if high > 100.0:
+            raise ValueError(f"no horizon below z = 100 for {spec}")
+    return float(optimize.brentq(loudness, low, high, xtol=1e-4))

@@ -1,8 +1,9 @@
-"""Checks of a campaign's frames before anything runs: ``preflight`` lists every problem at
-once (missing or unreadable files, missing channels, unusable rates, unexplained holes) and
-returns the analysable span (``offline_iaas.data.segments``). Each file is probed (its frames'
-span against its name, a short read) in the frame reader process (``gwf_reader``), killed if
-it hangs.
+"""Checks of a campaign's inputs before anything runs: ``preflight`` lists every problem with
+the frames at once (missing or unreadable files, missing channels, unusable rates, unexplained
+holes) and returns the analysable span (``offline_iaas.data.segments``). Each file is probed
+(its frames' span against its name, a short read) in the frame reader process
+(``gwf_reader``), killed if it hangs. ``check_injections`` reads ``bbhnet.injections`` as the
+merge will (``data/injection_list.py``) and says where its injections lie.
 """
 
 from __future__ import annotations
@@ -10,21 +11,32 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import (
-    _GPS_TOLERANCE,
     FrameFile,
     _observatory,
     _range,
+    coverage_holes,
     discover_frames,
     frame_source,
     listing,
     rate_factor,
 )
 from offline_iaas.data.gwf_reader import reader
+from offline_iaas.data.injection_list import read_campaign_injections
 from offline_iaas.data.segments import AnalysableSpan
 from offline_iaas.errors import DataError
+from offline_iaas.physics import (
+    HELD_OUT,
+    IN_TRAINING,
+    OUTSIDE_ANALYSED,
+    injection_counts,
+    place_injections,
+)
+from offline_iaas.records import BadFile
+from offline_iaas.stretches import make_stretches, statistic_spans
 
 PROBE_SECONDS = 1.0
 """Data read from each frame file by ``preflight`` to prove it is readable."""
@@ -71,20 +83,6 @@ def _more(count: int, what: str) -> str:
     return f" and {count} more {what}" if count else ""
 
 
-def _hole_context(files: Sequence[FrameFile], a: float, b: float, observatory: str) -> str:
-    before = [f for f in files if f.gps_end <= a + _GPS_TOLERANCE]
-    after = [f for f in files if f.gps_start >= b - _GPS_TOLERANCE]
-    prev = max(before, key=lambda f: f.gps_end, default=None)
-    nxt = min(after, key=lambda f: f.gps_start, default=None)
-    if prev and nxt:
-        return f"between {prev.path.name} and {nxt.path.name}"
-    if nxt:
-        return f"before {nxt.path.name}, the first file"
-    if prev:
-        return f"after {prev.path.name}, the last file"
-    return f"no frame files of observatory {observatory!r}"
-
-
 def frame_problems(
     frames: Sequence[FrameFile],
     channels: Sequence[str],
@@ -117,9 +115,9 @@ def frame_problems(
         Given (``data.on_bad_file = "gap"``), a file the frame library cannot read or that
         lies about its span is appended to it with its problem, instead of being a problem.
     """
-    from offline_iaas.data.segments import coalesce, subtract
+    from offline_iaas.data.segments import gps_segments
 
-    needed = coalesce(needed)
+    needed = gps_segments(needed)
     problems: list[str] = []
     groups: dict[str, list[str]] = {}
     for channel in channels:
@@ -127,18 +125,15 @@ def frame_problems(
     jobs: list[tuple[FrameFile, tuple[str, ...]]] = []
     for observatory, names in groups.items():
         own = sorted((f for f in frames if observatory in f.observatory), key=lambda f: f.gps_start)
-        holes = subtract(needed, [(f.gps_start, f.gps_end) for f in own]) if report_holes else []
-        for a, b in holes:
+        holes = coverage_holes(own, needed, observatory) if report_holes else []
+        for a, b, where in holes:
             inside = ", inside the science segments" if science else ""
             problems.append(
                 f"no frame data for observatory {observatory} ({', '.join(names)}) in "
-                f"{_range(a, b)}{inside} ({_hole_context(own, a, b, observatory)})"
+                f"{_range(a, b)}{inside} ({where})"
             )
         for f in own:
-            if any(
-                f.gps_end > a + _GPS_TOLERANCE and f.gps_start < b - _GPS_TOLERANCE
-                for a, b in needed
-            ):
+            if any(f.overlaps(a, b) for a, b in needed):
                 jobs.append((f, tuple(names)))
     if not open_files:
         return problems
@@ -199,26 +194,6 @@ def problem_report(problems: Sequence[str], gps_start: float, gps_end: float, so
     return "\n".join([head] + [f"  - {p}" for p in problems])
 
 
-def check_channels(
-    frames: Sequence[FrameFile],
-    channels: Sequence[str],
-    gps_start: float,
-    gps_end: float,
-    sample_rate: float,
-) -> None:
-    """Check that the frames hold every channel over ``[gps_start, gps_end)``, without holes.
-
-    Raises
-    ------
-    DataError
-        One error listing every problem found (``frame_problems``).
-    """
-    problems = frame_problems(frames, channels, [(gps_start, gps_end)], sample_rate)
-    if problems:
-        source = f"{len(frames)} frame file(s)"
-        raise DataError(problem_report(problems, gps_start, gps_end, source))
-
-
 def preflight(
     config: CampaignConfig,
     frames: Sequence[FrameFile] | None = None,
@@ -266,7 +241,7 @@ def preflight(
     from offline_iaas.data.segments import (
         compute_stretches,
         frame_coverage,
-        intersect,
+        gps_segments,
         min_stretch_seconds,
         observatories,
         science_segments,
@@ -276,7 +251,9 @@ def preflight(
     span = (data.start, data.start + data.duration)
     frames = discover_frames(config) if frames is None else list(frames)
     science = science_segments(config)
-    needed = intersect([span], science) if science is not None else [span]
+    needed = gps_segments([span])
+    if science is not None:
+        needed = gps_segments(needed & gps_segments(science))
     gaps = allow_bad_files and data.on_bad_file == "gap"
     bad: list[tuple[FrameFile, str]] | None = [] if gaps else None
     problems = frame_problems(
@@ -300,8 +277,7 @@ def preflight(
         min_stretch_seconds(config),
     )
     result = dataclasses.replace(result, bad_files=[
-        {"path": str(f.path), "gps_start": f.gps_start, "gps_end": f.gps_end, "error": problem}
-        for f, problem in bad or []])
+        BadFile(str(f.path), f.gps_start, f.gps_end, problem) for f, problem in bad or []])
     if not result.stretches:
         reasons = "; ".join(f"{r}: {s:g} s" for r, s in result.dropped_by_reason().items())
         problems.append(f"no analysable time in {_range(*span)} ({reasons})")
@@ -310,8 +286,57 @@ def preflight(
     return result
 
 
-def check_campaign_data(config: CampaignConfig, *, allow_holes_in_science: bool = False) -> None:
-    """``preflight`` without its result (raises ``DataError`` on any problem)."""
-    preflight(config, allow_holes_in_science=allow_holes_in_science)
+# ---- the injection list -----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class InjectionCheck:
+    """Where the injections of ``bbhnet.injections`` lie (``physics.place_injections``)."""
+
+    path: Path
+    counts: dict[str, int]
+    training_gps: tuple[float, float] | None
+    described: bool
+    """The list describes its population (VT possible; else found fractions only)."""
+
+    def lines(self) -> list[str]:
+        """What the check found, for the log."""
+        c = self.counts
+        training = (f"BBHnet's training span (GPS {self.training_gps[0]:.0f}-"
+                    f"{self.training_gps[1]:.0f})" if self.training_gps else
+                    "BBHnet's training span (none recorded)")
+        population = ("its population described" if self.described else
+                      "no population described: found fractions, no VT")
+        return [f"injection list {self.path}: {c['listed']} injections, {c[HELD_OUT]} held out "
+                f"in the analysed span, {c[IN_TRAINING]} in {training}, "
+                f"{c[OUTSIDE_ANALYSED]} outside the analysed span; {population}"]
+
+    def warnings(self) -> list[str]:
+        """Zero injections to count: the merge would have no found/missed and no VT."""
+        if self.counts[HELD_OUT]:
+            return []
+        return [f"bbhnet.injections: none of the {self.counts['listed']} injections of "
+                f"{self.path} lies in the analysed span outside BBHnet's training span: the "
+                "merge will count no found/missed injection and no VT"]
+
+
+def check_injections(config: CampaignConfig, stretches: Sequence[tuple[float, float]],
+                     training_gps: Sequence[float] | None) -> InjectionCheck | None:
+    """Read ``bbhnet.injections`` (exists, parses, has its columns) and place its injections
+    against the analysed span of ``stretches`` (``preflight``'s) and the network's training
+    span; None when the mode counts no injections or none are listed.
+
+    Raises
+    ------
+    ConfigError, DataError
+        One line naming ``bbhnet.injections``, the file and what is wrong
+        (``data/injection_list.read_campaign_injections``).
+    """
+    if not config.mode.triggers or config.bbhnet.injections is None:
+        return None
+    listed = read_campaign_injections(config.bbhnet.injections)
+    analysed = statistic_spans(config, make_stretches(config, list(stretches)))
+    training = (float(training_gps[0]), float(training_gps[1])) if training_gps else None
+    places = place_injections([i.gps_time for i in listed.injections], analysed, training)
+    return InjectionCheck(listed.path, injection_counts(places), training,
+                          bool(listed.population and listed.population.get("time_volume_gpc3")))

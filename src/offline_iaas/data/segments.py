@@ -10,8 +10,8 @@ The *analysable span* is ``[data.start, data.start + data.duration)`` intersecte
 Each resulting stretch then has its start rounded up and its end rounded down onto the
 stride grid ``data.start + m * stride_seconds`` (``stride_seconds = stride_samples /
 sample_rate``), so every stream starts and ends on a window boundary of the whole-span stream.
-Stretches shorter than ``(warmup_windows + 1) * stride_seconds`` cannot give one exact
-window and are dropped. Every second of the span is accounted for: it is either in a stretch
+Stretches shorter than ``(stretch_warmup_windows + 1) * stride_seconds`` cannot give one
+exact window and are dropped. Every second of the span is accounted for: it is either in a stretch
 or in ``dropped`` with one of the reasons below (the first that applies, in this order)::
 
     outside science segments
@@ -28,8 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from igwn_segments import segment, segmentlist
+
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import DataError
+from offline_iaas.records import BadFile
 from offline_iaas.stretches import Stretch
 
 if TYPE_CHECKING:
@@ -139,48 +142,23 @@ def _read_xml(path: Path) -> SegmentList:
     return active
 
 
-# ---- interval arithmetic (pure) --------------------------------------------------------------
+# ---- GPS intervals (igwn-segments, with our round-off policy) --------------------------------
 
 
-def coalesce(intervals: Iterable[Interval]) -> list[Interval]:
-    """Sorted union of ``[start, end)`` intervals (touching ones joined, empty ones dropped)."""
-    out: list[list[float]] = []
-    for a, b in sorted((float(a), float(b)) for a, b in intervals):
-        if b - a <= GPS_TOLERANCE_SECONDS:
-            continue
-        if out and a <= out[-1][1] + GPS_TOLERANCE_SECONDS:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
+def gps_segments(intervals: Iterable[Interval]) -> segmentlist:
+    """The union of ``[start, end)`` GPS intervals as a coalesced ``segmentlist``, less the
+    float round-off of GPS arithmetic.
 
-
-def intersect(left: Sequence[Interval], right: Sequence[Interval]) -> list[Interval]:
-    """Intersection of two interval lists."""
-    out = []
-    for a0, a1 in coalesce(left):
-        for b0, b1 in coalesce(right):
-            lo, hi = max(a0, b0), min(a1, b1)
-            if hi - lo > GPS_TOLERANCE_SECONDS:
-                out.append((lo, hi))
-    return coalesce(out)
-
-
-def subtract(left: Sequence[Interval], right: Sequence[Interval]) -> list[Interval]:
-    """The parts of ``left`` not in ``right``."""
-    out = []
-    holes = coalesce(right)
-    for a, b in coalesce(left):
-        cursor = a
-        for h0, h1 in holes:
-            if h1 <= cursor or h0 >= b:
-                continue
-            if h0 > cursor:
-                out.append((cursor, h0))
-            cursor = max(cursor, h1)
-        if cursor < b:
-            out.append((cursor, b))
-    return coalesce(out)
+    Intervals no longer than ``GPS_TOLERANCE_SECONDS`` are dropped and gaps no longer than it
+    closed; the set arithmetic itself (``&``, ``|``, ``-``) is igwn-segments', whose results
+    are passed through here again. Ends stay floats (seconds); nothing is rounded.
+    """
+    segments = segmentlist(segment(float(a), float(b)) for a, b in intervals
+                           if float(b) - float(a) > GPS_TOLERANCE_SECONDS).coalesce()
+    if len(segments) < 2:
+        return segments
+    gaps = segmentlist([segments.extent()]) - segments
+    return segments | segmentlist(g for g in gaps if g[1] <= g[0] + GPS_TOLERANCE_SECONDS)
 
 
 # ---- the analysable span ---------------------------------------------------------------------
@@ -215,14 +193,13 @@ class AnalysableSpan:
     total_seconds
         Length of the configured span.
     bad_files
-        The frame files left out as gaps (``data.on_bad_file = "gap"``): ``path``,
-        ``gps_start``, ``gps_end`` and ``error`` each.
+        The frame files left out as gaps (``data.on_bad_file = "gap"``).
     """
 
     stretches: list[tuple[float, float]]
     dropped: list[tuple[float, float, str]]
     total_seconds: float
-    bad_files: list[dict] = field(default_factory=list)
+    bad_files: list[BadFile] = field(default_factory=list)
 
     @property
     def analysable_seconds(self) -> float:
@@ -252,7 +229,7 @@ class AnalysableSpan:
             lines.append(f"  dropped {_seconds(seconds)} s: {reason}")
         for bad in self.bad_files:
             lines.append(f"  bad frame file left out as a gap (data.on_bad_file = \"gap\"): "
-                         f"{bad['error']}")
+                         f"{bad.error}")
         for a, b in self.stretches:
             lines.append(f"  stretch [{_seconds(a)}, {_seconds(b)}) {_seconds(b - a)} s")
         return lines
@@ -284,15 +261,15 @@ def compute_stretches(
         Stretches shorter than this after rounding are dropped.
     """
     dropped: list[tuple[float, float, str]] = []
-    available = coalesce([span])
+    available = gps_segments([span])
     if science is not None:
-        inside = intersect(available, list(science))
-        dropped += [(a, b, REASON_OUTSIDE_SCIENCE) for a, b in subtract(available, inside)]
+        inside = gps_segments(available & gps_segments(science))
+        dropped += [(a, b, REASON_OUTSIDE_SCIENCE) for a, b in gps_segments(available - inside)]
         available = inside
     for observatory in sorted(coverage):
-        inside = intersect(available, list(coverage[observatory]))
+        inside = gps_segments(available & gps_segments(coverage[observatory]))
         reason = no_data_reason(observatory)
-        dropped += [(a, b, reason) for a, b in subtract(available, inside)]
+        dropped += [(a, b, reason) for a, b in gps_segments(available - inside)]
         available = inside
     stretches: list[tuple[float, float]] = []
     short = short_reason(min_seconds)
@@ -314,10 +291,10 @@ def compute_stretches(
 
 def frame_coverage(
     frames: Sequence[FrameFile], observatories: Iterable[str]
-) -> dict[str, list[Interval]]:
+) -> dict[str, segmentlist]:
     """Per observatory letter, the union of the GPS intervals of the files holding it."""
     return {
-        obs: coalesce((f.gps_start, f.gps_end) for f in frames if obs in f.observatory)
+        obs: gps_segments((f.gps_start, f.gps_end) for f in frames if obs in f.observatory)
         for obs in observatories
     }
 
@@ -340,28 +317,7 @@ def science_segments(config: CampaignConfig) -> list[Interval] | None:
 
 def min_stretch_seconds(config: CampaignConfig) -> float:
     """Shortest useful stretch: warm-up plus one stride (s)."""
-    return (config.warmup_windows + 1) * config.stride_seconds
-
-
-def analysable_span(config: CampaignConfig, frames: Sequence[FrameFile]) -> AnalysableSpan:
-    """The campaign's analysable stretches given its frame files (and segment file, if set).
-
-    Parameters
-    ----------
-    config
-        The campaign: span, channels, model rate, stride, warm-up and ``data.segments``.
-    frames
-        The frame files (``discover_frames``); only their names/intervals are used.
-    """
-    data = config.data
-    return compute_stretches(
-        (data.start, data.start + data.duration),
-        frame_coverage(frames, observatories(data.channels)),
-        science_segments(config),
-        data.start,
-        config.stride_seconds,
-        min_stretch_seconds(config),
-    )
+    return (config.stretch_warmup_windows + 1) * config.stride_seconds
 
 
 def without_bad_files(config: CampaignConfig, stretches: Sequence[Stretch],
@@ -375,11 +331,12 @@ def without_bad_files(config: CampaignConfig, stretches: Sequence[Stretch],
     stretches come back as they are.
     """
     found: list[Stretch] = []
-    holes = coalesce(bad)
+    holes = gps_segments(bad)
     for stretch in stretches:
         span = (stretch.gps_start, stretch.gps_end)
-        left = compute_stretches(span, {"": subtract([span], holes)}, None, config.data.start,
-                                 config.stride_seconds, min_stretch_seconds(config))
+        left = compute_stretches(span, {"": gps_segments(gps_segments([span]) - holes)}, None,
+                                 config.data.start, config.stride_seconds,
+                                 min_stretch_seconds(config))
         for a, b in left.stretches:
             found.append(Stretch(len(found), a, b))
     return found

@@ -6,6 +6,13 @@ Binaries
     them, seeded by ``synth.seed``), or read from ``synth.injection_file`` (its rows whose
     geocentre time lies in the span; its approximant, ``f_lower`` and reference frequency where
     it says them).
+Draws below the SNR cut (drawn binaries)
+    A draw whose optimal network SNR against the design ASD (at the middle of the span; the
+    Earth turns the antenna patterns a little by each injection's own time) is below
+    ``synth.network_snr_min`` is not injected: draws go on until ``synth.injections`` pass,
+    and the set records ``drawn`` (all draws) and ``injected`` beside the cut, so that VT
+    counts the draws left out as missed (``sensitivity.py``). With a cut of 0 every draw is
+    injected.
 Times (drawn binaries)
     Spread evenly over the span: ``t_j = start + lead + usable (j + 1/2) / n`` with
     ``lead`` the longest waveform before its coalescence plus ``MARGIN_SECONDS`` and
@@ -184,8 +191,9 @@ def plan_injections(
             return InjectionPlan([], approximant, f_lower, f_ref, attrs)
         # synth's stream for the role "injections" (synth._rng)
         rng = np.random.default_rng([synth.seed % 2**63, zlib.crc32(b"injections")])
-        drawn = draw_binaries(spec, synth.injections, rng)
-        waves = [polarizations(b, approximant, sample_rate, f_lower) for b in drawn]
+        drawn, waves, count = _draw_above_cut(config, ifos, sample_rate, design_asd, rng)
+        attrs.update(network_snr_min=synth.network_snr_min, drawn=count,
+                     injected=synth.injections)
         times = _spread_times(config, waves)
         binaries = [dataclasses.replace(b, gps_time=t) for b, t in zip(drawn, times, strict=True)]
     planned = []
@@ -251,6 +259,49 @@ def measure_snrs(
             f"injections in: fewer than {MIN_CLEAR_SEGMENTS} of their Welch segments are "
             "clear of injections (a longer span, or fewer injections, would leave them out)")
     return dataclasses.replace(plan, injections=measured)
+
+
+DRAWS_PER_INJECTION_MAX = 1000
+"""``_draw_above_cut`` gives up after this many draws per injection wanted."""
+
+
+def _draw_above_cut(
+    config: CampaignConfig, ifos: list[str], sample_rate: float,
+    design_asd: Callable[[np.ndarray], np.ndarray], rng: np.random.Generator,
+) -> tuple[list[BinaryParameters], list[Polarizations], int]:
+    """``synth.injections`` binaries of the population at or above ``synth.network_snr_min``
+    (module docstring), their waveforms, and how many were drawn."""
+    synth, data = config.synth, config.data
+    spec = population_spec(synth, config.source)
+    middle = data.start + data.duration / 2
+    kept: list[tuple[BinaryParameters, Polarizations]] = []
+    count = 0
+    while len(kept) < synth.injections:
+        if count >= DRAWS_PER_INJECTION_MAX * synth.injections:
+            raise ConfigError(
+                f"{config.source}: only {len(kept)} of {count} binaries drawn reach "
+                f"'synth.network_snr_min' ({synth.network_snr_min:g}); lower it or "
+                "synth.redshift_max")
+        for binary in draw_binaries(spec, synth.injections, rng):
+            if len(kept) == synth.injections:
+                break
+            count += 1
+            wave = polarizations(binary, spec.approximant, sample_rate, spec.f_lower_hz)
+            if synth.network_snr_min <= 0 or _network_snr_at(
+                    dataclasses.replace(binary, gps_time=middle), wave, ifos, design_asd,
+                    spec.f_lower_hz) >= synth.network_snr_min:
+                kept.append((binary, wave))
+    return [b for b, _ in kept], [w for _, w in kept], count
+
+
+def _network_snr_at(binary: BinaryParameters, wave: Polarizations, ifos: list[str],
+                    design_asd: Callable[[np.ndarray], np.ndarray], f_lower_hz: float) -> float:
+    """Optimal network SNR of ``binary`` at its ``gps_time`` against ``design_asd`` (as
+    ``plan_injections`` records ``snr_design``)."""
+    return network_snr([
+        optimal_snr(detector_strain(binary, wave, ifo, binary.gps_time)[1], wave.sample_rate,
+                    design_asd, f_lower_hz)
+        for ifo in ifos])
 
 
 def _spread_times(config: CampaignConfig, waves: list[Polarizations]) -> list[float]:

@@ -9,26 +9,30 @@ records every dataset's byte offset for the index (``merge/index.py``).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 
 import h5py
 
-from offline_iaas.atomic import write_text_atomic
-from offline_iaas.client.part import peak_rss_mb
+from offline_iaas import records
+from offline_iaas.completeness import file_sha256
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.gwf_reader import reader
-from offline_iaas.errors import RunError
-from offline_iaas.jobspec import read_chunk_job, read_client_job
+from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import ChunkProducts
 from offline_iaas.merge.stitch import bad_files, campaign_stretches, check_parts, stage_parts
-from offline_iaas.merge.tree import chunk_extents
-from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.merge.tree import chunk_extents, extent_data_seconds
+from offline_iaas.records import (
+    ChunkSummary,
+    DatasetOffset,
+    read_chunk_job,
+    read_client_job,
+)
+from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 
 logger = logging.getLogger(__name__)
@@ -41,9 +45,9 @@ SERIES_GROUPS: tuple[str, ...] = ("statistic", "slides", "noise", "clean", "nois
 def merge_chunk(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) -> Path:
     """Merge chunk ``node`` of ``run``; return its output file."""
     config = load_config(run.config)
-    run_info = run.read_run_info()
+    run_info = records.read_run_info(run)
     chunk = read_chunk_job(run, node)
-    segments = [read_client_job(run, client) for client in run_info["clients"]]
+    segments = [read_client_job(run, client) for client in run_info.clients]
     parent_nodes = set(chunk.clients)
     problems = check_parts(run, config, segments, read=parent_nodes)
     if problems:
@@ -57,12 +61,12 @@ def merge_chunk(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
     bad = bad_files(run, segments, parent_nodes)
     stretches = campaign_stretches(config, segments, bad)
     extents = chunk_extents(config, stretches, chunk.gps_start, chunk.gps_end)
-    noise = "noise" in ensemble_outputs(config)
+    noise = "noise" in config.outputs.names
     frames = discover_frames(config) if noise else None
     _load_libraries(noise)
     setup_seconds = time.monotonic() - started
     writer = CampaignWriter(out_path, config, stretches, run.chunk_frames(node) if noise else None,
-                            run_info.get("training"), run_info.get("model"), extents, bad)
+                            dict(run_info.training), run_info.model, extents, bad)
     parents = [seg for seg in segments if seg.node in parent_nodes]
     try:
         stage_parts(run, config, parents, writer, node, progress, stretches)
@@ -70,33 +74,41 @@ def merge_chunk(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
         _store_products(writer.file, products)
         writer.close({"producer": "merge-chunk", "chunk": node,
                       "chunk_gps": [chunk.gps_start, chunk.gps_end]})
-    except BaseException:
+    except BaseException as err:
         writer.discard()
+        raise_if_no_space(err, out_path)
         raise
+    # planned less the gaps of bad frame files (the index fails the run if nothing is left)
+    analysed = extent_data_seconds(config, extents)
     frames_dir = run.chunk_frames(node)
     frames_dir.mkdir(exist_ok=True)  # empty without DeepClean: file transfer expects it
-    record = {
+    record = records.build(ChunkSummary, {
         "complete": True,
         "node": node,
         "gps": [chunk.gps_start, chunk.gps_end],
         "data_seconds": chunk.data_seconds,
+        "analysed_seconds": analysed,
         "clients": list(chunk.clients),
         "wall_seconds": time.monotonic() - started,
         "setup_seconds": setup_seconds,
         "cpu_seconds": time.process_time() - cpu,
         "peak_rss_mb": peak_rss_mb(),
-        "config_hash": config.config_hash(),
+        "merge_hash": config.merge_hash(),
         "bytes": out_path.stat().st_size,
+        "sha256": file_sha256(out_path),
         "datasets": _dataset_offsets(out_path),
         "frame_files": [[ifo, str(path.relative_to(frames_dir)), gps, seconds]
                         for ifo, path, gps, seconds in products.frame_files],
         "frame_spans": products.frame_spans,
         "bad_frame_files": bad,
-    }
-    write_text_atomic(status_path, json.dumps(record, indent=1))
-    logger.info(f"merge-chunk: {node} (GPS {chunk.gps_start:.0f}-{chunk.gps_end:.0f}, "
-                f"{chunk.data_seconds:.0f} s of data from {len(parents)} parts) -> {out_path} "
-                f"in {record['wall_seconds']:.1f} s")
+    })
+    records.write(record, status_path)
+    data = f"{analysed:.0f} s of data"
+    if analysed != chunk.data_seconds:
+        data = (f"{analysed:.0f} of its {chunk.data_seconds:.0f} s of data, the rest in gaps "
+                f"of {len(bad)} bad frame file(s)")
+    logger.info(f"merge-chunk: {node} (GPS {chunk.gps_start:.0f}-{chunk.gps_end:.0f}, {data}, "
+                f"from {len(parents)} parts) -> {out_path} in {record.wall_seconds:.1f} s")
     return out_path
 
 
@@ -123,7 +135,7 @@ def _store_products(file: h5py.File, products: ChunkProducts) -> None:
         group.create_dataset("clean", data=clean)
 
 
-def read_products(path: Path, record: dict) -> ChunkProducts:
+def read_products(path: Path, record: ChunkSummary) -> ChunkProducts:
     """A chunk's ``ChunkProducts`` back from its file and summary."""
     products = ChunkProducts()
     with h5py.File(path, "r") as f:
@@ -137,26 +149,24 @@ def read_products(path: Path, record: dict) -> ChunkProducts:
                     products.held_out[name] = (float(item.attrs["gps_start"]),
                                                item["raw"][()], item["clean"][()])
             f["held_out"].visititems(visit)
-    products.frame_files = [(ifo, Path(name), int(gps), int(seconds))
-                            for ifo, name, gps, seconds in record.get("frame_files", [])]
-    products.frame_spans = {ifo: {kind: [tuple(span) for span in spans]
-                                  for kind, spans in kinds.items()}
-                            for ifo, kinds in record.get("frame_spans", {}).items()}
+    products.frame_files = [(ifo, Path(name), gps, seconds)
+                            for ifo, name, gps, seconds in record.frame_files]
+    products.frame_spans = {ifo: {kind: list(spans) for kind, spans in kinds.items()}
+                            for ifo, kinds in record.frame_spans.items()}
     return products
 
 
-def _dataset_offsets(path: Path) -> list[dict]:
+def _dataset_offsets(path: Path) -> list[DatasetOffset]:
     """Every series dataset of a chunk file: name, group, x0, shape, byte offset and size
     (contiguous storage, so the index can point at the bytes)."""
-    found: list[dict] = []
+    found: list[DatasetOffset] = []
     with h5py.File(path, "r") as f:
         def visit(name: str, item: object) -> None:
             if (isinstance(item, h5py.Dataset) and name.split("/", 1)[0] in SERIES_GROUPS
                     and item.dtype.names is None):
                 offset = item.id.get_offset()
-                found.append({"name": name, "x0": float(item.attrs["x0"]),
-                              "shape": list(item.shape),
-                              "offset": None if offset is None else int(offset),
-                              "nbytes": int(item.size * item.dtype.itemsize)})
+                found.append(DatasetOffset(name, float(item.attrs["x0"]), tuple(item.shape),
+                                           None if offset is None else int(offset),
+                                           int(item.size * item.dtype.itemsize)))
         f.visititems(visit)
     return found

@@ -7,9 +7,9 @@ copied, and ``h5py``, ``read_campaign`` and gwpy's ``TimeSeries.read(path, ...)`
 before. (Virtual datasets and external links would be the usual choices, but gwpy opens the
 file through a Python file object, and HDF5 then cannot open the source files: it reads the
 fill value, zeros, without an error. External storage is read with plain file I/O.) The
-chunk files are named by absolute path: a moved run directory fails loudly ("unable to open
-external raw data file"); ``offline-iaas merge --run-dir`` at the new place writes the index
-again in seconds.
+chunk files are named by absolute path: a moved run directory's index fails loudly ("unable
+to open external raw data file"), a copy's reads the original's chunks; ``run-local`` at the
+new place writes the index again first (``completeness.written_elsewhere``), in seconds.
 
 The campaign-wide numbers are computed here from the chunks' products
 (``postprocess.summarize``): the triggers' FAR over the whole background, found/missed, the
@@ -26,15 +26,14 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 import h5py
 import numpy as np
 
-from offline_iaas.atomic import write_text_atomic
+from offline_iaas import records
+from offline_iaas.completeness import Hashes, chunk_problem
 from offline_iaas.config import CampaignConfig
-from offline_iaas.errors import RunError
-from offline_iaas.jobspec import read_chunk_job, read_client_job
+from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.merge.chunk_merge import SERIES_GROUPS, read_products
 from offline_iaas.merge.layout import gps_text, series_attrs
 from offline_iaas.merge.postprocess import summarize
@@ -44,60 +43,62 @@ from offline_iaas.merge.stitch import (
     campaign_stretches,
     log_summary,
     merge_record,
+    no_data_analysed,
     report_quietly,
+    write_summary,
 )
-from offline_iaas.merge.tree import chunk_record_matches, stretch_series
-from offline_iaas.repository.pipeline import ensemble_outputs
-from offline_iaas.rundir import RunDir, read_json, says_complete
+from offline_iaas.merge.tree import stretch_series
+from offline_iaas.records import (
+    ChunkSummary,
+    DatasetOffset,
+    RunInfo,
+    read_chunk_job,
+    read_client_job,
+)
+from offline_iaas.rundir import RunDir
 
 logger = logging.getLogger(__name__)
 
 
-def check_chunks(run: RunDir, config: CampaignConfig, nodes: list[str]) -> list[str]:
-    """Every problem with the chunk merges' outputs, one line each. (A chunk file's size is
-    checked, not its checksum: the index would read the whole campaign again.)"""
+def check_chunks(run: RunDir, config: CampaignConfig, nodes: tuple[str, ...]) -> list[str]:
+    """Every problem with the chunk merges' outputs, one line each
+    (``completeness.chunk_problem``: the checksum of a chunk file is read only when the file
+    changed after its summary was written; the index does not read the series)."""
+    hashes = Hashes.of(config)
     problems = []
     for node in nodes:
-        h5_path, json_path = run.chunk_output(node)
-        record = read_json(json_path)
-        spec = read_chunk_job(run, node)
-        if not says_complete(record) or not h5_path.exists():
-            problems.append(f"{node}: chunk merge not complete ({json_path})")
-        elif not chunk_record_matches(record, spec):
-            problems.append(f"{node}: {json_path} is of another chunking (GPS "
-                            f"{record.get('gps')}, its job spec {spec.gps_start}-{spec.gps_end})")
-        elif record.get("config_hash") != config.config_hash():
-            problems.append(f"{node}: from another campaign (config hash "
-                            f"{record.get('config_hash')}, this campaign {config.config_hash()})")
-        elif record.get("bytes") != h5_path.stat().st_size:
-            problems.append(f"{node}: {h5_path} changed after it was written (size)")
+        problem = chunk_problem(run, node, hashes, read_chunk_job(run, node))
+        if problem is not None:
+            problems.append(f"{node}: {problem}")
     return problems
 
 
-def write_index(run: RunDir, config: CampaignConfig, run_info: dict[str, Any]) -> Path:
+def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
     """Write ``output/campaign.h5`` over the chunk merges of ``run``; return its path."""
-    nodes = list(run_info["chunks"])
+    nodes = run_info.chunks
     problems = check_chunks(run, config, nodes)
     if problems:
         raise RunError(f"cannot index the chunk merges of {run.path}: " + "; ".join(problems))
     started, cpu = time.monotonic(), time.process_time()
     out_path, status_path = run.output
     status_path.unlink(missing_ok=True)
-    records = {node: read_json(run.chunk_output(node)[1]) for node in nodes}
-    segments = [read_client_job(run, node) for node in run_info["clients"]]
+    chunks = {node: records.read(ChunkSummary, run.chunk_output(node)[1]) for node in nodes}
+    segments = [read_client_job(run, node) for node in run_info.clients]
     bad = bad_files(run, segments)
     stretches = campaign_stretches(config, segments, bad)
-    training = dict(run_info.get("training") or {})
+    if not stretches:
+        raise no_data_analysed(run, config, segments, bad)
+    training = dict(run_info.training)
     for stale in out_path.parent.glob(f".{out_path.name}.*.tmp"):
         stale.unlink(missing_ok=True)
     tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
     frames_dir = run.output_frames
     frames_tmp = frames_dir.with_name(f".{frames_dir.name}.{os.getpid()}.tmp")
-    linked = "noise" in ensemble_outputs(config)
+    linked = "noise" in config.outputs.names
     try:
         with h5py.File(tmp, "w") as f:
-            _series(f, run, config, stretches, nodes, records)
-            products = [read_products(run.chunk_output(n)[0], records[n]) for n in nodes]
+            _series(f, run, config, stretches, nodes, chunks)
+            products = [read_products(run.chunk_output(n)[0], chunks[n]) for n in nodes]
             if linked:
                 shutil.rmtree(frames_tmp, ignore_errors=True)
                 products = _link_frames(run, nodes, products, frames_dir, frames_tmp)
@@ -107,56 +108,56 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: dict[str, Any]) -
             f.attrs.update({
                 "clients": len(segments), "servers": config.layout.servers,
                 "producer": "merge", "chunks": len(nodes),
-                "config_hash": config.config_hash(), "stretches": bounds,
-                "mode": config.model.mode,
+                "stream_hash": config.stream_hash(), "merge_hash": config.merge_hash(),
+                "stretches": bounds, "mode": config.model.mode,
                 "provenance": json.dumps(
-                    campaign_provenance(config, run_info.get("model"), bad), sort_keys=True)})
+                    campaign_provenance(config, run_info.model, bad), sort_keys=True)})
         os.replace(tmp, out_path)
         if linked:
             shutil.rmtree(frames_dir, ignore_errors=True)
             os.replace(frames_tmp, frames_dir)
-    except BaseException:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
         shutil.rmtree(frames_tmp, ignore_errors=True)
+        raise_if_no_space(err, out_path)
         raise
     wall = time.monotonic() - started
-    chunk_walls = [float(records[n]["wall_seconds"]) for n in nodes]
-    write_text_atomic(status_path, json.dumps({
-        **merge_record(out_path, config, wall, time.process_time() - cpu),
+    chunk_walls = [chunks[n].wall_seconds for n in nodes]
+    written = write_summary(status_path, {
+        **merge_record(run, config, stretches, wall, time.process_time() - cpu),
         "chunks": len(nodes),
         "chunk_wall_seconds": {"total": sum(chunk_walls), "max": max(chunk_walls, default=0.0)},
-        "chunk_setup_seconds": sum(float(records[n].get("setup_seconds", 0.0)) for n in nodes),
-        "chunk_cpu_seconds": sum(float(records[n].get("cpu_seconds", 0.0)) for n in nodes),
-        "chunk_data_seconds": sum(float(records[n]["data_seconds"]) for n in nodes),
-        **({"bad_frame_files": campaign_provenance(config, None, bad)["bad_frame_files"]}
-           if bad else {}),
+        "chunk_setup_seconds": sum(chunks[n].setup_seconds for n in nodes),
+        "chunk_cpu_seconds": sum(chunks[n].cpu_seconds for n in nodes),
+        "chunk_data_seconds": sum(chunks[n].data_seconds for n in nodes),
+        "bad_frame_files": bad,
         **summary,
-    }, indent=2))
+    })
     logger.info(f"merge: index of {len(nodes)} chunk merges -> {out_path} in {wall:.1f} s")
-    log_summary(summary, run)
+    log_summary(written, run)
     report_quietly(run)
     return out_path
 
 
-def _groups(records: dict[str, dict]) -> set[str]:
-    return {d["name"].split("/", 1)[0] for r in records.values() for d in r.get("datasets", [])}
+def _groups(chunks: dict[str, ChunkSummary]) -> set[str]:
+    return {d.name.split("/", 1)[0] for r in chunks.values() for d in r.datasets}
 
 
 def _series(f: h5py.File, run: RunDir, config: CampaignConfig, stretches: list,
-            nodes: list[str], records: dict[str, dict]) -> None:
+            nodes: tuple[str, ...], chunks: dict[str, ChunkSummary]) -> None:
     """One dataset per stretch and series, its bytes in the chunk files (external storage)."""
     # per (group path without the GPS, stretch x0 text): [(x0 of the piece, dataset record,
     # chunk file)]
-    pieces: dict[str, list[tuple[float, dict, Path]]] = {}
+    pieces: dict[str, list[tuple[float, DatasetOffset, Path]]] = {}
     for node in nodes:
         path = run.chunk_output(node)[0].resolve()
-        for d in records[node]["datasets"]:
-            pieces.setdefault(d["name"].rsplit("/", 1)[0], []).append((d["x0"], d, path))
+        for d in chunks[node].datasets:
+            pieces.setdefault(d.name.rsplit("/", 1)[0], []).append((d.x0, d, path))
     starts = {}
     for path, found in pieces.items():
         found.sort(key=lambda p: p[0])
         starts[path] = [p[0] for p in found]
-    groups = _groups(records)
+    groups = _groups(chunks)
     for stretch in stretches:
         series = stretch_series(config, stretch)
         for group in SERIES_GROUPS:
@@ -171,7 +172,7 @@ def _series(f: h5py.File, run: RunDir, config: CampaignConfig, stretches: list,
                 lo = bisect.bisect_right(starts.get(path, []), x0 - step / 2)
                 hi = bisect.bisect_left(starts.get(path, []), x0 + (length - 0.5) * step)
                 found = pieces.get(path, [])[lo:hi]
-                shape = (length, *found[0][1]["shape"][1:]) if found else (length,)
+                shape = (length, *found[0][1].shape[1:]) if found else (length,)
                 if group == "slides" and not found:
                     shape = (length, config.bbhnet.time_shifts)
                 dataset = _external(f, f"{path}/{gps_text(x0)}", shape, found, x0, step)
@@ -179,17 +180,18 @@ def _series(f: h5py.File, run: RunDir, config: CampaignConfig, stretches: list,
 
 
 def _external(f: h5py.File, name: str, shape: tuple[int, ...],
-              found: list[tuple[float, dict, Path]], x0: float, step: float) -> h5py.Dataset:
+              found: list[tuple[float, DatasetOffset, Path]], x0: float, step: float
+              ) -> h5py.Dataset:
     """A dataset whose bytes are the pieces', which must tile it in order."""
     expected = 0
     external = []
     for piece_x0, d, path in found:
         at = round((piece_x0 - x0) / step)
-        if at != expected or d["offset"] is None:
+        if at != expected or d.offset is None:
             raise RunError(f"{name}: the chunk merges' pieces do not tile it ({path}: "
-                           f"{d['name']} starts at value {at}, expected {expected})")
-        expected += d["shape"][0]
-        external.append((str(path), d["offset"], d["nbytes"]))
+                           f"{d.name} starts at value {at}, expected {expected})")
+        expected += d.shape[0]
+        external.append((str(path), d.offset, d.nbytes))
     if expected != shape[0]:
         raise RunError(f"{name}: the chunk merges hold {expected} of its {shape[0]} values")
     if not external:
@@ -197,7 +199,7 @@ def _external(f: h5py.File, name: str, shape: tuple[int, ...],
     return f.create_dataset(name, shape=shape, dtype=np.float32, external=external)
 
 
-def _link_frames(run: RunDir, nodes: list[str], products: list, frames_dir: Path,
+def _link_frames(run: RunDir, nodes: tuple[str, ...], products: list, frames_dir: Path,
                  frames_tmp: Path) -> list:
     """Hard-link (or copy) every chunk's GWF files into ``frames_tmp``; the products then name
     them where they will be, in ``frames_dir``."""

@@ -11,16 +11,14 @@ parts' sidecars ``parts/<node>.json`` record theirs).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 
-from offline_iaas.atomic import write_text_atomic
+from offline_iaas import records
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
-from offline_iaas.errors import RunError
-from offline_iaas.jobspec import read_client_job
+from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.stitch import (
@@ -29,10 +27,12 @@ from offline_iaas.merge.stitch import (
     check_parts,
     log_summary,
     merge_record,
+    no_data_analysed,
     report_quietly,
     stage_parts,
+    write_summary,
 )
-from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.records import read_client_job
 from offline_iaas.rundir import MERGE_NODE, RunDir
 
 logger = logging.getLogger(__name__)
@@ -46,12 +46,12 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     notes the part being copied.
     """
     config = load_config(run.config)
-    run_info = run.read_run_info()
-    if run_info.get("chunks"):
+    run_info = records.read_run_info(run)
+    if run_info.chunks:
         from offline_iaas.merge.index import write_index
 
         return write_index(run, config, run_info)
-    nodes = run_info["clients"]
+    nodes = run_info.clients
     segments = [read_client_job(run, node) for node in nodes]
     problems = check_parts(run, config, segments)
     if problems:
@@ -59,27 +59,28 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     started, cpu = time.monotonic(), time.process_time()
     out_path, status_path = run.output
     status_path.unlink(missing_ok=True)
-    frames = discover_frames(config) if "noise" in ensemble_outputs(config) else None
+    frames = discover_frames(config) if "noise" in config.outputs.names else None
     bad = bad_files(run, segments)
     stretches = campaign_stretches(config, segments, bad)
+    if not stretches:
+        raise no_data_analysed(run, config, segments, bad)
     writer = CampaignWriter(out_path, config, stretches, run.output_frames,
-                            run_info.get("training"), run_info.get("model"), bad_files=bad)
+                            dict(run_info.training), run_info.model, bad_files=bad)
     try:
         stage_parts(run, config, segments, writer, MERGE_NODE, progress, stretches)
         summary = writer.commit(
             {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"},
             frames,
         )
-        if bad:
-            summary["bad_frame_files"] = writer.provenance["bad_frame_files"]
-    except BaseException:
+    except BaseException as err:
         writer.discard()
+        raise_if_no_space(err, out_path)
         raise
     wall = time.monotonic() - started
-    record = merge_record(out_path, config, wall, time.process_time() - cpu)
-    write_text_atomic(status_path, json.dumps({**record, **summary}, indent=2))
+    record = merge_record(run, config, stretches, wall, time.process_time() - cpu)
+    written = write_summary(status_path, {**record, **summary, "bad_frame_files": bad})
     kept = sum(seg.kept_windows for seg in segments)
     logger.info(f"merge: {len(segments)} parts, {kept} windows -> {out_path} in {wall:.1f} s")
-    log_summary(summary, run)
+    log_summary(written, run)
     report_quietly(run)
     return out_path

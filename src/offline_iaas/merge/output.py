@@ -10,7 +10,9 @@ path="statistic/1262304001")`` (``read_campaign`` reads them all):
 - ``triggers``: a table (``time``, ``statistic``) of the clustered statistic; with time
   slides also ``far`` (Hz) and ``ifar`` (years);
 - ``slides/<GPS>`` (time slides): ``[windows, N]``, BBHnet on each window with the second
-  detector ``k * shift_seconds`` earlier in column ``k - 1`` (stamped like the statistic);
+  detector ``k * shift_seconds`` earlier in column ``k - 1`` (stamped like the statistic),
+  NaN where that slide is not formed (its second window before the stretch's first kept
+  window: the first ``k * shift_seconds`` of each stretch, ``stretches.slides_formed``);
 - ``background`` (time slides): a table (``shift``, ``time``, ``statistic``) of each
   slide's clustered statistic, the time being the first detector's, ordered by shift, then
   time.
@@ -40,10 +42,11 @@ import h5py
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import raise_if_no_space
 from offline_iaas.merge.postprocess import ChunkProducts, postprocess, summarize
 from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.merge.tree import StretchExtent, whole_extents
-from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.records import BadFile, ServedModel
 from offline_iaas.stretches import Stretch
 
 
@@ -72,15 +75,15 @@ class CampaignWriter:
     extents
         What this writer owns of each stretch (``merge/tree.py``); None: everything.
     bad_files
-        The frame files whose spans are gaps (``data.on_bad_file = "gap"``): ``path``,
-        ``gps_start``, ``gps_end``, ``error`` each; in the provenance.
+        The frame files whose spans are gaps (``data.on_bad_file = "gap"``), in the
+        provenance.
     """
 
     def __init__(
         self, path: Path, config: CampaignConfig, stretches: list[Stretch],
         frames_dir: Path | None = None, training: dict[str, list[float]] | None = None,
-        model: dict[str, Any] | None = None, extents: list[StretchExtent] | None = None,
-        bad_files: list[dict[str, Any]] | None = None,
+        model: ServedModel | None = None, extents: list[StretchExtent] | None = None,
+        bad_files: list[BadFile] | None = None,
     ) -> None:
         self.path = path
         self.config = config
@@ -88,7 +91,7 @@ class CampaignWriter:
         self.frames_dir = frames_dir
         self.training = dict(training or {})
         self.provenance = campaign_provenance(config, model, bad_files)
-        self.outputs = ensemble_outputs(config)
+        self.outputs = config.outputs.names
         self.whole = extents is None
         self.extents = whole_extents(config, stretches) if extents is None else extents
         self.extent_of = {e.stretch.index: e for e in self.extents}
@@ -97,11 +100,22 @@ class CampaignWriter:
             stale.unlink(missing_ok=True)
         self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         self.stage_path = path.with_name(f".{path.name}.{os.getpid()}.stage.tmp")
-        self.file = h5py.File(self.tmp, "w")
-        self.stage = h5py.File(self.stage_path, "w")
         self.frames_tmp: Path | None = None
         self.names: dict[tuple[str, int], list[str]] = {}
         """Staged datasets of each (output, stretch): the extent's ``rows``."""
+        self.file: h5py.File | None = None
+        self.stage: h5py.File | None = None
+        try:  # a full disk may refuse either file: neither is left behind
+            self.file = h5py.File(self.tmp, "w")
+            self.stage = h5py.File(self.stage_path, "w")
+            self._stage_datasets()
+        except BaseException as err:
+            self.discard()
+            raise_if_no_space(err, path)  # named by its final name
+            raise
+
+    def _stage_datasets(self) -> None:
+        config = self.config
         stride = config.stride_samples
         for e in self.extents:
             rows = e.rows[1] - e.rows[0]
@@ -127,7 +141,7 @@ class CampaignWriter:
         return (lo, hi) if hi > lo else (kept_offset, kept_offset)
 
     def write(self, output: str, stretch: int, kept_offset: int, rows: np.ndarray) -> None:
-        """Stage ``rows`` (``output_rows`` layout) at kept window ``kept_offset`` of a stretch
+        """Stage ``rows`` (``Outputs.rows`` layout) at kept window ``kept_offset`` of a stretch
         (the rows outside the writer's extent are dropped)."""
         lo, hi = self.wanted(stretch, kept_offset, len(rows))
         if hi <= lo:
@@ -165,7 +179,8 @@ class CampaignWriter:
         """Add the provenance, close, and rename the file and the frames to their names."""
         bounds = np.array([[s.gps_start, s.gps_end] for s in self.stretches], dtype=np.float64)
         self.file.attrs.update(
-            {**attrs, "config_hash": self.config.config_hash(), "stretches": bounds,
+            {**attrs, "stream_hash": self.config.stream_hash(),
+             "merge_hash": self.config.merge_hash(), "stretches": bounds,
              "mode": self.config.model.mode,
              "provenance": json.dumps(self.provenance, sort_keys=True)}
         )
@@ -178,14 +193,20 @@ class CampaignWriter:
             os.replace(self.frames_tmp, self.frames_dir)
 
     def _close_stage(self) -> None:
-        if self.stage.id.valid:
-            self.stage.close()
+        if self.stage is not None and self.stage.id.valid:
+            try:
+                self.stage.close()
+            except OSError:  # a full disk: the staged rows are deleted anyway
+                pass
         self.stage_path.unlink(missing_ok=True)
 
     def discard(self) -> None:
         """Close and delete the temporary files (after a failure)."""
-        if self.file.id.valid:
-            self.file.close()
+        if self.file is not None and self.file.id.valid:
+            try:
+                self.file.close()
+            except OSError:  # its last writes fail again on a full disk: it is deleted anyway
+                pass
         self._close_stage()
         self.tmp.unlink(missing_ok=True)
         if self.frames_dir is not None:
@@ -196,6 +217,8 @@ class CampaignWriter:
 TIME_TOLERANCE_SECONDS = 1e-6
 """Largest difference allowed in a time value (``x0``, trigger times): absolute seconds."""
 TIME_COLUMNS = frozenset({"time"})
+UNFORMED_NAN = frozenset({"slides"})
+"""Groups whose NaN means "not formed" (a time slide whose pair lies outside the stretch)."""
 """Table columns holding GPS times (compared in absolute seconds, not relative to ~1e9)."""
 
 
@@ -232,7 +255,8 @@ class Comparison:
     ``time_seconds``: the largest absolute difference of each time value (x0, trigger times);
     ``problems``: what makes the outputs incomparable (a dataset on one side only, another
     length or ``dx``, NaN or Inf on either side). NaN never passes: every check is written so
-    that a NaN makes it false.
+    that a NaN makes it false. The one exception is a ``slides`` dataset's NaN, which marks a
+    slide not formed: both sides must hold NaN at the same places (``UNFORMED_NAN``).
     """
 
     relative: dict[str, float] = field(default_factory=dict)
@@ -283,19 +307,25 @@ def compare_outputs(campaign: Path, reference: Path) -> Comparison:
                                  and abs(a.dx - b.dx) <= 1e-9 * abs(b.dx)):
             result.problems.append(f"{name}: dx {a.dx}, reference {b.dx}")
             continue
+        nan_allowed = name.split("/", 1)[0] in UNFORMED_NAN
+        if nan_allowed and not np.array_equal(np.isnan(a.values), np.isnan(b.values)):
+            result.problems.append(f"{name}: NaN (slides not formed) at other places than "
+                                   "in the reference")
+            continue
         bad = [side for side, s in (("campaign", a), ("reference", b))
-               if not np.all(np.isfinite(s.values))]
+               if not np.all(np.isfinite(s.values) | (nan_allowed & np.isnan(s.values)))]
         if bad:
             result.problems.append(f"{name}: NaN or Inf in the {' and '.join(bad)}")
             continue
         if a.x0 is not None and b.x0 is not None:
             result.time_seconds[f"{name}@x0"] = abs(a.x0 - b.x0)
         diff = np.abs(a.values.astype(np.float64) - b.values.astype(np.float64))
+        diff[np.isnan(diff)] = 0.0  # NaN on both sides (checked above): a slide not formed
         largest = float(diff.max()) if diff.size else 0.0
         if name.rsplit("/", 1)[-1] in TIME_COLUMNS and a.x0 is None:
             result.time_seconds[name] = largest
             continue
-        scale = float(np.max(np.abs(b.values))) if b.values.size else 1.0
+        scale = float(np.nanmax(np.abs(b.values), initial=0.0)) if b.values.size else 1.0
         result.relative[name] = largest / (scale or 1.0)
     return result
 

@@ -17,7 +17,11 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.data.injection_file import read_injection_list
+from offline_iaas.merge.injections import (
+    campaign_injections,
+    injection_lines,
+    injection_results,
+)
 from offline_iaas.merge.layout import gps_text, series_attrs
 from offline_iaas.merge.products import (
     CANARY_SUFFIX,
@@ -28,23 +32,18 @@ from offline_iaas.merge.products import (
 from offline_iaas.physics import (
     ASD_MAX_SECONDS,
     SECONDS_PER_YEAR,
-    Injection,
     asd_ratio,
     background_cuts,
     bandpass_sos,
     cluster_indices,
     cluster_reach_windows,
     false_alarm_rates,
-    found_missed,
-    found_missed_at_ifar,
     held_out_samples,
     outside_cuts,
-    sensitivity_summary,
     slide_livetime,
     zero_phase_blocks,
 )
-from offline_iaas.repository.pipeline import ensemble_outputs
-from offline_iaas.stretches import Stretch, output_x0
+from offline_iaas.stretches import Stretch, first_formed_window, output_x0, statistic_spans
 
 logger = logging.getLogger(__name__)
 
@@ -238,7 +237,9 @@ def _cluster(writer: Any, products: ChunkProducts) -> None:
         staged = writer.stage[writer.names[("background", e.stretch.index)][0]][()]
         for k in range(staged.shape[1]):
             lag = (k + 1) * config.bbhnet.shift_seconds
-            keep = _owned_maxima(staged[:, k], half, e)
+            # a slide's series starts at its first formed window (NaN before it)
+            start = max(0, first_formed_window(config, k + 1) - e.rows[0])
+            keep = _owned_maxima(staged[start:, k], half, e, start)
             t = x0 + keep * dx
             keep = keep[outside_cuts(t, cuts) & outside_cuts(t - lag, cuts)]
             rows.append((np.full(len(keep), lag), x0 + keep * dx, staged[keep - e.rows[0], k]))
@@ -255,10 +256,11 @@ def _cluster(writer: Any, products: ChunkProducts) -> None:
         products.background = background
 
 
-def _owned_maxima(staged: np.ndarray, half: int, extent: Any) -> np.ndarray:
-    """The kept-window indices of the clustered maxima of a staged series that the extent
-    owns (the staged rows reach ``half`` beyond them, so none is cut short)."""
-    keep = cluster_indices(staged, half) + extent.rows[0]
+def _owned_maxima(staged: np.ndarray, half: int, extent: Any, offset: int = 0) -> np.ndarray:
+    """The kept-window indices of the clustered maxima of a staged series (from staged row
+    ``offset``) that the extent owns (the staged rows reach ``half`` beyond them, so none is
+    cut short)."""
+    keep = cluster_indices(staged, half) + extent.rows[0] + offset
     a, b = extent.statistic_rows
     return keep[(keep >= a) & (keep < b)]
 
@@ -267,16 +269,11 @@ TRIGGER_COLUMNS = [("time", "f8"), ("statistic", "f4")]
 BACKGROUND_COLUMNS = [("shift", "f8"), ("time", "f8"), ("statistic", "f4")]
 
 
-def _injections(config: CampaignConfig) -> tuple[list[Injection], float | None] | None:
-    """``bbhnet.injections`` read (``read_injection_list``), or None without one."""
-    return (read_injection_list(config.bbhnet.injections)
-            if config.bbhnet.injections is not None else None)
-
-
 def _background_cuts(config: CampaignConfig, training: dict[str, list[float]]
                      ) -> list[tuple[float, float]]:
-    listed = _injections(config)
-    return background_cuts(listed[0], config, training.get("bbhnet")) if listed else []
+    listed = campaign_injections(config)
+    return (background_cuts(list(listed.injections), config, training.get("bbhnet"))
+            if listed else [])
 
 
 def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
@@ -289,7 +286,7 @@ def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
     Returns the summary (``deepclean``: numbers per interferometer, ``bbhnet``: triggers and
     found/missed) that :func:`physics_lines` describes.
     """
-    outputs = ensemble_outputs(config)
+    outputs = config.outputs.names
     summary: dict[str, Any] = {}
     if "noise" in outputs:
         held_out: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}
@@ -358,16 +355,8 @@ def _asd_numbers(config: CampaignConfig, training: dict[str, list[float]], varia
 
 
 def _analysed(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple[float, float]]:
-    """Per stretch with windows, the GPS span its statistic covers (from the first window's
-    end less one stride to the last window's end)."""
-    dx = config.stride_seconds
-    spans = []
-    for stretch in stretches:
-        kept = stretch.kept_windows(config)
-        if kept:
-            x0 = output_x0(config, stretch, "statistic")
-            spans.append((x0 - dx, x0 + (kept - 1) * dx))
-    return spans
+    """The analysed time (``stretches.statistic_spans``)."""
+    return statistic_spans(config, stretches)
 
 
 def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
@@ -377,8 +366,7 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
     triggers = np.concatenate(found) if found else np.zeros(0, TRIGGER_COLUMNS)
     t, v = triggers["time"], triggers["statistic"]
     analysed = _analysed(config, stretches)
-    listed = _injections(config)
-    injections = listed[0] if listed is not None else None
+    listed = campaign_injections(config)
     slides = config.time_slides
     columns = TRIGGER_COLUMNS + ([("far", "f8"), ("ifar", "f8")] if slides else [])
     table = np.zeros(len(t), dtype=columns)
@@ -393,6 +381,11 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
         livetime = sum(slide_livetime(span, cuts, (k + 1) * config.bbhnet.shift_seconds)
                        for span in analysed for k in range(config.bbhnet.time_shifts))
         table["far"], table["ifar"] = false_alarm_rates(v, background["statistic"], livetime)
+        if livetime == 0:
+            logger.warning(
+                "BBHnet: no time slide is formed outside the cuts (each stretch is shorter than "
+                f"its warm-up and {config.bbhnet.shift_seconds:g} s, or the injections' "
+                "neighbourhoods take the rest): no background, every trigger's IFAR is 0")
         file.create_dataset("background", data=background)
         result.update({"time_shifts": config.bbhnet.time_shifts,
                        "shift_seconds": config.bbhnet.shift_seconds,
@@ -401,35 +394,11 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
                        "background_livetime_seconds": livetime,
                        "loudest_ifar_years": float(table["ifar"].max(initial=0.0))})
     file.create_dataset("triggers", data=table)
-    if slides and injections is not None:
-        result.update(found_missed_at_ifar(t, table["ifar"], v, injections, config, analysed))
-        result["sensitivity"] = sensitivity_summary(
-            result["injections"], listed[1], result["analysed_seconds"],
-            result["background_livetime_seconds"])
-    elif injections is not None:
-        span = training.get("bbhnet")
-        result.update(found_missed(t, v, injections, config, analysed, span))
-        result["sensitivity"] = {"note": "VT against IFAR needs a background: set "
-                                 "bbhnet.time_shifts (time slides formed on the servers)"}
-        outside = (f"outside the network's training data (GPS {span[0]:.0f}-"
-                   f"{span[1]:.0f})" if span else
-                   "(the weights record no training span: it may include training data)")
-        logger.debug(
-            f"injections found {result['found']}, missed {result['missed']} (threshold "
-            f"{result['threshold']:.3f}: the largest trigger in {result['background_seconds']:.0f}"
-            f" s of injection-free data {outside})"
-        )
-        for row in result["injections"]:
-            logger.debug(f"  GPS {row['gps_time']:.3f} network SNR {row['network_snr']:5.1f} "
-                f"statistic {row['statistic']:8.3f} {'found' if row['found'] else 'MISSED'}")
+    if listed is not None:
+        result.update(injection_results(
+            config, listed, t, v, table["ifar"] if slides else None, analysed,
+            training.get("bbhnet"), result.get("background_livetime_seconds")))
     return result
-
-
-def _found_line(bbhnet: dict[str, Any], criterion: str, threshold: str) -> str:
-    loud = [r for r in bbhnet["injections"] if r["network_snr"] >= 12]
-    return (f"BBHnet: {bbhnet['found']} found, {bbhnet['missed']} missed of "
-            f"{len(bbhnet['injections'])} injections{criterion}; network SNR >= 12: "
-            f"{sum(r['found'] for r in loud)}/{len(loud)} found{threshold}")
 
 
 def physics_lines(summary: dict[str, Any]) -> list[str]:
@@ -459,35 +428,4 @@ def physics_lines(summary: dict[str, Any]) -> list[str]:
             f"{bbhnet['time_shifts']} time slides of {bbhnet['shift_seconds']:g} s "
             f"({livetime:.0f} s = {livetime / SECONDS_PER_YEAR:.2g} yr of livetime); loudest "
             f"trigger's IFAR {bbhnet['loudest_ifar_years']:.2g} yr")
-    if "ifar_threshold_years" in bbhnet:
-        lines.append(_found_line(bbhnet, f" at IFAR >= {bbhnet['ifar_threshold_years']:.2g} yr",
-                                 ""))
-    elif "found" in bbhnet:
-        lines.append(_found_line(
-            bbhnet, "", f" (threshold {bbhnet['threshold']:.2f} from "
-            f"{bbhnet['background_seconds']:.0f} s of injection-free data"
-            + (" outside the training span)" if bbhnet.get("training_gps") else
-               "; training span unknown)")))
-    return lines + sensitivity_lines(bbhnet.get("sensitivity"))
-
-
-def sensitivity_lines(sensitivity: dict[str, Any] | None) -> list[str]:
-    """VT at IFAR 1 month and 1 year when the background measures them, else why not, and at
-    the loudest IFAR it measures (``physics.sensitivity_summary``)."""
-    if not sensitivity or "at" not in sensitivity:
-        return [f"BBHnet: {sensitivity['note']}"] if sensitivity and "note" in sensitivity else []
-
-    def point(p: dict[str, Any]) -> str:
-        counted = f"{p['found']}/{p['injections']} found"
-        if "vt_gpc3_years" not in p:
-            return counted
-        return (f"VT {p['vt_gpc3_years']:.3g} +- {p['vt_error_gpc3_years']:.2g} Gpc^3 yr "
-                f"(sensitive distance {p['sensitive_distance_mpc']:.0f} Mpc; {counted})")
-
-    lines = [f"BBHnet: at IFAR >= {name}: {point(p)}"
-             for name, p in sensitivity["at"].items() if p["measurable"]]
-    lines += [f"BBHnet: {note}" for note in sensitivity["notes"]]
-    reach = sensitivity["at_reach"]
-    lines.append(f"BBHnet: at IFAR >= {reach['ifar_threshold_years']:.2g} yr (the most the "
-                 f"background measures): {point(reach)}")
-    return lines
+    return lines + injection_lines(bbhnet)

@@ -19,6 +19,7 @@ LIGO_LW XML ``DataQualityFlag`` (known = every file, active = the valid ones).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from offline_iaas import __version__
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import DataError
 from offline_iaas.physics import asd_ratio
+from offline_iaas.records import BadFile, ServedModel
 
 logger = logging.getLogger(__name__)
 
@@ -57,16 +59,16 @@ def frame_file_name(config: CampaignConfig, ifo: str, gps_start: int, seconds: i
     return f"{ifo[0]}-{frame_type(config, ifo)}-{gps_start}-{seconds}.gwf"
 
 
-def campaign_provenance(config: CampaignConfig, model: dict[str, Any] | None,
-                        bad_files: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """What made a product: software, config hash, the served model (``model``: the run's
-    record, ``repository.export.model_record``) and the bad frame files whose spans are gaps
-    (``data.on_bad_file = "gap"``; listed only when there are some)."""
-    found = {"software": f"offline-iaas {__version__}", "config_hash": config.config_hash(),
-             "mode": config.model.mode, "model": model or {}}
+def campaign_provenance(config: CampaignConfig, model: ServedModel | None,
+                        bad_files: list[BadFile] | None = None) -> dict[str, Any]:
+    """What made a product: software, the stream and merge hashes, the served model
+    (``model``: the run's record, ``repository.export.model_record``) and the bad frame files
+    whose spans are gaps (``data.on_bad_file = "gap"``; listed only when there are some)."""
+    found = {"software": f"offline-iaas {__version__}", "stream_hash": config.stream_hash(),
+             "merge_hash": config.merge_hash(), "mode": config.model.mode,
+             "model": dataclasses.asdict(model) if model is not None else {}}
     if bad_files:
-        found["bad_frame_files"] = [{k: e[k] for k in ("path", "gps_start", "gps_end", "error")}
-                                    for e in bad_files]
+        found["bad_frame_files"] = [dataclasses.asdict(e) for e in bad_files]
     return found
 
 

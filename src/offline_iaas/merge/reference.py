@@ -20,10 +20,10 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.preflight import preflight
 from offline_iaas.errors import RunError
-from offline_iaas.jobspec import Piece
 from offline_iaas.merge.output import CampaignWriter
+from offline_iaas.records import Piece
 from offline_iaas.repository.export import check_repository, model_record, network_sessions
-from offline_iaas.repository.pipeline import mode_stream, output_rows
+from offline_iaas.repository.pipeline import mode_stream
 from offline_iaas.stretches import make_stretches, request_sizes
 
 
@@ -42,12 +42,12 @@ def run_reference(
     sessions = network_sessions(config)
     frames = discover_frames(config)
     stride = config.stride_samples
-    warmup = config.warmup_windows
+    warmup = config.stretch_warmup_windows  # each stretch streamed from its start
     # the same stretches make-dag plans: holes in the data end streams
     span = preflight(config, frames, allow_holes_in_science=True, allow_bad_files=True)
     stretches = make_stretches(config, span.stretches)
     try:
-        writer = CampaignWriter(out_path, config, stretches, training=manifest.get("training"),
+        writer = CampaignWriter(out_path, config, stretches, training=dict(manifest.training),
                                 model=model_record(config.model.repository, manifest),
                                 bad_files=span.bad_files)
     except OSError as err:  # a directory that cannot be created or written
@@ -76,7 +76,7 @@ def run_reference(
             window = 0
             for size, update in zip(sizes, updates, strict=True):
                 for name, values in runner.update(update).items():
-                    rows = output_rows(config, name, values)[max(0, warmup - window) :]
+                    rows = config.outputs.rows(name, values)[max(0, warmup - window) :]
                     writer.write(name, stretch.index, max(0, window - warmup), rows)
                 window += size
         if timings is not None:

@@ -4,29 +4,32 @@
 
 from __future__ import annotations
 
+import bisect
 import logging
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from offline_iaas import hooks
-from offline_iaas.client.part import (
-    file_sha256,
-    peak_rss_mb,
-    read_piece_rows,
-    read_sidecar,
-)
+from offline_iaas import hooks, records
+from offline_iaas.client.part import read_piece_rows
+from offline_iaas.completeness import Hashes, file_sha256, part_problem
 from offline_iaas.config import CampaignConfig
-from offline_iaas.data.segments import without_bad_files
-from offline_iaas.errors import RunError
-from offline_iaas.jobspec import ClientSegment
+from offline_iaas.data.segments import gps_segments, without_bad_files
+from offline_iaas.errors import DataError, RunError
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
-from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.records import BadFile, CampaignSummary, ClientSegment, PartRecord, Piece
+from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import Stretch, part_offset, stretches_of, sub_pieces
+from offline_iaas.stretches import (
+    Stretch,
+    part_offset,
+    slides_formed,
+    stretches_of,
+    sub_pieces,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -40,35 +43,24 @@ def check_parts(
 ) -> list[str]:
     """Every problem with the parts, one line each (empty when they tile every stretch).
 
-    ``read``: the clients whose parts are checked (a chunk merge's parents); None: all. The
-    tiling is checked on every client's job spec.
+    ``read``: the clients whose parts are checked (a chunk merge's parents); None: all. Each is
+    checked by ``completeness.part_problem`` with its checksum verified (the merge reads it
+    next); the tiling is checked on every client's job spec.
     """
     problems = []
-    config_hash = config.config_hash()
+    hashes = Hashes.of(config)
     for seg in segments:
         if read is not None and seg.node not in read:
             continue
-        h5_path, json_path = run.part(seg.node)
-        sidecar = read_sidecar(run, seg.node)
-        if sidecar is None or not h5_path.exists():
-            problems.append(f"{seg.node}: part missing ({h5_path})")
-        elif not sidecar.get("complete"):
-            problems.append(f"{seg.node}: part incomplete ({json_path})")
-        elif sidecar.get("config_hash") != config_hash:
-            problems.append(
-                f"{seg.node}: part is from another campaign (config hash "
-                f"{sidecar.get('config_hash')}, this campaign {config_hash})"
-            )
-        elif sidecar.get("sha256") != file_sha256(h5_path):
-            problems.append(f"{seg.node}: {h5_path} changed after it was written (checksum)")
-        elif ClientSegment.from_dict(sidecar) != seg:
-            problems.append(f"{seg.node}: part covers other windows than its job spec")
+        problem = part_problem(run, seg.node, hashes, seg, verify=True)
+        if problem is not None:
+            problems.append(f"{seg.node}: {problem}")
     for stretch in stretches_of(segments):
         pieces = sorted(
             ((p.output_start, p.output_stop, s.node) for s in segments for p in s.pieces
              if p.stretch == stretch.index),
         )
-        expected = config.warmup_windows
+        expected = config.stretch_warmup_windows
         for start, stop, node in pieces:
             if start != expected:
                 kind = "gap" if start > expected else "overlap"
@@ -83,26 +75,72 @@ def check_parts(
 
 
 def bad_files(run: RunDir, segments: list[ClientSegment], read: set[str] | None = None
-              ) -> list[dict[str, Any]]:
+              ) -> list[BadFile]:
     """The bad frame files left out as gaps (``data.on_bad_file = "gap"``), each once, in GPS
     order: make-dag's (``run.json``) and those the parts' sidecars record (``read``: of these
     clients only; None: all)."""
-    found: dict[str, dict[str, Any]] = {}
-    for entry in run.read_run_info().get("bad_frame_files", []):
-        found.setdefault(str(entry["path"]), entry)
+    found = list(records.read_run_info(run).bad_frame_files)
     for seg in segments:
         if read is None or seg.node in read:
-            for entry in (read_sidecar(run, seg.node) or {}).get("bad_files", []):
-                found.setdefault(str(entry["path"]), entry)
-    return sorted(found.values(), key=lambda e: (e["gps_start"], e["path"]))
+            sidecar = records.read_optional(PartRecord, run.part(seg.node)[1])
+            found += sidecar.bad_files if sidecar is not None else ()
+    return records.bad_files_of(found)
 
 
 def campaign_stretches(config: CampaignConfig, segments: list[ClientSegment],
-                       bad: list[dict[str, Any]]) -> list[Stretch]:
+                       bad: list[BadFile]) -> list[Stretch]:
     """The stretches the output has: the planned ones (the job specs') less the spans of the
     bad frame files met while streaming (``segments.without_bad_files``)."""
-    spans = [(float(e["gps_start"]), float(e["gps_end"])) for e in bad]
-    return without_bad_files(config, stretches_of(segments), spans)
+    return without_bad_files(config, stretches_of(segments), [e.span for e in bad])
+
+
+def analysed_windows(config: CampaignConfig, segments: list[ClientSegment],
+                     stretches: list[Stretch]) -> dict[str, int]:
+    """Windows of output each client's part holds data for (what the merge stages from it):
+    its kept windows less those that the bad frame files' gaps leave out (``stretches``: the
+    campaign's, ``campaign_stretches``, in time order)."""
+    starts = [s.gps_start for s in stretches]
+
+    def near(piece: Piece) -> list[Stretch]:  # the stretches within the piece's planned one
+        first = max(0, bisect.bisect_right(starts, piece.stretch_gps_start) - 1)
+        return stretches[first:bisect.bisect_left(starts, piece.stretch_gps_end)]
+
+    return {seg.node: sum(sub.output_stop - sub.output_start for piece in seg.pieces
+                          for sub in sub_pieces(config, piece, near(piece)))
+            for seg in segments}
+
+
+def analysed_seconds(config: CampaignConfig, stretches: list[Stretch]) -> float:
+    """Seconds of data the output of ``stretches`` holds (kept windows times the stride)."""
+    return sum(s.kept_windows(config) for s in stretches) * config.stride_seconds
+
+
+def no_data_analysed(run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
+                     bad: list[BadFile]) -> DataError:
+    """What a merge says when the bad frame files leave no data to analyse: it records so in
+    ``output/campaign.json`` (``"complete": false``, zero analysed seconds, the files), so
+    that nothing takes the run for done, and returns the one-line error naming that file."""
+    planned = stretches_of(segments)
+    summary_path = run.output[1]
+    write_summary(summary_path, {
+        "complete": False, "analysed_seconds": 0.0,
+        "planned_seconds": analysed_seconds(config, planned),
+        "wall_seconds": 0.0, "cpu_seconds": 0.0, "peak_rss_mb": peak_rss_mb(),
+        "sha256": "", "bytes": None, "stream_hash": config.stream_hash(),
+        "merge_hash": config.merge_hash(), "mode": config.model.mode,
+        "run_dir": str(run.path), "bad_frame_files": bad})
+    gaps = gps_segments(e.span for e in bad)
+    every = not gps_segments(gps_segments((s.gps_start, s.gps_end) for s in planned) - gaps)
+    if bad and every:
+        why = (f"every frame file of the span was bad ({len(bad)} found bad, each a gap with "
+               'data.on_bad_file = "gap")')
+    elif bad:
+        why = (f'the {len(bad)} bad frame files (gaps with data.on_bad_file = "gap") leave '
+               "no stretch long enough to analyse")
+    else:
+        why = "the span has no stretch to analyse"
+    return DataError(f"no data analysed: {why}; the list is in {summary_path} "
+                     "(bad_frame_files)")
 
 
 def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
@@ -116,11 +154,12 @@ def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegmen
     ------
     RunError
         A part without finite values where the output needs some (a window its client left
-        in a gap, or a network that returned NaN).
+        in a gap, or a network that returned NaN), or with time slides not NaN exactly where
+        a slide is not formed (``stretches.slides_formed``).
     """
     stretches = stretches_of(segments) if stretches is None else stretches
     index = {s.gps_start: s.index for s in stretches}
-    warmup = config.warmup_windows
+    warmup = config.stretch_warmup_windows
     needed = []
     for seg in segments:
         for number, piece in enumerate(seg.pieces):
@@ -136,32 +175,52 @@ def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegmen
         progress.note(f"part {part}/{len(needed)} ({seg.node})")
         for start in range(first, end, BLOCK_ROWS):
             stop = min(start + BLOCK_ROWS, end)
-            for output in ensemble_outputs(config):
+            for output in config.outputs.names:
                 rows = read_piece_rows(run, seg.node, output, number, start, stop)
-                if not np.isfinite(rows).all():
+                formed = (slides_formed(config, kept + start - first, stop - start)
+                          if output == "background" else True)
+                if not np.array_equal(np.isfinite(rows), np.broadcast_to(formed, rows.shape)):
                     raise RunError(
                         f"{seg.node}: its part holds no finite {output} for some of rows "
                         f"{start}-{stop} of piece {number} (a window its client left in a gap "
-                        "of a bad frame file, or a network that returned NaN)")
+                        "of a bad frame file, or a network that returned NaN)"
+                        + (", or values where a slide is not formed (a repository of "
+                           "another version)" if output == "background" else ""))
                 writer.write(output, stretch, kept + start - first, rows)
             progress.advance(stop - start)
         hooks.reached(run, node, "mid-write")
 
 
-def merge_record(out_path: Path, config: CampaignConfig, wall_seconds: float,
-                 cpu_seconds: float) -> dict[str, Any]:
-    """What a merge node's summary (``output/campaign.json``) records about its own run and
-    file, before the physics numbers."""
-    return {"complete": True, "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds,
+def merge_record(run: RunDir, config: CampaignConfig, stretches: list[Stretch],
+                 wall_seconds: float, cpu_seconds: float) -> dict[str, Any]:
+    """What a merge node's summary (``output/campaign.json``, a ``records.CampaignSummary``)
+    records about its own run and file, before the physics numbers: complete only over
+    analysed data (``stretches``: the output's), and the run directory it was written in (its
+    output names that directory's files: the index its chunks, the LAL cache its frames; see
+    ``completeness.written_elsewhere``)."""
+    out_path = run.output[0]
+    analysed = analysed_seconds(config, stretches)
+    return {"complete": analysed > 0, "analysed_seconds": analysed,
+            "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds,
             "peak_rss_mb": peak_rss_mb(), "sha256": file_sha256(out_path),
-            "config_hash": config.config_hash(), "mode": config.model.mode}
+            "bytes": out_path.stat().st_size, "stream_hash": config.stream_hash(),
+            "merge_hash": config.merge_hash(), "mode": config.model.mode,
+            "run_dir": str(run.path)}
 
 
-def log_summary(summary: dict, run: RunDir) -> None:
+def write_summary(path: Path, fields: dict[str, Any]) -> CampaignSummary:
+    """Write the merge's summary (``merge_record``'s fields, the index's, the physics
+    sections) as a ``records.CampaignSummary``; return it."""
+    summary = records.build(CampaignSummary, fields)
+    records.write(summary, path)
+    return summary
+
+
+def log_summary(summary: CampaignSummary, run: RunDir) -> None:
     """The merge's physics lines in the log."""
-    for line in physics_lines(summary):
+    for line in physics_lines(summary.physics):
         logger.info(f"merge: {line}")
-    if summary.get("deepclean"):
+    if summary.physics.get("deepclean"):
         logger.info(f"merge: GWF frames of the cleaned strain in {run.output_frames}")
 
 

@@ -8,7 +8,10 @@ interval: the statistic (and the time slides) by the GPS time stamped on each wi
 band-passed prediction and the cleaned strain by sample time. It writes only those, but the
 post-processing of a value reads beyond it: the zero-phase band-pass reads the 64 s blocks
 holding the chunk's samples, padded by 16 s (``physics.zero_phase_reach``), the trigger
-clustering ``cluster_seconds / 2`` either way (``physics.cluster_reach_windows``). A chunk
+clustering ``cluster_seconds / 2`` either way (``physics.cluster_reach_windows``); a time
+slide is clustered over its formed windows only (from ``stretches.first_formed_window``), so
+it reaches no further than the zero lag, and its rows are the statistic's (each client's part
+holds its kept windows' slides, formed on the server from the history it streamed). A chunk
 therefore stages the kept windows ``rows`` of each stretch (its own widened by that padding)
 from the parts, and is the DAG child of exactly the clients whose pieces hold any of them.
 With ``data.on_bad_file = "gap"`` a bad frame file met while streaming cuts its stretch in
@@ -24,13 +27,11 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
-from offline_iaas.jobspec import ClientSegment, MergeChunk
 from offline_iaas.physics import cluster_reach_windows, zero_phase_reach
-from offline_iaas.repository.pipeline import ensemble_outputs
+from offline_iaas.records import ClientSegment, MergeChunk
 from offline_iaas.rundir import CHUNK_PREFIX
 from offline_iaas.stretches import Stretch, output_x0
 
@@ -73,7 +74,7 @@ def stretch_series(config: CampaignConfig, stretch: Stretch
                    ) -> dict[str, tuple[float, float, int]]:
     """``x0, dx, length`` of the statistic and the noise series of a stretch (those the
     campaign writes; ``slides`` and the strain groups follow the one of their shape)."""
-    outputs = ensemble_outputs(config)
+    outputs = config.outputs.names
     kept = stretch.kept_windows(config)
     found = {}
     if "statistic" in outputs:
@@ -130,18 +131,11 @@ def chunk_extents(config: CampaignConfig, stretches: list[Stretch], gps_start: f
     return extents
 
 
-def chunk_record_matches(record: Any, chunk: MergeChunk) -> bool:
-    """Whether a chunk merge's summary (``output/chunks/<node>.json``) is of this chunk: its
-    GPS interval and its parent clients."""
-    return (isinstance(record, dict) and record.get("gps") == [chunk.gps_start, chunk.gps_end]
-            and record.get("clients") == list(chunk.clients))
-
-
 def extent_data_seconds(config: CampaignConfig, extents: list[StretchExtent]) -> float:
     """Seconds of data whose outputs the extents write."""
     seconds = 0.0
     for e in extents:
-        if "noise" in ensemble_outputs(config):
+        if "noise" in config.outputs.names:
             seconds += (e.noise_samples[1] - e.noise_samples[0]) / config.data.sample_rate
         else:
             seconds += (e.statistic_rows[1] - e.statistic_rows[0]) * config.stride_seconds
@@ -170,7 +164,7 @@ def chunk_merges(config: CampaignConfig, stretches: list[Stretch],
                 segments: list[ClientSegment]) -> list[MergeChunk]:
     """The chunk merges of a campaign (none when ``merge.chunk_seconds`` is 0), each with the
     clients whose kept windows it reads."""
-    warmup = config.warmup_windows
+    warmup = config.stretch_warmup_windows
     # per stretch, the clients' kept windows in order: (first kept, end kept, node)
     held: dict[int, list[tuple[int, int, str]]] = {}
     for seg in segments:

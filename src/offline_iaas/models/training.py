@@ -547,7 +547,7 @@ def write_demo_networks(
     reports["bbhnet"] = model.training_report
     logger.info(f"train-demo: {paths['bbhnet']} ({model.training_report['train_seconds']:.1f} s)")
     summary = {
-        "config_hash": config.config_hash(),
+        "stream_hash": config.stream_hash(),
         "dataset": dataset.get("directory"),
         "numerics": numerics_in_use(),
         "networks": {

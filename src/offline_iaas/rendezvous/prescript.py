@@ -22,7 +22,8 @@ import logging
 import time
 from typing import Any
 
-from offline_iaas.errors import RunError
+from offline_iaas import records
+from offline_iaas.records import read_client_job
 from offline_iaas.rendezvous import addresses
 from offline_iaas.rendezvous.job_ads import (
     ADDRESS_ATTRIBUTE,
@@ -31,7 +32,7 @@ from offline_iaas.rendezvous.job_ads import (
     JobAds,
     job_ads,
 )
-from offline_iaas.rundir import RunDir, read_record
+from offline_iaas.rundir import RunDir
 
 logger = logging.getLogger(__name__)
 
@@ -68,12 +69,10 @@ def resolve_servers(
 
     A server that published none (or is gone) has its stale file removed.
     """
-    info = read_record(run.run_info)
-    run_id = str(info.get("run_id", ""))
-    server = read_record(run.job(node)).get("server")
-    if not isinstance(server, str) or not server:
-        raise RunError(f"{run.job(node)}: names no server")
-    names = [s for s in info.get("servers", []) if isinstance(s, str)] or [server]
+    info = records.read_run_info(run)
+    run_id = info.run_id
+    server = read_client_job(run, node).server
+    names = list(info.servers) or [server]
     own, others = None, []
     for name in sorted(set(names) | {server}):
         found = ads.find(run_id, name)
@@ -105,7 +104,7 @@ def prescript(run: RunDir, node: str, ads: JobAds | None = None,
     now = time.time() if now is None else now
     own, others = resolve_servers(run, node, ads)
     waiting = run.logs / f"{node}.pre-waiting-since"
-    server = read_record(run.job(node)).get("server")
+    server = read_client_job(run, node).server
     if own is None and addresses.read_refusal(run, str(server)):
         logger.warning(f"{node}: {server} refused to serve; the client will say why")
         return True

@@ -7,17 +7,26 @@ unreadable one a line naming the problem, never a failed report.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
 
 import h5py
 
+from offline_iaas import records
 from offline_iaas.atomic import write_text_atomic
+from offline_iaas.completeness import Hashes, merge_problem, part_problem
 from offline_iaas.config import CampaignConfig, DeepCleanConfig, load_config
-from offline_iaas.jobspec import ClientSegment
+from offline_iaas.errors import RunError
 from offline_iaas.physics import SECONDS_PER_YEAR
+from offline_iaas.records import (
+    CampaignSummary,
+    ClientSegment,
+    PartRecord,
+    R,
+    RunInfo,
+    read_client_job,
+)
 from offline_iaas.report import page, plots
 from offline_iaas.report.provenance import (
     manifest_rows,
@@ -37,6 +46,8 @@ from offline_iaas.report.timeline import (
     node_attempts,
 )
 from offline_iaas.rundir import RunDir, read_json
+from offline_iaas.sensitivity import population_caption
+from offline_iaas.serve.crashes import crash_lines
 from offline_iaas.serve.monitor import read_monitor_csv
 
 logger = logging.getLogger(__name__)
@@ -59,8 +70,19 @@ class _Run:
             self.config = load_config(self.paths.config)
         except Exception as err:  # a report is written whatever state the run is in
             self.config_error = str(err)
-        self.summary = read_json(summary) or {}
-        self.run_info = read_json(self.paths.run_info) or {}
+        self.problems: list[str] = []
+        self.summary = self._record(CampaignSummary, summary)
+        self.run_info = self._record(RunInfo, self.paths.run_info)
+        self.physics = self.summary.physics if self.summary is not None else {}
+        """The merge's physics sections (``postprocess.summarize``'s)."""
+
+    def _record(self, kind: type[R], path: Path) -> R | None:
+        """A record, None when absent; a damaged one is a problem shown on the page."""
+        try:
+            return records.read_optional(kind, path)
+        except RunError as err:
+            self.problems.append(str(err))
+            return None
 
     @property
     def mode(self) -> str:
@@ -82,9 +104,9 @@ def _deepclean(run: _Run, section: page.Section) -> None:
         return
     settings = run.config.deepclean if run.config is not None else DeepCleanConfig()
     band = (settings.band_low_hz, settings.band_high_hz)
-    metrics = run.summary.get("deepclean") or {}
-    canaries = run.summary.get("deepclean_canary") or {}
-    gates = run.summary.get("deepclean_gate") or {}
+    metrics = run.physics.get("deepclean") or {}
+    canaries = run.physics.get("deepclean_canary") or {}
+    gates = run.physics.get("deepclean_gate") or {}
     for ifo in ifos:
         section.parts.append(page.heading(ifo))
         held_out = (metrics.get(ifo) or {}).get("held_out_gps")
@@ -126,7 +148,7 @@ def _search(run: _Run, section: page.Section) -> None:
     if not traces:
         section.parts.append(_absent("Statistic", run))
         return
-    bbhnet = run.summary.get("bbhnet") or {}
+    bbhnet = run.physics.get("bbhnet") or {}
     triggers = read_triggers(run.output, LOUDEST_TRIGGERS)
     threshold = bbhnet.get("threshold", _ifar_threshold_statistic(bbhnet, triggers))
     shown = triggers
@@ -188,86 +210,143 @@ def _false_alarms(run: _Run, section: page.Section, bbhnet: dict,
         threshold), "cumulative rate of background and zero-lag triggers"))
     section.parts.append(page.paragraph(
         f"{bbhnet['time_shifts']} time slides of {bbhnet['shift_seconds']:g} s formed on the "
-        f"server from the one stream; {bbhnet['background_triggers']} background triggers in "
-        f"{livetime:.0f} s ({livetime / SECONDS_PER_YEAR:.3g} yr). A trigger's FAR counts the "
-        "background triggers at least as loud; one louder than all gets 1 / livetime."))
+        f"server from the one stream, each where both detectors' windows lie in a stretch; "
+        f"{bbhnet['background_triggers']} background triggers in {livetime:.0f} s "
+        f"({livetime / SECONDS_PER_YEAR:.3g} yr: the windows each slide formed, times the "
+        "stride, less any time cut around injections or in the training span). A trigger's "
+        "FAR counts the background triggers at least as loud; one louder than all gets "
+        "1 / livetime."))
     injections = list(bbhnet.get("injections") or [])
     if "found" not in bbhnet:
         return
     section.parts.append(page.table(
-        ["found", "missed", "IFAR threshold [yr]", "background livetime [s]"],
+        ["found (held out)", "missed (held out)", "IFAR threshold [yr]",
+         "background livetime [s]"],
         [[bbhnet["found"], bbhnet["missed"], bbhnet["ifar_threshold_years"], round(livetime)]]))
     _sensitivity(section, bbhnet)
     if injections:
         section.parts.append(page.table(
             ["GPS time", "network SNR", "chirp mass [Msun]", "distance [Mpc]", "statistic",
-             "IFAR [yr]", "found"],
+             "IFAR [yr]", "found", "held out"],
             [[i.get("gps_time", ""), i.get("network_snr", ""), i.get("chirp_mass", ""),
               i.get("distance_mpc", ""), i.get("statistic", ""),
-              f"{i.get('ifar_years', 0):.3g}", "yes" if i.get("found") else "no"]
+              f"{i.get('ifar_years', 0):.3g}", "yes" if i.get("found") else "no",
+              "no (training span)" if i.get("in_training") else "yes"]
              for i in injections]))
 
 
+def _vt_cell(p: dict) -> str:
+    """VT [low, high] at one threshold, or why there is none (``sensitivity.py``)."""
+    if not p["measurable"]:
+        return p["reason"]
+    if p.get("vt_gpc3_years") is None:
+        low, high = p["found_fraction_interval"]
+        return f"found fraction {p['found_fraction']:.3g} [{low:.3g}, {high:.3g}]; no volume"
+    low, high = p["vt_interval_gpc3_years"]
+    return f"{p['vt_gpc3_years']:.3g} [{low:.3g}, {high:.3g}]"
+
+
+def _distance_cell(p: dict) -> str:
+    if p.get("sensitive_distance_mpc") is None:
+        return ""
+    low, high = p["sensitive_distance_interval_mpc"]
+    return f"{p['sensitive_distance_mpc']:.0f} [{low:.0f}, {high:.0f}]"
+
+
 def _sensitivity(section: page.Section, bbhnet: dict) -> None:
-    """VT against the IFAR threshold, its value at the named thresholds (or why not), and
-    found/missed in chirp mass against distance (``physics.sensitivity_summary``)."""
+    """VT against the IFAR threshold with the population in the caption, its value at the
+    named thresholds (or why not), and found/missed in chirp mass against distance
+    (``sensitivity.sensitivity_summary``)."""
     found = bbhnet.get("sensitivity") or {}
     section.parts.append(page.heading("Sensitivity"))
     if "curve" not in found:
         section.parts.append(page.paragraph(found.get("note", "No sensitivity (no injection "
                                                               "list)."), "absent"))
         return
-    section.parts.append(page.image(plots.sensitivity_figure(
-        found["curve"], found["background_years"]), "sensitive time-volume against IFAR"))
+    counts = found.get("counts") or {}
+    interval = found["interval"]
+    left_out = (f"{counts.get('in_training', 0)} injections in BBHnet's training span and "
+                f"{counts.get('outside_analysed', 0)} outside the analysed span left out of "
+                f"{counts.get('listed', 0)}; " if counts else "")
+    caption = (f"VT = V x T x found fraction over {found['injections']} held-out injections "
+               f"({left_out}T = {found['analysed_years']:.3g} yr analysed); "
+               f"{interval['method']} interval at {100 * interval['confidence']:.2f} %. "
+               f"Population: {population_caption(found.get('population'))}.")
+    section.parts.append(page.figure(plots.sensitivity_figure(
+        found["curve"], found["background_years"]), "sensitive time-volume against IFAR",
+        caption))
     named = [*found["at"].items(), ("the background's reach", found["at_reach"])]
     section.parts.append(page.table(
-        ["IFAR threshold", "found", "VT [Gpc^3 yr]", "sensitive distance [Mpc]", "measurable"],
-        [[f"{name} ({p['ifar_threshold_years']:.3g} yr)", f"{p['found']}/{p['injections']}",
-          (f"{p['vt_gpc3_years']:.3g} +- {p['vt_error_gpc3_years']:.2g}"
-           if "vt_gpc3_years" in p else "no volume"),
-          f"{p['sensitive_distance_mpc']:.0f}" if "sensitive_distance_mpc" in p else "",
-          "yes" if p["measurable"] else "no"] for name, p in named]))
-    section.parts.append(page.paragraph(
-        f"VT = V x T x found fraction: V = {found['volume_gpc3'] or 0:.3g} Gpc^3 (the injected "
-        f"population's volume), T = {found['analysed_years']:.3g} yr analysed; error: binomial "
-        "sqrt(f (1 - f) / N). " + " ".join(f"{n}." for n in found["notes"])))
-    rows = [i for i in bbhnet.get("injections", []) if "chirp_mass" in i]
+        ["IFAR threshold", "found", "VT [Gpc^3 yr] [interval]",
+         "sensitive distance [Mpc] [interval]"],
+        [[f"{name} ({p['ifar_threshold_years']:.3g} yr)",
+          f"{p['found']}/{p['injections']}" if p["measurable"] else "",
+          _vt_cell(p), _distance_cell(p)] for name, p in named]))
+    bound = bbhnet.get("volume_bound")
+    if bound and bound["found_near_edge"]:
+        section.parts.append(page.paragraph(
+            f"{bound['found_near_edge']} of {bound['near_edge']} held-out injections beyond "
+            f"{bound['distance_from_mpc']:.0f} Mpc (the top 10 % of the drawn distances) were "
+            "found: the drawn volume, not the search, bounds VT.", "problem"))
+    near_cut = bbhnet.get("snr_cut_bound")
+    if near_cut and near_cut["found_near_cut"]:
+        section.parts.append(page.paragraph(
+            f"{near_cut['found_near_cut']} held-out injections were found with optimal network "
+            f"SNR below {near_cut['snr_below']:g}, close to the population's cut at "
+            f"{near_cut['network_snr_min']:g}: VT is understated.", "problem"))
+    if found["notes"]:
+        section.parts.append(page.paragraph(" ".join(f"{n}." for n in found["notes"])))
+    rows = [i for i in bbhnet.get("injections", [])
+            if "chirp_mass" in i and not i.get("in_training")]
     if rows:
         section.parts.append(page.image(plots.found_missed_figure(
             rows, bbhnet["ifar_threshold_years"]), "found and missed injections"))
 
 
+def _clients(run: _Run) -> tuple[str, ...]:
+    if run.run_info is not None:
+        return run.run_info.clients
+    return tuple(sorted(p.stem for p in run.paths.jobs.glob("client*.json")))
+
+
 def _segments(run: _Run) -> list[ClientSegment]:
-    names = run.run_info.get("clients")
-    paths = ([run.paths.job(n) for n in names] if isinstance(names, list)
-             else sorted(run.paths.jobs.glob("*.json")))
-    return [ClientSegment.from_dict(data) for data in map(read_json, paths) if data]
+    return [read_client_job(run.paths, node) for node in _clients(run)
+            if run.paths.job(node).exists()]
 
 
 def _campaign(run: _Run, section: page.Section) -> None:
-    if run.summary:
-        keys = ("complete", "wall_seconds", "peak_rss_mb", "sha256")
-        section.parts.append(page.table(["merge", "value"],
-                                        [[k, run.summary[k]] for k in keys if k in run.summary]))
+    for problem in run.problems:
+        section.parts.append(page.paragraph(problem, "problem"))
+    hashes = Hashes.of(run.config) if run.config is not None else None
+    if run.summary is not None:
+        verdict = merge_problem(run.paths, hashes)
+        summary = run.summary
+        section.parts.append(page.table(["merge", "value"], [
+            ["complete", "yes" if verdict is None else f"no: {verdict}"],
+            ["wall_seconds", summary.wall_seconds], ["peak_rss_mb", summary.peak_rss_mb],
+            ["sha256", summary.sha256]]))
+    parts = [[node, str(problem)] for node in _clients(run)
+             if (problem := part_problem(run.paths, node, hashes)) is not None]
+    if parts:
+        section.parts.append(page.paragraph(f"{len(parts)} client part(s) not done:", "problem"))
+        section.parts.append(page.table(["client", "why"], parts))
     section.parts.append(page.heading("Coverage"))
     segments = _segments(run)
     if not segments:
         section.parts.append(page.paragraph("No client job specs (RUN/jobs/*.json).", "absent"))
     else:
-        stretches, bad = None, []
+        stretches = None
+        bad = list(run.summary.bad_frame_files) if run.summary is not None else []
         if run.has_output:
             with h5py.File(run.output, "r") as f:
                 if "stretches" in f.attrs:
                     stretches = [(float(a), float(b)) for a, b in f.attrs["stretches"]]
-                provenance = json.loads(f.attrs.get("provenance", "{}"))
-            bad = provenance.get("bad_frame_files", [])
         if run.config is not None:
             span = (run.config.data.start, run.config.data.start + run.config.data.duration)
         else:
             span = (min(p.gps_start for s in segments for p in s.pieces),
                     max(p.gps_end for s in segments for p in s.pieces))
-        cov = coverage(span, segments, stretches,
-                       [(float(b["gps_start"]), float(b["gps_end"])) for b in bad])
+        cov = coverage(span, segments, stretches, [b.span for b in bad])
         section.parts.append(page.image(plots.coverage_figure(cov), "coverage map"))
         lost = sum(b - a for a, b in cov.gaps)
         section.parts.append(page.paragraph(
@@ -280,8 +359,7 @@ def _campaign(run: _Run, section: page.Section) -> None:
                 "problem"))
             section.parts.append(page.table(
                 ["file", "GPS start", "GPS end", "why"],
-                [[b["path"], f"{b['gps_start']:.0f}", f"{b['gps_end']:.0f}", b["error"]]
-                 for b in bad]))
+                [[b.path, f"{b.gps_start:.0f}", f"{b.gps_end:.0f}", b.error] for b in bad]))
 
     section.parts.append(page.heading("Node timeline"))
     state = read_json(run.paths.local_state)
@@ -293,7 +371,13 @@ def _campaign(run: _Run, section: page.Section) -> None:
         section.parts.append(page.image(plots.gantt_figure(bars), "node timeline"))
 
     section.parts.append(page.heading("Servers"))
-    servers = run.run_info.get("servers") or []
+    servers = list(run.run_info.servers) if run.run_info is not None else []
+    crashes = crash_lines(run.paths, servers)
+    if crashes:
+        section.parts.append(page.paragraph(
+            "Server processes died by a signal, or server nodes exited and were restarted "
+            "(each stack trace is in the log named):", "problem"))
+        section.parts.append(page.preformatted("\n".join(crashes)))
     balance = _server_balance(run, servers)
     if balance:
         section.parts.append(page.table(
@@ -323,20 +407,17 @@ def _server_balance(run: _Run, servers: list[str]) -> list[list[object]]:
     ended: dict[str, list[str]] = {s: [] for s in servers}
     moved: dict[str, list[str]] = {s: [] for s in servers}
     last: dict[str, float] = {}
-    for node in run.run_info.get("clients") or []:
-        sidecar = read_json(run.paths.part(node)[1])
-        spec = read_json(run.paths.job(node))
-        if not isinstance(sidecar, dict) or not isinstance(spec, dict):
+    for node in _clients(run):
+        sidecar = run._record(PartRecord, run.paths.part(node)[1])
+        if sidecar is None:
             continue
-        streamed = sidecar.get("servers") or [spec.get("server")]
-        server = str(streamed[-1])
+        server = (sidecar.servers or (sidecar.server,))[-1]
         ended.setdefault(server, []).append(node)
         moved.setdefault(server, [])
-        if server != spec.get("server"):
+        if server != sidecar.server:
             moved[server].append(node)
-        done = sidecar.get("last_response_unix")
-        if isinstance(done, float | int):
-            last[server] = max(last.get(server, 0.0), float(done))
+        if sidecar.last_response_unix is not None:
+            last[server] = max(last.get(server, 0.0), sidecar.last_response_unix)
     if not last:
         return []
     end = max(last.values())
@@ -346,12 +427,14 @@ def _server_balance(run: _Run, servers: list[str]) -> list[list[object]]:
 
 
 def _provenance(run: _Run, section: page.Section) -> None:
-    rows: list[list[object]] = [["run id", run.run_info.get("run_id", "")]]
+    rows: list[list[object]] = [
+        ["run id", run.run_info.run_id if run.run_info is not None else ""]]
     if run.config is not None:
-        rows.append(["config hash", run.config.config_hash()])
+        rows.append(["stream hash (the parts')", run.config.stream_hash()])
+        rows.append(["merge hash (the merges')", run.config.merge_hash()])
         rows.append(["mode", run.config.model.mode])
-    if run.summary.get("config_hash"):
-        rows.append(["config hash of the output", run.summary["config_hash"]])
+    if run.summary is not None:
+        rows.append(["merge hash of the output", run.summary.merge_hash])
     section.parts.append(page.table(["campaign", ""], rows))
     section.parts.append(page.heading("Software"))
     section.parts.append(page.table(["package", "version"], list(software_versions().items())))
@@ -362,7 +445,8 @@ def _provenance(run: _Run, section: page.Section) -> None:
     if manifest is None:
         section.parts.append(page.paragraph("No model repository manifest found.", "absent"))
     else:
-        section.parts.append(page.table(["manifest", ""], manifest_rows(manifest)))
+        section.parts.append(page.table(["manifest", ""],
+                                        manifest_rows(manifest.model_dump(mode="json"))))
     section.parts.append(page.heading("Configuration (RUN/campaign.toml)"))
     try:
         section.parts.append(page.preformatted(run.paths.config.read_text()))

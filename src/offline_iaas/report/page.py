@@ -20,6 +20,8 @@ pre { background: #f7f7f7; padding: .8em; overflow-x: auto; font-size: 85%; }
 p.absent { color: #777; font-style: italic; }
 p.problem { color: #a00; }
 nav a { margin-right: 1em; }
+figure { margin: .5em 0; }
+figcaption { font-size: 90%; color: #444; }
 """
 
 
@@ -40,6 +42,11 @@ def image(png: bytes, alt: str) -> str:
     """An ``<img>`` holding the PNG itself."""
     data = base64.b64encode(png).decode("ascii")
     return f'<img src="data:image/png;base64,{data}" alt="{escape(alt)}">'
+
+
+def figure(png: bytes, alt: str, caption: str) -> str:
+    """An image with its caption below it."""
+    return f"<figure>{image(png, alt)}<figcaption>{escape(caption)}</figcaption></figure>"
 
 
 def heading(text: str) -> str:

@@ -157,24 +157,23 @@ def cumulative_rate_figure(background: np.ndarray, livetime_seconds: float,
 @_default_style
 def sensitivity_figure(curve: Sequence[dict[str, Any]], reach_years: float) -> bytes:
     """VT (or the found fraction, without the population's volume) against the IFAR
-    threshold, with its binomial error; thresholds beyond what the background measures
-    drawn faint, its reach marked."""
-    key, error = (("vt_gpc3_years", "vt_error_gpc3_years") if "vt_gpc3_years" in curve[0]
-                  else ("found_fraction", "found_fraction_error"))
-    ifar = np.array([p["ifar_threshold_years"] for p in curve])
-    value = np.array([p[key] for p in curve])
-    spread = np.array([p[error] for p in curve])
-    measurable = np.array([p["measurable"] for p in curve])
+    threshold with its interval (``sensitivity.py``) where the background measures it; the
+    background's reach marked (beyond it nothing is drawn: not measurable)."""
+    key, interval = (("vt_gpc3_years", "vt_interval_gpc3_years")
+                     if any(p.get("vt_gpc3_years") is not None for p in curve)
+                     else ("found_fraction", "found_fraction_interval"))
+    shown = [p for p in curve if p["measurable"] and p.get(key) is not None]
     fig = Figure(figsize=(WIDTH, 4.5), layout="constrained")
     ax = _subplots(fig)
-    for inside, style in ((measurable, {"color": "tab:blue", "label": "measured"}),
-                          (~measurable, {"color": "tab:gray", "alpha": 0.5,
-                                         "label": "beyond the background's reach"})):
-        if inside.any():
-            ax.errorbar(ifar[inside], value[inside], yerr=spread[inside], fmt="o-", ms=3,
-                        capsize=2, **style)
+    if shown:
+        ifar = np.array([p["ifar_threshold_years"] for p in shown])
+        value = np.array([p[key] for p in shown])
+        low, high = np.array([p[interval] for p in shown]).T
+        ax.fill_between(ifar, low, high, color="tab:blue", alpha=0.25, lw=0,
+                        label="interval")
+        ax.plot(ifar, value, "o-", ms=3, color="tab:blue", label="measured")
     ax.axvline(reach_years, color="black", lw=0.8, ls=":",
-               label=f"background livetime {reach_years:.2g} yr")
+               label=f"background livetime {reach_years:.2g} yr (not measurable beyond)")
     ax.set_xscale("log")
     ax.set_xlabel("IFAR threshold [yr]")
     ax.set_ylabel("VT [Gpc$^3$ yr]" if key == "vt_gpc3_years" else "found fraction")

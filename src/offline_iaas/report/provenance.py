@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import platform
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from offline_iaas import records
+from offline_iaas.errors import RunError
+from offline_iaas.manifest import Manifest
 
 SOFTWARE: tuple[str, ...] = (
     "offline-iaas", "tritonclient", "onnxruntime", "numpy", "gwpy", "h5py", "matplotlib",
@@ -25,13 +28,12 @@ def software_versions() -> dict[str, str]:
     return versions
 
 
-def read_repository_manifest(repository: Path) -> dict[str, Any] | None:
-    """``<repository>/manifest.json``, or None when it is missing or unreadable."""
+def read_repository_manifest(repository: Path) -> Manifest | None:
+    """``<repository>/manifest.json``, or None when it is missing or not a manifest."""
     try:
-        manifest = json.loads((repository / "manifest.json").read_text())
-    except (OSError, ValueError):
+        return records.read_optional(Manifest, repository / "manifest.json")
+    except RunError:
         return None
-    return manifest if isinstance(manifest, dict) else None
 
 
 def manifest_rows(manifest: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:

@@ -12,8 +12,9 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+from igwn_segments import segment, segmentlist
 
-from offline_iaas.jobspec import ClientSegment
+from offline_iaas.records import ClientSegment
 
 
 @dataclass(frozen=True)
@@ -45,15 +46,9 @@ class Coverage:
 def span_gaps(
     span: tuple[float, float], stretches: Iterable[tuple[float, float]]
 ) -> list[tuple[float, float]]:
-    """The parts of ``span`` that no stretch covers, in time order."""
-    gaps, cursor = [], span[0]
-    for start, end in sorted(stretches):
-        if start > cursor:
-            gaps.append((cursor, min(start, span[1])))
-        cursor = max(cursor, end)
-    if cursor < span[1]:
-        gaps.append((cursor, span[1]))
-    return [(a, b) for a, b in gaps if b > a]
+    """The parts of ``span`` that no stretch covers, in time order (exact: ends as given)."""
+    covered = segmentlist(segment(a, b) for a, b in stretches).coalesce()
+    return [(a, b) for a, b in segmentlist([segment(*span)]) - covered]
 
 
 def coverage(

@@ -20,6 +20,7 @@ latest).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -28,11 +29,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from offline_iaas import records
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
-from offline_iaas.errors import ConfigError, ModelError
+from offline_iaas.errors import ConfigError, ModelError, RunError
+from offline_iaas.manifest import Manifest
 from offline_iaas.models.weights import training_spans
 from offline_iaas.modes import MODES
+from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
 from offline_iaas.repository.pipeline import onnx_session
@@ -116,8 +120,8 @@ def export_repository(
     shape = ensemble_shape(config, fused=served == "fused")
     manifest = read_manifest(repo) if (repo / MANIFEST).exists() else None
     if manifest is not None:
-        built_for = (manifest.get("mode", "classifier"), manifest.get("flavor", "cpu"),
-                     manifest.get("served", "ensemble"), manifest["shape"])
+        built_for = (manifest.mode, manifest.flavor, manifest.served,
+                     dataclasses.asdict(manifest.shape))
         wanted = (config.model.mode, flavor, served, _shape_dict(shape))
         if built_for != wanted:
             raise ModelError(
@@ -144,31 +148,26 @@ def export_repository(
         (ens_dir / "1").mkdir(parents=True, exist_ok=True)
         _write(ens_dir / "config.pbtxt", mcfg.to_pbtxt(ensemble_pipeline(config)))
         models = [stage.model for stage in pipeline.stages(config)] + [config.model.name]
-    _write(
-        repo / MANIFEST,
-        json.dumps(
-            {
-                "ensemble": config.model.name,
-                "flavor": flavor,
-                "served": served,
-                **({"device": FLAVOR_DEVICE[flavor]} if served == "fused" else {}),
-                "models": models,
-                "mode": config.model.mode,
-                "channels": list(config.stream_channels),
-                "sample_rate": config.data.sample_rate,
-                "shape": _shape_dict(shape),
-                # sequence slots per served model: at most this many clients per server
-                "sequence_slots": shape.max_sequences,
-                "outputs": list(pipeline.ensemble_outputs(config)),
-                "time_slides": list(time_slides(config)),
-                "whitening": whitening_record(config),
-                "versions": versions,
-                "networks": networks_served,
-                "training": training_spans(weights),
-            },
-            indent=2,
-        ),
-    )
+    repo.mkdir(parents=True, exist_ok=True)
+    records.write(records.build(Manifest, {
+        "ensemble": config.model.name,
+        "flavor": flavor,
+        "served": served,
+        **({"device": FLAVOR_DEVICE[flavor]} if served == "fused" else {}),
+        "models": models,
+        "mode": config.model.mode,
+        "channels": list(config.stream_channels),
+        "sample_rate": config.data.sample_rate,
+        "shape": _shape_dict(shape),
+        # sequence slots per served model: at most this many clients per server
+        "sequence_slots": shape.max_sequences,
+        "outputs": list(config.outputs.names),
+        "time_slides": list(time_slides(config)),
+        "whitening": whitening_record(config),
+        "versions": versions,
+        "networks": networks_served,
+        "training": training_spans(weights),
+    }), repo / MANIFEST)
     return repo
 
 
@@ -227,10 +226,10 @@ def _write_fused(
             "batched": graph.batched,
             "weights_sha256": graph.weights_sha256,
         }
-    outputs = tuple((n, list(_tensor_dims(config, n))) for n in pipeline.ensemble_outputs(config))
+    outputs = tuple((n, list(_tensor_dims(config, n))) for n in config.outputs.names)
     params = {
         "stages": json.dumps([stage.to_dict() for stage in pipeline.stages(config)]),
-        "outputs": json.dumps(list(pipeline.ensemble_outputs(config))),
+        "outputs": json.dumps(list(config.outputs.names)),
         "ifos": len(config.ifos),
         "time_shifts": time_slides(config)[0],
     }
@@ -254,7 +253,7 @@ def _tensor_dims(config: CampaignConfig, name: str) -> tuple[int, ...]:
 def ensemble_pipeline(config: CampaignConfig):
     """The ensemble clients call: the mode's stages in order."""
     steps = [(s.model, s.inputs, s.outputs) for s in pipeline.stages(config)]
-    outputs = tuple((n, _tensor_dims(config, n)) for n in pipeline.ensemble_outputs(config))
+    outputs = tuple((n, _tensor_dims(config, n)) for n in config.outputs.names)
     return mcfg.pipeline_config(
         config.model.name, (("update", _tensor_dims(config, "update")),), outputs, steps
     )
@@ -321,11 +320,13 @@ def _shape_dict(shape: mcfg.EnsembleShape) -> dict[str, Any]:
     }
 
 
-def time_slides(config: CampaignConfig) -> tuple[int, int]:
-    """``(slides, samples between them)`` the fused model forms; ``(0, 0)`` without."""
+def time_slides(config: CampaignConfig) -> tuple[int, ...]:
+    """``(slides, samples between them, first window a slide may reach)`` the fused model
+    forms; ``(0, 0)`` without. (A repository exported before slides were formed only inside
+    the stretch records two numbers and is refused.)"""
     if not config.time_slides:
         return (0, 0)
-    return (config.bbhnet.time_shifts, config.shift_samples)
+    return (config.bbhnet.time_shifts, config.shift_samples, config.stretch_warmup_windows)
 
 
 def whitening_record(config: CampaignConfig) -> str | dict[str, float]:
@@ -338,21 +339,21 @@ def whitening_record(config: CampaignConfig) -> str | dict[str, float]:
             "whitening_crop_seconds": b.whitening_crop_seconds}
 
 
-def read_manifest(repo: Path) -> dict[str, Any]:
-    """The repository's manifest; ModelError when it is missing or unreadable."""
+def read_manifest(repo: Path) -> Manifest:
+    """The repository's manifest (``records.Manifest``); ModelError (as every problem with a
+    repository) when it is missing, unreadable, or misses a field: export again."""
     path = repo / MANIFEST
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
+    if not path.exists():
         raise ModelError(
-            f"{repo}: not a model repository written by offline-iaas export (no {MANIFEST})"
-        ) from None
-    except json.JSONDecodeError as err:
-        raise ModelError(f"{path}: unreadable manifest: {err}") from None
+            f"{repo}: not a model repository written by offline-iaas export (no {MANIFEST})")
+    try:
+        return records.read(Manifest, path)
+    except RunError as err:
+        raise ModelError(f"{err}; export the repository again") from None
 
 
 def repository_problems(config: CampaignConfig, load_graphs: bool = True
-                        ) -> tuple[dict[str, Any] | None, list[str]]:
+                        ) -> tuple[Manifest | None, list[str]]:
     """Every way the repository does not fit the campaign, one line each naming the config
     key or the file, and its manifest (None when it has none).
 
@@ -368,58 +369,62 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
         return None, [str(err)]
     where = f"model repository {repo}"
     problems = []
-    mode = manifest.get("mode", "classifier")
+    mode = manifest.mode
     if mode != config.model.mode:
         problems.append(f"{where}: exported for mode {mode!r}, the campaign runs mode "
                         f"{config.model.mode!r} (model.mode)")
-    if manifest.get("channels") != list(config.stream_channels):
-        problems.append(f"{where}: exported for channels {manifest.get('channels')}, the "
+    if manifest.channels != config.stream_channels:
+        problems.append(f"{where}: exported for channels {list(manifest.channels)}, the "
                         f"campaign streams {list(config.stream_channels)} (data.channels, "
                         "data.witnesses)")
-    rate = manifest.get("sample_rate", config.data.sample_rate)
+    rate = manifest.sample_rate
     if rate != config.data.sample_rate:
         problems.append(f"{where}: exported for {rate:g} Hz, the campaign reads "
                         f"{config.data.sample_rate:g} Hz (data.sample_rate)")
     expected = _shape_dict(ensemble_shape(config))
-    found = manifest.get("shape", {})
+    found = dataclasses.asdict(manifest.shape)
     for key, config_key in (("kernel_samples", "model.kernel_seconds"),
                             ("stride_samples", "model.inference_rate")):
-        if found.get(key) != expected[key]:
-            problems.append(f"{where}: exported for windows of {found.get(key)} samples "
+        if found[key] != expected[key]:
+            problems.append(f"{where}: exported for windows of {found[key]} samples "
                             f"({key}), the campaign's are {expected[key]} ({config_key})")
-    slots = manifest.get("sequence_slots")
-    if isinstance(slots, int) and slots < config.layout.clients_per_server:
+    slots = manifest.sequence_slots
+    if slots < config.layout.clients_per_server:
         problems.append(
             f"{where}: exported with {slots} sequence slots, the campaign runs "
             f"{config.layout.clients_per_server} clients per server "
             "(layout.clients_per_server; the others' sequences would wait for a slot and "
             "time out): export again for this layout")
-    slides = tuple(manifest.get("time_slides", (0, 0)))
-    if slides != time_slides(config):
+    slides, wanted = manifest.time_slides, time_slides(config)
+    if slides != wanted and slides[:2] == wanted[:2]:
         problems.append(
-            f"{where}: exported with {slides[0]} time slides of {slides[1]} samples, the "
-            f"campaign asks for {time_slides(config)[0]} of {time_slides(config)[1]} "
-            "(bbhnet.time_shifts, bbhnet.shift_seconds): export again")
-    whitening = manifest.get("whitening", "fixed")
-    if whitening != whitening_record(config):
+            f"{where}: its time slides are formed from window {list(slides[2:])}, the "
+            f"campaign's from window {wanted[2]} of each stream (exported by another version, "
+            "or for another warm-up): export again")
+    elif slides != wanted:
         problems.append(
-            f"{where}: exported with BBHnet whitening {whitening}, the campaign asks for "
-            f"{whitening_record(config)} (bbhnet.whitening, psd_seconds, psd_fftlength, "
+            f"{where}: exported with {slides[0]} time slides of {slides[1]} samples, the campaign "
+            f"asks for {wanted[0]} of {wanted[1]} (bbhnet.time_shifts, bbhnet.shift_seconds): "
+            "export again")
+    if manifest.whitening != whitening_record(config):
+        problems.append(
+            f"{where}: exported with BBHnet whitening {manifest.whitening}, the campaign asks "
+            f"for {whitening_record(config)} (bbhnet.whitening, psd_seconds, psd_fftlength, "
             "whitening_crop_seconds): export again")
-    if manifest.get("ensemble") != config.model.name:
-        problems.append(f"{where}: holds model {manifest.get('ensemble')!r}, the campaign "
+    if manifest.ensemble != config.model.name:
+        problems.append(f"{where}: holds model {manifest.ensemble!r}, the campaign "
                         f"calls {config.model.name!r} (model.name)")
     if load_graphs:
         problems += _graph_problems(repo, manifest)
     return manifest, problems
 
 
-def _graph_problems(repo: Path, manifest: dict[str, Any]) -> list[str]:
+def _graph_problems(repo: Path, manifest: Manifest) -> list[str]:
     """One line per network graph of the manifest that is missing or that onnxruntime
     refuses to load."""
     problems = []
-    for name, entry in manifest.get("networks", {}).items():
-        path = repo / entry["path"]
+    for name, entry in manifest.networks.items():
+        path = repo / entry.path
         if not path.is_file():
             problems.append(f"{path}: the {name} graph is missing: export again")
             continue
@@ -433,7 +438,7 @@ def _graph_problems(repo: Path, manifest: dict[str, Any]) -> list[str]:
     return problems
 
 
-def check_repository(config: CampaignConfig, load_graphs: bool = False) -> dict[str, Any]:
+def check_repository(config: CampaignConfig, load_graphs: bool = False) -> Manifest:
     """The repository's manifest once it fits the campaign (``repository_problems``); else
     ModelError listing every problem."""
     manifest, problems = repository_problems(config, load_graphs)
@@ -450,29 +455,23 @@ def check_repository(config: CampaignConfig, load_graphs: bool = False) -> dict[
 def network_onnx_path(repo: Path, name: str) -> Path:
     """The ONNX graph Triton serves for network ``name`` (the latest version, as the manifest
     records it)."""
-    entry = read_manifest(repo).get("networks", {}).get(name)
-    path = repo / entry["path"] if entry else repo / name / str(latest_version(repo / name)) / \
+    entry = read_manifest(repo).networks.get(name)
+    path = repo / entry.path if entry else repo / name / str(latest_version(repo / name)) / \
         "model.onnx"
     if not path.exists():
         raise ModelError(f"{repo}: no {name} graph (looked for {path})")
     return path
 
 
-def classifier_onnx_path(repo: Path) -> Path:
-    """The classifier graph Triton serves (the classifier mode's network)."""
-    return network_onnx_path(repo, mcfg.CLASSIFIER)
-
-
-def model_record(repository: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def model_record(repository: Path, manifest: Manifest) -> ServedModel:
     """The served model as products record it: name, flavor, each network's version, the
     SHA-256 of the graph served and of the weight files it was exported from."""
     graphs = {}
-    for name, entry in manifest.get("networks", {}).items():
-        digest = hashlib.sha256((repository / entry["path"]).read_bytes()).hexdigest()
-        graphs[name] = {"version": manifest.get("versions", {}).get(name), "sha256": digest,
-                        "weights_sha256": entry.get("weights_sha256", {})}
-    return {"name": manifest.get("ensemble"), "flavor": manifest.get("flavor"),
-            "networks": graphs}
+    for name, entry in manifest.networks.items():
+        digest = hashlib.sha256((repository / entry.path).read_bytes()).hexdigest()
+        graphs[name] = NetworkGraph(manifest.versions.get(name), digest,
+                                    dict(entry.weights_sha256))
+    return ServedModel(manifest.ensemble, manifest.flavor, graphs)
 
 
 def network_sessions(

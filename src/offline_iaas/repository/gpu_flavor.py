@@ -51,8 +51,6 @@ WINDOWS = "windows"
 INPUT_STATE = "INPUT_STATE"
 OUTPUT_STATE = "OUTPUT_STATE"
 START, END, CORRID = "START", "END", "CORRID"
-PREDICTION = "prediction"
-AVERAGED = "averaged"
 _INT64_MAX = np.iinfo(np.int64).max
 
 
@@ -143,91 +141,6 @@ def snapshotter_onnx(channels: int, kernel_samples: int, stride_samples: int) ->
         opset_imports=[helper.make_operatorsetid("", OPSET)],
     )
     model.ir_version = 8  # readable by onnxruntime >= 1.10 (Triton containers since 22.02)
-    onnx.checker.check_model(model, full_check=True)
-    return model
-
-
-def averager_onnx(kernel_samples: int, stride_samples: int) -> onnx.ModelProto:
-    """DeepClean's online averaging as an ONNX graph with implicit state.
-
-    Computes ``repository.backend.stateful.OnlineAverage`` for a batch of sequence slots::
-
-        inputs   prediction    [B, n, K]   FP32, the n windows' predictions of a request
-                 INPUT_STATE   [B, K - S]  partial sums of the next K - S samples
-                 START, END    [B, 1]      INT32 (START zeroes the state); CORRID [B, 1] UINT64
-        outputs  averaged      [B, n * S]  completed samples, K - S behind the windows' ends
-                 OUTPUT_STATE  [B, K - S]
-
-    With ``m = K / S``: the predictions are cut into strides ``[B, n, m, S]``; a transposed
-    convolution with an ``m x m`` identity kernel over the window axis overlap-adds them
-    (``sum[c] = sum_i P[c - i, i]``, ``[B, n + m - 1, S]``); the state is added to the first
-    ``m - 1`` strides; the first ``n`` strides divided by ``m`` are the output, the rest the
-    new state.
-    """
-    if kernel_samples % stride_samples or kernel_samples <= stride_samples:
-        raise ValueError(
-            f"online averaging needs a kernel ({kernel_samples}) that is a multiple of the "
-            f"stride ({stride_samples}) and longer"
-        )
-    k, s = kernel_samples, stride_samples
-    m = k // s
-    inputs = [
-        helper.make_tensor_value_info(PREDICTION, TensorProto.FLOAT, ["batch", "windows", k]),
-        helper.make_tensor_value_info(INPUT_STATE, TensorProto.FLOAT, ["batch", k - s]),
-        helper.make_tensor_value_info(START, TensorProto.INT32, ["batch", 1]),
-        helper.make_tensor_value_info(END, TensorProto.INT32, ["batch", 1]),
-        helper.make_tensor_value_info(CORRID, TensorProto.UINT64, ["batch", 1]),
-    ]
-    outputs = [
-        helper.make_tensor_value_info(AVERAGED, TensorProto.FLOAT, ["batch", "samples"]),
-        helper.make_tensor_value_info(OUTPUT_STATE, TensorProto.FLOAT, ["batch", k - s]),
-    ]
-    eye = np.eye(m, dtype=np.float32).reshape(m, 1, m, 1)
-    constants = [
-        helper.make_tensor("identity", TensorProto.FLOAT, list(eye.shape), eye.ravel().tolist()),
-        _int64("strides_shape", [0, 0, m, s]),  # Reshape: 0 copies the input's dim
-        _int64("state_strides_shape", [0, 1, m - 1, s]),
-        _int64("zero", [0]),
-        _int64("one", [1]),
-        _int64("two", [2]),
-        _int64("end_max", [_INT64_MAX]),
-        _int64("minus1", [-1]),
-        helper.make_tensor("inv_m", TensorProto.FLOAT, [], [1.0 / m]),
-        helper.make_tensor("zero_f", TensorProto.FLOAT, [], [0.0]),
-    ]
-    node = helper.make_node
-    nodes = [
-        node("Cast", [START], ["start_bool"], to=TensorProto.BOOL),
-        node("Where", ["start_bool", "zero_f", INPUT_STATE], ["state"]),  # [B, K - S]
-        # overlap-add: [B, n, K] -> [B, m, n, S] -> ConvTranspose -> [B, 1, n + m - 1, S]
-        node("Reshape", [PREDICTION, "strides_shape"], ["strides"]),
-        node("Transpose", ["strides"], ["by_offset"], perm=[0, 2, 1, 3]),
-        node("ConvTranspose", ["by_offset", "identity"], ["summed"], kernel_shape=[m, 1]),
-        # add the state to the first m - 1 strides: pad it with n strides of zeros
-        node("Shape", [PREDICTION], ["prediction_shape"]),
-        node("Slice", ["prediction_shape", "one", "two"], ["n_1"]),  # [1]
-        node("Reshape", ["state", "state_strides_shape"], ["state_strides"]),  # [B,1,m-1,S]
-        node("Concat", ["zero", "zero", "zero", "zero", "zero", "zero", "n_1", "zero"],
-             ["state_pads"], axis=0),
-        node("Pad", ["state_strides", "state_pads"], ["state_padded"]),  # [B,1,n+m-1,S]
-        node("Add", ["summed", "state_padded"], ["total"]),
-        # first n strides are complete; the rest is the new state
-        node("Slice", ["total", "zero", "n_1", "two"], ["complete"]),  # [B, 1, n, S]
-        node("Slice", ["total", "n_1", "end_max", "two"], ["rest"]),  # [B, 1, m - 1, S]
-        node("Shape", [PREDICTION], ["shape_again"]),
-        node("Slice", ["shape_again", "zero", "one"], ["b_1"]),
-        node("Concat", ["b_1", "minus1"], ["flat_shape"], axis=0),
-        node("Reshape", ["complete", "flat_shape"], ["complete_flat"]),
-        node("Mul", ["complete_flat", "inv_m"], [AVERAGED]),
-        node("Reshape", ["rest", "flat_shape"], [OUTPUT_STATE]),
-    ]
-    graph = helper.make_graph(nodes, "averager", inputs, outputs, initializer=constants)
-    model = helper.make_model(
-        graph,
-        producer_name="offline-iaas",
-        opset_imports=[helper.make_operatorsetid("", OPSET)],
-    )
-    model.ir_version = 8
     onnx.checker.check_model(model, full_check=True)
     return model
 
@@ -433,21 +346,4 @@ def network_config(
         }
         for key, value in params.items():
             accelerator.parameters[key] = value
-    return config
-
-
-def averager_config(
-    name: str,
-    kernel_samples: int,
-    stride_samples: int,
-    max_sequences: int,
-    sequence_idle_seconds: float,
-    options: GpuOptions = GpuOptions(),
-) -> mc.ModelConfig:
-    """onnxruntime-backend online averager (``averager_onnx``) with implicit state."""
-    config = _stateful_config(
-        name, max_sequences, sequence_idle_seconds, [kernel_samples - stride_samples], options
-    )
-    config.input.append(_tensor(PREDICTION, [-1, kernel_samples], mc.ModelInput))
-    config.output.append(_tensor(AVERAGED, [-1], mc.ModelOutput))
     return config

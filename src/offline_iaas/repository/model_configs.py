@@ -21,7 +21,6 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 SNAPSHOTTER = "snapshotter"
-CLASSIFIER = "classifier"
 
 
 @dataclass(frozen=True)
@@ -42,6 +41,16 @@ def _tensor(name: str, dims: list[int], io: type) -> object:
     return io(name=name, data_type=mc.TYPE_FP32, dims=dims)
 
 
+def _model_config(name: str, inputs: tuple[tuple[str, tuple[int, ...]], ...],
+                  outputs: tuple[tuple[str, tuple[int, ...]], ...], **fields: object
+                  ) -> mc.ModelConfig:
+    """A model's configuration with its FP32 ``inputs`` and ``outputs`` ((name, dims) each)."""
+    config = mc.ModelConfig(name=name, **fields)
+    config.input.extend(_tensor(n, list(dims), mc.ModelInput) for n, dims in inputs)
+    config.output.extend(_tensor(n, list(dims), mc.ModelOutput) for n, dims in outputs)
+    return config
+
+
 def stateful_config(
     name: str,
     kind: str,
@@ -54,10 +63,8 @@ def stateful_config(
     ``direct`` sequence batching with START/END/CORRID controls and ``max_sequences`` slots,
     so every client of a server streams at once; ``tensors`` is ((input, dims), (output, dims)).
     """
-    config = mc.ModelConfig(name=name, backend="python", max_batch_size=shape.max_sequences)
-    (in_name, in_dims), (out_name, out_dims) = tensors
-    config.input.append(_tensor(in_name, in_dims, mc.ModelInput))
-    config.output.append(_tensor(out_name, out_dims, mc.ModelOutput))
+    config = _model_config(name, tensors[:1], tensors[1:], backend="python",
+                           max_batch_size=shape.max_sequences)
     _sequence_batching(config, shape)
     # One instance: a sequence's state lives in the process that holds it.
     config.instance_group.add(count=1, kind=mc.ModelInstanceGroup.KIND_CPU)
@@ -106,10 +113,8 @@ def fused_config(
     ``device`` ``cuda`` (the gpu flavor): ``KIND_GPU`` instances (``instances`` on each GPU
     the server sees), whose networks run on their GPU; the rest is identical.
     """
-    config = mc.ModelConfig(name=name, backend="python", max_batch_size=shape.max_sequences)
-    config.input.append(_tensor(update[0], update[1], mc.ModelInput))
-    for tensor_name, dims in outputs:
-        config.output.append(_tensor(tensor_name, dims, mc.ModelOutput))
+    config = _model_config(name, (update,), outputs, backend="python",
+                           max_batch_size=shape.max_sequences)
     _sequence_batching(config, shape)
     kind = mc.ModelInstanceGroup.KIND_GPU if device == "cuda" else mc.ModelInstanceGroup.KIND_CPU
     config.instance_group.add(count=shape.instances, kind=kind)
@@ -139,20 +144,10 @@ def network_config(
     shape: EnsembleShape,
 ) -> mc.ModelConfig:
     """Python model running an ONNX graph with onnxruntime (``backend/onnx_network.py``)."""
-    config = mc.ModelConfig(name=name, backend="python", max_batch_size=1)
-    for tensor_name, dims in inputs:
-        config.input.append(_tensor(tensor_name, list(dims), mc.ModelInput))
-    for tensor_name, dims in outputs:
-        config.output.append(_tensor(tensor_name, list(dims), mc.ModelOutput))
+    config = _model_config(name, inputs, outputs, backend="python", max_batch_size=1)
     config.instance_group.add(count=shape.instances, kind=mc.ModelInstanceGroup.KIND_CPU)
     config.parameters["intra_op_threads"].string_value = str(shape.intra_op_threads)
     return config
-
-
-def classifier_config(shape: EnsembleShape) -> mc.ModelConfig:
-    """The classifier network: ``windows`` [-1, C, K] → ``statistic`` [-1]."""
-    windows = ("windows", (-1, shape.channels, shape.kernel_samples))
-    return network_config(CLASSIFIER, (windows,), (("statistic", (-1,)),), shape)
 
 
 def pipeline_config(
@@ -162,11 +157,7 @@ def pipeline_config(
     steps: list[tuple[str, dict[str, str], dict[str, str]]],
 ) -> mc.ModelConfig:
     """The ensemble clients call: ``steps`` are (model, input map, output map) in order."""
-    config = mc.ModelConfig(name=name, platform="ensemble", max_batch_size=1)
-    for tensor_name, dims in inputs:
-        config.input.append(_tensor(tensor_name, list(dims), mc.ModelInput))
-    for tensor_name, dims in outputs:
-        config.output.append(_tensor(tensor_name, list(dims), mc.ModelOutput))
+    config = _model_config(name, inputs, outputs, platform="ensemble", max_batch_size=1)
     for model, input_map, output_map in steps:
         step = config.ensemble_scheduling.step.add(model_name=model, model_version=-1)
         for key, value in input_map.items():
@@ -176,22 +167,6 @@ def pipeline_config(
     return config
 
 
-def ensemble_config(name: str, shape: EnsembleShape) -> mc.ModelConfig:
-    """The classifier campaign's ensemble: snapshotter then classifier."""
-    return pipeline_config(
-        name,
-        (("update", (shape.channels, -1)),),
-        (("statistic", (-1,)),),
-        [(SNAPSHOTTER, {"update": "update"}, {"windows": "windows"}),
-         (CLASSIFIER, {"windows": "windows"}, {"statistic": "statistic"})],
-    )
-
-
 def to_pbtxt(config: mc.ModelConfig) -> str:
     """Triton's ``config.pbtxt`` text of a configuration."""
     return text_format.MessageToString(config)
-
-
-def parse_pbtxt(text: str) -> mc.ModelConfig:
-    """Parse a ``config.pbtxt`` as Triton's ``ModelConfig``."""
-    return text_format.Parse(text, mc.ModelConfig())

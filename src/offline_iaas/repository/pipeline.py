@@ -119,39 +119,14 @@ def _bbhnet(config: CampaignConfig, strain: str, snapshot: Stage) -> list[Stage]
 
 def _time_slides(config: CampaignConfig, windows: str) -> list[Stage]:
     """BBHnet on the slid pairs of the ``windows`` tensor (``bbhnet.time_shifts``): the
-    ``background`` output, ``[n * shifts]`` per request."""
+    ``background`` output, ``[n * shifts]`` per request (NaN where a slide's second window is
+    in the stream's warm-up)."""
     if not config.time_slides:
         return []
     return [Stage("timeslides", "timeslide", {"windows": windows}, {"background": "background"},
-                  2, {"shift_windows": config.shift_samples // config.stride_samples,
-                      "shifts": config.bbhnet.time_shifts, "network": "bbhnet"})]
-
-
-def ensemble_outputs(config: CampaignConfig) -> tuple[str, ...]:
-    """What clients request and store: ``statistic`` and/or ``noise`` (and ``noise_canary``
-    with a canary, ``background`` with time slides)."""
-    return (config.mode.outputs + (("noise_canary",) if config.deepclean.canary else ())
-            + (("background",) if config.time_slides else ()))
-
-
-def output_rows(config: CampaignConfig, name: str, values: np.ndarray) -> np.ndarray:
-    """One row per window: ``statistic [n]`` as is, ``background [n shifts]`` → ``[n, shifts]``,
-    ``noise [ifos, n S]`` → ``[n, ifos, S]``."""
-    if name == "statistic":
-        return values
-    if name == "background":
-        return values.reshape(-1, config.bbhnet.time_shifts)
-    ifos, samples = values.shape
-    return values.reshape(ifos, samples // config.stride_samples, config.stride_samples).swapaxes(
-        0, 1
-    )
-
-
-def row_shape(config: CampaignConfig, name: str) -> tuple[int, ...]:
-    """Shape of one row of an output (``()`` for the statistic)."""
-    if name == "background":
-        return (config.bbhnet.time_shifts,)
-    return () if name == "statistic" else (len(config.ifos), config.stride_samples)
+                  2, {"shift_windows": config.shift_windows,
+                      "shifts": config.bbhnet.time_shifts,
+                      "warmup_windows": config.stretch_warmup_windows, "network": "bbhnet"})]
 
 
 def onnx_session(path: Path, threads: int = 1, device: str = "cpu"):
@@ -171,4 +146,4 @@ def mode_stream(config: CampaignConfig, sessions: dict[str, object]):
     from offline_iaas.repository.backend.stateful import ModeStream
 
     return ModeStream([stage.to_dict() for stage in stages(config)], config.kernel_samples,
-                      config.stride_samples, list(ensemble_outputs(config)), sessions)
+                      config.stride_samples, list(config.outputs.names), sessions)

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from offline_iaas import hooks
+from offline_iaas import hooks, records
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ModelError, ServerError
 from offline_iaas.rendezvous import addresses as address_files
@@ -38,6 +38,12 @@ from offline_iaas.repository.export import check_repository
 from offline_iaas.repository.pipeline import stages
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.container import ContainerLauncher
+from offline_iaas.serve.crashes import (
+    STOP_SIGNALS,
+    died_line,
+    exit_words,
+    tritonserver_log,
+)
 from offline_iaas.serve.monitor import start_monitor
 from offline_iaas.serve.tritonserver import (
     Ports,
@@ -208,10 +214,11 @@ def wait_until_ready(
     raise ServerError(f"tritonserver at {url} not ready within {timeout_seconds:.0f} s")
 
 
-def stop_process(proc: subprocess.Popen, grace_seconds: float) -> None:
-    """SIGTERM (and SIGCONT, for a stopped process), then SIGKILL after ``grace_seconds``."""
+def stop_process(proc: subprocess.Popen, grace_seconds: float) -> bool:
+    """SIGTERM (and SIGCONT, for a stopped process), then SIGKILL after ``grace_seconds``;
+    True when it took the SIGKILL."""
     if proc.poll() is not None:
-        return
+        return False
     proc.send_signal(signal.SIGTERM)
     proc.send_signal(signal.SIGCONT)
     try:
@@ -219,6 +226,28 @@ def stop_process(proc: subprocess.Popen, grace_seconds: float) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+        return True
+    return False
+
+
+def note_exit(proc: subprocess.Popen, log: Path, node: str, when: str) -> str:
+    """How tritonserver ended (``exit code 0``, ``signal SIGSEGV``), logged ``when`` (``while
+    serving``, ``while stopping``, ...); a death by a signal other than the stop's own SIGTERM
+    is also appended to its log, after whatever trace Triton printed there
+    (``serve/crashes.py`` reads it back)."""
+    code = proc.returncode
+    words = exit_words(code)
+    stopped = when == "while stopping" and code is not None and -code in STOP_SIGNALS
+    if code is not None and code < 0 and not stopped:
+        try:
+            with open(log, "a") as out:
+                out.write(died_line(proc.pid, code, when) + "\n")
+        except OSError:
+            pass
+        logger.warning(f"{node}: tritonserver died by {words} {when} (see {log})")
+    else:
+        logger.info(f"{node}: tritonserver exited with {words}")
+    return words
 
 
 def _log_tail(path: Path, lines: int = 5) -> str:
@@ -237,11 +266,11 @@ def _checked_repository(run: RunDir, config: CampaignConfig, repository: Path | 
         model = dataclasses.replace(config.model, repository=unpack_repository(run, repository))
         config = dataclasses.replace(config, model=model)
     manifest = check_repository(config, load_graphs=True)
-    flavor = manifest.get("flavor", "cpu")
+    flavor = manifest.flavor
     if flavor != "cpu" and config.server.runtime == "native":
-        check_flavor_runnable(flavor, manifest.get("served", "ensemble"),
+        check_flavor_runnable(flavor, manifest.served,
                               locate_tritonserver().backend_dir, visible_gpus())
-    models = manifest.get("models") or [stage.model for stage in stages(config)] + [
+    models = list(manifest.models) or [stage.model for stage in stages(config)] + [
         config.model.name]
     check_models_present(config.model.repository, models)
     return config, models
@@ -273,7 +302,7 @@ def serve(
         raise ServerError(f"unknown rendezvous {rendezvous!r} (known: {', '.join(RENDEZVOUS)})")
     config = load_config(run.config)
     ads = job_ads() if rendezvous == "jobad" else None
-    run_id = run.run_id()
+    run_id = records.run_id(run)
     try:
         config, models = _checked_repository(run, config, repository)
     except (ModelError, ServerError) as err:  # say why to the clients waiting for it
@@ -289,7 +318,7 @@ def serve(
         run.refusal(node).unlink(missing_ok=True)
     bind = config.server.bind or "127.0.0.1"  # make-dag writes the profile's; a bare config
     monitor_seconds = config.server.monitor_seconds
-    server_log = run.logs / f"{node}-tritonserver.log"
+    server_log = tritonserver_log(run, node)
     if ads is not None:  # an address left by an earlier start of this job is stale now
         ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
     else:  # likewise a file left by a server of this node that was killed
@@ -320,9 +349,10 @@ def serve(
                 return
             tail = _log_tail(server_log)
             if "already in use" not in tail.lower():
+                how = note_exit(proc, server_log, node, "before it was ready")
                 raise ServerError(
-                    f"tritonserver exited with code {proc.returncode} before it was ready "
-                    f"(see {server_log}): {tail}"
+                    f"tritonserver ended with {how} before it was ready (see {server_log}): "
+                    f"{tail}"
                 )
             logger.warning(f"{node}: port taken, retrying with other ports")
         else:
@@ -354,9 +384,10 @@ def serve(
         )
         while not stop.wait(0.5):
             if proc.poll() is not None:
+                tail = _log_tail(server_log)
+                how = note_exit(proc, server_log, node, "while serving")
                 raise ServerError(
-                    f"tritonserver exited with code {proc.returncode} while serving "
-                    f"(see {server_log}): {_log_tail(server_log)}"
+                    f"tritonserver ended with {how} while serving (see {server_log}): {tail}"
                 )
         logger.info(f"{node}: stopping")
     finally:
@@ -368,8 +399,13 @@ def serve(
         finally:
             if monitor is not None:
                 monitor.stop()
-            if proc is not None:
-                stop_process(proc, config.server.exit_timeout_seconds + 10)
+            if proc is not None and proc.returncode is None:
+                grace = config.server.exit_timeout_seconds + 10
+                if stop_process(proc, grace):
+                    logger.warning(f"{node}: tritonserver killed (still running {grace:g} s "
+                                   "after SIGTERM)")
+                else:
+                    note_exit(proc, server_log, node, "while stopping")
             launcher.close()
             if ads is not None:
                 _echo_log(server_log)

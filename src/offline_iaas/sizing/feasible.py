@@ -52,10 +52,9 @@ def sequence_slots(config: CampaignConfig) -> int | None:
     if not (config.model.repository / MANIFEST).exists():
         return None
     try:
-        slots = read_manifest(config.model.repository).get("sequence_slots")
+        return read_manifest(config.model.repository).sequence_slots
     except ModelError:
         return None
-    return slots if isinstance(slots, int) else None
 
 
 def refusal(config: CampaignConfig, overrides: list[str]) -> str | None:

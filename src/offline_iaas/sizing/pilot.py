@@ -13,8 +13,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from offline_iaas import records
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ConfigError
+from offline_iaas.records import CampaignSummary, PartRecord
 from offline_iaas.rundir import RunDir
 
 
@@ -116,24 +118,25 @@ def read_pilot(run: RunDir) -> PilotRun:
                           f"{', '.join(unfinished) or 'merge missing'})")
     first = min(unix_seconds(s["started"]) for s in nodes.values())
     last = max(unix_seconds(s["ended"]) for s in nodes.values())
-    parts = [_json(p) for p in sorted(run.parts.glob("*.json"))]
-    requests = [p.get("first_request_unix") for p in parts]
-    responses = [p.get("last_response_unix") for p in parts]
+    parts = [records.read(PartRecord, p) for p in sorted(run.parts.glob("*.json"))]
+    requests = [p.first_request_unix for p in parts]
+    responses = [p.last_response_unix for p in parts]
     if not parts or None in requests or None in responses:
         raise ConfigError(f"{run.parts}: the client sidecars do not record their first "
                           "request and last response; run the pilot with this version")
-    summary = _json(run.output[1])
-    chunks = int(summary.get("chunks", 0))
-    kept = sum(p["output_stop"] - p["output_start"] for part in parts
-               for p in part.get("pieces", []) if "output_stop" in p)
+    first_request = min(r for r in requests if r is not None)
+    last_response = max(r for r in responses if r is not None)
+    summary = records.read(CampaignSummary, run.output[1])
+    chunks = summary.chunks
+    kept = sum(part.segment.kept_windows for part in parts)
     merge_node = nodes["merge"]
     merge_wall = unix_seconds(merge_node["ended"]) - unix_seconds(merge_node["started"])
-    own = float(summary["wall_seconds"])
+    own = summary.wall_seconds
     if chunks:
-        setup = float(summary.get("chunk_setup_seconds", 0.0))
-        walls = summary["chunk_wall_seconds"]["total"] - setup
-        merge_rate = float(summary["chunk_data_seconds"]) / walls if walls > 0 else 0.0
-        merge_seconds = unix_seconds(merge_node["ended"]) - max(responses)
+        setup = summary.chunk_setup_seconds
+        walls = (summary.chunk_wall_seconds.total if summary.chunk_wall_seconds else 0.0) - setup
+        merge_rate = summary.chunk_data_seconds / walls if walls > 0 else 0.0
+        merge_seconds = unix_seconds(merge_node["ended"]) - last_response
     else:  # the data it merged: the kept windows, not the gaps
         merged = kept * config.stride_seconds or config.data.duration
         merge_rate = merged / own if own else 0.0
@@ -145,8 +148,8 @@ def read_pilot(run: RunDir) -> PilotRun:
         run=run,
         config=config,
         run_seconds=last - first,
-        start_seconds=min(requests) - first,
-        streaming_seconds=max(responses) - min(requests),
+        start_seconds=first_request - first,
+        streaming_seconds=last_response - first_request,
         merge_seconds=merge_seconds,
         merge_rate=merge_rate,
         merge_setup_seconds=setup / chunks if chunks else 0.0,
@@ -154,10 +157,9 @@ def read_pilot(run: RunDir) -> PilotRun:
         chunks=chunks,
         job_start_seconds=max(0.0, merge_wall - own),
         final_seconds=final_seconds,
-        streamed_seconds=sum(float(p["gps_end"]) - float(p["gps_start"])
-                             for part in parts for p in part.get("pieces", [])),
+        streamed_seconds=sum(part.segment.streamed_seconds for part in parts),
         analysed_seconds=kept * config.stride_seconds,
-        tensor_bytes_sent=sum(int(part.get("tensor_bytes_sent", 0)) for part in parts),
+        tensor_bytes_sent=sum(part.tensor_bytes_sent for part in parts),
     )
 
 

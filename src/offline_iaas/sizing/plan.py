@@ -46,7 +46,6 @@ from offline_iaas.bench.targets import Spread
 from offline_iaas.bench.workloads import WORKLOAD_OF_MODE, workload, workload_of
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
-from offline_iaas.repository.pipeline import ensemble_outputs
 from offline_iaas.sizing.feasible import (
     least_chunk_seconds,
     longest_stretch_seconds,
@@ -314,7 +313,7 @@ def chunk_choices(config: CampaignConfig) -> list[float]:
     """``merge.chunk_seconds`` that ``plan`` considers: powers of two from 1024 s, multiples of
     the output frame files, none putting more chunks in the longest stretch than the index
     holds."""
-    frame = config.deepclean.frame_seconds if "noise" in ensemble_outputs(config) else 1.0
+    frame = config.deepclean.frame_seconds if "noise" in config.outputs.names else 1.0
     least = least_chunk_seconds(longest_stretch_seconds(config))
     powers = [2.0 ** k for k in range(10, 48) if 2.0 ** k >= least
               and abs(2.0 ** k / frame - round(2.0 ** k / frame)) < 1e-9]

@@ -65,8 +65,9 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 
+from offline_iaas import records
 from offline_iaas.config import load_config
-from offline_iaas.jobspec import ClientSegment, read_chunk_job, read_client_job
+from offline_iaas.records import ClientSegment, read_chunk_job, read_client_job
 from offline_iaas.rundir import RunDir
 from offline_iaas.sizing.pilot import PilotRun, check_same_stream
 from offline_iaas.sizing.replay import (
@@ -219,7 +220,7 @@ def segment_work_seconds(segments: Iterable[ClientSegment]) -> dict[str, float]:
     """Client node name to the data seconds it streams (warm-ups included).
 
     The segments of a run directory are ``[read_client_job(run, node) for node in clients]``
-    (``jobspec.py``).
+    (``records.py``).
     """
     return {seg.node: seg.streamed_seconds for seg in segments}
 
@@ -353,9 +354,9 @@ def simulate_run(run: RunDir, pilot: PilotRun, failures: FailureModel | None = N
     """
     config = load_config(run.config)
     check_same_stream(pilot, config)
-    info = run.read_run_info()
-    work = segment_work_seconds(read_client_job(run, node) for node in info["clients"])
-    chunks = list(info.get("chunks") or [])
+    info = records.read_run_info(run)
+    work = segment_work_seconds(read_client_job(run, node) for node in info.clients)
+    chunks = list(info.chunks)
     for node in chunks:
         work[node] = read_chunk_job(run, node).data_seconds
     per_server = pilot.streamed_seconds / pilot.streaming_seconds / pilot.servers

@@ -1,32 +1,32 @@
-"""Which nodes of a run directory's DAG are complete, and so are not run again."""
+"""Which nodes of a run directory's DAG are complete, and so are not run again, and why the
+others are not (``completeness.py``: one definition of a complete node)."""
 
 from __future__ import annotations
 
+from offline_iaas.completeness import NotDone, campaign_hashes, node_problem
 from offline_iaas.rundir import RunDir
-from offline_iaas.workflow.dag import Dag, DagNode
+from offline_iaas.workflow.dag import Dag
 
 
-def node_complete(run: RunDir, node: DagNode) -> bool:
-    """Whether a JOB node's output is already there (it is then not run again): the run
-    directory says so (``RunDir.node_complete``).
-    """
-    if node.kind != "JOB":
-        return False
-    return run.node_complete(node.name)
-
-
-def complete_nodes(run: RunDir, dag: Dag) -> set[str]:
-    """JOB nodes whose output is there and whose parents are all complete too.
-
-    A node below one that must run again runs again (its output was made from the old one),
-    as after deleting a part: the client and the merge run, nothing else.
-    """
-    complete = {n.name for n in dag.nodes.values() if node_complete(run, n)}
+def not_done(run: RunDir, dag: Dag) -> dict[str, NotDone]:
+    """Why each JOB node whose output is not there (or not this campaign's, or damaged) is not
+    done; complete nodes are absent. A node below one that is not done is not done either
+    (its output was made from the old one)."""
+    hashes = campaign_hashes(run)
+    why = {}
+    for node in dag.nodes.values():
+        if node.kind == "JOB":
+            problem = node_problem(run, node.name, hashes)
+            if problem is not None:
+                why[node.name] = problem
     changed = True
     while changed:
         changed = False
-        for name in list(complete):
-            if not dag.nodes[name].parents <= complete:
-                complete.discard(name)
+        for node in dag.nodes.values():
+            if node.kind != "JOB" or node.name in why:
+                continue
+            redone = sorted(p for p in node.parents if p in why)
+            if redone:
+                why[node.name] = NotDone(f"made from the old output of {', '.join(redone)}")
                 changed = True
-    return complete
+    return why

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from offline_iaas.errors import RunError
-from offline_iaas.jobspec import ClientSegment
+from offline_iaas.records import ClientSegment
 from offline_iaas.rundir import DAGMAN_STATUS_FILE, MERGE_NODE
 
 CLIENT_CATEGORY = "clients"
@@ -138,7 +138,7 @@ def dag_text(
     clients
         The client segments (JOB nodes, submit file ``client.sub``).
     retries
-        ``RETRY`` count of every client node.
+        ``RETRY`` count of every client node, chunk merge and the merge (or index) node.
     max_parallel_clients
         ``MAXJOBS`` of the client category; 0 means no limit.
     fatal_exit
@@ -163,7 +163,7 @@ def dag_text(
         raise ValueError(f"client segments name unknown servers: {', '.join(unknown)}")
     lines = [
         "# offline-iaas campaign DAG, written by `offline-iaas make-dag`.",
-        "#   on a cluster:   condor_submit_dag offline.dag",
+        "#   on a cluster:   condor_submit_dag -usedagdir <this directory>/offline.dag",
         "#   on this host:   offline-iaas run-local <this directory>",
         "# Written by hand rather than with htcondor2.dags: that module has no SERVICE nodes and",
         "# writes CATEGORY where MAXJOBS is meant.",
@@ -210,10 +210,11 @@ def dag_text(
             lines.append(f"PARENT {' '.join(parents)} CHILD {node}")
     lines += [
         "",
-        "# Merge: runs once every chunk merge is done, and writes their index." if chunks else
-        "# Merge: runs once every client is done.",
+        "# Merge: runs once every chunk merge is done, and writes their index (retried)."
+        if chunks else "# Merge: runs once every client is done (retried).",
         f"JOB {MERGE_NODE} merge.sub",
         f"VARS {MERGE_NODE} node={_quote_var(MERGE_NODE)}",
+        f"RETRY {MERGE_NODE} {retries}{unless}",
     ]
     if fatal_exit is not None:
         lines.append(f"ABORT-DAG-ON {MERGE_NODE} {fatal_exit} RETURN {ABORT_RETURN}")

@@ -255,8 +255,12 @@ def _copy(source: Path, target: Path) -> None:
         return
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    shutil.copy2(source, tmp)
-    os.replace(tmp, target)
+    try:
+        shutil.copy2(source, tmp)
+        os.replace(tmp, target)
+    except BaseException:  # a full disk: no half copy stays
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _transfer_target(entry: str, root: Path, preserve: bool) -> Path:

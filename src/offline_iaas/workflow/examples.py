@@ -1,8 +1,8 @@
 """The submit files a pool receives for the demo campaign at each cluster profile.
 
 ``submit/rendered/<profile>/<role>.sub`` holds, for the packaged demo campaign
-(``workflow/demo.toml``) with the site settings below, exactly what ``make-dag`` writes into a
-run directory at ``EXAMPLE_RUN``, so that a site admin reads what a pool receives without
+(``workflow/demo.toml``) with the site settings below, exactly what ``make-dag`` writes into any
+run directory (they name no path inside it), so that a site admin reads what a pool receives without
 running anything. Regenerate them with::
 
     make submit-examples        # python -m offline_iaas.workflow.examples submit/rendered
@@ -17,10 +17,8 @@ from importlib import resources
 from pathlib import Path
 
 from offline_iaas.config import load_config
-from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.profiles import ACCOUNTING_EXAMPLE, resolve_site, submit_texts
 
-EXAMPLE_RUN = RunDir("/home/albert.einstein/runs/demo")
 EXAMPLE_EXECUTABLE = Path("/cvmfs/software.igwn.org/conda/envs/offline-iaas/bin/offline-iaas")
 EXAMPLE_RUN_ID = "0123456789abcdef"
 _SERVER_IMAGE = "/cvmfs/singularity.opensciencegrid.org/igwn/offline-iaas-server:0.1"
@@ -50,7 +48,7 @@ def render_examples(out_dir: Path) -> list[Path]:
         config = load_config(demo, overrides)
         site = resolve_site(config)
         chunked = config.merge.chunk_seconds > 0
-        texts = submit_texts(config, site, EXAMPLE_RUN, EXAMPLE_EXECUTABLE, EXAMPLE_RUN_ID,
+        texts = submit_texts(config, site, EXAMPLE_EXECUTABLE, EXAMPLE_RUN_ID,
                              chunked=chunked)
         directory = out_dir / profile
         directory.mkdir(parents=True, exist_ok=True)

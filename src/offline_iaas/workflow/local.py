@@ -26,12 +26,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.errors import RunError
+from offline_iaas.errors import RunError, no_space
 from offline_iaas.rendezvous.job_ads import FAKE_ENV
 from offline_iaas.rundir import RunDir
-from offline_iaas.workflow.completion import complete_nodes
+from offline_iaas.workflow.completion import not_done
 from offline_iaas.workflow.dag import Dag, parse_dag
 from offline_iaas.workflow.emulation import node_command, stage_in, stage_out
+from offline_iaas.workflow.failures import ErrorPipe, node_error, run_failure
 from offline_iaas.workflow.processes import (
     NodeRun,
     Signals,
@@ -72,6 +73,10 @@ class _Executor:
         self.signals = signals
         self.aborted: tuple[str, int] | None = None
         """(node, exit code) of an ABORT-DAG-ON match."""
+        self.pipes: dict[int, ErrorPipe] = {}
+        """Each running process's error pipe, by PID (``workflow/failures.py``)."""
+        self.errors: dict[str, str] = {}
+        """Each node's last error line (its command's ``error:`` message)."""
 
     # -- bookkeeping
     def _rel(self, path: Path) -> str:
@@ -127,18 +132,37 @@ class _Executor:
         for path in (out, err):
             path.parent.mkdir(parents=True, exist_ok=True)
         with open(out, "ab") as stdout, open(err, "ab") as stderr:
+            pipe = ErrorPipe()
             try:
-                return subprocess.Popen(
+                proc = subprocess.Popen(
                     argv,
                     cwd=cwd,
                     stdin=subprocess.DEVNULL,
                     stdout=stdout,
                     stderr=stderr,
-                    env={**os.environ, **self.base_env, **env},
+                    env={**os.environ, **self.base_env, **env, **pipe.env()},
                     start_new_session=True,
+                    pass_fds=(pipe.write_fd,),
                 )
             except OSError as error:
+                pipe.close()
                 raise RunError(f"{run.node.name}: cannot start {argv[0]}: {error}") from None
+        pipe.started()
+        self.pipes[proc.pid] = pipe
+        return proc
+
+    def _error(self, run: NodeRun, proc: subprocess.Popen[bytes], log: Path,
+               failed: bool = True) -> str:
+        """The error line of a process that exited (``": <line>"``, or '' without one, or
+        when it did not fail); its pipe is closed."""
+        pipe = self.pipes.pop(proc.pid, None)
+        if not failed:
+            if pipe is not None:
+                pipe.close()
+            return ""
+        line = node_error(pipe, log)
+        self.errors[run.node.name] = line
+        return f": {line}" if line else ""
 
     def _begin_attempt(self, run: NodeRun) -> None:
         """Start a node attempt: its PRE script if it has one, else its job."""
@@ -185,7 +209,8 @@ class _Executor:
             shutil.rmtree(sandbox, ignore_errors=True)
             try:
                 stage_in(cmd.transfer, cmd.cwd, sandbox)
-            except RunError as err:
+            except (RunError, OSError) as err:
+                err = no_space(err, fallback=sandbox) or err
                 shutil.rmtree(sandbox, ignore_errors=True)
                 if run.is_service:
                     run.status = "exited"
@@ -228,8 +253,8 @@ class _Executor:
             if not transfer.on_success_only or code == transfer.success_exit_code:
                 try:
                     stage_out(transfer, sandbox, run.command.cwd, run.sandbox_before)
-                except RunError as err:
-                    problem = str(err)
+                except (RunError, OSError) as err:
+                    problem = str(no_space(err, fallback=run.command.cwd) or err)
             shutil.rmtree(sandbox, ignore_errors=True)
             run.sandbox = None
         return problem
@@ -317,7 +342,8 @@ class _Executor:
                     self.write_state()
                 continue
             if r.status == "prerun" and r.pre_proc is not None:
-                code = r.pre_proc.poll()
+                proc = r.pre_proc
+                code = proc.poll()
                 if code is None:
                     continue
                 r.pre_proc = None
@@ -335,8 +361,10 @@ class _Executor:
                     r.status, r.defer_until = "deferred", time.monotonic() + pre.defer_seconds
                     self.write_state()
                 else:
-                    log = self._rel(self.paths.logs / f"{r.node.name}.pre.log")
-                    self._attempt_failed(r, code, f"PRE script {describe_exit(code)} (see {log})")
+                    log_path = self.paths.logs / f"{r.node.name}.pre.log"
+                    line = self._error(r, proc, log_path)
+                    self._attempt_failed(r, code, f"PRE script {describe_exit(code)} (see "
+                                                  f"{self._rel(log_path)}){line}")
                 continue
             if r.status != "running" or r.proc is None:
                 continue
@@ -345,13 +373,14 @@ class _Executor:
                 continue
             problem = self._reaped(r, code)
             name, elapsed = r.node.name, time.monotonic() - r.clock
+            line = self._error(r, r.proc, r.command.stderr, failed=code != 0)
             if code == 0 and problem is None:
                 r.status = "done"
                 r.close_attempt("done")
                 logger.info(f"{name}: done in {elapsed:.1f} s")
                 self.write_state()
                 continue
-            why = f"{describe_exit(code)} (see {self._rel(r.command.stderr)})"
+            why = f"{describe_exit(code)} (see {self._rel(r.command.stderr)}){line}"
             if problem is not None:
                 why = problem if code == 0 else f"{why}; {problem}"
             self._attempt_failed(r, code if problem is None else None, why)
@@ -366,7 +395,8 @@ class _Executor:
                 continue
             self._reaped(r, code)
             r.close_attempt("exited")
-            why = f"{describe_exit(code)} (see {self._rel(r.command.stderr)})"
+            line = self._error(r, r.proc, r.command.stderr, failed=code != 0)
+            why = f"{describe_exit(code)} (see {self._rel(r.command.stderr)}){line}"
             if jobs_left and code != 0 and r.attempts <= r.command.max_retries:
                 logger.warning(
                     f"{r.node.name}: exited with {why} while nodes still run, restarting"
@@ -447,6 +477,9 @@ class _Executor:
             for proc in (r.proc, r.pre_proc):
                 if proc is not None and group_members(proc.pid):
                     signal_group(proc.pid, signal.SIGKILL)
+        for pipe in self.pipes.values():
+            pipe.close()
+        self.pipes.clear()
         try:
             self.paths.scratch.rmdir()  # only if every node's scratch was cleaned
         except OSError:
@@ -457,23 +490,8 @@ class _Executor:
         failed = [r for r in self._jobs() if r.status == "failed"]
         if not failed and self.aborted is None:
             return None
-        parts = []
-        for r in failed:
-            why = describe_exit(r.exit_code) if r.exit_code is not None else "stopped"
-            tries = f"{r.attempts} attempt{'s' if r.attempts != 1 else ''}"
-            files = f"{self._rel(r.command.stderr)}, {self._rel(r.command.stdout)}"
-            parts.append(f"{r.node.name} ({why} after {tries}; see {files})")
         not_run = [r.node.name for r in self._jobs() if r.status in ("not-run", "removed")]
-        if self.aborted is not None:
-            node, code = self.aborted
-            message = f"{self.paths.path}: DAG aborted: {node} exited with {code} (ABORT-DAG-ON); "
-        else:
-            message = f"{self.paths.path}: "
-        count = len(failed)
-        message += f"{count} node{'s' if count != 1 else ''} failed: " + "; ".join(parts)
-        if not_run:
-            message += f"; not run: {', '.join(not_run)}"
-        return RunError(message)
+        return run_failure(self.paths, failed, self.errors, not_run, self.aborted)
 
 
 @contextmanager
@@ -535,16 +553,19 @@ def run_local(
         runs[node.name] = NodeRun(node=node, command=command, ordinal=ordinal)
 
     jobs = [r for r in runs.values() if r.node.kind == "JOB"]
-    complete = complete_nodes(run, dag)
+    redo = not_done(run, dag)  # completeness.py: record, hash, size, checksum, place
     for r in jobs:
-        if r.node.name in complete:
+        if r.node.name not in redo:
             r.status = "complete"
     if all(r.status == "complete" for r in jobs):
         logger.info(f"nothing to do: every node of {run.path} is complete")
         return
     for r in jobs:
-        if r.status == "complete":
+        problem = redo.get(r.node.name)
+        if problem is None:
             logger.info(f"{r.node.name}: complete, not run again")
+        elif problem.written:  # something of it is there: say why it is redone
+            logger.info(f"{r.node.name}: runs again: {problem}")
 
     with _locked(run):
         signals = Signals()
@@ -563,6 +584,9 @@ def run_local(
                 executor.stop_all()
             finally:
                 signals.restore()
+        for r in (r for r in runs.values() if r.is_service and r.attempts > 1):  # say why
+            logger.warning(f"{r.node.name}: restarted {r.attempts - 1} time(s); "
+                           f"offline-iaas status {run.path} says why")
         if signals.pending is not None:
             raise signals.pending
         error = executor.failure()

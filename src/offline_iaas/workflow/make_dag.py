@@ -11,7 +11,6 @@ without a shared filesystem, the model repository as a tarball.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import secrets
@@ -20,20 +19,33 @@ import sys
 import tarfile
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from offline_iaas import records
 from offline_iaas.atomic import write_text_atomic
+from offline_iaas.completeness import Hashes, is_of_chunk
 from offline_iaas.config import CampaignConfig, write_config
 from offline_iaas.errors import ConfigError, ModelError, RunError
-from offline_iaas.jobspec import ClientSegment, MergeChunk, write_chunk_job, write_client_job
-from offline_iaas.merge.tree import chunk_merges, chunk_record_matches
+from offline_iaas.merge.tree import chunk_merges
+from offline_iaas.records import (
+    ChunkSummary,
+    ClientSegment,
+    MergeChunk,
+    RunInfo,
+    ServedModel,
+    write_chunk_job,
+    write_client_job,
+)
 from offline_iaas.rendezvous.access import write_token
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.repository.export import check_repository, model_record, read_manifest
-from offline_iaas.rundir import RunDir, read_json
+from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_segments, make_stretches, server_name, stretches_of
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.profiles import resolve_site, submit_texts
+
+if TYPE_CHECKING:
+    from offline_iaas.data.preflight import InjectionCheck
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +63,11 @@ def _forget_other_chunk(run: RunDir, node: str, chunk: MergeChunk | None) -> boo
     ``chunk`` (``merge.chunk_seconds`` changed; None: the chunk is gone), so that it and the
     index run again: a chunk's completion is its own record."""
     h5_path, json_path = run.chunk_output(node)
-    if chunk is not None and chunk_record_matches(read_json(json_path), chunk):
+    try:
+        summary = records.read_optional(ChunkSummary, json_path)
+    except RunError:  # damaged: redone
+        summary = None
+    if chunk is not None and summary is not None and is_of_chunk(summary, chunk):
         return False
     existed = json_path.exists() or h5_path.exists()
     json_path.unlink(missing_ok=True)
@@ -83,10 +99,6 @@ def _check_path(path: Path, what: str) -> None:
         )
 
 
-def _write_json(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
-
-
 def _write_tarball(repository: Path, path: Path) -> None:
     """Pack the model repository as ``model-repository/...`` (atomically)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
@@ -99,43 +111,53 @@ def _write_tarball(repository: Path, path: Path) -> None:
         raise
 
 
-def _previous_run(run: RunDir, config_hash: str) -> dict[str, Any] | None:
+def _previous_run(run: RunDir, hashes: Hashes) -> RunInfo | None:
     """The run record of an earlier make-dag in the run directory, if any; refuses another
-    campaign's."""
+    campaign's (another stream hash: its parts would all be redone). A campaign that differs
+    in merge-only settings (``config.MERGE_ONLY``) is the same: its parts are kept and its
+    merge nodes are redone."""
     if not run.dag.exists():
         return None
     try:
-        previous = json.loads(run.run_info.read_text())
-        old_hash = previous["config_hash"]
-    except (OSError, ValueError, KeyError, TypeError):
+        previous = records.read_run_info(run)
+    except RunError as err:
         raise RunError(
-            f"{run.path} already holds an offline.dag but no readable "
-            f"{run.run_info.name}, so its campaign is unknown; choose another run "
-            "directory"
+            f"{run.path} already holds an offline.dag but no readable {run.run_info.name}, so "
+            f"its campaign is unknown ({err}); choose another run directory"
         ) from None
-    if old_hash != config_hash:
+    if not hashes.is_stream(previous.stream_hash):
         raise RunError(
-            f"{run.path} already holds the DAG of another campaign (config hash {old_hash}, "
-            f"this one is {config_hash}); choose another run directory"
+            f"{run.path} already holds the DAG of another campaign (stream hash "
+            f"{previous.stream_hash}, this one is {hashes.stream}); choose another run directory"
         )
     return previous
 
 
-def _model_record(config: CampaignConfig) -> dict[str, Any]:
-    """The served model as the products' provenance records it (empty without a manifest)."""
+def _model_record(config: CampaignConfig) -> ServedModel | None:
+    """The served model as the products' provenance records it (None without a manifest)."""
     try:
         manifest = read_manifest(config.model.repository)
     except (ModelError, OSError):
-        return {}
+        return None
     return model_record(config.model.repository, manifest)
 
 
-def _training_spans(config: CampaignConfig) -> dict[str, list[float]]:
+def training_spans(config: CampaignConfig) -> dict[str, tuple[float, float]]:
     """The training spans the repository's manifest records (none when it has no manifest)."""
     try:
-        return read_manifest(config.model.repository).get("training", {})
+        return dict(read_manifest(config.model.repository).training)
     except ModelError:
         return {}
+
+
+def log_injection_check(found: InjectionCheck | None, prefix: str) -> None:
+    """The lines and warnings of ``preflight.check_injections`` (None: nothing to say)."""
+    if found is None:
+        return
+    for line in found.lines():
+        logger.info(f"{prefix}: {line}")
+    for line in found.warnings():
+        logger.warning(f"{prefix}: {line}")
 
 
 def make_dag(
@@ -175,33 +197,40 @@ def make_dag(
         is checked or written.
     DataError
         From the data check, before anything is written.
+    ConfigError, DataError
+        From the injection list's check (``preflight.check_injections``: missing, unreadable,
+        lacking a column), before anything is written.
     ModelError
         From the repository check (``export.check_repository``), before anything is
         written: every mismatch, one line each.
     RunError
         If the directory holds another campaign, or a path cannot be written into a submit file.
     """
-    from offline_iaas.data.preflight import preflight
+    from offline_iaas.data.preflight import check_injections, preflight
 
     site = resolve_site(config)
 
     # Holes inside science segments end streams rather than the campaign (`check` is stricter).
     span = preflight(config, allow_holes_in_science=True, open_files=check_files,
                      allow_bad_files=True)
-    if check_files:  # the servers would refuse it: say so now, not after every client waited
+    if check_files:
+        # the merge would refuse the injection list after every client streamed, and the
+        # servers the repository after every client waited: say so now
+        log_injection_check(check_injections(
+            config, span.stretches, training_spans(config).get("bbhnet")), "make-dag")
         check_repository(config, load_graphs=True)
     stretches = make_stretches(config, span.stretches)
 
     run = run.absolute()
-    config_hash = config.config_hash()
+    hashes = Hashes.of(config)
     executable = console_script()
     _check_path(run.path, "run directory")
     _check_path(executable, "console script")
-    previous = _previous_run(run, config_hash)
+    previous = _previous_run(run, hashes)
 
     clients_count = config.layout.servers * config.layout.clients_per_server
     if sequence_base is None and previous is not None:
-        sequence_base = previous.get("sequence_base")
+        sequence_base = previous.sequence_base
     if sequence_base is None:
         sequence_base = secrets.randbelow(_SEQUENCE_BLOCKS) * SEQUENCE_BLOCK
     if not isinstance(sequence_base, int) or isinstance(sequence_base, bool) or sequence_base < 0:
@@ -218,12 +247,6 @@ def make_dag(
     run.create()
     write_token(run)  # kept when the directory is rewritten: running servers keep theirs
 
-    common = {
-        "config": run.config.name,
-        "repository": str(config.model.repository),
-        "model": config.model.name,
-        "config_hash": config_hash,
-    }
     current = {f"{node}.json" for node in [s.node for s in segments] + [c.node for c in chunks]}
     for stale in run.jobs.glob("*.json"):
         if stale.name not in current:
@@ -233,17 +256,15 @@ def make_dag(
         if stale.name not in current:  # a chunk of another chunking: its merge is redone
             forgotten |= _forget_other_chunk(run, stale.stem, None)
     for seg in segments:
-        write_client_job(run, seg, {"run_dir": str(run.path), **common})
+        write_client_job(run, seg)
     for chunk in chunks:
         forgotten |= _forget_other_chunk(run, chunk.node, chunk)
-        write_chunk_job(run, chunk, config_hash)
+        write_chunk_job(run, chunk)
     if forgotten:  # and the index over the chunks
         run.output[1].unlink(missing_ok=True)
 
-    run_id = previous.get("run_id") if previous is not None else None
-    if not isinstance(run_id, str) or not run_id:
-        run_id = secrets.token_hex(8)
-    texts = submit_texts(config, site, run, executable, run_id, chunked=bool(chunks))
+    run_id = previous.run_id if previous is not None else secrets.token_hex(8)
+    texts = submit_texts(config, site, executable, run_id, chunked=bool(chunks))
     for role, text in texts.items():
         write_text_atomic(run.submit(role), text)
     if not chunks:
@@ -264,28 +285,26 @@ def make_dag(
         tmp.unlink(missing_ok=True)
         raise
 
-    _write_json(
-        run.run_info,
-        {
-            "run_id": run_id,
-            "config_hash": config_hash,
-            "sequence_base": sequence_base,
-            "servers": servers,
-            "clients": [seg.node for seg in segments],
-            "chunks": [chunk.node for chunk in chunks],
-            "created": datetime.now().astimezone().isoformat(timespec="seconds"),
-            # the networks' training data, which the merge's physics numbers leave out
-            "training": _training_spans(config),
-            # what the products' provenance names (graph versions and SHA-256)
-            "model": _model_record(config),
-            # frame files left out as gaps (data.on_bad_file = "gap"; the parts add theirs)
-            "bad_frame_files": span.bad_files,
-        },
-    )
+    records.write(records.build(RunInfo, {
+        "run_id": run_id,
+        "stream_hash": hashes.stream,
+        "merge_hash": hashes.merge,
+        "sequence_base": sequence_base,
+        "servers": servers,
+        "clients": [seg.node for seg in segments],
+        "chunks": [chunk.node for chunk in chunks],
+        "created": datetime.now().astimezone().isoformat(timespec="seconds"),
+        # the networks' training data, which the merge's physics numbers leave out
+        "training": training_spans(config),
+        # what the products' provenance names (graph versions and SHA-256)
+        "model": _model_record(config),
+        # frame files left out as gaps (data.on_bad_file = "gap"; the parts add theirs)
+        "bad_frame_files": span.bad_files,
+    }), run.run_info)
     # Last, so that a directory with an offline.dag always has the rest of its files.
     pre = None
     if site.rendezvous == "jobad":
-        args = ("prescript", "--run-dir", str(run.path), "--node", "$JOB")
+        args = ("prescript", "--run-dir", ".", "--node", "$JOB")  # DAGMan runs it in RUN
         pre = Script(str(executable), args, DEFER_EXIT, DEFER_SECONDS)
     text = dag_text(
         servers,

@@ -216,7 +216,7 @@ def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
         return []
     if not site.transfer:
         return [("should_transfer_files", "NO")]
-    run = RunDir("")  # paths relative to the run directory, the jobs' initialdir
+    run = RunDir("")  # paths relative to the run directory, where the jobs start
     inputs = ", ".join(str(p) for p in {
         "server": [run.config, run.run_info, run.token, run.repository_tarball],
         # every published address, so that a client can fail over to another server
@@ -266,24 +266,22 @@ def _credentials(config: CampaignConfig, site: Site, role: str) -> list[tuple[st
     ]
 
 
-def _arguments(role: str, site: Site, run: RunDir) -> str:
-    where = "." if site.transfer else str(run.path)
+def _arguments(role: str, site: Site) -> str:
+    """A role's arguments; ``.`` is the run directory, where every job starts (no
+    ``initialdir``: the directory DAGMan submits from) or, with file transfer, its sandbox."""
     if role == "server":
         extra = f" --repository {REPOSITORY_TARBALL} --rendezvous jobad" if site.transfer else ""
-        return f"serve --run-dir {where} --node $(node){extra}"
+        return f"serve --run-dir . --node $(node){extra}"
     if role == "client":
-        return f"client --run-dir {where} --node $(node)"
+        return "client --run-dir . --node $(node)"
     if role == "chunk":
-        return f"merge-chunk --run-dir {where} --node $(node)"
-    if role == "index":
-        return f"merge --run-dir {run.path}"
-    return f"merge --run-dir {where}"
+        return "merge-chunk --run-dir . --node $(node)"
+    return "merge --run-dir ."
 
 
 def submit_texts(
     config: CampaignConfig,
     site: Site,
-    run: RunDir,
     host_executable: Path,
     run_id: str,
     chunked: bool = False,
@@ -294,8 +292,6 @@ def submit_texts(
     ----------
     config, site
         The campaign and its resolved site profile.
-    run
-        The run directory, absolute (``initialdir`` of every job).
     host_executable
         The offline-iaas console script on the access point (and on the workers, when they
         share its filesystem or software area).
@@ -341,8 +337,7 @@ def submit_texts(
         values = {
             "UNIVERSE": universe,
             "EXECUTABLE": executable if role != "final" else str(host_executable),
-            "ARGUMENTS": _arguments(role, site, run) if role != "final" else "",
-            "RUN_DIR": str(run.path),
+            "ARGUMENTS": _arguments(role, site) if role != "final" else "",
             "SERVER_RETRIES": str(config.workflow.retries),
             "SITE": "\n".join(lines),
         }

@@ -2,7 +2,8 @@
 
 Node states come from whichever was written last: DAGMan's node status file
 (``offline.status``, ClassAds, ``NODE_STATUS_FILE``) or run-local's ``local-state.json``.
-Data seconds done count the complete parts (``parts/<client>.json``); the ETA extrapolates
+Data seconds done count what the complete parts (``parts/<client>.json``) analysed, the gaps
+of bad frame files left out (and counted as lost); the ETA extrapolates
 the rate since the run started (the first node start run-local recorded, else the oldest
 file in ``logs/``, which condor_submit creates when DAGMan submits the first job).
 """
@@ -16,12 +17,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from offline_iaas import records
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
-from offline_iaas.jobspec import ClientSegment
-from offline_iaas.rundir import RunDir, read_json
-from offline_iaas.workflow.completion import node_complete
+from offline_iaas.records import ClientJob, ClientSegment, PartRecord, R
+from offline_iaas.rundir import MERGE_NODE, RunDir, read_json
+from offline_iaas.serve.crashes import crash_lines
+from offline_iaas.workflow.completion import not_done
 from offline_iaas.workflow.dag import parse_dag
+from offline_iaas.workflow.failures import last_error
 
 # DAGMan NodeStatus values (node status file) -> our states.
 _DAGMAN_STATES = {0: "waiting", 1: "waiting", 2: "waiting", 3: "running", 4: "running",
@@ -57,53 +61,72 @@ class RunStatus:
     """Where the node states came from."""
     nodes: list[NodeState] = field(default_factory=list)
     data_seconds_done: float = 0.0
+    """Data seconds analysed by the complete parts (in gaps of bad frame files: not)."""
     data_seconds_total: float = 0.0
+    """Data seconds to analyse: the planned ones less ``data_seconds_lost``."""
+    data_seconds_lost: float = 0.0
+    """Planned data seconds in the gaps of the bad frame files known so far."""
+    bad_frame_files: int = 0
     elapsed_seconds: float | None = None
     eta_seconds: float | None = None
     output_complete: bool = False
+    server_crashes: list[str] = field(default_factory=list)
+    """Server processes that died by a signal, and server restarts (``serve/crashes.py``)."""
 
     def count(self, state: str) -> int:
         return sum(1 for n in self.nodes if n.state == state and n.kind != "SERVICE")
 
 
-def _kept_windows(spec: Any) -> int | None:
-    """Output windows of a client's job spec (None when it is not one)."""
-    try:
-        return ClientSegment.from_dict(spec).kept_windows
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-
-
-def _data_seconds(run: RunDir, specs: dict[str, Any],
-                  complete: set[str]) -> tuple[float, float]:
-    """(done, total) data seconds of output over the client nodes (``specs``: their job
-    specs; ``complete``: the nodes whose output is there)."""
+def _data_seconds(run: RunDir, specs: dict[str, ClientSegment | None],
+                  complete: set[str]) -> tuple[float, float, float, int]:
+    """(done, total, lost, bad files) over the client nodes (``specs``: their job specs, None
+    where unreadable; ``complete``: the nodes whose output is there), in data seconds
+    analysed: a part's kept windows less those in the gaps of the bad frame files known so far
+    (make-dag's and the complete parts'), which are ``lost`` (the merge stages the same
+    windows)."""
     from offline_iaas.config import load_config
+    from offline_iaas.merge.stitch import analysed_windows, bad_files, campaign_stretches
 
     config = load_config(run.config)
     stride = config.stride_seconds
     clients = list(specs)
-    windows = {node: _kept_windows(spec) for node, spec in specs.items()}
-    complete = complete & set(clients)
-    if clients and all(w is not None for w in windows.values()):
-        total = sum(windows.values()) * stride  # type: ignore[arg-type]
-        done = sum(windows[n] for n in complete) * stride  # type: ignore[misc]
-        return done, total
-    total = config.data.duration  # unknown spec layout: count clients as equal shares
-    return (total * len(complete) / len(clients) if clients else 0.0), total
+    segments = [spec for spec in specs.values() if spec is not None]
+    if not clients or len(segments) < len(clients):  # unreadable specs: clients as equal shares
+        total = config.data.duration
+        return (total * len(complete & set(clients)) / len(clients) if clients else 0.0,
+                total, 0.0, 0)
+    try:
+        bad = bad_files(run, segments)
+    except RunError:  # no run record: no bad file known
+        bad = []
+    windows = analysed_windows(config, segments, campaign_stretches(config, segments, bad))
+    planned = sum(seg.kept_windows for seg in segments)
+    total = sum(windows.values())
+    done = sum(windows[node] for node in complete & set(clients))
+    return done * stride, total * stride, (planned - total) * stride, len(bad)
 
 
-def _note_server(node: NodeState, spec: Any, sidecar: Any) -> None:
+def _note_server(node: NodeState, spec: ClientSegment | None,
+                 sidecar: PartRecord | None) -> None:
     """A client's server (its spec's, or the last its sidecar names), and a move (failover or
     rebalance) said in its detail."""
-    own = spec.get("server", "") if isinstance(spec, dict) else ""
-    servers = sidecar.get("servers") if isinstance(sidecar, dict) else None
-    node.server = str(own)
-    if isinstance(servers, list) and servers:
-        node.server = str(servers[-1])
+    own = spec.server if spec is not None else ""
+    servers = list(sidecar.servers) if sidecar is not None else []
+    node.server = own
+    if servers:
+        node.server = servers[-1]
         if servers != [own]:
             moved = f"on {node.server} (moved from {own})"
             node.detail = f"{node.detail}; {moved}" if node.detail else moved
+
+
+def _readable(kind: type[R], path: Path) -> R | None:
+    """A record, or None when it is missing or not valid (``status`` shows what is there; why
+    a node is not done is ``completion.not_done``'s)."""
+    try:
+        return records.read_optional(kind, path)
+    except RunError:
+        return None
 
 
 def _parse_time(text: Any) -> float | None:
@@ -111,21 +134,6 @@ def _parse_time(text: Any) -> float | None:
         return datetime.fromisoformat(str(text)).timestamp()
     except ValueError:
         return None
-
-
-def last_error(path: Path) -> str:
-    """The last error line (``offline-iaas <command>: error: ...``) of a node's ``.err``
-    log, without the prefix; '' when there is none."""
-    try:
-        with open(path, "rb") as f:  # the end of the log is enough
-            f.seek(max(0, f.seek(0, 2) - 65536))
-            lines = f.read().decode(errors="replace").splitlines()
-    except OSError:
-        return ""
-    for line in reversed(lines):
-        if ": error: " in line and line.startswith("offline-iaas "):
-            return line.split(": error: ", 1)[1].strip()
-    return ""
 
 
 def _local_states(state: dict[str, Any]) -> dict[str, NodeState]:
@@ -207,15 +215,22 @@ def read_status(run: RunDir) -> RunStatus:
         states, source = {}, "files only (not started)"
 
     status = RunStatus(run_dir=str(run.path), source=source)
-    complete = {n.name for n in dag.nodes.values() if node_complete(run, n)}
+    problems = not_done(run, dag)
+    complete = {n.name for n in dag.nodes.values() if n.kind == "JOB" and n.name not in problems}
     for node in dag.nodes.values():
         found = states.get(node.name)
         if found is None:
             found = NodeState(node.name, node.kind,
                               "done" if node.name in complete else "waiting")
         found.kind = node.kind
+        problem = problems.get(node.name)
         if found.state in ("waiting", "not run") and node.name in complete:
             found.state = "done"  # its output is there (a resubmission will skip it)
+        elif found.state == "done" and problem is not None:
+            found.state = "waiting"  # done once, but its output is gone, damaged or stale
+            found.detail = problem.reason
+        elif found.state in ("waiting", "not run") and problem is not None and problem.written:
+            found.detail = f"{found.detail}; {problem}" if found.detail else problem.reason
         if found.state == "failed":
             why = last_error(run.logs / f"{node.name}.err")
             found.detail = f"{found.detail}: {why}" if found.detail and why else \
@@ -223,15 +238,19 @@ def read_status(run: RunDir) -> RunStatus:
         status.nodes.append(found)
 
     # each client's job spec and part sidecar, read once
-    clients = {n.name: (read_json(run.job(n.name)), read_json(run.part(n.name)[1]))
+    clients = {n.name: (_readable(ClientJob, run.job(n.name)),
+                        _readable(PartRecord, run.part(n.name)[1]))
                for n in dag.nodes.values() if n.kind == "JOB" and n.submit == "client.sub"}
+    specs = {name: job.segment if job is not None else None
+             for name, (job, _) in clients.items()}
     for node in status.nodes:
         if node.name in clients:
-            _note_server(node, *clients[node.name])
-    specs = {name: spec for name, (spec, _) in clients.items()}
-    status.data_seconds_done, status.data_seconds_total = _data_seconds(run, specs, complete)
-    merge = dag.nodes.get("merge")
-    status.output_complete = merge is not None and node_complete(run, merge)
+            _note_server(node, specs[node.name], clients[node.name][1])
+    (status.data_seconds_done, status.data_seconds_total, status.data_seconds_lost,
+     status.bad_frame_files) = _data_seconds(run, specs, complete)
+    status.server_crashes = crash_lines(run, [n.name for n in dag.nodes.values()
+                                              if n.kind == "SERVICE"])
+    status.output_complete = MERGE_NODE in dag.nodes and MERGE_NODE in complete
     started = _started(run, local if not use_dagman else None)
     finished = not any(n.state in ("waiting", "running") for n in status.nodes
                        if n.kind == "JOB")
@@ -283,6 +302,9 @@ def status_lines(status: RunStatus) -> list[str]:
             f"{n.server.ljust(column)}  {n.detail}".rstrip()
         )
     lines += balance_lines(status)
+    if status.server_crashes:
+        lines.append("server crashes and restarts:")
+        lines += [f"  {line}" for line in status.server_crashes]
     jobs = [n for n in status.nodes if n.kind != "SERVICE"]
     counts = ", ".join(
         f"{status.count(s)} {s}" for s in ("done", "running", "waiting", "failed", "not run")
@@ -291,7 +313,9 @@ def status_lines(status: RunStatus) -> list[str]:
     lines.append(f"nodes: {len(jobs)} ({counts})")
     total, done = status.data_seconds_total, status.data_seconds_done
     share = 100 * done / total if total else 0.0
-    lines.append(f"data seconds done: {done:.1f} of {total:.1f} ({share:.0f}%)")
+    lost = (f"; {status.data_seconds_lost:.1f} s lost to {status.bad_frame_files} bad frame "
+            "file(s)" if status.data_seconds_lost > 0 else "")
+    lines.append(f"data seconds done: {done:.1f} of {total:.1f} ({share:.0f}%){lost}")
     lines.append(f"elapsed: {_duration(status.elapsed_seconds)}")
     if status.output_complete:
         lines.append("output: output/campaign.h5 (complete)")

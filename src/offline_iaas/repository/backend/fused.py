@@ -19,11 +19,14 @@ follows the network). Requests with ``CORRID = 0`` fill idle batch slots; they g
 State is freed on END, and a sequence without a request for ``idle_seconds`` (a client that
 went away) is dropped by a sweep every few seconds: Triton does not tell a python model when
 it evicts an idle sequence. The number of sequences held is Triton's custom metric
-``offline_iaas_live_sequences`` (one gauge per instance, on the server's metrics port).
+``offline_iaas_live_sequences`` (one gauge per instance, on the server's metrics port); the
+gauge and its family are released in ``finalize``. A fatal signal in the stub prints its
+Python stacks to tritonserver's log (``faulthandler``).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import importlib.util
 import json
 import os
@@ -49,6 +52,9 @@ class TritonPythonModel:
     def initialize(self, args: dict) -> None:
         import triton_python_backend_utils as pb_utils
 
+        # a fatal signal in the stub prints its stacks to tritonserver's log (else it dies
+        # silently: Triton does not report a stub that dies while it unloads the model)
+        faulthandler.enable()
         self.pb = pb_utils
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config["parameters"].items()}
@@ -95,6 +101,12 @@ class TritonPythonModel:
     def finalize(self) -> None:
         self.stopped.set()
         self.sweeper.join(timeout=10)
+        # Release the gauge and its family now, while the stub can still reach Triton: left to
+        # the stub's own teardown, the family's destructor segfaults it at every server stop
+        # (triton-inference-server/python_backend pull request 429).
+        with self.lock:
+            self.live = None
+            self.live_family = None
 
     def _zeros(self, n_samples: int) -> dict:
         n = n_samples // self.stride_samples

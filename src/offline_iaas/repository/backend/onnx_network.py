@@ -8,6 +8,7 @@ axis too. The graph's input and output names are the Triton tensor names.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 
@@ -21,6 +22,7 @@ class TritonPythonModel:
         import onnxruntime
         import triton_python_backend_utils as pb_utils
 
+        faulthandler.enable()  # a fatal signal prints the stub's stacks to the server log
         self.pb = pb_utils
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}

@@ -11,7 +11,8 @@ on numpy only (``triton_python_backend_utils`` exists only in the server's pytho
     kernel]``: the window after each stride of new samples.
 ``timeslide`` (fused model only)
     BBHnet's background: ``[n, 2, kernel]`` windows in, ``[n * shifts]`` statistics out, the
-    second detector slid against the first (``TimeSlides``, which runs the network it names).
+    second detector slid against the first (``TimeSlides``, which runs the network it names);
+    NaN where a slide's second window lies in the stream's warm-up.
 ``whiten`` (fused model only)
     BBHnet's rolling whitening: ``[2, n * stride]`` in, ``[n, 2, kernel - crop]`` windows out,
     each whitened with the PSD of the data before it (``RollingWhitening``).
@@ -32,6 +33,7 @@ stream's window ``2 (m - 1)`` on — the campaign's ``warmup_windows`` in the De
 
 from __future__ import annotations
 
+import faulthandler
 import time
 
 import numpy as np
@@ -84,21 +86,29 @@ class TimeSlides:
     earlier window of the same stream, whitened or not). The state is the second detector's
     last ``shifts * shift_windows`` windows, so the client sends each sample once whatever the
     number of slides. Slid pairs are formed and run ``CHUNK_WINDOWS`` at a time (a request's
-    ``n * shifts`` windows would not fit in the caches), and a slide that would reach back
-    before the stream's first window is not run: it is 0, inside the warm-up every stream
-    discards.
+    ``n * shifts`` windows would not fit in the caches).
+
+    A slide is formed only where its second window is a real window of the stream (index
+    ``>= warmup_windows``, the rows a stream discards while its state fills); elsewhere it is
+    NaN, and the network does not run. From a stretch's start that is the campaign's
+    definition (both windows kept windows of the stretch); a stream begun inside a stretch
+    carries the longest slide's history before its first kept window, so all its kept
+    windows' slides are formed.
 
     Parameters
     ----------
     shift_windows, shifts
         The step ``Δ`` between slides (windows) and their number ``N``.
+    warmup_windows
+        Rows at the start of a stream that are not real windows.
     """
 
     CHUNK_WINDOWS = 256
 
-    def __init__(self, shift_windows: int, shifts: int) -> None:
+    def __init__(self, shift_windows: int, shifts: int, warmup_windows: int) -> None:
         self.lags = shift_windows * np.arange(1, shifts + 1)
         self.history = shift_windows * shifts
+        self.warmup_windows = warmup_windows
         self.past: np.ndarray | None = None
         """The second detector's latest ``history`` windows (zeros before the first)."""
         self.streamed = 0
@@ -106,7 +116,8 @@ class TimeSlides:
 
     def update(self, windows: np.ndarray, network) -> np.ndarray:
         """Add ``windows`` [n, 2, K]; return ``network`` (``[m, 2, K]`` → ``[m]``) on every
-        window's slides, ``[n * shifts]``: the slides of window 0, then of window 1, ..."""
+        window's slides, ``[n * shifts]``: the slides of window 0, then of window 1, ...
+        (NaN where a slide is not formed)."""
         n, shifts = len(windows), len(self.lags)
         if windows.ndim != 3 or windows.shape[1] != 2:
             raise ValueError(f"time slides take [n, 2, kernel] windows, got "
@@ -114,11 +125,12 @@ class TimeSlides:
         if self.past is None:
             self.past = np.zeros((self.history, windows.shape[2]), np.float32)
         second = np.concatenate([self.past, windows[:, 1]])
-        # pair (j, k) at row j * shifts + k - 1; its second window is second[history + j - lag]
+        # pair (j, k) at row j * shifts + k - 1; its second window is second[history + j - lag],
+        # window streamed + j - lag of the stream
         j = np.repeat(np.arange(n), shifts)
         slid = self.history + j - np.tile(self.lags, n)
-        runs = np.flatnonzero(slid - self.history + self.streamed >= 0)
-        out = np.zeros(n * shifts, np.float32)
+        runs = np.flatnonzero(slid - self.history + self.streamed >= self.warmup_windows)
+        out = np.full(n * shifts, np.nan, np.float32)
         pairs = np.empty((self.CHUNK_WINDOWS, 2, windows.shape[2]), np.float32)
         for first in range(0, len(runs), self.CHUNK_WINDOWS):
             rows = runs[first : first + self.CHUNK_WINDOWS]
@@ -401,6 +413,7 @@ class TritonPythonModel:
 
         import triton_python_backend_utils as pb_utils
 
+        faulthandler.enable()  # a fatal signal prints the stub's stacks to the server log
         self.pb = pb_utils
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config["parameters"].items()}

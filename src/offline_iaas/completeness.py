@@ -1,0 +1,256 @@
+"""One definition of a complete node, used by ``run-local``, the merge, ``status`` and
+``report``.
+
+A node is complete when its record (``records.py``) says so, for this campaign, and its data
+file is the one the record describes:
+
+* a client: its sidecar ``parts/<client>.json`` says complete, under the campaign's
+  ``stream_hash``, for the windows of its job spec; ``parts/<client>.h5`` exists with the size
+  and SHA-256 the sidecar records;
+* a chunk merge: its summary ``output/chunks/<chunk>.json`` says complete, under the
+  campaign's ``merge_hash``, for its job spec's interval and parents; its file has the
+  recorded size and SHA-256;
+* the merge (single, or the index): ``output/campaign.json`` says complete under the
+  campaign's ``merge_hash``; ``output/campaign.h5`` has the recorded size and SHA-256.
+
+The size is always checked. The checksum, a full read of the file, is checked when asked
+(``verify``: the merge, before it uses a part) and otherwise only when the data file was
+modified after its record was written (a file rewritten in place; the node writes the record
+last): ``run-local`` and ``status`` then cost a ``stat`` per node, not a read of the campaign.
+
+Each function returns None for a complete node, else why it is not done (``NotDone``: one
+line), which ``status`` shows and the merge puts in its refusal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.errors import RunError
+from offline_iaas.records import (
+    V1_HASH_PREFIX,
+    CampaignSummary,
+    ChunkJob,
+    ChunkSummary,
+    ClientJob,
+    ClientSegment,
+    MergeChunk,
+    PartRecord,
+    R,
+    read_optional,
+)
+from offline_iaas.rundir import MERGE_NODE, RunDir, is_chunk_node
+
+
+@dataclass(frozen=True)
+class NotDone:
+    """Why a node is not complete."""
+
+    reason: str
+    written: bool = True
+    """Whether the node wrote anything (False: its record and data are both absent, as before
+    it ever ran)."""
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+@dataclass(frozen=True)
+class Hashes:
+    """The campaign's hashes, against which records are checked."""
+
+    stream: str
+    """``CampaignConfig.stream_hash``: what parts depend on."""
+    merge: str
+    """``CampaignConfig.merge_hash``: what merge outputs depend on."""
+    v1: str
+    """``CampaignConfig.v1_hash``: what version-1 records carry."""
+
+    @classmethod
+    def of(cls, config: CampaignConfig) -> Hashes:
+        return cls(config.stream_hash(), config.merge_hash(), config.v1_hash())
+
+    def is_stream(self, recorded: str) -> bool:
+        return recorded in (self.stream, V1_HASH_PREFIX + self.v1)
+
+    def is_merge(self, recorded: str) -> bool:
+        return recorded in (self.merge, V1_HASH_PREFIX + self.v1)
+
+
+def campaign_hashes(run: RunDir) -> Hashes | None:
+    """The hashes of the run's config (``RUN/campaign.toml``); None when it has none (then no
+    node is complete). ConfigError when it is there but invalid."""
+    if not run.config.exists():
+        return None
+    return Hashes.of(load_config(run.config))
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes (read in 1 MiB blocks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _relative(run: RunDir, path: Path) -> str:
+    try:
+        return str(path.relative_to(run.path))
+    except ValueError:
+        return str(path)
+
+
+def _absent(run: RunDir, what: str, data: Path, record_path: Path) -> NotDone:
+    """A node without its record: never ran, or stopped before it wrote the record."""
+    if data.exists():
+        return NotDone(f"{_relative(run, data)} without its record {_relative(run, record_path)}"
+                       " (stopped before it finished)")
+    return NotDone(f"{what} (no {_relative(run, record_path)})", written=False)
+
+
+def data_problem(run: RunDir, data: Path, record_path: Path, size: int | None,
+                 sha256: str | None, verify: bool) -> NotDone | None:
+    """Why a data file is not the one its record describes (None: it is): missing, another
+    size, another checksum (module docstring: when the checksum is read)."""
+    name = _relative(run, data)
+    try:
+        stat = data.stat()
+    except FileNotFoundError:
+        return NotDone(f"{name} missing")
+    except OSError as err:
+        return NotDone(f"{name}: cannot read: {err}")
+    if size is not None and stat.st_size != size:
+        what = "truncated" if stat.st_size < size else "grown"
+        return NotDone(f"{name} {what} ({stat.st_size} of the {size} bytes its record says)")
+    if sha256 is None:
+        return None
+    try:
+        changed = stat.st_mtime_ns > record_path.stat().st_mtime_ns
+    except OSError:
+        changed = True
+    if (verify or changed or size is None) and file_sha256(data) != sha256:
+        return NotDone(f"{name} changed after it was written (checksum mismatch)")
+    return None
+
+
+def _record(run: RunDir, kind: type[R], data: Path, path: Path, what: str, absent: str,
+            record: str) -> tuple[R | None, NotDone | None]:
+    """A node's record, or why the node is not done: the ``record`` unreadable, absent
+    (``absent``), or not complete."""
+    try:
+        found = read_optional(kind, path)
+    except RunError as err:
+        return None, NotDone(f"{record} unreadable: {err}")
+    if found is None:
+        return None, _absent(run, absent, data, path)
+    if not found.complete:  # type: ignore[attr-defined]
+        return None, NotDone(f"{what} incomplete ({_relative(run, path)})")
+    return found, None
+
+
+def _other_campaign(what: str, which: str, recorded: str, hashes: Hashes | None) -> NotDone:
+    if hashes is None:
+        return NotDone(f"no campaign.toml to check the {what} against")
+    ours = hashes.stream if which == "stream" else hashes.merge
+    return NotDone(f"{what} from another campaign's config ({which} hash {recorded}, this "
+                   f"campaign's {ours})")
+
+
+def part_problem(run: RunDir, node: str, hashes: Hashes | None,
+                 spec: ClientSegment | None = None, verify: bool = False) -> NotDone | None:
+    """Why client ``node``'s part is not complete, or None (``spec``: its job spec, when the
+    part must cover its windows)."""
+    data, path = run.part(node)
+    sidecar, problem = _record(run, PartRecord, data, path, "part", "part missing", "sidecar")
+    if sidecar is None:
+        return problem
+    if hashes is None or not hashes.is_stream(sidecar.stream_hash):
+        return _other_campaign("part", "stream", sidecar.stream_hash, hashes)
+    if spec is not None and sidecar.segment != spec:
+        return NotDone("part covers other windows than its job spec")
+    return data_problem(run, data, path, sidecar.bytes, sidecar.sha256, verify)
+
+
+def chunk_problem(run: RunDir, node: str, hashes: Hashes | None,
+                  spec: MergeChunk | None = None, verify: bool = False) -> NotDone | None:
+    """Why chunk merge ``node``'s output is not complete, or None (``spec``: its job spec)."""
+    data, path = run.chunk_output(node)
+    summary, problem = _record(run, ChunkSummary, data, path, "chunk merge",
+                               "chunk merge not done", "summary")
+    if summary is None:
+        return problem
+    if hashes is None or not hashes.is_merge(summary.merge_hash):
+        return _other_campaign("chunk merge", "merge", summary.merge_hash, hashes)
+    if spec is not None and not is_of_chunk(summary, spec):
+        return NotDone(f"chunk merge of another chunking (GPS {summary.gps[0]:.0f}-"
+                       f"{summary.gps[1]:.0f}, its job spec {spec.gps_start:.0f}-"
+                       f"{spec.gps_end:.0f})")
+    return data_problem(run, data, path, summary.bytes, summary.sha256, verify)
+
+
+def is_of_chunk(summary: ChunkSummary, spec: MergeChunk) -> bool:
+    """Whether a chunk merge's summary is of this chunk: its GPS interval and parents."""
+    return summary.gps == (spec.gps_start, spec.gps_end) and summary.clients == spec.clients
+
+
+def merge_problem(run: RunDir, hashes: Hashes | None, verify: bool = False
+                  ) -> NotDone | None:
+    """Why the merge's output (``output/campaign.h5``) is not complete, or None."""
+    data, path = run.output
+    summary, problem = _record(run, CampaignSummary, data, path, "merge", "merge not done",
+                               "summary")
+    if summary is None:
+        return problem
+    if hashes is None or not hashes.is_merge(summary.merge_hash):
+        return _other_campaign("merge", "merge", summary.merge_hash, hashes)
+    elsewhere = written_elsewhere(run, summary)
+    if elsewhere is not None:
+        return NotDone(f"its output was written in {elsewhere} and names files there (this "
+                       "run directory is a copy of it, or was moved)")
+    return data_problem(run, data, path, summary.bytes, summary.sha256, verify)
+
+
+def written_elsewhere(run: RunDir, summary: CampaignSummary) -> str | None:
+    """The run directory the merge's output was written in, when that is not ``run`` (a
+    copy, or a move: the old directory is gone); None when it is ``run`` itself (by any name)
+    or the summary names none.
+
+    The merge's output is the one thing of a run directory that names its place, by design of
+    its formats: the index's HDF5 external storage names the chunk files by absolute path, and
+    the LAL cache of DeepClean's frames names them by URL. Everything that runs a node names
+    paths relative to the run directory, so a copy runs its own nodes under its own lock, and
+    only its merge (the index takes seconds) runs again."""
+    if not summary.run_dir:
+        return None
+    try:
+        if os.path.samefile(summary.run_dir, run.path):
+            return None
+    except OSError:  # the directory it was written in is gone: moved
+        pass
+    return summary.run_dir
+
+
+def node_problem(run: RunDir, node: str, hashes: Hashes | None) -> NotDone | None:
+    """Why a JOB node of the run's DAG is not complete (its role by its name: the merge, a
+    chunk merge, else a client), or None."""
+    if node == MERGE_NODE:
+        return merge_problem(run, hashes)
+    if is_chunk_node(node):
+        chunk = _job(run, ChunkJob, node)
+        return chunk_problem(run, node, hashes, chunk.chunk if chunk is not None else None)
+    client = _job(run, ClientJob, node)
+    return part_problem(run, node, hashes, client.segment if client is not None else None)
+
+
+def _job(run: RunDir, kind: type[R], node: str) -> R | None:
+    """A node's job spec, None when it has none or it is not valid (the node then fails and
+    says why)."""
+    try:
+        return read_optional(kind, run.job(node))
+    except RunError:
+        return None

@@ -1,0 +1,109 @@
+"""What the search counts of ``bbhnet.injections``: the injections and the population they were
+drawn from, read through ``data/injection_file.py``'s public readers.
+
+``read_injection_list`` gives the injections (time, network SNR, chirp mass, distance); the
+population's description (``population.POPULATION_KEYS``) comes from the file's attributes
+(``InjectionSet.attrs``, its approximant and ``f_lower``) or ``synth.json``'s ``population``
+and ``injection_waveform``. A file that describes no population (a LIGO_LW table, a JSON list,
+a foreign HDF5 file) gives ``population = None``: found fractions, no VT. Every refusal names
+``bbhnet.injections`` and the file, on one line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from offline_iaas.data.injection_file import read_injection_list, read_injection_set
+from offline_iaas.data.population import COSMOLOGY, POPULATION_KEYS, luminosity_distance_mpc
+from offline_iaas.errors import OfflineIaasError
+from offline_iaas.physics import Injection
+
+KEY = "bbhnet.injections"
+UNRECORDED = "unrecorded"
+
+
+@dataclass(frozen=True)
+class InjectionList:
+    """``bbhnet.injections`` as the search counts it."""
+
+    path: Path
+    injections: tuple[Injection, ...]
+    population: dict[str, Any] | None
+    """``POPULATION_KEYS`` the file says (None for those it does not), with ``listed`` (its
+    rows) and ``source`` (its path); None when it describes no population."""
+
+
+def read_campaign_injections(path: Path) -> InjectionList:
+    """Read ``bbhnet.injections`` (``path``): its injections and population.
+
+    Raises
+    ------
+    ConfigError
+        The file is missing, not JSON, or its suffix unknown (one line naming it).
+    DataError
+        It is unreadable (truncated), lacks a column or holds a non-finite value.
+    """
+    path = Path(path)
+    try:
+        stat = path.stat()
+    except OSError:
+        stat = None
+    try:
+        return _read(path, None if stat is None else (stat.st_mtime_ns, stat.st_size))
+    except OfflineIaasError as err:
+        message = str(err)
+        if not message.startswith(KEY):
+            message = f"{KEY}: {message}"
+        raise type(err)(message) from None
+
+
+@lru_cache(maxsize=4)
+def _read(path: Path, version: tuple[int, int] | None) -> InjectionList:
+    """``read_campaign_injections`` of one version of the file (the merge asks often)."""
+    injections, _ = read_injection_list(path)
+    if path.name.lower().endswith(".json"):
+        attrs, waveform = _json_description(path)
+    else:
+        # stand-ins where the file does not say them (as read_injection_list), left out here
+        found = read_injection_set(path, approximant=UNRECORDED, f_lower_hz=math.nan)
+        waveform = {"approximant": found.approximant, "f_lower_hz": found.f_lower_hz}
+        attrs = dict(found.attrs)
+        waveform = {k: v for k, v in waveform.items()
+                    if v != UNRECORDED and not (isinstance(v, float) and math.isnan(v))}
+    return InjectionList(path, tuple(injections),
+                         population_record(attrs, waveform, len(injections), path))
+
+
+def _json_description(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    data = json.loads(path.read_text())  # read_injection_list has parsed it already
+    if not isinstance(data, dict):
+        return {}, {}
+    population, waveform = data.get("population"), data.get("injection_waveform")
+    return (population if isinstance(population, dict) else {},
+            waveform if isinstance(waveform, dict) else {})
+
+
+def population_record(attrs: dict[str, Any], waveform: dict[str, Any], listed: int,
+                      source: Path | str) -> dict[str, Any] | None:
+    """The population beside a VT: ``POPULATION_KEYS`` from ``attrs`` (the waveform's
+    approximant and ``f_lower_hz`` where ``attrs`` lacks them), ``listed`` the file's rows
+    (also ``injected`` where ``attrs`` does not say it); None when ``attrs`` says nothing of a
+    population (no ``redshift_max`` and no ``time_volume_gpc3``)."""
+    if attrs.get("redshift_max") is None and attrs.get("time_volume_gpc3") is None:
+        return None
+    record = {key: attrs.get(key, waveform.get(key)) for key in POPULATION_KEYS}
+    record["listed"] = listed
+    if record["injected"] is None:
+        record["injected"] = listed
+    if (record["luminosity_distance_max_mpc"] is None and record["redshift_max"] is not None
+            and record["cosmology"] in (None, COSMOLOGY)):
+        record["luminosity_distance_max_mpc"] = float(
+            luminosity_distance_mpc(float(record["redshift_max"])))
+    record["source"] = os.fspath(source)
+    return record

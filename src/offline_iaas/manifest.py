@@ -1,0 +1,67 @@
+"""The model repository's manifest as a record (``records.py``'s framework: typed, versioned,
+read and written only through it). ``repository/export.py`` writes it and checks a repository
+against a campaign with it; the server, make-dag, the reference, ``plan`` and the report read
+it. Its field names are the repository's since before versions (version 1: the same fields).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from offline_iaas.records import Record
+
+
+@dataclass(frozen=True)
+class ManifestShape:
+    """The served model's input: channels, window and stride in samples."""
+
+    channels: int
+    kernel_samples: int
+    stride_samples: int
+
+
+@dataclass(frozen=True)
+class ManifestNetwork:
+    """A network graph of the repository."""
+
+    path: str
+    """Relative to the repository."""
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    batched: bool
+    weights_sha256: dict[str, str]
+
+
+class Manifest(Record):
+    """``<repository>/manifest.json``: what ``export`` built the repository for (its field
+    names are the repository's; ``repository/export.py`` writes and checks it)."""
+
+    KIND: ClassVar[str] = "model repository manifest"
+
+    ensemble: str
+    """The model clients call (``model.name``)."""
+    flavor: str
+    served: str
+    """``fused`` or ``ensemble``."""
+    device: str | None = None
+    """The fused model's device (``fused`` only)."""
+    models: tuple[str, ...]
+    """The models a server must have ready."""
+    mode: str
+    channels: tuple[str, ...]
+    sample_rate: float
+    shape: ManifestShape
+    sequence_slots: int
+    """Sequence slots per served model: at most this many clients per server."""
+    outputs: tuple[str, ...]
+    time_slides: tuple[int, ...]
+    """``(slides, samples between them, first window a slide may reach)``; ``(0, 0)``
+    without (a repository exported before slides were formed only inside the stretch has
+    the first two only, and is refused)."""
+    whitening: str | dict[str, float]
+    """``fixed``, or the rolling whitening's parameters."""
+    versions: dict[str, int]
+    networks: dict[str, ManifestNetwork]
+    training: dict[str, tuple[float, float]] = {}
+    """GPS ``[start, end]`` of each network's training data, where the weights say."""

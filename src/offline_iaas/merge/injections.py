@@ -1,0 +1,210 @@
+"""What the merge (and the reference) say of ``bbhnet.injections``: which injections count,
+found/missed, VT against IFAR with the population beside it, and the lines that print them.
+
+The arithmetic is ``physics.py``'s (which injections count, found/missed) and
+``sensitivity.py``'s (VT, intervals, the volume bound); the list is read by
+``data/injection_list.py``. Warnings: every listed injection outside the analysed span or in
+the training span (nothing to count), held-out injections found near the population's
+largest distance (VT bounded by the volume, not the search) or just above its SNR cut (VT
+understated by the draws left out).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from offline_iaas.config import CampaignConfig
+from offline_iaas.data.injection_list import InjectionList, read_campaign_injections
+from offline_iaas.physics import (
+    HELD_OUT,
+    IN_TRAINING,
+    OUTSIDE_ANALYSED,
+    found_missed,
+    found_missed_at_ifar,
+)
+from offline_iaas.sensitivity import (
+    cut_bound,
+    population_caption,
+    sensitivity_summary,
+    volume_bound,
+)
+
+logger = logging.getLogger(__name__)
+
+LOUD_SNR = 12.0
+"""The found line also counts the held-out injections of network SNR at least this."""
+
+
+def campaign_injections(config: CampaignConfig) -> InjectionList | None:
+    """``bbhnet.injections`` read (``read_campaign_injections``), or None without one."""
+    path = config.bbhnet.injections
+    return read_campaign_injections(path) if path is not None else None
+
+
+def injection_results(
+    config: CampaignConfig, listed: InjectionList, times: np.ndarray, values: np.ndarray,
+    ifar_years: np.ndarray | None, analysed: list[tuple[float, float]],
+    training: list[float] | None, background_livetime_seconds: float | None,
+) -> dict[str, Any]:
+    """Found/missed and (with a background: ``ifar_years`` and its livetime) VT against IFAR
+    with its population, for the ``bbhnet`` summary; logs what was left out and the volume
+    bound."""
+    injections = list(listed.injections)
+    if ifar_years is not None:
+        result = found_missed_at_ifar(times, ifar_years, values, injections, config, analysed,
+                                      training)
+    else:
+        result = found_missed(times, values, injections, config, analysed, training)
+    result["training_gps"] = None if training is None else [float(x) for x in training]
+    counts = result["injection_counts"]
+    held_out = [r for r in result["injections"] if not r["in_training"]]
+    _warn_left_out(listed, counts, analysed, training)
+    for row in result["injections"]:
+        logger.debug(f"  GPS {row['gps_time']:.3f} network SNR {row['network_snr']:5.1f} "
+                     f"statistic {row['statistic']:8.3f} "
+                     f"{'found' if row['found'] else 'MISSED'}"
+                     f"{' (training span)' if row['in_training'] else ''}")
+    bound = volume_bound(held_out, listed.population)
+    if bound is not None:
+        result["volume_bound"] = bound
+        if bound["found_near_edge"]:
+            logger.warning(f"BBHnet: {volume_bound_line(bound)}")
+    near_cut = cut_bound(held_out, listed.population)
+    if near_cut is not None:
+        result["snr_cut_bound"] = near_cut
+        if near_cut["found_near_cut"]:
+            logger.warning(f"BBHnet: {cut_bound_line(near_cut)}")
+    if ifar_years is None:
+        result["sensitivity"] = {"note": "VT against IFAR needs a background: set "
+                                 "bbhnet.time_shifts (time slides formed on the servers)",
+                                 "population": listed.population, "counts": counts}
+        return result
+    if not background_livetime_seconds:  # no slide formed outside the cuts
+        result["sensitivity"] = {"note": "no time slide was formed outside the cuts: no "
+                                 "background, no VT against IFAR",
+                                 "population": listed.population, "counts": counts}
+        return result
+    analysed_seconds = float(sum(b - a for a, b in analysed))
+    result["sensitivity"] = sensitivity_summary(held_out, listed.population, analysed_seconds,
+                                                background_livetime_seconds or 0.0, counts)
+    return result
+
+
+def _warn_left_out(listed: InjectionList, counts: dict[str, int],
+                   analysed: list[tuple[float, float]], training: list[float] | None) -> None:
+    if not counts["listed"] or counts[HELD_OUT]:
+        return
+    span = (f"GPS {min(a for a, _ in analysed):.0f}-{max(b for _, b in analysed):.0f}"
+            if analysed else "nothing analysed")
+    where = f"{counts[OUTSIDE_ANALYSED]} outside the analysed span ({span})"
+    if counts[IN_TRAINING]:
+        where += (f", {counts[IN_TRAINING]} in BBHnet's training span (GPS "
+                  f"{training[0]:.0f}-{training[1]:.0f})" if training else "")
+    logger.warning(f"BBHnet: none of the {counts['listed']} injections of bbhnet.injections "
+                   f"({listed.path}) is held out in the analysed time: {where}; no found/"
+                   "missed count, no VT")
+
+
+def volume_bound_line(bound: dict[str, Any]) -> str:
+    """The warning of ``sensitivity.volume_bound``."""
+    return (f"{bound['found_near_edge']} of {bound['near_edge']} held-out injections beyond "
+            f"{bound['distance_from_mpc']:.0f} Mpc (the top 10 % of the drawn distances, z_max "
+            f"{bound['redshift_max']}) found: the drawn volume, not the search, bounds VT; "
+            "draw to a larger synth.redshift_max")
+
+
+def cut_bound_line(bound: dict[str, Any]) -> str:
+    """The warning of ``sensitivity.cut_bound``."""
+    return (f"{bound['found_near_cut']} held-out injections found with optimal network SNR "
+            f"below {bound['snr_below']:g} ({bound['quietest_found_snr']:.2f} the quietest), "
+            f"close to the population's cut at {bound['network_snr_min']:g}: draws left out "
+            "below it might have been found, so VT is understated; lower "
+            "synth.network_snr_min")
+
+
+def counts_line(bbhnet: dict[str, Any]) -> str | None:
+    """``injections: N listed; H held out; T in the training span ...; O outside ...``."""
+    counts = bbhnet.get("injection_counts")
+    if not counts:
+        return None
+    training = bbhnet.get("training_gps")
+    span = f" (GPS {training[0]:.0f}-{training[1]:.0f})" if training else ""
+    return (f"BBHnet: injections: {counts['listed']} listed, {counts[HELD_OUT]} held out; "
+            f"left out of found/missed and VT: {counts[IN_TRAINING]} in BBHnet's training "
+            f"span{span}, {counts[OUTSIDE_ANALYSED]} outside the analysed span")
+
+
+def found_line(bbhnet: dict[str, Any], criterion: str, threshold: str) -> str:
+    """``BBHnet: F found, M missed of N held-out injections ...; network SNR >= 12: ...``."""
+    held_out = [r for r in bbhnet["injections"] if not r.get("in_training")]
+    loud = [r for r in held_out if r["network_snr"] >= LOUD_SNR]
+    return (f"BBHnet: {bbhnet['found']} found, {bbhnet['missed']} missed of "
+            f"{len(held_out)} held-out injections{criterion}; network SNR >= {LOUD_SNR:g}: "
+            f"{sum(r['found'] for r in loud)}/{len(loud)} found{threshold}")
+
+
+def population_line(population: dict[str, Any] | None) -> str:
+    """The population a VT was drawn from, on one line (``population_caption``)."""
+    return f"BBHnet: population: {population_caption(population)}"
+
+
+def _vt(p: dict[str, Any]) -> str:
+    if not p["measurable"]:
+        return p["reason"]
+    low, high = p["found_fraction_interval"]
+    counted = f"{p['found']}/{p['injections']} held out found"
+    if p.get("vt_gpc3_years") is None:
+        return f"found fraction {p['found_fraction']:.3g} [{low:.3g}, {high:.3g}] ({counted})"
+    vt_low, vt_high = p["vt_interval_gpc3_years"]
+    d_low, d_high = p["sensitive_distance_interval_mpc"]
+    return (f"VT {p['vt_gpc3_years']:.3g} [{vt_low:.3g}, {vt_high:.3g}] Gpc^3 yr (sensitive "
+            f"distance {p['sensitive_distance_mpc']:.0f} [{d_low:.0f}, {d_high:.0f}] Mpc; "
+            f"{counted})")
+
+
+def sensitivity_lines(sensitivity: dict[str, Any] | None) -> list[str]:
+    """VT at IFAR 1 month and 1 year (or "not measurable (...)"), at the loudest IFAR the
+    background measures, its interval, and the population beside it
+    (``sensitivity.sensitivity_summary``)."""
+    if not sensitivity:
+        return []
+    if "at" not in sensitivity:
+        return [f"BBHnet: {sensitivity['note']}"] if "note" in sensitivity else []
+    lines = [f"BBHnet: at IFAR >= {name}: {_vt(p)}" for name, p in sensitivity["at"].items()]
+    reach = sensitivity["at_reach"]
+    lines.append(f"BBHnet: at IFAR >= {reach['ifar_threshold_years']:.2g} yr (the most the "
+                 f"background measures): {_vt(reach)}")
+    interval = sensitivity["interval"]
+    lines.append(f"BBHnet: intervals: {interval['method']} at {100 * interval['confidence']:.2f}"
+                 " % of the found fraction, carried to VT and distance")
+    if sensitivity.get("vt_null_reason"):
+        lines.append(f"BBHnet: no VT: {sensitivity['vt_null_reason']}")
+    lines.append(population_line(sensitivity.get("population")))
+    return lines
+
+
+def injection_lines(bbhnet: dict[str, Any]) -> list[str]:
+    """The found/missed, counts, volume-bound and VT lines of a ``bbhnet`` summary."""
+    lines = []
+    if "ifar_threshold_years" in bbhnet and "found" in bbhnet:
+        lines.append(found_line(bbhnet, f" at IFAR >= {bbhnet['ifar_threshold_years']:.2g} yr",
+                                ""))
+    elif "found" in bbhnet:
+        lines.append(found_line(
+            bbhnet, "", f" (threshold {bbhnet['threshold']:.2f} from "
+            f"{bbhnet['background_seconds']:.0f} s of injection-free data"
+            + (" outside the training span)" if bbhnet.get("training_gps") else
+               "; training span unknown)")))
+    counted = counts_line(bbhnet)
+    if counted:
+        lines.append(counted)
+    bound = bbhnet.get("volume_bound")
+    if bound and bound["found_near_edge"]:
+        lines.append(f"BBHnet: {volume_bound_line(bound)}")
+    near_cut = bbhnet.get("snr_cut_bound")
+    if near_cut and near_cut["found_near_cut"]:
+        lines.append(f"BBHnet: {cut_bound_line(near_cut)}")
+    return lines + sensitivity_lines(bbhnet.get("sensitivity"))

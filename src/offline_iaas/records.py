@@ -1,0 +1,564 @@
+"""Every record of the run directory (and the model repository's manifest), as a type.
+
+The run directory is the campaign's database: every node reads and writes it, and
+``run-local``, ``status``, ``report`` and the merge decide from it what is done. Its JSON
+documents are written and read only through this module, each as a pydantic model with a
+schema version (``schema_version``; a document without one is version 1, the layout before
+versions, read where it can be without guessing):
+
+==================  ==============================  =======  ===================================
+record              file                            version  written by
+==================  ==============================  =======  ===================================
+``RunInfo``         ``RUN/run.json``                2        make-dag
+``ClientJob``       ``RUN/jobs/<client>.json``      2        make-dag (a ``ClientSegment``)
+``ChunkJob``        ``RUN/jobs/<chunk>.json``       2        make-dag (a ``MergeChunk``)
+``PartRecord``      ``RUN/parts/<client>.json``     2        the client (its part's sidecar)
+``CheckpointStamp`` ``parts/<client>.chunks/        2        the client, before it streams
+                    segment.json``
+``BadFiles``        ``parts/<client>.chunks/        2        the client, while it streams
+                    bad-files.json``
+``ChunkSummary``    ``RUN/output/chunks/<c>.json``  2        a chunk merge
+``CampaignSummary`` ``RUN/output/campaign.json``    2        the merge (single, or the index)
+``Manifest``        ``<repository>/manifest.json``  2        export (``manifest.py``)
+==================  ==============================  =======  ===================================
+
+The values records share are plain frozen dataclasses, validated where they are embedded:
+``BadFile`` (a frame file left out as a gap: preflight → run.json → bad-files.json → the
+sidecar → the merge → the output's provenance), ``Piece`` and ``ClientSegment`` (a client's
+share), ``MergeChunk`` (a chunk merge's interval and parents).
+
+Reading a record that is missing, is not JSON, misses a field, has a field of the wrong type
+or an unknown one, or whose version is newer than this code's raises one ``RunError`` (exit
+code 6) naming the file and the field (``read``). Whether a node's record makes it complete
+is ``completeness.py``'s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import to_jsonable_python
+
+from offline_iaas.atomic import write_text_atomic
+from offline_iaas.errors import RunError
+from offline_iaas.rundir import RunDir
+
+V1_HASH_PREFIX = "v1:"
+"""A version-1 record's ``config_hash`` (one hash of the whole output, before the stream
+and merge hashes) is read as ``v1:<hash>``: it matches a campaign whose
+``CampaignConfig.v1_hash`` it is (``completeness.Hashes``)."""
+
+
+# ---- values shared by records ----------------------------------------------------------
+@dataclass(frozen=True)
+class BadFile:
+    """A frame file the frame library cannot read, or that lies about its span, whose span
+    is a gap (``data.on_bad_file = "gap"``)."""
+
+    path: str
+    gps_start: float
+    gps_end: float
+    error: str
+    """Why it is bad (the frame reader's message)."""
+
+    @property
+    def span(self) -> tuple[float, float]:
+        return self.gps_start, self.gps_end
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One stream of a client: part of one stretch, under its own sequence ID."""
+
+    stretch: int
+    sequence_id: int
+    """Triton sequence (correlation) ID, unique on its server; never 0."""
+    first_window: int
+    """First window the stream produces (within the stretch, warm-up included)."""
+    output_start: int
+    """First window kept (within the stretch)."""
+    output_stop: int
+    """One past the last window kept."""
+    gps_start: float
+    """GPS time of the first sample streamed."""
+    gps_end: float
+    """GPS time one sample after the last sample streamed."""
+    stretch_gps_start: float
+    """Bounds of the piece's stretch: data is read (and resampled) within them only."""
+    stretch_gps_end: float
+
+    @property
+    def warmup_windows(self) -> int:
+        return self.output_start - self.first_window
+
+    @property
+    def windows(self) -> int:
+        """Windows the stream produces, warm-up included."""
+        return self.output_stop - self.first_window
+
+
+@dataclass(frozen=True)
+class ClientSegment:
+    """One client's share of the campaign."""
+
+    index: int
+    node: str
+    """DAG node name, e.g. ``client3``."""
+    server: str
+    """DAG node name of its server, e.g. ``server1``."""
+    pieces: tuple[Piece, ...]
+
+    @property
+    def kept_windows(self) -> int:
+        return sum(p.output_stop - p.output_start for p in self.pieces)
+
+    @property
+    def streamed_seconds(self) -> float:
+        """Data seconds the client streams (warm-ups included)."""
+        return sum(p.gps_end - p.gps_start for p in self.pieces)
+
+
+@dataclass(frozen=True)
+class MergeChunk:
+    """One chunk merge node: its GPS interval, its parent clients, the data it owns."""
+
+    index: int
+    node: str
+    gps_start: float
+    gps_end: float
+    clients: tuple[str, ...]
+    data_seconds: float
+    """Seconds of data whose outputs it writes."""
+
+
+# ---- the framework -----------------------------------------------------------------------
+class Record(BaseModel):
+    """A JSON document of the run directory: strict types, no unknown fields, a version."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+    VERSION: ClassVar[int] = 2
+    """The version this code writes and the newest it reads."""
+    KIND: ClassVar[str] = "record"
+    """What the document is, for messages."""
+
+    schema_version: int = 2
+
+    @classmethod
+    def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
+        """A version-1 document as this version's fields (RunError where it cannot be read
+        without guessing)."""
+        return data
+
+
+R = TypeVar("R", bound=Record)
+
+
+def _v1_hash(data: dict[str, Any], *names: str) -> dict[str, Any]:
+    """``config_hash`` of a version-1 document as ``v1:<hash>`` under ``names``."""
+    out = dict(data)
+    if "config_hash" in out:
+        recorded = out.pop("config_hash")
+        for name in names:
+            out[name] = f"{V1_HASH_PREFIX}{recorded}" if isinstance(recorded, str) else recorded
+    return out
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(the document)"
+
+
+def read(kind: type[R], path: Path) -> R:
+    """The record of type ``kind`` in ``path``.
+
+    Raises
+    ------
+    RunError
+        One line naming the file and what is wrong: missing, unreadable, not a JSON object,
+        a newer version than this code reads, or a field missing, of the wrong type or unknown.
+    """
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise RunError(f"{path} does not exist (is this a run directory of make-dag?)") from None
+    except OSError as err:
+        raise RunError(f"{path}: cannot read: {err}") from None
+    return parse(kind, text, path)
+
+
+def parse(kind: type[R], text: str, path: Path) -> R:
+    """``read`` of a document's text (``path`` names it in errors)."""
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise RunError(f"{path}: not a JSON document ({err}); the {kind.KIND} is damaged: "
+                       "delete it and run again") from None
+    if not isinstance(data, dict):
+        raise RunError(f"{path}: not a JSON object (a {kind.KIND} is one)")
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise RunError(f"{path}: field schema_version: {version!r} is not a version number")
+    if version > kind.VERSION:
+        raise RunError(f"{path}: {kind.KIND} of schema version {version}, newer than this "
+                       f"offline-iaas reads ({kind.VERSION}): use the offline-iaas that wrote it")
+    if version < kind.VERSION:
+        data = {**kind.from_v1(data, path), "schema_version": kind.VERSION}
+        text = json.dumps(data)
+    try:
+        return kind.model_validate_json(text)
+    except ValidationError as err:
+        first = err.errors()[0]
+        more = err.error_count() - 1
+        raise RunError(
+            f"{path}: field {_field(first['loc'])}: {first['msg']} (a {kind.KIND}, schema "
+            f"version {version}" + (f"; {more} more problem(s)" if more else "") + ")"
+        ) from None
+
+
+def read_optional(kind: type[R], path: Path) -> R | None:
+    """``read``, or None when the file does not exist (RunError when it is there but not a
+    valid record)."""
+    if not path.exists():
+        return None
+    try:
+        return read(kind, path)
+    except RunError:
+        if not path.exists():  # removed while being read
+            return None
+        raise
+
+
+def build(kind: type[R], fields: dict[str, Any]) -> R:
+    """A record from the values a node computed (dataclasses, tuples, paths, numbers), checked
+    as strictly as a record read back (pydantic's ValidationError: a defect of the writer)."""
+    return kind.model_validate_json(json.dumps(to_jsonable_python(fields)))
+
+
+def write(record: Record, path: Path) -> None:
+    """Write ``record`` to ``path`` atomically."""
+    write_text_atomic(path, record.model_dump_json(indent=2) + "\n")
+
+
+# ---- the records ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NetworkGraph:
+    """A served network graph, as the products' provenance names it."""
+
+    version: int | None
+    sha256: str
+    """Of the ONNX graph served."""
+    weights_sha256: dict[str, str]
+    """Of the weight files it was exported from."""
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """The served model (``export.model_record``): name, flavor, each network's graph."""
+
+    name: str | None
+    flavor: str | None
+    networks: dict[str, NetworkGraph]
+
+
+class RunInfo(Record):
+    """``RUN/run.json``: the run's identity, hashes, nodes and what the products name."""
+
+    KIND: ClassVar[str] = "run record (run.json)"
+
+    run_id: str
+    stream_hash: str
+    """``CampaignConfig.stream_hash`` of the campaign make-dag wrote."""
+    merge_hash: str
+    """``CampaignConfig.merge_hash`` of the same."""
+    sequence_base: int
+    servers: tuple[str, ...]
+    clients: tuple[str, ...]
+    chunks: tuple[str, ...] = ()
+    """Chunk merge nodes (none: one merge node)."""
+    created: str
+    training: dict[str, tuple[float, float]] = {}
+    """GPS ``[start, end]`` of each network's training data (the manifest's)."""
+    model: ServedModel | None = None
+    bad_frame_files: tuple[BadFile, ...] = ()
+    """Frame files make-dag left out as gaps (``data.on_bad_file = "gap"``)."""
+
+    @classmethod
+    def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
+        out = _v1_hash(data, "stream_hash", "merge_hash")
+        if out.get("model") == {}:
+            out["model"] = None
+        return out
+
+
+_V1_JOB_FIELDS = ("run_dir", "config", "repository", "model", "config_hash")
+"""Fields version-1 job specs carried that nothing read."""
+
+
+class SegmentRecord(Record):
+    """The fields of a client's share (a ``ClientSegment``), in the records that carry one."""
+
+    index: int
+    node: str
+    server: str
+    pieces: tuple[Piece, ...]
+
+    @property
+    def segment(self) -> ClientSegment:
+        return ClientSegment(self.index, self.node, self.server, self.pieces)
+
+
+def segment_fields(segment: ClientSegment) -> dict[str, Any]:
+    """A ``SegmentRecord``'s fields of ``segment``, to build a record with."""
+    return {"index": segment.index, "node": segment.node, "server": segment.server,
+            "pieces": segment.pieces}
+
+
+class ClientJob(SegmentRecord):
+    """``RUN/jobs/<client>.json``: a client's share (``ClientSegment``)."""
+
+    KIND: ClassVar[str] = "client job spec"
+
+    @classmethod
+    def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
+        return {k: v for k, v in data.items() if k not in _V1_JOB_FIELDS}
+
+    @classmethod
+    def of(cls, segment: ClientSegment) -> ClientJob:
+        return cls(**segment_fields(segment))
+
+
+class ChunkJob(Record):
+    """``RUN/jobs/<chunk>.json``: a chunk merge's interval and parents (``MergeChunk``)."""
+
+    KIND: ClassVar[str] = "chunk merge job spec"
+
+    index: int
+    node: str
+    gps_start: float
+    gps_end: float
+    clients: tuple[str, ...]
+    data_seconds: float
+
+    @classmethod
+    def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
+        return {k: v for k, v in data.items() if k not in _V1_JOB_FIELDS}
+
+    @classmethod
+    def of(cls, chunk: MergeChunk) -> ChunkJob:
+        return cls(index=chunk.index, node=chunk.node, gps_start=chunk.gps_start,
+                   gps_end=chunk.gps_end, clients=chunk.clients, data_seconds=chunk.data_seconds)
+
+    @property
+    def chunk(self) -> MergeChunk:
+        return MergeChunk(self.index, self.node, self.gps_start, self.gps_end, self.clients,
+                          self.data_seconds)
+
+
+def write_client_job(run: RunDir, segment: ClientSegment) -> None:
+    write(ClientJob.of(segment), run.job(segment.node))
+
+
+def _job_path(run: RunDir, node: str) -> Path:
+    path = run.job(node)
+    if not path.exists():
+        raise RunError(f"{path}: no job spec for node {node}")
+    return path
+
+
+def read_client_job(run: RunDir, node: str) -> ClientSegment:
+    """A client's segment (RunError naming the file when it is missing or not a spec)."""
+    return read(ClientJob, _job_path(run, node)).segment
+
+
+def write_chunk_job(run: RunDir, chunk: MergeChunk) -> None:
+    write(ChunkJob.of(chunk), run.job(chunk.node))
+
+
+def read_chunk_job(run: RunDir, node: str) -> MergeChunk:
+    """A chunk merge's spec (RunError naming the file when it is missing or not a spec)."""
+    return read(ChunkJob, _job_path(run, node)).chunk
+
+
+def read_run_info(run: RunDir) -> RunInfo:
+    return read(RunInfo, run.run_info)
+
+
+def run_id(run: RunDir) -> str:
+    """The run's id ('' when run.json is missing or not a run record)."""
+    try:
+        return read(RunInfo, run.run_info).run_id
+    except RunError:
+        return ""
+
+
+class ClientRun(BaseModel):
+    """How a client ran, in its sidecar."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    wall_seconds: float
+    peak_rss_mb: float
+    reconnects: int
+    first_request_unix: float | None
+    last_response_unix: float | None
+    tensor_bytes_sent: int
+    servers: tuple[str, ...]
+    """The servers it streamed to, in order (a move: failover or rebalance)."""
+
+
+class PartRecord(SegmentRecord, ClientRun):
+    """``RUN/parts/<client>.json``, a part's sidecar: written last, once the part file is in
+    place; its segment, hash, the file's size and SHA-256, and how the client ran."""
+
+    KIND: ClassVar[str] = "part sidecar"
+
+    complete: bool
+    stream_hash: str
+    """The campaign's ``stream_hash`` the part was made under."""
+    outputs: tuple[str, ...]
+    sha256: str
+    """Of the part file's bytes."""
+    bytes: int | None
+    """The part file's size (None in version 1: its checksum is then always verified)."""
+    bad_files: tuple[BadFile, ...] = ()
+    """The bad frame files the client met (streamed around as gaps)."""
+
+    @classmethod
+    def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
+        return {"bytes": None, **_v1_hash(data, "stream_hash")}
+
+
+class CheckpointStamp(SegmentRecord):
+    """``parts/<client>.chunks/segment.json``: what a client's checkpoints were made for (its
+    segment and the stream hash); checkpoints of anything else are discarded."""
+
+    KIND: ClassVar[str] = "checkpoint stamp"
+
+    stream_hash: str
+
+    @classmethod
+    def of(cls, segment: ClientSegment, stream_hash: str) -> CheckpointStamp:
+        return cls(**segment_fields(segment), stream_hash=stream_hash)
+
+
+class BadFiles(Record):
+    """``parts/<client>.chunks/bad-files.json``: the bad frame files a client met so far (its
+    retries stream around them from the start)."""
+
+    KIND: ClassVar[str] = "client's bad-file list"
+
+    files: tuple[BadFile, ...]
+
+    @classmethod
+    def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
+        raise RunError(f"{path}: a bad-file list of an older offline-iaas; delete {path.parent} "
+                       "(the client's checkpoints) and run again")
+
+
+@dataclass(frozen=True)
+class DatasetOffset:
+    """A series dataset of a chunk merge's file: where its bytes are (for the index)."""
+
+    name: str
+    x0: float
+    shape: tuple[int, ...]
+    offset: int | None
+    """Byte offset in the file (None: not contiguous; the index refuses it)."""
+    nbytes: int
+
+
+class ChunkSummary(Record):
+    """``RUN/output/chunks/<chunk>.json``: a chunk merge's record, written last."""
+
+    KIND: ClassVar[str] = "chunk merge summary"
+
+    complete: bool
+    node: str
+    gps: tuple[float, float]
+    data_seconds: float
+    analysed_seconds: float = 0.0
+    """Of ``data_seconds``, those not in gaps of bad frame files."""
+    clients: tuple[str, ...]
+    wall_seconds: float
+    setup_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    peak_rss_mb: float
+    merge_hash: str
+    """The campaign's ``merge_hash`` it was made under."""
+    bytes: int
+    sha256: str | None
+    """Of the chunk file (None in version 1: its size only is checked)."""
+    datasets: tuple[DatasetOffset, ...]
+    frame_files: tuple[tuple[str, str, int, int], ...] = ()
+    """The GWF files written: interferometer, path in its frames directory, GPS, seconds."""
+    frame_spans: dict[str, dict[str, tuple[tuple[float, float], ...]]] = {}
+    """Per interferometer, the ``valid`` and ``flagged`` spans of those files."""
+    bad_frame_files: tuple[BadFile, ...] = ()
+
+    @classmethod
+    def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
+        return {"sha256": None, "analysed_seconds": data.get("data_seconds"),
+                **_v1_hash(data, "merge_hash")}
+
+
+@dataclass(frozen=True)
+class ChunkWalls:
+    total: float
+    max: float
+
+
+class CampaignSummary(Record):
+    """``RUN/output/campaign.json``: the merge's record (the single merge's, or the index's),
+    written last; the physics sections (``deepclean``, ``bbhnet``, ...: ``postprocess``'s)
+    are kept as they are, in ``physics``."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="allow")
+    KIND: ClassVar[str] = "campaign summary"
+
+    complete: bool
+    wall_seconds: float
+    cpu_seconds: float
+    peak_rss_mb: float
+    sha256: str
+    bytes: int | None
+    """The output file's size (None in version 1)."""
+    stream_hash: str
+    merge_hash: str
+    mode: str
+    analysed_seconds: float = 0.0
+    """Data seconds the output holds; a merge is complete only over more than zero."""
+    planned_seconds: float | None = None
+    """With no data analysed: the seconds planned (the bad frame files took the rest)."""
+    run_dir: str = ""
+    """The run directory the output was written in (it names that directory's files)."""
+    chunks: int = 0
+    """Chunk merges indexed (0: the single merge)."""
+    chunk_wall_seconds: ChunkWalls | None = None
+    chunk_setup_seconds: float = 0.0
+    chunk_cpu_seconds: float = 0.0
+    chunk_data_seconds: float = 0.0
+    bad_frame_files: tuple[BadFile, ...] = ()
+
+    @classmethod
+    def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
+        return {"bytes": None, **_v1_hash(data, "stream_hash", "merge_hash")}
+
+    @property
+    def physics(self) -> dict[str, Any]:
+        """The post-processing's numbers (``postprocess.summarize``), as written."""
+        return dict(self.model_extra or {})
+
+
+def bad_files_of(entries: Iterable[BadFile]) -> list[BadFile]:
+    """Each file once (the first entry of a path), in GPS order."""
+    found: dict[str, BadFile] = {}
+    for entry in entries:
+        found.setdefault(entry.path, entry)
+    return sorted(found.values(), key=lambda e: (e.gps_start, e.path))

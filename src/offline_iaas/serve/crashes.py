@@ -1,0 +1,190 @@
+"""Crashes of server nodes, read back from the run directory: which node, which process,
+which signal, and where its stack trace is.
+
+Three writers leave the evidence, all in ``logs/<node>-tritonserver.log`` (tritonserver's own
+stdout and stderr, which its python-backend stubs share):
+
+* Triton prints ``Signal (N) received.`` for every signal it handles. A normal stop prints it
+  with N = 15 (SIGTERM; once per SIGTERM, so twice when run-local signals the node's group
+  and ``serve`` signals tritonserver), and N = 2 for SIGINT; any other N is a fatal signal, and
+  Triton's backtrace follows the line.
+* A python-backend stub of the project's models prints ``Fatal Python error: <what>`` and
+  its threads' stacks on a fatal signal (every model enables ``faulthandler``); Triton itself
+  says nothing of a stub that dies while the model is unloaded.
+* ``serve`` appends ``offline-iaas serve: tritonserver (pid N) died by signal SIGX`` when
+  tritonserver ends by a signal it was not sent by ``serve`` (a crash, or the kernel's
+  out-of-memory killer, which Triton cannot print).
+
+run-local's ``local-state.json`` adds the server nodes that exited on their own (the serve
+process itself killed, or failing) and how often each was restarted.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from offline_iaas.rundir import RunDir, read_json
+
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
+"""Signals Triton reports on a normal stop (``Signal (15) received.``)."""
+
+SERVE_PREFIX = "offline-iaas serve: "
+"""How ``serve``'s own lines in tritonserver's log begin."""
+
+_TRITON_SIGNAL = re.compile(r"^Signal \((\d+)\) received\.")
+_STUB_FATAL = re.compile(r"^Fatal Python error: (.+?)\s*$")
+_SERVE_DIED = re.compile(
+    "^" + re.escape(SERVE_PREFIX) + r"tritonserver (?:\(pid \d+\) )?died by signal (SIG\w+)")
+_FAULTHANDLER_SIGNALS = {  # faulthandler's names of the fatal signals it handles
+    "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Bus error": "SIGBUS",
+    "Floating point exception": "SIGFPE", "Illegal instruction": "SIGILL",
+}
+
+
+@dataclass(frozen=True)
+class FatalLine:
+    """A line of a server log that reports a process dying by a signal."""
+
+    process: str
+    """``tritonserver`` or ``python-backend stub``."""
+    signal: str
+    """``SIGSEGV``, ...; the stub's own words where they name no signal."""
+    line_number: int
+    """1-based, in the log it was read from."""
+    text: str
+
+
+def signal_name(number: int) -> str:
+    """``SIGSEGV`` for 11; ``signal 99`` for a number that names no signal."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def fatal_lines(text: str, first_line: int = 1) -> list[FatalLine]:
+    """The lines of a tritonserver log (``text``, whose first line is number ``first_line``)
+    that report a fatal signal; a normal stop's ``Signal (15) received.`` is not one.
+
+    ``serve``'s line that tritonserver died by a signal is dropped when Triton's own line for
+    the same signal came just before it (one crash, two witnesses)."""
+    found: list[FatalLine] = []
+    for number, line in enumerate(text.splitlines(), start=first_line):
+        line = line.strip()
+        if match := _TRITON_SIGNAL.match(line):
+            code = int(match.group(1))
+            if code not in STOP_SIGNALS:
+                found.append(FatalLine("tritonserver", signal_name(code), number, line))
+        elif match := _STUB_FATAL.match(line):
+            what = match.group(1)
+            found.append(FatalLine("python-backend stub", _FAULTHANDLER_SIGNALS.get(what, what),
+                                   number, line))
+        elif match := _SERVE_DIED.match(line):
+            sig = match.group(1)
+            last = found[-1] if found else None
+            if last is None or (last.process, last.signal) != ("tritonserver", sig):
+                found.append(FatalLine("tritonserver", sig, number, line))
+    return found
+
+
+def tritonserver_log(run: RunDir, node: str) -> Path:
+    """Where ``serve`` sends tritonserver's output (its stack trace on a fatal signal)."""
+    return run.logs / f"{node}-tritonserver.log"
+
+
+@dataclass(frozen=True)
+class ServerCrash:
+    """A process of a server node that died by a signal, or a node that exited on its own."""
+
+    node: str
+    process: str
+    """``tritonserver``, ``python-backend stub`` or ``server node`` (``serve`` itself)."""
+    how: str
+    """``SIGSEGV`` (a signal), or run-local's words for a node's exit (``exit code 1``)."""
+    where: str
+    """The log holding the trace, relative to the run directory, with its line."""
+
+    def describe(self) -> str:
+        died = f"died by {self.how}" if self.how.startswith("SIG") else self.how
+        return f"{self.node}: {self.process} {died} (see {self.where})"
+
+
+def service_exits(state: Any) -> dict[str, list[dict[str, Any]]]:
+    """Per SERVICE node of run-local's state (``local-state.json``), its attempts that ended
+    on their own (``exited``: not stopped by run-local): ``{attempt, exit_code, ...}`` each."""
+    nodes = state.get("nodes") if isinstance(state, dict) else None
+    if not isinstance(nodes, dict):
+        return {}
+    exits = {}
+    for name, node in nodes.items():
+        if not isinstance(node, dict) or node.get("kind") != "SERVICE":
+            continue
+        ended = [h for h in node.get("history") or []
+                 if isinstance(h, dict) and h.get("status") == "exited"]
+        if ended:
+            exits[name] = ended
+    return exits
+
+
+def service_restarts(state: Any) -> dict[str, int]:
+    """Per SERVICE node of run-local's state, how often run-local started it again."""
+    nodes = state.get("nodes") if isinstance(state, dict) else None
+    if not isinstance(nodes, dict):
+        return {}
+    return {name: int(node.get("attempts") or 0) - 1 for name, node in nodes.items()
+            if isinstance(node, dict) and node.get("kind") == "SERVICE"
+            and int(node.get("attempts") or 0) > 1}
+
+
+def exit_words(code: Any) -> str:
+    """A process's exit status in words: ``signal SIGSEGV`` (negative, as ``Popen`` has it),
+    ``exit code 1``."""
+    if isinstance(code, int) and code < 0:
+        return f"signal {signal_name(-code)}"
+    return f"exit code {code}"
+
+
+def died_line(pid: int, code: int, when: str) -> str:
+    """``serve``'s line in tritonserver's log for its death by signal ``-code``."""
+    return f"{SERVE_PREFIX}tritonserver (pid {pid}) died by signal {signal_name(-code)} {when}"
+
+
+def server_crashes(run: RunDir, servers: list[str]) -> list[ServerCrash]:
+    """Every crash of the server nodes ``servers`` the run directory records: fatal lines of
+    their tritonserver logs, then the nodes that exited on their own under run-local."""
+    crashes = []
+    for node in servers:
+        log = tritonserver_log(run, node)
+        try:
+            text = log.read_text(errors="replace")
+        except OSError:
+            continue
+        where = log.relative_to(run.path) if log.is_relative_to(run.path) else log
+        crashes += [ServerCrash(node, fatal.process, fatal.signal,
+                                f"{where} line {fatal.line_number}")
+                    for fatal in fatal_lines(text)]
+    state = read_json(run.local_state)
+    for node, attempts in service_exits(state).items():
+        if node not in servers:
+            continue
+        for attempt in attempts:
+            code = attempt.get("exit_code")
+            how = signal_name(-code) if isinstance(code, int) and code < 0 else \
+                f"exited with {exit_words(code)}"
+            crashes.append(ServerCrash(node, "server node", how,
+                                       f"logs/{node}.err, attempt {attempt.get('attempt')}"))
+    return crashes
+
+
+def crash_lines(run: RunDir, servers: list[str]) -> list[str]:
+    """What ``status`` and the report say of the server nodes' crashes and restarts: a line
+    per crash, then a line per server node run-local restarted; none on a clean run."""
+    lines = [crash.describe() for crash in server_crashes(run, servers)]
+    restarts = service_restarts(read_json(run.local_state))
+    lines += [f"{node}: restarted {count} time{'s' if count != 1 else ''} by run-local"
+              for node, count in restarts.items() if node in servers]
+    return lines

@@ -1,0 +1,187 @@
+"""One definition of a complete node, on a finished campaign with real tritonservers.
+
+One small BBHnet campaign (64 s, 1 server x 6 clients, four chunk merges and the index) is run
+once; each test works on a copy of its run directory (``make-dag`` on the copy points its
+files at the copy, and keeps its parts: the same campaign):
+
+* a part deleted, one truncated, one with a byte flipped: ``status`` names each as not done
+  and why; ``run-local`` reruns exactly those clients, the chunk merges that read them and the
+  index, and the output equals the in-process reference;
+* ``bbhnet.injections`` pointed at another list (a merge-only setting, outside the clients'
+  hash): ``make-dag`` accepts the run directory, no client reruns, every merge node does,
+  and the found/missed table equals a fresh in-process run's with the new list (and differs
+  from the old run's).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from offline_iaas import records
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.merge.output import compare_outputs
+from offline_iaas.merge.reference import run_reference
+from offline_iaas.records import CampaignSummary, read_chunk_job, read_run_info
+from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
+from offline_iaas.workflow.local import run_local
+from offline_iaas.workflow.make_dag import make_dag
+from offline_iaas.workflow.status import read_status
+from tests.helpers import SMALL_CAMPAIGN, captured_log, processes_mentioning, untrained_weights
+
+pytestmark = pytest.mark.slow
+
+TOLERANCE = 1e-5
+OVERRIDES = ['model.mode="bbhnet"', "layout.clients_per_server=6", "merge.chunk_seconds=16",
+             "deepclean.frame_seconds=16"]
+
+
+@dataclass(frozen=True)
+class Finished:
+    root: Path
+    config: CampaignConfig
+    run_dir: Path
+    reference: Path
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Finished]:
+    """The campaign run once to the end, and its in-process reference."""
+    root = tmp_path_factory.mktemp("completeness")
+    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    write_synthetic_dataset(load_config(root / "campaign.toml"))
+    untrained_weights(root / "weights")
+    config = campaign(root, root / "frames" / "synth.json")
+    export_repository(config, root / "weights")
+    run_dir = root / "run"
+    make_dag(config, RunDir(run_dir))
+    run(run_dir)
+    reference, _ = run_reference(config, root / "reference.h5")
+    yield Finished(root, config, run_dir, reference)
+
+
+def campaign(root: Path, injections: Path) -> CampaignConfig:
+    return load_config(root / "campaign.toml",
+                       [*OVERRIDES, f'bbhnet.injections="{injections}"'])
+
+
+def run(run_dir: Path) -> tuple[list[str], list[str]]:
+    """run-local; the nodes it started (servers and FINAL included), and its log lines."""
+    try:
+        with captured_log() as lines:
+            run_local(RunDir(run_dir))
+    finally:
+        assert processes_mentioning(str(run_dir)) == []
+    return sorted(line.split(":")[0] for line in lines if ": started" in line), lines
+
+
+def copy_of(finished: Finished, name: str, config: CampaignConfig | None = None) -> Path:
+    """A copy of the finished run directory, written again by make-dag (``config``, by
+    default the campaign's) so that its submit files name the copy."""
+    copy = finished.root / name
+    shutil.copytree(finished.run_dir, copy, symlinks=True)
+    make_dag(config or finished.config, RunDir(copy))
+    return copy
+
+
+def states(run_dir: Path) -> dict[str, tuple[str, str]]:
+    return {n.name: (n.state, n.detail) for n in read_status(RunDir(run_dir)).nodes}
+
+
+def test_damaged_parts_show_in_status_and_only_they_and_their_merges_rerun(
+    finished: Finished,
+) -> None:
+    run_dir = copy_of(finished, "damaged")
+    paths = RunDir(run_dir)
+    info = read_run_info(paths)
+    found = states(run_dir)
+    assert {name: state for name, (state, _) in found.items()
+            if name.startswith(("client", "chunk"))} == dict.fromkeys(
+        [*info.clients, *info.chunks], "done")  # the control: all done
+    # but the merge of a copy, whose output names the original's files
+    assert found["merge"] == ("waiting", f"its output was written in {finished.run_dir} and "
+                              "names files there (this run directory is a copy of it, or was "
+                              "moved)")
+
+    deleted, truncated, flipped = "client0", "client1", info.clients[-1]
+    paths.part(deleted)[0].unlink()
+    with open(paths.part(truncated)[0], "r+b") as f:
+        f.truncate(f.seek(0, 2) // 2)
+    with open(paths.part(flipped)[0], "r+b") as f:
+        f.seek(-100, 2)
+        byte = f.read(1)
+        f.seek(-100, 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+    found = states(run_dir)
+    assert found[deleted] == ("waiting", "parts/client0.h5 missing")
+    assert found[truncated][0] == "waiting"
+    assert found[truncated][1].startswith("parts/client1.h5 truncated (")
+    assert found[flipped] == ("waiting", f"parts/{flipped}.h5 changed after it was written "
+                                         "(checksum mismatch)")
+    damaged = {deleted, truncated, flipped}
+    chunks = {c for c in info.chunks if damaged & set(read_chunk_job(paths, c).clients)}
+    assert chunks and chunks != set(info.chunks)  # some chunk merge reads no damaged part
+    for chunk in chunks:
+        assert found[chunk][0] == "waiting"
+        assert found[chunk][1].startswith("made from the old output of client")
+    assert all(found[c][0] == "done" for c in set(info.chunks) - chunks)
+
+    started, lines = run(run_dir)
+    assert started == sorted({*damaged, *chunks, "merge", "final", "server0"})
+    assert f"{deleted}: runs again: parts/client0.h5 missing" in lines  # why, in its log
+    assert f"{flipped}: runs again: {found[flipped][1]}" in lines
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", finished.reference)
+    assert comparison.passes(TOLERANCE), comparison.describe()
+    assert all(state == "done" for state, _ in states(run_dir).values()
+               if state not in ("stopped",))
+
+
+def bbhnet_summary(path: Path) -> dict:
+    """The found/missed part of a merge's (or the reference's) physics numbers."""
+    bbhnet = json.loads(path.read_text())["bbhnet"]
+    return {"found": bbhnet["found"], "missed": bbhnet["missed"],
+            "injections": [(i["gps_time"], i["found"]) for i in bbhnet["injections"]]}
+
+
+def test_editing_the_injection_list_reruns_the_merge_nodes_only(finished: Finished) -> None:
+    injections = finished.root / "other-injections.json"
+    start = finished.config.data.start
+    injections.write_text(json.dumps([
+        {"gps_time": start + 12.3, "network_snr": 30.0},
+        {"gps_time": start + 40.7, "network_snr": 8.0},
+        {"gps_time": start + 55.1, "network_snr": 15.0},
+    ]))
+    edited = campaign(finished.root, injections)
+    assert edited.stream_hash() == finished.config.stream_hash()
+    run_dir = copy_of(finished, "edited", edited)  # make-dag accepts it: the same campaign
+    info = read_run_info(RunDir(run_dir))
+
+    found = states(run_dir)
+    assert all(found[c] == ("done", "") for c in info.clients)
+    for node in (*info.chunks, "merge"):
+        assert found[node][0] == "waiting"
+        assert found[node][1].startswith(f"{'merge' if node == 'merge' else 'chunk merge'} "
+                                         "from another campaign's config (merge hash")
+
+    started, _ = run(run_dir)
+    assert not [node for node in started if node.startswith("client")]
+    assert started == sorted({*info.chunks, "merge", "final", "server0"})
+    summary = records.read(CampaignSummary, RunDir(run_dir).output[1])
+    assert summary.merge_hash == edited.merge_hash()
+
+    fresh, _ = run_reference(edited, finished.root / "reference-edited.h5")
+    ours = bbhnet_summary(RunDir(run_dir).output[1])
+    assert ours == bbhnet_summary(fresh.with_suffix(".json"))
+    assert ours["found"] + ours["missed"] == 3
+    # the control: the run before the edit counted the old list
+    assert bbhnet_summary(RunDir(finished.run_dir).output[1]) != ours
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", finished.reference)
+    assert comparison.passes(TOLERANCE), comparison.describe()

@@ -1,0 +1,118 @@
+"""A campaign on a real full disk: the run directory on a small tmpfs, which a fault fills
+(``tests/faults/inject.py``, action ``fill``) while a client streams, then while the chunk
+merge writes. Every node's log is on the full disk too, so the error lines reach run-local
+only through its error pipe. Needs root to mount the tmpfs (skipped otherwise: the injected
+``ENOSPC`` of ``tests/test_disk_full.py`` covers the same code without).
+
+Each time: run-local fails with one line naming the file and "no space left on device", no
+temporary file is left, and once the filler is deleted a second run-local completes with an
+output equal to the in-process reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from offline_iaas.config import load_config
+from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.errors import RunError
+from offline_iaas.merge.output import compare_outputs
+from offline_iaas.merge.reference import run_reference
+from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
+from offline_iaas.workflow.local import run_local
+from offline_iaas.workflow.make_dag import make_dag
+from tests.helpers import SMALL_CAMPAIGN, node_complete, processes_mentioning
+
+pytestmark = pytest.mark.slow
+
+TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("disk-full")
+    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    config = load_config(root / "campaign.toml")
+    write_synthetic_dataset(config)
+    export_repository(config)
+    run_reference(config, root / "reference.h5")
+    return root
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[Path]:
+    """A 32 MiB tmpfs, unmounted at the end."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (tests/test_disk_full.py injects ENOSPC)")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def fill_at(run: RunDir, node: str, point: str) -> None:
+    """``node`` fills the disk (with ``../filler``, beside the run directory) at ``point``."""
+    (run.path / "faults.json").write_text(json.dumps(
+        {node: [{"point": point, "action": "fill", "path": "../filler", "times": 1}]}))
+
+
+def fails_on_the_full_disk(run: RunDir, node: str, log_full: bool) -> str:
+    """run-local fails; the summary's line for ``node``; nothing left running, no temporary
+    file; the disk freed. ``log_full``: the node's log could not take its error line either
+    (it came through run-local's error pipe)."""
+    try:
+        with pytest.raises(RunError) as err:
+            run_local(run)
+    finally:
+        assert processes_mentioning(str(run.path)) == []
+    message = str(err.value)
+    assert "\n" not in message
+    found = re.search(rf"{node} \(exit code 8 after \d attempts?: (\S+): no space left on "
+                      r"device \(free space there", message)
+    assert found, message
+    leftovers = [str(p) for p in run.path.parent.rglob("*") if ".tmp" in p.name]
+    assert leftovers == []
+    if log_full:  # the line came through run-local's error pipe
+        assert "no space left" not in (run.logs / f"{node}.err").read_text()
+    (run.path.parent / "filler").unlink()
+    return found.group(1)
+
+
+def test_a_full_disk_stops_the_campaign_with_one_line_and_a_rerun_completes_it(
+        dataset: Path, disk: Path) -> None:
+    config = load_config(dataset / "campaign.toml")
+    reference = dataset / "reference.h5"
+    run = RunDir(disk / "run")
+    make_dag(config, run)
+
+    fill_at(run, "client0", "mid-stream")
+    written = Path(fails_on_the_full_disk(run, "client0", log_full=True))
+    assert written.is_relative_to(run.parts), written  # a checkpoint or the part
+    run_local(run)
+    assert compare_outputs(run.output[0], reference).passes(TOLERANCE)
+
+    # the chunk merge's turn: its output and the index gone, the disk fills as it writes
+    for path in [*run.chunk_output("chunk0"), *run.output]:
+        path.unlink()
+    fill_at(run, "chunk0", "mid-write")
+    # (deleting its temporary files frees what its log then takes: its .err has the line)
+    out = Path(fails_on_the_full_disk(run, "chunk0", log_full=False))
+    assert out == run.chunk_output("chunk0")[0]
+    assert not node_complete(run, "chunk0")
+    run_local(run)
+    comparison = compare_outputs(run.output[0], reference)
+    assert comparison.passes(TOLERANCE), comparison.describe()

@@ -1,0 +1,213 @@
+"""The run directory's typed records (``records.py``) and the one definition of a complete node
+(``completeness.py``), on records written by hand (no server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from offline_iaas import records
+from offline_iaas.completeness import Hashes, chunk_problem, merge_problem, part_problem
+from offline_iaas.config import config_from_dict, write_config
+from offline_iaas.errors import RunError
+from offline_iaas.records import (
+    BadFile,
+    ChunkJob,
+    ClientJob,
+    ClientSegment,
+    MergeChunk,
+    PartRecord,
+    Piece,
+    RunInfo,
+    write_client_job,
+)
+from offline_iaas.rundir import RunDir
+from tests.error_catalogue import documented
+from tests.helpers import complete_merge, complete_part
+
+PIECE = Piece(0, 1 << 20 | 1, 0, 3, 64, 1e9, 1e9 + 16.25, 1e9, 1e9 + 64)
+SEGMENT = ClientSegment(0, "client0", "server0", (PIECE,))
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunDir:
+    """A run directory with a config and client0's job spec."""
+    raw = {"data": {"frames": "f", "channels": ["H1:X"], "start": 1_000_000_000,
+                    "duration": 64, "sample_rate": 256},
+           "model": {"repository": "repo", "kernel_seconds": 1.0, "inference_rate": 4}}
+    paths = RunDir(tmp_path / "run")
+    paths.create()
+    write_config(config_from_dict(raw, paths.config), paths.config)
+    write_client_job(paths, SEGMENT)
+    return paths
+
+
+def hashes(run: RunDir) -> Hashes:
+    from offline_iaas.config import load_config
+
+    return Hashes.of(load_config(run.config))
+
+
+# ---- reading and writing -----------------------------------------------------------------
+
+
+def test_a_record_reads_back_what_was_written(tmp_path: Path) -> None:
+    path = tmp_path / "client0.json"
+    records.write(ClientJob.of(SEGMENT), path)
+    assert records.read(ClientJob, path).segment == SEGMENT
+    assert json.loads(path.read_text())["schema_version"] == ClientJob.VERSION
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d.pop("server"), "field server: Field required"),
+    (lambda d: d["pieces"][0].update(sequence_id="12"),
+     "field pieces[0].sequence_id: Input should be a valid integer"),
+    (lambda d: d["pieces"][0].update(gps_start=None),
+     "field pieces[0].gps_start: Input should be a valid number"),
+    (lambda d: d.update(surplus=1), "field surplus: Extra inputs are not permitted"),
+    (lambda d: d.update(schema_version=3),
+     "client job spec of schema version 3, newer than this offline-iaas reads (2)"),
+    (lambda d: d.update(schema_version="2"), "field schema_version: '2' is not a version"),
+])
+def test_a_bad_record_is_one_run_error_naming_the_file_and_the_field(
+    tmp_path: Path, change, message: str
+) -> None:
+    path = tmp_path / "jobs" / "client0.json"
+    path.parent.mkdir()
+    data = json.loads(ClientJob.of(SEGMENT).model_dump_json())
+    change(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(RunError) as caught:
+        records.read(ClientJob, path)
+    text = str(caught.value)
+    assert text.startswith(f"{path}: ") and message in text and "\n" not in text
+    assert RunError.exit_code == 6
+    row = {"sequence_id": "record-bad-field", "version 3": "record-newer-schema"}
+    for key, row_id in row.items():
+        if key in message:
+            documented(row_id, text, {tmp_path: "<ws>"}, exit_code=6)
+
+
+def test_a_missing_or_damaged_record_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    with pytest.raises(RunError, match=f"{path} does not exist"):
+        records.read(RunInfo, path)
+    assert records.read_optional(RunInfo, path) is None
+    with pytest.raises(RunError) as caught:
+        records.read(RunInfo, path)
+    documented("record-missing", str(caught.value), {tmp_path: "<ws>"}, exit_code=6)
+    path.write_text('{"run_id": ')
+    with pytest.raises(RunError, match=f"{path}: not a JSON document") as caught:
+        records.read_optional(RunInfo, path)
+    documented("record-not-json", str(caught.value), {tmp_path: "<ws>"}, exit_code=6)
+    path.write_text("[1, 2]")
+    with pytest.raises(RunError, match=f"{path}: not a JSON object"):
+        records.read(RunInfo, path)
+
+
+def test_version_1_records_are_read_without_their_unread_fields(tmp_path: Path) -> None:
+    """Records without a schema version are today's layout before versions: job specs lose
+    the fields nothing read, a hash becomes ``v1:<hash>``."""
+    spec = {"index": 0, "node": "client0", "server": "server0",
+            "pieces": [json.loads(ClientJob.of(SEGMENT).model_dump_json())["pieces"][0]],
+            "run_dir": "/old/run", "config": "campaign.toml", "repository": "/r",
+            "model": "offline-iaas", "config_hash": "0123456789abcdef"}
+    path = tmp_path / "client0.json"
+    path.write_text(json.dumps(spec))
+    assert records.read(ClientJob, path).segment == SEGMENT
+    path.write_text(json.dumps({
+        "run_id": "ab", "config_hash": "0123456789abcdef", "sequence_base": 1 << 20,
+        "servers": ["server0"], "clients": ["client0"], "chunks": [], "created": "2025",
+        "training": {}, "model": {}, "bad_frame_files": [
+            {"path": "/f.gwf", "gps_start": 1, "gps_end": 2, "error": "truncated"}]}))
+    info = records.read(RunInfo, path)
+    assert info.stream_hash == info.merge_hash == "v1:0123456789abcdef"
+    assert info.model is None and info.bad_frame_files == (BadFile("/f.gwf", 1.0, 2.0,
+                                                                   "truncated"),)
+
+
+# ---- one definition of complete ------------------------------------------------------------
+
+
+def test_a_part_is_complete_only_as_its_sidecar_describes_it(run: RunDir) -> None:
+    h = hashes(run)
+    assert str(part_problem(run, "client0", h)) == "part missing (no parts/client0.json)"
+    assert not part_problem(run, "client0", h).written
+    complete_part(run, "client0", b"0123456789")
+    assert part_problem(run, "client0", h) is None
+    assert part_problem(run, "client0", h, SEGMENT, verify=True) is None
+    data, sidecar = run.part("client0")
+
+    data.write_bytes(b"01234")
+    assert str(part_problem(run, "client0", h)) == (
+        "parts/client0.h5 truncated (5 of the 10 bytes its record says)")
+    data.write_bytes(b"0123456780")  # the same size, another byte
+    later = time.time_ns() + 10**9
+    os.utime(data, ns=(later, later))  # written after its sidecar
+    assert str(part_problem(run, "client0", h)) == (
+        "parts/client0.h5 changed after it was written (checksum mismatch)")
+    data.write_bytes(b"0123456789")
+    assert part_problem(run, "client0", h) is None
+    data.unlink()
+    assert str(part_problem(run, "client0", h)) == "parts/client0.h5 missing"
+
+    complete_part(run, "client0", b"0123456789")
+    other = Hashes("f" * 16, h.merge, h.v1)
+    assert str(part_problem(run, "client0", other)).startswith(
+        "part from another campaign's config (stream hash ")
+    moved = ClientSegment(0, "client0", "server1", SEGMENT.pieces)
+    assert str(part_problem(run, "client0", h, moved)) == (
+        "part covers other windows than its job spec")
+    sidecar.write_text('{"complete": true}')  # what a sidecar alone used to be enough for
+    assert str(part_problem(run, "client0", h)).startswith(f"sidecar unreadable: {sidecar}: ")
+
+
+def test_the_checksum_is_read_when_asked_even_if_the_file_looks_untouched(run: RunDir) -> None:
+    complete_part(run, "client0", b"0123456789")
+    data, sidecar = run.part("client0")
+    stamp = sidecar.stat().st_mtime_ns
+    data.write_bytes(b"0123456780")
+    os.utime(data, ns=(stamp - 10**9, stamp - 10**9))  # older than its sidecar
+    h = hashes(run)
+    assert part_problem(run, "client0", h) is None  # lazily: only size and time
+    assert "checksum mismatch" in str(part_problem(run, "client0", h, verify=True))
+
+
+def test_the_merge_and_chunk_merges_are_complete_under_the_merge_hash(run: RunDir) -> None:
+    h = hashes(run)
+    assert str(merge_problem(run, h)) == "merge not done (no output/campaign.json)"
+    complete_merge(run)
+    assert merge_problem(run, h) is None
+    edited = Hashes(h.stream, "e" * 16, h.v1)  # a merge-only setting changed
+    assert str(merge_problem(run, edited)).startswith(
+        "merge from another campaign's config (merge hash ")
+    run.output[1].unlink()
+    assert str(merge_problem(run, h)) == (
+        "output/campaign.h5 without its record output/campaign.json (stopped before it "
+        "finished)")
+    chunk = MergeChunk(0, "chunk0", 1e9, 1e9 + 64, ("client0",), 64.0)
+    records.write(ChunkJob.of(chunk), run.job("chunk0"))
+    assert str(chunk_problem(run, "chunk0", h, chunk)) == (
+        "chunk merge not done (no output/chunks/chunk0.json)")
+
+
+def test_a_version_1_part_counts_for_the_campaign_whose_v1_hash_it_carries(run: RunDir) -> None:
+    complete_part(run, "client0", b"0123456789")
+    data, sidecar = run.part("client0")
+    record = json.loads(sidecar.read_text())
+    h = hashes(run)
+    for key in ("schema_version", "bytes", "stream_hash"):
+        record.pop(key)
+    record["config_hash"] = h.v1
+    sidecar.write_text(json.dumps(record))
+    assert records.read(PartRecord, sidecar).bytes is None
+    assert part_problem(run, "client0", h) is None  # no size: the checksum is read
+    data.write_bytes(b"0123456780")
+    assert "checksum mismatch" in str(part_problem(run, "client0", h))
+    record["config_hash"] = "0" * 16
+    sidecar.write_text(json.dumps(record))
+    assert "another campaign's config" in str(part_problem(run, "client0", h))

@@ -1,0 +1,207 @@
+"""A server stopped as campaigns stop it dies by no signal and leaves no core; a server that
+crashes is seen: its trace stays in ``logs/``, ``status`` and the report name it, and the
+suite's check (``helpers.ServerLogWatch``, run after every test) fails on it (issue #37).
+
+run-local runs a small campaign (1 server x 2 clients) under ``tests/stop_probe.py``, which
+turns core dumps on for every node and reaps, with their exit status, the processes the stop
+orphans (a python-backend stub whose tritonserver exited first). Stopped two ways: run-local
+sent SIGTERM while both clients hold their sequences open mid-stream (the server's live
+sequence count is 2 at that moment), and the ordinary end of a campaign (run-local stops the
+services once every node is done). Each time tritonserver was stopped by SIGTERM (Triton's
+``Signal (15) received.``) and exited with an exit code (0 at the end; 1 with live sequences,
+which Triton waits for until ``--exit-timeout-secs`` and then leaves), no line of its log
+reports a fatal signal (``serve/crashes.py``; the stubs print ``Fatal Python error`` on one),
+every orphaned stub exited with an exit code, and no ``core`` file was left. Before the fused
+model released its metric family in ``finalize``, every ordinary end left the stub's SIGSEGV
+and an 80 MB core.
+
+A tritonserver killed by SIGSEGV mid-campaign (the negative control of the check every test
+goes through, which a test passes only because it is marked ``server_crashes`` and
+``server_exits``) is restarted by run-local and the output is complete, but the watch reports
+Triton's ``Signal (11) received.`` with the backtrace after it and the node's exit, ``status``
+lists the crash (node, process, signal, log line) and the restart, and so does the report.
+
+The core check needs the kernel to write cores as files in the crashing process's directory
+(``/proc/sys/kernel/core_pattern`` without ``|`` or ``/``, as here); where a handler takes
+them, the test still checks everything else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from offline_iaas.config import load_config
+from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.rendezvous.addresses import read_address
+from offline_iaas.report import write_report
+from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
+from offline_iaas.serve.crashes import fatal_lines
+from offline_iaas.workflow.make_dag import make_dag
+from offline_iaas.workflow.status import read_status, status_lines
+from tests.faults.test_faults import FAST_FAILURE, RunLocal, fault_fired, server_pids, wait_for
+from tests.helpers import SMALL_CAMPAIGN, ServerLogWatch, processes_mentioning
+
+pytestmark = pytest.mark.slow
+
+PROBE = Path(__file__).parent / "stop_probe.py"
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("stop")
+    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    config = load_config(root / "campaign.toml")
+    write_synthetic_dataset(config)
+    export_repository(config)
+    return root
+
+
+def prepared_run(root: Path, name: str, faults: dict | None = None,
+                 overrides: tuple[str, ...] = ()) -> Path:
+    run_dir = root / name
+    make_dag(load_config(root / "campaign.toml", list(overrides)), RunDir(run_dir))
+    if faults is not None:
+        (run_dir / "faults.json").write_text(json.dumps(faults))
+    return run_dir
+
+
+def probe(run_dir: Path, stop_file: Path | None = None) -> subprocess.Popen[str]:
+    argv = [sys.executable, str(PROBE), str(run_dir)]
+    return subprocess.Popen(argv + ([str(stop_file)] if stop_file else []), cwd=run_dir,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def probed(proc: subprocess.Popen[str]) -> dict:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return json.loads(out)
+
+
+def cores_are_files() -> bool:
+    pattern = Path("/proc/sys/kernel/core_pattern").read_text().strip()
+    return not pattern.startswith("|") and "/" not in pattern
+
+
+def live_sequences(run_dir: Path) -> int:
+    address = read_address(RunDir(run_dir), "server0")
+    assert address is not None
+    text = requests.get(f"http://127.0.0.1:{address.metrics_port}/metrics", timeout=10).text
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("offline_iaas_live_sequences{")))
+
+
+def is_stub(orphan: dict) -> bool:
+    return orphan["name"].startswith("triton_python")  # comm: 15 characters of the name
+
+
+def assert_stopped_cleanly(run_dir: Path, report: dict, tritonserver_exit_code: int) -> None:
+    log = (run_dir / "logs" / "server0-tritonserver.log").read_text()
+    assert "Signal (15) received." in log  # stopped by SIGTERM, which is not a crash
+    assert fatal_lines(log) == [], log[-3000:]
+    serve_out = (run_dir / "logs" / "server0.out").read_text()
+    assert f"server0: tritonserver exited with exit code {tritonserver_exit_code}" in \
+        serve_out, serve_out
+    server = json.loads((run_dir / "local-state.json").read_text())["nodes"]["server0"]
+    assert [a["status"] for a in server["history"]] == ["stopped"]
+    assert server["exit_code"] == 0  # serve itself
+    assert not report["orphans_left"]
+    # stubs exit; a client's reader process orphaned by the stop dies by the stop's SIGTERM
+    orphans = report["orphans"]
+    assert all("exit_code" in o for o in orphans if is_stub(o)), orphans
+    assert all(o.get("signal") in (None, "SIGTERM") for o in orphans), orphans
+    if cores_are_files():
+        assert [p for p in run_dir.rglob("core*") if p.is_file()] == []
+    assert processes_mentioning(str(run_dir)) == []
+
+
+def test_a_server_stopped_with_live_sequences_dies_by_no_signal_and_leaves_no_core(
+        root: Path) -> None:
+    pause = {"point": "mid-stream", "action": "pause", "seconds": 300}
+    run_dir = prepared_run(root, "live", {"client0": [pause], "client1": [pause]})
+    stop_file = run_dir / "stop-now"
+    proc = probe(run_dir, stop_file)
+    try:
+        state = run_dir / "faults-state.json"
+        deadline = time.monotonic() + 120
+        while not (state.exists() and len(json.loads(state.read_text())) == 2):
+            assert proc.poll() is None and time.monotonic() < deadline, "clients never paused"
+            time.sleep(0.2)
+        assert live_sequences(run_dir) == 2  # both clients' sequences open (START, no END)
+    finally:
+        stop_file.touch()
+        report = probed(proc)
+    assert report["run_local"] == 6, report["output"]  # RunError: stopped by SIGTERM
+    assert "run-local stopped by SIGTERM" in report["output"]
+    # Triton counts each open sequence as an inference in flight: it waits the exit timeout,
+    # then exits with code 1 without unloading the model; the stub, orphaned, notices and
+    # exits too, and the probe reaps it
+    assert_stopped_cleanly(run_dir, report, tritonserver_exit_code=1)
+    log = (run_dir / "logs" / "server0-tritonserver.log").read_text()
+    assert "has 2 in-flight inferences" in log and "Exit timeout expired" in log
+    assert [o for o in report["orphans"] if is_stub(o)], report["orphans"]
+
+
+def test_a_server_stopped_at_the_end_of_a_campaign_dies_by_no_signal_and_leaves_no_core(
+        root: Path) -> None:
+    run_dir = prepared_run(root, "end")
+    report = probed(probe(run_dir))
+    assert report["run_local"] == 0, report["output"]
+    assert (run_dir / "output" / "campaign.h5").is_file()
+    assert_stopped_cleanly(run_dir, report, tritonserver_exit_code=0)
+
+
+@pytest.mark.server_crashes
+@pytest.mark.server_exits
+def test_a_tritonserver_dead_by_sigsegv_is_restarted_and_shown_with_its_trace(
+        root: Path) -> None:
+    faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 4}]}
+    run_dir = prepared_run(root, "segv", faults, tuple(FAST_FAILURE))
+    run = RunLocal(run_dir)
+    try:
+        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to pause")
+        _, tritonserver = server_pids(run_dir)
+        os.kill(tritonserver, signal.SIGSEGV)
+        output = run.finish()
+    finally:
+        run.kill()
+    assert (run_dir / "output" / "campaign.h5").is_file()  # the restart hid it from the output
+    assert "server0: restarted 1 time(s)" in output
+
+    # the check every test goes through fails on it: the signal with Triton's backtrace, and
+    # the server node's exit that run-local answered with a restart
+    problems = ServerLogWatch(run_dir).problems(exits_expected=False, crashes_expected=False)
+    assert len(problems) == 2, problems
+    assert "tritonserver died by SIGSEGV" in problems[0] and "Signal (11) received." in \
+        problems[0] and "tritonserver" in problems[0].splitlines()[2]  # a backtrace frame
+    assert "server node server0 exited on its own (attempt 1, exit code 5)" in problems[1]
+
+    log = run_dir / "logs" / "server0-tritonserver.log"
+    (fatal,) = fatal_lines(log.read_text())
+    assert (fatal.process, fatal.signal) == ("tritonserver", "SIGSEGV")
+    assert log.read_text().splitlines()[fatal.line_number - 1] == "Signal (11) received."
+    where = f"logs/server0-tritonserver.log line {fatal.line_number}"
+    expected = [f"server0: tritonserver died by SIGSEGV (see {where})",
+                "server0: server node exited with exit code 5 (see logs/server0.err, attempt 1)",
+                "server0: restarted 1 time by run-local"]
+    status = read_status(RunDir(run_dir))
+    assert status.server_crashes == expected
+    shown = status_lines(status)
+    assert shown[shown.index("server crashes and restarts:") + 1:][:3] == [
+        f"  {line}" for line in expected]
+    report = write_report(RunDir(run_dir)).read_text()
+    assert f"server0: tritonserver died by SIGSEGV (see {where})" in report
+    assert "server0: tritonserver died by signal SIGSEGV while serving" in (
+        run_dir / "logs" / "server0.out").read_text()
+    assert "error: tritonserver ended with signal SIGSEGV while serving" in (
+        run_dir / "logs" / "server0.err").read_text()
+    assert processes_mentioning(str(run_dir)) == []
