@@ -174,8 +174,8 @@ def run_in_child(
             proc.wait()
             raise
         if not result_path.exists():
-            raise RuntimeError(f"the child process running {target} exited with code {code} "
-                               "and no result (its error output is above)")
+            raise OfflineIaasError(f"the child process running {target} exited with code "
+                                   f"{code} and no result (its error output is above)")
         outcome = pickle.loads(result_path.read_bytes())
     if "error" in outcome:
         raise outcome["error"]
