@@ -26,9 +26,12 @@ browser:
 	  echo "browser: installed chromium and chromium-driver"; \
 	else echo "browser: could not install chromium (the browser test will be skipped)"; fi
 
+# The whole suite on TEST_WORKERS pytest-xdist workers; a test module stays on one worker
+# (its module-scoped servers and datasets are set up once).
+TEST_WORKERS ?= 2
 test: $(STAMP) browser
 	$(BIN)/ruff check src tests
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # Before every commit: ruff, then every test that starts no tritonserver (not marked slow;
 # tests/conftest.py refuses a server to the others), on CHECK_WORKERS pytest-xdist workers.

@@ -3,26 +3,27 @@
 Writes the physics check's dataset (the packaged demo config with
 ``models.evaluation.PHYSICS_DATASET``: 2048 s at 1024 Hz, two detectors, four injections)
 under a work directory, then for every seed and torch thread count runs ``train_demo`` and
-``evaluate_demo_networks`` (the slow test's check, on held-out data):
+``evaluate_demo_networks`` (the slow test's check, on held-out data; both in a pinned child):
 
 * DeepClean: cleaned/raw ASD ratio (gwpy median ASD) at 60 Hz and outside 55-65 Hz over a
   held-out stretch, with and without the 2 Hz guard;
 * BBHnet: the largest statistic over an injection-free held-out stretch, and found/missed
   fresh injections at network SNR 8-30 in another stretch of the same length.
 
-A different seed stands in for a different CPU: the training trajectory is deterministic on one
-machine, but oneDNN/MKL round differently on other instruction sets, so a test's margin must
-cover the spread over seeds. The table printed at the end is the one in docs/networks.md.
+Training runs under the pinned numerics (``models/numerics.py``), so a seed and a thread
+count give the same networks on every x86-64 CPU with AVX2: the spread over seeds is the
+training's own, and a test's margin over it holds on every such machine. Each row records
+the numerics it ran with (``--native`` trains with this CPU's own code paths instead, which
+another CPU does not reproduce). The table printed at the end is the one in docs/networks.md.
 
 Usage: .venv/bin/python benchmarks/demo_networks.py [--seeds 0 1 2 3 4] [--threads 1 2]
-       [--work DIR] [--out FILE.json]
+       [--work DIR] [--out FILE.json] [--native]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shutil
 import tempfile
 import time
@@ -34,14 +35,10 @@ from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.models.evaluation import PHYSICS_DATASET, evaluate_demo_networks
+from offline_iaas.models.numerics import cpu_model, run_in_child
 from offline_iaas.models.training import train_demo
 
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+EVALUATE = f"{evaluate_demo_networks.__module__}:{evaluate_demo_networks.__name__}"
 
 
 def summarise(run: dict) -> dict:
@@ -69,6 +66,8 @@ def main() -> None:
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--work", type=Path, help="work directory (default: a temporary one)")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--native", action="store_true",
+                        help="train with this CPU's own code paths, not the pinned numerics")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="demo-networks-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -83,18 +82,23 @@ def main() -> None:
         for seed in args.seeds:
             started = time.monotonic()
             weights = work / f"weights-{seed}-{threads}"
-            paths = train_demo(config, weights, seed=seed,
-                               threads=threads)
+            paths = train_demo(config, weights, seed=seed, threads=threads,
+                               pinned=not args.native)
             summary = json.loads(paths["summary"].read_text())
-            run = evaluate_demo_networks(config, frames, paths, summary)
+            results.setdefault("numerics", summary["numerics"])
+            # held out under the pin too: the same bits on every x86-64-v3 CPU
+            run = run_in_child(EVALUATE, {"config": config, "frames": frames, "paths": paths,
+                                          "summary": summary}, pinned=not args.native)
             row = {"seed": seed, "threads": threads,
                    "seconds": round(time.monotonic() - started, 1), **summarise(run)}
             results["runs"].append({**row, "detail": run})
             print(json.dumps(row), flush=True)
             shutil.rmtree(weights)
     keys = [k for k in results["runs"][0] if k not in ("seed", "threads", "seconds", "detail")]
+    numerics = results["numerics"]
     print(f"\nspread over {len(results['runs'])} runs on {results['cpu']} at commit "
-          f"{results['commit']}:")
+          f"{results['commit']} (numerics: pin {numerics['pin']}, torch "
+          f"{numerics['aten_capability']} kernels, oneDNN {numerics['mkldnn']}):")
     for key in keys:
         values = [r[key] for r in results["runs"]]
         if isinstance(values[0], str):

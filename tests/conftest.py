@@ -24,6 +24,28 @@ os.environ[HOOK_ENV] = f"{Path(__file__).parent / 'faults' / 'inject.py'}:inject
 _SERVER_LOGS = pytest.StashKey[ServerLogWatch]()
 
 
+LONGEST_FIRST = (
+    "test_demo_physics.py", "test_training.py", "test_oracle.py", "test_rolling_whitening.py",
+    "test_faults.py", "test_load.py", "test_completeness.py", "test_time_slides.py",
+    "test_bad_frames.py", "test_merge_tree.py", "test_deepclean_products.py",
+    "test_disk_full_tmpfs.py",
+)
+"""Modules that take minutes (``make test``'s 25 slowest), started first: on two pytest-xdist
+workers a long module begun last would run alone at the end."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the modules of ``LONGEST_FIRST`` first, in that order, then the slow modules, then
+    the rest (each module's tests keep their order)."""
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        if name in LONGEST_FIRST:
+            return LONGEST_FIRST.index(name)
+        return len(LONGEST_FIRST) + (0 if item.get_closest_marker("slow") else 1)
+    items[:] = [item for _, item in sorted(enumerate(items),
+                                           key=lambda pair: (rank(pair[1]), pair[0]))]
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _server_log_watch(request: pytest.FixtureRequest,
                       tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -1,11 +1,14 @@
-"""Training the demo networks: a fast smoke test, and the full demo's physics (slow)."""
+"""Training the demo networks: a fast smoke test, the pinned numerics proven on an emulated
+other CPU, and the full demo's physics (slow)."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,16 +18,19 @@ from offline_iaas.cli import main as cli_main
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.errors import ConfigError, OfflineIaasError
 from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.evaluation import PHYSICS_DATASET, evaluate_demo_networks
+from offline_iaas.models.numerics import run_in_child
 from offline_iaas.models.training import (
     _allowed_starts,
     bandpass,
     train_demo,
+    whiten_windows,
 )
 from offline_iaas.models.weights import load_network
-from tests.helpers import SMALL_CAMPAIGN
+from tests.helpers import SMALL_CAMPAIGN, captured_log
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +44,28 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> CampaignConfig:
     return config
 
 
-def test_train_demo_smoke(small: CampaignConfig, tmp_path: Path, log_lines: list[str]) -> None:
-    lines = log_lines
-    paths = train_demo(
-        small,
-        tmp_path / "weights",
-        deepclean={"epochs": 2, "seconds": 32.0, "windows_per_epoch": 64, "batch_size": 16},
-        bbhnet={"epochs": 2, "seconds": 32.0, "windows_per_epoch": 64, "batch_size": 16,
-                "width": 4, "depth": 2},
-    )
+TINY: dict[str, Any] = {
+    "deepclean": {"epochs": 2, "seconds": 32.0, "windows_per_epoch": 64, "batch_size": 16},
+    "bbhnet": {"epochs": 2, "seconds": 32.0, "windows_per_epoch": 64, "batch_size": 16,
+               "width": 4, "depth": 2},
+}
+"""A few steps of each network on ``small``: the demo's code path, in seconds."""
+
+
+@pytest.fixture(scope="module")
+def pinned_run(
+    small: CampaignConfig, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, Path], list[str]]:
+    """``TINY`` trained under the pinned numerics (the default), and its log lines."""
+    with captured_log() as lines:
+        paths = train_demo(small, tmp_path_factory.mktemp("pinned") / "weights", **TINY)
+    return paths, lines
+
+
+def test_train_demo_smoke(
+    small: CampaignConfig, pinned_run: tuple[dict[str, Path], list[str]]
+) -> None:
+    paths, lines = pinned_run
     assert set(paths) == {"deepclean-H1", "deepclean-L1", "bbhnet", "summary"}
     assert torch.get_num_threads() <= 2
     summary = json.loads(paths["summary"].read_text())
@@ -55,6 +74,7 @@ def test_train_demo_smoke(small: CampaignConfig, tmp_path: Path, log_lines: list
         report = summary["networks"][name]
         assert report["witness_channels"] == [f"{name[-2:]}:PEM-SYNTH_WITNESS_{i}" for i in (0, 1)]
         assert len(report["loss"]) == 2 and all(math.isfinite(x) for x in report["loss"])
+        assert report["threads"] == 2
         model = load_network("deepclean", paths[name], {"witnesses": 2, "kernel_samples": kernel})
         assert isinstance(model, DeepClean)
         assert float(model.strain_std) == pytest.approx(report["strain_std"])
@@ -66,8 +86,74 @@ def test_train_demo_smoke(small: CampaignConfig, tmp_path: Path, log_lines: list
         "bbhnet", paths["bbhnet"], {"ifos": 2, "kernel_samples": kernel, "width": 4, "depth": 2}
     )
     assert isinstance(model, BBHnet) and model.whitening_taps == 65
+    # the child's log lines come back through this process's loggers
     assert any("deepclean H1: epoch 2/2" in line for line in lines)
     assert any("bbhnet: epoch 2/2" in line for line in lines)
+
+
+def _weights(paths: dict[str, Path]) -> dict[str, dict[str, torch.Tensor]]:
+    return {name: torch.load(path) for name, path in paths.items() if name != "summary"}
+
+
+def _differing(
+    a: dict[str, dict[str, torch.Tensor]], b: dict[str, dict[str, torch.Tensor]]
+) -> list[str]:
+    """The tensors whose bits differ (``torch.equal``: a NaN is never equal)."""
+    assert a.keys() == b.keys() and all(a[net].keys() == b[net].keys() for net in a)
+    return [f"{net}.{k}" for net in a for k in a[net] if not torch.equal(a[net][k], b[net][k])]
+
+
+def emulated_cpu() -> dict[str, str]:
+    """Environment that makes every library that picks its code by the CPU take another path
+    than this CPU's: ATen's AVX2 kernels (an AVX2-only CPU's, such as an older EPYC's), numpy
+    without its AVX-512 kernels, oneDNN's AVX kernels (no FMA: no x86-64-v3 CPU's own choice,
+    so the emulated CPU differs from this one whatever this one is), and MKL's AVX kernels
+    (honoured on Intel CPUs; MKL on AMD ignores it)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__  # numpy >= 2
+    except ImportError:
+        from numpy.core._multiarray_umath import __cpu_dispatch__
+    return {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "NPY_DISABLE_CPU_FEATURES": " ".join(f for f in __cpu_dispatch__ if f.startswith("AVX512")),
+        "ONEDNN_MAX_CPU_ISA": "AVX",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX",
+    }
+
+
+def test_pinned_training_is_bit_identical_on_an_emulated_cpu(
+    small: CampaignConfig, pinned_run: tuple[dict[str, Path], list[str]], tmp_path: Path
+) -> None:
+    """The same seed and thread count train the same bits here and on an emulated other CPU
+    under the pin; without it, the two CPUs train different networks (the negative control)."""
+    there = {**os.environ, **emulated_cpu()}
+    pinned_here = pinned_run[0]
+    pinned_there = train_demo(small, tmp_path / "pinned-there", environment=there, **TINY)
+    native_here = train_demo(small, tmp_path / "native-here", pinned=False, **TINY)
+    native_there = train_demo(small, tmp_path / "native-there", pinned=False, environment=there,
+                              **TINY)
+    assert _differing(_weights(native_here), _weights(native_there)) != []
+    assert _differing(_weights(pinned_here), _weights(pinned_there)) == []
+    # and the pin changes what this CPU trains (it is not the machine's own choice)
+    assert _differing(_weights(pinned_here), _weights(native_here)) != []
+    numerics = {name: json.loads(paths["summary"].read_text())["numerics"] for name, paths in
+                (("pinned_there", pinned_there), ("native_there", native_there))}
+    assert numerics["pinned_there"]["holds"] and not numerics["pinned_there"]["mkldnn"]
+    assert numerics["pinned_there"]["aten_capability"] == "AVX2"
+    assert numerics["native_there"]["pin"] is None and numerics["native_there"]["mkldnn"]
+
+
+def test_training_errors_in_the_child_reach_the_caller(
+    small: CampaignConfig, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match="training needs at least 2.0 s of data"):
+        train_demo(small, tmp_path / "weights", deepclean={"seconds": 1.0})
+    assert not (tmp_path / "weights" / "deepclean-H1.pt").exists()
+
+
+def test_a_child_that_dies_is_one_error_naming_it() -> None:
+    with pytest.raises(OfflineIaasError, match="running os:_exit exited with code 3"):
+        run_in_child("os:_exit", {"status": 3}, pinned=False)
 
 
 def test_train_demo_command_reports_config_errors(
@@ -83,6 +169,22 @@ def test_training_windows_avoid_the_datasets_injections() -> None:
     # a window [t, t + 10 s) stays 4 s away from the injection at 50 s
     assert np.all((ends / 10 < 46) | (starts / 10 > 54))
     assert len(starts) > 0
+
+
+def test_training_whitens_windows_as_the_network_does() -> None:
+    """BBHnet trains on windows whitened outside it; the network's own convolution agrees."""
+    rng = np.random.default_rng(5)
+    taps = rng.normal(size=(2, 65))
+    windows = (rng.normal(size=(3, 2, 256)) * 1e-21).astype(np.float32)
+    network = BBHnet(2, taps, 1e21, width=4, depth=2)
+    with torch.no_grad():
+        inside = network.whiten(torch.as_tensor(windows)).numpy()
+    outside = whiten_windows(windows, taps, 1e21)
+    assert outside.shape == inside.shape == (3, 2, 192) and np.all(np.isfinite(outside))
+    scale = np.max(np.abs(inside))
+    np.testing.assert_allclose(outside, inside, rtol=0, atol=1e-5 * scale)
+    late = whiten_windows(np.roll(windows, 1, axis=-1), taps, 1e21)  # one sample late
+    assert np.max(np.abs(late - inside)) > 0.1 * scale
 
 
 def test_bandpass_is_zero_phase() -> None:
@@ -126,7 +228,10 @@ def test_demo_networks_do_their_physics(tmp_path: Path) -> None:
     paths = train_demo(config, tmp_path / "weights", threads=threads)
     summary = json.loads(paths["summary"].read_text())
     assert summary["networks"]["bbhnet"]["threads"] == threads
-    result = evaluate_demo_networks(config, discover_frames(config), paths, summary)
+    # evaluated under the pin too, so that the numbers are the same bits on every x86-64-v3 CPU
+    result = run_in_child(
+        f"{evaluate_demo_networks.__module__}:{evaluate_demo_networks.__name__}",
+        {"config": config, "frames": discover_frames(config), "paths": paths, "summary": summary})
     for ifo, rows in result["deepclean"].items():
         for row in rows:
             print(ifo, row)

@@ -26,7 +26,6 @@ import contextlib
 import json
 import logging
 import math
-import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -46,6 +45,7 @@ from offline_iaas.errors import ConfigError
 from offline_iaas.models.bbhnet import BBHnet, whitening_filter
 from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.injections import InjectionMaker
+from offline_iaas.models.numerics import numerics_in_use, run_in_child
 from offline_iaas.models.weights import TRAINING_SUMMARY
 
 logger = logging.getLogger(__name__)
@@ -119,13 +119,14 @@ def _span(
 
 @contextlib.contextmanager
 def _deterministic(threads: int) -> Iterator[None]:
-    """Fixed torch threads and deterministic algorithms while training.
+    """Exactly ``threads`` torch threads and deterministic algorithms while training.
 
-    This makes a run repeatable on one machine; it cannot make two CPU models round alike
-    (oneDNN and MKL pick their kernels by instruction set), so the physics tests assert with a
-    margin measured over seeds (docs/networks.md).
+    With the pinned numerics (``models.numerics``, the child ``train_demo`` starts) this makes
+    a seed and a thread count train the same weights on every x86-64 CPU with AVX2. The thread
+    count is not capped at the CPUs present: how the work is split between threads changes
+    the rounding, so ``threads`` means the same on a one-core machine.
     """
-    torch.set_num_threads(max(1, min(threads, os.cpu_count() or 1)))
+    torch.set_num_threads(max(1, threads))
     before = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
@@ -180,6 +181,7 @@ def train_deepclean(
         strain_name = strain_channel(config, ifo)
         data = read_span(frames, [strain_name, *witnesses], start, end, rate).astype(np.float64)
         read_seconds = time.monotonic() - started
+        cpu_started = time.process_time()
         target = bandpass(data[0], rate)
         wit = data[1:]
         witness_mean = wit.mean(axis=1)
@@ -236,6 +238,7 @@ def train_deepclean(
             "loss": losses,
             "read_seconds": read_seconds,
             "train_seconds": time.monotonic() - started - read_seconds,
+            "train_cpu_seconds": time.process_time() - cpu_started,
             "threads": torch.get_num_threads(),
         }
         return model
@@ -293,6 +296,15 @@ def bbhnet_whitening(
     return np.stack(
         [whitening_filter(freqs_hz, np.sqrt(p) * input_scale, sample_rate, taps) for p in psd]
     )
+
+
+def whiten_windows(windows: np.ndarray, taps: np.ndarray, input_scale: float) -> np.ndarray:
+    """``[batch, ifos, K]`` strain windows whitened as ``BBHnet.whiten`` does them (``×
+    input_scale``, then each ifo's ``[ifos, taps]`` FIR, "valid"), in float64 by FFT:
+    ``[batch, ifos, K - taps + 1]`` float32."""
+    scaled = np.asarray(windows, np.float64) * input_scale
+    whitened = signal.fftconvolve(scaled, np.asarray(taps)[None], mode="valid", axes=-1)
+    return whitened.astype(np.float32)
 
 
 def _allowed_starts(
@@ -355,6 +367,7 @@ def train_bbhnet(
         start, end = _span(config, seconds, offset_seconds)
         strain = read_span(frames, channels, start, end, rate)
         read_seconds = time.monotonic() - started
+        cpu_started = time.process_time()
         freqs, psd = background_psd(strain, rate)
         scale = config.model.input_scale
         model_taps = bbhnet_whitening(freqs, psd, rate, scale)
@@ -365,28 +378,30 @@ def train_bbhnet(
             )
         torch.manual_seed(seed)
         rng = np.random.default_rng(seed)
-        model = BBHnet(len(channels), model_taps, scale, width=width, depth=depth)
+        # the trainable layers learn on windows whitened outside the network (the same FIR,
+        # whiten_windows): its fixed 257-tap convolution through ATen's im2col at every step
+        # was most of the pinned numerics' cost. The network written whitens inside.
+        network = BBHnet(len(channels), None, 1.0, width=width, depth=depth)
         allowed = _allowed_starts(strain.shape[1], kernel, start, rate, exclude_gps)
         maker = InjectionMaker(rate, kernel, [ch.split(":", 1)[0] for ch in channels], rng,
                                population=population_spec(config.synth, config.source))
-        optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
+        optimizer = torch.optim.Adam(network.parameters(), lr=learning_rate)
         steps = epochs * -(-windows_per_epoch // batch_size)
         scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, learning_rate, total_steps=steps)
-        strain_t = torch.as_tensor(strain)
-        offsets = torch.arange(kernel)
+        offsets = np.arange(kernel)
         half = batch_size // 2
         labels = torch.cat([torch.zeros(batch_size - half), torch.ones(half)])
         losses: list[float] = []
         accuracy: list[float] = []
-        model.train()
+        network.train()
         for epoch in range(epochs):
             total, correct, seen = 0.0, 0, 0
             for _ in range(-(-windows_per_epoch // batch_size)):
-                starts = torch.as_tensor(rng.choice(allowed, size=batch_size))
-                x = strain_t[:, starts[:, None] + offsets].transpose(0, 1).clone()
+                starts = rng.choice(allowed, size=batch_size)
+                windows = strain[:, starts[:, None] + offsets].transpose(1, 0, 2)
                 signals, _, _ = maker.waveforms(half, snr_range, (0.3, 0.7))
-                x[batch_size - half :] += torch.as_tensor(signals, dtype=torch.float32)
-                logits = model(x)
+                windows[batch_size - half :] += signals.astype(windows.dtype)
+                logits = network(torch.as_tensor(whiten_windows(windows, model_taps, scale)))
                 loss = nn.functional.binary_cross_entropy_with_logits(logits, labels)
                 optimizer.zero_grad()
                 loss.backward()
@@ -401,6 +416,10 @@ def train_bbhnet(
                 f"bbhnet: epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f} "
                 f"accuracy {accuracy[-1]:.3f}"
             )
+        model = BBHnet(len(channels), model_taps, scale, width=width, depth=depth)
+        trained = network.state_dict()
+        trained.update(whitening=model.whitening, input_scale=model.input_scale)
+        model.load_state_dict(trained)
         model.eval()
         model.training_report = {
             "kind": "bbhnet",
@@ -422,6 +441,7 @@ def train_bbhnet(
             "accuracy": accuracy,
             "read_seconds": read_seconds,
             "train_seconds": time.monotonic() - started - read_seconds,
+            "train_cpu_seconds": time.process_time() - cpu_started,
             "threads": torch.get_num_threads(),
         }
         return model
@@ -459,25 +479,50 @@ def train_demo(
     bbhnet: Mapping[str, Any] | None = None,
     seed: int = 0,
     threads: int = 2,
+    pinned: bool = True,
+    environment: Mapping[str, str] | None = None,
 ) -> dict[str, Path]:
     """Train DeepClean (per interferometer) and BBHnet on the campaign's synthetic dataset.
 
     Writes ``deepclean-<IFO>.pt`` and ``bbhnet.pt`` (state_dicts) and ``demo-models.json``
-    (each network's configuration: channels, statistics, PSD, losses, timing) to ``out_dir``;
-    the dataset is written first if its ``synth.json`` is missing. ``deepclean`` and
-    ``bbhnet`` override keyword arguments of ``train_deepclean`` / ``train_bbhnet`` (defaults
-    ``DEMO_DEEPCLEAN``, ``DEMO_BBHNET``); ``seed`` and ``threads`` go to both.
+    (each network's configuration: channels, statistics, PSD, losses, timing, and the
+    numerics it was trained with) to ``out_dir``; the dataset is written first if its
+    ``synth.json`` is missing. ``deepclean`` and ``bbhnet`` override keyword arguments of
+    ``train_deepclean`` / ``train_bbhnet`` (defaults ``DEMO_DEEPCLEAN``, ``DEMO_BBHNET``);
+    ``seed`` and ``threads`` go to both.
+
+    Training runs in a child process (``models.numerics.run_in_child``): under the pinned
+    numerics by default, so that a seed and a thread count give the same weights bit for bit
+    on every x86-64 CPU with AVX2; ``pinned=False`` trains with the CPU's own code paths
+    (and ``environment``, the tests' emulated CPUs).
 
     Returns
     -------
     dict
         ``{"deepclean-H1": path, ..., "bbhnet": path, "summary": path}``.
     """
-    started = time.monotonic()
     dataset = _dataset(config)
+    request = {"config": config, "out_dir": Path(out_dir), "deepclean": dict(deepclean or {}),
+               "bbhnet": dict(bbhnet or {}), "seed": seed, "threads": threads,
+               "dataset": dataset}
+    return run_in_child(f"{__name__}:write_demo_networks", request, pinned=pinned,
+                        environment=environment)
+
+
+def write_demo_networks(
+    config: CampaignConfig,
+    out_dir: Path,
+    deepclean: Mapping[str, Any],
+    bbhnet: Mapping[str, Any],
+    seed: int,
+    threads: int,
+    dataset: Mapping[str, Any],
+) -> dict[str, Path]:
+    """``train_demo``'s work in this process (the child it starts): train, write, return the
+    paths. ``dataset`` is the dataset's ``synth.json``."""
+    started = time.monotonic()
     frames = discover_frames(config)
     injections = [float(inj["gps_time"]) for inj in dataset.get("injections", [])]
-    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     reports: dict[str, Any] = {}
@@ -485,7 +530,7 @@ def train_demo(
         for ifo in ifo_names(config):
             model = train_deepclean(
                 config, frames, ifo,
-                **{"seed": seed, "threads": threads, **DEMO_DEEPCLEAN, **(deepclean or {})},
+                **{"seed": seed, "threads": threads, **DEMO_DEEPCLEAN, **deepclean},
             )
             name = f"deepclean-{ifo}"
             paths[name] = out_dir / f"{name}.pt"
@@ -495,7 +540,7 @@ def train_demo(
             logger.info(f"train-demo: {paths[name]} ({seconds:.1f} s)")
     model = train_bbhnet(
         config, frames, exclude_gps=injections,
-        **{"seed": seed, "threads": threads, **DEMO_BBHNET, **(bbhnet or {})},
+        **{"seed": seed, "threads": threads, **DEMO_BBHNET, **bbhnet},
     )
     paths["bbhnet"] = out_dir / "bbhnet.pt"
     torch.save(model.state_dict(), paths["bbhnet"])
@@ -504,6 +549,7 @@ def train_demo(
     summary = {
         "stream_hash": config.stream_hash(),
         "dataset": dataset.get("directory"),
+        "numerics": numerics_in_use(),
         "networks": {
             name: {"weights": paths[name].name, **report} for name, report in reports.items()
         },
