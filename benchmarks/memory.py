@@ -3,7 +3,7 @@
 Runs two real campaigns (1 server, 1 client, run-local) over synthetic frames and reads the
 peak RSS each node records in its sidecar (``parts/client0.json``, ``output/campaign.json``).
 The defaults are sized so that holding the segment in memory would show: 8T of two channels
-at 4096 Hz is 256 MiB as float64, while the reader holds ``client.chunk_seconds`` at a time.
+at 4096 Hz is 256 MiB as float64, while the reader holds ``client.read_seconds`` at a time.
 
 Usage: .venv/bin/python benchmarks/memory.py [--seconds T] [--rate HZ] [--out FILE]
 """
@@ -105,7 +105,7 @@ def main() -> None:
             f"--rate {args.rate:g}` at commit `{source_commit()}`.",
             f"Machine: {platform.machine()}, {platform.python_implementation()} "
             f"{platform.python_version()}; two channels at {args.rate:g} Hz, "
-            f"1 server, 1 client, chunks of 64 s.",
+            f"1 server, 1 client, reads of 64 s.",
             "",
             *table,
             "",

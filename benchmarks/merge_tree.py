@@ -1,13 +1,13 @@
 """The merge as a tree on the demo data (issue #20): throughput, whole-campaign wall, simulation.
 
-1. Runs the e2e demo twice through its DAG (``offline-iaas demo``): chunk merges of
-   ``merge.chunk_seconds = 4096`` (the default) and one merge node (``= 0``); reports each
+1. Runs the e2e demo twice through its DAG (``offline-iaas demo``): shard merges of
+   ``merge.shard_seconds = 4096`` (the default) and one merge node (``= 0``); reports each
    campaign's wall time (``run-local``'s, from the first node's start to the last's end).
-2. On the chunked demo's parts, writes the DAG again for 1, 4 and 16 chunks (and one merge
-   node) and runs only the merge nodes, the chunk merges two at a time (this machine's cores):
-   per node data seconds, wall and CPU seconds, and the merge stage's wall (chunks + index).
+2. On the sharded demo's parts, writes the DAG again for 1, 4 and 16 shards (and one merge
+   node) and runs only the merge nodes, the shard merges two at a time (this machine's cores):
+   per node data seconds, wall and CPU seconds, and the merge stage's wall (shards + index).
 3. Replays (``plan --simulate``) a second campaign of the demo data with another layout (4
-   chunks, at most 2 clients at once) from the first demo's rates, then runs it for real and
+   shards, at most 2 clients at once) from the first demo's rates, then runs it for real and
    compares the makespans.
 
     .venv/bin/python benchmarks/merge_tree.py --out benchmarks/MERGE.md
@@ -28,12 +28,12 @@ from pathlib import Path
 
 from offline_iaas import records
 from offline_iaas.bench.provenance import source_commit
-from offline_iaas.records import CampaignSummary, ChunkSummary, read_run_info
+from offline_iaas.records import CampaignSummary, ShardSummary, read_run_info
 from offline_iaas.rundir import RunDir
 
 OFFLINE_IAAS = str(Path(sys.executable).parent / "offline-iaas")
-LAYOUTS = [("one merge node", 0), ("1 chunk", 32768), ("4 chunks", 640), ("16 chunks", 128)]
-"""The demo's 2048 s from GPS 1262304000 fall in 1, 4 and 16 aligned chunks of these sizes."""
+LAYOUTS = [("one merge node", 0), ("1 shard", 32768), ("4 shards", 640), ("16 shards", 128)]
+"""The demo's 2048 s from GPS 1262304000 fall in 1, 4 and 16 aligned shards of these sizes."""
 
 
 def run(*args: str) -> str:
@@ -71,33 +71,33 @@ def client_intervals(run_dir: Path) -> list[tuple[str, str, float, float]]:
     return sorted(rows, key=lambda row: row[2])
 
 
-def chunk_node(args: tuple[str, str]) -> None:
-    from offline_iaas.merge.chunk_merge import merge_chunk
+def shard_node(args: tuple[str, str]) -> None:
+    from offline_iaas.merge.shard_merge import merge_shard
 
-    merge_chunk(RunDir(Path(args[0])), args[1])
+    merge_shard(RunDir(Path(args[0])), args[1])
 
 
-def merge_only(source: Path, target: Path, chunk_seconds: float) -> dict:
-    """The DAG of ``source`` written again for ``chunk_seconds``, its parts copied, and only
-    its merge nodes run: chunk merges two at a time, then the index."""
+def merge_only(source: Path, target: Path, shard_seconds: float) -> dict:
+    """The DAG of ``source`` written again for ``shard_seconds``, its parts copied, and only
+    its merge nodes run: shard merges two at a time, then the index."""
     from offline_iaas.config import load_config
     from offline_iaas.merge.merge import merge
     from offline_iaas.workflow.make_dag import make_dag
 
     shutil.copytree(source, target, ignore=shutil.ignore_patterns(
         "output", "logs", "scratch", "local-state.json", "monitor"))
-    config = load_config(target / "campaign.toml", [f"merge.chunk_seconds={chunk_seconds}"])
+    config = load_config(target / "campaign.toml", [f"merge.shard_seconds={shard_seconds}"])
     make_dag(config, RunDir(target))
-    chunks = read_run_info(RunDir(target)).chunks
+    shards = read_run_info(RunDir(target)).shards
     started = time.monotonic()
     with ProcessPoolExecutor(2) as pool:
-        list(pool.map(chunk_node, [(str(target), node) for node in chunks]))
-    chunks_wall = time.monotonic() - started
+        list(pool.map(shard_node, [(str(target), node) for node in shards]))
+    shards_wall = time.monotonic() - started
     merge(RunDir(target))
     stage = time.monotonic() - started
     summary = records.read(CampaignSummary, RunDir(target).output[1])
-    done = [records.read(ChunkSummary, RunDir(target).chunk_output(n)[1]) for n in chunks]
-    return {"chunks": len(chunks), "stage_seconds": stage, "chunks_seconds": chunks_wall,
+    done = [records.read(ShardSummary, RunDir(target).shard_output(n)[1]) for n in shards]
+    return {"shards": len(shards), "stage_seconds": stage, "shards_seconds": shards_wall,
             "index_seconds": summary.wall_seconds, "index_cpu": summary.cpu_seconds,
             "nodes": [(r.data_seconds, r.wall_seconds, r.cpu_seconds) for r in done]}
 
@@ -115,46 +115,46 @@ def main() -> None:
              "2048 s of H1+L1 at 1024 Hz, 2 servers x 2 clients.", ""]
 
     walls = {}
-    for name, chunk_seconds in (("chunked", 4096), ("single", 0)):
-        run("demo", "--workdir", str(work / name), "--set", f"merge.chunk_seconds={chunk_seconds}")
+    for name, shard_seconds in (("sharded", 4096), ("single", 0)):
+        run("demo", "--workdir", str(work / name), "--set", f"merge.shard_seconds={shard_seconds}")
         walls[name] = local_wall(work / name / "run")
     lines += ["## Whole campaign (run-local of the demo's DAG)", "",
               "| merge | campaign wall [s] |", "| --- | --- |",
-              f"| chunk merges (merge.chunk_seconds = 4096: 2 chunks) | {walls['chunked']:.1f} |",
-              f"| one merge node (merge.chunk_seconds = 0) | {walls['single']:.1f} |", ""]
+              f"| shard merges (merge.shard_seconds = 4096: 2 shards) | {walls['sharded']:.1f} |",
+              f"| one merge node (merge.shard_seconds = 0) | {walls['single']:.1f} |", ""]
 
-    lines += ["## Merge throughput (the merge nodes alone, on the chunked demo's parts)", "",
-              "Chunk merges run two at a time (2 cores); the index after them. Per node: data "
+    lines += ["## Merge throughput (the merge nodes alone, on the sharded demo's parts)", "",
+              "Shard merges run two at a time (2 cores); the index after them. Per node: data "
               "seconds / wall seconds of its own work.", "",
               "| layout | merge nodes | per node [data-s/s] (min-max) | per node CPU [s] "
-              "(mean) | chunk merges wall [s] | index [s] | merge stage wall [s] | total "
+              "(mean) | shard merges wall [s] | index [s] | merge stage wall [s] | total "
               "[data-s/s] |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for name, chunk_seconds in LAYOUTS:
-        got = merge_only(work / "chunked" / "run", work / f"merge-{chunk_seconds}", chunk_seconds)
+    for name, shard_seconds in LAYOUTS:
+        got = merge_only(work / "sharded" / "run", work / f"merge-{shard_seconds}", shard_seconds)
         if got["nodes"]:
             rates = [d / w for d, w, _ in got["nodes"]]
             cpu = sum(c for *_, c in got["nodes"]) / len(got["nodes"])
             per_node = f"{min(rates):,.0f}-{max(rates):,.0f}"
-            chunk_wall = f"{got['chunks_seconds']:.1f}"
+            shard_wall = f"{got['shards_seconds']:.1f}"
         else:
             per_node, cpu = f"{2048 / got['index_seconds']:,.0f}", got["index_cpu"]
-            chunk_wall = "-"
-        lines.append(f"| {name} | {got['chunks'] or 1} | {per_node} | {cpu:.1f} | {chunk_wall} "
+            shard_wall = "-"
+        lines.append(f"| {name} | {got['shards'] or 1} | {per_node} | {cpu:.1f} | {shard_wall} "
                      f"| {got['index_seconds']:.1f} | {got['stage_seconds']:.1f} | "
                      f"{2048 / got['stage_seconds']:,.0f} |")
     lines.append("")
 
     target = work / "target"
-    shutil.copytree(work / "chunked", target, ignore=shutil.ignore_patterns("run", "reference*"))
-    config_path = work / "chunked" / "run" / "campaign.toml"
+    shutil.copytree(work / "sharded", target, ignore=shutil.ignore_patterns("run", "reference*"))
+    config_path = work / "sharded" / "run" / "campaign.toml"
     run("make-dag", str(config_path), "--out", str(target / "run"), "--set",
-        "merge.chunk_seconds=640", "--set", "workflow.max_parallel_clients=2")
+        "merge.shard_seconds=640", "--set", "workflow.max_parallel_clients=2")
     simulated = json.loads(run("plan", str(config_path), "--simulate", str(target / "run"),
-                               "--from-run", str(work / "chunked" / "run"), "--json", "-q"))
+                               "--from-run", str(work / "sharded" / "run"), "--json", "-q"))
     run("run-local", str(target / "run"))
     lines += ["## plan --simulate against a real run-local", "",
-              "Rates from the chunked demo; the target: the same data with 4 chunk merges "
-              "(merge.chunk_seconds = 640) and at most 2 clients at once "
+              "Rates from the sharded demo; the target: the same data with 4 shard merges "
+              "(merge.shard_seconds = 640) and at most 2 clients at once "
               "(workflow.max_parallel_clients = 2). Seconds from the DAG's first node start.", "",
               "| until | simulated [s] | run-local [s] | error |", "| --- | --- | --- | --- |"]
     for label, stage, prefix in (("the last client ends", "clients_done_seconds", "client"),

@@ -13,15 +13,15 @@ RSS), counts what it wrote (files, bytes, DAG lines), fakes DAGMan's node status
 mid-campaign, and times ``status`` on the result, as a child process (the command a user
 types) and in process (``read_status`` alone). It also states how the DAG's lines and the
 files grow with the layout: each DAG line and each file is put down to the node it names
-(a server, a client, a chunk merge, or none), giving ``lines = a x servers + b x clients +
-c x chunk merges + d`` (and the same for files); ``tests/test_scale.py`` checks a small run
+(a server, a client, a shard merge, or none), giving ``lines = a x servers + b x clients +
+c x shard merges + d`` (and the same for files); ``tests/test_scale.py`` checks a small run
 against the formula that ``SCALE.md`` states. It prints a Markdown table, and with ``--out
 FILE`` writes it, with the command and the commit.
 
-    make demo       # the pilot: its chunk merges' throughput, in demo-work/run
+    make demo       # the pilot: its shard merges' throughput, in demo-work/run
     .venv/bin/python benchmarks/scale.py --out benchmarks/SCALE.md --merge-pilot demo-work/run
 
-With ``--merge-pilot`` (a finished demo run: its chunk merges' throughput) it also plans the
+With ``--merge-pilot`` (a finished demo run: its shard merges' throughput) it also plans the
 O3-month DeepClean campaign from the bench's results (``benchmarks/results.json``: the
 ``o3-deepclean`` workload), writes its DAG and replays it (``plan --simulate``'s model) for
 the expected makespan.
@@ -46,7 +46,7 @@ import numpy as np
 from offline_iaas import records
 from offline_iaas.bench.provenance import source_commit
 from offline_iaas.completeness import file_sha256
-from offline_iaas.records import PartRecord, read_chunk_job, read_client_job, read_run_info
+from offline_iaas.records import PartRecord, read_client_job, read_run_info, read_shard_job
 from offline_iaas.rundir import RunDir
 
 O3_START = 1238166018  # 2019-04-01 15:00 UTC
@@ -155,9 +155,9 @@ def fake_node_status(run_dir: Path, done_share: float = 0.5) -> None:
     (run_dir / "offline.status").write_text("\n".join(ads) + "\n")
 
 
-KINDS: tuple[str, ...] = ("servers", "clients", "chunk merges")
-NODE_NAME = re.compile(r"^(server|client|chunk)\d+$")
-KIND_OF_PREFIX = {"server": "servers", "client": "clients", "chunk": "chunk merges"}
+KINDS: tuple[str, ...] = ("servers", "clients", "shard merges")
+NODE_NAME = re.compile(r"^(server|client|shard)\d+$")
+KIND_OF_PREFIX = {"server": "servers", "client": "clients", "shard": "shard merges"}
 
 
 def kind_of(words: list[str]) -> str | None:
@@ -183,7 +183,7 @@ def growth(items: list[list[str]], counts: dict[str, int]) -> dict[str, float]:
 
 
 def formula(name: str, per: dict[str, float]) -> str:
-    """``name = a × servers + b × clients + c × chunk merges + d``."""
+    """``name = a × servers + b × clients + c × shard merges + d``."""
     terms = " + ".join(f"{per[kind]:g} × {kind}" for kind in KINDS)
     return f"{name} = {terms} + {per['rest']:g}"
 
@@ -204,8 +204,8 @@ def measure(servers: int, clients: int, days: float, work: Path) -> dict[str, ob
     read_status(RunDir(run_dir))
     in_process = time.monotonic() - started
     segments = len((work / "segments.txt").read_text().splitlines())
-    chunks = len(read_run_info(RunDir(run_dir)).chunks)
-    counts = {"servers": servers, "clients": servers * clients, "chunk merges": chunks}
+    shards = len(read_run_info(RunDir(run_dir)).shards)
+    counts = {"servers": servers, "clients": servers * clients, "shard merges": shards}
     lines_per = growth([line.split() for line in dag], counts)
     files_per = growth([[*p.relative_to(run_dir).parent.parts, p.stem.split(".")[0]]
                         for p in files], counts)
@@ -218,7 +218,7 @@ def measure(servers: int, clients: int, days: float, work: Path) -> dict[str, ob
         "files written": len(files),
         "bytes written": sum(p.stat().st_size for p in files),
         "DAG lines": dag_lines,
-        "chunk merges (merge.chunk_seconds = 4096)": chunks,
+        "shard merges (merge.shard_seconds = 4096)": shards,
         "status command wall [s]": round(status_wall, 2),
         "read_status in process [s]": round(in_process, 3),
         "status says": next((line for line in status_text.splitlines()
@@ -244,21 +244,21 @@ def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dic
     from offline_iaas.config import load_config
     from offline_iaas.records import read_client_job
     from offline_iaas.sizing.pilot import read_pilot
-    from offline_iaas.sizing.plan import plan_from_bench, recommend_chunk_seconds
+    from offline_iaas.sizing.plan import plan_from_bench, recommend_shard_seconds
     from offline_iaas.sizing.replay import FailureModel, SimulationRates
-    from offline_iaas.sizing.simulate import segment_work_seconds, simulate
+    from offline_iaas.sizing.simulate import share_work_seconds, simulate
     from offline_iaas.workflow.dag import parse_dag
 
     root = Path(__file__).resolve().parents[1]
     config = load_config(O3_MONTH)
     plan = plan_from_bench(config, target_hours, root / "benchmarks" / "results.json")
     pilot = read_pilot(RunDir(merge_pilot))
-    # a merge's work grows with the samples it post-processes: the demo's chunk merges
+    # a merge's work grows with the samples it post-processes: the demo's shard merges
     # handle 2 detectors at its rate, the O3 month 1 detector at 4096 Hz
     samples = len(pilot.config.ifos) * pilot.config.data.sample_rate
     merge_rate = pilot.merge_rate * samples / (len(config.ifos) * config.data.sample_rate)
     streaming = config.data.duration / (plan.servers * plan.per_server_rate)
-    chunk_seconds = recommend_chunk_seconds(config, merge_rate, streaming)
+    shard_seconds = recommend_shard_seconds(config, merge_rate, streaming)
     cache = work / "o3-month.lcf"
     first = int(config.data.start - config.data.start % FRAME_SECONDS)
     cache.write_text("".join(
@@ -266,19 +266,19 @@ def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dic
         f"{gps}-{FRAME_SECONDS}.gwf\n"
         for gps in range(first, int(config.data.start + config.data.duration), FRAME_SECONDS)))
     run_dir = work / "o3-month-run"
-    overrides = [*plan.overrides(), f"merge.chunk_seconds={chunk_seconds:g}",
+    overrides = [*plan.overrides(), f"merge.shard_seconds={shard_seconds:g}",
                  f'data.frames="{cache}"', 'data.datafind_server=""', "data.frametypes=[]"]
     timed_child([executable(), "make-dag", str(O3_MONTH), "--out", str(run_dir), "--no-check",
                  "-q", *(a for o in overrides for a in ("--set", o))])
     info = read_run_info(RunDir(run_dir))
-    work_seconds = segment_work_seconds(read_client_job(RunDir(run_dir), n)
+    work_seconds = share_work_seconds(read_client_job(RunDir(run_dir), n)
                                         for n in info.clients)
-    for node in info.chunks:
-        work_seconds[node] = read_chunk_job(RunDir(run_dir), node).data_seconds
+    for node in info.shards:
+        work_seconds[node] = read_shard_job(RunDir(run_dir), node).data_seconds
     rates = SimulationRates(
         server_data_seconds_per_second=plan.per_server_rate,
         merge_data_seconds_per_second=merge_rate,
-        merge_index_seconds=pilot.index_seconds * len(info.chunks) / max(1, pilot.chunks),
+        merge_index_seconds=pilot.index_seconds * len(info.shards) / max(1, pilot.shards),
         final_seconds=pilot.final_seconds, server_start_seconds=SERVER_START_SECONDS,
         job_start_seconds=JOB_START_SECONDS)
     dag = parse_dag((run_dir / "offline.dag").read_text())
@@ -291,10 +291,10 @@ def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dic
             f"{plan.servers} servers x {plan.instances} instance(s) x "
             f"{plan.clients_per_server} clients, batch "
             f"{plan.batch_size}, {plan.per_server_rate:,.1f} data-s/s per server",
-        "merge throughput per chunk merge [data-s/s]":
+        "merge throughput per shard merge [data-s/s]":
             f"{merge_rate:,.0f} (the demo's {pilot.merge_rate:,.0f} at "
             f"{samples:g} samples/s, scaled to {len(config.ifos) * config.data.sample_rate:g})",
-        "recommended merge.chunk_seconds": f"{chunk_seconds:g} ({len(info['chunks'])} chunk "
+        "recommended merge.shard_seconds": f"{shard_seconds:g} ({len(info['shards'])} shard "
                                             "merges)",
         "assumed": f"server start {SERVER_START_SECONDS:g} s, job start {JOB_START_SECONDS:g} "
                    f"s, {100 * FAILURE_RATE:g} % of client attempts fail (RETRY "
@@ -305,7 +305,7 @@ def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dic
             f"{name} {value / 3600:.2f}" for name, value in (
                 ("servers ready", result.stages.servers_ready_seconds),
                 ("last client", result.stages.clients_done_seconds),
-                ("last chunk merge", result.stages.chunks_done_seconds),
+                ("last shard merge", result.stages.shards_done_seconds),
                 ("index", result.stages.merge_done_seconds)) if value is not None),
         "critical path": " -> ".join(result.critical_path),
         "one merge node instead [h]":
@@ -325,7 +325,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16, help="clients per server")
     parser.add_argument("--days", type=float, default=365)
     parser.add_argument("--out", type=Path, help="write the Markdown table here")
-    parser.add_argument("--merge-pilot", type=Path, help="a finished demo run (its chunk "
+    parser.add_argument("--merge-pilot", type=Path, help="a finished demo run (its shard "
                         "merges' throughput) for the O3-month makespan simulation")
     parser.add_argument("--target-hours", type=float, default=24.0,
                         help="the O3-month campaign's deadline for plan (default 24)")

@@ -268,7 +268,7 @@ def campaign_records(run_dir: Path, clients: tuple[str, ...]) -> RunDir:
     """A campaign config and a job spec per client in a hand-written DAG's run directory (no
     make-dag), so that parts and the merge's output can be complete (``completeness.py``)."""
     from offline_iaas.config import config_from_dict, write_config
-    from offline_iaas.records import ClientSegment, write_client_job
+    from offline_iaas.records import ClientShare, write_client_job
 
     raw = {"data": {"frames": "f", "channels": ["H1:X"], "start": 1_000_000_000,
                     "duration": 64, "sample_rate": 256},
@@ -277,7 +277,7 @@ def campaign_records(run_dir: Path, clients: tuple[str, ...]) -> RunDir:
     paths.create()
     write_config(config_from_dict(raw, paths.config), paths.config)
     for index, node in enumerate(clients):
-        write_client_job(paths, ClientSegment(index, node, "server0", ()))
+        write_client_job(paths, ClientShare(index, node, "server0", ()))
     return paths
 
 

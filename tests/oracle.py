@@ -31,7 +31,7 @@ strides they were computed with, hence the later start of e2e's ``noise``/``clea
 ``noise`` is the averaged prediction band-passed (Butterworth, zero phase) over each output span,
 ``clean`` the frames' strain minus it.
 
-Time slides (``bbhnet.time_shifts = N``, step ``D = shift_seconds * fs`` samples, a whole
+Time slides (``bbhnet.slides = N``, step ``D = slide_seconds * fs`` samples, a whole
 number ``d = D / S`` of strides): the outputs start where they start without slides (the table
 above), and ``slides`` holds, per kept window ``j`` and slide ``k = 1 .. N``, BBHnet on the
 first detector's window ``j`` and the second detector's samples ``[(j + 1) S - K - k D,
@@ -174,11 +174,11 @@ def _graph(config: dict, name: str):
     return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
-def run_network(session, windows: np.ndarray, chunk: int = 64) -> np.ndarray:
-    """The graph on ``[N, C, K]`` windows, ``chunk`` at a time; its first output."""
+def run_network(session, windows: np.ndarray, shard: int = 64) -> np.ndarray:
+    """The graph on ``[N, C, K]`` windows, ``shard`` at a time; its first output."""
     name = session.get_inputs()[0].name
-    out = [session.run(None, {name: windows[i : i + chunk].astype(np.float32)})[0]
-           for i in range(0, len(windows), chunk)]
+    out = [session.run(None, {name: windows[i : i + shard].astype(np.float32)})[0]
+           for i in range(0, len(windows), shard)]
     return np.concatenate(out).astype(np.float64)
 
 
@@ -235,8 +235,8 @@ def expected_outputs(run_dir: Path) -> tuple[list[Expected], Triggers | None]:
     first_window = -(-kernel // stride) - 1  # the first window wholly inside the data
     m = kernel // stride
     bbh = config.get("bbhnet", {})
-    shifts = int(bbh.get("time_shifts", 0)) if mode in ("bbhnet", "e2e") else 0
-    lag = round(float(bbh.get("shift_seconds", 1.0)) * rate)
+    shifts = int(bbh.get("slides", 0)) if mode in ("bbhnet", "e2e") else 0
+    lag = round(float(bbh.get("slide_seconds", 1.0)) * rate)
     rolling = mode in ("bbhnet", "e2e") and bbh.get("whitening", "fixed") == "rolling"
     psd_windows = -(-round(float(bbh["psd_seconds"]) * rate) // stride) if rolling else 0
     # windows until the rolling PSD's data are inside the data (slides add none)
@@ -306,8 +306,8 @@ def triggers_from(config: dict, series: list[Expected]) -> Triggers | None:
     rate = float(config["data"]["sample_rate"])
     stride = round(rate / float(config["model"]["inference_rate"]))
     bbh = config["bbhnet"]
-    shifts = int(bbh.get("time_shifts", 0))
-    lag = round(float(bbh.get("shift_seconds", 1.0)) * rate)
+    shifts = int(bbh.get("slides", 0))
+    lag = round(float(bbh.get("slide_seconds", 1.0)) * rate)
     cluster = float(bbh["cluster_seconds"])
     trigger_times, trigger_values = [], []
     background = {"shift": [], "time": [], "statistic": []}
@@ -387,7 +387,7 @@ def bbhnet_outputs(config: dict, data: np.ndarray, first: int, last: int, kernel
         pairs = [(k, np.stack([kept[i, 0], kept[i - k * step, 1]]))
                  for k in range(1, shifts + 1) if i - k * step >= 0]
         if pairs:
-            values = run_network(network, np.stack([p for _, p in pairs]), chunk=shifts)
+            values = run_network(network, np.stack([p for _, p in pairs]), shard=shifts)
             slides[i, [k - 1 for k, _ in pairs]] = values.reshape(-1)
     return statistic, slides
 

@@ -204,7 +204,7 @@ def test_with_gap_the_bad_files_span_is_a_gap_and_the_rest_equals_the_reference(
 def test_with_gap_a_run_whose_every_file_is_bad_fails_saying_so(
         dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Every frame file truncated after planning: the clients stream around all of them, the
-    chunk merge owns nothing, and the index fails the run with one line saying every file was
+    shard merge owns nothing, and the index fails the run with one line saying every file was
     bad and where the list is; campaign.json is not complete, status counts 0 analysed s."""
     ws = copy_of(dataset, "all-bad")
     config = config_of(dataset, ws, "gap")
@@ -224,9 +224,9 @@ def test_with_gap_a_run_whose_every_file_is_bad_fails_saying_so(
     assert record["complete"] is False and record["analysed_seconds"] == 0
     assert {Path(e["path"]).parent for e in record["bad_frame_files"]} == {ws / "frames"}
     assert not run.output[0].exists()
-    chunk = json.loads(run.chunk_output("chunk0")[1].read_text())
-    assert chunk["analysed_seconds"] == 0 < chunk["data_seconds"]
-    assert "0 of its " in (run.logs / "chunk0.out").read_text()
+    shard = json.loads(run.shard_output("shard0")[1].read_text())
+    assert shard["analysed_seconds"] == 0 < shard["data_seconds"]
+    assert "0 of its " in (run.logs / "shard0.out").read_text()
     status = read_status(run)
     assert (status.data_seconds_done, status.data_seconds_total) == (0, 0)
     assert status.data_seconds_lost > 0 and not status.output_complete

@@ -73,7 +73,7 @@ def fake_parts(run: Path) -> None:
         writer = PartWriter(RunDir(run), segment, ("statistic",), config.stream_hash())
         for number, piece in enumerate(segment.pieces):
             rows = np.arange(piece.windows, dtype=np.float32) + 1000 * segment.index
-            writer.write_chunk(number, 0, {"statistic": rows})
+            writer.write_checkpoint(number, 0, {"statistic": rows})
         writer.commit()
 
 
@@ -176,9 +176,9 @@ def _corrupt_part(ws: Path) -> list[str]:
     fake_parts(run)
     with h5py.File(run / "parts" / "client1.h5", "r+") as f:
         f["statistic/0"][5] = -1.0
-    for name in ("chunk0.h5", "chunk0.json"):  # an earlier merge's, kept when this fails
-        write(run / "output" / "chunks" / name, f"earlier {name}")
-    return ["merge-chunk", "--run-dir", str(run), "--node", "chunk0"]
+    for name in ("shard0.h5", "shard0.json"):  # an earlier merge's, kept when this fails
+        write(run / "output" / "shards" / name, f"earlier {name}")
+    return ["merge-shard", "--run-dir", str(run), "--node", "shard0"]
 
 
 def _foreign_part(ws: Path) -> list[str]:
@@ -188,7 +188,7 @@ def _foreign_part(ws: Path) -> list[str]:
     fake_parts(other)
     for suffix in (".h5", ".json"):
         shutil.copy2(other / "parts" / f"client0{suffix}", run / "parts" / f"client0{suffix}")
-    return ["merge-chunk", "--run-dir", str(run), "--node", "chunk0"]
+    return ["merge-shard", "--run-dir", str(run), "--node", "shard0"]
 
 
 def _bind_elsewhere(ws: Path) -> list[str]:
@@ -288,7 +288,7 @@ CASES: list[Case] = [
     _config_case("channel-without-ifo", ['data.channels=["STRAIN"]'],
                  "'data.channels' entry 'STRAIN' is not of the form IFO:NAME"),
     _config_case("more-clients-than-windows", ["layout.servers=300"],
-                 "holds 256 windows, fewer than the 600 client segments"),
+                 "holds 256 windows, fewer than the 600 client shares"),
     _config_case("accounting-group-malformed",
                  ['site.profile="ldg"', 'site.accounting_group="physics.bbh"'],
                  "'site.accounting_group' 'physics.bbh' is not an IGWN accounting tag"),
@@ -388,12 +388,12 @@ CASES: list[Case] = [
          lambda ws: ["client", "--run-dir", str(run_dir(ws)), "--node", "client9"],
          lambda ws: [f"{ws / 'run' / 'jobs' / 'client9.json'}: no job spec for node client9"]),
     Case("merge-part-missing", 6,
-         lambda ws: ["merge-chunk", "--run-dir", str(run_dir(ws)), "--node", "chunk0"],
+         lambda ws: ["merge-shard", "--run-dir", str(run_dir(ws)), "--node", "shard0"],
          lambda ws: ["client0: part missing (no parts/client0.json)",
                      "client1: part missing"]),
-    Case("merge-chunks-not-merged", 6, lambda ws: ["merge", "--run-dir", str(run_dir(ws))],
-         lambda ws: ["cannot index the chunk merges",
-                     "chunk0: chunk merge not done (no output/chunks/chunk0.json)"]),
+    Case("merge-shards-not-merged", 6, lambda ws: ["merge", "--run-dir", str(run_dir(ws))],
+         lambda ws: ["cannot index the shard merges",
+                     "shard0: shard merge not done (no output/shards/shard0.json)"]),
     Case("merge-part-wrong-checksum", 6, _corrupt_part,
          lambda ws: ["client1: parts/client1.h5 changed after it was written (checksum "
                      "mismatch)"]),
@@ -452,7 +452,7 @@ def test_disk_full_during_a_part_write(
     config = load_config(run / "campaign.toml")
     segment = read_client_job(RunDir(run), "client0")
     writer = PartWriter(RunDir(run), segment, ("statistic",), config.stream_hash())
-    writer.write_chunk(0, 0, {"statistic": np.arange(16, dtype=np.float32)})
+    writer.write_checkpoint(0, 0, {"statistic": np.arange(16, dtype=np.float32)})
     before = _snapshot(run)
 
     def full(*_args, **_kwargs):
@@ -460,14 +460,14 @@ def test_disk_full_during_a_part_write(
 
     monkeypatch.setattr(np, "savez", full)
     with pytest.raises(NoSpaceError) as caught:
-        writer.write_chunk(0, 16, {"statistic": np.arange(16, dtype=np.float32)})
+        writer.write_checkpoint(0, 16, {"statistic": np.arange(16, dtype=np.float32)})
     message = str(caught.value)
-    assert message.startswith(f"{run / 'parts' / 'client0.chunks' / 'p0-16-32.npz'}: no space "
+    assert message.startswith(f"{run / 'parts' / 'client0.checkpoints' / 'p0-16-32.npz'}: no space "
                               "left on device (free space there, then run again")
     assert "\n" not in message and NoSpaceError.exit_code == 8
     documented("disk-full-checkpoint", message, {ws: "<ws>"},
                exit_code=NoSpaceError.exit_code)
-    # the earlier chunk is intact, nothing half-written is left, the part is not complete
+    # the earlier shard is intact, nothing half-written is left, the part is not complete
     assert _snapshot(run) == before
     assert writer.progress() == [16]
     assert not (run / "parts" / "client0.json").exists()
@@ -485,7 +485,7 @@ def test_disk_full_while_assembling_a_part(
     segment = read_client_job(RunDir(run), "client0")
     writer = PartWriter(RunDir(run), segment, ("statistic",), config.stream_hash())
     for number, piece in enumerate(segment.pieces):
-        writer.write_chunk(number, 0, {"statistic": np.zeros(piece.windows, dtype=np.float32)})
+        writer.write_checkpoint(number, 0, {"statistic": np.zeros(piece.windows, dtype=np.float32)})
     before = _snapshot(run)
 
     class FullFile(h5py.File):
@@ -498,7 +498,7 @@ def test_disk_full_while_assembling_a_part(
         writer.commit()
     documented("disk-full-part", str(caught.value), {ws: "<ws>"},
                exit_code=NoSpaceError.exit_code)
-    # the chunks survive for the retry; no part file, no sidecar saying "complete"
+    # the shards survive for the retry; no part file, no sidecar saying "complete"
     assert _snapshot(run) == before
     assert not (run / "parts" / "client0.h5").exists()
     assert not (run / "parts" / "client0.json").exists()

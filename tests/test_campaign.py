@@ -94,7 +94,7 @@ def test_two_servers_two_clients_equal_the_reference(
 
 def test_ragged_span_batch_and_stride_equal_the_reference(dataset: Path) -> None:
     # 61.5625 s: not a whole number of strides (0.125 s), of requests (7 windows) or of the
-    # 5 client segments; a 1.5 s kernel is not a multiple of the stride either.
+    # 5 client shares; a 1.5 s kernel is not a multiple of the stride either.
     config = campaign(
         dataset,
         "ragged",

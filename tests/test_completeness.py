@@ -1,11 +1,11 @@
 """One definition of a complete node, on a finished campaign with real tritonservers.
 
-One small BBHnet campaign (64 s, 1 server x 6 clients, four chunk merges and the index) is run
+One small BBHnet campaign (64 s, 1 server x 6 clients, four shard merges and the index) is run
 once; each test works on a copy of its run directory (``make-dag`` on the copy points its
 files at the copy, and keeps its parts: the same campaign):
 
 * a part deleted, one truncated, one with a byte flipped: ``status`` names each as not done
-  and why; ``run-local`` reruns exactly those clients, the chunk merges that read them and the
+  and why; ``run-local`` reruns exactly those clients, the shard merges that read them and the
   index, and the output equals the in-process reference;
 * ``bbhnet.injections`` pointed at another list (a merge-only setting, outside the clients'
   hash): ``make-dag`` accepts the run directory, no client reruns, every merge node does,
@@ -28,7 +28,7 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
-from offline_iaas.records import CampaignSummary, read_chunk_job, read_run_info
+from offline_iaas.records import CampaignSummary, read_run_info, read_shard_job
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
@@ -39,7 +39,7 @@ from tests.helpers import SMALL_CAMPAIGN, captured_log, processes_mentioning, un
 pytestmark = pytest.mark.slow
 
 TOLERANCE = 1e-5
-OVERRIDES = ['model.mode="bbhnet"', "layout.clients_per_server=6", "merge.chunk_seconds=16",
+OVERRIDES = ['model.mode="bbhnet"', "layout.clients_per_server=6", "merge.shard_seconds=16",
              "deepclean.frame_seconds=16"]
 
 
@@ -103,8 +103,8 @@ def test_damaged_parts_show_in_status_and_only_they_and_their_merges_rerun(
     info = read_run_info(paths)
     found = states(run_dir)
     assert {name: state for name, (state, _) in found.items()
-            if name.startswith(("client", "chunk"))} == dict.fromkeys(
-        [*info.clients, *info.chunks], "done")  # the control: all done
+            if name.startswith(("client", "shard"))} == dict.fromkeys(
+        [*info.clients, *info.shards], "done")  # the control: all done
     # but the merge of a copy, whose output names the original's files
     assert found["merge"] == ("waiting", f"its output was written in {finished.run_dir} and "
                               "names files there (this run directory is a copy of it, or was "
@@ -127,15 +127,15 @@ def test_damaged_parts_show_in_status_and_only_they_and_their_merges_rerun(
     assert found[flipped] == ("waiting", f"parts/{flipped}.h5 changed after it was written "
                                          "(checksum mismatch)")
     damaged = {deleted, truncated, flipped}
-    chunks = {c for c in info.chunks if damaged & set(read_chunk_job(paths, c).clients)}
-    assert chunks and chunks != set(info.chunks)  # some chunk merge reads no damaged part
-    for chunk in chunks:
-        assert found[chunk][0] == "waiting"
-        assert found[chunk][1].startswith("made from the old output of client")
-    assert all(found[c][0] == "done" for c in set(info.chunks) - chunks)
+    shards = {c for c in info.shards if damaged & set(read_shard_job(paths, c).clients)}
+    assert shards and shards != set(info.shards)  # some shard merge reads no damaged part
+    for shard in shards:
+        assert found[shard][0] == "waiting"
+        assert found[shard][1].startswith("made from the old output of client")
+    assert all(found[c][0] == "done" for c in set(info.shards) - shards)
 
     started, lines = run(run_dir)
-    assert started == sorted({*damaged, *chunks, "merge", "final", "server0"})
+    assert started == sorted({*damaged, *shards, "merge", "final", "server0"})
     assert f"{deleted}: runs again: parts/client0.h5 missing" in lines  # why, in its log
     assert f"{flipped}: runs again: {found[flipped][1]}" in lines
     comparison = compare_outputs(run_dir / "output" / "campaign.h5", finished.reference)
@@ -166,14 +166,14 @@ def test_editing_the_injection_list_reruns_the_merge_nodes_only(finished: Finish
 
     found = states(run_dir)
     assert all(found[c] == ("done", "") for c in info.clients)
-    for node in (*info.chunks, "merge"):
+    for node in (*info.shards, "merge"):
         assert found[node][0] == "waiting"
-        assert found[node][1].startswith(f"{'merge' if node == 'merge' else 'chunk merge'} "
+        assert found[node][1].startswith(f"{'merge' if node == 'merge' else 'shard merge'} "
                                          "from another campaign's config (merge hash")
 
     started, _ = run(run_dir)
     assert not [node for node in started if node.startswith("client")]
-    assert started == sorted({*info.chunks, "merge", "final", "server0"})
+    assert started == sorted({*info.shards, "merge", "final", "server0"})
     summary = records.read(CampaignSummary, RunDir(run_dir).output[1])
     assert summary.merge_hash == edited.merge_hash()
 

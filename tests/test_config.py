@@ -92,7 +92,7 @@ def test_the_hashes_keep_parts_and_merges_valid_when_only_how_jobs_run_changes(
 
 @pytest.mark.parametrize("override", [
     "model.batch_size=5", "model.seed=7", "layout.servers=3", "data.duration=1024",
-    "bbhnet.time_shifts=2", "bbhnet.whitening=\"rolling\"", "synth.seed=5",
+    "bbhnet.slides=2", "bbhnet.whitening=\"rolling\"", "synth.seed=5",
 ])
 def test_both_hashes_change_with_what_the_parts_depend_on(
     small_config_file: Path, override: str
@@ -107,7 +107,7 @@ def test_both_hashes_change_with_what_the_parts_depend_on(
 @pytest.mark.parametrize("override", [
     "deepclean.band_low_hz=50.0", "deepclean.gate=\"replace\"", "deepclean.frame_seconds=32.0",
     "bbhnet.cluster_seconds=2.0", 'bbhnet.injections="other.json"', "bbhnet.found_seconds=0.5",
-    "bbhnet.ifar_threshold_years=10.0", "merge.chunk_seconds=128.0",
+    "bbhnet.ifar_threshold_years=10.0", "merge.shard_seconds=128.0",
 ])
 def test_a_merge_only_setting_changes_the_merge_hash_only(
     small_config_file: Path, override: str
@@ -133,7 +133,7 @@ def test_no_client_or_served_model_reads_a_merge_only_setting() -> None:
                   if re.search(rf"\.{key}\b", text))
     assert read == []
     # the control: a key the served model reads is found
-    assert re.search(r"\.time_shifts\b", text)
+    assert re.search(r"\.slides\b", text)
 
 
 def test_parse_override_keeps_plain_strings() -> None:

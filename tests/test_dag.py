@@ -14,7 +14,7 @@ from offline_iaas.config import config_from_dict, load_config
 from offline_iaas.errors import ConfigError, DataError, RunError
 from offline_iaas.records import read_client_job, read_run_info
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import client_segments
+from offline_iaas.stretches import client_shares
 from offline_iaas.workflow.dag import Script, dag_text, parse_dag
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK, console_script, make_dag
 from tests.helpers import complete_merge, complete_part, skip_data_check
@@ -57,8 +57,8 @@ def snapshot(root: Path) -> dict[str, bytes]:
 # ---- dag_text / parse_dag ----------------------------------------------------------------
 def test_round_trip_two_servers_two_clients_each(tmp_path: Path) -> None:
     config = campaign(tmp_path)
-    segments = client_segments(config, sequence_base=7 * SEQUENCE_BLOCK)
-    text = dag_text(["server0", "server1"], segments, retries=3, max_parallel_clients=2)
+    shares = client_shares(config, sequence_base=7 * SEQUENCE_BLOCK)
+    text = dag_text(["server0", "server1"], shares, retries=3, max_parallel_clients=2)
     dag = parse_dag(text)
 
     assert list(dag.nodes) == [
@@ -73,11 +73,11 @@ def test_round_trip_two_servers_two_clients_each(tmp_path: Path) -> None:
     services = [n for n in dag.nodes.values() if n.kind == "SERVICE"]
     assert [n.name for n in services] == ["server0", "server1"]
     assert all(n.submit == "server.sub" and n.retries == 0 and not n.parents for n in services)
-    for seg in segments:
-        node = dag.nodes[seg.node]
+    for share in shares:
+        node = dag.nodes[share.node]
         assert node.kind == "JOB" and node.submit == "client.sub"
         assert node.retries == 3 and node.category == "clients" and not node.parents
-        assert node.variables == {"node": seg.node, "server": seg.server}
+        assert node.variables == {"node": share.node, "server": share.server}
     merge = dag.nodes["merge"]
     assert merge.kind == "JOB" and merge.submit == "merge.sub"
     assert merge.parents == {"client0", "client1", "client2", "client3"}
@@ -90,10 +90,10 @@ def test_round_trip_two_servers_two_clients_each(tmp_path: Path) -> None:
 
 
 def test_fatal_exit_final_node_and_pre_script(tmp_path: Path) -> None:
-    segments = client_segments(campaign(tmp_path))
+    shares = client_shares(campaign(tmp_path))
     pre = Script("/env/bin/offline-iaas", ("prescript", "--node", "$JOB"), 75, 30)
     text = dag_text(
-        ["server0", "server1"], segments, retries=2, max_parallel_clients=0,
+        ["server0", "server1"], shares, retries=2, max_parallel_clients=0,
         fatal_exit=ConfigError.exit_code, final=True, client_pre=pre,
     )
     assert f"RETRY client0 2 UNLESS-EXIT {ConfigError.exit_code}" in text
@@ -102,36 +102,36 @@ def test_fatal_exit_final_node_and_pre_script(tmp_path: Path) -> None:
     dag = parse_dag(text)
     assert list(dag.nodes)[-1] == "final" and dag.nodes["final"].kind == "FINAL"
     assert not dag.nodes["final"].parents and dag.nodes["final"].submit == "final.sub"
-    for seg in segments:
-        node = dag.nodes[seg.node]
+    for share in shares:
+        node = dag.nodes[share.node]
         assert (node.retries, node.unless_exit) == (2, ConfigError.exit_code)
         assert (node.abort_exit, node.abort_return) == (ConfigError.exit_code, 1)
         assert node.pre == pre
-        assert node.pre.argv({"$JOB": seg.node}) == [
-            "/env/bin/offline-iaas", "prescript", "--node", seg.node,
+        assert node.pre.argv({"$JOB": share.node}) == [
+            "/env/bin/offline-iaas", "prescript", "--node", share.node,
         ]
     assert dag.nodes["merge"].abort_exit == ConfigError.exit_code
     assert dag.nodes["merge"].pre is None and dag.nodes["server0"].pre is None
 
 
-@pytest.mark.parametrize("chunked", [False, True], ids=["single merge", "chunk merges + index"])
-def test_the_merge_and_the_index_retry_like_the_chunk_merges(tmp_path: Path,
-                                                             chunked: bool) -> None:
+@pytest.mark.parametrize("sharded", [False, True], ids=["single merge", "shard merges + index"])
+def test_the_merge_and_the_index_retry_like_the_shard_merges(tmp_path: Path,
+                                                             sharded: bool) -> None:
     """A merge that dies (a node lost, a full disk since freed) is retried as the clients and
-    chunk merges are; a configuration error (exit code 2) is not retried and aborts the DAG."""
-    segments = client_segments(campaign(tmp_path))
-    chunks = [("chunk0", ["client0", "client1"]), ("chunk1", ["client2", "client3"])]
-    text = dag_text(["server0", "server1"], segments, retries=3, max_parallel_clients=0,
+    shard merges are; a configuration error (exit code 2) is not retried and aborts the DAG."""
+    shares = client_shares(campaign(tmp_path))
+    shards = [("shard0", ["client0", "client1"]), ("shard1", ["client2", "client3"])]
+    text = dag_text(["server0", "server1"], shares, retries=3, max_parallel_clients=0,
                     fatal_exit=ConfigError.exit_code, final=True,
-                    chunks=chunks if chunked else ())
+                    shards=shards if sharded else ())
     assert f"RETRY merge 3 UNLESS-EXIT {ConfigError.exit_code}" in text.splitlines()
     dag = parse_dag(text)
-    merging = ["merge", *(["chunk0", "chunk1"] if chunked else [])]
+    merging = ["merge", *(["shard0", "shard1"] if sharded else [])]
     for name in merging:
         node = dag.nodes[name]
         assert (node.retries, node.unless_exit) == (3, ConfigError.exit_code), name
         assert (node.abort_exit, node.abort_return) == (ConfigError.exit_code, 1), name
-    without = dag_text(["server0", "server1"], segments, retries=0, max_parallel_clients=0)
+    without = dag_text(["server0", "server1"], shares, retries=0, max_parallel_clients=0)
     assert parse_dag(without).nodes["merge"].retries == 0
 
 
@@ -152,16 +152,16 @@ def test_parse_script_and_abort_forms() -> None:
 
 
 def test_no_maxjobs_without_limit(tmp_path: Path) -> None:
-    segments = client_segments(campaign(tmp_path))
-    text = dag_text(["server0", "server1"], segments, retries=0, max_parallel_clients=0)
+    shares = client_shares(campaign(tmp_path))
+    text = dag_text(["server0", "server1"], shares, retries=0, max_parallel_clients=0)
     assert not [line for line in text.splitlines() if line.startswith("MAXJOBS")]
     assert parse_dag(text).maxjobs == {}
 
 
 def test_dag_text_rejects_unknown_server(tmp_path: Path) -> None:
-    segments = client_segments(campaign(tmp_path))
+    shares = client_shares(campaign(tmp_path))
     with pytest.raises(ValueError, match="server1"):
-        dag_text(["server0"], segments, retries=0, max_parallel_clients=0)
+        dag_text(["server0"], shares, retries=0, max_parallel_clients=0)
 
 
 def test_parse_full_syntax() -> None:
@@ -249,7 +249,7 @@ def test_parse_rejects_a_cycle() -> None:
 def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> None:
     config = campaign(tmp_path)
     run = tmp_path / "run"
-    segments = make_dag(config, RunDir(run))
+    shares = make_dag(config, RunDir(run))
 
     assert data_check == [config]
     for name in (
@@ -271,7 +271,7 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
     assert (info["stream_hash"], info["merge_hash"]) == (config.stream_hash(), config.merge_hash())
     assert info["sequence_base"] % SEQUENCE_BLOCK == 0
     assert info["servers"] == ["server0", "server1"]
-    assert info["clients"] == [seg.node for seg in segments]
+    assert info["clients"] == [share.node for share in shares]
     assert "created" in info
     assert load_config(run / "campaign.toml").merge_hash() == config.merge_hash()
 
@@ -281,15 +281,15 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
     assert sorted(specs) == sorted(n.name for n in jobs) == sorted(info["clients"])
     services = {n.name for n in dag.nodes.values() if n.kind == "SERVICE"}
     assert services == set(info["servers"])
-    # the span lies in one chunk of merge.chunk_seconds (4096 s): one chunk merge, the index
-    assert info["chunks"] == ["chunk0"]
-    assert dag.nodes["chunk0"].parents == set(specs)
-    assert dag.nodes["merge"].parents == {"chunk0"}
+    # the span lies in one shard of merge.shard_seconds (4096 s): one shard merge, the index
+    assert info["shards"] == ["shard0"]
+    assert dag.nodes["shard0"].parents == set(specs)
+    assert dag.nodes["merge"].parents == {"shard0"}
     assert dag.maxjobs == {"clients": 2} and all(n.retries == 3 for n in jobs)
 
     ids_per_server: dict[str, set[int]] = {}
-    for seg in segments:
-        spec = specs[seg.node]
+    for share in shares:
+        spec = specs[share.node]
         assert spec["server"] in services
         # what the client reads, nothing else (no unread fields, no path of the run directory)
         assert set(spec) == {"schema_version", "index", "node", "server", "pieces"}
@@ -297,7 +297,7 @@ def test_make_dag_writes_the_run_directory(tmp_path: Path, data_check: list) -> 
             assert sequence_id - info["sequence_base"] in range(1, SEQUENCE_BLOCK)
             assert sequence_id not in ids_per_server.setdefault(spec["server"], set())
             ids_per_server[spec["server"]].add(sequence_id)
-        assert read_client_job(RunDir(run), seg.node) == seg
+        assert read_client_job(RunDir(run), share.node) == share
     assert sorted(ids_per_server) == ["server0", "server1"]
 
     exe = str(console_script())

@@ -27,9 +27,9 @@ from offline_iaas.client.part import PartWriter
 from offline_iaas.config import load_config
 from offline_iaas.errors import NoSpaceError, RunError, no_space
 from offline_iaas.merge import index as index_module
-from offline_iaas.merge.chunk_merge import merge_chunk
 from offline_iaas.merge.merge import merge
 from offline_iaas.merge.output import CampaignWriter
+from offline_iaas.merge.shard_merge import merge_shard
 from offline_iaas.records import read_client_job, read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
@@ -48,7 +48,7 @@ def with_parts(run: RunDir, seed: int = 0) -> RunDir:
         segment = read_client_job(run, node)
         writer = PartWriter(run, segment, config.outputs.names, config.stream_hash())
         for number, piece in enumerate(segment.pieces):
-            writer.write_chunk(number, 0, {"statistic": rng.normal(size=piece.windows)
+            writer.write_checkpoint(number, 0, {"statistic": rng.normal(size=piece.windows)
                                            .astype(np.float32)})
         writer.commit()
     return run
@@ -104,7 +104,7 @@ def test_an_atomic_write_on_a_full_disk_names_the_file_and_leaves_nothing(
 def test_a_merge_writer_refused_its_second_file_leaves_no_temporary(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The staging file refused (the output's temporary file was made): neither stays, where
-    a 0-byte ``.chunk0.h5.<pid>.tmp`` used to."""
+    a 0-byte ``.shard0.h5.<pid>.tmp`` used to."""
     run = write_run(tmp_path, monkeypatch, 4096)
     config = load_config(run.config)
     opened: list[str] = []
@@ -117,37 +117,37 @@ def test_a_merge_writer_refused_its_second_file_leaves_no_temporary(
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(h5py, "File", second_refused)
-    out = run.chunk_output("chunk0")[0]
+    out = run.shard_output("shard0")[0]
     with pytest.raises(NoSpaceError, match=f"^{out}: no space left on device"):
         CampaignWriter(out, config, [])
     assert len(opened) == 2 and temporaries(run.path) == []
 
 
-def test_a_chunk_merge_on_a_full_disk_exits_8_with_one_line_and_keeps_nothing(
+def test_a_shard_merge_on_a_full_disk_exits_8_with_one_line_and_keeps_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     run = with_parts(write_run(tmp_path, monkeypatch, 4096))
-    fault(run, "chunk0", "mid-write", "output/chunks/.chunk0.h5.1.tmp")
+    fault(run, "shard0", "mid-write", "output/shards/.shard0.h5.1.tmp")
     capsys.readouterr()
-    assert main(["merge-chunk", "--run-dir", str(run.path), "--node", "chunk0"]) == 8
+    assert main(["merge-shard", "--run-dir", str(run.path), "--node", "shard0"]) == 8
     (line,) = capsys.readouterr().err.splitlines()
-    out = run.chunk_output("chunk0")[0]
-    assert line == (f"offline-iaas merge-chunk: error: {out}: no space left on device (free "
+    out = run.shard_output("shard0")[0]
+    assert line == (f"offline-iaas merge-shard: error: {out}: no space left on device (free "
                     "space there, then run again: finished nodes are not redone)")
-    documented("disk-full-chunk-merge", line.removeprefix("offline-iaas merge-chunk: error: "),
+    documented("disk-full-shard-merge", line.removeprefix("offline-iaas merge-shard: error: "),
                {run.path: "RUN"}, exit_code=8)
     assert temporaries(run.path) == [] and not out.exists()
-    assert not node_complete(run, "chunk0")
-    merge_chunk(run, "chunk0")  # space freed (the fault is spent): it completes
-    assert node_complete(run, "chunk0") and temporaries(run.path) == []
+    assert not node_complete(run, "shard0")
+    merge_shard(run, "shard0")  # space freed (the fault is spent): it completes
+    assert node_complete(run, "shard0") and temporaries(run.path) == []
 
 
-@pytest.mark.parametrize("chunk_seconds", [0, 4096], ids=["single merge", "index"])
+@pytest.mark.parametrize("shard_seconds", [0, 4096], ids=["single merge", "index"])
 def test_the_merge_or_index_on_a_full_disk_names_its_output_and_keeps_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_seconds: float) -> None:
-    run = with_parts(write_run(tmp_path, monkeypatch, chunk_seconds))
-    if chunk_seconds:
-        merge_chunk(run, "chunk0")
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shard_seconds: float) -> None:
+    run = with_parts(write_run(tmp_path, monkeypatch, shard_seconds))
+    if shard_seconds:
+        merge_shard(run, "shard0")
         real = index_module.h5py.File
 
         def full(name, mode="r", *args, **kwargs):
@@ -169,21 +169,21 @@ def test_the_merge_or_index_on_a_full_disk_names_its_output_and_keeps_nothing(
 
 def test_run_local_says_why_a_node_failed_when_its_log_cannot_be_written(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The chunk merge's log is ``/dev/full`` (every write: ENOSPC) and its output's disk is
+    """The shard merge's log is ``/dev/full`` (every write: ENOSPC) and its output's disk is
     full: its error line still reaches run-local's summary through the error pipe, with exit
     code 8; run again once space is freed, it completes and equals a merge that never met a
     full disk."""
     run = with_parts(write_run(tmp_path, monkeypatch, 4096))
     clean = RunDir(tmp_path / "clean")
     shutil.copytree(run.path, clean.path)
-    merge_chunk(clean, "chunk0")
+    merge_shard(clean, "shard0")
     submit = re.sub(r"(?m)^(output|error)( +)= logs/\$\(node\)\.(out|err)$", r"\1 = /dev/full",
-                    run.submit("chunk").read_text())
+                    run.submit("shard").read_text())
     assert submit.count("/dev/full") == 2
-    run.submit("chunk").write_text(submit)
-    run.dag.write_text('JOB chunk0 chunk.sub\nVARS chunk0 node="chunk0"\n')
-    fault(run, "chunk0", "mid-write", "output/chunks/.chunk0.h5.1.tmp")
-    out = run.chunk_output("chunk0")[0]
+    run.submit("shard").write_text(submit)
+    run.dag.write_text('JOB shard0 shard.sub\nVARS shard0 node="shard0"\n')
+    fault(run, "shard0", "mid-write", "output/shards/.shard0.h5.1.tmp")
+    out = run.shard_output("shard0")[0]
     lines: list[str] = []
     with captured_log(lines), pytest.raises(RunError) as err:
         run_local(run)
@@ -191,15 +191,15 @@ def test_run_local_says_why_a_node_failed_when_its_log_cannot_be_written(
     documented("disk-full-run-local-log", message, {run.path: "RUN"},
                exit_code=RunError.exit_code)
     assert "\n" not in message
-    assert (f"chunk0 (exit code 8 after 1 attempt: {out}: no space left on device (free space "
+    assert (f"shard0 (exit code 8 after 1 attempt: {out}: no space left on device (free space "
             "there, then run again: finished nodes are not redone); see /dev/full, /dev/full)"
             ) in message, message
-    assert any(f"chunk0: failed with exit code 8 (see /dev/full): {out}: no space left" in line
+    assert any(f"shard0: failed with exit code 8 (see /dev/full): {out}: no space left" in line
                for line in lines), lines
     assert temporaries(run.path) == []
     run_local(run)  # the disk has room again (the fault is spent); its log is still /dev/full
     a = h5py.File(out, "r")
-    b = h5py.File(clean.chunk_output("chunk0")[0], "r")
+    b = h5py.File(clean.shard_output("shard0")[0], "r")
     with a, b:
         (name,) = list(b["statistic"])  # one stretch
         ours, theirs = a[f"statistic/{name}"][()], b[f"statistic/{name}"][()]

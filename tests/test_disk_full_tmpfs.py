@@ -1,5 +1,5 @@
 """A campaign on a real full disk: the run directory on a small tmpfs, which a fault fills
-(``tests/faults/inject.py``, action ``fill``) while a client streams, then while the chunk
+(``tests/faults/inject.py``, action ``fill``) while a client streams, then while the shard
 merge writes. Every node's log is on the full disk too, so the error lines reach run-local
 only through its error pipe. Needs root to mount the tmpfs (skipped otherwise: the injected
 ``ENOSPC`` of ``tests/test_disk_full.py`` covers the same code without).
@@ -105,14 +105,14 @@ def test_a_full_disk_stops_the_campaign_with_one_line_and_a_rerun_completes_it(
     run_local(run)
     assert compare_outputs(run.output[0], reference).passes(TOLERANCE)
 
-    # the chunk merge's turn: its output and the index gone, the disk fills as it writes
-    for path in [*run.chunk_output("chunk0"), *run.output]:
+    # the shard merge's turn: its output and the index gone, the disk fills as it writes
+    for path in [*run.shard_output("shard0"), *run.output]:
         path.unlink()
-    fill_at(run, "chunk0", "mid-write")
+    fill_at(run, "shard0", "mid-write")
     # (deleting its temporary files frees what its log then takes: its .err has the line)
-    out = Path(fails_on_the_full_disk(run, "chunk0", log_full=False))
-    assert out == run.chunk_output("chunk0")[0]
-    assert not node_complete(run, "chunk0")
+    out = Path(fails_on_the_full_disk(run, "shard0", log_full=False))
+    assert out == run.shard_output("shard0")[0]
+    assert not node_complete(run, "shard0")
     run_local(run)
     comparison = compare_outputs(run.output[0], reference)
     assert comparison.passes(TOLERANCE), comparison.describe()

@@ -12,7 +12,7 @@ from gwpy.timeseries import TimeSeries, TimeSeriesDict
 
 from offline_iaas.config import CampaignConfig, config_from_dict
 from offline_iaas.data.discovery import FrameFile, find_frames
-from offline_iaas.data.frames import DECIMATION_HALF, iter_chunks, read_span
+from offline_iaas.data.frames import DECIMATION_HALF, iter_reads, read_span
 from offline_iaas.data.preflight import frame_problems, preflight, problem_report
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import DataError
@@ -151,7 +151,7 @@ def test_check_reports_rates_and_missing_observatories(frames: list[FrameFile]) 
     ) in message
 
 
-# ---- read_span / iter_chunks -----------------------------------------------------------------
+# ---- read_span / iter_reads -----------------------------------------------------------------
 
 
 def test_read_span_passes_through_at_the_frame_rate(
@@ -165,16 +165,16 @@ def test_read_span_passes_through_at_the_frame_rate(
 
 
 @pytest.mark.parametrize("sample_rate", [256, 64])
-@pytest.mark.parametrize("chunk_seconds", [1.0, 5.0, 7.3, 0.7, 100.0])
-def test_chunks_equal_the_whole_span(
-    frames: list[FrameFile], sample_rate: float, chunk_seconds: float
+@pytest.mark.parametrize("read_seconds", [1.0, 5.0, 7.3, 0.7, 100.0])
+def test_reads_equal_the_whole_span(
+    frames: list[FrameFile], sample_rate: float, read_seconds: float
 ) -> None:
     whole = read_span(frames, CHANNELS, START, END, sample_rate, SPAN)
-    chunks = list(iter_chunks(frames, CHANNELS, START, END, sample_rate, chunk_seconds, SPAN))
-    step = int(chunk_seconds * sample_rate)
-    assert all(c.shape[1] == step for c in chunks[:-1])
-    assert all(c.dtype == np.float32 for c in chunks)
-    np.testing.assert_array_equal(np.concatenate(chunks, axis=1), whole)
+    reads = list(iter_reads(frames, CHANNELS, START, END, sample_rate, read_seconds, SPAN))
+    step = int(read_seconds * sample_rate)
+    assert all(c.shape[1] == step for c in reads[:-1])
+    assert all(c.dtype == np.float32 for c in reads)
+    np.testing.assert_array_equal(np.concatenate(reads, axis=1), whole)
 
 
 @pytest.mark.parametrize("sample_rate", [256, 64])
@@ -190,12 +190,12 @@ def test_sub_ranges_equal_slices_of_the_whole_span(
             frames, CHANNELS, START + k0 / sample_rate, START + k1 / sample_rate, sample_rate, SPAN
         )
         np.testing.assert_array_equal(part, whole[:, k0:k1])
-    # a sub-range read through iter_chunks too
+    # a sub-range read through iter_reads too
     k0, k1 = 3 * sample_rate + 7, 17 * sample_rate + 1
-    chunks = iter_chunks(
+    reads = iter_reads(
         frames, CHANNELS, START + k0 / sample_rate, START + k1 / sample_rate, sample_rate, 2.3, SPAN
     )
-    np.testing.assert_array_equal(np.concatenate(list(chunks), axis=1), whole[:, k0:k1])
+    np.testing.assert_array_equal(np.concatenate(list(reads), axis=1), whole[:, k0:k1])
 
 
 def test_decimation_keeps_the_band_and_the_timing(
@@ -305,7 +305,7 @@ def test_mixed_rates_are_stored_and_decimated_from_one_stream(
 
 
 @pytest.mark.parametrize("sample_rate", [128, 256])
-def test_mixed_rates_many_files_equal_one_file_and_chunks(
+def test_mixed_rates_many_files_equal_one_file_and_reads(
     mixed: dict[str, list[FrameFile]], sample_rate: float
 ) -> None:
     """Strain decimated by 8 (4) and witnesses by 2 (1) at once; no seam at file boundaries."""
@@ -314,11 +314,11 @@ def test_mixed_rates_many_files_equal_one_file_and_chunks(
     np.testing.assert_array_equal(
         read_span(mixed["small"], MIXED, *MIXED_SPAN, sample_rate, MIXED_SPAN), whole
     )
-    for chunk_seconds in (0.7, 1.3, 5.0):
-        chunks = iter_chunks(
-            mixed["small"], MIXED, *MIXED_SPAN, sample_rate, chunk_seconds, MIXED_SPAN
+    for read_seconds in (0.7, 1.3, 5.0):
+        reads = iter_reads(
+            mixed["small"], MIXED, *MIXED_SPAN, sample_rate, read_seconds, MIXED_SPAN
         )
-        np.testing.assert_array_equal(np.concatenate(list(chunks), axis=1), whole)
+        np.testing.assert_array_equal(np.concatenate(list(reads), axis=1), whole)
     # the witness read at its own rate is passed through; decimated, it keeps its band
     if sample_rate == 256:
         raw = TimeSeriesDict.read(
@@ -329,23 +329,23 @@ def test_mixed_rates_many_files_equal_one_file_and_chunks(
         np.testing.assert_array_equal(whole[-1], raw.astype(np.float32))
 
 
-def test_chunks_read_only_the_files_they_need(
+def test_reads_open_only_the_files_they_need(
     mixed: dict[str, list[FrameFile]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Bounded memory: a 1 s chunk of 2 s files reads at most 2 files per observatory (the
+    """Bounded memory: a 1 s read of 2 s files reads at most 2 files per observatory (the
     requests to the frame reader process)."""
     from offline_iaas.data.gwf_reader import GwfReader
 
-    reads: list[list[str]] = []
+    opened: list[list[str]] = []
     original = GwfReader.read
 
     def recording(self, items, names):  # type: ignore[no-untyped-def]
-        reads.append([item.path for item in items])
+        opened.append([item.path for item in items])
         return original(self, items, names)
 
     monkeypatch.setattr(GwfReader, "read", recording)
-    chunks = list(iter_chunks(mixed["small"], MIXED, *MIXED_SPAN, 128, 1.0, MIXED_SPAN))
-    assert len(chunks) == 16
-    assert len(reads) == 2 * 16  # one read per observatory per chunk
-    assert max(len(r) for r in reads) == 2
-    assert all(len(r) <= 2 for r in reads)
+    reads = list(iter_reads(mixed["small"], MIXED, *MIXED_SPAN, 128, 1.0, MIXED_SPAN))
+    assert len(reads) == 16
+    assert len(opened) == 2 * 16  # one reader call per observatory per read
+    assert max(len(r) for r in opened) == 2
+    assert all(len(r) <= 2 for r in opened)

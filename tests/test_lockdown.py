@@ -312,7 +312,7 @@ def _campaign_with_foreign_requests(served: Served, send: Callable[[int], None])
         for proc in clients.values():
             _stop_group(proc, grace=5)
         (run_dir / "faults.json").unlink(missing_ok=True)
-    for args in (("merge-chunk", "--run-dir", run_dir, "--node", "chunk0"),
+    for args in (("merge-shard", "--run-dir", run_dir, "--node", "shard0"),
                  ("merge", "--run-dir", run_dir)):
         merged = subprocess.run(_cli(*args), capture_output=True, text=True, timeout=120)
         assert merged.returncode == 0, merged.stderr

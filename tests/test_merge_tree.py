@@ -1,7 +1,7 @@
-"""The merge as a tree: chunk merges per ``merge.chunk_seconds`` of GPS time under an index.
+"""The merge as a tree: shard merges per ``merge.shard_seconds`` of GPS time under an index.
 
-Pure parts first (which values a chunk owns, what it reads, the band-pass and the clustering
-of a part of a stretch), then a real campaign whose chunks cut through a stretch, a gap and a
+Pure parts first (which values a shard owns, what it reads, the band-pass and the clustering
+of a part of a stretch), then a real campaign whose shards cut through a stretch, a gap and a
 client boundary: its index must equal the in-process reference, the independent oracle, and
 the single merge of the same parts, file for file.
 """
@@ -24,12 +24,12 @@ from offline_iaas.errors import ConfigError
 from offline_iaas.merge.merge import merge
 from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.merge.reference import run_reference
-from offline_iaas.merge.tree import chunk_extents, chunk_merges
+from offline_iaas.merge.tree import shard_extents, shard_merges
 from offline_iaas.physics import PAD_SECONDS, cluster_indices, zero_phase_blocks
-from offline_iaas.records import ChunkSummary, read_chunk_job
+from offline_iaas.records import ShardSummary, read_shard_job
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import client_segments, make_stretches, output_x0
+from offline_iaas.stretches import client_shares, make_stretches, output_x0
 from offline_iaas.workflow.dag import parse_dag
 from tests.helpers import (
     SMALL_CAMPAIGN,
@@ -42,7 +42,7 @@ from tests.oracle import read_series, run_problems
 
 START = 1262304000
 SEGMENTS = [(START, START + 30), (START + 34, START + 52), (START + 54, START + 64)]
-CHUNK_OVERRIDES = ["merge.chunk_seconds=16", "deepclean.frame_seconds=8"]
+SHARD_OVERRIDES = ["merge.shard_seconds=16", "deepclean.frame_seconds=8"]
 
 
 def _config(tmp_path: Path, overrides: list[str]):
@@ -52,25 +52,25 @@ def _config(tmp_path: Path, overrides: list[str]):
         "layout.clients_per_server=2", *overrides])
 
 
-# ---- pure: what each chunk owns and reads -----------------------------------------------------
+# ---- pure: what each shard owns and reads -----------------------------------------------------
 @pytest.mark.parametrize(("mode", "starts"), [
     ("e2e", [0, 16, 32, 48]),
     # a window is stamped with its end: the classifier's last stamp is the span's end, GPS 64
     ("classifier", [0, 16, 32, 48, 64]),
 ])
-def test_chunks_own_every_value_once_inside_their_interval(tmp_path: Path, mode: str,
+def test_shards_own_every_value_once_inside_their_interval(tmp_path: Path, mode: str,
                                                            starts: list[int]) -> None:
-    config = _config(tmp_path, [*CHUNK_OVERRIDES, f'model.mode="{mode}"'])
+    config = _config(tmp_path, [*SHARD_OVERRIDES, f'model.mode="{mode}"'])
     stretches = make_stretches(config, SEGMENTS)
-    segments = client_segments(config, stretches)
-    chunks = chunk_merges(config, stretches, segments)
-    assert [c.gps_start - START for c in chunks] == starts
+    segments = client_shares(config, stretches)
+    shards = shard_merges(config, stretches, segments)
+    assert [c.gps_start - START for c in shards] == starts
     rate, dx = config.data.sample_rate, config.stride_seconds
     for stretch in stretches:
         kept = stretch.kept_windows(config)
         statistic, noise = [], []
-        for c in chunks:
-            for e in chunk_extents(config, stretches, c.gps_start, c.gps_end):
+        for c in shards:
+            for e in shard_extents(config, stretches, c.gps_start, c.gps_end):
                 if e.stretch != stretch:
                     continue
                 a, b = e.statistic_rows
@@ -81,7 +81,7 @@ def test_chunks_own_every_value_once_inside_their_interval(tmp_path: Path, mode:
                 assert np.all((times >= c.gps_start) & (times < c.gps_end))
                 statistic.append(e.statistic_rows)
                 noise.append(e.noise_samples)
-        # the chunks' pieces tile the stretch, in order
+        # the shards' pieces tile the stretch, in order
         assert [lo for lo, _ in statistic] == [0] + [hi for _, hi in statistic][:-1]
         assert statistic[-1][1] == kept
         assert [lo for lo, _ in noise] == [0] + [hi for _, hi in noise][:-1]
@@ -89,64 +89,64 @@ def test_chunks_own_every_value_once_inside_their_interval(tmp_path: Path, mode:
             assert noise[-1][1] == kept * config.stride_samples
 
 
-def test_a_chunk_reads_the_clients_of_its_interval_and_its_padding_only(tmp_path: Path) -> None:
-    config = _config(tmp_path, CHUNK_OVERRIDES)
+def test_a_shard_reads_the_clients_of_its_interval_and_its_padding_only(tmp_path: Path) -> None:
+    config = _config(tmp_path, SHARD_OVERRIDES)
     stretches = make_stretches(config, SEGMENTS)
-    segments = client_segments(config, stretches)
-    chunks = chunk_merges(config, stretches, segments)
-    # the band-pass reads the 64 s blocks holding a chunk's samples and 16 s more: with 64 s of
-    # data every chunk reads the whole of each stretch it touches
+    segments = client_shares(config, stretches)
+    shards = shard_merges(config, stretches, segments)
+    # the band-pass reads the 64 s blocks holding a shard's samples and 16 s more: with 64 s of
+    # data every shard reads the whole of each stretch it touches
     pad = 64 + PAD_SECONDS
-    for c in chunks:
+    for c in shards:
         owning = {s.node for s in segments for p in s.pieces
                   if p.gps_end > c.gps_start and p.gps_start < c.gps_end}
         near = {s.node for s in segments for p in s.pieces
                 if p.gps_end > c.gps_start - pad and p.gps_start < c.gps_end + pad}
         assert owning <= set(c.clients) <= near
-    assert any(len(c.clients) >= 2 for c in chunks)  # a client boundary inside a chunk
+    assert any(len(c.clients) >= 2 for c in shards)  # a client boundary inside a shard
 
 
-def test_bbhnet_chunks_read_only_the_clustering_reach(tmp_path: Path) -> None:
-    config = _config(tmp_path, ['model.mode="bbhnet"', "merge.chunk_seconds=16",
+def test_bbhnet_shards_read_only_the_clustering_reach(tmp_path: Path) -> None:
+    config = _config(tmp_path, ['model.mode="bbhnet"', "merge.shard_seconds=16",
                                 "layout.clients_per_server=4", "bbhnet.cluster_seconds=1"])
     stretches = make_stretches(config, SEGMENTS)
-    chunks = chunk_merges(config, stretches, client_segments(config, stretches))
-    first = chunk_extents(config, stretches, chunks[0].gps_start, chunks[0].gps_end)[0]
+    shards = shard_merges(config, stretches, client_shares(config, stretches))
+    first = shard_extents(config, stretches, shards[0].gps_start, shards[0].gps_end)[0]
     # half a second of windows at 4 Hz beyond the owned rows, not the DeepClean padding
     assert first.rows == (0, first.statistic_rows[1] + 2)
-    assert len(chunks[0].clients) < 8
+    assert len(shards[0].clients) < 8
 
 
-def test_merge_chunk_seconds_must_hold_whole_frame_files(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="merge.chunk_seconds.*multiple of deepclean"):
-        _config(tmp_path, ["merge.chunk_seconds=20", "deepclean.frame_seconds=8"])
-    with pytest.raises(ConfigError, match="merge.chunk_seconds"):
-        _config(tmp_path, ["merge.chunk_seconds=-16"])
-    with pytest.raises(ConfigError, match="merge.chunk_seconds.*whole number of seconds"):
-        _config(tmp_path, ['model.mode="classifier"', "merge.chunk_seconds=0.3"])
+def test_merge_shard_seconds_must_hold_whole_frame_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="merge.shard_seconds.*multiple of deepclean"):
+        _config(tmp_path, ["merge.shard_seconds=20", "deepclean.frame_seconds=8"])
+    with pytest.raises(ConfigError, match="merge.shard_seconds"):
+        _config(tmp_path, ["merge.shard_seconds=-16"])
+    with pytest.raises(ConfigError, match="merge.shard_seconds.*whole number of seconds"):
+        _config(tmp_path, ['model.mode="classifier"', "merge.shard_seconds=0.3"])
 
 
-def test_a_stretch_of_more_chunks_than_the_index_holds_is_refused(tmp_path: Path) -> None:
-    # 64 s in chunks of 1 s would be fine; a day in chunks of 16 s is 5,400 of them
-    config = _config(tmp_path, ['model.mode="classifier"', "merge.chunk_seconds=16",
+def test_a_stretch_of_more_shards_than_the_index_holds_is_refused(tmp_path: Path) -> None:
+    # 64 s in shards of 1 s would be fine; a day in shards of 16 s is 5,400 of them
+    config = _config(tmp_path, ['model.mode="classifier"', "merge.shard_seconds=16",
                                 "data.duration=86400", "layout.clients_per_server=1"])
     stretches = make_stretches(config, [(START, START + 86400)])
-    with pytest.raises(ConfigError, match="spans 5401 chunks .* at least 44"):
-        chunk_merges(config, stretches, client_segments(config, stretches))
+    with pytest.raises(ConfigError, match="spans 5401 shards .* at least 44"):
+        shard_merges(config, stretches, client_shares(config, stretches))
 
 
-def test_chunk_merges_are_a_dag_category_with_their_own_maxjobs(tmp_path: Path) -> None:
+def test_shard_merges_are_a_dag_category_with_their_own_maxjobs(tmp_path: Path) -> None:
     from offline_iaas.workflow.dag import dag_text
 
-    config = _config(tmp_path, [*CHUNK_OVERRIDES, "workflow.max_parallel_merges=2"])
+    config = _config(tmp_path, [*SHARD_OVERRIDES, "workflow.max_parallel_merges=2"])
     stretches = make_stretches(config, SEGMENTS)
-    segments = client_segments(config, stretches)
-    chunks = chunk_merges(config, stretches, segments)
+    segments = client_shares(config, stretches)
+    shards = shard_merges(config, stretches, segments)
     dag = parse_dag(dag_text(["server0", "server1"], segments, 2, 0,
-                             chunks=[(c.node, c.clients) for c in chunks],
+                             shards=[(c.node, c.clients) for c in shards],
                              max_parallel_merges=config.workflow.max_parallel_merges))
     assert dag.maxjobs == {"merges": 2}
-    assert {dag.nodes[c.node].category for c in chunks} == {"merges"}
+    assert {dag.nodes[c.node].category for c in shards} == {"merges"}
 
 
 def test_the_band_pass_of_a_part_of_a_stretch_equals_that_of_the_whole() -> None:
@@ -190,17 +190,17 @@ def test_clustering_a_part_with_its_reach_equals_clustering_the_whole() -> None:
 
 # ---- a real campaign -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def chunked(tmp_path_factory: pytest.TempPathFactory) -> tuple:
-    """e2e with two time slides of 10 s over three science segments, chunks of 16 s: the
-    chunk boundaries fall inside the first stretch (where its second slide is not formed yet),
+def sharded(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """e2e with two time slides of 10 s over three science segments, shards of 16 s: the
+    shard boundaries fall inside the first stretch (where its second slide is not formed yet),
     in the gap after it and inside the second (inside its first slide's formed windows); the
     second stretch forms only the first slide, the third none."""
     root = tmp_path_factory.mktemp("tree")
     segment_file = root / "science.txt"
     segment_file.write_text("".join(f"{a} {b}\n" for a, b in SEGMENTS))
-    config = _config(root, [*CHUNK_OVERRIDES, f'data.segments="{segment_file}"',
-                            "synth.file_duration=8", "bbhnet.time_shifts=2",
-                            "bbhnet.shift_seconds=10",
+    config = _config(root, [*SHARD_OVERRIDES, f'data.segments="{segment_file}"',
+                            "synth.file_duration=8", "bbhnet.slides=2",
+                            "bbhnet.slide_seconds=10",
                             f'model.repository="{root / "repository"}"',
                             f'bbhnet.injections="{root / "frames" / "synth.json"}"',
                             "bbhnet.ifar_threshold_years=1e-6"])
@@ -208,30 +208,30 @@ def chunked(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     export_repository(config, untrained_weights(root / "weights"))
     run_dir = run_dag(config, root / "run")
     reference, _ = run_reference(config, root / "reference.h5")
-    # the same parts merged by one node: the run directory without its chunks
+    # the same parts merged by one node: the run directory without its shards
     single = root / "single"
     shutil.copytree(run_dir, single, ignore=shutil.ignore_patterns("output"))
     info = json.loads((single / "run.json").read_text())
-    (single / "run.json").write_text(json.dumps({**info, "chunks": []}))
+    (single / "run.json").write_text(json.dumps({**info, "shards": []}))
     merge(RunDir(single))
     return config, run_dir, reference, single
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["classifier", "deepclean", "bbhnet"])
-def test_chunked_campaigns_of_the_other_modes_equal_their_reference_and_the_oracle(
+def test_sharded_campaigns_of_the_other_modes_equal_their_reference_and_the_oracle(
         tmp_path: Path, mode: str) -> None:
     """The other modes (e2e: the fixture above), on one server with two clients."""
     segment_file = tmp_path / "science.txt"
     segment_file.write_text("".join(f"{a} {b}\n" for a, b in SEGMENTS))
-    config = _config(tmp_path, [*CHUNK_OVERRIDES, f'model.mode="{mode}"', "layout.servers=1",
+    config = _config(tmp_path, [*SHARD_OVERRIDES, f'model.mode="{mode}"', "layout.servers=1",
                                 f'data.segments="{segment_file}"', "synth.file_duration=8",
                                 f'model.repository="{tmp_path / "repository"}"'])
     write_synthetic_dataset(config)
     export_repository(config, None if mode == "classifier" else untrained_weights(
         tmp_path / "weights"))
     run_dir = run_dag(config, tmp_path / "run")
-    assert len(json.loads((run_dir / "run.json").read_text())["chunks"]) >= 4
+    assert len(json.loads((run_dir / "run.json").read_text())["shards"]) >= 4
     reference, _ = run_reference(config, tmp_path / "reference.h5")
     comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
     assert comparison.passes(1e-5), comparison.describe()
@@ -239,21 +239,21 @@ def test_chunked_campaigns_of_the_other_modes_equal_their_reference_and_the_orac
 
 
 @pytest.mark.slow
-def test_the_dag_has_a_chunk_merge_per_16_seconds_under_the_index(chunked) -> None:
-    _, run_dir, _, _ = chunked
+def test_the_dag_has_a_shard_merge_per_16_seconds_under_the_index(sharded) -> None:
+    _, run_dir, _, _ = sharded
     dag = parse_dag((run_dir / "offline.dag").read_text())
-    chunks = [n for n in dag.nodes if n.startswith("chunk")]
-    assert chunks == ["chunk0", "chunk1", "chunk2", "chunk3"]
-    assert dag.nodes["merge"].parents == set(chunks)
-    for node in chunks:
+    shards = [n for n in dag.nodes if n.startswith("shard")]
+    assert shards == ["shard0", "shard1", "shard2", "shard3"]
+    assert dag.nodes["merge"].parents == set(shards)
+    for node in shards:
         spec = json.loads((run_dir / "jobs" / f"{node}.json").read_text())
         assert dag.nodes[node].parents == set(spec["clients"])
-        assert dag.nodes[node].submit == "chunk.sub"
+        assert dag.nodes[node].submit == "shard.sub"
 
 
 @pytest.mark.slow
-def test_the_chunked_campaign_equals_the_reference_and_the_oracle(chunked) -> None:
-    _, run_dir, reference, _ = chunked
+def test_the_sharded_campaign_equals_the_reference_and_the_oracle(sharded) -> None:
+    _, run_dir, reference, _ = sharded
     index = run_dir / "output" / "campaign.h5"
     comparison = compare_outputs(index, reference)
     assert comparison.passes(1e-5), comparison.describe()
@@ -274,10 +274,10 @@ def test_the_chunked_campaign_equals_the_reference_and_the_oracle(chunked) -> No
 
 
 @pytest.mark.slow
-def test_the_index_reads_as_the_single_merge_with_gwpy_and_read_campaign(chunked) -> None:
+def test_the_index_reads_as_the_single_merge_with_gwpy_and_read_campaign(sharded) -> None:
     from gwpy.timeseries import TimeSeries
 
-    config, run_dir, _, single = chunked
+    config, run_dir, _, single = sharded
     index, whole = run_dir / "output" / "campaign.h5", single / "output" / "campaign.h5"
     comparison = compare_outputs(index, whole)
     assert comparison.worst == 0.0, comparison.describe()
@@ -288,7 +288,7 @@ def test_the_index_reads_as_the_single_merge_with_gwpy_and_read_campaign(chunked
             assert a.t0 == b.t0 and a.dt == b.dt and np.array_equal(a.value, b.value)
     with h5py.File(index, "r") as f:
         name = sorted(f["clean/H1"])[0]
-        assert f[f"clean/H1/{name}"].external  # bytes in the chunk files, not copied
+        assert f[f"clean/H1/{name}"].external  # bytes in the shard files, not copied
     # gwpy's own reader, given the path as text
     ours = TimeSeries.read(str(index), format="hdf5", path=f"clean/H1/{name}")
     theirs = TimeSeries.read(str(whole), format="hdf5", path=f"clean/H1/{name}")
@@ -298,14 +298,14 @@ def test_the_index_reads_as_the_single_merge_with_gwpy_and_read_campaign(chunked
     alone = json.loads((single / "output" / "campaign.json").read_text())
     for key in ("deepclean", "bbhnet", "deepclean_gate"):
         assert summary[key] == alone[key], key
-    assert summary["chunks"] == 4
+    assert summary["shards"] == 4
 
 
 @pytest.mark.slow
-def test_the_chunks_gwf_files_and_cache_are_the_single_merges(chunked) -> None:
+def test_the_shards_gwf_files_and_cache_are_the_single_merges(sharded) -> None:
     from gwpy.timeseries import TimeSeries
 
-    config, run_dir, _, single = chunked
+    config, run_dir, _, single = sharded
     ours, theirs = run_dir / "output" / "frames", single / "output" / "frames"
     names = sorted(p.relative_to(ours) for p in ours.rglob("*.gwf"))
     assert names == sorted(p.relative_to(theirs) for p in theirs.rglob("*.gwf"))
@@ -329,47 +329,47 @@ def test_the_chunks_gwf_files_and_cache_are_the_single_merges(chunked) -> None:
 
 @pytest.mark.slow
 def test_a_moved_run_directory_fails_loudly_until_the_index_is_written_again(
-        chunked, tmp_path: Path) -> None:
-    _, run_dir, _, single = chunked
+        sharded, tmp_path: Path) -> None:
+    _, run_dir, _, single = sharded
     moved = tmp_path / "moved"
     shutil.copytree(run_dir, moved)
-    shutil.rmtree(run_dir / "output" / "chunks.moved-away", ignore_errors=True)
-    (run_dir / "output" / "chunks").rename(run_dir / "output" / "chunks.moved-away")
+    shutil.rmtree(run_dir / "output" / "shards.moved-away", ignore_errors=True)
+    (run_dir / "output" / "shards").rename(run_dir / "output" / "shards.moved-away")
     try:
         with pytest.raises(OSError, match="external raw data file"):
             read_campaign(moved / "output" / "campaign.h5")
     finally:
-        (run_dir / "output" / "chunks.moved-away").rename(run_dir / "output" / "chunks")
+        (run_dir / "output" / "shards.moved-away").rename(run_dir / "output" / "shards")
     merge(RunDir(moved))  # the index again, at the new place
     comparison = compare_outputs(moved / "output" / "campaign.h5",
                                  single / "output" / "campaign.h5")
     assert comparison.worst == 0.0, comparison.describe()
 
 
-def test_make_dag_with_another_chunking_forgets_the_old_chunks_outputs(
+def test_make_dag_with_another_sharding_forgets_the_old_shards_outputs(
         tmp_path: Path, monkeypatch) -> None:
     from offline_iaas.workflow.make_dag import make_dag
     from tests.helpers import skip_data_check
 
     skip_data_check(monkeypatch)
     run = tmp_path / "run"
-    make_dag(_config(tmp_path, CHUNK_OVERRIDES), RunDir(run))
-    chunks = run / "output" / "chunks"
-    chunks.mkdir()
-    for node in ("chunk0", "chunk1", "chunk2", "chunk3"):  # as if merged
-        spec = read_chunk_job(RunDir(run), node)
-        (chunks / f"{node}.h5").write_bytes(b"")
-        records.write(ChunkSummary(
+    make_dag(_config(tmp_path, SHARD_OVERRIDES), RunDir(run))
+    shards = run / "output" / "shards"
+    shards.mkdir()
+    for node in ("shard0", "shard1", "shard2", "shard3"):  # as if merged
+        spec = read_shard_job(RunDir(run), node)
+        (shards / f"{node}.h5").write_bytes(b"")
+        records.write(ShardSummary(
             complete=True, node=node, gps=(spec.gps_start, spec.gps_end),
             data_seconds=spec.data_seconds, clients=spec.clients, wall_seconds=1.0,
             peak_rss_mb=1.0, merge_hash="0" * 16, bytes=0, sha256=None, datasets=()),
-            chunks / f"{node}.json")
+            shards / f"{node}.json")
     complete_merge(RunDir(run))
-    make_dag(_config(tmp_path, CHUNK_OVERRIDES), RunDir(run))  # the same chunks: kept
-    assert len(list(chunks.glob("*.json"))) == 4 and (run / "output" / "campaign.json").exists()
-    rechunked = _config(tmp_path, ["merge.chunk_seconds=32", "deepclean.frame_seconds=8"])
-    make_dag(rechunked, RunDir(run))
-    # chunk0 and chunk1 now cover [0, 32) and [32, 64): both redone, chunk2-3 gone, and the index
-    assert list(chunks.iterdir()) == []
+    make_dag(_config(tmp_path, SHARD_OVERRIDES), RunDir(run))  # the same shards: kept
+    assert len(list(shards.glob("*.json"))) == 4 and (run / "output" / "campaign.json").exists()
+    resharded = _config(tmp_path, ["merge.shard_seconds=32", "deepclean.frame_seconds=8"])
+    make_dag(resharded, RunDir(run))
+    # shard0 and shard1 now cover [0, 32) and [32, 64): both redone, shard2-3 gone, and the index
+    assert list(shards.iterdir()) == []
     assert not (run / "output" / "campaign.json").exists()
-    assert sorted(p.stem for p in (run / "jobs").glob("chunk*.json")) == ["chunk0", "chunk1"]
+    assert sorted(p.stem for p in (run / "jobs").glob("shard*.json")) == ["shard0", "shard1"]

@@ -86,11 +86,11 @@ def test_plan_from_run_scales_streaming_and_merge_with_the_data(small_config_fil
     plan = plan_from_run(config, 1.0, pilot_of(run))
     assert plan.per_server_rate == pytest.approx(4.0)
     assert plan.servers == 1
-    # the pilot merged 64 s in 1 s: 64 data-s/s per merge node. The largest chunk merge that
+    # the pilot merged 64 s in 1 s: 64 data-s/s per merge node. The largest shard merge that
     # takes at most 2 % of the 1024 s of streaming: 1024 s (16 s; 2048 s would take 32 s)
-    assert plan.merge_chunk_seconds == 1024
-    assert "merge.chunk_seconds=1024" in plan.overrides()
-    # start-up 4 + 4096 / 4 + (last chunk 1024 / 64 + index 0 + a job's start-up 2.8 - 1)
+    assert plan.merge_shard_seconds == 1024
+    assert "merge.shard_seconds=1024" in plan.overrides()
+    # start-up 4 + 4096 / 4 + (last shard 1024 / 64 + index 0 + a job's start-up 2.8 - 1)
     # + rest 3
     tail = 1024 / 64 + 1.8
     assert plan.wall_seconds == pytest.approx(4 + 1024 + tail + 3)
@@ -101,19 +101,19 @@ def test_plan_from_run_scales_streaming_and_merge_with_the_data(small_config_fil
     assert plan.to_dict()["expected_wall_seconds"] == pytest.approx(1048.8)
 
 
-def test_plan_from_a_chunked_pilot_takes_the_chunk_merges_throughput(
+def test_plan_from_a_sharded_pilot_takes_the_shard_merges_throughput(
         small_config_file: Path) -> None:
     run = fake_pilot(small_config_file.parent, small_config_file)
-    # two chunk merges of 32 s each in 0.25 s: 128 data-s/s per node; the index 0.5 s
-    merge_summary(run, load_config(run / "campaign.toml"), wall_seconds=0.5, chunks=2,
-                  chunk_wall_seconds={"total": 0.5, "max": 0.25}, chunk_data_seconds=64.0)
+    # two shard merges of 32 s each in 0.25 s: 128 data-s/s per node; the index 0.5 s
+    merge_summary(run, load_config(run / "campaign.toml"), wall_seconds=0.5, shards=2,
+                  shard_wall_seconds={"total": 0.5, "max": 0.25}, shard_data_seconds=64.0)
     pilot = read_pilot(RunDir(run))
     assert pilot.merge_rate == pytest.approx(128.0) and pilot.index_seconds == 0.5
     assert pilot.merge_seconds == pytest.approx(15.0 - 12.0)  # last response to the index's end
     config = load_config(small_config_file, ["data.duration=65536"])
     plan = plan_from_run(config, 10.0, pilot_of(run))
     # 65536 / 4 = 16384 s of streaming on one server: 2 % is 328 s; 32768 / 128 = 256 s fits
-    assert plan.servers == 1 and plan.merge_chunk_seconds == 32768
+    assert plan.servers == 1 and plan.merge_shard_seconds == 32768
     assert plan.stages["merge_seconds"] == pytest.approx(256 + 0.5 + 2.3)
 
 
@@ -152,7 +152,7 @@ def test_plan_simulate_replays_a_run_with_the_pilots_rates(small_config_file: Pa
 
     pilot = fake_pilot(small_config_file.parent, small_config_file)
     skip_data_check(monkeypatch)
-    config = load_config(small_config_file, ["layout.servers=1", "merge.chunk_seconds=0"])
+    config = load_config(small_config_file, ["layout.servers=1", "merge.shard_seconds=0"])
     target = small_config_file.parent / "target"
     make_dag(config, RunDir(target))
     work = sum(read_client_job(RunDir(target), n).streamed_seconds
@@ -169,11 +169,11 @@ def test_plan_simulate_replays_a_run_with_the_pilots_rates(small_config_file: Pa
     assert cli.returncode == 2 and "needs --from-run" in cli.stderr
 
 
-def test_plan_never_recommends_a_chunking_make_dag_refuses(tmp_path: Path) -> None:
-    """A month in one stretch and a slow merge: the fastest chunk merges (1024 s) would put
-    2,532 chunks in the stretch, more than the index holds; plan recommends the least chunk
+def test_plan_never_recommends_a_sharding_make_dag_refuses(tmp_path: Path) -> None:
+    """A month in one stretch and a slow merge: the fastest shard merges (1024 s) would put
+    2,532 shards in the stretch, more than the index holds; plan recommends the least shard
     make-dag takes, and make-dag takes the whole recommendation."""
-    from offline_iaas.merge.tree import MAX_CHUNKS_PER_STRETCH
+    from offline_iaas.merge.tree import MAX_SHARDS_PER_STRETCH
     from offline_iaas.sizing.feasible import refusal
     from offline_iaas.sizing.pilot import PilotRun
 
@@ -188,14 +188,14 @@ def test_plan_never_recommends_a_chunking_make_dag_refuses(tmp_path: Path) -> No
     config = load_config(config_file, [f"data.duration={month}"])
     pilot_config = load_config(config_file)  # 64 s, 1 server x 2 clients
     # streaming 16 data-s/s (the month in 162,000 s); the merge 0.5 data-s/s, so slow that no
-    # chunk make-dag takes merges within 2 % of the streaming (2048 s would take 4096 s)
+    # shard make-dag takes merges within 2 % of the streaming (2048 s would take 4096 s)
     pilot = PilotRun(RunDir(tmp_path / "pilot"), pilot_config, run_seconds=200.0,
                      start_seconds=5.0, streaming_seconds=4.0, merge_seconds=128.0,
-                     merge_rate=0.5, index_seconds=1.0, chunks=1, job_start_seconds=1.0)
-    refused = refusal(config, ["merge.chunk_seconds=1024"])
-    assert refused is not None and f"at most {MAX_CHUNKS_PER_STRETCH} per stretch" in refused
+                     merge_rate=0.5, index_seconds=1.0, shards=1, job_start_seconds=1.0)
+    refused = refusal(config, ["merge.shard_seconds=1024"])
+    assert refused is not None and f"at most {MAX_SHARDS_PER_STRETCH} per stretch" in refused
     plan = plan_from_run(config, 100.0, pilot)
-    assert plan.merge_chunk_seconds == 2048  # the least power of two within 2000 chunks
+    assert plan.merge_shard_seconds == 2048  # the least power of two within 2000 shards
     assert refusal(config, plan.overrides()) is None
     run = tmp_path / "run"
     done = subprocess.run(
@@ -204,5 +204,5 @@ def test_plan_never_recommends_a_chunking_make_dag_refuses(tmp_path: Path) -> No
          *(a for o in plan.overrides() for a in ("--set", o))],
         capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    chunks = read_run_info(RunDir(run)).chunks
-    assert len(chunks) == math.ceil(month / 2048) <= MAX_CHUNKS_PER_STRETCH
+    shards = read_run_info(RunDir(run)).shards
+    assert len(shards) == math.ceil(month / 2048) <= MAX_SHARDS_PER_STRETCH

@@ -7,7 +7,7 @@ from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
 from offline_iaas.records import ClientJob
 from offline_iaas.stretches import (
-    client_segments,
+    client_shares,
     make_stretches,
     request_sizes,
     whole_span,
@@ -15,12 +15,12 @@ from offline_iaas.stretches import (
 )
 
 
-def check_tiling(config, stretches, segments) -> None:
+def check_tiling(config, stretches, shares) -> None:
     """Pieces tile each stretch's kept windows exactly, each with one warm-up."""
     warmup = config.warmup_windows
     for stretch in stretches:
         pieces = sorted(
-            (p for s in segments for p in s.pieces if p.stretch == stretch.index),
+            (p for s in shares for p in s.pieces if p.stretch == stretch.index),
             key=lambda p: p.output_start,
         )
         expected = warmup
@@ -46,21 +46,21 @@ def test_segments_tile_the_span_with_warmups(
         small_config_file,
         [f"layout.servers={servers}", f"layout.clients_per_server={per_server}"],
     )
-    segments = client_segments(config, sequence_base=1 << 20)
-    assert len(segments) == servers * per_server
-    check_tiling(config, whole_span(config), segments)
-    sizes = [s.kept_windows for s in segments]
+    shares = client_shares(config, sequence_base=1 << 20)
+    assert len(shares) == servers * per_server
+    check_tiling(config, whole_span(config), shares)
+    sizes = [s.kept_windows for s in shares]
     assert max(sizes) - min(sizes) <= 1
     assert sum(sizes) == config.total_windows - config.warmup_windows
     ids: dict[str, set[int]] = {}
-    for seg in segments:
-        assert seg.server == f"server{seg.index // per_server}"
-        for piece in seg.pieces:
+    for share in shares:
+        assert share.server == f"server{share.index // per_server}"
+        for piece in share.pieces:
             assert piece.sequence_id > 1 << 20
-            assert piece.sequence_id not in ids.setdefault(seg.server, set())
-            ids[seg.server].add(piece.sequence_id)
-        job = ClientJob.of(seg).model_dump_json()  # the job spec's JSON gives it back
-        assert records.parse(ClientJob, job, Path(f"{seg.node}.json")).segment == seg
+            assert piece.sequence_id not in ids.setdefault(share.server, set())
+            ids[share.server].add(piece.sequence_id)
+        job = ClientJob.of(share).model_dump_json()  # the job spec's JSON gives it back
+        assert records.parse(ClientJob, job, Path(f"{share.node}.json")).share == share
 
 
 def test_no_piece_spans_a_gap_and_shares_stay_balanced(small_config_file: Path) -> None:
@@ -68,15 +68,15 @@ def test_no_piece_spans_a_gap_and_shares_stay_balanced(small_config_file: Path) 
     start = config.data.start
     stretches = make_stretches(config, [(start, start + 20), (start + 24, start + 41.5),
                                         (start + 50, start + 64)])
-    segments = client_segments(config, stretches)
-    check_tiling(config, stretches, segments)
-    for seg in segments:
-        for piece in seg.pieces:
+    shares = client_shares(config, stretches)
+    check_tiling(config, stretches, shares)
+    for share in shares:
+        for piece in share.pieces:
             stretch = stretches[piece.stretch]
             assert stretch.gps_start <= piece.gps_start < piece.gps_end <= stretch.gps_end
-    sizes = [s.kept_windows for s in segments]
+    sizes = [s.kept_windows for s in shares]
     assert max(sizes) <= 1.05 * (sum(sizes) / len(sizes))
-    assert any(len(seg.pieces) > 1 for seg in segments)  # a client crossing a gap gets two
+    assert any(len(share.pieces) > 1 for share in shares)  # a client crossing a gap gets two
 
 
 def test_too_little_data_for_the_layout(small_config_file: Path) -> None:
@@ -84,7 +84,7 @@ def test_too_little_data_for_the_layout(small_config_file: Path) -> None:
     start = config.data.start
     stretches = make_stretches(config, [(start, start + 1.5)])  # 6 windows, 3 of warm-up
     with pytest.raises(ConfigError, match="holds 3 windows, fewer than the 4"):
-        client_segments(config, stretches)
+        client_shares(config, stretches)
 
 
 def test_stretch_bounds_must_be_on_the_stride_grid(small_config_file: Path) -> None:

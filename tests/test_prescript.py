@@ -17,7 +17,7 @@ import pytest
 
 from offline_iaas import records
 from offline_iaas.errors import ServerError
-from offline_iaas.records import ClientSegment, RunInfo, write_client_job
+from offline_iaas.records import ClientShare, RunInfo, write_client_job
 from offline_iaas.rendezvous import addresses
 from offline_iaas.rendezvous.job_ads import (
     ADDRESS_ATTRIBUTE,
@@ -49,7 +49,7 @@ def run_dir(tmp_path: Path) -> Path:
     run = tmp_path / "run"
     (run / "jobs").mkdir(parents=True)
     write_run_info(run, ("server0",))
-    write_client_job(RunDir(run), ClientSegment(0, "client0", "server0", ()))
+    write_client_job(RunDir(run), ClientShare(0, "client0", "server0", ()))
     return run
 
 

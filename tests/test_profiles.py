@@ -15,10 +15,10 @@ import pytest
 from offline_iaas.cli import main
 from offline_iaas.config import config_from_dict
 from offline_iaas.errors import ConfigError
-from offline_iaas.merge.tree import chunk_merges
+from offline_iaas.merge.tree import shard_merges
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import client_segments, stretches_of
+from offline_iaas.stretches import client_shares, stretches_of
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.profiles import (
@@ -85,18 +85,18 @@ def rendered(profile: str) -> dict[str, str]:
     config = campaign(**PROFILE_SECTIONS[profile])
     site = resolve_site(config)
     files = {f"{role}.sub": text for role, text in
-             submit_texts(config, site, EXECUTABLE, RUN_ID, chunked=True).items()}
+             submit_texts(config, site, EXECUTABLE, RUN_ID, sharded=True).items()}
     pre = None
     if site.rendezvous == "jobad":
         args = ("prescript", "--run-dir", ".", "--node", "$JOB")
         pre = Script(str(EXECUTABLE), args, DEFER_EXIT, DEFER_SECONDS)
-    segments = client_segments(config)
-    # 4096 s from GPS 1238166018: two chunk merges of merge.chunk_seconds = 4096 s
-    chunks = chunk_merges(config, stretches_of(segments), segments)
+    segments = client_shares(config)
+    # 4096 s from GPS 1238166018: two shard merges of merge.shard_seconds = 4096 s
+    shards = shard_merges(config, stretches_of(segments), segments)
     files["offline.dag"] = dag_text(
         ["server0", "server1"], segments, config.workflow.retries,
         config.workflow.max_parallel_clients, fatal_exit=ConfigError.exit_code, final=True,
-        client_pre=pre, chunks=[(c.node, c.clients) for c in chunks], transfer=site.transfer,
+        client_pre=pre, shards=[(c.node, c.clients) for c in shards], transfer=site.transfer,
         max_parallel_merges=config.workflow.max_parallel_merges,
     )
     return files
@@ -136,7 +136,7 @@ def items_of(profile: str) -> dict[str, dict[str, str]]:
 def test_profile_table() -> None:
     local, ldg, osg, hep = (items_of(p) for p in ("local", "ldg", "osg", "hepcloud"))
     # files: shared vs transfer
-    for role in ("server", "client", "chunk"):
+    for role in ("server", "client", "shard"):
         assert local[role]["should_transfer_files"] == "NO"
         assert ldg[role]["should_transfer_files"] == "NO"
         assert osg[role]["should_transfer_files"] == "YES"
@@ -148,10 +148,10 @@ def test_profile_table() -> None:
     assert osg["client"]["transfer_output_files"] == "parts/$(node).h5, parts/$(node).json"
     assert osg["client"]["when_to_transfer_output"] == "ON_SUCCESS"
     assert osg["server"]["transfer_input_files"].endswith("model-repository.tar.gz")
-    assert osg["chunk"]["transfer_input_files"] == "campaign.toml, run.json, jobs, $(parts)"
-    assert osg["chunk"]["transfer_output_files"] == (
-        "output/chunks/$(node).h5, output/chunks/$(node).json, output/chunks/$(node).frames")
-    # the index of the chunks runs on the access point, where their outputs came back
+    assert osg["shard"]["transfer_input_files"] == "campaign.toml, run.json, jobs, $(parts)"
+    assert osg["shard"]["transfer_output_files"] == (
+        "output/shards/$(node).h5, output/shards/$(node).json, output/shards/$(node).frames")
+    # the index of the shards runs on the access point, where their outputs came back
     for items in (osg, hep):
         assert items["merge"]["universe"] == "local"
         assert "should_transfer_files" not in items["merge"]
@@ -177,7 +177,7 @@ def test_profile_table() -> None:
     assert osg["client"]["executable"] == "/opt/offline-iaas/bin/offline-iaas"
     assert hep["server"]["universe"] == "container"
     assert hep["server"]["container_image"] == "docker://ghcr.io/igwn/offline-iaas-server:0.1"
-    assert hep["chunk"]["container_image"] == "docker://ghcr.io/igwn/offline-iaas:0.1"
+    assert hep["shard"]["container_image"] == "docker://ghcr.io/igwn/offline-iaas:0.1"
     for items in (osg, hep):
         assert items["server"]["transfer_executable"] == "false"
         assert items["server"]["want_io_proxy"] == "true"

@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 
 from offline_iaas import records
-from offline_iaas.completeness import Hashes, chunk_problem, merge_problem, part_problem
+from offline_iaas.completeness import Hashes, merge_problem, part_problem, shard_problem
 from offline_iaas.config import config_from_dict, write_config
 from offline_iaas.errors import RunError
 from offline_iaas.records import (
     BadFile,
-    ChunkJob,
     ClientJob,
-    ClientSegment,
-    MergeChunk,
+    ClientShare,
+    MergeShard,
     PartRecord,
     Piece,
     RunInfo,
+    ShardJob,
     write_client_job,
 )
 from offline_iaas.rundir import RunDir
@@ -30,7 +30,7 @@ from tests.error_catalogue import documented
 from tests.helpers import complete_merge, complete_part
 
 PIECE = Piece(0, 1 << 20 | 1, 0, 3, 64, 1e9, 1e9 + 16.25, 1e9, 1e9 + 64)
-SEGMENT = ClientSegment(0, "client0", "server0", (PIECE,))
+SEGMENT = ClientShare(0, "client0", "server0", (PIECE,))
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def hashes(run: RunDir) -> Hashes:
 def test_a_record_reads_back_what_was_written(tmp_path: Path) -> None:
     path = tmp_path / "client0.json"
     records.write(ClientJob.of(SEGMENT), path)
-    assert records.read(ClientJob, path).segment == SEGMENT
+    assert records.read(ClientJob, path).share == SEGMENT
     assert json.loads(path.read_text())["schema_version"] == ClientJob.VERSION
 
 
@@ -118,10 +118,10 @@ def test_version_1_records_are_read_without_their_unread_fields(tmp_path: Path) 
             "model": "offline-iaas", "config_hash": "0123456789abcdef"}
     path = tmp_path / "client0.json"
     path.write_text(json.dumps(spec))
-    assert records.read(ClientJob, path).segment == SEGMENT
+    assert records.read(ClientJob, path).share == SEGMENT
     path.write_text(json.dumps({
         "run_id": "ab", "config_hash": "0123456789abcdef", "sequence_base": 1 << 20,
-        "servers": ["server0"], "clients": ["client0"], "chunks": [], "created": "2025",
+        "servers": ["server0"], "clients": ["client0"], "shards": [], "created": "2025",
         "training": {}, "model": {}, "bad_frame_files": [
             {"path": "/f.gwf", "gps_start": 1, "gps_end": 2, "error": "truncated"}]}))
     info = records.read(RunInfo, path)
@@ -159,7 +159,7 @@ def test_a_part_is_complete_only_as_its_sidecar_describes_it(run: RunDir) -> Non
     other = Hashes("f" * 16, h.merge, h.v1)
     assert str(part_problem(run, "client0", other)).startswith(
         "part from another campaign's config (stream hash ")
-    moved = ClientSegment(0, "client0", "server1", SEGMENT.pieces)
+    moved = ClientShare(0, "client0", "server1", SEGMENT.pieces)
     assert str(part_problem(run, "client0", h, moved)) == (
         "part covers other windows than its job spec")
     sidecar.write_text('{"complete": true}')  # what a sidecar alone used to be enough for
@@ -177,7 +177,7 @@ def test_the_checksum_is_read_when_asked_even_if_the_file_looks_untouched(run: R
     assert "checksum mismatch" in str(part_problem(run, "client0", h, verify=True))
 
 
-def test_the_merge_and_chunk_merges_are_complete_under_the_merge_hash(run: RunDir) -> None:
+def test_the_merge_and_shard_merges_are_complete_under_the_merge_hash(run: RunDir) -> None:
     h = hashes(run)
     assert str(merge_problem(run, h)) == "merge not done (no output/campaign.json)"
     complete_merge(run)
@@ -189,10 +189,10 @@ def test_the_merge_and_chunk_merges_are_complete_under_the_merge_hash(run: RunDi
     assert str(merge_problem(run, h)) == (
         "output/campaign.h5 without its record output/campaign.json (stopped before it "
         "finished)")
-    chunk = MergeChunk(0, "chunk0", 1e9, 1e9 + 64, ("client0",), 64.0)
-    records.write(ChunkJob.of(chunk), run.job("chunk0"))
-    assert str(chunk_problem(run, "chunk0", h, chunk)) == (
-        "chunk merge not done (no output/chunks/chunk0.json)")
+    shard = MergeShard(0, "shard0", 1e9, 1e9 + 64, ("client0",), 64.0)
+    records.write(ShardJob.of(shard), run.job("shard0"))
+    assert str(shard_problem(run, "shard0", h, shard)) == (
+        "shard merge not done (no output/shards/shard0.json)")
 
 
 def test_a_version_1_part_counts_for_the_campaign_whose_v1_hash_it_carries(run: RunDir) -> None:

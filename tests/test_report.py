@@ -38,7 +38,7 @@ from offline_iaas.report.spectra import inspiral_range, strain_spectra
 from offline_iaas.report.timeline import coverage, monitor_rates, node_attempts, span_gaps
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.monitor import CSV_HEADER, read_monitor_csv
-from offline_iaas.stretches import client_segments, make_stretches
+from offline_iaas.stretches import client_shares, make_stretches
 from tests.browser import check_page, headless_chromium, missing_browser
 from tests.helpers import captured_log
 
@@ -58,7 +58,7 @@ def fixture_config(root: Path, mode: str = "e2e") -> CampaignConfig:
     if mode in ("deepclean", "e2e"):
         overrides.append('data.witnesses=["H1:PEM-SYNTH_WITNESS_0", "L1:PEM-SYNTH_WITNESS_0"]')
     if mode == "classifier":  # the packaged demo's time slides need BBHnet
-        overrides.append("bbhnet.time_shifts=0")
+        overrides.append("bbhnet.slides=0")
     return load_config(packaged_config(), overrides)
 
 
@@ -165,13 +165,13 @@ def make_fixture_run(root: Path, mode: str = "e2e") -> Path:
                             config.stride_samples),
         sequence_slots=8, outputs=config.mode.outputs, time_slides=(0, 0), whitening="fixed",
         versions={"bbhnet": 3, "deepclean": 2}, networks={}), repo / "manifest.json")
-    segments = client_segments(config, make_stretches(config, STRETCHES), sequence_base=1 << 20)
-    for seg in segments:
-        write_client_job(RunDir(run_dir), seg)
+    shares = client_shares(config, make_stretches(config, STRETCHES), sequence_base=1 << 20)
+    for share in shares:
+        write_client_job(RunDir(run_dir), share)
     records.write(RunInfo(
         run_id="0123456789abcdef", stream_hash=config.stream_hash(),
         merge_hash=config.merge_hash(), sequence_base=1 << 20, servers=("server0", "server1"),
-        clients=tuple(s.node for s in segments), created="2025-01-01T00:00:00+00:00"),
+        clients=tuple(s.node for s in shares), created="2025-01-01T00:00:00+00:00"),
         run_dir / "run.json")
     t0 = time.time() - 3600
     (run_dir / "local-state.json").write_text(json.dumps(local_state(t0)))
@@ -191,15 +191,15 @@ def test_gaps_are_the_span_outside_the_stretches() -> None:
 
 def test_coverage_colours_each_clients_pieces_by_its_server(tmp_path: Path) -> None:
     config = fixture_config(tmp_path)
-    segments = client_segments(config, make_stretches(config, STRETCHES), sequence_base=0)
-    cov = coverage((START, START + 256), segments)
+    shares = client_shares(config, make_stretches(config, STRETCHES), sequence_base=0)
+    cov = coverage((START, START + 256), shares)
     assert cov.stretches == STRETCHES  # taken from the pieces when not given
     assert cov.gaps == [(START + 96, START + 128), (START + 192, START + 256)]
     assert {(bar.row, bar.group) for bar in cov.pieces} == {
         ("client0", "server0"), ("client1", "server0"), ("client2", "server1"),
         ("client3", "server1")}
     # a client whose share crosses the gap has one piece per stretch
-    assert len(cov.pieces) == sum(len(s.pieces) for s in segments) > len(segments)
+    assert len(cov.pieces) == sum(len(s.pieces) for s in shares) > len(shares)
     for bar in cov.pieces:
         assert any(a <= bar.start < bar.end <= b for a, b in STRETCHES)
 

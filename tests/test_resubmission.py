@@ -172,8 +172,8 @@ def test_deleting_a_part_redoes_exactly_that_client(
     assert "client1: complete, not run again" in log
     jobs = [name for name in shim_campaign.started() if name.startswith("client")]
     assert jobs == ["client0"]
-    # and the chunk merge that reads client0, then the index
-    assert set(shim_campaign.started()) == {"server0", "client0", "chunk0", "merge", "final"}
+    # and the shard merge that reads client0, then the index
+    assert set(shim_campaign.started()) == {"server0", "client0", "shard0", "merge", "final"}
     assert (parts / "client1.h5").stat().st_mtime_ns == kept  # not recomputed
     assert difference(shim_campaign, reference) <= TOLERANCE
 
@@ -201,9 +201,9 @@ def test_a_copied_run_directory_runs_its_own_nodes_under_its_own_lock(
     shim_campaign: Campaign, reference: Path, tmp_path: Path
 ) -> None:
     """A finished run directory copied elsewhere: with a part deleted in the copy, run-local on
-    the copy reruns that client, its chunk merge and the index in the copy, while the
+    the copy reruns that client, its shard merge and the index in the copy, while the
     original's lock is held (as by a run-local on it) and not one file of the original
-    changes; the copy's index names the copy's chunks. The copy's lock is its own."""
+    changes; the copy's index names the copy's shards. The copy's lock is its own."""
     import fcntl
     import shutil
 
@@ -221,13 +221,13 @@ def test_a_copied_run_directory_runs_its_own_nodes_under_its_own_lock(
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the original is "running"
         log = moved.run()
     assert "client1: complete, not run again" in log
-    assert set(moved.started()) == {"server0", "client0", "chunk0", "merge", "final"}
+    assert set(moved.started()) == {"server0", "client0", "shard0", "merge", "final"}
     assert snapshot(original) == before  # nothing of the original was read for writing
     assert (copy / "parts" / "client0.json").exists() and (copy / "logs" / "client0.out").exists()
     assert difference(moved, reference) <= TOLERANCE
-    chunks = external_files(copy / "output" / "campaign.h5")
-    assert chunks and all(p.parent == copy / "output" / "chunks" for p in chunks), chunks
-    # a copy of the finished copy reruns only its merge (its index names the copy's chunks)
+    shards = external_files(copy / "output" / "campaign.h5")
+    assert shards and all(p.parent == copy / "output" / "shards" for p in shards), shards
+    # a copy of the finished copy reruns only its merge (its index names the copy's shards)
     second = tmp_path / "second" / "run"
     shutil.copytree(copy, second, symlinks=True)
     again = Campaign(shim_campaign.config, second, [])
@@ -235,7 +235,7 @@ def test_a_copied_run_directory_runs_its_own_nodes_under_its_own_lock(
     assert [n for n in again.started() if n not in ("server0", "final")] == ["merge"]
     assert any(f"merge: runs again: its output was written in {copy}" in line for line in log)
     assert {p.parent for p in external_files(second / "output" / "campaign.h5")} == {
-        second / "output" / "chunks"}
+        second / "output" / "shards"}
     # the copy's lock is the copy's: held, the copy refuses to run; the original is free
     with open(RunDir(second).lock, "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)

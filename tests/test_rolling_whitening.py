@@ -149,7 +149,7 @@ def drifting(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
         config = load_config(root / "campaign.toml", [
             f'model.mode="{mode}"', f"data.witnesses={WITNESSES}", "model.batch_size=5",
             f'model.repository="{root / name / "repository"}"',
-            f"bbhnet.time_shifts={SHIFTS}", *extra])
+            f"bbhnet.slides={SHIFTS}", *extra])
         export_repository(config, weights)
         runs[name] = (config, run_dag(config, root / name / "run"))
     return runs

@@ -57,7 +57,7 @@ def test_run_local_prints_plain_lines_when_not_a_terminal(tmp_path: Path) -> Non
     lines = text.splitlines()
     assert "server0: started (service)" in lines
     assert "client0: started (attempt 1/3)" in lines
-    for node in ("client0", "client1", "chunk0", "merge", "final"):
+    for node in ("client0", "client1", "shard0", "merge", "final"):
         assert any(line.startswith(f"{node}: done in ") for line in lines), node
     assert lines[-1].startswith("run-local: 4 nodes done in ")
     # every attempt is in the state file, the servers' too

@@ -32,7 +32,7 @@ def test_run_local_retries_the_merge_of_a_make_dag_dag(tmp_path: Path, monkeypat
                  "sample_rate": 64},
         "model": {"repository": "repo"},
         "layout": {"servers": 1, "clients_per_server": 2},
-        "merge": {"chunk_seconds": 0},
+        "merge": {"shard_seconds": 0},
         "workflow": {"retries": 1},
     }
     run_dir = tmp_path / "run"
@@ -57,7 +57,7 @@ def test_run_local_retries_the_merge_of_a_make_dag_dag(tmp_path: Path, monkeypat
 
 
 def test_a_copied_run_directory_runs_its_merge_again(request, tmp_path: Path) -> None:
-    """The merge's output names its run directory's files (the index its chunks, the LAL
+    """The merge's output names its run directory's files (the index its shards, the LAL
     cache its frames): in a copy, or after a move, run-local runs the merge node again; under
     another name of the same directory (a link) it does not."""
     dag = ('JOB client0 node.sub\nVARS client0 node="client0" mode="ok"\n'

@@ -17,10 +17,10 @@ SCALE_MD = SCRIPT.with_name("SCALE.md")
 
 
 def stated_formula(name: str) -> tuple[int, int, int, int]:
-    """``name = a × servers + b × clients + c × chunk merges + d`` as SCALE.md states it."""
+    """``name = a × servers + b × clients + c × shard merges + d`` as SCALE.md states it."""
     number = r"(\d+(?:\.\d+)?)"
     match = re.search(rf"{name} = {number} × servers \+ {number} × clients \+ {number} × "
-                      rf"chunk merges \+ {number}", SCALE_MD.read_text())
+                      rf"shard merges \+ {number}", SCALE_MD.read_text())
     assert match, f"SCALE.md states no formula for {name}"
     return tuple(float(v) for v in match.groups())
 
@@ -35,12 +35,12 @@ def test_scale_benchmark_follows_the_formulas_scale_md_states() -> None:
     rows = dict(line.strip("| ").split(" | ", 1) for line in out.splitlines()
                 if line.startswith("| ") and " | " in line)
     assert rows["layout"] == "3 servers x 2 clients"
-    chunks = int(rows["chunk merges (merge.chunk_seconds = 4096)"])
-    assert chunks > 100  # a month of O3-like segments at 4096 s per chunk
+    shards = int(rows["shard merges (merge.shard_seconds = 4096)"])
+    assert shards > 100  # a month of O3-like segments at 4096 s per shard
 
     def stated(name: str, clients_per_server: int = clients) -> float:
         a, b, c, d = stated_formula(name)
-        return a * servers + b * servers * clients_per_server + c * chunks + d
+        return a * servers + b * servers * clients_per_server + c * shards + d
 
     assert int(rows["DAG lines"]) == stated("DAG lines")
     assert int(rows["files written"]) == stated("files written")

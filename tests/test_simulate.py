@@ -8,21 +8,21 @@ import random
 
 import pytest
 
-from offline_iaas.records import ClientSegment, Piece
+from offline_iaas.records import ClientShare, Piece
 from offline_iaas.sizing.replay import FailureModel, SimulationRates, node_role
-from offline_iaas.sizing.simulate import segment_work_seconds, simulate
+from offline_iaas.sizing.simulate import share_work_seconds, simulate
 from offline_iaas.workflow.dag import dag_text, parse_dag
 
 
 def dag_of(
     clients: dict[str, str],
     *,
-    chunks: dict[str, list[str]] | None = None,
+    shards: dict[str, list[str]] | None = None,
     retries: int = 0,
     maxjobs: int = 0,
     final: bool = True,
 ) -> str:
-    """DAG text in the campaign's shape: client -> server, chunk -> its parent clients."""
+    """DAG text in the campaign's shape: client -> server, shard -> its parent clients."""
     servers = sorted(set(clients.values()), key=lambda s: int(s.removeprefix("server")))
     lines = [f"SERVICE {s} server.sub" for s in servers]
     for node, server in clients.items():
@@ -33,10 +33,10 @@ def dag_of(
             f"CATEGORY {node} clients",
         ]
     merge_parents = list(clients)
-    if chunks:
-        for chunk, parents in chunks.items():
-            lines += [f"JOB {chunk} chunk.sub", f"PARENT {' '.join(parents)} CHILD {chunk}"]
-        merge_parents = list(chunks)
+    if shards:
+        for shard, parents in shards.items():
+            lines += [f"JOB {shard} shard.sub", f"PARENT {' '.join(parents)} CHILD {shard}"]
+        merge_parents = list(shards)
     lines += ["JOB merge merge.sub", f"PARENT {' '.join(merge_parents)} CHILD merge"]
     if final:
         lines.append("FINAL final final.sub")
@@ -60,7 +60,7 @@ def test_two_clients_share_one_server_and_end_at_start_plus_total_work_over_rate
     assert result.stages.merge_done_seconds == pytest.approx(28.0)
     assert result.makespan_seconds == pytest.approx(30.0)
     assert result.finished and result.stuck_or_failed == ()
-    assert result.stages.chunks_done_seconds is None  # no chunk nodes
+    assert result.stages.shards_done_seconds is None  # no shard nodes
     assert result.critical_path == ("server0", "client1", "merge", "final")
 
 
@@ -99,29 +99,29 @@ def test_job_start_latency_is_paid_by_every_job_and_overlaps_server_start() -> N
 
 
 # ---- merges -------------------------------------------------------------------------------
-def test_chunk_merge_starts_when_its_own_clients_finish_not_after_all_clients() -> None:
+def test_shard_merge_starts_when_its_own_clients_finish_not_after_all_clients() -> None:
     text = dag_of({"client0": "server0", "client1": "server1"},
-                  chunks={"chunk0": ["client0"], "chunk1": ["client1"]})
+                  shards={"shard0": ["client0"], "shard1": ["client1"]})
     rates = SimulationRates(server_data_seconds_per_second=10.0, server_start_seconds=5.0,
                             merge_data_seconds_per_second=50.0, merge_index_seconds=1.0)
     result = simulate(parse_dag(text), {"client0": 100.0, "client1": 300.0}, rates)
     ends = result.representative.end_seconds
-    # chunk0: client0 ends at 5 + 10 = 15, then 100 / 50 = 2 s; chunk1: 5 + 30 + 300 / 50
-    assert ends["chunk0"] == pytest.approx(17.0)
-    assert ends["chunk1"] == pytest.approx(41.0)
-    assert result.stages.chunks_done_seconds == pytest.approx(41.0)
+    # shard0: client0 ends at 5 + 10 = 15, then 100 / 50 = 2 s; shard1: 5 + 30 + 300 / 50
+    assert ends["shard0"] == pytest.approx(17.0)
+    assert ends["shard1"] == pytest.approx(41.0)
+    assert result.stages.shards_done_seconds == pytest.approx(41.0)
     assert result.makespan_seconds == pytest.approx(42.0)
-    assert result.critical_path == ("server1", "client1", "chunk1", "merge", "final")
+    assert result.critical_path == ("server1", "client1", "shard1", "merge", "final")
 
 
-def test_chunk_work_given_explicitly_overrides_the_sum_of_its_clients() -> None:
+def test_shard_work_given_explicitly_overrides_the_sum_of_its_clients() -> None:
     text = dag_of({"client0": "server0", "client1": "server0"},
-                  chunks={"chunk0": ["client0", "client1"]}, final=False)
+                  shards={"shard0": ["client0", "client1"]}, final=False)
     rates = SimulationRates(server_data_seconds_per_second=10.0,
                             merge_data_seconds_per_second=20.0)
     work = {"client0": 100.0, "client1": 100.0}
     default = simulate(parse_dag(text), work, rates)
-    given = simulate(parse_dag(text), {**work, "chunk0": 40.0}, rates)
+    given = simulate(parse_dag(text), {**work, "shard0": 40.0}, rates)
     assert default.makespan_seconds == pytest.approx(20.0 + 200.0 / 20.0)
     assert given.makespan_seconds == pytest.approx(20.0 + 40.0 / 20.0)
 
@@ -243,31 +243,31 @@ def test_the_same_seed_gives_the_same_result_and_another_seed_another() -> None:
 
 # ---- scale and inputs ---------------------------------------------------------------------
 def test_a_wide_dag_of_equal_clients_ends_at_start_plus_one_servers_share() -> None:
-    servers, per_server, chunks = 40, 16, 40
+    servers, per_server, shards = 40, 16, 40
     clients = {f"client{i}": f"server{i // per_server}" for i in range(servers * per_server)}
     names = list(clients)
-    size = len(names) // chunks
-    groups = {f"chunk{k}": names[k * size:(k + 1) * size] for k in range(chunks)}
-    dag = parse_dag(dag_of(clients, chunks=groups, retries=1))
+    size = len(names) // shards
+    groups = {f"shard{k}": names[k * size:(k + 1) * size] for k in range(shards)}
+    dag = parse_dag(dag_of(clients, shards=groups, retries=1))
     rates = SimulationRates(server_data_seconds_per_second=32.0, server_start_seconds=60.0,
                             merge_data_seconds_per_second=160.0)
     result = simulate(dag, dict.fromkeys(names, 100.0), rates)
-    # 16 x 100 data-s per server at 32 data-s/s; then a chunk merge of 16 x 100 at 160
+    # 16 x 100 data-s per server at 32 data-s/s; then a shard merge of 16 x 100 at 160
     assert result.stages.clients_done_seconds == pytest.approx(60.0 + 1600.0 / 32.0)
     assert result.makespan_seconds == pytest.approx(110.0 + 1600.0 / 160.0)
-    assert result.counts == {"server": 40, "client": 640, "chunk": 40, "merge": 1, "final": 1}
+    assert result.counts == {"server": 40, "client": 640, "shard": 40, "merge": 1, "final": 1}
 
 
 def test_the_dag_that_dag_text_writes_can_be_simulated() -> None:
-    def segment(i: int, server: str, seconds: float) -> ClientSegment:
+    def segment(i: int, server: str, seconds: float) -> ClientShare:
         piece = Piece(0, i + 1, 0, 0, 1, 1000.0, 1000.0 + seconds, 1000.0, 2000.0)
-        return ClientSegment(i, f"client{i}", server, (piece,))
+        return ClientShare(i, f"client{i}", server, (piece,))
 
     segments = [segment(0, "server0", 64.0), segment(1, "server0", 64.0),
                 segment(2, "server1", 128.0)]
     dag = parse_dag(dag_text(["server0", "server1"], segments, retries=2,
                              max_parallel_clients=0, final=True))
-    work = segment_work_seconds(segments)
+    work = share_work_seconds(segments)
     assert work == {"client0": 64.0, "client1": 64.0, "client2": 128.0}
     result = simulate(dag, work, SimulationRates(server_data_seconds_per_second=16.0))
     assert result.stages.clients_done_seconds == pytest.approx(8.0)  # 128 / 16 on each
@@ -297,4 +297,4 @@ def test_bad_inputs_are_refused_with_the_node_named() -> None:
         SimulationRates(server_data_seconds_per_second=0.0)
     with pytest.raises(ValueError):
         FailureModel(failure_rate=1.5)
-    assert node_role("/abs/path/chunk.sub") == "chunk" and node_role("x.sub") is None
+    assert node_role("/abs/path/shard.sub") == "shard" and node_role("x.sub") is None

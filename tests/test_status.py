@@ -31,7 +31,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                  "duration": 64, "sample_rate": 256},
         "model": {"repository": "repo", "kernel_seconds": 1.0, "inference_rate": 4},
         "layout": {"servers": 1, "clients_per_server": 2},
-        "merge": {"chunk_seconds": 0},  # one merge node (chunk merges: test_merge_tree.py)
+        "merge": {"shard_seconds": 0},  # one merge node (shard merges: test_merge_tree.py)
     }
     run_dir = tmp_path / "run"
     make_dag(config_from_dict(raw, tmp_path / "c.toml"), RunDir(run_dir))
@@ -186,7 +186,7 @@ def test_a_server_whose_clients_are_all_done_is_named_while_others_work(
                  "duration": 64, "sample_rate": 256},
         "model": {"repository": "repo", "kernel_seconds": 1.0, "inference_rate": 4},
         "layout": {"servers": 2, "clients_per_server": 2},
-        "merge": {"chunk_seconds": 0},
+        "merge": {"shard_seconds": 0},
     }
     run = tmp_path / "run"
     make_dag(config_from_dict(raw, tmp_path / "c.toml"), RunDir(run))

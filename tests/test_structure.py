@@ -72,10 +72,10 @@ def test_each_mode_streams_its_channels_and_warms_up_its_stages(
 
 def test_outputs_are_named_and_shaped_by_the_mode_record() -> None:
     bbhnet, deepclean = MODES["bbhnet"], MODES["deepclean"]
-    assert bbhnet.output_names(canary=False, time_slides=True) == ("statistic", "background")
-    assert deepclean.output_names(canary=True, time_slides=False) == ("noise", "noise_canary")
+    assert bbhnet.output_names(canary=False, has_slides=True) == ("statistic", "background")
+    assert deepclean.output_names(canary=True, has_slides=False) == ("noise", "noise_canary")
     layout = Outputs(("noise", "statistic", "background"), ifos=2, stride_samples=4,
-                     time_shifts=3)
+                     slides=3)
     assert [layout.row_shape(n) for n in layout.names] == [(2, 4), (), (3,)]
     noise = np.arange(2 * 3 * 4).reshape(2, 12)  # [ifos, n S], n = 3 windows
     rows = layout.rows("noise", noise)
@@ -133,7 +133,7 @@ def run_dir_parameters(source: str) -> list[str]:
 def test_the_run_directory_rules_catch_a_join_and_a_path_parameter() -> None:  # negative control
     assert RUN_DIR_JOIN.search('    target = run_dir / "model-repository"')
     assert RUN_DIR_JOIN.search('    for stale in (run.path / "output").glob("*"):')
-    assert not RUN_DIR_JOIN.search("    path = run.output_chunks / name")
+    assert not RUN_DIR_JOIN.search("    path = run.output_shards / name")
     assert run_dir_parameters("def merge(run_dir: Path) -> None:\n    pass\n") == ["1: merge"]
     assert run_dir_parameters("def merge(run: RunDir) -> None:\n    pass\n") == []
 

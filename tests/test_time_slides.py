@@ -28,7 +28,7 @@ from offline_iaas.records import read_run_info
 from offline_iaas.repository.backend.stateful import SnapshotState, TimeSlides
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import client_segments, first_formed_window, slides_formed
+from offline_iaas.stretches import client_shares, first_formed_window, slides_formed
 from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
 from tests.oracle import read_series, read_triggers, run_problems
@@ -123,9 +123,9 @@ def test_any_split_forms_the_slides_of_the_whole_stretch(tmp_path: Path, clients
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN.replace("duration = 64",
                                                                    "duration = 16"))
     config = load_config(tmp_path / "campaign.toml", [
-        'model.mode="bbhnet"', "bbhnet.time_shifts=3", f"layout.clients_per_server={clients}"])
+        'model.mode="bbhnet"', "bbhnet.slides=3", f"layout.clients_per_server={clients}"])
     kernel, stride, shifts = config.kernel_samples, config.stride_samples, 3
-    warmup, step = config.stretch_warmup_windows, config.shift_windows
+    warmup, step = config.stretch_warmup_windows, config.slide_windows
     assert (warmup, step, config.warmup_windows) == (3, 4, 3 + 12)
     rng = np.random.default_rng(clients)
     stream = rng.normal(size=(2, 64 * stride))
@@ -143,7 +143,7 @@ def test_any_split_forms_the_slides_of_the_whole_stretch(tmp_path: Path, clients
         return slides.reshape(-1, shifts)[skip_from:]
 
     expected = slides_by_definition(stream, kernel, stride, warmup, step, shifts, weights)
-    pieces = [p for seg in client_segments(config) for p in seg.pieces]
+    pieces = [p for share in client_shares(config) for p in share.pieces]
     assert [p.first_window for p in pieces] == [
         max(0, p.output_start - warmup - shifts * step) for p in pieces]
     assert pieces[0].output_start == warmup and pieces[-1].output_stop == 64
@@ -178,21 +178,21 @@ def test_a_slide_s_livetime_counts_only_the_windows_it_formed() -> None:
 def test_time_shifts_need_a_bbhnet_mode_two_detectors_and_whole_samples(tmp_path: Path) -> None:
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     refusals = {}
-    with pytest.raises(ConfigError, match="bbhnet.time_shifts.*BBHnet "
+    with pytest.raises(ConfigError, match="bbhnet.slides.*BBHnet "
                        "mode") as refusals["time-slides-outside-bbhnet"]:
-        load_config(tmp_path / "campaign.toml", ["bbhnet.time_shifts=3"])  # classifier
-    bbhnet = ['model.mode="bbhnet"', "bbhnet.time_shifts=3"]
-    with pytest.raises(ConfigError, match="bbhnet.shift_seconds.*whole number of "
+        load_config(tmp_path / "campaign.toml", ["bbhnet.slides=3"])  # classifier
+    bbhnet = ['model.mode="bbhnet"', "bbhnet.slides=3"]
+    with pytest.raises(ConfigError, match="bbhnet.slide_seconds.*whole number of "
                        "strides") as refusals["time-slides-not-whole-strides"]:
-        load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.shift_seconds=0.3"])
+        load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.slide_seconds=0.3"])
     with pytest.raises(ConfigError, match="data.channels must name "
                        "two") as refusals["time-slides-one-detector"]:
         load_config(tmp_path / "campaign.toml", [*bbhnet, 'data.channels=["H1:X"]'])
     for row, caught in refusals.items():
         documented(row, str(caught.value), {tmp_path / "campaign.toml": "C"},
                    exit_code=ConfigError.exit_code)
-    with pytest.raises(ConfigError, match="bbhnet.time_shifts.*negative"):
-        load_config(tmp_path / "campaign.toml", ['model.mode="bbhnet"', "bbhnet.time_shifts=-1"])
+    with pytest.raises(ConfigError, match="bbhnet.slides.*negative"):
+        load_config(tmp_path / "campaign.toml", ['model.mode="bbhnet"', "bbhnet.slides=-1"])
 
 
 def test_slides_add_history_to_pieces_not_warm_up_to_stretches(tmp_path: Path) -> None:
@@ -203,7 +203,7 @@ def test_slides_add_history_to_pieces_not_warm_up_to_stretches(tmp_path: Path) -
         assert unslid.warmup_windows == unslid.stretch_warmup_windows == plain
         # 5 slides of 0.5 s: 640 samples, 10 strides
         slid = load_config(tmp_path / "campaign.toml",
-                           [*base, "bbhnet.time_shifts=5", "bbhnet.shift_seconds=0.5"])
+                           [*base, "bbhnet.slides=5", "bbhnet.slide_seconds=0.5"])
         assert slid.stretch_warmup_windows == plain  # the zero lag starts where it did
         assert slid.warmup_windows == plain + 10  # a piece inside a stretch streams more
         formed = slides_formed(slid, 0, 12)
@@ -216,7 +216,7 @@ def test_slides_add_history_to_pieces_not_warm_up_to_stretches(tmp_path: Path) -
 def test_the_ensemble_layout_refuses_time_slides(tmp_path: Path) -> None:
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     config = load_config(tmp_path / "campaign.toml", [
-        'model.mode="bbhnet"', "bbhnet.time_shifts=2",
+        'model.mode="bbhnet"', "bbhnet.slides=2",
         f'model.repository="{tmp_path / "repo"}"'])
     with pytest.raises(ModelError, match="steps of the fused model") as caught:
         export_repository(config, None, ensemble=True)
@@ -230,7 +230,7 @@ def test_a_repository_whose_slides_reach_into_the_warm_up_is_refused(tmp_path: P
     records two numbers) would put values where the merge expects NaN: refused up front."""
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     config = load_config(tmp_path / "campaign.toml", [
-        'model.mode="bbhnet"', "bbhnet.time_shifts=2",
+        'model.mode="bbhnet"', "bbhnet.slides=2",
         f'model.repository="{tmp_path / "repo"}"'])
     export_repository(config, untrained_weights(tmp_path / "weights"))
     check_repository(config)
@@ -270,7 +270,7 @@ def campaigns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
             f'model.mode="{mode}"', f"data.witnesses={WITNESSES}", "model.batch_size=5",
             "layout.clients_per_server=4",
             f'model.repository="{root / name / "repository"}"',
-            f"bbhnet.time_shifts={shifts}", f"bbhnet.shift_seconds={SHIFT_SECONDS}",
+            f"bbhnet.slides={shifts}", f"bbhnet.slide_seconds={SHIFT_SECONDS}",
             "bbhnet.ifar_threshold_years=1e-6",
             f'bbhnet.injections="{root / "frames" / "synth.json"}"'])
         export_repository(config, weights)
@@ -357,7 +357,7 @@ def start_problems(series: dict, config) -> list[str]:
     kernel = round(config.model.kernel_seconds * rate)
     stride = round(rate / config.model.inference_rate)
     warmup = -(-kernel // stride) - 1
-    step = round(config.bbhnet.shift_seconds * rate) // stride
+    step = round(config.bbhnet.slide_seconds * rate) // stride
     problems = []
     (x0, dx, statistic), = series["statistic"]
     expected = config.data.start + (warmup + 1) * stride / rate

@@ -16,8 +16,8 @@ from offline_iaas.cli import main
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import config_from_dict, load_config
 from offline_iaas.errors import DataError
-from offline_iaas.merge.chunk_merge import merge_chunk
 from offline_iaas.merge.merge import merge
+from offline_iaas.merge.shard_merge import merge_shard
 from offline_iaas.records import BadFile, read_client_job, read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
@@ -29,14 +29,14 @@ START = 1_000_000_000
 FILE_SECONDS = 16
 
 
-def write_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_seconds: float) -> RunDir:
+def write_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shard_seconds: float) -> RunDir:
     skip_data_check(monkeypatch)
     raw = {
         "data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": START, "duration": 64,
                  "sample_rate": 256, "on_bad_file": "gap"},
         "model": {"repository": "repo", "kernel_seconds": 1.0, "inference_rate": 4},
         "layout": {"servers": 1, "clients_per_server": 2},
-        "merge": {"chunk_seconds": chunk_seconds},
+        "merge": {"shard_seconds": shard_seconds},
     }
     run = RunDir(tmp_path / "run")
     make_dag(config_from_dict(raw, tmp_path / "c.toml"), run)
@@ -67,17 +67,17 @@ def leftovers(run: RunDir) -> list[str]:
     return sorted(p.name for p in run.path.rglob("*") if p.name.endswith(".tmp"))
 
 
-@pytest.mark.parametrize("chunk_seconds", [0, 4096], ids=["single merge", "chunks and index"])
+@pytest.mark.parametrize("shard_seconds", [0, 4096], ids=["single merge", "shards and index"])
 def test_a_merge_over_no_analysed_data_fails_naming_the_list(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_seconds: float,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shard_seconds: float,
         capsys: pytest.CaptureFixture[str], log_lines: list[str]) -> None:
-    run = write_run(tmp_path, monkeypatch, chunk_seconds)
+    run = write_run(tmp_path, monkeypatch, shard_seconds)
     bad = every_file_bad(run)
-    if chunk_seconds:  # a chunk may own nothing but gaps: it succeeds and says so
-        merge_chunk(run, "chunk0")
-        assert any("merge-chunk: chunk0 (GPS" in line and "0 of its 63 s of data, the rest in "
+    if shard_seconds:  # a shard may own nothing but gaps: it succeeds and says so
+        merge_shard(run, "shard0")
+        assert any("merge-shard: shard0 (GPS" in line and "0 of its 63 s of data, the rest in "
                    "gaps of 4 bad frame file(s)" in line for line in log_lines), log_lines
-        record = json.loads(run.chunk_output("chunk0")[1].read_text())
+        record = json.loads(run.shard_output("shard0")[1].read_text())
         assert record["analysed_seconds"] == 0 and record["data_seconds"] == 63.25
     with pytest.raises(DataError) as err:
         merge(run)

@@ -84,15 +84,15 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
 
     config = _config(args)
     run = _run(args.out)
-    segments = make_dag(config, run, check_files=not args.no_check)
+    shares = make_dag(config, run, check_files=not args.no_check)
     logger.info(f"make-dag: {run.dag}")
     stride = config.stride_seconds
-    for seg in segments:
+    for c in shares:
         pieces = ", ".join(
-            f"GPS {p.gps_start:.3f}-{p.gps_end:.3f} (sequence {p.sequence_id})" for p in seg.pieces
+            f"GPS {p.gps_start:.3f}-{p.gps_end:.3f} (sequence {p.sequence_id})" for p in c.pieces
         )
         logger.info(
-            f"  {seg.node} -> {seg.server}: {seg.kept_windows * stride:.1f} s of output: {pieces}"
+            f"  {c.node} -> {c.server}: {c.kept_windows * stride:.1f} s of output: {pieces}"
         )
 
 
@@ -223,11 +223,17 @@ def _bench_command(args: argparse.Namespace) -> str:
     return " ".join(words)
 
 
-def cmd_merge_chunk(args: argparse.Namespace) -> None:
-    from offline_iaas.merge.chunk_merge import merge_chunk
+def cmd_merge_shard(args: argparse.Namespace) -> None:
+    from offline_iaas.merge.shard_merge import merge_shard
 
-    with _count_progress("merge-chunk", "windows") as progress:
-        merge_chunk(_run(args.run_dir), args.node, progress=progress)
+    with _count_progress("merge-shard", "windows") as progress:
+        merge_shard(_run(args.run_dir), args.node, progress=progress)
+
+
+def cmd_merge_chunk(args: argparse.Namespace) -> None:
+    """``merge-chunk``, the name of ``merge-shard`` before the #38 glossary (deprecated)."""
+    logger.warning("offline-iaas merge-chunk is deprecated: use offline-iaas merge-shard")
+    cmd_merge_shard(args)
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
@@ -372,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("train-demo", cmd_train_demo,
                 "train the demo DeepClean (per detector) and BBHnet on the synthetic dataset")
     p.add_argument("--out", type=Path, help="weights directory (default: beside data.frames)")
-    p = command("make-dag", cmd_make_dag, "plan the segments and write the run directory")
+    p = command("make-dag", cmd_make_dag, "plan the client shares and write the run directory")
     p.add_argument("--out", type=Path, required=True, help="run directory")
     p.add_argument("--no-check", action="store_true",
                    help="do not open the frame files (they need not exist here): the coverage "
@@ -383,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", type=Path)
     for name, func, text in (
         ("serve", cmd_serve, "server node: run tritonserver and publish its address"),
-        ("client", cmd_client, "client node: stream one segment to its server"),
+        ("client", cmd_client, "client node: stream one client share to its server"),
     ):
         p = command(name, func, text, config=False)
         p.add_argument("--run-dir", type=Path, required=True)
@@ -454,13 +460,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replications", type=int, default=20,
                    help="--simulate: Monte Carlo repetitions with failures")
     p.add_argument("--seed", type=int, default=0, help="--simulate: random seed")
-    p = command("merge", cmd_merge, "merge node: check and stitch the parts (with chunk "
+    p = command("merge", cmd_merge, "merge node: check and stitch the parts (with shard "
                 "merges: write their index)", config=False)
     p.add_argument("--run-dir", type=Path, required=True)
-    p = command("merge-chunk", cmd_merge_chunk, "chunk merge node: merge one chunk of GPS time",
+    p = command("merge-shard", cmd_merge_shard, "shard merge node: merge one shard of GPS time",
                 config=False)
     p.add_argument("--run-dir", type=Path, required=True)
-    p.add_argument("--node", required=True, help="the chunk merge node (chunk0, ...)")
+    p.add_argument("--node", required=True, help="the shard merge node (shard0, ...)")
+    p = command("merge-chunk", cmd_merge_chunk, "deprecated: use merge-shard", config=False)
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--node", required=True, help="the shard merge node (shard0, ...)")
     p = command("reference", cmd_reference, "run the whole span in one process (the oracle)")
     p.add_argument("--out", type=Path, required=True, help="output HDF5 file")
     p = command("inspect", cmd_inspect, "print the provenance of a product: a cleaned GWF file "

@@ -7,7 +7,7 @@ file is the one the record describes:
 * a client: its sidecar ``parts/<client>.json`` says complete, under the campaign's
   ``stream_hash``, for the windows of its job spec; ``parts/<client>.h5`` exists with the size
   and SHA-256 the sidecar records;
-* a chunk merge: its summary ``output/chunks/<chunk>.json`` says complete, under the
+* a shard merge: its summary ``output/shards/<shard>.json`` says complete, under the
   campaign's ``merge_hash``, for its job spec's interval and parents; its file has the
   recorded size and SHA-256;
 * the merge (single, or the index): ``output/campaign.json`` says complete under the
@@ -34,16 +34,16 @@ from offline_iaas.errors import RunError
 from offline_iaas.records import (
     V1_HASH_PREFIX,
     CampaignSummary,
-    ChunkJob,
-    ChunkSummary,
     ClientJob,
-    ClientSegment,
-    MergeChunk,
+    ClientShare,
+    MergeShard,
     PartRecord,
     R,
+    ShardJob,
+    ShardSummary,
     read_optional,
 )
-from offline_iaas.rundir import MERGE_NODE, RunDir, is_chunk_node
+from offline_iaas.rundir import MERGE_NODE, RunDir, is_shard_node
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def _other_campaign(what: str, which: str, recorded: str, hashes: Hashes | None)
 
 
 def part_problem(run: RunDir, node: str, hashes: Hashes | None,
-                 spec: ClientSegment | None = None, verify: bool = False) -> NotDone | None:
+                 spec: ClientShare | None = None, verify: bool = False) -> NotDone | None:
     """Why client ``node``'s part is not complete, or None (``spec``: its job spec, when the
     part must cover its windows)."""
     data, path = run.part(node)
@@ -171,30 +171,30 @@ def part_problem(run: RunDir, node: str, hashes: Hashes | None,
         return problem
     if hashes is None or not hashes.is_stream(sidecar.stream_hash):
         return _other_campaign("part", "stream", sidecar.stream_hash, hashes)
-    if spec is not None and sidecar.segment != spec:
+    if spec is not None and sidecar.share != spec:
         return NotDone("part covers other windows than its job spec")
     return data_problem(run, data, path, sidecar.bytes, sidecar.sha256, verify)
 
 
-def chunk_problem(run: RunDir, node: str, hashes: Hashes | None,
-                  spec: MergeChunk | None = None, verify: bool = False) -> NotDone | None:
-    """Why chunk merge ``node``'s output is not complete, or None (``spec``: its job spec)."""
-    data, path = run.chunk_output(node)
-    summary, problem = _record(run, ChunkSummary, data, path, "chunk merge",
-                               "chunk merge not done", "summary")
+def shard_problem(run: RunDir, node: str, hashes: Hashes | None,
+                  spec: MergeShard | None = None, verify: bool = False) -> NotDone | None:
+    """Why shard merge ``node``'s output is not complete, or None (``spec``: its job spec)."""
+    data, path = run.shard_output(node)
+    summary, problem = _record(run, ShardSummary, data, path, "shard merge",
+                               "shard merge not done", "summary")
     if summary is None:
         return problem
     if hashes is None or not hashes.is_merge(summary.merge_hash):
-        return _other_campaign("chunk merge", "merge", summary.merge_hash, hashes)
-    if spec is not None and not is_of_chunk(summary, spec):
-        return NotDone(f"chunk merge of another chunking (GPS {summary.gps[0]:.0f}-"
+        return _other_campaign("shard merge", "merge", summary.merge_hash, hashes)
+    if spec is not None and not is_of_shard(summary, spec):
+        return NotDone(f"shard merge of another sharding (GPS {summary.gps[0]:.0f}-"
                        f"{summary.gps[1]:.0f}, its job spec {spec.gps_start:.0f}-"
                        f"{spec.gps_end:.0f})")
     return data_problem(run, data, path, summary.bytes, summary.sha256, verify)
 
 
-def is_of_chunk(summary: ChunkSummary, spec: MergeChunk) -> bool:
-    """Whether a chunk merge's summary is of this chunk: its GPS interval and parents."""
+def is_of_shard(summary: ShardSummary, spec: MergeShard) -> bool:
+    """Whether a shard merge's summary is of this shard: its GPS interval and parents."""
     return summary.gps == (spec.gps_start, spec.gps_end) and summary.clients == spec.clients
 
 
@@ -221,7 +221,7 @@ def written_elsewhere(run: RunDir, summary: CampaignSummary) -> str | None:
     or the summary names none.
 
     The merge's output is the one thing of a run directory that names its place, by design of
-    its formats: the index's HDF5 external storage names the chunk files by absolute path, and
+    its formats: the index's HDF5 external storage names the shard files by absolute path, and
     the LAL cache of DeepClean's frames names them by URL. Everything that runs a node names
     paths relative to the run directory, so a copy runs its own nodes under its own lock, and
     only its merge (the index takes seconds) runs again."""
@@ -237,14 +237,14 @@ def written_elsewhere(run: RunDir, summary: CampaignSummary) -> str | None:
 
 def node_problem(run: RunDir, node: str, hashes: Hashes | None) -> NotDone | None:
     """Why a JOB node of the run's DAG is not complete (its role by its name: the merge, a
-    chunk merge, else a client), or None."""
+    shard merge, else a client), or None."""
     if node == MERGE_NODE:
         return merge_problem(run, hashes)
-    if is_chunk_node(node):
-        chunk = _job(run, ChunkJob, node)
-        return chunk_problem(run, node, hashes, chunk.chunk if chunk is not None else None)
+    if is_shard_node(node):
+        shard = _job(run, ShardJob, node)
+        return shard_problem(run, node, hashes, shard.shard if shard is not None else None)
     client = _job(run, ClientJob, node)
-    return part_problem(run, node, hashes, client.segment if client is not None else None)
+    return part_problem(run, node, hashes, client.share if client is not None else None)
 
 
 def _job(run: RunDir, kind: type[R], node: str) -> R | None:

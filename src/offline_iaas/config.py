@@ -22,6 +22,7 @@ from offline_iaas.config_checks import (
     apply_overrides,
     build_section,
     check_config,
+    hashed_names,
     plain_value,
     toml_value,
 )
@@ -188,13 +189,13 @@ class BBHnetConfig:
     """An injection is found by a trigger within this many seconds of its time ..."""
     exclusion_seconds: float = 4.0
     """... whose statistic beats every trigger farther than this from all injections."""
-    time_shifts: int = 0
+    slides: int = 0
     """Background time slides formed on the server from the one stream (0: none). With ``N``,
     BBHnet also runs on every window with the second detector's strain taken ``Δ, 2Δ, ... NΔ``
-    earlier (``shift_seconds``) where both windows lie inside the stretch (slide ``k`` from
+    earlier (``slide_seconds``) where both windows lie inside the stretch (slide ``k`` from
     ``kΔ`` after the zero lag's first window, which slides do not move); the merge turns
     those background statistics into a false-alarm rate for each trigger."""
-    shift_seconds: float = 1.0
+    slide_seconds: float = 1.0
     """``Δ``, the step between time slides (a whole number of strides)."""
     ifar_threshold_years: float = 1.0
     """With time slides, an injection is found by a trigger within ``found_seconds`` whose
@@ -216,7 +217,7 @@ class BBHnetConfig:
 
 @dataclass(frozen=True)
 class LayoutConfig:
-    """How the campaign is split: ``servers * clients_per_server`` client segments."""
+    """How the campaign is split: ``servers * clients_per_server`` client shares."""
 
     servers: int = 1
     clients_per_server: int = 1
@@ -272,10 +273,10 @@ class ClientConfig:
     """How long a client waits for its server's address file."""
     request_timeout_seconds: float = 120.0
     """How long a client waits for the next response before failing."""
-    chunk_seconds: float = 64.0
+    read_seconds: float = 64.0
     """Data read from frames at a time (bounds the client's memory)."""
     checkpoint_requests: int = 16
-    """Requests' worth of responses saved per checkpoint chunk (where a retry resumes)."""
+    """Requests' worth of responses saved per checkpoint (where a retry resumes)."""
     connect_timeout_seconds: float = 10.0
     """Deadline of one connection attempt (liveness and model checks)."""
     max_reconnects: int = 5
@@ -294,21 +295,21 @@ class WorkflowConfig:
     max_parallel_clients: int = 0
     """Client nodes run at once (DAGMan ``MAXJOBS``); 0 means all."""
     max_parallel_merges: int = 0
-    """Chunk merge nodes run at once (``MAXJOBS`` of their category); 0 means all."""
+    """Shard merge nodes run at once (``MAXJOBS`` of their category); 0 means all."""
 
 
 @dataclass(frozen=True)
 class MergeConfig:
-    """The merge: one node, or chunk merges under an index (``merge/tree.py``)."""
+    """The merge: one node, or shard merges under an index (``merge/tree.py``)."""
 
-    chunk_seconds: float = 4096.0
-    """Each chunk merge writes the outputs of this much GPS time, the chunks aligned to its
+    shard_seconds: float = 4096.0
+    """Each shard merge writes the outputs of this much GPS time, the shards aligned to its
     multiples (a multiple of ``deepclean.frame_seconds``); 0: one merge node writes all."""
 
 
 OUTPUT_SECTIONS: tuple[str, ...] = ("data", "model", "layout", "synth", "deepclean", "bbhnet")
 """The sections the campaign's output depends on: the data, the networks and their windows,
-the split into client segments, the synthetic data and the post-processing. ``[server]``,
+the split into client shares, the synthetic data and the post-processing. ``[server]``,
 ``[client]``, ``[workflow]`` and ``[site]`` only say how and where the jobs run (timeouts,
 in-flight requests, instances, retries, resources): changing them keeps finished parts and
 merges valid."""
@@ -410,9 +411,9 @@ class CampaignConfig:
         return self.stretch_warmup_windows + self.slide_history_windows
 
     @property
-    def time_slides(self) -> bool:
-        """BBHnet's background is formed by time slides on the server (``bbhnet.time_shifts``)."""
-        return self.mode.triggers and self.bbhnet.time_shifts > 0
+    def has_slides(self) -> bool:
+        """BBHnet's background is formed by time slides on the server (``bbhnet.slides``)."""
+        return self.mode.triggers and self.bbhnet.slides > 0
 
     @property
     def rolling_whitening(self) -> bool:
@@ -429,19 +430,19 @@ class CampaignConfig:
         return -(-psd_samples // self.stride_samples)
 
     @property
-    def shift_samples(self) -> int:
+    def slide_samples(self) -> int:
         """``Δ`` of the time slides in samples at the model rate."""
-        return round(self.bbhnet.shift_seconds * self.data.sample_rate)
+        return round(self.bbhnet.slide_seconds * self.data.sample_rate)
 
     @property
-    def shift_windows(self) -> int:
+    def slide_windows(self) -> int:
         """``Δ`` of the time slides in windows (a whole number of strides)."""
-        return self.shift_samples // self.stride_samples
+        return self.slide_samples // self.stride_samples
 
     @property
     def slide_history_windows(self) -> int:
         """Windows the longest slide reaches back (``N Δ / S``; 0 without slides)."""
-        return self.bbhnet.time_shifts * self.shift_windows if self.time_slides else 0
+        return self.bbhnet.slides * self.slide_windows if self.has_slides else 0
 
     @property
     def averaging_delay_windows(self) -> int:
@@ -457,8 +458,8 @@ class CampaignConfig:
     def outputs(self) -> Outputs:
         """What clients request and store, and their rows (``modes.Outputs``)."""
         return Outputs(self.mode.output_names(canary=self.deepclean.canary,
-                                              time_slides=self.time_slides),
-                       len(self.ifos), self.stride_samples, self.bbhnet.time_shifts)
+                                              has_slides=self.has_slides),
+                       len(self.ifos), self.stride_samples, self.bbhnet.slides)
 
     @property
     def ifos(self) -> tuple[str, ...]:
@@ -502,7 +503,7 @@ class CampaignConfig:
 
     def merge_hash(self) -> str:
         """Hash of what the merge's outputs depend on: what ``stream_hash`` covers, the
-        ``MERGE_ONLY`` keys and ``MERGE_SECTIONS``. The chunk merges' and the merge's summaries
+        ``MERGE_ONLY`` keys and ``MERGE_SECTIONS``. The shard merges' and the merge's summaries
         record it: changing a merge-only setting redoes the merge nodes, not the clients."""
         return _digest(self._hashed((*OUTPUT_SECTIONS, *MERGE_SECTIONS), HASH_EXEMPT))
 
@@ -517,7 +518,7 @@ class CampaignConfig:
         plain = {k: v for k, v in self.to_dict().items() if k in sections}
         for section, key in exempt:
             plain[section].pop(key, None)
-        return plain
+        return hashed_names(plain)
 
 
 def _digest(plain: dict[str, Any]) -> str:
@@ -572,9 +573,7 @@ def config_from_dict(raw: dict[str, Any], path: Path) -> CampaignConfig:
     """Validate plain data (as read from TOML) into a ``CampaignConfig``."""
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
-        raise ConfigError(
-            f"{path}: unknown section [{unknown[0]}] (known: {', '.join(SECTIONS)})"
-        )
+        raise ConfigError(f"{path}: unknown section [{unknown[0]}] (known: {', '.join(SECTIONS)})")
     base = path.parent.resolve()
     sections = {}
     for name, cls in SECTIONS.items():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import re
 import tomllib
 import types
@@ -32,7 +33,16 @@ SITE_PROFILES: tuple[str, ...] = ("local", "ldg", "osg", "hepcloud")
 SERVER_RUNTIMES: tuple[str, ...] = ("native", "apptainer", "singularity")
 BAD_FILE_CHOICES: tuple[str, ...] = ("fail", "gap")
 """``data.on_bad_file``: stop at a bad frame file, or make its span a gap."""
+RENAMED_KEYS: dict[tuple[str, str], str] = {
+    ("client", "chunk_seconds"): "read_seconds",
+    ("merge", "chunk_seconds"): "shard_seconds",
+    ("bbhnet", "time_shifts"): "slides",
+    ("bbhnet", "shift_seconds"): "slide_seconds",
+}
+"""Keys renamed by the glossary (#38), ``(section, old key)``: the new key. The old one still
+sets the new field, with one deprecation warning (``renamed_keys``)."""
 _SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]B?", re.IGNORECASE)
+_log = logging.getLogger(__name__)
 
 
 def check_config(c: CampaignConfig, path: Path) -> None:
@@ -94,7 +104,7 @@ def check_config(c: CampaignConfig, path: Path) -> None:
         fail(
             "data.duration",
             f"({c.data.duration} s) holds {c.total_windows} windows, fewer than the "
-            f"{clients} client segments of the layout",
+            f"{clients} client shares of the layout",
         )
     if c.server.runtime not in SERVER_RUNTIMES:
         known = ", ".join(SERVER_RUNTIMES)
@@ -131,20 +141,20 @@ def check_config(c: CampaignConfig, path: Path) -> None:
     if c.client.failover_seconds < 0:
         fail("client.failover_seconds", f"must not be negative (0: never fail over), got "
              f"{c.client.failover_seconds}")
-    if c.client.chunk_seconds <= 0:
-        fail("client.chunk_seconds", "must be positive")
+    if c.client.read_seconds <= 0:
+        fail("client.read_seconds", "must be positive")
     if c.workflow.retries < 0:
         fail("workflow.retries", "must not be negative")
     if c.workflow.max_parallel_clients < 0:
         fail("workflow.max_parallel_clients", "must not be negative")
     if c.workflow.max_parallel_merges < 0:
         fail("workflow.max_parallel_merges", "must not be negative")
-    if c.merge.chunk_seconds < 0:
-        fail("merge.chunk_seconds", f"must not be negative (0: one merge), got "
-             f"{c.merge.chunk_seconds}")
-    if abs(c.merge.chunk_seconds - round(c.merge.chunk_seconds)) > 1e-9:
-        fail("merge.chunk_seconds", f"must be a whole number of seconds, got "
-             f"{c.merge.chunk_seconds:g}")
+    if c.merge.shard_seconds < 0:
+        fail("merge.shard_seconds", f"must not be negative (0: one merge), got "
+             f"{c.merge.shard_seconds}")
+    if abs(c.merge.shard_seconds - round(c.merge.shard_seconds)) > 1e-9:
+        fail("merge.shard_seconds", f"must be a whole number of seconds, got "
+             f"{c.merge.shard_seconds:g}")
     if c.synth.file_duration <= 0:
         fail("synth.file_duration", "must be positive")
     if c.synth.noise_drift <= 0:
@@ -174,21 +184,21 @@ def _check_time_shifts(c: CampaignConfig, fail: typing.Callable[[str, str], None
     b = c.bbhnet
     if b.ifar_threshold_years <= 0:
         fail("bbhnet.ifar_threshold_years", f"must be positive, got {b.ifar_threshold_years}")
-    if b.time_shifts < 0:
-        fail("bbhnet.time_shifts", f"must not be negative, got {b.time_shifts}")
+    if b.slides < 0:
+        fail("bbhnet.slides", f"must not be negative, got {b.slides}")
     _check_whitening(c, fail)
-    if not b.time_shifts:
+    if not b.slides:
         return
     if not c.mode.triggers:
-        fail("bbhnet.time_shifts", f"needs a BBHnet mode (bbhnet, e2e), not {c.model.mode!r}")
+        fail("bbhnet.slides", f"needs a BBHnet mode (bbhnet, e2e), not {c.model.mode!r}")
     if len(c.data.channels) != 2:
-        fail("bbhnet.time_shifts", "shifts the second detector against the first: "
+        fail("bbhnet.slides", "shifts the second detector against the first: "
              f"data.channels must name two, got {list(c.data.channels)}")
-    strides = b.shift_seconds * c.model.inference_rate
-    if b.shift_seconds <= 0 or abs(strides - round(strides)) > 1e-9:
-        fail("bbhnet.shift_seconds", f"must be a positive whole number of strides "
+    strides = b.slide_seconds * c.model.inference_rate
+    if b.slide_seconds <= 0 or abs(strides - round(strides)) > 1e-9:
+        fail("bbhnet.slide_seconds", f"must be a positive whole number of strides "
              f"(1 / model.inference_rate = {1 / c.model.inference_rate:g} s), got "
-             f"{b.shift_seconds}")
+             f"{b.slide_seconds}")
 
 
 def _check_whitening(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
@@ -266,11 +276,11 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
         fail("deepclean.filter_order", f"must be at least 1, got {d.filter_order}")
     if d.frame_seconds <= 0 or abs(d.frame_seconds - round(d.frame_seconds)) > 1e-9:
         fail("deepclean.frame_seconds", f"must be a positive whole number, got {d.frame_seconds}")
-    chunks = c.merge.chunk_seconds / d.frame_seconds
-    if c.merge.chunk_seconds > 0 and abs(chunks - round(chunks)) > 1e-9:
-        fail("merge.chunk_seconds", f"must be a multiple of deepclean.frame_seconds "
-             f"({d.frame_seconds:g} s: a cleaned frame file lies in one chunk), got "
-             f"{c.merge.chunk_seconds:g}")
+    shards = c.merge.shard_seconds / d.frame_seconds
+    if c.merge.shard_seconds > 0 and abs(shards - round(shards)) > 1e-9:
+        fail("merge.shard_seconds", f"must be a multiple of deepclean.frame_seconds "
+             f"({d.frame_seconds:g} s: a cleaned frame file lies in one shard), got "
+             f"{c.merge.shard_seconds:g}")
     if d.asd_fftlength <= 0 or d.guard_hz < 0:
         fail("deepclean.asd_fftlength", "must be positive (and deepclean.guard_hz not negative)")
     for key in ("channel_suffix", "frame_type"):
@@ -309,11 +319,53 @@ def parse_override(text: str) -> tuple[str, str, Any]:
     return section, key.strip(), value
 
 
+def renamed_keys(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``raw`` with each old key of ``RENAMED_KEYS`` moved to its new name, logging one
+    deprecation warning per key; ConfigError naming both when both are given."""
+    for name, values in raw.items():
+        if isinstance(values, dict):
+            _renamed(name, values, path)
+    return raw
+
+
+def _renamed(name: str, values: dict[str, Any], path: Path) -> None:
+    for (section, old), new in RENAMED_KEYS.items():
+        if section != name or old not in values:
+            continue
+        if new in values:
+            raise ConfigError(f"{path}: '{section}.{old}' and '{section}.{new}' are both given: "
+                              f"'{section}.{old}' is deprecated, keep only '{section}.{new}'")
+        _log.warning("%s: %s.%s is deprecated: use %s.%s", path, section, old, section, new)
+        values[new] = values.pop(old)
+
+
+def hashed_names(plain: dict[str, Any]) -> dict[str, Any]:
+    """``plain`` (sections of ``CampaignConfig.to_dict``) with the keys of ``RENAMED_KEYS``
+    under their old names: the config hashes, and so a run directory's finished parts and
+    merges, do not change with the rename."""
+    for (section, old), new in RENAMED_KEYS.items():
+        if section in plain and new in plain[section]:
+            plain[section][old] = plain[section].pop(new)
+    return plain
+
+
 def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...], path: Path
                     ) -> dict[str, Any]:
-    """``raw`` (the sections of a config file, ``path``) with ``section.key=value`` applied."""
+    """``raw`` (the sections of a config file, ``path``) with ``section.key=value`` applied
+    (an old key of ``RENAMED_KEYS`` sets its new one, with a deprecation warning)."""
+    renamed_keys(raw, path)
+    given = {parse_override(text)[:2] for text in overrides}
     for text in overrides:
         section, key, value = parse_override(text)
+        new = RENAMED_KEYS.get((section, key))
+        if new is not None:
+            if (section, new) in given:
+                raise ConfigError(f"{path}: --set '{section}.{key}' and '{section}.{new}' are both "
+                                  f"given: '{section}.{key}' is deprecated, keep only "
+                                  f"'{section}.{new}'")
+            _log.warning("%s: --set %s.%s is deprecated: use %s.%s", path, section, key,
+                         section, new)
+            key = new
         raw.setdefault(section, {})
         if not isinstance(raw[section], dict):
             raise ConfigError(f"{path}: override {text!r}: [{section}] is not a section")
@@ -323,6 +375,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...],
 
 def build_section(cls: type, name: str, values: dict, path: Path, base: Path) -> Any:
     """Section ``name`` (dataclass ``cls``) from its TOML values; ConfigError naming the key."""
+    _renamed(name, values, path)
     hints = typing.get_type_hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls)}
     for key in values:

@@ -45,7 +45,7 @@ def demo_config(
     if mode is not None:
         placed.append(f'model.mode="{mode}"')
         if not MODES[mode].triggers:  # the packaged demo's time slides need BBHnet
-            placed.append("bbhnet.time_shifts=0")
+            placed.append("bbhnet.slides=0")
     return load_config(config_path or packaged_config(), placed + list(overrides))
 
 

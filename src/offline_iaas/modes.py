@@ -73,11 +73,11 @@ class Mode:
         """Stages whose latency a stream must warm up: each snapshot, and the average."""
         return self.snapshots + int(self.averages)
 
-    def output_names(self, *, canary: bool, time_slides: bool) -> tuple[str, ...]:
+    def output_names(self, *, canary: bool, has_slides: bool) -> tuple[str, ...]:
         """What its clients request and store: ``outputs``, then ``noise_canary`` with a
         DeepClean canary and ``background`` with time slides."""
         return (self.outputs + (("noise_canary",) if canary else ())
-                + (("background",) if time_slides else ()))
+                + (("background",) if has_slides else ()))
 
 
 @dataclass(frozen=True)
@@ -93,14 +93,14 @@ class Outputs:
     names: tuple[str, ...]
     ifos: int
     stride_samples: int
-    time_shifts: int
+    slides: int
 
     def row_shape(self, name: str) -> tuple[int, ...]:
         """Shape of one row of output ``name`` (``()`` for the statistic)."""
         if name == "statistic":
             return ()
         if name == "background":
-            return (self.time_shifts,)
+            return (self.slides,)
         return (self.ifos, self.stride_samples)
 
     def rows(self, name: str, values: np.ndarray) -> np.ndarray:
@@ -110,7 +110,7 @@ class Outputs:
         if name == "statistic":
             return values
         if name == "background":
-            return values.reshape(-1, self.time_shifts)
+            return values.reshape(-1, self.slides)
         ifos, samples = values.shape
         return values.reshape(ifos, samples // self.stride_samples,
                               self.stride_samples).swapaxes(0, 1)

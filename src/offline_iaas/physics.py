@@ -16,7 +16,7 @@ BBHnet
     in its stretch. With an injection list: the background is every trigger farther than
     ``exclusion_seconds`` from all injections; an injection is *found* when a trigger within
     ``found_seconds`` of its time beats the background's largest.
-BBHnet with time slides (``bbhnet.time_shifts = N``)
+BBHnet with time slides (``bbhnet.slides = N``)
     Slide ``k`` is formed at a window only where both of its windows (the first detector's at
     ``t``, the second's at ``t - kΔ``) lie in the stretch's analysed time, so in each stretch
     it starts ``kΔ`` after the zero lag; its formed windows are clustered like the zero lag,
@@ -74,7 +74,7 @@ def zero_phase_blocks(
 
     The blocks lie on a grid anchored at the stretch's first sample, each filtered with
     ``PAD_SECONDS`` of its neighbours, so a value depends only on the stretch and not on which
-    part of it is asked for (a merge chunk gets the same values as the whole stretch).
+    part of it is asked for (a merge shard gets the same values as the whole stretch).
     ``read(a, b)`` returns samples ``[a, b)`` of the stretch (float64).
     """
     last = n_samples if last is None else last
@@ -165,7 +165,7 @@ def cluster_triggers(values: np.ndarray, x0: float, dx: float, cluster_seconds: 
 
     A value is kept when it is the largest within ``+-half`` samples and larger than every
     value in the ``half`` samples before it (of equal maxima, the first). The rule looks no
-    further than ``half`` samples either way (``cluster_reach_windows``), so a merge chunk
+    further than ``half`` samples either way (``cluster_reach_windows``), so a merge shard
     that reads that much beyond its ends finds the same triggers as the whole stretch.
     """
     keep = cluster_indices(values, cluster_reach_windows(cluster_seconds, dx))

@@ -10,22 +10,22 @@ versions, read where it can be without guessing):
 record              file                            version  written by
 ==================  ==============================  =======  ===================================
 ``RunInfo``         ``RUN/run.json``                2        make-dag
-``ClientJob``       ``RUN/jobs/<client>.json``      2        make-dag (a ``ClientSegment``)
-``ChunkJob``        ``RUN/jobs/<chunk>.json``       2        make-dag (a ``MergeChunk``)
+``ClientJob``       ``RUN/jobs/<client>.json``      2        make-dag (a ``ClientShare``)
+``ShardJob``        ``RUN/jobs/<shard>.json``       2        make-dag (a ``MergeShard``)
 ``PartRecord``      ``RUN/parts/<client>.json``     2        the client (its part's sidecar)
-``CheckpointStamp`` ``parts/<client>.chunks/        2        the client, before it streams
-                    segment.json``
-``BadFiles``        ``parts/<client>.chunks/        2        the client, while it streams
+``CheckpointStamp`` ``parts/<client>.checkpoints/   2        the client, before it streams
+                    share.json``
+``BadFiles``        ``parts/<client>.checkpoints/   2        the client, while it streams
                     bad-files.json``
-``ChunkSummary``    ``RUN/output/chunks/<c>.json``  2        a chunk merge
+``ShardSummary``    ``RUN/output/shards/<c>.json``  2        a shard merge
 ``CampaignSummary`` ``RUN/output/campaign.json``    2        the merge (single, or the index)
 ``Manifest``        ``<repository>/manifest.json``  2        export (``manifest.py``)
 ==================  ==============================  =======  ===================================
 
 The values records share are plain frozen dataclasses, validated where they are embedded:
 ``BadFile`` (a frame file left out as a gap: preflight → run.json → bad-files.json → the
-sidecar → the merge → the output's provenance), ``Piece`` and ``ClientSegment`` (a client's
-share), ``MergeChunk`` (a chunk merge's interval and parents).
+sidecar → the merge → the output's provenance), ``Piece`` and ``ClientShare`` (a client's
+share), ``MergeShard`` (a shard merge's interval and parents).
 
 Reading a record that is missing, is not JSON, misses a field, has a field of the wrong type
 or an unknown one, or whose version is newer than this code's raises one ``RunError`` (exit
@@ -103,7 +103,7 @@ class Piece:
 
 
 @dataclass(frozen=True)
-class ClientSegment:
+class ClientShare:
     """One client's share of the campaign."""
 
     index: int
@@ -124,8 +124,8 @@ class ClientSegment:
 
 
 @dataclass(frozen=True)
-class MergeChunk:
-    """One chunk merge node: its GPS interval, its parent clients, the data it owns."""
+class MergeShard:
+    """One shard merge node: its GPS interval, its parent clients, the data it owns."""
 
     index: int
     node: str
@@ -145,6 +145,9 @@ class Record(BaseModel):
     """The version this code writes and the newest it reads."""
     KIND: ClassVar[str] = "record"
     """What the document is, for messages."""
+    RENAMED: ClassVar[dict[str, str]] = {}
+    """Fields renamed by the glossary (#38), old: new. A document with an old one is of a run
+    directory written before, which is not migrated: refused, naming the field."""
 
     schema_version: int = 2
 
@@ -208,6 +211,10 @@ def parse(kind: type[R], text: str, path: Path) -> R:
     if version > kind.VERSION:
         raise RunError(f"{path}: {kind.KIND} of schema version {version}, newer than this "
                        f"offline-iaas reads ({kind.VERSION}): use the offline-iaas that wrote it")
+    for old, new in kind.RENAMED.items():
+        if old in data:
+            raise RunError(f"{path}: field {old}: a {kind.KIND} written before {old} was renamed "
+                           f"{new} (#38): run make-dag again into a new run directory")
     if version < kind.VERSION:
         data = {**kind.from_v1(data, path), "schema_version": kind.VERSION}
         text = json.dumps(data)
@@ -271,6 +278,7 @@ class RunInfo(Record):
     """``RUN/run.json``: the run's identity, hashes, nodes and what the products name."""
 
     KIND: ClassVar[str] = "run record (run.json)"
+    RENAMED: ClassVar[dict[str, str]] = {"chunks": "shards"}
 
     run_id: str
     stream_hash: str
@@ -280,8 +288,8 @@ class RunInfo(Record):
     sequence_base: int
     servers: tuple[str, ...]
     clients: tuple[str, ...]
-    chunks: tuple[str, ...] = ()
-    """Chunk merge nodes (none: one merge node)."""
+    shards: tuple[str, ...] = ()
+    """Shard merge nodes (none: one merge node)."""
     created: str
     training: dict[str, tuple[float, float]] = {}
     """GPS ``[start, end]`` of each network's training data (the manifest's)."""
@@ -301,8 +309,8 @@ _V1_JOB_FIELDS = ("run_dir", "config", "repository", "model", "config_hash")
 """Fields version-1 job specs carried that nothing read."""
 
 
-class SegmentRecord(Record):
-    """The fields of a client's share (a ``ClientSegment``), in the records that carry one."""
+class ShareRecord(Record):
+    """The fields of a client's share (a ``ClientShare``), in the records that carry one."""
 
     index: int
     node: str
@@ -310,18 +318,18 @@ class SegmentRecord(Record):
     pieces: tuple[Piece, ...]
 
     @property
-    def segment(self) -> ClientSegment:
-        return ClientSegment(self.index, self.node, self.server, self.pieces)
+    def share(self) -> ClientShare:
+        return ClientShare(self.index, self.node, self.server, self.pieces)
 
 
-def segment_fields(segment: ClientSegment) -> dict[str, Any]:
-    """A ``SegmentRecord``'s fields of ``segment``, to build a record with."""
-    return {"index": segment.index, "node": segment.node, "server": segment.server,
-            "pieces": segment.pieces}
+def share_fields(share: ClientShare) -> dict[str, Any]:
+    """A ``ShareRecord``'s fields of ``share``, to build a record with."""
+    return {"index": share.index, "node": share.node, "server": share.server,
+            "pieces": share.pieces}
 
 
-class ClientJob(SegmentRecord):
-    """``RUN/jobs/<client>.json``: a client's share (``ClientSegment``)."""
+class ClientJob(ShareRecord):
+    """``RUN/jobs/<client>.json``: a client's share (``ClientShare``)."""
 
     KIND: ClassVar[str] = "client job spec"
 
@@ -330,14 +338,14 @@ class ClientJob(SegmentRecord):
         return {k: v for k, v in data.items() if k not in _V1_JOB_FIELDS}
 
     @classmethod
-    def of(cls, segment: ClientSegment) -> ClientJob:
-        return cls(**segment_fields(segment))
+    def of(cls, share: ClientShare) -> ClientJob:
+        return cls(**share_fields(share))
 
 
-class ChunkJob(Record):
-    """``RUN/jobs/<chunk>.json``: a chunk merge's interval and parents (``MergeChunk``)."""
+class ShardJob(Record):
+    """``RUN/jobs/<shard>.json``: a shard merge's interval and parents (``MergeShard``)."""
 
-    KIND: ClassVar[str] = "chunk merge job spec"
+    KIND: ClassVar[str] = "shard merge job spec"
 
     index: int
     node: str
@@ -351,18 +359,18 @@ class ChunkJob(Record):
         return {k: v for k, v in data.items() if k not in _V1_JOB_FIELDS}
 
     @classmethod
-    def of(cls, chunk: MergeChunk) -> ChunkJob:
-        return cls(index=chunk.index, node=chunk.node, gps_start=chunk.gps_start,
-                   gps_end=chunk.gps_end, clients=chunk.clients, data_seconds=chunk.data_seconds)
+    def of(cls, shard: MergeShard) -> ShardJob:
+        return cls(index=shard.index, node=shard.node, gps_start=shard.gps_start,
+                   gps_end=shard.gps_end, clients=shard.clients, data_seconds=shard.data_seconds)
 
     @property
-    def chunk(self) -> MergeChunk:
-        return MergeChunk(self.index, self.node, self.gps_start, self.gps_end, self.clients,
+    def shard(self) -> MergeShard:
+        return MergeShard(self.index, self.node, self.gps_start, self.gps_end, self.clients,
                           self.data_seconds)
 
 
-def write_client_job(run: RunDir, segment: ClientSegment) -> None:
-    write(ClientJob.of(segment), run.job(segment.node))
+def write_client_job(run: RunDir, share: ClientShare) -> None:
+    write(ClientJob.of(share), run.job(share.node))
 
 
 def _job_path(run: RunDir, node: str) -> Path:
@@ -372,18 +380,18 @@ def _job_path(run: RunDir, node: str) -> Path:
     return path
 
 
-def read_client_job(run: RunDir, node: str) -> ClientSegment:
-    """A client's segment (RunError naming the file when it is missing or not a spec)."""
-    return read(ClientJob, _job_path(run, node)).segment
+def read_client_job(run: RunDir, node: str) -> ClientShare:
+    """A client's share (RunError naming the file when it is missing or not a spec)."""
+    return read(ClientJob, _job_path(run, node)).share
 
 
-def write_chunk_job(run: RunDir, chunk: MergeChunk) -> None:
-    write(ChunkJob.of(chunk), run.job(chunk.node))
+def write_shard_job(run: RunDir, shard: MergeShard) -> None:
+    write(ShardJob.of(shard), run.job(shard.node))
 
 
-def read_chunk_job(run: RunDir, node: str) -> MergeChunk:
-    """A chunk merge's spec (RunError naming the file when it is missing or not a spec)."""
-    return read(ChunkJob, _job_path(run, node)).chunk
+def read_shard_job(run: RunDir, node: str) -> MergeShard:
+    """A shard merge's spec (RunError naming the file when it is missing or not a spec)."""
+    return read(ShardJob, _job_path(run, node)).shard
 
 
 def read_run_info(run: RunDir) -> RunInfo:
@@ -413,9 +421,9 @@ class ClientRun(BaseModel):
     """The servers it streamed to, in order (a move: failover or rebalance)."""
 
 
-class PartRecord(SegmentRecord, ClientRun):
+class PartRecord(ShareRecord, ClientRun):
     """``RUN/parts/<client>.json``, a part's sidecar: written last, once the part file is in
-    place; its segment, hash, the file's size and SHA-256, and how the client ran."""
+    place; its share, hash, the file's size and SHA-256, and how the client ran."""
 
     KIND: ClassVar[str] = "part sidecar"
 
@@ -435,21 +443,21 @@ class PartRecord(SegmentRecord, ClientRun):
         return {"bytes": None, **_v1_hash(data, "stream_hash")}
 
 
-class CheckpointStamp(SegmentRecord):
-    """``parts/<client>.chunks/segment.json``: what a client's checkpoints were made for (its
-    segment and the stream hash); checkpoints of anything else are discarded."""
+class CheckpointStamp(ShareRecord):
+    """``parts/<client>.checkpoints/share.json``: what a client's checkpoints were made for (its
+    share and the stream hash); checkpoints of anything else are discarded."""
 
     KIND: ClassVar[str] = "checkpoint stamp"
 
     stream_hash: str
 
     @classmethod
-    def of(cls, segment: ClientSegment, stream_hash: str) -> CheckpointStamp:
-        return cls(**segment_fields(segment), stream_hash=stream_hash)
+    def of(cls, share: ClientShare, stream_hash: str) -> CheckpointStamp:
+        return cls(**share_fields(share), stream_hash=stream_hash)
 
 
 class BadFiles(Record):
-    """``parts/<client>.chunks/bad-files.json``: the bad frame files a client met so far (its
+    """``parts/<client>.checkpoints/bad-files.json``: the bad frame files a client met so far (its
     retries stream around them from the start)."""
 
     KIND: ClassVar[str] = "client's bad-file list"
@@ -464,7 +472,7 @@ class BadFiles(Record):
 
 @dataclass(frozen=True)
 class DatasetOffset:
-    """A series dataset of a chunk merge's file: where its bytes are (for the index)."""
+    """A series dataset of a shard merge's file: where its bytes are (for the index)."""
 
     name: str
     x0: float
@@ -474,10 +482,10 @@ class DatasetOffset:
     nbytes: int
 
 
-class ChunkSummary(Record):
-    """``RUN/output/chunks/<chunk>.json``: a chunk merge's record, written last."""
+class ShardSummary(Record):
+    """``RUN/output/shards/<shard>.json``: a shard merge's record, written last."""
 
-    KIND: ClassVar[str] = "chunk merge summary"
+    KIND: ClassVar[str] = "shard merge summary"
 
     complete: bool
     node: str
@@ -494,7 +502,7 @@ class ChunkSummary(Record):
     """The campaign's ``merge_hash`` it was made under."""
     bytes: int
     sha256: str | None
-    """Of the chunk file (None in version 1: its size only is checked)."""
+    """Of the shard file (None in version 1: its size only is checked)."""
     datasets: tuple[DatasetOffset, ...]
     frame_files: tuple[tuple[str, str, int, int], ...] = ()
     """The GWF files written: interferometer, path in its frames directory, GPS, seconds."""
@@ -509,7 +517,7 @@ class ChunkSummary(Record):
 
 
 @dataclass(frozen=True)
-class ChunkWalls:
+class ShardWalls:
     total: float
     max: float
 
@@ -521,6 +529,8 @@ class CampaignSummary(Record):
 
     model_config = ConfigDict(strict=True, frozen=True, extra="allow")
     KIND: ClassVar[str] = "campaign summary"
+    RENAMED: ClassVar[dict[str, str]] = {f"chunk{s}": f"shard{s}" for s in (
+        "s", "_wall_seconds", "_setup_seconds", "_cpu_seconds", "_data_seconds")}
 
     complete: bool
     wall_seconds: float
@@ -538,12 +548,12 @@ class CampaignSummary(Record):
     """With no data analysed: the seconds planned (the bad frame files took the rest)."""
     run_dir: str = ""
     """The run directory the output was written in (it names that directory's files)."""
-    chunks: int = 0
-    """Chunk merges indexed (0: the single merge)."""
-    chunk_wall_seconds: ChunkWalls | None = None
-    chunk_setup_seconds: float = 0.0
-    chunk_cpu_seconds: float = 0.0
-    chunk_data_seconds: float = 0.0
+    shards: int = 0
+    """Shard merges indexed (0: the single merge)."""
+    shard_wall_seconds: ShardWalls | None = None
+    shard_setup_seconds: float = 0.0
+    shard_cpu_seconds: float = 0.0
+    shard_data_seconds: float = 0.0
     bad_frame_files: tuple[BadFile, ...] = ()
 
     @classmethod

@@ -11,10 +11,10 @@ their files through ``RunDir``::
     RUN/model-repository.tar.gz   the model repository for servers without a shared filesystem
     RUN/model-repository/         a server's unpacked copy of that tarball
     RUN/jobs/<client>.json        a client's segment (its pieces; ``records.py``)
-    RUN/parts/<client>.h5, .json  a client's output and its sidecar; .chunks/ its checkpoints
-    RUN/jobs/<chunk>.json         a chunk merge's GPS interval and parent clients
-    RUN/output/campaign.h5, .json the merge's output (with chunks: their index) and summary
-    RUN/output/chunks/<chunk>.h5, .json, .frames/   a chunk merge's output and summary
+    RUN/parts/<client>.h5, .json  a client's output and its sidecar; .checkpoints/ its checkpoints
+    RUN/jobs/<shard>.json         a shard merge's GPS interval and parent clients
+    RUN/output/campaign.h5, .json the merge's output (with shards: their index) and summary
+    RUN/output/shards/<shard>.h5, .json, .frames/   a shard merge's output and summary
     RUN/servers/<server>.json     a live server's address; .epoch its start count; .refused
                                   why it refused to serve (its repository)
     RUN/logs/                     node logs
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 MERGE_NODE = "merge"
-CHUNK_PREFIX = "chunk"
-"""Chunk merge nodes are ``chunk0``, ``chunk1``... (``merge/tree.py``)."""
+SHARD_PREFIX = "shard"
+"""Shard merge nodes are ``shard0``, ``shard1``... (``merge/tree.py``)."""
 
 
 DAGMAN_STATUS_FILE = "offline.status"
@@ -45,8 +45,8 @@ REPOSITORY_TARBALL = "model-repository.tar.gz"
 """The packed model repository, named relative to the run directory in submit files."""
 
 
-def is_chunk_node(name: str) -> bool:
-    return name.startswith(CHUNK_PREFIX) and name[len(CHUNK_PREFIX):].isdigit()
+def is_shard_node(name: str) -> bool:
+    return name.startswith(SHARD_PREFIX) and name[len(SHARD_PREFIX):].isdigit()
 
 SUBDIRS: tuple[str, ...] = ("logs", "servers", "parts", "output", "jobs")
 
@@ -157,9 +157,9 @@ class RunDir:
         """A client's part and its sidecar."""
         return self.parts / f"{node}.h5", self.parts / f"{node}.json"
 
-    def chunks(self, node: str) -> Path:
-        """A client's checkpoint chunks."""
-        return self.parts / f"{node}.chunks"
+    def checkpoints(self, node: str) -> Path:
+        """A client's checkpoints."""
+        return self.parts / f"{node}.checkpoints"
 
     def claim(self, node: str) -> Path:
         """The server a client streams to now (``client/balance.py``)."""
@@ -177,17 +177,17 @@ class RunDir:
         return self.path / "output" / "frames"
 
     @property
-    def output_chunks(self) -> Path:
-        """The chunk merges' outputs."""
-        return self.path / "output" / "chunks"
+    def output_shards(self) -> Path:
+        """The shard merges' outputs."""
+        return self.path / "output" / "shards"
 
-    def chunk_output(self, node: str) -> tuple[Path, Path]:
-        """A chunk merge's output file and its summary."""
-        return self.output_chunks / f"{node}.h5", self.output_chunks / f"{node}.json"
+    def shard_output(self, node: str) -> tuple[Path, Path]:
+        """A shard merge's output file and its summary."""
+        return self.output_shards / f"{node}.h5", self.output_shards / f"{node}.json"
 
-    def chunk_frames(self, node: str) -> Path:
-        """A chunk merge's GWF files (linked into ``output/frames`` by the index)."""
-        return self.output_chunks / f"{node}.frames"
+    def shard_frames(self, node: str) -> Path:
+        """A shard merge's GWF files (linked into ``output/frames`` by the index)."""
+        return self.output_shards / f"{node}.frames"
 
     def address(self, server: str) -> Path:
         return self.servers / f"{server}.json"

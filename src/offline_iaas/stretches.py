@@ -1,4 +1,4 @@
-"""Segment planning: split the analysable stretches into client segments (pure logic, no I/O).
+"""Share planning: split the analysable stretches into client shares (pure logic, no I/O).
 
 The analysable span is a list of **stretches**: contiguous data, their ends on the stride grid
 ``data.start + m * stride``. A gap ends a stream, so every stretch is processed as its own
@@ -33,7 +33,7 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
-from offline_iaas.records import ClientSegment, Piece
+from offline_iaas.records import ClientShare, Piece
 
 
 @dataclass(frozen=True)
@@ -82,14 +82,14 @@ def first_formed_window(config: CampaignConfig, shift: int) -> int:
     """Kept-window index (0: a stretch's first kept window) of the first window where slide
     ``shift`` (``1 .. N``) is formed: the second detector's window ``shift * Δ`` earlier is
     then the stretch's first kept window."""
-    return shift * config.shift_windows
+    return shift * config.slide_windows
 
 
 def slides_formed(config: CampaignConfig, kept_offset: int, count: int) -> np.ndarray:
     """Which slides are formed at ``count`` kept windows of a stretch from kept window
     ``kept_offset``: ``[count, N]``, column ``k - 1`` true where both windows of slide ``k``
     are kept windows of the stretch. The ``slides`` output holds NaN where it is false."""
-    shifts = np.arange(1, config.bbhnet.time_shifts + 1)
+    shifts = np.arange(1, config.bbhnet.slides + 1)
     kept = np.arange(kept_offset, kept_offset + count)[:, None]
     return kept >= np.array([first_formed_window(config, int(k)) for k in shifts])[None, :]
 
@@ -109,11 +109,11 @@ def statistic_spans(config: CampaignConfig, stretches: Sequence[Stretch]
     return spans
 
 
-def stretches_of(segments: list[ClientSegment]) -> list[Stretch]:
-    """The stretches the segments' pieces cover, in order."""
+def stretches_of(shares: list[ClientShare]) -> list[Stretch]:
+    """The stretches the shares' pieces cover, in order."""
     bounds = {}
-    for seg in segments:
-        for piece in seg.pieces:
+    for share in shares:
+        for piece in share.pieces:
             bounds[piece.stretch] = (piece.stretch_gps_start, piece.stretch_gps_end)
     return [Stretch(i, *bounds[i]) for i in sorted(bounds)]
 
@@ -137,11 +137,11 @@ def make_stretches(config: CampaignConfig, bounds: list[tuple[float, float]]) ->
     return stretches
 
 
-def client_segments(
+def client_shares(
     config: CampaignConfig,
     stretches: list[Stretch] | None = None,
     sequence_base: int = 0,
-) -> list[ClientSegment]:
+) -> list[ClientShare]:
     """Split the stretches' kept windows into ``servers * clients_per_server`` shares.
 
     Parameters
@@ -155,7 +155,7 @@ def client_segments(
 
     Returns
     -------
-    The client segments in time order; client ``i`` is served by server
+    The client shares in time order; client ``i`` is served by server
     ``i // clients_per_server``. Shares differ by at most one window.
     """
     stretches = whole_span(config) if stretches is None else stretches
@@ -166,14 +166,14 @@ def client_segments(
     if total < count:
         raise ConfigError(
             f"{config.source}: the analysable data holds {total} windows, fewer than the "
-            f"{count} client segments of the layout (layout.servers × layout.clients_per_server)"
+            f"{count} client shares of the layout (layout.servers × layout.clients_per_server)"
         )
     bounds = [round(i * total / count) for i in range(count + 1)]
     step = config.stride_seconds
     warmup, history = config.stretch_warmup_windows, config.warmup_windows
     # (global index of a stretch's first kept window) for mapping shares onto stretches
     starts = [sum(kept[:i]) for i in range(len(stretches))]
-    segments, sequence = [], sequence_base
+    shares, sequence = [], sequence_base
     for i in range(count):
         pieces = []
         for stretch, first_kept, n_kept in zip(stretches, starts, kept, strict=True):
@@ -197,15 +197,15 @@ def client_segments(
                     stretch_gps_end=stretch.gps_end,
                 )
             )
-        segments.append(
-            ClientSegment(
+        shares.append(
+            ClientShare(
                 index=i,
                 node=client_name(i),
                 server=server_name(i // per_server),
                 pieces=tuple(pieces),
             )
         )
-    return segments
+    return shares
 
 
 def sub_pieces(config: CampaignConfig, piece: Piece, effective: Sequence[Stretch]

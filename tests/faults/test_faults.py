@@ -140,7 +140,7 @@ class RunLocal:
             self.proc.communicate(timeout=60)
 
 
-def test_client_killed_mid_segment_resumes_from_its_checkpoint(dataset) -> None:
+def test_client_killed_mid_share_resumes_from_its_checkpoint(dataset) -> None:
     faults = {"client0": [{"point": "mid-stream", "action": "sigkill"}]}
     # two requests in flight: by mid-stream most responses are in, and checkpointed
     _, run_dir = prepare(dataset, "client-killed", ["client.in_flight=2"], faults)
@@ -149,7 +149,7 @@ def test_client_killed_mid_segment_resumes_from_its_checkpoint(dataset) -> None:
     assert "injected fault 'sigkill' at mid-stream" in out
     resumed = [line for line in out.splitlines() if "resuming after" in line]
     assert resumed and int(resumed[0].split("resuming after ")[1].split()[0]) > 0
-    assert not (run_dir / "parts" / "client0.chunks").exists()  # assembled, then removed
+    assert not (run_dir / "parts" / "client0.checkpoints").exists()  # assembled, then removed
     assert_equals_reference(dataset, run_dir)
 
 
@@ -222,8 +222,8 @@ def test_stale_address_file_is_ignored(dataset) -> None:
 
 def test_the_single_merge_killed_mid_write_is_retried_and_leaves_no_file(dataset) -> None:
     faults = {"merge": [{"point": "mid-write", "action": "sigkill"}]}
-    # the single merge node (merge.chunk_seconds = 0) retries like the chunk merges
-    _, run_dir = prepare(dataset, "merge-killed", ["merge.chunk_seconds=0"], faults)
+    # the single merge node (merge.shard_seconds = 0) retries like the shard merges
+    _, run_dir = prepare(dataset, "merge-killed", ["merge.shard_seconds=0"], faults)
     run_local(RunDir(run_dir))
     history = json.loads((run_dir / "local-state.json").read_text())["nodes"]["merge"]
     assert [a["status"] for a in history["history"]] == ["failed", "done"]  # killed, retried
@@ -231,14 +231,14 @@ def test_the_single_merge_killed_mid_write_is_retried_and_leaves_no_file(dataset
     assert_equals_reference(dataset, run_dir)
 
 
-def test_a_chunk_merge_killed_mid_write_is_retried_and_the_output_is_unchanged(
+def test_a_shard_merge_killed_mid_write_is_retried_and_the_output_is_unchanged(
         dataset) -> None:
-    faults = {"chunk0": [{"point": "mid-write", "action": "sigkill"}]}
-    _, run_dir = prepare(dataset, "chunk-killed", [], faults)
+    faults = {"shard0": [{"point": "mid-write", "action": "sigkill"}]}
+    _, run_dir = prepare(dataset, "shard-killed", [], faults)
     run_local(RunDir(run_dir))
-    history = json.loads((run_dir / "local-state.json").read_text())["nodes"]["chunk0"]
+    history = json.loads((run_dir / "local-state.json").read_text())["nodes"]["shard0"]
     assert [a["status"] for a in history["history"]] == ["failed", "done"]  # killed, retried
-    assert not list((run_dir / "output" / "chunks").glob(".chunk0.h5.*.tmp"))
+    assert not list((run_dir / "output" / "shards").glob(".shard0.h5.*.tmp"))
     assert_equals_reference(dataset, run_dir)
 
 

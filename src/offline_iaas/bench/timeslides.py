@@ -4,13 +4,13 @@
 
 Both paths produce the same network windows over one stretch split between the clients as
 the campaign splits it: BBHnet on every kept window at zero lag, and at each of ``N`` slides of
-the second detector (``shift_seconds`` apart) on the kept windows where that slide is formed
+the second detector (``bbhnet.slide_seconds`` apart) on the kept windows where that slide is formed
 (both windows kept windows of the stretch: slide ``k`` from ``k * shift_seconds`` after the
 stretch's first kept window), over the same synthetic data, with the same clients, batch size
 and in-flight depth, each against its own tritonserver.
 
 server
-    The campaign's path: the fused model exported with ``bbhnet.time_shifts = N``. Each client
+    The campaign's path: the fused model exported with ``bbhnet.slides = N``. Each client
     streams its piece once under one sequence ID: the first piece from the stretch's start
     (its warm-up, then its share), every other one preceded by the warm-up and the longest
     slide's history (``N * shift_seconds``, clipped at the stretch's start).
@@ -61,13 +61,13 @@ class SlideJob(ClientJob):
     kept_offset: int = 0
     warmup_windows: int = 0
     """The stretch's warm-up (``CampaignConfig.stretch_warmup_windows``)."""
-    shift_windows: int = 0
+    slide_windows: int = 0
     slides: tuple[int, ...] = ()
     """Client-side: the slide of each stream (0: the zero lag); server: ``()``."""
 
     def first_formed(self, share: int, slide: int) -> int:
         """The share's first window (0-based) where ``slide`` is formed (``share``: none)."""
-        return min(share, max(0, slide * self.shift_windows - self.kept_offset))
+        return min(share, max(0, slide * self.slide_windows - self.kept_offset))
 
 
 def stream_each_lag(client, job: SlideJob, samples: np.ndarray) -> int:
@@ -81,7 +81,7 @@ def stream_each_lag(client, job: SlideJob, samples: np.ndarray) -> int:
         if first == share:
             continue
         start = (job.lead_windows + first - job.warmup_windows) * stride
-        lag = slide * job.shift_windows * stride
+        lag = slide * job.slide_windows * stride
         slid = np.stack([samples[0, start:], samples[1, start - lag : samples.shape[1] - lag]])
         stream_updates(
             client, dataclasses.replace(job, sequence_id=job.sequence_id + number), slid)
@@ -132,11 +132,11 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = S
         config = load.config(work_dir / f"{name}-repository", instances=clients,
                              clients=clients, batch_size=batch_size)
         config = dataclasses.replace(config, bbhnet=dataclasses.replace(
-            config.bbhnet, time_shifts=shifts, shift_seconds=shift_seconds))
-        warmup, step = config.stretch_warmup_windows, config.shift_windows
+            config.bbhnet, slides=shifts, slide_seconds=shift_seconds))
+        warmup, step = config.stretch_warmup_windows, config.slide_windows
         history = config.slide_history_windows
         config = dataclasses.replace(config, bbhnet=dataclasses.replace(
-            config.bbhnet, time_shifts=slides))
+            config.bbhnet, slides=slides))
         export_repository(config, weights)
         repo = config.model.repository
         models = list(read_manifest(repo).models)
@@ -148,7 +148,7 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = S
                 batch_size=batch_size, in_flight=IN_FLIGHT,
                 sequence_id=(index + 1) * SEQUENCE_BASE_STEP, seed=index,
                 lead_windows=warmup + min(history, offset), kept_offset=offset,
-                warmup_windows=warmup, shift_windows=step,
+                warmup_windows=warmup, slide_windows=step,
                 slides=() if slides else tuple(range(shifts + 1)),
             ) for index, (share, offset) in enumerate(zip(shares, offsets, strict=True))]
             run = run_clients(jobs, stream_updates if slides else stream_each_lag,

@@ -1,11 +1,11 @@
-"""``offline-iaas client``: stream one client segment to its server, surviving failures.
+"""``offline-iaas client``: stream one client share to its server, surviving failures.
 
-A segment is one or more pieces (one per analysable stretch it touches). For each piece the
-client reads its samples from frames chunk by chunk, cuts them into requests of
+A share is one or more pieces (one per analysable stretch it touches). For each piece the
+client reads its samples from frames read by read, cuts them into requests of
 ``batch_size * stride`` new samples per channel (the last one shorter), and sends them on one
 gRPC bidirectional stream under the piece's sticky sequence ID: START on the first request, END
 on the last, at most ``in_flight`` requests outstanding. Responses are placed by request index,
-never by arrival order, and saved as checkpoint chunks (``client/part.py``) as they complete.
+never by arrival order, and saved as checkpoints (``client/part.py``) as they complete.
 
 When the stream fails — an error, no response within ``request_timeout_seconds``, the server
 restarted (its state is lost) or evicted the idle sequence — the client drops the connection,
@@ -38,7 +38,7 @@ from offline_iaas.data.gwf_reader import BadFrameFile
 from offline_iaas.data.segments import without_bad_files
 from offline_iaas.errors import ServerError
 from offline_iaas.logs import NO_PROGRESS, NullProgress
-from offline_iaas.records import BadFile, ClientRun, ClientSegment, Piece, read_client_job
+from offline_iaas.records import BadFile, ClientRun, ClientShare, Piece, read_client_job
 from offline_iaas.rendezvous.access import auth_headers
 from offline_iaas.rendezvous.addresses import ServerAddress
 from offline_iaas.resources import peak_rss_mb
@@ -89,7 +89,7 @@ class _PieceRows:
     def flush(self) -> None:
         if self.buffer:
             joined = {k: np.concatenate([b[k] for b in self.buffer]) for k in self.buffer[0]}
-            self.writer.write_chunk(self.number, self.buffer_start, joined)
+            self.writer.write_checkpoint(self.number, self.buffer_start, joined)
         self.buffer, self.buffered = [], 0
 
     @property
@@ -111,23 +111,23 @@ class StreamRecord:
 
 @dataclass(frozen=True)
 class _Stream:
-    """One stream of a segment: a piece, or with gaps a part of one (``sub_pieces``)."""
+    """One stream of a share: a piece, or with gaps a part of one (``sub_pieces``)."""
 
     number: int
-    """The piece's number in the segment (its rows in the part)."""
+    """The piece's number in the share (its rows in the part)."""
     piece: Piece
     """What is streamed (the piece, or a part of it)."""
     row: int
     """The part row of the stream's first window."""
 
 
-def segment_streams(config: CampaignConfig, segment: ClientSegment,
+def share_streams(config: CampaignConfig, share: ClientShare,
                     bad: list[tuple[float, float]]) -> tuple[list[_Stream], Holes]:
-    """The streams of a segment with the bad frame files' spans as gaps (none: one per
+    """The streams of a share with the bad frame files' spans as gaps (none: one per
     piece), and per piece the part rows no stream produces."""
     streams: list[_Stream] = []
     holes: Holes = []
-    for number, piece in enumerate(segment.pieces):
+    for number, piece in enumerate(share.pieces):
         whole = Stretch(piece.stretch, piece.stretch_gps_start, piece.stretch_gps_end)
         parts = without_bad_files(config, [whole], bad) if bad else [whole]
         gaps, covered = [], 0
@@ -144,7 +144,7 @@ def segment_streams(config: CampaignConfig, segment: ClientSegment,
 
 
 def _stream_once(
-    client, address: ServerAddress, config: CampaignConfig, segment: ClientSegment,
+    client, address: ServerAddress, config: CampaignConfig, share: ClientShare,
     frames: list[FrameFile], writer: PartWriter, headers: dict[str, str],
     run: RunDir, progress: NullProgress = NO_PROGRESS,
     times: StreamRecord | None = None,
@@ -158,7 +158,7 @@ def _stream_once(
     stride = config.stride_samples
     warmup = config.warmup_windows
     outputs = config.outputs.names
-    streams, holes = segment_streams(config, segment, _bad_spans(writer))
+    streams, holes = share_streams(config, share, _bad_spans(writer))
     placed: dict[int, _PieceRows] = {}
     total_requests = sum(
         len(request_sizes(s.piece.windows, config.model.batch_size)) for s in streams
@@ -206,22 +206,22 @@ def _stream_once(
                     stream.send("update", update[None], f"{key}:{index}", piece.sequence_id,
                                 start=index == 0, end=index == len(sizes) - 1)
                     if stream.sent == total_requests // 2:
-                        hooks.reached(run, segment.node, "mid-stream")
+                        hooks.reached(run, share.node, "mid-stream")
             stream.drain()
     finally:  # what was sent counts even when the stream broke
         times.tensor_bytes_sent += stream.tensor_bytes_sent
 
 
-def stream_segment(
+def stream_share(
     config: CampaignConfig,
-    segment: ClientSegment,
+    share: ClientShare,
     frames: list[FrameFile],
     writer: PartWriter,
     run: RunDir,
     progress: NullProgress = NO_PROGRESS,
     times: StreamRecord | None = None,
 ) -> int:
-    """Stream the segment's unfinished pieces, reconnecting on failure; return reconnections.
+    """Stream the share's unfinished pieces, reconnecting on failure; return reconnections.
 
     A reconnection prefers the server streamed to last (``connect``: after
     ``client.failover_seconds`` any live one). ``times`` records the first request, the last
@@ -229,36 +229,36 @@ def stream_segment(
     times = StreamRecord() if times is None else times
     headers = auth_headers(run)
     reconnects = 0
-    server = segment.server
+    server = share.server
     if config.layout.rebalance and not any(writer.progress()):
-        server = start_server(run, segment.node, server,
+        server = start_server(run, share.node, server,
                               lambda name: is_live(run, name, config, headers),
                               Hashes.of(config))
     while True:
-        client, address = connect(run, config, server, headers, segment.node,
-                                  segment.index % config.layout.clients_per_server)
+        client, address = connect(run, config, server, headers, share.node,
+                                  share.index % config.layout.clients_per_server)
         server = address.node
         if not times.servers or times.servers[-1] != server:
             times.servers.append(server)
-            claim(run, segment.node, server)
+            claim(run, share.node, server)
         try:
             _stream_once(
-                client, address, config, segment, frames, writer, headers, run, progress, times,
+                client, address, config, share, frames, writer, headers, run, progress, times,
             )
             return reconnects
         except BadFrameFile as err:
             if config.data.on_bad_file != "gap":
                 raise
-            _note_bad_file(config, segment, writer, err)
+            _note_bad_file(config, share, writer, err)
         except ServerError as err:
             if reconnects >= config.client.max_reconnects:
                 raise ServerError(
-                    f"{segment.node}: {err} (after {reconnects} reconnections; the part's "
+                    f"{share.node}: {err} (after {reconnects} reconnections; the part's "
                     "checkpoints are kept for the retry)"
                 ) from None
             reconnects += 1
             logger.warning(
-                f"{segment.node}: {err}; reconnecting, resuming from the last checkpoint"
+                f"{share.node}: {err}; reconnecting, resuming from the last checkpoint"
             )
         finally:
             client.close()
@@ -269,33 +269,33 @@ def run_client(
 ) -> None:
     """Run client node ``node`` of the campaign in ``run``; ``progress`` counts data s."""
     config = load_config(run.config)
-    segment = read_client_job(run, node)
-    if part_problem(run, node, Hashes.of(config), segment) is None:
+    share = read_client_job(run, node)
+    if part_problem(run, node, Hashes.of(config), share) is None:
         logger.info(f"{node}: part already complete, nothing to do")
         return
     hooks.reached(run, node, "start")
     frames = discover_frames(config)
     outputs = config.outputs.names
-    writer = PartWriter(run, segment, outputs, config.stream_hash(),
+    writer = PartWriter(run, share, outputs, config.stream_hash(),
                         {name: config.outputs.row_shape(name) for name in outputs})
     resumed = sum(writer.progress())
     logger.info(
-        f"{node}: streaming {len(segment.pieces)} piece(s), {segment.streamed_seconds:.0f} s "
-        f"of data, to {segment.server}"
+        f"{node}: streaming {len(share.pieces)} piece(s), {share.streamed_seconds:.0f} s "
+        f"of data, to {share.server}"
         + (f", resuming after {resumed} checkpointed windows" if resumed else "")
     )
     started = time.monotonic()
     times = StreamRecord()
-    reconnects = stream_segment(config, segment, frames, writer, run, progress, times)
+    reconnects = stream_share(config, share, frames, writer, run, progress, times)
     elapsed = time.monotonic() - started
     writer.commit(
         ClientRun(wall_seconds=elapsed, peak_rss_mb=peak_rss_mb(), reconnects=reconnects,
                   first_request_unix=times.first_request_unix,
                   last_response_unix=times.last_response_unix,
                   tensor_bytes_sent=times.tensor_bytes_sent, servers=tuple(times.servers)),
-        segment_streams(config, segment, _bad_spans(writer))[1],
+        share_streams(config, share, _bad_spans(writer))[1],
     )
-    seconds = segment.streamed_seconds
+    seconds = share.streamed_seconds
     logger.info(
         f"{node}: {seconds:.0f} s of data in {elapsed:.1f} s ({seconds / elapsed:.1f} s/s), "
         f"{reconnects} reconnection(s), peak RSS {peak_rss_mb():.0f} MiB, on "
@@ -307,19 +307,19 @@ def _bad_spans(writer: PartWriter) -> list[tuple[float, float]]:
     return [b.span for b in writer.bad_files()]
 
 
-def _note_bad_file(config: CampaignConfig, segment: ClientSegment, writer: PartWriter,
+def _note_bad_file(config: CampaignConfig, share: ClientShare, writer: PartWriter,
                    err: BadFrameFile) -> None:
     """``data.on_bad_file = "gap"``: record the file, and drop the checkpointed rows of the
     pieces streaming up to it from a few windows before it (their reads near its start were
     not cut at the new gap's edge), so that the streams restart around the gap."""
     margin = 2 * (config.warmup_windows + 1) + math.ceil(DECIMATION_HALF / config.stride_samples)
     drop_from = {}
-    for number, piece in enumerate(segment.pieces):
+    for number, piece in enumerate(share.pieces):
         if not piece.stretch_gps_start <= err.gps_start < piece.stretch_gps_end:
             continue
         edge = math.floor((err.gps_start - piece.stretch_gps_start) / config.stride_seconds)
         if piece.first_window < edge:
             drop_from[number] = max(0, edge - margin - piece.first_window)
     writer.add_bad_file(BadFile(str(err.path), err.gps_start, err.gps_end, str(err)), drop_from)
-    logger.warning(f"{segment.node}: {err}; its span GPS {err.gps_start:.3f}-{err.gps_end:.3f} "
+    logger.warning(f"{share.node}: {err}; its span GPS {err.gps_start:.3f}-{err.gps_end:.3f} "
                    "becomes a gap (data.on_bad_file = \"gap\"); streaming around it")

@@ -1,11 +1,11 @@
 """A client's part of the campaign: checkpoints while streaming, one HDF5 file when complete.
 
-While a client streams, the rows it receives are saved as **checkpoint chunks**
-``parts/<node>.chunks/p<piece>-<first row>-<end row>.npz`` (one array per output), each written
-under a temporary name and renamed, so a killed client leaves only whole chunks. A retried
-client resumes every piece after its last contiguous chunk.
+While a client streams, the rows it receives are saved as **checkpoints**
+``parts/<node>.checkpoints/p<piece>-<first row>-<end row>.npz`` (one array per output), each written
+under a temporary name and renamed, so a killed client leaves only whole checkpoints. A retried
+client resumes every piece after its last contiguous checkpoint.
 
-When every piece is done, the chunks are assembled into ``parts/<node>.h5`` (datasets
+When every piece is done, the checkpoints are assembled into ``parts/<node>.h5`` (datasets
 ``<output>/<piece>``, a row per window the piece's stream produced, warm-up included; the merge
 trims it), renamed into place, and then the sidecar ``parts/<node>.json`` (a
 ``records.PartRecord``) is written with ``complete``, the stream hash, the file's size and
@@ -31,14 +31,14 @@ from offline_iaas.records import (
     BadFiles,
     CheckpointStamp,
     ClientRun,
-    ClientSegment,
+    ClientShare,
     PartRecord,
-    segment_fields,
+    share_fields,
 )
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 
-CHUNK_NAME = re.compile(r"p(\d+)-(\d+)-(\d+)\.npz")
+CHECKPOINT_NAME = re.compile(r"p(\d+)-(\d+)-(\d+)\.npz")
 
 
 
@@ -49,45 +49,45 @@ file, ``data.on_bad_file = "gap"``): they count as done and are NaN in the part.
 
 
 class PartWriter:
-    """Checkpoints a client's rows as chunks; assembles and commits the part at the end.
+    """Saves a client's rows as checkpoints; assembles and commits the part at the end.
 
-    Chunks left by an earlier attempt of the same campaign are kept and resumed from; those of
+    Checkpoints left by an earlier attempt of the same campaign are kept and resumed from; those of
     another campaign (other config hash) or another plan are discarded. The bad frame files an
-    attempt met are kept beside the chunks (``bad_files``), so a retry streams around them
+    attempt met are kept beside the checkpoints (``bad_files``), so a retry streams around them
     from the start.
     """
 
     def __init__(
-        self, run: RunDir, segment: ClientSegment, outputs: tuple[str, ...], stream_hash: str,
+        self, run: RunDir, share: ClientShare, outputs: tuple[str, ...], stream_hash: str,
         row_shapes: dict[str, tuple[int, ...]] | None = None,
     ) -> None:
-        self.segment = segment
+        self.share = share
         self.outputs = outputs
         self.row_shapes = row_shapes or {}
         """Each output's row shape (``Outputs.row_shape``), for a piece that is all hole."""
         self.stream_hash = stream_hash
-        self.h5_path, self.json_path = run.part(segment.node)
-        self.chunk_dir = run.chunks(segment.node)
-        identity = CheckpointStamp.of(segment, stream_hash)
-        stamp = self.chunk_dir / "segment.json"
+        self.h5_path, self.json_path = run.part(share.node)
+        self.checkpoint_dir = run.checkpoints(share.node)
+        identity = CheckpointStamp.of(share, stream_hash)
+        stamp = self.checkpoint_dir / "share.json"
         try:
             try:
                 found = records.read_optional(CheckpointStamp, stamp)
             except RunError:  # an older offline-iaas's, or damaged: start again
                 found = None
             if stamp.exists() and found != identity:
-                shutil.rmtree(self.chunk_dir)
-            self.chunk_dir.mkdir(parents=True, exist_ok=True)
+                shutil.rmtree(self.checkpoint_dir)
+            self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
             if not stamp.exists():
                 records.write(identity, stamp)
         except OSError as err:
-            raise RunError(f"{segment.node}: cannot prepare {self.chunk_dir}: {err}") from None
+            raise RunError(f"{share.node}: cannot prepare {self.checkpoint_dir}: {err}") from None
 
-    def chunks(self) -> dict[int, list[tuple[int, int, Path]]]:
-        """Chunk files per piece, sorted by first row."""
+    def checkpoints(self) -> dict[int, list[tuple[int, int, Path]]]:
+        """Checkpoint files per piece, sorted by first row."""
         found: dict[int, list[tuple[int, int, Path]]] = {}
-        for path in self.chunk_dir.glob("p*.npz"):
-            match = CHUNK_NAME.fullmatch(path.name)
+        for path in self.checkpoint_dir.glob("p*.npz"):
+            match = CHECKPOINT_NAME.fullmatch(path.name)
             if match:
                 piece, start, stop = map(int, match.groups())
                 found.setdefault(piece, []).append((start, stop, path))
@@ -96,19 +96,19 @@ class PartWriter:
     def progress(self, holes: Holes | None = None) -> list[int]:
         """Rows of each piece saved (or in a hole) contiguously from row 0 (where a retry
         resumes)."""
-        done = [0] * len(self.segment.pieces)
-        chunks = self.chunks()
+        done = [0] * len(self.share.pieces)
+        checkpoints = self.checkpoints()
         for piece in range(len(done)):
             gaps = holes[piece] if holes else []
             done[piece] = _past_holes(0, gaps)
-            for start, stop, _ in chunks.get(piece, []):
+            for start, stop, _ in checkpoints.get(piece, []):
                 if start <= done[piece] < stop:
                     done[piece] = _past_holes(stop, gaps)
         return done
 
     @property
     def _bad_files_path(self) -> Path:
-        return self.chunk_dir / "bad-files.json"
+        return self.checkpoint_dir / "bad-files.json"
 
     def bad_files(self) -> list[BadFile]:
         """The bad frame files met so far."""
@@ -119,40 +119,40 @@ class PartWriter:
         """Record a bad frame file, and drop the checkpointed rows of each piece from the row
         ``drop_from`` gives it (rows near the new gap, computed before it was known)."""
         for piece, row in drop_from.items():
-            for _, stop, path in self.chunks().get(piece, []):
+            for _, stop, path in self.checkpoints().get(piece, []):
                 if stop > row:
                     path.unlink(missing_ok=True)
         records.write(BadFiles(files=(*self.bad_files(), entry)), self._bad_files_path)
 
-    def write_chunk(self, piece: int, start: int, rows: dict[str, np.ndarray]) -> None:
+    def write_checkpoint(self, piece: int, start: int, rows: dict[str, np.ndarray]) -> None:
         """Save rows ``[start, start + n)`` of a piece's stream, for every output."""
         count = len(next(iter(rows.values())))
-        path = self.chunk_dir / f"p{piece}-{start}-{start + count}.npz"
-        tmp = self.chunk_dir / f".tmp-{os.getpid()}-{path.name}"
+        path = self.checkpoint_dir / f"p{piece}-{start}-{start + count}.npz"
+        tmp = self.checkpoint_dir / f".tmp-{os.getpid()}-{path.name}"
         try:
             np.savez(tmp, **rows)
             os.replace(tmp, path)
         except OSError as err:  # a full disk, most likely
             tmp.unlink(missing_ok=True)
             raise (no_space(err, path) or RunError(
-                f"{self.segment.node}: cannot write checkpoint {path}: {err}")) from None
+                f"{self.share.node}: cannot write checkpoint {path}: {err}")) from None
 
     def commit(self, run_record: ClientRun | None = None, holes: Holes | None = None) -> None:
-        """Assemble the chunks into the part file (hole rows NaN), rename it, then write the
+        """Assemble the checkpoints into the part file (hole rows NaN), rename it, then write the
         sidecar (``run_record``: how the client ran; None: it did not stream, as in tests)."""
         if run_record is None:
             run_record = ClientRun(wall_seconds=0.0, peak_rss_mb=peak_rss_mb(), reconnects=0,
                                    first_request_unix=None, last_response_unix=None,
                                    tensor_bytes_sent=0, servers=())
         tmp = self.h5_path.with_name(f".{self.h5_path.name}.{os.getpid()}.tmp")
-        chunks = self.chunks()
+        checkpoints = self.checkpoints()
         try:
             with h5py.File(tmp, "w") as f:
-                for number, piece in enumerate(self.segment.pieces):
+                for number, piece in enumerate(self.share.pieces):
                     gaps = holes[number] if holes else []
                     datasets: dict[str, h5py.Dataset] = {}
                     filled = _past_holes(0, gaps)
-                    for start, stop, path in chunks.get(number, []):
+                    for start, stop, path in checkpoints.get(number, []):
                         if stop <= filled:
                             continue  # rows saved twice (a resumed attempt): keep the first
                         with np.load(path) as rows:
@@ -162,29 +162,29 @@ class PartWriter:
                                         f, output, number, piece.windows, rows[output].shape[1:])
                                 datasets[output][filled:stop] = rows[output][filled - start :]
                         filled = _past_holes(stop, gaps)
-                    for output in self.outputs:  # a piece all in a gap has no chunk
+                    for output in self.outputs:  # a piece all in a gap has no checkpoint
                         if output not in datasets:
                             self._dataset(f, output, number, piece.windows,
                                           self.row_shapes.get(output, ()))
                     if filled != piece.windows:
                         raise RunError(
-                            f"{self.segment.node}: piece {number} has {filled} of "
+                            f"{self.share.node}: piece {number} has {filled} of "
                             f"{piece.windows} rows checkpointed"
                         )
                 f.attrs["stream_hash"] = self.stream_hash
-                f.attrs["node"] = self.segment.node
+                f.attrs["node"] = self.share.node
             os.replace(tmp, self.h5_path)
         except OSError as err:
             tmp.unlink(missing_ok=True)
             raise (no_space(err, self.h5_path) or RunError(
-                f"{self.segment.node}: cannot write {self.h5_path}: {err}")) from None
+                f"{self.share.node}: cannot write {self.h5_path}: {err}")) from None
         sidecar = PartRecord(
-            complete=True, **segment_fields(self.segment), **dict(run_record),
+            complete=True, **share_fields(self.share), **dict(run_record),
             stream_hash=self.stream_hash, outputs=self.outputs,
             sha256=file_sha256(self.h5_path), bytes=self.h5_path.stat().st_size,
             bad_files=tuple(self.bad_files()))
         records.write(sidecar, self.json_path)
-        shutil.rmtree(self.chunk_dir, ignore_errors=True)
+        shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
 
 
     @staticmethod

@@ -15,36 +15,36 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile
-from offline_iaas.data.frames import iter_chunks
+from offline_iaas.data.frames import iter_reads
 from offline_iaas.records import Piece
 
 
 def piece_samples(
     config: CampaignConfig, frames: list[FrameFile], piece: Piece, from_window: int = 0
 ) -> Iterator[np.ndarray]:
-    """A piece's samples at the model rate from stream window ``from_window``, chunk by chunk."""
-    return iter_chunks(
+    """A piece's samples at the model rate from stream window ``from_window``, read by read."""
+    return iter_reads(
         frames,
         config.stream_channels,
         piece.gps_start + from_window * config.stride_seconds,
         piece.gps_end,
         config.data.sample_rate,
-        config.client.chunk_seconds,
+        config.client.read_seconds,
         (piece.stretch_gps_start, piece.stretch_gps_end),
     )
 
 
 def request_updates(
-    chunks: Iterator[np.ndarray], sizes_samples: list[int]
+    reads: Iterator[np.ndarray], sizes_samples: list[int]
 ) -> Iterator[np.ndarray]:
-    """Cut a stream of chunks into updates of the given lengths (samples per channel)."""
+    """Cut a stream of reads into updates of the given lengths (samples per channel)."""
     pending: list[np.ndarray] = []
     held = 0
     for size in sizes_samples:
         while held < size:
-            chunk = next(chunks)
-            pending.append(chunk)
-            held += chunk.shape[1]
+            read = next(reads)
+            pending.append(read)
+            held += read.shape[1]
         joined = pending[0] if len(pending) == 1 else np.concatenate(pending, axis=1)
         yield joined[:, :size]
         rest = joined[:, size:]

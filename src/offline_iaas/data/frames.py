@@ -1,4 +1,4 @@
-"""Reading frames at the model sample rate (``read_span``, ``iter_chunks``).
+"""Reading frames at the model sample rate (``read_span``, ``iter_reads``).
 
 Sample grid
     A read covers ``[gps_start, gps_end)`` of a *span* ``(span_start, span_end)``: model sample
@@ -20,7 +20,7 @@ Resampling
     fixed function of the span's samples. A read of ``[t0, t1)`` reads the input with a margin
     of ``DECIMATION_HALF`` model samples on both sides, clipped to the span, and evaluates the
     sum with ``scipy.signal.upfirdn`` (direct form, same summation order for every output), so
-    any chunking gives bit-identical values to one read of the whole span. The first and last
+    any cut into reads gives bit-identical values to one read of the whole span. The first and last
     ``DECIMATION_HALF`` samples of the span see the truncated filter (edge effect).
 """
 
@@ -220,20 +220,20 @@ def _resample(
     return filtered[offset : offset + (k1 - k0)].astype(np.float32)
 
 
-def iter_chunks(
+def iter_reads(
     frames: Sequence[FrameFile],
     channels: Sequence[str],
     gps_start: float,
     gps_end: float,
     sample_rate: float,
-    chunk_seconds: float,
+    read_seconds: float,
     span: tuple[float, float] | None = None,
 ) -> Iterator[np.ndarray]:
-    """``read_span`` of ``[gps_start, gps_end)`` in consecutive chunks of ``chunk_seconds``.
+    """``read_span`` of ``[gps_start, gps_end)`` in consecutive reads of ``read_seconds``.
 
-    Chunk boundaries are on the model sample grid (``floor(chunk_seconds * sample_rate)``
-    samples each, the last one shorter); the concatenation of the chunks equals ``read_span``
-    over the whole range, bit for bit. Each chunk reads only the files it needs.
+    Read boundaries are on the model sample grid (``floor(read_seconds * sample_rate)``
+    samples each, the last one shorter); the concatenation of the reads equals ``read_span``
+    over the whole range, bit for bit. Each read opens only the files it needs.
 
     Yields
     ------
@@ -243,7 +243,7 @@ def iter_chunks(
     span_start, span_end = span if span is not None else (gps_start, gps_end)
     k0 = _grid_index(gps_start, span_start, sample_rate, "gps_start")
     k1 = _grid_index(gps_end, span_start, sample_rate, "gps_end")
-    step = max(1, int(math.floor(chunk_seconds * sample_rate + 1e-9)))
+    step = max(1, int(math.floor(read_seconds * sample_rate + 1e-9)))
     for k in range(k0, k1, step):
         end = min(k + step, k1)
         yield read_span(

@@ -1,20 +1,20 @@
-"""The merge tree's last node: ``output/campaign.h5`` as an index over the chunk merges.
+"""The merge tree's last node: ``output/campaign.h5`` as an index over the shard merges.
 
 Each time series of the campaign (``statistic/<GPS>``, ``noise/<IFO>/<GPS>``...: one per
 stretch, as the single merge writes them) becomes a dataset with HDF5 **external storage**
-pointing at the bytes of the chunk files' contiguous datasets, in time order: no sample is
+pointing at the bytes of the shard files' contiguous datasets, in time order: no sample is
 copied, and ``h5py``, ``read_campaign`` and gwpy's ``TimeSeries.read(path, ...)`` read it as
 before. (Virtual datasets and external links would be the usual choices, but gwpy opens the
 file through a Python file object, and HDF5 then cannot open the source files: it reads the
 fill value, zeros, without an error. External storage is read with plain file I/O.) The
-chunk files are named by absolute path: a moved run directory's index fails loudly ("unable
-to open external raw data file"), a copy's reads the original's chunks; ``run-local`` at the
+shard files are named by absolute path: a moved run directory's index fails loudly ("unable
+to open external raw data file"), a copy's reads the original's shards; ``run-local`` at the
 new place writes the index again first (``completeness.written_elsewhere``), in seconds.
 
-The campaign-wide numbers are computed here from the chunks' products
+The campaign-wide numbers are computed here from the shards' products
 (``postprocess.summarize``): the triggers' FAR over the whole background, found/missed, the
 ASD numbers of the held-out run, and the GWF files' LAL cache and segment lists, the files
-themselves hard-linked from the chunks into ``output/frames``.
+themselves hard-linked from the shards into ``output/frames``.
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ import h5py
 import numpy as np
 
 from offline_iaas import records
-from offline_iaas.completeness import Hashes, chunk_problem
+from offline_iaas.completeness import Hashes, shard_problem
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import RunError, raise_if_no_space
-from offline_iaas.merge.chunk_merge import SERIES_GROUPS, read_products
 from offline_iaas.merge.layout import gps_text, series_attrs
 from offline_iaas.merge.postprocess import summarize
 from offline_iaas.merge.products import campaign_provenance
+from offline_iaas.merge.shard_merge import SERIES_GROUPS, read_products
 from offline_iaas.merge.stitch import (
     bad_files,
     campaign_stretches,
@@ -49,45 +49,45 @@ from offline_iaas.merge.stitch import (
 )
 from offline_iaas.merge.tree import stretch_series
 from offline_iaas.records import (
-    ChunkSummary,
     DatasetOffset,
     RunInfo,
-    read_chunk_job,
+    ShardSummary,
     read_client_job,
+    read_shard_job,
 )
 from offline_iaas.rundir import RunDir
 
 logger = logging.getLogger(__name__)
 
 
-def check_chunks(run: RunDir, config: CampaignConfig, nodes: tuple[str, ...]) -> list[str]:
-    """Every problem with the chunk merges' outputs, one line each
-    (``completeness.chunk_problem``: the checksum of a chunk file is read only when the file
+def check_shards(run: RunDir, config: CampaignConfig, nodes: tuple[str, ...]) -> list[str]:
+    """Every problem with the shard merges' outputs, one line each
+    (``completeness.shard_problem``: the checksum of a shard file is read only when the file
     changed after its summary was written; the index does not read the series)."""
     hashes = Hashes.of(config)
     problems = []
     for node in nodes:
-        problem = chunk_problem(run, node, hashes, read_chunk_job(run, node))
+        problem = shard_problem(run, node, hashes, read_shard_job(run, node))
         if problem is not None:
             problems.append(f"{node}: {problem}")
     return problems
 
 
 def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
-    """Write ``output/campaign.h5`` over the chunk merges of ``run``; return its path."""
-    nodes = run_info.chunks
-    problems = check_chunks(run, config, nodes)
+    """Write ``output/campaign.h5`` over the shard merges of ``run``; return its path."""
+    nodes = run_info.shards
+    problems = check_shards(run, config, nodes)
     if problems:
-        raise RunError(f"cannot index the chunk merges of {run.path}: " + "; ".join(problems))
+        raise RunError(f"cannot index the shard merges of {run.path}: " + "; ".join(problems))
     started, cpu = time.monotonic(), time.process_time()
     out_path, status_path = run.output
     status_path.unlink(missing_ok=True)
-    chunks = {node: records.read(ChunkSummary, run.chunk_output(node)[1]) for node in nodes}
-    segments = [read_client_job(run, node) for node in run_info.clients]
-    bad = bad_files(run, segments)
-    stretches = campaign_stretches(config, segments, bad)
+    shards = {node: records.read(ShardSummary, run.shard_output(node)[1]) for node in nodes}
+    shares = [read_client_job(run, node) for node in run_info.clients]
+    bad = bad_files(run, shares)
+    stretches = campaign_stretches(config, shares, bad)
     if not stretches:
-        raise no_data_analysed(run, config, segments, bad)
+        raise no_data_analysed(run, config, shares, bad)
     training = dict(run_info.training)
     for stale in out_path.parent.glob(f".{out_path.name}.*.tmp"):
         stale.unlink(missing_ok=True)
@@ -97,8 +97,8 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
     linked = "noise" in config.outputs.names
     try:
         with h5py.File(tmp, "w") as f:
-            _series(f, run, config, stretches, nodes, chunks)
-            products = [read_products(run.chunk_output(n)[0], chunks[n]) for n in nodes]
+            _series(f, run, config, stretches, nodes, shards)
+            products = [read_products(run.shard_output(n)[0], shards[n]) for n in nodes]
             if linked:
                 shutil.rmtree(frames_tmp, ignore_errors=True)
                 products = _link_frames(run, nodes, products, frames_dir, frames_tmp)
@@ -106,8 +106,8 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
                                 frames_tmp if linked else None)
             bounds = np.array([[s.gps_start, s.gps_end] for s in stretches], dtype=np.float64)
             f.attrs.update({
-                "clients": len(segments), "servers": config.layout.servers,
-                "producer": "merge", "chunks": len(nodes),
+                "clients": len(shares), "servers": config.layout.servers,
+                "producer": "merge", "shards": len(nodes),
                 "stream_hash": config.stream_hash(), "merge_hash": config.merge_hash(),
                 "stretches": bounds, "mode": config.model.mode,
                 "provenance": json.dumps(
@@ -122,42 +122,42 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
         raise_if_no_space(err, out_path)
         raise
     wall = time.monotonic() - started
-    chunk_walls = [chunks[n].wall_seconds for n in nodes]
+    shard_walls = [shards[n].wall_seconds for n in nodes]
     written = write_summary(status_path, {
         **merge_record(run, config, stretches, wall, time.process_time() - cpu),
-        "chunks": len(nodes),
-        "chunk_wall_seconds": {"total": sum(chunk_walls), "max": max(chunk_walls, default=0.0)},
-        "chunk_setup_seconds": sum(chunks[n].setup_seconds for n in nodes),
-        "chunk_cpu_seconds": sum(chunks[n].cpu_seconds for n in nodes),
-        "chunk_data_seconds": sum(chunks[n].data_seconds for n in nodes),
+        "shards": len(nodes),
+        "shard_wall_seconds": {"total": sum(shard_walls), "max": max(shard_walls, default=0.0)},
+        "shard_setup_seconds": sum(shards[n].setup_seconds for n in nodes),
+        "shard_cpu_seconds": sum(shards[n].cpu_seconds for n in nodes),
+        "shard_data_seconds": sum(shards[n].data_seconds for n in nodes),
         "bad_frame_files": bad,
         **summary,
     })
-    logger.info(f"merge: index of {len(nodes)} chunk merges -> {out_path} in {wall:.1f} s")
+    logger.info(f"merge: index of {len(nodes)} shard merges -> {out_path} in {wall:.1f} s")
     log_summary(written, run)
     report_quietly(run)
     return out_path
 
 
-def _groups(chunks: dict[str, ChunkSummary]) -> set[str]:
-    return {d.name.split("/", 1)[0] for r in chunks.values() for d in r.datasets}
+def _groups(shards: dict[str, ShardSummary]) -> set[str]:
+    return {d.name.split("/", 1)[0] for r in shards.values() for d in r.datasets}
 
 
 def _series(f: h5py.File, run: RunDir, config: CampaignConfig, stretches: list,
-            nodes: tuple[str, ...], chunks: dict[str, ChunkSummary]) -> None:
-    """One dataset per stretch and series, its bytes in the chunk files (external storage)."""
+            nodes: tuple[str, ...], shards: dict[str, ShardSummary]) -> None:
+    """One dataset per stretch and series, its bytes in the shard files (external storage)."""
     # per (group path without the GPS, stretch x0 text): [(x0 of the piece, dataset record,
-    # chunk file)]
+    # shard file)]
     pieces: dict[str, list[tuple[float, DatasetOffset, Path]]] = {}
     for node in nodes:
-        path = run.chunk_output(node)[0].resolve()
-        for d in chunks[node].datasets:
+        path = run.shard_output(node)[0].resolve()
+        for d in shards[node].datasets:
             pieces.setdefault(d.name.rsplit("/", 1)[0], []).append((d.x0, d, path))
     starts = {}
     for path, found in pieces.items():
         found.sort(key=lambda p: p[0])
         starts[path] = [p[0] for p in found]
-    groups = _groups(chunks)
+    groups = _groups(shards)
     for stretch in stretches:
         series = stretch_series(config, stretch)
         for group in SERIES_GROUPS:
@@ -174,7 +174,7 @@ def _series(f: h5py.File, run: RunDir, config: CampaignConfig, stretches: list,
                 found = pieces.get(path, [])[lo:hi]
                 shape = (length, *found[0][1].shape[1:]) if found else (length,)
                 if group == "slides" and not found:
-                    shape = (length, config.bbhnet.time_shifts)
+                    shape = (length, config.bbhnet.slides)
                 dataset = _external(f, f"{path}/{gps_text(x0)}", shape, found, x0, step)
                 series_attrs(dataset, config, group, index, x0)
 
@@ -188,12 +188,12 @@ def _external(f: h5py.File, name: str, shape: tuple[int, ...],
     for piece_x0, d, path in found:
         at = round((piece_x0 - x0) / step)
         if at != expected or d.offset is None:
-            raise RunError(f"{name}: the chunk merges' pieces do not tile it ({path}: "
+            raise RunError(f"{name}: the shard merges' pieces do not tile it ({path}: "
                            f"{d.name} starts at value {at}, expected {expected})")
         expected += d.shape[0]
         external.append((str(path), d.offset, d.nbytes))
     if expected != shape[0]:
-        raise RunError(f"{name}: the chunk merges hold {expected} of its {shape[0]} values")
+        raise RunError(f"{name}: the shard merges hold {expected} of its {shape[0]} values")
     if not external:
         return f.create_dataset(name, shape=shape, dtype=np.float32)
     return f.create_dataset(name, shape=shape, dtype=np.float32, external=external)
@@ -201,12 +201,12 @@ def _external(f: h5py.File, name: str, shape: tuple[int, ...],
 
 def _link_frames(run: RunDir, nodes: tuple[str, ...], products: list, frames_dir: Path,
                  frames_tmp: Path) -> list:
-    """Hard-link (or copy) every chunk's GWF files into ``frames_tmp``; the products then name
+    """Hard-link (or copy) every shard's GWF files into ``frames_tmp``; the products then name
     them where they will be, in ``frames_dir``."""
     for node, part in zip(nodes, products, strict=True):
         moved = []
         for ifo, name, gps, seconds in part.frame_files:
-            source = run.chunk_frames(node) / name
+            source = run.shard_frames(node) / name
             target = frames_tmp / name
             target.parent.mkdir(parents=True, exist_ok=True)
             try:

@@ -79,7 +79,7 @@ def injection_results(
             logger.warning(f"BBHnet: {cut_bound_line(near_cut)}")
     if ifar_years is None:
         result["sensitivity"] = {"note": "VT against IFAR needs a background: set "
-                                 "bbhnet.time_shifts (time slides formed on the servers)",
+                                 "bbhnet.slides (time slides formed on the servers)",
                                  "population": listed.population, "counts": counts}
         return result
     if not background_livetime_seconds:  # no slide formed outside the cuts

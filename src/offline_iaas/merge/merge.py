@@ -2,10 +2,10 @@
 
 The merge refuses to write anything when a part is missing, incomplete, from another campaign,
 altered after it was written, or when the pieces do not tile every stretch exactly; the message
-names every such part (``merge/stitch.py``). With chunk merges in the DAG
-(``merge.chunk_seconds``) the merge node writes their index instead (``merge/index.py``).
-``output/campaign.json``, written last, records the output file's SHA-256 (with chunk merges:
-the index file's; the chunks' records hold their sizes) and the campaign's config hash (the
+names every such part (``merge/stitch.py``). With shard merges in the DAG
+(``merge.shard_seconds``) the merge node writes their index instead (``merge/index.py``).
+``output/campaign.json``, written last, records the output file's SHA-256 (with shard merges:
+the index file's; the shards' records hold their sizes) and the campaign's config hash (the
 parts' sidecars ``parts/<node>.json`` record theirs).
 """
 
@@ -41,35 +41,35 @@ logger = logging.getLogger(__name__)
 def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     """Merge the parts of ``run`` into ``output/campaign.h5``; return its path.
 
-    With chunk merges in the DAG (``merge.chunk_seconds``) the chunks are merged already and
+    With shard merges in the DAG (``merge.shard_seconds``) the shards are merged already and
     this writes their index (``merge/index.py``). ``progress`` counts the windows merged and
     notes the part being copied.
     """
     config = load_config(run.config)
     run_info = records.read_run_info(run)
-    if run_info.chunks:
+    if run_info.shards:
         from offline_iaas.merge.index import write_index
 
         return write_index(run, config, run_info)
     nodes = run_info.clients
-    segments = [read_client_job(run, node) for node in nodes]
-    problems = check_parts(run, config, segments)
+    shares = [read_client_job(run, node) for node in nodes]
+    problems = check_parts(run, config, shares)
     if problems:
         raise RunError(f"cannot merge {run.path}: " + "; ".join(problems))
     started, cpu = time.monotonic(), time.process_time()
     out_path, status_path = run.output
     status_path.unlink(missing_ok=True)
     frames = discover_frames(config) if "noise" in config.outputs.names else None
-    bad = bad_files(run, segments)
-    stretches = campaign_stretches(config, segments, bad)
+    bad = bad_files(run, shares)
+    stretches = campaign_stretches(config, shares, bad)
     if not stretches:
-        raise no_data_analysed(run, config, segments, bad)
+        raise no_data_analysed(run, config, shares, bad)
     writer = CampaignWriter(out_path, config, stretches, run.output_frames,
                             dict(run_info.training), run_info.model, bad_files=bad)
     try:
-        stage_parts(run, config, segments, writer, MERGE_NODE, progress, stretches)
+        stage_parts(run, config, shares, writer, MERGE_NODE, progress, stretches)
         summary = writer.commit(
-            {"clients": len(segments), "servers": config.layout.servers, "producer": "merge"},
+            {"clients": len(shares), "servers": config.layout.servers, "producer": "merge"},
             frames,
         )
     except BaseException as err:
@@ -79,8 +79,8 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     wall = time.monotonic() - started
     record = merge_record(run, config, stretches, wall, time.process_time() - cpu)
     written = write_summary(status_path, {**record, **summary, "bad_frame_files": bad})
-    kept = sum(seg.kept_windows for seg in segments)
-    logger.info(f"merge: {len(segments)} parts, {kept} windows -> {out_path} in {wall:.1f} s")
+    kept = sum(share.kept_windows for share in shares)
+    logger.info(f"merge: {len(shares)} parts, {kept} windows -> {out_path} in {wall:.1f} s")
     log_summary(written, run)
     report_quietly(run)
     return out_path

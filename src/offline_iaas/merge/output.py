@@ -17,8 +17,8 @@ path="statistic/1262304001")`` (``read_campaign`` reads them all):
   slide's clustered statistic, the time being the first detector's, ordered by shift, then
   time.
 
-With chunk merges (``merge.chunk_seconds``) the merge node writes the same datasets as an index
-whose bytes lie in the chunks' files (``merge/index.py``).
+With shard merges (``merge.shard_seconds``) the merge node writes the same datasets as an index
+whose bytes lie in the shards' files (``merge/index.py``).
 
 There are no samples inside gaps. Provenance goes on the file's attributes (gwpy refuses extra
 dataset attributes), with the stretches as ``stretches`` (rows of GPS start, end). The
@@ -43,7 +43,7 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import raise_if_no_space
-from offline_iaas.merge.postprocess import ChunkProducts, postprocess, summarize
+from offline_iaas.merge.postprocess import ShardProducts, postprocess, summarize
 from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.merge.tree import StretchExtent, whole_extents
 from offline_iaas.records import BadFile, ServedModel
@@ -55,7 +55,7 @@ class CampaignWriter:
 
     The rows clients send are staged in a temporary file; ``commit`` post-processes them into
     the output. The single merge and the reference write every stretch whole
-    (``extents=None``); a chunk merge (``merge/chunk_merge.py``) writes its chunk's
+    (``extents=None``); a shard merge (``merge/shard_merge.py``) writes its shard's
     ``StretchExtent``s and reads their padding.
 
     Parameters
@@ -123,7 +123,7 @@ class CampaignWriter:
                 if output == "statistic":
                     shapes = {f"statistic/{e.stretch.index}": (rows,)}
                 elif output == "background":
-                    shapes = {f"slides/{e.stretch.index}": (rows, config.bbhnet.time_shifts)}
+                    shapes = {f"slides/{e.stretch.index}": (rows, config.bbhnet.slides)}
                 else:  # noise, noise_canary: one series per interferometer
                     shapes = {f"{output}/{ifo}/{e.stretch.index}": (rows * stride,)
                               for ifo in config.ifos}
@@ -167,7 +167,7 @@ class CampaignWriter:
         self.close(attrs)
         return summary
 
-    def postprocess(self, frames: list | None) -> ChunkProducts:
+    def postprocess(self, frames: list | None) -> ShardProducts:
         """Write the owned values, clean the strain into GWF files, cluster the triggers."""
         if self.frames_dir is not None and "noise" in self.outputs:
             self.frames_tmp = self.frames_dir.with_name(

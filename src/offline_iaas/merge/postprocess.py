@@ -49,9 +49,9 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class ChunkProducts:
+class ShardProducts:
     """What one merge's post-processing hands to :func:`summarize` (the single merge's whole
-    campaign, or one chunk's, read back by the index: ``merge/index.py``)."""
+    campaign, or one shard's, read back by the index: ``merge/index.py``)."""
 
     triggers: np.ndarray | None = None
     """The owned clustered statistic: ``time``, ``statistic`` (modes with triggers)."""
@@ -66,10 +66,10 @@ class ChunkProducts:
     """Per interferometer, the ``valid`` and ``flagged`` spans of those files."""
 
 
-def postprocess(writer: Any, frames: list | None, frames_dir: Path | None) -> ChunkProducts:
+def postprocess(writer: Any, frames: list | None, frames_dir: Path | None) -> ShardProducts:
     """Write ``writer``'s owned values (a ``CampaignWriter``), with the cleaned strain and its
     GWF files (into ``frames_dir``), and cluster its triggers."""
-    products = ChunkProducts()
+    products = ShardProducts()
     config = writer.config
     if "statistic" in writer.outputs:
         _copy_owned(writer)
@@ -143,7 +143,7 @@ def held_out_choice(config: CampaignConfig, stretches: list[Stretch],
 
 
 def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
-                  products: ChunkProducts) -> None:
+                  products: ShardProducts) -> None:
     """The owned cleaned strain (and the canary's) into the HDF5 file and (``frames_dir``) the
     gated GWF files; the owned part of the held-out run into ``products``."""
     from offline_iaas.data.frames import read_span
@@ -215,7 +215,7 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
         products.frame_files, products.frame_spans = gwf.finish()
 
 
-def _cluster(writer: Any, products: ChunkProducts) -> None:
+def _cluster(writer: Any, products: ShardProducts) -> None:
     """The owned triggers, and with time slides the owned background less the cuts."""
     config = writer.config
     dx = config.stride_seconds
@@ -236,7 +236,7 @@ def _cluster(writer: Any, products: ChunkProducts) -> None:
             continue
         staged = writer.stage[writer.names[("background", e.stretch.index)][0]][()]
         for k in range(staged.shape[1]):
-            lag = (k + 1) * config.bbhnet.shift_seconds
+            lag = (k + 1) * config.bbhnet.slide_seconds
             # a slide's series starts at its first formed window (NaN before it)
             start = max(0, first_formed_window(config, k + 1) - e.rows[0])
             keep = _owned_maxima(staged[start:, k], half, e, start)
@@ -277,7 +277,7 @@ def _background_cuts(config: CampaignConfig, training: dict[str, list[float]]
 
 
 def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
-              training: dict[str, list[float]], products: list[ChunkProducts],
+              training: dict[str, list[float]], products: list[ShardProducts],
               frames_dir: Path | None) -> dict[str, Any]:
     """The campaign-wide numbers from every merge's products, in time order: the ASD
     numbers and the GWF files' cache and segment lists (into ``frames_dir``), the triggers with
@@ -360,14 +360,14 @@ def _analysed(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple[fl
 
 
 def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
-              training: dict[str, list[float]], products: list[ChunkProducts]
+              training: dict[str, list[float]], products: list[ShardProducts]
               ) -> dict[str, Any]:
     found = [p.triggers for p in products if p.triggers is not None]
     triggers = np.concatenate(found) if found else np.zeros(0, TRIGGER_COLUMNS)
     t, v = triggers["time"], triggers["statistic"]
     analysed = _analysed(config, stretches)
     listed = campaign_injections(config)
-    slides = config.time_slides
+    slides = config.has_slides
     columns = TRIGGER_COLUMNS + ([("far", "f8"), ("ifar", "f8")] if slides else [])
     table = np.zeros(len(t), dtype=columns)
     table["time"], table["statistic"] = t, v
@@ -378,17 +378,17 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
         background = np.concatenate(parts) if parts else np.zeros(0, BACKGROUND_COLUMNS)
         background = background[np.lexsort((background["time"], background["shift"]))]
         cuts = _background_cuts(config, training)
-        livetime = sum(slide_livetime(span, cuts, (k + 1) * config.bbhnet.shift_seconds)
-                       for span in analysed for k in range(config.bbhnet.time_shifts))
+        livetime = sum(slide_livetime(span, cuts, (k + 1) * config.bbhnet.slide_seconds)
+                       for span in analysed for k in range(config.bbhnet.slides))
         table["far"], table["ifar"] = false_alarm_rates(v, background["statistic"], livetime)
         if livetime == 0:
             logger.warning(
                 "BBHnet: no time slide is formed outside the cuts (each stretch is shorter than "
-                f"its warm-up and {config.bbhnet.shift_seconds:g} s, or the injections' "
+                f"its warm-up and {config.bbhnet.slide_seconds:g} s, or the injections' "
                 "neighbourhoods take the rest): no background, every trigger's IFAR is 0")
         file.create_dataset("background", data=background)
-        result.update({"time_shifts": config.bbhnet.time_shifts,
-                       "shift_seconds": config.bbhnet.shift_seconds,
+        result.update({"time_shifts": config.bbhnet.slides,
+                       "shift_seconds": config.bbhnet.slide_seconds,
                        "analysed_seconds": float(sum(b - a for a, b in analysed)),
                        "background_triggers": int(len(background)),
                        "background_livetime_seconds": livetime,

@@ -1,6 +1,6 @@
 """What every merge node does with the parts: check them, stage the rows it needs into a
 ``CampaignWriter`` block by block (memory does not grow with the span), and report afterwards.
-``merge/merge.py`` (the single merge) and ``merge/chunk_merge.py`` (a chunk merge) use it."""
+``merge/merge.py`` (the single merge) and ``merge/shard_merge.py`` (a shard merge) use it."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from offline_iaas.errors import DataError, RunError
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
-from offline_iaas.records import BadFile, CampaignSummary, ClientSegment, PartRecord, Piece
+from offline_iaas.records import BadFile, CampaignSummary, ClientShare, PartRecord, Piece
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import (
@@ -38,26 +38,26 @@ BLOCK_ROWS = 1 << 12
 
 
 def check_parts(
-    run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
+    run: RunDir, config: CampaignConfig, shares: list[ClientShare],
     read: set[str] | None = None,
 ) -> list[str]:
     """Every problem with the parts, one line each (empty when they tile every stretch).
 
-    ``read``: the clients whose parts are checked (a chunk merge's parents); None: all. Each is
+    ``read``: the clients whose parts are checked (a shard merge's parents); None: all. Each is
     checked by ``completeness.part_problem`` with its checksum verified (the merge reads it
     next); the tiling is checked on every client's job spec.
     """
     problems = []
     hashes = Hashes.of(config)
-    for seg in segments:
-        if read is not None and seg.node not in read:
+    for share in shares:
+        if read is not None and share.node not in read:
             continue
-        problem = part_problem(run, seg.node, hashes, seg, verify=True)
+        problem = part_problem(run, share.node, hashes, share, verify=True)
         if problem is not None:
-            problems.append(f"{seg.node}: {problem}")
-    for stretch in stretches_of(segments):
+            problems.append(f"{share.node}: {problem}")
+    for stretch in stretches_of(shares):
         pieces = sorted(
-            ((p.output_start, p.output_stop, s.node) for s in segments for p in s.pieces
+            ((p.output_start, p.output_stop, s.node) for s in shares for p in s.pieces
              if p.stretch == stretch.index),
         )
         expected = config.stretch_warmup_windows
@@ -74,27 +74,27 @@ def check_parts(
     return problems
 
 
-def bad_files(run: RunDir, segments: list[ClientSegment], read: set[str] | None = None
+def bad_files(run: RunDir, shares: list[ClientShare], read: set[str] | None = None
               ) -> list[BadFile]:
     """The bad frame files left out as gaps (``data.on_bad_file = "gap"``), each once, in GPS
     order: make-dag's (``run.json``) and those the parts' sidecars record (``read``: of these
     clients only; None: all)."""
     found = list(records.read_run_info(run).bad_frame_files)
-    for seg in segments:
-        if read is None or seg.node in read:
-            sidecar = records.read_optional(PartRecord, run.part(seg.node)[1])
+    for share in shares:
+        if read is None or share.node in read:
+            sidecar = records.read_optional(PartRecord, run.part(share.node)[1])
             found += sidecar.bad_files if sidecar is not None else ()
     return records.bad_files_of(found)
 
 
-def campaign_stretches(config: CampaignConfig, segments: list[ClientSegment],
+def campaign_stretches(config: CampaignConfig, shares: list[ClientShare],
                        bad: list[BadFile]) -> list[Stretch]:
     """The stretches the output has: the planned ones (the job specs') less the spans of the
     bad frame files met while streaming (``segments.without_bad_files``)."""
-    return without_bad_files(config, stretches_of(segments), [e.span for e in bad])
+    return without_bad_files(config, stretches_of(shares), [e.span for e in bad])
 
 
-def analysed_windows(config: CampaignConfig, segments: list[ClientSegment],
+def analysed_windows(config: CampaignConfig, shares: list[ClientShare],
                      stretches: list[Stretch]) -> dict[str, int]:
     """Windows of output each client's part holds data for (what the merge stages from it):
     its kept windows less those that the bad frame files' gaps leave out (``stretches``: the
@@ -105,9 +105,9 @@ def analysed_windows(config: CampaignConfig, segments: list[ClientSegment],
         first = max(0, bisect.bisect_right(starts, piece.stretch_gps_start) - 1)
         return stretches[first:bisect.bisect_left(starts, piece.stretch_gps_end)]
 
-    return {seg.node: sum(sub.output_stop - sub.output_start for piece in seg.pieces
+    return {share.node: sum(sub.output_stop - sub.output_start for piece in share.pieces
                           for sub in sub_pieces(config, piece, near(piece)))
-            for seg in segments}
+            for share in shares}
 
 
 def analysed_seconds(config: CampaignConfig, stretches: list[Stretch]) -> float:
@@ -115,12 +115,12 @@ def analysed_seconds(config: CampaignConfig, stretches: list[Stretch]) -> float:
     return sum(s.kept_windows(config) for s in stretches) * config.stride_seconds
 
 
-def no_data_analysed(run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
+def no_data_analysed(run: RunDir, config: CampaignConfig, shares: list[ClientShare],
                      bad: list[BadFile]) -> DataError:
     """What a merge says when the bad frame files leave no data to analyse: it records so in
     ``output/campaign.json`` (``"complete": false``, zero analysed seconds, the files), so
     that nothing takes the run for done, and returns the one-line error naming that file."""
-    planned = stretches_of(segments)
+    planned = stretches_of(shares)
     summary_path = run.output[1]
     write_summary(summary_path, {
         "complete": False, "analysed_seconds": 0.0,
@@ -143,7 +143,7 @@ def no_data_analysed(run: RunDir, config: CampaignConfig, segments: list[ClientS
                      "(bad_frame_files)")
 
 
-def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegment],
+def stage_parts(run: RunDir, config: CampaignConfig, shares: list[ClientShare],
                 writer: CampaignWriter, node: str, progress: NullProgress = NO_PROGRESS,
                 stretches: list[Stretch] | None = None) -> None:
     """Copy the kept rows of the parts that ``writer`` stages into it, block by block
@@ -157,31 +157,31 @@ def stage_parts(run: RunDir, config: CampaignConfig, segments: list[ClientSegmen
         in a gap, or a network that returned NaN), or with time slides not NaN exactly where
         a slide is not formed (``stretches.slides_formed``).
     """
-    stretches = stretches_of(segments) if stretches is None else stretches
+    stretches = stretches_of(shares) if stretches is None else stretches
     index = {s.gps_start: s.index for s in stretches}
     warmup = config.stretch_warmup_windows
     needed = []
-    for seg in segments:
-        for number, piece in enumerate(seg.pieces):
+    for share in shares:
+        for number, piece in enumerate(share.pieces):
             for sub in sub_pieces(config, piece, stretches):
                 stretch = index[sub.stretch_gps_start]
                 kept = sub.output_start - part_offset(config, sub) - warmup
                 lo, hi = writer.wanted(stretch, kept, sub.output_stop - sub.output_start)
                 if hi > lo:
                     row = sub.output_start - piece.first_window + lo - kept
-                    needed.append((seg, number, stretch, lo, row, row + hi - lo))
+                    needed.append((share, number, stretch, lo, row, row + hi - lo))
     progress.start(sum(b - a for *_, a, b in needed))
-    for part, (seg, number, stretch, kept, first, end) in enumerate(needed, 1):
-        progress.note(f"part {part}/{len(needed)} ({seg.node})")
+    for part, (share, number, stretch, kept, first, end) in enumerate(needed, 1):
+        progress.note(f"part {part}/{len(needed)} ({share.node})")
         for start in range(first, end, BLOCK_ROWS):
             stop = min(start + BLOCK_ROWS, end)
             for output in config.outputs.names:
-                rows = read_piece_rows(run, seg.node, output, number, start, stop)
+                rows = read_piece_rows(run, share.node, output, number, start, stop)
                 formed = (slides_formed(config, kept + start - first, stop - start)
                           if output == "background" else True)
                 if not np.array_equal(np.isfinite(rows), np.broadcast_to(formed, rows.shape)):
                     raise RunError(
-                        f"{seg.node}: its part holds no finite {output} for some of rows "
+                        f"{share.node}: its part holds no finite {output} for some of rows "
                         f"{start}-{stop} of piece {number} (a window its client left in a gap "
                         "of a bad frame file, or a network that returned NaN)"
                         + (", or values where a slide is not formed (a repository of "
@@ -196,7 +196,7 @@ def merge_record(run: RunDir, config: CampaignConfig, stretches: list[Stretch],
     """What a merge node's summary (``output/campaign.json``, a ``records.CampaignSummary``)
     records about its own run and file, before the physics numbers: complete only over
     analysed data (``stretches``: the output's), and the run directory it was written in (its
-    output names that directory's files: the index its chunks, the LAL cache its frames; see
+    output names that directory's files: the index its shards, the LAL cache its frames; see
     ``completeness.written_elsewhere``)."""
     out_path = run.output[0]
     analysed = analysed_seconds(config, stretches)

@@ -1,21 +1,21 @@
-"""The merge tree: which part of the campaign each chunk merge owns, and what it reads (pure
+"""The merge tree: which part of the campaign each shard merge owns, and what it reads (pure
 logic, no I/O).
 
-With ``merge.chunk_seconds = C > 0`` the analysis is cut at the multiples of ``C`` seconds of
+With ``merge.shard_seconds = C > 0`` the analysis is cut at the multiples of ``C`` seconds of
 GPS time (``C`` a multiple of ``deepclean.frame_seconds``, so a cleaned frame file never spans
-two chunks). Chunk ``chunk<i>`` owns, of every output, the values whose time lies in its
+two shards). Shard ``shard<i>`` owns, of every output, the values whose time lies in its
 interval: the statistic (and the time slides) by the GPS time stamped on each window, the
 band-passed prediction and the cleaned strain by sample time. It writes only those, but the
 post-processing of a value reads beyond it: the zero-phase band-pass reads the 64 s blocks
-holding the chunk's samples, padded by 16 s (``physics.zero_phase_reach``), the trigger
+holding the shard's samples, padded by 16 s (``physics.zero_phase_reach``), the trigger
 clustering ``cluster_seconds / 2`` either way (``physics.cluster_reach_windows``); a time
 slide is clustered over its formed windows only (from ``stretches.first_formed_window``), so
 it reaches no further than the zero lag, and its rows are the statistic's (each client's part
-holds its kept windows' slides, formed on the server from the history it streamed). A chunk
+holds its kept windows' slides, formed on the server from the history it streamed). A shard
 therefore stages the kept windows ``rows`` of each stretch (its own widened by that padding)
 from the parts, and is the DAG child of exactly the clients whose pieces hold any of them.
 With ``data.on_bad_file = "gap"`` a bad frame file met while streaming cuts its stretch in
-two, which moves where the band-pass blocks of the rest of it start: a chunk merge is then the
+two, which moves where the band-pass blocks of the rest of it start: a shard merge is then the
 child of every client of the stretches it touches, whose parts record every such file.
 
 Positions are kept-window indices within a stretch (``rows``, the parts' and the output's
@@ -31,25 +31,25 @@ from dataclasses import dataclass
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.physics import cluster_reach_windows, zero_phase_reach
-from offline_iaas.records import ClientSegment, MergeChunk
-from offline_iaas.rundir import CHUNK_PREFIX
+from offline_iaas.records import ClientShare, MergeShard
+from offline_iaas.rundir import SHARD_PREFIX
 from offline_iaas.stretches import Stretch, output_x0
 
 Range = tuple[int, int]
 
-MAX_CHUNKS_PER_STRETCH = 2000
-"""The index gives each stretch's series one HDF5 external-storage entry per chunk, and HDF5
+MAX_SHARDS_PER_STRETCH = 2000
+"""The index gives each stretch's series one HDF5 external-storage entry per shard, and HDF5
 holds at most about 2,700 of them (a 64 KiB object header message)."""
 
 
-def chunk_node(index: int) -> str:
-    """The DAG node name of chunk merge ``index`` (``chunk0``...)."""
-    return f"{CHUNK_PREFIX}{index}"
+def shard_node(index: int) -> str:
+    """The DAG node name of shard merge ``index`` (``shard0``...)."""
+    return f"{SHARD_PREFIX}{index}"
 
 
 @dataclass(frozen=True)
 class StretchExtent:
-    """What one merge (a chunk, or the single merge) does with one stretch."""
+    """What one merge (a shard, or the single merge) does with one stretch."""
 
     stretch: Stretch
     rows: Range
@@ -111,9 +111,9 @@ def whole_extents(config: CampaignConfig, stretches: list[Stretch]) -> list[Stre
     return extents
 
 
-def chunk_extents(config: CampaignConfig, stretches: list[Stretch], gps_start: float,
+def shard_extents(config: CampaignConfig, stretches: list[Stretch], gps_start: float,
                   gps_end: float) -> list[StretchExtent]:
-    """The extents of the chunk ``[gps_start, gps_end)``: the stretches it owns values of."""
+    """The extents of the shard ``[gps_start, gps_end)``: the stretches it owns values of."""
     extents = []
     starts = [s.gps_start for s in stretches]
     # a stretch's outputs lie within its own bounds
@@ -142,9 +142,9 @@ def extent_data_seconds(config: CampaignConfig, extents: list[StretchExtent]) ->
     return seconds
 
 
-def chunk_bounds(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple[float, float]]:
-    """The chunk intervals ``[k C, (k + 1) C)`` that meet the stretches, in order."""
-    size = config.merge.chunk_seconds
+def shard_bounds(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple[float, float]]:
+    """The shard intervals ``[k C, (k + 1) C)`` that meet the stretches, in order."""
+    size = config.merge.shard_seconds
     if not stretches or size <= 0:
         return []
     first = math.floor(stretches[0].gps_start / size)
@@ -160,33 +160,33 @@ def chunk_bounds(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple
     return found
 
 
-def chunk_merges(config: CampaignConfig, stretches: list[Stretch],
-                segments: list[ClientSegment]) -> list[MergeChunk]:
-    """The chunk merges of a campaign (none when ``merge.chunk_seconds`` is 0), each with the
+def shard_merges(config: CampaignConfig, stretches: list[Stretch],
+                shares: list[ClientShare]) -> list[MergeShard]:
+    """The shard merges of a campaign (none when ``merge.shard_seconds`` is 0), each with the
     clients whose kept windows it reads."""
     warmup = config.stretch_warmup_windows
     # per stretch, the clients' kept windows in order: (first kept, end kept, node)
     held: dict[int, list[tuple[int, int, str]]] = {}
-    for seg in segments:
-        for p in seg.pieces:
+    for share in shares:
+        for p in share.pieces:
             held.setdefault(p.stretch, []).append(
-                (p.output_start - warmup, p.output_stop - warmup, seg.node))
+                (p.output_start - warmup, p.output_stop - warmup, share.node))
     for pieces in held.values():
         pieces.sort()
-    order = {seg.node: seg.index for seg in segments}
-    size = config.merge.chunk_seconds
+    order = {share.node: share.index for share in shares}
+    size = config.merge.shard_seconds
     for stretch in stretches if size > 0 else []:
         count = math.floor(stretch.gps_end / size) - math.floor(stretch.gps_start / size) + 1
         length = stretch.gps_end - stretch.gps_start
-        if count > MAX_CHUNKS_PER_STRETCH:
+        if count > MAX_SHARDS_PER_STRETCH:
             raise ConfigError(
                 f"{config.source}: stretch GPS {stretch.gps_start:.0f}-{stretch.gps_end:.0f} "
-                f"spans {count} chunks of merge.chunk_seconds = {size:g} s; the index holds at "
-                f"most {MAX_CHUNKS_PER_STRETCH} per stretch: raise merge.chunk_seconds to at "
-                f"least {math.ceil(length / (MAX_CHUNKS_PER_STRETCH - 1))}")
-    chunks = []
-    for gps_start, gps_end in chunk_bounds(config, stretches):
-        extents = chunk_extents(config, stretches, gps_start, gps_end)
+                f"spans {count} shards of merge.shard_seconds = {size:g} s; the index holds at "
+                f"most {MAX_SHARDS_PER_STRETCH} per stretch: raise merge.shard_seconds to at "
+                f"least {math.ceil(length / (MAX_SHARDS_PER_STRETCH - 1))}")
+    shards = []
+    for gps_start, gps_end in shard_bounds(config, stretches):
+        extents = shard_extents(config, stretches, gps_start, gps_end)
         if not extents:
             continue
         clients: set[str] = set()
@@ -201,7 +201,7 @@ def chunk_merges(config: CampaignConfig, stretches: list[Stretch],
                     break
                 if hi > e.rows[0]:
                     clients.add(node)
-        chunks.append(MergeChunk(len(chunks), chunk_node(len(chunks)), gps_start, gps_end,
+        shards.append(MergeShard(len(shards), shard_node(len(shards)), gps_start, gps_end,
                                  tuple(sorted(clients, key=order.__getitem__)),
                                  extent_data_seconds(config, extents)))
-    return chunks
+    return shards

@@ -21,7 +21,7 @@ from offline_iaas.errors import RunError
 from offline_iaas.physics import SECONDS_PER_YEAR
 from offline_iaas.records import (
     CampaignSummary,
-    ClientSegment,
+    ClientShare,
     PartRecord,
     R,
     RunInfo,
@@ -309,7 +309,7 @@ def _clients(run: _Run) -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in run.paths.jobs.glob("client*.json")))
 
 
-def _segments(run: _Run) -> list[ClientSegment]:
+def _shares(run: _Run) -> list[ClientShare]:
     return [read_client_job(run.paths, node) for node in _clients(run)
             if run.paths.job(node).exists()]
 
@@ -331,8 +331,8 @@ def _campaign(run: _Run, section: page.Section) -> None:
         section.parts.append(page.paragraph(f"{len(parts)} client part(s) not done:", "problem"))
         section.parts.append(page.table(["client", "why"], parts))
     section.parts.append(page.heading("Coverage"))
-    segments = _segments(run)
-    if not segments:
+    shares = _shares(run)
+    if not shares:
         section.parts.append(page.paragraph("No client job specs (RUN/jobs/*.json).", "absent"))
     else:
         stretches = None
@@ -344,14 +344,14 @@ def _campaign(run: _Run, section: page.Section) -> None:
         if run.config is not None:
             span = (run.config.data.start, run.config.data.start + run.config.data.duration)
         else:
-            span = (min(p.gps_start for s in segments for p in s.pieces),
-                    max(p.gps_end for s in segments for p in s.pieces))
-        cov = coverage(span, segments, stretches, [b.span for b in bad])
+            span = (min(p.gps_start for s in shares for p in s.pieces),
+                    max(p.gps_end for s in shares for p in s.pieces))
+        cov = coverage(span, shares, stretches, [b.span for b in bad])
         section.parts.append(page.image(plots.coverage_figure(cov), "coverage map"))
         lost = sum(b - a for a, b in cov.gaps)
         section.parts.append(page.paragraph(
             f"{len(cov.stretches)} analysable stretch(es), {lost:.1f} s of the "
-            f"{span[1] - span[0]:.1f} s span in gaps; client segments are coloured by server "
+            f"{span[1] - span[0]:.1f} s span in gaps; client shares are coloured by server "
             "(each bar is a piece streamed, warm-up included)."))
         if bad:
             section.parts.append(page.paragraph(
@@ -385,7 +385,7 @@ def _campaign(run: _Run, section: page.Section) -> None:
              "its last client done before the end [s]"], balance))
         section.parts.append(page.paragraph(
             "A server whose clients were all done long before the end sat idle while the "
-            "others ran: more, shorter client segments balance the servers (or failover "
+            "others ran: more, shorter client shares balance the servers (or failover "
             "moved clients off a server that was lost)."))
     csvs = sorted(run.paths.monitor.glob("*.csv"),
                   key=lambda p: (servers.index(p.stem) if p.stem in servers else len(servers),

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from igwn_segments import segment, segmentlist
 
-from offline_iaas.records import ClientSegment
+from offline_iaas.records import ClientShare
 
 
 @dataclass(frozen=True)
@@ -26,13 +26,13 @@ class Bar:
     start: float
     end: float
     group: str
-    """What colours it: the server of a client segment, the status of an attempt."""
+    """What colours it: the server of a client share, the status of an attempt."""
     label: str = ""
 
 
 @dataclass(frozen=True)
 class Coverage:
-    """Analysable time, gaps and client segments of a campaign, in GPS seconds."""
+    """Analysable time, gaps and client shares of a campaign, in GPS seconds."""
 
     span: tuple[float, float]
     stretches: list[tuple[float, float]]
@@ -53,7 +53,7 @@ def span_gaps(
 
 def coverage(
     span: tuple[float, float],
-    segments: list[ClientSegment],
+    shares: list[ClientShare],
     stretches: list[tuple[float, float]] | None = None,
     bad_files: list[tuple[float, float]] = (),
 ) -> Coverage:
@@ -63,20 +63,20 @@ def coverage(
     ----------
     span
         GPS start and end of the configured span.
-    segments
-        The client segments (``RUN/jobs/<client>.json``).
+    shares
+        The client shares (``RUN/jobs/<client>.json``).
     stretches
         Analysable stretches; when None, those the pieces name.
     bad_files
         GPS spans of the bad frame files whose spans are gaps.
     """
     if stretches is None:
-        found = {(p.stretch_gps_start, p.stretch_gps_end) for s in segments for p in s.pieces}
+        found = {(p.stretch_gps_start, p.stretch_gps_end) for s in shares for p in s.pieces}
         stretches = sorted(found)
     pieces = [
-        Bar(seg.node, p.gps_start, p.gps_end, seg.server, f"sequence {p.sequence_id}")
-        for seg in sorted(segments, key=lambda s: s.index)
-        for p in seg.pieces
+        Bar(share.node, p.gps_start, p.gps_end, share.server, f"sequence {p.sequence_id}")
+        for share in sorted(shares, key=lambda s: s.index)
+        for p in share.pieces
     ]
     return Coverage(span, sorted(stretches), span_gaps(span, stretches), pieces,
                     sorted(bad_files))

@@ -110,8 +110,8 @@ def export_repository(
             f"not {config.model.mode!r} (it has no per-detector averager graph); the default "
             "gpu flavor (the fused model on CUDA) serves every mode"
         )
-    if ensemble and (config.time_slides or config.rolling_whitening):
-        key = "time_shifts" if config.time_slides else "whitening"
+    if ensemble and (config.has_slides or config.rolling_whitening):
+        key = "slides" if config.has_slides else "whitening"
         raise ModelError(
             f"bbhnet.{key}: the time slides and the rolling whitening are steps of the fused "
             "model; export without --ensemble (the default, in either flavor)")
@@ -162,7 +162,7 @@ def export_repository(
         # sequence slots per served model: at most this many clients per server
         "sequence_slots": shape.max_sequences,
         "outputs": list(config.outputs.names),
-        "time_slides": list(time_slides(config)),
+        "time_slides": list(repository_slides(config)),
         "whitening": whitening_record(config),
         "versions": versions,
         "networks": networks_served,
@@ -231,7 +231,7 @@ def _write_fused(
         "stages": json.dumps([stage.to_dict() for stage in pipeline.stages(config)]),
         "outputs": json.dumps(list(config.outputs.names)),
         "ifos": len(config.ifos),
-        "time_shifts": time_slides(config)[0],
+        "time_shifts": repository_slides(config)[0],
     }
     fused = mcfg.fused_config(name, shape, ("update", list(_tensor_dims(config, "update"))),
                               outputs, params, FLAVOR_DEVICE[flavor])
@@ -320,13 +320,13 @@ def _shape_dict(shape: mcfg.EnsembleShape) -> dict[str, Any]:
     }
 
 
-def time_slides(config: CampaignConfig) -> tuple[int, ...]:
+def repository_slides(config: CampaignConfig) -> tuple[int, ...]:
     """``(slides, samples between them, first window a slide may reach)`` the fused model
     forms; ``(0, 0)`` without. (A repository exported before slides were formed only inside
     the stretch records two numbers and is refused.)"""
-    if not config.time_slides:
+    if not config.has_slides:
         return (0, 0)
-    return (config.bbhnet.time_shifts, config.shift_samples, config.stretch_warmup_windows)
+    return (config.bbhnet.slides, config.slide_samples, config.stretch_warmup_windows)
 
 
 def whitening_record(config: CampaignConfig) -> str | dict[str, float]:
@@ -395,7 +395,7 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
             f"{config.layout.clients_per_server} clients per server "
             "(layout.clients_per_server; the others' sequences would wait for a slot and "
             "time out): export again for this layout")
-    slides, wanted = manifest.time_slides, time_slides(config)
+    slides, wanted = manifest.time_slides, repository_slides(config)
     if slides != wanted and slides[:2] == wanted[:2]:
         problems.append(
             f"{where}: its time slides are formed from window {list(slides[2:])}, the "
@@ -404,7 +404,7 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
     elif slides != wanted:
         problems.append(
             f"{where}: exported with {slides[0]} time slides of {slides[1]} samples, the campaign "
-            f"asks for {wanted[0]} of {wanted[1]} (bbhnet.time_shifts, bbhnet.shift_seconds): "
+            f"asks for {wanted[0]} of {wanted[1]} (bbhnet.slides, bbhnet.slide_seconds): "
             "export again")
     if manifest.whitening != whitening_record(config):
         problems.append(

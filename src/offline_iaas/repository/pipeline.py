@@ -118,14 +118,14 @@ def _bbhnet(config: CampaignConfig, strain: str, snapshot: Stage) -> list[Stage]
 
 
 def _time_slides(config: CampaignConfig, windows: str) -> list[Stage]:
-    """BBHnet on the slid pairs of the ``windows`` tensor (``bbhnet.time_shifts``): the
+    """BBHnet on the slid pairs of the ``windows`` tensor (``bbhnet.slides``): the
     ``background`` output, ``[n * shifts]`` per request (NaN where a slide's second window is
     in the stream's warm-up)."""
-    if not config.time_slides:
+    if not config.has_slides:
         return []
     return [Stage("timeslides", "timeslide", {"windows": windows}, {"background": "background"},
-                  2, {"shift_windows": config.shift_windows,
-                      "shifts": config.bbhnet.time_shifts,
+                  2, {"shift_windows": config.slide_windows,
+                      "shifts": config.bbhnet.slides,
                       "warmup_windows": config.stretch_warmup_windows, "network": "bbhnet"})]
 
 

@@ -3,9 +3,9 @@
 ``plan`` reads no frames, so it plans the stretches that ``make-dag`` would find from what it
 has: the science segments of ``data.segments`` when the file is here (else the whole span as
 one stretch, the longest any stretch can be). On those it runs ``make-dag``'s own planning,
-the client segments (``stretches.client_segments``) and the chunk merges
-(``merge/tree.chunk_merges``), with the recommended overrides applied to the config, so a
-recommendation that ``make-dag`` would refuse (more client segments than windows, more chunks
+the client shares (``stretches.client_shares``) and the shard merges
+(``merge/tree.shard_merges``), with the recommended overrides applied to the config, so a
+recommendation that ``make-dag`` would refuse (more client shares than windows, more shards
 in a stretch than the index holds, a config check) is caught by the code that refuses it.
 The repository's sequence slots are checked too when it is exported already.
 """
@@ -15,9 +15,9 @@ from __future__ import annotations
 from offline_iaas.config import CampaignConfig, override_config
 from offline_iaas.data.segments import compute_stretches, min_stretch_seconds, science_segments
 from offline_iaas.errors import ConfigError, DataError, ModelError
-from offline_iaas.merge.tree import MAX_CHUNKS_PER_STRETCH, chunk_merges
+from offline_iaas.merge.tree import MAX_SHARDS_PER_STRETCH, shard_merges
 from offline_iaas.repository.export import MANIFEST, read_manifest
-from offline_iaas.stretches import Stretch, client_segments, make_stretches, whole_span
+from offline_iaas.stretches import Stretch, client_shares, make_stretches, whole_span
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK
 
 
@@ -41,10 +41,10 @@ def longest_stretch_seconds(config: CampaignConfig) -> float:
     return max(s.gps_end - s.gps_start for s in planned_stretches(config))
 
 
-def least_chunk_seconds(longest_seconds: float) -> float:
-    """The shortest ``merge.chunk_seconds`` that keeps a stretch of ``longest_seconds`` within
-    ``MAX_CHUNKS_PER_STRETCH`` chunks (however it falls on the chunk grid)."""
-    return longest_seconds / (MAX_CHUNKS_PER_STRETCH - 1)
+def least_shard_seconds(longest_seconds: float) -> float:
+    """The shortest ``merge.shard_seconds`` that keeps a stretch of ``longest_seconds`` within
+    ``MAX_SHARDS_PER_STRETCH`` shards (however it falls on the shard grid)."""
+    return longest_seconds / (MAX_SHARDS_PER_STRETCH - 1)
 
 
 def sequence_slots(config: CampaignConfig) -> int | None:
@@ -63,10 +63,10 @@ def refusal(config: CampaignConfig, overrides: list[str]) -> str | None:
         planned = override_config(config, overrides)
         clients = planned.layout.servers * planned.layout.clients_per_server
         if clients >= SEQUENCE_BLOCK:
-            return f"{clients} client segments do not fit in one sequence block"
+            return f"{clients} client shares do not fit in one sequence block"
         stretches = planned_stretches(planned)
-        segments = client_segments(planned, stretches)
-        chunk_merges(planned, stretches, segments)
+        shares = client_shares(planned, stretches)
+        shard_merges(planned, stretches, shares)
     except ConfigError as err:
         return str(err)
     slots = sequence_slots(planned)

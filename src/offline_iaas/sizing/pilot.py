@@ -36,17 +36,17 @@ class PilotRun:
     merge_seconds: float
     """The merge's own work (stitching, post-processing; ``output/campaign.json``), which grows
     with the data; the rest of the merge node (start-up, the report) is in ``other_seconds``.
-    With chunk merges: the time from the last client's last response to the index's end."""
+    With shard merges: the time from the last client's last response to the index's end."""
     merge_rate: float = 0.0
-    """Data seconds per wall second of one merge node (a chunk merge's own work less its
+    """Data seconds per wall second of one merge node (a shard merge's own work less its
     set-up; the single merge's), the merge's throughput measured like the clients'."""
     merge_setup_seconds: float = 0.0
-    """A chunk merge's set-up, whatever its data (loading its libraries and the frame
-    reader): the mean over the pilot's chunk merges."""
+    """A shard merge's set-up, whatever its data (loading its libraries and the frame
+    reader): the mean over the pilot's shard merges."""
     index_seconds: float = 0.0
-    """The index node's own work (with chunk merges; 0 without)."""
-    chunks: int = 0
-    """Chunk merges of the pilot (0: one merge node)."""
+    """The index node's own work (with shard merges; 0 without)."""
+    shards: int = 0
+    """Shard merges of the pilot (0: one merge node)."""
     job_start_seconds: float = 0.0
     """A job's start-up: the merge node's wall time less its own work."""
     final_seconds: float = 0.0
@@ -127,15 +127,15 @@ def read_pilot(run: RunDir) -> PilotRun:
     first_request = min(r for r in requests if r is not None)
     last_response = max(r for r in responses if r is not None)
     summary = records.read(CampaignSummary, run.output[1])
-    chunks = summary.chunks
-    kept = sum(part.segment.kept_windows for part in parts)
+    shards = summary.shards
+    kept = sum(part.share.kept_windows for part in parts)
     merge_node = nodes["merge"]
     merge_wall = unix_seconds(merge_node["ended"]) - unix_seconds(merge_node["started"])
     own = summary.wall_seconds
-    if chunks:
-        setup = summary.chunk_setup_seconds
-        walls = (summary.chunk_wall_seconds.total if summary.chunk_wall_seconds else 0.0) - setup
-        merge_rate = summary.chunk_data_seconds / walls if walls > 0 else 0.0
+    if shards:
+        setup = summary.shard_setup_seconds
+        walls = (summary.shard_wall_seconds.total if summary.shard_wall_seconds else 0.0) - setup
+        merge_rate = summary.shard_data_seconds / walls if walls > 0 else 0.0
         merge_seconds = unix_seconds(merge_node["ended"]) - last_response
     else:  # the data it merged: the kept windows, not the gaps
         merged = kept * config.stride_seconds or config.data.duration
@@ -152,12 +152,12 @@ def read_pilot(run: RunDir) -> PilotRun:
         streaming_seconds=last_response - first_request,
         merge_seconds=merge_seconds,
         merge_rate=merge_rate,
-        merge_setup_seconds=setup / chunks if chunks else 0.0,
-        index_seconds=own if chunks else 0.0,
-        chunks=chunks,
+        merge_setup_seconds=setup / shards if shards else 0.0,
+        index_seconds=own if shards else 0.0,
+        shards=shards,
         job_start_seconds=max(0.0, merge_wall - own),
         final_seconds=final_seconds,
-        streamed_seconds=sum(part.segment.streamed_seconds for part in parts),
+        streamed_seconds=sum(part.share.streamed_seconds for part in parts),
         analysed_seconds=kept * config.stride_seconds,
         tensor_bytes_sent=sum(part.tensor_bytes_sent for part in parts),
     )

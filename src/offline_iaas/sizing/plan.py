@@ -31,8 +31,8 @@ windows every piece streams again, and stragglers. It recommends that point's in
 clients and batch size: the rate it used is the rate of exactly that layout.
 
 Either way the recommendation is checked with ``make-dag``'s own planning
-(``sizing/feasible.py``) before it is printed, and ``merge.chunk_seconds`` is never below what
-keeps the longest stretch within the index's ``MAX_CHUNKS_PER_STRETCH`` chunks.
+(``sizing/feasible.py``) before it is printed, and ``merge.shard_seconds`` is never below what
+keeps the longest stretch within the index's ``MAX_SHARDS_PER_STRETCH`` shards.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from offline_iaas.bench.workloads import WORKLOAD_OF_MODE, workload, workload_of
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.sizing.feasible import (
-    least_chunk_seconds,
+    least_shard_seconds,
     longest_stretch_seconds,
     refusal,
     sequence_slots,
@@ -78,8 +78,8 @@ class CapacityPlan:
     """``plan --from-run``: the expected wall time with the pilot's own number of servers."""
     warnings: list[str] = field(default_factory=list)
     """What makes the plan doubtful (``plan`` logs them as warnings)."""
-    merge_chunk_seconds: float | None = None
-    """The recommended ``merge.chunk_seconds`` (``--from-run``: from the pilot's merge)."""
+    merge_shard_seconds: float | None = None
+    """The recommended ``merge.shard_seconds`` (``--from-run``: from the pilot's merge)."""
     stages: dict[str, float] = field(default_factory=dict)
     """Expected wall time of each stage on the critical path (``--from-run``)."""
 
@@ -105,8 +105,8 @@ class CapacityPlan:
             f"layout.clients_per_server={self.clients_per_server}",
             f"model.batch_size={self.batch_size}",
             f"server.instances={self.instances}",
-            *([f"merge.chunk_seconds={self.merge_chunk_seconds:g}"]
-              if self.merge_chunk_seconds is not None else []),
+            *([f"merge.shard_seconds={self.merge_shard_seconds:g}"]
+              if self.merge_shard_seconds is not None else []),
         ]
 
 
@@ -174,7 +174,7 @@ def plan_from_bench(
     needed = data_seconds / (target_hours * 3600)
     servers = max(1, math.ceil(needed * HEADROOM / per_server))
     hours = data_seconds / (servers * per_server) / 3600
-    chunk_seconds = allowed_chunk_seconds(config)
+    shard_seconds = allowed_shard_seconds(config)
 
     device = header.get("device", "cpu")
     same = ", ".join(f"{n} instance(s) {s.median:,.1f}" for (b, k, n), s in sorted(
@@ -208,9 +208,9 @@ def plan_from_bench(
         f"expected: {data_seconds:,.0f} / ({servers} x {per_server:,.2f}) = "
         f"{hours * 3600:,.0f} s = {hours:.2f} h of streaming (target {target_hours:g} h)",
     ]
-    if chunk_seconds != config.merge.chunk_seconds:
-        lines.append(f"merge: merge.chunk_seconds={chunk_seconds:g} (the config's "
-                     f"{config.merge.chunk_seconds:g} s would put more chunks in the longest "
+    if shard_seconds != config.merge.shard_seconds:
+        lines.append(f"merge: merge.shard_seconds={shard_seconds:g} (the config's "
+                     f"{config.merge.shard_seconds:g} s would put more shards in the longest "
                      "stretch than the index holds)")
     warnings = []
     if config.server.gpus > 0 and "gpu" not in str(device).lower():
@@ -227,8 +227,8 @@ def plan_from_bench(
     return checked(config, CapacityPlan(
         servers, clients, batch_size, instances, hours, lines, per_server, hours * 3600,
         str(results_path), warnings=warnings,
-        merge_chunk_seconds=None if chunk_seconds == config.merge.chunk_seconds
-        else chunk_seconds))
+        merge_shard_seconds=None if shard_seconds == config.merge.shard_seconds
+        else shard_seconds))
 
 
 def checked(config: CampaignConfig, plan: CapacityPlan) -> CapacityPlan:
@@ -258,9 +258,9 @@ def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) 
     servers = max(1, math.ceil(needed * HEADROOM / per_server))
     scale = data_seconds / pilot.data_seconds
 
-    chunk_seconds = recommend_chunk_seconds(config, pilot.merge_rate,
+    shard_seconds = recommend_shard_seconds(config, pilot.merge_rate,
                                             data_seconds / (servers * per_server))
-    tail, tail_line = merge_tail(config, pilot, chunk_seconds, scale)
+    tail, tail_line = merge_tail(config, pilot, shard_seconds, scale)
 
     def wall_with(n_servers: int) -> tuple[float, float]:
         streaming = data_seconds / (n_servers * per_server)
@@ -296,73 +296,73 @@ def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) 
         servers, pilot.clients_per_server, pilot.batch_size, pilot.config.server.instances,
         streaming / 3600, lines, per_server, wall, str(pilot.run.path),
         {"servers": pilot.servers, "wall_seconds": wall_with(pilot.servers)[1]},
-        merge_chunk_seconds=chunk_seconds,
+        merge_shard_seconds=shard_seconds,
         stages={"start_seconds": pilot.start_seconds, "streaming_seconds": streaming,
                 "merge_seconds": tail, "rest_seconds": pilot.other_seconds}))
 
 
-MOST_CHUNK_SECONDS = 65536.0
-"""``plan``'s chunk choices are powers of two from 1024 s to this (beyond it only where a
-stretch needs longer chunks to stay within ``MAX_CHUNKS_PER_STRETCH``)."""
+MOST_SHARD_SECONDS = 65536.0
+"""``plan``'s shard choices are powers of two from 1024 s to this (beyond it only where a
+stretch needs longer shards to stay within ``MAX_SHARDS_PER_STRETCH``)."""
 MERGE_TAIL_FRACTION = 0.02
-"""``plan`` picks the largest chunk whose merge after the last client takes at most this
+"""``plan`` picks the largest shard whose merge after the last client takes at most this
 fraction of the streaming time (fewer, larger files and DAG nodes; a short tail)."""
 
 
-def chunk_choices(config: CampaignConfig) -> list[float]:
-    """``merge.chunk_seconds`` that ``plan`` considers: powers of two from 1024 s, multiples of
-    the output frame files, none putting more chunks in the longest stretch than the index
+def shard_choices(config: CampaignConfig) -> list[float]:
+    """``merge.shard_seconds`` that ``plan`` considers: powers of two from 1024 s, multiples of
+    the output frame files, none putting more shards in the longest stretch than the index
     holds."""
     frame = config.deepclean.frame_seconds if "noise" in config.outputs.names else 1.0
-    least = least_chunk_seconds(longest_stretch_seconds(config))
+    least = least_shard_seconds(longest_stretch_seconds(config))
     powers = [2.0 ** k for k in range(10, 48) if 2.0 ** k >= least
               and abs(2.0 ** k / frame - round(2.0 ** k / frame)) < 1e-9]
-    choices = [c for c in powers if c <= MOST_CHUNK_SECONDS] or powers[:1]
+    choices = [c for c in powers if c <= MOST_SHARD_SECONDS] or powers[:1]
     return choices or [frame * max(1, math.ceil(least / frame))]
 
 
-def allowed_chunk_seconds(config: CampaignConfig) -> float:
-    """The config's ``merge.chunk_seconds`` if ``make-dag`` takes it (0, one merge node, always
-    is), else the least of ``chunk_choices``."""
-    size = config.merge.chunk_seconds
-    if size <= 0 or size >= least_chunk_seconds(longest_stretch_seconds(config)):
+def allowed_shard_seconds(config: CampaignConfig) -> float:
+    """The config's ``merge.shard_seconds`` if ``make-dag`` takes it (0, one merge node, always
+    is), else the least of ``shard_choices``."""
+    size = config.merge.shard_seconds
+    if size <= 0 or size >= least_shard_seconds(longest_stretch_seconds(config)):
         return size
-    return min(chunk_choices(config))
+    return min(shard_choices(config))
 
 
-def recommend_chunk_seconds(config: CampaignConfig, merge_rate: float,
+def recommend_shard_seconds(config: CampaignConfig, merge_rate: float,
                             streaming_seconds: float) -> float:
-    """The largest of ``chunk_choices`` whose chunk merge takes at most ``MERGE_TAIL_FRACTION``
+    """The largest of ``shard_choices`` whose shard merge takes at most ``MERGE_TAIL_FRACTION``
     of the streaming time, the least of them when none is that fast; the config's own (if
     ``make-dag`` takes it) when the merge's throughput is unknown."""
     if merge_rate <= 0:
-        return allowed_chunk_seconds(config)
-    fitting = chunk_choices(config)
+        return allowed_shard_seconds(config)
+    fitting = shard_choices(config)
     within = [c for c in fitting if c / merge_rate <= MERGE_TAIL_FRACTION * streaming_seconds]
     return max(within) if within else min(fitting)
 
 
-def merge_tail(config: CampaignConfig, pilot: PilotRun, chunk_seconds: float, scale: float
+def merge_tail(config: CampaignConfig, pilot: PilotRun, shard_seconds: float, scale: float
                ) -> tuple[float, str]:
     """The merge's time after the last client (seconds) and the line that explains it: the
-    last chunk merge and the index, or the single merge of all the data."""
+    last shard merge and the index, or the single merge of all the data."""
     data_seconds = config.data.duration
     if pilot.merge_rate <= 0:
         tail = pilot.merge_seconds * scale
         return tail, (f"merge: {pilot.merge_seconds:.1f} s x {scale:.3g} = {tail:,.1f} s (the "
                       "pilot records no merge throughput)")
     single = data_seconds / pilot.merge_rate
-    if chunk_seconds <= 0:
+    if shard_seconds <= 0:
         return single, (f"merge: one node, {data_seconds:,.0f} / {pilot.merge_rate:,.1f} "
                         f"data-s/s = {single:,.1f} s after the last client")
     setup = pilot.merge_setup_seconds
-    last = setup + min(chunk_seconds, data_seconds) / pilot.merge_rate
+    last = setup + min(shard_seconds, data_seconds) / pilot.merge_rate
     tail = last + pilot.index_seconds + pilot.job_start_seconds
-    chunks = math.ceil(data_seconds / chunk_seconds)
+    shards = math.ceil(data_seconds / shard_seconds)
     return tail, (
-        f"merge: {pilot.merge_rate:,.1f} data-s/s per chunk merge after a {setup:.1f} s set-up "
-        f"(the pilot's); recommend merge.chunk_seconds={chunk_seconds:g} (~{chunks} chunk "
-        f"merges): the last takes {setup:.1f} + {min(chunk_seconds, data_seconds):g} / "
+        f"merge: {pilot.merge_rate:,.1f} data-s/s per shard merge after a {setup:.1f} s set-up "
+        f"(the pilot's); recommend merge.shard_seconds={shard_seconds:g} (~{shards} shard "
+        f"merges): the last takes {setup:.1f} + {min(shard_seconds, data_seconds):g} / "
         f"{pilot.merge_rate:,.1f} = {last:,.1f} s after the last client, the index "
         f"{pilot.index_seconds:.1f} s, start-up {pilot.job_start_seconds:.1f} s = "
         f"{tail:,.1f} s (one merge node: {single:,.1f} s)")

@@ -25,7 +25,7 @@ from offline_iaas.workflow.submit import ROLES
 
 SERVER_ROLE = "server"
 CLIENT_ROLE = "client"
-CHUNK_ROLE = "chunk"
+SHARD_ROLE = "shard"
 MERGE_ROLE = "merge"
 FINAL_ROLE = "final"
 ROLE_OF_SUBMIT: dict[str, str] = {f"{role}.sub": role for role in ROLES}
@@ -33,7 +33,7 @@ ROLE_OF_SUBMIT: dict[str, str] = {f"{role}.sub": role for role in ROLES}
 _KIND_OF_ROLE = {
     SERVER_ROLE: "SERVICE",
     CLIENT_ROLE: "JOB",
-    CHUNK_ROLE: "JOB",
+    SHARD_ROLE: "JOB",
     MERGE_ROLE: "JOB",
     FINAL_ROLE: "FINAL",
 }
@@ -49,7 +49,7 @@ class SimulationRates:
     client_data_seconds_per_second: float = 0.0
     """Most one client streams, whatever its share of the server; 0: no cap."""
     merge_data_seconds_per_second: float = math.inf
-    """Throughput of one chunk merge; ``inf``: chunk merges take no time beyond the job start."""
+    """Throughput of one shard merge; ``inf``: shard merges take no time beyond the job start."""
     merge_index_seconds: float = 0.0
     """The index merge node's work."""
     final_seconds: float = 0.0
@@ -104,8 +104,8 @@ class Stages:
     """The last server that starts is ready."""
     clients_done_seconds: float | None = None
     """Every client has ended (done or failed)."""
-    chunks_done_seconds: float | None = None
-    """Every chunk merge has ended."""
+    shards_done_seconds: float | None = None
+    """Every shard merge has ended."""
     merge_done_seconds: float | None = None
     """The index merge has ended."""
     final_done_seconds: float | None = None
@@ -226,7 +226,7 @@ def graph_of(dag: Dag, work_seconds: Mapping[str, float], rates: SimulationRates
                 missing.append(name)
                 continue
             work[i] = _work(name, work_seconds[name])
-        elif role == CHUNK_ROLE:
+        elif role == SHARD_ROLE:
             if name in work_seconds:
                 data = _work(name, work_seconds[name])
             else:
@@ -530,7 +530,7 @@ class Replay:
             stages=Stages(
                 servers_ready_seconds=max(started_servers) if started_servers else None,
                 clients_done_seconds=self.stage(CLIENT_ROLE),
-                chunks_done_seconds=self.stage(CHUNK_ROLE),
+                shards_done_seconds=self.stage(SHARD_ROLE),
                 merge_done_seconds=self.stage(MERGE_ROLE),
                 final_done_seconds=self.stage(FINAL_ROLE),
             ),

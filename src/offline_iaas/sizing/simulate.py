@@ -9,8 +9,8 @@ run directory with the rates a finished pilot measured (``sizing/pilot.py``).
 Model
 -----
 Roles. A node's role is its submit file's basename: ``server.sub`` (a SERVICE node: a Triton
-server), ``client.sub`` (a JOB streaming its segment to the server named by its ``server``
-variable), ``chunk.sub`` (a JOB merging the parts of its parent clients), ``merge.sub`` (the
+server), ``client.sub`` (a JOB streaming its share to the server named by its ``server``
+variable), ``shard.sub`` (a JOB merging the parts of its parent clients), ``merge.sub`` (the
 index merge) and ``final.sub`` (the FINAL node). Any other node is refused.
 
 Clock. Every server that starts is ready ``server_start_seconds`` after the DAG starts; a
@@ -40,8 +40,8 @@ runs (as in DAGMan): the makespan is then the time the DAG stops, and the result
 finished. A client waiting for ever makes the DAG never stop: the makespan is infinite and
 the result names the stuck clients (``client.server_wait_seconds`` is not modelled).
 
-Other nodes. A chunk merge takes its work (data seconds; by default the sum of its parents'
-work) at ``merge_data_seconds_per_second``; chunk merges run in parallel without limit (unless a
+Other nodes. A shard merge takes its work (data seconds; by default the sum of its parents'
+work) at ``merge_data_seconds_per_second``; shard merges run in parallel without limit (unless a
 ``MAXJOBS`` category says otherwise). The index merge takes ``merge_index_seconds``, the FINAL
 node ``final_seconds``; neither fails.
 
@@ -67,15 +67,15 @@ from dataclasses import dataclass, fields
 
 from offline_iaas import records
 from offline_iaas.config import load_config
-from offline_iaas.records import ClientSegment, read_chunk_job, read_client_job
+from offline_iaas.records import ClientShare, read_client_job, read_shard_job
 from offline_iaas.rundir import RunDir
 from offline_iaas.sizing.pilot import PilotRun, check_same_stream
 from offline_iaas.sizing.replay import (
-    CHUNK_ROLE,
     CLIENT_ROLE,
     FINAL_ROLE,
     MERGE_ROLE,
     SERVER_ROLE,
+    SHARD_ROLE,
     FailureModel,
     Replay,
     Replication,
@@ -135,11 +135,11 @@ class SimulationResult:
                f"min {_seconds(self.min_seconds)}, max {_seconds(self.max_seconds)})"
                if runs > 1 else ""),
             f"DAG: {c.get(SERVER_ROLE, 0)} server(s), {c.get(CLIENT_ROLE, 0)} client(s), "
-            f"{c.get(CHUNK_ROLE, 0)} chunk merge(s), {c.get(MERGE_ROLE, 0)} index merge, "
+            f"{c.get(SHARD_ROLE, 0)} shard merge(s), {c.get(MERGE_ROLE, 0)} index merge, "
             f"{c.get(FINAL_ROLE, 0)} FINAL node",
             f"model: each server streams {_rate(r.server_data_seconds_per_second)} shared by "
             f"its streaming clients{cap}; servers ready after {_seconds(r.server_start_seconds)}"
-            f", {_seconds(r.job_start_seconds)} to start each job attempt; chunk merges "
+            f", {_seconds(r.job_start_seconds)} to start each job attempt; shard merges "
             f"{merge}, index merge {_seconds(r.merge_index_seconds)}, FINAL "
             f"{_seconds(r.final_seconds)}",
         ]
@@ -150,7 +150,7 @@ class SimulationResult:
             + ", ".join(f"{label} {_when(value, c.get(role, 0))}" for label, role, value in (
                 ("servers ready", SERVER_ROLE, s.servers_ready_seconds),
                 ("last client", CLIENT_ROLE, s.clients_done_seconds),
-                ("last chunk merge", CHUNK_ROLE, s.chunks_done_seconds),
+                ("last shard merge", SHARD_ROLE, s.shards_done_seconds),
                 ("index merge", MERGE_ROLE, s.merge_done_seconds),
                 ("FINAL", FINAL_ROLE, s.final_done_seconds),
             ))
@@ -216,13 +216,13 @@ def _path(path: tuple[str, ...]) -> str:
             + " -> ".join(path[-half:]))
 
 
-def segment_work_seconds(segments: Iterable[ClientSegment]) -> dict[str, float]:
+def share_work_seconds(shares: Iterable[ClientShare]) -> dict[str, float]:
     """Client node name to the data seconds it streams (warm-ups included).
 
-    The segments of a run directory are ``[read_client_job(run, node) for node in clients]``
+    The shares of a run directory are ``[read_client_job(run, node) for node in clients]``
     (``records.py``).
     """
-    return {seg.node: seg.streamed_seconds for seg in segments}
+    return {share.node: share.streamed_seconds for share in shares}
 
 
 # ---- the simulation -----------------------------------------------------------------------
@@ -239,8 +239,8 @@ def simulate(
     dag
         The campaign DAG (``parse_dag``).
     work_seconds
-        Node name to its work in data seconds: every client node (``segment_work_seconds``),
-        and chunk merge nodes (default: the sum of their parents' work).
+        Node name to its work in data seconds: every client node (``share_work_seconds``),
+        and shard merge nodes (default: the sum of their parents' work).
     rates
         How fast servers stream and merges work; the start-up latencies.
     failures
@@ -342,7 +342,7 @@ def simulate_run(run: RunDir, pilot: PilotRun, failures: FailureModel | None = N
                  ) -> SimulationResult:
     """Replay the DAG of the run directory ``run`` (``make-dag``'s) with the rates a finished
     ``pilot`` measured: each server streams what the pilot's did per second, shared by its
-    clients; a chunk merge works at the pilot's merge throughput; the servers' start-up, a
+    clients; a shard merge works at the pilot's merge throughput; the servers' start-up, a
     job's start-up, the index and the FINAL node take the pilot's times.
 
     Raises
@@ -355,12 +355,12 @@ def simulate_run(run: RunDir, pilot: PilotRun, failures: FailureModel | None = N
     config = load_config(run.config)
     check_same_stream(pilot, config)
     info = records.read_run_info(run)
-    work = segment_work_seconds(read_client_job(run, node) for node in info.clients)
-    chunks = list(info.chunks)
-    for node in chunks:
-        work[node] = read_chunk_job(run, node).data_seconds
+    work = share_work_seconds(read_client_job(run, node) for node in info.clients)
+    shards = list(info.shards)
+    for node in shards:
+        work[node] = read_shard_job(run, node).data_seconds
     per_server = pilot.streamed_seconds / pilot.streaming_seconds / pilot.servers
-    index = (pilot.index_seconds if chunks else
+    index = (pilot.index_seconds if shards else
              config.data.duration / pilot.merge_rate if pilot.merge_rate else pilot.merge_seconds)
     rates = SimulationRates(
         server_data_seconds_per_second=per_server,

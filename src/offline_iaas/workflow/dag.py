@@ -2,9 +2,9 @@
 
 ``dag_text`` writes the DAGMan input file of a campaign: one SERVICE node per server, one JOB
 per client (retried unless it failed on the configuration, which aborts the DAG; throttled by
-a category; optionally a deferring PRE script), chunk merge JOBs each the child of the
-clients it reads (``merge.chunk_seconds``), a merge JOB child of every chunk merge (or of
-every client without chunks), a FINAL
+a category; optionally a deferring PRE script), shard merge JOBs each the child of the
+clients it reads (``merge.shard_seconds``), a merge JOB child of every shard merge (or of
+every client without shards), a FINAL
 node that writes the campaign summary, and a node status file. ``parse_dag`` reads the subset
 of the DAGMan language that the local executor can run, and rejects everything else with the
 line it is on.
@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from offline_iaas.errors import RunError
-from offline_iaas.records import ClientSegment
+from offline_iaas.records import ClientShare
 from offline_iaas.rundir import DAGMAN_STATUS_FILE, MERGE_NODE
 
 CLIENT_CATEGORY = "clients"
 """DAGMan category of the client nodes (throttled by ``MAXJOBS``)."""
 MERGE_CATEGORY = "merges"
-"""DAGMan category of the chunk merge nodes (throttled by ``MAXJOBS``)."""
+"""DAGMan category of the shard merge nodes (throttled by ``MAXJOBS``)."""
 
 FINAL_NODE = "final"
 STATUS_INTERVAL_SECONDS = 30
@@ -118,14 +118,14 @@ def _quote_var(value: str) -> str:
 
 def dag_text(
     servers: list[str],
-    clients: list[ClientSegment],
+    clients: list[ClientShare],
     retries: int,
     max_parallel_clients: int,
     *,
     fatal_exit: int | None = None,
     final: bool = False,
     client_pre: Script | None = None,
-    chunks: Sequence[tuple[str, Sequence[str]]] = (),
+    shards: Sequence[tuple[str, Sequence[str]]] = (),
     transfer: bool = False,
     max_parallel_merges: int = 0,
 ) -> str:
@@ -136,9 +136,9 @@ def dag_text(
     servers
         Server node names (SERVICE nodes, submit file ``server.sub``).
     clients
-        The client segments (JOB nodes, submit file ``client.sub``).
+        The client shares (JOB nodes, submit file ``client.sub``).
     retries
-        ``RETRY`` count of every client node, chunk merge and the merge (or index) node.
+        ``RETRY`` count of every client node, shard merge and the merge (or index) node.
     max_parallel_clients
         ``MAXJOBS`` of the client category; 0 means no limit.
     fatal_exit
@@ -148,19 +148,19 @@ def dag_text(
         Add the FINAL node ``final`` (submit file ``final.sub``).
     client_pre
         PRE script of every client node (its arguments may use ``$JOB``).
-    chunks
-        Chunk merge nodes (submit file ``chunk.sub``), each with the clients it reads: the
+    shards
+        Shard merge nodes (submit file ``shard.sub``), each with the clients it reads: the
         merge node is then their child, not the clients'.
     transfer
-        The chunk merges get their parents' parts by file transfer (``VARS ... parts``).
+        The shard merges get their parents' parts by file transfer (``VARS ... parts``).
     max_parallel_merges
-        ``MAXJOBS`` of the chunk merges' category; 0 means no limit.
+        ``MAXJOBS`` of the shard merges' category; 0 means no limit.
     """
     if retries < 0 or max_parallel_clients < 0:
         raise ValueError("retries and max_parallel_clients must not be negative")
     unknown = sorted({c.server for c in clients} - set(servers))
     if unknown:
-        raise ValueError(f"client segments name unknown servers: {', '.join(unknown)}")
+        raise ValueError(f"client shares name unknown servers: {', '.join(unknown)}")
     lines = [
         "# offline-iaas campaign DAG, written by `offline-iaas make-dag`.",
         "#   on a cluster:   condor_submit_dag -usedagdir <this directory>/offline.dag",
@@ -172,7 +172,7 @@ def dag_text(
     ]
     for name in servers:
         lines += [f"SERVICE {name} server.sub", f"VARS {name} node={_quote_var(name)}"]
-    lines += ["", "# Clients: one per segment, retried; a complete part is never redone."]
+    lines += ["", "# Clients: one per client share, retried; a complete part is never redone."]
     if fatal_exit is not None:
         lines.append(
             f"# Exit code {fatal_exit} (configuration error) is not retried and aborts the DAG."
@@ -183,21 +183,21 @@ def dag_text(
             f"{client_pre.defer_status}, until the client's server has published its address."
         )
     unless = f" UNLESS-EXIT {fatal_exit}" if fatal_exit is not None else ""
-    for seg in clients:
+    for share in clients:
         lines += [
-            f"JOB {seg.node} client.sub",
-            f"VARS {seg.node} node={_quote_var(seg.node)} server={_quote_var(seg.server)}",
-            f"RETRY {seg.node} {retries}{unless}",
-            f"CATEGORY {seg.node} {CLIENT_CATEGORY}",
+            f"JOB {share.node} client.sub",
+            f"VARS {share.node} node={_quote_var(share.node)} server={_quote_var(share.server)}",
+            f"RETRY {share.node} {retries}{unless}",
+            f"CATEGORY {share.node} {CLIENT_CATEGORY}",
         ]
         if fatal_exit is not None:
-            lines.append(f"ABORT-DAG-ON {seg.node} {fatal_exit} RETURN {ABORT_RETURN}")
+            lines.append(f"ABORT-DAG-ON {share.node} {fatal_exit} RETURN {ABORT_RETURN}")
         if client_pre is not None:
-            lines.append(_script_line("PRE", seg.node, client_pre))
-    if chunks:
-        lines += ["", "# Chunk merges: each runs once the clients it reads are done (retried)."]
-    for node, parents in chunks:
-        lines += [f"JOB {node} chunk.sub"]
+            lines.append(_script_line("PRE", share.node, client_pre))
+    if shards:
+        lines += ["", "# Shard merges: each runs once the clients it reads are done (retried)."]
+    for node, parents in shards:
+        lines += [f"JOB {node} shard.sub"]
         variables = f"VARS {node} node={_quote_var(node)}"
         if transfer:
             files = [f"parts/{p}.{ext}" for p in parents for ext in ("h5", "json")]
@@ -210,15 +210,15 @@ def dag_text(
             lines.append(f"PARENT {' '.join(parents)} CHILD {node}")
     lines += [
         "",
-        "# Merge: runs once every chunk merge is done, and writes their index (retried)."
-        if chunks else "# Merge: runs once every client is done (retried).",
+        "# Merge: runs once every shard merge is done, and writes their index (retried)."
+        if shards else "# Merge: runs once every client is done (retried).",
         f"JOB {MERGE_NODE} merge.sub",
         f"VARS {MERGE_NODE} node={_quote_var(MERGE_NODE)}",
         f"RETRY {MERGE_NODE} {retries}{unless}",
     ]
     if fatal_exit is not None:
         lines.append(f"ABORT-DAG-ON {MERGE_NODE} {fatal_exit} RETURN {ABORT_RETURN}")
-    merge_parents = [node for node, _ in chunks] or [c.node for c in clients]
+    merge_parents = [node for node, _ in shards] or [c.node for c in clients]
     if merge_parents:
         lines.append(f"PARENT {' '.join(merge_parents)} CHILD {MERGE_NODE}")
     if final:
@@ -231,7 +231,7 @@ def dag_text(
     lines.append("")
     if max_parallel_clients > 0:
         lines.append(f"MAXJOBS {CLIENT_CATEGORY} {max_parallel_clients}")
-    if max_parallel_merges > 0 and chunks:
+    if max_parallel_merges > 0 and shards:
         lines.append(f"MAXJOBS {MERGE_CATEGORY} {max_parallel_merges}")
     lines.append(f"NODE_STATUS_FILE {DAGMAN_STATUS_FILE} {STATUS_INTERVAL_SECONDS}")
     return "\n".join(lines) + "\n"

@@ -47,9 +47,9 @@ def render_examples(out_dir: Path) -> list[Path]:
     for profile, overrides in SITE_OVERRIDES.items():
         config = load_config(demo, overrides)
         site = resolve_site(config)
-        chunked = config.merge.chunk_seconds > 0
+        sharded = config.merge.shard_seconds > 0
         texts = submit_texts(config, site, EXAMPLE_EXECUTABLE, EXAMPLE_RUN_ID,
-                             chunked=chunked)
+                             sharded=sharded)
         directory = out_dir / profile
         directory.mkdir(parents=True, exist_ok=True)
         for role, text in texts.items():

@@ -40,16 +40,16 @@ class ErrorPipe:
     def close(self) -> str:
         """Everything written so far, then close the pipe."""
         self.started()
-        chunks = []
+        shards = []
         if self.read_fd >= 0:
             try:
-                while chunk := os.read(self.read_fd, 65536):
-                    chunks.append(chunk)
+                while shard := os.read(self.read_fd, 65536):
+                    shards.append(shard)
             except BlockingIOError:  # a child of the node still holds the writing end
                 pass
             os.close(self.read_fd)
             self.read_fd = -1
-        return b"".join(chunks).decode(errors="replace")
+        return b"".join(shards).decode(errors="replace")
 
 
 def error_in(text: str) -> str:

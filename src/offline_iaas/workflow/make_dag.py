@@ -23,24 +23,24 @@ from typing import TYPE_CHECKING
 
 from offline_iaas import records
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.completeness import Hashes, is_of_chunk
+from offline_iaas.completeness import Hashes, is_of_shard
 from offline_iaas.config import CampaignConfig, write_config
 from offline_iaas.errors import ConfigError, ModelError, RunError
-from offline_iaas.merge.tree import chunk_merges
+from offline_iaas.merge.tree import shard_merges
 from offline_iaas.records import (
-    ChunkSummary,
-    ClientSegment,
-    MergeChunk,
+    ClientShare,
+    MergeShard,
     RunInfo,
     ServedModel,
-    write_chunk_job,
+    ShardSummary,
     write_client_job,
+    write_shard_job,
 )
 from offline_iaas.rendezvous.access import write_token
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.repository.export import check_repository, model_record, read_manifest
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import client_segments, make_stretches, server_name, stretches_of
+from offline_iaas.stretches import client_shares, make_stretches, server_name, stretches_of
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.profiles import resolve_site, submit_texts
 
@@ -58,21 +58,21 @@ _SEQUENCE_BLOCKS = 2**31  # keeps every ID below 2**51: exact in JSON readers th
 _UNSAFE_PATH_CHARS = set(" \t\n\r\"'$")
 
 
-def _forget_other_chunk(run: RunDir, node: str, chunk: MergeChunk | None) -> bool:
-    """Delete a chunk merge's output made for another interval or other clients than
-    ``chunk`` (``merge.chunk_seconds`` changed; None: the chunk is gone), so that it and the
-    index run again: a chunk's completion is its own record."""
-    h5_path, json_path = run.chunk_output(node)
+def _forget_other_shard(run: RunDir, node: str, shard: MergeShard | None) -> bool:
+    """Delete a shard merge's output made for another interval or other clients than
+    ``shard`` (``merge.shard_seconds`` changed; None: the shard is gone), so that it and the
+    index run again: a shard's completion is its own record."""
+    h5_path, json_path = run.shard_output(node)
     try:
-        summary = records.read_optional(ChunkSummary, json_path)
+        summary = records.read_optional(ShardSummary, json_path)
     except RunError:  # damaged: redone
         summary = None
-    if chunk is not None and summary is not None and is_of_chunk(summary, chunk):
+    if shard is not None and summary is not None and is_of_shard(summary, shard):
         return False
     existed = json_path.exists() or h5_path.exists()
     json_path.unlink(missing_ok=True)
     h5_path.unlink(missing_ok=True)
-    shutil.rmtree(run.chunk_frames(node), ignore_errors=True)
+    shutil.rmtree(run.shard_frames(node), ignore_errors=True)
     return existed
 
 
@@ -165,7 +165,7 @@ def make_dag(
     run: RunDir,
     sequence_base: int | None = None,
     check_files: bool = True,
-) -> list[ClientSegment]:
+) -> list[ClientShare]:
     """Check the campaign's data and write its run directory.
 
     Parameters
@@ -187,7 +187,7 @@ def make_dag(
 
     Returns
     -------
-    The client segments, in time order. The summary of the analysable span (total,
+    The client shares, in time order. The summary of the analysable span (total,
     analysable, dropped and why) is logged.
 
     Raises
@@ -236,10 +236,10 @@ def make_dag(
     if not isinstance(sequence_base, int) or isinstance(sequence_base, bool) or sequence_base < 0:
         raise ConfigError(f"sequence base must be a non-negative integer, got {sequence_base!r}")
     if clients_count >= SEQUENCE_BLOCK:
-        raise ConfigError(f"{clients_count} client segments do not fit in one sequence block")
+        raise ConfigError(f"{clients_count} client shares do not fit in one sequence block")
 
-    segments = client_segments(config, stretches, sequence_base=sequence_base)
-    chunks = chunk_merges(config, stretches_of(segments), segments)
+    shares = client_shares(config, stretches, sequence_base=sequence_base)
+    shards = shard_merges(config, stretches_of(shares), shares)
     for line in span.summary_lines():
         logger.info(f"make-dag: {line}")
     servers = [server_name(i) for i in range(config.layout.servers)]
@@ -247,28 +247,28 @@ def make_dag(
     run.create()
     write_token(run)  # kept when the directory is rewritten: running servers keep theirs
 
-    current = {f"{node}.json" for node in [s.node for s in segments] + [c.node for c in chunks]}
+    current = {f"{node}.json" for node in [s.node for s in shares] + [c.node for c in shards]}
     for stale in run.jobs.glob("*.json"):
         if stale.name not in current:
             stale.unlink()
     forgotten = False
-    for stale in run.output_chunks.glob("chunk*.json"):
-        if stale.name not in current:  # a chunk of another chunking: its merge is redone
-            forgotten |= _forget_other_chunk(run, stale.stem, None)
-    for seg in segments:
-        write_client_job(run, seg)
-    for chunk in chunks:
-        forgotten |= _forget_other_chunk(run, chunk.node, chunk)
-        write_chunk_job(run, chunk)
-    if forgotten:  # and the index over the chunks
+    for stale in run.output_shards.glob("shard*.json"):
+        if stale.name not in current:  # a shard of another sharding: its merge is redone
+            forgotten |= _forget_other_shard(run, stale.stem, None)
+    for share in shares:
+        write_client_job(run, share)
+    for shard in shards:
+        forgotten |= _forget_other_shard(run, shard.node, shard)
+        write_shard_job(run, shard)
+    if forgotten:  # and the index over the shards
         run.output[1].unlink(missing_ok=True)
 
     run_id = previous.run_id if previous is not None else secrets.token_hex(8)
-    texts = submit_texts(config, site, executable, run_id, chunked=bool(chunks))
+    texts = submit_texts(config, site, executable, run_id, sharded=bool(shards))
     for role, text in texts.items():
         write_text_atomic(run.submit(role), text)
-    if not chunks:
-        run.submit("chunk").unlink(missing_ok=True)
+    if not shards:
+        run.submit("shard").unlink(missing_ok=True)
     if site.transfer:
         _write_tarball(config.model.repository, run.repository_tarball)
     else:
@@ -291,8 +291,8 @@ def make_dag(
         "merge_hash": hashes.merge,
         "sequence_base": sequence_base,
         "servers": servers,
-        "clients": [seg.node for seg in segments],
-        "chunks": [chunk.node for chunk in chunks],
+        "clients": [share.node for share in shares],
+        "shards": [shard.node for shard in shards],
         "created": datetime.now().astimezone().isoformat(timespec="seconds"),
         # the networks' training data, which the merge's physics numbers leave out
         "training": training_spans(config),
@@ -308,15 +308,15 @@ def make_dag(
         pre = Script(str(executable), args, DEFER_EXIT, DEFER_SECONDS)
     text = dag_text(
         servers,
-        segments,
+        shares,
         config.workflow.retries,
         config.workflow.max_parallel_clients,
         fatal_exit=ConfigError.exit_code,
         final=True,
         client_pre=pre,
-        chunks=[(c.node, c.clients) for c in chunks],
+        shards=[(c.node, c.clients) for c in shards],
         transfer=site.transfer,
         max_parallel_merges=config.workflow.max_parallel_merges,
     )
     write_text_atomic(run.dag, text)
-    return segments
+    return shares

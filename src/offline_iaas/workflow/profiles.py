@@ -205,7 +205,7 @@ def _requests(config: CampaignConfig, role: str) -> list[tuple[str, str]]:
     if role == "client":
         return [("request_cpus", "1"), ("request_memory", site.client_memory),
                 ("request_disk", site.client_disk)]
-    if role in ("chunk", "merge"):
+    if role in ("shard", "merge"):
         return [("request_cpus", "1"), ("request_memory", site.merge_memory),
                 ("request_disk", site.merge_disk)]
     return []
@@ -223,7 +223,7 @@ def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
         "client": [run.config, run.token, run.job("$(node)"), run.servers],
         "merge": [run.config, run.run_info, run.jobs, run.parts],
         # the parts of the clients it reads ($(parts), set by the DAG's VARS line)
-        "chunk": [run.config, run.run_info, run.jobs, "$(parts)"],
+        "shard": [run.config, run.run_info, run.jobs, "$(parts)"],
     }[role])
     out = [("should_transfer_files", "YES"), ("transfer_input_files", inputs),
            ("preserve_relative_paths", "true")]
@@ -233,7 +233,7 @@ def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
     else:
         outputs = ", ".join(str(p) for p in {
             "client": run.part("$(node)"), "merge": [run.output[0].parent],
-            "chunk": [*run.chunk_output("$(node)"), run.chunk_frames("$(node)")]}[role])
+            "shard": [*run.shard_output("$(node)"), run.shard_frames("$(node)")]}[role])
         # Only a successful job has outputs; ON_EXIT would hold a failed one for missing files.
         out += [("transfer_output_files", outputs), ("when_to_transfer_output", "ON_SUCCESS"),
                 ("success_exit_code", "0")]
@@ -243,7 +243,7 @@ def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
 def _container(config: CampaignConfig, site: Site, role: str) -> list[tuple[str, str]]:
     if role == "server" and site.server_in_image:
         image = config.server.image
-    elif role in ("client", "chunk", "merge") and site.client_in_image:
+    elif role in ("client", "shard", "merge") and site.client_in_image:
         image = config.site.client_image
     else:
         return ([("transfer_executable", "false")]
@@ -274,8 +274,8 @@ def _arguments(role: str, site: Site) -> str:
         return f"serve --run-dir . --node $(node){extra}"
     if role == "client":
         return "client --run-dir . --node $(node)"
-    if role == "chunk":
-        return "merge-chunk --run-dir . --node $(node)"
+    if role == "shard":
+        return "merge-shard --run-dir . --node $(node)"
     return "merge --run-dir ."
 
 
@@ -284,7 +284,7 @@ def submit_texts(
     site: Site,
     host_executable: Path,
     run_id: str,
-    chunked: bool = False,
+    sharded: bool = False,
 ) -> dict[str, str]:
     """Every submit file of a campaign, role to text.
 
@@ -297,21 +297,21 @@ def submit_texts(
         share its filesystem or software area).
     run_id
         The run directory's identifier, put in every job ad (``MY.OfflineIaasRun``).
-    chunked
-        The DAG has chunk merges (``merge.chunk_seconds``): adds ``chunk.sub``. With file
-        transfer the merge node, then an index of the chunks, runs on the access point
-        (``universe = local``), where the chunks' outputs came back.
+    sharded
+        The DAG has shard merges (``merge.shard_seconds``): adds ``shard.sub``. With file
+        transfer the merge node, then an index of the shards, runs on the access point
+        (``universe = local``), where the shards' outputs came back.
     """
     texts = {}
-    for name in ("server", "client", *(["chunk"] if chunked else []), "merge", "final"):
-        # the index of the chunks reads them where they are: no transfer
-        role = "index" if name == "merge" and chunked and site.transfer else name
+    for name in ("server", "client", *(["shard"] if sharded else []), "merge", "final"):
+        # the index of the shards reads them where they are: no transfer
+        role = "index" if name == "merge" and sharded and site.transfer else name
         in_image = site.server_in_image if role == "server" else site.client_in_image
         in_image = in_image and role not in ("final", "index")
         universe = "container" if in_image and site.profile.container == "universe" else "vanilla"
         universe = "local" if role == "index" else universe
         executable = config.site.image_executable if in_image else str(host_executable)
-        node = "$(node)" if role in ("server", "client", "chunk") else name
+        node = "$(node)" if role in ("server", "client", "shard") else name
         lines: list[str] = []
         lines += _block(f"Resources ({site.profile.name} profile).",
                         _requests(config, "merge" if role == "index" else role))

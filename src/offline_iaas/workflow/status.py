@@ -20,7 +20,7 @@ from typing import Any
 from offline_iaas import records
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
-from offline_iaas.records import ClientJob, ClientSegment, PartRecord, R
+from offline_iaas.records import ClientJob, ClientShare, PartRecord, R
 from offline_iaas.rundir import MERGE_NODE, RunDir, read_json
 from offline_iaas.serve.crashes import crash_lines
 from offline_iaas.workflow.completion import not_done
@@ -77,7 +77,7 @@ class RunStatus:
         return sum(1 for n in self.nodes if n.state == state and n.kind != "SERVICE")
 
 
-def _data_seconds(run: RunDir, specs: dict[str, ClientSegment | None],
+def _data_seconds(run: RunDir, specs: dict[str, ClientShare | None],
                   complete: set[str]) -> tuple[float, float, float, int]:
     """(done, total, lost, bad files) over the client nodes (``specs``: their job specs, None
     where unreadable; ``complete``: the nodes whose output is there), in data seconds
@@ -90,23 +90,23 @@ def _data_seconds(run: RunDir, specs: dict[str, ClientSegment | None],
     config = load_config(run.config)
     stride = config.stride_seconds
     clients = list(specs)
-    segments = [spec for spec in specs.values() if spec is not None]
-    if not clients or len(segments) < len(clients):  # unreadable specs: clients as equal shares
+    shares = [spec for spec in specs.values() if spec is not None]
+    if not clients or len(shares) < len(clients):  # unreadable specs: clients as equal shares
         total = config.data.duration
         return (total * len(complete & set(clients)) / len(clients) if clients else 0.0,
                 total, 0.0, 0)
     try:
-        bad = bad_files(run, segments)
+        bad = bad_files(run, shares)
     except RunError:  # no run record: no bad file known
         bad = []
-    windows = analysed_windows(config, segments, campaign_stretches(config, segments, bad))
-    planned = sum(seg.kept_windows for seg in segments)
+    windows = analysed_windows(config, shares, campaign_stretches(config, shares, bad))
+    planned = sum(share.kept_windows for share in shares)
     total = sum(windows.values())
     done = sum(windows[node] for node in complete & set(clients))
     return done * stride, total * stride, (planned - total) * stride, len(bad)
 
 
-def _note_server(node: NodeState, spec: ClientSegment | None,
+def _note_server(node: NodeState, spec: ClientShare | None,
                  sidecar: PartRecord | None) -> None:
     """A client's server (its spec's, or the last its sidecar names), and a move (failover or
     rebalance) said in its detail."""
@@ -241,7 +241,7 @@ def read_status(run: RunDir) -> RunStatus:
     clients = {n.name: (_readable(ClientJob, run.job(n.name)),
                         _readable(PartRecord, run.part(n.name)[1]))
                for n in dag.nodes.values() if n.kind == "JOB" and n.submit == "client.sub"}
-    specs = {name: job.segment if job is not None else None
+    specs = {name: job.share if job is not None else None
              for name, (job, _) in clients.items()}
     for node in status.nodes:
         if node.name in clients:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from offline_iaas.errors import RunError
 
-ROLES: tuple[str, ...] = ("server", "client", "chunk", "merge", "final")
+ROLES: tuple[str, ...] = ("server", "client", "shard", "merge", "final")
 """The roles that have a submit template, in DAG order."""
 
 _PLACEHOLDER = re.compile(r"@([A-Z][A-Z0-9_]*)@")

@@ -1,9 +1,9 @@
-"""``offline-iaas merge-chunk``: one node of the merge tree (``merge/tree.py``).
+"""``offline-iaas merge-shard``: one node of the merge tree (``merge/tree.py``).
 
-A chunk merge checks its parent clients' parts, stages the kept windows its chunk and the
-post-processing padding need, and writes ``output/chunks/<node>.h5`` (the chunk's owned values
+A shard merge checks its parent clients' parts, stages the kept windows its shard and the
+post-processing padding need, and writes ``output/shards/<node>.h5`` (the shard's owned values
 as contiguous datasets, with its triggers, background and held-out strain), its GWF files in
-``output/chunks/<node>.frames`` and last its summary ``output/chunks/<node>.json``, which
+``output/shards/<node>.frames`` and last its summary ``output/shards/<node>.json``, which
 records every dataset's byte offset for the index (``merge/index.py``).
 """
 
@@ -23,14 +23,14 @@ from offline_iaas.data.gwf_reader import reader
 from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
-from offline_iaas.merge.postprocess import ChunkProducts
+from offline_iaas.merge.postprocess import ShardProducts
 from offline_iaas.merge.stitch import bad_files, campaign_stretches, check_parts, stage_parts
-from offline_iaas.merge.tree import chunk_extents, extent_data_seconds
+from offline_iaas.merge.tree import extent_data_seconds, shard_extents
 from offline_iaas.records import (
-    ChunkSummary,
     DatasetOffset,
-    read_chunk_job,
+    ShardSummary,
     read_client_job,
+    read_shard_job,
 )
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
@@ -39,56 +39,56 @@ logger = logging.getLogger(__name__)
 
 SERIES_GROUPS: tuple[str, ...] = ("statistic", "slides", "noise", "clean", "noise_canary",
                                   "clean_canary")
-"""Groups of time series the index concatenates across chunks."""
+"""Groups of time series the index concatenates across shards."""
 
 
-def merge_chunk(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) -> Path:
-    """Merge chunk ``node`` of ``run``; return its output file."""
+def merge_shard(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) -> Path:
+    """Merge shard ``node`` of ``run``; return its output file."""
     config = load_config(run.config)
     run_info = records.read_run_info(run)
-    chunk = read_chunk_job(run, node)
-    segments = [read_client_job(run, client) for client in run_info.clients]
-    parent_nodes = set(chunk.clients)
-    problems = check_parts(run, config, segments, read=parent_nodes)
+    shard = read_shard_job(run, node)
+    shares = [read_client_job(run, client) for client in run_info.clients]
+    parent_nodes = set(shard.clients)
+    problems = check_parts(run, config, shares, read=parent_nodes)
     if problems:
         raise RunError(f"cannot merge {node} of {run.path}: " + "; ".join(problems))
     started, cpu = time.monotonic(), time.process_time()
-    out_path, status_path = run.chunk_output(node)
+    out_path, status_path = run.shard_output(node)
     status_path.unlink(missing_ok=True)
-    run.output[1].unlink(missing_ok=True)  # the index over the old chunk is out of date
+    run.output[1].unlink(missing_ok=True)  # the index over the old shard is out of date
     # with data.on_bad_file = "gap" its parents are every client of its stretches, so they
     # hold every bad file that cuts them (merge/tree.py)
-    bad = bad_files(run, segments, parent_nodes)
-    stretches = campaign_stretches(config, segments, bad)
-    extents = chunk_extents(config, stretches, chunk.gps_start, chunk.gps_end)
+    bad = bad_files(run, shares, parent_nodes)
+    stretches = campaign_stretches(config, shares, bad)
+    extents = shard_extents(config, stretches, shard.gps_start, shard.gps_end)
     noise = "noise" in config.outputs.names
     frames = discover_frames(config) if noise else None
     _load_libraries(noise)
     setup_seconds = time.monotonic() - started
-    writer = CampaignWriter(out_path, config, stretches, run.chunk_frames(node) if noise else None,
+    writer = CampaignWriter(out_path, config, stretches, run.shard_frames(node) if noise else None,
                             dict(run_info.training), run_info.model, extents, bad)
-    parents = [seg for seg in segments if seg.node in parent_nodes]
+    parents = [share for share in shares if share.node in parent_nodes]
     try:
         stage_parts(run, config, parents, writer, node, progress, stretches)
         products = writer.postprocess(frames)
         _store_products(writer.file, products)
-        writer.close({"producer": "merge-chunk", "chunk": node,
-                      "chunk_gps": [chunk.gps_start, chunk.gps_end]})
+        writer.close({"producer": "merge-shard", "shard": node,
+                      "shard_gps": [shard.gps_start, shard.gps_end]})
     except BaseException as err:
         writer.discard()
         raise_if_no_space(err, out_path)
         raise
     # planned less the gaps of bad frame files (the index fails the run if nothing is left)
     analysed = extent_data_seconds(config, extents)
-    frames_dir = run.chunk_frames(node)
+    frames_dir = run.shard_frames(node)
     frames_dir.mkdir(exist_ok=True)  # empty without DeepClean: file transfer expects it
-    record = records.build(ChunkSummary, {
+    record = records.build(ShardSummary, {
         "complete": True,
         "node": node,
-        "gps": [chunk.gps_start, chunk.gps_end],
-        "data_seconds": chunk.data_seconds,
+        "gps": [shard.gps_start, shard.gps_end],
+        "data_seconds": shard.data_seconds,
         "analysed_seconds": analysed,
-        "clients": list(chunk.clients),
+        "clients": list(shard.clients),
         "wall_seconds": time.monotonic() - started,
         "setup_seconds": setup_seconds,
         "cpu_seconds": time.process_time() - cpu,
@@ -104,16 +104,16 @@ def merge_chunk(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
     })
     records.write(record, status_path)
     data = f"{analysed:.0f} s of data"
-    if analysed != chunk.data_seconds:
-        data = (f"{analysed:.0f} of its {chunk.data_seconds:.0f} s of data, the rest in gaps "
+    if analysed != shard.data_seconds:
+        data = (f"{analysed:.0f} of its {shard.data_seconds:.0f} s of data, the rest in gaps "
                 f"of {len(bad)} bad frame file(s)")
-    logger.info(f"merge-chunk: {node} (GPS {chunk.gps_start:.0f}-{chunk.gps_end:.0f}, {data}, "
+    logger.info(f"merge-shard: {node} (GPS {shard.gps_start:.0f}-{shard.gps_end:.0f}, {data}, "
                 f"from {len(parents)} parts) -> {out_path} in {record.wall_seconds:.1f} s")
     return out_path
 
 
 def _load_libraries(noise: bool) -> None:
-    """What a chunk merge loads whatever its data (its set-up, timed apart so that ``plan``
+    """What a shard merge loads whatever its data (its set-up, timed apart so that ``plan``
     scales only the rest with the data): gwpy, and the frame reader with the frame library
     when it writes cleaned strain."""
     import gwpy.timeseries  # noqa: F401
@@ -122,7 +122,7 @@ def _load_libraries(noise: bool) -> None:
         reader().start()
 
 
-def _store_products(file: h5py.File, products: ChunkProducts) -> None:
+def _store_products(file: h5py.File, products: ShardProducts) -> None:
     """What the index needs besides the series: the owned tables and held-out strain."""
     if products.triggers is not None:
         file.create_dataset("triggers", data=products.triggers)
@@ -135,9 +135,9 @@ def _store_products(file: h5py.File, products: ChunkProducts) -> None:
         group.create_dataset("clean", data=clean)
 
 
-def read_products(path: Path, record: ChunkSummary) -> ChunkProducts:
-    """A chunk's ``ChunkProducts`` back from its file and summary."""
-    products = ChunkProducts()
+def read_products(path: Path, record: ShardSummary) -> ShardProducts:
+    """A shard's ``ShardProducts`` back from its file and summary."""
+    products = ShardProducts()
     with h5py.File(path, "r") as f:
         if "triggers" in f:
             products.triggers = f["triggers"][()]
@@ -157,7 +157,7 @@ def read_products(path: Path, record: ChunkSummary) -> ChunkProducts:
 
 
 def _dataset_offsets(path: Path) -> list[DatasetOffset]:
-    """Every series dataset of a chunk file: name, group, x0, shape, byte offset and size
+    """Every series dataset of a shard file: name, group, x0, shape, byte offset and size
     (contiguous storage, so the index can point at the bytes)."""
     found: list[DatasetOffset] = []
     with h5py.File(path, "r") as f:

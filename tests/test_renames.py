@@ -1,0 +1,119 @@
+"""Names changed by the glossary (#38). Config keys: an old key still sets the new field, with
+one deprecation warning naming the file, the old key and the new one; both given is refused.
+Run directories of before the rename are refused; ``merge-chunk`` is an alias of ``merge-shard``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from offline_iaas import records
+from offline_iaas.cli import main
+from offline_iaas.config import load_config
+from offline_iaas.errors import ConfigError, RunError
+from tests.error_catalogue import documented
+
+OLD_KEYS = [
+    # (section, old key, new key, TOML value, the new field's value, overrides it needs)
+    ("client", "chunk_seconds", "read_seconds", "32", 32.0, []),
+    ("merge", "chunk_seconds", "shard_seconds", "0", 0.0, []),
+    ("bbhnet", "time_shifts", "slides", "3", 3, ['model.mode="bbhnet"']),
+    ("bbhnet", "shift_seconds", "slide_seconds", "0.5", 0.5, ['model.mode="bbhnet"']),
+]
+
+
+@pytest.mark.parametrize(("section", "old", "new", "text", "value", "extra"), OLD_KEYS,
+                         ids=[f"{s}.{o}" for s, o, *_ in OLD_KEYS])
+def test_an_old_key_sets_the_new_field_with_one_deprecation_warning(
+        small_config_file: Path, log_lines: list[str], section: str, old: str, new: str,
+        text: str, value: float, extra: list[str]) -> None:
+    small_config_file.write_text(small_config_file.read_text() + f"\n[{section}]\n{old} = {text}\n")
+    config = load_config(small_config_file, extra)
+    assert getattr(getattr(config, section), new) == value
+    warned = [line for line in log_lines if "deprecated" in line]
+    assert warned == [f"{small_config_file}: {section}.{old} is deprecated: use {section}.{new}"]
+    # --set with the old key: the same field, the same warning (saying it came from --set)
+    log_lines.clear()
+    fresh = small_config_file.with_name("fresh.toml")
+    fresh.write_text(small_config_file.read_text().replace(f"{old} = {text}", ""))
+    config = load_config(fresh, [*extra, f"{section}.{old}={text}"])
+    assert getattr(getattr(config, section), new) == value
+    assert [line for line in log_lines if "deprecated" in line] == [
+        f"{fresh}: --set {section}.{old} is deprecated: use {section}.{new}"]
+    # the new key: no warning
+    log_lines.clear()
+    load_config(fresh, [*extra, f"{section}.{new}={text}"])
+    assert not [line for line in log_lines if "deprecated" in line]
+
+
+def test_an_old_key_given_with_its_new_one_is_refused(small_config_file: Path) -> None:
+    small_config_file.write_text(small_config_file.read_text()
+                                 + "\n[client]\nchunk_seconds = 32\nread_seconds = 16\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(small_config_file)
+    documented("renamed-key-both-given", str(caught.value), {small_config_file: "C"},
+               exit_code=ConfigError.exit_code)
+    fresh = small_config_file.with_name("fresh.toml")
+    fresh.write_text(small_config_file.read_text().replace("chunk_seconds = 32\n", ""))
+    with pytest.raises(ConfigError, match="'client.chunk_seconds' and 'client.read_seconds' are "
+                       "both given"):
+        load_config(fresh, ["client.chunk_seconds=32", "client.read_seconds=16"])
+
+
+def test_renamed_keys_are_hashed_under_their_old_names(small_config_file: Path) -> None:
+    """Finished parts and merges of a run directory written before the rename stay valid."""
+    config = load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.slides=3",
+                                             "merge.shard_seconds=0"])
+    plain = config.to_dict()
+    bbhnet = dict(plain["bbhnet"])
+    bbhnet["time_shifts"] = bbhnet.pop("slides")
+    bbhnet["shift_seconds"] = bbhnet.pop("slide_seconds")
+    merge = {"chunk_seconds": plain["merge"].pop("shard_seconds")}
+    plain = {k: v for k, v in plain.items()
+             if k in ("data", "model", "layout", "synth", "deepclean", "bbhnet")}
+    plain["bbhnet"] = bbhnet
+    plain["data"] = {k: v for k, v in plain["data"].items() if k != "on_bad_file"}
+    old_style = {**plain, "merge": merge}
+    digest = hashlib.sha256(json.dumps(old_style, sort_keys=True).encode()).hexdigest()[:16]
+    assert config.merge_hash() == digest
+    # the control: one more slide is another merge
+    other = load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.slides=4",
+                                            "merge.shard_seconds=0"])
+    assert other.merge_hash() != digest
+
+
+def test_a_run_record_written_before_the_shard_rename_is_refused(tmp_path: Path) -> None:
+    """Run directories of before the rename (nodes ``chunkK``) are not migrated: make-dag again."""
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"schema_version": 2, "run_id": "r", "stream_hash": "s",
+                                "merge_hash": "m", "sequence_base": 0, "servers": ["server0"],
+                                "clients": ["client0"], "chunks": ["chunk0"], "created": "now"}))
+    with pytest.raises(RunError) as caught:
+        records.read(records.RunInfo, path)
+    assert str(caught.value) == (
+        f"{path}: field chunks: a run record (run.json) written before chunks was renamed "
+        "shards (#38): run make-dag again into a new run directory")
+    # the control: the same record under the new name is read
+    path.write_text(path.read_text().replace('"chunks"', '"shards"').replace("chunk0", "shard0"))
+    assert records.read(records.RunInfo, path).shards == ("shard0",)
+
+
+def test_merge_chunk_is_a_deprecated_alias_of_merge_shard(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    said = {}
+    for command in ("merge-chunk", "merge-shard"):
+        caplog.clear()
+        code = main([command, "--run-dir", str(tmp_path / "nowhere"), "--node", "shard0"])
+        err = capsys.readouterr().err.replace(command, "COMMAND")
+        said[command] = (code, err, [r.getMessage() for r in caplog.records
+                                     if "deprecated" in r.getMessage()])
+    assert said["merge-chunk"][2] == [
+        "offline-iaas merge-chunk is deprecated: use offline-iaas merge-shard"]
+    assert said["merge-shard"][2] == []
+    # the rest is merge-shard's: the same failure (no run directory there), the same exit code
+    assert said["merge-chunk"][:2] == said["merge-shard"][:2]
+    assert said["merge-shard"][0] != 0 and "config file not found" in said["merge-shard"][1]
