@@ -27,11 +27,12 @@ browser:
 	else echo "browser: could not install chromium (the browser test will be skipped)"; fi
 
 # The whole suite on TEST_WORKERS pytest-xdist workers; a test module stays on one worker
-# (its module-scoped servers and datasets are set up once).
+# (its module-scoped servers and datasets are set up once), in the order tests/conftest.py sets
+# (the longest modules first; xdist would otherwise start the modules with most tests first).
 TEST_WORKERS ?= 2
 test: $(STAMP) browser
 	$(BIN)/ruff check src tests
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # Before every commit: ruff, then every test that starts no tritonserver (not marked slow;
 # tests/conftest.py refuses a server to the others), on CHECK_WORKERS pytest-xdist workers.
