@@ -27,7 +27,7 @@ browser:
 	else echo "browser: could not install chromium (the browser test will be skipped)"; fi
 
 # The whole suite on TEST_WORKERS pytest-xdist workers (3 on 2 cores: the servers' start-ups and
-# the clients' waits leave a third of the two cores idle with 2); a test module stays on one worker
+# the clients' waits left a quarter of the two cores idle with 2); a test module stays on one worker
 # (its module-scoped servers and datasets are set up once), in the order tests/conftest.py sets
 # (the longest modules first; xdist would otherwise start the modules with most tests first).
 TEST_WORKERS ?= 3
