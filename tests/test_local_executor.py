@@ -291,10 +291,11 @@ def test_nothing_to_do_when_complete(make_run) -> None:
     )
     paths = campaign_records(run.dir, ("client0",))
     complete_part(paths, "client0")
-    run()  # client0 complete: only merge runs
+    run()  # client0 complete: only merge runs, without the server it does not use
     assert not run.has("client0", "start") and run.has("merge", "end")
     assert "client0: complete, not run again" in run.lines
-    (run.events / "server0.start").unlink()
+    assert "server0: not started (only merges remain to run)" in run.lines
+    assert not run.has("server0", "start") and run.state()["server0"]["status"] == "not-run"
 
     complete_merge(paths)
     run.lines.clear()

@@ -12,7 +12,6 @@ Two installations are understood:
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offline_iaas.errors import ServerError
+from offline_iaas.lifetime import die_with_parent
 from offline_iaas.rendezvous.access import restricted_flags
 
 
@@ -145,16 +145,6 @@ def server_command(
     return cmd + restricted_flags(token)
 
 
-def _die_with_parent() -> None:
-    # Linux: the server gets SIGKILL if the process that started it dies (PR_SET_PDEATHSIG),
-    # so a killed node never leaves a tritonserver behind.
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)
-    except OSError:
-        pass
-
-
 def start_server(cmd: list[str], install: TritonInstall, log_path: Path) -> subprocess.Popen:
     """Start tritonserver in our process group, its output appended to ``log_path``."""
     env = {**os.environ, **install.env}
@@ -166,5 +156,6 @@ def start_server(cmd: list[str], install: TritonInstall, log_path: Path) -> subp
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=env,
-            preexec_fn=_die_with_parent,
+            # a node killed (SIGKILL) leaves no tritonserver behind; its stubs follow it
+            preexec_fn=die_with_parent(signal.SIGKILL),
         )

@@ -8,12 +8,12 @@ first and are stopped at the end; JOB nodes run once their parents are done, thr
 re-runs it later); ``ABORT-DAG-ON`` removes every running job; the FINAL node runs last with
 ``$(DAG_STATUS)`` and ``$(FAILED_COUNT)``. Nodes whose output exists (and whose parents' does)
 are not run again. Every node runs in its own process group, so that stopping it stops its
-whole process tree.
+whole process tree, and dies with run-local (``lifetime.die_with_parent``: SIGTERM to it when
+run-local dies); servers are not started when only merges remain.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -21,23 +21,27 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError, no_space
+from offline_iaas.lifetime import die_with_parent, start_ticks
 from offline_iaas.rendezvous.job_ads import FAKE_ENV
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.completion import not_done
 from offline_iaas.workflow.dag import Dag, parse_dag
 from offline_iaas.workflow.emulation import node_command, stage_in, stage_out
 from offline_iaas.workflow.failures import ErrorPipe, node_error, run_failure
+from offline_iaas.workflow.guardian import Guardian
 from offline_iaas.workflow.processes import (
     NodeRun,
+    RunPlace,
     Signals,
     describe_exit,
     group_members,
+    locked,
+    needs_servers,
     now,
     signal_group,
     terminate_group,
@@ -77,6 +81,8 @@ class _Executor:
         """Each running process's error pipe, by PID (``workflow/failures.py``)."""
         self.errors: dict[str, str] = {}
         """Each node's last error line (its command's ``error:`` message)."""
+        self.place, self.ticks = RunPlace(run), {os.getpid(): start_ticks(os.getpid())}
+        self.guardian = Guardian(stop_timeout_seconds)  # stops the nodes if run-local is killed
 
     # -- bookkeeping
     def _rel(self, path: Path) -> str:
@@ -86,20 +92,7 @@ class _Executor:
             return str(path)
 
     def write_state(self) -> None:
-        nodes = {
-            name: {
-                "kind": r.node.kind,
-                "status": r.status,
-                "attempts": r.attempts,
-                "retries": r.node.retries,
-                "pid": r.proc.pid if r.proc is not None else None,
-                "exit_code": r.exit_code,
-                "started": r.started,
-                "ended": r.ended,
-                "history": r.history,
-            }
-            for name, r in self.runs.items()
-        }
+        nodes = {name: r.record(self.ticks) for name, r in self.runs.items()}
         if self.on_state is not None:
             try:
                 self.on_state({name: (r.node.kind, r.status) for name, r in self.runs.items()})
@@ -108,12 +101,13 @@ class _Executor:
         state = {
             "dag": str(self.paths.dag),
             "updated": now(),
+            "executor": {"pid": os.getpid(), "pid_start": self.ticks[os.getpid()]},
             "aborted": list(self.aborted) if self.aborted else None,
             "nodes": nodes,
         }
-        path = self.paths.local_state
         try:
-            write_text_atomic(path, json.dumps(state, indent=2) + "\n")
+            if self.place.here():  # never where the run directory was moved from
+                write_text_atomic(self.paths.local_state, json.dumps(state, indent=2) + "\n")
         except OSError:
             pass  # the state file is informative; never fail the run on it
 
@@ -129,6 +123,7 @@ class _Executor:
     # -- starting and reaping
     def _popen(self, run: NodeRun, argv: list[str], cwd: Path, out: Path, err: Path,
                env: dict[str, str]) -> subprocess.Popen[bytes]:
+        self.place.check()  # nothing is started, no log directory made, at a moved run's path
         for path in (out, err):
             path.parent.mkdir(parents=True, exist_ok=True)
         with open(out, "ab") as stdout, open(err, "ab") as stderr:
@@ -143,12 +138,14 @@ class _Executor:
                     env={**os.environ, **self.base_env, **env, **pipe.env()},
                     start_new_session=True,
                     pass_fds=(pipe.write_fd,),
+                    preexec_fn=die_with_parent(signal.SIGTERM),
                 )
             except OSError as error:
                 pipe.close()
                 raise RunError(f"{run.node.name}: cannot start {argv[0]}: {error}") from None
         pipe.started()
-        self.pipes[proc.pid] = pipe
+        self.pipes[proc.pid], self.ticks[proc.pid] = pipe, start_ticks(proc.pid)
+        self.guardian.started(proc.pid)
         return proc
 
     def _error(self, run: NodeRun, proc: subprocess.Popen[bytes], log: Path,
@@ -246,10 +243,11 @@ class _Executor:
         # As HTCondor does when a job exits: nothing it left behind keeps running.
         if group_members(run.proc.pid):
             signal_group(run.proc.pid, signal.SIGKILL)
+        self.guardian.ended(run.proc.pid)
         run.exit_code, run.ended = code, now()
         problem = None
         transfer, sandbox = run.command.transfer, run.sandbox
-        if transfer is not None and sandbox is not None:
+        if transfer is not None and sandbox is not None and self.place.here():
             if not transfer.on_success_only or code == transfer.success_exit_code:
                 try:
                     stage_out(transfer, sandbox, run.command.cwd, run.sandbox_before)
@@ -347,6 +345,7 @@ class _Executor:
                 if code is None:
                     continue
                 r.pre_proc = None
+                self.guardian.ended(proc.pid)
                 pre = r.node.pre
                 assert pre is not None
                 if code == 0:
@@ -413,10 +412,16 @@ class _Executor:
 
     # -- the run
     def run(self) -> None:
-        for r in self.runs.values():
-            if r.is_service:
-                self._start(r)
+        services = [r for r in self.runs.values() if r.is_service]
+        if services and not needs_servers(self._jobs()):
+            for r in services:
+                r.status = "not-run"
+            names = ", ".join(r.node.name for r in services)
+            logger.info(f"{names}: not started (only merges remain to run)")
+        for r in (r for r in services if r.status == "pending"):
+            self._start(r)
         while True:
+            self.place.check()
             self._poll_services()
             self._reap_jobs()
             self._start_ready()
@@ -480,6 +485,7 @@ class _Executor:
         for pipe in self.pipes.values():
             pipe.close()
         self.pipes.clear()
+        self.guardian.close()
         try:
             self.paths.scratch.rmdir()  # only if every node's scratch was cleaned
         except OSError:
@@ -492,17 +498,6 @@ class _Executor:
             return None
         not_run = [r.node.name for r in self._jobs() if r.status in ("not-run", "removed")]
         return run_failure(self.paths, failed, self.errors, not_run, self.aborted)
-
-
-@contextmanager
-def _locked(run: RunDir) -> Iterator[None]:
-    """Hold the run directory's lock, so that two executors never run the same nodes."""
-    with open(run.lock, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunError(f"another run-local is already running on {run.path}") from None
-        yield
 
 
 def run_local(
@@ -567,7 +562,7 @@ def run_local(
         elif problem.written:  # something of it is there: say why it is redone
             logger.info(f"{r.node.name}: runs again: {problem}")
 
-    with _locked(run):
+    with locked(run):
         signals = Signals()
         executor = _Executor(
             run, dag, runs, submits, stop_timeout_seconds, signals, on_state

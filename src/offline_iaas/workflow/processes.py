@@ -1,9 +1,11 @@
 """The processes of ``run-local``: a node's run record (``NodeRun``), process groups (every
-node runs in its own group, so that stopping it stops its whole tree) and the SIGTERM/SIGINT
-handlers (held while a child is being started)."""
+node runs in its own group, so that stopping it stops its whole tree), the SIGTERM/SIGHUP/SIGINT
+handlers (held while a child is being started), the run directory's lock and its place (a run
+directory moved away while run-local runs is noticed, never recreated)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -17,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from offline_iaas.errors import RunError
+from offline_iaas.rundir import MERGE_NODE, RunDir, is_shard_node
 from offline_iaas.workflow.dag import DagNode
 from offline_iaas.workflow.emulation import NodeCommand
 
@@ -68,9 +71,8 @@ def describe_exit(code: int) -> str:
     return f"exit code {code}"
 
 
-
 class Signals:
-    """SIGTERM/SIGINT handlers that raise, except while a process is being started.
+    """SIGTERM/SIGHUP/SIGINT handlers that raise, except while a process is being started.
 
     A signal that arrives while ``Popen`` runs would lose the new child's handle (a process
     nobody stops), so the exception is held until the child is recorded.
@@ -84,7 +86,7 @@ class Signals:
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers can only be set from the main thread
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def restore(self) -> None:
@@ -95,8 +97,9 @@ class Signals:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT:
             exc: BaseException = KeyboardInterrupt()
-        else:
-            exc = RunError("run-local stopped by SIGTERM; every node it started was stopped")
+        else:  # SIGHUP: its terminal closed; stop as on SIGTERM
+            name = signal.Signals(signum).name
+            exc = RunError(f"run-local stopped by {name}; every node it started was stopped")
         if self.hold:
             self.pending = self.pending or exc
             return
@@ -112,6 +115,59 @@ class Signals:
         if self.pending is not None:
             exc, self.pending = self.pending, None
             raise exc
+
+
+@contextmanager
+def locked(run: RunDir) -> Iterator[None]:
+    """Hold the run directory's lock, so that two executors never run the same nodes."""
+    with open(run.lock, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunError(f"another run-local is already running on {run.path}") from None
+        yield
+
+
+class RunPlace:
+    """Where a run directory is: the device and inode its path named when run-local started.
+
+    A directory moved (``mv``) or removed while run-local runs is noticed by ``here`` before
+    anything is written, so that nothing recreates it at its old path.
+    """
+
+    def __init__(self, run: RunDir) -> None:
+        self.path = run.path
+        self.identity = self._identity()
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            found = os.stat(self.path)
+        except OSError:
+            return None
+        return found.st_dev, found.st_ino
+
+    def here(self) -> bool:
+        """Whether the path still names the run directory run-local started on."""
+        return self.identity is not None and self._identity() == self.identity
+
+    def check(self) -> None:
+        """RunError, one line, if the run directory is no longer at its path."""
+        if not self.here():
+            raise RunError(
+                f"the run directory {self.path} was moved or removed while run-local ran: its "
+                "nodes were stopped and nothing was written there; run run-local on it where "
+                "it is now"
+            )
+
+
+def needs_servers(jobs: list[NodeRun]) -> bool:
+    """Whether a job still to run uses the servers: a merge (``merge``, ``shard<n>``) and the
+    FINAL node do not."""
+    return any(
+        r.status == "pending" and r.node.kind == "JOB"
+        and r.node.name != MERGE_NODE and not is_shard_node(r.node.name)
+        for r in jobs
+    )
 
 
 def now() -> str:
@@ -152,6 +208,23 @@ class NodeRun:
             "exit_code": self.exit_code if exit_code is None else exit_code,
             "status": status,
         })
+
+    def record(self, ticks: dict[int, int | None]) -> dict[str, Any]:
+        """The node in ``local-state.json``; ``ticks``: each started PID's start time
+        (``lifetime.start_ticks``), so that ``status`` can tell the process still runs."""
+        pid = self.proc.pid if self.proc is not None else None
+        return {
+            "kind": self.node.kind,
+            "status": self.status,
+            "attempts": self.attempts,
+            "retries": self.node.retries,
+            "pid": pid,
+            "pid_start": ticks.get(pid) if pid is not None else None,
+            "exit_code": self.exit_code,
+            "started": self.started,
+            "ended": self.ended,
+            "history": self.history,
+        }
 
     @property
     def is_service(self) -> bool:

@@ -20,6 +20,7 @@ from typing import Any
 from offline_iaas import records
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
+from offline_iaas.lifetime import is_running
 from offline_iaas.records import ClientJob, ClientShare, PartRecord, R
 from offline_iaas.rundir import MERGE_NODE, RunDir, read_json
 from offline_iaas.serve.crashes import crash_lines
@@ -44,7 +45,8 @@ class NodeState:
     name: str
     kind: str
     state: str
-    """waiting, running, done, failed, not run (or, for servers, stopped/exited)."""
+    """waiting, running, done, failed, not run, interrupted (recorded running by a run-local
+    that was killed: its process is gone), or, for servers, stopped/exited."""
     retries: int = 0
     """Attempts beyond the first."""
     detail: str = ""
@@ -148,8 +150,13 @@ def _local_states(state: dict[str, Any]) -> dict[str, NodeState]:
             detail = "PRE script running"
         elif node.get("exit_code") not in (None, 0):
             detail = f"exit code {node.get('exit_code')}"
-        out[name] = NodeState(name, str(node.get("kind")), _LOCAL_STATES.get(status, status),
-                              retries, detail)
+        state = _LOCAL_STATES.get(status, status)
+        pid = node.get("pid")
+        if state == "running" and not (isinstance(pid, int) and is_running(pid, node.get(
+                "pid_start"))):  # a stale record: run-local was killed, or its disk full
+            state = "interrupted"
+            detail = f"its process ({pid}) is gone: run-local did not stop it"
+        out[name] = NodeState(name, str(node.get("kind")), state, retries, detail)
     return out
 
 
@@ -307,7 +314,8 @@ def status_lines(status: RunStatus) -> list[str]:
         lines += [f"  {line}" for line in status.server_crashes]
     jobs = [n for n in status.nodes if n.kind != "SERVICE"]
     counts = ", ".join(
-        f"{status.count(s)} {s}" for s in ("done", "running", "waiting", "failed", "not run")
+        f"{status.count(s)} {s}"
+        for s in ("done", "running", "waiting", "failed", "not run", "interrupted")
         if status.count(s)
     )
     lines.append(f"nodes: {len(jobs)} ({counts})")
@@ -321,6 +329,9 @@ def status_lines(status: RunStatus) -> list[str]:
         lines.append("output: output/campaign.h5 (complete)")
     elif status.count("failed"):
         lines.append("ETA: none (nodes failed; fix and run again: the finished parts are kept)")
+    elif any(n.state == "interrupted" for n in status.nodes):
+        lines.append("ETA: none (run-local was interrupted; run it again: the finished parts "
+                     "are kept)")
     else:
         lines.append(f"ETA: {_duration(status.eta_seconds)}")
     return lines

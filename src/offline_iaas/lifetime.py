@@ -1,0 +1,65 @@
+"""Processes whose lives are tied together: a child that dies with the process that started it,
+and a process known by its PID *and* start time (a PID alone may have been reused).
+
+Linux only (``prctl(PR_SET_PDEATHSIG)``, ``/proc``); elsewhere the tie is not made and a
+process is taken as alive if its PID exists.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(signum: int) -> Callable[[], None]:
+    """A ``preexec_fn`` for ``subprocess.Popen``: the child gets ``signum`` when its parent
+    dies, however it dies (SIGKILL, the out-of-memory killer).
+
+    The kernel sends it when the *thread* that forked the child ends, so call ``Popen`` from a
+    thread that lives as long as the child should (the main thread). A parent that died before
+    the tie was made is noticed in the child, which then sends itself ``signum``.
+    """
+    parent = os.getpid()
+    try:  # loaded here, in the parent: the child runs only the call
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return lambda: None
+
+    def tie() -> None:
+        prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signum)
+
+    return tie
+
+
+def start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat`` field
+    22); None if it does not exist or is a zombie (or without ``/proc``)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()  # after the command name, which may hold spaces
+    if len(fields) < 20 or fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+def is_running(pid: int, ticks: int | None = None) -> bool:
+    """Whether process ``pid`` runs (not a zombie) and, given its recorded ``ticks``
+    (``start_ticks``), is still the process that was recorded, not a later one with its PID."""
+    if not Path("/proc").is_dir():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    now = start_ticks(pid)
+    return now is not None and (ticks is None or now == ticks)

@@ -1,0 +1,114 @@
+"""run-local's life, done for real on small DAGs of python scripts (``NODE_SCRIPT``): killed
+(SIGKILL) or hung up (SIGHUP, its terminal closed), it leaves no node behind, nor a node's own
+child; ``status`` after a kill shows no node running; a run directory moved while run-local runs
+stops it and is not recreated at its old path (issue #44). The same on real tritonservers:
+``tests/test_run_local_lifetime_servers.py``."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from offline_iaas.rundir import RunDir
+from offline_iaas.workflow.status import read_status, status_lines
+from tests.error_catalogue import documented
+from tests.helpers import campaign_records, processes_mentioning
+from tests.test_local_executor import Run, alive, make_run  # noqa: F401
+
+DAG = (
+    'SERVICE server0 node.sub\nVARS server0 node="server0" mode="service"\n'
+    'JOB a node.sub\nVARS a node="a" mode="needs-server" sleep="{sleep}"\n'
+    'JOB b node.sub\nVARS b node="b" mode="ok"\n'
+    "PARENT a CHILD b\n"
+)
+
+
+def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def run_local_process(run_dir: Path) -> subprocess.Popen[str]:
+    """``offline-iaas run-local`` as a subprocess, as an operator starts it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "offline_iaas.cli", "run-local", str(run_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def started(run: Run) -> list[int]:
+    """Once the service (and its child) and job ``a`` run: their PIDs, all alive."""
+    wait_for(lambda: run.has("server0", "pids1") and run.has("a", "start"), 30, "a to start")
+    wait_for(lambda: run.state()["a"]["status"] == "running", 10, "a's state")
+    pids = run.pids()
+    assert len(pids) >= 3 and all(alive(pid) for pid in pids)  # service, its child, a
+    return pids
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGHUP], ids=["sigkill", "sighup"])
+def test_run_local_killed_or_hung_up_leaves_no_node_behind(make_run, how: int) -> None:
+    run = make_run(DAG.format(sleep=30))
+    campaign_records(run.dir, ())  # for status
+    proc = run_local_process(run.dir)
+    try:
+        pids = started(run)
+        assert [n.state for n in read_status(RunDir(run.dir)).nodes if n.name == "a"] == [
+            "running"]  # the check below can tell a live node
+        proc.send_signal(how)
+        output, _ = proc.communicate(timeout=60)
+        # the service's child, which nothing but the guardian stops, goes too
+        wait_for(lambda: not [pid for pid in pids if alive(pid)], 5, "the nodes to go")
+        assert processes_mentioning(str(run.dir)) == []
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert run.has("server0", "sigterm")  # the service was stopped by SIGTERM, not killed
+    if how == signal.SIGHUP:  # stopped as on SIGTERM: its nodes, then one line, exit code 6
+        assert proc.returncode == 6, output
+        message = output.strip().splitlines()[-1].removeprefix("offline-iaas run-local: error: ")
+        documented("run-local-hangup", message, exit_code=6)
+        assert run.state()["a"]["status"] == "stopped"
+    else:
+        assert proc.returncode == -signal.SIGKILL
+        states = {n.name: n for n in read_status(RunDir(run.dir)).nodes}
+        assert (states["a"].state, states["server0"].state) == ("interrupted", "interrupted")
+        assert "is gone: run-local did not stop it" in states["a"].detail
+        lines = status_lines(read_status(RunDir(run.dir)))
+        assert "ETA: none (run-local was interrupted; run it again: the finished parts are " \
+               "kept)" in lines
+    # the next run-local finishes the run
+    (run.dir / "offline.dag").write_text(DAG.format(sleep=0))
+    run()
+    assert run.has("a", "end") and run.has("b", "end")
+    assert (run.state()["a"]["status"], run.state()["b"]["status"]) == ("done", "done")
+
+
+def test_a_run_directory_moved_while_run_local_runs_is_not_recreated(make_run) -> None:
+    run = make_run(DAG.format(sleep=30))
+    proc = run_local_process(run.dir)
+    moved = run.dir.parent / "moved"
+    try:
+        pids = started(run)
+        run.dir.rename(moved)
+        output, _ = proc.communicate(timeout=60)
+        wait_for(lambda: not [pid for pid in pids if alive(pid)], 5, "the nodes to go")
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == 6, output
+    lines = output.strip().splitlines()
+    message = lines[-1].removeprefix("offline-iaas run-local: error: ")
+    documented("run-dir-moved", message, {run.dir: "<ws>"}, exit_code=6)
+    assert sum("moved" in line for line in lines) == 1
+    time.sleep(1)  # nothing late either
+    assert not run.dir.exists()
+    assert not run.has("b", "start")  # nothing started after the move
+    assert (moved / "logs" / "a.out").exists() and (moved / "local-state.json").exists()
