@@ -6,6 +6,8 @@ stops it and is not recreated at its old path (issue #44). The same on real trit
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -15,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from offline_iaas.lifetime import start_ticks
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.status import read_status, status_lines
 from tests.error_catalogue import documented
 from tests.helpers import campaign_records, processes_mentioning
 from tests.test_local_executor import Run, alive, make_run  # noqa: F401
+from tests.test_status import run as status_run  # noqa: F401
 
 DAG = (
     'SERVICE server0 node.sub\nVARS server0 node="server0" mode="service"\n'
@@ -36,11 +40,13 @@ def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def run_local_process(run_dir: Path) -> subprocess.Popen[str]:
-    """``offline-iaas run-local`` as a subprocess, as an operator starts it."""
+def run_local_process(run_dir: Path, nohup: bool = False) -> subprocess.Popen[str]:
+    """``offline-iaas run-local`` as a subprocess, as an operator starts it (``nohup``: with
+    SIGHUP ignored, as ``nohup`` starts it)."""
     return subprocess.Popen(
         [sys.executable, "-m", "offline_iaas.cli", "run-local", str(run_dir)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if nohup else None,
     )
 
 
@@ -54,8 +60,9 @@ def started(run: Run) -> list[int]:
 
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGHUP], ids=["sigkill", "sighup"])
-def test_run_local_killed_or_hung_up_leaves_no_node_behind(make_run, how: int) -> None:
-    run = make_run(DAG.format(sleep=30))
+def test_run_local_killed_or_hung_up_leaves_no_node_behind(
+        request: pytest.FixtureRequest, how: int) -> None:
+    run = request.getfixturevalue("make_run")(DAG.format(sleep=30))
     campaign_records(run.dir, ())  # for status
     proc = run_local_process(run.dir)
     try:
@@ -91,8 +98,9 @@ def test_run_local_killed_or_hung_up_leaves_no_node_behind(make_run, how: int) -
     assert (run.state()["a"]["status"], run.state()["b"]["status"]) == ("done", "done")
 
 
-def test_a_run_directory_moved_while_run_local_runs_is_not_recreated(make_run) -> None:
-    run = make_run(DAG.format(sleep=30))
+def test_a_run_directory_moved_while_run_local_runs_is_not_recreated(
+        request: pytest.FixtureRequest) -> None:
+    run = request.getfixturevalue("make_run")(DAG.format(sleep=30))
     proc = run_local_process(run.dir)
     moved = run.dir.parent / "moved"
     try:
@@ -112,3 +120,45 @@ def test_a_run_directory_moved_while_run_local_runs_is_not_recreated(make_run) -
     assert not run.dir.exists()
     assert not run.has("b", "start")  # nothing started after the move
     assert (moved / "logs" / "a.out").exists() and (moved / "local-state.json").exists()
+
+
+def test_run_local_under_nohup_survives_its_terminal(request: pytest.FixtureRequest) -> None:
+    run = request.getfixturevalue("make_run")(DAG.format(sleep=30))
+    proc = run_local_process(run.dir, nohup=True)
+    try:
+        pids = started(run)
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        assert proc.poll() is None and all(alive(pid) for pid in pids)
+        proc.send_signal(signal.SIGTERM)  # stopped as ever
+        output, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 6 and output.strip().endswith(
+            "run-local stopped by SIGTERM; every node it started was stopped"), output
+        wait_for(lambda: not [pid for pid in pids if alive(pid)], 5, "the nodes to go")
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_status_tells_a_stale_running_record_by_pid_and_start_time(
+        request: pytest.FixtureRequest) -> None:
+    """A record of a run-local still running whose state file fell behind (a full disk), a PID
+    reused by another process: neither is shown running; a live one is (the control)."""
+    run_dir: Path = request.getfixturevalue("status_run")  # tests/test_status.py's run
+    me, ticks = os.getpid(), start_ticks(os.getpid())
+    assert ticks is not None
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    nodes = {
+        "server0": {"kind": "SERVICE", "status": "running", "pid": me, "pid_start": ticks},
+        "client0": {"kind": "JOB", "status": "running", "pid": me, "pid_start": ticks + 1},
+        "client1": {"kind": "JOB", "status": "running", "pid": int(gone.stdout)},
+    }
+    (run_dir / "local-state.json").write_text(json.dumps(
+        {"executor": {"pid": me, "pid_start": ticks}, "nodes": nodes}))
+    states = {n.name: (n.state, n.detail) for n in read_status(RunDir(run_dir)).nodes}
+    assert states["server0"] == ("running", "")
+    why = f"run-local ({me}) could not record its end (a full disk?)"
+    assert states["client0"] == ("interrupted", f"its process ({me}) is gone: {why}")
+    assert states["client1"] == ("interrupted", f"its process ({gone.stdout.strip()}) is gone: "
+                                                f"{why}")

@@ -81,8 +81,9 @@ def gone_within(where: Path, seconds: float) -> float:
 
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGHUP], ids=["sigkill", "sighup"])
-def test_run_local_killed_leaves_no_server_behind(dataset, how: int) -> None:
-    _, run_dir = prepare(dataset, f"killed-{how}", [], PAUSED)
+def test_run_local_killed_leaves_no_server_behind(request: pytest.FixtureRequest, how: int) -> None:
+    data = request.getfixturevalue("dataset")  # tests/faults/test_faults.py's
+    _, run_dir = prepare(data, f"killed-{how}", [], PAUSED)
     proc, _ = start_mid_stream(run_dir)
     try:
         proc.send_signal(how)
@@ -103,11 +104,12 @@ def test_run_local_killed_leaves_no_server_behind(dataset, how: int) -> None:
         assert "running" not in states.values(), states
         assert states["server0"] == states["client0"] == "interrupted"
     run_local(RunDir(run_dir))
-    assert_equals_reference(dataset, run_dir)
+    assert_equals_reference(data, run_dir)
 
 
-def test_run_directory_moved_mid_stream_is_not_recreated(dataset) -> None:
-    _, run_dir = prepare(dataset, "moved", [], PAUSED)
+def test_run_directory_moved_mid_stream_is_not_recreated(request: pytest.FixtureRequest) -> None:
+    data = request.getfixturevalue("dataset")
+    _, run_dir = prepare(data, "moved", [], PAUSED)
     moved = run_dir.parent / "moved-run"
     proc, _ = start_mid_stream(run_dir)
     try:
@@ -126,4 +128,4 @@ def test_run_directory_moved_mid_stream_is_not_recreated(dataset) -> None:
     time.sleep(2)
     assert not run_dir.exists()
     run_local(RunDir(moved))
-    assert_equals_reference(dataset, moved)
+    assert_equals_reference(data, moved)

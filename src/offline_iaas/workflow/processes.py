@@ -87,6 +87,8 @@ class Signals:
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers can only be set from the main thread
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+                continue  # under nohup: a closed terminal does not stop the run
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def restore(self) -> None:

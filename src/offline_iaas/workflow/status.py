@@ -140,6 +140,11 @@ def _parse_time(text: Any) -> float | None:
 
 def _local_states(state: dict[str, Any]) -> dict[str, NodeState]:
     out = {}
+    executor = state.get("executor") or {}
+    writer = executor.get("pid")
+    gone = ("run-local did not stop it" if not isinstance(writer, int)
+            or not is_running(writer, executor.get("pid_start"))
+            else f"run-local ({writer}) could not record its end (a full disk?)")
     for name, node in (state.get("nodes") or {}).items():
         status = str(node.get("status"))
         retries = max(0, int(node.get("attempts") or 0) - 1)
@@ -152,10 +157,9 @@ def _local_states(state: dict[str, Any]) -> dict[str, NodeState]:
             detail = f"exit code {node.get('exit_code')}"
         state = _LOCAL_STATES.get(status, status)
         pid = node.get("pid")
-        if state == "running" and not (isinstance(pid, int) and is_running(pid, node.get(
-                "pid_start"))):  # a stale record: run-local was killed, or its disk full
-            state = "interrupted"
-            detail = f"its process ({pid}) is gone: run-local did not stop it"
+        if state == "running" and isinstance(pid, int) and not is_running(
+                pid, node.get("pid_start")):  # a stale record: run-local killed, a full disk
+            state, detail = "interrupted", f"its process ({pid}) is gone: {gone}"
         out[name] = NodeState(name, str(node.get("kind")), state, retries, detail)
     return out
 
