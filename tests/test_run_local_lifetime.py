@@ -1,8 +1,8 @@
 """run-local's life, done for real on small DAGs of python scripts (``NODE_SCRIPT``): killed
-(SIGKILL) or hung up (SIGHUP, its terminal closed), it leaves no node behind, nor a node's own
-child; ``status`` after a kill shows no node running; a run directory moved while run-local runs
-stops it and is not recreated at its old path (issue #44). The same on real tritonservers:
-``tests/test_run_local_lifetime_servers.py``."""
+(SIGKILL), hung up (SIGHUP, its terminal closed) or interrupted (Ctrl-C), it leaves no node
+behind, nor a node's own child; ``status`` after a kill shows no node running; a run directory
+moved while run-local runs stops it and is not recreated at its old path (issue #44). The same
+on real tritonservers: ``tests/test_run_local_lifetime_servers.py``."""
 
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ def started(run: Run) -> list[int]:
     return pids
 
 
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGHUP], ids=["sigkill", "sighup"])
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGHUP, signal.SIGINT],
+                         ids=["sigkill", "sighup", "ctrl-c"])
 def test_run_local_killed_or_hung_up_leaves_no_node_behind(
         request: pytest.FixtureRequest, how: int) -> None:
     run = request.getfixturevalue("make_run")(DAG.format(sleep=30))
@@ -82,6 +83,10 @@ def test_run_local_killed_or_hung_up_leaves_no_node_behind(
         assert proc.returncode == 6, output
         message = output.strip().splitlines()[-1].removeprefix("offline-iaas run-local: error: ")
         documented("run-local-hangup", message, exit_code=6)
+        assert run.state()["a"]["status"] == "stopped"
+    elif how == signal.SIGINT:  # Ctrl-C: the same stop, the shell's code for it
+        assert proc.returncode == 130, output
+        assert output.strip().splitlines()[-1] == "offline-iaas run-local: interrupted"
         assert run.state()["a"]["status"] == "stopped"
     else:
         assert proc.returncode == -signal.SIGKILL
