@@ -124,4 +124,3 @@ def note_stub_death(death: StubDeath, log: Path, node: str) -> str:
     words = line.removeprefix(SERVE_PREFIX)
     logger.warning(f"{node}: {words}; tritonserver does not notice, stopping it (see {log})")
     return words
-
