@@ -221,8 +221,12 @@ def python_stubs(run_dir: Path, server: str = "server0") -> list[int]:
     """The python-backend stubs that ``server``'s tritonserver started (its children, from
     ``/proc``; the kernel's comm holds the name's first 15 characters)."""
     _, tritonserver = server_pids(run_dir, server)
-    children = [int(pid) for task in Path(f"/proc/{tritonserver}/task").iterdir()
-                for pid in (task / "children").read_text().split()]
+    children = []
+    for task in Path(f"/proc/{tritonserver}/task").iterdir():
+        try:  # a thread may end meanwhile
+            children += [int(pid) for pid in (task / "children").read_text().split()]
+        except FileNotFoundError:
+            continue
     return [pid for pid in children
             if Path(f"/proc/{pid}/comm").read_text().startswith("triton_python")]
 

@@ -391,7 +391,8 @@ def serve(
                 raise ServerError(
                     f"tritonserver ended with {how} while serving (see {server_log}): {tail}"
                 )
-            check_stubs_alive(stubs, server_log, node)
+            if not stop.is_set():  # a stop's signal reaches the stubs too
+                check_stubs_alive(stubs, server_log, node)
         logger.info(f"{node}: stopping")
     finally:
         try:
