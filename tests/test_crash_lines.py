@@ -44,6 +44,10 @@ Thread 0x00007fa8dd3fe000 (most recent call first):
 
 KILLED = "offline-iaas serve: tritonserver (pid 7) died by signal SIGKILL while serving\n"
 
+STUB_DIED = ("offline-iaas serve: python-backend stub offline-iaas_0_0 (pid 9) died by signal "
+             "{} while serving\n")
+"""``serve``'s line for a stub that died under a serving tritonserver (``serve/stub_watch``)."""
+
 
 def test_a_normal_stop_is_no_crash_and_every_fatal_signal_is_one() -> None:
     assert fatal_lines(NORMAL_STOP) == []
@@ -54,6 +58,14 @@ def test_a_normal_stop_is_no_crash_and_every_fatal_signal_is_one() -> None:
                                                              10)
     (killed,) = fatal_lines(KILLED)  # nothing of Triton's before it: serve's line counts
     assert (killed.process, killed.signal) == ("tritonserver", "SIGKILL")
+    # serve's line for a stub: one crash with the stub's own line before it, and alone (a
+    # SIGKILL, which faulthandler cannot print) still one
+    (stub,) = fatal_lines(STUB_SIGSEGV + STUB_DIED.format("SIGSEGV"))
+    assert (stub.process, stub.signal, stub.line_number) == ("python-backend stub", "SIGSEGV", 1)
+    (killed,) = fatal_lines(NORMAL_STOP + STUB_DIED.format("SIGKILL"))
+    assert (killed.process, killed.signal, killed.line_number) == (
+        "python-backend stub", "SIGKILL", 6)
+    assert fatal_lines(STUB_DIED.replace("died by signal {}", "died by exit code 1")) == []
     # the same stop with any other signal number is a crash
     assert [f.signal for f in fatal_lines(NORMAL_STOP.replace("(15)", "(6)"))] == [
         "SIGABRT", "SIGABRT"]

@@ -41,6 +41,8 @@ import requests
 
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.merge.output import compare_outputs
+from offline_iaas.merge.reference import run_reference
 from offline_iaas.rendezvous.addresses import read_address
 from offline_iaas.report import write_report
 from offline_iaas.repository.export import export_repository
@@ -48,7 +50,15 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.serve.crashes import fatal_lines
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status, status_lines
-from tests.faults.test_faults import FAST_FAILURE, RunLocal, fault_fired, server_pids, wait_for
+from tests.error_catalogue import documented
+from tests.faults.test_faults import (
+    FAST_FAILURE,
+    TOLERANCE,
+    RunLocal,
+    fault_fired,
+    server_pids,
+    wait_for,
+)
 from tests.helpers import SMALL_CAMPAIGN, ServerLogWatch, processes_mentioning
 
 pytestmark = pytest.mark.slow
@@ -204,4 +214,75 @@ def test_a_tritonserver_dead_by_sigsegv_is_restarted_and_shown_with_its_trace(
         run_dir / "logs" / "server0.out").read_text()
     assert "error: tritonserver ended with signal SIGSEGV while serving" in (
         run_dir / "logs" / "server0.err").read_text()
+    assert processes_mentioning(str(run_dir)) == []
+
+
+def python_stubs(run_dir: Path, server: str = "server0") -> list[int]:
+    """The python-backend stubs that ``server``'s tritonserver started (its children, from
+    ``/proc``; the kernel's comm holds the name's first 15 characters)."""
+    _, tritonserver = server_pids(run_dir, server)
+    children = []
+    for task in Path(f"/proc/{tritonserver}/task").iterdir():
+        try:  # a thread may end meanwhile
+            children += [int(pid) for pid in (task / "children").read_text().split()]
+        except FileNotFoundError:
+            continue
+    return [pid for pid in children
+            if Path(f"/proc/{pid}/comm").read_text().startswith("triton_python")]
+
+
+@pytest.mark.server_crashes
+@pytest.mark.server_exits
+def test_a_python_stub_dead_by_sigsegv_mid_stream_restarts_its_server_and_the_run_finishes(
+        root: Path) -> None:
+    # Triton 2.51 alone keeps the dead model "ready" and fails every request to it
+    # ("Stub process 'offline-iaas_0_0' is not healthy.", or on a stream a response without
+    # outputs), and never starts the stub again: before serve watched the stubs, every client
+    # attempt died by a TypeError and run-local exited 6
+    faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 4}]}
+    run_dir = prepared_run(root, "stub-segv", faults, tuple(FAST_FAILURE))
+    run = RunLocal(run_dir)
+    try:
+        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to pause")
+        (stub,) = python_stubs(run_dir)
+        os.kill(stub, signal.SIGSEGV)
+        output = run.finish(240)  # exit 0: the same run-local finished the campaign
+    finally:
+        run.kill()
+    reference, _ = run_reference(load_config(run_dir / "campaign.toml"),
+                                 root / "stub-segv-reference.h5")
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
+    assert comparison.passes(TOLERANCE), comparison.describe()
+    assert "server0: restarted 1 time(s)" in output
+    assert int((run_dir / "servers" / "server0.epoch").read_text()) == 2
+
+    # client0, paused, met the dead model, said so in one line each time, and resumed (client1
+    # may have finished before the stub died); no client wrote a traceback
+    for client in ("client0", "client1"):
+        assert "Traceback" not in (run_dir / "logs" / f"{client}.err").read_text()
+    out = (run_dir / "logs" / "client0.out").read_text().splitlines()
+    failed = [line for line in out if "reconnecting, resuming from the last checkpoint" in line]
+    assert failed and all(line.startswith("client0: server0 at ") for line in failed), out
+    assert json.loads((run_dir / "parts" / "client0.json").read_text())["reconnects"] == \
+        len(failed)
+
+    # serve saw the stub die, said how, and ended as on a crash (exit 5, restarted)
+    serve_err = (run_dir / "logs" / "server0.err").read_text().strip()
+    message = serve_err.removeprefix("offline-iaas serve: error: ")
+    documented("server-python-stub-died", message,
+               {f"(pid {stub})": "(pid P)", str(run_dir): "RUN"}, exit_code=5)
+    log = run_dir / "logs" / "server0-tritonserver.log"
+    lines = log.read_text().splitlines()
+    assert f"offline-iaas serve: python-backend stub offline-iaas_0_0 (pid {stub}) died by " \
+        "signal SIGSEGV while serving" in lines
+    (fatal,) = fatal_lines(log.read_text())  # the stub's own line and serve's: one crash
+    assert (fatal.process, fatal.signal) == ("python-backend stub", "SIGSEGV")
+    assert lines[fatal.line_number - 1] == "Fatal Python error: Segmentation fault"
+    expected = [f"server0: python-backend stub died by SIGSEGV (see logs/server0-tritonserver"
+                f".log line {fatal.line_number})",
+                "server0: server node exited with exit code 5 (see logs/server0.err, attempt 1)",
+                "server0: restarted 1 time by run-local"]
+    assert read_status(RunDir(run_dir)).server_crashes == expected
+    report = write_report(RunDir(run_dir)).read_text()
+    assert all(line in report for line in expected)
     assert processes_mentioning(str(run_dir)) == []

@@ -60,15 +60,16 @@ def check_model(client, config: CampaignConfig, headers: dict[str, str]) -> None
 
 
 def live_client(address: ServerAddress, config: CampaignConfig, headers: dict[str, str]):
-    """A client of ``address`` if its server answers and serves the campaign's model, else
-    None (ModelError if it serves another model)."""
+    """A client of ``address`` if its server answers and serves the campaign's model, ready,
+    else None (ModelError if it serves another model)."""
     import tritonclient.grpc as grpcclient
 
     client = grpcclient.InferenceServerClient(address.grpc_url)
     try:
-        if client.is_server_ready(
-            headers=headers, client_timeout=config.client.connect_timeout_seconds
-        ):
+        timeout = config.client.connect_timeout_seconds
+        if client.is_server_ready(headers=headers, client_timeout=timeout) and \
+                client.is_model_ready(config.model.name, headers=headers,
+                                      client_timeout=timeout):
             check_model(client, config, headers)
             return client
     except ModelError:
@@ -220,7 +221,8 @@ class RequestStream:
         self.tensor_bytes_sent += data.nbytes
 
     def take(self) -> None:
-        """Wait for one response and hand it on; ServerError on an error or a timeout."""
+        """Wait for one response and hand it on; ServerError on an error, a response
+        without the requested outputs, or a timeout."""
         try:
             result, error = self._responses.get(timeout=self.timeout_seconds)
         except queue.Empty:
@@ -229,8 +231,13 @@ class RequestStream:
             ) from None
         if error is not None:
             raise ServerError(f"{self.server} answered with an error: {error}")
+        request_id = result.get_response().id
+        missing = [o.name() for o in self.requested if result.as_numpy(o.name()) is None]
+        if missing:  # Triton 2.51's answer on a stream to a model whose python stub died
+            raise ServerError(f"{self.server} answered request {request_id} without its "
+                              f"output {', '.join(map(repr, missing))}: the server failed")
         self.received += 1
-        self.on_response(result.get_response().id, result)
+        self.on_response(request_id, result)
 
     def drain(self) -> None:
         """Take every outstanding response."""

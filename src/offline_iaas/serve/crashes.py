@@ -13,7 +13,9 @@ stdout and stderr, which its python-backend stubs share):
   says nothing of a stub that dies while the model is unloaded.
 * ``serve`` appends ``offline-iaas serve: tritonserver (pid N) died by signal SIGX`` when
   tritonserver ends by a signal it was not sent by ``serve`` (a crash, or the kernel's
-  out-of-memory killer, which Triton cannot print).
+  out-of-memory killer, which Triton cannot print), and ``offline-iaas serve: python-backend
+  stub <instance> (pid N) died by signal SIGX while serving`` when a stub dies under a serving
+  tritonserver (``serve/stub_watch.py``: Triton 2.51 does not notice).
 
 run-local's ``local-state.json`` adds the server nodes that exited on their own (the serve
 process itself killed, or failing) and how often each was restarted.
@@ -39,6 +41,8 @@ _TRITON_SIGNAL = re.compile(r"^Signal \((\d+)\) received\.")
 _STUB_FATAL = re.compile(r"^Fatal Python error: (.+?)\s*$")
 _SERVE_DIED = re.compile(
     "^" + re.escape(SERVE_PREFIX) + r"tritonserver (?:\(pid \d+\) )?died by signal (SIG\w+)")
+_SERVE_STUB_DIED = re.compile(
+    "^" + re.escape(SERVE_PREFIX) + r"python-backend stub .* died by signal (SIG\w+)")
 _FAULTHANDLER_SIGNALS = {  # faulthandler's names of the fatal signals it handles
     "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Bus error": "SIGBUS",
     "Floating point exception": "SIGFPE", "Illegal instruction": "SIGILL",
@@ -70,8 +74,9 @@ def fatal_lines(text: str, first_line: int = 1) -> list[FatalLine]:
     """The lines of a tritonserver log (``text``, whose first line is number ``first_line``)
     that report a fatal signal; a normal stop's ``Signal (15) received.`` is not one.
 
-    ``serve``'s line that tritonserver died by a signal is dropped when Triton's own line for
-    the same signal came just before it (one crash, two witnesses)."""
+    ``serve``'s line that tritonserver (or a python-backend stub) died by a signal is dropped
+    when Triton's (the stub's) own line for the same signal came just before it (one crash,
+    two witnesses)."""
     found: list[FatalLine] = []
     for number, line in enumerate(text.splitlines(), start=first_line):
         line = line.strip()
@@ -88,6 +93,11 @@ def fatal_lines(text: str, first_line: int = 1) -> list[FatalLine]:
             last = found[-1] if found else None
             if last is None or (last.process, last.signal) != ("tritonserver", sig):
                 found.append(FatalLine("tritonserver", sig, number, line))
+        elif match := _SERVE_STUB_DIED.match(line):
+            sig = match.group(1)
+            last = found[-1] if found else None
+            if last is None or (last.process, last.signal) != ("python-backend stub", sig):
+                found.append(FatalLine("python-backend stub", sig, number, line))
     return found
 
 

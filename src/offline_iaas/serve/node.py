@@ -45,6 +45,7 @@ from offline_iaas.serve.crashes import (
     tritonserver_log,
 )
 from offline_iaas.serve.monitor import start_monitor
+from offline_iaas.serve.stub_watch import Stub, dead_stub, find_stubs, note_stub_death
 from offline_iaas.serve.tritonserver import (
     Ports,
     TritonInstall,
@@ -382,6 +383,7 @@ def serve(
         monitor = start_monitor(
             url, auth_headers(run), run.monitor_csv(node), monitor_seconds
         )
+        stubs = find_stubs(proc.pid)
         while not stop.wait(0.5):
             if proc.poll() is not None:
                 tail = _log_tail(server_log)
@@ -389,6 +391,8 @@ def serve(
                 raise ServerError(
                     f"tritonserver ended with {how} while serving (see {server_log}): {tail}"
                 )
+            if not stop.is_set():  # a stop's signal reaches the stubs too
+                check_stubs_alive(stubs, server_log, node)
         logger.info(f"{node}: stopping")
     finally:
         try:
@@ -411,6 +415,17 @@ def serve(
                 _echo_log(server_log)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+def check_stubs_alive(stubs: list[Stub], log: Path, node: str) -> None:
+    """ServerError if one of tritonserver's python-backend ``stubs`` died: Triton 2.51 keeps
+    serving the dead model (``serve/stub_watch.py``), so the node ends as on a crash and is
+    restarted (run-local, or the server job's retries) with a fresh tritonserver."""
+    death = dead_stub(stubs)
+    if death is not None:
+        words = note_stub_death(death, log, node)
+        raise ServerError(f"{words} (tritonserver keeps its model loaded but cannot run it; "
+                          f"see {log})")
 
 
 def rendezvous_name(ads: object) -> str:

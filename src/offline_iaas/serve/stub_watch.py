@@ -1,0 +1,126 @@
+"""Watching the python-backend stubs of a serving tritonserver (the processes that run the
+python models), so that a stub that dies mid-stream stops the server node like a crash.
+
+Triton 2.51 (the nvidia-pytriton wheel's) does not notice a stub that dies while it serves:
+it keeps reporting the server and the model ready, answers every request to that model with
+``Stub process '<instance>' is not healthy.`` (on a gRPC stream, a response without outputs),
+never starts the stub again, and leaves it a zombie it does not reap
+(``tests/test_server_crashes.py``). Readiness polling sees nothing, so ``serve`` notes the
+stubs once the models are ready and looks at them each time it looks at tritonserver: a stub
+that is a zombie, or gone, is a dead model. A zombie's ``/proc/<pid>/stat`` still holds how
+it ended (``exit_code``, field 52, as ``waitpid`` gives it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from offline_iaas.serve.crashes import SERVE_PREFIX, signal_name
+
+logger = logging.getLogger(__name__)
+
+STUB_NAME = "triton_python_backend_stub"
+_PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class Stub:
+    """One python-backend stub process of a tritonserver."""
+
+    pid: int
+    start_ticks: int
+    """When it started (``/proc/<pid>/stat`` field 22): tells a reused PID apart."""
+    instance: str
+    """The model instance it runs (``offline-iaas_0_0``), as its command line names it."""
+
+
+@dataclass(frozen=True)
+class StubDeath:
+    """A stub found dead while its tritonserver serves."""
+
+    stub: Stub
+    status: int | None
+    """Its wait status (``os.WIFSIGNALED`` ...), None when it was reaped already."""
+
+    def words(self) -> str:
+        """``signal SIGSEGV``, ``exit code 1``, or ``an unknown status`` (reaped)."""
+        if self.status is None:
+            return "an unknown status"
+        if os.WIFSIGNALED(self.status):
+            return f"signal {signal_name(os.WTERMSIG(self.status))}"
+        return f"exit code {os.WEXITSTATUS(self.status)}"
+
+    def log_line(self, when: str) -> str:
+        """``serve``'s line in tritonserver's log (``serve/crashes.py`` reads it back)."""
+        return (f"{SERVE_PREFIX}python-backend stub {self.stub.instance} (pid {self.stub.pid}) "
+                f"died by {self.words()} {when}")
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command (state first); None if gone."""
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def _descendants(root_pid: int) -> list[int]:
+    """Every process below ``root_pid`` (one scan of ``/proc``)."""
+    parents: dict[int, list[int]] = {}
+    for entry in _PROC.iterdir():
+        if entry.name.isdigit() and (fields := _stat_fields(int(entry.name))) is not None:
+            parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [root_pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
+
+
+def find_stubs(root_pid: int) -> list[Stub]:
+    """The live python-backend stubs below process ``root_pid`` (tritonserver, or the
+    container runtime that started it, when the container shares this PID namespace)."""
+    stubs = []
+    for pid in _descendants(root_pid):
+        fields = _stat_fields(pid)
+        try:
+            argv = (_PROC / str(pid) / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if fields is None or fields[0] == "Z" or Path(argv[0].decode(errors="replace")).name \
+                != STUB_NAME:
+            continue
+        instance = argv[8].decode(errors="replace") if len(argv) > 8 else f"pid {pid}"
+        stubs.append(Stub(pid, int(fields[19]), instance))
+    return stubs
+
+
+def dead_stub(stubs: list[Stub]) -> StubDeath | None:
+    """The first of ``stubs`` that is a zombie or gone (its PID reused counts as gone)."""
+    for stub in stubs:
+        fields = _stat_fields(stub.pid)
+        if fields is None or int(fields[19]) != stub.start_ticks:
+            return StubDeath(stub, None)
+        if fields[0] in ("Z", "X"):
+            status = int(fields[49]) if len(fields) > 49 else None
+            return StubDeath(stub, status)
+    return None
+
+
+def note_stub_death(death: StubDeath, log: Path, node: str) -> str:
+    """Append ``serve``'s line for ``death`` to tritonserver's ``log`` (after whatever the
+    stub printed there), warn, and return the line's words without the prefix."""
+    line = death.log_line("while serving")
+    try:
+        with open(log, "a") as out:
+            out.write(line + "\n")
+    except OSError:
+        pass
+    words = line.removeprefix(SERVE_PREFIX)
+    logger.warning(f"{node}: {words}; tritonserver does not notice, stopping it (see {log})")
+    return words
