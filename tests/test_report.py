@@ -10,6 +10,8 @@ client, and a monitor CSV.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +25,7 @@ from offline_iaas.cli import main
 from offline_iaas.config import CampaignConfig, load_config, write_config
 from offline_iaas.demo import packaged_config
 from offline_iaas.errors import RunError
+from offline_iaas.lifetime import start_ticks
 from offline_iaas.manifest import Manifest, ManifestShape
 from offline_iaas.records import CampaignSummary, RunInfo, write_client_job
 from offline_iaas.report import plots, write_report
@@ -226,6 +229,21 @@ def test_node_timeline_without_history_and_while_running() -> None:
     assert [(b.row, b.group) for b in bars] == [("old", "done"), ("live", "failed"),
                                                 ("live", "running")]
     assert bars[-1].end == pytest.approx(t0 + 20)  # still running: ends at the update
+
+
+def test_node_timeline_shows_a_node_whose_process_is_gone_as_interrupted() -> None:
+    """run-local killed: its state still says running; the bar says interrupted, as status
+    does, while a recorded process that still runs (this one) stays running."""
+    t0 = 1.7e9
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    state = {"updated": _iso(t0 + 20), "nodes": {
+        "gone": {"status": "running", "attempts": 1, "started": _iso(t0), "ended": None,
+                 "pid": dead.pid, "pid_start": start_ticks(os.getpid())},
+        "alive": {"status": "running", "attempts": 1, "started": _iso(t0), "ended": None,
+                  "pid": os.getpid(), "pid_start": start_ticks(os.getpid())}}}
+    assert [(b.row, b.group) for b in node_attempts(state)] == [("gone", "interrupted"),
+                                                                ("alive", "running")]
 
 
 def test_monitor_rates_difference_consecutive_polls(tmp_path: Path) -> None:

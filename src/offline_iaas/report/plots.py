@@ -29,8 +29,8 @@ WIDTH = 10.0
 DPI = 100
 STATUS_COLOURS = {
     "done": "tab:green", "complete": "tab:green", "failed": "tab:red", "running": "tab:blue",
-    "prerun": "tab:cyan", "deferred": "tab:cyan", "stopped": "tab:gray", "exited": "tab:gray",
-    "removed": "tab:orange", "not-run": "lightgray",
+    "interrupted": "tab:purple", "prerun": "tab:cyan", "deferred": "tab:cyan",
+    "stopped": "tab:gray", "exited": "tab:gray", "removed": "tab:orange", "not-run": "lightgray",
 }
 MAX_ROWS_LABELLED = 40
 ASD_FMIN_HZ = 5.0

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from igwn_segments import segment, segmentlist
 
+from offline_iaas.lifetime import is_running
 from offline_iaas.records import ClientShare
 
 
@@ -96,7 +97,9 @@ def node_attempts(state: dict[str, Any]) -> list[Bar]:
 
     Attempts come from each node's ``history``; a node without one (a state file from before
     it was kept) gives its last attempt. An attempt still running ends at the file's
-    ``updated`` time. Times are Unix seconds; the row order is the file's node order.
+    ``updated`` time; one recorded running whose process is gone (run-local killed) is
+    ``interrupted``, as ``status`` shows it. Times are Unix seconds; the row order is the
+    file's node order.
     """
     updated = _time(state.get("updated"))
     bars: list[Bar] = []
@@ -105,8 +108,13 @@ def node_attempts(state: dict[str, Any]) -> list[Bar]:
         recorded = {h.get("attempt") for h in history}
         attempts = node.get("attempts") or 0
         if node.get("started") and attempts not in recorded:  # the attempt under way or last
+            status = node.get("status")
+            pid = node.get("pid")
+            if status == "running" and isinstance(pid, int) and not is_running(
+                    pid, node.get("pid_start")):
+                status = "interrupted"
             history.append({"attempt": attempts, "started": node.get("started"),
-                            "ended": node.get("ended"), "status": node.get("status")})
+                            "ended": node.get("ended"), "status": status})
         for item in history:
             start = _time(item.get("started"))
             if start is None:
