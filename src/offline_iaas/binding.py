@@ -99,16 +99,19 @@ def planned_sequence_base(run: RunDir) -> int | None:
 
 
 def model_mismatch(recorded: ServedModel | None, found: ServedModel) -> str | None:
-    """How the model found differs from the one make-dag recorded (None: the same, or none
-    recorded): each network's version and graph SHA-256."""
+    """What the model found holds that differs from the one make-dag recorded, for a sentence
+    "it serves ..." (None: the same, or none recorded): each network's version and graph
+    SHA-256."""
     if recorded is None:
         return None
     differ = []
     for name in sorted({*recorded.networks, *found.networks}):
         was, now = recorded.networks.get(name), found.networks.get(name)
-        if was is None or now is None:
-            differ.append(f"{name} {'added' if was is None else 'missing'}")
+        if was is None:
+            differ.append(f"{name}, which run.json does not record")
+        elif now is None:
+            differ.append(f"no {name} (run.json records version {was.version})")
         elif (was.version, was.sha256) != (now.version, now.sha256):
-            differ.append(f"{name} version {now.version} (graph sha256 {now.sha256[:12]}), "
-                          f"run.json records version {was.version} ({was.sha256[:12]})")
-    return "; ".join(differ) or None
+            differ.append(f"{name} version {now.version} (graph sha256 {now.sha256[:12]}) "
+                          f"where run.json records version {was.version} ({was.sha256[:12]})")
+    return ", ".join(differ) or None

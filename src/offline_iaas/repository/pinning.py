@@ -26,9 +26,9 @@ def pinned_model_problem(repository: Path, recorded: ServedModel | None) -> str 
     mismatch = model_mismatch(recorded, found)
     if mismatch is None:
         return None
-    return (f"model repository {repository} was exported again since make-dag planned this run "
-            f"({mismatch}); a campaign's parts come from one model: run make-dag into a new "
-            "run directory to use this one")
+    return (f"model repository {repository} was exported again since make-dag planned this "
+            f"run: it serves {mismatch}; a campaign's parts come from one model: run make-dag "
+            "into a new run directory to use this one")
 
 
 def check_pinned_model(repository: Path, recorded: ServedModel | None) -> None:

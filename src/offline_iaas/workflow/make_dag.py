@@ -138,8 +138,8 @@ def _previous_run(run: RunDir, hashes: Hashes, model: ServedModel | None) -> Run
     mismatch = model_mismatch(previous.model, model) if model is not None else None
     if mismatch is not None:
         raise RunError(
-            f"{run.path} holds the parts of another model than the repository's now "
-            f"({mismatch}: exported again since); choose another run directory")
+            f"{run.path} holds the parts of another model than the repository, exported again "
+            f"since (it serves {mismatch}); choose another run directory")
     return previous
 
 
