@@ -68,13 +68,13 @@ def read_bound_run(run: RunDir) -> tuple[CampaignConfig, RunInfo]:
         ``run.json`` is a JSON object but not a run record this offline-iaas reads (a newer
         schema, a renamed field: ``records.read``).
     """
+    config = load_config(run.config)  # its own line when it is missing or not valid
     damage = run_info_damage(run)
     if damage is not None:
         raise ConfigError(
             f"{run.run_info} is {damage}, so nothing can check what make-dag planned: restore "
             f"it with '{restore_command(run)}' (the finished parts are kept)")
     info = records.read_run_info(run)
-    config = load_config(run.config)
     ours = Hashes.of(config)
     if not ours.is_stream(info.stream_hash):
         raise ConfigError(
