@@ -234,23 +234,29 @@ def test_a_model_repository_exported_again_is_refused_and_nothing_is_mixed(
         now = model_record(repository, read_manifest(repository)).networks["bbhnet"].sha256[:12]
         assert now != was
         assert message == (
-            f"model repository {repository} was exported again since make-dag planned this "
-            f"run: it serves bbhnet version 2 (graph sha256 {now}) where run.json records "
-            f"version 1 ({was}); a campaign's parts come from one model: run make-dag into a "
-            "new run directory to use this one")
-        documented("model-repository-exported-again", message, {
-            finished.root: "<ws>", now: "<sha256 of the new graph>",
-            was: "<sha256 of the run's>"}, exit_code=ModelError.exit_code)
+            f"model repository {repository} changed since make-dag planned this run: it serves "
+            "bbhnet version 2 where run.json records version 1; a campaign's parts come from "
+            "one model: run make-dag into a new run directory to use this one")
+        documented("model-repository-exported-again", message, {finished.root: "<ws>"},
+                   exit_code=ModelError.exit_code)
         assert snapshot(run_dir) == before  # nothing started: the lost part not remade
         assert processes_mentioning(str(run_dir)) == []
         equals_reference(run_dir, finished)  # the output of one model, as it was
 
-        # the server itself refuses it (under DAGMan no run-local checks first)
-        assert cli(capsys, "serve", "--run-dir", str(run_dir), "--node", "server0") == (
-            ModelError.exit_code, message)
-        assert paths.refusal("server0").read_text() == message
-        assert processes_mentioning(str(run_dir)) == []
         assert cli(capsys, "status", str(run_dir)) == (ModelError.exit_code, message)
+
+        # the server itself refuses it (under DAGMan no run-local checks first), its graphs read
+        code, served = cli(capsys, "serve", "--run-dir", str(run_dir), "--node", "server0")
+        assert (code, served) == (ModelError.exit_code, (
+            f"model repository {repository} changed since make-dag planned this run: it serves "
+            f"bbhnet version 2 (graph sha256 {now}) where run.json records version 1 ({was}); "
+            "a campaign's parts come from one model: run make-dag into a new run directory to "
+            "use this one"))
+        documented("server-model-changed", served, {
+            finished.root: "<ws>", now: "<sha256 of the new graph>",
+            was: "<sha256 of the run's>"}, exit_code=ModelError.exit_code)
+        assert paths.refusal("server0").read_text() == served  # what its clients read
+        assert processes_mentioning(str(run_dir)) == []  # no tritonserver started
 
         # make-dag into the same directory would bind its parts to the new model: refused
         with pytest.raises(RunError, match="holds the parts of another model") as refused:

@@ -98,10 +98,11 @@ def planned_sequence_base(run: RunDir) -> int | None:
     return min(ids) - 1 if ids else None
 
 
-def model_mismatch(recorded: ServedModel | None, found: ServedModel) -> str | None:
+def model_mismatch(recorded: ServedModel | None, found: ServedModel, graphs: bool = True
+                   ) -> str | None:
     """What the model found holds that differs from the one make-dag recorded, for a sentence
-    "it serves ..." (None: the same, or none recorded): each network's version and graph
-    SHA-256."""
+    "it serves ..." (None: the same, or none recorded): each network's version and (``graphs``)
+    graph SHA-256."""
     if recorded is None:
         return None
     differ = []
@@ -111,7 +112,10 @@ def model_mismatch(recorded: ServedModel | None, found: ServedModel) -> str | No
             differ.append(f"{name}, which run.json does not record")
         elif now is None:
             differ.append(f"no {name} (run.json records version {was.version})")
-        elif (was.version, was.sha256) != (now.version, now.sha256):
+        elif not graphs and was.version != now.version:
+            differ.append(f"{name} version {now.version} where run.json records version "
+                          f"{was.version}")
+        elif graphs and (was.version, was.sha256) != (now.version, now.sha256):
             differ.append(f"{name} version {now.version} (graph sha256 {now.sha256[:12]}) "
                           f"where run.json records version {was.version} ({was.sha256[:12]})")
     return ", ".join(differ) or None

@@ -1,7 +1,8 @@
 """``run-local``'s and ``status``'s check of a run before anything starts: the run bound to what
 make-dag planned (``binding.read_bound_run``: run.json there, campaign.toml not edited in a
 setting the parts depend on) and its shared model repository still the model run.json records
-(``repository/pinning.py``; a run whose servers get make-dag's tarball serves that)."""
+(``repository/pinning.py``: its versions, as the manifest names them; a run whose servers get
+make-dag's tarball serves that)."""
 
 from __future__ import annotations
 
@@ -17,4 +18,5 @@ def check_binding(run: RunDir) -> None:
         return
     config, info = read_bound_run(run)
     if not run.repository_tarball.exists():
-        check_pinned_model(config.model.repository, info.model)
+        # the versions only (an export adds one); the server reads the graphs too
+        check_pinned_model(config.model.repository, info.model, graphs=False)
