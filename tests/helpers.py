@@ -265,8 +265,9 @@ def parse_pbtxt(text: str):
 
 
 def campaign_records(run_dir: Path, clients: tuple[str, ...]) -> RunDir:
-    """A campaign config and a job spec per client in a hand-written DAG's run directory (no
-    make-dag), so that parts and the merge's output can be complete (``completeness.py``)."""
+    """A campaign config, its run record and a job spec per client in a hand-written DAG's run
+    directory (no make-dag), so that parts and the merge's output can be complete
+    (``completeness.py``) and the run is bound to its plan (``binding.py``)."""
     from offline_iaas.config import config_from_dict, write_config
     from offline_iaas.records import ClientShare, write_client_job
 
@@ -278,7 +279,21 @@ def campaign_records(run_dir: Path, clients: tuple[str, ...]) -> RunDir:
     write_config(config_from_dict(raw, paths.config), paths.config)
     for index, node in enumerate(clients):
         write_client_job(paths, ClientShare(index, node, "server0", ()))
+    write_run_record(paths, clients)
     return paths
+
+
+def write_run_record(run: RunDir, clients: tuple[str, ...]) -> None:
+    """``run.json`` for the run directory's campaign.toml, as make-dag writes it (its hashes;
+    one server), in a run directory written by hand."""
+    from offline_iaas import records
+    from offline_iaas.config import load_config
+    from offline_iaas.records import RunInfo
+
+    config = load_config(run.config)
+    records.write(RunInfo(run_id="0" * 16, stream_hash=config.stream_hash(),
+                          merge_hash=config.merge_hash(), sequence_base=0, servers=("server0",),
+                          clients=clients, created="2026-01-01T00:00:00+00:00"), run.run_info)
 
 
 def complete_part(run: RunDir, node: str, data: bytes = b"part bytes",

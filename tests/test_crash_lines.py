@@ -13,7 +13,7 @@ import pytest
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.crashes import crash_lines, fatal_lines, service_restarts
 from offline_iaas.workflow.status import read_status, status_lines
-from tests.helpers import SMALL_CAMPAIGN, ServerLogWatch
+from tests.helpers import SMALL_CAMPAIGN, ServerLogWatch, write_run_record
 
 # the logs and states here tell of crashes on purpose: the suite's own watch must not fail them
 pytestmark = [pytest.mark.server_crashes, pytest.mark.server_exits]
@@ -77,6 +77,7 @@ def _run_dir(tmp_path: Path, server_log: str, history: list[dict]) -> RunDir:
     run.logs.mkdir(parents=True)
     run.dag.write_text("SERVICE server0 server.sub\nJOB client0 client.sub\n")
     run.config.write_text(SMALL_CAMPAIGN)
+    write_run_record(run, ("client0",))
     (run.logs / "server0-tritonserver.log").write_text(server_log)
     nodes = {"server0": {"kind": "SERVICE", "status": "stopped", "attempts": len(history),
                          "exit_code": 0, "history": history},

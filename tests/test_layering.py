@@ -12,8 +12,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
 BASE = {"__init__", "errors", "atomic", "logs", "modes", "config", "config_checks", "stretches",
-        "records", "manifest", "completeness", "rundir", "hooks", "physics", "sensitivity",
-        "resources", "lifetime"}
+        "records", "manifest", "completeness", "binding", "rundir", "hooks", "physics",
+        "sensitivity", "resources", "lifetime"}
 TOP = {"cli", "demo"}
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",), ("data",), ("models",), ("repository",), ("rendezvous",), ("serve",),

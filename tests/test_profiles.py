@@ -143,7 +143,7 @@ def test_profile_table() -> None:
         assert hep[role]["should_transfer_files"] == "YES"
         assert "transfer_input_files" not in ldg[role]
     assert osg["client"]["transfer_input_files"] == (  # every address: failover
-        "campaign.toml, token, jobs/$(node).json, servers"
+        "campaign.toml, run.json, token, jobs/$(node).json, servers"
     )
     assert osg["client"]["transfer_output_files"] == "parts/$(node).h5, parts/$(node).json"
     assert osg["client"]["when_to_transfer_output"] == "ON_SUCCESS"

@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from offline_iaas import hooks
+from offline_iaas.binding import read_bound_run
 from offline_iaas.client.balance import claim, start_server
 from offline_iaas.client.part import Holes, PartWriter
 from offline_iaas.client.requests import piece_samples, request_updates
 from offline_iaas.client.transport import RequestStream, connect, is_live
 from offline_iaas.completeness import Hashes, part_problem
-from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile, discover_frames
 from offline_iaas.data.frames import DECIMATION_HALF
 from offline_iaas.data.gwf_reader import BadFrameFile
@@ -268,7 +269,7 @@ def run_client(
     run: RunDir, node: str, progress: NullProgress = NO_PROGRESS,
 ) -> None:
     """Run client node ``node`` of the campaign in ``run``; ``progress`` counts data s."""
-    config = load_config(run.config)
+    config, _ = read_bound_run(run)  # make-dag's plan, before anything streams
     share = read_client_job(run, node)
     if part_problem(run, node, Hashes.of(config), share) is None:
         logger.info(f"{node}: part already complete, nothing to do")

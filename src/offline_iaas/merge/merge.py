@@ -15,8 +15,7 @@ import logging
 import time
 from pathlib import Path
 
-from offline_iaas import records
-from offline_iaas.config import load_config
+from offline_iaas.binding import read_bound_run
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.logs import NO_PROGRESS, NullProgress
@@ -45,8 +44,7 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     this writes their index (``merge/index.py``). ``progress`` counts the windows merged and
     notes the part being copied.
     """
-    config = load_config(run.config)
-    run_info = records.read_run_info(run)
+    config, run_info = read_bound_run(run)
     if run_info.shards:
         from offline_iaas.merge.index import write_index
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import h5py
 
 from offline_iaas import records
+from offline_iaas.binding import read_bound_run
 from offline_iaas.completeness import file_sha256
-from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.errors import RunError, raise_if_no_space
@@ -44,8 +44,7 @@ SERIES_GROUPS: tuple[str, ...] = ("statistic", "slides", "noise", "clean", "nois
 
 def merge_shard(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) -> Path:
     """Merge shard ``node`` of ``run``; return its output file."""
-    config = load_config(run.config)
-    run_info = records.read_run_info(run)
+    config, run_info = read_bound_run(run)
     shard = read_shard_job(run, node)
     shares = [read_client_job(run, client) for client in run_info.clients]
     parent_nodes = set(shard.clients)

@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Protocol
 
 from offline_iaas import hooks, records
+from offline_iaas.binding import is_make_dag_run, read_bound_run
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.errors import ModelError, ServerError
+from offline_iaas.errors import ConfigError, ModelError, ServerError
 from offline_iaas.rendezvous import addresses as address_files
 from offline_iaas.rendezvous.access import auth_headers, read_token
 from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, REFUSAL_ATTRIBUTE, job_ads
 from offline_iaas.repository.export import check_repository
+from offline_iaas.repository.pinning import check_pinned_model
 from offline_iaas.repository.pipeline import stages
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.container import ContainerLauncher
@@ -262,11 +264,14 @@ def _checked_repository(run: RunDir, config: CampaignConfig, repository: Path | 
                         ) -> tuple[CampaignConfig, list[str]]:
     """The campaign with the repository this server serves, and the models it must have
     ready; ModelError when the repository does not fit (``check_repository``, every graph
-    loaded), is of a flavor this server cannot run, or lacks a model."""
+    loaded), is not the model run.json records (``pinning.py``), is of a flavor this server
+    cannot run, or lacks a model; ConfigError when the run is not make-dag's plan."""
+    info = read_bound_run(run)[1] if is_make_dag_run(run) else None
     if repository is not None:
         model = dataclasses.replace(config.model, repository=unpack_repository(run, repository))
         config = dataclasses.replace(config, model=model)
     manifest = check_repository(config, load_graphs=True)
+    check_pinned_model(config.model.repository, info.model if info is not None else None)
     flavor = manifest.flavor
     if flavor != "cpu" and config.server.runtime == "native":
         check_flavor_runnable(flavor, manifest.served,
@@ -306,7 +311,7 @@ def serve(
     run_id = records.run_id(run)
     try:
         config, models = _checked_repository(run, config, repository)
-    except (ModelError, ServerError) as err:  # say why to the clients waiting for it
+    except (ConfigError, ModelError, ServerError) as err:  # say why to the clients waiting
         reason = " ".join(str(err).split())
         if ads is not None:
             ads.set_own(run_id, node, REFUSAL_ATTRIBUTE, reason)

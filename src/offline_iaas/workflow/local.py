@@ -29,6 +29,7 @@ from offline_iaas.errors import RunError, no_space
 from offline_iaas.lifetime import die_with_parent, start_ticks
 from offline_iaas.rendezvous.job_ads import FAKE_ENV
 from offline_iaas.rundir import RunDir
+from offline_iaas.workflow.binding import check_binding
 from offline_iaas.workflow.completion import not_done
 from offline_iaas.workflow.dag import Dag, parse_dag
 from offline_iaas.workflow.emulation import node_command, stage_in, stage_out
@@ -538,6 +539,7 @@ def run_local(
     except OSError as err:
         raise RunError(f"{dag_path}: cannot read: {err}") from None
     dag = parse_dag(text, str(dag_path))
+    check_binding(run)  # run.json, campaign.toml and the model: make-dag's plan
 
     submits: dict[str, dict[str, str]] = {}
     runs: dict[str, NodeRun] = {}

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 
 from offline_iaas import records
 from offline_iaas.atomic import write_text_atomic
+from offline_iaas.binding import model_mismatch, planned_sequence_base, run_info_damage
 from offline_iaas.completeness import Hashes, is_of_shard
-from offline_iaas.config import CampaignConfig, write_config
+from offline_iaas.config import CampaignConfig, load_config, write_config
 from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.merge.tree import shard_merges
 from offline_iaas.records import (
@@ -111,12 +112,16 @@ def _write_tarball(repository: Path, path: Path) -> None:
         raise
 
 
-def _previous_run(run: RunDir, hashes: Hashes) -> RunInfo | None:
+def _previous_run(run: RunDir, hashes: Hashes, model: ServedModel | None) -> RunInfo | None:
     """The run record of an earlier make-dag in the run directory, if any; refuses another
-    campaign's (another stream hash: its parts would all be redone). A campaign that differs
-    in merge-only settings (``config.MERGE_ONLY``) is the same: its parts are kept and its
-    merge nodes are redone."""
+    campaign's (another stream hash: its parts would all be redone), and one made with another
+    model (the repository exported again since: its parts and new ones would mix two models).
+    A campaign that differs in merge-only settings (``config.MERGE_ONLY``) is the same: its
+    parts are kept and its merge nodes are redone. A run whose run.json is lost while its
+    campaign.toml is this campaign is restored (None: no record; its parts are kept)."""
     if not run.dag.exists():
+        return None
+    if _restores(run, hashes):
         return None
     try:
         previous = records.read_run_info(run)
@@ -130,7 +135,28 @@ def _previous_run(run: RunDir, hashes: Hashes) -> RunInfo | None:
             f"{run.path} already holds the DAG of another campaign (stream hash "
             f"{previous.stream_hash}, this one is {hashes.stream}); choose another run directory"
         )
+    mismatch = model_mismatch(previous.model, model) if model is not None else None
+    if mismatch is not None:
+        raise RunError(
+            f"{run.path} holds the parts of another model than the repository, exported again "
+            f"since (it serves {mismatch}); choose another run directory")
     return previous
+
+
+def _restores(run: RunDir, hashes: Hashes) -> bool:
+    """Whether make-dag restores a lost run.json (``binding.run_info_damage``): the run's
+    campaign.toml is this campaign (its stream hash), so its parts are kept."""
+    damage = run_info_damage(run)
+    if damage is None:
+        return False
+    try:
+        if not hashes.is_stream(load_config(run.config).stream_hash()):
+            return False
+    except ConfigError:  # no campaign.toml either: the campaign is unknown
+        return False
+    logger.info(f"make-dag: {run.run_info} is {damage}: restoring it; the finished parts are "
+                "kept")
+    return True
 
 
 def _model_record(config: CampaignConfig) -> ServedModel | None:
@@ -226,11 +252,12 @@ def make_dag(
     executable = console_script()
     _check_path(run.path, "run directory")
     _check_path(executable, "console script")
-    previous = _previous_run(run, hashes)
+    model = _model_record(config)
+    previous = _previous_run(run, hashes, model)
 
     clients_count = config.layout.servers * config.layout.clients_per_server
-    if sequence_base is None and previous is not None:
-        sequence_base = previous.sequence_base
+    if sequence_base is None:  # a restored run.json: the sequence base its job specs carry
+        sequence_base = previous.sequence_base if previous else planned_sequence_base(run)
     if sequence_base is None:
         sequence_base = secrets.randbelow(_SEQUENCE_BLOCKS) * SEQUENCE_BLOCK
     if not isinstance(sequence_base, int) or isinstance(sequence_base, bool) or sequence_base < 0:
@@ -297,7 +324,7 @@ def make_dag(
         # the networks' training data, which the merge's physics numbers leave out
         "training": training_spans(config),
         # what the products' provenance names (graph versions and SHA-256)
-        "model": _model_record(config),
+        "model": model,
         # frame files left out as gaps (data.on_bad_file = "gap"; the parts add theirs)
         "bad_frame_files": span.bad_files,
     }), run.run_info)

@@ -220,7 +220,7 @@ def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
     inputs = ", ".join(str(p) for p in {
         "server": [run.config, run.run_info, run.token, run.repository_tarball],
         # every published address, so that a client can fail over to another server
-        "client": [run.config, run.token, run.job("$(node)"), run.servers],
+        "client": [run.config, run.run_info, run.token, run.job("$(node)"), run.servers],
         "merge": [run.config, run.run_info, run.jobs, run.parts],
         # the parts of the clients it reads ($(parts), set by the DAG's VARS line)
         "shard": [run.config, run.run_info, run.jobs, "$(parts)"],

@@ -24,6 +24,7 @@ from offline_iaas.lifetime import is_running
 from offline_iaas.records import ClientJob, ClientShare, PartRecord, R
 from offline_iaas.rundir import MERGE_NODE, RunDir, read_json
 from offline_iaas.serve.crashes import crash_lines
+from offline_iaas.workflow.binding import check_binding
 from offline_iaas.workflow.completion import not_done
 from offline_iaas.workflow.dag import parse_dag
 from offline_iaas.workflow.failures import last_error
@@ -213,6 +214,7 @@ def read_status(run: RunDir) -> RunStatus:
         dag = parse_dag(run.dag.read_text(), str(run.dag))
     except FileNotFoundError:
         raise RunError(f"{run.path} holds no offline.dag (not a run directory)") from None
+    check_binding(run)
     local_path, dagman_path = run.local_state, run.dagman_status
     local = read_json(local_path)
     use_dagman = dagman_path.exists() and (

@@ -1,0 +1,121 @@
+"""A run bound to what ``make-dag`` planned.
+
+``make-dag`` records in ``RUN/run.json`` the campaign's stream hash (what the clients' parts
+depend on, ``CampaignConfig.stream_hash``) and the model it checked (each network's version and
+graph SHA-256, ``records.ServedModel``). Before anything of a run starts, ``run-local``,
+``status`` and every node check the run against that record (``read_bound_run``):
+
+* ``run.json`` missing or damaged (not a JSON object): refused, with the command that restores
+  it — ``make-dag`` of the run's own config into the same directory, which keeps the finished
+  parts (the client shares are planned again with the sequence base the job specs carry,
+  ``planned_sequence_base``);
+* ``RUN/campaign.toml`` edited in a setting the parts depend on (another stream hash): refused
+  (undo the edit, or run the edited campaign with ``make-dag`` into a new run directory); an
+  edit of a merge-only setting (``config.MERGE_ONLY``) is taken: the merges run again;
+* the model a server would serve against the one recorded: ``model_mismatch`` (the server node
+  and ``run-local`` read the repository, ``repository/pinning.py``).
+"""
+
+from __future__ import annotations
+
+import json
+
+from offline_iaas import records
+from offline_iaas.completeness import Hashes
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.errors import ConfigError, RunError
+from offline_iaas.records import ClientJob, RunInfo, ServedModel
+from offline_iaas.rundir import RunDir
+
+
+def restore_command(run: RunDir) -> str:
+    """The command that writes a run's ``run.json`` again, keeping its finished parts."""
+    return f"offline-iaas make-dag {run.config} --out {run.path}"
+
+
+def run_info_damage(run: RunDir) -> str | None:
+    """How ``run.json`` is lost ('missing', 'damaged: ...'), or None when it is a JSON object
+    (whose fields ``records.read`` checks)."""
+    try:
+        text = run.run_info.read_text()
+    except FileNotFoundError:
+        return "missing"
+    except (OSError, UnicodeDecodeError) as err:
+        return f"unreadable ({err})"
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        return f"damaged (not JSON: {err})"
+    return None if isinstance(data, dict) else "damaged (not a JSON object)"
+
+
+def is_make_dag_run(run: RunDir) -> bool:
+    """Whether the directory is make-dag's (it has a campaign config or a run record), rather
+    than a DAG written by hand."""
+    return run.config.exists() or run.run_info.exists()
+
+
+def read_bound_run(run: RunDir) -> tuple[CampaignConfig, RunInfo]:
+    """The run's config and record, once the record is there and the config is the campaign
+    make-dag planned (the same stream hash; merge-only settings may differ).
+
+    Raises
+    ------
+    ConfigError
+        One line: ``run.json`` missing or damaged (and the command that restores it), or
+        ``campaign.toml`` edited in a setting the parts depend on. Never retried by a DAG.
+    RunError
+        ``run.json`` is a JSON object but not a run record this offline-iaas reads (a newer
+        schema, a renamed field: ``records.read``).
+    """
+    config = load_config(run.config)  # its own line when it is missing or not valid
+    damage = run_info_damage(run)
+    if damage is not None:
+        raise ConfigError(
+            f"{run.run_info} is {damage}, so nothing can check what make-dag planned: restore "
+            f"it with '{restore_command(run)}' (the finished parts are kept)")
+    info = records.read_run_info(run)
+    ours = Hashes.of(config)
+    if not ours.is_stream(info.stream_hash):
+        raise ConfigError(
+            f"{run.config} was edited since make-dag planned this run (stream hash "
+            f"{ours.stream}, run.json's {info.stream_hash}: a setting the clients' parts depend "
+            "on changed): undo the edit, or run the edited campaign with make-dag into a new "
+            "run directory")
+    return config, info
+
+
+def planned_sequence_base(run: RunDir) -> int | None:
+    """The sequence base the run's client job specs were planned with (their first sequence
+    ID less one, ``stretches.client_shares``), None without a readable spec."""
+    ids = []
+    for path in run.jobs.glob("*.json"):
+        try:
+            job = records.read(ClientJob, path)
+        except RunError:  # a shard's spec, or a damaged one: not a client's plan
+            continue
+        ids += [piece.sequence_id for piece in job.pieces]
+    return min(ids) - 1 if ids else None
+
+
+def model_mismatch(recorded: ServedModel | None, found: ServedModel, graphs: bool = True
+                   ) -> str | None:
+    """What the model found holds that differs from the one make-dag recorded, for a sentence
+    "it serves ..." (None: the same, or none recorded): each network's version and (``graphs``)
+    graph SHA-256."""
+    if recorded is None:
+        return None
+    differ = []
+    for name in sorted({*recorded.networks, *found.networks}):
+        was, now = recorded.networks.get(name), found.networks.get(name)
+        if was is None:
+            differ.append(f"{name}, which run.json does not record")
+        elif now is None:
+            differ.append(f"no {name} (run.json records version {was.version})")
+        elif not graphs and was.version != now.version:
+            differ.append(f"{name} version {now.version} where run.json records version "
+                          f"{was.version}")
+        elif graphs and (was.version, was.sha256) != (now.version, now.sha256):
+            differ.append(f"{name} version {now.version} (graph sha256 {now.sha256[:12]}) "
+                          f"where run.json records version {was.version} ({was.sha256[:12]})")
+    return ", ".join(differ) or None
