@@ -16,6 +16,7 @@ import htcondor2.htchirp
 import pytest
 
 from offline_iaas import records
+from offline_iaas.config import load_config
 from offline_iaas.errors import ServerError
 from offline_iaas.records import ClientShare, RunInfo, write_client_job
 from offline_iaas.rendezvous import addresses
@@ -45,16 +46,21 @@ def as_json(addr: addresses.ServerAddress) -> str:
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
-    """The files a PRE script reads on the access point: run.json and the client's job spec."""
+    """The files a PRE script reads on the access point: the campaign config, run.json and
+    the client's job spec."""
     run = tmp_path / "run"
     (run / "jobs").mkdir(parents=True)
+    (run / "campaign.toml").write_text(SMALL_CAMPAIGN)
     write_run_info(run, ("server0",))
     write_client_job(RunDir(run), ClientShare(0, "client0", "server0", ()))
     return run
 
 
 def write_run_info(run: Path, servers: tuple[str, ...]) -> None:
-    records.write(RunInfo(run_id=RUN_ID, stream_hash="0" * 16, merge_hash="0" * 16,
+    """run.json as make-dag writes it for the run's campaign.toml (its hashes)."""
+    config = load_config(run / "campaign.toml")
+    records.write(RunInfo(run_id=RUN_ID, stream_hash=config.stream_hash(),
+                          merge_hash=config.merge_hash(),
                           sequence_base=1 << 20, servers=servers, clients=("client0",),
                           created="2025-01-01T00:00:00+00:00"), run / "run.json")
 
@@ -122,6 +128,33 @@ def test_prescript_command_exit_codes(run_dir: Path, tmp_path: Path) -> None:
                             timeout=60)
     assert broken.returncode == 6 and "client9.json: no job spec for node client9" in broken.stderr
 
+
+
+def test_prescript_refuses_a_run_whose_record_is_damaged_or_config_edited(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """The PRE script checks the run against make-dag's plan first: a run.json cut in half
+    and a stream setting edited in campaign.toml are each one line, exit 2, and no address
+    is written."""
+    env = {**os.environ, FAKE_ENV: str(tmp_path / "ads.json")}
+    FileJobAds(tmp_path / "ads.json").set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE,
+                                              as_json(address()))
+    cmd = [sys.executable, "-m", "offline_iaas.cli", "prescript", "--run-dir", str(run_dir),
+           "--node", "client0"]
+    record = (run_dir / "run.json").read_text()
+    (run_dir / "run.json").write_text(record[: len(record) // 2])
+    cut = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert cut.returncode == 2 and "run.json is damaged" in cut.stderr, cut.stderr
+    assert len(cut.stderr.strip().splitlines()) == 1
+    (run_dir / "run.json").write_text(record)
+    config = run_dir / "campaign.toml"
+    config.write_text(config.read_text().replace("duration = 64", "duration = 32"))
+    edited = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert edited.returncode == 2 and "was edited since make-dag" in edited.stderr
+    assert not (run_dir / "servers" / "server0.json").exists()
+    config.write_text(config.read_text().replace("duration = 32", "duration = 64"))
+    undone = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert undone.returncode == 0, undone.stderr  # the control: the plan's config passes
 
 class FakeChirp:
     """Stands in for htcondor2.htchirp.HTChirp: a job ad held in a dict."""

@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from offline_iaas import records
+from offline_iaas.binding import read_bound_run
 from offline_iaas.records import read_client_job
 from offline_iaas.rendezvous import addresses
 from offline_iaas.rendezvous.job_ads import (
@@ -97,9 +98,9 @@ def prescript(run: RunDir, node: str, ads: JobAds | None = None,
               now: float | None = None) -> bool:
     """Run the PRE script of client ``node``: True once its server's address is written, or,
     after ``client.failover_seconds`` of waiting for it, once another server's is (the client
-    then fails over at once: its own server's file is absent)."""
-    from offline_iaas.config import load_config
-
+    then fails over at once: its own server's file is absent). Refuses a run that is not
+    make-dag's plan (``binding.read_bound_run``) before anything is resolved."""
+    config, _ = read_bound_run(run)
     ads = job_ads() if ads is None else ads
     now = time.time() if now is None else now
     own, others = resolve_servers(run, node, ads)
@@ -116,7 +117,7 @@ def prescript(run: RunDir, node: str, ads: JobAds | None = None,
         waiting.parent.mkdir(parents=True, exist_ok=True)
         waiting.write_text(f"{now}\n")
     waited = now - float(waiting.read_text())
-    failover = load_config(run.config).client.failover_seconds if others else 0.0
+    failover = config.client.failover_seconds if others else 0.0
     if others and 0 < failover <= waited:
         names = ", ".join(a.node for a in others)
         logger.warning(f"{node}: its server has published no address in {waited:.0f} s; "
