@@ -444,6 +444,9 @@ def population_caption(population: Mapping[str, Any] | None) -> str:
     if p.get("drawn") is not None and p.get("network_snr_min"):
         drawn = (f"; {p['injected']} injected of {p['drawn']} drawn (optimal network SNR >= "
                  f"{p['network_snr_min']:g}; the rest count as missed)")
+    elif p.get("drawn") is not None and p["drawn"] != p.get("injected"):
+        drawn = (f"; {p['injected']} injected of {p['drawn']} drawn (the rest below the set's "
+                 "SNR cut count as missed)")
     return (f"{known('approximant')} from {known('f_lower_hz', '{:g}')} Hz; source-frame masses "
             f"{known('mass_min_msun', '{:g}')}-{known('mass_max_msun', '{:g}')} Msun "
             f"({known('mass_distribution')}); spins |chi| <= {known('spin_max', '{:g}')} "
