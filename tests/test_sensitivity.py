@@ -433,3 +433,18 @@ def test_the_summary_says_how_many_slides_1_month_and_1_year_need() -> None:
     assert longer["slides_needed"]["1 month"]["slides"] is not None
     assert any(line.startswith("BBHnet: background: IFAR >= 0.0833 yr needs about ")
                for line in sensitivity_lines(longer))
+
+
+def test_the_found_line_says_a_threshold_beyond_the_background_is_not_measurable() -> None:
+    from offline_iaas.merge.injections import injection_lines
+
+    bbhnet = {"found": 0, "missed": 2, "ifar_threshold_years": 1.0,
+              "background_livetime_seconds": 0.01 * SECONDS_PER_YEAR,
+              "injections": [{"network_snr": 10.0, "found": False}] * 2}
+    [line] = injection_lines(bbhnet)
+    assert line.startswith("BBHnet: 0 found, 2 missed of 2 held-out injections at IFAR >= 1 yr "
+                           "(not measurable: the background's 0.01 yr is the largest IFAR it "
+                           "gives, so none can be found at this threshold)")
+    # control: a threshold within the background's reach is a plain count
+    [line] = injection_lines({**bbhnet, "ifar_threshold_years": 0.005})
+    assert "not measurable" not in line
