@@ -386,6 +386,11 @@ def test_the_reach_threshold_finds_only_injections_louder_than_the_whole_backgro
     summary = sensitivity_summary(rows_, {"time_volume_gpc3": 1.0}, SECONDS_PER_YEAR, livetime)
     assert summary["at_reach"]["ifar_threshold_years"] == pytest.approx(0.5)
     assert summary["at_reach"]["found"] == 1
+    # the reach is met exactly by a trigger louder than all, for any livetime (1 / (1 / L)
+    # falls one ulp short of L for the first two)
+    for seconds in (6.18, 13.95, 9526.37):
+        _, [loudest] = false_alarm_rates(np.array([9.0]), background, seconds)
+        assert loudest >= max_measurable_ifar_years(seconds)
     # control: just beyond the reach nothing is measurable, not "0 found"
     [beyond] = sensitive_volume([ifars[0], ifars[1]], 1.0, 1.0, [0.5 * (1 + 1e-9)], livetime)
     assert not beyond.measurable and beyond.found is None

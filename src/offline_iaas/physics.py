@@ -233,7 +233,8 @@ def false_alarm_rates(statistic: np.ndarray, background: np.ndarray, livetime_se
     ordered = np.sort(np.asarray(background, np.float64))
     louder = len(ordered) - np.searchsorted(ordered, np.asarray(statistic, np.float64), "left")
     far = (louder + 1) / livetime_seconds
-    return far, 1.0 / far / SECONDS_PER_YEAR
+    # L / (n + 1) directly: louder than all gives exactly the reach, L in years
+    return far, livetime_seconds / (louder + 1) / SECONDS_PER_YEAR
 
 
 @dataclass(frozen=True)
