@@ -343,7 +343,8 @@ def triggers_from(config: dict, series: list[Expected]) -> Triggers | None:
                                                                  table["time"][i]))
         triggers.background = {k: v[order] for k, v in table.items()}
         noise = triggers.background["statistic"]
-        louder = np.array([max(1, int(np.sum(noise >= s))) for s in triggers.statistic])
+        # FAR (n + 1) / L, n the background at least as loud (PyCBC's n_louder convention)
+        louder = np.array([int(np.sum(noise >= s)) + 1 for s in triggers.statistic])
         triggers.far = louder / livetime
         triggers.ifar = livetime / louder / (365.25 * 86400)
     return triggers

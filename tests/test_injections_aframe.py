@@ -93,7 +93,10 @@ def test_reads_aframes_file_as_it_is(tmp_path: Path) -> None:
     assert got.snr == {"H1": (12.0, 6.0), "L1": (12.0, 6.7)} and got.snr_design == {}
     np.testing.assert_allclose(got.network_snr, [np.hypot(12, 12), np.hypot(6, 6.7)])
     assert got.reference_hz == 50.0  # aframe's configs; the file does not say
-    assert got.attrs == {}  # aframe's own attributes are the layout's, not a population
+    # aframe's own attributes are the layout's, not a population; num_injections the draws
+    assert not set(got.attrs) & {"length", "ifos", "sample_rate", "duration", "right_pad",
+                                 "num_injections"}
+    assert (got.attrs["drawn"], got.attrs["injected"]) == (40, 2)
 
 
 def test_aligned_spins_come_back_along_the_orbital_momentum(tmp_path: Path) -> None:
@@ -218,7 +221,115 @@ def test_aframe_round_trip_keeps_the_signal(tmp_path: Path) -> None:
 
 def test_the_merge_reads_aframes_file(tmp_path: Path) -> None:
     aframe_file(tmp_path / "waveforms.hdf5")
-    found, volume = read_injection_list(tmp_path / "waveforms.hdf5")
-    assert volume is None  # aframe's file does not carry the population's volume
+    found, _ = read_injection_list(tmp_path / "waveforms.hdf5")
     assert [i.gps_time for i in found] == ROWS["injection_time"]
     assert found[0].network_snr == pytest.approx(np.hypot(12.0, 12.0))
+    # without num_injections nor rejected draws nothing says how many were drawn: no volume
+    with h5py.File(tmp_path / "waveforms.hdf5", "a") as f:
+        del f.attrs["num_injections"]
+    assert read_injection_list(tmp_path / "waveforms.hdf5")[1] is None
+
+
+# ---- what VT needs of aframe's files -----------------------------------------------------------
+
+
+def planck15_time_volume_gpc3(z_max: float) -> float:
+    """``int_0^z_max 4 pi dVc/dz/dOmega / (1 + z) dz`` in Planck15 (astropy, trapezoid on a
+    fine grid: independent of the project's quadrature)."""
+    z = np.linspace(0.0, z_max, 200_001)
+    density = 4 * np.pi * Planck15.differential_comoving_volume(z).to_value("Gpc3 / sr") / (1 + z)
+    return float(np.sum(0.5 * (density[1:] + density[:-1]) * np.diff(z)))
+
+
+def rejected_file(path: Path, redshifts: list[float]) -> None:
+    """aframe's rejected-parameters.hdf5: an InjectionParameterSet of the draws below the cut
+    (``rejection.py``), ``len(redshifts)`` rows."""
+    n = len(redshifts)
+    rows = {name: [values[0]] * n for name, values in ROWS.items()}
+    rows["redshift"] = redshifts
+    aframe_file(path, rows, with_times=False)
+
+
+def test_a_non_zero_shift_is_refused_not_read_as_zero_lag(tmp_path: Path) -> None:
+    rows = {**ROWS, "shift": [[0.0, 0.0], [0.0, 1.0]]}
+    aframe_file(tmp_path / "waveforms.hdf5", rows)
+    with pytest.raises(DataError, match=r"waveforms\.hdf5: 1 of 2 injections have a non-zero "
+                       r"'parameters/shift' \(row 1: \[0\.0, 1\.0\] s\)") as caught:
+        read_injection_set(tmp_path / "waveforms.hdf5", "IMRPhenomPv2", 20.0)
+    assert "\n" not in str(caught.value)
+    documented("injection-aframe-shift", str(caught.value),
+               {tmp_path / "waveforms.hdf5": "F"}, exit_code=DataError.exit_code)
+    with pytest.raises(DataError, match="non-zero 'parameters/shift'"):
+        read_injection_list(tmp_path / "waveforms.hdf5")  # the merge's reading too
+    # control: the same rows at zero shift are read
+    aframe_file(tmp_path / "waveforms.hdf5")
+    assert len(read_injection_set(tmp_path / "waveforms.hdf5", "IMRPhenomPv2", 20.0)) == 2
+
+
+def test_vt_comes_out_of_an_aframe_campaign_with_its_rejected_draws(tmp_path: Path) -> None:
+    """waveforms.hdf5 (2 injected, num_injections 40) and rejected-parameters.hdf5 beside it
+    (5 draws below the cut, the largest at z 0.5): drawn = 2 + 5, the volume aframe's
+    UniformSourceFrame in Planck15 to z 0.5; VT = V T found / (held out x drawn / injected)
+    through the merge, against numbers known here."""
+    from offline_iaas.config import config_from_dict
+    from offline_iaas.data.injection_list import read_campaign_injections
+    from offline_iaas.merge.injections import injection_results
+
+    aframe_file(tmp_path / "waveforms.hdf5")
+    rejected_file(tmp_path / "rejected-parameters.hdf5", [0.1, 0.5, 0.3, 0.45, 0.2])
+    listed = read_campaign_injections(tmp_path / "waveforms.hdf5")
+    population = listed.population
+    assert (population["injected"], population["drawn"]) == (2, 7)
+    assert population["cosmology"] == "Planck15" and population["redshift_max"] == 0.5
+    volume = planck15_time_volume_gpc3(0.5)
+    assert population["time_volume_gpc3"] == pytest.approx(volume, rel=1e-6)
+    # one trigger of IFAR 2 yr on the first injection, none near the second; 300 s analysed
+    t0, t1 = ROWS["injection_time"]
+    raw = {"data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": t0 - 100,
+                    "duration": 300, "sample_rate": 16},
+           "model": {"repository": "r", "mode": "bbhnet", "inference_rate": 4},
+           "bbhnet": {"found_seconds": 1.0, "slides": 2}}
+    config = config_from_dict(raw, tmp_path / "c.toml")
+    result = injection_results(config, listed, np.array([t0]), np.ones(1), np.array([2.0]),
+                               [(t0 - 100, t0 + 200)], None, 10 * 365.25 * 86400)
+    point = result["sensitivity"]["at"]["1 year"]
+    assert (point["found"], point["injections"], point["trials"]) == (1, 2, 7.0)
+    expected = volume * 300 / (365.25 * 86400) * 1 / 7  # V T found / drawn
+    assert point["vt_gpc3_years"] == pytest.approx(expected, rel=1e-6)
+    assert t1 < t0 + 200  # both held out
+    # control: without the rejected draws, drawn is aframe's num_injections (40), not 7
+    (tmp_path / "rejected-parameters.hdf5").unlink()
+    assert read_campaign_injections(tmp_path / "waveforms.hdf5").population["drawn"] == 40
+
+
+def test_rejected_draws_of_another_campaign_are_refused(tmp_path: Path) -> None:
+    aframe_file(tmp_path / "waveforms.hdf5")  # num_injections 40
+    rejected_file(tmp_path / "rejected-parameters.hdf5", [0.2] * 39)  # 2 + 39 > 40
+    with pytest.raises(DataError, match=r"2 injections and 39 rejected draws in "
+                       r"rejected-parameters\.hdf5 make 41 draws, more than its "
+                       r"num_injections = 40") as caught:
+        read_injection_set(tmp_path / "waveforms.hdf5", "IMRPhenomPv2", 20.0)
+    documented("injection-aframe-rejected-mismatch", str(caught.value),
+               {tmp_path / "waveforms.hdf5": "F"}, exit_code=DataError.exit_code)
+    rejected_file(tmp_path / "rejected-parameters.hdf5", [0.2] * 38)  # control: 40 draws
+    assert read_injection_list(tmp_path / "waveforms.hdf5")[1] is not None
+
+
+def test_precessing_spins_at_another_reference_frequency_are_flagged_for_aframe(
+        tmp_path: Path) -> None:
+    """aframe reads the reference frequency from its pipeline's configuration (50 Hz), not
+    from the file: writing spins defined at 25 Hz says so; aligned spins (the same angles at
+    any reference frequency) and a set at 50 Hz do not."""
+    from tests.helpers import captured_log
+
+    original = sample_set(3)  # precessing from the second on, defined at 25 Hz
+    with captured_log() as lines:
+        write_injection_set(tmp_path / "a.h5", original, layout="aframe")
+    assert any("2 precessing binaries have their spins defined at 25 Hz" in line
+               and "aframe reads no reference frequency from the file" in line
+               for line in lines), lines
+    for quiet in (sample_set(1), dataclasses.replace(original, reference_frequency_hz=50.0)):
+        with captured_log() as lines:
+            write_injection_set(tmp_path / "b.h5", quiet, layout="aframe")
+        assert not any("precessing" in line for line in lines), lines
+

@@ -19,6 +19,7 @@ from offline_iaas.physics import (
 )
 from offline_iaas.sensitivity import (
     CONFIDENCE,
+    SlidePlan,
     background_note,
     best_ifars,
     found_fraction_interval,
@@ -27,6 +28,7 @@ from offline_iaas.sensitivity import (
     sensitive_distance_mpc,
     sensitive_volume,
     sensitivity_summary,
+    slides_needed,
     volume_bound,
 )
 
@@ -90,7 +92,7 @@ def test_the_interval_takes_fractional_trials() -> None:
 
 
 def test_vt_of_a_hand_computed_case() -> None:
-    one, five = sensitive_volume(IFARS, volume_gpc3=2.0, analysed_years=0.5,
+    one, five = sensitive_volume(IFARS, volume_gpc3=2.0, held_out_years=0.5,
                                  thresholds_years=[1.0, 5.0])
     # IFAR >= 1 yr: 2 of 4 found; V T = 1 Gpc^3 yr
     assert (one.found, one.injections, one.trials) == (2, 4, 4.0)
@@ -277,6 +279,7 @@ def test_the_lines_say_not_measurable_and_never_zero_plus_minus_zero() -> None:
     assert not any("0 +- 0" in line or "+-" in line for line in lines)
     reach = [line for line in lines if "the most the background measures" in line]
     assert reach and "VT " in reach[0] and "[" in reach[0]
+    assert lines[0] == reach[0]  # the headline: the threshold the background measures
     assert any(line.startswith("BBHnet: intervals: jeffreys at 68.27 %") for line in lines)
 
 
@@ -320,3 +323,133 @@ def test_the_report_captions_the_sensitivity_figure_with_the_population() -> Non
     assert "jeffreys interval at 68.27 %" in caption
     assert "not measurable (needs 1 yr of background, have 0.01 yr)" in html
     assert "+-" not in html
+
+
+# ---- VT's T: the held-out time -----------------------------------------------------------------
+
+
+def test_vt_is_the_found_fraction_times_the_volume_times_the_held_out_time(tmp_path) -> None:
+    """Through the merge (``injection_results``) on a case whose numbers are known by
+    construction: 900 s analysed in two spans, BBHnet trained on 300 s of the first, so 600 s
+    held out; six held-out injections, three with a trigger of IFAR >= 1 yr near them; the
+    population's volume 4 Gpc^3 with two draws per injection (12 trials)."""
+    from offline_iaas.data.injection_list import InjectionList
+    from offline_iaas.merge.injections import injection_results, sensitivity_lines
+
+    raw = {"data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": 0, "duration": 1000,
+                    "sample_rate": 16},
+           "model": {"repository": "r", "mode": "bbhnet", "inference_rate": 4},
+           "bbhnet": {"found_seconds": 1.0, "ifar_threshold_years": 1.0, "slides": 4,
+                      "slide_seconds": 1.0}}
+    config = config_from_dict(raw, tmp_path / "c.toml")
+    analysed, training = [(0.0, 600.0), (700.0, 1000.0)], [100.0, 400.0]
+    held_out_gps = [50.0, 450.0, 550.0, 750.0, 850.0, 950.0]
+    held_out_ifars = [2.0, 0.01, 5.0, None, 3.0, 0.2]  # None: no trigger near it
+    training_gps, outside_gps = [150.0, 250.0], [650.0]
+    population = {"time_volume_gpc3": 4.0, "drawn": 18, "injected": 9}
+    listed = InjectionList(tmp_path / "list.json", tuple(
+        Injection(t, 10.0) for t in held_out_gps + training_gps + outside_gps), population)
+    triggers = [(t, i) for t, i in zip(held_out_gps, held_out_ifars, strict=True)
+                if i is not None] + [(t, 9.0) for t in training_gps + outside_gps]
+    times = np.array([t for t, _ in triggers])
+    ifars = np.array([i for _, i in triggers])
+    result = injection_results(config, listed, times, np.ones(len(times)), ifars, analysed,
+                               training, 10 * SECONDS_PER_YEAR)
+    assert (result["analysed_seconds"], result["held_out_seconds"]) == (900.0, 600.0)
+    at_one_year = result["sensitivity"]["at"]["1 year"]
+    assert (at_one_year["found"], at_one_year["trials"]) == (3, 12.0)
+    expected = 4.0 * (600.0 / (365.25 * 86400)) * 3 / 12  # V x T_held_out x f
+    assert at_one_year["vt_gpc3_years"] == pytest.approx(expected, rel=1e-12)
+    # negative control: T with the training span in it (the whole 900 s) is another VT
+    with_training = 4.0 * (900.0 / (365.25 * 86400)) * 3 / 12
+    assert at_one_year["vt_gpc3_years"] != pytest.approx(with_training, rel=1e-3)
+    assert "BBHnet: VT's T: T = 600 s held out (900 s analysed less BBHnet's training " \
+           "span)" in sensitivity_lines(result["sensitivity"])
+
+
+# ---- FAR at the loudest triggers and the slides a threshold needs ------------------------------
+
+
+def test_the_reach_threshold_finds_only_injections_louder_than_the_whole_background(config
+                                                                                     ) -> None:
+    """FAR = (n + 1) / L: at the background's reach (IFAR L) an injection whose trigger beats
+    every background trigger is found and one with a single background trigger at least as
+    loud is not (IFAR L / 2)."""
+    from offline_iaas.physics import false_alarm_rates
+
+    livetime = 0.5 * SECONDS_PER_YEAR
+    background = np.array([1.0, 2.0, 3.0])
+    _, ifars = false_alarm_rates(np.array([3.5, 3.0]), background, livetime)
+    np.testing.assert_allclose(ifars, [0.5, 0.25])  # no louder: L; one at least as loud: L / 2
+    rows_ = [{"gps_time": 100.0, "network_snr": 10.0, "ifar_years": ifars[0]},
+             {"gps_time": 200.0, "network_snr": 10.0, "ifar_years": ifars[1]}]
+    summary = sensitivity_summary(rows_, {"time_volume_gpc3": 1.0}, SECONDS_PER_YEAR, livetime)
+    assert summary["at_reach"]["ifar_threshold_years"] == pytest.approx(0.5)
+    assert summary["at_reach"]["found"] == 1
+    # the reach is met exactly by a trigger louder than all, for any livetime (1 / (1 / L)
+    # falls one ulp short of L for the first two)
+    for seconds in (6.18, 13.95, 9526.37):
+        _, [loudest] = false_alarm_rates(np.array([9.0]), background, seconds)
+        assert loudest >= max_measurable_ifar_years(seconds)
+    # control: just beyond the reach nothing is measurable, not "0 found"
+    [beyond] = sensitive_volume([ifars[0], ifars[1]], 1.0, 1.0, [0.5 * (1 + 1e-9)], livetime)
+    assert not beyond.measurable and beyond.found is None
+
+
+def test_slides_needed_for_a_month_and_a_year() -> None:
+    """Two 4,000 s spans, slides of 1 s: slide k gives 2 (4,000 - k) s before cuts; a
+    campaign of 100 slides that kept 400,000 s (of 789,900 s uncut) keeps the same share of
+    every slide."""
+    plan = SlidePlan(100, 1.0, (4_000.0, 4_000.0))
+    uncut_100 = 2 * (100 * 4_000 - 100 * 101 / 2)
+    assert uncut_100 == 789_900.0
+    kept = 400_000.0 / uncut_100
+    month = slides_needed(1 / 12, 400_000.0, plan)
+    # the fewest n with kept x 2 (4,000 n - n (n + 1) / 2) >= 1 month, by brute force
+    target = SECONDS_PER_YEAR / 12
+    fewest = next(n for n in range(1, 4_000)
+                  if kept * 2 * (4_000 * n - n * (n + 1) / 2) >= target)
+    assert month["slides"] == fewest and month["have_slides"] == 100
+    assert month["most_slides"] == 3_999
+    # every slide the spans form: 2 x 3,999 x 4,000 / 2 s uncut, short of a year
+    year = slides_needed(1.0, 400_000.0, plan)
+    assert year["slides"] is None
+    assert year["most_years"] == pytest.approx(kept * 3_999 * 4_000 / SECONDS_PER_YEAR)
+    # control: stretches ten times longer reach a year
+    assert slides_needed(1.0, 400_000.0, SlidePlan(100, 1.0, (40_000.0,) * 2))["slides"]
+
+
+def test_the_summary_says_how_many_slides_1_month_and_1_year_need() -> None:
+    from offline_iaas.merge.injections import sensitivity_lines
+
+    plan = SlidePlan(10, 1.0, (2000.0,))
+    livetime = float(sum(2000 - k for k in range(1, 11)))  # no cuts
+    summary = sensitivity_summary(rows([0.0, 1e-6]), {"time_volume_gpc3": 1.0}, 2000.0,
+                                  livetime, slides=plan)
+    month, year = summary["slides_needed"]["1 month"], summary["slides_needed"]["1 year"]
+    assert month["slides"] is None and year["slides"] is None  # 2000 s stretches: ~0.063 yr
+    assert month["most_years"] == pytest.approx(1999 * 2000 / 2 / SECONDS_PER_YEAR)
+    lines = sensitivity_lines(summary)
+    assert ("BBHnet: background: IFAR >= 0.0833 yr is out of reach of slides of 1 s of these "
+            "stretches: all 1999 they form give about 0.0633 yr (have 10: 0.000632 yr); "
+            "analyse longer stretches") in lines
+    longer = sensitivity_summary(rows([0.0, 1e-6]), {"time_volume_gpc3": 1.0}, 2000.0,
+                                 livetime, slides=SlidePlan(10, 1.0, (20_000.0,)))
+    assert longer["slides_needed"]["1 month"]["slides"] is not None
+    assert any(line.startswith("BBHnet: background: IFAR >= 0.0833 yr needs about ")
+               for line in sensitivity_lines(longer))
+
+
+def test_the_found_line_says_a_threshold_beyond_the_background_is_not_measurable() -> None:
+    from offline_iaas.merge.injections import injection_lines
+
+    bbhnet = {"found": 0, "missed": 2, "ifar_threshold_years": 1.0,
+              "background_livetime_seconds": 0.01 * SECONDS_PER_YEAR,
+              "injections": [{"network_snr": 10.0, "found": False}] * 2}
+    [line] = injection_lines(bbhnet)
+    assert line.startswith("BBHnet: 0 found, 2 missed of 2 held-out injections at IFAR >= 1 yr "
+                           "(not measurable: the background's 0.01 yr is the largest IFAR it "
+                           "gives, so none can be found at this threshold)")
+    # control: a threshold within the background's reach is a plain count
+    [line] = injection_lines({**bbhnet, "ifar_threshold_years": 0.005})
+    assert "not measurable" not in line

@@ -157,10 +157,14 @@ def test_any_split_forms_the_slides_of_the_whole_stretch(tmp_path: Path, clients
 
 
 def test_a_trigger_louder_than_the_whole_background_gets_one_over_the_livetime() -> None:
-    far, ifar = false_alarm_rates(np.array([5.0, 2.0, 0.5]), np.array([1.0, 2.0, 3.0]), 100.0)
-    # at least as loud: none (bounded to 1), 2.0 and 3.0, all three
-    np.testing.assert_allclose(far, [1 / 100, 2 / 100, 3 / 100])
+    """FAR = (n + 1) / L with n the background triggers at least as loud (PyCBC's)."""
+    far, ifar = false_alarm_rates(np.array([5.0, 3.0, 2.0, 0.5]), np.array([1.0, 2.0, 3.0]),
+                                  100.0)
+    # at least as loud: none, 3.0 (a tie counts), 2.0 and 3.0, all three
+    np.testing.assert_allclose(far, [1 / 100, 2 / 100, 3 / 100, 4 / 100])
     np.testing.assert_allclose(ifar, 1 / far / SECONDS_PER_YEAR)
+    # none louder and one louder are told apart: the first alone reaches IFAR = L
+    assert ifar[0] == pytest.approx(100.0 / SECONDS_PER_YEAR) and ifar[1] == ifar[0] / 2
 
 
 def test_a_slide_s_livetime_counts_only_the_windows_it_formed() -> None:
@@ -445,9 +449,14 @@ def vt_problems(run_dir: Path, shift_injections: float = 0.0) -> list[str]:
                 if round(i["gps_time"], 6) in counted
                 and not (training and training[0] <= i["gps_time"] < training[1])]
     trials = len(injected) * population["drawn"] / population["injected"]
-    years = bbhnet["analysed_seconds"] / (365.25 * 86400)
+    # T: the analysed time outside the training span, where the counted injections lie (its
+    # arithmetic: test_sensitivity's test_vt_is_the_found_fraction_times_the_volume_...)
+    held_out, analysed = bbhnet["held_out_seconds"], bbhnet["analysed_seconds"]
+    problems = [] if (held_out == analysed if not training else
+                      analysed - (training[1] - training[0]) <= held_out < analysed) else [
+        f"held-out time {held_out} s of {analysed} s analysed, training span {training}"]
+    years = held_out / (365.25 * 86400)
     reach = bbhnet["background_livetime_seconds"] / (365.25 * 86400)
-    problems = []
     for point in bbhnet["sensitivity"]["curve"]:
         threshold = point["ifar_threshold_years"]
         if threshold > reach:

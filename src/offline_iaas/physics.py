@@ -21,9 +21,13 @@ BBHnet with time slides (``bbhnet.slides = N``)
     ``t``, the second's at ``t - kΔ``) lie in the stretch's analysed time, so in each stretch
     it starts ``kΔ`` after the zero lag; its formed windows are clustered like the zero lag,
     and its livetime is the stride times the windows it formed (``slide_livetime``); the
-    background livetime is the sum over the slides. A trigger's false-alarm rate is the
-    number of background triggers at least as loud per second of livetime; one louder than
-    the whole background gets the bound ``1 / livetime``.
+    background livetime is the sum over the slides. A trigger's false-alarm rate is
+    ``(n + 1) / L``: ``n`` the background triggers at least as loud, ``L`` the livetime
+    (PyCBC's ``n_louder`` convention, Usman et al. 2016, arXiv:1508.02357 eq. 17-18; the +1
+    counts the trigger itself as one more draw of the noise). So a trigger louder than the
+    whole background gets ``1 / L`` and one with a single background trigger at least as
+    loud ``2 / L``: the largest IFAR a background gives is ``L``, and only a trigger louder
+    than all of it reaches it.
     An injection is found when a trigger within ``found_seconds`` has an inverse FAR of at
     least ``ifar_threshold_years``. With an injection list, as for the zero-lag background,
     a slide's trigger is left out when either detector's time (``t``, or ``t - kΔ`` for the
@@ -217,17 +221,20 @@ SECONDS_PER_YEAR = 365.25 * 86400.0
 def false_alarm_rates(statistic: np.ndarray, background: np.ndarray, livetime_seconds: float
                       ) -> tuple[np.ndarray, np.ndarray]:
     """``(far in Hz, ifar in years)`` of each zero-lag trigger's ``statistic`` against the
-    ``background`` triggers of ``livetime_seconds`` of time slides (module docstring).
-    Without livetime (no slide formed outside the cuts: every stretch shorter than the
-    smallest slide) no rate is measured: FAR ``inf``, IFAR 0."""
+    ``background`` triggers of ``livetime_seconds`` of time slides: FAR ``(n + 1) / L`` with
+    ``n`` the background triggers at least as loud (module docstring), so the IFAR is at most
+    ``L`` (``sensitivity.max_measurable_ifar_years``). Without livetime (no slide formed
+    outside the cuts: every stretch shorter than the smallest slide) no rate is measured: FAR
+    ``inf``, IFAR 0."""
     if livetime_seconds < 0:
         raise ValueError(f"background livetime must not be negative, got {livetime_seconds}")
     if livetime_seconds == 0:
         return np.full(len(statistic), np.inf), np.zeros(len(statistic))
     ordered = np.sort(np.asarray(background, np.float64))
     louder = len(ordered) - np.searchsorted(ordered, np.asarray(statistic, np.float64), "left")
-    far = np.maximum(louder, 1) / livetime_seconds
-    return far, 1.0 / far / SECONDS_PER_YEAR
+    far = (louder + 1) / livetime_seconds
+    # L / (n + 1) directly: louder than all gives exactly the reach, L in years
+    return far, livetime_seconds / (louder + 1) / SECONDS_PER_YEAR
 
 
 @dataclass(frozen=True)

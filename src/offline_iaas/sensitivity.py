@@ -16,10 +16,15 @@ VT
 
         VT(threshold) = V x T x f,   f = found / N
 
-    with ``T`` the analysed (zero-lag) time in years and ``V`` the population's volume. For a
+    with ``T`` the held-out time in years (the analysed zero-lag time less the network's
+    training span: the time the counted injections were placed in, ``held_out_seconds``) and
+    ``V`` the population's volume. For a
     population drawn uniform in comoving volume and source-frame time (``data/population.py``),
     ``V`` is ``time_volume_gpc3`` = ``int dVc/dz / (1 + z) dz``: then ``VT`` is in Gpc^3 years
-    of source-frame time and a rate ``R`` (Gpc^-3 yr^-1) gives ``R VT`` detections.
+    of source-frame time and a rate ``R`` (Gpc^-3 yr^-1) gives ``R VT`` detections. ``T``
+    must be the time the counted injections came from: ``f`` counts held-out injections
+    only, and multiplying it by the whole analysed time would credit the training span with
+    the held-out time's efficiency.
 Draws left out below an SNR cut
     A population drawn far beyond the horizon has mostly hopeless binaries; ``synth`` injects
     only those of optimal network SNR at least ``network_snr_min`` and records how many it
@@ -37,9 +42,12 @@ Interval
 Sensitive distance
     The radius of a sphere of volume ``VT / T``: ``(3 VT / (4 pi T))^(1/3)``.
 Background
-    A background of livetime ``L`` (time slides) cannot assign an IFAR above ``L`` (years):
-    a trigger louder than all of it has ``FAR = 1 / L``. A threshold above ``L`` is not
-    measurable: its found fraction, VT and distance are null with the reason, never 0.
+    A trigger's FAR is ``(n + 1) / L`` (``physics.false_alarm_rates``): a background of
+    livetime ``L`` (time slides) cannot assign an IFAR above ``L`` (years), which only a
+    trigger louder than all of it gets. A threshold above ``L`` is not measurable: its found
+    fraction, VT and distance are null with the reason, never 0; the summary says about how
+    many slides would measure it (``slides_needed``). ``L`` itself is the largest measurable
+    threshold (the background's *reach*).
 Bounded by the volume, not the search
     The result is only a sensitive volume when ``z_max`` reaches beyond the search's
     horizon. ``volume_bound`` flags held-out injections found (at the campaign's threshold)
@@ -162,7 +170,7 @@ def background_note(threshold_years: float, background_livetime_seconds: float) 
 def sensitive_volume(
     ifar_years: Sequence[float | None],
     volume_gpc3: float | None,
-    analysed_years: float,
+    held_out_years: float,
     thresholds_years: Sequence[float],
     background_livetime_seconds: float | None = None,
     drawn_per_injected: float = 1.0,
@@ -177,8 +185,9 @@ def sensitive_volume(
     volume_gpc3
         The population's volume (``population.time_volume_gpc3(z_max)``); None: found
         fractions only (VT null, with the reason).
-    analysed_years
-        Zero-lag time analysed (years).
+    held_out_years
+        ``T``: the analysed zero-lag time outside the network's training span (years), where
+        the counted injections lie.
     thresholds_years
         IFAR thresholds (``ifar_thresholds``).
     background_livetime_seconds
@@ -192,9 +201,9 @@ def sensitive_volume(
         raise ValueError("no held-out injections in the analysed time: VT is undefined")
     if np.isnan(values).any():
         raise ValueError("an injection's IFAR is NaN")
-    if not analysed_years > 0 or (volume_gpc3 is not None and not volume_gpc3 > 0):
-        raise ValueError(f"volume and analysed time must be positive, got {volume_gpc3} Gpc^3, "
-                         f"{analysed_years} yr")
+    if not held_out_years > 0 or (volume_gpc3 is not None and not volume_gpc3 > 0):
+        raise ValueError(f"volume and held-out time must be positive, got {volume_gpc3} "
+                         f"Gpc^3, {held_out_years} yr")
     if not drawn_per_injected >= 1:
         raise ValueError(f"drawn per injected must be at least 1, got {drawn_per_injected}")
     ceiling = (math.inf if background_livetime_seconds is None
@@ -220,7 +229,7 @@ def sensitive_volume(
             point = dataclasses.replace(point, reason="no population volume: found "
                                         "fractions only")
         else:
-            vt = volume_gpc3 * analysed_years
+            vt = volume_gpc3 * held_out_years
             point = dataclasses.replace(
                 point, vt_gpc3_years=vt * fraction,
                 vt_interval_gpc3_years=(vt * interval[0], vt * interval[1]),
@@ -243,25 +252,107 @@ def _as_dict(point: SensitivePoint) -> dict[str, Any]:
             for k, v in dataclasses.asdict(point).items()}
 
 
+@dataclass(frozen=True)
+class SlidePlan:
+    """How a campaign forms its time slides: enough to say how many slides a threshold needs
+    (``slides_needed``)."""
+
+    slides: int
+    """Slides the campaign formed (``bbhnet.slides``)."""
+    slide_seconds: float
+    """The step between slides (``bbhnet.slide_seconds``): slide ``k`` lags ``k`` times it."""
+    span_seconds: tuple[float, ...]
+    """Each analysed span's length: a slide is formed only within one
+    (``physics.slide_livetime``)."""
+
+
+def uncut_slide_seconds(plan: SlidePlan, slides: int) -> float:
+    """Livetime of slides ``1..slides`` before any cut: ``sum over spans and k of
+    max(0, S - k step)`` (slide ``k`` is formed where ``t`` and ``t - k step`` both lie in
+    the span)."""
+    total = 0.0
+    for span in plan.span_seconds:
+        formed = min(slides, most_slides(span, plan.slide_seconds))
+        total += formed * span - plan.slide_seconds * formed * (formed + 1) / 2
+    return total
+
+
+def most_slides(span_seconds: float, slide_seconds: float) -> int:
+    """How many slides of ``slide_seconds`` steps a span of ``span_seconds`` forms (``k step``
+    shorter than the span)."""
+    return max(0, math.ceil(span_seconds / slide_seconds - 1e-9) - 1)
+
+
+def slides_needed(threshold_years: float, background_livetime_seconds: float,
+                  plan: SlidePlan) -> dict[str, Any]:
+    """About how many slides of the campaign's step give ``threshold_years`` of background.
+
+    The livetime of ``n`` slides is estimated as ``uncut_slide_seconds(n)`` times the
+    fraction the campaign's slides kept after the cuts (``background_livetime_seconds /
+    uncut_slide_seconds(plan.slides)``): the training span and the injections' neighbourhoods
+    cut about the same share of every slide. ``slides`` is None when even every slide the
+    spans can form falls short (``most_years`` says how far they reach)."""
+    target = threshold_years * SECONDS_PER_YEAR
+    have = uncut_slide_seconds(plan, plan.slides)
+    kept = min(1.0, background_livetime_seconds / have) if have > 0 else 1.0
+    most = max((most_slides(s, plan.slide_seconds) for s in plan.span_seconds), default=0)
+    out: dict[str, Any] = {
+        "ifar_threshold_years": threshold_years, "slide_seconds": plan.slide_seconds,
+        "have_slides": plan.slides, "have_years": background_livetime_seconds / SECONDS_PER_YEAR,
+        "most_slides": most, "most_years": kept * uncut_slide_seconds(plan, most)
+        / SECONDS_PER_YEAR, "slides": None}
+    if kept * uncut_slide_seconds(plan, most) < target or kept <= 0:
+        return out
+    low, high = 0, most  # the livetime grows with the slides: the fewest that reach it
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if kept * uncut_slide_seconds(plan, middle) < target else (
+            low, middle)
+    out["slides"] = high
+    return out
+
+
+def slides_line(need: Mapping[str, Any]) -> str:
+    """``IFAR >= 1 yr needs about N slides of 1 s (have M: 0.02 yr)`` or why no number of
+    slides of these spans reaches it (``slides_needed``)."""
+    have = f"have {need['have_slides']}: {need['have_years']:.3g} yr"
+    threshold = f"IFAR >= {need['ifar_threshold_years']:.3g} yr"
+    if need["slides"] is None:
+        return (f"{threshold} is out of reach of slides of {need['slide_seconds']:g} s of these "
+                f"stretches: all {need['most_slides']} they form give about "
+                f"{need['most_years']:.3g} yr ({have}); analyse longer stretches")
+    return (f"{threshold} needs about {need['slides']} slides of {need['slide_seconds']:g} s "
+            f"of background ({have})")
+
+
 def sensitivity_summary(rows: list[dict[str, Any]], population: Mapping[str, Any] | None,
-                        analysed_seconds: float, background_livetime_seconds: float,
-                        counts: Mapping[str, int] | None = None) -> dict[str, Any]:
+                        held_out_seconds: float, background_livetime_seconds: float,
+                        counts: Mapping[str, int] | None = None,
+                        analysed_seconds: float | None = None,
+                        slides: SlidePlan | None = None) -> dict[str, Any]:
     """VT against IFAR from the held-out found/missed rows (each with its ``ifar_years``,
     ``physics.found_missed_at_ifar``): the curve over ``CURVE_IFARS_YEARS``, the points of
     ``NAMED_IFARS_YEARS`` and the loudest IFAR the background can measure, the population
     beside them (``population``: ``data/injection_list.py``'s record, None when the list
     describes none: found fractions only) and the injections counted and left out
-    (``counts``)."""
-    analysed_years = analysed_seconds / SECONDS_PER_YEAR
+    (``counts``). ``held_out_seconds`` is ``T`` (module docstring), ``analysed_seconds``
+    only recorded beside it; with ``slides`` the slides ``NAMED_IFARS_YEARS`` need
+    (``slides_needed``)."""
+    held_out_years = held_out_seconds / SECONDS_PER_YEAR
     reach = max_measurable_ifar_years(background_livetime_seconds)
     volume = None if population is None else population.get("time_volume_gpc3")
     drawn_per_injected = drawn_ratio(population)
     found: dict[str, Any] = {
         "population": None if population is None else dict(population),
         "counts": dict(counts or {}), "injections": len(rows),
-        "trials": len(rows) * drawn_per_injected, "analysed_years": analysed_years,
+        "trials": len(rows) * drawn_per_injected, "held_out_years": held_out_years,
+        "analysed_years": None if analysed_seconds is None
+        else analysed_seconds / SECONDS_PER_YEAR,
         "background_years": reach, "volume_gpc3": volume,
         "interval": {"method": INTERVAL_METHOD, "confidence": CONFIDENCE}}
+    if slides is not None:
+        found["slides_needed"] = {name: slides_needed(t, background_livetime_seconds, slides)
+                                  for name, t in NAMED_IFARS_YEARS.items()}
     if volume is None:
         found["vt_null_reason"] = ("the injection list describes no population (no "
                                    "time_volume_gpc3): found fractions only, no VT")
@@ -271,7 +362,7 @@ def sensitivity_summary(rows: list[dict[str, Any]], population: Mapping[str, Any
     lowest, highest = CURVE_IFARS_YEARS
     grid = [*ifar_thresholds(min(lowest, reach / 100), highest), *NAMED_IFARS_YEARS.values(),
             reach]
-    points = sensitive_volume([r["ifar_years"] for r in rows], volume, analysed_years,
+    points = sensitive_volume([r["ifar_years"] for r in rows], volume, held_out_years,
                               sorted(set(grid)), background_livetime_seconds,
                               drawn_per_injected)
     found["curve"] = [_as_dict(p) for p in points]
@@ -280,6 +371,7 @@ def sensitivity_summary(rows: list[dict[str, Any]], population: Mapping[str, Any
     found["at_reach"] = _as_dict(by_threshold[reach])
     found["notes"] = [background_note(t, background_livetime_seconds)
                       for t in NAMED_IFARS_YEARS.values() if t > reach]
+    found["notes"] += [slides_line(need) for need in found.get("slides_needed", {}).values()]
     if volume is None:
         found["notes"].append(found["vt_null_reason"])
     return found
@@ -326,6 +418,18 @@ def cut_bound(rows: list[dict[str, Any]], population: Mapping[str, Any] | None
             "quietest_found_snr": min(found) if found else None}
 
 
+def time_caption(sensitivity: Mapping[str, Any]) -> str:
+    """VT's ``T`` in a summary (``sensitivity_summary``): ``T = 1277 s held out (2045 s
+    analysed less BBHnet's training span)``."""
+    analysed = sensitivity.get("analysed_years")
+    if sensitivity.get("held_out_years") is None:  # a summary written before T was held out
+        return f"T = {analysed * SECONDS_PER_YEAR:.0f} s analysed"
+    held_out = sensitivity["held_out_years"] * SECONDS_PER_YEAR
+    of = ("" if analysed is None else
+          f" ({analysed * SECONDS_PER_YEAR:.0f} s analysed less BBHnet's training span)")
+    return f"T = {held_out:.0f} s held out{of}"
+
+
 def population_caption(population: Mapping[str, Any] | None) -> str:
     """The population beside a VT on one line: ``IMRPhenomD from 20 Hz; source-frame masses
     20-50 Msun ...`` (or that the list describes none)."""
@@ -340,6 +444,9 @@ def population_caption(population: Mapping[str, Any] | None) -> str:
     if p.get("drawn") is not None and p.get("network_snr_min"):
         drawn = (f"; {p['injected']} injected of {p['drawn']} drawn (optimal network SNR >= "
                  f"{p['network_snr_min']:g}; the rest count as missed)")
+    elif p.get("drawn") is not None and p["drawn"] != p.get("injected"):
+        drawn = (f"; {p['injected']} injected of {p['drawn']} drawn (the rest below the set's "
+                 "SNR cut count as missed)")
     return (f"{known('approximant')} from {known('f_lower_hz', '{:g}')} Hz; source-frame masses "
             f"{known('mass_min_msun', '{:g}')}-{known('mass_max_msun', '{:g}')} Msun "
             f"({known('mass_distribution')}); spins |chi| <= {known('spin_max', '{:g}')} "

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_iaas.data.injection_file import read_injection_list, read_injection_set
+from offline_iaas.data.injections_aframe import REJECTED_FILE
 from offline_iaas.data.population import COSMOLOGY, POPULATION_KEYS, luminosity_distance_mpc
 from offline_iaas.errors import OfflineIaasError
 from offline_iaas.physics import Injection
@@ -51,11 +52,7 @@ def read_campaign_injections(path: Path) -> InjectionList:
     """
     path = Path(path)
     try:
-        stat = path.stat()
-    except OSError:
-        stat = None
-    try:
-        return _read(path, None if stat is None else (stat.st_mtime_ns, stat.st_size))
+        return _read(path, _version(path), _version(path.with_name(REJECTED_FILE)))
     except OfflineIaasError as err:
         message = str(err)
         if not message.startswith(KEY):
@@ -63,9 +60,20 @@ def read_campaign_injections(path: Path) -> InjectionList:
         raise type(err)(message) from None
 
 
+def _version(path: Path) -> tuple[int, int] | None:
+    """``(mtime, size)`` of ``path``, None when it is not there."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
 @lru_cache(maxsize=4)
-def _read(path: Path, version: tuple[int, int] | None) -> InjectionList:
-    """``read_campaign_injections`` of one version of the file (the merge asks often)."""
+def _read(path: Path, version: tuple[int, int] | None,
+          rejected_version: tuple[int, int] | None) -> InjectionList:
+    """``read_campaign_injections`` of one version of the file and of aframe's rejected draws
+    beside it (``injections_aframe.REJECTED_FILE``; the merge asks often)."""
     injections, _ = read_injection_list(path)
     if path.name.lower().endswith(".json"):
         attrs, waveform = _json_description(path)

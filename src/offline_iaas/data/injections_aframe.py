@@ -30,8 +30,30 @@ from ``redshift`` in ``Planck15``, and lalsimulation's
 else ``AFRAME_REFERENCE_FREQUENCY_HZ`` (aframe's configs). ``ifo_snrs`` becomes the SNR
 against the measured PSD (aframe computes it against a PSD of background data). A file
 without ``injection_time`` (an ``InjectionParameterSet`` alone, such as aframe's
-``rejected-parameters.hdf5``) has no times to inject at and is refused. The ``waveforms``
-group is not read: the binaries are generated again with lalsimulation.
+``rejected-parameters.hdf5``) has no times to inject at and is refused as the set to inject.
+The ``waveforms`` group is not read: the binaries are generated again with lalsimulation.
+
+What VT needs (``aframe_population``)
+    ``shift``: a row whose shift is not zero was injected by aframe into time-shifted
+    background; this project injects and counts at zero lag, so such a file is refused
+    (``refuse_shifts``), never read as if unshifted. The draws: aframe's rejection sampling
+    (``rejection.py``) writes the accepted rows and, beside them, the draws below its SNR cut
+    as ``rejected-parameters.hdf5``; ``num_injections`` counts every draw it made (also the
+    few past the last accepted one, which it neither kept nor rejected). So ``drawn`` =
+    injected + rejected when the rejected file lies beside the set (refused when that exceeds
+    ``num_injections`` or its ``ifos`` differ: another campaign's), else ``num_injections``.
+    The volume: aframe takes it from its source prior, which its files do not record; unless
+    the file has ``time_volume_gpc3``, the population is aframe's ``UniformSourceFrame`` (p(z)
+    ~ dVc/dz / (1 + z)) in ``Planck15`` to the root attribute ``redshift_max``, else to the
+    largest drawn redshift (short of the prior's bound by about 1 / draws of the volume), and
+    the population's description says which.
+Reference frequency
+    aframe reads ``reference_frequency`` from its pipeline's configuration (``[luigi_base]`` in
+    ``aframe/pipelines/sandbox/configs/base.cfg``: 50 Hz) and passes it to
+    ``convert_to_lal_param_set``; no ledger field holds it. A file aframe wrote is therefore
+    read at ``AFRAME_REFERENCE_FREQUENCY_HZ`` (or the reader's stand-in, for a pipeline
+    configured otherwise); ``write_aframe`` warns when it writes precessing spins defined at
+    another frequency, since aframe would read their angles at its own.
 
 Writing (``write_aframe``): every ``InjectionParameterSet`` field as aframe writes it (float64
 datasets, ``length``, ``ifos``), with ``snr``/``ifo_snrs`` the SNR against the measured PSD,
@@ -49,6 +71,7 @@ project reads ``ra`` as a right ascension, as the field's name says.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +80,15 @@ import numpy as np
 from offline_iaas.data import population
 from offline_iaas.data.injection_set import (
     InjectionSet,
+    attr_value,
     binaries_from_columns,
     finite,
     required,
 )
 from offline_iaas.data.waveforms import MSUN_SI
 from offline_iaas.errors import DataError
+
+logger = logging.getLogger(__name__)
 
 AFRAME_COMMIT = "6a45a6e9cef86c4542acb27e3e3b7db65051eb82"
 """The commit of github.com/ML4GW/aframe this layout was read from."""
@@ -75,9 +101,14 @@ INTRINSIC = ("mass_1", "mass_2", "a_1", "a_2", "tilt_1", "tilt_2", "phi_12", "ph
 EXTRINSIC = ("ra", "dec", "redshift", "psi", "theta_jn", "phase")
 FIELDS = (*INTRINSIC, *EXTRINSIC, "snr", "ifo_snrs")
 """``InjectionParameterSet``'s parameter fields, in aframe's dataclass order."""
+IN_PLANE = ("spin_1x", "spin_1y", "spin_2x", "spin_2y")
+"""Cartesian spin components whose angles depend on the reference frequency (precession)."""
 MARKERS = ("theta_jn", "a_1", "a_2", "tilt_1", "tilt_2", "phi_12", "phi_jl")
 """Fields only aframe's layout has: a file with any of them is read as aframe's."""
 TIME = "injection_time"
+REJECTED_FILE = "rejected-parameters.hdf5"
+"""aframe's name for the draws its rejection sampling left out, an ``InjectionParameterSet``
+written beside ``waveforms.hdf5`` (``projects/data/data/waveforms/testing.py``)."""
 OWN_ATTRS = ("length", "ifos", "sample_rate", "duration", "right_pad", "num_injections",
              "mass_frame", "approximant", "f_lower_hz", "reference_frequency_hz",
              "ifo_snrs_psd", "ifo_snrs_design_psd")
@@ -140,6 +171,13 @@ def write_aframe(path: Path, injections: InjectionSet) -> None:
 
     binaries = injections.binaries
     n, f_ref = len(binaries), injections.reference_hz
+    precessing = sum(any(getattr(b, name) != 0.0 for name in IN_PLANE) for b in binaries)
+    if precessing and f_ref != AFRAME_REFERENCE_FREQUENCY_HZ:
+        logger.warning(
+            f"{path.name}: {precessing} precessing binaries have their spins defined at "
+            f"{f_ref:g} Hz (attribute reference_frequency_hz); aframe reads no reference "
+            "frequency from the file but its pipeline's reference_frequency (50 Hz in its "
+            f"configs): set it to {f_ref:g} Hz there, or aframe generates other binaries")
     distance = np.array([b.luminosity_distance for b in binaries], np.float64)
     columns: dict[str, np.ndarray] = {
         "mass_1": np.array([b.mass_1_detector for b in binaries], np.float64),
@@ -208,11 +246,13 @@ def read_aframe(
         raise DataError(
             f"{path}: aframe injection file has no 'parameters/{TIME}': an "
             "InjectionParameterSet alone (e.g. aframe's rejected-parameters.hdf5) has no times "
-            "to inject at; give the injected set (aframe's waveforms.hdf5)")
+            "to inject at; give the injected set (aframe's waveforms.hdf5): the rejected "
+            f"draws are read from {REJECTED_FILE} beside it")
     n = len(datasets[TIME])
     if "length" in attrs and int(attrs["length"]) != n:
         raise DataError(f"{path}: attribute length = {attrs['length']} but "
                         f"'parameters/{TIME}' has {n} rows")
+    refuse_shifts(path, datasets.get("shift"), n)
     col = {name: np.array(finite(path, name, datasets[name])) for name in
            (*INTRINSIC, *EXTRINSIC, TIME)}
     for name, values in col.items():
@@ -239,13 +279,15 @@ def read_aframe(
            for k in (1, 2) for j, a in enumerate("xyz")},
     }
     ifos = [str(i) for i in attrs.get("ifos", [])]
+    own = {k: v for k, v in attrs.items() if k not in OWN_ATTRS}
+    own.update(aframe_population(path, attrs, z, ifos))
     return InjectionSet(
         binaries=binaries_from_columns(path, values, n),
         approximant=required(path, "approximant", attrs.get("approximant", approximant)),
         f_lower_hz=float(required(path, "f_lower_hz", attrs.get("f_lower_hz", f_lower_hz))),
         snr=_per_ifo(path, "ifo_snrs", datasets.get("ifo_snrs"), ifos, n),
         snr_design=_per_ifo(path, "ifo_snrs_design", datasets.get("ifo_snrs_design"), ifos, n),
-        attrs={k: v for k, v in attrs.items() if k not in OWN_ATTRS},
+        attrs=own,
         reference_frequency_hz=f_ref,
         snr_psd={kind: str(attrs[name]) for kind, name in
                  (("snr", "ifo_snrs_psd"), ("snr_design", "ifo_snrs_design_psd"))
@@ -268,3 +310,97 @@ def _per_ifo(path: Path, name: str, values: np.ndarray | None, ifos: list[str], 
     if np.all(np.isnan(values)):
         return {}
     return {ifo: finite(path, f"{name}[:, {i}]", values[:, i]) for i, ifo in enumerate(ifos)}
+
+
+# ---- what VT needs: zero lag, the draws, the volume ----------------------------------------
+
+
+def refuse_shifts(path: Path, shift: np.ndarray | None, n: int) -> None:
+    """DataError when any row's ``shift`` is not zero: aframe injected it into background
+    whose detectors were shifted against each other, and this project injects and counts at
+    zero lag only (applying the shift would put each detector's signal at another time)."""
+    if shift is None:
+        return
+    values = np.asarray(shift, np.float64)
+    if values.ndim != 2:  # aframe's one shift per detector; 1-D: one per row
+        values = values.reshape(values.size, 1)
+    if len(values) != n:
+        raise DataError(f"{path}: field 'shift' has {len(values)} rows, '{TIME}' {n}")
+    moved = np.flatnonzero(np.any(values != 0, axis=1))
+    if len(moved):
+        first = moved[0]
+        raise DataError(
+            f"{path}: {len(moved)} of {n} injections have a non-zero 'parameters/shift' (row "
+            f"{first}: {values[first].tolist()} s): aframe injected them into time-shifted "
+            "background, and this project injects and counts at zero lag only; give the rows "
+            "of shift 0 with the draws behind them")
+
+
+def aframe_population(path: Path, attrs: dict[str, Any], redshift: np.ndarray,
+                      ifos: list[str]) -> dict[str, Any]:
+    """What VT needs of an aframe set that this project's population attributes do not give
+    (module docstring): ``injected`` (the rows) and ``drawn`` (the rows plus those of
+    ``REJECTED_FILE`` beside it, else ``num_injections``) and, without ``time_volume_gpc3``,
+    the volume of aframe's population: uniform in comoving volume and source-frame time (its
+    ``UniformSourceFrame``) in ``Planck15`` to ``redshift_max`` (the attribute, else the
+    largest redshift drawn). {} when neither the draws nor the volume are known."""
+    injected = len(redshift)
+    found: dict[str, Any] = {}
+    rejected_z = _rejected_redshifts(path, ifos)
+    num = attrs.get("num_injections")
+    num = int(num) if num is not None and int(num) > 0 else None
+    if num is not None and num < injected:
+        raise DataError(f"{path}: attribute num_injections = {num} is fewer than its "
+                        f"{injected} injections")
+    if rejected_z is not None:
+        drawn = injected + len(rejected_z)
+        if num is not None and drawn > num:
+            raise DataError(
+                f"{path}: {injected} injections and {len(rejected_z)} rejected draws in "
+                f"{path.with_name(REJECTED_FILE).name} make {drawn} draws, more than its "
+                f"num_injections = {num}: not one campaign's files")
+        found = {"drawn": drawn, "injected": injected,
+                 "rejected_source": str(path.with_name(REJECTED_FILE))}
+    elif num is not None:
+        found = {"drawn": num, "injected": injected}
+    if not found or attrs.get("time_volume_gpc3") is not None:
+        return found
+    draws = np.concatenate([redshift, rejected_z if rejected_z is not None else []])
+    if attrs.get("redshift_max") is not None:
+        z_max, where = float(attrs["redshift_max"]), "the file's redshift_max"
+    else:
+        z_max = float(draws.max(initial=0.0))
+        where = (f"the largest of the {len(draws)} drawn redshifts (aframe's files do not "
+                 "record its prior's bound; set root attribute redshift_max to give it)")
+    if not z_max > 0:
+        return found
+    return {**found, "redshift_max": z_max, "cosmology": AFRAME_COSMOLOGY,
+            "redshift_distribution": f"assumed p(z) ~ dVc/dz / (1 + z) on [0, z_max] "
+                                     f"(aframe's UniformSourceFrame), z_max {where}",
+            "luminosity_distance_max_mpc": float(luminosity_distance_mpc(np.array(z_max))),
+            "comoving_volume_gpc3": population.comoving_volume_gpc3(z_max, AFRAME_COSMOLOGY),
+            "time_volume_gpc3": population.time_volume_gpc3(z_max, AFRAME_COSMOLOGY)}
+
+
+def _rejected_redshifts(path: Path, ifos: list[str]) -> np.ndarray | None:
+    """The redshifts of the draws in ``REJECTED_FILE`` beside ``path`` (aframe's
+    ``InjectionParameterSet`` of the draws below its SNR cut), or None without one."""
+    import h5py
+
+    rejected = path.with_name(REJECTED_FILE)
+    if rejected == path or not rejected.is_file():
+        return None
+    try:
+        with h5py.File(rejected, "r") as f:
+            theirs = [str(attr_value(i)) for i in f.attrs.get("ifos", [])]
+            rows = int(f.attrs["length"]) if "length" in f.attrs else None
+            z = f["parameters/redshift"][()] if "parameters/redshift" in f else None
+    except OSError as err:
+        raise DataError(f"{rejected}: not a readable HDF5 file: {err}") from None
+    if z is None or rows is None or len(z) != rows:
+        raise DataError(f"{rejected}: aframe's rejected draws need attribute length and "
+                        "'parameters/redshift' of that many rows")
+    if ifos and theirs and theirs != ifos:
+        raise DataError(f"{rejected}: ifos {theirs}, but {path.name} has {ifos}: not one "
+                        "campaign's files")
+    return np.asarray(z, np.float64)

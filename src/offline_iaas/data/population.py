@@ -127,9 +127,9 @@ def _cosmology(name: str = COSMOLOGY) -> Any:
     return getattr(cosmology, name)
 
 
-def _differential_volume_gpc3(z: np.ndarray) -> np.ndarray:
+def _differential_volume_gpc3(z: np.ndarray, cosmology: str = COSMOLOGY) -> np.ndarray:
     """``dVc/dz`` over the whole sky (Gpc^3 per unit redshift)."""
-    per_sr = _cosmology().differential_comoving_volume(z).to_value("Gpc3 / sr")
+    per_sr = _cosmology(cosmology).differential_comoving_volume(z).to_value("Gpc3 / sr")
     return 4.0 * np.pi * per_sr
 
 
@@ -142,19 +142,19 @@ def _redshift_table(redshift_max: float) -> tuple[np.ndarray, np.ndarray]:
     return z, cdf / cdf[-1]
 
 
-def comoving_volume_gpc3(redshift_max: float) -> float:
+def comoving_volume_gpc3(redshift_max: float, cosmology: str = COSMOLOGY) -> float:
     """Comoving volume ``Vc(z_max)`` of the whole sky out to ``redshift_max`` (Gpc^3)."""
-    return float(_cosmology().comoving_volume(redshift_max).to_value("Gpc3"))
+    return float(_cosmology(cosmology).comoving_volume(redshift_max).to_value("Gpc3"))
 
 
 @lru_cache(maxsize=8)
-def time_volume_gpc3(redshift_max: float) -> float:
-    """``int_0^z_max dVc/dz / (1 + z) dz`` (Gpc^3): the population's VT per detector-frame
-    year (module docstring)."""
+def time_volume_gpc3(redshift_max: float, cosmology: str = COSMOLOGY) -> float:
+    """``int_0^z_max dVc/dz / (1 + z) dz`` (Gpc^3) in astropy's ``cosmology``: the
+    population's VT per detector-frame year (module docstring)."""
     from scipy import integrate
 
     value, _ = integrate.quad(
-        lambda z: float(_differential_volume_gpc3(np.array([z]))[0]) / (1.0 + z),
+        lambda z: float(_differential_volume_gpc3(np.array([z]), cosmology)[0]) / (1.0 + z),
         0.0, redshift_max, epsrel=1e-10,
     )
     return float(value)

@@ -24,11 +24,16 @@ from offline_iaas.physics import (
     OUTSIDE_ANALYSED,
     found_missed,
     found_missed_at_ifar,
+    subtract_spans,
 )
 from offline_iaas.sensitivity import (
+    SlidePlan,
     cut_bound,
+    max_measurable_ifar_years,
     population_caption,
     sensitivity_summary,
+    slides_line,
+    time_caption,
     volume_bound,
 )
 
@@ -59,6 +64,8 @@ def injection_results(
     else:
         result = found_missed(times, values, injections, config, analysed, training)
     result["training_gps"] = None if training is None else [float(x) for x in training]
+    result["analysed_seconds"] = float(sum(b - a for a, b in analysed))
+    result["held_out_seconds"] = held_out_seconds(analysed, training)
     counts = result["injection_counts"]
     held_out = [r for r in result["injections"] if not r["in_training"]]
     _warn_left_out(listed, counts, analysed, training)
@@ -87,10 +94,20 @@ def injection_results(
                                  "background, no VT against IFAR",
                                  "population": listed.population, "counts": counts}
         return result
-    analysed_seconds = float(sum(b - a for a, b in analysed))
-    result["sensitivity"] = sensitivity_summary(held_out, listed.population, analysed_seconds,
-                                                background_livetime_seconds or 0.0, counts)
+    plan = SlidePlan(config.bbhnet.slides, config.bbhnet.slide_seconds,
+                     tuple(b - a for a, b in analysed))
+    result["sensitivity"] = sensitivity_summary(
+        held_out, listed.population, result["held_out_seconds"], background_livetime_seconds,
+        counts, result["analysed_seconds"], plan)
     return result
+
+
+def held_out_seconds(analysed: list[tuple[float, float]], training: list[float] | None
+                     ) -> float:
+    """The analysed time outside the network's training span (s): where the injections
+    found/missed and VT count lie (``physics.place_injections``), so VT's ``T``."""
+    cut = [] if training is None else [(float(training[0]), float(training[1]))]
+    return float(sum(b - a for a, b in subtract_spans(analysed, cut)))
 
 
 def _warn_left_out(listed: InjectionList, counts: dict[str, int],
@@ -123,6 +140,17 @@ def cut_bound_line(bound: dict[str, Any]) -> str:
             f"close to the population's cut at {bound['network_snr_min']:g}: draws left out "
             "below it might have been found, so VT is understated; lower "
             "synth.network_snr_min")
+
+
+def beyond_reach(bbhnet: dict[str, Any]) -> str:
+    """`` (not measurable: ...)`` when the campaign's IFAR threshold lies beyond what its
+    background measures (then no trigger can reach it: none is found), else ``""``."""
+    livetime = bbhnet.get("background_livetime_seconds")
+    if livetime is None or bbhnet["ifar_threshold_years"] <= max_measurable_ifar_years(
+            livetime):
+        return ""
+    return (f" (not measurable: the background's {max_measurable_ifar_years(livetime):.3g} yr "
+            "is the largest IFAR it gives, so none can be found at this threshold)")
 
 
 def counts_line(bbhnet: dict[str, Any]) -> str | None:
@@ -166,17 +194,21 @@ def _vt(p: dict[str, Any]) -> str:
 
 
 def sensitivity_lines(sensitivity: dict[str, Any] | None) -> list[str]:
-    """VT at IFAR 1 month and 1 year (or "not measurable (...)"), at the loudest IFAR the
-    background measures, its interval, and the population beside it
+    """VT at the loudest IFAR the background measures (the headline: a trigger louder than all
+    of it), at IFAR 1 month and 1 year (or "not measurable (...)"), how many slides those
+    need, ``T``, the interval, and the population beside them
     (``sensitivity.sensitivity_summary``)."""
     if not sensitivity:
         return []
     if "at" not in sensitivity:
         return [f"BBHnet: {sensitivity['note']}"] if "note" in sensitivity else []
-    lines = [f"BBHnet: at IFAR >= {name}: {_vt(p)}" for name, p in sensitivity["at"].items()]
     reach = sensitivity["at_reach"]
-    lines.append(f"BBHnet: at IFAR >= {reach['ifar_threshold_years']:.2g} yr (the most the "
-                 f"background measures): {_vt(reach)}")
+    lines = [f"BBHnet: at IFAR >= {reach['ifar_threshold_years']:.2g} yr (the most the "
+             f"background measures: louder than all of it): {_vt(reach)}"]
+    lines += [f"BBHnet: at IFAR >= {name}: {_vt(p)}" for name, p in sensitivity["at"].items()]
+    lines += [f"BBHnet: background: {slides_line(need)}"
+              for need in sensitivity.get("slides_needed", {}).values()]
+    lines.append(f"BBHnet: VT's T: {time_caption(sensitivity)}")
     interval = sensitivity["interval"]
     lines.append(f"BBHnet: intervals: {interval['method']} at {100 * interval['confidence']:.2f}"
                  " % of the found fraction, carried to VT and distance")
@@ -190,8 +222,8 @@ def injection_lines(bbhnet: dict[str, Any]) -> list[str]:
     """The found/missed, counts, volume-bound and VT lines of a ``bbhnet`` summary."""
     lines = []
     if "ifar_threshold_years" in bbhnet and "found" in bbhnet:
-        lines.append(found_line(bbhnet, f" at IFAR >= {bbhnet['ifar_threshold_years']:.2g} yr",
-                                ""))
+        lines.append(found_line(bbhnet, f" at IFAR >= {bbhnet['ifar_threshold_years']:.2g} yr"
+                                f"{beyond_reach(bbhnet)}", ""))
     elif "found" in bbhnet:
         lines.append(found_line(
             bbhnet, "", f" (threshold {bbhnet['threshold']:.2f} from "

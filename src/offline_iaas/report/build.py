@@ -46,7 +46,7 @@ from offline_iaas.report.timeline import (
     node_attempts,
 )
 from offline_iaas.rundir import RunDir, read_json
-from offline_iaas.sensitivity import population_caption
+from offline_iaas.sensitivity import population_caption, time_caption
 from offline_iaas.serve.crashes import crash_lines
 from offline_iaas.serve.monitor import read_monitor_csv
 
@@ -214,8 +214,9 @@ def _false_alarms(run: _Run, section: page.Section, bbhnet: dict,
         f"{bbhnet['background_triggers']} background triggers in {livetime:.0f} s "
         f"({livetime / SECONDS_PER_YEAR:.3g} yr: the windows each slide formed, times the "
         "stride, less any time cut around injections or in the training span). A trigger's "
-        "FAR counts the background triggers at least as loud; one louder than all gets "
-        "1 / livetime."))
+        "FAR is (n + 1) / livetime with n the background triggers at least as loud (PyCBC's "
+        "convention): one louder than all gets 1 / livetime, the largest IFAR the background "
+        "gives, and one with a single background trigger at least as loud half that."))
     injections = list(bbhnet.get("injections") or [])
     if "found" not in bbhnet:
         return
@@ -269,13 +270,13 @@ def _sensitivity(section: page.Section, bbhnet: dict) -> None:
                 f"{counts.get('outside_analysed', 0)} outside the analysed span left out of "
                 f"{counts.get('listed', 0)}; " if counts else "")
     caption = (f"VT = V x T x found fraction over {found['injections']} held-out injections "
-               f"({left_out}T = {found['analysed_years']:.3g} yr analysed); "
+               f"({left_out}{time_caption(found)}); "
                f"{interval['method']} interval at {100 * interval['confidence']:.2f} %. "
                f"Population: {population_caption(found.get('population'))}.")
     section.parts.append(page.figure(plots.sensitivity_figure(
         found["curve"], found["background_years"]), "sensitive time-volume against IFAR",
         caption))
-    named = [*found["at"].items(), ("the background's reach", found["at_reach"])]
+    named = [("the background's reach", found["at_reach"]), *found["at"].items()]
     section.parts.append(page.table(
         ["IFAR threshold", "found", "VT [Gpc^3 yr] [interval]",
          "sensitive distance [Mpc] [interval]"],
