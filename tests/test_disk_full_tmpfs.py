@@ -29,7 +29,12 @@ from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
-from tests.helpers import SMALL_CAMPAIGN, node_complete, processes_mentioning
+from tests.helpers import (
+    SMALL_CAMPAIGN,
+    captured_log,
+    node_complete,
+    processes_mentioning,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -75,12 +80,16 @@ def fails_on_the_full_disk(run: RunDir, node: str, log_full: bool) -> str:
     file; the disk freed. ``log_full``: the node's log could not take its error line either
     (it came through run-local's error pipe)."""
     try:
-        with pytest.raises(RunError) as err:
+        with pytest.raises(RunError) as err, captured_log() as lines:
             run_local(run)
     finally:
         assert processes_mentioning(str(run.path)) == []
     message = str(err.value)
     assert "\n" not in message
+    # every attempt exited 8: none died by a signal (h5py's clean-up after an HDF5 write error)
+    failed = [line for line in lines if line.startswith(f"{node}: failed with ")]
+    assert len(failed) == 3, lines  # RETRY 2: the disk stays full for all three
+    assert all(line.startswith(f"{node}: failed with exit code 8 ") for line in failed), failed
     found = re.search(rf"{node} \(exit code 8 after \d attempts?: (\S+): no space left on "
                       r"device \(free space there", message)
     assert found, message

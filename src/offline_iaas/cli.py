@@ -164,7 +164,7 @@ def cmd_status(args: argparse.Namespace) -> None:
     if args.final:
         final_summary(_run(args.run_dir), args.dag_status, args.failed_count)
     else:
-        print_status(_run(args.run_dir), as_json=args.json)
+        print_status(_run(args.run_dir), as_json=args.json, verify=args.verify)
 
 
 def cmd_client(args: argparse.Namespace) -> None:
@@ -406,6 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
                 config=False)
     p.add_argument("run_dir", type=Path)
     p.add_argument("--json", action="store_true", help="print the status as JSON")
+    p.add_argument("--verify", action="store_true", help="read every checksum (set aside bad files)")
     p.add_argument("--final", action="store_true",
                    help="FINAL node: write summary.json, fail if the DAG failed")
     p.add_argument("--dag-status", type=int, default=0, help="DAGMan's $(DAG_STATUS)")
