@@ -406,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
                 config=False)
     p.add_argument("run_dir", type=Path)
     p.add_argument("--json", action="store_true", help="print the status as JSON")
-    p.add_argument("--verify", action="store_true", help="read every checksum (set aside bad files)")
+    p.add_argument("--verify", action="store_true", help="read every checksum")
     p.add_argument("--final", action="store_true",
                    help="FINAL node: write summary.json, fail if the DAG failed")
     p.add_argument("--dag-status", type=int, default=0, help="DAGMan's $(DAG_STATUS)")
