@@ -11,7 +11,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
-BASE = {"__init__", "errors", "atomic", "logs", "modes", "config", "config_checks", "stretches",
+BASE = {"__init__", "errors", "atomic", "logs", "modes", "config", "config_checks",
+        "config_numbers", "full_disk_exit", "stretches",
         "records", "manifest", "completeness", "rundir", "hooks", "physics", "sensitivity",
         "resources"}
 TOP = {"cli", "demo"}

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from offline_iaas import __version__, logs
+from offline_iaas import __version__, full_disk_exit, logs
 from offline_iaas.errors import ERROR_FD_ENV, ConfigError, OfflineIaasError, RunError, no_space
 from offline_iaas.modes import MODE_NAMES
 
@@ -508,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _verbosity = logs.QUIET if args.quiet else logs.VERBOSE if args.verbose else logs.NORMAL
     logs.configure(_verbosity)
+    full_disk_exit.quiet_dealloc_errors()
     try:
         args.func(args)
     except KeyboardInterrupt:
@@ -519,6 +520,8 @@ def main(argv: list[str] | None = None) -> int:
         if error is None:  # a bug: it keeps its traceback
             raise
         _last_line(f"offline-iaas {args.command}: error: {error_text(error)}")
+        if argv is None and no_space(err) is not None:  # the process's own command line
+            full_disk_exit.leave(error.exit_code)  # not by SIGSEGV in HDF5's exit handler
         return error.exit_code
     finally:
         _flush_streams()
