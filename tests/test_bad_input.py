@@ -117,6 +117,9 @@ class Case:
     """Lines on stderr."""
     placeholders: Callable[[Path], dict[str, str]] = lambda ws: {}
     """What of this run the catalogue shows as a placeholder, besides the workspace ``<ws>``."""
+    set_aside: tuple[str, ...] = ()
+    """Files (relative to the workspace) the command sets aside as ``<name>.damaged``, their
+    bytes kept (``completeness.set_aside``: a checksum that fails)."""
 
 
 def _config_case(id: str, overrides: list[str], *fragments: str, in_file: bool = True) -> Case:
@@ -396,7 +399,8 @@ CASES: list[Case] = [
                      "shard0: shard merge not done (no output/shards/shard0.json)"]),
     Case("merge-part-wrong-checksum", 6, _corrupt_part,
          lambda ws: ["client1: parts/client1.h5 changed after it was written (checksum "
-                     "mismatch)"]),
+                     "mismatch; set aside as parts/client1.h5.damaged)"],
+         set_aside=("run/parts/client1.h5",)),
     Case("merge-part-of-another-campaign", 6, _foreign_part,
          lambda ws: ["client0: part from another campaign's config (stream hash"],
          placeholders=lambda ws: {_hash(ws / "other-run"): "<hash of the other campaign>",
@@ -433,6 +437,9 @@ def test_bad_input(case: Case, base: Path, tmp_path: Path) -> None:
     documented(case.id, result.stderr.strip().removeprefix(prefix),
                {ws: "<ws>", **case.placeholders(ws)}, exit_code=result.returncode)
     after = _snapshot(ws)
+    for path in case.set_aside:  # moved, not lost
+        assert after.get(f"{path}.damaged") == before[path] and path not in after, path
+        after[path] = after.pop(f"{path}.damaged")
     changed = sorted(p for p in before if after.get(p) != before[p])
     assert changed == [], f"changed or deleted: {changed}"
     leftovers = sorted(p for p in set(after) - set(before) if p.endswith(".tmp"))

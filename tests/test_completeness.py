@@ -7,6 +7,10 @@ files at the copy, and keeps its parts: the same campaign):
 * a part deleted, one truncated, one with a byte flipped: ``status`` names each as not done
   and why; ``run-local`` reruns exactly those clients, the shard merges that read them and the
   index, and the output equals the in-process reference;
+* a byte flipped in a part keeping its size and mtime (bit rot, as ``rsync -a`` restores):
+  plain ``status`` takes it for done; the shard merge that reads it refuses it and sets it
+  aside, and the same ``run-local`` reruns its client and ends complete, equal to the
+  reference; ``status --verify`` finds it (and a rotten shard file) before any merge does;
 * ``bbhnet.injections`` pointed at another list (a merge-only setting, outside the clients'
   hash): ``make-dag`` accepts the run directory, no client reruns, every merge node does,
   and the found/missed table equals a fresh in-process run's with the new list (and differs
@@ -16,6 +20,7 @@ files at the copy, and keeps its parts: the same campaign):
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +29,8 @@ from pathlib import Path
 import pytest
 
 from offline_iaas import records
+from offline_iaas.cli import main
+from offline_iaas.completeness import Hashes, part_problem
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs
@@ -183,5 +190,73 @@ def test_editing_the_injection_list_reruns_the_merge_nodes_only(finished: Finish
     assert ours["found"] + ours["missed"] == 3
     # the control: the run before the edit counted the old list
     assert bbhnet_summary(RunDir(finished.run_dir).output[1]) != ours
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", finished.reference)
+    assert comparison.passes(TOLERANCE), comparison.describe()
+
+
+def flip_keeping_mtime(path: Path) -> None:
+    """Bit rot: one byte changed, the size and the access and modification times kept."""
+    before = path.stat()
+    with open(path, "r+b") as f:
+        f.seek(-100, 2)
+        byte = f.read(1)
+        f.seek(-100, 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_mtime_ns == before.st_mtime_ns
+
+
+def set_aside_reason(name: str) -> str:
+    return f"{name} changed after it was written (checksum mismatch; set aside as {name}.damaged)"
+
+
+def test_bit_rot_in_a_part_reruns_its_client_in_the_same_run_local(finished: Finished) -> None:
+    injections = finished.root / "rot-injections.json"
+    injections.write_text(json.dumps([{"gps_time": finished.config.data.start + 12.3,
+                                       "network_snr": 30.0}]))
+    edited = campaign(finished.root, injections)  # a merge-only edit: every merge node reruns
+    run_dir = copy_of(finished, "rotten", edited)
+    paths = RunDir(run_dir)
+    info = read_run_info(paths)
+    rotten = info.clients[-1]
+    flip_keeping_mtime(paths.part(rotten)[0])
+    assert states(run_dir)[rotten] == ("done", "")  # plain status: size and mtime as recorded
+
+    started, lines = run(run_dir)  # no file deleted by hand
+    assert f"{rotten}: runs again: {set_aside_reason(f'parts/{rotten}.h5')}" in lines
+    assert started.count(rotten) == 1 and not [c for c in info.clients
+                                               if c != rotten and c in started]
+    assert paths.part(rotten)[0].with_name(f"{rotten}.h5.damaged").exists()
+    assert part_problem(paths, rotten, Hashes.of(edited), verify=True) is None
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", finished.reference)
+    assert comparison.passes(TOLERANCE), comparison.describe()
+    assert all(state == "done" for state, _ in states(run_dir).values()
+               if state not in ("stopped",))
+
+
+def test_status_verify_finds_bit_rot_that_plain_status_takes_for_done(
+        finished: Finished, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = copy_of(finished, "verified")
+    paths = RunDir(run_dir)
+    info = read_run_info(paths)
+    rotten = info.clients[0]
+    near = {s for s in info.shards if rotten in read_shard_job(paths, s).clients}
+    rotten_shard = next(s for s in info.shards if s not in near)
+    flip_keeping_mtime(paths.part(rotten)[0])
+    flip_keeping_mtime(paths.shard_output(rotten_shard)[0])
+    plain = states(run_dir)
+    assert plain[rotten] == ("done", "") and plain[rotten_shard] == ("done", "")
+
+    capsys.readouterr()
+    assert main(["status", "--verify", str(run_dir)]) == 0
+    shown = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:]}
+    assert "waiting" in shown[rotten].split()[2]
+    assert shown[rotten].endswith(set_aside_reason(f"parts/{rotten}.h5"))
+    assert shown[rotten_shard].endswith(set_aside_reason(f"output/shards/{rotten_shard}.h5"))
+    # set aside: plain status now sees them too, and run-local reruns them
+    after = states(run_dir)
+    assert after[rotten] == ("waiting", set_aside_reason(f"parts/{rotten}.h5"))
+    started, _ = run(run_dir)
+    assert started == sorted({rotten, *near, rotten_shard, "merge", "final", "server0"})
     comparison = compare_outputs(run_dir / "output" / "campaign.h5", finished.reference)
     assert comparison.passes(TOLERANCE), comparison.describe()

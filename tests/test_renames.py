@@ -117,3 +117,19 @@ def test_merge_chunk_is_a_deprecated_alias_of_merge_shard(
     # the rest is merge-shard's: the same failure (no run directory there), the same exit code
     assert said["merge-chunk"][:2] == said["merge-shard"][:2]
     assert said["merge-shard"][0] != 0 and "config file not found" in said["merge-shard"][1]
+
+
+@pytest.mark.parametrize("key", ["bbhnet.time_shifts", "bbhnet.slides"])
+def test_the_demo_in_a_mode_without_bbhnet_takes_the_slides_by_either_name(
+        tmp_path: Path, log_lines: list[str], key: str) -> None:
+    from offline_iaas.demo import demo_config
+
+    # the demo sets bbhnet.slides = 0 itself in such a mode; the user's key is not a clash
+    config = demo_config(tmp_path, None, [f"{key}=0"], mode="deepclean")
+    assert config.bbhnet.slides == 0 and config.model.mode == "deepclean"
+    warned = [line for line in log_lines if "deprecated" in line]
+    assert len(warned) == (1 if key == "bbhnet.time_shifts" else 0), warned
+    # the control: the user's own two names still clash
+    with pytest.raises(ConfigError, match="are both given"):
+        demo_config(tmp_path, None, ["bbhnet.time_shifts=0", "bbhnet.slides=0"],
+                    mode="deepclean")

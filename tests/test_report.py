@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,6 +46,7 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.serve.monitor import CSV_HEADER, read_monitor_csv
 from offline_iaas.stretches import client_shares, make_stretches
 from tests.browser import check_page, headless_chromium, missing_browser
+from tests.error_catalogue import documented
 from tests.helpers import captured_log
 
 START = 1262304000
@@ -392,6 +396,46 @@ def test_report_command_writes_the_page(tmp_path: Path, capsys) -> None:
     run_dir = make_fixture_run(tmp_path, mode="classifier")
     assert main(["report", str(run_dir)]) == 0
     assert capsys.readouterr().out.strip() == f"report: {run_dir / 'report' / 'index.html'}"
+
+
+@contextmanager
+def read_only(directory: Path) -> Iterator[None]:
+    """``directory`` read-only for real: a read-only bind mount as root (who writes through a
+    mode), else its mode."""
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+        try:
+            yield
+        finally:
+            directory.chmod(0o755)
+        return
+    bound = subprocess.run(["mount", "--bind", str(directory), str(directory)],
+                           capture_output=True, text=True)
+    if bound.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {bound.stderr.strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(directory)], check=True)
+        yield
+    finally:
+        subprocess.run(["umount", str(directory)], check=True)
+
+
+def test_report_in_a_read_only_run_directory_names_the_page_not_its_temporary_file(
+        tmp_path: Path) -> None:
+    run_dir = make_fixture_run(tmp_path, mode="classifier")
+    page = write_report(RunDir(run_dir))
+    before = page.read_bytes()
+    with read_only(run_dir):
+        result = subprocess.run([sys.executable, "-m", "offline_iaas.cli", "report",
+                                 str(run_dir)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 6 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and ".tmp" not in lines[0], lines
+    prefix = "offline-iaas report: error: "
+    documented("report-read-only", lines[0].removeprefix(prefix), {tmp_path: "<ws>"},
+               exit_code=6)
+    assert page.read_bytes() == before  # the old page kept
+    assert not [p for p in page.parent.iterdir() if p.name.endswith(".tmp")]
 
 
 def test_an_unreadable_input_costs_only_its_section(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from pathlib import Path
@@ -13,8 +14,9 @@ def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to a unique temporary file beside ``path``, then rename it over ``path``.
 
     The temporary file is removed if anything fails; a full disk is a ``NoSpaceError`` naming
-    ``path``. It is created with ``open(..., "x")``, so it gets the umask's mode (mkstemp would
-    make it 0600).
+    ``path``, and any other failure of the temporary file (a read-only directory) an
+    ``OSError`` naming ``path``. It is created with ``open(..., "x")``, so it gets the
+    umask's mode (mkstemp would make it 0600).
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
@@ -22,6 +24,9 @@ def write_text_atomic(path: Path, text: str) -> None:
             f.write(text)
         os.replace(tmp, path)
     except BaseException as err:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # never created (read-only: unlink fails too)
+            tmp.unlink(missing_ok=True)
         raise_if_no_space(err, path)
+        if isinstance(err, OSError) and str(err.filename) == str(tmp):  # name the final file
+            raise type(err)(err.errno, err.strerror, str(path)) from None
         raise

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from offline_iaas import __version__, logs
+from offline_iaas import __version__, full_disk_exit, logs
 from offline_iaas.errors import ERROR_FD_ENV, ConfigError, OfflineIaasError, RunError, no_space
 from offline_iaas.modes import MODE_NAMES
 
@@ -164,7 +164,7 @@ def cmd_status(args: argparse.Namespace) -> None:
     if args.final:
         final_summary(_run(args.run_dir), args.dag_status, args.failed_count)
     else:
-        print_status(_run(args.run_dir), as_json=args.json)
+        print_status(_run(args.run_dir), as_json=args.json, verify=args.verify)
 
 
 def cmd_client(args: argparse.Namespace) -> None:
@@ -406,6 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
                 config=False)
     p.add_argument("run_dir", type=Path)
     p.add_argument("--json", action="store_true", help="print the status as JSON")
+    p.add_argument("--verify", action="store_true", help="read every checksum")
     p.add_argument("--final", action="store_true",
                    help="FINAL node: write summary.json, fail if the DAG failed")
     p.add_argument("--dag-status", type=int, default=0, help="DAGMan's $(DAG_STATUS)")
@@ -507,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _verbosity = logs.QUIET if args.quiet else logs.VERBOSE if args.verbose else logs.NORMAL
     logs.configure(_verbosity)
+    full_disk_exit.quiet_dealloc_errors()
     try:
         args.func(args)
     except KeyboardInterrupt:
@@ -518,6 +520,8 @@ def main(argv: list[str] | None = None) -> int:
         if error is None:  # a bug: it keeps its traceback
             raise
         _last_line(f"offline-iaas {args.command}: error: {error_text(error)}")
+        if argv is None and no_space(err) is not None:  # the process's own command line
+            full_disk_exit.leave(error.exit_code)  # not by SIGSEGV in HDF5's exit handler
         return error.exit_code
     finally:
         _flush_streams()

@@ -14,9 +14,13 @@ file is the one the record describes:
   campaign's ``merge_hash``; ``output/campaign.h5`` has the recorded size and SHA-256.
 
 The size is always checked. The checksum, a full read of the file, is checked when asked
-(``verify``: the merge, before it uses a part) and otherwise only when the data file was
-modified after its record was written (a file rewritten in place; the node writes the record
-last): ``run-local`` and ``status`` then cost a ``stat`` per node, not a read of the campaign.
+(``verify``: the merge, before it uses a part; ``run-local``, on the parents of a node that
+failed; ``status --verify``) and otherwise only when the data file was modified after its
+record was written (a file rewritten in place; the node writes the record last): ``run-local``
+and ``status`` then cost a ``stat`` per node, not a read of the campaign. A file whose checksum
+failed where it was read in full (bit rot keeps the size and the mtime) is set aside as
+``<name>.damaged`` (``set_aside``), so that every later look, lazy or not, finds its node not
+done and ``run-local`` runs it again.
 
 Each function returns None for a complete node, else why it is not done (``NotDone``: one
 line), which ``status`` shows and the merge puts in its refusal.
@@ -54,6 +58,8 @@ class NotDone:
     written: bool = True
     """Whether the node wrote anything (False: its record and data are both absent, as before
     it ever ran)."""
+    damaged: Path | None = None
+    """The data file, when its checksum is not the recorded one (``set_aside`` moves it)."""
 
     def __str__(self) -> str:
         return self.reason
@@ -121,6 +127,8 @@ def data_problem(run: RunDir, data: Path, record_path: Path, size: int | None,
     try:
         stat = data.stat()
     except FileNotFoundError:
+        if _aside(data).exists():
+            return NotDone(_set_aside_reason(run, data))
         return NotDone(f"{name} missing")
     except OSError as err:
         return NotDone(f"{name}: cannot read: {err}")
@@ -134,8 +142,31 @@ def data_problem(run: RunDir, data: Path, record_path: Path, size: int | None,
     except OSError:
         changed = True
     if (verify or changed or size is None) and file_sha256(data) != sha256:
-        return NotDone(f"{name} changed after it was written (checksum mismatch)")
+        return NotDone(f"{name} changed after it was written (checksum mismatch)", damaged=data)
     return None
+
+
+def _aside(data: Path) -> Path:
+    return data.with_name(f"{data.name}.damaged")
+
+
+def _set_aside_reason(run: RunDir, data: Path) -> str:
+    return (f"{_relative(run, data)} changed after it was written (checksum mismatch; set aside "
+            f"as {_relative(run, _aside(data))})")
+
+
+def set_aside(run: RunDir, problem: NotDone) -> NotDone:
+    """Move a data file whose checksum failed (``problem.damaged``) aside as
+    ``<name>.damaged`` (replacing an older one), so that its node is not complete to any later
+    look (module docstring); return why the node is not done now. Any other problem, or a
+    file that cannot be moved (a read-only run directory), is returned as it is."""
+    if problem.damaged is None:
+        return problem
+    try:
+        os.replace(problem.damaged, _aside(problem.damaged))
+    except OSError:
+        return problem
+    return NotDone(_set_aside_reason(run, problem.damaged))
 
 
 def _record(run: RunDir, kind: type[R], data: Path, path: Path, what: str, absent: str,
@@ -235,16 +266,19 @@ def written_elsewhere(run: RunDir, summary: CampaignSummary) -> str | None:
     return summary.run_dir
 
 
-def node_problem(run: RunDir, node: str, hashes: Hashes | None) -> NotDone | None:
+def node_problem(run: RunDir, node: str, hashes: Hashes | None, verify: bool = False
+                 ) -> NotDone | None:
     """Why a JOB node of the run's DAG is not complete (its role by its name: the merge, a
-    shard merge, else a client), or None."""
+    shard merge, else a client), or None (``verify``: read its data file's checksum)."""
     if node == MERGE_NODE:
-        return merge_problem(run, hashes)
+        return merge_problem(run, hashes, verify)
     if is_shard_node(node):
         shard = _job(run, ShardJob, node)
-        return shard_problem(run, node, hashes, shard.shard if shard is not None else None)
+        return shard_problem(run, node, hashes, shard.shard if shard is not None else None,
+                             verify)
     client = _job(run, ClientJob, node)
-    return part_problem(run, node, hashes, client.share if client is not None else None)
+    return part_problem(run, node, hashes, client.share if client is not None else None,
+                        verify)
 
 
 def _job(run: RunDir, kind: type[R], node: str) -> R | None:

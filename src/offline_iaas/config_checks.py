@@ -23,6 +23,7 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from offline_iaas.config_numbers import check_finite, check_signs
 from offline_iaas.errors import ConfigError
 from offline_iaas.modes import MODE_NAMES
 
@@ -50,6 +51,7 @@ def check_config(c: CampaignConfig, path: Path) -> None:
     def fail(key: str, why: str) -> None:
         raise ConfigError(f"{path}: '{key}' {why}")
 
+    check_finite(c, fail)
     if c.data.duration <= 0:
         fail("data.duration", f"must be positive, got {c.data.duration}")
     if c.data.sample_rate <= 0:
@@ -161,6 +163,7 @@ def check_config(c: CampaignConfig, path: Path) -> None:
         fail("synth.noise_drift", f"must be positive, got {c.synth.noise_drift}")
     _check_population(c, fail)
     _check_mode(c, fail)
+    check_signs(c, fail)
 
 
 def _check_population(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from offline_iaas import records
 from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.config_checks import RENAMED_KEYS, parse_override
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.errors import MismatchError
 from offline_iaas.modes import MODES
@@ -27,6 +28,16 @@ logger = logging.getLogger(__name__)
 
 TOLERANCE = 1e-5
 """Largest relative difference allowed between campaign and reference (float32 round-off)."""
+
+
+def _overridden(overrides: list[str], section: str, key: str) -> bool:
+    """Whether ``overrides`` set ``section.key``, by its name or an old one
+    (``config_checks.RENAMED_KEYS``)."""
+    for text in overrides:
+        given, name, _ = parse_override(text)
+        if given == section and RENAMED_KEYS.get((given, name), name) == key:
+            return True
+    return False
 
 
 def packaged_config(name: str = "demo.toml") -> Path:
@@ -44,7 +55,8 @@ def demo_config(
     ]
     if mode is not None:
         placed.append(f'model.mode="{mode}"')
-        if not MODES[mode].triggers:  # the packaged demo's time slides need BBHnet
+        # the packaged demo's time slides need BBHnet (unless the user sets them, by any name)
+        if not MODES[mode].triggers and not _overridden(overrides, "bbhnet", "slides"):
             placed.append("bbhnet.slides=0")
     return load_config(config_path or packaged_config(), placed + list(overrides))
 

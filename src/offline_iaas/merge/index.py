@@ -31,7 +31,7 @@ import h5py
 import numpy as np
 
 from offline_iaas import records
-from offline_iaas.completeness import Hashes, shard_problem
+from offline_iaas.completeness import Hashes, set_aside, shard_problem
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.merge.layout import gps_text, series_attrs
@@ -69,7 +69,7 @@ def check_shards(run: RunDir, config: CampaignConfig, nodes: tuple[str, ...]) ->
     for node in nodes:
         problem = shard_problem(run, node, hashes, read_shard_job(run, node))
         if problem is not None:
-            problems.append(f"{node}: {problem}")
+            problems.append(f"{node}: {set_aside(run, problem)}")
     return problems
 
 

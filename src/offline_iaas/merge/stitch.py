@@ -13,7 +13,7 @@ import numpy as np
 
 from offline_iaas import hooks, records
 from offline_iaas.client.part import read_piece_rows
-from offline_iaas.completeness import Hashes, file_sha256, part_problem
+from offline_iaas.completeness import Hashes, file_sha256, part_problem, set_aside
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.segments import gps_segments, without_bad_files
 from offline_iaas.errors import DataError, RunError
@@ -45,7 +45,8 @@ def check_parts(
 
     ``read``: the clients whose parts are checked (a shard merge's parents); None: all. Each is
     checked by ``completeness.part_problem`` with its checksum verified (the merge reads it
-    next); the tiling is checked on every client's job spec.
+    next; a part that fails it is set aside, ``completeness.set_aside``, so that its client
+    runs again); the tiling is checked on every client's job spec.
     """
     problems = []
     hashes = Hashes.of(config)
@@ -54,7 +55,7 @@ def check_parts(
             continue
         problem = part_problem(run, share.node, hashes, share, verify=True)
         if problem is not None:
-            problems.append(f"{share.node}: {problem}")
+            problems.append(f"{share.node}: {set_aside(run, problem)}")
     for stretch in stretches_of(shares):
         pieces = sorted(
             ((p.output_start, p.output_stop, s.node) for s in shares for p in s.pieces

@@ -3,22 +3,38 @@ others are not (``completeness.py``: one definition of a complete node)."""
 
 from __future__ import annotations
 
-from offline_iaas.completeness import NotDone, campaign_hashes, node_problem
+import logging
+from typing import TYPE_CHECKING
+
+from offline_iaas.completeness import (
+    NotDone,
+    campaign_hashes,
+    node_problem,
+    set_aside,
+)
+from offline_iaas.errors import OfflineIaasError
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.dag import Dag
 
+if TYPE_CHECKING:
+    from offline_iaas.workflow.processes import NodeRun
 
-def not_done(run: RunDir, dag: Dag) -> dict[str, NotDone]:
+logger = logging.getLogger(__name__)
+
+
+def not_done(run: RunDir, dag: Dag, verify: bool = False) -> dict[str, NotDone]:
     """Why each JOB node whose output is not there (or not this campaign's, or damaged) is not
     done; complete nodes are absent. A node below one that is not done is not done either
-    (its output was made from the old one)."""
+    (its output was made from the old one). ``verify``: read every data file's checksum, and
+    set aside those that fail (``completeness.set_aside``), so that ``run-local`` reruns
+    their nodes."""
     hashes = campaign_hashes(run)
     why = {}
     for node in dag.nodes.values():
         if node.kind == "JOB":
-            problem = node_problem(run, node.name, hashes)
+            problem = node_problem(run, node.name, hashes, verify)
             if problem is not None:
-                why[node.name] = problem
+                why[node.name] = set_aside(run, problem) if verify else problem
     changed = True
     while changed:
         changed = False
@@ -30,3 +46,25 @@ def not_done(run: RunDir, dag: Dag) -> dict[str, NotDone]:
                 why[node.name] = NotDone(f"made from the old output of {', '.join(redone)}")
                 changed = True
     return why
+
+
+def reopen_damaged_parents(run: RunDir, dag: Dag, runs: dict[str, NodeRun], node: str
+                           ) -> bool:
+    """After an attempt of ``node`` failed (a merge refuses a part whose checksum fails): its
+    parents taken for complete whose output is not, their checksums read in full, are set
+    aside and pending again, so that run-local runs them before ``node``'s next attempt;
+    whether any was."""
+    try:
+        hashes = campaign_hashes(run)
+    except OfflineIaasError:  # campaign.toml damaged meanwhile: the node's own error says so
+        return False
+    reopened = False
+    for parent in dag.nodes[node].parents:
+        if dag.nodes[parent].kind != "JOB" or runs[parent].status not in ("done", "complete"):
+            continue
+        problem = node_problem(run, parent, hashes, verify=True)
+        if problem is not None:
+            logger.warning(f"{parent}: runs again: {set_aside(run, problem)}")
+            runs[parent].status = "pending"
+            reopened = True
+    return reopened

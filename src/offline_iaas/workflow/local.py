@@ -30,7 +30,7 @@ from offline_iaas.lifetime import die_with_parent, start_ticks
 from offline_iaas.rendezvous.job_ads import FAKE_ENV
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.binding import check_binding
-from offline_iaas.workflow.completion import not_done
+from offline_iaas.workflow.completion import not_done, reopen_damaged_parents
 from offline_iaas.workflow.dag import Dag, parse_dag
 from offline_iaas.workflow.emulation import node_command, stage_in, stage_out
 from offline_iaas.workflow.failures import ErrorPipe, node_error, run_failure
@@ -303,6 +303,7 @@ class _Executor:
         elif run.attempts <= run.node.retries and not never:
             run.status = "pending"
             logger.warning(f"{name}: failed with {why}, retrying")
+            reopen_damaged_parents(self.paths, self.dag, self.runs, name)  # checksums
         else:
             run.status = "failed"
             logger.warning(f"{name}: failed with {why}")

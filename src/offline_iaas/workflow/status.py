@@ -207,8 +207,9 @@ def _ended(status_file: Path | None, state: dict[str, Any] | None, finished: boo
     return time.time()
 
 
-def read_status(run: RunDir) -> RunStatus:
-    """The progress of a run directory (any time: before, during or after the run)."""
+def read_status(run: RunDir, verify: bool = False) -> RunStatus:
+    """The progress of a run directory (any time: before, during or after the run);
+    ``verify``: read every checksum (``completion.not_done``)."""
     run = run.absolute()
     try:
         dag = parse_dag(run.dag.read_text(), str(run.dag))
@@ -228,7 +229,7 @@ def read_status(run: RunDir) -> RunStatus:
         states, source = {}, "files only (not started)"
 
     status = RunStatus(run_dir=str(run.path), source=source)
-    problems = not_done(run, dag)
+    problems = not_done(run, dag, verify)
     complete = {n.name for n in dag.nodes.values() if n.kind == "JOB" and n.name not in problems}
     for node in dag.nodes.values():
         found = states.get(node.name)
@@ -343,10 +344,10 @@ def status_lines(status: RunStatus) -> list[str]:
     return lines
 
 
-def print_status(run: RunDir, as_json: bool = False) -> None:
+def print_status(run: RunDir, as_json: bool = False, verify: bool = False) -> None:
     """Print a run directory's status on stdout (lines, or one JSON object): the command's
-    output, not log lines, so ``--quiet`` keeps it."""
-    status = read_status(run)
+    output, not log lines, so ``--quiet`` keeps it (``verify``: ``read_status``'s)."""
+    status = read_status(run, verify)
     if as_json:
         print(json.dumps(asdict(status), indent=2), flush=True)
     else:

@@ -1,0 +1,74 @@
+"""The rules every number of a campaign config meets, whatever its key (``check_config`` runs
+them): finite, never negative, and positive where zero means nothing.
+
+The numeric fields are found from the sections' dataclasses, so a new field is checked
+without being listed here. Zero is refused for a time (``*_seconds``, ``data.duration``), a
+rate or frequency (``*_rate``, ``*_hz``), a mass, a threshold in years, unless the key is in
+``ZERO_ALLOWED`` (where zero means something: "off", "one merge", "no crop"). The failures are
+``<file>: '<key>' <why>``, like every other rule's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from offline_iaas.config import CampaignConfig
+
+POSITIVE_SUFFIXES: tuple[str, ...] = ("_seconds", "duration", "_rate", "_hz", "_msun",
+                                      "_years", "_fftlength", "_ratio", "_drift")
+"""Keys ending so are a length of time, a rate, a mass... that must be above zero."""
+ZERO_ALLOWED: frozenset[str] = frozenset({
+    "merge.shard_seconds",  # 0: one merge, no shards
+    "client.failover_seconds",  # 0: never fail over
+    "server.monitor_seconds",  # 0: no monitor
+    "synth.witness_sample_rate",  # 0: the strain's rate
+    "bbhnet.whitening_crop_seconds",  # 0: no crop
+    "deepclean.guard_hz",  # 0: no guard band
+})
+
+
+def numeric_fields(config_class: type, prefix: str = "") -> Iterator[tuple[str, type]]:
+    """Every int or float field (not bool) of a config dataclass and its sections, as
+    (``section.key``, type)."""
+    hints = typing.get_type_hints(config_class)
+    for field in dataclasses.fields(config_class):
+        kind = hints[field.name]
+        if dataclasses.is_dataclass(kind):
+            yield from numeric_fields(kind, f"{prefix}{field.name}.")  # type: ignore[arg-type]
+        elif kind in (int, float):
+            yield f"{prefix}{field.name}", kind
+
+
+def must_be_positive(key: str) -> bool:
+    """Whether zero is refused for ``key`` (module docstring)."""
+    return key.endswith(POSITIVE_SUFFIXES) and key not in ZERO_ALLOWED
+
+
+def _value(config: Any, key: str) -> Any:
+    for name in key.split("."):
+        config = getattr(config, name)
+    return config
+
+
+def check_finite(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
+    """Every number finite (before any rule computes with one: NaN passes every comparison)."""
+    for key, _ in numeric_fields(type(c)):
+        value = _value(c, key)
+        if isinstance(value, float) and not math.isfinite(value):
+            fail(key, f"must be a finite number, got {value}")
+
+
+def check_signs(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
+    """Every number not negative, and above zero where zero means nothing (after the rules
+    that say more of a key)."""
+    for key, _ in numeric_fields(type(c)):
+        value = _value(c, key)
+        if value < 0:
+            fail(key, f"must not be negative, got {value:g}")
+        if value == 0 and must_be_positive(key):
+            fail(key, f"must be positive, got {value:g}")

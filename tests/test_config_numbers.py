@@ -1,0 +1,82 @@
+"""Every number of a campaign config is checked, whatever its key: ``make-dag --set KEY=V``
+with V = nan, inf or -1 for EVERY int and float field of the config's dataclasses (found from
+them, not listed by hand) gets one line naming the key, exit code 2, no traceback, and no run
+directory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from offline_iaas.cli import main
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.config_numbers import ZERO_ALLOWED, must_be_positive, numeric_fields
+from tests.error_catalogue import documented
+
+BAD_VALUES = ("nan", "inf", "-1")
+FIELDS = sorted(numeric_fields(CampaignConfig))
+
+
+def test_the_fields_are_found_from_the_dataclasses() -> None:
+    keys = {key for key, _ in FIELDS}
+    # a sample of each section's numbers, and no bool, str or path
+    assert {"data.duration", "model.kernel_seconds", "merge.shard_seconds",
+            "bbhnet.cluster_seconds", "client.read_seconds", "server.ready_timeout_seconds",
+            "client.connect_timeout_seconds", "model.batch_size", "synth.seed",
+            "deepclean.filter_order"} <= keys
+    assert not keys & {"layout.rebalance", "deepclean.canary", "data.frames", "model.mode"}
+    assert len(keys) > 60
+    assert ZERO_ALLOWED <= keys  # no rule names a key that is not there
+
+
+def make_dag_refusal(config: Path, out: Path, setting: str,
+                     capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    code = main(["make-dag", str(config), "--set", setting, "--out", str(out)])
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+def test_every_number_nan_inf_or_negative_is_one_line_naming_its_key_and_writes_nothing(
+        small_config_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    accepted = []
+    for key, _ in FIELDS:
+        for bad in BAD_VALUES:
+            code, lines = make_dag_refusal(small_config_file, out, f"{key}={bad}", capsys)
+            if code != 2 or len(lines) != 1 or f"'{key}'" not in lines[0] or out.exists():
+                accepted.append((key, bad, code, lines, out.exists()))
+    assert accepted == []
+
+
+def test_zero_is_refused_where_it_means_nothing(
+        small_config_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    positive = [key for key, _ in FIELDS if must_be_positive(key)]
+    assert {"server.ready_timeout_seconds", "client.read_seconds", "data.duration"} <= set(
+        positive)
+    for key in positive:
+        code, lines = make_dag_refusal(small_config_file, out, f"{key}=0", capsys)
+        assert (code, len(lines), f"'{key}'" in lines[0], out.exists()) == (2, 1, True, False)
+    # the control: zero where it means something (one merge) is a campaign
+    load_config(small_config_file, ["merge.shard_seconds=0"])
+
+
+@pytest.mark.parametrize(("case", "setting"), [
+    ("config-number-not-finite", "data.duration=nan"),
+    ("config-number-negative", "server.ready_timeout_seconds=-1"),
+    ("config-number-zero", "client.connect_timeout_seconds=0"),
+])
+def test_the_messages_through_the_command_line(
+        case: str, setting: str, small_config_file: Path, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "offline_iaas.cli", "make-dag", str(small_config_file),
+         "--set", setting, "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in result.stderr and result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and not (tmp_path / "run").exists(), result.stderr
+    prefix = "offline-iaas make-dag: error: "
+    documented(case, lines[0].removeprefix(prefix), {small_config_file: "<ws>/campaign.toml"},
+               exit_code=2)
