@@ -34,8 +34,9 @@ from offline_iaas import records
 from offline_iaas.completeness import Hashes, shard_problem
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import RunError, raise_if_no_space
+from offline_iaas.merge.foreground import read_foreground
 from offline_iaas.merge.layout import gps_text, series_attrs
-from offline_iaas.merge.postprocess import summarize
+from offline_iaas.merge.postprocess import ShardProducts, summarize
 from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.merge.shard_merge import SERIES_GROUPS, read_products
 from offline_iaas.merge.stitch import (
@@ -99,6 +100,7 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
         with h5py.File(tmp, "w") as f:
             _series(f, run, config, stretches, nodes, shards)
             products = [read_products(run.shard_output(n)[0], shards[n]) for n in nodes]
+            products.append(ShardProducts(foreground=read_foreground(run, config, shares)))
             if linked:
                 shutil.rmtree(frames_tmp, ignore_errors=True)
                 products = _link_frames(run, nodes, products, frames_dir, frames_tmp)
