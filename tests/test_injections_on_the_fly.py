@@ -25,11 +25,15 @@ from offline_iaas.data.frames import read_span
 from offline_iaas.data.synth import INJECTION_SET, write_synthetic_dataset
 from offline_iaas.errors import ConfigError
 from offline_iaas.merge import reference as reference_module
+from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import whole_span
+from offline_iaas.workflow.local import run_local
+from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
-from tests.helpers import SMALL_CAMPAIGN, run_dag, untrained_weights
+from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, run_dag, untrained_weights
 from tests.oracle import read_series
 
 TOLERANCE = 1e-7
@@ -139,14 +143,16 @@ def test_the_reference_s_foreground_equals_the_baked_in_run_and_one_sample_late_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("clients", [1, 2])
+@pytest.mark.parametrize(("clients", "shard_seconds"), [(1, 4096), (2, 0)])
 def test_a_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
-        frames, clients: int) -> None:
+        frames, clients: int, shard_seconds: int) -> None:
+    """Splits 1x1 (shard merge and index) and 1x2 (one merge node)."""
     root = frames["root"]
     config = load_config(root / "clean.toml", [
         'model.mode="bbhnet"', f'model.repository="{root / "repository"}"',
         f'bbhnet.injections="{root / "baked" / INJECTION_SET}"', f'data.frames="{root / "clean"}"',
-        "bbhnet.inject=true", f"layout.clients_per_server={clients}"])
+        "bbhnet.inject=true", f"layout.clients_per_server={clients}",
+        f"merge.shard_seconds={shard_seconds}"])
     run_dir = run_dag(config, root / f"run{clients}")
     campaign = foreground_of(run_dir / "output" / "campaign.h5")
     baked = root / "baked.h5"
@@ -155,13 +161,43 @@ def test_a_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
     fly = root / "fly.h5"
     if not fly.exists():
         run_reference(frames["clean"], fly)
-    reference = foreground_of(fly)
-    assert np.array_equal(campaign["time"], reference["time"])
-    assert np.abs(campaign["statistic"] - reference["statistic"]).max() <= TOLERANCE * np.abs(
-        reference["statistic"]).max()
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", fly)
+    assert comparison.problems == [] and comparison.worst <= TOLERANCE
+    assert {"foreground/statistic", "foreground/time"} <= set(comparison.relative) | set(
+        comparison.time_seconds)
     assert mismatch(campaign, baked) <= TOLERANCE
     with h5py.File(run_dir / "parts" / "client0.h5", "r") as f:
         assert "foreground" in f
+
+
+@pytest.mark.slow
+def test_a_client_killed_between_foreground_streams_resumes_and_equals_the_reference(
+        frames) -> None:
+    """SIGKILL after the first foreground stream is checkpointed: the retry resumes after the
+    checkpoints (the background's and that stream's) and the output equals the reference."""
+    root = frames["root"]
+    config = load_config(root / "clean.toml", [
+        'model.mode="bbhnet"', f'model.repository="{root / "repository"}"',
+        f'bbhnet.injections="{root / "baked" / INJECTION_SET}"', f'data.frames="{root / "clean"}"',
+        "bbhnet.inject=true", "layout.clients_per_server=1", "client.in_flight=1",
+        "client.checkpoint_requests=1"])
+    run = RunDir(root / "killed")
+    make_dag(config, run)
+    (run.path / "faults.json").write_text(json.dumps(
+        {"client0": [{"point": "between-foreground", "action": "sigkill", "times": 1}]}))
+    try:
+        run_local(run)
+    finally:
+        assert processes_mentioning(str(run.path)) == []
+    log = (run.path / "logs" / "client0.out").read_text() + (
+        run.path / "logs" / "client0.err").read_text()
+    assert "injected fault 'sigkill' at between-foreground" in log
+    assert "resuming after" in log
+    fly = root / "fly.h5"
+    if not fly.exists():
+        run_reference(frames["clean"], fly)
+    comparison = compare_outputs(run.path / "output" / "campaign.h5", fly)
+    assert comparison.problems == [] and comparison.worst <= TOLERANCE
 
 
 def test_inject_is_refused_where_it_is_not_supported_yet(small_config_file: Path) -> None:

@@ -217,6 +217,8 @@ def _stream_once(
                         times.first_request_unix = time.time()
                     stream.send("update", update[None], f"{key}:{index}", piece.sequence_id,
                                 start=index == 0, end=index == len(sizes) - 1)
+                    if index == 0 and item.number > len(share.pieces):
+                        hooks.reached(run, share.node, "between-foreground")
                     if stream.sent == total_requests // 2:
                         hooks.reached(run, share.node, "mid-stream")
             stream.drain()
