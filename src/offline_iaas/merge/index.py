@@ -100,10 +100,12 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
         with h5py.File(tmp, "w") as f:
             _series(f, run, config, stretches, nodes, shards)
             products = [read_products(run.shard_output(n)[0], shards[n]) for n in nodes]
-            products.append(ShardProducts(foreground=read_foreground(run, config, shares)))
             if linked:
                 shutil.rmtree(frames_tmp, ignore_errors=True)
                 products = _link_frames(run, nodes, products, frames_dir, frames_tmp)
+            foreground = read_foreground(run, config, shares)
+            if foreground is not None:  # from the parts: the shard merges leave it out
+                products.append(ShardProducts(foreground=foreground))
             summary = summarize(f, config, stretches, training, products,
                                 frames_tmp if linked else None)
             bounds = np.array([[s.gps_start, s.gps_end] for s in stretches], dtype=np.float64)
