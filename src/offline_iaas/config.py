@@ -200,6 +200,8 @@ class BBHnetConfig:
     ifar_threshold_years: float = 1.0
     """With time slides, an injection is found by a trigger within ``found_seconds`` whose
     inverse false-alarm rate is at least this."""
+    inject: bool = False
+    """Add ``injections`` to the strain read, as a foreground stream beside the clean one."""
     whitening: str = "fixed"
     """``fixed``: the FIR baked into BBHnet's graph (from its training background's PSD)
     whitens every window. ``rolling``: the served model whitens each window with a PSD
@@ -518,7 +520,7 @@ class CampaignConfig:
         plain = {k: v for k, v in self.to_dict().items() if k in sections}
         for section, key in exempt:
             plain[section].pop(key, None)
-        return hashed_names(plain)
+        return hashed_names(plain, self)
 
 
 def _digest(plain: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ Each failure is one ``ConfigError`` naming the file and the key: ``<file>: '<key
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import re
@@ -190,6 +191,7 @@ def _check_time_shifts(c: CampaignConfig, fail: typing.Callable[[str, str], None
     if b.slides < 0:
         fail("bbhnet.slides", f"must not be negative, got {b.slides}")
     _check_whitening(c, fail)
+    _check_inject(c, fail)
     if not b.slides:
         return
     if not c.mode.triggers:
@@ -202,6 +204,23 @@ def _check_time_shifts(c: CampaignConfig, fail: typing.Callable[[str, str], None
         fail("bbhnet.slide_seconds", f"must be a positive whole number of strides "
              f"(1 / model.inference_rate = {1 / c.model.inference_rate:g} s), got "
              f"{b.slide_seconds}")
+
+
+def _check_inject(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
+    b = c.bbhnet
+    if not b.inject:
+        return
+    if c.model.mode != "bbhnet":
+        fail("bbhnet.inject", f"(injections on the fly) needs mode 'bbhnet', not "
+             f"{c.model.mode!r} (not yet supported there)")
+    if b.whitening != "fixed":
+        fail("bbhnet.inject", "(injections on the fly) needs bbhnet.whitening = 'fixed' (the "
+             "foreground whitened with the background's rolling PSD is not yet supported)")
+    if b.injections is None:
+        fail("bbhnet.inject", "needs bbhnet.injections: the set to add on the fly")
+    if c.data.on_bad_file != "fail":
+        fail("bbhnet.inject", "(injections on the fly) needs data.on_bad_file = 'fail' "
+             "(a foreground streamed around a gap is not yet supported)")
 
 
 def _check_whitening(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
@@ -342,10 +361,17 @@ def _renamed(name: str, values: dict[str, Any], path: Path) -> None:
         values[new] = values.pop(old)
 
 
-def hashed_names(plain: dict[str, Any]) -> dict[str, Any]:
+def hashed_names(plain: dict[str, Any], c: CampaignConfig | None = None) -> dict[str, Any]:
     """``plain`` (sections of ``CampaignConfig.to_dict``) with the keys of ``RENAMED_KEYS``
     under their old names: the config hashes, and so a run directory's finished parts and
-    merges, do not change with the rename."""
+    merges, do not change with the rename. With ``bbhnet.inject`` the clients stream the
+    injection set (its bytes) and its found windows: both join every hash."""
+    if c is not None and c.bbhnet.inject and "bbhnet" in plain:
+        path = c.bbhnet.injections
+        known = path is not None and path.is_file()
+        plain["bbhnet"]["foreground"] = {
+            "set_sha256": hashlib.sha256(path.read_bytes()).hexdigest() if known else None,
+            "found_seconds": c.bbhnet.found_seconds}
     for (section, old), new in RENAMED_KEYS.items():
         if section in plain and new in plain[section]:
             plain[section][old] = plain[section].pop(new)

@@ -7,6 +7,7 @@ BBHnet modes train the demo networks first (``train-demo``, about a minute on tw
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import resource
@@ -47,7 +48,9 @@ def packaged_config(name: str = "demo.toml") -> Path:
 def demo_config(
     workdir: Path, config_path: Path | None, overrides: list[str], mode: str | None = None
 ) -> CampaignConfig:
-    """The demo campaign with its data and repository inside ``workdir``."""
+    """The demo campaign with its data and repository inside ``workdir``; with
+    ``bbhnet.inject``, on clean frames (``frames-clean``) with synth's population
+    (``frames/injections.h5``) added on the fly."""
     placed = [
         f'data.frames="{workdir / "frames"}"',
         f'model.repository="{workdir / "model-repository"}"',
@@ -58,7 +61,12 @@ def demo_config(
         # the packaged demo's time slides need BBHnet (unless the user sets them, by any name)
         if not MODES[mode].triggers and not _overridden(overrides, "bbhnet", "slides"):
             placed.append("bbhnet.slides=0")
-    return load_config(config_path or packaged_config(), placed + list(overrides))
+    config = load_config(config_path or packaged_config(), placed + list(overrides))
+    if config.bbhnet.inject:
+        placed += [f'data.frames="{workdir / "frames-clean"}"',
+                   f'bbhnet.injections="{workdir / "frames" / "injections.h5"}"']
+        config = load_config(config_path or packaged_config(), placed + list(overrides))
+    return config
 
 
 def run_demo(
@@ -84,19 +92,29 @@ def run_demo(
     if run.run_info.exists():
         logger.info(f"demo: removing the previous demo run {run.path}")
         shutil.rmtree(run.path)
-    stale_dirs = ("frames", "model-repository") + (("weights",) if weights is None else ())
+    stale_dirs = (("frames", "frames-clean", "model-repository")
+                  + (("weights",) if weights is None else ()))
     for stale in stale_dirs:
         if (workdir / stale).exists():
             shutil.rmtree(workdir / stale)
 
-    logger.info(f"demo: writing synthetic frames to {config.data.frames}")
-    write_synthetic_dataset(config)
+    # with injections on the fly: synth's frames with them baked in give the population and
+    # the training data; the campaign reads the same seed's clean frames
+    population = (demo_config(workdir, config_path, [*overrides, "bbhnet.inject=false"], mode)
+                  if config.bbhnet.inject else config)
+    logger.info(f"demo: writing synthetic frames to {population.data.frames}")
+    write_synthetic_dataset(population)
+    if config.bbhnet.inject:
+        logger.info(f"demo: writing the same noise without injections to {config.data.frames}; "
+                    f"the campaign adds {config.bbhnet.injections} on the fly")
+        write_synthetic_dataset(dataclasses.replace(
+            config, synth=dataclasses.replace(config.synth, injections=0)))
     if config.mode.needs_weights and weights is None:
         from offline_iaas.models.training import train_demo
 
         weights = workdir / "weights"
         logger.info(f"demo: training the demo networks into {weights}")
-        train_demo(config, weights)
+        train_demo(population, weights)
     logger.info(f"demo: exporting the {config.model.mode} repository to {config.model.repository}")
     export_repository(config, weights)
     segments = make_dag(config, run)

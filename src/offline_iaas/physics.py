@@ -260,10 +260,11 @@ class Injection:
 def background_cuts(injections: list[Injection], config: CampaignConfig,
                     training: tuple[float, float] | None) -> list[tuple[float, float]]:
     """GPS spans no background trigger may come from: ``exclusion_seconds`` around every
-    injection, and the network's training span."""
+    injection (none with ``bbhnet.inject``: the background stream holds none), and the
+    network's training span."""
     b = config.bbhnet
     cuts = [(i.gps_time - b.exclusion_seconds, i.gps_time + b.exclusion_seconds)
-            for i in injections]
+            for i in injections if not b.inject]
     return cuts + ([(float(training[0]), float(training[1]))] if training is not None else [])
 
 
@@ -383,12 +384,14 @@ def found_missed(
     times: np.ndarray, values: np.ndarray, injections: list[Injection],
     config: CampaignConfig, analysed: list[tuple[float, float]],
     training: Sequence[float] | None = None,
+    foreground: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Found/missed of the injections inside the analysed stretches (module docstring), the
     held-out ones counted as in ``found_missed_at_ifar``.
 
     The background leaves out ``exclusion_seconds`` around every injection and the network's
-    ``training`` span (GPS), if known.
+    ``training`` span (GPS), if known. With a ``foreground`` (times, values: injections on the
+    fly) an injection's statistic is the foreground's near it.
     """
     background_spans = subtract_spans(analysed, background_cuts(injections, config, training))
     in_background = np.zeros(len(times), bool)
@@ -399,8 +402,9 @@ def found_missed(
     kept, counts = _counted(injections, analysed, training)
     rows = []
     for injection, in_training in kept:
-        near = best_near(times, values, injection.gps_time, config.bbhnet.found_seconds)
-        best = float(values[near]) if near is not None else float("-inf")
+        at, seen = foreground if foreground is not None else (times, values)
+        near = best_near(at, seen, injection.gps_time, config.bbhnet.found_seconds)
+        best = float(seen[near]) if near is not None else float("-inf")
         rows.append({**injection.row(), "statistic": best, "found": bool(best > threshold),
                      "in_training": in_training})
     return {

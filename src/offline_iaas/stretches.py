@@ -250,3 +250,42 @@ def request_sizes(windows: int, batch_size: int) -> list[int]:
     """Windows carried by each request of a stream: full batches, then the remainder."""
     full, rest = divmod(windows, batch_size)
     return [batch_size] * full + ([rest] if rest else [])
+
+
+FOREGROUND_SEQUENCE_BASE = 1 << 62
+"""Foreground sequence IDs (``bbhnet.inject``) start here: above the background's (below
+``2**51``, ``workflow/make_dag.py``), below Triton's ``2**63``."""
+
+
+def foreground_pieces(config: CampaignConfig, stretch: Stretch, gps_times: Sequence[float],
+                      reach_seconds: float) -> list[Piece]:
+    """The foreground streams of a stretch (``bbhnet.inject``): for each injection time, the
+    kept windows whose statistic lies within ``reach_seconds`` of it (where it is found), those
+    of nearby injections merged into one, each streamed from that many windows before as a
+    piece (``client_shares``: the warm-up and whitening history, clipped at the stretch's
+    start), so its output equals the uninterrupted stream's there. Sequence IDs 0: the caller
+    numbers them."""
+    step = config.stride_seconds
+    warmup, history = config.stretch_warmup_windows, config.warmup_windows
+    windows = stretch.windows(config)
+    # row r's statistic is stamped at the end of window r - averaging delay (output_x0)
+    first_end = stretch.gps_start + (1 - config.averaging_delay_windows) * step
+    spans: list[list[int]] = []
+    for gps in sorted(gps_times):
+        a = max(warmup, int(np.ceil((gps - reach_seconds - first_end) / step - 1e-9)))
+        b = min(windows, int(np.floor((gps + reach_seconds - first_end) / step + 1e-9)) + 1)
+        if b <= a:
+            continue
+        if spans and a <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], b)
+        else:
+            spans.append([a, b])
+    pieces = []
+    for a, b in spans:
+        first = max(0, a - history)
+        pieces.append(Piece(
+            stretch=stretch.index, sequence_id=0, first_window=first, output_start=a,
+            output_stop=b, gps_start=stretch.gps_start + first * step,
+            gps_end=stretch.gps_start + b * step, stretch_gps_start=stretch.gps_start,
+            stretch_gps_end=stretch.gps_end))
+    return pieces

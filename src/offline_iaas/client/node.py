@@ -34,8 +34,10 @@ from offline_iaas.client.transport import RequestStream, connect, is_live
 from offline_iaas.completeness import Hashes, part_problem
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile, discover_frames
+from offline_iaas.data.foreground import injection_times, share_foreground
 from offline_iaas.data.frames import DECIMATION_HALF
 from offline_iaas.data.gwf_reader import BadFrameFile
+from offline_iaas.data.onthefly import OnTheFly, on_the_fly
 from offline_iaas.data.segments import without_bad_files
 from offline_iaas.errors import ServerError
 from offline_iaas.logs import NO_PROGRESS, NullProgress
@@ -120,12 +122,16 @@ class _Stream:
     """What is streamed (the piece, or a part of it)."""
     row: int
     """The part row of the stream's first window."""
+    inject: OnTheFly | None = None
+    """A foreground stream: the injections added (``data/onthefly.py``)."""
 
 
 def share_streams(config: CampaignConfig, share: ClientShare,
-                    bad: list[tuple[float, float]]) -> tuple[list[_Stream], Holes]:
+                  bad: list[tuple[float, float]], foreground: tuple[Piece, ...] = (),
+                  inject: OnTheFly | None = None) -> tuple[list[_Stream], Holes]:
     """The streams of a share with the bad frame files' spans as gaps (none: one per
-    piece), and per piece the part rows no stream produces."""
+    piece), then its ``foreground`` pieces (numbered after the pieces, ``inject`` added), and
+    per piece the part rows no stream produces."""
     streams: list[_Stream] = []
     holes: Holes = []
     for number, piece in enumerate(share.pieces):
@@ -141,6 +147,9 @@ def share_streams(config: CampaignConfig, share: ClientShare,
         if covered < piece.windows:
             gaps.append((covered, piece.windows))
         holes.append(gaps)
+    for number, piece in enumerate(foreground, start=len(share.pieces)):
+        streams.append(_Stream(number, piece, 0, inject))
+        holes.append([])
     return streams, holes
 
 
@@ -148,7 +157,7 @@ def _stream_once(
     client, address: ServerAddress, config: CampaignConfig, share: ClientShare,
     frames: list[FrameFile], writer: PartWriter, headers: dict[str, str],
     run: RunDir, progress: NullProgress = NO_PROGRESS,
-    times: StreamRecord | None = None,
+    times: StreamRecord | None = None, inject: OnTheFly | None = None,
 ) -> None:
     """Stream every unfinished piece on one connection; ServerError when the stream fails.
 
@@ -159,7 +168,8 @@ def _stream_once(
     stride = config.stride_samples
     warmup = config.warmup_windows
     outputs = config.outputs.names
-    streams, holes = share_streams(config, share, _bad_spans(writer))
+    streams, holes = share_streams(config, share, _bad_spans(writer), writer.foreground,
+                                   inject)
     placed: dict[int, _PieceRows] = {}
     total_requests = sum(
         len(request_sizes(s.piece.windows, config.model.batch_size)) for s in streams
@@ -199,13 +209,16 @@ def _stream_once(
                     config.client.checkpoint_requests * config.model.batch_size, writer,
                 )
                 updates = request_updates(
-                    piece_samples(config, frames, piece, first_row), [n * stride for n in sizes]
+                    piece_samples(config, frames, piece, first_row, item.inject),
+                    [n * stride for n in sizes]
                 )
                 for index, update in enumerate(updates):
                     if times.first_request_unix is None:
                         times.first_request_unix = time.time()
                     stream.send("update", update[None], f"{key}:{index}", piece.sequence_id,
                                 start=index == 0, end=index == len(sizes) - 1)
+                    if index == 0 and item.number > len(share.pieces):
+                        hooks.reached(run, share.node, "between-foreground")
                     if stream.sent == total_requests // 2:
                         hooks.reached(run, share.node, "mid-stream")
             stream.drain()
@@ -221,6 +234,7 @@ def stream_share(
     run: RunDir,
     progress: NullProgress = NO_PROGRESS,
     times: StreamRecord | None = None,
+    inject: OnTheFly | None = None,
 ) -> int:
     """Stream the share's unfinished pieces, reconnecting on failure; return reconnections.
 
@@ -245,6 +259,7 @@ def stream_share(
         try:
             _stream_once(
                 client, address, config, share, frames, writer, headers, run, progress, times,
+                inject,
             )
             return reconnects
         except BadFrameFile as err:
@@ -277,24 +292,27 @@ def run_client(
     hooks.reached(run, node, "start")
     frames = discover_frames(config)
     outputs = config.outputs.names
+    foreground = tuple(share_foreground(config, share, injection_times(config)))
     writer = PartWriter(run, share, outputs, config.stream_hash(),
-                        {name: config.outputs.row_shape(name) for name in outputs})
+                        {name: config.outputs.row_shape(name) for name in outputs}, foreground)
     resumed = sum(writer.progress())
     logger.info(
         f"{node}: streaming {len(share.pieces)} piece(s), {share.streamed_seconds:.0f} s "
         f"of data, to {share.server}"
+        + (f", and {len(foreground)} foreground piece(s) with injections" if foreground else "")
         + (f", resuming after {resumed} checkpointed windows" if resumed else "")
     )
     started = time.monotonic()
     times = StreamRecord()
-    reconnects = stream_share(config, share, frames, writer, run, progress, times)
+    reconnects = stream_share(config, share, frames, writer, run, progress, times,
+                              on_the_fly(config))
     elapsed = time.monotonic() - started
     writer.commit(
         ClientRun(wall_seconds=elapsed, peak_rss_mb=peak_rss_mb(), reconnects=reconnects,
                   first_request_unix=times.first_request_unix,
                   last_response_unix=times.last_response_unix,
                   tensor_bytes_sent=times.tensor_bytes_sent, servers=tuple(times.servers)),
-        share_streams(config, share, _bad_spans(writer))[1],
+        share_streams(config, share, _bad_spans(writer), foreground)[1],
     )
     seconds = share.streamed_seconds
     logger.info(

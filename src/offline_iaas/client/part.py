@@ -7,7 +7,8 @@ client resumes every piece after its last contiguous checkpoint.
 
 When every piece is done, the checkpoints are assembled into ``parts/<node>.h5`` (datasets
 ``<output>/<piece>``, a row per window the piece's stream produced, warm-up included; the merge
-trims it), renamed into place, and then the sidecar ``parts/<node>.json`` (a
+trims it; with ``bbhnet.inject`` the foreground streams' rows as ``foreground/<output>/<j>``),
+renamed into place, and then the sidecar ``parts/<node>.json`` (a
 ``records.PartRecord``) is written with ``complete``, the stream hash, the file's size and
 SHA-256. A part complete by ``completeness.part_problem`` is never redone; a half-written,
 truncated or altered one is never taken for complete.
@@ -33,15 +34,15 @@ from offline_iaas.records import (
     ClientRun,
     ClientShare,
     PartRecord,
+    Piece,
     share_fields,
 )
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 
 CHECKPOINT_NAME = re.compile(r"p(\d+)-(\d+)-(\d+)\.npz")
-
-
-
+FOREGROUND = "foreground"
+"""The part's group of the foreground streams' rows (``bbhnet.inject``)."""
 
 Holes = list[list[tuple[int, int]]]
 """Per piece, the rows ``[a, b)`` no stream produces (windows in a gap left by a bad frame
@@ -60,8 +61,12 @@ class PartWriter:
     def __init__(
         self, run: RunDir, share: ClientShare, outputs: tuple[str, ...], stream_hash: str,
         row_shapes: dict[str, tuple[int, ...]] | None = None,
+        foreground: tuple[Piece, ...] = (),
     ) -> None:
         self.share = share
+        self.foreground = foreground
+        """Foreground pieces (``bbhnet.inject``), numbered after the share's pieces; their
+        rows go to ``foreground/<output>/<j>`` (``j`` from 0, the stream's rows)."""
         self.outputs = outputs
         self.row_shapes = row_shapes or {}
         """Each output's row shape (``Outputs.row_shape``), for a piece that is all hole."""
@@ -96,7 +101,7 @@ class PartWriter:
     def progress(self, holes: Holes | None = None) -> list[int]:
         """Rows of each piece saved (or in a hole) contiguously from row 0 (where a retry
         resumes)."""
-        done = [0] * len(self.share.pieces)
+        done = [0] * len(self._pieces)
         checkpoints = self.checkpoints()
         for piece in range(len(done)):
             gaps = holes[piece] if holes else []
@@ -148,7 +153,7 @@ class PartWriter:
         checkpoints = self.checkpoints()
         try:
             with h5py.File(tmp, "w") as f:
-                for number, piece in enumerate(self.share.pieces):
+                for number, piece in enumerate(self._pieces):
                     gaps = holes[number] if holes else []
                     datasets: dict[str, h5py.Dataset] = {}
                     filled = _past_holes(0, gaps)
@@ -187,11 +192,16 @@ class PartWriter:
         shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
 
 
-    @staticmethod
-    def _dataset(f: h5py.File, output: str, number: int, windows: int,
+    @property
+    def _pieces(self) -> tuple[Piece, ...]:
+        return (*self.share.pieces, *self.foreground)
+
+    def _dataset(self, f: h5py.File, output: str, number: int, windows: int,
                  row_shape: tuple[int, ...]) -> h5py.Dataset:
-        return f.create_dataset(f"{output}/{number}", shape=(windows, *row_shape), dtype="f4",
-                                fillvalue=np.nan)
+        background = len(self.share.pieces)
+        name = (f"{output}/{number}" if number < background else
+                f"{FOREGROUND}/{output}/{number - background}")
+        return f.create_dataset(name, shape=(windows, *row_shape), dtype="f4", fillvalue=np.nan)
 
 
 def _past_holes(row: int, holes: list[tuple[int, int]]) -> int:

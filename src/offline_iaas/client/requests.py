@@ -16,13 +16,16 @@ import numpy as np
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile
 from offline_iaas.data.frames import iter_reads
+from offline_iaas.data.onthefly import OnTheFly
 from offline_iaas.records import Piece
 
 
 def piece_samples(
-    config: CampaignConfig, frames: list[FrameFile], piece: Piece, from_window: int = 0
+    config: CampaignConfig, frames: list[FrameFile], piece: Piece, from_window: int = 0,
+    inject: OnTheFly | None = None,
 ) -> Iterator[np.ndarray]:
-    """A piece's samples at the model rate from stream window ``from_window``, read by read."""
+    """A piece's samples at the model rate from stream window ``from_window``, read by read
+    (``inject``: with the injections added, a foreground piece)."""
     return iter_reads(
         frames,
         config.stream_channels,
@@ -31,6 +34,7 @@ def piece_samples(
         config.data.sample_rate,
         config.client.read_seconds,
         (piece.stretch_gps_start, piece.stretch_gps_end),
+        inject,
     )
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import signal
@@ -45,6 +46,9 @@ from offline_iaas.data.discovery import (
 )
 from offline_iaas.data.gwf_reader import FileRead, Series, reader
 from offline_iaas.errors import DataError
+
+if TYPE_CHECKING:
+    from offline_iaas.data.onthefly import OnTheFly
 
 DECIMATION_HALF = 32
 """Half-length of the decimation filter, in model samples."""
@@ -87,6 +91,7 @@ def read_span(
     gps_end: float,
     sample_rate: float,
     span: tuple[float, float] | None = None,
+    inject: OnTheFly | None = None,
 ) -> np.ndarray:
     """Read ``[gps_start, gps_end)`` of ``channels`` at ``sample_rate`` (see module docstring).
 
@@ -103,6 +108,9 @@ def read_span(
     span
         ``(span_start, span_end)`` that defines the sample grid and the resampling edges;
         default ``(gps_start, gps_end)``.
+    inject
+        Injections on the fly (``data/onthefly.py``): added to the strain at the frame rate,
+        before resampling.
 
     Returns
     -------
@@ -137,7 +145,8 @@ def read_span(
         names = [channels[r] for r in rows]
         series, files = _read_group(frames, names, t_a, t_b)
         for row, name in zip(rows, names, strict=True):
-            out[row] = _resample(series[name], name, files, k0, k1, n_span, span_start, sample_rate)
+            out[row] = _resample(series[name], name, files, k0, k1, n_span, span_start,
+                                 sample_rate, inject)
     return out
 
 
@@ -168,6 +177,7 @@ def _resample(
     n_span: int,
     span_start: float,
     sample_rate: float,
+    inject: OnTheFly | None = None,
 ) -> np.ndarray:
     """Model-rate samples ``[k0, k1)`` of one channel from its read (margin-padded) series.
 
@@ -204,6 +214,8 @@ def _resample(
             f"incomplete (got {_range(t0, t0 + len(values) / rate)})"
         )
     segment = values[a - first : b - first]
+    if inject is not None:
+        segment = inject.add(name, span_start + a / rate, rate, segment)
     finite = np.isfinite(segment)
     if not finite.all():
         index = int(np.argmin(finite))
@@ -228,6 +240,7 @@ def iter_reads(
     sample_rate: float,
     read_seconds: float,
     span: tuple[float, float] | None = None,
+    inject: OnTheFly | None = None,
 ) -> Iterator[np.ndarray]:
     """``read_span`` of ``[gps_start, gps_end)`` in consecutive reads of ``read_seconds``.
 
@@ -253,4 +266,5 @@ def iter_reads(
             span_start + end / sample_rate,
             sample_rate,
             (span_start, span_end),
+            inject,
         )

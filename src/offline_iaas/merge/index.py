@@ -34,8 +34,9 @@ from offline_iaas import records
 from offline_iaas.completeness import Hashes, set_aside, shard_problem
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import RunError, raise_if_no_space
+from offline_iaas.merge.foreground import read_foreground
 from offline_iaas.merge.layout import gps_text, series_attrs
-from offline_iaas.merge.postprocess import summarize
+from offline_iaas.merge.postprocess import ShardProducts, summarize
 from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.merge.shard_merge import SERIES_GROUPS, read_products
 from offline_iaas.merge.stitch import (
@@ -102,6 +103,9 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
             if linked:
                 shutil.rmtree(frames_tmp, ignore_errors=True)
                 products = _link_frames(run, nodes, products, frames_dir, frames_tmp)
+            foreground = read_foreground(run, config, shares)
+            if foreground is not None:  # from the parts: the shard merges leave it out
+                products.append(ShardProducts(foreground=foreground))
             summary = summarize(f, config, stretches, training, products,
                                 frames_tmp if linked else None)
             bounds = np.array([[s.gps_start, s.gps_end] for s in stretches], dtype=np.float64)

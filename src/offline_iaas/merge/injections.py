@@ -53,16 +53,20 @@ def injection_results(
     config: CampaignConfig, listed: InjectionList, times: np.ndarray, values: np.ndarray,
     ifar_years: np.ndarray | None, analysed: list[tuple[float, float]],
     training: list[float] | None, background_livetime_seconds: float | None,
+    foreground: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Found/missed and (with a background: ``ifar_years`` and its livetime) VT against IFAR
     with its population, for the ``bbhnet`` summary; logs what was left out and the volume
-    bound."""
+    bound. With ``foreground`` (times, statistic of the injections on the fly), found/missed
+    come from it: ``ifar_years`` are then the foreground's."""
     injections = list(listed.injections)
     if ifar_years is not None:
-        result = found_missed_at_ifar(times, ifar_years, values, injections, config, analysed,
+        at, seen = foreground if foreground is not None else (times, values)
+        result = found_missed_at_ifar(at, ifar_years, seen, injections, config, analysed,
                                       training)
     else:
-        result = found_missed(times, values, injections, config, analysed, training)
+        result = found_missed(times, values, injections, config, analysed, training,
+                              foreground)
     result["training_gps"] = None if training is None else [float(x) for x in training]
     result["analysed_seconds"] = float(sum(b - a for a, b in analysed))
     result["held_out_seconds"] = held_out_seconds(analysed, training)

@@ -19,6 +19,7 @@ from offline_iaas.binding import read_bound_run
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.logs import NO_PROGRESS, NullProgress
+from offline_iaas.merge.foreground import read_foreground
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.stitch import (
     bad_files,
@@ -66,6 +67,7 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
                             dict(run_info.training), run_info.model, bad_files=bad)
     try:
         stage_parts(run, config, shares, writer, MERGE_NODE, progress, stretches)
+        writer.foreground = read_foreground(run, config, shares)
         summary = writer.commit(
             {"clients": len(shares), "servers": config.layout.servers, "producer": "merge"},
             frames,

@@ -90,6 +90,8 @@ class CampaignWriter:
         self.stretches = stretches
         self.frames_dir = frames_dir
         self.training = dict(training or {})
+        self.foreground: np.ndarray | None = None
+        """The foreground table (``merge/foreground.py``), set before ``commit``."""
         self.provenance = campaign_provenance(config, model, bad_files)
         self.outputs = config.outputs.names
         self.whole = extents is None
@@ -173,7 +175,9 @@ class CampaignWriter:
             self.frames_tmp = self.frames_dir.with_name(
                 f".{self.frames_dir.name}.{os.getpid()}.tmp")
             shutil.rmtree(self.frames_tmp, ignore_errors=True)
-        return postprocess(self, frames, self.frames_tmp)
+        products = postprocess(self, frames, self.frames_tmp)
+        products.foreground = self.foreground
+        return products
 
     def close(self, attrs: dict[str, Any]) -> None:
         """Add the provenance, close, and rename the file and the frames to their names."""

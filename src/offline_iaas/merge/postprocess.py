@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.merge.foreground import FOREGROUND_COLUMNS
 from offline_iaas.merge.injections import (
     campaign_injections,
     injection_lines,
@@ -64,6 +65,9 @@ class ShardProducts:
     """The GWF files written: interferometer, final path, GPS start, seconds."""
     frame_spans: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
     """Per interferometer, the ``valid`` and ``flagged`` spans of those files."""
+    foreground: np.ndarray | None = None
+    """With ``bbhnet.inject``: the foreground's ``time``, ``statistic``
+    (``merge/foreground.py``)."""
 
 
 def postprocess(writer: Any, frames: list | None, frames_dir: Path | None) -> ShardProducts:
@@ -394,11 +398,28 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
                        "background_livetime_seconds": livetime,
                        "loudest_ifar_years": float(table["ifar"].max(initial=0.0))})
     file.create_dataset("triggers", data=table)
+    fg = _foreground(file, config, products)
+    if fg is not None and slides:  # found/missed from the foreground, FAR from the background
+        fg_ifar = false_alarm_rates(fg["statistic"], background["statistic"], livetime)[1]
     if listed is not None:
         result.update(injection_results(
-            config, listed, t, v, table["ifar"] if slides else None, analysed,
-            training.get("bbhnet"), result.get("background_livetime_seconds")))
+            config, listed, t, v, (table["ifar"] if fg is None else fg_ifar) if slides else None,
+            analysed, training.get("bbhnet"), result.get("background_livetime_seconds"),
+            None if fg is None else (fg["time"], fg["statistic"])))
     return result
+
+
+def _foreground(file: Any, config: CampaignConfig, products: list[ShardProducts]
+                ) -> np.ndarray | None:
+    """The foreground of every merge's products, in time order, into ``file``; None unless
+    ``bbhnet.inject``."""
+    if not config.bbhnet.inject:
+        return None
+    found = [p.foreground for p in products if p.foreground is not None]
+    table = (np.concatenate(found) if found else np.zeros(0, FOREGROUND_COLUMNS))
+    table = table[np.argsort(table["time"], kind="stable")]
+    file.create_dataset("foreground", data=table)
+    return table
 
 
 def physics_lines(summary: dict[str, Any]) -> list[str]:

@@ -14,12 +14,17 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
+
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.client.requests import piece_samples, request_updates
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import discover_frames
+from offline_iaas.data.foreground import injection_times, stretch_foreground
+from offline_iaas.data.onthefly import OnTheFly, on_the_fly
 from offline_iaas.data.preflight import preflight
 from offline_iaas.errors import RunError
+from offline_iaas.merge.foreground import FOREGROUND_COLUMNS, foreground_rows
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.records import Piece
 from offline_iaas.repository.export import check_repository, model_record, network_sessions
@@ -54,6 +59,8 @@ def run_reference(
         why = os.strerror(err.errno) if err.errno else str(err)
         raise RunError(f"cannot write the reference output {out_path}: {why}") from None
     streaming_started = time.monotonic()
+    inject, injected = on_the_fly(config), injection_times(config)
+    foreground = [np.zeros(0, FOREGROUND_COLUMNS)]
     try:
         for stretch in stretches:
             windows = stretch.windows(config)
@@ -79,6 +86,10 @@ def run_reference(
                     rows = config.outputs.rows(name, values)[max(0, warmup - window) :]
                     writer.write(name, stretch.index, max(0, window - warmup), rows)
                 window += size
+            foreground += [_foreground_piece(config, sessions, frames, piece, inject)
+                           for piece in stretch_foreground(config, stretch, injected)]
+        if inject is not None:
+            writer.foreground = np.concatenate(foreground)
         if timings is not None:
             timings["streaming_seconds"] = time.monotonic() - streaming_started
             timings["data_seconds"] = sum(
@@ -90,3 +101,15 @@ def run_reference(
         writer.discard()
         raise
     return out_path, time.monotonic() - started
+
+
+def _foreground_piece(config: CampaignConfig, sessions: dict, frames: list, piece: Piece,
+                      inject: OnTheFly | None) -> np.ndarray:
+    """One foreground piece streamed from a zero state, its kept rows with their times."""
+    sizes = request_sizes(piece.windows, config.model.batch_size)
+    updates = request_updates(piece_samples(config, frames, piece, 0, inject),
+                              [n * config.stride_samples for n in sizes])
+    runner = mode_stream(config, sessions)
+    rows = [config.outputs.rows("statistic", runner.update(update)["statistic"])
+            for update in updates]
+    return foreground_rows(config, piece, np.concatenate(rows))

@@ -1,0 +1,51 @@
+"""The foreground of a campaign with injections on the fly (``bbhnet.inject``): which windows
+each client streams a second time, with the set's signals added (``data/onthefly.py``).
+
+Per stretch, ``stretches.foreground_pieces`` of the injections' times: the windows where an
+injection is found (``bbhnet.found_seconds`` around it) with their warm-up. A foreground piece
+belongs to the client share whose piece owns its first kept window, so the pieces, and their
+output, are the same for every split and for the reference (one stream per stretch). Their
+sequence IDs are disjoint from the background's: ``FOREGROUND_SEQUENCE_BASE + 2**10 *`` the
+owning piece's ID ``+`` the piece's number in it modulo ``2**10`` (a client streams its foreground
+pieces one after the other, a few requests in flight: two live at once never share an ID).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from offline_iaas.config import CampaignConfig
+from offline_iaas.data.injection_list import read_campaign_injections
+from offline_iaas.records import ClientShare, Piece
+from offline_iaas.stretches import FOREGROUND_SEQUENCE_BASE, Stretch, foreground_pieces
+
+PER_PIECE = 1 << 10
+"""Foreground sequence IDs per background piece (module docstring)."""
+
+
+def injection_times(config: CampaignConfig) -> list[float]:
+    """The geocentre GPS times of ``bbhnet.injections`` (none unless ``bbhnet.inject``)."""
+    if not config.bbhnet.inject or config.bbhnet.injections is None:
+        return []
+    listed = read_campaign_injections(config.bbhnet.injections)
+    return [i.gps_time for i in listed.injections]
+
+
+def stretch_foreground(config: CampaignConfig, stretch: Stretch, times: list[float]
+                       ) -> list[Piece]:
+    """A stretch's foreground pieces (sequence ID 0)."""
+    return foreground_pieces(config, stretch, times, config.bbhnet.found_seconds)
+
+
+def share_foreground(config: CampaignConfig, share: ClientShare, times: list[float]
+                     ) -> list[Piece]:
+    """The foreground pieces a share streams, with their sequence IDs (module docstring)."""
+    found = []
+    for piece in share.pieces:
+        stretch = Stretch(piece.stretch, piece.stretch_gps_start, piece.stretch_gps_end)
+        owned = [p for p in stretch_foreground(config, stretch, times)
+                 if piece.output_start <= p.output_start < piece.output_stop]
+        found += [replace(p, sequence_id=FOREGROUND_SEQUENCE_BASE
+                          + PER_PIECE * piece.sequence_id + j % PER_PIECE)
+                  for j, p in enumerate(owned)]
+    return found

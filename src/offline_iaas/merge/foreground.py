@@ -1,0 +1,52 @@
+"""The foreground (``bbhnet.inject``): the statistic of the streams with the injections added
+(``data/foreground.py``), as a table of ``time`` and ``statistic`` that found/missed reads.
+
+The clients' parts hold each foreground piece's rows (``foreground/statistic/<j>``, warm-up
+included); the reference produces the same rows in-process. The kept rows are stamped as the
+background's (``stretches.output_x0``): row ``r`` of a stretch at the end of window ``r`` less the
+averaging delay. The merge (or the index over shard merges) reads them from every part and
+writes the table to ``output/campaign.h5`` as ``foreground``.
+"""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+
+from offline_iaas.client.part import FOREGROUND
+from offline_iaas.config import CampaignConfig
+from offline_iaas.data.foreground import injection_times, share_foreground
+from offline_iaas.records import ClientShare, Piece
+from offline_iaas.rundir import RunDir
+
+FOREGROUND_COLUMNS = [("time", "f8"), ("statistic", "f4")]
+
+
+def foreground_rows(config: CampaignConfig, piece: Piece, statistic: np.ndarray) -> np.ndarray:
+    """The kept rows of one foreground piece's ``statistic`` (its stream's rows, warm-up
+    included) with their GPS times."""
+    kept = np.asarray(statistic[piece.output_start - piece.first_window :], dtype=np.float32)
+    rows = np.arange(piece.output_start, piece.output_start + len(kept))
+    table = np.zeros(len(kept), dtype=FOREGROUND_COLUMNS)
+    table["time"] = piece.stretch_gps_start + (
+        rows - config.averaging_delay_windows + 1) * config.stride_seconds
+    table["statistic"] = kept.reshape(len(kept), -1)[:, 0]
+    return table
+
+
+def read_foreground(run: RunDir, config: CampaignConfig, shares: list[ClientShare]
+                    ) -> np.ndarray | None:
+    """Every part's foreground, in time order (None unless ``bbhnet.inject``)."""
+    if not config.bbhnet.inject:
+        return None
+    times = injection_times(config)
+    found = [np.zeros(0, FOREGROUND_COLUMNS)]
+    for share in shares:
+        pieces = share_foreground(config, share, times)
+        if not pieces:
+            continue
+        with h5py.File(run.part(share.node)[0], "r") as f:
+            found += [foreground_rows(config, p, f[f"{FOREGROUND}/statistic/{j}"][()])
+                      for j, p in enumerate(pieces)]
+    table = np.concatenate(found)
+    return table[np.argsort(table["time"], kind="stable")]

@@ -1,0 +1,262 @@
+"""Injections on the fly (issue #41, ``bbhnet.inject``): each client adds the set's signals to the
+strain it read and streams the windows they reach as a foreground beside the clean background.
+
+Proven equal to injections in the data: one set of (untrained, scaled) weights runs on frames
+with the set baked in by ``synth`` and on the same clean frames (``synth`` with no injection,
+the same seed: the same noise) with the set injected on the fly; the foreground statistic equals
+the baked-in statistic at every window it covers (``TOLERANCE``), in the reference and in
+campaigns of two splits, and the set moved by one frame sample fails (the negative control).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from offline_iaas.config import load_config
+from offline_iaas.data import onthefly
+from offline_iaas.data.discovery import discover_frames
+from offline_iaas.data.foreground import injection_times, stretch_foreground
+from offline_iaas.data.frames import read_span
+from offline_iaas.data.synth import INJECTION_SET, write_synthetic_dataset
+from offline_iaas.errors import ConfigError
+from offline_iaas.merge import reference as reference_module
+from offline_iaas.merge.output import compare_outputs
+from offline_iaas.merge.reference import run_reference
+from offline_iaas.repository.export import export_repository
+from offline_iaas.rundir import RunDir
+from offline_iaas.stretches import whole_span
+from offline_iaas.workflow.local import run_local
+from offline_iaas.workflow.make_dag import make_dag
+from tests.error_catalogue import documented
+from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, run_dag, untrained_weights
+from tests.oracle import read_series
+
+TOLERANCE = 1e-7
+"""Largest |foreground - baked-in| / max |baked-in statistic| over the windows the foreground
+covers: about two float32 ulps. Measured: 0 (bit-identical: synth's strain is ``noise +
+coupling + signal`` in float64, the clean frames hold ``noise + coupling``, and the client adds
+the same float64 signal at the frame rate before the same resampling). The injections move the
+untrained network's statistic by ~1e-4 of its scale and one frame sample late by ~1e-5, so the
+negative control stands 100x above the tolerance."""
+FRAME_RATE = 1024
+"""Frames at 4x the model rate: the signal is added at the frame rate, before resampling."""
+
+
+def _campaign_text(injections: int) -> str:
+    return (SMALL_CAMPAIGN.replace("duration = 64", "duration = 32")
+            .replace("injections = 1", f"injections = {injections}")
+            .replace("frame_sample_rate = 256", f"frame_sample_rate = {FRAME_RATE}"))
+
+
+@pytest.fixture(scope="module")
+def frames(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The same seed's frames with 2 injections baked in and without any; one repository."""
+    root = tmp_path_factory.mktemp("onthefly")
+    configs = {}
+    for name, count in (("baked", 2), ("clean", 0)):
+        (root / f"{name}.toml").write_text(_campaign_text(count))
+        plain = load_config(root / f"{name}.toml", [f'data.frames="{root / name}"'])
+        write_synthetic_dataset(plain)
+    weights = untrained_weights(root / "weights")
+    injections = root / "baked" / INJECTION_SET
+    base = ['model.mode="bbhnet"', f'model.repository="{root / "repository"}"',
+            f'bbhnet.injections="{injections}"']
+    configs["baked"] = load_config(root / "baked.toml", [*base, f'data.frames="{root / "baked"}"'])
+    configs["clean"] = load_config(root / "clean.toml", [
+        *base, f'data.frames="{root / "clean"}"', "bbhnet.inject=true"])
+    export_repository(configs["baked"], weights)
+    return {"root": root, **configs}
+
+
+def foreground_of(path: Path) -> np.ndarray:
+    with h5py.File(path, "r") as f:
+        return f["foreground"][()]
+
+
+def baked_at(path: Path, times: np.ndarray) -> np.ndarray:
+    """The baked-in run's statistic at ``times`` (its one stretch)."""
+    [(x0, dx, values)] = read_series(path)["statistic"]
+    index = np.round((times - x0) / dx).astype(int)
+    assert np.allclose(x0 + index * dx, times, atol=1e-6) and (index >= 0).all()
+    return values[index].reshape(len(index), -1)[:, 0]
+
+
+def mismatch(foreground: np.ndarray, baked: Path) -> float:
+    expected = baked_at(baked, foreground["time"]).astype(np.float64)
+    error = np.abs(foreground["statistic"] - expected).max()
+    return float(error / np.abs(expected).max())
+
+
+def test_synth_writes_the_same_noise_whether_or_not_it_injects(frames) -> None:
+    """Baked-in strain less clean strain is the injections' signal alone: the noise streams do
+    not depend on the injection draws."""
+    config = frames["clean"]
+    start, end = config.data.start, config.data.start + config.data.duration
+    channels = list(config.data.channels)
+    baked = read_span(discover_frames(frames["baked"]), channels, start, end, FRAME_RATE)
+    clean = read_span(discover_frames(config), channels, start, end, FRAME_RATE)
+    added = read_span(discover_frames(config), channels, start, end, FRAME_RATE, None,
+                      onthefly.on_the_fly(config))
+    signal = baked.astype(np.float64) - clean
+    assert np.abs(signal).max() > 10 * np.abs(baked - added).max()  # there is a signal
+    assert np.abs(baked - added).max() <= 2 * np.spacing(np.abs(baked).max())
+
+
+def test_the_foreground_covers_each_injection_s_found_window(frames) -> None:
+    config = frames["clean"]
+    times = injection_times(config)
+    [stretch] = whole_span(config)
+    pieces = stretch_foreground(config, stretch, times)
+    assert len(times) == 2 and 1 <= len(pieces) <= 2
+    dx = config.stride_seconds
+    for t in times:
+        assert any(p.gps_start < t < p.gps_end for p in pieces)
+    assert all(p.output_start - p.first_window <= config.warmup_windows for p in pieces)
+    streamed = sum(p.windows for p in pieces) * dx
+    assert streamed < config.data.duration  # not a second campaign
+
+
+def test_the_reference_s_foreground_equals_the_baked_in_run_and_one_sample_late_fails(
+        frames, monkeypatch) -> None:
+    root = frames["root"]
+    baked, _ = run_reference(frames["baked"], root / "baked.h5")
+    fly, _ = run_reference(frames["clean"], root / "fly.h5")
+    foreground = foreground_of(fly)
+    assert len(foreground) > 0
+    assert mismatch(foreground, baked) <= TOLERANCE
+    summary = json.loads(fly.with_suffix(".json").read_text())["bbhnet"]
+    assert summary["injection_counts"]["listed"] == 2
+    # the negative control: the same set, one frame sample late
+    late = onthefly.on_the_fly
+
+    def one_sample_late(config, shift_seconds: float = 0.0):
+        return late(config, shift_seconds + 1.0 / FRAME_RATE)
+
+    monkeypatch.setattr(reference_module, "on_the_fly", one_sample_late)
+    shifted, _ = run_reference(frames["clean"], root / "late.h5")
+    assert mismatch(foreground_of(shifted), baked) > 10 * TOLERANCE
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("clients", "shard_seconds"), [(1, 4096), (2, 0)])
+def test_a_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
+        frames, clients: int, shard_seconds: int) -> None:
+    """Splits 1x1 (shard merge and index) and 1x2 (one merge node)."""
+    root = frames["root"]
+    config = load_config(root / "clean.toml", [
+        'model.mode="bbhnet"', f'model.repository="{root / "repository"}"',
+        f'bbhnet.injections="{root / "baked" / INJECTION_SET}"', f'data.frames="{root / "clean"}"',
+        "bbhnet.inject=true", f"layout.clients_per_server={clients}",
+        f"merge.shard_seconds={shard_seconds}"])
+    run_dir = run_dag(config, root / f"run{clients}")
+    campaign = foreground_of(run_dir / "output" / "campaign.h5")
+    baked = root / "baked.h5"
+    if not baked.exists():
+        run_reference(frames["baked"], baked)
+    fly = root / "fly.h5"
+    if not fly.exists():
+        run_reference(frames["clean"], fly)
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", fly)
+    assert comparison.problems == [] and comparison.worst <= TOLERANCE
+    assert {"foreground/statistic", "foreground/time"} <= set(comparison.relative) | set(
+        comparison.time_seconds)
+    assert mismatch(campaign, baked) <= TOLERANCE
+    with h5py.File(run_dir / "parts" / "client0.h5", "r") as f:
+        assert "foreground" in f
+
+
+@pytest.mark.slow
+def test_a_client_killed_between_foreground_streams_resumes_and_equals_the_reference(
+        frames) -> None:
+    """SIGKILL after the first foreground stream is checkpointed: the retry resumes after the
+    checkpoints (the background's and that stream's) and the output equals the reference."""
+    root = frames["root"]
+    config = load_config(root / "clean.toml", [
+        'model.mode="bbhnet"', f'model.repository="{root / "repository"}"',
+        f'bbhnet.injections="{root / "baked" / INJECTION_SET}"', f'data.frames="{root / "clean"}"',
+        "bbhnet.inject=true", "layout.clients_per_server=1", "client.in_flight=1",
+        "client.checkpoint_requests=1"])
+    run = RunDir(root / "killed")
+    make_dag(config, run)
+    (run.path / "faults.json").write_text(json.dumps(
+        {"client0": [{"point": "between-foreground", "action": "sigkill", "times": 1}]}))
+    try:
+        run_local(run)
+    finally:
+        assert processes_mentioning(str(run.path)) == []
+    log = (run.path / "logs" / "client0.out").read_text() + (
+        run.path / "logs" / "client0.err").read_text()
+    assert "injected fault 'sigkill' at between-foreground" in log
+    assert "resuming after" in log
+    fly = root / "fly.h5"
+    if not fly.exists():
+        run_reference(frames["clean"], fly)
+    comparison = compare_outputs(run.path / "output" / "campaign.h5", fly)
+    assert comparison.problems == [] and comparison.worst <= TOLERANCE
+
+
+def test_inject_is_refused_where_it_is_not_supported_yet(small_config_file: Path) -> None:
+    with pytest.raises(ConfigError, match="bbhnet.inject.*needs mode 'bbhnet'") as caught:
+        load_config(small_config_file, ['model.mode="e2e"', "bbhnet.inject=true",
+                                        'bbhnet.injections="x.h5"'])
+    documented("inject-outside-bbhnet", str(caught.value), {small_config_file: "C"},
+               exit_code=ConfigError.exit_code)
+    with pytest.raises(ConfigError, match="bbhnet.whitening = 'fixed'") as caught:
+        load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.inject=true",
+                                        'bbhnet.injections="x.h5"', 'bbhnet.whitening="rolling"'])
+    documented("inject-with-rolling-whitening", str(caught.value), {small_config_file: "C"},
+               exit_code=ConfigError.exit_code)
+    with pytest.raises(ConfigError, match="needs bbhnet.injections") as caught:
+        load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.inject=true"])
+    documented("inject-without-injections", str(caught.value), {small_config_file: "C"},
+               exit_code=ConfigError.exit_code)
+    with pytest.raises(ConfigError, match="on_bad_file = 'fail'") as caught:
+        load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.inject=true",
+                                        'bbhnet.injections="x.h5"', 'data.on_bad_file="gap"'])
+    documented("inject-with-gaps", str(caught.value), {small_config_file: "C"},
+               exit_code=ConfigError.exit_code)
+
+
+def test_the_set_and_its_found_window_join_the_stream_hash_only_when_injected(
+        frames, tmp_path: Path) -> None:
+    clean = frames["clean"]
+    root = frames["root"]
+    off = load_config(root / "clean.toml", ['model.mode="bbhnet"',
+                                            f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',
+                                            f'data.frames="{root / "clean"}"'])
+    assert off.stream_hash() != clean.stream_hash()
+    wider = load_config(root / "clean.toml", [
+        'model.mode="bbhnet"', f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',
+        f'data.frames="{root / "clean"}"', "bbhnet.inject=true", "bbhnet.found_seconds=2"])
+    assert wider.stream_hash() != clean.stream_hash()
+    copy = tmp_path / INJECTION_SET
+    data = (root / "baked" / INJECTION_SET).read_bytes()
+    copy.write_bytes(data)
+    same = load_config(root / "clean.toml", [
+        'model.mode="bbhnet"', f'bbhnet.injections="{copy}"', f'data.frames="{root / "clean"}"',
+        "bbhnet.inject=true"]).stream_hash()
+    copy.write_bytes(data + b"\0")  # another set: the parts are redone
+    edited = load_config(root / "clean.toml", [
+        'model.mode="bbhnet"', f'bbhnet.injections="{copy}"', f'data.frames="{root / "clean"}"',
+        "bbhnet.inject=true"])
+    assert same != edited.stream_hash()
+    # without inject the set is the merge's only: the clients' hash ignores it
+    off_edited = load_config(root / "clean.toml", [
+        'model.mode="bbhnet"', f'bbhnet.injections="{copy}"', f'data.frames="{root / "clean"}"'])
+    assert off_edited.stream_hash() == off.stream_hash()
+
+
+def test_the_demo_s_run_time_path_reads_clean_frames_and_adds_synth_s_population(
+        tmp_path: Path) -> None:
+    from offline_iaas.demo import demo_config
+
+    config = demo_config(tmp_path, None, ["bbhnet.inject=true"], mode="bbhnet")
+    assert config.bbhnet.inject and config.data.frames == tmp_path / "frames-clean"
+    assert config.bbhnet.injections == tmp_path / "frames" / INJECTION_SET
+    plain = demo_config(tmp_path, None, [], mode="bbhnet")
+    assert plain.data.frames == tmp_path / "frames" and not plain.bbhnet.inject
