@@ -205,6 +205,8 @@ def write_aframe(path: Path, injections: InjectionSet) -> None:
         for key, value in injections.attrs.items():
             f.attrs[key] = value
         f.attrs["length"] = n
+        if injections.attrs.get("drawn") is not None:  # aframe's drawn total
+            f.attrs["num_injections"] = int(injections.attrs["drawn"])
         f.attrs["ifos"] = ifos
         f.attrs["mass_frame"] = "detector"
         f.attrs["approximant"] = injections.approximant
