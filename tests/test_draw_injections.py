@@ -81,7 +81,8 @@ def test_draw_injections_writes_every_layout_cut_at_each_time(clean_frames: Path
         assert main(["draw-injections", str(config), "--out", str(out),
                      "--interval-seconds", str(INTERVAL), *layout]) == 0
     injections = read_injection_set(outs["ours"])
-    times = slot_times(START, DURATION, INTERVAL, waveform_bounds(SPEC, FS))
+    times = [START + round((t - START) * FS) / FS  # on the data's sample grid
+             for t in slot_times(START, DURATION, INTERVAL, waveform_bounds(SPEC, FS))]
     assert [b.gps_time for b in injections.binaries] == times
     assert len(times) == 11 and np.all(np.diff(times) == INTERVAL)
     attrs = injections.attrs
@@ -107,12 +108,40 @@ def test_draw_injections_writes_every_layout_cut_at_each_time(clean_frames: Path
         assert int(f.attrs["length"]) == 11 and int(f.attrs["num_injections"]) == attrs["drawn"]
         np.testing.assert_array_equal(f["parameters"]["injection_time"][:], times)
         assert f["parameters"]["ifo_snrs"].shape == (11, 2)
+        check_response_set(f, injections)
     assert read_injection_set(outs["aframe"], "IMRPhenomD", 20.0).attrs["drawn"] == attrs["drawn"]
     rows, row = [], lalmetaio.SimInspiralTableFromLIGOLw(str(outs["ligolw"]))
     while row is not None:
         rows.append(row.geocent_end_time.gpsSeconds + 1e-9 * row.geocent_end_time.gpsNanoSeconds)
         row = row.next
     np.testing.assert_allclose(rows, times, rtol=0, atol=1e-8)
+
+
+def check_response_set(f: h5py.File, injections) -> None:
+    """aframe's InterferometerResponseSet (ledger/injections.py at the commit the reader
+    names): root sample_rate, duration, right_pad; waveforms/<ifo lower case>, rows x
+    duration * sample_rate; aframe's inject puts sample k of row i at injection_time -
+    (duration - right_pad) + k / sample_rate. Placed that way on the data's grid, every row
+    is the strain synth would add there (``detector_strain`` on the grid from START), and
+    one sample off it is not (negative control)."""
+    fs, duration, right_pad = (float(f.attrs[k]) for k in ("sample_rate", "duration",
+                                                           "right_pad"))
+    assert fs == FS and 0 < right_pad < duration
+    n_samples = int(DURATION * FS)
+    for ifo in ("H1", "L1"):
+        rows = f["waveforms"][ifo.lower()][:]
+        assert rows.shape == (11, int(duration * fs)) and rows.dtype == np.float64
+        for i, binary in enumerate(injections.binaries):
+            placed = np.zeros(n_samples + rows.shape[1])
+            at = int(round((binary.gps_time - (duration - right_pad) - START) * fs))
+            placed[at : at + rows.shape[1]] = rows[i]
+            expected = np.zeros_like(placed)
+            first, samples = detector_strain(
+                binary, polarizations(binary, "IMRPhenomD", FS, 20.0), ifo, START)
+            expected[first : first + len(samples)] = samples
+            scale = np.abs(expected).max()
+            assert scale > 0 and np.abs(placed - expected).max() <= 1e-6 * scale
+            assert np.abs(np.roll(placed, 1) - expected).max() > 0.01 * scale
 
 
 def test_the_cut_is_judged_at_each_injections_own_time() -> None:

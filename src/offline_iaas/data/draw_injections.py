@@ -166,11 +166,11 @@ def psd_span(arrival_gps: float, gps_start: float, gps_end: float, sample_rate: 
 def draw_injection_set(
     config: CampaignConfig, interval_seconds: float, network_snr_min: float, seed: int,
     read_strain: Callable[[str, float, float], np.ndarray],
-) -> InjectionSet:
+) -> tuple[InjectionSet, Draw]:
     """The injection set ``offline-iaas draw-injections`` writes (module docstring): the
     ``[synth]`` population, one binary per ``interval_seconds`` of the ``[data]`` span, cut at
     ``network_snr_min`` against the PSD measured by ``read_strain(ifo, lo, hi)`` (samples of
-    the detector's strain channel at ``data.sample_rate``)."""
+    the detector's strain channel at ``data.sample_rate``), and the draw behind it."""
     data = config.data
     spec = population_spec(config.synth, config.source)
     rate = data.sample_rate
@@ -183,7 +183,9 @@ def draw_injection_set(
             f"{config.source}: an injection every {interval_seconds:g} s overlaps the next: "
             f"the population's waveforms last up to {sum(bounds):.1f} s (a longer interval, "
             "heavier masses or a higher synth.f_lower_hz)")
-    times = slot_times(data.start, data.duration, interval_seconds, bounds)
+    # on the data's sample grid (aframe's inject places a waveform by whole samples)
+    times = [data.start + round((t - data.start) * rate) / rate
+             for t in slot_times(data.start, data.duration, interval_seconds, bounds)]
     if not times:
         raise ConfigError(
             f"{config.source}: data.duration ({data.duration:g} s) holds no injection every "
@@ -197,7 +199,7 @@ def draw_injection_set(
     attrs = spec.attrs()
     attrs.update(network_snr_min=network_snr_min, drawn=drawn.drawn,
                  injected=len(drawn.binaries), seed=seed, interval_seconds=interval_seconds)
-    return InjectionSet(
+    injections = InjectionSet(
         binaries=tuple(drawn.binaries), approximant=spec.approximant,
         f_lower_hz=spec.f_lower_hz,
         snr={ifo: tuple(s[ifo] for s in drawn.snr) for ifo in ifos},
@@ -208,6 +210,33 @@ def draw_injection_set(
                         f"bias-corrected) of {MEASURED_PSD_SECONDS:g} s of "
                         f"{', '.join(data.channels)} around the coalescence time"},
     )
+    return injections, drawn
+
+
+def aframe_responses(
+    injections: InjectionSet, drawn: Draw, sample_rate: float,
+) -> tuple[dict[str, np.ndarray], float, float]:
+    """The projected waveforms of an aframe ``InterferometerResponseSet``
+    (``injections_aframe.add_responses``): per detector, ``rows x duration * sample_rate``
+    samples, sample ``k`` of row ``i`` at ``t_i - (duration - right_pad) + k / sample_rate``
+    (``t_i`` the row's geocentre coalescence, on the sample grid), from
+    ``waveforms.detector_strain`` as synth adds it; ``duration`` and ``right_pad`` whole
+    seconds holding every row's waveform with ``MARGIN_SECONDS`` to spare (the delay to a
+    detector included)."""
+    before = max(w.seconds_before for w in drawn.waves)
+    after = max(w.seconds_after for w in drawn.waves)
+    right_pad = float(math.ceil(after + MARGIN_SECONDS))
+    duration = float(math.ceil(before + MARGIN_SECONDS) + right_pad)
+    length = int(round(duration * sample_rate))
+    responses = {}
+    for ifo in injections.ifos:
+        rows = np.zeros((len(drawn.binaries), length))
+        for i, (binary, wave) in enumerate(zip(drawn.binaries, drawn.waves, strict=True)):
+            first, samples = detector_strain(binary, wave, ifo,
+                                             binary.gps_time - (duration - right_pad))
+            rows[i, first : first + len(samples)] = samples
+        responses[ifo] = rows
+    return responses, duration, right_pad
 
 
 def frame_strain_reader(config: CampaignConfig) -> Callable[[str, float, float], np.ndarray]:

@@ -52,7 +52,8 @@ def add_draw_arguments(p: argparse.ArgumentParser) -> None:
     every.add_argument("--rate-per-30s", type=float,
                        help="injections per 30 s of data (the interval is 30 / RATE s)")
     p.add_argument("--layout", choices=("offline-iaas", "aframe"), default="offline-iaas",
-                   help=LAYOUT_HELP)
+                   help=LAYOUT_HELP + "; aframe's with the projected waveforms too "
+                   "(InterferometerResponseSet: waveforms/h1, ...)")
     p.add_argument("--network-snr-min", type=float,
                    help="optimal network SNR cut (default synth.network_snr_min)")
     p.add_argument("--seed", type=int, help="default synth.seed")
@@ -60,8 +61,13 @@ def add_draw_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_draw(args: argparse.Namespace) -> None:
     from offline_iaas.config import load_config
-    from offline_iaas.data.draw_injections import draw_injection_set, frame_strain_reader
+    from offline_iaas.data.draw_injections import (
+        aframe_responses,
+        draw_injection_set,
+        frame_strain_reader,
+    )
     from offline_iaas.data.injection_file import file_format, write_injection_set
+    from offline_iaas.data.injections_aframe import add_responses
     from offline_iaas.errors import ConfigError
 
     file_format(args.out)
@@ -75,9 +81,13 @@ def cmd_draw(args: argparse.Namespace) -> None:
     snr_min = (config.synth.network_snr_min if args.network_snr_min is None
                else args.network_snr_min)
     seed = config.synth.seed if args.seed is None else args.seed
-    injections = draw_injection_set(config, interval, snr_min, seed,
-                                     frame_strain_reader(config))
+    injections, drawn = draw_injection_set(config, interval, snr_min, seed,
+                                           frame_strain_reader(config))
     write_injection_set(args.out, injections, layout=args.layout)
+    if args.layout == "aframe" and file_format(args.out) == "hdf5":
+        rate = config.data.sample_rate
+        responses, duration, right_pad = aframe_responses(injections, drawn, rate)
+        add_responses(args.out, responses, rate, duration, right_pad)
     attrs = injections.attrs
     logger.info(f"draw-injections: {attrs['injected']} injections ({attrs['drawn']} drawn, "
                 f"{attrs['drawn'] - attrs['injected']} below network SNR {snr_min:g} at "
