@@ -258,7 +258,7 @@ def _spread_times(config: CampaignConfig, n: int, bounds: tuple[float, float]) -
     lead, trail = before + MARGIN_SECONDS, after + MARGIN_SECONDS
     usable = data.duration - lead - trail
     needed = before + after + MARGIN_SECONDS
-    if usable <= 0 or usable / n < needed:
+    if usable <= 0 or (n > 1 and usable / n < needed):  # one alone needs no spacing
         raise ConfigError(
             f"{config.source}: 'synth.injections' ({n}) do not fit in data.duration "
             f"({data.duration:g} s): each waveform lasts up to {before + after:.1f} s and "
