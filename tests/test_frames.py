@@ -44,7 +44,10 @@ def make_config(tmp_path: Path, sample_rate: float = 256, frames: str = "frames"
             "sample_rate": sample_rate,
         },
         "model": {"repository": "repo"},
-        "synth": {"file_duration": 8, "frame_sample_rate": 256, "injections": 2, "seed": 3},
+        # a nearby population: to z 3 its heaviest waveforms last up to 8.7 s, and synth
+        # spaces its injections for the longest the population can draw
+        "synth": {"file_duration": 8, "frame_sample_rate": 256, "injections": 2, "seed": 3,
+                  "redshift_max": 0.4},
     }
     return config_from_dict(raw, tmp_path / "c.toml")
 

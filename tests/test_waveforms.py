@@ -227,6 +227,37 @@ def test_welch_asd_leaves_out_the_segments_of_a_signal() -> None:
     assert np.max(kept / left_out) > 1.5  # control: with the chirp in, the PSD rises
 
 
+def test_median_inverse_bias_is_the_mean_of_s_over_s_hat_of_iid_periodograms() -> None:
+    """The exact E[S/S^] of the bias-scaled median equals a Monte Carlo of exponential
+    periodograms (odd and even counts), and approaches 1 + 1/(K ln^2 2)."""
+    rng = np.random.default_rng(5)
+    for count in (15, 16, 31):
+        draws = rng.exponential(size=(100_000, count))
+        odd = count - (count + 1) % 2
+        bias = sum((-1) ** (ell + 1) / ell for ell in range(1, odd + 1))
+        assert waveforms.median_inverse_bias(count) == pytest.approx(
+            np.mean(bias / np.median(draws, axis=1)), rel=2e-3)
+    assert waveforms.median_inverse_bias(255) == pytest.approx(1 + 1 / (255 * np.log(2) ** 2),
+                                                               rel=1e-4)
+    with pytest.raises(ValueError, match="infinite"):
+        waveforms.median_inverse_bias(1)
+
+
+def test_welch_asd_inverse_unbiased_makes_the_mean_inverse_psd_true() -> None:
+    """64 s of white Gaussian noise, 10 seeds: <S / S^> over 20-120 Hz is 1 within 1 % with
+    the correction (measured over 100 seeds in groups of 10: 0.994-1.004) and 6-7 % high
+    without it (1.063-1.074), the issue's 3-5 % SNR excess."""
+    fs, band = 256.0, np.arange(20.0, 120.0, 0.25)
+    corrected, plain = [], []
+    for seed in range(10):
+        noise = np.random.default_rng(seed).standard_normal(int(64 * fs))
+        corrected.append(np.mean((2 / fs) / waveforms.welch_asd(
+            noise, fs, inverse_unbiased=True)(band) ** 2))
+        plain.append(np.mean((2 / fs) / waveforms.welch_asd(noise, fs)(band) ** 2))
+    assert np.mean(corrected) == pytest.approx(1.0, abs=0.01)
+    assert np.mean(plain) > 1.05  # control: the plain median's 1/S^ is high
+
+
 # ---- SNR ------------------------------------------------------------------------------------
 
 

@@ -50,16 +50,6 @@ def cmd_synth(args: argparse.Namespace) -> None:
                 f"{summary['injection_file']}")
 
 
-def cmd_convert_injections(args: argparse.Namespace) -> None:
-    from offline_iaas.data.injection_file import read_injection_set, write_injection_set
-
-    injections = read_injection_set(args.source, args.approximant, args.f_lower_hz,
-                                    args.reference_frequency_hz)
-    write_injection_set(args.target, injections, layout=args.layout)
-    logger.info(f"convert-injections: {len(injections)} injections from {args.source} to "
-                f"{args.target}")
-
-
 def cmd_export(args: argparse.Namespace) -> None:
     from offline_iaas.repository.export import export_repository, read_manifest
 
@@ -339,20 +329,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("synth", cmd_synth, "write a synthetic GWF dataset and its LAL cache")
     p.add_argument("--out", type=Path, help="directory (default: data.frames)")
-    p = command("convert-injections", cmd_convert_injections,
-                "convert an injection set between LIGO_LW sim_inspiral (.xml, .xml.gz) and HDF5 "
-                "(.h5, .hdf5: this project's layout or aframe's)", config=False)
-    p.add_argument("source", type=Path, help="injection file to read")
-    p.add_argument("target", type=Path, help="injection file to write (format by suffix)")
-    p.add_argument("--layout", choices=("offline-iaas", "aframe"), default="offline-iaas",
-                   help="HDF5 layout of TARGET: this project's (source-frame masses, Cartesian "
-                   "spins, both SNRs) or aframe's InjectionParameterSet (detector-frame "
-                   "masses, spin angles, ifo_snrs)")
-    p.add_argument("--approximant", help="where SOURCE does not say it (aframe's files)")
-    p.add_argument("--f-lower-hz", type=float, help="where SOURCE does not say it")
-    p.add_argument("--reference-frequency-hz", type=float,
-                   help="where SOURCE does not say it (default: its f_lower; aframe's "
-                   "files: 50 Hz, aframe's configs)")
+    from offline_iaas.data import injection_commands as inj
+
+    inj.add_convert_arguments(command("convert-injections", inj.cmd_convert, inj.CONVERT_HELP,
+                                      config=False))
+    inj.add_draw_arguments(command("draw-injections", inj.cmd_draw, inj.DRAW_HELP))
     p = command("export", cmd_export, "build the Triton model repository (model.repository)")
     p.add_argument(
         "--weights", type=Path,

@@ -55,6 +55,10 @@ Reference frequency
     configured otherwise); ``write_aframe`` warns when it writes precessing spins defined at
     another frequency, since aframe would read their angles at its own.
 
+``add_responses`` makes such a file an ``InterferometerResponseSet`` (``waveforms`` and the
+metadata ``sample_rate``, ``duration``, ``right_pad``; ``offline-iaas draw-injections
+--layout aframe``); ``write_aframe`` writes ``num_injections`` = the set's ``drawn``.
+
 Writing (``write_aframe``): every ``InjectionParameterSet`` field as aframe writes it (float64
 datasets, ``length``, ``ifos``), with ``snr``/``ifo_snrs`` the SNR against the measured PSD,
 ``injection_time`` and a zero ``shift`` as in aframe's injected set, and ``redshift`` such that
@@ -205,6 +209,8 @@ def write_aframe(path: Path, injections: InjectionSet) -> None:
         for key, value in injections.attrs.items():
             f.attrs[key] = value
         f.attrs["length"] = n
+        if injections.attrs.get("drawn") is not None:  # aframe's drawn total
+            f.attrs["num_injections"] = int(injections.attrs["drawn"])
         f.attrs["ifos"] = ifos
         f.attrs["mass_frame"] = "detector"
         f.attrs["approximant"] = injections.approximant
@@ -217,6 +223,24 @@ def write_aframe(path: Path, injections: InjectionSet) -> None:
         for name in (*FIELDS, TIME, "shift", "ifo_snrs_design"):
             if name in columns:
                 group.create_dataset(name, data=columns[name])
+
+
+def add_responses(path: Path, responses: dict[str, np.ndarray], sample_rate: float,
+                  duration: float, right_pad: float) -> None:
+    """Make ``write_aframe``'s file at ``path`` an ``InterferometerResponseSet``: group
+    ``waveforms`` with one float64 dataset per detector, named by its lower-case prefix, of
+    ``rows x duration * sample_rate`` samples (each injection's projected strain, its
+    coalescence at the geocentre ``duration - right_pad`` s from its first sample: aframe's
+    ``inject`` puts sample ``k`` at ``injection_time - (duration - right_pad) + k /
+    sample_rate``), and root attributes ``sample_rate``, ``duration``, ``right_pad``."""
+    import h5py
+
+    with h5py.File(path, "a") as f:
+        group = f.create_group("waveforms")
+        for ifo, values in responses.items():
+            group.create_dataset(ifo.lower(), data=np.asarray(values, np.float64))
+        f.attrs.update({"sample_rate": float(sample_rate), "duration": float(duration),
+                        "right_pad": float(right_pad)})
 
 
 def _rows_by_ifo(snr: Any, ifos: list[str], n: int) -> np.ndarray:

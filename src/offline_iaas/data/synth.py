@@ -70,9 +70,9 @@ from scipy import signal
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
+from offline_iaas.data.draw_injections import MEASURED_PSD_SECONDS
 from offline_iaas.data.injection_file import write_injection_set
 from offline_iaas.data.synth_injections import (
-    MEASURED_PSD_SECONDS,
     PlannedInjection,
     measure_snrs,
     plan_injections,
@@ -387,6 +387,7 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
     injections = plan.injections
     snr_psd = {
         "snr": f"median Welch PSD ({PSD_FFT_SECONDS:g} s Hann segments, half overlapping, "
+               "1/PSD bias-corrected (waveforms.median_inverse_bias), "
                f"those touching an injection left out) of {MEASURED_PSD_SECONDS:g} s of the "
                f"frames around the arrival time ({', '.join(psd_channels.values())})",
         "snr_design": f"aLIGO design PSD ({ASD_FILE})",

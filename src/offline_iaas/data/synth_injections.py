@@ -7,39 +7,40 @@ Binaries
     geocentre time lies in the span; its approximant, ``f_lower`` and reference frequency where
     it says them).
 Draws below the SNR cut (drawn binaries)
-    A draw whose optimal network SNR against the design ASD (at the middle of the span; the
-    Earth turns the antenna patterns a little by each injection's own time) is below
-    ``synth.network_snr_min`` is not injected: draws go on until ``synth.injections`` pass,
+    A draw whose optimal network SNR against the design ASD at its own time (its slot's
+    antenna patterns and delays: ``draw_injections.draw_above_cut``, the one implementation
+    of the draw) is below ``synth.network_snr_min`` is not injected: each slot draws until
+    one passes,
     and the set records ``drawn`` (all draws) and ``injected`` beside the cut, so that VT
     counts the draws left out as missed (``sensitivity.py``). With a cut of 0 every draw is
     injected.
 Times (drawn binaries)
     Spread evenly over the span: ``t_j = start + lead + usable (j + 1/2) / n`` with
-    ``lead`` the longest waveform before its coalescence plus ``MARGIN_SECONDS`` and
-    ``usable`` the span less ``lead`` and the longest ringdown plus the margin, so every
+    ``lead`` the population's longest waveform before its coalescence
+    (``draw_injections.waveform_bounds``) plus ``MARGIN_SECONDS`` and ``usable`` the span
+    less ``lead`` and the longest ringdown plus the margin, so every
     waveform lies inside the span; neighbours must be further apart than the longest
     waveform plus the margin (else ConfigError naming ``synth.injections``).
 Strain and SNRs
-    ``waveforms.detector_strain`` on the frame grid (``start + k / fs``). Each detector's
-    optimal SNR (``waveforms.optimal_snr``, from ``f_lower``) against two PSDs
-    (``data/injection_set.py``): ``snr_design`` against the design ASD the noise is coloured
-    with (``plan_injections``), and ``snr`` against a PSD measured from the frames once they
-    are written (``measure_snrs``): median Welch (``waveforms.welch_asd``, 4 s Hann segments,
-    half overlapping) over ``MEASURED_PSD_SECONDS`` of the detector's first strain channel
+    ``waveforms.detector_strain`` on the frame grid (``start + k / fs``). Each detector's optimal
+    SNR (``waveforms.optimal_snr``, from ``f_lower``) against two PSDs (``data/injection_set.py``):
+    ``snr_design`` against the design ASD the noise is coloured with (``plan_injections``), and
+    ``snr`` against a PSD measured from the frames once they are written (``measure_snrs``): median
+    Welch (``waveforms.welch_asd``, 4 s Hann segments, half overlapping, ``1/PSD`` bias-corrected so
+    the SNR is unbiased) over ``MEASURED_PSD_SECONDS`` of the detector's first strain channel
     centred on the arrival time (moved inside the span at its ends; the whole span when it is
-    shorter), leaving out the segments that overlap an injection (this one or another): the
-    noise the data hold, its drift, the coupled 60 Hz line and its sidebands, and not the
-    signals (kept in, the loudest demo injection, SNR 52, lost 2 % of its SNR to itself).
-    Where fewer than ``MIN_CLEAR_SEGMENTS`` segments are clear of injections (a span of a few
-    tens of seconds) the median of so few is too noisy: every segment is used, injections
-    included, with a warning; ``synth.json`` records the segments used and what was left out.
+    shorter), leaving out the segments that overlap an injection (this one or another): the noise
+    the data hold, its drift, the coupled 60 Hz line and its sidebands, and not the signals (kept
+    in, the loudest demo injection, SNR 52, lost 2 % of its SNR to itself). Where fewer than
+    ``MIN_CLEAR_SEGMENTS`` segments are clear of injections (a span of a few tens of seconds) the
+    median of so few is too noisy: every segment is used, injections included, with a warning;
+    ``synth.json`` records the segments used and what was left out.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,12 +49,17 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.data.draw_injections import (
+    MARGIN_SECONDS,
+    draw_above_cut,
+    psd_span,
+    waveform_bounds,
+)
 from offline_iaas.data.injection_file import read_injection_set
 from offline_iaas.data.injection_set import InjectionSet
-from offline_iaas.data.population import draw_binaries, population_spec
+from offline_iaas.data.population import population_spec
 from offline_iaas.data.waveforms import (
     BinaryParameters,
-    Polarizations,
     arrival_time,
     check_approximant,
     detector_strain,
@@ -67,11 +73,6 @@ from offline_iaas.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
-MARGIN_SECONDS = 1.0
-"""Room (s) between a waveform and the span's ends or the next waveform (light travel time,
-interpolation kernel)."""
-MEASURED_PSD_SECONDS = 64.0
-"""Length (s) of the data around an injection its measured PSD is estimated from."""
 MIN_CLEAR_SEGMENTS = 9
 """The fewest Welch segments clear of injections a measured PSD is the median of (with
 fewer, the injections stay in: module docstring)."""
@@ -191,11 +192,13 @@ def plan_injections(
             return InjectionPlan([], approximant, f_lower, f_ref, attrs)
         # synth's stream for the role "injections" (synth._rng)
         rng = np.random.default_rng([synth.seed % 2**63, zlib.crc32(b"injections")])
-        drawn, waves, count = _draw_above_cut(config, ifos, sample_rate, design_asd, rng)
-        attrs.update(network_snr_min=synth.network_snr_min, drawn=count,
+        times = _spread_times(config, synth.injections,
+                              waveform_bounds(spec, sample_rate))
+        drawn = draw_above_cut(spec, times, ifos, sample_rate, lambda ifo, t: design_asd,
+                               synth.network_snr_min, rng)
+        attrs.update(network_snr_min=synth.network_snr_min, drawn=drawn.drawn,
                      injected=synth.injections)
-        times = _spread_times(config, waves)
-        binaries = [dataclasses.replace(b, gps_time=t) for b, t in zip(drawn, times, strict=True)]
+        binaries, waves = drawn.binaries, drawn.waves
     planned = []
     for params, wave in zip(binaries, waves, strict=True):
         strain, snr, arrival = {}, {}, {}
@@ -206,19 +209,6 @@ def plan_injections(
             snr[ifo] = optimal_snr(samples, sample_rate, design_asd, f_lower)
         planned.append(PlannedInjection(params, strain, snr, arrival))
     return InjectionPlan(planned, approximant, f_lower, f_ref, attrs)
-
-
-def psd_span(arrival_gps: float, gps_start: float, gps_end: float, sample_rate: float
-             ) -> tuple[float, float]:
-    """The GPS span ``[lo, hi)`` the measured PSD of an injection arriving at
-    ``arrival_gps`` is estimated from (module docstring), on the sample grid from
-    ``gps_start``."""
-    if gps_end - gps_start <= MEASURED_PSD_SECONDS:
-        return gps_start, gps_end
-    lo = min(max(arrival_gps - MEASURED_PSD_SECONDS / 2, gps_start),
-             gps_end - MEASURED_PSD_SECONDS)
-    lo = gps_start + math.floor((lo - gps_start) * sample_rate) / sample_rate
-    return lo, lo + MEASURED_PSD_SECONDS
 
 
 def measure_snrs(
@@ -248,7 +238,8 @@ def measure_snrs(
                 signals = []
             excluded[ifo] = [(lo + a / sample_rate, lo + b / sample_rate) for a, b in signals]
             segments[ifo] = len(welch_segments(length, sample_rate, signals))
-            asd = welch_asd(read_strain(ifo, lo, hi), sample_rate, exclude=signals)
+            asd = welch_asd(read_strain(ifo, lo, hi), sample_rate, exclude=signals,
+                            inverse_unbiased=True)
             snr[ifo] = optimal_snr(samples, sample_rate, asd, plan.f_lower_hz)
         measured.append(dataclasses.replace(p, snr=snr, psd_span=spans,
                                             psd_excluded=excluded, psd_segments=segments))
@@ -261,57 +252,13 @@ def measure_snrs(
     return dataclasses.replace(plan, injections=measured)
 
 
-DRAWS_PER_INJECTION_MAX = 1000
-"""``_draw_above_cut`` gives up after this many draws per injection wanted."""
-
-
-def _draw_above_cut(
-    config: CampaignConfig, ifos: list[str], sample_rate: float,
-    design_asd: Callable[[np.ndarray], np.ndarray], rng: np.random.Generator,
-) -> tuple[list[BinaryParameters], list[Polarizations], int]:
-    """``synth.injections`` binaries of the population at or above ``synth.network_snr_min``
-    (module docstring), their waveforms, and how many were drawn."""
-    synth, data = config.synth, config.data
-    spec = population_spec(synth, config.source)
-    middle = data.start + data.duration / 2
-    kept: list[tuple[BinaryParameters, Polarizations]] = []
-    count = 0
-    while len(kept) < synth.injections:
-        if count >= DRAWS_PER_INJECTION_MAX * synth.injections:
-            raise ConfigError(
-                f"{config.source}: only {len(kept)} of {count} binaries drawn reach "
-                f"'synth.network_snr_min' ({synth.network_snr_min:g}); lower it or "
-                "synth.redshift_max")
-        for binary in draw_binaries(spec, synth.injections, rng):
-            if len(kept) == synth.injections:
-                break
-            count += 1
-            wave = polarizations(binary, spec.approximant, sample_rate, spec.f_lower_hz)
-            if synth.network_snr_min <= 0 or _network_snr_at(
-                    dataclasses.replace(binary, gps_time=middle), wave, ifos, design_asd,
-                    spec.f_lower_hz) >= synth.network_snr_min:
-                kept.append((binary, wave))
-    return [b for b, _ in kept], [w for _, w in kept], count
-
-
-def _network_snr_at(binary: BinaryParameters, wave: Polarizations, ifos: list[str],
-                    design_asd: Callable[[np.ndarray], np.ndarray], f_lower_hz: float) -> float:
-    """Optimal network SNR of ``binary`` at its ``gps_time`` against ``design_asd`` (as
-    ``plan_injections`` records ``snr_design``)."""
-    return network_snr([
-        optimal_snr(detector_strain(binary, wave, ifo, binary.gps_time)[1], wave.sample_rate,
-                    design_asd, f_lower_hz)
-        for ifo in ifos])
-
-
-def _spread_times(config: CampaignConfig, waves: list[Polarizations]) -> list[float]:
-    data, n = config.data, len(waves)
-    before = max(w.seconds_before for w in waves)
-    after = max(w.seconds_after for w in waves)
+def _spread_times(config: CampaignConfig, n: int, bounds: tuple[float, float]) -> list[float]:
+    data = config.data
+    before, after = bounds
     lead, trail = before + MARGIN_SECONDS, after + MARGIN_SECONDS
     usable = data.duration - lead - trail
     needed = before + after + MARGIN_SECONDS
-    if usable <= 0 or usable / n < needed:
+    if usable <= 0 or (n > 1 and usable / n < needed):  # one alone needs no spacing
         raise ConfigError(
             f"{config.source}: 'synth.injections' ({n}) do not fit in data.duration "
             f"({data.duration:g} s): each waveform lasts up to {before + after:.1f} s and "

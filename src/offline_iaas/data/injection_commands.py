@@ -1,0 +1,94 @@
+"""The injection-set subcommands' arguments and actions: ``convert-injections`` and
+``draw-injections`` (``cli.py`` registers them; errors reach its exit-code mapping)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+logger = logging.getLogger("offline_iaas.cli")
+
+CONVERT_HELP = ("convert an injection set between LIGO_LW sim_inspiral (.xml, .xml.gz) and "
+                "HDF5 (.h5, .hdf5: this project's layout or aframe's)")
+DRAW_HELP = ("draw an injection set for the campaign's span from its frames: the [synth] "
+             "population, one injection per interval, the SNR cut at each injection's own "
+             "time against the PSD measured there")
+LAYOUT_HELP = ("HDF5 layout: this project's (source-frame masses, Cartesian spins, both "
+               "SNRs) or aframe's InjectionParameterSet (detector-frame masses, spin angles, "
+               "ifo_snrs)")
+
+
+def add_convert_arguments(p: argparse.ArgumentParser) -> None:
+    """``convert-injections SOURCE TARGET [--layout] [...]``."""
+    p.add_argument("source", type=Path, help="injection file to read")
+    p.add_argument("target", type=Path, help="injection file to write (format by suffix)")
+    p.add_argument("--layout", choices=("offline-iaas", "aframe"), default="offline-iaas",
+                   help=LAYOUT_HELP)
+    p.add_argument("--approximant", help="where SOURCE does not say it (aframe's files)")
+    p.add_argument("--f-lower-hz", type=float, help="where SOURCE does not say it")
+    p.add_argument("--reference-frequency-hz", type=float,
+                   help="where SOURCE does not say it (default: its f_lower; aframe's "
+                   "files: 50 Hz, aframe's configs)")
+
+
+def cmd_convert(args: argparse.Namespace) -> None:
+    from offline_iaas.data.injection_file import read_injection_set, write_injection_set
+
+    injections = read_injection_set(args.source, args.approximant, args.f_lower_hz,
+                                    args.reference_frequency_hz)
+    write_injection_set(args.target, injections, layout=args.layout)
+    logger.info(f"convert-injections: {len(injections)} injections from {args.source} to "
+                f"{args.target}")
+
+
+def add_draw_arguments(p: argparse.ArgumentParser) -> None:
+    """``draw-injections CONFIG --out FILE [--interval-seconds | --rate-per-30s] [...]``."""
+    p.add_argument("--out", type=Path, required=True,
+                   help="injection file to write (.h5, .hdf5, .xml, .xml.gz)")
+    every = p.add_mutually_exclusive_group()
+    every.add_argument("--interval-seconds", type=float,
+                       help="one injection every this many seconds (default 30)")
+    every.add_argument("--rate-per-30s", type=float,
+                       help="injections per 30 s of data (the interval is 30 / RATE s)")
+    p.add_argument("--layout", choices=("offline-iaas", "aframe"), default="offline-iaas",
+                   help=LAYOUT_HELP + "; aframe's with the projected waveforms too "
+                   "(InterferometerResponseSet: waveforms/h1, ...)")
+    p.add_argument("--network-snr-min", type=float,
+                   help="optimal network SNR cut (default synth.network_snr_min)")
+    p.add_argument("--seed", type=int, help="default synth.seed")
+
+
+def cmd_draw(args: argparse.Namespace) -> None:
+    from offline_iaas.config import load_config
+    from offline_iaas.data.draw_injections import (
+        aframe_responses,
+        draw_injection_set,
+        frame_strain_reader,
+    )
+    from offline_iaas.data.injection_file import file_format, write_injection_set
+    from offline_iaas.data.injections_aframe import add_responses
+    from offline_iaas.errors import ConfigError
+
+    file_format(args.out)
+    if args.rate_per_30s is not None and not args.rate_per_30s > 0:
+        raise ConfigError(f"--rate-per-30s must be > 0, not {args.rate_per_30s:g}")
+    if args.interval_seconds is not None and not args.interval_seconds > 0:
+        raise ConfigError(f"--interval-seconds must be > 0, not {args.interval_seconds:g}")
+    interval = (30.0 / args.rate_per_30s if args.rate_per_30s is not None
+                else args.interval_seconds or 30.0)
+    config = load_config(args.config, args.set)
+    snr_min = (config.synth.network_snr_min if args.network_snr_min is None
+               else args.network_snr_min)
+    seed = config.synth.seed if args.seed is None else args.seed
+    injections, drawn = draw_injection_set(config, interval, snr_min, seed,
+                                           frame_strain_reader(config))
+    write_injection_set(args.out, injections, layout=args.layout)
+    if args.layout == "aframe" and file_format(args.out) == "hdf5":
+        rate = config.data.sample_rate
+        responses, duration, right_pad = aframe_responses(injections, drawn, rate)
+        add_responses(args.out, responses, rate, duration, right_pad)
+    attrs = injections.attrs
+    logger.info(f"draw-injections: {attrs['injected']} injections ({attrs['drawn']} drawn, "
+                f"{attrs['drawn'] - attrs['injected']} below network SNR {snr_min:g} at "
+                f"their own time) every {interval:g} s to {args.out}")

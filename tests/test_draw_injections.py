@@ -1,0 +1,191 @@
+"""``offline-iaas draw-injections`` and the one draw it shares with synth
+(offline_iaas.data.draw_injections)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import h5py
+import lalmetaio
+import numpy as np
+import pytest
+from gwpy.timeseries import TimeSeries
+from scipy import signal
+
+from offline_iaas.cli import main
+from offline_iaas.config import config_from_dict
+from offline_iaas.data.draw_injections import (
+    MEASURED_PSD_SECONDS,
+    draw_above_cut,
+    psd_span,
+    slot_times,
+    waveform_bounds,
+)
+from offline_iaas.data.injection_file import read_injection_set
+from offline_iaas.data.population import PopulationSpec, draw_binaries
+from offline_iaas.data.synth import design_asd, write_synthetic_dataset
+from offline_iaas.data.waveforms import (
+    detector_strain,
+    median_inverse_bias,
+    network_snr,
+    optimal_snr,
+    polarizations,
+)
+from tests.error_catalogue import documented
+
+START = 1262304000
+STRAIN = ["H1:GDS-CALIB_STRAIN", "L1:GDS-CALIB_STRAIN"]
+DURATION, INTERVAL, SNR_MIN, FS = 192, 16.0, 7.0, 256.0
+SPEC = PopulationSpec(approximant="IMRPhenomD", f_lower_hz=20.0, mass_min_msun=25.0,
+                      mass_max_msun=40.0, spin_max=0.5, redshift_max=0.4)
+POPULATION = {"approximant": "IMRPhenomD", "f_lower_hz": 20.0, "mass_min_msun": 25.0,
+              "mass_max_msun": 40.0, "spin_max": 0.5, "redshift_max": 0.4}
+
+
+@pytest.fixture(scope="module")
+def clean_frames(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """192 s of H1/L1 synthetic noise at 256 Hz without injections, and a campaign config
+    naming its frames (its [synth] is the population to draw)."""
+    tmp = tmp_path_factory.mktemp("draw")
+    synth = {"file_duration": 64, "frame_sample_rate": 256, "witnesses": 0, "injections": 0,
+             "seed": 5, "network_snr_min": SNR_MIN, **POPULATION}
+    data = {"frames": "frames", "channels": STRAIN, "start": START, "duration": DURATION,
+            "sample_rate": FS}
+    write_synthetic_dataset(config_from_dict(
+        {"data": data, "model": {"repository": "repo"}, "synth": synth}, tmp / "c.toml"))
+    toml = ["[data]", 'frames = "frames"', f"channels = {STRAIN!r}".replace("'", '"'),
+            f"start = {START}", f"duration = {DURATION}", f"sample_rate = {FS}",
+            "[model]", 'repository = "repo"', "[synth]"]
+    toml += [f"{k} = {v!r}".replace("'", '"') for k, v in synth.items()]
+    (tmp / "campaign.toml").write_text("\n".join(toml) + "\n")
+    return tmp
+
+
+def gwpy_strain(directory: Path, ifo: str, lo: float, hi: float) -> np.ndarray:
+    paths = sorted(str(p) for p in (directory / "frames").glob(f"{ifo[0]}-{ifo}_*.gwf"))
+    return TimeSeries.read(paths, f"{ifo}:GDS-CALIB_STRAIN", start=lo, end=hi).value
+
+
+def test_draw_injections_writes_every_layout_cut_at_each_time(clean_frames: Path,
+                                                              capsys) -> None:
+    """One injection per 16 s of clean frames, each at or above the cut against the PSD
+    measured around it (recomputed here from the frames read with gwpy and scipy's median
+    Welch, its 1/PSD bias corrected); the rejected draws are counted (drawn = kept +
+    rejected); the three files read back with the other side's readers."""
+    config = clean_frames / "campaign.toml"
+    outs = {"ours": clean_frames / "set.h5", "aframe": clean_frames / "aframe.hdf5",
+            "ligolw": clean_frames / "set.xml.gz"}
+    for name, out in outs.items():
+        layout = ["--layout", "aframe"] if name == "aframe" else []
+        assert main(["draw-injections", str(config), "--out", str(out),
+                     "--interval-seconds", str(INTERVAL), *layout]) == 0
+    injections = read_injection_set(outs["ours"])
+    times = [START + round((t - START) * FS) / FS  # on the data's sample grid
+             for t in slot_times(START, DURATION, INTERVAL, waveform_bounds(SPEC, FS))]
+    assert [b.gps_time for b in injections.binaries] == times
+    assert len(times) == 11 and np.all(np.diff(times) == INTERVAL)
+    attrs = injections.attrs
+    assert attrs["injected"] == 11 and attrs["drawn"] > attrs["injected"]  # some rejected
+    assert f"{attrs['drawn'] - 11} below network SNR 7" in capsys.readouterr().out
+    assert np.all(injections.network_snr >= SNR_MIN)
+    for i in (0, 5, 10):
+        binary = injections.binaries[i]
+        wave = polarizations(binary, "IMRPhenomD", FS, 20.0)
+        snrs = []
+        for ifo in ("H1", "L1"):
+            lo, hi = psd_span(binary.gps_time, START, START + DURATION, FS)
+            assert hi - lo == MEASURED_PSD_SECONDS
+            freqs, psd = signal.welch(gwpy_strain(clean_frames, ifo, lo, hi), fs=FS,
+                                      nperseg=1024, noverlap=512, average="median")
+            psd = psd * median_inverse_bias(31)
+            strain = detector_strain(binary, wave, ifo, START)[1]
+            snrs.append(optimal_snr(strain, FS, lambda f, p=psd: np.sqrt(
+                p[np.clip(np.rint(f / 0.25).astype(int), 0, len(p) - 1)]), 20.0))
+            assert injections.snr[ifo][i] == pytest.approx(snrs[-1], rel=1e-4)
+    # the same draws in the other layouts, read by aframe's schema and LAL's C reader
+    with h5py.File(outs["aframe"]) as f:
+        assert int(f.attrs["length"]) == 11 and int(f.attrs["num_injections"]) == attrs["drawn"]
+        np.testing.assert_array_equal(f["parameters"]["injection_time"][:], times)
+        assert f["parameters"]["ifo_snrs"].shape == (11, 2)
+        check_response_set(f, injections)
+    assert read_injection_set(outs["aframe"], "IMRPhenomD", 20.0).attrs["drawn"] == attrs["drawn"]
+    rows, row = [], lalmetaio.SimInspiralTableFromLIGOLw(str(outs["ligolw"]))
+    while row is not None:
+        rows.append(row.geocent_end_time.gpsSeconds + 1e-9 * row.geocent_end_time.gpsNanoSeconds)
+        row = row.next
+    np.testing.assert_allclose(rows, times, rtol=0, atol=1e-8)
+
+
+def check_response_set(f: h5py.File, injections) -> None:
+    """aframe's InterferometerResponseSet (ledger/injections.py at the commit the reader
+    names): root sample_rate, duration, right_pad; waveforms/<ifo lower case>, rows x
+    duration * sample_rate; aframe's inject puts sample k of row i at injection_time -
+    (duration - right_pad) + k / sample_rate. Placed that way on the data's grid, every row
+    is the strain synth would add there (``detector_strain`` on the grid from START), and
+    one sample off it is not (negative control)."""
+    fs, duration, right_pad = (float(f.attrs[k]) for k in ("sample_rate", "duration",
+                                                           "right_pad"))
+    assert fs == FS and 0 < right_pad < duration
+    n_samples = int(DURATION * FS)
+    for ifo in ("H1", "L1"):
+        rows = f["waveforms"][ifo.lower()][:]
+        assert rows.shape == (11, int(duration * fs)) and rows.dtype == np.float64
+        for i, binary in enumerate(injections.binaries):
+            placed = np.zeros(n_samples + rows.shape[1])
+            at = int(round((binary.gps_time - (duration - right_pad) - START) * fs))
+            placed[at : at + rows.shape[1]] = rows[i]
+            expected = np.zeros_like(placed)
+            first, samples = detector_strain(
+                binary, polarizations(binary, "IMRPhenomD", FS, 20.0), ifo, START)
+            expected[first : first + len(samples)] = samples
+            scale = np.abs(expected).max()
+            assert scale > 0 and np.abs(placed - expected).max() <= 1e-6 * scale
+            assert np.abs(np.roll(placed, 1) - expected).max() > 0.01 * scale
+
+
+def test_the_cut_is_judged_at_each_injections_own_time() -> None:
+    """Slots over 12 h against the design PSD: the kept binary of each slot is the first draw
+    that reaches the cut at the slot's time (the draws replayed here from the same seed),
+    and some draw's verdict at its own time differs from the one at mid-span (the antenna
+    patterns turn): the check could tell the two apart."""
+    times = [START + 3600.0 * k for k in range(12)]
+    middle = START + 3600.0 * 5.5
+    asd_at = lambda ifo, t: design_asd  # noqa: E731
+    drawn = draw_above_cut(SPEC, times, ["H1", "L1"], FS, asd_at, SNR_MIN,
+                           np.random.default_rng(11))
+    replay = np.random.default_rng(11)
+    kept, differ = [], 0
+
+    def snr_at(binary, wave, t: float) -> float:
+        moved = dataclasses.replace(binary, gps_time=t)
+        return network_snr([optimal_snr(detector_strain(moved, wave, ifo, t)[1], FS,
+                                        design_asd, 20.0) for ifo in ("H1", "L1")])
+
+    for t in times:
+        while True:
+            binary = draw_binaries(SPEC, 1, replay, gps_time=t)[0]
+            wave = polarizations(binary, "IMRPhenomD", FS, 20.0)
+            own = snr_at(binary, wave, t) >= SNR_MIN
+            differ += own != (snr_at(binary, wave, middle) >= SNR_MIN)
+            if own:
+                kept.append(binary)
+                break
+    assert drawn.binaries == kept and drawn.drawn > len(kept)
+    assert differ >= 1
+
+
+@pytest.mark.parametrize("case, every", [
+    ("draw-injections-overlap", ["--rate-per-30s", "30"]),
+    ("draw-injections-no-room", ["--interval-seconds", "400"]),
+])
+def test_an_interval_that_does_not_fit_is_refused(clean_frames: Path, capsys, case: str,
+                                                   every: list[str]) -> None:
+    """An interval shorter than the population's waveforms, or longer than the span: one
+    line naming the config, exit 2, nothing written."""
+    out = clean_frames / "refused.h5"
+    config = clean_frames / "campaign.toml"
+    assert main(["draw-injections", str(config), "--out", str(out), *every]) == 2
+    assert not out.exists()
+    message = capsys.readouterr().err.strip().splitlines()[-1].split("error: ", 1)[1]
+    documented(case, message, {str(config): "C"})
