@@ -8,8 +8,8 @@ first and are stopped at the end; JOB nodes run once their parents are done, thr
 re-runs it later); ``ABORT-DAG-ON`` removes every running job; the FINAL node runs last with
 ``$(DAG_STATUS)`` and ``$(FAILED_COUNT)``. Nodes whose output exists (and whose parents' does)
 are not run again. Every node runs in its own process group, so that stopping it stops its
-whole process tree, and dies with run-local (``lifetime.die_with_parent``: SIGTERM to it when
-run-local dies); servers are not started when only merges remain.
+whole process tree, and dies with run-local (``lifetime.die_with_parent``); servers start
+only once a job that uses them is to run (not for merges alone).
 """
 
 from __future__ import annotations
@@ -303,7 +303,8 @@ class _Executor:
         elif run.attempts <= run.node.retries and not never:
             run.status = "pending"
             logger.warning(f"{name}: failed with {why}, retrying")
-            reopen_damaged_parents(self.paths, self.dag, self.runs, name)  # checksums
+            if reopen_damaged_parents(self.paths, self.dag, self.runs, name):  # checksums
+                self._start_services()  # a client to rerun needs the servers merges did not
         else:
             run.status = "failed"
             logger.warning(f"{name}: failed with {why}")
@@ -412,6 +413,11 @@ class _Executor:
                 )
             self.write_state()
 
+    def _start_services(self) -> None:  # the servers not started yet, once a job uses them
+        for r in (r for r in self.runs.values() if r.is_service and needs_servers(self._jobs())):
+            if r.status in ("pending", "not-run"):
+                self._start(r)
+
     # -- the run
     def run(self) -> None:
         services = [r for r in self.runs.values() if r.is_service]
@@ -420,8 +426,7 @@ class _Executor:
                 r.status = "not-run"
             names = ", ".join(r.node.name for r in services)
             logger.info(f"{names}: not started (only merges remain to run)")
-        for r in (r for r in services if r.status == "pending"):
-            self._start(r)
+        self._start_services()
         while True:
             self.place.check()
             self._poll_services()
