@@ -37,15 +37,21 @@ def die_with_parent(signum: int) -> Callable[[], None]:
     return tie
 
 
-def start_ticks(pid: int) -> int | None:
-    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat`` field
-    22); None if it does not exist or is a zombie (or without ``/proc``)."""
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name, state first (field 3 of
+    proc(5) is index 0); None if the process is gone (or without ``/proc``)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rfind(")") + 2:].split()  # after the command name, which may hold spaces
-    if len(fields) < 20 or fields[0] == "Z":
+    return stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and ")"
+
+
+def start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat`` field
+    22); None if it does not exist or is a zombie (or without ``/proc``)."""
+    fields = stat_fields(pid)
+    if fields is None or len(fields) < 20 or fields[0] == "Z":
         return None
     return int(fields[19])
 

@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from offline_iaas.lifetime import stat_fields
 from offline_iaas.serve.crashes import SERVE_PREFIX, signal_name
 
 logger = logging.getLogger(__name__)
@@ -59,20 +60,11 @@ class StubDeath:
                 f"died by {self.words()} {when}")
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command (state first); None if gone."""
-    try:
-        text = (_PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    return text.rsplit(")", 1)[1].split()
-
-
 def _descendants(root_pid: int) -> list[int]:
     """Every process below ``root_pid`` (one scan of ``/proc``)."""
     parents: dict[int, list[int]] = {}
     for entry in _PROC.iterdir():
-        if entry.name.isdigit() and (fields := _stat_fields(int(entry.name))) is not None:
+        if entry.name.isdigit() and (fields := stat_fields(int(entry.name))) is not None:
             parents.setdefault(int(fields[1]), []).append(int(entry.name))
     found, todo = [], [root_pid]
     while todo:
@@ -87,7 +79,7 @@ def find_stubs(root_pid: int) -> list[Stub]:
     container runtime that started it, when the container shares this PID namespace)."""
     stubs = []
     for pid in _descendants(root_pid):
-        fields = _stat_fields(pid)
+        fields = stat_fields(pid)
         try:
             argv = (_PROC / str(pid) / "cmdline").read_bytes().split(b"\0")
         except OSError:
@@ -103,7 +95,7 @@ def find_stubs(root_pid: int) -> list[Stub]:
 def dead_stub(stubs: list[Stub]) -> StubDeath | None:
     """The first of ``stubs`` that is a zombie or gone (its PID reused counts as gone)."""
     for stub in stubs:
-        fields = _stat_fields(stub.pid)
+        fields = stat_fields(stub.pid)
         if fields is None or int(fields[19]) != stub.start_ticks:
             return StubDeath(stub, None)
         if fields[0] in ("Z", "X"):

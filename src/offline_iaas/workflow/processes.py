@@ -19,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from offline_iaas.errors import RunError
+from offline_iaas.lifetime import stat_fields
 from offline_iaas.rundir import MERGE_NODE, RunDir, is_shard_node
 from offline_iaas.workflow.dag import DagNode
 from offline_iaas.workflow.emulation import NodeCommand
@@ -37,13 +38,8 @@ def group_members(pgid: int) -> list[int]:
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the command name, which is in parentheses and may hold spaces.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+        fields = stat_fields(int(entry.name))
+        if fields is not None and len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
             members.append(int(entry.name))
     return members
 
