@@ -8,8 +8,10 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+from offline_iaas.config import CampaignConfig
 from offline_iaas.logs import PACKAGE, shown_by
 from offline_iaas.rundir import RunDir, read_json
 
@@ -94,6 +96,62 @@ def untrained_weights(directory: Path, whitening_taps: int = 33, seed: int = 3) 
     bbhnet.input_scale.fill_(1e21)
     torch.save(bbhnet.state_dict(), directory / "bbhnet.pt")
     return directory
+
+
+def small_campaign(root: Path, overrides: list[str] | None = None, *, export: bool = True,
+                   weights: Path | None = None):
+    """SMALL_CAMPAIGN written to ``root/campaign.toml``, its frames synthesised and (``export``)
+    its model repository exported (with ``untrained_weights`` written to ``weights`` if given);
+    the campaign loaded with ``overrides`` (the synthesis is ``overrides``-free)."""
+    from offline_iaas.config import load_config
+    from offline_iaas.data.synth import write_synthetic_dataset
+    from offline_iaas.repository.export import export_repository
+
+    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    write_synthetic_dataset(load_config(root / "campaign.toml"))
+    if weights is not None:
+        untrained_weights(weights)
+    config = load_config(root / "campaign.toml", overrides or [])
+    if export:
+        export_repository(config, weights)
+    return config
+
+
+@dataclass(frozen=True)
+class FinishedCampaign:
+    """A small campaign run to the end by run-local (``finished_campaign``)."""
+
+    root: Path
+    config: CampaignConfig
+    run_dir: Path
+    reference: Path
+    """The in-process reference's output."""
+
+
+def run_local_stopping_all(run_dir: Path) -> tuple[list[str], list[str]]:
+    """run-local on ``run_dir``, asserting afterwards that none of its processes is left; the
+    nodes it started (servers and FINAL included) and its log lines."""
+    from offline_iaas.workflow.local import run_local
+
+    try:
+        with captured_log() as lines:
+            run_local(RunDir(run_dir))
+    finally:
+        assert processes_mentioning(str(run_dir)) == []
+    return sorted(line.split(":")[0] for line in lines if ": started" in line), lines
+
+
+def finished_campaign(root: Path, overrides: list[str]) -> FinishedCampaign:
+    """``small_campaign`` with untrained weights, planned into ``root/run``, run to the end,
+    and its in-process reference."""
+    from offline_iaas.merge.reference import run_reference
+    from offline_iaas.workflow.make_dag import make_dag
+
+    config = small_campaign(root, overrides, weights=root / "weights")
+    make_dag(config, RunDir(root / "run"))
+    run_local_stopping_all(root / "run")
+    reference, _ = run_reference(config, root / "reference.h5")
+    return FinishedCampaign(root, config, root / "run", reference)
 
 
 def processes_mentioning(text: str) -> list[str]:

@@ -31,14 +31,12 @@ import pytest
 
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import load_config
-from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import NoSpaceError, ServerError
 from offline_iaas.records import read_client_job
-from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
-from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
+from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, small_campaign
 
 H_FILE = "H-H1_SYNTH-1262304032-16.gwf"
 L_FILE = "L-L1_SYNTH-1262304032-16.gwf"
@@ -49,10 +47,7 @@ STRAIN = "H1:GDS-CALIB_STRAIN"
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The small campaign, its frames and its model repository (copied by each case)."""
     root = tmp_path_factory.mktemp("bad-input-base")
-    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
-    config = load_config(root / "campaign.toml")
-    write_synthetic_dataset(config)
-    export_repository(config)
+    small_campaign(root)
     return root
 
 

@@ -22,18 +22,14 @@ import json
 import re
 import shlex
 import shutil
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from offline_iaas.cli import main
-from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.merge.output import compare_outputs
-from offline_iaas.merge.reference import run_reference
 from offline_iaas.records import read_run_info
 from offline_iaas.repository.export import export_repository, model_record, read_manifest
 from offline_iaas.rundir import RunDir
@@ -42,47 +38,28 @@ from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status
 from tests.error_catalogue import cli_error, documented
-from tests.helpers import SMALL_CAMPAIGN, captured_log, processes_mentioning, untrained_weights
+from tests.helpers import (
+    FinishedCampaign,
+    finished_campaign,
+    processes_mentioning,
+    run_local_stopping_all,
+    untrained_weights,
+)
 
 pytestmark = pytest.mark.slow
 
 TOLERANCE = 1e-5
 
 
-@dataclass(frozen=True)
-class Finished:
-    root: Path
-    config: CampaignConfig
-    run_dir: Path
-    reference: Path
-
-
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Finished]:
+def finished(tmp_path_factory: pytest.TempPathFactory) -> FinishedCampaign:
     """The campaign run once to the end, and its in-process reference."""
     root = tmp_path_factory.mktemp("binding")
-    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
-    write_synthetic_dataset(load_config(root / "campaign.toml"))
-    config = load_config(root / "campaign.toml", [
-        'model.mode="bbhnet"', f'bbhnet.injections="{root / "frames" / "synth.json"}"'])
-    export_repository(config, untrained_weights(root / "weights"))
-    make_dag(config, RunDir(root / "run"))
-    run(root / "run")
-    reference, _ = run_reference(config, root / "reference.h5")
-    yield Finished(root, config, root / "run", reference)
+    return finished_campaign(root, ['model.mode="bbhnet"',
+                                   f'bbhnet.injections="{root / "frames" / "synth.json"}"'])
 
 
-def run(run_dir: Path) -> list[str]:
-    """run-local; the nodes it started (servers and FINAL included)."""
-    try:
-        with captured_log() as lines:
-            run_local(RunDir(run_dir))
-    finally:
-        assert processes_mentioning(str(run_dir)) == []
-    return sorted(line.split(":")[0] for line in lines if ": started" in line)
-
-
-def copy_run(finished: Finished, name: str) -> Path:
+def copy_run(finished: FinishedCampaign, name: str) -> Path:
     copy = finished.root / name
     shutil.copytree(finished.run_dir, copy, symlinks=True)
     return copy
@@ -102,13 +79,13 @@ def cli(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str]:
     return code, cli_error(err[-1]) if err else ""
 
 
-def equals_reference(run_dir: Path, finished: Finished) -> None:
+def equals_reference(run_dir: Path, finished: FinishedCampaign) -> None:
     comparison = compare_outputs(run_dir / "output" / "campaign.h5", finished.reference)
     assert comparison.passes(TOLERANCE), comparison.describe()
 
 
 def test_a_stream_setting_edited_in_the_run_config_is_refused_before_any_node_starts(
-    finished: Finished, capsys: pytest.CaptureFixture
+    finished: FinishedCampaign, capsys: pytest.CaptureFixture
 ) -> None:
     run_dir = copy_run(finished, "edited")
     path = run_dir / "campaign.toml"
@@ -159,7 +136,7 @@ def test_a_stream_setting_edited_in_the_run_config_is_refused_before_any_node_st
 
 
 def test_a_damaged_run_record_is_refused_at_once_and_its_advice_restores_the_run(
-    finished: Finished, capsys: pytest.CaptureFixture
+    finished: FinishedCampaign, capsys: pytest.CaptureFixture
 ) -> None:
     run_dir = copy_run(finished, "damaged")
     paths = RunDir(run_dir)
@@ -204,7 +181,7 @@ def test_a_damaged_run_record_is_refused_at_once_and_its_advice_restores_the_run
         assert restored[key] == planned[key], key
     assert {p.name: p.read_bytes() for p in paths.jobs.iterdir()} == jobs  # the same plan
 
-    started = run(run_dir)
+    started, _ = run_local_stopping_all(run_dir)
     assert "client0" not in started and "client1" in started  # only the lost part streamed
     assert paths.part("client0")[0].stat().st_mtime_ns == kept
     assert read_status(paths).output_complete
@@ -212,7 +189,7 @@ def test_a_damaged_run_record_is_refused_at_once_and_its_advice_restores_the_run
 
 
 def test_a_model_repository_exported_again_is_refused_and_nothing_is_mixed(
-    finished: Finished, capsys: pytest.CaptureFixture
+    finished: FinishedCampaign, capsys: pytest.CaptureFixture
 ) -> None:
     run_dir = copy_run(finished, "reexported")
     paths = RunDir(run_dir)

@@ -16,7 +16,6 @@ import pytest
 from gwpy.timeseries import TimeSeries
 
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import RunError
 from offline_iaas.merge.layout import gps_text
 from offline_iaas.merge.output import compare_outputs, read_campaign
@@ -25,7 +24,7 @@ from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
-from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
+from tests.helpers import processes_mentioning, small_campaign
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +35,7 @@ TOLERANCE = 1e-5
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Frames for 64 s of H1/L1 at 256 Hz, shared by the tests of this module."""
     root = tmp_path_factory.mktemp("campaign")
-    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
-    write_synthetic_dataset(load_config(root / "campaign.toml"))
+    small_campaign(root, export=False)
     return root
 
 

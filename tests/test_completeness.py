@@ -22,8 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -32,16 +30,17 @@ from offline_iaas import records
 from offline_iaas.cli import main
 from offline_iaas.completeness import Hashes, part_problem
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.records import CampaignSummary, read_run_info, read_shard_job
-from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
-from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status
-from tests.helpers import SMALL_CAMPAIGN, captured_log, processes_mentioning, untrained_weights
+from tests.helpers import (
+    FinishedCampaign,
+    finished_campaign,
+    run_local_stopping_all,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -50,28 +49,12 @@ OVERRIDES = ['model.mode="bbhnet"', "layout.clients_per_server=6", "merge.shard_
              "deepclean.frame_seconds=16"]
 
 
-@dataclass(frozen=True)
-class Finished:
-    root: Path
-    config: CampaignConfig
-    run_dir: Path
-    reference: Path
-
-
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Finished]:
+def finished(tmp_path_factory: pytest.TempPathFactory) -> FinishedCampaign:
     """The campaign run once to the end, and its in-process reference."""
     root = tmp_path_factory.mktemp("completeness")
-    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
-    write_synthetic_dataset(load_config(root / "campaign.toml"))
-    untrained_weights(root / "weights")
-    config = campaign(root, root / "frames" / "synth.json")
-    export_repository(config, root / "weights")
-    run_dir = root / "run"
-    make_dag(config, RunDir(run_dir))
-    run(run_dir)
-    reference, _ = run_reference(config, root / "reference.h5")
-    yield Finished(root, config, run_dir, reference)
+    return finished_campaign(root, [*OVERRIDES,
+                                    f'bbhnet.injections="{root / "frames" / "synth.json"}"'])
 
 
 def campaign(root: Path, injections: Path) -> CampaignConfig:
@@ -79,17 +62,7 @@ def campaign(root: Path, injections: Path) -> CampaignConfig:
                        [*OVERRIDES, f'bbhnet.injections="{injections}"'])
 
 
-def run(run_dir: Path) -> tuple[list[str], list[str]]:
-    """run-local; the nodes it started (servers and FINAL included), and its log lines."""
-    try:
-        with captured_log() as lines:
-            run_local(RunDir(run_dir))
-    finally:
-        assert processes_mentioning(str(run_dir)) == []
-    return sorted(line.split(":")[0] for line in lines if ": started" in line), lines
-
-
-def copy_of(finished: Finished, name: str, config: CampaignConfig | None = None) -> Path:
+def copy_of(finished: FinishedCampaign, name: str, config: CampaignConfig | None = None) -> Path:
     """A copy of the finished run directory, written again by make-dag (``config``, by
     default the campaign's) so that its submit files name the copy."""
     copy = finished.root / name
@@ -103,7 +76,7 @@ def states(run_dir: Path) -> dict[str, tuple[str, str]]:
 
 
 def test_damaged_parts_show_in_status_and_only_they_and_their_merges_rerun(
-    finished: Finished,
+    finished: FinishedCampaign,
 ) -> None:
     run_dir = copy_of(finished, "damaged")
     paths = RunDir(run_dir)
@@ -141,7 +114,7 @@ def test_damaged_parts_show_in_status_and_only_they_and_their_merges_rerun(
         assert found[shard][1].startswith("made from the old output of client")
     assert all(found[c][0] == "done" for c in set(info.shards) - shards)
 
-    started, lines = run(run_dir)
+    started, lines = run_local_stopping_all(run_dir)
     assert started == sorted({*damaged, *shards, "merge", "final", "server0"})
     assert f"{deleted}: runs again: parts/client0.h5 missing" in lines  # why, in its log
     assert f"{flipped}: runs again: {found[flipped][1]}" in lines
@@ -158,7 +131,7 @@ def bbhnet_summary(path: Path) -> dict:
             "injections": [(i["gps_time"], i["found"]) for i in bbhnet["injections"]]}
 
 
-def test_editing_the_injection_list_reruns_the_merge_nodes_only(finished: Finished) -> None:
+def test_editing_the_injection_list_reruns_the_merge_nodes_only(finished: FinishedCampaign) -> None:
     injections = finished.root / "other-injections.json"
     start = finished.config.data.start
     injections.write_text(json.dumps([
@@ -178,7 +151,7 @@ def test_editing_the_injection_list_reruns_the_merge_nodes_only(finished: Finish
         assert found[node][1].startswith(f"{'merge' if node == 'merge' else 'shard merge'} "
                                          "from another campaign's config (merge hash")
 
-    started, _ = run(run_dir)
+    started, _ = run_local_stopping_all(run_dir)
     assert not [node for node in started if node.startswith("client")]
     assert started == sorted({*info.shards, "merge", "final"})  # no server for merges alone
     summary = records.read(CampaignSummary, RunDir(run_dir).output[1])
@@ -210,7 +183,8 @@ def set_aside_reason(name: str) -> str:
     return f"{name} changed after it was written (checksum mismatch; set aside as {name}.damaged)"
 
 
-def test_bit_rot_in_a_part_reruns_its_client_in_the_same_run_local(finished: Finished) -> None:
+def test_bit_rot_in_a_part_reruns_its_client_in_the_same_run_local(
+        finished: FinishedCampaign) -> None:
     injections = finished.root / "rot-injections.json"
     injections.write_text(json.dumps([{"gps_time": finished.config.data.start + 12.3,
                                        "network_snr": 30.0}]))
@@ -222,7 +196,7 @@ def test_bit_rot_in_a_part_reruns_its_client_in_the_same_run_local(finished: Fin
     flip_keeping_mtime(paths.part(rotten)[0])
     assert states(run_dir)[rotten] == ("done", "")  # plain status: size and mtime as recorded
 
-    started, lines = run(run_dir)  # no file deleted by hand
+    started, lines = run_local_stopping_all(run_dir)  # no file deleted by hand
     assert f"{rotten}: runs again: {set_aside_reason(f'parts/{rotten}.h5')}" in lines
     assert started.count(rotten) == 1 and not [c for c in info.clients
                                                if c != rotten and c in started]
@@ -236,7 +210,7 @@ def test_bit_rot_in_a_part_reruns_its_client_in_the_same_run_local(finished: Fin
 
 
 def test_status_verify_finds_bit_rot_that_plain_status_takes_for_done(
-        finished: Finished, capsys: pytest.CaptureFixture[str]) -> None:
+        finished: FinishedCampaign, capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = copy_of(finished, "verified")
     paths = RunDir(run_dir)
     info = read_run_info(paths)
@@ -257,7 +231,7 @@ def test_status_verify_finds_bit_rot_that_plain_status_takes_for_done(
     # set aside: plain status now sees them too, and run-local reruns them
     after = states(run_dir)
     assert after[rotten] == ("waiting", set_aside_reason(f"parts/{rotten}.h5"))
-    started, _ = run(run_dir)
+    started, _ = run_local_stopping_all(run_dir)
     assert started == sorted({rotten, *near, rotten_shard, "merge", "final", "server0"})
     comparison = compare_outputs(run_dir / "output" / "campaign.h5", finished.reference)
     assert comparison.passes(TOLERANCE), comparison.describe()

@@ -36,6 +36,7 @@ from tests.helpers import (
     captured_log,
     node_complete,
     processes_mentioning,
+    small_campaign,
     untrained_weights,
 )
 
@@ -47,11 +48,7 @@ TOLERANCE = 1e-5
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("disk-full")
-    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
-    config = load_config(root / "campaign.toml")
-    write_synthetic_dataset(config)
-    export_repository(config)
-    run_reference(config, root / "reference.h5")
+    run_reference(small_campaign(root), root / "reference.h5")
     return root
 
 

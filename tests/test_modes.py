@@ -16,7 +16,6 @@ import pytest
 from gwpy.timeseries import TimeSeries
 
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository
@@ -24,12 +23,11 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from tests.helpers import (
-    SMALL_CAMPAIGN,
     WITNESSES,
     captured_log,
     processes_mentioning,
     run_dag,
-    untrained_weights,
+    small_campaign,
 )
 
 pytestmark = pytest.mark.slow
@@ -41,10 +39,7 @@ TOLERANCE = 1e-5
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Frames for 64 s of H1/L1 with two witnesses each, and untrained weights."""
     root = tmp_path_factory.mktemp("modes")
-    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
-    config = load_config(root / "campaign.toml")
-    write_synthetic_dataset(config)
-    untrained_weights(root / "weights")
+    small_campaign(root, export=False, weights=root / "weights")
     return root
 
 

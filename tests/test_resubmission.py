@@ -20,18 +20,16 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, FAKE_ENV
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
-from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status, status_lines
 from tests.apptainer_shim import install_shim
-from tests.helpers import SMALL_CAMPAIGN, captured_log, processes_mentioning
+from tests.helpers import captured_log, processes_mentioning, small_campaign
 
 pytestmark = pytest.mark.slow
 
@@ -62,10 +60,7 @@ class Campaign:
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Frames for 64 s of H1/L1 at 256 Hz and an exported repository, shared by the module."""
     root = tmp_path_factory.mktemp("resubmission")
-    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
-    config = load_config(root / "campaign.toml")
-    write_synthetic_dataset(config)
-    export_repository(config)
+    small_campaign(root)
     return root
 
 

@@ -40,12 +40,10 @@ import pytest
 import requests
 
 from offline_iaas.config import load_config
-from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.rendezvous.addresses import read_address
 from offline_iaas.report import write_report
-from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.crashes import fatal_lines
 from offline_iaas.workflow.make_dag import make_dag
@@ -59,7 +57,7 @@ from tests.faults.test_faults import (
     server_pids,
     wait_for,
 )
-from tests.helpers import SMALL_CAMPAIGN, ServerLogWatch, processes_mentioning
+from tests.helpers import ServerLogWatch, processes_mentioning, small_campaign
 
 pytestmark = pytest.mark.slow
 
@@ -69,10 +67,7 @@ PROBE = Path(__file__).parent / "stop_probe.py"
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("stop")
-    (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
-    config = load_config(root / "campaign.toml")
-    write_synthetic_dataset(config)
-    export_repository(config)
+    small_campaign(root)
     return root
 
 
