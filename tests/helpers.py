@@ -13,7 +13,7 @@ from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.logs import PACKAGE, shown_by
-from offline_iaas.rundir import RunDir, read_json
+from offline_iaas.rundir import RunDir
 
 
 @contextmanager
@@ -279,6 +279,8 @@ class ServerLogWatch:
         return found
 
     def _exits(self, state_path: Path) -> list[str]:
+        from offline_iaas import records
+        from offline_iaas.local_state import LocalState
         from offline_iaas.serve.crashes import service_exits
 
         try:
@@ -289,15 +291,15 @@ class ServerLogWatch:
             return []
         self.states_read[state_path] = mtime
         found = []
-        state = read_json(state_path)
+        state = records.read_optional(LocalState, state_path)
         for node, attempts in service_exits(state).items():
             for attempt in attempts:
-                key = (state_path, node, attempt.get("attempt"), attempt.get("started"))
+                key = (state_path, node, attempt.attempt, attempt.started)
                 if key in self.exits_seen:
                     continue
                 self.exits_seen.add(key)
                 found.append(f"{state_path}: server node {node} exited on its own (attempt "
-                             f"{attempt.get('attempt')}, exit code {attempt.get('exit_code')})"
+                             f"{attempt.attempt}, exit code {attempt.exit_code})"
                              "; run-local restarts such a node")
         return found
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from offline_iaas.local_state import read_local_state
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.crashes import crash_lines, fatal_lines, service_restarts
 from offline_iaas.workflow.status import read_status, status_lines
@@ -106,7 +107,7 @@ def test_a_clean_run_shows_no_crash(tmp_path: Path) -> None:
     run = _run_dir(tmp_path, NORMAL_STOP, [{"attempt": 1, "status": "stopped", "exit_code": 0}])
     assert crash_lines(run, ["server0"]) == []
     assert "server crashes and restarts:" not in status_lines(read_status(run))
-    assert service_restarts(json.loads(run.local_state.read_text())) == {}
+    assert service_restarts(read_local_state(run)) == {}
 
 
 def test_the_watch_reports_each_crash_once_and_a_line_only_once_complete(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
 BASE = {"__init__", "errors", "atomic", "logs", "modes", "config", "config_checks",
         "config_numbers", "full_disk_exit", "stretches", "records", "manifest", "completeness",
-        "binding", "rundir", "hooks", "physics", "sensitivity", "resources", "lifetime"}
+        "binding", "rundir", "hooks", "physics", "sensitivity", "resources", "lifetime",
+        "local_state"}
 TOP = {"cli", "demo"}
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",), ("data",), ("models",), ("repository",), ("rendezvous",), ("serve",),

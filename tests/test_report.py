@@ -29,6 +29,7 @@ from offline_iaas.config import CampaignConfig, load_config, write_config
 from offline_iaas.demo import packaged_config
 from offline_iaas.errors import RunError
 from offline_iaas.lifetime import start_ticks
+from offline_iaas.local_state import LocalState
 from offline_iaas.manifest import Manifest, ManifestShape
 from offline_iaas.records import CampaignSummary, RunInfo, write_client_job
 from offline_iaas.report import plots, write_report
@@ -213,7 +214,7 @@ def test_coverage_colours_each_clients_pieces_by_its_server(tmp_path: Path) -> N
 
 def test_node_timeline_has_one_bar_per_attempt_retries_included() -> None:
     t0 = 1.7e9
-    bars = node_attempts(local_state(t0))
+    bars = node_attempts(records.build(LocalState, local_state(t0)))
     client1 = [b for b in bars if b.row == "client1"]
     assert [(b.group, b.label) for b in client1] == [("failed", "attempt 1"),
                                                       ("done", "attempt 2")]
@@ -229,7 +230,7 @@ def test_node_timeline_without_history_and_while_running() -> None:
                  "history": [{"attempt": 1, "started": _iso(t0 + 1), "ended": _iso(t0 + 7),
                               "status": "failed"}]},
         "waiting": {"status": "pending", "attempts": 0, "started": None, "ended": None}}}
-    bars = node_attempts(state)
+    bars = node_attempts(records.build(LocalState, state))
     assert [(b.row, b.group) for b in bars] == [("old", "done"), ("live", "failed"),
                                                 ("live", "running")]
     assert bars[-1].end == pytest.approx(t0 + 20)  # still running: ends at the update
@@ -246,8 +247,8 @@ def test_node_timeline_shows_a_node_whose_process_is_gone_as_interrupted() -> No
                  "pid": dead.pid, "pid_start": start_ticks(os.getpid())},
         "alive": {"status": "running", "attempts": 1, "started": _iso(t0), "ended": None,
                   "pid": os.getpid(), "pid_start": start_ticks(os.getpid())}}}
-    assert [(b.row, b.group) for b in node_attempts(state)] == [("gone", "interrupted"),
-                                                                ("alive", "running")]
+    bars = node_attempts(records.build(LocalState, state))
+    assert [(b.row, b.group) for b in bars] == [("gone", "interrupted"), ("alive", "running")]
 
 
 def test_monitor_rates_difference_consecutive_polls(tmp_path: Path) -> None:

@@ -221,3 +221,15 @@ def test_a_failed_node_shows_its_error_line(run: Path) -> None:
     assert client0.state == "failed"
     assert client0.detail == ("exit code 3: frame file /data/H-H1-1-32.gwf: the frame library "
                               "crashed (SIGSEGV) reading it (truncated or corrupt?)")
+
+
+def test_a_damaged_run_local_state_is_one_line_naming_the_file_and_the_field(
+        run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    local_state(run, {"client0": {"kind": "JOB", "status": "running", "attempts": "two"}})
+    assert main(["status", str(run)]) == 6
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"offline-iaas status: error: {run}/local-state.json: field "
+                   "nodes.client0.attempts: Input should be a valid integer (a run-local "
+                   "state, schema version 1)"]
+    local_state(run, {"client0": {"kind": "JOB", "status": "running", "attempts": 2}})
+    assert main(["status", str(run)]) == 0  # the control: the same state, well typed

@@ -20,6 +20,7 @@ record              file                            version  written by
 ``ShardSummary``    ``RUN/output/shards/<c>.json``  2        a shard merge
 ``CampaignSummary`` ``RUN/output/campaign.json``    2        the merge (single, or the index)
 ``Manifest``        ``<repository>/manifest.json``  2        export (``manifest.py``)
+``LocalState``      ``RUN/local-state.json``        2        run-local (``local_state.py``)
 ==================  ==============================  =======  ===================================
 
 The values records share are plain frozen dataclasses, validated where they are embedded:

@@ -18,6 +18,7 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.completeness import Hashes, merge_problem, part_problem
 from offline_iaas.config import CampaignConfig, DeepCleanConfig, load_config
 from offline_iaas.errors import RunError
+from offline_iaas.local_state import read_local_state
 from offline_iaas.physics import SECONDS_PER_YEAR
 from offline_iaas.records import (
     CampaignSummary,
@@ -45,7 +46,7 @@ from offline_iaas.report.timeline import (
     monitor_rates,
     node_attempts,
 )
-from offline_iaas.rundir import RunDir, read_json
+from offline_iaas.rundir import RunDir
 from offline_iaas.sensitivity import population_caption, time_caption
 from offline_iaas.serve.crashes import crash_lines
 from offline_iaas.serve.monitor import read_monitor_csv
@@ -363,8 +364,8 @@ def _campaign(run: _Run, section: page.Section) -> None:
                 [[b.path, f"{b.gps_start:.0f}", f"{b.gps_end:.0f}", b.error] for b in bad]))
 
     section.parts.append(page.heading("Node timeline"))
-    state = read_json(run.paths.local_state)
-    bars = node_attempts(state) if isinstance(state, dict) else []
+    state = read_local_state(run.paths)
+    bars = node_attempts(state) if state is not None else []
     if not bars:
         section.parts.append(page.paragraph(
             "No node timeline (RUN/local-state.json is written by run-local only).", "absent"))

@@ -15,6 +15,7 @@ import numpy as np
 from igwn_segments import segment, segmentlist
 
 from offline_iaas.lifetime import is_running
+from offline_iaas.local_state import Attempt, LocalState
 from offline_iaas.records import ClientShare
 
 
@@ -92,7 +93,7 @@ def _time(text: Any) -> float | None:
         return None
 
 
-def node_attempts(state: dict[str, Any]) -> list[Bar]:
+def node_attempts(state: LocalState) -> list[Bar]:
     """Timeline bars from run-local's ``local-state.json``: one per attempt of each node.
 
     Attempts come from each node's ``history``; a node without one (a state file from before
@@ -101,27 +102,24 @@ def node_attempts(state: dict[str, Any]) -> list[Bar]:
     ``interrupted``, as ``status`` shows it. Times are Unix seconds; the row order is the
     file's node order.
     """
-    updated = _time(state.get("updated"))
+    updated = _time(state.updated)
     bars: list[Bar] = []
-    for name, node in (state.get("nodes") or {}).items():
-        history = list(node.get("history") or [])
-        recorded = {h.get("attempt") for h in history}
-        attempts = node.get("attempts") or 0
-        if node.get("started") and attempts not in recorded:  # the attempt under way or last
-            status = node.get("status")
-            pid = node.get("pid")
-            if status == "running" and isinstance(pid, int) and not is_running(
-                    pid, node.get("pid_start")):
+    for name, node in state.nodes.items():
+        history = list(node.history)
+        if node.started and node.attempts not in {h.attempt for h in history}:
+            status = node.status  # the attempt under way or last
+            if status == "running" and node.pid is not None and not is_running(
+                    node.pid, node.pid_start):
                 status = "interrupted"
-            history.append({"attempt": attempts, "started": node.get("started"),
-                            "ended": node.get("ended"), "status": status})
+            history.append(Attempt(attempt=node.attempts, started=node.started,
+                                   ended=node.ended, status=status))
         for item in history:
-            start = _time(item.get("started"))
+            start = _time(item.started)
             if start is None:
                 continue
-            end = _time(item.get("ended")) or updated or start
-            status = str(item.get("status") or "unknown")
-            bars.append(Bar(name, start, max(end, start), status, f"attempt {item.get('attempt')}"))
+            end = _time(item.ended) or updated or start
+            bars.append(Bar(name, start, max(end, start), item.status,
+                            f"attempt {item.attempt}"))
     return bars
 
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from offline_iaas.rundir import RunDir, read_json
+from offline_iaas.local_state import Attempt, LocalState, read_local_state
+from offline_iaas.rundir import RunDir
 
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
 """Signals Triton reports on a normal stop (``Signal (15) received.``)."""
@@ -123,31 +124,19 @@ class ServerCrash:
         return f"{self.node}: {self.process} {died} (see {self.where})"
 
 
-def service_exits(state: Any) -> dict[str, list[dict[str, Any]]]:
+def service_exits(state: LocalState | None) -> dict[str, list[Attempt]]:
     """Per SERVICE node of run-local's state (``local-state.json``), its attempts that ended
-    on their own (``exited``: not stopped by run-local): ``{attempt, exit_code, ...}`` each."""
-    nodes = state.get("nodes") if isinstance(state, dict) else None
-    if not isinstance(nodes, dict):
-        return {}
-    exits = {}
-    for name, node in nodes.items():
-        if not isinstance(node, dict) or node.get("kind") != "SERVICE":
-            continue
-        ended = [h for h in node.get("history") or []
-                 if isinstance(h, dict) and h.get("status") == "exited"]
-        if ended:
-            exits[name] = ended
-    return exits
+    on their own (``exited``: not stopped by run-local)."""
+    services = state.services() if state is not None else {}
+    exits = {name: [h for h in node.history if h.status == "exited"]
+             for name, node in services.items()}
+    return {name: ended for name, ended in exits.items() if ended}
 
 
-def service_restarts(state: Any) -> dict[str, int]:
+def service_restarts(state: LocalState | None) -> dict[str, int]:
     """Per SERVICE node of run-local's state, how often run-local started it again."""
-    nodes = state.get("nodes") if isinstance(state, dict) else None
-    if not isinstance(nodes, dict):
-        return {}
-    return {name: int(node.get("attempts") or 0) - 1 for name, node in nodes.items()
-            if isinstance(node, dict) and node.get("kind") == "SERVICE"
-            and int(node.get("attempts") or 0) > 1}
+    services = state.services() if state is not None else {}
+    return {name: node.attempts - 1 for name, node in services.items() if node.attempts > 1}
 
 
 def exit_words(code: Any) -> str:
@@ -177,16 +166,15 @@ def server_crashes(run: RunDir, servers: list[str]) -> list[ServerCrash]:
         crashes += [ServerCrash(node, fatal.process, fatal.signal,
                                 f"{where} line {fatal.line_number}")
                     for fatal in fatal_lines(text)]
-    state = read_json(run.local_state)
-    for node, attempts in service_exits(state).items():
+    for node, attempts in service_exits(read_local_state(run)).items():
         if node not in servers:
             continue
         for attempt in attempts:
-            code = attempt.get("exit_code")
-            how = signal_name(-code) if isinstance(code, int) and code < 0 else \
+            code = attempt.exit_code
+            how = signal_name(-code) if code is not None and code < 0 else \
                 f"exited with {exit_words(code)}"
             crashes.append(ServerCrash(node, "server node", how,
-                                       f"logs/{node}.err, attempt {attempt.get('attempt')}"))
+                                       f"logs/{node}.err, attempt {attempt.attempt}"))
     return crashes
 
 
@@ -194,7 +182,7 @@ def crash_lines(run: RunDir, servers: list[str]) -> list[str]:
     """What ``status`` and the report say of the server nodes' crashes and restarts: a line
     per crash, then a line per server node run-local restarted; none on a clean run."""
     lines = [crash.describe() for crash in server_crashes(run, servers)]
-    restarts = service_restarts(read_json(run.local_state))
+    restarts = service_restarts(read_local_state(run))
     lines += [f"{node}: restarted {count} time{'s' if count != 1 else ''} by run-local"
               for node, count in restarts.items() if node in servers]
     return lines

@@ -9,13 +9,12 @@ campaign of the same config (``sizing/plan.py``).
 from __future__ import annotations
 
 import datetime
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from offline_iaas import records
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ConfigError
+from offline_iaas.local_state import read_local_state
 from offline_iaas.records import CampaignSummary, PartRecord
 from offline_iaas.rundir import RunDir
 
@@ -92,15 +91,6 @@ def unix_seconds(text: str) -> float:
     return datetime.datetime.fromisoformat(text).timestamp()
 
 
-def _json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: not found (is this a finished run directory?)") from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}: unreadable: {err}") from None
-
-
 def read_pilot(run: RunDir) -> PilotRun:
     """The timings of the finished campaign in ``run``.
 
@@ -111,13 +101,16 @@ def read_pilot(run: RunDir) -> PilotRun:
         their request times (written by an older version).
     """
     config = load_config(run.config)
-    nodes = _json(run.local_state)["nodes"]
-    unfinished = [n for n, s in nodes.items() if not (s.get("started") and s.get("ended"))]
+    state = read_local_state(run)
+    if state is None:
+        raise ConfigError(f"{run.local_state}: not found (is this a finished run directory?)")
+    nodes = state.nodes
+    unfinished = [n for n, s in nodes.items() if not (s.started and s.ended)]
     if unfinished or "merge" not in nodes:
         raise ConfigError(f"{run.path}: not a finished run (nodes without an end: "
                           f"{', '.join(unfinished) or 'merge missing'})")
-    first = min(unix_seconds(s["started"]) for s in nodes.values())
-    last = max(unix_seconds(s["ended"]) for s in nodes.values())
+    first = min(unix_seconds(s.started) for s in nodes.values() if s.started)
+    last = max(unix_seconds(s.ended) for s in nodes.values() if s.ended)
     parts = [records.read(PartRecord, p) for p in sorted(run.parts.glob("*.json"))]
     requests = [p.first_request_unix for p in parts]
     responses = [p.last_response_unix for p in parts]
@@ -130,20 +123,20 @@ def read_pilot(run: RunDir) -> PilotRun:
     shards = summary.shards
     kept = sum(part.share.kept_windows for part in parts)
     merge_node = nodes["merge"]
-    merge_wall = unix_seconds(merge_node["ended"]) - unix_seconds(merge_node["started"])
+    merge_wall = unix_seconds(str(merge_node.ended)) - unix_seconds(str(merge_node.started))
     own = summary.wall_seconds
     if shards:
         setup = summary.shard_setup_seconds
         walls = (summary.shard_wall_seconds.total if summary.shard_wall_seconds else 0.0) - setup
         merge_rate = summary.shard_data_seconds / walls if walls > 0 else 0.0
-        merge_seconds = unix_seconds(merge_node["ended"]) - last_response
+        merge_seconds = unix_seconds(str(merge_node.ended)) - last_response
     else:  # the data it merged: the kept windows, not the gaps
         merged = kept * config.stride_seconds or config.data.duration
         merge_rate = merged / own if own else 0.0
         merge_seconds = own
-    final = nodes.get("final", {})
-    final_seconds = (unix_seconds(final["ended"]) - unix_seconds(final["started"])
-                     if final.get("started") and final.get("ended") else 0.0)
+    final = nodes.get("final")
+    final_seconds = (unix_seconds(final.ended) - unix_seconds(final.started)
+                     if final is not None and final.started and final.ended else 0.0)
     return PilotRun(
         run=run,
         config=config,

@@ -14,7 +14,6 @@ only once a job that uses them is to run (not for merges alone).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -27,6 +26,7 @@ from pathlib import Path
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError, no_space
 from offline_iaas.lifetime import die_with_parent, start_ticks
+from offline_iaas.local_state import local_state_text
 from offline_iaas.rendezvous.job_ads import FAKE_ENV
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.binding import check_binding
@@ -108,7 +108,7 @@ class _Executor:
         }
         try:
             if self.place.here():  # never where the run directory was moved from
-                write_text_atomic(self.paths.local_state, json.dumps(state, indent=2) + "\n")
+                write_text_atomic(self.paths.local_state, local_state_text(state))
         except OSError:
             pass  # the state file is informative; never fail the run on it
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from offline_iaas.errors import RunError
 from offline_iaas.lifetime import stat_fields
+from offline_iaas.local_state import Attempt, NodeRecord
 from offline_iaas.rundir import MERGE_NODE, RunDir, is_shard_node
 from offline_iaas.workflow.dag import DagNode
 from offline_iaas.workflow.emulation import NodeCommand
@@ -192,37 +193,26 @@ class NodeRun:
     deferrals: int = 0
     sandbox: Path | None = None
     sandbox_before: set[str] = field(default_factory=set)
-    history: list[dict[str, Any]] = field(default_factory=list)
-    """Finished attempts: ``{attempt, started, ended, exit_code, status}`` each."""
+    history: list[Attempt] = field(default_factory=list)
+    """Finished attempts."""
 
     def close_attempt(self, status: str, exit_code: int | None = None) -> None:
         """Record the attempt under way as finished with ``status``."""
-        if self.started is None or any(h["attempt"] == self.attempts for h in self.history):
+        if self.started is None or any(h.attempt == self.attempts for h in self.history):
             return
-        self.history.append({
-            "attempt": self.attempts,
-            "started": self.started,
-            "ended": self.ended or now(),
-            "exit_code": self.exit_code if exit_code is None else exit_code,
-            "status": status,
-        })
+        self.history.append(Attempt(
+            attempt=self.attempts, started=self.started, ended=self.ended or now(),
+            exit_code=self.exit_code if exit_code is None else exit_code, status=status))
 
-    def record(self, ticks: dict[int, int | None]) -> dict[str, Any]:
+    def record(self, ticks: dict[int, int | None]) -> NodeRecord:
         """The node in ``local-state.json``; ``ticks``: each started PID's start time
         (``lifetime.start_ticks``), so that ``status`` can tell the process still runs."""
         pid = self.proc.pid if self.proc is not None else None
-        return {
-            "kind": self.node.kind,
-            "status": self.status,
-            "attempts": self.attempts,
-            "retries": self.node.retries,
-            "pid": pid,
-            "pid_start": ticks.get(pid) if pid is not None else None,
-            "exit_code": self.exit_code,
-            "started": self.started,
-            "ended": self.ended,
-            "history": self.history,
-        }
+        return NodeRecord(
+            kind=self.node.kind, status=self.status, attempts=self.attempts,
+            retries=self.node.retries, pid=pid,
+            pid_start=ticks.get(pid) if pid is not None else None, exit_code=self.exit_code,
+            started=self.started, ended=self.ended, history=tuple(self.history))
 
     @property
     def is_service(self) -> bool:

@@ -21,8 +21,9 @@ from offline_iaas import records
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
 from offline_iaas.lifetime import is_running
+from offline_iaas.local_state import LocalState, read_local_state
 from offline_iaas.records import ClientJob, ClientShare, PartRecord, R
-from offline_iaas.rundir import MERGE_NODE, RunDir, read_json
+from offline_iaas.rundir import MERGE_NODE, RunDir
 from offline_iaas.serve.crashes import crash_lines
 from offline_iaas.workflow.binding import check_binding
 from offline_iaas.workflow.completion import not_done
@@ -139,29 +140,25 @@ def _parse_time(text: Any) -> float | None:
         return None
 
 
-def _local_states(state: dict[str, Any]) -> dict[str, NodeState]:
+def _local_states(local: LocalState) -> dict[str, NodeState]:
     out = {}
-    executor = state.get("executor") or {}
-    writer = executor.get("pid")
-    gone = ("run-local did not stop it" if not isinstance(writer, int)
-            or not is_running(writer, executor.get("pid_start"))
-            else f"run-local ({writer}) could not record its end (a full disk?)")
-    for name, node in (state.get("nodes") or {}).items():
-        status = str(node.get("status"))
-        retries = max(0, int(node.get("attempts") or 0) - 1)
+    writer = local.executor
+    gone = ("run-local did not stop it" if writer is None
+            or not is_running(writer.pid, writer.pid_start)
+            else f"run-local ({writer.pid}) could not record its end (a full disk?)")
+    for name, node in local.nodes.items():
         detail = ""
-        if status == "deferred":
+        if node.status == "deferred":
             detail = "PRE script: waiting for its server's address"
-        elif status == "prerun":
+        elif node.status == "prerun":
             detail = "PRE script running"
-        elif node.get("exit_code") not in (None, 0):
-            detail = f"exit code {node.get('exit_code')}"
-        state = _LOCAL_STATES.get(status, status)
-        pid = node.get("pid")
-        if state == "running" and isinstance(pid, int) and not is_running(
-                pid, node.get("pid_start")):  # a stale record: run-local killed, a full disk
-            state, detail = "interrupted", f"its process ({pid}) is gone: {gone}"
-        out[name] = NodeState(name, str(node.get("kind")), state, retries, detail)
+        elif node.exit_code not in (None, 0):
+            detail = f"exit code {node.exit_code}"
+        state = _LOCAL_STATES.get(node.status, node.status)
+        if state == "running" and node.pid is not None and not is_running(
+                node.pid, node.pid_start):  # a stale record: run-local killed, a full disk
+            state, detail = "interrupted", f"its process ({node.pid}) is gone: {gone}"
+        out[name] = NodeState(name, node.kind, state, max(0, node.attempts - 1), detail)
     return out
 
 
@@ -184,9 +181,9 @@ def _dagman_states(text: str) -> dict[str, NodeState]:
     return out
 
 
-def _started(run: RunDir, state: dict[str, Any] | None) -> float | None:
+def _started(run: RunDir, state: LocalState | None) -> float | None:
     if state:
-        times = [_parse_time(n.get("started")) for n in (state.get("nodes") or {}).values()]
+        times = [_parse_time(n.started) for n in state.nodes.values() if n.started]
         times = [t for t in times if t is not None]
         if times:
             return min(times)
@@ -194,13 +191,13 @@ def _started(run: RunDir, state: dict[str, Any] | None) -> float | None:
     return min(logs) if logs else None
 
 
-def _ended(status_file: Path | None, state: dict[str, Any] | None, finished: bool) -> float:
+def _ended(status_file: Path | None, state: LocalState | None, finished: bool) -> float:
     """Now, or when a finished run ended (its last node's end, or the status file's update)."""
     if finished and status_file is not None:
         return status_file.stat().st_mtime
     if finished and state:
-        times = [_parse_time(n.get("ended")) for n in (state.get("nodes") or {}).values()
-                 if n.get("kind") == "JOB"]
+        times = [_parse_time(n.ended) for n in state.nodes.values()
+                 if n.kind == "JOB" and n.ended]
         times = [t for t in times if t is not None]
         if times:
             return max(times)
@@ -217,7 +214,7 @@ def read_status(run: RunDir, verify: bool = False) -> RunStatus:
         raise RunError(f"{run.path} holds no offline.dag (not a run directory)") from None
     check_binding(run)
     local_path, dagman_path = run.local_state, run.dagman_status
-    local = read_json(local_path)
+    local = read_local_state(run)
     use_dagman = dagman_path.exists() and (
         local is None or dagman_path.stat().st_mtime >= local_path.stat().st_mtime
     )

@@ -1,0 +1,96 @@
+"""run-local's state (``RUN/local-state.json``) as a record: each node's status, attempts and
+process, rewritten by ``run-local`` at every change.
+
+It is informative (``status``, the report's node timeline, the crash lines, ``plan
+--from-run``): ``run-local`` decides what to run from the nodes' own records
+(``completeness.py``), never from this file. A state written before it had a version (no
+``schema_version``) is read as it is: the fields then were these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from offline_iaas.records import Record, build, read_optional
+from offline_iaas.rundir import RunDir
+
+_STRICT = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+
+class Attempt(BaseModel):
+    """One finished attempt of a node."""
+
+    model_config = _STRICT
+
+    attempt: int
+    status: str
+    """How it ended: ``done``, ``failed``, ``stopped`` (by run-local), ``exited`` (a SERVICE
+    node that ended on its own), ``interrupted``."""
+    started: str | None = None
+    """ISO time."""
+    ended: str | None = None
+    exit_code: int | None = None
+    """Negative: killed by that signal (``Popen``'s convention)."""
+
+
+class NodeRecord(BaseModel):
+    """A node as run-local last saw it."""
+
+    model_config = _STRICT
+
+    kind: str = "JOB"
+    """``JOB``, ``SERVICE`` or ``FINAL``."""
+    status: str = "pending"
+    """``pending``, ``prerun``, ``deferred``, ``running``, ``done``, ``failed``, ..."""
+    attempts: int = 0
+    retries: int = 0
+    pid: int | None = None
+    """The process of the attempt under way or last."""
+    pid_start: int | None = None
+    """Its start time (``lifetime.start_ticks``): a reused PID is not taken for it."""
+    exit_code: int | None = None
+    started: str | None = None
+    ended: str | None = None
+    history: tuple[Attempt, ...] = ()
+    """Finished attempts, oldest first."""
+
+
+class Executor(BaseModel):
+    """The run-local process that writes the state."""
+
+    model_config = _STRICT
+
+    pid: int
+    pid_start: int | None = None
+
+
+class LocalState(Record):
+    """``RUN/local-state.json``."""
+
+    KIND = "run-local state"
+
+    dag: str = ""
+    updated: str | None = None
+    """ISO time of the last write."""
+    executor: Executor | None = None
+    aborted: tuple[str, int] | None = None
+    """The node and its exit code that aborted the DAG (``ABORT-DAG-ON``), if one did."""
+    nodes: dict[str, NodeRecord] = {}
+    """In the DAG's order."""
+
+    def services(self) -> dict[str, NodeRecord]:
+        """The SERVICE nodes."""
+        return {name: n for name, n in self.nodes.items() if n.kind == "SERVICE"}
+
+
+def read_local_state(run: RunDir) -> LocalState | None:
+    """run-local's state, or None where run-local has not run (``RunError`` naming the file
+    and field where it is damaged)."""
+    return read_optional(LocalState, run.local_state)
+
+
+def local_state_text(fields: dict[str, Any]) -> str:
+    """The document for ``fields`` (checked as strictly as a state read back)."""
+    return build(LocalState, fields).model_dump_json(indent=2) + "\n"
