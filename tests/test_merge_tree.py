@@ -62,8 +62,8 @@ def test_shards_own_every_value_once_inside_their_interval(tmp_path: Path, mode:
                                                            starts: list[int]) -> None:
     config = _config(tmp_path, [*SHARD_OVERRIDES, f'model.mode="{mode}"'])
     stretches = make_stretches(config, SEGMENTS)
-    segments = client_shares(config, stretches)
-    shards = shard_merges(config, stretches, segments)
+    shares = client_shares(config, stretches)
+    shards = shard_merges(config, stretches, shares)
     assert [c.gps_start - START for c in shards] == starts
     rate, dx = config.data.sample_rate, config.stride_seconds
     for stretch in stretches:
@@ -92,15 +92,15 @@ def test_shards_own_every_value_once_inside_their_interval(tmp_path: Path, mode:
 def test_a_shard_reads_the_clients_of_its_interval_and_its_padding_only(tmp_path: Path) -> None:
     config = _config(tmp_path, SHARD_OVERRIDES)
     stretches = make_stretches(config, SEGMENTS)
-    segments = client_shares(config, stretches)
-    shards = shard_merges(config, stretches, segments)
+    shares = client_shares(config, stretches)
+    shards = shard_merges(config, stretches, shares)
     # the band-pass reads the 64 s blocks holding a shard's samples and 16 s more: with 64 s of
     # data every shard reads the whole of each stretch it touches
     pad = 64 + PAD_SECONDS
     for c in shards:
-        owning = {s.node for s in segments for p in s.pieces
+        owning = {s.node for s in shares for p in s.pieces
                   if p.gps_end > c.gps_start and p.gps_start < c.gps_end}
-        near = {s.node for s in segments for p in s.pieces
+        near = {s.node for s in shares for p in s.pieces
                 if p.gps_end > c.gps_start - pad and p.gps_start < c.gps_end + pad}
         assert owning <= set(c.clients) <= near
     assert any(len(c.clients) >= 2 for c in shards)  # a client boundary inside a shard
@@ -140,9 +140,9 @@ def test_shard_merges_are_a_dag_category_with_their_own_maxjobs(tmp_path: Path) 
 
     config = _config(tmp_path, [*SHARD_OVERRIDES, "workflow.max_parallel_merges=2"])
     stretches = make_stretches(config, SEGMENTS)
-    segments = client_shares(config, stretches)
-    shards = shard_merges(config, stretches, segments)
-    dag = parse_dag(dag_text(["server0", "server1"], segments, 2, 0,
+    shares = client_shares(config, stretches)
+    shards = shard_merges(config, stretches, shares)
+    dag = parse_dag(dag_text(["server0", "server1"], shares, 2, 0,
                              shards=[(c.node, c.clients) for c in shards],
                              max_parallel_merges=config.workflow.max_parallel_merges))
     assert dag.maxjobs == {"merges": 2}

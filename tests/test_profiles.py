@@ -90,11 +90,11 @@ def rendered(profile: str) -> dict[str, str]:
     if site.rendezvous == "jobad":
         args = ("prescript", "--run-dir", ".", "--node", "$JOB")
         pre = Script(str(EXECUTABLE), args, DEFER_EXIT, DEFER_SECONDS)
-    segments = client_shares(config)
+    shares = client_shares(config)
     # 4096 s from GPS 1238166018: two shard merges of merge.shard_seconds = 4096 s
-    shards = shard_merges(config, stretches_of(segments), segments)
+    shards = shard_merges(config, stretches_of(shares), shares)
     files["offline.dag"] = dag_text(
-        ["server0", "server1"], segments, config.workflow.retries,
+        ["server0", "server1"], shares, config.workflow.retries,
         config.workflow.max_parallel_clients, fatal_exit=ConfigError.exit_code, final=True,
         client_pre=pre, shards=[(c.node, c.clients) for c in shards], transfer=site.transfer,
         max_parallel_merges=config.workflow.max_parallel_merges,

@@ -117,9 +117,9 @@ def run_demo(
         train_demo(population, weights)
     logger.info(f"demo: exporting the {config.model.mode} repository to {config.model.repository}")
     export_repository(config, weights)
-    segments = make_dag(config, run)
+    shares = make_dag(config, run)
     logger.info(
-        f"demo: wrote {run.dag} ({config.layout.servers} servers, {len(segments)} clients)"
+        f"demo: wrote {run.dag} ({config.layout.servers} servers, {len(shares)} clients)"
     )
     reader().close()  # its CPU so far is make-dag's (counted by neither side)
     cpu = cpu_seconds_so_far()
