@@ -30,12 +30,13 @@ from offline_iaas.data.response_set import ResponseSet, read_response_set, write
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import DataError
 from offline_iaas.merge import reference as reference_module
+from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
-from tests.helpers import SMALL_CAMPAIGN, captured_log, untrained_weights
+from tests.helpers import SMALL_CAMPAIGN, captured_log, run_dag, untrained_weights
 
 TOLERANCE = 1e-7
 """Largest |response set's foreground - lalsimulation's| / max |statistic|, as
@@ -123,6 +124,21 @@ def test_a_response_set_s_foreground_equals_lalsimulation_s_and_one_sample_late_
                         lambda c, s=0.0: late(c, s + 1.0 / FRAME_RATE))
     shifted, _ = run_reference(irs, root / "late.h5")
     assert relative(foreground(shifted), expected) > 10 * TOLERANCE
+
+
+@pytest.mark.slow
+def test_a_campaign_of_two_clients_adds_the_response_set_as_the_reference_does(campaign
+                                                                               ) -> None:
+    """run-local, one server, two clients: each client reads the file's rows itself; the
+    campaign's foreground and summary equal the reference's."""
+    root, config = campaign["root"], campaign["config"]
+    fly = root / "irs.h5"
+    if not fly.exists():
+        run_reference(config(root / "irs.hdf5"), fly)
+    run_dir = run_dag(config(root / "irs.hdf5"), root / "run")
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", fly)
+    assert comparison.problems == [] and comparison.worst <= TOLERANCE
+    assert np.array_equal(foreground(run_dir / "output" / "campaign.h5"), foreground(fly))
 
 
 # ---- aframe's schema, written here with h5py, and aframe's inject -----------------------------
