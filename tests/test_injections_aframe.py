@@ -318,18 +318,21 @@ def test_rejected_draws_of_another_campaign_are_refused(tmp_path: Path) -> None:
 def test_precessing_spins_at_another_reference_frequency_are_flagged_for_aframe(
         tmp_path: Path) -> None:
     """aframe reads the reference frequency from its pipeline's configuration (50 Hz), not
-    from the file: writing spins defined at 25 Hz says so; aligned spins (the same angles at
-    any reference frequency) and a set at 50 Hz do not."""
+    from the file: every write says what to set there; spins defined at 25 Hz are flagged as
+    precessing binaries that differ at 50 Hz; aligned spins (the same angles at any reference
+    frequency) and a set at 50 Hz are not."""
     from tests.helpers import captured_log
 
     original = sample_set(3)  # precessing from the second on, defined at 25 Hz
     with captured_log() as lines:
         write_injection_set(tmp_path / "a.h5", original, layout="aframe")
-    assert any("2 precessing binaries have their spins defined at 25 Hz" in line
-               and "aframe reads no reference frequency from the file" in line
+    assert any("aframe reads the reference frequency from its config, not from this file: "
+               "set reference_frequency = 25 in its [luigi_base]" in line
+               and "2 precessing binaries differ at aframe's default 50 Hz" in line
                for line in lines), lines
     for quiet in (sample_set(1), dataclasses.replace(original, reference_frequency_hz=50.0)):
         with captured_log() as lines:
             write_injection_set(tmp_path / "b.h5", quiet, layout="aframe")
         assert not any("precessing" in line for line in lines), lines
+        assert any("aframe reads the reference frequency" in line for line in lines), lines
 

@@ -213,32 +213,6 @@ def draw_injection_set(
     return injections, drawn
 
 
-def aframe_responses(
-    injections: InjectionSet, drawn: Draw, sample_rate: float,
-) -> tuple[dict[str, np.ndarray], float, float]:
-    """The projected waveforms of an aframe ``InterferometerResponseSet``
-    (``injections_aframe.add_responses``): per detector, ``rows x duration * sample_rate``
-    samples, sample ``k`` of row ``i`` at ``t_i - (duration - right_pad) + k / sample_rate``
-    (``t_i`` the row's geocentre coalescence, on the sample grid), from
-    ``waveforms.detector_strain`` as synth adds it; ``duration`` and ``right_pad`` whole
-    seconds holding every row's waveform with ``MARGIN_SECONDS`` to spare (the delay to a
-    detector included)."""
-    before = max(w.seconds_before for w in drawn.waves)
-    after = max(w.seconds_after for w in drawn.waves)
-    right_pad = float(math.ceil(after + MARGIN_SECONDS))
-    duration = float(math.ceil(before + MARGIN_SECONDS) + right_pad)
-    length = int(round(duration * sample_rate))
-    responses = {}
-    for ifo in injections.ifos:
-        rows = np.zeros((len(drawn.binaries), length))
-        for i, (binary, wave) in enumerate(zip(drawn.binaries, drawn.waves, strict=True)):
-            first, samples = detector_strain(binary, wave, ifo,
-                                             binary.gps_time - (duration - right_pad))
-            rows[i, first : first + len(samples)] = samples
-        responses[ifo] = rows
-    return responses, duration, right_pad
-
-
 def frame_strain_reader(config: CampaignConfig) -> Callable[[str, float, float], np.ndarray]:
     """``read(ifo, lo, hi)``: detector ``ifo``'s strain channel of ``[lo, hi)`` at
     ``data.sample_rate`` from the campaign's frames (``data.frames`` or datafind; the frame

@@ -61,13 +61,9 @@ def add_draw_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_draw(args: argparse.Namespace) -> None:
     from offline_iaas.config import load_config
-    from offline_iaas.data.draw_injections import (
-        aframe_responses,
-        draw_injection_set,
-        frame_strain_reader,
-    )
+    from offline_iaas.data.draw_injections import draw_injection_set, frame_strain_reader
     from offline_iaas.data.injection_file import file_format, write_injection_set
-    from offline_iaas.data.injections_aframe import add_responses
+    from offline_iaas.data.response_set import write_response_set
     from offline_iaas.errors import ConfigError
 
     file_format(args.out)
@@ -83,11 +79,12 @@ def cmd_draw(args: argparse.Namespace) -> None:
     seed = config.synth.seed if args.seed is None else args.seed
     injections, drawn = draw_injection_set(config, interval, snr_min, seed,
                                            frame_strain_reader(config))
-    write_injection_set(args.out, injections, layout=args.layout)
     if args.layout == "aframe" and file_format(args.out) == "hdf5":
-        rate = config.data.sample_rate
-        responses, duration, right_pad = aframe_responses(injections, drawn, rate)
-        add_responses(args.out, responses, rate, duration, right_pad)
+        # aframe's InterferometerResponseSet: at the model's rate, as aframe's files are
+        write_response_set(args.out, injections, config.data.sample_rate, injections.ifos,
+                           drawn.waves)
+    else:
+        write_injection_set(args.out, injections, layout=args.layout)
     attrs = injections.attrs
     logger.info(f"draw-injections: {attrs['injected']} injections ({attrs['drawn']} drawn, "
                 f"{attrs['drawn'] - attrs['injected']} below network SNR {snr_min:g} at "

@@ -31,7 +31,8 @@ else ``AFRAME_REFERENCE_FREQUENCY_HZ`` (aframe's configs). ``ifo_snrs`` becomes 
 against the measured PSD (aframe computes it against a PSD of background data). A file
 without ``injection_time`` (an ``InjectionParameterSet`` alone, such as aframe's
 ``rejected-parameters.hdf5``) has no times to inject at and is refused as the set to inject.
-The ``waveforms`` group is not read: the binaries are generated again with lalsimulation.
+The ``waveforms`` group is not read here: ``data/response_set.py`` reads it for injections
+on the fly; converting, and the merge's counts, read the parameters.
 
 What VT needs (``aframe_population``)
     ``shift``: a row whose shift is not zero was injected by aframe into time-shifted
@@ -52,8 +53,13 @@ Reference frequency
     ``aframe/pipelines/sandbox/configs/base.cfg``: 50 Hz) and passes it to
     ``convert_to_lal_param_set``; no ledger field holds it. A file aframe wrote is therefore
     read at ``AFRAME_REFERENCE_FREQUENCY_HZ`` (or the reader's stand-in, for a pipeline
-    configured otherwise); ``write_aframe`` warns when it writes precessing spins defined at
-    another frequency, since aframe would read their angles at its own.
+    configured otherwise). ``write_aframe`` says in one line where aframe reads it and what to
+    set there (``reference_frequency = X`` in its config's ``[luigi_base]``), a warning when
+    precessing spins are defined at another frequency than aframe's 50 Hz default (aframe
+    would read their angles at its own), and writes it as the attribute
+    ``reference_frequency_hz`` that this project's reader reads. An
+    ``InterferometerResponseSet``'s projected waveforms are injected as they are
+    (``data/response_set.py``): no reference frequency is involved.
 
 ``add_responses`` makes such a file an ``InterferometerResponseSet`` (``waveforms`` and the
 metadata ``sample_rate``, ``duration``, ``right_pad``; ``offline-iaas draw-injections
@@ -176,12 +182,14 @@ def write_aframe(path: Path, injections: InjectionSet) -> None:
     binaries = injections.binaries
     n, f_ref = len(binaries), injections.reference_hz
     precessing = sum(any(getattr(b, name) != 0.0 for name in IN_PLANE) for b in binaries)
-    if precessing and f_ref != AFRAME_REFERENCE_FREQUENCY_HZ:
-        logger.warning(
-            f"{path.name}: {precessing} precessing binaries have their spins defined at "
-            f"{f_ref:g} Hz (attribute reference_frequency_hz); aframe reads no reference "
-            "frequency from the file but its pipeline's reference_frequency (50 Hz in its "
-            f"configs): set it to {f_ref:g} Hz there, or aframe generates other binaries")
+    differs = precessing and f_ref != AFRAME_REFERENCE_FREQUENCY_HZ
+    logger.log(
+        logging.WARNING if differs else logging.INFO,
+        f"{path.name}: aframe reads the reference frequency from its config, not from this "
+        f"file: set reference_frequency = {f_ref:g} in its [luigi_base] (the spins, "
+        f"inclination and phase are defined at {f_ref:g} Hz, attribute reference_frequency_hz"
+        + (f"; {precessing} precessing binaries differ at aframe's default "
+           f"{AFRAME_REFERENCE_FREQUENCY_HZ:g} Hz)" if differs else ")"))
     distance = np.array([b.luminosity_distance for b in binaries], np.float64)
     columns: dict[str, np.ndarray] = {
         "mass_1": np.array([b.mass_1_detector for b in binaries], np.float64),

@@ -8,17 +8,63 @@ time) on the frame grid ``data.start + k / rate``. The samples are added to the 
 frame-rate samples after they are read and before they are resampled to the model rate
 (``data/frames.py``), so the model sees what it sees in frames with the set baked in; the
 frames are never written to. Waveforms are made lazily, once per binary, detector and rate.
+
+Where the projected samples come from is the ``source``: lalsimulation from the set's
+parameters (``LalsimulationSource``), or, when ``bbhnet.injections`` is an aframe
+``InterferometerResponseSet`` (a ``waveforms`` group), the file's projected waveforms read as
+they are and placed as aframe's ``inject`` places them (``data/response_set.py``; its
+parameters are still read, for the times, the shift's refusal and the merge's counts).
+Adding them to the strain is ``OnTheFly.add``, for either.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import numpy as np
 
 from offline_iaas.data.injection_file import read_injection_set
 from offline_iaas.data.injection_set import InjectionSet
+from offline_iaas.data.response_set import check_detectors, read_response_set
 from offline_iaas.data.waveforms import detector_strain, polarizations
+
+UNRECORDED = "unrecorded"
+
+
+class ProjectedSource(Protocol):
+    """Where the projected signals come from: per injection, the GPS extent its samples can
+    touch, and its samples in a detector on a frame grid."""
+
+    def extent(self, index: int, shift_seconds: float = 0.0) -> tuple[float, float]: ...
+
+    def projected(self, index: int, ifo: str, rate: float, grid_gps_start: float,
+                  shift_seconds: float = 0.0) -> tuple[int, np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class LalsimulationSource:
+    """The set's binaries made with lalsimulation and projected as ``synth`` bakes them in."""
+
+    injections: InjectionSet
+
+    def extent(self, index: int, shift_seconds: float = 0.0) -> tuple[float, float]:
+        """A generous GPS extent, to skip the waveform of a binary a read cannot touch."""
+        b = self.injections.binaries[index]
+        t = b.gps_time + shift_seconds
+        return (t - 64.0 - _chirp_seconds(b.mass_1_detector, b.mass_2_detector,
+                                          self.injections.f_lower_hz), t + 8.0)
+
+    def projected(self, index: int, ifo: str, rate: float, grid_gps_start: float,
+                  shift_seconds: float = 0.0) -> tuple[int, np.ndarray]:
+        s = self.injections
+        binary = s.binaries[index]
+        if shift_seconds:
+            binary = replace(binary, gps_time=binary.gps_time + shift_seconds)
+        wave = polarizations(binary, s.approximant, rate, s.f_lower_hz,
+                             s.reference_frequency_hz)
+        return detector_strain(binary, wave, ifo, grid_gps_start)
 
 
 @dataclass
@@ -31,16 +77,16 @@ class OnTheFly:
     """Frame sample ``k`` is at ``grid_gps_start + k / rate`` (``data.start``, as synth's)."""
     shift_seconds: float = 0.0
     """Added to every injection's time (0; tests move the set to fail on purpose)."""
+    source: ProjectedSource | None = None
+    """The projected samples (module docstring); None: ``LalsimulationSource(injections)``."""
     _strain: dict[tuple[int, str, float], tuple[int, np.ndarray]] = field(default_factory=dict)
     _extent: list[tuple[float, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        # a generous GPS extent per binary, to skip the waveform of one a read cannot touch
-        for b in self.injections.binaries:
-            t = b.gps_time + self.shift_seconds
-            self._extent.append((t - 64.0 - _chirp_seconds(b.mass_1_detector, b.mass_2_detector,
-                                                            self.injections.f_lower_hz),
-                                 t + 8.0))
+        if self.source is None:
+            self.source = LalsimulationSource(self.injections)
+        self._extent = [self.source.extent(i, self.shift_seconds)
+                        for i in range(len(self.injections))]
 
     def add(self, channel: str, gps_first: float, rate: float, values: np.ndarray
             ) -> np.ndarray:
@@ -67,14 +113,9 @@ class OnTheFly:
     def _projected(self, index: int, ifo: str, rate: float) -> tuple[int, np.ndarray]:
         key = (index, ifo, rate)
         if key not in self._strain:
-            s = self.injections
-            binary = s.binaries[index]
-            if self.shift_seconds:
-                from dataclasses import replace
-                binary = replace(binary, gps_time=binary.gps_time + self.shift_seconds)
-            wave = polarizations(binary, s.approximant, rate, s.f_lower_hz,
-                                 s.reference_frequency_hz)
-            self._strain[key] = detector_strain(binary, wave, ifo, self.grid_gps_start)
+            assert self.source is not None
+            self._strain[key] = self.source.projected(index, ifo, rate, self.grid_gps_start,
+                                                      self.shift_seconds)
         return self._strain[key]
 
 
@@ -86,8 +127,20 @@ def _chirp_seconds(mass_1: float, mass_2: float, f_lower_hz: float) -> float:
 
 
 def on_the_fly(config, shift_seconds: float = 0.0) -> OnTheFly | None:
-    """The campaign's ``OnTheFly`` (None unless ``bbhnet.inject``)."""
+    """The campaign's ``OnTheFly`` (None unless ``bbhnet.inject``): an aframe
+    ``InterferometerResponseSet``'s own waveforms, else lalsimulation's of the set.
+
+    Raises DataError naming the file when its waveforms lack a strain channel's detector or
+    contradict aframe's schema (``response_set``)."""
     if not config.bbhnet.inject:
         return None
-    return OnTheFly(read_injection_set(config.bbhnet.injections), tuple(config.data.channels),
-                    config.data.start, shift_seconds)
+    path = config.bbhnet.injections
+    channels = tuple(config.data.channels)
+    responses = read_response_set(path)
+    if responses is None:
+        return OnTheFly(read_injection_set(path), channels, config.data.start, shift_seconds)
+    check_detectors(responses, channels)
+    # its parameters give the times (and refuse a non-zero shift); no waveform is made from
+    # them, so the approximant and f_lower stand in as unrecorded where aframe's do not say
+    injections = read_injection_set(path, approximant=UNRECORDED, f_lower_hz=math.nan)
+    return OnTheFly(injections, channels, config.data.start, shift_seconds, responses)

@@ -330,11 +330,16 @@ def check_injections(config: CampaignConfig, stretches: Sequence[tuple[float, fl
     ------
     ConfigError, DataError
         One line naming ``bbhnet.injections``, the file and what is wrong
-        (``data/injection_list.read_campaign_injections``).
+        (``data/injection_list.read_campaign_injections``; with ``bbhnet.inject`` also
+        ``data/onthefly.on_the_fly``: the response set's waveforms and detectors).
     """
     if not config.mode.triggers or config.bbhnet.injections is None:
         return None
     listed = read_campaign_injections(config.bbhnet.injections)
+    if config.bbhnet.inject:  # what the clients add: an InterferometerResponseSet's waveforms
+        from offline_iaas.data.onthefly import on_the_fly
+
+        on_the_fly(config)
     analysed = statistic_spans(config, make_stretches(config, list(stretches)))
     training = (float(training_gps[0]), float(training_gps[1])) if training_gps else None
     places = place_injections([i.gps_time for i in listed.injections], analysed, training)
