@@ -110,7 +110,7 @@ def _foreground_piece(config: CampaignConfig, sessions: dict, frames: list, piec
     requests = request_inputs(config, frames, piece, 0,
                               [n * config.stride_samples for n in sizes], inject)
     runner = mode_stream(config, sessions)
-    rows = [config.outputs.rows("statistic", runner.update(
-        inputs["update"], inputs.get(PSD_UPDATE))["statistic"])
+    rows = [config.outputs.rows(
+                "statistic", runner.update(inputs["update"], inputs.get(PSD_UPDATE))["statistic"])
             for inputs in requests]
     return foreground_rows(config, piece, np.concatenate(rows))
