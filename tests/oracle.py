@@ -393,9 +393,11 @@ def bbhnet_outputs(config: dict, data: np.ndarray, first: int, last: int, kernel
     return statistic, slides
 
 
-def whiten(config: dict, data: np.ndarray, j: int, kernel: int, stride: int) -> np.ndarray:
+def whiten(config: dict, data: np.ndarray, j: int, kernel: int, stride: int,
+           psd_data: np.ndarray | None = None) -> np.ndarray:
     """Window ``j`` of ``data`` [2, samples] whitened by the PSD of the ``psd_seconds``
-    before it (Welch: Hann, half-overlapping ``psd_fftlength`` segments, mean, no detrend),
+    before it in ``psd_data`` (default ``data``; the same samples' times) (Welch: Hann,
+    half-overlapping ``psd_fftlength`` segments, mean, no detrend),
     Tukey-tapered over the ``crop / 2`` samples cut from each end, divided by
     ``sqrt(fs PSD / 2)`` in the frequency domain and band-limited by the raised-cosine band
     scaled to unit power."""
@@ -419,8 +421,9 @@ def whiten(config: dict, data: np.ndarray, j: int, kernel: int, stride: int) -> 
     ramp = np.sin(np.pi / 2 * (np.arange(half) + 0.5) / half) ** 2 if half else []
     taper[:half], taper[kernel - half :] = ramp, ramp[::-1]
     rows = []
+    psd_data = data if psd_data is None else psd_data
     for channel in range(2):
-        before = data[channel, end - kernel - psd_samples : end - kernel]
+        before = psd_data[channel, end - kernel - psd_samples : end - kernel]
         f, psd = signal.welch(before, rate, window="hann", nperseg=segment,
                               noverlap=segment // 2, detrend=False, average="mean")
         asd = np.sqrt(np.interp(freqs, f, psd) * rate / 2)

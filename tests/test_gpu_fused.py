@@ -54,7 +54,9 @@ class _Tensor:
 
 def _backend_utils() -> types.ModuleType:
     module = types.ModuleType("triton_python_backend_utils")
-    module.get_input_tensor_by_name = lambda request, name: _Input(request[name])
+    # as Triton's: None for an optional input the request leaves out (psd_update)
+    module.get_input_tensor_by_name = (
+        lambda request, name: _Input(request[name]) if name in request else None)
     module.Tensor = _Tensor
     module.InferenceResponse = _Response
     module.TritonError = str

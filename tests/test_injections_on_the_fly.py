@@ -206,11 +206,6 @@ def test_inject_is_refused_where_it_is_not_supported_yet(small_config_file: Path
                                         'bbhnet.injections="x.h5"'])
     documented("inject-outside-bbhnet", str(caught.value), {small_config_file: "C"},
                exit_code=ConfigError.exit_code)
-    with pytest.raises(ConfigError, match="bbhnet.whitening = 'fixed'") as caught:
-        load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.inject=true",
-                                        'bbhnet.injections="x.h5"', 'bbhnet.whitening="rolling"'])
-    documented("inject-with-rolling-whitening", str(caught.value), {small_config_file: "C"},
-               exit_code=ConfigError.exit_code)
     with pytest.raises(ConfigError, match="needs bbhnet.injections") as caught:
         load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.inject=true"])
     documented("inject-without-injections", str(caught.value), {small_config_file: "C"},

@@ -213,9 +213,6 @@ def _check_inject(c: CampaignConfig, fail: typing.Callable[[str, str], None]) ->
     if c.model.mode != "bbhnet":
         fail("bbhnet.inject", f"(injections on the fly) needs mode 'bbhnet', not "
              f"{c.model.mode!r} (not yet supported there)")
-    if b.whitening != "fixed":
-        fail("bbhnet.inject", "(injections on the fly) needs bbhnet.whitening = 'fixed' (the "
-             "foreground whitened with the background's rolling PSD is not yet supported)")
     if b.injections is None:
         fail("bbhnet.inject", "needs bbhnet.injections: the set to add on the fly")
     if c.data.on_bad_file != "fail":

@@ -59,8 +59,9 @@ class Manifest(Record):
     """``(slides, samples between them, first window a slide may reach)``; ``(0, 0)``
     without (a repository exported before slides were formed only inside the stretch has
     the first two only, and is refused)."""
-    whitening: str | dict[str, float]
-    """``fixed``, or the rolling whitening's parameters."""
+    whitening: str | dict[str, float | str]
+    """``fixed``, or the rolling whitening's parameters (with ``foreground_psd =
+    "background"`` where a foreground is whitened with the background's PSD)."""
     versions: dict[str, int]
     networks: dict[str, ManifestNetwork]
     training: dict[str, tuple[float, float]] = {}

@@ -29,7 +29,7 @@ from offline_iaas import hooks
 from offline_iaas.binding import read_bound_run
 from offline_iaas.client.balance import claim, start_server
 from offline_iaas.client.part import Holes, PartWriter
-from offline_iaas.client.requests import piece_samples, request_updates
+from offline_iaas.client.requests import request_inputs
 from offline_iaas.client.transport import RequestStream, connect, is_live
 from offline_iaas.completeness import Hashes, part_problem
 from offline_iaas.config import CampaignConfig
@@ -208,15 +208,14 @@ def _stream_once(
                     item.number, item.row + first_row, item.row + done, sizes,
                     config.client.checkpoint_requests * config.model.batch_size, writer,
                 )
-                updates = request_updates(
-                    piece_samples(config, frames, piece, first_row, item.inject),
-                    [n * stride for n in sizes]
-                )
-                for index, update in enumerate(updates):
+                requests = request_inputs(config, frames, piece, first_row,
+                                          [n * stride for n in sizes], item.inject)
+                for index, inputs in enumerate(requests):
                     if times.first_request_unix is None:
                         times.first_request_unix = time.time()
+                    update, more = inputs.pop("update"), {k: v[None] for k, v in inputs.items()}
                     stream.send("update", update[None], f"{key}:{index}", piece.sequence_id,
-                                start=index == 0, end=index == len(sizes) - 1)
+                                start=index == 0, end=index == len(sizes) - 1, more=more)
                     if index == 0 and item.number > len(share.pieces):
                         hooks.reached(run, share.node, "between-foreground")
                     if stream.sent == total_requests // 2:

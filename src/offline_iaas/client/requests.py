@@ -3,8 +3,9 @@ them.
 
 A request of a piece carries ``n * stride`` new samples per channel (``n`` = the batch size, the
 last request of a piece fewer) and yields ``n`` windows; the server-side snapshotter keeps the
-rest of each window. The campaign's client node and the in-process reference
-(``merge/reference.py``) build their updates here, so both send the same samples.
+rest of each window (with the rolling whitening a foreground's requests carry the clean strain
+too, ``request_inputs``). The campaign's client node and the in-process reference
+(``merge/reference.py``) build their requests here, so both send the same samples.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from offline_iaas.data.discovery import FrameFile
 from offline_iaas.data.frames import iter_reads
 from offline_iaas.data.onthefly import OnTheFly
 from offline_iaas.records import Piece
+from offline_iaas.repository.pipeline import PSD_UPDATE, takes_psd_update
 
 
 def piece_samples(
@@ -36,6 +38,23 @@ def piece_samples(
         (piece.stretch_gps_start, piece.stretch_gps_end),
         inject,
     )
+
+
+def request_inputs(
+    config: CampaignConfig, frames: list[FrameFile], piece: Piece, from_window: int,
+    sizes_samples: list[int], inject: OnTheFly | None = None,
+) -> Iterator[dict[str, np.ndarray]]:
+    """Each request's input tensors (no batch axis) of a piece from stream window
+    ``from_window``: ``update``, with the injections added for a foreground piece
+    (``inject``), and for a foreground under the rolling whitening also ``psd_update``, the
+    clean strain at the same times, whose PSD whitens the injected one (``pipeline``)."""
+    updates = request_updates(piece_samples(config, frames, piece, from_window, inject),
+                              sizes_samples)
+    if inject is None or not takes_psd_update(config):
+        return ({"update": update} for update in updates)
+    clean = request_updates(piece_samples(config, frames, piece, from_window), sizes_samples)
+    return ({"update": update, PSD_UPDATE: psd}
+            for update, psd in zip(updates, clean, strict=True))
 
 
 def request_updates(

@@ -201,24 +201,30 @@ class RequestStream:
         self.client.stop_stream(cancel_requests=self.received < self.sent)
 
     def send(self, name: str, values: np.ndarray, request_id: str, sequence_id: int = 0,
-             start: bool = False, end: bool = False) -> None:
-        """Send tensor ``name`` = ``values`` (with its batch axis) as one request."""
+             start: bool = False, end: bool = False,
+             more: dict[str, np.ndarray] | None = None) -> None:
+        """Send tensor ``name`` = ``values`` (with its batch axis), and the tensors of
+        ``more`` (name → values, likewise), as one request."""
         import tritonclient.grpc as grpcclient
 
         while self.sent - self.received >= self.in_flight:
             self.take()
-        data = np.ascontiguousarray(values, np.float32)
-        tensor = grpcclient.InferInput(name, list(data.shape), "FP32")
-        tensor.set_data_from_numpy(data)
+        tensors, nbytes = [], 0
+        for tensor_name, tensor_values in {name: values, **(more or {})}.items():
+            data = np.ascontiguousarray(tensor_values, np.float32)
+            tensor = grpcclient.InferInput(tensor_name, list(data.shape), "FP32")
+            tensor.set_data_from_numpy(data)
+            tensors.append(tensor)
+            nbytes += data.nbytes
         try:
             self.client.async_stream_infer(
-                self.model, [tensor], request_id=request_id, sequence_id=sequence_id,
+                self.model, tensors, request_id=request_id, sequence_id=sequence_id,
                 sequence_start=start, sequence_end=end, outputs=self.requested,
             )
         except grpcclient.InferenceServerException as err:  # the stream is gone
             raise ServerError(f"stream to {self.server} broke: {err}") from None
         self.sent += 1
-        self.tensor_bytes_sent += data.nbytes
+        self.tensor_bytes_sent += nbytes
 
     def take(self) -> None:
         """Wait for one response and hand it on; ServerError on an error, a response

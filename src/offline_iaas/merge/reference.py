@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.client.requests import piece_samples, request_updates
+from offline_iaas.client.requests import piece_samples, request_inputs, request_updates
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.foreground import injection_times, stretch_foreground
@@ -28,7 +28,7 @@ from offline_iaas.merge.foreground import FOREGROUND_COLUMNS, foreground_rows
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.records import Piece
 from offline_iaas.repository.export import check_repository, model_record, network_sessions
-from offline_iaas.repository.pipeline import mode_stream
+from offline_iaas.repository.pipeline import PSD_UPDATE, mode_stream
 from offline_iaas.stretches import make_stretches, request_sizes
 
 
@@ -107,9 +107,10 @@ def _foreground_piece(config: CampaignConfig, sessions: dict, frames: list, piec
                       inject: OnTheFly | None) -> np.ndarray:
     """One foreground piece streamed from a zero state, its kept rows with their times."""
     sizes = request_sizes(piece.windows, config.model.batch_size)
-    updates = request_updates(piece_samples(config, frames, piece, 0, inject),
-                              [n * config.stride_samples for n in sizes])
+    requests = request_inputs(config, frames, piece, 0,
+                              [n * config.stride_samples for n in sizes], inject)
     runner = mode_stream(config, sessions)
-    rows = [config.outputs.rows("statistic", runner.update(update)["statistic"])
-            for update in updates]
+    rows = [config.outputs.rows(
+                "statistic", runner.update(inputs["update"], inputs.get(PSD_UPDATE))["statistic"])
+            for inputs in requests]
     return foreground_rows(config, piece, np.concatenate(rows))

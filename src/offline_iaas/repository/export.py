@@ -233,8 +233,10 @@ def _write_fused(
         "ifos": len(config.ifos),
         "time_shifts": repository_slides(config)[0],
     }
+    optional = (((pipeline.PSD_UPDATE, [len(config.ifos), -1]),)
+                if pipeline.takes_psd_update(config) else ())
     fused = mcfg.fused_config(name, shape, ("update", list(_tensor_dims(config, "update"))),
-                              outputs, params, FLAVOR_DEVICE[flavor])
+                              outputs, params, FLAVOR_DEVICE[flavor], optional)
     model_dir.mkdir(parents=True, exist_ok=True)
     os.replace(staged, model_dir / str(version))
     _write(model_dir / "config.pbtxt", mcfg.to_pbtxt(fused))
@@ -329,14 +331,41 @@ def repository_slides(config: CampaignConfig) -> tuple[int, ...]:
     return (config.bbhnet.slides, config.slide_samples, config.stretch_warmup_windows)
 
 
-def whitening_record(config: CampaignConfig) -> str | dict[str, float]:
+def whitening_record(config: CampaignConfig) -> str | dict[str, float | str]:
     """How BBHnet's windows are whitened: ``fixed`` (the graph's FIR), or the rolling
     whitening's parameters."""
     if not config.rolling_whitening:
         return "fixed"
     b = config.bbhnet
     return {"psd_seconds": b.psd_seconds, "psd_fftlength": b.psd_fftlength,
-            "whitening_crop_seconds": b.whitening_crop_seconds}
+            "whitening_crop_seconds": b.whitening_crop_seconds,
+            **({FOREGROUND_PSD: "background"} if pipeline.takes_psd_update(config) else {})}
+
+
+FOREGROUND_PSD = "foreground_psd"
+"""The whitening record's key for a fused model that whitens a foreground's requests with the
+PSD of their ``psd_update`` (the background's strain); a repository exported without it
+cannot serve injections on the fly with the rolling whitening."""
+
+
+def _whitening_problems(where: str, config: CampaignConfig, found: str | dict) -> list[str]:
+    """The repository's whitening (its manifest's record) against the campaign's: one line
+    when they differ; a repository whose rolling whitening cannot whiten a foreground with
+    the background's PSD (exported before it could) only for a campaign that injects."""
+    wanted = whitening_record(config)
+
+    def params(record: str | dict) -> str | dict:
+        return ({k: v for k, v in record.items() if k != FOREGROUND_PSD}
+                if isinstance(record, dict) else record)
+
+    if params(found) != params(wanted):
+        return [f"{where}: exported with BBHnet whitening {params(found)}, the campaign asks "
+                f"for {params(wanted)} (bbhnet.whitening, psd_seconds, psd_fftlength, "
+                "whitening_crop_seconds): export again"]
+    if config.bbhnet.inject and found != wanted:
+        return [f"{where}: its rolling whitening cannot whiten the foreground of bbhnet.inject "
+                "with the background's PSD (exported by an earlier version): export again"]
+    return []
 
 
 def read_manifest(repo: Path) -> Manifest:
@@ -406,11 +435,7 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
             f"{where}: exported with {slides[0]} time slides of {slides[1]} samples, the campaign "
             f"asks for {wanted[0]} of {wanted[1]} (bbhnet.slides, bbhnet.slide_seconds): "
             "export again")
-    if manifest.whitening != whitening_record(config):
-        problems.append(
-            f"{where}: exported with BBHnet whitening {manifest.whitening}, the campaign asks "
-            f"for {whitening_record(config)} (bbhnet.whitening, psd_seconds, psd_fftlength, "
-            "whitening_crop_seconds): export again")
+    problems += _whitening_problems(where, config, manifest.whitening)
     if manifest.ensemble != config.model.name:
         problems.append(f"{where}: holds model {manifest.ensemble!r}, the campaign "
                         f"calls {config.model.name!r} (model.name)")

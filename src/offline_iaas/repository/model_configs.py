@@ -105,16 +105,20 @@ def fused_config(
     outputs: tuple[tuple[str, list[int]], ...],
     params: dict,
     device: str = "cpu",
+    optional: tuple[tuple[str, list[int]], ...] = (),
 ) -> mc.ModelConfig:
     """The fused model (``backend/fused.py``): a mode's whole chain, one state per sequence.
 
     Sequence batching as the stateful models'; ``shape.instances`` instances (each holds the
     sequences of its own slots, whole, so instances cannot reorder a sequence's steps).
     ``device`` ``cuda`` (the gpu flavor): ``KIND_GPU`` instances (``instances`` on each GPU
-    the server sees), whose networks run on their GPU; the rest is identical.
+    the server sees), whose networks run on their GPU; the rest is identical. ``optional``:
+    inputs a request may leave out (``psd_update``).
     """
     config = _model_config(name, (update,), outputs, backend="python",
                            max_batch_size=shape.max_sequences)
+    for input_name, dims in optional:
+        config.input.add(name=input_name, data_type=mc.TYPE_FP32, dims=dims, optional=True)
     _sequence_batching(config, shape)
     kind = mc.ModelInstanceGroup.KIND_GPU if device == "cuda" else mc.ModelInstanceGroup.KIND_CPU
     config.instance_group.add(count=shape.instances, kind=kind)

@@ -17,6 +17,9 @@ ensemble::
                 (time slides: cleaned ─► timeslides (runs bbhnet's graph) ─► background)
 
 ``update`` is ``[channels, n S]`` of the streamed channels (``CampaignConfig.stream_channels``);
+with the rolling whitening in mode bbhnet a foreground's requests (``bbhnet.inject``) carry
+``psd_update`` too, the clean strain at the same times: the whitening estimates its PSD from it
+and whitens the injected strain with it (the background's PSD, as aframe whitens its injections);
 ``statistic`` is ``[n]``, one per window; ``noise`` is ``[ifos, n S]``, the averaged prediction
 of the strides the request's windows completed (``averaging_delay_windows`` behind them).
 """
@@ -30,6 +33,7 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.physics import WHITENING_HIGH_FRACTION, WHITENING_LOW_HZ, whitening_band
+from offline_iaas.repository.backend.stateful import PSD_UPDATE
 
 CANARY_NETWORK = "deepclean_canary"
 """The canary DeepClean's graph and stage (``deepclean.canary``)."""
@@ -105,7 +109,10 @@ def _bbhnet(config: CampaignConfig, strain: str, snapshot: Stage) -> list[Stage]
     first = snapshot
     if config.rolling_whitening:
         rate = config.data.sample_rate
-        first = Stage("whitening", "whiten", {"update": strain}, {"windows": "white_windows"},
+        # on the streamed strain (mode bbhnet) a foreground's requests may carry the clean
+        # strain, whose PSD whitens them
+        inputs = {"update": strain, **({PSD_UPDATE: PSD_UPDATE} if strain == "update" else {})}
+        first = Stage("whitening", "whiten", inputs, {"windows": "white_windows"},
                        ifos, {"psd_samples": round(b.psd_seconds * rate),
                               "fft_samples": round(b.psd_fftlength * rate),
                               "crop_samples": round(b.whitening_crop_seconds * rate),
@@ -115,6 +122,12 @@ def _bbhnet(config: CampaignConfig, strain: str, snapshot: Stage) -> list[Stage]
     (windows,) = first.outputs.values()
     return [first, Stage("bbhnet", "network", {"windows": windows}, {"statistic": "statistic"}),
             *_time_slides(config, windows)]
+
+
+def takes_psd_update(config: CampaignConfig) -> bool:
+    """Whether the chain takes ``psd_update``: the clean strain a foreground's requests carry
+    beside the injected one, whose PSD whitens them (the rolling whitening, mode bbhnet)."""
+    return any(PSD_UPDATE in stage.inputs.values() for stage in stages(config))
 
 
 def _time_slides(config: CampaignConfig, windows: str) -> list[Stage]:

@@ -7,7 +7,9 @@ Copied verbatim into the model repository as ``<model>/<version>/model.py``, bes
 ``intra_op_threads`` and ``device``: ``cpu`` (the cpu flavor) or ``cuda`` (the gpu flavor: the
 networks on the GPU Triton gave this instance, everything else as on the CPU).
 
-A request carries ``[1, channels, n * stride]`` new samples of one sequence (``direct``
+A request carries ``[1, channels, n * stride]`` new samples of one sequence (with the rolling
+whitening, a foreground's requests also ``psd_update [1, ifos, n * stride]``, an optional input:
+the clean strain whose PSD whitens them) (``direct``
 sequence batching, START/END/CORRID controls) and is answered with every output of the chain
 (``statistic [1, n]``, ``noise [1, ifos, n * stride]``, with time slides ``background
 [1, n * time_shifts]``) in one call: the windows, predictions
@@ -132,8 +134,10 @@ class TritonPythonModel:
             if corrid == 0:  # an idle slot's null request: its response is discarded
                 responses.append(self._response(self._zeros(samples.shape[-1])))
                 continue
+            psd = pb.get_input_tensor_by_name(request, self.stateful.PSD_UPDATE)
             result, error = self.stateful.sequence_step(
-                self.streams, corrid, start, end, now, self._new_stream, samples, "stream")
+                self.streams, corrid, start, end, now, self._new_stream, samples, "stream",
+                None if psd is None else psd.as_numpy()[0])
             if error is not None:
                 responses.append(pb.InferenceResponse(error=pb.TritonError(error)))
                 continue

@@ -15,7 +15,9 @@ on numpy only (``triton_python_backend_utils`` exists only in the server's pytho
     NaN where a slide's second window lies in the stream's warm-up.
 ``whiten`` (fused model only)
     BBHnet's rolling whitening: ``[2, n * stride]`` in, ``[n, 2, kernel - crop]`` windows out,
-    each whitened with the PSD of the data before it (``RollingWhitening``).
+    each whitened with the PSD of the data before it (``RollingWhitening``); a foreground's
+    requests carry the clean strain at the same times too (``psd_update``), whose PSD whitens
+    the injected strain.
 ``average``
     DeepClean's online averaging: ``[1, n, ifos, kernel]`` window predictions in, ``[1, ifos,
     n * stride]`` averaged samples out, ``kernel - stride`` samples behind the windows' ends.
@@ -146,6 +148,10 @@ class TimeSlides:
 class RollingWhitening:
     """Whitens each window of a stream with a PSD estimated from the data just before it.
 
+    The PSD's data are the stream's own, or, for a stream whose requests carry them, the
+    ``psd_update`` samples at the same times (a foreground's clean strain: the injections are
+    whitened with the background's PSD, so a loud one does not whiten itself away).
+
     Window ``j`` (``[(j + 1) S - K, (j + 1) S)``) is whitened with the Welch PSD of the
     ``psd_samples`` before it: Hann-windowed segments of ``fft_samples``, half overlapping,
     periodograms averaged (mean). The window is multiplied by a Tukey taper (rising over the
@@ -169,7 +175,10 @@ class RollingWhitening:
     def __init__(self, channels: int, kernel_samples: int, stride_samples: int,
                  psd_samples: int, fft_samples: int, crop_samples: int, sample_rate: float,
                  band: list) -> None:
-        self.snapshot = SnapshotState(channels, psd_samples + kernel_samples, stride_samples)
+        self.channels = channels
+        self.stride_samples = stride_samples
+        self.snapshot: SnapshotState | None = None
+        """``psd_samples + kernel_samples`` of the stream (and of its ``psd_update``)."""
         self.kernel_samples = kernel_samples
         self.psd_samples = psd_samples
         self.fft_samples = fft_samples
@@ -185,11 +194,22 @@ class RollingWhitening:
         self.band = band / np.sqrt(np.mean(band**2))
         self.taper = tukey(kernel_samples, crop_samples // 2)
 
-    def update(self, samples: np.ndarray) -> np.ndarray:
-        """Append ``samples`` [channels, n S]; return the n whitened windows."""
-        long = self.snapshot.update(samples).astype(np.float64)  # [n, channels, P + K]
-        psd = self.welch(long[..., : self.psd_samples])
-        window = long[..., self.psd_samples :]
+    def update(self, samples: np.ndarray, psd_update: np.ndarray | None = None
+               ) -> np.ndarray:
+        """Append ``samples`` [channels, n S] (and ``psd_update``, the samples at the same
+        times whose PSD whitens them: every request of a stream carries it or none does);
+        return the n whitened windows."""
+        rows = samples if psd_update is None else np.concatenate([samples, psd_update])
+        if self.snapshot is None:
+            self.snapshot = SnapshotState(len(rows), self.psd_samples + self.kernel_samples,
+                                          self.stride_samples)
+        elif len(rows) != self.snapshot.state.shape[0]:
+            raise ValueError("psd_update in some requests of a stream and not in others: a "
+                             "stream's requests carry it in all of them or in none")
+        long = self.snapshot.update(rows).astype(np.float64)  # [n, rows, P + K]
+        # the PSD of the last `channels` rows: psd_update's, or the samples' own
+        psd = self.welch(long[:, -self.channels :, : self.psd_samples])
+        window = long[:, : self.channels, self.psd_samples :]
         asd = np.sqrt(np.stack([[np.interp(self.window_freqs, self.segment_freqs, p)
                                  for p in row] for row in psd]) * self.sample_rate / 2)
         spectrum = np.fft.rfft(window * self.taper, axis=-1)
@@ -307,6 +327,10 @@ def run_graph(session, feeds: dict) -> dict:
     return {n: (v[0] if batched else v) for n, v in zip(names, values, strict=True)}
 
 
+PSD_UPDATE = "psd_update"
+"""The optional request input of the strain whose PSD whitens a foreground (``pipeline``)."""
+
+
 class ModeStream:
     """A campaign mode's whole chain of stages for one stream: ``update`` → its outputs.
 
@@ -347,13 +371,26 @@ class ModeStream:
                 self.states[stage["model"]] = RollingWhitening(
                     stage["channels"], kernel_samples, stride_samples, **stage["params"])
 
-    def update(self, samples: np.ndarray) -> dict:
-        """Feed ``[channels, n S]`` new samples; return ``{output: values}`` (no batch axis)."""
+    def update(self, samples: np.ndarray, psd_update: np.ndarray | None = None) -> dict:
+        """Feed ``[channels, n S]`` new samples; return ``{output: values}`` (no batch axis).
+
+        ``psd_update`` (a foreground with the rolling whitening): the clean strain at the
+        same times, whose PSD the ``whiten`` stage whitens ``samples`` with."""
         tensors = {"update": samples}
+        if psd_update is not None:
+            if not any(PSD_UPDATE in s["inputs"].values() for s in self.stages):
+                raise ValueError(f"{PSD_UPDATE} sent to a chain that takes none (exported "
+                                 "without the rolling whitening, or by another version)")
+            tensors[PSD_UPDATE] = psd_update
         for stage in self.stages:
-            feeds = {name: tensors[source] for name, source in stage["inputs"].items()}
+            feeds = {name: tensors[source] for name, source in stage["inputs"].items()
+                     if source in tensors}
             if stage["kind"] == "network":
                 result = run_graph(self.sessions[stage["model"]], feeds)
+            elif stage["kind"] == "whiten":
+                (name,) = stage["outputs"]
+                result = {name: self.states[stage["model"]].update(
+                    feeds["update"], feeds.get(PSD_UPDATE)).astype(np.float32, copy=False)}
             elif stage["kind"] == "timeslide":
                 (value,) = feeds.values()
                 (name,) = stage["outputs"]
@@ -376,10 +413,12 @@ class ModeStream:
 
 
 def sequence_step(streams: dict, corrid: int, start: bool, end: bool, now: float, new_state,
-                  values: np.ndarray, what: str) -> tuple:
+                  values: np.ndarray, what: str, psd_update: np.ndarray | None = None
+                  ) -> tuple:
     """One request of sequence ``corrid``: a new state on START (``new_state()``), the kept
-    one otherwise; ``update(values)``; the state freed on END. ``streams`` maps a correlation
-    ID to ``(state, last seen)``. Returns ``(result, None)`` or ``(None, error message)``."""
+    one otherwise; ``update(values)`` (``update(values, psd_update)`` with one); the state
+    freed on END. ``streams`` maps a correlation ID to ``(state, last seen)``. Returns
+    ``(result, None)`` or ``(None, error message)``."""
     if start:
         stream = new_state()
     elif corrid in streams:
@@ -388,7 +427,8 @@ def sequence_step(streams: dict, corrid: int, start: bool, end: bool, now: float
         return None, (f"sequence {corrid} has no {what} state on this server (evicted or the "
                       "server restarted): send START again")
     try:
-        result = stream.update(values)
+        result = (stream.update(values) if psd_update is None
+                  else stream.update(values, psd_update))
     except ValueError as err:
         return None, str(err)
     if end:
