@@ -201,8 +201,8 @@ def test_a_client_killed_between_foreground_streams_resumes_and_equals_the_refer
 
 
 def test_inject_is_refused_where_it_is_not_supported_yet(small_config_file: Path) -> None:
-    with pytest.raises(ConfigError, match="bbhnet.inject.*needs mode 'bbhnet'") as caught:
-        load_config(small_config_file, ['model.mode="e2e"', "bbhnet.inject=true",
+    with pytest.raises(ConfigError, match="bbhnet.inject.*needs a BBHnet search") as caught:
+        load_config(small_config_file, ['model.mode="classifier"', "bbhnet.inject=true",
                                         'bbhnet.injections="x.h5"'])
     documented("inject-outside-bbhnet", str(caught.value), {small_config_file: "C"},
                exit_code=ConfigError.exit_code)

@@ -210,9 +210,9 @@ def _check_inject(c: CampaignConfig, fail: typing.Callable[[str, str], None]) ->
     b = c.bbhnet
     if not b.inject:
         return
-    if c.model.mode != "bbhnet":
-        fail("bbhnet.inject", f"(injections on the fly) needs mode 'bbhnet', not "
-             f"{c.model.mode!r} (not yet supported there)")
+    if not c.mode.triggers:
+        fail("bbhnet.inject", f"(injections on the fly) needs a BBHnet search (mode 'bbhnet' or "
+             f"'e2e'), not mode {c.model.mode!r}")
     if b.whitening != "fixed":
         fail("bbhnet.inject", "(injections on the fly) needs bbhnet.whitening = 'fixed' (the "
              "foreground whitened with the background's rolling PSD is not yet supported)")
