@@ -156,3 +156,20 @@ def test_an_e2e_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
         r["found"] for r in reference["bbhnet"]["injections"]]
     assert found["sensitivity"]["at_reach"] == reference["bbhnet"]["sensitivity"]["at_reach"]
     assert "Sensitivity" in RunDir(run_dir).report.read_text()
+
+
+def test_the_e2e_demo_s_search_without_cleaning_injects_the_same_set_into_the_same_frames(
+        tmp_path) -> None:
+    """``offline-iaas demo --set bbhnet.inject=true`` (mode e2e): the campaign and its search
+    without cleaning (``demo._without_cleaning``) read the same clean frames and add the same
+    set with the same slides."""
+    from offline_iaas.demo import demo_config
+
+    cleaned = demo_config(tmp_path, None, ["bbhnet.inject=true"])
+    raw = demo_config(tmp_path, None, ["bbhnet.inject=true",
+                                       f'model.repository="{tmp_path / "raw"}"'], mode="bbhnet")
+    assert cleaned.model.mode == "e2e" and raw.model.mode == "bbhnet"
+    assert cleaned.bbhnet.inject and raw.bbhnet.inject
+    assert cleaned.data.frames == raw.data.frames == tmp_path / "frames-clean"
+    assert cleaned.bbhnet.injections == raw.bbhnet.injections == tmp_path / "frames" / INJECTION_SET
+    assert cleaned.bbhnet.slides == raw.bbhnet.slides > 0
