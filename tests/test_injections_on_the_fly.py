@@ -33,7 +33,13 @@ from offline_iaas.stretches import whole_span
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
-from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, run_dag, untrained_weights
+from tests.helpers import (
+    SMALL_CAMPAIGN,
+    WITNESSES,
+    processes_mentioning,
+    run_dag,
+    untrained_weights,
+)
 from tests.oracle import read_series
 
 TOLERANCE = 1e-7
@@ -201,8 +207,8 @@ def test_a_client_killed_between_foreground_streams_resumes_and_equals_the_refer
 
 
 def test_inject_is_refused_where_it_is_not_supported_yet(small_config_file: Path) -> None:
-    with pytest.raises(ConfigError, match="bbhnet.inject.*needs mode 'bbhnet'") as caught:
-        load_config(small_config_file, ['model.mode="e2e"', "bbhnet.inject=true",
+    with pytest.raises(ConfigError, match="bbhnet.inject.*needs a BBHnet search") as caught:
+        load_config(small_config_file, ['model.mode="classifier"', "bbhnet.inject=true",
                                         'bbhnet.injections="x.h5"'])
     documented("inject-outside-bbhnet", str(caught.value), {small_config_file: "C"},
                exit_code=ConfigError.exit_code)
@@ -215,6 +221,14 @@ def test_inject_is_refused_where_it_is_not_supported_yet(small_config_file: Path
                                         'bbhnet.injections="x.h5"', 'data.on_bad_file="gap"'])
     documented("inject-with-gaps", str(caught.value), {small_config_file: "C"},
                exit_code=ConfigError.exit_code)
+    with pytest.raises(ConfigError, match="in mode 'e2e' needs bbhnet.whitening") as caught:
+        load_config(small_config_file, ['model.mode="e2e"', "bbhnet.inject=true",
+                                        'bbhnet.injections="x.h5"', 'bbhnet.whitening="rolling"',
+                                        f"data.witnesses={WITNESSES}"])
+    documented("inject-e2e-rolling-whitening", str(caught.value), {small_config_file: "C"},
+               exit_code=ConfigError.exit_code)
+    load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.inject=true",
+                                    'bbhnet.injections="x.h5"', 'bbhnet.whitening="rolling"'])
 
 
 def test_the_set_and_its_found_window_join_the_stream_hash_only_when_injected(

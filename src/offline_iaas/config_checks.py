@@ -210,9 +210,13 @@ def _check_inject(c: CampaignConfig, fail: typing.Callable[[str, str], None]) ->
     b = c.bbhnet
     if not b.inject:
         return
-    if c.model.mode != "bbhnet":
-        fail("bbhnet.inject", f"(injections on the fly) needs mode 'bbhnet', not "
-             f"{c.model.mode!r} (not yet supported there)")
+    if not c.mode.triggers:
+        fail("bbhnet.inject", f"(injections on the fly) needs a BBHnet search (mode 'bbhnet' or "
+             f"'e2e'), not mode {c.model.mode!r}")
+    if c.model.mode == "e2e" and b.whitening != "fixed":
+        fail("bbhnet.inject", "(injections on the fly) in mode 'e2e' needs bbhnet.whitening = "
+             "'fixed' (the rolling whitening of the cleaned strain would whiten the foreground "
+             "with its own PSD: not yet supported)")
     if b.injections is None:
         fail("bbhnet.inject", "needs bbhnet.injections: the set to add on the fly")
     if c.data.on_bad_file != "fail":
