@@ -142,6 +142,29 @@ def test_the_reference_s_foreground_equals_the_baked_in_run_and_one_sample_late_
     assert mismatch(foreground_of(shifted), baked) > 10 * TOLERANCE
 
 
+def test_with_time_slides_the_foreground_streams_no_slide_history_and_equals_the_baked_in_run(
+        frames) -> None:
+    """The foreground keeps the zero lag, which no slide's history reaches: with 8 slides of
+    1 s (32 windows of history) its pieces stream the stretch's warm-up only, and still equal
+    the uninterrupted baked-in stream's statistic (whose background has the slides)."""
+    root = frames["root"]
+    slides = ["bbhnet.slides=8", f'model.repository="{root / "repository-slides"}"']
+    baked = load_config(root / "baked.toml", [
+        'model.mode="bbhnet"', f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',
+        f'data.frames="{root / "baked"}"', *slides])
+    clean = load_config(root / "clean.toml", [
+        'model.mode="bbhnet"', f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',
+        f'data.frames="{root / "clean"}"', "bbhnet.inject=true", *slides])
+    export_repository(baked, untrained_weights(root / "weights"))
+    pieces = stretch_foreground(clean, whole_span(clean)[0], injection_times(clean))
+    assert clean.slide_history_windows == 32
+    assert all(p.output_start - p.first_window <= clean.stretch_warmup_windows for p in pieces)
+    assert any(p.first_window > 0 for p in pieces)  # a piece that starts inside the stretch
+    baked_out, _ = run_reference(baked, root / "baked-slides.h5")
+    fly, _ = run_reference(clean, root / "fly-slides.h5")
+    assert mismatch(foreground_of(fly), baked_out) <= TOLERANCE
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("clients", "shard_seconds"), [(1, 4096), (2, 0)])
 def test_a_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
