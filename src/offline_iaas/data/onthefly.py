@@ -32,15 +32,17 @@ class OnTheFly:
     shift_seconds: float = 0.0
     """Added to every injection's time (0; tests move the set to fail on purpose)."""
     _strain: dict[tuple[int, str, float], tuple[int, np.ndarray]] = field(default_factory=dict)
-    _extent: list[tuple[float, float]] = field(default_factory=list)
+    _waves: dict[tuple[int, float], object] = field(default_factory=dict)
+    _extent: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
 
     def __post_init__(self) -> None:
         # a generous GPS extent per binary, to skip the waveform of one a read cannot touch
-        for b in self.injections.binaries:
-            t = b.gps_time + self.shift_seconds
-            self._extent.append((t - 64.0 - _chirp_seconds(b.mass_1_detector, b.mass_2_detector,
-                                                            self.injections.f_lower_hz),
-                                 t + 8.0))
+        # (an array: a read of a month's set looks at every binary's)
+        self._extent = np.array([
+            (b.gps_time + self.shift_seconds - 64.0
+             - _chirp_seconds(b.mass_1_detector, b.mass_2_detector, self.injections.f_lower_hz),
+             b.gps_time + self.shift_seconds + 8.0)
+            for b in self.injections.binaries]).reshape(-1, 2)
 
     def add(self, channel: str, gps_first: float, rate: float, values: np.ndarray
             ) -> np.ndarray:
@@ -54,10 +56,9 @@ class OnTheFly:
         end = first + len(values)
         gps_end = gps_first + len(values) / rate
         out = None
-        for index, (lo, hi) in enumerate(self._extent):
-            if hi <= gps_first or lo >= gps_end:
-                continue
-            start, samples = self._projected(index, ifo, rate)
+        lo, hi = self._extent[:, 0], self._extent[:, 1]
+        for index in np.flatnonzero((hi > gps_first) & (lo < gps_end)):
+            start, samples = self._projected(int(index), ifo, rate)
             a, b = max(first, start), min(end, start + len(samples))
             if a < b:
                 out = values.astype(np.float64) if out is None else out
@@ -72,9 +73,14 @@ class OnTheFly:
             if self.shift_seconds:
                 from dataclasses import replace
                 binary = replace(binary, gps_time=binary.gps_time + self.shift_seconds)
-            wave = polarizations(binary, s.approximant, rate, s.f_lower_hz,
-                                 s.reference_frequency_hz)
-            self._strain[key] = detector_strain(binary, wave, ifo, self.grid_gps_start)
+            if (index, rate) not in self._waves:  # one waveform for every detector
+                self._waves[index, rate] = polarizations(binary, s.approximant, rate,
+                                                         s.f_lower_hz, s.reference_frequency_hz)
+            self._strain[key] = detector_strain(binary, self._waves[index, rate], ifo,
+                                                self.grid_gps_start)
+            if all((index, c.split(":", 1)[0], rate) in self._strain
+                   for c in self.strain_channels):
+                del self._waves[index, rate]  # every detector has its projection
         return self._strain[key]
 
 
