@@ -4,12 +4,14 @@ pieces ``stretches.foreground_pieces`` actually makes for synthetic injection ti
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.sizing.plan import plan_from_bench
 from offline_iaas.stretches import (
     Stretch,
     foreground_pieces,
@@ -78,3 +80,29 @@ def test_a_foreground_piece_streams_no_slide_history(config) -> None:
                                 config.bbhnet.found_seconds)
     assert piece.output_start - piece.first_window == config.stretch_warmup_windows
     assert piece.windows == config.stretch_warmup_windows + 8  # +-1 s at 4 Hz, off the grid
+
+
+def test_plan_counts_the_foreground_s_windows_from_the_set_s_times(
+        small_config_file: Path, tmp_path: Path) -> None:
+    """With ``bbhnet.inject`` a server's data seconds per second are divided by 1 + the
+    foreground's windows over the background's, counted here by hand: 120 injections one per
+    30 s, off the window grid, each 8 found windows (+-1 s at 4 Hz) after 3 of warm-up."""
+    from tests.test_bench import _results
+
+    start = 1262304000
+    listed = tmp_path / "injections.json"
+    listed.write_text(json.dumps([{"gps_time": start + 15.1 + 30 * j, "network_snr": 10.0}
+                                  for j in range(120)]
+                                 + [{"gps_time": start + 4000.1, "network_snr": 10.0}]))
+    base = ['model.mode="bbhnet"', "data.duration=3600", f'bbhnet.injections="{listed}"']
+    results = _results(tmp_path / "results.json", {(128, 2): 50.0}, "bbhnet")
+    plain = plan_from_bench(load_config(small_config_file, base), 2.0, results)
+    injected = plan_from_bench(load_config(small_config_file, [*base, "bbhnet.inject=true"]),
+                               2.0, results)
+    config = load_config(small_config_file, base)
+    kept = 3600 * 4 - config.stretch_warmup_windows
+    extra = 120 * (8 + config.stretch_warmup_windows) / kept  # the one at 4000 s is outside
+    assert plain.per_server_rate / injected.per_server_rate == pytest.approx(1 + extra, 1e-9)
+    assert any(line.startswith(f"foreground: +{extra:.1%} windows for 120 injections")
+               for line in injected.explanation)
+    assert not any(line.startswith("foreground") for line in plain.explanation)
