@@ -106,3 +106,26 @@ def test_plan_counts_the_foreground_s_windows_from_the_set_s_times(
     assert any(line.startswith(f"foreground: +{extra:.1%} windows for 120 injections")
                for line in injected.explanation)
     assert not any(line.startswith("foreground") for line in plain.explanation)
+
+
+@pytest.mark.slow
+def test_the_bench_streams_the_foreground_pieces_and_prints_both_costs(tmp_path: Path) -> None:
+    """``bench.foreground`` on a short span: the foreground streams exactly the pieces of the
+    shares (counted by ``share_foreground``), the background every window of its pieces."""
+    from offline_iaas.bench.foreground import injection_set, markdown, measure_foreground
+    from offline_iaas.bench.workloads import BBHNET
+    from offline_iaas.data.foreground import share_foreground
+    from offline_iaas.stretches import client_shares
+    from tests.helpers import processes_mentioning
+
+    config, costs = measure_foreground(tmp_path, BBHNET, data_seconds=240.0, clients=2)
+    assert processes_mentioning(str(tmp_path)) == []
+    times = [b.gps_time for b in injection_set(config, 30.0).binaries]
+    shares = client_shares(config)
+    background, foreground = costs
+    assert background.windows == sum(p.windows for s in shares for p in s.pieces)
+    assert foreground.windows == sum(p.windows for s in shares
+                                     for p in share_foreground(config, s, times)) > 0
+    assert foreground.run.client_cpu_seconds > 0 and foreground.run.server_cpu_seconds > 0
+    text = markdown(config, costs, BBHNET, 30.0, "test")
+    assert "foreground over background, CPU (clients and server) per analysed second" in text
