@@ -47,11 +47,11 @@ def poisson_times(config: CampaignConfig, rate: float, seed: int) -> np.ndarray:
 @pytest.mark.parametrize("rate", [1 / 30, 1 / 5, 2.0])
 def test_the_foreground_s_expected_windows_match_the_pieces_it_streams(config, rate) -> None:
     counted = counted_windows_per_second(config, poisson_times(config, rate, 7))
-    expected = foreground_windows_per_second(config, rate)
+    expected = foreground_windows_per_second(config, rate, config.bbhnet.found_seconds)
     assert abs(expected / counted - 1) <= TOLERANCE
     stretch = [Stretch(0, config.data.start, config.data.start + SPAN_SECONDS)]
-    assert foreground_windows(config, stretch, list(poisson_times(config, rate, 7))) == round(
-        counted * SPAN_SECONDS)
+    assert foreground_windows(config, stretch, list(poisson_times(config, rate, 7)),
+                              config.bbhnet.found_seconds) == round(counted * SPAN_SECONDS)
     # the negative controls: no merging of nearby injections, or a window more of warm-up
     # per injection, miss the count
     alone = (2 * config.bbhnet.found_seconds / config.stride_seconds
@@ -67,7 +67,8 @@ def test_evenly_spaced_injections_each_stream_their_warm_up_and_found_windows(co
     offset = 0.37 * config.stride_seconds  # off the window grid
     times = config.data.start + offset + np.arange(interval, SPAN_SECONDS - interval, interval)
     counted = counted_windows_per_second(config, times)
-    expected = foreground_windows_per_second(config, 1 / interval, evenly_spaced=True)
+    expected = foreground_windows_per_second(config, 1 / interval, config.bbhnet.found_seconds,
+                                             evenly_spaced=True)
     assert abs(expected / counted - 1) <= 0.001
 
 

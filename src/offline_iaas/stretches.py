@@ -293,29 +293,30 @@ def foreground_pieces(config: CampaignConfig, stretch: Stretch, gps_times: Seque
 
 
 def foreground_windows(config: CampaignConfig, stretches: Sequence[Stretch],
-                       gps_times: Sequence[float]) -> int:
+                       gps_times: Sequence[float], reach_seconds: float) -> int:
     """Windows the foreground streams (``foreground_pieces``' warm-up and found windows,
     merged) over ``stretches`` for the injections at ``gps_times``."""
     return sum(p.windows for s in stretches
-               for p in foreground_pieces(config, s, gps_times, config.bbhnet.found_seconds))
+               for p in foreground_pieces(config, s, gps_times, reach_seconds))
 
 
 def foreground_windows_per_second(config: CampaignConfig, injections_per_second: float,
-                                  evenly_spaced: bool = False) -> float:
+                                  reach_seconds: float, evenly_spaced: bool = False) -> float:
     """Expected windows the foreground streams per analysed second at a rate of injections.
 
-    Each injection streams its found windows, ``F = 2 found_seconds / stride`` on average, after
+    Each injection streams its found windows (those within ``reach_seconds``: the campaign's
+    found window), ``F = 2 reach_seconds / stride`` on average, after
     a warm-up of ``H = stretch_warmup_windows``; one whose found windows meet the previous
     one's extends its piece by the gap ``g`` between them instead (``foreground_pieces``). With
     times at random (a Poisson process of rate ``r``) an injection costs on average
-    ``(F + H) exp(-r L) + (1 - exp(-r L) (1 + r L)) / (r S)`` windows, ``L = 2 found_seconds``,
+    ``(F + H) exp(-r L) + (1 - exp(-r L) (1 + r L)) / (r S)`` windows, ``L = 2 reach_seconds``,
     ``S`` the stride (s); ``evenly_spaced`` ones ``1 / r`` apart, ``F + H`` if ``1 / r > L``
     (else ``1 / (r S)``). The stretches' ends are left out.
     """
     if injections_per_second <= 0:
         return 0.0
     stride = config.stride_seconds
-    reach = 2 * config.bbhnet.found_seconds
+    reach = 2 * reach_seconds
     alone = reach / stride + config.stretch_warmup_windows
     if evenly_spaced:
         interval = 1 / injections_per_second

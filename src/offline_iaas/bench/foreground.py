@@ -202,7 +202,8 @@ def markdown(config: CampaignConfig, costs: list[Cost], load: Workload,
                     f"{c.run.client_cpu_seconds:.1f} | {c.run.server_cpu_seconds:.1f} | "
                     f"{c.other_cpu_seconds:.1f} | {c.run.wall_seconds / analysed:.4f} | "
                     f"{c.cpu_seconds / analysed:.4f} |")
-    expected = foreground_windows_per_second(config, 1 / interval_seconds, evenly_spaced=True)
+    expected = foreground_windows_per_second(config, 1 / interval_seconds,
+                                             config.bbhnet.found_seconds, evenly_spaced=True)
     cpu_ratio = foreground.cpu_seconds / background.cpu_seconds
     return "\n".join([
         "# The foreground's cost beside the background's (injections on the fly)",
