@@ -310,3 +310,29 @@ def test_writing_aframe_s_layout_says_where_aframe_reads_the_reference_frequency
     aframe = tmp_path / "waveforms.hdf5"
     assert read_injection_set(aframe, "IMRPhenomPv2", 20.0).reference_hz == 50.0
     assert read_injection_set(aframe, "IMRPhenomPv2", 20.0, 40.0).reference_hz == 40.0
+
+
+def test_a_read_past_an_injection_drops_its_projection_and_a_read_back_makes_it_again(
+        tmp_path: Path) -> None:
+    """A month's share must not hold every projection it made: reading in 4 s blocks, at most
+    the blocks' own injections are held, and reading a span again after it adds the same."""
+    rng = np.random.default_rng(5)
+    times = [START + 4.0, START + 20.0]
+    rows = {ifo: rng.normal(size=(2, int(DURATION * RATE))) for ifo in ("h1", "l1")}
+    response_file(tmp_path / "waveforms.hdf5", times, rows)
+    whole = placed(tmp_path / "waveforms.hdf5", START, RATE, 32.0)
+    fly = onthefly.OnTheFly(
+        read_injection_set(tmp_path / "waveforms.hdf5", approximant="unrecorded",
+                           f_lower_hz=float("nan")), ("H1:S", "L1:S"), START, 0.0,
+        read_response_set(tmp_path / "waveforms.hdf5"))
+    block = int(4 * RATE)
+    held = []
+    for first in range(0, len(whole[0]), block):
+        gps = START + first / RATE
+        got = fly.add("H1:S", gps, RATE, np.zeros(block))
+        assert np.array_equal(got, whole[0, first:first + block])
+        held.append({k[0] for k in fly._strain})
+    assert {0, 1} - set().union(*held) == set()  # both were made ...
+    assert held[-1] == set()  # ... and neither is held after the read has passed them
+    again = fly.add("H1:S", START, RATE, np.zeros(block))  # a read going back
+    assert np.array_equal(again, whole[0, :block]) and np.any(again != 0)

@@ -52,6 +52,7 @@ from offline_iaas.sizing.feasible import (
     refusal,
     sequence_slots,
 )
+from offline_iaas.sizing.foreground import foreground_work
 from offline_iaas.sizing.pilot import PilotRun, check_same_stream
 
 HEADROOM = 1.25
@@ -169,7 +170,9 @@ def plan_from_bench(
     campaign_work = window_work_per_data_second(
         channels, config.model.inference_rate, config.kernel_samples
     )
-    per_server = measured * bench_work / campaign_work
+    foreground = foreground_work(config)
+    per_server = measured * bench_work / campaign_work / (1 + (foreground.extra
+                                                               if foreground else 0.0))
     data_seconds = config.data.duration
     needed = data_seconds / (target_hours * 3600)
     servers = max(1, math.ceil(needed * HEADROOM / per_server))
@@ -201,6 +204,8 @@ def plan_from_bench(
          f"{config.kernel_samples} x {channels} = {campaign_work:,.0f}; per server "
          f"{measured:,.1f} x {bench_work:,.0f} / {campaign_work:,.0f} = {per_server:,.2f} "
          "data-s/s (assumes the network's cost grows linearly with each)"),
+        *([foreground.line() + f": per server {per_server:,.2f} data-s/s"]
+          if foreground else []),
         f"servers: ceil({needed:,.2f} x headroom {HEADROOM:g} / {per_server:,.2f}) = {servers} "
         "(headroom: server start-up, warm-up windows streamed again per piece, stragglers)",
         f"per server: {instances} instance(s), {clients} client(s), batch size {batch_size} "
@@ -252,7 +257,11 @@ def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) 
     if not target_hours > 0:
         raise ConfigError(f"--target-hours must be positive, got {target_hours}")
     check_same_stream(pilot, config)
-    per_server = pilot.streaming_rate / pilot.servers
+    # the pilot's rate holds for its own foreground: scaled to the campaign's
+    foreground, pilot_foreground = foreground_work(config), foreground_work(pilot.config)
+    scale_foreground = ((1 + (pilot_foreground.extra if pilot_foreground else 0.0))
+                        / (1 + (foreground.extra if foreground else 0.0)))
+    per_server = pilot.streaming_rate / pilot.servers * scale_foreground
     data_seconds = config.data.duration
     needed = data_seconds / (target_hours * 3600)
     servers = max(1, math.ceil(needed * HEADROOM / per_server))
@@ -276,7 +285,10 @@ def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) 
         f"{pilot.streaming_seconds:.1f} s + merge {pilot.merge_seconds:.1f} s + rest "
         f"{pilot.other_seconds:.1f} s",
         f"per server: {pilot.data_seconds:,.0f} / {pilot.streaming_seconds:.1f} s / "
-        f"{pilot.servers} = {per_server:,.2f} data-s/s (the campaign path as it ran)",
+        f"{pilot.servers}" + (f" x {scale_foreground:.3f}" if scale_foreground != 1 else "")
+        + f" = {per_server:,.2f} data-s/s (the campaign path as it ran)",
+        *([foreground.line() + (f"; the pilot's {pilot_foreground.extra:.1%}"
+                                if pilot_foreground else "")] if foreground else []),
         f"needed: {data_seconds:,.0f} data-s / ({target_hours:g} h x 3600 s/h) = "
         f"{needed:,.2f} data-s/s",
         f"servers: ceil({needed:,.2f} x headroom {HEADROOM:g} / {per_server:,.2f}) = {servers}",
