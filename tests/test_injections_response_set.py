@@ -6,7 +6,8 @@ project's layout (lalsimulation makes the waveforms on the fly) and as an
 ``InterferometerResponseSet`` at the frame rate (the waveforms lalsimulation projected, read
 back as they are); the reference's foreground statistic is the same for both (``TOLERANCE``),
 and the response set one frame sample late is not (the negative control). The placement is
-checked against aframe's own ``inject``, copied below from its published source.
+checked against where aframe's own ``inject`` puts each row (its convention, written here
+sample by sample: ``aframe_inject``).
 """
 
 from __future__ import annotations
@@ -146,45 +147,20 @@ def test_a_campaign_of_two_clients_adds_the_response_set_as_the_reference_does(c
 
 def aframe_inject(x: np.ndarray, start: float, times: np.ndarray, waveforms: np.ndarray,
                   sample_rate: float, duration: float, right_pad: float) -> np.ndarray:
-    """``InterferometerResponseSet.inject`` of aframe's ``libs/ledger/ledger/injections.py``
-    at commit 6a45a6e9cef86c4542acb27e3e3b7db65051eb82, its selection and padding kept, its
-    attributes made arguments (``waveforms``: rows x detectors x samples)."""
-    stop = start + x.shape[-1] / sample_rate
-    left_pad = duration - right_pad
-    mask = times >= (start - left_pad)
-    mask &= times <= (stop + right_pad)
-    if not mask.any():
-        return x
-    times = times[mask]
-    waveforms = waveforms[mask]
-    pad = []
-    earliest = (times - left_pad - start).min()
-    if earliest < 0:
-        num_early = -int((earliest * sample_rate) // 1)
-        pad.append(num_early)
-        start += earliest
-    else:
-        pad.append(0)
-    latest = (times + right_pad - stop).max()
-    if latest > 0:
-        pad.append(int(latest * sample_rate))
-    else:
-        pad.append(0)
-    if any(pad):
-        x = np.pad(x, [(0, 0)] + [tuple(pad)])
-    times = times - start
-    waveforms = waveforms.transpose((1, 0, 2))
-    _, num_waveforms, waveform_size = waveforms.shape
-    idx = np.arange(waveform_size) - int(left_pad * sample_rate)
-    idx = np.repeat(idx[None], num_waveforms, axis=0)
-    idx += (times * sample_rate).astype("int64")[:, None]
-    idx = idx.reshape(-1)
-    waveforms = waveforms.reshape(waveforms.shape[0], -1)
-    x[:, idx] += waveforms
-    if any(pad):
-        first, last = pad
-        x = x[:, first : -last or None]
-    return x
+    """Where aframe's ``InterferometerResponseSet.inject`` (``libs/ledger/ledger/
+    injections.py`` at commit 6a45a6e9cef86c4542acb27e3e3b7db65051eb82) puts each row, written
+    here sample by sample from its convention, not from its code: sample ``k`` of row ``i``
+    lands on ``x``'s sample ``int((times[i] - start) * sample_rate) - int((duration -
+    right_pad) * sample_rate) + k`` (truncation: a time between samples goes to the sample
+    before it); samples outside ``x`` are dropped. ``waveforms``: rows x detectors x samples."""
+    out = x.copy()
+    lead = int((duration - right_pad) * sample_rate)
+    for row, time in zip(waveforms, times, strict=True):
+        first = int((time - start) * sample_rate) - lead
+        for k in range(row.shape[-1]):
+            if 0 <= first + k < out.shape[-1]:
+                out[:, first + k] += row[:, k]
+    return out
 
 
 RATE, DURATION, RIGHT_PAD = 512.0, 2.0, 0.5
