@@ -147,7 +147,7 @@ def export_repository(
         ens_dir = repo / config.model.name
         (ens_dir / "1").mkdir(parents=True, exist_ok=True)
         _write(ens_dir / "config.pbtxt", mcfg.to_pbtxt(ensemble_pipeline(config)))
-        models = [stage.model for stage in pipeline.stages(config)] + [config.model.name]
+        models = [*dict.fromkeys(s.model for s in pipeline.stages(config)), config.model.name]
     repo.mkdir(parents=True, exist_ok=True)
     records.write(records.build(Manifest, {
         "ensemble": config.model.name,
@@ -387,7 +387,7 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
     key or the file, and its manifest (None when it has none).
 
     Checked: its mode, channels, sample rate, window and stride, sequence slots against the
-    clients per server, time slides, BBHnet whitening and the model name; with
+    clients per server, time slides, BBHnet whitening, its outputs and the model name; with
     ``load_graphs``, that onnxruntime loads every network graph it serves (a half-copied
     file does not).
     """
@@ -436,6 +436,11 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
             f"asks for {wanted[0]} of {wanted[1]} (bbhnet.slides, bbhnet.slide_seconds): "
             "export again")
     problems += _whitening_problems(where, config, manifest.whitening)
+    missing = [name for name in config.outputs.names if name not in manifest.outputs]
+    if missing:  # e.g. e2e's raw-strain search, served only where exported with bbhnet.inject
+        problems.append(f"{where}: serves {', '.join(manifest.outputs)}, not the "
+                        f"{', '.join(missing)} the campaign's clients request (bbhnet.inject "
+                        "in mode e2e searches the raw strain too): export again")
     if manifest.ensemble != config.model.name:
         problems.append(f"{where}: holds model {manifest.ensemble!r}, the campaign "
                         f"calls {config.model.name!r} (model.name)")
