@@ -29,7 +29,9 @@ from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.frames import read_span
 from offline_iaas.data.synth import INJECTION_SET, write_synthetic_dataset
 from offline_iaas.merge import reference as reference_module
+from offline_iaas.merge.injections import injection_lines
 from offline_iaas.merge.output import compare_outputs
+from offline_iaas.merge.postprocess import physics_lines
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
@@ -165,8 +167,9 @@ def test_an_e2e_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
     output = run_dir / "output" / "campaign.h5"
     comparison = compare_outputs(output, e2e["fly_out"])
     assert comparison.problems == [] and comparison.worst <= TOLERANCE
-    assert {"foreground/statistic", "foreground/time"} <= set(comparison.relative) | set(
-        comparison.time_seconds)
+    compared = set(comparison.relative) | set(comparison.time_seconds)
+    assert {"foreground/statistic", "foreground/time", "foreground/statistic_raw",
+            "triggers_raw/statistic", "background_raw/statistic"} <= compared
     assert mismatch(foreground_of(output), e2e["baked_out"]) <= TOLERANCE
     with h5py.File(run_dir / "parts" / "client0.h5", "r") as f:
         assert "foreground" in f
@@ -176,21 +179,24 @@ def test_an_e2e_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
     assert [r["found"] for r in found["injections"]] == [
         r["found"] for r in reference["bbhnet"]["injections"]]
     assert found["sensitivity"]["at_reach"] == reference["bbhnet"]["sensitivity"]["at_reach"]
-    assert "Sensitivity" in RunDir(run_dir).report.read_text()
+    raw, raw_reference = found["without_cleaning"], reference["bbhnet"]["without_cleaning"]
+    assert [r["found"] for r in raw["injections"]] == [
+        r["found"] for r in raw_reference["injections"]]
+    assert raw["sensitivity"]["at_reach"] == raw_reference["sensitivity"]["at_reach"]
+    report = RunDir(run_dir).report.read_text()
+    assert "Sensitivity" in report and "<h3>Cleaning&#x27;s gain</h3>" in report
+    assert "VT cleaned [Gpc^3 yr]" in report and "VT raw [Gpc^3 yr]" in report
 
 
-def test_the_e2e_demo_s_search_without_cleaning_injects_the_same_set_into_the_same_frames(
-        tmp_path) -> None:
-    """``offline-iaas demo --set bbhnet.inject=true`` (mode e2e): the campaign and its search
-    without cleaning (``demo._without_cleaning``) read the same clean frames and add the same
-    set with the same slides."""
-    from offline_iaas.demo import demo_config
-
-    cleaned = demo_config(tmp_path, None, ["bbhnet.inject=true"])
-    raw = demo_config(tmp_path, None, ["bbhnet.inject=true",
-                                       f'model.repository="{tmp_path / "raw"}"'], mode="bbhnet")
-    assert cleaned.model.mode == "e2e" and raw.model.mode == "bbhnet"
-    assert cleaned.bbhnet.inject and raw.bbhnet.inject
-    assert cleaned.data.frames == raw.data.frames == tmp_path / "frames-clean"
-    assert cleaned.bbhnet.injections == raw.bbhnet.injections == tmp_path / "frames" / INJECTION_SET
-    assert cleaned.bbhnet.slides == raw.bbhnet.slides > 0
+def test_the_summary_lines_give_the_search_with_and_without_cleaning(e2e) -> None:
+    """What the merge and the demo print: the cleaned strain's found/missed and VT, then the
+    raw strain's (``bbhnet.without_cleaning``), each once."""
+    summary = json.loads(e2e["fly_out"].with_suffix(".json").read_text())
+    lines = physics_lines(summary)
+    raw = [line for line in lines if line.startswith("BBHnet without cleaning:")]
+    cleaned = [line for line in lines if line.startswith("BBHnet:")]
+    assert any("found" in line for line in raw) and any("IFAR" in line for line in raw)
+    assert len(raw) == len(injection_lines(summary["bbhnet"]["without_cleaning"]))
+    assert len(cleaned) > len(raw)  # the triggers' and background's lines are the cleaned's
+    del summary["bbhnet"]["without_cleaning"]  # negative control
+    assert not [line for line in physics_lines(summary) if "without cleaning" in line]

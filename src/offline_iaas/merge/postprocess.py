@@ -45,6 +45,7 @@ from offline_iaas.physics import (
     slide_livetime,
     zero_phase_blocks,
 )
+from offline_iaas.records import WITHOUT_CLEANING
 from offline_iaas.stretches import Stretch, first_formed_window, output_x0, statistic_spans
 
 logger = logging.getLogger(__name__)
@@ -347,11 +348,6 @@ def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
     return summary
 
 
-WITHOUT_CLEANING = "without_cleaning"
-"""The ``bbhnet`` summary's record of e2e's search on the raw strain (``statistic_raw``): the
-same numbers as the cleaned strain's, on the same injections and slides."""
-
-
 def _asd_numbers(config: CampaignConfig, training: dict[str, list[float]], variant: _Variant,
                  held_out: dict[str, tuple[float, np.ndarray, np.ndarray]]) -> dict[str, Any]:
     """The cleaned/raw ASD numbers of one variant per interferometer, on held-out data."""
@@ -481,4 +477,7 @@ def physics_lines(summary: dict[str, Any]) -> list[str]:
             f"{bbhnet['time_shifts']} time slides of {bbhnet['shift_seconds']:g} s "
             f"({livetime:.0f} s = {livetime / SECONDS_PER_YEAR:.2g} yr of livetime); loudest "
             f"trigger's IFAR {bbhnet['loudest_ifar_years']:.2g} yr")
-    return lines + injection_lines(bbhnet)
+    lines += injection_lines(bbhnet)
+    raw = bbhnet.get(WITHOUT_CLEANING)  # e2e's same search on the raw strain
+    return lines + [line.replace("BBHnet:", "BBHnet without cleaning:", 1)
+                    for line in injection_lines(raw or {})]
