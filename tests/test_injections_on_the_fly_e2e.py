@@ -28,13 +28,15 @@ from offline_iaas.data import onthefly
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.frames import read_span
 from offline_iaas.data.synth import INJECTION_SET, write_synthetic_dataset
+from offline_iaas.errors import ModelError
 from offline_iaas.merge import reference as reference_module
 from offline_iaas.merge.injections import injection_lines
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.postprocess import physics_lines
 from offline_iaas.merge.reference import run_reference
-from offline_iaas.repository.export import export_repository
+from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
+from tests.error_catalogue import documented
 from tests.helpers import WITNESSES, run_dag, untrained_weights
 from tests.test_injections_on_the_fly import (
     FRAME_RATE,
@@ -186,6 +188,27 @@ def test_an_e2e_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
     report = RunDir(run_dir).report.read_text()
     assert "Sensitivity" in report and "<h3>Cleaning&#x27;s gain</h3>" in report
     assert "VT cleaned [Gpc^3 yr]" in report and "VT raw [Gpc^3 yr]" in report
+
+
+def test_a_repository_without_the_raw_search_is_refused_for_an_e2e_campaign_that_injects(
+        e2e) -> None:
+    """An e2e repository exported without ``bbhnet.inject`` serves no ``statistic_raw``:
+    refused (one line) before a client asks for it; the one exported with it still serves a
+    campaign without injections on the fly (the raw search's outputs are left unrequested)."""
+    root = e2e["root"]
+    plain = load_config(root / "clean.toml", [
+        *(o for o in e2e["overrides"] if o != "bbhnet.inject=true"),
+        f'model.repository="{root / "repository-plain"}"'])
+    export_repository(plain, root / "weights")
+    injecting = load_config(root / "clean.toml", [
+        *e2e["overrides"], f'model.repository="{root / "repository-plain"}"'])
+    with pytest.raises(ModelError, match="statistic_raw, background_raw") as caught:
+        check_repository(injecting)
+    assert str(caught.value).count("\n") == 0
+    documented("repository-without-raw-search", str(caught.value),
+               {root / "repository-plain": "R"}, exit_code=ModelError.exit_code)
+    check_repository(e2e["baked"])  # no inject: served by the repository with the raw search
+    check_repository(e2e["fly"])
 
 
 def test_the_summary_lines_give_the_search_with_and_without_cleaning(e2e) -> None:
