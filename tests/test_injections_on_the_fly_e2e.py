@@ -8,11 +8,13 @@ for ``bbhnet``: one set of (untrained, scaled) weights runs on frames with the s
 ``synth`` and on the same clean frames with the set injected on the fly; the foreground's
 statistic on the cleaned strain equals the baked-in run's at every window it covers
 (``TOLERANCE``), in the reference and in campaigns of two splits, and the set moved by one frame
-sample fails (the negative control: measured 6.9e-6, 69x the tolerance). The search without
-cleaning (mode bbhnet on the same frames, slides and set) counts the same injections through the
-same found/missed and VT code. Measured on a 2-core AMD EPYC shared with three other jobs: 30 s
-for the tests without servers (the fixture's synth, export and references included), 52-77 s for
-each campaign (``slow``).
+sample fails (the negative control: measured 6.9e-6, 69x the tolerance). The campaign also
+searches the raw strain (``statistic_raw``, ``background_raw``; ``bbhnet.without_cleaning``),
+served and streamed like the cleaned search and equal to campaign = reference; checked against
+an independent path, mode bbhnet in process on the same frames, slides and set (the same
+foreground statistic, found/missed and counts; the cleaned statistic differs from it: the
+negative control). Measured on a 2-core AMD EPYC shared with other jobs: the whole module in
+100 s (the two campaigns, ``slow``, included).
 """
 
 from __future__ import annotations
