@@ -35,7 +35,7 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.manifest import Manifest
 from offline_iaas.models.weights import training_spans
-from offline_iaas.modes import MODES
+from offline_iaas.modes import MODES, RAW
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
@@ -387,7 +387,8 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
     key or the file, and its manifest (None when it has none).
 
     Checked: its mode, channels, sample rate, window and stride, sequence slots against the
-    clients per server, time slides, BBHnet whitening, its outputs and the model name; with
+    clients per server, time slides, BBHnet whitening, e2e's raw-strain search and the model
+    name; with
     ``load_graphs``, that onnxruntime loads every network graph it serves (a half-copied
     file does not).
     """
@@ -436,8 +437,10 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
             f"asks for {wanted[0]} of {wanted[1]} (bbhnet.slides, bbhnet.slide_seconds): "
             "export again")
     problems += _whitening_problems(where, config, manifest.whitening)
-    missing = [name for name in config.outputs.names if name not in manifest.outputs]
-    if missing:  # e.g. e2e's raw-strain search, served only where exported with bbhnet.inject
+    # e2e's raw-strain search, served only where exported with bbhnet.inject (the other
+    # outputs follow from the mode, time slides and canary, checked on their own)
+    missing = [n for n in config.outputs.names if n.endswith(RAW) and n not in manifest.outputs]
+    if missing:
         problems.append(f"{where}: serves {', '.join(manifest.outputs)}, not the "
                         f"{', '.join(missing)} the campaign's clients request (bbhnet.inject "
                         "in mode e2e searches the raw strain too): export again")
