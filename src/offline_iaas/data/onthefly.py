@@ -7,7 +7,8 @@ LIGO_LW) is projected onto each detector exactly as ``synth`` bakes it into its 
 time) on the frame grid ``data.start + k / rate``. The samples are added to the strain channel's
 frame-rate samples after they are read and before they are resampled to the model rate
 (``data/frames.py``), so the model sees what it sees in frames with the set baked in; the
-frames are never written to. Waveforms are made lazily, once per binary, detector and rate.
+frames are never written to. Waveforms are made lazily, once per binary and rate (its
+detectors projected together), and dropped once a read has passed them.
 
 Where the projected samples come from is the ``source``: lalsimulation from the set's
 parameters (``LalsimulationSource``), or, when ``bbhnet.injections`` is an aframe
