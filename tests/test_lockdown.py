@@ -274,19 +274,21 @@ def test_requests_without_the_token_are_refused(served: Served, tmp_path: Path) 
 
 
 def _campaign_with_foreign_requests(served: Served, send: Callable[[int], None]) -> float:
-    """Run the campaign's clients and merge; ``send(sequence ID)`` is called while client0 is
-    paused half-way through its stream. Returns the max relative difference to the reference.
+    """Run the campaign's clients and merge; ``send(sequence ID)`` is called while client0
+    waits half-way through its stream. Returns the max relative difference to the reference.
     """
     run_dir = served.run_dir
     for path in [*run_dir.glob("parts/*"), *run_dir.glob("output/*"),
-                 run_dir / "faults-state.json"]:
+                 run_dir / "faults-state.json", run_dir / "barrier"]:
         if path.is_dir():
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
-    # client0 pauses half-way through its stream: its sequence is open on the server then
+    # client0 waits half-way through its stream, its sequence open on the server, until this
+    # test has sent (a barrier of two: client0 and the test; a timed pause could end first on
+    # a loaded machine, and the foreign START then lands after client0's END)
     (run_dir / "faults.json").write_text(json.dumps(
-        {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 5}]}
+        {"client0": [{"point": "mid-stream", "action": "barrier", "count": 2, "seconds": 120}]}
     ))
     clients = {
         node: subprocess.Popen(
@@ -306,6 +308,7 @@ def _campaign_with_foreign_requests(served: Served, send: Callable[[int], None])
         send(_sequence_id(run_dir, "client0"))
         assert clients["client0"].poll() is None, "client0 finished before the foreign requests"
         assert not (run_dir / "parts" / "client0.json").exists()
+        (run_dir / "barrier" / "mid-stream" / "test").touch()  # client0 goes on
         for node, proc in clients.items():
             assert proc.wait(180) == 0, (served.root / f"{node}.log").read_text()
     finally:

@@ -22,6 +22,7 @@ from offline_iaas.errors import ServerError
 from offline_iaas.rendezvous.access import auth_headers, write_token
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.node import stop_process, wait_until_ready
+from offline_iaas.serve.stub_watch import Stub, find_stubs
 from offline_iaas.serve.tritonserver import (
     Ports,
     free_ports,
@@ -72,6 +73,7 @@ def bench_server(repository: Path, run: RunDir, models: list[str]) -> Iterator[B
     log_path = run.logs / "tritonserver.log"
     proc = start_server(cmd, install, log_path)
     server = BenchServer(proc.pid, ports, run)
+    stubs: list[Stub] = []
     try:
         if not wait_until_ready(
             proc, server.url, models, READY_TIMEOUT_SECONDS, threading.Event()
@@ -82,10 +84,11 @@ def bench_server(repository: Path, run: RunDir, models: list[str]) -> Iterator[B
                 f"(see {log_path}): {' | '.join(tail)}"
             )
         server.stub_pids = accounting.children_of(proc.pid)
+        stubs = find_stubs(proc.pid)
         yield server
     finally:
         server.stub_pids = sorted(set(server.stub_pids) | set(accounting.children_of(proc.pid)))
-        stop_process(proc, EXIT_TIMEOUT_SECONDS + 10)
+        stop_process(proc, EXIT_TIMEOUT_SECONDS + 10, stubs)
         _kill_leftovers(server.stub_pids)
 
 
