@@ -86,3 +86,17 @@ def fill(path: Path) -> None:
             except OSError as err:
                 if err.errno != errno.ENOSPC:
                     raise
+
+
+HELD = {"point": "mid-stream", "action": "barrier", "count": 2, "seconds": 120}
+"""A client's fault: it waits mid-stream, its sequence open, until the test calls ``release``
+(a timed pause can end before the test acts on a loaded machine: the client then finishes
+untouched)."""
+
+
+def release(run_dir: Path, point: str = "mid-stream") -> None:
+    """Let the client held at ``point`` (``HELD``) go on: the test is the barrier's second
+    arrival."""
+    arrived = run_dir / "barrier" / point
+    arrived.mkdir(parents=True, exist_ok=True)
+    (arrived / "test").touch()

@@ -29,6 +29,7 @@ from offline_iaas.serve.tritonserver import free_ports
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status
+from tests.faults.inject import HELD, release
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
 
 pytestmark = pytest.mark.slow
@@ -101,14 +102,16 @@ def run_with_stopped_server(run_dir: Path, server: str, client: str,
                             until: Callable[[], bool], what: str, seconds: float = 60,
                             resume: bool = True) -> str:
     """run-local, with ``server``'s tritonserver SIGSTOPped (it hangs: listens, never answers)
-    from ``client``'s mid-stream pause until ``until()``; then it goes on to the end, the
-    server running again (``resume``) or still stopped. Returns run-local's output."""
+    while ``client`` is held mid-stream (``HELD``), then released, until ``until()``; then it
+    goes on to the end, the server running again (``resume``) or still stopped. Returns
+    run-local's output."""
     run = RunLocal(run_dir)
     stopped = None
     try:
-        wait_for(lambda: fault_fired(run_dir, f"{client}:0"), 60, f"{client} to pause")
+        wait_for(lambda: fault_fired(run_dir, f"{client}:0"), 60, f"{client} to be held")
         _, stopped = server_pids(run_dir, server)
         os.kill(stopped, signal.SIGSTOP)
+        release(run_dir)
         wait_for(until, seconds, what)
         if resume:
             os.kill(stopped, signal.SIGCONT)
@@ -155,13 +158,14 @@ def test_client_killed_mid_share_resumes_from_its_checkpoint(dataset) -> None:
 
 @pytest.mark.server_exits  # the test kills server nodes
 def test_server_killed_mid_campaign_is_replaced_and_clients_reprime(dataset) -> None:
-    faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 4}]}
+    faults = {"client0": [HELD]}
     _, run_dir = prepare(dataset, "server-killed", [], faults)
     run = RunLocal(run_dir)
     try:
-        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to pause")
+        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to be held")
         serve_pid, _ = server_pids(run_dir)
         os.kill(serve_pid, signal.SIGKILL)
+        release(run_dir)
         run.finish()
     finally:
         run.kill()
@@ -186,7 +190,7 @@ def test_idle_evicted_sequence_is_reprimed(dataset) -> None:
 
 
 def test_stopped_server_fails_clients_clearly_then_retry_succeeds(dataset) -> None:
-    faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 2}]}
+    faults = {"client0": [HELD]}
     _, run_dir = prepare(
         dataset,
         "stopped",
@@ -293,15 +297,16 @@ def ended_on(run_dir: Path) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.server_exits  # the test kills server nodes
 def test_clients_of_a_killed_server_never_restarted_finish_on_the_other(dataset) -> None:
-    faults = {"client1": [{"point": "mid-stream", "action": "pause", "seconds": 3}]}
+    faults = {"client1": [HELD]}
     # workflow.retries = 0: the SERVICE node is not restarted (its max_retries exhausted)
     _, run_dir = prepare(dataset, "killed-for-good", [*TWO_SERVERS, "workflow.retries=0"],
                          faults)
     run = RunLocal(run_dir)
     try:
-        wait_for(lambda: fault_fired(run_dir, "client1:0"), 60, "client1 to pause")
+        wait_for(lambda: fault_fired(run_dir, "client1:0"), 60, "client1 to be held")
         serve_pid, _ = server_pids(run_dir, "server1")
         os.kill(serve_pid, signal.SIGKILL)
+        release(run_dir)
         output = run.finish()
     finally:
         run.kill()
@@ -315,7 +320,7 @@ def test_clients_of_a_killed_server_never_restarted_finish_on_the_other(dataset)
 
 
 def test_clients_of_a_stopped_server_move_on_after_the_deadline(dataset) -> None:
-    faults = {"client1": [{"point": "mid-stream", "action": "pause", "seconds": 3}]}
+    faults = {"client1": [HELD]}
     _, run_dir = prepare(dataset, "sigstopped", TWO_SERVERS, faults)
     # server1's tritonserver stays stopped to the end: stopping it must not wait for the
     # SIGKILL (a stopped process acts on SIGTERM only once continued: SIGCONT follows)
