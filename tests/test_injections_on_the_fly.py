@@ -38,6 +38,7 @@ from offline_iaas.stretches import client_shares, whole_span
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
+from tests.faults.inject import HELD, release
 from tests.faults.test_faults import FAST_FAILURE, RunLocal, fault_fired, wait_for
 from tests.helpers import (
     SMALL_CAMPAIGN,
@@ -324,7 +325,7 @@ def _denser_set(source: Path, target: Path, gps_times: list[float]) -> Path:
 def test_a_server_killed_while_a_client_streams_its_foreground_fails_over_and_equals_the_reference(
         frames) -> None:
     """Two servers, one client each; client1 has three foreground pieces (the set has two
-    binaries more in its share). While it pauses after its second foreground stream's first
+    binaries more in its share). While it is held after its second foreground stream's first
     request, server1's node is SIGKILLed (by PID) and never restarted: client1 moves to
     server0, resumes its checkpoints there, and the campaign, its ``foreground`` table
     included, equals the in-process reference."""
@@ -342,12 +343,13 @@ def test_a_server_killed_while_a_client_streams_its_foreground_fails_over_and_eq
     run = RunDir(root / "failover")
     make_dag(config, run)
     (run.path / "faults.json").write_text(json.dumps(
-        {"client1": [{"point": "between-foreground", "action": "pause", "seconds": 4}]}))
+        {"client1": [{**HELD, "point": "between-foreground"}]}))
     local = RunLocal(run.path)
     try:
         wait_for(lambda: fault_fired(run.path, "client1:0"), 120, "client1's foreground")
         serve_pid = json.loads((run.path / "servers" / "server1.json").read_text())["pid"]
         os.kill(serve_pid, signal.SIGKILL)
+        release(run.path, "between-foreground")
         output = local.finish(240)
     finally:
         local.kill()
