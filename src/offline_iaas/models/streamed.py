@@ -44,7 +44,7 @@ Run = Callable[[torch.Tensor], torch.Tensor]
 
 @dataclass(frozen=True)
 class Conv:
-    """Geometry of one ``Conv1d``: its output ``q`` reads input ``stride * q - padding + [0, taps)``.
+    """One ``Conv1d``'s geometry: output ``q`` reads input ``stride * q - padding + [0, taps)``.
 
     ``macs_per_output``: multiply-accumulates per output position (all output channels).
     """
