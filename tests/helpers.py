@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,6 +153,12 @@ def finished_campaign(root: Path, overrides: list[str]) -> FinishedCampaign:
     run_local_stopping_all(root / "run")
     reference, _ = run_reference(config, root / "reference.h5")
     return FinishedCampaign(root, config, root / "run", reference)
+
+
+def sighup_as(action: signal.Handlers) -> Callable[[], None]:
+    """A ``preexec_fn`` that starts a child with SIGHUP's disposition ``action`` (a child
+    inherits an ignored SIGHUP: a suite run under ``nohup`` would pass it on)."""
+    return lambda: signal.signal(signal.SIGHUP, action)
 
 
 def processes_mentioning(text: str) -> list[str]:

@@ -11,6 +11,9 @@ campaigns of two splits, and the set moved by one frame sample fails (the negati
 from __future__ import annotations
 
 import json
+import os
+import signal
+from dataclasses import replace
 from pathlib import Path
 
 import h5py
@@ -20,19 +23,22 @@ import pytest
 from offline_iaas.config import load_config
 from offline_iaas.data import onthefly
 from offline_iaas.data.discovery import discover_frames
-from offline_iaas.data.foreground import injection_times, stretch_foreground
+from offline_iaas.data.foreground import injection_times, share_foreground, stretch_foreground
 from offline_iaas.data.frames import read_span
+from offline_iaas.data.injection_file import read_injection_set, write_injection_set
 from offline_iaas.data.synth import INJECTION_SET, write_synthetic_dataset
+from offline_iaas.data.waveforms import arrival_time
 from offline_iaas.errors import ConfigError
 from offline_iaas.merge import reference as reference_module
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
-from offline_iaas.stretches import whole_span
+from offline_iaas.stretches import client_shares, whole_span
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
+from tests.faults.test_faults import FAST_FAILURE, RunLocal, fault_fired, wait_for
 from tests.helpers import (
     SMALL_CAMPAIGN,
     WITNESSES,
@@ -146,6 +152,29 @@ def test_the_reference_s_foreground_equals_the_baked_in_run_and_one_sample_late_
     monkeypatch.setattr(reference_module, "on_the_fly", one_sample_late)
     shifted, _ = run_reference(frames["clean"], root / "late.h5")
     assert mismatch(foreground_of(shifted), baked) > 10 * TOLERANCE
+
+
+def test_with_time_slides_the_foreground_streams_no_slide_history_and_equals_the_baked_in_run(
+        frames) -> None:
+    """The foreground keeps the zero lag, which no slide's history reaches: with 8 slides of
+    1 s (32 windows of history) its pieces stream the stretch's warm-up only, and still equal
+    the uninterrupted baked-in stream's statistic (whose background has the slides)."""
+    root = frames["root"]
+    slides = ["bbhnet.slides=8", f'model.repository="{root / "repository-slides"}"']
+    baked = load_config(root / "baked.toml", [
+        'model.mode="bbhnet"', f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',
+        f'data.frames="{root / "baked"}"', *slides])
+    clean = load_config(root / "clean.toml", [
+        'model.mode="bbhnet"', f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',
+        f'data.frames="{root / "clean"}"', "bbhnet.inject=true", *slides])
+    export_repository(baked, untrained_weights(root / "weights"))
+    pieces = stretch_foreground(clean, whole_span(clean)[0], injection_times(clean))
+    assert clean.slide_history_windows == 32
+    assert all(p.output_start - p.first_window <= clean.stretch_warmup_windows for p in pieces)
+    assert any(p.first_window > 0 for p in pieces)  # a piece that starts inside the stretch
+    baked_out, _ = run_reference(baked, root / "baked-slides.h5")
+    fly, _ = run_reference(clean, root / "fly-slides.h5")
+    assert mismatch(foreground_of(fly), baked_out) <= TOLERANCE
 
 
 @pytest.mark.slow
@@ -269,3 +298,67 @@ def test_the_demo_s_run_time_path_reads_clean_frames_and_adds_synth_s_population
     assert config.bbhnet.injections == tmp_path / "frames" / INJECTION_SET
     plain = demo_config(tmp_path, None, [], mode="bbhnet")
     assert plain.data.frames == tmp_path / "frames" and not plain.bbhnet.inject
+
+
+def _denser_set(source: Path, target: Path, gps_times: list[float]) -> Path:
+    """``source``'s set with its binaries also at ``gps_times`` (in turn): more foreground
+    pieces in a share."""
+    found = read_injection_set(source)
+    extra = [replace(found.binaries[j % len(found)], gps_time=t)
+             for j, t in enumerate(gps_times)]
+    binaries = (*found.binaries, *extra)
+
+    def extended(values: dict) -> dict:
+        return {ifo: (*v, *(v[j % len(found)] for j in range(len(extra))))
+                for ifo, v in values.items()}
+
+    write_injection_set(target, replace(
+        found, binaries=binaries, snr=extended(found.snr), snr_design=extended(found.snr_design),
+        arrival_time={ifo: tuple(arrival_time(b, ifo) for b in binaries)
+                      for ifo in found.arrival_time}))
+    return target
+
+
+@pytest.mark.slow
+@pytest.mark.server_exits  # the test kills a server node
+def test_a_server_killed_while_a_client_streams_its_foreground_fails_over_and_equals_the_reference(
+        frames) -> None:
+    """Two servers, one client each; client1 has three foreground pieces (the set has two
+    binaries more in its share). While it pauses after its second foreground stream's first
+    request, server1's node is SIGKILLed (by PID) and never restarted: client1 moves to
+    server0, resumes its checkpoints there, and the campaign, its ``foreground`` table
+    included, equals the in-process reference."""
+    root = frames["root"]
+    start = frames["clean"].data.start
+    dense = _denser_set(root / "baked" / INJECTION_SET, root / "dense.h5",
+                        [start + 19.3, start + 29.4])
+    config = load_config(root / "clean.toml", [
+        'model.mode="bbhnet"', f'model.repository="{root / "repository"}"',
+        f'bbhnet.injections="{dense}"', f'data.frames="{root / "clean"}"', "bbhnet.inject=true",
+        "layout.servers=2", "layout.clients_per_server=1", "client.failover_seconds=20",
+        "layout.rebalance=false", "workflow.retries=0", *FAST_FAILURE])
+    shares = client_shares(config)
+    assert len(share_foreground(config, shares[1], injection_times(config))) == 3
+    run = RunDir(root / "failover")
+    make_dag(config, run)
+    (run.path / "faults.json").write_text(json.dumps(
+        {"client1": [{"point": "between-foreground", "action": "pause", "seconds": 4}]}))
+    local = RunLocal(run.path)
+    try:
+        wait_for(lambda: fault_fired(run.path, "client1:0"), 120, "client1's foreground")
+        serve_pid = json.loads((run.path / "servers" / "server1.json").read_text())["pid"]
+        os.kill(serve_pid, signal.SIGKILL)
+        output = local.finish(240)
+    finally:
+        local.kill()
+        assert processes_mentioning(str(run.path)) == []
+    assert "server1: exited with" in output
+    assert int((run.path / "servers" / "server1.epoch").read_text()) == 1  # never restarted
+    sidecar = json.loads((run.path / "parts" / "client1.json").read_text())
+    assert sidecar["servers"] == ["server1", "server0"] and sidecar["reconnects"] >= 1
+    reference, _ = run_reference(config, root / "dense-reference.h5")
+    comparison = compare_outputs(run.path / "output" / "campaign.h5", reference)
+    assert comparison.problems == [] and comparison.worst <= TOLERANCE
+    assert {"foreground/statistic", "foreground/time"} <= set(comparison.relative) | set(
+        comparison.time_seconds)
+    assert len(foreground_of(reference)) == 4 * 8  # four injections, 8 found windows each

@@ -8,11 +8,13 @@ for ``bbhnet``: one set of (untrained, scaled) weights runs on frames with the s
 ``synth`` and on the same clean frames with the set injected on the fly; the foreground's
 statistic on the cleaned strain equals the baked-in run's at every window it covers
 (``TOLERANCE``), in the reference and in campaigns of two splits, and the set moved by one frame
-sample fails (the negative control: measured 6.9e-6, 69x the tolerance). The search without
-cleaning (mode bbhnet on the same frames, slides and set) counts the same injections through the
-same found/missed and VT code. Measured on a 2-core AMD EPYC shared with three other jobs: 30 s
-for the tests without servers (the fixture's synth, export and references included), 52-77 s for
-each campaign (``slow``).
+sample fails (the negative control: measured 6.9e-6, 69x the tolerance). The campaign also
+searches the raw strain (``statistic_raw``, ``background_raw``; ``bbhnet.without_cleaning``),
+served and streamed like the cleaned search and equal to campaign = reference; checked against
+an independent path, mode bbhnet in process on the same frames, slides and set (the same
+foreground statistic, found/missed and counts; the cleaned statistic differs from it: the
+negative control). Measured on a 2-core AMD EPYC shared with other jobs: the whole module in
+100 s (the two campaigns, ``slow``, included).
 """
 
 from __future__ import annotations
@@ -28,11 +30,15 @@ from offline_iaas.data import onthefly
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.frames import read_span
 from offline_iaas.data.synth import INJECTION_SET, write_synthetic_dataset
+from offline_iaas.errors import ModelError
 from offline_iaas.merge import reference as reference_module
+from offline_iaas.merge.injections import injection_lines
 from offline_iaas.merge.output import compare_outputs
+from offline_iaas.merge.postprocess import physics_lines
 from offline_iaas.merge.reference import run_reference
-from offline_iaas.repository.export import export_repository
+from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
+from tests.error_catalogue import documented
 from tests.helpers import WITNESSES, run_dag, untrained_weights
 from tests.test_injections_on_the_fly import (
     FRAME_RATE,
@@ -60,8 +66,8 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict:
             f'bbhnet.injections="{root / "baked" / INJECTION_SET}"']
     baked = load_config(root / "baked.toml", [*base, f'data.frames="{root / "baked"}"'])
     clean = [*base, f'data.frames="{root / "clean"}"', "bbhnet.inject=true"]
-    export_repository(baked, untrained_weights(root / "weights"))
     fly = load_config(root / "clean.toml", clean)
+    export_repository(fly, untrained_weights(root / "weights"))  # serves the raw search too
     return {"root": root, "baked": baked, "fly": fly, "overrides": clean,
             "baked_out": run_reference(baked, root / "baked.h5")[0],
             "fly_out": run_reference(fly, root / "fly.h5")[0]}
@@ -109,26 +115,47 @@ def test_e2e_found_missed_and_vt_come_from_the_foreground_of_the_cleaned_strain(
     assert summary["sensitivity"]["at_reach"]["ifar_threshold_years"] > 0
 
 
-def test_with_and_without_cleaning_the_same_injections_are_found_or_missed_on_the_same_frames(
-        e2e) -> None:
-    """The search without cleaning (mode bbhnet, the same BBHnet, slides and set on the fly in
-    the same clean frames: the demo's ``_without_cleaning``) counts the same injections through
-    the same found/missed and VT code; its statistic is the raw strain's, not the cleaned."""
+@pytest.fixture(scope="module")
+def without_cleaning(e2e) -> dict:
+    """The independent search without cleaning: mode bbhnet (the same BBHnet weights, slides
+    and set on the fly in the same clean frames) in-process, and its numbers."""
     root = e2e["root"]
     raw = load_config(root / "clean.toml", [*e2e["overrides"], 'model.mode="bbhnet"',
                                             f'model.repository="{root / "repository-raw"}"'])
     export_repository(raw, root / "weights")
-    raw_out, _ = run_reference(raw, root / "raw.h5")
+    out, _ = run_reference(raw, root / "raw.h5")
+    return {"out": out, "bbhnet": json.loads(out.with_suffix(".json").read_text())["bbhnet"]}
+
+
+def test_e2e_searches_the_raw_strain_as_mode_bbhnet_does_on_the_same_injections(
+        e2e, without_cleaning) -> None:
+    """e2e's search on the raw strain (``statistic_raw``, ``background_raw``) finds and misses
+    the injections as mode bbhnet does on the same frames, set and slides, at the same
+    stamped times; its record is ``bbhnet.without_cleaning``, through the same found/missed
+    and VT code as the cleaned strain's."""
     cleaned = json.loads(e2e["fly_out"].with_suffix(".json").read_text())["bbhnet"]
-    without = json.loads(raw_out.with_suffix(".json").read_text())["bbhnet"]
-    assert [r["gps_time"] for r in without["injections"]] == [
-        r["gps_time"] for r in cleaned["injections"]]
-    assert without["sensitivity"]["counts"] == cleaned["sensitivity"]["counts"]
+    raw, bbhnet = cleaned["without_cleaning"], without_cleaning["bbhnet"]
+    foreground, independent = foreground_of(e2e["fly_out"]), foreground_of(without_cleaning["out"])
+    assert np.array_equal(foreground["time"], independent["time"])
+    scale = np.abs(independent["statistic"]).max()
+    assert np.abs(foreground["statistic_raw"] - independent["statistic"]).max() <= (
+        TOLERANCE * scale)
+    # negative control: the cleaned strain's statistic is not the raw strain's
+    assert np.abs(foreground["statistic"] - independent["statistic"]).max() > 10 * (
+        TOLERANCE * scale)
+    assert [r["gps_time"] for r in raw["injections"]] == [
+        r["gps_time"] for r in bbhnet["injections"]]
+    assert [r["found"] for r in raw["injections"]] == [r["found"] for r in bbhnet["injections"]]
+    assert [r["statistic"] for r in raw["injections"]] == pytest.approx(
+        [r["statistic"] for r in bbhnet["injections"]], rel=1e-6)
+    assert raw["sensitivity"]["counts"] == bbhnet["sensitivity"]["counts"]
+    assert raw["time_shifts"] == bbhnet["time_shifts"] == SLIDES
     # the same slides of the same data; e2e's stretches warm up longer (DeepClean's average)
-    assert 0 < cleaned["background_livetime_seconds"] < without["background_livetime_seconds"]
-    assert np.array_equal(foreground_of(raw_out)["time"], foreground_of(e2e["fly_out"])["time"])
-    statistics = [[r["statistic"] for r in s["injections"]] for s in (cleaned, without)]
-    assert statistics[0] != statistics[1]  # DeepClean's subtraction is in one of them
+    assert 0 < raw["background_livetime_seconds"] == cleaned["background_livetime_seconds"] < (
+        bbhnet["background_livetime_seconds"])
+    with h5py.File(e2e["fly_out"], "r") as f:
+        assert {"triggers_raw", "background_raw"} <= set(f)
+        assert len(f["background_raw"]) == raw["background_triggers"] > 0
 
 
 @pytest.mark.slow
@@ -144,8 +171,9 @@ def test_an_e2e_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
     output = run_dir / "output" / "campaign.h5"
     comparison = compare_outputs(output, e2e["fly_out"])
     assert comparison.problems == [] and comparison.worst <= TOLERANCE
-    assert {"foreground/statistic", "foreground/time"} <= set(comparison.relative) | set(
-        comparison.time_seconds)
+    compared = set(comparison.relative) | set(comparison.time_seconds)
+    assert {"foreground/statistic", "foreground/time", "foreground/statistic_raw",
+            "triggers_raw/statistic", "background_raw/statistic"} <= compared
     assert mismatch(foreground_of(output), e2e["baked_out"]) <= TOLERANCE
     with h5py.File(run_dir / "parts" / "client0.h5", "r") as f:
         assert "foreground" in f
@@ -155,21 +183,45 @@ def test_an_e2e_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
     assert [r["found"] for r in found["injections"]] == [
         r["found"] for r in reference["bbhnet"]["injections"]]
     assert found["sensitivity"]["at_reach"] == reference["bbhnet"]["sensitivity"]["at_reach"]
-    assert "Sensitivity" in RunDir(run_dir).report.read_text()
+    raw, raw_reference = found["without_cleaning"], reference["bbhnet"]["without_cleaning"]
+    assert [r["found"] for r in raw["injections"]] == [
+        r["found"] for r in raw_reference["injections"]]
+    assert raw["sensitivity"]["at_reach"] == raw_reference["sensitivity"]["at_reach"]
+    report = RunDir(run_dir).report.read_text()
+    assert "Sensitivity" in report and "<h3>Cleaning&#x27;s gain</h3>" in report
+    assert "VT cleaned [Gpc^3 yr]" in report and "VT raw [Gpc^3 yr]" in report
 
 
-def test_the_e2e_demo_s_search_without_cleaning_injects_the_same_set_into_the_same_frames(
-        tmp_path) -> None:
-    """``offline-iaas demo --set bbhnet.inject=true`` (mode e2e): the campaign and its search
-    without cleaning (``demo._without_cleaning``) read the same clean frames and add the same
-    set with the same slides."""
-    from offline_iaas.demo import demo_config
+def test_a_repository_without_the_raw_search_is_refused_for_an_e2e_campaign_that_injects(
+        e2e) -> None:
+    """An e2e repository exported without ``bbhnet.inject`` serves no ``statistic_raw``:
+    refused (one line) before a client asks for it; the one exported with it still serves a
+    campaign without injections on the fly (the raw search's outputs are left unrequested)."""
+    root = e2e["root"]
+    plain = load_config(root / "clean.toml", [
+        *(o for o in e2e["overrides"] if o != "bbhnet.inject=true"),
+        f'model.repository="{root / "repository-plain"}"'])
+    export_repository(plain, root / "weights")
+    injecting = load_config(root / "clean.toml", [
+        *e2e["overrides"], f'model.repository="{root / "repository-plain"}"'])
+    with pytest.raises(ModelError, match="statistic_raw, background_raw") as caught:
+        check_repository(injecting)
+    assert str(caught.value).count("\n") == 0
+    documented("repository-without-raw-search", str(caught.value),
+               {root / "repository-plain": "R"}, exit_code=ModelError.exit_code)
+    check_repository(e2e["baked"])  # no inject: served by the repository with the raw search
+    check_repository(e2e["fly"])
 
-    cleaned = demo_config(tmp_path, None, ["bbhnet.inject=true"])
-    raw = demo_config(tmp_path, None, ["bbhnet.inject=true",
-                                       f'model.repository="{tmp_path / "raw"}"'], mode="bbhnet")
-    assert cleaned.model.mode == "e2e" and raw.model.mode == "bbhnet"
-    assert cleaned.bbhnet.inject and raw.bbhnet.inject
-    assert cleaned.data.frames == raw.data.frames == tmp_path / "frames-clean"
-    assert cleaned.bbhnet.injections == raw.bbhnet.injections == tmp_path / "frames" / INJECTION_SET
-    assert cleaned.bbhnet.slides == raw.bbhnet.slides > 0
+
+def test_the_summary_lines_give_the_search_with_and_without_cleaning(e2e) -> None:
+    """What the merge and the demo print: the cleaned strain's found/missed and VT, then the
+    raw strain's (``bbhnet.without_cleaning``), each once."""
+    summary = json.loads(e2e["fly_out"].with_suffix(".json").read_text())
+    lines = physics_lines(summary)
+    raw = [line for line in lines if line.startswith("BBHnet without cleaning:")]
+    cleaned = [line for line in lines if line.startswith("BBHnet:")]
+    assert any("found" in line for line in raw) and any("IFAR" in line for line in raw)
+    assert len(raw) == len(injection_lines(summary["bbhnet"]["without_cleaning"]))
+    assert len(cleaned) > len(raw)  # the triggers' and background's lines are the cleaned's
+    del summary["bbhnet"]["without_cleaning"]  # negative control
+    assert not [line for line in physics_lines(summary) if "without cleaning" in line]

@@ -6,7 +6,8 @@ project's layout (lalsimulation makes the waveforms on the fly) and as an
 ``InterferometerResponseSet`` at the frame rate (the waveforms lalsimulation projected, read
 back as they are); the reference's foreground statistic is the same for both (``TOLERANCE``),
 and the response set one frame sample late is not (the negative control). The placement is
-checked against aframe's own ``inject``, copied below from its published source.
+checked against where aframe's own ``inject`` puts each row (its convention, written here
+sample by sample: ``aframe_inject``).
 """
 
 from __future__ import annotations
@@ -146,45 +147,20 @@ def test_a_campaign_of_two_clients_adds_the_response_set_as_the_reference_does(c
 
 def aframe_inject(x: np.ndarray, start: float, times: np.ndarray, waveforms: np.ndarray,
                   sample_rate: float, duration: float, right_pad: float) -> np.ndarray:
-    """``InterferometerResponseSet.inject`` of aframe's ``libs/ledger/ledger/injections.py``
-    at commit 6a45a6e9cef86c4542acb27e3e3b7db65051eb82, its selection and padding kept, its
-    attributes made arguments (``waveforms``: rows x detectors x samples)."""
-    stop = start + x.shape[-1] / sample_rate
-    left_pad = duration - right_pad
-    mask = times >= (start - left_pad)
-    mask &= times <= (stop + right_pad)
-    if not mask.any():
-        return x
-    times = times[mask]
-    waveforms = waveforms[mask]
-    pad = []
-    earliest = (times - left_pad - start).min()
-    if earliest < 0:
-        num_early = -int((earliest * sample_rate) // 1)
-        pad.append(num_early)
-        start += earliest
-    else:
-        pad.append(0)
-    latest = (times + right_pad - stop).max()
-    if latest > 0:
-        pad.append(int(latest * sample_rate))
-    else:
-        pad.append(0)
-    if any(pad):
-        x = np.pad(x, [(0, 0)] + [tuple(pad)])
-    times = times - start
-    waveforms = waveforms.transpose((1, 0, 2))
-    _, num_waveforms, waveform_size = waveforms.shape
-    idx = np.arange(waveform_size) - int(left_pad * sample_rate)
-    idx = np.repeat(idx[None], num_waveforms, axis=0)
-    idx += (times * sample_rate).astype("int64")[:, None]
-    idx = idx.reshape(-1)
-    waveforms = waveforms.reshape(waveforms.shape[0], -1)
-    x[:, idx] += waveforms
-    if any(pad):
-        first, last = pad
-        x = x[:, first : -last or None]
-    return x
+    """Where aframe's ``InterferometerResponseSet.inject`` (``libs/ledger/ledger/
+    injections.py`` at commit 6a45a6e9cef86c4542acb27e3e3b7db65051eb82) puts each row, written
+    here sample by sample from its convention, not from its code: sample ``k`` of row ``i``
+    lands on ``x``'s sample ``int((times[i] - start) * sample_rate) - int((duration -
+    right_pad) * sample_rate) + k`` (truncation: a time between samples goes to the sample
+    before it); samples outside ``x`` are dropped. ``waveforms``: rows x detectors x samples."""
+    out = x.copy()
+    lead = int((duration - right_pad) * sample_rate)
+    for row, time in zip(waveforms, times, strict=True):
+        first = int((time - start) * sample_rate) - lead
+        for k in range(row.shape[-1]):
+            if 0 <= first + k < out.shape[-1]:
+                out[:, first + k] += row[:, k]
+    return out
 
 
 RATE, DURATION, RIGHT_PAD = 512.0, 2.0, 0.5
@@ -310,3 +286,29 @@ def test_writing_aframe_s_layout_says_where_aframe_reads_the_reference_frequency
     aframe = tmp_path / "waveforms.hdf5"
     assert read_injection_set(aframe, "IMRPhenomPv2", 20.0).reference_hz == 50.0
     assert read_injection_set(aframe, "IMRPhenomPv2", 20.0, 40.0).reference_hz == 40.0
+
+
+def test_a_read_past_an_injection_drops_its_projection_and_a_read_back_makes_it_again(
+        tmp_path: Path) -> None:
+    """A month's share must not hold every projection it made: reading in 4 s blocks, at most
+    the blocks' own injections are held, and reading a span again after it adds the same."""
+    rng = np.random.default_rng(5)
+    times = [START + 4.0, START + 20.0]
+    rows = {ifo: rng.normal(size=(2, int(DURATION * RATE))) for ifo in ("h1", "l1")}
+    response_file(tmp_path / "waveforms.hdf5", times, rows)
+    whole = placed(tmp_path / "waveforms.hdf5", START, RATE, 32.0)
+    fly = onthefly.OnTheFly(
+        read_injection_set(tmp_path / "waveforms.hdf5", approximant="unrecorded",
+                           f_lower_hz=float("nan")), ("H1:S", "L1:S"), START, 0.0,
+        read_response_set(tmp_path / "waveforms.hdf5"))
+    block = int(4 * RATE)
+    held = []
+    for first in range(0, len(whole[0]), block):
+        gps = START + first / RATE
+        got = fly.add("H1:S", gps, RATE, np.zeros(block))
+        assert np.array_equal(got, whole[0, first:first + block])
+        held.append({k[0] for k in fly._strain})
+    assert {0, 1} - set().union(*held) == set()  # both were made ...
+    assert held[-1] == set()  # ... and neither is held after the read has passed them
+    again = fly.add("H1:S", START, RATE, np.zeros(block))  # a read going back
+    assert np.array_equal(again, whole[0, :block]) and np.any(again != 0)

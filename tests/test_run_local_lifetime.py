@@ -21,7 +21,7 @@ from offline_iaas.lifetime import start_ticks
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.status import read_status, status_lines
 from tests.error_catalogue import documented
-from tests.helpers import campaign_records, processes_mentioning
+from tests.helpers import campaign_records, processes_mentioning, sighup_as
 from tests.test_local_executor import Run, alive, make_run  # noqa: F401
 from tests.test_status import run as status_run  # noqa: F401
 
@@ -41,12 +41,13 @@ def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 def run_local_process(run_dir: Path, nohup: bool = False) -> subprocess.Popen[str]:
-    """``offline-iaas run-local`` as a subprocess, as an operator starts it (``nohup``: with
-    SIGHUP ignored, as ``nohup`` starts it)."""
+    """``offline-iaas run-local`` as a subprocess, as an operator starts it from a terminal
+    (SIGHUP's default action, whatever this test run inherited: a suite started under
+    ``nohup`` ignores it) or, with ``nohup``, with SIGHUP ignored, as ``nohup`` starts it."""
     return subprocess.Popen(
         [sys.executable, "-m", "offline_iaas.cli", "run-local", str(run_dir)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if nohup else None,
+        preexec_fn=sighup_as(signal.SIG_IGN if nohup else signal.SIG_DFL),
     )
 
 

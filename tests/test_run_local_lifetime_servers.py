@@ -27,6 +27,7 @@ from tests.faults.test_faults import (  # noqa: F401
     server_pids,
     wait_for,
 )
+from tests.helpers import sighup_as
 
 pytestmark = pytest.mark.slow
 
@@ -62,6 +63,7 @@ def start_mid_stream(run_dir: Path) -> tuple[subprocess.Popen[str], list[str]]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "offline_iaas.cli", "run-local", str(run_dir)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=sighup_as(signal.SIG_DFL),  # as from a terminal, whatever the suite inherited
     )
     wait_for(lambda: fault_fired(run_dir, "client0:0"), 120, "client0 to pause mid-stream")
     serve_pid, triton_pid = server_pids(run_dir)

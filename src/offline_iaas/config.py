@@ -107,8 +107,7 @@ class SynthConfig:
     VT divides by the draws (``sensitivity.py``). Far beyond the horizon most draws are
     hopeless (at z_max 3 about 70 % of the default population is below 4). 4 is well below
     what a search finds: the demo's quietest found injection had SNR 6.3, and the merge warns
-    when one is found below 1.25 x the cut (``sensitivity.cut_bound``); 0 injects every
-    draw."""
+    when one is found below 1.25 x the cut (``sensitivity.cut_bound``); 0 injects all."""
     injection_file: Path | None = None
     """An injection set to inject instead of drawing the population: HDF5 (``.h5``,
     ``.hdf5``: ``data/injection_file.py``) or LIGO_LW ``sim_inspiral`` (``.xml``,
@@ -459,8 +458,9 @@ class CampaignConfig:
     @property
     def outputs(self) -> Outputs:
         """What clients request and store, and their rows (``modes.Outputs``)."""
+        slides, inject = self.has_slides, self.bbhnet.inject
         return Outputs(self.mode.output_names(canary=self.deepclean.canary,
-                                              has_slides=self.has_slides),
+                                              has_slides=slides, inject=inject),
                        len(self.ifos), self.stride_samples, self.bbhnet.slides)
 
     @property

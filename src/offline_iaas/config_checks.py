@@ -213,8 +213,9 @@ def _check_inject(c: CampaignConfig, fail: typing.Callable[[str, str], None]) ->
     if not c.mode.triggers:
         fail("bbhnet.inject", f"(injections on the fly) needs a BBHnet search (mode 'bbhnet' or "
              f"'e2e'), not mode {c.model.mode!r}")
-    if c.model.mode == "e2e" and b.whitening != "fixed":
-        fail("bbhnet.inject", "(injections on the fly) in mode 'e2e' needs bbhnet.whitening = "
+    if c.mode.witnesses and b.whitening != "fixed":  # e2e: BBHnet on the cleaned strain
+        fail("bbhnet.inject", f"(injections on the fly) in mode {c.model.mode!r} needs "
+             "bbhnet.whitening = "
              "'fixed' (the rolling whitening of the cleaned strain would whiten the foreground "
              "with its own PSD: not yet supported)")
     if b.injections is None:

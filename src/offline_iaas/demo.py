@@ -8,7 +8,6 @@ BBHnet modes train the demo networks first (``train-demo``, about a minute on tw
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import resource
 import shutil
@@ -147,9 +146,6 @@ def run_demo(
     logger.info(f"reference: {reference_path}")
     for line in physics_lines(records.read(CampaignSummary, summary).physics):
         logger.info(line)
-    if config.mode.searches_cleaned_strain:
-        for line in _without_cleaning(workdir, config_path, list(overrides), weights):
-            logger.info(f"without cleaning: {line}")
     logger.info(f"max relative difference: {worst:.3g}")
     # written again now that every node has ended (the merge's own shows it still running)
     from offline_iaas.report import write_report
@@ -162,24 +158,6 @@ def run_demo(
         )
     logger.info(f"report: {report}")
     return worst
-
-
-def _without_cleaning(workdir: Path, config_path: Path | None, overrides: list[str],
-                      weights: Path | None) -> list[str]:
-    """The e2e demo's search run again on the raw strain (mode bbhnet, the same BBHnet, time
-    slides and injections; the in-process reference): its VT lines, to set beside the
-    cleaned strain's."""
-    from offline_iaas.merge.injections import sensitivity_lines
-    from offline_iaas.merge.reference import run_reference
-    from offline_iaas.repository.export import export_repository
-
-    raw = demo_config(workdir, config_path, [
-        *overrides, f'model.repository="{workdir / "model-repository-raw"}"'], mode="bbhnet")
-    logger.info("demo: the same search on the raw strain (mode bbhnet, in process)")
-    export_repository(raw, weights)
-    path, _ = run_reference(raw, workdir / "reference-raw.h5")
-    summary = json.loads(path.with_suffix(".json").read_text())
-    return sensitivity_lines(summary.get("bbhnet", {}).get("sensitivity"))
 
 
 def cpu_seconds_so_far() -> float:

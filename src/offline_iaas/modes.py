@@ -16,6 +16,10 @@ bbhnet         strain            bbhnet                             statistic
 deepclean      witnesses         deepclean (+ online average)       noise
 e2e            strain+witnesses  deepclean, subtract, bbhnet        noise, statistic
 =============  ================  =================================  ===================
+
+With injections on the fly (``bbhnet.inject``) e2e also searches the raw strain (the same
+BBHnet on the strain before DeepClean's subtraction): ``statistic_raw`` (and ``background_raw``
+with time slides), so a campaign measures cleaning's gain on the same injections.
 """
 
 from __future__ import annotations
@@ -23,6 +27,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+RAW = "_raw"
+"""Suffix of the outputs of e2e's search on the raw strain (``statistic_raw``,
+``background_raw``): the same search as the unsuffixed output's, on the strain before
+DeepClean's subtraction."""
+
+
+def output_kind(name: str) -> str:
+    """What an output holds, whichever strain it searched: ``statistic``, ``background``, or
+    the output's own name (``noise``, ``noise_canary``)."""
+    base = name.removesuffix(RAW)
+    return base if base in ("statistic", "background") else name
 
 
 @dataclass(frozen=True)
@@ -73,11 +89,17 @@ class Mode:
         """Stages whose latency a stream must warm up: each snapshot, and the average."""
         return self.snapshots + int(self.averages)
 
-    def output_names(self, *, canary: bool, has_slides: bool) -> tuple[str, ...]:
+    def output_names(self, *, canary: bool, has_slides: bool, inject: bool = False
+                     ) -> tuple[str, ...]:
         """What its clients request and store: ``outputs``, then ``noise_canary`` with a
-        DeepClean canary and ``background`` with time slides."""
+        DeepClean canary and ``background`` with time slides; then, where the cleaned strain
+        is searched with injections on the fly (``inject``), the same search on the raw
+        strain (``statistic_raw``, and ``background_raw`` with time slides)."""
+        searched = ("statistic",) + (("background",) if has_slides else ())
+        raw = (tuple(name + RAW for name in searched)
+               if inject and self.searches_cleaned_strain else ())
         return (self.outputs + (("noise_canary",) if canary else ())
-                + (("background",) if has_slides else ()))
+                + (("background",) if has_slides else ()) + raw)
 
 
 @dataclass(frozen=True)
@@ -97,9 +119,9 @@ class Outputs:
 
     def row_shape(self, name: str) -> tuple[int, ...]:
         """Shape of one row of output ``name`` (``()`` for the statistic)."""
-        if name == "statistic":
+        if output_kind(name) == "statistic":
             return ()
-        if name == "background":
+        if output_kind(name) == "background":
             return (self.slides,)
         return (self.ifos, self.stride_samples)
 
@@ -107,9 +129,9 @@ class Outputs:
         """One response's ``values`` of output ``name`` as one row per window:
         ``statistic [n]`` as is, ``background [n shifts]`` → ``[n, shifts]``,
         ``noise [ifos, n S]`` → ``[n, ifos, S]``."""
-        if name == "statistic":
+        if output_kind(name) == "statistic":
             return values
-        if name == "background":
+        if output_kind(name) == "background":
             return values.reshape(-1, self.slides)
         ifos, samples = values.shape
         return values.reshape(ifos, samples // self.stride_samples,

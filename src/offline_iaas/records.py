@@ -523,6 +523,12 @@ class ShardWalls:
     max: float
 
 
+WITHOUT_CLEANING = "without_cleaning"
+"""The key in ``campaign.json``'s ``bbhnet`` section of e2e's search on the raw strain
+(``statistic_raw``, with ``bbhnet.inject``): a record like ``bbhnet`` itself (triggers,
+background, found/missed, sensitivity) on the same injections and slides."""
+
+
 class CampaignSummary(Record):
     """``RUN/output/campaign.json``: the merge's record (the single merge's, or the index's),
     written last; the physics sections (``deepclean``, ``bbhnet``, ...: ``postprocess``'s)

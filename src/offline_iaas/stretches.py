@@ -261,12 +261,13 @@ def foreground_pieces(config: CampaignConfig, stretch: Stretch, gps_times: Seque
                       reach_seconds: float) -> list[Piece]:
     """The foreground streams of a stretch (``bbhnet.inject``): for each injection time, the
     kept windows whose statistic lies within ``reach_seconds`` of it (where it is found), those
-    of nearby injections merged into one, each streamed from that many windows before as a
-    piece (``client_shares``: the warm-up and whitening history, clipped at the stretch's
-    start), so its output equals the uninterrupted stream's there. Sequence IDs 0: the caller
-    numbers them."""
+    of nearby injections merged into one, each streamed from ``stretch_warmup_windows`` before
+    as a piece (the warm-up and whitening history, clipped at the stretch's start), so its
+    statistic equals the uninterrupted stream's there. The foreground keeps the zero lag only,
+    so unlike a background piece (``client_shares``) it streams no slide history. Sequence IDs
+    0: the caller numbers them."""
     step = config.stride_seconds
-    warmup, history = config.stretch_warmup_windows, config.warmup_windows
+    warmup = history = config.stretch_warmup_windows
     windows = stretch.windows(config)
     # row r's statistic is stamped at the end of window r - averaging delay (output_x0)
     first_end = stretch.gps_start + (1 - config.averaging_delay_windows) * step
@@ -289,3 +290,37 @@ def foreground_pieces(config: CampaignConfig, stretch: Stretch, gps_times: Seque
             gps_end=stretch.gps_start + b * step, stretch_gps_start=stretch.gps_start,
             stretch_gps_end=stretch.gps_end))
     return pieces
+
+
+def foreground_windows(config: CampaignConfig, stretches: Sequence[Stretch],
+                       gps_times: Sequence[float], reach_seconds: float) -> int:
+    """Windows the foreground streams (``foreground_pieces``' warm-up and found windows,
+    merged) over ``stretches`` for the injections at ``gps_times``."""
+    return sum(p.windows for s in stretches
+               for p in foreground_pieces(config, s, gps_times, reach_seconds))
+
+
+def foreground_windows_per_second(config: CampaignConfig, injections_per_second: float,
+                                  reach_seconds: float, evenly_spaced: bool = False) -> float:
+    """Expected windows the foreground streams per analysed second at a rate of injections.
+
+    Each injection streams its found windows (those within ``reach_seconds``: the campaign's
+    found window), ``F = 2 reach_seconds / stride`` on average, after
+    a warm-up of ``H = stretch_warmup_windows``; one whose found windows meet the previous
+    one's extends its piece by the gap ``g`` between them instead (``foreground_pieces``). With
+    times at random (a Poisson process of rate ``r``) an injection costs on average
+    ``(F + H) exp(-r L) + (1 - exp(-r L) (1 + r L)) / (r S)`` windows, ``L = 2 reach_seconds``,
+    ``S`` the stride (s); ``evenly_spaced`` ones ``1 / r`` apart, ``F + H`` if ``1 / r > L``
+    (else ``1 / (r S)``). The stretches' ends are left out.
+    """
+    if injections_per_second <= 0:
+        return 0.0
+    stride = config.stride_seconds
+    reach = 2 * reach_seconds
+    alone = reach / stride + config.stretch_warmup_windows
+    if evenly_spaced:
+        interval = 1 / injections_per_second
+        return injections_per_second * (alone if interval > reach else interval / stride)
+    x = injections_per_second * reach
+    merged = (1 - np.exp(-x) * (1 + x)) / (injections_per_second * stride)
+    return float(injections_per_second * (alone * np.exp(-x) + merged))

@@ -16,5 +16,7 @@ feeds it. One job per module:
 ``report``       tables, plots and ``RESULTS.md``; ``results`` the measurements' file
 ``provenance``   the commit a generated document's numbers came from
 ``regression``   service/limit of the tiny workload against a recorded value
+``timeslides``   time slides on the server against the client-side approach
+``foreground``   injections on the fly: the foreground's cost beside the background's
 ``monitor_plot`` queue-latency and throughput-over-time plots of ``serve/monitor.py`` CSVs
 """

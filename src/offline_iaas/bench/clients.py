@@ -146,7 +146,7 @@ def _worker_main(job: Job, streamer: Streamer, ready, go, done, release) -> None
     try:
         ready.put(pid)
         go.wait()
-        cpu_before = time.process_time()
+        cpu_before = _own_cpu_seconds(pid)
         started = time.monotonic()
         try:
             windows = streamer(handle, job, samples)
@@ -154,11 +154,17 @@ def _worker_main(job: Job, streamer: Streamer, ready, go, done, release) -> None
             done.put(ClientReport(pid, 0, 0.0, started, time.monotonic(), error=str(err)))
             return
         finished = time.monotonic()
-        cpu = time.process_time() - cpu_before
+        cpu = _own_cpu_seconds(pid) - cpu_before
         done.put(ClientReport(pid, windows, cpu, started, finished))
         release.wait(START_TIMEOUT_SECONDS)
     finally:
         job.close(handle)
+
+
+def _own_cpu_seconds(pid: int) -> float:
+    """CPU seconds of this worker and its live children (a campaign client's frame reader
+    process is part of what the client costs)."""
+    return time.process_time() + accounting.tree_cpu_seconds(accounting.children_of(pid))
 
 
 def _no_server() -> float:

@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_DATA_SECONDS: dict[str, float] = {
     "toy": 4000.0, "deepclean": 240.0, "o3-deepclean": 64.0, "bbhnet": 4000.0, "e2e": 64.0,
-    "tiny": 120.0,
+    "e2e-inject": 64.0, "tiny": 120.0,
 }
 """Data streamed per measurement: about 2-5 s of wall time each on 2 cores (``o3-deepclean``
 at a reduced duration: a GPU node streams minutes in that time, ``--data-scale`` sets it)."""

@@ -16,6 +16,9 @@ classifier's convolutions are padded, DeepClean's and BBHnet's too).
 ``bbhnet``     bbhnet mode: H1+L1 at 2048 Hz, 1.5 s windows at 4 Hz, batch 128
 ``e2e``        e2e mode: H1+L1 and 21 witnesses each at 2048 Hz, 1 s windows at 32 Hz, batch 32
                (DeepClean, subtraction and BBHnet chained)
+``e2e-inject`` the e2e graph a campaign with ``bbhnet.inject`` serves: ``e2e`` with BBHnet run
+               a second time on the raw strain (``statistic_raw``); its background stream
+               only (``plan`` counts the foreground's windows itself)
 ``tiny``       classifier mode on a short, low-rate stream, for the regression test
 """
 
@@ -29,6 +32,7 @@ import numpy as np
 from offline_iaas.config import CampaignConfig, config_from_dict
 from offline_iaas.errors import ConfigError
 from offline_iaas.modes import MODES, Mode
+from offline_iaas.repository.pipeline import searches_raw_strain
 
 SAMPLE_BYTES = 4
 """float32 on the wire."""
@@ -55,6 +59,9 @@ class Workload:
         Model rate, window length and windows per second of data.
     batch_size
         Windows per request at the default point.
+    inject
+        ``bbhnet.inject``: in e2e the served graph also searches the raw strain
+        (``pipeline.searches_raw_strain``); the bench streams the background only.
     """
 
     name: str
@@ -65,6 +72,7 @@ class Workload:
     kernel_seconds: float
     inference_rate_hz: float
     batch_size: int
+    inject: bool = False
 
     def config(self, repository: Path, instances: int = 2, clients: int = 2,
                batch_size: int | None = None) -> CampaignConfig:
@@ -84,12 +92,20 @@ class Workload:
             },
             "layout": {"servers": 1, "clients_per_server": clients},
             "server": {"instances": instances},
+            # the set is never read: the bench streams the background only
+            **({"bbhnet": {"inject": True, "injections": str(repository.parent / "set.json")}}
+               if self.inject else {}),
         }
         return config_from_dict(raw, repository.parent / f"{self.name}.toml")
 
     @property
     def mode(self) -> Mode:
         return MODES[self.mode_name]
+
+    @property
+    def searches_raw_strain(self) -> bool:
+        """Its served graph runs BBHnet on the raw strain too (e2e with ``inject``)."""
+        return self.inject and self.mode.searches_cleaned_strain
 
     @property
     def channels(self) -> int:
@@ -119,14 +135,18 @@ DEEPCLEAN = Workload("deepclean", "deepclean", ("H1",), 21, 2048.0, 1.0, 32.0, 3
 O3_DEEPCLEAN = Workload("o3-deepclean", "deepclean", ("H1",), 21, 4096.0, 1.0, 32.0, 32)
 BBHNET = Workload("bbhnet", "bbhnet", IFOS, 0, 2048.0, 1.5, 4.0, 128)
 E2E = Workload("e2e", "e2e", IFOS, 21, 2048.0, 1.0, 32.0, 32)
+E2E_INJECT = Workload("e2e-inject", "e2e", IFOS, 21, 2048.0, 1.0, 32.0, 32, inject=True)
 TINY = Workload("tiny", "classifier", IFOS, 0, 256.0, 1.0, 8.0, 32)
 WORKLOADS: dict[str, Workload] = {
-    w.name: w for w in (TOY, DEEPCLEAN, O3_DEEPCLEAN, BBHNET, E2E, TINY)
+    w.name: w for w in (TOY, DEEPCLEAN, O3_DEEPCLEAN, BBHNET, E2E, E2E_INJECT, TINY)
 }
 DEFAULT_WORKLOADS: tuple[str, ...] = ("toy", "deepclean", "o3-deepclean", "bbhnet", "e2e")
-"""What ``offline-iaas bench`` measures by default (``tiny`` is the regression test's)."""
+"""What ``offline-iaas bench`` measures by default (``tiny`` is the regression test's;
+``e2e-inject`` on demand: ``plan`` estimates it from ``e2e`` and ``bbhnet`` without it)."""
 WORKLOAD_OF_MODE: dict[str, str] = {"classifier": "toy", "deepclean": "deepclean",
                                     "bbhnet": "bbhnet", "e2e": "e2e"}
+WORKLOAD_OF_RAW_SEARCH = "e2e-inject"
+"""The mode's workload of an e2e campaign that searches the raw strain too."""
 
 
 def workload(name: str) -> Workload:
@@ -140,16 +160,43 @@ def workload(name: str) -> Workload:
 
 
 def workload_of(config: CampaignConfig) -> tuple[Workload, bool]:
-    """The bench workload that streams what ``config`` streams, and whether it matches exactly
-    (mode, channels, sample rate, window and stride); otherwise the mode's default workload.
+    """The bench workload that streams and serves what ``config`` does, and whether it matches
+    exactly (``same_stream`` and the same search on the raw strain); otherwise the mode's
+    default workload (of the same graph: ``e2e-inject`` for an e2e campaign with
+    ``bbhnet.inject``).
     """
-    stream = (config.model.mode, len(config.stream_channels), config.data.sample_rate,
-              config.kernel_samples, config.stride_samples)
+    raw = searches_raw_strain(config)
     for load in WORKLOADS.values():
-        if (load.mode_name, load.channels, load.sample_rate_hz, load.kernel_samples,
-                load.stride_samples) == stream:
+        if same_stream(load, config) and load.searches_raw_strain == raw:
             return load, True
-    return workload(WORKLOAD_OF_MODE[config.model.mode]), False
+    return mode_workload(config), False
+
+
+def same_stream(load: Workload, config: CampaignConfig) -> bool:
+    """``load`` streams what ``config`` streams: mode, channels, sample rate, window, stride."""
+    return (load.mode_name, load.channels, load.sample_rate_hz, load.kernel_samples,
+            load.stride_samples) == (config.model.mode, len(config.stream_channels),
+                                     config.data.sample_rate, config.kernel_samples,
+                                     config.stride_samples)
+
+
+def mode_workload(config: CampaignConfig) -> Workload:
+    """The default workload of ``config``'s mode and graph (``e2e-inject`` for an e2e
+    campaign that searches the raw strain too)."""
+    return workload(WORKLOAD_OF_RAW_SEARCH if searches_raw_strain(config)
+                    else WORKLOAD_OF_MODE[config.model.mode])
+
+
+def without_raw_search(load: Workload) -> Workload:
+    """The workload that streams what ``load`` streams without the search on the raw strain
+    (``e2e`` for ``e2e-inject``; ``load`` itself if it has none)."""
+    if not load.searches_raw_strain:
+        return load
+    return next(w for w in WORKLOADS.values() if not w.searches_raw_strain and (
+        w.mode_name, w.ifos, w.witnesses_per_ifo, w.sample_rate_hz, w.kernel_seconds,
+        w.inference_rate_hz) == (load.mode_name, load.ifos, load.witnesses_per_ifo,
+                                 load.sample_rate_hz, load.kernel_seconds,
+                                 load.inference_rate_hz))
 
 
 def write_weights(load: Workload, directory: Path, seed: int = 0) -> Path | None:

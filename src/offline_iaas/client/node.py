@@ -29,13 +29,13 @@ from offline_iaas import hooks
 from offline_iaas.binding import read_bound_run
 from offline_iaas.client.balance import claim, start_server
 from offline_iaas.client.part import Holes, PartWriter
-from offline_iaas.client.requests import request_inputs
+from offline_iaas.client.requests import foreground_capture, request_inputs
 from offline_iaas.client.transport import RequestStream, connect, is_live
 from offline_iaas.completeness import Hashes, part_problem
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile, discover_frames
 from offline_iaas.data.foreground import injection_times, share_foreground
-from offline_iaas.data.frames import DECIMATION_HALF
+from offline_iaas.data.frames import DECIMATION_HALF, ForegroundCapture
 from offline_iaas.data.gwf_reader import BadFrameFile
 from offline_iaas.data.onthefly import OnTheFly, on_the_fly
 from offline_iaas.data.segments import without_bad_files
@@ -158,6 +158,7 @@ def _stream_once(
     frames: list[FrameFile], writer: PartWriter, headers: dict[str, str],
     run: RunDir, progress: NullProgress = NO_PROGRESS,
     times: StreamRecord | None = None, inject: OnTheFly | None = None,
+    capture: ForegroundCapture | None = None,
 ) -> None:
     """Stream every unfinished piece on one connection; ServerError when the stream fails.
 
@@ -209,7 +210,7 @@ def _stream_once(
                     config.client.checkpoint_requests * config.model.batch_size, writer,
                 )
                 requests = request_inputs(config, frames, piece, first_row,
-                                          [n * stride for n in sizes], item.inject)
+                                          [n * stride for n in sizes], item.inject, capture)
                 for index, inputs in enumerate(requests):
                     if times.first_request_unix is None:
                         times.first_request_unix = time.time()
@@ -239,9 +240,11 @@ def stream_share(
 
     A reconnection prefers the server streamed to last (``connect``: after
     ``client.failover_seconds`` any live one). ``times`` records the first request, the last
-    response and the servers."""
+    response and the servers. With ``inject`` the background's reads cut the foreground
+    pieces' samples (``foreground_capture``), so they are read from the frames once."""
     times = StreamRecord() if times is None else times
     headers = auth_headers(run)
+    capture = foreground_capture(config, writer.foreground, inject)
     reconnects = 0
     server = share.server
     if config.layout.rebalance and not any(writer.progress()):
@@ -258,7 +261,7 @@ def stream_share(
         try:
             _stream_once(
                 client, address, config, share, frames, writer, headers, run, progress, times,
-                inject,
+                inject, capture,
             )
             return reconnects
         except BadFrameFile as err:

@@ -6,6 +6,11 @@ last request of a piece fewer) and yields ``n`` windows; the server-side snapsho
 rest of each window (with the rolling whitening a foreground's requests carry the clean strain
 too, ``request_inputs``). The campaign's client node and the in-process reference
 (``merge/reference.py``) build their requests here, so both send the same samples.
+
+A client's foreground pieces stream data its background pieces read first: with a
+``ForegroundCapture`` (``foreground_capture``) the background's reads cut the foreground's
+samples as they go (``data/frames.py``), and a foreground piece reads the frames again only
+where no background read covered it.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile
-from offline_iaas.data.frames import iter_reads
+from offline_iaas.data.frames import ForegroundCapture, iter_reads
 from offline_iaas.data.onthefly import OnTheFly
 from offline_iaas.records import Piece
 from offline_iaas.repository.pipeline import PSD_UPDATE, takes_psd_update
@@ -24,10 +29,11 @@ from offline_iaas.repository.pipeline import PSD_UPDATE, takes_psd_update
 
 def piece_samples(
     config: CampaignConfig, frames: list[FrameFile], piece: Piece, from_window: int = 0,
-    inject: OnTheFly | None = None,
+    inject: OnTheFly | None = None, capture: ForegroundCapture | None = None,
 ) -> Iterator[np.ndarray]:
     """A piece's samples at the model rate from stream window ``from_window``, read by read
-    (``inject``: with the injections added, a foreground piece)."""
+    (``inject``: with the injections added, a foreground piece; ``capture``: the foreground
+    ranges its reads cut as they go)."""
     return iter_reads(
         frames,
         config.stream_channels,
@@ -37,24 +43,54 @@ def piece_samples(
         config.client.read_seconds,
         (piece.stretch_gps_start, piece.stretch_gps_end),
         inject,
+        capture,
     )
 
 
 def request_inputs(
     config: CampaignConfig, frames: list[FrameFile], piece: Piece, from_window: int,
     sizes_samples: list[int], inject: OnTheFly | None = None,
+    capture: ForegroundCapture | None = None,
 ) -> Iterator[dict[str, np.ndarray]]:
     """Each request's input tensors (no batch axis) of a piece from stream window
     ``from_window``: ``update``, with the injections added for a foreground piece
     (``inject``), and for a foreground under the rolling whitening also ``psd_update``, the
-    clean strain at the same times, whose PSD whitens the injected one (``pipeline``)."""
-    updates = request_updates(piece_samples(config, frames, piece, from_window, inject),
-                              sizes_samples)
-    if inject is None or not takes_psd_update(config):
+    clean strain at the same times, whose PSD whitens the injected one (``pipeline``).
+
+    ``capture``: a background piece's reads cut the foreground's samples into it; a
+    foreground piece takes its samples from it when a background read covered them."""
+    rolling = inject is not None and takes_psd_update(config)
+    captured = capture.take(piece.sequence_id) if inject is not None and capture else None
+    if captured is not None:
+        first = from_window * config.stride_samples
+        injected, clean_samples = captured
+        updates = request_updates(iter([injected[:, first:]]), sizes_samples)
+        clean = (request_updates(iter([clean_samples[:, first:]]), sizes_samples)
+                 if rolling else None)
+    else:
+        updates = request_updates(
+            piece_samples(config, frames, piece, from_window, inject,
+                          capture if inject is None else None), sizes_samples)
+        clean = (request_updates(piece_samples(config, frames, piece, from_window),
+                                 sizes_samples) if rolling else None)
+    if clean is None:
         return ({"update": update} for update in updates)
-    clean = request_updates(piece_samples(config, frames, piece, from_window), sizes_samples)
     return ({"update": update, PSD_UPDATE: psd}
             for update, psd in zip(updates, clean, strict=True))
+
+
+def foreground_capture(config: CampaignConfig, foreground: tuple[Piece, ...] | list[Piece],
+                       inject: OnTheFly | None) -> ForegroundCapture | None:
+    """A capture of a share's ``foreground`` pieces (whole, keyed by sequence ID) for its
+    background's reads; None without injections on the fly."""
+    if inject is None or not foreground:
+        return None
+    capture = ForegroundCapture(config.data.sample_rate)
+    for piece in foreground:
+        capture.want(piece.sequence_id, piece.gps_start, piece.gps_end,
+                     (piece.stretch_gps_start, piece.stretch_gps_end), inject,
+                     clean=takes_psd_update(config))
+    return capture
 
 
 def request_updates(

@@ -22,13 +22,24 @@ Resampling
     sum with ``scipy.signal.upfirdn`` (direct form, same summation order for every output), so
     any cut into reads gives bit-identical values to one read of the whole span. The first and last
     ``DECIMATION_HALF`` samples of the span see the truncated filter (edge effect).
+
+Foreground capture
+    With injections on the fly a client streams a foreground piece over data its background
+    has already read. A ``ForegroundCapture`` given to the background's reads cuts each wanted
+    foreground range out of the frame-rate read that covers it (its margins included), adds
+    the injections and resamples it there, so the foreground reads no frame file again; by the
+    sum above the samples are those a read of that range alone gives, bit for bit. A range no
+    single read covers (across a read boundary), one whose read the background never made
+    (a resumed client), or one past the capture's byte budget (``CAPTURE_MAX_BYTES``), is read
+    from the frames as before.
 """
 
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -56,6 +67,10 @@ DECIMATION_CUTOFF = 0.9
 """Cut-off of the decimation filter as a fraction of the model Nyquist frequency."""
 DECIMATION_BETA = 8.6
 """Kaiser window parameter of the decimation filter."""
+CAPTURE_MAX_BYTES = 256 << 20
+"""A ``ForegroundCapture`` holds at most this many bytes of foreground samples (a share's
+foreground waits for its background: ~53 kB per injection for 2 strain channels at 2048 Hz
+and 13 windows of 512 samples, so ~5,000 injections)."""
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -92,6 +107,7 @@ def read_span(
     sample_rate: float,
     span: tuple[float, float] | None = None,
     inject: OnTheFly | None = None,
+    capture: ForegroundCapture | None = None,
 ) -> np.ndarray:
     """Read ``[gps_start, gps_end)`` of ``channels`` at ``sample_rate`` (see module docstring).
 
@@ -111,6 +127,8 @@ def read_span(
     inject
         Injections on the fly (``data/onthefly.py``): added to the strain at the frame rate,
         before resampling.
+    capture
+        Foreground ranges to cut from this read (module docstring).
 
     Returns
     -------
@@ -141,13 +159,108 @@ def read_span(
     groups: dict[str, list[int]] = {}
     for row, channel in enumerate(channels):
         groups.setdefault(_observatory(channel), []).append(row)
+    cut = [] if capture is None else capture.covered((span_start, span_end), n_span,
+                                                     read_a, read_b)
     for rows in groups.values():
         names = [channels[r] for r in rows]
         series, files = _read_group(frames, names, t_a, t_b)
         for row, name in zip(rows, names, strict=True):
             out[row] = _resample(series[name], name, files, k0, k1, n_span, span_start,
                                  sample_rate, inject)
+            for wanted in cut:
+                wanted.fill(row, len(channels), lambda add, ts=series[name], name=name,
+                            files=files, w=wanted: _resample(
+                                ts, name, files, w.k0, w.k1, n_span, span_start, sample_rate,
+                                add))
+    if capture is not None:
+        capture.done(cut)
     return out
+
+
+@dataclass
+class _Wanted:
+    """One foreground range being cut (``ForegroundCapture``): model samples ``[k0, k1)`` of
+    ``span``."""
+
+    key: Hashable
+    span: tuple[float, float]
+    k0: int
+    k1: int
+    inject: OnTheFly
+    clean: bool
+    injected: np.ndarray | None = None
+    clean_samples: np.ndarray | None = None
+
+    def fill(self, row: int, rows: int, resample: Callable[[OnTheFly | None], np.ndarray]
+             ) -> None:
+        """Row ``row`` of ``rows``: ``resample(inject)`` (and, ``clean``, ``resample(None)``)."""
+        for attribute, inject in (("injected", self.inject),
+                                  *((("clean_samples", None),) if self.clean else ())):
+            values = resample(inject)
+            if getattr(self, attribute) is None:
+                setattr(self, attribute, np.empty((rows, len(values)), np.float32))
+            getattr(self, attribute)[row] = values
+
+
+@dataclass
+class ForegroundCapture:
+    """The foreground ranges a client streams again, cut from its background's reads (module
+    docstring): ``want`` them, pass the capture to the background's ``read_span`` /
+    ``iter_reads``, then ``take`` each (None: read it from the frames)."""
+
+    sample_rate: float
+    """The model rate (Hz) the ranges are on."""
+    max_bytes: int = CAPTURE_MAX_BYTES
+    """Held at most; past it, the rest are read from the frames again."""
+    _held_bytes: int = 0
+    _wanted: dict[Hashable, _Wanted] = field(default_factory=dict)
+    _captured: dict[Hashable, tuple[np.ndarray, np.ndarray | None]] = field(
+        default_factory=dict)
+
+    def want(self, key: Hashable, gps_start: float, gps_end: float,
+             span: tuple[float, float], inject: OnTheFly, clean: bool = False) -> None:
+        """Cut ``[gps_start, gps_end)`` of ``span`` with ``inject`` added (and, ``clean``, also
+        without it) from the first read that covers it."""
+        k0 = _grid_index(gps_start, span[0], self.sample_rate, "gps_start")
+        k1 = _grid_index(gps_end, span[0], self.sample_rate, "gps_end")
+        if k0 < k1:
+            self._wanted[key] = _Wanted(key, tuple(span), k0, k1, inject, clean)
+
+    def take(self, key: Hashable) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """The range's ``(injected, clean or None)`` float32 ``[channels, samples]`` samples,
+        once; None when no read covered it."""
+        taken = self._captured.pop(key, None)
+        if taken is not None:
+            self._held_bytes -= sum(a.nbytes for a in taken if a is not None)
+        return taken
+
+    def covered(self, span: tuple[float, float], n_span: int, read_a: int, read_b: int
+                ) -> list[_Wanted]:
+        """The wanted ranges of ``span`` whose margin-padded samples lie in the read
+        ``[read_a, read_b)`` (model samples of the span); those already behind it are let go
+        (reads go forward; they are read from the frames when taken)."""
+        if self._held_bytes >= self.max_bytes:
+            self._wanted.clear()
+            return []
+        found = []
+        for key, wanted in list(self._wanted.items()):
+            if wanted.span != span:
+                continue
+            a, b = max(0, wanted.k0 - DECIMATION_HALF), min(n_span, wanted.k1 + DECIMATION_HALF)
+            if read_a <= a and b <= read_b:
+                found.append(wanted)
+            elif a < read_a:
+                del self._wanted[key]
+        return found
+
+    def done(self, cut: list[_Wanted]) -> None:
+        """The ranges ``cut`` by a read that completed: ready to ``take``."""
+        for wanted in cut:
+            del self._wanted[wanted.key]
+            if self._held_bytes < self.max_bytes:
+                self._captured[wanted.key] = (wanted.injected, wanted.clean_samples)
+                self._held_bytes += sum(a.nbytes for a in self._captured[wanted.key]
+                                        if a is not None)
 
 
 def _read_group(
@@ -241,6 +354,7 @@ def iter_reads(
     read_seconds: float,
     span: tuple[float, float] | None = None,
     inject: OnTheFly | None = None,
+    capture: ForegroundCapture | None = None,
 ) -> Iterator[np.ndarray]:
     """``read_span`` of ``[gps_start, gps_end)`` in consecutive reads of ``read_seconds``.
 
@@ -267,4 +381,5 @@ def iter_reads(
             sample_rate,
             (span_start, span_end),
             inject,
+            capture,
         )

@@ -7,7 +7,8 @@ LIGO_LW) is projected onto each detector exactly as ``synth`` bakes it into its 
 time) on the frame grid ``data.start + k / rate``. The samples are added to the strain channel's
 frame-rate samples after they are read and before they are resampled to the model rate
 (``data/frames.py``), so the model sees what it sees in frames with the set baked in; the
-frames are never written to. Waveforms are made lazily, once per binary, detector and rate.
+frames are never written to. Waveforms are made lazily, once per binary and rate (its
+detectors projected together), and dropped once a read has passed them.
 
 Where the projected samples come from is the ``source``: lalsimulation from the set's
 parameters (``LalsimulationSource``), or, when ``bbhnet.injections`` is an aframe
@@ -48,6 +49,8 @@ class LalsimulationSource:
     """The set's binaries made with lalsimulation and projected as ``synth`` bakes them in."""
 
     injections: InjectionSet
+    _last: dict[tuple[int, float, float], object] = field(default_factory=dict, compare=False)
+    """The last binary's polarizations (its detectors are projected one after the other)."""
 
     def extent(self, index: int, shift_seconds: float = 0.0) -> tuple[float, float]:
         """A generous GPS extent, to skip the waveform of a binary a read cannot touch."""
@@ -62,9 +65,12 @@ class LalsimulationSource:
         binary = s.binaries[index]
         if shift_seconds:
             binary = replace(binary, gps_time=binary.gps_time + shift_seconds)
-        wave = polarizations(binary, s.approximant, rate, s.f_lower_hz,
-                             s.reference_frequency_hz)
-        return detector_strain(binary, wave, ifo, grid_gps_start)
+        key = (index, rate, shift_seconds)
+        if key not in self._last:
+            self._last.clear()
+            self._last[key] = polarizations(binary, s.approximant, rate, s.f_lower_hz,
+                                            s.reference_frequency_hz)
+        return detector_strain(binary, self._last[key], ifo, grid_gps_start)
 
 
 @dataclass
@@ -80,13 +86,15 @@ class OnTheFly:
     source: ProjectedSource | None = None
     """The projected samples (module docstring); None: ``LalsimulationSource(injections)``."""
     _strain: dict[tuple[int, str, float], tuple[int, np.ndarray]] = field(default_factory=dict)
-    _extent: list[tuple[float, float]] = field(default_factory=list)
+    _extent: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
 
     def __post_init__(self) -> None:
         if self.source is None:
             self.source = LalsimulationSource(self.injections)
-        self._extent = [self.source.extent(i, self.shift_seconds)
-                        for i in range(len(self.injections))]
+        # a generous GPS extent per binary, to skip the waveform of one a read cannot touch
+        # (an array: a read of a month's set looks at every binary's)
+        self._extent = np.array([self.source.extent(i, self.shift_seconds)
+                                 for i in range(len(self.injections))]).reshape(-1, 2)
 
     def add(self, channel: str, gps_first: float, rate: float, values: np.ndarray
             ) -> np.ndarray:
@@ -100,22 +108,29 @@ class OnTheFly:
         end = first + len(values)
         gps_end = gps_first + len(values) / rate
         out = None
-        for index, (lo, hi) in enumerate(self._extent):
-            if hi <= gps_first or lo >= gps_end:
-                continue
-            start, samples = self._projected(index, ifo, rate)
+        lo, hi = self._extent[:, 0], self._extent[:, 1]
+        # reads go forward in time: a projection that ends before this read is dropped (made
+        # again should a read go back), so a month's share holds only the ones it is reading
+        for key in [k for k in self._strain if hi[k[0]] <= gps_first]:
+            del self._strain[key]
+        for index in np.flatnonzero((hi > gps_first) & (lo < gps_end)):
+            start, samples = self._projected(int(index), ifo, rate)
             a, b = max(first, start), min(end, start + len(samples))
             if a < b:
                 out = values.astype(np.float64) if out is None else out
                 out[a - first : b - first] += samples[a - start : b - start]
         return values if out is None else out
 
+    def _ifos(self) -> list[str]:
+        return list(dict.fromkeys(c.split(":", 1)[0] for c in self.strain_channels))
+
     def _projected(self, index: int, ifo: str, rate: float) -> tuple[int, np.ndarray]:
         key = (index, ifo, rate)
         if key not in self._strain:
             assert self.source is not None
-            self._strain[key] = self.source.projected(index, ifo, rate, self.grid_gps_start,
-                                                      self.shift_seconds)
+            for ifo_made in self._ifos():  # every detector at once: one waveform for all
+                self._strain[index, ifo_made, rate] = self.source.projected(
+                    index, ifo_made, rate, self.grid_gps_start, self.shift_seconds)
         return self._strain[key]
 
 

@@ -1,5 +1,6 @@
 """The foreground (``bbhnet.inject``): the statistic of the streams with the injections added
-(``data/foreground.py``), as a table of ``time`` and ``statistic`` that found/missed reads.
+(``data/foreground.py``), as a table of ``time`` and ``statistic`` that found/missed reads;
+where e2e searches the raw strain too, ``statistic_raw``, the same rows' raw-strain statistic.
 
 The clients' parts hold each foreground piece's rows (``foreground/statistic/<j>``, warm-up
 included); the reference produces the same rows in-process. The kept rows are stamped as the
@@ -16,21 +17,38 @@ import numpy as np
 from offline_iaas.client.part import FOREGROUND
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.foreground import injection_times, share_foreground
+from offline_iaas.modes import output_kind
 from offline_iaas.records import ClientShare, Piece
 from offline_iaas.rundir import RunDir
 
 FOREGROUND_COLUMNS = [("time", "f8"), ("statistic", "f4")]
 
 
-def foreground_rows(config: CampaignConfig, piece: Piece, statistic: np.ndarray) -> np.ndarray:
-    """The kept rows of one foreground piece's ``statistic`` (its stream's rows, warm-up
-    included) with their GPS times."""
-    kept = np.asarray(statistic[piece.output_start - piece.first_window :], dtype=np.float32)
-    rows = np.arange(piece.output_start, piece.output_start + len(kept))
-    table = np.zeros(len(kept), dtype=FOREGROUND_COLUMNS)
+def foreground_statistics(config: CampaignConfig) -> tuple[str, ...]:
+    """The statistics the foreground table holds: ``statistic``, and e2e's ``statistic_raw``
+    where the raw strain is searched too."""
+    return tuple(n for n in config.outputs.names if output_kind(n) == "statistic")
+
+
+def foreground_columns(config: CampaignConfig) -> list[tuple[str, str]]:
+    """The foreground table's columns: ``time``, then each statistic."""
+    return [("time", "f8"), *((name, "f4") for name in foreground_statistics(config))]
+
+
+def foreground_rows(config: CampaignConfig, piece: Piece, statistics: dict[str, np.ndarray]
+                    ) -> np.ndarray:
+    """The kept rows of one foreground piece's ``statistics`` (``foreground_statistics``:
+    its stream's rows, warm-up included) with their GPS times."""
+    skip = piece.output_start - piece.first_window
+    kept = {name: np.asarray(values[skip:], dtype=np.float32)
+            for name, values in statistics.items()}
+    count = len(kept["statistic"])
+    rows = np.arange(piece.output_start, piece.output_start + count)
+    table = np.zeros(count, dtype=foreground_columns(config))
     table["time"] = piece.stretch_gps_start + (
         rows - config.averaging_delay_windows + 1) * config.stride_seconds
-    table["statistic"] = kept.reshape(len(kept), -1)[:, 0]
+    for name, values in kept.items():
+        table[name] = values.reshape(count, -1)[:, 0]
     return table
 
 
@@ -40,13 +58,15 @@ def read_foreground(run: RunDir, config: CampaignConfig, shares: list[ClientShar
     if not config.bbhnet.inject:
         return None
     times = injection_times(config)
-    found = [np.zeros(0, FOREGROUND_COLUMNS)]
+    found = [np.zeros(0, foreground_columns(config))]
+    names = foreground_statistics(config)
     for share in shares:
         pieces = share_foreground(config, share, times)
         if not pieces:
             continue
         with h5py.File(run.part(share.node)[0], "r") as f:
-            found += [foreground_rows(config, p, f[f"{FOREGROUND}/statistic/{j}"][()])
+            found += [foreground_rows(config, p, {n: f[f"{FOREGROUND}/{n}/{j}"][()]
+                                                  for n in names})
                       for j, p in enumerate(pieces)]
     table = np.concatenate(found)
     return table[np.argsort(table["time"], kind="stable")]

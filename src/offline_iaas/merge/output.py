@@ -46,6 +46,7 @@ from offline_iaas.errors import raise_if_no_space
 from offline_iaas.merge.postprocess import ShardProducts, postprocess, summarize
 from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.merge.tree import StretchExtent, whole_extents
+from offline_iaas.modes import output_kind
 from offline_iaas.records import BadFile, ServedModel
 from offline_iaas.stretches import Stretch
 
@@ -122,10 +123,12 @@ class CampaignWriter:
         for e in self.extents:
             rows = e.rows[1] - e.rows[0]
             for output in self.outputs:
-                if output == "statistic":
-                    shapes = {f"statistic/{e.stretch.index}": (rows,)}
-                elif output == "background":
-                    shapes = {f"slides/{e.stretch.index}": (rows, config.bbhnet.slides)}
+                kind = output_kind(output)  # e2e's raw-strain search: the same, suffixed
+                if kind == "statistic":
+                    shapes = {f"{output}/{e.stretch.index}": (rows,)}
+                elif kind == "background":
+                    suffix = output.removeprefix(kind)
+                    shapes = {f"slides{suffix}/{e.stretch.index}": (rows, config.bbhnet.slides)}
                 else:  # noise, noise_canary: one series per interferometer
                     shapes = {f"{output}/{ifo}/{e.stretch.index}": (rows * stride,)
                               for ifo in config.ifos}
@@ -151,7 +154,7 @@ class CampaignWriter:
         rows = rows[lo - kept_offset : hi - kept_offset]
         at = lo - self.extent_of[stretch].rows[0]
         names = self.names[(output, stretch)]
-        if output in ("statistic", "background"):
+        if output_kind(output) in ("statistic", "background"):
             self.stage[names[0]][at : at + len(rows)] = rows
             return
         s = self.config.stride_samples

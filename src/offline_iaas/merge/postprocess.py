@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.merge.foreground import FOREGROUND_COLUMNS
+from offline_iaas.merge.foreground import foreground_columns
 from offline_iaas.merge.injections import (
     campaign_injections,
     injection_lines,
@@ -30,6 +30,7 @@ from offline_iaas.merge.products import (
     output_channel,
     publish_frames,
 )
+from offline_iaas.modes import RAW
 from offline_iaas.physics import (
     ASD_MAX_SECONDS,
     SECONDS_PER_YEAR,
@@ -44,6 +45,7 @@ from offline_iaas.physics import (
     slide_livetime,
     zero_phase_blocks,
 )
+from offline_iaas.records import WITHOUT_CLEANING
 from offline_iaas.stretches import Stretch, first_formed_window, output_x0, statistic_spans
 
 logger = logging.getLogger(__name__)
@@ -68,6 +70,9 @@ class ShardProducts:
     foreground: np.ndarray | None = None
     """With ``bbhnet.inject``: the foreground's ``time``, ``statistic``
     (``merge/foreground.py``)."""
+    raw: ShardProducts | None = None
+    """e2e's search on the raw strain (``statistic_raw``): its ``triggers`` and
+    ``background``, made as the cleaned strain's are."""
 
 
 def postprocess(writer: Any, frames: list | None, frames_dir: Path | None) -> ShardProducts:
@@ -220,11 +225,26 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
 
 
 def _cluster(writer: Any, products: ShardProducts) -> None:
-    """The owned triggers, and with time slides the owned background less the cuts."""
+    """The owned triggers and background of each search (``searches``)."""
+    _cluster_search(writer, products, "")
+    if RAW in searches(writer.config):
+        products.raw = ShardProducts()
+        _cluster_search(writer, products.raw, RAW)
+
+
+def searches(config: CampaignConfig) -> tuple[str, ...]:
+    """The suffix of each BBHnet search's outputs: ``""`` (the statistic), and ``_raw`` where
+    e2e searches the raw strain too (``statistic_raw``)."""
+    return tuple(s for s in ("", RAW) if f"statistic{s}" in config.outputs.names)
+
+
+def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
+    """The owned triggers of the ``statistic<suffix>`` search, and with time slides its owned
+    background less the cuts."""
     config = writer.config
     dx = config.stride_seconds
     half = cluster_reach_windows(config.bbhnet.cluster_seconds, dx)
-    slides = "background" in writer.outputs
+    slides = f"background{suffix}" in writer.outputs
     cuts = _background_cuts(config, writer.training) if slides else []
     times, values, rows = [], [], []
     for e in writer.extents:
@@ -232,13 +252,13 @@ def _cluster(writer: Any, products: ShardProducts) -> None:
         if b <= a:
             continue
         x0 = output_x0(config, e.stretch, "statistic")
-        statistic = writer.stage[writer.names[("statistic", e.stretch.index)][0]][()]
+        statistic = writer.stage[writer.names[(f"statistic{suffix}", e.stretch.index)][0]][()]
         keep = _owned_maxima(statistic, half, e)
         times.append(x0 + keep * dx)
         values.append(statistic[keep - e.rows[0]])
         if not slides:
             continue
-        staged = writer.stage[writer.names[("background", e.stretch.index)][0]][()]
+        staged = writer.stage[writer.names[(f"background{suffix}", e.stretch.index)][0]][()]
         for k in range(staged.shape[1]):
             lag = (k + 1) * config.bbhnet.slide_seconds
             # a slide's series starts at its first formed window (NaN before it)
@@ -319,7 +339,12 @@ def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
             channels = ", ".join(output_channel(config, ch) for ch in config.data.channels)
             logger.debug(f"{len(files)} GWF files of cleaned strain ({channels})")
     if "statistic" in outputs and config.mode.triggers:
-        summary["bbhnet"] = _triggers(file, config, stretches, training, products)
+        fg = _foreground(file, config, products)
+        summary["bbhnet"] = _triggers(file, config, stretches, training, products, fg)
+        if RAW in searches(config):  # the same search on the raw strain: cleaning's gain
+            summary["bbhnet"][WITHOUT_CLEANING] = _triggers(
+                file, config, stretches, training,
+                [p.raw for p in products if p.raw is not None], fg, RAW)
     return summary
 
 
@@ -364,8 +389,11 @@ def _analysed(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple[fl
 
 
 def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
-              training: dict[str, list[float]], products: list[ShardProducts]
-              ) -> dict[str, Any]:
+              training: dict[str, list[float]], products: list[ShardProducts],
+              fg: np.ndarray | None, suffix: str = "") -> dict[str, Any]:
+    """One search's triggers (with their FAR), background and found/missed, into ``file``
+    as ``triggers<suffix>`` and ``background<suffix>``; ``fg`` the foreground table, whose
+    ``statistic<suffix>`` column found/missed reads."""
     found = [p.triggers for p in products if p.triggers is not None]
     triggers = np.concatenate(found) if found else np.zeros(0, TRIGGER_COLUMNS)
     t, v = triggers["time"], triggers["statistic"]
@@ -390,22 +418,22 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
                 "BBHnet: no time slide is formed outside the cuts (each stretch is shorter than "
                 f"its warm-up and {config.bbhnet.slide_seconds:g} s, or the injections' "
                 "neighbourhoods take the rest): no background, every trigger's IFAR is 0")
-        file.create_dataset("background", data=background)
+        file.create_dataset(f"background{suffix}", data=background)
         result.update({"time_shifts": config.bbhnet.slides,
                        "shift_seconds": config.bbhnet.slide_seconds,
                        "analysed_seconds": float(sum(b - a for a, b in analysed)),
                        "background_triggers": int(len(background)),
                        "background_livetime_seconds": livetime,
                        "loudest_ifar_years": float(table["ifar"].max(initial=0.0))})
-    file.create_dataset("triggers", data=table)
-    fg = _foreground(file, config, products)
+    file.create_dataset(f"triggers{suffix}", data=table)
+    column = f"statistic{suffix}"
     if fg is not None and slides:  # found/missed from the foreground, FAR from the background
-        fg_ifar = false_alarm_rates(fg["statistic"], background["statistic"], livetime)[1]
+        fg_ifar = false_alarm_rates(fg[column], background["statistic"], livetime)[1]
     if listed is not None:
         result.update(injection_results(
             config, listed, t, v, (table["ifar"] if fg is None else fg_ifar) if slides else None,
             analysed, training.get("bbhnet"), result.get("background_livetime_seconds"),
-            None if fg is None else (fg["time"], fg["statistic"])))
+            None if fg is None else (fg["time"], fg[column])))
     return result
 
 
@@ -416,7 +444,7 @@ def _foreground(file: Any, config: CampaignConfig, products: list[ShardProducts]
     if not config.bbhnet.inject:
         return None
     found = [p.foreground for p in products if p.foreground is not None]
-    table = (np.concatenate(found) if found else np.zeros(0, FOREGROUND_COLUMNS))
+    table = (np.concatenate(found) if found else np.zeros(0, foreground_columns(config)))
     table = table[np.argsort(table["time"], kind="stable")]
     file.create_dataset("foreground", data=table)
     return table
@@ -449,4 +477,7 @@ def physics_lines(summary: dict[str, Any]) -> list[str]:
             f"{bbhnet['time_shifts']} time slides of {bbhnet['shift_seconds']:g} s "
             f"({livetime:.0f} s = {livetime / SECONDS_PER_YEAR:.2g} yr of livetime); loudest "
             f"trigger's IFAR {bbhnet['loudest_ifar_years']:.2g} yr")
-    return lines + injection_lines(bbhnet)
+    lines += injection_lines(bbhnet)
+    raw = bbhnet.get(WITHOUT_CLEANING)  # e2e's same search on the raw strain
+    return lines + [line.replace("BBHnet:", "BBHnet without cleaning:", 1)
+                    for line in injection_lines(raw or {})]

@@ -24,7 +24,11 @@ from offline_iaas.data.foreground import injection_times, stretch_foreground
 from offline_iaas.data.onthefly import OnTheFly, on_the_fly
 from offline_iaas.data.preflight import preflight
 from offline_iaas.errors import RunError
-from offline_iaas.merge.foreground import FOREGROUND_COLUMNS, foreground_rows
+from offline_iaas.merge.foreground import (
+    foreground_columns,
+    foreground_rows,
+    foreground_statistics,
+)
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.records import Piece
 from offline_iaas.repository.export import check_repository, model_record, network_sessions
@@ -60,7 +64,7 @@ def run_reference(
         raise RunError(f"cannot write the reference output {out_path}: {why}") from None
     streaming_started = time.monotonic()
     inject, injected = on_the_fly(config), injection_times(config)
-    foreground = [np.zeros(0, FOREGROUND_COLUMNS)]
+    foreground = [np.zeros(0, foreground_columns(config))]
     try:
         for stretch in stretches:
             windows = stretch.windows(config)
@@ -110,7 +114,7 @@ def _foreground_piece(config: CampaignConfig, sessions: dict, frames: list, piec
     requests = request_inputs(config, frames, piece, 0,
                               [n * config.stride_samples for n in sizes], inject)
     runner = mode_stream(config, sessions)
-    rows = [config.outputs.rows(
-                "statistic", runner.update(inputs["update"], inputs.get(PSD_UPDATE))["statistic"])
-            for inputs in requests]
-    return foreground_rows(config, piece, np.concatenate(rows))
+    names = foreground_statistics(config)
+    rows = [runner.update(inputs["update"], inputs.get(PSD_UPDATE)) for inputs in requests]
+    return foreground_rows(config, piece, {n: np.concatenate([
+        config.outputs.rows(n, r[n]) for r in rows]) for n in names})

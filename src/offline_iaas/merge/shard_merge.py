@@ -121,8 +121,11 @@ def _load_libraries(noise: bool) -> None:
         reader().start()
 
 
-def _store_products(file: h5py.File, products: ShardProducts) -> None:
-    """What the index needs besides the series: the owned tables and held-out strain."""
+def _store_products(file: h5py.File | h5py.Group, products: ShardProducts) -> None:
+    """What the index needs besides the series: the owned tables and held-out strain (and
+    e2e's raw-strain search's tables, in group ``raw``)."""
+    if products.raw is not None:
+        _store_products(file.create_group("raw"), products.raw)
     if products.triggers is not None:
         file.create_dataset("triggers", data=products.triggers)
     if products.background is not None:
@@ -138,10 +141,10 @@ def read_products(path: Path, record: ShardSummary) -> ShardProducts:
     """A shard's ``ShardProducts`` back from its file and summary."""
     products = ShardProducts()
     with h5py.File(path, "r") as f:
-        if "triggers" in f:
-            products.triggers = f["triggers"][()]
-        if "background" in f:
-            products.background = f["background"][()]
+        _read_tables(f, products)
+        if "raw" in f:
+            products.raw = ShardProducts()
+            _read_tables(f["raw"], products.raw)
         if "held_out" in f:
             def visit(name: str, item: object) -> None:
                 if isinstance(item, h5py.Group) and "raw" in item:
@@ -153,6 +156,13 @@ def read_products(path: Path, record: ShardSummary) -> ShardProducts:
     products.frame_spans = {ifo: {kind: list(spans) for kind, spans in kinds.items()}
                             for ifo, kinds in record.frame_spans.items()}
     return products
+
+
+def _read_tables(group: h5py.Group, products: ShardProducts) -> None:
+    if "triggers" in group:
+        products.triggers = group["triggers"][()]
+    if "background" in group:
+        products.background = group["background"][()]
 
 
 def _dataset_offsets(path: Path) -> list[DatasetOffset]:

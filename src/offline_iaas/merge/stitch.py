@@ -20,6 +20,7 @@ from offline_iaas.errors import DataError, RunError
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
+from offline_iaas.modes import output_kind
 from offline_iaas.records import BadFile, CampaignSummary, ClientShare, PartRecord, Piece
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
@@ -179,14 +180,14 @@ def stage_parts(run: RunDir, config: CampaignConfig, shares: list[ClientShare],
             for output in config.outputs.names:
                 rows = read_piece_rows(run, share.node, output, number, start, stop)
                 formed = (slides_formed(config, kept + start - first, stop - start)
-                          if output == "background" else True)
+                          if output_kind(output) == "background" else True)
                 if not np.array_equal(np.isfinite(rows), np.broadcast_to(formed, rows.shape)):
                     raise RunError(
                         f"{share.node}: its part holds no finite {output} for some of rows "
                         f"{start}-{stop} of piece {number} (a window its client left in a gap "
                         "of a bad frame file, or a network that returned NaN)"
                         + (", or values where a slide is not formed (a repository of "
-                           "another version)" if output == "background" else ""))
+                           "another version)" if output_kind(output) == "background" else ""))
                 writer.write(output, stretch, kept + start - first, rows)
             progress.advance(stop - start)
         hooks.reached(run, node, "mid-write")

@@ -35,7 +35,7 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.manifest import Manifest
 from offline_iaas.models.weights import training_spans
-from offline_iaas.modes import MODES
+from offline_iaas.modes import MODES, RAW
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
@@ -147,7 +147,7 @@ def export_repository(
         ens_dir = repo / config.model.name
         (ens_dir / "1").mkdir(parents=True, exist_ok=True)
         _write(ens_dir / "config.pbtxt", mcfg.to_pbtxt(ensemble_pipeline(config)))
-        models = [stage.model for stage in pipeline.stages(config)] + [config.model.name]
+        models = [*dict.fromkeys(s.model for s in pipeline.stages(config)), config.model.name]
     repo.mkdir(parents=True, exist_ok=True)
     records.write(records.build(Manifest, {
         "ensemble": config.model.name,
@@ -387,7 +387,8 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
     key or the file, and its manifest (None when it has none).
 
     Checked: its mode, channels, sample rate, window and stride, sequence slots against the
-    clients per server, time slides, BBHnet whitening and the model name; with
+    clients per server, time slides, BBHnet whitening, e2e's raw-strain search and the model
+    name; with
     ``load_graphs``, that onnxruntime loads every network graph it serves (a half-copied
     file does not).
     """
@@ -436,6 +437,13 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
             f"asks for {wanted[0]} of {wanted[1]} (bbhnet.slides, bbhnet.slide_seconds): "
             "export again")
     problems += _whitening_problems(where, config, manifest.whitening)
+    # e2e's raw-strain search, served only where exported with bbhnet.inject (the other
+    # outputs follow from the mode, time slides and canary, checked on their own)
+    missing = [n for n in config.outputs.names if n.endswith(RAW) and n not in manifest.outputs]
+    if missing:
+        problems.append(f"{where}: serves {', '.join(manifest.outputs)}, not the "
+                        f"{', '.join(missing)} the campaign's clients request (bbhnet.inject "
+                        "in mode e2e searches the raw strain too): export again")
     if manifest.ensemble != config.model.name:
         problems.append(f"{where}: holds model {manifest.ensemble!r}, the campaign "
                         f"calls {config.model.name!r} (model.name)")

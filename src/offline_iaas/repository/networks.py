@@ -34,7 +34,7 @@ import numpy as np
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ModelError
 from offline_iaas.modes import NETWORK_KINDS
-from offline_iaas.repository.pipeline import CANARY_NETWORK
+from offline_iaas.repository.pipeline import CANARY_NETWORK, searches_raw_strain
 
 WEIGHT_SUFFIXES: tuple[str, ...] = (".pt", ".pth", ".ts", ".onnx")
 OPSET = 17
@@ -202,7 +202,8 @@ def _deepclean(config: CampaignConfig, weights: Path | None, out: Path) -> Path:
 
 
 def subtract_onnx(config: CampaignConfig) -> object:
-    """``cleaned = strain stride completed by the average - averaged prediction`` (batched)."""
+    """``cleaned = strain stride completed by the average - averaged prediction`` (batched);
+    where e2e searches the raw strain too, that ``strain`` stride as a second output."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -231,8 +232,8 @@ def subtract_onnx(config: CampaignConfig) -> object:
         [helper.make_tensor_value_info("windows", TensorProto.FLOAT,
                                        ["batch", "windows", len(stream), k]),
          helper.make_tensor_value_info("noise", TensorProto.FLOAT, ["batch", ifos, "samples"])],
-        [helper.make_tensor_value_info("cleaned", TensorProto.FLOAT,
-                                       ["batch", ifos, "samples"])],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", ifos, "samples"])
+         for name in ("cleaned", "strain")[: 2 if searches_raw_strain(config) else 1]],
         initializer=constants,
     )
     model = helper.make_model(graph, producer_name="offline-iaas",
@@ -314,8 +315,9 @@ def _subtract_graph(config: CampaignConfig, _weights: Path | None, _canary: Path
     windows = ("windows", (-1, len(config.stream_channels), config.kernel_samples))
     path = out_dir / "subtract.onnx"
     onnx.save(subtract_onnx(config), str(path))
-    return [Graph("subtract", path, (windows, ("noise", (ifos, -1))), (("cleaned", (ifos, -1)),),
-                  batched=True)]
+    outputs = ("cleaned", "strain")[: 2 if searches_raw_strain(config) else 1]
+    return [Graph("subtract", path, (windows, ("noise", (ifos, -1))),
+                  tuple((name, (ifos, -1)) for name in outputs), batched=True)]
 
 
 _GRAPHS = {"classifier": _classifier_graph, "bbhnet": _bbhnet_graph,

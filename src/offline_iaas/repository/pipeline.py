@@ -15,6 +15,9 @@ ensemble::
     e2e         ... ─► averager ─► noise; (windows, noise) ─► subtract ─► cleaned
                     ─► snapshotter_clean ─► clean_windows ─► bbhnet ─► statistic
                 (time slides: cleaned ─► timeslides (runs bbhnet's graph) ─► background)
+                with bbhnet.inject, the raw strain subtract took ``cleaned`` from, ``raw``
+                (delayed like ``cleaned``): raw ─► snapshotter_raw ─► raw_windows ─► bbhnet
+                ─► statistic_raw (time slides: timeslides_raw ─► background_raw)
 
 ``update`` is ``[channels, n S]`` of the streamed channels (``CampaignConfig.stream_channels``);
 with the rolling whitening in mode bbhnet a foreground's requests (``bbhnet.inject``) carry
@@ -32,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.modes import RAW
 from offline_iaas.physics import WHITENING_HIGH_FRACTION, WHITENING_LOW_HZ, whitening_band
 from offline_iaas.repository.backend.stateful import PSD_UPDATE
 
@@ -91,20 +95,32 @@ def stages(config: CampaignConfig) -> list[Stage]:
                   {"noise": "noise_canary"}, ifos),
         ]
     if mode.snapshots == 2:  # the cleaned strain windowed again for BBHnet
+        raw = searches_raw_strain(config)
         chain += [
             Stage("subtract", "network", {"windows": "windows", "noise": "noise"},
-                  {"cleaned": "cleaned"}),
+                  {"cleaned": "cleaned", **({"strain": "raw"} if raw else {})}),
             *_bbhnet(config, "cleaned", Stage("snapshotter_clean", "snapshot",
                                               {"update": "cleaned"},
                                               {"windows": "clean_windows"}, ifos)),
         ]
+        if raw:  # the same search on the strain before the subtraction, delayed alike
+            chain += _bbhnet(config, "raw", Stage("snapshotter_raw", "snapshot",
+                                                  {"update": "raw"},
+                                                  {"windows": "raw_windows"}, ifos), RAW)
     return chain
 
 
-def _bbhnet(config: CampaignConfig, strain: str, snapshot: Stage) -> list[Stage]:
+def searches_raw_strain(config: CampaignConfig) -> bool:
+    """e2e also searches the raw strain (``statistic_raw``, ``background_raw``): with
+    injections on the fly, so the campaign measures cleaning's gain on the same injections."""
+    return f"statistic{RAW}" in config.outputs.names
+
+
+def _bbhnet(config: CampaignConfig, strain: str, snapshot: Stage, suffix: str = ""
+            ) -> list[Stage]:
     """BBHnet on windows of the ``strain`` tensor (``[ifos, n S]``): the ``snapshot`` stage's
     (or, with the rolling whitening, the whitened windows), the network, and the time
-    slides."""
+    slides; their outputs (and stateful stages) named with ``suffix``."""
     b, ifos = config.bbhnet, len(config.ifos)
     first = snapshot
     if config.rolling_whitening:
@@ -120,8 +136,9 @@ def _bbhnet(config: CampaignConfig, strain: str, snapshot: Stage) -> list[Stage]
                                   np.fft.rfftfreq(config.kernel_samples, 1 / rate),
                                   WHITENING_LOW_HZ, WHITENING_HIGH_FRACTION * rate / 2).tolist()})
     (windows,) = first.outputs.values()
-    return [first, Stage("bbhnet", "network", {"windows": windows}, {"statistic": "statistic"}),
-            *_time_slides(config, windows)]
+    return [first, Stage("bbhnet", "network", {"windows": windows},
+                         {"statistic": f"statistic{suffix}"}),
+            *_time_slides(config, windows, suffix)]
 
 
 def takes_psd_update(config: CampaignConfig) -> bool:
@@ -130,14 +147,14 @@ def takes_psd_update(config: CampaignConfig) -> bool:
     return any(PSD_UPDATE in stage.inputs.values() for stage in stages(config))
 
 
-def _time_slides(config: CampaignConfig, windows: str) -> list[Stage]:
+def _time_slides(config: CampaignConfig, windows: str, suffix: str = "") -> list[Stage]:
     """BBHnet on the slid pairs of the ``windows`` tensor (``bbhnet.slides``): the
     ``background`` output, ``[n * shifts]`` per request (NaN where a slide's second window is
     in the stream's warm-up)."""
     if not config.has_slides:
         return []
-    return [Stage("timeslides", "timeslide", {"windows": windows}, {"background": "background"},
-                  2, {"shift_windows": config.slide_windows,
+    return [Stage(f"timeslides{suffix}", "timeslide", {"windows": windows},
+                  {"background": f"background{suffix}"}, 2, {"shift_windows": config.slide_windows,
                       "shifts": config.bbhnet.slides,
                       "warmup_windows": config.stretch_warmup_windows, "network": "bbhnet"})]
 

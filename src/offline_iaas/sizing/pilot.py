@@ -16,6 +16,7 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ConfigError
 from offline_iaas.local_state import read_local_state
 from offline_iaas.records import CampaignSummary, PartRecord
+from offline_iaas.repository.pipeline import searches_raw_strain
 from offline_iaas.rundir import RunDir
 
 
@@ -159,10 +160,11 @@ def read_pilot(run: RunDir) -> PilotRun:
 def check_same_stream(pilot: PilotRun, config: CampaignConfig) -> None:
     """ConfigError unless the pilot streamed what ``config`` streams (its rates apply)."""
     same = (pilot.config.model.mode, pilot.config.stream_channels, pilot.config.kernel_samples,
-            pilot.config.stride_samples, pilot.config.data.sample_rate)
+            pilot.config.stride_samples, pilot.config.data.sample_rate,
+            searches_raw_strain(pilot.config))
     wanted = (config.model.mode, config.stream_channels, config.kernel_samples,
-              config.stride_samples, config.data.sample_rate)
+              config.stride_samples, config.data.sample_rate, searches_raw_strain(config))
     if same != wanted:
         raise ConfigError(f"--from-run {pilot.run.path}: the pilot streams {same}, the campaign "
-                          f"{wanted} (mode, channels, kernel, stride, rate): run a pilot of "
-                          "this config")
+                          f"{wanted} (mode, channels, kernel, stride, rate, the e2e search on the "
+                          "raw strain): run a pilot of this config")

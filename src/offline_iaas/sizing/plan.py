@@ -28,7 +28,11 @@ where window work = windows per data second x window samples x streamed channels
 of a convolutional network grows with each; an assumption the output states, and 1 when the
 workload is the campaign's stream), and the headroom covers server start-up, the warm-up
 windows every piece streams again, and stragglers. It recommends that point's instances,
-clients and batch size: the rate it used is the rate of exactly that layout.
+clients and batch size: the rate it used is the rate of exactly that layout. With
+``bbhnet.inject`` the rate is divided by 1 + the foreground's extra windows
+(``sizing/foreground.py``), and an e2e campaign's search on the raw strain is in it: measured
+(the ``e2e-inject`` workload) or, where the bench has no measurement of it, estimated from the
+``bbhnet`` workload's limit (``sizing/raw_search.py``).
 
 Either way the recommendation is checked with ``make-dag``'s own planning
 (``sizing/feasible.py``) before it is printed, and ``merge.shard_seconds`` is never below what
@@ -43,7 +47,12 @@ from pathlib import Path
 
 from offline_iaas.bench.results import Measurement, read_results
 from offline_iaas.bench.targets import Spread
-from offline_iaas.bench.workloads import WORKLOAD_OF_MODE, workload, workload_of
+from offline_iaas.bench.workloads import (
+    mode_workload,
+    same_stream,
+    without_raw_search,
+    workload_of,
+)
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.sizing.feasible import (
@@ -52,7 +61,9 @@ from offline_iaas.sizing.feasible import (
     refusal,
     sequence_slots,
 )
+from offline_iaas.sizing.foreground import foreground_work
 from offline_iaas.sizing.pilot import PilotRun, check_same_stream
+from offline_iaas.sizing.raw_search import raw_search_cost, window_work_per_data_second
 
 HEADROOM = 1.25
 
@@ -110,11 +121,6 @@ class CapacityPlan:
         ]
 
 
-def window_work_per_data_second(channels: int, rate_hz: float, kernel_samples: int) -> float:
-    """Samples the network reads per data second: windows/s x window samples x channels."""
-    return rate_hz * kernel_samples * channels
-
-
 def _bench_layouts(measurements: list[Measurement], name: str
                    ) -> dict[tuple[int, int, int], Spread]:
     """The service's repeats of workload ``name`` at each (batch size, clients, instances)."""
@@ -143,8 +149,12 @@ def plan_from_bench(
     load, exact = workload_of(config)
     layouts = _bench_layouts(measurements, load.name)
     if not layouts and exact:  # the campaign's own stream was not measured: its mode's
-        load, exact = workload(WORKLOAD_OF_MODE[config.model.mode]), False
+        load, exact = mode_workload(config), False
         layouts = _bench_layouts(measurements, load.name)
+    wanted = load
+    if not layouts and load.searches_raw_strain:  # the graph without it, the raw search added
+        load = without_raw_search(load)
+        layouts, exact = _bench_layouts(measurements, load.name), same_stream(load, config)
     if not layouts:
         raise ConfigError(
             f"{results_path}: no service measurement of the {load.name!r} workload (the bench "
@@ -169,7 +179,12 @@ def plan_from_bench(
     campaign_work = window_work_per_data_second(
         channels, config.model.inference_rate, config.kernel_samples
     )
-    per_server = measured * bench_work / campaign_work
+    scaled = measured * bench_work / campaign_work
+    raw = (raw_search_cost(config, measurements, batch_size, instances, scaled, results_path,
+                           wanted.name) if wanted is not load else None)
+    with_raw = scaled / (raw.factor if raw else 1.0)
+    foreground = foreground_work(config)
+    per_server = with_raw / (1 + (foreground.extra if foreground else 0.0))
     data_seconds = config.data.duration
     needed = data_seconds / (target_hours * 3600)
     servers = max(1, math.ceil(needed * HEADROOM / per_server))
@@ -194,13 +209,18 @@ def plan_from_bench(
         f"[{min(spread.rates):,.1f}-{max(spread.rates):,.1f}] at batch {batch_size}, "
         f"{clients} client(s), {instances} instance(s) (at this batch and clients: {same})",
         (f"scaling: none, the {load.name!r} workload streams the campaign's channels, rate and "
-         f"windows: per server {per_server:,.2f} data-s/s" if exact else
+         f"windows: per server {scaled:,.2f} data-s/s" if exact else
          f"scaling: window work per data second = windows/s x window samples x channels: bench "
          f"{load.inference_rate_hz:g} x {load.kernel_samples} x {load.channels} = "
          f"{bench_work:,.0f}, campaign {config.model.inference_rate:g} x "
          f"{config.kernel_samples} x {channels} = {campaign_work:,.0f}; per server "
-         f"{measured:,.1f} x {bench_work:,.0f} / {campaign_work:,.0f} = {per_server:,.2f} "
+         f"{measured:,.1f} x {bench_work:,.0f} / {campaign_work:,.0f} = {scaled:,.2f} "
          "data-s/s (assumes the network's cost grows linearly with each)"),
+        *([(raw.line if raw else f"raw-strain search: e2e with bbhnet.inject runs BBHnet again "
+            f"on the raw strain (statistic_raw): measured, the {load.name!r} workload serves it")
+           + f": per server {with_raw:,.2f} data-s/s"] if wanted.searches_raw_strain else []),
+        *([foreground.line() + f": per server {per_server:,.2f} data-s/s"]
+          if foreground else []),
         f"servers: ceil({needed:,.2f} x headroom {HEADROOM:g} / {per_server:,.2f}) = {servers} "
         "(headroom: server start-up, warm-up windows streamed again per piece, stragglers)",
         f"per server: {instances} instance(s), {clients} client(s), batch size {batch_size} "
@@ -252,7 +272,11 @@ def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) 
     if not target_hours > 0:
         raise ConfigError(f"--target-hours must be positive, got {target_hours}")
     check_same_stream(pilot, config)
-    per_server = pilot.streaming_rate / pilot.servers
+    # the pilot's rate holds for its own foreground: scaled to the campaign's
+    foreground, pilot_foreground = foreground_work(config), foreground_work(pilot.config)
+    scale_foreground = ((1 + (pilot_foreground.extra if pilot_foreground else 0.0))
+                        / (1 + (foreground.extra if foreground else 0.0)))
+    per_server = pilot.streaming_rate / pilot.servers * scale_foreground
     data_seconds = config.data.duration
     needed = data_seconds / (target_hours * 3600)
     servers = max(1, math.ceil(needed * HEADROOM / per_server))
@@ -276,7 +300,10 @@ def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) 
         f"{pilot.streaming_seconds:.1f} s + merge {pilot.merge_seconds:.1f} s + rest "
         f"{pilot.other_seconds:.1f} s",
         f"per server: {pilot.data_seconds:,.0f} / {pilot.streaming_seconds:.1f} s / "
-        f"{pilot.servers} = {per_server:,.2f} data-s/s (the campaign path as it ran)",
+        f"{pilot.servers}" + (f" x {scale_foreground:.3f}" if scale_foreground != 1 else "")
+        + f" = {per_server:,.2f} data-s/s (the campaign path as it ran)",
+        *([foreground.line() + (f"; the pilot's {pilot_foreground.extra:.1%}"
+                                if pilot_foreground else "")] if foreground else []),
         f"needed: {data_seconds:,.0f} data-s / ({target_hours:g} h x 3600 s/h) = "
         f"{needed:,.2f} data-s/s",
         f"servers: ceil({needed:,.2f} x headroom {HEADROOM:g} / {per_server:,.2f}) = {servers}",

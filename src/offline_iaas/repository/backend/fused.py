@@ -113,7 +113,9 @@ class TritonPythonModel:
     def _zeros(self, n_samples: int) -> dict:
         n = n_samples // self.stride_samples
         shapes = {"statistic": (1, n), "background": (1, n * self.time_shifts)}
-        return {name: np.zeros(shapes.get(name, (1, self.ifos, n_samples)), np.float32)
+        # the raw strain's search (e2e: statistic_raw, background_raw) has the same shapes
+        return {name: np.zeros(shapes.get(name.removesuffix("_raw"), (1, self.ifos, n_samples)),
+                               np.float32)
                 for name in self.outputs}
 
     def execute(self, requests: list) -> list:
