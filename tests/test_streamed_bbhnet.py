@@ -1,4 +1,4 @@
-"""BBHnet streamed (``models/streamed.py``) equals BBHnet on every whole window (issue #42).
+"""BBHnet streamed (``repository/streamed.py``) equals BBHnet on every whole window (issue #42).
 
 Small geometries (seconds each): the windows a snapshotter would cut from the stream (``K``
 zeros first), through the network in float64 (the definition) and through its exported ONNX
@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from offline_iaas.models.bbhnet import BBHnet
-from offline_iaas.models.streamed import StreamedBBHnet, StreamState, macs_per_window
+from offline_iaas.repository.streamed import StreamedBBHnet, StreamState, macs_per_window
 
 TOLERANCE = 1e-5
 """Relative to the largest statistic of the run."""

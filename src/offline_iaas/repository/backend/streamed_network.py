@@ -1,45 +1,51 @@
-"""BBHnet evaluated on a stream: each layer once per stream sample, only window edges per window.
+"""A network's windows evaluated on a stream, each layer once per sample (numpy, onnxruntime).
 
-Work in progress (issue #42, branch ``stream42``): this module is not wired into the fused
-model or the campaign yet (docs/networks.md, "Streamed graphs").
+Issue #42, work in progress: not wired into ``ModeStream`` or the fused model yet
+(docs/networks.md, "Streamed graphs"). Self-contained like the other files of this folder
+(numpy; onnxruntime only in ``open_streamed_network``), so the server's python stub can load it
+beside ``stateful.py``; ``repository/streamed.py`` runs the same bookkeeping on torch modules.
 
 A stream's window ``j`` covers raw stream samples ``[a_j, a_j + K)`` with ``a_j = (j + 1) S``,
-the stream starting with ``K`` zeros as the snapshotter's state does (``SnapshotState``). BBHnet
-on one window is: scale, a "valid" whitening FIR (``T`` taps), then padded convolutions (stem
-k7 s2 p3; per residual stage conv k3 s2 p1, conv k3 s1 p1 and a 1x1 s2 shortcut), BatchNorm
-(affine in eval mode), ReLU, the residual sums, a mean over the last layer and a linear head.
-Every layer is shift-equivariant on the stream, so with the network's cumulative stride ``P``
-(``2 ** (depth + 1)``) dividing ``S``:
+the stream starting with ``K`` zeros as the snapshotter's state does. The network is a "valid"
+whitening FIR (``T`` taps, the input scale included), a graph of padded convolutions and joins
+(``Node``), a mean over its last layer and a head. Every layer is shift-equivariant on the
+stream, so with the cumulative stride ``P`` dividing ``S``:
 
 - the whitened window is the whitened stream's ``[a_j, a_j + L0)`` (``L0 = K - T + 1``);
 - layer ``l`` of the window (cumulative stride ``P_l``) equals the layer run without padding
   on the stream, at stream positions ``a_j / P_l + q``, except for the few positions at each
-  end whose receptive field reaches the window's zero padding (``EdgePlan.left``/``right`` at
-  the last layer);
-- so the stream runs each layer once, on the new samples only (``advance``), and each window
-  recomputes only its edges: its first and last ``edge_samples`` whitened samples run through
-  the padded stem and stages (the network's own modules), of which the last layer's first
-  ``left`` and last ``right`` positions are kept;
+  end whose receptive field reaches the window's zero padding (``EdgePlan.left``/``right``);
+- so the stream runs each layer once, on the new samples only, and each window recomputes
+  only its edges: its first and last ``edge_samples`` whitened samples through the padded
+  layers, of which the last layer's first ``left`` and last ``right`` positions are kept;
 - a window's pool is (left edge + stream interior + right edge) / ``L_K``, then the head.
 
-The per-stream state is ``StreamState``: plain numpy arrays and integers (what a server keeps
-per sequence, and what a checkpoint saves: ``to_arrays``/``from_arrays``).
+The per-stream state is ``StreamState``: numpy arrays and integers (``to_arrays``/
+``from_arrays``: what a server keeps per sequence and a checkpoint saves).
+
+Exported layout (``repository/streamed.export_streamed``): a directory with ``streamed.json``
+(``StreamedNetwork.spec``) and one ONNX graph per run, input ``x``, output ``y``:
+``whitened.onnx`` (raw ``[1, ifos, n]`` → ``[1, ifos, n - T + 1]``), ``<node>.onnx`` (the layer
+without padding; a join takes its inputs concatenated along channels), ``edges.onnx`` (the
+padded layers on ``[b, ifos, E]``) and ``head.onnx`` (``[n, C]`` → ``[n, 1]``).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
-from torch import nn
 
-from offline_iaas.models.bbhnet import BBHnet
+Run = Callable[[np.ndarray], np.ndarray]
+"""One exported graph: a float32 array in, a float32 array out."""
 
-Run = Callable[[torch.Tensor], torch.Tensor]
-"""A layer on one stream segment: ``[1, C, n]`` in, ``[1, C', m]`` out."""
+MANIFEST = "streamed.json"
+WHITENING, EDGES, HEAD = "whitened", "edges", "head"
+"""Names of the runs besides the nodes' (and of their graphs, ``<name>.onnx``)."""
 
 
 @dataclass(frozen=True)
@@ -81,13 +87,12 @@ class Node:
     """One step of the stream graph: a convolution (+ pointwise ops) or a join.
 
     ``inputs`` names earlier nodes (``"whitened"`` is the whitened stream); a join has two
-    inputs, no ``conv``, and ``run`` takes both.
+    inputs and no ``conv``, and its run takes them concatenated along channels.
     """
 
     name: str
     inputs: tuple[str, ...]
     conv: Conv | None
-    run: Callable[..., torch.Tensor]
 
 
 @dataclass
@@ -152,48 +157,6 @@ class EdgePlan:
     whitened_samples: int
 
 
-def _conv(module: nn.Conv1d) -> Conv:
-    (taps,), (stride,), (padding,) = module.kernel_size, module.stride, module.padding
-    macs = module.in_channels * module.out_channels * taps // module.groups
-    return Conv(taps, stride, padding, macs)
-
-
-def _valid(module: nn.Conv1d) -> Run:
-    """``module`` without its padding (the stream supplies the neighbours)."""
-    return lambda x: nn.functional.conv1d(x, module.weight, module.bias, module.stride, 0,
-                                          module.dilation, module.groups)
-
-
-def bbhnet_nodes(network: BBHnet) -> list[Node]:
-    """BBHnet's stem and stages as a stream graph (the whitening is done before it)."""
-    stem_conv, stem_norm, stem_act = network.stem
-    nodes = [Node("stem", ("whitened",), _conv(stem_conv),
-                  lambda x: stem_act(stem_norm(_valid(stem_conv)(x))))]
-    previous = "stem"
-    for index, block in enumerate(network.stages):
-        name = f"stage{index}"
-        if isinstance(block.shortcut, nn.Identity):
-            shortcut, run_shortcut = Conv(1, 1, 0), (lambda x: x)
-        else:
-            conv, norm = block.shortcut
-
-            def run_shortcut(x, conv=conv, norm=norm):
-                return norm(_valid(conv)(x))
-
-            shortcut = _conv(conv)
-        nodes += [
-            Node(f"{name}.conv1", (previous,), _conv(block.conv1),
-                 lambda x, b=block: b.activation(b.norm1(_valid(b.conv1)(x)))),
-            Node(f"{name}.conv2", (f"{name}.conv1",), _conv(block.conv2),
-                 lambda x, b=block: b.norm2(_valid(b.conv2)(x))),
-            Node(f"{name}.shortcut", (previous,), shortcut, run_shortcut),
-            Node(name, (f"{name}.conv2", f"{name}.shortcut"), None,
-                 lambda x, y, b=block: b.activation(x + y)),
-        ]
-        previous = name
-    return nodes
-
-
 def _reach(nodes: list[Node], length: int) -> tuple[int, int, int]:
     """Last-layer length of a padded run on ``length`` whitened samples, and how many of its
     positions the padding reaches at each end."""
@@ -239,48 +202,61 @@ def edge_plan(nodes: list[Node], whitened_samples: int) -> EdgePlan:
     raise ValueError("no edge segment reproduces the window's padded edges")
 
 
-class StreamedBBHnet:
-    """BBHnet's windows on a stream: ``update(state, [ifos, n S])`` → ``[n]`` statistics.
+class StreamedNetwork:
+    """A network's windows on a stream: ``update(state, [ifos, n S])`` → ``[n]`` statistics.
 
     Parameters
     ----------
-    network
-        The whole-window network, in eval mode (its BatchNorm is then affine); shared by
-        every stream.
-    kernel_samples, stride_samples
-        Window ``K`` and stride ``S``; ``S`` must be a multiple of the network's cumulative
-        stride ``P`` (else a window's downsampled grid is not the stream's).
+    nodes
+        The stream graph after the whitening (convolutions and joins, in order).
+    ifos, kernel_samples, stride_samples, whitening_taps
+        Input channels, window ``K``, stride ``S`` and whitening FIR length ``T``; ``S`` must
+        be a multiple of the graph's cumulative stride ``P`` (else a window's downsampled grid
+        is not the stream's).
+    runs
+        ``"whitened"``, each node's name, ``"edges"`` and ``"head"`` → its ``Run`` (module
+        docstring); shared by every stream.
     """
 
-    def __init__(self, network: BBHnet, kernel_samples: int, stride_samples: int) -> None:
-        if network.training:
-            raise ValueError("stream a network in eval mode (BatchNorm must be affine)")
-        self.network = network
+    def __init__(self, nodes: list[Node], ifos: int, kernel_samples: int,
+                 stride_samples: int, whitening_taps: int, runs: dict[str, Run]) -> None:
+        self.nodes, self.ifos, self.runs = nodes, ifos, runs
         self.kernel_samples, self.stride_samples = kernel_samples, stride_samples
-        self.nodes = bbhnet_nodes(network)
-        taps = network.whitening_taps
+        self.whitening_taps = taps = whitening_taps
         whitened = kernel_samples - taps + 1
         if kernel_samples % stride_samples or whitened < 1:
             raise ValueError(f"kernel {kernel_samples} must be a multiple of the stride "
                              f"{stride_samples} and longer than the whitening ({taps} taps)")
-        self.plan = edge_plan(self.nodes, whitened)
+        self.plan = edge_plan(nodes, whitened)
         if stride_samples % self.plan.step:
             raise ValueError(
                 f"stride of {stride_samples} samples is not a multiple of the network's "
                 f"cumulative stride {self.plan.step}: windows fall on "
                 f"{self.plan.step // math.gcd(stride_samples, self.plan.step)} downsampling "
                 "phases (stream one graph per phase: docs/networks.md, 'Streamed graphs')")
-        whitening = Conv(taps, 1, 0, network.ifos * taps)
-        self.whitening = Node(
-            "whitened", ("scaled",), whitening,
-            lambda x: nn.functional.conv1d(x, network.whitening, groups=network.ifos))
+        self.whitening = Node(WHITENING, ("raw",), Conv(taps, 1, 0, ifos * taps))
+
+    def spec(self) -> dict:
+        """The geometry as JSON-able values (``streamed.json``; ``from_spec`` reads it)."""
+        return {"ifos": self.ifos, "kernel_samples": self.kernel_samples,
+                "stride_samples": self.stride_samples, "whitening_taps": self.whitening_taps,
+                "nodes": [{"name": node.name, "inputs": list(node.inputs),
+                           "conv": None if node.conv is None else
+                           [node.conv.taps, node.conv.stride, node.conv.padding]}
+                          for node in self.nodes]}
+
+    @classmethod
+    def from_spec(cls, spec: dict, runs: dict[str, Run]) -> StreamedNetwork:
+        """The network ``spec()`` describes, running ``runs``."""
+        nodes = [Node(n["name"], tuple(n["inputs"]), None if n["conv"] is None
+                      else Conv(*n["conv"])) for n in spec["nodes"]]
+        return cls(nodes, spec["ifos"], spec["kernel_samples"], spec["stride_samples"],
+                   spec["whitening_taps"], runs)
 
     def initial_state(self) -> StreamState:
         """A stream's state at START: ``K`` zeros already streamed, as the snapshotter's."""
         state = StreamState()
-        zeros = np.zeros((self.network.ifos, self.kernel_samples), np.float32)
-        with torch.no_grad():
-            self._advance(state, zeros)
+        self._advance(state, np.zeros((self.ifos, self.kernel_samples), np.float32))
         return state
 
     def update(self, state: StreamState, samples: np.ndarray) -> np.ndarray:
@@ -290,26 +266,23 @@ class StreamedBBHnet:
         if samples.ndim != 2 or samples.shape[1] % stride:
             raise ValueError(f"update of shape {samples.shape}: need [ifos, n * {stride}]")
         n = samples.shape[1] // stride
-        with torch.no_grad():
-            self._advance(state, samples)
-            starts = stride * (state.windows + 1 + np.arange(n))  # raw == whitened position
-            pooled = self._interior_sums(state, starts)
-            if plan.left or plan.right:
-                pooled += self._edge_sums(state, starts)
-            pooled /= plan.top_length
-            statistic = self.network.head(torch.from_numpy(pooled.astype(np.float32)))[:, 0]
+        self._advance(state, samples)
+        starts = stride * (state.windows + 1 + np.arange(n))  # raw == whitened position
+        pooled = self._interior_sums(state, starts)
+        if plan.left or plan.right:
+            pooled += self._edge_sums(state, starts)
+        pooled /= plan.top_length
+        statistic = self.runs[HEAD](pooled.astype(np.float32))[:, 0]
         state.windows += n
         self._trim(state)
-        return statistic.numpy()
+        return statistic
 
     def _advance(self, state: StreamState, samples: np.ndarray) -> None:
         """Run every layer on what ``samples`` newly makes computable."""
-        scaled = torch.from_numpy(np.ascontiguousarray(samples, np.float32))
-        scaled = scaled * self.network.input_scale
-        streamed = _Stream(state, {"scaled": (scaled.numpy(), None)})
+        streamed = _Stream(state, self.runs, {"raw": (np.asarray(samples, np.float32), None)})
         streamed.run(self.whitening)
         state.whitened, state.whitened_start = _append(
-            state.whitened, state.whitened_start, *streamed.values["whitened"])
+            state.whitened, state.whitened_start, *streamed.values[WHITENING])
         for node in self.nodes:
             streamed.run(node)
         state.top, state.top_start = _append(state.top, state.top_start,
@@ -328,14 +301,13 @@ class StreamedBBHnet:
 
     def _edge_sums(self, state: StreamState, starts: np.ndarray) -> np.ndarray:
         """Per window, the sum of its last layer's padded edges, recomputed from its first and
-        last ``edge_samples`` whitened samples through the padded stem and stages."""
+        last ``edge_samples`` whitened samples through the padded layers."""
         plan, n = self.plan, len(starts)
         edge, offsets = plan.edge_samples, starts - state.whitened_start
         segments = np.lib.stride_tricks.sliding_window_view(state.whitened, edge, axis=1)
         batch = np.concatenate([segments[:, offsets],
                                 segments[:, offsets + plan.whitened_samples - edge]], axis=1)
-        batch = torch.from_numpy(np.ascontiguousarray(batch.transpose(1, 0, 2)))
-        edges = self.network.stages(self.network.stem(batch)).numpy()
+        edges = self.runs[EDGES](np.ascontiguousarray(batch.transpose(1, 0, 2)))
         sums = edges[:n, :, : plan.left].sum(axis=2, dtype=np.float64)
         return sums + edges[n:, :, edges.shape[2] - plan.right :].sum(axis=2, dtype=np.float64)
 
@@ -372,8 +344,8 @@ def _drop_before(values: np.ndarray, start: int, first: int) -> tuple[np.ndarray
 class _Stream:
     """One ``_advance``: the new stream values of each node, from its pending inputs."""
 
-    def __init__(self, state: StreamState, values: dict) -> None:
-        self.state = state
+    def __init__(self, state: StreamState, runs: dict[str, Run], values: dict) -> None:
+        self.state, self.runs = state, runs
         self.values = values
         """Node → (new values [C, m], stream position of the first; None: continues)."""
 
@@ -409,12 +381,13 @@ class _Stream:
         else:
             lo = conv.stride * first - conv.padding - start
             hi = conv.stride * (end - 1) - conv.padding + conv.taps - start
-            out = node.run(torch.from_numpy(pending[None, :, lo:hi]))[0].numpy()
+            out = self.runs[node.name](np.ascontiguousarray(pending[None, :, lo:hi]))[0]
             self._keep(key, conv.stride * end - conv.padding)
         self.values[node.name] = (out, first)
 
     def _join(self, node: Node) -> None:
-        """Both inputs' common positions through ``run``; the rest kept for later."""
+        """Both inputs' common positions, concatenated along channels, through the node's
+        run; the rest kept for later."""
         keys = [f"{node.name}:{source}" for source in node.inputs]
         taken = [self._take(key, source) for key, source in zip(keys, node.inputs, strict=True)]
         first = max(start for _, start in taken)
@@ -422,53 +395,30 @@ class _Stream:
         if end <= first:
             self.values[node.name] = (np.zeros((0, 0), np.float32), first)
             return
-        parts = [torch.from_numpy(values[None, :, first - start : end - start])
-                 for values, start in taken]
-        self.values[node.name] = (node.run(*parts)[0].numpy(), first)
+        joined = np.concatenate([values[None, :, first - start : end - start]
+                                 for values, start in taken], axis=1)
+        self.values[node.name] = (self.runs[node.name](joined)[0], first)
         for key in keys:
             self._keep(key, end)
 
 
-def macs_per_window(network: BBHnet, kernel_samples: int, stride_samples: int
-                    ) -> dict[str, float]:
-    """Multiply-accumulates per window of the whole-window graph and of the streamed one.
+def open_streamed_network(directory: str | os.PathLike, intra_op_threads: int = 1
+                          ) -> StreamedNetwork:
+    """The network exported to ``directory`` (``streamed.json`` and its graphs), each graph
+    an onnxruntime session on the CPU."""
+    import onnxruntime
 
-    Convolutions and the head count (BatchNorm, ReLU, sums: a few operations per value, not
-    counted). Streamed: each layer's new outputs per window (``S / P_l`` of them, times the
-    number of downsampling phases ``P_l / gcd(S, P_l)`` the windows fall on when ``S`` is not
-    a multiple of ``P_l``), plus the two edge segments through the padded stem and stages,
-    plus the head. ``edge_lower_bound`` is the edges' cost if only the positions the padding
-    reaches were recomputed, layer by layer (not implemented: the segments recompute more).
-    """
-    nodes = bbhnet_nodes(network)
-    taps = network.whitening_taps
-    whitened = kernel_samples - taps + 1
-    plan = edge_plan(nodes, whitened)
-    head = network.head.in_features * network.head.out_features
-    whitening = network.ifos * taps
-    whole = whitening * whitened + head
-    streamed_layers = whitening * stride_samples + head
-    edge = edge_lower = 0.0
-    window = {"whitened": (whitened, 0, 0)}
-    segment = {"whitened": (plan.edge_samples, 0, 0)}
-    strides = {"whitened": 1}
-    for node in nodes:
-        if node.conv is None:
-            window[node.name] = window[node.inputs[0]]
-            strides[node.name] = strides[node.inputs[0]]
-            segment[node.name] = segment[node.inputs[0]]
-            continue
-        conv, source = node.conv, node.inputs[0]
-        window[node.name] = conv.reach(*window[source])
-        segment[node.name] = conv.reach(*segment[source])
-        stride = strides[node.name] = strides[source] * conv.stride
-        length, left, right = window[node.name]
-        whole += conv.macs_per_output * length
-        phases = stride // math.gcd(stride_samples, stride)
-        streamed_layers += conv.macs_per_output * stride_samples / stride * phases
-        edge += 2 * conv.macs_per_output * segment[node.name][0]
-        edge_lower += conv.macs_per_output * (left + right)
-    return {"whole": whole, "streamed": streamed_layers + edge,
-            "streamed_layers": streamed_layers, "edges": edge, "edge_lower_bound": edge_lower,
-            "edge_samples": plan.edge_samples, "left": plan.left, "right": plan.right,
-            "top_length": plan.top_length, "step": plan.step}
+    with open(os.path.join(directory, MANIFEST)) as file:
+        spec = json.load(file)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = intra_op_threads
+    options.inter_op_num_threads = 1
+
+    def run_of(name: str) -> Run:
+        session = onnxruntime.InferenceSession(
+            os.path.join(directory, f"{name}.onnx"), options,
+            providers=["CPUExecutionProvider"])
+        return lambda x: session.run(None, {"x": np.ascontiguousarray(x, np.float32)})[0]
+
+    names = [WHITENING, EDGES, HEAD, *(node["name"] for node in spec["nodes"])]
+    return StreamedNetwork.from_spec(spec, {name: run_of(name) for name in names})
