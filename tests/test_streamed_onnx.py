@@ -137,3 +137,37 @@ def test_streamed_onnx_runner_runs_without_torch_or_the_package(exported, tmp_pa
     expected = stream(runner, samples, [4])
     np.testing.assert_array_equal(np.load(tmp_path / "statistic.npy"), expected)
     assert Path(streamed_network.__file__).read_text().count("import torch") == 0
+
+
+def test_mode_stream_with_a_streamed_stage_equals_the_snapshotter_and_whole_window_graph(
+        exported):
+    """Two streams interleaved through ``ModeStream``: each keeps its own ``StreamState``
+    beside the shared runner, and yields what the snapshotter and the whole-window graph do."""
+    from offline_iaas.repository.backend.stateful import ModeStream
+
+    kernel, stride = GEOMETRIES["k/s=6"][:2]
+    directory, session = exported["k/s=6"]
+    whole = [{"model": "snapshotter", "kind": "snapshot", "inputs": {"update": "update"},
+              "outputs": {"windows": "windows"}, "channels": 2, "params": {}},
+             {"model": "bbhnet", "kind": "network", "inputs": {"windows": "windows"},
+              "outputs": {"statistic": "statistic"}, "channels": 0, "params": {}}]
+    streamed = [{"model": "bbhnet", "kind": "streamed", "inputs": {"update": "update"},
+                 "outputs": {"statistic": "statistic"}, "channels": 2, "params": {}}]
+    runner = open_streamed_network(directory)
+    streams = {seed: (ModeStream(whole, kernel, stride, ["statistic"], {"bbhnet": session}),
+                      ModeStream(streamed, kernel, stride, ["statistic"], {"bbhnet": runner}),
+                      samples_of(58, stride, seed)) for seed in (1, 2)}
+    out = {seed: ([], []) for seed in streams}
+    at = 0
+    for size in REQUESTS * 2:
+        for seed, (by_window, by_stream, samples) in streams.items():
+            chunk = samples[:, at * stride : (at + size) * stride]
+            out[seed][0].append(by_window.update(chunk)["statistic"])
+            out[seed][1].append(by_stream.update(chunk)["statistic"])
+        at += size
+    for seed, (reference, values) in out.items():
+        reference, values = np.concatenate(reference), np.concatenate(values)
+        assert len(values) == 58 and values.dtype == np.float32
+        assert relative_error(values, reference) <= TOLERANCE, seed
+    # the streams differ (else sharing one state would pass too)
+    assert relative_error(np.concatenate(out[1][1]), np.concatenate(out[2][1])) > 0.1
