@@ -12,6 +12,8 @@ Usage: .venv/bin/python benchmarks/streamed_cost.py
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 
 from offline_iaas.models.bbhnet import BBHnet
@@ -27,6 +29,7 @@ GEOMETRIES = (  # name, sample rate (Hz), kernel (s), inference rate (Hz)
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     print(f"{'geometry':32} {'K':>5} {'S':>4} {'T':>4} {'E':>4} {'whole':>9} {'streamed':>9} "
           f"{'layers':>9} {'edges':>9} {'L/R':>5} {'whole/streamed':>14} {'minimal edges':>13}")
     for name, rate, kernel_s, inference in GEOMETRIES:
