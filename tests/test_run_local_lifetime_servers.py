@@ -1,8 +1,9 @@
 """run-local's life on real tritonservers (1 server x 2 clients, issue #44): killed (SIGKILL,
 as the out-of-memory killer does) or hung up (SIGHUP, its terminal closed) while client0 is
 mid-stream, no process of the run (the serve node, tritonserver, its python-backend stub, the
-clients) outlives it by more than a few seconds, and the next run-local's output equals the
-reference; the run directory moved mid-stream, run-local stops, the old path is not
+clients) outlives it by more than a few seconds, the stub leaves cleanly though tritonserver
+exits without unloading it (``backend/server_watch.py``), and the next run-local's output
+equals the reference; the run directory moved mid-stream, run-local stops, the old path is not
 recreated, and run-local where it is now finishes it."""
 
 from __future__ import annotations
@@ -96,6 +97,12 @@ def test_run_local_killed_leaves_no_server_behind(request: pytest.FixtureRequest
         proc.communicate()
     print(f"{signal.Signals(how).name}: the run's processes gone {seconds:.1f} s after "
           "run-local ended")
+    # client0's open sequence kept tritonserver past its exit timeout: it exited without
+    # unloading the model, and the stub left on its own, not by python_backend's teardown
+    server_log = (run_dir / "logs" / "server0-tritonserver.log").read_text()
+    assert "Exit timeout expired" in server_log, server_log
+    assert "exited without unloading it" in server_log, server_log
+    assert "Non-graceful termination detected" not in server_log, server_log
     if how == signal.SIGHUP:
         assert proc.returncode == 6, output
         assert output.strip().splitlines()[-1].endswith("run-local stopped by SIGHUP; every "

@@ -195,6 +195,7 @@ def measure_foreground(work_dir: Path, load: Workload = BBHNET,
     [stretch] = whole_span(config)
     runs: dict[str, list[ShareJob]] = {BACKGROUND: [], WITH_FOREGROUND: []}
     for share in client_shares(config, [stretch]):
+        # data_seconds: the worker's synthetic samples, unused (the share is read from frames)
         job = ShareJob(
             model=config.model.name, outputs=config.outputs.names, url="", headers={},
             load=load, data_seconds=config.stride_seconds, batch_size=config.model.batch_size,

@@ -86,10 +86,10 @@ def foreground_capture(config: CampaignConfig, foreground: tuple[Piece, ...] | l
     if inject is None or not foreground:
         return None
     capture = ForegroundCapture(config.data.sample_rate)
+    clean = takes_psd_update(config)
     for piece in foreground:
         capture.want(piece.sequence_id, piece.gps_start, piece.gps_end,
-                     (piece.stretch_gps_start, piece.stretch_gps_end), inject,
-                     clean=takes_psd_update(config))
+                     (piece.stretch_gps_start, piece.stretch_gps_end), inject, clean)
     return capture
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -167,11 +167,10 @@ def read_span(
         for row, name in zip(rows, names, strict=True):
             out[row] = _resample(series[name], name, files, k0, k1, n_span, span_start,
                                  sample_rate, inject)
-            for wanted in cut:
-                wanted.fill(row, len(channels), lambda add, ts=series[name], name=name,
-                            files=files, w=wanted: _resample(
-                                ts, name, files, w.k0, w.k1, n_span, span_start, sample_rate,
-                                add))
+            for wanted in cut:  # the same read, the wanted range: resample(inject)
+                wanted.fill(row, len(channels), partial(
+                    _resample, series[name], name, files, wanted.k0, wanted.k1, n_span,
+                    span_start, sample_rate))
     if capture is not None:
         capture.done(cut)
     return out
@@ -194,12 +193,18 @@ class _Wanted:
     def fill(self, row: int, rows: int, resample: Callable[[OnTheFly | None], np.ndarray]
              ) -> None:
         """Row ``row`` of ``rows``: ``resample(inject)`` (and, ``clean``, ``resample(None)``)."""
-        for attribute, inject in (("injected", self.inject),
-                                  *((("clean_samples", None),) if self.clean else ())):
-            values = resample(inject)
-            if getattr(self, attribute) is None:
-                setattr(self, attribute, np.empty((rows, len(values)), np.float32))
-            getattr(self, attribute)[row] = values
+        self.injected = _with_row(self.injected, row, rows, resample(self.inject))
+        if self.clean:
+            self.clean_samples = _with_row(self.clean_samples, row, rows, resample(None))
+
+
+def _with_row(samples: np.ndarray | None, row: int, rows: int, values: np.ndarray
+              ) -> np.ndarray:
+    """``samples`` (float32 ``[rows, len(values)]``, made when None) with row ``row`` set."""
+    if samples is None:
+        samples = np.empty((rows, len(values)), np.float32)
+    samples[row] = values
+    return samples
 
 
 @dataclass

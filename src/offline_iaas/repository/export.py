@@ -185,7 +185,7 @@ def _write_networks(
         staged.mkdir(parents=True)
         if flavor == "cpu":
             os.replace(graph.path, staged / "model.onnx")
-            (staged / "model.py").write_text(backend_source("onnx_network.py"))
+            _write_python_model(staged, "onnx_network.py")
             net_config = mcfg.network_config(graph.name, graph.inputs, graph.outputs, shape)
         else:
             net_config = _gpu_network(graph, staged / "model.onnx", shape)
@@ -214,7 +214,7 @@ def _write_fused(
     version = latest_version(model_dir) + 1
     staged = tmp / "fused" / str(version)
     staged.mkdir(parents=True)
-    (staged / "model.py").write_text(backend_source("fused.py"))
+    _write_python_model(staged, "fused.py")
     (staged / "stateful.py").write_text(backend_source("stateful.py"))
     served = {}
     for graph in graphs:
@@ -273,7 +273,7 @@ def _write_stateful(config: CampaignConfig, stage: pipeline.Stage, shape, flavor
     else:
         dims = ([-1, stage.channels, k], [stage.channels, -1])
     if flavor == "cpu":
-        _write(model_dir / "1" / "model.py", backend_source("stateful.py"))
+        _write_python_model(model_dir / "1", "stateful.py")
         model_config = mcfg.stateful_config(
             stage.model, stage.kind, ((in_name, dims[0]), (out_name, dims[1])), shape,
             stage.channels,
@@ -518,6 +518,13 @@ def network_sessions(
         for stage in pipeline.stages(config)
         if not stage.stateful
     }
+
+
+def _write_python_model(version_dir: Path, source: str) -> None:
+    """A python-backend model: ``model.py`` (``backend/<source>``) and, beside it,
+    ``server_watch.py``, which ends its stub when tritonserver exits without unloading it."""
+    _write(version_dir / "model.py", backend_source(source))
+    _write(version_dir / "server_watch.py", backend_source("server_watch.py"))
 
 
 def _write(path: Path, text: str) -> None:

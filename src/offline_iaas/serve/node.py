@@ -47,7 +47,13 @@ from offline_iaas.serve.crashes import (
     tritonserver_log,
 )
 from offline_iaas.serve.monitor import start_monitor
-from offline_iaas.serve.stub_watch import Stub, dead_stub, find_stubs, note_stub_death
+from offline_iaas.serve.stub_watch import (
+    Stub,
+    dead_stub,
+    find_stubs,
+    note_stub_death,
+    wait_stubs_gone,
+)
 from offline_iaas.serve.tritonserver import (
     Ports,
     TritonInstall,
@@ -217,20 +223,49 @@ def wait_until_ready(
     raise ServerError(f"tritonserver at {url} not ready within {timeout_seconds:.0f} s")
 
 
-def stop_process(proc: subprocess.Popen, grace_seconds: float) -> bool:
+STUBS_EXIT_SECONDS = 3.0
+"""How long a stopped tritonserver stays unreaped while its python-backend stubs leave."""
+
+
+def stop_process(proc: subprocess.Popen, grace_seconds: float,
+                 stubs: list[Stub] | None = None) -> bool:
     """SIGTERM (and SIGCONT, for a stopped process), then SIGKILL after ``grace_seconds``;
-    True when it took the SIGKILL."""
-    if proc.poll() is not None:
-        return False
-    proc.send_signal(signal.SIGTERM)
-    proc.send_signal(signal.SIGCONT)
-    try:
-        proc.wait(grace_seconds)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        return True
-    return False
+    True when it took the SIGKILL.
+
+    The exited process is reaped only once its python-backend ``stubs`` are gone (at most
+    ``STUBS_EXIT_SECONDS``): Triton 2.51 exits without unloading its models when a sequence is
+    still open at its exit timeout, and a stub whose server is an unreaped zombie ends cleanly
+    (``repository/backend/server_watch.py``) instead of by python_backend's own teardown,
+    which can die by SIGSEGV.
+    """
+    if not _exited_unreaped(proc, 0.0):
+        # os.kill, not proc.send_signal: Popen's send_signal reaps a process that has exited
+        os.kill(proc.pid, signal.SIGTERM)
+        os.kill(proc.pid, signal.SIGCONT)
+    killed = not _exited_unreaped(proc, grace_seconds)
+    if killed:
+        os.kill(proc.pid, signal.SIGKILL)
+        _exited_unreaped(proc, None)
+    wait_stubs_gone(stubs or [], STUBS_EXIT_SECONDS)
+    proc.wait()
+    return killed
+
+
+def _exited_unreaped(proc: subprocess.Popen, seconds: float | None) -> bool:
+    """Whether ``proc`` exits within ``seconds`` (None: however long it takes), leaving it
+    unreaped (a zombie); True too when it was reaped already."""
+    deadline = None if seconds is None else time.monotonic() + seconds
+    while True:
+        if proc.returncode is not None:
+            return True
+        try:
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:  # reaped elsewhere
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def note_exit(proc: subprocess.Popen, log: Path, node: str, when: str) -> str:
@@ -337,6 +372,7 @@ def serve(
         sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
     }
     proc: subprocess.Popen | None = None
+    stubs: list[Stub] = []
     epoch = 0
     published = False
     monitor = None
@@ -410,7 +446,7 @@ def serve(
                 monitor.stop()
             if proc is not None and proc.returncode is None:
                 grace = config.server.exit_timeout_seconds + 10
-                if stop_process(proc, grace):
+                if stop_process(proc, grace, stubs):
                     logger.warning(f"{node}: tritonserver killed (still running {grace:g} s "
                                    "after SIGTERM)")
                 else:

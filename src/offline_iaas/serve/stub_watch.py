@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from offline_iaas.lifetime import stat_fields
+from offline_iaas.lifetime import is_running, stat_fields
 from offline_iaas.serve.crashes import SERVE_PREFIX, signal_name
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,9 @@ class Stub:
     """When it started (``/proc/<pid>/stat`` field 22): tells a reused PID apart."""
     instance: str
     """The model instance it runs (``offline-iaas_0_0``), as its command line names it."""
+    leaves_with_server: bool = False
+    """Its model has ``server_watch.py`` beside ``model.py`` (an export by this version, seen
+    from here: not inside a container), so it ends itself once tritonserver has exited."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,9 @@ def find_stubs(root_pid: int) -> list[Stub]:
                 != STUB_NAME:
             continue
         instance = argv[8].decode(errors="replace") if len(argv) > 8 else f"pid {pid}"
-        stubs.append(Stub(pid, int(fields[19]), instance))
+        model = Path(argv[1].decode(errors="replace")) if len(argv) > 1 else None
+        watched = model is not None and model.with_name("server_watch.py").is_file()
+        stubs.append(Stub(pid, int(fields[19]), instance, watched))
     return stubs
 
 
@@ -102,6 +108,18 @@ def dead_stub(stubs: list[Stub]) -> StubDeath | None:
             status = int(fields[49]) if len(fields) > 49 else None
             return StubDeath(stub, status)
     return None
+
+
+def wait_stubs_gone(stubs: list[Stub], seconds: float) -> bool:
+    """Wait up to ``seconds`` until none of ``stubs`` that end themselves when tritonserver
+    exits (``leaves_with_server``) runs (a zombie counts as gone); whether they all went."""
+    deadline = time.monotonic() + seconds
+    watched = [stub for stub in stubs if stub.leaves_with_server]
+    while any(is_running(stub.pid, stub.start_ticks) for stub in watched):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def note_stub_death(death: StubDeath, log: Path, node: str) -> str:

@@ -69,6 +69,7 @@ class TritonPythonModel:
         self.time_shifts = int(params.get("time_shifts", "0"))
         version_dir = os.path.join(args["model_repository"], args["model_version"])
         self.stateful = _load_beside(version_dir, "stateful")
+        _load_beside(version_dir, "server_watch").leave_with_server(args.get("model_name", ""))
         device = params.get("device", "cpu")
         device_id = int(args.get("model_instance_device_id") or 0) if device == "cuda" else 0
         self.sessions = {

@@ -464,9 +464,11 @@ class TritonPythonModel:
     def initialize(self, args: dict) -> None:
         import json
 
+        import server_watch  # beside model.py: the stub puts this directory on sys.path
         import triton_python_backend_utils as pb_utils
 
         faulthandler.enable()  # a fatal signal prints the stub's stacks to the server log
+        server_watch.leave_with_server(args.get("model_name", ""))
         self.pb = pb_utils
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config["parameters"].items()}
