@@ -7,7 +7,8 @@ nodes, each an ``nn.Module`` on one array (the layer without its padding; a join
 concatenated along channels), plus the whitening, the padded edge layers and the head.
 ``StreamedBBHnet`` runs them in torch; ``export_streamed`` writes each as an ONNX graph beside
 ``streamed.json``, which ``streamed_network.open_streamed_network`` runs with onnxruntime.
-Not wired into the fused model or the campaign yet (docs/networks.md, "Streamed graphs").
+``export_campaign_network`` writes them for a campaign with ``model.streamed`` (``export``:
+the fused model serves them; docs/networks.md, "Streamed graphs").
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ import torch
 from torch import nn
 
 from offline_iaas.atomic import write_text_atomic
+from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import ModelError
 from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.streamed_network import (
+    DIRECTORY_SUFFIX,
     EDGES,
     HEAD,
     MANIFEST,
@@ -34,11 +38,12 @@ from offline_iaas.repository.backend.streamed_network import (
     Run,
     StreamedNetwork,
     StreamState,
+    cumulative_stride,
     edge_plan,
 )
 
-__all__ = ["StreamState", "StreamedBBHnet", "bbhnet_graph", "export_streamed",
-           "macs_per_window"]
+__all__ = ["StreamState", "StreamedBBHnet", "bbhnet_graph", "export_campaign_network",
+           "export_streamed", "macs_per_window"]
 
 
 class _Layer(nn.Module):
@@ -177,6 +182,35 @@ def export_streamed(network: BBHnet, kernel_samples: int, stride_samples: int,
                 (1, network.head.in_features))
     write_text_atomic(directory / MANIFEST, json.dumps(streamed.spec(), indent=1) + "\n")
     return directory
+
+
+def export_campaign_network(config: CampaignConfig, weights: Path | None, directory: Path
+                            ) -> Path:
+    """The campaign's BBHnet (``weights``, as ``export --weights`` takes them) exported
+    streamed to ``directory/bbhnet.streamed`` (``model.streamed``); return that directory.
+
+    ModelError for weights that are not a BBHnet state_dict (a TorchScript or ONNX graph has
+    no layers to stream) and for a stride the network cannot stream (not a multiple of its
+    cumulative stride).
+    """
+    from offline_iaas.models.weights import load_network
+    from offline_iaas.repository.networks import weight_file
+
+    path = weight_file(weights, "bbhnet", single=True)
+    network = load_network("bbhnet", path, {"ifos": len(config.ifos),
+                                            "kernel_samples": config.kernel_samples})
+    if not isinstance(network, BBHnet):
+        raise ModelError(f"{path}: model.streamed = true streams BBHnet layer by layer, which "
+                         "needs its weights as a state_dict (a TorchScript or ONNX graph has no "
+                         "layers to stream): give the state_dict, or set model.streamed = false")
+    step = cumulative_stride(bbhnet_nodes(network))
+    if config.stride_samples % step:
+        raise ModelError(
+            f"model.inference_rate: a stride of {config.stride_samples} samples is not a "
+            f"multiple of BBHnet's cumulative stride {step} (depth {len(network.stages)}), "
+            "which model.streamed = true needs (docs/networks.md, 'Streamed graphs')")
+    return export_streamed(network, config.kernel_samples, config.stride_samples,
+                           directory / f"bbhnet{DIRECTORY_SUFFIX}")
 
 
 def macs_per_window(network: BBHnet, kernel_samples: int, stride_samples: int

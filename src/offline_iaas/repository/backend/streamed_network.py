@@ -1,7 +1,8 @@
 """A network's windows evaluated on a stream, each layer once per sample (numpy, onnxruntime).
 
-Issue #42, work in progress: not wired into ``ModeStream`` or the fused model yet
-(docs/networks.md, "Streamed graphs"). Self-contained like the other files of this folder
+Issue #42: the ``streamed`` stage of ``stateful.ModeStream``, served by the fused model with
+``model.streamed`` (mode bbhnet; docs/networks.md, "Streamed graphs"). Self-contained like the
+other files of this folder
 (numpy; onnxruntime only in ``open_streamed_network``), so the server's python stub can load it
 beside ``stateful.py``; ``repository/streamed.py`` runs the same bookkeeping on torch modules.
 
@@ -44,6 +45,9 @@ Run = Callable[[np.ndarray], np.ndarray]
 """One exported graph: a float32 array in, a float32 array out."""
 
 MANIFEST = "streamed.json"
+DIRECTORY_SUFFIX = ".streamed"
+"""The fused model's version holds network ``<name>``'s streamed graphs in
+``<name>.streamed/`` (beside the whole-window ``<name>.onnx``)."""
 WHITENING, EDGES, HEAD = "whitened", "edges", "head"
 """Names of the runs besides the nodes' (and of their graphs, ``<name>.onnx``)."""
 
