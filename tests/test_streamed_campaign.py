@@ -12,6 +12,7 @@ serve yet is refused in one line.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +23,12 @@ from offline_iaas.errors import ConfigError, ModelError
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import check_repository, export_repository
+from offline_iaas.rundir import RunDir
+from offline_iaas.workflow.local import run_local
+from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
-from tests.helpers import run_dag, small_campaign
+from tests.faults.test_faults import FAST_FAILURE
+from tests.helpers import processes_mentioning, run_dag, small_campaign
 from tests.oracle import read_series, run_problems
 
 pytest.importorskip("torch")
@@ -70,6 +75,8 @@ def test_the_streamed_repository_holds_the_layers_beside_the_whole_window_graph(
     served = config.model.repository / directory
     assert (served / "streamed.json").is_file() and (served / "head.onnx").is_file()
     assert (served.parent / "streamed_network.py").is_file()
+    fused = (served.parent.parent / "config.pbtxt").read_text()
+    assert '\\"kind\\": \\"streamed\\"' in fused and "snapshot" not in fused
     assert (config.model.repository / manifest.networks["bbhnet"].path).is_file()
     assert check_repository(exported["whole"]).streamed == {}  # the switch off: as before
 
@@ -185,6 +192,7 @@ def test_a_streamed_campaign_equals_its_reference(campaigns, split):
     config, run_dir = campaigns[split]
     reference, _ = run_reference(config, run_dir.parent / f"reference-{split}.h5")
     comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
+    print(f"{split}: campaign vs reference, worst {comparison.worst:.2e}")
     assert comparison.problems == [] and comparison.worst <= REFERENCE_TOLERANCE
 
 
@@ -211,3 +219,29 @@ def test_the_oracle_accepts_a_streamed_campaign_as_the_whole_window_one(campaign
     late["statistic"][0] = (x0, dx, np.concatenate([values[:1], values[:-1]]))
     problems = run_problems(campaigns["1x2"][1], series=late)
     assert problems and all(p.startswith("statistic") for p in problems), problems
+
+
+@pytest.mark.slow
+def test_a_streamed_client_killed_mid_stream_resumes_and_equals_the_reference(exported):
+    """client0 SIGKILLs itself mid-stream (tests/faults/inject.py); run-local retries it, it
+    resumes from its checkpoint on a new sequence (the streamed state rebuilt from the
+    samples it sends again) and the output still equals the reference."""
+    streamed = exported["streamed"]
+    root = streamed.source.parent
+    config = load_config(streamed.source, [*STREAMED, *FAST_FAILURE, "client.in_flight=2",
+                                           f'model.repository="{streamed.model.repository}"'])
+    run_dir = root / "run-killed"
+    make_dag(config, RunDir(run_dir))
+    (run_dir / "faults.json").write_text(json.dumps(
+        {"client0": [{"point": "mid-stream", "action": "sigkill"}]}))
+    try:
+        run_local(RunDir(run_dir))
+    finally:
+        assert processes_mentioning(str(run_dir)) == []
+    out = (run_dir / "logs" / "client0.out").read_text()
+    assert "injected fault 'sigkill' at mid-stream" in out
+    resumed = [line for line in out.splitlines() if "resuming after" in line]
+    assert resumed and int(resumed[0].split("resuming after ")[1].split()[0]) > 0
+    reference, _ = run_reference(config, root / "reference-killed.h5")
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
+    assert comparison.problems == [] and comparison.worst <= REFERENCE_TOLERANCE
