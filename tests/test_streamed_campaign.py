@@ -117,6 +117,20 @@ def test_streamed_refuses_what_it_cannot_serve_yet_in_one_line(exported):
     load_config(toml, ['model.mode="bbhnet"', "bbhnet.slides=2"])
 
 
+def test_the_switch_off_keeps_the_config_hashes_and_on_changes_them(exported):
+    """Off (the default), run directories planned before the switch existed keep their parts;
+    on, the clients' parts are redone (the statistic is not bit-identical)."""
+    from offline_iaas.config_checks import hashed_names
+
+    whole, streamed = exported["whole"], exported["streamed"]
+    plain = whole.to_dict()
+    assert plain["model"]["streamed"] is False
+    assert "streamed" not in hashed_names(plain, whole)["model"]
+    assert "streamed" in hashed_names(streamed.to_dict(), streamed)["model"]
+    on = load_config(whole.source, [*STREAMED, f'model.repository="{whole.model.repository}"'])
+    assert on.stream_hash() != whole.stream_hash() and on.merge_hash() != whole.merge_hash()
+
+
 def test_streamed_export_refuses_other_flavors_graph_weights_and_off_grid_strides(
         exported, tmp_path):
     import torch

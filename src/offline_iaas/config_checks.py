@@ -394,6 +394,8 @@ def hashed_names(plain: dict[str, Any], c: CampaignConfig | None = None) -> dict
         plain["bbhnet"]["foreground"] = {
             "set_sha256": hashlib.sha256(path.read_bytes()).hexdigest() if known else None,
             "found_seconds": c.bbhnet.found_seconds}
+    if "model" in plain and plain["model"].get("streamed") is False:
+        del plain["model"]["streamed"]  # off (#42's default): earlier runs' hashes hold
     for (section, old), new in RENAMED_KEYS.items():
         if section in plain and new in plain[section]:
             plain[section][old] = plain[section].pop(new)

@@ -18,7 +18,7 @@ on numpy only (``triton_python_backend_utils`` exists only in the server's pytho
     each whitened with the PSD of the data before it (``RollingWhitening``); a foreground's
     requests carry the clean strain at the same times too (``psd_update``), whose PSD whitens
     the injected strain.
-``streamed`` (fused model only; issue #42, no mode's chain uses it yet)
+``streamed`` (fused model only; issue #42: mode bbhnet with ``model.streamed``)
     A network streamed layer by layer (``streamed_network.StreamedNetwork``): ``[channels,
     n * stride]`` new samples in, ``[n]`` statistics out, equal to the snapshotter's windows
     through the whole-window network; its per-stream ``StreamState`` is kept here, the runner
