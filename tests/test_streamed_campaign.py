@@ -81,6 +81,23 @@ def test_the_streamed_repository_holds_the_layers_beside_the_whole_window_graph(
     assert check_repository(exported["whole"]).streamed == {}  # the switch off: as before
 
 
+def test_a_half_copied_streamed_graph_is_found_by_the_repository_check(exported, tmp_path):
+    import shutil
+
+    streamed = exported["streamed"]
+    repo = shutil.copytree(streamed.model.repository, tmp_path / "repo")
+    config = load_config(streamed.source, [*STREAMED, f'model.repository="{repo}"'])
+    check_repository(config, load_graphs=True)  # negative control: the copy is whole
+    (directory,) = check_repository(config).streamed.values()
+    head = repo / directory / "head.onnx"
+    head.write_bytes(head.read_bytes()[: head.stat().st_size // 2])
+    check_repository(config)  # without loading the graphs, nothing to see
+    with pytest.raises(ModelError, match="cannot load the streamed bbhnet graphs") as caught:
+        check_repository(config, load_graphs=True)
+    documented("repository-streamed-graph-unloadable", str(caught.value), {repo: "R"},
+               exit_code=ModelError.exit_code)
+
+
 def test_a_repository_exported_with_the_other_switch_is_refused(exported):
     whole, streamed = exported["whole"], exported["streamed"]
     with pytest.raises(ModelError, match="model.streamed = false.*export again") as off:

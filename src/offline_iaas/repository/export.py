@@ -39,6 +39,7 @@ from offline_iaas.modes import MODES, RAW
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
+from offline_iaas.repository.backend.streamed_network import open_streamed_network
 from offline_iaas.repository.pipeline import onnx_session
 
 MANIFEST = "manifest.json"
@@ -171,8 +172,8 @@ def export_repository(
         "whitening": whitening_record(config),
         "versions": versions,
         "networks": networks_served,
-        "streamed": {name: f"{config.model.name}/{versions[name]}/{path.name}"
-                     for name, path in streamed.items()},
+        **({"streamed": {name: f"{config.model.name}/{versions[name]}/{path.name}"
+                         for name, path in streamed.items()}} if streamed else {}),
         "training": training_spans(weights),
     }), repo / MANIFEST)
     return repo
@@ -496,6 +497,13 @@ def _graph_problems(repo: Path, manifest: Manifest) -> list[str]:
             problems.append(f"{path}: onnxruntime cannot load the {name} graph "
                             f"({text[0] if text else type(err).__name__}): a half-copied "
                             "repository? export again")
+    for name, directory in manifest.streamed.items():  # model.streamed
+        try:
+            open_streamed_network(repo / directory)
+        except Exception as err:  # a missing file, or onnxruntime's own types
+            text = str(err).strip().splitlines()
+            problems.append(f"{repo / directory}: cannot load the streamed {name} graphs "
+                            f"({text[0] if text else type(err).__name__}): export again")
     return problems
 
 
@@ -541,8 +549,6 @@ def network_sessions(
     """An onnxruntime session per network stage of the mode, on the graphs Triton serves
     (``threads`` intra-op threads each, on ``device``), and per ``streamed`` stage the
     ``StreamedNetwork`` the fused model opens (``model.streamed``)."""
-    from offline_iaas.repository.backend.streamed_network import open_streamed_network
-
     repo = config.model.repository
     stages = pipeline.stages(config)
     sessions: dict[str, object] = {
