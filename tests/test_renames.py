@@ -76,6 +76,8 @@ def test_renamed_keys_are_hashed_under_their_old_names(small_config_file: Path) 
              if k in ("data", "model", "layout", "synth", "deepclean", "bbhnet")}
     plain["bbhnet"] = bbhnet
     plain["data"] = {k: v for k, v in plain["data"].items() if k != "on_bad_file"}
+    # model.streamed came later (#42): off, it is not hashed either
+    plain["model"] = {k: v for k, v in plain["model"].items() if k != "streamed"}
     old_style = {**plain, "merge": merge}
     digest = hashlib.sha256(json.dumps(old_style, sort_keys=True).encode()).hexdigest()[:16]
     assert config.merge_hash() == digest

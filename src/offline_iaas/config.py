@@ -114,8 +114,6 @@ class SynthConfig:
     ``.xml.gz``); rows outside the span are left out."""
 
 
-
-
 @dataclass(frozen=True)
 class ModelConfig:
     """The exported ensemble and how clients feed it."""
@@ -138,6 +136,8 @@ class ModelConfig:
     """Factor baked into the network's input (strain is ~1e-21)."""
     seed: int = 0
     """Seed for the network's initial weights when no weight file is given."""
+    streamed: bool = False
+    """Serve the networks streamed layer by layer (issue #42): mode bbhnet only for now."""
 
 
 @dataclass(frozen=True)

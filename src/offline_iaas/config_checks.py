@@ -164,6 +164,7 @@ def check_config(c: CampaignConfig, path: Path) -> None:
         fail("synth.noise_drift", f"must be positive, got {c.synth.noise_drift}")
     _check_population(c, fail)
     _check_mode(c, fail)
+    _check_streamed(c, fail)
     check_signs(c, fail)
 
 
@@ -247,6 +248,25 @@ def _check_whitening(c: CampaignConfig, fail: typing.Callable[[str, str], None])
     if b.whitening_crop_seconds >= c.model.kernel_seconds:
         fail("bbhnet.whitening_crop_seconds", f"must be shorter than model.kernel_seconds "
              f"({c.model.kernel_seconds:g} s), got {b.whitening_crop_seconds}")
+
+
+def _check_streamed(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
+    """What the streamed networks (``model.streamed``, issue #42) cannot serve yet. The
+    stride against the network's cumulative stride is checked at export (from its depth)."""
+    if not c.model.streamed:
+        return
+    if c.model.mode != "bbhnet":
+        fail("model.streamed", f"serves mode 'bbhnet' only for now (issue #42), not "
+             f"{c.model.mode!r}: set model.streamed = false")
+    if c.bbhnet.whitening != "fixed":
+        fail("bbhnet.whitening", f"{c.bbhnet.whitening!r} is not served streamed yet "
+             "(model.streamed = true serves the fixed whitening only)")
+    if c.bbhnet.slides > 0:
+        fail("bbhnet.slides", f"({c.bbhnet.slides}) time slides are not served streamed yet: "
+             "set bbhnet.slides = 0 or model.streamed = false")
+    if c.kernel_samples % c.stride_samples:
+        fail("model.kernel_seconds", f"({c.model.kernel_seconds:g} s) must be a multiple of "
+             f"the stride ({1 / c.model.inference_rate:g} s) with model.streamed = true")
 
 
 DEEPCLEAN_DOWNSAMPLING = 16
@@ -374,6 +394,8 @@ def hashed_names(plain: dict[str, Any], c: CampaignConfig | None = None) -> dict
         plain["bbhnet"]["foreground"] = {
             "set_sha256": hashlib.sha256(path.read_bytes()).hexdigest() if known else None,
             "found_seconds": c.bbhnet.found_seconds}
+    if "model" in plain and plain["model"].get("streamed") is False:
+        del plain["model"]["streamed"]  # off (#42's default): earlier runs' hashes hold
     for (section, old), new in RENAMED_KEYS.items():
         if section in plain and new in plain[section]:
             plain[section][old] = plain[section].pop(new)

@@ -64,5 +64,8 @@ class Manifest(Record):
     "background"`` where a foreground is whitened with the background's PSD)."""
     versions: dict[str, int]
     networks: dict[str, ManifestNetwork]
+    streamed: dict[str, str] = {}
+    """Each network served streamed layer by layer (``model.streamed``): the directory of its
+    graphs, relative to the repository; none without."""
     training: dict[str, tuple[float, float]] = {}
     """GPS ``[start, end]`` of each network's training data, where the weights say."""

@@ -39,6 +39,7 @@ from offline_iaas.modes import MODES, RAW
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
+from offline_iaas.repository.backend.streamed_network import open_streamed_network
 from offline_iaas.repository.pipeline import onnx_session
 
 MANIFEST = "manifest.json"
@@ -115,6 +116,9 @@ def export_repository(
         raise ModelError(
             f"bbhnet.{key}: the time slides and the rolling whitening are steps of the fused "
             "model; export without --ensemble (the default, in either flavor)")
+    if config.model.streamed and (flavor != "cpu" or ensemble):
+        raise ModelError("model.streamed = true is served by the cpu flavor's fused model only "
+                         "for now (issue #42): export without --flavor gpu and --ensemble")
     repo = config.model.repository
     served = "ensemble" if ensemble else "fused"
     shape = ensemble_shape(config, fused=served == "fused")
@@ -134,8 +138,10 @@ def export_repository(
     # The networks are exported (and bad weights refused) before the repository is touched.
     with tempfile.TemporaryDirectory(dir=repo.parent) as tmp:
         graphs = networks.build_graphs(config, weights, Path(tmp), canary_weights)
+        streamed = _streamed_networks(config, weights, Path(tmp))
         if served == "fused":
-            versions, networks_served = _write_fused(config, graphs, shape, flavor, Path(tmp))
+            versions, networks_served = _write_fused(config, graphs, shape, flavor, Path(tmp),
+                                                     streamed)
             models = [config.model.name]
         else:
             versions, networks_served = _write_networks(config, graphs, shape, flavor, Path(tmp))
@@ -166,6 +172,8 @@ def export_repository(
         "whitening": whitening_record(config),
         "versions": versions,
         "networks": networks_served,
+        **({"streamed": {name: f"{config.model.name}/{versions[name]}/{path.name}"
+                         for name, path in streamed.items()}} if streamed else {}),
         "training": training_spans(weights),
     }), repo / MANIFEST)
     return repo
@@ -203,12 +211,25 @@ def _write_networks(
     return versions, served
 
 
+def _streamed_networks(config: CampaignConfig, weights: Path | None, tmp: Path
+                       ) -> dict[str, Path]:
+    """With ``model.streamed``, each streamed network's graphs exported into ``tmp``
+    (``repository/streamed.py``): network name → directory; else none."""
+    if not config.model.streamed:
+        return {}
+    from offline_iaas.repository.streamed import export_campaign_network
+
+    return {"bbhnet": export_campaign_network(config, weights, tmp)}
+
+
 def _write_fused(
-    config: CampaignConfig, graphs: list, shape: mcfg.EnsembleShape, flavor: str, tmp: Path
+    config: CampaignConfig, graphs: list, shape: mcfg.EnsembleShape, flavor: str, tmp: Path,
+    streamed: dict[str, Path],
 ) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
     """Write a new version of the fused model (``backend/fused.py`` beside ``stateful.py`` and
-    the graphs; its networks on ``flavor``'s device); return the networks' versions and
-    manifest entries."""
+    the graphs; its networks on ``flavor``'s device; ``streamed``: network → its streamed
+    graphs' directory, moved in beside ``streamed_network.py``); return the networks' versions
+    and manifest entries."""
     name = config.model.name
     model_dir = config.model.repository / name
     version = latest_version(model_dir) + 1
@@ -216,6 +237,10 @@ def _write_fused(
     staged.mkdir(parents=True)
     _write_python_model(staged, "fused.py")
     (staged / "stateful.py").write_text(backend_source("stateful.py"))
+    if streamed:
+        (staged / "streamed_network.py").write_text(backend_source("streamed_network.py"))
+    for directory in streamed.values():
+        os.replace(directory, staged / directory.name)
     served = {}
     for graph in graphs:
         os.replace(graph.path, staged / f"{graph.name}.onnx")
@@ -437,6 +462,10 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
             f"asks for {wanted[0]} of {wanted[1]} (bbhnet.slides, bbhnet.slide_seconds): "
             "export again")
     problems += _whitening_problems(where, config, manifest.whitening)
+    if bool(manifest.streamed) != config.model.streamed:
+        problems.append(f"{where}: exported with model.streamed = "
+                        f"{str(bool(manifest.streamed)).lower()}, the campaign has "
+                        f"{str(config.model.streamed).lower()}: export again")
     # e2e's raw-strain search, served only where exported with bbhnet.inject (the other
     # outputs follow from the mode, time slides and canary, checked on their own)
     missing = [n for n in config.outputs.names if n.endswith(RAW) and n not in manifest.outputs]
@@ -468,6 +497,13 @@ def _graph_problems(repo: Path, manifest: Manifest) -> list[str]:
             problems.append(f"{path}: onnxruntime cannot load the {name} graph "
                             f"({text[0] if text else type(err).__name__}): a half-copied "
                             "repository? export again")
+    for name, directory in manifest.streamed.items():  # model.streamed
+        try:
+            open_streamed_network(repo / directory)
+        except Exception as err:  # a missing file, or onnxruntime's own types
+            text = str(err).strip().splitlines()
+            problems.append(f"{repo / directory}: cannot load the streamed {name} graphs "
+                            f"({text[0] if text else type(err).__name__}): export again")
     return problems
 
 
@@ -511,13 +547,21 @@ def network_sessions(
     config: CampaignConfig, threads: int = 1, device: str = "cpu"
 ) -> dict[str, object]:
     """An onnxruntime session per network stage of the mode, on the graphs Triton serves
-    (``threads`` intra-op threads each, on ``device``)."""
+    (``threads`` intra-op threads each, on ``device``), and per ``streamed`` stage the
+    ``StreamedNetwork`` the fused model opens (``model.streamed``)."""
     repo = config.model.repository
-    return {
+    stages = pipeline.stages(config)
+    sessions: dict[str, object] = {
         stage.model: onnx_session(network_onnx_path(repo, stage.model), threads, device)
-        for stage in pipeline.stages(config)
-        if not stage.stateful
-    }
+        for stage in stages if stage.kind == "network"}
+    streamed = read_manifest(repo).streamed if any(s.kind == "streamed" for s in stages) else {}
+    for stage in stages:
+        if stage.kind == "streamed":
+            if stage.model not in streamed:
+                raise ModelError(f"{repo}: no streamed {stage.model} graphs (model.streamed = "
+                                 "true): export again")
+            sessions[stage.model] = open_streamed_network(repo / streamed[stage.model], threads)
+    return sessions
 
 
 def _write_python_model(version_dir: Path, source: str) -> None:

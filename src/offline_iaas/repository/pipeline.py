@@ -10,6 +10,7 @@ ensemble::
 
     classifier  update ─► snapshotter ─► windows ─► classifier ─► statistic
     bbhnet      update ─► snapshotter ─► windows ─► bbhnet ─► statistic
+                (model.streamed: update ─► bbhnet (streamed layer by layer) ─► statistic)
                 (time slides: update ─► timeslides (runs bbhnet's graph) ─► background)
     deepclean   update ─► snapshotter ─► windows ─► deepclean ─► prediction ─► averager ─► noise
     e2e         ... ─► averager ─► noise; (windows, noise) ─► subtract ─► cleaned
@@ -49,7 +50,8 @@ class Stage:
 
     model: str
     kind: str
-    """``snapshot``, ``average``, ``timeslide``, ``whiten`` (stateful) or ``network`` (an ONNX
+    """``snapshot``, ``average``, ``timeslide``, ``whiten``, ``streamed`` (stateful: a network
+    streamed layer by layer, ``backend/streamed_network.py``) or ``network`` (an ONNX
     graph)."""
     inputs: dict[str, str] = field(default_factory=dict)
     """Model tensor name → ensemble tensor name."""
@@ -78,6 +80,9 @@ def stages(config: CampaignConfig) -> list[Stage]:
                      len(config.stream_channels))
     if not mode.averages:  # one network on the windows: the statistic
         (network,) = mode.networks
+        if mode.triggers and config.model.streamed:  # no windows: the layers on the stream
+            return [Stage("bbhnet", "streamed", {"update": "update"},
+                          {"statistic": "statistic"}, len(config.stream_channels))]
         if mode.triggers:
             return _bbhnet(config, "update", snapshot)
         return [snapshot, Stage(network, "network", {"windows": "windows"},

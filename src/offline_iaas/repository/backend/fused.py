@@ -2,8 +2,10 @@
 
 Copied verbatim into the model repository as ``<model>/<version>/model.py``, beside
 ``stateful.py`` (whose ``ModeStream`` is the step) and the mode's network graphs
-``<network>.onnx``. Parameters: ``stages`` (JSON, ``pipeline.Stage.to_dict`` of each stage),
-``outputs`` (JSON), ``time_shifts``, ``kernel_samples``, ``stride_samples``, ``idle_seconds``,
+``<network>.onnx`` (with ``model.streamed``, also ``streamed_network.py`` and the network's
+layers in ``<network>.streamed/``, run by the ``streamed`` stage). Parameters: ``stages``
+(JSON, ``pipeline.Stage.to_dict`` of each stage), ``outputs`` (JSON), ``time_shifts``,
+``kernel_samples``, ``stride_samples``, ``idle_seconds``,
 ``intra_op_threads`` and ``device``: ``cpu`` (the cpu flavor) or ``cuda`` (the gpu flavor: the
 networks on the GPU Triton gave this instance, everything else as on the CPU).
 
@@ -78,6 +80,13 @@ class TritonPythonModel:
                 int(params.get("intra_op_threads", "1")))
             for stage in self.stages if stage["kind"] == "network"
         }
+        if any(stage["kind"] == "streamed" for stage in self.stages):  # model.streamed
+            streamed = _load_beside(version_dir, "streamed_network")
+            self.sessions.update({
+                stage["model"]: streamed.open_streamed_network(
+                    os.path.join(version_dir, stage["model"] + streamed.DIRECTORY_SUFFIX),
+                    int(params.get("intra_op_threads", "1")))
+                for stage in self.stages if stage["kind"] == "streamed"})
         self.streams: dict[int, tuple[object, float]] = {}
         self.lock = threading.Lock()
         # the family must outlive its metric (Triton deletes the metric with it)

@@ -18,6 +18,11 @@ on numpy only (``triton_python_backend_utils`` exists only in the server's pytho
     each whitened with the PSD of the data before it (``RollingWhitening``); a foreground's
     requests carry the clean strain at the same times too (``psd_update``), whose PSD whitens
     the injected strain.
+``streamed`` (fused model only; issue #42: mode bbhnet with ``model.streamed``)
+    A network streamed layer by layer (``streamed_network.StreamedNetwork``): ``[channels,
+    n * stride]`` new samples in, ``[n]`` statistics out, equal to the snapshotter's windows
+    through the whole-window network; its per-stream ``StreamState`` is kept here, the runner
+    (the ``sessions`` entry of its model) is shared by every stream.
 ``average``
     DeepClean's online averaging: ``[1, n, ifos, kernel]`` window predictions in, ``[1, ifos,
     n * stride]`` averaged samples out, ``kernel - stride`` samples behind the windows' ends.
@@ -348,7 +353,8 @@ class ModeStream:
     outputs
         The chain tensors returned (``statistic``, ``noise``).
     sessions
-        One onnxruntime session per network stage (model name → session), shared by streams.
+        One onnxruntime session per network stage (model name → session), and a
+        ``StreamedNetwork`` per ``streamed`` stage, shared by streams.
     """
 
     def __init__(self, stages: list, kernel_samples: int, stride_samples: int,
@@ -370,6 +376,8 @@ class ModeStream:
             elif stage["kind"] == "whiten":
                 self.states[stage["model"]] = RollingWhitening(
                     stage["channels"], kernel_samples, stride_samples, **stage["params"])
+            elif stage["kind"] == "streamed":
+                self.states[stage["model"]] = sessions[stage["model"]].initial_state()
 
     def update(self, samples: np.ndarray, psd_update: np.ndarray | None = None) -> dict:
         """Feed ``[channels, n S]`` new samples; return ``{output: values}`` (no batch axis).
@@ -391,6 +399,11 @@ class ModeStream:
                 (name,) = stage["outputs"]
                 result = {name: self.states[stage["model"]].update(
                     feeds["update"], feeds.get(PSD_UPDATE)).astype(np.float32, copy=False)}
+            elif stage["kind"] == "streamed":
+                (value,) = feeds.values()
+                (name,) = stage["outputs"]
+                result = {name: self.sessions[stage["model"]].update(
+                    self.states[stage["model"]], value)}
             elif stage["kind"] == "timeslide":
                 (value,) = feeds.values()
                 (name,) = stage["outputs"]

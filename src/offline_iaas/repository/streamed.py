@@ -1,0 +1,258 @@
+"""BBHnet streamed in torch, and exported for the torch-free runner (issue #42, in progress).
+
+The stream bookkeeping is ``backend/streamed_network.py`` (``StreamedNetwork``, ``StreamState``:
+numpy only, what the server's python stub can run; its docstring says what is computed where).
+This module gives it BBHnet's layers: ``bbhnet_graph`` cuts the network into the stream graph's
+nodes, each an ``nn.Module`` on one array (the layer without its padding; a join on its inputs
+concatenated along channels), plus the whitening, the padded edge layers and the head.
+``StreamedBBHnet`` runs them in torch; ``export_streamed`` writes each as an ONNX graph beside
+``streamed.json``, which ``streamed_network.open_streamed_network`` runs with onnxruntime.
+``export_campaign_network`` writes them for a campaign with ``model.streamed`` (``export``:
+the fused model serves them; docs/networks.md, "Streamed graphs").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from offline_iaas.atomic import write_text_atomic
+from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import ModelError
+from offline_iaas.models.bbhnet import BBHnet
+from offline_iaas.models.weights import export_onnx
+from offline_iaas.repository.backend.streamed_network import (
+    DIRECTORY_SUFFIX,
+    EDGES,
+    HEAD,
+    MANIFEST,
+    WHITENING,
+    Conv,
+    Node,
+    Run,
+    StreamedNetwork,
+    StreamState,
+    cumulative_stride,
+    edge_plan,
+)
+
+__all__ = ["StreamState", "StreamedBBHnet", "bbhnet_graph", "export_campaign_network",
+           "export_streamed", "macs_per_window"]
+
+
+class _Layer(nn.Module):
+    """``function`` of one array, owning the modules whose parameters it reads (so that
+    tracing exports them as the graph's weights)."""
+
+    def __init__(self, function: Callable[[torch.Tensor], torch.Tensor],
+                 *modules: nn.Module) -> None:
+        super().__init__()
+        self.function = function
+        self.held = nn.ModuleList(modules)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.function(x)
+
+
+def _conv(module: nn.Conv1d) -> Conv:
+    (taps,), (stride,), (padding,) = module.kernel_size, module.stride, module.padding
+    macs = module.in_channels * module.out_channels * taps // module.groups
+    return Conv(taps, stride, padding, macs)
+
+
+def _valid(module: nn.Conv1d) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``module`` without its padding (the stream supplies the neighbours)."""
+    return lambda x: nn.functional.conv1d(x, module.weight, module.bias, module.stride, 0,
+                                          module.dilation, module.groups)
+
+
+def _join(block: nn.Module) -> _Layer:
+    """The residual sum and activation of ``block`` on ``[1, 2 C, n]`` (both inputs)."""
+    channels = block.conv2.out_channels
+    return _Layer(lambda x: block.activation(x[:, :channels] + x[:, channels:]), block)
+
+
+def bbhnet_graph(network: BBHnet) -> tuple[list[Node], dict[str, nn.Module]]:
+    """BBHnet as a stream graph: its nodes after the whitening, and the module of each run
+    (the nodes', ``"whitened"``, ``"edges"`` and ``"head"``)."""
+    stem_conv, stem_norm, stem_act = network.stem
+    nodes = [Node("stem", ("whitened",), _conv(stem_conv))]
+    modules: dict[str, nn.Module] = {
+        WHITENING: _Layer(network.whiten, network),
+        EDGES: _Layer(lambda x: network.stages(network.stem(x)), network),
+        HEAD: network.head,
+        "stem": _Layer(lambda x: stem_act(stem_norm(_valid(stem_conv)(x))), network.stem),
+    }
+    previous = "stem"
+    for index, block in enumerate(network.stages):
+        name = f"stage{index}"
+        if isinstance(block.shortcut, nn.Identity):
+            shortcut, run_shortcut = Conv(1, 1, 0), _Layer(lambda x: x)
+        else:
+            conv, norm = block.shortcut
+            shortcut = _conv(conv)
+            run_shortcut = _Layer(lambda x, conv=conv, norm=norm: norm(_valid(conv)(x)),
+                                  block.shortcut)
+        nodes += [
+            Node(f"{name}.conv1", (previous,), _conv(block.conv1)),
+            Node(f"{name}.conv2", (f"{name}.conv1",), _conv(block.conv2)),
+            Node(f"{name}.shortcut", (previous,), shortcut),
+            Node(name, (f"{name}.conv2", f"{name}.shortcut"), None),
+        ]
+        modules[f"{name}.conv1"] = _Layer(
+            lambda x, b=block: b.activation(b.norm1(_valid(b.conv1)(x))), block)
+        modules[f"{name}.conv2"] = _Layer(lambda x, b=block: b.norm2(_valid(b.conv2)(x)), block)
+        modules[f"{name}.shortcut"] = run_shortcut
+        modules[name] = _join(block)
+        previous = name
+    return nodes, modules
+
+
+def bbhnet_nodes(network: BBHnet) -> list[Node]:
+    """BBHnet's stem and stages as a stream graph (the whitening is done before it)."""
+    return bbhnet_graph(network)[0]
+
+
+def _torch_run(module: nn.Module) -> Run:
+    def run(x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return module(torch.from_numpy(x)).numpy()
+
+    return run
+
+
+class StreamedBBHnet(StreamedNetwork):
+    """BBHnet's windows on a stream, run in torch: ``update(state, [ifos, n S])`` → ``[n]``.
+
+    Parameters
+    ----------
+    network
+        The whole-window network, in eval mode (its BatchNorm is then affine); shared by
+        every stream.
+    kernel_samples, stride_samples
+        Window ``K`` and stride ``S``; ``S`` must be a multiple of the network's cumulative
+        stride ``P`` (else a window's downsampled grid is not the stream's).
+    """
+
+    def __init__(self, network: BBHnet, kernel_samples: int, stride_samples: int) -> None:
+        if network.training:
+            raise ValueError("stream a network in eval mode (BatchNorm must be affine)")
+        self.network = network
+        nodes, self.modules = bbhnet_graph(network)
+        super().__init__(nodes, network.ifos, kernel_samples, stride_samples,
+                         network.whitening_taps,
+                         {name: _torch_run(module) for name, module in self.modules.items()})
+
+
+def export_streamed(network: BBHnet, kernel_samples: int, stride_samples: int,
+                    directory: Path) -> Path:
+    """Write what ``StreamedBBHnet`` runs as ONNX graphs and ``streamed.json`` to
+    ``directory`` (``streamed_network.open_streamed_network`` runs them); return it.
+
+    Each graph has a dynamic batch and time axis (``export_onnx``); ValueError as
+    ``StreamedBBHnet`` for a geometry it cannot stream.
+    """
+    streamed = StreamedBBHnet(network, kernel_samples, stride_samples)
+    directory = Path(directory)
+    channels = {"whitened": network.ifos}
+    edge = streamed.plan.edge_samples
+    for node in streamed.nodes:
+        module = streamed.modules[node.name]
+        if node.conv is None:
+            width = sum(channels[source] for source in node.inputs)
+            channels[node.name] = channels[node.inputs[0]]
+        else:
+            width = channels[node.inputs[0]]
+            with torch.no_grad():
+                channels[node.name] = int(module(torch.zeros((1, width, 64))).shape[1])
+        taps = 1 if node.conv is None else node.conv.taps
+        export_onnx(module, directory / f"{node.name}.onnx", "x", "y", (1, width, taps + 8),
+                    dynamic_time=True)
+    export_onnx(streamed.modules[WHITENING], directory / f"{WHITENING}.onnx", "x", "y",
+                (1, network.ifos, kernel_samples), dynamic_time=True)
+    export_onnx(streamed.modules[EDGES], directory / f"{EDGES}.onnx", "x", "y",
+                (2, network.ifos, edge))
+    export_onnx(network.head, directory / f"{HEAD}.onnx", "x", "y",
+                (1, network.head.in_features))
+    write_text_atomic(directory / MANIFEST, json.dumps(streamed.spec(), indent=1) + "\n")
+    return directory
+
+
+def export_campaign_network(config: CampaignConfig, weights: Path | None, directory: Path
+                            ) -> Path:
+    """The campaign's BBHnet (``weights``, as ``export --weights`` takes them) exported
+    streamed to ``directory/bbhnet.streamed`` (``model.streamed``); return that directory.
+
+    ModelError for weights that are not a BBHnet state_dict (a TorchScript or ONNX graph has
+    no layers to stream) and for a stride the network cannot stream (not a multiple of its
+    cumulative stride).
+    """
+    from offline_iaas.models.weights import load_network
+    from offline_iaas.repository.networks import weight_file
+
+    path = weight_file(weights, "bbhnet", single=True)
+    network = load_network("bbhnet", path, {"ifos": len(config.ifos),
+                                            "kernel_samples": config.kernel_samples})
+    if not isinstance(network, BBHnet):
+        raise ModelError(f"{path}: model.streamed = true streams BBHnet layer by layer, which "
+                         "needs its weights as a state_dict (a TorchScript or ONNX graph has no "
+                         "layers to stream): give the state_dict, or set model.streamed = false")
+    step = cumulative_stride(bbhnet_nodes(network))
+    if config.stride_samples % step:
+        raise ModelError(
+            f"model.inference_rate: a stride of {config.stride_samples} samples is not a "
+            f"multiple of BBHnet's cumulative stride {step} (depth {len(network.stages)}), "
+            "which model.streamed = true needs (docs/networks.md, 'Streamed graphs')")
+    return export_streamed(network, config.kernel_samples, config.stride_samples,
+                           directory / f"bbhnet{DIRECTORY_SUFFIX}")
+
+
+def macs_per_window(network: BBHnet, kernel_samples: int, stride_samples: int
+                    ) -> dict[str, float]:
+    """Multiply-accumulates per window of the whole-window graph and of the streamed one.
+
+    Convolutions and the head count (BatchNorm, ReLU, sums: a few operations per value, not
+    counted). Streamed: each layer's new outputs per window (``S / P_l`` of them, times the
+    number of downsampling phases ``P_l / gcd(S, P_l)`` the windows fall on when ``S`` is not
+    a multiple of ``P_l``), plus the two edge segments through the padded stem and stages,
+    plus the head. ``edge_lower_bound`` is the edges' cost if only the positions the padding
+    reaches were recomputed, layer by layer (not implemented: the segments recompute more).
+    """
+    nodes = bbhnet_nodes(network)
+    taps = network.whitening_taps
+    whitened = kernel_samples - taps + 1
+    plan = edge_plan(nodes, whitened)
+    head = network.head.in_features * network.head.out_features
+    whitening = network.ifos * taps
+    whole = whitening * whitened + head
+    streamed_layers = whitening * stride_samples + head
+    edge = edge_lower = 0.0
+    window = {"whitened": (whitened, 0, 0)}
+    segment = {"whitened": (plan.edge_samples, 0, 0)}
+    strides = {"whitened": 1}
+    for node in nodes:
+        if node.conv is None:
+            window[node.name] = window[node.inputs[0]]
+            strides[node.name] = strides[node.inputs[0]]
+            segment[node.name] = segment[node.inputs[0]]
+            continue
+        conv, source = node.conv, node.inputs[0]
+        window[node.name] = conv.reach(*window[source])
+        segment[node.name] = conv.reach(*segment[source])
+        stride = strides[node.name] = strides[source] * conv.stride
+        length, left, right = window[node.name]
+        whole += conv.macs_per_output * length
+        phases = stride // math.gcd(stride_samples, stride)
+        streamed_layers += conv.macs_per_output * stride_samples / stride * phases
+        edge += 2 * conv.macs_per_output * segment[node.name][0]
+        edge_lower += conv.macs_per_output * (left + right)
+    return {"whole": whole, "streamed": streamed_layers + edge,
+            "streamed_layers": streamed_layers, "edges": edge, "edge_lower_bound": edge_lower,
+            "edge_samples": plan.edge_samples, "left": plan.left, "right": plan.right,
+            "top_length": plan.top_length, "step": plan.step}

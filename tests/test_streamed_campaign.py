@@ -1,0 +1,278 @@
+"""BBHnet served streamed layer by layer in a campaign (``model.streamed``, issue #42).
+
+The fused model's chain is one ``streamed`` stage (``backend/streamed_network.py`` on the graphs
+``export`` writes into ``bbhnet.streamed/``). Checked on SMALL_CAMPAIGN's 64 s (256 Hz, window
+256, stride 64, untrained BBHnet of depth 3: cumulative stride 16), with real tritonservers: the
+streamed campaign equals its in-process reference for two splits, equals the same campaign run
+whole-window (switch off) within ``WHOLE_WINDOW_BOUND``, and the independent oracle (which runs
+the whole-window graph from the definition) accepts it; without a server, what the switch cannot
+serve yet is refused in one line.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.errors import ConfigError, ModelError
+from offline_iaas.merge.output import compare_outputs
+from offline_iaas.merge.reference import run_reference
+from offline_iaas.repository.export import check_repository, export_repository
+from offline_iaas.rundir import RunDir
+from offline_iaas.workflow.local import run_local
+from offline_iaas.workflow.make_dag import make_dag
+from tests.error_catalogue import documented
+from tests.faults.test_faults import FAST_FAILURE
+from tests.helpers import processes_mentioning, run_dag, small_campaign
+from tests.oracle import read_series, run_problems
+
+pytest.importorskip("torch")
+
+REFERENCE_TOLERANCE = 1e-5
+"""Campaign against its reference (``compare_outputs``' worst, relative to the largest value):
+the same code on the same requests, split among clients at other windows."""
+WHOLE_WINDOW_BOUND = 1e-5
+"""Streamed statistic against the whole-window one, relative to max |statistic| (measured
+1.4e-7 on this campaign, 253 windows; a window's shift: ~1)."""
+BBHNET = ['model.mode="bbhnet"']
+STREAMED = [*BBHNET, "model.streamed=true"]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CampaignConfig]:
+    """SMALL_CAMPAIGN's frames and untrained weights; mode bbhnet exported whole-window
+    (``whole``) and streamed (``streamed``), each to its own repository."""
+    root = tmp_path_factory.mktemp("streamed_campaign")
+    whole = small_campaign(root, [*BBHNET, f'model.repository="{root / "whole"}"'],
+                           weights=root / "weights")
+    streamed = load_config(root / "campaign.toml",
+                           [*STREAMED, f'model.repository="{root / "streamed"}"'])
+    export_repository(streamed, root / "weights")
+    return {"whole": whole, "streamed": streamed}
+
+
+def _statistic(output: Path) -> np.ndarray:
+    """The statistic of every segment of an output file, end to end."""
+    return np.concatenate([values for _, _, values in read_series(output)["statistic"]])
+
+
+def relative_difference(values: np.ndarray, reference: np.ndarray) -> float:
+    return float(np.max(np.abs(values - reference)) / np.max(np.abs(reference)))
+
+
+# ---- without a server ---------------------------------------------------------------------------
+
+
+def test_the_streamed_repository_holds_the_layers_beside_the_whole_window_graph(exported):
+    config = exported["streamed"]
+    manifest = check_repository(config, load_graphs=True)
+    (directory,) = manifest.streamed.values()
+    served = config.model.repository / directory
+    assert (served / "streamed.json").is_file() and (served / "head.onnx").is_file()
+    assert (served.parent / "streamed_network.py").is_file()
+    fused = (served.parent.parent / "config.pbtxt").read_text()
+    assert '\\"kind\\": \\"streamed\\"' in fused and "snapshot" not in fused
+    assert (config.model.repository / manifest.networks["bbhnet"].path).is_file()
+    assert check_repository(exported["whole"]).streamed == {}  # the switch off: as before
+
+
+def test_a_half_copied_streamed_graph_is_found_by_the_repository_check(exported, tmp_path):
+    import shutil
+
+    streamed = exported["streamed"]
+    repo = shutil.copytree(streamed.model.repository, tmp_path / "repo")
+    config = load_config(streamed.source, [*STREAMED, f'model.repository="{repo}"'])
+    check_repository(config, load_graphs=True)  # negative control: the copy is whole
+    (directory,) = check_repository(config).streamed.values()
+    head = repo / directory / "head.onnx"
+    head.write_bytes(head.read_bytes()[: head.stat().st_size // 2])
+    check_repository(config)  # without loading the graphs, nothing to see
+    with pytest.raises(ModelError, match="cannot load the streamed bbhnet graphs") as caught:
+        check_repository(config, load_graphs=True)
+    documented("repository-streamed-graph-unloadable", str(caught.value), {repo: "R"},
+               exit_code=ModelError.exit_code)
+
+
+def test_a_repository_exported_with_the_other_switch_is_refused(exported):
+    whole, streamed = exported["whole"], exported["streamed"]
+    with pytest.raises(ModelError, match="model.streamed = false.*export again") as off:
+        check_repository(load_config(whole.source, [*STREAMED, "model.repository="
+                                                    f'"{whole.model.repository}"']))
+    with pytest.raises(ModelError, match="model.streamed = true.*export again") as on:
+        check_repository(load_config(streamed.source, [*BBHNET, "model.repository="
+                                                       f'"{streamed.model.repository}"']))
+    for row, caught, repo in (("repository-not-streamed", off, whole),
+                              ("repository-streamed", on, streamed)):
+        documented(row, str(caught.value), {repo.model.repository: "R"},
+                   exit_code=ModelError.exit_code)
+
+
+def test_streamed_refuses_what_it_cannot_serve_yet_in_one_line(exported):
+    toml = exported["whole"].source
+    refusals = {}
+    for row, overrides, pattern in (
+            ("streamed-mode", ["model.streamed=true", 'model.mode="classifier"'],
+             "'model.streamed' serves mode 'bbhnet' only"),
+            ("streamed-rolling-whitening", [*STREAMED, 'bbhnet.whitening="rolling"'],
+             "'bbhnet.whitening' 'rolling' is not served streamed"),
+            ("streamed-time-slides", [*STREAMED, "bbhnet.slides=2"],
+             "'bbhnet.slides' .* not served streamed"),
+            ("streamed-kernel-not-strides", [*STREAMED, "model.kernel_seconds=1.125",
+                                             "model.inference_rate=2"],
+             "'model.kernel_seconds' .* multiple of the stride")):
+        with pytest.raises(ConfigError, match=pattern) as refusals[row]:
+            load_config(toml, overrides)
+    for row, caught in refusals.items():
+        assert "\n" not in str(caught.value)
+        documented(row, str(caught.value), {toml: "C"}, exit_code=ConfigError.exit_code)
+    # negative control: the same keys without the switch load
+    load_config(toml, ['model.mode="bbhnet"', "bbhnet.slides=2"])
+
+
+def test_the_switch_off_keeps_the_config_hashes_and_on_changes_them(exported):
+    """Off (the default), run directories planned before the switch existed keep their parts;
+    on, the clients' parts are redone (the statistic is not bit-identical)."""
+    from offline_iaas.config_checks import hashed_names
+
+    whole, streamed = exported["whole"], exported["streamed"]
+    plain = whole.to_dict()
+    assert plain["model"]["streamed"] is False
+    assert "streamed" not in hashed_names(plain, whole)["model"]
+    assert "streamed" in hashed_names(streamed.to_dict(), streamed)["model"]
+    on = load_config(whole.source, [*STREAMED, f'model.repository="{whole.model.repository}"'])
+    assert on.stream_hash() != whole.stream_hash() and on.merge_hash() != whole.merge_hash()
+
+
+def test_streamed_export_refuses_other_flavors_graph_weights_and_off_grid_strides(
+        exported, tmp_path):
+    import torch
+
+    from tests.test_rolling_whitening import _bbhnet_module
+
+    weights = exported["whole"].source.parent / "weights"
+    toml = exported["whole"].source
+    repo = tmp_path / "repo"
+    config = load_config(toml, [*STREAMED, f'model.repository="{repo}"'])
+    caught = {}
+    with pytest.raises(ModelError, match="cpu flavor's fused model only") as caught["gpu"]:
+        export_repository(config, weights, flavor="gpu")
+    with pytest.raises(ModelError, match="cpu flavor's fused model only") as ensemble:
+        export_repository(config, weights, ensemble=True)
+    assert str(ensemble.value) == str(caught["gpu"].value)
+    scripted = tmp_path / "scripted"
+    scripted.mkdir()
+    torch.jit.save(torch.jit.trace(_bbhnet_module(weights), torch.zeros(2, 2, 256)),
+                   scripted / "bbhnet.ts")
+    with pytest.raises(ModelError, match="needs its weights as a state_dict") as caught["ts"]:
+        export_repository(config, scripted)
+    off_grid = load_config(toml, [*STREAMED, "model.inference_rate=32",
+                                  f'model.repository="{repo}"'])  # stride 8, not 16
+    with pytest.raises(ModelError, match="stride of 8 samples .* cumulative stride 16"
+                       ) as caught["grid"]:
+        export_repository(off_grid, weights)
+    assert not repo.exists()  # nothing written
+    for row, key in (("streamed-export-flavor", "gpu"), ("streamed-graph-weights", "ts"),
+                     ("streamed-stride-off-grid", "grid")):
+        documented(row, str(caught[key].value), {scripted: "W"},
+                   exit_code=ModelError.exit_code)
+    # negative control: the stride on the grid (8 Hz: 32 samples) exports
+    export_repository(load_config(toml, [*STREAMED, "model.inference_rate=8",
+                                         f'model.repository="{repo}"']), weights)
+
+
+def test_the_streamed_reference_equals_the_whole_window_reference(exported):
+    """In process (the code the fused model runs): the bound holds, and a statistic shifted
+    by one window breaks it (negative control)."""
+    root = exported["whole"].source.parent
+    whole = _statistic(run_reference(exported["whole"], root / "whole_reference.h5")[0])
+    streamed = _statistic(run_reference(exported["streamed"], root / "reference.h5")[0])
+    assert streamed.shape == whole.shape
+    assert relative_difference(streamed, whole) <= WHOLE_WINDOW_BOUND
+    late = np.concatenate([whole[:1], whole[:-1]])
+    assert relative_difference(streamed, late) > 100 * WHOLE_WINDOW_BOUND
+
+
+# ---- real campaigns -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def campaigns(exported) -> dict[str, tuple[CampaignConfig, Path]]:
+    """The streamed campaign run by run-local, 1 server x 2 clients and 1 x 1, and the
+    whole-window one (1 x 2)."""
+    root = exported["whole"].source.parent
+    runs = {}
+    for name, config, clients in (("1x2", exported["streamed"], 2),
+                                  ("1x1", exported["streamed"], 1),
+                                  ("whole", exported["whole"], 2)):
+        split = load_config(config.source, [
+            *(STREAMED if name != "whole" else BBHNET),
+            f'model.repository="{config.model.repository}"',
+            f"layout.clients_per_server={clients}"])
+        runs[name] = (split, run_dag(split, root / f"run-{name}"))
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("split", ["1x2", "1x1"])
+def test_a_streamed_campaign_equals_its_reference(campaigns, split):
+    config, run_dir = campaigns[split]
+    reference, _ = run_reference(config, run_dir.parent / f"reference-{split}.h5")
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
+    print(f"{split}: campaign vs reference, worst {comparison.worst:.2e}")
+    assert comparison.problems == [] and comparison.worst <= REFERENCE_TOLERANCE
+
+
+@pytest.mark.slow
+def test_a_streamed_campaign_equals_the_same_campaign_run_whole_window(campaigns):
+    streamed = _statistic(campaigns["1x2"][1] / "output" / "campaign.h5")
+    whole = _statistic(campaigns["whole"][1] / "output" / "campaign.h5")
+    assert streamed.shape == whole.shape
+    difference = relative_difference(streamed, whole)
+    print(f"streamed vs whole-window campaign: {len(whole)} windows, {difference:.2e}")
+    assert difference <= WHOLE_WINDOW_BOUND
+    # negative control: the whole-window statistic one window late
+    late = np.concatenate([whole[:1], whole[:-1]])
+    assert relative_difference(streamed, late) > 100 * WHOLE_WINDOW_BOUND
+
+
+@pytest.mark.slow
+def test_the_oracle_accepts_a_streamed_campaign_as_the_whole_window_one(campaigns):
+    for name in ("1x2", "whole"):
+        assert run_problems(campaigns[name][1]) == [], name
+    series = read_series(campaigns["1x2"][1] / "output" / "campaign.h5")
+    late = copy.deepcopy(series)
+    x0, dx, values = late["statistic"][0]
+    late["statistic"][0] = (x0, dx, np.concatenate([values[:1], values[:-1]]))
+    problems = run_problems(campaigns["1x2"][1], series=late)
+    assert problems and all(p.startswith("statistic") for p in problems), problems
+
+
+@pytest.mark.slow
+def test_a_streamed_client_killed_mid_stream_resumes_and_equals_the_reference(exported):
+    """client0 SIGKILLs itself mid-stream (tests/faults/inject.py); run-local retries it, it
+    resumes from its checkpoint on a new sequence (the streamed state rebuilt from the
+    samples it sends again) and the output still equals the reference."""
+    streamed = exported["streamed"]
+    root = streamed.source.parent
+    config = load_config(streamed.source, [*STREAMED, *FAST_FAILURE, "client.in_flight=2",
+                                           f'model.repository="{streamed.model.repository}"'])
+    run_dir = root / "run-killed"
+    make_dag(config, RunDir(run_dir))
+    (run_dir / "faults.json").write_text(json.dumps(
+        {"client0": [{"point": "mid-stream", "action": "sigkill"}]}))
+    try:
+        run_local(RunDir(run_dir))
+    finally:
+        assert processes_mentioning(str(run_dir)) == []
+    out = (run_dir / "logs" / "client0.out").read_text()
+    assert "injected fault 'sigkill' at mid-stream" in out
+    resumed = [line for line in out.splitlines() if "resuming after" in line]
+    assert resumed and int(resumed[0].split("resuming after ")[1].split()[0]) > 0
+    reference, _ = run_reference(config, root / "reference-killed.h5")
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
+    assert comparison.problems == [] and comparison.worst <= REFERENCE_TOLERANCE

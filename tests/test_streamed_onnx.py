@@ -1,0 +1,173 @@
+"""BBHnet streamed on its exported per-layer ONNX graphs, without torch (issue #42).
+
+``repository/streamed.export_streamed`` writes what ``StreamedBBHnet`` runs as ONNX graphs;
+``backend/streamed_network.open_streamed_network`` runs them with onnxruntime and numpy. Against
+the whole-window BBHnet graph (``models/weights.export_onnx``, what the served repository runs)
+on every window, fed as requests of uneven sizes; tolerance and random networks as in
+``test_streamed_bbhnet.py``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+onnxruntime = pytest.importorskip("onnxruntime")
+
+from offline_iaas.models.weights import export_onnx  # noqa: E402
+from offline_iaas.repository.backend import streamed_network  # noqa: E402
+from offline_iaas.repository.backend.streamed_network import (  # noqa: E402
+    StreamState,
+    open_streamed_network,
+)
+from offline_iaas.repository.streamed import export_streamed  # noqa: E402
+from tests.test_streamed_bbhnet import (  # noqa: E402
+    GEOMETRIES,
+    TOLERANCE,
+    random_bbhnet,
+    relative_error,
+    samples_of,
+    stream,
+    whole_windows,
+)
+
+REQUESTS = [3, 1, 7, 2, 5, 11]
+"""Strides per request, cycled: uneven sizes."""
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> dict:
+    """Per geometry: the streamed graphs' directory and the whole-window graph's session."""
+    graphs = {}
+    for name in ("k/s=6", "k/s=24 (aframe's)"):
+        kernel, stride, taps, width, depth = GEOMETRIES[name]
+        network = random_bbhnet(taps, width, depth, kernel)
+        directory = tmp_path_factory.mktemp("streamed")
+        export_streamed(network, kernel, stride, directory / "bbhnet")
+        whole = export_onnx(network, directory / "bbhnet.onnx", "windows", "statistic",
+                            (2, 2, kernel))
+        session = onnxruntime.InferenceSession(str(whole), providers=["CPUExecutionProvider"])
+        graphs[name] = (directory / "bbhnet", session)
+    return graphs
+
+
+def whole_graph(session, samples: np.ndarray, kernel: int, stride: int) -> np.ndarray:
+    return session.run(None, {"windows": whole_windows(samples, kernel, stride)})[0]
+
+
+@pytest.mark.parametrize("name", ["k/s=6", "k/s=24 (aframe's)"])
+def test_streamed_onnx_graphs_equal_the_whole_window_graph_on_every_window(exported, name):
+    kernel, stride = GEOMETRIES[name][:2]
+    directory, session = exported[name]
+    samples = samples_of(3 * kernel // stride + 29, stride)
+    reference = whole_graph(session, samples, kernel, stride)
+    values = stream(open_streamed_network(directory), samples, REQUESTS)
+    assert values.shape == reference.shape and values.dtype == np.float32
+    error = relative_error(values, reference)
+    print(f"{name}: {len(values)} windows, relative error {error:.2e}")
+    assert error <= TOLERANCE, f"{name}: relative error {error:.2e}"
+
+
+def test_streamed_onnx_graphs_on_input_shifted_by_one_sample_differ(exported):
+    """Negative control: the comparison can fail."""
+    kernel, stride = GEOMETRIES["k/s=6"][:2]
+    directory, session = exported["k/s=6"]
+    samples = samples_of(40, stride)
+    reference = whole_graph(session, samples, kernel, stride)
+    shifted = np.concatenate([samples[:, 1:], samples[:, :1]], axis=1)
+    values = stream(open_streamed_network(directory), shifted, REQUESTS)
+    assert relative_error(values, reference) > 100 * TOLERANCE
+
+
+def test_streamed_onnx_state_saved_mid_stream_continues_bit_identically_in_a_new_runner(
+        exported, tmp_path):
+    stride = GEOMETRIES["k/s=6"][1]
+    directory = exported["k/s=6"][0]
+    samples = samples_of(50, stride)
+    uninterrupted = stream(open_streamed_network(directory), samples, REQUESTS)
+    runner = open_streamed_network(directory)
+    state = runner.initial_state()
+    split = sum(REQUESTS[:3]) * stride  # after three requests, mid-stream
+    first = stream(runner, samples[:, :split], REQUESTS[:3], state)
+    np.savez(tmp_path / "state.npz", **state.to_arrays())
+    del state, runner
+    with np.load(tmp_path / "state.npz") as saved:
+        restored = StreamState.from_arrays(saved)
+    rest = stream(open_streamed_network(directory), samples[:, split:], REQUESTS[3:], restored)
+    np.testing.assert_array_equal(np.concatenate([first, rest]), uninterrupted)
+
+
+NO_TORCH = """
+import importlib.util, sys
+sys.modules["torch"] = None  # any import of torch now fails
+spec = importlib.util.spec_from_file_location("streamed_network", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+sys.modules["streamed_network"] = module  # as backend/fused.py's _load_beside
+spec.loader.exec_module(module)
+import numpy as np
+runner = module.open_streamed_network(sys.argv[2])
+samples = np.load(sys.argv[3])
+state = runner.initial_state()
+stride = runner.stride_samples
+np.save(sys.argv[4], np.concatenate([runner.update(state, samples[:, a : a + 4 * stride])
+                                     for a in range(0, samples.shape[1], 4 * stride)]))
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "offline_iaas")))
+"""
+
+
+def test_streamed_onnx_runner_runs_without_torch_or_the_package(exported, tmp_path):
+    """As the server's python stub loads it: by file path, with numpy and onnxruntime only."""
+    stride = GEOMETRIES["k/s=6"][1]
+    directory = exported["k/s=6"][0]
+    samples = samples_of(24, stride)
+    np.save(tmp_path / "samples.npy", samples)
+    result = subprocess.run(
+        [sys.executable, "-c", NO_TORCH, streamed_network.__file__, str(directory),
+         str(tmp_path / "samples.npy"), str(tmp_path / "statistic.npy")],
+        capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"},
+        cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['torch']"  # only the None this script put there
+    runner = open_streamed_network(directory)
+    expected = stream(runner, samples, [4])
+    np.testing.assert_array_equal(np.load(tmp_path / "statistic.npy"), expected)
+    assert Path(streamed_network.__file__).read_text().count("import torch") == 0
+
+
+def test_mode_stream_with_a_streamed_stage_equals_the_snapshotter_and_whole_window_graph(
+        exported):
+    """Two streams interleaved through ``ModeStream``: each keeps its own ``StreamState``
+    beside the shared runner, and yields what the snapshotter and the whole-window graph do."""
+    from offline_iaas.repository.backend.stateful import ModeStream
+
+    kernel, stride = GEOMETRIES["k/s=6"][:2]
+    directory, session = exported["k/s=6"]
+    whole = [{"model": "snapshotter", "kind": "snapshot", "inputs": {"update": "update"},
+              "outputs": {"windows": "windows"}, "channels": 2, "params": {}},
+             {"model": "bbhnet", "kind": "network", "inputs": {"windows": "windows"},
+              "outputs": {"statistic": "statistic"}, "channels": 0, "params": {}}]
+    streamed = [{"model": "bbhnet", "kind": "streamed", "inputs": {"update": "update"},
+                 "outputs": {"statistic": "statistic"}, "channels": 2, "params": {}}]
+    runner = open_streamed_network(directory)
+    streams = {seed: (ModeStream(whole, kernel, stride, ["statistic"], {"bbhnet": session}),
+                      ModeStream(streamed, kernel, stride, ["statistic"], {"bbhnet": runner}),
+                      samples_of(58, stride, seed)) for seed in (1, 2)}
+    out = {seed: ([], []) for seed in streams}
+    at = 0
+    for size in REQUESTS * 2:
+        for seed, (by_window, by_stream, samples) in streams.items():
+            chunk = samples[:, at * stride : (at + size) * stride]
+            out[seed][0].append(by_window.update(chunk)["statistic"])
+            out[seed][1].append(by_stream.update(chunk)["statistic"])
+        at += size
+    for seed, (reference, values) in out.items():
+        reference, values = np.concatenate(reference), np.concatenate(values)
+        assert len(values) == 58 and values.dtype == np.float32
+        assert relative_error(values, reference) <= TOLERANCE, seed
+    # the streams differ (else sharing one state would pass too)
+    assert relative_error(np.concatenate(out[1][1]), np.concatenate(out[2][1])) > 0.1
