@@ -223,7 +223,13 @@ class ServerLogWatch:
     since the last look: fatal signals in tritonserver's logs (``serve/crashes.py``: Triton's
     ``Signal (N) received.`` other than a stop's, a stub's ``Fatal Python error``, ``serve``'s
     own line) and server nodes that run-local saw exit on their own (it restarts them), so
-    that no crash hides behind a restart. ``tests/conftest.py`` looks after every test."""
+    that no crash hides behind a restart. ``tests/conftest.py`` looks after every test.
+
+    One kind of crash is told apart instead of failing the test: the ones Triton's python
+    backend brings about itself after declaring a stalled but live stub "not healthy"
+    (``serve/stalled_stub.py``; a loaded machine stalls now and then), recognised by what the
+    clients were answered and by where the first crash happened, and the server node's exit
+    that followed. They are kept in ``stalled`` for the caller to show."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -234,6 +240,12 @@ class ServerLogWatch:
         self.states_read: dict[Path, float] = {}
         self.listings: dict[Path, tuple[int, bool, list[Path], list[Path]]] = {}
         """Per directory: its mtime, whether that was recent, subdirectories, files wanted."""
+        self.stalled: list[str] = []
+        """Crashes that followed Triton declaring a stalled stub not healthy, not yet shown."""
+        self.stalled_exits: dict[tuple[Path, str], int] = {}
+        """Per run directory and node: how many of its exits such crashes account for."""
+        self.stalled_epochs: dict[tuple[Path, str], set[int]] = {}
+        """Per run directory and node: its server epochs (counted from 1) with such crashes."""
 
     def _files(self) -> Iterator[Path]:
         """The server logs and run-local states under the root. A directory is listed again
@@ -279,11 +291,35 @@ class ServerLogWatch:
         lines = text.splitlines()
         self.lines_read[log] = first_line - 1 + len(lines)
         found = []
+        stalled = self._stalled_stub_lines(log) if fatal_lines(text, first_line) else set()
         for fatal in fatal_lines(text, first_line):
             trace = lines[fatal.line_number - first_line:][:12]
-            found.append(f"{log} line {fatal.line_number}: {fatal.process} died by "
+            described = (f"{log} line {fatal.line_number}: {fatal.process} died by "
                          f"{fatal.signal}:\n    " + "\n    ".join(trace))
+            if fatal.line_number in stalled:
+                self.stalled.append(described)
+            else:
+                found.append(described)
         return found
+
+    def _stalled_stub_lines(self, log: Path) -> set[int]:
+        """The fatal lines of ``log`` (read whole) that followed Triton declaring a stalled
+        stub not healthy; each epoch of them accounts for one exit of the server node."""
+        from offline_iaas.serve.stalled_stub import stalled_stub_crashes, told_not_healthy
+
+        run_dir, node = log.parent.parent, log.name.removesuffix("-tritonserver.log")
+        clients = "".join(path.read_text(errors="replace")
+                          for path in sorted((run_dir / "logs").glob("client*.out")))
+        text = log.read_text(errors="replace")
+        counted = stalled_stub_crashes(text, told_not_healthy(clients, node))
+        starts = [number for number, line in enumerate(text.splitlines(), start=1)
+                  if "Started GRPCInferenceService at " in line]
+        epochs = {sum(start < number for start in starts) for number in counted}
+        seen = self.stalled_epochs.setdefault((run_dir, node), set())
+        self.stalled_exits[(run_dir, node)] = (
+            self.stalled_exits.get((run_dir, node), 0) + len(epochs - seen))
+        seen |= epochs
+        return counted
 
     def _exits(self, state_path: Path) -> list[str]:
         from offline_iaas import records
@@ -305,6 +341,9 @@ class ServerLogWatch:
                 if key in self.exits_seen:
                     continue
                 self.exits_seen.add(key)
+                if self.stalled_exits.get((state_path.parent, node), 0) > 0:
+                    self.stalled_exits[(state_path.parent, node)] -= 1
+                    continue  # what Triton's crash on a stalled stub made serve do
                 found.append(f"{state_path}: server node {node} exited on its own (attempt "
                              f"{attempt.attempt}, exit code {attempt.exit_code})"
                              "; run-local restarts such a node")
@@ -315,7 +354,8 @@ class ServerLogWatch:
         not): fatal lines unless ``crashes_expected``, server exits unless
         ``exits_expected``."""
         crashes, exits = [], []
-        for path in self._files():
+        paths = sorted(self._files(), key=lambda path: path.name == "local-state.json")
+        for path in paths:  # the logs first: their crashes may account for a node's exit
             if path.name == "local-state.json":
                 exits += self._exits(path)
             else:

@@ -48,9 +48,11 @@ from offline_iaas.rendezvous.addresses import read_address
 from offline_iaas.report import write_report
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.crashes import fatal_lines
+from offline_iaas.serve.stalled_stub import told_not_healthy
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status, status_lines
 from tests.error_catalogue import documented
+from tests.faults.inject import HELD, release
 from tests.faults.test_faults import (
     FAST_FAILURE,
     TOLERANCE,
@@ -286,3 +288,44 @@ def test_a_python_stub_dead_by_sigsegv_mid_stream_restarts_its_server_and_the_ru
     report = write_report(RunDir(run_dir)).read_text()
     assert all(line in report for line in expected)
     assert processes_mentioning(str(run_dir)) == []
+
+
+@pytest.mark.server_crashes
+@pytest.mark.server_exits
+def test_a_stub_stalled_past_tritons_health_window_crashes_and_the_run_recovers(
+        root: Path) -> None:
+    # Triton 2.51's python backend declares a stub that gives no health beat for about 1 s
+    # "not healthy" while it still executes, and their shared memory is corrupted from then
+    # on (serve/stalled_stub.py): the machine stalling does it now and then, stopping the
+    # stub while a request waits on it does it every time
+    faults = {"client0": [HELD]}
+    run_dir = prepared_run(root, "stub-stalled", faults, tuple(FAST_FAILURE))
+    run = RunLocal(run_dir)
+    try:
+        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to be held")
+        (stub,) = python_stubs(run_dir)
+        os.kill(stub, signal.SIGSTOP)
+        try:
+            release(run_dir)  # client0's next request waits on the stopped stub
+            wait_for(lambda: told_not_healthy(client_output(run_dir), "server0"), 60,
+                     "Triton to answer that the stub is not healthy")
+        finally:
+            os.kill(stub, signal.SIGCONT)
+        output = run.finish(240)  # exit 0: the same run-local finished the campaign
+    finally:
+        run.kill()
+    reference, _ = run_reference(load_config(run_dir / "campaign.toml"),
+                                 root / "stub-stalled-reference.h5")
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
+    assert comparison.passes(TOLERANCE), comparison.describe()
+    assert "server0: restarted 1 time(s)" in output
+
+    # the suite's watch tells this crash apart (a warning), and only this one
+    watch = ServerLogWatch(run_dir)
+    assert watch.problems(exits_expected=False, crashes_expected=False) == []
+    assert watch.stalled and "python-backend stub died by SIGSEGV" in watch.stalled[0]
+    assert processes_mentioning(str(run_dir)) == []
+
+
+def client_output(run_dir: Path) -> str:
+    return "".join(path.read_text() for path in sorted((run_dir / "logs").glob("client*.out")))

@@ -1,0 +1,118 @@
+"""Crashes that Triton's python backend causes itself after declaring a stalled stub "not
+healthy" (``serve/stalled_stub.py``) are told apart from the others by what the clients were
+answered and where the first crash happened; the suite's watch shows them as warnings and
+still fails on every other crash. The logs below are cut from real ones (a CI run's e2e demo,
+and a stub stopped for 3 s here); ``tests/test_server_crashes.py`` makes the stall for real."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from offline_iaas.serve.stalled_stub import stalled_stub_crashes, told_not_healthy
+from tests.helpers import ServerLogWatch
+
+STARTED = """\
+I1127 18:24:58.538647 19895 server.cc:674] model READY
+I1127 18:24:58.587541 1 grpc_server.cc:2558] "Started GRPCInferenceService at 127.0.0.1:56963"
+I1127 18:24:58.639074 19895 http_server.cc:362] "Started Metrics Service at 127.0.0.1:59975"
+"""
+STUB_CRASH = """\
+Fatal Python error: Segmentation fault
+
+Thread 0x00007f7cabfff000 (most recent call first):
+  File "/run/model-repository/offline-iaas/1/model.py", line 100 in _sweep
+
+Current thread 0x00007f7cc00be000 (most recent call first):
+{current}
+
+Extension modules: numpy.core._multiarray_umath (total: 1)
+offline-iaas serve: python-backend stub model_0_0 (pid 1) died by signal SIGSEGV while serving
+"""
+NATIVE = "  <no Python frame>"
+IN_THE_MODEL = '  File "/run/model-repository/offline-iaas/1/stateful.py", line 425 in <lambda>'
+AFTERMATH = """\
+terminate called after throwing an instance of 'std::bad_alloc'
+  what():  std::bad_alloc
+Signal (6) received.
+ 0# 0x000055BC4ADD952D in /opt/tritonserver/bin/tritonserver
+offline-iaas serve: tritonserver (pid 19895) died by signal SIGABRT while stopping
+"""
+TRITON_CRASH = """\
+Signal (11) received.
+ 0# 0x000055BC4ADD952D in /opt/tritonserver/bin/tritonserver
+ 1# 0x00007F71AEA5A050 in /lib/x86_64-linux-gnu/libc.so.6
+ 2# 0x00007F71A9B50558 in /opt/tritonserver/backends/python/libtriton_python.so
+"""
+TOLD = ("client0: server0 at 127.0.0.1:56963 answered with an error: Stub process "
+        "'offline-iaas_0_0' is not healthy.; reconnecting, resuming from the last checkpoint\n")
+
+
+def _lines(text: str, start: str) -> list[int]:
+    return [n for n, line in enumerate(text.splitlines(), start=1) if line.startswith(start)]
+
+
+def test_the_stub_crash_after_triton_called_it_not_healthy_and_its_aftermath_are_told_apart(
+        ) -> None:
+    log = STARTED + STUB_CRASH.format(current=NATIVE) + AFTERMATH
+    addresses = told_not_healthy(TOLD + "client1: server1 at 127.0.0.1:1 answered ...\n",
+                                 "server0")
+    assert addresses == {"127.0.0.1:56963"}
+    # serve's line after each is the same death (``fatal_lines`` reads them as one)
+    fatal = _lines(log, "Fatal Python error") + _lines(log, "Signal (6)")
+    assert stalled_stub_crashes(log, addresses) == set(fatal)
+    # Triton's own crash in the python backend library, the first of its epoch
+    assert stalled_stub_crashes(STARTED + TRITON_CRASH, addresses) == {
+        _lines(STARTED + TRITON_CRASH, "Signal (11)")[0]}
+
+
+def test_a_crash_in_the_models_python_or_unannounced_or_of_another_epoch_is_not_told_apart(
+        ) -> None:
+    told = {"127.0.0.1:56963"}
+    # the crashing thread was in the model's Python: the model's fault, whatever followed
+    assert stalled_stub_crashes(STARTED + STUB_CRASH.format(current=IN_THE_MODEL) + AFTERMATH,
+                                told) == set()
+    # no client was told "not healthy" (a stub that died of itself, before any request)
+    assert stalled_stub_crashes(STARTED + STUB_CRASH.format(current=NATIVE), set()) == set()
+    # told at another epoch's address (the server restarted on a new port since)
+    assert stalled_stub_crashes(STARTED + STUB_CRASH.format(current=NATIVE),
+                                {"127.0.0.1:56964"}) == set()
+    # tritonserver's crash outside the python backend library
+    outside = TRITON_CRASH.replace("backends/python/libtriton_python.so", "lib/libgrpc.so")
+    assert stalled_stub_crashes(STARTED + outside, told) == set()
+    # a crash before the server listened belongs to no epoch
+    assert stalled_stub_crashes(STUB_CRASH.format(current=NATIVE) + STARTED, told) == set()
+
+
+def _run(tmp_path: Path, log: str, clients: str) -> Path:
+    run_dir = tmp_path / "run"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "logs" / "server0-tritonserver.log").write_text(log)
+    (run_dir / "logs" / "client0.out").write_text(clients)
+    history = [{"attempt": 1, "status": "exited", "exit_code": 5},
+               {"attempt": 2, "status": "stopped", "exit_code": 0}]
+    nodes = {"server0": {"kind": "SERVICE", "status": "stopped", "attempts": 2,
+                         "exit_code": 0, "history": history}}
+    (run_dir / "local-state.json").write_text(json.dumps({"nodes": nodes}))
+    return run_dir
+
+
+@pytest.mark.server_crashes  # the suite's own watch reads these runs too
+@pytest.mark.server_exits
+def test_the_watch_warns_of_the_stalled_stub_crash_and_fails_on_the_same_crash_unannounced(
+        tmp_path: Path) -> None:
+    log = STARTED + STUB_CRASH.format(current=NATIVE) + AFTERMATH
+    _run(tmp_path / "stalled", log, TOLD)
+    watch = ServerLogWatch(tmp_path / "stalled")
+    assert watch.problems(exits_expected=False, crashes_expected=False) == []
+    assert len(watch.stalled) == 2  # the stub's crash, then tritonserver's abort
+    assert "python-backend stub died by SIGSEGV" in watch.stalled[0]
+
+    # the control: no client told "not healthy": the crashes and the node's exit fail
+    _run(tmp_path / "unannounced", log, TOLD.replace("not healthy", "unavailable"))
+    watch = ServerLogWatch(tmp_path / "unannounced")
+    problems = watch.problems(exits_expected=False, crashes_expected=False)
+    assert len(problems) == 3 and watch.stalled == []
+    assert "server node server0 exited on its own (attempt 1, exit code 5)" in problems[-1]
