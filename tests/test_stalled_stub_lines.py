@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from offline_iaas.serve.stalled_stub import stalled_stub_crashes, told_not_healthy
+from offline_iaas.serve.stalled_stub import (
+    says_not_healthy,
+    stalled_stub_crashes,
+    told_not_healthy,
+)
 from tests.helpers import ServerLogWatch
 
 STARTED = """\
@@ -60,6 +64,8 @@ def test_the_stub_crash_after_triton_called_it_not_healthy_and_its_aftermath_are
     addresses = told_not_healthy(TOLD + "client1: server1 at 127.0.0.1:1 answered ...\n",
                                  "server0")
     assert addresses == {"127.0.0.1:56963"}
+    assert says_not_healthy("Stub process 'offline-iaas_0_0' is not healthy.")
+    assert not says_not_healthy("Stub process 'offline-iaas_0_0' is healthy.")
     # serve's line after each is the same death (``fatal_lines`` reads them as one)
     fatal = _lines(log, "Fatal Python error") + _lines(log, "Signal (6)")
     assert stalled_stub_crashes(log, addresses) == set(fatal)

@@ -46,6 +46,7 @@ from offline_iaas.rendezvous.access import auth_headers
 from offline_iaas.rendezvous.addresses import ServerAddress
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
+from offline_iaas.serve.stalled_stub import says_not_healthy
 from offline_iaas.stretches import Stretch, request_sizes, sub_pieces
 
 logger = logging.getLogger(__name__)
@@ -247,13 +248,14 @@ def stream_share(
     capture = foreground_capture(config, writer.foreground, inject)
     reconnects = 0
     server = share.server
+    untrusted = None  # the server epoch whose model Triton called not healthy
     if config.layout.rebalance and not any(writer.progress()):
         server = start_server(run, share.node, server,
                               lambda name: is_live(run, name, config, headers),
                               Hashes.of(config))
     while True:
         client, address = connect(run, config, server, headers, share.node,
-                                  share.index % config.layout.clients_per_server)
+                                  share.index % config.layout.clients_per_server, untrusted)
         server = address.node
         if not times.servers or times.servers[-1] != server:
             times.servers.append(server)
@@ -275,6 +277,10 @@ def stream_share(
                     "checkpoints are kept for the retry)"
                 ) from None
             reconnects += 1
+            if says_not_healthy(str(err)):
+                # Triton 2.51 may pair that server's later answers with the wrong requests
+                # (serve/stalled_stub.py): wait for its restart (or another server)
+                untrusted = address
             logger.warning(
                 f"{share.node}: {err}; reconnecting, resuming from the last checkpoint"
             )

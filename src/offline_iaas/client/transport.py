@@ -93,7 +93,7 @@ def is_live(run: RunDir, server: str, config: CampaignConfig,
 
 def connect(
     run: RunDir, config: CampaignConfig, server: str, headers: dict[str, str],
-    node: str = "", spread: int = 0,
+    node: str = "", spread: int = 0, avoid: ServerAddress | None = None,
 ) -> tuple[object, ServerAddress]:
     """A client of a live server of the campaign; waits for one (bounded).
 
@@ -103,7 +103,8 @@ def connect(
     place among its server's clients, so that a lost server's clients are dealt round the
     others evenly). A server that refused to serve (``addresses.read_refusal``) is not waited
     for: ServerError with its reason unless another is live. ServerError once
-    ``client.server_wait_seconds`` have passed with none.
+    ``client.server_wait_seconds`` have passed with none. ``avoid`` (a server epoch whose
+    model Triton called not healthy) counts as not live: that epoch is left for the next.
     """
     started = time.monotonic()
     failover = config.client.failover_seconds
@@ -120,7 +121,7 @@ def connect(
             address = read_address(run, name)
             if address is None:
                 continue
-            client = live_client(address, config, headers)
+            client = None if address == avoid else live_client(address, config, headers)
             if client is not None:
                 if name != server:
                     logger.warning(f"{node}: {server} not live after {waited:.0f} s; "

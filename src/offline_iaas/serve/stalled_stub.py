@@ -15,8 +15,10 @@ with no Python frame in its crashing thread), and tritonserver often dies too (S
 reproduced by stopping a stub for 3 s mid-stream (``tests/test_server_crashes.py``).
 
 ``serve`` restarts such a server like any other crash and the clients resume from their
-checkpoints. This module tells such crashes apart from the others, from the server's log and
-the clients' logs, so that a report (and the test suite's watch on crashes) can name the cause.
+checkpoints; a client told "not healthy" waits for that restart instead of trusting the same
+server epoch again (``client/node.py``). This module recognises Triton's answer and tells
+such crashes apart from the others, from the server's log and the clients' logs, so that the
+test suite's watch on crashes can name the cause.
 """
 
 from __future__ import annotations
@@ -25,11 +27,17 @@ import re
 
 from offline_iaas.serve.crashes import FatalLine, fatal_lines
 
+_NOT_HEALTHY = r"Stub process '[^']*' is not healthy\."
 _TOLD_NOT_HEALTHY = re.compile(
-    r"(?P<server>\S+) at (?P<address>\S+) answered with an error: "
-    r"Stub process '[^']*' is not healthy\.")
+    r"(?P<server>\S+) at (?P<address>\S+) answered with an error: " + _NOT_HEALTHY)
 _GRPC_STARTED = re.compile(r'Started GRPCInferenceService at ([^"\s]+)')
 _PYTHON_BACKEND_LIBRARY = "libtriton_python.so"
+
+
+def says_not_healthy(message: str) -> bool:
+    """``message`` is Triton's answer that the model's stub is not healthy (dead, or only
+    stalled): from then on that server may hand a request the answer to an earlier one."""
+    return re.search(_NOT_HEALTHY, message) is not None
 
 
 def told_not_healthy(client_output: str, server: str) -> set[str]:
