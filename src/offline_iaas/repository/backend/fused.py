@@ -42,7 +42,9 @@ import numpy as np
 
 
 def _load_beside(directory: str, name: str):
-    """The module ``name`` from ``directory/name.py`` (the stub's path does not include it)."""
+    """The module ``name`` from ``directory/name.py``, loaded by path: the stub puts the
+    version directory on ``sys.path``, but a test also runs this file in its own process,
+    where it is not."""
     spec = importlib.util.spec_from_file_location(name, os.path.join(directory, f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

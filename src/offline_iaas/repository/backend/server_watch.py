@@ -13,6 +13,10 @@ server's log. That watchdog asks ``kill(pid, 0)``, which a zombie passes, and ``
 tritonserver only once its stubs are gone (``serve/node.stop_process``). This thread sees the
 exit first (the server a zombie, or the stub handed to a new parent) and ends the stub with
 exit status 0, leaving one line in the server's log.
+
+It runs in the stub's Python, where the package may not be installed, so it imports only the
+standard library and repeats the little it needs of ``serve/stub_watch.py`` (the stub's name,
+reading ``/proc/<pid>/stat``).
 """
 
 from __future__ import annotations
