@@ -218,6 +218,12 @@ def run_dag(config, run_dir: Path) -> Path:
     return run_dir
 
 
+def client_output(run_dir: Path) -> str:
+    """What the run's clients wrote to their ``logs/client*.out``, one after another."""
+    return "".join(path.read_text(errors="replace")
+                   for path in sorted((run_dir / "logs").glob("client*.out")))
+
+
 class ServerLogWatch:
     """What the servers started under ``root`` (the session's temporary directories) reported
     since the last look: fatal signals in tritonserver's logs (``serve/crashes.py``: Triton's
@@ -291,8 +297,9 @@ class ServerLogWatch:
         lines = text.splitlines()
         self.lines_read[log] = first_line - 1 + len(lines)
         found = []
-        stalled = self._stalled_stub_lines(log) if fatal_lines(text, first_line) else set()
-        for fatal in fatal_lines(text, first_line):
+        fatals = fatal_lines(text, first_line)
+        stalled = self._stalled_stub_lines(log) if fatals else set()
+        for fatal in fatals:
             trace = lines[fatal.line_number - first_line:][:12]
             described = (f"{log} line {fatal.line_number}: {fatal.process} died by "
                          f"{fatal.signal}:\n    " + "\n    ".join(trace))
@@ -308,18 +315,14 @@ class ServerLogWatch:
         from offline_iaas.serve.stalled_stub import stalled_stub_crashes, told_not_healthy
 
         run_dir, node = log.parent.parent, log.name.removesuffix("-tritonserver.log")
-        clients = "".join(path.read_text(errors="replace")
-                          for path in sorted((run_dir / "logs").glob("client*.out")))
-        text = log.read_text(errors="replace")
-        counted = stalled_stub_crashes(text, told_not_healthy(clients, node))
-        starts = [number for number, line in enumerate(text.splitlines(), start=1)
-                  if "Started GRPCInferenceService at " in line]
-        epochs = {sum(start < number for start in starts) for number in counted}
+        counted = stalled_stub_crashes(log.read_text(errors="replace"),
+                                       told_not_healthy(client_output(run_dir), node))
+        epochs = set(counted.values())
         seen = self.stalled_epochs.setdefault((run_dir, node), set())
         self.stalled_exits[(run_dir, node)] = (
             self.stalled_exits.get((run_dir, node), 0) + len(epochs - seen))
         seen |= epochs
-        return counted
+        return set(counted)
 
     def _exits(self, state_path: Path) -> list[str]:
         from offline_iaas import records

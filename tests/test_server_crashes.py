@@ -61,7 +61,12 @@ from tests.faults.test_faults import (
     server_pids,
     wait_for,
 )
-from tests.helpers import ServerLogWatch, processes_mentioning, small_campaign
+from tests.helpers import (
+    ServerLogWatch,
+    client_output,
+    processes_mentioning,
+    small_campaign,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -219,6 +224,16 @@ def test_a_tritonserver_dead_by_sigsegv_is_restarted_and_shown_with_its_trace(
     assert processes_mentioning(str(run_dir)) == []
 
 
+def assert_recovered_once(root: Path, run_dir: Path, output: str) -> None:
+    """The run's output equals its in-process reference, server0 restarted once on the way
+    (``output``: run-local's)."""
+    reference, _ = run_reference(load_config(run_dir / "campaign.toml"),
+                                 root / f"{run_dir.name}-reference.h5")
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
+    assert comparison.passes(TOLERANCE), comparison.describe()
+    assert "server0: restarted 1 time(s)" in output
+
+
 def python_stubs(run_dir: Path, server: str = "server0") -> list[int]:
     """The python-backend stubs that ``server``'s tritonserver started (its children, from
     ``/proc``; the kernel's comm holds the name's first 15 characters)."""
@@ -251,11 +266,7 @@ def test_a_python_stub_dead_by_sigsegv_mid_stream_restarts_its_server_and_the_ru
         output = run.finish(240)  # exit 0: the same run-local finished the campaign
     finally:
         run.kill()
-    reference, _ = run_reference(load_config(run_dir / "campaign.toml"),
-                                 root / "stub-segv-reference.h5")
-    comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
-    assert comparison.passes(TOLERANCE), comparison.describe()
-    assert "server0: restarted 1 time(s)" in output
+    assert_recovered_once(root, run_dir, output)
     assert int((run_dir / "servers" / "server0.epoch").read_text()) == 2
 
     # client0, paused, met the dead model, said so in one line each time, and resumed (client1
@@ -314,11 +325,7 @@ def test_a_stub_stalled_past_tritons_health_window_crashes_and_the_run_recovers(
         output = run.finish(240)  # exit 0: the same run-local finished the campaign
     finally:
         run.kill()
-    reference, _ = run_reference(load_config(run_dir / "campaign.toml"),
-                                 root / "stub-stalled-reference.h5")
-    comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
-    assert comparison.passes(TOLERANCE), comparison.describe()
-    assert "server0: restarted 1 time(s)" in output
+    assert_recovered_once(root, run_dir, output)
 
     # the crash (the stub's or tritonserver's first) is told apart by the suite's watch (a
     # warning), and nothing else happened
@@ -333,7 +340,3 @@ def test_a_stub_stalled_past_tritons_health_window_crashes_and_the_run_recovers(
     told = next(n for n, line in enumerate(lines) if "is not healthy" in line)
     assert not [line for line in lines[told + 1:] if f"server0 at {address} answered" in line]
     assert processes_mentioning(str(run_dir)) == []
-
-
-def client_output(run_dir: Path) -> str:
-    return "".join(path.read_text() for path in sorted((run_dir / "logs").glob("client*.out")))

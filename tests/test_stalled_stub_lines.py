@@ -68,10 +68,10 @@ def test_the_stub_crash_after_triton_called_it_not_healthy_and_its_aftermath_are
     assert not says_not_healthy("Stub process 'offline-iaas_0_0' is healthy.")
     # serve's line after each is the same death (``fatal_lines`` reads them as one)
     fatal = _lines(log, "Fatal Python error") + _lines(log, "Signal (6)")
-    assert stalled_stub_crashes(log, addresses) == set(fatal)
+    assert stalled_stub_crashes(log, addresses) == dict.fromkeys(fatal, 1)  # epoch 1
     # Triton's own crash in the python backend library, the first of its epoch
     assert stalled_stub_crashes(STARTED + TRITON_CRASH, addresses) == {
-        _lines(STARTED + TRITON_CRASH, "Signal (11)")[0]}
+        _lines(STARTED + TRITON_CRASH, "Signal (11)")[0]: 1}
 
 
 def test_a_crash_in_the_models_python_or_unannounced_or_of_another_epoch_is_not_told_apart(
@@ -79,17 +79,17 @@ def test_a_crash_in_the_models_python_or_unannounced_or_of_another_epoch_is_not_
     told = {"127.0.0.1:56963"}
     # the crashing thread was in the model's Python: the model's fault, whatever followed
     assert stalled_stub_crashes(STARTED + STUB_CRASH.format(current=IN_THE_MODEL) + AFTERMATH,
-                                told) == set()
+                                told) == {}
     # no client was told "not healthy" (a stub that died of itself, before any request)
-    assert stalled_stub_crashes(STARTED + STUB_CRASH.format(current=NATIVE), set()) == set()
+    assert stalled_stub_crashes(STARTED + STUB_CRASH.format(current=NATIVE), set()) == {}
     # told at another epoch's address (the server restarted on a new port since)
     assert stalled_stub_crashes(STARTED + STUB_CRASH.format(current=NATIVE),
-                                {"127.0.0.1:56964"}) == set()
+                                {"127.0.0.1:56964"}) == {}
     # tritonserver's crash outside the python backend library
     outside = TRITON_CRASH.replace("backends/python/libtriton_python.so", "lib/libgrpc.so")
-    assert stalled_stub_crashes(STARTED + outside, told) == set()
+    assert stalled_stub_crashes(STARTED + outside, told) == {}
     # a crash before the server listened belongs to no epoch
-    assert stalled_stub_crashes(STUB_CRASH.format(current=NATIVE) + STARTED, told) == set()
+    assert stalled_stub_crashes(STUB_CRASH.format(current=NATIVE) + STARTED, told) == {}
 
 
 def _run(tmp_path: Path, log: str, clients: str) -> Path:

@@ -63,9 +63,10 @@ def _backtrace_in_python_backend(lines: list[str], fatal: FatalLine) -> bool:
     return any(_PYTHON_BACKEND_LIBRARY in line for line in trace)
 
 
-def stalled_stub_crashes(log_text: str, unhealthy_addresses: set[str]) -> set[int]:
-    """Line numbers of the fatal lines of a whole tritonserver log (``log_text``) that follow
-    from the backend declaring a live stub not healthy.
+def stalled_stub_crashes(log_text: str, unhealthy_addresses: set[str]) -> dict[int, int]:
+    """The fatal lines of a whole tritonserver log (``log_text``) that follow from the
+    backend declaring a live stub not healthy: line number → the server epoch it is in (the
+    how-manieth start of tritonserver in the log, from 1).
 
     In a server epoch (from ``Started GRPCInferenceService at <address>``) whose address is
     in ``unhealthy_addresses`` (:func:`told_not_healthy`), the first fatal line must be the
@@ -75,17 +76,17 @@ def stalled_stub_crashes(log_text: str, unhealthy_addresses: set[str]) -> set[in
     Any other first crash (one in the model's Python code, or in an epoch where no client was
     told so) makes none of that epoch's lines count."""
     lines = log_text.splitlines()
-    epoch_of_line: list[str | None] = []
-    address = None
+    epoch_of_line: list[tuple[int, str | None]] = []  # (epoch, its address) per line
+    epoch, address = 0, None
     for line in lines:
         if match := _GRPC_STARTED.search(line):
-            address = match.group(1)
-        epoch_of_line.append(address)
-    counted: set[int] = set()
-    settled: dict[str, bool] = {}  # per epoch address: whether its first fatal line qualified
+            epoch, address = epoch + 1, match.group(1)
+        epoch_of_line.append((epoch, address))
+    counted: dict[int, int] = {}
+    settled: dict[int, bool] = {}  # per epoch: whether its first fatal line qualified
     for fatal in fatal_lines(log_text):
-        epoch = epoch_of_line[fatal.line_number - 1]
-        if epoch is None or epoch not in unhealthy_addresses:
+        epoch, address = epoch_of_line[fatal.line_number - 1]
+        if address is None or address not in unhealthy_addresses:
             continue
         if epoch not in settled:
             settled[epoch] = (
@@ -94,5 +95,5 @@ def stalled_stub_crashes(log_text: str, unhealthy_addresses: set[str]) -> set[in
                 else fatal.process == "tritonserver" and fatal.text.startswith("Signal ")
                 and _backtrace_in_python_backend(lines, fatal))
         if settled[epoch]:
-            counted.add(fatal.line_number)
+            counted[fatal.line_number] = epoch
     return counted
