@@ -5,7 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo test check lint install clean browser report-example submit-examples errors-doc
+.PHONY: demo test check lint install clean browser report-example submit-examples errors-doc \
+        bench-regression
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +42,11 @@ CHECK_WORKERS ?= 2
 check: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/python -m pytest -q -m "not slow" -n $(CHECK_WORKERS) --durations=10
+
+# The tiny workload's service/limit against benchmarks/regression.json (exit 1 if it halved): a
+# benchmark, run on a quiet machine, not part of `make test` (the ratios move with the machine).
+bench-regression: $(STAMP)
+	$(BIN)/python -m offline_iaas.bench.regression --check benchmarks/regression.json
 
 # docs/report-example.png: the demo's report in headless Chromium (runs the whole demo).
 report-example: $(STAMP) browser

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offline_iaas.bench.regression import measure_regression_ratios
+from offline_iaas.bench.regression import RegressionRatios, halved
+from offline_iaas.bench.regression import main as regression_main
 from offline_iaas.bench.results import Measurement, read_results, write_results
 from offline_iaas.bench.targets import judge, missed_lines
 from offline_iaas.bench.workloads import DEEPCLEAN, TINY, split_strides
@@ -200,14 +201,31 @@ def test_results_file_round_trips(tmp_path: Path) -> None:
         "data_seconds_per_second"] == 5.0
 
 
+def test_a_ratio_below_half_the_recorded_one_is_a_regression() -> None:
+    recorded = {"service_over_limit_wall": 0.5, "service_over_limit_cpu": 0.4}
+    assert halved(RegressionRatios(wall=0.25, cpu=0.2), recorded) == []
+    (line,) = halved(RegressionRatios(wall=0.249, cpu=0.2), recorded)
+    assert line.startswith("service_over_limit_wall 0.249 ")
+    (line,) = halved(RegressionRatios(wall=0.3, cpu=math.nan), recorded)
+    assert line.startswith("service_over_limit_cpu nan ")
+
+
 @pytest.mark.slow  # it starts a tritonserver
-def test_tiny_service_to_limit_ratio_has_not_halved(tmp_path: Path) -> None:
-    """Real server, tiny workload: fails if service/limit drops below half the recorded one."""
-    recorded = json.loads(REGRESSION_FILE.read_text())  # what ``regression --record`` wrote
-    measured = measure_regression_ratios(tmp_path).to_dict()
-    assert processes_mentioning(str(tmp_path)) == []
-    for key in ("service_over_limit_cpu", "service_over_limit_wall"):
-        assert measured[key] >= recorded[key] / 2, (key, measured, recorded)
+def test_the_regression_check_measures_on_a_real_server_and_prints_its_ratios(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The check ``make bench-regression`` runs, against the recorded file's layout with
+    ratios no machine can miss (how fast this one is is a benchmark's business, not a test's);
+    the verdict itself is checked above."""
+    recorded = json.loads(REGRESSION_FILE.read_text())
+    reachable = tmp_path / "regression.json"
+    reachable.write_text(json.dumps({**recorded, "service_over_limit_wall": 1e-9,
+                                     "service_over_limit_cpu": 1e-9}))
+    assert regression_main(["--check", str(reachable)]) == 0
+    printed = dict(re.findall(r"^(service_over_limit_\w+): ([0-9.]+) ", capsys.readouterr().out,
+                              re.MULTILINE))
+    assert set(printed) == {"service_over_limit_wall", "service_over_limit_cpu"}
+    assert all(0 < float(value) < 10 for value in printed.values()), printed
+    assert processes_mentioning("offline-iaas-regression-") == []
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ classifier's convolutions are padded, DeepClean's and BBHnet's too).
 ``e2e-inject`` the e2e graph a campaign with ``bbhnet.inject`` serves: ``e2e`` with BBHnet run
                a second time on the raw strain (``statistic_raw``); its background stream
                only (``plan`` counts the foreground's windows itself)
-``tiny``       classifier mode on a short, low-rate stream, for the regression test
+``tiny``       classifier mode on a short, low-rate stream, for the regression check
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ WORKLOADS: dict[str, Workload] = {
     w.name: w for w in (TOY, DEEPCLEAN, O3_DEEPCLEAN, BBHNET, E2E, E2E_INJECT, TINY)
 }
 DEFAULT_WORKLOADS: tuple[str, ...] = ("toy", "deepclean", "o3-deepclean", "bbhnet", "e2e")
-"""What ``offline-iaas bench`` measures by default (``tiny`` is the regression test's;
+"""What ``offline-iaas bench`` measures by default (``tiny`` is the regression check's;
 ``e2e-inject`` on demand: ``plan`` estimates it from ``e2e`` and ``bbhnet`` without it)."""
 WORKLOAD_OF_MODE: dict[str, str] = {"classifier": "toy", "deepclean": "deepclean",
                                     "bbhnet": "bbhnet", "e2e": "e2e"}
