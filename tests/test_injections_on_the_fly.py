@@ -56,6 +56,10 @@ coupling + signal`` in float64, the clean frames hold ``noise + coupling``, and 
 the same float64 signal at the frame rate before the same resampling). The injections move the
 untrained network's statistic by ~1e-4 of its scale and one frame sample late by ~1e-5, so the
 negative control stands 100x above the tolerance."""
+STREAMED_TOLERANCE = 1e-6
+"""The same with ``model.streamed``, whose layers sum in another order than the whole-window
+graph's: measured 2.2e-7; the injections one frame sample late 6.3e-6 (the test's negative
+control)."""
 FRAME_RATE = 1024
 """Frames at 4x the model rate: the signal is added at the frame rate, before resampling."""
 
@@ -204,6 +208,39 @@ def test_a_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
     assert mismatch(campaign, baked) <= TOLERANCE
     with h5py.File(run_dir / "parts" / "client0.h5", "r") as f:
         assert "foreground" in f
+
+
+@pytest.mark.slow
+def test_a_streamed_network_s_foreground_equals_its_reference_and_the_whole_window_run(
+        frames) -> None:
+    """``model.streamed`` (issue #42): the foreground's pieces stream BBHnet layer by layer on
+    their own sequences; the campaign equals its reference (which runs the same streamed
+    graphs) and, within the module's tolerance, the whole-window baked-in run."""
+    root = frames["root"]
+    config = load_config(root / "clean.toml", [
+        'model.mode="bbhnet"', f'model.repository="{root / "repository-streamed"}"',
+        f'bbhnet.injections="{root / "baked" / INJECTION_SET}"', f'data.frames="{root / "clean"}"',
+        "bbhnet.inject=true", "model.streamed=true"])
+    export_repository(config, untrained_weights(root / "weights"))
+    run_dir = run_dag(config, root / "run-streamed")
+    fly, _ = run_reference(config, root / "fly-streamed.h5")
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", fly)
+    assert comparison.problems == [] and comparison.worst == 0.0, comparison.describe()
+    baked = root / "baked.h5"
+    if not baked.exists():
+        run_reference(frames["baked"], baked)
+    foreground = foreground_of(run_dir / "output" / "campaign.h5")
+    assert len(foreground) > 0 and mismatch(foreground, baked) <= STREAMED_TOLERANCE
+    # the negative control: the same set one frame sample late, through the streamed graphs
+    late = onthefly.on_the_fly
+
+    def one_sample_late(config, shift_seconds: float = 0.0):
+        return late(config, shift_seconds + 1.0 / FRAME_RATE)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(reference_module, "on_the_fly", one_sample_late)
+        shifted, _ = run_reference(config, root / "late-streamed.h5")
+    assert mismatch(foreground_of(shifted), baked) > 3 * STREAMED_TOLERANCE
 
 
 @pytest.mark.slow
