@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from offline_iaas.errors import ConfigError
 from offline_iaas.repository.backend.stateful import SnapshotState
 from offline_iaas.serve.node import visible_gpus
 from offline_iaas.sizing.plan import HEADROOM, plan_from_bench
-from tests.helpers import processes_mentioning
+from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
 
 REGRESSION_FILE = Path(__file__).resolve().parents[1] / "benchmarks" / "regression.json"
 O3_CONFIG = resources.files("offline_iaas.campaigns").joinpath("o3-month-deepclean.toml")
@@ -170,6 +171,53 @@ def test_a_missed_target_says_what_its_judged_repeat_costs() -> None:
     assert check.met and missed_lines(met, check, 128, 2, []) == []
 
 
+def test_a_streamed_service_is_judged_against_the_same_weights_served_whole_window() -> None:
+    # the whole-window path spends 4 CPU seconds per 100 data seconds, the service 1
+    whole = [replace(_at("whole-window", k, 30.0, 4.0), streamed=False) for k in (1, 2)]
+    fast = [*whole, *(replace(_at("service", 2, r), streamed=True) for r in (95.0, 99.0, 120.0))]
+    check = next(c for c in judge(fast, "bbhnet", 128, 2, 2)
+                 if c.name == "service/whole-window")
+    assert check.value == pytest.approx(99.0 / 30.0) and check.cpu_value == 4.0 and check.met
+    slow = [*whole, *(replace(_at("service", 2, r), streamed=True) for r in (80.0, 85.0, 120.0))]
+    check = next(c for c in judge(slow, "bbhnet", 128, 2, 2)
+                 if c.name == "service/whole-window")
+    assert check.value == pytest.approx(85.0 / 30.0) and not check.met
+    # a workload not streamed yet has no whole-window path: missed, and said why
+    alone = [_at("service", 2, 90.0)]
+    check = next(c for c in judge(alone, "bbhnet", 128, 2, 2)
+                 if c.name == "service/whole-window")
+    assert not check.met
+    (line,) = missed_lines(alone, check, 128, 2, [])
+    assert "not served streamed yet" in line
+
+
+def test_plan_takes_the_served_path_that_runs_the_networks_as_the_campaign_does(
+        tmp_path: Path) -> None:
+    """A streamed campaign is sized from the streamed service, a whole-window one from the
+    same weights served whole-window; both measured in one bench run of a streamed
+    workload."""
+    measurements = [
+        replace(_at("service", 2, 400.0), streamed=True),
+        replace(_at("whole-window", 2, 100.0), streamed=False),
+        replace(_at("limit", 2, 450.0), streamed=True),
+    ]
+    results = write_results(tmp_path / "results.json",
+                            {"device": "cpu", "machine": {"cpu": "test", "cores": 2}},
+                            measurements)
+    source = tmp_path / "bbhnet.toml"
+    source.write_text(SMALL_CAMPAIGN)
+    geometry = ['model.mode="bbhnet"', "data.sample_rate=2048", "model.kernel_seconds=1.5",
+                "model.inference_rate=4", 'data.channels=["H1:GDS-CALIB_STRAIN", '
+                '"L1:GDS-CALIB_STRAIN"]', "data.duration=864000"]
+    rates = {}
+    for streamed in ("true", "false"):
+        config = load_config(source, [*geometry, f"model.streamed={streamed}"])
+        capacity = plan_from_bench(config, 24.0, results)
+        rates[streamed] = capacity.per_server_rate
+        assert "'bbhnet' workload's" in "\n".join(capacity.explanation)
+    assert rates == {"true": 400.0, "false": 100.0}
+
+
 def test_plan_refuses_a_bench_without_the_campaigns_workload(tmp_path: Path) -> None:
     results = write_results(tmp_path / "results.json", {}, [
         Measurement("service", "toy", 32, 2, 2, 100.0, 1.0, 1.0, 1.0)
@@ -263,6 +311,31 @@ def test_bench_command_writes_results_tables_and_plots(tmp_path: Path) -> None:
     redrawn = (out / "RESULTS.md").read_text()
     assert "the text redrawn from its results.json by `offline-iaas bench --report-only`" in redrawn
     assert re.sub(r"; the text redrawn .*? at commit `[^`]*`\.", ".", redrawn) == text
+
+
+@pytest.mark.slow
+def test_a_streamed_workload_is_measured_beside_its_weights_served_whole_window(
+        tmp_path: Path) -> None:
+    """aframe's geometry (issue #42): the service and the limit stream BBHnet layer by layer;
+    the same weights exported with ``model.streamed = false`` and served are the
+    ``whole-window`` path (its graphs in-process the ``whole-window-limit``), judged against
+    with its own target."""
+    out = tmp_path / "out"
+    assert main(["bench", "--workloads", "aframe", "--batch-sizes", "128", "--clients", "1",
+                 "--batch-size", "128", "-k", "1", "--repeats", "1", "--data-scale", "0.05",
+                 "--instances", "1", "--out", str(out), "--work-dir", str(tmp_path / "work"),
+                 "--device", "cpu"]) == 0
+    _, measurements = read_results(out / "results.json")
+    streamed = {m.path: m.streamed for m in measurements}
+    assert streamed == {"limit": True, "service": True, "whole-window": False,
+                        "whole-window-limit": False, "naive": False}
+    manifests = {path.parent.name: json.loads(path.read_text())["streamed"]
+                 for path in (tmp_path / "work").glob("aframe-*-repository/manifest.json")}
+    assert manifests == {"aframe-cpu-fused-1-repository": {
+        "bbhnet": "offline-iaas/1/bbhnet.streamed"}, "aframe-cpu-whole-1-repository": {},
+        "aframe-cpu-ensemble-1-repository": {}}
+    assert "| aframe | service/whole-window |" in (out / "RESULTS.md").read_text()
+    assert processes_mentioning(str(tmp_path / "work")) == []
 
 
 def test_gpu_bench_without_a_gpu_says_so_and_measures_nothing(tmp_path: Path, capsys) -> None:

@@ -17,7 +17,7 @@ from offline_iaas.bench.sweep import SweepPlan
 from offline_iaas.bench.targets import TargetCheck, judge, missed_lines
 from offline_iaas.bench.workloads import workload
 
-PATHS: tuple[str, ...] = ("limit", "service", "naive")
+PATHS: tuple[str, ...] = ("limit", "service", "whole-window-limit", "whole-window", "naive")
 
 
 @dataclass(frozen=True)
@@ -66,11 +66,13 @@ def _fmt(value: float, digits: int = 2) -> str:
 def throughput_table(pts: list[Point]) -> str:
     """Markdown table: data seconds per wall second of each path and the ratios."""
     lines = [
-        "| workload | batch | clients | instances | limit | service | naive "
-        "| service/limit | service/naive | service/limit per CPU s | service/naive per CPU s "
+        "| workload | batch | clients | instances | limit | service | whole-window limit "
+        "| whole-window | naive "
+        "| service/limit | service/whole-window | service/naive | service/limit per CPU s "
+        "| service/whole-window per CPU s | service/naive per CPU s "
         "| cores used: limit, service | other load (cores): limit, service |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: | ---: | ---: | ---: |",
     ]
     for p in pts:
         rate = {k: _fmt(m.data_seconds_per_second, 1) for k, m in p.best.items()}
@@ -79,9 +81,12 @@ def throughput_table(pts: list[Point]) -> str:
         lines.append(
             f"| {p.workload} | {p.batch_size} | {p.clients} | {p.instances} | "
             f"{rate.get('limit', '—')} | "
-            f"{rate.get('service', '—')} | {rate.get('naive', '—')} | "
-            f"{_fmt(p.ratio('service', 'limit'))} | "
+            f"{rate.get('service', '—')} | {rate.get('whole-window-limit', '—')} | "
+            f"{rate.get('whole-window', '—')} | "
+            f"{rate.get('naive', '—')} | {_fmt(p.ratio('service', 'limit'))} | "
+            f"{_fmt(p.ratio('service', 'whole-window'))} | "
             f"{_fmt(p.ratio('service', 'naive'))} | {_fmt(p.cpu_ratio('service', 'limit'))} | "
+            f"{_fmt(p.cpu_ratio('service', 'whole-window'))} | "
             f"{_fmt(p.cpu_ratio('service', 'naive'))} | "
             f"{cores.get('limit', '—')}, {cores.get('service', '—')} | "
             f"{other.get('limit', '—')}, {other.get('service', '—')} |"
@@ -187,7 +192,8 @@ def plot_throughput(pts: list[Point], plan: SweepPlan, out_png: Path) -> Path:
 
     names = list(dict.fromkeys(p.workload for p in pts))
     fig, axes = plt.subplots(len(names), 2, figsize=(10, 3.6 * len(names)), squeeze=False)
-    styles = {"limit": "--", "service": "-o", "naive": "-s"}
+    styles = {"limit": "--", "service": "-o", "whole-window-limit": ":", "whole-window": ":^",
+              "naive": "-s"}
     colours = {n: f"C{i}" for i, n in enumerate(sorted(plan.instances, reverse=True))}
     clients = plan.default_clients
     for row, name in enumerate(names):
@@ -300,7 +306,8 @@ def results_markdown(header: dict, measurements: list[Measurement], plan) -> str
         f"{cores['limit'][0]:.2f} cores and the service {cores['service'][0]:.2f}. The "
         "per-CPU-second ratio (data seconds per CPU second of each path) does not depend on "
         "the load. A target is judged with the service's median repeat against the best "
-        "repeat of the limit (or naive path) measured at that batch size anywhere in the run, "
+        "repeat of the limit (or naive or whole-window path) measured at that batch size "
+        "anywhere in the run, "
         "and counts as met only if both ratios meet it: a target met only by noise is not "
         "met.",
         "",
@@ -310,21 +317,27 @@ def results_markdown(header: dict, measurements: list[Measurement], plan) -> str
         "**o3-deepclean** = O3 reprocessing's DeepClean (`workflow/o3-month-deepclean.toml`: "
         "21 witnesses of H1 streamed at 4096 Hz, the strain subtracted in the merge, 1 s "
         "windows at 32 Hz, batch 32; a reduced span per measurement on the CPU); "
-        "**bbhnet** = H1+L1, 2048 Hz, 1.5 s windows at 4 Hz; **e2e** = H1+L1 with 21 "
-        "witnesses each, 2048 Hz, 1 s windows at 32 Hz (DeepClean → subtraction → BBHnet). "
-        "None of these networks streams (all are padded or see whole windows), so there is no "
-        "streaming limit.",
+        "**bbhnet** = H1+L1, 2048 Hz, 1.5 s windows at 4 Hz; **aframe** = the same at "
+        "aframe's geometry, 1.5 s windows at 16 Hz (kernel/stride 24); **e2e** = H1+L1 with "
+        "21 witnesses each, 2048 Hz, 1 s windows at 32 Hz (DeepClean → subtraction → BBHnet). "
+        "**bbhnet** and **aframe** serve BBHnet streamed layer by layer (`model.streamed`, "
+        "docs/networks.md \"Streamed graphs\"); the other networks run on whole windows (not "
+        "streamed yet, issue #42).",
         "",
-        "Paths: **limit** = the mode's whole-window graphs in-process with onnxruntime over "
-        "every window of the span, batch by batch (windows, networks, DeepClean's online "
-        "average, subtraction: `pipeline.mode_stream`), what a user's own loop does; "
+        "Paths: **limit** = the mode's graphs in-process with onnxruntime over every window "
+        "of the span, batch by batch (`pipeline.mode_stream`: the streamed graphs where the "
+        "workload streams, else the windows, whole-window networks, DeepClean's online "
+        "average, subtraction), the best a user's own loop does; "
         "**service** = the campaign path: the repository `offline-iaas export` writes (one "
         "fused model per mode), served by tritonserver as `serve` starts it, k client "
         "processes streaming batched snapshot updates through the campaign client's "
         "`RequestStream` (gRPC stream, sequence IDs, START/END); **naive** = whole windows per "
         "request to the network model of the `export --ensemble` repository (single-network "
-        "modes; the DeepClean client averages itself). Throughput is data seconds per wall "
-        "second.",
+        "modes; the DeepClean client averages itself); **whole-window** = a streamed "
+        "workload's weights served with `model.streamed = false` (snapshotter and whole-window "
+        "graphs, the service's clients): what a whole-window server does, the peer's path; "
+        "**whole-window limit** = those graphs in-process, as the limit runs its own. "
+        "Throughput is data seconds per wall second.",
         "",
         f"## Targets (default points: {defaults}; {plan.default_clients} clients, "
         f"{plan.default_instances} instances) — {met} of {len(checks)} met",

@@ -10,8 +10,12 @@ from typing import Any
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import ConfigError
 
-PATHS: tuple[str, ...] = ("limit", "service", "naive", "ensemble")
-"""``ensemble``: the cpu flavor's snapshotter → network ensemble, for comparison."""
+PATHS: tuple[str, ...] = ("limit", "service", "naive", "ensemble", "whole-window",
+                          "whole-window-limit")
+"""``ensemble``: the cpu flavor's snapshotter → network ensemble, for comparison;
+``whole-window``: a streamed workload's model served with ``model.streamed = false`` (the
+snapshotter and the whole-window graphs: what a whole-window server does, the peer's path);
+``whole-window-limit``: the same graphs in-process (a user's own whole-window loop)."""
 
 
 @dataclass(frozen=True)
@@ -21,7 +25,7 @@ class Measurement:
     Parameters
     ----------
     path
-        ``limit``, ``service``, ``naive`` or ``ensemble``.
+        One of ``PATHS``.
     workload
         Workload name.
     batch_size
@@ -42,6 +46,9 @@ class Measurement:
         TCP payload clients sent and received (0 for the limit).
     other_cpu_seconds
         CPU time other processes of the machine took during the measurement.
+    streamed
+        The path ran the networks streamed layer by layer (``model.streamed``: the limit and
+        the service of a streamed workload); false in results written before it existed.
     """
 
     path: str
@@ -57,6 +64,7 @@ class Measurement:
     bytes_received: int = 0
     other_cpu_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    streamed: bool = False
 
     @property
     def data_seconds_per_second(self) -> float:

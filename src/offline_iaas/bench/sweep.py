@@ -2,13 +2,16 @@
 
 Per workload: seeded weights are written and ``export`` writes the campaign's repository for
 the workload's config (the fused model) once per swept ``server.instances`` and, for the naive
-path, the ``--ensemble`` one whose network model takes whole windows; one tritonserver serves
-each (the service's at the most instances with a statistics monitor). Each served path is
+path, the ``--ensemble`` one whose network model takes whole windows, and for a ``streamed``
+workload the same weights with ``model.streamed = false`` at the most instances (the
+``whole-window`` path: what a whole-window server does; ``whole-window-limit``: its graphs
+in-process, a user's own whole-window loop); one tritonserver serves each (the
+service's at the most instances with a statistics monitor). Each served path is
 warmed up once, then at every point ``(batch_size, clients, instances)`` of the sweep the
-limit, the service and the naive path are measured in turn, ``repeats`` times, interleaved so
-that load from other processes falls on all of them alike. Every measurement is kept; the
-report judges each target with the service's median repeat against the best limit measured at
-that batch size (``bench/targets.py``).
+limit, the service, the naive and the whole-window paths are measured in turn, ``repeats``
+times, interleaved so that load from other processes falls on all of them alike. Every
+measurement is kept; the report judges each target with the service's median repeat against
+the best opponent measured at that batch size (``bench/targets.py``).
 
 ``device`` is the switch between the cpu flavor and the gpu flavor: with ``cuda`` the
 repository is ``export --flavor gpu`` (the same fused model, its networks on the GPU) and the
@@ -18,6 +21,7 @@ limit's sessions run on CUDA too; the naive path (``--ensemble``, CPU models) is
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from contextlib import ExitStack
@@ -39,7 +43,8 @@ from offline_iaas.serve.monitor import start_monitor
 logger = logging.getLogger(__name__)
 
 DEFAULT_DATA_SECONDS: dict[str, float] = {
-    "toy": 4000.0, "deepclean": 240.0, "o3-deepclean": 64.0, "bbhnet": 4000.0, "e2e": 64.0,
+    "toy": 4000.0, "deepclean": 240.0, "o3-deepclean": 64.0, "bbhnet": 4000.0,
+    "aframe": 1000.0, "e2e": 64.0,
     "e2e-inject": 64.0, "tiny": 120.0,
 }
 """Data streamed per measurement: about 2-5 s of wall time each on 2 cores (``o3-deepclean``
@@ -128,47 +133,62 @@ class SweepPlan:
 
 @dataclass(frozen=True)
 class Served:
-    """A workload's service: its config and server at each swept number of instances, and the
-    naive path's server."""
+    """A workload's service: its config and server at each swept number of instances, the
+    naive path's server and a streamed workload's whole-window server."""
 
     load: Workload
     configs: dict[int, CampaignConfig]
     """The workload's config (its exported repository) at each number of instances."""
     services: dict[int, BenchServer]
     naive: BenchServer | None
+    whole_window: BenchServer | None = None
+    whole_window_config: CampaignConfig | None = None
+    """A streamed workload's config with ``model.streamed = false`` (its repository)."""
 
     def measure(self, path: str, plan: SweepPlan, batch_size: int, clients: int,
                 instances: int, seconds: float) -> Measurement:
         load, config = self.load, self.configs[instances]
-        if path == "limit":
-            return measure_limit(load, config, batch_size, seconds, clients,
-                                 device=plan.device)
-        if path == "limit-threads":  # the same threads in one process
-            return measure_limit(load, config, batch_size, seconds, clients, processes=1,
-                                 device=plan.device)
-        if path == "service":
-            return measure_service(
-                load, self.services[instances], config.model.name, config.outputs.names,
+        if path in ("limit", "whole-window-limit"):
+            found = measure_limit(load, config if path == "limit" else
+                                  self.whole_window_config, batch_size, seconds, clients,
+                                  device=plan.device)
+        elif path == "limit-threads":  # the same threads in one process
+            found = measure_limit(load, config, batch_size, seconds, clients, processes=1,
+                                  device=plan.device)
+        elif path in ("service", "whole-window"):
+            server = self.services[instances] if path == "service" else self.whole_window
+            found = dataclasses.replace(measure_service(
+                load, server, config.model.name, config.outputs.names,
                 batch_size, clients, plan.in_flight, seconds, instances,
-            )
-        return measure_naive(load, self.naive, batch_size, clients, plan.in_flight, seconds,
-                             instances)
+            ), path=path)
+        else:
+            return measure_naive(load, self.naive, batch_size, clients, plan.in_flight,
+                                 seconds, instances)
+        return dataclasses.replace(found, path="limit" if path == "limit-threads" else path,
+                                   streamed=load.streamed and not path.startswith("whole"))
 
     def paths(self, plan: SweepPlan, instances: int) -> tuple[str, ...]:
         """What is measured at a point, in turn (``limit-threads`` is recorded as limit; the
-        naive path at the most instances only)."""
+        naive and whole-window paths at the most instances only)."""
         limits = ("limit", "limit-threads") if instances > 1 else ("limit",)
-        naive = self.naive is not None and instances == plan.default_instances
-        return (*limits, "service") + (("naive",) if naive else ())
+        most = instances == plan.default_instances
+        naive = ("naive",) if self.naive is not None and most else ()
+        whole = (("whole-window-limit", "whole-window")
+                 if self.whole_window is not None and most else ())
+        return (*limits, "service", *whole, *naive)
 
 
 def export_workload(load: Workload, plan: SweepPlan, work_dir: Path, weights: Path | None,
-                    instances: int, ensemble: bool = False) -> CampaignConfig:
+                    instances: int, ensemble: bool = False, streamed: bool | None = None
+                    ) -> CampaignConfig:
     """Write the workload's repository with ``instances`` in ``work_dir``: the flavor of
-    ``plan.device`` (the cpu flavor's ``--ensemble`` layout if asked)."""
+    ``plan.device`` (the cpu flavor's ``--ensemble`` layout if asked; ``streamed``:
+    ``model.streamed``, the workload's own unless given)."""
     flavor = "cpu" if ensemble else FLAVOR_OF_DEVICE[plan.device]
-    name = f"{load.name}-{flavor}-{'ensemble' if ensemble else 'fused'}-{instances}-repository"
-    config = load.config(work_dir / name, instances, max(plan.clients))
+    streamed = load.streamed and not ensemble if streamed is None else streamed
+    layout = "ensemble" if ensemble else "fused" if streamed == load.streamed else "whole"
+    name = f"{load.name}-{flavor}-{layout}-{instances}-repository"
+    config = load.config(work_dir / name, instances, max(plan.clients), streamed=streamed)
     export_repository(config, weights, flavor=flavor, ensemble=ensemble)
     return config
 
@@ -195,7 +215,15 @@ def run_workload(
             naive = stack.enter_context(bench_server(
                 repo, RunDir(work_dir / f"{load.name}-naive-run"), list(read_manifest(repo).models)
             ))
-        served = Served(load, configs, services, naive)
+        whole, whole_config = None, None
+        if load.streamed:  # the same weights served whole-window: the peer's path
+            whole_config = export_workload(load, plan, work_dir, weights,
+                                           plan.default_instances, streamed=False)
+            repo = whole_config.model.repository
+            whole = stack.enter_context(bench_server(
+                repo, RunDir(work_dir / f"{load.name}-whole-run"), list(read_manifest(repo).models)
+            ))
+        served = Served(load, configs, services, naive, whole, whole_config)
         if monitor_csv is not None:
             main = services[plan.default_instances]
             monitor_csv.unlink(missing_ok=True)

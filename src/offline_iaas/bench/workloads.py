@@ -3,8 +3,8 @@
 A workload is what a campaign of one mode streams and serves: its ``CampaignConfig`` (so
 ``export`` writes the repository campaigns serve, and ``pipeline.mode_stream`` runs the same
 step in-process) and seeded, untrained weights for its networks (throughput does not depend on
-training). Every network runs on whole windows: none of the campaign's networks streams (the
-classifier's convolutions are padded, DeepClean's and BBHnet's too).
+training). A workload marked ``streamed`` serves its networks streamed layer by layer
+(``model.streamed``, issue #42: BBHnet so far); the others run them on whole windows.
 
 ``toy``        classifier mode: H1+L1 at 2048 Hz, 4 s windows at 4 Hz (the campaign's padded
                3-layer CNN), batch 32
@@ -13,7 +13,9 @@ classifier's convolutions are padded, DeepClean's and BBHnet's too).
                (``workflow/o3-month-deepclean.toml``): H1's 21 witnesses streamed at
                4096 Hz (the strain is subtracted in the merge), 1 s windows at 32 Hz,
                batch 32; on the cpu and the gpu flavor alike
-``bbhnet``     bbhnet mode: H1+L1 at 2048 Hz, 1.5 s windows at 4 Hz, batch 128
+``bbhnet``     bbhnet mode: H1+L1 at 2048 Hz, 1.5 s windows at 4 Hz, batch 128, streamed
+``aframe``     ``bbhnet`` at aframe's own geometry: 1.5 s windows at 16 Hz (``K/S`` 24),
+               batch 128, streamed
 ``e2e``        e2e mode: H1+L1 and 21 witnesses each at 2048 Hz, 1 s windows at 32 Hz, batch 32
                (DeepClean, subtraction and BBHnet chained)
 ``e2e-inject`` the e2e graph a campaign with ``bbhnet.inject`` serves: ``e2e`` with BBHnet run
@@ -62,6 +64,9 @@ class Workload:
     inject
         ``bbhnet.inject``: in e2e the served graph also searches the raw strain
         (``pipeline.searches_raw_strain``); the bench streams the background only.
+    streamed
+        ``model.streamed``: the networks streamed layer by layer; the bench then also serves
+        the same weights whole-window (the ``whole-window`` path).
     """
 
     name: str
@@ -73,10 +78,12 @@ class Workload:
     inference_rate_hz: float
     batch_size: int
     inject: bool = False
+    streamed: bool = False
 
     def config(self, repository: Path, instances: int = 2, clients: int = 2,
-               batch_size: int | None = None) -> CampaignConfig:
-        """The campaign config of this workload, its repository at ``repository``."""
+               batch_size: int | None = None, streamed: bool | None = None) -> CampaignConfig:
+        """The campaign config of this workload, its repository at ``repository``
+        (``streamed``: ``model.streamed``, the workload's own setting unless given)."""
         witnesses = [f"{ifo}:PEM-BENCH_WITNESS_{i}" for ifo in self.ifos
                      for i in range(self.witnesses_per_ifo)]
         raw = {
@@ -89,6 +96,7 @@ class Workload:
                 "repository": str(repository), "mode": self.mode_name, "name": "offline-iaas",
                 "kernel_seconds": self.kernel_seconds, "inference_rate": self.inference_rate_hz,
                 "batch_size": batch_size or self.batch_size,
+                "streamed": self.streamed if streamed is None else streamed,
             },
             "layout": {"servers": 1, "clients_per_server": clients},
             "server": {"instances": instances},
@@ -133,14 +141,16 @@ class Workload:
 TOY = Workload("toy", "classifier", IFOS, 0, 2048.0, 4.0, 4.0, 32)
 DEEPCLEAN = Workload("deepclean", "deepclean", ("H1",), 21, 2048.0, 1.0, 32.0, 32)
 O3_DEEPCLEAN = Workload("o3-deepclean", "deepclean", ("H1",), 21, 4096.0, 1.0, 32.0, 32)
-BBHNET = Workload("bbhnet", "bbhnet", IFOS, 0, 2048.0, 1.5, 4.0, 128)
+BBHNET = Workload("bbhnet", "bbhnet", IFOS, 0, 2048.0, 1.5, 4.0, 128, streamed=True)
+AFRAME = Workload("aframe", "bbhnet", IFOS, 0, 2048.0, 1.5, 16.0, 128, streamed=True)
 E2E = Workload("e2e", "e2e", IFOS, 21, 2048.0, 1.0, 32.0, 32)
 E2E_INJECT = Workload("e2e-inject", "e2e", IFOS, 21, 2048.0, 1.0, 32.0, 32, inject=True)
 TINY = Workload("tiny", "classifier", IFOS, 0, 256.0, 1.0, 8.0, 32)
 WORKLOADS: dict[str, Workload] = {
-    w.name: w for w in (TOY, DEEPCLEAN, O3_DEEPCLEAN, BBHNET, E2E, E2E_INJECT, TINY)
+    w.name: w for w in (TOY, DEEPCLEAN, O3_DEEPCLEAN, BBHNET, AFRAME, E2E, E2E_INJECT, TINY)
 }
-DEFAULT_WORKLOADS: tuple[str, ...] = ("toy", "deepclean", "o3-deepclean", "bbhnet", "e2e")
+DEFAULT_WORKLOADS: tuple[str, ...] = ("toy", "deepclean", "o3-deepclean", "bbhnet", "aframe",
+                                      "e2e")
 """What ``offline-iaas bench`` measures by default (``tiny`` is the regression check's;
 ``e2e-inject`` on demand: ``plan`` estimates it from ``e2e`` and ``bbhnet`` without it)."""
 WORKLOAD_OF_MODE: dict[str, str] = {"classifier": "toy", "deepclean": "deepclean",

@@ -121,14 +121,25 @@ class CapacityPlan:
         ]
 
 
-def _bench_layouts(measurements: list[Measurement], name: str
-                   ) -> dict[tuple[int, int, int], Spread]:
-    """The service's repeats of workload ``name`` at each (batch size, clients, instances)."""
+def _bench_layouts(measurements: list[Measurement], name: str, streamed: bool
+                   ) -> tuple[dict[tuple[int, int, int], Spread], str]:
+    """The served repeats of workload ``name`` at each (batch size, clients, instances) that
+    run the networks as a campaign with ``model.streamed = streamed`` does: the service, or
+    for a whole-window campaign of a streamed workload its ``whole-window`` path; the
+    service whatever it ran where the bench measured no path of that kind; and the path's
+    description."""
+    served = [m for m in measurements if m.workload == name
+              and m.path in ("service", "whole-window")]
+    alike = [m for m in served if m.streamed == streamed] or [
+        m for m in served if m.path == "service"]
     groups: dict[tuple[int, int, int], list[Measurement]] = {}
-    for m in measurements:
-        if m.path == "service" and m.workload == name:
-            groups.setdefault((m.batch_size, m.clients, m.threads), []).append(m)
-    return {point: Spread.of(group) for point, group in groups.items()}
+    for m in alike:
+        groups.setdefault((m.batch_size, m.clients, m.threads), []).append(m)
+    described = "service"
+    if alike:
+        networks = "streamed layer by layer" if alike[0].streamed else "on whole windows"
+        described = f"{alike[0].path} path (networks {networks})"
+    return {point: Spread.of(group) for point, group in groups.items()}, described
 
 
 def plan_from_bench(
@@ -147,14 +158,16 @@ def plan_from_bench(
         raise ConfigError(f"--target-hours must be positive, got {target_hours}")
     header, measurements = read_results(results_path)
     load, exact = workload_of(config)
-    layouts = _bench_layouts(measurements, load.name)
+    streamed = config.model.streamed
+    layouts, path = _bench_layouts(measurements, load.name, streamed)
     if not layouts and exact:  # the campaign's own stream was not measured: its mode's
         load, exact = mode_workload(config), False
-        layouts = _bench_layouts(measurements, load.name)
+        layouts, path = _bench_layouts(measurements, load.name, streamed)
     wanted = load
     if not layouts and load.searches_raw_strain:  # the graph without it, the raw search added
         load = without_raw_search(load)
-        layouts, exact = _bench_layouts(measurements, load.name), same_stream(load, config)
+        layouts, path = _bench_layouts(measurements, load.name, streamed)
+        exact = same_stream(load, config)
     if not layouts:
         raise ConfigError(
             f"{results_path}: no service measurement of the {load.name!r} workload (the bench "
@@ -203,7 +216,7 @@ def plan_from_bench(
         f"{needed:,.2f} data-s/s",
         f"bench: {results_path} ({device}, {header.get('machine', {}).get('cpu', 'unknown CPU')}"
         f", {header.get('machine', {}).get('cores', '?')} cores, commit "
-        f"{header.get('commit', 'unknown')}): the {load.name!r} workload's service, median of "
+        f"{header.get('commit', 'unknown')}): the {load.name!r} workload's {path}, median of "
         f"{len(spread.rates)} repeat(s), at its best layout a campaign server can run "
         f"(instances <= server.cpus = {cores or 'instances + 1'}): {measured:,.1f} data-s/s "
         f"[{min(spread.rates):,.1f}-{max(spread.rates):,.1f}] at batch {batch_size}, "

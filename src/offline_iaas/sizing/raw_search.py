@@ -41,12 +41,16 @@ class RawSearchCost:
     """``plan``'s line, before the rate it leads to."""
 
 
-def _limit_spreads(measurements: list[Measurement], instances: int) -> dict[int, Spread]:
+def _limit_spreads(measurements: list[Measurement], instances: int, streamed: bool
+                   ) -> dict[int, Spread]:
     """The ``bbhnet`` workload's limit repeats at ``instances``, one process per instance (the
-    server's layout), by batch size."""
+    server's layout), by batch size: BBHnet streamed layer by layer or on whole windows as
+    ``streamed`` says (the bench's ``limit`` of a streamed workload, its
+    ``whole-window-limit``)."""
     groups: dict[int, list[Measurement]] = {}
     for m in measurements:
-        if (m.path == "limit" and m.workload == BBHNET.name and m.threads == instances
+        if (m.path in ("limit", "whole-window-limit") and m.streamed == streamed
+                and m.workload == BBHNET.name and m.threads == instances
                 and m.extra.get("processes", instances) == instances):
             groups.setdefault(m.batch_size, []).append(m)
     return {batch: Spread.of(group) for batch, group in groups.items()}
@@ -65,12 +69,13 @@ def raw_search_cost(config: CampaignConfig, measurements: list[Measurement], bat
     ConfigError
         No ``bbhnet`` limit at ``instances`` in the results file.
     """
-    spreads = _limit_spreads(measurements, instances)
+    spreads = _limit_spreads(measurements, instances, config.model.streamed)
     if not spreads:
         raise ConfigError(
             f"{results_path}: no measurement of the {measured_name!r} workload (e2e with "
             f"bbhnet.inject also searches the raw strain), nor the {BBHNET.name!r} workload's "
-            f"limit at {instances} instance(s) to estimate that search from: run offline-iaas "
+            f"{'streamed' if config.model.streamed else 'whole-window'} limit at {instances} "
+            f"instance(s) to estimate that search from: run offline-iaas "
             f"bench --workloads {measured_name}")
     same = batch_size in spreads
     batch, spread = ((batch_size, spreads[batch_size]) if same
