@@ -152,7 +152,8 @@ def test_mode_stream_with_a_streamed_stage_equals_the_snapshotter_and_whole_wind
              {"model": "bbhnet", "kind": "network", "inputs": {"windows": "windows"},
               "outputs": {"statistic": "statistic"}, "channels": 0, "params": {}}]
     streamed = [{"model": "bbhnet", "kind": "streamed", "inputs": {"update": "update"},
-                 "outputs": {"statistic": "statistic"}, "channels": 2, "params": {}}]
+                 "outputs": {"statistic": "statistic"}, "channels": 2,
+                 "params": {"network": "bbhnet"}}]
     runner = open_streamed_network(directory)
     streams = {seed: (ModeStream(whole, kernel, stride, ["statistic"], {"bbhnet": session}),
                       ModeStream(streamed, kernel, stride, ["statistic"], {"bbhnet": runner}),

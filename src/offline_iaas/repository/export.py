@@ -555,12 +555,11 @@ def network_sessions(
         stage.model: onnx_session(network_onnx_path(repo, stage.model), threads, device)
         for stage in stages if stage.kind == "network"}
     streamed = read_manifest(repo).streamed if any(s.kind == "streamed" for s in stages) else {}
-    for stage in stages:
-        if stage.kind == "streamed":
-            if stage.model not in streamed:
-                raise ModelError(f"{repo}: no streamed {stage.model} graphs (model.streamed = "
-                                 "true): export again")
-            sessions[stage.model] = open_streamed_network(repo / streamed[stage.model], threads)
+    for network in {stage.params["network"] for stage in stages if stage.kind == "streamed"}:
+        if network not in streamed:
+            raise ModelError(f"{repo}: no streamed {network} graphs (model.streamed = true): "
+                             "export again")
+        sessions[network] = open_streamed_network(repo / streamed[network], threads)
     return sessions
 
 

@@ -10,7 +10,8 @@ ensemble::
 
     classifier  update ─► snapshotter ─► windows ─► classifier ─► statistic
     bbhnet      update ─► snapshotter ─► windows ─► bbhnet ─► statistic
-                (model.streamed: update ─► bbhnet (streamed layer by layer) ─► statistic)
+                (model.streamed: update ─► bbhnet (streamed layer by layer) ─► statistic;
+                 in e2e alike: cleaned ─► bbhnet (streamed) ─► statistic, raw ─► bbhnet_raw)
                 (time slides: update ─► timeslides (runs bbhnet's graph) ─► background)
     deepclean   update ─► snapshotter ─► windows ─► deepclean ─► prediction ─► averager ─► noise
     e2e         ... ─► averager ─► noise; (windows, noise) ─► subtract ─► cleaned
@@ -60,7 +61,7 @@ class Stage:
     """Channels of a stateful stage's state."""
     params: dict[str, object] = field(default_factory=dict)
     """A ``timeslide`` or ``whiten`` stage's parameters (``stateful.TimeSlides``,
-    ``stateful.RollingWhitening``)."""
+    ``stateful.RollingWhitening``); a ``streamed`` stage's ``network`` (its graphs)."""
 
     @property
     def stateful(self) -> bool:
@@ -80,9 +81,6 @@ def stages(config: CampaignConfig) -> list[Stage]:
                      len(config.stream_channels))
     if not mode.averages:  # one network on the windows: the statistic
         (network,) = mode.networks
-        if mode.triggers and config.model.streamed:  # no windows: the layers on the stream
-            return [Stage("bbhnet", "streamed", {"update": "update"},
-                          {"statistic": "statistic"}, len(config.stream_channels))]
         if mode.triggers:
             return _bbhnet(config, "update", snapshot)
         return [snapshot, Stage(network, "network", {"windows": "windows"},
@@ -125,8 +123,12 @@ def _bbhnet(config: CampaignConfig, strain: str, snapshot: Stage, suffix: str = 
             ) -> list[Stage]:
     """BBHnet on windows of the ``strain`` tensor (``[ifos, n S]``): the ``snapshot`` stage's
     (or, with the rolling whitening, the whitened windows), the network, and the time
-    slides; their outputs (and stateful stages) named with ``suffix``."""
+    slides; their outputs (and stateful stages) named with ``suffix``. With
+    ``model.streamed``, one ``streamed`` stage on the strain itself."""
     b, ifos = config.bbhnet, len(config.ifos)
+    if config.model.streamed:  # no windows: the layers on the stream (fixed whitening)
+        return [Stage(f"bbhnet{suffix}", "streamed", {"update": strain},
+                      {"statistic": f"statistic{suffix}"}, ifos, {"network": "bbhnet"})]
     first = snapshot
     if config.rolling_whitening:
         rate = config.data.sample_rate

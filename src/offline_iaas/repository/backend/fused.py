@@ -85,10 +85,11 @@ class TritonPythonModel:
         if any(stage["kind"] == "streamed" for stage in self.stages):  # model.streamed
             streamed = _load_beside(version_dir, "streamed_network")
             self.sessions.update({
-                stage["model"]: streamed.open_streamed_network(
-                    os.path.join(version_dir, stage["model"] + streamed.DIRECTORY_SUFFIX),
+                network: streamed.open_streamed_network(
+                    os.path.join(version_dir, network + streamed.DIRECTORY_SUFFIX),
                     int(params.get("intra_op_threads", "1")))
-                for stage in self.stages if stage["kind"] == "streamed"})
+                for network in {stage["params"]["network"] for stage in self.stages
+                                if stage["kind"] == "streamed"}})
         self.streams: dict[int, tuple[object, float]] = {}
         self.lock = threading.Lock()
         # the family must outlive its metric (Triton deletes the metric with it)

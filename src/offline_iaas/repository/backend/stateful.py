@@ -18,11 +18,12 @@ on numpy only (``triton_python_backend_utils`` exists only in the server's pytho
     each whitened with the PSD of the data before it (``RollingWhitening``); a foreground's
     requests carry the clean strain at the same times too (``psd_update``), whose PSD whitens
     the injected strain.
-``streamed`` (fused model only; issue #42: mode bbhnet with ``model.streamed``)
+``streamed`` (fused model only; issue #42: BBHnet with ``model.streamed``)
     A network streamed layer by layer (``streamed_network.StreamedNetwork``): ``[channels,
     n * stride]`` new samples in, ``[n]`` statistics out, equal to the snapshotter's windows
-    through the whole-window network; its per-stream ``StreamState`` is kept here, the runner
-    (the ``sessions`` entry of its model) is shared by every stream.
+    through the whole-window network; its per-stream ``StreamState`` is kept here (per stage:
+    e2e streams BBHnet on the cleaned and on the raw strain), the runner (the ``sessions``
+    entry of the network its ``params`` name) is shared by every stream and stage.
 ``average``
     DeepClean's online averaging: ``[1, n, ifos, kernel]`` window predictions in, ``[1, ifos,
     n * stride]`` averaged samples out, ``kernel - stride`` samples behind the windows' ends.
@@ -377,7 +378,8 @@ class ModeStream:
                 self.states[stage["model"]] = RollingWhitening(
                     stage["channels"], kernel_samples, stride_samples, **stage["params"])
             elif stage["kind"] == "streamed":
-                self.states[stage["model"]] = sessions[stage["model"]].initial_state()
+                self.states[stage["model"]] = sessions[
+                    stage["params"]["network"]].initial_state()
 
     def update(self, samples: np.ndarray, psd_update: np.ndarray | None = None) -> dict:
         """Feed ``[channels, n S]`` new samples; return ``{output: values}`` (no batch axis).
@@ -402,7 +404,7 @@ class ModeStream:
             elif stage["kind"] == "streamed":
                 (value,) = feeds.values()
                 (name,) = stage["outputs"]
-                result = {name: self.sessions[stage["model"]].update(
+                result = {name: self.sessions[stage["params"]["network"]].update(
                     self.states[stage["model"]], value)}
             elif stage["kind"] == "timeslide":
                 (value,) = feeds.values()
