@@ -261,9 +261,6 @@ def _check_streamed(c: CampaignConfig, fail: typing.Callable[[str, str], None]) 
     if c.bbhnet.whitening != "fixed":
         fail("bbhnet.whitening", f"{c.bbhnet.whitening!r} is not served streamed yet "
              "(model.streamed = true serves the fixed whitening only)")
-    if c.bbhnet.slides > 0:
-        fail("bbhnet.slides", f"({c.bbhnet.slides}) time slides are not served streamed yet: "
-             "set bbhnet.slides = 0 or model.streamed = false")
     if c.kernel_samples % c.stride_samples:
         fail("model.kernel_seconds", f"({c.model.kernel_seconds:g} s) must be a multiple of "
              f"the stride ({1 / c.model.inference_rate:g} s) with model.streamed = true")

@@ -554,8 +554,10 @@ def network_sessions(
     sessions: dict[str, object] = {
         stage.model: onnx_session(network_onnx_path(repo, stage.model), threads, device)
         for stage in stages if stage.kind == "network"}
-    streamed = read_manifest(repo).streamed if any(s.kind == "streamed" for s in stages) else {}
-    for network in {stage.params["network"] for stage in stages if stage.kind == "streamed"}:
+    networks = {stage.params["network"] for stage in stages
+                if stage.kind in ("streamed", "streamed_timeslide")}
+    streamed = read_manifest(repo).streamed if networks else {}
+    for network in networks:
         if network not in streamed:
             raise ModelError(f"{repo}: no streamed {network} graphs (model.streamed = true): "
                              "export again")

@@ -52,8 +52,8 @@ class Stage:
     model: str
     kind: str
     """``snapshot``, ``average``, ``timeslide``, ``whiten``, ``streamed`` (stateful: a network
-    streamed layer by layer, ``backend/streamed_network.py``) or ``network`` (an ONNX
-    graph)."""
+    streamed layer by layer, ``backend/streamed_network.py``), ``streamed_timeslide`` (its
+    time slides) or ``network`` (an ONNX graph)."""
     inputs: dict[str, str] = field(default_factory=dict)
     """Model tensor name → ensemble tensor name."""
     outputs: dict[str, str] = field(default_factory=dict)
@@ -128,7 +128,8 @@ def _bbhnet(config: CampaignConfig, strain: str, snapshot: Stage, suffix: str = 
     b, ifos = config.bbhnet, len(config.ifos)
     if config.model.streamed:  # no windows: the layers on the stream (fixed whitening)
         return [Stage(f"bbhnet{suffix}", "streamed", {"update": strain},
-                      {"statistic": f"statistic{suffix}"}, ifos, {"network": "bbhnet"})]
+                      {"statistic": f"statistic{suffix}"}, ifos, {"network": "bbhnet"}),
+                *_time_slides(config, strain, suffix, "streamed_timeslide")]
     first = snapshot
     if config.rolling_whitening:
         rate = config.data.sample_rate
@@ -154,13 +155,16 @@ def takes_psd_update(config: CampaignConfig) -> bool:
     return any(PSD_UPDATE in stage.inputs.values() for stage in stages(config))
 
 
-def _time_slides(config: CampaignConfig, windows: str, suffix: str = "") -> list[Stage]:
+def _time_slides(config: CampaignConfig, windows: str, suffix: str = "",
+                 kind: str = "timeslide") -> list[Stage]:
     """BBHnet on the slid pairs of the ``windows`` tensor (``bbhnet.slides``): the
     ``background`` output, ``[n * shifts]`` per request (NaN where a slide's second window is
-    in the stream's warm-up)."""
+    in the stream's warm-up); ``streamed_timeslide``: of the strain tensor ``windows`` names,
+    each slide streamed layer by layer."""
     if not config.has_slides:
         return []
-    return [Stage(f"timeslides{suffix}", "timeslide", {"windows": windows},
+    tensor = "windows" if kind == "timeslide" else "update"
+    return [Stage(f"timeslides{suffix}", kind, {tensor: windows},
                   {"background": f"background{suffix}"}, 2, {"shift_windows": config.slide_windows,
                       "shifts": config.bbhnet.slides,
                       "warmup_windows": config.stretch_warmup_windows, "network": "bbhnet"})]

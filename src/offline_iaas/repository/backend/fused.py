@@ -82,14 +82,15 @@ class TritonPythonModel:
                 int(params.get("intra_op_threads", "1")))
             for stage in self.stages if stage["kind"] == "network"
         }
-        if any(stage["kind"] == "streamed" for stage in self.stages):  # model.streamed
+        streamed_networks = {stage["params"]["network"] for stage in self.stages
+                             if stage["kind"] in ("streamed", "streamed_timeslide")}
+        if streamed_networks:  # model.streamed
             streamed = _load_beside(version_dir, "streamed_network")
             self.sessions.update({
                 network: streamed.open_streamed_network(
                     os.path.join(version_dir, network + streamed.DIRECTORY_SUFFIX),
                     int(params.get("intra_op_threads", "1")))
-                for network in {stage["params"]["network"] for stage in self.stages
-                                if stage["kind"] == "streamed"}})
+                for network in streamed_networks})
         self.streams: dict[int, tuple[object, float]] = {}
         self.lock = threading.Lock()
         # the family must outlive its metric (Triton deletes the metric with it)

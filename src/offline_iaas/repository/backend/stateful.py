@@ -12,6 +12,8 @@ on numpy only (``triton_python_backend_utils`` exists only in the server's pytho
 ``timeslide`` (fused model only)
     BBHnet's background: ``[n, 2, kernel]`` windows in, ``[n * shifts]`` statistics out, the
     second detector slid against the first (``TimeSlides``, which runs the network it names);
+    ``streamed_timeslide`` the same from ``[2, n * stride]`` samples, each slide a stream of
+    the network it names streamed layer by layer (``StreamedTimeSlides``, ``model.streamed``);
     NaN where a slide's second window lies in the stream's warm-up.
 ``whiten`` (fused model only)
     BBHnet's rolling whitening: ``[2, n * stride]`` in, ``[n, 2, kernel - crop]`` windows out,
@@ -137,7 +139,7 @@ class TimeSlides:
         # window streamed + j - lag of the stream
         j = np.repeat(np.arange(n), shifts)
         slid = self.history + j - np.tile(self.lags, n)
-        runs = np.flatnonzero(slid - self.history + self.streamed >= self.warmup_windows)
+        runs = np.flatnonzero(formed_slides(self.streamed, n, self.lags, self.warmup_windows))
         out = np.full(n * shifts, np.nan, np.float32)
         pairs = np.empty((self.CHUNK_WINDOWS, 2, windows.shape[2]), np.float32)
         for first in range(0, len(runs), self.CHUNK_WINDOWS):
@@ -147,6 +149,60 @@ class TimeSlides:
             chunk[:, 1] = second[slid[rows]]
             out[rows] = network(chunk)
         self.past = second[len(second) - self.history :].copy()
+        self.streamed += n
+        return out
+
+
+def formed_slides(streamed: int, n: int, lags: np.ndarray, warmup_windows: int) -> np.ndarray:
+    """Which of the next ``n`` windows' slides are formed, ``[n * shifts]`` in ``TimeSlides``'
+    order: those whose second window (``streamed + j - lag``) is a real window of the stream."""
+    j = np.repeat(np.arange(n), len(lags))
+    return streamed + j - np.tile(lags, n) >= warmup_windows
+
+
+class StreamedTimeSlides:
+    """``TimeSlides`` on a network streamed layer by layer (``model.streamed``): slide ``k``
+    is a stream of its own, the first detector's samples beside the second's ``k Δ S``
+    samples earlier, through the runner's ``update`` (``streamed_network.StreamedNetwork``),
+    so its window ``j`` is ``TimeSlides``' pair (window ``j``, window ``j - k Δ``). The state
+    is each slide's stream state and the second detector's last ``shifts Δ S`` samples (zeros
+    before the stream, as its snapshot's); the output is ``TimeSlides``', NaN included.
+
+    Parameters
+    ----------
+    shift_windows, shifts, warmup_windows
+        As ``TimeSlides``'.
+    stride_samples
+        ``S``.
+    runner
+        The streamed network, shared (its ``initial_state``/``update``).
+    """
+
+    def __init__(self, shift_windows: int, shifts: int, warmup_windows: int,
+                 stride_samples: int, runner) -> None:
+        self.lags = shift_windows * np.arange(1, shifts + 1)
+        self.delays = self.lags * stride_samples
+        self.warmup_windows, self.stride_samples = warmup_windows, stride_samples
+        self.runner = runner
+        self.states = [runner.initial_state() for _ in self.lags]
+        self.past = np.zeros(int(self.delays[-1]), np.float32)
+        self.streamed = 0
+
+    def update(self, samples: np.ndarray) -> np.ndarray:
+        """Add ``samples`` [2, n S]; return every window's slides, ``[n * shifts]``."""
+        if samples.ndim != 2 or samples.shape[0] != 2:
+            raise ValueError(f"time slides take [2, n * stride] samples, got "
+                             f"{list(samples.shape)}")
+        m = samples.shape[1]
+        n, history = m // self.stride_samples, len(self.past)
+        second = np.concatenate([self.past, samples[1].astype(np.float32, copy=False)])
+        out = np.empty((n, len(self.lags)), np.float32)
+        for k, (delay, state) in enumerate(zip(self.delays, self.states, strict=True)):
+            slid = np.stack([samples[0], second[history - delay : history - delay + m]])
+            out[:, k] = self.runner.update(state, slid)
+        out = out.ravel()
+        out[~formed_slides(self.streamed, n, self.lags, self.warmup_windows)] = np.nan
+        self.past = second[len(second) - history :].copy()
         self.streamed += n
         return out
 
@@ -374,6 +430,11 @@ class ModeStream:
             elif stage["kind"] == "timeslide":
                 params = {k: v for k, v in stage["params"].items() if k != "network"}
                 self.states[stage["model"]] = TimeSlides(**params)
+            elif stage["kind"] == "streamed_timeslide":
+                params = {k: v for k, v in stage["params"].items() if k != "network"}
+                self.states[stage["model"]] = StreamedTimeSlides(
+                    **params, stride_samples=stride_samples,
+                    runner=sessions[stage["params"]["network"]])
             elif stage["kind"] == "whiten":
                 self.states[stage["model"]] = RollingWhitening(
                     stage["channels"], kernel_samples, stride_samples, **stage["params"])
@@ -411,6 +472,10 @@ class ModeStream:
                 (name,) = stage["outputs"]
                 result = {name: self.states[stage["model"]].update(
                     value, self._network(stage["params"]["network"]))}
+            elif stage["kind"] == "streamed_timeslide":
+                (value,) = feeds.values()
+                (name,) = stage["outputs"]
+                result = {name: self.states[stage["model"]].update(value)}
             else:
                 (value,) = feeds.values()
                 (name,) = stage["outputs"]
