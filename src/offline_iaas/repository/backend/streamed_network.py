@@ -180,7 +180,8 @@ class StreamedNetwork:
 
     def _advance(self, state: StreamState, samples: np.ndarray) -> None:
         """Run every layer on what ``samples`` newly makes computable."""
-        streamed = layer_stream.StreamStep(state, self.runs, {"raw": (np.asarray(samples, np.float32), None)})
+        streamed = layer_stream.StreamStep(
+            state, self.runs, {"raw": (np.asarray(samples, np.float32), None)})
         streamed.run(self.whitening)
         state.whitened, state.whitened_start = layer_stream.append_values(
             state.whitened, state.whitened_start, *streamed.values[WHITENING])
