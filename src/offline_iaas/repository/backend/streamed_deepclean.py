@@ -195,9 +195,7 @@ class StreamedDeepClean:
         starts = stride * (state.windows + 1 + np.arange(n))
         out = np.empty((n, len(self.ifos), kernel), np.float32)
         interior = kernel - plan.left - plan.right
-        edge = plan.edge_samples
-        segments = np.lib.stride_tricks.sliding_window_view(state.raw, edge, axis=1)
-        offsets = starts - state.raw_start
+        edge, offsets = plan.edge_samples, starts - state.raw_start
         for i, ifo in enumerate(self.ifos):
             prediction = state.prediction[i][0]
             first = starts + plan.left - state.prediction_start[i]
@@ -207,9 +205,10 @@ class StreamedDeepClean:
             inner = np.lib.stride_tricks.sliding_window_view(prediction, interior)
             out[:, i, plan.left : kernel - plan.right] = inner[first]
             if plan.left or plan.right:
-                own = segments[self.witnesses[ifo]]
-                batch = np.concatenate([own[:, offsets], own[:, offsets + kernel - edge]],
-                                       axis=1)
+                segments = np.lib.stride_tricks.sliding_window_view(
+                    state.raw[self.witnesses[ifo]], edge, axis=1)
+                batch = np.concatenate([segments[:, offsets],
+                                        segments[:, offsets + kernel - edge]], axis=1)
                 edges = self.runs[run_name(ifo, EDGES)](
                     np.ascontiguousarray(batch.transpose(1, 0, 2)))
                 out[:, i, : plan.left] = edges[:n, : plan.left]
