@@ -287,3 +287,54 @@ def test_export_refuses_a_geometry_deepclean_cannot_stream(exported, tmp_path, k
     with pytest.raises(ValueError, match=message):
         export_streamed_deepclean(networks, WITNESSES, kernel, stride, tmp_path / "streamed")
     assert not (tmp_path / "streamed").exists()
+
+
+class _GatheredGraphs:
+    """The served ``deepclean`` graph's interface over the per-interferometer whole-window
+    sessions: ``windows`` [n, channels, K] → ``prediction`` [n, ifos, K]."""
+
+    def __init__(self, sessions: dict) -> None:
+        self.sessions = sessions
+
+    def get_inputs(self):
+        return [dataclasses.make_dataclass("Input", ["name", "shape"])("windows", [0, 0, 0])]
+
+    def get_outputs(self):
+        return [dataclasses.make_dataclass("Output", ["name"])("prediction")]
+
+    def run(self, _names, feeds: dict) -> list[np.ndarray]:
+        return [whole_graphs(self.sessions, feeds["windows"])]
+
+
+def test_mode_stream_with_streamed_deepclean_averages_as_the_snapshotter_and_whole_graph(
+        exported):
+    """The deepclean chain with the snapshotter and whole-window graph replaced by one
+    ``streamed`` stage: the online average downstream, unchanged, gives the same noise."""
+    from offline_iaas.repository.backend.stateful import ModeStream
+
+    kernel, stride = GEOMETRIES["k/s=8"]
+    _, directory, sessions = exported["k/s=8"]
+    average = {"model": "averager", "kind": "average", "inputs": {"prediction": "prediction"},
+               "outputs": {"noise": "noise"}, "channels": 2, "params": {}}
+    whole = [{"model": "snapshotter", "kind": "snapshot", "inputs": {"update": "update"},
+              "outputs": {"windows": "windows"}, "channels": CHANNELS, "params": {}},
+             {"model": "deepclean", "kind": "network", "inputs": {"windows": "windows"},
+              "outputs": {"prediction": "prediction"}, "channels": 0, "params": {}}, average]
+    streamed = [{"model": "deepclean", "kind": "streamed", "inputs": {"update": "update"},
+                 "outputs": {"prediction": "prediction"}, "channels": CHANNELS, "params": {}},
+                average]
+    by_window = ModeStream(whole, kernel, stride, ["noise"],
+                           {"deepclean": _GatheredGraphs(sessions)})
+    by_stream = ModeStream(streamed, kernel, stride, ["noise"],
+                           {"deepclean": open_streamed_deepclean(directory)})
+    samples = samples_of(40, stride)
+    reference, values, at = [], [], 0
+    for size in [3, 5, 1, 7, 0] * 2 + [3, 5, 1, 7, 8]:  # 40 strides, empty requests too
+        chunk = samples[:, at * stride : (at + size) * stride]
+        reference.append(by_window.update(chunk)["noise"])
+        values.append(by_stream.update(chunk)["noise"])
+        at += size
+    reference, values = np.concatenate(reference, axis=1), np.concatenate(values, axis=1)
+    assert values.shape == reference.shape == (2, 40 * stride)
+    error = np.abs(values - reference).max(axis=1) / np.abs(reference).max(axis=1)
+    assert error.max() <= TOLERANCE, error

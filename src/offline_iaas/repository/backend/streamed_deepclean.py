@@ -191,6 +191,8 @@ class StreamedDeepClean:
         if samples.ndim != 2 or samples.shape[1] % stride:
             raise ValueError(f"update of shape {samples.shape}: need [channels, n * {stride}]")
         n = samples.shape[1] // stride
+        if n == 0:
+            return np.zeros((0, len(self.ifos), kernel), np.float32)
         self._advance(state, samples)
         starts = stride * (state.windows + 1 + np.arange(n))
         out = np.empty((n, len(self.ifos), kernel), np.float32)
