@@ -238,7 +238,8 @@ def _write_fused(
     _write_python_model(staged, "fused.py")
     (staged / "stateful.py").write_text(backend_source("stateful.py"))
     if streamed:
-        (staged / "streamed_network.py").write_text(backend_source("streamed_network.py"))
+        for module in ("streamed_network.py", "layer_stream.py"):
+            (staged / module).write_text(backend_source(module))
     for directory in streamed.values():
         os.replace(directory, staged / directory.name)
     served = {}

@@ -4,7 +4,9 @@ Issue #42: the ``streamed`` stage of ``stateful.ModeStream``, served by the fuse
 ``model.streamed`` (mode bbhnet; docs/networks.md, "Streamed graphs"). Self-contained like the
 other files of this folder
 (numpy; onnxruntime only in ``open_streamed_network``), so the server's python stub can load it
-beside ``stateful.py``; ``repository/streamed.py`` runs the same bookkeeping on torch modules.
+beside ``stateful.py`` (it loads ``layer_stream.py``, the geometry and layer bookkeeping it
+shares with ``streamed_deepclean.py``, from beside itself); ``repository/streamed.py`` runs
+the same bookkeeping on torch modules.
 
 A stream's window ``j`` covers raw stream samples ``[a_j, a_j + K)`` with ``a_j = (j + 1) S``,
 the stream starting with ``K`` zeros as the snapshotter's state does. The network is a "valid"
@@ -36,67 +38,31 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
-Run = Callable[[np.ndarray], np.ndarray]
-"""One exported graph: a float32 array in, a float32 array out."""
+try:
+    from . import layer_stream
+except ImportError:  # loaded by path (the server's python stub): beside this file
+    import importlib.util as _util
 
-MANIFEST = "streamed.json"
-DIRECTORY_SUFFIX = ".streamed"
+    _spec = _util.spec_from_file_location(
+        "layer_stream", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                     "layer_stream.py"))
+    layer_stream = _util.module_from_spec(_spec)
+    sys.modules["layer_stream"] = layer_stream
+    _spec.loader.exec_module(layer_stream)
+
+Conv, Node, Run, EdgePlan = layer_stream.Conv, layer_stream.Node, layer_stream.Run, \
+    layer_stream.EdgePlan
+cumulative_stride, edge_plan = layer_stream.cumulative_stride, layer_stream.edge_plan
+MANIFEST, DIRECTORY_SUFFIX = layer_stream.MANIFEST, layer_stream.DIRECTORY_SUFFIX
 """The fused model's version holds network ``<name>``'s streamed graphs in
 ``<name>.streamed/`` (beside the whole-window ``<name>.onnx``)."""
 WHITENING, EDGES, HEAD = "whitened", "edges", "head"
 """Names of the runs besides the nodes' (and of their graphs, ``<name>.onnx``)."""
-
-
-@dataclass(frozen=True)
-class Conv:
-    """One ``Conv1d``'s geometry: output ``q`` reads input ``stride * q - padding + [0, taps)``.
-
-    ``macs_per_output``: multiply-accumulates per output position (all output channels).
-    """
-
-    taps: int
-    stride: int
-    padding: int
-    macs_per_output: int = 0
-
-    def output_length(self, input_length: int) -> int:
-        """Outputs of the padded layer on ``input_length`` inputs (torch's formula)."""
-        return (input_length + 2 * self.padding - self.taps) // self.stride + 1
-
-    def first_output(self, input_start: int) -> int:
-        """First stream output whose inputs all lie at or after ``input_start`` (no padding)."""
-        return math.ceil((input_start + self.padding) / self.stride)
-
-    def end_output(self, input_end: int) -> int:
-        """One past the last stream output whose inputs all lie before ``input_end``."""
-        return (input_end + self.padding - self.taps) // self.stride + 1
-
-    def reach(self, length: int, left: int, right: int) -> tuple[int, int, int]:
-        """The padded layer on ``length`` inputs whose first ``left`` and last ``right``
-        differ from the stream's: its output length, and how many outputs differ at each end
-        (those reading padding or a differing input)."""
-        out = self.output_length(length)
-        first_clean = self.first_output(left)
-        end_clean = self.end_output(length - right)
-        return out, min(out, first_clean), max(0, min(out, out - end_clean))
-
-
-@dataclass(frozen=True)
-class Node:
-    """One step of the stream graph: a convolution (+ pointwise ops) or a join.
-
-    ``inputs`` names earlier nodes (``"whitened"`` is the whitened stream); a join has two
-    inputs and no ``conv``, and its run takes them concatenated along channels.
-    """
-
-    name: str
-    inputs: tuple[str, ...]
-    conv: Conv | None
 
 
 @dataclass
@@ -124,9 +90,7 @@ class StreamState:
         arrays = {"windows": np.array(self.windows), "whitened": self.whitened,
                   "whitened_start": np.array(self.whitened_start), "top": self.top,
                   "top_start": np.array(self.top_start)}
-        for key, values in self.pending.items():
-            arrays[f"pending/{key}"] = values
-            arrays[f"pending_start/{key}"] = np.array(self.pending_start[key])
+        arrays.update(layer_stream.pending_arrays(self.pending, self.pending_start))
         return arrays
 
     @classmethod
@@ -135,75 +99,8 @@ class StreamState:
         state = cls(windows=int(arrays["windows"]), whitened=np.array(arrays["whitened"]),
                     whitened_start=int(arrays["whitened_start"]), top=np.array(arrays["top"]),
                     top_start=int(arrays["top_start"]))
-        for name in arrays:
-            if name.startswith("pending/"):
-                key = name.removeprefix("pending/")
-                state.pending[key] = np.array(arrays[name])
-                state.pending_start[key] = int(arrays[f"pending_start/{key}"])
+        state.pending, state.pending_start = layer_stream.pending_of(arrays)
         return state
-
-
-@dataclass(frozen=True)
-class EdgePlan:
-    """Where a window's last layer differs from the stream's, and the segments that give it.
-
-    ``left``/``right``: last-layer positions at each end that the padding reaches;
-    ``top_length``: last-layer positions of a window (``L_K``); ``edge_samples``: length of
-    the whitened edge segments (``E``; ``L0 - E`` is a multiple of ``step``); ``step``: the
-    cumulative stride ``P``.
-    """
-
-    left: int
-    right: int
-    top_length: int
-    edge_samples: int
-    step: int
-    whitened_samples: int
-
-
-def _reach(nodes: list[Node], length: int) -> tuple[int, int, int]:
-    """Last-layer length of a padded run on ``length`` whitened samples, and how many of its
-    positions the padding reaches at each end."""
-    geometry = {"whitened": (length, 0, 0)}
-    for node in nodes:
-        if node.conv is None:
-            shapes = [geometry[name] for name in node.inputs]
-            if len({shape[0] for shape in shapes}) != 1:
-                raise ValueError(f"{node.name}: its inputs have different lengths {shapes}")
-            geometry[node.name] = (shapes[0][0], max(s[1] for s in shapes),
-                                   max(s[2] for s in shapes))
-        else:
-            geometry[node.name] = node.conv.reach(*geometry[node.inputs[0]])
-    return geometry[nodes[-1].name]
-
-
-def cumulative_stride(nodes: list[Node]) -> int:
-    """The last layer's stride in whitened samples (``P``)."""
-    strides = {"whitened": 1}
-    for node in nodes:
-        step = 1 if node.conv is None else node.conv.stride
-        strides[node.name] = strides[node.inputs[0]] * step
-    return strides[nodes[-1].name]
-
-
-def edge_plan(nodes: list[Node], whitened_samples: int) -> EdgePlan:
-    """The ``EdgePlan`` of windows of ``whitened_samples`` (``L0``); ValueError if none."""
-    step = cumulative_stride(nodes)
-    top_length, left, right = _reach(nodes, whitened_samples)
-    if left + right >= top_length:
-        raise ValueError(f"a window of {whitened_samples} whitened samples is all edge: its "
-                         f"last layer has {top_length} positions, {left} + {right} reached by "
-                         "the padding")
-    for edge in range(whitened_samples % step or step, whitened_samples + 1, step):
-        edge_top, edge_left, edge_right = _reach(nodes, edge)
-        offset = (whitened_samples - edge) // step
-        if edge_top + offset != top_length:
-            continue
-        # the left edge must lie clear of the segment's right padding, the right edge clear
-        # of its left padding
-        if edge_top - edge_right >= left and top_length - right - offset >= edge_left:
-            return EdgePlan(left, right, top_length, edge, step, whitened_samples)
-    raise ValueError("no edge segment reproduces the window's padded edges")
 
 
 class StreamedNetwork:
@@ -283,20 +180,21 @@ class StreamedNetwork:
 
     def _advance(self, state: StreamState, samples: np.ndarray) -> None:
         """Run every layer on what ``samples`` newly makes computable."""
-        streamed = _Stream(state, self.runs, {"raw": (np.asarray(samples, np.float32), None)})
+        streamed = layer_stream.StreamStep(
+            state, self.runs, {"raw": (np.asarray(samples, np.float32), None)})
         streamed.run(self.whitening)
-        state.whitened, state.whitened_start = _append(
+        state.whitened, state.whitened_start = layer_stream.append_values(
             state.whitened, state.whitened_start, *streamed.values[WHITENING])
         for node in self.nodes:
             streamed.run(node)
-        state.top, state.top_start = _append(state.top, state.top_start,
+        state.top, state.top_start = layer_stream.append_values(state.top, state.top_start,
                                              *streamed.values[self.nodes[-1].name])
 
     def _interior_sums(self, state: StreamState, starts: np.ndarray) -> np.ndarray:
         """Per window, the sum of its last layer's interior (the stream's), float64."""
         plan = self.plan
         interior = plan.top_length - plan.left - plan.right
-        first = starts // plan.step + plan.left - state.top_start
+        first = starts // plan.top_stride + plan.left - state.top_start
         if first[0] < 0 or first[-1] + interior > state.top.shape[1]:
             raise RuntimeError("the stream's last layer does not cover the windows' interiors")
         cumulative = np.zeros((state.top.shape[0], state.top.shape[1] + 1))
@@ -310,7 +208,7 @@ class StreamedNetwork:
         edge, offsets = plan.edge_samples, starts - state.whitened_start
         segments = np.lib.stride_tricks.sliding_window_view(state.whitened, edge, axis=1)
         batch = np.concatenate([segments[:, offsets],
-                                segments[:, offsets + plan.whitened_samples - edge]], axis=1)
+                                segments[:, offsets + plan.input_samples - edge]], axis=1)
         edges = self.runs[EDGES](np.ascontiguousarray(batch.transpose(1, 0, 2)))
         sums = edges[:n, :, : plan.left].sum(axis=2, dtype=np.float64)
         return sums + edges[n:, :, edges.shape[2] - plan.right :].sum(axis=2, dtype=np.float64)
@@ -318,111 +216,18 @@ class StreamedNetwork:
     def _trim(self, state: StreamState) -> None:
         """Forget what no later window reads: before the next window's start."""
         start = self.stride_samples * (state.windows + 1)
-        state.whitened, state.whitened_start = _drop_before(
+        state.whitened, state.whitened_start = layer_stream.drop_before(
             state.whitened, state.whitened_start, start)
-        state.top, state.top_start = _drop_before(
-            state.top, state.top_start, start // self.plan.step + self.plan.left)
-
-
-def _append(values: np.ndarray | None, start: int, new: np.ndarray, new_start: int
-            ) -> tuple[np.ndarray, int]:
-    """``values`` (from stream position ``start``) followed by ``new`` (from ``new_start``,
-    where ``values`` ends)."""
-    if values is None or values.shape[1] == 0:
-        return new, new_start
-    if new.shape[1] == 0:
-        return values, start
-    if new_start != start + values.shape[1]:
-        raise RuntimeError(f"stream values at {new_start} do not continue those ending at "
-                           f"{start + values.shape[1]}")
-    return np.concatenate([values, new], axis=1), start
-
-
-def _drop_before(values: np.ndarray, start: int, first: int) -> tuple[np.ndarray, int]:
-    """``values`` (from ``start``) without the positions before ``first``; never past their
-    end, so that what comes next still continues them."""
-    drop = min(max(0, first - start), values.shape[1])
-    return values[:, drop:].copy(), start + drop
-
-
-class _Stream:
-    """One ``_advance``: the new stream values of each node, from its pending inputs."""
-
-    def __init__(self, state: StreamState, runs: dict[str, Run], values: dict) -> None:
-        self.state, self.runs = state, runs
-        self.values = values
-        """Node → (new values [C, m], stream position of the first; None: continues)."""
-
-    def _take(self, key: str, source: str) -> tuple[np.ndarray, int]:
-        """Node input ``key``'s pending values with ``source``'s new ones appended."""
-        new, start = self.values[source]
-        state = self.state
-        if start is None:  # the raw input continues the stream by definition
-            start = (state.pending_start[key] + state.pending[key].shape[1]
-                     if key in state.pending else 0)
-        values, first = _append(state.pending.get(key), state.pending_start.get(key, 0),
-                                new, start)
-        state.pending[key], state.pending_start[key] = values, first
-        return values, first
-
-    def _keep(self, key: str, first: int) -> None:
-        """Drop node input ``key``'s values before stream position ``first``."""
-        state = self.state
-        state.pending[key], state.pending_start[key] = _drop_before(
-            state.pending[key], state.pending_start[key], first)
-
-    def run(self, node: Node) -> None:
-        if node.conv is None:
-            self._join(node)
-            return
-        conv = node.conv
-        key = f"{node.name}:{node.inputs[0]}"
-        pending, start = self._take(key, node.inputs[0])
-        first = conv.first_output(start)
-        end = conv.end_output(start + pending.shape[1])
-        if end <= first:
-            out = np.zeros((0, 0), np.float32)  # channels unknown until the first output
-        else:
-            lo = conv.stride * first - conv.padding - start
-            hi = conv.stride * (end - 1) - conv.padding + conv.taps - start
-            out = self.runs[node.name](np.ascontiguousarray(pending[None, :, lo:hi]))[0]
-            self._keep(key, conv.stride * end - conv.padding)
-        self.values[node.name] = (out, first)
-
-    def _join(self, node: Node) -> None:
-        """Both inputs' common positions, concatenated along channels, through the node's
-        run; the rest kept for later."""
-        keys = [f"{node.name}:{source}" for source in node.inputs]
-        taken = [self._take(key, source) for key, source in zip(keys, node.inputs, strict=True)]
-        first = max(start for _, start in taken)
-        end = min(start + values.shape[1] for values, start in taken)
-        if end <= first:
-            self.values[node.name] = (np.zeros((0, 0), np.float32), first)
-            return
-        joined = np.concatenate([values[None, :, first - start : end - start]
-                                 for values, start in taken], axis=1)
-        self.values[node.name] = (self.runs[node.name](joined)[0], first)
-        for key in keys:
-            self._keep(key, end)
+        state.top, state.top_start = layer_stream.drop_before(
+            state.top, state.top_start, start // self.plan.top_stride + self.plan.left)
 
 
 def open_streamed_network(directory: str | os.PathLike, intra_op_threads: int = 1
                           ) -> StreamedNetwork:
     """The network exported to ``directory`` (``streamed.json`` and its graphs), each graph
     an onnxruntime session on the CPU."""
-    import onnxruntime
-
     with open(os.path.join(directory, MANIFEST)) as file:
         spec = json.load(file)
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = intra_op_threads
-    options.inter_op_num_threads = 1
-
-    def run_of(name: str) -> Run:
-        session = onnxruntime.InferenceSession(
-            os.path.join(directory, f"{name}.onnx"), options,
-            providers=["CPUExecutionProvider"])
-        return lambda x: session.run(None, {"x": np.ascontiguousarray(x, np.float32)})[0]
-
     names = [WHITENING, EDGES, HEAD, *(node["name"] for node in spec["nodes"])]
-    return StreamedNetwork.from_spec(spec, {name: run_of(name) for name in names})
+    return StreamedNetwork.from_spec(
+        spec, layer_stream.onnx_runs(directory, names, intra_op_threads))

@@ -1,0 +1,174 @@
+"""DeepClean streamed in torch, and exported for the torch-free runner (issue #42).
+
+The stream bookkeeping is ``backend/streamed_deepclean.py`` (``StreamedDeepClean``,
+``DeepCleanState``: numpy only, what the server's python stub can run; its docstring says what
+is computed where). This module gives it DeepClean's layers: ``deepclean_graph`` cuts a
+network into the stream graph's nodes, each an ``nn.Module`` on one array (the layer without
+its padding, with its BatchNorm and tanh; the witnesses' standardisation in the first, the
+strain scaling in the last), plus the padded network on edge segments.
+``torch_streamed_deepclean`` runs them in torch; ``export_streamed_deepclean`` writes each as
+an ONNX graph beside ``streamed.json``, which ``open_streamed_deepclean`` runs with
+onnxruntime.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from offline_iaas.atomic import write_text_atomic
+from offline_iaas.models.deepclean import DeepClean
+from offline_iaas.models.weights import export_onnx
+from offline_iaas.repository.backend.layer_stream import (
+    MANIFEST,
+    ConvTranspose,
+    Node,
+    cumulative_stride,
+    edge_plan,
+    strides,
+)
+from offline_iaas.repository.backend.streamed_deepclean import (
+    EDGES,
+    RAW,
+    StreamedDeepClean,
+    run_name,
+)
+from offline_iaas.repository.streamed import _conv, _Layer, _torch_run, _valid
+
+__all__ = ["deepclean_graph", "export_streamed_deepclean", "macs_per_window",
+           "torch_streamed_deepclean"]
+
+
+def _transposed(module: nn.ConvTranspose1d) -> ConvTranspose:
+    (taps,), (stride,), (padding,) = module.kernel_size, module.stride, module.padding
+    macs = module.in_channels * module.out_channels * taps // (module.groups * stride)
+    return ConvTranspose(taps, stride, padding, module.output_padding[0], macs)
+
+
+def _valid_transposed(module: nn.ConvTranspose1d):
+    """``module`` without its padding, cropped to the outputs its inputs complete and the
+    stream has not had yet (``ConvTranspose``'s stream run)."""
+    head, tail = _transposed(module).crop
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        y = nn.functional.conv_transpose1d(x, module.weight, module.bias, module.stride, 0, 0,
+                                           module.groups, module.dilation)
+        return y[..., head : y.shape[-1] - tail] if tail else y[..., head:]
+
+    return run
+
+
+def _block(block: nn.Sequential, valid) -> _Layer:
+    """A (conv, BatchNorm, tanh) block of DeepClean on the stream."""
+    conv, norm, activation = block
+    return _Layer(lambda x: activation(norm(valid(conv)(x))), block)
+
+
+def deepclean_graph(network: DeepClean) -> tuple[list[Node], dict[str, nn.Module]]:
+    """DeepClean as a stream graph: its nodes (the first reads ``"raw"``, the witnesses) and
+    the module of each run (the nodes' and ``"edges"``)."""
+    nodes = [Node("input", (RAW,), _conv(network.input_conv))]
+    modules: dict[str, nn.Module] = {
+        EDGES: network,
+        "input": _Layer(lambda x: network.input_activation(network.input_norm(
+            _valid(network.input_conv)(
+                (x - network.witness_mean[:, None]) / network.witness_std[:, None]))),
+            network),
+    }
+    previous = "input"
+    for index, block in enumerate(network.encoder):
+        name = f"encoder{index}"
+        nodes.append(Node(name, (previous,), _conv(block[0])))
+        modules[name], previous = _block(block, _valid), name
+    for index, block in enumerate(network.decoder):
+        name = f"decoder{index}"
+        nodes.append(Node(name, (previous,), _transposed(block[0])))
+        modules[name], previous = _block(block, _valid_transposed), name
+    nodes.append(Node("output", (previous,), _conv(network.output_conv)))
+    modules["output"] = _Layer(lambda x: _valid(network.output_conv)(x) * network.strain_std
+                               + network.strain_mean, network)
+    return nodes, modules
+
+
+def _checked(networks: dict[str, DeepClean], witness_indices: dict[str, list[int]]) -> None:
+    if set(networks) != set(witness_indices):
+        raise ValueError(f"networks for {sorted(networks)} but witnesses for "
+                         f"{sorted(witness_indices)}")
+    for ifo, network in networks.items():
+        if network.training:
+            raise ValueError(f"{ifo}: stream a network in eval mode (BatchNorm must be affine)")
+        if len(witness_indices[ifo]) != network.witnesses:
+            raise ValueError(f"{ifo}: {len(witness_indices[ifo])} witness indices for a "
+                             f"DeepClean of {network.witnesses} witnesses")
+
+
+def torch_streamed_deepclean(networks: dict[str, DeepClean],
+                             witness_indices: dict[str, list[int]], kernel_samples: int,
+                             stride_samples: int) -> StreamedDeepClean:
+    """``StreamedDeepClean`` on the networks' torch modules (per interferometer: its network
+    in eval mode and its witnesses' indices among the streamed channels); ValueError for a
+    stride not a multiple of the alignment 16, or a window that is all edge."""
+    _checked(networks, witness_indices)
+    runs, nodes = {}, []
+    for ifo, network in networks.items():
+        nodes, modules = deepclean_graph(network)
+        runs.update({run_name(ifo, name): _torch_run(module)
+                     for name, module in modules.items()})
+    return StreamedDeepClean(nodes, witness_indices, kernel_samples, stride_samples, runs)
+
+
+def export_streamed_deepclean(networks: dict[str, DeepClean],
+                              witness_indices: dict[str, list[int]], kernel_samples: int,
+                              stride_samples: int, directory: Path) -> Path:
+    """Write what ``StreamedDeepClean`` runs as ONNX graphs and ``streamed.json`` to
+    ``directory`` (``backend/streamed_deepclean.open_streamed_deepclean`` runs them); return it.
+
+    Each graph has a dynamic batch axis, the nodes' a dynamic time axis too; ValueError as
+    ``torch_streamed_deepclean`` for a geometry it cannot stream.
+    """
+    streamed = torch_streamed_deepclean(networks, witness_indices, kernel_samples,
+                                        stride_samples)
+    directory = Path(directory)
+    for ifo, network in networks.items():
+        nodes, modules = deepclean_graph(network)
+        width = network.witnesses
+        for node in nodes:
+            export_onnx(modules[node.name], directory / f"{run_name(ifo, node.name)}.onnx",
+                        "x", "y", (1, width, 8 * node.conv.taps), dynamic_time=True)
+            with torch.no_grad():
+                width = int(modules[node.name](torch.zeros((1, width, 64))).shape[1])
+        export_onnx(network, directory / f"{run_name(ifo, EDGES)}.onnx", "x", "y",
+                    (2, network.witnesses, streamed.plan.edge_samples))
+    write_text_atomic(directory / MANIFEST, json.dumps(streamed.spec(), indent=1) + "\n")
+    return directory
+
+
+def macs_per_window(network: DeepClean, kernel_samples: int, stride_samples: int
+                    ) -> dict[str, float]:
+    """Multiply-accumulates per window of the whole-window network and of the streamed one.
+
+    Convolutions count (standardisation, BatchNorm, tanh, scaling: a few operations per value,
+    not counted). Streamed: each layer's new outputs per window (``S / P_l``), plus the two
+    edge segments through the padded network.
+    """
+    nodes = deepclean_graph(network)[0]
+    plan = edge_plan(nodes, kernel_samples)
+    step = cumulative_stride(nodes)
+    if stride_samples % step:
+        raise ValueError(f"stride {stride_samples} is not a multiple of {step}")
+    stride_of = strides(nodes)
+    whole = edges = layers = 0.0
+    window, segment = kernel_samples, plan.edge_samples
+    for node in nodes:
+        window = node.conv.output_length(window)
+        segment = node.conv.output_length(segment)
+        whole += node.conv.macs_per_output * window
+        edges += 2 * node.conv.macs_per_output * segment
+        layers += node.conv.macs_per_output * stride_samples / stride_of[node.name]
+    return {"whole": whole, "streamed": layers + edges, "streamed_layers": layers,
+            "edges": edges, "edge_samples": plan.edge_samples, "left": plan.left,
+            "right": plan.right, "step": step}
+

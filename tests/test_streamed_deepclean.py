@@ -1,0 +1,340 @@
+"""DeepClean streamed layer by layer equals DeepClean on every whole window (issue #42).
+
+``repository/streamed_deepclean.export_streamed_deepclean`` writes the layers' ONNX graphs;
+``backend/streamed_deepclean.open_streamed_deepclean`` runs them with onnxruntime and numpy.
+Two interferometers with different witnesses out of five shared channels, random weights and
+BatchNorm statistics, witnesses of standard deviations 1e-3 to 1e2 standardised by the baked-in
+statistics and a strain standard deviation of 1e-21 (so the prediction is ~1e-21): the windows a
+snapshotter would cut from the stream (``K`` zeros first), through each network in float64
+(the definition) and through its whole-window ONNX graph (float32), against the streamed
+prediction (float32) fed in requests of 1 and of 3, 5, 1, 7 strides. Tolerance:
+``max |streamed - whole| <= 1e-5 * max |whole|`` per interferometer.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+onnxruntime = pytest.importorskip("onnxruntime")
+
+from offline_iaas.models.deepclean import DeepClean  # noqa: E402
+from offline_iaas.models.weights import export_onnx  # noqa: E402
+from offline_iaas.repository.backend import streamed_deepclean  # noqa: E402
+from offline_iaas.repository.backend.streamed_deepclean import (  # noqa: E402
+    DeepCleanState,
+    StreamedDeepClean,
+    open_streamed_deepclean,
+)
+from offline_iaas.repository.streamed_deepclean import (  # noqa: E402
+    export_streamed_deepclean,
+    torch_streamed_deepclean,
+)
+
+TOLERANCE = 1e-5
+"""Relative to the largest prediction of the run, per interferometer."""
+GEOMETRIES = {"k/s=8": (256, 32), "k/s=5": (320, 64)}  # (kernel, stride)
+SPLITS = {"1": [1], "3/5/1/7": [3, 5, 1, 7]}
+"""Strides per request, cycled."""
+CHANNELS = 5
+WITNESSES = {"H1": [0, 2, 3], "L1": [4, 2]}
+"""Each interferometer's witnesses among the streamed channels (channel 2 shared)."""
+STRAIN_STD = 1e-21
+
+
+def channel_statistics(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Per streamed channel: mean and standard deviation (witness units, 1e-3 to 1e2)."""
+    rng = np.random.default_rng(seed)
+    std = 10.0 ** rng.uniform(-3, 2, CHANNELS)
+    return std * rng.uniform(-1, 1, CHANNELS), std
+
+
+def random_deepclean(witnesses: list[int], seed: int) -> DeepClean:
+    """A DeepClean in eval mode on ``witnesses`` (channel indices): random weights, BatchNorm
+    statistics and affine terms, the channels' statistics baked in, strain std 1e-21."""
+    torch.manual_seed(seed)
+    mean, std = channel_statistics()
+    network = DeepClean(len(witnesses), mean[witnesses], std[witnesses], 3e-23, STRAIN_STD)
+    with torch.no_grad():
+        for module in network.modules():
+            if isinstance(module, torch.nn.BatchNorm1d):
+                module.running_mean.uniform_(-0.2, 0.2)
+                module.running_var.uniform_(0.5, 2.0)
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.uniform_(-0.2, 0.2)
+    return network.eval()
+
+
+def samples_of(strides: int, stride: int, seed: int = 0) -> np.ndarray:
+    """``[channels, strides * stride]`` witnesses around each channel's mean and std."""
+    mean, std = channel_statistics()
+    noise = np.random.default_rng(seed + 10).standard_normal((CHANNELS, strides * stride))
+    return (mean[:, None] + std[:, None] * noise).astype(np.float32)
+
+
+def whole_windows(samples: np.ndarray, kernel: int, stride: int) -> np.ndarray:
+    """The windows a snapshotter cuts, ``[n, channels, K]`` (the stream starts with zeros)."""
+    full = np.concatenate([np.zeros((samples.shape[0], kernel), np.float32), samples], axis=1)
+    n = samples.shape[1] // stride
+    return np.stack([full[:, (j + 1) * stride : (j + 1) * stride + kernel] for j in range(n)])
+
+
+def whole_float64(networks: dict[str, DeepClean], windows: np.ndarray) -> np.ndarray:
+    """Each network on its witnesses of ``windows`` in float64, ``[n, ifos, K]``."""
+    out = []
+    for ifo, network in networks.items():
+        exact = copy.deepcopy(network).double()
+        with torch.no_grad():
+            out.append(exact(torch.from_numpy(
+                windows[:, WITNESSES[ifo]].astype(np.float64))).numpy())
+    return np.stack(out, axis=1)
+
+
+def stream(runner: StreamedDeepClean, samples: np.ndarray, chunks: list[int],
+           state: DeepCleanState | None = None) -> np.ndarray:
+    """``samples`` fed ``chunks[i]`` strides at a time (cycling); the predictions."""
+    state = runner.initial_state() if state is None else state
+    stride, out, at, i = runner.stride_samples, [], 0, 0
+    while at < samples.shape[1]:
+        size = chunks[i % len(chunks)] * stride
+        out.append(runner.update(state, samples[:, at : at + size]))
+        at, i = at + size, i + 1
+    return np.concatenate(out)
+
+
+def relative_errors(values: np.ndarray, reference: np.ndarray) -> list[float]:
+    """Per interferometer: max |values - reference| / max |reference|."""
+    return [float(np.abs(values[:, i] - reference[:, i]).max() / np.abs(reference[:, i]).max())
+            for i in range(reference.shape[1])]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> dict:
+    """Per geometry: the networks, the streamed graphs' directory, the whole-window graphs'
+    sessions."""
+    graphs = {}
+    for name, (kernel, stride) in GEOMETRIES.items():
+        networks = {ifo: random_deepclean(index, seed)
+                    for seed, (ifo, index) in enumerate(WITNESSES.items())}
+        directory = tmp_path_factory.mktemp("streamed")
+        export_streamed_deepclean(networks, WITNESSES, kernel, stride,
+                                  directory / "deepclean.streamed")
+        sessions = {ifo: onnxruntime.InferenceSession(
+            str(export_onnx(network, directory / f"{ifo}.onnx", "windows", "prediction",
+                            (2, network.witnesses, kernel))),
+            providers=["CPUExecutionProvider"]) for ifo, network in networks.items()}
+        graphs[name] = (networks, directory / "deepclean.streamed", sessions)
+    return graphs
+
+
+def whole_graphs(sessions: dict, windows: np.ndarray) -> np.ndarray:
+    return np.stack([session.run(None, {"windows": windows[:, WITNESSES[ifo]]})[0]
+                     for ifo, session in sessions.items()], axis=1)
+
+
+@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+def test_streamed_deepclean_graphs_equal_the_whole_window_network_on_every_window(
+        exported, geometry, split):
+    kernel, stride = GEOMETRIES[geometry]
+    networks, directory, sessions = exported[geometry]
+    samples = samples_of(2 * kernel // stride + 23, stride)
+    windows = whole_windows(samples, kernel, stride)
+    values = stream(open_streamed_deepclean(directory), samples, SPLITS[split])
+    assert values.shape == (len(windows), 2, kernel) and values.dtype == np.float32
+    for reference, what in ((whole_float64(networks, windows), "float64 network"),
+                            (whole_graphs(sessions, windows), "whole-window ONNX graph")):
+        assert 1e-22 < np.abs(reference).max() < 1e-19  # strain units
+        errors = relative_errors(values, reference)
+        print(f"{geometry}, requests of {split}: {len(values)} windows, against the {what}: "
+              f"relative error {max(errors):.2e}")
+        assert max(errors) <= TOLERANCE, (what, errors)
+
+
+def test_streamed_deepclean_in_torch_equals_the_float64_network(exported):
+    kernel, stride = GEOMETRIES["k/s=5"]
+    networks = exported["k/s=5"][0]
+    samples = samples_of(30, stride)
+    values = stream(torch_streamed_deepclean(networks, WITNESSES, kernel, stride), samples,
+                    SPLITS["3/5/1/7"])
+    reference = whole_float64(networks, whole_windows(samples, kernel, stride))
+    assert max(relative_errors(values, reference)) <= TOLERANCE
+
+
+def test_streamed_deepclean_on_input_shifted_by_one_sample_differs(exported):
+    """Negative control: the comparison can fail."""
+    kernel, stride = GEOMETRIES["k/s=8"]
+    networks, directory, _ = exported["k/s=8"]
+    samples = samples_of(30, stride)
+    reference = whole_float64(networks, whole_windows(samples, kernel, stride))
+    shifted = np.concatenate([samples[:, 1:], samples[:, :1]], axis=1)
+    values = stream(open_streamed_deepclean(directory), shifted, SPLITS["3/5/1/7"])
+    assert min(relative_errors(values, reference)) > 100 * TOLERANCE
+
+
+@pytest.mark.parametrize("short", [8, 48])
+def test_streamed_deepclean_with_stream_values_at_its_left_edge_differs(exported, short):
+    """Negative control: the edges matter, up to the last position the padding reaches: the
+    last ``short`` of the left edge taken from the stream fail (the right edge's stream values
+    do not exist yet when its window is due; the stream's first value lies after the first
+    window's start, so the whole edge cannot be taken from it either)."""
+    kernel, stride = GEOMETRIES["k/s=5"]
+    networks, directory, _ = exported["k/s=5"]
+    samples = samples_of(30, stride)
+    reference = whole_float64(networks, whole_windows(samples, kernel, stride))
+    runner = open_streamed_deepclean(directory)
+    reach = runner.plan.left
+    runner.plan = dataclasses.replace(runner.plan, left=reach - short)
+    values = stream(runner, samples, SPLITS["3/5/1/7"])
+    print(f"left edge of {runner.plan.left} instead of {reach}: relative error "
+          f"{min(relative_errors(values, reference)):.2e}")
+    assert min(relative_errors(values, reference)) > 30 * TOLERANCE
+
+
+def test_deepclean_padding_reaches_exactly_the_planned_edges(exported):
+    """A window equals the network on a longer stretch around it except in the first
+    ``left`` and last ``right`` samples, and differs in the ``left``-th and last
+    ``right``-th (so the edges recomputed per window are neither short nor long)."""
+    kernel, stride = GEOMETRIES["k/s=8"]
+    networks, directory, _ = exported["k/s=8"]
+    plan = open_streamed_deepclean(directory).plan
+    margin = 256  # a multiple of the alignment 16, longer than the reach
+    exact = copy.deepcopy(networks["H1"]).double()
+    longer = torch.from_numpy(samples_of(1, kernel + 2 * margin)[WITNESSES["H1"]][None]
+                              .astype(np.float64))
+    with torch.no_grad():
+        window = exact(longer[..., margin : margin + kernel])[0].numpy()
+        around = exact(longer)[0, margin : margin + kernel].numpy()
+    differs = np.abs(window - around) > 1e-12 * np.abs(around).max()
+    assert (plan.left, plan.right) == (81, 96)  # computed by layer_stream.edge_plan
+    assert differs[plan.left - 1] and differs[kernel - plan.right]
+    assert not differs[plan.left : kernel - plan.right].any()
+
+
+def test_streamed_deepclean_state_saved_mid_stream_continues_bit_identically_in_a_new_runner(
+        exported, tmp_path):
+    stride = GEOMETRIES["k/s=5"][1]
+    directory = exported["k/s=5"][1]
+    samples = samples_of(40, stride)
+    requests = [3, 1, 7, 2, 5, 11]
+    uninterrupted = stream(open_streamed_deepclean(directory), samples, requests)
+    runner = open_streamed_deepclean(directory)
+    state = runner.initial_state()
+    split = sum(requests[:3]) * stride  # after three requests, mid-stream
+    first = stream(runner, samples[:, :split], requests[:3], state)
+    np.savez(tmp_path / "state.npz", **state.to_arrays())
+    del state, runner
+    with np.load(tmp_path / "state.npz") as saved:
+        restored = DeepCleanState.from_arrays(saved)
+    rest = stream(open_streamed_deepclean(directory), samples[:, split:], requests[3:],
+                  restored)
+    np.testing.assert_array_equal(np.concatenate([first, rest]), uninterrupted)
+
+
+NO_TORCH = """
+import importlib.util, sys
+sys.modules["torch"] = None  # any import of torch now fails
+spec = importlib.util.spec_from_file_location("streamed_deepclean", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+sys.modules["streamed_deepclean"] = module  # as backend/fused.py's _load_beside
+spec.loader.exec_module(module)
+import numpy as np
+runner = module.open_streamed_deepclean(sys.argv[2])
+samples = np.load(sys.argv[3])
+state = runner.initial_state()
+stride = runner.stride_samples
+np.save(sys.argv[4], np.concatenate([runner.update(state, samples[:, a : a + 4 * stride])
+                                     for a in range(0, samples.shape[1], 4 * stride)]))
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "offline_iaas")))
+"""
+
+
+def test_streamed_deepclean_runner_runs_without_torch_or_the_package(exported, tmp_path):
+    """As the server's python stub loads it: by file path (``layer_stream.py`` beside it),
+    with numpy and onnxruntime only; the same predictions bit for bit."""
+    stride = GEOMETRIES["k/s=8"][1]
+    directory = exported["k/s=8"][1]
+    samples = samples_of(24, stride)
+    np.save(tmp_path / "samples.npy", samples)
+    result = subprocess.run(
+        [sys.executable, "-c", NO_TORCH, streamed_deepclean.__file__, str(directory),
+         str(tmp_path / "samples.npy"), str(tmp_path / "prediction.npy")],
+        capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"},
+        cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['torch']"  # only the None this script put there
+    expected = stream(open_streamed_deepclean(directory), samples, [4])
+    np.testing.assert_array_equal(np.load(tmp_path / "prediction.npy"), expected)
+    for module in ("streamed_deepclean.py", "layer_stream.py"):
+        source = Path(streamed_deepclean.__file__).with_name(module).read_text()
+        assert "import torch" not in source and "offline_iaas" not in source
+
+
+@pytest.mark.parametrize(("kernel", "stride", "message"), [
+    (240, 24, "stride of 24 samples is not a multiple of DeepClean's alignment 16"),
+    (160, 32, "a window of 160 samples is all edge"),
+])
+def test_export_refuses_a_geometry_deepclean_cannot_stream(exported, tmp_path, kernel, stride,
+                                                           message):
+    networks = exported["k/s=8"][0]
+    with pytest.raises(ValueError, match=message):
+        export_streamed_deepclean(networks, WITNESSES, kernel, stride, tmp_path / "streamed")
+    assert not (tmp_path / "streamed").exists()
+
+
+class _GatheredGraphs:
+    """The served ``deepclean`` graph's interface over the per-interferometer whole-window
+    sessions: ``windows`` [n, channels, K] → ``prediction`` [n, ifos, K]."""
+
+    def __init__(self, sessions: dict) -> None:
+        self.sessions = sessions
+
+    def get_inputs(self):
+        return [dataclasses.make_dataclass("Input", ["name", "shape"])("windows", [0, 0, 0])]
+
+    def get_outputs(self):
+        return [dataclasses.make_dataclass("Output", ["name"])("prediction")]
+
+    def run(self, _names, feeds: dict) -> list[np.ndarray]:
+        return [whole_graphs(self.sessions, feeds["windows"])]
+
+
+def test_mode_stream_with_streamed_deepclean_averages_as_the_snapshotter_and_whole_graph(
+        exported):
+    """The deepclean chain with the snapshotter and whole-window graph replaced by one
+    ``streamed`` stage: the online average downstream, unchanged, gives the same noise."""
+    from offline_iaas.repository.backend.stateful import ModeStream
+
+    kernel, stride = GEOMETRIES["k/s=8"]
+    _, directory, sessions = exported["k/s=8"]
+    average = {"model": "averager", "kind": "average", "inputs": {"prediction": "prediction"},
+               "outputs": {"noise": "noise"}, "channels": 2, "params": {}}
+    whole = [{"model": "snapshotter", "kind": "snapshot", "inputs": {"update": "update"},
+              "outputs": {"windows": "windows"}, "channels": CHANNELS, "params": {}},
+             {"model": "deepclean", "kind": "network", "inputs": {"windows": "windows"},
+              "outputs": {"prediction": "prediction"}, "channels": 0, "params": {}}, average]
+    streamed = [{"model": "deepclean", "kind": "streamed", "inputs": {"update": "update"},
+                 "outputs": {"prediction": "prediction"}, "channels": CHANNELS,
+                 "params": {"network": "deepclean"}}, average]
+    by_window = ModeStream(whole, kernel, stride, ["noise"],
+                           {"deepclean": _GatheredGraphs(sessions)})
+    by_stream = ModeStream(streamed, kernel, stride, ["noise"],
+                           {"deepclean": open_streamed_deepclean(directory)})
+    samples = samples_of(40, stride)
+    reference, values, at = [], [], 0
+    for size in [3, 5, 1, 7, 0] * 2 + [3, 5, 1, 7, 8]:  # 40 strides, empty requests too
+        chunk = samples[:, at * stride : (at + size) * stride]
+        reference.append(by_window.update(chunk)["noise"])
+        values.append(by_stream.update(chunk)["noise"])
+        at += size
+    reference, values = np.concatenate(reference, axis=1), np.concatenate(values, axis=1)
+    assert values.shape == reference.shape == (2, 40 * stride)
+    error = np.abs(values - reference).max(axis=1) / np.abs(reference).max(axis=1)
+    assert error.max() <= TOLERANCE, error
