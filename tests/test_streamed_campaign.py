@@ -118,7 +118,7 @@ def test_streamed_refuses_what_it_cannot_serve_yet_in_one_line(exported):
     refusals = {}
     for row, overrides, pattern in (
             ("streamed-mode", ["model.streamed=true", 'model.mode="classifier"'],
-             "'model.streamed' streams BBHnet .* only for now"),
+             "'model.streamed' streams DeepClean and BBHnet .* not mode 'classifier'"),
             ("streamed-rolling-whitening", [*STREAMED, 'bbhnet.whitening="rolling"'],
              "'bbhnet.whitening' 'rolling' is not served streamed"),
             ("streamed-kernel-not-strides", [*STREAMED, "model.kernel_seconds=1.125",

@@ -166,7 +166,9 @@ BACKGROUND, WITH_FOREGROUND = "background only", "with the foreground"
 def bench_config(work_dir: Path, load: Workload, data_seconds: float, clients: int,
                  slides: int, frame_rate_hz: float, file_seconds: float) -> CampaignConfig:
     """The workload's campaign over ``data_seconds`` of clean frames in ``work_dir/frames``."""
-    config = load.config(work_dir / "repository", instances=clients, clients=clients)
+    # the campaigns' default (model.streamed = false): what FOREGROUND.md measures
+    config = load.config(work_dir / "repository", instances=clients, clients=clients,
+                         streamed=False)
     return dataclasses.replace(
         config,
         data=dataclasses.replace(config.data, duration=data_seconds,

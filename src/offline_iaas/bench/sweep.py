@@ -144,6 +144,8 @@ class Served:
     whole_window: BenchServer | None = None
     whole_window_config: CampaignConfig | None = None
     """A streamed workload's config with ``model.streamed = false`` (its repository)."""
+    streamed: bool = False
+    """The service and the limit stream the networks (``streams``)."""
 
     def measure(self, path: str, plan: SweepPlan, batch_size: int, clients: int,
                 instances: int, seconds: float) -> Measurement:
@@ -165,7 +167,7 @@ class Served:
             return measure_naive(load, self.naive, batch_size, clients, plan.in_flight,
                                  seconds, instances)
         return dataclasses.replace(found, path="limit" if path == "limit-threads" else path,
-                                   streamed=load.streamed and not path.startswith("whole"))
+                                   streamed=self.streamed and not path.startswith("whole"))
 
     def paths(self, plan: SweepPlan, instances: int) -> tuple[str, ...]:
         """What is measured at a point, in turn (``limit-threads`` is recorded as limit; the
@@ -178,6 +180,12 @@ class Served:
         return (*limits, "service", *whole, *naive)
 
 
+def streams(load: Workload, plan: SweepPlan) -> bool:
+    """The workload's networks are served streamed here: a ``streamed`` workload on the CPU
+    (the gpu flavor does not stream yet, issue #42)."""
+    return load.streamed and plan.device == "cpu"
+
+
 def export_workload(load: Workload, plan: SweepPlan, work_dir: Path, weights: Path | None,
                     instances: int, ensemble: bool = False, streamed: bool | None = None
                     ) -> CampaignConfig:
@@ -185,8 +193,8 @@ def export_workload(load: Workload, plan: SweepPlan, work_dir: Path, weights: Pa
     ``plan.device`` (the cpu flavor's ``--ensemble`` layout if asked; ``streamed``:
     ``model.streamed``, the workload's own unless given)."""
     flavor = "cpu" if ensemble else FLAVOR_OF_DEVICE[plan.device]
-    streamed = load.streamed and not ensemble if streamed is None else streamed
-    layout = "ensemble" if ensemble else "fused" if streamed == load.streamed else "whole"
+    streamed = streams(load, plan) and not ensemble if streamed is None else streamed
+    layout = "ensemble" if ensemble else "fused" if streamed == streams(load, plan) else "whole"
     name = f"{load.name}-{flavor}-{layout}-{instances}-repository"
     config = load.config(work_dir / name, instances, max(plan.clients), streamed=streamed)
     export_repository(config, weights, flavor=flavor, ensemble=ensemble)
@@ -216,14 +224,15 @@ def run_workload(
                 repo, RunDir(work_dir / f"{load.name}-naive-run"), list(read_manifest(repo).models)
             ))
         whole, whole_config = None, None
-        if load.streamed:  # the same weights served whole-window: the peer's path
+        if streams(load, plan):  # the same weights served whole-window: the peer's path
             whole_config = export_workload(load, plan, work_dir, weights,
                                            plan.default_instances, streamed=False)
             repo = whole_config.model.repository
             whole = stack.enter_context(bench_server(
                 repo, RunDir(work_dir / f"{load.name}-whole-run"), list(read_manifest(repo).models)
             ))
-        served = Served(load, configs, services, naive, whole, whole_config)
+        served = Served(load, configs, services, naive, whole, whole_config,
+                        streams(load, plan))
         if monitor_csv is not None:
             main = services[plan.default_instances]
             monitor_csv.unlink(missing_ok=True)

@@ -130,7 +130,8 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = S
     costs = []
     for name, slides in (("server", shifts), ("client-side", 0)):
         config = load.config(work_dir / f"{name}-repository", instances=clients,
-                             clients=clients, batch_size=batch_size)
+                             clients=clients, batch_size=batch_size,
+                             streamed=False)  # the campaigns' default: TIMESLIDES.md's
         config = dataclasses.replace(config, bbhnet=dataclasses.replace(
             config.bbhnet, slides=shifts, slide_seconds=shift_seconds))
         warmup, step = config.stretch_warmup_windows, config.slide_windows

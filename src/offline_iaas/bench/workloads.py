@@ -4,20 +4,22 @@ A workload is what a campaign of one mode streams and serves: its ``CampaignConf
 ``export`` writes the repository campaigns serve, and ``pipeline.mode_stream`` runs the same
 step in-process) and seeded, untrained weights for its networks (throughput does not depend on
 training). A workload marked ``streamed`` serves its networks streamed layer by layer
-(``model.streamed``, issue #42: BBHnet so far); the others run them on whole windows.
+(``model.streamed``, issue #42: every mode's but the classifier's) on the CPU; the others,
+and the gpu flavor, run them on whole windows.
 
 ``toy``        classifier mode: H1+L1 at 2048 Hz, 4 s windows at 4 Hz (the campaign's padded
                3-layer CNN), batch 32
-``deepclean``  deepclean mode: 21 witnesses of H1 at 2048 Hz, 1 s windows at 32 Hz, batch 32
+``deepclean``  deepclean mode: 21 witnesses of H1 at 2048 Hz, 1 s windows at 32 Hz, batch 32,
+               streamed
 ``o3-deepclean`` the DeepClean configuration of O3 reprocessing
                (``workflow/o3-month-deepclean.toml``): H1's 21 witnesses streamed at
                4096 Hz (the strain is subtracted in the merge), 1 s windows at 32 Hz,
-               batch 32; on the cpu and the gpu flavor alike
+               batch 32; on the cpu and the gpu flavor alike (streamed on the cpu)
 ``bbhnet``     bbhnet mode: H1+L1 at 2048 Hz, 1.5 s windows at 4 Hz, batch 128, streamed
 ``aframe``     ``bbhnet`` at aframe's own geometry: 1.5 s windows at 16 Hz (``K/S`` 24),
                batch 128, streamed
 ``e2e``        e2e mode: H1+L1 and 21 witnesses each at 2048 Hz, 1 s windows at 32 Hz, batch 32
-               (DeepClean, subtraction and BBHnet chained)
+               (DeepClean, subtraction and BBHnet chained), streamed
 ``e2e-inject`` the e2e graph a campaign with ``bbhnet.inject`` serves: ``e2e`` with BBHnet run
                a second time on the raw strain (``statistic_raw``); its background stream
                only (``plan`` counts the foreground's windows itself)
@@ -139,12 +141,15 @@ class Workload:
 
 
 TOY = Workload("toy", "classifier", IFOS, 0, 2048.0, 4.0, 4.0, 32)
-DEEPCLEAN = Workload("deepclean", "deepclean", ("H1",), 21, 2048.0, 1.0, 32.0, 32)
-O3_DEEPCLEAN = Workload("o3-deepclean", "deepclean", ("H1",), 21, 4096.0, 1.0, 32.0, 32)
+DEEPCLEAN = Workload("deepclean", "deepclean", ("H1",), 21, 2048.0, 1.0, 32.0, 32,
+                     streamed=True)
+O3_DEEPCLEAN = Workload("o3-deepclean", "deepclean", ("H1",), 21, 4096.0, 1.0, 32.0, 32,
+                        streamed=True)
 BBHNET = Workload("bbhnet", "bbhnet", IFOS, 0, 2048.0, 1.5, 4.0, 128, streamed=True)
 AFRAME = Workload("aframe", "bbhnet", IFOS, 0, 2048.0, 1.5, 16.0, 128, streamed=True)
-E2E = Workload("e2e", "e2e", IFOS, 21, 2048.0, 1.0, 32.0, 32)
-E2E_INJECT = Workload("e2e-inject", "e2e", IFOS, 21, 2048.0, 1.0, 32.0, 32, inject=True)
+E2E = Workload("e2e", "e2e", IFOS, 21, 2048.0, 1.0, 32.0, 32, streamed=True)
+E2E_INJECT = Workload("e2e-inject", "e2e", IFOS, 21, 2048.0, 1.0, 32.0, 32, inject=True,
+                      streamed=True)
 TINY = Workload("tiny", "classifier", IFOS, 0, 256.0, 1.0, 8.0, 32)
 WORKLOADS: dict[str, Workload] = {
     w.name: w for w in (TOY, DEEPCLEAN, O3_DEEPCLEAN, BBHNET, AFRAME, E2E, E2E_INJECT, TINY)

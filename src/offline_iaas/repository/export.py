@@ -39,7 +39,7 @@ from offline_iaas.modes import MODES, RAW
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
-from offline_iaas.repository.backend.streamed_network import open_streamed_network
+from offline_iaas.repository.backend.layer_stream import open_streamed
 from offline_iaas.repository.pipeline import onnx_session
 
 MANIFEST = "manifest.json"
@@ -138,7 +138,7 @@ def export_repository(
     # The networks are exported (and bad weights refused) before the repository is touched.
     with tempfile.TemporaryDirectory(dir=repo.parent) as tmp:
         graphs = networks.build_graphs(config, weights, Path(tmp), canary_weights)
-        streamed = _streamed_networks(config, weights, Path(tmp))
+        streamed = _streamed_networks(config, weights, canary_weights, Path(tmp))
         if served == "fused":
             versions, networks_served = _write_fused(config, graphs, shape, flavor, Path(tmp),
                                                      streamed)
@@ -211,15 +211,28 @@ def _write_networks(
     return versions, served
 
 
-def _streamed_networks(config: CampaignConfig, weights: Path | None, tmp: Path
-                       ) -> dict[str, Path]:
+def _streamed_networks(config: CampaignConfig, weights: Path | None,
+                       canary_weights: Path | None, tmp: Path) -> dict[str, Path]:
     """With ``model.streamed``, each streamed network's graphs exported into ``tmp``
-    (``repository/streamed.py``): network name → directory; else none."""
+    (``repository/streamed.py``, ``repository/streamed_deepclean.py``): network name →
+    directory; else none."""
     if not config.model.streamed:
         return {}
-    from offline_iaas.repository.streamed import export_campaign_network
+    streamed = {stage.params["network"] for stage in pipeline.stages(config)
+                if stage.kind == "streamed"}
+    out = {}
+    if "bbhnet" in streamed:
+        from offline_iaas.repository.streamed import export_campaign_network
 
-    return {"bbhnet": export_campaign_network(config, weights, tmp)}
+        out["bbhnet"] = export_campaign_network(config, weights, tmp)
+    if streamed & {"deepclean", pipeline.CANARY_NETWORK}:
+        from offline_iaas.repository.streamed_deepclean import export_campaign_deepclean
+
+        out["deepclean"] = export_campaign_deepclean(config, weights, tmp)
+        if pipeline.CANARY_NETWORK in streamed:
+            out[pipeline.CANARY_NETWORK] = export_campaign_deepclean(
+                config, canary_weights, tmp, pipeline.CANARY_NETWORK)
+    return out
 
 
 def _write_fused(
@@ -228,8 +241,8 @@ def _write_fused(
 ) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
     """Write a new version of the fused model (``backend/fused.py`` beside ``stateful.py`` and
     the graphs; its networks on ``flavor``'s device; ``streamed``: network → its streamed
-    graphs' directory, moved in beside ``streamed_network.py``); return the networks' versions
-    and manifest entries."""
+    graphs' directory, moved in beside the runners, ``backend/layer_stream.RUNNERS``); return
+    the networks' versions and manifest entries."""
     name = config.model.name
     model_dir = config.model.repository / name
     version = latest_version(model_dir) + 1
@@ -238,7 +251,7 @@ def _write_fused(
     _write_python_model(staged, "fused.py")
     (staged / "stateful.py").write_text(backend_source("stateful.py"))
     if streamed:
-        for module in ("streamed_network.py", "layer_stream.py"):
+        for module in ("layer_stream.py", "streamed_network.py", "streamed_deepclean.py"):
             (staged / module).write_text(backend_source(module))
     for directory in streamed.values():
         os.replace(directory, staged / directory.name)
@@ -500,7 +513,7 @@ def _graph_problems(repo: Path, manifest: Manifest) -> list[str]:
                             "repository? export again")
     for name, directory in manifest.streamed.items():  # model.streamed
         try:
-            open_streamed_network(repo / directory)
+            open_streamed(repo / directory)
         except Exception as err:  # a missing file, or onnxruntime's own types
             text = str(err).strip().splitlines()
             problems.append(f"{repo / directory}: cannot load the streamed {name} graphs "
@@ -562,7 +575,7 @@ def network_sessions(
         if network not in streamed:
             raise ModelError(f"{repo}: no streamed {network} graphs (model.streamed = true): "
                              "export again")
-        sessions[network] = open_streamed_network(repo / streamed[network], threads)
+        sessions[network] = open_streamed(repo / streamed[network], threads)
     return sessions
 
 

@@ -14,6 +14,8 @@ ensemble::
                  in e2e alike: cleaned ─► bbhnet (streamed) ─► statistic, raw ─► bbhnet_raw)
                 (time slides: update ─► timeslides (runs bbhnet's graph) ─► background)
     deepclean   update ─► snapshotter ─► windows ─► deepclean ─► prediction ─► averager ─► noise
+                (model.streamed: update ─► deepclean (streamed) ─► prediction ─► averager; e2e
+                 keeps the snapshotter for subtract's windows)
     e2e         ... ─► averager ─► noise; (windows, noise) ─► subtract ─► cleaned
                     ─► snapshotter_clean ─► clean_windows ─► bbhnet ─► statistic
                 (time slides: cleaned ─► timeslides (runs bbhnet's graph) ─► background)
@@ -86,14 +88,13 @@ def stages(config: CampaignConfig) -> list[Stage]:
         return [snapshot, Stage(network, "network", {"windows": "windows"},
                                 {"statistic": "statistic"})]
     chain = [
-        snapshot,
-        Stage("deepclean", "network", {"windows": "windows"}, {"prediction": "prediction"}),
+        *([] if config.model.streamed and mode.snapshots == 1 else [snapshot]),
+        _deepclean(config, "deepclean", "prediction"),
         Stage("averager", "average", {"prediction": "prediction"}, {"noise": "noise"}, ifos),
     ]
-    if config.deepclean.canary:  # the canary on the same windows, averaged on its own
+    if config.deepclean.canary:  # the canary on the same data, averaged on its own
         chain += [
-            Stage(CANARY_NETWORK, "network", {"windows": "windows"},
-                  {"prediction": "canary_prediction"}),
+            _deepclean(config, CANARY_NETWORK, "canary_prediction"),
             Stage("averager_canary", "average", {"prediction": "canary_prediction"},
                   {"noise": "noise_canary"}, ifos),
         ]
@@ -111,6 +112,15 @@ def stages(config: CampaignConfig) -> list[Stage]:
                                                   {"update": "raw"},
                                                   {"windows": "raw_windows"}, ifos), RAW)
     return chain
+
+
+def _deepclean(config: CampaignConfig, network: str, prediction: str) -> Stage:
+    """DeepClean's window predictions: the network on the snapshotter's windows, or with
+    ``model.streamed`` streamed layer by layer on the update itself."""
+    if config.model.streamed:
+        return Stage(network, "streamed", {"update": "update"}, {"prediction": prediction},
+                     len(config.stream_channels), {"network": network})
+    return Stage(network, "network", {"windows": "windows"}, {"prediction": prediction})
 
 
 def searches_raw_strain(config: CampaignConfig) -> bool:

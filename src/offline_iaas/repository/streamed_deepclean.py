@@ -20,9 +20,12 @@ import torch
 from torch import nn
 
 from offline_iaas.atomic import write_text_atomic
+from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import ModelError
 from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.layer_stream import (
+    DIRECTORY_SUFFIX,
     MANIFEST,
     ConvTranspose,
     Node,
@@ -144,6 +147,45 @@ def export_streamed_deepclean(networks: dict[str, DeepClean],
                     (2, network.witnesses, streamed.plan.edge_samples))
     write_text_atomic(directory / MANIFEST, json.dumps(streamed.spec(), indent=1) + "\n")
     return directory
+
+
+def export_campaign_deepclean(config: CampaignConfig, weights: Path | None, directory: Path,
+                              name: str = "deepclean") -> Path:
+    """The campaign's DeepClean per interferometer (``weights``, a directory of
+    ``deepclean-<IFO>.*`` as ``export --weights`` takes it) exported streamed to
+    ``directory/<name>.streamed`` (``model.streamed``; ``name`` ``deepclean_canary`` for the
+    canary's weights); return that directory.
+
+    ModelError for weights that are not DeepClean state_dicts (a TorchScript or ONNX graph has
+    no layers to stream) and for a geometry DeepClean cannot stream (a stride not a multiple
+    of its alignment 16, a window that is all edge).
+    """
+    from offline_iaas.models.weights import load_network
+    from offline_iaas.repository.networks import weight_file
+
+    stream = list(config.stream_channels)
+    networks, indices = {}, {}
+    for ifo in config.ifos:
+        witnesses = config.witnesses_of(ifo)
+        path = weight_file(weights, f"deepclean-{ifo}", single=False)
+        network = load_network("deepclean", path, {"witnesses": len(witnesses),
+                                                   "kernel_samples": config.kernel_samples})
+        if not isinstance(network, DeepClean):
+            raise ModelError(f"{path}: model.streamed = true streams DeepClean layer by layer, "
+                             "which needs its weights as a state_dict (a TorchScript or ONNX "
+                             "graph has no layers to stream): give the state_dict, or set "
+                             "model.streamed = false")
+        networks[ifo] = network
+        indices[ifo] = [stream.index(w) for w in witnesses]
+    try:
+        return export_streamed_deepclean(networks, indices, config.kernel_samples,
+                                         config.stride_samples,
+                                         directory / f"{name}{DIRECTORY_SUFFIX}")
+    except ValueError as err:
+        raise ModelError(f"model.inference_rate: DeepClean cannot be streamed at a stride of "
+                         f"{config.stride_samples} samples and a window of "
+                         f"{config.kernel_samples}: {err} (docs/networks.md, 'Streamed "
+                         "graphs')") from None
 
 
 def macs_per_window(network: DeepClean, kernel_samples: int, stride_samples: int

@@ -85,10 +85,10 @@ class TritonPythonModel:
         streamed_networks = {stage["params"]["network"] for stage in self.stages
                              if stage["kind"] in ("streamed", "streamed_timeslide")}
         if streamed_networks:  # model.streamed
-            streamed = _load_beside(version_dir, "streamed_network")
+            layers = _load_beside(version_dir, "layer_stream")
             self.sessions.update({
-                network: streamed.open_streamed_network(
-                    os.path.join(version_dir, network + streamed.DIRECTORY_SUFFIX),
+                network: layers.open_streamed(
+                    os.path.join(version_dir, network + layers.DIRECTORY_SUFFIX),
                     int(params.get("intra_op_threads", "1")))
                 for network in streamed_networks})
         self.streams: dict[int, tuple[object, float]] = {}

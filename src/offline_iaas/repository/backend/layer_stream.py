@@ -385,3 +385,28 @@ def load_beside(path: str, name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+RUNNERS: dict[str, tuple[str, str]] = {
+    "bbhnet": ("streamed_network", "open_streamed_network"),
+    "deepclean": ("streamed_deepclean", "open_streamed_deepclean"),
+}
+"""The module of this folder that runs each network's streamed graphs, and its opener;
+``streamed.json``'s ``network`` names it (BBHnet's manifest has no name: the first kind)."""
+
+
+def open_streamed(directory: str | os.PathLike, intra_op_threads: int = 1):
+    """The runner of the streamed graphs exported to ``directory``, on onnxruntime: the
+    module ``RUNNERS`` names for its manifest's network, loaded beside this file in the stub
+    (a package import elsewhere)."""
+    import importlib
+    import json
+
+    with open(os.path.join(directory, MANIFEST)) as file:
+        network = json.load(file).get("network", "bbhnet")
+    module_name, opener = RUNNERS[network]
+    if __package__:
+        module = importlib.import_module(f"{__package__}.{module_name}")
+    else:
+        module = load_beside(__file__, module_name)
+    return getattr(module, opener)(directory, intra_op_threads)

@@ -1,0 +1,110 @@
+"""Mode deepclean with DeepClean streamed layer by layer (``model.streamed``, issue #42).
+
+The chain is ``update ─► deepclean (streamed) ─► prediction ─► averager ─► noise`` with no
+snapshotter (``backend/streamed_deepclean.py`` on the graphs ``export`` writes into
+``deepclean.streamed/``), the canary alike (``deepclean_canary.streamed/``, its own weights).
+Checked on SMALL_CAMPAIGN's 64 s (256 Hz, 1-s windows every 1/4 s, untrained DeepClean scaled
+for strain): in process, the noise of both networks equals the whole-window chain's within
+``WHOLE_WINDOW_BOUND`` and a sample late fails (measured 4.8e-7 to 1.0e-6 over 16,000
+samples per detector); served by a real tritonserver, the campaign
+equals its reference; TorchScript weights are refused in one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from offline_iaas.config import load_config
+from offline_iaas.errors import ModelError
+from offline_iaas.merge.output import compare_outputs
+from offline_iaas.merge.reference import run_reference
+from offline_iaas.repository.export import check_repository, export_repository
+from offline_iaas.repository.pipeline import stages
+from tests.error_catalogue import documented
+from tests.helpers import WITNESSES, run_dag, small_campaign, untrained_weights
+from tests.oracle import read_series
+
+pytest.importorskip("torch")
+
+WHOLE_WINDOW_BOUND = 1e-5
+"""Streamed noise against the whole-window chain's, relative to its largest value."""
+DEEPCLEAN = ['model.mode="deepclean"', f"data.witnesses={WITNESSES}", "deepclean.canary=true"]
+
+
+@pytest.fixture(scope="module")
+def chains(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """SMALL_CAMPAIGN's frames; mode deepclean with a canary, exported whole-window and
+    streamed (the same weights, the canary's from another seed), and both references."""
+    root = tmp_path_factory.mktemp("streamed-deepclean")
+    small_campaign(root, export=False)
+    weights = untrained_weights(root / "weights")
+    canary = untrained_weights(root / "canary", seed=5)
+    out = {"root": root, "weights": weights}
+    for name, streamed in (("streamed", "true"), ("whole", "false")):
+        config = load_config(root / "campaign.toml", [
+            *DEEPCLEAN, f"model.streamed={streamed}", f'model.repository="{root / name}"'])
+        export_repository(config, weights, canary_weights=canary)
+        out[name] = config
+        out[f"{name}_out"] = run_reference(config, root / f"{name}.h5")[0]
+    return out
+
+
+def _relative(values: np.ndarray, reference: np.ndarray) -> float:
+    return float(np.max(np.abs(values - reference)) / np.max(np.abs(reference)))
+
+
+def test_deepclean_streams_without_a_snapshotter_and_its_canary_alike(chains) -> None:
+    chain = {stage.model: stage for stage in stages(chains["streamed"])}
+    assert "snapshotter" not in chain
+    assert {name: (chain[name].kind, chain[name].params) for name in
+            ("deepclean", "deepclean_canary")} == {
+        "deepclean": ("streamed", {"network": "deepclean"}),
+        "deepclean_canary": ("streamed", {"network": "deepclean_canary"})}
+    manifest = check_repository(chains["streamed"], load_graphs=True)
+    assert set(manifest.streamed) == {"deepclean", "deepclean_canary"}
+
+
+def test_the_streamed_noise_equals_the_whole_window_chain(chains) -> None:
+    streamed, whole = read_series(chains["streamed_out"]), read_series(chains["whole_out"])
+    names = [name for name in whole if name.startswith("noise")]
+    assert {"noise/H1", "noise/L1", "noise_canary/H1", "noise_canary/L1"} <= set(names)
+    for name in names:
+        (_, _, mine), (_, _, theirs) = streamed[name][0], whole[name][0]
+        assert mine.shape == theirs.shape and len(mine) > 10_000
+        assert _relative(mine, theirs) <= WHOLE_WINDOW_BOUND, name
+        late = np.concatenate([theirs[:1], theirs[:-1]])  # negative control: a sample late
+        assert _relative(mine, late) > 100 * WHOLE_WINDOW_BOUND, name
+    (_, _, main), (_, _, canary) = streamed["noise/H1"][0], streamed["noise_canary/H1"][0]
+    assert _relative(canary, main) > 0.1  # the canary is a network of its own
+
+
+def test_streamed_deepclean_refuses_weights_without_layers(chains, tmp_path: Path) -> None:
+    import torch
+
+    from offline_iaas.models.weights import build_network
+
+    scripted = tmp_path / "scripted"
+    scripted.mkdir()
+    for ifo, witnesses in (("H1", 2), ("L1", 1)):
+        net = build_network("deepclean", {"witnesses": witnesses}).eval()
+        torch.jit.save(torch.jit.trace(net, torch.zeros(2, witnesses, 256)),
+                       scripted / f"deepclean-{ifo}.ts")
+    config = load_config(chains["streamed"].source, [
+        *DEEPCLEAN[:2], "model.streamed=true", f'model.repository="{tmp_path / "repo"}"'])
+    with pytest.raises(ModelError, match="streams DeepClean layer by layer") as caught:
+        export_repository(config, scripted)
+    assert not (tmp_path / "repo").exists()
+    documented("streamed-deepclean-graph-weights", str(caught.value), {scripted: "W"},
+               exit_code=ModelError.exit_code)
+
+
+@pytest.mark.slow
+def test_a_streamed_deepclean_campaign_equals_its_reference(chains) -> None:
+    run_dir = run_dag(chains["streamed"], chains["root"] / "run")
+    comparison = compare_outputs(run_dir / "output" / "campaign.h5", chains["streamed_out"])
+    assert comparison.problems == [] and comparison.worst <= 1e-5, comparison.describe()
+    for name in ("noise/H1/", "noise_canary/L1/"):
+        assert any(key.startswith(name) for key in comparison.relative), name
