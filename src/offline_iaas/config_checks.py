@@ -255,9 +255,9 @@ def _check_streamed(c: CampaignConfig, fail: typing.Callable[[str, str], None]) 
     stride against the network's cumulative stride is checked at export (from its depth)."""
     if not c.model.streamed:
         return
-    if c.model.mode == "classifier":
-        fail("model.streamed", "streams DeepClean and BBHnet (modes deepclean, bbhnet and "
-             "e2e), not mode 'classifier' (issue #42): set model.streamed = false")
+    if not c.mode.streams:
+        fail("model.streamed", f"streams DeepClean and BBHnet (modes deepclean, bbhnet and "
+             f"e2e), not mode {c.model.mode!r} (issue #42): set model.streamed = false")
     if c.bbhnet.whitening != "fixed":
         fail("bbhnet.whitening", f"{c.bbhnet.whitening!r} is not served streamed yet "
              "(model.streamed = true serves the fixed whitening only)")
