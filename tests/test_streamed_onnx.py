@@ -172,3 +172,19 @@ def test_mode_stream_with_a_streamed_stage_equals_the_snapshotter_and_whole_wind
         assert relative_error(values, reference) <= TOLERANCE, seed
     # the streams differ (else sharing one state would pass too)
     assert relative_error(np.concatenate(out[1][1]), np.concatenate(out[2][1])) > 0.1
+
+
+@pytest.mark.parametrize(("length", "step"), [(155, 32), (160, 32), (20, 32), (64, 16)])
+def test_window_sums_equal_each_window_summed_on_its_own(length: int, step: int) -> None:
+    from offline_iaas.repository.backend.streamed_network import _window_sums
+
+    rng = np.random.default_rng(length)
+    first = 5 + step * np.arange(9)
+    for end in (first[-1] + length, first[-1] + length + 7):  # the last window at the end too
+        values = rng.standard_normal((3, end)).astype(np.float32)
+        direct = np.stack([values[:, f : f + length].sum(axis=1, dtype=np.float64)
+                           for f in first], axis=1)
+        np.testing.assert_allclose(_window_sums(values, first, length, step), direct,
+                                   rtol=1e-12, atol=1e-12)
+        # negative control: windows one position late
+        assert not np.allclose(_window_sums(values, first + 1, length - 1, step), direct)
