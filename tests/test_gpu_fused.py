@@ -20,7 +20,7 @@ from google.protobuf import json_format
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ModelError, ServerError
-from offline_iaas.modes import MODE_NAMES
+from offline_iaas.modes import MODE_NAMES, MODES
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository.export import export_repository, network_sessions, read_manifest
 from offline_iaas.repository.pipeline import mode_stream
@@ -96,10 +96,12 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def gpu_campaign(root: Path, mode: str, flavor: str = "gpu") -> CampaignConfig:
+def gpu_campaign(root: Path, mode: str, flavor: str = "gpu", streamed: bool = False
+                 ) -> CampaignConfig:
     config = load_config(root / "campaign.toml", [
-        f'model.repository="{root / mode / flavor}"', f'model.mode="{mode}"',
-        f"data.witnesses={WITNESSES}", "model.batch_size=8",
+        f'model.repository="{root / mode / flavor}{"-streamed" if streamed else ""}"',
+        f'model.mode="{mode}"', f"data.witnesses={WITNESSES}", "model.batch_size=8",
+        f"model.streamed={str(streamed).lower()}",
     ])
     export_repository(config, root / "weights" if config.mode.needs_weights else None,
                       flavor=flavor)
@@ -148,9 +150,18 @@ def sequence_outputs(model, streams: dict[int, list[np.ndarray]]) -> dict[int, d
             for c, outs in got.items()}
 
 
-@pytest.mark.parametrize("mode", MODE_NAMES)
-def test_device_switched_gpu_flavor_equals_the_reference(root: Path, mode: str) -> None:
-    config = gpu_campaign(root, mode)
+STREAMED_MODES = [name for name, mode in MODES.items() if mode.streams]
+
+
+@pytest.mark.parametrize(("mode", "streamed"), [*((m, False) for m in MODE_NAMES),
+                                                *((m, True) for m in STREAMED_MODES)])
+def test_device_switched_gpu_flavor_equals_the_reference(root: Path, mode: str,
+                                                         streamed: bool) -> None:
+    """With ``model.streamed`` the gpu flavor streams the same graphs (``layer_stream``'s
+    sessions opened on the device like the fused model's)."""
+    config = gpu_campaign(root, mode, streamed=streamed)
+    if streamed:
+        assert read_manifest(config.model.repository).streamed
     model = load_served_model(config, device="cpu")
     stride, channels = config.stride_samples, len(config.stream_channels)
     rng = np.random.default_rng(11)

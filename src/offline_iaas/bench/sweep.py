@@ -145,7 +145,7 @@ class Served:
     whole_window_config: CampaignConfig | None = None
     """A streamed workload's config with ``model.streamed = false`` (its repository)."""
     streamed: bool = False
-    """The service and the limit stream the networks (``streams``)."""
+    """The service and the limit stream the networks (a ``streamed`` workload)."""
 
     def measure(self, path: str, plan: SweepPlan, batch_size: int, clients: int,
                 instances: int, seconds: float) -> Measurement:
@@ -180,12 +180,6 @@ class Served:
         return (*limits, "service", *whole, *naive)
 
 
-def streams(load: Workload, plan: SweepPlan) -> bool:
-    """The workload's networks are served streamed here: a ``streamed`` workload on the CPU
-    (the gpu flavor does not stream yet, issue #42)."""
-    return load.streamed and plan.device == "cpu"
-
-
 def export_workload(load: Workload, plan: SweepPlan, work_dir: Path, weights: Path | None,
                     instances: int, ensemble: bool = False, streamed: bool | None = None
                     ) -> CampaignConfig:
@@ -193,8 +187,8 @@ def export_workload(load: Workload, plan: SweepPlan, work_dir: Path, weights: Pa
     ``plan.device`` (the cpu flavor's ``--ensemble`` layout if asked; ``streamed``:
     ``model.streamed``, the workload's own unless given)."""
     flavor = "cpu" if ensemble else FLAVOR_OF_DEVICE[plan.device]
-    streamed = streams(load, plan) and not ensemble if streamed is None else streamed
-    layout = "ensemble" if ensemble else "fused" if streamed == streams(load, plan) else "whole"
+    streamed = load.streamed and not ensemble if streamed is None else streamed
+    layout = "ensemble" if ensemble else "fused" if streamed == load.streamed else "whole"
     name = f"{load.name}-{flavor}-{layout}-{instances}-repository"
     config = load.config(work_dir / name, instances, max(plan.clients), streamed=streamed)
     export_repository(config, weights, flavor=flavor, ensemble=ensemble)
@@ -224,7 +218,7 @@ def run_workload(
                 repo, RunDir(work_dir / f"{load.name}-naive-run"), list(read_manifest(repo).models)
             ))
         whole, whole_config = None, None
-        if streams(load, plan):  # the same weights served whole-window: the peer's path
+        if load.streamed:  # the same weights served whole-window: the peer's path
             whole_config = export_workload(load, plan, work_dir, weights,
                                            plan.default_instances, streamed=False)
             repo = whole_config.model.repository
@@ -232,7 +226,7 @@ def run_workload(
                 repo, RunDir(work_dir / f"{load.name}-whole-run"), list(read_manifest(repo).models)
             ))
         served = Served(load, configs, services, naive, whole, whole_config,
-                        streams(load, plan))
+                        load.streamed)
         if monitor_csv is not None:
             main = services[plan.default_instances]
             monitor_csv.unlink(missing_ok=True)

@@ -4,8 +4,8 @@ A workload is what a campaign of one mode streams and serves: its ``CampaignConf
 ``export`` writes the repository campaigns serve, and ``pipeline.mode_stream`` runs the same
 step in-process) and seeded, untrained weights for its networks (throughput does not depend on
 training). A workload marked ``streamed`` serves its networks streamed layer by layer
-(``model.streamed``, issue #42: every mode's but the classifier's) on the CPU; the others,
-and the gpu flavor, run them on whole windows.
+(``model.streamed``, issue #42: every mode's but the classifier's; the gpu flavor's fused
+model streams alike); the others run them on whole windows.
 
 ``toy``        classifier mode: H1+L1 at 2048 Hz, 4 s windows at 4 Hz (the campaign's padded
                3-layer CNN), batch 32
@@ -14,7 +14,7 @@ and the gpu flavor, run them on whole windows.
 ``o3-deepclean`` the DeepClean configuration of O3 reprocessing
                (``workflow/o3-month-deepclean.toml``): H1's 21 witnesses streamed at
                4096 Hz (the strain is subtracted in the merge), 1 s windows at 32 Hz,
-               batch 32; on the cpu and the gpu flavor alike (streamed on the cpu)
+               batch 32; on the cpu and the gpu flavor alike, streamed
 ``bbhnet``     bbhnet mode: H1+L1 at 2048 Hz, 1.5 s windows at 4 Hz, batch 128, streamed
 ``aframe``     ``bbhnet`` at aframe's own geometry: 1.5 s windows at 16 Hz (``K/S`` 24),
                batch 128, streamed

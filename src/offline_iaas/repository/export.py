@@ -116,9 +116,9 @@ def export_repository(
         raise ModelError(
             f"bbhnet.{key}: the time slides and the rolling whitening are steps of the fused "
             "model; export without --ensemble (the default, in either flavor)")
-    if config.model.streamed and (flavor != "cpu" or ensemble):
-        raise ModelError("model.streamed = true is served by the cpu flavor's fused model only "
-                         "for now (issue #42): export without --flavor gpu and --ensemble")
+    if config.model.streamed and ensemble:
+        raise ModelError("model.streamed = true is served by the fused model (either flavor), "
+                         "not the --ensemble layout: export without --ensemble")
     repo = config.model.repository
     served = "ensemble" if ensemble else "fused"
     shape = ensemble_shape(config, fused=served == "fused")
@@ -575,7 +575,7 @@ def network_sessions(
         if network not in streamed:
             raise ModelError(f"{repo}: no streamed {network} graphs (model.streamed = true): "
                              "export again")
-        sessions[network] = open_streamed(repo / streamed[network], threads)
+        sessions[network] = open_streamed(repo / streamed[network], threads, device)
     return sessions
 
 

@@ -89,7 +89,7 @@ class TritonPythonModel:
             self.sessions.update({
                 network: layers.open_streamed(
                     os.path.join(version_dir, network + layers.DIRECTORY_SUFFIX),
-                    int(params.get("intra_op_threads", "1")))
+                    int(params.get("intra_op_threads", "1")), device, device_id)
                 for network in streamed_networks})
         self.streams: dict[int, tuple[object, float]] = {}
         self.lock = threading.Lock()

@@ -354,23 +354,29 @@ class StreamStep:
             self._keep(key, end)
 
 
-def onnx_runs(directory: str | os.PathLike, names: list[str], intra_op_threads: int = 1
-              ) -> dict[str, Run]:
-    """Each ``<name>.onnx`` of ``directory`` as an onnxruntime session on the CPU (input
-    ``x``, output ``y``)."""
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = intra_op_threads
-    options.inter_op_num_threads = 1
+def onnx_runs(directory: str | os.PathLike, names: list[str], intra_op_threads: int = 1,
+              device: str = "cpu", device_id: int = 0) -> dict[str, Run]:
+    """Each ``<name>.onnx`` of ``directory`` as an onnxruntime session on ``device`` (input
+    ``x``, output ``y``), opened as the fused model opens its graphs
+    (``stateful.open_session``: on ``cuda`` the CUDA provider first, none is an error)."""
+    stateful = _sibling("stateful")
 
     def run_of(name: str) -> Run:
-        session = onnxruntime.InferenceSession(
-            os.path.join(directory, f"{name}.onnx"), options,
-            providers=["CPUExecutionProvider"])
+        session = stateful.open_session(os.path.join(directory, f"{name}.onnx"), device,
+                                        device_id, intra_op_threads)
         return lambda x: session.run(None, {"x": np.ascontiguousarray(x, np.float32)})[0]
 
     return {name: run_of(name) for name in names}
+
+
+def _sibling(name: str):
+    """The module ``name`` of this folder: a package import, or in the stub (which loads
+    these files by path) the file beside this one."""
+    import importlib
+
+    if __package__:
+        return importlib.import_module(f"{__package__}.{name}")
+    return load_beside(__file__, name)
 
 
 def load_beside(path: str, name: str):
@@ -395,18 +401,14 @@ RUNNERS: dict[str, tuple[str, str]] = {
 ``streamed.json``'s ``network`` names it (BBHnet's manifest has no name: the first kind)."""
 
 
-def open_streamed(directory: str | os.PathLike, intra_op_threads: int = 1):
-    """The runner of the streamed graphs exported to ``directory``, on onnxruntime: the
-    module ``RUNNERS`` names for its manifest's network, loaded beside this file in the stub
-    (a package import elsewhere)."""
-    import importlib
+def open_streamed(directory: str | os.PathLike, intra_op_threads: int = 1,
+                  device: str = "cpu", device_id: int = 0):
+    """The runner of the streamed graphs exported to ``directory``, on onnxruntime on
+    ``device``: the module ``RUNNERS`` names for its manifest's network (``_sibling``)."""
     import json
 
     with open(os.path.join(directory, MANIFEST)) as file:
         network = json.load(file).get("network", "bbhnet")
     module_name, opener = RUNNERS[network]
-    if __package__:
-        module = importlib.import_module(f"{__package__}.{module_name}")
-    else:
-        module = load_beside(__file__, module_name)
-    return getattr(module, opener)(directory, intra_op_threads)
+    return getattr(_sibling(module_name), opener)(directory, intra_op_threads, device,
+                                                  device_id)

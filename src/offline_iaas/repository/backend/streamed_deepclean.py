@@ -244,12 +244,12 @@ class StreamedDeepClean:
                 state.prediction[i], state.prediction_start[i], start + self.plan.left)
 
 
-def open_streamed_deepclean(directory: str | os.PathLike, intra_op_threads: int = 1
-                            ) -> StreamedDeepClean:
+def open_streamed_deepclean(directory: str | os.PathLike, intra_op_threads: int = 1,
+                            device: str = "cpu", device_id: int = 0) -> StreamedDeepClean:
     """The DeepCleans exported to ``directory`` (``streamed.json`` and their graphs), each
-    graph an onnxruntime session on the CPU."""
+    graph an onnxruntime session on ``device`` (``layer_stream.onnx_runs``)."""
     with open(os.path.join(directory, layer_stream.MANIFEST)) as file:
         spec = json.load(file)
     names = StreamedDeepClean.from_spec(spec, {}).run_names()
     return StreamedDeepClean.from_spec(
-        spec, layer_stream.onnx_runs(directory, names, intra_op_threads))
+        spec, layer_stream.onnx_runs(directory, names, intra_op_threads, device, device_id))

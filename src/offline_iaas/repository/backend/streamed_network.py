@@ -243,12 +243,12 @@ def _window_sums(values: np.ndarray, first: np.ndarray, length: int, step: int
     return sums
 
 
-def open_streamed_network(directory: str | os.PathLike, intra_op_threads: int = 1
-                          ) -> StreamedNetwork:
+def open_streamed_network(directory: str | os.PathLike, intra_op_threads: int = 1,
+                          device: str = "cpu", device_id: int = 0) -> StreamedNetwork:
     """The network exported to ``directory`` (``streamed.json`` and its graphs), each graph
-    an onnxruntime session on the CPU."""
+    an onnxruntime session on ``device`` (``layer_stream.onnx_runs``)."""
     with open(os.path.join(directory, MANIFEST)) as file:
         spec = json.load(file)
     names = [WHITENING, EDGES, HEAD, *(node["name"] for node in spec["nodes"])]
     return StreamedNetwork.from_spec(
-        spec, layer_stream.onnx_runs(directory, names, intra_op_threads))
+        spec, layer_stream.onnx_runs(directory, names, intra_op_threads, device, device_id))
