@@ -76,16 +76,22 @@ def _cut_conv(module: nn.Conv1d):
 
 
 def _cut_transposed(module: nn.ConvTranspose1d):
-    """``module`` on a ``Cut``'s inputs: their window padding added, then without padding,
-    cropped to the cut's outputs (output ``q`` is ``stride * first + f - padding`` of the
-    unpadded layer's ``f``, ``first`` the padded inputs' first position)."""
-    (stride,), (padding,) = module.stride, module.padding
+    """``module`` on a ``Cut``'s inputs, without padding, cropped to the cut's outputs (output
+    ``q`` is ``stride * first + f - padding`` of the unpadded layer's ``f``, ``first`` its
+    first input). The window's zeros add nothing to a transposed convolution: they are added
+    only where the unpadded layer's outputs would not reach the cut's."""
+    (stride,), (padding,), (taps,) = module.stride, module.padding, module.kernel_size
 
     def run(x: torch.Tensor, cut: Cut) -> torch.Tensor:
-        y = nn.functional.conv_transpose1d(nn.functional.pad(x, (cut.before, cut.after)),
-                                           module.weight, module.bias, module.stride, 0, 0,
+        head = cut.lo - stride * cut.in_lo + padding
+        before = max(0, -(head // stride))
+        head += stride * before
+        length = (cut.in_hi - cut.in_lo + before - 1) * stride + taps
+        after = max(0, -((length - head - (cut.hi - cut.lo)) // stride))
+        if before or after:
+            x = nn.functional.pad(x, (before, after))
+        y = nn.functional.conv_transpose1d(x, module.weight, module.bias, module.stride, 0, 0,
                                            module.groups, module.dilation)
-        head = cut.lo - stride * (cut.in_lo - cut.before) + padding
         return y[..., head : head + cut.hi - cut.lo]
 
     return run

@@ -236,6 +236,7 @@ class StreamedDeepClean:
         self.nodes, self.runs = nodes, runs
         self.witnesses = {ifo: list(map(int, index)) for ifo, index in witnesses.items()}
         self.ifos = list(self.witnesses)
+        self.witness_rows = {ifo: np.array(index) for ifo, index in self.witnesses.items()}
         self.kernel_samples, self.stride_samples = kernel_samples, stride_samples
         if stride_samples < 1 or kernel_samples % stride_samples:
             raise ValueError(f"kernel {kernel_samples} must be a multiple of the stride "
@@ -317,7 +318,7 @@ class StreamedDeepClean:
                                    "interiors")
             inner = np.lib.stride_tricks.sliding_window_view(prediction, interior)
             out[:, i, plan.left : kernel - plan.right] = inner[first]
-            sources = {RAW: (state.raw, state.raw_start, self.witnesses[ifo]),
+            sources = {RAW: (state.raw, state.raw_start, self.witness_rows[ifo]),
                        FEATURES: (state.features[i], state.features_start[i],
                                   np.arange(state.features[i].shape[0]))}
             left, right = (self.runs[run_name(ifo, edge)](self._edge_input(
@@ -333,7 +334,7 @@ class StreamedDeepClean:
         """The input of ``cone``'s graph for the windows starting at stream positions
         ``starts``: ``[n, witnesses, cone.input_samples()]`` (``sources``: ``RAW`` and
         ``FEATURES`` → their stream values, the position of the first, the rows to take)."""
-        batch, at = None, 0
+        parts = []
         for source, first, end in cone.segments():
             values, values_start, rows = sources[source]
             offsets = starts + first - values_start
@@ -341,13 +342,9 @@ class StreamedDeepClean:
                 raise RuntimeError(f"the stream's {source} values do not cover the windows' "
                                    "edges")
             view = np.lib.stride_tricks.sliding_window_view(values, end - first, axis=1)
-            part = view[np.ix_(rows, offsets)]  # [witnesses, n, end - first]
-            if batch is None:
-                batch = np.empty((len(starts), part.shape[0], cone.input_samples()),
-                                 np.float32)
-            batch[:, :, at : at + end - first] = part.transpose(1, 0, 2)
-            at += end - first
-        return batch
+            # [n, witnesses, end - first], gathered in one copy
+            parts.append(view.transpose(1, 0, 2)[offsets[:, None], rows])
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=2)
 
     def _advance(self, state: DeepCleanState, samples: np.ndarray) -> None:
         """Run every interferometer's layers on what ``samples`` newly makes computable."""
