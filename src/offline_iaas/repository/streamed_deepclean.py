@@ -5,7 +5,8 @@ The stream bookkeeping is ``backend/streamed_deepclean.py`` (``StreamedDeepClean
 is computed where). This module gives it DeepClean's layers: ``deepclean_graph`` cuts a
 network into the stream graph's nodes, each an ``nn.Module`` on one array (the layer without
 its padding, with its BatchNorm and tanh; the witnesses' standardisation in the first, the
-strain scaling in the last), plus the padded network on edge segments.
+strain scaling in the last); ``edge_module`` gives each edge's graph (the padded network cut
+to its ``EdgeCone``).
 ``torch_streamed_deepclean`` runs them in torch; ``export_streamed_deepclean`` writes each as
 an ONNX graph beside ``streamed.json``, which ``open_streamed_deepclean`` runs with
 onnxruntime.

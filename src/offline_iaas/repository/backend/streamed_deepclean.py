@@ -14,9 +14,11 @@ with its alignment ``P`` (16: the bottleneck's stride) dividing ``S`` a window's
 ``q`` is the stream's unpadded chain at ``a_j + q``, except within ``left`` samples of its
 start and ``right`` of its end, where the window's zero padding reaches. Per stream, each
 layer runs once on what the new samples make computable; per window, the interior is copied
-from the stream's prediction and the edges are recomputed: its first and last ``E`` raw
-samples through the padded network, of which the first ``left`` and last ``right`` outputs
-are kept (``layer_stream.edge_plan``).
+from the stream's prediction and the edges are recomputed: the first ``left`` and last
+``right`` outputs (``layer_stream.edge_plan``), each edge by the padded network cut to the cone
+they depend on (``EdgeCone``: per layer only the outputs its successor reads, zeros where the
+window pads), the first node's outputs taken from the stream (``features``) except where the
+window's padding reaches them, which it computes from the window's raw samples.
 
 Several interferometers: one DeepClean each, fed by its witnesses out of the streamed channels
 (``[channels, n S]``, as the served ``deepclean`` graph's Gather); ``update`` returns
@@ -26,7 +28,9 @@ Exported layout (``repository/streamed_deepclean.export_streamed_deepclean``): a
 with ``streamed.json`` (``StreamedDeepClean.spec``) and per interferometer one ONNX graph per
 run, input ``x``, output ``y``: ``<ifo>-<node>.onnx`` (the layer without padding on
 ``[1, C, m]``; the first standardises the witnesses, the last scales to strain) and
-``<ifo>-edges.onnx`` (the whole padded network on ``[b, witnesses, E]`` → ``[b, E]``).
+``<ifo>-left.onnx``, ``<ifo>-right.onnx`` (an edge's cone on ``[b, witnesses,
+cone.input_samples()]``, ``EdgeCone.segments`` along time → its ``[b, left]`` or
+``[b, right]`` outputs).
 """
 
 from __future__ import annotations
@@ -64,9 +68,9 @@ FEATURES = "features"
 
 @dataclass(frozen=True)
 class Cut:
-    """One layer of an edge graph: its outputs ``[lo, hi)`` (window positions), computed from
-    its inputs ``[lo - ..., ...)`` clipped to the window, with ``before``/``after`` zeros
-    where the window's padding lies (``before`` zeros precede input ``in_lo``)."""
+    """One layer of an edge graph: its outputs ``[lo, hi)`` (window positions) from its inputs
+    ``[in_lo, in_hi)`` (those they read, clipped to the window) with ``before`` zeros ahead and
+    ``after`` behind: the window's padding, only where the outputs read it."""
 
     lo: int
     hi: int
@@ -99,8 +103,8 @@ class EdgeCone:
     padding reaches (``features``: its outputs ``[first, end)``) and from the raw samples at
     the window's ends (``head``, ``tail``: cuts of the first node, or None).
 
-    The graph's input is ``[b, witnesses, head.in_hi - head.in_lo + end - first + tail...]``:
-    the head's raw samples, the stream's first-node values, the tail's raw samples, along time.
+    The graph's input is ``[b, witnesses, input_samples()]``: the parts ``segments()`` names
+    (the head's raw samples, the stream's first-node values, the tail's raw samples) along time.
     """
 
     cuts: tuple[Cut, ...]
