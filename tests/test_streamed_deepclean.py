@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -216,6 +218,48 @@ def test_deepclean_padding_reaches_exactly_the_planned_edges(exported):
     assert (plan.left, plan.right) == (81, 96)  # computed by layer_stream.edge_plan
     assert differs[plan.left - 1] and differs[kernel - plan.right]
     assert not differs[plan.left : kernel - plan.right].any()
+
+
+def test_deepclean_edge_graphs_read_exactly_what_their_kept_outputs_depend_on(exported):
+    """Each edge graph's cone (``EdgeCone``): the raw samples it reads (directly, or through the
+    input conv's stream values) are exactly those the kept outputs of the float64 network
+    have a non-zero gradient on, so the cone is neither short nor long."""
+    kernel = GEOMETRIES["k/s=8"][0]
+    networks, directory, _ = exported["k/s=8"]
+    runner = open_streamed_deepclean(directory)
+    first = runner.nodes[0].conv
+    exact = copy.deepcopy(networks["H1"]).double()
+    for edge, (lo, hi) in {"left": (0, 81), "right": (kernel - 96, kernel)}.items():
+        cone = runner.cones[edge]
+        window = torch.from_numpy(samples_of(1, kernel)[WITNESSES["H1"]][None]
+                                  .astype(np.float64)).requires_grad_()
+        exact(window)[0, lo:hi].sum().backward()
+        depends = np.flatnonzero(np.abs(window.grad[0].numpy()).sum(axis=0))
+        reads = [(max(0, first.first_input(f0)), min(kernel, first.end_input(f1)))
+                 if source == "features" else (f0, f1) for source, f0, f1 in cone.segments()]
+        assert (depends[0], depends[-1] + 1) == (min(r[0] for r in reads),
+                                                 max(r[1] for r in reads)), edge
+        assert len(depends) == depends[-1] + 1 - depends[0]
+        assert (cone.cuts[-1].lo, cone.cuts[-1].hi) == (lo, hi)
+    assert [c.hi - c.lo for c in runner.cones["left"].cuts] == [174, 86, 42, 20, 9, 14, 24, 44,
+                                                                84, 81]
+    assert [c.hi - c.lo for c in runner.cones["right"].cuts] == [189, 93, 45, 21, 9, 15, 27,
+                                                                 51, 99, 96]
+
+
+def test_streamed_deepclean_manifest_of_other_edge_graphs_is_refused(exported, tmp_path):
+    """A ``streamed.json`` whose edges are not the runner's (one exported before the edge
+    cones: the whole padded network on 192 samples, no ``edges``) is refused, not run."""
+    directory = tmp_path / "deepclean.streamed"
+    shutil.copytree(exported["k/s=8"][1], directory)
+    open_streamed_deepclean(directory)  # the copy as exported opens
+    manifest = directory / "streamed.json"
+    spec = json.loads(manifest.read_text())
+    del spec["edges"]
+    manifest.write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match="its edge graphs are not the ones this runner "
+                                         "computes .*: export again"):
+        open_streamed_deepclean(directory)
 
 
 def test_streamed_deepclean_state_saved_mid_stream_continues_bit_identically_in_a_new_runner(

@@ -74,6 +74,7 @@ def test_the_streamed_noise_equals_the_whole_window_chain(chains) -> None:
     for name in names:
         (_, _, mine), (_, _, theirs) = streamed[name][0], whole[name][0]
         assert mine.shape == theirs.shape and len(mine) > 10_000
+        print(f"{name}: relative error {_relative(mine, theirs):.2e}")
         assert _relative(mine, theirs) <= WHOLE_WINDOW_BOUND, name
         late = np.concatenate([theirs[:1], theirs[:-1]])  # negative control: a sample late
         assert _relative(mine, late) > 100 * WHOLE_WINDOW_BOUND, name

@@ -79,12 +79,14 @@ def test_the_streamed_e2e_reference_equals_the_whole_window_chain(chains) -> Non
     streamed, whole = read_series(chains["streamed_out"]), read_series(chains["whole_out"])
     (_, _, mine), (_, _, theirs) = streamed["statistic"][0], whole["statistic"][0]
     assert mine.shape == theirs.shape and len(mine) > 100
+    print(f"statistic: relative error {_relative(mine, theirs):.2e}")
     assert _relative(mine, theirs) <= WHOLE_WINDOW_BOUND
     late = np.concatenate([theirs[:1], theirs[:-1]])  # negative control: a window late
     assert _relative(mine, late) > 100 * WHOLE_WINDOW_BOUND
     for name in ("noise/H1", "noise/L1", "clean/H1", "clean/L1"):
         (_, _, mine), (_, _, theirs) = streamed[name][0], whole[name][0]
         assert mine.shape == theirs.shape
+        print(f"{name}: relative error {_relative(mine, theirs):.2e}")
         assert _relative(mine, theirs) <= WHOLE_WINDOW_BOUND, name
         late = np.concatenate([theirs[:1], theirs[:-1]])  # a sample late
         assert _relative(mine, late) > 100 * WHOLE_WINDOW_BOUND, name
@@ -92,6 +94,7 @@ def test_the_streamed_e2e_reference_equals_the_whole_window_chain(chains) -> Non
     mine, theirs = foreground_of(chains["streamed_out"]), foreground_of(chains["whole_out"])
     assert len(mine) > 3 and np.array_equal(mine["time"], theirs["time"])
     for name in ("statistic", "statistic_raw"):
+        print(f"foreground {name}: relative error {_relative(mine[name], theirs[name]):.2e}")
         assert _relative(mine[name], theirs[name]) <= WHOLE_WINDOW_BOUND, name
         assert _relative(mine[name], np.roll(theirs[name], 1)) > 100 * WHOLE_WINDOW_BOUND
     with h5py.File(chains["streamed_out"]) as a, h5py.File(chains["whole_out"]) as b:

@@ -5,7 +5,8 @@ The stream bookkeeping is ``backend/streamed_deepclean.py`` (``StreamedDeepClean
 is computed where). This module gives it DeepClean's layers: ``deepclean_graph`` cuts a
 network into the stream graph's nodes, each an ``nn.Module`` on one array (the layer without
 its padding, with its BatchNorm and tanh; the witnesses' standardisation in the first, the
-strain scaling in the last), plus the padded network on edge segments.
+strain scaling in the last); ``edge_module`` gives each edge's graph (the padded network cut
+to its ``EdgeCone``).
 ``torch_streamed_deepclean`` runs them in torch; ``export_streamed_deepclean`` writes each as
 an ONNX graph beside ``streamed.json``, which ``open_streamed_deepclean`` runs with
 onnxruntime.
@@ -29,13 +30,13 @@ from offline_iaas.repository.backend.layer_stream import (
     MANIFEST,
     ConvTranspose,
     Node,
-    cumulative_stride,
-    edge_plan,
     strides,
 )
 from offline_iaas.repository.backend.streamed_deepclean import (
-    EDGES,
+    FEATURES,
     RAW,
+    Cut,
+    EdgeCone,
     StreamedDeepClean,
     run_name,
 )
@@ -70,12 +71,85 @@ def _block(block: nn.Sequential, valid) -> _Layer:
     return _Layer(lambda x: activation(norm(valid(conv)(x))), block)
 
 
+def _cut_conv(module: nn.Conv1d):
+    """``module`` on a ``Cut``'s inputs: their window padding added, then without padding."""
+    return lambda x, cut: _valid(module)(nn.functional.pad(x, (cut.before, cut.after)))
+
+
+def _cut_transposed(module: nn.ConvTranspose1d):
+    """``module`` on a ``Cut``'s inputs, without padding, cropped to the cut's outputs (output
+    ``q`` is ``stride * first + f - padding`` of the unpadded layer's ``f``, ``first`` its
+    first input). The window's zeros add nothing to a transposed convolution: they are added
+    only where the unpadded layer's outputs would not reach the cut's."""
+    (stride,), (padding,), (taps,) = module.stride, module.padding, module.kernel_size
+
+    def run(x: torch.Tensor, cut: Cut) -> torch.Tensor:
+        head = cut.lo - stride * cut.in_lo + padding
+        before = max(0, -(head // stride))
+        head += stride * before
+        length = (cut.in_hi - cut.in_lo + before - 1) * stride + taps
+        after = max(0, -((length - head - (cut.hi - cut.lo)) // stride))
+        if before or after:
+            x = nn.functional.pad(x, (before, after))
+        y = nn.functional.conv_transpose1d(x, module.weight, module.bias, module.stride, 0, 0,
+                                           module.groups, module.dilation)
+        return y[..., head : head + cut.hi - cut.lo]
+
+    return run
+
+
+def _cut_runs(network: DeepClean) -> dict:
+    """Node → its layer (+ pointwise ops) on a ``Cut``: ``(x, cut) → outputs [lo, hi)``."""
+    def standardised(x: torch.Tensor) -> torch.Tensor:
+        return (x - network.witness_mean[:, None]) / network.witness_std[:, None]
+
+    runs = {"input": lambda x, cut: network.input_activation(network.input_norm(
+        _cut_conv(network.input_conv)(standardised(x), cut)))}
+    def block(cut_layer, norm: nn.Module, activation: nn.Module):
+        return lambda x, cut: activation(norm(cut_layer(x, cut)))
+
+    for index, (conv, norm, activation) in enumerate(network.encoder):
+        runs[f"encoder{index}"] = block(_cut_conv(conv), norm, activation)
+    for index, (conv, norm, activation) in enumerate(network.decoder):
+        runs[f"decoder{index}"] = block(_cut_transposed(conv), norm, activation)
+    runs["output"] = lambda x, cut: (_cut_conv(network.output_conv)(x, cut)[:, 0]
+                                     * network.strain_std + network.strain_mean)
+    return runs
+
+
+def edge_module(network: DeepClean, nodes: list[Node], cone: EdgeCone) -> nn.Module:
+    """The padded network on ``cone`` (``[b, witnesses, cone.input_samples()]``, the raw
+    head, the first node's stream values, the raw tail) → its kept outputs ``[b, hi - lo]``."""
+    runs = _cut_runs(network)
+    first = nodes[0].name
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        parts, at = [], 0
+        for (source, lo, hi), cut in zip(cone.segments(), _segment_cuts(cone), strict=True):
+            part = x[..., at : at + hi - lo]
+            parts.append(part if source == FEATURES else runs[first](part, cut))
+            at += hi - lo
+        y = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+        for node, cut in zip(nodes[1:], cone.cuts[1:], strict=True):
+            y = runs[node.name](y, cut)
+        return y
+
+    return _Layer(run, network)
+
+
+def _segment_cuts(cone: EdgeCone) -> list[Cut | None]:
+    """Per part of ``cone.segments()``: the first node's cut for a raw part, None for the
+    stream's values."""
+    return ([cone.head] if cone.head else []) + (
+        [None] if cone.features[1] > cone.features[0] else []) + (
+        [cone.tail] if cone.tail else [])
+
+
 def deepclean_graph(network: DeepClean) -> tuple[list[Node], dict[str, nn.Module]]:
     """DeepClean as a stream graph: its nodes (the first reads ``"raw"``, the witnesses) and
-    the module of each run (the nodes' and ``"edges"``)."""
+    the module of each node's run (``edge_module`` gives the edges')."""
     nodes = [Node("input", (RAW,), _conv(network.input_conv))]
     modules: dict[str, nn.Module] = {
-        EDGES: network,
         "input": _Layer(lambda x: network.input_activation(network.input_norm(
             _valid(network.input_conv)(
                 (x - network.witness_mean[:, None]) / network.witness_std[:, None]))),
@@ -120,7 +194,11 @@ def torch_streamed_deepclean(networks: dict[str, DeepClean],
         nodes, modules = deepclean_graph(network)
         runs.update({run_name(ifo, name): _torch_run(module)
                      for name, module in modules.items()})
-    return StreamedDeepClean(nodes, witness_indices, kernel_samples, stride_samples, runs)
+    streamed = StreamedDeepClean(nodes, witness_indices, kernel_samples, stride_samples, runs)
+    for ifo, network in networks.items():
+        runs.update({run_name(ifo, edge): _torch_run(edge_module(network, nodes, cone))
+                     for edge, cone in streamed.cones.items()})
+    return streamed
 
 
 def export_streamed_deepclean(networks: dict[str, DeepClean],
@@ -143,8 +221,10 @@ def export_streamed_deepclean(networks: dict[str, DeepClean],
                         "x", "y", (1, width, 8 * node.conv.taps), dynamic_time=True)
             with torch.no_grad():
                 width = int(modules[node.name](torch.zeros((1, width, 64))).shape[1])
-        export_onnx(network, directory / f"{run_name(ifo, EDGES)}.onnx", "x", "y",
-                    (2, network.witnesses, streamed.plan.edge_samples))
+        for edge, cone in streamed.cones.items():
+            export_onnx(edge_module(network, nodes, cone),
+                        directory / f"{run_name(ifo, edge)}.onnx", "x", "y",
+                        (2, network.witnesses, cone.input_samples()))
     write_text_atomic(directory / MANIFEST, json.dumps(streamed.spec(), indent=1) + "\n")
     return directory
 
@@ -193,24 +273,27 @@ def macs_per_window(network: DeepClean, kernel_samples: int, stride_samples: int
     """Multiply-accumulates per window of the whole-window network and of the streamed one.
 
     Convolutions count (standardisation, BatchNorm, tanh, scaling: a few operations per value,
-    not counted). Streamed: each layer's new outputs per window (``S / P_l``), plus the two
-    edge segments through the padded network.
+    not counted). Streamed: each layer's new outputs per window (``S / P_l``), plus the edge
+    graphs' outputs (``EdgeCone``: per node the outputs the kept ones depend on, the first
+    node's only where the window's padding reaches).
     """
     nodes = deepclean_graph(network)[0]
-    plan = edge_plan(nodes, kernel_samples)
-    step = cumulative_stride(nodes)
-    if stride_samples % step:
-        raise ValueError(f"stride {stride_samples} is not a multiple of {step}")
+    streamed = StreamedDeepClean(nodes, {"H1": list(range(network.witnesses))}, kernel_samples,
+                                 stride_samples, {})
     stride_of = strides(nodes)
     whole = edges = layers = 0.0
-    window, segment = kernel_samples, plan.edge_samples
+    window = kernel_samples
     for node in nodes:
         window = node.conv.output_length(window)
-        segment = node.conv.output_length(segment)
         whole += node.conv.macs_per_output * window
-        edges += 2 * node.conv.macs_per_output * segment
         layers += node.conv.macs_per_output * stride_samples / stride_of[node.name]
+    for cone in streamed.cones.values():
+        computed = [cut.hi - cut.lo for cut in cone.cuts]
+        computed[0] = sum(cut.hi - cut.lo for cut in (cone.head, cone.tail) if cut)
+        edges += sum(node.conv.macs_per_output * outputs
+                     for node, outputs in zip(nodes, computed, strict=True))
+    plan = streamed.plan
     return {"whole": whole, "streamed": layers + edges, "streamed_layers": layers,
-            "edges": edges, "edge_samples": plan.edge_samples, "left": plan.left,
-            "right": plan.right, "step": step}
-
+            "edges": edges, "edge_samples": {edge: cone.input_samples()
+                                             for edge, cone in streamed.cones.items()},
+            "left": plan.left, "right": plan.right, "step": plan.step}

@@ -14,9 +14,11 @@ with its alignment ``P`` (16: the bottleneck's stride) dividing ``S`` a window's
 ``q`` is the stream's unpadded chain at ``a_j + q``, except within ``left`` samples of its
 start and ``right`` of its end, where the window's zero padding reaches. Per stream, each
 layer runs once on what the new samples make computable; per window, the interior is copied
-from the stream's prediction and the edges are recomputed: its first and last ``E`` raw
-samples through the padded network, of which the first ``left`` and last ``right`` outputs
-are kept (``layer_stream.edge_plan``).
+from the stream's prediction and the edges are recomputed: the first ``left`` and last
+``right`` outputs (``layer_stream.edge_plan``), each edge by the padded network cut to the cone
+they depend on (``EdgeCone``: per layer only the outputs its successor reads, zeros where the
+window pads), the first node's outputs taken from the stream (``features``) except where the
+window's padding reaches them, which it computes from the window's raw samples.
 
 Several interferometers: one DeepClean each, fed by its witnesses out of the streamed channels
 (``[channels, n S]``, as the served ``deepclean`` graph's Gather); ``update`` returns
@@ -26,7 +28,9 @@ Exported layout (``repository/streamed_deepclean.export_streamed_deepclean``): a
 with ``streamed.json`` (``StreamedDeepClean.spec``) and per interferometer one ONNX graph per
 run, input ``x``, output ``y``: ``<ifo>-<node>.onnx`` (the layer without padding on
 ``[1, C, m]``; the first standardises the witnesses, the last scales to strain) and
-``<ifo>-edges.onnx`` (the whole padded network on ``[b, witnesses, E]`` → ``[b, E]``).
+``<ifo>-left.onnx``, ``<ifo>-right.onnx`` (an edge's cone on ``[b, witnesses,
+cone.input_samples()]``, ``EdgeCone.segments`` along time → its ``[b, left]`` or
+``[b, right]`` outputs).
 """
 
 from __future__ import annotations
@@ -52,10 +56,100 @@ except ImportError:  # loaded by path (the server's python stub): beside this fi
     _spec.loader.exec_module(layer_stream)
 
 Run, Node = layer_stream.Run, layer_stream.Node
-EDGES = "edges"
-"""The padded network's run on edge segments (beside the nodes')."""
+Conv, Layer = layer_stream.Conv, layer_stream.Layer
+EDGES = ("left", "right")
+"""The runs of a window's edges (beside the nodes'): its first ``left`` and last ``right``
+predictions."""
 RAW = "raw"
 """The first node's input: the interferometer's witnesses."""
+FEATURES = "features"
+"""The first node's stream values (what the edge graphs take where no padding reaches)."""
+
+
+@dataclass(frozen=True)
+class Cut:
+    """One layer of an edge graph: its outputs ``[lo, hi)`` (window positions) from its inputs
+    ``[in_lo, in_hi)`` (those they read, clipped to the window) with ``before`` zeros ahead and
+    ``after`` behind: the window's padding, only where the outputs read it."""
+
+    lo: int
+    hi: int
+    in_lo: int
+    in_hi: int
+    before: int
+    after: int
+
+    def spec(self) -> list[int]:
+        return [self.lo, self.hi, self.in_lo, self.in_hi, self.before, self.after]
+
+
+def cut_of(layer: Layer, lo: int, hi: int, input_length: int) -> Cut:
+    """The cut of ``layer`` (on a window's ``input_length`` inputs) giving outputs ``[lo, hi)``:
+    for a convolution output ``q`` reads inputs ``s q - p + [0, k)``, for a transposed one the
+    inputs ``i`` with ``s i - p + t = q``, ``t`` in ``[0, k)``."""
+    s, p, k = layer.stride, layer.padding, layer.taps
+    if isinstance(layer, Conv):
+        first, end = s * lo - p, s * (hi - 1) - p + k
+    else:
+        first, end = -((k - 1 - lo - p) // s), (hi - 1 + p) // s + 1
+    in_lo, in_hi = max(first, 0), min(end, input_length)
+    return Cut(lo, hi, in_lo, in_hi, in_lo - first, end - in_hi)
+
+
+@dataclass(frozen=True)
+class EdgeCone:
+    """What one edge graph computes: per node, the outputs that the kept ones (the last
+    node's ``[lo, hi)``) depend on (``cuts``), the first node's taken from the stream where no
+    padding reaches (``features``: its outputs ``[first, end)``) and from the raw samples at
+    the window's ends (``head``, ``tail``: cuts of the first node, or None).
+
+    The graph's input is ``[b, witnesses, input_samples()]``: the parts ``segments()`` names
+    (the head's raw samples, the stream's first-node values, the tail's raw samples) along time.
+    """
+
+    cuts: tuple[Cut, ...]
+    features: tuple[int, int]
+    head: Cut | None
+    tail: Cut | None
+
+    def spec(self) -> dict:
+        """The cone as JSON (``streamed.json``'s ``edges``)."""
+        return {"cuts": [cut.spec() for cut in self.cuts], "features": list(self.features),
+                "head": self.head and self.head.spec(), "tail": self.tail and self.tail.spec()}
+
+    def segments(self) -> list[tuple[str, int, int]]:
+        """The graph input's parts in order: (``"raw"`` or ``"features"``, window positions
+        ``[first, end)``)."""
+        parts = [(RAW, self.head.in_lo, self.head.in_hi)] if self.head else []
+        if self.features[1] > self.features[0]:
+            parts.append((FEATURES, *self.features))
+        return parts + ([(RAW, self.tail.in_lo, self.tail.in_hi)] if self.tail else [])
+
+    def input_samples(self) -> int:
+        """The graph input's length."""
+        return sum(end - first for _, first, end in self.segments())
+
+
+def edge_cone(nodes: list[Node], kernel_samples: int, lo: int, hi: int) -> EdgeCone:
+    """The ``EdgeCone`` giving a window's last-node outputs ``[lo, hi)``: backwards through
+    the chain ``nodes``, each node's outputs its successor reads; the first node's from the
+    stream where its padding does not reach (its stride must be 1, its input and output
+    channels the same: the raw and stream parts are concatenated)."""
+    lengths = [kernel_samples]
+    for node in nodes:
+        lengths.append(node.conv.output_length(lengths[-1]))
+    cuts = []
+    for index in range(len(nodes) - 1, -1, -1):
+        cut = cut_of(nodes[index].conv, lo, hi, lengths[index])
+        cuts.insert(0, cut)
+        lo, hi = cut.in_lo, cut.in_hi
+    first = nodes[0].conv
+    clean_lo, clean_hi = first.first_output(0), first.end_output(kernel_samples)
+    lo, hi = cuts[0].lo, cuts[0].hi
+    head = (cut_of(first, lo, min(hi, clean_lo), kernel_samples) if lo < clean_lo else None)
+    tail = (cut_of(first, max(lo, clean_hi), hi, kernel_samples) if hi > clean_hi else None)
+    return EdgeCone(tuple(cuts), (max(lo, clean_lo), max(min(hi, clean_hi), max(lo, clean_lo))),
+                    head, tail)
 
 
 def run_name(ifo: str, run: str) -> str:
@@ -81,6 +175,10 @@ class DeepCleanState:
     prediction: list[np.ndarray] = field(default_factory=list)
     """Per interferometer, the stream's prediction [1, m] from the next window's interior."""
     prediction_start: list[int] = field(default_factory=list)
+    features: list[np.ndarray] = field(default_factory=list)
+    """Per interferometer, the first node's stream values [witnesses, m] from the next
+    window's start (the edge graphs read them)."""
+    features_start: list[int] = field(default_factory=list)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The state as named arrays (``numpy.savez``)."""
@@ -91,6 +189,8 @@ class DeepCleanState:
             arrays.update(layer_stream.pending_arrays(pending, starts, f"{i}/"))
             arrays[f"{i}/prediction"] = self.prediction[i]
             arrays[f"{i}/prediction_start"] = np.array(self.prediction_start[i])
+            arrays[f"{i}/features"] = self.features[i]
+            arrays[f"{i}/features_start"] = np.array(self.features_start[i])
         return arrays
 
     @classmethod
@@ -104,6 +204,8 @@ class DeepCleanState:
             state.pending_start.append(starts)
             state.prediction.append(np.array(arrays[f"{i}/prediction"]))
             state.prediction_start.append(int(arrays[f"{i}/prediction_start"]))
+            state.features.append(np.array(arrays[f"{i}/features"]))
+            state.features_start.append(int(arrays[f"{i}/features_start"]))
         return state
 
 
@@ -129,8 +231,8 @@ class StreamedDeepClean:
         Window ``K`` and stride ``S``; ``S`` must be a multiple of the alignment ``P`` (else a
         window's downsampled grid is not the stream's) and ``K`` of ``S``.
     runs
-        ``run_name(ifo, node)`` for each node and ``run_name(ifo, "edges")`` → its ``Run``
-        (module docstring); shared by every stream.
+        ``run_name(ifo, node)`` for each node and ``run_name(ifo, "left")``,
+        ``run_name(ifo, "right")`` → its ``Run`` (module docstring); shared by every stream.
     """
 
     def __init__(self, nodes: list[Node], witnesses: dict[str, list[int]], kernel_samples: int,
@@ -138,6 +240,7 @@ class StreamedDeepClean:
         self.nodes, self.runs = nodes, runs
         self.witnesses = {ifo: list(map(int, index)) for ifo, index in witnesses.items()}
         self.ifos = list(self.witnesses)
+        self.witness_rows = {ifo: np.array(index) for ifo, index in self.witnesses.items()}
         self.kernel_samples, self.stride_samples = kernel_samples, stride_samples
         if stride_samples < 1 or kernel_samples % stride_samples:
             raise ValueError(f"kernel {kernel_samples} must be a multiple of the stride "
@@ -153,26 +256,38 @@ class StreamedDeepClean:
         if self.plan.top_stride != 1 or self.plan.top_length != kernel_samples:
             raise ValueError(f"the stream graph predicts {self.plan.top_length} samples per "
                              f"{kernel_samples}-sample window, not one per sample")
+        if not isinstance(nodes[0].conv, Conv) or nodes[0].conv.stride != 1:
+            raise ValueError(f"{nodes[0].name}: the edges take the first node's stream values, "
+                             "which needs a convolution of stride 1")
+        self.cones = {EDGES[0]: edge_cone(nodes, kernel_samples, 0, self.plan.left),
+                      EDGES[1]: edge_cone(nodes, kernel_samples,
+                                          kernel_samples - self.plan.right, kernel_samples)}
+        """Edge → what its graph computes (``EdgeCone``), fixed by the geometry."""
 
     def spec(self) -> dict:
         """The geometry as JSON-able values (``streamed.json``; ``from_spec`` reads it)."""
         return {"network": "deepclean", "kernel_samples": self.kernel_samples,
                 "stride_samples": self.stride_samples, "witnesses": self.witnesses,
                 "nodes": [{"name": node.name, "inputs": list(node.inputs),
-                           "layer": node.conv.spec()} for node in self.nodes]}
+                           "layer": node.conv.spec()} for node in self.nodes],
+                "edges": {edge: cone.spec() for edge, cone in self.cones.items()}}
 
     @classmethod
     def from_spec(cls, spec: dict, runs: dict[str, Run]) -> StreamedDeepClean:
         """The network ``spec()`` describes, running ``runs``."""
         nodes = [Node(n["name"], tuple(n["inputs"]), layer_stream.layer_of(n["layer"]))
                  for n in spec["nodes"]]
-        return cls(nodes, spec["witnesses"], spec["kernel_samples"], spec["stride_samples"],
-                   runs)
+        network = cls(nodes, spec["witnesses"], spec["kernel_samples"], spec["stride_samples"],
+                      runs)
+        if spec.get("edges") != network.spec()["edges"]:
+            raise ValueError(f"{layer_stream.MANIFEST}: its edge graphs are not the ones this "
+                             "runner computes (exported by another version): export again")
+        return network
 
     def run_names(self) -> list[str]:
         """Every run the network needs (``runs``' keys)."""
         return [run_name(ifo, run) for ifo in self.ifos
-                for run in (*(node.name for node in self.nodes), EDGES)]
+                for run in (*(node.name for node in self.nodes), *EDGES)]
 
     def initial_state(self) -> DeepCleanState:
         """A stream's state at START: ``K`` zeros already streamed, as the snapshotter's."""
@@ -180,7 +295,9 @@ class StreamedDeepClean:
         state = DeepCleanState(pending=[{} for _ in self.ifos],
                                pending_start=[{} for _ in self.ifos],
                                prediction=[None] * len(self.ifos),
-                               prediction_start=[0] * len(self.ifos))
+                               prediction_start=[0] * len(self.ifos),
+                               features=[None] * len(self.ifos),
+                               features_start=[0] * len(self.ifos))
         self._advance(state, np.zeros((channels, self.kernel_samples), np.float32))
         return state
 
@@ -197,7 +314,6 @@ class StreamedDeepClean:
         starts = stride * (state.windows + 1 + np.arange(n))
         out = np.empty((n, len(self.ifos), kernel), np.float32)
         interior = kernel - plan.left - plan.right
-        edge, offsets = plan.edge_samples, starts - state.raw_start
         for i, ifo in enumerate(self.ifos):
             prediction = state.prediction[i][0]
             first = starts + plan.left - state.prediction_start[i]
@@ -206,18 +322,33 @@ class StreamedDeepClean:
                                    "interiors")
             inner = np.lib.stride_tricks.sliding_window_view(prediction, interior)
             out[:, i, plan.left : kernel - plan.right] = inner[first]
-            if plan.left or plan.right:
-                segments = np.lib.stride_tricks.sliding_window_view(
-                    state.raw[self.witnesses[ifo]], edge, axis=1)
-                batch = np.concatenate([segments[:, offsets],
-                                        segments[:, offsets + kernel - edge]], axis=1)
-                edges = self.runs[run_name(ifo, EDGES)](
-                    np.ascontiguousarray(batch.transpose(1, 0, 2)))
-                out[:, i, : plan.left] = edges[:n, : plan.left]
-                out[:, i, kernel - plan.right :] = edges[n:, edge - plan.right :]
+            sources = {RAW: (state.raw, state.raw_start, self.witness_rows[ifo]),
+                       FEATURES: (state.features[i], state.features_start[i],
+                                  np.arange(state.features[i].shape[0]))}
+            left, right = (self.runs[run_name(ifo, edge)](self._edge_input(
+                self.cones[edge], sources, starts)) for edge in EDGES)
+            out[:, i, : plan.left] = left[:, : plan.left]
+            out[:, i, kernel - plan.right :] = right[:, right.shape[1] - plan.right :]
         state.windows += n
         self._trim(state)
         return out
+
+    @staticmethod
+    def _edge_input(cone: EdgeCone, sources: dict, starts: np.ndarray) -> np.ndarray:
+        """The input of ``cone``'s graph for the windows starting at stream positions
+        ``starts``: ``[n, witnesses, cone.input_samples()]`` (``sources``: ``RAW`` and
+        ``FEATURES`` → their stream values, the position of the first, the rows to take)."""
+        parts = []
+        for source, first, end in cone.segments():
+            values, values_start, rows = sources[source]
+            offsets = starts + first - values_start
+            if offsets[0] < 0 or offsets[-1] + end - first > values.shape[1]:
+                raise RuntimeError(f"the stream's {source} values do not cover the windows' "
+                                   "edges")
+            view = np.lib.stride_tricks.sliding_window_view(values, end - first, axis=1)
+            # [n, witnesses, end - first], gathered in one copy
+            parts.append(view.transpose(1, 0, 2)[offsets[:, None], rows])
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=2)
 
     def _advance(self, state: DeepCleanState, samples: np.ndarray) -> None:
         """Run every interferometer's layers on what ``samples`` newly makes computable."""
@@ -234,6 +365,8 @@ class StreamedDeepClean:
                 step.run(node)
             state.prediction[i], state.prediction_start[i] = layer_stream.append_values(
                 state.prediction[i], state.prediction_start[i], *step.values[self.nodes[-1].name])
+            state.features[i], state.features_start[i] = layer_stream.append_values(
+                state.features[i], state.features_start[i], *step.values[self.nodes[0].name])
 
     def _trim(self, state: DeepCleanState) -> None:
         """Forget what no later window reads: before the next window's start."""
@@ -242,6 +375,8 @@ class StreamedDeepClean:
         for i in range(len(self.ifos)):
             state.prediction[i], state.prediction_start[i] = layer_stream.drop_before(
                 state.prediction[i], state.prediction_start[i], start + self.plan.left)
+            state.features[i], state.features_start[i] = layer_stream.drop_before(
+                state.features[i], state.features_start[i], start)
 
 
 def open_streamed_deepclean(directory: str | os.PathLike, intra_op_threads: int = 1,
