@@ -2,8 +2,9 @@
 
 Issue #42, DeepClean's part (docs/networks.md, "Streamed graphs"). Self-contained like the
 other files of this folder (numpy; onnxruntime only in ``open_streamed_deepclean``), so the
-server's python stub can load it by path; it loads ``layer_stream.py`` (the layer geometry and
-bookkeeping it shares with ``streamed_network.py``) from beside itself.
+server's python stub can load it by path: ``layer_stream.open_streamed`` (the layer geometry and
+bookkeeping it shares with ``streamed_network.py``) loads it and is the module it takes from
+``sys.modules`` there.
 ``repository/streamed_deepclean.py`` cuts a torch DeepClean into the runs and exports them.
 
 A stream's window ``j`` covers raw stream samples ``[a_j, a_j + K)``, ``a_j = (j + 1) S``, the
@@ -45,15 +46,8 @@ import numpy as np
 
 try:
     from . import layer_stream
-except ImportError:  # loaded by path (the server's python stub): beside this file
-    import importlib.util as _util
-
-    _spec = _util.spec_from_file_location(
-        "layer_stream", os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                     "layer_stream.py"))
-    layer_stream = _util.module_from_spec(_spec)
-    sys.modules["layer_stream"] = layer_stream
-    _spec.loader.exec_module(layer_stream)
+except ImportError:  # loaded by path (the server's python stub) by layer_stream.open_streamed,
+    layer_stream = sys.modules["layer_stream"]  # the one way in: the loader lives there
 
 Run, Node = layer_stream.Run, layer_stream.Node
 Conv, Layer = layer_stream.Conv, layer_stream.Layer

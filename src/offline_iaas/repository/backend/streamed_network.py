@@ -1,12 +1,12 @@
 """A network's windows evaluated on a stream, each layer once per sample (numpy, onnxruntime).
 
 Issue #42: the ``streamed`` stage of ``stateful.ModeStream``, served by the fused model with
-``model.streamed`` (mode bbhnet; docs/networks.md, "Streamed graphs"). Self-contained like the
-other files of this folder
-(numpy; onnxruntime only in ``open_streamed_network``), so the server's python stub can load it
-beside ``stateful.py`` (it loads ``layer_stream.py``, the geometry and layer bookkeeping it
-shares with ``streamed_deepclean.py``, from beside itself); ``repository/streamed.py`` runs
-the same bookkeeping on torch modules.
+``model.streamed`` (BBHnet; docs/networks.md, "Streamed graphs"). Self-contained like the
+other files of this folder (numpy; onnxruntime only in ``open_streamed_network``), so the
+server's python stub can load it by path beside ``stateful.py``: ``layer_stream.open_streamed``
+(the geometry and layer bookkeeping it shares with ``streamed_deepclean.py``) loads it and is
+the module it takes from ``sys.modules`` there; ``repository/streamed.py`` runs the same
+bookkeeping on torch modules.
 
 A stream's window ``j`` covers raw stream samples ``[a_j, a_j + K)`` with ``a_j = (j + 1) S``,
 the stream starting with ``K`` zeros as the snapshotter's state does. The network is a "valid"
@@ -45,15 +45,8 @@ import numpy as np
 
 try:
     from . import layer_stream
-except ImportError:  # loaded by path (the server's python stub): beside this file
-    import importlib.util as _util
-
-    _spec = _util.spec_from_file_location(
-        "layer_stream", os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                     "layer_stream.py"))
-    layer_stream = _util.module_from_spec(_spec)
-    sys.modules["layer_stream"] = layer_stream
-    _spec.loader.exec_module(layer_stream)
+except ImportError:  # loaded by path (the server's python stub) by layer_stream.open_streamed,
+    layer_stream = sys.modules["layer_stream"]  # the one way in: the loader lives there
 
 Conv, Node, Run, EdgePlan = layer_stream.Conv, layer_stream.Node, layer_stream.Run, \
     layer_stream.EdgePlan
