@@ -70,15 +70,22 @@ def _campaign_text(injections: int) -> str:
             .replace("frame_sample_rate = 256", f"frame_sample_rate = {FRAME_RATE}"))
 
 
+def write_baked_and_clean(root: Path, campaign_text=_campaign_text) -> None:
+    """``root/baked.toml`` and ``root/clean.toml`` (``campaign_text`` of 2 injections and of
+    none) and their frames in ``root/baked`` and ``root/clean``: the same seed's noise, the
+    injections in the first only."""
+    for name, count in (("baked", 2), ("clean", 0)):
+        (root / f"{name}.toml").write_text(campaign_text(count))
+        write_synthetic_dataset(load_config(root / f"{name}.toml",
+                                            [f'data.frames="{root / name}"']))
+
+
 @pytest.fixture(scope="module")
 def frames(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The same seed's frames with 2 injections baked in and without any; one repository."""
     root = tmp_path_factory.mktemp("onthefly")
     configs = {}
-    for name, count in (("baked", 2), ("clean", 0)):
-        (root / f"{name}.toml").write_text(_campaign_text(count))
-        plain = load_config(root / f"{name}.toml", [f'data.frames="{root / name}"'])
-        write_synthetic_dataset(plain)
+    write_baked_and_clean(root)
     weights = untrained_weights(root / "weights")
     injections = root / "baked" / INJECTION_SET
     base = ['model.mode="bbhnet"', f'model.repository="{root / "repository"}"',

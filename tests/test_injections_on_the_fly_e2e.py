@@ -29,7 +29,7 @@ from offline_iaas.config import load_config
 from offline_iaas.data import onthefly
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.frames import read_span
-from offline_iaas.data.synth import INJECTION_SET, write_synthetic_dataset
+from offline_iaas.data.synth import INJECTION_SET
 from offline_iaas.errors import ModelError
 from offline_iaas.merge import reference as reference_module
 from offline_iaas.merge.injections import injection_lines
@@ -43,9 +43,9 @@ from tests.helpers import WITNESSES, run_dag, untrained_weights
 from tests.test_injections_on_the_fly import (
     FRAME_RATE,
     TOLERANCE,
-    _campaign_text,
     foreground_of,
     mismatch,
+    write_baked_and_clean,
 )
 
 SLIDES = 4
@@ -57,10 +57,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The same seed's frames (strain and witnesses) with 2 injections baked in and without
     any, one e2e repository, and the references of both (the clean one injected on the fly)."""
     root = tmp_path_factory.mktemp("onthefly-e2e")
-    for name, count in (("baked", 2), ("clean", 0)):
-        (root / f"{name}.toml").write_text(_campaign_text(count))
-        write_synthetic_dataset(load_config(root / f"{name}.toml",
-                                            [f'data.frames="{root / name}"']))
+    write_baked_and_clean(root)
     base = ['model.mode="e2e"', f"data.witnesses={WITNESSES}", f"bbhnet.slides={SLIDES}",
             f'model.repository="{root / "repository"}"',
             f'bbhnet.injections="{root / "baked" / INJECTION_SET}"']

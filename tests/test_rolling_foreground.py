@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.data.synth import INJECTION_SET, write_synthetic_dataset
+from offline_iaas.data.synth import INJECTION_SET
 from offline_iaas.errors import ModelError
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
@@ -30,6 +30,7 @@ from offline_iaas.repository.export import check_repository, export_repository
 from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, run_dag, untrained_weights
 from tests.oracle import _graph, read_series, read_stretch, run_network, whiten
+from tests.test_injections_on_the_fly import write_baked_and_clean
 
 TOLERANCE = 1e-4
 """Largest |campaign or reference - oracle| / max |oracle| (float32 whitening in the served
@@ -51,10 +52,7 @@ def frames(tmp_path_factory: pytest.TempPathFactory) -> dict:
     frames' campaign injecting the set on the fly with the rolling whitening; one
     repository."""
     root = tmp_path_factory.mktemp("rollfg")
-    for name, count in (("baked", 2), ("clean", 0)):
-        (root / f"{name}.toml").write_text(_campaign_text(count))
-        write_synthetic_dataset(load_config(root / f"{name}.toml",
-                                            [f'data.frames="{root / name}"']))
+    write_baked_and_clean(root, _campaign_text)
     weights = untrained_weights(root / "weights")
     overrides = [*ROLLING, f'model.repository="{root / "repository"}"',
                  f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',

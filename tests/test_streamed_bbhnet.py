@@ -19,6 +19,7 @@ import torch
 
 from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.repository.streamed import StreamedBBHnet, StreamState, macs_per_window
+from tests.streamed_runs import stream
 
 TOLERANCE = 1e-5
 """Relative to the largest statistic of the run."""
@@ -67,18 +68,6 @@ def whole_statistics(network: BBHnet, windows: np.ndarray) -> np.ndarray:
     exact = copy.deepcopy(network).double()
     with torch.no_grad():
         return exact(torch.from_numpy(windows.astype(np.float64))).numpy()
-
-
-def stream(streamed: StreamedBBHnet, samples: np.ndarray, chunks: list[int],
-           state: StreamState | None = None) -> np.ndarray:
-    """``samples`` fed ``chunks[i]`` strides at a time (cycling); the statistics."""
-    state = streamed.initial_state() if state is None else state
-    stride, out, at, i = streamed.stride_samples, [], 0, 0
-    while at < samples.shape[1]:
-        size = chunks[i % len(chunks)] * stride
-        out.append(streamed.update(state, samples[:, at : at + size]))
-        at, i = at + size, i + 1
-    return np.concatenate(out)
 
 
 def relative_error(values: np.ndarray, reference: np.ndarray) -> float:

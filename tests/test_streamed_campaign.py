@@ -31,6 +31,7 @@ from tests.error_catalogue import documented
 from tests.faults.test_faults import FAST_FAILURE
 from tests.helpers import processes_mentioning, run_dag, small_campaign
 from tests.oracle import read_series, run_problems
+from tests.streamed_runs import relative_difference
 
 pytest.importorskip("torch")
 
@@ -62,8 +63,6 @@ def _statistic(output: Path) -> np.ndarray:
     return np.concatenate([values for _, _, values in read_series(output)["statistic"]])
 
 
-def relative_difference(values: np.ndarray, reference: np.ndarray) -> float:
-    return float(np.max(np.abs(values - reference)) / np.max(np.abs(reference)))
 
 
 # ---- without a server ---------------------------------------------------------------------------

@@ -17,8 +17,6 @@ import copy
 import dataclasses
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,12 +30,16 @@ from offline_iaas.models.weights import export_onnx  # noqa: E402
 from offline_iaas.repository.backend import streamed_deepclean  # noqa: E402
 from offline_iaas.repository.backend.streamed_deepclean import (  # noqa: E402
     DeepCleanState,
-    StreamedDeepClean,
     open_streamed_deepclean,
 )
 from offline_iaas.repository.streamed_deepclean import (  # noqa: E402
     export_streamed_deepclean,
     torch_streamed_deepclean,
+)
+from tests.streamed_runs import (  # noqa: E402
+    resumed_from_a_checkpoint,
+    stream,
+    stream_without_torch,
 )
 
 TOLERANCE = 1e-5
@@ -97,18 +99,6 @@ def whole_float64(networks: dict[str, DeepClean], windows: np.ndarray) -> np.nda
             out.append(exact(torch.from_numpy(
                 windows[:, WITNESSES[ifo]].astype(np.float64))).numpy())
     return np.stack(out, axis=1)
-
-
-def stream(runner: StreamedDeepClean, samples: np.ndarray, chunks: list[int],
-           state: DeepCleanState | None = None) -> np.ndarray:
-    """``samples`` fed ``chunks[i]`` strides at a time (cycling); the predictions."""
-    state = runner.initial_state() if state is None else state
-    stride, out, at, i = runner.stride_samples, [], 0, 0
-    while at < samples.shape[1]:
-        size = chunks[i % len(chunks)] * stride
-        out.append(runner.update(state, samples[:, at : at + size]))
-        at, i = at + size, i + 1
-    return np.concatenate(out)
 
 
 def relative_errors(values: np.ndarray, reference: np.ndarray) -> list[float]:
@@ -266,56 +256,22 @@ def test_streamed_deepclean_state_saved_mid_stream_continues_bit_identically_in_
         exported, tmp_path):
     stride = GEOMETRIES["k/s=5"][1]
     directory = exported["k/s=5"][1]
-    samples = samples_of(40, stride)
-    requests = [3, 1, 7, 2, 5, 11]
-    uninterrupted = stream(open_streamed_deepclean(directory), samples, requests)
-    runner = open_streamed_deepclean(directory)
-    state = runner.initial_state()
-    split = sum(requests[:3]) * stride  # after three requests, mid-stream
-    first = stream(runner, samples[:, :split], requests[:3], state)
-    np.savez(tmp_path / "state.npz", **state.to_arrays())
-    del state, runner
-    with np.load(tmp_path / "state.npz") as saved:
-        restored = DeepCleanState.from_arrays(saved)
-    rest = stream(open_streamed_deepclean(directory), samples[:, split:], requests[3:],
-                  restored)
-    np.testing.assert_array_equal(np.concatenate([first, rest]), uninterrupted)
-
-
-NO_TORCH = """
-import importlib.util, sys
-sys.modules["torch"] = None  # any import of torch now fails
-spec = importlib.util.spec_from_file_location("streamed_deepclean", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-sys.modules["streamed_deepclean"] = module  # as backend/fused.py's _load_beside
-spec.loader.exec_module(module)
-import numpy as np
-runner = module.open_streamed_deepclean(sys.argv[2])
-samples = np.load(sys.argv[3])
-state = runner.initial_state()
-stride = runner.stride_samples
-np.save(sys.argv[4], np.concatenate([runner.update(state, samples[:, a : a + 4 * stride])
-                                     for a in range(0, samples.shape[1], 4 * stride)]))
-print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "offline_iaas")))
-"""
+    resumed, uninterrupted = resumed_from_a_checkpoint(
+        lambda: open_streamed_deepclean(directory), DeepCleanState.from_arrays,
+        samples_of(40, stride), [3, 1, 7, 2, 5, 11], tmp_path)
+    np.testing.assert_array_equal(resumed, uninterrupted)
 
 
 def test_streamed_deepclean_runner_runs_without_torch_or_the_package(exported, tmp_path):
-    """As the server's python stub loads it: by file path (``layer_stream.py`` beside it),
-    with numpy and onnxruntime only; the same predictions bit for bit."""
+    """As the server's python stub loads it: by file path (``layer_stream.open_streamed``
+    choosing it, ``layer_stream.py`` beside it), with numpy and onnxruntime only; the same
+    predictions bit for bit."""
     stride = GEOMETRIES["k/s=8"][1]
     directory = exported["k/s=8"][1]
     samples = samples_of(24, stride)
-    np.save(tmp_path / "samples.npy", samples)
-    result = subprocess.run(
-        [sys.executable, "-c", NO_TORCH, streamed_deepclean.__file__, str(directory),
-         str(tmp_path / "samples.npy"), str(tmp_path / "prediction.npy")],
-        capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"},
-        cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "['torch']"  # only the None this script put there
     expected = stream(open_streamed_deepclean(directory), samples, [4])
-    np.testing.assert_array_equal(np.load(tmp_path / "prediction.npy"), expected)
+    np.testing.assert_array_equal(stream_without_torch(directory, samples, tmp_path),
+                                  expected)
     for module in ("streamed_deepclean.py", "layer_stream.py"):
         source = Path(streamed_deepclean.__file__).with_name(module).read_text()
         assert "import torch" not in source and "offline_iaas" not in source

@@ -20,12 +20,12 @@ import pytest
 from offline_iaas.config import load_config
 from offline_iaas.errors import ModelError
 from offline_iaas.merge.output import compare_outputs
-from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.repository.pipeline import stages
 from tests.error_catalogue import documented
 from tests.helpers import WITNESSES, run_dag, small_campaign, untrained_weights
 from tests.oracle import read_series
+from tests.streamed_runs import exported_both_ways, relative_difference
 
 pytest.importorskip("torch")
 
@@ -42,18 +42,8 @@ def chains(tmp_path_factory: pytest.TempPathFactory) -> dict:
     small_campaign(root, export=False)
     weights = untrained_weights(root / "weights")
     canary = untrained_weights(root / "canary", seed=5)
-    out = {"root": root, "weights": weights}
-    for name, streamed in (("streamed", "true"), ("whole", "false")):
-        config = load_config(root / "campaign.toml", [
-            *DEEPCLEAN, f"model.streamed={streamed}", f'model.repository="{root / name}"'])
-        export_repository(config, weights, canary_weights=canary)
-        out[name] = config
-        out[f"{name}_out"] = run_reference(config, root / f"{name}.h5")[0]
-    return out
-
-
-def _relative(values: np.ndarray, reference: np.ndarray) -> float:
-    return float(np.max(np.abs(values - reference)) / np.max(np.abs(reference)))
+    return {"root": root, "weights": weights, **exported_both_ways(
+        root / "campaign.toml", DEEPCLEAN, root, weights, canary_weights=canary)}
 
 
 def test_deepclean_streams_without_a_snapshotter_and_its_canary_alike(chains) -> None:
@@ -74,12 +64,12 @@ def test_the_streamed_noise_equals_the_whole_window_chain(chains) -> None:
     for name in names:
         (_, _, mine), (_, _, theirs) = streamed[name][0], whole[name][0]
         assert mine.shape == theirs.shape and len(mine) > 10_000
-        print(f"{name}: relative error {_relative(mine, theirs):.2e}")
-        assert _relative(mine, theirs) <= WHOLE_WINDOW_BOUND, name
+        print(f"{name}: relative error {relative_difference(mine, theirs):.2e}")
+        assert relative_difference(mine, theirs) <= WHOLE_WINDOW_BOUND, name
         late = np.concatenate([theirs[:1], theirs[:-1]])  # negative control: a sample late
-        assert _relative(mine, late) > 100 * WHOLE_WINDOW_BOUND, name
+        assert relative_difference(mine, late) > 100 * WHOLE_WINDOW_BOUND, name
     (_, _, main), (_, _, canary) = streamed["noise/H1"][0], streamed["noise_canary/H1"][0]
-    assert _relative(canary, main) > 0.1  # the canary is a network of its own
+    assert relative_difference(canary, main) > 0.1  # the canary is a network of its own
 
 
 def test_streamed_deepclean_refuses_weights_without_layers(chains, tmp_path: Path) -> None:

@@ -17,15 +17,14 @@ import h5py
 import numpy as np
 import pytest
 
-from offline_iaas.config import load_config
-from offline_iaas.data.synth import INJECTION_SET, write_synthetic_dataset
+from offline_iaas.data.synth import INJECTION_SET
 from offline_iaas.merge.output import compare_outputs
-from offline_iaas.merge.reference import run_reference
-from offline_iaas.repository.export import check_repository, export_repository
+from offline_iaas.repository.export import check_repository
 from offline_iaas.repository.pipeline import stages
 from tests.helpers import WITNESSES, run_dag, untrained_weights
 from tests.oracle import read_series
-from tests.test_injections_on_the_fly import _campaign_text, foreground_of
+from tests.streamed_runs import exported_both_ways, relative_difference
+from tests.test_injections_on_the_fly import foreground_of, write_baked_and_clean
 
 pytest.importorskip("torch")
 
@@ -39,26 +38,12 @@ def chains(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Clean frames and the set baked elsewhere; the e2e campaign with injections on the fly
     exported streamed and whole-window (one set of weights), and both references."""
     root = tmp_path_factory.mktemp("streamed-e2e")
-    for name, count in (("baked", 2), ("clean", 0)):
-        (root / f"{name}.toml").write_text(_campaign_text(count))
-        write_synthetic_dataset(load_config(root / f"{name}.toml",
-                                            [f'data.frames="{root / name}"']))
+    write_baked_and_clean(root)
     weights = untrained_weights(root / "weights")
     base = ['model.mode="e2e"', f"data.witnesses={WITNESSES}", "bbhnet.inject=true",
             f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',
             f'data.frames="{root / "clean"}"']
-    out = {"root": root}
-    for name, streamed in (("streamed", "true"), ("whole", "false")):
-        config = load_config(root / "clean.toml", [
-            *base, f"model.streamed={streamed}", f'model.repository="{root / name}"'])
-        export_repository(config, weights)
-        out[name] = config
-        out[f"{name}_out"] = run_reference(config, root / f"{name}.h5")[0]
-    return out
-
-
-def _relative(values: np.ndarray, reference: np.ndarray) -> float:
-    return float(np.max(np.abs(values - reference)) / np.max(np.abs(reference)))
+    return {"root": root, **exported_both_ways(root / "clean.toml", base, root, weights)}
 
 
 def test_e2e_streams_deepclean_and_bbhnet_on_the_cleaned_and_the_raw_strain(chains) -> None:
@@ -79,28 +64,30 @@ def test_the_streamed_e2e_reference_equals_the_whole_window_chain(chains) -> Non
     streamed, whole = read_series(chains["streamed_out"]), read_series(chains["whole_out"])
     (_, _, mine), (_, _, theirs) = streamed["statistic"][0], whole["statistic"][0]
     assert mine.shape == theirs.shape and len(mine) > 100
-    print(f"statistic: relative error {_relative(mine, theirs):.2e}")
-    assert _relative(mine, theirs) <= WHOLE_WINDOW_BOUND
+    print(f"statistic: relative error {relative_difference(mine, theirs):.2e}")
+    assert relative_difference(mine, theirs) <= WHOLE_WINDOW_BOUND
     late = np.concatenate([theirs[:1], theirs[:-1]])  # negative control: a window late
-    assert _relative(mine, late) > 100 * WHOLE_WINDOW_BOUND
+    assert relative_difference(mine, late) > 100 * WHOLE_WINDOW_BOUND
     for name in ("noise/H1", "noise/L1", "clean/H1", "clean/L1"):
         (_, _, mine), (_, _, theirs) = streamed[name][0], whole[name][0]
         assert mine.shape == theirs.shape
-        print(f"{name}: relative error {_relative(mine, theirs):.2e}")
-        assert _relative(mine, theirs) <= WHOLE_WINDOW_BOUND, name
+        print(f"{name}: relative error {relative_difference(mine, theirs):.2e}")
+        assert relative_difference(mine, theirs) <= WHOLE_WINDOW_BOUND, name
         late = np.concatenate([theirs[:1], theirs[:-1]])  # a sample late
-        assert _relative(mine, late) > 100 * WHOLE_WINDOW_BOUND, name
+        assert relative_difference(mine, late) > 100 * WHOLE_WINDOW_BOUND, name
     # the foreground: the cleaned search and the raw one (bbhnet_raw's own stream)
     mine, theirs = foreground_of(chains["streamed_out"]), foreground_of(chains["whole_out"])
     assert len(mine) > 3 and np.array_equal(mine["time"], theirs["time"])
     for name in ("statistic", "statistic_raw"):
-        print(f"foreground {name}: relative error {_relative(mine[name], theirs[name]):.2e}")
-        assert _relative(mine[name], theirs[name]) <= WHOLE_WINDOW_BOUND, name
-        assert _relative(mine[name], np.roll(theirs[name], 1)) > 100 * WHOLE_WINDOW_BOUND
+        difference = relative_difference(mine[name], theirs[name])
+        print(f"foreground {name}: relative error {difference:.2e}")
+        assert difference <= WHOLE_WINDOW_BOUND, name
+        late = np.roll(theirs[name], 1)
+        assert relative_difference(mine[name], late) > 100 * WHOLE_WINDOW_BOUND
     with h5py.File(chains["streamed_out"]) as a, h5py.File(chains["whole_out"]) as b:
         mine, theirs = a["triggers_raw"][()], b["triggers_raw"][()]
     assert len(mine) > 3 and np.array_equal(mine["time"], theirs["time"])
-    assert _relative(mine["statistic"], theirs["statistic"]) <= WHOLE_WINDOW_BOUND
+    assert relative_difference(mine["statistic"], theirs["statistic"]) <= WHOLE_WINDOW_BOUND
 
 
 @pytest.mark.slow

@@ -9,8 +9,6 @@ on every window, fed as requests of uneven sizes; tolerance and random networks 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,13 +24,17 @@ from offline_iaas.repository.backend.streamed_network import (  # noqa: E402
     open_streamed_network,
 )
 from offline_iaas.repository.streamed import export_streamed  # noqa: E402
+from tests.streamed_runs import (  # noqa: E402
+    resumed_from_a_checkpoint,
+    stream,
+    stream_without_torch,
+)
 from tests.test_streamed_bbhnet import (  # noqa: E402
     GEOMETRIES,
     TOLERANCE,
     random_bbhnet,
     relative_error,
     samples_of,
-    stream,
     whole_windows,
 )
 
@@ -88,54 +90,21 @@ def test_streamed_onnx_state_saved_mid_stream_continues_bit_identically_in_a_new
         exported, tmp_path):
     stride = GEOMETRIES["k/s=6"][1]
     directory = exported["k/s=6"][0]
-    samples = samples_of(50, stride)
-    uninterrupted = stream(open_streamed_network(directory), samples, REQUESTS)
-    runner = open_streamed_network(directory)
-    state = runner.initial_state()
-    split = sum(REQUESTS[:3]) * stride  # after three requests, mid-stream
-    first = stream(runner, samples[:, :split], REQUESTS[:3], state)
-    np.savez(tmp_path / "state.npz", **state.to_arrays())
-    del state, runner
-    with np.load(tmp_path / "state.npz") as saved:
-        restored = StreamState.from_arrays(saved)
-    rest = stream(open_streamed_network(directory), samples[:, split:], REQUESTS[3:], restored)
-    np.testing.assert_array_equal(np.concatenate([first, rest]), uninterrupted)
-
-
-NO_TORCH = """
-import importlib.util, sys
-sys.modules["torch"] = None  # any import of torch now fails
-spec = importlib.util.spec_from_file_location("streamed_network", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-sys.modules["streamed_network"] = module  # as backend/fused.py's _load_beside
-spec.loader.exec_module(module)
-import numpy as np
-runner = module.open_streamed_network(sys.argv[2])
-samples = np.load(sys.argv[3])
-state = runner.initial_state()
-stride = runner.stride_samples
-np.save(sys.argv[4], np.concatenate([runner.update(state, samples[:, a : a + 4 * stride])
-                                     for a in range(0, samples.shape[1], 4 * stride)]))
-print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "offline_iaas")))
-"""
+    resumed, uninterrupted = resumed_from_a_checkpoint(
+        lambda: open_streamed_network(directory), StreamState.from_arrays,
+        samples_of(50, stride), REQUESTS, tmp_path)
+    np.testing.assert_array_equal(resumed, uninterrupted)
 
 
 def test_streamed_onnx_runner_runs_without_torch_or_the_package(exported, tmp_path):
-    """As the server's python stub loads it: by file path, with numpy and onnxruntime only."""
+    """As the server's python stub loads it: by file path (``layer_stream.open_streamed``
+    choosing it), with numpy and onnxruntime only."""
     stride = GEOMETRIES["k/s=6"][1]
     directory = exported["k/s=6"][0]
     samples = samples_of(24, stride)
-    np.save(tmp_path / "samples.npy", samples)
-    result = subprocess.run(
-        [sys.executable, "-c", NO_TORCH, streamed_network.__file__, str(directory),
-         str(tmp_path / "samples.npy"), str(tmp_path / "statistic.npy")],
-        capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"},
-        cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "['torch']"  # only the None this script put there
-    runner = open_streamed_network(directory)
-    expected = stream(runner, samples, [4])
-    np.testing.assert_array_equal(np.load(tmp_path / "statistic.npy"), expected)
+    expected = stream(open_streamed_network(directory), samples, [4])
+    np.testing.assert_array_equal(stream_without_torch(directory, samples, tmp_path),
+                                  expected)
     assert Path(streamed_network.__file__).read_text().count("import torch") == 0
 
 
