@@ -11,7 +11,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
-BASE = {"__init__", "errors", "atomic", "logs", "modes", "config", "config_checks",
+BASE = {"__init__", "errors", "atomic", "logs", "modes", "network_streaming", "config",
+        "config_checks",
         "config_numbers", "full_disk_exit", "stretches", "records", "manifest", "completeness",
         "binding", "rundir", "hooks", "physics", "sensitivity", "resources", "lifetime",
         "local_state"}

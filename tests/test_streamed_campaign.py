@@ -23,6 +23,7 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ConfigError, ModelError
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
+from offline_iaas.network_streaming import streams
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
@@ -41,8 +42,10 @@ the same code on the same requests, split among clients at other windows."""
 WHOLE_WINDOW_BOUND = 1e-5
 """Streamed statistic against the whole-window one, relative to max |statistic| (measured
 1.4e-7 on this campaign, 253 windows; a window's shift: ~1)."""
-BBHNET = ['model.mode="bbhnet"']
-STREAMED = [*BBHNET, "model.streamed=true"]
+BBHNET = ['model.mode="bbhnet"', "model.streamed=false"]
+"""Whole-window (the networks on the snapshotter's windows)."""
+STREAMED = ['model.mode="bbhnet"', "model.streamed=true"]
+AUTO = ['model.mode="bbhnet"', 'model.streamed="auto"']
 
 
 @pytest.fixture(scope="module")
@@ -117,24 +120,32 @@ def test_streamed_refuses_what_it_cannot_serve_yet_in_one_line(exported):
     refusals = {}
     for row, overrides, pattern in (
             ("streamed-mode", ["model.streamed=true", 'model.mode="classifier"'],
-             "'model.streamed' streams DeepClean and BBHnet .* not mode 'classifier'"),
+             "'model.mode' mode 'classifier''s network is not streamed .* set "
+             'model.streamed = "auto"'),
             ("streamed-rolling-whitening", [*STREAMED, 'bbhnet.whitening="rolling"'],
-             "'bbhnet.whitening' 'rolling' is not served streamed"),
+             "'bbhnet.whitening' the 'rolling' whitening .* served on whole windows"),
             ("streamed-kernel-not-strides", [*STREAMED, "model.kernel_seconds=1.125",
                                              "model.inference_rate=2"],
-             "'model.kernel_seconds' .* multiple of the stride")):
+             "'model.kernel_seconds' a window of 1.125 s is not a whole number of strides")):
         with pytest.raises(ConfigError, match=pattern) as refusals[row]:
             load_config(toml, overrides)
     for row, caught in refusals.items():
         assert "\n" not in str(caught.value)
         documented(row, str(caught.value), {toml: "C"}, exit_code=ConfigError.exit_code)
-    # negative control: the same keys without the switch load
-    load_config(toml, ['model.mode="bbhnet"', 'bbhnet.whitening="rolling"'])
+    # negative controls: the same keys load without the switch, and with auto (the default),
+    # which serves the networks whole-window
+    for overrides in (['model.mode="bbhnet"', 'bbhnet.whitening="rolling"'],
+                      ['model.mode="classifier"', 'model.streamed="auto"']):
+        assert not streams(load_config(toml, overrides))
+    with pytest.raises(ConfigError, match="'model.streamed' must be true, false or \"auto\""):
+        load_config(toml, ['model.streamed="yes"'])
 
 
-def test_the_switch_off_keeps_the_config_hashes_and_on_changes_them(exported):
-    """Off (the default), run directories planned before the switch existed keep their parts;
-    on, the clients' parts are redone (the statistic is not bit-identical)."""
+def test_the_switch_off_or_auto_keeps_the_config_hashes_and_on_changes_them(exported):
+    """Off, and auto (the default), run directories planned before the switch existed keep
+    their hashes (what auto chose is the repository's: exported again, its versions differ
+    from those run.json pins); on, the clients' parts are redone (the statistic is not
+    bit-identical)."""
     from offline_iaas.config_checks import hashed_names
 
     whole, streamed = exported["whole"], exported["streamed"]
@@ -142,8 +153,12 @@ def test_the_switch_off_keeps_the_config_hashes_and_on_changes_them(exported):
     assert plain["model"]["streamed"] is False
     assert "streamed" not in hashed_names(plain, whole)["model"]
     assert "streamed" in hashed_names(streamed.to_dict(), streamed)["model"]
-    on = load_config(whole.source, [*STREAMED, f'model.repository="{whole.model.repository}"'])
+    repository = f'model.repository="{whole.model.repository}"'
+    on = load_config(whole.source, [*STREAMED, repository])
     assert on.stream_hash() != whole.stream_hash() and on.merge_hash() != whole.merge_hash()
+    auto = load_config(whole.source, ['model.mode="bbhnet"', repository])
+    assert auto.model.streamed == "auto"
+    assert auto.stream_hash() == whole.stream_hash() and auto.merge_hash() == whole.merge_hash()
 
 
 def test_streamed_export_refuses_the_ensemble_graph_weights_and_off_grid_strides(
@@ -163,7 +178,7 @@ def test_streamed_export_refuses_the_ensemble_graph_weights_and_off_grid_strides
     scripted.mkdir()
     torch.jit.save(torch.jit.trace(_bbhnet_module(weights), torch.zeros(2, 2, 256)),
                    scripted / "bbhnet.ts")
-    with pytest.raises(ModelError, match="needs its weights as a state_dict") as caught["ts"]:
+    with pytest.raises(ModelError, match="weights are a graph, not a state_dict") as caught["ts"]:
         export_repository(config, scripted)
     off_grid = load_config(toml, [*STREAMED, "model.inference_rate=32",
                                   f'model.repository="{repo}"'])  # stride 8, not 16
@@ -178,6 +193,51 @@ def test_streamed_export_refuses_the_ensemble_graph_weights_and_off_grid_strides
     # negative control: the stride on the grid (8 Hz: 32 samples) exports
     export_repository(load_config(toml, [*STREAMED, "model.inference_rate=8",
                                          f'model.repository="{repo}"']), weights)
+
+
+def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_window(
+        exported, tmp_path, caplog):
+    """``model.streamed = "auto"`` (the default): the state_dict streams; TorchScript weights,
+    a stride off BBHnet's grid and the --ensemble layout are served on whole windows, each
+    with one line naming why, and the repository check and the reference take either."""
+    import logging
+
+    import torch
+
+    from tests.test_rolling_whitening import _bbhnet_module
+
+    weights = exported["whole"].source.parent / "weights"
+    toml = exported["whole"].source
+    scripted = tmp_path / "scripted"
+    scripted.mkdir()
+    torch.jit.save(torch.jit.trace(_bbhnet_module(weights), torch.zeros(2, 2, 256)),
+                   scripted / "bbhnet.ts")
+    cases = {"state_dict": ([], weights, False, "BBHnet streamed layer by layer"),
+             "graph": ([], scripted, False, "bbhnet.ts: BBHnet's weights are a graph"),
+             "off grid": (["model.inference_rate=32"], weights, False,
+                          "stride of 8 samples is not a multiple of BBHnet's cumulative"),
+             "ensemble": ([], weights, True, "the --ensemble layout serves whole windows")}
+    for name, (overrides, given, ensemble, line) in cases.items():
+        repo = tmp_path / name.replace(" ", "_")
+        config = load_config(toml, [*AUTO, *overrides, f'model.repository="{repo}"'])
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="offline_iaas"):
+            export_repository(config, given, ensemble=ensemble)
+        said = [r.getMessage() for r in caplog.records if "model.streamed = auto" in r.getMessage()]
+        assert len(said) == 1 and line in said[0], (name, said)
+        manifest = check_repository(config, load_graphs=True)
+        assert bool(manifest.streamed) == (name == "state_dict"), name
+    # the whole-window repository serves auto's campaign as false's: the same statistic
+    graph = load_config(toml, [*AUTO, f'model.repository="{tmp_path / "graph"}"'])
+    root = exported["whole"].source.parent
+    whole = _statistic(run_reference(exported["whole"], root / "auto_whole.h5")[0])
+    assert np.array_equal(_statistic(run_reference(graph, tmp_path / "graph.h5")[0]), whole)
+    # a streamed repository under a campaign auto keeps whole-window is refused (negative
+    # control for the check taking either)
+    rolling = load_config(toml, [*AUTO, 'bbhnet.whitening="rolling"',
+                                 f'model.repository="{tmp_path / "state_dict"}"'])
+    with pytest.raises(ModelError, match="exported with model.streamed = true"):
+        check_repository(rolling)
 
 
 def test_the_streamed_reference_equals_the_whole_window_reference(exported):

@@ -85,7 +85,7 @@ def test_streamed_deepclean_refuses_weights_without_layers(chains, tmp_path: Pat
                        scripted / f"deepclean-{ifo}.ts")
     config = load_config(chains["streamed"].source, [
         *DEEPCLEAN[:2], "model.streamed=true", f'model.repository="{tmp_path / "repo"}"'])
-    with pytest.raises(ModelError, match="streams DeepClean layer by layer") as caught:
+    with pytest.raises(ModelError, match="weights are a graph, not a state_dict") as caught:
         export_repository(config, scripted)
     assert not (tmp_path / "repo").exists()
     documented("streamed-deepclean-graph-weights", str(caught.value), {scripted: "W"},

@@ -16,7 +16,7 @@ import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from offline_iaas.config_checks import (
     apply_overrides,
@@ -136,8 +136,8 @@ class ModelConfig:
     """Factor baked into the network's input (strain is ~1e-21)."""
     seed: int = 0
     """Seed for the network's initial weights when no weight file is given."""
-    streamed: bool = False
-    """Serve the networks streamed layer by layer (issue #42): mode bbhnet only for now."""
+    streamed: bool | Literal["auto"] = "auto"
+    """Networks streamed layer by layer: true, false or ``auto`` (``network_streaming.py``)."""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from offline_iaas.config_numbers import check_finite, check_signs
 from offline_iaas.errors import ConfigError
 from offline_iaas.modes import MODE_NAMES
+from offline_iaas.network_streaming import whole_window_reason
 
 if TYPE_CHECKING:
     from offline_iaas.config import CampaignConfig
@@ -251,19 +252,16 @@ def _check_whitening(c: CampaignConfig, fail: typing.Callable[[str, str], None])
 
 
 def _check_streamed(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
-    """What the streamed networks (``model.streamed``, issue #42) cannot serve yet. The
-    stride against the network's cumulative stride is checked at export (from its depth)."""
-    if not c.model.streamed:
+    """``model.streamed = true`` where the config keeps the networks whole-window
+    (``network_streaming.whole_window_reason``; ``auto`` serves them so). What the weights
+    decide is checked at export."""
+    if c.model.streamed is not True:
         return
-    if not c.mode.streams:
-        fail("model.streamed", f"streams DeepClean and BBHnet (modes deepclean, bbhnet and "
-             f"e2e), not mode {c.model.mode!r} (issue #42): set model.streamed = false")
-    if c.bbhnet.whitening != "fixed":
-        fail("bbhnet.whitening", f"{c.bbhnet.whitening!r} is not served streamed yet "
-             "(model.streamed = true serves the fixed whitening only)")
-    if c.kernel_samples % c.stride_samples:
-        fail("model.kernel_seconds", f"({c.model.kernel_seconds:g} s) must be a multiple of "
-             f"the stride ({1 / c.model.inference_rate:g} s) with model.streamed = true")
+    found = whole_window_reason(c)
+    if found is not None:
+        key, reason = found
+        fail(key, f"{reason}, and model.streamed = true streams the networks: set "
+             "model.streamed = \"auto\" (streams what it can) or false")
 
 
 DEEPCLEAN_DOWNSAMPLING = 16
@@ -391,8 +389,10 @@ def hashed_names(plain: dict[str, Any], c: CampaignConfig | None = None) -> dict
         plain["bbhnet"]["foreground"] = {
             "set_sha256": hashlib.sha256(path.read_bytes()).hexdigest() if known else None,
             "found_seconds": c.bbhnet.found_seconds}
-    if "model" in plain and plain["model"].get("streamed") is False:
-        del plain["model"]["streamed"]  # off (#42's default): earlier runs' hashes hold
+    if "model" in plain and plain["model"].get("streamed") is not True:
+        # false or "auto": earlier runs' hashes hold (what auto chose is the repository's:
+        # exported again, its versions differ from those run.json pins, binding.py)
+        del plain["model"]["streamed"]
     for (section, old), new in RENAMED_KEYS.items():
         if section in plain and new in plain[section]:
             plain[section][old] = plain[section].pop(new)
@@ -450,6 +450,13 @@ def coerce(value: Any, hint: Any, key: str, path: Path, base: Path) -> Any:
 
     if typing.get_origin(hint) in (types.UnionType, typing.Union):
         inner = [h for h in typing.get_args(hint) if h is not type(None)]
+        words = [w for h in inner if typing.get_origin(h) is typing.Literal
+                 for w in typing.get_args(h)]
+        if words and value in words and not isinstance(value, bool):
+            return value
+        if words and not isinstance(value, inner[0]):  # e.g. true, false or "auto"
+            raise bad(f"{toml_value(True)}, {toml_value(False)} or "
+                      f"{' or '.join(toml_value(w) for w in words)}")
         return coerce(value, inner[0], key, path, base)
     if hint is Path:
         if not isinstance(value, str) or not value:

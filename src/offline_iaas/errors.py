@@ -35,6 +35,16 @@ class ModelError(OfflineIaasError):
     exit_code = 4
 
 
+class NotStreamable(ModelError):
+    """Weights or a geometry the networks cannot be streamed with (``model.streamed``): true
+    refuses them; ``auto`` serves the networks whole-window and logs ``reason``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{reason}, and model.streamed = true streams the networks: set "
+                         "model.streamed = \"auto\" (streams what it can) or false")
+        self.reason = reason
+
+
 class ServerError(OfflineIaasError):
     """The inference server could not be started, reached or kept alive."""
 

@@ -30,6 +30,7 @@ from offline_iaas.merge.foreground import (
     foreground_statistics,
 )
 from offline_iaas.merge.output import CampaignWriter
+from offline_iaas.network_streaming import served_as
 from offline_iaas.records import Piece
 from offline_iaas.repository.export import check_repository, model_record, network_sessions
 from offline_iaas.repository.pipeline import PSD_UPDATE, mode_stream
@@ -48,6 +49,7 @@ def run_reference(
     """
     started = time.monotonic()
     manifest = check_repository(config)
+    config = served_as(config, bool(manifest.streamed))  # what export chose for auto
     sessions = network_sessions(config)
     frames = discover_frames(config)
     stride = config.stride_samples

@@ -32,15 +32,18 @@ from typing import Any
 from offline_iaas import records
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
+from offline_iaas.config_checks import toml_value
 from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.manifest import Manifest
 from offline_iaas.models.weights import training_spans
 from offline_iaas.modes import MODES, RAW
+from offline_iaas.network_streaming import AUTO, served_as, streams
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
 from offline_iaas.repository.backend.layer_stream import open_streamed
 from offline_iaas.repository.pipeline import onnx_session
+from offline_iaas.repository.streamed_export import streamed_networks
 
 MANIFEST = "manifest.json"
 FLAVORS = ("cpu", "gpu")
@@ -116,7 +119,7 @@ def export_repository(
         raise ModelError(
             f"bbhnet.{key}: the time slides and the rolling whitening are steps of the fused "
             "model; export without --ensemble (the default, in either flavor)")
-    if config.model.streamed and ensemble:
+    if config.model.streamed is True and ensemble:
         raise ModelError("model.streamed = true is served by the fused model (either flavor), "
                          "not the --ensemble layout: export without --ensemble")
     repo = config.model.repository
@@ -138,7 +141,8 @@ def export_repository(
     # The networks are exported (and bad weights refused) before the repository is touched.
     with tempfile.TemporaryDirectory(dir=repo.parent) as tmp:
         graphs = networks.build_graphs(config, weights, Path(tmp), canary_weights)
-        streamed = _streamed_networks(config, weights, canary_weights, Path(tmp))
+        streamed = streamed_networks(config, weights, canary_weights, Path(tmp), ensemble)
+        config = served_as(config, bool(streamed))  # what auto chose
         if served == "fused":
             versions, networks_served = _write_fused(config, graphs, shape, flavor, Path(tmp),
                                                      streamed)
@@ -209,30 +213,6 @@ def _write_networks(
             "weights_sha256": graph.weights_sha256,
         }
     return versions, served
-
-
-def _streamed_networks(config: CampaignConfig, weights: Path | None,
-                       canary_weights: Path | None, tmp: Path) -> dict[str, Path]:
-    """With ``model.streamed``, each streamed network's graphs exported into ``tmp``
-    (``repository/streamed.py``, ``repository/streamed_deepclean.py``): network name →
-    directory; else none."""
-    if not config.model.streamed:
-        return {}
-    streamed = {stage.params["network"] for stage in pipeline.stages(config)
-                if stage.kind == "streamed"}
-    out = {}
-    if "bbhnet" in streamed:
-        from offline_iaas.repository.streamed import export_campaign_network
-
-        out["bbhnet"] = export_campaign_network(config, weights, tmp)
-    if streamed & {"deepclean", pipeline.CANARY_NETWORK}:
-        from offline_iaas.repository.streamed_deepclean import export_campaign_deepclean
-
-        out["deepclean"] = export_campaign_deepclean(config, weights, tmp)
-        if pipeline.CANARY_NETWORK in streamed:
-            out[pipeline.CANARY_NETWORK] = export_campaign_deepclean(
-                config, canary_weights, tmp, pipeline.CANARY_NETWORK)
-    return out
 
 
 def _write_fused(
@@ -476,10 +456,11 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
             f"asks for {wanted[0]} of {wanted[1]} (bbhnet.slides, bbhnet.slide_seconds): "
             "export again")
     problems += _whitening_problems(where, config, manifest.whitening)
-    if bool(manifest.streamed) != config.model.streamed:
+    if bool(manifest.streamed) != streams(config) and (
+            config.model.streamed != AUTO or manifest.streamed):  # auto: weights may decline
         problems.append(f"{where}: exported with model.streamed = "
                         f"{str(bool(manifest.streamed)).lower()}, the campaign has "
-                        f"{str(config.model.streamed).lower()}: export again")
+                        f"{toml_value(config.model.streamed)}: export again")
     # e2e's raw-strain search, served only where exported with bbhnet.inject (the other
     # outputs follow from the mode, time slides and canary, checked on their own)
     missing = [n for n in config.outputs.names if n.endswith(RAW) and n not in manifest.outputs]

@@ -40,6 +40,7 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.modes import RAW
+from offline_iaas.network_streaming import streams
 from offline_iaas.physics import WHITENING_HIGH_FRACTION, WHITENING_LOW_HZ, whitening_band
 from offline_iaas.repository.backend.stateful import PSD_UPDATE
 
@@ -88,7 +89,7 @@ def stages(config: CampaignConfig) -> list[Stage]:
         return [snapshot, Stage(network, "network", {"windows": "windows"},
                                 {"statistic": "statistic"})]
     chain = [
-        *([] if config.model.streamed and mode.snapshots == 1 else [snapshot]),
+        *([] if streams(config) and mode.snapshots == 1 else [snapshot]),
         _deepclean(config, "deepclean", "prediction"),
         Stage("averager", "average", {"prediction": "prediction"}, {"noise": "noise"}, ifos),
     ]
@@ -117,7 +118,7 @@ def stages(config: CampaignConfig) -> list[Stage]:
 def _deepclean(config: CampaignConfig, network: str, prediction: str) -> Stage:
     """DeepClean's window predictions: the network on the snapshotter's windows, or with
     ``model.streamed`` streamed layer by layer on the update itself."""
-    if config.model.streamed:
+    if streams(config):
         return Stage(network, "streamed", {"update": "update"}, {"prediction": prediction},
                      len(config.stream_channels), {"network": network})
     return Stage(network, "network", {"windows": "windows"}, {"prediction": prediction})
@@ -136,7 +137,7 @@ def _bbhnet(config: CampaignConfig, strain: str, snapshot: Stage, suffix: str = 
     slides; their outputs (and stateful stages) named with ``suffix``. With
     ``model.streamed``, one ``streamed`` stage on the strain itself."""
     b, ifos = config.bbhnet, len(config.ifos)
-    if config.model.streamed:  # no windows: the layers on the stream (fixed whitening)
+    if streams(config):  # no windows: the layers on the stream (fixed whitening)
         return [Stage(f"bbhnet{suffix}", "streamed", {"update": strain},
                       {"statistic": f"statistic{suffix}"}, ifos, {"network": "bbhnet"}),
                 *_time_slides(config, strain, suffix, "streamed_timeslide")]

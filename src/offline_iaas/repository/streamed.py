@@ -24,7 +24,7 @@ from torch import nn
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
-from offline_iaas.errors import ModelError
+from offline_iaas.errors import NotStreamable
 from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.streamed_network import (
@@ -189,9 +189,9 @@ def export_campaign_network(config: CampaignConfig, weights: Path | None, direct
     """The campaign's BBHnet (``weights``, as ``export --weights`` takes them) exported
     streamed to ``directory/bbhnet.streamed`` (``model.streamed``); return that directory.
 
-    ModelError for weights that are not a BBHnet state_dict (a TorchScript or ONNX graph has
-    no layers to stream) and for a stride the network cannot stream (not a multiple of its
-    cumulative stride).
+    NotStreamable for weights that are not a BBHnet state_dict (a TorchScript or ONNX graph
+    has no layers to stream) and for a stride the network cannot stream (not a multiple of
+    its cumulative stride).
     """
     from offline_iaas.models.weights import load_network
     from offline_iaas.repository.networks import weight_file
@@ -200,15 +200,14 @@ def export_campaign_network(config: CampaignConfig, weights: Path | None, direct
     network = load_network("bbhnet", path, {"ifos": len(config.ifos),
                                             "kernel_samples": config.kernel_samples})
     if not isinstance(network, BBHnet):
-        raise ModelError(f"{path}: model.streamed = true streams BBHnet layer by layer, which "
-                         "needs its weights as a state_dict (a TorchScript or ONNX graph has no "
-                         "layers to stream): give the state_dict, or set model.streamed = false")
+        raise NotStreamable(f"{path}: BBHnet's weights are a graph, not a state_dict (a "
+                            "TorchScript or ONNX graph has no layers to stream)")
     step = cumulative_stride(bbhnet_nodes(network))
     if config.stride_samples % step:
-        raise ModelError(
+        raise NotStreamable(
             f"model.inference_rate: a stride of {config.stride_samples} samples is not a "
-            f"multiple of BBHnet's cumulative stride {step} (depth {len(network.stages)}), "
-            "which model.streamed = true needs (docs/networks.md, 'Streamed graphs')")
+            f"multiple of BBHnet's cumulative stride {step} (depth {len(network.stages)}; "
+            "docs/networks.md, 'Streamed graphs')")
     return export_streamed(network, config.kernel_samples, config.stride_samples,
                            directory / f"bbhnet{DIRECTORY_SUFFIX}")
 

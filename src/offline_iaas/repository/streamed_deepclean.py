@@ -22,7 +22,7 @@ from torch import nn
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
-from offline_iaas.errors import ModelError
+from offline_iaas.errors import NotStreamable
 from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.layer_stream import (
@@ -236,7 +236,7 @@ def export_campaign_deepclean(config: CampaignConfig, weights: Path | None, dire
     ``directory/<name>.streamed`` (``model.streamed``; ``name`` ``deepclean_canary`` for the
     canary's weights); return that directory.
 
-    ModelError for weights that are not DeepClean state_dicts (a TorchScript or ONNX graph has
+    NotStreamable for weights that are not DeepClean state_dicts (a TorchScript or ONNX graph has
     no layers to stream) and for a geometry DeepClean cannot stream (a stride not a multiple
     of its alignment 16, a window that is all edge).
     """
@@ -251,10 +251,8 @@ def export_campaign_deepclean(config: CampaignConfig, weights: Path | None, dire
         network = load_network("deepclean", path, {"witnesses": len(witnesses),
                                                    "kernel_samples": config.kernel_samples})
         if not isinstance(network, DeepClean):
-            raise ModelError(f"{path}: model.streamed = true streams DeepClean layer by layer, "
-                             "which needs its weights as a state_dict (a TorchScript or ONNX "
-                             "graph has no layers to stream): give the state_dict, or set "
-                             "model.streamed = false")
+            raise NotStreamable(f"{path}: DeepClean's weights are a graph, not a state_dict "
+                                "(a TorchScript or ONNX graph has no layers to stream)")
         networks[ifo] = network
         indices[ifo] = [stream.index(w) for w in witnesses]
     try:
@@ -262,10 +260,10 @@ def export_campaign_deepclean(config: CampaignConfig, weights: Path | None, dire
                                          config.stride_samples,
                                          directory / f"{name}{DIRECTORY_SUFFIX}")
     except ValueError as err:
-        raise ModelError(f"model.inference_rate: DeepClean cannot be streamed at a stride of "
-                         f"{config.stride_samples} samples and a window of "
-                         f"{config.kernel_samples}: {err} (docs/networks.md, 'Streamed "
-                         "graphs')") from None
+        raise NotStreamable(f"model.inference_rate: DeepClean cannot be streamed at a stride "
+                            f"of {config.stride_samples} samples and a window of "
+                            f"{config.kernel_samples}: {err} (docs/networks.md, 'Streamed "
+                            "graphs')") from None
 
 
 def macs_per_window(network: DeepClean, kernel_samples: int, stride_samples: int

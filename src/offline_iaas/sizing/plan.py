@@ -55,6 +55,7 @@ from offline_iaas.bench.workloads import (
 )
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
+from offline_iaas.network_streaming import streams
 from offline_iaas.sizing.feasible import (
     least_shard_seconds,
     longest_stretch_seconds,
@@ -158,7 +159,7 @@ def plan_from_bench(
         raise ConfigError(f"--target-hours must be positive, got {target_hours}")
     header, measurements = read_results(results_path)
     load, exact = workload_of(config)
-    streamed = config.model.streamed
+    streamed = streams(config)
     layouts, path = _bench_layouts(measurements, load.name, streamed)
     if not layouts and exact:  # the campaign's own stream was not measured: its mode's
         load, exact = mode_workload(config), False

@@ -24,6 +24,7 @@ from offline_iaas.bench.targets import Spread
 from offline_iaas.bench.workloads import BBHNET
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
+from offline_iaas.network_streaming import streams
 
 
 def window_work_per_data_second(channels: int, rate_hz: float, kernel_samples: int) -> float:
@@ -69,12 +70,12 @@ def raw_search_cost(config: CampaignConfig, measurements: list[Measurement], bat
     ConfigError
         No ``bbhnet`` limit at ``instances`` in the results file.
     """
-    spreads = _limit_spreads(measurements, instances, config.model.streamed)
+    spreads = _limit_spreads(measurements, instances, streams(config))
     if not spreads:
         raise ConfigError(
             f"{results_path}: no measurement of the {measured_name!r} workload (e2e with "
             f"bbhnet.inject also searches the raw strain), nor the {BBHNET.name!r} workload's "
-            f"{'streamed' if config.model.streamed else 'whole-window'} limit at {instances} "
+            f"{'streamed' if streams(config) else 'whole-window'} limit at {instances} "
             f"instance(s) to estimate that search from: run offline-iaas "
             f"bench --workloads {measured_name}")
     same = batch_size in spreads
