@@ -73,6 +73,7 @@ class TritonPythonModel:
         self.time_shifts = int(params.get("time_shifts", "0"))
         version_dir = os.path.join(args["model_repository"], args["model_version"])
         self.stateful = _load_beside(version_dir, "stateful")
+        self.stateful.keep_freed_memory()
         _load_beside(version_dir, "server_watch").leave_with_server(args.get("model_name", ""))
         device = params.get("device", "cpu")
         device_id = int(args.get("model_instance_device_id") or 0) if device == "cuda" else 0
@@ -95,6 +96,7 @@ class TritonPythonModel:
         self.lock = threading.Lock()
         # the family must outlive its metric (Triton deletes the metric with it)
         self.live_family, self.live = _live_gauge(pb_utils, args)
+        self.live_reported = -1
         self.stopped = threading.Event()
         self.sweeper = threading.Thread(target=self._sweep, daemon=True)
         self.sweeper.start()
@@ -107,10 +109,12 @@ class TritonPythonModel:
                 self._count()
 
     def _count(self) -> None:
-        if self.live is None:
+        # only on a change: each ``set`` is a message to tritonserver (~0.05 ms of stub CPU)
+        if self.live is None or len(self.streams) == self.live_reported:
             return
         try:
             self.live.set(len(self.streams))
+            self.live_reported = len(self.streams)
         except Exception:  # a metric must never fail a request: stop reporting it
             self.live = None
 
