@@ -25,7 +25,9 @@ went away) is dropped by a sweep every few seconds: Triton does not tell a pytho
 it evicts an idle sequence. The number of sequences held is Triton's custom metric
 ``offline_iaas_live_sequences`` (one gauge per instance, on the server's metrics port); the
 gauge and its family are released in ``finalize``. A fatal signal in the stub prints its
-Python stacks to tritonserver's log (``faulthandler``).
+Python stacks to tritonserver's log (``faulthandler``). The stub keeps what numpy frees in
+its heap (``stateful.keep_freed_memory``: up to 64 MiB beyond what it holds), where glibc's
+default would fault a request's arrays in again at every request.
 """
 
 from __future__ import annotations
