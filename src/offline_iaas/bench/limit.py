@@ -26,6 +26,7 @@ from offline_iaas.bench.clients import run_clients
 from offline_iaas.bench.results import Measurement
 from offline_iaas.bench.workloads import Workload, split_strides
 from offline_iaas.config import CampaignConfig
+from offline_iaas.repository.backend.stateful import keep_freed_memory
 from offline_iaas.repository.export import network_sessions
 from offline_iaas.repository.pipeline import mode_stream
 
@@ -57,7 +58,9 @@ class LimitJob:
     """Where its sessions run (``stateful.open_session``)."""
 
     def open(self) -> object:
-        """The sessions, run once (first calls allocate; not part of the measurement)."""
+        """The sessions, run once (first calls allocate; not part of the measurement); the
+        heap kept as the served model keeps it (``stateful.keep_freed_memory``)."""
+        keep_freed_memory()
         sessions = network_sessions(self.config, self.threads, self.device)
         warm = np.zeros((self.load.channels, self.batch_size * self.load.stride_samples),
                         np.float32)
