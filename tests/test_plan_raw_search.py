@@ -47,12 +47,13 @@ def results(path: Path, measurements: list[Measurement]) -> Path:
 
 @pytest.fixture
 def e2e(small_config_file: Path) -> list[str]:
-    """Overrides of an e2e campaign over an hour with an injection every 30 s (not injected)."""
+    """Overrides of an e2e campaign over an hour with an injection every 30 s (not injected),
+    its networks on whole windows (what the measurements below are)."""
     listed = small_config_file.parent / "injections.json"
     listed.write_text(json.dumps([{"gps_time": 1262304000 + 15.1 + 30 * j, "network_snr": 10.0}
                                   for j in range(120)]))
     return ['model.mode="e2e"', f"data.witnesses={WITNESSES}", "data.duration=3600",
-            f'bbhnet.injections="{listed}"']
+            "model.streamed=false", f'bbhnet.injections="{listed}"']
 
 
 def expected_raw_factor(config: CampaignConfig, rate_without: float) -> float:

@@ -236,7 +236,8 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
     # control for the check taking either)
     rolling = load_config(toml, [*AUTO, 'bbhnet.whitening="rolling"',
                                  f'model.repository="{tmp_path / "state_dict"}"'])
-    with pytest.raises(ModelError, match="exported with model.streamed = true"):
+    with pytest.raises(ModelError, match="exported with its networks streamed, the campaign "
+                       "serves them on whole windows .*'rolling' whitening"):
         check_repository(rolling)
 
 

@@ -80,7 +80,7 @@ def run_demo(
     from offline_iaas.merge.output import TIME_TOLERANCE_SECONDS, compare_outputs
     from offline_iaas.merge.postprocess import physics_lines
     from offline_iaas.merge.reference import run_reference
-    from offline_iaas.repository.export import export_repository
+    from offline_iaas.repository.export import export_repository, read_manifest
     from offline_iaas.workflow.local import run_local
     from offline_iaas.workflow.make_dag import make_dag
 
@@ -140,7 +140,8 @@ def run_demo(
     logger.info(f"data seconds processed: {data_seconds:.1f}")
     logger.info(f"wall time: {wall:.1f} s (campaign), {reference_wall:.1f} s (reference)")
     logger.info(f"data-seconds per second: {data_seconds / wall:.1f}")
-    logger.info(streaming_line(run, campaign_cpu, timings))
+    logger.info(streaming_line(run, campaign_cpu, timings,
+                               bool(read_manifest(config.model.repository).streamed)))
     logger.info(bytes_line(run, config))
     logger.info(f"campaign output: {output}")
     logger.info(f"reference: {reference_path}")
@@ -166,10 +167,11 @@ def cpu_seconds_so_far() -> float:
     return time.process_time() + children.ru_utime + children.ru_stime
 
 
-def streaming_line(run: RunDir, campaign_cpu_seconds: float, reference: dict[str, float]
-                   ) -> str:
+def streaming_line(run: RunDir, campaign_cpu_seconds: float, reference: dict[str, float],
+                   streamed: bool = False) -> str:
     """The campaign's and the reference's throughput over the same analysed data seconds
-    (warm-up windows excluded on both sides), per wall second of streaming and per CPU second.
+    (warm-up windows excluded on both sides), per wall second of streaming and per CPU second;
+    ``streamed``: the networks ran streamed layer by layer (the repository's manifest).
 
     Streaming time: from the first client's first request to the last client's last response
     (the parts' sidecars, ``sizing/pilot.py``), and the reference's reading and streaming (no
@@ -196,7 +198,8 @@ def streaming_line(run: RunDir, campaign_cpu_seconds: float, reference: dict[str
         f"wall second; per CPU second (every process, start to output): campaign "
         f"{campaign_cpu:.1f} data-s ({campaign_cpu_seconds:.1f} CPU-s), reference "
         f"{ours_cpu:.1f} data-s ({reference['cpu_seconds']:.1f} CPU-s): "
-        f"{campaign_cpu / ours_cpu:.2f} x")
+        f"{campaign_cpu / ours_cpu:.2f} x; networks "
+        f"{'streamed layer by layer' if streamed else 'on whole windows'} (model.streamed)")
 
 
 def bytes_line(run: RunDir, config: CampaignConfig) -> str:

@@ -37,7 +37,7 @@ from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.manifest import Manifest
 from offline_iaas.models.weights import training_spans
 from offline_iaas.modes import MODES, RAW
-from offline_iaas.network_streaming import AUTO, served_as, streams
+from offline_iaas.network_streaming import AUTO, served_as, streams, whole_window_reason
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
@@ -456,8 +456,11 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
             f"asks for {wanted[0]} of {wanted[1]} (bbhnet.slides, bbhnet.slide_seconds): "
             "export again")
     problems += _whitening_problems(where, config, manifest.whitening)
-    if bool(manifest.streamed) != streams(config) and (
-            config.model.streamed != AUTO or manifest.streamed):  # auto: weights may decline
+    if config.model.streamed == AUTO and manifest.streamed and not streams(config):
+        problems.append(f"{where}: exported with its networks streamed, the campaign serves "
+                        f"them on whole windows (model.streamed = \"auto\": "
+                        f"{whole_window_reason(config)[1]}): export again")
+    elif config.model.streamed != AUTO and bool(manifest.streamed) != config.model.streamed:
         problems.append(f"{where}: exported with model.streamed = "
                         f"{str(bool(manifest.streamed)).lower()}, the campaign has "
                         f"{toml_value(config.model.streamed)}: export again")
