@@ -294,7 +294,7 @@ def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dic
         "merge throughput per shard merge [data-s/s]":
             f"{merge_rate:,.0f} (the demo's {pilot.merge_rate:,.0f} at "
             f"{samples:g} samples/s, scaled to {len(config.ifos) * config.data.sample_rate:g})",
-        "recommended merge.shard_seconds": f"{shard_seconds:g} ({len(info['shards'])} shard "
+        "recommended merge.shard_seconds": f"{shard_seconds:g} ({len(info.shards)} shard "
                                             "merges)",
         "assumed": f"server start {SERVER_START_SECONDS:g} s, job start {JOB_START_SECONDS:g} "
                    f"s, {100 * FAILURE_RATE:g} % of client attempts fail (RETRY "
