@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from offline_iaas.config_numbers import check_finite, check_signs
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, NotStreamable
 from offline_iaas.modes import MODE_NAMES
 from offline_iaas.network_streaming import whole_window_reason
 
@@ -260,8 +260,7 @@ def _check_streamed(c: CampaignConfig, fail: typing.Callable[[str, str], None]) 
     found = whole_window_reason(c)
     if found is not None:
         key, reason = found
-        fail(key, f"{reason}, and model.streamed = true streams the networks: set "
-             "model.streamed = \"auto\" (streams what it can) or false")
+        fail(key, NotStreamable.refusal(reason))
 
 
 DEEPCLEAN_DOWNSAMPLING = 16

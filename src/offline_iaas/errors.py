@@ -40,9 +40,14 @@ class NotStreamable(ModelError):
     refuses them; ``auto`` serves the networks whole-window and logs ``reason``."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(f"{reason}, and model.streamed = true streams the networks: set "
-                         "model.streamed = \"auto\" (streams what it can) or false")
+        super().__init__(self.refusal(reason))
         self.reason = reason
+
+    @staticmethod
+    def refusal(reason: str) -> str:
+        """What ``model.streamed = true`` says of ``reason`` (here and in the config check)."""
+        return (f"{reason}, and model.streamed = true streams the networks: set "
+                "model.streamed = \"auto\" (streams what it can) or false")
 
 
 class ServerError(OfflineIaasError):

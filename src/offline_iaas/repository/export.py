@@ -32,12 +32,11 @@ from typing import Any
 from offline_iaas import records
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
-from offline_iaas.config_checks import toml_value
 from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.manifest import Manifest
 from offline_iaas.models.weights import training_spans
 from offline_iaas.modes import MODES, RAW
-from offline_iaas.network_streaming import AUTO, served_as, streams, whole_window_reason
+from offline_iaas.network_streaming import AUTO, served_as, whole_window_reason
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
@@ -456,14 +455,15 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
             f"asks for {wanted[0]} of {wanted[1]} (bbhnet.slides, bbhnet.slide_seconds): "
             "export again")
     problems += _whitening_problems(where, config, manifest.whitening)
-    if config.model.streamed == AUTO and manifest.streamed and not streams(config):
+    keeps_whole = whole_window_reason(config)
+    if config.model.streamed == AUTO and manifest.streamed and keeps_whole is not None:
         problems.append(f"{where}: exported with its networks streamed, the campaign serves "
                         f"them on whole windows (model.streamed = \"auto\": "
-                        f"{whole_window_reason(config)[1]}): export again")
+                        f"{keeps_whole[1]}): export again")
     elif config.model.streamed != AUTO and bool(manifest.streamed) != config.model.streamed:
         problems.append(f"{where}: exported with model.streamed = "
                         f"{str(bool(manifest.streamed)).lower()}, the campaign has "
-                        f"{toml_value(config.model.streamed)}: export again")
+                        f"{str(config.model.streamed).lower()}: export again")
     # e2e's raw-strain search, served only where exported with bbhnet.inject (the other
     # outputs follow from the mode, time slides and canary, checked on their own)
     missing = [n for n in config.outputs.names if n.endswith(RAW) and n not in manifest.outputs]

@@ -29,24 +29,24 @@ def streamed_networks(config: CampaignConfig, weights: Path | None,
     says which it is and why."""
     if config.model.streamed is False:
         return {}
+    # true past the config check and export's --ensemble refusal: found is None, no ensemble
     found = whole_window_reason(config)
-    if config.model.streamed == AUTO and (ensemble or found is not None):
-        because = found[1] if found else "the --ensemble layout serves whole windows"
-        logger.info("model.streamed = auto: the networks are served on whole windows: %s",
-                    because)
-        return {}
-    try:
-        out = _export(served_as(config, True), weights, canary_weights, tmp)
-    except NotStreamable as err:
-        if config.model.streamed is True:
-            raise
-        logger.info("model.streamed = auto: the networks are served on whole windows: %s",
-                    err.reason)
-        return {}
-    if config.model.streamed == AUTO:
-        logger.info("model.streamed = auto: %s streamed layer by layer (each layer once per "
-                    "sample)", " and ".join(sorted({_NAMES[name] for name in out})))
-    return out
+    if found is not None or ensemble:
+        reason = found[1] if found else "the --ensemble layout serves whole windows"
+    else:
+        try:
+            out = _export(served_as(config, True), weights, canary_weights, tmp)
+        except NotStreamable as err:
+            if config.model.streamed is True:
+                raise
+            reason = err.reason
+        else:
+            if config.model.streamed == AUTO:
+                logger.info("model.streamed = auto: %s streamed layer by layer (each layer "
+                            "once per sample)", " and ".join(sorted({_NAMES[n] for n in out})))
+            return out
+    logger.info("model.streamed = auto: the networks are served on whole windows: %s", reason)
+    return {}
 
 
 _NAMES = {"bbhnet": "BBHnet", "deepclean": "DeepClean", pipeline.CANARY_NETWORK: "DeepClean"}

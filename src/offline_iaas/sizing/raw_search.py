@@ -70,12 +70,13 @@ def raw_search_cost(config: CampaignConfig, measurements: list[Measurement], bat
     ConfigError
         No ``bbhnet`` limit at ``instances`` in the results file.
     """
-    spreads = _limit_spreads(measurements, instances, streams(config))
+    streamed = streams(config)
+    spreads = _limit_spreads(measurements, instances, streamed)
     if not spreads:
         raise ConfigError(
             f"{results_path}: no measurement of the {measured_name!r} workload (e2e with "
             f"bbhnet.inject also searches the raw strain), nor the {BBHNET.name!r} workload's "
-            f"{'streamed' if streams(config) else 'whole-window'} limit at {instances} "
+            f"{'streamed' if streamed else 'whole-window'} limit at {instances} "
             f"instance(s) to estimate that search from: run offline-iaas "
             f"bench --workloads {measured_name}")
     same = batch_size in spreads
