@@ -234,8 +234,9 @@ class ServerLogWatch:
     One kind of crash is told apart instead of failing the test: the ones Triton's python
     backend brings about itself after declaring a stalled but live stub "not healthy"
     (``serve/stalled_stub.py``; a loaded machine stalls now and then), recognised by what the
-    clients were answered and by where the first crash happened, and the server node's exit
-    that followed. They are kept in ``stalled`` for the caller to show."""
+    clients were answered and by where the first crash happened, ``serve`` ending such an
+    epoch on a client's report, and the server node's exit that followed. They are kept in
+    ``stalled`` for the caller to show."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -279,7 +280,8 @@ class ServerLogWatch:
             yield from cached[3]
 
     def _fatal(self, log: Path) -> list[str]:
-        from offline_iaas.serve.crashes import fatal_lines
+        from offline_iaas.serve.crashes import SERVE_PREFIX, fatal_lines
+        from offline_iaas.serve.stalled_stub import ended_epoch_lines
 
         start = self.offsets.get(log, 0)
         try:
@@ -297,21 +299,20 @@ class ServerLogWatch:
         lines = text.splitlines()
         self.lines_read[log] = first_line - 1 + len(lines)
         found = []
-        fatals = fatal_lines(text, first_line)
-        stalled = self._stalled_stub_lines(log) if fatals else set()
-        for fatal in fatals:
-            trace = lines[fatal.line_number - first_line:][:12]
-            described = (f"{log} line {fatal.line_number}: {fatal.process} died by "
-                         f"{fatal.signal}:\n    " + "\n    ".join(trace))
-            if fatal.line_number in stalled:
-                self.stalled.append(described)
-            else:
-                found.append(described)
+        events = {fatal.line_number: f"{fatal.process} died by {fatal.signal}:\n    "
+                  + "\n    ".join(lines[fatal.line_number - first_line:][:12])
+                  for fatal in fatal_lines(text, first_line)}
+        events |= {number: "serve " + lines[number - first_line].removeprefix(SERVE_PREFIX)
+                   for number in ended_epoch_lines(text, first_line)}
+        stalled = self._stalled_stub_lines(log) if events else set()
+        for number, what in sorted(events.items()):
+            (self.stalled if number in stalled else found).append(f"{log} line {number}: {what}")
         return found
 
     def _stalled_stub_lines(self, log: Path) -> set[int]:
         """The fatal lines of ``log`` (read whole) that followed Triton declaring a stalled
-        stub not healthy; each epoch of them accounts for one exit of the server node."""
+        stub not healthy, and ``serve``'s lines ending an epoch for it; each epoch of them
+        accounts for one exit of the server node."""
         from offline_iaas.serve.stalled_stub import stalled_stub_crashes, told_not_healthy
 
         run_dir, node = log.parent.parent, log.name.removesuffix("-tritonserver.log")

@@ -30,7 +30,7 @@ from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import ServerError
 from offline_iaas.records import read_client_job
-from offline_iaas.rendezvous.addresses import ServerAddress
+from offline_iaas.rendezvous.addresses import ServerAddress, UnhealthyReport, read_unhealthy
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.stub_watch import STUB_NAME, dead_stub, find_stubs
 from offline_iaas.workflow.make_dag import make_dag
@@ -65,6 +65,9 @@ def test_a_stub_dead_by_sigsegv_is_found_dead_with_its_signal(tmp_path: Path) ->
     stub_pid = None
     try:
         stub_pid = int(parent.stdout.readline())
+        # Popen returns once exec has begun; the kernel fills in /proc/<pid>/cmdline a moment
+        # later (a loaded machine stretches that moment), and an empty one names no stub
+        _wait_for(lambda: len(find_stubs(parent.pid)) == 1)
         (stub,) = find_stubs(parent.pid)
         assert (stub.pid, stub.instance) == (stub_pid, f"pid {stub_pid}")
         assert dead_stub([stub]) is None  # the control: alive
@@ -107,15 +110,21 @@ class _AnsweringClient:
     the statistic (zeros), or (``dead_model``) as Triton 2.51 answers on a stream to a model
     whose python stub died: a response that carries no outputs."""
 
-    def __init__(self, stride_samples: int, dead_model: bool) -> None:
+    def __init__(self, stride_samples: int, dead_model: bool, error: str | None = None
+                 ) -> None:
         self.stride_samples = stride_samples
         self.dead_model = dead_model
+        self.error = error
+        """Triton's error answer to every request (while ``dead_model``), if any."""
 
     def start_stream(self, callback, headers=None) -> None:
         self.callback = callback
 
     def async_stream_infer(self, model, inputs, request_id, **_options) -> None:
         windows = inputs[0].shape()[2] // self.stride_samples
+        if self.dead_model and self.error is not None:
+            self.callback(None, self.error)
+            return
         outputs = {} if self.dead_model else {"statistic": np.zeros((1, windows), np.float32)}
         self.callback(_Result(request_id, outputs), None)
 
@@ -130,7 +139,8 @@ class _AnsweringClient:
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
     root = tmp_path_factory.mktemp("dead-model")
     (root / "campaign.toml").write_text(SMALL_CAMPAIGN)
-    config = load_config(root / "campaign.toml", ["layout.rebalance=false"])
+    config = load_config(root / "campaign.toml", ["layout.rebalance=false",
+                                                  "layout.clients_per_server=4"])
     write_synthetic_dataset(config)
     run = RunDir(root / "run")
     make_dag(config, run, check_files=False)
@@ -138,9 +148,11 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
 
 
 def _stream(run: RunDir, node: str, dead_answers: int, monkeypatch,
-            overrides: tuple[str, ...] = ()) -> tuple[int, PartWriter]:
+            overrides: tuple[str, ...] = (), error: str | None = None
+            ) -> tuple[int, PartWriter]:
     """``stream_share`` of ``node`` against a server whose first ``dead_answers``
-    connections answer as a dead model; returns its reconnections and its part."""
+    connections answer as a dead model (or with ``error``); returns its reconnections and
+    its part."""
     config = load_config(run.config, list(overrides))
     assert not config.layout.rebalance  # no server asked which is live
     share = read_client_job(run, node)
@@ -148,7 +160,7 @@ def _stream(run: RunDir, node: str, dead_answers: int, monkeypatch,
 
     def connect(*_args, **_kwargs):
         connections.append(_AnsweringClient(config.stride_samples,
-                                            len(connections) < dead_answers))
+                                            len(connections) < dead_answers, error))
         return connections[-1], ServerAddress("server0", "127.0.0.1", 1, 2, 3, 1, 4)
 
     monkeypatch.setattr(client_node, "connect", connect)
@@ -168,6 +180,24 @@ def test_a_client_meeting_a_dead_model_says_so_in_one_line_and_resumes(run, monk
         "the server failed; reconnecting, resuming from the last checkpoint"]
     windows = sum(piece.windows for piece in read_client_job(run, "client0").pieces)
     assert sum(writer.progress()) == windows  # the second connection streamed it all
+
+
+def test_a_client_told_its_stub_is_not_healthy_reports_the_epoch_for_serve_to_end(
+        run, monkeypatch) -> None:
+    # serve ends the epoch named (serve/node.py: check_not_called_unhealthy); Triton's answer
+    # to a model whose stub stalled, or died
+    assert read_unhealthy(run, "server0") is None
+    with captured_log() as lines:
+        reconnects, writer = _stream(run, "client2", 1, monkeypatch,
+                                     error="Stub process 'offline-iaas_0_0' is not healthy.")
+    assert reconnects == 1 and [line for line in lines if "not healthy" in line] == [
+        "client2: server0 at 127.0.0.1:1 answered with an error: Stub process "
+        "'offline-iaas_0_0' is not healthy.; reconnecting, resuming from the last checkpoint"]
+    assert read_unhealthy(run, "server0") == UnhealthyReport(epoch=1, client="client2")
+    # the control: another error is no report
+    run.unhealthy("server0").unlink()
+    reconnects, _ = _stream(run, "client3", 1, monkeypatch, error="Socket closed")
+    assert reconnects == 1 and read_unhealthy(run, "server0") is None
 
 
 def test_a_client_whose_reconnections_are_spent_on_a_dead_model_fails_in_one_line(

@@ -11,11 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from offline_iaas.errors import ServerError
+from offline_iaas.rendezvous.addresses import ServerAddress, report_unhealthy
+from offline_iaas.rundir import RunDir
+from offline_iaas.serve.node import check_not_called_unhealthy
 from offline_iaas.serve.stalled_stub import (
+    ended_epoch_line,
     says_not_healthy,
     stalled_stub_crashes,
     told_not_healthy,
 )
+from tests.error_catalogue import documented
 from tests.helpers import ServerLogWatch
 
 STARTED = """\
@@ -90,6 +96,75 @@ def test_a_crash_in_the_models_python_or_unannounced_or_of_another_epoch_is_not_
     assert stalled_stub_crashes(STARTED + outside, told) == {}
     # a crash before the server listened belongs to no epoch
     assert stalled_stub_crashes(STUB_CRASH.format(current=NATIVE) + STARTED, told) == {}
+
+
+# tritonserver and the stub dying at the same moment (a CI run's stalled-stub test):
+# Triton's signal line, the stub's whole dump, then Triton's frames
+TOGETHER = """\
+Signal (6) received.
+{stub} 0# 0x000055BC4ADD952D in /opt/tritonserver/bin/tritonserver
+ 1# 0x00007F71A9B50558 in {library}
+"""
+PYTHON_BACKEND = "/opt/tritonserver/backends/python/libtriton_python.so"
+
+
+def test_tritonserver_and_the_stub_crashing_at_once_are_one_first_crash() -> None:
+    told = {"127.0.0.1:56963"}
+
+    def counted(current: str | None, library: str) -> dict[int, int]:
+        stub = STUB_CRASH.format(current=current) if current is not None else \
+            STUB_CRASH.replace("Current thread 0x00007f7cc00be000 (most recent call first):\n"
+                               "{current}\n", "")  # no crashing thread named
+        return stalled_stub_crashes(STARTED + TOGETHER.format(stub=stub, library=library),
+                                    told)
+
+    log = STARTED + TOGETHER.format(stub=STUB_CRASH.format(current=NATIVE),
+                                    library=PYTHON_BACKEND)
+    fatal = _lines(log, "Signal (6)") + _lines(log, "Fatal Python error")
+    assert counted(NATIVE, PYTHON_BACKEND) == dict.fromkeys(fatal, 1)
+    # either witness is enough: the stub in native code, or Triton in the python backend
+    assert counted(NATIVE, "/lib/libgrpc.so") == dict.fromkeys(fatal, 1)
+    assert counted(None, PYTHON_BACKEND) == dict.fromkeys(fatal, 1)
+    # the controls: the stub in the model's Python, or neither witness points at the backend
+    assert counted(IN_THE_MODEL, PYTHON_BACKEND) == {}
+    assert counted(None, "/lib/libgrpc.so") == {}
+    # serve's lines and a stop's signal between Triton's signal line and its frames (a run
+    # here: serve ended the epoch on client0's report as tritonserver crashed)
+    stopped = STARTED + TRITON_CRASH.replace(
+        " 0#", ended_epoch_line("client0", 1) + "\nSignal (15) received.\n 0#")
+    assert stalled_stub_crashes(stopped, told) == {4: 1, 5: 1}
+    # the control: a crash elsewhere that came first is not told apart (serve's line is)
+    assert stalled_stub_crashes(stopped.replace("libtriton_python.so", "libgrpc.so"),
+                                told) == {5: 1}
+    # a stub crash that begins after Triton's trace began is a later crash, not the first
+    later = STARTED + TRITON_CRASH.replace("libtriton_python.so", "libgrpc.so") \
+        + STUB_CRASH.format(current=NATIVE)
+    assert stalled_stub_crashes(later, told) == {}
+
+
+@pytest.mark.server_crashes  # serve's line ends an epoch in this log
+def test_serve_ends_the_epoch_a_client_reported_not_healthy_and_no_other(tmp_path: Path
+                                                                         ) -> None:
+    run = RunDir(tmp_path / "run")
+    log = tmp_path / "server0-tritonserver.log"
+    log.write_text(STARTED)
+    check_not_called_unhealthy(run, "server0", 1, log)  # no report: serves on
+    report_unhealthy(run, ServerAddress("server0", "127.0.0.1", 1, 2, 3, epoch=1, pid=4),
+                     "client0")
+    check_not_called_unhealthy(run, "server0", 2, log)  # the control: a later epoch serves on
+    assert log.read_text() == STARTED
+    with pytest.raises(ServerError) as ended:
+        check_not_called_unhealthy(run, "server0", 1, log)
+    assert log.read_text() == STARTED + ended_epoch_line("client0", 1) + "\n"
+    documented("server-epoch-called-unhealthy", str(ended.value), {str(log): "LOG"},
+               exit_code=5)
+    # the watch tells that line apart once the client's answer is in its log, and with it
+    # what tritonserver did as it stopped
+    counted = stalled_stub_crashes(log.read_text() + AFTERMATH.replace(
+        "offline-iaas serve: tritonserver (pid 19895) died by signal SIGABRT while stopping\n",
+        ""), {"127.0.0.1:56963"})
+    assert counted == {4: 1, 7: 1}
+    assert stalled_stub_crashes(log.read_text() + AFTERMATH, set()) == {}  # no client told
 
 
 def _run(tmp_path: Path, log: str, clients: str) -> Path:

@@ -16,7 +16,8 @@ their files through ``RunDir``::
     RUN/output/campaign.h5, .json the merge's output (with shards: their index) and summary
     RUN/output/shards/<shard>.h5, .json, .frames/   a shard merge's output and summary
     RUN/servers/<server>.json     a live server's address; .epoch its start count; .refused
-                                  why it refused to serve (its repository)
+                                  why it refused to serve (its repository); .unhealthy the
+                                  epoch a client was told its model's stub is not healthy
     RUN/logs/                     node logs
     RUN/monitor/<server>.csv      Triton statistics of a server
     RUN/local-state.json          run-local's node states; .run-local.lock its lock
@@ -198,6 +199,11 @@ class RunDir:
     def refusal(self, server: str) -> Path:
         """Why a server refused to serve (its repository does not fit the campaign)."""
         return self.servers / f"{server}.refused"
+
+    def unhealthy(self, server: str) -> Path:
+        """The server epoch at which a client was answered that the model's stub is not
+        healthy (``rendezvous/addresses.py``)."""
+        return self.servers / f"{server}.unhealthy"
 
     @property
     def logs(self) -> Path:

@@ -43,7 +43,7 @@ from offline_iaas.errors import ServerError
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.records import BadFile, ClientRun, ClientShare, Piece, read_client_job
 from offline_iaas.rendezvous.access import auth_headers
-from offline_iaas.rendezvous.addresses import ServerAddress
+from offline_iaas.rendezvous.addresses import ServerAddress, report_unhealthy
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.stalled_stub import says_not_healthy
@@ -279,8 +279,14 @@ def stream_share(
             reconnects += 1
             if says_not_healthy(str(err)):
                 # Triton 2.51 may pair that server's later answers with the wrong requests
-                # (serve/stalled_stub.py): wait for its restart (or another server)
+                # (serve/stalled_stub.py): have serve end that epoch, and wait for its
+                # restart (or another server)
                 untrusted = address
+                try:
+                    report_unhealthy(run, address, share.node)
+                except OSError as report_err:
+                    logger.warning(f"{share.node}: could not tell {address.node} so: "
+                                   f"{report_err}")
             logger.warning(
                 f"{share.node}: {err}; reconnecting, resuming from the last checkpoint"
             )

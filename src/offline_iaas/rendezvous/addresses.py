@@ -78,6 +78,30 @@ def read_refusal(run: RunDir, node: str) -> str | None:
         return None
 
 
+@dataclass(frozen=True)
+class UnhealthyReport:
+    """A client's word that Triton answered it, at server ``epoch``, that the model's stub is
+    not healthy (``serve/stalled_stub.py``): ``serve`` ends that epoch as on a crash."""
+
+    epoch: int
+    client: str
+
+
+def report_unhealthy(run: RunDir, address: ServerAddress, client: str) -> None:
+    """Tell ``address``'s server (through the shared run directory) that Triton called its
+    model's stub not healthy while answering ``client``."""
+    _atomic_write(run.unhealthy(address.node),
+                  json.dumps(asdict(UnhealthyReport(address.epoch, client))))
+
+
+def read_unhealthy(run: RunDir, node: str) -> UnhealthyReport | None:
+    """The last report that server ``node``'s model was called not healthy, or None."""
+    try:
+        return UnhealthyReport(**json.loads(run.unhealthy(node).read_text()))
+    except (FileNotFoundError, json.JSONDecodeError, TypeError):
+        return None
+
+
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, text)

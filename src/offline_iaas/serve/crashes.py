@@ -102,6 +102,18 @@ def fatal_lines(text: str, first_line: int = 1) -> list[FatalLine]:
     return found
 
 
+def append_serve_line(log: Path, line: str) -> str:
+    """Append ``serve``'s ``line`` to tritonserver's ``log`` (after whatever Triton and its
+    stubs printed there; nothing if the log cannot be written) and return its words without
+    the prefix."""
+    try:
+        with open(log, "a") as out:
+            out.write(line + "\n")
+    except OSError:
+        pass
+    return line.removeprefix(SERVE_PREFIX)
+
+
 def tritonserver_log(run: RunDir, node: str) -> Path:
     """Where ``serve`` sends tritonserver's output (its stack trace on a fatal signal)."""
     return run.logs / f"{node}-tritonserver.log"

@@ -47,6 +47,7 @@ from offline_iaas.serve.crashes import (
     tritonserver_log,
 )
 from offline_iaas.serve.monitor import start_monitor
+from offline_iaas.serve.stalled_stub import note_ended_epoch
 from offline_iaas.serve.stub_watch import (
     Stub,
     dead_stub,
@@ -434,6 +435,8 @@ def serve(
                 )
             if not stop.is_set():  # a stop's signal reaches the stubs too
                 check_stubs_alive(stubs, server_log, node)
+            if ads is None:  # the clients' reports come through the shared run directory
+                check_not_called_unhealthy(run, node, epoch, server_log)
         logger.info(f"{node}: stopping")
     finally:
         try:
@@ -467,6 +470,18 @@ def check_stubs_alive(stubs: list[Stub], log: Path, node: str) -> None:
         words = note_stub_death(death, log, node)
         raise ServerError(f"{words} (tritonserver keeps its model loaded but cannot run it; "
                           f"see {log})")
+
+
+def check_not_called_unhealthy(run: RunDir, node: str, epoch: int, log: Path) -> None:
+    """ServerError if a client reported that Triton called this epoch's model not healthy:
+    the stub may live on, its shared memory with tritonserver no longer agreed on
+    (``serve/stalled_stub.py``), and the clients told so wait for a fresh server epoch, so
+    the node ends as on a crash and is restarted."""
+    report = address_files.read_unhealthy(run, node)
+    if report is not None and report.epoch == epoch:
+        words = note_ended_epoch(report.client, epoch, log, node)
+        raise ServerError(f"{words} (a python-backend stub called not healthy may pair later "
+                          f"answers with the wrong requests; see {log})")
 
 
 def rendezvous_name(ads: object) -> str:

@@ -14,30 +14,57 @@ with no Python frame in its crashing thread), and tritonserver often dies too (S
 ``libtriton_python.so``, or SIGABRT on a C++ exception). Seen here under heavy load and
 reproduced by stopping a stub for 3 s mid-stream (``tests/test_server_crashes.py``).
 
-``serve`` restarts such a server like any other crash and the clients resume from their
-checkpoints; a client told "not healthy" waits for that restart instead of trusting the same
-server epoch again (``client/node.py``). This module recognises Triton's answer and tells
-such crashes apart from the others, from the server's log and the clients' logs, so that the
-test suite's watch on crashes can name the cause.
+The stub does not always die (a CI run's stub lived on, and its server with it). So a client
+told "not healthy" reports it in the run directory (``rendezvous/addresses.py``:
+``servers/<node>.unhealthy``, naming the epoch) and waits for a fresh server epoch instead of
+trusting that one again (``client/node.py``); ``serve`` ends the epoch it names as on a crash
+(``serve/node.py``), unless the crash came first. Either way the node is restarted and the
+clients resume from their checkpoints. Without a shared filesystem (job-ad rendezvous) the
+report cannot reach the server: a client then waits ``client.server_wait_seconds`` and fails,
+and the DAG retries it. This module recognises Triton's answer, writes ``serve``'s line for an
+epoch so ended, and tells such crashes apart from the others, from the server's log and the
+clients' logs, so that the test suite's watch on crashes can name the cause.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from pathlib import Path
 
-from offline_iaas.serve.crashes import FatalLine, fatal_lines
+from offline_iaas.serve.crashes import SERVE_PREFIX, FatalLine, append_serve_line, fatal_lines
+
+logger = logging.getLogger(__name__)
 
 _NOT_HEALTHY = r"Stub process '[^']*' is not healthy\."
 _TOLD_NOT_HEALTHY = re.compile(
     r"(?P<server>\S+) at (?P<address>\S+) answered with an error: " + _NOT_HEALTHY)
 _GRPC_STARTED = re.compile(r'Started GRPCInferenceService at ([^"\s]+)')
 _PYTHON_BACKEND_LIBRARY = "libtriton_python.so"
+_BACKTRACE_FRAME = re.compile(r"^\s*(\d+)# ")
+_STUB_THREAD = ("Thread 0x", "Current thread ")
+_ENDED_EPOCH = re.compile("^" + re.escape(SERVE_PREFIX) + r"ending epoch \d+: .* not healthy$")
 
 
 def says_not_healthy(message: str) -> bool:
     """``message`` is Triton's answer that the model's stub is not healthy (dead, or only
     stalled): from then on that server may hand a request the answer to an earlier one."""
     return re.search(_NOT_HEALTHY, message) is not None
+
+
+def ended_epoch_line(client: str, epoch: int) -> str:
+    """``serve``'s line in tritonserver's log when it ends server epoch ``epoch`` because
+    ``client`` reported Triton's answer (``serve/node.py``)."""
+    return (f"{SERVE_PREFIX}ending epoch {epoch}: {client} was answered that the model's "
+            "stub is not healthy")
+
+
+def note_ended_epoch(client: str, epoch: int, log: Path, node: str) -> str:
+    """Append :func:`ended_epoch_line` to tritonserver's ``log``, warn, and return the line's
+    words without the prefix."""
+    words = append_serve_line(log, ended_epoch_line(client, epoch))
+    logger.warning(f"{node}: {words}; stopping tritonserver (see {log})")
+    return words
 
 
 def told_not_healthy(client_output: str, server: str) -> set[str]:
@@ -47,34 +74,83 @@ def told_not_healthy(client_output: str, server: str) -> set[str]:
             if match["server"] == server}
 
 
-def _stub_crashed_in_native_code(lines: list[str], fatal: FatalLine) -> bool:
-    """The stub's ``faulthandler`` dump after ``fatal`` shows no Python frame in its crashing
-    thread (the crash is in the backend's C++, not in the model's Python)."""
+def _stub_crashed_in_native_code(lines: list[str], fatal: FatalLine) -> bool | None:
+    """Whether the stub's ``faulthandler`` dump after ``fatal`` shows no Python frame in its
+    crashing thread (the crash is in the backend's C++, not in the model's Python); None
+    where the dump names no crashing thread."""
     for index in range(fatal.line_number, min(len(lines), fatal.line_number + 60)):
         if lines[index].startswith("Current thread "):
             return index + 1 < len(lines) and lines[index + 1].strip() == "<no Python frame>"
-    return False
+    return None
 
 
 def _backtrace_in_python_backend(lines: list[str], fatal: FatalLine) -> bool:
     """Triton's backtrace after its ``Signal (N) received.`` runs through the python
-    backend's library."""
-    trace = lines[fatal.line_number:fatal.line_number + 25]
-    return any(_PYTHON_BACKEND_LIBRARY in line for line in trace)
+    backend's library. Its frames are read past whatever else was written in between at the
+    same moment (a stub's dump, ``serve``'s lines, a stop's ``Signal (15) received.``), up to
+    the next frame numbered 0 (another trace) or the server's next start."""
+    frames = 0
+    for line in lines[fatal.line_number:fatal.line_number + 120]:
+        if _GRPC_STARTED.search(line):
+            break
+        if match := _BACKTRACE_FRAME.match(line):
+            if match.group(1) == "0" and frames:
+                break
+            frames += 1
+            if _PYTHON_BACKEND_LIBRARY in line:
+                return True
+    return False
+
+
+def _report_begins(lines: list[str], fatal: FatalLine) -> int:
+    """The line number where the trace under ``fatal`` begins (Triton's first backtrace frame,
+    the stub's first thread); the next line where there is none."""
+    for index in range(fatal.line_number, min(len(lines), fatal.line_number + 60)):
+        if fatal.process == "tritonserver" and _BACKTRACE_FRAME.match(lines[index]) or \
+                fatal.process != "tritonserver" and lines[index].startswith(_STUB_THREAD):
+            return index + 1
+    return fatal.line_number + 1
+
+
+def _backend_brought_it_about(lines: list[str], first_crash: list[FatalLine]) -> bool:
+    """The processes of ``first_crash`` (one, or tritonserver and the stub dying at the same
+    moment) died as the backend's corrupted state makes them die: the stub in native code, or
+    tritonserver in the python backend's library; and no stub died in Python code."""
+    backend = False
+    for fatal in first_crash:
+        if fatal.process == "python-backend stub" and fatal.text.startswith("Fatal "):
+            native = _stub_crashed_in_native_code(lines, fatal)
+            if native is False:
+                return False
+            backend = backend or bool(native)
+        elif fatal.process == "tritonserver" and fatal.text.startswith("Signal "):
+            backend = backend or _backtrace_in_python_backend(lines, fatal)
+    return backend
+
+
+def ended_epoch_lines(text: str, first_line: int = 1) -> list[int]:
+    """The numbers of ``serve``'s :func:`ended_epoch_line` lines in a tritonserver log
+    (``text``, whose first line is number ``first_line``)."""
+    return [number for number, line in enumerate(text.splitlines(), start=first_line)
+            if _ENDED_EPOCH.match(line.strip())]
 
 
 def stalled_stub_crashes(log_text: str, unhealthy_addresses: set[str]) -> dict[int, int]:
     """The fatal lines of a whole tritonserver log (``log_text``) that follow from the
-    backend declaring a live stub not healthy: line number → the server epoch it is in (the
-    how-manieth start of tritonserver in the log, from 1).
+    backend declaring a live stub not healthy, and ``serve``'s lines ending an epoch for it:
+    line number → the server epoch it is in (the how-manieth start of tritonserver in the
+    log, from 1).
 
     In a server epoch (from ``Started GRPCInferenceService at <address>``) whose address is
-    in ``unhealthy_addresses`` (:func:`told_not_healthy`), the first fatal line must be the
-    stub's crash with no Python frame in its crashing thread, or tritonserver's own crash
-    with the python backend's library in its backtrace; it and every fatal line after it in
-    that epoch (tritonserver's crash on the corrupted state, ``serve``'s own lines) count.
-    Any other first crash (one in the model's Python code, or in an epoch where no client was
-    told so) makes none of that epoch's lines count."""
+    in ``unhealthy_addresses`` (:func:`told_not_healthy`), the first crash must be the stub's
+    with no Python frame in its crashing thread, or tritonserver's own with the python
+    backend's library in its backtrace, or come after ``serve`` ended the epoch on a client's
+    report; it and every fatal line after it in that epoch (tritonserver's crash on the
+    corrupted state, ``serve``'s own lines) count. The first crash is the epoch's first fatal
+    line and any other that begins before its trace does (tritonserver and the stub dying at
+    once write their traces into each other). Any other first crash (one in the model's
+    Python code, or in an epoch where no client was told so) makes none of that epoch's
+    lines count."""
     lines = log_text.splitlines()
     epoch_of_line: list[tuple[int, str | None]] = []  # (epoch, its address) per line
     epoch, address = 0, None
@@ -82,18 +158,24 @@ def stalled_stub_crashes(log_text: str, unhealthy_addresses: set[str]) -> dict[i
         if match := _GRPC_STARTED.search(line):
             epoch, address = epoch + 1, match.group(1)
         epoch_of_line.append((epoch, address))
-    counted: dict[int, int] = {}
-    settled: dict[int, bool] = {}  # per epoch: whether its first fatal line qualified
+
+    def told(line_number: int) -> int | None:
+        epoch, address = epoch_of_line[line_number - 1]
+        return epoch if address is not None and address in unhealthy_addresses else None
+
+    in_epoch: dict[int, list[FatalLine]] = {}
     for fatal in fatal_lines(log_text):
-        epoch, address = epoch_of_line[fatal.line_number - 1]
-        if address is None or address not in unhealthy_addresses:
-            continue
-        if epoch not in settled:
-            settled[epoch] = (
-                _stub_crashed_in_native_code(lines, fatal)
-                if fatal.process == "python-backend stub" and fatal.text.startswith("Fatal ")
-                else fatal.process == "tritonserver" and fatal.text.startswith("Signal ")
-                and _backtrace_in_python_backend(lines, fatal))
-        if settled[epoch]:
-            counted[fatal.line_number] = epoch
+        if (epoch := told(fatal.line_number)) is not None:
+            in_epoch.setdefault(epoch, []).append(fatal)
+    ended: dict[int, int] = {}  # epoch → serve's line ending it
+    for number in ended_epoch_lines(log_text):
+        if (epoch := told(number)) is not None:
+            ended.setdefault(epoch, number)
+    counted = {number: epoch for epoch, number in ended.items()}
+    for epoch, fatals in in_epoch.items():
+        trace_begins = _report_begins(lines, fatals[0])
+        first_crash = [fatal for fatal in fatals if fatal.line_number < trace_begins]
+        if ended.get(epoch, len(lines) + 1) < fatals[0].line_number or \
+                _backend_brought_it_about(lines, first_crash):
+            counted.update(dict.fromkeys((fatal.line_number for fatal in fatals), epoch))
     return counted

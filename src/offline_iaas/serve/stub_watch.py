@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offline_iaas.lifetime import is_running, stat_fields
-from offline_iaas.serve.crashes import SERVE_PREFIX, signal_name
+from offline_iaas.serve.crashes import SERVE_PREFIX, append_serve_line, signal_name
 
 logger = logging.getLogger(__name__)
 
@@ -125,12 +125,6 @@ def wait_stubs_gone(stubs: list[Stub], seconds: float) -> bool:
 def note_stub_death(death: StubDeath, log: Path, node: str) -> str:
     """Append ``serve``'s line for ``death`` to tritonserver's ``log`` (after whatever the
     stub printed there), warn, and return the line's words without the prefix."""
-    line = death.log_line("while serving")
-    try:
-        with open(log, "a") as out:
-            out.write(line + "\n")
-    except OSError:
-        pass
-    words = line.removeprefix(SERVE_PREFIX)
+    words = append_serve_line(log, death.log_line("while serving"))
     logger.warning(f"{node}: {words}; tritonserver does not notice, stopping it (see {log})")
     return words
