@@ -20,7 +20,7 @@ from google.protobuf import json_format
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ModelError, ServerError
-from offline_iaas.modes import MODE_NAMES, MODES
+from offline_iaas.modes import MODE_NAMES
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository.export import export_repository, network_sessions, read_manifest
 from offline_iaas.repository.pipeline import mode_stream
@@ -150,11 +150,8 @@ def sequence_outputs(model, streams: dict[int, list[np.ndarray]]) -> dict[int, d
             for c, outs in got.items()}
 
 
-STREAMED_MODES = [name for name, mode in MODES.items() if mode.streams]
-
-
 @pytest.mark.parametrize(("mode", "streamed"), [*((m, False) for m in MODE_NAMES),
-                                                *((m, True) for m in STREAMED_MODES)])
+                                                *((m, True) for m in MODE_NAMES)])
 def test_device_switched_gpu_flavor_equals_the_reference(root: Path, mode: str,
                                                          streamed: bool) -> None:
     """With ``model.streamed`` the gpu flavor streams the same graphs (``layer_stream``'s

@@ -119,9 +119,6 @@ def test_streamed_refuses_what_it_cannot_serve_yet_in_one_line(exported):
     toml = exported["whole"].source
     refusals = {}
     for row, overrides, pattern in (
-            ("streamed-mode", ["model.streamed=true", 'model.mode="classifier"'],
-             "'model.mode' mode 'classifier''s network is not streamed .* set "
-             'model.streamed = "auto"'),
             ("streamed-rolling-whitening", [*STREAMED, 'bbhnet.whitening="rolling"'],
              "'bbhnet.whitening' the 'rolling' whitening .* served on whole windows"),
             ("streamed-kernel-not-strides", [*STREAMED, "model.kernel_seconds=1.125",
@@ -133,10 +130,9 @@ def test_streamed_refuses_what_it_cannot_serve_yet_in_one_line(exported):
         assert "\n" not in str(caught.value)
         documented(row, str(caught.value), {toml: "C"}, exit_code=ConfigError.exit_code)
     # negative controls: the same keys load without the switch, and with auto (the default),
-    # which serves the networks whole-window
-    for overrides in (['model.mode="bbhnet"', 'bbhnet.whitening="rolling"'],
-                      ['model.mode="classifier"', 'model.streamed="auto"']):
-        assert not streams(load_config(toml, overrides))
+    # which serves the networks whole-window; the classifier's mode streams too
+    assert not streams(load_config(toml, ['model.mode="bbhnet"', 'bbhnet.whitening="rolling"']))
+    assert streams(load_config(toml, ['model.mode="classifier"', "model.streamed=true"]))
     with pytest.raises(ConfigError, match="'model.streamed' must be true, false or \"auto\""):
         load_config(toml, ['model.streamed="yes"'])
 

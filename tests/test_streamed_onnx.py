@@ -1,4 +1,5 @@
-"""BBHnet streamed on its exported per-layer ONNX graphs, without torch (issue #42).
+"""BBHnet (and the classifier) streamed on their exported per-layer ONNX graphs, without torch
+(issue #42).
 
 ``repository/streamed.export_streamed`` writes what ``StreamedBBHnet`` runs as ONNX graphs;
 ``backend/streamed_network.open_streamed_network`` runs them with onnxruntime and numpy. Against
@@ -9,6 +10,7 @@ on every window, fed as requests of uneven sizes; tolerance and random networks 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -157,3 +159,30 @@ def test_window_sums_equal_each_window_summed_on_its_own(length: int, step: int)
                                    rtol=1e-12, atol=1e-12)
         # negative control: windows one position late
         assert not np.allclose(_window_sums(values, first + 1, length - 1, step), direct)
+
+
+def test_streamed_classifier_graphs_equal_its_whole_window_graph_on_every_window(tmp_path):
+    """The classifier (three strided convolutions, a mean, a head) streamed on the same
+    runner as BBHnet, its input scale as a one-tap whitening, against its whole-window graph
+    on every window of strain-sized samples; shifted by one sample, the comparison fails."""
+    import torch
+
+    from offline_iaas.models.classifier import Classifier
+
+    kernel, stride = 192, 32  # K/S = 6; S a multiple of the cumulative stride 8
+    torch.manual_seed(3)
+    network = Classifier(2, input_scale=1e21).eval()
+    directory = export_streamed(network, kernel, stride, tmp_path / "classifier")
+    spec = json.loads((directory / "streamed.json").read_text())
+    assert spec["whitening_taps"] == 1 and [n["conv"] for n in spec["nodes"]] == [[7, 2, 3]] * 3
+    whole = export_onnx(network, tmp_path / "classifier.onnx", "windows", "statistic",
+                        (2, 2, kernel))
+    session = onnxruntime.InferenceSession(str(whole), providers=["CPUExecutionProvider"])
+    samples = samples_of(3 * kernel // stride + 29, stride) * np.float32(1e-21)
+    reference = whole_graph(session, samples, kernel, stride)
+    values = stream(open_streamed_network(directory), samples, REQUESTS)
+    assert values.shape == reference.shape and np.isfinite(values).all()
+    assert relative_error(values, reference) <= TOLERANCE
+    shifted = np.concatenate([samples[:, 1:], samples[:, :1]], axis=1)
+    late = stream(open_streamed_network(directory), shifted, REQUESTS)
+    assert relative_error(late, reference) > 100 * TOLERANCE

@@ -66,9 +66,6 @@ class Mode:
     native_gpu
         The native gpu layout (``export --flavor gpu --ensemble``: onnxruntime-backend models,
         Triton implicit state) is written for it; the default gpu flavor serves every mode.
-    streams
-        ``model.streamed`` serves its networks layer by layer (issue #42: DeepClean and
-        BBHnet; the classifier's network runs on whole windows).
     """
 
     name: str
@@ -81,7 +78,6 @@ class Mode:
     triggers: bool = False
     needs_weights: bool = True
     native_gpu: bool = False
-    streams: bool = True
 
     @property
     def searches_cleaned_strain(self) -> bool:
@@ -146,7 +142,7 @@ MODES: dict[str, Mode] = {
     m.name: m
     for m in (
         Mode("classifier", strain=True, witnesses=False, networks=("classifier",),
-             outputs=("statistic",), needs_weights=False, native_gpu=True, streams=False),
+             outputs=("statistic",), needs_weights=False, native_gpu=True),
         Mode("deepclean", strain=False, witnesses=True, networks=("deepclean",),
              outputs=("noise",), averages=True),
         Mode("bbhnet", strain=True, witnesses=False, networks=("bbhnet",),

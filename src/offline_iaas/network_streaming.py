@@ -24,10 +24,7 @@ AUTO: Literal["auto"] = "auto"
 def whole_window_reason(config: CampaignConfig) -> tuple[str, str] | None:
     """The config key, and the reason, that keep the campaign's networks off the streamed
     graphs; None where the config allows streaming them."""
-    if not config.mode.streams:
-        return ("model.mode", f"mode {config.model.mode!r}'s network is not streamed (DeepClean "
-                "and BBHnet are: modes deepclean, bbhnet and e2e)")
-    if config.bbhnet.whitening != "fixed":
+    if config.rolling_whitening:
         return ("bbhnet.whitening", f"the {config.bbhnet.whitening!r} whitening (each window "
                 "whitened by its own PSD) is served on whole windows")
     if config.kernel_samples % config.stride_samples:

@@ -4,11 +4,11 @@ A workload is what a campaign of one mode streams and serves: its ``CampaignConf
 ``export`` writes the repository campaigns serve, and ``pipeline.mode_stream`` runs the same
 step in-process) and seeded, untrained weights for its networks (throughput does not depend on
 training). A workload marked ``streamed`` serves its networks streamed layer by layer
-(``model.streamed``, issue #42: every mode's but the classifier's; the gpu flavor's fused
-model streams alike); the others run them on whole windows.
+(``model.streamed``, issue #42: every mode's; the gpu flavor's fused model streams alike); the
+others (``tiny``) run them on whole windows.
 
 ``toy``        classifier mode: H1+L1 at 2048 Hz, 4 s windows at 4 Hz (the campaign's padded
-               3-layer CNN), batch 32
+               3-layer CNN), batch 32, streamed
 ``deepclean``  deepclean mode: 21 witnesses of H1 at 2048 Hz, 1 s windows at 32 Hz, batch 32,
                streamed
 ``o3-deepclean`` the DeepClean configuration of O3 reprocessing
@@ -23,7 +23,8 @@ model streams alike); the others run them on whole windows.
 ``e2e-inject`` the e2e graph a campaign with ``bbhnet.inject`` serves: ``e2e`` with BBHnet run
                a second time on the raw strain (``statistic_raw``); its background stream
                only (``plan`` counts the foreground's windows itself)
-``tiny``       classifier mode on a short, low-rate stream, for the regression check
+``tiny``       classifier mode on a short, low-rate stream, for the regression check (on
+               whole windows: the path its recorded baseline measured)
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ class Workload:
         return windows * self.stride_samples / self.sample_rate_hz
 
 
-TOY = Workload("toy", "classifier", IFOS, 0, 2048.0, 4.0, 4.0, 32)
+TOY = Workload("toy", "classifier", IFOS, 0, 2048.0, 4.0, 4.0, 32, streamed=True)
 DEEPCLEAN = Workload("deepclean", "deepclean", ("H1",), 21, 2048.0, 1.0, 32.0, 32,
                      streamed=True)
 O3_DEEPCLEAN = Workload("o3-deepclean", "deepclean", ("H1",), 21, 4096.0, 1.0, 32.0, 32,

@@ -40,6 +40,7 @@ from offline_iaas.network_streaming import AUTO, served_as, whole_window_reason
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
+from offline_iaas.repository.backend.layer_stream import MANIFEST as STREAMED_MANIFEST
 from offline_iaas.repository.backend.layer_stream import open_streamed
 from offline_iaas.repository.pipeline import onnx_session
 from offline_iaas.repository.streamed_export import streamed_networks
@@ -482,11 +483,12 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
 def _graph_problems(repo: Path, manifest: Manifest) -> list[str]:
     """One line per network graph of the manifest that is missing or that onnxruntime
     refuses to load."""
-    problems = []
+    problems, missing = [], set()
     for name, entry in manifest.networks.items():
         path = repo / entry.path
         if not path.is_file():
             problems.append(f"{path}: the {name} graph is missing: export again")
+            missing.add(name)
             continue
         try:
             pipeline.onnx_session(path)
@@ -496,6 +498,8 @@ def _graph_problems(repo: Path, manifest: Manifest) -> list[str]:
                             f"({text[0] if text else type(err).__name__}): a half-copied "
                             "repository? export again")
     for name, directory in manifest.streamed.items():  # model.streamed
+        if name in missing:  # beside its missing graph: one line says export again
+            continue
         try:
             open_streamed(repo / directory)
         except Exception as err:  # a missing file, or onnxruntime's own types
@@ -559,7 +563,10 @@ def network_sessions(
         if network not in streamed:
             raise ModelError(f"{repo}: no streamed {network} graphs (model.streamed = true): "
                              "export again")
-        sessions[network] = open_streamed(repo / streamed[network], threads, device)
+        directory = repo / streamed[network]
+        if not (directory / STREAMED_MANIFEST).is_file():
+            raise ModelError(f"{repo}: no {network} graph (looked for {directory})")
+        sessions[network] = open_streamed(directory, threads, device)
     return sessions
 
 

@@ -94,11 +94,13 @@ def _export_checked(kind: str, path: Path, expected: dict, out: Path, example: t
     return export_onnx(network, out, "windows", NETWORK_KINDS[kind].output_name, example)
 
 
-def _classifier(config: CampaignConfig, weights: Path | None, out: Path) -> Path:
+def classifier_network(config: CampaignConfig, weights: Path | None):
+    """The campaign's classifier (``models/classifier.Classifier``, eval mode): seeded by
+    ``model.seed``, or ``weights`` (a state_dict) loaded into it. ModelError for a missing or
+    foreign weight file."""
     import torch
 
     from offline_iaas.models.classifier import Classifier
-    from offline_iaas.models.weights import export_onnx
 
     torch.manual_seed(config.model.seed)
     channels = len(config.stream_channels)
@@ -110,7 +112,14 @@ def _classifier(config: CampaignConfig, weights: Path | None, out: Path) -> Path
             raise ModelError(f"{weights}: weight file not found") from None
         except Exception as err:  # torch raises many types for a bad file
             raise ModelError(f"{weights}: not a classifier state_dict: {err}") from None
-    return export_onnx(model, out, "windows", "statistic", (2, channels, config.kernel_samples))
+    return model.eval()
+
+
+def _classifier(config: CampaignConfig, weights: Path | None, out: Path) -> Path:
+    from offline_iaas.models.weights import export_onnx
+
+    return export_onnx(classifier_network(config, weights), out, "windows", "statistic",
+                       (2, len(config.stream_channels), config.kernel_samples))
 
 
 def _bbhnet(config: CampaignConfig, weights: Path | None, out: Path, single: bool) -> Path:

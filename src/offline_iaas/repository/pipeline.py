@@ -9,6 +9,7 @@ is also what ``mode_stream`` runs in one process (the reference). Tensors are na
 ensemble::
 
     classifier  update ─► snapshotter ─► windows ─► classifier ─► statistic
+                (model.streamed: update ─► classifier (streamed layer by layer) ─► statistic)
     bbhnet      update ─► snapshotter ─► windows ─► bbhnet ─► statistic
                 (model.streamed: update ─► bbhnet (streamed layer by layer) ─► statistic;
                  in e2e alike: cleaned ─► bbhnet (streamed) ─► statistic, raw ─► bbhnet_raw)
@@ -86,6 +87,9 @@ def stages(config: CampaignConfig) -> list[Stage]:
         (network,) = mode.networks
         if mode.triggers:
             return _bbhnet(config, "update", snapshot)
+        if streams(config):
+            return [Stage(network, "streamed", {"update": "update"}, {"statistic": "statistic"},
+                          len(config.stream_channels), {"network": network})]
         return [snapshot, Stage(network, "network", {"windows": "windows"},
                                 {"statistic": "statistic"})]
     chain = [

@@ -1,14 +1,18 @@
-"""BBHnet streamed in torch, and exported for the torch-free runner (issue #42, in progress).
+"""BBHnet and the classifier streamed in torch, and exported for the torch-free runner
+(issue #42).
 
 The stream bookkeeping is ``backend/streamed_network.py`` (``StreamedNetwork``, ``StreamState``:
 numpy only, what the server's python stub can run; its docstring says what is computed where).
-This module gives it BBHnet's layers: ``bbhnet_graph`` cuts the network into the stream graph's
-nodes, each an ``nn.Module`` on one array (the layer without its padding; a join on its inputs
-concatenated along channels), plus the whitening, the padded edge layers and the head.
-``StreamedBBHnet`` runs them in torch; ``export_streamed`` writes each as an ONNX graph beside
-``streamed.json``, which ``streamed_network.open_streamed_network`` runs with onnxruntime.
-``export_campaign_network`` writes them for a campaign with ``model.streamed`` (``export``:
-the fused model serves them; docs/networks.md, "Streamed graphs").
+This module gives it the layers of the two networks of that shape (a FIR, strided
+convolutions, a global mean, a head): ``bbhnet_graph`` and ``classifier_graph`` cut a network
+into the stream graph's nodes, each an ``nn.Module`` on one array (the layer without its
+padding; a join on its inputs concatenated along channels), plus the whitening (the
+classifier's: its input scale, one tap), the padded edge layers and the head.
+``StreamedBBHnet`` and ``StreamedClassifier`` run them in torch; ``export_streamed`` writes
+each as an ONNX graph beside ``streamed.json``, which ``streamed_network.open_streamed_network``
+runs with onnxruntime. ``export_campaign_network`` writes them for a campaign with
+``model.streamed`` (``export``: the fused model serves them; docs/networks.md, "Streamed
+graphs").
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import NotStreamable
 from offline_iaas.models.bbhnet import BBHnet
+from offline_iaas.models.classifier import Classifier
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.streamed_network import (
     DIRECTORY_SUFFIX,
@@ -42,7 +47,8 @@ from offline_iaas.repository.backend.streamed_network import (
     edge_plan,
 )
 
-__all__ = ["StreamState", "StreamedBBHnet", "bbhnet_graph", "export_campaign_network",
+__all__ = ["StreamState", "StreamedBBHnet", "StreamedClassifier", "bbhnet_graph",
+           "classifier_graph", "export_campaign_classifier", "export_campaign_network",
            "export_streamed", "macs_per_window"]
 
 
@@ -114,6 +120,25 @@ def bbhnet_graph(network: BBHnet) -> tuple[list[Node], dict[str, nn.Module]]:
     return nodes, modules
 
 
+def classifier_graph(network: Classifier) -> tuple[list[Node], dict[str, nn.Module]]:
+    """The classifier as a stream graph: its strided convolutions (each with its ReLU), and
+    the module of each run (the nodes', ``"whitened"``: the input scale, ``"edges"``,
+    ``"head"``)."""
+    nodes, modules = [], {
+        WHITENING: _Layer(lambda x: x * network.input_scale, network),
+        EDGES: _Layer(network.features, network.features),
+        HEAD: network.head,
+    }
+    previous = WHITENING
+    convolutions = [layer for layer in network.features if isinstance(layer, nn.Conv1d)]
+    for index, conv in enumerate(convolutions):
+        name = f"conv{index}"
+        nodes.append(Node(name, (previous,), _conv(conv)))
+        modules[name] = _Layer(lambda x, conv=conv: nn.functional.relu(_valid(conv)(x)), conv)
+        previous = name
+    return nodes, modules
+
+
 def bbhnet_nodes(network: BBHnet) -> list[Node]:
     """BBHnet's stem and stages as a stream graph (the whitening is done before it)."""
     return bbhnet_graph(network)[0]
@@ -127,40 +152,63 @@ def _torch_run(module: nn.Module) -> Run:
     return run
 
 
-class StreamedBBHnet(StreamedNetwork):
+class _StreamedInTorch(StreamedNetwork):
+    """A network's graph (``bbhnet_graph``, ``classifier_graph``) run in torch on a stream.
+    ``network`` must be in eval mode (its BatchNorm is then affine); it is shared by every
+    stream."""
+
+    def __init__(self, network: nn.Module,
+                 graph: tuple[list[Node], dict[str, nn.Module]], ifos: int,
+                 kernel_samples: int, stride_samples: int, whitening_taps: int) -> None:
+        if network.training:
+            raise ValueError("stream a network in eval mode (BatchNorm must be affine)")
+        self.network = network
+        nodes, self.modules = graph
+        super().__init__(nodes, ifos, kernel_samples, stride_samples, whitening_taps,
+                         {name: _torch_run(module) for name, module in self.modules.items()})
+
+
+class StreamedBBHnet(_StreamedInTorch):
     """BBHnet's windows on a stream, run in torch: ``update(state, [ifos, n S])`` → ``[n]``.
 
     Parameters
     ----------
     network
-        The whole-window network, in eval mode (its BatchNorm is then affine); shared by
-        every stream.
+        The whole-window network, in eval mode.
     kernel_samples, stride_samples
         Window ``K`` and stride ``S``; ``S`` must be a multiple of the network's cumulative
         stride ``P`` (else a window's downsampled grid is not the stream's).
     """
 
     def __init__(self, network: BBHnet, kernel_samples: int, stride_samples: int) -> None:
-        if network.training:
-            raise ValueError("stream a network in eval mode (BatchNorm must be affine)")
-        self.network = network
-        nodes, self.modules = bbhnet_graph(network)
-        super().__init__(nodes, network.ifos, kernel_samples, stride_samples,
-                         network.whitening_taps,
-                         {name: _torch_run(module) for name, module in self.modules.items()})
+        super().__init__(network, bbhnet_graph(network), network.ifos, kernel_samples,
+                         stride_samples, network.whitening_taps)
 
 
-def export_streamed(network: BBHnet, kernel_samples: int, stride_samples: int,
+class StreamedClassifier(_StreamedInTorch):
+    """The classifier's windows on a stream, run in torch, as ``StreamedBBHnet`` (its
+    cumulative stride is 8: three convolutions of stride 2)."""
+
+    def __init__(self, network: Classifier, kernel_samples: int, stride_samples: int
+                 ) -> None:
+        super().__init__(network, classifier_graph(network), network.features[0].in_channels,
+                         kernel_samples, stride_samples, 1)
+
+
+def export_streamed(network: BBHnet | Classifier, kernel_samples: int, stride_samples: int,
                     directory: Path) -> Path:
-    """Write what ``StreamedBBHnet`` runs as ONNX graphs and ``streamed.json`` to
-    ``directory`` (``streamed_network.open_streamed_network`` runs them); return it.
+    """Write what ``StreamedBBHnet`` (``StreamedClassifier``) runs as ONNX graphs and
+    ``streamed.json`` to ``directory`` (``streamed_network.open_streamed_network`` runs them);
+    return it.
 
     Each graph has a dynamic batch and time axis (``export_onnx``); ValueError as
     ``StreamedBBHnet`` for a geometry it cannot stream.
     """
-    streamed = StreamedBBHnet(network, kernel_samples, stride_samples)
+    kind = StreamedBBHnet if isinstance(network, BBHnet) else StreamedClassifier
+    streamed = kind(network, kernel_samples, stride_samples)
     directory = Path(directory)
-    channels = {"whitened": network.ifos}
+    channels = {"whitened": streamed.ifos}
+    head = streamed.modules[HEAD]
     edge = streamed.plan.edge_samples
     for node in streamed.nodes:
         module = streamed.modules[node.name]
@@ -175,11 +223,10 @@ def export_streamed(network: BBHnet, kernel_samples: int, stride_samples: int,
         export_onnx(module, directory / f"{node.name}.onnx", "x", "y", (1, width, taps + 8),
                     dynamic_time=True)
     export_onnx(streamed.modules[WHITENING], directory / f"{WHITENING}.onnx", "x", "y",
-                (1, network.ifos, kernel_samples), dynamic_time=True)
+                (1, streamed.ifos, kernel_samples), dynamic_time=True)
     export_onnx(streamed.modules[EDGES], directory / f"{EDGES}.onnx", "x", "y",
-                (2, network.ifos, edge))
-    export_onnx(network.head, directory / f"{HEAD}.onnx", "x", "y",
-                (1, network.head.in_features))
+                (2, streamed.ifos, edge))
+    export_onnx(head, directory / f"{HEAD}.onnx", "x", "y", (1, head.in_features))
     write_text_atomic(directory / MANIFEST, json.dumps(streamed.spec(), indent=1) + "\n")
     return directory
 
@@ -210,6 +257,25 @@ def export_campaign_network(config: CampaignConfig, weights: Path | None, direct
             "docs/networks.md, 'Streamed graphs')")
     return export_streamed(network, config.kernel_samples, config.stride_samples,
                            directory / f"bbhnet{DIRECTORY_SUFFIX}")
+
+
+def export_campaign_classifier(config: CampaignConfig, weights: Path | None, directory: Path
+                               ) -> Path:
+    """The campaign's classifier (seeded, or ``weights``: as the whole-window graph's,
+    ``networks.classifier_network``) exported streamed to ``directory/classifier.streamed``;
+    return that directory. NotStreamable for a stride that is not a multiple of its
+    cumulative stride."""
+    from offline_iaas.repository.networks import classifier_network
+
+    network = classifier_network(config, weights)
+    step = cumulative_stride(classifier_graph(network)[0])
+    if config.stride_samples % step:
+        raise NotStreamable(
+            f"model.inference_rate: a stride of {config.stride_samples} samples is not a "
+            f"multiple of the classifier's cumulative stride {step} (docs/networks.md, "
+            "'Streamed graphs')")
+    return export_streamed(network, config.kernel_samples, config.stride_samples,
+                           directory / f"classifier{DIRECTORY_SUFFIX}")
 
 
 def macs_per_window(network: BBHnet, kernel_samples: int, stride_samples: int

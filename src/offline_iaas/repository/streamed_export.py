@@ -49,7 +49,8 @@ def streamed_networks(config: CampaignConfig, weights: Path | None,
     return {}
 
 
-_NAMES = {"bbhnet": "BBHnet", "deepclean": "DeepClean", pipeline.CANARY_NETWORK: "DeepClean"}
+_NAMES = {"bbhnet": "BBHnet", "deepclean": "DeepClean", pipeline.CANARY_NETWORK: "DeepClean",
+          "classifier": "the classifier"}
 
 
 def _export(config: CampaignConfig, weights: Path | None, canary_weights: Path | None,
@@ -58,6 +59,10 @@ def _export(config: CampaignConfig, weights: Path | None, canary_weights: Path |
     streamed = {stage.params["network"] for stage in pipeline.stages(config)
                 if stage.kind == "streamed"}
     out = {}
+    if "classifier" in streamed:
+        from offline_iaas.repository.streamed import export_campaign_classifier
+
+        out["classifier"] = export_campaign_classifier(config, weights, tmp)
     if "bbhnet" in streamed:
         from offline_iaas.repository.streamed import export_campaign_network
 
