@@ -268,6 +268,17 @@ def _mean_cores(measurements: list[Measurement], path: str) -> tuple[float, floa
             sum(m.other_cpu_seconds for m in chosen) / wall)
 
 
+def _streamed_sentence(names: list[str]) -> str:
+    """Which of the run's workloads serve their networks streamed layer by layer."""
+    streamed = [f"**{name}**" for name in names if workload(name).streamed]
+    whole = [f"**{name}**" for name in names if not workload(name).streamed]
+    verb = "serves its" if len(streamed) == 1 else "serve their"
+    return ((", ".join(streamed) + f" {verb} networks streamed layer by layer "
+             "(`model.streamed`, docs/networks.md \"Streamed graphs\")" if streamed else "")
+            + ("; " if streamed and whole else "")
+            + (", ".join(whole) + " on whole windows" if whole else "") + ".")
+
+
 def results_markdown(header: dict, measurements: list[Measurement], plan) -> str:
     """The text of ``RESULTS.md``."""
     pts = points(measurements)
@@ -320,9 +331,7 @@ def results_markdown(header: dict, measurements: list[Measurement], plan) -> str
         "**bbhnet** = H1+L1, 2048 Hz, 1.5 s windows at 4 Hz; **aframe** = the same at "
         "aframe's geometry, 1.5 s windows at 16 Hz (kernel/stride 24); **e2e** = H1+L1 with "
         "21 witnesses each, 2048 Hz, 1 s windows at 32 Hz (DeepClean → subtraction → BBHnet). "
-        "**bbhnet** and **aframe** serve BBHnet streamed layer by layer (`model.streamed`, "
-        "docs/networks.md \"Streamed graphs\"); the other networks run on whole windows (not "
-        "streamed yet, issue #42).",
+        + _streamed_sentence(plan.workloads),
         "",
         "Paths: **limit** = the mode's graphs in-process with onnxruntime over every window "
         "of the span, batch by batch (`pipeline.mode_stream`: the streamed graphs where the "
