@@ -154,7 +154,8 @@ def test_demo_command_reports_equality_and_leaves_nothing_running(tmp_path: Path
         rf"\(1 server\(s\) x 2 client\(s\)\), reference {number} data-s/s \(one process\): "
         rf"{number} x per wall second; per CPU second \(every process, start to output\): "
         rf"campaign {number} data-s \({number} CPU-s\), reference {number} data-s \({number} "
-        rf"CPU-s\): {number} x; networks on whole windows \(model.streamed\)", streaming)
+        rf"CPU-s\): {number} x; networks streamed layer by layer \(model.streamed\)",
+        streaming)
     assert match, streaming
     analysed, streamed, *rates = (float(v.replace(",", "")) for v in match.groups())
     config = load_config(workdir / "run" / "campaign.toml")

@@ -109,6 +109,22 @@ def test_streamed_bbhnet_restarted_from_a_checkpoint_equals_the_uninterrupted_st
     np.testing.assert_array_equal(np.concatenate([first, rest]), uninterrupted)
 
 
+def test_an_empty_update_yields_no_window_and_leaves_the_stream_as_it_was():
+    """A sequence's START or END may come alone, with no samples (the hostile clients'
+    empty sequences): no statistic, and the stream goes on as if it had not come."""
+    kernel, stride, taps, width, depth = GEOMETRIES["k/s=6"]
+    streamed = StreamedBBHnet(random_bbhnet(taps, width, depth, kernel), kernel, stride)
+    samples = samples_of(20, stride)
+    state = streamed.initial_state()
+    empty = streamed.update(state, np.zeros((2, 0), np.float32))
+    assert empty.shape == (0,) and empty.dtype == np.float32 and state.windows == 0
+    first = stream(streamed, samples[:, : 8 * stride], [4], state)
+    assert streamed.update(state, np.zeros((2, 0), np.float32)).shape == (0,)
+    rest = stream(streamed, samples[:, 8 * stride :], [4], state)
+    np.testing.assert_array_equal(np.concatenate([first, rest]),
+                                  stream(streamed, samples, [4]))
+
+
 @pytest.mark.parametrize("name", ["k/s=6", "k/s=5, odd taps"])
 def test_streamed_bbhnet_equals_the_exported_onnx_graph_on_every_window(tmp_path, name):
     import onnxruntime

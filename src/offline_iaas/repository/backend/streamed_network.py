@@ -160,6 +160,8 @@ class StreamedNetwork:
         if samples.ndim != 2 or samples.shape[1] % stride:
             raise ValueError(f"update of shape {samples.shape}: need [ifos, n * {stride}]")
         n = samples.shape[1] // stride
+        if n == 0:  # an empty request (a sequence's START or END alone)
+            return np.zeros(0, np.float32)
         self._advance(state, samples)
         starts = stride * (state.windows + 1 + np.arange(n))  # raw == whitened position
         pooled = self._interior_sums(state, starts)
