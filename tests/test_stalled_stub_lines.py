@@ -197,3 +197,32 @@ def test_the_watch_warns_of_the_stalled_stub_crash_and_fails_on_the_same_crash_u
     problems = watch.problems(exits_expected=False, crashes_expected=False)
     assert len(problems) == 3 and watch.stalled == []
     assert "server node server0 exited on its own (attempt 1, exit code 5)" in problems[-1]
+
+
+# tritonserver dead by SIGBUS in the epoch whose stub was called not healthy (a CI run's
+# stalled-stub test): Triton traces SIGSEGV and SIGABRT only, so serve's line is all there is
+BUS = "offline-iaas serve: tritonserver (pid 28313) died by signal SIGBUS while serving\n"
+RESTARTED = STARTED.replace("56963", "40001")
+
+
+@pytest.mark.server_crashes  # the suite's own watch reads these runs too
+@pytest.mark.server_exits
+def test_tritonserver_dead_by_sigbus_after_its_stub_was_called_not_healthy_is_told_apart(
+        tmp_path: Path) -> None:
+    told = {"127.0.0.1:56963"}
+    log = STARTED + BUS + RESTARTED
+    assert stalled_stub_crashes(log, told) == {4: 1}
+    # the controls: no client told so, or another signal with no trace of where it struck
+    # (SIGKILL: the kernel's out-of-memory killer)
+    assert stalled_stub_crashes(log, set()) == {}
+    assert stalled_stub_crashes(log.replace("SIGBUS", "SIGKILL"), told) == {}
+
+    # the watch warns of it and counts the node's exit that followed
+    _run(tmp_path / "bus", log, TOLD)
+    watch = ServerLogWatch(tmp_path / "bus")
+    assert watch.problems(exits_expected=False, crashes_expected=False) == []
+    assert len(watch.stalled) == 1 and "tritonserver died by SIGBUS" in watch.stalled[0]
+    _run(tmp_path / "killed", log.replace("SIGBUS", "SIGKILL"), TOLD)
+    problems = ServerLogWatch(tmp_path / "killed").problems(exits_expected=False,
+                                                           crashes_expected=False)
+    assert len(problems) == 2 and "exited on its own" in problems[-1]

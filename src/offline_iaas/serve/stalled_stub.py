@@ -11,7 +11,8 @@ stub's late answer is also taken as the answer to the next requests. The shared-
 and the message queue between the two processes are corrupted from then on: the stub dies by
 SIGSEGV in the backend's C++ (freeing a request: ``priv_deallocate`` under ``~InferRequest``,
 with no Python frame in its crashing thread), and tritonserver often dies too (SIGSEGV in
-``libtriton_python.so``, or SIGABRT on a C++ exception). Seen here under heavy load and
+``libtriton_python.so``, SIGABRT on a C++ exception, or SIGBUS on a page of the shared memory,
+which Triton does not trace: a CI run). Seen here under heavy load and
 reproduced by stopping a stub for 3 s mid-stream (``tests/test_server_crashes.py``).
 
 The stub does not always die (a CI run's stub lived on, and its server with it). So a client
@@ -125,6 +126,11 @@ def _backend_brought_it_about(lines: list[str], first_crash: list[FatalLine]) ->
             backend = backend or bool(native)
         elif fatal.process == "tritonserver" and fatal.text.startswith("Signal "):
             backend = backend or _backtrace_in_python_backend(lines, fatal)
+        elif fatal.process == "tritonserver" and fatal.signal == "SIGBUS":
+            # a fault on a page of the shared memory (Triton traces SIGSEGV and SIGABRT
+            # only, so serve's line is the sole witness); the model's Python runs in the
+            # stub and cannot bring it about in tritonserver
+            backend = True
     return backend
 
 
@@ -144,13 +150,13 @@ def stalled_stub_crashes(log_text: str, unhealthy_addresses: set[str]) -> dict[i
     In a server epoch (from ``Started GRPCInferenceService at <address>``) whose address is
     in ``unhealthy_addresses`` (:func:`told_not_healthy`), the first crash must be the stub's
     with no Python frame in its crashing thread, or tritonserver's own with the python
-    backend's library in its backtrace, or come after ``serve`` ended the epoch on a client's
-    report; it and every fatal line after it in that epoch (tritonserver's crash on the
-    corrupted state, ``serve``'s own lines) count. The first crash is the epoch's first fatal
-    line and any other that begins before its trace does (tritonserver and the stub dying at
-    once write their traces into each other). Any other first crash (one in the model's
-    Python code, or in an epoch where no client was told so) makes none of that epoch's
-    lines count."""
+    backend's library in its backtrace or by SIGBUS, or come after ``serve`` ended the epoch
+    on a client's report; it and every fatal line after it in that epoch (tritonserver's
+    crash on the corrupted state, ``serve``'s own lines) count. The first crash is the
+    epoch's first fatal line and any other that begins before its trace does (tritonserver
+    and the stub dying at once write their traces into each other). Any other first crash
+    (one in the model's Python code, or in an epoch where no client was told so) makes none
+    of that epoch's lines count."""
     lines = log_text.splitlines()
     epoch_of_line: list[tuple[int, str | None]] = []  # (epoch, its address) per line
     epoch, address = 0, None
