@@ -231,6 +231,23 @@ def export_streamed(network: BBHnet | Classifier, kernel_samples: int, stride_sa
     return directory
 
 
+def _export_on_the_stride_grid(network: BBHnet | Classifier, nodes: list[Node],
+                               config: CampaignConfig, directory: Path, depth: str = "") -> Path:
+    """``network`` (whose graph is ``nodes``) exported streamed to
+    ``directory/<bbhnet|classifier>.streamed``; NotStreamable for a campaign stride that is
+    not a multiple of its cumulative stride (``depth``: what the message adds about it)."""
+    name, called = (("bbhnet", "BBHnet's") if isinstance(network, BBHnet)
+                    else ("classifier", "the classifier's"))
+    step = cumulative_stride(nodes)
+    if config.stride_samples % step:
+        raise NotStreamable(
+            f"model.inference_rate: a stride of {config.stride_samples} samples is not a "
+            f"multiple of {called} cumulative stride {step} ({depth}docs/networks.md, "
+            "'Streamed graphs')")
+    return export_streamed(network, config.kernel_samples, config.stride_samples,
+                           directory / f"{name}{DIRECTORY_SUFFIX}")
+
+
 def export_campaign_network(config: CampaignConfig, weights: Path | None, directory: Path
                             ) -> Path:
     """The campaign's BBHnet (``weights``, as ``export --weights`` takes them) exported
@@ -249,14 +266,8 @@ def export_campaign_network(config: CampaignConfig, weights: Path | None, direct
     if not isinstance(network, BBHnet):
         raise NotStreamable(f"{path}: BBHnet's weights are a graph, not a state_dict (a "
                             "TorchScript or ONNX graph has no layers to stream)")
-    step = cumulative_stride(bbhnet_nodes(network))
-    if config.stride_samples % step:
-        raise NotStreamable(
-            f"model.inference_rate: a stride of {config.stride_samples} samples is not a "
-            f"multiple of BBHnet's cumulative stride {step} (depth {len(network.stages)}; "
-            "docs/networks.md, 'Streamed graphs')")
-    return export_streamed(network, config.kernel_samples, config.stride_samples,
-                           directory / f"bbhnet{DIRECTORY_SUFFIX}")
+    return _export_on_the_stride_grid(network, bbhnet_nodes(network), config, directory,
+                                      depth=f"depth {len(network.stages)}; ")
 
 
 def export_campaign_classifier(config: CampaignConfig, weights: Path | None, directory: Path
@@ -268,14 +279,8 @@ def export_campaign_classifier(config: CampaignConfig, weights: Path | None, dir
     from offline_iaas.repository.networks import classifier_network
 
     network = classifier_network(config, weights)
-    step = cumulative_stride(classifier_graph(network)[0])
-    if config.stride_samples % step:
-        raise NotStreamable(
-            f"model.inference_rate: a stride of {config.stride_samples} samples is not a "
-            f"multiple of the classifier's cumulative stride {step} (docs/networks.md, "
-            "'Streamed graphs')")
-    return export_streamed(network, config.kernel_samples, config.stride_samples,
-                           directory / f"classifier{DIRECTORY_SUFFIX}")
+    return _export_on_the_stride_grid(network, classifier_graph(network)[0], config,
+                                      directory)
 
 
 def macs_per_window(network: BBHnet, kernel_samples: int, stride_samples: int

@@ -44,7 +44,10 @@ _GRPC_STARTED = re.compile(r'Started GRPCInferenceService at ([^"\s]+)')
 _PYTHON_BACKEND_LIBRARY = "libtriton_python.so"
 _BACKTRACE_FRAME = re.compile(r"^\s*(\d+)# ")
 _STUB_THREAD = ("Thread 0x", "Current thread ")
-_ENDED_EPOCH = re.compile("^" + re.escape(SERVE_PREFIX) + r"ending epoch \d+: .* not healthy$")
+_ENDED_EPOCH_LINE = (SERVE_PREFIX + "ending epoch {epoch}: {client} was answered that the "
+                     "model's stub is not healthy")
+_ENDED_EPOCH = re.compile("^" + re.escape(_ENDED_EPOCH_LINE).replace(r"\{epoch\}", r"\d+")
+                          .replace(r"\{client\}", r"\S+") + "$")
 
 
 def says_not_healthy(message: str) -> bool:
@@ -56,8 +59,7 @@ def says_not_healthy(message: str) -> bool:
 def ended_epoch_line(client: str, epoch: int) -> str:
     """``serve``'s line in tritonserver's log when it ends server epoch ``epoch`` because
     ``client`` reported Triton's answer (``serve/node.py``)."""
-    return (f"{SERVE_PREFIX}ending epoch {epoch}: {client} was answered that the model's "
-            "stub is not healthy")
+    return _ENDED_EPOCH_LINE.format(epoch=epoch, client=client)
 
 
 def note_ended_epoch(client: str, epoch: int, log: Path, node: str) -> str:
