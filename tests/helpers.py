@@ -460,3 +460,23 @@ def node_complete(run: RunDir, node: str) -> bool:
     from offline_iaas.completeness import campaign_hashes, node_problem
 
     return node_problem(run, node, campaign_hashes(run)) is None
+
+
+def save_traced(network, path: Path, input_shape: tuple[int, ...], wrapped: bool = False
+                ) -> Path:
+    """``network`` traced on zeros of ``input_shape`` and saved as TorchScript to ``path``;
+    ``wrapped``: held by an outer module first, so that its parameters are named
+    ``inner.<name>`` (a user's training wrapper), computing the same."""
+    import torch
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.inner(x)
+
+    module = (Wrapper(network) if wrapped else network).eval()
+    torch.jit.save(torch.jit.trace(module, torch.zeros(input_shape)), str(path))
+    return path

@@ -30,7 +30,7 @@ from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
 from tests.faults.test_faults import FAST_FAILURE
-from tests.helpers import processes_mentioning, run_dag, small_campaign
+from tests.helpers import processes_mentioning, run_dag, save_traced, small_campaign
 from tests.oracle import read_series, run_problems
 from tests.streamed_runs import relative_difference
 
@@ -159,7 +159,6 @@ def test_the_switch_off_or_auto_keeps_the_config_hashes_and_on_changes_them(expo
 
 def test_streamed_export_refuses_the_ensemble_graph_weights_and_off_grid_strides(
         exported, tmp_path):
-    import torch
 
     from tests.test_rolling_whitening import _bbhnet_module
 
@@ -171,10 +170,10 @@ def test_streamed_export_refuses_the_ensemble_graph_weights_and_off_grid_strides
     with pytest.raises(ModelError, match="not the --ensemble layout") as caught["ensemble"]:
         export_repository(config, weights, ensemble=True)
     scripted = tmp_path / "scripted"
-    scripted.mkdir()
-    torch.jit.save(torch.jit.trace(_bbhnet_module(weights), torch.zeros(2, 2, 256)),
-                   scripted / "bbhnet.ts")
-    with pytest.raises(ModelError, match="weights are a graph, not a state_dict") as caught["ts"]:
+    scripted.mkdir()  # our BBHnet inside a user's wrapper: its layers are named otherwise
+    save_traced(_bbhnet_module(weights), scripted / "bbhnet.ts", (2, 2, 256), wrapped=True)
+    with pytest.raises(ModelError, match="a TorchScript graph whose parameters are not "
+                       "BBHnet's") as caught["ts"]:
         export_repository(config, scripted)
     off_grid = load_config(toml, [*STREAMED, "model.inference_rate=32",
                                   f'model.repository="{repo}"'])  # stride 8, not 16
@@ -193,23 +192,25 @@ def test_streamed_export_refuses_the_ensemble_graph_weights_and_off_grid_strides
 
 def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_window(
         exported, tmp_path, caplog):
-    """``model.streamed = "auto"`` (the default): the state_dict streams; TorchScript weights,
+    """``model.streamed = "auto"`` (the default): the state_dict and our BBHnet traced
+    stream; a TorchScript graph whose layers are not recognised (``models/recognised.py``),
     a stride off BBHnet's grid and the --ensemble layout are served on whole windows, each
     with one line naming why, and the repository check and the reference take either."""
     import logging
-
-    import torch
 
     from tests.test_rolling_whitening import _bbhnet_module
 
     weights = exported["whole"].source.parent / "weights"
     toml = exported["whole"].source
-    scripted = tmp_path / "scripted"
+    scripted, traced = tmp_path / "scripted", tmp_path / "traced"
     scripted.mkdir()
-    torch.jit.save(torch.jit.trace(_bbhnet_module(weights), torch.zeros(2, 2, 256)),
-                   scripted / "bbhnet.ts")
+    traced.mkdir()
+    save_traced(_bbhnet_module(weights), scripted / "bbhnet.ts", (2, 2, 256), wrapped=True)
+    save_traced(_bbhnet_module(weights), traced / "bbhnet.ts", (2, 2, 256))
     cases = {"state_dict": ([], weights, False, "BBHnet streamed layer by layer"),
-             "graph": ([], scripted, False, "bbhnet.ts: BBHnet's weights are a graph"),
+             "traced": ([], traced, False, "BBHnet streamed layer by layer"),
+             "graph": ([], scripted, False, "bbhnet.ts: a TorchScript graph whose parameters "
+                       "are not BBHnet's"),
              "off grid": (["model.inference_rate=32"], weights, False,
                           "stride of 8 samples is not a multiple of BBHnet's cumulative"),
              "ensemble": ([], weights, True, "the --ensemble layout serves whole windows")}
@@ -222,7 +223,13 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
         said = [r.getMessage() for r in caplog.records if "model.streamed = auto" in r.getMessage()]
         assert len(said) == 1 and line in said[0], (name, said)
         manifest = check_repository(config, load_graphs=True)
-        assert bool(manifest.streamed) == (name == "state_dict"), name
+        assert bool(manifest.streamed) == (name in ("state_dict", "traced")), name
+    # the traced network streams as its state_dict does: the same graphs, byte for byte
+    streamed = sorted((tmp_path / "state_dict").rglob("bbhnet.streamed/*"))
+    assert len(streamed) > 5
+    for path in streamed:
+        twin = tmp_path / "traced" / path.relative_to(tmp_path / "state_dict")
+        assert twin.read_bytes() == path.read_bytes(), path.name
     # the whole-window repository serves auto's campaign as false's: the same statistic
     graph = load_config(toml, [*AUTO, f'model.repository="{tmp_path / "graph"}"'])
     root = exported["whole"].source.parent

@@ -23,7 +23,7 @@ from offline_iaas.merge.output import compare_outputs
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.repository.pipeline import stages
 from tests.error_catalogue import documented
-from tests.helpers import WITNESSES, run_dag, small_campaign, untrained_weights
+from tests.helpers import WITNESSES, run_dag, save_traced, small_campaign, untrained_weights
 from tests.oracle import read_series
 from tests.streamed_runs import exported_both_ways, relative_difference
 
@@ -73,23 +73,26 @@ def test_the_streamed_noise_equals_the_whole_window_chain(chains) -> None:
 
 
 def test_streamed_deepclean_refuses_weights_without_layers(chains, tmp_path: Path) -> None:
-    import torch
-
     from offline_iaas.models.weights import build_network
 
-    scripted = tmp_path / "scripted"
+    scripted, traced = tmp_path / "scripted", tmp_path / "traced"
     scripted.mkdir()
+    traced.mkdir()
     for ifo, witnesses in (("H1", 2), ("L1", 1)):
         net = build_network("deepclean", {"witnesses": witnesses}).eval()
-        torch.jit.save(torch.jit.trace(net, torch.zeros(2, witnesses, 256)),
-                       scripted / f"deepclean-{ifo}.ts")
+        # in a user's wrapper its layers are named otherwise; traced as it is, they are ours
+        save_traced(net, scripted / f"deepclean-{ifo}.ts", (2, witnesses, 256), wrapped=True)
+        save_traced(net, traced / f"deepclean-{ifo}.ts", (2, witnesses, 256))
     config = load_config(chains["streamed"].source, [
         *DEEPCLEAN[:2], "model.streamed=true", f'model.repository="{tmp_path / "repo"}"'])
-    with pytest.raises(ModelError, match="weights are a graph, not a state_dict") as caught:
+    with pytest.raises(ModelError, match="a TorchScript graph whose parameters are not "
+                       "DeepClean's") as caught:
         export_repository(config, scripted)
     assert not (tmp_path / "repo").exists()
     documented("streamed-deepclean-graph-weights", str(caught.value), {scripted: "W"},
                exit_code=ModelError.exit_code)
+    export_repository(config, traced)  # the control: the same networks traced stream
+    assert (tmp_path / "repo" / "offline-iaas" / "1" / "deepclean.streamed").is_dir()
 
 
 @pytest.mark.slow

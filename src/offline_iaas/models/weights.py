@@ -233,12 +233,12 @@ def _load_state_dict(kind: str, path: Path, expected: Mapping[str, Any]):
         raise ModelError(
             f"{kind} weights {path}: not a state_dict (a mapping of parameter names to tensors)"
         )
-    model = _fresh_for(kind, dict(state), path, expected)
+    model = network_for_state(kind, dict(state), path, expected)
     model.load_state_dict(state)
     return model.eval()
 
 
-def _fresh_for(kind: str, state: dict, path: Path, expected: Mapping[str, Any]):
+def network_for_state(kind: str, state: dict, path: Path, expected: Mapping[str, Any]):
     """A fresh network with ``state``'s names and the campaign's shapes, or ModelError."""
     taps = None
     if (_network(kind).whitening_fir and "whitening" in state
@@ -307,7 +307,7 @@ def _load_torchscript(kind: str, path: Path, expected: Mapping[str, Any]):
     state = dict(module.state_dict())
     fresh = build_network(kind, expected)
     if set(state) == set(fresh.state_dict()):  # our architecture: name the wrong parameter
-        _fresh_for(kind, state, path, expected)
+        network_for_state(kind, state, path, expected)
     module.eval()
     channels, kernel = input_shape(kind, expected)
     shape_in = (_CHECK_BATCH, channels, kernel)

@@ -253,19 +253,18 @@ def export_campaign_network(config: CampaignConfig, weights: Path | None, direct
     """The campaign's BBHnet (``weights``, as ``export --weights`` takes them) exported
     streamed to ``directory/bbhnet.streamed`` (``model.streamed``); return that directory.
 
-    NotStreamable for weights that are not a BBHnet state_dict (a TorchScript or ONNX graph
-    has no layers to stream) and for a stride the network cannot stream (not a multiple of
-    its cumulative stride).
+    NotStreamable for weights whose layers are not BBHnet's (an ONNX graph, a TorchScript
+    graph not made from our BBHnet: ``models/recognised.py``) and for a stride the network
+    cannot stream (not a multiple of its cumulative stride).
     """
+    from offline_iaas.models.recognised import streamable_network
     from offline_iaas.models.weights import load_network
     from offline_iaas.repository.networks import weight_file
 
     path = weight_file(weights, "bbhnet", single=True)
-    network = load_network("bbhnet", path, {"ifos": len(config.ifos),
-                                            "kernel_samples": config.kernel_samples})
-    if not isinstance(network, BBHnet):
-        raise NotStreamable(f"{path}: BBHnet's weights are a graph, not a state_dict (a "
-                            "TorchScript or ONNX graph has no layers to stream)")
+    expected = {"ifos": len(config.ifos), "kernel_samples": config.kernel_samples}
+    network = streamable_network("bbhnet", path, load_network("bbhnet", path, expected),
+                                 expected)
     return _export_on_the_stride_grid(network, bbhnet_nodes(network), config, directory,
                                       depth=f"depth {len(network.stages)}; ")
 

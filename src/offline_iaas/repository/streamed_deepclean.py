@@ -236,10 +236,12 @@ def export_campaign_deepclean(config: CampaignConfig, weights: Path | None, dire
     ``directory/<name>.streamed`` (``model.streamed``; ``name`` ``deepclean_canary`` for the
     canary's weights); return that directory.
 
-    NotStreamable for weights that are not DeepClean state_dicts (a TorchScript or ONNX graph has
-    no layers to stream) and for a geometry DeepClean cannot stream (a stride not a multiple
-    of its alignment 16, a window that is all edge).
+    NotStreamable for weights whose layers are not DeepClean's (an ONNX graph, a TorchScript
+    graph not made from our DeepClean: ``models/recognised.py``) and for a geometry
+    DeepClean cannot stream (a stride not a multiple of its alignment 16, a window that is
+    all edge).
     """
+    from offline_iaas.models.recognised import streamable_network
     from offline_iaas.models.weights import load_network
     from offline_iaas.repository.networks import weight_file
 
@@ -248,12 +250,9 @@ def export_campaign_deepclean(config: CampaignConfig, weights: Path | None, dire
     for ifo in config.ifos:
         witnesses = config.witnesses_of(ifo)
         path = weight_file(weights, f"deepclean-{ifo}", single=False)
-        network = load_network("deepclean", path, {"witnesses": len(witnesses),
-                                                   "kernel_samples": config.kernel_samples})
-        if not isinstance(network, DeepClean):
-            raise NotStreamable(f"{path}: DeepClean's weights are a graph, not a state_dict "
-                                "(a TorchScript or ONNX graph has no layers to stream)")
-        networks[ifo] = network
+        expected = {"witnesses": len(witnesses), "kernel_samples": config.kernel_samples}
+        networks[ifo] = streamable_network(
+            "deepclean", path, load_network("deepclean", path, expected), expected)
         indices[ifo] = [stream.index(w) for w in witnesses]
     try:
         return export_streamed_deepclean(networks, indices, config.kernel_samples,

@@ -1,0 +1,76 @@
+"""Our architectures recognised inside the graphs users bring, so that they can be streamed.
+
+A streamed network needs its layers (``repository/streamed.py``): a state_dict gives them
+directly. A TorchScript graph carries its parameters under the names of the module it was
+traced or scripted from, so one made from our DeepClean or BBHnet (``torch.jit.trace`` of a
+trained network, as the field ships them) holds exactly a fresh network's state_dict. That is
+necessary, not enough: a user's subclass may compute something else with the same
+parameters. So the network rebuilt from them must also answer two probes (seeded noise at
+strain scale and at unit scale) as the graph does, to float tolerance. An ONNX graph's
+initializers are renamed and folded by the exporter (BatchNorm into the convolutions), so its
+layers are not recognised: it is served on whole windows, as a TorchScript graph that fails
+either test is (``model.streamed = "auto"``; ``true`` refuses it with the same reason).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from offline_iaas.errors import ModelError, NotStreamable
+from offline_iaas.models.bbhnet import BBHnet
+from offline_iaas.models.deepclean import DeepClean
+from offline_iaas.models.weights import input_shape, network_for_state
+
+PROBE_SCALES = (1e-21, 1.0)
+"""Amplitudes of the probes a recognised graph must answer as the rebuilt network does."""
+RELATIVE_TOLERANCE = 1e-5
+"""``max |graph - rebuilt| ≤ tolerance × max |graph|`` on each probe (float32 both)."""
+_PROBE_BATCH = 3
+
+
+def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str, Any]
+                       ) -> nn.Module:
+    """The ``kind`` network (``deepclean``, ``bbhnet``) whose layers ``path`` holds:
+    ``loaded`` itself for a state_dict (``weights.load_network``'s result), or our network
+    rebuilt from a TorchScript graph's parameters when it computes what the graph does.
+
+    Raises
+    ------
+    NotStreamable
+        For an ONNX graph, and a TorchScript graph that is not one of ours; the reason
+        names the file and what was found.
+    """
+    network_type, called = (DeepClean, "DeepClean") if kind == "deepclean" else (BBHnet, "BBHnet")
+    if isinstance(loaded, network_type):
+        return loaded
+    if not isinstance(loaded, nn.Module):
+        raise NotStreamable(f"{path}: {called}'s weights are an ONNX graph (its exporter "
+                            "renames and folds the layers, so none are recognised to stream)")
+    state = dict(torch.jit.load(str(path), map_location="cpu").state_dict())
+    try:
+        rebuilt = network_for_state(kind, state, path, expected)
+    except ModelError:
+        raise NotStreamable(f"{path}: a TorchScript graph whose parameters are not "
+                            f"{called}'s (no layers of ours to stream)") from None
+    rebuilt.load_state_dict(state)
+    rebuilt.eval()
+    channels, kernel = input_shape(kind, expected)
+    rng = np.random.default_rng(0)
+    for scale in PROBE_SCALES:
+        probe = torch.from_numpy(
+            (scale * rng.standard_normal((_PROBE_BATCH, channels, kernel))).astype(np.float32))
+        with torch.no_grad():
+            graph, ours = loaded(probe).reshape(-1), rebuilt(probe).reshape(-1)
+        error = float((graph - ours).abs().max()) if graph.shape == ours.shape else np.inf
+        if not error <= RELATIVE_TOLERANCE * float(graph.abs().max()):  # NaN fails too
+            raise NotStreamable(
+                f"{path}: a TorchScript graph with {called}'s parameters that computes "
+                f"something else (on a probe of amplitude {scale:g} it differs from "
+                f"{called} by {error:.3g}, relative {RELATIVE_TOLERANCE:g} allowed)")
+    return rebuilt

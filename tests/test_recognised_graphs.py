@@ -1,0 +1,88 @@
+"""Our networks are recognised inside TorchScript graphs users bring, and streamed
+(``models/recognised.py``); a graph that is not one of ours is not: an ONNX graph, a graph
+whose parameters are named otherwise, and one with our parameters computing something else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from offline_iaas.errors import NotStreamable
+from offline_iaas.models.bbhnet import BBHnet
+from offline_iaas.models.deepclean import DeepClean
+from offline_iaas.models.recognised import streamable_network
+from offline_iaas.models.weights import export_onnx, load_network
+from tests.helpers import save_traced
+from tests.test_streamed_bbhnet import random_bbhnet
+
+KERNEL = 192
+BBHNET = {"ifos": 2, "kernel_samples": KERNEL}
+
+
+class Doubled(BBHnet):
+    """BBHnet's parameters, twice its statistic."""
+
+    def forward(self, strain: torch.Tensor) -> torch.Tensor:
+        return 2 * super().forward(strain)
+
+
+def _probe() -> torch.Tensor:
+    rng = np.random.default_rng(7)
+    return torch.from_numpy(rng.standard_normal((5, 2, KERNEL)).astype(np.float32))
+
+
+def test_a_traced_bbhnet_is_rebuilt_with_its_layers_and_computes_what_the_graph_does(
+        tmp_path: Path) -> None:
+    network = random_bbhnet(33, 8, 3, KERNEL)
+    path = save_traced(network, tmp_path / "bbhnet.ts", (2, 2, KERNEL))
+    loaded = load_network("bbhnet", path, BBHNET)
+    assert not isinstance(loaded, BBHnet)  # the graph, as the whole-window path serves it
+    rebuilt = streamable_network("bbhnet", path, loaded, BBHNET)
+    assert isinstance(rebuilt, BBHnet) and not rebuilt.training
+    for name, value in network.state_dict().items():
+        assert torch.equal(rebuilt.state_dict()[name], value), name
+    with torch.no_grad():
+        graph, ours = loaded(_probe()).reshape(-1), rebuilt(_probe()).reshape(-1)
+    assert float((graph - ours).abs().max()) <= 1e-6 * float(graph.abs().max())
+    assert float(graph.std()) > 0.1  # the statistic depends on the data
+    # a state_dict's network is taken as it is
+    assert streamable_network("bbhnet", path, network, BBHNET) is network
+
+
+def test_graphs_that_are_not_ours_are_not_streamed_and_say_why(tmp_path: Path) -> None:
+    network = random_bbhnet(33, 8, 3, KERNEL)
+    wrapped = save_traced(network, tmp_path / "wrapped.ts", (2, 2, KERNEL), wrapped=True)
+    with pytest.raises(NotStreamable, match="wrapped.ts: a TorchScript graph whose "
+                       "parameters are not BBHnet's"):
+        streamable_network("bbhnet", wrapped, load_network("bbhnet", wrapped, BBHNET), BBHNET)
+
+    doubled = Doubled(2, np.ones((2, 33)), 1.0, 8, 3)
+    doubled.load_state_dict(network.state_dict())
+    path = save_traced(doubled, tmp_path / "doubled.ts", (2, 2, KERNEL))
+    with pytest.raises(NotStreamable, match="doubled.ts: a TorchScript graph with BBHnet's "
+                       "parameters that computes something else"):
+        streamable_network("bbhnet", path, load_network("bbhnet", path, BBHNET), BBHNET)
+
+    onnx = export_onnx(network, tmp_path / "bbhnet.onnx", "windows", "statistic",
+                       (1, 2, KERNEL))
+    with pytest.raises(NotStreamable, match="bbhnet.onnx: BBHnet's weights are an ONNX graph"):
+        streamable_network("bbhnet", onnx, load_network("bbhnet", onnx, BBHNET), BBHNET)
+
+
+def test_a_traced_deepclean_is_rebuilt_and_a_wrapped_one_is_not(tmp_path: Path) -> None:
+    expected = {"witnesses": 3, "kernel_samples": 256}
+    torch.manual_seed(2)
+    network = DeepClean(3, [0.0] * 3, [1.0] * 3, 0.0, 1.0).eval()
+    path = save_traced(network, tmp_path / "deepclean-H1.ts", (2, 3, 256))
+    rebuilt = streamable_network("deepclean", path, load_network("deepclean", path, expected),
+                                 expected)
+    assert isinstance(rebuilt, DeepClean)
+    for name, value in network.state_dict().items():
+        assert torch.equal(rebuilt.state_dict()[name], value), name
+    wrapped = save_traced(network, tmp_path / "wrapped.ts", (2, 3, 256), wrapped=True)
+    with pytest.raises(NotStreamable, match="parameters are not DeepClean's"):
+        streamable_network("deepclean", wrapped,
+                           load_network("deepclean", wrapped, expected), expected)
