@@ -3,7 +3,8 @@
 Both run by onnxruntime on one thread in this process: the whole-window graph on every window
 (what the fused model does today), the streamed graphs (``repository/streamed.export_streamed``,
 ``backend/streamed_network.open_streamed_network``) on requests of ``--request`` strides. Random
-weights (``tests/test_streamed_bbhnet.random_bbhnet``), width 8, depth 3, 0.25 s whitening.
+weights (``tests/test_streamed_bbhnet.random_bbhnet``), width 8, depth 3, 0.25 s whitening;
+two strides off BBHnet's grid of 16 (``PhasedNetwork``: one stream per phase).
 Prints per geometry: windows, relative error of the statistic, CPU seconds per window of each
 and their ratio.
 
@@ -28,9 +29,11 @@ from offline_iaas.repository.backend.streamed_network import open_streamed_netwo
 from offline_iaas.repository.streamed import export_streamed  # noqa: E402
 from tests.test_streamed_bbhnet import random_bbhnet, relative_error  # noqa: E402
 
-GEOMETRIES = (  # name, kernel, stride, whitening taps (2048 Hz)
+GEOMETRIES = (  # name, kernel, stride, whitening taps (2048 Hz but the last)
     ("bench bbhnet (1.5 s at 4 Hz)", 3072, 512, 513),
     ("aframe (1.5 s at 16 Hz)", 3072, 128, 513),
+    ("off the grid: S 264, 2 phases", 3072, 264, 513),
+    ("2000 Hz, 16 Hz: S 125, 16 ph.", 3000, 125, 501),
 )
 
 

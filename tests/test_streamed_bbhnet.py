@@ -12,13 +12,20 @@ whole-window network itself is 2.6e-6 to 1.1e-5 from float64 here).
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import pytest
 import torch
 
 from offline_iaas.models.bbhnet import BBHnet
-from offline_iaas.repository.streamed import StreamedBBHnet, StreamState, macs_per_window
+from offline_iaas.repository.backend.streamed_network import PhasedNetwork
+from offline_iaas.repository.streamed import (
+    StreamedBBHnet,
+    StreamState,
+    macs_per_window,
+    streamed_in_torch,
+)
 from tests.streamed_runs import stream
 
 TOLERANCE = 1e-5
@@ -73,6 +80,11 @@ def whole_statistics(network: BBHnet, windows: np.ndarray) -> np.ndarray:
 def relative_error(values: np.ndarray, reference: np.ndarray) -> float:
     return float(np.max(np.abs(values - reference)) / np.max(np.abs(reference)))
 
+OFF_GRID = {  # strides off BBHnet's cumulative stride 16: windows on 2 and 4 of its phases
+    "off grid, 2 phases": (240, 40, 33, 4, 3),
+    "off grid, 4 phases": (192, 12, 17, 4, 3),
+}
+
 
 def samples_of(strides: int, stride: int, seed: int = 1) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((2, strides * stride), dtype=np.float32)
@@ -92,6 +104,23 @@ def test_streamed_bbhnet_equals_every_whole_window_for_any_chunking(name):
         assert values.shape == reference.shape
         error = relative_error(values, reference)
         assert error <= TOLERANCE, f"{name}, chunks {chunks}: relative error {error:.2e}"
+
+
+@pytest.mark.parametrize("name", list(OFF_GRID))
+def test_a_stride_off_the_grid_streams_on_its_phases_equal_to_every_whole_window(name):
+    kernel, stride, taps, width, depth = OFF_GRID[name]
+    network = random_bbhnet(taps, width, depth, kernel)
+    streamed = streamed_in_torch(network, kernel, stride)
+    assert isinstance(streamed, PhasedNetwork) and streamed.phases == 16 // math.gcd(16, stride)
+    samples = samples_of(3 * kernel // stride + 13, stride)
+    reference = whole_statistics(network, whole_windows(samples, kernel, stride))
+    for chunks in ([1], [8], [3, 5, 1, 7]):
+        values = stream(streamed, samples, chunks)
+        assert values.shape == reference.shape
+        error = relative_error(values, reference)
+        assert error <= TOLERANCE, f"{name}, chunks {chunks}: relative error {error:.2e}"
+    shifted = np.concatenate([samples[:, 1:], samples[:, :1]], axis=1)
+    assert relative_error(stream(streamed, shifted, [4]), reference) > 100 * TOLERANCE
 
 
 def test_streamed_bbhnet_restarted_from_a_checkpoint_equals_the_uninterrupted_stream(tmp_path):

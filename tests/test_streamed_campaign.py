@@ -157,9 +157,7 @@ def test_the_switch_off_or_auto_keeps_the_config_hashes_and_on_changes_them(expo
     assert auto.stream_hash() == whole.stream_hash() and auto.merge_hash() == whole.merge_hash()
 
 
-def test_streamed_export_refuses_the_ensemble_graph_weights_and_off_grid_strides(
-        exported, tmp_path):
-
+def test_streamed_export_refuses_the_ensemble_and_graph_weights(exported, tmp_path):
     from tests.test_rolling_whitening import _bbhnet_module
 
     weights = exported["whole"].source.parent / "weights"
@@ -175,27 +173,45 @@ def test_streamed_export_refuses_the_ensemble_graph_weights_and_off_grid_strides
     with pytest.raises(ModelError, match="a TorchScript graph whose parameters are not "
                        "BBHnet's") as caught["ts"]:
         export_repository(config, scripted)
-    off_grid = load_config(toml, [*STREAMED, "model.inference_rate=32",
-                                  f'model.repository="{repo}"'])  # stride 8, not 16
-    with pytest.raises(ModelError, match="stride of 8 samples .* cumulative stride 16"
-                       ) as caught["grid"]:
-        export_repository(off_grid, weights)
     assert not repo.exists()  # nothing written
-    for row, key in (("streamed-export-ensemble", "ensemble"), ("streamed-graph-weights", "ts"),
-                     ("streamed-stride-off-grid", "grid")):
+    for row, key in (("streamed-export-ensemble", "ensemble"), ("streamed-graph-weights", "ts")):
         documented(row, str(caught[key].value), {scripted: "W"},
                    exit_code=ModelError.exit_code)
-    # negative control: the stride on the grid (8 Hz: 32 samples) exports
-    export_repository(load_config(toml, [*STREAMED, "model.inference_rate=8",
+    # negative control: a stride off BBHnet's grid (32 Hz: 8 samples, 2 phases) exports
+    export_repository(load_config(toml, [*STREAMED, "model.inference_rate=32",
                                          f'model.repository="{repo}"']), weights)
+
+
+def test_a_stride_whose_phases_would_cost_a_whole_window_is_not_streamed(exported, tmp_path):
+    """Unreachable with BBHnet's depth 3 on the campaign's windows (``g S`` is then 16 samples
+    for every stride off its grid); its guard, on a window of 48 samples and a stride of 24
+    (2 phases of 16: 48 samples a window), and on 25 (the control: 1 phase)."""
+    from types import SimpleNamespace
+
+    from offline_iaas.errors import NotStreamable
+    from offline_iaas.repository.streamed import _export_campaign_streamed, bbhnet_nodes
+    from tests.test_rolling_whitening import _bbhnet_module
+
+    network = _bbhnet_module(exported["whole"].source.parent / "weights")
+    geometry = SimpleNamespace(kernel_samples=48, stride_samples=24)
+    with pytest.raises(NotStreamable, match="a stride of 24 samples puts the windows on 2 "
+                       "phases of BBHnet's cumulative stride 16") as caught:
+        _export_campaign_streamed(network, bbhnet_nodes(network), geometry, tmp_path)
+    documented("streamed-stride-phases-cost-a-window", str(caught.value),
+               exit_code=ModelError.exit_code)
+    assert not any(tmp_path.iterdir())
+    geometry = SimpleNamespace(kernel_samples=192, stride_samples=32)  # on the grid
+    assert (_export_campaign_streamed(network, bbhnet_nodes(network), geometry, tmp_path)
+            / "streamed.json").is_file()
 
 
 def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_window(
         exported, tmp_path, caplog):
-    """``model.streamed = "auto"`` (the default): the state_dict and our BBHnet traced
-    stream; a TorchScript graph whose layers are not recognised (``models/recognised.py``),
-    a stride off BBHnet's grid and the --ensemble layout are served on whole windows, each
-    with one line naming why, and the repository check and the reference take either."""
+    """``model.streamed = "auto"`` (the default): the state_dict, our BBHnet traced and a
+    stride off BBHnet's grid (on its phases) stream; a TorchScript graph whose layers are not
+    recognised (``models/recognised.py``) and the --ensemble layout are served on whole
+    windows, each with one line naming why, and the repository check and the reference take
+    either."""
     import logging
 
     from tests.test_rolling_whitening import _bbhnet_module
@@ -212,7 +228,7 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
              "graph": ([], scripted, False, "bbhnet.ts: a TorchScript graph whose parameters "
                        "are not BBHnet's"),
              "off grid": (["model.inference_rate=32"], weights, False,
-                          "stride of 8 samples is not a multiple of BBHnet's cumulative"),
+                          "BBHnet streamed layer by layer"),
              "ensemble": ([], weights, True, "the --ensemble layout serves whole windows")}
     for name, (overrides, given, ensemble, line) in cases.items():
         repo = tmp_path / name.replace(" ", "_")
@@ -223,7 +239,7 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
         said = [r.getMessage() for r in caplog.records if "model.streamed = auto" in r.getMessage()]
         assert len(said) == 1 and line in said[0], (name, said)
         manifest = check_repository(config, load_graphs=True)
-        assert bool(manifest.streamed) == (name in ("state_dict", "traced")), name
+        assert bool(manifest.streamed) == (name in ("state_dict", "traced", "off grid")), name
     # the traced network streams as its state_dict does: the same graphs, byte for byte
     streamed = sorted((tmp_path / "state_dict").rglob("bbhnet.streamed/*"))
     assert len(streamed) > 5
@@ -252,6 +268,30 @@ def test_the_streamed_reference_equals_the_whole_window_reference(exported):
     streamed = _statistic(run_reference(exported["streamed"], root / "reference.h5")[0])
     assert streamed.shape == whole.shape
     assert relative_difference(streamed, whole) <= WHOLE_WINDOW_BOUND
+    late = np.concatenate([whole[:1], whole[:-1]])
+    assert relative_difference(streamed, late) > 100 * WHOLE_WINDOW_BOUND
+
+
+def test_a_stride_off_bbhnets_grid_streams_on_its_phases_equal_to_whole_windows(
+        exported, tmp_path):
+    """32 Hz: a stride of 8 samples, half BBHnet's cumulative stride 16 (two phases), time
+    slides included; in process, against the whole-window reference; a window late fails."""
+    root = exported["whole"].source.parent
+    statistics = {}
+    for name, switch in (("whole", BBHNET), ("streamed", STREAMED)):
+        config = load_config(exported["whole"].source, [
+            *switch, "model.inference_rate=32", *SLIDES, f'model.repository="{tmp_path / name}"'])
+        export_repository(config, root / "weights")
+        output = run_reference(config, tmp_path / f"{name}.h5")[0]
+        statistics[name] = (_statistic(output), _slides(output))
+    (streamed, slid), (whole, whole_slid) = statistics["streamed"], statistics["whole"]
+    assert streamed.shape == whole.shape and len(whole) > 1000
+    print(f"{len(whole)} windows: relative difference {relative_difference(streamed, whole):.2e}"
+          f", slides {relative_difference(slid[~np.isnan(slid)], whole_slid[~np.isnan(slid)]):.2e}")
+    assert relative_difference(streamed, whole) <= WHOLE_WINDOW_BOUND
+    formed = ~np.isnan(whole_slid)
+    assert formed.sum() > 1000 and np.array_equal(formed, ~np.isnan(slid))
+    assert relative_difference(slid[formed], whole_slid[formed]) <= WHOLE_WINDOW_BOUND
     late = np.concatenate([whole[:1], whole[:-1]])
     assert relative_difference(streamed, late) > 100 * WHOLE_WINDOW_BOUND
 

@@ -22,6 +22,8 @@ onnxruntime = pytest.importorskip("onnxruntime")
 from offline_iaas.models.weights import export_onnx  # noqa: E402
 from offline_iaas.repository.backend import streamed_network  # noqa: E402
 from offline_iaas.repository.backend.streamed_network import (  # noqa: E402
+    PhasedNetwork,
+    PhasedState,
     StreamState,
     open_streamed_network,
 )
@@ -33,6 +35,7 @@ from tests.streamed_runs import (  # noqa: E402
 )
 from tests.test_streamed_bbhnet import (  # noqa: E402
     GEOMETRIES,
+    OFF_GRID,
     TOLERANCE,
     random_bbhnet,
     relative_error,
@@ -48,8 +51,8 @@ REQUESTS = [3, 1, 7, 2, 5, 11]
 def exported(tmp_path_factory) -> dict:
     """Per geometry: the streamed graphs' directory and the whole-window graph's session."""
     graphs = {}
-    for name in ("k/s=6", "k/s=24 (aframe's)"):
-        kernel, stride, taps, width, depth = GEOMETRIES[name]
+    for name in ("k/s=6", "k/s=24 (aframe's)", *OFF_GRID):
+        kernel, stride, taps, width, depth = {**GEOMETRIES, **OFF_GRID}[name]
         network = random_bbhnet(taps, width, depth, kernel)
         directory = tmp_path_factory.mktemp("streamed")
         export_streamed(network, kernel, stride, directory / "bbhnet")
@@ -64,9 +67,9 @@ def whole_graph(session, samples: np.ndarray, kernel: int, stride: int) -> np.nd
     return session.run(None, {"windows": whole_windows(samples, kernel, stride)})[0]
 
 
-@pytest.mark.parametrize("name", ["k/s=6", "k/s=24 (aframe's)"])
+@pytest.mark.parametrize("name", ["k/s=6", "k/s=24 (aframe's)", *OFF_GRID])
 def test_streamed_onnx_graphs_equal_the_whole_window_graph_on_every_window(exported, name):
-    kernel, stride = GEOMETRIES[name][:2]
+    kernel, stride = {**GEOMETRIES, **OFF_GRID}[name][:2]
     directory, session = exported[name]
     samples = samples_of(3 * kernel // stride + 29, stride)
     reference = whole_graph(session, samples, kernel, stride)
@@ -94,6 +97,18 @@ def test_streamed_onnx_state_saved_mid_stream_continues_bit_identically_in_a_new
     directory = exported["k/s=6"][0]
     resumed, uninterrupted = resumed_from_a_checkpoint(
         lambda: open_streamed_network(directory), StreamState.from_arrays,
+        samples_of(50, stride), REQUESTS, tmp_path)
+    np.testing.assert_array_equal(resumed, uninterrupted)
+
+
+@pytest.mark.parametrize("name", list(OFF_GRID))
+def test_a_phased_stream_saved_mid_stream_continues_bit_identically_in_a_new_runner(
+        exported, tmp_path, name):
+    stride = OFF_GRID[name][1]
+    directory = exported[name][0]
+    assert isinstance(open_streamed_network(directory), PhasedNetwork)
+    resumed, uninterrupted = resumed_from_a_checkpoint(
+        lambda: open_streamed_network(directory), PhasedState.from_arrays,
         samples_of(50, stride), REQUESTS, tmp_path)
     np.testing.assert_array_equal(resumed, uninterrupted)
 
@@ -161,7 +176,9 @@ def test_window_sums_equal_each_window_summed_on_its_own(length: int, step: int)
         assert not np.allclose(_window_sums(values, first + 1, length - 1, step), direct)
 
 
-def test_streamed_classifier_graphs_equal_its_whole_window_graph_on_every_window(tmp_path):
+@pytest.mark.parametrize("stride", [32, 12])  # on the grid of 8; off it (2 phases)
+def test_streamed_classifier_graphs_equal_its_whole_window_graph_on_every_window(tmp_path,
+                                                                                  stride):
     """The classifier (three strided convolutions, a mean, a head) streamed on the same
     runner as BBHnet, its input scale as a one-tap whitening, against its whole-window graph
     on every window of strain-sized samples; shifted by one sample, the comparison fails."""
@@ -169,7 +186,7 @@ def test_streamed_classifier_graphs_equal_its_whole_window_graph_on_every_window
 
     from offline_iaas.models.classifier import Classifier
 
-    kernel, stride = 192, 32  # K/S = 6; S a multiple of the cumulative stride 8
+    kernel = 192
     torch.manual_seed(3)
     network = Classifier(2, input_scale=1e21).eval()
     directory = export_streamed(network, kernel, stride, tmp_path / "classifier")

@@ -3,8 +3,8 @@
 ``true`` streams them or refuses the campaign; ``false`` serves them on whole windows (the
 snapshotter's); ``auto`` (the default) streams them where they can be streamed and serves
 them whole-window otherwise, with one line saying why. What the config alone decides is
-here (``whole_window_reason``); what the weights decide (a TorchScript or ONNX graph has no
-layers to stream, a stride off the network's downsampling grid) is found at export
+here (``whole_window_reason``); what the weights decide (an ONNX graph or a TorchScript graph
+not made from our networks, a stride off DeepClean's grid) is found at export
 (``repository/streamed_export.py``), which records the outcome in the repository's manifest;
 ``served_as`` then gives the config the repository serves.
 """

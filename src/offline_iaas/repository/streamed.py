@@ -8,7 +8,9 @@ convolutions, a global mean, a head): ``bbhnet_graph`` and ``classifier_graph`` 
 into the stream graph's nodes, each an ``nn.Module`` on one array (the layer without its
 padding; a join on its inputs concatenated along channels), plus the whitening (the
 classifier's: its input scale, one tap), the padded edge layers and the head.
-``StreamedBBHnet`` and ``StreamedClassifier`` run them in torch; ``export_streamed`` writes
+``StreamedBBHnet`` and ``StreamedClassifier`` run them in torch (``streamed_in_torch`` picks
+either, or a ``PhasedNetwork`` of their runs for a stride off the network's grid);
+``export_streamed`` writes
 each as an ONNX graph beside ``streamed.json``, which ``streamed_network.open_streamed_network``
 runs with onnxruntime. ``export_campaign_network`` writes them for a campaign with
 ``model.streamed`` (``export``: the fused model serves them; docs/networks.md, "Streamed
@@ -18,7 +20,6 @@ graphs").
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,16 +41,19 @@ from offline_iaas.repository.backend.streamed_network import (
     WHITENING,
     Conv,
     Node,
+    PhasedNetwork,
     Run,
     StreamedNetwork,
     StreamState,
     cumulative_stride,
     edge_plan,
+    phases_of,
+    spec_of,
 )
 
 __all__ = ["StreamState", "StreamedBBHnet", "StreamedClassifier", "bbhnet_graph",
            "classifier_graph", "export_campaign_classifier", "export_campaign_network",
-           "export_streamed", "macs_per_window"]
+           "export_streamed", "macs_per_window", "streamed_in_torch"]
 
 
 class _Layer(nn.Module):
@@ -195,17 +199,39 @@ class StreamedClassifier(_StreamedInTorch):
                          kernel_samples, stride_samples, 1)
 
 
+def _on_the_grid(network: BBHnet | Classifier, kernel_samples: int, stride_samples: int
+                 ) -> tuple[StreamedBBHnet | StreamedClassifier, int]:
+    """``network`` run in torch at the least multiple of ``stride_samples`` on its grid, and
+    how many phases that multiple is (1: the stride itself)."""
+    kind, graph = ((StreamedBBHnet, bbhnet_graph) if isinstance(network, BBHnet)
+                   else (StreamedClassifier, classifier_graph))
+    phases = phases_of(stride_samples, cumulative_stride(graph(network)[0]))
+    return kind(network, kernel_samples, phases * stride_samples), phases
+
+
+def streamed_in_torch(network: BBHnet | Classifier, kernel_samples: int, stride_samples: int
+                      ) -> StreamedNetwork | PhasedNetwork:
+    """``network``'s windows on a stream, run in torch: ``StreamedBBHnet``
+    (``StreamedClassifier``) where the stride is on the network's grid, else a
+    ``PhasedNetwork`` of its runs."""
+    streamed, phases = _on_the_grid(network, kernel_samples, stride_samples)
+    if phases == 1:
+        return streamed
+    return PhasedNetwork(streamed.nodes, streamed.ifos, kernel_samples, stride_samples,
+                         streamed.whitening_taps, streamed.runs)
+
+
 def export_streamed(network: BBHnet | Classifier, kernel_samples: int, stride_samples: int,
                     directory: Path) -> Path:
     """Write what ``StreamedBBHnet`` (``StreamedClassifier``) runs as ONNX graphs and
     ``streamed.json`` to ``directory`` (``streamed_network.open_streamed_network`` runs them);
     return it.
 
-    Each graph has a dynamic batch and time axis (``export_onnx``); ValueError as
-    ``StreamedBBHnet`` for a geometry it cannot stream.
+    Each graph has a dynamic batch and time axis (``export_onnx``), the same for every phase
+    of a stride off the network's grid; ValueError as ``StreamedBBHnet`` for a geometry it
+    cannot stream.
     """
-    kind = StreamedBBHnet if isinstance(network, BBHnet) else StreamedClassifier
-    streamed = kind(network, kernel_samples, stride_samples)
+    streamed, _phases = _on_the_grid(network, kernel_samples, stride_samples)
     directory = Path(directory)
     channels = {"whitened": streamed.ifos}
     head = streamed.modules[HEAD]
@@ -227,23 +253,27 @@ def export_streamed(network: BBHnet | Classifier, kernel_samples: int, stride_sa
     export_onnx(streamed.modules[EDGES], directory / f"{EDGES}.onnx", "x", "y",
                 (2, streamed.ifos, edge))
     export_onnx(head, directory / f"{HEAD}.onnx", "x", "y", (1, head.in_features))
-    write_text_atomic(directory / MANIFEST, json.dumps(streamed.spec(), indent=1) + "\n")
+    spec = spec_of(streamed.nodes, streamed.ifos, kernel_samples, stride_samples,
+                   streamed.whitening_taps)
+    write_text_atomic(directory / MANIFEST, json.dumps(spec, indent=1) + "\n")
     return directory
 
 
-def _export_on_the_stride_grid(network: BBHnet | Classifier, nodes: list[Node],
-                               config: CampaignConfig, directory: Path, depth: str = "") -> Path:
+def _export_campaign_streamed(network: BBHnet | Classifier, nodes: list[Node],
+                              config: CampaignConfig, directory: Path) -> Path:
     """``network`` (whose graph is ``nodes``) exported streamed to
-    ``directory/<bbhnet|classifier>.streamed``; NotStreamable for a campaign stride that is
-    not a multiple of its cumulative stride (``depth``: what the message adds about it)."""
+    ``directory/<bbhnet|classifier>.streamed``; NotStreamable where the campaign's stride is
+    so far off the network's grid that its phases would cost a whole window or more."""
     name, called = (("bbhnet", "BBHnet's") if isinstance(network, BBHnet)
                     else ("classifier", "the classifier's"))
     step = cumulative_stride(nodes)
-    if config.stride_samples % step:
+    phases = phases_of(config.stride_samples, step)
+    if phases * config.stride_samples >= config.kernel_samples:
         raise NotStreamable(
-            f"model.inference_rate: a stride of {config.stride_samples} samples is not a "
-            f"multiple of {called} cumulative stride {step} ({depth}docs/networks.md, "
-            "'Streamed graphs')")
+            f"model.inference_rate: a stride of {config.stride_samples} samples puts the "
+            f"windows on {phases} phases of {called} cumulative stride {step}: streamed, each "
+            f"window would cost {phases * config.stride_samples} new samples, not fewer than "
+            f"its {config.kernel_samples} (docs/networks.md, 'Streamed graphs')")
     return export_streamed(network, config.kernel_samples, config.stride_samples,
                            directory / f"{name}{DIRECTORY_SUFFIX}")
 
@@ -254,8 +284,8 @@ def export_campaign_network(config: CampaignConfig, weights: Path | None, direct
     streamed to ``directory/bbhnet.streamed`` (``model.streamed``); return that directory.
 
     NotStreamable for weights whose layers are not BBHnet's (an ONNX graph, a TorchScript
-    graph not made from our BBHnet: ``models/recognised.py``) and for a stride the network
-    cannot stream (not a multiple of its cumulative stride).
+    graph not made from our BBHnet: ``models/recognised.py``) and for a stride whose phases
+    would cost a whole window (``_export_campaign_streamed``).
     """
     from offline_iaas.models.recognised import streamable_network
     from offline_iaas.models.weights import load_network
@@ -265,21 +295,19 @@ def export_campaign_network(config: CampaignConfig, weights: Path | None, direct
     expected = {"ifos": len(config.ifos), "kernel_samples": config.kernel_samples}
     network = streamable_network("bbhnet", path, load_network("bbhnet", path, expected),
                                  expected)
-    return _export_on_the_stride_grid(network, bbhnet_nodes(network), config, directory,
-                                      depth=f"depth {len(network.stages)}; ")
+    return _export_campaign_streamed(network, bbhnet_nodes(network), config, directory)
 
 
 def export_campaign_classifier(config: CampaignConfig, weights: Path | None, directory: Path
                                ) -> Path:
     """The campaign's classifier (seeded, or ``weights``: as the whole-window graph's,
     ``networks.classifier_network``) exported streamed to ``directory/classifier.streamed``;
-    return that directory. NotStreamable for a stride that is not a multiple of its
-    cumulative stride."""
+    return that directory. NotStreamable as ``export_campaign_network`` for the stride."""
     from offline_iaas.repository.networks import classifier_network
 
     network = classifier_network(config, weights)
-    return _export_on_the_stride_grid(network, classifier_graph(network)[0], config,
-                                      directory)
+    return _export_campaign_streamed(network, classifier_graph(network)[0], config,
+                                     directory)
 
 
 def macs_per_window(network: BBHnet, kernel_samples: int, stride_samples: int
@@ -287,16 +315,18 @@ def macs_per_window(network: BBHnet, kernel_samples: int, stride_samples: int
     """Multiply-accumulates per window of the whole-window graph and of the streamed one.
 
     Convolutions and the head count (BatchNorm, ReLU, sums: a few operations per value, not
-    counted). Streamed: each layer's new outputs per window (``S / P_l`` of them, times the
-    number of downsampling phases ``P_l / gcd(S, P_l)`` the windows fall on when ``S`` is not
-    a multiple of ``P_l``), plus the two edge segments through the padded stem and stages,
-    plus the head. ``edge_lower_bound`` is the edges' cost if only the positions the padding
-    reaches were recomputed, layer by layer (not implemented: the segments recompute more).
+    counted). Streamed: the whitening's new outputs per window (``S``), each layer's (``S /
+    P_l`` of them, times the ``g = P / gcd(S, P)`` phases of the network's cumulative stride
+    ``P`` the windows fall on, each streamed on its own: ``PhasedNetwork``), plus the two edge
+    segments through the padded stem and stages, plus the head. ``edge_lower_bound`` is the
+    edges' cost if only the positions the padding reaches were recomputed, layer by layer
+    (not implemented: the segments recompute more).
     """
     nodes = bbhnet_nodes(network)
     taps = network.whitening_taps
     whitened = kernel_samples - taps + 1
     plan = edge_plan(nodes, whitened)
+    phases = phases_of(stride_samples, plan.step)
     head = network.head.in_features * network.head.out_features
     whitening = network.ifos * taps
     whole = whitening * whitened + head
@@ -317,7 +347,6 @@ def macs_per_window(network: BBHnet, kernel_samples: int, stride_samples: int
         stride = strides[node.name] = strides[source] * conv.stride
         length, left, right = window[node.name]
         whole += conv.macs_per_output * length
-        phases = stride // math.gcd(stride_samples, stride)
         streamed_layers += conv.macs_per_output * stride_samples / stride * phases
         edge += 2 * conv.macs_per_output * segment[node.name][0]
         edge_lower += conv.macs_per_output * (left + right)

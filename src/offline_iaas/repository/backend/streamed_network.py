@@ -118,34 +118,23 @@ class StreamedNetwork:
         self.kernel_samples, self.stride_samples = kernel_samples, stride_samples
         self.whitening_taps = taps = whitening_taps
         whitened = kernel_samples - taps + 1
-        if kernel_samples % stride_samples or whitened < 1:
-            raise ValueError(f"kernel {kernel_samples} must be a multiple of the stride "
-                             f"{stride_samples} and longer than the whitening ({taps} taps)")
+        if stride_samples < 1 or whitened < 1:
+            raise ValueError(f"kernel {kernel_samples} must be longer than the whitening "
+                             f"({taps} taps), the stride {stride_samples} positive")
         self.plan = edge_plan(nodes, whitened)
         if stride_samples % self.plan.step:
             raise ValueError(
                 f"stride of {stride_samples} samples is not a multiple of the network's "
                 f"cumulative stride {self.plan.step}: windows fall on "
-                f"{self.plan.step // math.gcd(stride_samples, self.plan.step)} downsampling "
-                "phases (stream one graph per phase: docs/networks.md, 'Streamed graphs')")
+                f"{phases_of(stride_samples, self.plan.step)} downsampling phases "
+                "(``PhasedNetwork`` streams one per phase)")
         self.whitening = Node(WHITENING, ("raw",), Conv(taps, 1, 0, ifos * taps))
 
     def spec(self) -> dict:
-        """The geometry as JSON-able values (``streamed.json``; ``from_spec`` reads it)."""
-        return {"ifos": self.ifos, "kernel_samples": self.kernel_samples,
-                "stride_samples": self.stride_samples, "whitening_taps": self.whitening_taps,
-                "nodes": [{"name": node.name, "inputs": list(node.inputs),
-                           "conv": None if node.conv is None else
-                           [node.conv.taps, node.conv.stride, node.conv.padding]}
-                          for node in self.nodes]}
-
-    @classmethod
-    def from_spec(cls, spec: dict, runs: dict[str, Run]) -> StreamedNetwork:
-        """The network ``spec()`` describes, running ``runs``."""
-        nodes = [Node(n["name"], tuple(n["inputs"]), None if n["conv"] is None
-                      else Conv(*n["conv"])) for n in spec["nodes"]]
-        return cls(nodes, spec["ifos"], spec["kernel_samples"], spec["stride_samples"],
-                   spec["whitening_taps"], runs)
+        """The geometry as JSON-able values (``streamed.json``; ``network_of_spec`` reads
+        it)."""
+        return spec_of(self.nodes, self.ifos, self.kernel_samples, self.stride_samples,
+                       self.whitening_taps)
 
     def initial_state(self) -> StreamState:
         """A stream's state at START: ``K`` zeros already streamed, as the snapshotter's."""
@@ -216,6 +205,145 @@ class StreamedNetwork:
             state.top, state.top_start, start // self.plan.top_stride + self.plan.left)
 
 
+def spec_of(nodes: list[Node], ifos: int, kernel_samples: int, stride_samples: int,
+            whitening_taps: int) -> dict:
+    """A streamed network's geometry as JSON-able values (``streamed.json``)."""
+    return {"ifos": ifos, "kernel_samples": kernel_samples, "stride_samples": stride_samples,
+            "whitening_taps": whitening_taps,
+            "nodes": [{"name": node.name, "inputs": list(node.inputs),
+                       "conv": None if node.conv is None else
+                       [node.conv.taps, node.conv.stride, node.conv.padding]}
+                      for node in nodes]}
+
+
+def phases_of(stride_samples: int, step: int) -> int:
+    """How many phases of a cumulative stride ``step`` windows ``stride_samples`` apart fall
+    on: 1 where the stride is a multiple of it."""
+    return step // math.gcd(stride_samples, step)
+
+
+def network_of_spec(spec: dict, runs: dict[str, Run]) -> StreamedNetwork | PhasedNetwork:
+    """The runner ``spec_of`` describes, running ``runs``: a ``StreamedNetwork`` where the
+    stride is on the network's grid, a ``PhasedNetwork`` where it is not."""
+    nodes = [Node(n["name"], tuple(n["inputs"]), None if n["conv"] is None
+                  else Conv(*n["conv"])) for n in spec["nodes"]]
+    geometry = (nodes, spec["ifos"], spec["kernel_samples"], spec["stride_samples"],
+                spec["whitening_taps"], runs)
+    if phases_of(spec["stride_samples"], cumulative_stride(nodes)) > 1:
+        return PhasedNetwork(*geometry)
+    return StreamedNetwork(*geometry)
+
+
+@dataclass
+class PhasedState:
+    """What one stream off the network's grid carries (``PhasedNetwork``)."""
+
+    whitening: StreamState
+    """The whitening's pending raw samples (its ``pending``)."""
+    phases: list[StreamState]
+    """Each phase's stream state."""
+    queued: list[np.ndarray]
+    """Per phase, whitened samples not yet a whole phase stride."""
+    windows: int = 0
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The state as named arrays (``numpy.savez``)."""
+        arrays = {"windows": np.array(self.windows)}
+        arrays.update(layer_stream.pending_arrays(self.whitening.pending,
+                                                  self.whitening.pending_start, "whitening/"))
+        for r, (phase, queued) in enumerate(zip(self.phases, self.queued, strict=True)):
+            arrays[f"queued/{r}"] = queued
+            arrays.update({f"phase{r}/{k}": v for k, v in phase.to_arrays().items()})
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays) -> PhasedState:
+        """The state ``to_arrays`` wrote (a dict or an ``NpzFile``)."""
+        whitening = StreamState()
+        whitening.pending, whitening.pending_start = layer_stream.pending_of(arrays,
+                                                                             "whitening/")
+        count = sum(1 for name in arrays if name.startswith("queued/"))
+        phases = [StreamState.from_arrays(
+            {name.removeprefix(f"phase{r}/"): arrays[name] for name in arrays
+             if name.startswith(f"phase{r}/")}) for r in range(count)]
+        return cls(whitening, phases, [np.array(arrays[f"queued/{r}"]) for r in range(count)],
+                   int(arrays["windows"]))
+
+
+class PhasedNetwork:
+    """A network's windows on a stream whose stride ``S`` is not a multiple of the network's
+    cumulative stride ``P``: ``update(state, [ifos, n S])`` → ``[n]``, as ``StreamedNetwork``.
+
+    The windows then fall on ``g = P / gcd(S, P)`` phases of the downsampled grid: window
+    ``j`` on phase ``j mod g``. The whitening (stride 1, on every grid) runs once on the
+    stream; each phase ``r`` is a ``StreamedNetwork`` of stride ``g S`` (a multiple of ``P``)
+    on the whitened stream delayed by ``(g - 1 - r) S`` samples, so that its windows are
+    windows ``r, r + g, ...``. The layers run ``g`` times per sample, so a window costs what
+    ``g S`` new samples cost on the grid (worth it while ``g S < K``), plus its edges.
+    """
+
+    def __init__(self, nodes: list[Node], ifos: int, kernel_samples: int,
+                 stride_samples: int, whitening_taps: int, runs: dict[str, Run]) -> None:
+        self.nodes, self.ifos, self.runs = nodes, ifos, runs
+        self.kernel_samples, self.stride_samples = kernel_samples, stride_samples
+        self.whitening_taps = whitening_taps
+        self.phases = phases_of(stride_samples, cumulative_stride(nodes))
+        # each phase takes the whitened stream: a whitening of one tap that passes it on
+        passed_on = dict(runs, **{WHITENING: lambda x: x})
+        self.network = StreamedNetwork(nodes, ifos, kernel_samples - whitening_taps + 1,
+                                       self.phases * stride_samples, 1, passed_on)
+        self.plan = self.network.plan
+        self.whitening = Node(WHITENING, ("raw",),
+                              Conv(whitening_taps, 1, 0, ifos * whitening_taps))
+
+    def spec(self) -> dict:
+        """As ``StreamedNetwork.spec``: the same manifest, with the stride off the grid."""
+        return spec_of(self.nodes, self.ifos, self.kernel_samples, self.stride_samples,
+                       self.whitening_taps)
+
+    def initial_state(self) -> PhasedState:
+        """A stream's state at START: ``K`` zeros streamed (each phase begins with its own
+        whitened zeros, the later phases with their delay)."""
+        stride = self.stride_samples
+        state = PhasedState(StreamState(), [self.network.initial_state()
+                                            for _ in range(self.phases)],
+                            [np.zeros((self.ifos, (self.phases - 1 - r) * stride), np.float32)
+                             for r in range(self.phases)])
+        self._whiten(state, np.zeros((self.ifos, self.kernel_samples), np.float32))
+        return state
+
+    def _whiten(self, state: PhasedState, samples: np.ndarray) -> np.ndarray:
+        """The whitened stream's new values (one per sample once ``T - 1`` are pending)."""
+        step = layer_stream.StreamStep(state.whitening, self.runs, {"raw": (samples, None)})
+        step.run(self.whitening)
+        return step.values[WHITENING][0]
+
+    def update(self, state: PhasedState, samples: np.ndarray) -> np.ndarray:
+        """Append ``samples`` [ifos, n S]; return the statistics of the ``n`` windows they
+        end, ``[n]`` float32."""
+        stride, phases = self.stride_samples, self.phases
+        if samples.ndim != 2 or samples.shape[1] % stride:
+            raise ValueError(f"update of shape {samples.shape}: need [ifos, n * {stride}]")
+        n = samples.shape[1] // stride
+        if n == 0:  # an empty request (a sequence's START or END alone)
+            return np.zeros(0, np.float32)
+        whitened = self._whiten(state, np.asarray(samples, np.float32))
+        out, filled = np.zeros(n, np.float32), np.zeros(n, bool)
+        block = phases * stride
+        for r, phase in enumerate(state.phases):
+            queued = np.concatenate([state.queued[r], whitened], axis=1)
+            whole = queued.shape[1] // block * block
+            before = phase.windows
+            values = self.network.update(phase, queued[:, :whole])
+            state.queued[r] = queued[:, whole:].copy()
+            index = r + phases * np.arange(before, phase.windows) - state.windows
+            out[index], filled[index] = values, True
+        if not filled.all():
+            raise RuntimeError("the phases did not give every window of the update")
+        state.windows += n
+        return out
+
+
 def _window_sums(values: np.ndarray, first: np.ndarray, length: int, step: int
                  ) -> np.ndarray:
     """``values[:, f : f + length]`` summed in float64 for each ``f`` of ``first`` (``step``
@@ -239,11 +367,12 @@ def _window_sums(values: np.ndarray, first: np.ndarray, length: int, step: int
 
 
 def open_streamed_network(directory: str | os.PathLike, intra_op_threads: int = 1,
-                          device: str = "cpu", device_id: int = 0) -> StreamedNetwork:
+                          device: str = "cpu", device_id: int = 0
+                          ) -> StreamedNetwork | PhasedNetwork:
     """The network exported to ``directory`` (``streamed.json`` and its graphs), each graph
     an onnxruntime session on ``device`` (``layer_stream.onnx_runs``)."""
     with open(os.path.join(directory, MANIFEST)) as file:
         spec = json.load(file)
     names = [WHITENING, EDGES, HEAD, *(node["name"] for node in spec["nodes"])]
-    return StreamedNetwork.from_spec(
+    return network_of_spec(
         spec, layer_stream.onnx_runs(directory, names, intra_op_threads, device, device_id))
