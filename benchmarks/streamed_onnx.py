@@ -5,8 +5,8 @@ Both run by onnxruntime on one thread in this process: the whole-window graph on
 ``backend/streamed_network.open_streamed_network``) on requests of ``--request`` strides. Random
 weights (``tests/test_streamed_bbhnet.random_bbhnet``), width 8, depth 3, 0.25 s whitening;
 two strides off BBHnet's grid of 16 (``PhasedNetwork``: one stream per phase).
-Prints per geometry: windows, relative error of the statistic, CPU seconds per window of each
-and their ratio.
+Prints per geometry: windows, relative error of the streamed statistic against the whole-window
+graph and against the network in float64, CPU seconds per window of each and their ratio.
 
 Usage: PYTHONPATH=src .venv/bin/python benchmarks/streamed_onnx.py [--seconds 60] [--request 8]
 """
@@ -27,7 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from offline_iaas.models.weights import export_onnx  # noqa: E402
 from offline_iaas.repository.backend.streamed_network import open_streamed_network  # noqa: E402
 from offline_iaas.repository.streamed import export_streamed  # noqa: E402
-from tests.test_streamed_bbhnet import random_bbhnet, relative_error  # noqa: E402
+from tests.test_streamed_bbhnet import (  # noqa: E402
+    random_bbhnet,
+    relative_error,
+    whole_statistics,
+    whole_windows,
+)
 
 GEOMETRIES = (  # name, kernel, stride, whitening taps (2048 Hz but the last)
     ("bench bbhnet (1.5 s at 4 Hz)", 3072, 512, 513),
@@ -44,8 +49,8 @@ def main() -> None:
     args = parser.parse_args()
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
-    print(f"{'geometry':30} {'windows':>7} {'rel. error':>10} {'whole ms/w':>10} "
-          f"{'streamed ms/w':>13} {'whole/streamed':>14}")
+    print(f"{'geometry':30} {'windows':>7} {'rel. error':>10} {'vs float64':>10} "
+          f"{'whole ms/w':>10} {'streamed ms/w':>13} {'whole/streamed':>14}")
     for name, kernel, stride, taps in GEOMETRIES:
         network = random_bbhnet(taps, 8, 3, kernel)
         with tempfile.TemporaryDirectory() as tmp:
@@ -71,7 +76,9 @@ def main() -> None:
             values = np.concatenate([runner.update(state, samples[:, a : a + request])
                                      for a in range(0, samples.shape[1], request)])
             streamed_cpu = time.process_time() - start
+        exact = whole_statistics(network, whole_windows(samples, kernel, stride))
         print(f"{name:30} {strides:7d} {relative_error(values, reference):10.2e} "
+              f"{relative_error(values, exact):10.2e} "
               f"{1e3 * whole_cpu / strides:10.3f} {1e3 * streamed_cpu / strides:13.3f} "
               f"{whole_cpu / streamed_cpu:14.2f}")
 
