@@ -161,12 +161,12 @@ def formed_slides(streamed: int, n: int, lags: np.ndarray, warmup_windows: int) 
 
 
 class StreamedTimeSlides:
-    """``TimeSlides`` on a network streamed layer by layer (``model.streamed``): slide ``k``
-    is a stream of its own, the first detector's samples beside the second's ``k Δ S``
-    samples earlier, through the runner's ``update`` (``streamed_network.StreamedNetwork``),
-    so its window ``j`` is ``TimeSlides``' pair (window ``j``, window ``j - k Δ``). The state
-    is each slide's stream state and the second detector's last ``shifts Δ S`` samples (zeros
-    before the stream, as its snapshot's); the output is ``TimeSlides``', NaN included.
+    """``TimeSlides`` on a network streamed layer by layer (``model.streamed``): both
+    detectors are whitened once (the runner's ``split_whitening``), and slide ``k`` is a
+    stream of its own on the whitened samples, the first detector's beside the second's
+    ``k Δ S`` earlier, so its window ``j`` is ``TimeSlides``' pair (window ``j``, window ``j -
+    k Δ``). The state is the whitening's, each slide's, and the second detector's last
+    ``shifts Δ S`` whitened samples (zeros before the stream); the output is ``TimeSlides``'.
 
     Parameters
     ----------
@@ -175,7 +175,7 @@ class StreamedTimeSlides:
     stride_samples
         ``S``.
     runner
-        The streamed network, shared (its ``initial_state``/``update``).
+        The streamed network, shared (its ``split_whitening``).
     """
 
     def __init__(self, shift_windows: int, shifts: int, warmup_windows: int,
@@ -183,22 +183,23 @@ class StreamedTimeSlides:
         self.lags = shift_windows * np.arange(1, shifts + 1)
         self.delays = self.lags * stride_samples
         self.warmup_windows, self.stride_samples = warmup_windows, stride_samples
-        self.runner = runner
-        self.states = [runner.initial_state() for _ in self.lags]
-        self.past = np.zeros(int(self.delays[-1]), np.float32)
+        self.whitening, self.runner = runner.split_whitening()  # each detector whitened once
+        self.whitened = self.whitening.initial_state()
+        self.states = [self.runner.initial_state() for _ in self.lags]
+        self.past = np.zeros(int(self.delays[-1]), np.float32)  # whitened, as every slide's
         self.streamed = 0
 
     def update(self, samples: np.ndarray) -> np.ndarray:
         """Add ``samples`` [2, n S]; return every window's slides, ``[n * shifts]``."""
         if samples.ndim != 2 or samples.shape[0] != 2:
-            raise ValueError(f"time slides take [2, n * stride] samples, got "
-                             f"{list(samples.shape)}")
-        m = samples.shape[1]
-        n, history = m // self.stride_samples, len(self.past)
-        second = np.concatenate([self.past, samples[1].astype(np.float32, copy=False)])
+            raise ValueError(f"time slides take [2, n * stride] samples, got {samples.shape}")
+        m, history = samples.shape[1], len(self.past)
+        n = m // self.stride_samples
+        whitened = self.whitening.update(self.whitened, samples)
+        second = np.concatenate([self.past, whitened[1]])
         out = np.empty((n, len(self.lags)), np.float32)
         for k, (delay, state) in enumerate(zip(self.delays, self.states, strict=True)):
-            slid = np.stack([samples[0], second[history - delay : history - delay + m]])
+            slid = np.stack([whitened[0], second[history - delay : history - delay + m]])
             out[:, k] = self.runner.update(state, slid)
         out = out.ravel()
         out[~formed_slides(self.streamed, n, self.lags, self.warmup_windows)] = np.nan

@@ -96,7 +96,58 @@ class StreamState:
         return state
 
 
-class StreamedNetwork:
+class StreamWhitening:
+    """A network's whitening FIR alone on a stream (``split_whitening``; a phased network's
+    shared one): ``update(state, [ifos, m])`` → the whitened stream's next ``m`` values, one
+    per sample, the stream starting with ``K`` zeros (whose whitened values each network on
+    the whitened stream starts with itself)."""
+
+    def __init__(self, ifos: int, kernel_samples: int, whitening_taps: int,
+                 runs: dict[str, Run]) -> None:
+        self.ifos, self.kernel_samples, self.runs = ifos, kernel_samples, runs
+        self.node = Node(WHITENING, ("raw",), Conv(whitening_taps, 1, 0, ifos * whitening_taps))
+
+    def initial_state(self) -> StreamState:
+        """The FIR's state at START: ``K`` zeros streamed (their whitened values dropped)."""
+        state = StreamState()
+        self.update(state, np.zeros((self.ifos, self.kernel_samples), np.float32))
+        return state
+
+    def update(self, state: StreamState, samples: np.ndarray) -> np.ndarray:
+        """The whitened values ``samples`` [ifos, m] make computable (``m`` of them once
+        ``T - 1`` samples are pending)."""
+        if samples.shape[1] == 0:
+            return np.zeros((self.ifos, 0), np.float32)
+        step = layer_stream.StreamStep(state, self.runs,
+                                       {"raw": (np.asarray(samples, np.float32), None)})
+        step.run(self.node)
+        return step.values[WHITENING][0]
+
+
+def _passed_on(whitened: np.ndarray) -> np.ndarray:
+    return whitened
+
+
+class _SplitsItsWhitening:
+    """``split_whitening`` for ``StreamedNetwork`` and ``PhasedNetwork``."""
+
+    def split_whitening(self) -> tuple[StreamWhitening, StreamedNetwork | PhasedNetwork]:
+        """This network's whitening as a stream of its own, and the same network on the
+        whitened stream (a one-tap whitening that passes it on): the same windows, so that
+        streams sharing a detector's samples whiten them once (``StreamedTimeSlides``: a
+        slide is the second detector's whitened stream delayed; the FIR is per detector and
+        linear, and before the stream everything is zeros). Made once per runner."""
+        split = getattr(self, "_split", None)
+        if split is None:
+            kind = PhasedNetwork if isinstance(self, PhasedNetwork) else StreamedNetwork
+            whitened = kind(self.nodes, self.ifos, self.kernel_samples - self.whitening_taps + 1,
+                            self.stride_samples, 1, dict(self.runs, **{WHITENING: _passed_on}))
+            split = self._split = (StreamWhitening(self.ifos, self.kernel_samples,
+                                                   self.whitening_taps, self.runs), whitened)
+        return split
+
+
+class StreamedNetwork(_SplitsItsWhitening):
     """A network's windows on a stream: ``update(state, [ifos, n S])`` → ``[n]`` statistics.
 
     Parameters
@@ -270,7 +321,7 @@ class PhasedState:
                    int(arrays["windows"]))
 
 
-class PhasedNetwork:
+class PhasedNetwork(_SplitsItsWhitening):
     """A network's windows on a stream whose stride ``S`` is not a multiple of the network's
     cumulative stride ``P``: ``update(state, [ifos, n S])`` → ``[n]``, as ``StreamedNetwork``.
 
@@ -289,12 +340,11 @@ class PhasedNetwork:
         self.whitening_taps = whitening_taps
         self.phases = phases_of(stride_samples, cumulative_stride(nodes))
         # each phase takes the whitened stream: a whitening of one tap that passes it on
-        passed_on = dict(runs, **{WHITENING: lambda x: x})
+        passed_on = dict(runs, **{WHITENING: _passed_on})
         self.network = StreamedNetwork(nodes, ifos, kernel_samples - whitening_taps + 1,
                                        self.phases * stride_samples, 1, passed_on)
         self.plan = self.network.plan
-        self.whitening = Node(WHITENING, ("raw",),
-                              Conv(whitening_taps, 1, 0, ifos * whitening_taps))
+        self.whitening = StreamWhitening(ifos, kernel_samples, whitening_taps, runs)
 
     def spec(self) -> dict:
         """As ``StreamedNetwork.spec``: the same manifest, with the stride off the grid."""
@@ -305,18 +355,10 @@ class PhasedNetwork:
         """A stream's state at START: ``K`` zeros streamed (each phase begins with its own
         whitened zeros, the later phases with their delay)."""
         stride = self.stride_samples
-        state = PhasedState(StreamState(), [self.network.initial_state()
-                                            for _ in range(self.phases)],
-                            [np.zeros((self.ifos, (self.phases - 1 - r) * stride), np.float32)
-                             for r in range(self.phases)])
-        self._whiten(state, np.zeros((self.ifos, self.kernel_samples), np.float32))
-        return state
-
-    def _whiten(self, state: PhasedState, samples: np.ndarray) -> np.ndarray:
-        """The whitened stream's new values (one per sample once ``T - 1`` are pending)."""
-        step = layer_stream.StreamStep(state.whitening, self.runs, {"raw": (samples, None)})
-        step.run(self.whitening)
-        return step.values[WHITENING][0]
+        return PhasedState(self.whitening.initial_state(),
+                           [self.network.initial_state() for _ in range(self.phases)],
+                           [np.zeros((self.ifos, (self.phases - 1 - r) * stride), np.float32)
+                            for r in range(self.phases)])
 
     def update(self, state: PhasedState, samples: np.ndarray) -> np.ndarray:
         """Append ``samples`` [ifos, n S]; return the statistics of the ``n`` windows they
@@ -327,7 +369,7 @@ class PhasedNetwork:
         n = samples.shape[1] // stride
         if n == 0:  # an empty request (a sequence's START or END alone)
             return np.zeros(0, np.float32)
-        whitened = self._whiten(state, np.asarray(samples, np.float32))
+        whitened = self.whitening.update(state.whitening, samples)
         out, filled = np.zeros(n, np.float32), np.zeros(n, bool)
         block = phases * stride
         for r, phase in enumerate(state.phases):
