@@ -7,13 +7,15 @@ the campaign splits it: BBHnet on every kept window at zero lag, and at each of 
 the second detector (``bbhnet.slide_seconds`` apart) on the kept windows where that slide is formed
 (both windows kept windows of the stretch: slide ``k`` from ``k * shift_seconds`` after the
 stretch's first kept window), over the same synthetic data, with the same clients, batch size
-and in-flight depth, each against its own tritonserver.
+and in-flight depth, each against its own tritonserver, both serving the networks streamed
+layer by layer (the workload's ``model.streamed``: what campaigns serve under ``auto``).
 
 server
-    The campaign's path: the fused model exported with ``bbhnet.slides = N``. Each client
-    streams its piece once under one sequence ID: the first piece from the stretch's start
-    (its warm-up, then its share), every other one preceded by the warm-up and the longest
-    slide's history (``N * shift_seconds``, clipped at the stretch's start).
+    The campaign's path: the fused model exported with ``bbhnet.slides = N`` (each slide a
+    stream of the layers on the detectors' samples whitened once: ``StreamedTimeSlides``).
+    Each client streams its piece once under one sequence ID: the first piece from the
+    stretch's start (its warm-up, then its share), every other one preceded by the warm-up
+    and the longest slide's history (``N * shift_seconds``, clipped at the stretch's start).
 client-side
     What a client does when the server cannot slide (the field's search re-streams the data
     per shift): the same model exported without slides; each client streams its share once
@@ -130,8 +132,7 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = S
     costs = []
     for name, slides in (("server", shifts), ("client-side", 0)):
         config = load.config(work_dir / f"{name}-repository", instances=clients,
-                             clients=clients, batch_size=batch_size,
-                             streamed=False)  # the campaigns' default: TIMESLIDES.md's
+                             clients=clients, batch_size=batch_size)  # streamed, as campaigns
         config = dataclasses.replace(config, bbhnet=dataclasses.replace(
             config.bbhnet, slides=shifts, slide_seconds=shift_seconds))
         warmup, step = config.stretch_warmup_windows, config.slide_windows
