@@ -217,11 +217,13 @@ def without_raw_search(load: Workload) -> Workload:
 
 def write_weights(load: Workload, directory: Path, seed: int = 0) -> Path | None:
     """Seeded initial weights of the workload's networks, as ``export --weights`` takes them
-    (``deepclean-<IFO>.pt``, ``bbhnet.pt``); None for the classifier (seeded by export)."""
+    (``deepclean-<IFO>.pt``, ``bbhnet.pt``: its whitening FIR as long as the trained one's,
+    0.25 s, what a campaign's BBHnet runs); None for the classifier (seeded by export)."""
     if not load.mode.needs_weights:
         return None
     import torch
 
+    from offline_iaas.models.training import bbhnet_whitening_taps
     from offline_iaas.models.weights import build_network
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -229,7 +231,8 @@ def write_weights(load: Workload, directory: Path, seed: int = 0) -> Path | None
     files = {  # network -> (weight file, the campaign's shape) of each of its files
         "deepclean": [(f"deepclean-{ifo}.pt", {"witnesses": load.witnesses_per_ifo})
                       for ifo in load.ifos],
-        "bbhnet": [("bbhnet.pt", {"ifos": len(load.ifos)})],
+        "bbhnet": [("bbhnet.pt", {"ifos": len(load.ifos),
+                                  "whitening_taps": bbhnet_whitening_taps(load.sample_rate_hz)})],
     }
     for network in load.mode.networks:
         for name, expected in files.get(network, []):

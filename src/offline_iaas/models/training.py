@@ -288,11 +288,16 @@ def background_psd(
     return freqs, psd
 
 
+def bbhnet_whitening_taps(sample_rate: float) -> int:
+    """Taps of the whitening FIR BBHnet is trained with: ``BBHNET_WHITENING_SECONDS``, odd."""
+    return int(round(BBHNET_WHITENING_SECONDS * sample_rate)) // 2 * 2 + 1
+
+
 def bbhnet_whitening(
     freqs_hz: np.ndarray, psd: np.ndarray, sample_rate: float, input_scale: float
 ) -> np.ndarray:
     """``[ifos, taps]`` whitening FIRs for the scaled input from a ``[ifos, freqs]`` PSD."""
-    taps = int(round(BBHNET_WHITENING_SECONDS * sample_rate)) // 2 * 2 + 1
+    taps = bbhnet_whitening_taps(sample_rate)
     return np.stack(
         [whitening_filter(freqs_hz, np.sqrt(p) * input_scale, sample_rate, taps) for p in psd]
     )
