@@ -221,11 +221,13 @@ def markdown(costs: list[PathCost], load: Workload, shifts: int, shift_seconds: 
         f"once per lag where that slide is formed, up to x {shifts + 1})",
         "",
         "Both paths run the same network on the same windows, and the network dominates the "
-        "cost, so on one machine over loopback their throughput is close; the server path "
-        "also runs the zero lag and the slides of the history each piece inside the stretch "
-        f"streams again ({shifts * shift_seconds:g} s per piece, the slides formed in it) and "
-        "the client-side path sends every sample once per lag. Between nodes, those bytes "
-        "cross the network. The paths run one after the other: where other processes took "
+        "cost. The server path whitens each detector once for all its slides (each slide "
+        "streams the layers after the whitening), where each of the client-side path's "
+        "sequences whitens its own samples; it also runs the zero lag and the slides of the "
+        f"history each piece inside the stretch streams again ({shifts * shift_seconds:g} s "
+        "per piece, the slides formed in it), and the client-side path sends every sample "
+        "once per lag. Between nodes, those bytes cross the network. The paths run one after "
+        "the other: where other processes took "
         "CPU during one of them (their column), its wall time, and the throughput ratio, "
         "show that machine's load more than the path; CPU seconds per slid second do not.",
         "",
