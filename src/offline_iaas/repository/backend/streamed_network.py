@@ -139,9 +139,9 @@ class _SplitsItsWhitening:
         linear, and before the stream everything is zeros). Made once per runner."""
         split = getattr(self, "_split", None)
         if split is None:
-            kind = PhasedNetwork if isinstance(self, PhasedNetwork) else StreamedNetwork
-            whitened = kind(self.nodes, self.ifos, self.kernel_samples - self.whitening_taps + 1,
-                            self.stride_samples, 1, dict(self.runs, **{WHITENING: _passed_on}))
+            whitened = streamed_runner(
+                self.nodes, self.ifos, self.kernel_samples - self.whitening_taps + 1,
+                self.stride_samples, 1, dict(self.runs, **{WHITENING: _passed_on}))
             split = self._split = (StreamWhitening(self.ifos, self.kernel_samples,
                                                    self.whitening_taps, self.runs), whitened)
         return split
@@ -197,9 +197,7 @@ class StreamedNetwork(_SplitsItsWhitening):
         """Append ``samples`` [ifos, n S] to the stream (``state`` is updated in place);
         return the statistics of the ``n`` windows they end, ``[n]`` float32."""
         stride, plan = self.stride_samples, self.plan
-        if samples.ndim != 2 or samples.shape[1] % stride:
-            raise ValueError(f"update of shape {samples.shape}: need [ifos, n * {stride}]")
-        n = samples.shape[1] // stride
+        n = _windows_ended(samples, stride)
         if n == 0:  # an empty request (a sequence's START or END alone)
             return np.zeros(0, np.float32)
         self._advance(state, samples)
@@ -256,6 +254,14 @@ class StreamedNetwork(_SplitsItsWhitening):
             state.top, state.top_start, start // self.plan.top_stride + self.plan.left)
 
 
+def _windows_ended(samples: np.ndarray, stride_samples: int) -> int:
+    """How many windows an update of ``samples`` [ifos, n S] ends; ValueError for another
+    shape."""
+    if samples.ndim != 2 or samples.shape[1] % stride_samples:
+        raise ValueError(f"update of shape {samples.shape}: need [ifos, n * {stride_samples}]")
+    return samples.shape[1] // stride_samples
+
+
 def spec_of(nodes: list[Node], ifos: int, kernel_samples: int, stride_samples: int,
             whitening_taps: int) -> dict:
     """A streamed network's geometry as JSON-able values (``streamed.json``)."""
@@ -278,11 +284,18 @@ def network_of_spec(spec: dict, runs: dict[str, Run]) -> StreamedNetwork | Phase
     stride is on the network's grid, a ``PhasedNetwork`` where it is not."""
     nodes = [Node(n["name"], tuple(n["inputs"]), None if n["conv"] is None
                   else Conv(*n["conv"])) for n in spec["nodes"]]
-    geometry = (nodes, spec["ifos"], spec["kernel_samples"], spec["stride_samples"],
-                spec["whitening_taps"], runs)
-    if phases_of(spec["stride_samples"], cumulative_stride(nodes)) > 1:
-        return PhasedNetwork(*geometry)
-    return StreamedNetwork(*geometry)
+    return streamed_runner(nodes, spec["ifos"], spec["kernel_samples"], spec["stride_samples"],
+                           spec["whitening_taps"], runs)
+
+
+def streamed_runner(nodes: list[Node], ifos: int, kernel_samples: int, stride_samples: int,
+                    whitening_taps: int, runs: dict[str, Run]
+                    ) -> StreamedNetwork | PhasedNetwork:
+    """A ``StreamedNetwork`` of this geometry where the stride is on the network's grid, a
+    ``PhasedNetwork`` where it is not."""
+    kind = (PhasedNetwork if phases_of(stride_samples, cumulative_stride(nodes)) > 1
+            else StreamedNetwork)
+    return kind(nodes, ifos, kernel_samples, stride_samples, whitening_taps, runs)
 
 
 @dataclass
@@ -364,9 +377,7 @@ class PhasedNetwork(_SplitsItsWhitening):
         """Append ``samples`` [ifos, n S]; return the statistics of the ``n`` windows they
         end, ``[n]`` float32."""
         stride, phases = self.stride_samples, self.phases
-        if samples.ndim != 2 or samples.shape[1] % stride:
-            raise ValueError(f"update of shape {samples.shape}: need [ifos, n * {stride}]")
-        n = samples.shape[1] // stride
+        n = _windows_ended(samples, stride)
         if n == 0:  # an empty request (a sequence's START or END alone)
             return np.zeros(0, np.float32)
         whitened = self.whitening.update(state.whitening, samples)
