@@ -4,6 +4,7 @@ whose parameters are named otherwise, and one with our parameters computing some
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import torch
 from offline_iaas.errors import NotStreamable
 from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.models.deepclean import DeepClean
-from offline_iaas.models.recognised import streamable_network
+from offline_iaas.models.recognised import per_window_layer, streamable_network
 from offline_iaas.models.weights import export_onnx, load_network
 from tests.helpers import save_traced
 from tests.test_streamed_bbhnet import random_bbhnet
@@ -86,3 +87,64 @@ def test_a_traced_deepclean_is_rebuilt_and_a_wrapped_one_is_not(tmp_path: Path) 
     with pytest.raises(NotStreamable, match="parameters are not DeepClean's"):
         streamable_network("deepclean", wrapped,
                            load_network("deepclean", wrapped, expected), expected)
+
+
+class ResNetShaped(torch.nn.Module):
+    """ml4gw's ``ResNet1D`` in small (stem conv k7 stride 2, norm, ReLU, max pool, one basic
+    block, mean, linear head: ``[n, ifos, kernel]`` → ``[n, 1]``), its norm layer given:
+    ml4gw's default normalises over groups of channels and the window's samples."""
+
+    def __init__(self, norm) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv1d(2, 8, 7, stride=2, padding=3, bias=False)
+        self.norm0, self.norm1, self.norm2 = norm(8), norm(8), norm(8)
+        self.pool = torch.nn.MaxPool1d(3, stride=2, padding=1)
+        self.conv1 = torch.nn.Conv1d(8, 8, 3, padding=1, bias=False)
+        self.conv2 = torch.nn.Conv1d(8, 8, 3, padding=1, bias=False)
+        self.head = torch.nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(torch.relu(self.norm0(self.stem(x * 1e21))))
+        y = self.norm2(self.conv2(torch.relu(self.norm1(self.conv1(x)))))
+        return self.head(torch.relu(x + y).mean(-1))
+
+
+@pytest.mark.parametrize("form", ["torchscript", "onnx"])
+def test_a_graph_normalising_each_window_by_its_own_statistics_says_so(
+        tmp_path: Path, form: str) -> None:
+    """ml4gw's default norm (GroupNorm over the window) forbids streaming whoever's graph it
+    is, and the reason names it; the same graph with BatchNorm (running statistics) is only
+    not ours."""
+    torch.manual_seed(3)
+    reasons = {}
+    for name, norm in (("group", lambda c: torch.nn.GroupNorm(4, c)),
+                       ("batch", torch.nn.BatchNorm1d)):
+        network = ResNetShaped(norm).eval()
+        if form == "torchscript":
+            path = save_traced(network, tmp_path / f"{name}.ts", (2, 2, KERNEL))
+        else:
+            path = export_onnx(network, tmp_path / f"{name}.onnx", "windows", "statistic",
+                               (1, 2, KERNEL))
+        with pytest.raises(NotStreamable) as refused:
+            streamable_network("bbhnet", path, load_network("bbhnet", path, BBHNET), BBHNET)
+        reasons[name] = refused.value.reason
+    assert reasons["group"].startswith(f"{tmp_path / 'group'}")
+    assert "a layer that normalises each window by its own statistics (" in reasons["group"]
+    assert re.search(r"\((aten::group_norm|GroupNormalization|InstanceNormalization)\)",
+                     reasons["group"]), reasons["group"]
+    # the control: running statistics carry from window to window; the graph is just not ours
+    assert "normalises" not in reasons["batch"]
+    assert ("parameters are not BBHnet's (its layers could stream" in reasons["batch"]
+            if form == "torchscript" else "are an ONNX graph" in reasons["batch"])
+
+
+def test_our_graphs_have_no_layer_that_needs_the_whole_window(tmp_path: Path) -> None:
+    network = random_bbhnet(33, 8, 3, KERNEL)
+    traced = save_traced(network, tmp_path / "bbhnet.ts", (2, 2, KERNEL))
+    onnx = export_onnx(network, tmp_path / "bbhnet.onnx", "windows", "statistic",
+                       (1, 2, KERNEL))
+    deepclean = save_traced(DeepClean(3, [0.0] * 3, [1.0] * 3, 0.0, 1.0).eval(),
+                            tmp_path / "deepclean.ts", (2, 3, 256))
+    assert per_window_layer(traced, "TorchScript") is None
+    assert per_window_layer(onnx, "ONNX") is None
+    assert per_window_layer(deepclean, "TorchScript") is None

@@ -158,6 +158,9 @@ def test_the_switch_off_or_auto_keeps_the_config_hashes_and_on_changes_them(expo
 
 
 def test_streamed_export_refuses_the_ensemble_and_graph_weights(exported, tmp_path):
+    import torch
+
+    from tests.test_recognised_graphs import ResNetShaped
     from tests.test_rolling_whitening import _bbhnet_module
 
     weights = exported["whole"].source.parent / "weights"
@@ -173,8 +176,16 @@ def test_streamed_export_refuses_the_ensemble_and_graph_weights(exported, tmp_pa
     with pytest.raises(ModelError, match="a TorchScript graph whose parameters are not "
                        "BBHnet's") as caught["ts"]:
         export_repository(config, scripted)
+    # a layer no stream can share between windows (ml4gw's ResNet1D's default norm) is named
+    torch.manual_seed(4)
+    save_traced(ResNetShaped(lambda channels: torch.nn.GroupNorm(4, channels)).eval(),
+                scripted / "bbhnet.ts", (2, 2, 256))
+    with pytest.raises(ModelError, match=r"a layer that normalises each window by its own "
+                       r"statistics \(aten::group_norm\)") as caught["per-window"]:
+        export_repository(config, scripted)
     assert not repo.exists()  # nothing written
-    for row, key in (("streamed-export-ensemble", "ensemble"), ("streamed-graph-weights", "ts")):
+    for row, key in (("streamed-export-ensemble", "ensemble"), ("streamed-graph-weights", "ts"),
+                     ("streamed-per-window-layer", "per-window")):
         documented(row, str(caught[key].value), {scripted: "W"},
                    exit_code=ModelError.exit_code)
     # negative control: a stride off BBHnet's grid (32 Hz: 8 samples, 2 phases) exports

@@ -10,6 +10,14 @@ strain scale and at unit scale) as the graph does, to float tolerance. An ONNX g
 initializers are renamed and folded by the exporter (BatchNorm into the convolutions), so its
 layers are not recognised: it is served on whole windows, as a TorchScript graph that fails
 either test is (``model.streamed = "auto"``; ``true`` refuses it with the same reason).
+
+The reason names what stands in the way. Some layers make a window's every output depend on
+the whole window, so that no layer's output on one window is part of the next window's (a
+group, instance or layer normalisation computing its statistics over the window, as ml4gw's
+``ResNet1D`` does by default; attention over the window's samples; a recurrent layer that
+starts each window from a zero state): no graph with one of them can be streamed, whoever's
+it is, and the reason says so (``per_window_layer``). A graph without them could be, but only
+our architectures' layers are rebuilt, and the reason says that instead.
 """
 
 from __future__ import annotations
@@ -49,15 +57,24 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
     network_type, called = (DeepClean, "DeepClean") if kind == "deepclean" else (BBHnet, "BBHnet")
     if isinstance(loaded, network_type):
         return loaded
-    if not isinstance(loaded, nn.Module):
+    form = "TorchScript" if isinstance(loaded, nn.Module) else "ONNX"
+    graph = torch.jit.load(str(path), map_location="cpu") if form == "TorchScript" else None
+    found = per_window_layer(path, form, graph)
+    if found is not None:
+        layer, why = found
+        raise NotStreamable(f"{path}: a {form} graph with a layer that {why} ({layer}): a "
+                            "window's outputs depend on the whole window, so none carry to "
+                            "the next window and no layer can be streamed")
+    if form == "ONNX":
         raise NotStreamable(f"{path}: {called}'s weights are an ONNX graph (its exporter "
                             "renames and folds the layers, so none are recognised to stream)")
-    state = dict(torch.jit.load(str(path), map_location="cpu").state_dict())
+    state = dict(graph.state_dict())
     try:
         rebuilt = network_for_state(kind, state, path, expected)
     except ModelError:
         raise NotStreamable(f"{path}: a TorchScript graph whose parameters are not "
-                            f"{called}'s (no layers of ours to stream)") from None
+                            f"{called}'s (its layers could stream, but only ours are rebuilt "
+                            "to)") from None
     rebuilt.load_state_dict(state)
     rebuilt.eval()
     channels, kernel = input_shape(kind, expected)
@@ -74,3 +91,56 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
                 f"something else (on a probe of amplitude {scale:g} it differs from "
                 f"{called} by {error:.3g}, relative {RELATIVE_TOLERANCE:g} allowed)")
     return rebuilt
+
+
+_PER_WINDOW = {
+    "normalises each window by its own statistics": (
+        "aten::group_norm", "aten::instance_norm", "aten::layer_norm",
+        "GroupNormalization", "InstanceNormalization", "LayerNormalization"),
+    "attends over the window's samples": (
+        "aten::scaled_dot_product_attention", "aten::_native_multi_head_attention",
+        "Attention", "MultiHeadAttention"),
+    "runs over each window from a zero state": (
+        "aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu", "LSTM", "GRU", "RNN"),
+}
+_WHY = {op: why for why, ops in _PER_WINDOW.items() for op in ops}
+
+
+def per_window_layer(path: Path, form: str, loaded: torch.jit.ScriptModule | None = None
+                     ) -> tuple[str, str] | None:
+    """The first layer of the ``form`` (``TorchScript``, ``ONNX``) graph at ``path`` whose
+    outputs depend on the whole window, and why; None if it has none (``loaded``: the
+    TorchScript module already loaded from ``path``).
+
+    Read from the graph's operators: TorchScript's inlined graph (its ``aten::`` calls,
+    sub-blocks included), the ONNX graph's nodes (subgraphs included)."""
+    if form == "TorchScript":
+        module = loaded if loaded is not None else torch.jit.load(str(path), map_location="cpu")
+        kinds = _torchscript_kinds(module.inlined_graph.nodes())
+    else:
+        import onnx
+
+        kinds = _onnx_kinds(onnx.load(str(path), load_external_data=False).graph)
+    for op in kinds:
+        if op in _WHY:
+            return op, _WHY[op]
+    return None
+
+
+def _torchscript_kinds(nodes) -> list[str]:
+    kinds = []
+    for node in nodes:
+        kinds.append(node.kind())
+        for block in node.blocks():
+            kinds += _torchscript_kinds(block.nodes())
+    return kinds
+
+
+def _onnx_kinds(graph) -> list[str]:
+    kinds = []
+    for node in graph.node:
+        kinds.append(node.op_type)
+        for attribute in node.attribute:
+            for sub in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+                kinds += _onnx_kinds(sub)
+    return kinds

@@ -1,0 +1,138 @@
+"""What one request costs beyond the step: the service against its limit, one sequence at a time.
+
+The bench (``offline-iaas bench``) measures the service with ``k`` clients and the server's
+instances sharing the machine's cores. This script takes them apart. For a workload it exports
+the campaign's repository (the fused model, ``model.streamed`` as the workload sets it) with
+seeded weights, starts tritonserver on it as the bench does, and streams one sequence from
+this process through the campaign client's ``RequestStream`` (4 requests in flight), at each
+batch size; it counts the CPU of this process (the client), of tritonserver's own process and
+of its python stubs. Beside it, the limit's loop (``bench/limit.run_share``: the same step
+in-process, no server) runs the same number of windows in a spawned process. Per request it
+prints the CPU of each part and ``overhead`` = client + tritonserver + stubs - the step, and
+the ceiling that overhead puts on ``service/limit`` per CPU second: step / (step + overhead)
+(with nothing else on the cores; the bench's clients and instances also slow each other).
+
+Usage: PYTHONPATH=src .venv/bin/python benchmarks/request_overhead.py
+           [--workload deepclean] [--batch-sizes 1 32 128] [--requests 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from offline_iaas.bench import accounting  # noqa: E402
+from offline_iaas.bench.clients import RESPONSE_TIMEOUT_SECONDS  # noqa: E402
+from offline_iaas.bench.limit import LimitJob, run_share  # noqa: E402
+from offline_iaas.bench.server import bench_server  # noqa: E402
+from offline_iaas.bench.workloads import synthetic_samples, workload, write_weights  # noqa: E402
+from offline_iaas.client.transport import RequestStream  # noqa: E402
+from offline_iaas.repository.export import export_repository  # noqa: E402
+from offline_iaas.rundir import RunDir  # noqa: E402
+
+IN_FLIGHT = 4
+
+
+def _limit_ms_per_request(name: str, repository: str, batch_size: int, requests: int,
+                          out) -> None:
+    """In a spawned process: CPU ms per request of the limit's loop (best of 3)."""
+    load = workload(name)
+    config = load.config(Path(repository), instances=1, clients=1)
+    seconds = requests * batch_size * load.stride_samples / load.sample_rate_hz
+    job = LimitJob(load, config, batch_size, seconds, seed=1)
+    sessions = job.open()
+    samples = synthetic_samples(load, seconds, 1)
+    best = np.inf
+    for _ in range(3):
+        before = time.process_time()
+        run_share(sessions, config, samples, batch_size)
+        best = min(best, (time.process_time() - before) / requests * 1e3)
+    out.put(best)
+
+
+def limit_ms_per_request(name: str, repository: Path, batch_size: int, requests: int) -> float:
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    proc = context.Process(target=_limit_ms_per_request,
+                           args=(name, str(repository), batch_size, requests, out))
+    proc.start()
+    try:
+        return out.get(timeout=600)
+    finally:
+        proc.join(30)
+
+
+def served_ms_per_request(server, config, load, batch_size: int, requests: int,
+                          sequence_id: int) -> tuple[float, float, float]:
+    """CPU ms per request of this client, tritonserver's own process and its stubs."""
+    import tritonclient.grpc as grpcclient
+
+    update = synthetic_samples(load, requests * batch_size * load.stride_samples
+                               / load.sample_rate_hz, 2)
+    step = batch_size * load.stride_samples
+    client = grpcclient.InferenceServerClient(server.url)
+    outputs = tuple(config.outputs.names)
+    stubs = accounting.children_of(server.pid)
+    try:
+        with RequestStream(client, config.model.name, outputs, IN_FLIGHT,
+                           RESPONSE_TIMEOUT_SECONDS, server.headers,
+                           lambda _id, result: [result.as_numpy(o) for o in outputs],
+                           server.url) as stream:
+            own, triton, stub = (time.process_time(), accounting.cpu_seconds(server.pid),
+                                 accounting.tree_cpu_seconds(stubs))
+            for index in range(requests):
+                stream.send("update", update[None, :, index * step:(index + 1) * step],
+                            str(index), sequence_id, start=index == 0,
+                            end=index == requests - 1)
+            stream.drain()
+            own = time.process_time() - own
+            triton = accounting.cpu_seconds(server.pid) - triton
+            stub = accounting.tree_cpu_seconds(stubs) - stub
+    finally:
+        client.close()
+    return own / requests * 1e3, triton / requests * 1e3, stub / requests * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", default="deepclean")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 128])
+    parser.add_argument("--requests", type=int, default=300,
+                        help="requests at batch 32 (scaled inversely with the batch size)")
+    args = parser.parse_args()
+    load = workload(args.workload)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        repository = work / "repository"
+        config = load.config(repository, instances=1, clients=1)
+        export_repository(config, write_weights(load, work / "weights"))
+        print(f"{load.name}: {load.channels} channels at {load.sample_rate_hz:g} Hz, stride "
+              f"{load.stride_samples} samples; one sequence, {IN_FLIGHT} requests in flight, "
+              "one instance; CPU ms per request")
+        print("| batch | request bytes | client | tritonserver | stubs | limit's step | "
+              "overhead | ceiling of service/limit |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        with bench_server(repository, RunDir(work / "run"), [config.model.name]) as server:
+            for index, batch in enumerate(args.batch_sizes):
+                requests = max(20, args.requests * 32 // batch)
+                served_ms_per_request(server, config, load, batch, 10, 7 + 2 * index)  # warm
+                client, triton, stubs = served_ms_per_request(
+                    server, config, load, batch, requests, 8 + 2 * index)
+                step = limit_ms_per_request(load.name, repository, batch, requests)
+                overhead = client + triton + stubs - step
+                nbytes = load.channels * batch * load.stride_samples * 4
+                print(f"| {batch} | {nbytes:,} | {client:.3f} | {triton:.3f} | {stubs:.3f} | "
+                      f"{step:.3f} | {overhead:.3f} | {step / (step + overhead):.3f} |",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
