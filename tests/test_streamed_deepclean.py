@@ -44,7 +44,9 @@ from tests.streamed_runs import (  # noqa: E402
 
 TOLERANCE = 1e-5
 """Relative to the largest prediction of the run, per interferometer."""
-GEOMETRIES = {"k/s=8": (256, 32), "k/s=5": (320, 64)}  # (kernel, stride)
+GEOMETRIES = {"k/s=8": (256, 32), "k/s=5": (320, 64),  # (kernel, stride)
+              # strides off the alignment 16 (``PhasedDeepClean``): 2 and 4 phases
+              "s=24, 2 phases": (240, 24), "s=4, 4 phases": (256, 4)}
 SPLITS = {"1": [1], "3/5/1/7": [3, 5, 1, 7]}
 """Strides per request, cycled."""
 CHANNELS = 5
@@ -262,6 +264,33 @@ def test_streamed_deepclean_state_saved_mid_stream_continues_bit_identically_in_
     np.testing.assert_array_equal(resumed, uninterrupted)
 
 
+@pytest.mark.parametrize("geometry", ["s=24, 2 phases", "s=4, 4 phases"])
+def test_streamed_deepclean_off_its_grid_shifted_by_one_sample_differs(exported, geometry):
+    """Negative control of the phases: the comparison can fail there too."""
+    kernel, stride = GEOMETRIES[geometry]
+    networks, directory, _ = exported[geometry]
+    samples = samples_of(2 * kernel // stride + 5, stride)
+    reference = whole_float64(networks, whole_windows(samples, kernel, stride))
+    shifted = np.concatenate([samples[:, 1:], samples[:, :1]], axis=1)
+    values = stream(open_streamed_deepclean(directory), shifted, SPLITS["3/5/1/7"])
+    assert min(relative_errors(values, reference)) > 100 * TOLERANCE
+
+
+def test_phased_deepclean_state_saved_mid_stream_continues_bit_identically(exported, tmp_path):
+    from offline_iaas.repository.backend.streamed_deepclean import (
+        PhasedDeepClean,
+        PhasedDeepCleanState,
+    )
+
+    kernel, stride = GEOMETRIES["s=24, 2 phases"]
+    directory = exported["s=24, 2 phases"][1]
+    assert isinstance(open_streamed_deepclean(directory), PhasedDeepClean)
+    resumed, uninterrupted = resumed_from_a_checkpoint(
+        lambda: open_streamed_deepclean(directory), PhasedDeepCleanState.from_arrays,
+        samples_of(40, stride), [3, 1, 7, 2, 5, 11], tmp_path)
+    np.testing.assert_array_equal(resumed, uninterrupted)
+
+
 def test_streamed_deepclean_runner_runs_without_torch_or_the_package(exported, tmp_path):
     """As the server's python stub loads it: by file path (``layer_stream.open_streamed``
     choosing it, ``layer_stream.py`` beside it), with numpy and onnxruntime only; the same
@@ -278,7 +307,9 @@ def test_streamed_deepclean_runner_runs_without_torch_or_the_package(exported, t
 
 
 @pytest.mark.parametrize(("kernel", "stride", "message"), [
-    (240, 24, "stride of 24 samples is not a multiple of DeepClean's alignment 16"),
+    (240, 120, "a stride of 120 samples puts the windows on 2 phases of DeepClean's "
+               "alignment 16: each phase would stream 240 samples a window, not less than "
+               "the window of 240"),
     (160, 32, "a window of 160 samples is all edge"),
 ])
 def test_export_refuses_a_geometry_deepclean_cannot_stream(exported, tmp_path, kernel, stride,

@@ -72,6 +72,27 @@ def test_the_streamed_noise_equals_the_whole_window_chain(chains) -> None:
     assert relative_difference(canary, main) > 0.1  # the canary is a network of its own
 
 
+def test_deepclean_off_its_grid_streams_in_phases_and_equals_the_whole_window_chain(
+        chains, tmp_path: Path) -> None:
+    """Windows every 1/32 s at 256 Hz: a stride of 8 samples, off DeepClean's alignment 16,
+    so its windows fall on 2 phases (``PhasedDeepClean``); the noise still equals the
+    whole-window chain's, and a sample late fails."""
+    both = exported_both_ways(chains["root"] / "campaign.toml",
+                              [*DEEPCLEAN[:2], "model.inference_rate=32"], tmp_path,
+                              chains["weights"])
+    assert both["streamed"].stride_samples == 8
+    assert set(check_repository(both["streamed"]).streamed) == {"deepclean"}
+    streamed, whole = read_series(both["streamed_out"]), read_series(both["whole_out"])
+    for name in ("noise/H1", "noise/L1"):
+        (_, _, mine), (_, _, theirs) = streamed[name][0], whole[name][0]
+        assert mine.shape == theirs.shape and len(mine) > 10_000
+        print(f"{name} at a stride of 8 samples: relative error "
+              f"{relative_difference(mine, theirs):.2e}")
+        assert relative_difference(mine, theirs) <= WHOLE_WINDOW_BOUND, name
+        late = np.concatenate([theirs[:1], theirs[:-1]])  # negative control: a sample late
+        assert relative_difference(mine, late) > 100 * WHOLE_WINDOW_BOUND, name
+
+
 def test_streamed_deepclean_refuses_weights_without_layers(chains, tmp_path: Path) -> None:
     from offline_iaas.models.weights import build_network
 

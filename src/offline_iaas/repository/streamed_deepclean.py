@@ -37,7 +37,9 @@ from offline_iaas.repository.backend.streamed_deepclean import (
     RAW,
     Cut,
     EdgeCone,
+    PhasedDeepClean,
     StreamedDeepClean,
+    deepclean_runner,
     run_name,
 )
 from offline_iaas.repository.streamed import _conv, _Layer, _torch_run, _valid
@@ -184,17 +186,18 @@ def _checked(networks: dict[str, DeepClean], witness_indices: dict[str, list[int
 
 def torch_streamed_deepclean(networks: dict[str, DeepClean],
                              witness_indices: dict[str, list[int]], kernel_samples: int,
-                             stride_samples: int) -> StreamedDeepClean:
+                             stride_samples: int) -> StreamedDeepClean | PhasedDeepClean:
     """``StreamedDeepClean`` on the networks' torch modules (per interferometer: its network
-    in eval mode and its witnesses' indices among the streamed channels); ValueError for a
-    stride not a multiple of the alignment 16, or a window that is all edge."""
+    in eval mode and its witnesses' indices among the streamed channels), ``PhasedDeepClean``
+    for a stride off the alignment 16; ValueError for a window that is all edge, or a stride
+    whose phases would stream a whole window each."""
     _checked(networks, witness_indices)
     runs, nodes = {}, []
     for ifo, network in networks.items():
         nodes, modules = deepclean_graph(network)
         runs.update({run_name(ifo, name): _torch_run(module)
                      for name, module in modules.items()})
-    streamed = StreamedDeepClean(nodes, witness_indices, kernel_samples, stride_samples, runs)
+    streamed = deepclean_runner(nodes, witness_indices, kernel_samples, stride_samples, runs)
     for ifo, network in networks.items():
         runs.update({run_name(ifo, edge): _torch_run(edge_module(network, nodes, cone))
                      for edge, cone in streamed.cones.items()})
@@ -238,8 +241,8 @@ def export_campaign_deepclean(config: CampaignConfig, weights: Path | None, dire
 
     NotStreamable for weights whose layers are not DeepClean's (an ONNX graph, a TorchScript
     graph not made from our DeepClean: ``models/recognised.py``) and for a geometry
-    DeepClean cannot stream (a stride not a multiple of its alignment 16, a window that is
-    all edge).
+    DeepClean cannot stream (a window that is all edge, a stride off its alignment 16 whose
+    phases would each stream a whole window).
     """
     from offline_iaas.models.recognised import streamable_network
     from offline_iaas.models.weights import load_network
@@ -275,15 +278,16 @@ def macs_per_window(network: DeepClean, kernel_samples: int, stride_samples: int
     node's only where the window's padding reaches).
     """
     nodes = deepclean_graph(network)[0]
-    streamed = StreamedDeepClean(nodes, {"H1": list(range(network.witnesses))}, kernel_samples,
-                                 stride_samples, {})
+    streamed = deepclean_runner(nodes, {"H1": list(range(network.witnesses))}, kernel_samples,
+                                stride_samples, {})
+    phases = getattr(streamed, "phases", 1)  # each phase runs every layer on every sample
     stride_of = strides(nodes)
     whole = edges = layers = 0.0
     window = kernel_samples
     for node in nodes:
         window = node.conv.output_length(window)
         whole += node.conv.macs_per_output * window
-        layers += node.conv.macs_per_output * stride_samples / stride_of[node.name]
+        layers += node.conv.macs_per_output * phases * stride_samples / stride_of[node.name]
     for cone in streamed.cones.values():
         computed = [cut.hi - cut.lo for cut in cone.cuts]
         computed[0] = sum(cut.hi - cut.lo for cut in (cone.head, cone.tail) if cut)

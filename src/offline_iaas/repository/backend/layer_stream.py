@@ -196,6 +196,13 @@ def strides(nodes: list[Node]) -> dict[str, Fraction]:
     return result
 
 
+def phases_of(stride_samples: int, step: int) -> int:
+    """How many phases of a cumulative stride ``step`` windows ``stride_samples`` apart fall
+    on: 1 where the stride is a multiple of it (``streamed_network.PhasedNetwork``,
+    ``streamed_deepclean.PhasedDeepClean`` stream each phase at stride ``phases * S``)."""
+    return step // math.gcd(stride_samples, step)
+
+
 def cumulative_stride(nodes: list[Node]) -> int:
     """The alignment ``P``: the least input stride on which every layer's grid falls (the
     last layer's stride for a downsampling network, the bottleneck's for an encoder-decoder)."""

@@ -21,6 +21,11 @@ they depend on (``EdgeCone``: per layer only the outputs its successor reads, ze
 window pads), the first node's outputs taken from the stream (``features``) except where the
 window's padding reaches them, which it computes from the window's raw samples.
 
+A stride off the alignment puts the windows on ``g = P / gcd(S, P)`` phases of the
+bottleneck's grid: ``PhasedDeepClean`` streams each phase ``r`` (windows ``r, r + g, ...``) as a
+``StreamedDeepClean`` of stride ``g S`` on the stream delayed by ``(g - 1 - r) S`` samples, and
+interleaves their windows (``deepclean_runner`` picks the runner for a geometry).
+
 Several interferometers: one DeepClean each, fed by its witnesses out of the streamed channels
 (``[channels, n S]``, as the served ``deepclean`` graph's Gather); ``update`` returns
 ``[n, ifos, K]`` like that graph on the snapshotter's windows.
@@ -37,7 +42,6 @@ cone.input_samples()]``, ``EdgeCone.segments`` along time → its ``[b, left]`` 
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -244,8 +248,8 @@ class StreamedDeepClean:
             raise ValueError(
                 f"stride of {stride_samples} samples is not a multiple of DeepClean's "
                 f"alignment {step} (its bottleneck's stride): windows fall on "
-                f"{step // math.gcd(stride_samples, step)} downsampling phases "
-                "(docs/networks.md, 'Streamed graphs')")
+                f"{layer_stream.phases_of(stride_samples, step)} downsampling phases "
+                "(``PhasedDeepClean`` streams them)")
         self.plan = layer_stream.edge_plan(nodes, kernel_samples)
         if self.plan.top_stride != 1 or self.plan.top_length != kernel_samples:
             raise ValueError(f"the stream graph predicts {self.plan.top_length} samples per "
@@ -259,24 +263,12 @@ class StreamedDeepClean:
         """Edge → what its graph computes (``EdgeCone``), fixed by the geometry."""
 
     def spec(self) -> dict:
-        """The geometry as JSON-able values (``streamed.json``; ``from_spec`` reads it)."""
+        """The geometry as JSON-able values (``streamed.json``; ``deepclean_of_spec`` reads it)."""
         return {"network": "deepclean", "kernel_samples": self.kernel_samples,
                 "stride_samples": self.stride_samples, "witnesses": self.witnesses,
                 "nodes": [{"name": node.name, "inputs": list(node.inputs),
                            "layer": node.conv.spec()} for node in self.nodes],
                 "edges": {edge: cone.spec() for edge, cone in self.cones.items()}}
-
-    @classmethod
-    def from_spec(cls, spec: dict, runs: dict[str, Run]) -> StreamedDeepClean:
-        """The network ``spec()`` describes, running ``runs``."""
-        nodes = [Node(n["name"], tuple(n["inputs"]), layer_stream.layer_of(n["layer"]))
-                 for n in spec["nodes"]]
-        network = cls(nodes, spec["witnesses"], spec["kernel_samples"], spec["stride_samples"],
-                      runs)
-        if spec.get("edges") != network.spec()["edges"]:
-            raise ValueError(f"{layer_stream.MANIFEST}: its edge graphs are not the ones this "
-                             "runner computes (exported by another version): export again")
-        return network
 
     def run_names(self) -> list[str]:
         """Every run the network needs (``runs``' keys)."""
@@ -373,12 +365,137 @@ class StreamedDeepClean:
                 state.features[i], state.features_start[i], start)
 
 
+@dataclass
+class PhasedDeepCleanState:
+    """What one stream off DeepClean's grid carries (``PhasedDeepClean``)."""
+
+    phases: list[DeepCleanState]
+    """Each phase's stream state."""
+    queued: list[np.ndarray]
+    """Per phase, samples not yet a whole phase stride."""
+    windows: int = 0
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The state as named arrays (``numpy.savez``)."""
+        arrays = {"windows": np.array(self.windows), "phases": np.array(len(self.phases))}
+        for r, phase in enumerate(self.phases):
+            arrays.update({f"phase{r}/{k}": v for k, v in phase.to_arrays().items()})
+            arrays[f"phase{r}/queued"] = self.queued[r]
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays) -> PhasedDeepCleanState:
+        """The state ``to_arrays`` wrote (a dict or an ``NpzFile``)."""
+        phases = range(int(arrays["phases"]))
+        return cls([DeepCleanState.from_arrays(
+                        {k.split("/", 1)[1]: arrays[k] for k in arrays
+                         if k.startswith(f"phase{r}/") and k != f"phase{r}/queued"})
+                    for r in phases],
+                   [np.array(arrays[f"phase{r}/queued"]) for r in phases],
+                   int(arrays["windows"]))
+
+
+class PhasedDeepClean:
+    """DeepClean's windows on a stream whose stride ``S`` is off its alignment ``P``:
+    ``update(state, [channels, n S])`` → ``[n, ifos, K]``, as ``StreamedDeepClean``.
+
+    Window ``j`` falls on phase ``j mod g`` (``g = P / gcd(S, P)``). Phase ``r`` is a
+    ``StreamedDeepClean`` of stride ``g S`` (a multiple of ``P``) on the stream delayed by
+    ``(g - 1 - r) S`` samples, so that its windows are windows ``r, r + g, ...``; its layers
+    run on every sample, so a window costs what ``g S`` new samples cost on the grid (worth it
+    while ``g S < K``), plus its edges, which are the same graphs as on the grid.
+    """
+
+    def __init__(self, nodes: list[Node], witnesses: dict[str, list[int]], kernel_samples: int,
+                 stride_samples: int, runs: dict[str, Run]) -> None:
+        self.kernel_samples, self.stride_samples = kernel_samples, stride_samples
+        self.phases = layer_stream.phases_of(stride_samples, layer_stream.cumulative_stride(nodes))
+        if stride_samples < 1 or kernel_samples % stride_samples:
+            raise ValueError(f"kernel {kernel_samples} must be a multiple of the stride "
+                             f"{stride_samples}")
+        if self.phases * stride_samples >= kernel_samples:
+            raise ValueError(
+                f"a stride of {stride_samples} samples puts the windows on {self.phases} "
+                f"phases of DeepClean's alignment {layer_stream.cumulative_stride(nodes)}: "
+                f"each phase would stream {self.phases * stride_samples} samples a window, "
+                f"not less than the window of {kernel_samples}")
+        self.network = StreamedDeepClean(nodes, witnesses, kernel_samples,
+                                         self.phases * stride_samples, runs)
+        self.nodes, self.runs, self.ifos = nodes, runs, self.network.ifos
+        self.witnesses, self.plan, self.cones = witnesses, self.network.plan, self.network.cones
+
+    def spec(self) -> dict:
+        """As ``StreamedDeepClean.spec``: the same manifest, with the stride off the grid."""
+        return {**self.network.spec(), "stride_samples": self.stride_samples}
+
+    def run_names(self) -> list[str]:
+        return self.network.run_names()
+
+    def initial_state(self) -> PhasedDeepCleanState:
+        """A stream's state at START: ``K`` zeros streamed (the later phases with their
+        delay besides)."""
+        channels = 1 + max(max(index) for index in self.network.witnesses.values())
+        return PhasedDeepCleanState(
+            [self.network.initial_state() for _ in range(self.phases)],
+            [np.zeros((channels, (self.phases - 1 - r) * self.stride_samples), np.float32)
+             for r in range(self.phases)])
+
+    def update(self, state: PhasedDeepCleanState, samples: np.ndarray) -> np.ndarray:
+        """Append ``samples`` [channels, n S]; return the predictions of the ``n`` windows
+        they end, ``[n, ifos, K]`` float32."""
+        stride, phases = self.stride_samples, self.phases
+        if samples.ndim != 2 or samples.shape[1] % stride:
+            raise ValueError(f"update of shape {samples.shape}: need [channels, n * {stride}]")
+        n = samples.shape[1] // stride
+        out = np.zeros((n, len(self.ifos), self.kernel_samples), np.float32)
+        if n == 0:
+            return out
+        filled = np.zeros(n, bool)
+        block = phases * stride
+        for r, phase in enumerate(state.phases):
+            queued = np.concatenate([state.queued[r], np.asarray(samples, np.float32)], axis=1)
+            whole = queued.shape[1] // block * block
+            before = phase.windows
+            values = self.network.update(phase, queued[:, :whole])
+            state.queued[r] = queued[:, whole:].copy()
+            index = r + phases * np.arange(before, phase.windows) - state.windows
+            out[index], filled[index] = values, True
+        if not filled.all():
+            raise RuntimeError("the phases did not give every window of the update")
+        state.windows += n
+        return out
+
+
+def deepclean_runner(nodes: list[Node], witnesses: dict[str, list[int]], kernel_samples: int,
+                     stride_samples: int, runs: dict[str, Run]
+                     ) -> StreamedDeepClean | PhasedDeepClean:
+    """A ``StreamedDeepClean`` of this geometry where the stride is on DeepClean's grid, a
+    ``PhasedDeepClean`` where it is not; ValueError for a geometry neither streams."""
+    off_grid = layer_stream.phases_of(stride_samples, layer_stream.cumulative_stride(nodes)) > 1
+    kind = PhasedDeepClean if off_grid else StreamedDeepClean
+    return kind(nodes, witnesses, kernel_samples, stride_samples, runs)
+
+
+def deepclean_of_spec(spec: dict, runs: dict[str, Run]) -> StreamedDeepClean | PhasedDeepClean:
+    """The runner ``spec()`` describes, running ``runs`` (``deepclean_runner``); ValueError if
+    the manifest's edge graphs are not the ones it computes."""
+    nodes = [Node(n["name"], tuple(n["inputs"]), layer_stream.layer_of(n["layer"]))
+             for n in spec["nodes"]]
+    network = deepclean_runner(nodes, spec["witnesses"], spec["kernel_samples"],
+                               spec["stride_samples"], runs)
+    if spec.get("edges") != network.spec()["edges"]:
+        raise ValueError(f"{layer_stream.MANIFEST}: its edge graphs are not the ones this "
+                         "runner computes (exported by another version): export again")
+    return network
+
+
 def open_streamed_deepclean(directory: str | os.PathLike, intra_op_threads: int = 1,
-                            device: str = "cpu", device_id: int = 0) -> StreamedDeepClean:
+                            device: str = "cpu", device_id: int = 0
+                            ) -> StreamedDeepClean | PhasedDeepClean:
     """The DeepCleans exported to ``directory`` (``streamed.json`` and their graphs), each
     graph an onnxruntime session on ``device`` (``layer_stream.onnx_runs``)."""
     with open(os.path.join(directory, layer_stream.MANIFEST)) as file:
         spec = json.load(file)
-    names = StreamedDeepClean.from_spec(spec, {}).run_names()
-    return StreamedDeepClean.from_spec(
+    names = deepclean_of_spec(spec, {}).run_names()
+    return deepclean_of_spec(
         spec, layer_stream.onnx_runs(directory, names, intra_op_threads, device, device_id))

@@ -36,7 +36,6 @@ padded layers on ``[b, ifos, E]``) and ``head.onnx`` (``[n, C]`` → ``[n, 1]``)
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ except ImportError:  # loaded by path (the server's python stub) by layer_stream
 Conv, Node, Run, EdgePlan = layer_stream.Conv, layer_stream.Node, layer_stream.Run, \
     layer_stream.EdgePlan
 cumulative_stride, edge_plan = layer_stream.cumulative_stride, layer_stream.edge_plan
+phases_of = layer_stream.phases_of
 MANIFEST, DIRECTORY_SUFFIX = layer_stream.MANIFEST, layer_stream.DIRECTORY_SUFFIX
 """The fused model's version holds network ``<name>``'s streamed graphs in
 ``<name>.streamed/`` (beside the whole-window ``<name>.onnx``)."""
@@ -271,12 +271,6 @@ def spec_of(nodes: list[Node], ifos: int, kernel_samples: int, stride_samples: i
                        "conv": None if node.conv is None else
                        [node.conv.taps, node.conv.stride, node.conv.padding]}
                       for node in nodes]}
-
-
-def phases_of(stride_samples: int, step: int) -> int:
-    """How many phases of a cumulative stride ``step`` windows ``stride_samples`` apart fall
-    on: 1 where the stride is a multiple of it."""
-    return step // math.gcd(stride_samples, step)
 
 
 def network_of_spec(spec: dict, runs: dict[str, Run]) -> StreamedNetwork | PhasedNetwork:
