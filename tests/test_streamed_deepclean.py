@@ -291,12 +291,14 @@ def test_phased_deepclean_state_saved_mid_stream_continues_bit_identically(expor
     np.testing.assert_array_equal(resumed, uninterrupted)
 
 
-def test_streamed_deepclean_runner_runs_without_torch_or_the_package(exported, tmp_path):
+@pytest.mark.parametrize("geometry", ["k/s=8", "s=4, 4 phases"])
+def test_streamed_deepclean_runner_runs_without_torch_or_the_package(exported, tmp_path,
+                                                                     geometry):
     """As the server's python stub loads it: by file path (``layer_stream.open_streamed``
     choosing it, ``layer_stream.py`` beside it), with numpy and onnxruntime only; the same
-    predictions bit for bit."""
-    stride = GEOMETRIES["k/s=8"][1]
-    directory = exported["k/s=8"][1]
+    predictions bit for bit, on the grid and off it."""
+    stride = GEOMETRIES[geometry][1]
+    directory = exported[geometry][1]
     samples = samples_of(24, stride)
     expected = stream(open_streamed_deepclean(directory), samples, [4])
     np.testing.assert_array_equal(stream_without_torch(directory, samples, tmp_path),
