@@ -67,10 +67,42 @@ def test_graphs_that_are_not_ours_are_not_streamed_and_say_why(tmp_path: Path) -
                        "parameters that computes something else"):
         streamable_network("bbhnet", path, load_network("bbhnet", path, BBHNET), BBHNET)
 
-    onnx = export_onnx(network, tmp_path / "bbhnet.onnx", "windows", "statistic",
+    onnx = export_onnx(doubled, tmp_path / "doubled.onnx", "windows", "statistic",
                        (1, 2, KERNEL))
-    with pytest.raises(NotStreamable, match="bbhnet.onnx: BBHnet's weights are an ONNX graph"):
+    with pytest.raises(NotStreamable, match="doubled.onnx: a ONNX graph with BBHnet's layers "
+                       "that computes something else"):
         streamable_network("bbhnet", onnx, load_network("bbhnet", onnx, BBHNET), BBHNET)
+    deepclean = export_onnx(DeepClean(3, [0.0] * 3, [1.0] * 3, 0.0, 1.0).eval(),
+                            tmp_path / "deepclean-H1.onnx", "windows", "prediction", (1, 3, 256))
+    expected = {"witnesses": 3, "kernel_samples": 256}
+    with pytest.raises(NotStreamable, match="deepclean-H1.onnx: DeepClean's weights are an "
+                       "ONNX graph"):
+        streamable_network("deepclean", deepclean,
+                           load_network("deepclean", deepclean, expected), expected)
+
+
+def test_an_onnx_bbhnet_is_rebuilt_from_its_folded_layers_and_computes_what_the_graph_does(
+        tmp_path: Path) -> None:
+    """The exporter folds each BatchNorm into its convolution and renames both: BBHnet is
+    rebuilt from the graph's convolutions in call order, and answers as the graph does (run
+    by onnxruntime) on data it was not probed with; a sample late does not."""
+    import onnxruntime
+
+    network = random_bbhnet(33, 8, 3, KERNEL)
+    path = export_onnx(network, tmp_path / "bbhnet.onnx", "windows", "statistic",
+                       (1, 2, KERNEL))
+    rebuilt = streamable_network("bbhnet", path, load_network("bbhnet", path, BBHNET), BBHNET)
+    assert isinstance(rebuilt, BBHnet) and rebuilt is not network and not rebuilt.training
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    data = _probe().numpy()  # random_bbhnet's input scale is 1: unit data
+    graph = session.run(None, {"windows": data})[0].reshape(-1)
+    with torch.no_grad():
+        ours = rebuilt(torch.from_numpy(data)).numpy().reshape(-1)
+        late = rebuilt(torch.from_numpy(np.roll(data, 1, axis=2))).numpy().reshape(-1)
+    scale = np.abs(graph).max()
+    assert np.abs(ours - graph).max() <= 1e-5 * scale
+    assert np.abs(late - graph).max() > 1e-3 * scale  # the comparison can fail
+    assert float(graph.std()) > 0.1  # the statistic depends on the data
 
 
 def test_a_traced_deepclean_is_rebuilt_and_a_wrapped_one_is_not(tmp_path: Path) -> None:
@@ -135,7 +167,8 @@ def test_a_graph_normalising_each_window_by_its_own_statistics_says_so(
     # the control: running statistics carry from window to window; the graph is just not ours
     assert "normalises" not in reasons["batch"]
     assert ("parameters are not BBHnet's (its layers could stream" in reasons["batch"]
-            if form == "torchscript" else "are an ONNX graph" in reasons["batch"])
+            if form == "torchscript" else
+            "an ONNX graph whose layers are not BBHnet's" in reasons["batch"]), reasons["batch"]
 
 
 def test_our_graphs_have_no_layer_that_needs_the_whole_window(tmp_path: Path) -> None:

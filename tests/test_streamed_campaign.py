@@ -218,13 +218,14 @@ def test_a_stride_whose_phases_would_cost_a_whole_window_is_not_streamed(exporte
 
 def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_window(
         exported, tmp_path, caplog):
-    """``model.streamed = "auto"`` (the default): the state_dict, our BBHnet traced and a
-    stride off BBHnet's grid (on its phases) stream; a TorchScript graph whose layers are not
-    recognised (``models/recognised.py``) and the --ensemble layout are served on whole
-    windows, each with one line naming why, and the repository check and the reference take
-    either."""
+    """``model.streamed = "auto"`` (the default): the state_dict, our BBHnet traced or
+    exported to ONNX and a stride off BBHnet's grid (on its phases) stream; a TorchScript
+    graph whose layers are not recognised (``models/recognised.py``) and the --ensemble
+    layout are served on whole windows, each with one line naming why, and the repository
+    check and the reference take either."""
     import logging
 
+    from offline_iaas.models.weights import export_onnx
     from tests.test_rolling_whitening import _bbhnet_module
 
     weights = exported["whole"].source.parent / "weights"
@@ -234,8 +235,12 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
     traced.mkdir()
     save_traced(_bbhnet_module(weights), scripted / "bbhnet.ts", (2, 2, 256), wrapped=True)
     save_traced(_bbhnet_module(weights), traced / "bbhnet.ts", (2, 2, 256))
+    (tmp_path / "onnx").mkdir()
+    export_onnx(_bbhnet_module(weights), tmp_path / "onnx" / "bbhnet.onnx", "windows",
+                "statistic", (1, 2, 256))
     cases = {"state_dict": ([], weights, False, "BBHnet streamed layer by layer"),
              "traced": ([], traced, False, "BBHnet streamed layer by layer"),
+             "onnx": ([], tmp_path / "onnx", False, "BBHnet streamed layer by layer"),
              "graph": ([], scripted, False, "bbhnet.ts: a TorchScript graph whose parameters "
                        "are not BBHnet's"),
              "off grid": (["model.inference_rate=32"], weights, False,
@@ -250,7 +255,8 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
         said = [r.getMessage() for r in caplog.records if "model.streamed = auto" in r.getMessage()]
         assert len(said) == 1 and line in said[0], (name, said)
         manifest = check_repository(config, load_graphs=True)
-        assert bool(manifest.streamed) == (name in ("state_dict", "traced", "off grid")), name
+        assert bool(manifest.streamed) == (name in ("state_dict", "traced", "onnx",
+                                                    "off grid")), name
     # the traced network streams as its state_dict does: the same graphs, byte for byte
     streamed = sorted((tmp_path / "state_dict").rglob("bbhnet.streamed/*"))
     assert len(streamed) > 5
@@ -262,6 +268,14 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
     root = exported["whole"].source.parent
     whole = _statistic(run_reference(exported["whole"], root / "auto_whole.h5")[0])
     assert np.array_equal(_statistic(run_reference(graph, tmp_path / "graph.h5")[0]), whole)
+    # the ONNX graph's BBHnet, rebuilt from its folded layers, streams what whole windows give
+    onnx = load_config(toml, [*AUTO, f'model.repository="{tmp_path / "onnx"}"'])
+    from_onnx = _statistic(run_reference(onnx, tmp_path / "onnx.h5")[0])
+    print(f"BBHnet rebuilt from its ONNX graph, streamed: {len(whole)} windows, relative "
+          f"difference {relative_difference(from_onnx, whole):.2e}")
+    assert relative_difference(from_onnx, whole) <= WHOLE_WINDOW_BOUND
+    late = np.concatenate([whole[:1], whole[:-1]])
+    assert relative_difference(from_onnx, late) > 100 * WHOLE_WINDOW_BOUND
     # a streamed repository under a campaign auto keeps whole-window is refused (negative
     # control for the check taking either)
     rolling = load_config(toml, [*AUTO, 'bbhnet.whitening="rolling"',

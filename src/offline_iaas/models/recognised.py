@@ -6,10 +6,17 @@ traced or scripted from, so one made from our DeepClean or BBHnet (``torch.jit.t
 trained network, as the field ships them) holds exactly a fresh network's state_dict. That is
 necessary, not enough: a user's subclass may compute something else with the same
 parameters. So the network rebuilt from them must also answer two probes (seeded noise at
-strain scale and at unit scale) as the graph does, to float tolerance. An ONNX graph's
-initializers are renamed and folded by the exporter (BatchNorm into the convolutions), so its
-layers are not recognised: it is served on whole windows, as a TorchScript graph that fails
-either test is (``model.streamed = "auto"``; ``true`` refuses it with the same reason).
+strain scale and at unit scale) as the graph does, to float tolerance.
+
+An ONNX graph exported from our BBHnet (``torch.onnx.export`` in eval mode) keeps the names of
+what it does not fold (the input scale, the whitening taps, the head) and folds each
+BatchNorm into the convolution before it, renaming both. Its convolutions, in the graph's
+order, are our convolutions in the order the network calls them; so BBHnet is rebuilt with
+each convolution's folded weights and bias and its BatchNorm made the identity plus that bias
+(``_rebuilt_from_onnx``), and must then answer the probes as the graph does, run by
+onnxruntime. Other ONNX graphs (DeepClean's: its exporter also folds the witnesses'
+standardisation into unnamed constants) are not recognised. A graph that fails is served on
+whole windows (``model.streamed = "auto"``; ``true`` refuses it with the same reason).
 
 The reason names what stands in the way. Some layers make a window's every output depend on
 the whole window, so that no layer's output on one window is part of the next window's (a
@@ -22,6 +29,7 @@ our architectures' layers are rebuilt, and the reason says that instead.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,12 +41,18 @@ from torch import nn
 from offline_iaas.errors import ModelError, NotStreamable
 from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.models.deepclean import DeepClean
-from offline_iaas.models.weights import input_shape, network_for_state
+from offline_iaas.models.weights import build_network, input_shape, network_for_state
 
 PROBE_SCALES = (1e-21, 1.0)
 """Amplitudes of the probes a recognised graph must answer as the rebuilt network does."""
 RELATIVE_TOLERANCE = 1e-5
-"""``max |graph - rebuilt| ≤ tolerance × max |graph|`` on each probe (float32 both)."""
+"""``max |graph - rebuilt| ≤ tolerance × max |graph|`` on each probe (float32 both), or
+``ROUNDING_FACTOR`` times the rebuilt network's own float32 error, if larger."""
+ROUNDING_FACTOR = 4.0
+"""A graph computed by other kernels (onnxruntime's; BatchNorm folded) differs from the
+rebuilt network by float32 rounding, which a statistic summed over many features can make
+larger than 1e-5 of it: it is measured on the probe (the rebuilt network in float32 against
+float64) and the graph may differ by this many times it."""
 _PROBE_BATCH = 3
 
 
@@ -66,31 +80,131 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
                             "window's outputs depend on the whole window, so none carry to "
                             "the next window and no layer can be streamed")
     if form == "ONNX":
-        raise NotStreamable(f"{path}: {called}'s weights are an ONNX graph (its exporter "
-                            "renames and folds the layers, so none are recognised to stream)")
-    state = dict(graph.state_dict())
-    try:
-        rebuilt = network_for_state(kind, state, path, expected)
-    except ModelError:
-        raise NotStreamable(f"{path}: a TorchScript graph whose parameters are not "
-                            f"{called}'s (its layers could stream, but only ours are rebuilt "
-                            "to)") from None
-    rebuilt.load_state_dict(state)
+        if kind != "bbhnet":
+            raise NotStreamable(f"{path}: {called}'s weights are an ONNX graph (its exporter "
+                                "renames and folds the layers, so none are recognised to "
+                                "stream)")
+        rebuilt = _rebuilt_from_onnx(path, expected)
+        run_graph = _onnx_run(loaded, path)
+    else:
+        state = dict(graph.state_dict())
+        try:
+            rebuilt = network_for_state(kind, state, path, expected)
+        except ModelError:
+            raise NotStreamable(f"{path}: a TorchScript graph whose parameters are not "
+                                f"{called}'s (its layers could stream, but only ours are "
+                                "rebuilt to)") from None
+        rebuilt.load_state_dict(state)
+
+        def run_graph(probe: np.ndarray) -> np.ndarray:
+            with torch.no_grad():
+                return loaded(torch.from_numpy(probe)).numpy()
     rebuilt.eval()
+    held = "parameters" if form == "TorchScript" else "layers"
+    in_float64 = copy.deepcopy(rebuilt).double()
     channels, kernel = input_shape(kind, expected)
     rng = np.random.default_rng(0)
     for scale in PROBE_SCALES:
-        probe = torch.from_numpy(
-            (scale * rng.standard_normal((_PROBE_BATCH, channels, kernel))).astype(np.float32))
+        probe = (scale * rng.standard_normal((_PROBE_BATCH, channels, kernel))).astype(np.float32)
         with torch.no_grad():
-            graph, ours = loaded(probe).reshape(-1), rebuilt(probe).reshape(-1)
-        error = float((graph - ours).abs().max()) if graph.shape == ours.shape else np.inf
-        if not error <= RELATIVE_TOLERANCE * float(graph.abs().max()):  # NaN fails too
+            ours = rebuilt(torch.from_numpy(probe)).numpy().reshape(-1)
+            exact = in_float64(torch.from_numpy(probe).double()).numpy().reshape(-1)
+        theirs = np.asarray(run_graph(probe), np.float32).reshape(-1)
+        error = float(np.abs(theirs - ours).max()) if theirs.shape == ours.shape else np.inf
+        allowed = max(RELATIVE_TOLERANCE * float(np.abs(theirs).max()),
+                      ROUNDING_FACTOR * float(np.abs(ours - exact).max()))
+        if not error <= allowed:  # NaN fails too
             raise NotStreamable(
-                f"{path}: a TorchScript graph with {called}'s parameters that computes "
-                f"something else (on a probe of amplitude {scale:g} it differs from "
-                f"{called} by {error:.3g}, relative {RELATIVE_TOLERANCE:g} allowed)")
+                f"{path}: a {form} graph with {called}'s {held} that computes something "
+                f"else (on a probe of amplitude {scale:g} it differs from {called} by "
+                f"{error:.3g}, {allowed:.3g} allowed)")
     return rebuilt
+
+
+def _onnx_run(loaded: Any, path: Path):
+    """The user's ONNX graph (``loaded``: its path, or the graph ``load_network`` adapted)
+    run by onnxruntime on one batch."""
+    import onnx
+    import onnxruntime
+
+    source = loaded.SerializeToString() if isinstance(loaded, onnx.ModelProto) else str(path)
+    session = onnxruntime.InferenceSession(source, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    return lambda probe: session.run(None, {name: probe})[0]
+
+
+def _rebuilt_from_onnx(path: Path, expected: Mapping[str, Any]) -> nn.Module:
+    """BBHnet with the layers of the ONNX graph at ``path`` (module docstring); NotStreamable
+    where the graph's convolutions are not BBHnet's."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    values = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy())
+              for i in graph.initializer}
+    whitening = values.get("whitening")
+    taps = int(whitening.shape[-1]) if whitening is not None and whitening.dim() == 3 else None
+    network = build_network("bbhnet", expected, taps).eval()
+    state = network.state_dict()
+    for name in state:  # what the exporter kept under our names
+        if name in values and tuple(values[name].shape) == tuple(state[name].shape):
+            state[name] = values[name]
+    calls = _layer_calls(network, expected)
+    consumer = {name: node.op_type for node in graph.node for name in node.input}
+    convolutions = iter([node for node in graph.node if node.op_type == "Conv"
+                         and node.input[1] not in state])
+
+    def refuse(why: str) -> NotStreamable:
+        return NotStreamable(f"{path}: an ONNX graph whose layers are not BBHnet's ({why}; "
+                             "its layers could stream, but only ours are rebuilt to)")
+
+    for index, (name, module) in enumerate(calls):
+        if not isinstance(module, nn.Conv1d) or name + ".weight" not in state:
+            continue
+        node = next(convolutions, None)
+        if node is None:
+            raise refuse(f"no convolution for {name}")
+        weight = values.get(node.input[1])
+        bias = values.get(node.input[2]) if len(node.input) > 2 else None
+        if weight is None or tuple(weight.shape) != tuple(state[name + ".weight"].shape):
+            raise refuse(f"{node.name or node.op_type} is not {name}: weight shape "
+                         f"{None if weight is None else tuple(weight.shape)}, BBHnet's "
+                         f"{tuple(state[name + '.weight'].shape)}")
+        state[name + ".weight"] = weight
+        bias = torch.zeros(weight.shape[0]) if bias is None else bias
+        after = calls[index + 1] if index + 1 < len(calls) else None
+        if after and isinstance(after[1], nn.BatchNorm1d) and \
+                consumer.get(node.output[0]) != "BatchNormalization":
+            # folded into this convolution: the BatchNorm passes it on, adding its bias
+            norm, eps = after[0], after[1].eps
+            state.update({norm + ".weight": torch.ones_like(bias), norm + ".bias": bias,
+                          norm + ".running_mean": torch.zeros_like(bias),
+                          norm + ".running_var": torch.full_like(bias, 1 - eps)})
+        elif name + ".bias" in state:
+            state[name + ".bias"] = bias
+        else:
+            raise refuse(f"{name} has no bias and no BatchNorm to take the graph's")
+    if next(convolutions, None) is not None:
+        raise refuse("more convolutions than BBHnet's")
+    network.load_state_dict(state)
+    return network
+
+
+def _layer_calls(network: nn.Module, expected: Mapping[str, Any]) -> list[tuple[str, nn.Module]]:
+    """``network``'s convolutions, BatchNorms and linear layers in the order it calls them
+    (on one zero window)."""
+    calls: list[tuple[str, nn.Module]] = []
+    hooks = [module.register_forward_hook(
+                 lambda module, _inputs, _output, name=name: calls.append((name, module)))
+             for name, module in network.named_modules()
+             if isinstance(module, (nn.Conv1d, nn.ConvTranspose1d, nn.BatchNorm1d, nn.Linear))]
+    try:
+        with torch.no_grad():
+            network(torch.zeros((1, *input_shape("bbhnet", expected))))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return calls
 
 
 _PER_WINDOW = {
