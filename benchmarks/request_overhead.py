@@ -7,10 +7,11 @@ seeded weights, starts tritonserver on it as the bench does, and streams one seq
 this process through the campaign client's ``RequestStream`` (4 requests in flight), at each
 batch size; it counts the CPU of this process (the client), of tritonserver's own process and
 of its python stubs. Beside it, the limit's loop (``bench/limit.run_share``: the same step
-in-process, no server) runs the same number of windows in a spawned process. Per request it
-prints the CPU of each part and ``overhead`` = client + tritonserver + stubs - the step, and
-the ceiling that overhead puts on ``service/limit`` per CPU second: step / (step + overhead)
-(with nothing else on the cores; the bench's clients and instances also slow each other).
+in-process, no server) runs the same number of windows in a spawned process. Each side is
+the least of 3 repeats. Per request it prints the CPU of each part, ``overhead`` = client +
+tritonserver + stubs - the step, and the ceiling that overhead puts on ``service/limit`` per
+CPU second: step / (step + overhead) (with nothing else on the cores; the bench's clients and
+instances also slow each other).
 
 Usage: PYTHONPATH=src .venv/bin/python benchmarks/request_overhead.py
            [--workload deepclean] [--batch-sizes 1 32 128] [--requests 300]
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import queue
 import sys
 import tempfile
 import time
@@ -27,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from offline_iaas.bench import accounting  # noqa: E402
 from offline_iaas.bench.clients import RESPONSE_TIMEOUT_SECONDS  # noqa: E402
@@ -59,15 +61,25 @@ def _limit_ms_per_request(name: str, repository: str, batch_size: int, requests:
 
 
 def limit_ms_per_request(name: str, repository: Path, batch_size: int, requests: int) -> float:
+    """The limit's CPU ms per request, from a spawned process (stopped on any failure)."""
     context = multiprocessing.get_context("spawn")
     out = context.Queue()
     proc = context.Process(target=_limit_ms_per_request,
                            args=(name, str(repository), batch_size, requests, out))
     proc.start()
     try:
-        return out.get(timeout=600)
+        while True:
+            try:
+                return out.get(timeout=1.0)
+            except queue.Empty:
+                if not proc.is_alive():
+                    raise RuntimeError(f"the limit's process exited with {proc.exitcode}"
+                                       ) from None
     finally:
         proc.join(30)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join()
 
 
 def served_ms_per_request(server, config, load, batch_size: int, requests: int,
@@ -123,9 +135,12 @@ def main() -> None:
         with bench_server(repository, RunDir(work / "run"), [config.model.name]) as server:
             for index, batch in enumerate(args.batch_sizes):
                 requests = max(20, args.requests * 32 // batch)
-                served_ms_per_request(server, config, load, batch, 10, 7 + 2 * index)  # warm
-                client, triton, stubs = served_ms_per_request(
-                    server, config, load, batch, requests, 8 + 2 * index)
+                served_ms_per_request(server, config, load, batch, 10, 100 + index)  # warm
+                # the least of 3, as the limit's step (one sequence ID per stream)
+                client, triton, stubs = min(
+                    (served_ms_per_request(server, config, load, batch, requests,
+                                           200 + 10 * index + repeat) for repeat in range(3)),
+                    key=sum)
                 step = limit_ms_per_request(load.name, repository, batch, requests)
                 overhead = client + triton + stubs - step
                 nbytes = load.channels * batch * load.stride_samples * 4

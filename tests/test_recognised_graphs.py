@@ -69,16 +69,56 @@ def test_graphs_that_are_not_ours_are_not_streamed_and_say_why(tmp_path: Path) -
 
     onnx = export_onnx(doubled, tmp_path / "doubled.onnx", "windows", "statistic",
                        (1, 2, KERNEL))
-    with pytest.raises(NotStreamable, match="doubled.onnx: a ONNX graph with BBHnet's layers "
+    with pytest.raises(NotStreamable, match="doubled.onnx: an ONNX graph with BBHnet's layers "
                        "that computes something else"):
         streamable_network("bbhnet", onnx, load_network("bbhnet", onnx, BBHNET), BBHNET)
-    deepclean = export_onnx(DeepClean(3, [0.0] * 3, [1.0] * 3, 0.0, 1.0).eval(),
-                            tmp_path / "deepclean-H1.onnx", "windows", "prediction", (1, 3, 256))
+    # DeepClean standardising its witnesses otherwise than by one Sub and one Div
     expected = {"witnesses": 3, "kernel_samples": 256}
-    with pytest.raises(NotStreamable, match="deepclean-H1.onnx: DeepClean's weights are an "
-                       "ONNX graph"):
+    deepclean = export_onnx(Unstandardised(3, [0.0] * 3, [1.0] * 3, 0.0, 1.0).eval(),
+                            tmp_path / "deepclean-H1.onnx", "windows", "prediction", (1, 3, 256))
+    with pytest.raises(NotStreamable, match="deepclean-H1.onnx: an ONNX graph whose layers "
+                       "are not DeepClean's \\(its input is not standardised"):
         streamable_network("deepclean", deepclean,
                            load_network("deepclean", deepclean, expected), expected)
+
+
+class Unstandardised(DeepClean):
+    """DeepClean's layers on witnesses scaled by 2 instead of standardised."""
+
+    def forward(self, witnesses: torch.Tensor) -> torch.Tensor:
+        return super().forward(self.witness_std[:, None] * 2 * witnesses
+                               + self.witness_mean[:, None])
+
+
+def test_an_onnx_deepclean_is_rebuilt_with_its_standardisation_and_computes_what_it_does(
+        tmp_path: Path) -> None:
+    """DeepClean's exporter folds the witnesses' standardisation into unnamed constants and
+    the encoder's BatchNorms into their convolutions (the decoder's stay): rebuilt, it
+    predicts what the graph does; a sample late does not."""
+    import onnxruntime
+
+    from tests.test_streamed_deepclean import random_deepclean
+
+    network = random_deepclean([0, 2, 3], 4)
+    expected = {"witnesses": 3, "kernel_samples": 256}
+    path = export_onnx(network, tmp_path / "deepclean-H1.onnx", "windows", "prediction",
+                       (1, 3, 256))
+    rebuilt = streamable_network("deepclean", path, load_network("deepclean", path, expected),
+                                 expected)
+    assert isinstance(rebuilt, DeepClean) and not rebuilt.training
+    assert torch.allclose(rebuilt.witness_std, network.witness_std)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(8)
+    data = (network.witness_mean[:, None].numpy() + network.witness_std[:, None].numpy()
+            * rng.standard_normal((4, 3, 256))).astype(np.float32)
+    graph = session.run(None, {"windows": data})[0]
+    with torch.no_grad():
+        ours = rebuilt(torch.from_numpy(data)).numpy()
+        late = rebuilt(torch.from_numpy(np.roll(data, 1, axis=2))).numpy()
+    scale = np.abs(graph).max()
+    assert 1e-23 < scale < 1e-19  # strain
+    assert np.abs(ours - graph).max() <= 1e-5 * scale
+    assert np.abs(late - graph).max() > 1e-3 * scale  # the comparison can fail
 
 
 def test_an_onnx_bbhnet_is_rebuilt_from_its_folded_layers_and_computes_what_the_graph_does(
@@ -121,6 +161,23 @@ def test_a_traced_deepclean_is_rebuilt_and_a_wrapped_one_is_not(tmp_path: Path) 
                            load_network("deepclean", wrapped, expected), expected)
 
 
+class WindowNorm(torch.nn.Module):
+    """Each channel standardised by its window's own mean and mean square, written out (the
+    arithmetic of ml4gw's ``GroupNorm1D`` with a group per channel, its ``ResNet1D``'s
+    default norm layer): no ``group_norm`` operator, only reductions over the samples."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(channels))
+        self.bias = torch.nn.Parameter(torch.zeros(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = x.mean(-1, keepdim=True)
+        variance = (x**2).mean(-1, keepdim=True) - mean**2
+        return ((x - mean) / (variance + 1e-5) ** 0.5 * self.weight[:, None]
+                + self.bias[:, None])
+
+
 class ResNetShaped(torch.nn.Module):
     """ml4gw's ``ResNet1D`` in small (stem conv k7 stride 2, norm, ReLU, max pool, one basic
     block, mean, linear head: ``[n, ifos, kernel]`` → ``[n, 1]``), its norm layer given:
@@ -144,12 +201,12 @@ class ResNetShaped(torch.nn.Module):
 @pytest.mark.parametrize("form", ["torchscript", "onnx"])
 def test_a_graph_normalising_each_window_by_its_own_statistics_says_so(
         tmp_path: Path, form: str) -> None:
-    """ml4gw's default norm (GroupNorm over the window) forbids streaming whoever's graph it
-    is, and the reason names it; the same graph with BatchNorm (running statistics) is only
-    not ours."""
+    """A norm over the window (GroupNorm; ml4gw's default, written out as reductions)
+    forbids streaming whoever's graph it is, and the reason names it; the same graph with
+    BatchNorm (running statistics) is only not ours."""
     torch.manual_seed(3)
     reasons = {}
-    for name, norm in (("group", lambda c: torch.nn.GroupNorm(4, c)),
+    for name, norm in (("group", lambda c: torch.nn.GroupNorm(4, c)), ("window", WindowNorm),
                        ("batch", torch.nn.BatchNorm1d)):
         network = ResNetShaped(norm).eval()
         if form == "torchscript":
@@ -164,10 +221,15 @@ def test_a_graph_normalising_each_window_by_its_own_statistics_says_so(
     assert "a layer that normalises each window by its own statistics (" in reasons["group"]
     assert re.search(r"\((aten::group_norm|GroupNormalization|InstanceNormalization)\)",
                      reasons["group"]), reasons["group"]
+    # written out by hand, the norm is found by its reductions over the samples
+    assert "a layer that reduces over the window's samples ahead of a later convolution" in \
+        reasons["window"], reasons["window"]
+    assert re.search(r"\((aten::mean|ReduceMean)\)", reasons["window"]), reasons["window"]
     # the control: running statistics carry from window to window; the graph is just not ours
-    assert "normalises" not in reasons["batch"]
-    assert ("parameters are not BBHnet's (its layers could stream" in reasons["batch"]
-            if form == "torchscript" else
+    said = reasons["batch"].split(": ", 1)[1]  # past the file's path
+    assert "normalis" not in said and "reduces" not in said
+    assert ("parameters are not BBHnet's (no layer needing the whole window was found"
+            in reasons["batch"] if form == "torchscript" else
             "an ONNX graph whose layers are not BBHnet's" in reasons["batch"]), reasons["batch"]
 
 

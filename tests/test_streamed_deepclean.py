@@ -265,15 +265,40 @@ def test_streamed_deepclean_state_saved_mid_stream_continues_bit_identically_in_
 
 
 @pytest.mark.parametrize("geometry", ["s=24, 2 phases", "s=4, 4 phases"])
-def test_streamed_deepclean_off_its_grid_shifted_by_one_sample_differs(exported, geometry):
-    """Negative control of the phases: the comparison can fail there too."""
+def test_phased_deepclean_with_its_phases_misaligned_differs(exported, geometry):
+    """Negative control of the phases: phase 0 delayed by one sample more than its
+    ``(g - 1) S`` (its windows, every ``g``-th, a sample late; the others right) fails the
+    comparison; an empty update gives no window."""
     kernel, stride = GEOMETRIES[geometry]
     networks, directory, _ = exported[geometry]
     samples = samples_of(2 * kernel // stride + 5, stride)
     reference = whole_float64(networks, whole_windows(samples, kernel, stride))
-    shifted = np.concatenate([samples[:, 1:], samples[:, :1]], axis=1)
-    values = stream(open_streamed_deepclean(directory), shifted, SPLITS["3/5/1/7"])
+    runner = open_streamed_deepclean(directory)
+    state = runner.initial_state()
+    assert runner.update(state, samples[:, :0]).shape == (0, 2, kernel)
+    late = state.queued[0]
+    state.queued[0] = np.concatenate([np.zeros((late.shape[0], 1), np.float32), late], axis=1)
+    values = stream(runner, samples, SPLITS["3/5/1/7"], state)
     assert min(relative_errors(values, reference)) > 100 * TOLERANCE
+
+
+def test_the_on_grid_runner_refuses_a_stride_off_the_alignment(exported):
+    networks, directory, _ = exported["s=24, 2 phases"]
+    runner = open_streamed_deepclean(directory)
+    with pytest.raises(ValueError, match="stride of 24 samples is not a multiple of "
+                       "DeepClean's alignment 16 .*: windows fall on 2 downsampling phases"):
+        streamed_deepclean.StreamedDeepClean(runner.nodes, WITNESSES, 240, 24, {})
+
+
+def test_a_phased_window_costs_what_its_phase_stride_costs_on_the_grid(exported):
+    """Each of the ``g`` phases runs every layer on every sample: per window, the layers'
+    MACs at stride ``S`` off the grid are those at ``g S`` on it; the edges are the same."""
+    from offline_iaas.repository.streamed_deepclean import macs_per_window
+
+    network = exported["k/s=8"][0]["H1"]
+    phased, on_grid = macs_per_window(network, 240, 24), macs_per_window(network, 240, 48)
+    assert phased["streamed_layers"] == pytest.approx(on_grid["streamed_layers"], rel=1e-12)
+    assert phased["edges"] == on_grid["edges"] > 0
 
 
 def test_phased_deepclean_state_saved_mid_stream_continues_bit_identically(exported, tmp_path):

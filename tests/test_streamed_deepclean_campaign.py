@@ -93,6 +93,34 @@ def test_deepclean_off_its_grid_streams_in_phases_and_equals_the_whole_window_ch
         assert relative_difference(mine, late) > 100 * WHOLE_WINDOW_BOUND, name
 
 
+def test_onnx_deepclean_weights_stream_equal_to_the_whole_window_chain(chains, tmp_path: Path
+                                                                      ) -> None:
+    """The same networks exported to ONNX (``models/recognised.py`` rebuilds DeepClean from
+    the folded graph): streamed, their noise equals the whole-window chain's; a sample late
+    fails."""
+    from offline_iaas.merge.reference import run_reference
+    from offline_iaas.models.weights import export_onnx, load_network
+
+    onnx = tmp_path / "onnx"
+    for ifo, witnesses in (("H1", 2), ("L1", 1)):
+        network = load_network("deepclean", chains["weights"] / f"deepclean-{ifo}.pt",
+                               {"witnesses": witnesses, "kernel_samples": 256})
+        export_onnx(network, onnx / f"deepclean-{ifo}.onnx", "windows", "prediction",
+                    (1, witnesses, 256))
+    config = load_config(chains["streamed"].source, [
+        *DEEPCLEAN[:2], "model.streamed=true", f'model.repository="{tmp_path / "repo"}"'])
+    export_repository(config, onnx)
+    assert set(check_repository(config).streamed) == {"deepclean"}
+    streamed = read_series(run_reference(config, tmp_path / "onnx.h5")[0])
+    whole = read_series(chains["whole_out"])
+    for name in ("noise/H1", "noise/L1"):
+        (_, _, mine), (_, _, theirs) = streamed[name][0], whole[name][0]
+        print(f"{name} from ONNX weights: relative error {relative_difference(mine, theirs):.2e}")
+        assert relative_difference(mine, theirs) <= WHOLE_WINDOW_BOUND, name
+        late = np.concatenate([theirs[:1], theirs[:-1]])
+        assert relative_difference(mine, late) > 100 * WHOLE_WINDOW_BOUND, name
+
+
 def test_streamed_deepclean_refuses_weights_without_layers(chains, tmp_path: Path) -> None:
     from offline_iaas.models.weights import build_network
 

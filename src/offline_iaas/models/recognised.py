@@ -8,23 +8,23 @@ necessary, not enough: a user's subclass may compute something else with the sam
 parameters. So the network rebuilt from them must also answer two probes (seeded noise at
 strain scale and at unit scale) as the graph does, to float tolerance.
 
-An ONNX graph exported from our BBHnet (``torch.onnx.export`` in eval mode) keeps the names of
-what it does not fold (the input scale, the whitening taps, the head) and folds each
-BatchNorm into the convolution before it, renaming both. Its convolutions, in the graph's
-order, are our convolutions in the order the network calls them; so BBHnet is rebuilt with
+An ONNX graph exported from our BBHnet or DeepClean (``torch.onnx.export`` in eval mode)
+keeps the names of what it does not fold and folds each BatchNorm that follows a
+convolution into it, renaming both (and DeepClean's witness standardisation into the two
+constants its input is first reduced and divided by). Its convolutions, in the graph's order,
+are our convolutions in the order the network calls them; so the network is rebuilt with
 each convolution's folded weights and bias and its BatchNorm made the identity plus that bias
 (``_rebuilt_from_onnx``), and must then answer the probes as the graph does, run by
-onnxruntime. Other ONNX graphs (DeepClean's: its exporter also folds the witnesses'
-standardisation into unnamed constants) are not recognised. A graph that fails is served on
-whole windows (``model.streamed = "auto"``; ``true`` refuses it with the same reason).
+onnxruntime. A graph that fails is served on whole windows (``model.streamed = "auto"``;
+``true`` refuses it with the same reason).
 
 The reason names what stands in the way. Some layers make a window's every output depend on
-the whole window, so that no layer's output on one window is part of the next window's (a
-group, instance or layer normalisation computing its statistics over the window, as ml4gw's
-``ResNet1D`` does by default; attention over the window's samples; a recurrent layer that
-starts each window from a zero state): no graph with one of them can be streamed, whoever's
-it is, and the reason says so (``per_window_layer``). A graph without them could be, but only
-our architectures' layers are rebuilt, and the reason says that instead.
+the whole window (a group, instance or layer normalisation computing its statistics over the
+window, or one written out as reductions over the samples, as ml4gw's ``ResNet1D`` has by
+default; attention over the window's samples; a recurrent layer that starts each window from
+a zero state): no graph with one of them can be streamed, whoever's it is, and the reason
+names it (``per_window_layer``). Where none is found, the reason says that only our
+architectures' layers are rebuilt.
 """
 
 from __future__ import annotations
@@ -76,15 +76,11 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
     found = per_window_layer(path, form, graph)
     if found is not None:
         layer, why = found
-        raise NotStreamable(f"{path}: a {form} graph with a layer that {why} ({layer}): a "
-                            "window's outputs depend on the whole window, so none carry to "
-                            "the next window and no layer can be streamed")
+        raise NotStreamable(f"{path}: {_a(form)} graph with a layer that {why} ({layer}): "
+                            "a window's outputs then depend on the whole window, which "
+                            "streaming cannot share between windows")
     if form == "ONNX":
-        if kind != "bbhnet":
-            raise NotStreamable(f"{path}: {called}'s weights are an ONNX graph (its exporter "
-                                "renames and folds the layers, so none are recognised to "
-                                "stream)")
-        rebuilt = _rebuilt_from_onnx(path, expected)
+        rebuilt = _rebuilt_from_onnx(kind, path, expected)
         run_graph = _onnx_run(loaded, path)
     else:
         state = dict(graph.state_dict())
@@ -92,8 +88,8 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
             rebuilt = network_for_state(kind, state, path, expected)
         except ModelError:
             raise NotStreamable(f"{path}: a TorchScript graph whose parameters are not "
-                                f"{called}'s (its layers could stream, but only ours are "
-                                "rebuilt to)") from None
+                                f"{called}'s (no layer needing the whole window was found, "
+                                "but only our layers are rebuilt to stream)") from None
         rebuilt.load_state_dict(state)
 
         def run_graph(probe: np.ndarray) -> np.ndarray:
@@ -115,7 +111,7 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
                       ROUNDING_FACTOR * float(np.abs(ours - exact).max()))
         if not error <= allowed:  # NaN fails too
             raise NotStreamable(
-                f"{path}: a {form} graph with {called}'s {held} that computes something "
+                f"{path}: {_a(form)} graph with {called}'s {held} that computes something "
                 f"else (on a probe of amplitude {scale:g} it differs from {called} by "
                 f"{error:.3g}, {allowed:.3g} allowed)")
     return rebuilt
@@ -133,42 +129,44 @@ def _onnx_run(loaded: Any, path: Path):
     return lambda probe: session.run(None, {name: probe})[0]
 
 
-def _rebuilt_from_onnx(path: Path, expected: Mapping[str, Any]) -> nn.Module:
-    """BBHnet with the layers of the ONNX graph at ``path`` (module docstring); NotStreamable
-    where the graph's convolutions are not BBHnet's."""
+def _rebuilt_from_onnx(kind: str, path: Path, expected: Mapping[str, Any]) -> nn.Module:
+    """Our ``kind`` network with the layers of the ONNX graph at ``path`` (module docstring);
+    NotStreamable where the graph's convolutions are not ours."""
     import onnx
-    from onnx import numpy_helper
 
+    called = _CALLED[kind]
     graph = onnx.load(str(path), load_external_data=False).graph
-    values = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy())
-              for i in graph.initializer}
-    whitening = values.get("whitening")
+    value = _onnx_values(graph)
+    whitening = value("whitening")
     taps = int(whitening.shape[-1]) if whitening is not None and whitening.dim() == 3 else None
-    network = build_network("bbhnet", expected, taps).eval()
+    network = build_network(kind, expected, taps).eval()
     state = network.state_dict()
-    for name in state:  # what the exporter kept under our names
-        if name in values and tuple(values[name].shape) == tuple(state[name].shape):
-            state[name] = values[name]
-    calls = _layer_calls(network, expected)
-    consumer = {name: node.op_type for node in graph.node for name in node.input}
-    convolutions = iter([node for node in graph.node if node.op_type == "Conv"
-                         and node.input[1] not in state])
+    kept = {name for name in state  # what the exporter kept under our names
+            if value(name) is not None and tuple(value(name).shape) == tuple(state[name].shape)}
+    state.update({name: value(name) for name in kept})
 
     def refuse(why: str) -> NotStreamable:
-        return NotStreamable(f"{path}: an ONNX graph whose layers are not BBHnet's ({why}; "
-                             "its layers could stream, but only ours are rebuilt to)")
+        return NotStreamable(f"{path}: an ONNX graph whose layers are not {called}'s ({why}; "
+                             "no layer needing the whole window was found, but only our "
+                             "layers are rebuilt to stream)")
 
+    if kind == "deepclean":  # the witnesses' standardisation, folded into constants
+        state.update(_standardisation(graph, value, state, refuse))
+    calls = _layer_calls(network, kind, expected)
+    consumer = {name: node.op_type for node in graph.node for name in node.input}
+    convolutions = iter([node for node in graph.node if node.op_type == "Conv"
+                         and node.input[1] not in kept])
     for index, (name, module) in enumerate(calls):
-        if not isinstance(module, nn.Conv1d) or name + ".weight" not in state:
+        if not isinstance(module, nn.Conv1d) or name + ".weight" in kept:
             continue
         node = next(convolutions, None)
         if node is None:
             raise refuse(f"no convolution for {name}")
-        weight = values.get(node.input[1])
-        bias = values.get(node.input[2]) if len(node.input) > 2 else None
+        weight = value(node.input[1])
+        bias = value(node.input[2]) if len(node.input) > 2 else None
         if weight is None or tuple(weight.shape) != tuple(state[name + ".weight"].shape):
             raise refuse(f"{node.name or node.op_type} is not {name}: weight shape "
-                         f"{None if weight is None else tuple(weight.shape)}, BBHnet's "
+                         f"{None if weight is None else tuple(weight.shape)}, {called}'s "
                          f"{tuple(state[name + '.weight'].shape)}")
         state[name + ".weight"] = weight
         bias = torch.zeros(weight.shape[0]) if bias is None else bias
@@ -180,17 +178,64 @@ def _rebuilt_from_onnx(path: Path, expected: Mapping[str, Any]) -> nn.Module:
             state.update({norm + ".weight": torch.ones_like(bias), norm + ".bias": bias,
                           norm + ".running_mean": torch.zeros_like(bias),
                           norm + ".running_var": torch.full_like(bias, 1 - eps)})
+            if name + ".bias" in state:  # the folded bias holds it already
+                state[name + ".bias"] = torch.zeros_like(bias)
         elif name + ".bias" in state:
             state[name + ".bias"] = bias
         else:
             raise refuse(f"{name} has no bias and no BatchNorm to take the graph's")
     if next(convolutions, None) is not None:
-        raise refuse("more convolutions than BBHnet's")
+        raise refuse(f"more convolutions than {called}'s")
     network.load_state_dict(state)
     return network
 
 
-def _layer_calls(network: nn.Module, expected: Mapping[str, Any]) -> list[tuple[str, nn.Module]]:
+_CALLED = {"deepclean": "DeepClean", "bbhnet": "BBHnet"}
+
+
+def _a(form: str) -> str:
+    return "an ONNX" if form == "ONNX" else f"a {form}"
+
+
+def _onnx_values(graph):
+    """``name`` → the constant tensor of that name in ``graph`` (an initializer, a Constant
+    node's value, through Identity nodes: the exporter shares equal initializers so), or
+    None."""
+    from onnx import numpy_helper
+
+    initializers = {i.name: i for i in graph.initializer}
+    producer = {name: node for node in graph.node for name in node.output}
+
+    def value(name: str):
+        if name in initializers:
+            return torch.from_numpy(numpy_helper.to_array(initializers[name]).copy())
+        node = producer.get(name)
+        if node is not None and node.op_type == "Identity":
+            return value(node.input[0])
+        if node is not None and node.op_type == "Constant" and node.attribute:
+            return torch.from_numpy(numpy_helper.to_array(node.attribute[0].t).copy())
+        return None
+
+    return value
+
+
+def _standardisation(graph, value, state: dict, refuse) -> dict:
+    """DeepClean's ``witness_mean`` and ``witness_std`` from the graph: the constants its
+    input is first reduced by (Sub) and divided by (Div)."""
+    graph_input = graph.input[0].name
+    sub = next((node for node in graph.node if node.op_type == "Sub"
+                and node.input[0] == graph_input), None)
+    div = sub and next((node for node in graph.node if node.op_type == "Div"
+                        and node.input[0] == sub.output[0]), None)
+    found = [value(node.input[1]) if node else None for node in (sub, div)]
+    shape = tuple(state["witness_mean"].shape)
+    if any(v is None or tuple(v.reshape(-1).shape) != shape for v in found):
+        raise refuse("its input is not standardised by one constant per witness first")
+    return {"witness_mean": found[0].reshape(-1), "witness_std": found[1].reshape(-1)}
+
+
+def _layer_calls(network: nn.Module, kind: str, expected: Mapping[str, Any]
+                 ) -> list[tuple[str, nn.Module]]:
     """``network``'s convolutions, BatchNorms and linear layers in the order it calls them
     (on one zero window)."""
     calls: list[tuple[str, nn.Module]] = []
@@ -200,7 +245,7 @@ def _layer_calls(network: nn.Module, expected: Mapping[str, Any]) -> list[tuple[
              if isinstance(module, (nn.Conv1d, nn.ConvTranspose1d, nn.BatchNorm1d, nn.Linear))]
     try:
         with torch.no_grad():
-            network(torch.zeros((1, *input_shape("bbhnet", expected))))
+            network(torch.zeros((1, *input_shape(kind, expected))))
     finally:
         for hook in hooks:
             hook.remove()
@@ -223,38 +268,89 @@ _WHY = {op: why for why, ops in _PER_WINDOW.items() for op in ops}
 def per_window_layer(path: Path, form: str, loaded: torch.jit.ScriptModule | None = None
                      ) -> tuple[str, str] | None:
     """The first layer of the ``form`` (``TorchScript``, ``ONNX``) graph at ``path`` whose
-    outputs depend on the whole window, and why; None if it has none (``loaded``: the
+    outputs depend on the whole window, and why; None if none is found (``loaded``: the
     TorchScript module already loaded from ``path``).
 
-    Read from the graph's operators: TorchScript's inlined graph (its ``aten::`` calls,
-    sub-blocks included), the ONNX graph's nodes (subgraphs included)."""
+    Read from the graph's operators in order (TorchScript's inlined graph, sub-blocks
+    included; the ONNX graph's nodes, subgraphs included): a normalisation, attention or
+    recurrent operator (``_PER_WINDOW``), or a reduction over the samples (any axis past the
+    channels, or all of them) ahead of a later convolution, as a normalisation written out by
+    hand computes (ml4gw's ``GroupNorm1D``, its ``ResNet1D``'s default: each channel's mean
+    and mean square over the window). A reduction after the last convolution is the global
+    pool every classifier ends with, ours included."""
     if form == "TorchScript":
         module = loaded if loaded is not None else torch.jit.load(str(path), map_location="cpu")
-        kinds = _torchscript_kinds(module.inlined_graph.nodes())
+        ops = _torchscript_ops(module.inlined_graph.nodes())
     else:
         import onnx
 
-        kinds = _onnx_kinds(onnx.load(str(path), load_external_data=False).graph)
-    for op in kinds:
+        ops = _onnx_ops(onnx.load(str(path), load_external_data=False).graph)
+    convolutions = [index for index, (op, _) in enumerate(ops) if op in _CONVOLUTIONS]
+    last_convolution = convolutions[-1] if convolutions else -1
+    for index, (op, axes) in enumerate(ops):
         if op in _WHY:
             return op, _WHY[op]
+        over_samples = axes is None or any(axis < 0 or axis >= 2 for axis in axes)
+        if op in _REDUCTIONS and over_samples and index < last_convolution:
+            return op, ("reduces over the window's samples ahead of a later convolution (a "
+                        "normalisation by the window's own statistics)")
     return None
 
 
-def _torchscript_kinds(nodes) -> list[str]:
-    kinds = []
+_CONVOLUTIONS = {"aten::_convolution", "aten::conv1d", "aten::conv_transpose1d", "Conv",
+                 "ConvTranspose"}
+_REDUCTIONS = {"aten::mean", "aten::sum", "aten::var", "aten::std", "aten::var_mean",
+               "aten::std_mean", "aten::amax", "aten::amin", "aten::norm",
+               "aten::linalg_vector_norm", "ReduceMean", "ReduceSum", "ReduceSumSquare",
+               "ReduceL1", "ReduceL2", "ReduceMax", "ReduceMin", "ReduceLogSumExp",
+               "GlobalAveragePool", "GlobalMaxPool"}
+
+
+def _torchscript_ops(nodes) -> list[tuple[str, list[int] | None]]:
+    """Each operator in order, with a reduction's axes (None: unknown or all)."""
+    ops = []
     for node in nodes:
-        kinds.append(node.kind())
+        axes = None
+        if node.kind() in _REDUCTIONS:
+            inputs = list(node.inputs())
+            axes = _constant_ints(inputs[1]) if len(inputs) > 1 else None
+        ops.append((node.kind(), axes))
         for block in node.blocks():
-            kinds += _torchscript_kinds(block.nodes())
-    return kinds
+            ops += _torchscript_ops(block.nodes())
+    return ops
 
 
-def _onnx_kinds(graph) -> list[str]:
-    kinds = []
+def _constant_ints(value) -> list[int] | None:
+    """A TorchScript value's constant ints (a list or one int), else None."""
+    constant = value.toIValue()
+    if constant is None and value.node().kind() == "prim::ListConstruct":
+        constant = [item.toIValue() for item in value.node().inputs()]
+    if isinstance(constant, int):
+        return [constant]
+    if isinstance(constant, list | tuple) and constant and \
+            all(isinstance(item, int) for item in constant):
+        return list(constant)
+    return None
+
+
+def _onnx_ops(graph) -> list[tuple[str, list[int] | None]]:
+    """Each operator in order, with a reduction's axes (None: unknown or all)."""
+    from onnx import helper, numpy_helper
+
+    initializers = {i.name: i for i in graph.initializer}
+    ops = []
     for node in graph.node:
-        kinds.append(node.op_type)
+        axes = None
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type not in _REDUCTIONS:
+            pass
+        elif "axes" in attributes:
+            axes = [int(axis) for axis in np.atleast_1d(attributes["axes"])]
+        elif len(node.input) > 1 and node.input[1] in initializers:  # opset 18: an input
+            axes = [int(axis) for axis in
+                    np.atleast_1d(numpy_helper.to_array(initializers[node.input[1]]))]
+        ops.append((node.op_type, axes))
         for attribute in node.attribute:
             for sub in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
-                kinds += _onnx_kinds(sub)
-    return kinds
+                ops += _onnx_ops(sub)
+    return ops

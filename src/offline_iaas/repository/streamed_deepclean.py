@@ -30,6 +30,8 @@ from offline_iaas.repository.backend.layer_stream import (
     MANIFEST,
     ConvTranspose,
     Node,
+    cumulative_stride,
+    phases_of,
     strides,
 )
 from offline_iaas.repository.backend.streamed_deepclean import (
@@ -280,7 +282,8 @@ def macs_per_window(network: DeepClean, kernel_samples: int, stride_samples: int
     nodes = deepclean_graph(network)[0]
     streamed = deepclean_runner(nodes, {"H1": list(range(network.witnesses))}, kernel_samples,
                                 stride_samples, {})
-    phases = getattr(streamed, "phases", 1)  # each phase runs every layer on every sample
+    # off the alignment each phase runs every layer on every sample
+    phases = phases_of(stride_samples, cumulative_stride(nodes))
     stride_of = strides(nodes)
     whole = edges = layers = 0.0
     window = kernel_samples

@@ -203,6 +203,47 @@ def phases_of(stride_samples: int, step: int) -> int:
     return step // math.gcd(stride_samples, step)
 
 
+def interleave_phases(network, states: list, queued: list[np.ndarray], windows: int,
+                      samples: np.ndarray, stride: int, out: np.ndarray) -> None:
+    """One update of a stream whose windows fall on ``len(states)`` phases (``phases_of``):
+    phase ``r`` is ``network`` (a runner of stride ``phases * stride``) on the stream
+    delayed by its ``queued`` samples (``(phases - 1 - r) * stride`` at the start), so its
+    windows are the stream's ``r, r + phases, ...``. Feeds each phase ``samples`` (after what
+    it had queued; the rest stays queued) and writes its windows into ``out`` (the update's
+    ``len(out)`` windows, the stream's first being window ``windows``); ``states`` and
+    ``queued`` are updated in place."""
+    phases = len(states)
+    block = phases * stride
+    filled = np.zeros(len(out), bool)
+    for r, state in enumerate(states):
+        pending = np.concatenate([queued[r], samples], axis=1)
+        whole = pending.shape[1] // block * block
+        before = state.windows
+        values = network.update(state, pending[:, :whole])
+        queued[r] = pending[:, whole:].copy()
+        index = r + phases * np.arange(before, state.windows) - windows
+        out[index], filled[index] = values, True
+    if not filled.all():
+        raise RuntimeError("the phases did not give every window of the update")
+
+
+def phase_arrays(states: list, queued: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """The phases' states and queues as named arrays (``phase<r>/...``, ``queued/<r>``)."""
+    arrays = {}
+    for r, (state, waiting) in enumerate(zip(states, queued, strict=True)):
+        arrays[f"queued/{r}"] = waiting
+        arrays.update({f"phase{r}/{k}": v for k, v in state.to_arrays().items()})
+    return arrays
+
+
+def phases_from_arrays(arrays, from_arrays) -> tuple[list, list[np.ndarray]]:
+    """The phases' states (each by ``from_arrays``) and queues ``phase_arrays`` wrote."""
+    count = sum(1 for name in arrays if name.startswith("queued/"))
+    states = [from_arrays({name.removeprefix(f"phase{r}/"): arrays[name] for name in arrays
+                           if name.startswith(f"phase{r}/")}) for r in range(count)]
+    return states, [np.array(arrays[f"queued/{r}"]) for r in range(count)]
+
+
 def cumulative_stride(nodes: list[Node]) -> int:
     """The alignment ``P``: the least input stride on which every layer's grid falls (the
     last layer's stride for a downsampling network, the bottleneck's for an encoder-decoder)."""

@@ -377,22 +377,14 @@ class PhasedDeepCleanState:
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The state as named arrays (``numpy.savez``)."""
-        arrays = {"windows": np.array(self.windows), "phases": np.array(len(self.phases))}
-        for r, phase in enumerate(self.phases):
-            arrays.update({f"phase{r}/{k}": v for k, v in phase.to_arrays().items()})
-            arrays[f"phase{r}/queued"] = self.queued[r]
-        return arrays
+        return {"windows": np.array(self.windows),
+                **layer_stream.phase_arrays(self.phases, self.queued)}
 
     @classmethod
     def from_arrays(cls, arrays) -> PhasedDeepCleanState:
         """The state ``to_arrays`` wrote (a dict or an ``NpzFile``)."""
-        phases = range(int(arrays["phases"]))
-        return cls([DeepCleanState.from_arrays(
-                        {k.split("/", 1)[1]: arrays[k] for k in arrays
-                         if k.startswith(f"phase{r}/") and k != f"phase{r}/queued"})
-                    for r in phases],
-                   [np.array(arrays[f"phase{r}/queued"]) for r in phases],
-                   int(arrays["windows"]))
+        phases, queued = layer_stream.phases_from_arrays(arrays, DeepCleanState.from_arrays)
+        return cls(phases, queued, int(arrays["windows"]))
 
 
 class PhasedDeepClean:
@@ -443,25 +435,15 @@ class PhasedDeepClean:
     def update(self, state: PhasedDeepCleanState, samples: np.ndarray) -> np.ndarray:
         """Append ``samples`` [channels, n S]; return the predictions of the ``n`` windows
         they end, ``[n, ifos, K]`` float32."""
-        stride, phases = self.stride_samples, self.phases
+        stride = self.stride_samples
         if samples.ndim != 2 or samples.shape[1] % stride:
             raise ValueError(f"update of shape {samples.shape}: need [channels, n * {stride}]")
         n = samples.shape[1] // stride
         out = np.zeros((n, len(self.ifos), self.kernel_samples), np.float32)
         if n == 0:
             return out
-        filled = np.zeros(n, bool)
-        block = phases * stride
-        for r, phase in enumerate(state.phases):
-            queued = np.concatenate([state.queued[r], np.asarray(samples, np.float32)], axis=1)
-            whole = queued.shape[1] // block * block
-            before = phase.windows
-            values = self.network.update(phase, queued[:, :whole])
-            state.queued[r] = queued[:, whole:].copy()
-            index = r + phases * np.arange(before, phase.windows) - state.windows
-            out[index], filled[index] = values, True
-        if not filled.all():
-            raise RuntimeError("the phases did not give every window of the update")
+        layer_stream.interleave_phases(self.network, state.phases, state.queued, state.windows,
+                                       np.asarray(samples, np.float32), stride, out)
         state.windows += n
         return out
 

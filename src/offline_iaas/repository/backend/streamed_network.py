@@ -309,9 +309,7 @@ class PhasedState:
         arrays = {"windows": np.array(self.windows)}
         arrays.update(layer_stream.pending_arrays(self.whitening.pending,
                                                   self.whitening.pending_start, "whitening/"))
-        for r, (phase, queued) in enumerate(zip(self.phases, self.queued, strict=True)):
-            arrays[f"queued/{r}"] = queued
-            arrays.update({f"phase{r}/{k}": v for k, v in phase.to_arrays().items()})
+        arrays.update(layer_stream.phase_arrays(self.phases, self.queued))
         return arrays
 
     @classmethod
@@ -320,12 +318,8 @@ class PhasedState:
         whitening = StreamState()
         whitening.pending, whitening.pending_start = layer_stream.pending_of(arrays,
                                                                              "whitening/")
-        count = sum(1 for name in arrays if name.startswith("queued/"))
-        phases = [StreamState.from_arrays(
-            {name.removeprefix(f"phase{r}/"): arrays[name] for name in arrays
-             if name.startswith(f"phase{r}/")}) for r in range(count)]
-        return cls(whitening, phases, [np.array(arrays[f"queued/{r}"]) for r in range(count)],
-                   int(arrays["windows"]))
+        phases, queued = layer_stream.phases_from_arrays(arrays, StreamState.from_arrays)
+        return cls(whitening, phases, queued, int(arrays["windows"]))
 
 
 class PhasedNetwork(_SplitsItsWhitening):
@@ -370,23 +364,14 @@ class PhasedNetwork(_SplitsItsWhitening):
     def update(self, state: PhasedState, samples: np.ndarray) -> np.ndarray:
         """Append ``samples`` [ifos, n S]; return the statistics of the ``n`` windows they
         end, ``[n]`` float32."""
-        stride, phases = self.stride_samples, self.phases
+        stride = self.stride_samples
         n = _windows_ended(samples, stride)
         if n == 0:  # an empty request (a sequence's START or END alone)
             return np.zeros(0, np.float32)
         whitened = self.whitening.update(state.whitening, samples)
-        out, filled = np.zeros(n, np.float32), np.zeros(n, bool)
-        block = phases * stride
-        for r, phase in enumerate(state.phases):
-            queued = np.concatenate([state.queued[r], whitened], axis=1)
-            whole = queued.shape[1] // block * block
-            before = phase.windows
-            values = self.network.update(phase, queued[:, :whole])
-            state.queued[r] = queued[:, whole:].copy()
-            index = r + phases * np.arange(before, phase.windows) - state.windows
-            out[index], filled[index] = values, True
-        if not filled.all():
-            raise RuntimeError("the phases did not give every window of the update")
+        out = np.zeros(n, np.float32)
+        layer_stream.interleave_phases(self.network, state.phases, state.queued, state.windows,
+                                       whitened, stride, out)
         state.windows += n
         return out
 
