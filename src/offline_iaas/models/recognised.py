@@ -60,15 +60,17 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
                        ) -> nn.Module:
     """The ``kind`` network (``deepclean``, ``bbhnet``) whose layers ``path`` holds:
     ``loaded`` itself for a state_dict (``weights.load_network``'s result), or our network
-    rebuilt from a TorchScript graph's parameters when it computes what the graph does.
+    rebuilt from a TorchScript graph's parameters or an ONNX graph's layers when it computes
+    what the graph does.
 
     Raises
     ------
     NotStreamable
-        For an ONNX graph, and a TorchScript graph that is not one of ours; the reason
-        names the file and what was found.
+        For a graph with a layer that needs the whole window (``per_window_layer``), and a
+        graph that is not one of ours; the reason names the file and what was found.
     """
-    network_type, called = (DeepClean, "DeepClean") if kind == "deepclean" else (BBHnet, "BBHnet")
+    network_type = DeepClean if kind == "deepclean" else BBHnet
+    called = _CALLED[kind]
     if isinstance(loaded, network_type):
         return loaded
     form = "TorchScript" if isinstance(loaded, nn.Module) else "ONNX"
