@@ -74,7 +74,7 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
     if isinstance(loaded, network_type):
         return loaded
     form = "TorchScript" if isinstance(loaded, nn.Module) else "ONNX"
-    graph = torch.jit.load(str(path), map_location="cpu") if form == "TorchScript" else None
+    graph = _load_graph(path, form)  # as the file has it (``loaded`` may be adapted)
     found = per_window_layer(path, form, graph)
     if found is not None:
         layer, why = found
@@ -82,7 +82,7 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
                             "a window's outputs then depend on the whole window, which "
                             "streaming cannot share between windows")
     if form == "ONNX":
-        rebuilt = _rebuilt_from_onnx(kind, path, expected)
+        rebuilt = _rebuilt_from_onnx(kind, path, graph.graph, expected)
         run_graph = _onnx_run(loaded, path)
     else:
         state = dict(graph.state_dict())
@@ -131,21 +131,29 @@ def _onnx_run(loaded: Any, path: Path):
     return lambda probe: session.run(None, {name: probe})[0]
 
 
-def _rebuilt_from_onnx(kind: str, path: Path, expected: Mapping[str, Any]) -> nn.Module:
-    """Our ``kind`` network with the layers of the ONNX graph at ``path`` (module docstring);
-    NotStreamable where the graph's convolutions are not ours."""
+def _load_graph(path: Path, form: str):
+    """The TorchScript module or the ONNX ``ModelProto`` at ``path``."""
+    if form == "TorchScript":
+        return torch.jit.load(str(path), map_location="cpu")
     import onnx
 
+    return onnx.load(str(path), load_external_data=False)
+
+
+def _rebuilt_from_onnx(kind: str, path: Path, graph, expected: Mapping[str, Any]
+                       ) -> nn.Module:
+    """Our ``kind`` network with the layers of ``graph`` (the ONNX ``GraphProto`` at
+    ``path``; module docstring); NotStreamable where the graph's convolutions are not ours."""
     called = _CALLED[kind]
-    graph = onnx.load(str(path), load_external_data=False).graph
     value = _onnx_values(graph)
     whitening = value("whitening")
     taps = int(whitening.shape[-1]) if whitening is not None and whitening.dim() == 3 else None
     network = build_network(kind, expected, taps).eval()
     state = network.state_dict()
-    kept = {name for name in state  # what the exporter kept under our names
-            if value(name) is not None and tuple(value(name).shape) == tuple(state[name].shape)}
-    state.update({name: value(name) for name in kept})
+    named = {name: value(name) for name in state}  # what the exporter kept under our names
+    kept = {name for name, found in named.items()
+            if found is not None and tuple(found.shape) == tuple(state[name].shape)}
+    state.update({name: named[name] for name in kept})
 
     def refuse(why: str) -> NotStreamable:
         return NotStreamable(f"{path}: an ONNX graph whose layers are not {called}'s ({why}; "
@@ -267,11 +275,10 @@ _PER_WINDOW = {
 _WHY = {op: why for why, ops in _PER_WINDOW.items() for op in ops}
 
 
-def per_window_layer(path: Path, form: str, loaded: torch.jit.ScriptModule | None = None
-                     ) -> tuple[str, str] | None:
+def per_window_layer(path: Path, form: str, loaded: Any = None) -> tuple[str, str] | None:
     """The first layer of the ``form`` (``TorchScript``, ``ONNX``) graph at ``path`` whose
     outputs depend on the whole window, and why; None if none is found (``loaded``: the
-    TorchScript module already loaded from ``path``).
+    TorchScript module or ONNX ``ModelProto`` already loaded from ``path``).
 
     Read from the graph's operators in order (TorchScript's inlined graph, sub-blocks
     included; the ONNX graph's nodes, subgraphs included): a normalisation, attention or
@@ -280,13 +287,11 @@ def per_window_layer(path: Path, form: str, loaded: torch.jit.ScriptModule | Non
     hand computes (ml4gw's ``GroupNorm1D``, its ``ResNet1D``'s default: each channel's mean
     and mean square over the window). A reduction after the last convolution is the global
     pool every classifier ends with, ours included."""
+    graph = loaded if loaded is not None else _load_graph(path, form)
     if form == "TorchScript":
-        module = loaded if loaded is not None else torch.jit.load(str(path), map_location="cpu")
-        ops = _torchscript_ops(module.inlined_graph.nodes())
+        ops = _torchscript_ops(graph.inlined_graph.nodes())
     else:
-        import onnx
-
-        ops = _onnx_ops(onnx.load(str(path), load_external_data=False).graph)
+        ops = _onnx_ops(graph.graph)
     convolutions = [index for index, (op, _) in enumerate(ops) if op in _CONVOLUTIONS]
     last_convolution = convolutions[-1] if convolutions else -1
     for index, (op, axes) in enumerate(ops):

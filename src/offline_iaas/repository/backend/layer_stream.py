@@ -203,6 +203,14 @@ def phases_of(stride_samples: int, step: int) -> int:
     return step // math.gcd(stride_samples, step)
 
 
+def windows_ended(samples: np.ndarray, stride_samples: int, rows: str = "ifos") -> int:
+    """How many windows an update of ``samples`` [``rows``, n S] ends; ValueError for another
+    shape."""
+    if samples.ndim != 2 or samples.shape[1] % stride_samples:
+        raise ValueError(f"update of shape {samples.shape}: need [{rows}, n * {stride_samples}]")
+    return samples.shape[1] // stride_samples
+
+
 def interleave_phases(network, states: list, queued: list[np.ndarray], windows: int,
                       samples: np.ndarray, stride: int, out: np.ndarray) -> None:
     """One update of a stream whose windows fall on ``len(states)`` phases (``phases_of``):

@@ -239,6 +239,8 @@ class StreamedDeepClean:
         self.witnesses = {ifo: list(map(int, index)) for ifo, index in witnesses.items()}
         self.ifos = list(self.witnesses)
         self.witness_rows = {ifo: np.array(index) for ifo, index in self.witnesses.items()}
+        self.channels = 1 + max(max(index) for index in self.witnesses.values())
+        """Streamed channels the update has at least (one past the last witness's index)."""
         self.kernel_samples, self.stride_samples = kernel_samples, stride_samples
         if stride_samples < 1 or kernel_samples % stride_samples:
             raise ValueError(f"kernel {kernel_samples} must be a multiple of the stride "
@@ -277,23 +279,20 @@ class StreamedDeepClean:
 
     def initial_state(self) -> DeepCleanState:
         """A stream's state at START: ``K`` zeros already streamed, as the snapshotter's."""
-        channels = 1 + max(max(index) for index in self.witnesses.values())
         state = DeepCleanState(pending=[{} for _ in self.ifos],
                                pending_start=[{} for _ in self.ifos],
                                prediction=[None] * len(self.ifos),
                                prediction_start=[0] * len(self.ifos),
                                features=[None] * len(self.ifos),
                                features_start=[0] * len(self.ifos))
-        self._advance(state, np.zeros((channels, self.kernel_samples), np.float32))
+        self._advance(state, np.zeros((self.channels, self.kernel_samples), np.float32))
         return state
 
     def update(self, state: DeepCleanState, samples: np.ndarray) -> np.ndarray:
         """Append ``samples`` [channels, n S] to the stream (``state`` is updated in place);
         return the predictions of the ``n`` windows they end, ``[n, ifos, K]`` float32."""
         stride, plan, kernel = self.stride_samples, self.plan, self.kernel_samples
-        if samples.ndim != 2 or samples.shape[1] % stride:
-            raise ValueError(f"update of shape {samples.shape}: need [channels, n * {stride}]")
-        n = samples.shape[1] // stride
+        n = layer_stream.windows_ended(samples, stride, "channels")
         if n == 0:
             return np.zeros((0, len(self.ifos), kernel), np.float32)
         self._advance(state, samples)
@@ -401,20 +400,21 @@ class PhasedDeepClean:
     def __init__(self, nodes: list[Node], witnesses: dict[str, list[int]], kernel_samples: int,
                  stride_samples: int, runs: dict[str, Run]) -> None:
         self.kernel_samples, self.stride_samples = kernel_samples, stride_samples
-        self.phases = layer_stream.phases_of(stride_samples, layer_stream.cumulative_stride(nodes))
+        alignment = layer_stream.cumulative_stride(nodes)
+        self.phases = layer_stream.phases_of(stride_samples, alignment)
         if stride_samples < 1 or kernel_samples % stride_samples:
             raise ValueError(f"kernel {kernel_samples} must be a multiple of the stride "
                              f"{stride_samples}")
         if self.phases * stride_samples >= kernel_samples:
             raise ValueError(
                 f"a stride of {stride_samples} samples puts the windows on {self.phases} "
-                f"phases of DeepClean's alignment {layer_stream.cumulative_stride(nodes)}: "
+                f"phases of DeepClean's alignment {alignment}: "
                 f"each phase would stream {self.phases * stride_samples} samples a window, "
                 f"not less than the window of {kernel_samples}")
         self.network = StreamedDeepClean(nodes, witnesses, kernel_samples,
                                          self.phases * stride_samples, runs)
-        self.nodes, self.runs, self.ifos = nodes, runs, self.network.ifos
-        self.witnesses, self.plan, self.cones = witnesses, self.network.plan, self.network.cones
+        self.nodes, self.ifos = nodes, self.network.ifos
+        self.plan, self.cones = self.network.plan, self.network.cones
 
     def spec(self) -> dict:
         """As ``StreamedDeepClean.spec``: the same manifest, with the stride off the grid."""
@@ -426,19 +426,17 @@ class PhasedDeepClean:
     def initial_state(self) -> PhasedDeepCleanState:
         """A stream's state at START: ``K`` zeros streamed (the later phases with their
         delay besides)."""
-        channels = 1 + max(max(index) for index in self.network.witnesses.values())
         return PhasedDeepCleanState(
             [self.network.initial_state() for _ in range(self.phases)],
-            [np.zeros((channels, (self.phases - 1 - r) * self.stride_samples), np.float32)
+            [np.zeros((self.network.channels, (self.phases - 1 - r) * self.stride_samples),
+                      np.float32)
              for r in range(self.phases)])
 
     def update(self, state: PhasedDeepCleanState, samples: np.ndarray) -> np.ndarray:
         """Append ``samples`` [channels, n S]; return the predictions of the ``n`` windows
         they end, ``[n, ifos, K]`` float32."""
         stride = self.stride_samples
-        if samples.ndim != 2 or samples.shape[1] % stride:
-            raise ValueError(f"update of shape {samples.shape}: need [channels, n * {stride}]")
-        n = samples.shape[1] // stride
+        n = layer_stream.windows_ended(samples, stride, "channels")
         out = np.zeros((n, len(self.ifos), self.kernel_samples), np.float32)
         if n == 0:
             return out

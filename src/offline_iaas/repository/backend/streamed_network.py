@@ -197,7 +197,7 @@ class StreamedNetwork(_SplitsItsWhitening):
         """Append ``samples`` [ifos, n S] to the stream (``state`` is updated in place);
         return the statistics of the ``n`` windows they end, ``[n]`` float32."""
         stride, plan = self.stride_samples, self.plan
-        n = _windows_ended(samples, stride)
+        n = layer_stream.windows_ended(samples, stride)
         if n == 0:  # an empty request (a sequence's START or END alone)
             return np.zeros(0, np.float32)
         self._advance(state, samples)
@@ -252,14 +252,6 @@ class StreamedNetwork(_SplitsItsWhitening):
             state.whitened, state.whitened_start, start)
         state.top, state.top_start = layer_stream.drop_before(
             state.top, state.top_start, start // self.plan.top_stride + self.plan.left)
-
-
-def _windows_ended(samples: np.ndarray, stride_samples: int) -> int:
-    """How many windows an update of ``samples`` [ifos, n S] ends; ValueError for another
-    shape."""
-    if samples.ndim != 2 or samples.shape[1] % stride_samples:
-        raise ValueError(f"update of shape {samples.shape}: need [ifos, n * {stride_samples}]")
-    return samples.shape[1] // stride_samples
 
 
 def spec_of(nodes: list[Node], ifos: int, kernel_samples: int, stride_samples: int,
@@ -365,7 +357,7 @@ class PhasedNetwork(_SplitsItsWhitening):
         """Append ``samples`` [ifos, n S]; return the statistics of the ``n`` windows they
         end, ``[n]`` float32."""
         stride = self.stride_samples
-        n = _windows_ended(samples, stride)
+        n = layer_stream.windows_ended(samples, stride)
         if n == 0:  # an empty request (a sequence's START or END alone)
             return np.zeros(0, np.float32)
         whitened = self.whitening.update(state.whitening, samples)
