@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from offline_iaas.errors import NotStreamable
+from offline_iaas.errors import NotStreamable, WholeWindowLayer
 from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.recognised import per_window_layer, streamable_network
@@ -205,7 +205,7 @@ def test_a_graph_normalising_each_window_by_its_own_statistics_says_so(
     forbids streaming whoever's graph it is, and the reason names it; the same graph with
     BatchNorm (running statistics) is only not ours."""
     torch.manual_seed(3)
-    reasons = {}
+    reasons, kinds = {}, {}
     for name, norm in (("group", lambda c: torch.nn.GroupNorm(4, c)), ("window", WindowNorm),
                        ("batch", torch.nn.BatchNorm1d)):
         network = ResNetShaped(norm).eval()
@@ -216,7 +216,7 @@ def test_a_graph_normalising_each_window_by_its_own_statistics_says_so(
                                (1, 2, KERNEL))
         with pytest.raises(NotStreamable) as refused:
             streamable_network("bbhnet", path, load_network("bbhnet", path, BBHNET), BBHNET)
-        reasons[name] = refused.value.reason
+        reasons[name], kinds[name] = refused.value.reason, type(refused.value)
     assert reasons["group"].startswith(f"{tmp_path / 'group'}")
     assert "a layer that normalises each window by its own statistics (" in reasons["group"]
     assert re.search(r"\((aten::group_norm|GroupNormalization|InstanceNormalization)\)",
@@ -226,11 +226,14 @@ def test_a_graph_normalising_each_window_by_its_own_statistics_says_so(
         reasons["window"], reasons["window"]
     assert re.search(r"\((aten::mean|ReduceMean)\)", reasons["window"]), reasons["window"]
     # the control: running statistics carry from window to window; the graph is just not ours
+    # (the campaign then cuts it from its operators: tests/test_streamed_foreign.py)
     said = reasons["batch"].split(": ", 1)[1]  # past the file's path
     assert "normalis" not in said and "reduces" not in said
-    assert ("parameters are not BBHnet's (no layer needing the whole window was found"
-            in reasons["batch"] if form == "torchscript" else
+    assert ("a TorchScript graph whose parameters are not BBHnet's" in reasons["batch"]
+            if form == "torchscript" else
             "an ONNX graph whose layers are not BBHnet's" in reasons["batch"]), reasons["batch"]
+    assert kinds == {"group": WholeWindowLayer, "window": WholeWindowLayer,
+                     "batch": NotStreamable}
 
 
 def test_our_graphs_have_no_layer_that_needs_the_whole_window(tmp_path: Path) -> None:

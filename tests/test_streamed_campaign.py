@@ -161,7 +161,7 @@ def test_streamed_export_refuses_the_ensemble_and_graph_weights(exported, tmp_pa
     import torch
 
     from tests.test_recognised_graphs import ResNetShaped
-    from tests.test_rolling_whitening import _bbhnet_module
+    from tests.test_streamed_foreign import MaxPooled
 
     weights = exported["whole"].source.parent / "weights"
     toml = exported["whole"].source
@@ -171,10 +171,11 @@ def test_streamed_export_refuses_the_ensemble_and_graph_weights(exported, tmp_pa
     with pytest.raises(ModelError, match="not the --ensemble layout") as caught["ensemble"]:
         export_repository(config, weights, ensemble=True)
     scripted = tmp_path / "scripted"
-    scripted.mkdir()  # our BBHnet inside a user's wrapper: its layers are named otherwise
-    save_traced(_bbhnet_module(weights), scripted / "bbhnet.ts", (2, 2, 256), wrapped=True)
+    scripted.mkdir()  # pooled by the window's maximum: neither ours nor cut into layers
+    save_traced(MaxPooled().eval(), scripted / "bbhnet.ts", (2, 2, 256))
     with pytest.raises(ModelError, match="a TorchScript graph whose parameters are not "
-                       "BBHnet's") as caught["ts"]:
+                       "BBHnet's, and its own operators cannot be cut into stream layers: "
+                       "ReduceMax") as caught["ts"]:
         export_repository(config, scripted)
     # a layer no stream can share between windows (ml4gw's ResNet1D's default norm) is named
     torch.manual_seed(4)
@@ -219,21 +220,27 @@ def test_a_stride_whose_phases_would_cost_a_whole_window_is_not_streamed(exporte
 def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_window(
         exported, tmp_path, caplog):
     """``model.streamed = "auto"`` (the default): the state_dict, our BBHnet traced or
-    exported to ONNX and a stride off BBHnet's grid (on its phases) stream; a TorchScript
-    graph whose layers are not recognised (``models/recognised.py``) and the --ensemble
-    layout are served on whole windows, each with one line naming why, and the repository
-    check and the reference take either."""
+    exported to ONNX, a stride off BBHnet's grid (on its phases) and our BBHnet inside a
+    user's wrapper (its parameters named otherwise: cut from its operators,
+    ``streamed_foreign.py``) stream; a graph whose operators cannot be cut (pooled by the
+    window's maximum) and the --ensemble layout are served on whole windows, each with one
+    line naming why, and the repository check and the reference take either."""
     import logging
+
+    import torch
 
     from offline_iaas.models.weights import export_onnx
     from tests.test_rolling_whitening import _bbhnet_module
+    from tests.test_streamed_foreign import MaxPooled
 
     weights = exported["whole"].source.parent / "weights"
     toml = exported["whole"].source
-    scripted, traced = tmp_path / "scripted", tmp_path / "traced"
-    scripted.mkdir()
-    traced.mkdir()
+    scripted, traced, maxima = tmp_path / "scripted", tmp_path / "traced", tmp_path / "maxima"
+    for directory in (scripted, traced, maxima):
+        directory.mkdir()
     save_traced(_bbhnet_module(weights), scripted / "bbhnet.ts", (2, 2, 256), wrapped=True)
+    torch.manual_seed(2)
+    save_traced(MaxPooled().eval(), maxima / "bbhnet.ts", (2, 2, 256))
     save_traced(_bbhnet_module(weights), traced / "bbhnet.ts", (2, 2, 256))
     (tmp_path / "onnx").mkdir()
     export_onnx(_bbhnet_module(weights), tmp_path / "onnx" / "bbhnet.onnx", "windows",
@@ -241,8 +248,10 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
     cases = {"state_dict": ([], weights, False, "BBHnet streamed layer by layer"),
              "traced": ([], traced, False, "BBHnet streamed layer by layer"),
              "onnx": ([], tmp_path / "onnx", False, "BBHnet streamed layer by layer"),
-             "graph": ([], scripted, False, "bbhnet.ts: a TorchScript graph whose parameters "
-                       "are not BBHnet's"),
+             "wrapped": ([], scripted, False, "BBHnet streamed layer by layer"),
+             "maxima": ([], maxima, False, "bbhnet.ts: a TorchScript graph whose parameters "
+                        "are not BBHnet's, and its own operators cannot be cut into stream "
+                        "layers: ReduceMax"),
              "off grid": (["model.inference_rate=32"], weights, False,
                           "BBHnet streamed layer by layer"),
              "ensemble": ([], weights, True, "the --ensemble layout serves whole windows")}
@@ -256,7 +265,7 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
         assert len(said) == 1 and line in said[0], (name, said)
         manifest = check_repository(config, load_graphs=True)
         assert bool(manifest.streamed) == (name in ("state_dict", "traced", "onnx",
-                                                    "off grid")), name
+                                                    "off grid", "wrapped")), name
     # the traced network streams as its state_dict does: the same graphs, byte for byte
     streamed = sorted((tmp_path / "state_dict").rglob("bbhnet.streamed/*"))
     assert len(streamed) > 5
@@ -264,10 +273,21 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
         twin = tmp_path / "traced" / path.relative_to(tmp_path / "state_dict")
         assert twin.read_bytes() == path.read_bytes(), path.name
     # the whole-window repository serves auto's campaign as false's: the same statistic
-    graph = load_config(toml, [*AUTO, f'model.repository="{tmp_path / "graph"}"'])
+    statistics = {}
+    for name, switch in (("maxima", AUTO), ("maxima_off", BBHNET)):
+        config = load_config(toml, [*switch, f'model.repository="{tmp_path / name}"'])
+        if name == "maxima_off":
+            export_repository(config, maxima)
+        statistics[name] = _statistic(run_reference(config, tmp_path / f"{name}.h5")[0])
+    assert np.array_equal(statistics["maxima"], statistics["maxima_off"])
     root = exported["whole"].source.parent
     whole = _statistic(run_reference(exported["whole"], root / "auto_whole.h5")[0])
-    assert np.array_equal(_statistic(run_reference(graph, tmp_path / "graph.h5")[0]), whole)
+    # our BBHnet in a wrapper, cut from its operators, streams what whole windows give
+    wrapped = load_config(toml, [*AUTO, f'model.repository="{tmp_path / "wrapped"}"'])
+    cut = _statistic(run_reference(wrapped, tmp_path / "wrapped.h5")[0])
+    print(f"BBHnet in a wrapper, cut from its operators: relative difference "
+          f"{relative_difference(cut, whole):.2e}")
+    assert relative_difference(cut, whole) <= WHOLE_WINDOW_BOUND
     # the ONNX graph's BBHnet, rebuilt from its folded layers, streams what whole windows give
     onnx = load_config(toml, [*AUTO, f'model.repository="{tmp_path / "onnx"}"'])
     from_onnx = _statistic(run_reference(onnx, tmp_path / "onnx.h5")[0])

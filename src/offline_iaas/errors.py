@@ -50,6 +50,11 @@ class NotStreamable(ModelError):
                 "model.streamed = \"auto\" (streams what it can) or false")
 
 
+class WholeWindowLayer(NotStreamable):
+    """A graph with a layer whose outputs depend on the whole window (``models/recognised.
+    per_window_layer``): no one can stream it, ours or not."""
+
+
 class ServerError(OfflineIaasError):
     """The inference server could not be started, reached or kept alive."""
 

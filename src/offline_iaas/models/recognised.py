@@ -15,16 +15,17 @@ constants its input is first reduced and divided by). Its convolutions, in the g
 are our convolutions in the order the network calls them; so the network is rebuilt with
 each convolution's folded weights and bias and its BatchNorm made the identity plus that bias
 (``_rebuilt_from_onnx``), and must then answer the probes as the graph does, run by
-onnxruntime. A graph that fails is served on whole windows (``model.streamed = "auto"``;
-``true`` refuses it with the same reason).
+onnxruntime. A BBHnet-mode graph that fails is cut into stream layers from its own operators
+instead (``repository/streamed_foreign.py``); a DeepClean, or a graph that cannot be cut, is
+served on whole windows (``model.streamed = "auto"``; ``true`` refuses it with the reason).
 
 The reason names what stands in the way. Some layers make a window's every output depend on
 the whole window (a group, instance or layer normalisation computing its statistics over the
 window, or one written out as reductions over the samples, as ml4gw's ``ResNet1D`` has by
 default; attention over the window's samples; a recurrent layer that starts each window from
 a zero state): no graph with one of them can be streamed, whoever's it is, and the reason
-names it (``per_window_layer``). Where none is found, the reason says that only our
-architectures' layers are rebuilt.
+names it (``per_window_layer``, raised as ``WholeWindowLayer``). Where none is found, a
+DeepClean's reason says that only our architectures' layers are rebuilt.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from offline_iaas.errors import ModelError, NotStreamable
+from offline_iaas.errors import ModelError, NotStreamable, WholeWindowLayer
 from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.weights import build_network, input_shape, network_for_state
@@ -78,7 +79,7 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
     found = per_window_layer(path, form, graph)
     if found is not None:
         layer, why = found
-        raise NotStreamable(f"{path}: {_a(form)} graph with a layer that {why} ({layer}): "
+        raise WholeWindowLayer(f"{path}: {_a(form)} graph with a layer that {why} ({layer}): "
                             "a window's outputs then depend on the whole window, which "
                             "streaming cannot share between windows")
     if form == "ONNX":
@@ -90,8 +91,7 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
             rebuilt = network_for_state(kind, state, path, expected)
         except ModelError:
             raise NotStreamable(f"{path}: a TorchScript graph whose parameters are not "
-                                f"{called}'s (no layer needing the whole window was found, "
-                                "but only our layers are rebuilt to stream)") from None
+                                f"{called}'s{_NOT_REBUILT[kind]}") from None
         rebuilt.load_state_dict(state)
 
         def run_graph(probe: np.ndarray) -> np.ndarray:
@@ -156,9 +156,8 @@ def _rebuilt_from_onnx(kind: str, path: Path, graph, expected: Mapping[str, Any]
     state.update({name: named[name] for name in kept})
 
     def refuse(why: str) -> NotStreamable:
-        return NotStreamable(f"{path}: an ONNX graph whose layers are not {called}'s ({why}; "
-                             "no layer needing the whole window was found, but only our "
-                             "layers are rebuilt to stream)")
+        return NotStreamable(f"{path}: an ONNX graph whose layers are not {called}'s "
+                             f"({why}){_NOT_REBUILT[kind]}")
 
     if kind == "deepclean":  # the witnesses' standardisation, folded into constants
         state.update(_standardisation(graph, value, state, refuse))
@@ -201,6 +200,12 @@ def _rebuilt_from_onnx(kind: str, path: Path, graph, expected: Mapping[str, Any]
 
 
 _CALLED = {"deepclean": "DeepClean", "bbhnet": "BBHnet"}
+_NOT_REBUILT = {"deepclean": " (no layer needing the whole window was found, but only our "
+                             "layers are rebuilt to stream)",
+                "bbhnet": ""}
+"""What a refusal adds: a BBHnet-mode graph of another architecture is then cut from its
+own operators (``repository/streamed_foreign.py``); a DeepClean of another is not
+streamed."""
 
 
 def _a(form: str) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,7 +30,7 @@ from torch import nn
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
-from offline_iaas.errors import NotStreamable
+from offline_iaas.errors import NotStreamable, WholeWindowLayer
 from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.models.classifier import Classifier
 from offline_iaas.models.weights import export_onnx
@@ -266,6 +267,14 @@ def _export_campaign_streamed(network: BBHnet | Classifier, nodes: list[Node],
     so far off the network's grid that its phases would cost a whole window or more."""
     name, called = (("bbhnet", "BBHnet's") if isinstance(network, BBHnet)
                     else ("classifier", "the classifier's"))
+    _refuse_costly_phases(nodes, config, called)
+    return export_streamed(network, config.kernel_samples, config.stride_samples,
+                           directory / f"{name}{DIRECTORY_SUFFIX}")
+
+
+def _refuse_costly_phases(nodes: list[Node], config: CampaignConfig, called: str) -> None:
+    """NotStreamable where the campaign's stride puts the windows on so many phases of the
+    graph's cumulative stride that streamed, a window would cost a whole window."""
     step = cumulative_stride(nodes)
     phases = phases_of(config.stride_samples, step)
     if phases * config.stride_samples >= config.kernel_samples:
@@ -274,8 +283,6 @@ def _export_campaign_streamed(network: BBHnet | Classifier, nodes: list[Node],
             f"windows on {phases} phases of {called} cumulative stride {step}: streamed, each "
             f"window would cost {phases * config.stride_samples} new samples, not fewer than "
             f"its {config.kernel_samples} (docs/networks.md, 'Streamed graphs')")
-    return export_streamed(network, config.kernel_samples, config.stride_samples,
-                           directory / f"{name}{DIRECTORY_SUFFIX}")
 
 
 def export_campaign_network(config: CampaignConfig, weights: Path | None, directory: Path
@@ -283,9 +290,11 @@ def export_campaign_network(config: CampaignConfig, weights: Path | None, direct
     """The campaign's BBHnet (``weights``, as ``export --weights`` takes them) exported
     streamed to ``directory/bbhnet.streamed`` (``model.streamed``); return that directory.
 
-    NotStreamable for weights whose layers are not BBHnet's (an ONNX graph, a TorchScript
-    graph not made from our BBHnet: ``models/recognised.py``) and for a stride whose phases
-    would cost a whole window (``_export_campaign_streamed``).
+    A graph that is not our BBHnet (``models/recognised.py``) is cut into stream layers
+    from its own operators instead (``streamed_foreign.py``; a TorchScript graph converted
+    to ONNX first). NotStreamable for a graph with a layer needing the whole window, one
+    whose operators cannot be cut, and a stride whose phases would cost a whole window
+    (``_refuse_costly_phases``).
     """
     from offline_iaas.models.recognised import streamable_network
     from offline_iaas.models.weights import load_network
@@ -293,9 +302,43 @@ def export_campaign_network(config: CampaignConfig, weights: Path | None, direct
 
     path = weight_file(weights, "bbhnet", single=True)
     expected = {"ifos": len(config.ifos), "kernel_samples": config.kernel_samples}
-    network = streamable_network("bbhnet", path, load_network("bbhnet", path, expected),
-                                 expected)
+    loaded = load_network("bbhnet", path, expected)
+    try:
+        network = streamable_network("bbhnet", path, loaded, expected)
+    except WholeWindowLayer:
+        raise
+    except NotStreamable as not_ours:
+        return _export_campaign_cut(config, loaded, path, directory, not_ours.reason)
     return _export_campaign_streamed(network, bbhnet_nodes(network), config, directory)
+
+
+def _export_campaign_cut(config: CampaignConfig, loaded: Any, path: Path, directory: Path,
+                         not_ours: str) -> Path:
+    """The campaign's BBHnet-mode graph of another architecture (``loaded`` from ``path``),
+    cut into stream layers from its ONNX operators and exported to
+    ``directory/bbhnet.streamed``; NotStreamable, its reason following ``not_ours``, where
+    it cannot be."""
+    import onnx
+
+    from offline_iaas.repository import streamed_foreign
+
+    ifos, kernel = len(config.ifos), config.kernel_samples
+    where = f"{not_ours}, and its own operators cannot be cut into stream layers"
+    if isinstance(loaded, nn.Module):  # TorchScript: read as ONNX
+        converted = directory / f".{path.name}.onnx"
+        try:
+            export_onnx(loaded, converted, "x", "y", (1, ifos, kernel))
+            model = onnx.load(str(converted))
+        except Exception as err:  # noqa: BLE001 - any exporter failure is the reason
+            raise NotStreamable(f"{where}: converting it to ONNX failed ({err})") from None
+        finally:
+            converted.unlink(missing_ok=True)
+    else:
+        model = loaded if isinstance(loaded, onnx.ModelProto) else onnx.load(str(path))
+    cut = streamed_foreign.cut_into_stream(model, ifos, kernel, where)
+    _refuse_costly_phases(cut.nodes, config, "the graph's")
+    return streamed_foreign.write_cut(cut, model, ifos, kernel, config.stride_samples,
+                                      directory / f"bbhnet{DIRECTORY_SUFFIX}", where)
 
 
 def export_campaign_classifier(config: CampaignConfig, weights: Path | None, directory: Path
