@@ -55,10 +55,12 @@ def test_a_traced_bbhnet_is_rebuilt_with_its_layers_and_computes_what_the_graph_
 
 def test_graphs_that_are_not_ours_are_not_streamed_and_say_why(tmp_path: Path) -> None:
     network = random_bbhnet(33, 8, 3, KERNEL)
-    wrapped = save_traced(network, tmp_path / "wrapped.ts", (2, 2, KERNEL), wrapped=True)
-    with pytest.raises(NotStreamable, match="wrapped.ts: a TorchScript graph whose "
-                       "parameters are not BBHnet's"):
-        streamable_network("bbhnet", wrapped, load_network("bbhnet", wrapped, BBHNET), BBHNET)
+    torch.manual_seed(1)
+    other = save_traced(ResNetShaped(torch.nn.BatchNorm1d).eval(), tmp_path / "other.ts",
+                        (2, 2, KERNEL))
+    with pytest.raises(NotStreamable, match="other.ts: a TorchScript graph whose "
+                       "parameters are not BBHnet's, and model.streamed"):
+        streamable_network("bbhnet", other, load_network("bbhnet", other, BBHNET), BBHNET)
 
     doubled = Doubled(2, np.ones((2, 33)), 1.0, 8, 3)
     doubled.load_state_dict(network.state_dict())
@@ -145,7 +147,8 @@ def test_an_onnx_bbhnet_is_rebuilt_from_its_folded_layers_and_computes_what_the_
     assert float(graph.std()) > 0.1  # the statistic depends on the data
 
 
-def test_a_traced_deepclean_is_rebuilt_and_a_wrapped_one_is_not(tmp_path: Path) -> None:
+def test_a_traced_deepclean_is_rebuilt_in_a_wrapper_or_not_and_another_is_not(
+        tmp_path: Path) -> None:
     expected = {"witnesses": 3, "kernel_samples": 256}
     torch.manual_seed(2)
     network = DeepClean(3, [0.0] * 3, [1.0] * 3, 0.0, 1.0).eval()
@@ -155,10 +158,29 @@ def test_a_traced_deepclean_is_rebuilt_and_a_wrapped_one_is_not(tmp_path: Path) 
     assert isinstance(rebuilt, DeepClean)
     for name, value in network.state_dict().items():
         assert torch.equal(rebuilt.state_dict()[name], value), name
+    # in a user's wrapper (its names begin with ``inner.``) it is ours still
     wrapped = save_traced(network, tmp_path / "wrapped.ts", (2, 3, 256), wrapped=True)
-    with pytest.raises(NotStreamable, match="parameters are not DeepClean's"):
-        streamable_network("deepclean", wrapped,
-                           load_network("deepclean", wrapped, expected), expected)
+    unwrapped = streamable_network("deepclean", wrapped,
+                                   load_network("deepclean", wrapped, expected), expected)
+    for name, value in network.state_dict().items():
+        assert torch.equal(unwrapped.state_dict()[name], value), name
+    other = save_traced(OtherCleaner(3).eval(), tmp_path / "other.ts", (2, 3, 256))
+    with pytest.raises(NotStreamable, match="other.ts: a TorchScript graph whose parameters "
+                       "are not DeepClean's \\(no layer needing the whole window was found"):
+        streamable_network("deepclean", other, load_network("deepclean", other, expected),
+                           expected)
+
+
+class OtherCleaner(torch.nn.Module):
+    """A cleaning network of another architecture: witnesses ``[n, W, K]`` → ``[n, K]``."""
+
+    def __init__(self, witnesses: int) -> None:
+        super().__init__()
+        self.first = torch.nn.Conv1d(witnesses, 4, 7, padding=3)
+        self.last = torch.nn.Conv1d(4, 1, 7, padding=3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.last(torch.tanh(self.first(x)))[:, 0]
 
 
 class WindowNorm(torch.nn.Module):

@@ -17,6 +17,7 @@ from offline_iaas.errors import NotStreamable
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.streamed_network import Conv, open_streamed_network
 from offline_iaas.repository.streamed_foreign import cut_into_stream, write_cut
+from tests.helpers import save_traced
 from tests.streamed_runs import relative_difference
 from tests.test_recognised_graphs import ResNetShaped
 
@@ -186,3 +187,36 @@ def test_an_operator_that_reads_the_samples_otherwise_stops_the_cut_by_name(
     model = _onnx(network().eval(), tmp_path / "g.onnx")
     with pytest.raises(NotStreamable, match=r"^g.onnx: " + named):
         cut_into_stream(model, IFOS, KERNEL, "g.onnx")
+
+
+def test_a_torchscript_graph_of_another_architecture_is_converted_and_cut(tmp_path: Path
+                                                                          ) -> None:
+    """``export_campaign_network`` on a traced ResNet: read as ONNX, cut, and streamed equal
+    to the TorchScript module itself on every window; the converted file is not left."""
+    from types import SimpleNamespace
+
+    from offline_iaas.repository.streamed import export_campaign_network
+
+    network = _randomised(ResNetShaped(torch.nn.BatchNorm1d), 3)
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    save_traced(network, weights / "bbhnet.ts", (2, IFOS, KERNEL))
+    stride, count = 16, 40
+    config = SimpleNamespace(ifos=["H1", "L1"], kernel_samples=KERNEL, stride_samples=stride)
+    directory = export_campaign_network(config, weights, tmp_path)
+    assert directory == tmp_path / "bbhnet.streamed"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bbhnet.streamed", "weights"]
+    samples = (1e-21 * np.random.default_rng(4).standard_normal((IFOS, count * stride))
+               ).astype(np.float32)
+    stream = np.concatenate([np.zeros((IFOS, KERNEL), np.float32), samples], axis=1)
+
+    def whole(stream: np.ndarray) -> np.ndarray:
+        windows = np.stack([stream[:, (j + 1) * stride : (j + 1) * stride + KERNEL]
+                            for j in range(count)])
+        with torch.no_grad():
+            return network(torch.from_numpy(windows)).numpy().reshape(-1)
+
+    streamed = _streamed(directory, samples, stride)
+    assert relative_difference(streamed, whole(stream)) <= BOUND
+    late = np.concatenate([np.zeros((IFOS, 1), np.float32), stream[:, :-1]], axis=1)
+    assert relative_difference(streamed, whole(late)) > 100 * BOUND

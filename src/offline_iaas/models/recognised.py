@@ -3,7 +3,8 @@
 A streamed network needs its layers (``repository/streamed.py``): a state_dict gives them
 directly. A TorchScript graph carries its parameters under the names of the module it was
 traced or scripted from, so one made from our DeepClean or BBHnet (``torch.jit.trace`` of a
-trained network, as the field ships them) holds exactly a fresh network's state_dict. That is
+trained network, as the field ships them) holds exactly a fresh network's state_dict, under
+the wrapper's attribute where a training wrapper holds it (``inner.``: ``_unwrapped``). That is
 necessary, not enough: a user's subclass may compute something else with the same
 parameters. So the network rebuilt from them must also answer two probes (seeded noise at
 strain scale and at unit scale) as the graph does, to float tolerance.
@@ -86,7 +87,7 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
         rebuilt = _rebuilt_from_onnx(kind, path, graph.graph, expected)
         run_graph = _onnx_run(loaded, path)
     else:
-        state = dict(graph.state_dict())
+        state = _unwrapped(dict(graph.state_dict()))
         try:
             rebuilt = network_for_state(kind, state, path, expected)
         except ModelError:
@@ -129,6 +130,16 @@ def _onnx_run(loaded: Any, path: Path):
     session = onnxruntime.InferenceSession(source, providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
     return lambda probe: session.run(None, {name: probe})[0]
+
+
+def _unwrapped(state: dict) -> dict:
+    """``state`` without the names of the modules it is wrapped in: a training wrapper holds
+    the network as one attribute (``inner.``, ``model.``), and every name then begins with
+    it; stripped while all names share one first part."""
+    while state and all("." in name for name in state) and \
+            len({name.split(".", 1)[0] for name in state}) == 1:
+        state = {name.split(".", 1)[1]: value for name, value in state.items()}
+    return state
 
 
 def _load_graph(path: Path, form: str):
