@@ -6,8 +6,10 @@ streams each slide as the whole network on its raw samples (what it did before).
 process, on one thread, on the exported graphs (``open_streamed_network``), random weights
 (``tests/test_streamed_bbhnet.random_bbhnet``, width 8, depth 3, 0.25 s whitening), 20 slides
 of one window length, requests of 64 strides. Prints per geometry: CPU ms per window (all its
-slides) of each, their ratio, and the largest difference between the two over the slides
-formed, relative to the largest statistic.
+slides) of each, their ratio, the largest difference between the two over the slides
+formed, relative to the largest statistic, and the stem's share of a slide's streamed
+multiply-accumulates (``streamed.macs_per_window``): what forming the stem's per-detector
+contributions once for all slides could save at most.
 
 Usage: PYTHONPATH=src .venv/bin/python benchmarks/streamed_slides.py [--slides 20]
 """
@@ -24,9 +26,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from offline_iaas.repository.backend.layer_stream import strides  # noqa: E402
 from offline_iaas.repository.backend.stateful import StreamedTimeSlides  # noqa: E402
 from offline_iaas.repository.backend.streamed_network import open_streamed_network  # noqa: E402
-from offline_iaas.repository.streamed import export_streamed  # noqa: E402
+from offline_iaas.repository.streamed import (  # noqa: E402
+    bbhnet_nodes,
+    export_streamed,
+    macs_per_window,
+)
 from tests.test_streamed_bbhnet import random_bbhnet  # noqa: E402
 
 GEOMETRIES = (  # name, kernel, stride, whitening taps
@@ -62,11 +69,11 @@ def main() -> None:
     parser.add_argument("--slides", type=int, default=20)
     args = parser.parse_args()
     print(f"{'geometry':38} {'baseline ms/w':>13} {'served ms/w':>11} {'ratio':>6} "
-          f"{'max rel. diff':>13}")
+          f"{'max rel. diff':>13} {'stem share':>10}")
     for name, kernel, stride, taps in GEOMETRIES:
+        network = random_bbhnet(taps, 8, 3, kernel)
         with tempfile.TemporaryDirectory() as tmp:
-            export_streamed(random_bbhnet(taps, 8, 3, kernel), kernel, stride,
-                            Path(tmp) / "bbhnet")
+            export_streamed(network, kernel, stride, Path(tmp) / "bbhnet")
             runner = open_streamed_network(Path(tmp) / "bbhnet")
         windows = REQUEST_STRIDES * REQUESTS
         samples = np.random.default_rng(0).standard_normal((2, windows * stride),
@@ -86,7 +93,16 @@ def main() -> None:
             np.abs(baseline[formed]))
         print(f"{name:38} {1e3 * baseline_cpu / windows:13.2f} "
               f"{1e3 * served_cpu / windows:11.2f} {baseline_cpu / served_cpu:6.2f} "
-              f"{difference:13.2e}")
+              f"{difference:13.2e} {_stem_share(network, kernel, stride):10.1%}")
+
+
+def _stem_share(network, kernel: int, stride: int) -> float:
+    """The stem's multiply-accumulates per window over a slide's streamed ones (its new
+    outputs, ``S / 2`` of them; the whitening is shared already, not counted)."""
+    nodes = bbhnet_nodes(network)
+    stem = nodes[0].conv.macs_per_output * stride / strides(nodes)[nodes[0].name]
+    macs = macs_per_window(network, kernel, stride)
+    return stem / (macs["streamed"] - network.ifos * network.whitening_taps * stride)
 
 
 if __name__ == "__main__":
