@@ -42,7 +42,8 @@ def _randomised(network: torch.nn.Module, seed: int) -> torch.nn.Module:
 
 
 class Branchy(torch.nn.Module):
-    """What else a user's graph holds: a dilated convolution, a gate (``x * sigmoid(x)``:
+    """What else a user's graph holds: its input standardised (not zero on the stream's
+    zeros), a dilated convolution, a gate (``x * sigmoid(x)``:
     a tensor two operators read), two branches joined by ``Concat``, a BatchNorm after the
     join (not folded into a convolution), ml4gw's pool (``AdaptiveAvgPool1d(1)``, flatten)
     and a head ending in a sigmoid."""
@@ -58,7 +59,7 @@ class Branchy(torch.nn.Module):
         self.head = torch.nn.Linear(8, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.stem(x * 1e21)
+        x = self.stem((x * 1e21 - 0.25) / 1.5)  # a standardisation: not zero at zero
         x = x * torch.sigmoid(x)
         x = torch.cat([self.dilated(x), torch.relu(self.strided(x))], dim=1)
         x = self.down(torch.relu(self.norm(x)))
@@ -103,8 +104,8 @@ def test_a_graph_of_another_architecture_streams_what_it_gives_on_whole_windows(
     network = _randomised(ResNetShaped(torch.nn.BatchNorm1d) if name == "resnet"
                           else Branchy(), 6)
     model = _onnx(network, tmp_path / f"{name}.onnx")
-    cut = cut_into_stream(model, IFOS, KERNEL, name)
-    directory = write_cut(cut, model, IFOS, KERNEL, stride, tmp_path / "cut", name)
+    cut = cut_into_stream(model, IFOS, KERNEL, "statistic", name)
+    directory = write_cut(cut, model, IFOS, KERNEL, stride, "statistic", tmp_path / "cut", name)
     rng = np.random.default_rng(11)
     count = 60
     samples = (1e-21 * rng.standard_normal((IFOS, count * stride))).astype(np.float32)
@@ -121,38 +122,54 @@ def test_a_graph_of_another_architecture_streams_what_it_gives_on_whole_windows(
 
 def test_the_cut_of_the_resnet_is_its_layers_each_with_what_follows_it(tmp_path: Path) -> None:
     model = _onnx(_randomised(ResNetShaped(torch.nn.BatchNorm1d), 1), tmp_path / "r.onnx")
-    cut = cut_into_stream(model, IFOS, KERNEL, "r.onnx")
+    cut = cut_into_stream(model, IFOS, KERNEL, "statistic", "r.onnx")
+    names = [node.name for node in cut.nodes]
     assert [(node.inputs, node.conv and node.conv.spec()) for node in cut.nodes] == [
-        (("whitened",), ["conv", 7, 2, 3]),  # the stem, its BatchNorm folded, its ReLU
-        ((cut.nodes[0].name,), ["conv", 3, 2, 1]),  # the max pool
-        ((cut.nodes[1].name,), ["conv", 3, 1, 1]),
-        ((cut.nodes[2].name,), ["conv", 3, 1, 1]),
-        ((cut.nodes[1].name, cut.nodes[3].name), None)]  # the residual sum and its ReLU
-    assert {"whitened", "edges", "head"} <= set(cut.graphs)
-    whitening = [op.op_type for op in cut.graphs["whitened"].graph.node]
-    assert "Mul" in whitening  # the input scale, on each raw sample
+        (("whitened",), ["conv", 1, 1, 0]),  # the input scale, on each raw sample
+        ((names[0],), ["conv", 7, 2, 3]),  # the stem, its BatchNorm folded, its ReLU
+        ((names[1],), ["conv", 3, 2, 1]),  # the max pool
+        ((names[2],), ["conv", 3, 1, 1]),
+        ((names[3],), ["conv", 3, 1, 1]),
+        ((names[2], names[4]), None)]  # the residual sum and its ReLU
+    assert set(cut.graphs) == {"whitened", "edges", "head", *names}
+    assert [op.op_type for op in cut.graphs["whitened"].graph.node] == ["Identity"]
+    assert [op.op_type for op in cut.graphs[names[0]].graph.node
+            if op.op_type != "Constant"] == ["Mul", "Identity"]
 
 
 def test_a_cut_that_misreads_a_layer_is_caught_before_it_is_written(tmp_path: Path) -> None:
-    """Negative controls of the probe check: a layer's taps reversed (its geometry kept),
-    and its padding one sample more (the layers no longer fit)."""
-    model = _onnx(_randomised(ResNetShaped(torch.nn.BatchNorm1d), 1), tmp_path / "r.onnx")
-    cut = cut_into_stream(model, IFOS, KERNEL, "r.onnx")
-    layer = cut.graphs[cut.nodes[2].name].graph
+    """Negative controls of the probe check: a layer's taps reversed (its geometry kept; the
+    statistic offset by 300, far beyond its spread over windows, so that the bound must be
+    the spread's), and its padding one sample more (the layers no longer fit)."""
+    model = _onnx(_randomised(Offset(), 1), tmp_path / "r.onnx")
+    cut = cut_into_stream(model, IFOS, KERNEL, "statistic", "r.onnx")
+    third = next(index for index, node in enumerate(cut.nodes)
+                 if node.conv and node.conv.spec() == ["conv", 3, 1, 1])
+    layer = cut.graphs[cut.nodes[third].name].graph
     (weight,) = [i for i in layer.initializer if len(i.dims) == 3]
     weight.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(weight)[..., ::-1].copy(),
                                             weight.name))
     with pytest.raises(NotStreamable, match=r"^r.onnx: so cut, it differs from the graph on "
                        r"the whole windows of a probe of amplitude 1e-21 by"):
-        write_cut(cut, model, IFOS, KERNEL, 16, tmp_path / "cut", "r.onnx")
-    cut = cut_into_stream(model, IFOS, KERNEL, "r.onnx")
-    node = cut.nodes[2]
-    cut.nodes[2] = type(node)(node.name, node.inputs, Conv(3, 1, 2))
-    with pytest.raises(NotStreamable, match=r"^r.onnx: so cut, its stream layers do not fit "
-                       r"together \(n004_add: its inputs have different lengths"):
-        write_cut(cut, model, IFOS, KERNEL, 16, tmp_path / "cut", "r.onnx")
+        write_cut(cut, model, IFOS, KERNEL, 16, "statistic", tmp_path / "cut", "r.onnx")
+    cut = cut_into_stream(model, IFOS, KERNEL, "statistic", "r.onnx")
+    node = cut.nodes[third]
+    cut.nodes[third] = type(node)(node.name, node.inputs, Conv(3, 1, 2))
+    with pytest.raises(NotStreamable, match=r"^r.onnx: so cut, its stream layers do not run "
+                       r"together \(ValueError: n005_add: its inputs have different lengths"):
+        write_cut(cut, model, IFOS, KERNEL, 16, "statistic", tmp_path / "cut", "r.onnx")
     assert not (tmp_path / "cut").exists()
     assert not any(path.name.startswith(".cut-") for path in tmp_path.iterdir())
+
+
+class Offset(ResNetShaped):
+    """The ResNet's statistic offset by 300."""
+
+    def __init__(self) -> None:
+        super().__init__(torch.nn.BatchNorm1d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) + 300
 
 
 class MaxPooled(torch.nn.Module):
@@ -186,7 +203,7 @@ def test_an_operator_that_reads_the_samples_otherwise_stops_the_cut_by_name(
         tmp_path: Path, network, named: str) -> None:
     model = _onnx(network().eval(), tmp_path / "g.onnx")
     with pytest.raises(NotStreamable, match=r"^g.onnx: " + named):
-        cut_into_stream(model, IFOS, KERNEL, "g.onnx")
+        cut_into_stream(model, IFOS, KERNEL, "statistic", "g.onnx")
 
 
 def test_a_torchscript_graph_of_another_architecture_is_converted_and_cut(tmp_path: Path
@@ -220,3 +237,113 @@ def test_a_torchscript_graph_of_another_architecture_is_converted_and_cut(tmp_pa
     assert relative_difference(streamed, whole(stream)) <= BOUND
     late = np.concatenate([np.zeros((IFOS, 1), np.float32), stream[:, :-1]], axis=1)
     assert relative_difference(streamed, whole(late)) > 100 * BOUND
+
+
+class TwoOutputs(torch.nn.Module):
+    """A probability beside the statistic (``[n, 1]``, as the field's classifiers end)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(IFOS, 4, 5, padding=2)
+        self.head = torch.nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        statistic = self.head(torch.tanh(self.conv(x * 1e21)).mean(-1))
+        return 100 * torch.sigmoid(statistic), statistic
+
+
+class FeaturesOut(TwoOutputs):
+    """The statistic, and the feature map beside it (a stream tensor as an output)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = torch.tanh(self.conv(x * 1e21))
+        return features, self.head(features.mean(-1))
+
+
+def _exported(network: torch.nn.Module, path: Path, outputs: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.onnx.export(network.eval(), (torch.zeros(1, IFOS, KERNEL),), str(path),
+                      input_names=["windows"], output_names=outputs, opset_version=17,
+                      dynamic_axes={name: {0: "batch"} for name in ["windows", *outputs]},
+                      dynamo=False)
+    return path
+
+
+def test_the_campaign_statistic_is_streamed_by_its_name_beside_other_outputs(
+        tmp_path: Path) -> None:
+    """Graphs whose first output is not the statistic (a probability; the feature map, a
+    stream tensor): the cut streams ``statistic``, as the whole-window server reads it."""
+    from types import SimpleNamespace
+
+    from offline_iaas.repository.streamed import export_campaign_network
+
+    stride, count = 8, 30
+    config = SimpleNamespace(ifos=["H1", "L1"], kernel_samples=KERNEL, stride_samples=stride)
+    samples = (1e-21 * np.random.default_rng(3).standard_normal((IFOS, count * stride))
+               ).astype(np.float32)
+    stream = np.concatenate([np.zeros((IFOS, KERNEL), np.float32), samples], axis=1)
+    windows = np.stack([stream[:, (j + 1) * stride : (j + 1) * stride + KERNEL]
+                        for j in range(count)])
+    for name, network, outputs in (("two", TwoOutputs, ["prob", "statistic"]),
+                                   ("features", FeaturesOut, ["features", "statistic"])):
+        torch.manual_seed(9)
+        model = _exported(network(), tmp_path / name / "bbhnet.onnx", outputs)
+        directory = export_campaign_network(config, model.parent, tmp_path / name)
+        session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        whole = session.run(["statistic"], {"windows": windows})[0].reshape(-1)
+        streamed = _streamed(directory, samples, stride)
+        assert relative_difference(streamed, whole) <= BOUND, name
+        other = session.run([outputs[0]], {"windows": windows})[0].reshape(len(whole), -1)
+        assert relative_difference(streamed, other[:, 0]) > 100 * BOUND, name  # control
+
+
+def _hand_written(nodes: list, opset_version: int = 17) -> onnx.ModelProto:
+    """A graph written with ``onnx.helper``: windows ``[n, 2, K]`` → ``statistic [n, 1]``,
+    through a scale, a convolution of 5 taps (weights ``W``, ``B``) and a linear head."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(2)
+    constants = {"scale": np.array([1e21], np.float32),
+                 "W": (0.3 * rng.standard_normal((4, IFOS, 5))).astype(np.float32),
+                 "B": (0.1 * rng.standard_normal(4)).astype(np.float32),
+                 "Wh": rng.standard_normal((1, 4)).astype(np.float32),
+                 "Bh": np.array([0.1], np.float32)}
+    graph = helper.make_graph(
+        nodes, "hand", [helper.make_tensor_value_info("windows", TensorProto.FLOAT,
+                                                      ["n", IFOS, KERNEL])],
+        [helper.make_tensor_value_info("statistic", TensorProto.FLOAT, ["n", 1])],
+        [numpy_helper.from_array(value, name) for name, value in constants.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset_version)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_hand_written_graphs_stream_whatever_their_tensor_names_and_opset(
+        tmp_path: Path) -> None:
+    """Tensors named as the cut graphs' own (``x``, ``y``, ``column``, ``statistic_column``),
+    and opset 18's ReduceMean reading its axes from a ``Constant`` of ints."""
+    from onnx import helper
+
+    named = _hand_written([
+        helper.make_node("Mul", ["windows", "scale"], ["x"]),
+        helper.make_node("Conv", ["x", "W", "B"], ["y"], pads=[2, 2]),
+        helper.make_node("ReduceMean", ["y"], ["column"], axes=[2], keepdims=0),
+        helper.make_node("Gemm", ["column", "Wh", "Bh"], ["statistic_column"], transB=1),
+        helper.make_node("Identity", ["statistic_column"], ["statistic"])])
+    axes = _hand_written([
+        helper.make_node("Mul", ["windows", "scale"], ["scaled"]),
+        helper.make_node("Conv", ["scaled", "W", "B"], ["features"], pads=[2, 2]),
+        helper.make_node("Tanh", ["features"], ["activated"]),
+        helper.make_node("Constant", [], ["axes"], value_ints=[-1]),
+        helper.make_node("ReduceMean", ["activated", "axes"], ["pooled"], keepdims=0),
+        helper.make_node("Gemm", ["pooled", "Wh", "Bh"], ["statistic"], transB=1)], 18)
+    stride, count = 8, 40
+    samples = (1e-21 * np.random.default_rng(6).standard_normal((IFOS, count * stride))
+               ).astype(np.float32)
+    stream = np.concatenate([np.zeros((IFOS, KERNEL), np.float32), samples], axis=1)
+    for name, model in (("named", named), ("axes", axes)):
+        cut = cut_into_stream(model, IFOS, KERNEL, "statistic", name)
+        directory = write_cut(cut, model, IFOS, KERNEL, stride, "statistic",
+                              tmp_path / name, name)
+        whole = _whole_windows(model, stream, stride, count)
+        assert relative_difference(_streamed(directory, samples, stride), whole) <= BOUND, name

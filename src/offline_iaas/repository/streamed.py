@@ -297,7 +297,7 @@ def export_campaign_network(config: CampaignConfig, weights: Path | None, direct
     (``_refuse_costly_phases``).
     """
     from offline_iaas.models.recognised import streamable_network
-    from offline_iaas.models.weights import load_network
+    from offline_iaas.models.weights import load_network, names
     from offline_iaas.repository.networks import weight_file
 
     path = weight_file(weights, "bbhnet", single=True)
@@ -308,16 +308,17 @@ def export_campaign_network(config: CampaignConfig, weights: Path | None, direct
     except WholeWindowLayer:
         raise
     except NotStreamable as not_ours:
-        return _export_campaign_cut(config, loaded, path, directory, not_ours.reason)
+        return _export_campaign_cut(config, loaded, path, directory, not_ours.reason,
+                                    names("bbhnet", expected)[1])
     return _export_campaign_streamed(network, bbhnet_nodes(network), config, directory)
 
 
 def _export_campaign_cut(config: CampaignConfig, loaded: Any, path: Path, directory: Path,
-                         not_ours: str) -> Path:
-    """The campaign's BBHnet-mode graph of another architecture (``loaded`` from ``path``),
-    cut into stream layers from its ONNX operators and exported to
-    ``directory/bbhnet.streamed``; NotStreamable, its reason following ``not_ours``, where
-    it cannot be."""
+                         not_ours: str, output: str) -> Path:
+    """The campaign's BBHnet-mode graph of another architecture (``loaded`` from ``path``,
+    the statistic its ``output``), cut into stream layers from its ONNX operators and
+    exported to ``directory/bbhnet.streamed``; NotStreamable, its reason following
+    ``not_ours``, where it cannot be."""
     import onnx
 
     from offline_iaas.repository import streamed_foreign
@@ -328,16 +329,22 @@ def _export_campaign_cut(config: CampaignConfig, loaded: Any, path: Path, direct
         converted = directory / f".{path.name}.onnx"
         try:
             export_onnx(loaded, converted, "x", "y", (1, ifos, kernel))
-            model = onnx.load(str(converted))
+            model, output = onnx.load(str(converted)), "y"
         except Exception as err:  # noqa: BLE001 - any exporter failure is the reason
             raise NotStreamable(f"{where}: converting it to ONNX failed ({err})") from None
         finally:
             converted.unlink(missing_ok=True)
     else:
         model = loaded if isinstance(loaded, onnx.ModelProto) else onnx.load(str(path))
-    cut = streamed_foreign.cut_into_stream(model, ifos, kernel, where)
+    try:
+        cut = streamed_foreign.cut_into_stream(model, ifos, kernel, output, where)
+    except NotStreamable:
+        raise
+    except Exception as err:  # noqa: BLE001 - a graph the cut misreads is served whole-window
+        raise NotStreamable(f"{where}: cutting it failed ({type(err).__name__}: {err})"
+                            ) from None
     _refuse_costly_phases(cut.nodes, config, "the graph's")
-    return streamed_foreign.write_cut(cut, model, ifos, kernel, config.stride_samples,
+    return streamed_foreign.write_cut(cut, model, ifos, kernel, config.stride_samples, output,
                                       directory / f"bbhnet{DIRECTORY_SUFFIX}", where)
 
 
