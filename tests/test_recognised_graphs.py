@@ -166,7 +166,7 @@ def test_a_traced_deepclean_is_rebuilt_in_a_wrapper_or_not_and_another_is_not(
         assert torch.equal(unwrapped.state_dict()[name], value), name
     other = save_traced(OtherCleaner(3).eval(), tmp_path / "other.ts", (2, 3, 256))
     with pytest.raises(NotStreamable, match="other.ts: a TorchScript graph whose parameters "
-                       "are not DeepClean's \\(no layer needing the whole window was found"):
+                       "are not DeepClean's, and model.streamed"):
         streamable_network("deepclean", other, load_network("deepclean", other, expected),
                            expected)
 

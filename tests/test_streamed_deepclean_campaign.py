@@ -122,30 +122,65 @@ def test_onnx_deepclean_weights_stream_equal_to_the_whole_window_chain(chains, t
 
 
 def test_streamed_deepclean_refuses_weights_without_layers(chains, tmp_path: Path) -> None:
-    """A cleaning network of another architecture is not streamed; ours traced, in a user's
-    wrapper or not (its names then begin with the wrapper's attribute), is."""
+    """A cleaning network that is neither ours nor a chain of layers (a U-Net's skip
+    connection) is not streamed, in one line; ours traced, in a user's wrapper or not (its
+    names then begin with the wrapper's attribute), is."""
     from offline_iaas.models.weights import build_network
-    from tests.test_recognised_graphs import OtherCleaner
+    from tests.test_streamed_foreign_deepclean import Skipped
 
     scripted, traced = tmp_path / "scripted", tmp_path / "traced"
     scripted.mkdir()
     traced.mkdir()
     for ifo, witnesses in (("H1", 2), ("L1", 1)):
         net = build_network("deepclean", {"witnesses": witnesses}).eval()
-        save_traced(OtherCleaner(witnesses).eval(), scripted / f"deepclean-{ifo}.ts",
+        save_traced(Skipped(witnesses).eval(), scripted / f"deepclean-{ifo}.ts",
                     (2, witnesses, 256))
         save_traced(net, traced / f"deepclean-{ifo}.ts", (2, witnesses, 256),
                     wrapped=ifo == "H1")
     config = load_config(chains["streamed"].source, [
         *DEEPCLEAN[:2], "model.streamed=true", f'model.repository="{tmp_path / "repo"}"'])
-    with pytest.raises(ModelError, match="a TorchScript graph whose parameters are not "
-                       "DeepClean's") as caught:
+    with pytest.raises(ModelError, match="deepclean-H1.ts: a TorchScript graph whose "
+                       "parameters are not DeepClean's, and its own operators cannot be cut "
+                       "into stream layers: Conv '[^']*' branches the chain") as caught:
         export_repository(config, scripted)
     assert not (tmp_path / "repo").exists()
     documented("streamed-deepclean-graph-weights", str(caught.value), {scripted: "W"},
                exit_code=ModelError.exit_code)
     export_repository(config, traced)  # the control: ours traced stream, wrapped or not
     assert (tmp_path / "repo" / "offline-iaas" / "1" / "deepclean.streamed").is_dir()
+
+
+def test_cleaners_of_another_architecture_stream_equal_to_their_whole_window_chain(
+        chains, tmp_path: Path) -> None:
+    """Each detector's cleaner of another shape (``Cleaner``: standardised witnesses, strided
+    and transposed convolutions, an offset output) as ONNX, cut from its operators
+    (``streamed_foreign_deepclean.py``): its noise equals the same weights' whole-window
+    chain; a sample late fails."""
+    import torch
+
+    from offline_iaas.merge.reference import run_reference
+    from offline_iaas.models.weights import export_onnx
+    from tests.test_streamed_foreign_deepclean import Cleaner
+
+    weights = tmp_path / "weights"
+    for ifo, witnesses in (("H1", 2), ("L1", 1)):
+        torch.manual_seed({"H1": 1, "L1": 2}[ifo])
+        export_onnx(Cleaner(witnesses).eval(), weights / f"deepclean-{ifo}.onnx", "windows",
+                    "prediction", (1, witnesses, 256))
+    noise, configs = {}, {}
+    for name, switch in (("streamed", "model.streamed=true"), ("whole", "model.streamed=false")):
+        configs[name] = load_config(chains["streamed"].source, [
+            *DEEPCLEAN[:2], switch, f'model.repository="{tmp_path / name}"'])
+        export_repository(configs[name], weights)
+        noise[name] = read_series(run_reference(configs[name], tmp_path / f"{name}.h5")[0])
+    assert set(check_repository(configs["streamed"]).streamed) == {"deepclean"}
+    for series in ("noise/H1", "noise/L1"):
+        (_, _, mine), (_, _, theirs) = noise["streamed"][series][0], noise["whole"][series][0]
+        print(f"{series}, a cleaner cut from its ONNX operators: relative error "
+              f"{relative_difference(mine, theirs):.2e}")
+        assert relative_difference(mine, theirs) <= WHOLE_WINDOW_BOUND, series
+        late = np.concatenate([theirs[:1], theirs[:-1]])
+        assert relative_difference(mine, late) > 100 * WHOLE_WINDOW_BOUND, series
 
 
 @pytest.mark.slow

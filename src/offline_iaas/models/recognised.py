@@ -16,17 +16,17 @@ constants its input is first reduced and divided by). Its convolutions, in the g
 are our convolutions in the order the network calls them; so the network is rebuilt with
 each convolution's folded weights and bias and its BatchNorm made the identity plus that bias
 (``_rebuilt_from_onnx``), and must then answer the probes as the graph does, run by
-onnxruntime. A BBHnet-mode graph that fails is cut into stream layers from its own operators
-instead (``repository/streamed_foreign.py``); a DeepClean, or a graph that cannot be cut, is
-served on whole windows (``model.streamed = "auto"``; ``true`` refuses it with the reason).
+onnxruntime. A graph that fails is cut into stream layers from its own operators instead
+(``repository/streamed_foreign.py``, ``streamed_foreign_deepclean.py``); one that cannot be
+cut is served on whole windows (``model.streamed = "auto"``; ``true`` refuses it with the
+reason).
 
 The reason names what stands in the way. Some layers make a window's every output depend on
 the whole window (a group, instance or layer normalisation computing its statistics over the
 window, or one written out as reductions over the samples, as ml4gw's ``ResNet1D`` has by
 default; attention over the window's samples; a recurrent layer that starts each window from
 a zero state): no graph with one of them can be streamed, whoever's it is, and the reason
-names it (``per_window_layer``, raised as ``WholeWindowLayer``). Where none is found, a
-DeepClean's reason says that only our architectures' layers are rebuilt.
+names it (``per_window_layer``, raised as ``WholeWindowLayer``).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
             rebuilt = network_for_state(kind, state, path, expected)
         except ModelError:
             raise NotStreamable(f"{path}: a TorchScript graph whose parameters are not "
-                                f"{called}'s{_NOT_REBUILT[kind]}") from None
+                                f"{called}'s") from None
         rebuilt.load_state_dict(state)
 
         def run_graph(probe: np.ndarray) -> np.ndarray:
@@ -168,7 +168,7 @@ def _rebuilt_from_onnx(kind: str, path: Path, graph, expected: Mapping[str, Any]
 
     def refuse(why: str) -> NotStreamable:
         return NotStreamable(f"{path}: an ONNX graph whose layers are not {called}'s "
-                             f"({why}){_NOT_REBUILT[kind]}")
+                             f"({why})")
 
     if kind == "deepclean":  # the witnesses' standardisation, folded into constants
         state.update(_standardisation(graph, value, state, refuse))
@@ -211,12 +211,6 @@ def _rebuilt_from_onnx(kind: str, path: Path, graph, expected: Mapping[str, Any]
 
 
 _CALLED = {"deepclean": "DeepClean", "bbhnet": "BBHnet"}
-_NOT_REBUILT = {"deepclean": " (no layer needing the whole window was found, but only our "
-                             "layers are rebuilt to stream)",
-                "bbhnet": ""}
-"""What a refusal adds: a BBHnet-mode graph of another architecture is then cut from its
-own operators (``repository/streamed_foreign.py``); a DeepClean of another is not
-streamed."""
 
 
 def _a(form: str) -> str:

@@ -15,14 +15,16 @@ onnxruntime.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
-from offline_iaas.errors import NotStreamable
+from offline_iaas.errors import NotStreamable, WholeWindowLayer
 from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.layer_stream import (
@@ -241,24 +243,36 @@ def export_campaign_deepclean(config: CampaignConfig, weights: Path | None, dire
     ``directory/<name>.streamed`` (``model.streamed``; ``name`` ``deepclean_canary`` for the
     canary's weights); return that directory.
 
-    NotStreamable for weights whose layers are not DeepClean's (an ONNX graph, a TorchScript
-    graph not made from our DeepClean: ``models/recognised.py``) and for a geometry
-    DeepClean cannot stream (a window that is all edge, a stride off its alignment 16 whose
-    phases would each stream a whole window).
+    Where an interferometer's weights are not our DeepClean (``models/recognised.py``),
+    every interferometer's graph is cut into stream layers from its ONNX operators instead
+    (``streamed_foreign_deepclean.py``). NotStreamable for a graph with a layer needing the
+    whole window, one that can be neither recognised nor cut, and a geometry DeepClean cannot
+    stream (a window that is all edge, a stride off its alignment 16 whose phases would each
+    stream a whole window).
     """
     from offline_iaas.models.recognised import streamable_network
-    from offline_iaas.models.weights import load_network
+    from offline_iaas.models.weights import load_network, names
     from offline_iaas.repository.networks import weight_file
 
     stream = list(config.stream_channels)
-    networks, indices = {}, {}
+    networks, indices, graphs = {}, {}, {}
     for ifo in config.ifos:
         witnesses = config.witnesses_of(ifo)
         path = weight_file(weights, f"deepclean-{ifo}", single=False)
         expected = {"witnesses": len(witnesses), "kernel_samples": config.kernel_samples}
-        networks[ifo] = streamable_network(
-            "deepclean", path, load_network("deepclean", path, expected), expected)
+        loaded = load_network("deepclean", path, expected)
         indices[ifo] = [stream.index(w) for w in witnesses]
+        not_ours = None
+        try:
+            networks[ifo] = streamable_network("deepclean", path, loaded, expected)
+        except WholeWindowLayer:
+            raise
+        except NotStreamable as refused:
+            not_ours = refused.reason
+        graphs[ifo] = _Graph(path, loaded, names("deepclean", expected)[1], not_ours)
+    if len(networks) < len(graphs):
+        return _export_campaign_cut(config, graphs, indices,
+                                    directory / f"{name}{DIRECTORY_SUFFIX}")
     try:
         return export_streamed_deepclean(networks, indices, config.kernel_samples,
                                          config.stride_samples,
@@ -268,6 +282,58 @@ def export_campaign_deepclean(config: CampaignConfig, weights: Path | None, dire
                             f"of {config.stride_samples} samples and a window of "
                             f"{config.kernel_samples}: {err} (docs/networks.md, 'Streamed "
                             "graphs')") from None
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """An interferometer's weights as ``export`` loaded them."""
+
+    path: Path
+    loaded: Any
+    """What ``load_network`` gave: our network, a TorchScript module, an ONNX graph."""
+    output: str
+    not_ours: str | None
+    """Why ``models/recognised.py`` does not take it for our DeepClean (None: it does)."""
+
+
+def _export_campaign_cut(config: CampaignConfig, graphs: dict[str, _Graph],
+                         indices: dict[str, list[int]], directory: Path) -> Path:
+    """Every interferometer's graph cut into stream layers from its ONNX operators and
+    written to ``directory`` (as one of them is not ours: the layers must be the same);
+    NotStreamable, its reason following the graph's ``not_ours``, where it cannot be."""
+    import onnx
+
+    from offline_iaas.repository import streamed_foreign_deepclean as cutting
+
+    wheres = {ifo: (f"{graph.not_ours}, and its own operators cannot be cut into stream "
+                    "layers" if graph.not_ours else f"{graph.path}: DeepClean, cut from its "
+                    "ONNX export beside the other detectors' graphs")
+              for ifo, graph in graphs.items()}
+    kernel, cuts, where = config.kernel_samples, {}, ""
+    try:
+        for ifo, graph in graphs.items():
+            where = wheres[ifo]
+            output = graph.output
+            if isinstance(graph.loaded, nn.Module):  # ours or TorchScript: read as ONNX
+                converted = directory.parent / f".{ifo}-{graph.path.name}.onnx"
+                try:
+                    export_onnx(graph.loaded, converted, "x", "y",
+                                (1, len(indices[ifo]), kernel))
+                    model, output = onnx.load(str(converted)), "y"
+                finally:
+                    converted.unlink(missing_ok=True)
+            else:
+                model = (graph.loaded if isinstance(graph.loaded, onnx.ModelProto)
+                         else onnx.load(str(graph.path)))
+            cuts[ifo] = cutting.cut_chain(model, len(indices[ifo]), kernel, output, where)
+        where = next(wheres[ifo] for ifo, graph in graphs.items() if graph.not_ours)
+        return cutting.write_chain_cuts(cuts, indices, kernel, config.stride_samples,
+                                        directory, where)
+    except NotStreamable:
+        raise
+    except Exception as err:  # noqa: BLE001 - a graph the cut misreads is served whole-window
+        raise NotStreamable(f"{where}: cutting it failed ({type(err).__name__}: {err})"
+                            ) from None
 
 
 def macs_per_window(network: DeepClean, kernel_samples: int, stride_samples: int

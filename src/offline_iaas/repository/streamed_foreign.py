@@ -120,8 +120,8 @@ class _Cutter:
     def __init__(self, model: onnx.ModelProto, ifos: int, kernel_samples: int,
                  where: str) -> None:
         self.model, self.where = model, where
-        inferred = _inferred(model, ifos, kernel_samples)
-        self.channels, self.shapes = _channels(inferred), _shapes(inferred)
+        inferred = inferred_for(model, ifos, kernel_samples)
+        self.channels, self.shapes = channels_of(inferred), shapes_of(inferred)
         self.readers: dict[str, int] = {}  # tensor → operators (and graph outputs) reading it
         for op in model.graph.node:
             for name in set(op.input):
@@ -171,14 +171,14 @@ class _Cutter:
         """``op`` (reading the stream tensors ``streams`` and constants ``others``) folded
         into the part that made its input, or a new part."""
         source = streams[0]
-        if len(streams) == 1 and self._per_sample(op, others):
+        if len(streams) == 1 and per_sample_op(op, others, self.shapes, self.refuse):
             if source in self.part_of and self.readers.get(source) == 1:
                 part = self.part_of.pop(source)  # folded into the node that made its input
                 part.ops.append(op)
             else:
                 part = self._new(op, (source,), Conv(1, 1, 0))
         elif op.op_type in _LAYERS and len(streams) == 1 and op.input[0] == source:
-            part = self._new(_unpadded(op), (source,), _layer(op, self.shapes, self.refuse))
+            part = self._new(unpadded(op), (source,), layer_of_op(op, self.shapes, self.refuse))
         elif len(streams) == 2 and not others and (
                 op.op_type in _ARITHMETIC - {"PRelu"}
                 or op.op_type == "Concat" and attribute(op, "axis") in (1, -2)):
@@ -187,20 +187,6 @@ class _Cutter:
             raise self.refuse(op, _NOT_CUT)
         part.output = op.output[0]
         self.part_of[part.output] = part
-
-    def _per_sample(self, op: onnx.NodeProto, others: list[str]) -> bool:
-        """``op`` acts on each sample of its one stream alone."""
-        if op.op_type in _EACH_SAMPLE:
-            training = op.op_type == "BatchNormalization" and attribute(op, "training_mode", 0)
-            return not training and op.input[0] not in others
-        if op.op_type not in _ARITHMETIC:
-            return False
-        for name in others:
-            shape = self.shapes.get(name)
-            if not _constant_along_samples(shape):
-                raise self.refuse(op, f"reads a constant {name!r} that may vary along the "
-                                      f"samples (shape {shape})")
-        return True
 
     def _new(self, op: onnx.NodeProto, sources: tuple[str, ...], layer: Conv | None
              ) -> _Part:
@@ -227,7 +213,24 @@ class _Cutter:
         return self.parts, self.pool
 
 
-def _layer(op: onnx.NodeProto, shapes: dict, refuse) -> Conv:
+def per_sample_op(op: onnx.NodeProto, others: list[str], shapes: dict, refuse) -> bool:
+    """``op`` acts on each sample of its one stream alone (``others``: its constant
+    inputs); ``refuse(op, why)`` for arithmetic with a constant that may vary along the
+    samples."""
+    if op.op_type in _EACH_SAMPLE:
+        training = op.op_type == "BatchNormalization" and attribute(op, "training_mode", 0)
+        return not training and op.input[0] not in others
+    if op.op_type not in _ARITHMETIC:
+        return False
+    for name in others:
+        shape = shapes.get(name)
+        if not _constant_along_samples(shape):
+            raise refuse(op, f"reads a constant {name!r} that may vary along the samples "
+                             f"(shape {shape})")
+    return True
+
+
+def layer_of_op(op: onnx.NodeProto, shapes: dict, refuse) -> Conv:
     """A convolution's or pool's geometry (``Conv``: the stream graph's layer)."""
     kernel = attribute(op, "kernel_shape") or list(shapes.get(op.input[1], ())[2:])
     auto_pad = attribute(op, "auto_pad", b"NOTSET")
@@ -251,7 +254,7 @@ def _layer(op: onnx.NodeProto, shapes: dict, refuse) -> Conv:
                 pads[0] if auto_pad == "NOTSET" else 0, macs)
 
 
-def _unpadded(op: onnx.NodeProto) -> onnx.NodeProto:
+def unpadded(op: onnx.NodeProto) -> onnx.NodeProto:
     """A copy of the layer ``op`` without its padding (the stream supplies the
     neighbours)."""
     copy = onnx.NodeProto()
@@ -282,7 +285,7 @@ def _constant_along_samples(shape: tuple[int, ...] | None) -> bool:
                                and (len(shape) < 3 or shape[0] == 1))
 
 
-def _inferred(model: onnx.ModelProto, ifos: int, kernel_samples: int) -> onnx.ModelProto:
+def inferred_for(model: onnx.ModelProto, ifos: int, kernel_samples: int) -> onnx.ModelProto:
     """A copy of ``model`` with its tensors' shapes inferred for one window of the
     campaign's shape."""
     fixed = onnx.ModelProto()
@@ -300,7 +303,7 @@ def _values(inferred: onnx.ModelProto) -> list:
     return [*graph.input, *graph.value_info, *graph.output]
 
 
-def _shapes(inferred: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+def shapes_of(inferred: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     """Shapes of the graph's initializers and of the tensors whose shape is inferred."""
     shapes = {i.name: tuple(i.dims) for i in inferred.graph.initializer}
     for value in _values(inferred):
@@ -310,7 +313,7 @@ def _shapes(inferred: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _channels(inferred: onnx.ModelProto) -> dict[str, int]:
+def channels_of(inferred: onnx.ModelProto) -> dict[str, int]:
     """Each tensor's channel count (axis 1), where shape inference knows it."""
     found = {}
     for value in _values(inferred):

@@ -19,7 +19,9 @@ from the stream's prediction and the edges are recomputed: the first ``left`` an
 ``right`` outputs (``layer_stream.edge_plan``), each edge by the padded network cut to the cone
 they depend on (``EdgeCone``: per layer only the outputs its successor reads, zeros where the
 window pads), the first node's outputs taken from the stream (``features``) except where the
-window's padding reaches them, which it computes from the window's raw samples.
+window's padding reaches them, which it computes from the window's raw samples (with
+``edge_features`` false, as for a cleaning network of another architecture whose first layer
+does not keep the witnesses' channels, every edge is computed from the raw samples alone).
 
 A stride off the alignment puts the windows on ``g = P / gcd(S, P)`` phases of the
 bottleneck's grid: ``PhasedDeepClean`` streams each phase ``r`` (windows ``r, r + g, ...``) as a
@@ -128,11 +130,13 @@ class EdgeCone:
         return sum(end - first for _, first, end in self.segments())
 
 
-def edge_cone(nodes: list[Node], kernel_samples: int, lo: int, hi: int) -> EdgeCone:
+def edge_cone(nodes: list[Node], kernel_samples: int, lo: int, hi: int,
+              from_features: bool = True) -> EdgeCone:
     """The ``EdgeCone`` giving a window's last-node outputs ``[lo, hi)``: backwards through
     the chain ``nodes``, each node's outputs its successor reads; the first node's from the
     stream where its padding does not reach (its stride must be 1, its input and output
-    channels the same: the raw and stream parts are concatenated)."""
+    channels the same: the raw and stream parts are concatenated), or with
+    ``from_features`` false all from the window's raw samples."""
     lengths = [kernel_samples]
     for node in nodes:
         lengths.append(node.conv.output_length(lengths[-1]))
@@ -141,6 +145,8 @@ def edge_cone(nodes: list[Node], kernel_samples: int, lo: int, hi: int) -> EdgeC
         cut = cut_of(nodes[index].conv, lo, hi, lengths[index])
         cuts.insert(0, cut)
         lo, hi = cut.in_lo, cut.in_hi
+    if not from_features:
+        return EdgeCone(tuple(cuts), (cuts[0].lo, cuts[0].lo), cuts[0], None)
     first = nodes[0].conv
     clean_lo, clean_hi = first.first_output(0), first.end_output(kernel_samples)
     lo, hi = cuts[0].lo, cuts[0].hi
@@ -234,8 +240,8 @@ class StreamedDeepClean:
     """
 
     def __init__(self, nodes: list[Node], witnesses: dict[str, list[int]], kernel_samples: int,
-                 stride_samples: int, runs: dict[str, Run]) -> None:
-        self.nodes, self.runs = nodes, runs
+                 stride_samples: int, runs: dict[str, Run], edge_features: bool = True) -> None:
+        self.nodes, self.runs, self.edge_features = nodes, runs, edge_features
         self.witnesses = {ifo: list(map(int, index)) for ifo, index in witnesses.items()}
         self.ifos = list(self.witnesses)
         self.witness_rows = {ifo: np.array(index) for ifo, index in self.witnesses.items()}
@@ -256,12 +262,14 @@ class StreamedDeepClean:
         if self.plan.top_stride != 1 or self.plan.top_length != kernel_samples:
             raise ValueError(f"the stream graph predicts {self.plan.top_length} samples per "
                              f"{kernel_samples}-sample window, not one per sample")
-        if not isinstance(nodes[0].conv, Conv) or nodes[0].conv.stride != 1:
+        if edge_features and (not isinstance(nodes[0].conv, Conv) or nodes[0].conv.stride != 1):
             raise ValueError(f"{nodes[0].name}: the edges take the first node's stream values, "
                              "which needs a convolution of stride 1")
-        self.cones = {EDGES[0]: edge_cone(nodes, kernel_samples, 0, self.plan.left),
+        self.cones = {EDGES[0]: edge_cone(nodes, kernel_samples, 0, self.plan.left,
+                                          edge_features),
                       EDGES[1]: edge_cone(nodes, kernel_samples,
-                                          kernel_samples - self.plan.right, kernel_samples)}
+                                          kernel_samples - self.plan.right, kernel_samples,
+                                          edge_features)}
         """Edge → what its graph computes (``EdgeCone``), fixed by the geometry."""
 
     def spec(self) -> dict:
@@ -270,7 +278,8 @@ class StreamedDeepClean:
                 "stride_samples": self.stride_samples, "witnesses": self.witnesses,
                 "nodes": [{"name": node.name, "inputs": list(node.inputs),
                            "layer": node.conv.spec()} for node in self.nodes],
-                "edges": {edge: cone.spec() for edge, cone in self.cones.items()}}
+                "edges": {edge: cone.spec() for edge, cone in self.cones.items()},
+                **({} if self.edge_features else {"edge_features": False})}
 
     def run_names(self) -> list[str]:
         """Every run the network needs (``runs``' keys)."""
@@ -398,7 +407,7 @@ class PhasedDeepClean:
     """
 
     def __init__(self, nodes: list[Node], witnesses: dict[str, list[int]], kernel_samples: int,
-                 stride_samples: int, runs: dict[str, Run]) -> None:
+                 stride_samples: int, runs: dict[str, Run], edge_features: bool = True) -> None:
         self.kernel_samples, self.stride_samples = kernel_samples, stride_samples
         alignment = layer_stream.cumulative_stride(nodes)
         self.phases = layer_stream.phases_of(stride_samples, alignment)
@@ -412,7 +421,7 @@ class PhasedDeepClean:
                 f"each phase would stream {self.phases * stride_samples} samples a window, "
                 f"not less than the window of {kernel_samples}")
         self.network = StreamedDeepClean(nodes, witnesses, kernel_samples,
-                                         self.phases * stride_samples, runs)
+                                         self.phases * stride_samples, runs, edge_features)
         self.nodes, self.ifos = nodes, self.network.ifos
         self.plan, self.cones = self.network.plan, self.network.cones
 
@@ -447,13 +456,14 @@ class PhasedDeepClean:
 
 
 def deepclean_runner(nodes: list[Node], witnesses: dict[str, list[int]], kernel_samples: int,
-                     stride_samples: int, runs: dict[str, Run]
+                     stride_samples: int, runs: dict[str, Run], edge_features: bool = True
                      ) -> StreamedDeepClean | PhasedDeepClean:
     """A ``StreamedDeepClean`` of this geometry where the stride is on DeepClean's grid, a
-    ``PhasedDeepClean`` where it is not; ValueError for a geometry neither streams."""
+    ``PhasedDeepClean`` where it is not (``edge_features``: ``edge_cone``'s); ValueError for
+    a geometry neither streams."""
     off_grid = layer_stream.phases_of(stride_samples, layer_stream.cumulative_stride(nodes)) > 1
     kind = PhasedDeepClean if off_grid else StreamedDeepClean
-    return kind(nodes, witnesses, kernel_samples, stride_samples, runs)
+    return kind(nodes, witnesses, kernel_samples, stride_samples, runs, edge_features)
 
 
 def deepclean_of_spec(spec: dict, runs: dict[str, Run]) -> StreamedDeepClean | PhasedDeepClean:
@@ -462,7 +472,7 @@ def deepclean_of_spec(spec: dict, runs: dict[str, Run]) -> StreamedDeepClean | P
     nodes = [Node(n["name"], tuple(n["inputs"]), layer_stream.layer_of(n["layer"]))
              for n in spec["nodes"]]
     network = deepclean_runner(nodes, spec["witnesses"], spec["kernel_samples"],
-                               spec["stride_samples"], runs)
+                               spec["stride_samples"], runs, spec.get("edge_features", True))
     if spec.get("edges") != network.spec()["edges"]:
         raise ValueError(f"{layer_stream.MANIFEST}: its edge graphs are not the ones this "
                          "runner computes (exported by another version): export again")
