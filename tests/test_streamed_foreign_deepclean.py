@@ -123,11 +123,14 @@ def test_a_cleaner_of_another_architecture_streams_what_it_gives_on_whole_window
                                ) > 100 * BOUND
 
 
-def test_a_misread_layer_is_caught_before_the_cut_is_written(tmp_path: Path,
-                                                            monkeypatch) -> None:
-    """Negative control of the probe check: L1's stream run of a transposed layer with its
-    taps reversed (its geometry and its edges kept), as a cut that misreads it would be."""
-    from onnx import numpy_helper
+@pytest.mark.parametrize("misread", ["layer", "left edge"])
+def test_a_misread_layer_is_caught_before_the_cut_is_written(tmp_path: Path, monkeypatch,
+                                                            misread: str) -> None:
+    """Negative controls of the probe check: in L1's graphs, a transposed layer's stream run
+    with its taps reversed (its geometry and its edges kept), as a cut that misreads it would
+    be; or the left edge reading its raw samples backwards (caught only where the probes fill
+    whole windows with noise: a stream begins on zeros, and reversed they are the same)."""
+    from onnx import helper, numpy_helper
 
     from offline_iaas.repository import streamed_foreign_deepclean as cutting
 
@@ -136,17 +139,36 @@ def test_a_misread_layer_is_caught_before_the_cut_is_written(tmp_path: Path,
             for ifo, graph in graphs.items()}
     transposed = next(layer.node.name for layer in cuts["L1"].layers
                       if layer.op.op_type == "ConvTranspose")
-    node_graphs = cutting._node_graphs
 
-    def misread(cut, witnesses: int) -> dict:
+    def reversed_taps(graph: onnx.ModelProto) -> None:
+        weight = next(i for i in graph.graph.initializer if len(i.dims) == 3)
+        weight.CopyFrom(numpy_helper.from_array(
+            numpy_helper.to_array(weight)[..., ::-1].copy(), weight.name))
+
+    node_graphs, edge_graph = cutting._node_graphs, cutting._edge_graph
+
+    def misread_node(cut, witnesses: int) -> dict:
         made = node_graphs(cut, witnesses)
         if cut is cuts["L1"]:
-            (weight,) = [i for i in made[transposed].graph.initializer if len(i.dims) == 3]
-            weight.CopyFrom(numpy_helper.from_array(
-                numpy_helper.to_array(weight)[..., ::-1].copy(), weight.name))
+            reversed_taps(made[transposed])
         return made
 
-    monkeypatch.setattr(cutting, "_node_graphs", misread)
+    def misread_left_edge(cut, cone_cuts, witnesses: int) -> onnx.ModelProto:
+        made = edge_graph(cut, cone_cuts, witnesses)
+        if cut is cuts["L1"] and cone_cuts[-1].lo == 0:  # x read backwards along time
+            graph = made.graph
+            for node in graph.node:
+                node.input[:] = ["backwards" if name == "x" else name for name in node.input]
+            bounds = {"start": [-1], "end": [-(2**62)], "axis": [2], "step": [-1]}
+            graph.initializer.extend(numpy_helper.from_array(np.array(v, np.int64), k)
+                                     for k, v in bounds.items())
+            graph.node.insert(0, helper.make_node("Slice", ["x", *bounds], ["backwards"]))
+        return made
+
+    if misread == "layer":
+        monkeypatch.setattr(cutting, "_node_graphs", misread_node)
+    else:
+        monkeypatch.setattr(cutting, "_edge_graph", misread_left_edge)
     with pytest.raises(NotStreamable, match=r"^test: so cut, L1's prediction differs from the "
                        r"graph on the whole windows of a probe of amplitude 1 by"):
         write_chain_cuts(cuts, WITNESSES, 256, 32, tmp_path / "cut", "test")

@@ -19,12 +19,15 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 PREFIX = "v."
 """Every tensor of the source graph is renamed with this prefix."""
+INPUT = "x"
+"""The cut graph's input; a ``Made`` operator reads it by this name, listed in its ``kept``."""
 
 
 @dataclass(frozen=True)
 class Made:
     """An operator made here: ``kept`` names its tensors that are not the source graph's
-    (not renamed); ``constants`` are initializers it reads."""
+    (``INPUT``, the graph's input, or made here: renamed only where the source has the name
+    too); ``constants`` are initializers it reads, by name."""
 
     node: onnx.NodeProto
     kept: frozenset[str] = frozenset()
@@ -65,19 +68,21 @@ def subgraph(model: onnx.ModelProto, ops: list, entry: str | None, output: str,
     """A graph of ``ops`` (the source's ``NodeProto``, or ``Made``), with the constants they
     read, from input ``x`` (standing for the source tensor ``entry``, if any) to the tensor
     ``output`` (the source's, or a ``Made`` one), renamed ``y``."""
+    taken = _tensor_names(model)
+    generated: dict[str, str] = {}  # a name made here → its name in the graph
     extra: dict[str, np.ndarray] = {}
-    generated = {"x"}  # names made here, never the source's (which are all renamed)
     for op in ops:
         if isinstance(op, Made):
-            generated |= op.kept | set(op.constants)
-            extra.update(op.constants)
+            for name in (op.kept | set(op.constants)) - {INPUT}:
+                generated.setdefault(name, _unused(name, taken))
+            extra.update({generated[name]: value for name, value in op.constants.items()})
 
     def named(name: str, made: Made | None = None) -> str:
-        if made is not None and (name in made.kept or name in made.constants or name == "x"):
-            return name
-        if name == entry:
-            return "x"
-        return PREFIX + name if name else ""
+        if not name:
+            return ""
+        if made is not None and name in made.kept | set(made.constants):
+            return INPUT if name == INPUT else generated[name]
+        return INPUT if name == entry else PREFIX + name
 
     body, produced = [], set()
     for op in ops:
@@ -88,10 +93,10 @@ def subgraph(model: onnx.ModelProto, ops: list, entry: str | None, output: str,
         copy.output[:] = [named(name, made) for name in copy.output]
         body.append(copy)
         produced.update(copy.output)
-    needed = {name for op in body for name in op.input} - produced - generated - {""}
+    needed = {name for op in body for name in op.input} - produced - set(extra) - {INPUT, ""}
     initializers, constant_ops = _constants_for(model, needed)
     made_here = {name for op in ops if isinstance(op, Made) for name in op.kept}
-    last = output if output in made_here else named(output)
+    last = generated[output] if output in made_here else named(output)
     body = [*constant_ops, *body, helper.make_node("Identity", [last], ["y"])]
     initializers += [numpy_helper.from_array(value, name) for name, value in extra.items()]
     graph = helper.make_graph(
@@ -104,6 +109,19 @@ def subgraph(model: onnx.ModelProto, ops: list, entry: str | None, output: str,
                              ir_version=model.ir_version)
     onnx.checker.check_model(made)
     return made
+
+
+def _tensor_names(model: onnx.ModelProto) -> set[str]:
+    graph = model.graph
+    return ({name for op in graph.node for name in (*op.input, *op.output)}
+            | {i.name for i in graph.initializer} | {i.name for i in graph.input})
+
+
+def _unused(name: str, taken: set[str]) -> str:
+    """``name``, or with underscores ahead until the source graph has no tensor so named."""
+    while name in taken:
+        name = "_" + name
+    return name
 
 
 def _constants_for(model: onnx.ModelProto, needed: set[str]

@@ -49,6 +49,7 @@ from offline_iaas.repository.backend.streamed_network import (
     spec_of,
 )
 from offline_iaas.repository.onnx_subgraph import (
+    INPUT,
     Made,
     attribute,
     constant_value,
@@ -74,7 +75,9 @@ PROBE_TOLERANCE = 1e-4
 """``max |streamed - whole| ≤ tolerance × max |whole - median(whole)|`` on each probe (the
 statistic's spread over the probe's windows, which begin on the stream's zeros): float32
 rounding in another order passes, a layer cut wrong does not (of the order of the spread)."""
-_PROBE_WINDOWS = 9
+_PROBE_FILLED = 6
+"""Probe windows checked past the first whole window of noise (the stream begins on ``K``
+zeros: the earlier windows' starts, and the edges of the first, are zeros)."""
 
 
 @dataclass
@@ -338,10 +341,12 @@ def _stream_graphs(model: onnx.ModelProto, parts: list[_Part], pool: onnx.NodePr
                                               ["batch", channels[inputs[0]], "samples"], 3)
             continue
         widths = [channels[name] for name in inputs]  # a join: its inputs along channels
-        split = (Made(helper.make_node("Split", ["x", "split_widths"], inputs, axis=1),
+        split = (Made(helper.make_node("Split", [INPUT, "split_widths"], inputs, axis=1),
+                      kept=frozenset({INPUT}),
                       constants={"split_widths": np.array(widths, np.int64)})
                  if opset(model) >= 13 else
-                 Made(helper.make_node("Split", ["x"], inputs, axis=1, split=widths)))
+                 Made(helper.make_node("Split", [INPUT], inputs, axis=1, split=widths),
+                      kept=frozenset({INPUT})))
         graphs[part.node.name] = subgraph(model, [split, *part.ops], None, part.output,
                                           ["batch", sum(widths), "samples"], 3)
     outputs = {op.output[0] for part in parts for op in part.ops}
@@ -358,13 +363,15 @@ def _head(model: onnx.ModelProto, pool: onnx.NodeProto, output: str, width: int,
         raise refuse(pool, f"is not followed by the output {output!r}")
     pooled = pool.output[0]
     keeps = attribute(pool, "keepdims", 1) if pool.op_type == "ReduceMean" else 1
+    reads_input = frozenset({INPUT})
     if not keeps:
-        entry = Made(helper.make_node("Identity", ["x"], [pooled]))
+        entry = Made(helper.make_node("Identity", [INPUT], [pooled]), kept=reads_input)
     elif opset(model) >= 13:
-        entry = Made(helper.make_node("Unsqueeze", ["x", "axis_2"], [pooled]),
-                     constants={"axis_2": np.array([2], np.int64)})
+        entry = Made(helper.make_node("Unsqueeze", [INPUT, "axis_2"], [pooled]),
+                     kept=reads_input, constants={"axis_2": np.array([2], np.int64)})
     else:
-        entry = Made(helper.make_node("Unsqueeze", ["x"], [pooled], axes=[2]))
+        entry = Made(helper.make_node("Unsqueeze", [INPUT], [pooled], axes=[2]),
+                     kept=reads_input)
     column = Made(helper.make_node("Reshape", [output, "column"], ["statistic_column"]),
                   kept=frozenset({"statistic_column"}),
                   constants={"column": np.array([-1, 1], np.int64)})
@@ -409,19 +416,23 @@ def check_against_whole_windows(directory: Path, model: onnx.ModelProto, ifos: i
 
     streamed = open_streamed_network(directory)
     rng = np.random.default_rng(0)
-    total, checked = _PROBE_WINDOWS * stride_samples, 0
+    windows = -(-kernel_samples // stride_samples) + _PROBE_FILLED
+    total, checked = windows * stride_samples, 0
     for scale in PROBE_SCALES:
         samples = (scale * rng.standard_normal((ifos, total))).astype(np.float32)
         stream = np.concatenate([np.zeros((ifos, kernel_samples), np.float32), samples], 1)
         whole = np.array([whole_window(stream[:, (j + 1) * stride_samples:][:, :kernel_samples])
-                          for j in range(_PROBE_WINDOWS)])
+                          for j in range(windows)])
         spread = float(np.max(np.abs(whole - np.median(whole))))
         if not np.all(np.isfinite(whole)) or spread == 0:
             continue
-        state, out = streamed.initial_state(), []
-        for first, end in ((0, 2), (2, 3), (3, 7), (7, _PROBE_WINDOWS)):
+        state, out, first = streamed.initial_state(), [], 0
+        for size in [2, 1, 4, 3] * windows:  # uneven requests
+            if first >= windows:
+                break
             out.append(streamed.update(state, samples[:, first * stride_samples:
-                                                      end * stride_samples]))
+                                                      (first + size) * stride_samples]))
+            first += size
         error = float(np.abs(np.concatenate(out) - whole).max()) \
             if sum(map(len, out)) == len(whole) else np.inf
         if not error <= PROBE_TOLERANCE * spread:  # NaN fails too

@@ -40,9 +40,8 @@ from offline_iaas.repository.backend.streamed_deepclean import (
     open_streamed_deepclean,
     run_name,
 )
-from offline_iaas.repository.onnx_subgraph import Made, attribute, has_subgraph, subgraph
+from offline_iaas.repository.onnx_subgraph import Made, attribute, has_subgraph, opset, subgraph
 from offline_iaas.repository.streamed_foreign import (
-    PROBE_SCALES,
     PROBE_TOLERANCE,
     inferred_for,
     layer_of_op,
@@ -54,7 +53,14 @@ from offline_iaas.repository.streamed_foreign import (
 _LAYERS = frozenset({"Conv", "ConvTranspose"})
 """Pools are not: an edge pads with zeros, where a max pool pads with -inf."""
 _CHANNEL_DROPS = frozenset({"Squeeze", "Reshape", "Flatten", "Gather", "Slice", "Identity"})
-_PROBE_WINDOWS = 6
+PROBE_SCALES = (1.0, 1e3)
+"""Amplitudes of the probe streams: witnesses are physical channels of order one."""
+_PROBE_FILLED = 6
+"""Probe windows checked past the first whole window of noise (the earlier windows, and the
+first one's left edge, begin on the stream's zeros)."""
+_TINY = 1e-30
+"""A probe whose predictions vary less than this (float32's subnormals are near) tells
+nothing."""
 
 
 @dataclass
@@ -93,6 +99,9 @@ def cut_chain(model: onnx.ModelProto, witnesses: int, kernel_samples: int, outpu
         for name in set(op.input):
             readers[name] = readers.get(name, 0) + 1
     constants = {i.name for i in model.graph.initializer}
+    if opset(model) < 11:
+        raise NotStreamable(f"{where}: its opset {opset(model)} is older than 11 (the cut's "
+                            "Pad and Slice read their bounds as inputs)")
     source = current = model.graph.input[0].name
     layers: list[_Layer] = []
     before: list[onnx.NodeProto] = []
@@ -135,7 +144,8 @@ def cut_chain(model: onnx.ModelProto, witnesses: int, kernel_samples: int, outpu
             dropped = True
         else:
             raise refuse(op, "is none of what stream layers are cut from (convolutions, "
-                             "transposed convolutions, pools, per-sample operators)")
+                             "transposed convolutions, per-sample operators, the channel "
+                             "dropped at the end)")
         current = op.output[0]
     if not layers:
         raise NotStreamable(f"{where}: no layer on the witnesses")
@@ -158,12 +168,18 @@ def _geometry(op: onnx.NodeProto, shapes: dict, refuse):
     pads = attribute(op, "pads", [0, 0])
     if len(kernel) != 1 or len(pads) != 2 or pads[0] != pads[1]:
         raise refuse(op, f"is not one-dimensional with equal pads ({kernel}, {pads})")
-    if attribute(op, "dilations", [1]) != [1] or attribute(op, "auto_pad", b"NOTSET") not in (
-            b"NOTSET", "NOTSET") or attribute(op, "output_shape") is not None:
+    auto_pad = attribute(op, "auto_pad", b"NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    if attribute(op, "dilations", [1]) != [1] or auto_pad not in ("NOTSET", "VALID") \
+            or attribute(op, "output_shape") is not None:
         raise refuse(op, "is dilated or sized by auto_pad/output_shape")
     (stride,) = attribute(op, "strides", [1])
     (output_padding,) = attribute(op, "output_padding", [0])
-    return ConvTranspose(kernel[0], stride, pads[0], output_padding)
+    if kernel[0] < stride:
+        raise refuse(op, f"has fewer taps ({kernel[0]}) than its stride ({stride}): its "
+                         "outputs do not overlap, which the stream run's crop assumes")
+    return ConvTranspose(kernel[0], stride, pads[0] if auto_pad == "NOTSET" else 0,
+                         output_padding)
 
 
 def _layer_run(layer: _Layer, cut: Cut | None) -> list:
@@ -224,9 +240,12 @@ def _edge_graph(cut: ChainCut, cones_cuts: tuple[Cut, ...], witnesses: int
     for layer, layer_cut in zip(cut.layers, cones_cuts, strict=True):
         ops += _layer_run(layer, layer_cut)
     end = _end(cut.layers)
-    squeeze = Made(helper.make_node("Squeeze", [end, "channel_axis"], ["prediction_edge"]),
-                   kept=frozenset({"prediction_edge"}),
-                   constants={"channel_axis": np.array([1], np.int64)})
+    squeeze = (Made(helper.make_node("Squeeze", [end, "channel_axis"], ["prediction_edge"]),
+                    kept=frozenset({"prediction_edge"}),
+                    constants={"channel_axis": np.array([1], np.int64)})
+               if opset(cut.model) >= 13 else
+               Made(helper.make_node("Squeeze", [end], ["prediction_edge"], axes=[1]),
+                    kept=frozenset({"prediction_edge"})))
     return subgraph(cut.model, [*ops, squeeze], cut.source, "prediction_edge",
                     ["batch", witnesses, "samples"], 2)
 
@@ -294,11 +313,13 @@ def _check(directory: Path, cuts: dict[str, ChainCut], witnesses: dict[str, list
                             ) from None
     channels = 1 + max(max(rows) for rows in witnesses.values())
     rng = np.random.default_rng(0)
+    windows = -(-kernel_samples // stride_samples) + _PROBE_FILLED
+    checked: set[str] = set()
     for scale in PROBE_SCALES:
-        samples = (scale * rng.standard_normal((channels, _PROBE_WINDOWS * stride_samples))
+        samples = (scale * rng.standard_normal((channels, windows * stride_samples))
                    ).astype(np.float32)
         state = streamed.initial_state()
-        half = _PROBE_WINDOWS // 2 * stride_samples
+        half = windows // 2 * stride_samples
         out = np.concatenate([streamed.update(state, samples[:, :half]),
                               streamed.update(state, samples[:, half:])])
         stream = np.concatenate([np.zeros((channels, kernel_samples), np.float32), samples], 1)
@@ -306,16 +327,22 @@ def _check(directory: Path, cuts: dict[str, ChainCut], witnesses: dict[str, list
             cut = cuts[ifo]
             session = onnxruntime.InferenceSession(cut.model.SerializeToString(),
                                                    providers=["CPUExecutionProvider"])
-            windows = [stream[witnesses[ifo], (j + 1) * stride_samples:][:, :kernel_samples]
-                       for j in range(_PROBE_WINDOWS)]
+            inputs = [stream[witnesses[ifo], (j + 1) * stride_samples:][:, :kernel_samples]
+                      for j in range(windows)]
             whole = np.concatenate([session.run([cut.output], {cut.source: w[None]})[0]
-                                    for w in windows]).reshape(_PROBE_WINDOWS, -1)
+                                    for w in inputs]).reshape(windows, -1)
             spread = float(np.max(np.abs(whole - np.median(whole))))
-            if not np.all(np.isfinite(whole)) or spread == 0:
+            if not np.all(np.isfinite(whole)) or spread < _TINY:
                 continue
+            checked.add(ifo)
             error = float(np.max(np.abs(out[:, i] - whole)))
             if not error <= PROBE_TOLERANCE * spread:  # NaN fails too
                 raise NotStreamable(
                     f"{where}: so cut, {ifo}'s prediction differs from the graph on the whole "
                     f"windows of a probe of amplitude {scale:g} by {error:.3g} "
                     f"({PROBE_TOLERANCE * spread:.3g} allowed)")
+    unchecked = [ifo for ifo in streamed.ifos if ifo not in checked]
+    if unchecked:
+        raise NotStreamable(f"{where}: on no probe ({', '.join(map(str, PROBE_SCALES))}) are "
+                            f"{' and '.join(unchecked)}'s predictions finite and varying, so "
+                            "a cut cannot be checked")
