@@ -26,8 +26,8 @@ INPUT = "x"
 @dataclass(frozen=True)
 class Made:
     """An operator made here: ``kept`` names its tensors that are not the source graph's
-    (``INPUT``, the graph's input, or made here: renamed only where the source has the name
-    too); ``constants`` are initializers it reads, by name."""
+    (``INPUT``, the graph's input, or made here, named by ``fresh``: not renamed);
+    ``constants`` are initializers it reads, by name."""
 
     node: onnx.NodeProto
     kept: frozenset[str] = frozenset()
@@ -68,20 +68,20 @@ def subgraph(model: onnx.ModelProto, ops: list, entry: str | None, output: str,
     """A graph of ``ops`` (the source's ``NodeProto``, or ``Made``), with the constants they
     read, from input ``x`` (standing for the source tensor ``entry``, if any) to the tensor
     ``output`` (the source's, or a ``Made`` one), renamed ``y``."""
-    taken = _tensor_names(model)
-    generated: dict[str, str] = {}  # a name made here → its name in the graph
+    taken = tensor_names(model)
     extra: dict[str, np.ndarray] = {}
     for op in ops:
         if isinstance(op, Made):
-            for name in (op.kept | set(op.constants)) - {INPUT}:
-                generated.setdefault(name, _unused(name, taken))
-            extra.update({generated[name]: value for name, value in op.constants.items()})
+            clashing = sorted((op.kept | set(op.constants)) & taken - {INPUT})
+            if clashing:  # ``fresh`` names them
+                raise ValueError(f"names made for the cut are the graph's too: {clashing}")
+            extra.update(op.constants)
 
     def named(name: str, made: Made | None = None) -> str:
         if not name:
             return ""
         if made is not None and name in made.kept | set(made.constants):
-            return INPUT if name == INPUT else generated[name]
+            return name
         return INPUT if name == entry else PREFIX + name
 
     body, produced = [], set()
@@ -96,7 +96,7 @@ def subgraph(model: onnx.ModelProto, ops: list, entry: str | None, output: str,
     needed = {name for op in body for name in op.input} - produced - set(extra) - {INPUT, ""}
     initializers, constant_ops = _constants_for(model, needed)
     made_here = {name for op in ops if isinstance(op, Made) for name in op.kept}
-    last = generated[output] if output in made_here else named(output)
+    last = output if output in made_here else named(output)
     body = [*constant_ops, *body, helper.make_node("Identity", [last], ["y"])]
     initializers += [numpy_helper.from_array(value, name) for name, value in extra.items()]
     graph = helper.make_graph(
@@ -111,14 +111,16 @@ def subgraph(model: onnx.ModelProto, ops: list, entry: str | None, output: str,
     return made
 
 
-def _tensor_names(model: onnx.ModelProto) -> set[str]:
+def tensor_names(model: onnx.ModelProto) -> set[str]:
+    """Every tensor name of the graph (its operators', initializers' and inputs')."""
     graph = model.graph
     return ({name for op in graph.node for name in (*op.input, *op.output)}
             | {i.name for i in graph.initializer} | {i.name for i in graph.input})
 
 
-def _unused(name: str, taken: set[str]) -> str:
-    """``name``, or with underscores ahead until the source graph has no tensor so named."""
+def fresh(taken: set[str], name: str) -> str:
+    """``name`` for a tensor made for the cut, with underscores ahead until ``taken`` (the
+    source graph's ``tensor_names``) has none so named."""
     while name in taken:
         name = "_" + name
     return name

@@ -53,9 +53,11 @@ from offline_iaas.repository.onnx_subgraph import (
     Made,
     attribute,
     constant_value,
+    fresh,
     has_subgraph,
     opset,
     subgraph,
+    tensor_names,
 )
 
 _EACH_SAMPLE = frozenset({
@@ -330,7 +332,7 @@ def _stream_graphs(model: onnx.ModelProto, parts: list[_Part], pool: onnx.NodePr
                    channels: dict[str, int], ifos: int) -> dict[str, onnx.ModelProto]:
     """The whitening's (the identity), every node's and the edges' graphs (input ``x``,
     output ``y``; KeyError where a tensor's channels are unknown)."""
-    source = model.graph.input[0].name
+    source, taken = model.graph.input[0].name, tensor_names(model)
     samples = ["batch", "channels", "samples"]
     graphs = {WHITENING: subgraph(model, [], source, source, ["batch", ifos, "samples"], 3)}
     tensor_of = {WHITENING: source, **{part.node.name: part.output for part in parts}}
@@ -341,9 +343,9 @@ def _stream_graphs(model: onnx.ModelProto, parts: list[_Part], pool: onnx.NodePr
                                               ["batch", channels[inputs[0]], "samples"], 3)
             continue
         widths = [channels[name] for name in inputs]  # a join: its inputs along channels
-        split = (Made(helper.make_node("Split", [INPUT, "split_widths"], inputs, axis=1),
-                      kept=frozenset({INPUT}),
-                      constants={"split_widths": np.array(widths, np.int64)})
+        sizes = fresh(taken, "split_widths")
+        split = (Made(helper.make_node("Split", [INPUT, sizes], inputs, axis=1),
+                      kept=frozenset({INPUT}), constants={sizes: np.array(widths, np.int64)})
                  if opset(model) >= 13 else
                  Made(helper.make_node("Split", [INPUT], inputs, axis=1, split=widths),
                       kept=frozenset({INPUT})))
@@ -363,23 +365,23 @@ def _head(model: onnx.ModelProto, pool: onnx.NodeProto, output: str, width: int,
         raise refuse(pool, f"is not followed by the output {output!r}")
     pooled = pool.output[0]
     keeps = attribute(pool, "keepdims", 1) if pool.op_type == "ReduceMean" else 1
-    reads_input = frozenset({INPUT})
+    reads_input, taken = frozenset({INPUT}), tensor_names(model)
+    axis, shape, column = (fresh(taken, name) for name in ("axis_2", "column",
+                                                          "statistic_column"))
     if not keeps:
         entry = Made(helper.make_node("Identity", [INPUT], [pooled]), kept=reads_input)
     elif opset(model) >= 13:
-        entry = Made(helper.make_node("Unsqueeze", [INPUT, "axis_2"], [pooled]),
-                     kept=reads_input, constants={"axis_2": np.array([2], np.int64)})
+        entry = Made(helper.make_node("Unsqueeze", [INPUT, axis], [pooled]),
+                     kept=reads_input, constants={axis: np.array([2], np.int64)})
     else:
         entry = Made(helper.make_node("Unsqueeze", [INPUT], [pooled], axes=[2]),
                      kept=reads_input)
-    column = Made(helper.make_node("Reshape", [output, "column"], ["statistic_column"]),
-                  kept=frozenset({"statistic_column"}),
-                  constants={"column": np.array([-1, 1], np.int64)})
+    reshape = Made(helper.make_node("Reshape", [output, shape], [column]),
+                   kept=frozenset({column}), constants={shape: np.array([-1, 1], np.int64)})
     between = _between(model, pooled, output)
     if output != pooled and not any(output in op.output for op in between):
         raise refuse(pool, f"is not followed by the output {output!r}")
-    return subgraph(model, [entry, *between, column], None, "statistic_column",
-                    ["batch", width], 2)
+    return subgraph(model, [entry, *between, reshape], None, column, ["batch", width], 2)
 
 
 def _between(model: onnx.ModelProto, tensor: str, output: str) -> list[onnx.NodeProto]:

@@ -40,7 +40,15 @@ from offline_iaas.repository.backend.streamed_deepclean import (
     open_streamed_deepclean,
     run_name,
 )
-from offline_iaas.repository.onnx_subgraph import Made, attribute, has_subgraph, opset, subgraph
+from offline_iaas.repository.onnx_subgraph import (
+    Made,
+    attribute,
+    fresh,
+    has_subgraph,
+    opset,
+    subgraph,
+    tensor_names,
+)
 from offline_iaas.repository.streamed_foreign import (
     PROBE_TOLERANCE,
     inferred_for,
@@ -182,13 +190,13 @@ def _geometry(op: onnx.NodeProto, shapes: dict, refuse):
                          output_padding)
 
 
-def _layer_run(layer: _Layer, cut: Cut | None) -> list:
+def _layer_run(layer: _Layer, cut: Cut | None, taken: set[str]) -> list:
     """The layer's operators on its stream run (``cut`` None: inputs ``[lo, hi)``, no
     padding, a transposed layer cropped) or on an edge's ``cut`` (the window's zeros added
     where it reads past the window)."""
     geometry, ops = layer.node.conv, list(layer.before)
     entry = ops[-1].output[0] if ops else layer.op.input[0]
-    padded = f"padded.{layer.node.name}"
+    padded, pads = (fresh(taken, f"{name}.{layer.node.name}") for name in ("padded", "pads"))
     if cut is None:
         before = after = 0
     elif isinstance(geometry, ConvTranspose):
@@ -200,9 +208,9 @@ def _layer_run(layer: _Layer, cut: Cut | None) -> list:
     else:
         before, after = cut.before, cut.after
     if before or after:
-        ops.append(Made(helper.make_node("Pad", [entry, f"{padded}.pads"], [padded]),
+        ops.append(Made(helper.make_node("Pad", [entry, pads], [padded]),
                         kept=frozenset({padded}),
-                        constants={f"{padded}.pads": np.array([0, 0, before, 0, 0, after],
+                        constants={pads: np.array([0, 0, before, 0, 0, after],
                                                               np.int64)}))
         entry = padded
     core = unpadded(layer.op)
@@ -211,17 +219,18 @@ def _layer_run(layer: _Layer, cut: Cut | None) -> list:
         del core.attribute[:]
         core.attribute.extend(a for a in layer.op.attribute
                               if a.name not in ("pads", "output_padding"))
-        raw = f"full.{layer.node.name}"
+        raw, first, last, axis = (fresh(taken, f"{name}.{layer.node.name}")
+                                  for name in ("full", "starts", "ends", "axes"))
         start, end = ((geometry.crop[0], -geometry.crop[1] if geometry.crop[1] else 2**62)
                       if cut is None else (head, head + cut.hi - cut.lo))
         core.output[0] = raw
         ops += [Made(core, kept=frozenset({entry, raw} - {layer.op.input[0]})),
-                Made(helper.make_node("Slice", [raw, f"{raw}.s", f"{raw}.e", f"{raw}.a"],
+                Made(helper.make_node("Slice", [raw, first, last, axis],
                                       [layer.op.output[0]]),
                      kept=frozenset({raw}),
-                     constants={f"{raw}.s": np.array([start], np.int64),
-                                f"{raw}.e": np.array([end], np.int64),
-                                f"{raw}.a": np.array([2], np.int64)})]
+                     constants={first: np.array([start], np.int64),
+                                last: np.array([end], np.int64),
+                                axis: np.array([2], np.int64)})]
     else:
         ops.append(Made(core, kept=frozenset({entry} - {layer.op.input[0]})))
     return ops + layer.after
@@ -237,23 +246,24 @@ def _edge_graph(cut: ChainCut, cones_cuts: tuple[Cut, ...], witnesses: int
     """An edge's graph: the chain on the window's raw samples ``[b, W, m]`` through each
     layer's ``Cut``, the channel dropped: ``[b, hi - lo]``."""
     ops: list = []
+    taken = tensor_names(cut.model)
     for layer, layer_cut in zip(cut.layers, cones_cuts, strict=True):
-        ops += _layer_run(layer, layer_cut)
+        ops += _layer_run(layer, layer_cut, taken)
     end = _end(cut.layers)
-    squeeze = (Made(helper.make_node("Squeeze", [end, "channel_axis"], ["prediction_edge"]),
-                    kept=frozenset({"prediction_edge"}),
-                    constants={"channel_axis": np.array([1], np.int64)})
+    edge, axis = fresh(taken, "prediction_edge"), fresh(taken, "channel_axis")
+    squeeze = (Made(helper.make_node("Squeeze", [end, axis], [edge]), kept=frozenset({edge}),
+                    constants={axis: np.array([1], np.int64)})
                if opset(cut.model) >= 13 else
-               Made(helper.make_node("Squeeze", [end], ["prediction_edge"], axes=[1]),
-                    kept=frozenset({"prediction_edge"})))
-    return subgraph(cut.model, [*ops, squeeze], cut.source, "prediction_edge",
+               Made(helper.make_node("Squeeze", [end], [edge], axes=[1]), kept=frozenset({edge})))
+    return subgraph(cut.model, [*ops, squeeze], cut.source, edge,
                     ["batch", witnesses, "samples"], 2)
 
 
 def _node_graphs(cut: ChainCut, witnesses: int) -> dict[str, onnx.ModelProto]:
     graphs, entry, width = {}, cut.source, witnesses
+    taken = tensor_names(cut.model)
     for layer in cut.layers:
-        graphs[layer.node.name] = subgraph(cut.model, _layer_run(layer, None), entry,
+        graphs[layer.node.name] = subgraph(cut.model, _layer_run(layer, None, taken), entry,
                                            (layer.after[-1] if layer.after
                                             else layer.op).output[0],
                                            ["batch", width, "samples"], 3)
