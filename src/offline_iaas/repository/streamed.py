@@ -20,7 +20,8 @@ graphs").
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -319,33 +320,55 @@ def _export_campaign_cut(config: CampaignConfig, loaded: Any, path: Path, direct
     the statistic its ``output``), cut into stream layers from its ONNX operators and
     exported to ``directory/bbhnet.streamed``; NotStreamable, its reason following
     ``not_ours``, where it cannot be."""
-    import onnx
-
     from offline_iaas.repository import streamed_foreign
 
     ifos, kernel = len(config.ifos), config.kernel_samples
-    where = f"{not_ours}, and its own operators cannot be cut into stream layers"
-    if isinstance(loaded, nn.Module):  # TorchScript: read as ONNX
-        converted = directory / f".{path.name}.onnx"
-        try:
-            export_onnx(loaded, converted, "x", "y", (1, ifos, kernel))
-            model, output = onnx.load(str(converted)), "y"
-        except Exception as err:  # noqa: BLE001 - any exporter failure is the reason
-            raise NotStreamable(f"{where}: converting it to ONNX failed ({err})") from None
-        finally:
-            converted.unlink(missing_ok=True)
-    else:
-        model = loaded if isinstance(loaded, onnx.ModelProto) else onnx.load(str(path))
-    try:
+    where = cut_refusal(not_ours)
+    with cut_failures_refused(where):
+        model, output = onnx_for_cut(loaded, path, directory / f".{path.name}.onnx",
+                                     (1, ifos, kernel), output, where)
         cut = streamed_foreign.cut_into_stream(model, ifos, kernel, output, where)
-    except NotStreamable:
-        raise
-    except Exception as err:  # noqa: BLE001 - a graph the cut misreads is served whole-window
-        raise NotStreamable(f"{where}: cutting it failed ({type(err).__name__}: {err})"
-                            ) from None
     _refuse_costly_phases(cut.nodes, config, "the graph's")
     return streamed_foreign.write_cut(cut, model, ifos, kernel, config.stride_samples, output,
                                       directory / f"bbhnet{DIRECTORY_SUFFIX}", where)
+
+
+def cut_refusal(not_ours: str) -> str:
+    """The start of a refusal to stream a graph ``models/recognised.py`` did not take for
+    ours (``not_ours``, its reason) and whose own operators did not cut either."""
+    return f"{not_ours}, and its own operators cannot be cut into stream layers"
+
+
+def onnx_for_cut(loaded: Any, path: Path, scratch: Path, input_shape: tuple[int, ...],
+                 output: str, where: str) -> tuple[Any, str]:
+    """The ONNX graph a cut reads, and its output's name, for weights ``export`` loaded
+    (``loaded`` from ``path``): an ONNX graph as it is; a TorchScript module or our network
+    converted to ONNX (input ``x``, output ``y``) through ``scratch``, removed after.
+    NotStreamable after ``where`` where the conversion fails."""
+    import onnx
+
+    if not isinstance(loaded, nn.Module):
+        return (loaded if isinstance(loaded, onnx.ModelProto) else onnx.load(str(path))), output
+    try:
+        export_onnx(loaded, scratch, "x", "y", input_shape)
+        return onnx.load(str(scratch)), "y"
+    except Exception as err:  # noqa: BLE001 - any exporter failure is the reason
+        raise NotStreamable(f"{where}: converting it to ONNX failed ({err})") from None
+    finally:
+        scratch.unlink(missing_ok=True)
+
+
+@contextmanager
+def cut_failures_refused(where: str) -> Iterator[None]:
+    """Inside: any failure of a cut other than a refusal is NotStreamable after ``where``
+    (a graph the cut misreads is served whole-window, not a crash)."""
+    try:
+        yield
+    except NotStreamable:
+        raise
+    except Exception as err:  # noqa: BLE001 - see the docstring
+        raise NotStreamable(f"{where}: cutting it failed ({type(err).__name__}: {err})"
+                            ) from None
 
 
 def export_campaign_classifier(config: CampaignConfig, weights: Path | None, directory: Path

@@ -46,7 +46,15 @@ from offline_iaas.repository.backend.streamed_deepclean import (
     deepclean_runner,
     run_name,
 )
-from offline_iaas.repository.streamed import _conv, _Layer, _torch_run, _valid
+from offline_iaas.repository.streamed import (
+    _conv,
+    _Layer,
+    _torch_run,
+    _valid,
+    cut_failures_refused,
+    cut_refusal,
+    onnx_for_cut,
+)
 
 __all__ = ["deepclean_graph", "export_streamed_deepclean", "macs_per_window",
            "torch_streamed_deepclean"]
@@ -301,39 +309,23 @@ def _export_campaign_cut(config: CampaignConfig, graphs: dict[str, _Graph],
     """Every interferometer's graph cut into stream layers from its ONNX operators and
     written to ``directory`` (as one of them is not ours: the layers must be the same);
     NotStreamable, its reason following the graph's ``not_ours``, where it cannot be."""
-    import onnx
-
     from offline_iaas.repository import streamed_foreign_deepclean as cutting
 
-    wheres = {ifo: (f"{graph.not_ours}, and its own operators cannot be cut into stream "
-                    "layers" if graph.not_ours else f"{graph.path}: DeepClean, cut from its "
-                    "ONNX export beside the other detectors' graphs")
+    wheres = {ifo: (cut_refusal(graph.not_ours) if graph.not_ours else f"{graph.path}: "
+                    "DeepClean, cut from its ONNX export beside the other detectors' graphs")
               for ifo, graph in graphs.items()}
-    kernel, cuts, where = config.kernel_samples, {}, ""
-    try:
-        for ifo, graph in graphs.items():
-            where = wheres[ifo]
-            output = graph.output
-            if isinstance(graph.loaded, nn.Module):  # ours or TorchScript: read as ONNX
-                converted = directory.parent / f".{ifo}-{graph.path.name}.onnx"
-                try:
-                    export_onnx(graph.loaded, converted, "x", "y",
-                                (1, len(indices[ifo]), kernel))
-                    model, output = onnx.load(str(converted)), "y"
-                finally:
-                    converted.unlink(missing_ok=True)
-            else:
-                model = (graph.loaded if isinstance(graph.loaded, onnx.ModelProto)
-                         else onnx.load(str(graph.path)))
-            cuts[ifo] = cutting.cut_chain(model, len(indices[ifo]), kernel, output, where)
-        where = next(wheres[ifo] for ifo, graph in graphs.items() if graph.not_ours)
+    kernel, cuts = config.kernel_samples, {}
+    for ifo, graph in graphs.items():
+        with cut_failures_refused(wheres[ifo]):
+            model, output = onnx_for_cut(
+                graph.loaded, graph.path, directory.parent / f".{ifo}-{graph.path.name}.onnx",
+                (1, len(indices[ifo]), kernel), graph.output, wheres[ifo])
+            cuts[ifo] = cutting.cut_chain(model, len(indices[ifo]), kernel, output,
+                                          wheres[ifo])
+    where = next(wheres[ifo] for ifo, graph in graphs.items() if graph.not_ours)
+    with cut_failures_refused(where):
         return cutting.write_chain_cuts(cuts, indices, kernel, config.stride_samples,
                                         directory, where)
-    except NotStreamable:
-        raise
-    except Exception as err:  # noqa: BLE001 - a graph the cut misreads is served whole-window
-        raise NotStreamable(f"{where}: cutting it failed ({type(err).__name__}: {err})"
-                            ) from None
 
 
 def macs_per_window(network: DeepClean, kernel_samples: int, stride_samples: int
