@@ -178,13 +178,13 @@ def processes_mentioning(text: str) -> list[str]:
 
 
 def skip_data_check(monkeypatch, error: Exception | None = None) -> list:
-    """Replace the frame preflight and the repository check that make-dag runs: no frames are
-    read, the whole span is one analysable stretch (or ``error`` is raised), no repository is
-    looked at. Returns the configs the preflight was called with."""
-    from offline_iaas.data import preflight
+    """Replace the frame preflight and the repository check of the checks make-dag runs
+    (``serve/startup_checks.py``): no frames are looked for or read, the whole span is one
+    analysable stretch (or ``error`` is raised), no repository is looked at. Returns the
+    configs the preflight was called with."""
     from offline_iaas.data.segments import AnalysableSpan
+    from offline_iaas.serve import startup_checks
     from offline_iaas.stretches import whole_span
-    from offline_iaas.workflow import make_dag
 
     calls: list = []
 
@@ -199,9 +199,10 @@ def skip_data_check(monkeypatch, error: Exception | None = None) -> list:
             total_seconds=config.data.duration,
         )
 
-    monkeypatch.setattr(preflight, "preflight", fake_preflight)
+    monkeypatch.setattr(startup_checks, "discover_frames", lambda config: [])
+    monkeypatch.setattr(startup_checks, "preflight", fake_preflight)
     # nor the repository check (these campaigns export none)
-    monkeypatch.setattr(make_dag, "check_repository", lambda config, load_graphs=True: {})
+    monkeypatch.setattr(startup_checks, "check_repository", lambda config, load_graphs=True: {})
     return calls
 
 

@@ -23,7 +23,7 @@ from offline_iaas.cli import main
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
 from offline_iaas.repository.backend.stateful import SnapshotState
-from offline_iaas.serve.node import visible_gpus
+from offline_iaas.serve.startup_checks import visible_gpus
 from offline_iaas.sizing.plan import HEADROOM, plan_from_bench
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
 

@@ -147,6 +147,7 @@ def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
 ) -> None:
     from offline_iaas.config import config_from_dict
     from offline_iaas.serve import node as serve_node
+    from offline_iaas.serve import startup_checks
 
     config = config_from_dict(
         {"data": {"frames": "f", "channels": ["H1:X"], "start": 0, "duration": 16,
@@ -156,8 +157,9 @@ def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
     launcher = FakeLauncher()
     monkeypatch.setattr(serve_node, "load_config", lambda path: config)
     manifest = SimpleNamespace(flavor="cpu", served="fused", models=("offline-iaas",))
-    monkeypatch.setattr(serve_node, "check_repository", lambda config, load_graphs=True: manifest)
-    monkeypatch.setattr(serve_node, "check_models_present", lambda repository, models: None)
+    monkeypatch.setattr(startup_checks, "check_repository",
+                        lambda config, load_graphs=True: manifest)
+    monkeypatch.setattr(startup_checks, "check_models_present", lambda repository, models: None)
     monkeypatch.setattr(serve_node, "make_launcher", lambda config, node, token=None: launcher)
 
     def ready(proc, url, models, timeout, stop) -> bool:

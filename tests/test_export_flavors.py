@@ -17,7 +17,7 @@ from offline_iaas.repository.export import (
     onnx_session,
     read_manifest,
 )
-from offline_iaas.serve.node import check_flavor_runnable
+from offline_iaas.serve.startup_checks import check_flavor_runnable
 from tests.helpers import parse_pbtxt
 
 pytest.importorskip("torch")

@@ -24,7 +24,7 @@ from offline_iaas.modes import MODE_NAMES
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository.export import export_repository, network_sessions, read_manifest
 from offline_iaas.repository.pipeline import mode_stream
-from offline_iaas.serve.node import check_flavor_runnable
+from offline_iaas.serve.startup_checks import check_flavor_runnable
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, parse_pbtxt, untrained_weights
 
 pytest.importorskip("torch")

@@ -87,19 +87,13 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> None:
-    from offline_iaas.data.discovery import discover_frames, frame_source
-    from offline_iaas.data.preflight import check_injections, preflight
-    from offline_iaas.repository.export import check_repository
-    from offline_iaas.workflow.make_dag import log_injection_check, training_spans
+    from offline_iaas.data.discovery import frame_source
+    from offline_iaas.serve.startup_checks import Checking, run_checks
 
     config = _config(args)
-    frames = discover_frames(config)
-    span = preflight(config, frames)
-    log_injection_check(check_injections(config, span.stretches,
-                                         training_spans(config).get("bbhnet")), "check")
-    repository = config.model.repository
-    if repository.exists():  # make-dag refuses one that does not fit; say so now
-        check_repository(config, load_graphs=True)
+    checking = run_checks(Checking("check", config))
+    frames, span, repository = checking.frames, checking.span, config.model.repository
+    assert span is not None
     per_obs: dict[str, int] = {}
     for f in frames:
         per_obs[f.observatory] = per_obs.get(f.observatory, 0) + 1
@@ -110,7 +104,7 @@ def cmd_check(args: argparse.Namespace) -> None:
     logger.info(f"check: {len(frames)} frame file(s) ({counts}) from {frame_source(config)}")
     for line in span.summary_lines():
         logger.info(f"check: {line}")
-    if repository.exists():
+    if checking.manifest is not None:
         logger.info(f"check: model repository {repository} fits the campaign")
     else:
         logger.info(f"check: no model repository at {repository} yet (model.repository): "

@@ -31,7 +31,7 @@ from offline_iaas.bench.results import Measurement, read_results, write_results
 from offline_iaas.bench.sweep import SweepPlan, run_workload
 from offline_iaas.bench.workloads import workload
 from offline_iaas.errors import ConfigError
-from offline_iaas.serve.node import visible_gpus
+from offline_iaas.serve.startup_checks import visible_gpus
 
 logger = logging.getLogger(__name__)
 

@@ -35,9 +35,6 @@ from offline_iaas.errors import ConfigError, ModelError, ServerError
 from offline_iaas.rendezvous import addresses as address_files
 from offline_iaas.rendezvous.access import auth_headers, read_token
 from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, REFUSAL_ATTRIBUTE, job_ads
-from offline_iaas.repository.export import check_repository
-from offline_iaas.repository.pinning import check_pinned_model
-from offline_iaas.repository.pipeline import stages
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.container import ContainerLauncher
 from offline_iaas.serve.crashes import (
@@ -48,6 +45,7 @@ from offline_iaas.serve.crashes import (
 )
 from offline_iaas.serve.monitor import start_monitor
 from offline_iaas.serve.stalled_stub import note_ended_epoch
+from offline_iaas.serve.startup_checks import Checking, run_checks, served_models
 from offline_iaas.serve.stub_watch import (
     Stub,
     dead_stub,
@@ -114,62 +112,6 @@ def make_launcher(config: CampaignConfig, node: str, token: str | None = None) -
         gpus=server.gpus,
         token=token,
     )
-
-
-def check_models_present(repository: Path, models: list[str]) -> None:
-    """Every model the node serves has a directory with a ``config.pbtxt`` in the repository.
-
-    Raises
-    ------
-    ModelError
-        Naming the first missing model and where it was looked for.
-    """
-    for model in models:
-        if not (repository / model / "config.pbtxt").is_file():
-            raise ModelError(
-                f"model repository {repository} has no model {model!r} (no "
-                f"{repository / model / 'config.pbtxt'}); export it again with offline-iaas export"
-            )
-
-
-def check_flavor_runnable(
-    flavor: str, served: str, backend_dir: Path | None, gpus: int
-) -> None:
-    """ServerError if this tritonserver cannot serve the repository's flavor.
-
-    The gpu flavor needs a GPU; its native layout (``served`` ``ensemble``) also Triton's
-    onnxruntime backend, which the embedded server lacks. ``backend_dir`` is the backend
-    directory the server is started with (None: the installation's own, as in a Triton
-    container, which carries every backend and finds its GPUs itself); ``gpus`` the GPUs this
-    node sees (:func:`visible_gpus`).
-    """
-    if flavor != "gpu" or backend_dir is None:
-        return
-    if served == "ensemble" and not (backend_dir / "onnxruntime").is_dir():
-        raise ServerError(
-            f"the model repository is the gpu flavor's native layout, which needs Triton's "
-            f"onnxruntime backend; this tritonserver's backends ({backend_dir}) do not have it: "
-            "run the server in the Triton container (server.runtime = \"apptainer\"), or "
-            "export --flavor gpu without --ensemble"
-        )
-    if gpus < 1:
-        raise ServerError(
-            "the model repository is the gpu flavor (networks on CUDA) but no GPU is visible "
-            f"on {os.uname().nodename} (nvidia-smi -L): run the server on a GPU node "
-            "(server.gpus >= 1), or export --flavor cpu"
-        )
-
-
-def visible_gpus() -> int:
-    """GPUs ``nvidia-smi -L`` lists on this node (0 without nvidia-smi)."""
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    try:
-        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
-                                timeout=30, check=False).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in listed.splitlines() if line.startswith("GPU "))
 
 
 def unpack_repository(run: RunDir, source: Path) -> Path:
@@ -299,23 +241,16 @@ def _log_tail(path: Path, lines: int = 5) -> str:
 def _checked_repository(run: RunDir, config: CampaignConfig, repository: Path | None
                         ) -> tuple[CampaignConfig, list[str]]:
     """The campaign with the repository this server serves, and the models it must have
-    ready; ModelError when the repository does not fit (``check_repository``, every graph
-    loaded), is not the model run.json records (``pinning.py``), is of a flavor this server
-    cannot run, or lacks a model; ConfigError when the run is not make-dag's plan."""
+    ready, once serve's checks pass (``startup_checks``: the repository fits, is the model
+    run.json records, is of a flavor this server can run, has every model); ConfigError when
+    the run is not make-dag's plan."""
     info = read_bound_run(run)[1] if is_make_dag_run(run) else None
     if repository is not None:
         model = dataclasses.replace(config.model, repository=unpack_repository(run, repository))
         config = dataclasses.replace(config, model=model)
-    manifest = check_repository(config, load_graphs=True)
-    check_pinned_model(config.model.repository, info.model if info is not None else None)
-    flavor = manifest.flavor
-    if flavor != "cpu" and config.server.runtime == "native":
-        check_flavor_runnable(flavor, manifest.served,
-                              locate_tritonserver().backend_dir, visible_gpus())
-    models = list(manifest.models) or [stage.model for stage in stages(config)] + [
-        config.model.name]
-    check_models_present(config.model.repository, models)
-    return config, models
+    checking = run_checks(Checking("serve", config,
+                                   pinned=info.model if info is not None else None))
+    return config, served_models(checking)
 
 
 def serve(

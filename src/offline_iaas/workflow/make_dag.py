@@ -19,7 +19,6 @@ import sys
 import tarfile
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from offline_iaas import records
 from offline_iaas.atomic import write_text_atomic
@@ -39,14 +38,12 @@ from offline_iaas.records import (
 )
 from offline_iaas.rendezvous.access import write_token
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
-from offline_iaas.repository.export import check_repository, model_record, read_manifest
+from offline_iaas.repository.export import model_record, read_manifest
 from offline_iaas.rundir import RunDir
+from offline_iaas.serve.startup_checks import Checking, run_checks, training_spans
 from offline_iaas.stretches import client_shares, make_stretches, server_name, stretches_of
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.profiles import resolve_site, submit_texts
-
-if TYPE_CHECKING:
-    from offline_iaas.data.preflight import InjectionCheck
 
 logger = logging.getLogger(__name__)
 
@@ -168,24 +165,6 @@ def _model_record(config: CampaignConfig) -> ServedModel | None:
     return model_record(config.model.repository, manifest)
 
 
-def training_spans(config: CampaignConfig) -> dict[str, tuple[float, float]]:
-    """The training spans the repository's manifest records (none when it has no manifest)."""
-    try:
-        return dict(read_manifest(config.model.repository).training)
-    except ModelError:
-        return {}
-
-
-def log_injection_check(found: InjectionCheck | None, prefix: str) -> None:
-    """The lines and warnings of ``preflight.check_injections`` (None: nothing to say)."""
-    if found is None:
-        return
-    for line in found.lines():
-        logger.info(f"{prefix}: {line}")
-    for line in found.warnings():
-        logger.warning(f"{prefix}: {line}")
-
-
 def make_dag(
     config: CampaignConfig,
     run: RunDir,
@@ -221,30 +200,16 @@ def make_dag(
     ConfigError
         If ``[site]`` does not suit its profile (``profiles.resolve_site``), before anything
         is checked or written.
-    DataError
-        From the data check, before anything is written.
-    ConfigError, DataError
-        From the injection list's check (``preflight.check_injections``: missing, unreadable,
-        lacking a column), before anything is written.
-    ModelError
-        From the repository check (``export.check_repository``), before anything is
-        written: every mismatch, one line each.
+    ConfigError, DataError, ModelError
+        From make-dag's checks (``serve/startup_checks.py``, in its order: the frames, the
+        injection list, the model repository), before anything is written.
     RunError
         If the directory holds another campaign, or a path cannot be written into a submit file.
     """
-    from offline_iaas.data.preflight import check_injections, preflight
-
     site = resolve_site(config)
-
-    # Holes inside science segments end streams rather than the campaign (`check` is stricter).
-    span = preflight(config, allow_holes_in_science=True, open_files=check_files,
-                     allow_bad_files=True)
-    if check_files:
-        # the merge would refuse the injection list after every client streamed, and the
-        # servers the repository after every client waited: say so now
-        log_injection_check(check_injections(
-            config, span.stretches, training_spans(config).get("bbhnet")), "make-dag")
-        check_repository(config, load_graphs=True)
+    # holes inside science segments end streams rather than the campaign (`check` is stricter)
+    span = run_checks(Checking("make-dag", config, open_files=check_files)).span
+    assert span is not None
     stretches = make_stretches(config, span.stretches)
 
     run = run.absolute()
