@@ -19,6 +19,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
 HEADER = ("id", "case", "command", "exit", "message", "test")
@@ -148,6 +149,14 @@ def documented(row_id: str, message: str, placeholders: dict[str | Path, str] | 
         f"{doc}, row {row_id!r}: exit {row.cells['exit']}, the test got {exit_code}:\n{line}")
     assert not test or test in row.cells["test"], (
         f"{doc}, row {row_id!r}: its test cell {row.cells['test']} does not name {test}")
+
+
+def documented_refusals(refusals: dict[str, Any], placeholders: dict[str | Path, str]) -> None:
+    """``documented`` for each row id → ``pytest.raises`` of a refusal: its message, whole,
+    and its error type's exit code."""
+    for row_id, caught in refusals.items():
+        assert "\n" not in str(caught.value), (row_id, str(caught.value))
+        documented(row_id, str(caught.value), placeholders, exit_code=caught.value.exit_code)
 
 
 def cli_error(stderr: str) -> str:

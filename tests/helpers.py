@@ -61,6 +61,11 @@ clients_per_server = 2
 """
 
 
+TOLERANCE = 1e-5
+"""How far (relative) a campaign's outputs may be from its reference or another run's of the
+same data (``compare_outputs``): float rounding in the servers' batches, never a sample."""
+
+
 WITNESSES = '["H1:PEM-SYNTH_WITNESS_0", "H1:PEM-SYNTH_WITNESS_1", "L1:PEM-SYNTH_WITNESS_0"]'
 """``data.witnesses`` for SMALL_CAMPAIGN's frames in the DeepClean modes (2 for H1, 1 for L1)."""
 
@@ -217,6 +222,22 @@ def run_dag(config, run_dir: Path) -> Path:
     finally:
         assert processes_mentioning(str(run_dir)) == []
     return run_dir
+
+
+SPLITS = [(1, 4096), (2, 0)]
+"""``(clients per server, merge.shard_seconds)`` a campaign is run with to check its output
+against its reference: 1x1 with shard merges and their index, 1x2 with one merge node."""
+
+
+def run_split(toml: Path, overrides: list[str], clients: int, shard_seconds: int
+              ) -> tuple[CampaignConfig, Path]:
+    """The campaign of ``toml`` (with ``overrides``) split as one of ``SPLITS`` and run to the
+    end (``run_dag``) in ``run<clients>`` beside it: its config and run directory."""
+    from offline_iaas.config import load_config
+
+    config = load_config(toml, [*overrides, f"layout.clients_per_server={clients}",
+                                f"merge.shard_seconds={shard_seconds}"])
+    return config, run_dag(config, toml.parent / f"run{clients}")
 
 
 def client_output(run_dir: Path) -> str:

@@ -18,6 +18,20 @@ from offline_iaas.repository.backend import layer_stream
 from offline_iaas.repository.export import export_repository
 
 
+def randomise_batch_norms(network) -> None:
+    """Every BatchNorm1d of ``network`` given random running statistics and affine terms (in
+    place, from torch's seed), so that a streamed graph folding them wrongly is seen."""
+    import torch
+
+    with torch.no_grad():
+        for module in network.modules():
+            if isinstance(module, torch.nn.BatchNorm1d):
+                module.running_mean.uniform_(-0.2, 0.2)
+                module.running_var.uniform_(0.5, 2.0)
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.uniform_(-0.2, 0.2)
+
+
 def stream(runner, samples: np.ndarray, chunks: list[int], state=None) -> np.ndarray:
     """``samples`` fed to ``runner`` ``chunks[i]`` strides at a time (cycling) from ``state``
     (a new stream's by default); its outputs, joined."""

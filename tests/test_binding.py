@@ -39,6 +39,7 @@ from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status
 from tests.error_catalogue import cli_error, documented
 from tests.helpers import (
+    TOLERANCE,
     FinishedCampaign,
     finished_campaign,
     processes_mentioning,
@@ -47,8 +48,6 @@ from tests.helpers import (
 )
 
 pytestmark = pytest.mark.slow
-
-TOLERANCE = 1e-5
 
 
 @pytest.fixture(scope="module")

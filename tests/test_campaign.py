@@ -24,11 +24,9 @@ from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
-from tests.helpers import processes_mentioning, small_campaign
+from tests.helpers import TOLERANCE, processes_mentioning, small_campaign
 
 pytestmark = pytest.mark.slow
-
-TOLERANCE = 1e-5
 
 
 @pytest.fixture(scope="module")

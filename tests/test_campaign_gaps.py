@@ -17,11 +17,10 @@ from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from tests.datafind_server import running_datafind_server
-from tests.helpers import SMALL_CAMPAIGN, run_dag
+from tests.helpers import SMALL_CAMPAIGN, TOLERANCE, run_dag
 
 pytestmark = pytest.mark.slow
 
-TOLERANCE = 1e-5
 START = 1262304000
 
 

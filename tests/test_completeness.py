@@ -37,6 +37,7 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status
 from tests.helpers import (
+    TOLERANCE,
     FinishedCampaign,
     finished_campaign,
     run_local_stopping_all,
@@ -44,7 +45,6 @@ from tests.helpers import (
 
 pytestmark = pytest.mark.slow
 
-TOLERANCE = 1e-5
 OVERRIDES = ['model.mode="bbhnet"', "layout.clients_per_server=6", "merge.shard_seconds=16",
              "deepclean.frame_seconds=16"]
 

@@ -33,6 +33,7 @@ from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from tests.helpers import (
     SMALL_CAMPAIGN,
+    TOLERANCE,
     captured_log,
     node_complete,
     processes_mentioning,
@@ -41,8 +42,6 @@ from tests.helpers import (
 )
 
 pytestmark = pytest.mark.slow
-
-TOLERANCE = 1e-5
 
 
 @pytest.fixture(scope="module")

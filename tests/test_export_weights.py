@@ -16,7 +16,7 @@ from offline_iaas.errors import ModelError
 from offline_iaas.models.weights import build_network
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.repository.networks import subtract_onnx
-from tests.error_catalogue import documented
+from tests.error_catalogue import documented, documented_refusals
 from tests.helpers import WITNESSES, untrained_weights
 
 
@@ -72,8 +72,7 @@ def test_wrong_bbhnet_shapes_and_non_models_are_refused(small_config_file: Path)
     with pytest.raises(ModelError, match=r"no file for bbhnet \(looked for "
                        r"bbhnet") as refusals["weights-missing-for-a-network"]:
         export_repository(config, weights)
-    for row, caught in refusals.items():
-        documented(row, str(caught.value), {weights: "W"}, exit_code=ModelError.exit_code)
+    documented_refusals(refusals, {weights: "W"})
     assert not config.model.repository.exists()
 
 

@@ -23,7 +23,7 @@ from offline_iaas.data.injection_file import (
 from offline_iaas.data.population import luminosity_distance_mpc
 from offline_iaas.data.waveforms import BinaryParameters
 from offline_iaas.errors import ConfigError, DataError
-from tests.error_catalogue import cli_error, documented
+from tests.error_catalogue import cli_error, documented, documented_refusals
 from tests.injection_samples import assert_same_binaries, sample_set
 
 
@@ -147,9 +147,7 @@ def test_bad_files_raise_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="'ra' is not finite in "
                        "row 2") as refusals["injection-not-finite"]:
         read_injection_set(tmp_path / "nan.h5")
-    for row, caught in refusals.items():
-        documented(row, str(caught.value), {tmp_path: "<ws>"},
-                   exit_code=caught.value.exit_code)
+    documented_refusals(refusals, {tmp_path: "<ws>"})
     with pytest.raises(ConfigError, match="layout 'aframe' is an HDF5 layout"):
         write_injection_set(tmp_path / "set.xml", sample_set(), layout="aframe")
     with pytest.raises(ConfigError, match="unknown injection file layout 'pycbc'"):

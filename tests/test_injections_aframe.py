@@ -31,7 +31,7 @@ from offline_iaas.data.injection_file import (
 )
 from offline_iaas.data.injections_aframe import AFRAME_COMMIT
 from offline_iaas.errors import DataError
-from tests.error_catalogue import documented
+from tests.error_catalogue import documented, documented_refusals
 from tests.injection_samples import sample_set
 
 INJECTION_PARAMETER_SET = ("mass_1", "mass_2", "a_1", "a_2", "tilt_1", "tilt_2", "phi_12",
@@ -163,9 +163,7 @@ def test_a_missing_aframe_field_and_a_contradicting_frame_are_named(tmp_path: Pa
     with pytest.raises(DataError, match=r"w\.hdf5: attribute length = "
                        r"3") as refusals["injection-length-not-rows"]:
         read_injection_set(tmp_path / "w.hdf5", "IMRPhenomD", 20.0)
-    for row, caught in refusals.items():
-        documented(row, str(caught.value), {tmp_path / "w.hdf5": "F"},
-                   exit_code=DataError.exit_code)
+    documented_refusals(refusals, {tmp_path / "w.hdf5": "F"})
 
 
 def test_writes_aframes_schema(tmp_path: Path) -> None:

@@ -42,9 +42,11 @@ from tests.faults.inject import HELD, release
 from tests.faults.test_faults import FAST_FAILURE, RunLocal, fault_fired, wait_for
 from tests.helpers import (
     SMALL_CAMPAIGN,
+    SPLITS,
     WITNESSES,
     processes_mentioning,
     run_dag,
+    run_split,
     untrained_weights,
 )
 from tests.oracle import read_series
@@ -190,17 +192,14 @@ def test_with_time_slides_the_foreground_streams_no_slide_history_and_equals_the
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("clients", "shard_seconds"), [(1, 4096), (2, 0)])
+@pytest.mark.parametrize(("clients", "shard_seconds"), SPLITS)
 def test_a_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
         frames, clients: int, shard_seconds: int) -> None:
-    """Splits 1x1 (shard merge and index) and 1x2 (one merge node)."""
     root = frames["root"]
-    config = load_config(root / "clean.toml", [
+    config, run_dir = run_split(root / "clean.toml", [
         'model.mode="bbhnet"', f'model.repository="{root / "repository"}"',
         f'bbhnet.injections="{root / "baked" / INJECTION_SET}"', f'data.frames="{root / "clean"}"',
-        "bbhnet.inject=true", f"layout.clients_per_server={clients}",
-        f"merge.shard_seconds={shard_seconds}"])
-    run_dir = run_dag(config, root / f"run{clients}")
+        "bbhnet.inject=true"], clients, shard_seconds)
     campaign = foreground_of(run_dir / "output" / "campaign.h5")
     baked = root / "baked.h5"
     if not baked.exists():

@@ -39,7 +39,7 @@ from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
 from tests.error_catalogue import documented
-from tests.helpers import WITNESSES, run_dag, untrained_weights
+from tests.helpers import SPLITS, WITNESSES, run_split, untrained_weights
 from tests.test_injections_on_the_fly import (
     FRAME_RATE,
     TOLERANCE,
@@ -156,15 +156,11 @@ def test_e2e_searches_the_raw_strain_as_mode_bbhnet_does_on_the_same_injections(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("clients", "shard_seconds"), [(1, 4096), (2, 0)])
+@pytest.mark.parametrize(("clients", "shard_seconds"), SPLITS)
 def test_an_e2e_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
         e2e, clients: int, shard_seconds: int) -> None:
-    """Splits 1x1 (shard merge and index) and 1x2 (one merge node)."""
     root = e2e["root"]
-    config = load_config(root / "clean.toml", [
-        *e2e["overrides"], f"layout.clients_per_server={clients}",
-        f"merge.shard_seconds={shard_seconds}"])
-    run_dir = run_dag(config, root / f"run{clients}")
+    _, run_dir = run_split(root / "clean.toml", e2e["overrides"], clients, shard_seconds)
     output = run_dir / "output" / "campaign.h5"
     comparison = compare_outputs(output, e2e["fly_out"])
     assert comparison.problems == [] and comparison.worst <= TOLERANCE

@@ -43,11 +43,10 @@ from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
 from tests.faults.inject import HELD, release
-from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, skip_data_check
+from tests.helpers import SMALL_CAMPAIGN, TOLERANCE, processes_mentioning, skip_data_check
 
 pytestmark = pytest.mark.slow
 
-TOLERANCE = 1e-5
 SERVER = "server0"
 
 

@@ -23,6 +23,7 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from tests.helpers import (
+    TOLERANCE,
     WITNESSES,
     captured_log,
     processes_mentioning,
@@ -31,8 +32,6 @@ from tests.helpers import (
 )
 
 pytestmark = pytest.mark.slow
-
-TOLERANCE = 1e-5
 
 
 @pytest.fixture(scope="module")

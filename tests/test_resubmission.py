@@ -29,11 +29,9 @@ from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status, status_lines
 from tests.apptainer_shim import install_shim
-from tests.helpers import captured_log, processes_mentioning, small_campaign
+from tests.helpers import TOLERANCE, captured_log, processes_mentioning, small_campaign
 
 pytestmark = pytest.mark.slow
-
-TOLERANCE = 1e-5
 
 
 @dataclass

@@ -28,7 +28,7 @@ from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import check_repository, export_repository
 from tests.error_catalogue import documented
-from tests.helpers import SMALL_CAMPAIGN, run_dag, untrained_weights
+from tests.helpers import SMALL_CAMPAIGN, SPLITS, run_split, untrained_weights
 from tests.oracle import _graph, read_series, read_stretch, run_network, whiten
 from tests.test_injections_on_the_fly import write_baked_and_clean
 
@@ -125,15 +125,12 @@ def test_the_rolling_foreground_is_whitened_with_the_background_s_psd(frames, ca
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("clients", "shard_seconds"), [(1, 4096), (2, 0)])
+@pytest.mark.parametrize(("clients", "shard_seconds"), SPLITS)
 def test_a_rolling_campaign_s_foreground_equals_the_reference_and_the_oracle(
         frames, clients: int, shard_seconds: int) -> None:
-    """Splits 1x1 (shard merge and index) and 1x2 (one merge node)."""
     root = frames["root"]
-    config = load_config(root / "clean.toml", [
-        *frames["overrides"], f"layout.clients_per_server={clients}",
-        f"merge.shard_seconds={shard_seconds}"])
-    run_dir = run_dag(config, root / f"run{clients}")
+    config, run_dir = run_split(root / "clean.toml", frames["overrides"], clients,
+                                shard_seconds)
     reference = root / "reference.h5"
     if not reference.exists():
         run_reference(config, reference)

@@ -25,7 +25,7 @@ from offline_iaas.merge.reference import run_reference
 from offline_iaas.physics import whitening_band
 from offline_iaas.repository.backend.stateful import RollingWhitening
 from offline_iaas.repository.export import check_repository, export_repository
-from tests.error_catalogue import documented
+from tests.error_catalogue import documented, documented_refusals
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
 from tests.oracle import read_series, run_problems
 
@@ -87,9 +87,7 @@ def test_rolling_whitening_needs_a_bbhnet_mode_and_whole_even_samples(tmp_path: 
     with pytest.raises(ConfigError, match="whitening_crop_seconds."
                        "*shorter") as refusals["rolling-whitening-crop-too-long"]:
         load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.whitening_crop_seconds=1"])
-    for row, caught in refusals.items():
-        documented(row, str(caught.value), {tmp_path / "campaign.toml": "C"},
-                   exit_code=ConfigError.exit_code)
+    documented_refusals(refusals, {tmp_path / "campaign.toml": "C"})
     config = load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.psd_seconds=8"])
     assert config.warmup_windows == 3 + 8 * 4  # the PSD's 8 s at 4 windows per second
 

@@ -26,7 +26,7 @@ from offline_iaas.repository.streamed import (
     macs_per_window,
     streamed_in_torch,
 )
-from tests.streamed_runs import stream
+from tests.streamed_runs import randomise_batch_norms, stream
 
 TOLERANCE = 1e-5
 """Relative to the largest statistic of the run."""
@@ -47,13 +47,8 @@ def random_bbhnet(taps: int, width: int, depth: int, kernel: int, seed: int = 0)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     network = BBHnet(2, rng.standard_normal((2, taps)) / np.sqrt(taps), 1.0, width, depth)
+    randomise_batch_norms(network)
     with torch.no_grad():
-        for module in network.modules():
-            if isinstance(module, torch.nn.BatchNorm1d):
-                module.running_mean.uniform_(-0.2, 0.2)
-                module.running_var.uniform_(0.5, 2.0)
-                module.weight.uniform_(0.5, 1.5)
-                module.bias.uniform_(-0.2, 0.2)
         network.eval()
         noise = torch.randn((64, 2, kernel), generator=torch.Generator().manual_seed(seed))
         statistic = network(noise)

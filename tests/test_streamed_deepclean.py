@@ -37,6 +37,7 @@ from offline_iaas.repository.streamed_deepclean import (  # noqa: E402
     torch_streamed_deepclean,
 )
 from tests.streamed_runs import (  # noqa: E402
+    randomise_batch_norms,
     resumed_from_a_checkpoint,
     stream,
     stream_without_torch,
@@ -68,13 +69,7 @@ def random_deepclean(witnesses: list[int], seed: int) -> DeepClean:
     torch.manual_seed(seed)
     mean, std = channel_statistics()
     network = DeepClean(len(witnesses), mean[witnesses], std[witnesses], 3e-23, STRAIN_STD)
-    with torch.no_grad():
-        for module in network.modules():
-            if isinstance(module, torch.nn.BatchNorm1d):
-                module.running_mean.uniform_(-0.2, 0.2)
-                module.running_var.uniform_(0.5, 2.0)
-                module.weight.uniform_(0.5, 1.5)
-                module.bias.uniform_(-0.2, 0.2)
+    randomise_batch_norms(network)
     return network.eval()
 
 

@@ -29,7 +29,7 @@ from offline_iaas.repository.backend.stateful import SnapshotState, TimeSlides
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_shares, first_formed_window, slides_formed
-from tests.error_catalogue import documented
+from tests.error_catalogue import documented, documented_refusals
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
 from tests.oracle import read_series, read_triggers, run_problems
 
@@ -192,9 +192,7 @@ def test_time_shifts_need_a_bbhnet_mode_two_detectors_and_whole_samples(tmp_path
     with pytest.raises(ConfigError, match="data.channels must name "
                        "two") as refusals["time-slides-one-detector"]:
         load_config(tmp_path / "campaign.toml", [*bbhnet, 'data.channels=["H1:X"]'])
-    for row, caught in refusals.items():
-        documented(row, str(caught.value), {tmp_path / "campaign.toml": "C"},
-                   exit_code=ConfigError.exit_code)
+    documented_refusals(refusals, {tmp_path / "campaign.toml": "C"})
     with pytest.raises(ConfigError, match="bbhnet.slides.*negative"):
         load_config(tmp_path / "campaign.toml", ['model.mode="bbhnet"', "bbhnet.slides=-1"])
 
