@@ -161,7 +161,9 @@ def _stream(run: RunDir, node: str, dead_answers: int, monkeypatch,
     def connect(*_args, **_kwargs):
         connections.append(_AnsweringClient(config.stride_samples,
                                             len(connections) < dead_answers, error))
-        return connections[-1], ServerAddress("server0", "127.0.0.1", 1, 2, 3, 1, 4)
+        address = ServerAddress(node="server0", host="127.0.0.1", grpc_port=1, http_port=2,
+                                metrics_port=3, epoch=1, pid=4)
+        return connections[-1], address
 
     monkeypatch.setattr(client_node, "connect", connect)
     writer = PartWriter(run, share, config.outputs.names, config.stream_hash(),

@@ -3,7 +3,6 @@ script's logic, run for real (in process and as the ``offline-iaas prescript`` c
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -35,13 +34,13 @@ RUN_ID = "feedfacecafebeef"
 
 
 def address(epoch: int = 1, port: int = 8001) -> addresses.ServerAddress:
-    return addresses.ServerAddress(
-        "server0", "node17.cluster", port, port + 1, port + 2, epoch, 4242
-    )
+    return addresses.ServerAddress(node="server0", host="node17.cluster", grpc_port=port,
+                                   http_port=port + 1, metrics_port=port + 2, epoch=epoch,
+                                   pid=4242)
 
 
 def as_json(addr: addresses.ServerAddress) -> str:
-    return json.dumps(dataclasses.asdict(addr))
+    return addresses.address_text(addr)
 
 
 @pytest.fixture
@@ -224,7 +223,7 @@ def test_prescript_fails_over_to_a_live_server_after_the_deadline(
     (run_dir / "campaign.toml").write_text(SMALL_CAMPAIGN + "\n[client]\nfailover_seconds = 600\n")
     write_run_info(run_dir, ("server0", "server1"))
     ads = FileJobAds(tmp_path / "ads.json")
-    other = dataclasses.replace(address(), node="server1", grpc_port=9001)
+    other = address().model_copy(update={"node": "server1", "grpc_port": 9001})
     ads.set_own(RUN_ID, "server1", ADDRESS_ATTRIBUTE, as_json(other))  # server0 never starts
     assert prescript(RunDir(run_dir), "client0", ads, now=1000.0) is False
     # written for the client anyway

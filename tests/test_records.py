@@ -211,3 +211,47 @@ def test_a_version_1_part_counts_for_the_campaign_whose_v1_hash_it_carries(run: 
     record["config_hash"] = "0" * 16
     sidecar.write_text(json.dumps(record))
     assert "another campaign's config" in str(part_problem(run, "client0", h))
+
+
+# ---- the servers' and clients' small documents -------------------------------------------
+
+
+def test_claims_count_the_clients_streaming_to_each_server_and_a_damaged_one_is_named(
+        run: RunDir) -> None:
+    from offline_iaas.client.balance import claim, server_loads
+
+    complete_part(run, SEGMENT.node)
+    claim(run, "client0", "server1")
+    assert server_loads(run, hashes(run)) == {}  # client0's part is complete: not a load
+    run.part(SEGMENT.node)[0].unlink()
+    assert server_loads(run, hashes(run)) == {"server1": 1}
+    claim(run, "client0", "server0")  # moved
+    assert server_loads(run, hashes(run)) == {"server0": 1}
+    run.claim("client0").write_text('{"server": 3}')  # flipped, not a name
+    with pytest.raises(RunError, match=r"client0\.claim: field server: Input should be a "
+                       r"valid string \(a client's claim"):
+        server_loads(run, hashes(run))
+    run.claim("client0").write_text('{"server": "server1"}')  # an older claim: version 1
+    assert server_loads(run, hashes(run)) == {"server1": 1}
+
+
+def test_a_server_address_and_an_unhealthy_report_read_back_and_a_damaged_one_is_named(
+        run: RunDir) -> None:
+    from offline_iaas.rendezvous import addresses
+
+    assert addresses.read_address(run, "server0") is None
+    address = addresses.ServerAddress(node="server0", host="node17", grpc_port=8001,
+                                      http_port=8000, metrics_port=8002, epoch=3, pid=42)
+    addresses.publish_address(run, address)
+    assert addresses.read_address(run, "server0") == address
+    assert addresses.parse_address(addresses.address_text(address), Path("ad")) == address
+    assert addresses.read_address(run, "server1") is None
+    run.address("server0").write_text(run.address("server0").read_text().replace("8001", "x"))
+    with pytest.raises(RunError, match=r"server0\.json: not a JSON document"):
+        addresses.read_address(run, "server0")
+    addresses.report_unhealthy(run, address, "client0")
+    assert addresses.read_unhealthy(run, "server0") == addresses.UnhealthyReport(
+        epoch=3, client="client0")
+    run.unhealthy("server0").write_text('{"epoch": 3}')
+    with pytest.raises(RunError, match=r"server0\.unhealthy: field client: Field required"):
+        addresses.read_unhealthy(run, "server0")

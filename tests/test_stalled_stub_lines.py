@@ -149,7 +149,8 @@ def test_serve_ends_the_epoch_a_client_reported_not_healthy_and_no_other(tmp_pat
     log = tmp_path / "server0-tritonserver.log"
     log.write_text(STARTED)
     check_not_called_unhealthy(run, "server0", 1, log)  # no report: serves on
-    report_unhealthy(run, ServerAddress("server0", "127.0.0.1", 1, 2, 3, epoch=1, pid=4),
+    report_unhealthy(run, ServerAddress(node="server0", host="127.0.0.1", grpc_port=1,
+                                       http_port=2, metrics_port=3, epoch=1, pid=4),
                      "client0")
     check_not_called_unhealthy(run, "server0", 2, log)  # the control: a later epoch serves on
     assert log.read_text() == STARTED

@@ -21,6 +21,10 @@ record              file                            version  written by
 ``CampaignSummary`` ``RUN/output/campaign.json``    2        the merge (single, or the index)
 ``Manifest``        ``<repository>/manifest.json``  2        export (``manifest.py``)
 ``LocalState``      ``RUN/local-state.json``        2        run-local (``local_state.py``)
+``ServerAddress``   ``RUN/servers/<node>.json``     2        serve (``rendezvous/addresses.py``)
+``UnhealthyReport`` ``RUN/servers/<node>          2        a client (``rendezvous/
+                    .unhealthy``                             addresses.py``)
+``Claim``           ``RUN/parts/<client>.claim``    2        the client (``client/balance.py``)
 ==================  ==============================  =======  ===================================
 
 The values records share are plain frozen dataclasses, validated where they are embedded:

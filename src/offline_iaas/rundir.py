@@ -31,9 +31,7 @@ is complete is ``completeness.py``'s.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 MERGE_NODE = "merge"
 SHARD_PREFIX = "shard"
@@ -220,12 +218,3 @@ class RunDir:
 
     def monitor_csv(self, server: str) -> Path:
         return self.monitor / f"{server}.csv"
-
-
-def read_json(path: Path) -> Any:
-    """A run-directory file's JSON that is not a record of ``records.py`` (run-local's state,
-    a claim), or None when it is missing or unreadable."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None

@@ -11,23 +11,31 @@ own server.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
+from typing import ClassVar
 
-from offline_iaas.atomic import write_text_atomic
 from offline_iaas.completeness import Hashes, part_problem
+from offline_iaas.records import Record, read_optional, write
 from offline_iaas.rendezvous.addresses import published_servers
-from offline_iaas.rundir import RunDir, read_json
+from offline_iaas.rundir import RunDir
 
 logger = logging.getLogger(__name__)
+
+
+class Claim(Record):
+    """``RUN/parts/<client>.claim``: the server a client streams to now."""
+
+    KIND: ClassVar[str] = "client's claim"
+
+    server: str
 
 
 def claim(run: RunDir, node: str, server: str) -> None:
     """Record that client ``node`` streams to ``server`` now."""
     path = run.claim(node)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps({"server": server}))
+    write(Claim(server=server), path)
 
 
 def server_loads(run: RunDir, hashes: Hashes) -> dict[str, int]:
@@ -35,11 +43,10 @@ def server_loads(run: RunDir, hashes: Hashes) -> dict[str, int]:
     ``completeness.part_problem``)."""
     loads: dict[str, int] = {}
     for path in sorted(run.parts.glob("*.claim")):
-        record = read_json(path)
-        if not isinstance(record, dict) or part_problem(run, path.stem, hashes) is None:
+        record = read_optional(Claim, path)
+        if record is None or part_problem(run, path.stem, hashes) is None:
             continue
-        server = str(record.get("server", ""))
-        loads[server] = loads.get(server, 0) + 1
+        loads[record.server] = loads.get(record.server, 0) + 1
     return loads
 
 

@@ -2,21 +2,28 @@
 
 A server writes its file atomically once every model is ready and removes it when it stops.
 Each start of a server node gets a new ``epoch`` (one more than the last one published), so a
-client can tell a restarted server from the one it was streaming to.
+client can tell a restarted server from the one it was streaming to. The address and a
+client's word that the server's model is not healthy (``servers/<node>.unhealthy``) are
+records (``records.py``), written and read here; a damaged one is one ``RunError`` naming the
+file and field.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from offline_iaas.atomic import write_text_atomic
+from offline_iaas.records import Record, parse, read_optional
 from offline_iaas.rundir import RunDir
 
 
-@dataclass(frozen=True)
-class ServerAddress:
+class ServerAddress(Record):
+    """``RUN/servers/<node>.json`` (or the server's job ad): where a server node's current
+    start listens."""
+
+    KIND: ClassVar[str] = "server address"
+
     node: str
     host: str
     grpc_port: int
@@ -38,8 +45,19 @@ def next_epoch(run: RunDir, node: str) -> int:
     return previous + 1
 
 
+def address_text(address: ServerAddress) -> str:
+    """The address as a document (the file's, and the job ad attribute's)."""
+    return address.model_dump_json()
+
+
+def parse_address(text: str, where: Path) -> ServerAddress:
+    """The address in ``text`` (a job ad attribute's: ``where`` names it); RunError if it is
+    not one."""
+    return parse(ServerAddress, text, where)
+
+
 def publish_address(run: RunDir, address: ServerAddress) -> None:
-    _atomic_write(run.address(address.node), json.dumps(asdict(address)))
+    _atomic_write(run.address(address.node), address_text(address))
 
 
 def remove_address(run: RunDir, node: str, epoch: int) -> None:
@@ -58,10 +76,8 @@ def published_servers(run: RunDir) -> list[str]:
 
 
 def read_address(run: RunDir, node: str) -> ServerAddress | None:
-    try:
-        return ServerAddress(**json.loads(run.address(node).read_text()))
-    except (FileNotFoundError, json.JSONDecodeError, TypeError):
-        return None
+    """Server ``node``'s published address, or None while it publishes none."""
+    return read_optional(ServerAddress, run.address(node))
 
 
 def publish_refusal(run: RunDir, node: str, reason: str) -> None:
@@ -78,10 +94,12 @@ def read_refusal(run: RunDir, node: str) -> str | None:
         return None
 
 
-@dataclass(frozen=True)
-class UnhealthyReport:
-    """A client's word that Triton answered it, at server ``epoch``, that the model's stub is
-    not healthy (``serve/stalled_stub.py``): ``serve`` ends that epoch as on a crash."""
+class UnhealthyReport(Record):
+    """``RUN/servers/<node>.unhealthy``: a client's word that Triton answered it, at server
+    ``epoch``, that the model's stub is not healthy (``serve/stalled_stub.py``): ``serve``
+    ends that epoch as on a crash."""
+
+    KIND: ClassVar[str] = "unhealthy report"
 
     epoch: int
     client: str
@@ -90,16 +108,13 @@ class UnhealthyReport:
 def report_unhealthy(run: RunDir, address: ServerAddress, client: str) -> None:
     """Tell ``address``'s server (through the shared run directory) that Triton called its
     model's stub not healthy while answering ``client``."""
-    _atomic_write(run.unhealthy(address.node),
-                  json.dumps(asdict(UnhealthyReport(address.epoch, client))))
+    report = UnhealthyReport(epoch=address.epoch, client=client)
+    _atomic_write(run.unhealthy(address.node), report.model_dump_json())
 
 
 def read_unhealthy(run: RunDir, node: str) -> UnhealthyReport | None:
     """The last report that server ``node``'s model was called not healthy, or None."""
-    try:
-        return UnhealthyReport(**json.loads(run.unhealthy(node).read_text()))
-    except (FileNotFoundError, json.JSONDecodeError, TypeError):
-        return None
+    return read_optional(UnhealthyReport, run.unhealthy(node))
 
 
 def _atomic_write(path: Path, text: str) -> None:

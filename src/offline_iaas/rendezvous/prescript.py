@@ -17,13 +17,14 @@ DAGMan runs it again ``DEFER_SECONDS`` later without counting a failure; after
 
 from __future__ import annotations
 
-import json
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from offline_iaas import records
 from offline_iaas.binding import read_bound_run
+from offline_iaas.errors import RunError
 from offline_iaas.records import read_client_job
 from offline_iaas.rendezvous import addresses
 from offline_iaas.rendezvous.job_ads import (
@@ -51,8 +52,8 @@ def current_address(ads: list[dict[str, Any]], node: str) -> addresses.ServerAdd
         if ad.get("JobStatus") != RUNNING or not isinstance(text, str):
             continue
         try:
-            address = addresses.ServerAddress(**json.loads(text))
-        except (ValueError, TypeError):
+            address = addresses.parse_address(text, Path(f"job ad of {node}: {ADDRESS_ATTRIBUTE}"))
+        except RunError:  # another program's attribute, or an older offline-iaas's
             continue
         starts = ad.get("NumJobStarts")
         if isinstance(starts, int) and address.epoch != starts:

@@ -14,7 +14,6 @@ where workers share no filesystem, into the server's own job ad (``rendezvous="j
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import shutil
@@ -353,7 +352,7 @@ def serve(
         if ads is None:
             address_files.publish_address(run, address)
         else:
-            ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, json.dumps(dataclasses.asdict(address)))
+            ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, address_files.address_text(address))
         published = True
         via = rendezvous_name(ads)
         logger.info(f"{node}: ready at {address.grpc_url} (epoch {epoch}, via {via})")
