@@ -211,7 +211,7 @@ def test_injections_in_the_training_span_do_not_count_in_vt(config) -> None:
     injections = [Injection(t, 10.0) for t in gps]
     training = (50.0, 250.0)
     counted = found_missed_at_ifar(np.array(gps), np.array(ifars), np.ones(5), injections,
-                                   config, [(0.0, 1000.0)], training)
+                                   config.bbhnet, [(0.0, 1000.0)], training)
     assert (counted["found"], counted["missed"]) == (1, 2)  # held out: 500, 600, 700
     assert counted["injection_counts"] == {"listed": 5, "outside_analysed": 0,
                                            "in_training": 2, "held_out": 3}

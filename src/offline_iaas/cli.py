@@ -101,7 +101,7 @@ def cmd_check(args: argparse.Namespace) -> None:
     for f in frames:
         logger.debug(f"check: frame {f.path} (GPS {f.gps_start:.0f}+{f.duration:.0f} s)")
     logger.info(f"check: {len(config.data.channels)} channel(s): {', '.join(config.data.channels)}")
-    logger.info(f"check: {len(frames)} frame file(s) ({counts}) from {frame_source(config)}")
+    logger.info(f"check: {len(frames)} frame file(s) ({counts}) from {frame_source(config.data)}")
     for line in span.summary_lines():
         logger.info(f"check: {line}")
     if checking.manifest is not None:

@@ -53,7 +53,7 @@ import numpy as np
 from igwn_segments import segment, segmentlist
 from scipy import signal
 
-from offline_iaas.config import CampaignConfig
+from offline_iaas.config import BBHnetConfig, DeepCleanConfig
 
 BLOCK_SECONDS = 64.0
 """Samples band-passed at a time (s)."""
@@ -63,10 +63,12 @@ ASD_MAX_SECONDS = 4096.0
 """At most this much of each stretch enters the ASD ratio (memory)."""
 
 
-def bandpass_sos(config: CampaignConfig) -> np.ndarray:
-    d = config.deepclean
+def bandpass_sos(deepclean: DeepCleanConfig, sample_rate: float) -> np.ndarray:
+    """DeepClean's band-pass (``deepclean.band_*_hz``, ``filter_order``) at ``sample_rate``,
+    as second-order sections."""
+    d = deepclean
     return signal.butter(d.filter_order, (d.band_low_hz, d.band_high_hz), btype="bandpass",
-                         fs=config.data.sample_rate, output="sos")
+                         fs=sample_rate, output="sos")
 
 
 def zero_phase_blocks(
@@ -257,12 +259,12 @@ class Injection:
                 **{k: v for k, v in known.items() if math.isfinite(v)}}
 
 
-def background_cuts(injections: list[Injection], config: CampaignConfig,
+def background_cuts(injections: list[Injection], bbhnet: BBHnetConfig,
                     training: tuple[float, float] | None) -> list[tuple[float, float]]:
     """GPS spans no background trigger may come from: ``exclusion_seconds`` around every
     injection (none with ``bbhnet.inject``: the background stream holds none), and the
     network's training span."""
-    b = config.bbhnet
+    b = bbhnet
     cuts = [(i.gps_time - b.exclusion_seconds, i.gps_time + b.exclusion_seconds)
             for i in injections if not b.inject]
     return cuts + ([(float(training[0]), float(training[1]))] if training is not None else [])
@@ -345,14 +347,14 @@ def _tally(rows: list[dict[str, Any]], counts: dict[str, int]) -> dict[str, Any]
 
 def found_missed_at_ifar(
     times: np.ndarray, ifar_years: np.ndarray, values: np.ndarray,
-    injections: list[Injection], config: CampaignConfig,
+    injections: list[Injection], bbhnet: BBHnetConfig,
     analysed: list[tuple[float, float]], training: Sequence[float] | None = None,
 ) -> dict[str, Any]:
     """Found/missed at the config's IFAR threshold: found when a trigger within
     ``found_seconds`` has ``ifar >= threshold``. Rows for every injection in the analysed
     stretches (``in_training`` marks those in the network's ``training`` span); ``found`` and
     ``missed`` count the held-out ones only, ``injection_counts`` says what was left out."""
-    b = config.bbhnet
+    b = bbhnet
     kept, counts = _counted(injections, analysed, training)
     rows = []
     for injection, in_training in kept:
@@ -382,7 +384,7 @@ def _segments(spans: list[tuple[float, float]]) -> segmentlist:
 
 def found_missed(
     times: np.ndarray, values: np.ndarray, injections: list[Injection],
-    config: CampaignConfig, analysed: list[tuple[float, float]],
+    bbhnet: BBHnetConfig, analysed: list[tuple[float, float]],
     training: Sequence[float] | None = None,
     foreground: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, Any]:
@@ -393,7 +395,7 @@ def found_missed(
     ``training`` span (GPS), if known. With a ``foreground`` (times, values: injections on the
     fly) an injection's statistic is the foreground's near it.
     """
-    background_spans = subtract_spans(analysed, background_cuts(injections, config, training))
+    background_spans = subtract_spans(analysed, background_cuts(injections, bbhnet, training))
     in_background = np.zeros(len(times), bool)
     for start, end in background_spans:
         in_background |= (times > start) & (times < end)
@@ -403,7 +405,7 @@ def found_missed(
     rows = []
     for injection, in_training in kept:
         at, seen = foreground if foreground is not None else (times, values)
-        near = best_near(at, seen, injection.gps_time, config.bbhnet.found_seconds)
+        near = best_near(at, seen, injection.gps_time, bbhnet.found_seconds)
         best = float(seen[near]) if near is not None else float("-inf")
         rows.append({**injection.row(), "statistic": best, "found": bool(best > threshold),
                      "in_training": in_training})

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from offline_iaas.config import CampaignConfig
+from offline_iaas.config import CampaignConfig, DataConfig
 from offline_iaas.data.segments import GPS_TOLERANCE_SECONDS, gps_segments
 from offline_iaas.errors import DataError
 
@@ -322,9 +322,8 @@ def discover_frames(config: CampaignConfig) -> list[FrameFile]:
     )
 
 
-def frame_source(config: CampaignConfig) -> str:
+def frame_source(data: DataConfig) -> str:
     """Where the campaign's frames come from, for messages."""
-    data = config.data
     if data.frames is not None:
         return str(data.frames)
     return f"datafind server {data.datafind_server} ({', '.join(data.frametypes)})"

@@ -250,7 +250,7 @@ def preflight(
     data = config.data
     span = (data.start, data.start + data.duration)
     frames = discover_frames(config) if frames is None else list(frames)
-    science = science_segments(config)
+    science = science_segments(config.data)
     needed = gps_segments([span])
     if science is not None:
         needed = gps_segments(needed & gps_segments(science))
@@ -282,7 +282,7 @@ def preflight(
         reasons = "; ".join(f"{r}: {s:g} s" for r, s in result.dropped_by_reason().items())
         problems.append(f"no analysable time in {_range(*span)} ({reasons})")
     if problems:
-        raise DataError(problem_report(problems, span[0], span[1], frame_source(config)))
+        raise DataError(problem_report(problems, span[0], span[1], frame_source(config.data)))
     return result
 
 

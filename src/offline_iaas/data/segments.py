@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from igwn_segments import segment, segmentlist
 
-from offline_iaas.config import CampaignConfig
+from offline_iaas.config import CampaignConfig, DataConfig
 from offline_iaas.errors import DataError
 from offline_iaas.records import BadFile
 from offline_iaas.stretches import Stretch
@@ -308,11 +308,11 @@ def observatories(channels: Iterable[str]) -> list[str]:
     return out
 
 
-def science_segments(config: CampaignConfig) -> list[Interval] | None:
+def science_segments(data: DataConfig) -> list[Interval] | None:
     """``data.segments`` read as intervals, or None when the config has no segment file."""
-    if config.data.segments is None:
+    if data.segments is None:
         return None
-    return [(float(s[0]), float(s[1])) for s in read_segment_file(config.data.segments)]
+    return [(float(s[0]), float(s[1])) for s in read_segment_file(data.segments)]
 
 
 def min_stretch_seconds(config: CampaignConfig) -> float:

@@ -69,7 +69,7 @@ import numpy as np
 from scipy import signal
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.config import CampaignConfig
+from offline_iaas.config import CampaignConfig, SynthConfig
 from offline_iaas.data.draw_injections import MEASURED_PSD_SECONDS
 from offline_iaas.data.injection_file import write_injection_set
 from offline_iaas.data.synth_injections import (
@@ -153,10 +153,10 @@ def _rng(seed: int, key: str) -> np.random.Generator:
     return np.random.default_rng([seed % 2**63, zlib.crc32(key.encode())])
 
 
-def noise_level(config: CampaignConfig, tau_seconds: Any) -> Any:
+def noise_level(synth: SynthConfig, duration_seconds: float, tau_seconds: Any) -> Any:
     """The noise's amplitude factor ``tau_seconds`` (scalar or array) after ``data.start``:
     ``1 + (noise_drift - 1) tau / duration``."""
-    return 1.0 + (config.synth.noise_drift - 1.0) * tau_seconds / config.data.duration
+    return 1.0 + (synth.noise_drift - 1.0) * tau_seconds / duration_seconds
 
 
 # ---- per-interferometer stream --------------------------------------------------------------
@@ -232,7 +232,7 @@ def _ifo_blocks(
             if lo < hi:
                 signal_sum[lo - offset : hi - offset] += samples[lo - first : hi - first]
         # the noise's amplitude drifts linearly over the span (synth.noise_drift)
-        level = noise_level(config, tau)
+        level = noise_level(config.synth, config.data.duration, tau)
         strains = [level * nz.next(BLOCK_SAMPLES) + coupled + signal_sum for nz in noises]
         yield np.array(strains + witnesses)
         offset += BLOCK_SAMPLES

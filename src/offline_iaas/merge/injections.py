@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.config import CampaignConfig
+from offline_iaas.config import BBHnetConfig, CampaignConfig
 from offline_iaas.data.injection_list import InjectionList, read_campaign_injections
 from offline_iaas.physics import (
     HELD_OUT,
@@ -43,9 +43,9 @@ LOUD_SNR = 12.0
 """The found line also counts the held-out injections of network SNR at least this."""
 
 
-def campaign_injections(config: CampaignConfig) -> InjectionList | None:
+def campaign_injections(bbhnet: BBHnetConfig) -> InjectionList | None:
     """``bbhnet.injections`` read (``read_campaign_injections``), or None without one."""
-    path = config.bbhnet.injections
+    path = bbhnet.injections
     return read_campaign_injections(path) if path is not None else None
 
 
@@ -62,10 +62,10 @@ def injection_results(
     injections = list(listed.injections)
     if ifar_years is not None:
         at, seen = foreground if foreground is not None else (times, values)
-        result = found_missed_at_ifar(at, ifar_years, seen, injections, config, analysed,
+        result = found_missed_at_ifar(at, ifar_years, seen, injections, config.bbhnet, analysed,
                                       training)
     else:
-        result = found_missed(times, values, injections, config, analysed, training,
+        result = found_missed(times, values, injections, config.bbhnet, analysed, training,
                               foreground)
     result["training_gps"] = None if training is None else [float(x) for x in training]
     result["analysed_seconds"] = float(sum(b - a for a, b in analysed))

@@ -10,8 +10,9 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.merge.products import CANARY_SUFFIX, output_channel
 
 
-def statistic_channel(config: CampaignConfig) -> str:
-    ifos = "".join(sorted({ch.split(":", 1)[0] for ch in config.data.channels}))
+def statistic_channel(ifos: tuple[str, ...]) -> str:
+    """The statistic's channel name: the detectors it searched, as one prefix."""
+    ifos = "".join(sorted(ifos))
     return f"{ifos}:OFFLINE_IAAS-STATISTIC"
 
 
@@ -34,7 +35,7 @@ def series_attrs(dataset: h5py.Dataset, config: CampaignConfig, group: str, ifo_
     ``clean`` and their ``_canary``) starting at GPS ``x0``, for interferometer
     ``config.ifos[ifo_index]`` (strain groups)."""
     if group == "statistic":
-        timeseries_attrs(dataset, statistic_channel(config), "statistic", x0,
+        timeseries_attrs(dataset, statistic_channel(config.ifos), "statistic", x0,
                          config.stride_seconds)
         return
     if group == "slides":
@@ -44,5 +45,5 @@ def series_attrs(dataset: h5py.Dataset, config: CampaignConfig, group: str, ifo_
     strain = config.data.channels[ifo_index]
     suffix = CANARY_SUFFIX if group.endswith("_canary") else ""
     channel = (f"{strain}_DEEPCLEAN_NOISE{suffix}" if group.startswith("noise")
-               else output_channel(config, strain) + suffix)
+               else output_channel(config.deepclean, strain) + suffix)
     timeseries_attrs(dataset, channel, group, x0, 1 / config.data.sample_rate, "strain")

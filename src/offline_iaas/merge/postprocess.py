@@ -30,7 +30,7 @@ from offline_iaas.merge.products import (
     output_channel,
     publish_frames,
 )
-from offline_iaas.modes import RAW
+from offline_iaas.modes import RAW, Outputs
 from offline_iaas.physics import (
     ASD_MAX_SECONDS,
     SECONDS_PER_YEAR,
@@ -160,7 +160,7 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
     config = writer.config
     rate = config.data.sample_rate
     s = config.stride_samples
-    sos = bandpass_sos(config)
+    sos = bandpass_sos(config.deepclean, config.data.sample_rate)
     variants = _variants(writer.outputs)
     gwf = (CleanedFrames(frames_dir, writer.frames_dir, config, writer.provenance)
            if frames_dir is not None else None)
@@ -227,15 +227,15 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
 def _cluster(writer: Any, products: ShardProducts) -> None:
     """The owned triggers and background of each search (``searches``)."""
     _cluster_search(writer, products, "")
-    if RAW in searches(writer.config):
+    if RAW in searches(writer.config.outputs):
         products.raw = ShardProducts()
         _cluster_search(writer, products.raw, RAW)
 
 
-def searches(config: CampaignConfig) -> tuple[str, ...]:
+def searches(outputs: Outputs) -> tuple[str, ...]:
     """The suffix of each BBHnet search's outputs: ``""`` (the statistic), and ``_raw`` where
     e2e searches the raw strain too (``statistic_raw``)."""
-    return tuple(s for s in ("", RAW) if f"statistic{s}" in config.outputs.names)
+    return tuple(s for s in ("", RAW) if f"statistic{s}" in outputs.names)
 
 
 def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
@@ -295,8 +295,8 @@ BACKGROUND_COLUMNS = [("shift", "f8"), ("time", "f8"), ("statistic", "f4")]
 
 def _background_cuts(config: CampaignConfig, training: dict[str, list[float]]
                      ) -> list[tuple[float, float]]:
-    listed = campaign_injections(config)
-    return (background_cuts(list(listed.injections), config, training.get("bbhnet"))
+    listed = campaign_injections(config.bbhnet)
+    return (background_cuts(list(listed.injections), config.bbhnet, training.get("bbhnet"))
             if listed else [])
 
 
@@ -336,12 +336,13 @@ def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
             gate = publish_frames(frames_dir, config, files, spans)
             if gate:
                 summary["deepclean_gate"] = gate
-            channels = ", ".join(output_channel(config, ch) for ch in config.data.channels)
+            channels = ", ".join(output_channel(config.deepclean, ch)
+                                 for ch in config.data.channels)
             logger.debug(f"{len(files)} GWF files of cleaned strain ({channels})")
     if "statistic" in outputs and config.mode.triggers:
         fg = _foreground(file, config, products)
         summary["bbhnet"] = _triggers(file, config, stretches, training, products, fg)
-        if RAW in searches(config):  # the same search on the raw strain: cleaning's gain
+        if RAW in searches(config.outputs):  # the same search on the raw strain: cleaning's gain
             summary["bbhnet"][WITHOUT_CLEANING] = _triggers(
                 file, config, stretches, training,
                 [p.raw for p in products if p.raw is not None], fg, RAW)
@@ -398,7 +399,7 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
     triggers = np.concatenate(found) if found else np.zeros(0, TRIGGER_COLUMNS)
     t, v = triggers["time"], triggers["statistic"]
     analysed = _analysed(config, stretches)
-    listed = campaign_injections(config)
+    listed = campaign_injections(config.bbhnet)
     slides = config.has_slides
     columns = TRIGGER_COLUMNS + ([("far", "f8"), ("ifar", "f8")] if slides else [])
     table = np.zeros(len(t), dtype=columns)

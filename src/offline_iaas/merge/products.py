@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas import __version__
-from offline_iaas.config import CampaignConfig
+from offline_iaas.config import CampaignConfig, DeepCleanConfig
 from offline_iaas.errors import DataError
 from offline_iaas.physics import asd_ratio
 from offline_iaas.records import BadFile, ServedModel
@@ -44,19 +44,19 @@ CACHE_NAME = "deepclean.lcf"
 SEGMENTS_DIR = "segments"
 
 
-def output_channel(config: CampaignConfig, strain: str) -> str:
+def output_channel(deepclean: DeepCleanConfig, strain: str) -> str:
     """The cleaned strain's channel name: ``<strain>_<suffix>``."""
-    return f"{strain}_{config.deepclean.channel_suffix}"
+    return f"{strain}_{deepclean.channel_suffix}"
 
 
-def frame_type(config: CampaignConfig, ifo: str) -> str:
+def frame_type(deepclean: DeepCleanConfig, ifo: str) -> str:
     """The frame type of an interferometer's cleaned frames (``H1_HOFT_DC``)."""
-    return f"{ifo}_{config.deepclean.frame_type}"
+    return f"{ifo}_{deepclean.frame_type}"
 
 
 def frame_file_name(config: CampaignConfig, ifo: str, gps_start: int, seconds: int) -> str:
     """``<O>-<IFO>_<TYPE>-<GPS>-<DUR>.gwf``."""
-    return f"{ifo[0]}-{frame_type(config, ifo)}-{gps_start}-{seconds}.gwf"
+    return f"{ifo[0]}-{frame_type(config.deepclean, ifo)}-{gps_start}-{seconds}.gwf"
 
 
 def campaign_provenance(config: CampaignConfig, model: ServedModel | None,
@@ -130,7 +130,7 @@ class CleanedFrames:
         ``canary`` (``deepclean.canary``): the canary's cleaned strain of the same samples,
         written beside the production channel (:data:`CANARY_SUFFIX`) and not gated.
         """
-        channel = output_channel(self.config, strain)
+        channel = output_channel(self.config.deepclean, strain)
         while len(cleaned):
             pending = self.pending.get(ifo)
             if pending is not None and abs(
@@ -197,7 +197,7 @@ def publish_frames(out_dir: Path, config: CampaignConfig,
     """Write the LAL cache of ``files`` (by interferometer, then time) and the segment lists of
     ``spans`` into ``out_dir``; return the gate's numbers per interferometer."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    lines = [f"{path.name[0]} {frame_type(config, ifo)} {gps} {seconds} "
+    lines = [f"{path.name[0]} {frame_type(config.deepclean, ifo)} {gps} {seconds} "
              f"file://localhost{path}" for ifo, path, gps, seconds in sorted(files)]
     (out_dir / CACHE_NAME).write_text("".join(line + "\n" for line in lines))
     summary = {}
@@ -237,7 +237,7 @@ def _write_segments(directory: Path, config: CampaignConfig, ifo: str,
     from gwpy.segments import DataQualityFlag, Segment, SegmentList
 
     directory.mkdir(parents=True, exist_ok=True)
-    stem = frame_type(config, ifo)
+    stem = frame_type(config.deepclean, ifo)
     valid = SegmentList(Segment(a, b) for a, b in spans["valid"]).coalesce()
     flagged = SegmentList(Segment(a, b) for a, b in spans["flagged"]).coalesce()
     valid.write(str(directory / f"{stem}_VALID.txt"), format="segwizard")

@@ -142,9 +142,10 @@ def extent_data_seconds(config: CampaignConfig, extents: list[StretchExtent]) ->
     return seconds
 
 
-def shard_bounds(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple[float, float]]:
-    """The shard intervals ``[k C, (k + 1) C)`` that meet the stretches, in order."""
-    size = config.merge.shard_seconds
+def shard_bounds(shard_seconds: float, stretches: list[Stretch]) -> list[tuple[float, float]]:
+    """The shard intervals ``[k C, (k + 1) C)`` (``C``: ``merge.shard_seconds``) that meet the
+    stretches, in order."""
+    size = shard_seconds
     if not stretches or size <= 0:
         return []
     first = math.floor(stretches[0].gps_start / size)
@@ -185,7 +186,7 @@ def shard_merges(config: CampaignConfig, stretches: list[Stretch],
                 f"most {MAX_SHARDS_PER_STRETCH} per stretch: raise merge.shard_seconds to at "
                 f"least {math.ceil(length / (MAX_SHARDS_PER_STRETCH - 1))}")
     shards = []
-    for gps_start, gps_end in shard_bounds(config, stretches):
+    for gps_start, gps_end in shard_bounds(config.merge.shard_seconds, stretches):
         extents = shard_extents(config, stretches, gps_start, gps_end)
         if not extents:
             continue

@@ -75,16 +75,6 @@ def bandpass(
     return signal.sosfiltfilt(sos, np.asarray(values, dtype=np.float64), axis=-1)
 
 
-def ifo_names(config: CampaignConfig) -> list[str]:
-    """Interferometer prefixes of ``data.channels``, in order."""
-    out: list[str] = []
-    for channel in config.data.channels:
-        ifo = channel.split(":", 1)[0]
-        if ifo not in out:
-            out.append(ifo)
-    return out
-
-
 def strain_channel(config: CampaignConfig, ifo: str) -> str:
     """The first strain channel of ``ifo`` in ``data.channels``."""
     for channel in config.data.channels:
@@ -532,7 +522,7 @@ def write_demo_networks(
     paths: dict[str, Path] = {}
     reports: dict[str, Any] = {}
     if config.synth.witnesses >= 1:
-        for ifo in ifo_names(config):
+        for ifo in config.ifos:
             model = train_deepclean(
                 config, frames, ifo,
                 **{"seed": seed, "threads": threads, **DEMO_DEEPCLEAN, **deepclean},

@@ -103,7 +103,7 @@ def _injections(checking: Checking) -> None:
     # the merge would refuse the list after every client streamed: say so now
     if not checking.open_files or checking.span is None:
         return
-    training = training_spans(checking.config).get("bbhnet")
+    training = training_spans(checking.config.model.repository).get("bbhnet")
     found = check_injections(checking.config, checking.span.stretches, training)
     if found is None:
         return
@@ -164,10 +164,10 @@ def run_checks(checking: Checking) -> Checking:
     return checking
 
 
-def training_spans(config: CampaignConfig) -> dict[str, tuple[float, float]]:
+def training_spans(repository: Path) -> dict[str, tuple[float, float]]:
     """The training spans the repository's manifest records (none when it has no manifest)."""
     try:
-        return dict(read_manifest(config.model.repository).training)
+        return dict(read_manifest(repository).training)
     except ModelError:
         return {}
 

@@ -12,6 +12,8 @@ The repository's sequence slots are checked too when it is exported already.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from offline_iaas.config import CampaignConfig, override_config
 from offline_iaas.data.segments import compute_stretches, min_stretch_seconds, science_segments
 from offline_iaas.errors import ConfigError, DataError, ModelError
@@ -25,7 +27,7 @@ def planned_stretches(config: CampaignConfig) -> list[Stretch]:
     """The stretches ``make-dag`` would plan as far as known without frames: the science
     segments' (``data.segments``, when readable here) on the stride grid, else the span."""
     try:
-        science = science_segments(config)
+        science = science_segments(config.data)
     except DataError:
         science = None
     if science is None:
@@ -47,12 +49,12 @@ def least_shard_seconds(longest_seconds: float) -> float:
     return longest_seconds / (MAX_SHARDS_PER_STRETCH - 1)
 
 
-def sequence_slots(config: CampaignConfig) -> int | None:
-    """The sequence slots the exported repository holds (None: not exported yet)."""
-    if not (config.model.repository / MANIFEST).exists():
+def sequence_slots(repository: Path) -> int | None:
+    """The sequence slots the exported ``repository`` holds (None: not exported yet)."""
+    if not (repository / MANIFEST).exists():
         return None
     try:
-        return read_manifest(config.model.repository).sequence_slots
+        return read_manifest(repository).sequence_slots
     except ModelError:
         return None
 
@@ -69,7 +71,7 @@ def refusal(config: CampaignConfig, overrides: list[str]) -> str | None:
         shard_merges(planned, stretches, shares)
     except ConfigError as err:
         return str(err)
-    slots = sequence_slots(planned)
+    slots = sequence_slots(planned.model.repository)
     if slots is not None and slots < planned.layout.clients_per_server:
         return (f"{planned.model.repository} holds {slots} sequence slots, fewer than "
                 f"{planned.layout.clients_per_server} clients per server: export it again")

@@ -174,7 +174,7 @@ def plan_from_bench(
             f"{results_path}: no service measurement of the {load.name!r} workload (the bench "
             f"workload of mode {config.model.mode!r}): run offline-iaas bench with it"
         )
-    cores, slots = config.server.cpus, sequence_slots(config)
+    cores, slots = config.server.cpus, sequence_slots(config.model.repository)
     runnable = {point: spread for point, spread in layouts.items()
                 if (not cores or point[2] <= cores) and (slots is None or point[1] <= slots)}
     if not runnable:
@@ -298,7 +298,7 @@ def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) 
 
     shard_seconds = recommend_shard_seconds(config, pilot.merge_rate,
                                             data_seconds / (servers * per_server))
-    tail, tail_line = merge_tail(config, pilot, shard_seconds, scale)
+    tail, tail_line = merge_tail(config.data.duration, pilot, shard_seconds, scale)
 
     def wall_with(n_servers: int) -> tuple[float, float]:
         streaming = data_seconds / (n_servers * per_server)
@@ -383,11 +383,10 @@ def recommend_shard_seconds(config: CampaignConfig, merge_rate: float,
     return max(within) if within else min(fitting)
 
 
-def merge_tail(config: CampaignConfig, pilot: PilotRun, shard_seconds: float, scale: float
+def merge_tail(data_seconds: float, pilot: PilotRun, shard_seconds: float, scale: float
                ) -> tuple[float, str]:
     """The merge's time after the last client (seconds) and the line that explains it: the
-    last shard merge and the index, or the single merge of all the data."""
-    data_seconds = config.data.duration
+    last shard merge and the index, or the single merge of all the ``data_seconds``."""
     if pilot.merge_rate <= 0:
         tail = pilot.merge_seconds * scale
         return tail, (f"merge: {pilot.merge_seconds:.1f} s x {scale:.3g} = {tail:,.1f} s (the "

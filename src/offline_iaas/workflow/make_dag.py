@@ -156,13 +156,13 @@ def _restores(run: RunDir, hashes: Hashes) -> bool:
     return True
 
 
-def _model_record(config: CampaignConfig) -> ServedModel | None:
+def _model_record(repository: Path) -> ServedModel | None:
     """The served model as the products' provenance records it (None without a manifest)."""
     try:
-        manifest = read_manifest(config.model.repository)
+        manifest = read_manifest(repository)
     except (ModelError, OSError):
         return None
-    return model_record(config.model.repository, manifest)
+    return model_record(repository, manifest)
 
 
 def make_dag(
@@ -217,7 +217,7 @@ def make_dag(
     executable = console_script()
     _check_path(run.path, "run directory")
     _check_path(executable, "console script")
-    model = _model_record(config)
+    model = _model_record(config.model.repository)
     previous = _previous_run(run, hashes, model)
 
     clients_count = config.layout.servers * config.layout.clients_per_server
@@ -287,7 +287,7 @@ def make_dag(
         "shards": [shard.node for shard in shards],
         "created": datetime.now().astimezone().isoformat(timespec="seconds"),
         # the networks' training data, which the merge's physics numbers leave out
-        "training": training_spans(config),
+        "training": training_spans(config.model.repository),
         # what the products' provenance names (graph versions and SHA-256)
         "model": model,
         # frame files left out as gaps (data.on_bad_file = "gap"; the parts add theirs)
