@@ -208,3 +208,50 @@ def test_the_check_rule_catches_a_test_without_a_check() -> None:  # negative co
              "def test_c():\n    with pytest.raises(ValueError):\n        int('x')\n\n"
              "def test_d():\n    np.testing.assert_array_equal(1, 1)\n")
     assert unchecked_tests({"h.py": helpers, "t.py": tests}) == ["t.py:4: test_b"]
+
+
+# ---- functions take the section they read (issue #43) ------------------------------------------
+
+WHOLE_CONFIG_CEILING = 31
+"""Functions outside ``config.py`` and ``config_checks.py`` (which handle the config as a
+whole) that take a ``CampaignConfig`` and read at most two of its attributes, never passing it
+on whole: they should take those sections or numbers instead. Lower this as they are
+narrowed; a new one fails the test."""
+
+
+def whole_config_readers(source: str) -> list[str]:
+    """``line: function(parameter)`` of each function taking a ``CampaignConfig`` of which
+    it reads at most two attributes and which it never passes on whole."""
+    tree = ast.parse(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+            if arg.annotation is None or "CampaignConfig" not in ast.unparse(arg.annotation):
+                continue
+            uses = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == arg.arg]
+            read = {parents[n].attr for n in uses
+                    if isinstance(parents[n], ast.Attribute) and parents[n].value is n}
+            whole = [n for n in uses
+                     if not (isinstance(parents[n], ast.Attribute) and parents[n].value is n)]
+            if len(read) <= 2 and not whole:
+                found.append(f"{node.lineno}: {node.name}({arg.arg})")
+    return found
+
+
+def test_few_functions_take_the_whole_config_to_read_a_section() -> None:
+    found = [f"{path.relative_to(PACKAGE)}:{line}" for path in _sources()
+             if path.name not in ("config.py", "config_checks.py")
+             for line in whole_config_readers(path.read_text())]
+    assert len(found) <= WHOLE_CONFIG_CEILING, "\n".join(found)
+
+
+def test_the_section_rule_catches_a_whole_config_read_for_one_section() -> None:  # control
+    narrow = "def f(config: CampaignConfig) -> str:\n    return config.data.frames\n"
+    passes = "def f(config: CampaignConfig) -> str:\n    return g(config, config.data)\n"
+    wide = ("def f(config: CampaignConfig) -> str:\n"
+            "    return config.data, config.model, config.merge\n")
+    assert whole_config_readers(narrow) == ["1: f(config)"]
+    assert whole_config_readers(passes) == whole_config_readers(wide) == []
