@@ -415,7 +415,7 @@ def campaign_records(run_dir: Path, clients: tuple[str, ...]) -> RunDir:
     paths.create()
     write_config(config_from_dict(raw, paths.config), paths.config)
     for index, node in enumerate(clients):
-        write_client_job(paths, ClientShare(index, node, "server0", ()))
+        write_client_job(paths, ClientShare(index=index, node=node, server="server0", pieces=()))
     write_run_record(paths, clients)
     return paths
 

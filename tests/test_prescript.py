@@ -51,7 +51,7 @@ def run_dir(tmp_path: Path) -> Path:
     (run / "jobs").mkdir(parents=True)
     (run / "campaign.toml").write_text(SMALL_CAMPAIGN)
     write_run_info(run, ("server0",))
-    write_client_job(RunDir(run), ClientShare(0, "client0", "server0", ()))
+    write_client_job(RunDir(run), ClientShare(index=0, node="client0", server="server0", pieces=()))
     return run
 
 

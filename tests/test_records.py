@@ -30,7 +30,7 @@ from tests.error_catalogue import documented
 from tests.helpers import complete_merge, complete_part
 
 PIECE = Piece(0, 1 << 20 | 1, 0, 3, 64, 1e9, 1e9 + 16.25, 1e9, 1e9 + 64)
-SEGMENT = ClientShare(0, "client0", "server0", (PIECE,))
+SEGMENT = ClientShare(index=0, node="client0", server="server0", pieces=(PIECE,))
 
 
 @pytest.fixture
@@ -159,7 +159,7 @@ def test_a_part_is_complete_only_as_its_sidecar_describes_it(run: RunDir) -> Non
     other = Hashes("f" * 16, h.merge, h.v1)
     assert str(part_problem(run, "client0", other)).startswith(
         "part from another campaign's config (stream hash ")
-    moved = ClientShare(0, "client0", "server1", SEGMENT.pieces)
+    moved = SEGMENT.model_copy(update={"server": "server1"})
     assert str(part_problem(run, "client0", h, moved)) == (
         "part covers other windows than its job spec")
     sidecar.write_text('{"complete": true}')  # what a sidecar alone used to be enough for

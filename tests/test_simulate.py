@@ -261,7 +261,7 @@ def test_a_wide_dag_of_equal_clients_ends_at_start_plus_one_servers_share() -> N
 def test_the_dag_that_dag_text_writes_can_be_simulated() -> None:
     def segment(i: int, server: str, seconds: float) -> ClientShare:
         piece = Piece(0, i + 1, 0, 0, 1, 1000.0, 1000.0 + seconds, 1000.0, 2000.0)
-        return ClientShare(i, f"client{i}", server, (piece,))
+        return ClientShare(index=i, node=f"client{i}", server=server, pieces=(piece,))
 
     segments = [segment(0, "server0", 64.0), segment(1, "server0", 64.0),
                 segment(2, "server1", 128.0)]

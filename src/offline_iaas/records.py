@@ -29,8 +29,10 @@ record              file                            version  written by
 
 The values records share are plain frozen dataclasses, validated where they are embedded:
 ``BadFile`` (a frame file left out as a gap: preflight → run.json → bad-files.json → the
-sidecar → the merge → the output's provenance), ``Piece`` and ``ClientShare`` (a client's
-share), ``MergeShard`` (a shard merge's interval and parents).
+sidecar → the merge → the output's provenance), ``Piece`` (a share's part of one stretch),
+``MergeShard`` (a shard merge's interval and parents). A client's share is one type,
+``ClientShare`` (a frozen pydantic model), whose fields the records that carry one
+(``ShareRecord``: the job spec, the sidecar, the checkpoint stamp) hold as their own.
 
 Reading a record that is missing, is not JSON, misses a field, has a field of the wrong type
 or an unknown one, or whose version is newer than this code's raises one ``RunError`` (exit
@@ -107,9 +109,11 @@ class Piece:
         return self.output_stop - self.first_window
 
 
-@dataclass(frozen=True)
-class ClientShare:
-    """One client's share of the campaign."""
+class ClientShare(BaseModel):
+    """One client's share of the campaign; the records that carry one (``ShareRecord``) hold
+    these fields as their own."""
+
+    model_config = ConfigDict(strict=True, frozen=True)
 
     index: int
     node: str
@@ -314,23 +318,18 @@ _V1_JOB_FIELDS = ("run_dir", "config", "repository", "model", "config_hash")
 """Fields version-1 job specs carried that nothing read."""
 
 
-class ShareRecord(Record):
-    """The fields of a client's share (a ``ClientShare``), in the records that carry one."""
-
-    index: int
-    node: str
-    server: str
-    pieces: tuple[Piece, ...]
+class ShareRecord(Record, ClientShare):
+    """A record that carries a client's share (``ClientShare``'s fields, at its top level)."""
 
     @property
     def share(self) -> ClientShare:
-        return ClientShare(self.index, self.node, self.server, self.pieces)
+        """The share alone (equal to the ``ClientShare`` it was made of)."""
+        return ClientShare(**share_fields(self))
 
 
 def share_fields(share: ClientShare) -> dict[str, Any]:
-    """A ``ShareRecord``'s fields of ``share``, to build a record with."""
-    return {"index": share.index, "node": share.node, "server": share.server,
-            "pieces": share.pieces}
+    """A share's fields (a record's too), to build a record or a share with."""
+    return {name: getattr(share, name) for name in ClientShare.model_fields}
 
 
 class ClientJob(ShareRecord):
