@@ -328,18 +328,18 @@ def test_raw_strain_is_clean_plus_noise_and_the_line_is_gone(tmp_path: Path) -> 
     assert limited is not None and limited.seconds == pytest.approx(32)
 
 
-def test_spectra_read_in_chunks_match_a_whole_read(tmp_path: Path, monkeypatch) -> None:
+def test_spectra_read_in_blocks_match_a_whole_read(tmp_path: Path, monkeypatch) -> None:
     from offline_iaas.report import spectra as module
 
     path = make_fixture_run(tmp_path) / "output" / "campaign.h5"
     whole = strain_spectra(path, "L1", fftlength=2.0)
-    monkeypatch.setattr(module, "CHUNK_SECONDS", 16.0)
-    chunked = strain_spectra(path, "L1", fftlength=2.0)
-    assert whole is not None and chunked is not None
-    assert chunked.seconds == whole.seconds
-    assert np.median(chunked.clean / whole.clean) == pytest.approx(1.0, abs=0.02)
+    monkeypatch.setattr(module, "BLOCK_SECONDS", 16.0)
+    blocked = strain_spectra(path, "L1", fftlength=2.0)
+    assert whole is not None and blocked is not None
+    assert blocked.seconds == whole.seconds
+    assert np.median(blocked.clean / whole.clean) == pytest.approx(1.0, abs=0.02)
     line = np.argmin(abs(whole.frequencies - LINE_HZ))
-    assert chunked.raw[line] == pytest.approx(whole.raw[line], rel=0.02)
+    assert blocked.raw[line] == pytest.approx(whole.raw[line], rel=0.02)
 
 
 def test_inspiral_range_reads_a_strain_psd_in_mpc() -> None:

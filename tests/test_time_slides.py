@@ -67,7 +67,7 @@ def slid_by_hand(windows: np.ndarray, lag_windows: int, shifts: int, warmup: int
 def test_time_slides_pair_each_window_with_the_earlier_ones(sizes: list[int],
                                                             monkeypatch) -> None:
     kernel, stride, lag_windows, shifts, warmup = 32, 8, 2, 5, 3
-    monkeypatch.setattr(TimeSlides, "CHUNK_WINDOWS", 7)  # chunks that cut through windows
+    monkeypatch.setattr(TimeSlides, "BATCH_WINDOWS", 7)  # batches that cut through windows
     rng = np.random.default_rng(1)
     stream = rng.normal(size=(2, 40 * stride))
     windows = windows_by_hand(stream, kernel, stride).astype(np.float32)

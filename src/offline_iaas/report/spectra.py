@@ -2,7 +2,7 @@
 
 The campaign file holds, per interferometer, the cleaned strain (``clean/<IFO>/<GPS>``) and the
 predicted noise that was subtracted (``noise/<IFO>/<GPS>``), so the raw strain is their sum and
-no frames are read. At most ``max_seconds`` of data are used per interferometer, read a chunk
+no frames are read. At most ``max_seconds`` of data are used per interferometer, read a block
 at a time, so memory does not grow with the campaign.
 """
 
@@ -15,7 +15,7 @@ import h5py
 import numpy as np
 from scipy.signal import welch
 
-CHUNK_SECONDS = 256.0
+BLOCK_SECONDS = 256.0
 """Data read and transformed at a time."""
 RANGE_FMIN_HZ = 10.0
 """Lower frequency of the inspiral range integral."""
@@ -83,9 +83,9 @@ def strain_spectra(
             count = min(stop - first, int((max_seconds - used) * rate))
             if nperseg < 2 or count < nperseg:
                 continue
-            chunk = max(nperseg, int(CHUNK_SECONDS * rate) // nperseg * nperseg)
-            for a in range(first, first + count, chunk):
-                b = min(a + chunk, first + count)
+            block = max(nperseg, int(BLOCK_SECONDS * rate) // nperseg * nperseg)
+            for a in range(first, first + count, block):
+                b = min(a + block, first + count)
                 if b - a < nperseg:
                     break
                 series = {"clean": np.asarray(data[a:b], dtype=np.float64)}

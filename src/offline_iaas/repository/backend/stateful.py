@@ -95,7 +95,7 @@ class TimeSlides:
     ``j - k * shift_windows`` (``Δ`` is a whole number of strides, so a slid window is an
     earlier window of the same stream, whitened or not). The state is the second detector's
     last ``shifts * shift_windows`` windows, so the client sends each sample once whatever the
-    number of slides. Slid pairs are formed and run ``CHUNK_WINDOWS`` at a time (a request's
+    number of slides. Slid pairs are formed and run ``BATCH_WINDOWS`` at a time (a request's
     ``n * shifts`` windows would not fit in the caches).
 
     A slide is formed only where its second window is a real window of the stream (index
@@ -113,7 +113,7 @@ class TimeSlides:
         Rows at the start of a stream that are not real windows.
     """
 
-    CHUNK_WINDOWS = 256
+    BATCH_WINDOWS = 256
 
     def __init__(self, shift_windows: int, shifts: int, warmup_windows: int) -> None:
         self.lags = shift_windows * np.arange(1, shifts + 1)
@@ -141,13 +141,13 @@ class TimeSlides:
         slid = self.history + j - np.tile(self.lags, n)
         runs = np.flatnonzero(formed_slides(self.streamed, n, self.lags, self.warmup_windows))
         out = np.full(n * shifts, np.nan, np.float32)
-        pairs = np.empty((self.CHUNK_WINDOWS, 2, windows.shape[2]), np.float32)
-        for first in range(0, len(runs), self.CHUNK_WINDOWS):
-            rows = runs[first : first + self.CHUNK_WINDOWS]
-            chunk = pairs[: len(rows)]
-            chunk[:, 0] = windows[j[rows], 0]
-            chunk[:, 1] = second[slid[rows]]
-            out[rows] = network(chunk)
+        pairs = np.empty((self.BATCH_WINDOWS, 2, windows.shape[2]), np.float32)
+        for first in range(0, len(runs), self.BATCH_WINDOWS):
+            rows = runs[first : first + self.BATCH_WINDOWS]
+            batch = pairs[: len(rows)]
+            batch[:, 0] = windows[j[rows], 0]
+            batch[:, 1] = second[slid[rows]]
+            out[rows] = network(batch)
         self.past = second[len(second) - self.history :].copy()
         self.streamed += n
         return out
