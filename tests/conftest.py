@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 import stat
 import warnings
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
 
 from offline_iaas.hooks import HOOK_ENV
-from tests.helpers import SMALL_CAMPAIGN, ServerLogWatch, captured_log
+from tests.helpers import SMALL_CAMPAIGN, ServerLogWatch, captured_log, small_campaign
 
 # Nodes fail where RUN/faults.json says (tests/faults/inject.py); without it nothing happens.
 os.environ[HOOK_ENV] = f"{Path(__file__).parent / 'faults' / 'inject.py'}:inject"
@@ -119,3 +119,16 @@ def no_server_unless_slow(request: pytest.FixtureRequest, tmp_path_factory: pyte
     if started.exists():
         pytest.fail(f"{request.node.nodeid} starts a tritonserver: mark it @pytest.mark.slow "
                     "(make check runs the tests that start none)")
+
+
+@pytest.fixture(scope="module")
+def small_campaign_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """Factory of a test module's small campaign: ``make(export=True, weights=False)`` is a
+    new directory with ``helpers.SMALL_CAMPAIGN`` written and its frames synthesised, its model
+    repository exported (``export``) and untrained weights in ``weights/`` (``weights``)."""
+    def make(*, export: bool = True, weights: bool = False) -> Path:
+        root = tmp_path_factory.mktemp("small-campaign")
+        small_campaign(root, export=export, weights=root / "weights" if weights else None)
+        return root
+
+    return make

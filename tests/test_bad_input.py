@@ -32,11 +32,11 @@ import pytest
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import load_config
 from offline_iaas.errors import NoSpaceError, ServerError
-from offline_iaas.records import read_client_job
+from offline_iaas.records import ClientShare, read_client_job
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
-from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, small_campaign
+from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
 
 H_FILE = "H-H1_SYNTH-1262304032-16.gwf"
 L_FILE = "L-L1_SYNTH-1262304032-16.gwf"
@@ -44,11 +44,9 @@ STRAIN = "H1:GDS-CALIB_STRAIN"
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def base(small_campaign_dir) -> Path:
     """The small campaign, its frames and its model repository (copied by each case)."""
-    root = tmp_path_factory.mktemp("bad-input-base")
-    small_campaign(root)
-    return root
+    return small_campaign_dir()
 
 
 # ---- helpers that break things ----------------------------------------------------------------
@@ -445,15 +443,20 @@ def test_bad_input(case: Case, base: Path, tmp_path: Path) -> None:
 # ---- simulated failures, in-process --------------------------------------------------------
 
 
-def test_disk_full_during_a_part_write(
-    base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _client0_writer(base: Path, tmp_path: Path) -> tuple[Path, ClientShare, PartWriter]:
+    """A copy of the campaign with its run directory, client0's share and a part writer."""
     ws = tmp_path / "ws"
     shutil.copytree(base, ws)
     run = run_dir(ws)
     config = load_config(run / "campaign.toml")
     segment = read_client_job(RunDir(run), "client0")
-    writer = PartWriter(RunDir(run), segment, ("statistic",), config.stream_hash())
+    return run, segment, PartWriter(RunDir(run), segment, ("statistic",), config.stream_hash())
+
+
+def test_disk_full_during_a_part_write(
+    base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run, segment, writer = _client0_writer(base, tmp_path)
     writer.write_checkpoint(0, 0, {"statistic": np.arange(16, dtype=np.float32)})
     before = _snapshot(run)
 
@@ -467,7 +470,7 @@ def test_disk_full_during_a_part_write(
     assert message.startswith(f"{run / 'parts' / 'client0.checkpoints' / 'p0-16-32.npz'}: no space "
                               "left on device (free space there, then run again")
     assert "\n" not in message and NoSpaceError.exit_code == 8
-    documented("disk-full-checkpoint", message, {ws: "<ws>"},
+    documented("disk-full-checkpoint", message, {run.parent: "<ws>"},
                exit_code=NoSpaceError.exit_code)
     # the earlier shard is intact, nothing half-written is left, the part is not complete
     assert _snapshot(run) == before
@@ -480,12 +483,7 @@ def test_disk_full_while_assembling_a_part(
 ) -> None:
     import h5py
 
-    ws = tmp_path / "ws"
-    shutil.copytree(base, ws)
-    run = run_dir(ws)
-    config = load_config(run / "campaign.toml")
-    segment = read_client_job(RunDir(run), "client0")
-    writer = PartWriter(RunDir(run), segment, ("statistic",), config.stream_hash())
+    run, segment, writer = _client0_writer(base, tmp_path)
     for number, piece in enumerate(segment.pieces):
         writer.write_checkpoint(number, 0, {"statistic": np.zeros(piece.windows, dtype=np.float32)})
     before = _snapshot(run)
@@ -498,7 +496,7 @@ def test_disk_full_while_assembling_a_part(
     with pytest.raises(NoSpaceError, match=r"^\S*/parts/client0\.h5: no space left on "
                        r"device") as caught:
         writer.commit()
-    documented("disk-full-part", str(caught.value), {ws: "<ws>"},
+    documented("disk-full-part", str(caught.value), {run.parent: "<ws>"},
                exit_code=NoSpaceError.exit_code)
     # the shards survive for the retry; no part file, no sidecar saying "complete"
     assert _snapshot(run) == before

@@ -24,17 +24,15 @@ from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
-from tests.helpers import TOLERANCE, processes_mentioning, small_campaign
+from tests.helpers import TOLERANCE, processes_mentioning
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def dataset(small_campaign_dir) -> Path:
     """Frames for 64 s of H1/L1 at 256 Hz, shared by the tests of this module."""
-    root = tmp_path_factory.mktemp("campaign")
-    small_campaign(root, export=False)
-    return root
+    return small_campaign_dir(export=False)
 
 
 def campaign(root: Path, name: str, overrides: list[str]) -> CampaignConfig:

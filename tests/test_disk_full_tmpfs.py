@@ -37,7 +37,6 @@ from tests.helpers import (
     captured_log,
     node_complete,
     processes_mentioning,
-    small_campaign,
     untrained_weights,
 )
 
@@ -45,9 +44,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("disk-full")
-    run_reference(small_campaign(root), root / "reference.h5")
+def dataset(small_campaign_dir) -> Path:
+    root = small_campaign_dir()
+    run_reference(load_config(root / "campaign.toml"), root / "reference.h5")
     return root
 
 

@@ -28,18 +28,15 @@ from tests.helpers import (
     captured_log,
     processes_mentioning,
     run_dag,
-    small_campaign,
 )
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def dataset(small_campaign_dir) -> Path:
     """Frames for 64 s of H1/L1 with two witnesses each, and untrained weights."""
-    root = tmp_path_factory.mktemp("modes")
-    small_campaign(root, export=False, weights=root / "weights")
-    return root
+    return small_campaign_dir(export=False, weights=True)
 
 
 def mode_campaign(root: Path, mode: str) -> CampaignConfig:

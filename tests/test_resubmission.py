@@ -29,7 +29,7 @@ from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status, status_lines
 from tests.apptainer_shim import install_shim
-from tests.helpers import TOLERANCE, captured_log, processes_mentioning, small_campaign
+from tests.helpers import TOLERANCE, captured_log, processes_mentioning
 
 pytestmark = pytest.mark.slow
 
@@ -55,11 +55,9 @@ class Campaign:
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def dataset(small_campaign_dir) -> Path:
     """Frames for 64 s of H1/L1 at 256 Hz and an exported repository, shared by the module."""
-    root = tmp_path_factory.mktemp("resubmission")
-    small_campaign(root)
-    return root
+    return small_campaign_dir()
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +89,12 @@ def shim_campaign(dataset: Path) -> Iterator[Campaign]:
     make_dag(config, RunDir(run_dir))
     fault = [{"point": "start", "action": "exit", "times": 1}]
     (run_dir / "faults.json").write_text(json.dumps({"client1": fault}))
-    campaign = Campaign(config, run_dir, [])
+    yield from _run_once(Campaign(config, run_dir, []), patch)
+
+
+def _run_once(campaign: Campaign, patch: pytest.MonkeyPatch) -> Iterator[Campaign]:
+    """Run ``campaign`` to the end and yield it; undo ``patch`` (the environment a module's
+    campaign ran in) after the module's tests."""
     try:
         campaign.run()
         yield campaign
@@ -250,12 +253,7 @@ def transfer_campaign(dataset: Path) -> Iterator[Campaign]:
     dag = run_dir / "offline.dag"
     dag.write_text(dag.read_text().replace(f"DEFER {DEFER_EXIT} {DEFER_SECONDS} ",
                                            f"DEFER {DEFER_EXIT} 1 "))
-    campaign = Campaign(config, run_dir, [])
-    try:
-        campaign.run()
-        yield campaign
-    finally:
-        patch.undo()
+    yield from _run_once(Campaign(config, run_dir, []), patch)
 
 
 def test_pre_script_rendezvous_without_a_shared_filesystem(

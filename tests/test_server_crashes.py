@@ -65,7 +65,6 @@ from tests.helpers import (
     ServerLogWatch,
     client_output,
     processes_mentioning,
-    small_campaign,
 )
 
 pytestmark = pytest.mark.slow
@@ -74,10 +73,8 @@ PROBE = Path(__file__).parent / "stop_probe.py"
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("stop")
-    small_campaign(root)
-    return root
+def root(small_campaign_dir) -> Path:
+    return small_campaign_dir()
 
 
 def prepared_run(root: Path, name: str, faults: dict | None = None,

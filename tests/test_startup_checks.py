@@ -15,15 +15,12 @@ from offline_iaas.config import load_config
 from offline_iaas.errors import ModelError
 from offline_iaas.serve import startup_checks
 from offline_iaas.serve.startup_checks import CHECKS, Checking, run_checks
-from tests.helpers import small_campaign
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def base(small_campaign_dir) -> Path:
     """The small campaign (classifier mode), its frames and its model repository."""
-    root = tmp_path_factory.mktemp("startup-checks")
-    small_campaign(root)
-    return root
+    return small_campaign_dir()
 
 
 def _broken_twice(base: Path, tmp_path: Path) -> tuple[Path, list[str]]:
