@@ -135,7 +135,7 @@ def test_the_e2e_inject_workload_serves_e2e_s_graph_with_the_raw_search(tmp_path
     from offline_iaas.bench.sweep import SweepPlan, export_workload
     from offline_iaas.bench.workloads import synthetic_samples, write_weights
     from offline_iaas.repository.export import network_sessions
-    from offline_iaas.repository.pipeline import mode_stream, searches_raw_strain
+    from offline_iaas.repository.pipeline import mode_stream
 
     assert workload_of(E2E_INJECT.config(tmp_path / "a")) == (E2E_INJECT, True)
     assert workload_of(E2E.config(tmp_path / "b")) == (E2E, True)
@@ -143,7 +143,7 @@ def test_the_e2e_inject_workload_serves_e2e_s_graph_with_the_raw_search(tmp_path
     outputs = {}
     for load in (E2E, E2E_INJECT):
         config = export_workload(load, SweepPlan(), tmp_path / load.name, weights, 1)
-        assert searches_raw_strain(config) is load.inject
+        assert config.outputs.searches_raw_strain is load.inject
         stream = mode_stream(config, network_sessions(config))
         outputs[load.name] = stream.update(synthetic_samples(load, 4.0, 0))
     assert set(outputs["e2e-inject"]) - set(outputs["e2e"]) == {"statistic_raw"}

@@ -117,6 +117,24 @@ class Outputs:
     stride_samples: int
     slides: int
 
+    @property
+    def statistics(self) -> tuple[str, ...]:
+        """The statistics among them (the foreground table's columns): ``statistic``, and
+        e2e's ``statistic_raw`` where the raw strain is searched too."""
+        return tuple(name for name in self.names if output_kind(name) == "statistic")
+
+    @property
+    def searches(self) -> tuple[str, ...]:
+        """The suffix of each search's outputs: ``""`` (the statistic), and ``_raw`` where e2e
+        searches the raw strain too (``statistic_raw``, ``background_raw``)."""
+        return tuple(s for s in ("", RAW) if f"statistic{s}" in self.names)
+
+    @property
+    def searches_raw_strain(self) -> bool:
+        """e2e also searches the raw strain, so that the campaign measures cleaning's gain
+        on the same injections (with injections on the fly)."""
+        return RAW in self.searches
+
     def row_shape(self, name: str) -> tuple[int, ...]:
         """Shape of one row of output ``name`` (``()`` for the statistic)."""
         if output_kind(name) == "statistic":

@@ -37,7 +37,6 @@ import numpy as np
 from offline_iaas.config import CampaignConfig, config_from_dict
 from offline_iaas.errors import ConfigError
 from offline_iaas.modes import MODES, Mode
-from offline_iaas.repository.pipeline import searches_raw_strain
 
 SAMPLE_BYTES = 4
 """float32 on the wire."""
@@ -181,7 +180,7 @@ def workload_of(config: CampaignConfig) -> tuple[Workload, bool]:
     default workload (of the same graph: ``e2e-inject`` for an e2e campaign with
     ``bbhnet.inject``).
     """
-    raw = searches_raw_strain(config)
+    raw = config.outputs.searches_raw_strain
     for load in WORKLOADS.values():
         if same_stream(load, config) and load.searches_raw_strain == raw:
             return load, True
@@ -199,7 +198,7 @@ def same_stream(load: Workload, config: CampaignConfig) -> bool:
 def mode_workload(config: CampaignConfig) -> Workload:
     """The default workload of ``config``'s mode and graph (``e2e-inject`` for an e2e
     campaign that searches the raw strain too)."""
-    return workload(WORKLOAD_OF_RAW_SEARCH if searches_raw_strain(config)
+    return workload(WORKLOAD_OF_RAW_SEARCH if config.outputs.searches_raw_strain
                     else WORKLOAD_OF_MODE[config.model.mode])
 
 

@@ -306,7 +306,7 @@ def run_client(
     hooks.reached(run, node, "start")
     frames = discover_frames(config)
     outputs = config.outputs.names
-    foreground = tuple(share_foreground(config, share, injection_times(config)))
+    foreground = tuple(share_foreground(config, share, injection_times(config.bbhnet)))
     writer = PartWriter(run, share, outputs, config.stream_hash(),
                         {name: config.outputs.row_shape(name) for name in outputs}, foreground)
     resumed = sum(writer.progress())

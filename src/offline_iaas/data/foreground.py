@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from offline_iaas.config import CampaignConfig
+from offline_iaas.config import BBHnetConfig, CampaignConfig
 from offline_iaas.data.injection_list import read_campaign_injections
 from offline_iaas.records import ClientShare, Piece
 from offline_iaas.stretches import FOREGROUND_SEQUENCE_BASE, Stretch, foreground_pieces
@@ -23,11 +23,11 @@ PER_PIECE = 1 << 10
 """Foreground sequence IDs per background piece (module docstring)."""
 
 
-def injection_times(config: CampaignConfig) -> list[float]:
+def injection_times(bbhnet: BBHnetConfig) -> list[float]:
     """The geocentre GPS times of ``bbhnet.injections`` (none unless ``bbhnet.inject``)."""
-    if not config.bbhnet.inject or config.bbhnet.injections is None:
+    if not bbhnet.inject or bbhnet.injections is None:
         return []
-    listed = read_campaign_injections(config.bbhnet.injections)
+    listed = read_campaign_injections(bbhnet.injections)
     return [i.gps_time for i in listed.injections]
 
 

@@ -17,22 +17,15 @@ import numpy as np
 from offline_iaas.client.part import FOREGROUND
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.foreground import injection_times, share_foreground
-from offline_iaas.modes import output_kind
 from offline_iaas.records import ClientShare, Piece
 from offline_iaas.rundir import RunDir
 
 FOREGROUND_COLUMNS = [("time", "f8"), ("statistic", "f4")]
 
 
-def foreground_statistics(config: CampaignConfig) -> tuple[str, ...]:
-    """The statistics the foreground table holds: ``statistic``, and e2e's ``statistic_raw``
-    where the raw strain is searched too."""
-    return tuple(n for n in config.outputs.names if output_kind(n) == "statistic")
-
-
 def foreground_columns(config: CampaignConfig) -> list[tuple[str, str]]:
     """The foreground table's columns: ``time``, then each statistic."""
-    return [("time", "f8"), *((name, "f4") for name in foreground_statistics(config))]
+    return [("time", "f8"), *((name, "f4") for name in config.outputs.statistics)]
 
 
 def foreground_rows(config: CampaignConfig, piece: Piece, statistics: dict[str, np.ndarray]
@@ -57,9 +50,9 @@ def read_foreground(run: RunDir, config: CampaignConfig, shares: list[ClientShar
     """Every part's foreground, in time order (None unless ``bbhnet.inject``)."""
     if not config.bbhnet.inject:
         return None
-    times = injection_times(config)
+    times = injection_times(config.bbhnet)
     found = [np.zeros(0, foreground_columns(config))]
-    names = foreground_statistics(config)
+    names = config.outputs.statistics
     for share in shares:
         pieces = share_foreground(config, share, times)
         if not pieces:

@@ -30,7 +30,7 @@ from offline_iaas.merge.products import (
     output_channel,
     publish_frames,
 )
-from offline_iaas.modes import RAW, Outputs
+from offline_iaas.modes import RAW
 from offline_iaas.physics import (
     ASD_MAX_SECONDS,
     SECONDS_PER_YEAR,
@@ -225,17 +225,11 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
 
 
 def _cluster(writer: Any, products: ShardProducts) -> None:
-    """The owned triggers and background of each search (``searches``)."""
+    """The owned triggers and background of each search (``Outputs.searches``)."""
     _cluster_search(writer, products, "")
-    if RAW in searches(writer.config.outputs):
+    if writer.config.outputs.searches_raw_strain:
         products.raw = ShardProducts()
         _cluster_search(writer, products.raw, RAW)
-
-
-def searches(outputs: Outputs) -> tuple[str, ...]:
-    """The suffix of each BBHnet search's outputs: ``""`` (the statistic), and ``_raw`` where
-    e2e searches the raw strain too (``statistic_raw``)."""
-    return tuple(s for s in ("", RAW) if f"statistic{s}" in outputs.names)
 
 
 def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
@@ -342,7 +336,7 @@ def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
     if "statistic" in outputs and config.mode.triggers:
         fg = _foreground(file, config, products)
         summary["bbhnet"] = _triggers(file, config, stretches, training, products, fg)
-        if RAW in searches(config.outputs):  # the same search on the raw strain: cleaning's gain
+        if config.outputs.searches_raw_strain:  # the same search on the raw strain: cleaning's gain
             summary["bbhnet"][WITHOUT_CLEANING] = _triggers(
                 file, config, stretches, training,
                 [p.raw for p in products if p.raw is not None], fg, RAW)

@@ -27,7 +27,6 @@ from offline_iaas.errors import RunError
 from offline_iaas.merge.foreground import (
     foreground_columns,
     foreground_rows,
-    foreground_statistics,
 )
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.network_streaming import served_as
@@ -65,7 +64,7 @@ def run_reference(
         why = os.strerror(err.errno) if err.errno else str(err)
         raise RunError(f"cannot write the reference output {out_path}: {why}") from None
     streaming_started = time.monotonic()
-    inject, injected = on_the_fly(config), injection_times(config)
+    inject, injected = on_the_fly(config), injection_times(config.bbhnet)
     foreground = [np.zeros(0, foreground_columns(config))]
     try:
         for stretch in stretches:
@@ -116,7 +115,7 @@ def _foreground_piece(config: CampaignConfig, sessions: dict, frames: list, piec
     requests = request_inputs(config, frames, piece, 0,
                               [n * config.stride_samples for n in sizes], inject)
     runner = mode_stream(config, sessions)
-    names = foreground_statistics(config)
+    names = config.outputs.statistics
     rows = [runner.update(inputs["update"], inputs.get(PSD_UPDATE)) for inputs in requests]
     return foreground_rows(config, piece, {n: np.concatenate([
         config.outputs.rows(n, r[n]) for r in rows]) for n in names})

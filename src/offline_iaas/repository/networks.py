@@ -34,7 +34,7 @@ import numpy as np
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ModelError
 from offline_iaas.modes import NETWORK_KINDS
-from offline_iaas.repository.pipeline import CANARY_NETWORK, searches_raw_strain
+from offline_iaas.repository.pipeline import CANARY_NETWORK
 
 WEIGHT_SUFFIXES: tuple[str, ...] = (".pt", ".pth", ".ts", ".onnx")
 OPSET = 17
@@ -242,7 +242,7 @@ def subtract_onnx(config: CampaignConfig) -> object:
                                        ["batch", "windows", len(stream), k]),
          helper.make_tensor_value_info("noise", TensorProto.FLOAT, ["batch", ifos, "samples"])],
         [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", ifos, "samples"])
-         for name in ("cleaned", "strain")[: 2 if searches_raw_strain(config) else 1]],
+         for name in ("cleaned", "strain")[: 2 if config.outputs.searches_raw_strain else 1]],
         initializer=constants,
     )
     model = helper.make_model(graph, producer_name="offline-iaas",
@@ -324,7 +324,7 @@ def _subtract_graph(config: CampaignConfig, _weights: Path | None, _canary: Path
     windows = ("windows", (-1, len(config.stream_channels), config.kernel_samples))
     path = out_dir / "subtract.onnx"
     onnx.save(subtract_onnx(config), str(path))
-    outputs = ("cleaned", "strain")[: 2 if searches_raw_strain(config) else 1]
+    outputs = ("cleaned", "strain")[: 2 if config.outputs.searches_raw_strain else 1]
     return [Graph("subtract", path, (windows, ("noise", (ifos, -1))),
                   tuple((name, (ifos, -1)) for name in outputs), batched=True)]
 

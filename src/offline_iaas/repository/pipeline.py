@@ -104,7 +104,7 @@ def stages(config: CampaignConfig) -> list[Stage]:
                   {"noise": "noise_canary"}, ifos),
         ]
     if mode.snapshots == 2:  # the cleaned strain windowed again for BBHnet
-        raw = searches_raw_strain(config)
+        raw = config.outputs.searches_raw_strain
         chain += [
             Stage("subtract", "network", {"windows": "windows", "noise": "noise"},
                   {"cleaned": "cleaned", **({"strain": "raw"} if raw else {})}),
@@ -126,12 +126,6 @@ def _deepclean(config: CampaignConfig, network: str, prediction: str) -> Stage:
         return Stage(network, "streamed", {"update": "update"}, {"prediction": prediction},
                      len(config.stream_channels), {"network": network})
     return Stage(network, "network", {"windows": "windows"}, {"prediction": prediction})
-
-
-def searches_raw_strain(config: CampaignConfig) -> bool:
-    """e2e also searches the raw strain (``statistic_raw``, ``background_raw``): with
-    injections on the fly, so the campaign measures cleaning's gain on the same injections."""
-    return f"statistic{RAW}" in config.outputs.names
 
 
 def _bbhnet(config: CampaignConfig, strain: str, snapshot: Stage, suffix: str = ""

@@ -46,7 +46,7 @@ def foreground_work(config: CampaignConfig) -> ForegroundWork | None:
         return None
     stretches = whole_span(config)
     start, end = stretches[0].gps_start, stretches[-1].gps_end
-    times = [t for t in injection_times(config) if start <= t < end]
+    times = [t for t in injection_times(config.bbhnet) if start <= t < end]
     return ForegroundWork(len(times), foreground_windows(config, stretches, times,
                                                          config.bbhnet.found_seconds),
                           sum(s.kept_windows(config) for s in stretches))

@@ -16,7 +16,6 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ConfigError
 from offline_iaas.local_state import read_local_state
 from offline_iaas.records import CampaignSummary, PartRecord
-from offline_iaas.repository.pipeline import searches_raw_strain
 from offline_iaas.rundir import RunDir
 
 
@@ -161,9 +160,9 @@ def check_same_stream(pilot: PilotRun, config: CampaignConfig) -> None:
     """ConfigError unless the pilot streamed what ``config`` streams (its rates apply)."""
     same = (pilot.config.model.mode, pilot.config.stream_channels, pilot.config.kernel_samples,
             pilot.config.stride_samples, pilot.config.data.sample_rate,
-            searches_raw_strain(pilot.config))
+            pilot.config.outputs.searches_raw_strain)
     wanted = (config.model.mode, config.stream_channels, config.kernel_samples,
-              config.stride_samples, config.data.sample_rate, searches_raw_strain(config))
+              config.stride_samples, config.data.sample_rate, config.outputs.searches_raw_strain)
     if same != wanted:
         raise ConfigError(f"--from-run {pilot.run.path}: the pilot streams {same}, the campaign "
                           f"{wanted} (mode, channels, kernel, stride, rate, the e2e search on the "
