@@ -240,13 +240,15 @@ def test_the_merge_warns_when_injections_just_above_the_snr_cut_are_found(
 
 def test_the_merge_line_says_how_many_injections_it_left_out_and_why(tmp_path: Path) -> None:
     from offline_iaas.merge.injections import injection_lines
+    from offline_iaas.summary_physics import SearchNumbers, section
 
     # 150 s in the training span, 450 s in the gap between the stretches
     result, _ = merge_numbers(tmp_path, [150.0, 450.0, 700.0, 900.0], None,
                               training=[START, START + 200.0])
     assert result["injection_counts"] == {"listed": 4, "held_out": 2, "in_training": 1,
                                           "outside_analysed": 1}
-    lines = injection_lines(result)
+    lines = injection_lines(section(SearchNumbers, {"triggers": 0, "cluster_seconds": 1.0,
+                                                    **result}))
     assert lines[0].startswith("BBHnet: 2 found, 0 missed of 2 held-out injections")
     assert lines[1] == ("BBHnet: injections: 4 listed, 2 held out; left out of found/missed "
                         "and VT: 1 in BBHnet's training span (GPS 1262304000-1262304200), 1 "

@@ -38,6 +38,7 @@ from offline_iaas.merge.postprocess import physics_lines
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
+from offline_iaas.summary_physics import Physics, section
 from tests.error_catalogue import documented
 from tests.helpers import SPLITS, WITNESSES, run_split, untrained_weights
 from tests.test_injections_on_the_fly import (
@@ -209,12 +210,13 @@ def test_a_repository_without_the_raw_search_is_refused_for_an_e2e_campaign_that
 def test_the_summary_lines_give_the_search_with_and_without_cleaning(e2e) -> None:
     """What the merge and the demo print: the cleaned strain's found/missed and VT, then the
     raw strain's (``bbhnet.without_cleaning``), each once."""
-    summary = json.loads(e2e["fly_out"].with_suffix(".json").read_text())
-    lines = physics_lines(summary)
+    physics = section(Physics, json.loads(e2e["fly_out"].with_suffix(".json").read_text()))
+    lines = physics_lines(physics)
     raw = [line for line in lines if line.startswith("BBHnet without cleaning:")]
     cleaned = [line for line in lines if line.startswith("BBHnet:")]
     assert any("found" in line for line in raw) and any("IFAR" in line for line in raw)
-    assert len(raw) == len(injection_lines(summary["bbhnet"]["without_cleaning"]))
+    assert len(raw) == len(injection_lines(physics.bbhnet.without_cleaning))
     assert len(cleaned) > len(raw)  # the triggers' and background's lines are the cleaned's
-    del summary["bbhnet"]["without_cleaning"]  # negative control
-    assert not [line for line in physics_lines(summary) if "without cleaning" in line]
+    plain = physics.model_copy(update={  # negative control
+        "bbhnet": physics.bbhnet.model_copy(update={"without_cleaning": None})})
+    assert not [line for line in physics_lines(plain) if "without cleaning" in line]

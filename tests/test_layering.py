@@ -15,7 +15,7 @@ BASE = {"__init__", "errors", "atomic", "logs", "modes", "network_streaming", "c
         "config_checks",
         "config_numbers", "full_disk_exit", "stretches", "records", "manifest", "completeness",
         "binding", "rundir", "hooks", "physics", "sensitivity", "resources", "lifetime",
-        "local_state"}
+        "local_state", "summary_physics"}
 TOP = {"cli", "demo"}
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",), ("data",), ("models",), ("repository",), ("rendezvous",), ("serve",),

@@ -189,7 +189,8 @@ def test_the_merge_and_shard_merges_are_complete_under_the_merge_hash(run: RunDi
     assert str(merge_problem(run, h)) == (
         "output/campaign.h5 without its record output/campaign.json (stopped before it "
         "finished)")
-    shard = MergeShard(0, "shard0", 1e9, 1e9 + 64, ("client0",), 64.0)
+    shard = MergeShard(index=0, node="shard0", gps_start=1e9, gps_end=1e9 + 64,
+                       clients=("client0",), data_seconds=64.0)
     records.write(ShardJob.of(shard), run.job("shard0"))
     assert str(shard_problem(run, "shard0", h, shard)) == (
         "shard merge not done (no output/shards/shard0.json)")
@@ -255,3 +256,48 @@ def test_a_server_address_and_an_unhealthy_report_read_back_and_a_damaged_one_is
     run.unhealthy("server0").write_text('{"epoch": 3}')
     with pytest.raises(RunError, match=r"server0\.unhealthy: field client: Field required"):
         addresses.read_unhealthy(run, "server0")
+
+
+def test_the_summarys_physics_reads_back_typed_and_a_renamed_field_is_named(
+        tmp_path: Path) -> None:
+    """``campaign.json``'s physics sections are types (``summary_physics``): read back by
+    attribute, NaN kept as NaN, and a field renamed under them is one RunError naming it."""
+    import math
+
+    from offline_iaas.merge.postprocess import physics_lines
+    from offline_iaas.records import CampaignSummary
+
+    asd = {"fftlength": 4.0, "guard_hz": 2.0, "line_hz": 60.0, "ratio_at_line": 0.03,
+           "max_ratio_in_band": math.nan, "min_ratio_outside_band": 0.99,
+           "max_ratio_outside_band": 1.01, "max_deviation_outside_band": 0.01,
+           "max_deviation_at_band_edges": 0.02, "held_out_gps": [1e9, 1e9 + 64],
+           "training_gps": None}
+    row = {"gps_time": 1e9 + 12.0, "network_snr": 20.0, "statistic": 7.5, "found": True,
+           "in_training": False}
+    fields = {"complete": True, "wall_seconds": 1.0, "cpu_seconds": 1.0, "peak_rss_mb": 1.0,
+              "sha256": "ab" * 32, "bytes": 1, "stream_hash": "s", "merge_hash": "m",
+              "mode": "e2e", "deepclean": {"H1": asd},
+              "bbhnet": {"triggers": 3, "cluster_seconds": 1.0, "found": 1, "missed": 0,
+                         "threshold": 5.0, "background_seconds": 50.0, "injections": [row]}}
+    path = tmp_path / "campaign.json"
+    records.write(records.build(CampaignSummary, fields), path)
+    physics = records.read(CampaignSummary, path).physics
+    assert physics.deepclean["H1"].ratio_at_line == 0.03
+    assert math.isnan(physics.deepclean["H1"].max_ratio_in_band)
+    assert physics.deepclean["H1"].held_out_gps == (1e9, 1e9 + 64)
+    assert physics.bbhnet.injections[0].found and physics.bbhnet.sensitivity is None
+    lines = physics_lines(physics)
+    assert lines[0].startswith("DeepClean H1: cleaned/raw ASD 0.030 at the 60.00 Hz line")
+    assert "BBHnet: 1 found, 0 missed of 1 held-out injections" in lines[2]
+    data = json.loads(path.read_text())
+    data["deepclean"]["H1"]["ratio_at_the_line"] = data["deepclean"]["H1"].pop("ratio_at_line")
+    path.write_text(json.dumps(data))
+    with pytest.raises(RunError) as caught:
+        records.read(CampaignSummary, path)
+    assert str(caught.value).startswith(
+        f"{path}: field deepclean.H1.ratio_at_line: Field required (a campaign summary")
+    data["deepclean"]["H1"]["ratio_at_line"] = 0.03  # control: only the renamed one is named
+    del data["deepclean"]["H1"]["ratio_at_the_line"]
+    path.write_text(json.dumps(data))
+    again = records.read(CampaignSummary, path).physics
+    assert again.model_dump_json() == physics.model_dump_json()  # NaN is never equal to itself

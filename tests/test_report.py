@@ -85,9 +85,9 @@ def write_output(config: CampaignConfig, run_dir: Path, rng: np.random.Generator
     """campaign.h5 and campaign.json of an e2e campaign over ``STRETCHES``."""
     rate, stride = config.data.sample_rate, 1 / config.model.inference_rate
     injections = [{"gps_time": START + 40.0, "network_snr": 25.0, "statistic": 9.0,
-                   "found": True},
+                   "found": True, "in_training": False},
                   {"gps_time": START + 150.0, "network_snr": 8.0, "statistic": 1.0,
-                   "found": False}]
+                   "found": False, "in_training": False}]
     (run_dir / "output").mkdir(parents=True, exist_ok=True)
     with h5py.File(run_dir / "output" / "campaign.h5", "w") as f:
         f.attrs["stretches"] = np.array(STRETCHES, dtype=np.float64)
@@ -118,9 +118,12 @@ def write_output(config: CampaignConfig, run_dir: Path, rng: np.random.Generator
         "merge_hash": config.merge_hash(), "mode": config.model.mode,
         "deepclean": {ifo: {"line_hz": LINE_HZ, "ratio_at_line": 0.03,
                             "max_deviation_outside_band": 0.01, "guard_hz": 2.0,
-                            "fftlength": 4.0} for ifo in config.ifos},
-        "bbhnet": {"found": 1, "missed": 1, "threshold": 5.0, "background_seconds": 150.0,
-                   "injections": injections},
+                            "fftlength": 4.0, "max_ratio_in_band": 1.0,
+                            "min_ratio_outside_band": 0.99, "max_ratio_outside_band": 1.01,
+                            "max_deviation_at_band_edges": 0.02,
+                            "held_out_gps": [START, START + 192]} for ifo in config.ifos},
+        "bbhnet": {"triggers": 3, "cluster_seconds": 1.0, "found": 1, "missed": 1,
+                   "threshold": 5.0, "background_seconds": 150.0, "injections": injections},
     }
     records.write(records.build(CampaignSummary, summary), run_dir / "output" / "campaign.json")
     return summary

@@ -31,6 +31,8 @@ from offline_iaas.sensitivity import (
     slides_needed,
     volume_bound,
 )
+from offline_iaas.summary_physics import SearchNumbers, Sensitivity
+from offline_iaas.summary_physics import section as section_of
 
 # four injections: one near no trigger, the others' best IFARs 0.5, 2 and 10 years
 IFARS = [None, 0.5, 2.0, 10.0]
@@ -273,7 +275,7 @@ def test_the_lines_say_not_measurable_and_never_zero_plus_minus_zero() -> None:
 
     short = sensitivity_summary(rows([0.0, 0.05, 0.5, 1.5]), {"time_volume_gpc3": 2.0},
                                 0.5 * SECONDS_PER_YEAR, 0.01 * SECONDS_PER_YEAR)
-    lines = sensitivity_lines(short)
+    lines = sensitivity_lines(section_of(Sensitivity, short))
     assert "BBHnet: at IFAR >= 1 year: not measurable (needs 1 yr of background, have 0.01 " \
            "yr)" in lines
     assert not any("0 +- 0" in line or "+-" in line for line in lines)
@@ -312,8 +314,9 @@ def test_the_report_captions_the_sensitivity_figure_with_the_population() -> Non
          for r in rows([0.0, 0.05, 0.5, 1.5])],
         population, 0.5 * SECONDS_PER_YEAR, 0.01 * SECONDS_PER_YEAR, counts)
     section = page.Section("search", "Search")
-    _sensitivity(section, {"sensitivity": summary, "injections": [],
-                           "ifar_threshold_years": 0.001})
+    _sensitivity(section, section_of(SearchNumbers, {
+        "triggers": 0, "cluster_seconds": 1.0, "sensitivity": summary,
+        "ifar_threshold_years": 0.001}))
     html = "".join(section.parts)
     caption = html.split("<figcaption>")[1].split("</figcaption>")[0]
     assert "Population: IMRPhenomD from 20 Hz; source-frame masses 20-50 Msun" in caption
@@ -364,7 +367,7 @@ def test_vt_is_the_found_fraction_times_the_volume_times_the_held_out_time(tmp_p
     with_training = 4.0 * (900.0 / (365.25 * 86400)) * 3 / 12
     assert at_one_year["vt_gpc3_years"] != pytest.approx(with_training, rel=1e-3)
     assert "BBHnet: VT's T: T = 600 s held out (900 s analysed less BBHnet's training " \
-           "span)" in sensitivity_lines(result["sensitivity"])
+           "span)" in sensitivity_lines(section_of(Sensitivity, result["sensitivity"]))
 
 
 # ---- FAR at the loudest triggers and the slides a threshold needs ------------------------------
@@ -429,7 +432,7 @@ def test_the_summary_says_how_many_slides_1_month_and_1_year_need() -> None:
     month, year = summary["slides_needed"]["1 month"], summary["slides_needed"]["1 year"]
     assert month["slides"] is None and year["slides"] is None  # 2000 s stretches: ~0.063 yr
     assert month["most_years"] == pytest.approx(1999 * 2000 / 2 / SECONDS_PER_YEAR)
-    lines = sensitivity_lines(summary)
+    lines = sensitivity_lines(section_of(Sensitivity, summary))
     assert ("BBHnet: background: IFAR >= 0.0833 yr is out of reach of slides of 1 s of these "
             "stretches: all 1999 they form give about 0.0633 yr (have 10: 0.000632 yr); "
             "analyse longer stretches") in lines
@@ -437,19 +440,20 @@ def test_the_summary_says_how_many_slides_1_month_and_1_year_need() -> None:
                                  livetime, slides=SlidePlan(10, 1.0, (20_000.0,)))
     assert longer["slides_needed"]["1 month"]["slides"] is not None
     assert any(line.startswith("BBHnet: background: IFAR >= 0.0833 yr needs about ")
-               for line in sensitivity_lines(longer))
+               for line in sensitivity_lines(section_of(Sensitivity, longer)))
 
 
 def test_the_found_line_says_a_threshold_beyond_the_background_is_not_measurable() -> None:
     from offline_iaas.merge.injections import injection_lines
 
-    bbhnet = {"found": 0, "missed": 2, "ifar_threshold_years": 1.0,
-              "background_livetime_seconds": 0.01 * SECONDS_PER_YEAR,
-              "injections": [{"network_snr": 10.0, "found": False}] * 2}
-    [line] = injection_lines(bbhnet)
+    bbhnet = {"triggers": 0, "cluster_seconds": 1.0, "found": 0, "missed": 2,
+              "ifar_threshold_years": 1.0, "background_livetime_seconds": 0.01 * SECONDS_PER_YEAR,
+              "injections": [{"gps_time": 1262304000.0, "network_snr": 10.0, "statistic": 0.0,
+                              "found": False, "in_training": False}] * 2}
+    [line] = injection_lines(section_of(SearchNumbers, bbhnet))
     assert line.startswith("BBHnet: 0 found, 2 missed of 2 held-out injections at IFAR >= 1 yr "
                            "(not measurable: the background's 0.01 yr is the largest IFAR it "
                            "gives, so none can be found at this threshold)")
     # control: a threshold within the background's reach is a plain count
-    [line] = injection_lines({**bbhnet, "ifar_threshold_years": 0.005})
+    [line] = injection_lines(section_of(SearchNumbers, {**bbhnet, "ifar_threshold_years": 0.005}))
     assert "not measurable" not in line

@@ -54,6 +54,7 @@ from pydantic_core import to_jsonable_python
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
 from offline_iaas.rundir import RunDir
+from offline_iaas.summary_physics import Physics
 
 V1_HASH_PREFIX = "v1:"
 """A version-1 record's ``config_hash`` (one hash of the whole output, before the stream
@@ -532,12 +533,11 @@ WITHOUT_CLEANING = "without_cleaning"
 background, found/missed, sensitivity) on the same injections and slides."""
 
 
-class CampaignSummary(Record):
+class CampaignSummary(Record, Physics):
     """``RUN/output/campaign.json``: the merge's record (the single merge's, or the index's),
-    written last; the physics sections (``deepclean``, ``bbhnet``, ...: ``postprocess``'s)
-    are kept as they are, in ``physics``."""
+    written last, with the physics sections (``deepclean``, ``bbhnet``, ...: ``postprocess``'s,
+    typed in ``summary_physics``) at its top level."""
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="allow")
     KIND: ClassVar[str] = "campaign summary"
     RENAMED: ClassVar[dict[str, str]] = {f"chunk{s}": f"shard{s}" for s in (
         "s", "_wall_seconds", "_setup_seconds", "_cpu_seconds", "_data_seconds")}
@@ -571,9 +571,9 @@ class CampaignSummary(Record):
         return {"bytes": None, **_v1_hash(data, "stream_hash", "merge_hash")}
 
     @property
-    def physics(self) -> dict[str, Any]:
-        """The post-processing's numbers (``postprocess.summarize``), as written."""
-        return dict(self.model_extra or {})
+    def physics(self) -> Physics:
+        """The physics sections alone."""
+        return Physics(**{name: getattr(self, name) for name in Physics.model_fields})
 
 
 def bad_files_of(entries: Iterable[BadFile]) -> list[BadFile]:

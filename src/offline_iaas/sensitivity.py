@@ -60,7 +60,6 @@ Bounded by the volume, not the search
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -69,6 +68,13 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.physics import SECONDS_PER_YEAR, best_near
+from offline_iaas.summary_physics import (
+    Population,
+    SensitivePoint,
+    Sensitivity,
+    SlidesNeeded,
+    section,
+)
 
 INTERVAL_METHOD = "jeffreys"
 """The binomial interval of the found fraction (module docstring)."""
@@ -93,31 +99,6 @@ def found_fraction_interval(found: int, trials: float, confidence: float = CONFI
     low = 0.0 if found == 0 else float(beta.ppf(tail, a, b))
     high = 1.0 if found >= trials else float(beta.ppf(1.0 - tail, a, b))
     return low, high
-
-
-@dataclass(frozen=True)
-class SensitivePoint:
-    """VT at one IFAR threshold (module docstring); a value that cannot be given is None and
-    ``reason`` says why."""
-
-    ifar_threshold_years: float
-    measurable: bool
-    """The background's livetime reaches the threshold (True when no livetime was given)."""
-    background_needed_years: float
-    """Background livetime that can measure this IFAR (the threshold itself)."""
-    injections: int
-    """Held-out injections counted."""
-    trials: float
-    """... in draws of the population (``injections x drawn / injected``)."""
-    found: int | None = None
-    found_fraction: float | None = None
-    found_fraction_interval: tuple[float, float] | None = None
-    vt_gpc3_years: float | None = None
-    vt_interval_gpc3_years: tuple[float, float] | None = None
-    sensitive_distance_mpc: float | None = None
-    sensitive_distance_interval_mpc: tuple[float, float] | None = None
-    reason: str | None = None
-    """Why a value is None (not measurable; no population volume)."""
 
 
 def ifar_thresholds(lowest_years: float, highest_years: float, per_decade: int = 4
@@ -226,16 +207,17 @@ def sensitive_volume(
         point = SensitivePoint(**common, measurable=True, found=found, found_fraction=fraction,
                                found_fraction_interval=interval)
         if volume_gpc3 is None:
-            point = dataclasses.replace(point, reason="no population volume: found "
-                                        "fractions only")
+            point = point.model_copy(update={"reason": "no population volume: found "
+                                                       "fractions only"})
         else:
             vt = volume_gpc3 * held_out_years
-            point = dataclasses.replace(
-                point, vt_gpc3_years=vt * fraction,
-                vt_interval_gpc3_years=(vt * interval[0], vt * interval[1]),
-                sensitive_distance_mpc=sensitive_distance_mpc(volume_gpc3 * fraction),
-                sensitive_distance_interval_mpc=(sensitive_distance_mpc(volume_gpc3 * interval[0]),
-                                                 sensitive_distance_mpc(volume_gpc3 * interval[1])))
+            point = SensitivePoint(**{
+                **point.model_dump(), "vt_gpc3_years": vt * fraction,
+                "vt_interval_gpc3_years": (vt * interval[0], vt * interval[1]),
+                "sensitive_distance_mpc": sensitive_distance_mpc(volume_gpc3 * fraction),
+                "sensitive_distance_interval_mpc": (
+                    sensitive_distance_mpc(volume_gpc3 * interval[0]),
+                    sensitive_distance_mpc(volume_gpc3 * interval[1]))})
         points.append(point)
     return points
 
@@ -248,8 +230,7 @@ that is shorter) to ten years."""
 
 
 def _as_dict(point: SensitivePoint) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v
-            for k, v in dataclasses.asdict(point).items()}
+    return point.model_dump(mode="json")
 
 
 @dataclass(frozen=True)
@@ -312,16 +293,16 @@ def slides_needed(threshold_years: float, background_livetime_seconds: float,
     return out
 
 
-def slides_line(need: Mapping[str, Any]) -> str:
+def slides_line(need: SlidesNeeded) -> str:
     """``IFAR >= 1 yr needs about N slides of 1 s (have M: 0.02 yr)`` or why no number of
     slides of these spans reaches it (``slides_needed``)."""
-    have = f"have {need['have_slides']}: {need['have_years']:.3g} yr"
-    threshold = f"IFAR >= {need['ifar_threshold_years']:.3g} yr"
-    if need["slides"] is None:
-        return (f"{threshold} is out of reach of slides of {need['slide_seconds']:g} s of these "
-                f"stretches: all {need['most_slides']} they form give about "
-                f"{need['most_years']:.3g} yr ({have}); analyse longer stretches")
-    return (f"{threshold} needs about {need['slides']} slides of {need['slide_seconds']:g} s "
+    have = f"have {need.have_slides}: {need.have_years:.3g} yr"
+    threshold = f"IFAR >= {need.ifar_threshold_years:.3g} yr"
+    if need.slides is None:
+        return (f"{threshold} is out of reach of slides of {need.slide_seconds:g} s of these "
+                f"stretches: all {need.most_slides} they form give about "
+                f"{need.most_years:.3g} yr ({have}); analyse longer stretches")
+    return (f"{threshold} needs about {need.slides} slides of {need.slide_seconds:g} s "
             f"of background ({have})")
 
 
@@ -344,7 +325,7 @@ def sensitivity_summary(rows: list[dict[str, Any]], population: Mapping[str, Any
     drawn_per_injected = drawn_ratio(population)
     found: dict[str, Any] = {
         "population": None if population is None else dict(population),
-        "counts": dict(counts or {}), "injections": len(rows),
+        "counts": None if counts is None else dict(counts), "injections": len(rows),
         "trials": len(rows) * drawn_per_injected, "held_out_years": held_out_years,
         "analysed_years": None if analysed_seconds is None
         else analysed_seconds / SECONDS_PER_YEAR,
@@ -371,7 +352,8 @@ def sensitivity_summary(rows: list[dict[str, Any]], population: Mapping[str, Any
     found["at_reach"] = _as_dict(by_threshold[reach])
     found["notes"] = [background_note(t, background_livetime_seconds)
                       for t in NAMED_IFARS_YEARS.values() if t > reach]
-    found["notes"] += [slides_line(need) for need in found.get("slides_needed", {}).values()]
+    found["notes"] += [slides_line(section(SlidesNeeded, need))
+                       for need in found.get("slides_needed", {}).values()]
     if volume is None:
         found["notes"].append(found["vt_null_reason"])
     return found
@@ -418,40 +400,40 @@ def cut_bound(rows: list[dict[str, Any]], population: Mapping[str, Any] | None
             "quietest_found_snr": min(found) if found else None}
 
 
-def time_caption(sensitivity: Mapping[str, Any]) -> str:
+def time_caption(sensitivity: Sensitivity) -> str:
     """VT's ``T`` in a summary (``sensitivity_summary``): ``T = 1277 s held out (2045 s
     analysed less BBHnet's training span)``."""
-    analysed = sensitivity.get("analysed_years")
-    if sensitivity.get("held_out_years") is None:  # a summary written before T was held out
-        return f"T = {analysed * SECONDS_PER_YEAR:.0f} s analysed"
-    held_out = sensitivity["held_out_years"] * SECONDS_PER_YEAR
+    analysed = sensitivity.analysed_years
+    if sensitivity.held_out_years is None:  # a summary written before T was held out
+        return f"T = {(analysed or 0.0) * SECONDS_PER_YEAR:.0f} s analysed"
+    held_out = sensitivity.held_out_years * SECONDS_PER_YEAR
     of = ("" if analysed is None else
           f" ({analysed * SECONDS_PER_YEAR:.0f} s analysed less BBHnet's training span)")
     return f"T = {held_out:.0f} s held out{of}"
 
 
-def population_caption(population: Mapping[str, Any] | None) -> str:
+def population_caption(population: Population | None) -> str:
     """The population beside a VT on one line: ``IMRPhenomD from 20 Hz; source-frame masses
     20-50 Msun ...`` (or that the list describes none)."""
-    if not population:
+    if population is None:
         return "the injection list describes none (no VT, found fractions only)"
     p = population
 
-    def known(key: str, form: str = "{}") -> str:
-        return "?" if p.get(key) is None else form.format(p[key])
+    def known(value: object, form: str = "{}") -> str:
+        return "?" if value is None else form.format(value)
 
     drawn = ""
-    if p.get("drawn") is not None and p.get("network_snr_min"):
-        drawn = (f"; {p['injected']} injected of {p['drawn']} drawn (optimal network SNR >= "
-                 f"{p['network_snr_min']:g}; the rest count as missed)")
-    elif p.get("drawn") is not None and p["drawn"] != p.get("injected"):
-        drawn = (f"; {p['injected']} injected of {p['drawn']} drawn (the rest below the set's "
+    if p.drawn is not None and p.network_snr_min:
+        drawn = (f"; {p.injected} injected of {p.drawn} drawn (optimal network SNR >= "
+                 f"{p.network_snr_min:g}; the rest count as missed)")
+    elif p.drawn is not None and p.drawn != p.injected:
+        drawn = (f"; {p.injected} injected of {p.drawn} drawn (the rest below the set's "
                  "SNR cut count as missed)")
-    return (f"{known('approximant')} from {known('f_lower_hz', '{:g}')} Hz; source-frame masses "
-            f"{known('mass_min_msun', '{:g}')}-{known('mass_max_msun', '{:g}')} Msun "
-            f"({known('mass_distribution')}); spins |chi| <= {known('spin_max', '{:g}')} "
-            f"({known('spin_distribution')}); z <= {known('redshift_max', '{:g}')} "
-            f"(d_L <= {known('luminosity_distance_max_mpc', '{:.0f}')} Mpc; "
-            f"{known('redshift_distribution')}); {known('cosmology')}; V_pop "
-            f"{known('time_volume_gpc3', '{:.4g}')} Gpc^3 (time-volume), Vc "
-            f"{known('comoving_volume_gpc3', '{:.4g}')} Gpc^3{drawn}")
+    return (f"{known(p.approximant)} from {known(p.f_lower_hz, '{:g}')} Hz; source-frame masses "
+            f"{known(p.mass_min_msun, '{:g}')}-{known(p.mass_max_msun, '{:g}')} Msun "
+            f"({known(p.mass_distribution)}); spins |chi| <= {known(p.spin_max, '{:g}')} "
+            f"({known(p.spin_distribution)}); z <= {known(p.redshift_max, '{:g}')} "
+            f"(d_L <= {known(p.luminosity_distance_max_mpc, '{:.0f}')} Mpc; "
+            f"{known(p.redshift_distribution)}); {known(p.cosmology)}; V_pop "
+            f"{known(p.time_volume_gpc3, '{:.4g}')} Gpc^3 (time-volume), Vc "
+            f"{known(p.comoving_volume_gpc3, '{:.4g}')} Gpc^3{drawn}")

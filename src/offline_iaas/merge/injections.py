@@ -36,6 +36,15 @@ from offline_iaas.sensitivity import (
     time_caption,
     volume_bound,
 )
+from offline_iaas.summary_physics import (
+    Population,
+    SearchNumbers,
+    SensitivePoint,
+    Sensitivity,
+    SnrCutBound,
+    VolumeBound,
+    section,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -82,12 +91,12 @@ def injection_results(
     if bound is not None:
         result["volume_bound"] = bound
         if bound["found_near_edge"]:
-            logger.warning(f"BBHnet: {volume_bound_line(bound)}")
+            logger.warning(f"BBHnet: {volume_bound_line(section(VolumeBound, bound))}")
     near_cut = cut_bound(held_out, listed.population)
     if near_cut is not None:
         result["snr_cut_bound"] = near_cut
         if near_cut["found_near_cut"]:
-            logger.warning(f"BBHnet: {cut_bound_line(near_cut)}")
+            logger.warning(f"BBHnet: {cut_bound_line(section(SnrCutBound, near_cut))}")
     if ifar_years is None:
         result["sensitivity"] = {"note": "VT against IFAR needs a background: set "
                                  "bbhnet.slides (time slides formed on the servers)",
@@ -129,118 +138,118 @@ def _warn_left_out(listed: InjectionList, counts: dict[str, int],
                    "missed count, no VT")
 
 
-def volume_bound_line(bound: dict[str, Any]) -> str:
+def volume_bound_line(bound: VolumeBound) -> str:
     """The warning of ``sensitivity.volume_bound``."""
-    return (f"{bound['found_near_edge']} of {bound['near_edge']} held-out injections beyond "
-            f"{bound['distance_from_mpc']:.0f} Mpc (the top 10 % of the drawn distances, z_max "
-            f"{bound['redshift_max']}) found: the drawn volume, not the search, bounds VT; "
+    return (f"{bound.found_near_edge} of {bound.near_edge} held-out injections beyond "
+            f"{bound.distance_from_mpc:.0f} Mpc (the top 10 % of the drawn distances, z_max "
+            f"{bound.redshift_max}) found: the drawn volume, not the search, bounds VT; "
             "draw to a larger synth.redshift_max")
 
 
-def cut_bound_line(bound: dict[str, Any]) -> str:
+def cut_bound_line(bound: SnrCutBound) -> str:
     """The warning of ``sensitivity.cut_bound``."""
-    return (f"{bound['found_near_cut']} held-out injections found with optimal network SNR "
-            f"below {bound['snr_below']:g} ({bound['quietest_found_snr']:.2f} the quietest), "
-            f"close to the population's cut at {bound['network_snr_min']:g}: draws left out "
+    return (f"{bound.found_near_cut} held-out injections found with optimal network SNR "
+            f"below {bound.snr_below:g} ({bound.quietest_found_snr:.2f} the quietest), "
+            f"close to the population's cut at {bound.network_snr_min:g}: draws left out "
             "below it might have been found, so VT is understated; lower "
             "synth.network_snr_min")
 
 
-def beyond_reach(bbhnet: dict[str, Any]) -> str:
+def beyond_reach(search: SearchNumbers, ifar_threshold_years: float) -> str:
     """`` (not measurable: ...)`` when the campaign's IFAR threshold lies beyond what its
     background measures (then no trigger can reach it: none is found), else ``""``."""
-    livetime = bbhnet.get("background_livetime_seconds")
-    if livetime is None or bbhnet["ifar_threshold_years"] <= max_measurable_ifar_years(
-            livetime):
+    livetime = search.background_livetime_seconds
+    if livetime is None or ifar_threshold_years <= max_measurable_ifar_years(livetime):
         return ""
     return (f" (not measurable: the background's {max_measurable_ifar_years(livetime):.3g} yr "
             "is the largest IFAR it gives, so none can be found at this threshold)")
 
 
-def counts_line(bbhnet: dict[str, Any]) -> str | None:
+def counts_line(search: SearchNumbers) -> str | None:
     """``injections: N listed; H held out; T in the training span ...; O outside ...``."""
-    counts = bbhnet.get("injection_counts")
-    if not counts:
+    counts = search.injection_counts
+    if counts is None:
         return None
-    training = bbhnet.get("training_gps")
+    training = search.training_gps
     span = f" (GPS {training[0]:.0f}-{training[1]:.0f})" if training else ""
-    return (f"BBHnet: injections: {counts['listed']} listed, {counts[HELD_OUT]} held out; "
-            f"left out of found/missed and VT: {counts[IN_TRAINING]} in BBHnet's training "
-            f"span{span}, {counts[OUTSIDE_ANALYSED]} outside the analysed span")
+    return (f"BBHnet: injections: {counts.listed} listed, {counts.held_out} held out; "
+            f"left out of found/missed and VT: {counts.in_training} in BBHnet's training "
+            f"span{span}, {counts.outside_analysed} outside the analysed span")
 
 
-def found_line(bbhnet: dict[str, Any], criterion: str, threshold: str) -> str:
+def found_line(search: SearchNumbers, criterion: str, threshold: str) -> str:
     """``BBHnet: F found, M missed of N held-out injections ...; network SNR >= 12: ...``."""
-    held_out = [r for r in bbhnet["injections"] if not r.get("in_training")]
-    loud = [r for r in held_out if r["network_snr"] >= LOUD_SNR]
-    return (f"BBHnet: {bbhnet['found']} found, {bbhnet['missed']} missed of "
+    held_out = [r for r in search.injections if not r.in_training]
+    loud = [r for r in held_out if r.network_snr >= LOUD_SNR]
+    return (f"BBHnet: {search.found} found, {search.missed} missed of "
             f"{len(held_out)} held-out injections{criterion}; network SNR >= {LOUD_SNR:g}: "
-            f"{sum(r['found'] for r in loud)}/{len(loud)} found{threshold}")
+            f"{sum(r.found for r in loud)}/{len(loud)} found{threshold}")
 
 
-def population_line(population: dict[str, Any] | None) -> str:
+def population_line(population: Population | None) -> str:
     """The population a VT was drawn from, on one line (``population_caption``)."""
     return f"BBHnet: population: {population_caption(population)}"
 
 
-def _vt(p: dict[str, Any]) -> str:
-    if not p["measurable"]:
-        return p["reason"]
-    low, high = p["found_fraction_interval"]
-    counted = f"{p['found']}/{p['injections']} held out found"
-    if p.get("vt_gpc3_years") is None:
-        return f"found fraction {p['found_fraction']:.3g} [{low:.3g}, {high:.3g}] ({counted})"
-    vt_low, vt_high = p["vt_interval_gpc3_years"]
-    d_low, d_high = p["sensitive_distance_interval_mpc"]
-    return (f"VT {p['vt_gpc3_years']:.3g} [{vt_low:.3g}, {vt_high:.3g}] Gpc^3 yr (sensitive "
-            f"distance {p['sensitive_distance_mpc']:.0f} [{d_low:.0f}, {d_high:.0f}] Mpc; "
+def _vt(p: SensitivePoint) -> str:
+    if not p.measurable or p.found_fraction_interval is None:
+        return p.reason or ""
+    low, high = p.found_fraction_interval
+    counted = f"{p.found}/{p.injections} held out found"
+    if p.vt_gpc3_years is None or p.vt_interval_gpc3_years is None or (
+            p.sensitive_distance_interval_mpc is None):
+        return f"found fraction {p.found_fraction:.3g} [{low:.3g}, {high:.3g}] ({counted})"
+    vt_low, vt_high = p.vt_interval_gpc3_years
+    d_low, d_high = p.sensitive_distance_interval_mpc
+    return (f"VT {p.vt_gpc3_years:.3g} [{vt_low:.3g}, {vt_high:.3g}] Gpc^3 yr (sensitive "
+            f"distance {p.sensitive_distance_mpc:.0f} [{d_low:.0f}, {d_high:.0f}] Mpc; "
             f"{counted})")
 
 
-def sensitivity_lines(sensitivity: dict[str, Any] | None) -> list[str]:
+def sensitivity_lines(sensitivity: Sensitivity | None) -> list[str]:
     """VT at the loudest IFAR the background measures (the headline: a trigger louder than all
     of it), at IFAR 1 month and 1 year (or "not measurable (...)"), how many slides those
     need, ``T``, the interval, and the population beside them
     (``sensitivity.sensitivity_summary``)."""
-    if not sensitivity:
+    if sensitivity is None:
         return []
-    if "at" not in sensitivity:
-        return [f"BBHnet: {sensitivity['note']}"] if "note" in sensitivity else []
-    reach = sensitivity["at_reach"]
-    lines = [f"BBHnet: at IFAR >= {reach['ifar_threshold_years']:.2g} yr (the most the "
+    reach, interval = sensitivity.at_reach, sensitivity.interval
+    if reach is None or interval is None:
+        return [f"BBHnet: {sensitivity.note}"] if sensitivity.note else []
+    lines = [f"BBHnet: at IFAR >= {reach.ifar_threshold_years:.2g} yr (the most the "
              f"background measures: louder than all of it): {_vt(reach)}"]
-    lines += [f"BBHnet: at IFAR >= {name}: {_vt(p)}" for name, p in sensitivity["at"].items()]
+    lines += [f"BBHnet: at IFAR >= {name}: {_vt(p)}" for name, p in sensitivity.at.items()]
     lines += [f"BBHnet: background: {slides_line(need)}"
-              for need in sensitivity.get("slides_needed", {}).values()]
+              for need in sensitivity.slides_needed.values()]
     lines.append(f"BBHnet: VT's T: {time_caption(sensitivity)}")
-    interval = sensitivity["interval"]
-    lines.append(f"BBHnet: intervals: {interval['method']} at {100 * interval['confidence']:.2f}"
+    lines.append(f"BBHnet: intervals: {interval.method} at {100 * interval.confidence:.2f}"
                  " % of the found fraction, carried to VT and distance")
-    if sensitivity.get("vt_null_reason"):
-        lines.append(f"BBHnet: no VT: {sensitivity['vt_null_reason']}")
-    lines.append(population_line(sensitivity.get("population")))
+    if sensitivity.vt_null_reason:
+        lines.append(f"BBHnet: no VT: {sensitivity.vt_null_reason}")
+    lines.append(population_line(sensitivity.population))
     return lines
 
 
-def injection_lines(bbhnet: dict[str, Any]) -> list[str]:
+def injection_lines(search: SearchNumbers) -> list[str]:
     """The found/missed, counts, volume-bound and VT lines of a ``bbhnet`` summary."""
     lines = []
-    if "ifar_threshold_years" in bbhnet and "found" in bbhnet:
-        lines.append(found_line(bbhnet, f" at IFAR >= {bbhnet['ifar_threshold_years']:.2g} yr"
-                                f"{beyond_reach(bbhnet)}", ""))
-    elif "found" in bbhnet:
+    if search.found is not None and search.ifar_threshold_years is not None:
         lines.append(found_line(
-            bbhnet, "", f" (threshold {bbhnet['threshold']:.2f} from "
-            f"{bbhnet['background_seconds']:.0f} s of injection-free data"
-            + (" outside the training span)" if bbhnet.get("training_gps") else
+            search, f" at IFAR >= {search.ifar_threshold_years:.2g} yr"
+            f"{beyond_reach(search, search.ifar_threshold_years)}", ""))
+    elif search.found is not None:
+        lines.append(found_line(
+            search, "", f" (threshold {search.threshold:.2f} from "
+            f"{search.background_seconds:.0f} s of injection-free data"
+            + (" outside the training span)" if search.training_gps else
                "; training span unknown)")))
-    counted = counts_line(bbhnet)
+    counted = counts_line(search)
     if counted:
         lines.append(counted)
-    bound = bbhnet.get("volume_bound")
-    if bound and bound["found_near_edge"]:
+    bound = search.volume_bound
+    if bound is not None and bound.found_near_edge:
         lines.append(f"BBHnet: {volume_bound_line(bound)}")
-    near_cut = bbhnet.get("snr_cut_bound")
-    if near_cut and near_cut["found_near_cut"]:
+    near_cut = search.snr_cut_bound
+    if near_cut is not None and near_cut.found_near_cut:
         lines.append(f"BBHnet: {cut_bound_line(near_cut)}")
-    return lines + sensitivity_lines(bbhnet.get("sensitivity"))
+    return lines + sensitivity_lines(search.sensitivity)

@@ -47,6 +47,7 @@ from offline_iaas.physics import (
 )
 from offline_iaas.records import WITHOUT_CLEANING
 from offline_iaas.stretches import Stretch, first_formed_window, output_x0, statistic_spans
+from offline_iaas.summary_physics import Physics
 
 logger = logging.getLogger(__name__)
 
@@ -445,34 +446,35 @@ def _foreground(file: Any, config: CampaignConfig, products: list[ShardProducts]
     return table
 
 
-def physics_lines(summary: dict[str, Any]) -> list[str]:
+def physics_lines(physics: Physics) -> list[str]:
     """One line per DeepClean interferometer and one for BBHnet, from :func:`postprocess`'s
-    summary (or ``output/campaign.json``, which holds it)."""
+    summary (``CampaignSummary.physics``, read from ``output/campaign.json``)."""
     lines = []
-    for ifo, numbers in summary.get("deepclean", {}).items():
-        start, end = numbers["held_out_gps"]
-        training = numbers.get("training_gps")
+    for ifo, numbers in (physics.deepclean or {}).items():
+        start, end = numbers.held_out_gps
+        training = numbers.training_gps
         data = (f"held-out GPS {start:.0f}-{end:.0f}, after training on GPS {training[0]:.0f}-"
                 f"{training[1]:.0f}" if training else f"GPS {start:.0f}-{end:.0f}, training "
                 "span unknown")
         lines.append(
-            f"DeepClean {ifo}: cleaned/raw ASD {numbers['ratio_at_line']:.3f} at the "
-            f"{numbers['line_hz']:.2f} Hz line, within "
-            f"{100 * numbers['max_deviation_outside_band']:.2f} % of 1 outside the band "
-            f"(+- {numbers['guard_hz']:g} Hz guard; {data})"
+            f"DeepClean {ifo}: cleaned/raw ASD {numbers.ratio_at_line:.3f} at the "
+            f"{numbers.line_hz:.2f} Hz line, within "
+            f"{100 * numbers.max_deviation_outside_band:.2f} % of 1 outside the band "
+            f"(+- {numbers.guard_hz:g} Hz guard; {data})"
         )
-    bbhnet = summary.get("bbhnet", {})
-    if "triggers" in bbhnet:
-        lines.append(f"BBHnet: {bbhnet['triggers']} triggers (statistic clustered over "
-                     f"{bbhnet['cluster_seconds']:g} s)")
-    if "time_shifts" in bbhnet:
-        livetime = bbhnet["background_livetime_seconds"]
+    search = physics.bbhnet
+    if search is None:
+        return lines
+    lines.append(f"BBHnet: {search.triggers} triggers (statistic clustered over "
+                 f"{search.cluster_seconds:g} s)")
+    livetime = search.background_livetime_seconds
+    if search.slid and livetime is not None:
         lines.append(
-            f"BBHnet: {bbhnet['background_triggers']} background triggers from "
-            f"{bbhnet['time_shifts']} time slides of {bbhnet['shift_seconds']:g} s "
+            f"BBHnet: {search.background_triggers} background triggers from "
+            f"{search.time_shifts} time slides of {search.shift_seconds:g} s "
             f"({livetime:.0f} s = {livetime / SECONDS_PER_YEAR:.2g} yr of livetime); loudest "
-            f"trigger's IFAR {bbhnet['loudest_ifar_years']:.2g} yr")
-    lines += injection_lines(bbhnet)
-    raw = bbhnet.get(WITHOUT_CLEANING)  # e2e's same search on the raw strain
-    return lines + [line.replace("BBHnet:", "BBHnet without cleaning:", 1)
-                    for line in injection_lines(raw or {})]
+            f"trigger's IFAR {search.loudest_ifar_years:.2g} yr")
+    lines += injection_lines(search)
+    raw = search.without_cleaning  # e2e's same search on the raw strain
+    return lines + ([] if raw is None else [
+        line.replace("BBHnet:", "BBHnet without cleaning:", 1) for line in injection_lines(raw)])

@@ -34,6 +34,7 @@ from offline_iaas.records import Piece
 from offline_iaas.repository.export import check_repository, model_record, network_sessions
 from offline_iaas.repository.pipeline import PSD_UPDATE, mode_stream
 from offline_iaas.stretches import make_stretches, request_sizes
+from offline_iaas.summary_physics import Physics, section
 
 
 def run_reference(
@@ -100,7 +101,9 @@ def run_reference(
             timings["data_seconds"] = sum(
                 (s.windows(config) - warmup) * config.stride_seconds for s in stretches)
         summary = writer.commit({"producer": "reference"}, frames)
-        # its physics numbers beside it, as the merge's are in output/campaign.json
+        # its physics numbers beside it, as the merge's are in output/campaign.json (and
+        # of the same type: a section that would not read back there fails here)
+        section(Physics, summary)
         write_text_atomic(out_path.with_suffix(".json"), json.dumps(summary, indent=2))
     except BaseException:
         writer.discard()

@@ -222,7 +222,7 @@ def log_summary(summary: CampaignSummary, run: RunDir) -> None:
     """The merge's physics lines in the log."""
     for line in physics_lines(summary.physics):
         logger.info(f"merge: {line}")
-    if summary.physics.get("deepclean"):
+    if summary.deepclean:
         logger.info(f"merge: GWF frames of the cleaned strain in {run.output_frames}")
 
 

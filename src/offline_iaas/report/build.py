@@ -21,7 +21,6 @@ from offline_iaas.errors import RunError
 from offline_iaas.local_state import read_local_state
 from offline_iaas.physics import SECONDS_PER_YEAR
 from offline_iaas.records import (
-    WITHOUT_CLEANING,
     CampaignSummary,
     ClientShare,
     PartRecord,
@@ -51,6 +50,13 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.sensitivity import population_caption, time_caption
 from offline_iaas.serve.crashes import crash_lines
 from offline_iaas.serve.monitor import read_monitor_csv
+from offline_iaas.summary_physics import (
+    Numbers,
+    Physics,
+    SearchNumbers,
+    SensitivePoint,
+    Sensitivity,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +81,7 @@ class _Run:
         self.problems: list[str] = []
         self.summary = self._record(CampaignSummary, summary)
         self.run_info = self._record(RunInfo, self.paths.run_info)
-        self.physics = self.summary.physics if self.summary is not None else {}
+        self.physics = self.summary.physics if self.summary is not None else Physics()
         """The merge's physics sections (``postprocess.summarize``'s)."""
 
     def _record(self, kind: type[R], path: Path) -> R | None:
@@ -106,21 +112,21 @@ def _deepclean(run: _Run, section: page.Section) -> None:
         return
     settings = run.config.deepclean if run.config is not None else DeepCleanConfig()
     band = (settings.band_low_hz, settings.band_high_hz)
-    metrics = run.physics.get("deepclean") or {}
-    canaries = run.physics.get("deepclean_canary") or {}
-    gates = run.physics.get("deepclean_gate") or {}
+    metrics = run.physics.deepclean or {}
+    canaries = run.physics.deepclean_canary or {}
+    gates = run.physics.deepclean_gate or {}
     for ifo in ifos:
         section.parts.append(page.heading(ifo))
-        held_out = (metrics.get(ifo) or {}).get("held_out_gps")
+        numbers = metrics.get(ifo)  # an interferometer with too little held-out data has none
         spectra = strain_spectra(run.output, ifo, settings.asd_fftlength, ASD_MAX_SECONDS,
-                                 tuple(held_out) if held_out else None)
+                                 numbers.held_out_gps if numbers is not None else None)
         if spectra is None:
             section.parts.append(page.paragraph(
                 f"{ifo}: no stretch is as long as the FFT length ({settings.asd_fftlength:g} s)",
                 "absent"))
             continue
         section.parts.append(page.image(plots.asd_figure(ifo, spectra, band), f"{ifo} ASD"))
-        canary = canaries.get(ifo)
+        canary = _values(canaries.get(ifo))
         blank = [""] if canary is not None else []
         rows: list[list[object]] = []
         clean_range = inspiral_range(spectra.frequencies, spectra.clean)
@@ -131,9 +137,9 @@ def _deepclean(run: _Run, section: page.Section) -> None:
         if spectra.raw is not None and raw_range > 0:
             rows.append(["range change [%]", round(100 * (clean_range / raw_range - 1), 2),
                          *blank])
-        for key, value in (metrics.get(ifo) or {}).items():
-            rows.append([key, value] + ([canary.get(key, "")] if canary is not None else []))
-        for key, value in (gates.get(ifo) or {}).items():
+        for key, value in (_values(numbers) or {}).items():
+            rows.append([key, value] + ([canary[key]] if canary is not None else []))
+        for key, value in (_values(gates.get(ifo)) or {}).items():
             rows.append([f"gate: {key}", value, *blank])
         header = ["quantity", "production", "canary"] if canary is not None else [
             "quantity", "value"]
@@ -145,18 +151,25 @@ def _deepclean(run: _Run, section: page.Section) -> None:
         "when the weights record it); raw strain = cleaned + the subtracted noise."))
 
 
+def _values(numbers: Numbers | None) -> dict[str, object] | None:
+    """A section's fields as the table shows them (GPS spans as lists)."""
+    return None if numbers is None else numbers.model_dump(mode="json")
+
+
 def _search(run: _Run, section: page.Section) -> None:
     traces = statistic_traces(run.output) if run.has_output else []
     if not traces:
         section.parts.append(_absent("Statistic", run))
         return
-    bbhnet = run.physics.get("bbhnet") or {}
+    search = run.physics.bbhnet
     triggers = read_triggers(run.output, LOUDEST_TRIGGERS)
-    threshold = bbhnet.get("threshold", _ifar_threshold_statistic(bbhnet, triggers))
+    threshold = None if search is None else (
+        search.threshold if search.threshold is not None else
+        _ifar_threshold_statistic(search, triggers))
     shown = triggers
     if triggers is not None and threshold is not None:
         shown = triggers[triggers["statistic"] >= threshold]
-    injections = list(bbhnet.get("injections") or [])
+    injections = search.injections if search is not None else ()
     t0 = run.config.data.start if run.config is not None else float(traces[0].time[0])
     png = plots.statistic_figure(traces, shown, injections, threshold, t0)
     section.parts.append(page.image(png, "statistic against time"))
@@ -166,96 +179,99 @@ def _search(run: _Run, section: page.Section) -> None:
         which = (f"at or above the threshold ({threshold:g})" if threshold is not None
                  else f"the {LOUDEST_TRIGGERS} loudest")
         section.parts.append(page.paragraph(f"Triggers marked: {which}."))
-    if not bbhnet:
+    if search is None:
         section.parts.append(_absent("Found/missed injections", run))
         return
-    if "time_shifts" in bbhnet:
-        _false_alarms(run, section, bbhnet, threshold)
+    if search.slid:
+        _false_alarms(run, section, search, threshold)
         return
-    if "sensitivity" in bbhnet:
-        section.parts.append(page.paragraph(f"Sensitivity: {bbhnet['sensitivity']['note']}.",
+    if search.sensitivity is not None:
+        section.parts.append(page.paragraph(f"Sensitivity: {search.sensitivity.note}.",
                                             "absent"))
     section.parts.append(page.table(
         ["found", "missed", "threshold", "background [s]"],
-        [[bbhnet.get("found", ""), bbhnet.get("missed", ""), bbhnet.get("threshold", ""),
-          bbhnet.get("background_seconds", "")]],
+        [[_cell(search.found), _cell(search.missed), _cell(search.threshold),
+          _cell(search.background_seconds)]],
     ))
     if injections:
         section.parts.append(page.table(
             ["GPS time", "network SNR", "statistic", "found"],
-            [[i.get("gps_time", ""), i.get("network_snr", ""), i.get("statistic", ""),
-              "yes" if i.get("found") else "no"] for i in injections],
+            [[i.gps_time, i.network_snr, _cell(i.statistic), "yes" if i.found else "no"]
+             for i in injections],
         ))
 
 
-def _ifar_threshold_statistic(bbhnet: dict, triggers) -> float | None:
+def _cell(value: object) -> object:
+    """A table cell: blank where the campaign gives no value."""
+    return "" if value is None else value
+
+
+def _ifar_threshold_statistic(search: SearchNumbers, triggers) -> float | None:
     """The quietest trigger's statistic at or above the IFAR threshold (time slides)."""
-    if "ifar_threshold_years" not in bbhnet or triggers is None or "ifar" not in (
+    if search.ifar_threshold_years is None or triggers is None or "ifar" not in (
             triggers.dtype.names or ()):
         return None
-    above = triggers["statistic"][triggers["ifar"] >= bbhnet["ifar_threshold_years"]]
+    above = triggers["statistic"][triggers["ifar"] >= search.ifar_threshold_years]
     return float(above.min()) if len(above) else None
 
 
-def _false_alarms(run: _Run, section: page.Section, bbhnet: dict,
+def _false_alarms(run: _Run, section: page.Section, search: SearchNumbers,
                   threshold: float | None) -> None:
     """The time slides' background: the cumulative-rate plot and found/missed at the IFAR
     threshold."""
     background = read_background(run.output)
-    livetime = float(bbhnet["background_livetime_seconds"])
+    livetime = search.background_livetime_seconds or 0.0
     with h5py.File(run.output, "r") as f:
         zero_lag = f["triggers"]["statistic"].astype(float)
-    analysed = float(bbhnet["analysed_seconds"])  # the zero lag's: every trigger counts
+    analysed = search.analysed_seconds or 0.0  # the zero lag's: every trigger counts
     section.parts.append(page.heading("False-alarm rate"))
     section.parts.append(page.image(plots.cumulative_rate_figure(
         background if background is not None else zero_lag[:0], livetime, zero_lag, analysed,
         threshold), "cumulative rate of background and zero-lag triggers"))
     section.parts.append(page.paragraph(
-        f"{bbhnet['time_shifts']} time slides of {bbhnet['shift_seconds']:g} s formed on the "
+        f"{search.time_shifts} time slides of {search.shift_seconds:g} s formed on the "
         f"server from the one stream, each where both detectors' windows lie in a stretch; "
-        f"{bbhnet['background_triggers']} background triggers in {livetime:.0f} s "
+        f"{search.background_triggers} background triggers in {livetime:.0f} s "
         f"({livetime / SECONDS_PER_YEAR:.3g} yr: the windows each slide formed, times the "
         "stride, less any time cut around injections or in the training span). A trigger's "
         "FAR is (n + 1) / livetime with n the background triggers at least as loud (PyCBC's "
         "convention): one louder than all gets 1 / livetime, the largest IFAR the background "
         "gives, and one with a single background trigger at least as loud half that."))
-    injections = list(bbhnet.get("injections") or [])
-    if "found" not in bbhnet:
+    if search.found is None or search.ifar_threshold_years is None:
         return
     section.parts.append(page.table(
         ["found (held out)", "missed (held out)", "IFAR threshold [yr]",
          "background livetime [s]"],
-        [[bbhnet["found"], bbhnet["missed"], bbhnet["ifar_threshold_years"], round(livetime)]]))
-    _sensitivity(section, bbhnet)
-    if injections:
+        [[search.found, search.missed, search.ifar_threshold_years, round(livetime)]]))
+    _sensitivity(section, search)
+    if search.injections:
         section.parts.append(page.table(
             ["GPS time", "network SNR", "chirp mass [Msun]", "distance [Mpc]", "statistic",
              "IFAR [yr]", "found", "held out"],
-            [[i.get("gps_time", ""), i.get("network_snr", ""), i.get("chirp_mass", ""),
-              i.get("distance_mpc", ""), i.get("statistic", ""),
-              f"{i.get('ifar_years', 0):.3g}", "yes" if i.get("found") else "no",
-              "no (training span)" if i.get("in_training") else "yes"]
-             for i in injections]))
+            [[i.gps_time, i.network_snr, _cell(i.chirp_mass), _cell(i.distance_mpc),
+              _cell(i.statistic), f"{i.ifar_years or 0:.3g}", "yes" if i.found else "no",
+              "no (training span)" if i.in_training else "yes"]
+             for i in search.injections]))
 
 
-def _cleaning_gain(section: page.Section, cleaned: dict, raw: dict | None) -> None:
+def _cleaning_gain(section: page.Section, cleaned: Sensitivity, raw: Sensitivity | None
+                   ) -> None:
     """e2e with injections on the fly: VT with and without cleaning at each named threshold
     (the same injections and slides; ``bbhnet.without_cleaning``) and their ratio, cleaning's
     gain."""
-    if not raw or "curve" not in raw:
+    if raw is None or raw.at_reach is None or cleaned.at_reach is None:
         return
-    named = [("the background's reach", cleaned["at_reach"], raw["at_reach"]),
-             *((name, p, raw["at"][name]) for name, p in cleaned["at"].items()
-               if name in raw["at"])]
+    named = [("the background's reach", cleaned.at_reach, raw.at_reach),
+             *((name, p, raw.at[name]) for name, p in cleaned.at.items() if name in raw.at)]
     rows = []
     for name, clean, plain in named:
         ratio = ""
-        if clean.get("vt_gpc3_years") is not None and plain.get("vt_gpc3_years"):
-            ratio = f"{clean['vt_gpc3_years'] / plain['vt_gpc3_years']:.3g}"
-        rows.append([f"{name} ({clean['ifar_threshold_years']:.3g} yr; without cleaning "
-                     f"{plain['ifar_threshold_years']:.3g} yr)",
-                     f"{clean['found']}/{clean['injections']}" if clean["measurable"] else "",
-                     f"{plain['found']}/{plain['injections']}" if plain["measurable"] else "",
+        if clean.vt_gpc3_years is not None and plain.vt_gpc3_years:
+            ratio = f"{clean.vt_gpc3_years / plain.vt_gpc3_years:.3g}"
+        rows.append([f"{name} ({clean.ifar_threshold_years:.3g} yr; without cleaning "
+                     f"{plain.ifar_threshold_years:.3g} yr)",
+                     f"{clean.found}/{clean.injections}" if clean.measurable else "",
+                     f"{plain.found}/{plain.injections}" if plain.measurable else "",
                      _vt_cell(clean), _vt_cell(plain), ratio])
     section.parts.append(page.heading("Cleaning's gain"))
     section.parts.append(page.paragraph(
@@ -267,73 +283,73 @@ def _cleaning_gain(section: page.Section, cleaned: dict, raw: dict | None) -> No
          "VT raw [Gpc^3 yr]", "gain"], rows))
 
 
-def _vt_cell(p: dict) -> str:
+def _vt_cell(p: SensitivePoint) -> str:
     """VT [low, high] at one threshold, or why there is none (``sensitivity.py``)."""
-    if not p["measurable"]:
-        return p["reason"]
-    if p.get("vt_gpc3_years") is None:
-        low, high = p["found_fraction_interval"]
-        return f"found fraction {p['found_fraction']:.3g} [{low:.3g}, {high:.3g}]; no volume"
-    low, high = p["vt_interval_gpc3_years"]
-    return f"{p['vt_gpc3_years']:.3g} [{low:.3g}, {high:.3g}]"
+    if not p.measurable or p.found_fraction_interval is None:
+        return p.reason or ""
+    if p.vt_gpc3_years is None or p.vt_interval_gpc3_years is None:
+        low, high = p.found_fraction_interval
+        return f"found fraction {p.found_fraction:.3g} [{low:.3g}, {high:.3g}]; no volume"
+    low, high = p.vt_interval_gpc3_years
+    return f"{p.vt_gpc3_years:.3g} [{low:.3g}, {high:.3g}]"
 
 
-def _distance_cell(p: dict) -> str:
-    if p.get("sensitive_distance_mpc") is None:
+def _distance_cell(p: SensitivePoint) -> str:
+    if p.sensitive_distance_mpc is None or p.sensitive_distance_interval_mpc is None:
         return ""
-    low, high = p["sensitive_distance_interval_mpc"]
-    return f"{p['sensitive_distance_mpc']:.0f} [{low:.0f}, {high:.0f}]"
+    low, high = p.sensitive_distance_interval_mpc
+    return f"{p.sensitive_distance_mpc:.0f} [{low:.0f}, {high:.0f}]"
 
 
-def _sensitivity(section: page.Section, bbhnet: dict) -> None:
+def _sensitivity(section: page.Section, search: SearchNumbers) -> None:
     """VT against the IFAR threshold with the population in the caption, its value at the
     named thresholds (or why not), and found/missed in chirp mass against distance
     (``sensitivity.sensitivity_summary``)."""
-    found = bbhnet.get("sensitivity") or {}
+    found = search.sensitivity
     section.parts.append(page.heading("Sensitivity"))
-    if "curve" not in found:
-        section.parts.append(page.paragraph(found.get("note", "No sensitivity (no injection "
-                                                              "list)."), "absent"))
+    if found is None or found.at_reach is None or found.interval is None:
+        note = found.note if found is not None and found.note else (
+            "No sensitivity (no injection list).")
+        section.parts.append(page.paragraph(note, "absent"))
         return
-    counts = found.get("counts") or {}
-    interval = found["interval"]
-    left_out = (f"{counts.get('in_training', 0)} injections in BBHnet's training span and "
-                f"{counts.get('outside_analysed', 0)} outside the analysed span left out of "
-                f"{counts.get('listed', 0)}; " if counts else "")
-    caption = (f"VT = V x T x found fraction over {found['injections']} held-out injections "
+    counts, interval = found.counts, found.interval
+    left_out = (f"{counts.in_training} injections in BBHnet's training span and "
+                f"{counts.outside_analysed} outside the analysed span left out of "
+                f"{counts.listed}; " if counts is not None else "")
+    caption = (f"VT = V x T x found fraction over {found.injections} held-out injections "
                f"({left_out}{time_caption(found)}); "
-               f"{interval['method']} interval at {100 * interval['confidence']:.2f} %. "
-               f"Population: {population_caption(found.get('population'))}.")
+               f"{interval.method} interval at {100 * interval.confidence:.2f} %. "
+               f"Population: {population_caption(found.population)}.")
     section.parts.append(page.figure(plots.sensitivity_figure(
-        found["curve"], found["background_years"]), "sensitive time-volume against IFAR",
+        found.curve, found.background_years or 0.0), "sensitive time-volume against IFAR",
         caption))
-    named = [("the background's reach", found["at_reach"]), *found["at"].items()]
+    named = [("the background's reach", found.at_reach), *found.at.items()]
     section.parts.append(page.table(
         ["IFAR threshold", "found", "VT [Gpc^3 yr] [interval]",
          "sensitive distance [Mpc] [interval]"],
-        [[f"{name} ({p['ifar_threshold_years']:.3g} yr)",
-          f"{p['found']}/{p['injections']}" if p["measurable"] else "",
+        [[f"{name} ({p.ifar_threshold_years:.3g} yr)",
+          f"{p.found}/{p.injections}" if p.measurable else "",
           _vt_cell(p), _distance_cell(p)] for name, p in named]))
-    _cleaning_gain(section, found, (bbhnet.get(WITHOUT_CLEANING) or {}).get("sensitivity"))
-    bound = bbhnet.get("volume_bound")
-    if bound and bound["found_near_edge"]:
+    raw = search.without_cleaning
+    _cleaning_gain(section, found, None if raw is None else raw.sensitivity)
+    bound = search.volume_bound
+    if bound is not None and bound.found_near_edge:
         section.parts.append(page.paragraph(
-            f"{bound['found_near_edge']} of {bound['near_edge']} held-out injections beyond "
-            f"{bound['distance_from_mpc']:.0f} Mpc (the top 10 % of the drawn distances) were "
+            f"{bound.found_near_edge} of {bound.near_edge} held-out injections beyond "
+            f"{bound.distance_from_mpc:.0f} Mpc (the top 10 % of the drawn distances) were "
             "found: the drawn volume, not the search, bounds VT.", "problem"))
-    near_cut = bbhnet.get("snr_cut_bound")
-    if near_cut and near_cut["found_near_cut"]:
+    near_cut = search.snr_cut_bound
+    if near_cut is not None and near_cut.found_near_cut:
         section.parts.append(page.paragraph(
-            f"{near_cut['found_near_cut']} held-out injections were found with optimal network "
-            f"SNR below {near_cut['snr_below']:g}, close to the population's cut at "
-            f"{near_cut['network_snr_min']:g}: VT is understated.", "problem"))
-    if found["notes"]:
-        section.parts.append(page.paragraph(" ".join(f"{n}." for n in found["notes"])))
-    rows = [i for i in bbhnet.get("injections", [])
-            if "chirp_mass" in i and not i.get("in_training")]
-    if rows:
+            f"{near_cut.found_near_cut} held-out injections were found with optimal network "
+            f"SNR below {near_cut.snr_below:g}, close to the population's cut at "
+            f"{near_cut.network_snr_min:g}: VT is understated.", "problem"))
+    if found.notes:
+        section.parts.append(page.paragraph(" ".join(f"{n}." for n in found.notes)))
+    rows = [i for i in search.injections if i.chirp_mass is not None and not i.in_training]
+    if rows and search.ifar_threshold_years is not None:
         section.parts.append(page.image(plots.found_missed_figure(
-            rows, bbhnet["ifar_threshold_years"]), "found and missed injections"))
+            rows, search.ifar_threshold_years), "found and missed injections"))
 
 
 def _clients(run: _Run) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from matplotlib.scale import LogScale
 from offline_iaas.report.search import StatisticTrace
 from offline_iaas.report.spectra import StrainSpectra
 from offline_iaas.report.timeline import Bar, Coverage, MonitorRates
+from offline_iaas.summary_physics import InjectionRow, SensitivePoint
 
 WIDTH = 10.0
 """Figure width in inches (at 100 dpi: 1000 pixels)."""
@@ -99,7 +100,7 @@ def asd_figure(ifo: str, spectra: StrainSpectra, band: tuple[float, float]) -> b
 def statistic_figure(
     traces: Sequence[StatisticTrace],
     triggers: np.ndarray | None,
-    injections: Sequence[dict[str, Any]],
+    injections: Sequence[InjectionRow],
     threshold: float | None,
     t0: float,
 ) -> bytes:
@@ -114,7 +115,7 @@ def statistic_figure(
         ax.scatter(triggers["time"] - t0, triggers["statistic"], s=12, color="tab:purple",
                    zorder=3, label="triggers")
     for label, found, style in (("found injection", True, "-"), ("missed injection", False, "--")):
-        times = [float(i["gps_time"]) - t0 for i in injections if bool(i.get("found")) == found]
+        times = [i.gps_time - t0 for i in injections if i.found == found]
         for j, time in enumerate(times):
             ax.axvline(time, color="tab:green" if found else "tab:red", ls=style, lw=1,
                        label=label if j == 0 else None)
@@ -155,44 +156,49 @@ def cumulative_rate_figure(background: np.ndarray, livetime_seconds: float,
 
 
 @_default_style
-def sensitivity_figure(curve: Sequence[dict[str, Any]], reach_years: float) -> bytes:
+def sensitivity_figure(curve: Sequence[SensitivePoint], reach_years: float) -> bytes:
     """VT (or the found fraction, without the population's volume) against the IFAR
     threshold with its interval (``sensitivity.py``) where the background measures it; the
     background's reach marked (beyond it nothing is drawn: not measurable)."""
-    key, interval = (("vt_gpc3_years", "vt_interval_gpc3_years")
-                     if any(p.get("vt_gpc3_years") is not None for p in curve)
-                     else ("found_fraction", "found_fraction_interval"))
-    shown = [p for p in curve if p["measurable"] and p.get(key) is not None]
+    with_volume = any(p.vt_gpc3_years is not None for p in curve)
+
+    def value(p: SensitivePoint) -> float | None:
+        return p.vt_gpc3_years if with_volume else p.found_fraction
+
+    def interval(p: SensitivePoint) -> tuple[float, float] | None:
+        return p.vt_interval_gpc3_years if with_volume else p.found_fraction_interval
+
+    shown = [p for p in curve if p.measurable and value(p) is not None]
     fig = Figure(figsize=(WIDTH, 4.5), layout="constrained")
     ax = _subplots(fig)
     if shown:
-        ifar = np.array([p["ifar_threshold_years"] for p in shown])
-        value = np.array([p[key] for p in shown])
-        low, high = np.array([p[interval] for p in shown]).T
+        ifar = np.array([p.ifar_threshold_years for p in shown])
+        low, high = np.array([interval(p) for p in shown]).T
         ax.fill_between(ifar, low, high, color="tab:blue", alpha=0.25, lw=0,
                         label="interval")
-        ax.plot(ifar, value, "o-", ms=3, color="tab:blue", label="measured")
+        ax.plot(ifar, [value(p) for p in shown], "o-", ms=3, color="tab:blue",
+                label="measured")
     ax.axvline(reach_years, color="black", lw=0.8, ls=":",
                label=f"background livetime {reach_years:.2g} yr (not measurable beyond)")
     ax.set_xscale("log")
     ax.set_xlabel("IFAR threshold [yr]")
-    ax.set_ylabel("VT [Gpc$^3$ yr]" if key == "vt_gpc3_years" else "found fraction")
+    ax.set_ylabel("VT [Gpc$^3$ yr]" if with_volume else "found fraction")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper right", fontsize="small")
     return _png(fig)
 
 
 @_default_style
-def found_missed_figure(rows: Sequence[dict[str, Any]], ifar_threshold_years: float) -> bytes:
+def found_missed_figure(rows: Sequence[InjectionRow], ifar_threshold_years: float) -> bytes:
     """Each injection in analysed time at its luminosity distance and source-frame chirp
     mass: found (IFAR at least the threshold) or missed."""
     fig = Figure(figsize=(WIDTH, 4.5), layout="constrained")
     ax = _subplots(fig)
     for found, style in ((True, {"marker": "o", "color": "tab:blue", "label": "found"}),
                          (False, {"marker": "x", "color": "tab:red", "label": "missed"})):
-        chosen = [r for r in rows if bool(r.get("found")) == found]
+        chosen = [r for r in rows if r.found == found]
         if chosen:
-            ax.scatter([r["distance_mpc"] for r in chosen], [r["chirp_mass"] for r in chosen],
+            ax.scatter([r.distance_mpc for r in chosen], [r.chirp_mass for r in chosen],
                        **style)
     ax.set_xlabel("luminosity distance [Mpc]")
     ax.set_ylabel("source-frame chirp mass [M$_\\odot$]")
