@@ -160,7 +160,8 @@ def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
     monkeypatch.setattr(startup_checks, "check_repository",
                         lambda config, load_graphs=True: manifest)
     monkeypatch.setattr(startup_checks, "check_models_present", lambda repository, models: None)
-    monkeypatch.setattr(serve_node, "make_launcher", lambda config, node, token=None: launcher)
+    monkeypatch.setattr(serve_node, "make_launcher",
+                        lambda server, repository, node, token=None: launcher)
 
     def ready(proc, url, models, timeout, stop) -> bool:
         time.sleep(0.3)

@@ -191,7 +191,7 @@ def merge_numbers(tmp_path: Path, seconds: list[float], population: dict | None,
     times = np.array([START + s for s in seconds] + [START + 300.0])
     values = np.array([9.0] * len(seconds) + [1.0])
     with captured_log() as lines:
-        result = injection_results(config, listed, times, values, None, analysed, training,
+        result = injection_results(config.bbhnet, listed, times, values, None, analysed, training,
                                    None)
     return result, lines
 

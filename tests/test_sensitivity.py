@@ -356,7 +356,7 @@ def test_vt_is_the_found_fraction_times_the_volume_times_the_held_out_time(tmp_p
                 if i is not None] + [(t, 9.0) for t in training_gps + outside_gps]
     times = np.array([t for t, _ in triggers])
     ifars = np.array([i for _, i in triggers])
-    result = injection_results(config, listed, times, np.ones(len(times)), ifars, analysed,
+    result = injection_results(config.bbhnet, listed, times, np.ones(len(times)), ifars, analysed,
                                training, 10 * SECONDS_PER_YEAR)
     assert (result["analysed_seconds"], result["held_out_seconds"]) == (900.0, 600.0)
     at_one_year = result["sensitivity"]["at"]["1 year"]

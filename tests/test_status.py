@@ -23,19 +23,25 @@ from tests.helpers import skip_data_check
 STRIDE = 0.25  # 256 Hz, 4 Hz inference rate
 
 
-@pytest.fixture
-def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    skip_data_check(monkeypatch)
+def planned_run(tmp_path: Path, servers: int) -> Path:
+    """make-dag's run directory of 64 s on ``servers`` servers of two clients each, one merge
+    node (shard merges: test_merge_tree.py)."""
     raw = {
         "data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": 1_000_000_000,
                  "duration": 64, "sample_rate": 256},
         "model": {"repository": "repo", "kernel_seconds": 1.0, "inference_rate": 4},
-        "layout": {"servers": 1, "clients_per_server": 2},
-        "merge": {"shard_seconds": 0},  # one merge node (shard merges: test_merge_tree.py)
+        "layout": {"servers": servers, "clients_per_server": 2},
+        "merge": {"shard_seconds": 0},
     }
     run_dir = tmp_path / "run"
     make_dag(config_from_dict(raw, tmp_path / "c.toml"), RunDir(run_dir))
     return run_dir
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    skip_data_check(monkeypatch)
+    return planned_run(tmp_path, servers=1)
 
 
 def kept_seconds(run: Path, node: str) -> float:
@@ -181,15 +187,7 @@ def test_final_summary(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_server_whose_clients_are_all_done_is_named_while_others_work(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     skip_data_check(monkeypatch)
-    raw = {
-        "data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": 1_000_000_000,
-                 "duration": 64, "sample_rate": 256},
-        "model": {"repository": "repo", "kernel_seconds": 1.0, "inference_rate": 4},
-        "layout": {"servers": 2, "clients_per_server": 2},
-        "merge": {"shard_seconds": 0},
-    }
-    run = tmp_path / "run"
-    make_dag(config_from_dict(raw, tmp_path / "c.toml"), RunDir(run))
+    run = planned_run(tmp_path, servers=2)
     running = {"kind": "JOB", "status": "running", "attempts": 1, "started": ago(30)}
     done = {"kind": "JOB", "status": "done", "attempts": 1, "started": ago(30), "ended": ago(5)}
     service = {"kind": "SERVICE", "status": "running", "attempts": 1, "started": ago(40)}

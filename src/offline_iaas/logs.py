@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from types import TracebackType
-from typing import TextIO
+from typing import Any, TextIO
 
 PACKAGE = "offline_iaas"
 QUIET, NORMAL, VERBOSE = -1, 0, 1
@@ -229,15 +229,10 @@ class CountProgress(NullProgress, LiveDisplay):
             self._show(self.label, (TextColumn("{task.fields[info]}"),), info="starting")
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: Any) -> None:
         if self._progress is not None:
             self._refresh()
-        LiveDisplay.__exit__(self, exc_type, exc, traceback)
+        LiveDisplay.__exit__(self, *exc_info)
 
     def start(self, total: float, completed: float = 0.0) -> None:
         self.total, self.completed, self._first = float(total), float(completed), float(completed)

@@ -107,7 +107,7 @@ class Outputs:
     """What a campaign's clients request and store (``CampaignConfig.outputs``), and one
     window's row of each.
 
-    A response holds ``statistic [n]`` (one value per window), ``background [n shifts]`` (one
+    A response holds ``statistic [n]`` (one value per window), ``background [n slides]`` (one
     per window and slide) or ``noise [ifos, n S]`` (the averaged prediction of the strides the
     windows completed); clients, the reference and the merge store them a row per window.
     """
@@ -145,7 +145,7 @@ class Outputs:
 
     def rows(self, name: str, values: np.ndarray) -> np.ndarray:
         """One response's ``values`` of output ``name`` as one row per window:
-        ``statistic [n]`` as is, ``background [n shifts]`` → ``[n, shifts]``,
+        ``statistic [n]`` as is, ``background [n slides]`` → ``[n, slides]``,
         ``noise [ifos, n S]`` → ``[n, ifos, S]``."""
         if output_kind(name) == "statistic":
             return values

@@ -66,9 +66,9 @@ ASD_MAX_SECONDS = 4096.0
 def bandpass_sos(deepclean: DeepCleanConfig, sample_rate: float) -> np.ndarray:
     """DeepClean's band-pass (``deepclean.band_*_hz``, ``filter_order``) at ``sample_rate``,
     as second-order sections."""
-    d = deepclean
-    return signal.butter(d.filter_order, (d.band_low_hz, d.band_high_hz), btype="bandpass",
-                         fs=sample_rate, output="sos")
+    band_hz = (deepclean.band_low_hz, deepclean.band_high_hz)
+    return signal.butter(deepclean.filter_order, band_hz, btype="bandpass", fs=sample_rate,
+                         output="sos")
 
 
 def zero_phase_blocks(
@@ -264,9 +264,9 @@ def background_cuts(injections: list[Injection], bbhnet: BBHnetConfig,
     """GPS spans no background trigger may come from: ``exclusion_seconds`` around every
     injection (none with ``bbhnet.inject``: the background stream holds none), and the
     network's training span."""
-    b = bbhnet
-    cuts = [(i.gps_time - b.exclusion_seconds, i.gps_time + b.exclusion_seconds)
-            for i in injections if not b.inject]
+    exclusion = bbhnet.exclusion_seconds
+    cuts = [(i.gps_time - exclusion, i.gps_time + exclusion)
+            for i in injections if not bbhnet.inject]
     return cuts + ([(float(training[0]), float(training[1]))] if training is not None else [])
 
 
@@ -354,17 +354,17 @@ def found_missed_at_ifar(
     ``found_seconds`` has ``ifar >= threshold``. Rows for every injection in the analysed
     stretches (``in_training`` marks those in the network's ``training`` span); ``found`` and
     ``missed`` count the held-out ones only, ``injection_counts`` says what was left out."""
-    b = bbhnet
+    threshold = bbhnet.ifar_threshold_years
     kept, counts = _counted(injections, analysed, training)
     rows = []
     for injection, in_training in kept:
-        best = best_near(times, ifar_years, injection.gps_time, b.found_seconds)
+        best = best_near(times, ifar_years, injection.gps_time, bbhnet.found_seconds)
         ifar = float(ifar_years[best]) if best is not None else 0.0
         rows.append({**injection.row(),
                      "statistic": float(values[best]) if best is not None else float("-inf"),
-                     "ifar_years": ifar, "found": bool(ifar >= b.ifar_threshold_years),
+                     "ifar_years": ifar, "found": bool(ifar >= threshold),
                      "in_training": in_training})
-    return {**_tally(rows, counts), "ifar_threshold_years": b.ifar_threshold_years}
+    return {**_tally(rows, counts), "ifar_threshold_years": threshold}
 
 
 def subtract_spans(

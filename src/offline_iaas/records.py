@@ -29,10 +29,11 @@ record              file                            version  written by
 
 The values records share are plain frozen dataclasses, validated where they are embedded:
 ``BadFile`` (a frame file left out as a gap: preflight → run.json → bad-files.json → the
-sidecar → the merge → the output's provenance), ``Piece`` (a share's part of one stretch),
-``MergeShard`` (a shard merge's interval and parents). A client's share is one type,
-``ClientShare`` (a frozen pydantic model), whose fields the records that carry one
-(``ShareRecord``: the job spec, the sidecar, the checkpoint stamp) hold as their own.
+sidecar → the merge → the output's provenance), ``Piece`` (a share's part of one stretch).
+A client's share is one type, ``ClientShare``, and a shard merge's interval and parents one,
+``MergeShard`` (frozen pydantic models), whose fields the records that carry one
+(``ShareRecord``: the job spec, the sidecar, the checkpoint stamp; ``ShardJob``) hold as
+their own. The campaign summary's physics sections are ``summary_physics``'s types.
 
 Reading a record that is missing, is not JSON, misses a field, has a field of the wrong type
 or an unknown one, or whose version is newer than this code's raises one ``RunError`` (exit
@@ -133,9 +134,11 @@ class ClientShare(BaseModel):
         return sum(p.gps_end - p.gps_start for p in self.pieces)
 
 
-@dataclass(frozen=True)
-class MergeShard:
-    """One shard merge node: its GPS interval, its parent clients, the data it owns."""
+class MergeShard(BaseModel):
+    """One shard merge node: its GPS interval, its parent clients, the data it owns; its job
+    spec (``ShardJob``) holds these fields as its own."""
+
+    model_config = ConfigDict(strict=True, frozen=True)
 
     index: int
     node: str
@@ -330,48 +333,46 @@ class ShareRecord(Record, ClientShare):
 
 def share_fields(share: ClientShare) -> dict[str, Any]:
     """A share's fields (a record's too), to build a record or a share with."""
-    return {name: getattr(share, name) for name in ClientShare.model_fields}
+    return _fields(share, ClientShare)
 
 
-class ClientJob(ShareRecord):
-    """``RUN/jobs/<client>.json``: a client's share (``ClientShare``)."""
+def _fields(value: BaseModel, kind: type[BaseModel]) -> dict[str, Any]:
+    """``kind``'s fields of ``value`` (a ``kind``, or a record holding its fields)."""
+    return {name: getattr(value, name) for name in kind.model_fields}
 
-    KIND: ClassVar[str] = "client job spec"
+
+class JobSpec(Record):
+    """A job spec of ``RUN/jobs/``, which make-dag writes for a node to read."""
 
     @classmethod
     def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
         return {k: v for k, v in data.items() if k not in _V1_JOB_FIELDS}
+
+
+class ClientJob(JobSpec, ShareRecord):
+    """``RUN/jobs/<client>.json``: a client's share (``ClientShare``)."""
+
+    KIND: ClassVar[str] = "client job spec"
 
     @classmethod
     def of(cls, share: ClientShare) -> ClientJob:
         return cls(**share_fields(share))
 
 
-class ShardJob(Record):
-    """``RUN/jobs/<shard>.json``: a shard merge's interval and parents (``MergeShard``)."""
+class ShardJob(JobSpec, MergeShard):
+    """``RUN/jobs/<shard>.json``: a shard merge's interval and parents (``MergeShard``'s
+    fields)."""
 
     KIND: ClassVar[str] = "shard merge job spec"
 
-    index: int
-    node: str
-    gps_start: float
-    gps_end: float
-    clients: tuple[str, ...]
-    data_seconds: float
-
-    @classmethod
-    def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
-        return {k: v for k, v in data.items() if k not in _V1_JOB_FIELDS}
-
     @classmethod
     def of(cls, shard: MergeShard) -> ShardJob:
-        return cls(index=shard.index, node=shard.node, gps_start=shard.gps_start,
-                   gps_end=shard.gps_end, clients=shard.clients, data_seconds=shard.data_seconds)
+        return cls(**_fields(shard, MergeShard))
 
     @property
     def shard(self) -> MergeShard:
-        return MergeShard(self.index, self.node, self.gps_start, self.gps_end, self.clients,
-                          self.data_seconds)
+        """The shard alone (equal to the ``MergeShard`` it was made of)."""
+        return MergeShard(**_fields(self, MergeShard))
 
 
 def write_client_job(run: RunDir, share: ClientShare) -> None:

@@ -89,9 +89,9 @@ def slides_formed(config: CampaignConfig, kept_offset: int, count: int) -> np.nd
     """Which slides are formed at ``count`` kept windows of a stretch from kept window
     ``kept_offset``: ``[count, N]``, column ``k - 1`` true where both windows of slide ``k``
     are kept windows of the stretch. The ``slides`` output holds NaN where it is false."""
-    shifts = np.arange(1, config.bbhnet.slides + 1)
+    slides = np.arange(1, config.bbhnet.slides + 1)
     kept = np.arange(kept_offset, kept_offset + count)[:, None]
-    return kept >= np.array([first_formed_window(config, int(k)) for k in shifts])[None, :]
+    return kept >= np.array([first_formed_window(config, int(k)) for k in slides])[None, :]
 
 
 def statistic_spans(config: CampaignConfig, stretches: Sequence[Stretch]

@@ -17,15 +17,16 @@ import numpy as np
 from offline_iaas.client.part import FOREGROUND
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.foreground import injection_times, share_foreground
+from offline_iaas.modes import Outputs
 from offline_iaas.records import ClientShare, Piece
 from offline_iaas.rundir import RunDir
 
 FOREGROUND_COLUMNS = [("time", "f8"), ("statistic", "f4")]
 
 
-def foreground_columns(config: CampaignConfig) -> list[tuple[str, str]]:
+def foreground_columns(outputs: Outputs) -> list[tuple[str, str]]:
     """The foreground table's columns: ``time``, then each statistic."""
-    return [("time", "f8"), *((name, "f4") for name in config.outputs.statistics)]
+    return [("time", "f8"), *((name, "f4") for name in outputs.statistics)]
 
 
 def foreground_rows(config: CampaignConfig, piece: Piece, statistics: dict[str, np.ndarray]
@@ -37,7 +38,7 @@ def foreground_rows(config: CampaignConfig, piece: Piece, statistics: dict[str, 
             for name, values in statistics.items()}
     count = len(kept["statistic"])
     rows = np.arange(piece.output_start, piece.output_start + count)
-    table = np.zeros(count, dtype=foreground_columns(config))
+    table = np.zeros(count, dtype=foreground_columns(config.outputs))
     table["time"] = piece.stretch_gps_start + (
         rows - config.averaging_delay_windows + 1) * config.stride_seconds
     for name, values in kept.items():
@@ -51,7 +52,7 @@ def read_foreground(run: RunDir, config: CampaignConfig, shares: list[ClientShar
     if not config.bbhnet.inject:
         return None
     times = injection_times(config.bbhnet)
-    found = [np.zeros(0, foreground_columns(config))]
+    found = [np.zeros(0, foreground_columns(config.outputs))]
     names = config.outputs.statistics
     for share in shares:
         pieces = share_foreground(config, share, times)

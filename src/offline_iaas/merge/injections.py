@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.config import BBHnetConfig, CampaignConfig
+from offline_iaas.config import BBHnetConfig
 from offline_iaas.data.injection_list import InjectionList, read_campaign_injections
 from offline_iaas.physics import (
     HELD_OUT,
@@ -59,7 +59,7 @@ def campaign_injections(bbhnet: BBHnetConfig) -> InjectionList | None:
 
 
 def injection_results(
-    config: CampaignConfig, listed: InjectionList, times: np.ndarray, values: np.ndarray,
+    bbhnet: BBHnetConfig, listed: InjectionList, times: np.ndarray, values: np.ndarray,
     ifar_years: np.ndarray | None, analysed: list[tuple[float, float]],
     training: list[float] | None, background_livetime_seconds: float | None,
     foreground: tuple[np.ndarray, np.ndarray] | None = None,
@@ -71,10 +71,10 @@ def injection_results(
     injections = list(listed.injections)
     if ifar_years is not None:
         at, seen = foreground if foreground is not None else (times, values)
-        result = found_missed_at_ifar(at, ifar_years, seen, injections, config.bbhnet, analysed,
+        result = found_missed_at_ifar(at, ifar_years, seen, injections, bbhnet, analysed,
                                       training)
     else:
-        result = found_missed(times, values, injections, config.bbhnet, analysed, training,
+        result = found_missed(times, values, injections, bbhnet, analysed, training,
                               foreground)
     result["training_gps"] = None if training is None else [float(x) for x in training]
     result["analysed_seconds"] = float(sum(b - a for a, b in analysed))
@@ -107,7 +107,7 @@ def injection_results(
                                  "background, no VT against IFAR",
                                  "population": listed.population, "counts": counts}
         return result
-    plan = SlidePlan(config.bbhnet.slides, config.bbhnet.slide_seconds,
+    plan = SlidePlan(bbhnet.slides, bbhnet.slide_seconds,
                      tuple(b - a for a, b in analysed))
     result["sensitivity"] = sensitivity_summary(
         held_out, listed.population, result["held_out_seconds"], background_livetime_seconds,

@@ -12,8 +12,7 @@ from offline_iaas.merge.products import CANARY_SUFFIX, output_channel
 
 def statistic_channel(ifos: tuple[str, ...]) -> str:
     """The statistic's channel name: the detectors it searched, as one prefix."""
-    ifos = "".join(sorted(ifos))
-    return f"{ifos}:OFFLINE_IAAS-STATISTIC"
+    return f"{''.join(sorted(ifos))}:OFFLINE_IAAS-STATISTIC"
 
 
 def gps_text(gps: float) -> str:

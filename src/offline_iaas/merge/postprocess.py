@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.config import CampaignConfig
+from offline_iaas.config import BBHnetConfig, CampaignConfig
 from offline_iaas.merge.foreground import foreground_columns
 from offline_iaas.merge.injections import (
     campaign_injections,
@@ -240,7 +240,7 @@ def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
     dx = config.stride_seconds
     half = cluster_reach_windows(config.bbhnet.cluster_seconds, dx)
     slides = f"background{suffix}" in writer.outputs
-    cuts = _background_cuts(config, writer.training) if slides else []
+    cuts = _background_cuts(config.bbhnet, writer.training) if slides else []
     times, values, rows = [], [], []
     for e in writer.extents:
         a, b = e.statistic_rows
@@ -288,10 +288,10 @@ TRIGGER_COLUMNS = [("time", "f8"), ("statistic", "f4")]
 BACKGROUND_COLUMNS = [("shift", "f8"), ("time", "f8"), ("statistic", "f4")]
 
 
-def _background_cuts(config: CampaignConfig, training: dict[str, list[float]]
+def _background_cuts(bbhnet: BBHnetConfig, training: dict[str, list[float]]
                      ) -> list[tuple[float, float]]:
-    listed = campaign_injections(config.bbhnet)
-    return (background_cuts(list(listed.injections), config.bbhnet, training.get("bbhnet"))
+    listed = campaign_injections(bbhnet)
+    return (background_cuts(list(listed.injections), bbhnet, training.get("bbhnet"))
             if listed else [])
 
 
@@ -405,7 +405,7 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
         parts = [p.background for p in products if p.background is not None]
         background = np.concatenate(parts) if parts else np.zeros(0, BACKGROUND_COLUMNS)
         background = background[np.lexsort((background["time"], background["shift"]))]
-        cuts = _background_cuts(config, training)
+        cuts = _background_cuts(config.bbhnet, training)
         livetime = sum(slide_livetime(span, cuts, (k + 1) * config.bbhnet.slide_seconds)
                        for span in analysed for k in range(config.bbhnet.slides))
         table["far"], table["ifar"] = false_alarm_rates(v, background["statistic"], livetime)
@@ -426,8 +426,9 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
     if fg is not None and slides:  # found/missed from the foreground, FAR from the background
         fg_ifar = false_alarm_rates(fg[column], background["statistic"], livetime)[1]
     if listed is not None:
+        ifar = (table["ifar"] if fg is None else fg_ifar) if slides else None
         result.update(injection_results(
-            config, listed, t, v, (table["ifar"] if fg is None else fg_ifar) if slides else None,
+            config.bbhnet, listed, t, v, ifar,
             analysed, training.get("bbhnet"), result.get("background_livetime_seconds"),
             None if fg is None else (fg["time"], fg[column])))
     return result
@@ -440,7 +441,7 @@ def _foreground(file: Any, config: CampaignConfig, products: list[ShardProducts]
     if not config.bbhnet.inject:
         return None
     found = [p.foreground for p in products if p.foreground is not None]
-    table = (np.concatenate(found) if found else np.zeros(0, foreground_columns(config)))
+    table = (np.concatenate(found) if found else np.zeros(0, foreground_columns(config.outputs)))
     table = table[np.argsort(table["time"], kind="stable")]
     file.create_dataset("foreground", data=table)
     return table

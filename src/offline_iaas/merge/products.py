@@ -54,9 +54,9 @@ def frame_type(deepclean: DeepCleanConfig, ifo: str) -> str:
     return f"{ifo}_{deepclean.frame_type}"
 
 
-def frame_file_name(config: CampaignConfig, ifo: str, gps_start: int, seconds: int) -> str:
+def frame_file_name(deepclean: DeepCleanConfig, ifo: str, gps_start: int, seconds: int) -> str:
     """``<O>-<IFO>_<TYPE>-<GPS>-<DUR>.gwf``."""
-    return f"{ifo[0]}-{frame_type(config.deepclean, ifo)}-{gps_start}-{seconds}.gwf"
+    return f"{ifo[0]}-{frame_type(deepclean, ifo)}-{gps_start}-{seconds}.gwf"
 
 
 def campaign_provenance(config: CampaignConfig, model: ServedModel | None,
@@ -165,7 +165,7 @@ class CleanedFrames:
                               if self.config.deepclean.gate == "replace" else ""))
         values = raw if why is not None and self.config.deepclean.gate == "replace" else cleaned
         first, last = int(np.floor(start)), int(np.ceil(end))
-        name = frame_file_name(self.config, ifo, first, last - first)
+        name = frame_file_name(self.config.deepclean, ifo, first, last - first)
         path = self.out_dir / ifo / name
         path.parent.mkdir(parents=True, exist_ok=True)
         channels = {pending.channel: values}
@@ -202,7 +202,7 @@ def publish_frames(out_dir: Path, config: CampaignConfig,
     (out_dir / CACHE_NAME).write_text("".join(line + "\n" for line in lines))
     summary = {}
     for ifo, found in spans.items():
-        _write_segments(out_dir / SEGMENTS_DIR, config, ifo, found)
+        _write_segments(out_dir / SEGMENTS_DIR, config.deepclean, ifo, found)
         summary[ifo] = {
             "valid_seconds": sum(b - a for a, b in found["valid"]),
             "flagged_seconds": sum(b - a for a, b in found["flagged"]),
@@ -231,18 +231,18 @@ def _write_gwf(path: Path, channels: dict[str, np.ndarray], gps_start: float, ra
     lalframe.FrameWrite(frame, str(path))
 
 
-def _write_segments(directory: Path, config: CampaignConfig, ifo: str,
+def _write_segments(directory: Path, deepclean: DeepCleanConfig, ifo: str,
                     spans: dict[str, list[tuple[float, float]]]) -> None:
     """``<IFO>_<TYPE>_VALID.txt``, ``..._FLAGGED.txt`` (segwizard) and ``<IFO>_<TYPE>.xml``."""
     from gwpy.segments import DataQualityFlag, Segment, SegmentList
 
     directory.mkdir(parents=True, exist_ok=True)
-    stem = frame_type(config.deepclean, ifo)
+    stem = frame_type(deepclean, ifo)
     valid = SegmentList(Segment(a, b) for a, b in spans["valid"]).coalesce()
     flagged = SegmentList(Segment(a, b) for a, b in spans["flagged"]).coalesce()
     valid.write(str(directory / f"{stem}_VALID.txt"), format="segwizard")
     flagged.write(str(directory / f"{stem}_FLAGGED.txt"), format="segwizard")
-    flag = DataQualityFlag(f"{ifo}:DEEPCLEAN-{config.deepclean.channel_suffix}_VALID:1",
+    flag = DataQualityFlag(f"{ifo}:DEEPCLEAN-{deepclean.channel_suffix}_VALID:1",
                            known=(valid | flagged).coalesce(), active=valid)
     flag.write(str(directory / f"{stem}.xml"), format="ligolw", overwrite=True)
 

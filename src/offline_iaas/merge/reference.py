@@ -66,7 +66,7 @@ def run_reference(
         raise RunError(f"cannot write the reference output {out_path}: {why}") from None
     streaming_started = time.monotonic()
     inject, injected = on_the_fly(config), injection_times(config.bbhnet)
-    foreground = [np.zeros(0, foreground_columns(config))]
+    foreground = [np.zeros(0, foreground_columns(config.outputs))]
     try:
         for stretch in stretches:
             windows = stretch.windows(config)

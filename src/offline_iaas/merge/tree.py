@@ -145,14 +145,13 @@ def extent_data_seconds(config: CampaignConfig, extents: list[StretchExtent]) ->
 def shard_bounds(shard_seconds: float, stretches: list[Stretch]) -> list[tuple[float, float]]:
     """The shard intervals ``[k C, (k + 1) C)`` (``C``: ``merge.shard_seconds``) that meet the
     stretches, in order."""
-    size = shard_seconds
-    if not stretches or size <= 0:
+    if not stretches or shard_seconds <= 0:
         return []
-    first = math.floor(stretches[0].gps_start / size)
-    last = math.floor(stretches[-1].gps_end / size) + 1
+    first = math.floor(stretches[0].gps_start / shard_seconds)
+    last = math.floor(stretches[-1].gps_end / shard_seconds) + 1
     found, stretch_at = [], 0
     for k in range(first, last):
-        lo, hi = k * size, (k + 1) * size
+        lo, hi = k * shard_seconds, (k + 1) * shard_seconds
         # a window is stamped with its end: the last stamp of a stretch is its end
         while stretch_at < len(stretches) and stretches[stretch_at].gps_end < lo:
             stretch_at += 1
@@ -202,7 +201,8 @@ def shard_merges(config: CampaignConfig, stretches: list[Stretch],
                     break
                 if hi > e.rows[0]:
                     clients.add(node)
-        shards.append(MergeShard(len(shards), shard_node(len(shards)), gps_start, gps_end,
-                                 tuple(sorted(clients, key=order.__getitem__)),
-                                 extent_data_seconds(config, extents)))
+        shards.append(MergeShard(
+            index=len(shards), node=shard_node(len(shards)), gps_start=float(gps_start),
+            gps_end=float(gps_end), clients=tuple(sorted(clients, key=order.__getitem__)),
+            data_seconds=float(extent_data_seconds(config, extents))))
     return shards

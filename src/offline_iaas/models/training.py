@@ -223,16 +223,25 @@ def train_deepclean(
             "witness_std": witness_std.tolist(),
             "strain_mean": strain_mean,
             "strain_std": strain_std,
-            "epochs": epochs,
-            "windows_per_epoch": windows_per_epoch,
-            "loss": losses,
-            "read_seconds": read_seconds,
-            "train_seconds": time.monotonic() - started - read_seconds,
-            "train_cpu_seconds": time.process_time() - cpu_started,
-            "threads": torch.get_num_threads(),
+            **_epochs_and_times(epochs, windows_per_epoch, losses, read_seconds, started,
+                                cpu_started),
         }
         return model
 
+
+
+def _epochs_and_times(epochs: int, windows_per_epoch: int, losses: list[float],
+                      read_seconds: float, started: float, cpu_started: float,
+                      accuracy: list[float] | None = None) -> dict[str, Any]:
+    """A training report's epochs, losses (and accuracy) and times (``started``/
+    ``cpu_started``: the ``time.monotonic``/``time.process_time`` its training began at,
+    reading included)."""
+    return {"epochs": epochs, "windows_per_epoch": windows_per_epoch, "loss": losses,
+            **({"accuracy": accuracy} if accuracy is not None else {}),
+            "read_seconds": read_seconds,
+            "train_seconds": time.monotonic() - started - read_seconds,
+            "train_cpu_seconds": time.process_time() - cpu_started,
+            "threads": torch.get_num_threads()}
 
 def predict_deepclean(
     model: nn.Module, witnesses: np.ndarray, kernel_samples: int, stride_samples: int,
@@ -430,14 +439,8 @@ def train_bbhnet(
             "psd_frequencies_hz": freqs.tolist(),
             "psd": psd.tolist(),
             "snr_range": list(snr_range),
-            "epochs": epochs,
-            "windows_per_epoch": windows_per_epoch,
-            "loss": losses,
-            "accuracy": accuracy,
-            "read_seconds": read_seconds,
-            "train_seconds": time.monotonic() - started - read_seconds,
-            "train_cpu_seconds": time.process_time() - cpu_started,
-            "threads": torch.get_num_threads(),
+            **_epochs_and_times(epochs, windows_per_epoch, losses, read_seconds, started,
+                                cpu_started, accuracy),
         }
         return model
 

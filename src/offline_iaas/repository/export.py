@@ -148,7 +148,8 @@ def export_repository(
                                                      streamed)
             models = [config.model.name]
         else:
-            versions, networks_served = _write_networks(config, graphs, shape, flavor, Path(tmp))
+            versions, networks_served = _write_networks(config.model.repository, graphs, shape,
+                                                        flavor, Path(tmp))
 
     if served == "ensemble":
         for stage in pipeline.stages(config):
@@ -184,11 +185,10 @@ def export_repository(
 
 
 def _write_networks(
-    config: CampaignConfig, graphs: list, shape: mcfg.EnsembleShape, flavor: str, tmp: Path
+    repo: Path, graphs: list, shape: mcfg.EnsembleShape, flavor: str, tmp: Path
 ) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
-    """Write a new version of each network as its own model (the ensemble layout); return the
-    networks' versions and manifest entries."""
-    repo = config.model.repository
+    """Write a new version of each network as its own model (the ensemble layout) into the
+    repository ``repo``; return the networks' versions and manifest entries."""
     versions: dict[str, int] = {}
     served: dict[str, dict[str, Any]] = {}
     for graph in graphs:

@@ -167,7 +167,7 @@ def takes_psd_update(config: CampaignConfig) -> bool:
 def _time_slides(config: CampaignConfig, windows: str, suffix: str = "",
                  kind: str = "timeslide") -> list[Stage]:
     """BBHnet on the slid pairs of the ``windows`` tensor (``bbhnet.slides``): the
-    ``background`` output, ``[n * shifts]`` per request (NaN where a slide's second window is
+    ``background`` output, ``[n * slides]`` per request (NaN where a slide's second window is
     in the stream's warm-up); ``streamed_timeslide``: of the strain tensor ``windows`` names,
     each slide streamed layer by layer."""
     if not config.has_slides:

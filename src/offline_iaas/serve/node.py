@@ -29,7 +29,7 @@ from typing import Protocol
 
 from offline_iaas import hooks, records
 from offline_iaas.binding import is_make_dag_run, read_bound_run
-from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.config import CampaignConfig, ServerConfig, load_config
 from offline_iaas.errors import ConfigError, ModelError, ServerError
 from offline_iaas.rendezvous import addresses as address_files
 from offline_iaas.rendezvous.access import auth_headers, read_token
@@ -98,15 +98,16 @@ class NativeLauncher:
         pass
 
 
-def make_launcher(config: CampaignConfig, node: str, token: str | None = None) -> Launcher:
-    """The launcher of ``config.server.runtime``, restricting access to ``token`` if given."""
-    server = config.server
+def make_launcher(server: ServerConfig, repository: Path, node: str, token: str | None = None
+                  ) -> Launcher:
+    """The launcher of ``server.runtime`` serving ``repository``, restricting access to
+    ``token`` if given."""
     if server.runtime == "native":
-        return NativeLauncher(config.model.repository, token=token)
+        return NativeLauncher(repository, token=token)
     return ContainerLauncher(
         runtime=server.runtime,
         image=server.image,
-        repository=config.model.repository,
+        repository=repository,
         name=f"offline-iaas-{node}-{os.getpid()}",
         gpus=server.gpus,
         token=token,
@@ -300,7 +301,7 @@ def serve(
     else:  # likewise a file left by a server of this node that was killed
         hooks.reached(run, node, "start")
         run.address(node).unlink(missing_ok=True)
-    launcher = make_launcher(config, node, read_token(run))
+    launcher = make_launcher(config.server, config.model.repository, node, read_token(run))
 
     stop = threading.Event()
     previous = {

@@ -34,15 +34,8 @@ def count_states(states: Mapping[str, tuple[str, str]]) -> dict[str, int]:
 
 
 class RunProgress(LiveDisplay):
-    """The display: run-local's log lines above a bar that ``update`` (its ``on_state``) moves.
-
-    Parameters
-    ----------
-    stream
-        Where to write (standard output by default).
-    interactive
-        Force the live display on or off; by default, on when ``stream`` is a terminal.
-    """
+    """The display: run-local's log lines above a bar that ``update`` (its ``on_state``) moves
+    (parameters: ``LiveDisplay``'s)."""
 
     def __enter__(self) -> RunProgress:
         LiveDisplay.__enter__(self)

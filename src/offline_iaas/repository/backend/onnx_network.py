@@ -8,8 +8,6 @@ axis too. The graph's input and output names are the Triton tensor names.
 
 from __future__ import annotations
 
-import faulthandler
-import json
 import os
 
 import numpy as np
@@ -23,11 +21,8 @@ class TritonPythonModel:
         import server_watch  # beside model.py: the stub puts this directory on sys.path
         import triton_python_backend_utils as pb_utils
 
-        faulthandler.enable()  # a fatal signal prints the stub's stacks to the server log
-        server_watch.leave_with_server(args.get("model_name", ""))
+        _, params = server_watch.start_stub(args)
         self.pb = pb_utils
-        config = json.loads(args["model_config"])
-        params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = int(params.get("intra_op_threads", "1"))
         options.inter_op_num_threads = 1

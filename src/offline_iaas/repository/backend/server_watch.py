@@ -1,7 +1,7 @@
 """Ends a python-backend stub at once when its tritonserver exits without unloading the model.
 
 Copied verbatim into the model repository beside each python model's ``model.py``, which
-calls ``leave_with_server`` from ``initialize``.
+calls ``start_stub`` (or ``leave_with_server``) from ``initialize``.
 
 Triton 2.51 exits without unloading its models when its exit timeout
 (``server.exit_timeout_seconds``) passes with a sequence still open: its sequence batcher
@@ -21,6 +21,8 @@ reading ``/proc/<pid>/stat``).
 
 from __future__ import annotations
 
+import faulthandler
+import json
 import os
 import sys
 import threading
@@ -80,3 +82,13 @@ def leave_with_server(model: str) -> threading.Thread | None:
     thread = threading.Thread(target=watch, name="leave-with-server", daemon=True)
     thread.start()
     return thread
+
+
+def start_stub(args: dict) -> tuple[dict, dict[str, str]]:
+    """What a python-backend model's ``initialize`` does first: a fatal signal prints the
+    stub's stacks to the server log, the stub leaves with its server (``leave_with_server``);
+    return the model's config and its string parameters."""
+    faulthandler.enable()
+    leave_with_server(args.get("model_name", ""))
+    config = json.loads(args["model_config"])
+    return config, {k: v["string_value"] for k, v in config.get("parameters", {}).items()}

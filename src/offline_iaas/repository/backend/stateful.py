@@ -10,7 +10,7 @@ on numpy only (``triton_python_backend_utils`` exists only in the server's pytho
     A request carries ``[1, channels, n * stride]`` new samples and yields ``[1, n, channels,
     kernel]``: the window after each stride of new samples.
 ``timeslide`` (fused model only)
-    BBHnet's background: ``[n, 2, kernel]`` windows in, ``[n * shifts]`` statistics out, the
+    BBHnet's background: ``[n, 2, kernel]`` windows in, ``[n * slides]`` statistics out, the
     second detector slid against the first (``TimeSlides``, which runs the network it names);
     ``streamed_timeslide`` the same from ``[2, n * stride]`` samples, each slide a stream of
     the network it names streamed layer by layer (``StreamedTimeSlides``, ``model.streamed``);
@@ -43,7 +43,6 @@ stream's window ``2 (m - 1)`` on — the campaign's ``warmup_windows`` in the De
 
 from __future__ import annotations
 
-import faulthandler
 import time
 
 import numpy as np
@@ -90,13 +89,13 @@ class SnapshotState:
 class TimeSlides:
     """BBHnet's background of a two-detector stream: the second detector slid against the first.
 
-    For each window ``j`` of the stream and each slide ``k = 1 .. shifts``, the network runs
+    For each window ``j`` of the stream and each slide ``k = 1 .. slides``, the network runs
     on the first detector's window ``j`` with the second detector's window
-    ``j - k * shift_windows`` (``Δ`` is a whole number of strides, so a slid window is an
+    ``j - k * slide_windows`` (``Δ`` is a whole number of strides, so a slid window is an
     earlier window of the same stream, whitened or not). The state is the second detector's
-    last ``shifts * shift_windows`` windows, so the client sends each sample once whatever the
+    last ``slides * slide_windows`` windows, so the client sends each sample once whatever the
     number of slides. Slid pairs are formed and run ``BATCH_WINDOWS`` at a time (a request's
-    ``n * shifts`` windows would not fit in the caches).
+    ``n * slides`` windows would not fit in the caches).
 
     A slide is formed only where its second window is a real window of the stream (index
     ``>= warmup_windows``, the rows a stream discards while its state fills); elsewhere it is
@@ -107,7 +106,7 @@ class TimeSlides:
 
     Parameters
     ----------
-    shift_windows, shifts
+    slide_windows, slides
         The step ``Δ`` between slides (windows) and their number ``N``.
     warmup_windows
         Rows at the start of a stream that are not real windows.
@@ -115,9 +114,9 @@ class TimeSlides:
 
     BATCH_WINDOWS = 256
 
-    def __init__(self, shift_windows: int, shifts: int, warmup_windows: int) -> None:
-        self.lags = shift_windows * np.arange(1, shifts + 1)
-        self.history = shift_windows * shifts
+    def __init__(self, slide_windows: int, slides: int, warmup_windows: int) -> None:
+        self.slid_by_windows = slide_windows * np.arange(1, slides + 1)
+        self.history = slide_windows * slides
         self.warmup_windows = warmup_windows
         self.past: np.ndarray | None = None
         """The second detector's latest ``history`` windows (zeros before the first)."""
@@ -126,21 +125,22 @@ class TimeSlides:
 
     def update(self, windows: np.ndarray, network) -> np.ndarray:
         """Add ``windows`` [n, 2, K]; return ``network`` (``[m, 2, K]`` → ``[m]``) on every
-        window's slides, ``[n * shifts]``: the slides of window 0, then of window 1, ...
+        window's slides, ``[n * slides]``: the slides of window 0, then of window 1, ...
         (NaN where a slide is not formed)."""
-        n, shifts = len(windows), len(self.lags)
+        n, slides = len(windows), len(self.slid_by_windows)
         if windows.ndim != 3 or windows.shape[1] != 2:
             raise ValueError(f"time slides take [n, 2, kernel] windows, got "
                              f"{list(windows.shape)}")
         if self.past is None:
             self.past = np.zeros((self.history, windows.shape[2]), np.float32)
         second = np.concatenate([self.past, windows[:, 1]])
-        # pair (j, k) at row j * shifts + k - 1; its second window is second[history + j - lag],
+        # pair (j, k) at row j * slides + k - 1; its second window is second[history + j - k Δ],
         # window streamed + j - lag of the stream
-        j = np.repeat(np.arange(n), shifts)
-        slid = self.history + j - np.tile(self.lags, n)
-        runs = np.flatnonzero(formed_slides(self.streamed, n, self.lags, self.warmup_windows))
-        out = np.full(n * shifts, np.nan, np.float32)
+        j = np.repeat(np.arange(n), slides)
+        slid = self.history + j - np.tile(self.slid_by_windows, n)
+        runs = np.flatnonzero(formed_slides(self.streamed, n, self.slid_by_windows,
+                                            self.warmup_windows))
+        out = np.full(n * slides, np.nan, np.float32)
         pairs = np.empty((self.BATCH_WINDOWS, 2, windows.shape[2]), np.float32)
         for first in range(0, len(runs), self.BATCH_WINDOWS):
             rows = runs[first : first + self.BATCH_WINDOWS]
@@ -153,11 +153,18 @@ class TimeSlides:
         return out
 
 
-def formed_slides(streamed: int, n: int, lags: np.ndarray, warmup_windows: int) -> np.ndarray:
-    """Which of the next ``n`` windows' slides are formed, ``[n * shifts]`` in ``TimeSlides``'
+def slide_arguments(params: dict) -> dict[str, int]:
+    """``TimeSlides``' arguments from its stage spec's (the format's ``shift_windows``, ...)."""
+    return {"slide_windows": params["shift_windows"], "slides": params["shifts"],
+            "warmup_windows": params["warmup_windows"]}
+
+
+def formed_slides(streamed: int, n: int, slid_by_windows: np.ndarray, warmup_windows: int
+                  ) -> np.ndarray:
+    """Which of the next ``n`` windows' slides are formed, ``[n * slides]`` in ``TimeSlides``'
     order: those whose second window (``streamed + j - lag``) is a real window of the stream."""
-    j = np.repeat(np.arange(n), len(lags))
-    return streamed + j - np.tile(lags, n) >= warmup_windows
+    j = np.repeat(np.arange(n), len(slid_by_windows))
+    return streamed + j - np.tile(slid_by_windows, n) >= warmup_windows
 
 
 class StreamedTimeSlides:
@@ -166,11 +173,11 @@ class StreamedTimeSlides:
     stream of its own on the whitened samples, the first detector's beside the second's
     ``k Δ S`` earlier, so its window ``j`` is ``TimeSlides``' pair (window ``j``, window ``j -
     k Δ``). The state is the whitening's, each slide's, and the second detector's last
-    ``shifts Δ S`` whitened samples (zeros before the stream); the output is ``TimeSlides``'.
+    ``slides Δ S`` whitened samples (zeros before the stream); the output is ``TimeSlides``'.
 
     Parameters
     ----------
-    shift_windows, shifts, warmup_windows
+    slide_windows, slides, warmup_windows
         As ``TimeSlides``'.
     stride_samples
         ``S``.
@@ -178,31 +185,31 @@ class StreamedTimeSlides:
         The streamed network, shared (its ``split_whitening``).
     """
 
-    def __init__(self, shift_windows: int, shifts: int, warmup_windows: int,
+    def __init__(self, slide_windows: int, slides: int, warmup_windows: int,
                  stride_samples: int, runner) -> None:
-        self.lags = shift_windows * np.arange(1, shifts + 1)
-        self.delays = self.lags * stride_samples
+        self.slid_by_windows = slide_windows * np.arange(1, slides + 1)
+        self.delays = self.slid_by_windows * stride_samples
         self.warmup_windows, self.stride_samples = warmup_windows, stride_samples
         self.whitening, self.runner = runner.split_whitening()  # each detector whitened once
         self.whitened = self.whitening.initial_state()
-        self.states = [self.runner.initial_state() for _ in self.lags]
+        self.states = [self.runner.initial_state() for _ in self.slid_by_windows]
         self.past = np.zeros(int(self.delays[-1]), np.float32)  # whitened, as every slide's
         self.streamed = 0
 
     def update(self, samples: np.ndarray) -> np.ndarray:
-        """Add ``samples`` [2, n S]; return every window's slides, ``[n * shifts]``."""
+        """Add ``samples`` [2, n S]; return every window's slides, ``[n * slides]``."""
         if samples.ndim != 2 or samples.shape[0] != 2:
             raise ValueError(f"time slides take [2, n * stride] samples, got {samples.shape}")
         m, history = samples.shape[1], len(self.past)
         n = m // self.stride_samples
         whitened = self.whitening.update(self.whitened, samples)
         second = np.concatenate([self.past, whitened[1]])
-        out = np.empty((n, len(self.lags)), np.float32)
+        out = np.empty((n, len(self.slid_by_windows)), np.float32)
         for k, (delay, state) in enumerate(zip(self.delays, self.states, strict=True)):
             slid = np.stack([whitened[0], second[history - delay : history - delay + m]])
             out[:, k] = self.runner.update(state, slid)
         out = out.ravel()
-        out[~formed_slides(self.streamed, n, self.lags, self.warmup_windows)] = np.nan
+        out[~formed_slides(self.streamed, n, self.slid_by_windows, self.warmup_windows)] = np.nan
         self.past = second[len(second) - history :].copy()
         self.streamed += n
         return out
@@ -429,12 +436,10 @@ class ModeStream:
                 self.states[stage["model"]] = OnlineAverage(
                     kernel_samples, stride_samples, stage["channels"])
             elif stage["kind"] == "timeslide":
-                params = {k: v for k, v in stage["params"].items() if k != "network"}
-                self.states[stage["model"]] = TimeSlides(**params)
+                self.states[stage["model"]] = TimeSlides(**slide_arguments(stage["params"]))
             elif stage["kind"] == "streamed_timeslide":
-                params = {k: v for k, v in stage["params"].items() if k != "network"}
                 self.states[stage["model"]] = StreamedTimeSlides(
-                    **params, stride_samples=stride_samples,
+                    **slide_arguments(stage["params"]), stride_samples=stride_samples,
                     runner=sessions[stage["params"]["network"]])
             elif stage["kind"] == "whiten":
                 self.states[stage["model"]] = RollingWhitening(
@@ -543,16 +548,11 @@ class TritonPythonModel:
     """Triton python-backend model around one stateful step, one state per correlation ID."""
 
     def initialize(self, args: dict) -> None:
-        import json
-
         import server_watch  # beside model.py: the stub puts this directory on sys.path
         import triton_python_backend_utils as pb_utils
 
-        faulthandler.enable()  # a fatal signal prints the stub's stacks to the server log
-        server_watch.leave_with_server(args.get("model_name", ""))
+        config, params = server_watch.start_stub(args)
         self.pb = pb_utils
-        config = json.loads(args["model_config"])
-        params = {k: v["string_value"] for k, v in config["parameters"].items()}
         self.kind = params["kind"]
         self.input_name = config["input"][0]["name"]
         self.output_name = config["output"][0]["name"]
