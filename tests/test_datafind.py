@@ -74,7 +74,7 @@ def test_discovery_through_the_server_equals_the_directory(
 ) -> None:
     from_dir = find_frames(frame_tree)
     assert len(from_dir) == 16
-    assert discover_frames(datafind_config(tmp_path, server)) == from_dir
+    assert discover_frames(datafind_config(tmp_path, server).data) == from_dir
     # a sub-range gets only the files that overlap it
     part = datafind_frames(server, ["L1_SYNTH"], START + 5, START + 9)
     assert [(f.observatory, f.gps_start) for f in part] == [("L", START + 4), ("L", START + 8)]
@@ -133,7 +133,7 @@ def test_unknown_frametype_names_it_and_the_span(server: str) -> None:
 def test_unreachable_server_names_the_url(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(DataError) as info:
-        discover_frames(datafind_config(tmp_path, url))
+        discover_frames(datafind_config(tmp_path, url).data)
     message = str(info.value)
     assert message.startswith(f"datafind server {url} failed to list frame type H1_SYNTH")
     assert "Traceback" not in message and "\n" not in message

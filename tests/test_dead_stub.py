@@ -168,7 +168,7 @@ def _stream(run: RunDir, node: str, dead_answers: int, monkeypatch,
     monkeypatch.setattr(client_node, "connect", connect)
     writer = PartWriter(run, share, config.outputs.names, config.stream_hash(),
                         {name: config.outputs.row_shape(name) for name in config.outputs.names})
-    reconnects = client_node.stream_share(config, share, discover_frames(config), writer, run)
+    reconnects = client_node.stream_share(config, share, discover_frames(config.data), writer, run)
     return reconnects, writer
 
 

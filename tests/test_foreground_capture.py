@@ -47,14 +47,14 @@ def campaign(tmp_path_factory: pytest.TempPathFactory):
 
 def _own_read(config, piece, gps_shift: float = 0.0) -> np.ndarray:
     """The piece's samples read from the frames on their own, with a fresh set of waveforms."""
-    return read_span(discover_frames(config), config.stream_channels,
+    return read_span(discover_frames(config.data), config.stream_channels,
                      piece.gps_start + gps_shift, piece.gps_end + gps_shift,
                      config.data.sample_rate, (piece.stretch_gps_start, piece.stretch_gps_end),
                      on_the_fly(config))
 
 
 def _background(config, stretch, capture, read_seconds: float) -> None:
-    for _ in iter_reads(discover_frames(config), config.stream_channels, stretch.gps_start,
+    for _ in iter_reads(discover_frames(config.data), config.stream_channels, stretch.gps_start,
                         stretch.gps_end, config.data.sample_rate, read_seconds,
                         (stretch.gps_start, stretch.gps_end), None, capture):
         pass
@@ -73,7 +73,7 @@ def test_the_foreground_cut_from_the_background_s_reads_needs_no_frame_and_is_bi
     """Frames moved away after the background's reads: the foreground still streams, and equals
     a read of its own range; one model sample later does not."""
     config, stretch, pieces = campaign
-    frames = discover_frames(config)
+    frames = discover_frames(config.data)
     expected = {p.sequence_id: _own_read(config, p) for p in pieces}
     late = _own_read(config, pieces[0], 1 / config.data.sample_rate)
     capture = foreground_capture(config, pieces, on_the_fly(config))
@@ -96,7 +96,7 @@ def test_a_foreground_piece_no_single_read_covers_is_read_from_the_frames(campai
     """Reads of 1 s: every piece (~2 s) straddles a read boundary, none is cut, and each is read
     again from the frames, equal to its own read."""
     config, stretch, pieces = campaign
-    frames = discover_frames(config)
+    frames = discover_frames(config.data)
     capture = foreground_capture(config, pieces, on_the_fly(config))
     _background(config, stretch, capture, read_seconds=1.0)
     assert all(capture.take(p.sequence_id) is None for p in pieces)
@@ -110,7 +110,7 @@ def test_past_its_byte_budget_the_capture_leaves_the_rest_to_be_read_again(campa
     """A budget of one byte: the first piece cut fills it, the others are read from the
     frames, and every piece still equals its own read."""
     config, stretch, pieces = campaign
-    frames = discover_frames(config)
+    frames = discover_frames(config.data)
     capture = foreground_capture(config, pieces, on_the_fly(config))
     capture.max_bytes = 1
     _background(config, stretch, capture, read_seconds=64.0)

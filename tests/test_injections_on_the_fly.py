@@ -124,9 +124,9 @@ def test_synth_writes_the_same_noise_whether_or_not_it_injects(frames) -> None:
     config = frames["clean"]
     start, end = config.data.start, config.data.start + config.data.duration
     channels = list(config.data.channels)
-    baked = read_span(discover_frames(frames["baked"]), channels, start, end, FRAME_RATE)
-    clean = read_span(discover_frames(config), channels, start, end, FRAME_RATE)
-    added = read_span(discover_frames(config), channels, start, end, FRAME_RATE, None,
+    baked = read_span(discover_frames(frames["baked"].data), channels, start, end, FRAME_RATE)
+    clean = read_span(discover_frames(config.data), channels, start, end, FRAME_RATE)
+    added = read_span(discover_frames(config.data), channels, start, end, FRAME_RATE, None,
                       onthefly.on_the_fly(config))
     signal = baked.astype(np.float64) - clean
     assert np.abs(signal).max() > 10 * np.abs(baked - added).max()  # there is a signal

@@ -77,7 +77,7 @@ def test_e2e_injects_into_the_strain_only_and_leaves_the_witnesses_untouched(e2e
     channels = list(config.stream_channels)
     strain = len(config.data.channels)
     assert channels[strain:] == list(config.data.witnesses) and strain < len(channels)
-    frames = discover_frames(config)
+    frames = discover_frames(config.data)
     clean = read_span(frames, channels, start, end, FRAME_RATE)
     added = read_span(frames, channels, start, end, FRAME_RATE, None,
                       onthefly.on_the_fly(config))

@@ -231,7 +231,8 @@ def test_demo_networks_do_their_physics(tmp_path: Path) -> None:
     # evaluated under the pin too, so that the numbers are the same bits on every x86-64-v3 CPU
     result = run_in_child(
         f"{evaluate_demo_networks.__module__}:{evaluate_demo_networks.__name__}",
-        {"config": config, "frames": discover_frames(config), "paths": paths, "summary": summary})
+        {"config": config, "frames": discover_frames(config.data), "paths": paths,
+         "summary": summary})
     for ifo, rows in result["deepclean"].items():
         for row in rows:
             print(ifo, row)

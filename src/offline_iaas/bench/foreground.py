@@ -92,7 +92,7 @@ class ShareJob(ClientJob):
 
         check_approximant(self.injections.approximant)
         piece = self.share.pieces[0]
-        read_span(discover_frames(self.config), self.config.stream_channels, piece.gps_start,
+        read_span(discover_frames(self.config.data), self.config.stream_channels, piece.gps_start,
                   piece.gps_start + self.config.stride_seconds, self.config.data.sample_rate,
                   (piece.stretch_gps_start, piece.stretch_gps_end))
         return super().open()
@@ -102,7 +102,7 @@ def stream_share(client, job: ShareJob, samples: np.ndarray) -> int:
     """Stream the share's pieces from its frames, then its foreground pieces with the
     injections added, as the campaign's client does; return the windows answered."""
     config = job.config
-    frames = discover_frames(config)
+    frames = discover_frames(config.data)
     inject = (OnTheFly(job.injections, tuple(config.data.channels), config.data.start)
               if job.foreground else None)
     capture = None if job.read_again else foreground_capture(config, job.foreground, inject)

@@ -304,7 +304,7 @@ def run_client(
         logger.info(f"{node}: part already complete, nothing to do")
         return
     hooks.reached(run, node, "start")
-    frames = discover_frames(config)
+    frames = discover_frames(config.data)
     outputs = config.outputs.names
     foreground = tuple(share_foreground(config, share, injection_times(config.bbhnet)))
     writer = PartWriter(run, share, outputs, config.stream_hash(),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from offline_iaas.config import CampaignConfig, DataConfig
+from offline_iaas.config import DataConfig
 from offline_iaas.data.segments import GPS_TOLERANCE_SECONDS, gps_segments
 from offline_iaas.errors import DataError
 
@@ -307,14 +307,13 @@ def datafind_frames(
     return sorted(unique.values(), key=lambda f: (f.observatory, f.gps_start, str(f.path)))
 
 
-def discover_frames(config: CampaignConfig) -> list[FrameFile]:
+def discover_frames(data: DataConfig) -> list[FrameFile]:
     """The campaign's frame files: from ``data.frames`` or from ``data.datafind_server``.
 
     ``data.frames`` is a directory, LAL cache or FFL file (``find_frames``); otherwise the
     datafind server is asked for each of ``data.frametypes`` over the span
     (``datafind_frames``).
     """
-    data = config.data
     if data.frames is not None:
         return find_frames(data.frames)
     return datafind_frames(

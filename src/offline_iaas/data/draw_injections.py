@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from offline_iaas.config import CampaignConfig
+from offline_iaas.config import CampaignConfig, DataConfig
 from offline_iaas.data.injection_set import InjectionSet
 from offline_iaas.data.population import PopulationSpec, draw_binaries, population_spec
 from offline_iaas.data.waveforms import (
@@ -213,15 +213,14 @@ def draw_injection_set(
     return injections, drawn
 
 
-def frame_strain_reader(config: CampaignConfig) -> Callable[[str, float, float], np.ndarray]:
+def frame_strain_reader(data: DataConfig) -> Callable[[str, float, float], np.ndarray]:
     """``read(ifo, lo, hi)``: detector ``ifo``'s strain channel of ``[lo, hi)`` at
     ``data.sample_rate`` from the campaign's frames (``data.frames`` or datafind; the frame
     reader's grid and resampling over the whole ``[data]`` span)."""
     from offline_iaas.data.discovery import discover_frames
     from offline_iaas.data.frames import read_span
 
-    data = config.data
-    frames = tuple(discover_frames(config))
+    frames = tuple(discover_frames(data))
     span = (data.start, data.start + data.duration)
     channel = {c.split(":", 1)[0]: c for c in data.channels}
 

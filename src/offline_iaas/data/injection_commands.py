@@ -78,7 +78,7 @@ def cmd_draw(args: argparse.Namespace) -> None:
                else args.network_snr_min)
     seed = config.synth.seed if args.seed is None else args.seed
     injections, drawn = draw_injection_set(config, interval, snr_min, seed,
-                                           frame_strain_reader(config))
+                                           frame_strain_reader(config.data))
     if args.layout == "aframe" and file_format(args.out) == "hdf5":
         # aframe's InterferometerResponseSet: at the model's rate, as aframe's files are
         write_response_set(args.out, injections, config.data.sample_rate, injections.ifos,

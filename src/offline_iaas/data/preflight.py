@@ -215,7 +215,7 @@ def preflight(
     Parameters
     ----------
     frames
-        The frame files; default ``discover_frames(config)``.
+        The frame files; default ``discover_frames(config.data)``.
     allow_holes_in_science
         With a segment file, accept holes inside its science segments too (they are dropped
         as ``no data for <obs>``). Without a segment file every hole is a problem regardless.
@@ -249,7 +249,7 @@ def preflight(
 
     data = config.data
     span = (data.start, data.start + data.duration)
-    frames = discover_frames(config) if frames is None else list(frames)
+    frames = discover_frames(data) if frames is None else list(frames)
     science = science_segments(config.data)
     needed = gps_segments([span])
     if science is not None:

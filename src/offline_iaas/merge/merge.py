@@ -58,7 +58,7 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     started, cpu = time.monotonic(), time.process_time()
     out_path, status_path = run.output
     status_path.unlink(missing_ok=True)
-    frames = discover_frames(config) if "noise" in config.outputs.names else None
+    frames = discover_frames(config.data) if "noise" in config.outputs.names else None
     bad = bad_files(run, shares)
     stretches = campaign_stretches(config, shares, bad)
     if not stretches:

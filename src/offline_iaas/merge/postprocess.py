@@ -30,7 +30,7 @@ from offline_iaas.merge.products import (
     output_channel,
     publish_frames,
 )
-from offline_iaas.modes import RAW
+from offline_iaas.modes import RAW, Outputs
 from offline_iaas.physics import (
     ASD_MAX_SECONDS,
     SECONDS_PER_YEAR,
@@ -328,14 +328,14 @@ def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
                 for ifo, kinds in part.frame_spans.items():
                     for kind, found in kinds.items():
                         spans.setdefault(ifo, {"valid": [], "flagged": []})[kind] += found
-            gate = publish_frames(frames_dir, config, files, spans)
+            gate = publish_frames(frames_dir, config.deepclean, files, spans)
             if gate:
                 summary["deepclean_gate"] = gate
             channels = ", ".join(output_channel(config.deepclean, ch)
                                  for ch in config.data.channels)
             logger.debug(f"{len(files)} GWF files of cleaned strain ({channels})")
     if "statistic" in outputs and config.mode.triggers:
-        fg = _foreground(file, config, products)
+        fg = _foreground(file, config.bbhnet, config.outputs, products)
         summary["bbhnet"] = _triggers(file, config, stretches, training, products, fg)
         if config.outputs.searches_raw_strain:  # the same search on the raw strain: cleaning's gain
             summary["bbhnet"][WITHOUT_CLEANING] = _triggers(
@@ -434,14 +434,14 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
     return result
 
 
-def _foreground(file: Any, config: CampaignConfig, products: list[ShardProducts]
-                ) -> np.ndarray | None:
+def _foreground(file: Any, bbhnet: BBHnetConfig, outputs: Outputs,
+                products: list[ShardProducts]) -> np.ndarray | None:
     """The foreground of every merge's products, in time order, into ``file``; None unless
     ``bbhnet.inject``."""
-    if not config.bbhnet.inject:
+    if not bbhnet.inject:
         return None
     found = [p.foreground for p in products if p.foreground is not None]
-    table = (np.concatenate(found) if found else np.zeros(0, foreground_columns(config.outputs)))
+    table = np.concatenate(found) if found else np.zeros(0, foreground_columns(outputs))
     table = table[np.argsort(table["time"], kind="stable")]
     file.create_dataset("foreground", data=table)
     return table

@@ -191,18 +191,18 @@ class CleanedFrames:
         return self.files, self.spans
 
 
-def publish_frames(out_dir: Path, config: CampaignConfig,
+def publish_frames(out_dir: Path, deepclean: DeepCleanConfig,
                    files: list[tuple[str, Path, int, int]],
                    spans: dict[str, dict[str, list[tuple[float, float]]]]) -> dict[str, Any]:
     """Write the LAL cache of ``files`` (by interferometer, then time) and the segment lists of
     ``spans`` into ``out_dir``; return the gate's numbers per interferometer."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    lines = [f"{path.name[0]} {frame_type(config.deepclean, ifo)} {gps} {seconds} "
+    lines = [f"{path.name[0]} {frame_type(deepclean, ifo)} {gps} {seconds} "
              f"file://localhost{path}" for ifo, path, gps, seconds in sorted(files)]
     (out_dir / CACHE_NAME).write_text("".join(line + "\n" for line in lines))
     summary = {}
     for ifo, found in spans.items():
-        _write_segments(out_dir / SEGMENTS_DIR, config.deepclean, ifo, found)
+        _write_segments(out_dir / SEGMENTS_DIR, deepclean, ifo, found)
         summary[ifo] = {
             "valid_seconds": sum(b - a for a, b in found["valid"]),
             "flagged_seconds": sum(b - a for a, b in found["flagged"]),

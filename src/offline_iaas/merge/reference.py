@@ -51,7 +51,7 @@ def run_reference(
     manifest = check_repository(config)
     config = served_as(config, bool(manifest.streamed))  # what export chose for auto
     sessions = network_sessions(config)
-    frames = discover_frames(config)
+    frames = discover_frames(config.data)
     stride = config.stride_samples
     warmup = config.stretch_warmup_windows  # each stretch streamed from its start
     # the same stretches make-dag plans: holes in the data end streams

@@ -61,7 +61,7 @@ def merge_shard(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
     stretches = campaign_stretches(config, shares, bad)
     extents = shard_extents(config, stretches, shard.gps_start, shard.gps_end)
     noise = "noise" in config.outputs.names
-    frames = discover_frames(config) if noise else None
+    frames = discover_frames(config.data) if noise else None
     _load_libraries(noise)
     setup_seconds = time.monotonic() - started
     writer = CampaignWriter(out_path, config, stretches, run.shard_frames(node) if noise else None,

@@ -519,7 +519,7 @@ def write_demo_networks(
     """``train_demo``'s work in this process (the child it starts): train, write, return the
     paths. ``dataset`` is the dataset's ``synth.json``."""
     started = time.monotonic()
-    frames = discover_frames(config)
+    frames = discover_frames(config.data)
     injections = [float(inj["gps_time"]) for inj in dataset.get("injections", [])]
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}

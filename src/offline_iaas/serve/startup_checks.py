@@ -93,7 +93,7 @@ class Check:
 
 def _frames(checking: Checking) -> None:
     lenient = checking.command == "make-dag"  # holes in science end streams, not the campaign
-    checking.frames = list(discover_frames(checking.config))
+    checking.frames = list(discover_frames(checking.config.data))
     checking.span = preflight(checking.config, checking.frames,
                               allow_holes_in_science=lenient, open_files=checking.open_files,
                               allow_bad_files=lenient)
