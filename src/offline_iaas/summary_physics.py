@@ -239,11 +239,6 @@ class SearchNumbers(Numbers):
         """Time slides formed a background (FAR and IFAR)."""
         return self.time_shifts is not None
 
-    @property
-    def counts_found(self) -> bool:
-        """An injection list was counted found/missed."""
-        return self.found is not None
-
 
 class Physics(Numbers):
     """The physics sections of ``campaign.json``; a section the mode does not produce is

@@ -155,11 +155,12 @@ def cut_bound_line(bound: SnrCutBound) -> str:
             "synth.network_snr_min")
 
 
-def beyond_reach(search: SearchNumbers, ifar_threshold_years: float) -> str:
+def beyond_reach(search: SearchNumbers) -> str:
     """`` (not measurable: ...)`` when the campaign's IFAR threshold lies beyond what its
     background measures (then no trigger can reach it: none is found), else ``""``."""
-    livetime = search.background_livetime_seconds
-    if livetime is None or ifar_threshold_years <= max_measurable_ifar_years(livetime):
+    livetime, threshold = search.background_livetime_seconds, search.ifar_threshold_years
+    if livetime is None or threshold is None or threshold <= max_measurable_ifar_years(
+            livetime):
         return ""
     return (f" (not measurable: the background's {max_measurable_ifar_years(livetime):.3g} yr "
             "is the largest IFAR it gives, so none can be found at this threshold)")
@@ -236,7 +237,7 @@ def injection_lines(search: SearchNumbers) -> list[str]:
     if search.found is not None and search.ifar_threshold_years is not None:
         lines.append(found_line(
             search, f" at IFAR >= {search.ifar_threshold_years:.2g} yr"
-            f"{beyond_reach(search, search.ifar_threshold_years)}", ""))
+            f"{beyond_reach(search)}", ""))
     elif search.found is not None:
         lines.append(found_line(
             search, "", f" (threshold {search.threshold:.2f} from "
