@@ -5,8 +5,9 @@ log lines; the fault injection hook every node started by a test inherits
 crashed (``helpers.ServerLogWatch``: a fatal signal in a tritonserver log, or a server node
 that exited on its own and so was restarted by run-local, fails the test at its teardown
 unless it is marked ``server_exits`` or ``server_crashes``, see pyproject.toml; a crash that
-Triton's python backend caused itself on a stalled stub is a warning instead,
-``serve/stalled_stub.py``)."""
+Triton brought about itself is a warning instead: its python backend's on a stalled stub,
+``serve/stalled_stub.py``, or tritonserver's in Triton's core library, ``serve/core_crash.py``).
+"""
 
 from __future__ import annotations
 
@@ -68,10 +69,9 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None
         exits_expected=item.get_closest_marker("server_exits") is not None,
         crashes_expected=item.get_closest_marker("server_crashes") is not None,
     )
-    stalled, watch.stalled = watch.stalled, []
-    for crash in stalled:  # not this project's fault, but never silent
-        warnings.warn(f"Triton's python backend declared a stalled stub not healthy and a "
-                      f"crash followed (serve/stalled_stub.py; the server was restarted): "
+    upstream, watch.upstream = watch.upstream, []
+    for crash in upstream:  # not this project's fault, but never silent
+        warnings.warn(f"a crash Triton brought about itself (the server was restarted): "
                       f"{crash}", stacklevel=1)
     if problems:
         pytest.fail("a server crashed or exited on its own (a restart would hide it):\n"

@@ -3,6 +3,7 @@ a test started."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -246,6 +247,40 @@ def client_output(run_dir: Path) -> str:
                    for path in sorted((run_dir / "logs").glob("client*.out")))
 
 
+def crashed_run(tmp_path: Path, log: str, clients: str) -> Path:
+    """A run directory whose server0 wrote ``log`` and exited on its own once (run-local
+    restarted it), and whose client0 printed ``clients``: what the suite's watch reads."""
+    run_dir = tmp_path / "run"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "logs" / "server0-tritonserver.log").write_text(log)
+    (run_dir / "logs" / "client0.out").write_text(clients)
+    history = [{"attempt": 1, "status": "exited", "exit_code": 5},
+               {"attempt": 2, "status": "stopped", "exit_code": 0}]
+    nodes = {"server0": {"kind": "SERVICE", "status": "stopped", "attempts": 2,
+                         "exit_code": 0, "history": history}}
+    (run_dir / "local-state.json").write_text(json.dumps({"nodes": nodes}))
+    return run_dir
+
+
+STALLED_STUB = ("Triton's python backend declared a stalled stub not healthy and a crash "
+                "followed (serve/stalled_stub.py)")
+CORE_CRASH = "tritonserver crashed in Triton's own core library (serve/core_crash.py)"
+
+
+def upstream_crashes(log: Path, clients: str) -> dict[int, tuple[int, str]]:
+    """The lines of a server node's tritonserver ``log`` (read whole) of crashes Triton brought
+    about itself, with ``serve``'s lines ending an epoch for a stalled stub: line number →
+    (server epoch, cause). ``clients``: what the run's clients printed."""
+    from offline_iaas.serve.core_crash import core_crashes
+    from offline_iaas.serve.stalled_stub import stalled_stub_crashes, told_not_healthy
+
+    node = log.name.removesuffix("-tritonserver.log")
+    text = log.read_text(errors="replace")
+    stalled = stalled_stub_crashes(text, told_not_healthy(clients, node))
+    return ({number: (epoch, CORE_CRASH) for number, epoch in core_crashes(text).items()}
+            | {number: (epoch, STALLED_STUB) for number, epoch in stalled.items()})
+
+
 class ServerLogWatch:
     """What the servers started under ``root`` (the session's temporary directories) reported
     since the last look: fatal signals in tritonserver's logs (``serve/crashes.py``: Triton's
@@ -253,12 +288,14 @@ class ServerLogWatch:
     own line) and server nodes that run-local saw exit on their own (it restarts them), so
     that no crash hides behind a restart. ``tests/conftest.py`` looks after every test.
 
-    One kind of crash is told apart instead of failing the test: the ones Triton's python
-    backend brings about itself after declaring a stalled but live stub "not healthy"
-    (``serve/stalled_stub.py``; a loaded machine stalls now and then), recognised by what the
-    clients were answered and by where the first crash happened, ``serve`` ending such an
-    epoch on a client's report, and the server node's exit that followed. They are kept in
-    ``stalled`` for the caller to show."""
+    Two kinds of crash that Triton brings about itself are told apart instead of failing the
+    test, with the server node's exit that followed: the ones its python backend causes after
+    declaring a stalled but live stub "not healthy" (``serve/stalled_stub.py``; a loaded
+    machine stalls now and then), recognised by what the clients were answered and by where
+    the first crash happened, or by ``serve`` ending such an epoch on a client's report; and
+    tritonserver's crashes in Triton's own core library (``serve/core_crash.py``), recognised
+    by its backtrace. They are kept in ``upstream``, each naming its cause, for the caller to
+    show."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -269,11 +306,11 @@ class ServerLogWatch:
         self.states_read: dict[Path, float] = {}
         self.listings: dict[Path, tuple[int, bool, list[Path], list[Path]]] = {}
         """Per directory: its mtime, whether that was recent, subdirectories, files wanted."""
-        self.stalled: list[str] = []
-        """Crashes that followed Triton declaring a stalled stub not healthy, not yet shown."""
-        self.stalled_exits: dict[tuple[Path, str], int] = {}
+        self.upstream: list[str] = []
+        """Crashes Triton brought about itself (their cause, then the line), not yet shown."""
+        self.upstream_exits: dict[tuple[Path, str], int] = {}
         """Per run directory and node: how many of its exits such crashes account for."""
-        self.stalled_epochs: dict[tuple[Path, str], set[int]] = {}
+        self.upstream_epochs: dict[tuple[Path, str], set[int]] = {}
         """Per run directory and node: its server epochs (counted from 1) with such crashes."""
 
     def _files(self) -> Iterator[Path]:
@@ -326,26 +363,26 @@ class ServerLogWatch:
                   for fatal in fatal_lines(text, first_line)}
         events |= {number: "serve " + lines[number - first_line].removeprefix(SERVE_PREFIX)
                    for number in ended_epoch_lines(text, first_line)}
-        stalled = self._stalled_stub_lines(log) if events else set()
+        upstream = self._upstream_lines(log) if events else {}
         for number, what in sorted(events.items()):
-            (self.stalled if number in stalled else found).append(f"{log} line {number}: {what}")
+            if number in upstream:
+                self.upstream.append(f"{upstream[number]}: {log} line {number}: {what}")
+            else:
+                found.append(f"{log} line {number}: {what}")
         return found
 
-    def _stalled_stub_lines(self, log: Path) -> set[int]:
-        """The fatal lines of ``log`` (read whole) that followed Triton declaring a stalled
-        stub not healthy, and ``serve``'s lines ending an epoch for it; each epoch of them
-        accounts for one exit of the server node."""
-        from offline_iaas.serve.stalled_stub import stalled_stub_crashes, told_not_healthy
-
+    def _upstream_lines(self, log: Path) -> dict[int, str]:
+        """The fatal lines of ``log`` (read whole) of crashes Triton brought about itself, and
+        ``serve``'s lines ending an epoch for a stalled stub: line number → the cause; each
+        epoch of them accounts for one exit of the server node."""
         run_dir, node = log.parent.parent, log.name.removesuffix("-tritonserver.log")
-        counted = stalled_stub_crashes(log.read_text(errors="replace"),
-                                       told_not_healthy(client_output(run_dir), node))
-        epochs = set(counted.values())
-        seen = self.stalled_epochs.setdefault((run_dir, node), set())
-        self.stalled_exits[(run_dir, node)] = (
-            self.stalled_exits.get((run_dir, node), 0) + len(epochs - seen))
+        counted = upstream_crashes(log, client_output(run_dir))
+        epochs = {epoch for epoch, _ in counted.values()}
+        seen = self.upstream_epochs.setdefault((run_dir, node), set())
+        self.upstream_exits[(run_dir, node)] = (
+            self.upstream_exits.get((run_dir, node), 0) + len(epochs - seen))
         seen |= epochs
-        return set(counted)
+        return {number: cause for number, (_, cause) in counted.items()}
 
     def _exits(self, state_path: Path) -> list[str]:
         from offline_iaas import records
@@ -367,9 +404,9 @@ class ServerLogWatch:
                 if key in self.exits_seen:
                     continue
                 self.exits_seen.add(key)
-                if self.stalled_exits.get((state_path.parent, node), 0) > 0:
-                    self.stalled_exits[(state_path.parent, node)] -= 1
-                    continue  # what Triton's crash on a stalled stub made serve do
+                if self.upstream_exits.get((state_path.parent, node), 0) > 0:
+                    self.upstream_exits[(state_path.parent, node)] -= 1
+                    continue  # what a crash Triton brought about itself made serve do
                 found.append(f"{state_path}: server node {node} exited on its own (attempt "
                              f"{attempt.attempt}, exit code {attempt.exit_code})"
                              "; run-local restarts such a node")
@@ -378,10 +415,10 @@ class ServerLogWatch:
     def problems(self, exits_expected: bool, crashes_expected: bool) -> list[str]:
         """What went wrong since the last call (everything is read once, whether expected or
         not): fatal lines unless ``crashes_expected``, server exits unless
-        ``exits_expected``. Crashes told apart as a stalled stub's are kept in ``stalled``
-        only when crashes were not expected."""
+        ``exits_expected``. Crashes told apart as Triton's own are kept in ``upstream`` only
+        when crashes were not expected."""
         crashes, exits = [], []
-        stalled_before = len(self.stalled)
+        upstream_before = len(self.upstream)
         paths = sorted(self._files(), key=lambda path: path.name == "local-state.json")
         for path in paths:  # the logs first: their crashes may account for a node's exit
             if path.name == "local-state.json":
@@ -389,7 +426,7 @@ class ServerLogWatch:
             else:
                 crashes += self._fatal(path)
         if crashes_expected:  # a test's own kill can look like Triton's; it is not one
-            del self.stalled[stalled_before:]
+            del self.upstream[upstream_before:]
         return ([] if crashes_expected else crashes) + ([] if exits_expected else exits)
 
 

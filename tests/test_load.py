@@ -4,7 +4,9 @@ and the server's count of sequences it holds (the fused model's ``offline_iaas_l
 metric, sampled while the campaign runs) reaches the number of clients (every client waits
 half-way through its stream until all are there) and is back to zero once they are done.
 Throughput and the per-client spread are printed (``-s``) and recorded in
-``docs/architecture.md``; timing is not asserted.
+``docs/architecture.md``; timing is not asserted. A run in which Triton crashed on its own
+(``serve/core_crash.py``, ``serve/stalled_stub.py``) must still equal the reference, and is
+run again once: the claims above hold of a run without such a crash.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from __future__ import annotations
 import json
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import requests
 
-from offline_iaas.config import load_config
+from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
@@ -26,7 +29,7 @@ from offline_iaas.records import read_client_job, read_run_info
 from offline_iaas.rendezvous.addresses import read_address
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
-from tests.helpers import SMALL_CAMPAIGN, run_dag
+from tests.helpers import SMALL_CAMPAIGN, client_output, run_dag, upstream_crashes
 
 pytestmark = pytest.mark.slow
 
@@ -72,42 +75,71 @@ class LiveSequences(threading.Thread):
                 self.samples.append((time.time(), int(sum(values))))
 
 
-@pytest.mark.parametrize("clients", [16, 32])
-def test_one_server_many_clients(dataset: tuple[Path, Path], clients: int) -> None:
-    root, reference = dataset
+def _config(root: Path, clients: int) -> CampaignConfig:
+    """One server with ``clients`` clients, each sending one window per request; its
+    repository exported with a sequence slot per client (make-dag's layout)."""
     config = load_config(root / "campaign.toml", [
         f"data.duration={SECONDS}", "synth.injections=0",
         f'model.repository="{root / f"repository-{clients}"}"', "layout.servers=1",
         f"layout.clients_per_server={clients}", "server.instances=2", *SMALL_REQUESTS,
         "server.sequence_idle_seconds=600",  # the first may wait long for the last
     ])
-    export_repository(config)  # a sequence slot per client (make-dag's layout)
+    export_repository(config)
+    return config
+
+
+def _campaign(config: CampaignConfig, reference: Path, run_dir: Path
+              ) -> tuple[list[dict], list[tuple[float, int]], dict[int, tuple[int, str]]]:
+    """Run the campaign with every client waiting half-way through its stream until all are
+    there, and check its output against the reference: the clients' sidecars, the samples of
+    live sequences, and the crashes Triton brought about itself in the server's log."""
+    clients = config.layout.clients_per_server
     # every client waits half-way through its stream until all are there: each holds its
     # sequence open (START sent, not END), so the server holds one per client at once
     barrier = {"point": "mid-stream", "action": "barrier", "count": clients, "seconds": 600,
                "hold": 2}
-    (root / f"run-{clients}").mkdir()
-    (root / f"run-{clients}" / "faults.json").write_text(json.dumps(
+    run_dir.mkdir(parents=True)
+    (run_dir / "faults.json").write_text(json.dumps(
         {f"client{i}": [barrier] for i in range(clients)}))
-    sampler = LiveSequences(root / f"run-{clients}")
+    sampler = LiveSequences(run_dir)
     sampler.start()
     try:
-        run_dir = run_dag(config, root / f"run-{clients}")
+        run_dag(config, run_dir)
     finally:
         sampler.stop.set()
         sampler.join()
+    # equal to the reference, also where the server crashed and the clients resumed
     comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
     assert comparison.passes(1e-5), comparison.describe()
-
     run = RunDir(run_dir)
     sidecars = [json.loads(run.part(node)[1].read_text())
                 for node in read_run_info(run).clients]
+    crashes = upstream_crashes(run.logs / "server0-tritonserver.log", client_output(run_dir))
+    return sidecars, sampler.samples, crashes
+
+
+@pytest.mark.parametrize("clients", [16, 32])
+def test_one_server_many_clients(dataset: tuple[Path, Path], clients: int) -> None:
+    root, reference = dataset
+    # tritonserver 2.51 crashed once in CI under 32 clients, in its own sequence batcher
+    # (serve/core_crash.py): the run recovered, equal to the reference, but its clients
+    # reconnected. Such a run is run again once; what it claims must hold in a run without one.
+    config = _config(root, clients)
+    for attempt in (1, 2):
+        run_dir = root / f"run-{clients}" / f"attempt-{attempt}"
+        sidecars, samples, crashes = _campaign(config, reference, run_dir)
+        if not crashes:
+            break
+        causes = sorted({cause for _, cause in crashes.values()})
+        warnings.warn(f"attempt {attempt}: {'; '.join(causes)}; running again", stacklevel=1)
+    assert not crashes, "Triton crashed on its own in both runs"
+    run = RunDir(run_dir)
     assert len(sidecars) == clients and all(s["reconnects"] == 0 for s in sidecars)
     last_done = max(s["last_response_unix"] for s in sidecars)
     # the server held every client's sequence at once, and none once all clients are done
-    assert max(v for _, v in sampler.samples) == clients
-    after = [v for t, v in sampler.samples if t > last_done + 0.5]
-    assert after and set(after) == {0}, sampler.samples[-10:]
+    assert max(v for _, v in samples) == clients
+    after = [v for t, v in samples if t > last_done + 0.5]
+    assert after and set(after) == {0}, samples[-10:]
 
     first = min(s["first_request_unix"] for s in sidecars)
     data_seconds = config.total_windows * config.stride_seconds
@@ -119,4 +151,4 @@ def test_one_server_many_clients(dataset: tuple[Path, Path], clients: int) -> No
     print(f"\n{clients} clients: {data_seconds / (last_done - first):.1f} data-s/s in all; "
           f"per client {per_client.min():.1f}-{per_client.max():.1f} data-s/s (median "
           f"{np.median(per_client):.1f}, max/min {per_client.max() / per_client.min():.2f}); "
-          f"live sequences at most {max(v for _, v in sampler.samples)}")
+          f"live sequences at most {max(v for _, v in samples)}")

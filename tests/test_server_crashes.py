@@ -329,7 +329,7 @@ def test_a_stub_stalled_past_tritons_health_window_crashes_and_the_run_recovers(
     # serve on client0's report (check_not_called_unhealthy)
     watch = ServerLogWatch(run_dir)
     assert watch.problems(exits_expected=False, crashes_expected=False) == []
-    assert watch.stalled and any(what in watch.stalled[0] for what in (
+    assert watch.upstream and any(what in watch.upstream[0] for what in (
         "python-backend stub died by SIG", "tritonserver died by SIG",
         "serve ending epoch 1: client"))
     # a client told so (client0, or client1 where it still streamed) sent nothing more to

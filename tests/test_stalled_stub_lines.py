@@ -6,7 +6,6 @@ and a stub stopped for 3 s here); ``tests/test_server_crashes.py`` makes the sta
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from offline_iaas.serve.stalled_stub import (
     told_not_healthy,
 )
 from tests.error_catalogue import documented
-from tests.helpers import ServerLogWatch
+from tests.helpers import ServerLogWatch, crashed_run
 
 STARTED = """\
 I1127 18:24:58.538647 19895 server.cc:674] model READY
@@ -168,35 +167,22 @@ def test_serve_ends_the_epoch_a_client_reported_not_healthy_and_no_other(tmp_pat
     assert stalled_stub_crashes(log.read_text() + AFTERMATH, set()) == {}  # no client told
 
 
-def _run(tmp_path: Path, log: str, clients: str) -> Path:
-    run_dir = tmp_path / "run"
-    (run_dir / "logs").mkdir(parents=True)
-    (run_dir / "logs" / "server0-tritonserver.log").write_text(log)
-    (run_dir / "logs" / "client0.out").write_text(clients)
-    history = [{"attempt": 1, "status": "exited", "exit_code": 5},
-               {"attempt": 2, "status": "stopped", "exit_code": 0}]
-    nodes = {"server0": {"kind": "SERVICE", "status": "stopped", "attempts": 2,
-                         "exit_code": 0, "history": history}}
-    (run_dir / "local-state.json").write_text(json.dumps({"nodes": nodes}))
-    return run_dir
-
-
 @pytest.mark.server_crashes  # the suite's own watch reads these runs too
 @pytest.mark.server_exits
 def test_the_watch_warns_of_the_stalled_stub_crash_and_fails_on_the_same_crash_unannounced(
         tmp_path: Path) -> None:
     log = STARTED + STUB_CRASH.format(current=NATIVE) + AFTERMATH
-    _run(tmp_path / "stalled", log, TOLD)
+    crashed_run(tmp_path / "stalled", log, TOLD)
     watch = ServerLogWatch(tmp_path / "stalled")
     assert watch.problems(exits_expected=False, crashes_expected=False) == []
-    assert len(watch.stalled) == 2  # the stub's crash, then tritonserver's abort
-    assert "python-backend stub died by SIGSEGV" in watch.stalled[0]
+    assert len(watch.upstream) == 2  # the stub's crash, then tritonserver's abort
+    assert "python-backend stub died by SIGSEGV" in watch.upstream[0]
 
     # the control: no client told "not healthy": the crashes and the node's exit fail
-    _run(tmp_path / "unannounced", log, TOLD.replace("not healthy", "unavailable"))
+    crashed_run(tmp_path / "unannounced", log, TOLD.replace("not healthy", "unavailable"))
     watch = ServerLogWatch(tmp_path / "unannounced")
     problems = watch.problems(exits_expected=False, crashes_expected=False)
-    assert len(problems) == 3 and watch.stalled == []
+    assert len(problems) == 3 and watch.upstream == []
     assert "server node server0 exited on its own (attempt 1, exit code 5)" in problems[-1]
 
 
@@ -219,11 +205,11 @@ def test_tritonserver_dead_by_sigbus_after_its_stub_was_called_not_healthy_is_to
     assert stalled_stub_crashes(log.replace("SIGBUS", "SIGKILL"), told) == {}
 
     # the watch warns of it and counts the node's exit that followed
-    _run(tmp_path / "bus", log, TOLD)
+    crashed_run(tmp_path / "bus", log, TOLD)
     watch = ServerLogWatch(tmp_path / "bus")
     assert watch.problems(exits_expected=False, crashes_expected=False) == []
-    assert len(watch.stalled) == 1 and "tritonserver died by SIGBUS" in watch.stalled[0]
-    _run(tmp_path / "killed", log.replace("SIGBUS", "SIGKILL"), TOLD)
+    assert len(watch.upstream) == 1 and "tritonserver died by SIGBUS" in watch.upstream[0]
+    crashed_run(tmp_path / "killed", log.replace("SIGBUS", "SIGKILL"), TOLD)
     problems = ServerLogWatch(tmp_path / "killed").problems(exits_expected=False,
                                                            crashes_expected=False)
     assert len(problems) == 2 and "exited on its own" in problems[-1]

@@ -44,6 +44,9 @@ _SERVE_DIED = re.compile(
     "^" + re.escape(SERVE_PREFIX) + r"tritonserver (?:\(pid \d+\) )?died by signal (SIG\w+)")
 _SERVE_STUB_DIED = re.compile(
     "^" + re.escape(SERVE_PREFIX) + r"python-backend stub .* died by signal (SIG\w+)")
+_GRPC_STARTED = re.compile(r'Started GRPCInferenceService at ([^"\s]+)')
+_BACKTRACE_FRAME = re.compile(r"^\s*(\d+)# ")
+_STUB_THREAD = ("Thread 0x", "Current thread ")
 _FAULTHANDLER_SIGNALS = {  # faulthandler's names of the fatal signals it handles
     "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Bus error": "SIGBUS",
     "Floating point exception": "SIGFPE", "Illegal instruction": "SIGILL",
@@ -100,6 +103,49 @@ def fatal_lines(text: str, first_line: int = 1) -> list[FatalLine]:
             if last is None or (last.process, last.signal) != ("python-backend stub", sig):
                 found.append(FatalLine("python-backend stub", sig, number, line))
     return found
+
+
+def server_epochs(lines: list[str]) -> list[tuple[int, str | None]]:
+    """Per line of a whole tritonserver log (``lines``): the server epoch it is in (the
+    how-manieth start of tritonserver in the log, from 1; 0 before the first) and the gRPC
+    address that epoch serves at (``Started GRPCInferenceService at <address>``)."""
+    epochs: list[tuple[int, str | None]] = []
+    epoch, address = 0, None
+    for line in lines:
+        if match := _GRPC_STARTED.search(line):
+            epoch, address = epoch + 1, match.group(1)
+        epochs.append((epoch, address))
+    return epochs
+
+
+def backtrace_frames(lines: list[str], fatal: FatalLine) -> list[str]:
+    """The frames of Triton's backtrace after tritonserver's ``Signal (N) received.``
+    (``fatal``, in the whole log ``lines``), read past whatever else was written in between at
+    the same moment (a stub's dump, ``serve``'s lines, a stop's ``Signal (15) received.``), up
+    to the next frame numbered 0 (another trace) or the server's next start."""
+    frames: list[str] = []
+    for line in lines[fatal.line_number:fatal.line_number + 120]:
+        if _GRPC_STARTED.search(line):
+            break
+        if match := _BACKTRACE_FRAME.match(line):
+            if match.group(1) == "0" and frames:
+                break
+            frames.append(line.strip())
+    return frames
+
+
+def first_crash(lines: list[str], fatals: list[FatalLine]) -> list[FatalLine]:
+    """The first crash among ``fatals`` (the fatal lines of one server epoch, in order, in the
+    whole log ``lines``): the first of them and any other that begins before its trace does
+    (tritonserver and a stub dying at once write their traces into each other)."""
+    first = fatals[0]
+    trace_begins = first.line_number + 1
+    for index in range(first.line_number, min(len(lines), first.line_number + 60)):
+        if first.process == "tritonserver" and _BACKTRACE_FRAME.match(lines[index]) or \
+                first.process != "tritonserver" and lines[index].startswith(_STUB_THREAD):
+            trace_begins = index + 1
+            break
+    return [fatal for fatal in fatals if fatal.line_number < trace_begins]
 
 
 def append_serve_line(log: Path, line: str) -> str:

@@ -33,17 +33,22 @@ import logging
 import re
 from pathlib import Path
 
-from offline_iaas.serve.crashes import SERVE_PREFIX, FatalLine, append_serve_line, fatal_lines
+from offline_iaas.serve.crashes import (
+    SERVE_PREFIX,
+    FatalLine,
+    append_serve_line,
+    backtrace_frames,
+    fatal_lines,
+    first_crash,
+    server_epochs,
+)
 
 logger = logging.getLogger(__name__)
 
 _NOT_HEALTHY = r"Stub process '[^']*' is not healthy\."
 _TOLD_NOT_HEALTHY = re.compile(
     r"(?P<server>\S+) at (?P<address>\S+) answered with an error: " + _NOT_HEALTHY)
-_GRPC_STARTED = re.compile(r'Started GRPCInferenceService at ([^"\s]+)')
-_PYTHON_BACKEND_LIBRARY = "libtriton_python.so"
-_BACKTRACE_FRAME = re.compile(r"^\s*(\d+)# ")
-_STUB_THREAD = ("Thread 0x", "Current thread ")
+PYTHON_BACKEND_LIBRARY = "libtriton_python.so"
 _ENDED_EPOCH_LINE = (SERVE_PREFIX + "ending epoch {epoch}: {client} was answered that the "
                      "model's stub is not healthy")
 _ENDED_EPOCH = re.compile("^" + re.escape(_ENDED_EPOCH_LINE).replace(r"\{epoch\}", r"\d+")
@@ -89,38 +94,16 @@ def _stub_crashed_in_native_code(lines: list[str], fatal: FatalLine) -> bool | N
 
 def _backtrace_in_python_backend(lines: list[str], fatal: FatalLine) -> bool:
     """Triton's backtrace after its ``Signal (N) received.`` runs through the python
-    backend's library. Its frames are read past whatever else was written in between at the
-    same moment (a stub's dump, ``serve``'s lines, a stop's ``Signal (15) received.``), up to
-    the next frame numbered 0 (another trace) or the server's next start."""
-    frames = 0
-    for line in lines[fatal.line_number:fatal.line_number + 120]:
-        if _GRPC_STARTED.search(line):
-            break
-        if match := _BACKTRACE_FRAME.match(line):
-            if match.group(1) == "0" and frames:
-                break
-            frames += 1
-            if _PYTHON_BACKEND_LIBRARY in line:
-                return True
-    return False
+    backend's library."""
+    return any(PYTHON_BACKEND_LIBRARY in frame for frame in backtrace_frames(lines, fatal))
 
 
-def _report_begins(lines: list[str], fatal: FatalLine) -> int:
-    """The line number where the trace under ``fatal`` begins (Triton's first backtrace frame,
-    the stub's first thread); the next line where there is none."""
-    for index in range(fatal.line_number, min(len(lines), fatal.line_number + 60)):
-        if fatal.process == "tritonserver" and _BACKTRACE_FRAME.match(lines[index]) or \
-                fatal.process != "tritonserver" and lines[index].startswith(_STUB_THREAD):
-            return index + 1
-    return fatal.line_number + 1
-
-
-def _backend_brought_it_about(lines: list[str], first_crash: list[FatalLine]) -> bool:
-    """The processes of ``first_crash`` (one, or tritonserver and the stub dying at the same
+def _backend_brought_it_about(lines: list[str], crash: list[FatalLine]) -> bool:
+    """The processes of ``crash`` (one, or tritonserver and the stub dying at the same
     moment) died as the backend's corrupted state makes them die: the stub in native code, or
     tritonserver in the python backend's library; and no stub died in Python code."""
     backend = False
-    for fatal in first_crash:
+    for fatal in crash:
         if fatal.process == "python-backend stub" and fatal.text.startswith("Fatal "):
             native = _stub_crashed_in_native_code(lines, fatal)
             if native is False:
@@ -160,12 +143,7 @@ def stalled_stub_crashes(log_text: str, unhealthy_addresses: set[str]) -> dict[i
     (one in the model's Python code, or in an epoch where no client was told so) makes none
     of that epoch's lines count."""
     lines = log_text.splitlines()
-    epoch_of_line: list[tuple[int, str | None]] = []  # (epoch, its address) per line
-    epoch, address = 0, None
-    for line in lines:
-        if match := _GRPC_STARTED.search(line):
-            epoch, address = epoch + 1, match.group(1)
-        epoch_of_line.append((epoch, address))
+    epoch_of_line = server_epochs(lines)
 
     def told(line_number: int) -> int | None:
         epoch, address = epoch_of_line[line_number - 1]
@@ -181,9 +159,7 @@ def stalled_stub_crashes(log_text: str, unhealthy_addresses: set[str]) -> dict[i
             ended.setdefault(epoch, number)
     counted = {number: epoch for epoch, number in ended.items()}
     for epoch, fatals in in_epoch.items():
-        trace_begins = _report_begins(lines, fatals[0])
-        first_crash = [fatal for fatal in fatals if fatal.line_number < trace_begins]
         if ended.get(epoch, len(lines) + 1) < fatals[0].line_number or \
-                _backend_brought_it_about(lines, first_crash):
+                _backend_brought_it_about(lines, first_crash(lines, fatals)):
             counted.update(dict.fromkeys((fatal.line_number for fatal in fatals), epoch))
     return counted
