@@ -30,10 +30,10 @@ from scipy import signal
 
 from offline_iaas.bench.provenance import source_commit
 from offline_iaas.config import load_config
-from offline_iaas.data.draw_injections import MEASURED_PSD_SECONDS
-from offline_iaas.data.population import draw_binaries, population_spec
 from offline_iaas.data.synth import design_asd
-from offline_iaas.data.waveforms import (
+from offline_iaas.search.draw_injections import MEASURED_PSD_SECONDS
+from offline_iaas.search.population import draw_binaries, population_spec
+from offline_iaas.search.waveforms import (
     detector_strain,
     network_snr,
     optimal_snr,

@@ -6,9 +6,9 @@ import dataclasses
 
 import numpy as np
 
-from offline_iaas.data.injection_set import InjectionSet
-from offline_iaas.data.population import PopulationSpec, draw_binaries
-from offline_iaas.data.waveforms import BinaryParameters
+from offline_iaas.search.injection_set import InjectionSet
+from offline_iaas.search.population import PopulationSpec, draw_binaries
+from offline_iaas.search.waveforms import BinaryParameters
 
 SPEC = PopulationSpec("IMRPhenomD", 20.0, 20.0, 50.0, 0.5, 0.4)
 FIELDS = [f.name for f in dataclasses.fields(BinaryParameters)]

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offline_iaas.data.injection_file import read_injection_set
-from offline_iaas.data.onthefly import OnTheFly
-from offline_iaas.data.response_set import read_response_set, write_response_set
+from offline_iaas.search.injection_file import read_injection_set
+from offline_iaas.search.onthefly import OnTheFly
+from offline_iaas.search.response_set import read_response_set, write_response_set
 from tests.test_injections_response_set import FRAME_RATE, IFOS, START, two_binaries
 
 AFRAME_PATH = os.environ.get("OFFLINE_IAAS_AFRAME_PATH", "")

@@ -1,5 +1,5 @@
 """``offline-iaas draw-injections`` and the one draw it shares with synth
-(offline_iaas.data.draw_injections)."""
+(offline_iaas.search.draw_injections)."""
 
 from __future__ import annotations
 
@@ -15,17 +15,17 @@ from scipy import signal
 
 from offline_iaas.cli import main
 from offline_iaas.config import config_from_dict
-from offline_iaas.data.draw_injections import (
+from offline_iaas.data.synth import design_asd, write_synthetic_dataset
+from offline_iaas.search.draw_injections import (
     MEASURED_PSD_SECONDS,
     draw_above_cut,
     psd_span,
     slot_times,
     waveform_bounds,
 )
-from offline_iaas.data.injection_file import read_injection_set
-from offline_iaas.data.population import PopulationSpec, draw_binaries
-from offline_iaas.data.synth import design_asd, write_synthetic_dataset
-from offline_iaas.data.waveforms import (
+from offline_iaas.search.injection_file import read_injection_set
+from offline_iaas.search.population import PopulationSpec, draw_binaries
+from offline_iaas.search.waveforms import (
     detector_strain,
     median_inverse_bias,
     network_snr,

@@ -14,11 +14,11 @@ import pytest
 from offline_iaas.client.requests import foreground_capture, request_inputs
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
-from offline_iaas.data.foreground import injection_times, stretch_foreground
 from offline_iaas.data.frames import iter_reads, read_span
-from offline_iaas.data.onthefly import on_the_fly
 from offline_iaas.data.synth import INJECTION_SET, write_synthetic_dataset
 from offline_iaas.errors import DataError
+from offline_iaas.search.foreground import injection_times, stretch_foreground
+from offline_iaas.search.onthefly import on_the_fly
 from offline_iaas.stretches import request_sizes, whole_span
 from tests.helpers import SMALL_CAMPAIGN
 

@@ -117,7 +117,7 @@ def test_the_bench_streams_each_share_from_frames_with_and_without_its_foregroun
     (counted by ``share_foreground``); the clients' CPU counts their frame readers."""
     from offline_iaas.bench.foreground import injection_set, markdown, measure_foreground
     from offline_iaas.bench.workloads import BBHNET
-    from offline_iaas.data.foreground import share_foreground
+    from offline_iaas.search.foreground import share_foreground
     from offline_iaas.stretches import client_shares
     from tests.helpers import processes_mentioning
 

@@ -1,5 +1,5 @@
 """``check`` and ``make-dag`` read ``bbhnet.injections`` before anything runs
-(offline_iaas.data.preflight.check_injections): a missing, truncated or column-lacking list is
+(``search/injection_check.check_injections``): a missing, truncated or column-lacking list is
 refused on one line naming the file; where the injections lie (held out, in the training
 span, outside the analysed span) is said, and none to count is a warning."""
 
@@ -15,11 +15,11 @@ import h5py
 import pytest
 
 from offline_iaas.config import config_from_dict, load_config
-from offline_iaas.data.injection_file import InjectionSet, write_injection_set
-from offline_iaas.data.preflight import check_injections
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.data.waveforms import BinaryParameters
 from offline_iaas.errors import ConfigError, DataError
+from offline_iaas.search.injection_check import check_injections
+from offline_iaas.search.injection_file import InjectionSet, write_injection_set
+from offline_iaas.search.waveforms import BinaryParameters
 from tests.helpers import SMALL_CAMPAIGN
 
 START = 1262304000.0
@@ -176,9 +176,9 @@ def merge_numbers(tmp_path: Path, seconds: list[float], population: dict | None,
     one trigger on each, over STRETCHES; with its log lines."""
     import numpy as np
 
-    from offline_iaas.data.injection_list import InjectionList
     from offline_iaas.merge.injections import injection_results
     from offline_iaas.physics import Injection
+    from offline_iaas.search.injection_list import InjectionList
     from offline_iaas.stretches import make_stretches, statistic_spans
     from tests.helpers import captured_log
 

@@ -1,4 +1,4 @@
-"""Tests of the injection files (offline_iaas.data.injection_file): this project's HDF5 layout,
+"""Tests of the injection files (offline_iaas.search.injection_file): this project's HDF5 layout,
 telling the layouts apart, the refusals, ``convert-injections`` and the merge's list.
 aframe's layout: tests/test_injections_aframe.py; LIGO_LW: tests/test_injections_ligolw.py."""
 
@@ -13,16 +13,16 @@ import h5py
 import numpy as np
 import pytest
 
-from offline_iaas.data.injection_file import (
+from offline_iaas.errors import ConfigError, DataError
+from offline_iaas.search.injection_file import (
     InjectionSet,
     hdf5_layout,
     read_injection_list,
     read_injection_set,
     write_injection_set,
 )
-from offline_iaas.data.population import luminosity_distance_mpc
-from offline_iaas.data.waveforms import BinaryParameters
-from offline_iaas.errors import ConfigError, DataError
+from offline_iaas.search.population import luminosity_distance_mpc
+from offline_iaas.search.waveforms import BinaryParameters
 from tests.error_catalogue import cli_error, documented, documented_refusals
 from tests.injection_samples import assert_same_binaries, sample_set
 

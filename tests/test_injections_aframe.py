@@ -1,4 +1,4 @@
-"""aframe's injection files (offline_iaas.data.injections_aframe).
+"""aframe's injection files (offline_iaas.search.injections_aframe).
 
 The fixture is written here with h5py from aframe's published schema, read from
 github.com/ML4GW/aframe at commit 6a45a6e9cef86c4542acb27e3e3b7db65051eb82:
@@ -23,14 +23,14 @@ import numpy as np
 import pytest
 from astropy.cosmology import Planck15
 
-from offline_iaas.data.injection_file import (
+from offline_iaas.errors import DataError
+from offline_iaas.search.injection_file import (
     hdf5_layout,
     read_injection_list,
     read_injection_set,
     write_injection_set,
 )
-from offline_iaas.data.injections_aframe import AFRAME_COMMIT
-from offline_iaas.errors import DataError
+from offline_iaas.search.injections_aframe import AFRAME_COMMIT
 from tests.error_catalogue import documented, documented_refusals
 from tests.injection_samples import sample_set
 
@@ -270,8 +270,8 @@ def test_vt_comes_out_of_an_aframe_campaign_with_its_rejected_draws(tmp_path: Pa
     UniformSourceFrame in Planck15 to z 0.5; VT = V T found / (held out x drawn / injected)
     through the merge, against numbers known here."""
     from offline_iaas.config import config_from_dict
-    from offline_iaas.data.injection_list import read_campaign_injections
     from offline_iaas.merge.injections import injection_results
+    from offline_iaas.search.injection_list import read_campaign_injections
 
     aframe_file(tmp_path / "waveforms.hdf5")
     rejected_file(tmp_path / "rejected-parameters.hdf5", [0.1, 0.5, 0.3, 0.45, 0.2])

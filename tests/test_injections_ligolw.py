@@ -1,4 +1,4 @@
-"""LIGO_LW sim_inspiral injection files (offline_iaas.data.injections_ligolw), proven by the
+"""LIGO_LW sim_inspiral injection files (offline_iaas.search.injections_ligolw), proven by the
 other side: LAL's C reader (``lalmetaio``) reads what we write, and we read a table written
 directly with igwn-ligolw with every column LAL's reader requires."""
 
@@ -15,9 +15,9 @@ import pytest
 from igwn_ligolw import ligolw, lsctables
 from igwn_ligolw import utils as ligolw_utils
 
-from offline_iaas.data.injection_file import InjectionSet, read_injection_set, write_injection_set
-from offline_iaas.data.population import luminosity_distance_mpc
-from offline_iaas.data.waveforms import BinaryParameters
+from offline_iaas.search.injection_file import InjectionSet, read_injection_set, write_injection_set
+from offline_iaas.search.population import luminosity_distance_mpc
+from offline_iaas.search.waveforms import BinaryParameters
 from tests.error_catalogue import documented
 from tests.injection_samples import FLOAT32, assert_same_binaries, sample_set
 

@@ -21,19 +21,19 @@ import numpy as np
 import pytest
 
 from offline_iaas.config import load_config
-from offline_iaas.data import onthefly
 from offline_iaas.data.discovery import discover_frames
-from offline_iaas.data.foreground import injection_times, share_foreground, stretch_foreground
 from offline_iaas.data.frames import read_span
-from offline_iaas.data.injection_file import read_injection_set, write_injection_set
 from offline_iaas.data.synth import INJECTION_SET, write_synthetic_dataset
-from offline_iaas.data.waveforms import arrival_time
 from offline_iaas.errors import ConfigError
 from offline_iaas.merge import reference as reference_module
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
+from offline_iaas.search import onthefly
+from offline_iaas.search.foreground import injection_times, share_foreground, stretch_foreground
+from offline_iaas.search.injection_file import read_injection_set, write_injection_set
+from offline_iaas.search.waveforms import arrival_time
 from offline_iaas.stretches import client_shares, whole_span
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag

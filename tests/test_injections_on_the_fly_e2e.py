@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 
 from offline_iaas.config import load_config
-from offline_iaas.data import onthefly
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.frames import read_span
 from offline_iaas.data.synth import INJECTION_SET
@@ -38,6 +37,7 @@ from offline_iaas.merge.postprocess import physics_lines
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
+from offline_iaas.search import onthefly
 from offline_iaas.summary_physics import Physics, section
 from tests.error_catalogue import documented
 from tests.helpers import SPLITS, WITNESSES, run_split, untrained_weights

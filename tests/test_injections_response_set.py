@@ -1,5 +1,5 @@
 """An aframe ``InterferometerResponseSet`` as the set injected on the fly (issue #41,
-``offline_iaas.data.response_set``): its projected waveforms are added as they are.
+``offline_iaas.search.response_set``): its projected waveforms are added as they are.
 
 The equality: one set of two binaries (times on the frame grid) written twice, in this
 project's layout (lalsimulation makes the waveforms on the fly) and as an
@@ -21,13 +21,6 @@ import numpy as np
 import pytest
 
 from offline_iaas.config import load_config
-from offline_iaas.data import onthefly
-from offline_iaas.data.injection_file import read_injection_set, write_injection_set
-from offline_iaas.data.injection_list import read_campaign_injections
-from offline_iaas.data.injection_set import InjectionSet
-from offline_iaas.data.injections_aframe import redshift_of_distance
-from offline_iaas.data.population import PopulationSpec, draw_binaries
-from offline_iaas.data.response_set import ResponseSet, read_response_set, write_response_set
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import DataError
 from offline_iaas.merge import reference as reference_module
@@ -35,6 +28,13 @@ from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
+from offline_iaas.search import onthefly
+from offline_iaas.search.injection_file import read_injection_set, write_injection_set
+from offline_iaas.search.injection_list import read_campaign_injections
+from offline_iaas.search.injection_set import InjectionSet
+from offline_iaas.search.injections_aframe import redshift_of_distance
+from offline_iaas.search.population import PopulationSpec, draw_binaries
+from offline_iaas.search.response_set import ResponseSet, read_response_set, write_response_set
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, captured_log, run_dag, untrained_weights

@@ -18,7 +18,7 @@ BASE = {"__init__", "errors", "atomic", "logs", "modes", "network_streaming", "c
         "local_state", "summary_physics"}
 TOP = {"cli", "demo"}
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("base",), ("data",), ("models",), ("repository",), ("rendezvous",), ("serve",),
+    ("base",), ("data", "search"), ("models",), ("repository",), ("rendezvous",), ("serve",),
     ("client",), ("report",), ("merge",), ("workflow",), ("bench",), ("sizing",), ("top",),
 )
 """Bottom to top; a module may import its own layer and those below."""
@@ -129,3 +129,21 @@ def test_the_checks_catch_an_upward_import_and_a_cycle() -> None:  # negative co
     graph["offline_iaas.merge.merge"].add("offline_iaas.data.frames")
     assert any({"offline_iaas.data.frames", "offline_iaas.merge.merge"} <= set(group)
                for group in cycles(graph))
+
+
+def data_modules_reading_the_search(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """The ``data/`` modules other than ``synth`` (which bakes the search's injections into
+    its frames) that import ``search/``: what every mode reads must not need the search."""
+    return {name: sorted(m for m in imported if m.startswith("offline_iaas.search."))
+            for name, imported in graph.items()
+            if name.startswith("offline_iaas.data.") and name != "offline_iaas.data.synth"
+            and any(m.startswith("offline_iaas.search.") for m in imported)}
+
+
+def test_what_every_mode_reads_does_not_need_the_search() -> None:
+    graph = import_graph()
+    assert data_modules_reading_the_search(graph) == {}
+    # the negative control: preflight reading the injection list again
+    graph["offline_iaas.data.preflight"].add("offline_iaas.search.injection_list")
+    assert data_modules_reading_the_search(graph) == {
+        "offline_iaas.data.preflight": ["offline_iaas.search.injection_list"]}

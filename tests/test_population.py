@@ -1,5 +1,5 @@
-"""The injected population beside its VT (offline_iaas.data.population,
-offline_iaas.data.injection_list): the default z_max lies beyond the demo network's horizon,
+"""The injected population beside its VT (offline_iaas.search.population,
+offline_iaas.search.injection_list): the default z_max lies beyond the demo network's horizon,
 draws below the SNR cut are counted, and every VT carries the population's description."""
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 
 from offline_iaas.config import SynthConfig, config_from_dict, load_config
-from offline_iaas.data.injection_file import InjectionSet, write_injection_set
-from offline_iaas.data.injection_list import read_campaign_injections
-from offline_iaas.data.population import (
+from offline_iaas.data.synth import asd_path, design_asd, write_synthetic_dataset
+from offline_iaas.search.injection_file import InjectionSet, write_injection_set
+from offline_iaas.search.injection_list import read_campaign_injections
+from offline_iaas.search.population import (
     POPULATION_KEYS,
     horizon_redshift,
     luminosity_distance_mpc,
     population_spec,
 )
-from offline_iaas.data.synth import asd_path, design_asd, write_synthetic_dataset
-from offline_iaas.data.waveforms import BinaryParameters
+from offline_iaas.search.waveforms import BinaryParameters
 
 START = 1262304000
 

@@ -302,9 +302,9 @@ def test_found_injections_near_the_largest_distance_flag_the_volume_bound() -> N
 
 def test_the_report_captions_the_sensitivity_figure_with_the_population() -> None:
     from offline_iaas.config import SynthConfig
-    from offline_iaas.data.population import population_spec
     from offline_iaas.report import page
     from offline_iaas.report.build import _sensitivity
+    from offline_iaas.search.population import population_spec
 
     population = {**population_spec(SynthConfig()).attrs(), "network_snr_min": 6.0,
                   "drawn": 40, "injected": 8}
@@ -336,8 +336,8 @@ def test_vt_is_the_found_fraction_times_the_volume_times_the_held_out_time(tmp_p
     construction: 900 s analysed in two spans, BBHnet trained on 300 s of the first, so 600 s
     held out; six held-out injections, three with a trigger of IFAR >= 1 yr near them; the
     population's volume 4 Gpc^3 with two draws per injection (12 trials)."""
-    from offline_iaas.data.injection_list import InjectionList
     from offline_iaas.merge.injections import injection_results, sensitivity_lines
+    from offline_iaas.search.injection_list import InjectionList
 
     raw = {"data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": 0, "duration": 1000,
                     "sample_rate": 16},

@@ -14,23 +14,23 @@ from gwpy.timeseries import TimeSeries, TimeSeriesDict
 from scipy import signal
 
 from offline_iaas.config import CampaignConfig, config_from_dict
-from offline_iaas.data.draw_injections import psd_span
-from offline_iaas.data.injection_file import (
+from offline_iaas.data.synth import design_asd, write_synthetic_dataset
+from offline_iaas.errors import ConfigError
+from offline_iaas.search.draw_injections import psd_span
+from offline_iaas.search.injection_file import (
     InjectionSet,
     read_injection_list,
     read_injection_set,
     write_injection_set,
 )
-from offline_iaas.data.population import luminosity_distance_mpc
-from offline_iaas.data.synth import design_asd, write_synthetic_dataset
-from offline_iaas.data.waveforms import (
+from offline_iaas.search.population import luminosity_distance_mpc
+from offline_iaas.search.waveforms import (
     BinaryParameters,
     detector_strain,
     light_travel_delay,
     median_inverse_bias,
     polarizations,
 )
-from offline_iaas.errors import ConfigError
 
 START = 1262304000
 STRAIN = ["H1:GDS-CALIB_STRAIN", "L1:GDS-CALIB_STRAIN"]
@@ -186,7 +186,7 @@ def strain_of(directory: Path, ifo: str) -> np.ndarray:
 
 
 def expected_signal(summary: dict, ifo: str, n: int) -> np.ndarray:
-    """Every recorded injection projected here with data/waveforms.py, on the frame grid."""
+    """Every recorded injection projected here with search/waveforms.py, on the frame grid."""
     out = np.zeros(n)
     wave = summary["injection_waveform"]
     for inj in summary["injections"]:

@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 from scipy import signal
 
-from offline_iaas.data.population import PopulationSpec
 from offline_iaas.data.synth import design_asd
-from offline_iaas.data.waveforms import (
+from offline_iaas.models.injections import REFERENCE_GPS, InjectionMaker
+from offline_iaas.search.population import PopulationSpec
+from offline_iaas.search.waveforms import (
     detector_strain,
     light_travel_delay,
     network_snr,
     optimal_snr,
     polarizations,
 )
-from offline_iaas.models.injections import REFERENCE_GPS, InjectionMaker
 
 RATE = 1024.0
 """Well above the population's ringdowns: at 256 Hz their spectra reach the Nyquist frequency,
@@ -53,7 +53,7 @@ def test_network_snr_is_the_drawn_one(long_maker: InjectionMaker) -> None:
 
 
 def test_a_projection_is_the_data_modules_detector_strain(long_maker: InjectionMaker) -> None:
-    """The same bank binary, sky and time through data/waveforms.py, rescaled to the SNR."""
+    """The same bank binary, sky and time through search/waveforms.py, rescaled to the SNR."""
     ra, dec, psi = np.array([1.2, 4.0]), np.array([0.3, -1.0]), np.array([0.5, 2.8])
     centre = np.array([6.5, 7.03])
     out = long_maker.project(np.array([3, 7]), ra, dec, psi, np.array([12.0, 20.0]), centre)

@@ -1,5 +1,5 @@
 """Tests of the compact-binary waveforms, their projection and SNR, and the population
-(offline_iaas.data.waveforms, offline_iaas.data.population)."""
+(offline_iaas.search.waveforms, offline_iaas.search.population)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from scipy import integrate, signal, stats
 
-from offline_iaas.data import population, waveforms
-from offline_iaas.data.population import PopulationSpec, draw_binaries
 from offline_iaas.data.synth import design_asd
-from offline_iaas.data.waveforms import BinaryParameters
 from offline_iaas.errors import ConfigError, DataError
+from offline_iaas.search import population, waveforms
+from offline_iaas.search.population import PopulationSpec, draw_binaries
+from offline_iaas.search.waveforms import BinaryParameters
 
 RATE = 1024.0
 GRID = 1262304000.0

@@ -323,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("synth", cmd_synth, "write a synthetic GWF dataset and its LAL cache")
     p.add_argument("--out", type=Path, help="directory (default: data.frames)")
-    from offline_iaas.data import injection_commands as inj
+    from offline_iaas.search import injection_commands as inj
 
     inj.add_convert_arguments(command("convert-injections", inj.cmd_convert, inj.CONVERT_HELP,
                                       config=False))

@@ -110,7 +110,7 @@ class SynthConfig:
     when one is found below 1.25 x the cut (``sensitivity.cut_bound``); 0 injects all."""
     injection_file: Path | None = None
     """An injection set to inject instead of drawing the population: HDF5 (``.h5``,
-    ``.hdf5``: ``data/injection_file.py``) or LIGO_LW ``sim_inspiral`` (``.xml``,
+    ``.hdf5``: ``search/injection_file.py``) or LIGO_LW ``sim_inspiral`` (``.xml``,
     ``.xml.gz``); rows outside the span are left out."""
 
 

@@ -241,7 +241,7 @@ def false_alarm_rates(statistic: np.ndarray, background: np.ndarray, livetime_se
 
 @dataclass(frozen=True)
 class Injection:
-    """One injection as the merge counts it (``data/injection_file.read_injection_list``)."""
+    """One injection as the merge counts it (``search/injection_file.read_injection_list``)."""
 
     gps_time: float
     """Geocentre coalescence time (GPS)."""

@@ -1,7 +1,7 @@
 """Sensitive time-volume against the inverse false-alarm rate, with the population it counts.
 
 Pure arithmetic on the found/missed rows of the merge (``physics.found_missed_at_ifar``) and
-the population's description (``data/injection_list.py``); the merge (``merge/injections.py``)
+the population's description (``search/injection_list.py``); the merge (``merge/injections.py``)
 and the reference call it.
 
 Held-out injections
@@ -19,7 +19,7 @@ VT
     with ``T`` the held-out time in years (the analysed zero-lag time less the network's
     training span: the time the counted injections were placed in, ``held_out_seconds``) and
     ``V`` the population's volume. For a
-    population drawn uniform in comoving volume and source-frame time (``data/population.py``),
+    population drawn uniform in comoving volume and source-frame time (``search/population.py``),
     ``V`` is ``time_volume_gpc3`` = ``int dVc/dz / (1 + z) dz``: then ``VT`` is in Gpc^3 years
     of source-frame time and a rate ``R`` (Gpc^-3 yr^-1) gives ``R VT`` detections. ``T``
     must be the time the counted injections came from: ``f`` counts held-out injections
@@ -314,7 +314,7 @@ def sensitivity_summary(rows: list[dict[str, Any]], population: Mapping[str, Any
     """VT against IFAR from the held-out found/missed rows (each with its ``ifar_years``,
     ``physics.found_missed_at_ifar``): the curve over ``CURVE_IFARS_YEARS``, the points of
     ``NAMED_IFARS_YEARS`` and the loudest IFAR the background can measure, the population
-    beside them (``population``: ``data/injection_list.py``'s record, None when the list
+    beside them (``population``: ``search/injection_list.py``'s record, None when the list
     describes none: found fractions only) and the injections counted and left out
     (``counts``). ``held_out_seconds`` is ``T`` (module docstring), ``analysed_seconds``
     only recorded beside it; with ``slides`` the slides ``NAMED_IFARS_YEARS`` need

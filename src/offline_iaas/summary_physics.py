@@ -127,7 +127,7 @@ class Interval(Numbers):
 
 
 class Population(Numbers):
-    """The population an injection list was drawn from (``data/injection_list``'s record:
+    """The population an injection list was drawn from (``search/injection_list``'s record:
     ``population.POPULATION_KEYS``, ``listed`` and ``source``); what the list does not say is
     None. Numbers come from the list's own attributes, so an integer written as a float
     reads."""

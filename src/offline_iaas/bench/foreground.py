@@ -15,7 +15,7 @@ background only
 with the foreground
     the same pieces, their reads also cutting the foreground's samples
     (``data.frames.ForegroundCapture``: the waveforms made and added in the client), then the
-    share's foreground pieces (``data.foreground``: each injection's found windows after the
+    share's foreground pieces (``search.foreground``: each injection's found windows after the
     stretch's warm-up), each under its own sequence ID. The injections are one per
     ``interval`` seconds of data (at ``interval (j + 1/2) + 0.1`` s from the stretch's start:
     off the window grid) drawn from the ``[synth]`` population.
@@ -47,15 +47,15 @@ from offline_iaas.bench.workloads import BBHNET, Workload, write_weights
 from offline_iaas.client.requests import foreground_capture, request_inputs
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import discover_frames
-from offline_iaas.data.foreground import share_foreground
 from offline_iaas.data.frames import read_span
-from offline_iaas.data.injection_set import InjectionSet
-from offline_iaas.data.onthefly import OnTheFly
-from offline_iaas.data.population import draw_binaries, population_spec
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.records import ClientShare, Piece
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.rundir import RunDir
+from offline_iaas.search.foreground import share_foreground
+from offline_iaas.search.injection_set import InjectionSet
+from offline_iaas.search.onthefly import OnTheFly
+from offline_iaas.search.population import draw_binaries, population_spec
 from offline_iaas.stretches import (
     client_shares,
     foreground_windows_per_second,
@@ -88,7 +88,7 @@ class ShareJob(ClientJob):
     def open(self) -> object:
         """Connect; load lalsimulation and start the frame reader (one read of a stride)
         before the start signal: a client does both once, whatever its share's length."""
-        from offline_iaas.data.waveforms import check_approximant
+        from offline_iaas.search.waveforms import check_approximant
 
         check_approximant(self.injections.approximant)
         piece = self.share.pieces[0]

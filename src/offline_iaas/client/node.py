@@ -34,10 +34,8 @@ from offline_iaas.client.transport import RequestStream, connect, is_live
 from offline_iaas.completeness import Hashes, part_problem
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile, discover_frames
-from offline_iaas.data.foreground import injection_times, share_foreground
 from offline_iaas.data.frames import DECIMATION_HALF, ForegroundCapture
 from offline_iaas.data.gwf_reader import BadFrameFile
-from offline_iaas.data.onthefly import OnTheFly, on_the_fly
 from offline_iaas.data.segments import without_bad_files
 from offline_iaas.errors import ServerError
 from offline_iaas.logs import NO_PROGRESS, NullProgress
@@ -46,6 +44,8 @@ from offline_iaas.rendezvous.access import auth_headers
 from offline_iaas.rendezvous.addresses import ServerAddress, report_unhealthy
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
+from offline_iaas.search.foreground import injection_times, share_foreground
+from offline_iaas.search.onthefly import OnTheFly, on_the_fly
 from offline_iaas.serve.stalled_stub import says_not_healthy
 from offline_iaas.stretches import Stretch, request_sizes, sub_pieces
 
@@ -124,7 +124,7 @@ class _Stream:
     row: int
     """The part row of the stream's first window."""
     inject: OnTheFly | None = None
-    """A foreground stream: the injections added (``data/onthefly.py``)."""
+    """A foreground stream: the injections added (``search/onthefly.py``)."""
 
 
 def share_streams(config: CampaignConfig, share: ClientShare,

@@ -22,9 +22,9 @@ import numpy as np
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile
 from offline_iaas.data.frames import ForegroundCapture, iter_reads
-from offline_iaas.data.onthefly import OnTheFly
 from offline_iaas.records import Piece
 from offline_iaas.repository.pipeline import PSD_UPDATE, takes_psd_update
+from offline_iaas.search.onthefly import OnTheFly
 
 
 def piece_samples(

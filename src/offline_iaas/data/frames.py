@@ -59,7 +59,7 @@ from offline_iaas.data.gwf_reader import FileRead, Series, reader
 from offline_iaas.errors import DataError
 
 if TYPE_CHECKING:
-    from offline_iaas.data.onthefly import OnTheFly
+    from offline_iaas.search.onthefly import OnTheFly
 
 DECIMATION_HALF = 32
 """Half-length of the decimation filter, in model samples."""
@@ -125,7 +125,7 @@ def read_span(
         ``(span_start, span_end)`` that defines the sample grid and the resampling edges;
         default ``(gps_start, gps_end)``.
     inject
-        Injections on the fly (``data/onthefly.py``): added to the strain at the frame rate,
+        Injections on the fly (``search/onthefly.py``): added to the strain at the frame rate,
         before resampling.
     capture
         Foreground ranges to cut from this read (module docstring).

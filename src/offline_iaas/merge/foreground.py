@@ -1,5 +1,5 @@
 """The foreground (``bbhnet.inject``): the statistic of the streams with the injections added
-(``data/foreground.py``), as a table of ``time`` and ``statistic`` that found/missed reads;
+(``search/foreground.py``), as a table of ``time`` and ``statistic`` that found/missed reads;
 where e2e searches the raw strain too, ``statistic_raw``, the same rows' raw-strain statistic.
 
 The clients' parts hold each foreground piece's rows (``foreground/statistic/<j>``, warm-up
@@ -16,10 +16,10 @@ import numpy as np
 
 from offline_iaas.client.part import FOREGROUND
 from offline_iaas.config import CampaignConfig
-from offline_iaas.data.foreground import injection_times, share_foreground
 from offline_iaas.modes import Outputs
 from offline_iaas.records import ClientShare, Piece
 from offline_iaas.rundir import RunDir
+from offline_iaas.search.foreground import injection_times, share_foreground
 
 FOREGROUND_COLUMNS = [("time", "f8"), ("statistic", "f4")]
 

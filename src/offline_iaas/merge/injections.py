@@ -3,7 +3,7 @@ found/missed, VT against IFAR with the population beside it, and the lines that 
 
 The arithmetic is ``physics.py``'s (which injections count, found/missed) and
 ``sensitivity.py``'s (VT, intervals, the volume bound); the list is read by
-``data/injection_list.py``. Warnings: every listed injection outside the analysed span or in
+``search/injection_list.py``. Warnings: every listed injection outside the analysed span or in
 the training span (nothing to count), held-out injections found near the population's
 largest distance (VT bounded by the volume, not the search) or just above its SNR cut (VT
 understated by the draws left out).
@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import BBHnetConfig
-from offline_iaas.data.injection_list import InjectionList, read_campaign_injections
 from offline_iaas.physics import (
     HELD_OUT,
     IN_TRAINING,
@@ -26,6 +25,7 @@ from offline_iaas.physics import (
     found_missed_at_ifar,
     subtract_spans,
 )
+from offline_iaas.search.injection_list import InjectionList, read_campaign_injections
 from offline_iaas.sensitivity import (
     SlidePlan,
     cut_bound,

@@ -20,8 +20,6 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.client.requests import piece_samples, request_inputs, request_updates
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import discover_frames
-from offline_iaas.data.foreground import injection_times, stretch_foreground
-from offline_iaas.data.onthefly import OnTheFly, on_the_fly
 from offline_iaas.data.preflight import preflight
 from offline_iaas.errors import RunError
 from offline_iaas.merge.foreground import (
@@ -33,6 +31,8 @@ from offline_iaas.network_streaming import served_as
 from offline_iaas.records import Piece
 from offline_iaas.repository.export import check_repository, model_record, network_sessions
 from offline_iaas.repository.pipeline import PSD_UPDATE, mode_stream
+from offline_iaas.search.foreground import injection_times, stretch_foreground
+from offline_iaas.search.onthefly import OnTheFly, on_the_fly
 from offline_iaas.stretches import make_stretches, request_sizes
 from offline_iaas.summary_physics import Physics, section
 

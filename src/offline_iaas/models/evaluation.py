@@ -23,7 +23,6 @@ from offline_iaas import physics
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile
 from offline_iaas.data.frames import read_span
-from offline_iaas.data.population import population_spec
 from offline_iaas.models.deepclean import average_overlapping
 from offline_iaas.models.injections import InjectionMaker
 from offline_iaas.models.training import (
@@ -34,6 +33,7 @@ from offline_iaas.models.training import (
     strain_channel,
     witness_channels,
 )
+from offline_iaas.search.population import population_spec
 
 TRIGGER_SECONDS = 1.0
 """An injection's trigger must end within this many seconds of its time."""

@@ -2,9 +2,9 @@
 positions into strain windows.
 
 Bank (built once)
-    ``bank_size`` binaries drawn from the population (``data/population.py``: masses, spins,
+    ``bank_size`` binaries drawn from the population (``search/population.py``: masses, spins,
     redshift, orientation, phase) and their polarisations from lalsimulation at the model
-    rate (``data/waveforms.py``). For each, the noise-weighted products ``<h+, h+>``,
+    rate (``search/waveforms.py``). For each, the noise-weighted products ``<h+, h+>``,
     ``<hx, hx>``, ``<h+, hx>`` of the whole waveform against the design ASD from ``f_lower``
     (so a projection's optimal SNR needs no FFT), and the spectra of the part a window can
     show: from ``kernel`` samples (plus a guard, tapered) before the coalescence to the end.
@@ -26,9 +26,9 @@ import numpy as np
 import scipy.fft
 
 from offline_iaas.config import SynthConfig
-from offline_iaas.data.population import PopulationSpec, draw_binaries, population_spec
 from offline_iaas.data.synth import design_asd
-from offline_iaas.data.waveforms import (
+from offline_iaas.search.population import PopulationSpec, draw_binaries, population_spec
+from offline_iaas.search.waveforms import (
     SNR_MIN_FFT_SECONDS,
     antenna_response,
     light_travel_delay,

@@ -40,13 +40,13 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.data import synth
 from offline_iaas.data.discovery import FrameFile, discover_frames
 from offline_iaas.data.frames import read_span
-from offline_iaas.data.population import population_spec
 from offline_iaas.errors import ConfigError
 from offline_iaas.models.bbhnet import BBHnet, whitening_filter
 from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.injections import InjectionMaker
 from offline_iaas.models.numerics import numerics_in_use, run_in_child
 from offline_iaas.models.weights import TRAINING_SUMMARY
+from offline_iaas.search.population import population_spec
 
 logger = logging.getLogger(__name__)
 

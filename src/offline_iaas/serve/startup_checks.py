@@ -15,7 +15,7 @@ check               commands                 raises      what it refuses
                                                          (``data/preflight.preflight``)
 ``injections``      check, make-dag          ConfigError an injection list that is missing,
                                              DataError   unreadable or lacks a column
-                                                         (``preflight.check_injections``)
+                                                         (``search/injection_check``)
 ``repository``      check, make-dag, serve   ModelError  a model repository that does not fit the
                                                          campaign, every graph loaded
                                                          (``export.check_repository``)
@@ -47,7 +47,7 @@ from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile, discover_frames
-from offline_iaas.data.preflight import check_injections, preflight
+from offline_iaas.data.preflight import preflight
 from offline_iaas.data.segments import AnalysableSpan
 from offline_iaas.errors import ModelError, ServerError
 from offline_iaas.manifest import Manifest
@@ -55,6 +55,7 @@ from offline_iaas.records import ServedModel
 from offline_iaas.repository.export import check_repository, read_manifest
 from offline_iaas.repository.pinning import check_pinned_model
 from offline_iaas.repository.pipeline import stages
+from offline_iaas.search.injection_check import check_injections
 from offline_iaas.serve.tritonserver import locate_tritonserver
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """What the foreground of injections on the fly (``bbhnet.inject``) adds to a campaign's work.
 
 Each client streams the windows an injection reaches a second time, with the injections added
-(``data/foreground.py``): per injection its found windows after the stretch's warm-up, nearby
+(``search/foreground.py``): per injection its found windows after the stretch's warm-up, nearby
 ones merged (``stretches.foreground_windows``). ``plan`` counts them for the set's own times
 in the campaign's span, and divides the rate a server streams data seconds at by
 ``1 + extra``: a foreground window costs what a background window costs.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.data.foreground import injection_times
+from offline_iaas.search.foreground import injection_times
 from offline_iaas.stretches import foreground_windows, whole_span
 
 

@@ -2,7 +2,7 @@
 
 Each binary of ``bbhnet.injections`` (an injection set file: ``injections.h5``, aframe's or
 LIGO_LW) is projected onto each detector exactly as ``synth`` bakes it into its frames
-(``data/synth_injections.py``): ``waveforms.polarizations`` at the frame's own sample rate, then
+(``search/synth_injections.py``): ``waveforms.polarizations`` at the frame's own sample rate, then
 ``waveforms.detector_strain`` (antenna pattern and light-travel delay at the injection's own
 time) on the frame grid ``data.start + k / rate``. The samples are added to the strain channel's
 frame-rate samples after they are read and before they are resampled to the model rate
@@ -13,7 +13,7 @@ detectors projected together), and dropped once a read has passed them.
 Where the projected samples come from is the ``source``: lalsimulation from the set's
 parameters (``LalsimulationSource``), or, when ``bbhnet.injections`` is an aframe
 ``InterferometerResponseSet`` (a ``waveforms`` group), the file's projected waveforms read as
-they are and placed as aframe's ``inject`` places them (``data/response_set.py``; its
+they are and placed as aframe's ``inject`` places them (``search/response_set.py``; its
 parameters are still read, for the times, the shift's refusal and the merge's counts).
 Adding them to the strain is ``OnTheFly.add``, for either.
 """
@@ -26,10 +26,10 @@ from typing import Protocol
 
 import numpy as np
 
-from offline_iaas.data.injection_file import read_injection_set
-from offline_iaas.data.injection_set import InjectionSet
-from offline_iaas.data.response_set import check_detectors, read_response_set
-from offline_iaas.data.waveforms import detector_strain, polarizations
+from offline_iaas.search.injection_file import read_injection_set
+from offline_iaas.search.injection_set import InjectionSet
+from offline_iaas.search.response_set import check_detectors, read_response_set
+from offline_iaas.search.waveforms import detector_strain, polarizations
 
 UNRECORDED = "unrecorded"
 

@@ -36,9 +36,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from offline_iaas.config import CampaignConfig, DataConfig
-from offline_iaas.data.injection_set import InjectionSet
-from offline_iaas.data.population import PopulationSpec, draw_binaries, population_spec
-from offline_iaas.data.waveforms import (
+from offline_iaas.errors import ConfigError
+from offline_iaas.search.injection_set import InjectionSet
+from offline_iaas.search.population import PopulationSpec, draw_binaries, population_spec
+from offline_iaas.search.waveforms import (
     BinaryParameters,
     Polarizations,
     arrival_time,
@@ -48,7 +49,6 @@ from offline_iaas.data.waveforms import (
     polarizations,
     welch_asd,
 )
-from offline_iaas.errors import ConfigError
 
 MARGIN_SECONDS = 1.0
 """Room (s) between a waveform and the span's ends or the next waveform (light travel time,
@@ -81,7 +81,7 @@ def waveform_bounds(spec: PopulationSpec, sample_rate: float) -> tuple[float, fl
     """``(before, after)``: seconds the population's longest waveform lasts before its
     coalescence, and after it (module docstring)."""
     def wave(mass: float, redshift: float) -> Polarizations:
-        from offline_iaas.data.population import luminosity_distance_mpc
+        from offline_iaas.search.population import luminosity_distance_mpc
 
         binary = BinaryParameters(
             mass_1=mass, mass_2=mass, redshift=redshift,

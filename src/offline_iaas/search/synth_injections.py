@@ -2,7 +2,7 @@
 their optimal SNRs.
 
 Binaries
-    Drawn from the ``[synth]`` population (``data/population.py``; ``synth.injections`` of
+    Drawn from the ``[synth]`` population (``search/population.py``; ``synth.injections`` of
     them, seeded by ``synth.seed``), or read from ``synth.injection_file`` (its rows whose
     geocentre time lies in the span; its approximant, ``f_lower`` and reference frequency where
     it says them).
@@ -23,7 +23,8 @@ Times (drawn binaries)
     waveform plus the margin (else ConfigError naming ``synth.injections``).
 Strain and SNRs
     ``waveforms.detector_strain`` on the frame grid (``start + k / fs``). Each detector's optimal
-    SNR (``waveforms.optimal_snr``, from ``f_lower``) against two PSDs (``data/injection_set.py``):
+    SNR (``waveforms.optimal_snr``, from ``f_lower``) against two PSDs
+    (``search/injection_set.py``):
     ``snr_design`` against the design ASD the noise is coloured with (``plan_injections``), and
     ``snr`` against a PSD measured from the frames once they are written (``measure_snrs``): median
     Welch (``waveforms.welch_asd``, 4 s Hann segments, half overlapping, ``1/PSD`` bias-corrected so
@@ -49,16 +50,17 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.data.draw_injections import (
+from offline_iaas.errors import ConfigError
+from offline_iaas.search.draw_injections import (
     MARGIN_SECONDS,
     draw_above_cut,
     psd_span,
     waveform_bounds,
 )
-from offline_iaas.data.injection_file import read_injection_set
-from offline_iaas.data.injection_set import InjectionSet
-from offline_iaas.data.population import population_spec
-from offline_iaas.data.waveforms import (
+from offline_iaas.search.injection_file import read_injection_set
+from offline_iaas.search.injection_set import InjectionSet
+from offline_iaas.search.population import population_spec
+from offline_iaas.search.waveforms import (
     BinaryParameters,
     arrival_time,
     check_approximant,
@@ -69,7 +71,6 @@ from offline_iaas.data.waveforms import (
     welch_asd,
     welch_segments,
 )
-from offline_iaas.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -3,17 +3,17 @@
 Formats, by suffix
     ``.h5``/``.hdf5``: HDF5 in one of two layouts, told apart by their content:
 
-    - this project's (``data/injections_hdf5.py``): root attribute ``mass_frame``
+    - this project's (``search/injections_hdf5.py``): root attribute ``mass_frame``
       (``"source"`` as written; ``layout = "offline-iaas"``), Cartesian spins, source-frame
       masses, both SNRs per detector;
-    - aframe's ``InjectionParameterSet`` (``data/injections_aframe.py``, read from
+    - aframe's ``InjectionParameterSet`` (``search/injections_aframe.py``, read from
       github.com/ML4GW/aframe at commit ``injections_aframe.AFRAME_COMMIT``): a ``parameters``
       group with ``theta_jn``, ``a_1``, ``tilt_1``, ... and detector-frame masses.
 
     A file with neither (a ``parameters`` group whose masses could be source or detector
     frame) is refused (DataError naming the file): reading it either way could be wrong by
     ``1 + z``.
-    ``.xml``/``.xml.gz``: LIGO_LW ``sim_inspiral`` (``data/injections_ligolw.py``), read by
+    ``.xml``/``.xml.gz``: LIGO_LW ``sim_inspiral`` (``search/injections_ligolw.py``), read by
     LAL's ``lalmetaio`` and igwn-ligolw.
 
 ``write_injection_set`` writes this project's HDF5 layout, or aframe's with
@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.data.injection_set import InjectionSet, attr_value
-from offline_iaas.data.injections_aframe import MARKERS, read_aframe, write_aframe
-from offline_iaas.data.injections_hdf5 import LAYOUT, MASS_FRAMES, read_hdf5, write_hdf5
-from offline_iaas.data.injections_ligolw import read_ligolw, write_ligolw
 from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.physics import Injection
+from offline_iaas.search.injection_set import InjectionSet, attr_value
+from offline_iaas.search.injections_aframe import MARKERS, read_aframe, write_aframe
+from offline_iaas.search.injections_hdf5 import LAYOUT, MASS_FRAMES, read_hdf5, write_hdf5
+from offline_iaas.search.injections_ligolw import read_ligolw, write_ligolw
 
 __all__ = ["InjectionSet", "LAYOUTS", "file_format", "hdf5_layout", "read_injection_list",
            "read_injection_set", "write_injection_set"]

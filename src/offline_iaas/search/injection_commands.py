@@ -33,7 +33,7 @@ def add_convert_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_convert(args: argparse.Namespace) -> None:
-    from offline_iaas.data.injection_file import read_injection_set, write_injection_set
+    from offline_iaas.search.injection_file import read_injection_set, write_injection_set
 
     injections = read_injection_set(args.source, args.approximant, args.f_lower_hz,
                                     args.reference_frequency_hz)
@@ -61,10 +61,10 @@ def add_draw_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_draw(args: argparse.Namespace) -> None:
     from offline_iaas.config import load_config
-    from offline_iaas.data.draw_injections import draw_injection_set, frame_strain_reader
-    from offline_iaas.data.injection_file import file_format, write_injection_set
-    from offline_iaas.data.response_set import write_response_set
     from offline_iaas.errors import ConfigError
+    from offline_iaas.search.draw_injections import draw_injection_set, frame_strain_reader
+    from offline_iaas.search.injection_file import file_format, write_injection_set
+    from offline_iaas.search.response_set import write_response_set
 
     file_format(args.out)
     if args.rate_per_30s is not None and not args.rate_per_30s > 0:

@@ -31,7 +31,7 @@ else ``AFRAME_REFERENCE_FREQUENCY_HZ`` (aframe's configs). ``ifo_snrs`` becomes 
 against the measured PSD (aframe computes it against a PSD of background data). A file
 without ``injection_time`` (an ``InjectionParameterSet`` alone, such as aframe's
 ``rejected-parameters.hdf5``) has no times to inject at and is refused as the set to inject.
-The ``waveforms`` group is not read here: ``data/response_set.py`` reads it for injections
+The ``waveforms`` group is not read here: ``search/response_set.py`` reads it for injections
 on the fly; converting, and the merge's counts, read the parameters.
 
 What VT needs (``aframe_population``)
@@ -59,7 +59,7 @@ Reference frequency
     would read their angles at its own), and writes it as the attribute
     ``reference_frequency_hz`` that this project's reader reads. An
     ``InterferometerResponseSet``'s projected waveforms are injected as they are
-    (``data/response_set.py``): no reference frequency is involved.
+    (``search/response_set.py``): no reference frequency is involved.
 
 ``add_responses`` makes such a file an ``InterferometerResponseSet`` (``waveforms`` and the
 metadata ``sample_rate``, ``duration``, ``right_pad``; ``offline-iaas draw-injections
@@ -87,16 +87,16 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.data import population
-from offline_iaas.data.injection_set import (
+from offline_iaas.errors import DataError
+from offline_iaas.search import population
+from offline_iaas.search.injection_set import (
     InjectionSet,
     attr_value,
     binaries_from_columns,
     finite,
     required,
 )
-from offline_iaas.data.waveforms import MSUN_SI
-from offline_iaas.errors import DataError
+from offline_iaas.search.waveforms import MSUN_SI
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """What the search counts of ``bbhnet.injections``: the injections and the population they were
-drawn from, read through ``data/injection_file.py``'s public readers.
+drawn from, read through ``search/injection_file.py``'s public readers.
 
 ``read_injection_list`` gives the injections (time, network SNR, chirp mass, distance); the
 population's description (``population.POPULATION_KEYS``) comes from the file's attributes
@@ -19,11 +19,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from offline_iaas.data.injection_file import read_injection_list, read_injection_set
-from offline_iaas.data.injections_aframe import REJECTED_FILE
-from offline_iaas.data.population import COSMOLOGY, POPULATION_KEYS, luminosity_distance_mpc
 from offline_iaas.errors import OfflineIaasError
 from offline_iaas.physics import Injection
+from offline_iaas.search.injection_file import read_injection_list, read_injection_set
+from offline_iaas.search.injections_aframe import REJECTED_FILE
+from offline_iaas.search.population import COSMOLOGY, POPULATION_KEYS, luminosity_distance_mpc
 
 KEY = "bbhnet.injections"
 UNRECORDED = "unrecorded"

@@ -15,7 +15,7 @@ Group ``parameters``, one 1-D float64 dataset per column, one row per injection
     (Cartesian, at the reference frequency), ``injection_time`` (GPS coalescence time at the
     geocentre), and when known per detector ``<ifo>_time`` (GPS arrival time),
     ``<ifo>_snr_measured`` and ``<ifo>_snr_design`` (``h1_snr_measured``, ...; the two SNRs of
-    ``data/injection_set.py``) and the network SNRs ``snr_measured``, ``snr_design``.
+    ``search/injection_set.py``) and the network SNRs ``snr_measured``, ``snr_design``.
 
 Reading needs ``REQUIRED``; spins default to 0 and ``redshift``, when absent, is recomputed
 from ``luminosity_distance`` (``population.COSMOLOGY``).
@@ -28,15 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.data.injection_set import (
+from offline_iaas.errors import DataError
+from offline_iaas.search.injection_set import (
     InjectionSet,
     binaries_from_columns,
     finite,
     required,
 )
-from offline_iaas.data.population import redshift_at_distance
-from offline_iaas.data.waveforms import chirp_mass
-from offline_iaas.errors import DataError
+from offline_iaas.search.population import redshift_at_distance
+from offline_iaas.search.waveforms import chirp_mass
 
 LAYOUT = "offline-iaas"
 """The ``layout`` attribute of this project's files."""

@@ -20,7 +20,7 @@ Placement (aframe's ``InterferometerResponseSet.inject(x, start)``)
     strain ``waveforms.detector_strain`` adds there (lalsimulation's sub-sample placement).
 Rates
     aframe injects at its file's ``sample_rate`` into data at that rate. A client adds the
-    signals to the strain channel at its frame rate (``data/onthefly.py``), before resampling
+    signals to the strain channel at its frame rate (``search/onthefly.py``), before resampling
     to the model rate: a file at the frame rate is added sample for sample; at another rate
     each row is resampled to the frame rate with ``scipy.signal.resample_poly`` (the rates'
     ratio ``p/q`` in lowest terms, default Kaiser window; the row first prepended with as
@@ -49,9 +49,9 @@ from pathlib import Path
 
 import numpy as np
 
-from offline_iaas.data.injection_set import InjectionSet
-from offline_iaas.data.waveforms import BinaryParameters, Polarizations, detector_strain
 from offline_iaas.errors import DataError
+from offline_iaas.search.injection_set import InjectionSet
+from offline_iaas.search.waveforms import BinaryParameters, Polarizations, detector_strain
 
 GRID_TOLERANCE = 1e-6
 """Fraction of a sample by which a time below a grid point still counts as on it."""
@@ -207,9 +207,9 @@ def write_response_set(path: Path, injections: InjectionSet, sample_rate: float,
     parameters (``injection_file.write_injection_set``, aframe's layout) and the projected
     waveforms of ``ifos`` at ``sample_rate`` (``waves``: the binaries' polarisations at that
     rate, made with lalsimulation where not given)."""
-    from offline_iaas.data.injection_file import write_injection_set
-    from offline_iaas.data.injections_aframe import add_responses
-    from offline_iaas.data.waveforms import polarizations
+    from offline_iaas.search.injection_file import write_injection_set
+    from offline_iaas.search.injections_aframe import add_responses
+    from offline_iaas.search.waveforms import polarizations
 
     if waves is None:
         waves = [polarizations(b, injections.approximant, sample_rate, injections.f_lower_hz,

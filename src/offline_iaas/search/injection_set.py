@@ -1,6 +1,6 @@
 """An injection set in memory (``InjectionSet``) and the checks its file readers share.
 
-What the files on disk look like is in ``data/injection_file.py`` (which layout a file is)
+What the files on disk look like is in ``search/injection_file.py`` (which layout a file is)
 and one module per layout: ``injections_hdf5.py`` (this project's), ``injections_aframe.py``
 (aframe's ``InjectionParameterSet``), ``injections_ligolw.py`` (LIGO_LW ``sim_inspiral``).
 
@@ -9,7 +9,7 @@ PSD it is computed against:
 
 ``snr``
     against a PSD measured from the frames the injection was added to (``synth``: median
-    Welch around the injection, ``data/synth_injections.py``); what the network SNR of the
+    Welch around the injection, ``search/synth_injections.py``); what the network SNR of the
     merge's found/missed tables is made of (``network_snr``). aframe's ``ifo_snrs`` is this one
     (aframe measures its PSD from background data).
 ``snr_design``
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.data.waveforms import BinaryParameters
 from offline_iaas.errors import DataError
+from offline_iaas.search.waveforms import BinaryParameters
 
 SNR_KINDS = ("snr", "snr_design")
 """The names of the two SNRs (module docstring), as ``InjectionSet`` fields."""

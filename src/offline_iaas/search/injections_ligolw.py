@@ -42,15 +42,15 @@ from typing import Any
 import numpy as np
 
 from offline_iaas import __version__
-from offline_iaas.data.injection_set import (
+from offline_iaas.errors import DataError
+from offline_iaas.search.injection_set import (
     SNR_KINDS,
     InjectionSet,
     binaries_from_columns,
     finite,
 )
-from offline_iaas.data.population import redshift_at_distance
-from offline_iaas.data.waveforms import arrival_time, effective_distance
-from offline_iaas.errors import DataError
+from offline_iaas.search.population import redshift_at_distance
+from offline_iaas.search.waveforms import arrival_time, effective_distance
 
 PROGRAM = "offline-iaas"
 """The ``process`` table's ``program`` of the files this project writes."""

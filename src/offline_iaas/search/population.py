@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import SynthConfig
-from offline_iaas.data.waveforms import BinaryParameters, check_approximant
+from offline_iaas.search.waveforms import BinaryParameters, check_approximant
 
 COSMOLOGY = "Planck18"
 """astropy's ``astropy.cosmology.Planck18`` (Planck 2018 TT,TE,EE+lowE+lensing+BAO)."""
@@ -101,7 +101,7 @@ POPULATION_KEYS: tuple[str, ...] = (
     "seed",
 )
 """What describes a population beside its VT (``PopulationSpec.attrs`` and what ``synth``
-adds); ``data/injection_list.py`` carries these keys of an injection list into the merge."""
+adds); ``search/injection_list.py`` carries these keys of an injection list into the merge."""
 
 
 def population_spec(synth: SynthConfig, source: Any = None) -> PopulationSpec:
@@ -236,7 +236,7 @@ def horizon_redshift(spec: PopulationSpec, asd: Callable[[np.ndarray], np.ndarra
     of ``snr`` (module docstring); sampled at ``sample_rate``, integrated from ``f_lower_hz``."""
     from scipy import optimize
 
-    from offline_iaas.data.waveforms import optimal_snr, polarizations
+    from offline_iaas.search.waveforms import optimal_snr, polarizations
 
     def loudness(z: float) -> float:
         binary = BinaryParameters(

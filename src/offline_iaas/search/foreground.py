@@ -1,5 +1,5 @@
 """The foreground of a campaign with injections on the fly (``bbhnet.inject``): which windows
-each client streams a second time, with the set's signals added (``data/onthefly.py``).
+each client streams a second time, with the set's signals added (``search/onthefly.py``).
 
 Per stretch, ``stretches.foreground_pieces`` of the injections' times: the windows where an
 injection is found (``bbhnet.found_seconds`` around it) with their warm-up. A foreground piece
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from offline_iaas.config import BBHnetConfig, CampaignConfig
-from offline_iaas.data.injection_list import read_campaign_injections
 from offline_iaas.records import ClientShare, Piece
+from offline_iaas.search.injection_list import read_campaign_injections
 from offline_iaas.stretches import FOREGROUND_SEQUENCE_BASE, Stretch, foreground_pieces
 
 PER_PIECE = 1 << 10

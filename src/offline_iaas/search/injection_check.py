@@ -1,0 +1,80 @@
+"""The injection list checked before any server starts (``serve/startup_checks.py``'s
+``injections``): ``check_injections`` reads ``bbhnet.injections`` as the merge will
+(``search/injection_list.py``) and says where its injections lie against the analysed span and
+BBHnet's training span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from offline_iaas.config import CampaignConfig
+from offline_iaas.physics import (
+    HELD_OUT,
+    IN_TRAINING,
+    OUTSIDE_ANALYSED,
+    injection_counts,
+    place_injections,
+)
+from offline_iaas.search.injection_list import read_campaign_injections
+from offline_iaas.stretches import make_stretches, statistic_spans
+
+
+@dataclass(frozen=True)
+class InjectionCheck:
+    """Where the injections of ``bbhnet.injections`` lie (``physics.place_injections``)."""
+
+    path: Path
+    counts: dict[str, int]
+    training_gps: tuple[float, float] | None
+    described: bool
+    """The list describes its population (VT possible; else found fractions only)."""
+
+    def lines(self) -> list[str]:
+        """What the check found, for the log."""
+        c = self.counts
+        training = (f"BBHnet's training span (GPS {self.training_gps[0]:.0f}-"
+                    f"{self.training_gps[1]:.0f})" if self.training_gps else
+                    "BBHnet's training span (none recorded)")
+        population = ("its population described" if self.described else
+                      "no population described: found fractions, no VT")
+        return [f"injection list {self.path}: {c['listed']} injections, {c[HELD_OUT]} held out "
+                f"in the analysed span, {c[IN_TRAINING]} in {training}, "
+                f"{c[OUTSIDE_ANALYSED]} outside the analysed span; {population}"]
+
+    def warnings(self) -> list[str]:
+        """Zero injections to count: the merge would have no found/missed and no VT."""
+        if self.counts[HELD_OUT]:
+            return []
+        return [f"bbhnet.injections: none of the {self.counts['listed']} injections of "
+                f"{self.path} lies in the analysed span outside BBHnet's training span: the "
+                "merge will count no found/missed injection and no VT"]
+
+
+def check_injections(config: CampaignConfig, stretches: Sequence[tuple[float, float]],
+                     training_gps: Sequence[float] | None) -> InjectionCheck | None:
+    """Read ``bbhnet.injections`` (exists, parses, has its columns) and place its injections
+    against the analysed span of ``stretches`` (``preflight``'s) and the network's training
+    span; None when the mode counts no injections or none are listed.
+
+    Raises
+    ------
+    ConfigError, DataError
+        One line naming ``bbhnet.injections``, the file and what is wrong
+        (``search/injection_list.read_campaign_injections``; with ``bbhnet.inject`` also
+        ``search/onthefly.on_the_fly``: the response set's waveforms and detectors).
+    """
+    if not config.mode.triggers or config.bbhnet.injections is None:
+        return None
+    listed = read_campaign_injections(config.bbhnet.injections)
+    if config.bbhnet.inject:  # what the clients add: an InterferometerResponseSet's waveforms
+        from offline_iaas.search.onthefly import on_the_fly
+
+        on_the_fly(config)
+    analysed = statistic_spans(config, make_stretches(config, list(stretches)))
+    training = (float(training_gps[0]), float(training_gps[1])) if training_gps else None
+    places = place_injections([i.gps_time for i in listed.injections], analysed, training)
+    return InjectionCheck(listed.path, injection_counts(places), training,
+                          bool(listed.population and listed.population.get("time_volume_gpc3")))
