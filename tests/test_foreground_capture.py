@@ -40,7 +40,8 @@ def campaign(tmp_path_factory: pytest.TempPathFactory):
         f'bbhnet.injections="{root / "baked" / INJECTION_SET}"', "bbhnet.inject=true"])
     [stretch] = whole_span(config)
     pieces = [replace(p, sequence_id=j + 1) for j, p in
-              enumerate(stretch_foreground(config, stretch, injection_times(config.bbhnet)))]
+              enumerate(stretch_foreground(config.geometry, config.bbhnet, stretch,
+                                                     injection_times(config.bbhnet)))]
     assert len(pieces) >= 2
     return config, stretch, pieces
 

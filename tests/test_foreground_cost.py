@@ -34,7 +34,7 @@ def config(small_config_file: Path) -> CampaignConfig:
 def counted_windows_per_second(config: CampaignConfig, times: np.ndarray) -> float:
     """Windows of the pieces ``foreground_pieces`` makes, counted piece by piece."""
     stretch = Stretch(0, config.data.start, config.data.start + SPAN_SECONDS)
-    pieces = foreground_pieces(config, stretch, list(times), config.bbhnet.found_seconds)
+    pieces = foreground_pieces(config.geometry, stretch, list(times), config.bbhnet.found_seconds)
     return sum(p.output_stop - p.first_window for p in pieces) / SPAN_SECONDS
 
 
@@ -47,10 +47,10 @@ def poisson_times(config: CampaignConfig, rate: float, seed: int) -> np.ndarray:
 @pytest.mark.parametrize("rate", [1 / 30, 1 / 5, 2.0])
 def test_the_foreground_s_expected_windows_match_the_pieces_it_streams(config, rate) -> None:
     counted = counted_windows_per_second(config, poisson_times(config, rate, 7))
-    expected = foreground_windows_per_second(config, rate, config.bbhnet.found_seconds)
+    expected = foreground_windows_per_second(config.geometry, rate, config.bbhnet.found_seconds)
     assert abs(expected / counted - 1) <= TOLERANCE
     stretch = [Stretch(0, config.data.start, config.data.start + SPAN_SECONDS)]
-    assert foreground_windows(config, stretch, list(poisson_times(config, rate, 7)),
+    assert foreground_windows(config.geometry, stretch, list(poisson_times(config, rate, 7)),
                               config.bbhnet.found_seconds) == round(counted * SPAN_SECONDS)
     # the negative controls: no merging of nearby injections, or a window more of warm-up
     # per injection, miss the count
@@ -67,8 +67,8 @@ def test_evenly_spaced_injections_each_stream_their_warm_up_and_found_windows(co
     offset = 0.37 * config.stride_seconds  # off the window grid
     times = config.data.start + offset + np.arange(interval, SPAN_SECONDS - interval, interval)
     counted = counted_windows_per_second(config, times)
-    expected = foreground_windows_per_second(config, 1 / interval, config.bbhnet.found_seconds,
-                                             evenly_spaced=True)
+    expected = foreground_windows_per_second(config.geometry, 1 / interval,
+                                             config.bbhnet.found_seconds, evenly_spaced=True)
     assert abs(expected / counted - 1) <= 0.001
 
 
@@ -77,7 +77,7 @@ def test_a_foreground_piece_streams_no_slide_history(config) -> None:
     slides the background forms (here 20 of 1 s: 80 windows of slide history)."""
     assert config.slide_history_windows == 80
     stretch = Stretch(0, config.data.start, config.data.start + 400.0)
-    [piece] = foreground_pieces(config, stretch, [config.data.start + 200.1],
+    [piece] = foreground_pieces(config.geometry, stretch, [config.data.start + 200.1],
                                 config.bbhnet.found_seconds)
     assert piece.output_start - piece.first_window == config.stretch_warmup_windows
     assert piece.windows == config.stretch_warmup_windows + 8  # +-1 s at 4 Hz, off the grid
@@ -129,7 +129,8 @@ def test_the_bench_streams_each_share_from_frames_with_and_without_its_foregroun
     [(background, both)] = measured
     assert background.windows == sum(p.windows for s in shares for p in s.pieces)
     assert both.windows - background.windows == sum(
-        p.windows for s in shares for p in share_foreground(config, s, times)) > 0
+        p.windows for s in shares
+        for p in share_foreground(config.geometry, config.bbhnet, s, times)) > 0
     assert background.run.client_cpu_seconds > 0 and background.run.server_cpu_seconds > 0
     text = markdown(config, measured, BBHNET, 30.0, "test")
     assert "over the background, CPU (clients, their frame readers and the server)" in text

@@ -187,7 +187,7 @@ def merge_numbers(tmp_path: Path, seconds: list[float], population: dict | None,
     listed = InjectionList(tmp_path / "list.json", tuple(
         Injection(START + s, 10.0, 30.0, d) for s, d in zip(seconds, distances, strict=True)),
         population)
-    analysed = statistic_spans(config, make_stretches(config, STRETCHES))
+    analysed = statistic_spans(config.geometry, make_stretches(config.geometry, STRETCHES))
     times = np.array([START + s for s in seconds] + [START + 300.0])
     values = np.array([9.0] * len(seconds) + [1.0])
     with captured_log() as lines:

@@ -137,7 +137,7 @@ def test_the_foreground_covers_each_injection_s_found_window(frames) -> None:
     config = frames["clean"]
     times = injection_times(config.bbhnet)
     [stretch] = whole_span(config)
-    pieces = stretch_foreground(config, stretch, times)
+    pieces = stretch_foreground(config.geometry, config.bbhnet, stretch, times)
     assert len(times) == 2 and 1 <= len(pieces) <= 2
     dx = config.stride_seconds
     for t in times:
@@ -182,7 +182,8 @@ def test_with_time_slides_the_foreground_streams_no_slide_history_and_equals_the
         'model.mode="bbhnet"', f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',
         f'data.frames="{root / "clean"}"', "bbhnet.inject=true", *slides])
     export_repository(baked, untrained_weights(root / "weights"))
-    pieces = stretch_foreground(clean, whole_span(clean)[0], injection_times(clean.bbhnet))
+    pieces = stretch_foreground(clean.geometry, clean.bbhnet, whole_span(clean)[0],
+                                injection_times(clean.bbhnet))
     assert clean.slide_history_windows == 32
     assert all(p.output_start - p.first_window <= clean.stretch_warmup_windows for p in pieces)
     assert any(p.first_window > 0 for p in pieces)  # a piece that starts inside the stretch
@@ -382,7 +383,8 @@ def test_a_server_killed_while_a_client_streams_its_foreground_fails_over_and_eq
         "layout.servers=2", "layout.clients_per_server=1", "client.failover_seconds=20",
         "layout.rebalance=false", "workflow.retries=0", *FAST_FAILURE])
     shares = client_shares(config)
-    assert len(share_foreground(config, shares[1], injection_times(config.bbhnet))) == 3
+    times = injection_times(config.bbhnet)
+    assert len(share_foreground(config.geometry, config.bbhnet, shares[1], times)) == 3
     run = RunDir(root / "failover")
     make_dag(config, run)
     (run.path / "faults.json").write_text(json.dumps(

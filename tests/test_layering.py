@@ -15,7 +15,7 @@ BASE = {"__init__", "errors", "atomic", "logs", "modes", "network_streaming", "c
         "config_checks",
         "config_numbers", "full_disk_exit", "stretches", "records", "manifest", "completeness",
         "binding", "rundir", "hooks", "physics", "sensitivity", "resources", "lifetime",
-        "local_state", "summary_physics"}
+        "local_state", "summary_physics", "config_sections", "geometry", "mode_packages"}
 TOP = {"cli", "demo"}
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",), ("data", "search"), ("models",), ("repository",), ("rendezvous",), ("serve",),
@@ -147,3 +147,33 @@ def test_what_every_mode_reads_does_not_need_the_search() -> None:
     graph["offline_iaas.data.preflight"].add("offline_iaas.search.injection_list")
     assert data_modules_reading_the_search(graph) == {
         "offline_iaas.data.preflight": ["offline_iaas.search.injection_list"]}
+
+
+def mode_name_comparisons(source: str) -> list[int]:
+    """Lines of ``source`` that compare a mode's name (``model.mode``, ``mode.name``,
+    ``mode_name``) with a string or a collection of strings: code must ask the mode's record
+    (``modes.Mode``) instead, so that a mode package's mode runs the same code."""
+    def literal(node: ast.expr) -> bool:
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str)
+        return isinstance(node, ast.Tuple | ast.List | ast.Set) and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(ast.unparse(o).endswith(("model.mode", "mode.name", "mode_name"))
+                   for o in operands) and any(literal(o) for o in operands):
+                found.append(node.lineno)
+    return found
+
+
+def test_no_module_compares_a_mode_name() -> None:
+    found = {str(path.relative_to(PACKAGE)): lines for path in sorted(PACKAGE.rglob("*.py"))
+             if (lines := mode_name_comparisons(path.read_text()))}
+    assert found == {}
+    # the negative controls
+    assert mode_name_comparisons('if config.model.mode == "bbhnet":\n    pass\n') == [1]
+    assert mode_name_comparisons('x = run.mode.name in ("e2e", "deepclean")\n') == [1]
+    assert mode_name_comparisons("x = config.mode.triggers == True\n") == []

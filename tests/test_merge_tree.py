@@ -61,23 +61,23 @@ def _config(tmp_path: Path, overrides: list[str]):
 def test_shards_own_every_value_once_inside_their_interval(tmp_path: Path, mode: str,
                                                            starts: list[int]) -> None:
     config = _config(tmp_path, [*SHARD_OVERRIDES, f'model.mode="{mode}"'])
-    stretches = make_stretches(config, SEGMENTS)
+    stretches = make_stretches(config.geometry, SEGMENTS)
     shares = client_shares(config, stretches)
     shards = shard_merges(config, stretches, shares)
     assert [c.gps_start - START for c in shards] == starts
     rate, dx = config.data.sample_rate, config.stride_seconds
     for stretch in stretches:
-        kept = stretch.kept_windows(config)
+        kept = stretch.kept_windows(config.geometry)
         statistic, noise = [], []
         for c in shards:
             for e in shard_extents(config, stretches, c.gps_start, c.gps_end):
                 if e.stretch != stretch:
                     continue
                 a, b = e.statistic_rows
-                times = output_x0(config, stretch, "statistic") + np.arange(a, b) * dx
+                times = output_x0(config.geometry, stretch, "statistic") + np.arange(a, b) * dx
                 assert np.all((times >= c.gps_start) & (times < c.gps_end))
                 a, b = e.noise_samples
-                times = output_x0(config, stretch, "noise") + np.arange(a, b) / rate
+                times = output_x0(config.geometry, stretch, "noise") + np.arange(a, b) / rate
                 assert np.all((times >= c.gps_start) & (times < c.gps_end))
                 statistic.append(e.statistic_rows)
                 noise.append(e.noise_samples)
@@ -91,7 +91,7 @@ def test_shards_own_every_value_once_inside_their_interval(tmp_path: Path, mode:
 
 def test_a_shard_reads_the_clients_of_its_interval_and_its_padding_only(tmp_path: Path) -> None:
     config = _config(tmp_path, SHARD_OVERRIDES)
-    stretches = make_stretches(config, SEGMENTS)
+    stretches = make_stretches(config.geometry, SEGMENTS)
     shares = client_shares(config, stretches)
     shards = shard_merges(config, stretches, shares)
     # the band-pass reads the 64 s blocks holding a shard's samples and 16 s more: with 64 s of
@@ -109,7 +109,7 @@ def test_a_shard_reads_the_clients_of_its_interval_and_its_padding_only(tmp_path
 def test_bbhnet_shards_read_only_the_clustering_reach(tmp_path: Path) -> None:
     config = _config(tmp_path, ['model.mode="bbhnet"', "merge.shard_seconds=16",
                                 "layout.clients_per_server=4", "bbhnet.cluster_seconds=1"])
-    stretches = make_stretches(config, SEGMENTS)
+    stretches = make_stretches(config.geometry, SEGMENTS)
     shards = shard_merges(config, stretches, client_shares(config, stretches))
     first = shard_extents(config, stretches, shards[0].gps_start, shards[0].gps_end)[0]
     # half a second of windows at 4 Hz beyond the owned rows, not the DeepClean padding
@@ -130,7 +130,7 @@ def test_a_stretch_of_more_shards_than_the_index_holds_is_refused(tmp_path: Path
     # 64 s in shards of 1 s would be fine; a day in shards of 16 s is 5,400 of them
     config = _config(tmp_path, ['model.mode="classifier"', "merge.shard_seconds=16",
                                 "data.duration=86400", "layout.clients_per_server=1"])
-    stretches = make_stretches(config, [(START, START + 86400)])
+    stretches = make_stretches(config.geometry, [(START, START + 86400)])
     with pytest.raises(ConfigError, match="spans 5401 shards .* at least 44"):
         shard_merges(config, stretches, client_shares(config, stretches))
 
@@ -139,7 +139,7 @@ def test_shard_merges_are_a_dag_category_with_their_own_maxjobs(tmp_path: Path) 
     from offline_iaas.workflow.dag import dag_text
 
     config = _config(tmp_path, [*SHARD_OVERRIDES, "workflow.max_parallel_merges=2"])
-    stretches = make_stretches(config, SEGMENTS)
+    stretches = make_stretches(config.geometry, SEGMENTS)
     shares = client_shares(config, stretches)
     shards = shard_merges(config, stretches, shares)
     dag = parse_dag(dag_text(["server0", "server1"], shares, 2, 0,

@@ -35,7 +35,7 @@ def check_tiling(config, stretches, shares) -> None:
             assert piece.gps_start == stretch.gps_start + piece.first_window * step
             assert piece.gps_end == stretch.gps_start + piece.output_stop * step
             expected = piece.output_stop
-        assert expected == stretch.windows(config)
+        assert expected == stretch.windows(config.geometry)
 
 
 @pytest.mark.parametrize(("servers", "per_server"), [(1, 1), (2, 2), (3, 2), (1, 7)])
@@ -66,7 +66,7 @@ def test_segments_tile_the_span_with_warmups(
 def test_no_piece_spans_a_gap_and_shares_stay_balanced(small_config_file: Path) -> None:
     config = load_config(small_config_file, ["layout.servers=2", "layout.clients_per_server=2"])
     start = config.data.start
-    stretches = make_stretches(config, [(start, start + 20), (start + 24, start + 41.5),
+    stretches = make_stretches(config.geometry, [(start, start + 20), (start + 24, start + 41.5),
                                         (start + 50, start + 64)])
     shares = client_shares(config, stretches)
     check_tiling(config, stretches, shares)
@@ -82,7 +82,7 @@ def test_no_piece_spans_a_gap_and_shares_stay_balanced(small_config_file: Path) 
 def test_too_little_data_for_the_layout(small_config_file: Path) -> None:
     config = load_config(small_config_file, ["layout.clients_per_server=4"])
     start = config.data.start
-    stretches = make_stretches(config, [(start, start + 1.5)])  # 6 windows, 3 of warm-up
+    stretches = make_stretches(config.geometry, [(start, start + 1.5)])  # 6 windows, 3 of warm-up
     with pytest.raises(ConfigError, match="holds 3 windows, fewer than the 4"):
         client_shares(config, stretches)
 
@@ -90,7 +90,7 @@ def test_too_little_data_for_the_layout(small_config_file: Path) -> None:
 def test_stretch_bounds_must_be_on_the_stride_grid(small_config_file: Path) -> None:
     config = load_config(small_config_file)
     with pytest.raises(ValueError, match="stride grid"):
-        make_stretches(config, [(config.data.start + 0.1, config.data.start + 8)])
+        make_stretches(config.geometry, [(config.data.start + 0.1, config.data.start + 8)])
 
 
 def test_warmup_covers_one_kernel(small_config_file: Path) -> None:
@@ -106,4 +106,4 @@ def test_request_sizes_and_window_times(small_config_file: Path) -> None:
     assert request_sizes(16, 8) == [8, 8]
     assert request_sizes(3, 8) == [3]
     config = load_config(small_config_file)
-    assert window_gps(config, whole_span(config)[0], 0) == config.data.start + 0.25
+    assert window_gps(config.geometry, whole_span(config)[0], 0) == config.data.start + 0.25

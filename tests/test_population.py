@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offline_iaas.config import SynthConfig, config_from_dict, load_config
+from offline_iaas.config import config_from_dict, load_config
+from offline_iaas.config_sections import SynthConfig
 from offline_iaas.data.synth import asd_path, design_asd, write_synthetic_dataset
 from offline_iaas.search.injection_file import InjectionSet, write_injection_set
 from offline_iaas.search.injection_list import read_campaign_injections

@@ -176,7 +176,8 @@ def make_fixture_run(root: Path, mode: str = "e2e") -> Path:
                             config.stride_samples),
         sequence_slots=8, outputs=config.mode.outputs, time_slides=(0, 0), whitening="fixed",
         versions={"bbhnet": 3, "deepclean": 2}, networks={}), repo / "manifest.json")
-    shares = client_shares(config, make_stretches(config, STRETCHES), sequence_base=1 << 20)
+    shares = client_shares(config, make_stretches(config.geometry, STRETCHES),
+                           sequence_base=1 << 20)
     for share in shares:
         write_client_job(RunDir(run_dir), share)
     records.write(RunInfo(
@@ -202,7 +203,7 @@ def test_gaps_are_the_span_outside_the_stretches() -> None:
 
 def test_coverage_colours_each_clients_pieces_by_its_server(tmp_path: Path) -> None:
     config = fixture_config(tmp_path)
-    shares = client_shares(config, make_stretches(config, STRETCHES), sequence_base=0)
+    shares = client_shares(config, make_stretches(config.geometry, STRETCHES), sequence_base=0)
     cov = coverage((START, START + 256), shares)
     assert cov.stretches == STRETCHES  # taken from the pieces when not given
     assert cov.gaps == [(START + 96, START + 128), (START + 192, START + 256)]

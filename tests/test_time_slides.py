@@ -208,11 +208,11 @@ def test_slides_add_history_to_pieces_not_warm_up_to_stretches(tmp_path: Path) -
                            [*base, "bbhnet.slides=5", "bbhnet.slide_seconds=0.5"])
         assert slid.stretch_warmup_windows == plain  # the zero lag starts where it did
         assert slid.warmup_windows == plain + 10  # a piece inside a stretch streams more
-        formed = slides_formed(slid, 0, 12)
+        formed = slides_formed(slid.geometry, 0, 12)
         assert [int(np.argmax(formed[:, k])) for k in range(5)] == [2, 4, 6, 8, 10]
         assert formed[10:].all() and not formed[:2].any()
-        assert (first_formed_window(slid, 3) == 6
-                and slides_formed(slid, 6, 1)[0].tolist() == [True] * 3 + [False] * 2)
+        assert (first_formed_window(slid.geometry, 3) == 6
+                and slides_formed(slid.geometry, 6, 1)[0].tolist() == [True] * 3 + [False] * 2)
 
 
 def test_the_ensemble_layout_refuses_time_slides(tmp_path: Path) -> None:

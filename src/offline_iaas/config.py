@@ -1,8 +1,8 @@
 """Campaign configuration: one TOML file, validated on load.
 
-Each section of the file is a dataclass below; every field is a key of that section. Unknown
-sections or keys, wrong types and impossible values raise ``ConfigError`` naming the key and
-the file. Relative paths are taken relative to the directory of the config file.
+Each section of the file is a dataclass of ``config_sections.py``; every field is a key of
+that section. Unknown sections or keys, wrong types and impossible values raise ``ConfigError``
+naming the key and the file. Relative paths are taken relative to the directory of the config file.
 
 Overrides (``--set section.key=value``) are applied before validation; the value is parsed as
 TOML (``4``, ``1.5``, ``"x"``, ``["a", "b"]``), falling back to a plain string.
@@ -16,7 +16,7 @@ import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from offline_iaas.config_checks import (
     apply_overrides,
@@ -26,287 +26,23 @@ from offline_iaas.config_checks import (
     plain_value,
     toml_value,
 )
+from offline_iaas.config_sections import (
+    BBHnetConfig,
+    ClientConfig,
+    DataConfig,
+    DeepCleanConfig,
+    LayoutConfig,
+    MergeConfig,
+    ModelConfig,
+    ServerConfig,
+    SiteConfig,
+    SynthConfig,
+    WorkflowConfig,
+)
 from offline_iaas.errors import ConfigError
-from offline_iaas.modes import MODES, Mode, Outputs
-
-
-@dataclass(frozen=True)
-class DataConfig:
-    """Where the frames are and what to read from them."""
-
-    channels: tuple[str, ...]
-    """Strain channels, one per interferometer (``H1:...``, ``L1:...``), in model input order."""
-    start: float
-    """GPS start of the analysis span."""
-    duration: float
-    """Length of the analysis span in seconds."""
-    sample_rate: float
-    """Model sample rate in Hz; every channel is resampled to it."""
-    frames: Path | None = None
-    """A directory of ``.gwf`` files, or a LAL/FFL cache file listing them."""
-    datafind_server: str = ""
-    """URL of a gwdatafind server to discover frames from (instead of ``frames``)."""
-    frametypes: tuple[str, ...] = ()
-    """Frame types to ask the datafind server for, one per observatory (``H1_HOFT_C00``)."""
-    segments: Path | None = None
-    """Optional science-segment file (``start end`` per line, or LIGO_LW XML)."""
-    witnesses: tuple[str, ...] = ()
-    """Witness channels of DeepClean (modes ``deepclean`` and ``e2e``), each ``IFO:NAME``; the
-    DeepClean of an interferometer takes that interferometer's witnesses in this order."""
-    on_bad_file: str = "fail"
-    """A frame file the frame library cannot read (truncated, corrupt, or lying about its
-    span): ``fail`` stops the node that meets it with the file named (exit code 3); ``gap``
-    makes the file's span a gap, as if the file were missing: streams end before it and
-    start again after it, the rest is processed, and the output's provenance lists it. Not
-    in the config hash: a part finished under one choice is valid under the other."""
-
-
-@dataclass(frozen=True)
-class SynthConfig:
-    """Parameters of ``offline-iaas synth`` (the synthetic dataset)."""
-
-    description: str = "SYNTH"
-    file_duration: float = 64.0
-    frame_sample_rate: float = 2048.0
-    witness_sample_rate: float = 0.0
-    """Sample rate (Hz) of the witness channels; 0 means ``frame_sample_rate``."""
-    witnesses: int = 2
-    witness_coupling: float = 0.5
-    line_frequency: float = 60.0
-    injections: int = 4
-    """Binaries drawn from the population below and injected, spread evenly over the span
-    (``data/synth.py``); ignored with ``injection_file``."""
-    seed: int = 1234
-    noise_drift: float = 1.0
-    """The detector noise's amplitude at the end of the span over that at its start, growing
-    linearly in time (1: stationary); signals and witnesses are not scaled."""
-    approximant: str = "IMRPhenomD"
-    """lalsimulation approximant of the injections (any name lalsimulation generates in the
-    time or frequency domain: ``IMRPhenomD``, ``IMRPhenomXPHM``, ``SEOBNRv4_ROM``, ...)."""
-    f_lower_hz: float = 20.0
-    """The waveforms start at this frequency (also their reference frequency), and the
-    recorded SNRs integrate from it."""
-    mass_min_msun: float = 20.0
-    mass_max_msun: float = 50.0
-    """Source-frame component masses are uniform in ``[mass_min_msun, mass_max_msun]`` (heavy
-    binaries: most of their SNR lies in BBHnet's last second, and from 20 Hz they last at
-    most ~5 s)."""
-    spin_max: float = 0.5
-    """Aligned spins uniform in ``[-spin_max, spin_max]``."""
-    redshift_max: float = 3.0
-    """Redshifts uniform in comoving volume and source-frame time up to this (Planck18).
-    Beyond the horizon of the default population in the demo's network: its loudest binary
-    (50 + 50 Msun, aligned spins 0.5, face-on, overhead two aLIGO design detectors) reaches
-    network SNR 8 at z = 2.79 (``population.horizon_redshift``, IMRPhenomD from 20 Hz at
-    1024 Hz; 1.95 for one detector), so no findable binary lies beyond z_max and VT is the
-    search's, not the drawn volume's (``tests/test_population.py``). At 0.4, injections at
-    z = 0.38 were still found at SNR 13-24."""
-    network_snr_min: float = 4.0
-    """Binaries drawn below this optimal network SNR are not injected but count as missed:
-    ``synth`` draws until ``injections`` pass and records how many it drew (``drawn``), and
-    VT divides by the draws (``sensitivity.py``). Far beyond the horizon most draws are
-    hopeless (at z_max 3 about 70 % of the default population is below 4). 4 is well below
-    what a search finds: the demo's quietest found injection had SNR 6.3, and the merge warns
-    when one is found below 1.25 x the cut (``sensitivity.cut_bound``); 0 injects all."""
-    injection_file: Path | None = None
-    """An injection set to inject instead of drawing the population: HDF5 (``.h5``,
-    ``.hdf5``: ``search/injection_file.py``) or LIGO_LW ``sim_inspiral`` (``.xml``,
-    ``.xml.gz``); rows outside the span are left out."""
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """The exported ensemble and how clients feed it."""
-
-    repository: Path
-    """Triton model repository written by ``offline-iaas export``."""
-    mode: str = "classifier"
-    """What the campaign runs: ``classifier`` (a small seeded CNN, for plumbing and
-    benchmarks), ``deepclean`` (noise regression per interferometer), ``bbhnet`` (the BBH
-    search on the strain) or ``e2e`` (BBHnet on DeepClean-cleaned strain, one ensemble)."""
-    name: str = "offline-iaas"
-    """Name of the ensemble model that clients call."""
-    kernel_seconds: float = 1.0
-    """Length of one input window."""
-    inference_rate: float = 4.0
-    """Windows per second of data (Hz); the stride is ``1 / inference_rate``."""
-    batch_size: int = 32
-    """Windows per request; a request carries ``batch_size * stride`` new samples per channel."""
-    input_scale: float = 1e21
-    """Factor baked into the network's input (strain is ~1e-21)."""
-    seed: int = 0
-    """Seed for the network's initial weights when no weight file is given."""
-    streamed: bool | Literal["auto"] = "auto"
-    """Networks streamed layer by layer: true, false or ``auto`` (``network_streaming.py``)."""
-
-
-@dataclass(frozen=True)
-class DeepCleanConfig:
-    """The merge's post-processing of DeepClean's averaged prediction (modes deepclean, e2e)."""
-
-    band_low_hz: float = 55.0
-    band_high_hz: float = 65.0
-    """Band of the zero-phase Butterworth band-pass applied to the prediction before it is
-    subtracted (the band the network was trained on)."""
-    filter_order: int = 8
-    frame_seconds: float = 64.0
-    """Length of each GWF file of cleaned strain."""
-    asd_fftlength: float = 4.0
-    """FFT length (s) of the cleaned/raw ASD ratio the merge reports."""
-    guard_hz: float = 2.0
-    """The reported "outside the band" starts this far beyond the band's edges (the
-    coupling's side bands and the band-pass's roll-off reach past them)."""
-    channel_suffix: str = "DC"
-    """The cleaned strain's channel is ``<strain>_<suffix>`` (``H1:GDS-CALIB_STRAIN_DC``)."""
-    frame_type: str = "HOFT_DC"
-    """GWF files are ``<O>-<IFO>_<frame_type>-<GPS>-<DUR>.gwf``; their frame type (what a
-    datafind server publishes them under) is ``<IFO>_<frame_type>``."""
-    gate: str = "flag"
-    """A frame the gate fails is listed in the flagged segments (``flag``), and with
-    ``replace`` its channel holds the raw strain instead of the cleaned."""
-    gate_tolerance: float = 0.05
-    """Largest rise of the cleaned/raw ASD outside the band (beyond ``guard_hz``) a frame may
-    show (fraction: 0.05 is 5 %)."""
-    gate_line_ratio: float = 1.0
-    """The cleaned/raw ASD at the band's line must fall below this (1: lowered at all)."""
-    canary: bool = False
-    """Serve a canary DeepClean per detector beside the production one, on the same windows
-    (``export --canary-weights``): output ``noise_canary``, channel
-    ``<strain>_<suffix>_CANARY``."""
-
-
-@dataclass(frozen=True)
-class BBHnetConfig:
-    """The merge's post-processing of BBHnet's statistic (modes bbhnet, e2e)."""
-
-    cluster_seconds: float = 1.0
-    """A trigger is a statistic value that is the largest within +-cluster_seconds / 2."""
-    injections: Path | None = None
-    """JSON of injections (``synth.json`` of ``offline-iaas synth``, or a list of
-    ``{"gps_time": ..., "network_snr": ...}``) for the found/missed table."""
-    found_seconds: float = 1.0
-    """An injection is found by a trigger within this many seconds of its time ..."""
-    exclusion_seconds: float = 4.0
-    """... whose statistic beats every trigger farther than this from all injections."""
-    slides: int = 0
-    """Background time slides formed on the server from the one stream (0: none). With ``N``,
-    BBHnet also runs on every window with the second detector's strain taken ``Δ, 2Δ, ... NΔ``
-    earlier (``slide_seconds``) where both windows lie inside the stretch (slide ``k`` from
-    ``kΔ`` after the zero lag's first window, which slides do not move); the merge turns
-    those background statistics into a false-alarm rate for each trigger."""
-    slide_seconds: float = 1.0
-    """``Δ``, the step between time slides (a whole number of strides)."""
-    ifar_threshold_years: float = 1.0
-    """With time slides, an injection is found by a trigger within ``found_seconds`` whose
-    inverse false-alarm rate is at least this."""
-    inject: bool = False
-    """Add ``injections`` to the strain read, as a foreground stream beside the clean one."""
-    whitening: str = "fixed"
-    """``fixed``: the FIR baked into BBHnet's graph (from its training background's PSD)
-    whitens every window. ``rolling``: the served model whitens each window with a PSD
-    estimated from the ``psd_seconds`` of the same stream before it, and the graph's FIR is
-    replaced by the identity (BBHnet weights as a state_dict)."""
-    psd_seconds: float = 16.0
-    """Rolling whitening: data before each window its PSD is estimated from."""
-    psd_fftlength: float = 2.0
-    """Rolling whitening: Welch's Hann-windowed segments (s), half overlapping, averaged."""
-    whitening_crop_seconds: float = 0.25
-    """Rolling whitening drops this much from the whitened window, half from each end (where
-    the Tukey taper and the FFT's wrap-around are): BBHnet sees ``K`` less this, as after a
-    fixed FIR of this length."""
-
-
-@dataclass(frozen=True)
-class LayoutConfig:
-    """How the campaign is split: ``servers * clients_per_server`` client shares."""
-
-    servers: int = 1
-    clients_per_server: int = 1
-    rebalance: bool = True
-    """A client that has not streamed yet starts on the least loaded live server instead of
-    its own (``client/balance.py``; needs a shared filesystem)."""
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """The inference server nodes."""
-
-    runtime: str = "native"
-    """``native``: the tritonserver on PATH, else the one in the nvidia-pytriton wheel;
-    ``apptainer`` or ``singularity``: tritonserver from ``server.image`` in a container."""
-    image: str = ""
-    """Triton container image (SIF file, sandbox directory, CVMFS path or ``docker://`` URI)."""
-    gpus: int = 0
-    """GPUs per server (``request_gpus``); 0 runs Triton on CPU."""
-    gpu_capability: float = 0.0
-    """Minimum CUDA compute capability (``gpus_minimum_capability``); 0 means any."""
-    gpu_memory_mb: int = 0
-    """Minimum GPU memory in MB (``gpus_minimum_memory``); 0 means any."""
-    cpus: int = 0
-    """CPU cores per server (``request_cpus``); 0 means ``instances + 1``."""
-    memory: str = "4GB"
-    """Memory per server (``request_memory``), with its unit: ``8GB``, ``512MB``."""
-    disk: str = "4GB"
-    """Scratch disk per server (``request_disk``), with its unit."""
-    instances: int = 1
-    """Instances of the served model per server (one onnxruntime thread each on CPU). A
-    client's sequence lives on one instance: keep ``clients_per_server >= instances``."""
-    bind: str = ""
-    """Address the server listens on; empty: the site profile's (``127.0.0.1`` for ``local``,
-    ``0.0.0.0`` on a cluster, where clients run on other machines). ``make-dag`` writes the
-    resolved address into the run's config."""
-    ready_timeout_seconds: float = 180.0
-    sequence_idle_seconds: float = 60.0
-    """Triton's ``max_sequence_idle_microseconds``, in seconds."""
-    exit_timeout_seconds: float = 5.0
-    monitor_seconds: float = 5.0
-    """Triton's inference statistics are polled this often into ``RUN/monitor/<server>.csv``
-    (0: not at all)."""
-
-
-@dataclass(frozen=True)
-class ClientConfig:
-    """The client nodes."""
-
-    in_flight: int = 8
-    """Requests in flight on the stream."""
-    server_wait_seconds: float = 300.0
-    """How long a client waits for its server's address file."""
-    request_timeout_seconds: float = 120.0
-    """How long a client waits for the next response before failing."""
-    read_seconds: float = 64.0
-    """Data read from frames at a time (bounds the client's memory)."""
-    checkpoint_requests: int = 16
-    """Requests' worth of responses saved per checkpoint (where a retry resumes)."""
-    connect_timeout_seconds: float = 10.0
-    """Deadline of one connection attempt (liveness and model checks)."""
-    max_reconnects: int = 5
-    """Reconnections after a stream failure before the client gives up (and the DAG retries)."""
-    failover_seconds: float = 600.0
-    """How long a client waits for its assigned server (not published yet, not answering, or
-    broken under it) before it continues on another live server of the campaign; 0: never."""
-
-
-@dataclass(frozen=True)
-class WorkflowConfig:
-    """The DAG and its local executor."""
-
-    retries: int = 2
-    """DAGMan ``RETRY`` count of each client node."""
-    max_parallel_clients: int = 0
-    """Client nodes run at once (DAGMan ``MAXJOBS``); 0 means all."""
-    max_parallel_merges: int = 0
-    """Shard merge nodes run at once (``MAXJOBS`` of their category); 0 means all."""
-
-
-@dataclass(frozen=True)
-class MergeConfig:
-    """The merge: one node, or shard merges under an index (``merge/tree.py``)."""
-
-    shard_seconds: float = 4096.0
-    """Each shard merge writes the outputs of this much GPS time, the shards aligned to its
-    multiples (a multiple of ``deepclean.frame_seconds``); 0: one merge node writes all."""
-
+from offline_iaas.geometry import StreamGeometry
+from offline_iaas.mode_packages import find_mode
+from offline_iaas.modes import Mode, Outputs
 
 OUTPUT_SECTIONS: tuple[str, ...] = ("data", "model", "layout", "synth", "deepclean", "bbhnet")
 """The sections the campaign's output depends on: the data, the networks and their windows,
@@ -334,29 +70,6 @@ MERGE_SECTIONS: tuple[str, ...] = ("merge",)
 """Whole sections only the merge reads (the merge tree): in ``merge_hash`` only."""
 
 
-@dataclass(frozen=True)
-class SiteConfig:
-    """Where the DAG runs: shapes the submit files (see ``workflow/profiles.py``)."""
-
-    profile: str = "local"
-    """``local`` (run-local), ``ldg`` (LIGO Data Grid), ``osg`` (OSPool/IGWN pool), ``hepcloud``."""
-    accounting_group: str = ""
-    """IGWN accounting tag (``ligo.prod.o3.detchar.nonlin_coup.deepclean``); required on ``ldg``."""
-    accounting_group_user: str = ""
-    """The person a shared account's jobs are accounted to (``albert.einstein``)."""
-    filesystem: str = ""
-    """``shared`` or ``transfer`` (HTCondor file transfer); empty: the profile's default."""
-    client_image: str = ""
-    """Container image of the client and merge jobs (has offline-iaas); required with transfer."""
-    image_executable: str = "/opt/offline-iaas/bin/offline-iaas"
-    """Path of the offline-iaas command inside the images."""
-    client_memory: str = "2GB"
-    client_disk: str = "2GB"
-    merge_memory: str = "4GB"
-    merge_disk: str = "4GB"
-    oauth_permissions: str = "gwdatafind.read"
-    """Token scopes (``igwn_oauth_permissions``) asked for when frames come from datafind."""
-
 
 @dataclass(frozen=True)
 class CampaignConfig:
@@ -377,6 +90,14 @@ class CampaignConfig:
     """The file it was loaded from (not a TOML key)."""
 
     # ---- derived quantities, in samples at the model rate -----------------------------
+    @property
+    def geometry(self) -> StreamGeometry:
+        """The streams' window arithmetic alone (``geometry.py``), for code that reads no more."""
+        return StreamGeometry(
+            self.data.start, self.data.sample_rate, self.kernel_samples, self.stride_samples,
+            self.stretch_warmup_windows, self.warmup_windows, self.slide_windows,
+            self.bbhnet.slides, self.averaging_delay_windows)
+
     @property
     def stride_samples(self) -> int:
         return round(self.data.sample_rate / self.model.inference_rate)
@@ -452,8 +173,8 @@ class CampaignConfig:
 
     @property
     def mode(self) -> Mode:
-        """The record of ``model.mode`` (``modes.py``)."""
-        return MODES[self.model.mode]
+        """The record of ``model.mode`` (``modes.py``, or its package's: ``mode_packages.py``)."""
+        return find_mode(self.model.mode)
 
     @property
     def outputs(self) -> Outputs:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from offline_iaas.config_numbers import check_finite, check_signs
 from offline_iaas.errors import ConfigError, NotStreamable
-from offline_iaas.modes import MODE_NAMES
+from offline_iaas.mode_packages import ENTRY_POINT_GROUP, find_mode, mode_names
 from offline_iaas.network_streaming import whole_window_reason
 
 if TYPE_CHECKING:
@@ -115,11 +115,6 @@ def check_config(c: CampaignConfig, path: Path) -> None:
         fail("server.runtime", f"must be one of {known}, got {c.server.runtime!r}")
     if c.server.runtime != "native" and not c.server.image:
         fail("server.image", f"must name the Triton image (server.runtime = {c.server.runtime!r})")
-    for key, value in (("server.gpus", c.server.gpus), ("server.cpus", c.server.cpus),
-                       ("server.gpu_memory_mb", c.server.gpu_memory_mb),
-                       ("server.gpu_capability", c.server.gpu_capability)):
-        if value < 0:
-            fail(key, f"must not be negative, got {value}")
     for key, value in (("server.memory", c.server.memory), ("server.disk", c.server.disk),
                        ("site.client_memory", c.site.client_memory),
                        ("site.client_disk", c.site.client_disk),
@@ -132,37 +127,21 @@ def check_config(c: CampaignConfig, path: Path) -> None:
     if c.site.filesystem not in ("", "shared", "transfer"):
         fail("site.filesystem", f"must be 'shared', 'transfer' or '' (the profile's), got "
              f"{c.site.filesystem!r}")
-    if c.server.monitor_seconds < 0:
-        fail("server.monitor_seconds", f"must not be negative, got {c.server.monitor_seconds}")
     if c.server.instances < 1:
         fail("server.instances", f"must be at least 1, got {c.server.instances}")
     if c.client.in_flight < 1:
         fail("client.in_flight", f"must be at least 1, got {c.client.in_flight}")
     if c.client.checkpoint_requests < 1:
         fail("client.checkpoint_requests", "must be at least 1")
-    if c.client.max_reconnects < 0:
-        fail("client.max_reconnects", "must not be negative")
     if c.client.failover_seconds < 0:
         fail("client.failover_seconds", f"must not be negative (0: never fail over), got "
              f"{c.client.failover_seconds}")
-    if c.client.read_seconds <= 0:
-        fail("client.read_seconds", "must be positive")
-    if c.workflow.retries < 0:
-        fail("workflow.retries", "must not be negative")
-    if c.workflow.max_parallel_clients < 0:
-        fail("workflow.max_parallel_clients", "must not be negative")
-    if c.workflow.max_parallel_merges < 0:
-        fail("workflow.max_parallel_merges", "must not be negative")
     if c.merge.shard_seconds < 0:
         fail("merge.shard_seconds", f"must not be negative (0: one merge), got "
              f"{c.merge.shard_seconds}")
     if abs(c.merge.shard_seconds - round(c.merge.shard_seconds)) > 1e-9:
         fail("merge.shard_seconds", f"must be a whole number of seconds, got "
              f"{c.merge.shard_seconds:g}")
-    if c.synth.file_duration <= 0:
-        fail("synth.file_duration", "must be positive")
-    if c.synth.noise_drift <= 0:
-        fail("synth.noise_drift", f"must be positive, got {c.synth.noise_drift}")
     _check_population(c, fail)
     _check_mode(c, fail)
     _check_streamed(c, fail)
@@ -273,8 +252,14 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
                        b.found_seconds), ("exclusion_seconds", b.exclusion_seconds)):
         if value <= 0:
             fail(f"bbhnet.{key}", f"must be positive, got {value}")
-    if c.model.mode not in MODE_NAMES:
-        fail("model.mode", f"must be one of {', '.join(MODE_NAMES)}, got {c.model.mode!r}")
+    try:
+        find_mode(c.model.mode)
+    except KeyError:
+        fail("model.mode", f"must be one of {', '.join(mode_names())}, got {c.model.mode!r} "
+             "(a mode from outside the project is a package installed in this Python, "
+             f"registered under the entry point group {ENTRY_POINT_GROUP})")
+    except ConfigError as err:
+        fail("model.mode", f"= {c.model.mode!r}: {err}")
     _check_time_shifts(c, fail)
     for ch in c.data.witnesses:
         if ":" not in ch:

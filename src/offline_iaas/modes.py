@@ -2,9 +2,11 @@
 and the trained network kinds users bring weights for, one record each.
 
 Code that behaves differently per mode asks the record (``CampaignConfig.mode``) instead of
-comparing mode names, so a new mode is one more record here (and its stages in
-``repository/pipeline.py``, its graphs in ``repository/networks.py``). Code that handles a
-network's weights asks its ``NetworkKind`` (``NETWORK_KINDS``), not its name. This module sits
+comparing mode names, so a new built-in mode is one more record here (and its stages in
+``repository/pipeline.py``, its graphs in ``repository/networks.py``); a mode from outside
+the project is a package registered under an entry point group (``mode_packages.py``). Code
+that handles a network's weights asks its ``NetworkKind`` (``NETWORK_KINDS``), not its name.
+This module sits
 at the package root beside ``config.py``, which needs it to derive the streamed channels and
 the warm-up, and below everything else.
 
@@ -66,6 +68,9 @@ class Mode:
     native_gpu
         The native gpu layout (``export --flavor gpu --ensemble``: onnxruntime-backend models,
         Triton implicit state) is written for it; the default gpu flavor serves every mode.
+    streamable
+        Its networks can be streamed layer by layer (``model.streamed``): the built-in modes'
+        (where the config allows); a mode package's are served on whole windows.
     """
 
     name: str
@@ -78,6 +83,7 @@ class Mode:
     triggers: bool = False
     needs_weights: bool = True
     native_gpu: bool = False
+    streamable: bool = True
 
     @property
     def searches_cleaned_strain(self) -> bool:

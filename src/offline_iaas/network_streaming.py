@@ -24,6 +24,9 @@ AUTO: Literal["auto"] = "auto"
 def whole_window_reason(config: CampaignConfig) -> tuple[str, str] | None:
     """The config key, and the reason, that keep the campaign's networks off the streamed
     graphs; None where the config allows streaming them."""
+    if not config.mode.streamable:
+        return ("model.mode", f"the mode package of {config.model.mode!r} is served on whole "
+                "windows")
     if config.rolling_whitening:
         return ("bbhnet.whitening", f"the {config.bbhnet.whitening!r} whitening (each window "
                 "whitened by its own PSD) is served on whole windows")

@@ -53,7 +53,7 @@ import numpy as np
 from igwn_segments import segment, segmentlist
 from scipy import signal
 
-from offline_iaas.config import BBHnetConfig, DeepCleanConfig
+from offline_iaas.config_sections import BBHnetConfig, DeepCleanConfig
 
 BLOCK_SECONDS = 64.0
 """Samples band-passed at a time (s)."""

@@ -33,6 +33,7 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
+from offline_iaas.geometry import StreamGeometry
 from offline_iaas.records import ClientShare, Piece
 
 
@@ -44,13 +45,13 @@ class Stretch:
     gps_start: float
     gps_end: float
 
-    def windows(self, config: CampaignConfig) -> int:
+    def windows(self, geometry: StreamGeometry) -> int:
         """Windows of a stream over the whole stretch (warm-up included)."""
-        samples = round((self.gps_end - self.gps_start) * config.data.sample_rate)
-        return samples // config.stride_samples
+        samples = round((self.gps_end - self.gps_start) * geometry.sample_rate)
+        return samples // geometry.stride_samples
 
-    def kept_windows(self, config: CampaignConfig) -> int:
-        return max(0, self.windows(config) - config.stretch_warmup_windows)
+    def kept_windows(self, geometry: StreamGeometry) -> int:
+        return max(0, self.windows(geometry) - geometry.stretch_warmup_windows)
 
 
 def server_name(index: int) -> str:
@@ -61,50 +62,50 @@ def client_name(index: int) -> str:
     return f"client{index}"
 
 
-def window_gps(config: CampaignConfig, stretch: Stretch, window: int) -> float:
+def window_gps(geometry: StreamGeometry, stretch: Stretch, window: int) -> float:
     """GPS time stamped on a window of a stretch: the end of the window."""
-    return stretch.gps_start + (window + 1) * config.stride_seconds
+    return stretch.gps_start + (window + 1) * geometry.stride_seconds
 
 
-def output_x0(config: CampaignConfig, stretch: Stretch, output: str) -> float:
+def output_x0(geometry: StreamGeometry, stretch: Stretch, output: str) -> float:
     """GPS of the first value of an output over a stretch.
 
     The statistic is stamped at the end of its window; the averaged prediction (``noise``)
     at the start of its sample. Both lag the row that carries them by the averaging delay.
     """
-    first_row = config.stretch_warmup_windows - config.averaging_delay_windows
+    first_row = geometry.stretch_warmup_windows - geometry.averaging_delay_windows
     if output == "statistic":
-        return window_gps(config, stretch, first_row)
-    return stretch.gps_start + first_row * config.stride_seconds
+        return window_gps(geometry, stretch, first_row)
+    return stretch.gps_start + first_row * geometry.stride_seconds
 
 
-def first_formed_window(config: CampaignConfig, shift: int) -> int:
+def first_formed_window(geometry: StreamGeometry, shift: int) -> int:
     """Kept-window index (0: a stretch's first kept window) of the first window where slide
     ``shift`` (``1 .. N``) is formed: the second detector's window ``shift * Δ`` earlier is
     then the stretch's first kept window."""
-    return shift * config.slide_windows
+    return shift * geometry.slide_windows
 
 
-def slides_formed(config: CampaignConfig, kept_offset: int, count: int) -> np.ndarray:
+def slides_formed(geometry: StreamGeometry, kept_offset: int, count: int) -> np.ndarray:
     """Which slides are formed at ``count`` kept windows of a stretch from kept window
     ``kept_offset``: ``[count, N]``, column ``k - 1`` true where both windows of slide ``k``
     are kept windows of the stretch. The ``slides`` output holds NaN where it is false."""
-    slides = np.arange(1, config.bbhnet.slides + 1)
+    slides = np.arange(1, geometry.slides + 1)
     kept = np.arange(kept_offset, kept_offset + count)[:, None]
-    return kept >= np.array([first_formed_window(config, int(k)) for k in slides])[None, :]
+    return kept >= np.array([first_formed_window(geometry, int(k)) for k in slides])[None, :]
 
 
-def statistic_spans(config: CampaignConfig, stretches: Sequence[Stretch]
+def statistic_spans(geometry: StreamGeometry, stretches: Sequence[Stretch]
                     ) -> list[tuple[float, float]]:
     """Per stretch with windows, the GPS span its statistic covers (from the first kept
     window's end less one stride to the last one's end): the analysed time, where injections
     count."""
-    dx = config.stride_seconds
+    dx = geometry.stride_seconds
     spans = []
     for stretch in stretches:
-        kept = stretch.kept_windows(config)
+        kept = stretch.kept_windows(geometry)
         if kept:
-            x0 = output_x0(config, stretch, "statistic")
+            x0 = output_x0(geometry, stretch, "statistic")
             spans.append((x0 - dx, x0 + (kept - 1) * dx))
     return spans
 
@@ -124,13 +125,14 @@ def whole_span(config: CampaignConfig) -> list[Stretch]:
     return [Stretch(0, config.data.start, end)]
 
 
-def make_stretches(config: CampaignConfig, bounds: list[tuple[float, float]]) -> list[Stretch]:
+def make_stretches(geometry: StreamGeometry, bounds: list[tuple[float, float]]
+                   ) -> list[Stretch]:
     """Number ``(gps_start, gps_end)`` bounds, checking they lie on the stride grid."""
-    step = config.stride_seconds
+    step = geometry.stride_seconds
     stretches = []
     for start, end in bounds:
         for gps in (start, end):
-            offset = (gps - config.data.start) / step
+            offset = (gps - geometry.grid_gps_start) / step
             if abs(offset - round(offset)) > 1e-6:
                 raise ValueError(f"stretch bound {gps} is not on the stride grid")
         stretches.append(Stretch(len(stretches), float(start), float(end)))
@@ -161,7 +163,7 @@ def client_shares(
     stretches = whole_span(config) if stretches is None else stretches
     per_server = config.layout.clients_per_server
     count = config.layout.servers * per_server
-    kept = [s.kept_windows(config) for s in stretches]
+    kept = [s.kept_windows(config.geometry) for s in stretches]
     total = sum(kept)
     if total < count:
         raise ConfigError(
@@ -208,7 +210,7 @@ def client_shares(
     return shares
 
 
-def sub_pieces(config: CampaignConfig, piece: Piece, effective: Sequence[Stretch]
+def sub_pieces(geometry: StreamGeometry, piece: Piece, effective: Sequence[Stretch]
                ) -> list[Piece]:
     """The streams of a piece once its stretch is cut by gaps (``data.on_bad_file = "gap"``).
 
@@ -218,15 +220,15 @@ def sub_pieces(config: CampaignConfig, piece: Piece, effective: Sequence[Stretch
     part's bounds. Windows keep the piece's stretch's numbering, so a stream's rows are the
     piece's rows. With the stretch whole, the piece itself.
     """
-    step = config.stride_seconds
-    warmup, history = config.stretch_warmup_windows, config.warmup_windows
+    step = geometry.stride_seconds
+    warmup, history = geometry.stretch_warmup_windows, geometry.warmup_windows
     found = []
     for part in effective:
         if part.gps_end <= piece.stretch_gps_start or part.gps_start >= piece.stretch_gps_end:
             continue
         offset = round((part.gps_start - piece.stretch_gps_start) / step)
         a = max(piece.output_start, offset + warmup)
-        b = min(piece.output_stop, offset + part.windows(config))
+        b = min(piece.output_stop, offset + part.windows(geometry))
         if b <= a:
             continue
         first = max(offset, a - history)
@@ -239,10 +241,10 @@ def sub_pieces(config: CampaignConfig, piece: Piece, effective: Sequence[Stretch
     return found
 
 
-def part_offset(config: CampaignConfig, piece: Piece) -> int:
+def part_offset(geometry: StreamGeometry, piece: Piece) -> int:
     """Windows from the start of a piece's planned stretch to the start of the part of it
     (``sub_pieces``) the piece streams in."""
-    return round((piece.stretch_gps_start - piece.gps_start) / config.stride_seconds
+    return round((piece.stretch_gps_start - piece.gps_start) / geometry.stride_seconds
                  + piece.first_window)
 
 
@@ -257,7 +259,7 @@ FOREGROUND_SEQUENCE_BASE = 1 << 62
 ``2**51``, ``workflow/make_dag.py``), below Triton's ``2**63``."""
 
 
-def foreground_pieces(config: CampaignConfig, stretch: Stretch, gps_times: Sequence[float],
+def foreground_pieces(geometry: StreamGeometry, stretch: Stretch, gps_times: Sequence[float],
                       reach_seconds: float) -> list[Piece]:
     """The foreground streams of a stretch (``bbhnet.inject``): for each injection time, the
     kept windows whose statistic lies within ``reach_seconds`` of it (where it is found), those
@@ -266,11 +268,11 @@ def foreground_pieces(config: CampaignConfig, stretch: Stretch, gps_times: Seque
     statistic equals the uninterrupted stream's there. The foreground keeps the zero lag only,
     so unlike a background piece (``client_shares``) it streams no slide history. Sequence IDs
     0: the caller numbers them."""
-    step = config.stride_seconds
-    warmup = history = config.stretch_warmup_windows
-    windows = stretch.windows(config)
+    step = geometry.stride_seconds
+    warmup = history = geometry.stretch_warmup_windows
+    windows = stretch.windows(geometry)
     # row r's statistic is stamped at the end of window r - averaging delay (output_x0)
-    first_end = stretch.gps_start + (1 - config.averaging_delay_windows) * step
+    first_end = stretch.gps_start + (1 - geometry.averaging_delay_windows) * step
     spans: list[list[int]] = []
     for gps in sorted(gps_times):
         a = max(warmup, int(np.ceil((gps - reach_seconds - first_end) / step - 1e-9)))
@@ -292,15 +294,15 @@ def foreground_pieces(config: CampaignConfig, stretch: Stretch, gps_times: Seque
     return pieces
 
 
-def foreground_windows(config: CampaignConfig, stretches: Sequence[Stretch],
+def foreground_windows(geometry: StreamGeometry, stretches: Sequence[Stretch],
                        gps_times: Sequence[float], reach_seconds: float) -> int:
     """Windows the foreground streams (``foreground_pieces``' warm-up and found windows,
     merged) over ``stretches`` for the injections at ``gps_times``."""
     return sum(p.windows for s in stretches
-               for p in foreground_pieces(config, s, gps_times, reach_seconds))
+               for p in foreground_pieces(geometry, s, gps_times, reach_seconds))
 
 
-def foreground_windows_per_second(config: CampaignConfig, injections_per_second: float,
+def foreground_windows_per_second(geometry: StreamGeometry, injections_per_second: float,
                                   reach_seconds: float, evenly_spaced: bool = False) -> float:
     """Expected windows the foreground streams per analysed second at a rate of injections.
 
@@ -315,9 +317,9 @@ def foreground_windows_per_second(config: CampaignConfig, injections_per_second:
     """
     if injections_per_second <= 0:
         return 0.0
-    stride = config.stride_seconds
+    stride = geometry.stride_seconds
     reach = 2 * reach_seconds
-    alone = reach / stride + config.stretch_warmup_windows
+    alone = reach / stride + geometry.stretch_warmup_windows
     if evenly_spaced:
         interval = 1 / injections_per_second
         return injections_per_second * (alone if interval > reach else interval / stride)

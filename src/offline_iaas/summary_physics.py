@@ -15,10 +15,12 @@ types read unchanged.
 from __future__ import annotations
 
 import json
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 from pydantic_core import to_jsonable_python
+
+from offline_iaas.mode_packages import mode_package
 
 
 class Numbers(BaseModel):
@@ -250,6 +252,19 @@ class Physics(Numbers):
     """The canary network's, per interferometer."""
     deepclean_gate: dict[str, GateNumbers] | None = None
     bbhnet: SearchNumbers | None = None
+    mode_package: dict[str, dict[str, Any]] | None = None
+    """A mode package's section (``mode_packages.py``), under its mode's name: read back as
+    its package's ``summary`` type (``package_section``)."""
+
+
+def package_section(physics: Physics, mode: str) -> Numbers | None:
+    """The section the package of ``mode`` wrote (its ``summary`` type); None where there is
+    none. ConfigError where the package cannot be loaded."""
+    found = (physics.mode_package or {}).get(mode)
+    package = mode_package(mode)
+    if found is None or package is None or package.summary is None:
+        return None
+    return section(package.summary, found)
 
 
 N = TypeVar("N", bound=Numbers)

@@ -205,7 +205,7 @@ def measure_foreground(work_dir: Path, load: Workload = BBHNET,
             config=config, share=share, injections=injections, read_again=read_again)
         runs[BACKGROUND].append(job)
         runs[WITH_FOREGROUND].append(dataclasses.replace(
-            job, foreground=tuple(share_foreground(config, share, times))))
+            job, foreground=tuple(share_foreground(config.geometry, config.bbhnet, share, times))))
     repo = config.model.repository
     measured = []
     with bench_server(repo, RunDir(work_dir / "run"), list(read_manifest(repo).models)) as srv:
@@ -232,7 +232,7 @@ def markdown(config: CampaignConfig, measured: list[tuple[Cost, Cost]], load: Wo
              interval_seconds: float, command: str, read_again: bool = False) -> str:
     """The table and the ratios."""
     step = config.stride_seconds
-    analysed = whole_span(config)[0].kept_windows(config) * step
+    analysed = whole_span(config)[0].kept_windows(config.geometry) * step
     injections = int(config.data.duration // interval_seconds)
     rows = [
         "| repeat | run | windows streamed | wall s | client CPU s (with frame readers) "
@@ -251,7 +251,7 @@ def markdown(config: CampaignConfig, measured: list[tuple[Cost, Cost]], load: Wo
     pooled_cpu = (sum(both.cpu_seconds for _, both in measured)
                   / sum(background.cpu_seconds for background, _ in measured) - 1)
     background, both = measured[0]
-    expected = foreground_windows_per_second(config, 1 / interval_seconds,
+    expected = foreground_windows_per_second(config.geometry, 1 / interval_seconds,
                                              config.bbhnet.found_seconds, evenly_spaced=True)
     extra_windows = both.windows - background.windows
     return "\n".join([

@@ -139,7 +139,7 @@ def share_streams(config: CampaignConfig, share: ClientShare,
         whole = Stretch(piece.stretch, piece.stretch_gps_start, piece.stretch_gps_end)
         parts = without_bad_files(config, [whole], bad) if bad else [whole]
         gaps, covered = [], 0
-        for sub in sub_pieces(config, piece, parts):
+        for sub in sub_pieces(config.geometry, piece, parts):
             row = sub.first_window - piece.first_window
             streams.append(_Stream(number, sub, row))
             if row > covered:
@@ -306,7 +306,8 @@ def run_client(
     hooks.reached(run, node, "start")
     frames = discover_frames(config.data)
     outputs = config.outputs.names
-    foreground = tuple(share_foreground(config, share, injection_times(config.bbhnet)))
+    foreground = tuple(share_foreground(config.geometry, config.bbhnet, share,
+                                        injection_times(config.bbhnet)))
     writer = PartWriter(run, share, outputs, config.stream_hash(),
                         {name: config.outputs.row_shape(name) for name in outputs}, foreground)
     resumed = sum(writer.progress())

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from offline_iaas.config import DataConfig
+from offline_iaas.config_sections import DataConfig
 from offline_iaas.data.segments import GPS_TOLERANCE_SECONDS, gps_segments
 from offline_iaas.errors import DataError
 

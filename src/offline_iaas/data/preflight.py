@@ -264,7 +264,7 @@ def preflight(
         science,
         data.start,
         config.stride_seconds,
-        min_stretch_seconds(config),
+        min_stretch_seconds(config.geometry),
     )
     result = dataclasses.replace(result, bad_files=[
         BadFile(str(f.path), f.gps_start, f.gps_end, problem) for f, problem in bad or []])

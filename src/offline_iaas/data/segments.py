@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING
 
 from igwn_segments import segment, segmentlist
 
-from offline_iaas.config import CampaignConfig, DataConfig
+from offline_iaas.config import CampaignConfig
+from offline_iaas.config_sections import DataConfig
 from offline_iaas.errors import DataError
+from offline_iaas.geometry import StreamGeometry
 from offline_iaas.records import BadFile
 from offline_iaas.stretches import Stretch
 
@@ -315,9 +317,9 @@ def science_segments(data: DataConfig) -> list[Interval] | None:
     return [(float(s[0]), float(s[1])) for s in read_segment_file(data.segments)]
 
 
-def min_stretch_seconds(config: CampaignConfig) -> float:
+def min_stretch_seconds(geometry: StreamGeometry) -> float:
     """Shortest useful stretch: warm-up plus one stride (s)."""
-    return (config.stretch_warmup_windows + 1) * config.stride_seconds
+    return (geometry.stretch_warmup_windows + 1) * geometry.stride_seconds
 
 
 def without_bad_files(config: CampaignConfig, stretches: Sequence[Stretch],
@@ -336,7 +338,7 @@ def without_bad_files(config: CampaignConfig, stretches: Sequence[Stretch],
         span = (stretch.gps_start, stretch.gps_end)
         left = compute_stretches(span, {"": gps_segments(gps_segments([span]) - holes)}, None,
                                  config.data.start, config.stride_seconds,
-                                 min_stretch_seconds(config))
+                                 min_stretch_seconds(config.geometry))
         for a, b in left.stretches:
             found.append(Stretch(len(found), a, b))
     return found

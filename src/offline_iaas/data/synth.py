@@ -69,7 +69,8 @@ import numpy as np
 from scipy import signal
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.config import CampaignConfig, SynthConfig
+from offline_iaas.config import CampaignConfig
+from offline_iaas.config_sections import SynthConfig
 from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.search.draw_injections import MEASURED_PSD_SECONDS
 from offline_iaas.search.injection_file import write_injection_set

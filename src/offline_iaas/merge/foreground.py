@@ -55,7 +55,7 @@ def read_foreground(run: RunDir, config: CampaignConfig, shares: list[ClientShar
     found = [np.zeros(0, foreground_columns(config.outputs))]
     names = config.outputs.statistics
     for share in shares:
-        pieces = share_foreground(config, share, times)
+        pieces = share_foreground(config.geometry, config.bbhnet, share, times)
         if not pieces:
             continue
         with h5py.File(run.part(share.node)[0], "r") as f:

@@ -40,11 +40,10 @@ from offline_iaas.merge.postprocess import ShardProducts, summarize
 from offline_iaas.merge.products import campaign_provenance
 from offline_iaas.merge.shard_merge import SERIES_GROUPS, read_products
 from offline_iaas.merge.stitch import (
-    bad_files,
-    campaign_stretches,
+    analysed_stretches,
+    clear_output,
     log_summary,
     merge_record,
-    no_data_analysed,
     report_quietly,
     write_summary,
 )
@@ -77,18 +76,12 @@ def check_shards(run: RunDir, config: CampaignConfig, nodes: tuple[str, ...]) ->
 def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
     """Write ``output/campaign.h5`` over the shard merges of ``run``; return its path."""
     nodes = run_info.shards
-    problems = check_shards(run, config, nodes)
-    if problems:
-        raise RunError(f"cannot index the shard merges of {run.path}: " + "; ".join(problems))
+    out_path, status_path = clear_output(run, check_shards(run, config, nodes),
+                                         f"cannot index the shard merges of {run.path}")
     started, cpu = time.monotonic(), time.process_time()
-    out_path, status_path = run.output
-    status_path.unlink(missing_ok=True)
     shards = {node: records.read(ShardSummary, run.shard_output(node)[1]) for node in nodes}
     shares = [read_client_job(run, node) for node in run_info.clients]
-    bad = bad_files(run, shares)
-    stretches = campaign_stretches(config, shares, bad)
-    if not stretches:
-        raise no_data_analysed(run, config, shares, bad)
+    bad, stretches = analysed_stretches(run, config, shares)
     training = dict(run_info.training)
     for stale in out_path.parent.glob(f".{out_path.name}.*.tmp"):
         stale.unlink(missing_ok=True)

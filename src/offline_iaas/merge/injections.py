@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.config import BBHnetConfig
+from offline_iaas.config_sections import BBHnetConfig
 from offline_iaas.physics import (
     HELD_OUT,
     IN_TRAINING,

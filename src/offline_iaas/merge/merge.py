@@ -17,17 +17,16 @@ from pathlib import Path
 
 from offline_iaas.binding import read_bound_run
 from offline_iaas.data.discovery import discover_frames
-from offline_iaas.errors import RunError, raise_if_no_space
+from offline_iaas.errors import raise_if_no_space
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.foreground import read_foreground
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.stitch import (
-    bad_files,
-    campaign_stretches,
+    analysed_stretches,
     check_parts,
+    clear_output,
     log_summary,
     merge_record,
-    no_data_analysed,
     report_quietly,
     stage_parts,
     write_summary,
@@ -52,17 +51,11 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
         return write_index(run, config, run_info)
     nodes = run_info.clients
     shares = [read_client_job(run, node) for node in nodes]
-    problems = check_parts(run, config, shares)
-    if problems:
-        raise RunError(f"cannot merge {run.path}: " + "; ".join(problems))
+    out_path, status_path = clear_output(run, check_parts(run, config, shares),
+                                         f"cannot merge {run.path}")
     started, cpu = time.monotonic(), time.process_time()
-    out_path, status_path = run.output
-    status_path.unlink(missing_ok=True)
     frames = discover_frames(config.data) if "noise" in config.outputs.names else None
-    bad = bad_files(run, shares)
-    stretches = campaign_stretches(config, shares, bad)
-    if not stretches:
-        raise no_data_analysed(run, config, shares, bad)
+    bad, stretches = analysed_stretches(run, config, shares)
     writer = CampaignWriter(out_path, config, stretches, run.output_frames,
                             dict(run_info.training), run_info.model, bad_files=bad)
     try:

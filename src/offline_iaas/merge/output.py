@@ -96,7 +96,7 @@ class CampaignWriter:
         self.provenance = campaign_provenance(config, model, bad_files)
         self.outputs = config.outputs.names
         self.whole = extents is None
-        self.extents = whole_extents(config, stretches) if extents is None else extents
+        self.extents = whole_extents(config.geometry, stretches) if extents is None else extents
         self.extent_of = {e.stretch.index: e for e in self.extents}
         path.parent.mkdir(parents=True, exist_ok=True)
         for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a killed writer

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.config import BBHnetConfig, CampaignConfig
+from offline_iaas.config import CampaignConfig
+from offline_iaas.config_sections import BBHnetConfig
 from offline_iaas.merge.foreground import foreground_columns
 from offline_iaas.merge.injections import (
     campaign_injections,
@@ -30,6 +31,7 @@ from offline_iaas.merge.products import (
     output_channel,
     publish_frames,
 )
+from offline_iaas.mode_packages import mode_package
 from offline_iaas.modes import RAW, Outputs
 from offline_iaas.physics import (
     ASD_MAX_SECONDS,
@@ -47,7 +49,7 @@ from offline_iaas.physics import (
 )
 from offline_iaas.records import WITHOUT_CLEANING
 from offline_iaas.stretches import Stretch, first_formed_window, output_x0, statistic_spans
-from offline_iaas.summary_physics import Physics
+from offline_iaas.summary_physics import Physics, section
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +101,7 @@ def _copy_owned(writer: Any) -> None:
         a, b = e.statistic_rows
         if b <= a and not writer.whole:
             continue
-        x0 = output_x0(config, e.stretch, "statistic") + a * config.stride_seconds
+        x0 = output_x0(config.geometry, e.stretch, "statistic") + a * config.stride_seconds
         at = a - e.rows[0]
         staged = writer.stage[writer.names[("statistic", e.stretch.index)][0]]
         dataset = writer.file.create_dataset(f"statistic/{gps_text(x0)}",
@@ -143,8 +145,8 @@ def held_out_choice(config: CampaignConfig, stretches: list[Stretch],
     for ifo in config.ifos:
         span = training.get(f"deepclean-{ifo}")
         for stretch in stretches:
-            n = stretch.kept_windows(config) * config.stride_samples
-            a, b = held_out_samples(output_x0(config, stretch, "noise"), n, rate,
+            n = stretch.kept_windows(config.geometry) * config.stride_samples
+            a, b = held_out_samples(output_x0(config.geometry, stretch, "noise"), n, rate,
                                     [tuple(span)] if span else [], int(ASD_MAX_SECONDS * rate))
             best = choice.get(ifo)
             if b - a > (best[2] - best[1] if best else 0):
@@ -171,8 +173,8 @@ def _clean_strain(writer: Any, frames: list, frames_dir: Path | None,
         if last <= first and not writer.whole:
             continue
         stretch = e.stretch
-        x0 = output_x0(config, stretch, "noise")
-        n = stretch.kept_windows(config) * s
+        x0 = output_x0(config.geometry, stretch, "noise")
+        n = stretch.kept_windows(config.geometry) * s
         staged_from = e.rows[0] * s
         bounds = (stretch.gps_start, stretch.gps_end)
         for index, (ifo, strain) in enumerate(zip(config.ifos, config.data.channels,
@@ -246,7 +248,7 @@ def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
         a, b = e.statistic_rows
         if b <= a:
             continue
-        x0 = output_x0(config, e.stretch, "statistic")
+        x0 = output_x0(config.geometry, e.stretch, "statistic")
         statistic = writer.stage[writer.names[(f"statistic{suffix}", e.stretch.index)][0]][()]
         keep = _owned_maxima(statistic, half, e)
         times.append(x0 + keep * dx)
@@ -257,7 +259,7 @@ def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
         for k in range(staged.shape[1]):
             lag = (k + 1) * config.bbhnet.slide_seconds
             # a slide's series starts at its first formed window (NaN before it)
-            start = max(0, first_formed_window(config, k + 1) - e.rows[0])
+            start = max(0, first_formed_window(config.geometry, k + 1) - e.rows[0])
             keep = _owned_maxima(staged[start:, k], half, e, start)
             t = x0 + keep * dx
             keep = keep[outside_cuts(t, cuts) & outside_cuts(t - lag, cuts)]
@@ -303,7 +305,8 @@ def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
     their FAR and the background table (into ``file``), found/missed.
 
     Returns the summary (``deepclean``: numbers per interferometer, ``bbhnet``: triggers and
-    found/missed) that :func:`physics_lines` describes.
+    found/missed; a mode package's section, ``mode_package``) that :func:`physics_lines`
+    describes.
     """
     outputs = config.outputs.names
     summary: dict[str, Any] = {}
@@ -341,6 +344,11 @@ def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
             summary["bbhnet"][WITHOUT_CLEANING] = _triggers(
                 file, config, stretches, training,
                 [p.raw for p in products if p.raw is not None], fg, RAW)
+    package = mode_package(config.model.mode)
+    if package is not None and package.summarize is not None:  # the mode package's product
+        numbers = package.summarize(file, config, stretches)
+        summary["mode_package"] = {config.model.mode: section(package.summary, numbers)
+                                   .model_dump(mode="json")}
     return summary
 
 
@@ -379,11 +387,6 @@ def _asd_numbers(config: CampaignConfig, training: dict[str, list[float]], varia
     return result
 
 
-def _analysed(config: CampaignConfig, stretches: list[Stretch]) -> list[tuple[float, float]]:
-    """The analysed time (``stretches.statistic_spans``)."""
-    return statistic_spans(config, stretches)
-
-
 def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
               training: dict[str, list[float]], products: list[ShardProducts],
               fg: np.ndarray | None, suffix: str = "") -> dict[str, Any]:
@@ -393,7 +396,7 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
     found = [p.triggers for p in products if p.triggers is not None]
     triggers = np.concatenate(found) if found else np.zeros(0, TRIGGER_COLUMNS)
     t, v = triggers["time"], triggers["statistic"]
-    analysed = _analysed(config, stretches)
+    analysed = statistic_spans(config.geometry, stretches)
     listed = campaign_injections(config.bbhnet)
     slides = config.has_slides
     columns = TRIGGER_COLUMNS + ([("far", "f8"), ("ifar", "f8")] if slides else [])

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from offline_iaas import __version__
-from offline_iaas.config import CampaignConfig, DeepCleanConfig
+from offline_iaas.config import CampaignConfig
+from offline_iaas.config_sections import DeepCleanConfig
 from offline_iaas.errors import DataError
 from offline_iaas.physics import asd_ratio
 from offline_iaas.records import BadFile, ServedModel

@@ -56,7 +56,7 @@ def run_reference(
     warmup = config.stretch_warmup_windows  # each stretch streamed from its start
     # the same stretches make-dag plans: holes in the data end streams
     span = preflight(config, frames, allow_holes_in_science=True, allow_bad_files=True)
-    stretches = make_stretches(config, span.stretches)
+    stretches = make_stretches(config.geometry, span.stretches)
     try:
         writer = CampaignWriter(out_path, config, stretches, training=dict(manifest.training),
                                 model=model_record(config.model.repository, manifest),
@@ -69,7 +69,7 @@ def run_reference(
     foreground = [np.zeros(0, foreground_columns(config.outputs))]
     try:
         for stretch in stretches:
-            windows = stretch.windows(config)
+            windows = stretch.windows(config.geometry)
             whole = Piece(
                 stretch=stretch.index,
                 sequence_id=1,
@@ -93,13 +93,14 @@ def run_reference(
                     writer.write(name, stretch.index, max(0, window - warmup), rows)
                 window += size
             foreground += [_foreground_piece(config, sessions, frames, piece, inject)
-                           for piece in stretch_foreground(config, stretch, injected)]
+                           for piece in stretch_foreground(config.geometry, config.bbhnet,
+                                                           stretch, injected)]
         if inject is not None:
             writer.foreground = np.concatenate(foreground)
         if timings is not None:
             timings["streaming_seconds"] = time.monotonic() - streaming_started
             timings["data_seconds"] = sum(
-                (s.windows(config) - warmup) * config.stride_seconds for s in stretches)
+                (s.windows(config.geometry) - warmup) * config.stride_seconds for s in stretches)
         summary = writer.commit({"producer": "reference"}, frames)
         # its physics numbers beside it, as the merge's are in output/campaign.json (and
         # of the same type: a section that would not read back there fails here)

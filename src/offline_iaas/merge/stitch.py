@@ -17,6 +17,7 @@ from offline_iaas.completeness import Hashes, file_sha256, part_problem, set_asi
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.segments import gps_segments, without_bad_files
 from offline_iaas.errors import DataError, RunError
+from offline_iaas.geometry import StreamGeometry
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
@@ -68,10 +69,10 @@ def check_parts(
                 kind = "gap" if start > expected else "overlap"
                 problems.append(f"{node}: {kind} before window {start} of stretch {stretch.index}")
             expected = stop
-        if expected != stretch.windows(config):
+        if expected != stretch.windows(config.geometry):
             problems.append(
                 f"stretch {stretch.index} (GPS {stretch.gps_start}-{stretch.gps_end}): pieces end "
-                f"at window {expected} of {stretch.windows(config)}"
+                f"at window {expected} of {stretch.windows(config.geometry)}"
             )
     return problems
 
@@ -96,7 +97,7 @@ def campaign_stretches(config: CampaignConfig, shares: list[ClientShare],
     return without_bad_files(config, stretches_of(shares), [e.span for e in bad])
 
 
-def analysed_windows(config: CampaignConfig, shares: list[ClientShare],
+def analysed_windows(geometry: StreamGeometry, shares: list[ClientShare],
                      stretches: list[Stretch]) -> dict[str, int]:
     """Windows of output each client's part holds data for (what the merge stages from it):
     its kept windows less those that the bad frame files' gaps leave out (``stretches``: the
@@ -108,13 +109,13 @@ def analysed_windows(config: CampaignConfig, shares: list[ClientShare],
         return stretches[first:bisect.bisect_left(starts, piece.stretch_gps_end)]
 
     return {share.node: sum(sub.output_stop - sub.output_start for piece in share.pieces
-                          for sub in sub_pieces(config, piece, near(piece)))
+                          for sub in sub_pieces(geometry, piece, near(piece)))
             for share in shares}
 
 
-def analysed_seconds(config: CampaignConfig, stretches: list[Stretch]) -> float:
+def analysed_seconds(geometry: StreamGeometry, stretches: list[Stretch]) -> float:
     """Seconds of data the output of ``stretches`` holds (kept windows times the stride)."""
-    return sum(s.kept_windows(config) for s in stretches) * config.stride_seconds
+    return sum(s.kept_windows(geometry) for s in stretches) * geometry.stride_seconds
 
 
 def no_data_analysed(run: RunDir, config: CampaignConfig, shares: list[ClientShare],
@@ -126,7 +127,7 @@ def no_data_analysed(run: RunDir, config: CampaignConfig, shares: list[ClientSha
     summary_path = run.output[1]
     write_summary(summary_path, {
         "complete": False, "analysed_seconds": 0.0,
-        "planned_seconds": analysed_seconds(config, planned),
+        "planned_seconds": analysed_seconds(config.geometry, planned),
         "wall_seconds": 0.0, "cpu_seconds": 0.0, "peak_rss_mb": peak_rss_mb(),
         "sha256": "", "bytes": None, "stream_hash": config.stream_hash(),
         "merge_hash": config.merge_hash(), "mode": config.model.mode,
@@ -143,6 +144,29 @@ def no_data_analysed(run: RunDir, config: CampaignConfig, shares: list[ClientSha
         why = "the span has no stretch to analyse"
     return DataError(f"no data analysed: {why}; the list is in {summary_path} "
                      "(bad_frame_files)")
+
+
+def clear_output(run: RunDir, problems: list[str], refusal: str) -> tuple[Path, Path]:
+    """The campaign output's paths (``run.output``), its record removed so that nothing takes
+    the run for done while the merge writes; RunError (``refusal``, then every one of the
+    parts' or shards' ``problems``) where there are any, with nothing removed."""
+    if problems:
+        raise RunError(f"{refusal}: " + "; ".join(problems))
+    out_path, status_path = run.output
+    status_path.unlink(missing_ok=True)
+    return out_path, status_path
+
+
+def analysed_stretches(run: RunDir, config: CampaignConfig, shares: list[ClientShare]
+                       ) -> tuple[list[BadFile], list[Stretch]]:
+    """The bad frame files the clients met and the campaign's stretches less their gaps
+    (``campaign_stretches``), for the single merge and the index; where no stretch is left,
+    the DataError of ``no_data_analysed`` (recorded in ``output/campaign.json``)."""
+    bad = bad_files(run, shares)
+    stretches = campaign_stretches(config, shares, bad)
+    if not stretches:
+        raise no_data_analysed(run, config, shares, bad)
+    return bad, stretches
 
 
 def stage_parts(run: RunDir, config: CampaignConfig, shares: list[ClientShare],
@@ -165,9 +189,9 @@ def stage_parts(run: RunDir, config: CampaignConfig, shares: list[ClientShare],
     needed = []
     for share in shares:
         for number, piece in enumerate(share.pieces):
-            for sub in sub_pieces(config, piece, stretches):
+            for sub in sub_pieces(config.geometry, piece, stretches):
                 stretch = index[sub.stretch_gps_start]
-                kept = sub.output_start - part_offset(config, sub) - warmup
+                kept = sub.output_start - part_offset(config.geometry, sub) - warmup
                 lo, hi = writer.wanted(stretch, kept, sub.output_stop - sub.output_start)
                 if hi > lo:
                     row = sub.output_start - piece.first_window + lo - kept
@@ -179,7 +203,7 @@ def stage_parts(run: RunDir, config: CampaignConfig, shares: list[ClientShare],
             stop = min(start + BLOCK_ROWS, end)
             for output in config.outputs.names:
                 rows = read_piece_rows(run, share.node, output, number, start, stop)
-                formed = (slides_formed(config, kept + start - first, stop - start)
+                formed = (slides_formed(config.geometry, kept + start - first, stop - start)
                           if output_kind(output) == "background" else True)
                 if not np.array_equal(np.isfinite(rows), np.broadcast_to(formed, rows.shape)):
                     raise RunError(
@@ -201,7 +225,7 @@ def merge_record(run: RunDir, config: CampaignConfig, stretches: list[Stretch],
     output names that directory's files: the index its shards, the LAL cache its frames; see
     ``completeness.written_elsewhere``)."""
     out_path = run.output[0]
-    analysed = analysed_seconds(config, stretches)
+    analysed = analysed_seconds(config.geometry, stretches)
     return {"complete": analysed > 0, "analysed_seconds": analysed,
             "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds,
             "peak_rss_mb": peak_rss_mb(), "sha256": file_sha256(out_path),

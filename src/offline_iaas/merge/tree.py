@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
+from offline_iaas.geometry import StreamGeometry
 from offline_iaas.physics import cluster_reach_windows, zero_phase_reach
 from offline_iaas.records import ClientShare, MergeShard
 from offline_iaas.rundir import SHARD_PREFIX
@@ -75,14 +76,14 @@ def stretch_series(config: CampaignConfig, stretch: Stretch
     """``x0, dx, length`` of the statistic and the noise series of a stretch (those the
     campaign writes; ``slides`` and the strain groups follow the one of their shape)."""
     outputs = config.outputs.names
-    kept = stretch.kept_windows(config)
+    kept = stretch.kept_windows(config.geometry)
     found = {}
     if "statistic" in outputs:
-        found["statistic"] = (output_x0(config, stretch, "statistic"), config.stride_seconds,
-                              kept)
+        found["statistic"] = (output_x0(config.geometry, stretch, "statistic"),
+                              config.stride_seconds, kept)
     if "noise" in outputs:
         rate = config.data.sample_rate
-        found["noise"] = (output_x0(config, stretch, "noise"), 1 / rate,
+        found["noise"] = (output_x0(config.geometry, stretch, "noise"), 1 / rate,
                           kept * config.stride_samples)
     return found
 
@@ -101,13 +102,13 @@ def _needed_rows(config: CampaignConfig, kept: int, statistic: Range, noise: Ran
     return (lo, hi) if hi > lo else (0, 0)
 
 
-def whole_extents(config: CampaignConfig, stretches: list[Stretch]) -> list[StretchExtent]:
+def whole_extents(geometry: StreamGeometry, stretches: list[Stretch]) -> list[StretchExtent]:
     """The single merge's (and the reference's) extents: every stretch, all of it."""
     extents = []
     for stretch in stretches:
-        kept = stretch.kept_windows(config)
+        kept = stretch.kept_windows(geometry)
         extents.append(StretchExtent(stretch, (0, kept), (0, kept),
-                                     (0, kept * config.stride_samples)))
+                                     (0, kept * geometry.stride_samples)))
     return extents
 
 
@@ -126,7 +127,7 @@ def shard_extents(config: CampaignConfig, stretches: list[Stretch], gps_start: f
         statistic, noise = owned.get("statistic", (0, 0)), owned.get("noise", (0, 0))
         if statistic[1] <= statistic[0] and noise[1] <= noise[0]:
             continue
-        rows = _needed_rows(config, stretch.kept_windows(config), statistic, noise)
+        rows = _needed_rows(config, stretch.kept_windows(config.geometry), statistic, noise)
         extents.append(StretchExtent(stretch, rows, statistic, noise))
     return extents
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.fft
 
-from offline_iaas.config import SynthConfig
+from offline_iaas.config_sections import SynthConfig
 from offline_iaas.data.synth import design_asd
 from offline_iaas.search.population import PopulationSpec, draw_binaries, population_spec
 from offline_iaas.search.waveforms import (

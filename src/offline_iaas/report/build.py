@@ -16,9 +16,11 @@ import h5py
 from offline_iaas import records
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.completeness import Hashes, merge_problem, part_problem
-from offline_iaas.config import CampaignConfig, DeepCleanConfig, load_config
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.config_sections import DeepCleanConfig
 from offline_iaas.errors import RunError
 from offline_iaas.local_state import read_local_state
+from offline_iaas.mode_packages import mode_package
 from offline_iaas.physics import SECONDS_PER_YEAR
 from offline_iaas.records import (
     CampaignSummary,
@@ -56,6 +58,7 @@ from offline_iaas.summary_physics import (
     SearchNumbers,
     SensitivePoint,
     Sensitivity,
+    package_section,
 )
 
 logger = logging.getLogger(__name__)
@@ -505,6 +508,18 @@ def _provenance(run: _Run, section: page.Section) -> None:
         section.parts.append(page.paragraph(run.config_error, "problem"))
 
 
+def _mode_package(run: _Run, section: page.Section) -> None:
+    """A mode package's section (``mode_packages.py``), drawn by the package from the section
+    of the campaign summary it wrote."""
+    package = mode_package(run.mode)
+    numbers = package_section(run.physics, run.mode)
+    if package is None or package.report is None or numbers is None:
+        section.parts.append(page.paragraph(
+            f"{section.title}: no numbers yet (the merge writes them).", "absent"))
+        return
+    package.report(numbers, section)
+
+
 SECTIONS: tuple[tuple[str, str, Callable[[_Run, page.Section], None]], ...] = (
     ("deepclean", "DeepClean", _deepclean),
     ("bbhnet", "BBHnet", _search),
@@ -527,7 +542,10 @@ def write_report(run: RunDir) -> Path:
     paths = run.absolute()
     found = _Run(paths)
     sections = []
-    for anchor, title, draw in SECTIONS:
+    package = mode_package(found.mode) if found.config is not None else None
+    drawn = SECTIONS if package is None or package.report is None else (
+        (found.mode, package.title or found.mode, _mode_package), *SECTIONS)
+    for anchor, title, draw in drawn:
         section = page.Section(anchor, title)
         try:
             draw(found, section)

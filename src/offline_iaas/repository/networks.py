@@ -33,6 +33,7 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ModelError
+from offline_iaas.mode_packages import mode_package
 from offline_iaas.modes import NETWORK_KINDS
 from offline_iaas.repository.pipeline import CANARY_NETWORK
 
@@ -274,6 +275,10 @@ def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path,
     if canary_weights is not None and not config.deepclean.canary:
         raise ModelError("--canary-weights given but the config does not ask for a canary: "
                          "set deepclean.canary = true")
+    package = mode_package(config.model.mode)
+    if package is not None:  # a mode package builds its own network's graph
+        (network,) = config.mode.networks
+        return list(package.graphs[network](config, weights, out_dir))
     single = len(config.mode.networks) == 1  # the weights may be that network's one file
     graphs: list[Graph] = []
     for network in config.mode.networks:  # in chain order

@@ -32,6 +32,7 @@ from torch import nn
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import NotStreamable, WholeWindowLayer
+from offline_iaas.geometry import StreamGeometry
 from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.models.classifier import Classifier
 from offline_iaas.models.weights import export_onnx
@@ -262,28 +263,30 @@ def export_streamed(network: BBHnet | Classifier, kernel_samples: int, stride_sa
 
 
 def _export_campaign_streamed(network: BBHnet | Classifier, nodes: list[Node],
-                              config: CampaignConfig, directory: Path) -> Path:
+                              geometry: StreamGeometry, directory: Path) -> Path:
     """``network`` (whose graph is ``nodes``) exported streamed to
     ``directory/<bbhnet|classifier>.streamed``; NotStreamable where the campaign's stride is
     so far off the network's grid that its phases would cost a whole window or more."""
     name, called = (("bbhnet", "BBHnet's") if isinstance(network, BBHnet)
                     else ("classifier", "the classifier's"))
-    _refuse_costly_phases(nodes, config, called)
-    return export_streamed(network, config.kernel_samples, config.stride_samples,
+    kernel, stride = geometry.kernel_samples, geometry.stride_samples
+    _refuse_costly_phases(nodes, kernel, stride, called)
+    return export_streamed(network, kernel, stride,
                            directory / f"{name}{DIRECTORY_SUFFIX}")
 
 
-def _refuse_costly_phases(nodes: list[Node], config: CampaignConfig, called: str) -> None:
-    """NotStreamable where the campaign's stride puts the windows on so many phases of the
-    graph's cumulative stride that streamed, a window would cost a whole window."""
+def _refuse_costly_phases(nodes: list[Node], kernel: int, stride: int, called: str) -> None:
+    """NotStreamable where the campaign's stride (``stride`` samples; windows of ``kernel``)
+    puts the windows on so many phases of the graph's cumulative stride that streamed, a
+    window would cost a whole window."""
     step = cumulative_stride(nodes)
-    phases = phases_of(config.stride_samples, step)
-    if phases * config.stride_samples >= config.kernel_samples:
+    phases = phases_of(stride, step)
+    if phases * stride >= kernel:
         raise NotStreamable(
-            f"model.inference_rate: a stride of {config.stride_samples} samples puts the "
-            f"windows on {phases} phases of {called} cumulative stride {step}: streamed, each "
-            f"window would cost {phases * config.stride_samples} new samples, not fewer than "
-            f"its {config.kernel_samples} (docs/networks.md, 'Streamed graphs')")
+            f"model.inference_rate: a stride of {stride} samples puts the windows on "
+            f"{phases} phases of {called} cumulative stride {step}: streamed, each window "
+            f"would cost {phases * stride} new samples, not fewer than its {kernel} "
+            "(docs/networks.md, 'Streamed graphs')")
 
 
 def export_campaign_network(config: CampaignConfig, weights: Path | None, directory: Path
@@ -311,7 +314,8 @@ def export_campaign_network(config: CampaignConfig, weights: Path | None, direct
     except NotStreamable as not_ours:
         return _export_campaign_cut(config, loaded, path, directory, not_ours.reason,
                                     names("bbhnet", expected)[1])
-    return _export_campaign_streamed(network, bbhnet_nodes(network), config, directory)
+    return _export_campaign_streamed(network, bbhnet_nodes(network), config.geometry,
+                                     directory)
 
 
 def _export_campaign_cut(config: CampaignConfig, loaded: Any, path: Path, directory: Path,
@@ -328,7 +332,8 @@ def _export_campaign_cut(config: CampaignConfig, loaded: Any, path: Path, direct
         model, output = onnx_for_cut(loaded, path, directory / f".{path.name}.onnx",
                                      (1, ifos, kernel), output, where)
         cut = streamed_foreign.cut_into_stream(model, ifos, kernel, output, where)
-    _refuse_costly_phases(cut.nodes, config, "the graph's")
+    _refuse_costly_phases(cut.nodes, config.kernel_samples, config.stride_samples,
+                          "the graph's")
     return streamed_foreign.write_cut(cut, model, ifos, kernel, config.stride_samples, output,
                                       directory / f"bbhnet{DIRECTORY_SUFFIX}", where)
 
@@ -379,7 +384,7 @@ def export_campaign_classifier(config: CampaignConfig, weights: Path | None, dir
     from offline_iaas.repository.networks import classifier_network
 
     network = classifier_network(config, weights)
-    return _export_campaign_streamed(network, classifier_graph(network)[0], config,
+    return _export_campaign_streamed(network, classifier_graph(network)[0], config.geometry,
                                      directory)
 
 

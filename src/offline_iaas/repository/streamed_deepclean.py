@@ -25,6 +25,7 @@ from torch import nn
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import NotStreamable, WholeWindowLayer
+from offline_iaas.geometry import StreamGeometry
 from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.layer_stream import (
@@ -279,7 +280,7 @@ def export_campaign_deepclean(config: CampaignConfig, weights: Path | None, dire
             not_ours = refused.reason
         graphs[ifo] = _Graph(path, loaded, names("deepclean", expected)[1], not_ours)
     if len(networks) < len(graphs):
-        return _export_campaign_cut(config, graphs, indices,
+        return _export_campaign_cut(config.geometry, graphs, indices,
                                     directory / f"{name}{DIRECTORY_SUFFIX}")
     try:
         return export_streamed_deepclean(networks, indices, config.kernel_samples,
@@ -304,7 +305,7 @@ class _Graph:
     """Why ``models/recognised.py`` does not take it for our DeepClean (None: it does)."""
 
 
-def _export_campaign_cut(config: CampaignConfig, graphs: dict[str, _Graph],
+def _export_campaign_cut(geometry: StreamGeometry, graphs: dict[str, _Graph],
                          indices: dict[str, list[int]], directory: Path) -> Path:
     """Every interferometer's graph cut into stream layers from its ONNX operators and
     written to ``directory`` (as one of them is not ours: the layers must be the same);
@@ -314,7 +315,7 @@ def _export_campaign_cut(config: CampaignConfig, graphs: dict[str, _Graph],
     wheres = {ifo: (cut_refusal(graph.not_ours) if graph.not_ours else f"{graph.path}: "
                     "DeepClean, cut from its ONNX export beside the other detectors' graphs")
               for ifo, graph in graphs.items()}
-    kernel, cuts = config.kernel_samples, {}
+    kernel, cuts = geometry.kernel_samples, {}
     for ifo, graph in graphs.items():
         with cut_failures_refused(wheres[ifo]):
             model, output = onnx_for_cut(
@@ -324,7 +325,7 @@ def _export_campaign_cut(config: CampaignConfig, graphs: dict[str, _Graph],
                                           wheres[ifo])
     where = next(wheres[ifo] for ifo, graph in graphs.items() if graph.not_ours)
     with cut_failures_refused(where):
-        return cutting.write_chain_cuts(cuts, indices, kernel, config.stride_samples,
+        return cutting.write_chain_cuts(cuts, indices, kernel, geometry.stride_samples,
                                         directory, where)
 
 

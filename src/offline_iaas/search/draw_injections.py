@@ -35,7 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from offline_iaas.config import CampaignConfig, DataConfig
+from offline_iaas.config import CampaignConfig
+from offline_iaas.config_sections import DataConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.search.injection_set import InjectionSet
 from offline_iaas.search.population import PopulationSpec, draw_binaries, population_spec

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from offline_iaas.config import BBHnetConfig, CampaignConfig
+from offline_iaas.config_sections import BBHnetConfig
+from offline_iaas.geometry import StreamGeometry
 from offline_iaas.records import ClientShare, Piece
 from offline_iaas.search.injection_list import read_campaign_injections
 from offline_iaas.stretches import FOREGROUND_SEQUENCE_BASE, Stretch, foreground_pieces
@@ -31,19 +32,20 @@ def injection_times(bbhnet: BBHnetConfig) -> list[float]:
     return [i.gps_time for i in listed.injections]
 
 
-def stretch_foreground(config: CampaignConfig, stretch: Stretch, times: list[float]
-                       ) -> list[Piece]:
-    """A stretch's foreground pieces (sequence ID 0)."""
-    return foreground_pieces(config, stretch, times, config.bbhnet.found_seconds)
+def stretch_foreground(geometry: StreamGeometry, bbhnet: BBHnetConfig, stretch: Stretch,
+                       times: list[float]) -> list[Piece]:
+    """A stretch's foreground pieces (sequence ID 0), those within ``bbhnet.found_seconds``
+    of an injection."""
+    return foreground_pieces(geometry, stretch, times, bbhnet.found_seconds)
 
 
-def share_foreground(config: CampaignConfig, share: ClientShare, times: list[float]
-                     ) -> list[Piece]:
+def share_foreground(geometry: StreamGeometry, bbhnet: BBHnetConfig, share: ClientShare,
+                     times: list[float]) -> list[Piece]:
     """The foreground pieces a share streams, with their sequence IDs (module docstring)."""
     found = []
     for piece in share.pieces:
         stretch = Stretch(piece.stretch, piece.stretch_gps_start, piece.stretch_gps_end)
-        owned = [p for p in stretch_foreground(config, stretch, times)
+        owned = [p for p in stretch_foreground(geometry, bbhnet, stretch, times)
                  if piece.output_start <= p.output_start < piece.output_stop]
         found += [replace(p, sequence_id=FOREGROUND_SEQUENCE_BASE
                           + PER_PIECE * piece.sequence_id + j % PER_PIECE)

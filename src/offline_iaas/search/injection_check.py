@@ -73,7 +73,7 @@ def check_injections(config: CampaignConfig, stretches: Sequence[tuple[float, fl
         from offline_iaas.search.onthefly import on_the_fly
 
         on_the_fly(config)
-    analysed = statistic_spans(config, make_stretches(config, list(stretches)))
+    analysed = statistic_spans(config.geometry, make_stretches(config.geometry, list(stretches)))
     training = (float(training_gps[0]), float(training_gps[1])) if training_gps else None
     places = place_injections([i.gps_time for i in listed.injections], analysed, training)
     return InjectionCheck(listed.path, injection_counts(places), training,

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.config import SynthConfig
+from offline_iaas.config_sections import SynthConfig
 from offline_iaas.search.waveforms import BinaryParameters, check_approximant
 
 COSMOLOGY = "Planck18"

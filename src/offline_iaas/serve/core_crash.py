@@ -22,9 +22,8 @@ from __future__ import annotations
 from offline_iaas.serve.crashes import (
     FatalLine,
     backtrace_frames,
-    fatal_lines,
     first_crash,
-    server_epochs,
+    served_epochs_fatal_lines,
 )
 from offline_iaas.serve.stalled_stub import PYTHON_BACKEND_LIBRARY
 
@@ -54,14 +53,8 @@ def core_crashes(log_text: str) -> dict[int, int]:
     line for the same death) count. An epoch whose first crash is a stub's, one traced
     through the python backend, or one before the server served (epoch 0) counts none."""
     lines = log_text.splitlines()
-    epoch_of_line = server_epochs(lines)
-    in_epoch: dict[int, list[FatalLine]] = {}
-    for fatal in fatal_lines(log_text):
-        epoch, address = epoch_of_line[fatal.line_number - 1]
-        if address is not None:
-            in_epoch.setdefault(epoch, []).append(fatal)
     counted: dict[int, int] = {}
-    for epoch, fatals in in_epoch.items():
+    for epoch, (_, fatals) in served_epochs_fatal_lines(log_text).items():
         crash = first_crash(lines, fatals)
         if all(_in_core(lines, fatal) for fatal in crash):
             counted.update(dict.fromkeys((fatal.line_number for fatal in fatals), epoch))

@@ -118,6 +118,19 @@ def server_epochs(lines: list[str]) -> list[tuple[int, str | None]]:
     return epochs
 
 
+def served_epochs_fatal_lines(log_text: str) -> dict[int, tuple[str, list[FatalLine]]]:
+    """The fatal lines of a whole tritonserver log (``log_text``) by the server epoch they are
+    in (``server_epochs``), for the epochs that served: epoch → (its gRPC address, its fatal
+    lines in order). Fatal lines before the first start (epoch 0) are left out."""
+    epoch_of_line = server_epochs(log_text.splitlines())
+    found: dict[int, tuple[str, list[FatalLine]]] = {}
+    for fatal in fatal_lines(log_text):
+        epoch, address = epoch_of_line[fatal.line_number - 1]
+        if address is not None:
+            found.setdefault(epoch, (address, []))[1].append(fatal)
+    return found
+
+
 def backtrace_frames(lines: list[str], fatal: FatalLine) -> list[str]:
     """The frames of Triton's backtrace after tritonserver's ``Signal (N) received.``
     (``fatal``, in the whole log ``lines``), read past whatever else was written in between at

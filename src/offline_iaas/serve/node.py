@@ -29,7 +29,8 @@ from typing import Protocol
 
 from offline_iaas import hooks, records
 from offline_iaas.binding import is_make_dag_run, read_bound_run
-from offline_iaas.config import CampaignConfig, ServerConfig, load_config
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.config_sections import ServerConfig
 from offline_iaas.errors import ConfigError, ModelError, ServerError
 from offline_iaas.rendezvous import addresses as address_files
 from offline_iaas.rendezvous.access import auth_headers, read_token

@@ -38,8 +38,8 @@ from offline_iaas.serve.crashes import (
     FatalLine,
     append_serve_line,
     backtrace_frames,
-    fatal_lines,
     first_crash,
+    served_epochs_fatal_lines,
     server_epochs,
 )
 
@@ -149,10 +149,8 @@ def stalled_stub_crashes(log_text: str, unhealthy_addresses: set[str]) -> dict[i
         epoch, address = epoch_of_line[line_number - 1]
         return epoch if address is not None and address in unhealthy_addresses else None
 
-    in_epoch: dict[int, list[FatalLine]] = {}
-    for fatal in fatal_lines(log_text):
-        if (epoch := told(fatal.line_number)) is not None:
-            in_epoch.setdefault(epoch, []).append(fatal)
+    in_epoch = {epoch: fatals for epoch, (address, fatals)
+                in served_epochs_fatal_lines(log_text).items() if address in unhealthy_addresses}
     ended: dict[int, int] = {}  # epoch → serve's line ending it
     for number in ended_epoch_lines(log_text):
         if (epoch := told(number)) is not None:

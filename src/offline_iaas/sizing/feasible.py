@@ -34,8 +34,8 @@ def planned_stretches(config: CampaignConfig) -> list[Stretch]:
         return whole_span(config)
     end = config.data.start + config.total_windows * config.stride_seconds
     span = compute_stretches((config.data.start, end), {}, science, config.data.start,
-                             config.stride_seconds, min_stretch_seconds(config))
-    return make_stretches(config, span.stretches) or whole_span(config)
+                             config.stride_seconds, min_stretch_seconds(config.geometry))
+    return make_stretches(config.geometry, span.stretches) or whole_span(config)
 
 
 def longest_stretch_seconds(config: CampaignConfig) -> float:

@@ -47,6 +47,6 @@ def foreground_work(config: CampaignConfig) -> ForegroundWork | None:
     stretches = whole_span(config)
     start, end = stretches[0].gps_start, stretches[-1].gps_end
     times = [t for t in injection_times(config.bbhnet) if start <= t < end]
-    return ForegroundWork(len(times), foreground_windows(config, stretches, times,
+    return ForegroundWork(len(times), foreground_windows(config.geometry, stretches, times,
                                                          config.bbhnet.found_seconds),
-                          sum(s.kept_windows(config) for s in stretches))
+                          sum(s.kept_windows(config.geometry) for s in stretches))

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from offline_iaas.config import ClientConfig
+from offline_iaas.config_sections import ClientConfig
 from offline_iaas.workflow.dag import Dag
 from offline_iaas.workflow.submit import ROLES
 

@@ -210,7 +210,7 @@ def make_dag(
     # holes inside science segments end streams rather than the campaign (`check` is stricter)
     span = run_checks(Checking("make-dag", config, open_files=check_files)).span
     assert span is not None
-    stretches = make_stretches(config, span.stretches)
+    stretches = make_stretches(config.geometry, span.stretches)
 
     run = run.absolute()
     hashes = Hashes.of(config)

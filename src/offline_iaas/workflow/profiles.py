@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.config_sections import ServerConfig, SiteConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.rendezvous.job_ads import NODE_ATTRIBUTE, RUN_ATTRIBUTE
 from offline_iaas.rundir import REPOSITORY_TARBALL, RunDir
@@ -186,8 +187,7 @@ def _quoted(value: str) -> str:
     return '"' + value.replace('"', '\\"') + '"'
 
 
-def _requests(config: CampaignConfig, role: str) -> list[tuple[str, str]]:
-    server, site = config.server, config.site
+def _requests(server: ServerConfig, site: SiteConfig, role: str) -> list[tuple[str, str]]:
     if role == "server":
         cpus = server.cpus or server.instances + 1
         out = [
@@ -240,11 +240,12 @@ def _transfer(site: Site, role: str) -> list[tuple[str, str]]:
     return out
 
 
-def _container(config: CampaignConfig, site: Site, role: str) -> list[tuple[str, str]]:
+def _container(server_image: str, client_image: str, site: Site, role: str
+               ) -> list[tuple[str, str]]:
     if role == "server" and site.server_in_image:
-        image = config.server.image
+        image = server_image
     elif role in ("client", "shard", "merge") and site.client_in_image:
-        image = config.site.client_image
+        image = client_image
     else:
         return ([("transfer_executable", "false")]
                 if site.transfer and role not in ("final", "index") else [])
@@ -253,8 +254,9 @@ def _container(config: CampaignConfig, site: Site, role: str) -> list[tuple[str,
     return [("MY.SingularityImage", _quoted(image)), ("transfer_executable", "false")]
 
 
-def _credentials(config: CampaignConfig, site: Site, role: str) -> list[tuple[str, str]]:
-    url = config.data.datafind_server
+def _credentials(datafind_server: str, oauth_permissions: str, site: Site, role: str
+                 ) -> list[tuple[str, str]]:
+    url = datafind_server
     if role != "client" or not url or site.profile.name == "local":
         return []
     if "://" not in url:
@@ -262,7 +264,7 @@ def _credentials(config: CampaignConfig, site: Site, role: str) -> list[tuple[st
     return [
         ("use_oauth_services", "igwn"),
         ("igwn_oauth_resource", url),
-        ("igwn_oauth_permissions", config.site.oauth_permissions),
+        ("igwn_oauth_permissions", oauth_permissions),
     ]
 
 
@@ -314,7 +316,8 @@ def submit_texts(
         node = "$(node)" if role in ("server", "client", "shard") else name
         lines: list[str] = []
         lines += _block(f"Resources ({site.profile.name} profile).",
-                        _requests(config, "merge" if role == "index" else role))
+                        _requests(config.server, config.site,
+                                  "merge" if role == "index" else role))
         accounting = []
         if config.site.accounting_group:
             accounting.append(("accounting_group", config.site.accounting_group))
@@ -322,9 +325,10 @@ def submit_texts(
             accounting.append(("accounting_group_user", config.site.accounting_group_user))
         lines += _block("Accounting (LIGO clusters refuse jobs without a group).", accounting)
         lines += _block("Container image (the job starts inside it).",
-                        _container(config, site, role))
+                        _container(config.server.image, config.site.client_image, site, role))
         lines += _block("Data credentials: a SciToken for the datafind server.",
-                        _credentials(config, site, role))
+                        _credentials(config.data.datafind_server,
+                                     config.site.oauth_permissions, site, role))
         files = "HTCondor file transfer" if site.transfer else "shared filesystem"
         lines += _block(f"Files: {files}.", _transfer(site, role))
         ident = [(f"MY.{RUN_ATTRIBUTE}", _quoted(run_id)), (f"MY.{NODE_ATTRIBUTE}", _quoted(node))]

@@ -103,7 +103,7 @@ def _data_seconds(run: RunDir, specs: dict[str, ClientShare | None],
         bad = bad_files(run, shares)
     except RunError:  # no run record: no bad file known
         bad = []
-    windows = analysed_windows(config, shares, campaign_stretches(config, shares, bad))
+    windows = analysed_windows(config.geometry, shares, campaign_stretches(config, shares, bad))
     planned = sum(share.kept_windows for share in shares)
     total = sum(windows.values())
     done = sum(windows[node] for node in complete & set(clients))

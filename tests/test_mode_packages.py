@@ -1,0 +1,210 @@
+"""A science mode from outside the project (``mode_packages.py``): the fixture package
+``tests/fixtures/power_mode`` installed by pip, as a user installs one, and a campaign run with
+it end to end through the command line (export, make-dag, run-local, status, report,
+reference), equal to its reference and right by its own definition, recomputed from the frames
+with gwpy. The registry's refusals use packages installed as pip does (a ``dist-info`` with
+``entry_points.txt`` on the path) without building them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from offline_iaas.config import load_config
+from offline_iaas.errors import ConfigError
+from offline_iaas.merge.output import compare_outputs, read_campaign
+from tests.error_catalogue import documented
+from tests.helpers import SMALL_CAMPAIGN, TOLERANCE, processes_mentioning
+
+FIXTURE = Path(__file__).parent / "fixtures" / "power_mode"
+OFFLINE_IAAS = Path(sys.executable).with_name("offline-iaas")
+
+
+def _pip_install(source: Path, site: Path) -> Path:
+    """``source`` (a copy: pip writes its build files beside it) installed into ``site`` by
+    pip, offline and without its dependencies (offline-iaas is the one running it)."""
+    copy = site.parent / f"{source.name}-source"
+    shutil.copytree(source, copy)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--no-build-isolation", "--no-index", "--target", str(site), str(copy)],
+                   check=True, capture_output=True, timeout=300)
+    return site
+
+
+def _registered(site: Path, distribution: str, entry_points: str, modules: dict[str, str]
+                ) -> Path:
+    """A distribution installed into ``site`` as pip lays one out (its modules, and a
+    ``dist-info`` holding its metadata and ``entry_points.txt``), for the registry's refusals."""
+    info = site / f"{distribution}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(entry_points)
+    for name, source in modules.items():
+        (site / f"{name}.py").write_text(source)
+    return site
+
+
+@pytest.fixture
+def on_path(monkeypatch):
+    """Puts a site directory on this process's path (and forgets the packages found so far)."""
+    from offline_iaas import mode_packages
+
+    def put(site: Path) -> None:
+        monkeypatch.syspath_prepend(str(site))
+        monkeypatch.setattr(mode_packages, "_FOUND", {})
+        for name in [m for m in sys.modules if m.startswith("broken_mode")]:
+            monkeypatch.delitem(sys.modules, name)
+
+    return put
+
+
+def test_a_mode_no_package_registers_is_refused_naming_the_entry_point_group(tmp_path):
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path / "campaign.toml", ['model.mode="power"'])
+    documented("mode-not-installed", str(caught.value), {tmp_path: "<ws>"},
+               exit_code=ConfigError.exit_code)
+    assert "offline_iaas.modes" in str(caught.value)
+
+
+def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_path, on_path):
+    """A package whose mode asks for triggers (BBHnet's clustering and found/missed), or whose
+    entry point names something else, or cannot be imported: one line naming the entry point
+    and what is wrong; a well-formed one beside them loads (the control)."""
+    mode = ("from offline_iaas.mode_packages import ModePackage\n"
+            "from offline_iaas.modes import Mode\n"
+            "def build(config, weights, out_dir): return []\n"
+            "def package(**flags): return ModePackage(Mode('{name}', strain=True, "
+            "witnesses=False, networks=('net',), outputs=('statistic',), streamable=False, "
+            "**flags), {{'net': build}})\n")
+    site = _registered(tmp_path / "site", "broken-modes", (
+        "[offline_iaas.modes]\n"
+        "greedy = broken_mode_greedy:PACKAGE\n"
+        "plain = broken_mode_plain:PACKAGE\n"
+        "notapackage = broken_mode_greedy:build\n"
+        "unimportable = broken_mode_missing:PACKAGE\n"), {
+        "broken_mode_greedy": mode.format(name="greedy") + "PACKAGE = package(triggers=True)\n",
+        "broken_mode_plain": mode.format(name="plain") + "PACKAGE = package()\n"})
+    on_path(site)
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    refusals = {}
+    for name in ("greedy", "notapackage", "unimportable"):
+        with pytest.raises(ConfigError) as caught:
+            load_config(tmp_path / "campaign.toml", [f'model.mode="{name}"'])
+        refusals[name] = str(caught.value)
+    documented("mode-package-asks-too-much", refusals["greedy"], {tmp_path: "<ws>"},
+               exit_code=ConfigError.exit_code)
+    assert "names a function, not an offline_iaas.mode_packages.ModePackage" in \
+        refusals["notapackage"]
+    assert "cannot be loaded: ModuleNotFoundError" in refusals["unimportable"]
+    assert all(f"entry point {name!r} of offline_iaas.modes" in refusals[name]
+               for name in refusals)
+    config = load_config(tmp_path / "campaign.toml", ['model.mode="plain"'])
+    assert config.mode.networks == ("net",) and not config.mode.streamable
+
+
+def test_a_mode_package_is_served_on_whole_windows_and_streamed_true_is_refused(
+        tmp_path, on_path):
+    on_path(_pip_install(FIXTURE, tmp_path / "site"))
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    config = load_config(tmp_path / "campaign.toml", ['model.mode="power"'])
+    from offline_iaas.network_streaming import streams
+    from offline_iaas.repository.pipeline import stages
+
+    assert not streams(config)
+    assert [stage.kind for stage in stages(config)] == ["snapshot", "network"]
+    with pytest.raises(ConfigError, match="'model.mode' the mode package of 'power' is served "
+                       "on whole windows, and model.streamed = true"):
+        load_config(tmp_path / "campaign.toml", ['model.mode="power"', "model.streamed=true"])
+
+
+# ---- a campaign with an installed mode package, end to end ----------------------------------
+
+def _power_by_definition(frames: Path, channels: list[str], ends: np.ndarray,
+                         kernel_seconds: float, shift_samples: int = 0) -> np.ndarray:
+    """Each window's power from its definition (the fixture's docstring), the strain read from
+    the frames by gwpy: ``sum_c mean((1e21 x_c)^2) / (c + 1)`` over ``[end - kernel, end)``;
+    ``shift_samples`` moves every window (the negative control)."""
+    from gwpy.timeseries import TimeSeries
+
+    power = np.zeros(len(ends))
+    for c, channel in enumerate(channels):  # each observatory's files: H-H1_..., L-L1_...
+        files = [str(p) for p in sorted(frames.glob(f"{channel[0]}-*.gwf"))]
+        series = TimeSeries.read(files, channel, format="gwf")
+        rate, t0 = series.sample_rate.value, series.t0.value
+        kernel = round(kernel_seconds * rate)
+        x = series.value.astype(np.float64) * 1e21
+        for i, end in enumerate(ends):
+            stop = round((end - t0) * rate) + shift_samples
+            power[i] += np.mean(x[stop - kernel : stop] ** 2) / (c + 1)
+    return power
+
+
+@pytest.mark.slow
+def test_a_campaign_of_an_installed_mode_package_equals_its_reference_and_its_definition(
+        small_campaign_dir, tmp_path):
+    """pip installs the fixture package; export, make-dag, run-local, status, report and
+    reference, each a fresh ``offline-iaas`` process finding the mode by its entry point, run
+    a campaign of mode ``power`` (one server, two clients, shard merges and their index). The
+    output equals the reference; the statistic equals the power recomputed from the frames
+    (and a window one sample late does not); the package's product (each stretch's loudest
+    window) and its summary section and report section agree with that recomputation."""
+    site = _pip_install(FIXTURE, tmp_path / "site")
+    root = small_campaign_dir(export=False)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    mode = ["--set", 'model.mode="power"', "--set", f'model.repository="{tmp_path / "repo"}"']
+    toml, run = str(root / "campaign.toml"), tmp_path / "run"
+
+    def offline_iaas(*args: str) -> str:
+        done = subprocess.run([str(OFFLINE_IAAS), *args], env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, f"{args[0]}: {done.stderr[-3000:]}"
+        return done.stdout + done.stderr
+
+    try:
+        offline_iaas("export", toml, *mode)
+        offline_iaas("make-dag", toml, *mode, "--out", str(run))
+        offline_iaas("run-local", str(run))
+        status = offline_iaas("status", str(run))
+        offline_iaas("report", str(run))
+        offline_iaas("reference", toml, *mode, "--out", str(tmp_path / "reference.h5"))
+    finally:
+        assert processes_mentioning(str(run)) == []
+    campaign = run / "output" / "campaign.h5"
+    assert "output/campaign.h5 (complete)" in status
+    comparison = compare_outputs(campaign, tmp_path / "reference.h5")
+    assert comparison.passes(TOLERANCE), comparison.describe()
+
+    config = load_config(root / "campaign.toml")
+    (statistic,) = read_campaign(campaign, "statistic")
+    ends = statistic.times.value
+    definition = _power_by_definition(root / "frames", list(config.data.channels), ends,
+                                      config.model.kernel_seconds)
+    late = _power_by_definition(root / "frames", list(config.data.channels), ends,
+                                config.model.kernel_seconds, shift_samples=1)
+    assert np.ptp(definition) > 0.1 * np.mean(definition)  # the power follows the data
+    np.testing.assert_allclose(statistic.value, definition, rtol=TOLERANCE)
+    assert not np.allclose(statistic.value, late, rtol=TOLERANCE)  # control: one sample late
+
+    loudest = int(np.argmax(definition))
+    with h5py.File(campaign, "r") as f:
+        table = f["power/loudest"][()]
+    assert table["time"].tolist() == [pytest.approx(ends[loudest], abs=1e-6)]
+    np.testing.assert_allclose(table["power"], [definition[loudest]], rtol=TOLERANCE)
+    section = json.loads((run / "output" / "campaign.json").read_text())["mode_package"]
+    assert section["power"]["windows"] == len(ends)
+    assert section["power"]["loudest_gps"] == pytest.approx(ends[loudest], abs=1e-6)
+    report = (run / "report" / "index.html").read_text()
+    assert "<h2>Power</h2>" in report
+    assert f"{len(ends)} windows; the loudest has power" in report
+    assert f"at GPS {ends[loudest]:.3f}" in report
