@@ -102,7 +102,9 @@ class ModelConfig:
     mode: str = "classifier"
     """What the campaign runs: ``classifier`` (a small seeded CNN, for plumbing and
     benchmarks), ``deepclean`` (noise regression per interferometer), ``bbhnet`` (the BBH
-    search on the strain) or ``e2e`` (BBHnet on DeepClean-cleaned strain, one ensemble)."""
+    search on the strain) or ``e2e`` (BBHnet on DeepClean-cleaned strain, one ensemble); or
+    the name of a mode package installed beside offline-iaas (``mode_packages.py``, the user
+    guide's "Write your own mode")."""
     name: str = "offline-iaas"
     """Name of the ensemble model that clients call."""
     kernel_seconds: float = 1.0
