@@ -201,7 +201,7 @@ def test_a_campaign_of_an_installed_mode_package_equals_its_reference_and_its_de
         table = f["power/loudest"][()]
     assert table["time"].tolist() == [pytest.approx(ends[loudest], abs=1e-6)]
     np.testing.assert_allclose(table["power"], [definition[loudest]], rtol=TOLERANCE)
-    section = json.loads((run / "output" / "campaign.json").read_text())["mode_package"]
+    section = json.loads((run / "output" / "campaign.json").read_text())["package_sections"]
     assert section["power"]["windows"] == len(ends)
     assert section["power"]["loudest_gps"] == pytest.approx(ends[loudest], abs=1e-6)
     report = (run / "report" / "index.html").read_text()

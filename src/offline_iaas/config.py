@@ -11,6 +11,7 @@ TOML (``4``, ``1.5``, ``"x"``, ``["a", "b"]``), falling back to a plain string.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import tomllib
@@ -90,9 +91,10 @@ class CampaignConfig:
     """The file it was loaded from (not a TOML key)."""
 
     # ---- derived quantities, in samples at the model rate -----------------------------
-    @property
+    @functools.cached_property
     def geometry(self) -> StreamGeometry:
-        """The streams' window arithmetic alone (``geometry.py``), for code that reads no more."""
+        """The streams' window arithmetic alone (``geometry.py``), for code that reads no more
+        (computed once: the config is frozen)."""
         return StreamGeometry(
             self.data.start, self.data.sample_rate, self.kernel_samples, self.stride_samples,
             self.stretch_warmup_windows, self.warmup_windows, self.slide_windows,
@@ -105,7 +107,7 @@ class CampaignConfig:
     @property
     def stride_seconds(self) -> float:
         """Data seconds between consecutive windows (one stride)."""
-        return self.stride_samples / self.data.sample_rate
+        return self.geometry.stride_seconds
 
     @property
     def kernel_samples(self) -> int:

@@ -8,7 +8,7 @@ network's graph for the model repository, and, if it has them, its own product (
 the campaign file by the merge, with a typed section of the campaign summary) and its section
 of the report. The core finds a package by the mode's name (``model.mode``) through
 ``importlib.metadata`` and never imports one: no core module names a mode package. The user
-guide's "Write your own mode" walks through one (``tests/fixtures/toy_mode``).
+guide's "Write your own mode" walks through one (``tests/fixtures/power_mode``).
 
 What a package's mode may be: one network on the snapshotter's windows, its clients storing
 ``statistic`` (one value per window), served on whole windows. Chains, the online average,
@@ -93,12 +93,8 @@ def mode_package(name: str) -> ModePackage | None:
 
 def find_mode(name: str) -> Mode:
     """The record of mode ``name``: a built-in mode's, or its package's. KeyError for none."""
-    if name in MODES:
-        return MODES[name]
     package = mode_package(name)
-    if package is None:
-        raise KeyError(name)
-    return package.mode
+    return MODES[name] if package is None else package.mode
 
 
 def mode_names() -> tuple[str, ...]:

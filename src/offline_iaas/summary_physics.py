@@ -252,7 +252,7 @@ class Physics(Numbers):
     """The canary network's, per interferometer."""
     deepclean_gate: dict[str, GateNumbers] | None = None
     bbhnet: SearchNumbers | None = None
-    mode_package: dict[str, dict[str, Any]] | None = None
+    package_sections: dict[str, dict[str, Any]] | None = None
     """A mode package's section (``mode_packages.py``), under its mode's name: read back as
     its package's ``summary`` type (``package_section``)."""
 
@@ -260,7 +260,7 @@ class Physics(Numbers):
 def package_section(physics: Physics, mode: str) -> Numbers | None:
     """The section the package of ``mode`` wrote (its ``summary`` type); None where there is
     none. ConfigError where the package cannot be loaded."""
-    found = (physics.mode_package or {}).get(mode)
+    found = (physics.package_sections or {}).get(mode)
     package = mode_package(mode)
     if found is None or package is None or package.summary is None:
         return None

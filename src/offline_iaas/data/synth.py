@@ -275,9 +275,11 @@ def _write_gwf(
         raise DataError(f"cannot write frame file {path}: {err}") from err
 
 
-def _integer(value: float, key: str, config: CampaignConfig) -> int:
+def _integer(value: float, key: str, source: Path | None) -> int:
+    """``value`` as an int; a ConfigError naming ``source`` (the config file) and ``key``
+    where it is not a whole number."""
     if abs(value - round(value)) > 1e-9:
-        raise ConfigError(f"{config.source}: '{key}' must be a whole number for synth, got {value}")
+        raise ConfigError(f"{source}: '{key}' must be a whole number for synth, got {value}")
     return int(round(value))
 
 
@@ -308,21 +310,19 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
     witness_step = _integer(
         sample_rate / witness_rate if witness_rate > 0 else -1.0,
         "synth.frame_sample_rate / synth.witness_sample_rate",
-        config,
+        config.source,
     )
     if witness_rate <= 0 or witness_step < 1:
         raise ConfigError(
             f"{config.source}: 'synth.witness_sample_rate' ({synth.witness_sample_rate} Hz) "
             f"must divide 'synth.frame_sample_rate' ({sample_rate} Hz) a whole number of times"
         )
-    gps_start = _integer(data.start, "data.start", config)
-    file_duration = _integer(synth.file_duration, "synth.file_duration", config)
-    file_samples = _integer(
-        file_duration * sample_rate, "synth.file_duration * synth.frame_sample_rate", config
-    )
-    _integer(
-        file_duration * witness_rate, "synth.file_duration * synth.witness_sample_rate", config
-    )
+    gps_start = _integer(data.start, "data.start", config.source)
+    file_duration = _integer(synth.file_duration, "synth.file_duration", config.source)
+    file_samples = _integer(file_duration * sample_rate,
+                            "synth.file_duration * synth.frame_sample_rate", config.source)
+    _integer(file_duration * witness_rate, "synth.file_duration * synth.witness_sample_rate",
+             config.source)
     n_files = max(1, math.ceil(data.duration / file_duration - 1e-9))
     if not re.fullmatch(r"[A-Za-z0-9_]+", synth.description):
         raise ConfigError(

@@ -305,7 +305,7 @@ def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
     their FAR and the background table (into ``file``), found/missed.
 
     Returns the summary (``deepclean``: numbers per interferometer, ``bbhnet``: triggers and
-    found/missed; a mode package's section, ``mode_package``) that :func:`physics_lines`
+    found/missed; a mode package's section, ``package_sections``) that :func:`physics_lines`
     describes.
     """
     outputs = config.outputs.names
@@ -347,7 +347,7 @@ def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
     package = mode_package(config.model.mode)
     if package is not None and package.summarize is not None:  # the mode package's product
         numbers = package.summarize(file, config, stretches)
-        summary["mode_package"] = {config.model.mode: section(package.summary, numbers)
+        summary["package_sections"] = {config.model.mode: section(package.summary, numbers)
                                    .model_dump(mode="json")}
     return summary
 

@@ -20,7 +20,7 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.config_sections import DeepCleanConfig
 from offline_iaas.errors import RunError
 from offline_iaas.local_state import read_local_state
-from offline_iaas.mode_packages import mode_package
+from offline_iaas.mode_packages import ModePackage, mode_package
 from offline_iaas.physics import SECONDS_PER_YEAR
 from offline_iaas.records import (
     CampaignSummary,
@@ -508,16 +508,20 @@ def _provenance(run: _Run, section: page.Section) -> None:
         section.parts.append(page.paragraph(run.config_error, "problem"))
 
 
-def _mode_package(run: _Run, section: page.Section) -> None:
-    """A mode package's section (``mode_packages.py``), drawn by the package from the section
-    of the campaign summary it wrote."""
-    package = mode_package(run.mode)
-    numbers = package_section(run.physics, run.mode)
-    if package is None or package.report is None or numbers is None:
-        section.parts.append(page.paragraph(
-            f"{section.title}: no numbers yet (the merge writes them).", "absent"))
-        return
-    package.report(numbers, section)
+def _package_drawer(package: ModePackage) -> Callable[[_Run, page.Section], None]:
+    """Draws a mode package's section (``mode_packages.py``): the package draws it from the
+    section of the campaign summary it wrote."""
+    assert package.report is not None
+    report = package.report
+
+    def draw(run: _Run, section: page.Section) -> None:
+        numbers = package_section(run.physics, run.mode)
+        if numbers is None:
+            section.parts.append(page.paragraph(
+                f"{section.title}: no numbers yet (the merge writes them).", "absent"))
+            return
+        report(numbers, section)
+    return draw
 
 
 SECTIONS: tuple[tuple[str, str, Callable[[_Run, page.Section], None]], ...] = (
@@ -544,7 +548,7 @@ def write_report(run: RunDir) -> Path:
     sections = []
     package = mode_package(found.mode) if found.config is not None else None
     drawn = SECTIONS if package is None or package.report is None else (
-        (found.mode, package.title or found.mode, _mode_package), *SECTIONS)
+        (found.mode, package.title or found.mode, _package_drawer(package)), *SECTIONS)
     for anchor, title, draw in drawn:
         section = page.Section(anchor, title)
         try:

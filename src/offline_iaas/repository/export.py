@@ -154,7 +154,7 @@ def export_repository(
     if served == "ensemble":
         for stage in pipeline.stages(config):
             if stage.stateful:
-                _write_stateful(config, stage, shape, flavor)
+                _write_stateful(config.model.repository, stage, shape, flavor)
         ens_dir = repo / config.model.name
         (ens_dir / "1").mkdir(parents=True, exist_ok=True)
         _write(ens_dir / "config.pbtxt", mcfg.to_pbtxt(ensemble_pipeline(config)))
@@ -245,7 +245,8 @@ def _write_fused(
             "batched": graph.batched,
             "weights_sha256": graph.weights_sha256,
         }
-    outputs = tuple((n, list(_tensor_dims(config, n))) for n in config.outputs.names)
+    counts = len(config.stream_channels), len(config.ifos)
+    outputs = tuple((n, list(_tensor_dims(n, *counts))) for n in config.outputs.names)
     params = {
         "stages": json.dumps([stage.to_dict() for stage in pipeline.stages(config)]),
         "outputs": json.dumps(list(config.outputs.names)),
@@ -254,7 +255,7 @@ def _write_fused(
     }
     optional = (((pipeline.PSD_UPDATE, [len(config.ifos), -1]),)
                 if pipeline.takes_psd_update(config) else ())
-    fused = mcfg.fused_config(name, shape, ("update", list(_tensor_dims(config, "update"))),
+    fused = mcfg.fused_config(name, shape, ("update", list(_tensor_dims("update", *counts))),
                               outputs, params, FLAVOR_DEVICE[flavor], optional)
     model_dir.mkdir(parents=True, exist_ok=True)
     os.replace(staged, model_dir / str(version))
@@ -262,28 +263,31 @@ def _write_fused(
     return {graph.name: version for graph in graphs}, served
 
 
-def _tensor_dims(config: CampaignConfig, name: str) -> tuple[int, ...]:
-    """Dims (without the batch axis) of an ensemble input or output."""
+def _tensor_dims(name: str, stream_channels: int, ifos: int) -> tuple[int, ...]:
+    """Dims (without the batch axis) of an ensemble input or output: the update carries
+    ``stream_channels`` rows, the noise outputs one per interferometer."""
     if name == "update":
-        return (len(config.stream_channels), -1)
+        return (stream_channels, -1)
     if name in ("noise", "noise_canary"):
-        return (len(config.ifos), -1)
+        return (ifos, -1)
     return (-1,)
 
 
 def ensemble_pipeline(config: CampaignConfig):
     """The ensemble clients call: the mode's stages in order."""
     steps = [(s.model, s.inputs, s.outputs) for s in pipeline.stages(config)]
-    outputs = tuple((n, _tensor_dims(config, n)) for n in config.outputs.names)
+    counts = len(config.stream_channels), len(config.ifos)
+    outputs = tuple((n, _tensor_dims(n, *counts)) for n in config.outputs.names)
     return mcfg.pipeline_config(
-        config.model.name, (("update", _tensor_dims(config, "update")),), outputs, steps
+        config.model.name, (("update", _tensor_dims("update", *counts)),), outputs, steps
     )
 
 
-def _write_stateful(config: CampaignConfig, stage: pipeline.Stage, shape, flavor: str) -> None:
+def _write_stateful(repository: Path, stage: pipeline.Stage, shape: mcfg.EnsembleShape,
+                    flavor: str) -> None:
     """A snapshotter or averager model (cpu: the python backend; gpu: an ONNX graph)."""
-    model_dir = config.model.repository / stage.model
-    k = config.kernel_samples
+    model_dir = repository / stage.model
+    k = shape.kernel_samples
     (in_name, _), (out_name, _) = next(iter(stage.inputs.items())), next(
         iter(stage.outputs.items())
     )
