@@ -163,7 +163,7 @@ def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
     monkeypatch.setattr(serve_node, "make_launcher",
                         lambda server, repository, node, token=None: launcher)
 
-    def ready(proc, url, models, timeout, stop) -> bool:
+    def ready(proc, url, models, timeout, stop, log, offset) -> bool:
         time.sleep(0.3)
         return proc.poll() is None  # the first one exited: port taken
 

@@ -259,15 +259,14 @@ def test_a_wide_dag_of_equal_clients_ends_at_start_plus_one_servers_share() -> N
 
 
 def test_the_dag_that_dag_text_writes_can_be_simulated() -> None:
-    def segment(i: int, server: str, seconds: float) -> ClientShare:
+    def share(i: int, server: str, seconds: float) -> ClientShare:
         piece = Piece(0, i + 1, 0, 0, 1, 1000.0, 1000.0 + seconds, 1000.0, 2000.0)
         return ClientShare(index=i, node=f"client{i}", server=server, pieces=(piece,))
 
-    segments = [segment(0, "server0", 64.0), segment(1, "server0", 64.0),
-                segment(2, "server1", 128.0)]
-    dag = parse_dag(dag_text(["server0", "server1"], segments, retries=2,
+    shares = [share(0, "server0", 64.0), share(1, "server0", 64.0), share(2, "server1", 128.0)]
+    dag = parse_dag(dag_text(["server0", "server1"], shares, retries=2,
                              max_parallel_clients=0, final=True))
-    work = share_work_seconds(segments)
+    work = share_work_seconds(shares)
     assert work == {"client0": 64.0, "client1": 64.0, "client2": 128.0}
     result = simulate(dag, work, SimulationRates(server_data_seconds_per_second=16.0))
     assert result.stages.clients_done_seconds == pytest.approx(8.0)  # 128 / 16 on each

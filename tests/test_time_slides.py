@@ -25,8 +25,9 @@ from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.physics import SECONDS_PER_YEAR, false_alarm_rates, slide_livetime
 from offline_iaas.records import read_run_info
-from offline_iaas.repository.backend.stateful import SnapshotState, TimeSlides
+from offline_iaas.repository.backend.stateful import SnapshotState, TimeSlides, slide_arguments
 from offline_iaas.repository.export import check_repository, export_repository
+from offline_iaas.repository.pipeline import stages
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_shares, first_formed_window, slides_formed
 from tests.error_catalogue import documented, documented_refusals
@@ -213,6 +214,23 @@ def test_slides_add_history_to_pieces_not_warm_up_to_stretches(tmp_path: Path) -
         assert formed[10:].all() and not formed[:2].any()
         assert (first_formed_window(slid.geometry, 3) == 6
                 and slides_formed(slid.geometry, 6, 1)[0].tolist() == [True] * 3 + [False] * 2)
+
+
+def test_a_time_slide_stage_spec_of_an_older_export_gives_the_same_slides(tmp_path: Path
+                                                                         ) -> None:
+    """The stage spec names the slides as the glossary does; one exported before, with
+    ``shift_windows`` and ``shifts``, still gives the server the same ``TimeSlides``."""
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    config = load_config(tmp_path / "campaign.toml", [
+        'model.mode="bbhnet"', "bbhnet.slides=5", "bbhnet.slide_seconds=0.5"])
+    spec = next(s for s in stages(config) if s.model == "timeslides").to_dict()["params"]
+    lag = config.slide_windows
+    assert lag > 1 and (spec["slide_windows"], spec["slides"]) == (lag, 5)
+    older = {"shift_windows": lag, "shifts": 5, "warmup_windows": spec["warmup_windows"]}
+    wanted = {"slide_windows": lag, "slides": 5, "warmup_windows": config.stretch_warmup_windows}
+    assert slide_arguments(spec) == slide_arguments(older) == wanted
+    assert TimeSlides(**slide_arguments(older)).history == 5 * lag
+    assert slide_arguments({**older, "shifts": 4}) != wanted  # control: the old key is read
 
 
 def test_the_ensemble_layout_refuses_time_slides(tmp_path: Path) -> None:

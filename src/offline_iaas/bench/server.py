@@ -71,12 +71,13 @@ def bench_server(repository: Path, run: RunDir, models: list[str]) -> Iterator[B
         install, repository, ports, "127.0.0.1", EXIT_TIMEOUT_SECONDS, token=token
     )
     log_path = run.logs / "tritonserver.log"
+    offset = log_path.stat().st_size if log_path.exists() else 0
     proc = start_server(cmd, install, log_path)
     server = BenchServer(proc.pid, ports, run)
     stubs: list[Stub] = []
     try:
         if not wait_until_ready(
-            proc, server.url, models, READY_TIMEOUT_SECONDS, threading.Event()
+            proc, server.url, models, READY_TIMEOUT_SECONDS, threading.Event(), log_path, offset
         ):
             tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
             raise ServerError(

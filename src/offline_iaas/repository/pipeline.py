@@ -174,8 +174,8 @@ def _time_slides(config: CampaignConfig, windows: str, suffix: str = "",
         return []
     tensor = "windows" if kind == "timeslide" else "update"
     return [Stage(f"timeslides{suffix}", kind, {tensor: windows},
-                  {"background": f"background{suffix}"}, 2, {"shift_windows": config.slide_windows,
-                      "shifts": config.bbhnet.slides,
+                  {"background": f"background{suffix}"}, 2, {"slide_windows": config.slide_windows,
+                      "slides": config.bbhnet.slides,
                       "warmup_windows": config.stretch_warmup_windows, "network": "bbhnet"})]
 
 

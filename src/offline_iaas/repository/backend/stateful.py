@@ -74,10 +74,8 @@ class SnapshotState:
         preallocated batch) instead of a new array."""
         n_samples = samples.shape[-1]
         if n_samples % self.stride_samples:
-            raise ValueError(
-                f"update of {n_samples} samples is not a multiple of the stride "
-                f"({self.stride_samples} samples)"
-            )
+            raise ValueError(f"update of {n_samples} samples is not a multiple of the stride "
+                             f"({self.stride_samples} samples)")
         full = np.concatenate([self.state, samples.astype(np.float32, copy=False)], axis=1)
         # window j ends after (j + 1) strides of new samples: full[:, (j+1)s : (j+1)s + kernel]
         views = np.lib.stride_tricks.sliding_window_view(full, self.kernel_samples, axis=1)
@@ -154,9 +152,10 @@ class TimeSlides:
 
 
 def slide_arguments(params: dict) -> dict[str, int]:
-    """``TimeSlides``' arguments from its stage spec's (the format's ``shift_windows``, ...)."""
-    return {"slide_windows": params["shift_windows"], "slides": params["shifts"],
-            "warmup_windows": params["warmup_windows"]}
+    """``TimeSlides``' arguments from its stage spec's (``shift_windows`` and ``shifts`` where
+    it was exported before the spec took the glossary's names)."""
+    key = {"slide_windows": "shift_windows", "slides": "shifts"} if "shifts" in params else {}
+    return {k: params[key.get(k, k)] for k in ("slide_windows", "slides", "warmup_windows")}
 
 
 def formed_slides(streamed: int, n: int, slid_by_windows: np.ndarray, warmup_windows: int
