@@ -65,7 +65,7 @@ def cmd_train_demo(args: argparse.Namespace) -> None:
     from offline_iaas.models.training import default_weights_dir, train_demo
 
     config = _config(args)
-    paths = train_demo(config, args.out or default_weights_dir(config))
+    paths = train_demo(config, args.out or default_weights_dir(config.data, config.source))
     logger.info(f"train-demo: wrote {', '.join(str(p) for p in paths.values())}")
 
 

@@ -184,7 +184,7 @@ def workload_of(config: CampaignConfig) -> tuple[Workload, bool]:
     for load in WORKLOADS.values():
         if same_stream(load, config) and load.searches_raw_strain == raw:
             return load, True
-    return mode_workload(config), False
+    return mode_workload(config.model.mode, config.outputs.searches_raw_strain), False
 
 
 def same_stream(load: Workload, config: CampaignConfig) -> bool:
@@ -195,11 +195,10 @@ def same_stream(load: Workload, config: CampaignConfig) -> bool:
                                      config.stride_samples)
 
 
-def mode_workload(config: CampaignConfig) -> Workload:
-    """The default workload of ``config``'s mode and graph (``e2e-inject`` for an e2e
-    campaign that searches the raw strain too)."""
-    return workload(WORKLOAD_OF_RAW_SEARCH if config.outputs.searches_raw_strain
-                    else WORKLOAD_OF_MODE[config.model.mode])
+def mode_workload(mode: str, searches_raw_strain: bool) -> Workload:
+    """The default workload of ``mode`` (``model.mode``; ``e2e-inject`` for an e2e campaign
+    that searches the raw strain too)."""
+    return workload(WORKLOAD_OF_RAW_SEARCH if searches_raw_strain else WORKLOAD_OF_MODE[mode])
 
 
 def without_raw_search(load: Workload) -> Workload:

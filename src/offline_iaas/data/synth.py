@@ -70,7 +70,7 @@ from scipy import signal
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
-from offline_iaas.config_sections import SynthConfig
+from offline_iaas.config_sections import DataConfig, SynthConfig
 from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.search.draw_injections import MEASURED_PSD_SECONDS
 from offline_iaas.search.injection_file import write_injection_set
@@ -179,7 +179,8 @@ def _witness0_params(seed: int, ifo: str) -> dict[str, float]:
 
 
 def _ifo_blocks(
-    config: CampaignConfig,
+    synth: SynthConfig,
+    duration_seconds: float,
     ifo: str,
     strain_channels: list[str],
     sample_rate: float,
@@ -187,7 +188,6 @@ def _ifo_blocks(
     injections: list[PlannedInjection],
 ) -> Iterator[np.ndarray]:
     """Endless blocks ``[len(strain) + witnesses, BLOCK_SAMPLES]`` for one interferometer."""
-    synth = config.synth
     n_w = synth.witnesses
     noise_taps = _fir_from_gain(design_asd, int(round(2 * sample_rate)), sample_rate)
     noises = [
@@ -233,7 +233,7 @@ def _ifo_blocks(
             if lo < hi:
                 signal_sum[lo - offset : hi - offset] += samples[lo - first : hi - first]
         # the noise's amplitude drifts linearly over the span (synth.noise_drift)
-        level = noise_level(config.synth, config.data.duration, tau)
+        level = noise_level(synth, duration_seconds, tau)
         strains = [level * nz.next(BLOCK_SAMPLES) + coupled + signal_sum for nz in noises]
         yield np.array(strains + witnesses)
         offset += BLOCK_SAMPLES
@@ -242,14 +242,15 @@ def _ifo_blocks(
 # ---- output ---------------------------------------------------------------------------------
 
 
-def default_out_dir(config: CampaignConfig) -> Path:
-    """``data.frames``, or its parent directory when it names a cache file."""
-    if config.data.frames is None:
+def default_out_dir(data: DataConfig, source: Path | None) -> Path:
+    """``data.frames``, or its parent directory when it names a cache file; ConfigError
+    naming ``source`` (the config file) where it is not set."""
+    if data.frames is None:
         raise ConfigError(
-            f"{config.source}: 'data.frames' is not set (frames come from a datafind server); "
+            f"{source}: 'data.frames' is not set (frames come from a datafind server); "
             "give the output directory explicitly"
         )
-    frames = Path(config.data.frames)
+    frames = Path(data.frames)
     return frames.parent if frames.suffix in CACHE_SUFFIXES else frames
 
 
@@ -299,7 +300,7 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
         The summary also written to ``<out_dir>/synth.json``.
     """
     synth, data = config.synth, config.data
-    out_dir = Path(out_dir) if out_dir is not None else default_out_dir(config)
+    out_dir = Path(out_dir) if out_dir is not None else default_out_dir(config.data, config.source)
     out_dir = out_dir.resolve()
     sample_rate = synth.frame_sample_rate
     if sample_rate <= 0:
@@ -350,7 +351,8 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
         witness_channels += witnesses
         names = strains + witnesses
         obs = ifo[0]
-        blocks = _ifo_blocks(config, ifo, strains, sample_rate, line_scale, injections)
+        blocks = _ifo_blocks(config.synth, config.data.duration, ifo, strains, sample_rate,
+                             line_scale, injections)
         pending = np.empty((len(names), 0))
         for index in range(n_files):
             while pending.shape[1] < file_samples:
@@ -402,7 +404,7 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
     named = Path(config.data.frames) if config.data.frames is not None else out_dir
     if (
         config.data.frames is not None
-        and out_dir == default_out_dir(config).resolve()
+        and out_dir == default_out_dir(config.data, config.source).resolve()
         and named.suffix in CACHE_SUFFIXES
     ):
         named = named.resolve()

@@ -53,7 +53,8 @@ def clean_stretch(
     ``(n - 1) * stride + kernel`` of the stretch (float64, strain units).
     """
     rate = config.data.sample_rate
-    channels = [strain_channel(config, ifo), *witness_channels(config, ifo)]
+    channels = [strain_channel(config.data.channels, ifo, config.source),
+                *witness_channels(config, ifo)]
     data = read_span(frames, channels, gps_start, gps_end, rate).astype(np.float64)
     predictions = predict_deepclean(model, data[1:], config.kernel_samples, config.stride_samples)
     averaged = average_overlapping(predictions, config.stride_samples)

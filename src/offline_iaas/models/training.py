@@ -37,6 +37,7 @@ from scipy import signal
 from torch import nn
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.config_sections import DataConfig
 from offline_iaas.data import synth
 from offline_iaas.data.discovery import FrameFile, discover_frames
 from offline_iaas.data.frames import read_span
@@ -75,12 +76,13 @@ def bandpass(
     return signal.sosfiltfilt(sos, np.asarray(values, dtype=np.float64), axis=-1)
 
 
-def strain_channel(config: CampaignConfig, ifo: str) -> str:
-    """The first strain channel of ``ifo`` in ``data.channels``."""
-    for channel in config.data.channels:
+def strain_channel(channels: Sequence[str], ifo: str, source: Path | None) -> str:
+    """The first strain channel of ``ifo`` in ``channels`` (``data.channels`` of the config
+    file ``source``)."""
+    for channel in channels:
         if channel.split(":", 1)[0] == ifo:
             return channel
-    raise ConfigError(f"{config.source}: no channel of {ifo} in data.channels")
+    raise ConfigError(f"{source}: no channel of {ifo} in data.channels")
 
 
 def witness_channels(config: CampaignConfig, ifo: str) -> list[str]:
@@ -168,7 +170,7 @@ def train_deepclean(
         kernel = config.kernel_samples
         start, end = _span(config, seconds, offset_seconds)
         witnesses = witness_channels(config, ifo)
-        strain_name = strain_channel(config, ifo)
+        strain_name = strain_channel(config.data.channels, ifo, config.source)
         data = read_span(frames, [strain_name, *witnesses], start, end, rate).astype(np.float64)
         read_seconds = time.monotonic() - started
         cpu_started = time.process_time()
@@ -461,7 +463,7 @@ SUMMARY = TRAINING_SUMMARY
 
 
 def _dataset(config: CampaignConfig) -> dict[str, Any]:
-    out_dir = synth.default_out_dir(config)
+    out_dir = synth.default_out_dir(config.data, config.source)
     summary_path = out_dir / "synth.json"
     if summary_path.exists():
         return json.loads(summary_path.read_text())
@@ -558,6 +560,6 @@ def write_demo_networks(
     return paths
 
 
-def default_weights_dir(config: CampaignConfig) -> Path:
+def default_weights_dir(data: DataConfig, source: Path | None) -> Path:
     """``weights/`` beside the dataset's directory (``demo-data/weights`` for the demo)."""
-    return synth.default_out_dir(config).parent / "weights"
+    return synth.default_out_dir(data, source).parent / "weights"

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.config_sections import ModelConfig
 from offline_iaas.errors import ModelError
 from offline_iaas.mode_packages import mode_package
 from offline_iaas.modes import NETWORK_KINDS
@@ -95,17 +96,16 @@ def _export_checked(kind: str, path: Path, expected: dict, out: Path, example: t
     return export_onnx(network, out, "windows", NETWORK_KINDS[kind].output_name, example)
 
 
-def classifier_network(config: CampaignConfig, weights: Path | None):
-    """The campaign's classifier (``models/classifier.Classifier``, eval mode): seeded by
-    ``model.seed``, or ``weights`` (a state_dict) loaded into it. ModelError for a missing or
-    foreign weight file."""
+def classifier_network(model_section: ModelConfig, channels: int, weights: Path | None):
+    """The campaign's classifier on ``channels`` streamed channels
+    (``models/classifier.Classifier``, eval mode): seeded by ``model.seed``, or ``weights``
+    (a state_dict) loaded into it. ModelError for a missing or foreign weight file."""
     import torch
 
     from offline_iaas.models.classifier import Classifier
 
-    torch.manual_seed(config.model.seed)
-    channels = len(config.stream_channels)
-    model = Classifier(channels, input_scale=config.model.input_scale)
+    torch.manual_seed(model_section.seed)
+    model = Classifier(channels, input_scale=model_section.input_scale)
     if weights is not None:
         try:
             model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
@@ -119,8 +119,9 @@ def classifier_network(config: CampaignConfig, weights: Path | None):
 def _classifier(config: CampaignConfig, weights: Path | None, out: Path) -> Path:
     from offline_iaas.models.weights import export_onnx
 
-    return export_onnx(classifier_network(config, weights), out, "windows", "statistic",
-                       (2, len(config.stream_channels), config.kernel_samples))
+    channels = len(config.stream_channels)
+    return export_onnx(classifier_network(config.model, channels, weights), out, "windows",
+                       "statistic", (2, channels, config.kernel_samples))
 
 
 def _bbhnet(config: CampaignConfig, weights: Path | None, out: Path, single: bool) -> Path:

@@ -383,7 +383,7 @@ def export_campaign_classifier(config: CampaignConfig, weights: Path | None, dir
     return that directory. NotStreamable as ``export_campaign_network`` for the stride."""
     from offline_iaas.repository.networks import classifier_network
 
-    network = classifier_network(config, weights)
+    network = classifier_network(config.model, len(config.stream_channels), weights)
     return _export_campaign_streamed(network, classifier_graph(network)[0], config.geometry,
                                      directory)
 

@@ -45,11 +45,13 @@ import logging
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.config_sections import DataConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.search.draw_injections import (
     MARGIN_SECONDS,
@@ -193,7 +195,7 @@ def plan_injections(
             return InjectionPlan([], approximant, f_lower, f_ref, attrs)
         # synth's stream for the role "injections" (synth._rng)
         rng = np.random.default_rng([synth.seed % 2**63, zlib.crc32(b"injections")])
-        times = _spread_times(config, synth.injections,
+        times = _spread_times(config.data, config.source, synth.injections,
                               waveform_bounds(spec, sample_rate))
         drawn = draw_above_cut(spec, times, ifos, sample_rate, lambda ifo, t: design_asd,
                                synth.network_snr_min, rng)
@@ -253,15 +255,17 @@ def measure_snrs(
     return dataclasses.replace(plan, injections=measured)
 
 
-def _spread_times(config: CampaignConfig, n: int, bounds: tuple[float, float]) -> list[float]:
-    data = config.data
+def _spread_times(data: DataConfig, source: Path | None, n: int, bounds: tuple[float, float]
+                  ) -> list[float]:
+    """``n`` injection times spread evenly over ``data``'s span, each waveform (``bounds``:
+    seconds before and after its time) ``MARGIN_SECONDS`` from the ends and the others."""
     before, after = bounds
     lead, trail = before + MARGIN_SECONDS, after + MARGIN_SECONDS
     usable = data.duration - lead - trail
     needed = before + after + MARGIN_SECONDS
     if usable <= 0 or (n > 1 and usable / n < needed):  # one alone needs no spacing
         raise ConfigError(
-            f"{config.source}: 'synth.injections' ({n}) do not fit in data.duration "
+            f"{source}: 'synth.injections' ({n}) do not fit in data.duration "
             f"({data.duration:g} s): each waveform lasts up to {before + after:.1f} s and "
             f"they stay {MARGIN_SECONDS:g} s from the ends and each other (fewer injections, "
             "a longer span, heavier masses or a higher synth.f_lower_hz)"

@@ -162,7 +162,7 @@ def plan_from_bench(
     streamed = streams(config)
     layouts, path = _bench_layouts(measurements, load.name, streamed)
     if not layouts and exact:  # the campaign's own stream was not measured: its mode's
-        load, exact = mode_workload(config), False
+        load, exact = mode_workload(config.model.mode, config.outputs.searches_raw_strain), False
         layouts, path = _bench_layouts(measurements, load.name, streamed)
     wanted = load
     if not layouts and load.searches_raw_strain:  # the graph without it, the raw search added
