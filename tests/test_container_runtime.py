@@ -121,29 +121,33 @@ def test_missing_runtime_is_a_server_error(monkeypatch: pytest.MonkeyPatch, tmp_
 
 
 class FakeLauncher:
-    """Launches stand-ins for tritonserver: the first finds its port taken."""
+    """Launches stand-ins for tritonserver: the first finds its port taken, and exits at once
+    or (``first_lingers``, as tritonserver shutting down after a failed endpoint) not."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_lingers: bool = False) -> None:
         self.ports: list[int] = []
+        self.procs: list[subprocess.Popen] = []
         self.closed = False
+        self.first_lingers = first_lingers
 
     def start(self, ports, bind: str, exit_timeout: float, log: Path) -> subprocess.Popen:
         self.ports.append(ports.grpc)
         log.parent.mkdir(parents=True, exist_ok=True)
-        code = (
-            "print('E0101 grpc_server.cc] Failed to listen on 127.0.0.1: Address already in use')"
-            if len(self.ports) == 1 else "import time; time.sleep(60)"
-        )
+        taken = "print('E0101 main.cc] failed to start HTTP service: Address already in use')"
+        code = ((taken + "; import time; time.sleep(60)" if self.first_lingers else taken)
+                if len(self.ports) == 1 else "import time; time.sleep(60)")
         with open(log, "ab") as out:
-            return subprocess.Popen([sys.executable, "-c", code], stdout=out,
-                                    stderr=subprocess.STDOUT)
+            self.procs.append(subprocess.Popen([sys.executable, "-u", "-c", code], stdout=out,
+                                               stderr=subprocess.STDOUT))
+        return self.procs[-1]
 
     def close(self) -> None:
         self.closed = True
 
 
+@pytest.mark.parametrize("first_lingers", [False, True])
 def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_lingers: bool
 ) -> None:
     from offline_iaas.config import config_from_dict
     from offline_iaas.serve import node as serve_node
@@ -154,7 +158,7 @@ def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
                   "sample_rate": 64}, "model": {"repository": "repo"}},
         tmp_path / "c.toml",
     )
-    launcher = FakeLauncher()
+    launcher = FakeLauncher(first_lingers)
     monkeypatch.setattr(serve_node, "load_config", lambda path: config)
     manifest = SimpleNamespace(flavor="cpu", served="fused", models=("offline-iaas",))
     monkeypatch.setattr(startup_checks, "check_repository",
@@ -164,8 +168,8 @@ def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
                         lambda server, repository, node, token=None: launcher)
 
     def ready(proc, url, models, timeout, stop, log, offset) -> bool:
-        time.sleep(0.3)
-        return proc.poll() is None  # the first one exited: port taken
+        time.sleep(0.3)  # the first one exited, or logged its failed endpoint: port taken
+        return proc.poll() is None and "already in use" not in log.read_text()[offset:]
 
     monkeypatch.setattr(serve_node, "wait_until_ready", ready)
     run = tmp_path / "run"
@@ -187,6 +191,8 @@ def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
     finally:
         returned.set()
     assert len(launcher.ports) == 2 and launcher.ports[0] != launcher.ports[1]
+    # the failed start was stopped before the retry, not left running beside it
+    assert launcher.procs[0].returncode is not None
     assert "server0: port taken, retrying with other ports" in lines
     assert any(f"ready at 127.0.0.1:{launcher.ports[1]} (epoch 1" in line for line in lines)
     # the stand-in has no SIGTERM handler: it dies by the stop's SIGTERM, which is no crash

@@ -161,7 +161,8 @@ def wait_until_ready(
 ) -> bool:
     """True once the server and ``models`` are ready and every endpoint is bound (its log
     past ``log_offset``, where this start's output begins, says the last one started and
-    none failed, ``ENDPOINTS_SETTLE_SECONDS`` on); False if the process exited first."""
+    none failed, ``ENDPOINTS_SETTLE_SECONDS`` on); False if the process exited first, or if
+    an endpoint failed (the process then exits on its own, and may not have yet)."""
     import tritonclient.grpc as grpcclient
 
     deadline = time.monotonic() + timeout_seconds
@@ -362,6 +363,8 @@ def serve(
                 break
             if stop.is_set():
                 return
+            if proc.poll() is None:  # an endpoint failed to bind: it is on its way out
+                stop_process(proc, config.server.exit_timeout_seconds + 10)
             tail = _log_tail(server_log)
             if "already in use" not in tail.lower():
                 how = note_exit(proc, server_log, node, "before it was ready")
