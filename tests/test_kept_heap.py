@@ -6,9 +6,7 @@ are free there, and a request's arrays then fault their pages in again on the ne
 stub). Each case runs in a fresh process (the setting is process-wide): a request-like loop
 that allocates, writes and frees 10 MiB of arrays, its minor page faults counted, with the
 setting and, as the negative control, with glibc's default thresholds set explicitly (left
-to itself glibc raises them when a large block is freed, so the control's page faults would
-hang on what the interpreter freed before the loop: 115 per request in one make check, more
-than 1,000 in others).
+to itself glibc raises them when a large block is freed).
 """
 
 from __future__ import annotations
@@ -50,6 +48,9 @@ def faults_per_request(keep: bool) -> float:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc")
 def test_kept_heap_does_not_fault_freed_arrays_in_again() -> None:
-    assert faults_per_request(keep=True) < 50
-    # the negative control: glibc's default faults the 10 MiB (2,560 pages) in each time
-    assert faults_per_request(keep=False) > 1000
+    assert faults_per_request(keep=True) < 20  # measured 0.05-0.1 a request
+    # the negative control: glibc's default faults the freed 10 MiB in again each request:
+    # 2,410 page faults a request in a process started from a shell, 115-164 in one started
+    # from a pytest-xdist worker (larger pieces at a time; why is not known), so the bound
+    # sits at half the least measured
+    assert faults_per_request(keep=False) > 60
