@@ -332,6 +332,7 @@ def serve(
     bind = config.server.bind or "127.0.0.1"  # make-dag writes the profile's; a bare config
     monitor_seconds = config.server.monitor_seconds
     server_log = tritonserver_log(run, node)
+    stop_grace = config.server.exit_timeout_seconds + 10  # Triton's own exit timeout first
     if ads is not None:  # an address left by an earlier start of this job is stale now
         ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
     else:  # likewise a file left by a server of this node that was killed
@@ -364,7 +365,7 @@ def serve(
             if stop.is_set():
                 return
             if proc.poll() is None:  # an endpoint failed to bind: it is on its way out
-                stop_process(proc, config.server.exit_timeout_seconds + 10)
+                stop_process(proc, stop_grace)
             tail = _log_tail(server_log)
             if "already in use" not in tail.lower():
                 how = note_exit(proc, server_log, node, "before it was ready")
@@ -423,9 +424,8 @@ def serve(
             if monitor is not None:
                 monitor.stop()
             if proc is not None and proc.returncode is None:
-                grace = config.server.exit_timeout_seconds + 10
-                if stop_process(proc, grace, stubs):
-                    logger.warning(f"{node}: tritonserver killed (still running {grace:g} s "
+                if stop_process(proc, stop_grace, stubs):
+                    logger.warning(f"{node}: tritonserver killed (still running {stop_grace:g} s "
                                    "after SIGTERM)")
                 else:
                     note_exit(proc, server_log, node, "while stopping")
