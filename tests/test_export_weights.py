@@ -15,7 +15,7 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ModelError
 from offline_iaas.models.weights import build_network
 from offline_iaas.repository.export import export_repository, read_manifest
-from offline_iaas.repository.networks import subtract_onnx
+from offline_iaas.science.e2e.graphs import subtract_onnx
 from tests.error_catalogue import documented, documented_refusals
 from tests.helpers import WITNESSES, untrained_weights
 

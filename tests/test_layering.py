@@ -20,8 +20,11 @@ TOP = {"cli", "demo"}
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",), ("data", "search"), ("models",), ("repository",), ("rendezvous",), ("serve",),
     ("client",), ("report",), ("merge",), ("workflow",), ("bench",), ("sizing",), ("top",),
+    ("science",),
 )
-"""Bottom to top; a module may import its own layer and those below."""
+"""Bottom to top; a module may import its own layer and those below. ``science/`` (the
+built-in mode packages) is above everything: the core finds them by entry point and imports
+none of them."""
 
 
 def module_name(path: Path) -> str:

@@ -82,7 +82,7 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
     and what is wrong; a well-formed one beside them loads (the control)."""
     mode = ("from offline_iaas.mode_packages import ModePackage\n"
             "from offline_iaas.modes import Mode\n"
-            "def build(config, weights, out_dir): return []\n"
+            "def build(request): return []\n"
             "def package(**flags): return ModePackage(Mode('{name}', strain=True, "
             "witnesses=False, networks=('net',), outputs=('statistic',), streamable=False, "
             "**flags), {{'net': build}})\n")

@@ -1,19 +1,22 @@
-"""Science modes from outside the project: Python packages registered under the entry point
-group ``offline_iaas.modes`` (``ENTRY_POINT_GROUP``), each entry point naming a
-``ModePackage``.
+"""Science modes as packages: Python packages registered under the entry point group
+``offline_iaas.modes`` (``ENTRY_POINT_GROUP``), each entry point naming a ``ModePackage``.
+The built-in modes are packages too (``offline_iaas.science.<mode>``, registered by this
+project's own ``pyproject.toml``); a user's mode registers the same way from its own
+distribution.
 
 A mode package hands the core what it asks of a mode, and nothing else: its record
-(``modes.Mode``: what it streams, its network, what its clients store), how to build its
-network's graph for the model repository, and, if it has them, its own product (written into
-the campaign file by the merge, with a typed section of the campaign summary) and its section
-of the report. The core finds a package by the mode's name (``model.mode``) through
-``importlib.metadata`` and never imports one: no core module names a mode package. The user
-guide's "Write your own mode" walks through one (``tests/fixtures/power_mode``).
+(``modes.Mode``: what it streams, its networks, what its clients store), how to build each
+network's graph for the model repository (``graphs``, given a ``GraphRequest``), and, if it
+has them, its own product (written into the campaign file by the merge, with a typed section
+of the campaign summary) and its section of the report. The core finds a package by the
+mode's name (``model.mode``) through ``importlib.metadata`` and never imports one: no core
+module names a mode package (``tests/test_layering.py``). The user guide's "Write your own
+mode" walks through one (``tests/fixtures/power_mode``).
 
-What a package's mode may be: one network on the snapshotter's windows, its clients storing
-``statistic`` (one value per window), served on whole windows. Chains, the online average,
-triggers, time slides and the streamed graphs are the built-in modes' (``modes.MODES``); a
-package asking for them is refused at lookup with one line saying so.
+What a mode of another distribution may be: one network on the snapshotter's windows, its
+clients storing ``statistic`` (one value per window), served on whole windows. Chains, the
+online average, triggers, time slides and the streamed graphs are the built-in modes'
+(``modes.MODES``); a package asking for them is refused at lookup with one line saying so.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import dataclasses
 import importlib.metadata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from offline_iaas.errors import ConfigError
@@ -30,6 +34,34 @@ from offline_iaas.modes import MODES, Mode
 ENTRY_POINT_GROUP = "offline_iaas.modes"
 """The entry point group a mode package registers under (``name = "module:OBJECT"``, the name
 being its ``model.mode``)."""
+HOME_DISTRIBUTION = "offline-iaas"
+"""The distribution whose packages are the built-in modes (registered by its pyproject)."""
+
+
+@dataclass(frozen=True)
+class GraphRequest:
+    """What a graph builder of ``ModePackage.graphs`` is given.
+
+    Parameters
+    ----------
+    config
+        The campaign (``config.CampaignConfig``).
+    weights
+        ``export --weights``: a directory of weight files, or a single-network mode's one
+        file; None where the mode seeds its own network.
+    out_dir
+        Where to write the graph files (``<model name>.onnx``).
+    canary_weights
+        ``export --canary-weights`` (a second DeepClean per detector, ``deepclean.canary``).
+    single_file
+        The mode serves one network, so ``weights`` may be that network's one file.
+    """
+
+    config: Any
+    weights: Path | None
+    out_dir: Path
+    canary_weights: Path | None = None
+    single_file: bool = False
 
 
 @dataclass(frozen=True)
@@ -41,10 +73,10 @@ class ModePackage:
     mode
         Its record; ``mode.name`` is the entry point's name and ``model.mode``.
     graphs
-        Its network (``mode.networks``' one name) → a function ``(config, weights, out_dir)``
-        that writes the network's graph into ``out_dir`` and returns it as a list of
-        ``repository.networks.Graph`` (input ``windows [N, C, K]``, output ``statistic [N]``);
-        ``weights`` is ``export --weights`` (None where the package seeds its own).
+        Each network of ``mode.networks`` → a function of a ``GraphRequest`` that writes the
+        network's graph(s) into ``request.out_dir`` and returns them as a list of
+        ``repository.networks.Graph`` (for a mode of another distribution: input
+        ``windows [N, C, K]``, output ``statistic [N]``).
     summarize
         The merge's post-processing of the campaign file (``h5py.File``, open for writing,
         its ``statistic`` datasets written), given ``(file, config, stretches)``: writes its
@@ -72,29 +104,51 @@ _FOUND: dict[str, ModePackage] = {}
 
 
 def mode_package(name: str) -> ModePackage | None:
-    """The package registered for mode ``name``; None for a built-in mode or no package.
-    ConfigError naming the entry point for a package that cannot be loaded or asks for what
-    a package's mode cannot be (module docstring)."""
-    if name in MODES:
-        return None
+    """The package registered for mode ``name``; None where none is.
+
+    A built-in mode's is this project's own (another distribution's entry point of the same
+    name is not taken). ConfigError naming the entry point for a package that cannot be
+    loaded or asks for what a package's mode cannot be (module docstring), and for a built-in
+    mode whose entry point is missing (an install without this project's entry points).
+    """
     if name in _FOUND:
         return _FOUND[name]
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
+        home = _distribution(entry) == HOME_DISTRIBUTION
+        if name in MODES and not home:
+            continue
         where = f"mode package {entry.value!r} (entry point {name!r} of {ENTRY_POINT_GROUP})"
         try:
             package = entry.load()
-        except Exception as err:  # a broken third-party package: say which
+        except Exception as err:  # a broken package: say which
             raise ConfigError(f"{where}: cannot be loaded: {type(err).__name__}: {err}"
                               ) from None
-        _FOUND[name] = _checked(package, name, where)
+        _FOUND[name] = package if home else _checked(package, name, where)
         return _FOUND[name]
+    if name in MODES:
+        raise ConfigError(
+            f"built-in mode {name!r}: no entry point {name!r} of {ENTRY_POINT_GROUP} from "
+            f"{HOME_DISTRIBUTION} (installed without its entry points? reinstall it: "
+            "pip install -e . or make install)")
     return None
 
 
 def find_mode(name: str) -> Mode:
-    """The record of mode ``name``: a built-in mode's, or its package's. KeyError for none."""
+    """The record of mode ``name``: a built-in mode's (without loading its package), or its
+    package's. KeyError for none."""
+    if name in MODES:
+        return MODES[name]
     package = mode_package(name)
-    return MODES[name] if package is None else package.mode
+    if package is None:
+        raise KeyError(name)
+    return package.mode
+
+
+def _distribution(entry: importlib.metadata.EntryPoint) -> str:
+    """The normalised name of the distribution registering ``entry`` ("" where unknown)."""
+    dist = getattr(entry, "dist", None)
+    name = dist.metadata["Name"] if dist is not None else ""
+    return (name or "").lower().replace("_", "-")
 
 
 def mode_names() -> tuple[str, ...]:

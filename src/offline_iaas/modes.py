@@ -2,9 +2,10 @@
 and the trained network kinds users bring weights for, one record each.
 
 Code that behaves differently per mode asks the record (``CampaignConfig.mode``) instead of
-comparing mode names, so a new built-in mode is one more record here (and its stages in
-``repository/pipeline.py``, its graphs in ``repository/networks.py``); a mode from outside
-the project is a package registered under an entry point group (``mode_packages.py``). Code
+comparing mode names, so a new built-in mode is one more record here, one more package
+``science/<mode>/`` (its graphs) registered under the entry point group ``offline_iaas.modes``
+(``mode_packages.py``), and its stages in ``repository/pipeline.py``; a mode from outside the
+project is a package registered under the same group. Code
 that handles a network's weights asks its ``NetworkKind`` (``NETWORK_KINDS``), not its name.
 This module sits
 at the package root beside ``config.py``, which needs it to derive the streamed channels and

@@ -88,9 +88,10 @@ def export_repository(
     Parameters
     ----------
     weights
-        Trained weights (``repository/networks.py``: a directory of ``deepclean-<IFO>.*`` and
-        ``bbhnet.*``, or one file for a single-network mode); the classifier mode takes an
-        optional state_dict, default initial weights seeded by ``model.seed``.
+        Trained weights (``repository/networks.weight_file``: a directory of
+        ``deepclean-<IFO>.*`` and ``bbhnet.*``, or one file for a single-network mode); the
+        classifier mode takes an optional state_dict, default initial weights seeded by
+        ``model.seed``.
     flavor
         ``cpu``: the fused python-backend model running the ONNX graphs with onnxruntime on
         the CPU (the embedded server). ``gpu``: the same model, its networks on the GPU

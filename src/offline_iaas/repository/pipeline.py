@@ -2,11 +2,11 @@
 
 A mode is a chain of **stages**: stateful ones (``snapshot``, ``average``: one state per
 stream, ``repository/backend/stateful.py``) and stateless ONNX networks
-(``repository/networks.py``). ``export`` writes each stage as a model and the chain as the
-ensemble clients call (``export --ensemble``); by default the cpu flavor serves the whole chain as
-one fused model (``backend/fused.py``), whose per-stream step ``backend/stateful.ModeStream``
-is also what ``mode_stream`` runs in one process (the reference). Tensors are named as in the
-ensemble::
+(built by the mode packages, ``science/<mode>/graphs.py``). ``export`` writes each stage as
+a model and the chain as the ensemble clients call (``export --ensemble``); by default the cpu
+flavor serves the whole chain as one fused model (``backend/fused.py``), whose per-stream
+step ``backend/stateful.ModeStream`` is also what ``mode_stream`` runs in one process (the
+reference). Tensors are named as in the ensemble::
 
     classifier  update ─► snapshotter ─► windows ─► classifier ─► statistic
                 (model.streamed: update ─► classifier (streamed layer by layer) ─► statistic)

@@ -1,0 +1,12 @@
+"""Mode ``e2e``: DeepClean's averaged prediction subtracted from the strain, and BBHnet on the
+cleaned strain (and, with injections on the fly, on the raw strain too)."""
+
+from offline_iaas.mode_packages import ModePackage
+from offline_iaas.modes import MODES
+from offline_iaas.science.bbhnet.graphs import bbhnet_graphs
+from offline_iaas.science.deepclean.graphs import deepclean_graphs
+from offline_iaas.science.e2e.graphs import subtract_graphs
+
+PACKAGE = ModePackage(mode=MODES["e2e"], graphs={
+    "deepclean": deepclean_graphs, "subtract": subtract_graphs, "bbhnet": bbhnet_graphs})
+"""What the entry point ``e2e`` of ``offline_iaas.modes`` names."""
