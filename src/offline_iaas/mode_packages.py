@@ -77,6 +77,10 @@ class ModePackage:
         network's graph(s) into ``request.out_dir`` and returns them as a list of
         ``repository.networks.Graph`` (for a mode of another distribution: input
         ``windows [N, C, K]``, output ``statistic [N]``).
+    stages
+        The mode's chain of stages (``repository.pipeline.Stage``) given the campaign config;
+        None: one network on the snapshotter's windows (``pipeline.stages``), which is all a
+        mode of another distribution may be.
     summarize
         The merge's post-processing of the campaign file (``h5py.File``, open for writing,
         its ``statistic`` datasets written), given ``(file, config, stretches)``: writes its
@@ -93,6 +97,7 @@ class ModePackage:
 
     mode: Mode
     graphs: Mapping[str, Callable[..., list]]
+    stages: Callable[[Any], list] | None = None
     summarize: Callable[..., Any] | None = None
     summary: type | None = None
     report: Callable[[Any, Any], None] | None = None
@@ -174,6 +179,7 @@ def _checked(package: object, name: str, where: str) -> ModePackage:
           if mode.networks and mode.networks[0] not in package.graphs else []),
         *(["summarize without a summary type"] if package.summarize and not package.summary
           else []),
+        *(["its own stages"] if package.stages is not None else []),
     ]
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems))

@@ -24,6 +24,8 @@ reference). Tensors are named as in the ensemble::
                 (delayed like ``cleaned``): raw ─► snapshotter_raw ─► raw_windows ─► bbhnet
                 ─► statistic_raw (time slides: timeslides_raw ─► background_raw)
 
+A mode's chain is its package's (``ModePackage.stages``: ``science/<mode>/stages.py``); the
+classifier's, and a mode of another distribution's, is the one-network chain of ``stages``.
 ``update`` is ``[channels, n S]`` of the streamed channels (``CampaignConfig.stream_channels``);
 with the rolling whitening in mode bbhnet a foreground's requests (``bbhnet.inject``) carry
 ``psd_update`` too, the clean strain at the same times: the whitening estimates its PSD from it
@@ -37,12 +39,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from offline_iaas.config import CampaignConfig
-from offline_iaas.modes import RAW
+from offline_iaas.mode_packages import mode_package
 from offline_iaas.network_streaming import streams
-from offline_iaas.physics import WHITENING_HIGH_FRACTION, WHITENING_LOW_HZ, whitening_band
 from offline_iaas.repository.backend.stateful import PSD_UPDATE
 
 CANARY_NETWORK = "deepclean_canary"
@@ -79,104 +78,29 @@ class Stage:
 
 
 def stages(config: CampaignConfig) -> list[Stage]:
-    """The mode's stages, in order."""
-    mode, ifos = config.mode, len(config.ifos)
-    snapshot = Stage("snapshotter", "snapshot", {"update": "update"}, {"windows": "windows"},
-                     len(config.stream_channels))
-    if not mode.averages:  # one network on the windows: the statistic
-        (network,) = mode.networks
-        if mode.triggers:
-            return _bbhnet(config, "update", snapshot)
-        if streams(config):
-            return [Stage(network, "streamed", {"update": "update"}, {"statistic": "statistic"},
-                          len(config.stream_channels), {"network": network})]
-        return [snapshot, Stage(network, "network", {"windows": "windows"},
-                                {"statistic": "statistic"})]
-    chain = [
-        *([] if streams(config) and mode.snapshots == 1 else [snapshot]),
-        _deepclean(config, "deepclean", "prediction"),
-        Stage("averager", "average", {"prediction": "prediction"}, {"noise": "noise"}, ifos),
-    ]
-    if config.deepclean.canary:  # the canary on the same data, averaged on its own
-        chain += [
-            _deepclean(config, CANARY_NETWORK, "canary_prediction"),
-            Stage("averager_canary", "average", {"prediction": "canary_prediction"},
-                  {"noise": "noise_canary"}, ifos),
-        ]
-    if mode.snapshots == 2:  # the cleaned strain windowed again for BBHnet
-        raw = config.outputs.searches_raw_strain
-        chain += [
-            Stage("subtract", "network", {"windows": "windows", "noise": "noise"},
-                  {"cleaned": "cleaned", **({"strain": "raw"} if raw else {})}),
-            *_bbhnet(config, "cleaned", Stage("snapshotter_clean", "snapshot",
-                                              {"update": "cleaned"},
-                                              {"windows": "clean_windows"}, ifos)),
-        ]
-        if raw:  # the same search on the strain before the subtraction, delayed alike
-            chain += _bbhnet(config, "raw", Stage("snapshotter_raw", "snapshot",
-                                                  {"update": "raw"},
-                                                  {"windows": "raw_windows"}, ifos), RAW)
-    return chain
-
-
-def _deepclean(config: CampaignConfig, network: str, prediction: str) -> Stage:
-    """DeepClean's window predictions: the network on the snapshotter's windows, or with
-    ``model.streamed`` streamed layer by layer on the update itself."""
+    """The mode's stages, in order: its package's (``ModePackage.stages``), or one network on
+    the snapshotter's windows (streamed on the update itself with ``model.streamed``)."""
+    package = mode_package(config.model.mode)
+    if package is not None and package.stages is not None:
+        return list(package.stages(config))
+    (network,) = config.mode.networks
     if streams(config):
-        return Stage(network, "streamed", {"update": "update"}, {"prediction": prediction},
-                     len(config.stream_channels), {"network": network})
-    return Stage(network, "network", {"windows": "windows"}, {"prediction": prediction})
+        return [Stage(network, "streamed", {"update": "update"}, {"statistic": "statistic"},
+                      len(config.stream_channels), {"network": network})]
+    return [snapshot_stage(config), Stage(network, "network", {"windows": "windows"},
+                                          {"statistic": "statistic"})]
 
 
-def _bbhnet(config: CampaignConfig, strain: str, snapshot: Stage, suffix: str = ""
-            ) -> list[Stage]:
-    """BBHnet on windows of the ``strain`` tensor (``[ifos, n S]``): the ``snapshot`` stage's
-    (or, with the rolling whitening, the whitened windows), the network, and the time
-    slides; their outputs (and stateful stages) named with ``suffix``. With
-    ``model.streamed``, one ``streamed`` stage on the strain itself."""
-    b, ifos = config.bbhnet, len(config.ifos)
-    if streams(config):  # no windows: the layers on the stream (fixed whitening)
-        return [Stage(f"bbhnet{suffix}", "streamed", {"update": strain},
-                      {"statistic": f"statistic{suffix}"}, ifos, {"network": "bbhnet"}),
-                *_time_slides(config, strain, suffix, "streamed_timeslide")]
-    first = snapshot
-    if config.rolling_whitening:
-        rate = config.data.sample_rate
-        # on the streamed strain (mode bbhnet) a foreground's requests may carry the clean
-        # strain, whose PSD whitens them
-        inputs = {"update": strain, **({PSD_UPDATE: PSD_UPDATE} if strain == "update" else {})}
-        first = Stage("whitening", "whiten", inputs, {"windows": "white_windows"},
-                       ifos, {"psd_samples": round(b.psd_seconds * rate),
-                              "fft_samples": round(b.psd_fftlength * rate),
-                              "crop_samples": round(b.whitening_crop_seconds * rate),
-                              "sample_rate": rate, "band": whitening_band(
-                                  np.fft.rfftfreq(config.kernel_samples, 1 / rate),
-                                  WHITENING_LOW_HZ, WHITENING_HIGH_FRACTION * rate / 2).tolist()})
-    (windows,) = first.outputs.values()
-    return [first, Stage("bbhnet", "network", {"windows": windows},
-                         {"statistic": f"statistic{suffix}"}),
-            *_time_slides(config, windows, suffix)]
+def snapshot_stage(config: CampaignConfig) -> Stage:
+    """The snapshotter on the streamed channels: ``update`` → ``windows``."""
+    return Stage("snapshotter", "snapshot", {"update": "update"}, {"windows": "windows"},
+                 len(config.stream_channels))
 
 
 def takes_psd_update(config: CampaignConfig) -> bool:
     """Whether the chain takes ``psd_update``: the clean strain a foreground's requests carry
     beside the injected one, whose PSD whitens them (the rolling whitening, mode bbhnet)."""
     return any(PSD_UPDATE in stage.inputs.values() for stage in stages(config))
-
-
-def _time_slides(config: CampaignConfig, windows: str, suffix: str = "",
-                 kind: str = "timeslide") -> list[Stage]:
-    """BBHnet on the slid pairs of the ``windows`` tensor (``bbhnet.slides``): the
-    ``background`` output, ``[n * slides]`` per request (NaN where a slide's second window is
-    in the stream's warm-up); ``streamed_timeslide``: of the strain tensor ``windows`` names,
-    each slide streamed layer by layer."""
-    if not config.has_slides:
-        return []
-    tensor = "windows" if kind == "timeslide" else "update"
-    return [Stage(f"timeslides{suffix}", kind, {tensor: windows},
-                  {"background": f"background{suffix}"}, 2, {"slide_windows": config.slide_windows,
-                      "slides": config.bbhnet.slides,
-                      "warmup_windows": config.stretch_warmup_windows, "network": "bbhnet"})]
 
 
 def onnx_session(path: Path, threads: int = 1, device: str = "cpu"):

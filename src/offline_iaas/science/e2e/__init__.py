@@ -6,7 +6,9 @@ from offline_iaas.modes import MODES
 from offline_iaas.science.bbhnet.graphs import bbhnet_graphs
 from offline_iaas.science.deepclean.graphs import deepclean_graphs
 from offline_iaas.science.e2e.graphs import subtract_graphs
+from offline_iaas.science.e2e.stages import chain_stages
 
 PACKAGE = ModePackage(mode=MODES["e2e"], graphs={
-    "deepclean": deepclean_graphs, "subtract": subtract_graphs, "bbhnet": bbhnet_graphs})
+    "deepclean": deepclean_graphs, "subtract": subtract_graphs, "bbhnet": bbhnet_graphs},
+    stages=chain_stages)
 """What the entry point ``e2e`` of ``offline_iaas.modes`` names."""
