@@ -390,8 +390,11 @@ def test_report_of_a_classifier_campaign_says_what_is_absent(tmp_path: Path) -> 
     text = path.read_text()
     assert path == run_dir / "report" / "index.html"
     assert lines == []  # nothing failed
-    assert "Cleaned strain: not in this campaign (mode classifier)." in text
+    # the classifier's package draws its statistic (none in this fixture's output); the
+    # DeepClean and BBHnet sections are those modes' packages', not drawn for it
+    assert '<section id="statistic">' in text
     assert "Statistic: not in this campaign (mode classifier)." in text
+    assert '<section id="deepclean">' not in text and '<section id="bbhnet">' not in text
     assert "No monitor CSVs" in text
     assert text.count("<img ") == 2  # coverage map and node timeline
     assert fixture_config(tmp_path, "classifier").merge_hash() in text

@@ -303,7 +303,7 @@ def test_found_injections_near_the_largest_distance_flag_the_volume_bound() -> N
 def test_the_report_captions_the_sensitivity_figure_with_the_population() -> None:
     from offline_iaas.config_sections import SynthConfig
     from offline_iaas.report import page
-    from offline_iaas.report.build import _sensitivity
+    from offline_iaas.science.bbhnet.report import _sensitivity
     from offline_iaas.search.population import population_spec
 
     population = {**population_spec(SynthConfig()).attrs(), "network_snr_min": 6.0,

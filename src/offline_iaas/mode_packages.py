@@ -65,6 +65,28 @@ class GraphRequest:
 
 
 @dataclass(frozen=True)
+class ReportSection:
+    """One section of the report.
+
+    Parameters
+    ----------
+    anchor
+        The section's HTML id.
+    title
+        Its heading.
+    draw
+        ``draw(run, section)`` appends the section's parts (``report.page``: ``paragraph``,
+        ``table``, ``figure``) to ``section.parts``, reading the run directory through
+        ``run`` (``report.run_view.ReportRun``: its config, physics, output file, and
+        ``package_section``, the section of the campaign summary the package wrote).
+    """
+
+    anchor: str
+    title: str
+    draw: Callable[[Any, Any], None]
+
+
+@dataclass(frozen=True)
 class ModePackage:
     """What a mode package gives the core.
 
@@ -89,10 +111,8 @@ class ModePackage:
     summary
         The type of its summary section (a ``summary_physics.Numbers``), by which the
         campaign summary's ``mode_package`` section is read back.
-    report
-        Draws its report section, given ``(its summary section, report.page.Section)``.
-    title
-        The report section's title.
+    report_sections
+        Its sections of the report, drawn first, in order (``ReportSection``).
     """
 
     mode: Mode
@@ -100,8 +120,7 @@ class ModePackage:
     stages: Callable[[Any], list] | None = None
     summarize: Callable[..., Any] | None = None
     summary: type | None = None
-    report: Callable[[Any, Any], None] | None = None
-    title: str = ""
+    report_sections: tuple[ReportSection, ...] = ()
 
 
 _FOUND: dict[str, ModePackage] = {}

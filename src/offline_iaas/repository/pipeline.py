@@ -84,17 +84,18 @@ def stages(config: CampaignConfig) -> list[Stage]:
     if package is not None and package.stages is not None:
         return list(package.stages(config))
     (network,) = config.mode.networks
+    channels = len(config.stream_channels)
     if streams(config):
         return [Stage(network, "streamed", {"update": "update"}, {"statistic": "statistic"},
-                      len(config.stream_channels), {"network": network})]
-    return [snapshot_stage(config), Stage(network, "network", {"windows": "windows"},
-                                          {"statistic": "statistic"})]
+                      channels, {"network": network})]
+    return [snapshot_stage(channels),
+            Stage(network, "network", {"windows": "windows"}, {"statistic": "statistic"})]
 
 
-def snapshot_stage(config: CampaignConfig) -> Stage:
-    """The snapshotter on the streamed channels: ``update`` → ``windows``."""
+def snapshot_stage(channels: int) -> Stage:
+    """The snapshotter on the ``channels`` streamed channels: ``update`` → ``windows``."""
     return Stage("snapshotter", "snapshot", {"update": "update"}, {"windows": "windows"},
-                 len(config.stream_channels))
+                 channels)
 
 
 def takes_psd_update(config: CampaignConfig) -> bool:

@@ -1,10 +1,14 @@
 """Mode ``bbhnet``: the binary-black-hole search on the strain of every detector."""
 
-from offline_iaas.mode_packages import ModePackage
+from offline_iaas.mode_packages import ModePackage, ReportSection
 from offline_iaas.modes import MODES
 from offline_iaas.science.bbhnet.graphs import bbhnet_graphs
+from offline_iaas.science.bbhnet.report import draw_search
 from offline_iaas.science.bbhnet.stages import search_stages
 
+SEARCH_SECTION = ReportSection("bbhnet", "BBHnet", draw_search)
+"""The search's section of the report (e2e's too)."""
+
 PACKAGE = ModePackage(mode=MODES["bbhnet"], graphs={"bbhnet": bbhnet_graphs},
-                      stages=search_stages)
+                      stages=search_stages, report_sections=(SEARCH_SECTION,))
 """What the entry point ``bbhnet`` of ``offline_iaas.modes`` names."""

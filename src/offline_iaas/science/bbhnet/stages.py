@@ -15,7 +15,7 @@ from offline_iaas.repository.pipeline import Stage, snapshot_stage
 
 def search_stages(config: CampaignConfig) -> list[Stage]:
     """Mode ``bbhnet``: the search on the streamed strain."""
-    return bbhnet_stages(config, "update", snapshot_stage(config))
+    return bbhnet_stages(config, "update", snapshot_stage(len(config.stream_channels)))
 
 
 def bbhnet_stages(config: CampaignConfig, strain: str, snapshot: Stage, suffix: str = ""

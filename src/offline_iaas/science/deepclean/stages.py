@@ -14,8 +14,9 @@ def cleaning_stages(config: CampaignConfig) -> list[Stage]:
     (``noise_canary``) with ``deepclean.canary``. The snapshot is left out where DeepClean
     streams and nothing after it needs the windows (mode ``deepclean``)."""
     ifos = len(config.ifos)
+    windowed = not streams(config) or config.mode.snapshots > 1
     chain = [
-        *([] if streams(config) and config.mode.snapshots == 1 else [snapshot_stage(config)]),
+        *([snapshot_stage(len(config.stream_channels))] if windowed else []),
         _deepclean(config, "deepclean", "prediction"),
         Stage("averager", "average", {"prediction": "prediction"}, {"noise": "noise"}, ifos),
     ]

@@ -3,12 +3,14 @@ cleaned strain (and, with injections on the fly, on the raw strain too)."""
 
 from offline_iaas.mode_packages import ModePackage
 from offline_iaas.modes import MODES
+from offline_iaas.science.bbhnet import SEARCH_SECTION
 from offline_iaas.science.bbhnet.graphs import bbhnet_graphs
+from offline_iaas.science.deepclean import CLEANING_SECTION
 from offline_iaas.science.deepclean.graphs import deepclean_graphs
 from offline_iaas.science.e2e.graphs import subtract_graphs
 from offline_iaas.science.e2e.stages import chain_stages
 
 PACKAGE = ModePackage(mode=MODES["e2e"], graphs={
     "deepclean": deepclean_graphs, "subtract": subtract_graphs, "bbhnet": bbhnet_graphs},
-    stages=chain_stages)
+    stages=chain_stages, report_sections=(CLEANING_SECTION, SEARCH_SECTION))
 """What the entry point ``e2e`` of ``offline_iaas.modes`` names."""

@@ -1,0 +1,68 @@
+"""The run directory as the report reads it (``ReportRun``): its config, records and physics,
+read on demand, absent or unreadable ones None; what each section of the report, a mode
+package's included (``ModePackage.report_sections``), draws from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from offline_iaas import records
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.errors import RunError
+from offline_iaas.records import CampaignSummary, R, RunInfo
+from offline_iaas.report import page
+from offline_iaas.rundir import RunDir
+from offline_iaas.summary_physics import Numbers, Physics, package_section
+
+
+class ReportRun:
+    """The run directory's files, read on demand; absent or unreadable ones are None."""
+
+    def __init__(self, run: RunDir) -> None:
+        self.paths = run
+        self.output, summary = self.paths.output
+        self.config: CampaignConfig | None = None
+        self.config_error: str | None = None
+        try:
+            self.config = load_config(self.paths.config)
+        except Exception as err:  # a report is written whatever state the run is in
+            self.config_error = str(err)
+        self.problems: list[str] = []
+        self.summary = self._record(CampaignSummary, summary)
+        self.run_info = self._record(RunInfo, self.paths.run_info)
+        self.physics = self.summary.physics if self.summary is not None else Physics()
+        """The merge's physics sections (``postprocess.summarize``'s)."""
+
+    def _record(self, kind: type[R], path: Path) -> R | None:
+        """A record, None when absent; a damaged one is a problem shown on the page."""
+        try:
+            return records.read_optional(kind, path)
+        except RunError as err:
+            self.problems.append(str(err))
+            return None
+
+    @property
+    def mode(self) -> str:
+        return self.config.model.mode if self.config is not None else "unknown"
+
+    @property
+    def has_output(self) -> bool:
+        return self.output.is_file()
+
+    @property
+    def package_section(self) -> Numbers | None:
+        """The section of the campaign summary the mode's package wrote (``ModePackage
+        .summarize``), as its ``summary`` type; None where there is none (yet)."""
+        if self.config is None:
+            return None
+        return package_section(self.physics, self.mode)
+
+
+def absent(what: str, run: ReportRun) -> str:
+    """A paragraph saying ``what`` is not in this campaign."""
+    return page.paragraph(f"{what}: not in this campaign (mode {run.mode}).", "absent")
+
+
+def cell(value: object) -> object:
+    """A table cell: blank where the campaign gives no value."""
+    return "" if value is None else value
