@@ -65,6 +65,35 @@ class GraphRequest:
 
 
 @dataclass(frozen=True)
+class SummaryRequest:
+    """What ``ModePackage.summarize`` is given: the campaign file and every merge's products.
+
+    Parameters
+    ----------
+    file
+        The campaign file (``h5py.File``, open for writing, its ``statistic/<gps>`` series
+        written: gwpy TimeSeries attributes ``x0``, ``dx``).
+    config
+        The campaign (``config.CampaignConfig``).
+    stretches
+        The campaign's stretches (``stretches.Stretch``), in time order.
+    training
+        The networks' training spans as the weights record them (network → ``[start, end]``).
+    products
+        Every merge's ``merge.postprocess.ShardProducts``, in time order.
+    frames_dir
+        Where the merge publishes GWF files (None: none).
+    """
+
+    file: Any
+    config: Any
+    stretches: list
+    training: dict[str, list[float]]
+    products: list
+    frames_dir: Path | None
+
+
+@dataclass(frozen=True)
 class ReportSection:
     """One section of the report.
 
@@ -103,14 +132,20 @@ class ModePackage:
         The mode's chain of stages (``repository.pipeline.Stage``) given the campaign config;
         None: one network on the snapshotter's windows (``pipeline.stages``), which is all a
         mode of another distribution may be.
+    postprocess
+        Run by every merge (the single merge, or each shard's) after the statistic's series
+        are written: ``postprocess(writer, frames, frames_dir, products)`` writes the mode's
+        owned products into the writer's file (``merge.output.CampaignWriter``) and hands
+        what ``summarize`` needs into ``products`` (``merge.postprocess.ShardProducts``).
+        A built-in mode's only.
     summarize
-        The merge's post-processing of the campaign file (``h5py.File``, open for writing,
-        its ``statistic`` datasets written), given ``(file, config, stretches)``: writes its
-        product under the group named for the mode and returns its summary section, an
-        instance of ``summary``. None: no product.
+        The merge's post-processing of the whole campaign, given a ``SummaryRequest``: writes
+        the mode's campaign-wide products into ``request.file`` and returns its summary
+        section, an instance of ``summary``; with ``summary`` None (the built-in modes'), a
+        dict of the campaign summary's ``Physics`` sections. None: no product.
     summary
         The type of its summary section (a ``summary_physics.Numbers``), by which the
-        campaign summary's ``mode_package`` section is read back.
+        campaign summary's ``package_sections`` entry is read back.
     report_sections
         Its sections of the report, drawn first, in order (``ReportSection``).
     """
@@ -118,6 +153,7 @@ class ModePackage:
     mode: Mode
     graphs: Mapping[str, Callable[..., list]]
     stages: Callable[[Any], list] | None = None
+    postprocess: Callable[[Any, Any, Any, Any], None] | None = None
     summarize: Callable[..., Any] | None = None
     summary: type | None = None
     report_sections: tuple[ReportSection, ...] = ()
@@ -199,6 +235,7 @@ def _checked(package: object, name: str, where: str) -> ModePackage:
         *(["summarize without a summary type"] if package.summarize and not package.summary
           else []),
         *(["its own stages"] if package.stages is not None else []),
+        *(["a per-merge postprocess"] if package.postprocess is not None else []),
     ]
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems))

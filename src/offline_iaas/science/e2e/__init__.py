@@ -8,9 +8,11 @@ from offline_iaas.science.bbhnet.graphs import bbhnet_graphs
 from offline_iaas.science.deepclean import CLEANING_SECTION
 from offline_iaas.science.deepclean.graphs import deepclean_graphs
 from offline_iaas.science.e2e.graphs import subtract_graphs
+from offline_iaas.science.e2e.products import chain_postprocess, chain_summary
 from offline_iaas.science.e2e.stages import chain_stages
 
 PACKAGE = ModePackage(mode=MODES["e2e"], graphs={
     "deepclean": deepclean_graphs, "subtract": subtract_graphs, "bbhnet": bbhnet_graphs},
-    stages=chain_stages, report_sections=(CLEANING_SECTION, SEARCH_SECTION))
+    stages=chain_stages, postprocess=chain_postprocess, summarize=chain_summary,
+    report_sections=(CLEANING_SECTION, SEARCH_SECTION))
 """What the entry point ``e2e`` of ``offline_iaas.modes`` names."""

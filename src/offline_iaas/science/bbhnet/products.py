@@ -1,0 +1,184 @@
+"""BBHnet's products (``ModePackage.postprocess`` and ``summarize``): each merge clusters its
+owned statistic into triggers (and its slides into background); the campaign's triggers get
+their FAR from the background, and found/missed is counted against the injection list. The
+arithmetic (clustering, FAR, found/missed) is ``physics.py``'s and ``merge/injections.py``'s;
+this module reads and writes the files around it.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from offline_iaas.config import CampaignConfig
+from offline_iaas.config_sections import BBHnetConfig
+from offline_iaas.merge.foreground import foreground_columns
+from offline_iaas.merge.injections import campaign_injections, injection_results
+from offline_iaas.merge.postprocess import ShardProducts
+from offline_iaas.mode_packages import SummaryRequest
+from offline_iaas.modes import RAW, Outputs
+from offline_iaas.physics import (
+    background_cuts,
+    cluster_indices,
+    cluster_reach_windows,
+    false_alarm_rates,
+    outside_cuts,
+    slide_livetime,
+)
+from offline_iaas.records import WITHOUT_CLEANING
+from offline_iaas.stretches import Stretch, first_formed_window, output_x0, statistic_spans
+
+logger = logging.getLogger(__name__)
+
+
+def cluster_triggers(writer: Any, _frames: list | None, _frames_dir: Path | None,
+                     products: ShardProducts) -> None:
+    """The owned triggers and background of each search (``Outputs.searches``)."""
+    _cluster_search(writer, products, "")
+    if writer.config.outputs.searches_raw_strain:
+        products.raw = ShardProducts()
+        _cluster_search(writer, products.raw, RAW)
+
+
+def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
+    """The owned triggers of the ``statistic<suffix>`` search, and with time slides its owned
+    background less the cuts."""
+    config = writer.config
+    dx = config.stride_seconds
+    half = cluster_reach_windows(config.bbhnet.cluster_seconds, dx)
+    slides = f"background{suffix}" in writer.outputs
+    cuts = _background_cuts(config.bbhnet, writer.training) if slides else []
+    times, values, rows = [], [], []
+    for e in writer.extents:
+        a, b = e.statistic_rows
+        if b <= a:
+            continue
+        x0 = output_x0(config.geometry, e.stretch, "statistic")
+        statistic = writer.stage[writer.names[(f"statistic{suffix}", e.stretch.index)][0]][()]
+        keep = _owned_maxima(statistic, half, e)
+        times.append(x0 + keep * dx)
+        values.append(statistic[keep - e.rows[0]])
+        if not slides:
+            continue
+        staged = writer.stage[writer.names[(f"background{suffix}", e.stretch.index)][0]][()]
+        for k in range(staged.shape[1]):
+            lag = (k + 1) * config.bbhnet.slide_seconds
+            # a slide's series starts at its first formed window (NaN before it)
+            start = max(0, first_formed_window(config.geometry, k + 1) - e.rows[0])
+            keep = _owned_maxima(staged[start:, k], half, e, start)
+            t = x0 + keep * dx
+            keep = keep[outside_cuts(t, cuts) & outside_cuts(t - lag, cuts)]
+            rows.append((np.full(len(keep), lag), x0 + keep * dx, staged[keep - e.rows[0], k]))
+    table = np.zeros(sum(len(t) for t in times), dtype=TRIGGER_COLUMNS)
+    if times:
+        table["time"], table["statistic"] = np.concatenate(times), np.concatenate(values)
+    products.triggers = table
+    if slides:
+        background = np.zeros(sum(len(t) for _, t, _ in rows), dtype=BACKGROUND_COLUMNS)
+        if rows:
+            for column, parts in zip(("shift", "time", "statistic"), zip(*rows, strict=True),
+                                     strict=True):
+                background[column] = np.concatenate(parts)
+        products.background = background
+
+
+def _owned_maxima(staged: np.ndarray, half: int, extent: Any, offset: int = 0) -> np.ndarray:
+    """The kept-window indices of the clustered maxima of a staged series (from staged row
+    ``offset``) that the extent owns (the staged rows reach ``half`` beyond them, so none is
+    cut short)."""
+    keep = cluster_indices(staged, half) + extent.rows[0] + offset
+    a, b = extent.statistic_rows
+    return keep[(keep >= a) & (keep < b)]
+
+
+TRIGGER_COLUMNS = [("time", "f8"), ("statistic", "f4")]
+BACKGROUND_COLUMNS = [("shift", "f8"), ("time", "f8"), ("statistic", "f4")]
+
+
+def _background_cuts(bbhnet: BBHnetConfig, training: dict[str, list[float]]
+                     ) -> list[tuple[float, float]]:
+    listed = campaign_injections(bbhnet)
+    return (background_cuts(list(listed.injections), bbhnet, training.get("bbhnet"))
+            if listed else [])
+
+
+def search_summary(request: SummaryRequest) -> dict[str, Any]:
+    """BBHnet's section of the campaign summary (``bbhnet``) from every merge's products, in
+    time order: the triggers with their FAR and the background table (into the file),
+    found/missed; in e2e with the raw strain searched too, the same under
+    ``bbhnet.without_cleaning``."""
+    file, config, stretches = request.file, request.config, request.stretches
+    training, products = request.training, request.products
+    fg = _foreground(file, config.bbhnet, config.outputs, products)
+    search = _triggers(file, config, stretches, training, products, fg)
+    if config.outputs.searches_raw_strain:  # the same search on the raw strain: cleaning's gain
+        search[WITHOUT_CLEANING] = _triggers(
+            file, config, stretches, training,
+            [p.raw for p in products if p.raw is not None], fg, RAW)
+    return {"bbhnet": search}
+
+
+def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
+              training: dict[str, list[float]], products: list[ShardProducts],
+              fg: np.ndarray | None, suffix: str = "") -> dict[str, Any]:
+    """One search's triggers (with their FAR), background and found/missed, into ``file``
+    as ``triggers<suffix>`` and ``background<suffix>``; ``fg`` the foreground table, whose
+    ``statistic<suffix>`` column found/missed reads."""
+    found = [p.triggers for p in products if p.triggers is not None]
+    triggers = np.concatenate(found) if found else np.zeros(0, TRIGGER_COLUMNS)
+    t, v = triggers["time"], triggers["statistic"]
+    analysed = statistic_spans(config.geometry, stretches)
+    listed = campaign_injections(config.bbhnet)
+    slides = config.has_slides
+    columns = TRIGGER_COLUMNS + ([("far", "f8"), ("ifar", "f8")] if slides else [])
+    table = np.zeros(len(t), dtype=columns)
+    table["time"], table["statistic"] = t, v
+    result: dict[str, Any] = {"triggers": int(len(t)),
+                              "cluster_seconds": config.bbhnet.cluster_seconds}
+    if slides:
+        parts = [p.background for p in products if p.background is not None]
+        background = np.concatenate(parts) if parts else np.zeros(0, BACKGROUND_COLUMNS)
+        background = background[np.lexsort((background["time"], background["shift"]))]
+        cuts = _background_cuts(config.bbhnet, training)
+        livetime = sum(slide_livetime(span, cuts, (k + 1) * config.bbhnet.slide_seconds)
+                       for span in analysed for k in range(config.bbhnet.slides))
+        table["far"], table["ifar"] = false_alarm_rates(v, background["statistic"], livetime)
+        if livetime == 0:
+            logger.warning(
+                "BBHnet: no time slide is formed outside the cuts (each stretch is shorter than "
+                f"its warm-up and {config.bbhnet.slide_seconds:g} s, or the injections' "
+                "neighbourhoods take the rest): no background, every trigger's IFAR is 0")
+        file.create_dataset(f"background{suffix}", data=background)
+        result.update({"time_shifts": config.bbhnet.slides,
+                       "shift_seconds": config.bbhnet.slide_seconds,
+                       "analysed_seconds": float(sum(b - a for a, b in analysed)),
+                       "background_triggers": int(len(background)),
+                       "background_livetime_seconds": livetime,
+                       "loudest_ifar_years": float(table["ifar"].max(initial=0.0))})
+    file.create_dataset(f"triggers{suffix}", data=table)
+    column = f"statistic{suffix}"
+    if fg is not None and slides:  # found/missed from the foreground, FAR from the background
+        fg_ifar = false_alarm_rates(fg[column], background["statistic"], livetime)[1]
+    if listed is not None:
+        ifar = (table["ifar"] if fg is None else fg_ifar) if slides else None
+        result.update(injection_results(
+            config.bbhnet, listed, t, v, ifar,
+            analysed, training.get("bbhnet"), result.get("background_livetime_seconds"),
+            None if fg is None else (fg["time"], fg[column])))
+    return result
+
+
+def _foreground(file: Any, bbhnet: BBHnetConfig, outputs: Outputs,
+                products: list[ShardProducts]) -> np.ndarray | None:
+    """The foreground of every merge's products, in time order, into ``file``; None unless
+    ``bbhnet.inject``."""
+    if not bbhnet.inject:
+        return None
+    found = [p.foreground for p in products if p.foreground is not None]
+    table = np.concatenate(found) if found else np.zeros(0, foreground_columns(outputs))
+    table = table[np.argsort(table["time"], kind="stable")]
+    file.create_dataset("foreground", data=table)
+    return table
