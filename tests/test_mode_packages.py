@@ -19,9 +19,11 @@ import h5py
 import numpy as np
 import pytest
 
+from offline_iaas import mode_packages
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
 from offline_iaas.merge.output import compare_outputs, read_campaign
+from offline_iaas.modes import MODES
 from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, TOLERANCE, processes_mentioning
 
@@ -56,8 +58,6 @@ def _registered(site: Path, distribution: str, entry_points: str, modules: dict[
 @pytest.fixture
 def on_path(monkeypatch):
     """Puts a site directory on this process's path (and forgets the packages found so far)."""
-    from offline_iaas import mode_packages
-
     def put(site: Path) -> None:
         monkeypatch.syspath_prepend(str(site))
         monkeypatch.setattr(mode_packages, "_FOUND", {})
@@ -91,13 +91,18 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
         "greedy = broken_mode_greedy:PACKAGE\n"
         "plain = broken_mode_plain:PACKAGE\n"
         "notapackage = broken_mode_greedy:build\n"
-        "unimportable = broken_mode_missing:PACKAGE\n"), {
+        "unimportable = broken_mode_missing:PACKAGE\n"
+        "staged = broken_mode_staged:PACKAGE\n"
+        "bbhnet = broken_mode_plain:PACKAGE\n"), {
         "broken_mode_greedy": mode.format(name="greedy") + "PACKAGE = package(triggers=True)\n",
-        "broken_mode_plain": mode.format(name="plain") + "PACKAGE = package()\n"})
+        "broken_mode_plain": mode.format(name="plain") + "PACKAGE = package()\n",
+        "broken_mode_staged": mode.format(name="staged") + (
+            "import dataclasses\n"
+            "PACKAGE = dataclasses.replace(package(), stages=lambda config: [])\n")})
     on_path(site)
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     refusals = {}
-    for name in ("greedy", "notapackage", "unimportable"):
+    for name in ("greedy", "notapackage", "unimportable", "staged"):
         with pytest.raises(ConfigError) as caught:
             load_config(tmp_path / "campaign.toml", [f'model.mode="{name}"'])
         refusals[name] = str(caught.value)
@@ -106,6 +111,9 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
     assert "names a function, not an offline_iaas.mode_packages.ModePackage" in \
         refusals["notapackage"]
     assert "cannot be loaded: ModuleNotFoundError" in refusals["unimportable"]
+    assert refusals["staged"].endswith("its own stages")
+    # another distribution's entry point named for a built-in mode is not taken
+    assert mode_packages.mode_package("bbhnet").mode is MODES["bbhnet"]
     assert all(f"entry point {name!r} of offline_iaas.modes" in refusals[name]
                for name in refusals)
     config = load_config(tmp_path / "campaign.toml", ['model.mode="plain"'])
@@ -208,3 +216,16 @@ def test_a_campaign_of_an_installed_mode_package_equals_its_reference_and_its_de
     assert "<h2>Power</h2>" in report
     assert f"{len(ends)} windows; the loudest has power" in report
     assert f"at GPS {ends[loudest]:.3f}" in report
+
+
+def test_a_built_in_mode_without_its_entry_point_is_one_line_saying_reinstall(monkeypatch):
+    """An install of offline-iaas without its entry points (a copied tree, a broken wheel):
+    the built-in mode's package is not found, and the line says to install again; with the
+    entry points (the control) the package is this project's own."""
+    monkeypatch.setattr(mode_packages, "_FOUND", {})
+    assert mode_packages.mode_package("e2e").mode is MODES["e2e"]
+    monkeypatch.setattr(mode_packages, "_FOUND", {})
+    monkeypatch.setattr(mode_packages.importlib.metadata, "entry_points", lambda **_: [])
+    with pytest.raises(ConfigError, match="built-in mode 'e2e': no entry point 'e2e' of "
+                       "offline_iaas.modes from offline-iaas .*reinstall it"):
+        mode_packages.mode_package("e2e")
