@@ -35,15 +35,12 @@ from offline_iaas.records import CampaignSummary, RunInfo, write_client_job
 from offline_iaas.report import plots, write_report
 from offline_iaas.report.page import table
 from offline_iaas.report.provenance import manifest_rows
-from offline_iaas.report.search import (
-    StatisticTrace,
-    block_maxima,
-    read_triggers,
-    statistic_traces,
-)
-from offline_iaas.report.spectra import inspiral_range, strain_spectra
+from offline_iaas.report.search import StatisticTrace, block_maxima, statistic_traces
+from offline_iaas.report.spectra import inspiral_range
 from offline_iaas.report.timeline import coverage, monitor_rates, node_attempts, span_gaps
 from offline_iaas.rundir import RunDir
+from offline_iaas.science.bbhnet.products import read_triggers
+from offline_iaas.science.deepclean.products import strain_spectra
 from offline_iaas.serve.monitor import CSV_HEADER, read_monitor_csv
 from offline_iaas.stretches import client_shares, make_stretches
 from tests.browser import check_page, headless_chromium, missing_browser
@@ -333,7 +330,7 @@ def test_raw_strain_is_clean_plus_noise_and_the_line_is_gone(tmp_path: Path) -> 
 
 
 def test_spectra_read_in_blocks_match_a_whole_read(tmp_path: Path, monkeypatch) -> None:
-    from offline_iaas.report import spectra as module
+    from offline_iaas.science.deepclean import products as module
 
     path = make_fixture_run(tmp_path) / "output" / "campaign.h5"
     whole = strain_spectra(path, "L1", fftlength=2.0)
@@ -374,9 +371,9 @@ def test_figures_keep_matplotlibs_axes_and_style_after_gwpy_is_imported() -> Non
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from offline_iaas.report.plots import _subplots
+    from offline_iaas.report.plots import subplots
 
-    assert type(_subplots(Figure())) is Axes
+    assert type(subplots(Figure())) is Axes
     png = plots.statistic_figure([StatisticTrace(np.arange(8.0), np.zeros(8), 1)], None, [],
                                  None, 0.0)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,4 +1,5 @@
-"""BBHnet's output for plotting: the statistic (reduced when long) and the triggers.
+"""The statistic series of the campaign file for plotting (reduced when long): every mode
+storing ``statistic`` has them.
 
 The statistic is read a slice at a time; when a campaign has more values than a plot can
 show, each block of consecutive values is reduced to its largest, so no peak is lost.
@@ -59,29 +60,3 @@ def statistic_traces(path: Path, max_points: int = 20000) -> list[StatisticTrace
             times = x0 + np.arange(len(values)) * dx * block
             traces.append(StatisticTrace(times, values, block))
     return traces
-
-
-def read_triggers(path: Path, max_count: int = 5000) -> np.ndarray | None:
-    """The ``triggers`` dataset (fields ``time``, ``statistic``): the ``max_count`` loudest.
-
-    Returns None when the file has no triggers.
-    """
-    with h5py.File(path, "r") as f:
-        data = f.get("triggers")
-        if not isinstance(data, h5py.Dataset):
-            return None
-        triggers = data[()]
-    if len(triggers) > max_count:
-        loudest = np.argpartition(triggers["statistic"], len(triggers) - max_count)
-        triggers = np.sort(triggers[loudest[-max_count:]], order="time")
-    return triggers
-
-
-def read_background(path: Path) -> np.ndarray | None:
-    """The time slides' clustered statistic (the ``background`` table's ``statistic``);
-    None when the campaign has no time slides."""
-    with h5py.File(path, "r") as f:
-        data = f.get("background")
-        if not isinstance(data, h5py.Dataset):
-            return None
-        return np.asarray(data["statistic"], np.float64)

@@ -1,6 +1,8 @@
-"""BBHnet's products (``ModePackage.postprocess`` and ``summarize``): each merge clusters its
-owned statistic into triggers (and its slides into background); the campaign's triggers get
-their FAR from the background, and found/missed is counted against the injection list. The
+"""BBHnet's products (``ModePackage.postprocess`` and ``summarize``), written and read here:
+each merge clusters its owned statistic into triggers (and its slides into background); the
+campaign's triggers (``triggers``) get their FAR from the background (``background``), and
+found/missed is counted against the injection list; the report reads the tables back
+(``read_triggers``, ``read_background``). The
 arithmetic (clustering, FAR, found/missed) is ``physics.py``'s and ``merge/injections.py``'s;
 this module reads and writes the files around it.
 """
@@ -11,6 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import h5py
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
@@ -182,3 +185,35 @@ def _foreground(file: Any, bbhnet: BBHnetConfig, outputs: Outputs,
     table = table[np.argsort(table["time"], kind="stable")]
     file.create_dataset("foreground", data=table)
     return table
+
+
+def read_triggers(path: Path, max_count: int = 5000) -> np.ndarray | None:
+    """The ``triggers`` dataset (fields ``time``, ``statistic``): the ``max_count`` loudest.
+
+    Returns None when the file has no triggers.
+    """
+    with h5py.File(path, "r") as f:
+        data = f.get("triggers")
+        if not isinstance(data, h5py.Dataset):
+            return None
+        triggers = data[()]
+    if len(triggers) > max_count:
+        loudest = np.argpartition(triggers["statistic"], len(triggers) - max_count)
+        triggers = np.sort(triggers[loudest[-max_count:]], order="time")
+    return triggers
+
+
+def read_background(path: Path) -> np.ndarray | None:
+    """The time slides' clustered statistic (the ``background`` table's ``statistic``);
+    None when the campaign has no time slides."""
+    with h5py.File(path, "r") as f:
+        data = f.get("background")
+        if not isinstance(data, h5py.Dataset):
+            return None
+        return np.asarray(data["statistic"], np.float64)
+
+
+def read_zero_lag_statistic(path: Path) -> np.ndarray:
+    """Every trigger's statistic (the ``triggers`` table's), as float64."""
+    with h5py.File(path, "r") as f:
+        return np.asarray(f["triggers"]["statistic"], np.float64)

@@ -4,12 +4,16 @@ the fly, cleaning's gain)."""
 
 from __future__ import annotations
 
-import h5py
-
 from offline_iaas.physics import SECONDS_PER_YEAR
 from offline_iaas.report import page, plots
 from offline_iaas.report.run_view import ReportRun, absent, cell
-from offline_iaas.report.search import read_background, read_triggers, statistic_traces
+from offline_iaas.report.search import statistic_traces
+from offline_iaas.science.bbhnet import figures
+from offline_iaas.science.bbhnet.products import (
+    read_background,
+    read_triggers,
+    read_zero_lag_statistic,
+)
 from offline_iaas.sensitivity import population_caption, time_caption
 from offline_iaas.summary_physics import SearchNumbers, SensitivePoint, Sensitivity
 
@@ -79,11 +83,10 @@ def _false_alarms(run: ReportRun, section: page.Section, search: SearchNumbers,
     threshold."""
     background = read_background(run.output)
     livetime = search.background_livetime_seconds or 0.0
-    with h5py.File(run.output, "r") as f:
-        zero_lag = f["triggers"]["statistic"].astype(float)
+    zero_lag = read_zero_lag_statistic(run.output)
     analysed = search.analysed_seconds or 0.0  # the zero lag's: every trigger counts
     section.parts.append(page.heading("False-alarm rate"))
-    section.parts.append(page.image(plots.cumulative_rate_figure(
+    section.parts.append(page.image(figures.cumulative_rate_figure(
         background if background is not None else zero_lag[:0], livetime, zero_lag, analysed,
         threshold), "cumulative rate of background and zero-lag triggers"))
     section.parts.append(page.paragraph(
@@ -178,7 +181,7 @@ def _sensitivity(section: page.Section, search: SearchNumbers) -> None:
                f"({left_out}{time_caption(found)}); "
                f"{interval.method} interval at {100 * interval.confidence:.2f} %. "
                f"Population: {population_caption(found.population)}.")
-    section.parts.append(page.figure(plots.sensitivity_figure(
+    section.parts.append(page.figure(figures.sensitivity_figure(
         found.curve, found.background_years or 0.0), "sensitive time-volume against IFAR",
         caption))
     named = [("the background's reach", found.at_reach), *found.at.items()]
@@ -206,5 +209,5 @@ def _sensitivity(section: page.Section, search: SearchNumbers) -> None:
         section.parts.append(page.paragraph(" ".join(f"{n}." for n in found.notes)))
     rows = [i for i in search.injections if i.chirp_mass is not None and not i.in_training]
     if rows and search.ifar_threshold_years is not None:
-        section.parts.append(page.image(plots.found_missed_figure(
+        section.parts.append(page.image(figures.found_missed_figure(
             rows, search.ifar_threshold_years), "found and missed injections"))

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from offline_iaas.config_sections import DeepCleanConfig
-from offline_iaas.report import page, plots
+from offline_iaas.report import page
 from offline_iaas.report.run_view import ReportRun, absent
-from offline_iaas.report.spectra import (
-    RANGE_FMIN_HZ,
-    ifos_with_clean_strain,
-    inspiral_range,
-    strain_spectra,
-)
+from offline_iaas.report.spectra import RANGE_FMIN_HZ, inspiral_range
+from offline_iaas.science.deepclean import figures
+from offline_iaas.science.deepclean.products import ifos_with_clean_strain, strain_spectra
 from offline_iaas.summary_physics import Numbers
 
 ASD_MAX_SECONDS = 2048.0
@@ -39,7 +36,7 @@ def draw_cleaning(run: ReportRun, section: page.Section) -> None:
                 f"{ifo}: no stretch is as long as the FFT length ({settings.asd_fftlength:g} s)",
                 "absent"))
             continue
-        section.parts.append(page.image(plots.asd_figure(ifo, spectra, band), f"{ifo} ASD"))
+        section.parts.append(page.image(figures.asd_figure(ifo, spectra, band), f"{ifo} ASD"))
         canary = _values(canaries.get(ifo))
         blank = [""] if canary is not None else []
         rows: list[list[object]] = []
