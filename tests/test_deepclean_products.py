@@ -25,11 +25,12 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import ConfigError, DataError, ModelError
 from offline_iaas.merge.output import compare_outputs, read_campaign
-from offline_iaas.merge.products import frame_verdict, read_provenance
+from offline_iaas.merge.provenance import read_provenance
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.records import read_run_info
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.rundir import RunDir
+from offline_iaas.science.deepclean.frames import frame_verdict
 from tests.datafind_server import running_datafind_server
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
 

@@ -292,7 +292,7 @@ def cmd_reference(args: argparse.Namespace) -> None:
 def cmd_inspect(args: argparse.Namespace) -> None:
     import json
 
-    from offline_iaas.merge.products import read_provenance
+    from offline_iaas.merge.provenance import read_provenance
 
     print(json.dumps(read_provenance(args.file), indent=2, sort_keys=True))
 

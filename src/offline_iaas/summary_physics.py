@@ -53,7 +53,7 @@ class AsdNumbers(Numbers):
 
 class GateNumbers(Numbers):
     """The cleaned-strain GWF files of one interferometer and what the gate flagged
-    (``merge/products.publish_frames``)."""
+    (``science/deepclean/frames.publish_frames``)."""
 
     valid_seconds: float
     flagged_seconds: float

@@ -37,7 +37,7 @@ from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.merge.foreground import read_foreground
 from offline_iaas.merge.layout import gps_text, series_attrs
 from offline_iaas.merge.postprocess import ShardProducts, summarize
-from offline_iaas.merge.products import campaign_provenance
+from offline_iaas.merge.provenance import campaign_provenance
 from offline_iaas.merge.shard_merge import SERIES_GROUPS, read_products
 from offline_iaas.merge.stitch import (
     analysed_stretches,

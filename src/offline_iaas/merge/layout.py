@@ -7,7 +7,15 @@ from __future__ import annotations
 import h5py
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.merge.products import CANARY_SUFFIX, output_channel
+from offline_iaas.config_sections import DeepCleanConfig
+
+CANARY_SUFFIX = "_CANARY"
+"""The canary's channel is the production one's with this appended (not gated)."""
+
+
+def output_channel(deepclean: DeepCleanConfig, strain: str) -> str:
+    """The cleaned strain's channel name: ``<strain>_<suffix>``."""
+    return f"{strain}_{deepclean.channel_suffix}"
 
 
 def statistic_channel(ifos: tuple[str, ...]) -> str:

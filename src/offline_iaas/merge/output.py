@@ -44,7 +44,7 @@ import numpy as np
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import raise_if_no_space
 from offline_iaas.merge.postprocess import ShardProducts, postprocess, summarize
-from offline_iaas.merge.products import campaign_provenance
+from offline_iaas.merge.provenance import campaign_provenance
 from offline_iaas.merge.tree import StretchExtent, whole_extents
 from offline_iaas.modes import output_kind
 from offline_iaas.records import BadFile, ServedModel

@@ -20,14 +20,8 @@ import numpy as np
 from scipy.signal import welch
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.merge.layout import gps_text, series_attrs
+from offline_iaas.merge.layout import CANARY_SUFFIX, gps_text, output_channel, series_attrs
 from offline_iaas.merge.postprocess import ShardProducts
-from offline_iaas.merge.products import (
-    CANARY_SUFFIX,
-    CleanedFrames,
-    output_channel,
-    publish_frames,
-)
 from offline_iaas.mode_packages import SummaryRequest
 from offline_iaas.physics import (
     ASD_MAX_SECONDS,
@@ -37,6 +31,7 @@ from offline_iaas.physics import (
     zero_phase_blocks,
 )
 from offline_iaas.report.spectra import StrainSpectra
+from offline_iaas.science.deepclean.frames import CleanedFrames, publish_frames
 from offline_iaas.stretches import Stretch, output_x0
 
 logger = logging.getLogger(__name__)

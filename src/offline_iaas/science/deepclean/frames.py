@@ -5,9 +5,9 @@ Per interferometer the cleaned strain is cut into files on a ``deepclean.frame_s
 named as the frame convention wants (``<O>-<IFO>_<TYPE>-<GPS>-<DUR>.gwf``, ``TYPE`` =
 ``deepclean.frame_type``), channel ``<strain>_<deepclean.channel_suffix>``. Each file is written
 with LALFrame (``lalframe.FrameWrite``) and carries a frame history entry (``FrHistory``, name
-``offline-iaas``) whose comment is the provenance as JSON after :data:`PROVENANCE_MARK`. LALFrame's
-Python has no history reader, so :func:`read_gwf_provenance` finds the entry's text in the file
-(FrHistory strings are stored uncompressed).
+``offline-iaas``) whose comment is the provenance as JSON after ``PROVENANCE_MARK``. LALFrame's
+Python has no history reader, so ``merge/provenance.read_gwf_provenance`` finds the entry's
+text in the file (FrHistory strings are stored uncompressed).
 
 The gate judges each file on its own: the cleaned/raw ASD ratio (``physics.asd_ratio``,
 ``deepclean.asd_fftlength``) must stay below ``1 + gate_tolerance`` outside the band (beyond the
@@ -19,7 +19,6 @@ LIGO_LW XML ``DataQualityFlag`` (known = every file, active = the valid ones).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from dataclasses import dataclass, field
@@ -28,26 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas import __version__
 from offline_iaas.config import CampaignConfig
 from offline_iaas.config_sections import DeepCleanConfig
-from offline_iaas.errors import DataError
+from offline_iaas.merge.layout import CANARY_SUFFIX, output_channel
+from offline_iaas.merge.provenance import PROVENANCE_MARK
 from offline_iaas.physics import asd_ratio
-from offline_iaas.records import BadFile, ServedModel
 
 logger = logging.getLogger(__name__)
 
-PROVENANCE_MARK = "offline-iaas provenance: "
-"""The comment of the frame history entry starts with this, the JSON follows."""
-CANARY_SUFFIX = "_CANARY"
-"""The canary's channel is the production one's with this appended (not gated)."""
 CACHE_NAME = "deepclean.lcf"
 SEGMENTS_DIR = "segments"
-
-
-def output_channel(deepclean: DeepCleanConfig, strain: str) -> str:
-    """The cleaned strain's channel name: ``<strain>_<suffix>``."""
-    return f"{strain}_{deepclean.channel_suffix}"
 
 
 def frame_type(deepclean: DeepCleanConfig, ifo: str) -> str:
@@ -58,19 +47,6 @@ def frame_type(deepclean: DeepCleanConfig, ifo: str) -> str:
 def frame_file_name(deepclean: DeepCleanConfig, ifo: str, gps_start: int, seconds: int) -> str:
     """``<O>-<IFO>_<TYPE>-<GPS>-<DUR>.gwf``."""
     return f"{ifo[0]}-{frame_type(deepclean, ifo)}-{gps_start}-{seconds}.gwf"
-
-
-def campaign_provenance(config: CampaignConfig, model: ServedModel | None,
-                        bad_files: list[BadFile] | None = None) -> dict[str, Any]:
-    """What made a product: software, the stream and merge hashes, the served model
-    (``model``: the run's record, ``repository.export.model_record``) and the bad frame files
-    whose spans are gaps (``data.on_bad_file = "gap"``; listed only when there are some)."""
-    found = {"software": f"offline-iaas {__version__}", "stream_hash": config.stream_hash(),
-             "merge_hash": config.merge_hash(), "mode": config.model.mode,
-             "model": dataclasses.asdict(model) if model is not None else {}}
-    if bad_files:
-        found["bad_frame_files"] = [dataclasses.asdict(e) for e in bad_files]
-    return found
 
 
 def frame_verdict(numbers: dict[str, float], tolerance: float, line_ratio: float) -> str | None:
@@ -246,38 +222,3 @@ def _write_segments(directory: Path, deepclean: DeepCleanConfig, ifo: str,
     flag = DataQualityFlag(f"{ifo}:DEEPCLEAN-{deepclean.channel_suffix}_VALID:1",
                            known=(valid | flagged).coalesce(), active=valid)
     flag.write(str(directory / f"{stem}.xml"), format="ligolw", overwrite=True)
-
-
-def read_gwf_provenance(path: Path) -> dict[str, Any]:
-    """The provenance a cleaned GWF file's frame history holds; DataError if it has none."""
-    data = Path(path).read_bytes()
-    start = data.find(PROVENANCE_MARK.encode())
-    if start < 0:
-        raise DataError(f"{path}: no offline-iaas frame history entry (not a cleaned frame "
-                        "written by offline-iaas)")
-    start += len(PROVENANCE_MARK)
-    end = data.index(b"\0", start)  # frame strings end with a NUL
-    try:
-        return json.loads(data[start:end].decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DataError(f"{path}: unreadable provenance in the frame history: {err}") from None
-
-
-def read_provenance(path: Path) -> dict[str, Any]:
-    """The provenance of a product: a cleaned GWF file's frame history, or the attribute of a
-    campaign HDF5 file. DataError if ``path`` holds none."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    if path.suffix == ".gwf":
-        return read_gwf_provenance(path)
-    import h5py
-
-    try:
-        with h5py.File(path, "r") as f:
-            text = f.attrs.get("provenance")
-    except OSError as err:
-        raise DataError(f"{path}: not a GWF or HDF5 file ({err})") from None
-    if text is None:
-        raise DataError(f"{path}: no provenance attribute (not written by offline-iaas)")
-    return json.loads(text)

@@ -1,0 +1,67 @@
+"""What made a product (``campaign_provenance``), written into the campaign file's
+``provenance`` attribute and into every cleaned GWF file's frame history (after
+``PROVENANCE_MARK``), and read back from either (``read_provenance``, ``offline-iaas inspect``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from offline_iaas import __version__
+from offline_iaas.config import CampaignConfig
+from offline_iaas.errors import DataError
+from offline_iaas.records import BadFile, ServedModel
+
+PROVENANCE_MARK = "offline-iaas provenance: "
+"""The comment of the frame history entry starts with this, the JSON follows."""
+
+
+def campaign_provenance(config: CampaignConfig, model: ServedModel | None,
+                        bad_files: list[BadFile] | None = None) -> dict[str, Any]:
+    """What made a product: software, the stream and merge hashes, the served model
+    (``model``: the run's record, ``repository.export.model_record``) and the bad frame files
+    whose spans are gaps (``data.on_bad_file = "gap"``; listed only when there are some)."""
+    found = {"software": f"offline-iaas {__version__}", "stream_hash": config.stream_hash(),
+             "merge_hash": config.merge_hash(), "mode": config.model.mode,
+             "model": dataclasses.asdict(model) if model is not None else {}}
+    if bad_files:
+        found["bad_frame_files"] = [dataclasses.asdict(e) for e in bad_files]
+    return found
+
+
+def read_gwf_provenance(path: Path) -> dict[str, Any]:
+    """The provenance a cleaned GWF file's frame history holds; DataError if it has none."""
+    data = Path(path).read_bytes()
+    start = data.find(PROVENANCE_MARK.encode())
+    if start < 0:
+        raise DataError(f"{path}: no offline-iaas frame history entry (not a cleaned frame "
+                        "written by offline-iaas)")
+    start += len(PROVENANCE_MARK)
+    end = data.index(b"\0", start)  # frame strings end with a NUL
+    try:
+        return json.loads(data[start:end].decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(f"{path}: unreadable provenance in the frame history: {err}") from None
+
+
+def read_provenance(path: Path) -> dict[str, Any]:
+    """The provenance of a product: a cleaned GWF file's frame history, or the attribute of a
+    campaign HDF5 file. DataError if ``path`` holds none."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    if path.suffix == ".gwf":
+        return read_gwf_provenance(path)
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            text = f.attrs.get("provenance")
+    except OSError as err:
+        raise DataError(f"{path}: not a GWF or HDF5 file ({err})") from None
+    if text is None:
+        raise DataError(f"{path}: no provenance attribute (not written by offline-iaas)")
+    return json.loads(text)
