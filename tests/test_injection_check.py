@@ -176,8 +176,8 @@ def merge_numbers(tmp_path: Path, seconds: list[float], population: dict | None,
     one trigger on each, over STRETCHES; with its log lines."""
     import numpy as np
 
-    from offline_iaas.merge.injections import injection_results
     from offline_iaas.physics import Injection
+    from offline_iaas.science.bbhnet.injections import injection_results
     from offline_iaas.search.injection_list import InjectionList
     from offline_iaas.stretches import make_stretches, statistic_spans
     from tests.helpers import captured_log
@@ -222,7 +222,7 @@ def test_the_merge_warns_when_injections_near_z_max_are_found(tmp_path: Path) ->
 
 def test_the_merge_warns_when_injections_just_above_the_snr_cut_are_found(
         tmp_path: Path) -> None:
-    from offline_iaas.sensitivity import cut_bound
+    from offline_iaas.science.bbhnet.sensitivity import cut_bound
 
     population = {"network_snr_min": 8.5}
     result, lines = merge_numbers(tmp_path, [150.0, 700.0], population)  # SNR 10 < 1.25 x 8.5
@@ -239,8 +239,9 @@ def test_the_merge_warns_when_injections_just_above_the_snr_cut_are_found(
 
 
 def test_the_merge_line_says_how_many_injections_it_left_out_and_why(tmp_path: Path) -> None:
-    from offline_iaas.merge.injections import injection_lines
-    from offline_iaas.summary_physics import SearchNumbers, section
+    from offline_iaas.science.bbhnet.injections import injection_lines
+    from offline_iaas.science.bbhnet.summary import SearchNumbers
+    from offline_iaas.summary_physics import section
 
     # 150 s in the training span, 450 s in the gap between the stretches
     result, _ = merge_numbers(tmp_path, [150.0, 450.0, 700.0, 900.0], None,

@@ -270,7 +270,7 @@ def test_vt_comes_out_of_an_aframe_campaign_with_its_rejected_draws(tmp_path: Pa
     UniformSourceFrame in Planck15 to z 0.5; VT = V T found / (held out x drawn / injected)
     through the merge, against numbers known here."""
     from offline_iaas.config import config_from_dict
-    from offline_iaas.merge.injections import injection_results
+    from offline_iaas.science.bbhnet.injections import injection_results
     from offline_iaas.search.injection_list import read_campaign_injections
 
     aframe_file(tmp_path / "waveforms.hdf5")

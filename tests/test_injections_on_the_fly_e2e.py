@@ -31,14 +31,14 @@ from offline_iaas.data.frames import read_span
 from offline_iaas.data.synth import INJECTION_SET
 from offline_iaas.errors import ModelError
 from offline_iaas.merge import reference as reference_module
-from offline_iaas.merge.injections import injection_lines
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.postprocess import physics_lines
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
+from offline_iaas.science.bbhnet.injections import injection_lines
 from offline_iaas.search import onthefly
-from offline_iaas.summary_physics import Physics, section
+from offline_iaas.summary_physics import physics_type, section
 from tests.error_catalogue import documented
 from tests.helpers import SPLITS, WITNESSES, run_split, untrained_weights
 from tests.test_injections_on_the_fly import (
@@ -210,7 +210,8 @@ def test_a_repository_without_the_raw_search_is_refused_for_an_e2e_campaign_that
 def test_the_summary_lines_give_the_search_with_and_without_cleaning(e2e) -> None:
     """What the merge and the demo print: the cleaned strain's found/missed and VT, then the
     raw strain's (``bbhnet.without_cleaning``), each once."""
-    physics = section(Physics, json.loads(e2e["fly_out"].with_suffix(".json").read_text()))
+    physics = section(physics_type("e2e"),
+                      json.loads(e2e["fly_out"].with_suffix(".json").read_text()))
     lines = physics_lines(physics)
     raw = [line for line in lines if line.startswith("BBHnet without cleaning:")]
     cleaned = [line for line in lines if line.startswith("BBHnet:")]

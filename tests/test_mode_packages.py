@@ -93,16 +93,20 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
         "notapackage = broken_mode_greedy:build\n"
         "unimportable = broken_mode_missing:PACKAGE\n"
         "staged = broken_mode_staged:PACKAGE\n"
+        "sectioned = broken_mode_sectioned:PACKAGE\n"
         "bbhnet = broken_mode_plain:PACKAGE\n"), {
         "broken_mode_greedy": mode.format(name="greedy") + "PACKAGE = package(triggers=True)\n",
         "broken_mode_plain": mode.format(name="plain") + "PACKAGE = package()\n",
         "broken_mode_staged": mode.format(name="staged") + (
             "import dataclasses\n"
-            "PACKAGE = dataclasses.replace(package(), stages=lambda config: [])\n")})
+            "PACKAGE = dataclasses.replace(package(), stages=lambda config: [])\n"),
+        "broken_mode_sectioned": mode.format(name="sectioned") + (
+            "import dataclasses\n"
+            "PACKAGE = dataclasses.replace(package(), summary_sections={'bbhnet': dict})\n")})
     on_path(site)
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     refusals = {}
-    for name in ("greedy", "notapackage", "unimportable", "staged"):
+    for name in ("greedy", "notapackage", "unimportable", "staged", "sectioned"):
         with pytest.raises(ConfigError) as caught:
             load_config(tmp_path / "campaign.toml", [f'model.mode="{name}"'])
         refusals[name] = str(caught.value)
@@ -112,6 +116,8 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
         refusals["notapackage"]
     assert "cannot be loaded: ModuleNotFoundError" in refusals["unimportable"]
     assert refusals["staged"].endswith("its own stages")
+    assert refusals["sectioned"].endswith("sections of the campaign summary other than its own "
+                                          "(summary_sections) or lines of them (summary_lines)")
     # another distribution's entry point named for a built-in mode is not taken
     assert mode_packages.mode_package("bbhnet").mode is MODES["bbhnet"]
     assert all(f"entry point {name!r} of offline_iaas.modes" in refusals[name]

@@ -301,3 +301,25 @@ def test_the_summarys_physics_reads_back_typed_and_a_renamed_field_is_named(
     path.write_text(json.dumps(data))
     again = records.read(CampaignSummary, path).physics
     assert again.model_dump_json() == physics.model_dump_json()  # NaN is never equal to itself
+
+
+def test_a_summary_is_read_with_the_sections_of_its_own_mode(tmp_path: Path) -> None:
+    """Each mode's package types its sections (``ModePackage.summary_sections``): a bbhnet
+    campaign's summary with a DeepClean section is refused, naming the section; the same
+    section under mode e2e (which cleans) reads."""
+    from offline_iaas.records import CampaignSummary
+
+    search = {"triggers": 3, "cluster_seconds": 1.0}
+    gate = {"valid_seconds": 64.0, "flagged_seconds": 0.0, "files_flagged": 0, "files": 1}
+    fields = {"complete": True, "wall_seconds": 1.0, "cpu_seconds": 1.0, "peak_rss_mb": 1.0,
+              "sha256": "ab" * 32, "bytes": 1, "stream_hash": "s", "merge_hash": "m",
+              "mode": "bbhnet", "bbhnet": search}
+    path = tmp_path / "campaign.json"
+    records.write(records.build(CampaignSummary, fields), path)
+    assert records.read(CampaignSummary, path).physics.bbhnet.triggers == 3
+    data = {**json.loads(path.read_text()), "deepclean_gate": {"H1": gate}}
+    path.write_text(json.dumps(data))
+    with pytest.raises(RunError, match=r"field deepclean_gate: Extra inputs are not permitted"):
+        records.read(CampaignSummary, path)
+    path.write_text(json.dumps({**data, "mode": "e2e"}))  # the control: e2e writes it
+    assert records.read(CampaignSummary, path).physics.deepclean_gate["H1"].files == 1

@@ -1,5 +1,5 @@
-"""Tests of the sensitive time-volume against IFAR (offline_iaas.sensitivity): held-out
-injections only, the Jeffreys interval, null where the background cannot measure, the
+"""Tests of the sensitive time-volume against IFAR (offline_iaas.science.bbhnet.sensitivity):
+held-out injections only, the Jeffreys interval, null where the background cannot measure, the
 population beside every VT, and the volume bound."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from offline_iaas.physics import (
     injection_counts,
     place_injections,
 )
-from offline_iaas.sensitivity import (
+from offline_iaas.science.bbhnet.sensitivity import (
     CONFIDENCE,
     SlidePlan,
     background_note,
@@ -31,7 +31,7 @@ from offline_iaas.sensitivity import (
     slides_needed,
     volume_bound,
 )
-from offline_iaas.summary_physics import SearchNumbers, Sensitivity
+from offline_iaas.science.bbhnet.summary import SearchNumbers, Sensitivity
 from offline_iaas.summary_physics import section as section_of
 
 # four injections: one near no trigger, the others' best IFARs 0.5, 2 and 10 years
@@ -271,7 +271,7 @@ def test_the_summary_states_vt_at_1_month_and_1_year_or_why_not() -> None:
 
 
 def test_the_lines_say_not_measurable_and_never_zero_plus_minus_zero() -> None:
-    from offline_iaas.merge.injections import sensitivity_lines
+    from offline_iaas.science.bbhnet.injections import sensitivity_lines
 
     short = sensitivity_summary(rows([0.0, 0.05, 0.5, 1.5]), {"time_volume_gpc3": 2.0},
                                 0.5 * SECONDS_PER_YEAR, 0.01 * SECONDS_PER_YEAR)
@@ -336,7 +336,7 @@ def test_vt_is_the_found_fraction_times_the_volume_times_the_held_out_time(tmp_p
     construction: 900 s analysed in two spans, BBHnet trained on 300 s of the first, so 600 s
     held out; six held-out injections, three with a trigger of IFAR >= 1 yr near them; the
     population's volume 4 Gpc^3 with two draws per injection (12 trials)."""
-    from offline_iaas.merge.injections import injection_results, sensitivity_lines
+    from offline_iaas.science.bbhnet.injections import injection_results, sensitivity_lines
     from offline_iaas.search.injection_list import InjectionList
 
     raw = {"data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": 0, "duration": 1000,
@@ -423,7 +423,7 @@ def test_slides_needed_for_a_month_and_a_year() -> None:
 
 
 def test_the_summary_says_how_many_slides_1_month_and_1_year_need() -> None:
-    from offline_iaas.merge.injections import sensitivity_lines
+    from offline_iaas.science.bbhnet.injections import sensitivity_lines
 
     plan = SlidePlan(10, 1.0, (2000.0,))
     livetime = float(sum(2000 - k for k in range(1, 11)))  # no cuts
@@ -444,7 +444,7 @@ def test_the_summary_says_how_many_slides_1_month_and_1_year_need() -> None:
 
 
 def test_the_found_line_says_a_threshold_beyond_the_background_is_not_measurable() -> None:
-    from offline_iaas.merge.injections import injection_lines
+    from offline_iaas.science.bbhnet.injections import injection_lines
 
     bbhnet = {"triggers": 0, "cluster_seconds": 1.0, "found": 0, "missed": 2,
               "ifar_threshold_years": 1.0, "background_livetime_seconds": 0.01 * SECONDS_PER_YEAR,

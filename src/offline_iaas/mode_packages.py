@@ -7,11 +7,11 @@ distribution.
 A mode package hands the core what it asks of a mode, and nothing else: its record
 (``modes.Mode``: what it streams, its networks, what its clients store), how to build each
 network's graph for the model repository (``graphs``, given a ``GraphRequest``), and, if it
-has them, its own product (written into the campaign file by the merge, with a typed section
-of the campaign summary) and its section of the report. The core finds a package by the
-mode's name (``model.mode``) through ``importlib.metadata`` and never imports one: no core
-module names a mode package (``tests/test_layering.py``). The user guide's "Write your own
-mode" walks through one (``tests/fixtures/power_mode``).
+has them, its own product (written into the campaign file by the merge, with typed sections
+of the campaign summary and the lines that say them) and its section of the report. The
+core finds a package by the mode's name (``model.mode``) through ``importlib.metadata`` and
+never imports one: no core module names a mode package (``tests/test_layering.py``). The
+user guide's "Write your own mode" walks through one (``tests/fixtures/power_mode``).
 
 What a mode of another distribution may be: one network on the snapshotter's windows, its
 clients storing ``statistic`` (one value per window), served on whole windows. Chains, the
@@ -146,6 +146,12 @@ class ModePackage:
     summary
         The type of its summary section (a ``summary_physics.Numbers``), by which the
         campaign summary's ``package_sections`` entry is read back.
+    summary_sections
+        A built-in mode's sections of the campaign summary, at its top level: name → type
+        (``summary_physics.physics_type`` reads them back). A built-in mode's only.
+    summary_lines
+        The lines that say its summary sections in the merge's log and the demo's output,
+        given the summary's physics (``physics_type(mode)``). A built-in mode's only.
     report_sections
         Its sections of the report, drawn first, in order (``ReportSection``).
     """
@@ -156,6 +162,8 @@ class ModePackage:
     postprocess: Callable[[Any, Any, Any, Any], None] | None = None
     summarize: Callable[..., Any] | None = None
     summary: type | None = None
+    summary_sections: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    summary_lines: Callable[[Any], list[str]] | None = None
     report_sections: tuple[ReportSection, ...] = ()
 
 
@@ -236,6 +244,9 @@ def _checked(package: object, name: str, where: str) -> ModePackage:
           else []),
         *(["its own stages"] if package.stages is not None else []),
         *(["a per-merge postprocess"] if package.postprocess is not None else []),
+        *(["sections of the campaign summary other than its own (summary_sections) or "
+           "lines of them (summary_lines)"]
+          if package.summary_sections or package.summary_lines else []),
     ]
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems))

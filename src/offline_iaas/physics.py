@@ -39,7 +39,7 @@ Which injections count
     Only those inside the analysed stretches and outside the network's training span
     (``place_injections``): the background leaves that span out, and so does the found/missed
     count; the rows still list the ones in the training span (``in_training``) and the counts
-    say how many were left out and why. VT against IFAR: ``sensitivity.py``.
+    say how many were left out and why. VT against IFAR: ``science/bbhnet/sensitivity.py``.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ sidecar → the merge → the output's provenance), ``Piece`` (a share's part of
 A client's share is one type, ``ClientShare``, and a shard merge's interval and parents one,
 ``MergeShard`` (frozen pydantic models), whose fields the records that carry one
 (``ShareRecord``: the job spec, the sidecar, the checkpoint stamp; ``ShardJob``) hold as
-their own. The campaign summary's physics sections are ``summary_physics``'s types.
+their own. The campaign summary's physics sections are its mode package's types.
 
 Reading a record that is missing, is not JSON, misses a field, has a field of the wrong type
 or an unknown one, or whose version is newer than this code's raises one ``RunError`` (exit
@@ -43,19 +43,20 @@ is ``completeness.py``'s.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
 from offline_iaas.rundir import RunDir
-from offline_iaas.summary_physics import Physics
+from offline_iaas.summary_physics import Physics, physics_type
 
 V1_HASH_PREFIX = "v1:"
 """A version-1 record's ``config_hash`` (one hash of the whole output, before the stream
@@ -170,6 +171,11 @@ class Record(BaseModel):
         without guessing)."""
         return data
 
+    @classmethod
+    def document_type(cls, data: dict[str, Any]) -> type[Record]:
+        """The type that reads ``data``: ``cls``, or its subtype that a field names."""
+        return cls
+
 
 R = TypeVar("R", bound=Record)
 
@@ -231,6 +237,7 @@ def parse(kind: type[R], text: str, path: Path) -> R:
     if version < kind.VERSION:
         data = {**kind.from_v1(data, path), "schema_version": kind.VERSION}
         text = json.dumps(data)
+    kind = kind.document_type(data)
     try:
         return kind.model_validate_json(text)
     except ValidationError as err:
@@ -258,6 +265,7 @@ def read_optional(kind: type[R], path: Path) -> R | None:
 def build(kind: type[R], fields: dict[str, Any]) -> R:
     """A record from the values a node computed (dataclasses, tuples, paths, numbers), checked
     as strictly as a record read back (pydantic's ValidationError: a defect of the writer)."""
+    kind = kind.document_type(fields)
     return kind.model_validate_json(json.dumps(to_jsonable_python(fields)))
 
 
@@ -528,16 +536,10 @@ class ShardWalls:
     max: float
 
 
-WITHOUT_CLEANING = "without_cleaning"
-"""The key in ``campaign.json``'s ``bbhnet`` section of e2e's search on the raw strain
-(``statistic_raw``, with ``bbhnet.inject``): a record like ``bbhnet`` itself (triggers,
-background, found/missed, sensitivity) on the same injections and slides."""
-
-
 class CampaignSummary(Record, Physics):
     """``RUN/output/campaign.json``: the merge's record (the single merge's, or the index's),
-    written last, with the physics sections (``deepclean``, ``bbhnet``, ...: ``postprocess``'s,
-    typed in ``summary_physics``) at its top level."""
+    written last, with its mode's physics sections (``deepclean``, ``bbhnet``, ...:
+    ``postprocess``'s) at its top level, read as ``summary_type(mode)``."""
 
     KIND: ClassVar[str] = "campaign summary"
     RENAMED: ClassVar[dict[str, str]] = {f"chunk{s}": f"shard{s}" for s in (
@@ -571,10 +573,22 @@ class CampaignSummary(Record, Physics):
     def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
         return {"bytes": None, **_v1_hash(data, "stream_hash", "merge_hash")}
 
+    @classmethod
+    def document_type(cls, data: dict[str, Any]) -> type[Record]:
+        return summary_type(data["mode"]) if isinstance(data.get("mode"), str) else cls
+
     @property
     def physics(self) -> Physics:
-        """The physics sections alone."""
-        return Physics(**{name: getattr(self, name) for name in Physics.model_fields})
+        """The physics sections alone (``physics_type(mode)``)."""
+        kind = physics_type(self.mode)
+        return kind(**{name: getattr(self, name) for name in kind.model_fields})
+
+
+@functools.cache
+def summary_type(mode: str) -> type[CampaignSummary]:
+    """``CampaignSummary`` with the physics sections of ``mode`` (``physics_type``)."""
+    return create_model(f"CampaignSummary[{mode}]", __base__=(CampaignSummary,
+                                                              physics_type(mode)))
 
 
 def bad_files_of(entries: Iterable[BadFile]) -> list[BadFile]:

@@ -1,9 +1,13 @@
 """The physics sections of the campaign summary (``RUN/output/campaign.json``), as types.
 
-The merge computes these numbers (``merge/postprocess.summarize``: DeepClean's ASD numbers
-and GWF gate per interferometer, BBHnet's triggers, background, found/missed and VT) and
-``records.CampaignSummary`` carries them at its top level, beside the merge's own fields. The
-merge's log, the demo and the report read them through these types: a field renamed or
+The merge computes these numbers (``merge/postprocess.summarize``: the mode's package's
+``summarize``) and ``records.CampaignSummary`` carries them at its top level, beside the
+merge's own fields. Each section's type is its mode package's (``ModePackage.
+summary_sections``: DeepClean's ASD numbers and GWF gate per interferometer in
+``science/deepclean/summary.py``, BBHnet's triggers, background, found/missed and VT in
+``science/bbhnet/summary.py``; another distribution's one section under ``package_sections``,
+its ``summary`` type). ``physics_type(mode)`` is the summary's physics with the sections of
+``mode``: the merge's log, the demo and the report read them through it, so a field renamed or
 missing is one ``RunError`` naming the file and the field when the summary is read, not a
 number that silently turns into a blank. A value a campaign cannot give (no time slides, no
 injection list, no population volume) is None; ``reason`` and ``note`` fields say why.
@@ -14,10 +18,11 @@ types read unchanged.
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Optional, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, create_model
 from pydantic_core import to_jsonable_python
 
 from offline_iaas.mode_packages import mode_package
@@ -32,229 +37,30 @@ class Numbers(BaseModel):
                               ser_json_inf_nan="constants")
 
 
-# ---- DeepClean --------------------------------------------------------------------------
-class AsdNumbers(Numbers):
-    """Cleaned/raw ASD ratio of one interferometer over its held-out data
-    (``physics.asd_ratio``)."""
-
-    fftlength: float
-    guard_hz: float
-    line_hz: float
-    ratio_at_line: float
-    max_ratio_in_band: float
-    min_ratio_outside_band: float
-    max_ratio_outside_band: float
-    max_deviation_outside_band: float
-    max_deviation_at_band_edges: float
-    held_out_gps: tuple[float, float]
-    training_gps: tuple[float, float] | None = None
-    """DeepClean's training span (None: the weights record none)."""
-
-
-class GateNumbers(Numbers):
-    """The cleaned-strain GWF files of one interferometer and what the gate flagged
-    (``science/deepclean/frames.publish_frames``)."""
-
-    valid_seconds: float
-    flagged_seconds: float
-    files_flagged: int
-    files: int
-
-
-# ---- BBHnet -----------------------------------------------------------------------------
-class InjectionRow(Numbers):
-    """One listed injection in the analysed time, found or missed (``physics.found_missed``)."""
-
-    gps_time: float
-    network_snr: float
-    chirp_mass: float | None = None
-    distance_mpc: float | None = None
-    statistic: float | None
-    """The loudest statistic near it (None in a summary written before NaN was kept)."""
-    found: bool
-    in_training: bool
-    ifar_years: float | None = None
-    """With time slides: the IFAR of the loudest trigger near it."""
-
-
-class InjectionCounts(Numbers):
-    """Where the listed injections lie (``physics.place_injections``)."""
-
-    listed: int
-    held_out: int
-    in_training: int
-    outside_analysed: int
-
-
-class SensitivePoint(Numbers):
-    """VT at one IFAR threshold (``sensitivity.sensitive_volume``); a value that cannot be
-    given is None and ``reason`` says why."""
-
-    ifar_threshold_years: float
-    measurable: bool
-    """The background's livetime reaches the threshold (True when no livetime was given)."""
-    background_needed_years: float
-    """Background livetime that can measure this IFAR (the threshold itself)."""
-    injections: int
-    """Held-out injections counted."""
-    trials: float
-    """... in draws of the population (``injections x drawn / injected``)."""
-    found: int | None = None
-    found_fraction: float | None = None
-    found_fraction_interval: tuple[float, float] | None = None
-    vt_gpc3_years: float | None = None
-    vt_interval_gpc3_years: tuple[float, float] | None = None
-    sensitive_distance_mpc: float | None = None
-    sensitive_distance_interval_mpc: tuple[float, float] | None = None
-    reason: str | None = None
-    """Why a value is None (not measurable; no population volume)."""
-
-
-class SlidesNeeded(Numbers):
-    """About how many slides reach one IFAR threshold (``sensitivity.slides_needed``)."""
-
-    ifar_threshold_years: float
-    slide_seconds: float
-    have_slides: int
-    have_years: float
-    most_slides: int
-    most_years: float
-    slides: int | None
-    """None: no number of slides of these stretches reaches it."""
-
-
-class Interval(Numbers):
-    method: str
-    confidence: float
-
-
-class Population(Numbers):
-    """The population an injection list was drawn from (``search/injection_list``'s record:
-    ``population.POPULATION_KEYS``, ``listed`` and ``source``); what the list does not say is
-    None. Numbers come from the list's own attributes, so an integer written as a float
-    reads."""
-
-    model_config = ConfigDict(strict=False, frozen=True, extra="forbid",
-                              ser_json_inf_nan="constants")
-
-    approximant: str | None = None
-    f_lower_hz: float | None = None
-    mass_min_msun: float | None = None
-    mass_max_msun: float | None = None
-    mass_distribution: str | None = None
-    spin_max: float | None = None
-    spin_distribution: str | None = None
-    redshift_max: float | None = None
-    redshift_distribution: str | None = None
-    luminosity_distance_max_mpc: float | None = None
-    orientation_distribution: str | None = None
-    cosmology: str | None = None
-    comoving_volume_gpc3: float | None = None
-    time_volume_gpc3: float | None = None
-    network_snr_min: float | None = None
-    drawn: int | None = None
-    injected: int | None = None
-    seed: int | None = None
-    listed: int | None = None
-    """The list's rows."""
-    source: str | None = None
-    """The list's path."""
-
-
-class Sensitivity(Numbers):
-    """VT against the IFAR threshold (``sensitivity.sensitivity_summary``), or only ``note``
-    where a campaign measures none (no background, no held-out injection)."""
-
-    population: Population | None = None
-    counts: InjectionCounts | None = None
-    note: str | None = None
-    """Why there is no VT curve."""
-    injections: int | None = None
-    trials: float | None = None
-    held_out_years: float | None = None
-    """VT's ``T`` (None in a summary written before ``T`` was held out)."""
-    analysed_years: float | None = None
-    background_years: float | None = None
-    """The largest IFAR the background measures."""
-    volume_gpc3: float | None = None
-    interval: Interval | None = None
-    slides_needed: dict[str, SlidesNeeded] = {}
-    vt_null_reason: str | None = None
-    curve: tuple[SensitivePoint, ...] = ()
-    at: dict[str, SensitivePoint] = {}
-    """At the named IFAR thresholds (``sensitivity.NAMED_IFARS_YEARS``)."""
-    at_reach: SensitivePoint | None = None
-    notes: tuple[str, ...] = ()
-
-
-class VolumeBound(Numbers):
-    """Found injections near the population's largest distance (``sensitivity.volume_bound``)."""
-
-    rule: str
-    distance_from_mpc: float
-    near_edge: int
-    found_near_edge: int
-    redshift_max: float | None
-
-
-class SnrCutBound(Numbers):
-    """Found injections close above the population's SNR cut (``sensitivity.cut_bound``)."""
-
-    rule: str
-    network_snr_min: float
-    snr_below: float
-    found_near_cut: int
-    quietest_found_snr: float | None
-
-
-class SearchNumbers(Numbers):
-    """One BBHnet search's numbers (``merge/postprocess._triggers``): its triggers; with time
-    slides its background; with an injection list found/missed and VT."""
-
-    triggers: int
-    cluster_seconds: float
-    time_shifts: int | None = None
-    shift_seconds: float | None = None
-    analysed_seconds: float | None = None
-    background_triggers: int | None = None
-    background_livetime_seconds: float | None = None
-    loudest_ifar_years: float | None = None
-    found: int | None = None
-    missed: int | None = None
-    threshold: float | None = None
-    """Without time slides: the statistic threshold from injection-free data."""
-    background_seconds: float | None = None
-    ifar_threshold_years: float | None = None
-    """With time slides: found means a trigger at least this IFAR."""
-    injection_counts: InjectionCounts | None = None
-    injections: tuple[InjectionRow, ...] = ()
-    training_gps: tuple[float, float] | None = None
-    held_out_seconds: float | None = None
-    volume_bound: VolumeBound | None = None
-    snr_cut_bound: SnrCutBound | None = None
-    sensitivity: Sensitivity | None = None
-    without_cleaning: SearchNumbers | None = None
-    """e2e with injections on the fly: the same search on the raw strain."""
-
-    @property
-    def slid(self) -> bool:
-        """Time slides formed a background (FAR and IFAR)."""
-        return self.time_shifts is not None
-
-
 class Physics(Numbers):
-    """The physics sections of ``campaign.json``; a section the mode does not produce is
-    None."""
+    """The physics sections of ``campaign.json`` that every mode may have; ``physics_type``
+    adds its mode's. A section the campaign did not produce is None."""
 
-    deepclean: dict[str, AsdNumbers] | None = None
-    """Per interferometer."""
-    deepclean_canary: dict[str, AsdNumbers] | None = None
-    """The canary network's, per interferometer."""
-    deepclean_gate: dict[str, GateNumbers] | None = None
-    bbhnet: SearchNumbers | None = None
+    MODE: ClassVar[str | None] = None
+    """The mode whose sections these are (``physics_type``); None: none of a mode."""
+
     package_sections: dict[str, dict[str, Any]] | None = None
     """A mode package's section (``mode_packages.py``), under its mode's name: read back as
     its package's ``summary`` type (``package_section``)."""
+
+
+@functools.cache
+def physics_type(mode: str) -> type[Physics]:
+    """``Physics`` of ``mode``: with the sections of its package (``ModePackage.
+    summary_sections``, each None by default). ConfigError where the package cannot be
+    loaded."""
+    package = mode_package(mode)
+    sections = {} if package is None else package.summary_sections
+    typed = create_model(f"Physics[{mode}]", __base__=Physics,
+                         **{name: (Optional[kind], None)  # noqa: UP045 (a runtime type)
+                            for name, kind in sections.items()})
+    typed.MODE = mode
+    return typed
 
 
 def package_section(physics: Physics, mode: str) -> Numbers | None:
@@ -267,7 +73,7 @@ def package_section(physics: Physics, mode: str) -> Numbers | None:
     return section(package.summary, found)
 
 
-N = TypeVar("N", bound=Numbers)
+N = TypeVar("N", bound=BaseModel)
 
 
 def section(kind: type[N], numbers: object) -> N:

@@ -2,7 +2,8 @@
 series, then the mode's package's products (``ModePackage.postprocess`` per merge,
 ``ModePackage.summarize`` over every merge's ``ShardProducts``; DeepClean's cleaned strain and
 ASD numbers are ``science/deepclean/products.py``'s, BBHnet's triggers, FAR and found/missed
-``science/bbhnet/products.py``'s), and the summary's lines (``physics_lines``).
+``science/bbhnet/products.py``'s), and the summary's lines (``physics_lines``: the
+package's ``summary_lines``).
 """
 from __future__ import annotations
 
@@ -14,10 +15,8 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.merge.injections import injection_lines
 from offline_iaas.merge.layout import gps_text, series_attrs
 from offline_iaas.mode_packages import SummaryRequest, mode_package
-from offline_iaas.physics import SECONDS_PER_YEAR
 from offline_iaas.stretches import Stretch, output_x0
 from offline_iaas.summary_physics import Physics, section
 
@@ -87,50 +86,26 @@ def summarize(file: Any, config: CampaignConfig, stretches: list[Stretch],
     """The campaign-wide numbers from every merge's products, in time order: the mode's
     package's (``ModePackage.summarize``).
 
-    Returns the summary's physics: a built-in mode's sections of ``Physics`` (``deepclean``:
-    numbers per interferometer, ``bbhnet``: triggers and found/missed), or a package's own
-    section under ``package_sections``, that :func:`physics_lines` describes.
+    Returns the summary's physics: a built-in mode's sections (``ModePackage.
+    summary_sections``: ``deepclean``, numbers per interferometer; ``bbhnet``, triggers and
+    found/missed), or a package's own section under ``package_sections``, that
+    :func:`physics_lines` describes.
     """
     package = mode_package(config.model.mode)
     if package is None or package.summarize is None:
         return {}
     numbers = package.summarize(SummaryRequest(file, config, stretches, training, products,
                                                frames_dir))
-    if package.summary is None:  # a built-in mode's: sections of the summary's Physics
+    if package.summary is None:  # a built-in mode's: its summary_sections
         return dict(numbers)
     return {"package_sections": {config.model.mode: section(package.summary, numbers)
                                  .model_dump(mode="json")}}
 
 
 def physics_lines(physics: Physics) -> list[str]:
-    """One line per DeepClean interferometer and one for BBHnet, from :func:`postprocess`'s
-    summary (``CampaignSummary.physics``, read from ``output/campaign.json``)."""
-    lines = []
-    for ifo, numbers in (physics.deepclean or {}).items():
-        start, end = numbers.held_out_gps
-        training = numbers.training_gps
-        data = (f"held-out GPS {start:.0f}-{end:.0f}, after training on GPS {training[0]:.0f}-"
-                f"{training[1]:.0f}" if training else f"GPS {start:.0f}-{end:.0f}, training "
-                "span unknown")
-        lines.append(
-            f"DeepClean {ifo}: cleaned/raw ASD {numbers.ratio_at_line:.3f} at the "
-            f"{numbers.line_hz:.2f} Hz line, within "
-            f"{100 * numbers.max_deviation_outside_band:.2f} % of 1 outside the band "
-            f"(+- {numbers.guard_hz:g} Hz guard; {data})"
-        )
-    search = physics.bbhnet
-    if search is None:
-        return lines
-    lines.append(f"BBHnet: {search.triggers} triggers (statistic clustered over "
-                 f"{search.cluster_seconds:g} s)")
-    livetime = search.background_livetime_seconds
-    if search.slid and livetime is not None:
-        lines.append(
-            f"BBHnet: {search.background_triggers} background triggers from "
-            f"{search.time_shifts} time slides of {search.shift_seconds:g} s "
-            f"({livetime:.0f} s = {livetime / SECONDS_PER_YEAR:.2g} yr of livetime); loudest "
-            f"trigger's IFAR {search.loudest_ifar_years:.2g} yr")
-    lines += injection_lines(search)
-    raw = search.without_cleaning  # e2e's same search on the raw strain
-    return lines + ([] if raw is None else [
-        line.replace("BBHnet:", "BBHnet without cleaning:", 1) for line in injection_lines(raw)])
+    """The lines that say :func:`summarize`'s numbers (``CampaignSummary.physics``, read from
+    ``output/campaign.json``): its mode's package's ``summary_lines``."""
+    package = None if physics.MODE is None else mode_package(physics.MODE)
+    if package is None or package.summary_lines is None:
+        return []
+    return package.summary_lines(physics)

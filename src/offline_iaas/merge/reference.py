@@ -34,7 +34,7 @@ from offline_iaas.repository.pipeline import PSD_UPDATE, mode_stream
 from offline_iaas.search.foreground import injection_times, stretch_foreground
 from offline_iaas.search.onthefly import OnTheFly, on_the_fly
 from offline_iaas.stretches import make_stretches, request_sizes
-from offline_iaas.summary_physics import Physics, section
+from offline_iaas.summary_physics import physics_type, section
 
 
 def run_reference(
@@ -104,7 +104,7 @@ def run_reference(
         summary = writer.commit({"producer": "reference"}, frames)
         # its physics numbers beside it, as the merge's are in output/campaign.json (and
         # of the same type: a section that would not read back there fails here)
-        section(Physics, summary)
+        section(physics_type(config.model.mode), summary)
         write_text_atomic(out_path.with_suffix(".json"), json.dumps(summary, indent=2))
     except BaseException:
         writer.discard()

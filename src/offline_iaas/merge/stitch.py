@@ -246,8 +246,8 @@ def log_summary(summary: CampaignSummary, run: RunDir) -> None:
     """The merge's physics lines in the log."""
     for line in physics_lines(summary.physics):
         logger.info(f"merge: {line}")
-    if summary.deepclean:
-        logger.info(f"merge: GWF frames of the cleaned strain in {run.output_frames}")
+    if any(run.output_frames.rglob("*.gwf")):
+        logger.info(f"merge: GWF frames in {run.output_frames}")
 
 
 def report_quietly(run: RunDir) -> None:

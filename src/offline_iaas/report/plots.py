@@ -23,7 +23,6 @@ from matplotlib.patches import Patch
 
 from offline_iaas.report.search import StatisticTrace
 from offline_iaas.report.timeline import Bar, Coverage, MonitorRates
-from offline_iaas.summary_physics import InjectionRow
 
 WIDTH = 10.0
 """Figure width in inches (at 100 dpi: 1000 pixels)."""
@@ -70,11 +69,11 @@ def _colour(index: int) -> Any:
 def statistic_figure(
     traces: Sequence[StatisticTrace],
     triggers: np.ndarray | None,
-    injections: Sequence[InjectionRow],
+    injections: Sequence[tuple[float, bool]],
     threshold: float | None,
     t0: float,
 ) -> bytes:
-    """BBHnet's statistic against time, triggers and injection times marked."""
+    """A statistic against time, its triggers and the injections (GPS time, found) marked."""
     fig = Figure(figsize=(WIDTH, 4.5), layout="constrained")
     ax = subplots(fig)
     for i, trace in enumerate(traces):
@@ -85,7 +84,7 @@ def statistic_figure(
         ax.scatter(triggers["time"] - t0, triggers["statistic"], s=12, color="tab:purple",
                    zorder=3, label="triggers")
     for label, found, style in (("found injection", True, "-"), ("missed injection", False, "--")):
-        times = [i.gps_time - t0 for i in injections if i.found == found]
+        times = [gps - t0 for gps, was_found in injections if was_found == found]
         for j, time in enumerate(times):
             ax.axvline(time, color="tab:green" if found else "tab:red", ls=style, lw=1,
                        label=label if j == 0 else None)

@@ -12,7 +12,7 @@ from offline_iaas.errors import RunError
 from offline_iaas.records import CampaignSummary, R, RunInfo
 from offline_iaas.report import page
 from offline_iaas.rundir import RunDir
-from offline_iaas.summary_physics import Numbers, Physics, package_section
+from offline_iaas.summary_physics import Numbers, Physics, package_section, physics_type
 
 
 class ReportRun:
@@ -30,8 +30,10 @@ class ReportRun:
         self.problems: list[str] = []
         self.summary = self._record(CampaignSummary, summary)
         self.run_info = self._record(RunInfo, self.paths.run_info)
-        self.physics = self.summary.physics if self.summary is not None else Physics()
-        """The merge's physics sections (``postprocess.summarize``'s)."""
+        self.physics: Physics = (self.summary.physics if self.summary is not None
+                                 else physics_type(self.mode)())
+        """The merge's physics sections (``postprocess.summarize``'s; the mode's sections,
+        all None, before the merge)."""
 
     def _record(self, kind: type[R], path: Path) -> R | None:
         """A record, None when absent; a damaged one is a problem shown on the page."""

@@ -10,10 +10,9 @@ Draws below the SNR cut (drawn binaries)
     A draw whose optimal network SNR against the design ASD at its own time (its slot's
     antenna patterns and delays: ``draw_injections.draw_above_cut``, the one implementation
     of the draw) is below ``synth.network_snr_min`` is not injected: each slot draws until
-    one passes,
-    and the set records ``drawn`` (all draws) and ``injected`` beside the cut, so that VT
-    counts the draws left out as missed (``sensitivity.py``). With a cut of 0 every draw is
-    injected.
+    one passes, and the set records ``drawn`` (all draws) and ``injected`` beside the cut, so
+    that VT counts the draws left out as missed (``science/bbhnet/sensitivity.py``). With a
+    cut of 0 every draw is injected.
 Times (drawn binaries)
     Spread evenly over the span: ``t_j = start + lead + usable (j + 1/2) / n`` with
     ``lead`` the population's longest waveform before its coalescence

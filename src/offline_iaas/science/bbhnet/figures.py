@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from offline_iaas.report.plots import WIDTH, default_style, png_bytes, subplots
-from offline_iaas.summary_physics import InjectionRow, SensitivePoint
+from offline_iaas.science.bbhnet.summary import InjectionRow, SensitivePoint
 
 
 @default_style

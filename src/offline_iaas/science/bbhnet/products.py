@@ -2,9 +2,9 @@
 each merge clusters its owned statistic into triggers (and its slides into background); the
 campaign's triggers (``triggers``) get their FAR from the background (``background``), and
 found/missed is counted against the injection list; the report reads the tables back
-(``read_triggers``, ``read_background``). The
-arithmetic (clustering, FAR, found/missed) is ``physics.py``'s and ``merge/injections.py``'s;
-this module reads and writes the files around it.
+(``read_triggers``, ``read_background``), and the merge's log says the summary's section
+(``search_lines``). The arithmetic (clustering, FAR, found/missed) is ``physics.py``'s and
+``injections.py``'s; this module reads and writes the files around it.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import numpy as np
 from offline_iaas.config import CampaignConfig
 from offline_iaas.config_sections import BBHnetConfig
 from offline_iaas.merge.foreground import foreground_columns
-from offline_iaas.merge.injections import campaign_injections, injection_results
 from offline_iaas.merge.postprocess import ShardProducts
 from offline_iaas.mode_packages import SummaryRequest
 from offline_iaas.modes import RAW, Outputs
 from offline_iaas.physics import (
+    SECONDS_PER_YEAR,
     background_cuts,
     cluster_indices,
     cluster_reach_windows,
@@ -31,7 +31,12 @@ from offline_iaas.physics import (
     outside_cuts,
     slide_livetime,
 )
-from offline_iaas.records import WITHOUT_CLEANING
+from offline_iaas.science.bbhnet.injections import (
+    campaign_injections,
+    injection_lines,
+    injection_results,
+)
+from offline_iaas.science.bbhnet.summary import WITHOUT_CLEANING
 from offline_iaas.stretches import Stretch, first_formed_window, output_x0, statistic_spans
 
 logger = logging.getLogger(__name__)
@@ -217,3 +222,25 @@ def read_zero_lag_statistic(path: Path) -> np.ndarray:
     """Every trigger's statistic (the ``triggers`` table's), as float64."""
     with h5py.File(path, "r") as f:
         return np.asarray(f["triggers"]["statistic"], np.float64)
+
+
+def search_lines(physics: Any) -> list[str]:
+    """The lines of the summary's ``bbhnet`` section (``physics``: ``summary_physics.
+    physics_type`` of a mode with it): triggers, background, found/missed and VT, and those
+    of e2e's same search on the raw strain."""
+    search = physics.bbhnet
+    if search is None:
+        return []
+    lines = [f"BBHnet: {search.triggers} triggers (statistic clustered over "
+             f"{search.cluster_seconds:g} s)"]
+    livetime = search.background_livetime_seconds
+    if search.slid and livetime is not None:
+        lines.append(
+            f"BBHnet: {search.background_triggers} background triggers from "
+            f"{search.time_shifts} time slides of {search.shift_seconds:g} s "
+            f"({livetime:.0f} s = {livetime / SECONDS_PER_YEAR:.2g} yr of livetime); loudest "
+            f"trigger's IFAR {search.loudest_ifar_years:.2g} yr")
+    lines += injection_lines(search)
+    raw = search.without_cleaning  # e2e's same search on the raw strain
+    return lines + ([] if raw is None else [
+        line.replace("BBHnet:", "BBHnet without cleaning:", 1) for line in injection_lines(raw)])

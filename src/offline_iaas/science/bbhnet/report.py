@@ -14,8 +14,8 @@ from offline_iaas.science.bbhnet.products import (
     read_triggers,
     read_zero_lag_statistic,
 )
-from offline_iaas.sensitivity import population_caption, time_caption
-from offline_iaas.summary_physics import SearchNumbers, SensitivePoint, Sensitivity
+from offline_iaas.science.bbhnet.sensitivity import population_caption, time_caption
+from offline_iaas.science.bbhnet.summary import SearchNumbers, SensitivePoint, Sensitivity
 
 LOUDEST_TRIGGERS = 200
 """Triggers read for the plot (the loudest); those above the threshold are marked."""
@@ -38,7 +38,8 @@ def draw_search(run: ReportRun, section: page.Section) -> None:
         shown = triggers[triggers["statistic"] >= threshold]
     injections = search.injections if search is not None else ()
     t0 = run.config.data.start if run.config is not None else float(traces[0].time[0])
-    png = plots.statistic_figure(traces, shown, injections, threshold, t0)
+    png = plots.statistic_figure(traces, shown, [(i.gps_time, i.found) for i in injections],
+                                 threshold, t0)
     section.parts.append(page.image(png, "statistic against time"))
     if triggers is None:
         section.parts.append(absent("Triggers", run))

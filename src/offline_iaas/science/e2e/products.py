@@ -9,8 +9,9 @@ from typing import Any
 
 from offline_iaas.merge.postprocess import ShardProducts
 from offline_iaas.mode_packages import SummaryRequest
-from offline_iaas.science.bbhnet.products import cluster_triggers, search_summary
+from offline_iaas.science.bbhnet.products import cluster_triggers, search_lines, search_summary
 from offline_iaas.science.deepclean.products import clean_strain, cleaning_summary
+from offline_iaas.science.deepclean.summary import cleaning_lines
 
 
 def chain_postprocess(writer: Any, frames: list | None, frames_dir: Path | None,
@@ -23,3 +24,8 @@ def chain_postprocess(writer: Any, frames: list | None, frames_dir: Path | None,
 def chain_summary(request: SummaryRequest) -> dict[str, Any]:
     """DeepClean's sections of the campaign summary, then BBHnet's."""
     return {**cleaning_summary(request), **search_summary(request)}
+
+
+def chain_lines(physics: Any) -> list[str]:
+    """DeepClean's lines of the campaign summary, then BBHnet's."""
+    return cleaning_lines(physics) + search_lines(physics)

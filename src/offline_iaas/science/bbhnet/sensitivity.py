@@ -1,7 +1,7 @@
 """Sensitive time-volume against the inverse false-alarm rate, with the population it counts.
 
 Pure arithmetic on the found/missed rows of the merge (``physics.found_missed_at_ifar``) and
-the population's description (``search/injection_list.py``); the merge (``merge/injections.py``)
+the population's description (``search/injection_list.py``); the merge (``injections.py``)
 and the reference call it.
 
 Held-out injections
@@ -68,13 +68,13 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.physics import SECONDS_PER_YEAR, best_near
-from offline_iaas.summary_physics import (
+from offline_iaas.science.bbhnet.summary import (
     Population,
     SensitivePoint,
     Sensitivity,
     SlidesNeeded,
-    section,
 )
+from offline_iaas.summary_physics import section
 
 INTERVAL_METHOD = "jeffreys"
 """The binomial interval of the found fraction (module docstring)."""

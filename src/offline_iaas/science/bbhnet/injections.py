@@ -25,8 +25,7 @@ from offline_iaas.physics import (
     found_missed_at_ifar,
     subtract_spans,
 )
-from offline_iaas.search.injection_list import InjectionList, read_campaign_injections
-from offline_iaas.sensitivity import (
+from offline_iaas.science.bbhnet.sensitivity import (
     SlidePlan,
     cut_bound,
     max_measurable_ifar_years,
@@ -36,15 +35,16 @@ from offline_iaas.sensitivity import (
     time_caption,
     volume_bound,
 )
-from offline_iaas.summary_physics import (
+from offline_iaas.science.bbhnet.summary import (
     Population,
     SearchNumbers,
     SensitivePoint,
     Sensitivity,
     SnrCutBound,
     VolumeBound,
-    section,
 )
+from offline_iaas.search.injection_list import InjectionList, read_campaign_injections
+from offline_iaas.summary_physics import section
 
 logger = logging.getLogger(__name__)
 

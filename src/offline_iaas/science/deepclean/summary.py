@@ -1,0 +1,64 @@
+"""DeepClean's sections of the campaign summary (``campaign.json``), as types: the cleaned/raw
+ASD numbers per interferometer (and its canary's), and what the GWF gate flagged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from offline_iaas.summary_physics import Numbers
+
+
+class AsdNumbers(Numbers):
+    """Cleaned/raw ASD ratio of one interferometer over its held-out data
+    (``physics.asd_ratio``)."""
+
+    fftlength: float
+    guard_hz: float
+    line_hz: float
+    ratio_at_line: float
+    max_ratio_in_band: float
+    min_ratio_outside_band: float
+    max_ratio_outside_band: float
+    max_deviation_outside_band: float
+    max_deviation_at_band_edges: float
+    held_out_gps: tuple[float, float]
+    training_gps: tuple[float, float] | None = None
+    """DeepClean's training span (None: the weights record none)."""
+
+
+class GateNumbers(Numbers):
+    """The cleaned-strain GWF files of one interferometer and what the gate flagged
+    (``science/deepclean/frames.publish_frames``)."""
+
+    valid_seconds: float
+    flagged_seconds: float
+    files_flagged: int
+    files: int
+
+
+CLEANING_SECTIONS = {
+    "deepclean": dict[str, AsdNumbers],
+    "deepclean_canary": dict[str, AsdNumbers],
+    "deepclean_gate": dict[str, GateNumbers],
+}
+"""The sections of ``campaign.json`` that cleaning writes (``ModePackage.summary_sections``),
+each per interferometer: the ASD numbers, the canary network's, the GWF gate's."""
+
+
+def cleaning_lines(physics: Any) -> list[str]:
+    """One line per interferometer of the summary's ``deepclean`` section (``physics``:
+    ``summary_physics.physics_type`` of a mode with these sections)."""
+    lines = []
+    for ifo, numbers in (physics.deepclean or {}).items():
+        start, end = numbers.held_out_gps
+        training = numbers.training_gps
+        data = (f"held-out GPS {start:.0f}-{end:.0f}, after training on GPS {training[0]:.0f}-"
+                f"{training[1]:.0f}" if training else f"GPS {start:.0f}-{end:.0f}, training "
+                "span unknown")
+        lines.append(
+            f"DeepClean {ifo}: cleaned/raw ASD {numbers.ratio_at_line:.3f} at the "
+            f"{numbers.line_hz:.2f} Hz line, within "
+            f"{100 * numbers.max_deviation_outside_band:.2f} % of 1 outside the band "
+            f"(+- {numbers.guard_hz:g} Hz guard; {data})"
+        )
+    return lines
