@@ -149,6 +149,29 @@ def test_shard_merges_are_a_dag_category_with_their_own_maxjobs(tmp_path: Path) 
     assert {dag.nodes[c.node].category for c in shards} == {"merges"}
 
 
+def test_a_shard_file_keeping_its_products_where_they_were_before_is_refused(
+        tmp_path: Path) -> None:
+    """A shard file with its triggers at its root (where an offline-iaas before the
+    ``products`` group kept them) would read as no triggers: refused naming the file; the
+    same file with them moved into ``products`` reads (the control)."""
+    from types import SimpleNamespace
+
+    from offline_iaas.errors import RunError
+    from offline_iaas.merge.shard_merge import read_products
+
+    path = tmp_path / "shard0.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("triggers", data=np.zeros(3, [("time", "f8"), ("statistic", "f4")]))
+    record = SimpleNamespace(frame_files=(), frame_spans={})
+    with pytest.raises(RunError, match=r"shard0\.h5: a shard merge's file of an offline-iaas "
+                                       r"from before its products were kept in group"):
+        read_products(path, record)
+    with h5py.File(path, "a") as f:
+        f.create_group("products")
+        f.move("triggers", "products/triggers")
+    assert len(read_products(path, record).arrays["triggers"]) == 3
+
+
 def test_the_band_pass_of_a_part_of_a_stretch_equals_that_of_the_whole() -> None:
     rate = 256.0
     n = int(200 * rate)

@@ -235,3 +235,28 @@ def test_a_built_in_mode_without_its_entry_point_is_one_line_saying_reinstall(mo
     with pytest.raises(ConfigError) as caught:
         mode_packages.mode_package("e2e")
     documented("mode-entry-points-missing", str(caught.value), exit_code=ConfigError.exit_code)
+
+
+HEAVY = ("scipy", "matplotlib", "h5py", "torch", "gwpy")
+"""Libraries a built-in package's products, graphs and report import."""
+
+
+def _heavy_after(statement: str) -> list[str]:
+    code = (f"import sys\nfrom offline_iaas.records import summary_type\n{statement}\n"
+            f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, timeout=120)
+    return result.stdout.split()
+
+
+def test_reading_a_summary_loads_its_modes_types_not_their_products() -> None:
+    """Reading ``campaign.json`` loads its mode's package for the sections' types (``status``
+    does it): the package's graphs, products and report are imported when first called
+    (``mode_packages.deferred``), so none of their libraries is loaded; calling one loads
+    them (the control)."""
+    assert _heavy_after("for mode in ('classifier', 'deepclean', 'bbhnet', 'e2e'):\n"
+                        "    assert summary_type(mode).model_fields") == []
+    called = ("from offline_iaas.mode_packages import mode_package\n"
+              "from offline_iaas.summary_physics import physics_type\n"
+              "assert mode_package('e2e').summary_lines(physics_type('e2e')()) == []")
+    assert {"scipy", "h5py"} <= set(_heavy_after(called))

@@ -22,6 +22,7 @@ online average, triggers, time slides and the streamed graphs are the built-in m
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import importlib.metadata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -165,6 +166,23 @@ class ModePackage:
     summary_sections: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     summary_lines: Callable[[Any], list[str]] | None = None
     report_sections: tuple[ReportSection, ...] = ()
+
+
+def deferred(target: str) -> Callable[..., Any]:
+    """The function ``target`` (``"module:function"``), imported when first called.
+
+    A package gives its heavy parts (graphs, products, report) this way, so that loading it
+    costs its record and its summary types only: reading a campaign summary loads its mode's
+    package (``summary_physics.physics_type``), and ``status`` should not pay for scipy and
+    matplotlib to do it.
+    """
+    module, _, name = target.partition(":")
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__qualname__ = call.__name__ = target
+    return call
 
 
 _FOUND: dict[str, ModePackage] = {}

@@ -28,23 +28,18 @@ class ShardProducts:
     """What one merge's post-processing hands to :func:`summarize` (the single merge's whole
     campaign, or one shard's, read back by the index: ``merge/index.py``)."""
 
-    triggers: np.ndarray | None = None
-    """The owned clustered statistic: ``time``, ``statistic`` (modes with triggers)."""
-    background: np.ndarray | None = None
-    """The owned clustered slides, less the cuts: ``shift``, ``time``, ``statistic``."""
-    held_out: dict[str, tuple[float, np.ndarray, np.ndarray]] = field(default_factory=dict)
-    """Per ``<output>/<IFO>``, the owned part of the held-out run (``held_out_choice``): GPS
-    of its first sample, the raw and the cleaned strain (float64)."""
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    """The mode's own, by ``/``-separated name (BBHnet's ``triggers``, ``background``;
+    DeepClean's ``held_out/<output>/<IFO>/raw``, ...): a shard merge keeps each in its file's
+    ``products`` group for the index (``merge/shard_merge.py``)."""
     frame_files: list[tuple[str, Path, int, int]] = field(default_factory=list)
-    """The GWF files written: interferometer, final path, GPS start, seconds."""
+    """The GWF files the mode published: interferometer, final path, GPS start, seconds (the
+    index links a shard's into the campaign's)."""
     frame_spans: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
     """Per interferometer, the ``valid`` and ``flagged`` spans of those files."""
     foreground: np.ndarray | None = None
     """With ``bbhnet.inject``: the foreground's ``time``, ``statistic``
     (``merge/foreground.py``)."""
-    raw: ShardProducts | None = None
-    """e2e's search on the raw strain (``statistic_raw``): its ``triggers`` and
-    ``background``, made as the cleaned strain's are."""
 
 
 def postprocess(writer: Any, frames: list | None, frames_dir: Path | None) -> ShardProducts:

@@ -2,7 +2,8 @@
 
 A shard merge checks its parent clients' parts, stages the kept windows its shard and the
 post-processing padding need, and writes ``output/shards/<node>.h5`` (the shard's owned values
-as contiguous datasets, with its triggers, background and held-out strain), its GWF files in
+as contiguous datasets, with its mode's products in group ``products``: BBHnet's triggers and
+background, DeepClean's held-out strain), its GWF files in
 ``output/shards/<node>.frames`` and last its summary ``output/shards/<node>.json``, which
 records every dataset's byte offset for the index (``merge/index.py``).
 """
@@ -36,6 +37,11 @@ from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 
 logger = logging.getLogger(__name__)
+
+PRODUCTS_GROUP = "products"
+"""The shard file's group of ``ShardProducts.arrays``."""
+_BEFORE_PRODUCTS = ("triggers", "background", "held_out", "raw")
+"""Where a shard file kept them before (read as none, they would be lost: refused)."""
 
 SERIES_GROUPS: tuple[str, ...] = ("statistic", "slides", "noise", "clean", "noise_canary",
                                   "clean_canary")
@@ -121,48 +127,32 @@ def _load_libraries(noise: bool) -> None:
         reader().start()
 
 
-def _store_products(file: h5py.File | h5py.Group, products: ShardProducts) -> None:
-    """What the index needs besides the series: the owned tables and held-out strain (and
-    e2e's raw-strain search's tables, in group ``raw``)."""
-    if products.raw is not None:
-        _store_products(file.create_group("raw"), products.raw)
-    if products.triggers is not None:
-        file.create_dataset("triggers", data=products.triggers)
-    if products.background is not None:
-        file.create_dataset("background", data=products.background)
-    for key, (gps, raw, clean) in products.held_out.items():
-        group = file.create_group(f"held_out/{key}")
-        group.attrs["gps_start"] = gps
-        group.create_dataset("raw", data=raw)
-        group.create_dataset("clean", data=clean)
+def _store_products(file: h5py.File, products: ShardProducts) -> None:
+    """What the index needs besides the series: the mode's arrays, in group ``products``."""
+    for name, values in products.arrays.items():
+        file.create_dataset(f"{PRODUCTS_GROUP}/{name}", data=values)
 
 
 def read_products(path: Path, record: ShardSummary) -> ShardProducts:
     """A shard's ``ShardProducts`` back from its file and summary."""
     products = ShardProducts()
     with h5py.File(path, "r") as f:
-        _read_tables(f, products)
-        if "raw" in f:
-            products.raw = ShardProducts()
-            _read_tables(f["raw"], products.raw)
-        if "held_out" in f:
-            def visit(name: str, item: object) -> None:
-                if isinstance(item, h5py.Group) and "raw" in item:
-                    products.held_out[name] = (float(item.attrs["gps_start"]),
-                                               item["raw"][()], item["clean"][()])
-            f["held_out"].visititems(visit)
+        if PRODUCTS_GROUP not in f and any(name in f for name in _BEFORE_PRODUCTS):
+            raise RunError(f"{path}: a shard merge's file of an offline-iaas from before its "
+                           f"products were kept in group {PRODUCTS_GROUP!r}: run its "
+                           "merge-shard node again (delete the file and its .json)")
+
+        def visit(name: str, item: object) -> None:
+            if isinstance(item, h5py.Dataset):
+                products.arrays[name] = item[()]
+
+        if PRODUCTS_GROUP in f:
+            f[PRODUCTS_GROUP].visititems(visit)
     products.frame_files = [(ifo, Path(name), gps, seconds)
                             for ifo, name, gps, seconds in record.frame_files]
     products.frame_spans = {ifo: {kind: list(spans) for kind, spans in kinds.items()}
                             for ifo, kinds in record.frame_spans.items()}
     return products
-
-
-def _read_tables(group: h5py.Group, products: ShardProducts) -> None:
-    if "triggers" in group:
-        products.triggers = group["triggers"][()]
-    if "background" in group:
-        products.background = group["background"][()]
 
 
 def _dataset_offsets(path: Path) -> list[DatasetOffset]:

@@ -44,11 +44,10 @@ logger = logging.getLogger(__name__)
 
 def cluster_triggers(writer: Any, _frames: list | None, _frames_dir: Path | None,
                      products: ShardProducts) -> None:
-    """The owned triggers and background of each search (``Outputs.searches``)."""
-    _cluster_search(writer, products, "")
-    if writer.config.outputs.searches_raw_strain:
-        products.raw = ShardProducts()
-        _cluster_search(writer, products.raw, RAW)
+    """The owned triggers and background of each search (``Outputs.searches``), as
+    ``products.arrays`` ``triggers<search>`` and ``background<search>``."""
+    for suffix in writer.config.outputs.searches:
+        _cluster_search(writer, products, suffix)
 
 
 def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
@@ -83,14 +82,14 @@ def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
     table = np.zeros(sum(len(t) for t in times), dtype=TRIGGER_COLUMNS)
     if times:
         table["time"], table["statistic"] = np.concatenate(times), np.concatenate(values)
-    products.triggers = table
+    products.arrays[f"triggers{suffix}"] = table
     if slides:
         background = np.zeros(sum(len(t) for _, t, _ in rows), dtype=BACKGROUND_COLUMNS)
         if rows:
             for column, parts in zip(("shift", "time", "statistic"), zip(*rows, strict=True),
                                      strict=True):
                 background[column] = np.concatenate(parts)
-        products.background = background
+        products.arrays[f"background{suffix}"] = background
 
 
 def _owned_maxima(staged: np.ndarray, half: int, extent: Any, offset: int = 0) -> np.ndarray:
@@ -123,9 +122,8 @@ def search_summary(request: SummaryRequest) -> dict[str, Any]:
     fg = _foreground(file, config.bbhnet, config.outputs, products)
     search = _triggers(file, config, stretches, training, products, fg)
     if config.outputs.searches_raw_strain:  # the same search on the raw strain: cleaning's gain
-        search[WITHOUT_CLEANING] = _triggers(
-            file, config, stretches, training,
-            [p.raw for p in products if p.raw is not None], fg, RAW)
+        search[WITHOUT_CLEANING] = _triggers(file, config, stretches, training, products, fg,
+                                             RAW)
     return {"bbhnet": search}
 
 
@@ -135,7 +133,7 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
     """One search's triggers (with their FAR), background and found/missed, into ``file``
     as ``triggers<suffix>`` and ``background<suffix>``; ``fg`` the foreground table, whose
     ``statistic<suffix>`` column found/missed reads."""
-    found = [p.triggers for p in products if p.triggers is not None]
+    found = [p.arrays[f"triggers{suffix}"] for p in products if f"triggers{suffix}" in p.arrays]
     triggers = np.concatenate(found) if found else np.zeros(0, TRIGGER_COLUMNS)
     t, v = triggers["time"], triggers["statistic"]
     analysed = statistic_spans(config.geometry, stretches)
@@ -147,7 +145,8 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
     result: dict[str, Any] = {"triggers": int(len(t)),
                               "cluster_seconds": config.bbhnet.cluster_seconds}
     if slides:
-        parts = [p.background for p in products if p.background is not None]
+        parts = [p.arrays[f"background{suffix}"] for p in products
+                 if f"background{suffix}" in p.arrays]
         background = np.concatenate(parts) if parts else np.zeros(0, BACKGROUND_COLUMNS)
         background = background[np.lexsort((background["time"], background["shift"]))]
         cuts = _background_cuts(config.bbhnet, training)

@@ -1,11 +1,13 @@
 """Mode ``classifier``: a seeded BBHnet-shaped CNN on the strain (plumbing, benchmarks)."""
 
-from offline_iaas.mode_packages import ModePackage, ReportSection
+from offline_iaas.mode_packages import ModePackage, ReportSection, deferred
 from offline_iaas.modes import MODES
-from offline_iaas.science.classifier.graphs import classifier_graphs
-from offline_iaas.science.classifier.report import draw_statistic
 
 PACKAGE = ModePackage(
-    mode=MODES["classifier"], graphs={"classifier": classifier_graphs},
-    report_sections=(ReportSection("statistic", "Statistic", draw_statistic),))
-"""What the entry point ``classifier`` of ``offline_iaas.modes`` names."""
+    mode=MODES["classifier"],
+    graphs={"classifier": deferred("offline_iaas.science.classifier.graphs:classifier_graphs")},
+    report_sections=(ReportSection(
+        "statistic", "Statistic",
+        deferred("offline_iaas.science.classifier.report:draw_statistic")),))
+"""What the entry point ``classifier`` of ``offline_iaas.modes`` names (its functions
+imported when first called: ``mode_packages.deferred``)."""

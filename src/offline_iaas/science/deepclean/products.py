@@ -151,7 +151,8 @@ def clean_strain(writer: Any, frames: list | None, frames_dir: Path | None,
                 gwf.flush(ifo)
             if hb > ha:
                 for v, kept in zip(variants, clean_kept, strict=True):
-                    products.held_out[f"{v.output}/{ifo}"] = (x0 + ha / rate, raw_kept, kept)
+                    products.arrays.update(_held_out_arrays(f"{v.output}/{ifo}",
+                                                            x0 + ha / rate, raw_kept, kept))
     if gwf is not None:
         products.frame_files, products.frame_spans = gwf.finish()
 
@@ -165,7 +166,7 @@ def cleaning_summary(request: SummaryRequest) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     held_out: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}
     for part in products:
-        for key, (gps, raw, clean) in part.held_out.items():
+        for key, (gps, raw, clean) in _held_out_runs(part.arrays).items():
             if key in held_out:
                 start, raws, cleans = held_out[key]
                 held_out[key] = (start, np.concatenate([raws, raw]),
@@ -190,6 +191,27 @@ def cleaning_summary(request: SummaryRequest) -> dict[str, Any]:
                              for ch in config.data.channels)
         logger.debug(f"{len(files)} GWF files of cleaned strain ({channels})")
     return summary
+
+
+HELD_OUT = "held_out"
+"""The products' arrays of the held-out strain: ``held_out/<output>/<IFO>/`` ``gps_start``,
+``raw`` and ``clean`` (the owned part of the held-out run)."""
+
+
+def _held_out_arrays(key: str, gps_start: float, raw: np.ndarray, clean: np.ndarray
+                     ) -> dict[str, np.ndarray]:
+    """One merge's held-out strain of ``key`` (``<output>/<IFO>``) as products' arrays."""
+    return {f"{HELD_OUT}/{key}/gps_start": np.array(gps_start, dtype=np.float64),
+            f"{HELD_OUT}/{key}/raw": raw, f"{HELD_OUT}/{key}/clean": clean}
+
+
+def _held_out_runs(arrays: dict[str, np.ndarray]
+                   ) -> dict[str, tuple[float, np.ndarray, np.ndarray]]:
+    """``_held_out_arrays`` back: ``<output>/<IFO>`` → GPS start, raw and clean strain."""
+    keys = [name[len(HELD_OUT) + 1 : -len("/gps_start")] for name in arrays
+            if name.startswith(f"{HELD_OUT}/") and name.endswith("/gps_start")]
+    return {key: (float(arrays[f"{HELD_OUT}/{key}/gps_start"]), arrays[f"{HELD_OUT}/{key}/raw"],
+                  arrays[f"{HELD_OUT}/{key}/clean"]) for key in keys}
 
 
 def _asd_numbers(config: CampaignConfig, training: dict[str, list[float]], variant: _Variant,
