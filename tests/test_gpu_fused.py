@@ -20,7 +20,7 @@ from google.protobuf import json_format
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ModelError, ServerError
-from offline_iaas.modes import MODE_NAMES
+from offline_iaas.modes import BUILT_IN_MODES
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository.export import export_repository, network_sessions, read_manifest
 from offline_iaas.repository.pipeline import mode_stream
@@ -108,7 +108,7 @@ def gpu_campaign(root: Path, mode: str, flavor: str = "gpu", streamed: bool = Fa
     return config
 
 
-@pytest.mark.parametrize("mode", MODE_NAMES)
+@pytest.mark.parametrize("mode", BUILT_IN_MODES)
 def test_gpu_flavor_serves_every_mode_with_its_networks_on_cuda(root: Path, mode: str) -> None:
     gpu = gpu_campaign(root, mode)
     cpu = gpu_campaign(root, mode, "cpu")
@@ -150,8 +150,8 @@ def sequence_outputs(model, streams: dict[int, list[np.ndarray]]) -> dict[int, d
             for c, outs in got.items()}
 
 
-@pytest.mark.parametrize(("mode", "streamed"), [*((m, False) for m in MODE_NAMES),
-                                                *((m, True) for m in MODE_NAMES)])
+@pytest.mark.parametrize(("mode", "streamed"), [*((m, False) for m in BUILT_IN_MODES),
+                                                *((m, True) for m in BUILT_IN_MODES)])
 def test_device_switched_gpu_flavor_equals_the_reference(root: Path, mode: str,
                                                          streamed: bool) -> None:
     """With ``model.streamed`` the gpu flavor streams the same graphs (``layer_stream``'s

@@ -23,7 +23,8 @@ from offline_iaas import mode_packages
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
 from offline_iaas.merge.output import compare_outputs, read_campaign
-from offline_iaas.modes import MODES
+from offline_iaas.science.bbhnet import MODE as BBHNET_MODE
+from offline_iaas.science.e2e import MODE as E2E_MODE
 from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, TOLERANCE, processes_mentioning
 
@@ -119,7 +120,7 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
     assert refusals["sectioned"].endswith("sections of the campaign summary other than its own "
                                           "(summary_sections) or lines of them (summary_lines)")
     # another distribution's entry point named for a built-in mode is not taken
-    assert mode_packages.mode_package("bbhnet").mode is MODES["bbhnet"]
+    assert mode_packages.mode_package("bbhnet").mode is BBHNET_MODE
     assert all(f"entry point {name!r} of offline_iaas.modes" in refusals[name]
                for name in refusals)
     config = load_config(tmp_path / "campaign.toml", ['model.mode="plain"'])
@@ -229,7 +230,7 @@ def test_a_built_in_mode_without_its_entry_point_is_one_line_saying_reinstall(mo
     the built-in mode's package is not found, and the line says to install again; with the
     entry points (the control) the package is this project's own."""
     monkeypatch.setattr(mode_packages, "_FOUND", {})
-    assert mode_packages.mode_package("e2e").mode is MODES["e2e"]
+    assert mode_packages.mode_package("e2e").mode is E2E_MODE
     monkeypatch.setattr(mode_packages, "_FOUND", {})
     monkeypatch.setattr(mode_packages.importlib.metadata, "entry_points", lambda **_: [])
     with pytest.raises(ConfigError) as caught:

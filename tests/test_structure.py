@@ -4,6 +4,7 @@ logged through ``logging`` (``logs.py``), not through callables or by matching w
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import numpy as np
 import pytest
 
 from offline_iaas.config import load_config
-from offline_iaas.modes import MODES, Outputs
+from offline_iaas.mode_packages import find_mode
+from offline_iaas.modes import Outputs
 from tests.helpers import SMALL_CAMPAIGN
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
@@ -61,14 +63,14 @@ def test_each_mode_streams_its_channels_and_warms_up_its_stages(
         'data.witnesses=["H1:WIT_A", "L1:WIT_B"]', "model.kernel_seconds=1.0",
         "model.inference_rate=4",
     ])
-    assert config.mode is MODES[mode]
+    assert config.mode is importlib.import_module(f"offline_iaas.science.{mode}").MODE
     assert list(config.stream_channels) == channels
     assert config.warmup_windows == warmup_stages * 3  # K/S - 1 = 3 windows per stage
     assert config.mode.outputs == outputs == config.outputs.names
 
 
 def test_outputs_are_named_and_shaped_by_the_mode_record() -> None:
-    bbhnet, deepclean = MODES["bbhnet"], MODES["deepclean"]
+    bbhnet, deepclean = find_mode("bbhnet"), find_mode("deepclean")
     assert bbhnet.output_names(canary=False, has_slides=True) == ("statistic", "background")
     assert deepclean.output_names(canary=True, has_slides=False) == ("noise", "noise_canary")
     layout = Outputs(("noise", "statistic", "background"), ifos=2, stride_samples=4,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from offline_iaas import __version__, full_disk_exit, logs
 from offline_iaas.errors import ERROR_FD_ENV, ConfigError, OfflineIaasError, RunError, no_space
-from offline_iaas.modes import MODE_NAMES
+from offline_iaas.modes import BUILT_IN_MODES
 
 EXIT_INTERRUPTED = 130
 
@@ -455,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
                 config=False)
     p.add_argument("--workdir", type=Path, default=Path("demo-work"))
     p.add_argument("--config", type=Path, help="campaign config (default: the packaged demo)")
-    p.add_argument("--mode", choices=MODE_NAMES,
+    p.add_argument("--mode", choices=BUILT_IN_MODES,
                    help="campaign mode (default: the config's; the packaged demo's is e2e)")
     p.add_argument("--weights", type=Path,
                    help="trained weights directory (default: train the demo networks)")

@@ -20,7 +20,7 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.config_checks import RENAMED_KEYS, parse_override
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.errors import MismatchError
-from offline_iaas.modes import MODES
+from offline_iaas.mode_packages import find_mode
 from offline_iaas.records import CampaignSummary
 from offline_iaas.rundir import RunDir
 
@@ -58,7 +58,7 @@ def demo_config(
     if mode is not None:
         placed.append(f'model.mode="{mode}"')
         # the packaged demo's time slides need BBHnet (unless the user sets them, by any name)
-        if not MODES[mode].triggers and not _overridden(overrides, "bbhnet", "slides"):
+        if not find_mode(mode).triggers and not _overridden(overrides, "bbhnet", "slides"):
             placed.append("bbhnet.slides=0")
     config = load_config(config_path or packaged_config(), placed + list(overrides))
     if config.bbhnet.inject:

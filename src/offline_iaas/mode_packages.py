@@ -16,7 +16,8 @@ user guide's "Write your own mode" walks through one (``tests/fixtures/power_mod
 What a mode of another distribution may be: one network on the snapshotter's windows, its
 clients storing ``statistic`` (one value per window), served on whole windows. Chains, the
 online average, triggers, time slides and the streamed graphs are the built-in modes'
-(``modes.MODES``); a package asking for them is refused at lookup with one line saying so.
+(``modes.BUILT_IN_MODES``); a package asking for them is refused at lookup with one line
+saying so.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_iaas.errors import ConfigError
-from offline_iaas.modes import MODES, Mode
+from offline_iaas.modes import BUILT_IN_MODES, Mode
 
 ENTRY_POINT_GROUP = "offline_iaas.modes"
 """The entry point group a mode package registers under (``name = "module:OBJECT"``, the name
@@ -201,7 +202,7 @@ def mode_package(name: str) -> ModePackage | None:
         return _FOUND[name]
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
         home = _distribution(entry) == HOME_DISTRIBUTION
-        if name in MODES and not home:
+        if name in BUILT_IN_MODES and not home:
             continue
         where = f"mode package {entry.value!r} (entry point {name!r} of {ENTRY_POINT_GROUP})"
         try:
@@ -211,7 +212,7 @@ def mode_package(name: str) -> ModePackage | None:
                               ) from None
         _FOUND[name] = package if home else _checked(package, name, where)
         return _FOUND[name]
-    if name in MODES:
+    if name in BUILT_IN_MODES:
         raise ConfigError(
             f"built-in mode {name!r}: no entry point {name!r} of {ENTRY_POINT_GROUP} from "
             f"{HOME_DISTRIBUTION} (installed without its entry points? reinstall it: "
@@ -220,10 +221,8 @@ def mode_package(name: str) -> ModePackage | None:
 
 
 def find_mode(name: str) -> Mode:
-    """The record of mode ``name``: a built-in mode's (without loading its package), or its
-    package's. KeyError for none."""
-    if name in MODES:
-        return MODES[name]
+    """The record of mode ``name``, its package's (``ModePackage.mode``; loading a package
+    costs its record and types, its functions being ``deferred``). KeyError for none."""
     package = mode_package(name)
     if package is None:
         raise KeyError(name)
@@ -240,8 +239,8 @@ def _distribution(entry: importlib.metadata.EntryPoint) -> str:
 def mode_names() -> tuple[str, ...]:
     """The built-in modes, then the names registered under ``ENTRY_POINT_GROUP``."""
     registered = sorted({e.name for e in importlib.metadata.entry_points(
-        group=ENTRY_POINT_GROUP)} - set(MODES))
-    return (*MODES, *registered)
+        group=ENTRY_POINT_GROUP)} - set(BUILT_IN_MODES))
+    return (*BUILT_IN_MODES, *registered)
 
 
 def _checked(package: object, name: str, where: str) -> ModePackage:

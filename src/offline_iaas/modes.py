@@ -2,14 +2,12 @@
 and the trained network kinds users bring weights for, one record each.
 
 Code that behaves differently per mode asks the record (``CampaignConfig.mode``) instead of
-comparing mode names, so a new built-in mode is one more record here, one more package
-``science/<mode>/`` (its graphs) registered under the entry point group ``offline_iaas.modes``
-(``mode_packages.py``), and its stages in ``repository/pipeline.py``; a mode from outside the
-project is a package registered under the same group. Code
-that handles a network's weights asks its ``NetworkKind`` (``NETWORK_KINDS``), not its name.
-This module sits
-at the package root beside ``config.py``, which needs it to derive the streamed channels and
-the warm-up, and below everything else.
+comparing mode names. Each mode's record is its package's (``science/<mode>/__init__.py``,
+``ModePackage.mode``), registered under the entry point group ``offline_iaas.modes``
+(``mode_packages.py``); a mode from outside the project is a package registered under the
+same group. Code that handles a network's weights asks its ``NetworkKind``
+(``NETWORK_KINDS``), not its name. This module sits at the package root beside ``config.py``,
+which needs it to derive the streamed channels and the warm-up, and below everything else.
 
 =============  ================  =================================  ===================
 mode           streams           networks                           clients store
@@ -163,20 +161,10 @@ class Outputs:
                               self.stride_samples).swapaxes(0, 1)
 
 
-MODES: dict[str, Mode] = {
-    m.name: m
-    for m in (
-        Mode("classifier", strain=True, witnesses=False, networks=("classifier",),
-             outputs=("statistic",), needs_weights=False, native_gpu=True),
-        Mode("deepclean", strain=False, witnesses=True, networks=("deepclean",),
-             outputs=("noise",), averages=True),
-        Mode("bbhnet", strain=True, witnesses=False, networks=("bbhnet",),
-             outputs=("statistic",), triggers=True, native_gpu=True),
-        Mode("e2e", strain=True, witnesses=True, networks=("deepclean", "subtract", "bbhnet"),
-             outputs=("noise", "statistic"), snapshots=2, averages=True, triggers=True),
-    )
-}
-MODE_NAMES: tuple[str, ...] = tuple(MODES)
+BUILT_IN_MODES: tuple[str, ...] = ("classifier", "deepclean", "bbhnet", "e2e")
+"""The modes of this project's own packages (``science/<mode>/``, each holding its ``Mode``),
+in the order messages list them: their entry points are taken before another distribution's
+of the same name (``mode_packages.mode_package``)."""
 
 
 @dataclass(frozen=True)

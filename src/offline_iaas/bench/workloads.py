@@ -36,7 +36,8 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig, config_from_dict
 from offline_iaas.errors import ConfigError
-from offline_iaas.modes import MODES, Mode
+from offline_iaas.mode_packages import find_mode
+from offline_iaas.modes import Mode
 
 SAMPLE_BYTES = 4
 """float32 on the wire."""
@@ -110,7 +111,7 @@ class Workload:
 
     @property
     def mode(self) -> Mode:
-        return MODES[self.mode_name]
+        return find_mode(self.mode_name)
 
     @property
     def searches_raw_strain(self) -> bool:

@@ -34,8 +34,9 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.manifest import Manifest
+from offline_iaas.mode_packages import find_mode
 from offline_iaas.models.weights import training_spans
-from offline_iaas.modes import MODES, RAW
+from offline_iaas.modes import BUILT_IN_MODES, RAW
 from offline_iaas.network_streaming import AUTO, served_as, whole_window_reason
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
@@ -109,7 +110,7 @@ def export_repository(
     if flavor not in FLAVORS:
         raise ConfigError(f"unknown repository flavor {flavor!r} (known: {', '.join(FLAVORS)})")
     if flavor == "gpu" and ensemble and not config.mode.native_gpu:
-        native = ", ".join(name for name, mode in MODES.items() if mode.native_gpu)
+        native = ", ".join(name for name in BUILT_IN_MODES if find_mode(name).native_gpu)
         raise ModelError(
             f"the native gpu layout (--flavor gpu --ensemble) is written for modes {native}, "
             f"not {config.model.mode!r} (it has no per-detector averager graph); the default "

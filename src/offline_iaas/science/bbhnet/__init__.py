@@ -1,7 +1,7 @@
 """Mode ``bbhnet``: the binary-black-hole search on the strain of every detector."""
 
 from offline_iaas.mode_packages import ModePackage, ReportSection, deferred
-from offline_iaas.modes import MODES
+from offline_iaas.modes import Mode
 from offline_iaas.science.bbhnet.summary import SEARCH_SECTIONS
 
 PRODUCTS = "offline_iaas.science.bbhnet.products"
@@ -10,8 +10,12 @@ SEARCH_SECTION = ReportSection("bbhnet", "BBHnet",
 """The search's section of the report (e2e's too)."""
 BBHNET_GRAPHS = deferred("offline_iaas.science.bbhnet.graphs:bbhnet_graphs")
 
+MODE = Mode("bbhnet", strain=True, witnesses=False, networks=("bbhnet",),
+            outputs=("statistic",), triggers=True, native_gpu=True)
+"""Its record: the strain of every detector in, the statistic out, clustered into triggers."""
+
 PACKAGE = ModePackage(
-    mode=MODES["bbhnet"], graphs={"bbhnet": BBHNET_GRAPHS},
+    mode=MODE, graphs={"bbhnet": BBHNET_GRAPHS},
     stages=deferred("offline_iaas.science.bbhnet.stages:search_stages"),
     postprocess=deferred(f"{PRODUCTS}:cluster_triggers"),
     summarize=deferred(f"{PRODUCTS}:search_summary"), summary_sections=SEARCH_SECTIONS,

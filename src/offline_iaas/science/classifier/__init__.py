@@ -1,10 +1,14 @@
 """Mode ``classifier``: a seeded BBHnet-shaped CNN on the strain (plumbing, benchmarks)."""
 
 from offline_iaas.mode_packages import ModePackage, ReportSection, deferred
-from offline_iaas.modes import MODES
+from offline_iaas.modes import Mode
+
+MODE = Mode("classifier", strain=True, witnesses=False, networks=("classifier",),
+            outputs=("statistic",), needs_weights=False, native_gpu=True)
+"""Its record: the strain in, one statistic per window out, seeded (no weights to bring)."""
 
 PACKAGE = ModePackage(
-    mode=MODES["classifier"],
+    mode=MODE,
     graphs={"classifier": deferred("offline_iaas.science.classifier.graphs:classifier_graphs")},
     report_sections=(ReportSection(
         "statistic", "Statistic",

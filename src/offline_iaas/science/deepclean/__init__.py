@@ -1,7 +1,7 @@
 """Mode ``deepclean``: noise regression from the witness channels, averaged online."""
 
 from offline_iaas.mode_packages import ModePackage, ReportSection, deferred
-from offline_iaas.modes import MODES
+from offline_iaas.modes import Mode
 from offline_iaas.science.deepclean.summary import CLEANING_SECTIONS, cleaning_lines
 
 PRODUCTS = "offline_iaas.science.deepclean.products"
@@ -10,8 +10,12 @@ CLEANING_SECTION = ReportSection("deepclean", "DeepClean",
 """DeepClean's section of the report (e2e's too)."""
 DEEPCLEAN_GRAPHS = deferred("offline_iaas.science.deepclean.graphs:deepclean_graphs")
 
+MODE = Mode("deepclean", strain=False, witnesses=True, networks=("deepclean",),
+            outputs=("noise",), averages=True)
+"""Its record: the witnesses in, the averaged noise prediction out."""
+
 PACKAGE = ModePackage(
-    mode=MODES["deepclean"], graphs={"deepclean": DEEPCLEAN_GRAPHS},
+    mode=MODE, graphs={"deepclean": DEEPCLEAN_GRAPHS},
     stages=deferred("offline_iaas.science.deepclean.stages:cleaning_stages"),
     postprocess=deferred(f"{PRODUCTS}:clean_strain"),
     summarize=deferred(f"{PRODUCTS}:cleaning_summary"), summary_sections=CLEANING_SECTIONS,

@@ -2,7 +2,7 @@
 cleaned strain (and, with injections on the fly, on the raw strain too)."""
 
 from offline_iaas.mode_packages import ModePackage, deferred
-from offline_iaas.modes import MODES
+from offline_iaas.modes import Mode
 from offline_iaas.science.bbhnet import BBHNET_GRAPHS, SEARCH_SECTION
 from offline_iaas.science.bbhnet.summary import SEARCH_SECTIONS
 from offline_iaas.science.deepclean import CLEANING_SECTION, DEEPCLEAN_GRAPHS
@@ -10,8 +10,13 @@ from offline_iaas.science.deepclean.summary import CLEANING_SECTIONS
 
 PRODUCTS = "offline_iaas.science.e2e.products"
 
+MODE = Mode("e2e", strain=True, witnesses=True, networks=("deepclean", "subtract", "bbhnet"),
+            outputs=("noise", "statistic"), snapshots=2, averages=True, triggers=True)
+"""Its record: strain and witnesses in; DeepClean's prediction subtracted, the cleaned strain
+windowed again (a second snapshot) for BBHnet."""
+
 PACKAGE = ModePackage(
-    mode=MODES["e2e"], graphs={
+    mode=MODE, graphs={
         "deepclean": DEEPCLEAN_GRAPHS,
         "subtract": deferred("offline_iaas.science.e2e.graphs:subtract_graphs"),
         "bbhnet": BBHNET_GRAPHS},
