@@ -95,6 +95,7 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
         "unimportable = broken_mode_missing:PACKAGE\n"
         "staged = broken_mode_staged:PACKAGE\n"
         "sectioned = broken_mode_sectioned:PACKAGE\n"
+        "streamer = broken_mode_streamer:PACKAGE\n"
         "bbhnet = broken_mode_plain:PACKAGE\n"), {
         "broken_mode_greedy": mode.format(name="greedy") + "PACKAGE = package(triggers=True)\n",
         "broken_mode_plain": mode.format(name="plain") + "PACKAGE = package()\n",
@@ -103,11 +104,14 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
             "PACKAGE = dataclasses.replace(package(), stages=lambda config: [])\n"),
         "broken_mode_sectioned": mode.format(name="sectioned") + (
             "import dataclasses\n"
-            "PACKAGE = dataclasses.replace(package(), summary_sections={'bbhnet': dict})\n")})
+            "PACKAGE = dataclasses.replace(package(), summary_sections={'bbhnet': dict})\n"),
+        "broken_mode_streamer": mode.format(name="streamer") + (
+            "import dataclasses\n"
+            "PACKAGE = dataclasses.replace(package(), streamed={'net': None})\n")})
     on_path(site)
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     refusals = {}
-    for name in ("greedy", "notapackage", "unimportable", "staged", "sectioned"):
+    for name in ("greedy", "notapackage", "unimportable", "staged", "sectioned", "streamer"):
         with pytest.raises(ConfigError) as caught:
             load_config(tmp_path / "campaign.toml", [f'model.mode="{name}"'])
         refusals[name] = str(caught.value)
@@ -119,12 +123,32 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
     assert refusals["staged"].endswith("its own stages")
     assert refusals["sectioned"].endswith("sections of the campaign summary other than its own "
                                           "(summary_sections) or lines of them (summary_lines)")
+    assert refusals["streamer"].endswith("streamed exports (streamed)")
     # another distribution's entry point named for a built-in mode is not taken
     assert mode_packages.mode_package("bbhnet").mode is BBHNET_MODE
     assert all(f"entry point {name!r} of offline_iaas.modes" in refusals[name]
                for name in refusals)
     config = load_config(tmp_path / "campaign.toml", ['model.mode="plain"'])
     assert config.mode.networks == ("net",) and not config.mode.streamable
+
+
+@pytest.mark.parametrize("mode", mode_packages.BUILT_IN_MODES)
+def test_each_network_a_built_in_mode_streams_is_exported_by_its_own_package(mode):
+    """``model.streamed`` exports each ``streamed`` stage's network by the mode package's
+    ``StreamedExport`` (the core names no network): every one a built-in mode streams, the
+    canary's included, has one."""
+    from offline_iaas.demo import packaged_config
+    from offline_iaas.network_streaming import served_as
+    from offline_iaas.repository.pipeline import stages
+
+    canary = ["deepclean.canary=true"] if "deepclean" in mode_packages.find_mode(
+        mode).networks else []
+    config = served_as(load_config(packaged_config(), [
+        f'model.mode="{mode}"', "bbhnet.slides=0", *canary]), True)
+    streamed = {stage.params["network"] for stage in stages(config) if stage.kind == "streamed"}
+    exports = mode_packages.mode_package(mode).streamed
+    assert streamed and streamed == set(exports)
+    assert all(callable(export.export) and export.title for export in exports.values())
 
 
 def test_a_mode_package_is_served_on_whole_windows_and_streamed_true_is_refused(

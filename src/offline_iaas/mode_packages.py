@@ -96,6 +96,25 @@ class SummaryRequest:
 
 
 @dataclass(frozen=True)
+class StreamedExport:
+    """How a network of a built-in mode is exported streamed layer by layer.
+
+    Parameters
+    ----------
+    title
+        The network as the log names it (``BBHnet``).
+    export
+        ``export(config, weights, directory)`` writes the network's streamed graphs into
+        ``directory/<network>.streamed`` and returns that directory; ``NotStreamable`` where
+        the weights or the stride cannot be streamed (``repository/streamed_export.py`` asks,
+        with the canary's weights for the canary's network).
+    """
+
+    title: str
+    export: Callable[[Any, Path | None, Path], Path]
+
+
+@dataclass(frozen=True)
 class ReportSection:
     """One section of the report.
 
@@ -156,6 +175,9 @@ class ModePackage:
         given the summary's physics (``physics_type(mode)``). A built-in mode's only.
     report_sections
         Its sections of the report, drawn first, in order (``ReportSection``).
+    streamed
+        Each network of its stages that ``model.streamed`` serves layer by layer → its
+        ``StreamedExport``. A built-in mode's only.
     """
 
     mode: Mode
@@ -167,6 +189,7 @@ class ModePackage:
     summary_sections: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     summary_lines: Callable[[Any], list[str]] | None = None
     report_sections: tuple[ReportSection, ...] = ()
+    streamed: Mapping[str, StreamedExport] = dataclasses.field(default_factory=dict)
 
 
 def deferred(target: str) -> Callable[..., Any]:
@@ -264,6 +287,7 @@ def _checked(package: object, name: str, where: str) -> ModePackage:
         *(["sections of the campaign summary other than its own (summary_sections) or "
            "lines of them (summary_lines)"]
           if package.summary_sections or package.summary_lines else []),
+        *(["streamed exports (streamed)"] if package.streamed else []),
     ]
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems))

@@ -47,6 +47,7 @@ from offline_iaas.repository.backend.streamed_deepclean import (
     deepclean_runner,
     run_name,
 )
+from offline_iaas.repository.pipeline import CANARY_NETWORK
 from offline_iaas.repository.streamed import (
     _conv,
     _Layer,
@@ -303,6 +304,13 @@ class _Graph:
     output: str
     not_ours: str | None
     """Why ``models/recognised.py`` does not take it for our DeepClean (None: it does)."""
+
+
+def export_campaign_canary(config: CampaignConfig, weights: Path | None, directory: Path
+                           ) -> Path:
+    """The canary's DeepClean (its own ``weights``) exported streamed as
+    ``export_campaign_deepclean`` does, to ``directory/deepclean_canary.streamed``."""
+    return export_campaign_deepclean(config, weights, directory, CANARY_NETWORK)
 
 
 def _export_campaign_cut(geometry: StreamGeometry, graphs: dict[str, _Graph],

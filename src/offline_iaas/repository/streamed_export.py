@@ -2,10 +2,10 @@
 
 ``export`` asks here before it writes the fused model. With ``false``, or where the config
 keeps the networks whole-window (``network_streaming.whole_window_reason``), nothing is
-exported. Otherwise each ``streamed`` stage's network is exported (``streamed.py``,
-``streamed_deepclean.py``); weights or a stride the network cannot be streamed with raise
-``NotStreamable``, which ``true`` lets through (export refuses) and ``auto`` turns into the
-whole-window graphs, with the reason in one line.
+exported. Otherwise each ``streamed`` stage's network is exported by its mode package's
+``StreamedExport`` (``streamed.py``, ``streamed_deepclean.py``); weights or a stride the
+network cannot be streamed with raise ``NotStreamable``, which ``true`` lets through (export
+refuses) and ``auto`` turns into the whole-window graphs, with the reason in one line.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import NotStreamable
+from offline_iaas.mode_packages import mode_package
 from offline_iaas.network_streaming import AUTO, served_as, whole_window_reason
 from offline_iaas.repository import pipeline
 
@@ -42,36 +43,27 @@ def streamed_networks(config: CampaignConfig, weights: Path | None,
             reason = err.reason
         else:
             if config.model.streamed == AUTO:
+                titles = sorted({title for _, title in out.values()})
                 logger.info("model.streamed = auto: %s streamed layer by layer (each layer "
-                            "once per sample)", " and ".join(sorted({_NAMES[n] for n in out})))
-            return out
+                            "once per sample)", " and ".join(titles))
+            return {network: directory for network, (directory, _title) in out.items()}
     logger.info("model.streamed = auto: the networks are served on whole windows: %s", reason)
     return {}
 
 
-_NAMES = {"bbhnet": "BBHnet", "deepclean": "DeepClean", pipeline.CANARY_NETWORK: "DeepClean",
-          "classifier": "the classifier"}
-
-
 def _export(config: CampaignConfig, weights: Path | None, canary_weights: Path | None,
-            tmp: Path) -> dict[str, Path]:
-    """Each streamed stage's network exported into ``tmp``: network name → directory."""
-    streamed = {stage.params["network"] for stage in pipeline.stages(config)
-                if stage.kind == "streamed"}
+            tmp: Path) -> dict[str, tuple[Path, str]]:
+    """Each streamed stage's network exported into ``tmp`` by its mode package's
+    ``StreamedExport``: network name → (directory, the network's title)."""
+    exports = mode_package(config.model.mode).streamed
     out = {}
-    if "classifier" in streamed:
-        from offline_iaas.repository.streamed import export_campaign_classifier
-
-        out["classifier"] = export_campaign_classifier(config, weights, tmp)
-    if "bbhnet" in streamed:
-        from offline_iaas.repository.streamed import export_campaign_network
-
-        out["bbhnet"] = export_campaign_network(config, weights, tmp)
-    if streamed & {"deepclean", pipeline.CANARY_NETWORK}:
-        from offline_iaas.repository.streamed_deepclean import export_campaign_deepclean
-
-        out["deepclean"] = export_campaign_deepclean(config, weights, tmp)
-        if pipeline.CANARY_NETWORK in streamed:
-            out[pipeline.CANARY_NETWORK] = export_campaign_deepclean(
-                config, canary_weights, tmp, pipeline.CANARY_NETWORK)
+    for stage in pipeline.stages(config):
+        network = stage.params.get("network") if stage.kind == "streamed" else None
+        if network is None or network in out:
+            continue
+        if network not in exports:
+            raise NotStreamable(f"mode {config.model.mode!r} has no streamed export of its "
+                                f"network {network!r}")
+        chosen = canary_weights if network == pipeline.CANARY_NETWORK else weights
+        out[network] = (exports[network].export(config, chosen, tmp), exports[network].title)
     return out

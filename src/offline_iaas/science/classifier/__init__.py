@@ -1,6 +1,6 @@
 """Mode ``classifier``: a seeded BBHnet-shaped CNN on the strain (plumbing, benchmarks)."""
 
-from offline_iaas.mode_packages import ModePackage, ReportSection, deferred
+from offline_iaas.mode_packages import ModePackage, ReportSection, StreamedExport, deferred
 from offline_iaas.modes import Mode
 
 MODE = Mode("classifier", strain=True, witnesses=False, networks=("classifier",),
@@ -12,6 +12,8 @@ PACKAGE = ModePackage(
     graphs={"classifier": deferred("offline_iaas.science.classifier.graphs:classifier_graphs")},
     report_sections=(ReportSection(
         "statistic", "Statistic",
-        deferred("offline_iaas.science.classifier.report:draw_statistic")),))
+        deferred("offline_iaas.science.classifier.report:draw_statistic")),),
+    streamed={"classifier": StreamedExport("the classifier", deferred(
+        "offline_iaas.repository.streamed:export_campaign_classifier"))})
 """What the entry point ``classifier`` of ``offline_iaas.modes`` names (its functions
 imported when first called: ``mode_packages.deferred``)."""

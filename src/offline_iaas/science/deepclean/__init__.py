@@ -1,7 +1,8 @@
 """Mode ``deepclean``: noise regression from the witness channels, averaged online."""
 
-from offline_iaas.mode_packages import ModePackage, ReportSection, deferred
+from offline_iaas.mode_packages import ModePackage, ReportSection, StreamedExport, deferred
 from offline_iaas.modes import Mode
+from offline_iaas.repository.pipeline import CANARY_NETWORK
 from offline_iaas.science.deepclean.summary import CLEANING_SECTIONS, cleaning_lines
 
 PRODUCTS = "offline_iaas.science.deepclean.products"
@@ -9,6 +10,11 @@ CLEANING_SECTION = ReportSection("deepclean", "DeepClean",
                                  deferred("offline_iaas.science.deepclean.report:draw_cleaning"))
 """DeepClean's section of the report (e2e's too)."""
 DEEPCLEAN_GRAPHS = deferred("offline_iaas.science.deepclean.graphs:deepclean_graphs")
+_STREAMED = "offline_iaas.repository.streamed_deepclean"
+DEEPCLEAN_STREAMED = {
+    "deepclean": StreamedExport("DeepClean", deferred(f"{_STREAMED}:export_campaign_deepclean")),
+    CANARY_NETWORK: StreamedExport("DeepClean", deferred(f"{_STREAMED}:export_campaign_canary"))}
+"""DeepClean's networks streamed layer by layer: its own, and the canary's weights'."""
 
 MODE = Mode("deepclean", strain=False, witnesses=True, networks=("deepclean",),
             outputs=("noise",), averages=True)
@@ -19,6 +25,7 @@ PACKAGE = ModePackage(
     stages=deferred("offline_iaas.science.deepclean.stages:cleaning_stages"),
     postprocess=deferred(f"{PRODUCTS}:clean_strain"),
     summarize=deferred(f"{PRODUCTS}:cleaning_summary"), summary_sections=CLEANING_SECTIONS,
-    summary_lines=cleaning_lines, report_sections=(CLEANING_SECTION,))
+    summary_lines=cleaning_lines, report_sections=(CLEANING_SECTION,),
+    streamed=DEEPCLEAN_STREAMED)
 """What the entry point ``deepclean`` of ``offline_iaas.modes`` names (its functions
 imported when first called: ``mode_packages.deferred``)."""
