@@ -82,20 +82,17 @@ def asd_ratio(
 
 
 def evaluate_deepclean(
-    model: nn.Module,
-    config: CampaignConfig,
-    frames: Sequence[FrameFile],
-    ifo: str,
-    gps_start: float,
-    gps_end: float,
+    raw: np.ndarray,
+    cleaned: np.ndarray,
+    sample_rate: float,
+    line_hz: float,
     fftlengths: Sequence[float] = (1.0, 2.0, 4.0),
     guards_hz: Sequence[float] = (0.0, 1.0, 2.0),
 ) -> list[dict[str, float]]:
-    """``asd_ratio`` of ``clean_stretch`` for each FFT length (s) and guard (Hz)."""
-    raw, cleaned = clean_stretch(model, config, frames, ifo, gps_start, gps_end)
-    rate, line = config.data.sample_rate, config.synth.line_frequency
+    """``asd_ratio`` at ``line_hz`` of a stretch's raw and cleaned strain (``clean_stretch``)
+    for each FFT length (s) and guard (Hz)."""
     return [
-        asd_ratio(raw, cleaned, rate, fftlength, line, guard_hz=guard)
+        asd_ratio(raw, cleaned, sample_rate, fftlength, line_hz, guard_hz=guard)
         for fftlength in fftlengths
         for guard in guards_hz
     ]
@@ -196,10 +193,10 @@ def evaluate_demo_networks(
         model = load_network("deepclean", paths[name], {
             "witnesses": len(report["witness_channels"]), "kernel_samples": kernel})
         start, end = (t0 + s for s in DEEPCLEAN_HELD_OUT)
+        raw, cleaned = clean_stretch(model, config, frames, report["ifo"], start, end)
         out["deepclean"][report["ifo"]] = evaluate_deepclean(
-            model, config, frames, report["ifo"], start, end, fftlengths=(1.0, 2.0, 4.0),
-            guards_hz=(0.0, 2.0),
-        )
+            raw, cleaned, config.data.sample_rate, config.synth.line_frequency,
+            fftlengths=(1.0, 2.0, 4.0), guards_hz=(0.0, 2.0))
     report = summary["networks"]["bbhnet"]
     model = load_network("bbhnet", paths["bbhnet"], {
         "ifos": len(report["channels"]), "kernel_samples": kernel, "width": report["width"],
