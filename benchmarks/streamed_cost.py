@@ -1,8 +1,8 @@
 """Multiply-accumulates per window: BBHnet on whole windows against BBHnet streamed.
 
-``repository/streamed.py`` (issue #42, work in progress): each layer once per stream sample, each
-window's padded edges recomputed from two edge segments. Counts convolutions and the head
-(``streamed.macs_per_window``) for BBHnet width 8, depth 3, 0.25 s whitening FIR, at the
+``science/bbhnet/streamed.py`` (issue #42, work in progress): each layer once per stream
+sample, each window's padded edges recomputed from two edge segments. Counts convolutions and
+the head (``streamed.macs_per_window``) for BBHnet width 8, depth 3, 0.25 s whitening FIR, at the
 bench's geometry, aframe's (1.5 s at 16 Hz, kernel/stride 24), the demo's, and one stride off
 the downsampling grid (phase-separated streams). The figures in docs/networks.md ("Streamed
 graphs") come from this script.
@@ -18,7 +18,7 @@ import numpy as np
 
 from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.models.training import BBHNET_WHITENING_SECONDS
-from offline_iaas.repository.streamed import macs_per_window
+from offline_iaas.science.bbhnet.streamed import macs_per_window
 
 GEOMETRIES = (  # name, sample rate (Hz), kernel (s), inference rate (Hz)
     ("bench bbhnet", 2048.0, 1.5, 4.0),

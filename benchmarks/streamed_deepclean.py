@@ -1,7 +1,7 @@
 """DeepClean streamed layer by layer against its whole-window ONNX graph (issue #42).
 
 Per geometry: multiply-accumulates per window of the whole-window network and of the streamed
-one (``repository/streamed_deepclean.macs_per_window``), and CPU milliseconds per window of
+one (``science/deepclean/streamed.macs_per_window``), and CPU milliseconds per window of
 each run by onnxruntime on one thread in this process: the whole-window graph on every window
 (what the fused model does today), the streamed graphs (``export_streamed_deepclean``,
 ``backend/streamed_deepclean.open_streamed_deepclean``) on requests of ``--request``
@@ -27,7 +27,7 @@ import torch
 from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.streamed_deepclean import open_streamed_deepclean
-from offline_iaas.repository.streamed_deepclean import export_streamed_deepclean, macs_per_window
+from offline_iaas.science.deepclean.streamed import export_streamed_deepclean, macs_per_window
 
 WITNESSES = 21
 GEOMETRIES = (  # name, sample rate (Hz), kernel (s), inference rate (Hz)

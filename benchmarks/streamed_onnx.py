@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from offline_iaas.models.weights import export_onnx  # noqa: E402
 from offline_iaas.repository.backend.streamed_network import open_streamed_network  # noqa: E402
-from offline_iaas.repository.streamed import export_streamed  # noqa: E402
+from offline_iaas.science.bbhnet.streamed import export_streamed  # noqa: E402
 from tests.test_streamed_bbhnet import (  # noqa: E402
     random_bbhnet,
     relative_error,

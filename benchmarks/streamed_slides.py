@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from offline_iaas.repository.backend.layer_stream import strides  # noqa: E402
 from offline_iaas.repository.backend.stateful import StreamedTimeSlides  # noqa: E402
 from offline_iaas.repository.backend.streamed_network import open_streamed_network  # noqa: E402
-from offline_iaas.repository.streamed import (  # noqa: E402
+from offline_iaas.science.bbhnet.streamed import (  # noqa: E402
     bbhnet_nodes,
     export_streamed,
     macs_per_window,

@@ -1,4 +1,4 @@
-"""BBHnet streamed (``repository/streamed.py``) equals BBHnet on every whole window (issue #42).
+"""BBHnet streamed (``science/bbhnet/streamed.py``) equals BBHnet on every whole window (issue #42).
 
 Small geometries (seconds each): the windows a snapshotter would cut from the stream (``K``
 zeros first), through the network in float64 (the definition) and through its exported ONNX
@@ -20,7 +20,7 @@ import torch
 
 from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.repository.backend.streamed_network import PhasedNetwork
-from offline_iaas.repository.streamed import (
+from offline_iaas.science.bbhnet.streamed import (
     StreamedBBHnet,
     StreamState,
     macs_per_window,

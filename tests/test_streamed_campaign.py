@@ -199,7 +199,7 @@ def test_a_stride_whose_phases_would_cost_a_whole_window_is_not_streamed(exporte
     from types import SimpleNamespace
 
     from offline_iaas.errors import NotStreamable
-    from offline_iaas.repository.streamed import _export_campaign_streamed, bbhnet_nodes
+    from offline_iaas.science.bbhnet.streamed import _export_campaign_streamed, bbhnet_nodes
     from tests.test_rolling_whitening import _bbhnet_module
 
     network = _bbhnet_module(exported["whole"].source.parent / "weights")

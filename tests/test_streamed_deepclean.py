@@ -1,6 +1,6 @@
 """DeepClean streamed layer by layer equals DeepClean on every whole window (issue #42).
 
-``repository/streamed_deepclean.export_streamed_deepclean`` writes the layers' ONNX graphs;
+``science/deepclean/streamed.export_streamed_deepclean`` writes the layers' ONNX graphs;
 ``backend/streamed_deepclean.open_streamed_deepclean`` runs them with onnxruntime and numpy.
 Two interferometers with different witnesses out of five shared channels, random weights and
 BatchNorm statistics, witnesses of standard deviations 1e-3 to 1e2 standardised by the baked-in
@@ -32,7 +32,7 @@ from offline_iaas.repository.backend.streamed_deepclean import (  # noqa: E402
     DeepCleanState,
     open_streamed_deepclean,
 )
-from offline_iaas.repository.streamed_deepclean import (  # noqa: E402
+from offline_iaas.science.deepclean.streamed import (  # noqa: E402
     export_streamed_deepclean,
     torch_streamed_deepclean,
 )
@@ -288,7 +288,7 @@ def test_the_on_grid_runner_refuses_a_stride_off_the_alignment(exported):
 def test_a_phased_window_costs_what_its_phase_stride_costs_on_the_grid(exported):
     """Each of the ``g`` phases runs every layer on every sample: per window, the layers'
     MACs at stride ``S`` off the grid are those at ``g S`` on it; the edges are the same."""
-    from offline_iaas.repository.streamed_deepclean import macs_per_window
+    from offline_iaas.science.deepclean.streamed import macs_per_window
 
     network = exported["k/s=8"][0]["H1"]
     phased, on_grid = macs_per_window(network, 240, 24), macs_per_window(network, 240, 48)

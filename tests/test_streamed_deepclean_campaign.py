@@ -154,7 +154,7 @@ def test_cleaners_of_another_architecture_stream_equal_to_their_whole_window_cha
         chains, tmp_path: Path) -> None:
     """Each detector's cleaner of another shape (``Cleaner``: standardised witnesses, strided
     and transposed convolutions, an offset output) as ONNX, cut from its operators
-    (``streamed_foreign_deepclean.py``): its noise equals the same weights' whole-window
+    (``science/deepclean/streamed_foreign.py``): its noise equals the same weights' whole-window
     chain; a sample late fails."""
     import torch
 

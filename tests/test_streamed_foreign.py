@@ -212,7 +212,7 @@ def test_a_torchscript_graph_of_another_architecture_is_converted_and_cut(tmp_pa
     to the TorchScript module itself on every window; the converted file is not left."""
     from types import SimpleNamespace
 
-    from offline_iaas.repository.streamed import export_campaign_network
+    from offline_iaas.science.bbhnet.streamed import export_campaign_network
 
     network = _randomised(ResNetShaped(torch.nn.BatchNorm1d), 3)
     weights = tmp_path / "weights"
@@ -275,7 +275,7 @@ def test_the_campaign_statistic_is_streamed_by_its_name_beside_other_outputs(
     stream tensor): the cut streams ``statistic``, as the whole-window server reads it."""
     from types import SimpleNamespace
 
-    from offline_iaas.repository.streamed import export_campaign_network
+    from offline_iaas.science.bbhnet.streamed import export_campaign_network
 
     stride, count = 8, 30
     config = SimpleNamespace(ifos=["H1", "L1"], kernel_samples=KERNEL, stride_samples=stride)

@@ -1,5 +1,5 @@
 """Cleaning networks of another architecture cut into DeepClean's stream graph from their own
-ONNX operators (``repository/streamed_foreign_deepclean.py``): streamed, every window's
+ONNX operators (``science/deepclean/streamed_foreign.py``): streamed, every window's
 prediction is what the graph gives on it, run by onnxruntime; what cannot be cut is named."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch import nn
 from offline_iaas.errors import NotStreamable
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.streamed_deepclean import open_streamed_deepclean
-from offline_iaas.repository.streamed_foreign_deepclean import cut_chain, write_chain_cuts
+from offline_iaas.science.deepclean.streamed_foreign import cut_chain, write_chain_cuts
 from tests.streamed_runs import relative_difference
 
 BOUND = 1e-5
@@ -132,7 +132,7 @@ def test_a_misread_layer_is_caught_before_the_cut_is_written(tmp_path: Path, mon
     whole windows with noise: a stream begins on zeros, and reversed they are the same)."""
     from onnx import helper, numpy_helper
 
-    from offline_iaas.repository import streamed_foreign_deepclean as cutting
+    from offline_iaas.science.deepclean import streamed_foreign as cutting
 
     graphs = _graphs(Cleaner, 256, tmp_path)
     cuts = {ifo: cut_chain(graph, len(WITNESSES[ifo]), 256, "prediction", ifo)

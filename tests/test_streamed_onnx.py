@@ -27,7 +27,7 @@ from offline_iaas.repository.backend.streamed_network import (  # noqa: E402
     StreamState,
     open_streamed_network,
 )
-from offline_iaas.repository.streamed import export_streamed  # noqa: E402
+from offline_iaas.science.bbhnet.streamed import export_streamed  # noqa: E402
 from tests.streamed_runs import (  # noqa: E402
     resumed_from_a_checkpoint,
     stream,

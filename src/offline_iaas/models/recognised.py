@@ -1,6 +1,6 @@
 """Our architectures recognised inside the graphs users bring, so that they can be streamed.
 
-A streamed network needs its layers (``repository/streamed.py``): a state_dict gives them
+A streamed network needs its layers (``science/bbhnet/streamed.py``): a state_dict gives them
 directly. A TorchScript graph carries its parameters under the names of the module it was
 traced or scripted from, so one made from our DeepClean or BBHnet (``torch.jit.trace`` of a
 trained network, as the field ships them) holds exactly a fresh network's state_dict, under
@@ -17,7 +17,7 @@ are our convolutions in the order the network calls them; so the network is rebu
 each convolution's folded weights and bias and its BatchNorm made the identity plus that bias
 (``_rebuilt_from_onnx``), and must then answer the probes as the graph does, run by
 onnxruntime. A graph that fails is cut into stream layers from its own operators instead
-(``repository/streamed_foreign.py``, ``streamed_foreign_deepclean.py``); one that cannot be
+(``repository/streamed_foreign.py``, ``science/deepclean/streamed_foreign.py``); one that cannot be
 cut is served on whole windows (``model.streamed = "auto"``; ``true`` refuses it with the
 reason).
 

@@ -3,9 +3,10 @@
 ``export`` asks here before it writes the fused model. With ``false``, or where the config
 keeps the networks whole-window (``network_streaming.whole_window_reason``), nothing is
 exported. Otherwise each ``streamed`` stage's network is exported by its mode package's
-``StreamedExport`` (``streamed.py``, ``streamed_deepclean.py``); weights or a stride the
-network cannot be streamed with raise ``NotStreamable``, which ``true`` lets through (export
-refuses) and ``auto`` turns into the whole-window graphs, with the reason in one line.
+``StreamedExport`` (``science/bbhnet/streamed.py``, ``science/deepclean/streamed.py``);
+weights or a stride the network cannot be streamed with raise ``NotStreamable``, which
+``true`` lets through (export refuses) and ``auto`` turns into the whole-window graphs, with
+the reason in one line.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ other files of this folder (numpy; onnxruntime only in ``open_streamed_deepclean
 server's python stub can load it by path: ``layer_stream.open_streamed`` (the layer geometry and
 bookkeeping it shares with ``streamed_network.py``) loads it and is the module it takes from
 ``sys.modules`` there.
-``repository/streamed_deepclean.py`` cuts a torch DeepClean into the runs and exports them.
+``science/deepclean/streamed.py`` cuts a torch DeepClean into the runs and exports them.
 
 A stream's window ``j`` covers raw stream samples ``[a_j, a_j + K)``, ``a_j = (j + 1) S``, the
 stream starting with ``K`` zeros (the snapshotter's state). DeepClean is a chain of padded
@@ -32,7 +32,7 @@ Several interferometers: one DeepClean each, fed by its witnesses out of the str
 (``[channels, n S]``, as the served ``deepclean`` graph's Gather); ``update`` returns
 ``[n, ifos, K]`` like that graph on the snapshotter's windows.
 
-Exported layout (``repository/streamed_deepclean.export_streamed_deepclean``): a directory
+Exported layout (``science/deepclean/streamed.export_streamed_deepclean``): a directory
 with ``streamed.json`` (``StreamedDeepClean.spec``) and per interferometer one ONNX graph per
 run, input ``x``, output ``y``: ``<ifo>-<node>.onnx`` (the layer without padding on
 ``[1, C, m]``; the first standardises the witnesses, the last scales to strain) and

@@ -5,7 +5,7 @@ Issue #42: the ``streamed`` stage of ``stateful.ModeStream``, served by the fuse
 other files of this folder (numpy; onnxruntime only in ``open_streamed_network``), so the
 server's python stub can load it by path beside ``stateful.py``: ``layer_stream.open_streamed``
 (the geometry and layer bookkeeping it shares with ``streamed_deepclean.py``) loads it and is
-the module it takes from ``sys.modules`` there; ``repository/streamed.py`` runs the same
+the module it takes from ``sys.modules`` there; ``science/bbhnet/streamed.py`` runs the same
 bookkeeping on torch modules.
 
 A stream's window ``j`` covers raw stream samples ``[a_j, a_j + K)`` with ``a_j = (j + 1) S``,

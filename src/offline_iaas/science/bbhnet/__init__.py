@@ -10,7 +10,7 @@ SEARCH_SECTION = ReportSection("bbhnet", "BBHnet",
 """The search's section of the report (e2e's too)."""
 BBHNET_GRAPHS = deferred("offline_iaas.science.bbhnet.graphs:bbhnet_graphs")
 BBHNET_STREAMED = StreamedExport(
-    "BBHnet", deferred("offline_iaas.repository.streamed:export_campaign_network"))
+    "BBHnet", deferred("offline_iaas.science.bbhnet.streamed:export_campaign_network"))
 
 MODE = Mode("bbhnet", strain=True, witnesses=False, networks=("bbhnet",),
             outputs=("statistic",), triggers=True, native_gpu=True)

@@ -14,6 +14,6 @@ PACKAGE = ModePackage(
         "statistic", "Statistic",
         deferred("offline_iaas.science.classifier.report:draw_statistic")),),
     streamed={"classifier": StreamedExport("the classifier", deferred(
-        "offline_iaas.repository.streamed:export_campaign_classifier"))})
+        "offline_iaas.science.bbhnet.streamed:export_campaign_classifier"))})
 """What the entry point ``classifier`` of ``offline_iaas.modes`` names (its functions
 imported when first called: ``mode_packages.deferred``)."""

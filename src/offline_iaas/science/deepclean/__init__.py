@@ -10,7 +10,7 @@ CLEANING_SECTION = ReportSection("deepclean", "DeepClean",
                                  deferred("offline_iaas.science.deepclean.report:draw_cleaning"))
 """DeepClean's section of the report (e2e's too)."""
 DEEPCLEAN_GRAPHS = deferred("offline_iaas.science.deepclean.graphs:deepclean_graphs")
-_STREAMED = "offline_iaas.repository.streamed_deepclean"
+_STREAMED = "offline_iaas.science.deepclean.streamed"
 DEEPCLEAN_STREAMED = {
     "deepclean": StreamedExport("DeepClean", deferred(f"{_STREAMED}:export_campaign_deepclean")),
     CANARY_NETWORK: StreamedExport("DeepClean", deferred(f"{_STREAMED}:export_campaign_canary"))}

@@ -20,12 +20,9 @@ graphs").
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -45,7 +42,6 @@ from offline_iaas.repository.backend.streamed_network import (
     Conv,
     Node,
     PhasedNetwork,
-    Run,
     StreamedNetwork,
     StreamState,
     cumulative_stride,
@@ -53,74 +49,50 @@ from offline_iaas.repository.backend.streamed_network import (
     phases_of,
     spec_of,
 )
+from offline_iaas.repository.stream_layers import Layer, conv_of, torch_run, without_padding
 
 __all__ = ["StreamState", "StreamedBBHnet", "StreamedClassifier", "bbhnet_graph",
            "classifier_graph", "export_campaign_classifier", "export_campaign_network",
            "export_streamed", "macs_per_window", "streamed_in_torch"]
 
 
-class _Layer(nn.Module):
-    """``function`` of one array, owning the modules whose parameters it reads (so that
-    tracing exports them as the graph's weights)."""
-
-    def __init__(self, function: Callable[[torch.Tensor], torch.Tensor],
-                 *modules: nn.Module) -> None:
-        super().__init__()
-        self.function = function
-        self.held = nn.ModuleList(modules)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.function(x)
-
-
-def _conv(module: nn.Conv1d) -> Conv:
-    (taps,), (stride,), (padding,) = module.kernel_size, module.stride, module.padding
-    macs = module.in_channels * module.out_channels * taps // module.groups
-    return Conv(taps, stride, padding, macs)
-
-
-def _valid(module: nn.Conv1d) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``module`` without its padding (the stream supplies the neighbours)."""
-    return lambda x: nn.functional.conv1d(x, module.weight, module.bias, module.stride, 0,
-                                          module.dilation, module.groups)
-
-
-def _join(block: nn.Module) -> _Layer:
+def _join(block: nn.Module) -> Layer:
     """The residual sum and activation of ``block`` on ``[1, 2 C, n]`` (both inputs)."""
     channels = block.conv2.out_channels
-    return _Layer(lambda x: block.activation(x[:, :channels] + x[:, channels:]), block)
+    return Layer(lambda x: block.activation(x[:, :channels] + x[:, channels:]), block)
 
 
 def bbhnet_graph(network: BBHnet) -> tuple[list[Node], dict[str, nn.Module]]:
     """BBHnet as a stream graph: its nodes after the whitening, and the module of each run
     (the nodes', ``"whitened"``, ``"edges"`` and ``"head"``)."""
     stem_conv, stem_norm, stem_act = network.stem
-    nodes = [Node("stem", ("whitened",), _conv(stem_conv))]
+    nodes = [Node("stem", ("whitened",), conv_of(stem_conv))]
     modules: dict[str, nn.Module] = {
-        WHITENING: _Layer(network.whiten, network),
-        EDGES: _Layer(lambda x: network.stages(network.stem(x)), network),
+        WHITENING: Layer(network.whiten, network),
+        EDGES: Layer(lambda x: network.stages(network.stem(x)), network),
         HEAD: network.head,
-        "stem": _Layer(lambda x: stem_act(stem_norm(_valid(stem_conv)(x))), network.stem),
+        "stem": Layer(lambda x: stem_act(stem_norm(without_padding(stem_conv)(x))), network.stem),
     }
     previous = "stem"
     for index, block in enumerate(network.stages):
         name = f"stage{index}"
         if isinstance(block.shortcut, nn.Identity):
-            shortcut, run_shortcut = Conv(1, 1, 0), _Layer(lambda x: x)
+            shortcut, run_shortcut = Conv(1, 1, 0), Layer(lambda x: x)
         else:
             conv, norm = block.shortcut
-            shortcut = _conv(conv)
-            run_shortcut = _Layer(lambda x, conv=conv, norm=norm: norm(_valid(conv)(x)),
+            shortcut = conv_of(conv)
+            run_shortcut = Layer(lambda x, conv=conv, norm=norm: norm(without_padding(conv)(x)),
                                   block.shortcut)
         nodes += [
-            Node(f"{name}.conv1", (previous,), _conv(block.conv1)),
-            Node(f"{name}.conv2", (f"{name}.conv1",), _conv(block.conv2)),
+            Node(f"{name}.conv1", (previous,), conv_of(block.conv1)),
+            Node(f"{name}.conv2", (f"{name}.conv1",), conv_of(block.conv2)),
             Node(f"{name}.shortcut", (previous,), shortcut),
             Node(name, (f"{name}.conv2", f"{name}.shortcut"), None),
         ]
-        modules[f"{name}.conv1"] = _Layer(
-            lambda x, b=block: b.activation(b.norm1(_valid(b.conv1)(x))), block)
-        modules[f"{name}.conv2"] = _Layer(lambda x, b=block: b.norm2(_valid(b.conv2)(x)), block)
+        modules[f"{name}.conv1"] = Layer(
+            lambda x, b=block: b.activation(b.norm1(without_padding(b.conv1)(x))), block)
+        modules[f"{name}.conv2"] = Layer(
+            lambda x, b=block: b.norm2(without_padding(b.conv2)(x)), block)
         modules[f"{name}.shortcut"] = run_shortcut
         modules[name] = _join(block)
         previous = name
@@ -132,16 +104,17 @@ def classifier_graph(network: Classifier) -> tuple[list[Node], dict[str, nn.Modu
     the module of each run (the nodes', ``"whitened"``: the input scale, ``"edges"``,
     ``"head"``)."""
     nodes, modules = [], {
-        WHITENING: _Layer(lambda x: x * network.input_scale, network),
-        EDGES: _Layer(network.features, network.features),
+        WHITENING: Layer(lambda x: x * network.input_scale, network),
+        EDGES: Layer(network.features, network.features),
         HEAD: network.head,
     }
     previous = WHITENING
     convolutions = [layer for layer in network.features if isinstance(layer, nn.Conv1d)]
     for index, conv in enumerate(convolutions):
         name = f"conv{index}"
-        nodes.append(Node(name, (previous,), _conv(conv)))
-        modules[name] = _Layer(lambda x, conv=conv: nn.functional.relu(_valid(conv)(x)), conv)
+        nodes.append(Node(name, (previous,), conv_of(conv)))
+        modules[name] = Layer(
+            lambda x, conv=conv: nn.functional.relu(without_padding(conv)(x)), conv)
         previous = name
     return nodes, modules
 
@@ -149,14 +122,6 @@ def classifier_graph(network: Classifier) -> tuple[list[Node], dict[str, nn.Modu
 def bbhnet_nodes(network: BBHnet) -> list[Node]:
     """BBHnet's stem and stages as a stream graph (the whitening is done before it)."""
     return bbhnet_graph(network)[0]
-
-
-def _torch_run(module: nn.Module) -> Run:
-    def run(x: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return module(torch.from_numpy(x)).numpy()
-
-    return run
 
 
 class _StreamedInTorch(StreamedNetwork):
@@ -172,7 +137,7 @@ class _StreamedInTorch(StreamedNetwork):
         self.network = network
         nodes, self.modules = graph
         super().__init__(nodes, ifos, kernel_samples, stride_samples, whitening_taps,
-                         {name: _torch_run(module) for name, module in self.modules.items()})
+                         {name: torch_run(module) for name, module in self.modules.items()})
 
 
 class StreamedBBHnet(_StreamedInTorch):
@@ -295,8 +260,8 @@ def export_campaign_network(config: CampaignConfig, weights: Path | None, direct
     streamed to ``directory/bbhnet.streamed`` (``model.streamed``); return that directory.
 
     A graph that is not our BBHnet (``models/recognised.py``) is cut into stream layers
-    from its own operators instead (``streamed_foreign.py``; a TorchScript graph converted
-    to ONNX first). NotStreamable for a graph with a layer needing the whole window, one
+    from its own operators instead (``repository/streamed_foreign.py``; a TorchScript graph
+    converted to ONNX first). NotStreamable for a graph with a layer needing the whole window, one
     whose operators cannot be cut, and a stride whose phases would cost a whole window
     (``_refuse_costly_phases``).
     """
@@ -325,6 +290,11 @@ def _export_campaign_cut(config: CampaignConfig, loaded: Any, path: Path, direct
     exported to ``directory/bbhnet.streamed``; NotStreamable, its reason following
     ``not_ours``, where it cannot be."""
     from offline_iaas.repository import streamed_foreign
+    from offline_iaas.repository.stream_layers import (
+        cut_failures_refused,
+        cut_refusal,
+        onnx_for_cut,
+    )
 
     ifos, kernel = len(config.ifos), config.kernel_samples
     where = cut_refusal(not_ours)
@@ -336,44 +306,6 @@ def _export_campaign_cut(config: CampaignConfig, loaded: Any, path: Path, direct
                           "the graph's")
     return streamed_foreign.write_cut(cut, model, ifos, kernel, config.stride_samples, output,
                                       directory / f"bbhnet{DIRECTORY_SUFFIX}", where)
-
-
-def cut_refusal(not_ours: str) -> str:
-    """The start of a refusal to stream a graph ``models/recognised.py`` did not take for
-    ours (``not_ours``, its reason) and whose own operators did not cut either."""
-    return f"{not_ours}, and its own operators cannot be cut into stream layers"
-
-
-def onnx_for_cut(loaded: Any, path: Path, scratch: Path, input_shape: tuple[int, ...],
-                 output: str, where: str) -> tuple[Any, str]:
-    """The ONNX graph a cut reads, and its output's name, for weights ``export`` loaded
-    (``loaded`` from ``path``): an ONNX graph as it is; a TorchScript module or our network
-    converted to ONNX (input ``x``, output ``y``) through ``scratch``, removed after.
-    NotStreamable after ``where`` where the conversion fails."""
-    import onnx
-
-    if not isinstance(loaded, nn.Module):
-        return (loaded if isinstance(loaded, onnx.ModelProto) else onnx.load(str(path))), output
-    try:
-        export_onnx(loaded, scratch, "x", "y", input_shape)
-        return onnx.load(str(scratch)), "y"
-    except Exception as err:  # noqa: BLE001 - any exporter failure is the reason
-        raise NotStreamable(f"{where}: converting it to ONNX failed ({err})") from None
-    finally:
-        scratch.unlink(missing_ok=True)
-
-
-@contextmanager
-def cut_failures_refused(where: str) -> Iterator[None]:
-    """Inside: any failure of a cut other than a refusal is NotStreamable after ``where``
-    (a graph the cut misreads is served whole-window, not a crash)."""
-    try:
-        yield
-    except NotStreamable:
-        raise
-    except Exception as err:  # noqa: BLE001 - see the docstring
-        raise NotStreamable(f"{where}: cutting it failed ({type(err).__name__}: {err})"
-                            ) from None
 
 
 def export_campaign_classifier(config: CampaignConfig, weights: Path | None, directory: Path

@@ -48,15 +48,7 @@ from offline_iaas.repository.backend.streamed_deepclean import (
     run_name,
 )
 from offline_iaas.repository.pipeline import CANARY_NETWORK
-from offline_iaas.repository.streamed import (
-    _conv,
-    _Layer,
-    _torch_run,
-    _valid,
-    cut_failures_refused,
-    cut_refusal,
-    onnx_for_cut,
-)
+from offline_iaas.repository.stream_layers import Layer, conv_of, torch_run, without_padding
 
 __all__ = ["deepclean_graph", "export_streamed_deepclean", "macs_per_window",
            "torch_streamed_deepclean"]
@@ -81,15 +73,15 @@ def _valid_transposed(module: nn.ConvTranspose1d):
     return run
 
 
-def _block(block: nn.Sequential, valid) -> _Layer:
+def _block(block: nn.Sequential, valid) -> Layer:
     """A (conv, BatchNorm, tanh) block of DeepClean on the stream."""
     conv, norm, activation = block
-    return _Layer(lambda x: activation(norm(valid(conv)(x))), block)
+    return Layer(lambda x: activation(norm(valid(conv)(x))), block)
 
 
 def _cut_conv(module: nn.Conv1d):
     """``module`` on a ``Cut``'s inputs: their window padding added, then without padding."""
-    return lambda x, cut: _valid(module)(nn.functional.pad(x, (cut.before, cut.after)))
+    return lambda x, cut: without_padding(module)(nn.functional.pad(x, (cut.before, cut.after)))
 
 
 def _cut_transposed(module: nn.ConvTranspose1d):
@@ -150,7 +142,7 @@ def edge_module(network: DeepClean, nodes: list[Node], cone: EdgeCone) -> nn.Mod
             y = runs[node.name](y, cut)
         return y
 
-    return _Layer(run, network)
+    return Layer(run, network)
 
 
 def _segment_cuts(cone: EdgeCone) -> list[Cut | None]:
@@ -164,24 +156,24 @@ def _segment_cuts(cone: EdgeCone) -> list[Cut | None]:
 def deepclean_graph(network: DeepClean) -> tuple[list[Node], dict[str, nn.Module]]:
     """DeepClean as a stream graph: its nodes (the first reads ``"raw"``, the witnesses) and
     the module of each node's run (``edge_module`` gives the edges')."""
-    nodes = [Node("input", (RAW,), _conv(network.input_conv))]
+    nodes = [Node("input", (RAW,), conv_of(network.input_conv))]
     modules: dict[str, nn.Module] = {
-        "input": _Layer(lambda x: network.input_activation(network.input_norm(
-            _valid(network.input_conv)(
+        "input": Layer(lambda x: network.input_activation(network.input_norm(
+            without_padding(network.input_conv)(
                 (x - network.witness_mean[:, None]) / network.witness_std[:, None]))),
             network),
     }
     previous = "input"
     for index, block in enumerate(network.encoder):
         name = f"encoder{index}"
-        nodes.append(Node(name, (previous,), _conv(block[0])))
-        modules[name], previous = _block(block, _valid), name
+        nodes.append(Node(name, (previous,), conv_of(block[0])))
+        modules[name], previous = _block(block, without_padding), name
     for index, block in enumerate(network.decoder):
         name = f"decoder{index}"
         nodes.append(Node(name, (previous,), _transposed(block[0])))
         modules[name], previous = _block(block, _valid_transposed), name
-    nodes.append(Node("output", (previous,), _conv(network.output_conv)))
-    modules["output"] = _Layer(lambda x: _valid(network.output_conv)(x) * network.strain_std
+    nodes.append(Node("output", (previous,), conv_of(network.output_conv)))
+    modules["output"] = Layer(lambda x: without_padding(network.output_conv)(x) * network.strain_std
                                + network.strain_mean, network)
     return nodes, modules
 
@@ -209,11 +201,11 @@ def torch_streamed_deepclean(networks: dict[str, DeepClean],
     runs, nodes = {}, []
     for ifo, network in networks.items():
         nodes, modules = deepclean_graph(network)
-        runs.update({run_name(ifo, name): _torch_run(module)
+        runs.update({run_name(ifo, name): torch_run(module)
                      for name, module in modules.items()})
     streamed = deepclean_runner(nodes, witness_indices, kernel_samples, stride_samples, runs)
     for ifo, network in networks.items():
-        runs.update({run_name(ifo, edge): _torch_run(edge_module(network, nodes, cone))
+        runs.update({run_name(ifo, edge): torch_run(edge_module(network, nodes, cone))
                      for edge, cone in streamed.cones.items()})
     return streamed
 
@@ -255,7 +247,7 @@ def export_campaign_deepclean(config: CampaignConfig, weights: Path | None, dire
 
     Where an interferometer's weights are not our DeepClean (``models/recognised.py``),
     every interferometer's graph is cut into stream layers from its ONNX operators instead
-    (``streamed_foreign_deepclean.py``). NotStreamable for a graph with a layer needing the
+    (``streamed_foreign.py``). NotStreamable for a graph with a layer needing the
     whole window, one that can be neither recognised nor cut, and a geometry DeepClean cannot
     stream (a window that is all edge, a stride off its alignment 16 whose phases would each
     stream a whole window).
@@ -318,7 +310,12 @@ def _export_campaign_cut(geometry: StreamGeometry, graphs: dict[str, _Graph],
     """Every interferometer's graph cut into stream layers from its ONNX operators and
     written to ``directory`` (as one of them is not ours: the layers must be the same);
     NotStreamable, its reason following the graph's ``not_ours``, where it cannot be."""
-    from offline_iaas.repository import streamed_foreign_deepclean as cutting
+    from offline_iaas.repository.stream_layers import (
+        cut_failures_refused,
+        cut_refusal,
+        onnx_for_cut,
+    )
+    from offline_iaas.science.deepclean import streamed_foreign as cutting
 
     wheres = {ifo: (cut_refusal(graph.not_ours) if graph.not_ours else f"{graph.path}: "
                     "DeepClean, cut from its ONNX export beside the other detectors' graphs")
