@@ -12,11 +12,12 @@ the reason in one line.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import NotStreamable
-from offline_iaas.mode_packages import mode_package
+from offline_iaas.mode_packages import StreamedExport, mode_package
 from offline_iaas.network_streaming import AUTO, served_as, whole_window_reason
 from offline_iaas.repository import pipeline
 
@@ -36,27 +37,27 @@ def streamed_networks(config: CampaignConfig, weights: Path | None,
     if found is not None or ensemble:
         reason = found[1] if found else "the --ensemble layout serves whole windows"
     else:
+        exports = mode_package(config.model.mode).streamed
         try:
-            out = _export(served_as(config, True), weights, canary_weights, tmp)
+            out = _export(served_as(config, True), exports, weights, canary_weights, tmp)
         except NotStreamable as err:
             if config.model.streamed is True:
                 raise
             reason = err.reason
         else:
             if config.model.streamed == AUTO:
-                titles = sorted({title for _, title in out.values()})
+                titles = sorted({exports[network].title for network in out})
                 logger.info("model.streamed = auto: %s streamed layer by layer (each layer "
                             "once per sample)", " and ".join(titles))
-            return {network: directory for network, (directory, _title) in out.items()}
+            return out
     logger.info("model.streamed = auto: the networks are served on whole windows: %s", reason)
     return {}
 
 
-def _export(config: CampaignConfig, weights: Path | None, canary_weights: Path | None,
-            tmp: Path) -> dict[str, tuple[Path, str]]:
+def _export(config: CampaignConfig, exports: Mapping[str, StreamedExport],
+            weights: Path | None, canary_weights: Path | None, tmp: Path) -> dict[str, Path]:
     """Each streamed stage's network exported into ``tmp`` by its mode package's
-    ``StreamedExport``: network name → (directory, the network's title)."""
-    exports = mode_package(config.model.mode).streamed
+    ``StreamedExport`` (``exports``): network name → directory."""
     out = {}
     for stage in pipeline.stages(config):
         network = stage.params.get("network") if stage.kind == "streamed" else None
@@ -66,5 +67,5 @@ def _export(config: CampaignConfig, weights: Path | None, canary_weights: Path |
             raise NotStreamable(f"mode {config.model.mode!r} has no streamed export of its "
                                 f"network {network!r}")
         chosen = canary_weights if network == pipeline.CANARY_NETWORK else weights
-        out[network] = (exports[network].export(config, chosen, tmp), exports[network].title)
+        out[network] = exports[network].export(config, chosen, tmp)
     return out
