@@ -1,7 +1,7 @@
 """Train the demo networks over several seeds and thread counts; print the physics' spread.
 
 Writes the physics check's dataset (the packaged demo config with
-``models.evaluation.PHYSICS_DATASET``: 2048 s at 1024 Hz, two detectors, four injections)
+``science.e2e.evaluation.PHYSICS_DATASET``: 2048 s at 1024 Hz, two detectors, four injections)
 under a work directory, then for every seed and torch thread count runs ``train_demo`` and
 ``evaluate_demo_networks`` (the slow test's check, on held-out data; both in a pinned child):
 
@@ -34,9 +34,9 @@ from offline_iaas.bench.provenance import source_commit
 from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.models.evaluation import PHYSICS_DATASET, evaluate_demo_networks
 from offline_iaas.models.numerics import cpu_model, run_in_child
 from offline_iaas.models.training import train_demo
+from offline_iaas.science.e2e.evaluation import PHYSICS_DATASET, evaluate_demo_networks
 
 EVALUATE = f"{evaluate_demo_networks.__module__}:{evaluate_demo_networks.__name__}"
 

@@ -16,8 +16,7 @@ import argparse
 
 import numpy as np
 
-from offline_iaas.models.bbhnet import BBHnet
-from offline_iaas.models.training import BBHNET_WHITENING_SECONDS
+from offline_iaas.science.bbhnet.network import BBHnet, whitening_taps
 from offline_iaas.science.bbhnet.streamed import macs_per_window
 
 GEOMETRIES = (  # name, sample rate (Hz), kernel (s), inference rate (Hz)
@@ -33,7 +32,7 @@ def main() -> None:
     print(f"{'geometry':32} {'K':>5} {'S':>4} {'T':>4} {'E':>4} {'whole':>9} {'streamed':>9} "
           f"{'layers':>9} {'edges':>9} {'L/R':>5} {'whole/streamed':>14} {'minimal edges':>13}")
     for name, rate, kernel_s, inference in GEOMETRIES:
-        taps = int(round(BBHNET_WHITENING_SECONDS * rate)) // 2 * 2 + 1
+        taps = whitening_taps(rate)
         kernel, stride = round(kernel_s * rate), round(rate / inference)
         network = BBHnet(2, np.ones((2, taps)), 1.0, width=8, depth=3)
         cost = macs_per_window(network, kernel, stride)

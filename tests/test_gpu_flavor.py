@@ -11,12 +11,12 @@ import pytest
 import torch
 from tritonclient.grpc import model_config_pb2 as mc
 
-from offline_iaas.models.bbhnet import BBHnet
-from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository import gpu_flavor as gpu
 from offline_iaas.repository.backend.stateful import SnapshotState
 from offline_iaas.repository.model_configs import to_pbtxt
+from offline_iaas.science.bbhnet.network import BBHnet
+from offline_iaas.science.deepclean.network import DeepClean
 from tests.helpers import parse_pbtxt
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from offline_iaas import mode_packages
 from offline_iaas.config import load_config
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, ModelError
 from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.science.bbhnet import MODE as BBHNET_MODE
 from offline_iaas.science.e2e import MODE as E2E_MODE
@@ -96,6 +96,7 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
         "staged = broken_mode_staged:PACKAGE\n"
         "sectioned = broken_mode_sectioned:PACKAGE\n"
         "streamer = broken_mode_streamer:PACKAGE\n"
+        "kinds = broken_mode_kinds:PACKAGE\n"
         "bbhnet = broken_mode_plain:PACKAGE\n"), {
         "broken_mode_greedy": mode.format(name="greedy") + "PACKAGE = package(triggers=True)\n",
         "broken_mode_plain": mode.format(name="plain") + "PACKAGE = package()\n",
@@ -107,11 +108,17 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
             "PACKAGE = dataclasses.replace(package(), summary_sections={'bbhnet': dict})\n"),
         "broken_mode_streamer": mode.format(name="streamer") + (
             "import dataclasses\n"
-            "PACKAGE = dataclasses.replace(package(), streamed={'net': None})\n")})
+            "PACKAGE = dataclasses.replace(package(), streamed={'net': None})\n"),
+        "broken_mode_kinds": mode.format(name="kinds") + (
+            "import dataclasses\n"
+            "from offline_iaas.modes import NetworkKind\n"
+            "KIND = NetworkKind('net', 'Net', 'ifos', False, 'statistic', fresh=print)\n"
+            "PACKAGE = dataclasses.replace(package(), network_kinds=(KIND,))\n")})
     on_path(site)
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     refusals = {}
-    for name in ("greedy", "notapackage", "unimportable", "staged", "sectioned", "streamer"):
+    for name in ("greedy", "notapackage", "unimportable", "staged", "sectioned", "streamer",
+                 "kinds"):
         with pytest.raises(ConfigError) as caught:
             load_config(tmp_path / "campaign.toml", [f'model.mode="{name}"'])
         refusals[name] = str(caught.value)
@@ -124,6 +131,8 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
     assert refusals["sectioned"].endswith("sections of the campaign summary other than its own "
                                           "(summary_sections) or lines of them (summary_lines)")
     assert refusals["streamer"].endswith("streamed exports (streamed)")
+    assert refusals["kinds"].endswith("network kinds for trained weights (network_kinds)")
+    assert "net" not in mode_packages.network_kinds()
     # another distribution's entry point named for a built-in mode is not taken
     assert mode_packages.mode_package("bbhnet").mode is BBHNET_MODE
     assert all(f"entry point {name!r} of offline_iaas.modes" in refusals[name]
@@ -149,6 +158,31 @@ def test_each_network_a_built_in_mode_streams_is_exported_by_its_own_package(mod
     exports = mode_packages.mode_package(mode).streamed
     assert streamed and streamed == set(exports)
     assert all(callable(export.export) and export.title for export in exports.values())
+
+
+def test_each_network_users_bring_weights_for_is_its_own_packages():
+    """``export --weights`` checks a weight file against a fresh network of its kind, which is
+    the architecture of the package declaring the kind (the core holds none); every network a
+    built-in mode serves with weights has a kind, and an unknown kind is one error naming the
+    known ones."""
+    from offline_iaas.models.weights import build_network
+
+    kinds = mode_packages.network_kinds()
+    assert list(kinds) == ["deepclean", "bbhnet"]
+    expected = {"witnesses": 2, "ifos": 2, "kernel_samples": 256, "sample_rate_hz": 1024.0}
+    for name, kind in kinds.items():
+        owner = next(m for m in mode_packages.BUILT_IN_MODES
+                     if kind in mode_packages.mode_package(m).network_kinds)
+        network = build_network(name, expected)
+        assert type(network).__module__ == f"offline_iaas.science.{owner}.network"
+        assert kind.train_demo is not None and kind.title
+    assert build_network("bbhnet", expected).whitening.shape[-1] == 257  # 0.25 s at 1024 Hz
+    served = {n for m in mode_packages.BUILT_IN_MODES
+              for n in mode_packages.find_mode(m).networks}
+    assert served - set(kinds) == {"classifier", "subtract"}  # seeded and weightless
+    with pytest.raises(ModelError, match=r"unknown network kind 'resnet' \(known: deepclean, "
+                                         r"bbhnet\)"):
+        mode_packages.network_kind("resnet")
 
 
 def test_a_mode_package_is_served_on_whole_windows_and_streamed_true_is_refused(

@@ -11,9 +11,9 @@ import torch
 from scipy import signal
 
 from offline_iaas.data.synth import design_asd
-from offline_iaas.models.bbhnet import BBHnet, whitening_filter
-from offline_iaas.models.deepclean import DeepClean, average_overlapping
 from offline_iaas.models.weights import export_onnx
+from offline_iaas.science.bbhnet.network import BBHnet, whitening_filter
+from offline_iaas.science.deepclean.network import DeepClean, average_overlapping
 
 RATE = 1024.0
 

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from offline_iaas.errors import NotStreamable, WholeWindowLayer
-from offline_iaas.models.bbhnet import BBHnet
-from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.recognised import per_window_layer, streamable_network
 from offline_iaas.models.weights import export_onnx, load_network
+from offline_iaas.science.bbhnet.network import BBHnet
+from offline_iaas.science.deepclean.network import DeepClean
 from tests.helpers import save_traced
 from tests.test_streamed_bbhnet import random_bbhnet
 

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from offline_iaas.models.bbhnet import BBHnet
 from offline_iaas.repository.backend.streamed_network import PhasedNetwork
+from offline_iaas.science.bbhnet.network import BBHnet
 from offline_iaas.science.bbhnet.streamed import (
     StreamedBBHnet,
     StreamState,

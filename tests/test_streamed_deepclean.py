@@ -25,13 +25,13 @@ import torch
 
 onnxruntime = pytest.importorskip("onnxruntime")
 
-from offline_iaas.models.deepclean import DeepClean  # noqa: E402
 from offline_iaas.models.weights import export_onnx  # noqa: E402
 from offline_iaas.repository.backend import streamed_deepclean  # noqa: E402
 from offline_iaas.repository.backend.streamed_deepclean import (  # noqa: E402
     DeepCleanState,
     open_streamed_deepclean,
 )
+from offline_iaas.science.deepclean.network import DeepClean  # noqa: E402
 from offline_iaas.science.deepclean.streamed import (  # noqa: E402
     export_streamed_deepclean,
     torch_streamed_deepclean,

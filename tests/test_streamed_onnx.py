@@ -184,7 +184,7 @@ def test_streamed_classifier_graphs_equal_its_whole_window_graph_on_every_window
     on every window of strain-sized samples; shifted by one sample, the comparison fails."""
     import torch
 
-    from offline_iaas.models.classifier import Classifier
+    from offline_iaas.science.classifier.network import Classifier
 
     kernel = 192
     torch.manual_seed(3)

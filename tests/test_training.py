@@ -19,17 +19,14 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import ConfigError, OfflineIaasError
-from offline_iaas.models.bbhnet import BBHnet
-from offline_iaas.models.deepclean import DeepClean
-from offline_iaas.models.evaluation import PHYSICS_DATASET, evaluate_demo_networks
 from offline_iaas.models.numerics import run_in_child
-from offline_iaas.models.training import (
-    _allowed_starts,
-    bandpass,
-    train_demo,
-    whiten_windows,
-)
+from offline_iaas.models.training import train_demo
 from offline_iaas.models.weights import load_network
+from offline_iaas.science.bbhnet.network import BBHnet
+from offline_iaas.science.bbhnet.training import _allowed_starts, whiten_windows
+from offline_iaas.science.deepclean.network import DeepClean
+from offline_iaas.science.deepclean.training import bandpass
+from offline_iaas.science.e2e.evaluation import PHYSICS_DATASET, evaluate_demo_networks
 from tests.helpers import SMALL_CAMPAIGN, captured_log
 
 
@@ -215,10 +212,11 @@ def test_demo_networks_do_their_physics(tmp_path: Path) -> None:
     above the background's maximum.
 
     Held-out data of the demo dataset (2048 s, 1024 Hz): DeepClean trains on its first 256 s,
-    BBHnet on its first 768 s (``models.evaluation``). Right at the band edges the ratio is not
-    asserted: the coupling's side bands reach past them (docs/networks.md). Trained with one
-    torch thread; ``tests/test_demo_physics.py`` trains with two (the demo's default) and
-    asserts the same DeepClean bounds on the served networks (and its own BBHnet bound).
+    BBHnet on its first 768 s (``science/e2e/evaluation.py``). Right at the band edges the
+    ratio is not asserted: the coupling's side bands reach past them (docs/networks.md).
+    Trained with one torch thread; ``tests/test_demo_physics.py`` trains with two (the demo's
+    default) and asserts the same DeepClean bounds on the served networks (and its own BBHnet
+    bound).
     """
     threads = 1
     source = resources.files("offline_iaas.campaigns").joinpath("demo.toml")

@@ -1,4 +1,4 @@
-"""Tests of BBHnet's training injections (offline_iaas.models.injections)."""
+"""Tests of BBHnet's training injections (offline_iaas.science.bbhnet.training_injections)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from scipy import signal
 
 from offline_iaas.data.synth import design_asd
-from offline_iaas.models.injections import REFERENCE_GPS, InjectionMaker
+from offline_iaas.science.bbhnet.training_injections import REFERENCE_GPS, InjectionMaker
 from offline_iaas.search.population import PopulationSpec
 from offline_iaas.search.waveforms import (
     detector_strain,

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from offline_iaas.errors import ModelError
-from offline_iaas.models.bbhnet import BBHnet
-from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.weights import export_onnx, load_network
+from offline_iaas.science.bbhnet.network import BBHnet
+from offline_iaas.science.deepclean.network import DeepClean
 
 DC = {"witnesses": 2, "kernel_samples": 64}
 BBH = {"ifos": 2, "kernel_samples": 256, "width": 4, "depth": 2}

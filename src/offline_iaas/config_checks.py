@@ -243,7 +243,7 @@ def _check_streamed(c: CampaignConfig, fail: typing.Callable[[str, str], None]) 
 
 
 DEEPCLEAN_DOWNSAMPLING = 16
-"""``models.deepclean.DOWNSAMPLING`` (kept here so loading a config needs no torch)."""
+"""``science.deepclean.network.DOWNSAMPLING`` (kept here so loading a config needs no torch)."""
 
 
 def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from offline_iaas.errors import ConfigError
-from offline_iaas.modes import BUILT_IN_MODES, Mode
+from offline_iaas.errors import ConfigError, ModelError
+from offline_iaas.modes import BUILT_IN_MODES, Mode, NetworkKind
 
 ENTRY_POINT_GROUP = "offline_iaas.modes"
 """The entry point group a mode package registers under (``name = "module:OBJECT"``, the name
@@ -178,6 +178,10 @@ class ModePackage:
     streamed
         Each network of its stages that ``model.streamed`` serves layer by layer → its
         ``StreamedExport``. A built-in mode's only.
+    network_kinds
+        The trained networks whose architecture it owns, that users bring weights for
+        (``export --weights``, ``train-demo``): their ``NetworkKind`` records. A built-in
+        mode's only.
     """
 
     mode: Mode
@@ -190,6 +194,7 @@ class ModePackage:
     summary_lines: Callable[[Any], list[str]] | None = None
     report_sections: tuple[ReportSection, ...] = ()
     streamed: Mapping[str, StreamedExport] = dataclasses.field(default_factory=dict)
+    network_kinds: tuple[NetworkKind, ...] = ()
 
 
 def deferred(target: str) -> Callable[..., Any]:
@@ -252,6 +257,26 @@ def find_mode(name: str) -> Mode:
     return package.mode
 
 
+def network_kinds() -> dict[str, NetworkKind]:
+    """The network kinds of the built-in packages (``ModePackage.network_kinds``), by name, in
+    the order of ``BUILT_IN_MODES`` (a chain's package names its links' kinds again)."""
+    kinds: dict[str, NetworkKind] = {}
+    for name in BUILT_IN_MODES:
+        package = mode_package(name)
+        for kind in package.network_kinds if package is not None else ():
+            kinds.setdefault(kind.name, kind)
+    return kinds
+
+
+def network_kind(name: str) -> NetworkKind:
+    """The record of network kind ``name`` (``network_kinds``). ModelError naming the known
+    ones for another name."""
+    kinds = network_kinds()
+    if name not in kinds:
+        raise ModelError(f"unknown network kind {name!r} (known: {', '.join(kinds)})")
+    return kinds[name]
+
+
 def _distribution(entry: importlib.metadata.EntryPoint) -> str:
     """The normalised name of the distribution registering ``entry`` ("" where unknown)."""
     dist = getattr(entry, "dist", None)
@@ -288,6 +313,8 @@ def _checked(package: object, name: str, where: str) -> ModePackage:
            "lines of them (summary_lines)"]
           if package.summary_sections or package.summary_lines else []),
         *(["streamed exports (streamed)"] if package.streamed else []),
+        *(["network kinds for trained weights (network_kinds)"] if package.network_kinds
+          else []),
     ]
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems))

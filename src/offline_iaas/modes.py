@@ -5,9 +5,10 @@ Code that behaves differently per mode asks the record (``CampaignConfig.mode``)
 comparing mode names. Each mode's record is its package's (``science/<mode>/__init__.py``,
 ``ModePackage.mode``), registered under the entry point group ``offline_iaas.modes``
 (``mode_packages.py``); a mode from outside the project is a package registered under the
-same group. Code that handles a network's weights asks its ``NetworkKind``
-(``NETWORK_KINDS``), not its name. This module sits at the package root beside ``config.py``,
-which needs it to derive the streamed channels and the warm-up, and below everything else.
+same group. Code that handles a network's weights asks its ``NetworkKind`` (declared by the
+network's package, found by ``mode_packages.network_kind``), not its name. This module sits at
+the package root beside ``config.py``, which needs it to derive the streamed channels and the
+warm-up, and below everything else.
 
 =============  ================  =================================  ===================
 mode           streams           networks                           clients store
@@ -25,7 +26,9 @@ with time slides), so a campaign measures cleaning's gain on the same injections
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -169,12 +172,15 @@ of the same name (``mode_packages.mode_package``)."""
 
 @dataclass(frozen=True)
 class NetworkKind:
-    """A network users bring trained weights for (``models/weights.py`` checks them by it).
+    """A network users bring trained weights for (``models/weights.py`` checks them by it),
+    declared by the mode package whose network it is (``ModePackage.network_kinds``).
 
     Parameters
     ----------
     name
         The weight files' stem (``deepclean-<IFO>.*``, ``bbhnet.*``).
+    title
+        What messages call it (``DeepClean``).
     input_rows
         The ``expected`` key (``models/weights.py``) counting its input window's rows:
         ``witnesses`` (DeepClean reads a detector's witness channels) or ``ifos`` (BBHnet
@@ -184,23 +190,24 @@ class NetworkKind:
         window (BBHnet's statistic).
     output_name
         Its graph's output tensor.
+    fresh
+        ``fresh(expected, whitening_taps)``: a newly initialised network of the campaign's
+        shape (placeholder statistics), the architecture weight files are checked against.
     whitening_fir
         Its state_dict carries a whitening FIR (``whitening``, ``[ifos, 1, taps]``) whose
         length the weights choose.
+    train_demo
+        ``train_demo(config, frames, *, seed, threads, dataset, **overrides)``: the demo's
+        networks of this kind trained on the campaign's synthetic dataset, by weight file
+        stem (``deepclean-H1``), each with its ``training_report`` (``offline-iaas
+        train-demo``, ``models/training.py``); None: the demo trains none.
     """
 
     name: str
+    title: str
     input_rows: str
     predicts_samples: bool
     output_name: str
+    fresh: Callable[[Mapping[str, Any], int | None], Any]
     whitening_fir: bool = False
-
-
-NETWORK_KINDS: dict[str, NetworkKind] = {
-    k.name: k
-    for k in (
-        NetworkKind("deepclean", "witnesses", predicts_samples=True, output_name="prediction"),
-        NetworkKind("bbhnet", "ifos", predicts_samples=False, output_name="statistic",
-                    whitening_fir=True),
-    )
-}
+    train_demo: Callable[..., Mapping[str, Any]] | None = None

@@ -2,8 +2,8 @@
 which injections count and found/missed.
 
 Used by the merge's post-processing (``merge/postprocess.py``), the reference and the demo
-networks' evaluation (``models/evaluation.py``); it depends on the config and the numerical
-libraries only, so both can import it.
+networks' evaluation (``science/<mode>/evaluation.py``); it depends on the config and the
+numerical libraries only, so both can import it.
 
 DeepClean
     The averaged prediction is band-passed (Butterworth, ``[deepclean]`` band and order,

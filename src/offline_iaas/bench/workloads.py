@@ -222,23 +222,24 @@ def write_weights(load: Workload, directory: Path, seed: int = 0) -> Path | None
         return None
     import torch
 
-    from offline_iaas.models.training import bbhnet_whitening_taps
+    from offline_iaas.mode_packages import network_kinds
     from offline_iaas.models.weights import build_network
 
     directory.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    files = {  # network -> (weight file, the campaign's shape) of each of its files
-        "deepclean": [(f"deepclean-{ifo}.pt", {"witnesses": load.witnesses_per_ifo})
-                      for ifo in load.ifos],
-        "bbhnet": [("bbhnet.pt", {"ifos": len(load.ifos),
-                                  "whitening_taps": bbhnet_whitening_taps(load.sample_rate_hz)})],
-    }
+    expected = {"witnesses": load.witnesses_per_ifo, "ifos": len(load.ifos),
+                "sample_rate_hz": load.sample_rate_hz}
+    kinds = network_kinds()
     for network in load.mode.networks:
-        for name, expected in files.get(network, []):
+        if network not in kinds:
+            continue  # a network without weights (the chain's subtraction)
+        kind = kinds[network]
+        per_ifo = kind.input_rows == "witnesses"  # one network per detector's witnesses
+        for name in ([f"{network}-{ifo}" for ifo in load.ifos] if per_ifo else [network]):
             net = build_network(network, expected)
             if hasattr(net, "input_scale"):  # BBHnet reads strain of STRAIN_SCALE
                 net.input_scale.fill_(1 / STRAIN_SCALE)
-            torch.save(net.state_dict(), directory / name)
+            torch.save(net.state_dict(), directory / f"{name}.pt")
     return directory
 
 

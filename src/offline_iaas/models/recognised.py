@@ -41,8 +41,7 @@ import torch
 from torch import nn
 
 from offline_iaas.errors import ModelError, NotStreamable, WholeWindowLayer
-from offline_iaas.models.bbhnet import BBHnet
-from offline_iaas.models.deepclean import DeepClean
+from offline_iaas.mode_packages import network_kind
 from offline_iaas.models.weights import build_network, input_shape, network_for_state
 
 PROBE_SCALES = (1e-21, 1.0)
@@ -71,9 +70,8 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
         For a graph with a layer that needs the whole window (``per_window_layer``), and a
         graph that is not one of ours; the reason names the file and what was found.
     """
-    network_type = DeepClean if kind == "deepclean" else BBHnet
-    called = _CALLED[kind]
-    if isinstance(loaded, network_type):
+    called = network_kind(kind).title
+    if isinstance(loaded, type(build_network(kind, expected))):  # a state_dict's: ours
         return loaded
     form = "TorchScript" if isinstance(loaded, nn.Module) else "ONNX"
     graph = _load_graph(path, form)  # as the file has it (``loaded`` may be adapted)
@@ -155,7 +153,7 @@ def _rebuilt_from_onnx(kind: str, path: Path, graph, expected: Mapping[str, Any]
                        ) -> nn.Module:
     """Our ``kind`` network with the layers of ``graph`` (the ONNX ``GraphProto`` at
     ``path``; module docstring); NotStreamable where the graph's convolutions are not ours."""
-    called = _CALLED[kind]
+    called = network_kind(kind).title
     value = _onnx_values(graph)
     whitening = value("whitening")
     taps = int(whitening.shape[-1]) if whitening is not None and whitening.dim() == 3 else None
@@ -170,7 +168,7 @@ def _rebuilt_from_onnx(kind: str, path: Path, graph, expected: Mapping[str, Any]
         return NotStreamable(f"{path}: an ONNX graph whose layers are not {called}'s "
                              f"({why})")
 
-    if kind == "deepclean":  # the witnesses' standardisation, folded into constants
+    if "witness_mean" in state:  # DeepClean's standardisation, folded into constants
         state.update(_standardisation(graph, value, state, refuse))
     calls = _layer_calls(network, kind, expected)
     consumer = {name: node.op_type for node in graph.node for name in node.input}
@@ -208,9 +206,6 @@ def _rebuilt_from_onnx(kind: str, path: Path, graph, expected: Mapping[str, Any]
         raise refuse(f"more convolutions than {called}'s")
     network.load_state_dict(state)
     return network
-
-
-_CALLED = {"deepclean": "DeepClean", "bbhnet": "BBHnet"}
 
 
 def _a(form: str) -> str:

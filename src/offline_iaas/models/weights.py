@@ -40,9 +40,8 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.errors import ModelError
-from offline_iaas.modes import NETWORK_KINDS, NetworkKind
+from offline_iaas.mode_packages import network_kind
 
-KINDS: tuple[str, ...] = tuple(NETWORK_KINDS)
 INPUT_NAME = "windows"
 ONNX_OPSET = 17
 """Opset of exported graphs (what the gpu flavor's own graphs use too)."""
@@ -70,30 +69,24 @@ def _cause(err: BaseException) -> str:
     return f" ({lines[0]})"
 
 
-def _network(kind: str) -> NetworkKind:
-    if kind not in NETWORK_KINDS:
-        raise ModelError(f"unknown network kind {kind!r} (known: {', '.join(KINDS)})")
-    return NETWORK_KINDS[kind]
-
-
 def input_shape(kind: str, expected: Mapping[str, Any]) -> tuple[int, int]:
     """``(channels, kernel_samples)`` of one input window."""
-    return int(expected[_network(kind).input_rows]), int(expected["kernel_samples"])
+    return int(expected[network_kind(kind).input_rows]), int(expected["kernel_samples"])
 
 
 def output_shape(kind: str, expected: Mapping[str, Any]) -> tuple[int, ...]:
     """Shape of one window's output (without the batch axis)."""
-    return (int(expected["kernel_samples"]),) if _network(kind).predicts_samples else ()
+    return (int(expected["kernel_samples"]),) if network_kind(kind).predicts_samples else ()
 
 
 def names(kind: str, expected: Mapping[str, Any]) -> tuple[str, str]:
     """``(input_name, output_name)`` of the network's graph."""
     return (expected.get("input_name", INPUT_NAME),
-            expected.get("output_name", _network(kind).output_name))
+            expected.get("output_name", network_kind(kind).output_name))
 
 
 def _context(kind: str, expected: Mapping[str, Any]) -> str:
-    if _network(kind).input_rows == "witnesses":
+    if network_kind(kind).input_rows == "witnesses":
         n = int(expected["witnesses"])
         return f"{n} witness channel{'s' if n != 1 else ''}"
     return (
@@ -102,34 +95,9 @@ def _context(kind: str, expected: Mapping[str, Any]) -> str:
     )
 
 
-def _fresh_deepclean(expected: Mapping[str, Any], _taps: int | None):
-    from offline_iaas.models.deepclean import DeepClean
-
-    n = int(expected["witnesses"])
-    return DeepClean(n, [0.0] * n, [1.0] * n, 0.0, 1.0)
-
-
-def _fresh_bbhnet(expected: Mapping[str, Any], whitening_taps: int | None):
-    from offline_iaas.models.bbhnet import BBHnet
-
-    ifos = int(expected["ifos"])
-    taps = whitening_taps or int(expected.get("whitening_taps", 1))
-    return BBHnet(
-        ifos,
-        np.ones((ifos, taps)),
-        1.0,
-        width=int(expected.get("width", 8)),
-        depth=int(expected.get("depth", 3)),
-    )
-
-
-_FRESH = {"deepclean": _fresh_deepclean, "bbhnet": _fresh_bbhnet}
-"""A fresh network of each kind."""
-
-
 def build_network(kind: str, expected: Mapping[str, Any], whitening_taps: int | None = None):
     """A freshly initialised network of the campaign's shape (placeholder statistics)."""
-    return _FRESH[_network(kind).name](expected, whitening_taps)
+    return network_kind(kind).fresh(expected, whitening_taps)
 
 
 
@@ -193,7 +161,7 @@ def load_network(kind: str, path: Path, expected: Mapping[str, Any]):
         If the file is missing, is not a model, or does not fit the campaign; the message
         names the file, the expected and the found shapes.
     """
-    _network(kind)
+    network_kind(kind)
     path = Path(path)
     if not path.is_file():
         raise ModelError(f"{kind} weights {path}: file not found")
@@ -241,7 +209,7 @@ def _load_state_dict(kind: str, path: Path, expected: Mapping[str, Any]):
 def network_for_state(kind: str, state: dict, path: Path, expected: Mapping[str, Any]):
     """A fresh network with ``state``'s names and the campaign's shapes, or ModelError."""
     taps = None
-    if (_network(kind).whitening_fir and "whitening" in state
+    if (network_kind(kind).whitening_fir and "whitening" in state
             and state["whitening"].dim() == 3):
         taps = int(state["whitening"].shape[-1])
         kernel = int(expected["kernel_samples"])

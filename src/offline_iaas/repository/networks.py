@@ -25,10 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.config_sections import ModelConfig
 from offline_iaas.errors import ModelError
-from offline_iaas.mode_packages import GraphRequest, mode_package
-from offline_iaas.modes import NETWORK_KINDS
+from offline_iaas.mode_packages import GraphRequest, mode_package, network_kind
 
 WEIGHT_SUFFIXES: tuple[str, ...] = (".pt", ".pth", ".ts", ".onnx")
 OPSET = 17
@@ -87,27 +85,7 @@ def export_checked(kind: str, path: Path, expected: dict, out: Path, example: tu
     from offline_iaas.models.weights import export_onnx, load_network
 
     network = load_network(kind, path, expected)
-    return export_onnx(network, out, "windows", NETWORK_KINDS[kind].output_name, example)
-
-
-def classifier_network(model_section: ModelConfig, channels: int, weights: Path | None):
-    """The campaign's classifier on ``channels`` streamed channels
-    (``models/classifier.Classifier``, eval mode): seeded by ``model.seed``, or ``weights``
-    (a state_dict) loaded into it. ModelError for a missing or foreign weight file."""
-    import torch
-
-    from offline_iaas.models.classifier import Classifier
-
-    torch.manual_seed(model_section.seed)
-    model = Classifier(channels, input_scale=model_section.input_scale)
-    if weights is not None:
-        try:
-            model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
-        except FileNotFoundError:
-            raise ModelError(f"{weights}: weight file not found") from None
-        except Exception as err:  # torch raises many types for a bad file
-            raise ModelError(f"{weights}: not a classifier state_dict: {err}") from None
-    return model.eval()
+    return export_onnx(network, out, "windows", network_kind(kind).output_name, example)
 
 
 def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path,

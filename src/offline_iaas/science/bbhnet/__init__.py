@@ -1,7 +1,7 @@
 """Mode ``bbhnet``: the binary-black-hole search on the strain of every detector."""
 
 from offline_iaas.mode_packages import ModePackage, ReportSection, StreamedExport, deferred
-from offline_iaas.modes import Mode
+from offline_iaas.modes import Mode, NetworkKind
 from offline_iaas.science.bbhnet.summary import SEARCH_SECTIONS
 
 PRODUCTS = "offline_iaas.science.bbhnet.products"
@@ -11,6 +11,11 @@ SEARCH_SECTION = ReportSection("bbhnet", "BBHnet",
 BBHNET_GRAPHS = deferred("offline_iaas.science.bbhnet.graphs:bbhnet_graphs")
 BBHNET_STREAMED = StreamedExport(
     "BBHnet", deferred("offline_iaas.science.bbhnet.streamed:export_campaign_network"))
+BBHNET_NETWORK = NetworkKind(
+    "bbhnet", "BBHnet", "ifos", predicts_samples=False, output_name="statistic",
+    fresh=deferred("offline_iaas.science.bbhnet.network:fresh_network"), whitening_fir=True,
+    train_demo=deferred("offline_iaas.science.bbhnet.training:train_demo_network"))
+"""The network users bring BBHnet weights for (``bbhnet.*``)."""
 
 MODE = Mode("bbhnet", strain=True, witnesses=False, networks=("bbhnet",),
             outputs=("statistic",), triggers=True, native_gpu=True)
@@ -22,6 +27,6 @@ PACKAGE = ModePackage(
     postprocess=deferred(f"{PRODUCTS}:cluster_triggers"),
     summarize=deferred(f"{PRODUCTS}:search_summary"), summary_sections=SEARCH_SECTIONS,
     summary_lines=deferred(f"{PRODUCTS}:search_lines"), report_sections=(SEARCH_SECTION,),
-    streamed={"bbhnet": BBHNET_STREAMED})
+    streamed={"bbhnet": BBHNET_STREAMED}, network_kinds=(BBHNET_NETWORK,))
 """What the entry point ``bbhnet`` of ``offline_iaas.modes`` names (its functions imported
 when first called: ``mode_packages.deferred``)."""

@@ -9,13 +9,13 @@ from pathlib import Path
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ModelError
 from offline_iaas.mode_packages import GraphRequest
-from offline_iaas.modes import NETWORK_KINDS
 from offline_iaas.repository.networks import (
     Graph,
     export_checked,
     weight_file,
     weights_digests,
 )
+from offline_iaas.science.bbhnet import BBHNET_NETWORK
 
 
 def _bbhnet(config: CampaignConfig, weights: Path | None, out: Path, single: bool) -> Path:
@@ -33,8 +33,8 @@ def _export_unwhitened(config: CampaignConfig, path: Path, expected: dict, out: 
     arrive whitened to unit variance and cropped (``bbhnet_window_samples``)."""
     import torch
 
-    from offline_iaas.models.bbhnet import BBHnet
     from offline_iaas.models.weights import export_onnx, load_network
+    from offline_iaas.science.bbhnet.network import BBHnet
 
     network = load_network("bbhnet", path, expected)
     if not isinstance(network, BBHnet):
@@ -46,7 +46,7 @@ def _export_unwhitened(config: CampaignConfig, path: Path, expected: dict, out: 
         network.whitening = torch.ones((network.ifos, 1, 1))
         network.input_scale.fill_(1.0)
     example = (2, network.ifos, bbhnet_window_samples(config))
-    return export_onnx(network, out, "windows", NETWORK_KINDS["bbhnet"].output_name, example)
+    return export_onnx(network, out, "windows", BBHNET_NETWORK.output_name, example)
 
 
 def bbhnet_window_samples(config: CampaignConfig) -> int:

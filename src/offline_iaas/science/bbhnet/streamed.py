@@ -30,8 +30,6 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import NotStreamable, WholeWindowLayer
 from offline_iaas.geometry import StreamGeometry
-from offline_iaas.models.bbhnet import BBHnet
-from offline_iaas.models.classifier import Classifier
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.streamed_network import (
     DIRECTORY_SUFFIX,
@@ -50,6 +48,8 @@ from offline_iaas.repository.backend.streamed_network import (
     spec_of,
 )
 from offline_iaas.repository.stream_layers import Layer, conv_of, torch_run, without_padding
+from offline_iaas.science.bbhnet.network import BBHnet
+from offline_iaas.science.classifier.network import Classifier
 
 __all__ = ["StreamState", "StreamedBBHnet", "StreamedClassifier", "bbhnet_graph",
            "classifier_graph", "export_campaign_classifier", "export_campaign_network",
@@ -311,9 +311,10 @@ def _export_campaign_cut(config: CampaignConfig, loaded: Any, path: Path, direct
 def export_campaign_classifier(config: CampaignConfig, weights: Path | None, directory: Path
                                ) -> Path:
     """The campaign's classifier (seeded, or ``weights``: as the whole-window graph's,
-    ``networks.classifier_network``) exported streamed to ``directory/classifier.streamed``;
-    return that directory. NotStreamable as ``export_campaign_network`` for the stride."""
-    from offline_iaas.repository.networks import classifier_network
+    ``science.classifier.network.classifier_network``) exported streamed to
+    ``directory/classifier.streamed``; return that directory. NotStreamable as
+    ``export_campaign_network`` for the stride."""
+    from offline_iaas.science.classifier.network import classifier_network
 
     network = classifier_network(config.model, len(config.stream_channels), weights)
     return _export_campaign_streamed(network, classifier_graph(network)[0], config.geometry,

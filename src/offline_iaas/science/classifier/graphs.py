@@ -4,7 +4,8 @@ or loaded from ``export --weights`` (a state_dict)."""
 from __future__ import annotations
 
 from offline_iaas.mode_packages import GraphRequest
-from offline_iaas.repository.networks import Graph, classifier_network, weights_digests
+from offline_iaas.repository.networks import Graph, weights_digests
+from offline_iaas.science.classifier.network import classifier_network
 
 
 def classifier_graphs(request: GraphRequest) -> list[Graph]:

@@ -1,7 +1,7 @@
 """Mode ``deepclean``: noise regression from the witness channels, averaged online."""
 
 from offline_iaas.mode_packages import ModePackage, ReportSection, StreamedExport, deferred
-from offline_iaas.modes import Mode
+from offline_iaas.modes import Mode, NetworkKind
 from offline_iaas.repository.pipeline import CANARY_NETWORK
 from offline_iaas.science.deepclean.summary import CLEANING_SECTIONS, cleaning_lines
 
@@ -15,6 +15,11 @@ DEEPCLEAN_STREAMED = {
     "deepclean": StreamedExport("DeepClean", deferred(f"{_STREAMED}:export_campaign_deepclean")),
     CANARY_NETWORK: StreamedExport("DeepClean", deferred(f"{_STREAMED}:export_campaign_canary"))}
 """DeepClean's networks streamed layer by layer: its own, and the canary's weights'."""
+DEEPCLEAN_NETWORK = NetworkKind(
+    "deepclean", "DeepClean", "witnesses", predicts_samples=True, output_name="prediction",
+    fresh=deferred("offline_iaas.science.deepclean.network:fresh_network"),
+    train_demo=deferred("offline_iaas.science.deepclean.training:train_demo_networks"))
+"""The network users bring DeepClean weights for (``deepclean-<IFO>.*``)."""
 
 MODE = Mode("deepclean", strain=False, witnesses=True, networks=("deepclean",),
             outputs=("noise",), averages=True)
@@ -26,6 +31,6 @@ PACKAGE = ModePackage(
     postprocess=deferred(f"{PRODUCTS}:clean_strain"),
     summarize=deferred(f"{PRODUCTS}:cleaning_summary"), summary_sections=CLEANING_SECTIONS,
     summary_lines=cleaning_lines, report_sections=(CLEANING_SECTION,),
-    streamed=DEEPCLEAN_STREAMED)
+    streamed=DEEPCLEAN_STREAMED, network_kinds=(DEEPCLEAN_NETWORK,))
 """What the entry point ``deepclean`` of ``offline_iaas.modes`` names (its functions
 imported when first called: ``mode_packages.deferred``)."""

@@ -26,7 +26,6 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import NotStreamable, WholeWindowLayer
 from offline_iaas.geometry import StreamGeometry
-from offline_iaas.models.deepclean import DeepClean
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.layer_stream import (
     DIRECTORY_SUFFIX,
@@ -49,6 +48,7 @@ from offline_iaas.repository.backend.streamed_deepclean import (
 )
 from offline_iaas.repository.pipeline import CANARY_NETWORK
 from offline_iaas.repository.stream_layers import Layer, conv_of, torch_run, without_padding
+from offline_iaas.science.deepclean.network import DeepClean
 
 __all__ = ["deepclean_graph", "export_streamed_deepclean", "macs_per_window",
            "torch_streamed_deepclean"]

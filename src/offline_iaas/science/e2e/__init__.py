@@ -3,11 +3,17 @@ cleaned strain (and, with injections on the fly, on the raw strain too)."""
 
 from offline_iaas.mode_packages import ModePackage, deferred
 from offline_iaas.modes import Mode
-from offline_iaas.science.bbhnet import BBHNET_GRAPHS, BBHNET_STREAMED, SEARCH_SECTION
+from offline_iaas.science.bbhnet import (
+    BBHNET_GRAPHS,
+    BBHNET_NETWORK,
+    BBHNET_STREAMED,
+    SEARCH_SECTION,
+)
 from offline_iaas.science.bbhnet.summary import SEARCH_SECTIONS
 from offline_iaas.science.deepclean import (
     CLEANING_SECTION,
     DEEPCLEAN_GRAPHS,
+    DEEPCLEAN_NETWORK,
     DEEPCLEAN_STREAMED,
 )
 from offline_iaas.science.deepclean.summary import CLEANING_SECTIONS
@@ -30,6 +36,7 @@ PACKAGE = ModePackage(
     summary_sections={**CLEANING_SECTIONS, **SEARCH_SECTIONS},
     summary_lines=deferred(f"{PRODUCTS}:chain_lines"),
     report_sections=(CLEANING_SECTION, SEARCH_SECTION),
-    streamed={**DEEPCLEAN_STREAMED, "bbhnet": BBHNET_STREAMED})
+    streamed={**DEEPCLEAN_STREAMED, "bbhnet": BBHNET_STREAMED},
+    network_kinds=(DEEPCLEAN_NETWORK, BBHNET_NETWORK))
 """What the entry point ``e2e`` of ``offline_iaas.modes`` names (its functions imported when
 first called: ``mode_packages.deferred``)."""

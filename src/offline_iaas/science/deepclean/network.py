@@ -21,7 +21,8 @@ are combined into one prediction per sample.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -159,3 +160,10 @@ def average_overlapping(predictions: np.ndarray, stride_samples: int) -> np.ndar
         total[index] += rows.ravel()
         count[index] += 1
     return total / count
+
+
+def fresh_network(expected: Mapping[str, Any], _whitening_taps: int | None) -> DeepClean:
+    """A new DeepClean on ``expected["witnesses"]`` witness channels, placeholder statistics
+    (``NetworkKind.fresh``)."""
+    n = int(expected["witnesses"])
+    return DeepClean(n, [0.0] * n, [1.0] * n, 0.0, 1.0)

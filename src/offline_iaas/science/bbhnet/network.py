@@ -18,6 +18,9 @@ exported graph takes raw strain and its output depends on the stream only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 import torch
 from scipy import signal
@@ -25,10 +28,17 @@ from torch import nn
 
 from offline_iaas.physics import WHITENING_HIGH_FRACTION, WHITENING_LOW_HZ, whitening_band
 
+WHITENING_SECONDS = 0.25
+"""Length of the whitening FIR BBHnet is trained with (taps = this x sample rate + 1)."""
 WHITENING_BETA = 9.0
 """Kaiser window parameter of the whitening FIR (about 90 dB of stop-band attenuation)."""
 _LOBE = 16
 """Grid points (of ``16 * (taps - 1)``) per bin ``sample_rate / (taps - 1)``."""
+
+
+def whitening_taps(sample_rate: float) -> int:
+    """Taps of the whitening FIR BBHnet is trained with: ``WHITENING_SECONDS``, odd."""
+    return int(round(WHITENING_SECONDS * sample_rate)) // 2 * 2 + 1
 
 
 def whitening_filter(
@@ -200,3 +210,14 @@ class BBHnet(nn.Module):
             )
         x = self.stages(self.stem(self.whiten(strain)))
         return self.head(x.mean(dim=-1))[:, 0]
+
+
+def fresh_network(expected: Mapping[str, Any], taps: int | None) -> BBHnet:
+    """A new BBHnet of ``expected``'s detectors, width and depth, with a placeholder whitening
+    FIR of ``taps`` taps, else ``expected["whitening_taps"]``, else as long as a trained one
+    at ``expected["sample_rate_hz"]`` (``whitening_taps``), else 1 (``NetworkKind.fresh``)."""
+    ifos = int(expected["ifos"])
+    rate = expected.get("sample_rate_hz")
+    taps = taps or int(expected.get("whitening_taps") or (whitening_taps(rate) if rate else 1))
+    return BBHnet(ifos, np.ones((ifos, taps)), 1.0, width=int(expected.get("width", 8)),
+                  depth=int(expected.get("depth", 3)))

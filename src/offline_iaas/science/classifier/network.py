@@ -5,8 +5,13 @@ Only imported by ``offline-iaas export`` (torch is the optional ``export`` extra
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
+
+from offline_iaas.config_sections import ModelConfig
+from offline_iaas.errors import ModelError
 
 
 class Classifier(nn.Module):
@@ -38,3 +43,19 @@ class Classifier(nn.Module):
         """``windows``: [batch, channels, kernel_samples] → statistic [batch]."""
         x = self.features(windows * self.input_scale)
         return self.head(x.mean(dim=-1)).squeeze(-1)
+
+
+def classifier_network(model_section: ModelConfig, channels: int, weights: Path | None):
+    """The campaign's classifier on ``channels`` streamed channels
+    (``Classifier``, eval mode): seeded by ``model.seed``, or ``weights``
+    (a state_dict) loaded into it. ModelError for a missing or foreign weight file."""
+    torch.manual_seed(model_section.seed)
+    model = Classifier(channels, input_scale=model_section.input_scale)
+    if weights is not None:
+        try:
+            model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+        except FileNotFoundError:
+            raise ModelError(f"{weights}: weight file not found") from None
+        except Exception as err:  # torch raises many types for a bad file
+            raise ModelError(f"{weights}: not a classifier state_dict: {err}") from None
+    return model.eval()

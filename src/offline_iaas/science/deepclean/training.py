@@ -1,0 +1,197 @@
+"""DeepClean's training on the campaign's data (``offline-iaas train-demo``).
+
+One network per interferometer. Input: the interferometer's witnesses (``data.witnesses``,
+else the synthetic dataset's ``<IFO>:PEM-SYNTH_WITNESS_<i>``); target: its strain band-passed
+to ``DEEPCLEAN_BAND_HZ`` (Butterworth, zero phase), which holds the witness-coupled 60 Hz line
+and its side bands plus the Gaussian noise of that band. The network cannot predict the
+noise, so minimising the mean squared error (in units of the target's standard deviation)
+teaches it the coupled part. At inference the averaged prediction is band-passed the same way
+and subtracted from the strain.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from scipy import signal
+from torch import nn
+
+from offline_iaas.config import CampaignConfig
+from offline_iaas.data.discovery import FrameFile
+from offline_iaas.errors import ConfigError
+from offline_iaas.models.training import deterministic, epochs_and_times, run_windows, training_data
+from offline_iaas.science.deepclean.network import DeepClean
+
+logger = logging.getLogger(__name__)
+
+DEEPCLEAN_BAND_HZ: tuple[float, float] = (55.0, 65.0)
+"""Band of the coupled line (Hz): DeepClean's training target and the inference band-pass."""
+BANDPASS_ORDER = 8
+"""Butterworth order of the band-pass (applied forward and backward)."""
+DEMO_DEEPCLEAN: dict[str, Any] = {"epochs": 16, "seconds": 256.0}
+"""``train_deepclean``'s settings for the demo (``train_demo_networks``)."""
+
+
+def bandpass(
+    values: np.ndarray,
+    sample_rate: float,
+    band_hz: tuple[float, float] = DEEPCLEAN_BAND_HZ,
+    order: int = BANDPASS_ORDER,
+) -> np.ndarray:
+    """Zero-phase Butterworth band-pass (``butter(..., output="sos")`` + ``sosfiltfilt``)."""
+    sos = signal.butter(order, band_hz, btype="bandpass", fs=sample_rate, output="sos")
+    return signal.sosfiltfilt(sos, np.asarray(values, dtype=np.float64), axis=-1)
+
+
+def strain_channel(channels: Sequence[str], ifo: str, source: Path | None) -> str:
+    """The first strain channel of ``ifo`` in ``channels`` (``data.channels`` of the config
+    file ``source``)."""
+    for channel in channels:
+        if channel.split(":", 1)[0] == ifo:
+            return channel
+    raise ConfigError(f"{source}: no channel of {ifo} in data.channels")
+
+
+def witness_channels(config: CampaignConfig, ifo: str) -> list[str]:
+    """DeepClean's witnesses of ``ifo``: ``data.witnesses``, else the synthetic dataset's."""
+    if config.data.witnesses:
+        return list(config.witnesses_of(ifo))
+    if config.synth.witnesses < 1:
+        raise ConfigError(f"{config.source}: DeepClean needs witnesses (synth.witnesses >= 1)")
+    return [f"{ifo}:PEM-SYNTH_WITNESS_{i}" for i in range(config.synth.witnesses)]
+
+
+def train_deepclean(
+    config: CampaignConfig,
+    frames: Sequence[FrameFile],
+    ifo: str,
+    epochs: int,
+    seconds: float,
+    *,
+    offset_seconds: float = 0.0,
+    windows_per_epoch: int = 2048,
+    batch_size: int = 64,
+    learning_rate: float = 1e-2,
+    seed: int = 0,
+    threads: int = 2,
+) -> DeepClean:
+    """Train DeepClean to predict ``ifo``'s witness-coupled strain noise.
+
+    Parameters
+    ----------
+    config
+        The campaign (span, model rate, kernel, strain channels, ``synth.witnesses``).
+    frames
+        Frame files holding the strain and the witnesses (``discover_frames``).
+    ifo
+        Interferometer prefix (``H1``).
+    epochs
+        Passes of ``windows_per_epoch`` random windows.
+    seconds
+        Training data (s), from ``data.start + offset_seconds``.
+
+    Returns
+    -------
+    DeepClean
+        In eval mode; ``model.training_report`` holds the statistics, losses and timing.
+    """
+    started = time.monotonic()
+    with deterministic(threads):
+        rate = config.data.sample_rate
+        kernel = config.kernel_samples
+        witnesses = witness_channels(config, ifo)
+        strain_name = strain_channel(config.data.channels, ifo, config.source)
+        data, start, end = training_data(config, frames, [strain_name, *witnesses], seconds,
+                                      offset_seconds)
+        data = data.astype(np.float64)
+        read_seconds = time.monotonic() - started
+        cpu_started = time.process_time()
+        target = bandpass(data[0], rate)
+        wit = data[1:]
+        witness_mean = wit.mean(axis=1)
+        witness_std = wit.std(axis=1)
+        witness_std[witness_std == 0] = 1.0
+        strain_mean = 0.0  # a band-passed target has no mean
+        strain_std = float(target.std()) or 1.0
+
+        torch.manual_seed(seed)
+        rng = np.random.default_rng(seed)
+        model = DeepClean(len(witnesses), witness_mean, witness_std, strain_mean, strain_std)
+        optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
+        steps = epochs * -(-windows_per_epoch // batch_size)
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, learning_rate, total_steps=steps)
+        wit_t = torch.as_tensor(wit, dtype=torch.float32)
+        target_t = torch.as_tensor(target / strain_std, dtype=torch.float32)
+        offsets = torch.arange(kernel)
+        losses: list[float] = []
+        model.train()
+        for epoch in range(epochs):
+            starts = rng.integers(0, wit.shape[1] - kernel + 1, size=windows_per_epoch)
+            total = 0.0
+            for b in range(0, windows_per_epoch, batch_size):
+                index = torch.as_tensor(starts[b : b + batch_size])[:, None] + offsets
+                x = wit_t[:, index].transpose(0, 1)  # [batch, witnesses, kernel]
+                y = target_t[index]
+                prediction = (model(x) - model.strain_mean) / model.strain_std
+                loss = nn.functional.mse_loss(prediction, y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                total += float(loss.detach()) * len(index)
+            losses.append(total / windows_per_epoch)
+            logger.info(f"deepclean {ifo}: epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f}")
+        model.eval()
+        model.training_report = {
+            "kind": "deepclean",
+            "ifo": ifo,
+            "strain_channel": strain_name,
+            "witness_channels": witnesses,
+            "sample_rate": rate,
+            "kernel_samples": kernel,
+            "band_hz": list(DEEPCLEAN_BAND_HZ),
+            "bandpass_order": BANDPASS_ORDER,
+            "gps_start": start,
+            "gps_end": end,
+            "witness_mean": witness_mean.tolist(),
+            "witness_std": witness_std.tolist(),
+            "strain_mean": strain_mean,
+            "strain_std": strain_std,
+            **epochs_and_times(epochs, windows_per_epoch, losses, read_seconds, started,
+                                cpu_started),
+        }
+        return model
+
+
+def predict_deepclean(
+    model: nn.Module, witnesses: np.ndarray, kernel_samples: int, stride_samples: int,
+    batch_size: int = 256,
+) -> np.ndarray:
+    """Run DeepClean over ``[witnesses, n]`` samples in windows ``stride`` apart.
+
+    Returns the ``[n_windows, kernel]`` predictions of windows starting at ``j * stride``.
+    """
+    return run_windows(
+        model, witnesses, kernel_samples, stride_samples, batch_size, (kernel_samples,)
+    )
+
+
+def train_demo_networks(
+    config: CampaignConfig, frames: Sequence[FrameFile], *, seed: int, threads: int,
+    dataset: Any, **overrides: Any,
+) -> dict[str, DeepClean]:
+    """The demo's DeepClean of each interferometer (``deepclean-<IFO>``): ``train_deepclean``
+    with ``DEMO_DEEPCLEAN`` and ``overrides``; none without synthetic witnesses
+    (``synth.witnesses`` < 1). ``NetworkKind.train_demo``."""
+    if config.synth.witnesses < 1:
+        return {}
+    return {f"deepclean-{ifo}": train_deepclean(
+                config, frames, ifo,
+                **{"seed": seed, "threads": threads, **DEMO_DEEPCLEAN, **overrides})
+            for ifo in config.ifos}
