@@ -71,7 +71,9 @@ def streamable_network(kind: str, path: Path, loaded: Any, expected: Mapping[str
         graph that is not one of ours; the reason names the file and what was found.
     """
     called = network_kind(kind).title
-    if isinstance(loaded, type(build_network(kind, expected))):  # a state_dict's: ours
+    with torch.random.fork_rng(devices=[]):  # building one must not move the caller's seed
+        ours = type(build_network(kind, expected))
+    if isinstance(loaded, ours):  # a state_dict's (``weights.load_network``)
         return loaded
     form = "TorchScript" if isinstance(loaded, nn.Module) else "ONNX"
     graph = _load_graph(path, form)  # as the file has it (``loaded`` may be adapted)

@@ -1,5 +1,9 @@
 """User weights for DeepClean and BBHnet: load, check against the campaign, export to ONNX.
 
+Each network kind is its mode package's (``ModePackage.network_kinds``): its record
+(``modes.NetworkKind``, found by ``mode_packages.network_kind``) says its input rows, output
+and how to build a fresh network of its architecture; this module names none of them.
+
 Three kinds of file are accepted, told apart by content (not by name):
 
 * a torch **state_dict** (``torch.save(model.state_dict(), path)``; read with
@@ -20,7 +24,8 @@ the found shapes.
     ``witnesses`` (int), ``kernel_samples`` (int).
 ``bbhnet``
     ``ifos`` (int), ``kernel_samples`` (int), ``width`` (default 8), ``depth`` (default 3),
-    ``whitening_taps`` (optional: any length shorter than the kernel when absent).
+    ``whitening_taps`` (optional: any length shorter than the kernel when absent; a fresh
+    network's is as long as a trained one's at ``sample_rate_hz`` where that is given).
 Both
     ``input_name`` (default ``windows``), ``output_name`` (default ``prediction`` for
     DeepClean, ``statistic`` for BBHnet).
