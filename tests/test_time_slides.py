@@ -540,7 +540,7 @@ def test_the_time_slide_bench_measures_both_paths_over_the_same_windows(tmp_path
     assert server.streamed_data_seconds == 40 + (7 + 7 + 24) / 8
     assert client_side.streamed_data_seconds == 154 + 8 * 7 / 8
     per_second = 2 * 256 * 4
-    assert server.bytes_sent >= server.streamed_data_seconds * per_second
-    assert client_side.bytes_sent >= 154 * per_second > 3 * server.bytes_sent
+    assert server.run.bytes_sent >= server.streamed_data_seconds * per_second
+    assert client_side.run.bytes_sent >= 154 * per_second > 3 * server.run.bytes_sent
     text = markdown([server, client_side], load, 3, 1.0, 2, "the command")
     assert "| server |" in text and "| client-side |" in text and "bytes sent" in text

@@ -26,7 +26,7 @@ with time slides), so a campaign measures cleaning's gain on the same injections
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,6 +201,9 @@ class NetworkKind:
         networks of this kind trained on the campaign's synthetic dataset, by weight file
         stem (``deepclean-H1``), each with its ``training_report`` (``offline-iaas
         train-demo``, ``models/training.py``); None: the demo trains none.
+    per_ifo
+        One network per interferometer, weight files ``<name>-<IFO>.*`` (``weight_stems``);
+        otherwise one network, ``<name>.*``.
     """
 
     name: str
@@ -211,3 +214,8 @@ class NetworkKind:
     fresh: Callable[[Mapping[str, Any], int | None], Any]
     whitening_fir: bool = False
     train_demo: Callable[..., Mapping[str, Any]] | None = None
+    per_ifo: bool = False
+
+    def weight_stems(self, ifos: Sequence[str]) -> list[str]:
+        """The weight files' stems of a campaign with ``ifos`` (``deepclean-H1``, ...)."""
+        return [f"{self.name}-{ifo}" for ifo in ifos] if self.per_ifo else [self.name]

@@ -138,6 +138,16 @@ class ClientRun:
     def client_cpu_seconds(self) -> float:
         return sum(r.cpu_seconds for r in self.reports)
 
+    @property
+    def cpu_seconds(self) -> float:
+        """The clients' and the server's CPU time."""
+        return self.client_cpu_seconds + self.server_cpu_seconds
+
+    @property
+    def other_cpu_seconds(self) -> float:
+        """CPU time the machine's other processes took during the run (contention)."""
+        return max(0.0, self.machine_busy_seconds - self.cpu_seconds)
+
 
 def _worker_main(job: Job, streamer: Streamer, ready, go, done, release) -> None:
     pid = os.getpid()

@@ -31,16 +31,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from offline_iaas.atomic import write_text_atomic
 from offline_iaas.bench.clients import ClientJob, ClientRun, run_clients
-from offline_iaas.bench.provenance import source_commit
+from offline_iaas.bench.provenance import command_line, provenance_line, publish
 from offline_iaas.bench.server import bench_server
 from offline_iaas.bench.service import open_stream
 from offline_iaas.bench.workloads import BBHNET, Workload, write_weights
@@ -151,14 +149,6 @@ class Cost:
     """Windows streamed (warm-ups included)."""
     run: ClientRun
 
-    @property
-    def cpu_seconds(self) -> float:
-        return self.run.client_cpu_seconds + self.run.server_cpu_seconds
-
-    @property
-    def other_cpu_seconds(self) -> float:
-        return max(0.0, self.run.machine_busy_seconds - self.cpu_seconds)
-
 
 BACKGROUND, WITH_FOREGROUND = "background only", "with the foreground"
 
@@ -224,7 +214,7 @@ def measure_foreground(work_dir: Path, load: Workload = BBHNET,
 def foreground_ratios(pair: tuple[Cost, Cost]) -> tuple[float, float]:
     """The foreground's CPU and wall over the background's: (with - without) / without."""
     background, both = pair
-    return (both.cpu_seconds / background.cpu_seconds - 1,
+    return (both.run.cpu_seconds / background.run.cpu_seconds - 1,
             both.run.wall_seconds / background.run.wall_seconds - 1)
 
 
@@ -243,13 +233,13 @@ def markdown(config: CampaignConfig, measured: list[tuple[Cost, Cost]], load: Wo
         for c in pair:
             rows.append(f"| {repeat} | {c.name} | {c.windows:,} | {c.run.wall_seconds:.1f} | "
                         f"{c.run.client_cpu_seconds:.1f} | {c.run.server_cpu_seconds:.1f} | "
-                        f"{c.other_cpu_seconds:.1f} | {c.run.wall_seconds / analysed:.4f} | "
-                        f"{c.cpu_seconds / analysed:.4f} |")
+                        f"{c.run.other_cpu_seconds:.1f} | {c.run.wall_seconds / analysed:.4f} | "
+                        f"{c.run.cpu_seconds / analysed:.4f} |")
     ratios = [foreground_ratios(pair) for pair in measured]
     cpu = [r[0] for r in ratios]
     wall = [r[1] for r in ratios]
-    pooled_cpu = (sum(both.cpu_seconds for _, both in measured)
-                  / sum(background.cpu_seconds for background, _ in measured) - 1)
+    pooled_cpu = (sum(both.run.cpu_seconds for _, both in measured)
+                  / sum(background.run.cpu_seconds for background, _ in measured) - 1)
     background, both = measured[0]
     expected = foreground_windows_per_second(config.geometry, 1 / interval_seconds,
                                              config.bbhnet.found_seconds, evenly_spaced=True)
@@ -285,7 +275,7 @@ def markdown(config: CampaignConfig, measured: list[tuple[Cost, Cost]], load: Wo
         "Where other processes took CPU during a run (their column), its wall time shows that "
         "machine's load more than the run; CPU seconds per analysed second do not.",
         "",
-        f"Command: `{command}` at commit `{source_commit()}`.",
+        provenance_line(command),
         "",
     ])
 
@@ -311,11 +301,9 @@ def main(argv: list[str] | None = None) -> None:
         config, measured = measure_foreground(
             Path(tmp), BBHNET, args.data_seconds, args.clients, args.interval_seconds,
             args.slides, args.frame_rate, args.file_seconds, args.repeats, args.read_again)
-    command = " ".join(["python -m offline_iaas.bench.foreground", *(argv or sys.argv[1:])])
-    text = markdown(config, measured, BBHNET, args.interval_seconds, command, args.read_again)
-    print(text)
-    if args.out is not None:
-        write_text_atomic(args.out, text)
+    command = command_line("offline_iaas.bench.foreground", argv)
+    publish(markdown(config, measured, BBHNET, args.interval_seconds, command, args.read_again),
+            args.out)
 
 
 if __name__ == "__main__":

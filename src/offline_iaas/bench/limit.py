@@ -106,6 +106,6 @@ def measure_limit(
         data_seconds=load.window_seconds(run.windows),
         wall_seconds=run.wall_seconds,
         client_cpu_seconds=run.client_cpu_seconds,
-        other_cpu_seconds=max(0.0, run.machine_busy_seconds - run.client_cpu_seconds),
+        other_cpu_seconds=run.other_cpu_seconds,
         extra={"processes": processes, "threads_per_process": jobs[0].threads},
     )

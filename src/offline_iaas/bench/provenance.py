@@ -7,7 +7,11 @@ that wrote it and this commit, so a reader can tell whether it describes the lan
 from __future__ import annotations
 
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+
+from offline_iaas.atomic import write_text_atomic
 
 SOURCE_ROOT = Path(__file__).resolve().parents[3]
 """The checkout this package was imported from (``src/offline_iaas/bench/`` is three down)."""
@@ -31,3 +35,20 @@ def source_commit(root: Path | None = None) -> str:
             dirty = _git(where, "status", "--porcelain", "--untracked-files=no")
             return commit + (" +uncommitted changes" if dirty else "")
     return "unknown (not a git checkout)"
+
+
+def command_line(module: str, argv: Sequence[str] | None) -> str:
+    """The command that ran ``module``'s ``main(argv)`` (``sys.argv``'s arguments without)."""
+    return " ".join(["python -m", module, *(sys.argv[1:] if argv is None else argv)])
+
+
+def provenance_line(command: str) -> str:
+    """A generated document's last line: the command that wrote it and the commit."""
+    return f"Command: `{command}` at commit `{source_commit()}`."
+
+
+def publish(text: str, out: Path | None) -> None:
+    """Print a generated document, and write it to ``out`` too where given."""
+    print(text)
+    if out is not None:
+        write_text_atomic(out, text)

@@ -92,9 +92,7 @@ def measure_streams(path: str, streamer, jobs: list[ClientJob], server: BenchSer
         server_cpu_seconds=run.server_cpu_seconds,
         bytes_sent=run.bytes_sent,
         bytes_received=run.bytes_received,
-        other_cpu_seconds=max(
-            0.0, run.machine_busy_seconds - run.client_cpu_seconds - run.server_cpu_seconds
-        ),
+        other_cpu_seconds=run.other_cpu_seconds,
         extra={"in_flight": jobs[0].in_flight, "model": jobs[0].model},
     )
 

@@ -37,9 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from offline_iaas.atomic import write_text_atomic
-from offline_iaas.bench.clients import ClientJob, run_clients
-from offline_iaas.bench.provenance import source_commit
+from offline_iaas.bench.clients import ClientJob, ClientRun, run_clients
+from offline_iaas.bench.provenance import command_line, provenance_line, publish
 from offline_iaas.bench.server import bench_server
 from offline_iaas.bench.service import SEQUENCE_BASE_STEP, stream_updates
 from offline_iaas.bench.workloads import BBHNET, Workload, split_strides, write_weights
@@ -96,27 +95,19 @@ class PathCost:
     """One path's measurement."""
 
     name: str
-    wall_seconds: float
-    client_cpu_seconds: float
-    server_cpu_seconds: float
-    bytes_sent: int
+    run: ClientRun
+    """Its clients, and what they and the server cost."""
     slid_data_seconds: float
     """Data seconds of the windows each lag is formed on, summed over the lags (``N + 1``)."""
     streamed_data_seconds: float
     """Data seconds the clients streamed: with slides, each piece with its warm-up and
     history; client-side, each slide's formed windows with their warm-up."""
     analysed_data_seconds: float
-    other_cpu_seconds: float = 0.0
-    """CPU seconds other processes of the machine took during the run (contention)."""
-
-    @property
-    def cpu_seconds(self) -> float:
-        return self.client_cpu_seconds + self.server_cpu_seconds
 
     @property
     def rate(self) -> float:
         """Slid data seconds per wall second."""
-        return self.slid_data_seconds / self.wall_seconds
+        return self.slid_data_seconds / self.run.wall_seconds
 
 
 def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = SHIFTS,
@@ -161,11 +152,7 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = S
         slid = sum(formed) * stride_seconds
         streamed = (sum(job.data_seconds for job in jobs) if slides
                     else sum(n + warmup for n in formed if n) * stride_seconds)
-        other = max(0.0, run.machine_busy_seconds - run.client_cpu_seconds
-                    - run.server_cpu_seconds)
-        costs.append(PathCost(name, run.wall_seconds, run.client_cpu_seconds,
-                              run.server_cpu_seconds, run.bytes_sent, slid, streamed,
-                              sum(shares) * stride_seconds, other))
+        costs.append(PathCost(name, run, slid, streamed, sum(shares) * stride_seconds))
     return costs
 
 
@@ -180,13 +167,13 @@ def markdown(costs: list[PathCost], load: Workload, shifts: int, shift_seconds: 
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for c in costs:
-        rows.append(f"| {c.name} | {c.wall_seconds:.1f} | {c.client_cpu_seconds:.1f} | "
-                    f"{c.server_cpu_seconds:.1f} | {c.other_cpu_seconds:.1f} | "
-                    f"{c.bytes_sent / 1e6:.1f} | {c.rate:.0f} | "
-                    f"{c.slid_data_seconds / c.cpu_seconds:.0f} | "
+        rows.append(f"| {c.name} | {c.run.wall_seconds:.1f} | {c.run.client_cpu_seconds:.1f} | "
+                    f"{c.run.server_cpu_seconds:.1f} | {c.run.other_cpu_seconds:.1f} | "
+                    f"{c.run.bytes_sent / 1e6:.1f} | {c.rate:.0f} | "
+                    f"{c.slid_data_seconds / c.run.cpu_seconds:.0f} | "
                     f"{c.streamed_data_seconds:,.0f} | "
-                    f"{c.bytes_sent / c.streamed_data_seconds:,.0f} | "
-                    f"{c.bytes_sent / c.analysed_data_seconds:,.0f} |")
+                    f"{c.run.bytes_sent / c.streamed_data_seconds:,.0f} | "
+                    f"{c.run.bytes_sent / c.analysed_data_seconds:,.0f} |")
     raw = len(load.ifos) * load.sample_rate_hz * 4
     analysed = server.analysed_data_seconds
     return "\n".join([
@@ -204,20 +191,21 @@ def markdown(costs: list[PathCost], load: Workload, shifts: int, shift_seconds: 
         f"- throughput (slid data-s per wall s), server path over client-side: "
         f"{server.rate / client_side.rate:.2f}",
         f"- slid data-s per CPU s (clients and server), server path over client-side: "
-        f"{client_side.cpu_seconds / server.cpu_seconds:.2f}",
-        f"- client CPU seconds: {client_side.client_cpu_seconds / server.client_cpu_seconds:.0f}x"
-        f" fewer on the server path; bytes sent: "
-        f"{client_side.bytes_sent / server.bytes_sent:.0f}x fewer",
+        f"{client_side.run.cpu_seconds / server.run.cpu_seconds:.2f}",
+        f"- client CPU seconds: "
+        f"{client_side.run.client_cpu_seconds / server.run.client_cpu_seconds:.0f}x fewer on "
+        "the server path; bytes sent: "
+        f"{client_side.run.bytes_sent / server.run.bytes_sent:.0f}x fewer",
         f"- bytes per data second (TCP payload, gRPC framing included; the channels' own are "
         f"{len(load.ifos)} x {load.sample_rate_hz:g} Hz x 4 B = {raw:,.0f} B): per streamed "
-        f"second the server path sends {server.bytes_sent / server.streamed_data_seconds:,.0f}"
+        f"second the server path sends {server.run.bytes_sent / server.streamed_data_seconds:,.0f}"
         f" B, as without slides (the client-side path, which streams without slides, "
-        f"{client_side.bytes_sent / client_side.streamed_data_seconds:,.0f} B); per analysed "
-        f"second {server.bytes_sent / server.analysed_data_seconds:,.0f} B (x "
+        f"{client_side.run.bytes_sent / client_side.streamed_data_seconds:,.0f} B); per analysed "
+        f"second {server.run.bytes_sent / server.analysed_data_seconds:,.0f} B (x "
         f"{server.streamed_data_seconds / server.analysed_data_seconds:.3f}: each piece streams "
         f"the stretch's warm-up, and each but the first the longest slide's history, "
         f"{shifts * shift_seconds:g} s, before its share) against the client-side path's "
-        f"{client_side.bytes_sent / client_side.analysed_data_seconds:,.0f} B (every sample "
+        f"{client_side.run.bytes_sent / client_side.analysed_data_seconds:,.0f} B (every sample "
         f"once per lag where that slide is formed, up to x {shifts + 1})",
         "",
         "Both paths run the same network on the same windows, and the network dominates the "
@@ -231,7 +219,7 @@ def markdown(costs: list[PathCost], load: Workload, shifts: int, shift_seconds: 
         "CPU during one of them (their column), its wall time, and the throughput ratio, "
         "show that machine's load more than the path; CPU seconds per slid second do not.",
         "",
-        f"Command: `{command}` at commit `{source_commit()}`.",
+        provenance_line(command),
         "",
     ])
 
@@ -247,12 +235,9 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="offline-iaas-timeslides-") as tmp:
         costs = measure_time_slides(Path(tmp), BBHNET, args.shifts, args.shift_seconds,
                                     args.data_seconds, args.clients)
-    command = "python -m offline_iaas.bench.timeslides" + (
-        f" --out {args.out}" if args.out else "")
-    text = markdown(costs, BBHNET, args.shifts, args.shift_seconds, args.clients, command)
-    print(text)
-    if args.out is not None:
-        write_text_atomic(args.out, text)
+    command = command_line("offline_iaas.bench.timeslides", argv)
+    publish(markdown(costs, BBHNET, args.shifts, args.shift_seconds, args.clients, command),
+            args.out)
 
 
 if __name__ == "__main__":

@@ -233,9 +233,7 @@ def write_weights(load: Workload, directory: Path, seed: int = 0) -> Path | None
     for network in load.mode.networks:
         if network not in kinds:
             continue  # a network without weights (the chain's subtraction)
-        kind = kinds[network]
-        per_ifo = kind.input_rows == "witnesses"  # one network per detector's witnesses
-        for name in ([f"{network}-{ifo}" for ifo in load.ifos] if per_ifo else [network]):
+        for name in kinds[network].weight_stems(load.ifos):
             net = build_network(network, expected)
             if hasattr(net, "input_scale"):  # BBHnet reads strain of STRAIN_SCALE
                 net.input_scale.fill_(1 / STRAIN_SCALE)

@@ -4,8 +4,9 @@ The demo's networks are trained by their packages (``science/deepclean/training.
 one per interferometer; ``science/bbhnet/training.py``: BBHnet), each named by its network
 kind (``NetworkKind.train_demo``). ``train_demo`` runs them in a child process under the
 pinned numerics and writes their state_dicts with one summary. What they share is here: the
-training span read from the frames (``training_data``), deterministic torch threads
-(``deterministic``), a report's epochs and times, and a network run over a span's windows.
+training span read from the frames, with its report's clocks (``training_data``, a
+``TrainingSpan``), deterministic torch threads (``deterministic``), and a network run over a
+span's windows.
 
 Everything runs on the CPU with at most ``threads`` torch threads; the demo settings
 (``train_demo``) finish in well under three minutes on two cores.
@@ -19,6 +20,7 @@ import logging
 import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +41,42 @@ from offline_iaas.models.weights import TRAINING_SUMMARY
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class TrainingSpan:
+    """The data a network trains on, with its GPS bounds and the clocks its report's times
+    are measured from."""
+
+    data: np.ndarray
+    """``[channels, samples]`` at the model's rate."""
+    gps_start: float
+    gps_end: float
+    started: float
+    """``time.monotonic()`` when the read began."""
+    read_seconds: float
+    """Wall time the read took."""
+    cpu_started: float
+    """``time.process_time()`` when the read ended (training's CPU time starts there)."""
+
+    def report(self, epochs: int, windows_per_epoch: int, losses: list[float],
+               accuracy: list[float] | None = None) -> dict[str, Any]:
+        """A training report's span, epochs, losses (and accuracy) and times (training's
+        from the end of the read until now)."""
+        return {"gps_start": self.gps_start, "gps_end": self.gps_end,
+                "epochs": epochs, "windows_per_epoch": windows_per_epoch, "loss": losses,
+                **({"accuracy": accuracy} if accuracy is not None else {}),
+                "read_seconds": self.read_seconds,
+                "train_seconds": time.monotonic() - self.started - self.read_seconds,
+                "train_cpu_seconds": time.process_time() - self.cpu_started,
+                "threads": torch.get_num_threads()}
+
+
 def training_data(
     config: CampaignConfig, frames: Sequence[FrameFile], channels: Sequence[str],
     seconds: float, offset_seconds: float,
-) -> tuple[np.ndarray, float, float]:
-    """``channels`` over the training span at the model's rate, with its GPS bounds: ``seconds``
-    from ``data.start + offset_seconds``, whole samples, at least two kernels long."""
+) -> TrainingSpan:
+    """``channels`` over the training span at the model's rate: ``seconds`` from
+    ``data.start + offset_seconds``, whole samples, at least two kernels long."""
+    started = time.monotonic()
     start = config.data.start + offset_seconds
     end = min(config.data.start + config.data.duration, start + seconds)
     rate = config.data.sample_rate
@@ -54,7 +86,9 @@ def training_data(
             f"{config.source}: training needs at least {2 * config.model.kernel_seconds} s of "
             f"data from {start}, the span has {end - start} s"
         )
-    return read_span(frames, channels, start, end, rate), start, end
+    data = read_span(frames, channels, start, end, rate)
+    return TrainingSpan(data, start, end, started, time.monotonic() - started,
+                        time.process_time())
 
 
 @contextlib.contextmanager
@@ -73,20 +107,6 @@ def deterministic(threads: int) -> Iterator[None]:
         yield
     finally:
         torch.use_deterministic_algorithms(before)
-
-
-def epochs_and_times(epochs: int, windows_per_epoch: int, losses: list[float],
-                      read_seconds: float, started: float, cpu_started: float,
-                      accuracy: list[float] | None = None) -> dict[str, Any]:
-    """A training report's epochs, losses (and accuracy) and times (``started``/
-    ``cpu_started``: the ``time.monotonic``/``time.process_time`` its training began at,
-    reading included)."""
-    return {"epochs": epochs, "windows_per_epoch": windows_per_epoch, "loss": losses,
-            **({"accuracy": accuracy} if accuracy is not None else {}),
-            "read_seconds": read_seconds,
-            "train_seconds": time.monotonic() - started - read_seconds,
-            "train_cpu_seconds": time.process_time() - cpu_started,
-            "threads": torch.get_num_threads()}
 
 
 def run_windows(

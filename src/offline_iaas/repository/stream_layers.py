@@ -6,11 +6,13 @@ without its padding, ``without_padding``, the stream supplying the neighbours), 
 the numpy runners (``backend/layer_stream.py``) by its ``Conv`` geometry (``conv_of``) and run
 in torch through ``torch_run``. Weights that are not our architecture are converted to ONNX
 (``onnx_for_cut``) and cut from their own operators (``streamed_foreign.py``), a failure
-being a refusal (``cut_refusal``, ``cut_failures_refused``), not a crash.
+being a refusal (``cut_refusal``, ``cut_failures_refused``), not a crash. Every exporter
+writes its runners' geometry with ``write_manifest``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,9 +22,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import NotStreamable
 from offline_iaas.models.weights import export_onnx
-from offline_iaas.repository.backend.layer_stream import Conv, Run
+from offline_iaas.repository.backend.layer_stream import MANIFEST, Conv, Run
 
 
 class Layer(nn.Module):
@@ -37,6 +40,12 @@ class Layer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.function(x)
+
+
+def write_manifest(directory: Path, spec: dict[str, Any]) -> None:
+    """``spec`` (a runner's ``spec()``, or ``spec_of``) as ``directory``'s manifest, the
+    ``streamed.json`` that ``backend/layer_stream.open_streamed`` reads."""
+    write_text_atomic(directory / MANIFEST, json.dumps(spec, indent=1) + "\n")
 
 
 def conv_of(module: nn.Conv1d) -> Conv:

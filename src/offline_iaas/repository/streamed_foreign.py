@@ -26,7 +26,6 @@ graphs are checked on probe streams against the graph on whole windows before th
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -36,12 +35,10 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import NotStreamable
 from offline_iaas.repository.backend.streamed_network import (
     EDGES,
     HEAD,
-    MANIFEST,
     WHITENING,
     Conv,
     Node,
@@ -59,6 +56,7 @@ from offline_iaas.repository.onnx_subgraph import (
     subgraph,
     tensor_names,
 )
+from offline_iaas.repository.stream_layers import write_manifest
 
 _EACH_SAMPLE = frozenset({
     "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Selu", "Celu", "Softplus", "Softsign",
@@ -460,7 +458,7 @@ def write_cut(cut: StreamCut, model: onnx.ModelProto, ifos: int, kernel_samples:
         for run, graph in cut.graphs.items():
             onnx.save(graph, str(staging / f"{run}.onnx"))
         spec = spec_of(cut.nodes, ifos, kernel_samples, stride_samples, 1)
-        write_text_atomic(staging / MANIFEST, json.dumps(spec, indent=1) + "\n")
+        write_manifest(staging, spec)
         try:
             check_against_whole_windows(staging, model, ifos, kernel_samples,
                                         stride_samples, output, where)

@@ -19,14 +19,12 @@ graphs").
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import NotStreamable, WholeWindowLayer
 from offline_iaas.geometry import StreamGeometry
@@ -35,7 +33,6 @@ from offline_iaas.repository.backend.streamed_network import (
     DIRECTORY_SUFFIX,
     EDGES,
     HEAD,
-    MANIFEST,
     WHITENING,
     Conv,
     Node,
@@ -47,7 +44,13 @@ from offline_iaas.repository.backend.streamed_network import (
     phases_of,
     spec_of,
 )
-from offline_iaas.repository.stream_layers import Layer, conv_of, torch_run, without_padding
+from offline_iaas.repository.stream_layers import (
+    Layer,
+    conv_of,
+    torch_run,
+    without_padding,
+    write_manifest,
+)
 from offline_iaas.science.bbhnet.network import BBHnet
 from offline_iaas.science.classifier.network import Classifier
 
@@ -223,7 +226,7 @@ def export_streamed(network: BBHnet | Classifier, kernel_samples: int, stride_sa
     export_onnx(head, directory / f"{HEAD}.onnx", "x", "y", (1, head.in_features))
     spec = spec_of(streamed.nodes, streamed.ifos, kernel_samples, stride_samples,
                    streamed.whitening_taps)
-    write_text_atomic(directory / MANIFEST, json.dumps(spec, indent=1) + "\n")
+    write_manifest(directory, spec)
     return directory
 
 

@@ -12,7 +12,6 @@ PSD of the training strain.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +23,7 @@ from torch import nn
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile
 from offline_iaas.errors import ConfigError
-from offline_iaas.models.training import deterministic, epochs_and_times, run_windows, training_data
+from offline_iaas.models.training import deterministic, run_windows, training_data
 from offline_iaas.science.bbhnet.network import (
     WHITENING_SECONDS,
     BBHnet,
@@ -128,14 +127,12 @@ def train_bbhnet(
     BBHnet
         In eval mode; ``model.training_report`` holds the PSD, losses and timing.
     """
-    started = time.monotonic()
     with deterministic(threads):
         rate = config.data.sample_rate
         kernel = config.kernel_samples
         channels = list(config.data.channels)
-        strain, start, end = training_data(config, frames, channels, seconds, offset_seconds)
-        read_seconds = time.monotonic() - started
-        cpu_started = time.process_time()
+        span = training_data(config, frames, channels, seconds, offset_seconds)
+        strain, start = span.data, span.gps_start
         freqs, psd = background_psd(strain, rate)
         scale = config.model.input_scale
         model_taps = bbhnet_whitening(freqs, psd, rate, scale)
@@ -198,13 +195,10 @@ def train_bbhnet(
             "width": width,
             "depth": depth,
             "whitening_taps": int(model_taps.shape[1]),
-            "gps_start": start,
-            "gps_end": end,
             "psd_frequencies_hz": freqs.tolist(),
             "psd": psd.tolist(),
             "snr_range": list(snr_range),
-            **epochs_and_times(epochs, windows_per_epoch, losses, read_seconds, started,
-                                cpu_started, accuracy),
+            **span.report(epochs, windows_per_epoch, losses, accuracy),
         }
         return model
 

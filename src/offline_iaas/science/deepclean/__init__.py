@@ -18,8 +18,10 @@ DEEPCLEAN_STREAMED = {
 DEEPCLEAN_NETWORK = NetworkKind(
     "deepclean", "DeepClean", "witnesses", predicts_samples=True, output_name="prediction",
     fresh=deferred("offline_iaas.science.deepclean.network:fresh_network"),
-    train_demo=deferred("offline_iaas.science.deepclean.training:train_demo_networks"))
-"""The network users bring DeepClean weights for (``deepclean-<IFO>.*``)."""
+    train_demo=deferred("offline_iaas.science.deepclean.training:train_demo_networks"),
+    per_ifo=True)
+"""The network users bring DeepClean weights for, one per interferometer
+(``deepclean-<IFO>.*``)."""
 
 MODE = Mode("deepclean", strain=False, witnesses=True, networks=("deepclean",),
             outputs=("noise",), averages=True)

@@ -22,6 +22,7 @@ from offline_iaas.repository.networks import (
     weights_digests,
 )
 from offline_iaas.repository.pipeline import CANARY_NETWORK
+from offline_iaas.science.deepclean import DEEPCLEAN_NETWORK
 
 
 def combined_deepclean(config: CampaignConfig, weights: Path | None, out: Path) -> Path:
@@ -78,7 +79,7 @@ def deepclean_graphs(request: GraphRequest) -> list[Graph]:
     canary = request.canary_weights
     ifos, k = len(config.ifos), config.kernel_samples
     windows = ("windows", (-1, len(config.stream_channels), k))
-    per_ifo = [f"deepclean-{ifo}" for ifo in config.ifos]
+    per_ifo = DEEPCLEAN_NETWORK.weight_stems(config.ifos)
     graphs = [Graph("deepclean", combined_deepclean(config, weights, out_dir / "deepclean.onnx"),
                     (windows,), (("prediction", (-1, ifos, k)),),
                     weights_sha256=weights_digests(weights, per_ifo, False))]

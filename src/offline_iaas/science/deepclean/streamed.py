@@ -14,7 +14,6 @@ onnxruntime.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,14 +21,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import NotStreamable, WholeWindowLayer
 from offline_iaas.geometry import StreamGeometry
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.layer_stream import (
     DIRECTORY_SUFFIX,
-    MANIFEST,
     ConvTranspose,
     Node,
     cumulative_stride,
@@ -47,7 +44,13 @@ from offline_iaas.repository.backend.streamed_deepclean import (
     run_name,
 )
 from offline_iaas.repository.pipeline import CANARY_NETWORK
-from offline_iaas.repository.stream_layers import Layer, conv_of, torch_run, without_padding
+from offline_iaas.repository.stream_layers import (
+    Layer,
+    conv_of,
+    torch_run,
+    without_padding,
+    write_manifest,
+)
 from offline_iaas.science.deepclean.network import DeepClean
 
 __all__ = ["deepclean_graph", "export_streamed_deepclean", "macs_per_window",
@@ -234,7 +237,7 @@ def export_streamed_deepclean(networks: dict[str, DeepClean],
             export_onnx(edge_module(network, nodes, cone),
                         directory / f"{run_name(ifo, edge)}.onnx", "x", "y",
                         (2, network.witnesses, cone.input_samples()))
-    write_text_atomic(directory / MANIFEST, json.dumps(streamed.spec(), indent=1) + "\n")
+    write_manifest(directory, streamed.spec())
     return directory
 
 

@@ -12,7 +12,6 @@ and subtracted from the strain.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from torch import nn
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile
 from offline_iaas.errors import ConfigError
-from offline_iaas.models.training import deterministic, epochs_and_times, run_windows, training_data
+from offline_iaas.models.training import deterministic, run_windows, training_data
 from offline_iaas.science.deepclean.network import DeepClean
 
 logger = logging.getLogger(__name__)
@@ -101,17 +100,14 @@ def train_deepclean(
     DeepClean
         In eval mode; ``model.training_report`` holds the statistics, losses and timing.
     """
-    started = time.monotonic()
     with deterministic(threads):
         rate = config.data.sample_rate
         kernel = config.kernel_samples
         witnesses = witness_channels(config, ifo)
         strain_name = strain_channel(config.data.channels, ifo, config.source)
-        data, start, end = training_data(config, frames, [strain_name, *witnesses], seconds,
-                                      offset_seconds)
-        data = data.astype(np.float64)
-        read_seconds = time.monotonic() - started
-        cpu_started = time.process_time()
+        span = training_data(config, frames, [strain_name, *witnesses], seconds,
+                             offset_seconds)
+        data = span.data.astype(np.float64)
         target = bandpass(data[0], rate)
         wit = data[1:]
         witness_mean = wit.mean(axis=1)
@@ -157,14 +153,11 @@ def train_deepclean(
             "kernel_samples": kernel,
             "band_hz": list(DEEPCLEAN_BAND_HZ),
             "bandpass_order": BANDPASS_ORDER,
-            "gps_start": start,
-            "gps_end": end,
             "witness_mean": witness_mean.tolist(),
             "witness_std": witness_std.tolist(),
             "strain_mean": strain_mean,
             "strain_std": strain_std,
-            **epochs_and_times(epochs, windows_per_epoch, losses, read_seconds, started,
-                                cpu_started),
+            **span.report(epochs, windows_per_epoch, losses),
         }
         return model
 
