@@ -5,8 +5,8 @@ one per interferometer; ``science/bbhnet/training.py``: BBHnet), each named by i
 kind (``NetworkKind.train_demo``). ``train_demo`` runs them in a child process under the
 pinned numerics and writes their state_dicts with one summary. What they share is here: the
 training span read from the frames, with its report's clocks (``training_data``, a
-``TrainingSpan``), deterministic torch threads (``deterministic``), and a network run over a
-span's windows.
+``TrainingSpan``), deterministic torch threads (``deterministic``), the optimiser and its
+learning-rate schedule (``OneCycle``), and a network run over a span's windows.
 
 Everything runs on the CPU with at most ``threads`` torch threads; the demo settings
 (``train_demo``) finish in well under three minutes on two cores.
@@ -107,6 +107,27 @@ def deterministic(threads: int) -> Iterator[None]:
         yield
     finally:
         torch.use_deterministic_algorithms(before)
+
+
+class OneCycle:
+    """Adam under a one-cycle learning rate over ``epochs`` of ``windows_per_epoch`` windows in
+    batches of ``batch_size`` (the last batch of an epoch may be short): what both trainers
+    optimise with."""
+
+    def __init__(self, parameters: Iterator[nn.Parameter], learning_rate: float, epochs: int,
+                 windows_per_epoch: int, batch_size: int) -> None:
+        self.optimizer = torch.optim.Adam(parameters, lr=learning_rate)
+        steps = epochs * -(-windows_per_epoch // batch_size)
+        self.scheduler = torch.optim.lr_scheduler.OneCycleLR(self.optimizer, learning_rate,
+                                                             total_steps=steps)
+
+    def step(self, loss: torch.Tensor) -> float:
+        """One optimisation step on ``loss``; its value."""
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.scheduler.step()
+        return float(loss.detach())
 
 
 def run_windows(

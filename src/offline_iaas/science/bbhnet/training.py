@@ -23,7 +23,7 @@ from torch import nn
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile
 from offline_iaas.errors import ConfigError
-from offline_iaas.models.training import deterministic, run_windows, training_data
+from offline_iaas.models.training import OneCycle, deterministic, run_windows, training_data
 from offline_iaas.science.bbhnet.network import (
     WHITENING_SECONDS,
     BBHnet,
@@ -150,9 +150,8 @@ def train_bbhnet(
         allowed = _allowed_starts(strain.shape[1], kernel, start, rate, exclude_gps)
         maker = InjectionMaker(rate, kernel, [ch.split(":", 1)[0] for ch in channels], rng,
                                population=population_spec(config.synth, config.source))
-        optimizer = torch.optim.Adam(network.parameters(), lr=learning_rate)
-        steps = epochs * -(-windows_per_epoch // batch_size)
-        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, learning_rate, total_steps=steps)
+        schedule = OneCycle(network.parameters(), learning_rate, epochs, windows_per_epoch,
+                            batch_size)
         offsets = np.arange(kernel)
         half = batch_size // 2
         labels = torch.cat([torch.zeros(batch_size - half), torch.ones(half)])
@@ -168,11 +167,7 @@ def train_bbhnet(
                 windows[batch_size - half :] += signals.astype(windows.dtype)
                 logits = network(torch.as_tensor(whiten_windows(windows, model_taps, scale)))
                 loss = nn.functional.binary_cross_entropy_with_logits(logits, labels)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                scheduler.step()
-                total += float(loss.detach()) * batch_size
+                total += schedule.step(loss) * batch_size
                 correct += int(((logits > 0).float() == labels).sum())
                 seen += batch_size
             losses.append(total / seen)

@@ -24,7 +24,7 @@ from torch import nn
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile
 from offline_iaas.errors import ConfigError
-from offline_iaas.models.training import deterministic, run_windows, training_data
+from offline_iaas.models.training import OneCycle, deterministic, run_windows, training_data
 from offline_iaas.science.deepclean.network import DeepClean
 
 logger = logging.getLogger(__name__)
@@ -119,9 +119,8 @@ def train_deepclean(
         torch.manual_seed(seed)
         rng = np.random.default_rng(seed)
         model = DeepClean(len(witnesses), witness_mean, witness_std, strain_mean, strain_std)
-        optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
-        steps = epochs * -(-windows_per_epoch // batch_size)
-        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, learning_rate, total_steps=steps)
+        schedule = OneCycle(model.parameters(), learning_rate, epochs, windows_per_epoch,
+                            batch_size)
         wit_t = torch.as_tensor(wit, dtype=torch.float32)
         target_t = torch.as_tensor(target / strain_std, dtype=torch.float32)
         offsets = torch.arange(kernel)
@@ -136,11 +135,7 @@ def train_deepclean(
                 y = target_t[index]
                 prediction = (model(x) - model.strain_mean) / model.strain_std
                 loss = nn.functional.mse_loss(prediction, y)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                scheduler.step()
-                total += float(loss.detach()) * len(index)
+                total += schedule.step(loss) * len(index)
             losses.append(total / windows_per_epoch)
             logger.info(f"deepclean {ifo}: epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f}")
         model.eval()
