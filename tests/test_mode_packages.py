@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from offline_iaas import mode_packages
-from offline_iaas.config import load_config
+from offline_iaas.config import load_config, write_config
 from offline_iaas.errors import ConfigError, ModelError
 from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.science.bbhnet import MODE as BBHNET_MODE
@@ -141,6 +141,74 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
     assert config.mode.networks == ("net",) and not config.mode.streamable
 
 
+SECTIONED_MODES = (
+    "import dataclasses\n"
+    "from offline_iaas.mode_packages import ModePackage\n"
+    "from offline_iaas.modes import Mode\n"
+    "@dataclasses.dataclass(frozen=True)\n"
+    "class TunedConfig:\n"
+    "    gain: float = 1.0\n"
+    "    label: str = 'plain'\n"
+    "@dataclasses.dataclass\n"
+    "class LooseConfig:\n"
+    "    gain: float = 1.0\n"
+    "def build(request): return []\n"
+    "def package(name, section): return ModePackage(Mode(name, strain=True, witnesses=False, "
+    "networks=('net',), outputs=('statistic',), streamable=False), {'net': build}, "
+    "config_section=section)\n"
+    "PACKAGE = package('tuned', TunedConfig)\n"
+    "LOOSE = package('loose', LooseConfig)\n"
+    "MERGE = package('merge', TunedConfig)\n")
+
+
+def test_a_mode_packages_own_config_section_is_read_checked_written_and_hashed(tmp_path,
+                                                                               on_path):
+    """A package's ``config_section`` is the campaign's ``[<mode>]``: its keys are read
+    (``config.mode_section``), checked as the core's are (unknown key, wrong type, negative
+    number: one line naming the key), written with the config and read back, and in both
+    hashes; a campaign of another mode refuses the section, and a package whose section is
+    not a frozen dataclass or is named like a core section is refused."""
+    site = _registered(tmp_path / "site", "sectioned-modes", (
+        "[offline_iaas.modes]\n"
+        "tuned = broken_mode_tuned:PACKAGE\n"
+        "loose = broken_mode_tuned:LOOSE\n"
+        "merge = broken_mode_tuned:MERGE\n"), {"broken_mode_tuned": SECTIONED_MODES})
+    on_path(site)
+    toml = tmp_path / "campaign.toml"
+    toml.write_text(SMALL_CAMPAIGN)
+    tuned = ['model.mode="tuned"']
+    default = load_config(toml, tuned)
+    assert (default.mode_section.gain, default.mode_section.label) == (1.0, "plain")
+    set_ = load_config(toml, [*tuned, "tuned.gain=2.5", 'tuned.label="loud"'])
+    assert (set_.mode_section.gain, set_.mode_section.label) == (2.5, "loud")
+    assert set_.stream_hash() != default.stream_hash()
+    assert set_.merge_hash() != default.merge_hash()
+    assert load_config(toml, [*tuned, "tuned.gain=1.0"]).stream_hash() == default.stream_hash()
+    write_config(set_, tmp_path / "written.toml")
+    assert "[tuned]\ngain = 2.5\n" in (tmp_path / "written.toml").read_text()
+    again = load_config(tmp_path / "written.toml")
+    assert again.mode_section == set_.mode_section
+    assert again.stream_hash() == set_.stream_hash()
+
+    refused = {
+        "unknown key": ([*tuned, "tuned.gane=2"], "unknown key 'tuned.gane' (known in "
+                                                   "[tuned]: gain, label)"),
+        "type": ([*tuned, 'tuned.gain="x"'], "'tuned.gain' must be"),
+        "negative": ([*tuned, "tuned.gain=-1"], "'tuned.gain' must not be negative"),
+        "not finite": ([*tuned, "tuned.gain=nan"], "'tuned.gain' must be a finite number"),
+        "other mode": (["tuned.gain=2"], "unknown section [tuned]"),
+        "not frozen": (['model.mode="loose"'], "a config_section that is not a frozen "
+                                                "dataclass"),
+        "core name": (['model.mode="merge"'], "whose name [merge] is a section of "
+                                               "offline-iaas itself"),
+    }
+    for case, (overrides, message) in refused.items():
+        with pytest.raises(ConfigError) as caught:
+            load_config(toml, overrides)
+        assert message in str(caught.value), case
+        assert str(toml) in str(caught.value) or "entry point" in str(caught.value), case
+
+
 @pytest.mark.parametrize("mode", mode_packages.BUILT_IN_MODES)
 def test_each_network_a_built_in_mode_streams_is_exported_by_its_own_package(mode):
     """``model.streamed`` exports each ``streamed`` stage's network by the mode package's
@@ -203,9 +271,10 @@ def test_a_mode_package_is_served_on_whole_windows_and_streamed_true_is_refused(
 # ---- a campaign with an installed mode package, end to end ----------------------------------
 
 def _power_by_definition(frames: Path, channels: list[str], ends: np.ndarray,
-                         kernel_seconds: float, shift_samples: int = 0) -> np.ndarray:
+                         kernel_seconds: float, scale: float, shift_samples: int = 0
+                         ) -> np.ndarray:
     """Each window's power from its definition (the fixture's docstring), the strain read from
-    the frames by gwpy: ``sum_c mean((1e21 x_c)^2) / (c + 1)`` over ``[end - kernel, end)``;
+    the frames by gwpy: ``sum_c mean((scale x_c)^2) / (c + 1)`` over ``[end - kernel, end)``;
     ``shift_samples`` moves every window (the negative control)."""
     from gwpy.timeseries import TimeSeries
 
@@ -215,7 +284,7 @@ def _power_by_definition(frames: Path, channels: list[str], ends: np.ndarray,
         series = TimeSeries.read(files, channel, format="gwf")
         rate, t0 = series.sample_rate.value, series.t0.value
         kernel = round(kernel_seconds * rate)
-        x = series.value.astype(np.float64) * 1e21
+        x = series.value.astype(np.float64) * scale
         for i, end in enumerate(ends):
             stop = round((end - t0) * rate) + shift_samples
             power[i] += np.mean(x[stop - kernel : stop] ** 2) / (c + 1)
@@ -227,7 +296,8 @@ def test_a_campaign_of_an_installed_mode_package_equals_its_reference_and_its_de
         small_campaign_dir, tmp_path):
     """pip installs the fixture package; export, make-dag, run-local, status, report and
     reference, each a fresh ``offline-iaas`` process finding the mode by its entry point, run
-    a campaign of mode ``power`` (one server, two clients, shard merges and their index). The
+    a campaign of mode ``power`` (one server, two clients, shard merges and their index), its
+    own setting (``[power] scale``) not the default. The
     output equals the reference; the statistic equals the power recomputed from the frames
     (and a window one sample late does not); the package's product (each stretch's loudest
     window) and its summary section and report section agree with that recomputation."""
@@ -235,7 +305,9 @@ def test_a_campaign_of_an_installed_mode_package_equals_its_reference_and_its_de
     root = small_campaign_dir(export=False)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    mode = ["--set", 'model.mode="power"', "--set", f'model.repository="{tmp_path / "repo"}"']
+    scale = 2e21  # the package's own setting, [power] scale (its default is 1e21)
+    mode = ["--set", 'model.mode="power"', "--set", f'model.repository="{tmp_path / "repo"}"',
+            "--set", f"power.scale={scale:g}"]
     toml, run = str(root / "campaign.toml"), tmp_path / "run"
 
     def offline_iaas(*args: str) -> str:
@@ -262,9 +334,9 @@ def test_a_campaign_of_an_installed_mode_package_equals_its_reference_and_its_de
     (statistic,) = read_campaign(campaign, "statistic")
     ends = statistic.times.value
     definition = _power_by_definition(root / "frames", list(config.data.channels), ends,
-                                      config.model.kernel_seconds)
+                                      config.model.kernel_seconds, scale)
     late = _power_by_definition(root / "frames", list(config.data.channels), ends,
-                                config.model.kernel_seconds, shift_samples=1)
+                                config.model.kernel_seconds, scale, shift_samples=1)
     assert np.ptp(definition) > 0.1 * np.mean(definition)  # the power follows the data
     np.testing.assert_allclose(statistic.value, definition, rtol=TOLERANCE)
     assert not np.allclose(statistic.value, late, rtol=TOLERANCE)  # control: one sample late

@@ -1,7 +1,8 @@
 """Campaign configuration: one TOML file, validated on load.
 
-Each section of the file is a dataclass of ``config_sections.py``; every field is a key of
-that section. Unknown sections or keys, wrong types and impossible values raise ``ConfigError``
+Each section of the file is a dataclass of ``config_sections.py``, or, for the section named
+for the campaign's mode, of its package (``ModePackage.config_section``); every field is a key
+of that section. Unknown sections or keys, wrong types and impossible values raise ``ConfigError``
 naming the key and the file. Relative paths are taken relative to the directory of the config file.
 
 Overrides (``--set section.key=value``) are applied before validation; the value is parsed as
@@ -42,7 +43,7 @@ from offline_iaas.config_sections import (
 )
 from offline_iaas.errors import ConfigError
 from offline_iaas.geometry import StreamGeometry
-from offline_iaas.mode_packages import find_mode
+from offline_iaas.mode_packages import find_mode, mode_package
 from offline_iaas.modes import Mode, Outputs
 
 OUTPUT_SECTIONS: tuple[str, ...] = ("data", "model", "layout", "synth", "deepclean", "bbhnet")
@@ -87,6 +88,9 @@ class CampaignConfig:
     site: SiteConfig = field(default_factory=SiteConfig)
     deepclean: DeepCleanConfig = field(default_factory=DeepCleanConfig)
     bbhnet: BBHnetConfig = field(default_factory=BBHnetConfig)
+    mode_section: Any = None
+    """The settings of the mode package's own section, ``[<model.mode>]`` (an instance of its
+    ``ModePackage.config_section``); None for a mode without one."""
     source: Path | None = None
     """The file it was loaded from (not a TOML key)."""
 
@@ -213,24 +217,32 @@ class CampaignConfig:
     def to_dict(self) -> dict[str, Any]:
         """The configuration as TOML-ready plain data (paths as strings)."""
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            if f.name == "source":
-                continue
-            section = getattr(self, f.name)
-            out[f.name] = {k: plain_value(v) for k, v in dataclasses.asdict(section).items()}
+        sections = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                    if f.name not in ("source", "mode_section")}
+        if self.mode_section is not None:
+            sections[self.model.mode] = self.mode_section
+        for name, section in sections.items():
+            out[name] = {k: plain_value(v) for k, v in dataclasses.asdict(section).items()}
         return out
+
+    @property
+    def _own_sections(self) -> tuple[str, ...]:
+        """The mode package's section, where it has one: hashed with ``OUTPUT_SECTIONS``."""
+        return (self.model.mode,) if self.mode_section is not None else ()
 
     def stream_hash(self) -> str:
         """Hash of what the clients' parts depend on: ``OUTPUT_SECTIONS`` less
         ``HASH_EXEMPT`` and ``MERGE_ONLY``. A part's sidecar records it; a part recorded under
         another is redone."""
-        return _digest(self._hashed(OUTPUT_SECTIONS, (*HASH_EXEMPT, *MERGE_ONLY)))
+        return _digest(self._hashed((*OUTPUT_SECTIONS, *self._own_sections),
+                                    (*HASH_EXEMPT, *MERGE_ONLY)))
 
     def merge_hash(self) -> str:
         """Hash of what the merge's outputs depend on: what ``stream_hash`` covers, the
         ``MERGE_ONLY`` keys and ``MERGE_SECTIONS``. The shard merges' and the merge's summaries
         record it: changing a merge-only setting redoes the merge nodes, not the clients."""
-        return _digest(self._hashed((*OUTPUT_SECTIONS, *MERGE_SECTIONS), HASH_EXEMPT))
+        return _digest(self._hashed((*OUTPUT_SECTIONS, *self._own_sections, *MERGE_SECTIONS),
+                                    HASH_EXEMPT))
 
     def v1_hash(self) -> str:
         """The one hash records of schema version 1 carry (``config_hash``, before the stream
@@ -296,19 +308,41 @@ def override_config(config: CampaignConfig, overrides: list[str] | tuple[str, ..
 
 def config_from_dict(raw: dict[str, Any], path: Path) -> CampaignConfig:
     """Validate plain data (as read from TOML) into a ``CampaignConfig``."""
-    unknown = sorted(set(raw) - set(SECTIONS))
+    own = _mode_section(raw, path)
+    known = {**SECTIONS, **dict([own] if own else [])}
+    unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise ConfigError(f"{path}: unknown section [{unknown[0]}] (known: {', '.join(SECTIONS)})")
+        raise ConfigError(f"{path}: unknown section [{unknown[0]}] (known: {', '.join(known)})")
     base = path.parent.resolve()
     sections = {}
-    for name, cls in SECTIONS.items():
+    for name, cls in known.items():
         values = raw.get(name, {})
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: {name} must be a section [{name}]")
         sections[name] = build_section(cls, name, values, path, base)
-    config = CampaignConfig(**sections, source=path.resolve())
+    mode_section = sections.pop(own[0]) if own else None
+    config = CampaignConfig(**sections, mode_section=mode_section, source=path.resolve())
     check_config(config, path)
     return config
+
+
+def _mode_section(raw: dict[str, Any], path: Path) -> tuple[str, type] | None:
+    """``(name, dataclass)`` of the section of ``raw``'s mode's package
+    (``ModePackage.config_section``); None where it has none or the mode is not found
+    (``check_config`` says so). A package refused is refused here, as ``check_config`` says it.
+    """
+    model = raw.get("model", {})
+    name = model.get("mode", ModelConfig.mode) if isinstance(model, dict) else None
+    try:
+        package = mode_package(name) if isinstance(name, str) else None
+    except ConfigError as err:
+        raise ConfigError(f"{path}: 'model.mode' = {name!r}: {err}") from None
+    if package is None or package.config_section is None:
+        return None
+    if name in SECTIONS:
+        raise ConfigError(f"{path}: the package of mode {name!r} has a config section, whose "
+                          f"name [{name}] is a section of offline-iaas itself")
+    return name, package.config_section
 
 
 def write_config(config: CampaignConfig, path: Path) -> None:

@@ -1,11 +1,11 @@
 """The rules every number of a campaign config meets, whatever its key (``check_config`` runs
 them): finite, never negative, and positive where zero means nothing.
 
-The numeric fields are found from the sections' dataclasses, so a new field is checked
-without being listed here. Zero is refused for a time (``*_seconds``, ``data.duration``), a
-rate or frequency (``*_rate``, ``*_hz``), a mass, a threshold in years, unless the key is in
-``ZERO_ALLOWED`` (where zero means something: "off", "one merge", "no crop"). The failures are
-``<file>: '<key>' <why>``, like every other rule's.
+The numeric fields are found from the sections' dataclasses (a mode package's section's too),
+so a new field is checked without being listed here. Zero is refused for a time
+(``*_seconds``, ``data.duration``), a rate or frequency (``*_rate``, ``*_hz``), a mass, a
+threshold in years, unless the key is in ``ZERO_ALLOWED`` (where zero means something: "off",
+"one merge", "no crop"). The failures are ``<file>: '<key>' <why>``, like every other rule's.
 """
 
 from __future__ import annotations
@@ -55,10 +55,19 @@ def _value(config: Any, key: str) -> Any:
     return config
 
 
+def numbers(c: CampaignConfig) -> Iterator[tuple[str, Any]]:
+    """``(section.key, value)`` of every number of ``c``: its sections' and its mode
+    package's section's (``[<mode>]``)."""
+    for key, _ in numeric_fields(type(c)):
+        yield key, _value(c, key)
+    if c.mode_section is not None:
+        for key, _ in numeric_fields(type(c.mode_section)):
+            yield f"{c.model.mode}.{key}", _value(c.mode_section, key)
+
+
 def check_finite(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
     """Every number finite (before any rule computes with one: NaN passes every comparison)."""
-    for key, _ in numeric_fields(type(c)):
-        value = _value(c, key)
+    for key, value in numbers(c):
         if isinstance(value, float) and not math.isfinite(value):
             fail(key, f"must be a finite number, got {value}")
 
@@ -66,8 +75,7 @@ def check_finite(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
 def check_signs(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
     """Every number not negative, and above zero where zero means nothing (after the rules
     that say more of a key)."""
-    for key, _ in numeric_fields(type(c)):
-        value = _value(c, key)
+    for key, value in numbers(c):
         if value < 0:
             fail(key, f"must not be negative, got {value:g}")
         if value == 0 and must_be_positive(key):

@@ -7,7 +7,8 @@ distribution.
 A mode package hands the core what it asks of a mode, and nothing else: its record
 (``modes.Mode``: what it streams, its networks, what its clients store), how to build each
 network's graph for the model repository (``graphs``, given a ``GraphRequest``), and, if it
-has them, its own product (written into the campaign file by the merge, with typed sections
+has them, its own settings (``config_section``: the campaign config's ``[<mode>]`` section),
+its own product (written into the campaign file by the merge, with typed sections
 of the campaign summary and the lines that say them) and its section of the report. The
 core finds a package by the mode's name (``model.mode``) through ``importlib.metadata`` and
 never imports one: no core module names a mode package (``tests/test_layering.py``). The
@@ -182,6 +183,12 @@ class ModePackage:
         The trained networks whose architecture it owns, that users bring weights for
         (``export --weights``, ``train-demo``): their ``NetworkKind`` records. A built-in
         mode's only.
+    config_section
+        A frozen dataclass of the mode's own settings: the campaign config's section named
+        for the mode (``[power]``), each key a field with a default (the config checks each
+        value's type and each number as they check the core's). A campaign of the mode holds
+        it as ``config.mode_section``; it is in both config hashes, so changing it redoes
+        the clients' parts. None: the mode has no settings of its own.
     """
 
     mode: Mode
@@ -195,6 +202,7 @@ class ModePackage:
     report_sections: tuple[ReportSection, ...] = ()
     streamed: Mapping[str, StreamedExport] = dataclasses.field(default_factory=dict)
     network_kinds: tuple[NetworkKind, ...] = ()
+    config_section: type | None = None
 
 
 def deferred(target: str) -> Callable[..., Any]:
@@ -291,6 +299,11 @@ def mode_names() -> tuple[str, ...]:
     return (*BUILT_IN_MODES, *registered)
 
 
+def _frozen_dataclass(cls: Any) -> bool:
+    return (isinstance(cls, type) and dataclasses.is_dataclass(cls)
+            and cls.__dataclass_params__.frozen)
+
+
 def _checked(package: object, name: str, where: str) -> ModePackage:
     if not isinstance(package, ModePackage):
         raise ConfigError(f"{where}: names a {type(package).__name__}, not an "
@@ -314,6 +327,9 @@ def _checked(package: object, name: str, where: str) -> ModePackage:
           if package.summary_sections or package.summary_lines else []),
         *(["streamed exports (streamed)"] if package.streamed else []),
         *(["network kinds for trained weights (network_kinds)"] if package.network_kinds
+          else []),
+        *(["a config_section that is not a frozen dataclass"]
+          if package.config_section is not None and not _frozen_dataclass(package.config_section)
           else []),
     ]
     if problems:
