@@ -1,7 +1,8 @@
 """Named points in the nodes' code where a test can step in; in a campaign nothing happens.
 
 The nodes mark a few places with ``reached(run, node, point)``: a client's ``start`` and
-``mid-stream`` (and ``between-foreground``: a second or later foreground stream has sent its
+``mid-stream`` (half its requests sent and the first answered, so that its sequence is open on
+the server; and ``between-foreground``: a second or later foreground stream has sent its
 first request), a server's ``start``, the merge's ``mid-write``. A test that wants a node to
 fail there sets ``OFFLINE_IAAS_TEST_HOOK`` to ``/path/to/file.py:function`` before the nodes
 start (the test suite sets it to ``tests/faults/inject.py:inject``, which reads

@@ -221,6 +221,10 @@ def _stream_once(
                     if index == 0 and item.number > len(share.pieces):
                         hooks.reached(run, share.node, "between-foreground")
                     if stream.sent == total_requests // 2:
+                        # mid-stream means the sequence is open on the server: the requests
+                        # sent may still wait in gRPC's queue until a response has come back
+                        while not stream.received:
+                            stream.take()
                         hooks.reached(run, share.node, "mid-stream")
             stream.drain()
     finally:  # what was sent counts even when the stream broke
