@@ -216,6 +216,11 @@ class NetworkKind:
     train_demo: Callable[..., Mapping[str, Any]] | None = None
     per_ifo: bool = False
 
+    def weight_stem(self, ifo: str) -> str:
+        """The stem of ``ifo``'s weight file (``deepclean-H1``; the kind's name where it has
+        one network for all detectors)."""
+        return f"{self.name}-{ifo}" if self.per_ifo else self.name
+
     def weight_stems(self, ifos: Sequence[str]) -> list[str]:
         """The weight files' stems of a campaign with ``ifos`` (``deepclean-H1``, ...)."""
-        return [f"{self.name}-{ifo}" for ifo in ifos] if self.per_ifo else [self.name]
+        return [self.weight_stem(ifo) for ifo in ifos] if self.per_ifo else [self.name]

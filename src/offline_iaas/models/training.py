@@ -50,10 +50,10 @@ class TrainingSpan:
     """``[channels, samples]`` at the model's rate."""
     gps_start: float
     gps_end: float
-    started: float
-    """``time.monotonic()`` when the read began."""
     read_seconds: float
     """Wall time the read took."""
+    read_ended: float
+    """``time.monotonic()`` when the read ended (training's wall time starts there)."""
     cpu_started: float
     """``time.process_time()`` when the read ended (training's CPU time starts there)."""
 
@@ -65,7 +65,7 @@ class TrainingSpan:
                 "epochs": epochs, "windows_per_epoch": windows_per_epoch, "loss": losses,
                 **({"accuracy": accuracy} if accuracy is not None else {}),
                 "read_seconds": self.read_seconds,
-                "train_seconds": time.monotonic() - self.started - self.read_seconds,
+                "train_seconds": time.monotonic() - self.read_ended,
                 "train_cpu_seconds": time.process_time() - self.cpu_started,
                 "threads": torch.get_num_threads()}
 
@@ -87,8 +87,8 @@ def training_data(
             f"data from {start}, the span has {end - start} s"
         )
     data = read_span(frames, channels, start, end, rate)
-    return TrainingSpan(data, start, end, started, time.monotonic() - started,
-                        time.process_time())
+    read_ended = time.monotonic()
+    return TrainingSpan(data, start, end, read_ended - started, read_ended, time.process_time())
 
 
 @contextlib.contextmanager

@@ -36,7 +36,7 @@ def combined_deepclean(config: CampaignConfig, weights: Path | None, out: Path) 
     for ifo in config.ifos:
         witnesses = config.witnesses_of(ifo)
         expected = {"witnesses": len(witnesses), "kernel_samples": config.kernel_samples}
-        path = weight_file(weights, f"deepclean-{ifo}", single=False)
+        path = weight_file(weights, DEEPCLEAN_NETWORK.weight_stem(ifo), single=False)
         single = out.with_name(f"{out.stem}-{ifo}.onnx")
         export_checked("deepclean", path, expected, single,
                         (2, len(witnesses), config.kernel_samples))

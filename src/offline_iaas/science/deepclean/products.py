@@ -31,6 +31,7 @@ from offline_iaas.physics import (
     zero_phase_blocks,
 )
 from offline_iaas.report.spectra import StrainSpectra
+from offline_iaas.science.deepclean import DEEPCLEAN_NETWORK
 from offline_iaas.science.deepclean.frames import CleanedFrames, publish_frames
 from offline_iaas.stretches import Stretch, output_x0
 
@@ -69,7 +70,7 @@ def held_out_choice(config: CampaignConfig, stretches: list[Stretch],
     rate = config.data.sample_rate
     choice: dict[str, tuple[int, int, int]] = {}
     for ifo in config.ifos:
-        span = training.get(f"deepclean-{ifo}")
+        span = training.get(DEEPCLEAN_NETWORK.weight_stem(ifo))
         for stretch in stretches:
             n = stretch.kept_windows(config.geometry) * config.stride_samples
             a, b = held_out_samples(output_x0(config.geometry, stretch, "noise"), n, rate,
@@ -220,7 +221,7 @@ def _asd_numbers(config: CampaignConfig, training: dict[str, list[float]], varia
     rate, d = config.data.sample_rate, config.deepclean
     result: dict[str, Any] = {}
     for ifo in config.ifos:
-        span = training.get(f"deepclean-{ifo}")
+        span = training.get(DEEPCLEAN_NETWORK.weight_stem(ifo))
         start, raw, cleaned = held_out.get(f"{variant.output}/{ifo}",
                                            (0.0, np.zeros(0), np.zeros(0)))
         if len(raw) < 2 * d.asd_fftlength * rate:

@@ -51,6 +51,7 @@ from offline_iaas.repository.stream_layers import (
     without_padding,
     write_manifest,
 )
+from offline_iaas.science.deepclean import DEEPCLEAN_NETWORK
 from offline_iaas.science.deepclean.network import DeepClean
 
 __all__ = ["deepclean_graph", "export_streamed_deepclean", "macs_per_window",
@@ -263,7 +264,7 @@ def export_campaign_deepclean(config: CampaignConfig, weights: Path | None, dire
     networks, indices, graphs = {}, {}, {}
     for ifo in config.ifos:
         witnesses = config.witnesses_of(ifo)
-        path = weight_file(weights, f"deepclean-{ifo}", single=False)
+        path = weight_file(weights, DEEPCLEAN_NETWORK.weight_stem(ifo), single=False)
         expected = {"witnesses": len(witnesses), "kernel_samples": config.kernel_samples}
         loaded = load_network("deepclean", path, expected)
         indices[ifo] = [stream.index(w) for w in witnesses]

@@ -25,6 +25,7 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile
 from offline_iaas.errors import ConfigError
 from offline_iaas.models.training import OneCycle, deterministic, run_windows, training_data
+from offline_iaas.science.deepclean import DEEPCLEAN_NETWORK
 from offline_iaas.science.deepclean.network import DeepClean
 
 logger = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ def train_demo_networks(
     (``synth.witnesses`` < 1). ``NetworkKind.train_demo``."""
     if config.synth.witnesses < 1:
         return {}
-    return {f"deepclean-{ifo}": train_deepclean(
+    return {DEEPCLEAN_NETWORK.weight_stem(ifo): train_deepclean(
                 config, frames, ifo,
                 **{"seed": seed, "threads": threads, **DEMO_DEEPCLEAN, **overrides})
             for ifo in config.ifos}
