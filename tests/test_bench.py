@@ -18,7 +18,7 @@ from offline_iaas.bench.regression import RegressionRatios, halved
 from offline_iaas.bench.regression import main as regression_main
 from offline_iaas.bench.results import Measurement, read_results, write_results
 from offline_iaas.bench.targets import judge, missed_lines
-from offline_iaas.bench.workloads import DEEPCLEAN, TINY, split_strides
+from offline_iaas.bench.workloads import DEEPCLEAN, TINY, mode_workload, split_strides
 from offline_iaas.cli import main
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
@@ -227,6 +227,16 @@ def test_plan_refuses_a_bench_without_the_campaigns_workload(tmp_path: Path) -> 
         plan_from_bench(config, 24.0, results)
     with pytest.raises(ConfigError, match="target-hours"):
         plan_from_bench(config, 0.0, results)
+
+
+def test_the_bench_has_no_workload_of_a_mode_package_and_says_to_plan_from_a_pilot() -> None:
+    """A mode from another distribution (``power``) has no bench workload: one ConfigError
+    naming it and ``plan --from-run`` (before, a KeyError); a built-in mode has its own."""
+    with pytest.raises(ConfigError, match=r"model.mode 'power': the bench has no workload .* "
+                       r"plan --from-run RUN"):
+        mode_workload("power", False)
+    assert mode_workload("bbhnet", False).name == "bbhnet"  # control
+    assert mode_workload("e2e", True).name == "e2e-inject"
 
 
 def test_plan_command_prints_its_arithmetic(tmp_path: Path, capsys) -> None:

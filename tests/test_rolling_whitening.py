@@ -127,7 +127,7 @@ def _bbhnet_module(weights: Path):
 
 # ---- real campaigns over a noise level that doubles --------------------------------------------
 
-SHIFTS = 4
+SLIDES = 4
 ROLLING = ['bbhnet.whitening="rolling"', "bbhnet.psd_seconds=8", "bbhnet.psd_fftlength=1"]
 
 
@@ -147,7 +147,7 @@ def drifting(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
         config = load_config(root / "campaign.toml", [
             f'model.mode="{mode}"', f"data.witnesses={WITNESSES}", "model.batch_size=5",
             f'model.repository="{root / name / "repository"}"',
-            f"bbhnet.slides={SHIFTS}", *extra])
+            f"bbhnet.slides={SLIDES}", *extra])
         export_repository(config, weights)
         runs[name] = (config, run_dag(config, root / name / "run"))
     return runs

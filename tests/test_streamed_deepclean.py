@@ -223,7 +223,7 @@ def test_deepclean_edge_graphs_read_exactly_what_their_kept_outputs_depend_on(ex
         exact(window)[0, lo:hi].sum().backward()
         depends = np.flatnonzero(np.abs(window.grad[0].numpy()).sum(axis=0))
         reads = [(max(0, first.first_input(f0)), min(kernel, first.end_input(f1)))
-                 if source == "features" else (f0, f1) for source, f0, f1 in cone.segments()]
+                 if source == "features" else (f0, f1) for source, f0, f1 in cone.spans()]
         assert (depends[0], depends[-1] + 1) == (min(r[0] for r in reads),
                                                  max(r[1] for r in reads)), edge
         assert len(depends) == depends[-1] + 1 - depends[0]

@@ -11,6 +11,7 @@ on every window, fed as requests of uneven sizes; tolerance and random networks 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -123,6 +124,23 @@ def test_streamed_onnx_runner_runs_without_torch_or_the_package(exported, tmp_pa
     np.testing.assert_array_equal(stream_without_torch(directory, samples, tmp_path),
                                   expected)
     assert Path(streamed_network.__file__).read_text().count("import torch") == 0
+
+
+def test_streamed_graphs_whose_manifest_names_no_known_runner_are_refused_naming_it(
+        exported, tmp_path):
+    """The manifest's ``runner`` picks the module that runs the graphs; one written without
+    it (or naming another) is refused with the file and what to do, not run by a guess."""
+    from offline_iaas.repository.backend.layer_stream import MANIFEST, open_streamed
+
+    copy = tmp_path / "bbhnet"
+    shutil.copytree(exported["k/s=6"][0], copy)
+    assert isinstance(open_streamed(copy), type(open_streamed_network(copy)))  # control
+    spec = json.loads((copy / MANIFEST).read_text())
+    assert spec.pop("runner") == "streamed_network"
+    (copy / MANIFEST).write_text(json.dumps({**spec, "network": "bbhnet"}))
+    with pytest.raises(ValueError, match=rf"{copy / MANIFEST}: runner None is none of "
+                       r"streamed_network, streamed_deepclean: .* export the repository again"):
+        open_streamed(copy)
 
 
 def test_mode_stream_with_a_streamed_stage_equals_the_snapshotter_and_whole_window_graph(

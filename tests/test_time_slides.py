@@ -268,8 +268,8 @@ def test_a_repository_whose_slides_reach_into_the_warm_up_is_refused(tmp_path: P
 # ---- real campaigns ---------------------------------------------------------------------------
 
 
-SHIFTS = 3
-SHIFT_SECONDS = 3.0
+SLIDES = 3
+SLIDE_SECONDS = 3.0
 """3 slides of 3 s (12 windows each) over 32 s split between 4 clients (about 31 kept windows
 each): the second piece's history (36 windows) is clipped at the stretch's start, the
 others' are whole."""
@@ -284,13 +284,13 @@ def campaigns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
     write_synthetic_dataset(load_config(root / "campaign.toml"))
     weights = untrained_weights(root / "weights")
     runs = {}
-    for name, mode, shifts in (("bbhnet", "bbhnet", SHIFTS), ("plain", "bbhnet", 0),
-                               ("e2e", "e2e", SHIFTS)):
+    for name, mode, shifts in (("bbhnet", "bbhnet", SLIDES), ("plain", "bbhnet", 0),
+                               ("e2e", "e2e", SLIDES)):
         config = load_config(root / "campaign.toml", [
             f'model.mode="{mode}"', f"data.witnesses={WITNESSES}", "model.batch_size=5",
             "layout.clients_per_server=4",
             f'model.repository="{root / name / "repository"}"',
-            f"bbhnet.slides={shifts}", f"bbhnet.slide_seconds={SHIFT_SECONDS}",
+            f"bbhnet.slides={shifts}", f"bbhnet.slide_seconds={SLIDE_SECONDS}",
             "bbhnet.ifar_threshold_years=1e-6",
             f'bbhnet.injections="{root / "frames" / "synth.json"}"'])
         export_repository(config, weights)
@@ -317,16 +317,16 @@ def test_a_time_slide_campaign_equals_its_reference_and_the_oracle(campaigns, na
     with h5py.File(campaign) as f:
         (slides,) = f["slides"].values()
         slides = slides[()]
-        assert slides.shape[1] == SHIFTS and f["triggers"].dtype.names == (
+        assert slides.shape[1] == SLIDES and f["triggers"].dtype.names == (
             "time", "statistic", "far", "ifar")
         shifts = set(f["background"]["shift"])
         # every slide keeps time outside the two injections' cuts (synth spaces them for the
         # population's longest waveform, so e2e's later start no longer loses slides 2 and 3)
         assert shifts == {3.0, 6.0, 9.0}
     summary = json.loads((run_dir / "output" / "campaign.json").read_text())["bbhnet"]
-    step = round(SHIFT_SECONDS / config.stride_seconds)
+    step = round(SLIDE_SECONDS / config.stride_seconds)
     formed = np.isfinite(slides).sum()
-    assert formed == sum(len(slides) - k * step for k in range(1, SHIFTS + 1))
+    assert formed == sum(len(slides) - k * step for k in range(1, SLIDES + 1))
     # the livetime counts the formed windows, less the injections' neighbourhoods in either
     # detector (the oracle checks how much through each FAR)
     assert 0 < summary["background_livetime_seconds"] < formed * config.stride_seconds - 8
@@ -350,7 +350,7 @@ def test_the_oracle_refuses_slides_one_sample_late_or_formed_elsewhere_and_a_wro
     campaign = run_dir / "output" / "campaign.h5"
     series = read_series(campaign)
     x0, dx, values = series["slides"][0]
-    step = round(SHIFT_SECONDS / dx)
+    step = round(SLIDE_SECONDS / dx)
     early, missing = values.copy(), values.copy()
     early[2 * step - 1, 1] = values[2 * step, 1]  # slide 2 formed one window early
     missing[2 * step, 1] = np.nan  # ... or one window late
@@ -530,7 +530,7 @@ def test_the_time_slide_bench_measures_both_paths_over_the_same_windows(tmp_path
     from offline_iaas.bench.workloads import IFOS, Workload
 
     load = Workload("tiny-bbhnet", "bbhnet", IFOS, 0, 256.0, 1.0, 8.0, 16)
-    server, client_side = measure_time_slides(tmp_path, load, shifts=3, shift_seconds=1.0,
+    server, client_side = measure_time_slides(tmp_path, load, slides=3, slide_seconds=1.0,
                                               data_seconds=40.0, clients=2)
     # 320 kept windows (K/S - 1 = 7 of warm-up); slide k is formed from 8 k windows on
     assert server.slid_data_seconds == client_side.slid_data_seconds == 40 + 39 + 38 + 37

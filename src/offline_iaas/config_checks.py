@@ -165,7 +165,7 @@ def _check_population(c: CampaignConfig, fail: typing.Callable[[str, str], None]
         fail("synth.network_snr_min", f"must not be negative, got {s.network_snr_min}")
 
 
-def _check_time_shifts(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
+def _check_slides(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
     b = c.bbhnet
     if b.ifar_threshold_years <= 0:
         fail("bbhnet.ifar_threshold_years", f"must be positive, got {b.ifar_threshold_years}")
@@ -260,7 +260,7 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
              f"registered under the entry point group {ENTRY_POINT_GROUP})")
     except ConfigError as err:
         fail("model.mode", f"= {c.model.mode!r}: {err}")
-    _check_time_shifts(c, fail)
+    _check_slides(c, fail)
     for ch in c.data.witnesses:
         if ":" not in ch:
             fail("data.witnesses", f"entry {ch!r} is not of the form IFO:NAME")

@@ -93,6 +93,12 @@ class Mode:
         return self.averages and self.triggers
 
     @property
+    def statistic_network(self) -> str:
+        """The network whose output is the statistic: the last of its chain (with
+        ``triggers``, the one whose training span the search's injections must avoid)."""
+        return self.networks[-1]
+
+    @property
     def warmup_stages(self) -> int:
         """Stages whose latency a stream must warm up: each snapshot, and the average."""
         return self.snapshots + int(self.averages)

@@ -79,11 +79,11 @@ def output_x0(geometry: StreamGeometry, stretch: Stretch, output: str) -> float:
     return stretch.gps_start + first_row * geometry.stride_seconds
 
 
-def first_formed_window(geometry: StreamGeometry, shift: int) -> int:
+def first_formed_window(geometry: StreamGeometry, slide: int) -> int:
     """Kept-window index (0: a stretch's first kept window) of the first window where slide
-    ``shift`` (``1 .. N``) is formed: the second detector's window ``shift * Δ`` earlier is
+    ``slide`` (``1 .. N``) is formed: the second detector's window ``slide * Δ`` earlier is
     then the stretch's first kept window."""
-    return shift * geometry.slide_windows
+    return slide * geometry.slide_windows
 
 
 def slides_formed(geometry: StreamGeometry, kept_offset: int, count: int) -> np.ndarray:

@@ -5,7 +5,7 @@
 Both paths produce the same network windows over one stretch split between the clients as
 the campaign splits it: BBHnet on every kept window at zero lag, and at each of ``N`` slides of
 the second detector (``bbhnet.slide_seconds`` apart) on the kept windows where that slide is formed
-(both windows kept windows of the stretch: slide ``k`` from ``k * shift_seconds`` after the
+(both windows kept windows of the stretch: slide ``k`` from ``k * slide_seconds`` after the
 stretch's first kept window), over the same synthetic data, with the same clients, batch size
 and in-flight depth, each against its own tritonserver, both serving the networks streamed
 layer by layer (the workload's ``model.streamed``: what campaigns serve under ``auto``).
@@ -15,12 +15,12 @@ server
     stream of the layers on the detectors' samples whitened once: ``StreamedTimeSlides``).
     Each client streams its piece once under one sequence ID: the first piece from the
     stretch's start (its warm-up, then its share), every other one preceded by the warm-up
-    and the longest slide's history (``N * shift_seconds``, clipped at the stretch's start).
+    and the longest slide's history (``N * slide_seconds``, clipped at the stretch's start).
 client-side
     What a client does when the server cannot slide (the field's search re-streams the data
-    per shift): the same model exported without slides; each client streams its share once
+    per slide): the same model exported without slides; each client streams its share once
     per lag, one sequence each with its own warm-up, the second detector's samples taken
-    ``k * shift_seconds`` earlier, over the windows where that slide is formed, so every sample
+    ``k * slide_seconds`` earlier, over the windows where that slide is formed, so every sample
     is sent up to ``N + 1`` times.
 
 Printed: wall seconds, client and server CPU seconds, bytes sent and analysed data seconds
@@ -45,8 +45,8 @@ from offline_iaas.bench.workloads import BBHNET, Workload, split_strides, write_
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.rundir import RunDir
 
-SHIFTS = 100
-SHIFT_SECONDS = 1.0
+SLIDES = 100
+SLIDE_SECONDS = 1.0
 DATA_SECONDS = 1000.0
 """Analysed data seconds in all (split between the clients)."""
 CLIENTS = 2
@@ -110,8 +110,8 @@ class PathCost:
         return self.slid_data_seconds / self.run.wall_seconds
 
 
-def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = SHIFTS,
-                        shift_seconds: float = SHIFT_SECONDS,
+def measure_time_slides(work_dir: Path, load: Workload = BBHNET, slides: int = SLIDES,
+                        slide_seconds: float = SLIDE_SECONDS,
                         data_seconds: float = DATA_SECONDS, clients: int = CLIENTS,
                         batch_size: int | None = None) -> list[PathCost]:
     """Both paths over the same data (module docstring); ``[server, client-side]``."""
@@ -121,15 +121,15 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = S
     shares = split_strides(int(data_seconds / stride_seconds), clients)
     offsets = [sum(shares[:i]) for i in range(len(shares))]
     costs = []
-    for name, slides in (("server", shifts), ("client-side", 0)):
+    for name, served in (("server", slides), ("client-side", 0)):
         config = load.config(work_dir / f"{name}-repository", instances=clients,
                              clients=clients, batch_size=batch_size)  # streamed, as campaigns
         config = dataclasses.replace(config, bbhnet=dataclasses.replace(
-            config.bbhnet, slides=shifts, slide_seconds=shift_seconds))
+            config.bbhnet, slides=slides, slide_seconds=slide_seconds))
         warmup, step = config.stretch_warmup_windows, config.slide_windows
         history = config.slide_history_windows
         config = dataclasses.replace(config, bbhnet=dataclasses.replace(
-            config.bbhnet, slides=slides))
+            config.bbhnet, slides=served))
         export_repository(config, weights)
         repo = config.model.repository
         models = list(read_manifest(repo).models)
@@ -142,21 +142,21 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, shifts: int = S
                 sequence_id=(index + 1) * SEQUENCE_BASE_STEP, seed=index,
                 lead_windows=warmup + min(history, offset), kept_offset=offset,
                 warmup_windows=warmup, slide_windows=step,
-                slides=() if slides else tuple(range(shifts + 1)),
+                slides=() if served else tuple(range(slides + 1)),
             ) for index, (share, offset) in enumerate(zip(shares, offsets, strict=True))]
-            run = run_clients(jobs, stream_updates if slides else stream_each_lag,
+            run = run_clients(jobs, stream_updates if served else stream_each_lag,
                               srv.cpu_seconds, srv.ports.grpc)
         formed = [share - job.first_formed(share, slide)
                   for job, share in zip(jobs, shares, strict=True)
-                  for slide in range(shifts + 1)]
+                  for slide in range(slides + 1)]
         slid = sum(formed) * stride_seconds
-        streamed = (sum(job.data_seconds for job in jobs) if slides
+        streamed = (sum(job.data_seconds for job in jobs) if served
                     else sum(n + warmup for n in formed if n) * stride_seconds)
         costs.append(PathCost(name, run, slid, streamed, sum(shares) * stride_seconds))
     return costs
 
 
-def markdown(costs: list[PathCost], load: Workload, shifts: int, shift_seconds: float,
+def markdown(costs: list[PathCost], load: Workload, slides: int, slide_seconds: float,
              clients: int, command: str) -> str:
     """The table and the ratios."""
     server, client_side = costs
@@ -177,14 +177,14 @@ def markdown(costs: list[PathCost], load: Workload, shifts: int, shift_seconds: 
     raw = len(load.ifos) * load.sample_rate_hz * 4
     analysed = server.analysed_data_seconds
     return "\n".join([
-        f"# Time slides: on the server against the client-side approach ({shifts} slides)",
+        f"# Time slides: on the server against the client-side approach ({slides} slides)",
         "",
         f"Workload `{load.name}` ({len(load.ifos)} detectors at {load.sample_rate_hz:g} Hz, "
         f"{load.kernel_seconds:g} s windows at {load.inference_rate_hz:g} Hz), {clients} "
         f"clients, {analysed:.0f} analysed data seconds (one stretch, one piece per client), "
-        f"{shifts} slides of {shift_seconds:g} s: {server.slid_data_seconds:.0f} slid data "
+        f"{slides} slides of {slide_seconds:g} s: {server.slid_data_seconds:.0f} slid data "
         "seconds on each path (the zero lag over every kept window, slide k over the kept "
-        "windows from k x shift_seconds on, where its pair lies in the stretch).",
+        "windows from k x slide_seconds on, where its pair lies in the stretch).",
         "",
         *rows,
         "",
@@ -204,15 +204,15 @@ def markdown(costs: list[PathCost], load: Workload, shifts: int, shift_seconds: 
         f"second {server.run.bytes_sent / server.analysed_data_seconds:,.0f} B (x "
         f"{server.streamed_data_seconds / server.analysed_data_seconds:.3f}: each piece streams "
         f"the stretch's warm-up, and each but the first the longest slide's history, "
-        f"{shifts * shift_seconds:g} s, before its share) against the client-side path's "
+        f"{slides * slide_seconds:g} s, before its share) against the client-side path's "
         f"{client_side.run.bytes_sent / client_side.analysed_data_seconds:,.0f} B (every sample "
-        f"once per lag where that slide is formed, up to x {shifts + 1})",
+        f"once per lag where that slide is formed, up to x {slides + 1})",
         "",
         "Both paths run the same network on the same windows, and the network dominates the "
         "cost. The server path whitens each detector once for all its slides (each slide "
         "streams the layers after the whitening), where each of the client-side path's "
         "sequences whitens its own samples; it also runs the zero lag and the slides of the "
-        f"history each piece inside the stretch streams again ({shifts * shift_seconds:g} s "
+        f"history each piece inside the stretch streams again ({slides * slide_seconds:g} s "
         "per piece, the slides formed in it), and the client-side path sends every sample "
         "once per lag. Between nodes, those bytes cross the network. The paths run one after "
         "the other: where other processes took "
@@ -226,17 +226,17 @@ def markdown(costs: list[PathCost], load: Workload, shifts: int, shift_seconds: 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shifts", type=int, default=SHIFTS)
-    parser.add_argument("--shift-seconds", type=float, default=SHIFT_SECONDS)
+    parser.add_argument("--slides", "--shifts", type=int, default=SLIDES)
+    parser.add_argument("--slide-seconds", "--shift-seconds", type=float, default=SLIDE_SECONDS)
     parser.add_argument("--data-seconds", type=float, default=DATA_SECONDS)
     parser.add_argument("--clients", type=int, default=CLIENTS)
     parser.add_argument("--out", type=Path, help="write the table here too")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="offline-iaas-timeslides-") as tmp:
-        costs = measure_time_slides(Path(tmp), BBHNET, args.shifts, args.shift_seconds,
+        costs = measure_time_slides(Path(tmp), BBHNET, args.slides, args.slide_seconds,
                                     args.data_seconds, args.clients)
     command = command_line("offline_iaas.bench.timeslides", argv)
-    publish(markdown(costs, BBHNET, args.shifts, args.shift_seconds, args.clients, command),
+    publish(markdown(costs, BBHNET, args.slides, args.slide_seconds, args.clients, command),
             args.out)
 
 

@@ -198,7 +198,12 @@ def same_stream(load: Workload, config: CampaignConfig) -> bool:
 
 def mode_workload(mode: str, searches_raw_strain: bool) -> Workload:
     """The default workload of ``mode`` (``model.mode``; ``e2e-inject`` for an e2e campaign
-    that searches the raw strain too)."""
+    that searches the raw strain too); ConfigError for a mode the bench has none of (a mode
+    package's)."""
+    if mode not in WORKLOAD_OF_MODE:
+        raise ConfigError(f"model.mode {mode!r}: the bench has no workload of it (it measures "
+                          f"the built-in modes: {', '.join(WORKLOAD_OF_MODE)}); size the "
+                          "campaign from a pilot run of it instead: plan --from-run RUN")
     return workload(WORKLOAD_OF_RAW_SEARCH if searches_raw_strain else WORKLOAD_OF_MODE[mode])
 
 

@@ -104,8 +104,9 @@ def _injections(checking: Checking) -> None:
     # the merge would refuse the list after every client streamed: say so now
     if not checking.open_files or checking.span is None:
         return
-    training = training_spans(checking.config.model.repository).get("bbhnet")
-    found = check_injections(checking.config, checking.span.stretches, training)
+    config = checking.config
+    training = training_spans(config.model.repository).get(config.mode.statistic_network)
+    found = check_injections(config, checking.span.stretches, training)
     if found is None:
         return
     for line in found.lines():

@@ -6,7 +6,7 @@ windows on a stream: every layer runs without padding on the stream, once on wha
 make computable, and each window recomputes only the ends its zero padding reaches
 (docs/networks.md, "Streamed graphs"). This module holds what they share: each layer's
 geometry (``Conv``, ``ConvTranspose``), the stream graph (``Node``), where a window's padding
-reaches and the edge segments that reproduce it (``edge_plan``), and one update of the stream's
+reaches and the edge spans that reproduce it (``edge_plan``), and one update of the stream's
 layers (``StreamStep``). Self-contained (numpy and the standard library), so the server's
 python stub can load it by path beside its users (``load_beside``).
 
@@ -260,11 +260,11 @@ def cumulative_stride(nodes: list[Node]) -> int:
 
 @dataclass(frozen=True)
 class EdgePlan:
-    """Where a window's last layer differs from the stream's, and the segments that give it.
+    """Where a window's last layer differs from the stream's, and the spans that give it.
 
     ``left``/``right``: last-layer positions at each end that the padding reaches;
     ``top_length``: last-layer positions of a window (``L_K``); ``edge_samples``: length of
-    the input edge segments (``E``; ``input_samples - E`` is a multiple of ``step``);
+    the input edge spans (``E``; ``input_samples - E`` is a multiple of ``step``);
     ``step``: the alignment ``P``; ``top_stride``: the last layer's stride in input samples.
     """
 
@@ -292,12 +292,12 @@ def edge_plan(nodes: list[Node], input_samples: int) -> EdgePlan:
         offset = (input_samples - edge) // top_stride.numerator
         if edge_top + offset != top_length:
             continue
-        # the left edge must lie clear of the segment's right padding, the right edge clear
+        # the left edge must lie clear of the span's right padding, the right edge clear
         # of its left padding
         if edge_top - edge_right >= left and top_length - right - offset >= edge_left:
             return EdgePlan(left, right, top_length, edge, step, input_samples,
                             top_stride.numerator)
-    raise ValueError("no edge segment reproduces the window's padded edges")
+    raise ValueError("no edge span reproduces the window's padded edges")
 
 
 def append_values(values: np.ndarray | None, start: int, new: np.ndarray, new_start: int
@@ -449,22 +449,26 @@ def load_beside(path: str, name: str):
     return module
 
 
-RUNNERS: dict[str, tuple[str, str]] = {
-    "bbhnet": ("streamed_network", "open_streamed_network"),
-    "deepclean": ("streamed_deepclean", "open_streamed_deepclean"),
+RUNNERS: dict[str, str] = {
+    "streamed_network": "open_streamed_network",
+    "streamed_deepclean": "open_streamed_deepclean",
 }
-"""The module of this folder that runs each network's streamed graphs, and its opener;
-``streamed.json``'s ``network`` names it (BBHnet's manifest has no name: the first kind)."""
+"""The modules of this folder that run streamed graphs (a residual stack up to a global pool;
+an encoder-decoder with an online average), each with its opener; ``streamed.json``'s
+``runner`` names the module (the exporter's ``spec``)."""
 
 
 def open_streamed(directory: str | os.PathLike, intra_op_threads: int = 1,
                   device: str = "cpu", device_id: int = 0):
     """The runner of the streamed graphs exported to ``directory``, on onnxruntime on
-    ``device``: the module ``RUNNERS`` names for its manifest's network (``_sibling``)."""
+    ``device``: the module of ``RUNNERS`` its manifest's ``runner`` names (``_sibling``)."""
     import json
 
-    with open(os.path.join(directory, MANIFEST)) as file:
-        network = json.load(file).get("network", "bbhnet")
-    module_name, opener = RUNNERS[network]
-    return getattr(_sibling(module_name), opener)(directory, intra_op_threads, device,
-                                                  device_id)
+    path = os.path.join(directory, MANIFEST)
+    with open(path) as file:
+        runner = json.load(file).get("runner")
+    if runner not in RUNNERS:
+        raise ValueError(f"{path}: runner {runner!r} is none of {', '.join(RUNNERS)}: written "
+                         "by another version of offline-iaas? export the repository again")
+    return getattr(_sibling(runner), RUNNERS[runner])(directory, intra_op_threads, device,
+                                                     device_id)

@@ -37,7 +37,7 @@ with ``streamed.json`` (``StreamedDeepClean.spec``) and per interferometer one O
 run, input ``x``, output ``y``: ``<ifo>-<node>.onnx`` (the layer without padding on
 ``[1, C, m]``; the first standardises the witnesses, the last scales to strain) and
 ``<ifo>-left.onnx``, ``<ifo>-right.onnx`` (an edge's cone on ``[b, witnesses,
-cone.input_samples()]``, ``EdgeCone.segments`` along time → its ``[b, left]`` or
+cone.input_samples()]``, ``EdgeCone.spans`` along time → its ``[b, left]`` or
 ``[b, right]`` outputs).
 """
 
@@ -103,7 +103,7 @@ class EdgeCone:
     padding reaches (``features``: its outputs ``[first, end)``) and from the raw samples at
     the window's ends (``head``, ``tail``: cuts of the first node, or None).
 
-    The graph's input is ``[b, witnesses, input_samples()]``: the parts ``segments()`` names
+    The graph's input is ``[b, witnesses, input_samples()]``: the parts ``spans()`` names
     (the head's raw samples, the stream's first-node values, the tail's raw samples) along time.
     """
 
@@ -117,7 +117,7 @@ class EdgeCone:
         return {"cuts": [cut.spec() for cut in self.cuts], "features": list(self.features),
                 "head": self.head and self.head.spec(), "tail": self.tail and self.tail.spec()}
 
-    def segments(self) -> list[tuple[str, int, int]]:
+    def spans(self) -> list[tuple[str, int, int]]:
         """The graph input's parts in order: (``"raw"`` or ``"features"``, window positions
         ``[first, end)``)."""
         parts = [(RAW, self.head.in_lo, self.head.in_hi)] if self.head else []
@@ -127,7 +127,7 @@ class EdgeCone:
 
     def input_samples(self) -> int:
         """The graph input's length."""
-        return sum(end - first for _, first, end in self.segments())
+        return sum(end - first for _, first, end in self.spans())
 
 
 def edge_cone(nodes: list[Node], kernel_samples: int, lo: int, hi: int,
@@ -274,7 +274,7 @@ class StreamedDeepClean:
 
     def spec(self) -> dict:
         """The geometry as JSON-able values (``streamed.json``; ``deepclean_of_spec`` reads it)."""
-        return {"network": "deepclean", "kernel_samples": self.kernel_samples,
+        return {"runner": "streamed_deepclean", "kernel_samples": self.kernel_samples,
                 "stride_samples": self.stride_samples, "witnesses": self.witnesses,
                 "nodes": [{"name": node.name, "inputs": list(node.inputs),
                            "layer": node.conv.spec()} for node in self.nodes],
@@ -333,7 +333,7 @@ class StreamedDeepClean:
         ``starts``: ``[n, witnesses, cone.input_samples()]`` (``sources``: ``RAW`` and
         ``FEATURES`` → their stream values, the position of the first, the rows to take)."""
         parts = []
-        for source, first, end in cone.segments():
+        for source, first, end in cone.spans():
             values, values_start, rows = sources[source]
             offsets = starts + first - values_start
             if offsets[0] < 0 or offsets[-1] + end - first > values.shape[1]:

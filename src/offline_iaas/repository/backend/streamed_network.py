@@ -238,9 +238,9 @@ class StreamedNetwork(_SplitsItsWhitening):
         last ``edge_samples`` whitened samples through the padded layers."""
         plan, n = self.plan, len(starts)
         edge, offsets = plan.edge_samples, starts - state.whitened_start
-        segments = np.lib.stride_tricks.sliding_window_view(state.whitened, edge, axis=1)
-        batch = np.concatenate([segments[:, offsets],
-                                segments[:, offsets + plan.input_samples - edge]], axis=1)
+        spans = np.lib.stride_tricks.sliding_window_view(state.whitened, edge, axis=1)
+        batch = np.concatenate([spans[:, offsets],
+                                spans[:, offsets + plan.input_samples - edge]], axis=1)
         edges = self.runs[EDGES](np.ascontiguousarray(batch.transpose(1, 0, 2)))
         sums = edges[:n, :, : plan.left].sum(axis=2, dtype=np.float64)
         return sums + edges[n:, :, edges.shape[2] - plan.right :].sum(axis=2, dtype=np.float64)
@@ -257,8 +257,8 @@ class StreamedNetwork(_SplitsItsWhitening):
 def spec_of(nodes: list[Node], ifos: int, kernel_samples: int, stride_samples: int,
             whitening_taps: int) -> dict:
     """A streamed network's geometry as JSON-able values (``streamed.json``)."""
-    return {"ifos": ifos, "kernel_samples": kernel_samples, "stride_samples": stride_samples,
-            "whitening_taps": whitening_taps,
+    return {"runner": "streamed_network", "ifos": ifos, "kernel_samples": kernel_samples,
+            "stride_samples": stride_samples, "whitening_taps": whitening_taps,
             "nodes": [{"name": node.name, "inputs": list(node.inputs),
                        "conv": None if node.conv is None else
                        [node.conv.taps, node.conv.stride, node.conv.padding]}

@@ -332,9 +332,9 @@ def macs_per_window(network: BBHnet, kernel_samples: int, stride_samples: int
     counted). Streamed: the whitening's new outputs per window (``S``), each layer's (``S /
     P_l`` of them, times the ``g = P / gcd(S, P)`` phases of the network's cumulative stride
     ``P`` the windows fall on, each streamed on its own: ``PhasedNetwork``), plus the two edge
-    segments through the padded stem and stages, plus the head. ``edge_lower_bound`` is the
+    spans through the padded stem and stages, plus the head. ``edge_lower_bound`` is the
     edges' cost if only the positions the padding reaches were recomputed, layer by layer
-    (not implemented: the segments recompute more).
+    (not implemented: the spans recompute more).
     """
     nodes = bbhnet_nodes(network)
     taps = network.whitening_taps
@@ -347,22 +347,22 @@ def macs_per_window(network: BBHnet, kernel_samples: int, stride_samples: int
     streamed_layers = whitening * stride_samples + head
     edge = edge_lower = 0.0
     window = {"whitened": (whitened, 0, 0)}
-    segment = {"whitened": (plan.edge_samples, 0, 0)}
+    span = {"whitened": (plan.edge_samples, 0, 0)}
     strides = {"whitened": 1}
     for node in nodes:
         if node.conv is None:
             window[node.name] = window[node.inputs[0]]
             strides[node.name] = strides[node.inputs[0]]
-            segment[node.name] = segment[node.inputs[0]]
+            span[node.name] = span[node.inputs[0]]
             continue
         conv, source = node.conv, node.inputs[0]
         window[node.name] = conv.reach(*window[source])
-        segment[node.name] = conv.reach(*segment[source])
+        span[node.name] = conv.reach(*span[source])
         stride = strides[node.name] = strides[source] * conv.stride
         length, left, right = window[node.name]
         whole += conv.macs_per_output * length
         streamed_layers += conv.macs_per_output * stride_samples / stride * phases
-        edge += 2 * conv.macs_per_output * segment[node.name][0]
+        edge += 2 * conv.macs_per_output * span[node.name][0]
         edge_lower += conv.macs_per_output * (left + right)
     return {"whole": whole, "streamed": streamed_layers + edge,
             "streamed_layers": streamed_layers, "edges": edge, "edge_lower_bound": edge_lower,

@@ -91,9 +91,9 @@ class InjectionMaker:
         before = min(max(round(w.seconds_before * sample_rate) for w in waves),
                      kernel_samples + guard)
         after = max(len(w.plus) - round(w.seconds_before * sample_rate) for w in waves)
-        self._coalescence = before + guard  # index of t = 0 in a padded segment
+        self._coalescence = before + guard  # index of t = 0 in a padded waveform
         self._n_fft = 1 << int(np.ceil(np.log2(before + after + 2 * guard)))
-        segments = np.zeros((2, bank_size, self._n_fft))
+        padded = np.zeros((2, bank_size, self._n_fft))
         self._products = np.empty((bank_size, 3))  # <h+,h+>, <hx,hx>, <h+,hx>
         for i, w in enumerate(waves):
             zero = round(w.seconds_before * sample_rate)
@@ -103,10 +103,10 @@ class InjectionMaker:
                 if start > 0:  # cropped: taper the cut over the guard, outside every window
                     part[:guard] *= np.sin(0.5 * np.pi * np.arange(guard) / guard) ** 2
                 first = self._coalescence - (zero - start)
-                segments[p, i, first : first + len(part)] = part
+                padded[p, i, first : first + len(part)] = part
             self._products[i] = _products(w.plus, w.cross, sample_rate, spec.f_lower_hz)
         # single precision from here on: the windows go to torch as float32
-        self._spectra = np.fft.rfft(segments, axis=-1).astype(np.complex64)
+        self._spectra = np.fft.rfft(padded, axis=-1).astype(np.complex64)
         self._freqs = np.fft.rfftfreq(self._n_fft, 1.0 / sample_rate).astype(np.float32)
 
     def waveforms(
@@ -155,10 +155,10 @@ class InjectionMaker:
         shift.real, shift.imag = np.cos(angle) * scale, np.sin(angle) * scale
         spectra = (fplus[..., None].astype(np.float32) * self._spectra[0, index][:, None]
                    + fcross[..., None].astype(np.float32) * self._spectra[1, index][:, None])
-        segments = scipy.fft.irfft(spectra * shift, n=self._n_fft, axis=-1)
+        padded = scipy.fft.irfft(spectra * shift, n=self._n_fft, axis=-1)
         position = np.arange(kernel) - whole[..., None] + self._coalescence
         inside = (position >= 0) & (position < self._n_fft)
-        out = np.take_along_axis(segments, np.clip(position, 0, self._n_fft - 1), axis=-1)
+        out = np.take_along_axis(padded, np.clip(position, 0, self._n_fft - 1), axis=-1)
         return np.where(inside, out, np.float32(0.0))
 
 

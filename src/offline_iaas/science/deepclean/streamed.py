@@ -137,7 +137,7 @@ def edge_module(network: DeepClean, nodes: list[Node], cone: EdgeCone) -> nn.Mod
 
     def run(x: torch.Tensor) -> torch.Tensor:
         parts, at = [], 0
-        for (source, lo, hi), cut in zip(cone.segments(), _segment_cuts(cone), strict=True):
+        for (source, lo, hi), cut in zip(cone.spans(), _span_cuts(cone), strict=True):
             part = x[..., at : at + hi - lo]
             parts.append(part if source == FEATURES else runs[first](part, cut))
             at += hi - lo
@@ -149,8 +149,8 @@ def edge_module(network: DeepClean, nodes: list[Node], cone: EdgeCone) -> nn.Mod
     return Layer(run, network)
 
 
-def _segment_cuts(cone: EdgeCone) -> list[Cut | None]:
-    """Per part of ``cone.segments()``: the first node's cut for a raw part, None for the
+def _span_cuts(cone: EdgeCone) -> list[Cut | None]:
+    """Per part of ``cone.spans()``: the first node's cut for a raw part, None for the
     stream's values."""
     return ([cone.head] if cone.head else []) + (
         [None] if cone.features[1] > cone.features[0] else []) + (
