@@ -1,7 +1,7 @@
 """What e2e's search on the raw strain costs, measured, against ``plan``'s estimate of it.
 
 Exports the bench's ``e2e``, ``e2e-inject`` (the same graph with BBHnet on the raw strain too,
-``bbhnet.inject``) and ``bbhnet`` workloads with seeded weights, runs each in-process on one
+``search.inject``) and ``bbhnet`` workloads with seeded weights, runs each in-process on one
 onnxruntime thread (the limit's loop, ``bench/limit.run_share``) over synthetic data at each
 batch size, and prints the median CPU milliseconds per data second of each. The raw search's
 measured cost is e2e-inject's less e2e's; ``plan``'s estimate (``sizing/raw_search.py``,

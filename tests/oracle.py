@@ -31,7 +31,7 @@ strides they were computed with, hence the later start of e2e's ``noise``/``clea
 ``noise`` is the averaged prediction band-passed (Butterworth, zero phase) over each output span,
 ``clean`` the frames' strain minus it.
 
-Time slides (``bbhnet.slides = N``, step ``D = slide_seconds * fs`` samples, a whole
+Time slides (``search.slides = N``, step ``D = slide_seconds * fs`` samples, a whole
 number ``d = D / S`` of strides): the outputs start where they start without slides (the table
 above), and ``slides`` holds, per kept window ``j`` and slide ``k = 1 .. N``, BBHnet on the
 first detector's window ``j`` and the second detector's samples ``[(j + 1) S - K - k D,
@@ -234,7 +234,7 @@ def expected_outputs(run_dir: Path) -> tuple[list[Expected], Triggers | None]:
     witnesses = list(config["data"].get("witnesses", []))
     first_window = -(-kernel // stride) - 1  # the first window wholly inside the data
     m = kernel // stride
-    bbh = config.get("bbhnet", {})
+    bbh = config.get("search", {})
     shifts = int(bbh.get("slides", 0)) if mode in ("bbhnet", "e2e") else 0
     lag = round(float(bbh.get("slide_seconds", 1.0)) * rate)
     rolling = mode in ("bbhnet", "e2e") and bbh.get("whitening", "fixed") == "rolling"
@@ -305,7 +305,7 @@ def triggers_from(config: dict, series: list[Expected]) -> Triggers | None:
         return None
     rate = float(config["data"]["sample_rate"])
     stride = round(rate / float(config["model"]["inference_rate"]))
-    bbh = config["bbhnet"]
+    bbh = config["search"]
     shifts = int(bbh.get("slides", 0))
     lag = round(float(bbh.get("slide_seconds", 1.0)) * rate)
     cluster = float(bbh["cluster_seconds"])
@@ -353,7 +353,7 @@ def triggers_from(config: dict, series: list[Expected]) -> Triggers | None:
 def background_cuts(config: dict) -> list[tuple[float, float]]:
     """``exclusion_seconds`` around every injection and BBHnet's training span, when the
     campaign names injections."""
-    bbh = config["bbhnet"]
+    bbh = config["search"]
     if not bbh.get("injections"):
         return []
     data = json.loads(Path(bbh["injections"]).read_text())
@@ -370,13 +370,13 @@ def background_cuts(config: dict) -> list[tuple[float, float]]:
 def bbhnet_outputs(config: dict, data: np.ndarray, first: int, last: int, kernel: int,
                    stride: int, shifts: int, lag: int) -> tuple[np.ndarray, np.ndarray | None]:
     """BBHnet's statistic on windows ``first..last`` of the two detectors' stream ``data``
-    (whitened first with ``bbhnet.whitening = "rolling"``), and with time slides
+    (whitened first with ``search.whitening = "rolling"``), and with time slides
     ``[windows, shifts]`` of the first detector's window with the second's ``k * lag``
     samples earlier (``lag`` a whole number of strides) where that window is one of
     ``first..last`` too, NaN where it is not."""
     step = lag // stride
     kept = cut_windows(data, first, last, kernel, stride)
-    if config["bbhnet"].get("whitening", "fixed") == "rolling":
+    if config["search"].get("whitening", "fixed") == "rolling":
         kept = np.stack([whiten(config, data, j, kernel, stride)
                          for j in range(first, last + 1)])
     network = _graph(config, "bbhnet")
@@ -403,7 +403,7 @@ def whiten(config: dict, data: np.ndarray, j: int, kernel: int, stride: int,
     scaled to unit power."""
     from scipy import signal
 
-    bbh = config["bbhnet"]
+    bbh = config["search"]
     rate = float(config["data"]["sample_rate"])
     psd_samples = round(float(bbh["psd_seconds"]) * rate)
     segment = round(float(bbh["psd_fftlength"]) * rate)

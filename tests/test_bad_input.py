@@ -230,7 +230,7 @@ def _injection_case(ws: Path, injections: Path) -> list[str]:
     """make-dag of the workspace in mode bbhnet with ``injections`` as the list (refused
     before the repository, a classifier's, is looked at)."""
     return ["make-dag", str(ws / "campaign.toml"), "--set", 'model.mode="bbhnet"', "--set",
-            f'bbhnet.injections="{injections}"', "--out", str(ws / "run")]
+            f'search.injections="{injections}"', "--out", str(ws / "run")]
 
 
 def _truncated_injections(ws: Path) -> list[str]:
@@ -336,11 +336,11 @@ CASES: list[Case] = [
          lambda ws: _check(ws, f'data.segments="{write(ws / "seg.txt", "start end")}"'),
          lambda ws: [str(ws / "seg.txt")]),
     Case("injection-list-missing", 2, lambda ws: _injection_case(ws, ws / "nowhere.json"),
-         lambda ws: [f"bbhnet.injections: {ws / 'nowhere.json'}: file not found"]),
+         lambda ws: [f"search.injections: {ws / 'nowhere.json'}: file not found"]),
     Case("injection-list-truncated", 3, _truncated_injections,
-         lambda ws: [f"bbhnet.injections: {ws / 'cut.h5'}: not a readable HDF5 file"]),
+         lambda ws: [f"search.injections: {ws / 'cut.h5'}: not a readable HDF5 file"]),
     Case("injection-list-without-column", 3, _injections_without_column,
-         lambda ws: [f"bbhnet.injections: {ws / 'no-time.h5'}: injection file has no column "
+         lambda ws: [f"search.injections: {ws / 'no-time.h5'}: injection file has no column "
                      "'parameters/injection_time'"]),
     # ---- models: exit 4 ----
     Case("model-missing-from-repository", 4, _missing_model,

@@ -55,7 +55,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> FinishedCampaign:
     """The campaign run once to the end, and its in-process reference."""
     root = tmp_path_factory.mktemp("binding")
     return finished_campaign(root, ['model.mode="bbhnet"',
-                                   f'bbhnet.injections="{root / "frames" / "synth.json"}"'])
+                                   f'search.injections="{root / "frames" / "synth.json"}"'])
 
 
 def copy_run(finished: FinishedCampaign, name: str) -> Path:

@@ -11,7 +11,7 @@ files at the copy, and keeps its parts: the same campaign):
   plain ``status`` takes it for done; the shard merge that reads it refuses it and sets it
   aside, and the same ``run-local`` reruns its client and ends complete, equal to the
   reference; ``status --verify`` finds it (and a rotten shard file) before any merge does;
-* ``bbhnet.injections`` pointed at another list (a merge-only setting, outside the clients'
+* ``search.injections`` pointed at another list (a merge-only setting, outside the clients'
   hash): ``make-dag`` accepts the run directory, no client reruns, every merge node does,
   and the found/missed table equals a fresh in-process run's with the new list (and differs
   from the old run's).
@@ -54,12 +54,12 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> FinishedCampaign:
     """The campaign run once to the end, and its in-process reference."""
     root = tmp_path_factory.mktemp("completeness")
     return finished_campaign(root, [*OVERRIDES,
-                                    f'bbhnet.injections="{root / "frames" / "synth.json"}"'])
+                                    f'search.injections="{root / "frames" / "synth.json"}"'])
 
 
 def campaign(root: Path, injections: Path) -> CampaignConfig:
     return load_config(root / "campaign.toml",
-                       [*OVERRIDES, f'bbhnet.injections="{injections}"'])
+                       [*OVERRIDES, f'search.injections="{injections}"'])
 
 
 def copy_of(finished: FinishedCampaign, name: str, config: CampaignConfig | None = None) -> Path:

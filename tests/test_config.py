@@ -92,7 +92,7 @@ def test_the_hashes_keep_parts_and_merges_valid_when_only_how_jobs_run_changes(
 
 @pytest.mark.parametrize("override", [
     "model.batch_size=5", "model.seed=7", "layout.servers=3", "data.duration=1024",
-    "bbhnet.slides=2", "bbhnet.whitening=\"rolling\"", "synth.seed=5",
+    "search.slides=2", "search.whitening=\"rolling\"", "synth.seed=5",
 ])
 def test_both_hashes_change_with_what_the_parts_depend_on(
     small_config_file: Path, override: str
@@ -106,8 +106,8 @@ def test_both_hashes_change_with_what_the_parts_depend_on(
 
 @pytest.mark.parametrize("override", [
     "deepclean.band_low_hz=50.0", "deepclean.gate=\"replace\"", "deepclean.frame_seconds=32.0",
-    "bbhnet.cluster_seconds=2.0", 'bbhnet.injections="other.json"', "bbhnet.found_seconds=0.5",
-    "bbhnet.ifar_threshold_years=10.0", "merge.shard_seconds=128.0",
+    "search.cluster_seconds=2.0", 'search.injections="other.json"', "search.found_seconds=0.5",
+    "search.ifar_threshold_years=10.0", "merge.shard_seconds=128.0",
 ])
 def test_a_merge_only_setting_changes_the_merge_hash_only(
     small_config_file: Path, override: str

@@ -24,7 +24,7 @@ def test_the_fields_are_found_from_the_dataclasses() -> None:
     keys = {key for key, _ in FIELDS}
     # a sample of each section's numbers, and no bool, str or path
     assert {"data.duration", "model.kernel_seconds", "merge.shard_seconds",
-            "bbhnet.cluster_seconds", "client.read_seconds", "server.ready_timeout_seconds",
+            "search.cluster_seconds", "client.read_seconds", "server.ready_timeout_seconds",
             "client.connect_timeout_seconds", "model.batch_size", "synth.seed",
             "deepclean.filter_order"} <= keys
     assert not keys & {"layout.rebalance", "deepclean.canary", "data.frames", "model.mode"}

@@ -340,7 +340,7 @@ def test_make_dag_takes_a_merge_only_change_and_keeps_the_parts(
     make_dag(campaign(tmp_path), RunDir(run))
     complete_part(RunDir(run), "client0")
     complete_merge(RunDir(run))
-    edited = campaign(tmp_path, bbhnet={"cluster_seconds": 2.0, "found_seconds": 0.5})
+    edited = campaign(tmp_path, search={"cluster_seconds": 2.0, "found_seconds": 0.5})
     make_dag(edited, RunDir(run))
     info = read_run_info(RunDir(run))
     assert (info.stream_hash, info.merge_hash) == (edited.stream_hash(), edited.merge_hash())

@@ -159,7 +159,7 @@ def bbhnet(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def bbhnet_overrides(root: Path) -> list[str]:
-    return [*BBHNET, f'bbhnet.injections="{root / "frames" / "synth.json"}"']
+    return [*BBHNET, f'search.injections="{root / "frames" / "synth.json"}"']
 
 
 def test_a_bbhnet_shard_merge_on_a_full_disk_exits_8_on_every_attempt(

@@ -26,7 +26,7 @@ from tests.helpers import SMALL_CAMPAIGN
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory: pytest.TempPathFactory):
     """Clean frames at 4x the model rate, a set of 3 injections (synth's, baked elsewhere),
-    ``bbhnet.inject``; the stretch and its foreground pieces (sequence IDs 1, 2, ...)."""
+    ``search.inject``; the stretch and its foreground pieces (sequence IDs 1, 2, ...)."""
     root = tmp_path_factory.mktemp("capture")
     text = (SMALL_CAMPAIGN.replace("injections = 1", "injections = 3")
             .replace("frame_sample_rate = 256", "frame_sample_rate = 1024"))
@@ -37,11 +37,11 @@ def campaign(tmp_path_factory: pytest.TempPathFactory):
     write_synthetic_dataset(clean)
     config = load_config(root / "c.toml", [
         f'data.frames="{root / "clean"}"', 'model.mode="bbhnet"',
-        f'bbhnet.injections="{root / "baked" / INJECTION_SET}"', "bbhnet.inject=true"])
+        f'search.injections="{root / "baked" / INJECTION_SET}"', "search.inject=true"])
     [stretch] = whole_span(config)
     pieces = [replace(p, sequence_id=j + 1) for j, p in
-              enumerate(stretch_foreground(config.geometry, config.bbhnet, stretch,
-                                                     injection_times(config.bbhnet)))]
+              enumerate(stretch_foreground(config.geometry, config.search, stretch,
+                                                     injection_times(config.search)))]
     assert len(pieces) >= 2
     return config, stretch, pieces
 

@@ -1,4 +1,4 @@
-"""What the foreground (``bbhnet.inject``) streams, in windows: the arithmetic
+"""What the foreground (``search.inject``) streams, in windows: the arithmetic
 ``plan`` and the bench use (``stretches.foreground_windows_per_second``) against counting the
 pieces ``stretches.foreground_pieces`` actually makes for synthetic injection times."""
 
@@ -28,13 +28,13 @@ windows; touching windows merge): measured within 0.9 % at 1/30 to 2 injections 
 
 @pytest.fixture
 def config(small_config_file: Path) -> CampaignConfig:
-    return load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.slides=20"])
+    return load_config(small_config_file, ['model.mode="bbhnet"', "search.slides=20"])
 
 
 def counted_windows_per_second(config: CampaignConfig, times: np.ndarray) -> float:
     """Windows of the pieces ``foreground_pieces`` makes, counted piece by piece."""
     stretch = Stretch(0, config.data.start, config.data.start + SPAN_SECONDS)
-    pieces = foreground_pieces(config.geometry, stretch, list(times), config.bbhnet.found_seconds)
+    pieces = foreground_pieces(config.geometry, stretch, list(times), config.search.found_seconds)
     return sum(p.output_stop - p.first_window for p in pieces) / SPAN_SECONDS
 
 
@@ -47,14 +47,14 @@ def poisson_times(config: CampaignConfig, rate: float, seed: int) -> np.ndarray:
 @pytest.mark.parametrize("rate", [1 / 30, 1 / 5, 2.0])
 def test_the_foreground_s_expected_windows_match_the_pieces_it_streams(config, rate) -> None:
     counted = counted_windows_per_second(config, poisson_times(config, rate, 7))
-    expected = foreground_windows_per_second(config.geometry, rate, config.bbhnet.found_seconds)
+    expected = foreground_windows_per_second(config.geometry, rate, config.search.found_seconds)
     assert abs(expected / counted - 1) <= TOLERANCE
     stretch = [Stretch(0, config.data.start, config.data.start + SPAN_SECONDS)]
     assert foreground_windows(config.geometry, stretch, list(poisson_times(config, rate, 7)),
-                              config.bbhnet.found_seconds) == round(counted * SPAN_SECONDS)
+                              config.search.found_seconds) == round(counted * SPAN_SECONDS)
     # the negative controls: no merging of nearby injections, or a window more of warm-up
     # per injection, miss the count
-    alone = (2 * config.bbhnet.found_seconds / config.stride_seconds
+    alone = (2 * config.search.found_seconds / config.stride_seconds
              + config.stretch_warmup_windows)
     if rate >= 1 / 5:
         assert abs(rate * alone / counted - 1) > 5 * TOLERANCE
@@ -68,7 +68,7 @@ def test_evenly_spaced_injections_each_stream_their_warm_up_and_found_windows(co
     times = config.data.start + offset + np.arange(interval, SPAN_SECONDS - interval, interval)
     counted = counted_windows_per_second(config, times)
     expected = foreground_windows_per_second(config.geometry, 1 / interval,
-                                             config.bbhnet.found_seconds, evenly_spaced=True)
+                                             config.search.found_seconds, evenly_spaced=True)
     assert abs(expected / counted - 1) <= 0.001
 
 
@@ -78,14 +78,14 @@ def test_a_foreground_piece_streams_no_slide_history(config) -> None:
     assert config.slide_history_windows == 80
     stretch = Stretch(0, config.data.start, config.data.start + 400.0)
     [piece] = foreground_pieces(config.geometry, stretch, [config.data.start + 200.1],
-                                config.bbhnet.found_seconds)
+                                config.search.found_seconds)
     assert piece.output_start - piece.first_window == config.stretch_warmup_windows
     assert piece.windows == config.stretch_warmup_windows + 8  # +-1 s at 4 Hz, off the grid
 
 
 def test_plan_counts_the_foreground_s_windows_from_the_set_s_times(
         small_config_file: Path, tmp_path: Path) -> None:
-    """With ``bbhnet.inject`` a server's data seconds per second are divided by 1 + the
+    """With ``search.inject`` a server's data seconds per second are divided by 1 + the
     foreground's windows over the background's, counted here by hand: 120 injections one per
     30 s, off the window grid, each 8 found windows (+-1 s at 4 Hz) after 3 of warm-up."""
     from tests.test_bench import _results
@@ -95,10 +95,10 @@ def test_plan_counts_the_foreground_s_windows_from_the_set_s_times(
     listed.write_text(json.dumps([{"gps_time": start + 15.1 + 30 * j, "network_snr": 10.0}
                                   for j in range(120)]
                                  + [{"gps_time": start + 4000.1, "network_snr": 10.0}]))
-    base = ['model.mode="bbhnet"', "data.duration=3600", f'bbhnet.injections="{listed}"']
+    base = ['model.mode="bbhnet"', "data.duration=3600", f'search.injections="{listed}"']
     results = _results(tmp_path / "results.json", {(128, 2): 50.0}, "bbhnet")
     plain = plan_from_bench(load_config(small_config_file, base), 2.0, results)
-    injected = plan_from_bench(load_config(small_config_file, [*base, "bbhnet.inject=true"]),
+    injected = plan_from_bench(load_config(small_config_file, [*base, "search.inject=true"]),
                                2.0, results)
     config = load_config(small_config_file, base)
     kept = 3600 * 4 - config.stretch_warmup_windows
@@ -130,7 +130,7 @@ def test_the_bench_streams_each_share_from_frames_with_and_without_its_foregroun
     assert background.windows == sum(p.windows for s in shares for p in s.pieces)
     assert both.windows - background.windows == sum(
         p.windows for s in shares
-        for p in share_foreground(config.geometry, config.bbhnet, s, times)) > 0
+        for p in share_foreground(config.geometry, config.search, s, times)) > 0
     assert background.run.client_cpu_seconds > 0 and background.run.server_cpu_seconds > 0
     text = markdown(config, measured, BBHNET, 30.0, "test")
     assert "over the background, CPU (clients, their frame readers and the server)" in text

@@ -56,7 +56,7 @@ def config(tmp_path):
         "data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": 0, "duration": 100,
                  "sample_rate": 16},
         "model": {"repository": "r", "mode": "bbhnet", "inference_rate": 4},
-        "bbhnet": {"exclusion_seconds": 2.0, "found_seconds": 1.0},
+        "search": {"exclusion_seconds": 2.0, "found_seconds": 1.0},
     }
     return config_from_dict(raw, tmp_path / "c.toml")
 
@@ -66,10 +66,10 @@ def test_background_excludes_the_training_span(config) -> None:
     values = np.array([9.0, 2.0, 5.0, 3.0], np.float32)
     injections = [Injection(70.0, 20.0)]
     analysed = [(0.0, 100.0)]
-    everything = found_missed(times, values, injections, config.bbhnet, analysed)
+    everything = found_missed(times, values, injections, config.search, analysed)
     assert everything["threshold"] == 9.0 and everything["found"] == 0  # 9 is in training
     assert everything["background_seconds"] == pytest.approx(96.0)
-    held_out = found_missed(times, values, injections, config.bbhnet, analysed, (0.0, 30.0))
+    held_out = found_missed(times, values, injections, config.search, analysed, (0.0, 30.0))
     assert held_out["threshold"] == 3.0 and held_out["found"] == 1
     assert held_out["background_seconds"] == pytest.approx(66.0)
     assert held_out["training_gps"] == [0.0, 30.0]

@@ -1,4 +1,4 @@
-"""``check`` and ``make-dag`` read ``bbhnet.injections`` before anything runs
+"""``check`` and ``make-dag`` read ``search.injections`` before anything runs
 (``search/injection_check.check_injections``): a missing, truncated or column-lacking list is
 refused on one line naming the file; where the injections lie (held out, in the training
 span, outside the analysed span) is said, and none to count is a warning."""
@@ -30,7 +30,7 @@ def config_with(tmp_path: Path, injections: Path | None, mode: str = "bbhnet"):
                     "duration": 1000, "sample_rate": 16},
            "model": {"repository": "r", "mode": mode, "inference_rate": 4}}
     if injections is not None:
-        raw["bbhnet"] = {"injections": str(injections)}
+        raw["search"] = {"injections": str(injections)}
     return config_from_dict(raw, tmp_path / "c.toml")
 
 
@@ -67,7 +67,7 @@ def test_no_injection_to_count_is_a_warning(tmp_path: Path) -> None:
     found = check_injections(config_with(tmp_path, path), STRETCHES, None)
     assert found.counts["held_out"] == 0
     [warning] = found.warnings()
-    assert warning.startswith("bbhnet.injections: none of the 2 injections of ")
+    assert warning.startswith("search.injections: none of the 2 injections of ")
     assert "no found/missed injection and no VT" in warning
 
 
@@ -117,7 +117,7 @@ def test_a_bad_list_is_refused_on_one_line_naming_it(case: str, tmp_path: Path) 
     with pytest.raises(error) as raised:
         check_injections(config_with(tmp_path, path), STRETCHES, None)
     message = str(raised.value)
-    assert message.startswith("bbhnet.injections: ") and str(path) in message
+    assert message.startswith("search.injections: ") and str(path) in message
     assert what in message and "\n" not in message
 
 
@@ -143,7 +143,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cli(ws: Path, command: str, injections: Path, *more: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "offline_iaas.cli", command, str(ws / "campaign.toml"),
-         "--set", 'model.mode="bbhnet"', "--set", f'bbhnet.injections="{injections}"', *more],
+         "--set", 'model.mode="bbhnet"', "--set", f'search.injections="{injections}"', *more],
         capture_output=True, text=True, timeout=300)
 
 
@@ -162,7 +162,7 @@ def test_make_dag_refuses_a_truncated_list_before_writing_anything(workspace: Pa
     # 3: a data error; the missing model repository (4) was not reached
     assert done.returncode == 3, done.stderr
     [line] = done.stderr.strip().splitlines()
-    assert line.startswith(f"offline-iaas make-dag: error: bbhnet.injections: {bad}: ")
+    assert line.startswith(f"offline-iaas make-dag: error: search.injections: {bad}: ")
     assert not run.exists()
 
 
@@ -191,7 +191,7 @@ def merge_numbers(tmp_path: Path, seconds: list[float], population: dict | None,
     times = np.array([START + s for s in seconds] + [START + 300.0])
     values = np.array([9.0] * len(seconds) + [1.0])
     with captured_log() as lines:
-        result = injection_results(config.bbhnet, listed, times, values, None, analysed, training,
+        result = injection_results(config.search, listed, times, values, None, analysed, training,
                                    None)
     return result, lines
 

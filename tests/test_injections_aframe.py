@@ -286,9 +286,9 @@ def test_vt_comes_out_of_an_aframe_campaign_with_its_rejected_draws(tmp_path: Pa
     raw = {"data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": t0 - 100,
                     "duration": 300, "sample_rate": 16},
            "model": {"repository": "r", "mode": "bbhnet", "inference_rate": 4},
-           "bbhnet": {"found_seconds": 1.0, "slides": 2}}
+           "search": {"found_seconds": 1.0, "slides": 2}}
     config = config_from_dict(raw, tmp_path / "c.toml")
-    result = injection_results(config.bbhnet, listed, np.array([t0]), np.ones(1), np.array([2.0]),
+    result = injection_results(config.search, listed, np.array([t0]), np.ones(1), np.array([2.0]),
                                [(t0 - 100, t0 + 200)], None, 10 * 365.25 * 86400)
     point = result["sensitivity"]["at"]["1 year"]
     assert (point["found"], point["injections"], point["trials"]) == (1, 2, 7.0)

@@ -1,4 +1,4 @@
-"""Injections on the fly (issue #41, ``bbhnet.inject``): each client adds the set's signals to the
+"""Injections on the fly (issue #41, ``search.inject``): each client adds the set's signals to the
 strain it read and streams the windows they reach as a foreground beside the clean background.
 
 Proven equal to injections in the data: one set of (untrained, scaled) weights runs on frames
@@ -91,10 +91,10 @@ def frames(tmp_path_factory: pytest.TempPathFactory) -> dict:
     weights = untrained_weights(root / "weights")
     injections = root / "baked" / INJECTION_SET
     base = ['model.mode="bbhnet"', f'model.repository="{root / "repository"}"',
-            f'bbhnet.injections="{injections}"']
+            f'search.injections="{injections}"']
     configs["baked"] = load_config(root / "baked.toml", [*base, f'data.frames="{root / "baked"}"'])
     configs["clean"] = load_config(root / "clean.toml", [
-        *base, f'data.frames="{root / "clean"}"', "bbhnet.inject=true"])
+        *base, f'data.frames="{root / "clean"}"', "search.inject=true"])
     export_repository(configs["baked"], weights)
     return {"root": root, **configs}
 
@@ -135,9 +135,9 @@ def test_synth_writes_the_same_noise_whether_or_not_it_injects(frames) -> None:
 
 def test_the_foreground_covers_each_injection_s_found_window(frames) -> None:
     config = frames["clean"]
-    times = injection_times(config.bbhnet)
+    times = injection_times(config.search)
     [stretch] = whole_span(config)
-    pieces = stretch_foreground(config.geometry, config.bbhnet, stretch, times)
+    pieces = stretch_foreground(config.geometry, config.search, stretch, times)
     assert len(times) == 2 and 1 <= len(pieces) <= 2
     dx = config.stride_seconds
     for t in times:
@@ -174,16 +174,16 @@ def test_with_time_slides_the_foreground_streams_no_slide_history_and_equals_the
     1 s (32 windows of history) its pieces stream the stretch's warm-up only, and still equal
     the uninterrupted baked-in stream's statistic (whose background has the slides)."""
     root = frames["root"]
-    slides = ["bbhnet.slides=8", f'model.repository="{root / "repository-slides"}"']
+    slides = ["search.slides=8", f'model.repository="{root / "repository-slides"}"']
     baked = load_config(root / "baked.toml", [
-        'model.mode="bbhnet"', f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',
+        'model.mode="bbhnet"', f'search.injections="{root / "baked" / INJECTION_SET}"',
         f'data.frames="{root / "baked"}"', *slides])
     clean = load_config(root / "clean.toml", [
-        'model.mode="bbhnet"', f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',
-        f'data.frames="{root / "clean"}"', "bbhnet.inject=true", *slides])
+        'model.mode="bbhnet"', f'search.injections="{root / "baked" / INJECTION_SET}"',
+        f'data.frames="{root / "clean"}"', "search.inject=true", *slides])
     export_repository(baked, untrained_weights(root / "weights"))
-    pieces = stretch_foreground(clean.geometry, clean.bbhnet, whole_span(clean)[0],
-                                injection_times(clean.bbhnet))
+    pieces = stretch_foreground(clean.geometry, clean.search, whole_span(clean)[0],
+                                injection_times(clean.search))
     assert clean.slide_history_windows == 32
     assert all(p.output_start - p.first_window <= clean.stretch_warmup_windows for p in pieces)
     assert any(p.first_window > 0 for p in pieces)  # a piece that starts inside the stretch
@@ -199,8 +199,8 @@ def test_a_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
     root = frames["root"]
     config, run_dir = run_split(root / "clean.toml", [
         'model.mode="bbhnet"', f'model.repository="{root / "repository"}"',
-        f'bbhnet.injections="{root / "baked" / INJECTION_SET}"', f'data.frames="{root / "clean"}"',
-        "bbhnet.inject=true"], clients, shard_seconds)
+        f'search.injections="{root / "baked" / INJECTION_SET}"', f'data.frames="{root / "clean"}"',
+        "search.inject=true"], clients, shard_seconds)
     campaign = foreground_of(run_dir / "output" / "campaign.h5")
     baked = root / "baked.h5"
     if not baked.exists():
@@ -226,8 +226,8 @@ def test_a_streamed_network_s_foreground_equals_its_reference_and_the_whole_wind
     root = frames["root"]
     config = load_config(root / "clean.toml", [
         'model.mode="bbhnet"', f'model.repository="{root / "repository-streamed"}"',
-        f'bbhnet.injections="{root / "baked" / INJECTION_SET}"', f'data.frames="{root / "clean"}"',
-        "bbhnet.inject=true", "model.streamed=true"])
+        f'search.injections="{root / "baked" / INJECTION_SET}"', f'data.frames="{root / "clean"}"',
+        "search.inject=true", "model.streamed=true"])
     export_repository(config, untrained_weights(root / "weights"))
     run_dir = run_dag(config, root / "run-streamed")
     fly, _ = run_reference(config, root / "fly-streamed.h5")
@@ -258,8 +258,8 @@ def test_a_client_killed_between_foreground_streams_resumes_and_equals_the_refer
     root = frames["root"]
     config = load_config(root / "clean.toml", [
         'model.mode="bbhnet"', f'model.repository="{root / "repository"}"',
-        f'bbhnet.injections="{root / "baked" / INJECTION_SET}"', f'data.frames="{root / "clean"}"',
-        "bbhnet.inject=true", "layout.clients_per_server=1", "client.in_flight=1",
+        f'search.injections="{root / "baked" / INJECTION_SET}"', f'data.frames="{root / "clean"}"',
+        "search.inject=true", "layout.clients_per_server=1", "client.in_flight=1",
         "client.checkpoint_requests=1"])
     run = RunDir(root / "killed")
     make_dag(config, run)
@@ -281,28 +281,28 @@ def test_a_client_killed_between_foreground_streams_resumes_and_equals_the_refer
 
 
 def test_inject_is_refused_where_it_is_not_supported_yet(small_config_file: Path) -> None:
-    with pytest.raises(ConfigError, match="bbhnet.inject.*needs a BBHnet search") as caught:
-        load_config(small_config_file, ['model.mode="classifier"', "bbhnet.inject=true",
-                                        'bbhnet.injections="x.h5"'])
+    with pytest.raises(ConfigError, match="search.inject.*needs a BBHnet search") as caught:
+        load_config(small_config_file, ['model.mode="classifier"', "search.inject=true",
+                                        'search.injections="x.h5"'])
     documented("inject-outside-bbhnet", str(caught.value), {small_config_file: "C"},
                exit_code=ConfigError.exit_code)
-    with pytest.raises(ConfigError, match="needs bbhnet.injections") as caught:
-        load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.inject=true"])
+    with pytest.raises(ConfigError, match="needs search.injections") as caught:
+        load_config(small_config_file, ['model.mode="bbhnet"', "search.inject=true"])
     documented("inject-without-injections", str(caught.value), {small_config_file: "C"},
                exit_code=ConfigError.exit_code)
     with pytest.raises(ConfigError, match="on_bad_file = 'fail'") as caught:
-        load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.inject=true",
-                                        'bbhnet.injections="x.h5"', 'data.on_bad_file="gap"'])
+        load_config(small_config_file, ['model.mode="bbhnet"', "search.inject=true",
+                                        'search.injections="x.h5"', 'data.on_bad_file="gap"'])
     documented("inject-with-gaps", str(caught.value), {small_config_file: "C"},
                exit_code=ConfigError.exit_code)
-    with pytest.raises(ConfigError, match="in mode 'e2e' needs bbhnet.whitening") as caught:
-        load_config(small_config_file, ['model.mode="e2e"', "bbhnet.inject=true",
-                                        'bbhnet.injections="x.h5"', 'bbhnet.whitening="rolling"',
+    with pytest.raises(ConfigError, match="in mode 'e2e' needs search.whitening") as caught:
+        load_config(small_config_file, ['model.mode="e2e"', "search.inject=true",
+                                        'search.injections="x.h5"', 'search.whitening="rolling"',
                                         f"data.witnesses={WITNESSES}"])
     documented("inject-e2e-rolling-whitening", str(caught.value), {small_config_file: "C"},
                exit_code=ConfigError.exit_code)
-    load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.inject=true",
-                                    'bbhnet.injections="x.h5"', 'bbhnet.whitening="rolling"'])
+    load_config(small_config_file, ['model.mode="bbhnet"', "search.inject=true",
+                                    'search.injections="x.h5"', 'search.whitening="rolling"'])
 
 
 def test_the_set_and_its_found_window_join_the_stream_hash_only_when_injected(
@@ -310,27 +310,27 @@ def test_the_set_and_its_found_window_join_the_stream_hash_only_when_injected(
     clean = frames["clean"]
     root = frames["root"]
     off = load_config(root / "clean.toml", ['model.mode="bbhnet"',
-                                            f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',
+                                            f'search.injections="{root / "baked" / INJECTION_SET}"',
                                             f'data.frames="{root / "clean"}"'])
     assert off.stream_hash() != clean.stream_hash()
     wider = load_config(root / "clean.toml", [
-        'model.mode="bbhnet"', f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',
-        f'data.frames="{root / "clean"}"', "bbhnet.inject=true", "bbhnet.found_seconds=2"])
+        'model.mode="bbhnet"', f'search.injections="{root / "baked" / INJECTION_SET}"',
+        f'data.frames="{root / "clean"}"', "search.inject=true", "search.found_seconds=2"])
     assert wider.stream_hash() != clean.stream_hash()
     copy = tmp_path / INJECTION_SET
     data = (root / "baked" / INJECTION_SET).read_bytes()
     copy.write_bytes(data)
     same = load_config(root / "clean.toml", [
-        'model.mode="bbhnet"', f'bbhnet.injections="{copy}"', f'data.frames="{root / "clean"}"',
-        "bbhnet.inject=true"]).stream_hash()
+        'model.mode="bbhnet"', f'search.injections="{copy}"', f'data.frames="{root / "clean"}"',
+        "search.inject=true"]).stream_hash()
     copy.write_bytes(data + b"\0")  # another set: the parts are redone
     edited = load_config(root / "clean.toml", [
-        'model.mode="bbhnet"', f'bbhnet.injections="{copy}"', f'data.frames="{root / "clean"}"',
-        "bbhnet.inject=true"])
+        'model.mode="bbhnet"', f'search.injections="{copy}"', f'data.frames="{root / "clean"}"',
+        "search.inject=true"])
     assert same != edited.stream_hash()
     # without inject the set is the merge's only: the clients' hash ignores it
     off_edited = load_config(root / "clean.toml", [
-        'model.mode="bbhnet"', f'bbhnet.injections="{copy}"', f'data.frames="{root / "clean"}"'])
+        'model.mode="bbhnet"', f'search.injections="{copy}"', f'data.frames="{root / "clean"}"'])
     assert off_edited.stream_hash() == off.stream_hash()
 
 
@@ -338,11 +338,11 @@ def test_the_demo_s_run_time_path_reads_clean_frames_and_adds_synth_s_population
         tmp_path: Path) -> None:
     from offline_iaas.demo import demo_config
 
-    config = demo_config(tmp_path, None, ["bbhnet.inject=true"], mode="bbhnet")
-    assert config.bbhnet.inject and config.data.frames == tmp_path / "frames-clean"
-    assert config.bbhnet.injections == tmp_path / "frames" / INJECTION_SET
+    config = demo_config(tmp_path, None, ["search.inject=true"], mode="bbhnet")
+    assert config.search.inject and config.data.frames == tmp_path / "frames-clean"
+    assert config.search.injections == tmp_path / "frames" / INJECTION_SET
     plain = demo_config(tmp_path, None, [], mode="bbhnet")
-    assert plain.data.frames == tmp_path / "frames" and not plain.bbhnet.inject
+    assert plain.data.frames == tmp_path / "frames" and not plain.search.inject
 
 
 def _denser_set(source: Path, target: Path, gps_times: list[float]) -> Path:
@@ -379,12 +379,12 @@ def test_a_server_killed_while_a_client_streams_its_foreground_fails_over_and_eq
                         [start + 19.3, start + 29.4])
     config = load_config(root / "clean.toml", [
         'model.mode="bbhnet"', f'model.repository="{root / "repository"}"',
-        f'bbhnet.injections="{dense}"', f'data.frames="{root / "clean"}"', "bbhnet.inject=true",
+        f'search.injections="{dense}"', f'data.frames="{root / "clean"}"', "search.inject=true",
         "layout.servers=2", "layout.clients_per_server=1", "client.failover_seconds=20",
         "layout.rebalance=false", "workflow.retries=0", *FAST_FAILURE])
     shares = client_shares(config)
-    times = injection_times(config.bbhnet)
-    assert len(share_foreground(config.geometry, config.bbhnet, shares[1], times)) == 3
+    times = injection_times(config.search)
+    assert len(share_foreground(config.geometry, config.search, shares[1], times)) == 3
     run = RunDir(root / "failover")
     make_dag(config, run)
     (run.path / "faults.json").write_text(json.dumps(

@@ -1,4 +1,4 @@
-"""Injections on the fly in ``e2e`` (issue #41, ``bbhnet.inject``): the set's signals go into the
+"""Injections on the fly in ``e2e`` (issue #41, ``search.inject``): the set's signals go into the
 strain before DeepClean's subtraction, the witnesses untouched, and the foreground is streamed
 through the same chain (DeepClean, subtraction, BBHnet) from the history its online average and
 time slides need.
@@ -59,11 +59,11 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict:
     any, one e2e repository, and the references of both (the clean one injected on the fly)."""
     root = tmp_path_factory.mktemp("onthefly-e2e")
     write_baked_and_clean(root)
-    base = ['model.mode="e2e"', f"data.witnesses={WITNESSES}", f"bbhnet.slides={SLIDES}",
+    base = ['model.mode="e2e"', f"data.witnesses={WITNESSES}", f"search.slides={SLIDES}",
             f'model.repository="{root / "repository"}"',
-            f'bbhnet.injections="{root / "baked" / INJECTION_SET}"']
+            f'search.injections="{root / "baked" / INJECTION_SET}"']
     baked = load_config(root / "baked.toml", [*base, f'data.frames="{root / "baked"}"'])
-    clean = [*base, f'data.frames="{root / "clean"}"', "bbhnet.inject=true"]
+    clean = [*base, f'data.frames="{root / "clean"}"', "search.inject=true"]
     fly = load_config(root / "clean.toml", clean)
     export_repository(fly, untrained_weights(root / "weights"))  # serves the raw search too
     return {"root": root, "baked": baked, "fly": fly, "overrides": clean,
@@ -107,7 +107,7 @@ def test_e2e_found_missed_and_vt_come_from_the_foreground_of_the_cleaned_strain(
     assert summary["injection_counts"]["listed"] == 2
     assert summary["time_shifts"] == SLIDES
     for row in summary["injections"]:  # each one's statistic is the foreground's loudest near it
-        near = np.abs(foreground["time"] - row["gps_time"]) <= e2e["fly"].bbhnet.found_seconds
+        near = np.abs(foreground["time"] - row["gps_time"]) <= e2e["fly"].search.found_seconds
         assert row["statistic"] == pytest.approx(float(foreground["statistic"][near].max()))
     assert summary["sensitivity"]["injections"] == 2
     assert summary["sensitivity"]["at_reach"]["ifar_threshold_years"] > 0
@@ -188,12 +188,12 @@ def test_an_e2e_campaign_s_foreground_equals_the_reference_and_the_baked_in_run(
 
 def test_a_repository_without_the_raw_search_is_refused_for_an_e2e_campaign_that_injects(
         e2e) -> None:
-    """An e2e repository exported without ``bbhnet.inject`` serves no ``statistic_raw``:
+    """An e2e repository exported without ``search.inject`` serves no ``statistic_raw``:
     refused (one line) before a client asks for it; the one exported with it still serves a
     campaign without injections on the fly (the raw search's outputs are left unrequested)."""
     root = e2e["root"]
     plain = load_config(root / "clean.toml", [
-        *(o for o in e2e["overrides"] if o != "bbhnet.inject=true"),
+        *(o for o in e2e["overrides"] if o != "search.inject=true"),
         f'model.repository="{root / "repository-plain"}"'])
     export_repository(plain, root / "weights")
     injecting = load_config(root / "clean.toml", [

@@ -81,8 +81,8 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
     def config(injection_file: Path):
         return load_config(root / "clean.toml", [
             'model.mode="bbhnet"', f'model.repository="{root / "repository"}"',
-            f'data.frames="{root / "f"}"', f'bbhnet.injections="{injection_file}"',
-            "bbhnet.inject=true", "bbhnet.slides=2"])
+            f'data.frames="{root / "f"}"', f'search.injections="{injection_file}"',
+            "search.inject=true", "search.slides=2"])
 
     export_repository(config(root / "set.h5"), untrained_weights(root / "weights"))
     return {"root": root, "injections": injections, "config": config}

@@ -108,7 +108,7 @@ def test_a_shard_reads_the_clients_of_its_interval_and_its_padding_only(tmp_path
 
 def test_bbhnet_shards_read_only_the_clustering_reach(tmp_path: Path) -> None:
     config = _config(tmp_path, ['model.mode="bbhnet"', "merge.shard_seconds=16",
-                                "layout.clients_per_server=4", "bbhnet.cluster_seconds=1"])
+                                "layout.clients_per_server=4", "search.cluster_seconds=1"])
     stretches = make_stretches(config.geometry, SEGMENTS)
     shards = shard_merges(config, stretches, client_shares(config, stretches))
     first = shard_extents(config, stretches, shards[0].gps_start, shards[0].gps_end)[0]
@@ -222,11 +222,11 @@ def sharded(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     segment_file = root / "science.txt"
     segment_file.write_text("".join(f"{a} {b}\n" for a, b in SEGMENTS))
     config = _config(root, [*SHARD_OVERRIDES, f'data.segments="{segment_file}"',
-                            "synth.file_duration=8", "bbhnet.slides=2",
-                            "bbhnet.slide_seconds=10",
+                            "synth.file_duration=8", "search.slides=2",
+                            "search.slide_seconds=10",
                             f'model.repository="{root / "repository"}"',
-                            f'bbhnet.injections="{root / "frames" / "synth.json"}"',
-                            "bbhnet.ifar_threshold_years=1e-6"])
+                            f'search.injections="{root / "frames" / "synth.json"}"',
+                            "search.ifar_threshold_years=1e-6"])
     write_synthetic_dataset(config)
     export_repository(config, untrained_weights(root / "weights"))
     run_dir = run_dag(config, root / "run")

@@ -221,7 +221,7 @@ def test_each_network_a_built_in_mode_streams_is_exported_by_its_own_package(mod
     canary = ["deepclean.canary=true"] if "deepclean" in mode_packages.find_mode(
         mode).networks else []
     config = served_as(load_config(packaged_config(), [
-        f'model.mode="{mode}"', "bbhnet.slides=0", *canary]), True)
+        f'model.mode="{mode}"', "search.slides=0", *canary]), True)
     streamed = {stage.params["network"] for stage in stages(config) if stage.kind == "streamed"}
     exports = mode_packages.mode_package(mode).streamed
     assert streamed and streamed == set(exports)

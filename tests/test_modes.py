@@ -46,7 +46,7 @@ def mode_campaign(root: Path, mode: str) -> CampaignConfig:
             f'model.repository="{root / mode / "model-repository"}"',
             f'model.mode="{mode}"',
             f"data.witnesses={WITNESSES}",
-            f'bbhnet.injections="{root / "frames" / "synth.json"}"',
+            f'search.injections="{root / "frames" / "synth.json"}"',
             "layout.servers=2",
             "layout.clients_per_server=2",
             "deepclean.frame_seconds=16",

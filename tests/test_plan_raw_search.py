@@ -1,4 +1,4 @@
-"""``plan`` and the bench count e2e's search on the raw strain (``bbhnet.inject``: BBHnet runs a
+"""``plan`` and the bench count e2e's search on the raw strain (``search.inject``: BBHnet runs a
 second time per window, ``pipeline.searches_raw_strain``): the bench's ``e2e-inject`` workload
 serves that graph, ``plan`` takes its measurement or, without one, the ``e2e`` workload's with
 the raw search estimated from the ``bbhnet`` workload's limit (``sizing/raw_search.py``)."""
@@ -53,7 +53,7 @@ def e2e(small_config_file: Path) -> list[str]:
     listed.write_text(json.dumps([{"gps_time": 1262304000 + 15.1 + 30 * j, "network_snr": 10.0}
                                   for j in range(120)]))
     return ['model.mode="e2e"', f"data.witnesses={WITNESSES}", "data.duration=3600",
-            "model.streamed=false", f'bbhnet.injections="{listed}"']
+            "model.streamed=false", f'search.injections="{listed}"']
 
 
 def expected_raw_factor(config: CampaignConfig, rate_without: float) -> float:
@@ -73,7 +73,7 @@ def test_plan_counts_the_raw_search_of_an_e2e_campaign_with_injections(
                     [service(E2E.name, E2E_RATE), *(limit(r) for r in BBHNET_LIMIT),
                      limit(10.0, batch=128), limit(5.0, processes=1)])
     plain_config = load_config(small_config_file, e2e)
-    config = load_config(small_config_file, [*e2e, "bbhnet.inject=true"])
+    config = load_config(small_config_file, [*e2e, "search.inject=true"])
     plain = plan_from_bench(plain_config, 2.0, bench)
     injected = plan_from_bench(config, 2.0, bench)
 
@@ -90,7 +90,7 @@ def test_plan_counts_the_raw_search_of_an_e2e_campaign_with_injections(
     assert f"= {raw:.3f}: per server {scaled / raw:,.2f} data-s/s" in line
     assert not any(line.startswith("raw-strain") for line in plain.explanation)
     # mode bbhnet with inject serves the same graph as without: no raw search
-    bbhnet = load_config(small_config_file, ['model.mode="bbhnet"', e2e[-1], "bbhnet.inject=true"])
+    bbhnet = load_config(small_config_file, ['model.mode="bbhnet"', e2e[-1], "search.inject=true"])
     assert workload_of(bbhnet)[0] is BBHNET
 
 
@@ -99,7 +99,7 @@ def test_plan_takes_the_e2e_inject_workload_s_measurement_over_the_estimate(
     bench = results(tmp_path / "results.json", [
         service(E2E.name, E2E_RATE), service(E2E_INJECT.name, 16.0),
         *(limit(r) for r in BBHNET_LIMIT)])
-    config = load_config(small_config_file, [*e2e, "bbhnet.inject=true"])
+    config = load_config(small_config_file, [*e2e, "search.inject=true"])
     injected = plan_from_bench(config, 2.0, bench)
     scaled = 16.0 * window_work_per_data_second(E2E.channels, 32.0, 2048) / (
         config.model.inference_rate * config.kernel_samples * len(config.stream_channels))
@@ -118,7 +118,7 @@ def test_plan_refuses_to_guess_the_raw_search_without_a_bbhnet_limit(
     of the raw search, so no plan, rather than the e2e rate as if it had none."""
     bench = results(tmp_path / "results.json", [service(E2E.name, E2E_RATE),
                                                  limit(1000.0, instances=1, processes=1)])
-    config = load_config(small_config_file, [*e2e, "bbhnet.inject=true"])
+    config = load_config(small_config_file, [*e2e, "search.inject=true"])
     with pytest.raises(ConfigError) as caught:
         plan_from_bench(config, 2.0, bench)
     documented("plan-raw-search-unmeasured", str(caught.value), {tmp_path: "<ws>"},
@@ -128,7 +128,7 @@ def test_plan_refuses_to_guess_the_raw_search_without_a_bbhnet_limit(
 
 def test_the_e2e_inject_workload_serves_e2e_s_graph_with_the_raw_search(tmp_path: Path) -> None:
     """What the bench exports for ``e2e-inject`` is a campaign's e2e repository with
-    ``bbhnet.inject``: the same graph answers ``statistic_raw``, in-process too (the limit)."""
+    ``search.inject``: the same graph answers ``statistic_raw``, in-process too (the limit)."""
     pytest.importorskip("torch")
     import numpy as np
 
@@ -161,11 +161,11 @@ def test_plan_from_run_refuses_a_pilot_without_the_raw_search(
     pilots = {}
     for inject in (False, True):
         config_file = small_config_file.parent / f"e2e-{inject}.toml"
-        write_config(load_config(small_config_file, [*e2e, f"bbhnet.inject={inject}".lower()]),
+        write_config(load_config(small_config_file, [*e2e, f"search.inject={inject}".lower()]),
                      config_file)
         pilots[inject] = read_pilot(RunDir(fake_pilot(config_file.with_suffix(""),
                                                       config_file)))
-    injecting = load_config(small_config_file, [*e2e, "bbhnet.inject=true"])
+    injecting = load_config(small_config_file, [*e2e, "search.inject=true"])
     with pytest.raises(ConfigError, match="the e2e search on the raw strain"):
         plan_from_run(injecting, 1.0, pilots[False])
     with pytest.raises(ConfigError, match="the e2e search on the raw strain"):

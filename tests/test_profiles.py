@@ -288,7 +288,7 @@ def test_where_jobs_run_does_not_change_the_campaign_hashes() -> None:
     for changed in (elsewhere, campaign(server={"instances": 2})):
         assert changed.stream_hash() == base.stream_hash()
         assert changed.merge_hash() == base.merge_hash()
-    assert campaign(bbhnet={"cluster_seconds": 2.0}).merge_hash() != base.merge_hash()
+    assert campaign(search={"cluster_seconds": 2.0}).merge_hash() != base.merge_hash()
 
 
 def test_make_dag_writes_the_transfer_run_directory(

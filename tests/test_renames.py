@@ -20,8 +20,8 @@ OLD_KEYS = [
     # (section, old key, new key, TOML value, the new field's value, overrides it needs)
     ("client", "chunk_seconds", "read_seconds", "32", 32.0, []),
     ("merge", "chunk_seconds", "shard_seconds", "0", 0.0, []),
-    ("bbhnet", "time_shifts", "slides", "3", 3, ['model.mode="bbhnet"']),
-    ("bbhnet", "shift_seconds", "slide_seconds", "0.5", 0.5, ['model.mode="bbhnet"']),
+    ("search", "time_shifts", "slides", "3", 3, ['model.mode="bbhnet"']),
+    ("search", "shift_seconds", "slide_seconds", "0.5", 0.5, ['model.mode="bbhnet"']),
 ]
 
 
@@ -65,15 +65,15 @@ def test_an_old_key_given_with_its_new_one_is_refused(small_config_file: Path) -
 
 def test_renamed_keys_are_hashed_under_their_old_names(small_config_file: Path) -> None:
     """Finished parts and merges of a run directory written before the rename stay valid."""
-    config = load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.slides=3",
+    config = load_config(small_config_file, ['model.mode="bbhnet"', "search.slides=3",
                                              "merge.shard_seconds=0"])
     plain = config.to_dict()
-    bbhnet = dict(plain["bbhnet"])
+    bbhnet = dict(plain.pop("search"))  # [bbhnet] before #43
     bbhnet["time_shifts"] = bbhnet.pop("slides")
     bbhnet["shift_seconds"] = bbhnet.pop("slide_seconds")
     merge = {"chunk_seconds": plain["merge"].pop("shard_seconds")}
     plain = {k: v for k, v in plain.items()
-             if k in ("data", "model", "layout", "synth", "deepclean", "bbhnet")}
+             if k in ("data", "model", "layout", "synth", "deepclean")}
     plain["bbhnet"] = bbhnet
     plain["data"] = {k: v for k, v in plain["data"].items() if k != "on_bad_file"}
     # model.streamed came later (#42): off, it is not hashed either
@@ -82,9 +82,50 @@ def test_renamed_keys_are_hashed_under_their_old_names(small_config_file: Path) 
     digest = hashlib.sha256(json.dumps(old_style, sort_keys=True).encode()).hexdigest()[:16]
     assert config.merge_hash() == digest
     # the control: one more slide is another merge
-    other = load_config(small_config_file, ['model.mode="bbhnet"', "bbhnet.slides=4",
+    other = load_config(small_config_file, ['model.mode="bbhnet"', "search.slides=4",
                                             "merge.shard_seconds=0"])
     assert other.merge_hash() != digest
+
+
+def test_the_old_bbhnet_section_reads_as_search_with_one_deprecation_warning(
+        small_config_file: Path, log_lines: list[str]) -> None:
+    """``[bbhnet]`` became ``[search]`` (#43): in the file or in ``--set``, the old name sets
+    the same keys with one warning, hashes as before, and both names at once are refused."""
+    text = small_config_file.read_text()
+    mode = ['model.mode="bbhnet"']
+    small_config_file.write_text(text + "\n[bbhnet]\nslides = 3\ncluster_seconds = 2.0\n")
+    old = load_config(small_config_file, mode)
+    assert (old.search.slides, old.search.cluster_seconds) == (3, 2.0)
+    assert [line for line in log_lines if "deprecated" in line] == [
+        f"{small_config_file}: [bbhnet] is deprecated: use [search] (the same keys)"]
+    new_file = small_config_file.with_name("new.toml")
+    new_file.write_text(text + "\n[search]\nslides = 3\ncluster_seconds = 2.0\n")
+    log_lines.clear()
+    new = load_config(new_file, mode)
+    assert not [line for line in log_lines if "deprecated" in line]  # the new name: no warning
+    assert (old.stream_hash(), old.merge_hash()) == (new.stream_hash(), new.merge_hash())
+    assert old.search == new.search
+    # the control: another value is another hash
+    assert load_config(new_file, [*mode, "search.slides=4"]).stream_hash() != new.stream_hash()
+    plain = small_config_file.with_name("plain.toml")
+    plain.write_text(text)
+    log_lines.clear()
+    by_set = load_config(plain, [*mode, "bbhnet.slides=3", "bbhnet.cluster_seconds=2.0"])
+    assert by_set.merge_hash() == new.merge_hash()
+    assert [line for line in log_lines if "deprecated" in line] == [
+        f"{plain}: --set bbhnet.slides is deprecated: use search.slides",
+        f"{plain}: --set bbhnet.cluster_seconds is deprecated: use search.cluster_seconds"]
+    log_lines.clear()
+    assert load_config(plain, [*mode, "bbhnet.time_shifts=3"]).search.slides == 3
+    assert [line for line in log_lines if "deprecated" in line] == [
+        f"{plain}: --set bbhnet.time_shifts is deprecated: use search.slides"]
+    both = small_config_file.with_name("both.toml")
+    both.write_text(text + "\n[bbhnet]\nslides = 3\n\n[search]\ncluster_seconds = 2.0\n")
+    with pytest.raises(ConfigError, match=r"\[bbhnet\] and \[search\] are both given: "
+                       r"\[bbhnet\] is deprecated, keep only \[search\]"):
+        load_config(both, mode)
+    with pytest.raises(ConfigError, match="--set 'bbhnet.slides' and 'search.slides' are both"):
+        load_config(plain, [*mode, "bbhnet.slides=3", "search.slides=3"])
 
 
 def test_a_run_record_written_before_the_shard_rename_is_refused(tmp_path: Path) -> None:
@@ -121,17 +162,17 @@ def test_merge_chunk_is_a_deprecated_alias_of_merge_shard(
     assert said["merge-shard"][0] != 0 and "config file not found" in said["merge-shard"][1]
 
 
-@pytest.mark.parametrize("key", ["bbhnet.time_shifts", "bbhnet.slides"])
+@pytest.mark.parametrize("key", ["search.time_shifts", "search.slides"])
 def test_the_demo_in_a_mode_without_bbhnet_takes_the_slides_by_either_name(
         tmp_path: Path, log_lines: list[str], key: str) -> None:
     from offline_iaas.demo import demo_config
 
-    # the demo sets bbhnet.slides = 0 itself in such a mode; the user's key is not a clash
+    # the demo sets search.slides = 0 itself in such a mode; the user's key is not a clash
     config = demo_config(tmp_path, None, [f"{key}=0"], mode="deepclean")
-    assert config.bbhnet.slides == 0 and config.model.mode == "deepclean"
+    assert config.search.slides == 0 and config.model.mode == "deepclean"
     warned = [line for line in log_lines if "deprecated" in line]
-    assert len(warned) == (1 if key == "bbhnet.time_shifts" else 0), warned
+    assert len(warned) == (1 if key == "search.time_shifts" else 0), warned
     # the control: the user's own two names still clash
     with pytest.raises(ConfigError, match="are both given"):
-        demo_config(tmp_path, None, ["bbhnet.time_shifts=0", "bbhnet.slides=0"],
+        demo_config(tmp_path, None, ["search.time_shifts=0", "search.slides=0"],
                     mode="deepclean")

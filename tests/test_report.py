@@ -63,7 +63,7 @@ def fixture_config(root: Path, mode: str = "e2e") -> CampaignConfig:
     if mode in ("deepclean", "e2e"):
         overrides.append('data.witnesses=["H1:PEM-SYNTH_WITNESS_0", "L1:PEM-SYNTH_WITNESS_0"]')
     if mode == "classifier":  # the packaged demo's time slides need BBHnet
-        overrides.append("bbhnet.slides=0")
+        overrides.append("search.slides=0")
     return load_config(packaged_config(), overrides)
 
 

@@ -57,9 +57,9 @@ def make_dag_cli(ws: Path, run: str, *overrides: str) -> int:
      ["model repository {ws}/model-repository: exported with 8 sequence slots, the campaign "
       "runs 9 clients per server (layout.clients_per_server;"]),
     ("repository-other-time-slides",
-     [*BBHNET, 'model.repository="{ws}/bbhnet-repository"', "bbhnet.slides=3"],
+     [*BBHNET, 'model.repository="{ws}/bbhnet-repository"', "search.slides=3"],
      ["model repository {ws}/bbhnet-repository: exported with 0 time slides of 0 samples, the "
-      "campaign asks for 3 of 256 (bbhnet.slides, bbhnet.slide_seconds): export again"]),
+      "campaign asks for 3 of 256 (search.slides, search.slide_seconds): export again"]),
     ("repository-other-mode", ['model.mode="bbhnet"'],
      ["model repository {ws}/model-repository: exported for mode 'classifier', the campaign "
       "runs mode 'bbhnet' (model.mode)"]),

@@ -35,8 +35,8 @@ from tests.test_injections_on_the_fly import write_baked_and_clean
 TOLERANCE = 1e-4
 """Largest |campaign or reference - oracle| / max |oracle| (float32 whitening in the served
 chain against float64 scipy in the oracle), as ``tests/test_rolling_whitening.py``."""
-ROLLING = ['model.mode="bbhnet"', 'bbhnet.whitening="rolling"', "bbhnet.psd_seconds=8",
-           "bbhnet.psd_fftlength=1"]
+ROLLING = ['model.mode="bbhnet"', 'search.whitening="rolling"', "search.psd_seconds=8",
+           "search.psd_fftlength=1"]
 
 
 def _campaign_text(injections: int) -> str:
@@ -55,9 +55,9 @@ def frames(tmp_path_factory: pytest.TempPathFactory) -> dict:
     write_baked_and_clean(root, _campaign_text)
     weights = untrained_weights(root / "weights")
     overrides = [*ROLLING, f'model.repository="{root / "repository"}"',
-                 f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',
-                 f'data.frames="{root / "clean"}"', "bbhnet.inject=true",
-                 "bbhnet.found_seconds=2"]
+                 f'search.injections="{root / "baked" / INJECTION_SET}"',
+                 f'data.frames="{root / "clean"}"', "search.inject=true",
+                 "search.found_seconds=2"]
     config = load_config(root / "clean.toml", overrides)
     export_repository(config, weights)
     return {"root": root, "config": config, "overrides": overrides}
@@ -70,10 +70,10 @@ def foreground_of(path: Path) -> np.ndarray:
 
 def oracle_config(config: CampaignConfig, frames: Path) -> dict:
     """The keys the oracle reads, as a resolved config holds them."""
-    b = config.bbhnet
+    b = config.search
     return {"data": {"frames": str(frames), "sample_rate": config.data.sample_rate},
             "model": {"repository": str(config.model.repository)},
-            "bbhnet": {"whitening": "rolling", "psd_seconds": b.psd_seconds,
+            "search": {"whitening": "rolling", "psd_seconds": b.psd_seconds,
                        "psd_fftlength": b.psd_fftlength,
                        "whitening_crop_seconds": b.whitening_crop_seconds}}
 
@@ -169,7 +169,7 @@ def test_a_repository_exported_before_the_foreground_s_psd_is_refused(frames,
     documented("repository-without-foreground-psd", str(caught.value), {old: "R"},
                exit_code=ModelError.exit_code)
     plain = load_config(frames["root"] / "clean.toml",
-                        [o for o in overrides if o != "bbhnet.inject=true"])
+                        [o for o in overrides if o != "search.inject=true"])
     check_repository(plain)  # no foreground: the earlier whitening serves it as before
 
 

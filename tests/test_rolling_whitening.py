@@ -1,4 +1,4 @@
-"""BBHnet's whitening that follows the data (issue #17): ``bbhnet.whitening = "rolling"``.
+"""BBHnet's whitening that follows the data (issue #17): ``search.whitening = "rolling"``.
 
 The served model whitens each window with the Welch PSD of the data just before it
 (``stateful.RollingWhitening``), and the graph is exported without its fixed FIR. Checked: the
@@ -69,26 +69,26 @@ def test_rolling_whitening_makes_gaussian_noise_unit_variance_whatever_its_level
 
 def test_rolling_whitening_needs_a_bbhnet_mode_and_whole_even_samples(tmp_path: Path) -> None:
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
-    rolling = 'bbhnet.whitening="rolling"'
+    rolling = 'search.whitening="rolling"'
     refusals = {}
-    with pytest.raises(ConfigError, match="bbhnet.whitening.*BBHnet "
+    with pytest.raises(ConfigError, match="search.whitening.*BBHnet "
                        "mode") as refusals["rolling-whitening-outside-bbhnet"]:
         load_config(tmp_path / "campaign.toml", [rolling])  # classifier
     bbhnet = ['model.mode="bbhnet"', rolling]
-    with pytest.raises(ConfigError, match="bbhnet.whitening.*'fixed' or 'rolling'"):
-        load_config(tmp_path / "campaign.toml", ['model.mode="bbhnet"', 'bbhnet.whitening="x"'])
-    with pytest.raises(ConfigError, match="bbhnet.psd_seconds.*two Welch "
+    with pytest.raises(ConfigError, match="search.whitening.*'fixed' or 'rolling'"):
+        load_config(tmp_path / "campaign.toml", ['model.mode="bbhnet"', 'search.whitening="x"'])
+    with pytest.raises(ConfigError, match="search.psd_seconds.*two Welch "
                        "segments") as refusals["rolling-whitening-psd-too-short"]:
-        load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.psd_seconds=2",
-                                                 "bbhnet.psd_fftlength=2"])
-    with pytest.raises(ConfigError, match="bbhnet.psd_fftlength."
+        load_config(tmp_path / "campaign.toml", [*bbhnet, "search.psd_seconds=2",
+                                                 "search.psd_fftlength=2"])
+    with pytest.raises(ConfigError, match="search.psd_fftlength."
                        "*even") as refusals["rolling-whitening-odd-fft"]:
-        load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.psd_fftlength=0.1"])
+        load_config(tmp_path / "campaign.toml", [*bbhnet, "search.psd_fftlength=0.1"])
     with pytest.raises(ConfigError, match="whitening_crop_seconds."
                        "*shorter") as refusals["rolling-whitening-crop-too-long"]:
-        load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.whitening_crop_seconds=1"])
+        load_config(tmp_path / "campaign.toml", [*bbhnet, "search.whitening_crop_seconds=1"])
     documented_refusals(refusals, {tmp_path / "campaign.toml": "C"})
-    config = load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.psd_seconds=8"])
+    config = load_config(tmp_path / "campaign.toml", [*bbhnet, "search.psd_seconds=8"])
     assert config.warmup_windows == 3 + 8 * 4  # the PSD's 8 s at 4 windows per second
 
 
@@ -102,7 +102,7 @@ def test_rolling_whitening_refuses_a_graph_that_keeps_its_own_filter(tmp_path: P
     scripted.mkdir()
     torch.jit.save(network, scripted / "bbhnet.ts")
     config = load_config(tmp_path / "campaign.toml", [
-        'model.mode="bbhnet"', 'bbhnet.whitening="rolling"',
+        'model.mode="bbhnet"', 'search.whitening="rolling"',
         f'model.repository="{tmp_path / "repo"}"'])
     with pytest.raises(ModelError, match="needs its weights as a state_dict") as graph:
         export_repository(config, scripted)
@@ -128,7 +128,7 @@ def _bbhnet_module(weights: Path):
 # ---- real campaigns over a noise level that doubles --------------------------------------------
 
 SLIDES = 4
-ROLLING = ['bbhnet.whitening="rolling"', "bbhnet.psd_seconds=8", "bbhnet.psd_fftlength=1"]
+ROLLING = ['search.whitening="rolling"', "search.psd_seconds=8", "search.psd_fftlength=1"]
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +147,7 @@ def drifting(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
         config = load_config(root / "campaign.toml", [
             f'model.mode="{mode}"', f"data.witnesses={WITNESSES}", "model.batch_size=5",
             f'model.repository="{root / name / "repository"}"',
-            f"bbhnet.slides={SLIDES}", *extra])
+            f"search.slides={SLIDES}", *extra])
         export_repository(config, weights)
         runs[name] = (config, run_dag(config, root / name / "run"))
     return runs

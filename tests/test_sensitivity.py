@@ -196,7 +196,7 @@ def config(tmp_path):
     raw = {"data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": 0, "duration": 1000,
                     "sample_rate": 16},
            "model": {"repository": "r", "mode": "bbhnet", "inference_rate": 4},
-           "bbhnet": {"found_seconds": 1.0, "ifar_threshold_years": 0.5}}
+           "search": {"found_seconds": 1.0, "ifar_threshold_years": 0.5}}
     return config_from_dict(raw, tmp_path / "c.toml")
 
 
@@ -213,7 +213,7 @@ def test_injections_in_the_training_span_do_not_count_in_vt(config) -> None:
     injections = [Injection(t, 10.0) for t in gps]
     training = (50.0, 250.0)
     counted = found_missed_at_ifar(np.array(gps), np.array(ifars), np.ones(5), injections,
-                                   config.bbhnet, [(0.0, 1000.0)], training)
+                                   config.search, [(0.0, 1000.0)], training)
     assert (counted["found"], counted["missed"]) == (1, 2)  # held out: 500, 600, 700
     assert counted["injection_counts"] == {"listed": 5, "outside_analysed": 0,
                                            "in_training": 2, "held_out": 3}
@@ -342,7 +342,7 @@ def test_vt_is_the_found_fraction_times_the_volume_times_the_held_out_time(tmp_p
     raw = {"data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": 0, "duration": 1000,
                     "sample_rate": 16},
            "model": {"repository": "r", "mode": "bbhnet", "inference_rate": 4},
-           "bbhnet": {"found_seconds": 1.0, "ifar_threshold_years": 1.0, "slides": 4,
+           "search": {"found_seconds": 1.0, "ifar_threshold_years": 1.0, "slides": 4,
                       "slide_seconds": 1.0}}
     config = config_from_dict(raw, tmp_path / "c.toml")
     analysed, training = [(0.0, 600.0), (700.0, 1000.0)], [100.0, 400.0]
@@ -356,7 +356,7 @@ def test_vt_is_the_found_fraction_times_the_volume_times_the_held_out_time(tmp_p
                 if i is not None] + [(t, 9.0) for t in training_gps + outside_gps]
     times = np.array([t for t, _ in triggers])
     ifars = np.array([i for _, i in triggers])
-    result = injection_results(config.bbhnet, listed, times, np.ones(len(times)), ifars, analysed,
+    result = injection_results(config.search, listed, times, np.ones(len(times)), ifars, analysed,
                                training, 10 * SECONDS_PER_YEAR)
     assert (result["analysed_seconds"], result["held_out_seconds"]) == (900.0, 600.0)
     at_one_year = result["sensitivity"]["at"]["1 year"]

@@ -29,7 +29,7 @@ def _broken_twice(base: Path, tmp_path: Path) -> tuple[Path, list[str]]:
     ws = tmp_path / "ws"
     shutil.copytree(base, ws)
     sets = ["--set", 'model.mode="bbhnet"',
-            "--set", f'bbhnet.injections="{ws / "nowhere.json"}"']
+            "--set", f'search.injections="{ws / "nowhere.json"}"']
     return ws, sets
 
 
@@ -48,7 +48,7 @@ def test_check_and_make_dag_stop_at_the_same_first_failing_check(
     ws, sets = _broken_twice(base, tmp_path)
     for command, (code, line) in _exits(ws, sets, capsys).items():
         assert code == 2, (command, line)  # the injection list, before the repository
-        assert "bbhnet.injections" in line and "nowhere.json" in line, (command, line)
+        assert "search.injections" in line and "nowhere.json" in line, (command, line)
     assert not (ws / "run").exists()
 
     (ws / "frames" / "H-H1_SYNTH-1262304032-16.gwf").unlink()  # the frames come first

@@ -119,8 +119,8 @@ def test_streamed_refuses_what_it_cannot_serve_yet_in_one_line(exported):
     toml = exported["whole"].source
     refusals = {}
     for row, overrides, pattern in (
-            ("streamed-rolling-whitening", [*STREAMED, 'bbhnet.whitening="rolling"'],
-             "'bbhnet.whitening' the 'rolling' whitening .* served on whole windows"),
+            ("streamed-rolling-whitening", [*STREAMED, 'search.whitening="rolling"'],
+             "'search.whitening' the 'rolling' whitening .* served on whole windows"),
             ("streamed-kernel-not-strides", [*STREAMED, "model.kernel_seconds=1.125",
                                              "model.inference_rate=2"],
              "'model.kernel_seconds' a window of 1.125 s is not a whole number of strides")):
@@ -129,7 +129,7 @@ def test_streamed_refuses_what_it_cannot_serve_yet_in_one_line(exported):
     documented_refusals(refusals, {toml: "C"})
     # negative controls: the same keys load without the switch, and with auto (the default),
     # which serves the networks whole-window; the classifier's mode streams too
-    assert not streams(load_config(toml, ['model.mode="bbhnet"', 'bbhnet.whitening="rolling"']))
+    assert not streams(load_config(toml, ['model.mode="bbhnet"', 'search.whitening="rolling"']))
     assert streams(load_config(toml, ['model.mode="classifier"', "model.streamed=true"]))
     with pytest.raises(ConfigError, match="'model.streamed' must be true, false or \"auto\""):
         load_config(toml, ['model.streamed="yes"'])
@@ -291,7 +291,7 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
     assert relative_difference(from_onnx, late) > 100 * WHOLE_WINDOW_BOUND
     # a streamed repository under a campaign auto keeps whole-window is refused (negative
     # control for the check taking either)
-    rolling = load_config(toml, [*AUTO, 'bbhnet.whitening="rolling"',
+    rolling = load_config(toml, [*AUTO, 'search.whitening="rolling"',
                                  f'model.repository="{tmp_path / "state_dict"}"'])
     with pytest.raises(ModelError, match="exported with its networks streamed, the campaign "
                        "serves them on whole windows .*'rolling' whitening"):
@@ -334,7 +334,7 @@ def test_a_stride_off_bbhnets_grid_streams_on_its_phases_equal_to_whole_windows(
     assert relative_difference(streamed, late) > 100 * WHOLE_WINDOW_BOUND
 
 
-SLIDES = ["bbhnet.slides=3", "bbhnet.slide_seconds=4"]
+SLIDES = ["search.slides=3", "search.slide_seconds=4"]
 """Three slides of 4 s (16 windows each): the background of ``streamed_timeslide``."""
 
 

@@ -2,7 +2,7 @@
 
 DeepClean runs as a ``streamed`` stage on the update (its window predictions into the
 unchanged online average; the snapshotter stays for the subtraction's windows), and BBHnet on
-the cleaned strain as another (no second snapshotter, no windows), with ``bbhnet.inject`` a
+the cleaned strain as another (no second snapshotter, no windows), with ``search.inject`` a
 third on the raw strain (``bbhnet_raw``, its own state, BBHnet's graphs). Checked on the
 injections module's 32-s e2e frames (2 injections on the fly, untrained weights): in process,
 the noise, the cleaned strain and every statistic (cleaned, raw, the foreground's) equal the
@@ -40,8 +40,8 @@ def chains(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("streamed-e2e")
     write_baked_and_clean(root)
     weights = untrained_weights(root / "weights")
-    base = ['model.mode="e2e"', f"data.witnesses={WITNESSES}", "bbhnet.inject=true",
-            f'bbhnet.injections="{root / "baked" / INJECTION_SET}"',
+    base = ['model.mode="e2e"', f"data.witnesses={WITNESSES}", "search.inject=true",
+            f'search.injections="{root / "baked" / INJECTION_SET}"',
             f'data.frames="{root / "clean"}"']
     return {"root": root, **exported_both_ways(root / "clean.toml", base, root, weights)}
 

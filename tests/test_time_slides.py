@@ -124,7 +124,7 @@ def test_any_split_forms_the_slides_of_the_whole_stretch(tmp_path: Path, clients
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN.replace("duration = 64",
                                                                    "duration = 16"))
     config = load_config(tmp_path / "campaign.toml", [
-        'model.mode="bbhnet"', "bbhnet.slides=3", f"layout.clients_per_server={clients}"])
+        'model.mode="bbhnet"', "search.slides=3", f"layout.clients_per_server={clients}"])
     kernel, stride, shifts = config.kernel_samples, config.stride_samples, 3
     warmup, step = config.stretch_warmup_windows, config.slide_windows
     assert (warmup, step, config.warmup_windows) == (3, 4, 3 + 12)
@@ -183,19 +183,19 @@ def test_a_slide_s_livetime_counts_only_the_windows_it_formed() -> None:
 def test_time_shifts_need_a_bbhnet_mode_two_detectors_and_whole_samples(tmp_path: Path) -> None:
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     refusals = {}
-    with pytest.raises(ConfigError, match="bbhnet.slides.*BBHnet "
+    with pytest.raises(ConfigError, match="search.slides.*BBHnet "
                        "mode") as refusals["time-slides-outside-bbhnet"]:
-        load_config(tmp_path / "campaign.toml", ["bbhnet.slides=3"])  # classifier
-    bbhnet = ['model.mode="bbhnet"', "bbhnet.slides=3"]
-    with pytest.raises(ConfigError, match="bbhnet.slide_seconds.*whole number of "
+        load_config(tmp_path / "campaign.toml", ["search.slides=3"])  # classifier
+    bbhnet = ['model.mode="bbhnet"', "search.slides=3"]
+    with pytest.raises(ConfigError, match="search.slide_seconds.*whole number of "
                        "strides") as refusals["time-slides-not-whole-strides"]:
-        load_config(tmp_path / "campaign.toml", [*bbhnet, "bbhnet.slide_seconds=0.3"])
+        load_config(tmp_path / "campaign.toml", [*bbhnet, "search.slide_seconds=0.3"])
     with pytest.raises(ConfigError, match="data.channels must name "
                        "two") as refusals["time-slides-one-detector"]:
         load_config(tmp_path / "campaign.toml", [*bbhnet, 'data.channels=["H1:X"]'])
     documented_refusals(refusals, {tmp_path / "campaign.toml": "C"})
-    with pytest.raises(ConfigError, match="bbhnet.slides.*negative"):
-        load_config(tmp_path / "campaign.toml", ['model.mode="bbhnet"', "bbhnet.slides=-1"])
+    with pytest.raises(ConfigError, match="search.slides.*negative"):
+        load_config(tmp_path / "campaign.toml", ['model.mode="bbhnet"', "search.slides=-1"])
 
 
 def test_slides_add_history_to_pieces_not_warm_up_to_stretches(tmp_path: Path) -> None:
@@ -206,7 +206,7 @@ def test_slides_add_history_to_pieces_not_warm_up_to_stretches(tmp_path: Path) -
         assert unslid.warmup_windows == unslid.stretch_warmup_windows == plain
         # 5 slides of 0.5 s: 640 samples, 10 strides
         slid = load_config(tmp_path / "campaign.toml",
-                           [*base, "bbhnet.slides=5", "bbhnet.slide_seconds=0.5"])
+                           [*base, "search.slides=5", "search.slide_seconds=0.5"])
         assert slid.stretch_warmup_windows == plain  # the zero lag starts where it did
         assert slid.warmup_windows == plain + 10  # a piece inside a stretch streams more
         formed = slides_formed(slid.geometry, 0, 12)
@@ -222,7 +222,7 @@ def test_a_time_slide_stage_spec_of_an_older_export_gives_the_same_slides(tmp_pa
     ``shift_windows`` and ``shifts``, still gives the server the same ``TimeSlides``."""
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     config = load_config(tmp_path / "campaign.toml", [
-        'model.mode="bbhnet"', "bbhnet.slides=5", "bbhnet.slide_seconds=0.5"])
+        'model.mode="bbhnet"', "search.slides=5", "search.slide_seconds=0.5"])
     spec = next(s for s in stages(config) if s.model == "timeslides").to_dict()["params"]
     lag = config.slide_windows
     assert lag > 1 and (spec["slide_windows"], spec["slides"]) == (lag, 5)
@@ -236,7 +236,7 @@ def test_a_time_slide_stage_spec_of_an_older_export_gives_the_same_slides(tmp_pa
 def test_the_ensemble_layout_refuses_time_slides(tmp_path: Path) -> None:
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     config = load_config(tmp_path / "campaign.toml", [
-        'model.mode="bbhnet"', "bbhnet.slides=2",
+        'model.mode="bbhnet"', "search.slides=2",
         f'model.repository="{tmp_path / "repo"}"'])
     with pytest.raises(ModelError, match="steps of the fused model") as caught:
         export_repository(config, None, ensemble=True)
@@ -250,7 +250,7 @@ def test_a_repository_whose_slides_reach_into_the_warm_up_is_refused(tmp_path: P
     records two numbers) would put values where the merge expects NaN: refused up front."""
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     config = load_config(tmp_path / "campaign.toml", [
-        'model.mode="bbhnet"', "bbhnet.slides=2",
+        'model.mode="bbhnet"', "search.slides=2",
         f'model.repository="{tmp_path / "repo"}"'])
     export_repository(config, untrained_weights(tmp_path / "weights"))
     check_repository(config)
@@ -290,9 +290,9 @@ def campaigns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
             f'model.mode="{mode}"', f"data.witnesses={WITNESSES}", "model.batch_size=5",
             "layout.clients_per_server=4",
             f'model.repository="{root / name / "repository"}"',
-            f"bbhnet.slides={shifts}", f"bbhnet.slide_seconds={SLIDE_SECONDS}",
-            "bbhnet.ifar_threshold_years=1e-6",
-            f'bbhnet.injections="{root / "frames" / "synth.json"}"'])
+            f"search.slides={shifts}", f"search.slide_seconds={SLIDE_SECONDS}",
+            "search.ifar_threshold_years=1e-6",
+            f'search.injections="{root / "frames" / "synth.json"}"'])
         export_repository(config, weights)
         runs[name] = (config, run_dag(config, root / name / "run"))
     return runs
@@ -378,7 +378,7 @@ def start_problems(series: dict, config) -> list[str]:
     kernel = round(config.model.kernel_seconds * rate)
     stride = round(rate / config.model.inference_rate)
     warmup = -(-kernel // stride) - 1
-    step = round(config.bbhnet.slide_seconds * rate) // stride
+    step = round(config.search.slide_seconds * rate) // stride
     problems = []
     (x0, dx, statistic), = series["statistic"]
     expected = config.data.start + (warmup + 1) * stride / rate
@@ -454,7 +454,7 @@ def vt_problems(run_dir: Path, shift_injections: float = 0.0) -> list[str]:
     least it; N = held out x drawn / injected; thresholds beyond the background null."""
     summary = json.loads((run_dir / "output" / "campaign.json").read_text())
     bbhnet = summary["bbhnet"]
-    found_seconds = 1.0  # bbhnet.found_seconds' default
+    found_seconds = 1.0  # search.found_seconds' default
     with h5py.File(run_dir / "output" / "campaign.h5", "r") as f:
         times, ifars = f["triggers"]["time"], f["triggers"]["ifar"]
     synth = json.loads((run_dir.parent.parent / "frames" / "synth.json").read_text())

@@ -26,16 +26,17 @@ from offline_iaas.config_checks import (
     check_config,
     hashed_names,
     plain_value,
+    renamed_sections,
     toml_value,
 )
 from offline_iaas.config_sections import (
-    BBHnetConfig,
     ClientConfig,
     DataConfig,
     DeepCleanConfig,
     LayoutConfig,
     MergeConfig,
     ModelConfig,
+    SearchConfig,
     ServerConfig,
     SiteConfig,
     SynthConfig,
@@ -46,7 +47,7 @@ from offline_iaas.geometry import StreamGeometry
 from offline_iaas.mode_packages import find_mode, mode_package
 from offline_iaas.modes import Mode, Outputs
 
-OUTPUT_SECTIONS: tuple[str, ...] = ("data", "model", "layout", "synth", "deepclean", "bbhnet")
+OUTPUT_SECTIONS: tuple[str, ...] = ("data", "model", "layout", "synth", "deepclean", "search")
 """The sections the campaign's output depends on: the data, the networks and their windows,
 the split into client shares, the synthetic data and the post-processing. ``[server]``,
 ``[client]``, ``[workflow]`` and ``[site]`` only say how and where the jobs run (timeouts,
@@ -60,7 +61,7 @@ MERGE_ONLY: tuple[tuple[str, str], ...] = (
         "band_low_hz", "band_high_hz", "filter_order", "frame_seconds", "asd_fftlength",
         "guard_hz", "channel_suffix", "frame_type", "gate", "gate_tolerance",
         "gate_line_ratio")),
-    *(("bbhnet", key) for key in (
+    *(("search", key) for key in (
         "cluster_seconds", "injections", "found_seconds", "exclusion_seconds",
         "ifar_threshold_years")),
 )
@@ -87,7 +88,7 @@ class CampaignConfig:
     synth: SynthConfig = field(default_factory=SynthConfig)
     site: SiteConfig = field(default_factory=SiteConfig)
     deepclean: DeepCleanConfig = field(default_factory=DeepCleanConfig)
-    bbhnet: BBHnetConfig = field(default_factory=BBHnetConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
     mode_section: Any = None
     """The settings of the mode package's own section, ``[<model.mode>]`` (an instance of its
     ``ModePackage.config_section``); None for a mode without one."""
@@ -102,7 +103,7 @@ class CampaignConfig:
         return StreamGeometry(
             self.data.start, self.data.sample_rate, self.kernel_samples, self.stride_samples,
             self.stretch_warmup_windows, self.warmup_windows, self.slide_windows,
-            self.bbhnet.slides, self.averaging_delay_windows)
+            self.search.slides, self.averaging_delay_windows)
 
     @property
     def stride_samples(self) -> int:
@@ -140,13 +141,13 @@ class CampaignConfig:
 
     @property
     def has_slides(self) -> bool:
-        """BBHnet's background is formed by time slides on the server (``bbhnet.slides``)."""
-        return self.mode.triggers and self.bbhnet.slides > 0
+        """BBHnet's background is formed by time slides on the server (``search.slides``)."""
+        return self.mode.triggers and self.search.slides > 0
 
     @property
     def rolling_whitening(self) -> bool:
-        """BBHnet's windows are whitened by the served model (``bbhnet.whitening``)."""
-        return self.mode.triggers and self.bbhnet.whitening == "rolling"
+        """BBHnet's windows are whitened by the served model (``search.whitening``)."""
+        return self.mode.triggers and self.search.whitening == "rolling"
 
     @property
     def psd_warmup_windows(self) -> int:
@@ -154,13 +155,13 @@ class CampaignConfig:
         only (``ceil(psd_seconds fs / S)``; 0 with the fixed whitening)."""
         if not self.rolling_whitening:
             return 0
-        psd_samples = round(self.bbhnet.psd_seconds * self.data.sample_rate)
+        psd_samples = round(self.search.psd_seconds * self.data.sample_rate)
         return -(-psd_samples // self.stride_samples)
 
     @property
     def slide_samples(self) -> int:
         """``Δ`` of the time slides in samples at the model rate."""
-        return round(self.bbhnet.slide_seconds * self.data.sample_rate)
+        return round(self.search.slide_seconds * self.data.sample_rate)
 
     @property
     def slide_windows(self) -> int:
@@ -170,7 +171,7 @@ class CampaignConfig:
     @property
     def slide_history_windows(self) -> int:
         """Windows the longest slide reaches back (``N Δ / S``; 0 without slides)."""
-        return self.bbhnet.slides * self.slide_windows if self.has_slides else 0
+        return self.search.slides * self.slide_windows if self.has_slides else 0
 
     @property
     def averaging_delay_windows(self) -> int:
@@ -185,10 +186,10 @@ class CampaignConfig:
     @property
     def outputs(self) -> Outputs:
         """What clients request and store, and their rows (``modes.Outputs``)."""
-        slides, inject = self.has_slides, self.bbhnet.inject
+        slides, inject = self.has_slides, self.search.inject
         return Outputs(self.mode.output_names(canary=self.deepclean.canary,
                                               has_slides=slides, inject=inject),
-                       len(self.ifos), self.stride_samples, self.bbhnet.slides)
+                       len(self.ifos), self.stride_samples, self.search.slides)
 
     @property
     def ifos(self) -> tuple[str, ...]:
@@ -273,7 +274,7 @@ SECTIONS: dict[str, type] = {
     "synth": SynthConfig,
     "site": SiteConfig,
     "deepclean": DeepCleanConfig,
-    "bbhnet": BBHnetConfig,
+    "search": SearchConfig,
 }
 
 
@@ -307,7 +308,9 @@ def override_config(config: CampaignConfig, overrides: list[str] | tuple[str, ..
 
 
 def config_from_dict(raw: dict[str, Any], path: Path) -> CampaignConfig:
-    """Validate plain data (as read from TOML) into a ``CampaignConfig``."""
+    """Validate plain data (as read from TOML) into a ``CampaignConfig`` (a renamed section
+    under its old name is read as the new one, with a deprecation warning)."""
+    renamed_sections(raw, path)
     own = _mode_section(raw, path)
     known = {**SECTIONS, **dict([own] if own else [])}
     unknown = sorted(set(raw) - set(known))

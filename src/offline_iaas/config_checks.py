@@ -39,11 +39,15 @@ BAD_FILE_CHOICES: tuple[str, ...] = ("fail", "gap")
 RENAMED_KEYS: dict[tuple[str, str], str] = {
     ("client", "chunk_seconds"): "read_seconds",
     ("merge", "chunk_seconds"): "shard_seconds",
-    ("bbhnet", "time_shifts"): "slides",
-    ("bbhnet", "shift_seconds"): "slide_seconds",
+    ("search", "time_shifts"): "slides",
+    ("search", "shift_seconds"): "slide_seconds",
 }
 """Keys renamed by the glossary (#38), ``(section, old key)``: the new key. The old one still
 sets the new field, with one deprecation warning (``renamed_keys``)."""
+RENAMED_SECTIONS: dict[str, str] = {"bbhnet": "search"}
+"""Sections renamed, old name: new name, their keys the same. ``[bbhnet]`` became ``[search]``
+(#43: the search's settings are the core's, whichever mode's statistic it searches). The old
+name still loads, with one deprecation warning; both given is refused."""
 _SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]B?", re.IGNORECASE)
 _log = logging.getLogger(__name__)
 
@@ -166,67 +170,67 @@ def _check_population(c: CampaignConfig, fail: typing.Callable[[str, str], None]
 
 
 def _check_slides(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
-    b = c.bbhnet
+    b = c.search
     if b.ifar_threshold_years <= 0:
-        fail("bbhnet.ifar_threshold_years", f"must be positive, got {b.ifar_threshold_years}")
+        fail("search.ifar_threshold_years", f"must be positive, got {b.ifar_threshold_years}")
     if b.slides < 0:
-        fail("bbhnet.slides", f"must not be negative, got {b.slides}")
+        fail("search.slides", f"must not be negative, got {b.slides}")
     _check_whitening(c, fail)
     _check_inject(c, fail)
     if not b.slides:
         return
     if not c.mode.triggers:
-        fail("bbhnet.slides", f"needs a BBHnet mode (bbhnet, e2e), not {c.model.mode!r}")
+        fail("search.slides", f"needs a BBHnet mode (bbhnet, e2e), not {c.model.mode!r}")
     if len(c.data.channels) != 2:
-        fail("bbhnet.slides", "shifts the second detector against the first: "
+        fail("search.slides", "shifts the second detector against the first: "
              f"data.channels must name two, got {list(c.data.channels)}")
     strides = b.slide_seconds * c.model.inference_rate
     if b.slide_seconds <= 0 or abs(strides - round(strides)) > 1e-9:
-        fail("bbhnet.slide_seconds", f"must be a positive whole number of strides "
+        fail("search.slide_seconds", f"must be a positive whole number of strides "
              f"(1 / model.inference_rate = {1 / c.model.inference_rate:g} s), got "
              f"{b.slide_seconds}")
 
 
 def _check_inject(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
-    b = c.bbhnet
+    b = c.search
     if not b.inject:
         return
     if not c.mode.triggers:
-        fail("bbhnet.inject", f"(injections on the fly) needs a BBHnet search (mode 'bbhnet' or "
+        fail("search.inject", f"(injections on the fly) needs a BBHnet search (mode 'bbhnet' or "
              f"'e2e'), not mode {c.model.mode!r}")
     if c.mode.witnesses and b.whitening != "fixed":  # e2e: BBHnet on the cleaned strain
-        fail("bbhnet.inject", f"(injections on the fly) in mode {c.model.mode!r} needs "
-             "bbhnet.whitening = "
+        fail("search.inject", f"(injections on the fly) in mode {c.model.mode!r} needs "
+             "search.whitening = "
              "'fixed' (the rolling whitening of the cleaned strain would whiten the foreground "
              "with its own PSD: not yet supported)")
     if b.injections is None:
-        fail("bbhnet.inject", "needs bbhnet.injections: the set to add on the fly")
+        fail("search.inject", "needs search.injections: the set to add on the fly")
     if c.data.on_bad_file != "fail":
-        fail("bbhnet.inject", "(injections on the fly) needs data.on_bad_file = 'fail' "
+        fail("search.inject", "(injections on the fly) needs data.on_bad_file = 'fail' "
              "(a foreground streamed around a gap is not yet supported)")
 
 
 def _check_whitening(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
-    b = c.bbhnet
+    b = c.search
     if b.whitening not in ("fixed", "rolling"):
-        fail("bbhnet.whitening", f"must be 'fixed' or 'rolling', got {b.whitening!r}")
+        fail("search.whitening", f"must be 'fixed' or 'rolling', got {b.whitening!r}")
     if b.whitening == "fixed":
         return
     if not c.mode.triggers:
-        fail("bbhnet.whitening", f"'rolling' needs a BBHnet mode (bbhnet, e2e), not "
+        fail("search.whitening", f"'rolling' needs a BBHnet mode (bbhnet, e2e), not "
              f"{c.model.mode!r}")
     rate = c.data.sample_rate
     for key, value in (("psd_fftlength", b.psd_fftlength), ("psd_seconds", b.psd_seconds),
                        ("whitening_crop_seconds", b.whitening_crop_seconds)):
         samples = value * rate
         if value < 0 or abs(samples - round(samples)) > 1e-9 or round(samples) % 2:
-            fail(f"bbhnet.{key}", f"must be an even, non-negative number of samples at "
+            fail(f"search.{key}", f"must be an even, non-negative number of samples at "
                  f"{rate:g} Hz, got {value}")
     if b.psd_fftlength <= 0 or b.psd_seconds < 2 * b.psd_fftlength:
-        fail("bbhnet.psd_seconds", f"must hold at least two Welch segments of "
-             f"bbhnet.psd_fftlength ({b.psd_fftlength:g} s), got {b.psd_seconds}")
+        fail("search.psd_seconds", f"must hold at least two Welch segments of "
+             f"search.psd_fftlength ({b.psd_fftlength:g} s), got {b.psd_seconds}")
     if b.whitening_crop_seconds >= c.model.kernel_seconds:
-        fail("bbhnet.whitening_crop_seconds", f"must be shorter than model.kernel_seconds "
+        fail("search.whitening_crop_seconds", f"must be shorter than model.kernel_seconds "
              f"({c.model.kernel_seconds:g} s), got {b.whitening_crop_seconds}")
 
 
@@ -247,11 +251,11 @@ DEEPCLEAN_DOWNSAMPLING = 16
 
 
 def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
-    b = c.bbhnet
+    b = c.search
     for key, value in (("cluster_seconds", b.cluster_seconds), ("found_seconds",
                        b.found_seconds), ("exclusion_seconds", b.exclusion_seconds)):
         if value <= 0:
-            fail(f"bbhnet.{key}", f"must be positive, got {value}")
+            fail(f"search.{key}", f"must be positive, got {value}")
     try:
         find_mode(c.model.mode)
     except KeyError:
@@ -343,12 +347,34 @@ def parse_override(text: str) -> tuple[str, str, Any]:
 
 
 def renamed_keys(raw: dict[str, Any], path: Path) -> dict[str, Any]:
-    """``raw`` with each old key of ``RENAMED_KEYS`` moved to its new name, logging one
-    deprecation warning per key; ConfigError naming both when both are given."""
+    """``raw`` with each old section of ``RENAMED_SECTIONS`` and each old key of
+    ``RENAMED_KEYS`` moved to its new name, logging one deprecation warning per name;
+    ConfigError naming both when both are given."""
+    renamed_sections(raw, path)
     for name, values in raw.items():
         if isinstance(values, dict):
             _renamed(name, values, path)
     return raw
+
+
+def renamed_sections(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``raw`` with each old section of ``RENAMED_SECTIONS`` under its new name, logging one
+    deprecation warning per section; ConfigError naming both when both are given."""
+    for old, new in RENAMED_SECTIONS.items():
+        if old not in raw:
+            continue
+        if new in raw:
+            raise ConfigError(f"{path}: [{old}] and [{new}] are both given: [{old}] is "
+                              f"deprecated, keep only [{new}] (the same keys)")
+        _log.warning("%s: [%s] is deprecated: use [%s] (the same keys)", path, old, new)
+        raw[new] = raw.pop(old)
+    return raw
+
+
+def current_name(section: str, key: str) -> tuple[str, str]:
+    """``section.key`` as it is named now (``RENAMED_SECTIONS``, then ``RENAMED_KEYS``)."""
+    section = RENAMED_SECTIONS.get(section, section)
+    return section, RENAMED_KEYS.get((section, key), key)
 
 
 def _renamed(name: str, values: dict[str, Any], path: Path) -> None:
@@ -364,15 +390,16 @@ def _renamed(name: str, values: dict[str, Any], path: Path) -> None:
 
 def hashed_names(plain: dict[str, Any], c: CampaignConfig | None = None) -> dict[str, Any]:
     """``plain`` (sections of ``CampaignConfig.to_dict``) with the keys of ``RENAMED_KEYS``
-    under their old names: the config hashes, and so a run directory's finished parts and
-    merges, do not change with the rename. With ``bbhnet.inject`` the clients stream the
-    injection set (its bytes) and its found windows: both join every hash."""
-    if c is not None and c.bbhnet.inject and "bbhnet" in plain:
-        path = c.bbhnet.injections
+    and the sections of ``RENAMED_SECTIONS`` under their old names: the config hashes, and so
+    a run directory's finished parts and merges, do not change with the renames. With
+    ``search.inject`` the clients stream the injection set (its bytes) and its found
+    windows: both join every hash."""
+    if c is not None and c.search.inject and "search" in plain:
+        path = c.search.injections
         known = path is not None and path.is_file()
-        plain["bbhnet"]["foreground"] = {
+        plain["search"]["foreground"] = {
             "set_sha256": hashlib.sha256(path.read_bytes()).hexdigest() if known else None,
-            "found_seconds": c.bbhnet.found_seconds}
+            "found_seconds": c.search.found_seconds}
     if "model" in plain and plain["model"].get("streamed") is not True:
         # false or "auto": earlier runs' hashes hold (what auto chose is the repository's:
         # exported again, its versions differ from those run.json pins, binding.py)
@@ -380,26 +407,29 @@ def hashed_names(plain: dict[str, Any], c: CampaignConfig | None = None) -> dict
     for (section, old), new in RENAMED_KEYS.items():
         if section in plain and new in plain[section]:
             plain[section][old] = plain[section].pop(new)
+    for old, new in RENAMED_SECTIONS.items():
+        if new in plain:
+            plain[old] = plain.pop(new)
     return plain
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...], path: Path
                     ) -> dict[str, Any]:
     """``raw`` (the sections of a config file, ``path``) with ``section.key=value`` applied
-    (an old key of ``RENAMED_KEYS`` sets its new one, with a deprecation warning)."""
+    (an old name of ``RENAMED_SECTIONS`` or ``RENAMED_KEYS`` sets its new one, with a
+    deprecation warning)."""
     renamed_keys(raw, path)
     given = {parse_override(text)[:2] for text in overrides}
     for text in overrides:
         section, key, value = parse_override(text)
-        new = RENAMED_KEYS.get((section, key))
-        if new is not None:
-            if (section, new) in given:
-                raise ConfigError(f"{path}: --set '{section}.{key}' and '{section}.{new}' are both "
-                                  f"given: '{section}.{key}' is deprecated, keep only "
-                                  f"'{section}.{new}'")
-            _log.warning("%s: --set %s.%s is deprecated: use %s.%s", path, section, key,
-                         section, new)
-            key = new
+        new = current_name(section, key)
+        if new != (section, key):
+            now = ".".join(new)
+            if new in given:
+                raise ConfigError(f"{path}: --set '{section}.{key}' and '{now}' are both "
+                                  f"given: '{section}.{key}' is deprecated, keep only '{now}'")
+            _log.warning("%s: --set %s.%s is deprecated: use %s", path, section, key, now)
+            section, key = new
         raw.setdefault(section, {})
         if not isinstance(raw[section], dict):
             raise ConfigError(f"{path}: override {text!r}: [{section}] is not a section")

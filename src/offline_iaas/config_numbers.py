@@ -27,7 +27,7 @@ ZERO_ALLOWED: frozenset[str] = frozenset({
     "client.failover_seconds",  # 0: never fail over
     "server.monitor_seconds",  # 0: no monitor
     "synth.witness_sample_rate",  # 0: the strain's rate
-    "bbhnet.whitening_crop_seconds",  # 0: no crop
+    "search.whitening_crop_seconds",  # 0: no crop
     "deepclean.guard_hz",  # 0: no guard band
 })
 

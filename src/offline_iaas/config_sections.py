@@ -157,8 +157,11 @@ class DeepCleanConfig:
 
 
 @dataclass(frozen=True)
-class BBHnetConfig:
-    """The merge's post-processing of BBHnet's statistic (modes bbhnet, e2e)."""
+class SearchConfig:
+    """The search on a mode's statistic (the modes with triggers: bbhnet, e2e): its time
+    slides (formed on the server), its injections (added on the fly by the clients, and
+    listed for found/missed), the strain's whitening, and the merge's clustering and
+    thresholds. ``[bbhnet]`` before #43 (still read, with a deprecation warning)."""
 
     cluster_seconds: float = 1.0
     """A trigger is a statistic value that is the largest within +-cluster_seconds / 2."""

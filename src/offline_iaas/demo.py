@@ -17,7 +17,7 @@ from pathlib import Path
 
 from offline_iaas import records
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.config_checks import RENAMED_KEYS, parse_override
+from offline_iaas.config_checks import current_name, parse_override
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.errors import MismatchError
 from offline_iaas.mode_packages import find_mode
@@ -32,10 +32,10 @@ TOLERANCE = 1e-5
 
 def _overridden(overrides: list[str], section: str, key: str) -> bool:
     """Whether ``overrides`` set ``section.key``, by its name or an old one
-    (``config_checks.RENAMED_KEYS``)."""
+    (``config_checks.current_name``)."""
     for text in overrides:
         given, name, _ = parse_override(text)
-        if given == section and RENAMED_KEYS.get((given, name), name) == key:
+        if current_name(given, name) == (section, key):
             return True
     return False
 
@@ -48,22 +48,22 @@ def demo_config(
     workdir: Path, config_path: Path | None, overrides: list[str], mode: str | None = None
 ) -> CampaignConfig:
     """The demo campaign with its data and repository inside ``workdir``; with
-    ``bbhnet.inject``, on clean frames (``frames-clean``) with synth's population
+    ``search.inject``, on clean frames (``frames-clean``) with synth's population
     (``frames/injections.h5``) added on the fly."""
     placed = [
         f'data.frames="{workdir / "frames"}"',
         f'model.repository="{workdir / "model-repository"}"',
-        f'bbhnet.injections="{workdir / "frames" / "synth.json"}"',
+        f'search.injections="{workdir / "frames" / "synth.json"}"',
     ]
     if mode is not None:
         placed.append(f'model.mode="{mode}"')
         # the packaged demo's time slides need BBHnet (unless the user sets them, by any name)
-        if not find_mode(mode).triggers and not _overridden(overrides, "bbhnet", "slides"):
-            placed.append("bbhnet.slides=0")
+        if not find_mode(mode).triggers and not _overridden(overrides, "search", "slides"):
+            placed.append("search.slides=0")
     config = load_config(config_path or packaged_config(), placed + list(overrides))
-    if config.bbhnet.inject:
+    if config.search.inject:
         placed += [f'data.frames="{workdir / "frames-clean"}"',
-                   f'bbhnet.injections="{workdir / "frames" / "injections.h5"}"']
+                   f'search.injections="{workdir / "frames" / "injections.h5"}"']
         config = load_config(config_path or packaged_config(), placed + list(overrides))
     return config
 
@@ -99,13 +99,13 @@ def run_demo(
 
     # with injections on the fly: synth's frames with them baked in give the population and
     # the training data; the campaign reads the same seed's clean frames
-    population = (demo_config(workdir, config_path, [*overrides, "bbhnet.inject=false"], mode)
-                  if config.bbhnet.inject else config)
+    population = (demo_config(workdir, config_path, [*overrides, "search.inject=false"], mode)
+                  if config.search.inject else config)
     logger.info(f"demo: writing synthetic frames to {population.data.frames}")
     write_synthetic_dataset(population)
-    if config.bbhnet.inject:
+    if config.search.inject:
         logger.info(f"demo: writing the same noise without injections to {config.data.frames}; "
-                    f"the campaign adds {config.bbhnet.injections} on the fly")
+                    f"the campaign adds {config.search.injections} on the fly")
         write_synthetic_dataset(dataclasses.replace(
             config, synth=dataclasses.replace(config.synth, injections=0)))
     if config.mode.needs_weights and weights is None:

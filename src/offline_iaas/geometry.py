@@ -28,7 +28,7 @@ class StreamGeometry:
     slide_windows
         ``Δ`` of the time slides in windows.
     slides
-        ``bbhnet.slides``: the time slides each window is paired in.
+        ``search.slides``: the time slides each window is paired in.
     averaging_delay_windows
         Rows between a window and the averaged stride it completes (0 without averaging).
     """

@@ -19,7 +19,7 @@ deepclean      witnesses         deepclean (+ online average)       noise
 e2e            strain+witnesses  deepclean, subtract, bbhnet        noise, statistic
 =============  ================  =================================  ===================
 
-With injections on the fly (``bbhnet.inject``) e2e also searches the raw strain (the same
+With injections on the fly (``search.inject``) e2e also searches the raw strain (the same
 BBHnet on the strain before DeepClean's subtraction): ``statistic_raw`` (and ``background_raw``
 with time slides), so a campaign measures cleaning's gain on the same injections.
 """

@@ -28,7 +28,7 @@ def whole_window_reason(config: CampaignConfig) -> tuple[str, str] | None:
         return ("model.mode", f"the mode package of {config.model.mode!r} is served on whole "
                 "windows")
     if config.rolling_whitening:
-        return ("bbhnet.whitening", f"the {config.bbhnet.whitening!r} whitening (each window "
+        return ("search.whitening", f"the {config.search.whitening!r} whitening (each window "
                 "whitened by its own PSD) is served on whole windows")
     if config.kernel_samples % config.stride_samples:
         return ("model.kernel_seconds", f"a window of {config.model.kernel_seconds:g} s is not "

@@ -16,7 +16,7 @@ BBHnet
     in its stretch. With an injection list: the background is every trigger farther than
     ``exclusion_seconds`` from all injections; an injection is *found* when a trigger within
     ``found_seconds`` of its time beats the background's largest.
-BBHnet with time slides (``bbhnet.slides = N``)
+BBHnet with time slides (``search.slides = N``)
     Slide ``k`` is formed at a window only where both of its windows (the first detector's at
     ``t``, the second's at ``t - kΔ``) lie in the stretch's analysed time, so in each stretch
     it starts ``kΔ`` after the zero lag; its formed windows are clustered like the zero lag,
@@ -53,7 +53,7 @@ import numpy as np
 from igwn_segments import segment, segmentlist
 from scipy import signal
 
-from offline_iaas.config_sections import BBHnetConfig, DeepCleanConfig
+from offline_iaas.config_sections import DeepCleanConfig, SearchConfig
 
 BLOCK_SECONDS = 64.0
 """Samples band-passed at a time (s)."""
@@ -259,14 +259,14 @@ class Injection:
                 **{k: v for k, v in known.items() if math.isfinite(v)}}
 
 
-def background_cuts(injections: list[Injection], bbhnet: BBHnetConfig,
+def background_cuts(injections: list[Injection], search: SearchConfig,
                     training: tuple[float, float] | None) -> list[tuple[float, float]]:
     """GPS spans no background trigger may come from: ``exclusion_seconds`` around every
-    injection (none with ``bbhnet.inject``: the background stream holds none), and the
+    injection (none with ``search.inject``: the background stream holds none), and the
     network's training span."""
-    exclusion = bbhnet.exclusion_seconds
+    exclusion = search.exclusion_seconds
     cuts = [(i.gps_time - exclusion, i.gps_time + exclusion)
-            for i in injections if not bbhnet.inject]
+            for i in injections if not search.inject]
     return cuts + ([(float(training[0]), float(training[1]))] if training is not None else [])
 
 
@@ -347,18 +347,18 @@ def _tally(rows: list[dict[str, Any]], counts: dict[str, int]) -> dict[str, Any]
 
 def found_missed_at_ifar(
     times: np.ndarray, ifar_years: np.ndarray, values: np.ndarray,
-    injections: list[Injection], bbhnet: BBHnetConfig,
+    injections: list[Injection], search: SearchConfig,
     analysed: list[tuple[float, float]], training: Sequence[float] | None = None,
 ) -> dict[str, Any]:
     """Found/missed at the config's IFAR threshold: found when a trigger within
     ``found_seconds`` has ``ifar >= threshold``. Rows for every injection in the analysed
     stretches (``in_training`` marks those in the network's ``training`` span); ``found`` and
     ``missed`` count the held-out ones only, ``injection_counts`` says what was left out."""
-    threshold = bbhnet.ifar_threshold_years
+    threshold = search.ifar_threshold_years
     kept, counts = _counted(injections, analysed, training)
     rows = []
     for injection, in_training in kept:
-        best = best_near(times, ifar_years, injection.gps_time, bbhnet.found_seconds)
+        best = best_near(times, ifar_years, injection.gps_time, search.found_seconds)
         ifar = float(ifar_years[best]) if best is not None else 0.0
         rows.append({**injection.row(),
                      "statistic": float(values[best]) if best is not None else float("-inf"),
@@ -384,7 +384,7 @@ def _segments(spans: list[tuple[float, float]]) -> segmentlist:
 
 def found_missed(
     times: np.ndarray, values: np.ndarray, injections: list[Injection],
-    bbhnet: BBHnetConfig, analysed: list[tuple[float, float]],
+    search: SearchConfig, analysed: list[tuple[float, float]],
     training: Sequence[float] | None = None,
     foreground: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, Any]:
@@ -395,7 +395,7 @@ def found_missed(
     ``training`` span (GPS), if known. With a ``foreground`` (times, values: injections on the
     fly) an injection's statistic is the foreground's near it.
     """
-    background_spans = subtract_spans(analysed, background_cuts(injections, bbhnet, training))
+    background_spans = subtract_spans(analysed, background_cuts(injections, search, training))
     in_background = np.zeros(len(times), bool)
     for start, end in background_spans:
         in_background |= (times > start) & (times < end)
@@ -405,7 +405,7 @@ def found_missed(
     rows = []
     for injection, in_training in kept:
         at, seen = foreground if foreground is not None else (times, values)
-        near = best_near(at, seen, injection.gps_time, bbhnet.found_seconds)
+        near = best_near(at, seen, injection.gps_time, search.found_seconds)
         best = float(seen[near]) if near is not None else float("-inf")
         rows.append({**injection.row(), "statistic": best, "found": bool(best > threshold),
                      "in_training": in_training})

@@ -255,13 +255,13 @@ def request_sizes(windows: int, batch_size: int) -> list[int]:
 
 
 FOREGROUND_SEQUENCE_BASE = 1 << 62
-"""Foreground sequence IDs (``bbhnet.inject``) start here: above the background's (below
+"""Foreground sequence IDs (``search.inject``) start here: above the background's (below
 ``2**51``, ``workflow/make_dag.py``), below Triton's ``2**63``."""
 
 
 def foreground_pieces(geometry: StreamGeometry, stretch: Stretch, gps_times: Sequence[float],
                       reach_seconds: float) -> list[Piece]:
-    """The foreground streams of a stretch (``bbhnet.inject``): for each injection time, the
+    """The foreground streams of a stretch (``search.inject``): for each injection time, the
     kept windows whose statistic lies within ``reach_seconds`` of it (where it is found), those
     of nearby injections merged into one, each streamed from ``stretch_warmup_windows`` before
     as a piece (the warm-up and whitening history, clipped at the stretch's start), so its

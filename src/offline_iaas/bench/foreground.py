@@ -1,4 +1,4 @@
-"""The foreground's cost (``bbhnet.inject``): a campaign's clients with and without it.
+"""The foreground's cost (``search.inject``): a campaign's clients with and without it.
 
 ``python -m offline_iaas.bench.foreground --out benchmarks/FOREGROUND.md`` (issue #41).
 
@@ -11,7 +11,7 @@ the model rate, cut into requests, streamed under each piece's sequence ID), twi
 server:
 
 background only
-    the share's pieces, as a campaign without ``bbhnet.inject``;
+    the share's pieces, as a campaign without ``search.inject``;
 with the foreground
     the same pieces, their reads also cutting the foreground's samples
     (``data.frames.ForegroundCapture``: the waveforms made and added in the client), then the
@@ -165,7 +165,7 @@ def bench_config(work_dir: Path, load: Workload, data_seconds: float, clients: i
                                  frames=work_dir / "frames"),
         synth=dataclasses.replace(config.synth, injections=0, witnesses=0,
                                   frame_sample_rate=frame_rate_hz, file_duration=file_seconds),
-        bbhnet=dataclasses.replace(config.bbhnet, slides=slides, slide_seconds=1.0))
+        search=dataclasses.replace(config.search, slides=slides, slide_seconds=1.0))
 
 
 def measure_foreground(work_dir: Path, load: Workload = BBHNET,
@@ -176,7 +176,7 @@ def measure_foreground(work_dir: Path, load: Workload = BBHNET,
                        read_again: bool = False,
                        ) -> tuple[CampaignConfig, list[tuple[Cost, Cost]]]:
     """Per repeat, the background only and with the foreground on one server (module
-    docstring); with ``slides`` of 1 s formed on the server (``bbhnet.slides``);
+    docstring); with ``slides`` of 1 s formed on the server (``search.slides``);
     ``read_again``: the foreground pieces read from the frames again (the baseline)."""
     config = bench_config(work_dir, load, data_seconds, clients, slides, frame_rate_hz,
                           file_seconds)
@@ -195,7 +195,7 @@ def measure_foreground(work_dir: Path, load: Workload = BBHNET,
             config=config, share=share, injections=injections, read_again=read_again)
         runs[BACKGROUND].append(job)
         runs[WITH_FOREGROUND].append(dataclasses.replace(
-            job, foreground=tuple(share_foreground(config.geometry, config.bbhnet, share, times))))
+            job, foreground=tuple(share_foreground(config.geometry, config.search, share, times))))
     repo = config.model.repository
     measured = []
     with bench_server(repo, RunDir(work_dir / "run"), list(read_manifest(repo).models)) as srv:
@@ -242,7 +242,7 @@ def markdown(config: CampaignConfig, measured: list[tuple[Cost, Cost]], load: Wo
                   / sum(background.run.cpu_seconds for background, _ in measured) - 1)
     background, both = measured[0]
     expected = foreground_windows_per_second(config.geometry, 1 / interval_seconds,
-                                             config.bbhnet.found_seconds, evenly_spaced=True)
+                                             config.search.found_seconds, evenly_spaced=True)
     extra_windows = both.windows - background.windows
     return "\n".join([
         "# The foreground's cost beside the background's (injections on the fly)",
@@ -251,12 +251,12 @@ def markdown(config: CampaignConfig, measured: list[tuple[Cost, Cost]], load: Wo
         f"{config.synth.frame_sample_rate:g} Hz in {config.synth.file_duration:g} s GWF files "
         f"read and resampled to {load.sample_rate_hz:g} Hz, {load.kernel_seconds:g} s windows "
         f"at {load.inference_rate_hz:g} Hz, batch {config.model.batch_size}, "
-        f"{config.bbhnet.slides or 'no'} slides), the fused model on one tritonserver, "
+        f"{config.search.slides or 'no'} slides), the fused model on one tritonserver, "
         + ("the foreground pieces read from the frames again (`--read-again`: the baseline), "
            if read_again else "")
         + f"{len(background.run.reports)} clients, {analysed:,.0f} analysed data seconds (one "
         f"stretch); {injections} injections, one per {interval_seconds:g} s, added on the fly "
-        f"in the clients (found window +-{config.bbhnet.found_seconds:g} s, warm-up "
+        f"in the clients (found window +-{config.search.found_seconds:g} s, warm-up "
         f"{config.stretch_warmup_windows} windows).",
         "",
         *rows,
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients", type=int, default=CLIENTS)
     parser.add_argument("--interval-seconds", type=float, default=INTERVAL_SECONDS)
     parser.add_argument("--slides", type=int, default=0,
-                        help="time slides of 1 s formed on the server (bbhnet.slides)")
+                        help="time slides of 1 s formed on the server (search.slides)")
     parser.add_argument("--frame-rate", type=float, default=FRAME_RATE_HZ,
                         help="the frames' sample rate (Hz): a multiple of the model's 2048")
     parser.add_argument("--file-seconds", type=float, default=FILE_SECONDS,

@@ -4,14 +4,14 @@
 
 Both paths produce the same network windows over one stretch split between the clients as
 the campaign splits it: BBHnet on every kept window at zero lag, and at each of ``N`` slides of
-the second detector (``bbhnet.slide_seconds`` apart) on the kept windows where that slide is formed
+the second detector (``search.slide_seconds`` apart) on the kept windows where that slide is formed
 (both windows kept windows of the stretch: slide ``k`` from ``k * slide_seconds`` after the
 stretch's first kept window), over the same synthetic data, with the same clients, batch size
 and in-flight depth, each against its own tritonserver, both serving the networks streamed
 layer by layer (the workload's ``model.streamed``: what campaigns serve under ``auto``).
 
 server
-    The campaign's path: the fused model exported with ``bbhnet.slides = N`` (each slide a
+    The campaign's path: the fused model exported with ``search.slides = N`` (each slide a
     stream of the layers on the detectors' samples whitened once: ``StreamedTimeSlides``).
     Each client streams its piece once under one sequence ID: the first piece from the
     stretch's start (its warm-up, then its share), every other one preceded by the warm-up
@@ -124,12 +124,12 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, slides: int = S
     for name, served in (("server", slides), ("client-side", 0)):
         config = load.config(work_dir / f"{name}-repository", instances=clients,
                              clients=clients, batch_size=batch_size)  # streamed, as campaigns
-        config = dataclasses.replace(config, bbhnet=dataclasses.replace(
-            config.bbhnet, slides=slides, slide_seconds=slide_seconds))
+        config = dataclasses.replace(config, search=dataclasses.replace(
+            config.search, slides=slides, slide_seconds=slide_seconds))
         warmup, step = config.stretch_warmup_windows, config.slide_windows
         history = config.slide_history_windows
-        config = dataclasses.replace(config, bbhnet=dataclasses.replace(
-            config.bbhnet, slides=served))
+        config = dataclasses.replace(config, search=dataclasses.replace(
+            config.search, slides=served))
         export_repository(config, weights)
         repo = config.model.repository
         models = list(read_manifest(repo).models)

@@ -20,7 +20,7 @@ others (``tiny``) run them on whole windows.
                batch 128, streamed
 ``e2e``        e2e mode: H1+L1 and 21 witnesses each at 2048 Hz, 1 s windows at 32 Hz, batch 32
                (DeepClean, subtraction and BBHnet chained), streamed
-``e2e-inject`` the e2e graph a campaign with ``bbhnet.inject`` serves: ``e2e`` with BBHnet run
+``e2e-inject`` the e2e graph a campaign with ``search.inject`` serves: ``e2e`` with BBHnet run
                a second time on the raw strain (``statistic_raw``); its background stream
                only (``plan`` counts the foreground's windows itself)
 ``tiny``       classifier mode on a short, low-rate stream, for the regression check (on
@@ -65,7 +65,7 @@ class Workload:
     batch_size
         Windows per request at the default point.
     inject
-        ``bbhnet.inject``: in e2e the served graph also searches the raw strain
+        ``search.inject``: in e2e the served graph also searches the raw strain
         (``pipeline.searches_raw_strain``); the bench streams the background only.
     streamed
         ``model.streamed``: the networks streamed layer by layer; the bench then also serves
@@ -104,7 +104,7 @@ class Workload:
             "layout": {"servers": 1, "clients_per_server": clients},
             "server": {"instances": instances},
             # the set is never read: the bench streams the background only
-            **({"bbhnet": {"inject": True, "injections": str(repository.parent / "set.json")}}
+            **({"search": {"inject": True, "injections": str(repository.parent / "set.json")}}
                if self.inject else {}),
         }
         return config_from_dict(raw, repository.parent / f"{self.name}.toml")
@@ -179,7 +179,7 @@ def workload_of(config: CampaignConfig) -> tuple[Workload, bool]:
     """The bench workload that streams and serves what ``config`` does, and whether it matches
     exactly (``same_stream`` and the same search on the raw strain); otherwise the mode's
     default workload (of the same graph: ``e2e-inject`` for an e2e campaign with
-    ``bbhnet.inject``).
+    ``search.inject``).
     """
     raw = config.outputs.searches_raw_strain
     for load in WORKLOADS.values():

@@ -310,8 +310,8 @@ def run_client(
     hooks.reached(run, node, "start")
     frames = discover_frames(config.data)
     outputs = config.outputs.names
-    foreground = tuple(share_foreground(config.geometry, config.bbhnet, share,
-                                        injection_times(config.bbhnet)))
+    foreground = tuple(share_foreground(config.geometry, config.search, share,
+                                        injection_times(config.search)))
     writer = PartWriter(run, share, outputs, config.stream_hash(),
                         {name: config.outputs.row_shape(name) for name in outputs}, foreground)
     resumed = sum(writer.progress())

@@ -7,7 +7,7 @@ client resumes every piece after its last contiguous checkpoint.
 
 When every piece is done, the checkpoints are assembled into ``parts/<node>.h5`` (datasets
 ``<output>/<piece>``, a row per window the piece's stream produced, warm-up included; the merge
-trims it; with ``bbhnet.inject`` the foreground streams' rows as ``foreground/<output>/<j>``),
+trims it; with ``search.inject`` the foreground streams' rows as ``foreground/<output>/<j>``),
 renamed into place, and then the sidecar ``parts/<node>.json`` (a
 ``records.PartRecord``) is written with ``complete``, the stream hash, the file's size and
 SHA-256. A part complete by ``completeness.part_problem`` is never redone; a half-written,
@@ -42,7 +42,7 @@ from offline_iaas.rundir import RunDir
 
 CHECKPOINT_NAME = re.compile(r"p(\d+)-(\d+)-(\d+)\.npz")
 FOREGROUND = "foreground"
-"""The part's group of the foreground streams' rows (``bbhnet.inject``)."""
+"""The part's group of the foreground streams' rows (``search.inject``)."""
 
 Holes = list[list[tuple[int, int]]]
 """Per piece, the rows ``[a, b)`` no stream produces (windows in a gap left by a bad frame
@@ -65,7 +65,7 @@ class PartWriter:
     ) -> None:
         self.share = share
         self.foreground = foreground
-        """Foreground pieces (``bbhnet.inject``), numbered after the share's pieces; their
+        """Foreground pieces (``search.inject``), numbered after the share's pieces; their
         rows go to ``foreground/<output>/<j>`` (``j`` from 0, the stream's rows)."""
         self.outputs = outputs
         self.row_shapes = row_shapes or {}

@@ -1,4 +1,4 @@
-"""The foreground (``bbhnet.inject``): the statistic of the streams with the injections added
+"""The foreground (``search.inject``): the statistic of the streams with the injections added
 (``search/foreground.py``), as a table of ``time`` and ``statistic`` that found/missed reads;
 where e2e searches the raw strain too, ``statistic_raw``, the same rows' raw-strain statistic.
 
@@ -48,14 +48,14 @@ def foreground_rows(config: CampaignConfig, piece: Piece, statistics: dict[str, 
 
 def read_foreground(run: RunDir, config: CampaignConfig, shares: list[ClientShare]
                     ) -> np.ndarray | None:
-    """Every part's foreground, in time order (None unless ``bbhnet.inject``)."""
-    if not config.bbhnet.inject:
+    """Every part's foreground, in time order (None unless ``search.inject``)."""
+    if not config.search.inject:
         return None
-    times = injection_times(config.bbhnet)
+    times = injection_times(config.search)
     found = [np.zeros(0, foreground_columns(config.outputs))]
     names = config.outputs.statistics
     for share in shares:
-        pieces = share_foreground(config.geometry, config.bbhnet, share, times)
+        pieces = share_foreground(config.geometry, config.search, share, times)
         if not pieces:
             continue
         with h5py.File(run.part(share.node)[0], "r") as f:

@@ -171,7 +171,7 @@ def _series(f: h5py.File, run: RunDir, config: CampaignConfig, stretches: list,
                 found = pieces.get(path, [])[lo:hi]
                 shape = (length, *found[0][1].shape[1:]) if found else (length,)
                 if group == "slides" and not found:
-                    shape = (length, config.bbhnet.slides)
+                    shape = (length, config.search.slides)
                 dataset = _external(f, f"{path}/{gps_text(x0)}", shape, found, x0, step)
                 series_attrs(dataset, config, group, index, x0)
 

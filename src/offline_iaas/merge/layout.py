@@ -47,7 +47,7 @@ def series_attrs(dataset: h5py.Dataset, config: CampaignConfig, group: str, ifo_
         return
     if group == "slides":
         dataset.attrs.update({"x0": x0, "dx": config.stride_seconds,
-                              "shift_seconds": config.bbhnet.slide_seconds})
+                              "shift_seconds": config.search.slide_seconds})
         return
     strain = config.data.channels[ifo_index]
     suffix = CANARY_SUFFIX if group.endswith("_canary") else ""

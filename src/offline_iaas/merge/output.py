@@ -128,7 +128,7 @@ class CampaignWriter:
                     shapes = {f"{output}/{e.stretch.index}": (rows,)}
                 elif kind == "background":
                     suffix = output.removeprefix(kind)
-                    shapes = {f"slides{suffix}/{e.stretch.index}": (rows, config.bbhnet.slides)}
+                    shapes = {f"slides{suffix}/{e.stretch.index}": (rows, config.search.slides)}
                 else:  # noise, noise_canary: one series per interferometer
                     shapes = {f"{output}/{ifo}/{e.stretch.index}": (rows * stride,)
                               for ifo in config.ifos}

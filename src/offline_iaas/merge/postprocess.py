@@ -38,7 +38,7 @@ class ShardProducts:
     frame_spans: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
     """Per interferometer, the ``valid`` and ``flagged`` spans of those files."""
     foreground: np.ndarray | None = None
-    """With ``bbhnet.inject``: the foreground's ``time``, ``statistic``
+    """With ``search.inject``: the foreground's ``time``, ``statistic``
     (``merge/foreground.py``)."""
 
 

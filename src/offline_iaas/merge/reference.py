@@ -65,7 +65,7 @@ def run_reference(
         why = os.strerror(err.errno) if err.errno else str(err)
         raise RunError(f"cannot write the reference output {out_path}: {why}") from None
     streaming_started = time.monotonic()
-    inject, injected = on_the_fly(config), injection_times(config.bbhnet)
+    inject, injected = on_the_fly(config), injection_times(config.search)
     foreground = [np.zeros(0, foreground_columns(config.outputs))]
     try:
         for stretch in stretches:
@@ -93,7 +93,7 @@ def run_reference(
                     writer.write(name, stretch.index, max(0, window - warmup), rows)
                 window += size
             foreground += [_foreground_piece(config, sessions, frames, piece, inject)
-                           for piece in stretch_foreground(config.geometry, config.bbhnet,
+                           for piece in stretch_foreground(config.geometry, config.search,
                                                            stretch, injected)]
         if inject is not None:
             writer.foreground = np.concatenate(foreground)

@@ -92,7 +92,7 @@ def _needed_rows(config: CampaignConfig, kept: int, statistic: Range, noise: Ran
     """Kept windows the post-processing of the owned ranges reads."""
     lo, hi = kept, 0
     if statistic[1] > statistic[0]:
-        reach = (cluster_reach_windows(config.bbhnet.cluster_seconds, config.stride_seconds)
+        reach = (cluster_reach_windows(config.search.cluster_seconds, config.stride_seconds)
                  if config.mode.triggers else 0)
         lo, hi = max(0, statistic[0] - reach), min(kept, statistic[1] + reach)
     if noise[1] > noise[0]:

@@ -119,7 +119,7 @@ def export_repository(
     if ensemble and (config.has_slides or config.rolling_whitening):
         key = "slides" if config.has_slides else "whitening"
         raise ModelError(
-            f"bbhnet.{key}: the time slides and the rolling whitening are steps of the fused "
+            f"search.{key}: the time slides and the rolling whitening are steps of the fused "
             "model; export without --ensemble (the default, in either flavor)")
     if config.model.streamed is True and ensemble:
         raise ModelError("model.streamed = true is served by the fused model (either flavor), "
@@ -353,7 +353,7 @@ def repository_slides(config: CampaignConfig) -> tuple[int, ...]:
     the stretch records two numbers and is refused.)"""
     if not config.has_slides:
         return (0, 0)
-    return (config.bbhnet.slides, config.slide_samples, config.stretch_warmup_windows)
+    return (config.search.slides, config.slide_samples, config.stretch_warmup_windows)
 
 
 def whitening_record(config: CampaignConfig) -> str | dict[str, float | str]:
@@ -361,7 +361,7 @@ def whitening_record(config: CampaignConfig) -> str | dict[str, float | str]:
     whitening's parameters."""
     if not config.rolling_whitening:
         return "fixed"
-    b = config.bbhnet
+    b = config.search
     return {"psd_seconds": b.psd_seconds, "psd_fftlength": b.psd_fftlength,
             "whitening_crop_seconds": b.whitening_crop_seconds,
             **({FOREGROUND_PSD: "background"} if pipeline.takes_psd_update(config) else {})}
@@ -385,10 +385,10 @@ def _whitening_problems(where: str, config: CampaignConfig, found: str | dict) -
 
     if params(found) != params(wanted):
         return [f"{where}: exported with BBHnet whitening {params(found)}, the campaign asks "
-                f"for {params(wanted)} (bbhnet.whitening, psd_seconds, psd_fftlength, "
+                f"for {params(wanted)} (search.whitening, psd_seconds, psd_fftlength, "
                 "whitening_crop_seconds): export again"]
-    if config.bbhnet.inject and found != wanted:
-        return [f"{where}: its rolling whitening cannot whiten the foreground of bbhnet.inject "
+    if config.search.inject and found != wanted:
+        return [f"{where}: its rolling whitening cannot whiten the foreground of search.inject "
                 "with the background's PSD (exported by an earlier version): export again"]
     return []
 
@@ -459,7 +459,7 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
     elif slides != wanted:
         problems.append(
             f"{where}: exported with {slides[0]} time slides of {slides[1]} samples, the campaign "
-            f"asks for {wanted[0]} of {wanted[1]} (bbhnet.slides, bbhnet.slide_seconds): "
+            f"asks for {wanted[0]} of {wanted[1]} (search.slides, search.slide_seconds): "
             "export again")
     problems += _whitening_problems(where, config, manifest.whitening)
     keeps_whole = whole_window_reason(config)
@@ -471,12 +471,12 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
         problems.append(f"{where}: exported with model.streamed = "
                         f"{str(bool(manifest.streamed)).lower()}, the campaign has "
                         f"{str(config.model.streamed).lower()}: export again")
-    # e2e's raw-strain search, served only where exported with bbhnet.inject (the other
+    # e2e's raw-strain search, served only where exported with search.inject (the other
     # outputs follow from the mode, time slides and canary, checked on their own)
     missing = [n for n in config.outputs.names if n.endswith(RAW) and n not in manifest.outputs]
     if missing:
         problems.append(f"{where}: serves {', '.join(manifest.outputs)}, not the "
-                        f"{', '.join(missing)} the campaign's clients request (bbhnet.inject "
+                        f"{', '.join(missing)} the campaign's clients request (search.inject "
                         "in mode e2e searches the raw strain too): export again")
     if manifest.ensemble != config.model.name:
         problems.append(f"{where}: holds model {manifest.ensemble!r}, the campaign "

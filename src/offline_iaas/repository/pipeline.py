@@ -20,14 +20,14 @@ reference). Tensors are named as in the ensemble::
     e2e         ... ─► averager ─► noise; (windows, noise) ─► subtract ─► cleaned
                     ─► snapshotter_clean ─► clean_windows ─► bbhnet ─► statistic
                 (time slides: cleaned ─► timeslides (runs bbhnet's graph) ─► background)
-                with bbhnet.inject, the raw strain subtract took ``cleaned`` from, ``raw``
+                with search.inject, the raw strain subtract took ``cleaned`` from, ``raw``
                 (delayed like ``cleaned``): raw ─► snapshotter_raw ─► raw_windows ─► bbhnet
                 ─► statistic_raw (time slides: timeslides_raw ─► background_raw)
 
 A mode's chain is its package's (``ModePackage.stages``: ``science/<mode>/stages.py``); the
 classifier's, and a mode of another distribution's, is the one-network chain of ``stages``.
 ``update`` is ``[channels, n S]`` of the streamed channels (``CampaignConfig.stream_channels``);
-with the rolling whitening in mode bbhnet a foreground's requests (``bbhnet.inject``) carry
+with the rolling whitening in mode bbhnet a foreground's requests (``search.inject``) carry
 ``psd_update`` too, the clean strain at the same times: the whitening estimates its PSD from it
 and whitens the injected strain with it (the background's PSD, as aframe whitens its injections);
 ``statistic`` is ``[n]``, one per window; ``noise`` is ``[ifos, n S]``, the averaged prediction

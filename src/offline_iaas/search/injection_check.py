@@ -1,5 +1,5 @@
 """The injection list checked before any server starts (``serve/startup_checks.py``'s
-``injections``): ``check_injections`` reads ``bbhnet.injections`` as the merge will
+``injections``): ``check_injections`` reads ``search.injections`` as the merge will
 (``search/injection_list.py``) and says where its injections lie against the analysed span and
 BBHnet's training span.
 """
@@ -24,7 +24,7 @@ from offline_iaas.stretches import make_stretches, statistic_spans
 
 @dataclass(frozen=True)
 class InjectionCheck:
-    """Where the injections of ``bbhnet.injections`` lie (``physics.place_injections``)."""
+    """Where the injections of ``search.injections`` lie (``physics.place_injections``)."""
 
     path: Path
     counts: dict[str, int]
@@ -48,28 +48,28 @@ class InjectionCheck:
         """Zero injections to count: the merge would have no found/missed and no VT."""
         if self.counts[HELD_OUT]:
             return []
-        return [f"bbhnet.injections: none of the {self.counts['listed']} injections of "
+        return [f"search.injections: none of the {self.counts['listed']} injections of "
                 f"{self.path} lies in the analysed span outside BBHnet's training span: the "
                 "merge will count no found/missed injection and no VT"]
 
 
 def check_injections(config: CampaignConfig, stretches: Sequence[tuple[float, float]],
                      training_gps: Sequence[float] | None) -> InjectionCheck | None:
-    """Read ``bbhnet.injections`` (exists, parses, has its columns) and place its injections
+    """Read ``search.injections`` (exists, parses, has its columns) and place its injections
     against the analysed span of ``stretches`` (``preflight``'s) and the network's training
     span; None when the mode counts no injections or none are listed.
 
     Raises
     ------
     ConfigError, DataError
-        One line naming ``bbhnet.injections``, the file and what is wrong
-        (``search/injection_list.read_campaign_injections``; with ``bbhnet.inject`` also
+        One line naming ``search.injections``, the file and what is wrong
+        (``search/injection_list.read_campaign_injections``; with ``search.inject`` also
         ``search/onthefly.on_the_fly``: the response set's waveforms and detectors).
     """
-    if not config.mode.triggers or config.bbhnet.injections is None:
+    if not config.mode.triggers or config.search.injections is None:
         return None
-    listed = read_campaign_injections(config.bbhnet.injections)
-    if config.bbhnet.inject:  # what the clients add: an InterferometerResponseSet's waveforms
+    listed = read_campaign_injections(config.search.injections)
+    if config.search.inject:  # what the clients add: an InterferometerResponseSet's waveforms
         from offline_iaas.search.onthefly import on_the_fly
 
         on_the_fly(config)

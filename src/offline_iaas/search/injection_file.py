@@ -148,7 +148,7 @@ def _open_hdf5(path: Path) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
 
 
 def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
-    """What the merge counts of ``bbhnet.injections``: each injection (time, network SNR
+    """What the merge counts of ``search.injections``: each injection (time, network SNR
     against the measured PSD, and when known chirp mass and distance) and the population's
     volume ``time_volume_gpc3`` (None when the file does not say it: no VT then, found
     fractions only).
@@ -160,7 +160,7 @@ def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
     Raises
     ------
     ConfigError
-        Naming ``bbhnet.injections`` and the file: missing, not JSON, an injection without a
+        Naming ``search.injections`` and the file: missing, not JSON, an injection without a
         time or SNR, an unknown suffix.
     DataError
         From ``read_injection_set``.
@@ -177,9 +177,9 @@ def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ConfigError(f"bbhnet.injections: {path}: file not found") from None
+        raise ConfigError(f"search.injections: {path}: file not found") from None
     except json.JSONDecodeError as err:
-        raise ConfigError(f"bbhnet.injections: {path}: not JSON: {err}") from None
+        raise ConfigError(f"search.injections: {path}: not JSON: {err}") from None
     rows = data.get("injections", []) if isinstance(data, dict) else data
     found = []
     for row in rows:
@@ -194,7 +194,7 @@ def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
                                    float(parameters.get("luminosity_distance", math.nan))))
         except (KeyError, TypeError, ValueError, AttributeError):
             raise ConfigError(
-                f"bbhnet.injections: {path}: an injection without gps_time and network_snr "
+                f"search.injections: {path}: an injection without gps_time and network_snr "
                 f"(or per-ifo snr): {row!r}"
             ) from None
     population = data.get("population", {}) if isinstance(data, dict) else {}

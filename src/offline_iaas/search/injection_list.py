@@ -1,4 +1,4 @@
-"""What the search counts of ``bbhnet.injections``: the injections and the population they were
+"""What the search counts of ``search.injections``: the injections and the population they were
 drawn from, read through ``search/injection_file.py``'s public readers.
 
 ``read_injection_list`` gives the injections (time, network SNR, chirp mass, distance); the
@@ -6,7 +6,7 @@ population's description (``population.POPULATION_KEYS``) comes from the file's 
 (``InjectionSet.attrs``, its approximant and ``f_lower``) or ``synth.json``'s ``population``
 and ``injection_waveform``. A file that describes no population (a LIGO_LW table, a JSON list,
 a foreign HDF5 file) gives ``population = None``: found fractions, no VT. Every refusal names
-``bbhnet.injections`` and the file, on one line.
+``search.injections`` and the file, on one line.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from offline_iaas.search.injection_file import read_injection_list, read_injecti
 from offline_iaas.search.injections_aframe import REJECTED_FILE
 from offline_iaas.search.population import COSMOLOGY, POPULATION_KEYS, luminosity_distance_mpc
 
-KEY = "bbhnet.injections"
+KEY = "search.injections"
 UNRECORDED = "unrecorded"
 
 
 @dataclass(frozen=True)
 class InjectionList:
-    """``bbhnet.injections`` as the search counts it."""
+    """``search.injections`` as the search counts it."""
 
     path: Path
     injections: tuple[Injection, ...]
@@ -41,7 +41,7 @@ class InjectionList:
 
 
 def read_campaign_injections(path: Path) -> InjectionList:
-    """Read ``bbhnet.injections`` (``path``): its injections and population.
+    """Read ``search.injections`` (``path``): its injections and population.
 
     Raises
     ------

@@ -1,6 +1,6 @@
-"""Injections on the fly (``bbhnet.inject``): the set's signals added to the strain as it is read.
+"""Injections on the fly (``search.inject``): the set's signals added to the strain as it is read.
 
-Each binary of ``bbhnet.injections`` (an injection set file: ``injections.h5``, aframe's or
+Each binary of ``search.injections`` (an injection set file: ``injections.h5``, aframe's or
 LIGO_LW) is projected onto each detector exactly as ``synth`` bakes it into its frames
 (``search/synth_injections.py``): ``waveforms.polarizations`` at the frame's own sample rate, then
 ``waveforms.detector_strain`` (antenna pattern and light-travel delay at the injection's own
@@ -11,7 +11,7 @@ frames are never written to. Waveforms are made lazily, once per binary and rate
 detectors projected together), and dropped once a read has passed them.
 
 Where the projected samples come from is the ``source``: lalsimulation from the set's
-parameters (``LalsimulationSource``), or, when ``bbhnet.injections`` is an aframe
+parameters (``LalsimulationSource``), or, when ``search.injections`` is an aframe
 ``InterferometerResponseSet`` (a ``waveforms`` group), the file's projected waveforms read as
 they are and placed as aframe's ``inject`` places them (``search/response_set.py``; its
 parameters are still read, for the times, the shift's refusal and the merge's counts).
@@ -142,14 +142,14 @@ def _chirp_seconds(mass_1: float, mass_2: float, f_lower_hz: float) -> float:
 
 
 def on_the_fly(config, shift_seconds: float = 0.0) -> OnTheFly | None:
-    """The campaign's ``OnTheFly`` (None unless ``bbhnet.inject``): an aframe
+    """The campaign's ``OnTheFly`` (None unless ``search.inject``): an aframe
     ``InterferometerResponseSet``'s own waveforms, else lalsimulation's of the set.
 
     Raises DataError naming the file when its waveforms lack a strain channel's detector or
     contradict aframe's schema (``response_set``)."""
-    if not config.bbhnet.inject:
+    if not config.search.inject:
         return None
-    path = config.bbhnet.injections
+    path = config.search.injections
     channels = tuple(config.data.channels)
     responses = read_response_set(path)
     if responses is None:

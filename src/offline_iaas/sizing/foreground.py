@@ -1,4 +1,4 @@
-"""What the foreground of injections on the fly (``bbhnet.inject``) adds to a campaign's work.
+"""What the foreground of injections on the fly (``search.inject``) adds to a campaign's work.
 
 Each client streams the windows an injection reaches a second time, with the injections added
 (``search/foreground.py``): per injection its found windows after the stretch's warm-up, nearby
@@ -35,18 +35,18 @@ class ForegroundWork:
     def line(self) -> str:
         """``plan``'s line."""
         return (f"foreground: +{self.extra:.1%} windows for {self.injections} injections "
-                f"(bbhnet.inject: {self.windows:,} windows streamed again, with their warm-up, "
+                f"(search.inject: {self.windows:,} windows streamed again, with their warm-up, "
                 f"beside {self.background_windows:,}); the rate per data second is divided "
                 f"by {1 + self.extra:.3f}")
 
 
 def foreground_work(config: CampaignConfig) -> ForegroundWork | None:
-    """The foreground's work over the config's span (None unless ``bbhnet.inject``)."""
-    if not config.bbhnet.inject:
+    """The foreground's work over the config's span (None unless ``search.inject``)."""
+    if not config.search.inject:
         return None
     stretches = whole_span(config)
     start, end = stretches[0].gps_start, stretches[-1].gps_end
-    times = [t for t in injection_times(config.bbhnet) if start <= t < end]
+    times = [t for t in injection_times(config.search) if start <= t < end]
     return ForegroundWork(len(times), foreground_windows(config.geometry, stretches, times,
-                                                         config.bbhnet.found_seconds),
+                                                         config.search.found_seconds),
                           sum(s.kept_windows(config.geometry) for s in stretches))

@@ -29,7 +29,7 @@ of a convolutional network grows with each; an assumption the output states, and
 workload is the campaign's stream), and the headroom covers server start-up, the warm-up
 windows every piece streams again, and stragglers. It recommends that point's instances,
 clients and batch size: the rate it used is the rate of exactly that layout. With
-``bbhnet.inject`` the rate is divided by 1 + the foreground's extra windows
+``search.inject`` the rate is divided by 1 + the foreground's extra windows
 (``sizing/foreground.py``), and an e2e campaign's search on the raw strain is in it: measured
 (the ``e2e-inject`` workload) or, where the bench has no measurement of it, estimated from the
 ``bbhnet`` workload's limit (``sizing/raw_search.py``).
@@ -230,7 +230,7 @@ def plan_from_bench(
          f"{config.kernel_samples} x {channels} = {campaign_work:,.0f}; per server "
          f"{measured:,.1f} x {bench_work:,.0f} / {campaign_work:,.0f} = {scaled:,.2f} "
          "data-s/s (assumes the network's cost grows linearly with each)"),
-        *([(raw.line if raw else f"raw-strain search: e2e with bbhnet.inject runs BBHnet again "
+        *([(raw.line if raw else f"raw-strain search: e2e with search.inject runs BBHnet again "
             f"on the raw strain (statistic_raw): measured, the {load.name!r} workload serves it")
            + f": per server {with_raw:,.2f} data-s/s"] if wanted.searches_raw_strain else []),
         *([foreground.line() + f": per server {per_server:,.2f} data-s/s"]

@@ -1,7 +1,7 @@
 """What e2e's search on the raw strain adds to a server's work, where the bench did not measure
 the graph that runs it.
 
-An e2e campaign with ``bbhnet.inject`` serves BBHnet twice per window, on the cleaned strain
+An e2e campaign with ``search.inject`` serves BBHnet twice per window, on the cleaned strain
 and on the raw strain (``pipeline.searches_raw_strain``): the second run is a snapshotter and
 BBHnet inside the same request, nothing more on the wire. The bench's ``e2e-inject`` workload
 measures that graph; without it ``plan`` takes the ``e2e`` workload's rate and adds, per data
@@ -75,7 +75,7 @@ def raw_search_cost(config: CampaignConfig, measurements: list[Measurement], bat
     if not spreads:
         raise ConfigError(
             f"{results_path}: no measurement of the {measured_name!r} workload (e2e with "
-            f"bbhnet.inject also searches the raw strain), nor the {BBHNET.name!r} workload's "
+            f"search.inject also searches the raw strain), nor the {BBHNET.name!r} workload's "
             f"{'streamed' if streamed else 'whole-window'} limit at {instances} "
             f"instance(s) to estimate that search from: run offline-iaas "
             f"bench --workloads {measured_name}")
@@ -90,7 +90,7 @@ def raw_search_cost(config: CampaignConfig, measurements: list[Measurement], bat
     raw_seconds = raw_work / bench_work / limit_rate
     factor = 1 + rate_without * raw_seconds
     return RawSearchCost(factor, (
-        f"raw-strain search: e2e with bbhnet.inject runs BBHnet again on the raw strain "
+        f"raw-strain search: e2e with search.inject runs BBHnet again on the raw strain "
         f"(statistic_raw), which the bench did not measure (no {measured_name!r} workload): "
         f"estimated from the {BBHNET.name!r} workload's limit (the snapshotter and BBHnet "
         f"in-process, no server), median {limit_rate:,.1f} data-s/s at batch {batch}"

@@ -1,6 +1,6 @@
 """BBHnet's graph: ``windows [N, ifos, K] → statistic [N]``, exported from ``export
 --weights`` (``bbhnet.*``) with its whitening FIR, or without it where the served model
-whitens (``bbhnet.whitening = "rolling"``)."""
+whitens (``search.whitening = "rolling"``)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _bbhnet(config: CampaignConfig, weights: Path | None, out: Path, single: boo
 
 
 def _export_unwhitened(config: CampaignConfig, path: Path, expected: dict, out: Path) -> Path:
-    """BBHnet without its own whitening (``bbhnet.whitening = "rolling"``: the served model
+    """BBHnet without its own whitening (``search.whitening = "rolling"``: the served model
     whitens): the FIR replaced by the identity and the input scale by 1, as its windows
     arrive whitened to unit variance and cropped (``bbhnet_window_samples``)."""
     import torch
@@ -39,7 +39,7 @@ def _export_unwhitened(config: CampaignConfig, path: Path, expected: dict, out: 
     network = load_network("bbhnet", path, expected)
     if not isinstance(network, BBHnet):
         raise ModelError(
-            f"{path}: bbhnet.whitening = 'rolling' replaces BBHnet's whitening filter, which "
+            f"{path}: search.whitening = 'rolling' replaces BBHnet's whitening filter, which "
             "needs its weights as a state_dict (a TorchScript or ONNX graph keeps its own): "
             "give the state_dict, or use the fixed whitening")
     with torch.no_grad():
@@ -54,7 +54,7 @@ def bbhnet_window_samples(config: CampaignConfig) -> int:
     whitening."""
     if not config.rolling_whitening:
         return config.kernel_samples
-    return config.kernel_samples - round(config.bbhnet.whitening_crop_seconds
+    return config.kernel_samples - round(config.search.whitening_crop_seconds
                                          * config.data.sample_rate)
 
 

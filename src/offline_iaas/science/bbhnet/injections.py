@@ -1,4 +1,4 @@
-"""What the merge (and the reference) say of ``bbhnet.injections``: which injections count,
+"""What the merge (and the reference) say of ``search.injections``: which injections count,
 found/missed, VT against IFAR with the population beside it, and the lines that print them.
 
 The arithmetic is ``physics.py``'s (which injections count, found/missed) and
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.config_sections import BBHnetConfig
+from offline_iaas.config_sections import SearchConfig
 from offline_iaas.physics import (
     HELD_OUT,
     IN_TRAINING,
@@ -52,14 +52,14 @@ LOUD_SNR = 12.0
 """The found line also counts the held-out injections of network SNR at least this."""
 
 
-def campaign_injections(bbhnet: BBHnetConfig) -> InjectionList | None:
-    """``bbhnet.injections`` read (``read_campaign_injections``), or None without one."""
-    path = bbhnet.injections
+def campaign_injections(search: SearchConfig) -> InjectionList | None:
+    """``search.injections`` read (``read_campaign_injections``), or None without one."""
+    path = search.injections
     return read_campaign_injections(path) if path is not None else None
 
 
 def injection_results(
-    bbhnet: BBHnetConfig, listed: InjectionList, times: np.ndarray, values: np.ndarray,
+    search: SearchConfig, listed: InjectionList, times: np.ndarray, values: np.ndarray,
     ifar_years: np.ndarray | None, analysed: list[tuple[float, float]],
     training: list[float] | None, background_livetime_seconds: float | None,
     foreground: tuple[np.ndarray, np.ndarray] | None = None,
@@ -71,10 +71,10 @@ def injection_results(
     injections = list(listed.injections)
     if ifar_years is not None:
         at, seen = foreground if foreground is not None else (times, values)
-        result = found_missed_at_ifar(at, ifar_years, seen, injections, bbhnet, analysed,
+        result = found_missed_at_ifar(at, ifar_years, seen, injections, search, analysed,
                                       training)
     else:
-        result = found_missed(times, values, injections, bbhnet, analysed, training,
+        result = found_missed(times, values, injections, search, analysed, training,
                               foreground)
     result["training_gps"] = None if training is None else [float(x) for x in training]
     result["analysed_seconds"] = float(sum(b - a for a, b in analysed))
@@ -99,7 +99,7 @@ def injection_results(
             logger.warning(f"BBHnet: {cut_bound_line(section(SnrCutBound, near_cut))}")
     if ifar_years is None:
         result["sensitivity"] = {"note": "VT against IFAR needs a background: set "
-                                 "bbhnet.slides (time slides formed on the servers)",
+                                 "search.slides (time slides formed on the servers)",
                                  "population": listed.population, "counts": counts}
         return result
     if not background_livetime_seconds:  # no slide formed outside the cuts
@@ -107,7 +107,7 @@ def injection_results(
                                  "background, no VT against IFAR",
                                  "population": listed.population, "counts": counts}
         return result
-    plan = SlidePlan(bbhnet.slides, bbhnet.slide_seconds,
+    plan = SlidePlan(search.slides, search.slide_seconds,
                      tuple(b - a for a, b in analysed))
     result["sensitivity"] = sensitivity_summary(
         held_out, listed.population, result["held_out_seconds"], background_livetime_seconds,
@@ -133,7 +133,7 @@ def _warn_left_out(listed: InjectionList, counts: dict[str, int],
     if counts[IN_TRAINING]:
         where += (f", {counts[IN_TRAINING]} in BBHnet's training span (GPS "
                   f"{training[0]:.0f}-{training[1]:.0f})" if training else "")
-    logger.warning(f"BBHnet: none of the {counts['listed']} injections of bbhnet.injections "
+    logger.warning(f"BBHnet: none of the {counts['listed']} injections of search.injections "
                    f"({listed.path}) is held out in the analysed time: {where}; no found/"
                    "missed count, no VT")
 

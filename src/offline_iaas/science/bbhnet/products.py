@@ -17,7 +17,7 @@ import h5py
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.config_sections import BBHnetConfig
+from offline_iaas.config_sections import SearchConfig
 from offline_iaas.merge.foreground import foreground_columns
 from offline_iaas.merge.postprocess import ShardProducts
 from offline_iaas.mode_packages import SummaryRequest
@@ -55,9 +55,9 @@ def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
     background less the cuts."""
     config = writer.config
     dx = config.stride_seconds
-    half = cluster_reach_windows(config.bbhnet.cluster_seconds, dx)
+    half = cluster_reach_windows(config.search.cluster_seconds, dx)
     slides = f"background{suffix}" in writer.outputs
-    cuts = _background_cuts(config.bbhnet, writer.training) if slides else []
+    cuts = _background_cuts(config.search, writer.training) if slides else []
     times, values, rows = [], [], []
     for e in writer.extents:
         a, b = e.statistic_rows
@@ -72,7 +72,7 @@ def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
             continue
         staged = writer.stage[writer.names[(f"background{suffix}", e.stretch.index)][0]][()]
         for k in range(staged.shape[1]):
-            lag = (k + 1) * config.bbhnet.slide_seconds
+            lag = (k + 1) * config.search.slide_seconds
             # a slide's series starts at its first formed window (NaN before it)
             start = max(0, first_formed_window(config.geometry, k + 1) - e.rows[0])
             keep = _owned_maxima(staged[start:, k], half, e, start)
@@ -105,10 +105,10 @@ TRIGGER_COLUMNS = [("time", "f8"), ("statistic", "f4")]
 BACKGROUND_COLUMNS = [("shift", "f8"), ("time", "f8"), ("statistic", "f4")]
 
 
-def _background_cuts(bbhnet: BBHnetConfig, training: dict[str, list[float]]
+def _background_cuts(search: SearchConfig, training: dict[str, list[float]]
                      ) -> list[tuple[float, float]]:
-    listed = campaign_injections(bbhnet)
-    return (background_cuts(list(listed.injections), bbhnet, training.get("bbhnet"))
+    listed = campaign_injections(search)
+    return (background_cuts(list(listed.injections), search, training.get("bbhnet"))
             if listed else [])
 
 
@@ -119,7 +119,7 @@ def search_summary(request: SummaryRequest) -> dict[str, Any]:
     ``bbhnet.without_cleaning``."""
     file, config, stretches = request.file, request.config, request.stretches
     training, products = request.training, request.products
-    fg = _foreground(file, config.bbhnet, config.outputs, products)
+    fg = _foreground(file, config.search, config.outputs, products)
     search = _triggers(file, config, stretches, training, products, fg)
     if config.outputs.searches_raw_strain:  # the same search on the raw strain: cleaning's gain
         search[WITHOUT_CLEANING] = _triggers(file, config, stretches, training, products, fg,
@@ -137,30 +137,30 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
     triggers = np.concatenate(found) if found else np.zeros(0, TRIGGER_COLUMNS)
     t, v = triggers["time"], triggers["statistic"]
     analysed = statistic_spans(config.geometry, stretches)
-    listed = campaign_injections(config.bbhnet)
+    listed = campaign_injections(config.search)
     slides = config.has_slides
     columns = TRIGGER_COLUMNS + ([("far", "f8"), ("ifar", "f8")] if slides else [])
     table = np.zeros(len(t), dtype=columns)
     table["time"], table["statistic"] = t, v
     result: dict[str, Any] = {"triggers": int(len(t)),
-                              "cluster_seconds": config.bbhnet.cluster_seconds}
+                              "cluster_seconds": config.search.cluster_seconds}
     if slides:
         parts = [p.arrays[f"background{suffix}"] for p in products
                  if f"background{suffix}" in p.arrays]
         background = np.concatenate(parts) if parts else np.zeros(0, BACKGROUND_COLUMNS)
         background = background[np.lexsort((background["time"], background["shift"]))]
-        cuts = _background_cuts(config.bbhnet, training)
-        livetime = sum(slide_livetime(span, cuts, (k + 1) * config.bbhnet.slide_seconds)
-                       for span in analysed for k in range(config.bbhnet.slides))
+        cuts = _background_cuts(config.search, training)
+        livetime = sum(slide_livetime(span, cuts, (k + 1) * config.search.slide_seconds)
+                       for span in analysed for k in range(config.search.slides))
         table["far"], table["ifar"] = false_alarm_rates(v, background["statistic"], livetime)
         if livetime == 0:
             logger.warning(
                 "BBHnet: no time slide is formed outside the cuts (each stretch is shorter than "
-                f"its warm-up and {config.bbhnet.slide_seconds:g} s, or the injections' "
+                f"its warm-up and {config.search.slide_seconds:g} s, or the injections' "
                 "neighbourhoods take the rest): no background, every trigger's IFAR is 0")
         file.create_dataset(f"background{suffix}", data=background)
-        result.update({"time_shifts": config.bbhnet.slides,
-                       "shift_seconds": config.bbhnet.slide_seconds,
+        result.update({"time_shifts": config.search.slides,
+                       "shift_seconds": config.search.slide_seconds,
                        "analysed_seconds": float(sum(b - a for a, b in analysed)),
                        "background_triggers": int(len(background)),
                        "background_livetime_seconds": livetime,
@@ -172,17 +172,17 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
     if listed is not None:
         ifar = (table["ifar"] if fg is None else fg_ifar) if slides else None
         result.update(injection_results(
-            config.bbhnet, listed, t, v, ifar,
+            config.search, listed, t, v, ifar,
             analysed, training.get("bbhnet"), result.get("background_livetime_seconds"),
             None if fg is None else (fg["time"], fg[column])))
     return result
 
 
-def _foreground(file: Any, bbhnet: BBHnetConfig, outputs: Outputs,
+def _foreground(file: Any, search: SearchConfig, outputs: Outputs,
                 products: list[ShardProducts]) -> np.ndarray | None:
     """The foreground of every merge's products, in time order, into ``file``; None unless
-    ``bbhnet.inject``."""
-    if not bbhnet.inject:
+    ``search.inject``."""
+    if not search.inject:
         return None
     found = [p.foreground for p in products if p.foreground is not None]
     table = np.concatenate(found) if found else np.zeros(0, foreground_columns(outputs))

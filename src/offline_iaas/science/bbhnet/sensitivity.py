@@ -239,9 +239,9 @@ class SlidePlan:
     (``slides_needed``)."""
 
     slides: int
-    """Slides the campaign formed (``bbhnet.slides``)."""
+    """Slides the campaign formed (``search.slides``)."""
     slide_seconds: float
-    """The step between slides (``bbhnet.slide_seconds``): slide ``k`` lags ``k`` times it."""
+    """The step between slides (``search.slide_seconds``): slide ``k`` lags ``k`` times it."""
     span_seconds: tuple[float, ...]
     """Each analysed span's length: a slide is formed only within one
     (``physics.slide_livetime``)."""

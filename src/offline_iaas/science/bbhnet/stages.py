@@ -24,7 +24,7 @@ def bbhnet_stages(config: CampaignConfig, strain: str, snapshot: Stage, suffix: 
     (or, with the rolling whitening, the whitened windows), the network, and the time
     slides; their outputs (and stateful stages) named with ``suffix``. With
     ``model.streamed``, one ``streamed`` stage on the strain itself."""
-    b, ifos = config.bbhnet, len(config.ifos)
+    b, ifos = config.search, len(config.ifos)
     if streams(config):  # no windows: the layers on the stream (fixed whitening)
         return [Stage(f"bbhnet{suffix}", "streamed", {"update": strain},
                       {"statistic": f"statistic{suffix}"}, ifos, {"network": "bbhnet"}),
@@ -50,7 +50,7 @@ def bbhnet_stages(config: CampaignConfig, strain: str, snapshot: Stage, suffix: 
 
 def _time_slides(config: CampaignConfig, windows: str, suffix: str = "",
                  kind: str = "timeslide") -> list[Stage]:
-    """BBHnet on the slid pairs of the ``windows`` tensor (``bbhnet.slides``): the
+    """BBHnet on the slid pairs of the ``windows`` tensor (``search.slides``): the
     ``background`` output, ``[n * slides]`` per request (NaN where a slide's second window is
     in the stream's warm-up); ``streamed_timeslide``: of the strain tensor ``windows`` names,
     each slide streamed layer by layer."""
@@ -59,5 +59,5 @@ def _time_slides(config: CampaignConfig, windows: str, suffix: str = "",
     tensor = "windows" if kind == "timeslide" else "update"
     return [Stage(f"timeslides{suffix}", kind, {tensor: windows},
                   {"background": f"background{suffix}"}, 2, {"slide_windows": config.slide_windows,
-                      "slides": config.bbhnet.slides,
+                      "slides": config.search.slides,
                       "warmup_windows": config.stretch_warmup_windows, "network": "bbhnet"})]

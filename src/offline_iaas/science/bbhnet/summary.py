@@ -9,7 +9,7 @@ from offline_iaas.summary_physics import Numbers
 
 WITHOUT_CLEANING = "without_cleaning"
 """The key in ``campaign.json``'s ``bbhnet`` section of e2e's search on the raw strain
-(``statistic_raw``, with ``bbhnet.inject``): a record like ``bbhnet`` itself (triggers,
+(``statistic_raw``, with ``search.inject``): a record like ``bbhnet`` itself (triggers,
 background, found/missed, sensitivity) on the same injections and slides."""
 
 
