@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from offline_iaas.config_numbers import check_finite, check_signs
 from offline_iaas.errors import ConfigError, NotStreamable
 from offline_iaas.mode_packages import ENTRY_POINT_GROUP, find_mode, mode_names
+from offline_iaas.modes import BUILT_IN_MODES
 from offline_iaas.network_streaming import whole_window_reason
 
 if TYPE_CHECKING:
@@ -180,7 +181,8 @@ def _check_slides(c: CampaignConfig, fail: typing.Callable[[str, str], None]) ->
     if not b.slides:
         return
     if not c.mode.triggers:
-        fail("search.slides", f"needs a BBHnet mode (bbhnet, e2e), not {c.model.mode!r}")
+        fail("search.slides", f"needs a BBHnet mode ({_modes_that('triggers')}), not "
+             f"{c.model.mode!r}")
     if len(c.data.channels) != 2:
         fail("search.slides", "shifts the second detector against the first: "
              f"data.channels must name two, got {list(c.data.channels)}")
@@ -191,13 +193,20 @@ def _check_slides(c: CampaignConfig, fail: typing.Callable[[str, str], None]) ->
              f"{b.slide_seconds}")
 
 
+def _modes_that(does: str, quoted: bool = False) -> str:
+    """The built-in modes whose record has ``does`` (``triggers``, ``averages``), as a
+    message lists them (``bbhnet, e2e``; quoted: ``'bbhnet' or 'e2e'``): only they may."""
+    names = [m for m in BUILT_IN_MODES if getattr(find_mode(m), does)]
+    return " or ".join(f"'{m}'" for m in names) if quoted else ", ".join(names)
+
+
 def _check_inject(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
     b = c.search
     if not b.inject:
         return
     if not c.mode.triggers:
-        fail("search.inject", f"(injections on the fly) needs a BBHnet search (mode 'bbhnet' or "
-             f"'e2e'), not mode {c.model.mode!r}")
+        fail("search.inject", f"(injections on the fly) needs a BBHnet search (mode "
+             f"{_modes_that('triggers', quoted=True)}), not mode {c.model.mode!r}")
     if c.mode.witnesses and b.whitening != "fixed":  # e2e: BBHnet on the cleaned strain
         fail("search.inject", f"(injections on the fly) in mode {c.model.mode!r} needs "
              "search.whitening = "
@@ -217,8 +226,8 @@ def _check_whitening(c: CampaignConfig, fail: typing.Callable[[str, str], None])
     if b.whitening == "fixed":
         return
     if not c.mode.triggers:
-        fail("search.whitening", f"'rolling' needs a BBHnet mode (bbhnet, e2e), not "
-             f"{c.model.mode!r}")
+        fail("search.whitening", f"'rolling' needs a BBHnet mode ({_modes_that('triggers')}), "
+             f"not {c.model.mode!r}")
     rate = c.data.sample_rate
     for key, value in (("psd_fftlength", b.psd_fftlength), ("psd_seconds", b.psd_seconds),
                        ("whitening_crop_seconds", b.whitening_crop_seconds)):
@@ -273,7 +282,7 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
     if set(c.data.witnesses) & set(c.data.channels):
         fail("data.witnesses", "lists a strain channel of data.channels")
     if c.deepclean.canary and not c.mode.averages:
-        fail("deepclean.canary", f"needs a DeepClean mode (deepclean, e2e), not "
+        fail("deepclean.canary", f"needs a DeepClean mode ({_modes_that('averages')}), not "
              f"{c.model.mode!r}")
     if not c.mode.witnesses:
         return
