@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from offline_iaas.errors import exit_code
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
 HEADER = ("id", "case", "command", "exit", "message", "test")
 WRITE_ENV = "OFFLINE_IAAS_WRITE_ERRORS_DOC"
@@ -156,7 +158,7 @@ def documented_refusals(refusals: dict[str, Any], placeholders: dict[str | Path,
     and its error type's exit code."""
     for row_id, caught in refusals.items():
         assert "\n" not in str(caught.value), (row_id, str(caught.value))
-        documented(row_id, str(caught.value), placeholders, exit_code=caught.value.exit_code)
+        documented(row_id, str(caught.value), placeholders, exit_code=exit_code(caught.value))
 
 
 def cli_error(stderr: str) -> str:

@@ -25,7 +25,7 @@ from offline_iaas.config import load_config
 from offline_iaas.data.discovery import find_frames
 from offline_iaas.data.frames import read_span
 from offline_iaas.data.gwf_reader import BadFrameFile
-from offline_iaas.errors import DataError, RunError
+from offline_iaas.errors import DataError, RunError, exit_code
 from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository
@@ -87,7 +87,7 @@ def test_a_truncated_file_is_an_error_naming_it_and_the_process_reads_on(dataset
     with pytest.raises(BadFrameFile) as caught:
         read_span(frames, STRAIN, START, START + 64, 256)
     err = caught.value
-    assert isinstance(err, DataError) and err.exit_code == 3
+    assert isinstance(err, DataError) and exit_code(err) == 3
     assert str(err) == (f"frame file {ws / 'frames' / BAD}: the frame library crashed "
                         "(SIGSEGV) reading it (truncated or corrupt?)")
     assert (err.path, err.gps_start, err.gps_end) == (ws / "frames" / BAD, START + 16, START + 32)
@@ -111,7 +111,7 @@ def test_a_file_that_lies_about_its_span_is_refused_by_name(dataset: Path, name:
     assert str(caught.value).startswith(lie) and f"its frames hold {holds}" in str(caught.value)
     if read_from == START:
         documented("frame-file-lies-read", str(caught.value), {ws / "frames" / name: "F"},
-                   exit_code=caught.value.exit_code)
+                   exit_code=exit_code(caught.value))
 
 
 def test_check_refuses_a_liar_and_a_truncated_file_by_name(dataset: Path, capsys) -> None:
@@ -153,7 +153,7 @@ def test_with_fail_the_client_that_meets_a_truncated_file_fails_naming_it(
     assert (f"offline-iaas client: error: frame file {ws / 'frames' / BAD}: the frame library "
             "crashed (SIGSEGV) reading it (truncated or corrupt?)") in message
     documented("bad-frame-file-fail", cli_error(message), {ws / "frames" / BAD: "F"},
-               exit_code=DataError.exit_code)
+               exit_code=exit_code(DataError))
     assert "Traceback" not in message
     client0 = next(n for n in read_status(run).nodes if n.name == "client0")
     assert client0.state == "failed" and BAD in client0.detail
@@ -213,7 +213,7 @@ def test_with_gap_a_run_whose_every_file_is_bad_fails_saying_so(
     for path in sorted((ws / "frames").glob("*.gwf")):
         truncate(path)
     capsys.readouterr()
-    assert main(["run-local", str(run.path)]) == RunError.exit_code
+    assert main(["run-local", str(run.path)]) == exit_code(RunError)
     assert processes_mentioning(str(run.path)) == []
     (line,) = [x for x in capsys.readouterr().err.splitlines()
                if x.startswith("offline-iaas run-local: error: ")]

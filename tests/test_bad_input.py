@@ -31,7 +31,7 @@ import pytest
 
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import load_config
-from offline_iaas.errors import NoSpaceError, ServerError
+from offline_iaas.errors import NoSpaceError, ServerError, exit_code
 from offline_iaas.records import ClientShare, read_client_job
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
@@ -469,9 +469,9 @@ def test_disk_full_during_a_part_write(
     message = str(caught.value)
     assert message.startswith(f"{run / 'parts' / 'client0.checkpoints' / 'p0-16-32.npz'}: no space "
                               "left on device (free space there, then run again")
-    assert "\n" not in message and NoSpaceError.exit_code == 8
+    assert "\n" not in message and exit_code(NoSpaceError) == 8
     documented("disk-full-checkpoint", message, {run.parent: "<ws>"},
-               exit_code=NoSpaceError.exit_code)
+               exit_code=exit_code(NoSpaceError))
     # the earlier shard is intact, nothing half-written is left, the part is not complete
     assert _snapshot(run) == before
     assert writer.progress() == [16]
@@ -497,7 +497,7 @@ def test_disk_full_while_assembling_a_part(
                        r"device") as caught:
         writer.commit()
     documented("disk-full-part", str(caught.value), {run.parent: "<ws>"},
-               exit_code=NoSpaceError.exit_code)
+               exit_code=exit_code(NoSpaceError))
     # the shards survive for the retry; no part file, no sidecar saying "complete"
     assert _snapshot(run) == before
     assert not (run / "parts" / "client0.h5").exists()
@@ -527,7 +527,7 @@ def test_port_range_exhausted(
     run = run_dir(ws)
     monkeypatch.setattr(tritonserver.socket, "socket", NoPorts)
     code, err = _serve_in_process(run, capsys)
-    assert code == ServerError.exit_code == 5
+    assert code == exit_code(ServerError) == 5
     assert err == ["offline-iaas serve: error: cannot get a free port on '127.0.0.1' "
                    "(server.bind): Cannot assign requested address"]
     documented("port-range-exhausted", err[0].removeprefix("offline-iaas serve: error: "),

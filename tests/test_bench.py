@@ -21,7 +21,7 @@ from offline_iaas.bench.targets import judge, missed_lines
 from offline_iaas.bench.workloads import DEEPCLEAN, TINY, mode_workload, split_strides
 from offline_iaas.cli import main
 from offline_iaas.config import load_config
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, exit_code
 from offline_iaas.repository.backend.stateful import SnapshotState
 from offline_iaas.serve.startup_checks import visible_gpus
 from offline_iaas.sizing.plan import HEADROOM, plan_from_bench
@@ -248,7 +248,7 @@ def test_plan_command_prints_its_arithmetic(tmp_path: Path, capsys) -> None:
     assert "plan: needed: 2,592,000 data-s" in out
     assert "--set layout.servers=" in out and "--set model.batch_size=32" in out
     assert main(["plan", str(path), "--target-hours", "24", "--from-bench",
-                 str(tmp_path / "missing.json")]) == ConfigError.exit_code
+                 str(tmp_path / "missing.json")]) == exit_code(ConfigError)
 
 
 def test_results_file_round_trips(tmp_path: Path) -> None:

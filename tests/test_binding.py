@@ -28,7 +28,7 @@ import pytest
 
 from offline_iaas.cli import main
 from offline_iaas.config import load_config
-from offline_iaas.errors import ConfigError, ModelError, RunError
+from offline_iaas.errors import ConfigError, ModelError, RunError, exit_code
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.records import read_run_info
 from offline_iaas.repository.export import export_repository, model_record, read_manifest
@@ -115,17 +115,17 @@ def test_a_stream_setting_edited_in_the_run_config_is_refused_before_any_node_st
         "or run the edited campaign with make-dag into a new run directory")
     documented("run-config-edited", message, {
         finished.root: "<ws>", ours: "<hash of the edited config>",
-        info.stream_hash: "<hash of the run>"}, exit_code=ConfigError.exit_code)
+        info.stream_hash: "<hash of the run>"}, exit_code=exit_code(ConfigError))
     assert processes_mentioning(str(run_dir)) == []
     assert snapshot(run_dir) == before  # nothing started, no part rewritten
 
     # status says why; each node, started by DAGMan, refuses too before it streams or serves
-    assert cli(capsys, "status", str(run_dir)) == (ConfigError.exit_code, message)
+    assert cli(capsys, "status", str(run_dir)) == (exit_code(ConfigError), message)
     assert cli(capsys, "client", "--run-dir", str(run_dir), "--node", "client0") == (
-        ConfigError.exit_code, message)
+        exit_code(ConfigError), message)
     assert snapshot(run_dir) == before
     assert cli(capsys, "serve", "--run-dir", str(run_dir), "--node", "server0") == (
-        ConfigError.exit_code, message)
+        exit_code(ConfigError), message)
     assert RunDir(run_dir).refusal("server0").read_text() == message  # its clients read why
     assert processes_mentioning(str(run_dir)) == []
 
@@ -162,12 +162,12 @@ def test_a_damaged_run_record_is_refused_at_once_and_its_advice_restores_the_run
         f"{run_dir}/run.json is damaged (not JSON: {why}), so nothing can check what make-dag "
         f"planned: restore it with '{command}' (the finished parts are kept)")
     documented("run-record-damaged", message, {finished.root: "<ws>", why: "<JSON error>"},
-               exit_code=ConfigError.exit_code)
+               exit_code=exit_code(ConfigError))
     assert snapshot(run_dir) == before  # before any node started
     assert processes_mentioning(str(run_dir)) == []
-    assert cli(capsys, "status", str(run_dir)) == (ConfigError.exit_code, message)
+    assert cli(capsys, "status", str(run_dir)) == (exit_code(ConfigError), message)
     assert cli(capsys, "client", "--run-dir", str(run_dir), "--node", "client1") == (
-        ConfigError.exit_code, message)
+        exit_code(ConfigError), message)
     assert not paths.part("client1")[0].exists()
 
     # the advice, as written
@@ -214,23 +214,23 @@ def test_a_model_repository_exported_again_is_refused_and_nothing_is_mixed(
             "bbhnet version 2 where run.json records version 1; a campaign's parts come from "
             "one model: run make-dag into a new run directory to use this one")
         documented("model-repository-exported-again", message, {finished.root: "<ws>"},
-                   exit_code=ModelError.exit_code)
+                   exit_code=exit_code(ModelError))
         assert snapshot(run_dir) == before  # nothing started: the lost part not remade
         assert processes_mentioning(str(run_dir)) == []
         equals_reference(run_dir, finished)  # the output of one model, as it was
 
-        assert cli(capsys, "status", str(run_dir)) == (ModelError.exit_code, message)
+        assert cli(capsys, "status", str(run_dir)) == (exit_code(ModelError), message)
 
         # the server itself refuses it (under DAGMan no run-local checks first), its graphs read
         code, served = cli(capsys, "serve", "--run-dir", str(run_dir), "--node", "server0")
-        assert (code, served) == (ModelError.exit_code, (
+        assert (code, served) == (exit_code(ModelError), (
             f"model repository {repository} changed since make-dag planned this run: it serves "
             f"bbhnet version 2 (graph sha256 {now}) where run.json records version 1 ({was}); "
             "a campaign's parts come from one model: run make-dag into a new run directory to "
             "use this one"))
         documented("server-model-changed", served, {
             finished.root: "<ws>", now: "<sha256 of the new graph>",
-            was: "<sha256 of the run's>"}, exit_code=ModelError.exit_code)
+            was: "<sha256 of the run's>"}, exit_code=exit_code(ModelError))
         assert paths.refusal("server0").read_text() == served  # what its clients read
         assert processes_mentioning(str(run_dir)) == []  # no tritonserver started
 
@@ -239,7 +239,7 @@ def test_a_model_repository_exported_again_is_refused_and_nothing_is_mixed(
             make_dag(finished.config, paths)
         documented("run-directory-of-another-model", str(refused.value), {
             finished.root: "<ws>", now: "<sha256 of the new graph>",
-            was: "<sha256 of the run's>"}, exit_code=RunError.exit_code)
+            was: "<sha256 of the run's>"}, exit_code=exit_code(RunError))
         assert not paths.part("client1")[0].exists()
         # the control: a new run directory takes the new model
         make_dag(finished.config, RunDir(finished.root / "new-model"))

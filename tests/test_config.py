@@ -6,7 +6,7 @@ import pytest
 import offline_iaas
 from offline_iaas.config import MERGE_ONLY, load_config, write_config
 from offline_iaas.config_checks import parse_override
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, exit_code
 from tests.error_catalogue import documented
 
 
@@ -146,7 +146,7 @@ def test_mode_needs_witnesses_of_every_detector(small_config_file: Path) -> None
                        r"\(mode 'deepclean' runs a DeepClean per interferometer\)") as caught:
         load_config(small_config_file, [*deepclean, 'data.witnesses=["H1:PEM-X"]'])
     documented("witnesses-of-a-detector-missing", str(caught.value), {small_config_file: "C"},
-               exit_code=ConfigError.exit_code)
+               exit_code=exit_code(ConfigError))
     with pytest.raises(ConfigError, match="'model.mode' must be one of classifier, deepclean"):
         load_config(small_config_file, ['model.mode="clean"'])
     with pytest.raises(ConfigError, match="names interferometer V1"):
@@ -162,7 +162,7 @@ def test_on_bad_file_must_be_fail_or_gap(small_config_file: Path) -> None:
                        r"got 'skip'") as caught:
         load_config(small_config_file, ['data.on_bad_file="skip"'])
     documented("on-bad-file-value", str(caught.value), {small_config_file: "C"},
-               exit_code=ConfigError.exit_code)
+               exit_code=exit_code(ConfigError))
     fail = load_config(small_config_file)
     gap = load_config(small_config_file, ['data.on_bad_file="gap"'])
     assert (fail.data.on_bad_file, gap.data.on_bad_file) == ("fail", "gap")

@@ -11,7 +11,7 @@ import pytest
 
 from offline_iaas.completeness import Hashes, merge_problem, part_problem
 from offline_iaas.config import config_from_dict, load_config
-from offline_iaas.errors import ConfigError, DataError, RunError
+from offline_iaas.errors import ConfigError, DataError, RunError, exit_code
 from offline_iaas.records import read_client_job, read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_shares
@@ -94,23 +94,23 @@ def test_fatal_exit_final_node_and_pre_script(tmp_path: Path) -> None:
     pre = Script("/env/bin/offline-iaas", ("prescript", "--node", "$JOB"), 75, 30)
     text = dag_text(
         ["server0", "server1"], shares, retries=2, max_parallel_clients=0,
-        fatal_exit=ConfigError.exit_code, final=True, client_pre=pre,
+        fatal_exit=exit_code(ConfigError), final=True, client_pre=pre,
     )
-    assert f"RETRY client0 2 UNLESS-EXIT {ConfigError.exit_code}" in text
-    assert f"ABORT-DAG-ON client3 {ConfigError.exit_code} RETURN 1" in text
+    assert f"RETRY client0 2 UNLESS-EXIT {exit_code(ConfigError)}" in text
+    assert f"ABORT-DAG-ON client3 {exit_code(ConfigError)} RETURN 1" in text
     assert "SCRIPT DEFER 75 30 PRE client1 /env/bin/offline-iaas prescript --node $JOB" in text
     dag = parse_dag(text)
     assert list(dag.nodes)[-1] == "final" and dag.nodes["final"].kind == "FINAL"
     assert not dag.nodes["final"].parents and dag.nodes["final"].submit == "final.sub"
     for share in shares:
         node = dag.nodes[share.node]
-        assert (node.retries, node.unless_exit) == (2, ConfigError.exit_code)
-        assert (node.abort_exit, node.abort_return) == (ConfigError.exit_code, 1)
+        assert (node.retries, node.unless_exit) == (2, exit_code(ConfigError))
+        assert (node.abort_exit, node.abort_return) == (exit_code(ConfigError), 1)
         assert node.pre == pre
         assert node.pre.argv({"$JOB": share.node}) == [
             "/env/bin/offline-iaas", "prescript", "--node", share.node,
         ]
-    assert dag.nodes["merge"].abort_exit == ConfigError.exit_code
+    assert dag.nodes["merge"].abort_exit == exit_code(ConfigError)
     assert dag.nodes["merge"].pre is None and dag.nodes["server0"].pre is None
 
 
@@ -122,15 +122,15 @@ def test_the_merge_and_the_index_retry_like_the_shard_merges(tmp_path: Path,
     shares = client_shares(campaign(tmp_path))
     shards = [("shard0", ["client0", "client1"]), ("shard1", ["client2", "client3"])]
     text = dag_text(["server0", "server1"], shares, retries=3, max_parallel_clients=0,
-                    fatal_exit=ConfigError.exit_code, final=True,
+                    fatal_exit=exit_code(ConfigError), final=True,
                     shards=shards if sharded else ())
-    assert f"RETRY merge 3 UNLESS-EXIT {ConfigError.exit_code}" in text.splitlines()
+    assert f"RETRY merge 3 UNLESS-EXIT {exit_code(ConfigError)}" in text.splitlines()
     dag = parse_dag(text)
     merging = ["merge", *(["shard0", "shard1"] if sharded else [])]
     for name in merging:
         node = dag.nodes[name]
-        assert (node.retries, node.unless_exit) == (3, ConfigError.exit_code), name
-        assert (node.abort_exit, node.abort_return) == (ConfigError.exit_code, 1), name
+        assert (node.retries, node.unless_exit) == (3, exit_code(ConfigError)), name
+        assert (node.abort_exit, node.abort_return) == (exit_code(ConfigError), 1), name
     without = dag_text(["server0", "server1"], shares, retries=0, max_parallel_clients=0)
     assert parse_dag(without).nodes["merge"].retries == 0
 

@@ -23,7 +23,7 @@ from gwpy.timeseries import TimeSeries
 from offline_iaas.cli import main
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.errors import ConfigError, DataError, ModelError
+from offline_iaas.errors import ConfigError, DataError, ModelError, exit_code
 from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.merge.provenance import read_provenance
 from offline_iaas.merge.reference import run_reference
@@ -114,7 +114,7 @@ def test_every_frame_and_the_output_name_their_provenance(campaign, capsys) -> N
         assert network == {"version": 1, "sha256": expected_sha, "weights_sha256": weights}
     with pytest.raises(DataError, match="no offline-iaas frame history"):
         read_provenance(sorted((run_dir.parent / "frames").rglob("*.gwf"))[0])  # a raw frame
-    assert main(["inspect", str(run_dir / "campaign.toml")]) == DataError.exit_code
+    assert main(["inspect", str(run_dir / "campaign.toml")]) == exit_code(DataError)
 
 
 def test_a_bad_model_is_flagged_and_replaced_by_the_raw_strain(campaign) -> None:

@@ -25,7 +25,7 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.cli import main
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import load_config
-from offline_iaas.errors import NoSpaceError, RunError, no_space
+from offline_iaas.errors import NoSpaceError, RunError, exit_code, no_space
 from offline_iaas.merge import index as index_module
 from offline_iaas.merge.merge import merge
 from offline_iaas.merge.output import CampaignWriter
@@ -189,7 +189,7 @@ def test_run_local_says_why_a_node_failed_when_its_log_cannot_be_written(
         run_local(run)
     message = str(err.value)
     documented("disk-full-run-local-log", message, {run.path: "RUN"},
-               exit_code=RunError.exit_code)
+               exit_code=exit_code(RunError))
     assert "\n" not in message
     assert (f"shard0 (exit code 8 after 1 attempt: {out}: no space left on device (free space "
             "there, then run again: finished nodes are not redone); see /dev/full, /dev/full)"

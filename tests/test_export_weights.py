@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.errors import ModelError
+from offline_iaas.errors import ModelError, exit_code
 from offline_iaas.models.weights import build_network
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.science.e2e.graphs import subtract_onnx
@@ -52,7 +52,7 @@ def test_wrong_witness_count_is_refused_with_both_shapes(small_config_file: Path
                        ) as caught:
         export_repository(config, weights)
     documented("deepclean-weights-witness-count", str(caught.value), {weights: "W"},
-               exit_code=ModelError.exit_code)
+               exit_code=exit_code(ModelError))
     assert not config.model.repository.exists()
 
 

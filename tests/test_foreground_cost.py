@@ -132,5 +132,5 @@ def test_the_bench_streams_each_share_from_frames_with_and_without_its_foregroun
         p.windows for s in shares
         for p in share_foreground(config.geometry, config.search, s, times)) > 0
     assert background.run.client_cpu_seconds > 0 and background.run.server_cpu_seconds > 0
-    text = markdown(config, measured, BBHNET, 30.0, "test")
+    text = markdown(config, measured, BBHNET, 30.0)
     assert "over the background, CPU (clients, their frame readers and the server)" in text

@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import pytest
 
-from offline_iaas.errors import ConfigError, DataError
+from offline_iaas.errors import ConfigError, DataError, exit_code
 from offline_iaas.search.injection_file import (
     InjectionSet,
     hdf5_layout,
@@ -82,7 +82,7 @@ def test_a_file_without_a_mass_frame_is_refused(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"odd\.h5: root attribute mass_frame is 'lab'") as caught:
         read_injection_set(tmp_path / "odd.h5")
     documented("injection-mass-frame-unknown", str(caught.value), {tmp_path / "odd.h5": "F"},
-               exit_code=DataError.exit_code)
+               exit_code=exit_code(DataError))
 
 
 @pytest.mark.parametrize("frame, divisor", [("source", 1.0), ("detector", 1.1)])
@@ -103,7 +103,7 @@ def test_a_hand_made_file_says_its_mass_frame(tmp_path: Path, frame: str, diviso
     with pytest.raises(DataError, match=r"theirs\.h5.*'approximant'") as caught:
         read_injection_set(tmp_path / "theirs.h5")  # nothing to stand in
     documented("injection-no-approximant", str(caught.value), {tmp_path / "theirs.h5": "F"},
-               exit_code=DataError.exit_code)
+               exit_code=exit_code(DataError))
 
 
 def test_detector_masses_that_disagree_are_refused(tmp_path: Path) -> None:
@@ -116,7 +116,7 @@ def test_detector_masses_that_disagree_are_refused(tmp_path: Path) -> None:
                        r"mass_1 \(1 \+ redshift\)") as caught:
         read_injection_set(tmp_path / "set.h5")
     documented("injection-detector-masses-disagree", str(caught.value),
-               {tmp_path / "set.h5": "F"}, exit_code=DataError.exit_code)
+               {tmp_path / "set.h5": "F"}, exit_code=exit_code(DataError))
 
 
 def test_a_missing_column_is_named(tmp_path: Path) -> None:
@@ -126,7 +126,7 @@ def test_a_missing_column_is_named(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"set\.h5.*'parameters/dec'") as caught:
         read_injection_set(tmp_path / "set.h5")
     documented("injection-missing-column", str(caught.value), {tmp_path / "set.h5": "F"},
-               exit_code=DataError.exit_code)
+               exit_code=exit_code(DataError))
 
 
 def test_bad_files_raise_one_clear_error(tmp_path: Path) -> None:

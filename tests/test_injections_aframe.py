@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from astropy.cosmology import Planck15
 
-from offline_iaas.errors import DataError
+from offline_iaas.errors import DataError, exit_code
 from offline_iaas.search.injection_file import (
     hdf5_layout,
     read_injection_list,
@@ -140,7 +140,7 @@ def test_a_parameter_set_without_times_is_refused(tmp_path: Path) -> None:
                        r"has no 'parameters/injection_time'") as caught:
         read_injection_set(tmp_path / "rejected-parameters.hdf5", "IMRPhenomD", 20.0)
     documented("injection-aframe-without-times", str(caught.value),
-               {tmp_path / "rejected-parameters.hdf5": "F"}, exit_code=DataError.exit_code)
+               {tmp_path / "rejected-parameters.hdf5": "F"}, exit_code=exit_code(DataError))
 
 
 def test_a_missing_aframe_field_and_a_contradicting_frame_are_named(tmp_path: Path) -> None:
@@ -256,7 +256,7 @@ def test_a_non_zero_shift_is_refused_not_read_as_zero_lag(tmp_path: Path) -> Non
         read_injection_set(tmp_path / "waveforms.hdf5", "IMRPhenomPv2", 20.0)
     assert "\n" not in str(caught.value)
     documented("injection-aframe-shift", str(caught.value),
-               {tmp_path / "waveforms.hdf5": "F"}, exit_code=DataError.exit_code)
+               {tmp_path / "waveforms.hdf5": "F"}, exit_code=exit_code(DataError))
     with pytest.raises(DataError, match="non-zero 'parameters/shift'"):
         read_injection_list(tmp_path / "waveforms.hdf5")  # the merge's reading too
     # control: the same rows at zero shift are read
@@ -308,7 +308,7 @@ def test_rejected_draws_of_another_campaign_are_refused(tmp_path: Path) -> None:
                        r"num_injections = 40") as caught:
         read_injection_set(tmp_path / "waveforms.hdf5", "IMRPhenomPv2", 20.0)
     documented("injection-aframe-rejected-mismatch", str(caught.value),
-               {tmp_path / "waveforms.hdf5": "F"}, exit_code=DataError.exit_code)
+               {tmp_path / "waveforms.hdf5": "F"}, exit_code=exit_code(DataError))
     rejected_file(tmp_path / "rejected-parameters.hdf5", [0.2] * 38)  # control: 40 draws
     assert read_injection_list(tmp_path / "waveforms.hdf5")[1] is not None
 

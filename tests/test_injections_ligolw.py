@@ -15,6 +15,7 @@ import pytest
 from igwn_ligolw import ligolw, lsctables
 from igwn_ligolw import utils as ligolw_utils
 
+from offline_iaas.errors import exit_code
 from offline_iaas.search.injection_file import InjectionSet, read_injection_set, write_injection_set
 from offline_iaas.search.population import luminosity_distance_mpc
 from offline_iaas.search.waveforms import BinaryParameters
@@ -235,4 +236,4 @@ def test_a_missing_column_is_named(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"set\.xml.*'distance'") as caught:
         read_injection_set(tmp_path / "set.xml")
     documented("injection-ligolw-missing-column", str(caught.value), {tmp_path / "set.xml": "F"},
-               exit_code=DataError.exit_code)
+               exit_code=exit_code(DataError))

@@ -24,7 +24,7 @@ from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.frames import read_span
 from offline_iaas.data.synth import INJECTION_SET, write_synthetic_dataset
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, exit_code
 from offline_iaas.merge import reference as reference_module
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
@@ -285,22 +285,22 @@ def test_inject_is_refused_where_it_is_not_supported_yet(small_config_file: Path
         load_config(small_config_file, ['model.mode="classifier"', "search.inject=true",
                                         'search.injections="x.h5"'])
     documented("inject-outside-bbhnet", str(caught.value), {small_config_file: "C"},
-               exit_code=ConfigError.exit_code)
+               exit_code=exit_code(ConfigError))
     with pytest.raises(ConfigError, match="needs search.injections") as caught:
         load_config(small_config_file, ['model.mode="bbhnet"', "search.inject=true"])
     documented("inject-without-injections", str(caught.value), {small_config_file: "C"},
-               exit_code=ConfigError.exit_code)
+               exit_code=exit_code(ConfigError))
     with pytest.raises(ConfigError, match="on_bad_file = 'fail'") as caught:
         load_config(small_config_file, ['model.mode="bbhnet"', "search.inject=true",
                                         'search.injections="x.h5"', 'data.on_bad_file="gap"'])
     documented("inject-with-gaps", str(caught.value), {small_config_file: "C"},
-               exit_code=ConfigError.exit_code)
+               exit_code=exit_code(ConfigError))
     with pytest.raises(ConfigError, match="in mode 'e2e' needs search.whitening") as caught:
         load_config(small_config_file, ['model.mode="e2e"', "search.inject=true",
                                         'search.injections="x.h5"', 'search.whitening="rolling"',
                                         f"data.witnesses={WITNESSES}"])
     documented("inject-e2e-rolling-whitening", str(caught.value), {small_config_file: "C"},
-               exit_code=ConfigError.exit_code)
+               exit_code=exit_code(ConfigError))
     load_config(small_config_file, ['model.mode="bbhnet"', "search.inject=true",
                                     'search.injections="x.h5"', 'search.whitening="rolling"'])
 

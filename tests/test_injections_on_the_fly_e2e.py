@@ -29,7 +29,7 @@ from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.frames import read_span
 from offline_iaas.data.synth import INJECTION_SET
-from offline_iaas.errors import ModelError
+from offline_iaas.errors import ModelError, exit_code
 from offline_iaas.merge import reference as reference_module
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.postprocess import physics_lines
@@ -202,7 +202,7 @@ def test_a_repository_without_the_raw_search_is_refused_for_an_e2e_campaign_that
         check_repository(injecting)
     assert str(caught.value).count("\n") == 0
     documented("repository-without-raw-search", str(caught.value),
-               {root / "repository-plain": "R"}, exit_code=ModelError.exit_code)
+               {root / "repository-plain": "R"}, exit_code=exit_code(ModelError))
     check_repository(e2e["baked"])  # no inject: served by the repository with the raw search
     check_repository(e2e["fly"])
 

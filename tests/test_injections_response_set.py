@@ -22,7 +22,7 @@ import pytest
 
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.errors import DataError
+from offline_iaas.errors import DataError, exit_code
 from offline_iaas.merge import reference as reference_module
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
@@ -249,7 +249,7 @@ def test_a_response_set_without_a_strain_detector_is_refused(tmp_path: Path,
         make_dag(config, RunDir(tmp_path / "run"))  # refused before any client runs
     assert not (tmp_path / "run").exists()
     documented("injection-response-set-detector", str(caught.value),
-               {tmp_path / "waveforms.hdf5": "F"}, exit_code=DataError.exit_code)
+               {tmp_path / "waveforms.hdf5": "F"}, exit_code=exit_code(DataError))
     both = {**rows, "l1": rows["h1"]}
     response_file(tmp_path / "waveforms.hdf5", [START + 8.0], both, shift=[[0.0, 1.0]])
     with pytest.raises(DataError, match="non-zero 'parameters/shift'"):
@@ -265,7 +265,7 @@ def test_a_response_set_whose_rows_are_not_duration_long_is_refused(tmp_path: Pa
                        r"\(1, 1024\)") as caught:
         read_response_set(tmp_path / "waveforms.hdf5")
     documented("injection-response-set-shape", str(caught.value),
-               {tmp_path / "waveforms.hdf5": "F"}, exit_code=DataError.exit_code)
+               {tmp_path / "waveforms.hdf5": "F"}, exit_code=exit_code(DataError))
 
 
 def test_writing_aframe_s_layout_says_where_aframe_reads_the_reference_frequency(

@@ -21,7 +21,7 @@ import pytest
 
 from offline_iaas import mode_packages
 from offline_iaas.config import load_config, write_config
-from offline_iaas.errors import ConfigError, ModelError
+from offline_iaas.errors import ConfigError, ModelError, exit_code
 from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.science.bbhnet import MODE as BBHNET_MODE
 from offline_iaas.science.e2e import MODE as E2E_MODE
@@ -73,7 +73,7 @@ def test_a_mode_no_package_registers_is_refused_naming_the_entry_point_group(tmp
     with pytest.raises(ConfigError) as caught:
         load_config(tmp_path / "campaign.toml", ['model.mode="power"'])
     documented("mode-not-installed", str(caught.value), {tmp_path: "<ws>"},
-               exit_code=ConfigError.exit_code)
+               exit_code=exit_code(ConfigError))
     assert "offline_iaas.modes" in str(caught.value)
 
 
@@ -123,7 +123,7 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
             load_config(tmp_path / "campaign.toml", [f'model.mode="{name}"'])
         refusals[name] = str(caught.value)
     documented("mode-package-asks-too-much", refusals["greedy"], {tmp_path: "<ws>"},
-               exit_code=ConfigError.exit_code)
+               exit_code=exit_code(ConfigError))
     assert "names a function, not an offline_iaas.mode_packages.ModePackage" in \
         refusals["notapackage"]
     assert "cannot be loaded: ModuleNotFoundError" in refusals["unimportable"]
@@ -365,7 +365,7 @@ def test_a_built_in_mode_without_its_entry_point_is_one_line_saying_reinstall(mo
     monkeypatch.setattr(mode_packages.importlib.metadata, "entry_points", lambda **_: [])
     with pytest.raises(ConfigError) as caught:
         mode_packages.mode_package("e2e")
-    documented("mode-entry-points-missing", str(caught.value), exit_code=ConfigError.exit_code)
+    documented("mode-entry-points-missing", str(caught.value), exit_code=exit_code(ConfigError))
 
 
 HEAVY = ("scipy", "matplotlib", "h5py", "torch", "gwpy")

@@ -70,7 +70,7 @@ def merge_summary(run: Path, config, **fields: object) -> None:
 
 def test_pilot_timings_come_from_the_run_directory(small_config_file: Path) -> None:
     pilot = read_pilot(RunDir(fake_pilot(small_config_file.parent, small_config_file)))
-    assert pilot.data_seconds == 64 and pilot.servers == 2
+    assert pilot.data_seconds == 64 and pilot.config.layout.servers == 2
     assert pilot.run_seconds == pytest.approx(16.0)
     assert pilot.start_seconds == pytest.approx(4.0)
     assert pilot.streaming_seconds == pytest.approx(8.0)

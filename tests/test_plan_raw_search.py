@@ -13,7 +13,7 @@ import pytest
 from offline_iaas.bench.results import Measurement, write_results
 from offline_iaas.bench.workloads import BBHNET, E2E, E2E_INJECT, workload_of
 from offline_iaas.config import CampaignConfig, load_config, write_config
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, exit_code
 from offline_iaas.rundir import RunDir
 from offline_iaas.sizing.foreground import foreground_work
 from offline_iaas.sizing.pilot import read_pilot
@@ -122,7 +122,7 @@ def test_plan_refuses_to_guess_the_raw_search_without_a_bbhnet_limit(
     with pytest.raises(ConfigError) as caught:
         plan_from_bench(config, 2.0, bench)
     documented("plan-raw-search-unmeasured", str(caught.value), {tmp_path: "<ws>"},
-               exit_code=ConfigError.exit_code)
+               exit_code=exit_code(ConfigError))
     plan_from_bench(load_config(small_config_file, e2e), 2.0, bench)  # without inject: planned
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from offline_iaas.cli import main
 from offline_iaas.config import config_from_dict
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, exit_code
 from offline_iaas.merge.tree import shard_merges
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.rundir import RunDir
@@ -95,7 +95,7 @@ def rendered(profile: str) -> dict[str, str]:
     shards = shard_merges(config, stretches_of(shares), shares)
     files["offline.dag"] = dag_text(
         ["server0", "server1"], shares, config.workflow.retries,
-        config.workflow.max_parallel_clients, fatal_exit=ConfigError.exit_code, final=True,
+        config.workflow.max_parallel_clients, fatal_exit=exit_code(ConfigError), final=True,
         client_pre=pre, shards=[(c.node, c.clients) for c in shards], transfer=site.transfer,
         max_parallel_merges=config.workflow.max_parallel_merges,
     )
@@ -208,7 +208,7 @@ def test_ldg_without_accounting_group_is_refused_at_make_dag(
     )
     code = main(["make-dag", str(config_file), "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
-    assert code == ConfigError.exit_code
+    assert code == exit_code(ConfigError)
     assert "'site.accounting_group' is required" in err and str(config_file) in err
     assert f'accounting_group = "{ACCOUNTING_EXAMPLE}"' in err
     assert accounting_problem(ACCOUNTING_EXAMPLE) is None  # the example shown is valid

@@ -13,7 +13,7 @@ import pytest
 from offline_iaas import records
 from offline_iaas.completeness import Hashes, merge_problem, part_problem, shard_problem
 from offline_iaas.config import config_from_dict, write_config
-from offline_iaas.errors import RunError
+from offline_iaas.errors import RunError, exit_code
 from offline_iaas.records import (
     BadFile,
     ClientJob,
@@ -85,7 +85,7 @@ def test_a_bad_record_is_one_run_error_naming_the_file_and_the_field(
         records.read(ClientJob, path)
     text = str(caught.value)
     assert text.startswith(f"{path}: ") and message in text and "\n" not in text
-    assert RunError.exit_code == 6
+    assert exit_code(RunError) == 6
     row = {"sequence_id": "record-bad-field", "version 3": "record-newer-schema"}
     for key, row_id in row.items():
         if key in message:

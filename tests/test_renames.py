@@ -13,7 +13,7 @@ import pytest
 from offline_iaas import records
 from offline_iaas.cli import main
 from offline_iaas.config import load_config
-from offline_iaas.errors import ConfigError, RunError
+from offline_iaas.errors import ConfigError, RunError, exit_code
 from tests.error_catalogue import documented
 
 OLD_KEYS = [
@@ -55,7 +55,7 @@ def test_an_old_key_given_with_its_new_one_is_refused(small_config_file: Path) -
     with pytest.raises(ConfigError) as caught:
         load_config(small_config_file)
     documented("renamed-key-both-given", str(caught.value), {small_config_file: "C"},
-               exit_code=ConfigError.exit_code)
+               exit_code=exit_code(ConfigError))
     fresh = small_config_file.with_name("fresh.toml")
     fresh.write_text(small_config_file.read_text().replace("chunk_seconds = 32\n", ""))
     with pytest.raises(ConfigError, match="'client.chunk_seconds' and 'client.read_seconds' are "

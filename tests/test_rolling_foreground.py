@@ -23,7 +23,7 @@ import pytest
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import INJECTION_SET
-from offline_iaas.errors import ModelError
+from offline_iaas.errors import ModelError, exit_code
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import check_repository, export_repository
@@ -167,7 +167,7 @@ def test_a_repository_exported_before_the_foreground_s_psd_is_refused(frames,
         check_repository(injecting)
     assert str(caught.value).count("\n") == 0
     documented("repository-without-foreground-psd", str(caught.value), {old: "R"},
-               exit_code=ModelError.exit_code)
+               exit_code=exit_code(ModelError))
     plain = load_config(frames["root"] / "clean.toml",
                         [o for o in overrides if o != "search.inject=true"])
     check_repository(plain)  # no foreground: the earlier whitening serves it as before

@@ -19,7 +19,7 @@ import pytest
 
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.errors import ConfigError, ModelError
+from offline_iaas.errors import ConfigError, ModelError, exit_code
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.physics import whitening_band
@@ -111,7 +111,7 @@ def test_rolling_whitening_refuses_a_graph_that_keeps_its_own_filter(tmp_path: P
     for row, caught in (("rolling-whitening-graph-weights", graph),
                         ("ensemble-with-rolling-whitening", ensemble)):
         documented(row, str(caught.value), {scripted: "W", weights: "W", tmp_path / "repo": "R"},
-                   exit_code=ModelError.exit_code)
+                   exit_code=exit_code(ModelError))
     assert not (tmp_path / "repo").exists()
 
 
@@ -179,7 +179,7 @@ def test_a_repository_with_the_fixed_whitening_is_refused_for_a_rolling_campaign
     with pytest.raises(ModelError, match="exported with BBHnet whitening fixed") as caught:
         check_repository(dataclasses.replace(rolling, model=fixed.model))
     documented("repository-with-fixed-whitening", str(caught.value),
-               {fixed.model.repository: "R"}, exit_code=ModelError.exit_code)
+               {fixed.model.repository: "R"}, exit_code=exit_code(ModelError))
 
 
 def background_quarters(run_dir: Path) -> dict[str, float]:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from offline_iaas.cli import main
-from offline_iaas.errors import DataError
+from offline_iaas.errors import DataError, exit_code
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "scale.py"
 SCALE_MD = SCRIPT.with_name("SCALE.md")
@@ -70,7 +70,7 @@ kernel_seconds = 1.0
 inference_rate = 4
 """)
     assert main(["make-dag", str(config), "--out", str(tmp_path / "checked")]) == \
-        DataError.exit_code
+        exit_code(DataError)
     assert "does not exist" in capsys.readouterr().err
     assert not (tmp_path / "checked" / "offline.dag").exists()
     assert main(["make-dag", str(config), "--out", str(tmp_path / "planned"),

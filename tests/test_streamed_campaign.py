@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.errors import ConfigError, ModelError
+from offline_iaas.errors import ConfigError, ModelError, exit_code
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.network_streaming import streams
@@ -98,7 +98,7 @@ def test_a_half_copied_streamed_graph_is_found_by_the_repository_check(exported,
     with pytest.raises(ModelError, match="cannot load the streamed bbhnet graphs") as caught:
         check_repository(config, load_graphs=True)
     documented("repository-streamed-graph-unloadable", str(caught.value), {repo: "R"},
-               exit_code=ModelError.exit_code)
+               exit_code=exit_code(ModelError))
 
 
 def test_a_repository_exported_with_the_other_switch_is_refused(exported):
@@ -112,7 +112,7 @@ def test_a_repository_exported_with_the_other_switch_is_refused(exported):
     for row, caught, repo in (("repository-not-streamed", off, whole),
                               ("repository-streamed", on, streamed)):
         documented(row, str(caught.value), {repo.model.repository: "R"},
-                   exit_code=ModelError.exit_code)
+                   exit_code=exit_code(ModelError))
 
 
 def test_streamed_refuses_what_it_cannot_serve_yet_in_one_line(exported):
@@ -186,7 +186,7 @@ def test_streamed_export_refuses_the_ensemble_and_graph_weights(exported, tmp_pa
     for row, key in (("streamed-export-ensemble", "ensemble"), ("streamed-graph-weights", "ts"),
                      ("streamed-per-window-layer", "per-window")):
         documented(row, str(caught[key].value), {scripted: "W"},
-                   exit_code=ModelError.exit_code)
+                   exit_code=exit_code(ModelError))
     # negative control: a stride off BBHnet's grid (32 Hz: 8 samples, 2 phases) exports
     export_repository(load_config(toml, [*STREAMED, "model.inference_rate=32",
                                          f'model.repository="{repo}"']), weights)
@@ -208,7 +208,7 @@ def test_a_stride_whose_phases_would_cost_a_whole_window_is_not_streamed(exporte
                        "phases of BBHnet's cumulative stride 16") as caught:
         _export_campaign_streamed(network, bbhnet_nodes(network), geometry, tmp_path)
     documented("streamed-stride-phases-cost-a-window", str(caught.value),
-               exit_code=ModelError.exit_code)
+               exit_code=exit_code(ModelError))
     assert not any(tmp_path.iterdir())
     geometry = SimpleNamespace(kernel_samples=192, stride_samples=32)  # on the grid
     assert (_export_campaign_streamed(network, bbhnet_nodes(network), geometry, tmp_path)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from offline_iaas.config import load_config
-from offline_iaas.errors import ModelError
+from offline_iaas.errors import ModelError, exit_code
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.repository.pipeline import stages
@@ -145,7 +145,7 @@ def test_streamed_deepclean_refuses_weights_without_layers(chains, tmp_path: Pat
         export_repository(config, scripted)
     assert not (tmp_path / "repo").exists()
     documented("streamed-deepclean-graph-weights", str(caught.value), {scripted: "W"},
-               exit_code=ModelError.exit_code)
+               exit_code=exit_code(ModelError))
     export_repository(config, traced)  # the control: ours traced stream, wrapped or not
     assert (tmp_path / "repo" / "offline-iaas" / "1" / "deepclean.streamed").is_dir()
 

@@ -20,7 +20,7 @@ import pytest
 
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.errors import ConfigError, ModelError
+from offline_iaas.errors import ConfigError, ModelError, exit_code
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.physics import SECONDS_PER_YEAR, false_alarm_rates, slide_livetime
@@ -241,7 +241,7 @@ def test_the_ensemble_layout_refuses_time_slides(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="steps of the fused model") as caught:
         export_repository(config, None, ensemble=True)
     documented("ensemble-with-time-slides", str(caught.value), {tmp_path / "repo": "R"},
-               exit_code=ModelError.exit_code)
+               exit_code=exit_code(ModelError))
     assert not (tmp_path / "repo").exists()
 
 
@@ -262,7 +262,7 @@ def test_a_repository_whose_slides_reach_into_the_warm_up_is_refused(tmp_path: P
                        "window 3") as caught:
         check_repository(config)
     documented("repository-slides-from-another-window", str(caught.value),
-               {tmp_path / "repo": "R"}, exit_code=ModelError.exit_code)
+               {tmp_path / "repo": "R"}, exit_code=exit_code(ModelError))
 
 
 # ---- real campaigns ---------------------------------------------------------------------------
@@ -340,7 +340,7 @@ def test_a_repository_exported_without_slides_is_refused(campaigns) -> None:
     with pytest.raises(ModelError, match="exported with 0 time slides.*asks for 3") as caught:
         check_repository(dataclasses.replace(slid, model=plain.model))
     documented("repository-without-time-slides", str(caught.value),
-               {plain.model.repository: "R"}, exit_code=ModelError.exit_code)
+               {plain.model.repository: "R"}, exit_code=exit_code(ModelError))
 
 
 @pytest.mark.slow
@@ -542,5 +542,5 @@ def test_the_time_slide_bench_measures_both_paths_over_the_same_windows(tmp_path
     per_second = 2 * 256 * 4
     assert server.run.bytes_sent >= server.streamed_data_seconds * per_second
     assert client_side.run.bytes_sent >= 154 * per_second > 3 * server.run.bytes_sent
-    text = markdown([server, client_side], load, 3, 1.0, 2, "the command")
+    text = markdown([server, client_side], load, 3, 1.0, 2)
     assert "| server |" in text and "| client-side |" in text and "bytes sent" in text

@@ -15,7 +15,7 @@ import pytest
 from offline_iaas.cli import main
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import config_from_dict, load_config
-from offline_iaas.errors import DataError
+from offline_iaas.errors import DataError, exit_code
 from offline_iaas.merge.merge import merge
 from offline_iaas.merge.shard_merge import merge_shard
 from offline_iaas.records import BadFile, read_client_job, read_run_info
@@ -82,7 +82,7 @@ def test_a_merge_over_no_analysed_data_fails_naming_the_list(
     with pytest.raises(DataError) as err:
         merge(run)
     message = str(err.value)
-    documented("no-data-analysed", message, {run.path: "RUN"}, exit_code=DataError.exit_code)
+    documented("no-data-analysed", message, {run.path: "RUN"}, exit_code=exit_code(DataError))
     assert "\n" not in message
     assert message.startswith("no data analysed: every frame file of the span was bad (4 found bad")
     assert message.endswith(f"the list is in {run.output[1]} (bad_frame_files)")
@@ -94,7 +94,7 @@ def test_a_merge_over_no_analysed_data_fails_naming_the_list(
 
     # the command: exit code 3 (DataError) and the one line
     capsys.readouterr()
-    assert main(["merge", "--run-dir", str(run.path)]) == DataError.exit_code
+    assert main(["merge", "--run-dir", str(run.path)]) == exit_code(DataError)
     (line,) = capsys.readouterr().err.splitlines()
     assert line == f"offline-iaas merge: error: {message}"
 

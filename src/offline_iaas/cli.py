@@ -10,7 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from offline_iaas import __version__, full_disk_exit, logs
-from offline_iaas.errors import ERROR_FD_ENV, ConfigError, OfflineIaasError, RunError, no_space
+from offline_iaas.errors import (
+    ERROR_FD_ENV,
+    ConfigError,
+    OfflineIaasError,
+    RunError,
+    exit_code,
+    no_space,
+)
 from offline_iaas.modes import BUILT_IN_MODES
 
 EXIT_INTERRUPTED = 130
@@ -496,8 +503,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         _last_line(f"offline-iaas {args.command}: error: {error_text(error)}")
         if argv is None and no_space(err) is not None:  # the process's own command line
-            full_disk_exit.leave(error.exit_code)  # not by SIGSEGV in HDF5's exit handler
-        return error.exit_code
+            full_disk_exit.leave(exit_code(error))  # not by SIGSEGV in HDF5's exit handler
+        return exit_code(error)
     finally:
         _flush_streams()
     return 0

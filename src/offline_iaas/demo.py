@@ -193,8 +193,9 @@ def streaming_line(run: RunDir, campaign_cpu_seconds: float, reference: dict[str
     return (
         f"streaming: the same {analysed:,.1f} analysed data seconds (warm-ups excluded; the "
         f"campaign's clients streamed {pilot.streamed_seconds:,.1f} with theirs): campaign "
-        f"{campaign:.1f} data-s/s ({pilot.servers} server(s) x {pilot.clients_per_server} "
-        f"client(s)), reference {ours:.1f} data-s/s (one process): {campaign / ours:.2f} x per "
+        f"{campaign:.1f} data-s/s ({pilot.config.layout.servers} server(s) x "
+        f"{pilot.config.layout.clients_per_server} client(s)), reference {ours:.1f} data-s/s "
+        f"(one process): {campaign / ours:.2f} x per "
         f"wall second; per CPU second (every process, start to output): campaign "
         f"{campaign_cpu:.1f} data-s ({campaign_cpu_seconds:.1f} CPU-s), reference "
         f"{ours_cpu:.1f} data-s ({reference['cpu_seconds']:.1f} CPU-s): "

@@ -1,7 +1,7 @@
 """Error types of offline-iaas.
 
 Every failure a user can cause or meet is one of these types; the CLI maps each type to one
-exit code (its ``exit_code``) and prints its message on one line, never a traceback.
+exit code (``EXIT_CODES``, one table) and prints its message on one line, never a traceback.
 """
 
 from __future__ import annotations
@@ -14,25 +14,17 @@ import re
 class OfflineIaasError(Exception):
     """Base class: a failure with a message meant for the user."""
 
-    exit_code = 1
-
 
 class ConfigError(OfflineIaasError):
     """The campaign configuration (file, key, value or override) is invalid."""
-
-    exit_code = 2
 
 
 class DataError(OfflineIaasError):
     """Frames, caches or channels are missing, unreadable or inconsistent."""
 
-    exit_code = 3
-
 
 class ModelError(OfflineIaasError):
     """A model, weight file or model repository does not match the campaign."""
-
-    exit_code = 4
 
 
 class NotStreamable(ModelError):
@@ -58,19 +50,13 @@ class WholeWindowLayer(NotStreamable):
 class ServerError(OfflineIaasError):
     """The inference server could not be started, reached or kept alive."""
 
-    exit_code = 5
-
 
 class RunError(OfflineIaasError):
     """The run directory or a DAG node is in a state the command cannot continue from."""
 
-    exit_code = 6
-
 
 class MismatchError(OfflineIaasError):
     """The campaign output differs from the in-process reference."""
-
-    exit_code = 7
 
 
 class NoSpaceError(OfflineIaasError, OSError):
@@ -80,7 +66,25 @@ class NoSpaceError(OfflineIaasError, OSError):
     write fails (run-local's state file) still does.
     """
 
-    exit_code = 8
+
+EXIT_CODES: dict[type[OfflineIaasError], int] = {
+    OfflineIaasError: 1,
+    ConfigError: 2,
+    DataError: 3,
+    ModelError: 4,
+    ServerError: 5,
+    RunError: 6,
+    MismatchError: 7,
+    NoSpaceError: 8,
+}
+"""The CLI's exit code of each error type (docs/errors.md); a subtype has its nearest
+parent's (``exit_code``)."""
+
+
+def exit_code(error: OfflineIaasError | type[OfflineIaasError]) -> int:
+    """The exit code of ``error`` (an error or its type): its nearest type's in ``EXIT_CODES``."""
+    kind = error if isinstance(error, type) else type(error)
+    return next(EXIT_CODES[k] for k in kind.__mro__ if k in EXIT_CODES)
 
 
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from offline_iaas.bench.clients import ClientJob, ClientRun, run_clients
-from offline_iaas.bench.provenance import command_line, provenance_line, publish
+from offline_iaas.bench.provenance import command_line, publish
 from offline_iaas.bench.server import bench_server
 from offline_iaas.bench.service import open_stream
 from offline_iaas.bench.workloads import BBHNET, Workload, write_weights
@@ -219,7 +219,7 @@ def foreground_ratios(pair: tuple[Cost, Cost]) -> tuple[float, float]:
 
 
 def markdown(config: CampaignConfig, measured: list[tuple[Cost, Cost]], load: Workload,
-             interval_seconds: float, command: str, read_again: bool = False) -> str:
+             interval_seconds: float, read_again: bool = False) -> str:
     """The table and the ratios."""
     step = config.stride_seconds
     analysed = whole_span(config)[0].kept_windows(config.geometry) * step
@@ -274,9 +274,6 @@ def markdown(config: CampaignConfig, measured: list[tuple[Cost, Cost]], load: Wo
         "",
         "Where other processes took CPU during a run (their column), its wall time shows that "
         "machine's load more than the run; CPU seconds per analysed second do not.",
-        "",
-        provenance_line(command),
-        "",
     ])
 
 
@@ -301,9 +298,8 @@ def main(argv: list[str] | None = None) -> None:
         config, measured = measure_foreground(
             Path(tmp), BBHNET, args.data_seconds, args.clients, args.interval_seconds,
             args.slides, args.frame_rate, args.file_seconds, args.repeats, args.read_again)
-    command = command_line("offline_iaas.bench.foreground", argv)
-    publish(markdown(config, measured, BBHNET, args.interval_seconds, command, args.read_again),
-            args.out)
+    publish(markdown(config, measured, BBHNET, args.interval_seconds, args.read_again),
+            command_line("offline_iaas.bench.foreground", argv), args.out)
 
 
 if __name__ == "__main__":

@@ -47,8 +47,10 @@ def provenance_line(command: str) -> str:
     return f"Command: `{command}` at commit `{source_commit()}`."
 
 
-def publish(text: str, out: Path | None) -> None:
-    """Print a generated document, and write it to ``out`` too where given."""
+def publish(text: str, command: str, out: Path | None) -> None:
+    """Print a generated document ending in its ``provenance_line``, and write it to ``out``
+    too where given."""
+    text = f"{text}\n\n{provenance_line(command)}\n"
     print(text)
     if out is not None:
         write_text_atomic(out, text)

@@ -57,44 +57,30 @@ WARMUP_FRACTION = 0.1
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """What ``offline-iaas bench`` measures.
-
-    Parameters
-    ----------
-    workloads
-        Workload names.
-    batch_sizes
-        Swept at ``default_clients`` and the most ``instances``.
-    clients
-        Swept at the default batch size, for each of ``instances``.
-    default_batch_size
-        The batch size the targets are judged at (None: each workload's own).
-    default_clients
-        The clients the targets are judged at.
-    in_flight
-        Requests outstanding per client stream.
-    repeats
-        Measurements of each path at each point (the best is reported).
-    instances
-        Server instances of the served model swept (``server.instances``; one onnxruntime
-        thread each); the limit runs as many worker processes. The targets are judged at the
-        most.
-    data_seconds
-        Data per measurement, per workload (default ``DEFAULT_DATA_SECONDS``).
-    device
-        ``cpu`` or ``cuda``: where the served model and the limit run their networks.
-    """
+    """What ``offline-iaas bench`` measures."""
 
     workloads: tuple[str, ...] = DEFAULT_WORKLOADS
+    """Workload names."""
     batch_sizes: tuple[int, ...] = (8, 32, 128)
+    """Swept at ``default_clients`` and the most ``instances``."""
     clients: tuple[int, ...] = (1, 2, 4)
+    """Swept at the default batch size, for each of ``instances``."""
     default_batch_size: int | None = None
+    """The batch size the targets are judged at (None: each workload's own)."""
     default_clients: int = 2
+    """The clients the targets are judged at."""
     in_flight: int = 4
+    """Requests outstanding per client stream."""
     repeats: int = 3
+    """Measurements of each path at each point (the best is reported)."""
     instances: tuple[int, ...] = (1, 2)
+    """Server instances of the served model swept (``server.instances``; one onnxruntime
+    thread each); the limit runs as many worker processes. The targets are judged at the
+    most."""
     data_seconds: dict[str, float] = field(default_factory=dict)
+    """Data per measurement, per workload (default ``DEFAULT_DATA_SECONDS``)."""
     device: str = "cpu"
+    """``cpu`` or ``cuda``: where the served model and the limit run their networks."""
 
     def batch_size_of(self, load: Workload) -> int:
         """The default point's batch size for ``load``."""

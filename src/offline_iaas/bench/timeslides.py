@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from offline_iaas.bench.clients import ClientJob, ClientRun, run_clients
-from offline_iaas.bench.provenance import command_line, provenance_line, publish
+from offline_iaas.bench.provenance import command_line, publish
 from offline_iaas.bench.server import bench_server
 from offline_iaas.bench.service import SEQUENCE_BASE_STEP, stream_updates
 from offline_iaas.bench.workloads import BBHNET, Workload, split_strides, write_weights
@@ -157,7 +157,7 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, slides: int = S
 
 
 def markdown(costs: list[PathCost], load: Workload, slides: int, slide_seconds: float,
-             clients: int, command: str) -> str:
+             clients: int) -> str:
     """The table and the ratios."""
     server, client_side = costs
     rows = [
@@ -218,9 +218,6 @@ def markdown(costs: list[PathCost], load: Workload, slides: int, slide_seconds: 
         "the other: where other processes took "
         "CPU during one of them (their column), its wall time, and the throughput ratio, "
         "show that machine's load more than the path; CPU seconds per slid second do not.",
-        "",
-        provenance_line(command),
-        "",
     ])
 
 
@@ -235,9 +232,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="offline-iaas-timeslides-") as tmp:
         costs = measure_time_slides(Path(tmp), BBHNET, args.slides, args.slide_seconds,
                                     args.data_seconds, args.clients)
-    command = command_line("offline_iaas.bench.timeslides", argv)
-    publish(markdown(costs, BBHNET, args.slides, args.slide_seconds, args.clients, command),
-            args.out)
+    publish(markdown(costs, BBHNET, args.slides, args.slide_seconds, args.clients),
+            command_line("offline_iaas.bench.timeslides", argv), args.out)
 
 
 if __name__ == "__main__":

@@ -176,10 +176,9 @@ def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
         return found, None if volume is None else float(volume)
     try:
         data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"search.injections: {path}: file not found") from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"search.injections: {path}: not JSON: {err}") from None
+    except (FileNotFoundError, json.JSONDecodeError) as err:
+        why = "file not found" if isinstance(err, FileNotFoundError) else f"not JSON: {err}"
+        raise ConfigError(f"search.injections: {path}: {why}") from None
     rows = data.get("injections", []) if isinstance(data, dict) else data
     found = []
     for row in rows:

@@ -39,7 +39,7 @@ Sensitive volume
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any
 
@@ -105,16 +105,10 @@ adds); ``search/injection_list.py`` carries these keys of an injection list into
 
 
 def population_spec(synth: SynthConfig, source: Any = None) -> PopulationSpec:
-    """The ``[synth]`` population, its approximant checked (ConfigError naming the key)."""
+    """The ``[synth]`` population (its keys of the same names), its approximant checked
+    (ConfigError naming the key)."""
     check_approximant(synth.approximant, "synth.approximant", source)
-    return PopulationSpec(
-        approximant=synth.approximant,
-        f_lower_hz=synth.f_lower_hz,
-        mass_min_msun=synth.mass_min_msun,
-        mass_max_msun=synth.mass_max_msun,
-        spin_max=synth.spin_max,
-        redshift_max=synth.redshift_max,
-    )
+    return PopulationSpec(**{f.name: getattr(synth, f.name) for f in fields(PopulationSpec)})
 
 
 # ---- cosmology ------------------------------------------------------------------------------

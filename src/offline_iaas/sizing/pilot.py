@@ -63,18 +63,6 @@ class PilotRun:
         return self.config.data.duration
 
     @property
-    def servers(self) -> int:
-        return self.config.layout.servers
-
-    @property
-    def clients_per_server(self) -> int:
-        return self.config.layout.clients_per_server
-
-    @property
-    def batch_size(self) -> int:
-        return self.config.model.batch_size
-
-    @property
     def other_seconds(self) -> float:
         """What is left (does not grow with the data): the merge node's start-up and report,
         the FINAL node, servers stopping."""

@@ -286,11 +286,12 @@ def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) 
     if not target_hours > 0:
         raise ConfigError(f"--target-hours must be positive, got {target_hours}")
     check_same_stream(pilot, config)
+    layout, batch_size = pilot.config.layout, pilot.config.model.batch_size  # the pilot's
     # the pilot's rate holds for its own foreground: scaled to the campaign's
     foreground, pilot_foreground = foreground_work(config), foreground_work(pilot.config)
     scale_foreground = ((1 + (pilot_foreground.extra if pilot_foreground else 0.0))
                         / (1 + (foreground.extra if foreground else 0.0)))
-    per_server = pilot.streaming_rate / pilot.servers * scale_foreground
+    per_server = pilot.streaming_rate / layout.servers * scale_foreground
     data_seconds = config.data.duration
     needed = data_seconds / (target_hours * 3600)
     servers = max(1, math.ceil(needed * HEADROOM / per_server))
@@ -308,21 +309,21 @@ def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) 
     lines = [
         f"campaign: {config.source or 'config'}: mode {config.model.mode}, "
         f"{data_seconds:,.0f} s of data",
-        f"pilot: {pilot.run.path}: {pilot.data_seconds:,.0f} s of data on {pilot.servers} "
-        f"server(s) x {pilot.clients_per_server} client(s), batch {pilot.batch_size}: "
+        f"pilot: {pilot.run.path}: {pilot.data_seconds:,.0f} s of data on {layout.servers} "
+        f"server(s) x {layout.clients_per_server} client(s), batch {batch_size}: "
         f"{pilot.run_seconds:.1f} s in all = start-up {pilot.start_seconds:.1f} s + streaming "
         f"{pilot.streaming_seconds:.1f} s + merge {pilot.merge_seconds:.1f} s + rest "
         f"{pilot.other_seconds:.1f} s",
         f"per server: {pilot.data_seconds:,.0f} / {pilot.streaming_seconds:.1f} s / "
-        f"{pilot.servers}" + (f" x {scale_foreground:.3f}" if scale_foreground != 1 else "")
+        f"{layout.servers}" + (f" x {scale_foreground:.3f}" if scale_foreground != 1 else "")
         + f" = {per_server:,.2f} data-s/s (the campaign path as it ran)",
         *([foreground.line() + (f"; the pilot's {pilot_foreground.extra:.1%}"
                                 if pilot_foreground else "")] if foreground else []),
         f"needed: {data_seconds:,.0f} data-s / ({target_hours:g} h x 3600 s/h) = "
         f"{needed:,.2f} data-s/s",
         f"servers: ceil({needed:,.2f} x headroom {HEADROOM:g} / {per_server:,.2f}) = {servers}",
-        f"per server: {pilot.config.server.instances} instance(s), {pilot.clients_per_server} "
-        f"client(s), batch size {pilot.batch_size} (the pilot's: its rate is that layout's"
+        f"per server: {pilot.config.server.instances} instance(s), {layout.clients_per_server} "
+        f"client(s), batch size {batch_size} (the pilot's: its rate is that layout's"
         + (f"; the config has server.instances = {config.server.instances}"
            if config.server.instances != pilot.config.server.instances else "") + ")",
         tail_line,
@@ -330,13 +331,13 @@ def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) 
         f"{data_seconds:,.0f} / ({servers} x {per_server:,.2f}) = {streaming:,.1f} s -> merge "
         f"{tail:,.1f} s -> rest {pilot.other_seconds:.1f} s = {wall:,.1f} s "
         f"({wall / 3600:.2f} h; target {target_hours:g} h)",
-        f"with the pilot's layout ({pilot.servers} server(s)): expected wall "
-        f"{wall_with(pilot.servers)[1]:,.1f} s",
+        f"with the pilot's layout ({layout.servers} server(s)): expected wall "
+        f"{wall_with(layout.servers)[1]:,.1f} s",
     ]
     return checked(config, CapacityPlan(
-        servers, pilot.clients_per_server, pilot.batch_size, pilot.config.server.instances,
+        servers, layout.clients_per_server, batch_size, pilot.config.server.instances,
         streaming / 3600, lines, per_server, wall, str(pilot.run.path),
-        {"servers": pilot.servers, "wall_seconds": wall_with(pilot.servers)[1]},
+        {"servers": layout.servers, "wall_seconds": wall_with(layout.servers)[1]},
         merge_shard_seconds=shard_seconds,
         stages={"start_seconds": pilot.start_seconds, "streaming_seconds": streaming,
                 "merge_seconds": tail, "rest_seconds": pilot.other_seconds}))

@@ -359,7 +359,7 @@ def simulate_run(run: RunDir, pilot: PilotRun, failures: FailureModel | None = N
     shards = list(info.shards)
     for node in shards:
         work[node] = read_shard_job(run, node).data_seconds
-    per_server = pilot.streamed_seconds / pilot.streaming_seconds / pilot.servers
+    per_server = pilot.streamed_seconds / pilot.streaming_seconds / pilot.config.layout.servers
     index = (pilot.index_seconds if shards else
              config.data.duration / pilot.merge_rate if pilot.merge_rate else pilot.merge_seconds)
     rates = SimulationRates(

@@ -25,7 +25,7 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.binding import model_mismatch, planned_sequence_base, run_info_damage
 from offline_iaas.completeness import Hashes, is_of_shard
 from offline_iaas.config import CampaignConfig, load_config, write_config
-from offline_iaas.errors import ConfigError, ModelError, RunError
+from offline_iaas.errors import ConfigError, ModelError, RunError, exit_code
 from offline_iaas.merge.tree import shard_merges
 from offline_iaas.records import (
     ClientShare,
@@ -303,7 +303,7 @@ def make_dag(
         shares,
         config.workflow.retries,
         config.workflow.max_parallel_clients,
-        fatal_exit=ConfigError.exit_code,
+        fatal_exit=exit_code(ConfigError),
         final=True,
         client_pre=pre,
         shards=[(c.node, c.clients) for c in shards],
