@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import classad2
 import htcondor2
@@ -16,7 +17,7 @@ import pytest
 
 from offline_iaas import records
 from offline_iaas.config import load_config
-from offline_iaas.errors import ServerError
+from offline_iaas.errors import ServerError, exit_code
 from offline_iaas.records import ClientShare, RunInfo, write_client_job
 from offline_iaas.rendezvous import addresses
 from offline_iaas.rendezvous.job_ads import (
@@ -24,10 +25,12 @@ from offline_iaas.rendezvous.job_ads import (
     FAKE_ENV,
     FileJobAds,
     HTCondorJobAds,
+    QueuedAd,
     job_ads,
 )
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, current_address, prescript
 from offline_iaas.rundir import RunDir
+from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN
 
 RUN_ID = "feedfacecafebeef"
@@ -71,10 +74,35 @@ def test_file_job_ads_round_trip(tmp_path: Path) -> None:
     ads.set_own(RUN_ID, "server0", "NumJobStarts", 3)
     assert ads.get_own(RUN_ID, "server0", "NumJobStarts") == 3
     [ad] = ads.find(RUN_ID, "server0")
-    assert ad[ADDRESS_ATTRIBUTE] == "text" and ad["JobStatus"] == 2 and ad["NumJobStarts"] == 3
+    assert (ad.address, ad.job_status, ad.job_starts, ad.refusal) == ("text", 2, 3, None)
     assert ads.find("another-run", "server0") == []
     ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, None)
-    assert ads.find(RUN_ID, "server0")[0][ADDRESS_ATTRIBUTE] is None
+    assert ads.find(RUN_ID, "server0")[0].address is None
+
+
+def test_a_damaged_job_ads_file_is_an_error_naming_it_and_is_left_as_it_was(
+    tmp_path: Path
+) -> None:
+    path = tmp_path / "ads.json"
+    ads = FileJobAds(path)
+    ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, "text")
+    ads.set_own(RUN_ID, "server1", ADDRESS_ATTRIBUTE, "other")
+    assert [ad.address for ad in ads.find(RUN_ID, "server1")] == ["other"]  # the control
+    data = bytearray(path.read_bytes())
+    data[0] ^= 0x01  # "{" becomes "z": one byte flipped, the mtime kept
+    stat = path.stat()
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    for call in (lambda: ads.find(RUN_ID, "server1"),
+                 lambda: ads.set_own(RUN_ID, "server0", ADDRESS_ATTRIBUTE, "new")):
+        with pytest.raises(ServerError) as caught:
+            call()
+        documented("job-ads-damaged", str(caught.value), {path: "RUN/job-ads.json"},
+                   exit_code=exit_code(caught.value))
+        assert path.read_bytes() == bytes(data)  # not emptied, not rewritten
+    path.write_text(json.dumps({f"{RUN_ID}/server0": "not an ad"}))
+    with pytest.raises(ServerError, match="not an object of ads"):
+        ads.find(RUN_ID, "server0")
 
 
 def test_job_ads_factory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -86,14 +114,19 @@ def test_job_ads_factory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
 
 def test_only_the_current_start_of_a_running_server_counts() -> None:
     good = {"JobStatus": 2, "NumJobStarts": 2, ADDRESS_ATTRIBUTE: as_json(address(epoch=2))}
-    assert current_address([good], "server0") == address(epoch=2)
-    assert current_address([{**good, "JobStatus": 1}], "server0") is None  # idle: restarting
-    assert current_address([{**good, "NumJobStarts": 3}], "server0") is None  # stale address
-    assert current_address([{**good, ADDRESS_ATTRIBUTE: "{not json"}], "server0") is None
-    assert current_address([{**good, ADDRESS_ATTRIBUTE: None}], "server0") is None
-    assert current_address([good], "server1") is None
+
+    def current(*ads: dict[str, Any], node: str = "server0") -> addresses.ServerAddress | None:
+        return current_address([QueuedAd.from_ad(ad) for ad in ads], node)
+
+    assert current(good) == address(epoch=2)
+    assert current({**good, "JobStatus": 1}) is None  # idle: restarting
+    assert current({**good, "NumJobStarts": 3}) is None  # stale address
+    assert current({**good, ADDRESS_ATTRIBUTE: "{not json"}) is None
+    assert current({**good, ADDRESS_ATTRIBUTE: None}) is None
+    assert current({**good, ADDRESS_ATTRIBUTE: 7}) is None  # another program's attribute
+    assert current(good, node="server1") is None
     newer = {"JobStatus": 2, "NumJobStarts": None, ADDRESS_ATTRIBUTE: as_json(address(3, 9000))}
-    assert current_address([good, newer], "server0") == address(3, 9000)
+    assert current(good, newer) == address(3, 9000)
 
 
 def test_prescript_defers_until_the_server_publishes(

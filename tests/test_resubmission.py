@@ -27,7 +27,7 @@ from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
-from offline_iaas.workflow.status import read_status, status_lines
+from offline_iaas.workflow.status import read_final_summary, read_status, status_lines
 from tests.apptainer_shim import install_shim
 from tests.helpers import TOLERANCE, captured_log, processes_mentioning
 
@@ -145,9 +145,7 @@ def test_client_failing_once_is_retried(shim_campaign: Campaign) -> None:
     assert "injected failure at start" in (run_dir / "logs" / "client1.err").read_text()
     status = read_status(RunDir(run_dir))
     assert {n.name: n.retries for n in status.nodes}["client1"] == 1
-    assert status.output_complete and json.loads((run_dir / "summary.json").read_text())[
-        "output_complete"
-    ]
+    assert status.output_complete and read_final_summary(RunDir(run_dir)).output_complete
 
 
 def test_second_run_local_does_nothing(shim_campaign: Campaign, dataset: Path) -> None:

@@ -16,7 +16,12 @@ from offline_iaas.config import config_from_dict
 from offline_iaas.errors import RunError
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
-from offline_iaas.workflow.status import final_summary, read_status, status_lines
+from offline_iaas.workflow.status import (
+    final_summary,
+    read_final_summary,
+    read_status,
+    status_lines,
+)
 from tests import helpers
 from tests.helpers import skip_data_check
 
@@ -172,15 +177,23 @@ def test_final_summary(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(RunError, match="nodes failed \\(1 failed\\)"):
         final_summary(RunDir(run), dag_status=2, failed_count=1)
     lines = capsys.readouterr().out.splitlines()
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["dag_status"] == 2 and summary["failed_count"] == 1
-    assert summary["data_seconds_done"] == kept_seconds(run, "client0")
+    summary = read_final_summary(RunDir(run))
+    assert (summary.dag_status, summary.failed_count) == (2, 1)
+    assert summary.data_seconds_done == kept_seconds(run, "client0")
+    assert not summary.output_complete
     assert any(line.startswith("data seconds done") for line in lines)
+    flat = json.loads((run / "summary.json").read_text())  # one flat object, as before
+    assert flat["dag_status"] == 2 and flat["nodes"][0]["name"] == summary.nodes[0].name
 
     finish(run)
     summary = final_summary(RunDir(run), dag_status=0, failed_count=0)
-    assert summary["output_complete"] is True
-    assert json.loads((run / "summary.json").read_text())["output_complete"] is True
+    assert summary.output_complete and read_final_summary(RunDir(run)) == summary
+    del flat["schema_version"]  # a summary written before it was a record reads as it is
+    (run / "summary.json").write_text(json.dumps(flat))
+    assert read_final_summary(RunDir(run)).dag_status == 2
+    (run / "summary.json").write_text(json.dumps({**flat, "dag_status": "2"}))
+    with pytest.raises(RunError, match=r"summary\.json: field dag_status"):
+        read_final_summary(RunDir(run))
     assert main(["status", str(run), "--final", "--dag-status", "3", "--failed-count", "0"]) == 6
 
 

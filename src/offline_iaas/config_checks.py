@@ -171,14 +171,14 @@ def _check_population(c: CampaignConfig, fail: typing.Callable[[str, str], None]
 
 
 def _check_slides(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
-    b = c.search
-    if b.ifar_threshold_years <= 0:
-        fail("search.ifar_threshold_years", f"must be positive, got {b.ifar_threshold_years}")
-    if b.slides < 0:
-        fail("search.slides", f"must not be negative, got {b.slides}")
+    search = c.search
+    if search.ifar_threshold_years <= 0:
+        fail("search.ifar_threshold_years", f"must be positive, got {search.ifar_threshold_years}")
+    if search.slides < 0:
+        fail("search.slides", f"must not be negative, got {search.slides}")
     _check_whitening(c, fail)
     _check_inject(c, fail)
-    if not b.slides:
+    if not search.slides:
         return
     if not c.mode.triggers:
         fail("search.slides", f"needs a BBHnet mode ({_modes_that('triggers')}), not "
@@ -186,11 +186,11 @@ def _check_slides(c: CampaignConfig, fail: typing.Callable[[str, str], None]) ->
     if len(c.data.channels) != 2:
         fail("search.slides", "shifts the second detector against the first: "
              f"data.channels must name two, got {list(c.data.channels)}")
-    strides = b.slide_seconds * c.model.inference_rate
-    if b.slide_seconds <= 0 or abs(strides - round(strides)) > 1e-9:
+    strides = search.slide_seconds * c.model.inference_rate
+    if search.slide_seconds <= 0 or abs(strides - round(strides)) > 1e-9:
         fail("search.slide_seconds", f"must be a positive whole number of strides "
              f"(1 / model.inference_rate = {1 / c.model.inference_rate:g} s), got "
-             f"{b.slide_seconds}")
+             f"{search.slide_seconds}")
 
 
 def _modes_that(does: str, quoted: bool = False) -> str:
@@ -201,18 +201,18 @@ def _modes_that(does: str, quoted: bool = False) -> str:
 
 
 def _check_inject(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
-    b = c.search
-    if not b.inject:
+    search = c.search
+    if not search.inject:
         return
     if not c.mode.triggers:
         fail("search.inject", f"(injections on the fly) needs a BBHnet search (mode "
              f"{_modes_that('triggers', quoted=True)}), not mode {c.model.mode!r}")
-    if c.mode.witnesses and b.whitening != "fixed":  # e2e: BBHnet on the cleaned strain
+    if c.mode.witnesses and search.whitening != "fixed":  # e2e: BBHnet on the cleaned strain
         fail("search.inject", f"(injections on the fly) in mode {c.model.mode!r} needs "
              "search.whitening = "
              "'fixed' (the rolling whitening of the cleaned strain would whiten the foreground "
              "with its own PSD: not yet supported)")
-    if b.injections is None:
+    if search.injections is None:
         fail("search.inject", "needs search.injections: the set to add on the fly")
     if c.data.on_bad_file != "fail":
         fail("search.inject", "(injections on the fly) needs data.on_bad_file = 'fail' "
@@ -220,27 +220,27 @@ def _check_inject(c: CampaignConfig, fail: typing.Callable[[str, str], None]) ->
 
 
 def _check_whitening(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
-    b = c.search
-    if b.whitening not in ("fixed", "rolling"):
-        fail("search.whitening", f"must be 'fixed' or 'rolling', got {b.whitening!r}")
-    if b.whitening == "fixed":
+    search = c.search
+    if search.whitening not in ("fixed", "rolling"):
+        fail("search.whitening", f"must be 'fixed' or 'rolling', got {search.whitening!r}")
+    if search.whitening == "fixed":
         return
     if not c.mode.triggers:
         fail("search.whitening", f"'rolling' needs a BBHnet mode ({_modes_that('triggers')}), "
              f"not {c.model.mode!r}")
     rate = c.data.sample_rate
-    for key, value in (("psd_fftlength", b.psd_fftlength), ("psd_seconds", b.psd_seconds),
-                       ("whitening_crop_seconds", b.whitening_crop_seconds)):
+    for key, value in (("psd_fftlength", search.psd_fftlength), ("psd_seconds", search.psd_seconds),
+                       ("whitening_crop_seconds", search.whitening_crop_seconds)):
         samples = value * rate
         if value < 0 or abs(samples - round(samples)) > 1e-9 or round(samples) % 2:
             fail(f"search.{key}", f"must be an even, non-negative number of samples at "
                  f"{rate:g} Hz, got {value}")
-    if b.psd_fftlength <= 0 or b.psd_seconds < 2 * b.psd_fftlength:
+    if search.psd_fftlength <= 0 or search.psd_seconds < 2 * search.psd_fftlength:
         fail("search.psd_seconds", f"must hold at least two Welch segments of "
-             f"search.psd_fftlength ({b.psd_fftlength:g} s), got {b.psd_seconds}")
-    if b.whitening_crop_seconds >= c.model.kernel_seconds:
+             f"search.psd_fftlength ({search.psd_fftlength:g} s), got {search.psd_seconds}")
+    if search.whitening_crop_seconds >= c.model.kernel_seconds:
         fail("search.whitening_crop_seconds", f"must be shorter than model.kernel_seconds "
-             f"({c.model.kernel_seconds:g} s), got {b.whitening_crop_seconds}")
+             f"({c.model.kernel_seconds:g} s), got {search.whitening_crop_seconds}")
 
 
 def _check_streamed(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
@@ -260,9 +260,9 @@ DEEPCLEAN_DOWNSAMPLING = 16
 
 
 def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
-    b = c.search
-    for key, value in (("cluster_seconds", b.cluster_seconds), ("found_seconds",
-                       b.found_seconds), ("exclusion_seconds", b.exclusion_seconds)):
+    search = c.search
+    for key, value in (("cluster_seconds", search.cluster_seconds), ("found_seconds",
+                       search.found_seconds), ("exclusion_seconds", search.exclusion_seconds)):
         if value <= 0:
             fail(f"search.{key}", f"must be positive, got {value}")
     try:

@@ -17,7 +17,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from collections.abc import Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,6 +43,35 @@ NODE_ATTRIBUTE = "OfflineIaasNode"
 """Job ad attribute holding the DAG node name."""
 
 
+@dataclass(frozen=True)
+class QueuedAd:
+    """A server job's ad as the access point's schedd query returns it (``QUERIED``); an
+    attribute the job has not set, or holds a value of another type, is None."""
+
+    job_status: int | None
+    """``JobStatus`` (``RUNNING``: 2)."""
+    job_starts: int | None
+    """``NumJobStarts``: the epoch of the job's current start."""
+    address: str | None
+    """``OfflineIaasAddress``: the JSON of the server's address, once Triton is ready."""
+    refusal: str | None
+    """``OfflineIaasRefusal``: why the server refused to serve."""
+    cluster_id: int | None = None
+    proc_id: int | None = None
+
+    @classmethod
+    def from_ad(cls, ad: Mapping[str, Any]) -> QueuedAd:
+        """The one place an ad's attributes are read (a schedd's ClassAd or the stand-in
+        file's): another program's value of another type reads as None."""
+
+        def of(name: str, kind: type) -> Any:
+            value = ad.get(name)
+            return value if isinstance(value, kind) and not isinstance(value, bool) else None
+
+        return cls(of("JobStatus", int), of("NumJobStarts", int), of(ADDRESS_ATTRIBUTE, str),
+                   of(REFUSAL_ATTRIBUTE, str), of("ClusterId", int), of("ProcId", int))
+
+
 class JobAds(Protocol):
     """The two sides of the job-ad rendezvous."""
 
@@ -50,7 +81,7 @@ class JobAds(Protocol):
     def get_own(self, run_id: str, node: str, name: str) -> str | int | None:
         """From inside a job: an attribute of its own ad (None when undefined)."""
 
-    def find(self, run_id: str, node: str) -> list[dict[str, Any]]:
+    def find(self, run_id: str, node: str) -> list[QueuedAd]:
         """On the access point: the queued ads of a node (``QUERIED`` attributes)."""
 
 
@@ -81,7 +112,7 @@ class HTCondorJobAds:
             return value
         return None
 
-    def find(self, run_id: str, node: str) -> list[dict[str, Any]]:
+    def find(self, run_id: str, node: str) -> list[QueuedAd]:
         import classad2
         import htcondor2
 
@@ -93,7 +124,7 @@ class HTCondorJobAds:
             ads = htcondor2.Schedd().query(constraint, list(QUERIED))
         except Exception as err:  # htcondor2 raises bare HTCondorException/OSError
             raise ServerError(f"cannot query the schedd for {node}'s job ad: {err}") from None
-        return [{key: ad.get(key) for key in QUERIED} for ad in ads]
+        return [QueuedAd.from_ad(ad) for ad in ads]
 
     @staticmethod
     def _chirp() -> Any:
@@ -112,7 +143,8 @@ class FileJobAds:
     """Job ads kept in a JSON file: ``{"<run_id>/<node>": {attribute: value}}``.
 
     A node's ad exists once its job set an attribute (or a test wrote it); ``JobStatus``
-    defaults to running and ``NumJobStarts`` to 1, as for a job that started once.
+    defaults to running and ``NumJobStarts`` to 1, as for a job that started once. A damaged
+    file is a ``ServerError`` naming it, and is left as it is (``_locked``).
     """
 
     def __init__(self, path: Path) -> None:
@@ -123,12 +155,24 @@ class FileJobAds:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                ads = json.loads(self.path.read_text()) if self.path.exists() else {}
-            except ValueError:
-                ads = {}
+            ads = self._read()
             yield ads
             write_text_atomic(self.path, json.dumps(ads, indent=2))
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        """The file's ads, ``{"<run_id>/<node>": {attribute: value}}`` ({} before the first)."""
+        if not self.path.exists():
+            return {}
+        try:
+            ads = json.loads(self.path.read_text())
+        except ValueError as err:
+            raise ServerError(f"{self.path}: the job ads' stand-in is damaged (not JSON: {err}); "
+                              "stop the run, delete it, and run again") from None
+        if not isinstance(ads, dict) or not all(isinstance(ad, dict) for ad in ads.values()):
+            raise ServerError(f"{self.path}: the job ads' stand-in is damaged (not an object "
+                              "of ads by \"<run_id>/<node>\"); stop the run, delete it, and run "
+                              "again")
+        return ads
 
     def set_own(self, run_id: str, node: str, name: str, value: str | int | None) -> None:
         with self._locked() as ads:
@@ -142,9 +186,9 @@ class FileJobAds:
         ad = self._ad(run_id, node)
         return None if ad is None else ad.get(name)
 
-    def find(self, run_id: str, node: str) -> list[dict[str, Any]]:
+    def find(self, run_id: str, node: str) -> list[QueuedAd]:
         ad = self._ad(run_id, node)
-        return [] if ad is None else [{key: ad.get(key) for key in QUERIED}]
+        return [] if ad is None else [QueuedAd.from_ad(ad)]
 
     def _ad(self, run_id: str, node: str) -> dict[str, Any] | None:
         with self._locked() as ads:

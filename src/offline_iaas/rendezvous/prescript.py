@@ -20,20 +20,13 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 from offline_iaas import records
 from offline_iaas.binding import read_bound_run
 from offline_iaas.errors import RunError
 from offline_iaas.records import read_client_job
 from offline_iaas.rendezvous import addresses
-from offline_iaas.rendezvous.job_ads import (
-    ADDRESS_ATTRIBUTE,
-    REFUSAL_ATTRIBUTE,
-    RUNNING,
-    JobAds,
-    job_ads,
-)
+from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, RUNNING, JobAds, QueuedAd, job_ads
 from offline_iaas.rundir import RunDir
 
 logger = logging.getLogger(__name__)
@@ -44,19 +37,18 @@ DEFER_SECONDS = 30
 """Seconds DAGMan waits before running a deferred PRE script again."""
 
 
-def current_address(ads: list[dict[str, Any]], node: str) -> addresses.ServerAddress | None:
+def current_address(ads: list[QueuedAd], node: str) -> addresses.ServerAddress | None:
     """The address of a running server job's current start, from its job ads."""
     best = None
     for ad in ads:
-        text = ad.get(ADDRESS_ATTRIBUTE)
-        if ad.get("JobStatus") != RUNNING or not isinstance(text, str):
+        if ad.job_status != RUNNING or ad.address is None:
             continue
         try:
-            address = addresses.parse_address(text, Path(f"job ad of {node}: {ADDRESS_ATTRIBUTE}"))
+            address = addresses.parse_address(ad.address,
+                                              Path(f"job ad of {node}: {ADDRESS_ATTRIBUTE}"))
         except RunError:  # another program's attribute, or an older offline-iaas's
             continue
-        starts = ad.get("NumJobStarts")
-        if isinstance(starts, int) and address.epoch != starts:
+        if ad.job_starts is not None and address.epoch != ad.job_starts:
             continue  # set by an earlier start of a restarted job
         if address.node == node and (best is None or address.epoch > best.epoch):
             best = address
@@ -78,9 +70,9 @@ def resolve_servers(
     own, others = None, []
     for name in sorted(set(names) | {server}):
         found = ads.find(run_id, name)
-        refusals = [ad[REFUSAL_ATTRIBUTE] for ad in found if ad.get(REFUSAL_ATTRIBUTE)]
+        refusals = [ad.refusal for ad in found if ad.refusal]
         if refusals:  # the client reads it, and fails with the server's reason
-            addresses.publish_refusal(run, name, str(refusals[-1]))
+            addresses.publish_refusal(run, name, refusals[-1])
         else:
             run.refusal(name).unlink(missing_ok=True)
         address = current_address(found, name)

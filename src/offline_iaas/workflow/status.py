@@ -10,15 +10,15 @@ file in ``logs/``, which condor_submit creates when DAGMan submits the first job
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
 
 from offline_iaas import records
-from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
 from offline_iaas.lifetime import is_running
 from offline_iaas.local_state import LocalState, read_local_state
@@ -56,14 +56,13 @@ class NodeState:
     """A client's server: the one it ended on once its part is written, else its own."""
 
 
-@dataclass
-class RunStatus:
-    """A run directory's progress."""
+class RunStatus(BaseModel):
+    """A run directory's progress (``status --json`` prints it; ``FinalSummary`` holds it)."""
 
     run_dir: str
     source: str
     """Where the node states came from."""
-    nodes: list[NodeState] = field(default_factory=list)
+    nodes: list[NodeState] = Field(default_factory=list)
     data_seconds_done: float = 0.0
     """Data seconds analysed by the complete parts (in gaps of bad frame files: not)."""
     data_seconds_total: float = 0.0
@@ -74,7 +73,7 @@ class RunStatus:
     elapsed_seconds: float | None = None
     eta_seconds: float | None = None
     output_complete: bool = False
-    server_crashes: list[str] = field(default_factory=list)
+    server_crashes: list[str] = Field(default_factory=list)
     """Server processes that died by a signal, and server restarts (``serve/crashes.py``)."""
 
     def count(self, state: str) -> int:
@@ -346,13 +345,33 @@ def print_status(run: RunDir, as_json: bool = False, verify: bool = False) -> No
     output, not log lines, so ``--quiet`` keeps it (``verify``: ``read_status``'s)."""
     status = read_status(run, verify)
     if as_json:
-        print(json.dumps(asdict(status), indent=2), flush=True)
+        print(status.model_dump_json(indent=2), flush=True)
     else:
         for line in status_lines(status):
             print(line, flush=True)
 
 
-def final_summary(run: RunDir, dag_status: int, failed_count: int) -> dict[str, Any]:
+class FinalSummary(records.Record, RunStatus):
+    """``RUN/summary.json``: the run's status when the DAG ended, and DAGMan's verdict (one
+    flat object: a summary written before it was a record, without ``schema_version``, reads
+    as it is)."""
+
+    KIND: ClassVar[str] = "FINAL node's summary (summary.json)"
+
+    dag_status: int
+    """DAGMan's ``$(DAG_STATUS)``: 0 ok, 2 nodes failed, 3 aborted, 4 removed."""
+    failed_count: int
+    """DAGMan's ``$(FAILED_COUNT)``."""
+    written: str
+    """When the FINAL node wrote it (ISO 8601)."""
+
+
+def read_final_summary(run: RunDir) -> FinalSummary:
+    """``RUN/summary.json`` (RunError naming the file where it is missing or damaged)."""
+    return records.read(FinalSummary, run.summary)
+
+
+def final_summary(run: RunDir, dag_status: int, failed_count: int) -> FinalSummary:
     """The FINAL node: write ``summary.json``, print the status; RunError if the DAG did not
     succeed.
 
@@ -366,14 +385,14 @@ def final_summary(run: RunDir, dag_status: int, failed_count: int) -> dict[str, 
     """
     run = run.absolute()
     status = read_status(run)
-    summary = {
-        **asdict(status),
+    summary = records.build(FinalSummary, {
+        **status.model_dump(),
         "dag_status": dag_status,
         "failed_count": failed_count,
         "written": datetime.now().astimezone().isoformat(timespec="seconds"),
-    }
+    })
     path = run.summary
-    write_text_atomic(path, json.dumps(summary, indent=2) + "\n")
+    records.write(summary, path)
     for line in status_lines(status):
         print(line, flush=True)
     print(f"summary: {path}", flush=True)
