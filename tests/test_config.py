@@ -7,7 +7,10 @@ import offline_iaas
 from offline_iaas.config import MERGE_ONLY, load_config, write_config
 from offline_iaas.config_checks import parse_override
 from offline_iaas.errors import ConfigError, exit_code
+from offline_iaas.mode_packages import mode_package
+from offline_iaas.modes import BUILT_IN_MODES
 from tests.error_catalogue import documented
+from tests.helpers import WITNESSES
 
 
 def test_loads_with_defaults_and_resolves_paths(small_config_file: Path) -> None:
@@ -112,7 +115,10 @@ def test_both_hashes_change_with_what_the_parts_depend_on(
 def test_a_merge_only_setting_changes_the_merge_hash_only(
     small_config_file: Path, override: str
 ) -> None:
-    changed, base = load_config(small_config_file, [override]), load_config(small_config_file)
+    # DeepClean's keys are its package's section's: in a mode that has it
+    mode = ['model.mode="e2e"', f"data.witnesses={WITNESSES}"] if "deepclean" in override else []
+    changed = load_config(small_config_file, [*mode, override])
+    base = load_config(small_config_file, mode)
     assert changed.stream_hash() == base.stream_hash()
     assert changed.merge_hash() != base.merge_hash()
 
@@ -129,7 +135,11 @@ def test_no_client_or_served_model_reads_a_merge_only_setting() -> None:
     sources = [p for name in STREAM_PACKAGES for p in (package / name).rglob("*.py")]
     sources += [package / "stretches.py", package / "data" / "frames.py"]
     text = "\n".join(p.read_text() for p in sources)
-    read = sorted(f"{section}.{key}" for section, key in MERGE_ONLY
+    packages = [mode_package(mode) for mode in BUILT_IN_MODES]
+    merge_only = [*MERGE_ONLY, *((p.config_section_name, key) for p in packages if p is not None
+                                 for key in p.merge_only)]
+    assert ("deepclean", "band_low_hz") in merge_only  # the packages' too
+    read = sorted(f"{section}.{key}" for section, key in merge_only
                   if re.search(rf"\.{key}\b", text))
     assert read == []
     # the control: a key the served model reads is found

@@ -14,10 +14,21 @@ import pytest
 from offline_iaas.cli import main
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.config_numbers import ZERO_ALLOWED, must_be_positive, numeric_fields
+from offline_iaas.science.deepclean.settings import DeepCleanConfig
 from tests.error_catalogue import documented
+from tests.helpers import WITNESSES
 
 BAD_VALUES = ("nan", "inf", "-1")
-FIELDS = sorted(numeric_fields(CampaignConfig))
+FIELDS = sorted([*numeric_fields(CampaignConfig), *numeric_fields(DeepCleanConfig, "deepclean.")])
+"""The core's numbers, and a mode package's section's (DeepClean's, in a mode that has it)."""
+ALLOWED = ZERO_ALLOWED | {f"deepclean.{key}" for key in DeepCleanConfig.ZERO_ALLOWED}
+
+
+def settings(key: str, value: str) -> list[str]:
+    """``key=value``, in a campaign of a mode whose package has ``key``'s section."""
+    mode = ['model.mode="e2e"', f"data.witnesses={WITNESSES}"] if key.startswith(
+        "deepclean.") else []
+    return [*mode, f"{key}={value}"]
 
 
 def test_the_fields_are_found_from_the_dataclasses() -> None:
@@ -29,12 +40,13 @@ def test_the_fields_are_found_from_the_dataclasses() -> None:
             "deepclean.filter_order"} <= keys
     assert not keys & {"layout.rebalance", "deepclean.canary", "data.frames", "model.mode"}
     assert len(keys) > 60
-    assert ZERO_ALLOWED <= keys  # no rule names a key that is not there
+    assert ALLOWED <= keys  # no rule names a key that is not there
 
 
-def make_dag_refusal(config: Path, out: Path, setting: str,
+def make_dag_refusal(config: Path, out: Path, given: list[str],
                      capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
-    code = main(["make-dag", str(config), "--set", setting, "--out", str(out)])
+    code = main(["make-dag", str(config), *(a for s in given for a in ("--set", s)),
+                 "--out", str(out)])
     return code, capsys.readouterr().err.strip().splitlines()
 
 
@@ -44,7 +56,7 @@ def test_every_number_nan_inf_or_negative_is_one_line_naming_its_key_and_writes_
     accepted = []
     for key, _ in FIELDS:
         for bad in BAD_VALUES:
-            code, lines = make_dag_refusal(small_config_file, out, f"{key}={bad}", capsys)
+            code, lines = make_dag_refusal(small_config_file, out, settings(key, bad), capsys)
             if code != 2 or len(lines) != 1 or f"'{key}'" not in lines[0] or out.exists():
                 accepted.append((key, bad, code, lines, out.exists()))
     assert accepted == []
@@ -53,14 +65,15 @@ def test_every_number_nan_inf_or_negative_is_one_line_naming_its_key_and_writes_
 def test_zero_is_refused_where_it_means_nothing(
         small_config_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
-    positive = [key for key, _ in FIELDS if must_be_positive(key)]
+    positive = [key for key, _ in FIELDS if must_be_positive(key, ALLOWED)]
     assert {"server.ready_timeout_seconds", "client.read_seconds", "data.duration"} <= set(
         positive)
     for key in positive:
-        code, lines = make_dag_refusal(small_config_file, out, f"{key}=0", capsys)
+        code, lines = make_dag_refusal(small_config_file, out, settings(key, "0"), capsys)
         assert (code, len(lines), f"'{key}'" in lines[0], out.exists()) == (2, 1, True, False)
-    # the control: zero where it means something (one merge) is a campaign
+    # the control: zero where it means something (one merge, no guard band) is a campaign
     load_config(small_config_file, ["merge.shard_seconds=0"])
+    load_config(small_config_file, settings("deepclean.guard_hz", "0"))
 
 
 @pytest.mark.parametrize(("case", "setting"), [

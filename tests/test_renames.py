@@ -4,6 +4,7 @@ Run directories of before the rename are refused; ``merge-chunk`` is an alias of
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -14,7 +15,9 @@ from offline_iaas import records
 from offline_iaas.cli import main
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError, RunError, exit_code
+from offline_iaas.science.deepclean.settings import DeepCleanConfig
 from tests.error_catalogue import documented
+from tests.helpers import WITNESSES
 
 OLD_KEYS = [
     # (section, old key, new key, TOML value, the new field's value, overrides it needs)
@@ -72,8 +75,9 @@ def test_renamed_keys_are_hashed_under_their_old_names(small_config_file: Path) 
     bbhnet["time_shifts"] = bbhnet.pop("slides")
     bbhnet["shift_seconds"] = bbhnet.pop("slide_seconds")
     merge = {"chunk_seconds": plain["merge"].pop("shard_seconds")}
-    plain = {k: v for k, v in plain.items()
-             if k in ("data", "model", "layout", "synth", "deepclean")}
+    plain = {k: v for k, v in plain.items() if k in ("data", "model", "layout", "synth")}
+    # [deepclean] was the core's before #43: every campaign hashed it, at its defaults
+    plain["deepclean"] = dataclasses.asdict(DeepCleanConfig())
     plain["bbhnet"] = bbhnet
     plain["data"] = {k: v for k, v in plain["data"].items() if k != "on_bad_file"}
     # model.streamed came later (#42): off, it is not hashed either
@@ -176,3 +180,50 @@ def test_the_demo_in_a_mode_without_bbhnet_takes_the_slides_by_either_name(
     with pytest.raises(ConfigError, match="are both given"):
         demo_config(tmp_path, None, ["search.time_shifts=0", "search.slides=0"],
                     mode="deepclean")
+
+
+def test_deepclean_was_a_core_section_and_campaigns_of_other_modes_keep_their_hashes(
+        small_config_file: Path, log_lines: list[str]) -> None:
+    """``[deepclean]`` is DeepClean's package's since #43. A bbhnet campaign hashes it at its
+    defaults then, as every campaign did (so run directories keep their parts); its
+    ``campaign.toml`` written then, which holds the section at those defaults, reads without a
+    word; a section that says another value is ignored with one warning."""
+    text = small_config_file.read_text()
+    mode = ['model.mode="bbhnet"']
+    plain = load_config(small_config_file, mode)
+    assert "deepclean" not in plain.to_dict() and plain.mode_section is None
+    # the hash by its definition then: every section of the core, [deepclean] among them
+    old = plain.to_dict()
+    old = {k: v for k, v in old.items() if k in ("data", "model", "layout", "synth", "search")}
+    old["data"].pop("on_bad_file")
+    del old["model"]["streamed"]
+    old["bbhnet"] = old.pop("search")
+    old["bbhnet"]["time_shifts"] = old["bbhnet"].pop("slides")
+    old["bbhnet"]["shift_seconds"] = old["bbhnet"].pop("slide_seconds")
+    old["deepclean"] = {"band_low_hz": 55.0, "band_high_hz": 65.0, "filter_order": 8,
+                        "frame_seconds": 64.0, "asd_fftlength": 4.0, "guard_hz": 2.0,
+                        "channel_suffix": "DC", "frame_type": "HOFT_DC", "gate": "flag",
+                        "gate_tolerance": 0.05, "gate_line_ratio": 1.0, "canary": False}
+    digest = hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest()[:16]
+    assert plain.v1_hash() == digest
+    old["deepclean"]["band_low_hz"] = 54.0  # the control: another default is another hash
+    assert plain.v1_hash() != hashlib.sha256(
+        json.dumps(old, sort_keys=True).encode()).hexdigest()[:16]
+
+    written = "\n[deepclean]\n" + "".join(
+        f"{key} = {json.dumps(value)}\n" for key, value in dataclasses.asdict(
+            DeepCleanConfig()).items())  # as a run's campaign.toml said it before #43
+    small_config_file.write_text(text + written)
+    before = len(log_lines)
+    kept = load_config(small_config_file, mode)
+    assert (kept.stream_hash(), kept.merge_hash(), kept.v1_hash()) == (
+        plain.stream_hash(), plain.merge_hash(), plain.v1_hash())
+    assert log_lines[before:] == []
+    ignored = load_config(small_config_file, [*mode, "deepclean.frame_seconds=8"])
+    assert ignored.merge_hash() == plain.merge_hash()
+    assert log_lines[before:] == [f"{small_config_file}: [deepclean] is not a section of mode "
+                                  "'bbhnet' (deepclean.frame_seconds is set there): ignored"]
+    # in a mode that has it, the section is read: the same value is another merge
+    e2e = ['model.mode="e2e"', f"data.witnesses={WITNESSES}"]
+    assert load_config(small_config_file, [*e2e, "deepclean.frame_seconds=8"]).merge_hash() != \
+        load_config(small_config_file, e2e).merge_hash()

@@ -1,7 +1,8 @@
 """Campaign configuration: one TOML file, validated on load.
 
-Each section of the file is a dataclass of ``config_sections.py``, or, for the section named
-for the campaign's mode, of its package (``ModePackage.config_section``); every field is a key
+Each section of the file is a dataclass of ``config_sections.py``, or, for the campaign's
+mode's own section (``[deepclean]`` in deepclean and e2e), of its package
+(``ModePackage.config_section``); every field is a key
 of that section. Unknown sections or keys, wrong types and impossible values raise ``ConfigError``
 naming the key and the file. Relative paths are taken relative to the directory of the config file.
 
@@ -24,6 +25,7 @@ from offline_iaas.config_checks import (
     apply_overrides,
     build_section,
     check_config,
+    former_sections,
     hashed_names,
     plain_value,
     renamed_sections,
@@ -32,7 +34,6 @@ from offline_iaas.config_checks import (
 from offline_iaas.config_sections import (
     ClientConfig,
     DataConfig,
-    DeepCleanConfig,
     LayoutConfig,
     MergeConfig,
     ModelConfig,
@@ -47,27 +48,22 @@ from offline_iaas.geometry import StreamGeometry
 from offline_iaas.mode_packages import find_mode, mode_package
 from offline_iaas.modes import Mode, Outputs
 
-OUTPUT_SECTIONS: tuple[str, ...] = ("data", "model", "layout", "synth", "deepclean", "search")
+OUTPUT_SECTIONS: tuple[str, ...] = ("data", "model", "layout", "synth", "search")
 """The sections the campaign's output depends on: the data, the networks and their windows,
-the split into client shares, the synthetic data and the post-processing. ``[server]``,
+the split into client shares, the synthetic data and the search (and the mode package's own
+section, ``CampaignConfig.mode_section``). ``[server]``,
 ``[client]``, ``[workflow]`` and ``[site]`` only say how and where the jobs run (timeouts,
 in-flight requests, instances, retries, resources): changing them keeps finished parts and
 merges valid."""
 HASH_EXEMPT: tuple[tuple[str, str], ...] = (("data", "on_bad_file"),)
 """Keys of those sections that only say what happens when something is wrong: a campaign
 finished under either value has the same output (in neither hash)."""
-MERGE_ONLY: tuple[tuple[str, str], ...] = (
-    *(("deepclean", key) for key in (
-        "band_low_hz", "band_high_hz", "filter_order", "frame_seconds", "asd_fftlength",
-        "guard_hz", "channel_suffix", "frame_type", "gate", "gate_tolerance",
-        "gate_line_ratio")),
-    *(("search", key) for key in (
-        "cluster_seconds", "injections", "found_seconds", "exclusion_seconds",
-        "ifar_threshold_years")),
-)
-"""Keys of ``OUTPUT_SECTIONS`` that only the merge reads (its post-processing: the band-pass,
-GWF files and gate of DeepClean's products; trigger clustering, found/missed and IFAR of
-BBHnet's): in ``merge_hash``, not in ``stream_hash``. No client or served model reads them
+MERGE_ONLY: tuple[tuple[str, str], ...] = tuple(("search", key) for key in (
+    "cluster_seconds", "injections", "found_seconds", "exclusion_seconds",
+    "ifar_threshold_years"))
+"""Keys of ``OUTPUT_SECTIONS`` that only the merge reads (its post-processing: the search's
+trigger clustering, found/missed and IFAR; a mode package's are its ``merge_only``): in
+``merge_hash``, not in ``stream_hash``. No client or served model reads them
 (``tests/test_config.py``)."""
 MERGE_SECTIONS: tuple[str, ...] = ("merge",)
 """Whole sections only the merge reads (the merge tree): in ``merge_hash`` only."""
@@ -87,11 +83,11 @@ class CampaignConfig:
     merge: MergeConfig = field(default_factory=MergeConfig)
     synth: SynthConfig = field(default_factory=SynthConfig)
     site: SiteConfig = field(default_factory=SiteConfig)
-    deepclean: DeepCleanConfig = field(default_factory=DeepCleanConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     mode_section: Any = None
-    """The settings of the mode package's own section, ``[<model.mode>]`` (an instance of its
-    ``ModePackage.config_section``); None for a mode without one."""
+    """The settings of the mode package's own section (an instance of its
+    ``ModePackage.config_section``), named ``mode_section_name``; None for a mode without
+    one."""
     source: Path | None = None
     """The file it was loaded from (not a TOML key)."""
 
@@ -187,9 +183,24 @@ class CampaignConfig:
     def outputs(self) -> Outputs:
         """What clients request and store, and their rows (``modes.Outputs``)."""
         slides, inject = self.has_slides, self.search.inject
-        return Outputs(self.mode.output_names(canary=self.deepclean.canary,
+        return Outputs(self.mode.output_names(canary=self.canary,
                                               has_slides=slides, inject=inject),
                        len(self.ifos), self.stride_samples, self.search.slides)
+
+    @property
+    def mode_section_name(self) -> str | None:
+        """The name of the mode package's section (``[deepclean]`` in e2e too:
+        ``ModePackage.config_section_name``); None for a mode without one."""
+        if self.mode_section is None:
+            return None
+        package = mode_package(self.model.mode)
+        return (package.config_section_name if package is not None else None) or self.model.mode
+
+    @property
+    def canary(self) -> bool:
+        """Whether the mode's section asks for a canary of its networks (its ``canary`` key:
+        ``ModePackage.config_section``)."""
+        return bool(getattr(self.mode_section, "canary", False))
 
     @property
     def ifos(self) -> tuple[str, ...]:
@@ -221,7 +232,7 @@ class CampaignConfig:
         sections = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                     if f.name not in ("source", "mode_section")}
         if self.mode_section is not None:
-            sections[self.model.mode] = self.mode_section
+            sections[self.mode_section_name] = self.mode_section
         for name, section in sections.items():
             out[name] = {k: plain_value(v) for k, v in dataclasses.asdict(section).items()}
         return out
@@ -229,34 +240,44 @@ class CampaignConfig:
     @property
     def _own_sections(self) -> tuple[str, ...]:
         """The mode package's section, where it has one: hashed with ``OUTPUT_SECTIONS``."""
-        return (self.model.mode,) if self.mode_section is not None else ()
+        name = self.mode_section_name
+        return (name,) if name is not None else ()
+
+    @property
+    def _own_merge_only(self) -> tuple[tuple[str, str], ...]:
+        """The keys of the mode package's section that only the merge reads."""
+        package = mode_package(self.model.mode)
+        name = self.mode_section_name
+        return tuple((name, key) for key in package.merge_only) if package and name else ()
 
     def stream_hash(self) -> str:
-        """Hash of what the clients' parts depend on: ``OUTPUT_SECTIONS`` less
-        ``HASH_EXEMPT`` and ``MERGE_ONLY``. A part's sidecar records it; a part recorded under
-        another is redone."""
+        """Hash of what the clients' parts depend on: ``OUTPUT_SECTIONS`` and the mode
+        package's section less ``HASH_EXEMPT``, ``MERGE_ONLY`` and the package's
+        ``merge_only``. A part's sidecar records it; a part recorded under another is redone."""
         return _digest(self._hashed((*OUTPUT_SECTIONS, *self._own_sections),
-                                    (*HASH_EXEMPT, *MERGE_ONLY)))
+                                    (*HASH_EXEMPT, *MERGE_ONLY, *self._own_merge_only),
+                                    merge=False))
 
     def merge_hash(self) -> str:
         """Hash of what the merge's outputs depend on: what ``stream_hash`` covers, the
         ``MERGE_ONLY`` keys and ``MERGE_SECTIONS``. The shard merges' and the merge's summaries
         record it: changing a merge-only setting redoes the merge nodes, not the clients."""
         return _digest(self._hashed((*OUTPUT_SECTIONS, *self._own_sections, *MERGE_SECTIONS),
-                                    HASH_EXEMPT))
+                                    HASH_EXEMPT, merge=True))
 
     def v1_hash(self) -> str:
         """The one hash records of schema version 1 carry (``config_hash``, before the stream
-        and merge hashes were split: ``OUTPUT_SECTIONS`` less ``HASH_EXEMPT``), so that a run
-        directory written then keeps its parts and merges."""
-        return _digest(self._hashed(OUTPUT_SECTIONS, HASH_EXEMPT))
+        and merge hashes were split: ``OUTPUT_SECTIONS``, where ``[deepclean]`` was then, less
+        ``HASH_EXEMPT``), so that a run directory written then keeps its parts and merges."""
+        return _digest(self._hashed((*OUTPUT_SECTIONS, *self._own_sections), HASH_EXEMPT,
+                                    merge=True))
 
-    def _hashed(self, sections: tuple[str, ...], exempt: tuple[tuple[str, str], ...]
-                ) -> dict[str, Any]:
+    def _hashed(self, sections: tuple[str, ...], exempt: tuple[tuple[str, str], ...],
+                merge: bool) -> dict[str, Any]:
         plain = {k: v for k, v in self.to_dict().items() if k in sections}
         for section, key in exempt:
             plain[section].pop(key, None)
-        return hashed_names(plain, self)
+        return hashed_names(plain, self, merge)
 
 
 def _digest(plain: dict[str, Any]) -> str:
@@ -273,7 +294,6 @@ SECTIONS: dict[str, type] = {
     "merge": MergeConfig,
     "synth": SynthConfig,
     "site": SiteConfig,
-    "deepclean": DeepCleanConfig,
     "search": SearchConfig,
 }
 
@@ -312,6 +332,7 @@ def config_from_dict(raw: dict[str, Any], path: Path) -> CampaignConfig:
     under its old name is read as the new one, with a deprecation warning)."""
     renamed_sections(raw, path)
     own = _mode_section(raw, path)
+    former_sections(raw, own[0] if own else None, path)
     known = {**SECTIONS, **dict([own] if own else [])}
     unknown = sorted(set(raw) - set(known))
     if unknown:
@@ -342,10 +363,11 @@ def _mode_section(raw: dict[str, Any], path: Path) -> tuple[str, type] | None:
         raise ConfigError(f"{path}: 'model.mode' = {name!r}: {err}") from None
     if package is None or package.config_section is None:
         return None
-    if name in SECTIONS:
+    section = package.config_section_name or name
+    if section in SECTIONS:
         raise ConfigError(f"{path}: the package of mode {name!r} has a config section, whose "
-                          f"name [{name}] is a section of offline-iaas itself")
-    return name, package.config_section
+                          f"name [{section}] is a section of offline-iaas itself")
+    return section, package.config_section
 
 
 def write_config(config: CampaignConfig, path: Path) -> None:

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from offline_iaas.config_numbers import check_finite, check_signs
+from offline_iaas.config_sections import ModelConfig
 from offline_iaas.errors import ConfigError, NotStreamable
-from offline_iaas.mode_packages import ENTRY_POINT_GROUP, find_mode, mode_names
+from offline_iaas.mode_packages import ENTRY_POINT_GROUP, find_mode, mode_names, mode_package
 from offline_iaas.modes import BUILT_IN_MODES
 from offline_iaas.network_streaming import whole_window_reason
 
@@ -49,6 +50,19 @@ RENAMED_SECTIONS: dict[str, str] = {"bbhnet": "search"}
 """Sections renamed, old name: new name, their keys the same. ``[bbhnet]`` became ``[search]``
 (#43: the search's settings are the core's, whichever mode's statistic it searches). The old
 name still loads, with one deprecation warning; both given is refused."""
+FORMER_SECTIONS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "deepclean": ({"canary": False}, {
+        "band_low_hz": 55.0, "band_high_hz": 65.0, "filter_order": 8, "frame_seconds": 64.0,
+        "asd_fftlength": 4.0, "guard_hz": 2.0, "channel_suffix": "DC", "frame_type": "HOFT_DC",
+        "gate": "flag", "gate_tolerance": 0.05, "gate_line_ratio": 1.0}),
+}
+"""Sections of the core that a mode package took over (#43: ``[deepclean]``, DeepClean's, in
+modes deepclean and e2e), with their keys' defaults then: those the clients read, and those
+only the merge read. Every campaign had the section, so a campaign whose mode has none now
+hashes these defaults as it did (the merge-only ones in ``merge_hash`` only), and keeps its
+run directories' parts; its ``campaign.toml`` written then holds the section, which reads
+and is dropped (``former_sections``). Frozen: the package's defaults may change, these may
+not."""
 _SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]B?", re.IGNORECASE)
 _log = logging.getLogger(__name__)
 
@@ -255,10 +269,6 @@ def _check_streamed(c: CampaignConfig, fail: typing.Callable[[str, str], None]) 
         fail(key, NotStreamable.refusal(reason))
 
 
-DEEPCLEAN_DOWNSAMPLING = 16
-"""``science.deepclean.network.DOWNSAMPLING`` (kept here so loading a config needs no torch)."""
-
-
 def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
     search = c.search
     for key, value in (("cluster_seconds", search.cluster_seconds), ("found_seconds",
@@ -274,6 +284,13 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
     except ConfigError as err:
         fail("model.mode", f"= {c.model.mode!r}: {err}")
     _check_slides(c, fail)
+    _check_witnesses(c, fail)
+    package = mode_package(c.model.mode)
+    if package is not None and package.check_config is not None:
+        package.check_config(c, fail)
+
+
+def _check_witnesses(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
     for ch in c.data.witnesses:
         if ":" not in ch:
             fail("data.witnesses", f"entry {ch!r} is not of the form IFO:NAME")
@@ -281,53 +298,6 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
         fail("data.witnesses", "lists a channel twice")
     if set(c.data.witnesses) & set(c.data.channels):
         fail("data.witnesses", "lists a strain channel of data.channels")
-    if c.deepclean.canary and not c.mode.averages:
-        fail("deepclean.canary", f"needs a DeepClean mode ({_modes_that('averages')}), not "
-             f"{c.model.mode!r}")
-    if not c.mode.witnesses:
-        return
-    if len(c.ifos) != len(c.data.channels):
-        fail("data.channels", f"must name one strain channel per interferometer in mode "
-             f"{c.model.mode!r}, got {list(c.data.channels)}")
-    for ifo in c.ifos:
-        if not c.witnesses_of(ifo):
-            fail("data.witnesses", f"has no witness channel of {ifo} (mode {c.model.mode!r} "
-                 "runs a DeepClean per interferometer)")
-    strangers = sorted({w.split(":", 1)[0] for w in c.data.witnesses} - set(c.ifos))
-    if strangers:
-        fail("data.witnesses", f"names interferometer {strangers[0]}, which has no strain "
-             f"channel in data.channels")
-    if c.kernel_samples % c.stride_samples or c.kernel_samples == c.stride_samples:
-        fail("model.kernel_seconds", f"({c.model.kernel_seconds} s) must be a multiple of the "
-             f"stride ({1 / c.model.inference_rate} s), and longer, to average DeepClean's "
-             "overlapping predictions")
-    if c.kernel_samples % DEEPCLEAN_DOWNSAMPLING:
-        fail("model.kernel_seconds", f"must hold a multiple of {DEEPCLEAN_DOWNSAMPLING} "
-             f"samples for DeepClean, got {c.kernel_samples}")
-    d = c.deepclean
-    if not 0 < d.band_low_hz < d.band_high_hz < c.data.sample_rate / 2:
-        fail("deepclean.band_low_hz", f"and band_high_hz must satisfy 0 < low < high < "
-             f"{c.data.sample_rate / 2} Hz (Nyquist), got {d.band_low_hz}, {d.band_high_hz}")
-    if d.filter_order < 1:
-        fail("deepclean.filter_order", f"must be at least 1, got {d.filter_order}")
-    if d.frame_seconds <= 0 or abs(d.frame_seconds - round(d.frame_seconds)) > 1e-9:
-        fail("deepclean.frame_seconds", f"must be a positive whole number, got {d.frame_seconds}")
-    shards = c.merge.shard_seconds / d.frame_seconds
-    if c.merge.shard_seconds > 0 and abs(shards - round(shards)) > 1e-9:
-        fail("merge.shard_seconds", f"must be a multiple of deepclean.frame_seconds "
-             f"({d.frame_seconds:g} s: a cleaned frame file lies in one shard), got "
-             f"{c.merge.shard_seconds:g}")
-    if d.asd_fftlength <= 0 or d.guard_hz < 0:
-        fail("deepclean.asd_fftlength", "must be positive (and deepclean.guard_hz not negative)")
-    for key in ("channel_suffix", "frame_type"):
-        if not re.fullmatch(r"[A-Z0-9]+(_[A-Z0-9]+)*", getattr(d, key)):
-            fail(f"deepclean.{key}", f"must be upper-case letters, digits and single '_' (a "
-                 f"frame file name's field), got {getattr(d, key)!r}")
-    if d.gate not in ("flag", "replace"):
-        fail("deepclean.gate", f"must be \"flag\" or \"replace\", got {d.gate!r}")
-    if d.gate_tolerance < 0 or d.gate_line_ratio <= 0:
-        fail("deepclean.gate_tolerance", "must not be negative (and deepclean.gate_line_ratio "
-             "must be positive)")
 
 
 # ---- TOML values and the sections' fields --------------------------------------------------
@@ -397,12 +367,14 @@ def _renamed(name: str, values: dict[str, Any], path: Path) -> None:
         values[new] = values.pop(old)
 
 
-def hashed_names(plain: dict[str, Any], c: CampaignConfig | None = None) -> dict[str, Any]:
+def hashed_names(plain: dict[str, Any], c: CampaignConfig | None = None, merge: bool = True
+                 ) -> dict[str, Any]:
     """``plain`` (sections of ``CampaignConfig.to_dict``) with the keys of ``RENAMED_KEYS``
-    and the sections of ``RENAMED_SECTIONS`` under their old names: the config hashes, and so
-    a run directory's finished parts and merges, do not change with the renames. With
-    ``search.inject`` the clients stream the injection set (its bytes) and its found
-    windows: both join every hash."""
+    and the sections of ``RENAMED_SECTIONS`` under their old names, and each section of
+    ``FORMER_SECTIONS`` it lacks at its defaults then (``merge``: with its merge-only keys):
+    the config hashes, and so a run directory's finished parts and merges, do not change with
+    the renames and moves. With ``search.inject`` the clients stream the injection set (its
+    bytes) and its found windows: both join every hash."""
     if c is not None and c.search.inject and "search" in plain:
         path = c.search.injections
         known = path is not None and path.is_file()
@@ -419,7 +391,30 @@ def hashed_names(plain: dict[str, Any], c: CampaignConfig | None = None) -> dict
     for old, new in RENAMED_SECTIONS.items():
         if new in plain:
             plain[old] = plain.pop(new)
+    for name, (streamed, merged) in FORMER_SECTIONS.items():
+        if name not in plain and "model" in plain:  # the campaign's mode has no such section
+            plain[name] = {**streamed, **(merged if merge else {})}
     return plain
+
+
+def former_sections(raw: dict[str, Any], own: str | None, path: Path) -> None:
+    """Drop from ``raw`` each section of ``FORMER_SECTIONS`` that the campaign's mode has not
+    (``own``: the name of its section): silently where it says the defaults then (the
+    ``campaign.toml`` of a run written before #43), else with one warning naming the section,
+    the mode and a key it sets (none of that mode's code reads it: a template shared between
+    modes)."""
+    for name, (streamed, merged) in FORMER_SECTIONS.items():
+        values = raw.get(name)
+        if name == own or not isinstance(values, dict):
+            continue
+        then = {**streamed, **merged}
+        other = sorted(k for k, v in values.items() if k not in then or v != then[k])
+        if other:
+            model = raw.get("model")
+            mode = model.get("mode", ModelConfig.mode) if isinstance(model, dict) else None
+            _log.warning("%s: [%s] is not a section of mode %r (%s.%s is set there): ignored",
+                         path, name, mode, name, other[0])
+        del raw[name]
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...], path: Path

@@ -28,8 +28,9 @@ ZERO_ALLOWED: frozenset[str] = frozenset({
     "server.monitor_seconds",  # 0: no monitor
     "synth.witness_sample_rate",  # 0: the strain's rate
     "search.whitening_crop_seconds",  # 0: no crop
-    "deepclean.guard_hz",  # 0: no guard band
 })
+"""The core's keys where zero means something; a mode package's section names its own in a
+class variable ``ZERO_ALLOWED`` (DeepClean's ``guard_hz``: no guard band)."""
 
 
 def numeric_fields(config_class: type, prefix: str = "") -> Iterator[tuple[str, type]]:
@@ -44,9 +45,9 @@ def numeric_fields(config_class: type, prefix: str = "") -> Iterator[tuple[str, 
             yield f"{prefix}{field.name}", kind
 
 
-def must_be_positive(key: str) -> bool:
+def must_be_positive(key: str, zero_allowed: frozenset[str] = ZERO_ALLOWED) -> bool:
     """Whether zero is refused for ``key`` (module docstring)."""
-    return key.endswith(POSITIVE_SUFFIXES) and key not in ZERO_ALLOWED
+    return key.endswith(POSITIVE_SUFFIXES) and key not in zero_allowed
 
 
 def _value(config: Any, key: str) -> Any:
@@ -57,12 +58,12 @@ def _value(config: Any, key: str) -> Any:
 
 def numbers(c: CampaignConfig) -> Iterator[tuple[str, Any]]:
     """``(section.key, value)`` of every number of ``c``: its sections' and its mode
-    package's section's (``[<mode>]``)."""
+    package's section's (``CampaignConfig.mode_section_name``)."""
     for key, _ in numeric_fields(type(c)):
         yield key, _value(c, key)
     if c.mode_section is not None:
         for key, _ in numeric_fields(type(c.mode_section)):
-            yield f"{c.model.mode}.{key}", _value(c.mode_section, key)
+            yield f"{c.mode_section_name}.{key}", _value(c.mode_section, key)
 
 
 def check_finite(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
@@ -75,8 +76,10 @@ def check_finite(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
 def check_signs(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
     """Every number not negative, and above zero where zero means nothing (after the rules
     that say more of a key)."""
+    own = getattr(type(c.mode_section), "ZERO_ALLOWED", frozenset())
+    allowed = ZERO_ALLOWED | {f"{c.mode_section_name}.{key}" for key in own}
     for key, value in numbers(c):
         if value < 0:
             fail(key, f"must not be negative, got {value:g}")
-        if value == 0 and must_be_positive(key):
+        if value == 0 and must_be_positive(key, allowed):
             fail(key, f"must be positive, got {value:g}")

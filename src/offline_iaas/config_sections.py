@@ -122,41 +122,6 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
-class DeepCleanConfig:
-    """The merge's post-processing of DeepClean's averaged prediction (modes deepclean, e2e)."""
-
-    band_low_hz: float = 55.0
-    band_high_hz: float = 65.0
-    """Band of the zero-phase Butterworth band-pass applied to the prediction before it is
-    subtracted (the band the network was trained on)."""
-    filter_order: int = 8
-    frame_seconds: float = 64.0
-    """Length of each GWF file of cleaned strain."""
-    asd_fftlength: float = 4.0
-    """FFT length (s) of the cleaned/raw ASD ratio the merge reports."""
-    guard_hz: float = 2.0
-    """The reported "outside the band" starts this far beyond the band's edges (the
-    coupling's side bands and the band-pass's roll-off reach past them)."""
-    channel_suffix: str = "DC"
-    """The cleaned strain's channel is ``<strain>_<suffix>`` (``H1:GDS-CALIB_STRAIN_DC``)."""
-    frame_type: str = "HOFT_DC"
-    """GWF files are ``<O>-<IFO>_<frame_type>-<GPS>-<DUR>.gwf``; their frame type (what a
-    datafind server publishes them under) is ``<IFO>_<frame_type>``."""
-    gate: str = "flag"
-    """A frame the gate fails is listed in the flagged segments (``flag``), and with
-    ``replace`` its channel holds the raw strain instead of the cleaned."""
-    gate_tolerance: float = 0.05
-    """Largest rise of the cleaned/raw ASD outside the band (beyond ``guard_hz``) a frame may
-    show (fraction: 0.05 is 5 %)."""
-    gate_line_ratio: float = 1.0
-    """The cleaned/raw ASD at the band's line must fall below this (1: lowered at all)."""
-    canary: bool = False
-    """Serve a canary DeepClean per detector beside the production one, on the same windows
-    (``export --canary-weights``): output ``noise_canary``, channel
-    ``<strain>_<suffix>_CANARY``."""
-
-
-@dataclass(frozen=True)
 class SearchConfig:
     """The search on a mode's statistic (the modes with triggers: bbhnet, e2e): its time
     slides (formed on the server), its injections (added on the fly by the clients, and

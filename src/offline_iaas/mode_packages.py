@@ -188,7 +188,26 @@ class ModePackage:
         for the mode (``[power]``), each key a field with a default (the config checks each
         value's type and each number as they check the core's). A campaign of the mode holds
         it as ``config.mode_section``; it is in both config hashes, so changing it redoes
-        the clients' parts. None: the mode has no settings of its own.
+        the clients' parts. None: the mode has no settings of its own. A boolean ``canary``
+        field asks for a canary of its networks (``CampaignConfig.canary``); a class variable
+        ``ZERO_ALLOWED`` names its keys where zero means something (``config_numbers``).
+    config_section_name
+        The section's name where it is not the mode's: a chain of modes reads its first
+        mode's (``e2e`` reads DeepClean's ``[deepclean]``).
+    merge_only
+        Keys of its section that only the merge reads (its products' post-processing): in
+        ``merge_hash``, not ``stream_hash``, so changing one redoes the merges, not the parts.
+    check_config
+        Its own rules, run after the core's: ``check_config(config, fail)`` calls
+        ``fail(key, why)`` for the first invalid value (the core's message: file and key).
+    file_seconds
+        Given its section: the length of the files its products are written in (GWF
+        frames); the merge's shards are a multiple of it, so that a file lies in one shard.
+        None: 1 s.
+    series_channel
+        ``series_channel(config, group, strain)``: the channel name of its strain-like output
+        series ``group`` (``noise``, ``clean``, their ``_canary``) of detector ``strain``'s,
+        which the merge and the index write in the series' attributes. A built-in mode's only.
     """
 
     mode: Mode
@@ -203,6 +222,11 @@ class ModePackage:
     streamed: Mapping[str, StreamedExport] = dataclasses.field(default_factory=dict)
     network_kinds: tuple[NetworkKind, ...] = ()
     config_section: type | None = None
+    config_section_name: str | None = None
+    merge_only: tuple[str, ...] = ()
+    check_config: Callable[[Any, Callable[[str, str], None]], None] | None = None
+    file_seconds: Callable[[Any], float] | None = None
+    series_channel: Callable[[Any, str, str], str] | None = None
 
 
 def deferred(target: str) -> Callable[..., Any]:

@@ -6,7 +6,8 @@ networks' evaluation (``science/<mode>/evaluation.py``); it depends on the confi
 numerical libraries only, so both can import it.
 
 DeepClean
-    The averaged prediction is band-passed (Butterworth, ``[deepclean]`` band and order,
+    The averaged prediction is band-passed (Butterworth, ``[deepclean]`` band and order:
+    ``science/deepclean/settings.bandpass_sos``,
     forward and backward: zero phase) block by block (``BLOCK_SECONDS``) with ``PAD_SECONDS`` of
     real data on both sides, on a grid fixed by the stretch's start. The cleaned/raw ASD ratio
     (gwpy ``asd(method="median")``) is read at the strongest raw line in the band, and the worst
@@ -53,7 +54,7 @@ import numpy as np
 from igwn_segments import segment, segmentlist
 from scipy import signal
 
-from offline_iaas.config_sections import DeepCleanConfig, SearchConfig
+from offline_iaas.config_sections import SearchConfig
 
 BLOCK_SECONDS = 64.0
 """Samples band-passed at a time (s)."""
@@ -61,14 +62,6 @@ PAD_SECONDS = 16.0
 """Real data on each side of a block that the filter also sees (its transients decay in it)."""
 ASD_MAX_SECONDS = 4096.0
 """At most this much of each stretch enters the ASD ratio (memory)."""
-
-
-def bandpass_sos(deepclean: DeepCleanConfig, sample_rate: float) -> np.ndarray:
-    """DeepClean's band-pass (``deepclean.band_*_hz``, ``filter_order``) at ``sample_rate``,
-    as second-order sections."""
-    band_hz = (deepclean.band_low_hz, deepclean.band_high_hz)
-    return signal.butter(deepclean.filter_order, band_hz, btype="bandpass", fs=sample_rate,
-                         output="sos")
 
 
 def zero_phase_blocks(

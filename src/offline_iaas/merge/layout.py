@@ -7,15 +7,7 @@ from __future__ import annotations
 import h5py
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.config_sections import DeepCleanConfig
-
-CANARY_SUFFIX = "_CANARY"
-"""The canary's channel is the production one's with this appended (not gated)."""
-
-
-def output_channel(deepclean: DeepCleanConfig, strain: str) -> str:
-    """The cleaned strain's channel name: ``<strain>_<suffix>``."""
-    return f"{strain}_{deepclean.channel_suffix}"
+from offline_iaas.mode_packages import mode_package
 
 
 def statistic_channel(ifos: tuple[str, ...]) -> str:
@@ -50,7 +42,8 @@ def series_attrs(dataset: h5py.Dataset, config: CampaignConfig, group: str, ifo_
                               "shift_seconds": config.search.slide_seconds})
         return
     strain = config.data.channels[ifo_index]
-    suffix = CANARY_SUFFIX if group.endswith("_canary") else ""
-    channel = (f"{strain}_DEEPCLEAN_NOISE{suffix}" if group.startswith("noise")
-               else output_channel(config.deepclean, strain) + suffix)
+    package = mode_package(config.model.mode)
+    if package is None or package.series_channel is None:
+        raise ValueError(f"mode {config.model.mode!r} names no channel of its {group!r}")
+    channel = package.series_channel(config, group, strain)
     timeseries_attrs(dataset, channel, group, x0, 1 / config.data.sample_rate, "strain")

@@ -92,10 +92,10 @@ def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path,
                  canary_weights: Path | None = None) -> list[Graph]:
     """Export the mode's network graphs into ``out_dir`` (``<name>.onnx``); check weights first.
 
-    ``canary_weights`` (with ``deepclean.canary``): a second DeepClean per detector, exported
-    as ``deepclean_canary``. Raises ``ModelError`` (naming the file, the expected and the
-    found shapes) for weights that do not fit the campaign, before anything is written to the
-    repository.
+    ``canary_weights`` (with the mode section's ``canary``, DeepClean's): a second DeepClean
+    per detector, exported as ``deepclean_canary``. Raises ``ModelError`` (naming the file,
+    the expected and the found shapes) for weights that do not fit the campaign, before
+    anything is written to the repository.
     """
     try:
         import onnx  # noqa: F401
@@ -104,15 +104,15 @@ def build_graphs(config: CampaignConfig, weights: Path | None, out_dir: Path,
         raise ModelError(
             "export needs torch: pip install 'offline-iaas[export]' -c constraints.txt"
         ) from None
-    if config.deepclean.canary and canary_weights is None:
-        raise ModelError("deepclean.canary = true: export needs --canary-weights (a "
-                         "directory of deepclean-<IFO>.* like --weights)")
-    if canary_weights is not None and not config.deepclean.canary:
-        raise ModelError("--canary-weights given but the config does not ask for a canary: "
-                         "set deepclean.canary = true")
     package = mode_package(config.model.mode)
     if package is None:  # config_checks refuses an unknown mode first
         raise ModelError(f"model.mode {config.model.mode!r}: no mode package registered")
+    if canary_weights is not None and not config.canary:
+        asks = (f"set {config.mode_section_name}.canary = true"
+                if hasattr(config.mode_section, "canary")
+                else f"mode {config.model.mode!r} serves no canary")
+        raise ModelError(f"--canary-weights given but the config does not ask for a canary: "
+                         f"{asks}")
     # a single-network mode's weights may be that network's one file
     request = GraphRequest(config, weights, out_dir, canary_weights,
                            single_file=len(config.mode.networks) == 1)

@@ -55,6 +55,7 @@ from offline_iaas.bench.workloads import (
 )
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
+from offline_iaas.mode_packages import mode_package
 from offline_iaas.network_streaming import streams
 from offline_iaas.sizing.feasible import (
     least_shard_seconds,
@@ -355,7 +356,9 @@ def shard_choices(config: CampaignConfig) -> list[float]:
     """``merge.shard_seconds`` that ``plan`` considers: powers of two from 1024 s, multiples of
     the output frame files, none putting more shards in the longest stretch than the index
     holds."""
-    frame = config.deepclean.frame_seconds if "noise" in config.outputs.names else 1.0
+    package = mode_package(config.model.mode)
+    frame = (package.file_seconds(config.mode_section)
+             if package is not None and package.file_seconds is not None else 1.0)
     least = least_shard_seconds(longest_stretch_seconds(config))
     powers = [2.0 ** k for k in range(10, 48) if 2.0 ** k >= least
               and abs(2.0 ** k / frame - round(2.0 ** k / frame)) < 1e-9]

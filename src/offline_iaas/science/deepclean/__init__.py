@@ -3,6 +3,13 @@
 from offline_iaas.mode_packages import ModePackage, ReportSection, StreamedExport, deferred
 from offline_iaas.modes import Mode, NetworkKind
 from offline_iaas.repository.pipeline import CANARY_NETWORK
+from offline_iaas.science.deepclean.settings import (
+    MERGE_ONLY,
+    DeepCleanConfig,
+    check_deepclean,
+    frame_file_seconds,
+    series_channel,
+)
 from offline_iaas.science.deepclean.summary import CLEANING_SECTIONS, cleaning_lines
 
 PRODUCTS = "offline_iaas.science.deepclean.products"
@@ -23,6 +30,12 @@ DEEPCLEAN_NETWORK = NetworkKind(
 """The network users bring DeepClean weights for, one per interferometer
 (``deepclean-<IFO>.*``)."""
 
+DEEPCLEAN_SETTINGS = {
+    "config_section": DeepCleanConfig, "config_section_name": "deepclean",
+    "merge_only": MERGE_ONLY, "check_config": check_deepclean,
+    "file_seconds": frame_file_seconds, "series_channel": series_channel}
+"""DeepClean's ``[deepclean]`` section and its rules, in ``ModePackage``'s terms (e2e's too)."""
+
 MODE = Mode("deepclean", strain=False, witnesses=True, networks=("deepclean",),
             outputs=("noise",), averages=True)
 """Its record: the witnesses in, the averaged noise prediction out."""
@@ -33,6 +46,6 @@ PACKAGE = ModePackage(
     postprocess=deferred(f"{PRODUCTS}:clean_strain"),
     summarize=deferred(f"{PRODUCTS}:cleaning_summary"), summary_sections=CLEANING_SECTIONS,
     summary_lines=cleaning_lines, report_sections=(CLEANING_SECTION,),
-    streamed=DEEPCLEAN_STREAMED, network_kinds=(DEEPCLEAN_NETWORK,))
+    streamed=DEEPCLEAN_STREAMED, network_kinds=(DEEPCLEAN_NETWORK,), **DEEPCLEAN_SETTINGS)
 """What the entry point ``deepclean`` of ``offline_iaas.modes`` names (its functions
 imported when first called: ``mode_packages.deferred``)."""

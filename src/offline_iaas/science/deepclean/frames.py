@@ -28,10 +28,14 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.config_sections import DeepCleanConfig
-from offline_iaas.merge.layout import CANARY_SUFFIX, output_channel
 from offline_iaas.merge.provenance import PROVENANCE_MARK
 from offline_iaas.physics import asd_ratio
+from offline_iaas.science.deepclean.settings import (
+    CANARY_SUFFIX,
+    DeepCleanConfig,
+    deepclean_settings,
+    output_channel,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +98,7 @@ class CleanedFrames:
                  provenance: dict[str, Any]) -> None:
         self.out_dir, self.final_dir, self.config = out_dir, final_dir, config
         self.rate = config.data.sample_rate
-        self.seconds = config.deepclean.frame_seconds
+        self.seconds = deepclean_settings(config).frame_seconds
         self.comment = PROVENANCE_MARK + json.dumps(provenance, sort_keys=True)
         self.pending: dict[str, _Pending] = {}
         self.files: list[tuple[str, Path, int, int]] = []
@@ -107,7 +111,7 @@ class CleanedFrames:
         ``canary`` (``deepclean.canary``): the canary's cleaned strain of the same samples,
         written beside the production channel (:data:`CANARY_SUFFIX`) and not gated.
         """
-        channel = output_channel(self.config.deepclean, strain)
+        channel = output_channel(deepclean_settings(self.config), strain)
         while len(cleaned):
             pending = self.pending.get(ifo)
             if pending is not None and abs(
@@ -136,13 +140,13 @@ class CleanedFrames:
         why = self._verdict(raw, cleaned)
         spans = self.spans.setdefault(ifo, {"valid": [], "flagged": []})
         spans["valid" if why is None else "flagged"].append((start, end))
+        replace = deepclean_settings(self.config).gate == "replace"
         if why is not None:
             logger.warning(f"merge: warning: {ifo} GPS {start:.0f}-{end:.0f} flagged: {why}"
-                           + ("; the raw strain is written instead"
-                              if self.config.deepclean.gate == "replace" else ""))
-        values = raw if why is not None and self.config.deepclean.gate == "replace" else cleaned
+                           + ("; the raw strain is written instead" if replace else ""))
+        values = raw if why is not None and replace else cleaned
         first, last = int(np.floor(start)), int(np.ceil(end))
-        name = frame_file_name(self.config.deepclean, ifo, first, last - first)
+        name = frame_file_name(deepclean_settings(self.config), ifo, first, last - first)
         path = self.out_dir / ifo / name
         path.parent.mkdir(parents=True, exist_ok=True)
         channels = {pending.channel: values}
@@ -152,7 +156,7 @@ class CleanedFrames:
         self.files.append((ifo, self.final_dir / ifo / name, first, last - first))
 
     def _verdict(self, raw: np.ndarray, cleaned: np.ndarray) -> str | None:
-        d = self.config.deepclean
+        d = deepclean_settings(self.config)
         if len(raw) < 2 * d.asd_fftlength * self.rate:
             return f"shorter than two {d.asd_fftlength:g} s FFTs: cannot be judged"
         numbers = asd_ratio(raw.astype(np.float64), cleaned.astype(np.float64), self.rate,

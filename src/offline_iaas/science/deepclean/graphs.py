@@ -23,6 +23,7 @@ from offline_iaas.repository.networks import (
 )
 from offline_iaas.repository.pipeline import CANARY_NETWORK
 from offline_iaas.science.deepclean import DEEPCLEAN_NETWORK
+from offline_iaas.science.deepclean.settings import deepclean_settings
 
 
 def combined_deepclean(config: CampaignConfig, weights: Path | None, out: Path) -> Path:
@@ -77,13 +78,16 @@ def deepclean_graphs(request: GraphRequest) -> list[Graph]:
     """DeepClean (one graph for every detector), and its canary with ``deepclean.canary``."""
     config, weights, out_dir = request.config, request.weights, request.out_dir
     canary = request.canary_weights
+    if deepclean_settings(config).canary and canary is None:  # before a graph is written
+        raise ModelError("deepclean.canary = true: export needs --canary-weights (a "
+                         "directory of deepclean-<IFO>.* like --weights)")
     ifos, k = len(config.ifos), config.kernel_samples
     windows = ("windows", (-1, len(config.stream_channels), k))
     per_ifo = DEEPCLEAN_NETWORK.weight_stems(config.ifos)
     graphs = [Graph("deepclean", combined_deepclean(config, weights, out_dir / "deepclean.onnx"),
                     (windows,), (("prediction", (-1, ifos, k)),),
                     weights_sha256=weights_digests(weights, per_ifo, False))]
-    if config.deepclean.canary:
+    if deepclean_settings(config).canary:
         path = combined_deepclean(config, canary, out_dir / f"{CANARY_NETWORK}.onnx")
         graphs.append(Graph(CANARY_NETWORK, path, (windows,), (("prediction", (-1, ifos, k)),),
                             weights_sha256=weights_digests(canary, per_ifo, False)))

@@ -20,19 +20,24 @@ import numpy as np
 from scipy.signal import welch
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.merge.layout import CANARY_SUFFIX, gps_text, output_channel, series_attrs
+from offline_iaas.merge.layout import gps_text, series_attrs
 from offline_iaas.merge.postprocess import ShardProducts
 from offline_iaas.mode_packages import SummaryRequest
 from offline_iaas.physics import (
     ASD_MAX_SECONDS,
     asd_ratio,
-    bandpass_sos,
     held_out_samples,
     zero_phase_blocks,
 )
 from offline_iaas.report.spectra import StrainSpectra
 from offline_iaas.science.deepclean import DEEPCLEAN_NETWORK
 from offline_iaas.science.deepclean.frames import CleanedFrames, publish_frames
+from offline_iaas.science.deepclean.settings import (
+    CANARY_SUFFIX,
+    bandpass_sos,
+    deepclean_settings,
+    output_channel,
+)
 from offline_iaas.stretches import Stretch, output_x0
 
 logger = logging.getLogger(__name__)
@@ -93,7 +98,7 @@ def clean_strain(writer: Any, frames: list | None, frames_dir: Path | None,
     config = writer.config
     rate = config.data.sample_rate
     s = config.stride_samples
-    sos = bandpass_sos(config.deepclean, config.data.sample_rate)
+    sos = bandpass_sos(deepclean_settings(config), config.data.sample_rate)
     variants = _variants(writer.outputs)
     gwf = (CleanedFrames(frames_dir, writer.frames_dir, config, writer.provenance)
            if frames_dir is not None else None)
@@ -185,10 +190,10 @@ def cleaning_summary(request: SummaryRequest) -> dict[str, Any]:
             for ifo, kinds in part.frame_spans.items():
                 for kind, found in kinds.items():
                     spans.setdefault(ifo, {"valid": [], "flagged": []})[kind] += found
-        gate = publish_frames(frames_dir, config.deepclean, files, spans)
+        gate = publish_frames(frames_dir, deepclean_settings(config), files, spans)
         if gate:
             summary["deepclean_gate"] = gate
-        channels = ", ".join(output_channel(config.deepclean, ch)
+        channels = ", ".join(output_channel(deepclean_settings(config), ch)
                              for ch in config.data.channels)
         logger.debug(f"{len(files)} GWF files of cleaned strain ({channels})")
     return summary
@@ -218,7 +223,7 @@ def _held_out_runs(arrays: dict[str, np.ndarray]
 def _asd_numbers(config: CampaignConfig, training: dict[str, list[float]], variant: _Variant,
                  held_out: dict[str, tuple[float, np.ndarray, np.ndarray]]) -> dict[str, Any]:
     """The cleaned/raw ASD numbers of one variant per interferometer, on held-out data."""
-    rate, d = config.data.sample_rate, config.deepclean
+    rate, d = config.data.sample_rate, deepclean_settings(config)
     result: dict[str, Any] = {}
     for ifo in config.ifos:
         span = training.get(DEEPCLEAN_NETWORK.weight_stem(ifo))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from offline_iaas.config_sections import DeepCleanConfig
 from offline_iaas.report import page
 from offline_iaas.report.run_view import ReportRun, absent
 from offline_iaas.report.spectra import RANGE_FMIN_HZ, inspiral_range
 from offline_iaas.science.deepclean import figures
 from offline_iaas.science.deepclean.products import ifos_with_clean_strain, strain_spectra
+from offline_iaas.science.deepclean.settings import DeepCleanConfig, deepclean_settings
 from offline_iaas.summary_physics import Numbers
 
 ASD_MAX_SECONDS = 2048.0
@@ -21,7 +21,7 @@ def draw_cleaning(run: ReportRun, section: page.Section) -> None:
     if not ifos:
         section.parts.append(absent("Cleaned strain", run))
         return
-    settings = run.config.deepclean if run.config is not None else DeepCleanConfig()
+    settings = deepclean_settings(run.config) if run.config is not None else DeepCleanConfig()
     band = (settings.band_low_hz, settings.band_high_hz)
     metrics = run.physics.deepclean or {}
     canaries = run.physics.deepclean_canary or {}

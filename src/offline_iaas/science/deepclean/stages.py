@@ -7,6 +7,7 @@ from __future__ import annotations
 from offline_iaas.config import CampaignConfig
 from offline_iaas.network_streaming import streams
 from offline_iaas.repository.pipeline import CANARY_NETWORK, Stage, snapshot_stage
+from offline_iaas.science.deepclean.settings import deepclean_settings
 
 
 def cleaning_stages(config: CampaignConfig) -> list[Stage]:
@@ -20,7 +21,7 @@ def cleaning_stages(config: CampaignConfig) -> list[Stage]:
         _deepclean(config, "deepclean", "prediction"),
         Stage("averager", "average", {"prediction": "prediction"}, {"noise": "noise"}, ifos),
     ]
-    if config.deepclean.canary:  # the canary on the same data, averaged on its own
+    if deepclean_settings(config).canary:  # the canary on the same data, averaged on its own
         chain += [
             _deepclean(config, CANARY_NETWORK, "canary_prediction"),
             Stage("averager_canary", "average", {"prediction": "canary_prediction"},

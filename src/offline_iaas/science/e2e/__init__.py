@@ -14,6 +14,7 @@ from offline_iaas.science.deepclean import (
     CLEANING_SECTION,
     DEEPCLEAN_GRAPHS,
     DEEPCLEAN_NETWORK,
+    DEEPCLEAN_SETTINGS,
     DEEPCLEAN_STREAMED,
 )
 from offline_iaas.science.deepclean.summary import CLEANING_SECTIONS
@@ -37,6 +38,6 @@ PACKAGE = ModePackage(
     summary_lines=deferred(f"{PRODUCTS}:chain_lines"),
     report_sections=(CLEANING_SECTION, SEARCH_SECTION),
     streamed={**DEEPCLEAN_STREAMED, "bbhnet": BBHNET_STREAMED},
-    network_kinds=(DEEPCLEAN_NETWORK, BBHNET_NETWORK))
+    network_kinds=(DEEPCLEAN_NETWORK, BBHNET_NETWORK), **DEEPCLEAN_SETTINGS)
 """What the entry point ``e2e`` of ``offline_iaas.modes`` names (its functions imported when
 first called: ``mode_packages.deferred``)."""
