@@ -13,6 +13,8 @@ from scipy import signal
 from offline_iaas.data.synth import design_asd
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.science.bbhnet.network import BBHnet, whitening_filter
+from offline_iaas.science.deepclean import network as deepclean_network
+from offline_iaas.science.deepclean import settings as deepclean_settings
 from offline_iaas.science.deepclean.network import DeepClean, average_overlapping
 
 RATE = 1024.0
@@ -40,6 +42,13 @@ def test_deepclean_shapes() -> None:
         model(torch.randn(2, 4, 128))
     with pytest.raises(ValueError, match="3 values each"):
         DeepClean(3, [0.0, 0.0], [1.0, 1.0, 1.0], 0.0, 1.0)
+
+
+def test_the_config_rule_s_downsampling_is_the_network_s() -> None:
+    """``settings.DOWNSAMPLING`` is kept beside the config so that loading one needs no torch:
+    it must be what the encoder's strided convolutions divide a window's length by."""
+    encoder = deepclean_network.ENCODER_CHANNELS
+    assert deepclean_settings.DOWNSAMPLING == deepclean_network.DOWNSAMPLING == 2 ** len(encoder)
 
 
 def test_deepclean_architecture() -> None:

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from offline_iaas.config import CampaignConfig
 
 DOWNSAMPLING = 16
-"""``science.deepclean.network.DOWNSAMPLING`` (kept here so loading a config needs no torch)."""
+"""``science.deepclean.network.DOWNSAMPLING`` (kept here so loading a config needs no torch;
+``tests/test_networks.py`` holds them equal)."""
 MERGE_ONLY: tuple[str, ...] = (
     "band_low_hz", "band_high_hz", "filter_order", "frame_seconds", "asd_fftlength",
     "guard_hz", "channel_suffix", "frame_type", "gate", "gate_tolerance", "gate_line_ratio")
