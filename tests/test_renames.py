@@ -187,7 +187,8 @@ def test_deepclean_was_a_core_section_and_campaigns_of_other_modes_keep_their_ha
     """``[deepclean]`` is DeepClean's package's since #43. A bbhnet campaign hashes it at its
     defaults then, as every campaign did (so run directories keep their parts); its
     ``campaign.toml`` written then, which holds the section at those defaults, reads without a
-    word; a section that says another value is ignored with one warning."""
+    word; a merge-only key that says another value is ignored with one warning, a canary
+    asked of a mode without one refused."""
     text = small_config_file.read_text()
     mode = ['model.mode="bbhnet"']
     plain = load_config(small_config_file, mode)
@@ -223,6 +224,8 @@ def test_deepclean_was_a_core_section_and_campaigns_of_other_modes_keep_their_ha
     assert ignored.merge_hash() == plain.merge_hash()
     assert log_lines[before:] == [f"{small_config_file}: [deepclean] is not a section of mode "
                                   "'bbhnet' (deepclean.frame_seconds is set there): ignored"]
+    with pytest.raises(ConfigError, match=r"'deepclean\.canary' is not a key of mode 'bbhnet'"):
+        load_config(small_config_file, [*mode, "deepclean.canary=true"])  # nothing would serve it
     # in a mode that has it, the section is read: the same value is another merge
     e2e = ['model.mode="e2e"', f"data.witnesses={WITNESSES}"]
     assert load_config(small_config_file, [*e2e, "deepclean.frame_seconds=8"]).merge_hash() != \

@@ -400,18 +400,23 @@ def hashed_names(plain: dict[str, Any], c: CampaignConfig | None = None, merge: 
 def former_sections(raw: dict[str, Any], own: str | None, path: Path) -> None:
     """Drop from ``raw`` each section of ``FORMER_SECTIONS`` that the campaign's mode has not
     (``own``: the name of its section): silently where it says the defaults then (the
-    ``campaign.toml`` of a run written before #43), else with one warning naming the section,
-    the mode and a key it sets (none of that mode's code reads it: a template shared between
-    modes)."""
+    ``campaign.toml`` of a run written before #43); with one warning where a key only the
+    merge read says another value (none of that mode's code reads it: a template shared
+    between modes). ConfigError naming the key where one the clients read says another (a
+    canary that mode would not serve) or the key is unknown."""
     for name, (streamed, merged) in FORMER_SECTIONS.items():
         values = raw.get(name)
         if name == own or not isinstance(values, dict):
             continue
-        then = {**streamed, **merged}
-        other = sorted(k for k, v in values.items() if k not in then or v != then[k])
+        model = raw.get("model")
+        mode = model.get("mode", ModelConfig.mode) if isinstance(model, dict) else None
+        wrong = sorted(k for k, v in values.items() if k not in merged and streamed.get(k) != v)
+        if wrong:
+            raise ConfigError(f"{path}: '{name}.{wrong[0]}' is not a key of mode {mode!r} "
+                              f"([{name}] is the section of the modes whose package has it): "
+                              "remove it")
+        other = sorted(k for k, v in values.items() if k in merged and v != merged[k])
         if other:
-            model = raw.get("model")
-            mode = model.get("mode", ModelConfig.mode) if isinstance(model, dict) else None
             _log.warning("%s: [%s] is not a section of mode %r (%s.%s is set there): ignored",
                          path, name, mode, name, other[0])
         del raw[name]
