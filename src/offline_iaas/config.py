@@ -191,10 +191,8 @@ class CampaignConfig:
     def mode_section_name(self) -> str | None:
         """The name of the mode package's section (``[deepclean]`` in e2e too:
         ``ModePackage.config_section_name``); None for a mode without one."""
-        if self.mode_section is None:
-            return None
         package = mode_package(self.model.mode)
-        return (package.config_section_name if package is not None else None) or self.model.mode
+        return package.section_name if package is not None else None
 
     @property
     def canary(self) -> bool:
@@ -361,9 +359,9 @@ def _mode_section(raw: dict[str, Any], path: Path) -> tuple[str, type] | None:
         package = mode_package(name) if isinstance(name, str) else None
     except ConfigError as err:
         raise ConfigError(f"{path}: 'model.mode' = {name!r}: {err}") from None
-    if package is None or package.config_section is None:
+    section = package.section_name if package is not None else None
+    if section is None:
         return None
-    section = package.config_section_name or name
     if section in SECTIONS:
         raise ConfigError(f"{path}: the package of mode {name!r} has a config section, whose "
                           f"name [{section}] is a section of offline-iaas itself")

@@ -392,7 +392,7 @@ def hashed_names(plain: dict[str, Any], c: CampaignConfig | None = None, merge: 
         if new in plain:
             plain[old] = plain.pop(new)
     for name, (streamed, merged) in FORMER_SECTIONS.items():
-        if name not in plain and "model" in plain:  # the campaign's mode has no such section
+        if name not in plain:  # the campaign's mode has no such section
             plain[name] = {**streamed, **(merged if merge else {})}
     return plain
 

@@ -228,6 +228,14 @@ class ModePackage:
     file_seconds: Callable[[Any], float] | None = None
     series_channel: Callable[[Any, str, str], str] | None = None
 
+    @property
+    def section_name(self) -> str | None:
+        """The name of its config section: ``config_section_name`` or its mode's; None
+        where it has no section."""
+        if self.config_section is None:
+            return None
+        return self.config_section_name or self.mode.name
+
 
 def deferred(target: str) -> Callable[..., Any]:
     """The function ``target`` (``"module:function"``), imported when first called.

@@ -34,8 +34,7 @@ FAKE_ENV = "OFFLINE_IAAS_FAKE_JOB_ADS"
 """Environment variable naming the ``FileJobAds`` file; unset on a real pool."""
 RUNNING = 2
 """``JobStatus`` of a running job."""
-QUERIED = ("JobStatus", "NumJobStarts", ADDRESS_ATTRIBUTE, REFUSAL_ATTRIBUTE, "ClusterId",
-           "ProcId")
+QUERIED = ("JobStatus", "NumJobStarts", ADDRESS_ATTRIBUTE, REFUSAL_ATTRIBUTE)
 
 RUN_ATTRIBUTE = "OfflineIaasRun"
 """Job ad attribute holding the run directory's ``run_id`` (every job of the DAG)."""
@@ -56,8 +55,6 @@ class QueuedAd:
     """``OfflineIaasAddress``: the JSON of the server's address, once Triton is ready."""
     refusal: str | None
     """``OfflineIaasRefusal``: why the server refused to serve."""
-    cluster_id: int | None = None
-    proc_id: int | None = None
 
     @classmethod
     def from_ad(cls, ad: Mapping[str, Any]) -> QueuedAd:
@@ -69,7 +66,7 @@ class QueuedAd:
             return value if isinstance(value, kind) and not isinstance(value, bool) else None
 
         return cls(of("JobStatus", int), of("NumJobStarts", int), of(ADDRESS_ATTRIBUTE, str),
-                   of(REFUSAL_ATTRIBUTE, str), of("ClusterId", int), of("ProcId", int))
+                   of(REFUSAL_ATTRIBUTE, str))
 
 
 class JobAds(Protocol):

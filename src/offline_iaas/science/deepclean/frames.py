@@ -98,7 +98,8 @@ class CleanedFrames:
                  provenance: dict[str, Any]) -> None:
         self.out_dir, self.final_dir, self.config = out_dir, final_dir, config
         self.rate = config.data.sample_rate
-        self.seconds = deepclean_settings(config).frame_seconds
+        self.settings = deepclean_settings(config)
+        self.seconds = self.settings.frame_seconds
         self.comment = PROVENANCE_MARK + json.dumps(provenance, sort_keys=True)
         self.pending: dict[str, _Pending] = {}
         self.files: list[tuple[str, Path, int, int]] = []
@@ -111,7 +112,7 @@ class CleanedFrames:
         ``canary`` (``deepclean.canary``): the canary's cleaned strain of the same samples,
         written beside the production channel (:data:`CANARY_SUFFIX`) and not gated.
         """
-        channel = output_channel(deepclean_settings(self.config), strain)
+        channel = output_channel(self.settings, strain)
         while len(cleaned):
             pending = self.pending.get(ifo)
             if pending is not None and abs(
@@ -140,13 +141,13 @@ class CleanedFrames:
         why = self._verdict(raw, cleaned)
         spans = self.spans.setdefault(ifo, {"valid": [], "flagged": []})
         spans["valid" if why is None else "flagged"].append((start, end))
-        replace = deepclean_settings(self.config).gate == "replace"
+        replace = self.settings.gate == "replace"
         if why is not None:
             logger.warning(f"merge: warning: {ifo} GPS {start:.0f}-{end:.0f} flagged: {why}"
                            + ("; the raw strain is written instead" if replace else ""))
         values = raw if why is not None and replace else cleaned
         first, last = int(np.floor(start)), int(np.ceil(end))
-        name = frame_file_name(deepclean_settings(self.config), ifo, first, last - first)
+        name = frame_file_name(self.settings, ifo, first, last - first)
         path = self.out_dir / ifo / name
         path.parent.mkdir(parents=True, exist_ok=True)
         channels = {pending.channel: values}
@@ -156,7 +157,7 @@ class CleanedFrames:
         self.files.append((ifo, self.final_dir / ifo / name, first, last - first))
 
     def _verdict(self, raw: np.ndarray, cleaned: np.ndarray) -> str | None:
-        d = deepclean_settings(self.config)
+        d = self.settings
         if len(raw) < 2 * d.asd_fftlength * self.rate:
             return f"shorter than two {d.asd_fftlength:g} s FFTs: cannot be judged"
         numbers = asd_ratio(raw.astype(np.float64), cleaned.astype(np.float64), self.rate,

@@ -77,8 +77,8 @@ def combined_deepclean(config: CampaignConfig, weights: Path | None, out: Path) 
 def deepclean_graphs(request: GraphRequest) -> list[Graph]:
     """DeepClean (one graph for every detector), and its canary with ``deepclean.canary``."""
     config, weights, out_dir = request.config, request.weights, request.out_dir
-    canary = request.canary_weights
-    if deepclean_settings(config).canary and canary is None:  # before a graph is written
+    canary, wants_canary = request.canary_weights, deepclean_settings(config).canary
+    if wants_canary and canary is None:  # before a graph is written
         raise ModelError("deepclean.canary = true: export needs --canary-weights (a "
                          "directory of deepclean-<IFO>.* like --weights)")
     ifos, k = len(config.ifos), config.kernel_samples
@@ -87,7 +87,7 @@ def deepclean_graphs(request: GraphRequest) -> list[Graph]:
     graphs = [Graph("deepclean", combined_deepclean(config, weights, out_dir / "deepclean.onnx"),
                     (windows,), (("prediction", (-1, ifos, k)),),
                     weights_sha256=weights_digests(weights, per_ifo, False))]
-    if deepclean_settings(config).canary:
+    if wants_canary:
         path = combined_deepclean(config, canary, out_dir / f"{CANARY_NETWORK}.onnx")
         graphs.append(Graph(CANARY_NETWORK, path, (windows,), (("prediction", (-1, ifos, k)),),
                             weights_sha256=weights_digests(canary, per_ifo, False)))
