@@ -25,7 +25,7 @@ import onnxruntime
 import torch
 
 from offline_iaas.models.weights import export_onnx
-from offline_iaas.repository.backend.streamed_deepclean import open_streamed_deepclean
+from offline_iaas.science.deepclean.backend.streamed_deepclean import open_streamed_deepclean
 from offline_iaas.science.deepclean.network import DeepClean
 from offline_iaas.science.deepclean.streamed import export_streamed_deepclean, macs_per_window
 

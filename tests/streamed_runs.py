@@ -5,6 +5,8 @@ campaign exported streamed and whole-window, with both references."""
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -84,11 +86,16 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "offline_iaa
 def stream_without_torch(directory: Path, samples: np.ndarray, tmp_path: Path) -> np.ndarray:
     """The outputs of the runner of ``directory``'s graphs, in requests of 4 strides, in a
     process that loads ``layer_stream.py`` by path as the fused model does
-    (``open_streamed``: the runner beside it) and cannot import torch; fails if the process
-    does or imports this package."""
+    (``open_streamed``: the runner beside it, each copied as ``export`` copies them) and
+    cannot import torch; fails if the process does or imports this package."""
     np.save(tmp_path / "samples.npy", samples)
+    backend = tmp_path / "backend"
+    shutil.copytree(Path(layer_stream.__file__).parent, backend,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name, dotted in layer_stream.runner_modules().items():  # a mode package's own
+        shutil.copy(importlib.util.find_spec(dotted).origin, backend / f"{name}.py")
     result = subprocess.run(
-        [sys.executable, "-c", NO_TORCH, layer_stream.__file__, str(directory),
+        [sys.executable, "-c", NO_TORCH, str(backend / "layer_stream.py"), str(directory),
          str(tmp_path / "samples.npy"), str(tmp_path / "outputs.npy")],
         capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"},
         cwd=tmp_path)

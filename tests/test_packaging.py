@@ -64,6 +64,7 @@ def test_a_wheel_carries_the_campaigns_and_the_submit_templates(tmp_path: Path) 
     for role in ROLES:
         assert f"offline_iaas/submit_files/{role}.sub" in names
     assert "offline_iaas/repository/backend/fused.py" in names
+    assert "offline_iaas/science/deepclean/backend/streamed_deepclean.py" in names  # a runner
     assert not any(n.startswith("offline_iaas/submit_files/rendered") for n in names)
     # installed on its own (no site-packages, so not this checkout's editable install)
     target = tmp_path / "installed"

@@ -176,7 +176,7 @@ def test_a_repository_with_the_fixed_whitening_is_refused_for_a_rolling_campaign
         drifting) -> None:
     rolling, _ = drifting["rolling"]
     fixed, _ = drifting["fixed"]
-    with pytest.raises(ModelError, match="exported with BBHnet whitening fixed") as caught:
+    with pytest.raises(ModelError, match="exported with the search's whitening fixed") as caught:
         check_repository(dataclasses.replace(rolling, model=fixed.model))
     documented("repository-with-fixed-whitening", str(caught.value),
                {fixed.model.repository: "R"}, exit_code=exit_code(ModelError))

@@ -15,7 +15,7 @@ from torch import nn
 
 from offline_iaas.errors import NotStreamable
 from offline_iaas.models.weights import export_onnx
-from offline_iaas.repository.backend.streamed_deepclean import open_streamed_deepclean
+from offline_iaas.science.deepclean.backend.streamed_deepclean import open_streamed_deepclean
 from offline_iaas.science.deepclean.streamed_foreign import cut_chain, write_chain_cuts
 from tests.streamed_runs import relative_difference
 

@@ -108,11 +108,22 @@ class StreamedExport:
         ``export(config, weights, directory)`` writes the network's streamed graphs into
         ``directory/<network>.streamed`` and returns that directory; ``NotStreamable`` where
         the weights or the stride cannot be streamed (``repository/streamed_export.py`` asks,
-        with the canary's weights for the canary's network).
+        with the canary's weights for a ``canary`` network).
+    runner
+        The module (dotted name) that runs those graphs, where it is the package's own: its
+        ``open_<module name>(directory, intra_op_threads, device, device_id)`` opens them, and
+        the manifest's ``runner`` is its module name. Self-contained (numpy, onnxruntime and
+        ``layer_stream``), it is copied beside ``repository/backend/layer_stream.py`` in the
+        fused model, where the server loads it by path. None: the core's ``streamed_network``.
+    canary
+        The network is a canary's (``CampaignConfig.canary``): exported with the canary's
+        weights (``export --canary-weights``).
     """
 
     title: str
     export: Callable[[Any, Path | None, Path], Path]
+    runner: str | None = None
+    canary: bool = False
 
 
 @dataclass(frozen=True)
@@ -295,6 +306,18 @@ def find_mode(name: str) -> Mode:
     if package is None:
         raise KeyError(name)
     return package.mode
+
+
+def streamed_runners() -> dict[str, str]:
+    """The built-in packages' own runners of streamed graphs (``StreamedExport.runner``): module
+    name (a manifest's ``runner``) → dotted name."""
+    runners: dict[str, str] = {}
+    for name in BUILT_IN_MODES:
+        package = mode_package(name)
+        for export in package.streamed.values() if package is not None else ():
+            if export.runner is not None:
+                runners[export.runner.rpartition(".")[2]] = export.runner
+    return runners
 
 
 def network_kinds() -> dict[str, NetworkKind]:

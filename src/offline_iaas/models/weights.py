@@ -220,7 +220,7 @@ def network_for_state(kind: str, state: dict, path: Path, expected: Mapping[str,
         kernel = int(expected["kernel_samples"])
         if taps >= kernel:
             raise ModelError(
-                f"bbhnet weights {path}: whitening has {taps} taps, the campaign's window "
+                f"{kind} weights {path}: whitening has {taps} taps, the campaign's window "
                 f"({kernel} samples) must be longer"
             )
     model = build_network(kind, expected, taps)

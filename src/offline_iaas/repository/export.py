@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
 import tempfile
@@ -34,15 +35,15 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.manifest import Manifest
-from offline_iaas.mode_packages import find_mode
+from offline_iaas.mode_packages import find_mode, streamed_runners
 from offline_iaas.models.weights import training_spans
 from offline_iaas.modes import BUILT_IN_MODES, RAW
 from offline_iaas.network_streaming import AUTO, served_as, whole_window_reason
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
+from offline_iaas.repository.backend.layer_stream import CORE_RUNNERS, open_streamed
 from offline_iaas.repository.backend.layer_stream import MANIFEST as STREAMED_MANIFEST
-from offline_iaas.repository.backend.layer_stream import open_streamed
 from offline_iaas.repository.pipeline import onnx_session
 from offline_iaas.repository.streamed_export import streamed_networks
 
@@ -233,8 +234,11 @@ def _write_fused(
     _write_python_model(staged, "fused.py")
     (staged / "stateful.py").write_text(backend_source("stateful.py"))
     if streamed:
-        for module in ("layer_stream.py", "streamed_network.py", "streamed_deepclean.py"):
+        for module in ("layer_stream.py", *(f"{r}.py" for r in CORE_RUNNERS)):
             (staged / module).write_text(backend_source(module))
+        for module, dotted in streamed_runners().items():  # the mode packages' own
+            source = importlib.util.find_spec(dotted).origin
+            (staged / f"{module}.py").write_text(Path(source).read_text())
     for directory in streamed.values():
         os.replace(directory, staged / directory.name)
     served = {}
@@ -357,8 +361,8 @@ def repository_slides(config: CampaignConfig) -> tuple[int, ...]:
 
 
 def whitening_record(config: CampaignConfig) -> str | dict[str, float | str]:
-    """How BBHnet's windows are whitened: ``fixed`` (the graph's FIR), or the rolling
-    whitening's parameters."""
+    """How the search network's windows are whitened (``search.whitening``): ``fixed`` (the
+    graph's FIR), or the rolling whitening's parameters."""
     if not config.rolling_whitening:
         return "fixed"
     b = config.search
@@ -384,7 +388,7 @@ def _whitening_problems(where: str, config: CampaignConfig, found: str | dict) -
                 if isinstance(record, dict) else record)
 
     if params(found) != params(wanted):
-        return [f"{where}: exported with BBHnet whitening {params(found)}, the campaign asks "
+        return [f"{where}: exported with the search's whitening {params(found)}, the campaign asks "
                 f"for {params(wanted)} (search.whitening, psd_seconds, psd_fftlength, "
                 "whitening_crop_seconds): export again"]
     if config.search.inject and found != wanted:

@@ -44,9 +44,6 @@ from offline_iaas.mode_packages import mode_package
 from offline_iaas.network_streaming import streams
 from offline_iaas.repository.backend.stateful import PSD_UPDATE
 
-CANARY_NETWORK = "deepclean_canary"
-"""The canary DeepClean's graph and stage (``deepclean.canary``)."""
-
 
 @dataclass(frozen=True)
 class Stage:

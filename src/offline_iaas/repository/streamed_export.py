@@ -66,6 +66,6 @@ def _export(config: CampaignConfig, exports: Mapping[str, StreamedExport],
         if network not in exports:
             raise NotStreamable(f"mode {config.model.mode!r} has no streamed export of its "
                                 f"network {network!r}")
-        chosen = canary_weights if network == pipeline.CANARY_NETWORK else weights
+        chosen = canary_weights if exports[network].canary else weights
         out[network] = exports[network].export(config, chosen, tmp)
     return out

@@ -1,7 +1,7 @@
 """The injection list checked before any server starts (``serve/startup_checks.py``'s
 ``injections``): ``check_injections`` reads ``search.injections`` as the merge will
 (``search/injection_list.py``) and says where its injections lie against the analysed span and
-BBHnet's training span.
+the search network's training span (the mode's last network: BBHnet's).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.mode_packages import network_kinds
 from offline_iaas.physics import (
     HELD_OUT,
     IN_TRAINING,
@@ -31,13 +32,15 @@ class InjectionCheck:
     training_gps: tuple[float, float] | None
     described: bool
     """The list describes its population (VT possible; else found fractions only)."""
+    network: str
+    """The search network as messages name it (its ``NetworkKind.title``: ``BBHnet``)."""
 
     def lines(self) -> list[str]:
         """What the check found, for the log."""
         c = self.counts
-        training = (f"BBHnet's training span (GPS {self.training_gps[0]:.0f}-"
+        training = (f"{self.network}'s training span (GPS {self.training_gps[0]:.0f}-"
                     f"{self.training_gps[1]:.0f})" if self.training_gps else
-                    "BBHnet's training span (none recorded)")
+                    f"{self.network}'s training span (none recorded)")
         population = ("its population described" if self.described else
                       "no population described: found fractions, no VT")
         return [f"injection list {self.path}: {c['listed']} injections, {c[HELD_OUT]} held out "
@@ -49,8 +52,8 @@ class InjectionCheck:
         if self.counts[HELD_OUT]:
             return []
         return [f"search.injections: none of the {self.counts['listed']} injections of "
-                f"{self.path} lies in the analysed span outside BBHnet's training span: the "
-                "merge will count no found/missed injection and no VT"]
+                f"{self.path} lies in the analysed span outside {self.network}'s training span: "
+                "the merge will count no found/missed injection and no VT"]
 
 
 def check_injections(config: CampaignConfig, stretches: Sequence[tuple[float, float]],
@@ -76,5 +79,8 @@ def check_injections(config: CampaignConfig, stretches: Sequence[tuple[float, fl
     analysed = statistic_spans(config.geometry, make_stretches(config.geometry, list(stretches)))
     training = (float(training_gps[0]), float(training_gps[1])) if training_gps else None
     places = place_injections([i.gps_time for i in listed.injections], analysed, training)
+    network = config.mode.networks[-1]  # the one whose statistic makes the triggers
+    kind = network_kinds().get(network)
     return InjectionCheck(listed.path, injection_counts(places), training,
-                          bool(listed.population and listed.population.get("time_volume_gpc3")))
+                          bool(listed.population and listed.population.get("time_volume_gpc3")),
+                          kind.title if kind is not None else network)

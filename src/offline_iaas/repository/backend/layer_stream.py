@@ -1,7 +1,8 @@
 """Layers run once per stream sample: the geometry and bookkeeping shared by the streamed
 networks (issue #42; numpy only).
 
-``streamed_network.py`` (BBHnet) and ``streamed_deepclean.py`` (DeepClean) run a network's
+``streamed_network.py`` (BBHnet's) and a mode package's runner (DeepClean's
+``science/deepclean/backend/streamed_deepclean.py``) run a network's
 windows on a stream: every layer runs without padding on the stream, once on what new samples
 make computable, and each window recomputes only the ends its zero padding reaches
 (docs/networks.md, "Streamed graphs"). This module holds what they share: each layer's
@@ -449,26 +450,45 @@ def load_beside(path: str, name: str):
     return module
 
 
-RUNNERS: dict[str, str] = {
-    "streamed_network": "open_streamed_network",
-    "streamed_deepclean": "open_streamed_deepclean",
-}
-"""The modules of this folder that run streamed graphs (a residual stack up to a global pool;
-an encoder-decoder with an online average), each with its opener; ``streamed.json``'s
-``runner`` names the module (the exporter's ``spec``)."""
+CORE_RUNNERS = ("streamed_network",)
+"""This folder's runner of streamed graphs (a residual stack up to a global pool). A mode
+package brings its own (``mode_packages.StreamedExport.runner``: DeepClean's encoder-decoder
+with an online average), which ``export`` copies beside this file in the fused model.
+``streamed.json``'s ``runner`` names the module (the exporter's ``spec``), whose
+``open_<runner>`` opens the graphs."""
+
+
+def runner_modules() -> dict[str, str]:
+    """In the package: each runner's module name → its dotted name (this folder's, then the
+    built-in mode packages', ``mode_packages.streamed_runners``)."""
+    from offline_iaas.mode_packages import streamed_runners
+
+    return {**{name: f"{__package__}.{name}" for name in CORE_RUNNERS}, **streamed_runners()}
 
 
 def open_streamed(directory: str | os.PathLike, intra_op_threads: int = 1,
                   device: str = "cpu", device_id: int = 0):
     """The runner of the streamed graphs exported to ``directory``, on onnxruntime on
-    ``device``: the module of ``RUNNERS`` its manifest's ``runner`` names (``_sibling``)."""
+    ``device``: the module its manifest's ``runner`` names, opened by its ``open_<runner>``;
+    in the package one of ``runner_modules``, in the stub the file of that name beside this
+    one (``load_beside``). ValueError naming the manifest for another."""
     import json
 
     path = os.path.join(directory, MANIFEST)
     with open(path) as file:
         runner = json.load(file).get("runner")
-    if runner not in RUNNERS:
-        raise ValueError(f"{path}: runner {runner!r} is none of {', '.join(RUNNERS)}: written "
-                         "by another version of offline-iaas? export the repository again")
-    return getattr(_sibling(runner), RUNNERS[runner])(directory, intra_op_threads, device,
-                                                     device_id)
+    if __package__:
+        known = runner_modules()
+        if runner not in known:
+            raise ValueError(f"{path}: runner {runner!r} is none of {', '.join(known)}: "
+                             "written by another version of offline-iaas? export the "
+                             "repository again")
+        module = importlib.import_module(known[runner])
+    else:
+        here = os.path.dirname(os.path.abspath(__file__))
+        if not (isinstance(runner, str) and runner.isidentifier()
+                and os.path.isfile(os.path.join(here, f"{runner}.py"))):
+            raise ValueError(f"{path}: runner {runner!r} has no module beside {__file__}: "
+                             "export the repository again")
+        module = load_beside(__file__, runner)
+    return getattr(module, f"open_{runner}")(directory, intra_op_threads, device, device_id)

@@ -2,8 +2,8 @@
 
 from offline_iaas.mode_packages import ModePackage, ReportSection, StreamedExport, deferred
 from offline_iaas.modes import Mode, NetworkKind
-from offline_iaas.repository.pipeline import CANARY_NETWORK
 from offline_iaas.science.deepclean.settings import (
+    CANARY_NETWORK,
     MERGE_ONLY,
     DeepCleanConfig,
     check_deepclean,
@@ -18,10 +18,14 @@ CLEANING_SECTION = ReportSection("deepclean", "DeepClean",
 """DeepClean's section of the report (e2e's too)."""
 DEEPCLEAN_GRAPHS = deferred("offline_iaas.science.deepclean.graphs:deepclean_graphs")
 _STREAMED = "offline_iaas.science.deepclean.streamed"
+_RUNNER = "offline_iaas.science.deepclean.backend.streamed_deepclean"
 DEEPCLEAN_STREAMED = {
-    "deepclean": StreamedExport("DeepClean", deferred(f"{_STREAMED}:export_campaign_deepclean")),
-    CANARY_NETWORK: StreamedExport("DeepClean", deferred(f"{_STREAMED}:export_campaign_canary"))}
-"""DeepClean's networks streamed layer by layer: its own, and the canary's weights'."""
+    "deepclean": StreamedExport("DeepClean", deferred(f"{_STREAMED}:export_campaign_deepclean"),
+                                _RUNNER),
+    CANARY_NETWORK: StreamedExport("DeepClean", deferred(f"{_STREAMED}:export_campaign_canary"),
+                                   _RUNNER, canary=True)}
+"""DeepClean's networks streamed layer by layer: its own, and the canary's weights', run by
+its own runner (``backend/streamed_deepclean.py``)."""
 DEEPCLEAN_NETWORK = NetworkKind(
     "deepclean", "DeepClean", "witnesses", predicts_samples=True, output_name="prediction",
     fresh=deferred("offline_iaas.science.deepclean.network:fresh_network"),

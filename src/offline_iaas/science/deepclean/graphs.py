@@ -21,9 +21,8 @@ from offline_iaas.repository.networks import (
     weight_file,
     weights_digests,
 )
-from offline_iaas.repository.pipeline import CANARY_NETWORK
 from offline_iaas.science.deepclean import DEEPCLEAN_NETWORK
-from offline_iaas.science.deepclean.settings import deepclean_settings
+from offline_iaas.science.deepclean.settings import CANARY_NETWORK, deepclean_settings
 
 
 def combined_deepclean(config: CampaignConfig, weights: Path | None, out: Path) -> Path:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 CANARY_SUFFIX = "_CANARY"
 """The canary's channel is the production one's with this appended (not gated)."""
+CANARY_NETWORK = "deepclean_canary"
+"""The canary DeepClean's graph and stage (``deepclean.canary``)."""
 
 if TYPE_CHECKING:
     import numpy as np

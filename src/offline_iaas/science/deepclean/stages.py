@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.network_streaming import streams
-from offline_iaas.repository.pipeline import CANARY_NETWORK, Stage, snapshot_stage
-from offline_iaas.science.deepclean.settings import deepclean_settings
+from offline_iaas.repository.pipeline import Stage, snapshot_stage
+from offline_iaas.science.deepclean.settings import CANARY_NETWORK, deepclean_settings
 
 
 def cleaning_stages(config: CampaignConfig) -> list[Stage]:

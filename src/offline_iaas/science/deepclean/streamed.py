@@ -33,7 +33,15 @@ from offline_iaas.repository.backend.layer_stream import (
     phases_of,
     strides,
 )
-from offline_iaas.repository.backend.streamed_deepclean import (
+from offline_iaas.repository.stream_layers import (
+    Layer,
+    conv_of,
+    torch_run,
+    without_padding,
+    write_manifest,
+)
+from offline_iaas.science.deepclean import DEEPCLEAN_NETWORK
+from offline_iaas.science.deepclean.backend.streamed_deepclean import (
     FEATURES,
     RAW,
     Cut,
@@ -43,16 +51,8 @@ from offline_iaas.repository.backend.streamed_deepclean import (
     deepclean_runner,
     run_name,
 )
-from offline_iaas.repository.pipeline import CANARY_NETWORK
-from offline_iaas.repository.stream_layers import (
-    Layer,
-    conv_of,
-    torch_run,
-    without_padding,
-    write_manifest,
-)
-from offline_iaas.science.deepclean import DEEPCLEAN_NETWORK
 from offline_iaas.science.deepclean.network import DeepClean
+from offline_iaas.science.deepclean.settings import CANARY_NETWORK
 
 __all__ = ["deepclean_graph", "export_streamed_deepclean", "macs_per_window",
            "torch_streamed_deepclean"]

@@ -33,13 +33,6 @@ from onnx import helper
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import NotStreamable
 from offline_iaas.repository.backend.layer_stream import MANIFEST, ConvTranspose, Node
-from offline_iaas.repository.backend.streamed_deepclean import (
-    EDGES,
-    Cut,
-    deepclean_runner,
-    open_streamed_deepclean,
-    run_name,
-)
 from offline_iaas.repository.onnx_subgraph import (
     Made,
     attribute,
@@ -56,6 +49,13 @@ from offline_iaas.repository.streamed_foreign import (
     per_sample_op,
     shapes_of,
     unpadded,
+)
+from offline_iaas.science.deepclean.backend.streamed_deepclean import (
+    EDGES,
+    Cut,
+    deepclean_runner,
+    open_streamed_deepclean,
+    run_name,
 )
 
 _LAYERS = frozenset({"Conv", "ConvTranspose"})

@@ -1,10 +1,11 @@
 """DeepClean's windows evaluated on a stream, each layer once per sample (numpy, onnxruntime).
 
-Issue #42, DeepClean's part (docs/networks.md, "Streamed graphs"). Self-contained like the
-other files of this folder (numpy; onnxruntime only in ``open_streamed_deepclean``), so the
-server's python stub can load it by path: ``layer_stream.open_streamed`` (the layer geometry and
-bookkeeping it shares with ``streamed_network.py``) loads it and is the module it takes from
-``sys.modules`` there.
+Issue #42, DeepClean's part (docs/networks.md, "Streamed graphs"). DeepClean's runner
+(``ModePackage.streamed``'s ``runner``), self-contained like ``repository/backend``'s files
+(numpy; onnxruntime only in ``open_streamed_deepclean``): ``export`` copies it beside
+``layer_stream.py`` in the fused model, where the server's python stub loads it by path
+(``layer_stream.open_streamed``, the layer geometry and bookkeeping it shares with
+``streamed_network.py``, is the module it takes from ``sys.modules`` there).
 ``science/deepclean/streamed.py`` cuts a torch DeepClean into the runs and exports them.
 
 A stream's window ``j`` covers raw stream samples ``[a_j, a_j + K)``, ``a_j = (j + 1) S``, the
@@ -50,9 +51,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-try:
-    from . import layer_stream
-except ImportError:  # loaded by path (the server's python stub) by layer_stream.open_streamed,
+if __package__:
+    from offline_iaas.repository.backend import layer_stream
+else:  # loaded by path (the server's python stub) by layer_stream.open_streamed, beside it:
     layer_stream = sys.modules["layer_stream"]  # the one way in: the loader lives there
 
 Run, Node = layer_stream.Run, layer_stream.Node
