@@ -81,12 +81,15 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
     """A package whose mode asks for triggers (BBHnet's clustering and found/missed), or whose
     entry point names something else, or cannot be imported: one line naming the entry point
     and what is wrong; a well-formed one beside them loads (the control)."""
-    mode = ("from offline_iaas.mode_packages import ModePackage\n"
+    mode = ("import dataclasses\n"
+            "from offline_iaas.mode_packages import BuiltInParts, ModePackage\n"
             "from offline_iaas.modes import Mode\n"
             "def build(request): return []\n"
             "def package(**flags): return ModePackage(Mode('{name}', strain=True, "
             "witnesses=False, networks=('net',), outputs=('statistic',), streamable=False, "
-            "**flags), {{'net': build}})\n")
+            "**flags), {{'net': build}})\n"
+            "def with_parts(**parts): return dataclasses.replace(package(), "
+            "built_in=BuiltInParts(**parts))\n")
     site = _registered(tmp_path / "site", "broken-modes", (
         "[offline_iaas.modes]\n"
         "greedy = broken_mode_greedy:PACKAGE\n"
@@ -101,19 +104,15 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
         "broken_mode_greedy": mode.format(name="greedy") + "PACKAGE = package(triggers=True)\n",
         "broken_mode_plain": mode.format(name="plain") + "PACKAGE = package()\n",
         "broken_mode_staged": mode.format(name="staged") + (
-            "import dataclasses\n"
-            "PACKAGE = dataclasses.replace(package(), stages=lambda config: [])\n"),
+            "PACKAGE = with_parts(stages=lambda config: [])\n"),
         "broken_mode_sectioned": mode.format(name="sectioned") + (
-            "import dataclasses\n"
-            "PACKAGE = dataclasses.replace(package(), summary_sections={'bbhnet': dict})\n"),
+            "PACKAGE = with_parts(summary_sections={'bbhnet': dict}, summary_lines=list)\n"),
         "broken_mode_streamer": mode.format(name="streamer") + (
-            "import dataclasses\n"
-            "PACKAGE = dataclasses.replace(package(), streamed={'net': None})\n"),
+            "PACKAGE = with_parts(streamed={'net': None})\n"),
         "broken_mode_kinds": mode.format(name="kinds") + (
-            "import dataclasses\n"
             "from offline_iaas.modes import NetworkKind\n"
             "KIND = NetworkKind('net', 'Net', 'ifos', False, 'statistic', fresh=print)\n"
-            "PACKAGE = dataclasses.replace(package(), network_kinds=(KIND,))\n")})
+            "PACKAGE = with_parts(network_kinds=(KIND,))\n")})
     on_path(site)
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     refusals = {}
@@ -127,11 +126,12 @@ def test_a_mode_package_asking_for_what_only_built_in_modes_have_is_refused(tmp_
     assert "names a function, not an offline_iaas.mode_packages.ModePackage" in \
         refusals["notapackage"]
     assert "cannot be loaded: ModuleNotFoundError" in refusals["unimportable"]
-    assert refusals["staged"].endswith("its own stages")
-    assert refusals["sectioned"].endswith("sections of the campaign summary other than its own "
-                                          "(summary_sections) or lines of them (summary_lines)")
-    assert refusals["streamer"].endswith("streamed exports (streamed)")
-    assert refusals["kinds"].endswith("network kinds for trained weights (network_kinds)")
+    only_built_in = "parts only the built-in modes' packages have (built_in: "
+    assert refusals["staged"].endswith(only_built_in + "stages)")
+    assert refusals["sectioned"].endswith(only_built_in + "summary_sections, summary_lines)")
+    assert refusals["streamer"].endswith(only_built_in + "streamed)")
+    assert refusals["kinds"].endswith(only_built_in + "network_kinds)")
+    assert "built_in" not in refusals["greedy"]  # control: a package without them
     assert "net" not in mode_packages.network_kinds()
     # another distribution's entry point named for a built-in mode is not taken
     assert mode_packages.mode_package("bbhnet").mode is BBHNET_MODE
@@ -223,7 +223,7 @@ def test_each_network_a_built_in_mode_streams_is_exported_by_its_own_package(mod
     config = served_as(load_config(packaged_config(), [
         f'model.mode="{mode}"', "search.slides=0", *canary]), True)
     streamed = {stage.params["network"] for stage in stages(config) if stage.kind == "streamed"}
-    exports = mode_packages.mode_package(mode).streamed
+    exports = mode_packages.mode_package(mode).built_in.streamed
     assert streamed and streamed == set(exports)
     assert all(callable(export.export) and export.title for export in exports.values())
 
@@ -240,7 +240,7 @@ def test_each_network_users_bring_weights_for_is_its_own_packages():
     expected = {"witnesses": 2, "ifos": 2, "kernel_samples": 256, "sample_rate_hz": 1024.0}
     for name, kind in kinds.items():
         owner = next(m for m in mode_packages.BUILT_IN_MODES
-                     if kind in mode_packages.mode_package(m).network_kinds)
+                     if kind in mode_packages.mode_package(m).built_in.network_kinds)
         network = build_network(name, expected)
         assert type(network).__module__ == f"offline_iaas.science.{owner}.network"
         assert kind.train_demo is not None and kind.title
@@ -389,5 +389,5 @@ def test_reading_a_summary_loads_its_modes_types_not_their_products() -> None:
                         "    assert summary_type(mode).model_fields") == []
     called = ("from offline_iaas.mode_packages import mode_package\n"
               "from offline_iaas.summary_physics import physics_type\n"
-              "assert mode_package('e2e').summary_lines(physics_type('e2e')()) == []")
+              "assert mode_package('e2e').built_in.summary_lines(physics_type('e2e')()) == []")
     assert {"scipy", "h5py"} <= set(_heavy_after(called))

@@ -304,7 +304,7 @@ def test_the_summarys_physics_reads_back_typed_and_a_renamed_field_is_named(
 
 
 def test_a_summary_is_read_with_the_sections_of_its_own_mode(tmp_path: Path) -> None:
-    """Each mode's package types its sections (``ModePackage.summary_sections``): a bbhnet
+    """Each mode's package types its sections (``BuiltInParts.summary_sections``): a bbhnet
     campaign's summary with a DeepClean section is refused, naming the section; the same
     section under mode e2e (which cleans) reads."""
     from offline_iaas.records import CampaignSummary

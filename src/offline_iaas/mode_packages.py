@@ -149,8 +149,61 @@ class ReportSection:
 
 
 @dataclass(frozen=True)
+class BuiltInParts:
+    """What only a built-in mode's package gives: the parts by which a mode is more than one
+    network on the snapshotter's windows storing ``statistic`` (``mode_packages._checked``
+    refuses them from a mode of another distribution).
+
+    Parameters
+    ----------
+    stages
+        The mode's chain of stages (``repository.pipeline.Stage``) given the campaign config;
+        None: one network on the snapshotter's windows (``pipeline.stages``).
+    postprocess
+        Run by every merge (the single merge, or each shard's) after the statistic's series
+        are written: ``postprocess(writer, frames, frames_dir, products)`` writes the mode's
+        owned products into the writer's file (``merge.output.CampaignWriter``) and hands
+        what ``summarize`` needs into ``products`` (``merge.postprocess.ShardProducts``).
+    summary_sections
+        Its sections of the campaign summary, at its top level: name → type
+        (``summary_physics.physics_type`` reads them back).
+    summary_lines
+        The lines that say its summary sections in the merge's log and the demo's output,
+        given the summary's physics (``physics_type(mode)``).
+    streamed
+        Each network of its stages that ``model.streamed`` serves layer by layer → its
+        ``StreamedExport``.
+    network_kinds
+        The trained networks whose architecture it owns, that users bring weights for
+        (``export --weights``, ``train-demo``): their ``NetworkKind`` records.
+    file_seconds
+        Given its config section: the length of the files its products are written in (GWF
+        frames); the merge's shards are a multiple of it, so that a file lies in one shard.
+        None: 1 s.
+    series_channel
+        ``series_channel(config, group, strain)``: the channel name of its strain-like output
+        series ``group`` (``noise``, ``clean``, their ``_canary``) of detector ``strain``'s,
+        which the merge and the index write in the series' attributes.
+    """
+
+    stages: Callable[[Any], list] | None = None
+    postprocess: Callable[[Any, Any, Any, Any], None] | None = None
+    summary_sections: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    summary_lines: Callable[[Any], list[str]] | None = None
+    streamed: Mapping[str, StreamedExport] = dataclasses.field(default_factory=dict)
+    network_kinds: tuple[NetworkKind, ...] = ()
+    file_seconds: Callable[[Any], float] | None = None
+    series_channel: Callable[[Any, str, str], str] | None = None
+
+
+NO_PARTS = BuiltInParts()
+"""A package with none of the built-in parts (every mode of another distribution)."""
+
+
+@dataclass(frozen=True)
 class ModePackage:
-    """What a mode package gives the core.
+    """What a mode package gives the core: the protocol a mode of any distribution follows,
+    and a built-in mode's further parts (``built_in``).
 
     Parameters
     ----------
@@ -161,16 +214,6 @@ class ModePackage:
         network's graph(s) into ``request.out_dir`` and returns them as a list of
         ``repository.networks.Graph`` (for a mode of another distribution: input
         ``windows [N, C, K]``, output ``statistic [N]``).
-    stages
-        The mode's chain of stages (``repository.pipeline.Stage``) given the campaign config;
-        None: one network on the snapshotter's windows (``pipeline.stages``), which is all a
-        mode of another distribution may be.
-    postprocess
-        Run by every merge (the single merge, or each shard's) after the statistic's series
-        are written: ``postprocess(writer, frames, frames_dir, products)`` writes the mode's
-        owned products into the writer's file (``merge.output.CampaignWriter``) and hands
-        what ``summarize`` needs into ``products`` (``merge.postprocess.ShardProducts``).
-        A built-in mode's only.
     summarize
         The merge's post-processing of the whole campaign, given a ``SummaryRequest``: writes
         the mode's campaign-wide products into ``request.file`` and returns its summary
@@ -179,21 +222,8 @@ class ModePackage:
     summary
         The type of its summary section (a ``summary_physics.Numbers``), by which the
         campaign summary's ``package_sections`` entry is read back.
-    summary_sections
-        A built-in mode's sections of the campaign summary, at its top level: name → type
-        (``summary_physics.physics_type`` reads them back). A built-in mode's only.
-    summary_lines
-        The lines that say its summary sections in the merge's log and the demo's output,
-        given the summary's physics (``physics_type(mode)``). A built-in mode's only.
     report_sections
         Its sections of the report, drawn first, in order (``ReportSection``).
-    streamed
-        Each network of its stages that ``model.streamed`` serves layer by layer → its
-        ``StreamedExport``. A built-in mode's only.
-    network_kinds
-        The trained networks whose architecture it owns, that users bring weights for
-        (``export --weights``, ``train-demo``): their ``NetworkKind`` records. A built-in
-        mode's only.
     config_section
         A frozen dataclass of the mode's own settings: the campaign config's section named
         for the mode (``[power]``), each key a field with a default (the config checks each
@@ -211,33 +241,21 @@ class ModePackage:
     check_config
         Its own rules, run after the core's: ``check_config(config, fail)`` calls
         ``fail(key, why)`` for the first invalid value (the core's message: file and key).
-    file_seconds
-        Given its section: the length of the files its products are written in (GWF
-        frames); the merge's shards are a multiple of it, so that a file lies in one shard.
-        None: 1 s.
-    series_channel
-        ``series_channel(config, group, strain)``: the channel name of its strain-like output
-        series ``group`` (``noise``, ``clean``, their ``_canary``) of detector ``strain``'s,
-        which the merge and the index write in the series' attributes. A built-in mode's only.
+    built_in
+        A built-in mode's further parts (``BuiltInParts``); none for a mode of another
+        distribution.
     """
 
     mode: Mode
     graphs: Mapping[str, Callable[..., list]]
-    stages: Callable[[Any], list] | None = None
-    postprocess: Callable[[Any, Any, Any, Any], None] | None = None
     summarize: Callable[..., Any] | None = None
     summary: type | None = None
-    summary_sections: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    summary_lines: Callable[[Any], list[str]] | None = None
     report_sections: tuple[ReportSection, ...] = ()
-    streamed: Mapping[str, StreamedExport] = dataclasses.field(default_factory=dict)
-    network_kinds: tuple[NetworkKind, ...] = ()
     config_section: type | None = None
     config_section_name: str | None = None
     merge_only: tuple[str, ...] = ()
     check_config: Callable[[Any, Callable[[str, str], None]], None] | None = None
-    file_seconds: Callable[[Any], float] | None = None
-    series_channel: Callable[[Any, str, str], str] | None = None
+    built_in: BuiltInParts = NO_PARTS
 
     @property
     def section_name(self) -> str | None:
@@ -314,19 +332,19 @@ def streamed_runners() -> dict[str, str]:
     runners: dict[str, str] = {}
     for name in BUILT_IN_MODES:
         package = mode_package(name)
-        for export in package.streamed.values() if package is not None else ():
+        for export in package.built_in.streamed.values() if package is not None else ():
             if export.runner is not None:
                 runners[export.runner.rpartition(".")[2]] = export.runner
     return runners
 
 
 def network_kinds() -> dict[str, NetworkKind]:
-    """The network kinds of the built-in packages (``ModePackage.network_kinds``), by name, in
+    """The network kinds of the built-in packages (``BuiltInParts.network_kinds``), by name, in
     the order of ``BUILT_IN_MODES`` (a chain's package names its links' kinds again)."""
     kinds: dict[str, NetworkKind] = {}
     for name in BUILT_IN_MODES:
         package = mode_package(name)
-        for kind in package.network_kinds if package is not None else ():
+        for kind in package.built_in.network_kinds if package is not None else ():
             kinds.setdefault(kind.name, kind)
     return kinds
 
@@ -366,6 +384,8 @@ def _checked(package: object, name: str, where: str) -> ModePackage:
     mode = package.mode
     plain = dataclasses.replace(mode, snapshots=1, averages=False, triggers=False,
                                 native_gpu=False, streamable=False, outputs=("statistic",))
+    extras = [f.name for f in dataclasses.fields(BuiltInParts)
+              if getattr(package.built_in, f.name) != getattr(NO_PARTS, f.name)]
     problems = [
         *([f"its mode is named {mode.name!r}"] if mode.name != name else []),
         *(["its mode asks for what only the built-in modes have (a chain, the online "
@@ -375,14 +395,8 @@ def _checked(package: object, name: str, where: str) -> ModePackage:
           if mode.networks and mode.networks[0] not in package.graphs else []),
         *(["summarize without a summary type"] if package.summarize and not package.summary
           else []),
-        *(["its own stages"] if package.stages is not None else []),
-        *(["a per-merge postprocess"] if package.postprocess is not None else []),
-        *(["sections of the campaign summary other than its own (summary_sections) or "
-           "lines of them (summary_lines)"]
-          if package.summary_sections or package.summary_lines else []),
-        *(["streamed exports (streamed)"] if package.streamed else []),
-        *(["network kinds for trained weights (network_kinds)"] if package.network_kinds
-          else []),
+        *([f"parts only the built-in modes' packages have (built_in: {', '.join(extras)})"]
+          if extras else []),
         *(["a config_section that is not a frozen dataclass"]
           if package.config_section is not None and not _frozen_dataclass(package.config_section)
           else []),

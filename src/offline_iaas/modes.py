@@ -179,7 +179,7 @@ of the same name (``mode_packages.mode_package``)."""
 @dataclass(frozen=True)
 class NetworkKind:
     """A network users bring trained weights for (``models/weights.py`` checks them by it),
-    declared by the mode package whose network it is (``ModePackage.network_kinds``).
+    declared by the mode package whose network it is (``BuiltInParts.network_kinds``).
 
     Parameters
     ----------

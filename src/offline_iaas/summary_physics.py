@@ -55,7 +55,7 @@ def physics_type(mode: str) -> type[Physics]:
     summary_sections``, each None by default). ConfigError where the package cannot be
     loaded."""
     package = mode_package(mode)
-    sections = {} if package is None else package.summary_sections
+    sections = {} if package is None else package.built_in.summary_sections
     typed = create_model(f"Physics[{mode}]", __base__=Physics,
                          **{name: (Optional[kind], None)  # noqa: UP045 (a runtime type)
                             for name, kind in sections.items()})

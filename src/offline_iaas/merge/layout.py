@@ -43,7 +43,7 @@ def series_attrs(dataset: h5py.Dataset, config: CampaignConfig, group: str, ifo_
         return
     strain = config.data.channels[ifo_index]
     package = mode_package(config.model.mode)
-    if package is None or package.series_channel is None:
+    if package is None or package.built_in.series_channel is None:
         raise ValueError(f"mode {config.model.mode!r} names no channel of its {group!r}")
-    channel = package.series_channel(config, group, strain)
+    channel = package.built_in.series_channel(config, group, strain)
     timeseries_attrs(dataset, channel, group, x0, 1 / config.data.sample_rate, "strain")

@@ -1,5 +1,5 @@
 """What the merge (and the reference) compute from the stitched outputs: the statistic's
-series, then the mode's package's products (``ModePackage.postprocess`` per merge,
+series, then the mode's package's products (``BuiltInParts.postprocess`` per merge,
 ``ModePackage.summarize`` over every merge's ``ShardProducts``; DeepClean's cleaned strain and
 ASD numbers are ``science/deepclean/products.py``'s, BBHnet's triggers, FAR and found/missed
 ``science/bbhnet/products.py``'s), and the summary's lines (``physics_lines``: the
@@ -44,14 +44,14 @@ class ShardProducts:
 
 def postprocess(writer: Any, frames: list | None, frames_dir: Path | None) -> ShardProducts:
     """Write ``writer``'s owned values (a ``CampaignWriter``): the statistic's series, then the
-    mode's package's products (``ModePackage.postprocess``: DeepClean's cleaned strain and its
+    mode's package's products (``BuiltInParts.postprocess``: DeepClean's cleaned strain and its
     GWF files into ``frames_dir``, BBHnet's clustered triggers)."""
     products = ShardProducts()
     if "statistic" in writer.outputs:
         _copy_owned(writer)
     package = mode_package(writer.config.model.mode)
-    if package is not None and package.postprocess is not None:
-        package.postprocess(writer, frames, frames_dir, products)
+    if package is not None and package.built_in.postprocess is not None:
+        package.built_in.postprocess(writer, frames, frames_dir, products)
     return products
 
 
@@ -101,6 +101,6 @@ def physics_lines(physics: Physics) -> list[str]:
     """The lines that say :func:`summarize`'s numbers (``CampaignSummary.physics``, read from
     ``output/campaign.json``): its mode's package's ``summary_lines``."""
     package = None if physics.MODE is None else mode_package(physics.MODE)
-    if package is None or package.summary_lines is None:
+    if package is None or package.built_in.summary_lines is None:
         return []
-    return package.summary_lines(physics)
+    return package.built_in.summary_lines(physics)

@@ -1,6 +1,6 @@
 """User weights for DeepClean and BBHnet: load, check against the campaign, export to ONNX.
 
-Each network kind is its mode package's (``ModePackage.network_kinds``): its record
+Each network kind is its mode package's (``BuiltInParts.network_kinds``): its record
 (``modes.NetworkKind``, found by ``mode_packages.network_kind``) says its input rows, output
 and how to build a fresh network of its architecture; this module names none of them.
 

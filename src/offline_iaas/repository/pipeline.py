@@ -24,7 +24,7 @@ reference). Tensors are named as in the ensemble::
                 (delayed like ``cleaned``): raw ─► snapshotter_raw ─► raw_windows ─► bbhnet
                 ─► statistic_raw (time slides: timeslides_raw ─► background_raw)
 
-A mode's chain is its package's (``ModePackage.stages``: ``science/<mode>/stages.py``); the
+A mode's chain is its package's (``BuiltInParts.stages``: ``science/<mode>/stages.py``); the
 classifier's, and a mode of another distribution's, is the one-network chain of ``stages``.
 ``update`` is ``[channels, n S]`` of the streamed channels (``CampaignConfig.stream_channels``);
 with the rolling whitening in mode bbhnet a foreground's requests (``search.inject``) carry
@@ -75,11 +75,11 @@ class Stage:
 
 
 def stages(config: CampaignConfig) -> list[Stage]:
-    """The mode's stages, in order: its package's (``ModePackage.stages``), or one network on
+    """The mode's stages, in order: its package's (``BuiltInParts.stages``), or one network on
     the snapshotter's windows (streamed on the update itself with ``model.streamed``)."""
     package = mode_package(config.model.mode)
-    if package is not None and package.stages is not None:
-        return list(package.stages(config))
+    if package is not None and package.built_in.stages is not None:
+        return list(package.built_in.stages(config))
     (network,) = config.mode.networks
     channels = len(config.stream_channels)
     if streams(config):

@@ -37,7 +37,7 @@ def streamed_networks(config: CampaignConfig, weights: Path | None,
     if found is not None or ensemble:
         reason = found[1] if found else "the --ensemble layout serves whole windows"
     else:
-        exports = mode_package(config.model.mode).streamed
+        exports = mode_package(config.model.mode).built_in.streamed
         try:
             out = _export(served_as(config, True), exports, weights, canary_weights, tmp)
         except NotStreamable as err:

@@ -357,8 +357,9 @@ def shard_choices(config: CampaignConfig) -> list[float]:
     the output frame files, none putting more shards in the longest stretch than the index
     holds."""
     package = mode_package(config.model.mode)
-    frame = (package.file_seconds(config.mode_section)
-             if package is not None and package.file_seconds is not None else 1.0)
+    parts = package.built_in if package is not None else None
+    frame = (parts.file_seconds(config.mode_section)
+             if parts is not None and parts.file_seconds is not None else 1.0)
     least = least_shard_seconds(longest_stretch_seconds(config))
     powers = [2.0 ** k for k in range(10, 48) if 2.0 ** k >= least
               and abs(2.0 ** k / frame - round(2.0 ** k / frame)) < 1e-9]

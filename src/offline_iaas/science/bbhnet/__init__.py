@@ -1,6 +1,12 @@
 """Mode ``bbhnet``: the binary-black-hole search on the strain of every detector."""
 
-from offline_iaas.mode_packages import ModePackage, ReportSection, StreamedExport, deferred
+from offline_iaas.mode_packages import (
+                               BuiltInParts,
+                               ModePackage,
+                               ReportSection,
+                               StreamedExport,
+                               deferred,
+)
 from offline_iaas.modes import Mode, NetworkKind
 from offline_iaas.science.bbhnet.summary import SEARCH_SECTIONS
 
@@ -23,10 +29,11 @@ MODE = Mode("bbhnet", strain=True, witnesses=False, networks=("bbhnet",),
 
 PACKAGE = ModePackage(
     mode=MODE, graphs={"bbhnet": BBHNET_GRAPHS},
-    stages=deferred("offline_iaas.science.bbhnet.stages:search_stages"),
-    postprocess=deferred(f"{PRODUCTS}:cluster_triggers"),
-    summarize=deferred(f"{PRODUCTS}:search_summary"), summary_sections=SEARCH_SECTIONS,
-    summary_lines=deferred(f"{PRODUCTS}:search_lines"), report_sections=(SEARCH_SECTION,),
-    streamed={"bbhnet": BBHNET_STREAMED}, network_kinds=(BBHNET_NETWORK,))
+    summarize=deferred(f"{PRODUCTS}:search_summary"), report_sections=(SEARCH_SECTION,),
+    built_in=BuiltInParts(
+        stages=deferred("offline_iaas.science.bbhnet.stages:search_stages"),
+        postprocess=deferred(f"{PRODUCTS}:cluster_triggers"), summary_sections=SEARCH_SECTIONS,
+        summary_lines=deferred(f"{PRODUCTS}:search_lines"),
+        streamed={"bbhnet": BBHNET_STREAMED}, network_kinds=(BBHNET_NETWORK,)))
 """What the entry point ``bbhnet`` of ``offline_iaas.modes`` names (its functions imported
 when first called: ``mode_packages.deferred``)."""

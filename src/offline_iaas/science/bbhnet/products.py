@@ -1,4 +1,4 @@
-"""BBHnet's products (``ModePackage.postprocess`` and ``summarize``), written and read here:
+"""BBHnet's products (``BuiltInParts.postprocess`` and ``summarize``), written and read here:
 each merge clusters its owned statistic into triggers (and its slides into background); the
 campaign's triggers (``triggers``) get their FAR from the background (``background``), and
 found/missed is counted against the injection list; the report reads the tables back

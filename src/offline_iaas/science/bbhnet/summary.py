@@ -194,4 +194,4 @@ class SearchNumbers(Numbers):
 
 
 SEARCH_SECTIONS = {"bbhnet": SearchNumbers}
-"""The section of ``campaign.json`` that the search writes (``ModePackage.summary_sections``)."""
+"""The section of ``campaign.json`` that the search writes (``BuiltInParts.summary_sections``)."""

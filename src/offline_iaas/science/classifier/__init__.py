@@ -1,6 +1,12 @@
 """Mode ``classifier``: a seeded BBHnet-shaped CNN on the strain (plumbing, benchmarks)."""
 
-from offline_iaas.mode_packages import ModePackage, ReportSection, StreamedExport, deferred
+from offline_iaas.mode_packages import (
+            BuiltInParts,
+            ModePackage,
+            ReportSection,
+            StreamedExport,
+            deferred,
+)
 from offline_iaas.modes import Mode
 
 MODE = Mode("classifier", strain=True, witnesses=False, networks=("classifier",),
@@ -13,7 +19,7 @@ PACKAGE = ModePackage(
     report_sections=(ReportSection(
         "statistic", "Statistic",
         deferred("offline_iaas.science.classifier.report:draw_statistic")),),
-    streamed={"classifier": StreamedExport("the classifier", deferred(
-        "offline_iaas.science.bbhnet.streamed:export_campaign_classifier"))})
+    built_in=BuiltInParts(streamed={"classifier": StreamedExport("the classifier", deferred(
+        "offline_iaas.science.bbhnet.streamed:export_campaign_classifier"))}))
 """What the entry point ``classifier`` of ``offline_iaas.modes`` names (its functions
 imported when first called: ``mode_packages.deferred``)."""

@@ -1,6 +1,12 @@
 """Mode ``deepclean``: noise regression from the witness channels, averaged online."""
 
-from offline_iaas.mode_packages import ModePackage, ReportSection, StreamedExport, deferred
+from offline_iaas.mode_packages import (
+    BuiltInParts,
+    ModePackage,
+    ReportSection,
+    StreamedExport,
+    deferred,
+)
 from offline_iaas.modes import Mode, NetworkKind
 from offline_iaas.science.deepclean.settings import (
     CANARY_NETWORK,
@@ -36,9 +42,11 @@ DEEPCLEAN_NETWORK = NetworkKind(
 
 DEEPCLEAN_SETTINGS = {
     "config_section": DeepCleanConfig, "config_section_name": "deepclean",
-    "merge_only": MERGE_ONLY, "check_config": check_deepclean,
-    "file_seconds": frame_file_seconds, "series_channel": series_channel}
+    "merge_only": MERGE_ONLY, "check_config": check_deepclean}
 """DeepClean's ``[deepclean]`` section and its rules, in ``ModePackage``'s terms (e2e's too)."""
+DEEPCLEAN_FILES = {"file_seconds": frame_file_seconds, "series_channel": series_channel}
+"""Its GWF files' length and its series' channel names, in ``BuiltInParts``' terms (e2e's
+too)."""
 
 MODE = Mode("deepclean", strain=False, witnesses=True, networks=("deepclean",),
             outputs=("noise",), averages=True)
@@ -46,10 +54,11 @@ MODE = Mode("deepclean", strain=False, witnesses=True, networks=("deepclean",),
 
 PACKAGE = ModePackage(
     mode=MODE, graphs={"deepclean": DEEPCLEAN_GRAPHS},
-    stages=deferred("offline_iaas.science.deepclean.stages:cleaning_stages"),
-    postprocess=deferred(f"{PRODUCTS}:clean_strain"),
-    summarize=deferred(f"{PRODUCTS}:cleaning_summary"), summary_sections=CLEANING_SECTIONS,
-    summary_lines=cleaning_lines, report_sections=(CLEANING_SECTION,),
-    streamed=DEEPCLEAN_STREAMED, network_kinds=(DEEPCLEAN_NETWORK,), **DEEPCLEAN_SETTINGS)
+    summarize=deferred(f"{PRODUCTS}:cleaning_summary"), report_sections=(CLEANING_SECTION,),
+    **DEEPCLEAN_SETTINGS, built_in=BuiltInParts(
+        stages=deferred("offline_iaas.science.deepclean.stages:cleaning_stages"),
+        postprocess=deferred(f"{PRODUCTS}:clean_strain"), summary_sections=CLEANING_SECTIONS,
+        summary_lines=cleaning_lines, streamed=DEEPCLEAN_STREAMED,
+        network_kinds=(DEEPCLEAN_NETWORK,), **DEEPCLEAN_FILES))
 """What the entry point ``deepclean`` of ``offline_iaas.modes`` names (its functions
 imported when first called: ``mode_packages.deferred``)."""

@@ -1,4 +1,4 @@
-"""DeepClean's products (``ModePackage.postprocess`` and ``summarize``), written and read here:
+"""DeepClean's products (``BuiltInParts.postprocess`` and ``summarize``), written and read here:
 the averaged prediction band-passed and subtracted from the strain read from the frames
 (``clean = strain - noise``), written to the campaign file (``clean/<IFO>/<GPS>``,
 ``noise/<IFO>/<GPS>``) and, when asked, to GWF frames; the cleaned/raw ASD numbers on

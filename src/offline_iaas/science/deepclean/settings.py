@@ -78,7 +78,7 @@ def deepclean_settings(config: CampaignConfig) -> DeepCleanConfig:
 
 
 def frame_file_seconds(settings: DeepCleanConfig) -> float:
-    """The length of each GWF file of cleaned strain (``ModePackage.file_seconds``)."""
+    """The length of each GWF file of cleaned strain (``BuiltInParts.file_seconds``)."""
     return settings.frame_seconds
 
 
@@ -99,7 +99,7 @@ def output_channel(settings: DeepCleanConfig, strain: str) -> str:
 
 def series_channel(config: CampaignConfig, group: str, strain: str) -> str:
     """The channel of DeepClean's series ``group`` (``noise``, ``clean``, their ``_canary``)
-    of detector ``strain``'s (``ModePackage.series_channel``)."""
+    of detector ``strain``'s (``BuiltInParts.series_channel``)."""
     suffix = CANARY_SUFFIX if group.endswith("_canary") else ""
     if group.startswith("noise"):
         return f"{strain}_DEEPCLEAN_NOISE{suffix}"

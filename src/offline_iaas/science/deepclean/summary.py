@@ -41,7 +41,7 @@ CLEANING_SECTIONS = {
     "deepclean_canary": dict[str, AsdNumbers],
     "deepclean_gate": dict[str, GateNumbers],
 }
-"""The sections of ``campaign.json`` that cleaning writes (``ModePackage.summary_sections``),
+"""The sections of ``campaign.json`` that cleaning writes (``BuiltInParts.summary_sections``),
 each per interferometer: the ASD numbers, the canary network's, the GWF gate's."""
 
 

@@ -1,7 +1,7 @@
 """Mode ``e2e``: DeepClean's averaged prediction subtracted from the strain, and BBHnet on the
 cleaned strain (and, with injections on the fly, on the raw strain too)."""
 
-from offline_iaas.mode_packages import ModePackage, deferred
+from offline_iaas.mode_packages import BuiltInParts, ModePackage, deferred
 from offline_iaas.modes import Mode
 from offline_iaas.science.bbhnet import (
     BBHNET_GRAPHS,
@@ -12,6 +12,7 @@ from offline_iaas.science.bbhnet import (
 from offline_iaas.science.bbhnet.summary import SEARCH_SECTIONS
 from offline_iaas.science.deepclean import (
     CLEANING_SECTION,
+    DEEPCLEAN_FILES,
     DEEPCLEAN_GRAPHS,
     DEEPCLEAN_NETWORK,
     DEEPCLEAN_SETTINGS,
@@ -31,13 +32,14 @@ PACKAGE = ModePackage(
         "deepclean": DEEPCLEAN_GRAPHS,
         "subtract": deferred("offline_iaas.science.e2e.graphs:subtract_graphs"),
         "bbhnet": BBHNET_GRAPHS},
-    stages=deferred("offline_iaas.science.e2e.stages:chain_stages"),
-    postprocess=deferred(f"{PRODUCTS}:chain_postprocess"),
     summarize=deferred(f"{PRODUCTS}:chain_summary"),
-    summary_sections={**CLEANING_SECTIONS, **SEARCH_SECTIONS},
-    summary_lines=deferred(f"{PRODUCTS}:chain_lines"),
-    report_sections=(CLEANING_SECTION, SEARCH_SECTION),
-    streamed={**DEEPCLEAN_STREAMED, "bbhnet": BBHNET_STREAMED},
-    network_kinds=(DEEPCLEAN_NETWORK, BBHNET_NETWORK), **DEEPCLEAN_SETTINGS)
+    report_sections=(CLEANING_SECTION, SEARCH_SECTION), **DEEPCLEAN_SETTINGS,
+    built_in=BuiltInParts(
+        stages=deferred("offline_iaas.science.e2e.stages:chain_stages"),
+        postprocess=deferred(f"{PRODUCTS}:chain_postprocess"),
+        summary_sections={**CLEANING_SECTIONS, **SEARCH_SECTIONS},
+        summary_lines=deferred(f"{PRODUCTS}:chain_lines"),
+        streamed={**DEEPCLEAN_STREAMED, "bbhnet": BBHNET_STREAMED},
+        network_kinds=(DEEPCLEAN_NETWORK, BBHNET_NETWORK), **DEEPCLEAN_FILES))
 """What the entry point ``e2e`` of ``offline_iaas.modes`` names (its functions imported when
 first called: ``mode_packages.deferred``)."""

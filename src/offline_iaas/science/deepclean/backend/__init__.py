@@ -1,2 +1,2 @@
-"""DeepClean's files that the server runs by path (``ModePackage.streamed``'s ``runner``):
+"""DeepClean's files that the server runs by path (``BuiltInParts.streamed``'s ``runner``):
 ``export`` copies each beside ``repository/backend/layer_stream.py`` in the fused model."""

@@ -1,7 +1,7 @@
 """DeepClean's windows evaluated on a stream, each layer once per sample (numpy, onnxruntime).
 
 Issue #42, DeepClean's part (docs/networks.md, "Streamed graphs"). DeepClean's runner
-(``ModePackage.streamed``'s ``runner``), self-contained like ``repository/backend``'s files
+(``BuiltInParts.streamed``'s ``runner``), self-contained like ``repository/backend``'s files
 (numpy; onnxruntime only in ``open_streamed_deepclean``): ``export`` copies it beside
 ``layer_stream.py`` in the fused model, where the server's python stub loads it by path
 (``layer_stream.open_streamed``, the layer geometry and bookkeeping it shares with
