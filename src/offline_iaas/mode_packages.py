@@ -109,21 +109,21 @@ class StreamedExport:
         ``directory/<network>.streamed`` and returns that directory; ``NotStreamable`` where
         the weights or the stride cannot be streamed (``repository/streamed_export.py`` asks,
         with the canary's weights for a ``canary`` network).
+    canary
+        The network is a canary's (``CampaignConfig.canary``): exported with the canary's
+        weights (``export --canary-weights``).
     runner
         The module (dotted name) that runs those graphs, where it is the package's own: its
         ``open_<module name>(directory, intra_op_threads, device, device_id)`` opens them, and
         the manifest's ``runner`` is its module name. Self-contained (numpy, onnxruntime and
         ``layer_stream``), it is copied beside ``repository/backend/layer_stream.py`` in the
         fused model, where the server loads it by path. None: the core's ``streamed_network``.
-    canary
-        The network is a canary's (``CampaignConfig.canary``): exported with the canary's
-        weights (``export --canary-weights``).
     """
 
     title: str
     export: Callable[[Any, Path | None, Path], Path]
-    runner: str | None = None
     canary: bool = False
+    runner: str | None = None
 
 
 @dataclass(frozen=True)

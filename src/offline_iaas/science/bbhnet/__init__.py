@@ -1,20 +1,20 @@
 """Mode ``bbhnet``: the binary-black-hole search on the strain of every detector."""
 
 from offline_iaas.mode_packages import (
-                               BuiltInParts,
-                               ModePackage,
-                               ReportSection,
-                               StreamedExport,
-                               deferred,
+    BuiltInParts,
+    ModePackage,
+    ReportSection,
+    StreamedExport,
+    deferred,
 )
 from offline_iaas.modes import Mode, NetworkKind
 from offline_iaas.science.bbhnet.summary import SEARCH_SECTIONS
 
 PRODUCTS = "offline_iaas.science.bbhnet.products"
+BBHNET_GRAPHS = deferred("offline_iaas.science.bbhnet.graphs:bbhnet_graphs")
 SEARCH_SECTION = ReportSection("bbhnet", "BBHnet",
                                deferred("offline_iaas.science.bbhnet.report:draw_search"))
 """The search's section of the report (e2e's too)."""
-BBHNET_GRAPHS = deferred("offline_iaas.science.bbhnet.graphs:bbhnet_graphs")
 BBHNET_STREAMED = StreamedExport(
     "BBHnet", deferred("offline_iaas.science.bbhnet.streamed:export_campaign_network"))
 BBHNET_NETWORK = NetworkKind(

@@ -27,9 +27,9 @@ _STREAMED = "offline_iaas.science.deepclean.streamed"
 _RUNNER = "offline_iaas.science.deepclean.backend.streamed_deepclean"
 DEEPCLEAN_STREAMED = {
     "deepclean": StreamedExport("DeepClean", deferred(f"{_STREAMED}:export_campaign_deepclean"),
-                                _RUNNER),
+                                runner=_RUNNER),
     CANARY_NETWORK: StreamedExport("DeepClean", deferred(f"{_STREAMED}:export_campaign_canary"),
-                                   _RUNNER, canary=True)}
+                                   canary=True, runner=_RUNNER)}
 """DeepClean's networks streamed layer by layer: its own, and the canary's weights', run by
 its own runner (``backend/streamed_deepclean.py``)."""
 DEEPCLEAN_NETWORK = NetworkKind(
