@@ -145,8 +145,8 @@ def test_the_switch_off_or_auto_keeps_the_config_hashes_and_on_changes_them(expo
     whole, streamed = exported["whole"], exported["streamed"]
     plain = whole.to_dict()
     assert plain["model"]["streamed"] is False
-    assert "streamed" not in hashed_names(plain, whole)["model"]
-    assert "streamed" in hashed_names(streamed.to_dict(), streamed)["model"]
+    assert "streamed" not in hashed_names(plain, whole.search)["model"]
+    assert "streamed" in hashed_names(streamed.to_dict(), streamed.search)["model"]
     repository = f'model.repository="{whole.model.repository}"'
     on = load_config(whole.source, [*STREAMED, repository])
     assert on.stream_hash() != whole.stream_hash() and on.merge_hash() != whole.merge_hash()

@@ -275,7 +275,7 @@ class CampaignConfig:
         plain = {k: v for k, v in self.to_dict().items() if k in sections}
         for section, key in exempt:
             plain[section].pop(key, None)
-        return hashed_names(plain, self, merge)
+        return hashed_names(plain, self.search, merge)
 
 
 def _digest(plain: dict[str, Any]) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from offline_iaas.config_numbers import check_finite, check_signs
-from offline_iaas.config_sections import ModelConfig
+from offline_iaas.config_sections import DataConfig, ModelConfig, SearchConfig, SynthConfig
 from offline_iaas.errors import ConfigError, NotStreamable
 from offline_iaas.mode_packages import ENTRY_POINT_GROUP, find_mode, mode_names, mode_package
 from offline_iaas.modes import BUILT_IN_MODES
@@ -161,14 +161,13 @@ def check_config(c: CampaignConfig, path: Path) -> None:
     if abs(c.merge.shard_seconds - round(c.merge.shard_seconds)) > 1e-9:
         fail("merge.shard_seconds", f"must be a whole number of seconds, got "
              f"{c.merge.shard_seconds:g}")
-    _check_population(c, fail)
+    _check_population(c.synth, fail)
     _check_mode(c, fail)
     _check_streamed(c, fail)
     check_signs(c, fail)
 
 
-def _check_population(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
-    s = c.synth
+def _check_population(s: SynthConfig, fail: typing.Callable[[str, str], None]) -> None:
     if s.f_lower_hz <= 0:
         fail("synth.f_lower_hz", f"must be positive, got {s.f_lower_hz}")
     if s.mass_min_msun <= 0:
@@ -284,19 +283,19 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
     except ConfigError as err:
         fail("model.mode", f"= {c.model.mode!r}: {err}")
     _check_slides(c, fail)
-    _check_witnesses(c, fail)
+    _check_witnesses(c.data, fail)
     package = mode_package(c.model.mode)
     if package is not None and package.check_config is not None:
         package.check_config(c, fail)
 
 
-def _check_witnesses(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
-    for ch in c.data.witnesses:
+def _check_witnesses(data: DataConfig, fail: typing.Callable[[str, str], None]) -> None:
+    for ch in data.witnesses:
         if ":" not in ch:
             fail("data.witnesses", f"entry {ch!r} is not of the form IFO:NAME")
-    if len(set(c.data.witnesses)) != len(c.data.witnesses):
+    if len(set(data.witnesses)) != len(data.witnesses):
         fail("data.witnesses", "lists a channel twice")
-    if set(c.data.witnesses) & set(c.data.channels):
+    if set(data.witnesses) & set(data.channels):
         fail("data.witnesses", "lists a strain channel of data.channels")
 
 
@@ -367,7 +366,7 @@ def _renamed(name: str, values: dict[str, Any], path: Path) -> None:
         values[new] = values.pop(old)
 
 
-def hashed_names(plain: dict[str, Any], c: CampaignConfig | None = None, merge: bool = True
+def hashed_names(plain: dict[str, Any], search: SearchConfig | None = None, merge: bool = True
                  ) -> dict[str, Any]:
     """``plain`` (sections of ``CampaignConfig.to_dict``) with the keys of ``RENAMED_KEYS``
     and the sections of ``RENAMED_SECTIONS`` under their old names, and each section of
@@ -375,12 +374,12 @@ def hashed_names(plain: dict[str, Any], c: CampaignConfig | None = None, merge: 
     the config hashes, and so a run directory's finished parts and merges, do not change with
     the renames and moves. With ``search.inject`` the clients stream the injection set (its
     bytes) and its found windows: both join every hash."""
-    if c is not None and c.search.inject and "search" in plain:
-        path = c.search.injections
+    if search is not None and search.inject and "search" in plain:
+        path = search.injections
         known = path is not None and path.is_file()
         plain["search"]["foreground"] = {
             "set_sha256": hashlib.sha256(path.read_bytes()).hexdigest() if known else None,
-            "found_seconds": c.search.found_seconds}
+            "found_seconds": search.found_seconds}
     if "model" in plain and plain["model"].get("streamed") is not True:
         # false or "auto": earlier runs' hashes hold (what auto chose is the repository's:
         # exported again, its versions differ from those run.json pins, binding.py)

@@ -384,8 +384,10 @@ def _checked(package: object, name: str, where: str) -> ModePackage:
     mode = package.mode
     plain = dataclasses.replace(mode, snapshots=1, averages=False, triggers=False,
                                 native_gpu=False, streamable=False, outputs=("statistic",))
-    extras = [f.name for f in dataclasses.fields(BuiltInParts)
-              if getattr(package.built_in, f.name) != getattr(NO_PARTS, f.name)]
+    parts = package.built_in
+    extras = ([f.name for f in dataclasses.fields(BuiltInParts)
+               if getattr(parts, f.name) != getattr(NO_PARTS, f.name)]
+              if isinstance(parts, BuiltInParts) else [type(parts).__name__])
     problems = [
         *([f"its mode is named {mode.name!r}"] if mode.name != name else []),
         *(["its mode asks for what only the built-in modes have (a chain, the online "
