@@ -35,15 +35,15 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.manifest import Manifest
-from offline_iaas.mode_packages import find_mode, streamed_runners
+from offline_iaas.mode_packages import find_mode
 from offline_iaas.models.weights import training_spans
 from offline_iaas.modes import BUILT_IN_MODES, RAW
 from offline_iaas.network_streaming import AUTO, served_as, whole_window_reason
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
-from offline_iaas.repository.backend.layer_stream import CORE_RUNNERS, open_streamed
 from offline_iaas.repository.backend.layer_stream import MANIFEST as STREAMED_MANIFEST
+from offline_iaas.repository.backend.layer_stream import open_streamed, runner_modules
 from offline_iaas.repository.pipeline import onnx_session
 from offline_iaas.repository.streamed_export import streamed_networks
 
@@ -233,10 +233,9 @@ def _write_fused(
     staged.mkdir(parents=True)
     _write_python_model(staged, "fused.py")
     (staged / "stateful.py").write_text(backend_source("stateful.py"))
-    if streamed:
-        for module in ("layer_stream.py", *(f"{r}.py" for r in CORE_RUNNERS)):
-            (staged / module).write_text(backend_source(module))
-        for module, dotted in streamed_runners().items():  # the mode packages' own
+    if streamed:  # layer_stream.py and every runner, this folder's and the mode packages'
+        (staged / "layer_stream.py").write_text(backend_source("layer_stream.py"))
+        for module, dotted in runner_modules().items():
             source = importlib.util.find_spec(dotted).origin
             (staged / f"{module}.py").write_text(Path(source).read_text())
     for directory in streamed.values():

@@ -1,11 +1,11 @@
 """Mode ``classifier``: a seeded BBHnet-shaped CNN on the strain (plumbing, benchmarks)."""
 
 from offline_iaas.mode_packages import (
-            BuiltInParts,
-            ModePackage,
-            ReportSection,
-            StreamedExport,
-            deferred,
+    BuiltInParts,
+    ModePackage,
+    ReportSection,
+    StreamedExport,
+    deferred,
 )
 from offline_iaas.modes import Mode
 
