@@ -78,11 +78,11 @@ def test_shards_own_every_value_once_inside_their_interval(tmp_path: Path, mode:
                 a, b = e.statistic_rows
                 times = output_x0(config.geometry, stretch, "statistic") + np.arange(a, b) * dx
                 assert np.all((times >= c.gps_start) & (times < c.gps_end))
-                a, b = e.noise_samples
+                a, b = e.samples
                 times = output_x0(config.geometry, stretch, "noise") + np.arange(a, b) / rate
                 assert np.all((times >= c.gps_start) & (times < c.gps_end))
                 statistic.append(e.statistic_rows)
-                noise.append(e.noise_samples)
+                noise.append(e.samples)
         # the shards' pieces tile the stretch, in order
         assert [lo for lo, _ in statistic] == [0] + [hi for _, hi in statistic][:-1]
         assert statistic[-1][1] == kept

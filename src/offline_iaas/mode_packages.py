@@ -184,6 +184,10 @@ class BuiltInParts:
         ``series_channel(config, group, strain)``: the channel name of its strain-like output
         series ``group`` (``noise``, ``clean``, their ``_canary``) of detector ``strain``'s,
         which the merge and the index write in the series' attributes.
+    series_products
+        The per-sample series its post-processing writes besides the outputs (``clean``,
+        ``clean_canary``), which the index stitches across the shards as it does the
+        outputs'.
     """
 
     stages: Callable[[Any], list] | None = None
@@ -194,6 +198,7 @@ class BuiltInParts:
     network_kinds: tuple[NetworkKind, ...] = ()
     file_seconds: Callable[[Any], float] | None = None
     series_channel: Callable[[Any, str, str], str] | None = None
+    series_products: tuple[str, ...] = ()
 
 
 NO_PARTS = BuiltInParts()

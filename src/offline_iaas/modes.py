@@ -38,11 +38,27 @@ RAW = "_raw"
 DeepClean's subtraction."""
 
 
+CANARY = "_canary"
+"""Suffix of the outputs of a canary network (``noise_canary``): each per-sample output again,
+from the same network exported with the canary's weights."""
+
+PER_WINDOW_KINDS: tuple[str, ...] = ("statistic", "background")
+"""Outputs of one value per window (``statistic``), or per window and slide (``background``);
+every other output is per sample (``per_sample``)."""
+
+
 def output_kind(name: str) -> str:
     """What an output holds, whichever strain it searched: ``statistic``, ``background``, or
     the output's own name (``noise``, ``noise_canary``)."""
     base = name.removesuffix(RAW)
-    return base if base in ("statistic", "background") else name
+    return base if base in PER_WINDOW_KINDS else name
+
+
+def per_sample(name: str) -> bool:
+    """Output ``name`` is one series per interferometer at the strain's sample rate
+    (DeepClean's prediction), not one value per window: the core stores, merges and stitches
+    it by sample time."""
+    return output_kind(name) not in PER_WINDOW_KINDS
 
 
 @dataclass(frozen=True)
@@ -88,6 +104,12 @@ class Mode:
     streamable: bool = True
 
     @property
+    def cleans_strain(self) -> bool:
+        """Its product is cleaned strain: the merge reads the raw frames to subtract the
+        averaged prediction from, and writes GWF files beside the campaign file."""
+        return self.averages
+
+    @property
     def searches_cleaned_strain(self) -> bool:
         """BBHnet searches the strain DeepClean cleaned (the e2e chain)."""
         return self.averages and self.triggers
@@ -105,14 +127,16 @@ class Mode:
 
     def output_names(self, *, canary: bool, has_slides: bool, inject: bool = False
                      ) -> tuple[str, ...]:
-        """What its clients request and store: ``outputs``, then ``noise_canary`` with a
-        DeepClean canary and ``background`` with time slides; then, where the cleaned strain
-        is searched with injections on the fly (``inject``), the same search on the raw
-        strain (``statistic_raw``, and ``background_raw`` with time slides)."""
+        """What its clients request and store: ``outputs``, then with a canary each
+        per-sample output again (``noise_canary``) and ``background`` with time slides; then,
+        where the cleaned strain is searched with injections on the fly (``inject``), the
+        same search on the raw strain (``statistic_raw``, and ``background_raw`` with time
+        slides)."""
         searched = ("statistic",) + (("background",) if has_slides else ())
         raw = (tuple(name + RAW for name in searched)
                if inject and self.searches_cleaned_strain else ())
-        return (self.outputs + (("noise_canary",) if canary else ())
+        canaries = tuple(name + CANARY for name in self.outputs if per_sample(name))
+        return (self.outputs + (canaries if canary else ())
                 + (("background",) if has_slides else ()) + raw)
 
 
@@ -136,6 +160,12 @@ class Outputs:
         """The statistics among them (the foreground table's columns): ``statistic``, and
         e2e's ``statistic_raw`` where the raw strain is searched too."""
         return tuple(name for name in self.names if output_kind(name) == "statistic")
+
+    @property
+    def sample_series(self) -> tuple[str, ...]:
+        """The per-sample outputs among them (``noise``, ``noise_canary``): empty where every
+        output is per window."""
+        return tuple(name for name in self.names if per_sample(name))
 
     @property
     def searches(self) -> tuple[str, ...]:

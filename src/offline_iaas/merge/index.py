@@ -35,10 +35,10 @@ from offline_iaas.completeness import Hashes, set_aside, shard_problem
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.merge.foreground import read_foreground
-from offline_iaas.merge.layout import gps_text, series_attrs
+from offline_iaas.merge.layout import WINDOW_GROUPS, gps_text, series_attrs, series_groups
 from offline_iaas.merge.postprocess import ShardProducts, summarize
 from offline_iaas.merge.provenance import campaign_provenance
-from offline_iaas.merge.shard_merge import SERIES_GROUPS, read_products
+from offline_iaas.merge.shard_merge import read_products
 from offline_iaas.merge.stitch import (
     analysed_stretches,
     clear_output,
@@ -88,7 +88,7 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
     tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
     frames_dir = run.output_frames
     frames_tmp = frames_dir.with_name(f".{frames_dir.name}.{os.getpid()}.tmp")
-    linked = "noise" in config.outputs.names
+    linked = config.mode.cleans_strain
     try:
         with h5py.File(tmp, "w") as f:
             _series(f, run, config, stretches, nodes, shards)
@@ -157,13 +157,13 @@ def _series(f: h5py.File, run: RunDir, config: CampaignConfig, stretches: list,
     groups = _groups(shards)
     for stretch in stretches:
         series = stretch_series(config, stretch)
-        for group in SERIES_GROUPS:
+        for group in series_groups(config):
             if group not in groups:
                 continue
-            if group in ("statistic", "slides"):
-                (x0, step, length), paths = series["statistic"], [group]
+            if group in WINDOW_GROUPS:
+                (x0, step, length), paths = series["windows"], [group]
             else:
-                (x0, step, length) = series["noise"]
+                (x0, step, length) = series["samples"]
                 paths = [f"{group}/{ifo}" for ifo in config.ifos]
             for index, path in enumerate(paths):
                 lo = bisect.bisect_right(starts.get(path, []), x0 - step / 2)

@@ -54,7 +54,7 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     out_path, status_path = clear_output(run, check_parts(run, config, shares),
                                          f"cannot merge {run.path}")
     started, cpu = time.monotonic(), time.process_time()
-    frames = discover_frames(config.data) if "noise" in config.outputs.names else None
+    frames = discover_frames(config.data) if config.mode.cleans_strain else None
     bad, stretches = analysed_stretches(run, config, shares)
     writer = CampaignWriter(out_path, config, stretches, run.output_frames,
                             dict(run_info.training), run_info.model, bad_files=bad)

@@ -46,7 +46,7 @@ from offline_iaas.errors import raise_if_no_space
 from offline_iaas.merge.postprocess import ShardProducts, postprocess, summarize
 from offline_iaas.merge.provenance import campaign_provenance
 from offline_iaas.merge.tree import StretchExtent, whole_extents
-from offline_iaas.modes import output_kind
+from offline_iaas.modes import output_kind, per_sample
 from offline_iaas.records import BadFile, ServedModel
 from offline_iaas.stretches import Stretch
 
@@ -129,7 +129,7 @@ class CampaignWriter:
                 elif kind == "background":
                     suffix = output.removeprefix(kind)
                     shapes = {f"slides{suffix}/{e.stretch.index}": (rows, config.search.slides)}
-                else:  # noise, noise_canary: one series per interferometer
+                else:  # per sample: one series per interferometer
                     shapes = {f"{output}/{ifo}/{e.stretch.index}": (rows * stride,)
                               for ifo in config.ifos}
                 for name, shape in shapes.items():
@@ -154,7 +154,7 @@ class CampaignWriter:
         rows = rows[lo - kept_offset : hi - kept_offset]
         at = lo - self.extent_of[stretch].rows[0]
         names = self.names[(output, stretch)]
-        if output_kind(output) in ("statistic", "background"):
+        if not per_sample(output):
             self.stage[names[0]][at : at + len(rows)] = rows
             return
         s = self.config.stride_samples
@@ -174,7 +174,7 @@ class CampaignWriter:
 
     def postprocess(self, frames: list | None) -> ShardProducts:
         """Write the owned values, clean the strain into GWF files, cluster the triggers."""
-        if self.frames_dir is not None and "noise" in self.outputs:
+        if self.frames_dir is not None and self.config.mode.cleans_strain:
             self.frames_tmp = self.frames_dir.with_name(
                 f".{self.frames_dir.name}.{os.getpid()}.tmp")
             shutil.rmtree(self.frames_tmp, ignore_errors=True)

@@ -23,6 +23,7 @@ from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.logs import NO_PROGRESS, NullProgress
+from offline_iaas.merge.layout import series_groups
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import ShardProducts
 from offline_iaas.merge.stitch import bad_files, campaign_stretches, check_parts, stage_parts
@@ -43,11 +44,6 @@ PRODUCTS_GROUP = "products"
 _BEFORE_PRODUCTS = ("triggers", "background", "held_out", "raw")
 """Where a shard file kept them before (read as none, they would be lost: refused)."""
 
-SERIES_GROUPS: tuple[str, ...] = ("statistic", "slides", "noise", "clean", "noise_canary",
-                                  "clean_canary")
-"""Groups of time series the index concatenates across shards."""
-
-
 def merge_shard(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) -> Path:
     """Merge shard ``node`` of ``run``; return its output file."""
     config, run_info = read_bound_run(run)
@@ -66,11 +62,11 @@ def merge_shard(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
     bad = bad_files(run, shares, parent_nodes)
     stretches = campaign_stretches(config, shares, bad)
     extents = shard_extents(config, stretches, shard.gps_start, shard.gps_end)
-    noise = "noise" in config.outputs.names
-    frames = discover_frames(config.data) if noise else None
-    _load_libraries(noise)
+    cleans = config.mode.cleans_strain
+    frames = discover_frames(config.data) if cleans else None
+    _load_libraries(cleans)
     setup_seconds = time.monotonic() - started
-    writer = CampaignWriter(out_path, config, stretches, run.shard_frames(node) if noise else None,
+    writer = CampaignWriter(out_path, config, stretches, run.shard_frames(node) if cleans else None,
                             dict(run_info.training), run_info.model, extents, bad)
     parents = [share for share in shares if share.node in parent_nodes]
     try:
@@ -101,7 +97,7 @@ def merge_shard(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
         "merge_hash": config.merge_hash(),
         "bytes": out_path.stat().st_size,
         "sha256": file_sha256(out_path),
-        "datasets": _dataset_offsets(out_path),
+        "datasets": _dataset_offsets(out_path, series_groups(config)),
         "frame_files": [[ifo, str(path.relative_to(frames_dir)), gps, seconds]
                         for ifo, path, gps, seconds in products.frame_files],
         "frame_spans": products.frame_spans,
@@ -117,13 +113,13 @@ def merge_shard(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
     return out_path
 
 
-def _load_libraries(noise: bool) -> None:
+def _load_libraries(cleans_strain: bool) -> None:
     """What a shard merge loads whatever its data (its set-up, timed apart so that ``plan``
     scales only the rest with the data): gwpy, and the frame reader with the frame library
     when it writes cleaned strain."""
     import gwpy.timeseries  # noqa: F401
 
-    if noise:
+    if cleans_strain:
         reader().start()
 
 
@@ -155,13 +151,13 @@ def read_products(path: Path, record: ShardSummary) -> ShardProducts:
     return products
 
 
-def _dataset_offsets(path: Path) -> list[DatasetOffset]:
-    """Every series dataset of a shard file: name, group, x0, shape, byte offset and size
-    (contiguous storage, so the index can point at the bytes)."""
+def _dataset_offsets(path: Path, groups: tuple[str, ...]) -> list[DatasetOffset]:
+    """Every series dataset of ``groups`` in a shard file: name, group, x0, shape, byte offset
+    and size (contiguous storage, so the index can point at the bytes)."""
     found: list[DatasetOffset] = []
     with h5py.File(path, "r") as f:
         def visit(name: str, item: object) -> None:
-            if (isinstance(item, h5py.Dataset) and name.split("/", 1)[0] in SERIES_GROUPS
+            if (isinstance(item, h5py.Dataset) and name.split("/", 1)[0] in groups
                     and item.dtype.names is None):
                 offset = item.id.get_offset()
                 found.append(DatasetOffset(name, float(item.attrs["x0"]), tuple(item.shape),

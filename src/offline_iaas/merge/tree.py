@@ -19,7 +19,8 @@ two, which moves where the band-pass blocks of the rest of it start: a shard mer
 child of every client of the stretches it touches, whose parts record every such file.
 
 Positions are kept-window indices within a stretch (``rows``, the parts' and the output's
-row numbering) and sample indices within a stretch's noise series (``noise_samples``).
+row numbering) and sample indices within a stretch's per-sample series (``samples``: the
+band-passed prediction and the cleaned strain).
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ class StretchExtent:
     """Kept windows staged from the parts (owned ones and the padding)."""
     statistic_rows: Range
     """Kept windows of the statistic and slides it writes."""
-    noise_samples: Range
-    """Samples of the band-passed prediction and cleaned strain it writes."""
+    samples: Range
+    """Samples of its per-sample series (the band-passed prediction and the cleaned strain)
+    it writes."""
 
 
 def owned_range(x0: float, dx: float, n: int, gps_start: float, gps_end: float) -> Range:
@@ -73,31 +75,32 @@ def owned_range(x0: float, dx: float, n: int, gps_start: float, gps_end: float) 
 
 def stretch_series(config: CampaignConfig, stretch: Stretch
                    ) -> dict[str, tuple[float, float, int]]:
-    """``x0, dx, length`` of the statistic and the noise series of a stretch (those the
-    campaign writes; ``slides`` and the strain groups follow the one of their shape)."""
-    outputs = config.outputs.names
+    """``x0, dx, length`` of a stretch's series of each shape the campaign writes:
+    ``windows`` (the statistic's; ``slides`` follows it) and ``samples`` (the per-sample
+    outputs' and the groups of their shape)."""
+    outputs = config.outputs
     kept = stretch.kept_windows(config.geometry)
     found = {}
-    if "statistic" in outputs:
-        found["statistic"] = (output_x0(config.geometry, stretch, "statistic"),
-                              config.stride_seconds, kept)
-    if "noise" in outputs:
+    if "statistic" in outputs.names:
+        found["windows"] = (output_x0(config.geometry, stretch, "statistic"),
+                            config.stride_seconds, kept)
+    if outputs.sample_series:
         rate = config.data.sample_rate
-        found["noise"] = (output_x0(config.geometry, stretch, "noise"), 1 / rate,
-                          kept * config.stride_samples)
+        found["samples"] = (output_x0(config.geometry, stretch, outputs.sample_series[0]),
+                            1 / rate, kept * config.stride_samples)
     return found
 
 
-def _needed_rows(config: CampaignConfig, kept: int, statistic: Range, noise: Range) -> Range:
+def _needed_rows(config: CampaignConfig, kept: int, statistic: Range, samples: Range) -> Range:
     """Kept windows the post-processing of the owned ranges reads."""
     lo, hi = kept, 0
     if statistic[1] > statistic[0]:
         reach = (cluster_reach_windows(config.search.cluster_seconds, config.stride_seconds)
                  if config.mode.triggers else 0)
         lo, hi = max(0, statistic[0] - reach), min(kept, statistic[1] + reach)
-    if noise[1] > noise[0]:
+    if samples[1] > samples[0]:
         s = config.stride_samples
-        a, b = zero_phase_reach(noise[0], noise[1], kept * s, config.data.sample_rate)
+        a, b = zero_phase_reach(samples[0], samples[1], kept * s, config.data.sample_rate)
         lo, hi = min(lo, a // s), max(hi, -(-b // s))
     return (lo, hi) if hi > lo else (0, 0)
 
@@ -124,11 +127,11 @@ def shard_extents(config: CampaignConfig, stretches: list[Stretch], gps_start: f
             break
         series = stretch_series(config, stretch)
         owned = {name: owned_range(*xs, gps_start, gps_end) for name, xs in series.items()}
-        statistic, noise = owned.get("statistic", (0, 0)), owned.get("noise", (0, 0))
-        if statistic[1] <= statistic[0] and noise[1] <= noise[0]:
+        statistic, samples = owned.get("windows", (0, 0)), owned.get("samples", (0, 0))
+        if statistic[1] <= statistic[0] and samples[1] <= samples[0]:
             continue
-        rows = _needed_rows(config, stretch.kept_windows(config.geometry), statistic, noise)
-        extents.append(StretchExtent(stretch, rows, statistic, noise))
+        rows = _needed_rows(config, stretch.kept_windows(config.geometry), statistic, samples)
+        extents.append(StretchExtent(stretch, rows, statistic, samples))
     return extents
 
 
@@ -136,8 +139,8 @@ def extent_data_seconds(config: CampaignConfig, extents: list[StretchExtent]) ->
     """Seconds of data whose outputs the extents write."""
     seconds = 0.0
     for e in extents:
-        if "noise" in config.outputs.names:
-            seconds += (e.noise_samples[1] - e.noise_samples[0]) / config.data.sample_rate
+        if config.outputs.sample_series:
+            seconds += (e.samples[1] - e.samples[0]) / config.data.sample_rate
         else:
             seconds += (e.statistic_rows[1] - e.statistic_rows[0]) * config.stride_seconds
     return seconds

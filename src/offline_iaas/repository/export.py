@@ -37,7 +37,7 @@ from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.manifest import Manifest
 from offline_iaas.mode_packages import find_mode
 from offline_iaas.models.weights import training_spans
-from offline_iaas.modes import BUILT_IN_MODES, RAW
+from offline_iaas.modes import BUILT_IN_MODES, RAW, per_sample
 from offline_iaas.network_streaming import AUTO, served_as, whole_window_reason
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
@@ -270,10 +270,10 @@ def _write_fused(
 
 def _tensor_dims(name: str, stream_channels: int, ifos: int) -> tuple[int, ...]:
     """Dims (without the batch axis) of an ensemble input or output: the update carries
-    ``stream_channels`` rows, the noise outputs one per interferometer."""
+    ``stream_channels`` rows, a per-sample output one per interferometer."""
     if name == "update":
         return (stream_channels, -1)
-    if name in ("noise", "noise_canary"):
+    if per_sample(name):
         return (ifos, -1)
     return (-1,)
 

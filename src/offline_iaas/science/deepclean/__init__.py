@@ -11,6 +11,7 @@ from offline_iaas.modes import Mode, NetworkKind
 from offline_iaas.science.deepclean.settings import (
     CANARY_NETWORK,
     MERGE_ONLY,
+    SERIES_PRODUCTS,
     DeepCleanConfig,
     check_deepclean,
     frame_file_seconds,
@@ -44,9 +45,10 @@ DEEPCLEAN_SETTINGS = {
     "config_section": DeepCleanConfig, "config_section_name": "deepclean",
     "merge_only": MERGE_ONLY, "check_config": check_deepclean}
 """DeepClean's ``[deepclean]`` section and its rules, in ``ModePackage``'s terms (e2e's too)."""
-DEEPCLEAN_FILES = {"file_seconds": frame_file_seconds, "series_channel": series_channel}
-"""Its GWF files' length and its series' channel names, in ``BuiltInParts``' terms (e2e's
-too)."""
+DEEPCLEAN_FILES = {"file_seconds": frame_file_seconds, "series_channel": series_channel,
+                   "series_products": SERIES_PRODUCTS}
+"""Its GWF files' length, its series' channel names and its cleaned strain's groups, in
+``BuiltInParts``' terms (e2e's too)."""
 
 MODE = Mode("deepclean", strain=False, witnesses=True, networks=("deepclean",),
             outputs=("noise",), averages=True)

@@ -104,7 +104,7 @@ def clean_strain(writer: Any, frames: list | None, frames_dir: Path | None,
            if frames_dir is not None else None)
     choice = held_out_choice(config, writer.stretches, writer.training)
     for e in writer.extents:
-        first, last = e.noise_samples
+        first, last = e.samples
         if last <= first and not writer.whole:
             continue
         stretch = e.stretch

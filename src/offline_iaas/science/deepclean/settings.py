@@ -14,6 +14,9 @@ CANARY_SUFFIX = "_CANARY"
 """The canary's channel is the production one's with this appended (not gated)."""
 CANARY_NETWORK = "deepclean_canary"
 """The canary DeepClean's graph and stage (``deepclean.canary``)."""
+SERIES_PRODUCTS: tuple[str, ...] = ("clean", "clean_canary")
+"""HDF5 groups of the cleaned strain, the production network's and the canary's
+(``products.PRODUCTION``, ``products.CANARY``), one series per detector."""
 
 if TYPE_CHECKING:
     import numpy as np
