@@ -207,6 +207,15 @@ def mode_workload(mode: str, searches_raw_strain: bool) -> Workload:
     return workload(WORKLOAD_OF_RAW_SEARCH if searches_raw_strain else WORKLOAD_OF_MODE[mode])
 
 
+def network_workload(network: str) -> Workload:
+    """The default workload of the mode that serves ``network`` alone (``bbhnet``'s, whose
+    network searches e2e's raw strain); ConfigError if no mode the bench measures does."""
+    for mode, name in WORKLOAD_OF_MODE.items():
+        if find_mode(mode).networks == (network,):
+            return workload(name)
+    raise ConfigError(f"the bench has no workload serving network {network!r} alone")
+
+
 def without_raw_search(load: Workload) -> Workload:
     """The workload that streams what ``load`` streams without the search on the raw strain
     (``e2e`` for ``e2e-inject``; ``load`` itself if it has none)."""

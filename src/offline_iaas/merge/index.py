@@ -157,7 +157,7 @@ def _series(f: h5py.File, run: RunDir, config: CampaignConfig, stretches: list,
     groups = _groups(shards)
     for stretch in stretches:
         series = stretch_series(config, stretch)
-        for group in series_groups(config):
+        for group in series_groups(config.model.mode, config.outputs):
             if group not in groups:
                 continue
             if group in WINDOW_GROUPS:

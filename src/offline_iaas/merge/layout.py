@@ -8,19 +8,20 @@ import h5py
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.mode_packages import mode_package
+from offline_iaas.modes import Outputs
 
 WINDOW_GROUPS: tuple[str, ...] = ("statistic", "slides")
 """Groups of per-window series: the statistic and the slides' background."""
 
 
-def series_groups(config: CampaignConfig) -> tuple[str, ...]:
-    """Groups of time series in a merge's file, which the index stitches across the shards:
-    the per-window ``WINDOW_GROUPS``, the per-sample outputs (``noise``, ``noise_canary``),
-    and the per-sample series the mode's post-processing writes
-    (``BuiltInParts.series_products``: ``clean``, ``clean_canary``)."""
-    package = mode_package(config.model.mode)
+def series_groups(mode: str, outputs: Outputs) -> tuple[str, ...]:
+    """Groups of time series in a merge's file of a campaign of ``mode`` (``model.mode``),
+    which the index stitches across the shards: the per-window ``WINDOW_GROUPS``, the
+    per-sample ``outputs`` (``noise``, ``noise_canary``), and the per-sample series the mode's
+    post-processing writes (``BuiltInParts.series_products``: ``clean``, ``clean_canary``)."""
+    package = mode_package(mode)
     products = package.built_in.series_products if package is not None else ()
-    return WINDOW_GROUPS + config.outputs.sample_series + products
+    return WINDOW_GROUPS + outputs.sample_series + products
 
 
 def statistic_channel(ifos: tuple[str, ...]) -> str:

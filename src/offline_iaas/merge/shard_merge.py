@@ -97,7 +97,7 @@ def merge_shard(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
         "merge_hash": config.merge_hash(),
         "bytes": out_path.stat().st_size,
         "sha256": file_sha256(out_path),
-        "datasets": _dataset_offsets(out_path, series_groups(config)),
+        "datasets": _dataset_offsets(out_path, series_groups(config.model.mode, config.outputs)),
         "frame_files": [[ifo, str(path.relative_to(frames_dir)), gps, seconds]
                         for ifo, path, gps, seconds in products.frame_files],
         "frame_spans": products.frame_spans,

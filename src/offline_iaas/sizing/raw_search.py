@@ -8,7 +8,8 @@ measures that graph; without it ``plan`` takes the ``e2e`` workload's rate and a
 second, what BBHnet alone takes on the raw strain's windows: the ``bbhnet`` workload's limit
 (``pipeline.mode_stream`` in-process, the snapshotter and BBHnet with no server, one process per
 instance as the server runs them) at the same batch size and instances, scaled by window work
-like any workload mismatch::
+like any workload mismatch (``bench.workloads.network_workload`` finds that workload: the
+one of the mode whose record serves the campaign's statistic network alone)::
 
     raw seconds per data second = (campaign's BBHnet work / bbhnet workload's work) / limit rate
     per server = rate without / (1 + rate without x raw seconds per data second)
@@ -21,9 +22,10 @@ from pathlib import Path
 
 from offline_iaas.bench.results import Measurement
 from offline_iaas.bench.targets import Spread
-from offline_iaas.bench.workloads import BBHNET
+from offline_iaas.bench.workloads import Workload, network_workload
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
+from offline_iaas.mode_packages import network_kind
 from offline_iaas.network_streaming import streams
 
 
@@ -42,16 +44,16 @@ class RawSearchCost:
     """``plan``'s line, before the rate it leads to."""
 
 
-def _limit_spreads(measurements: list[Measurement], instances: int, streamed: bool
-                   ) -> dict[int, Spread]:
-    """The ``bbhnet`` workload's limit repeats at ``instances``, one process per instance (the
-    server's layout), by batch size: BBHnet streamed layer by layer or on whole windows as
-    ``streamed`` says (the bench's ``limit`` of a streamed workload, its
+def _limit_spreads(measurements: list[Measurement], load: Workload, instances: int,
+                   streamed: bool) -> dict[int, Spread]:
+    """Workload ``load``'s limit repeats at ``instances``, one process per instance (the
+    server's layout), by batch size: its network streamed layer by layer or on whole windows
+    as ``streamed`` says (the bench's ``limit`` of a streamed workload, its
     ``whole-window-limit``)."""
     groups: dict[int, list[Measurement]] = {}
     for m in measurements:
         if (m.path in ("limit", "whole-window-limit") and m.streamed == streamed
-                and m.workload == BBHNET.name and m.threads == instances
+                and m.workload == load.name and m.threads == instances
                 and m.extra.get("processes", instances) == instances):
             groups.setdefault(m.batch_size, []).append(m)
     return {batch: Spread.of(group) for batch, group in groups.items()}
@@ -71,11 +73,13 @@ def raw_search_cost(config: CampaignConfig, measurements: list[Measurement], bat
         No ``bbhnet`` limit at ``instances`` in the results file.
     """
     streamed = streams(config)
-    spreads = _limit_spreads(measurements, instances, streamed)
+    load = network_workload(config.mode.statistic_network)
+    title = network_kind(config.mode.statistic_network).title
+    spreads = _limit_spreads(measurements, load, instances, streamed)
     if not spreads:
         raise ConfigError(
             f"{results_path}: no measurement of the {measured_name!r} workload (e2e with "
-            f"search.inject also searches the raw strain), nor the {BBHNET.name!r} workload's "
+            f"search.inject also searches the raw strain), nor the {load.name!r} workload's "
             f"{'streamed' if streamed else 'whole-window'} limit at {instances} "
             f"instance(s) to estimate that search from: run offline-iaas "
             f"bench --workloads {measured_name}")
@@ -84,15 +88,16 @@ def raw_search_cost(config: CampaignConfig, measurements: list[Measurement], bat
                      else min(spreads.items(), key=lambda item: item[1].median))
     limit_rate = spread.median
     bench_work = window_work_per_data_second(
-        len(BBHNET.ifos), BBHNET.inference_rate_hz, BBHNET.kernel_samples)
+        len(load.ifos), load.inference_rate_hz, load.kernel_samples)
     raw_work = window_work_per_data_second(
         len(config.ifos), config.model.inference_rate, config.kernel_samples)
     raw_seconds = raw_work / bench_work / limit_rate
     factor = 1 + rate_without * raw_seconds
     return RawSearchCost(factor, (
-        f"raw-strain search: e2e with search.inject runs BBHnet again on the raw strain "
-        f"(statistic_raw), which the bench did not measure (no {measured_name!r} workload): "
-        f"estimated from the {BBHNET.name!r} workload's limit (the snapshotter and BBHnet "
+        f"raw-strain search: {config.model.mode} with search.inject runs {title} again on the "
+        f"raw strain (statistic_raw), which the bench did not measure (no {measured_name!r} "
+        f"workload): "
+        f"estimated from the {load.name!r} workload's limit (the snapshotter and {title} "
         f"in-process, no server), median {limit_rate:,.1f} data-s/s at batch {batch}"
         + ("" if same else f" (none at batch {batch_size}: the slowest batch measured)")
         + f", {instances} instance(s), scaled by window work {raw_work:,.0f} / "
