@@ -70,7 +70,7 @@ def test_shards_own_every_value_once_inside_their_interval(tmp_path: Path, mode:
     rate, dx = config.data.sample_rate, config.stride_seconds
     for stretch in stretches:
         kept = stretch.kept_windows(config.geometry)
-        statistic, noise = [], []
+        statistic, samples = [], []
         for c in shards:
             for e in shard_extents(config, stretches, c.gps_start, c.gps_end):
                 if e.stretch != stretch:
@@ -82,13 +82,13 @@ def test_shards_own_every_value_once_inside_their_interval(tmp_path: Path, mode:
                 times = output_x0(config.geometry, stretch, "noise") + np.arange(a, b) / rate
                 assert np.all((times >= c.gps_start) & (times < c.gps_end))
                 statistic.append(e.statistic_rows)
-                noise.append(e.samples)
+                samples.append(e.samples)
         # the shards' pieces tile the stretch, in order
         assert [lo for lo, _ in statistic] == [0] + [hi for _, hi in statistic][:-1]
         assert statistic[-1][1] == kept
-        assert [lo for lo, _ in noise] == [0] + [hi for _, hi in noise][:-1]
+        assert [lo for lo, _ in samples] == [0] + [hi for _, hi in samples][:-1]
         if mode == "e2e":
-            assert noise[-1][1] == kept * config.stride_samples
+            assert samples[-1][1] == kept * config.stride_samples
 
 
 def test_a_shard_reads_the_clients_of_its_interval_and_its_padding_only(tmp_path: Path) -> None:

@@ -40,7 +40,8 @@ DeepClean's subtraction."""
 
 CANARY = "_canary"
 """Suffix of the outputs of a canary network (``noise_canary``): each per-sample output again,
-from the same network exported with the canary's weights."""
+from the same network exported with the canary's weights. (A name's suffix; DeepClean's
+channels of the canary end in ``settings.CANARY_SUFFIX``, ``_CANARY``.)"""
 
 PER_WINDOW_KINDS: tuple[str, ...] = ("statistic", "background")
 """Outputs of one value per window (``statistic``), or per window and slide (``background``);
@@ -112,7 +113,7 @@ class Mode:
     @property
     def searches_cleaned_strain(self) -> bool:
         """BBHnet searches the strain DeepClean cleaned (the e2e chain)."""
-        return self.averages and self.triggers
+        return self.cleans_strain and self.triggers
 
     @property
     def statistic_network(self) -> str:

@@ -91,13 +91,13 @@ def stretch_series(config: CampaignConfig, stretch: Stretch
     return found
 
 
-def _needed_rows(config: CampaignConfig, kept: int, statistic: Range, samples: Range) -> Range:
+def _needed_rows(config: CampaignConfig, kept: int, windows: Range, samples: Range) -> Range:
     """Kept windows the post-processing of the owned ranges reads."""
     lo, hi = kept, 0
-    if statistic[1] > statistic[0]:
+    if windows[1] > windows[0]:
         reach = (cluster_reach_windows(config.search.cluster_seconds, config.stride_seconds)
                  if config.mode.triggers else 0)
-        lo, hi = max(0, statistic[0] - reach), min(kept, statistic[1] + reach)
+        lo, hi = max(0, windows[0] - reach), min(kept, windows[1] + reach)
     if samples[1] > samples[0]:
         s = config.stride_samples
         a, b = zero_phase_reach(samples[0], samples[1], kept * s, config.data.sample_rate)
@@ -127,11 +127,11 @@ def shard_extents(config: CampaignConfig, stretches: list[Stretch], gps_start: f
             break
         series = stretch_series(config, stretch)
         owned = {name: owned_range(*xs, gps_start, gps_end) for name, xs in series.items()}
-        statistic, samples = owned.get("windows", (0, 0)), owned.get("samples", (0, 0))
-        if statistic[1] <= statistic[0] and samples[1] <= samples[0]:
+        windows, samples = owned.get("windows", (0, 0)), owned.get("samples", (0, 0))
+        if windows[1] <= windows[0] and samples[1] <= samples[0]:
             continue
-        rows = _needed_rows(config, stretch.kept_windows(config.geometry), statistic, samples)
-        extents.append(StretchExtent(stretch, rows, statistic, samples))
+        rows = _needed_rows(config, stretch.kept_windows(config.geometry), windows, samples)
+        extents.append(StretchExtent(stretch, rows, windows, samples))
     return extents
 
 
