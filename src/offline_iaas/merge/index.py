@@ -154,12 +154,11 @@ def _series(f: h5py.File, run: RunDir, config: CampaignConfig, stretches: list,
     for path, found in pieces.items():
         found.sort(key=lambda p: p[0])
         starts[path] = [p[0] for p in found]
-    groups = _groups(shards)
+    present = _groups(shards)
+    groups = [g for g in series_groups(config.model.mode, config.outputs) if g in present]
     for stretch in stretches:
         series = stretch_series(config, stretch)
-        for group in series_groups(config.model.mode, config.outputs):
-            if group not in groups:
-                continue
+        for group in groups:
             if group in WINDOW_GROUPS:
                 (x0, step, length), paths = series["windows"], [group]
             else:

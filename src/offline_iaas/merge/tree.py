@@ -138,8 +138,9 @@ def shard_extents(config: CampaignConfig, stretches: list[Stretch], gps_start: f
 def extent_data_seconds(config: CampaignConfig, extents: list[StretchExtent]) -> float:
     """Seconds of data whose outputs the extents write."""
     seconds = 0.0
+    by_sample = bool(config.outputs.sample_series)
     for e in extents:
-        if config.outputs.sample_series:
+        if by_sample:
             seconds += (e.samples[1] - e.samples[0]) / config.data.sample_rate
         else:
             seconds += (e.statistic_rows[1] - e.statistic_rows[0]) * config.stride_seconds

@@ -34,6 +34,7 @@ from offline_iaas.science.deepclean import DEEPCLEAN_NETWORK
 from offline_iaas.science.deepclean.frames import CleanedFrames, publish_frames
 from offline_iaas.science.deepclean.settings import (
     CANARY_SUFFIX,
+    SERIES_PRODUCTS,
     bandpass_sos,
     deepclean_settings,
     output_channel,
@@ -59,8 +60,9 @@ class _Variant:
     """Appended to the cleaned strain's channel (``""``, ``_CANARY``)."""
 
 
-PRODUCTION = _Variant("noise", "noise", "clean", "")
-CANARY = _Variant("noise_canary", "noise_canary", "clean_canary", CANARY_SUFFIX)
+CLEAN, CLEAN_CANARY = SERIES_PRODUCTS
+PRODUCTION = _Variant("noise", "noise", CLEAN, "")
+CANARY = _Variant("noise_canary", "noise_canary", CLEAN_CANARY, CANARY_SUFFIX)
 
 
 def _variants(outputs: list[str] | tuple[str, ...]) -> list[_Variant]:

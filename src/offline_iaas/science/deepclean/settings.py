@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from offline_iaas.modes import CANARY
+
 CANARY_SUFFIX = "_CANARY"
 """The canary's channel is the production one's with this appended (not gated)."""
 CANARY_NETWORK = "deepclean_canary"
@@ -103,7 +105,7 @@ def output_channel(settings: DeepCleanConfig, strain: str) -> str:
 def series_channel(config: CampaignConfig, group: str, strain: str) -> str:
     """The channel of DeepClean's series ``group`` (``noise``, ``clean``, their ``_canary``)
     of detector ``strain``'s (``BuiltInParts.series_channel``)."""
-    suffix = CANARY_SUFFIX if group.endswith("_canary") else ""
+    suffix = CANARY_SUFFIX if group.endswith(CANARY) else ""
     if group.startswith("noise"):
         return f"{strain}_DEEPCLEAN_NOISE{suffix}"
     return output_channel(deepclean_settings(config), strain) + suffix
