@@ -1,8 +1,8 @@
-"""Peak memory of the client and the merge for a segment of length T and 8T.
+"""Peak memory of the client and the merge for a client share of length T and 8T.
 
 Runs two real campaigns (1 server, 1 client, run-local) over synthetic frames and reads the
 peak RSS each node records in its sidecar (``parts/client0.json``, ``output/campaign.json``).
-The defaults are sized so that holding the segment in memory would show: 8T of two channels
+The defaults are sized so that holding the share in memory would show: 8T of two channels
 at 4096 Hz is 256 MiB as float64, while the reader holds ``client.read_seconds`` at a time.
 
 Usage: .venv/bin/python benchmarks/memory.py [--seconds T] [--rate HZ] [--out FILE]
@@ -88,7 +88,7 @@ def main() -> None:
     merge_ratio = long["merge_mib"] / short["merge_mib"]
     verdict = "met" if max(client_ratio, merge_ratio) <= 1.2 else "NOT met"
     table = [
-        "| segment (s) | client peak RSS (MiB) | merge peak RSS (MiB) | campaign wall (s) |",
+        "| client share (s) | client peak RSS (MiB) | merge peak RSS (MiB) | campaign wall (s) |",
         "| ---: | ---: | ---: | ---: |",
         *(
             f"| {r['seconds']:.0f} | {r['client_mib']:.0f} | {r['merge_mib']:.0f} "
@@ -99,7 +99,7 @@ def main() -> None:
     ]
     text = "\n".join(
         [
-            "# Peak memory: client and merge, segment T vs 8T",
+            "# Peak memory: client and merge, client share T vs 8T",
             "",
             f"Command: `.venv/bin/python benchmarks/memory.py --seconds {args.seconds:g} "
             f"--rate {args.rate:g}` at commit `{source_commit()}`.",

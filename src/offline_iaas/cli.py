@@ -453,7 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("merge-chunk", cmd_merge_chunk, "deprecated: use merge-shard", config=False)
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--node", required=True, help="the shard merge node (shard0, ...)")
-    p = command("reference", cmd_reference, "run the whole span in one process (the oracle)")
+    p = command("reference", cmd_reference,
+                "run the whole span in one process (the reference the campaign must equal)")
     p.add_argument("--out", type=Path, required=True, help="output HDF5 file")
     p = command("inspect", cmd_inspect, "print the provenance of a product: a cleaned GWF file "
                 "(its frame history) or a campaign HDF5 file", config=False)

@@ -1,10 +1,11 @@
 """``offline-iaas reference``: the exported graphs run in one process, one stream per stretch.
 
-This is the oracle the campaign must equal, and the "direct" mode for users without a server:
-the same stateful code the server runs (``repository/backend/stateful.py``) and the same ONNX
-graphs (the versions Triton serves), chained as the mode's ensemble (``repository/pipeline.py``),
-fed with the requests one client streaming each whole stretch would send, and post-processed
-by the same ``CampaignWriter`` as the merge.
+This is the in-process reference the campaign must equal (split-invariance; the oracle that
+checks the result from its definition is ``tests/oracle.py``), and the "direct" mode for users
+without a server: the same stateful code the server runs (``repository/backend/stateful.py``)
+and the same ONNX graphs (the versions Triton serves), chained as the mode's ensemble
+(``repository/pipeline.py``), fed with the requests one client streaming each whole stretch
+would send, and post-processed by the same ``CampaignWriter`` as the merge.
 """
 
 from __future__ import annotations

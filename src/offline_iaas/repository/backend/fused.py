@@ -1,4 +1,4 @@
-"""The cpu flavor's served model: a mode's whole chain in one stateful step per sequence.
+"""The served model of both flavors: a mode's whole chain in one stateful step per sequence.
 
 Copied verbatim into the model repository as ``<model>/<version>/model.py``, beside
 ``stateful.py`` (whose ``ModeStream`` is the step) and the mode's network graphs
