@@ -217,7 +217,10 @@ def test_streamed_classifier_graphs_equal_its_whole_window_graph_on_every_window
     reference = whole_graph(session, samples, kernel, stride)
     values = stream(open_streamed_network(directory), samples, REQUESTS)
     assert values.shape == reference.shape and np.isfinite(values).all()
-    assert relative_error(values, reference) <= TOLERANCE
+    error = relative_error(values, reference)
+    print(f"classifier at a stride of {stride}: {len(values)} windows, relative error "
+          f"{error:.2e}")
+    assert error <= TOLERANCE
     shifted = np.concatenate([samples[:, 1:], samples[:, :1]], axis=1)
     late = stream(open_streamed_network(directory), shifted, REQUESTS)
     assert relative_error(late, reference) > 100 * TOLERANCE
