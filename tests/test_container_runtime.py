@@ -134,8 +134,9 @@ class FakeLauncher:
         self.ports.append(ports.grpc)
         log.parent.mkdir(parents=True, exist_ok=True)
         taken = "print('E0101 main.cc] failed to start HTTP service: Address already in use')"
+        listening = "print('listening'); import time; time.sleep(60)"
         code = ((taken + "; import time; time.sleep(60)" if self.first_lingers else taken)
-                if len(self.ports) == 1 else "import time; time.sleep(60)")
+                if len(self.ports) == 1 else listening)
         with open(log, "ab") as out:
             self.procs.append(subprocess.Popen([sys.executable, "-u", "-c", code], stdout=out,
                                                stderr=subprocess.STDOUT))
@@ -168,8 +169,19 @@ def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
                         lambda server, repository, node, token=None: launcher)
 
     def ready(proc, url, models, timeout, stop, log, offset) -> bool:
-        time.sleep(0.3)  # the first one exited, or logged its failed endpoint: port taken
-        return proc.poll() is None and "already in use" not in log.read_text()[offset:]
+        """Ready once the stand-in says it listens; not once it logged a taken port or
+        exited (waited for, however slowly its interpreter starts)."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            said = log.read_text()[offset:]
+            if "already in use" in said:
+                return False
+            if "listening" in said:
+                return proc.poll() is None
+            if proc.poll() is not None:
+                return False
+            time.sleep(0.02)
+        return False
 
     monkeypatch.setattr(serve_node, "wait_until_ready", ready)
     run = tmp_path / "run"

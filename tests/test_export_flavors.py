@@ -57,24 +57,39 @@ def test_native_gpu_graphs_equal_the_cpu_flavor_over_a_split_stream(
     cpu_net = onnx_session(network_onnx_path(cpu.model.repository, "classifier"))
     snapshotter = onnx_session(gpu.model.repository / "snapshotter" / "1" / "model.onnx")
     gpu_net = onnx_session(network_onnx_path(gpu.model.repository, "classifier"))
-    carried = np.zeros((1, channels, kernel), np.float32)
-    offset, expected, got = 0, [], []
-    for number, size in enumerate(splits):
+
+    def gpu_statistic(samples: np.ndarray) -> np.ndarray:
+        """The native layout's statistic: snapshotter (implicit state carried) → network."""
+        carried = np.zeros((1, channels, kernel), np.float32)
+        offset, got = 0, []
+        for number, size in enumerate(splits):
+            update = samples[:, offset : offset + size]
+            offset += size
+            windows, carried = snapshotter.run(
+                ["windows", "OUTPUT_STATE"],
+                {
+                    "update": update[None],
+                    "INPUT_STATE": carried,
+                    "START": np.array([[int(number == 0)]], np.int32),
+                    "END": np.array([[int(number == len(splits) - 1)]], np.int32),
+                    "CORRID": np.array([[7]], np.uint64),
+                },
+            )
+            got.append(gpu_net.run(["statistic"], {"windows": windows})[0][0])
+        return np.concatenate(got)
+
+    offset, expected = 0, []
+    for size in splits:
         update = stream[:, offset : offset + size]
         offset += size
         expected.append(run_graph(cpu_net, {"windows": state.update(update)})["statistic"])
-        windows, carried = snapshotter.run(
-            ["windows", "OUTPUT_STATE"],
-            {
-                "update": update[None],
-                "INPUT_STATE": carried,
-                "START": np.array([[int(number == 0)]], np.int32),
-                "END": np.array([[int(number == len(splits) - 1)]], np.int32),
-                "CORRID": np.array([[7]], np.uint64),
-            },
-        )
-        got.append(gpu_net.run(["statistic"], {"windows": windows})[0][0])
-    np.testing.assert_allclose(np.concatenate(got), np.concatenate(expected), rtol=1e-5, atol=1e-6)
+    expected = np.concatenate(expected)
+    got = gpu_statistic(stream)
+    assert np.isfinite(got).all() and np.isfinite(expected).all()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    # negative control: the stream one sample late gives another statistic
+    late = gpu_statistic(np.roll(stream, 1, axis=1))
+    assert np.max(np.abs(late - expected)) > 1e-3 * np.max(np.abs(expected))
 
 
 def test_flavors_are_not_mixed_and_unknown_flavors_refused(small_config_file: Path) -> None:

@@ -126,7 +126,7 @@ def around(served, corrid: int, hostile) -> None:
     good.first_half()
     hostile(config, server, good)
     good.second_half_equals_the_reference()
-    assert wait_for_zero(server, 4 * IDLE_SECONDS + 10) >= 0
+    wait_for_zero(server, 4 * IDLE_SECONDS + 10)  # asserts the state is released in time
 
 
 def test_wrong_shape_is_refused(served) -> None:

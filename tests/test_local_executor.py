@@ -272,9 +272,11 @@ def test_maxjobs_serializes_a_category(make_run) -> None:
 def test_service_restarted_per_max_retries(make_run) -> None:
     run = make_run(
         'SERVICE server0 node.sub\nVARS server0 node="server0" mode="crash-once" restarts="1"\n'
-        'JOB a node.sub\nVARS a node="a" mode="ok" sleep="1.5"\n'
+        # a waits for the restarted server (the first attempt crashes before it starts)
+        'JOB a node.sub\nVARS a node="a" mode="needs-server" sleep="0.2"\n'
     )
     run()
+    assert run.has("a", "end")
     assert (run.events / "server0.count").read_text() == "2"
     assert any(
         "server0: exited with exit code 1" in line and "restarting" in line for line in run.lines

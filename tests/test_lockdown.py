@@ -197,7 +197,9 @@ def test_token_file_is_private_and_not_published(served: Served) -> None:
     # never in the address file, the node logs or tritonserver's log
     assert served.token not in (served.run_dir / "servers" / f"{SERVER}.json").read_text()
     assert served.token not in (served.root / "serve.log").read_text()
-    for log in (served.run_dir / "logs").glob("*"):
+    logs = sorted((served.run_dir / "logs").glob("*"))
+    assert served.run_dir / "logs" / f"{SERVER}-tritonserver.log" in logs
+    for log in logs:
         assert served.token not in log.read_text(errors="replace"), log
 
 

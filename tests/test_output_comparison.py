@@ -50,6 +50,19 @@ def test_identical_outputs_pass(tmp_path: Path, reference: Path, statistic: np.n
     assert comparison.time_seconds["triggers/time"] == 0.0
 
 
+def test_values_against_a_reference_of_zeros_fail(tmp_path: Path,
+                                                  statistic: np.ndarray) -> None:
+    """Strain-sized values against zeros are not a relative 1e-21: the comparison fails,
+    where zeros on both sides pass."""
+    zeros = write(tmp_path / "zeros.h5", np.zeros_like(statistic))
+    tiny = write(tmp_path / "tiny.h5", statistic * np.float32(1e-21))
+    comparison = compare_outputs(tiny, zeros)
+    assert not comparison.passes(TOLERANCE)
+    assert comparison.relative["statistic/1262304001"] == np.inf
+    assert compare_outputs(write(tmp_path / "also_zeros.h5", np.zeros_like(statistic)),
+                           zeros).passes(TOLERANCE)
+
+
 def test_round_off_passes(tmp_path: Path, reference: Path, statistic: np.ndarray) -> None:
     nudged = statistic * np.float32(1 + 1e-7)
     assert compare_outputs(write(tmp_path / "c.h5", nudged), reference).passes(TOLERANCE)

@@ -8,6 +8,7 @@ import os
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -59,8 +60,10 @@ def complete_part(run: Path, node: str) -> None:
     helpers.complete_part(RunDir(run), node)
 
 
-def ago(seconds: float) -> str:
-    return (datetime.now().astimezone() - timedelta(seconds=seconds)).isoformat()
+def ago(seconds: float, now: float | None = None) -> str:
+    """The ISO time ``seconds`` before ``now`` (a Unix time; default: now)."""
+    at = datetime.now() if now is None else datetime.fromtimestamp(now)
+    return (at.astimezone() - timedelta(seconds=seconds)).isoformat()
 
 
 def local_state(run: Path, nodes: dict[str, dict]) -> None:
@@ -79,13 +82,17 @@ def test_not_started(run: Path) -> None:
     assert status.data_seconds_total == total
 
 
-def test_in_progress_from_run_local(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_in_progress_from_run_local(run: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    now = time.time()  # status's clock stopped here: the elapsed time is exact however slow
+    monkeypatch.setattr("offline_iaas.workflow.status.time", SimpleNamespace(time=lambda: now))
     complete_part(run, "client0")
     local_state(run, {
-        "server0": {"kind": "SERVICE", "status": "running", "attempts": 1, "started": ago(20)},
-        "client0": {"kind": "JOB", "status": "done", "attempts": 1, "started": ago(20),
-                    "ended": ago(10), "exit_code": 0},
-        "client1": {"kind": "JOB", "status": "running", "attempts": 2, "started": ago(5)},
+        "server0": {"kind": "SERVICE", "status": "running", "attempts": 1,
+                    "started": ago(20, now)},
+        "client0": {"kind": "JOB", "status": "done", "attempts": 1, "started": ago(20, now),
+                    "ended": ago(10, now), "exit_code": 0},
+        "client1": {"kind": "JOB", "status": "running", "attempts": 2, "started": ago(5, now)},
         "merge": {"kind": "JOB", "status": "pending", "attempts": 0},
         "final": {"kind": "FINAL", "status": "pending", "attempts": 0},
     })
@@ -96,7 +103,7 @@ def test_in_progress_from_run_local(run: Path, capsys: pytest.CaptureFixture[str
                       "final": ("waiting", 0)}
     done, left = kept_seconds(run, "client0"), kept_seconds(run, "client1")
     assert status.data_seconds_done == done
-    assert 19 < status.elapsed_seconds < 25
+    assert status.elapsed_seconds == pytest.approx(20, abs=1e-3)
     assert status.eta_seconds == pytest.approx(left / (done / status.elapsed_seconds), rel=0.01)
 
     assert main(["status", str(run)]) == 0

@@ -20,10 +20,9 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import onnxruntime
 import pytest
 import torch
-
-onnxruntime = pytest.importorskip("onnxruntime")
 
 from offline_iaas.models.weights import export_onnx  # noqa: E402
 from offline_iaas.repository.backend import layer_stream  # noqa: E402

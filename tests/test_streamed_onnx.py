@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("torch")
-onnxruntime = pytest.importorskip("onnxruntime")
+import onnxruntime  # noqa: E402  (a dependency: missing, the module fails, not skips)
 
 from offline_iaas.models.weights import export_onnx  # noqa: E402
 from offline_iaas.repository.backend import streamed_network  # noqa: E402

@@ -332,8 +332,9 @@ def compare_outputs(campaign: Path, reference: Path) -> Comparison:
         if name.rsplit("/", 1)[-1] in TIME_COLUMNS and a.x0 is None:
             result.time_seconds[name] = largest
             continue
-        scale = float(np.nanmax(np.abs(b.values), initial=0.0)) if b.values.size else 1.0
-        result.relative[name] = largest / (scale or 1.0)
+        scale = float(np.nanmax(np.abs(b.values), initial=0.0))
+        # against a reference of zeros any difference is infinitely large, none is none
+        result.relative[name] = largest / scale if scale else (np.inf if largest else 0.0)
     return result
 
 
