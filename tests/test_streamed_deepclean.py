@@ -24,19 +24,19 @@ import onnxruntime
 import pytest
 import torch
 
-from offline_iaas.models.weights import export_onnx  # noqa: E402
-from offline_iaas.repository.backend import layer_stream  # noqa: E402
-from offline_iaas.science.deepclean.backend import streamed_deepclean  # noqa: E402
-from offline_iaas.science.deepclean.backend.streamed_deepclean import (  # noqa: E402
+from offline_iaas.models.weights import export_onnx
+from offline_iaas.repository.backend import layer_stream
+from offline_iaas.science.deepclean.backend import streamed_deepclean
+from offline_iaas.science.deepclean.backend.streamed_deepclean import (
     DeepCleanState,
     open_streamed_deepclean,
 )
-from offline_iaas.science.deepclean.network import DeepClean  # noqa: E402
-from offline_iaas.science.deepclean.streamed import (  # noqa: E402
+from offline_iaas.science.deepclean.network import DeepClean
+from offline_iaas.science.deepclean.streamed import (
     export_streamed_deepclean,
     torch_streamed_deepclean,
 )
-from tests.streamed_runs import (  # noqa: E402
+from tests.streamed_runs import (
     randomise_batch_norms,
     resumed_from_a_checkpoint,
     stream,

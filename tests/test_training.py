@@ -56,9 +56,14 @@ def pinned_run(
     """``TINY`` trained under the pinned numerics (the default), its log lines, and this
     process's torch threads before and after."""
     threads_before = torch.get_num_threads()
-    with captured_log() as lines:
-        paths = train_demo(small, tmp_path_factory.mktemp("pinned") / "weights", **TINY)
-    return paths, lines, (threads_before, torch.get_num_threads())
+    torch.set_num_threads(3)  # not the 2 the training child pins: a change would show
+    try:
+        with captured_log() as lines:
+            paths = train_demo(small, tmp_path_factory.mktemp("pinned") / "weights", **TINY)
+        threads_after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads_before)
+    return paths, lines, (3, threads_after)
 
 
 def test_train_demo_smoke(

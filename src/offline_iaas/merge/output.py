@@ -224,9 +224,9 @@ class CampaignWriter:
 TIME_TOLERANCE_SECONDS = 1e-6
 """Largest difference allowed in a time value (``x0``, trigger times): absolute seconds."""
 TIME_COLUMNS = frozenset({"time"})
+"""Table columns holding GPS times (compared in absolute seconds, not relative to ~1e9)."""
 UNFORMED_NAN = frozenset({"slides"})
 """Groups whose NaN means "not formed" (a time slide whose pair lies outside the stretch)."""
-"""Table columns holding GPS times (compared in absolute seconds, not relative to ~1e9)."""
 
 
 @dataclass(frozen=True)
@@ -258,7 +258,8 @@ def read_outputs(path: Path) -> dict[str, OutputSeries]:
 class Comparison:
     """A campaign output against a reference, dataset by dataset.
 
-    ``relative``: max |campaign - reference| / max |reference| of each value dataset;
+    ``relative``: max |campaign - reference| / max |reference| of each value dataset (against
+    a reference of zeros: inf for any difference, 0 for none);
     ``time_seconds``: the largest absolute difference of each time value (x0, trigger times);
     ``problems``: what makes the outputs incomparable (a dataset on one side only, another
     length or ``dx``, NaN or Inf on either side). NaN never passes: every check is written so
