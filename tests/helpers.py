@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from offline_iaas.config import CampaignConfig
 from offline_iaas.logs import PACKAGE, shown_by
 from offline_iaas.rundir import RunDir
@@ -539,3 +541,11 @@ def save_traced(network, path: Path, input_shape: tuple[int, ...], wrapped: bool
     module = (Wrapper(network) if wrapped else network).eval()
     torch.jit.save(torch.jit.trace(module, torch.zeros(input_shape)), str(path))
     return path
+
+
+def relative_difference(values: np.ndarray, reference: np.ndarray) -> float:
+    """Largest ``|values - reference|`` over the largest ``|reference|``: NaN when either
+    holds NaN, so a comparison against a tolerance fails both ways."""
+    values, reference = np.asarray(values, np.float64), np.asarray(reference, np.float64)
+    assert values.shape == reference.shape and values.size, (values.shape, reference.shape)
+    return float(np.max(np.abs(values - reference)) / np.max(np.abs(reference)))

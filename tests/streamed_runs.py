@@ -104,11 +104,6 @@ def stream_without_torch(directory: Path, samples: np.ndarray, tmp_path: Path) -
     return np.load(tmp_path / "outputs.npy")
 
 
-def relative_difference(values: np.ndarray, reference: np.ndarray) -> float:
-    """Largest ``|values - reference|`` over the largest ``|reference|``."""
-    return float(np.max(np.abs(values - reference)) / np.max(np.abs(reference)))
-
-
 def exported_both_ways(source: Path, overrides: list[str], root: Path, weights: Path,
                        **export) -> dict:
     """The campaign ``source`` with ``overrides``, exported (``export_repository`` with

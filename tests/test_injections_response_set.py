@@ -37,7 +37,13 @@ from offline_iaas.search.population import PopulationSpec, draw_binaries
 from offline_iaas.search.response_set import ResponseSet, read_response_set, write_response_set
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
-from tests.helpers import SMALL_CAMPAIGN, captured_log, run_dag, untrained_weights
+from tests.helpers import (
+    SMALL_CAMPAIGN,
+    captured_log,
+    relative_difference,
+    run_dag,
+    untrained_weights,
+)
 
 TOLERANCE = 1e-7
 """Largest |response set's foreground - lalsimulation's| / max |statistic|, as
@@ -95,8 +101,7 @@ def foreground(path: Path) -> np.ndarray:
 
 def relative(a: np.ndarray, b: np.ndarray) -> float:
     assert len(a) == len(b) > 0 and np.array_equal(a["time"], b["time"])
-    return float(np.abs(a["statistic"] - b["statistic"]).max()
-                 / np.abs(b["statistic"]).max())
+    return relative_difference(a["statistic"], b["statistic"])
 
 
 def test_a_response_set_s_foreground_equals_lalsimulation_s_and_one_sample_late_fails(

@@ -26,6 +26,7 @@ from offline_iaas.science.bbhnet.streamed import (
     macs_per_window,
     streamed_in_torch,
 )
+from tests.helpers import relative_difference
 from tests.streamed_runs import randomise_batch_norms, stream
 
 TOLERANCE = 1e-5
@@ -72,9 +73,6 @@ def whole_statistics(network: BBHnet, windows: np.ndarray) -> np.ndarray:
         return exact(torch.from_numpy(windows.astype(np.float64))).numpy()
 
 
-def relative_error(values: np.ndarray, reference: np.ndarray) -> float:
-    return float(np.max(np.abs(values - reference)) / np.max(np.abs(reference)))
-
 OFF_GRID = {  # strides off BBHnet's cumulative stride 16: windows on 2 and 4 of its phases
     "off grid, 2 phases": (240, 40, 33, 4, 3),
     "off grid, 4 phases": (192, 12, 17, 4, 3),
@@ -97,7 +95,7 @@ def test_streamed_bbhnet_equals_every_whole_window_for_any_chunking(name):
     for chunks in ([1], [8], [3, 5, 1, 7]):
         values = stream(streamed, samples, chunks)
         assert values.shape == reference.shape
-        error = relative_error(values, reference)
+        error = relative_difference(values, reference)
         assert error <= TOLERANCE, f"{name}, chunks {chunks}: relative error {error:.2e}"
 
 
@@ -112,10 +110,10 @@ def test_a_stride_off_the_grid_streams_on_its_phases_equal_to_every_whole_window
     for chunks in ([1], [8], [3, 5, 1, 7]):
         values = stream(streamed, samples, chunks)
         assert values.shape == reference.shape
-        error = relative_error(values, reference)
+        error = relative_difference(values, reference)
         assert error <= TOLERANCE, f"{name}, chunks {chunks}: relative error {error:.2e}"
     shifted = np.concatenate([samples[:, 1:], samples[:, :1]], axis=1)
-    assert relative_error(stream(streamed, shifted, [4]), reference) > 100 * TOLERANCE
+    assert relative_difference(stream(streamed, shifted, [4]), reference) > 100 * TOLERANCE
 
 
 def test_streamed_bbhnet_restarted_from_a_checkpoint_equals_the_uninterrupted_stream(tmp_path):
@@ -163,7 +161,7 @@ def test_streamed_bbhnet_equals_the_exported_onnx_graph_on_every_window(tmp_path
     samples = samples_of(60, stride)
     graph = session.run(None, {"windows": whole_windows(samples, kernel, stride)})[0]
     values = stream(StreamedBBHnet(network, kernel, stride), samples, [7])
-    assert relative_error(values, graph) <= TOLERANCE
+    assert relative_difference(values, graph) <= TOLERANCE
 
 
 def test_streamed_bbhnet_on_input_shifted_by_one_sample_differs():
@@ -174,7 +172,7 @@ def test_streamed_bbhnet_on_input_shifted_by_one_sample_differs():
     reference = whole_statistics(network, whole_windows(samples, kernel, stride))
     shifted = np.concatenate([samples[:, 1:], samples[:, :1]], axis=1)
     values = stream(StreamedBBHnet(network, kernel, stride), shifted, [4])
-    assert relative_error(values, reference) > 100 * TOLERANCE
+    assert relative_difference(values, reference) > 100 * TOLERANCE
 
 
 def test_streamed_bbhnet_without_its_edges_differs(monkeypatch):
@@ -185,7 +183,7 @@ def test_streamed_bbhnet_without_its_edges_differs(monkeypatch):
     samples = samples_of(30, stride)
     reference = whole_statistics(network, whole_windows(samples, kernel, stride))
     monkeypatch.setattr(streamed, "_edge_sums", lambda state, starts: 0.0)
-    assert relative_error(stream(streamed, samples, [4]), reference) > 100 * TOLERANCE
+    assert relative_difference(stream(streamed, samples, [4]), reference) > 100 * TOLERANCE
 
 
 def test_streamed_bbhnet_refuses_a_stride_off_the_downsampling_grid_and_training_mode():

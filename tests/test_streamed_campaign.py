@@ -30,9 +30,14 @@ from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented, documented_refusals
 from tests.faults.test_faults import FAST_FAILURE
-from tests.helpers import processes_mentioning, run_dag, save_traced, small_campaign
+from tests.helpers import (
+    processes_mentioning,
+    relative_difference,
+    run_dag,
+    save_traced,
+    small_campaign,
+)
 from tests.oracle import read_series, run_problems
-from tests.streamed_runs import relative_difference
 
 pytest.importorskip("torch")
 

@@ -36,6 +36,7 @@ from offline_iaas.science.deepclean.streamed import (
     export_streamed_deepclean,
     torch_streamed_deepclean,
 )
+from tests.helpers import relative_difference
 from tests.streamed_runs import (
     randomise_batch_norms,
     resumed_from_a_checkpoint,
@@ -100,7 +101,7 @@ def whole_float64(networks: dict[str, DeepClean], windows: np.ndarray) -> np.nda
 
 def relative_errors(values: np.ndarray, reference: np.ndarray) -> list[float]:
     """Per interferometer: max |values - reference| / max |reference|."""
-    return [float(np.abs(values[:, i] - reference[:, i]).max() / np.abs(reference[:, i]).max())
+    return [relative_difference(values[:, i], reference[:, i])
             for i in range(reference.shape[1])]
 
 

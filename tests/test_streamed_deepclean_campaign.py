@@ -23,9 +23,16 @@ from offline_iaas.merge.output import compare_outputs
 from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.repository.pipeline import stages
 from tests.error_catalogue import documented
-from tests.helpers import WITNESSES, run_dag, save_traced, small_campaign, untrained_weights
+from tests.helpers import (
+    WITNESSES,
+    relative_difference,
+    run_dag,
+    save_traced,
+    small_campaign,
+    untrained_weights,
+)
 from tests.oracle import read_series
-from tests.streamed_runs import exported_both_ways, relative_difference
+from tests.streamed_runs import exported_both_ways
 
 pytest.importorskip("torch")
 

@@ -21,9 +21,9 @@ from offline_iaas.data.synth import INJECTION_SET
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.repository.export import check_repository
 from offline_iaas.repository.pipeline import stages
-from tests.helpers import WITNESSES, run_dag, untrained_weights
+from tests.helpers import WITNESSES, relative_difference, run_dag, untrained_weights
 from tests.oracle import read_series
-from tests.streamed_runs import exported_both_ways, relative_difference
+from tests.streamed_runs import exported_both_ways
 from tests.test_injections_on_the_fly import foreground_of, write_baked_and_clean
 
 pytest.importorskip("torch")

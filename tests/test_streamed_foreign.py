@@ -17,8 +17,7 @@ from offline_iaas.errors import NotStreamable
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.streamed_network import Conv, open_streamed_network
 from offline_iaas.repository.streamed_foreign import cut_into_stream, write_cut
-from tests.helpers import save_traced
-from tests.streamed_runs import relative_difference
+from tests.helpers import relative_difference, save_traced
 from tests.test_recognised_graphs import ResNetShaped
 
 KERNEL = 192

@@ -20,9 +20,8 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import check_repository, export_repository
-from tests.helpers import run_dag, small_campaign
+from tests.helpers import relative_difference, run_dag, small_campaign
 from tests.oracle import run_problems
-from tests.streamed_runs import relative_difference
 from tests.test_streamed_campaign import (
     BBHNET,
     REFERENCE_TOLERANCE,

@@ -17,7 +17,7 @@ from offline_iaas.errors import NotStreamable
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.science.deepclean.backend.streamed_deepclean import open_streamed_deepclean
 from offline_iaas.science.deepclean.streamed_foreign import cut_chain, write_chain_cuts
-from tests.streamed_runs import relative_difference
+from tests.helpers import relative_difference
 
 BOUND = 1e-5
 """Streamed against whole windows, relative to the largest |prediction|."""
