@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from offline_iaas.models.weights import export_onnx  # noqa: E402
 from offline_iaas.repository.backend.streamed_network import open_streamed_network  # noqa: E402
 from offline_iaas.science.bbhnet.streamed import export_streamed  # noqa: E402
+from tests.helpers import relative_difference  # noqa: E402
 from tests.test_streamed_bbhnet import (  # noqa: E402
     random_bbhnet,
-    relative_error,
     whole_statistics,
     whole_windows,
 )
@@ -77,8 +77,8 @@ def main() -> None:
                                      for a in range(0, samples.shape[1], request)])
             streamed_cpu = time.process_time() - start
         exact = whole_statistics(network, whole_windows(samples, kernel, stride))
-        print(f"{name:30} {strides:7d} {relative_error(values, reference):10.2e} "
-              f"{relative_error(values, exact):10.2e} "
+        print(f"{name:30} {strides:7d} {relative_difference(values, reference):10.2e} "
+              f"{relative_difference(values, exact):10.2e} "
               f"{1e3 * whole_cpu / strides:10.3f} {1e3 * streamed_cpu / strides:13.3f} "
               f"{whole_cpu / streamed_cpu:14.2f}")
 

@@ -252,6 +252,21 @@ def write_bytes(path: Path, data: bytes) -> Path:
     return path
 
 
+def _dag_cut_short(ws: Path) -> list[str]:
+    """offline.dag cut on a line boundary before the merge node (a copy that stopped early)."""
+    run = run_dir(ws)
+    lines = (run / "offline.dag").read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if line.startswith("JOB merge "))
+    (run / "offline.dag").write_text("".join(lines[:cut]))
+    return ["status", str(run)]
+
+
+def _job_spec_not_text(ws: Path) -> list[str]:
+    run = run_dir(ws)
+    (run / "jobs" / "client0.json").write_bytes(b"\xff\xfe{")
+    return ["client", "--run-dir", str(run), "--node", "client0"]
+
+
 def _check(ws: Path, *overrides: str) -> list[str]:
     return ["check", str(ws / "campaign.toml"), *[a for o in overrides for a in ("--set", o)]]
 
@@ -260,6 +275,11 @@ CASES: list[Case] = [
     # ---- config: exit 2 ----
     Case("config-not-found", 2, lambda ws: ["check", str(ws / "nowhere.toml")],
          lambda ws: [f"{ws / 'nowhere.toml'}: config file not found"]),
+    Case("config-not-text", 2,
+         lambda ws: ["check", str(write_bytes(ws / "latin.toml", b"\xff\xfe[data]\n"))],
+         lambda ws: [f"{ws / 'latin.toml'}: cannot read the config file"]),
+    Case("config-is-a-directory", 2, lambda ws: ["check", str(ws / "frames")],
+         lambda ws: [f"{ws / 'frames'}: cannot read the config file"]),
     Case("config-not-toml", 2, lambda ws: ["check", str(write(ws / "bad.toml", "[data\n"))],
          lambda ws: [f"{ws / 'bad.toml'}: not valid TOML"]),
     Case("unknown-section", 2,
@@ -377,6 +397,18 @@ CASES: list[Case] = [
              _hash(ws, "model.seed=7"): "<hash of this campaign>"}),
     Case("not-a-run-directory", 6, lambda ws: ["run-local", str(ws)],
          lambda ws: [f"{ws} holds no offline.dag"]),
+    Case("dag-cut-short", 6, _dag_cut_short,
+         lambda ws: [f"{ws / 'run' / 'offline.dag'} lacks node(s) merge, final"]),
+    Case("job-spec-not-text", 6, _job_spec_not_text,
+         lambda ws: [f"{ws / 'run' / 'jobs' / 'client0.json'}: cannot read"]),
+    Case("make-dag-into-other-files", 6,
+         lambda ws: ["make-dag", str(ws / "campaign.toml"), "--out", str(ws / "frames")],
+         lambda ws: [f"{ws / 'frames'} is not a run directory of make-dag and not empty"]),
+    Case("report-not-a-run-directory", 6, lambda ws: ["report", str(ws / "runn")],
+         lambda ws: [f"{ws / 'runn'} is not a run directory of make-dag"]),
+    Case("output-is-a-directory", 6,
+         lambda ws: ["reference", str(ws / "campaign.toml"), "--out", str(ws / "frames")],
+         lambda ws: [f"Is a directory: {ws / 'frames'}"]),
     Case("output-not-writable", 6,
          lambda ws: ["reference", str(ws / "campaign.toml"), "--out", "/proc/offline-iaas.h5"],
          lambda ws: ["cannot write the reference output /proc/offline-iaas.h5"]),

@@ -251,3 +251,15 @@ def test_a_damaged_run_local_state_is_one_line_naming_the_file_and_the_field(
                    "state, schema version 1)"]
     local_state(run, {"client0": {"kind": "JOB", "status": "running", "attempts": 2}})
     assert main(["status", str(run)]) == 0  # the control: the same state, well typed
+
+
+def test_a_damaged_or_missing_job_spec_is_named_in_its_clients_line(run: Path) -> None:
+    (run / "jobs" / "client0.json").write_text('{"x":')
+    (run / "jobs" / "client1.json").unlink()
+    nodes = {n.name: n for n in read_status(RunDir(run)).nodes}
+    assert f"{run / 'jobs' / 'client0.json'}: not a JSON document" in nodes["client0"].detail
+    assert f"{run / 'jobs' / 'client1.json'} does not exist" in nodes["client1"].detail
+    assert "moved from" not in nodes["client0"].detail + nodes["client1"].detail
+    # control: a readable spec adds nothing to its client's line
+    intact = planned_run(run.parent / "other", servers=1)
+    assert not {n.name: n for n in read_status(RunDir(intact)).nodes}["client0"].detail

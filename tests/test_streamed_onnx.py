@@ -29,6 +29,7 @@ from offline_iaas.repository.backend.streamed_network import (  # noqa: E402
     open_streamed_network,
 )
 from offline_iaas.science.bbhnet.streamed import export_streamed  # noqa: E402
+from tests.helpers import relative_difference  # noqa: E402
 from tests.streamed_runs import (  # noqa: E402
     resumed_from_a_checkpoint,
     stream,
@@ -39,7 +40,6 @@ from tests.test_streamed_bbhnet import (  # noqa: E402
     OFF_GRID,
     TOLERANCE,
     random_bbhnet,
-    relative_error,
     samples_of,
     whole_windows,
 )
@@ -76,7 +76,7 @@ def test_streamed_onnx_graphs_equal_the_whole_window_graph_on_every_window(expor
     reference = whole_graph(session, samples, kernel, stride)
     values = stream(open_streamed_network(directory), samples, REQUESTS)
     assert values.shape == reference.shape and values.dtype == np.float32
-    error = relative_error(values, reference)
+    error = relative_difference(values, reference)
     print(f"{name}: {len(values)} windows, relative error {error:.2e}")
     assert error <= TOLERANCE, f"{name}: relative error {error:.2e}"
 
@@ -89,7 +89,7 @@ def test_streamed_onnx_graphs_on_input_shifted_by_one_sample_differ(exported):
     reference = whole_graph(session, samples, kernel, stride)
     shifted = np.concatenate([samples[:, 1:], samples[:, :1]], axis=1)
     values = stream(open_streamed_network(directory), shifted, REQUESTS)
-    assert relative_error(values, reference) > 100 * TOLERANCE
+    assert relative_difference(values, reference) > 100 * TOLERANCE
 
 
 def test_streamed_onnx_state_saved_mid_stream_continues_bit_identically_in_a_new_runner(
@@ -173,9 +173,9 @@ def test_mode_stream_with_a_streamed_stage_equals_the_snapshotter_and_whole_wind
     for seed, (reference, values) in out.items():
         reference, values = np.concatenate(reference), np.concatenate(values)
         assert len(values) == 58 and values.dtype == np.float32
-        assert relative_error(values, reference) <= TOLERANCE, seed
+        assert relative_difference(values, reference) <= TOLERANCE, seed
     # the streams differ (else sharing one state would pass too)
-    assert relative_error(np.concatenate(out[1][1]), np.concatenate(out[2][1])) > 0.1
+    assert relative_difference(np.concatenate(out[1][1]), np.concatenate(out[2][1])) > 0.1
 
 
 @pytest.mark.parametrize(("length", "step"), [(155, 32), (160, 32), (20, 32), (64, 16)])
@@ -217,10 +217,10 @@ def test_streamed_classifier_graphs_equal_its_whole_window_graph_on_every_window
     reference = whole_graph(session, samples, kernel, stride)
     values = stream(open_streamed_network(directory), samples, REQUESTS)
     assert values.shape == reference.shape and np.isfinite(values).all()
-    error = relative_error(values, reference)
+    error = relative_difference(values, reference)
     print(f"classifier at a stride of {stride}: {len(values)} windows, relative error "
           f"{error:.2e}")
     assert error <= TOLERANCE
     shifted = np.concatenate([samples[:, 1:], samples[:, :1]], axis=1)
     late = stream(open_streamed_network(directory), shifted, REQUESTS)
-    assert relative_error(late, reference) > 100 * TOLERANCE
+    assert relative_difference(late, reference) > 100 * TOLERANCE

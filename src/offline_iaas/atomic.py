@@ -5,23 +5,25 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 from offline_iaas.errors import raise_if_no_space
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a unique temporary file beside ``path``, then rename it over ``path``.
+@contextlib.contextmanager
+def replaced_atomically(path: Path) -> Iterator[Path]:
+    """A unique temporary path beside ``path`` for the block to write; renamed over ``path``
+    when the block ends, removed when it fails.
 
-    The temporary file is removed if anything fails; a full disk is a ``NoSpaceError`` naming
-    ``path``, and any other failure of the temporary file (a read-only directory) an
-    ``OSError`` naming ``path``. It is created with ``open(..., "x")``, so it gets the
-    umask's mode (mkstemp would make it 0600).
+    Failures name ``path``, never the temporary file: a full disk is a ``NoSpaceError``, any
+    other failure of the temporary file (a read-only directory, ``path`` a directory) an
+    ``OSError`` of the same type.
     """
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        with open(tmp, "x") as f:
-            f.write(text)
+        yield tmp
         os.replace(tmp, path)
     except BaseException as err:
         with contextlib.suppress(OSError):  # never created (read-only: unlink fails too)
@@ -30,3 +32,11 @@ def write_text_atomic(path: Path, text: str) -> None:
         if isinstance(err, OSError) and str(err.filename) == str(tmp):  # name the final file
             raise type(err)(err.errno, err.strerror, str(path)) from None
         raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through ``replaced_atomically``. The temporary file is
+    created with ``open(..., "x")``, so it gets the umask's mode (mkstemp would make it
+    0600)."""
+    with replaced_atomically(path) as tmp, open(tmp, "x") as f:
+        f.write(text)

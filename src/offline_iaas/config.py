@@ -311,6 +311,9 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         raw = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as err:  # a directory, no permission, not UTF-8
+        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise ConfigError(f"{path}: cannot read the config file: {why}") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
     return config_from_dict(apply_overrides(raw, overrides, path), path)

@@ -210,7 +210,7 @@ def read(kind: type[R], path: Path) -> R:
         text = path.read_text()
     except FileNotFoundError:
         raise RunError(f"{path} does not exist (is this a run directory of make-dag?)") from None
-    except OSError as err:
+    except (OSError, UnicodeDecodeError) as err:
         raise RunError(f"{path}: cannot read: {err}") from None
     return parse(kind, text, path)
 

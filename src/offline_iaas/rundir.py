@@ -70,6 +70,15 @@ class RunDir:
         for sub in SUBDIRS:
             (self.path / sub).mkdir(exist_ok=True)
 
+    def foreign_entries(self) -> list[str]:
+        """What an existing directory holds that no make-dag wrote, when it holds no mark of
+        one (``offline.dag``, ``run.json``, ``token``): its names, sorted (empty: a new, empty
+        or make-dag's directory)."""
+        if not self.path.is_dir() or any(
+                p.exists() for p in (self.dag, self.run_info, self.token)):
+            return []
+        return sorted(p.name for p in self.path.iterdir() if p.name not in SUBDIRS)
+
     @property
     def config(self) -> Path:
         return self.path / "campaign.toml"

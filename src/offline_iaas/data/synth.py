@@ -57,7 +57,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -68,7 +67,7 @@ from typing import Any
 import numpy as np
 from scipy import signal
 
-from offline_iaas.atomic import write_text_atomic
+from offline_iaas.atomic import replaced_atomically, write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.config_sections import DataConfig, SynthConfig
 from offline_iaas.errors import ConfigError, DataError
@@ -267,12 +266,10 @@ def _write_gwf(
     tsd = TimeSeriesDict()
     for name, values, rate in zip(names, data, sample_rates, strict=True):
         tsd[name] = TimeSeries(values, t0=gps_start, sample_rate=rate, name=name, channel=name)
-    tmp = path.with_name(f".{path.name}.tmp")
     try:
-        tsd.write(str(tmp), format="gwf", name=desc)
-        os.replace(tmp, path)
+        with replaced_atomically(path) as tmp:
+            tsd.write(str(tmp), format="gwf", name=desc)
     except Exception as err:
-        tmp.unlink(missing_ok=True)
         raise DataError(f"cannot write frame file {path}: {err}") from err
 
 

@@ -193,7 +193,10 @@ class CampaignWriter:
         )
         self.file.close()
         self._close_stage()
-        os.replace(self.tmp, self.path)
+        try:
+            os.replace(self.tmp, self.path)
+        except OSError as err:  # named for the output, not the temporary file
+            raise type(err)(err.errno, err.strerror, str(self.path)) from None
         if self.frames_tmp is not None:
             self.frames_tmp.mkdir(parents=True, exist_ok=True)
             shutil.rmtree(self.frames_dir, ignore_errors=True)

@@ -242,7 +242,7 @@ def _child_main() -> None:
         outcome: dict[str, Any] = {
             "result": getattr(importlib.import_module(module), name)(**request["kwargs"])}
     except Exception as exc:  # handed to the parent, which raises it
-        if not isinstance(exc, OfflineIaasError):
+        if not isinstance(exc, OfflineIaasError | OSError):  # those are one line in the CLI
             traceback.print_exc()
         try:
             pickle.dumps(exc)

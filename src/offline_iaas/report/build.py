@@ -14,6 +14,7 @@ import h5py
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.completeness import Hashes, merge_problem, part_problem
+from offline_iaas.errors import RunError
 from offline_iaas.local_state import read_local_state
 from offline_iaas.mode_packages import ReportSection, mode_package
 from offline_iaas.records import (
@@ -208,8 +209,16 @@ def write_report(run: RunDir) -> Path:
     run
         A run directory written by ``make-dag`` (at any stage: sections whose inputs are not
         there yet say so).
+
+    Raises
+    ------
+    RunError
+        ``run`` holds neither ``offline.dag`` nor ``run.json``.
     """
     paths = run.absolute()
+    if not paths.dag.exists() and not paths.run_info.exists():
+        raise RunError(f"{paths.path} is not a run directory of make-dag (no offline.dag, no "
+                       "run.json): nothing to report")
     found = ReportRun(paths)
     sections = []
     package = mode_package(found.mode) if found.config is not None else None

@@ -142,7 +142,11 @@ def export_repository(
             )
     repo.parent.mkdir(parents=True, exist_ok=True)
     # The networks are exported (and bad weights refused) before the repository is touched.
-    with tempfile.TemporaryDirectory(dir=repo.parent) as tmp:
+    try:
+        staging = tempfile.TemporaryDirectory(dir=repo.parent)
+    except OSError as err:  # named for the repository, not the staging directory
+        raise type(err)(err.errno, err.strerror, str(repo)) from None
+    with staging as tmp:
         graphs = networks.build_graphs(config, weights, Path(tmp), canary_weights)
         streamed = streamed_networks(config, weights, canary_weights, Path(tmp), ensemble)
         config = served_as(config, bool(streamed))  # what auto chose

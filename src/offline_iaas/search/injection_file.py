@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from offline_iaas.atomic import replaced_atomically
 from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.physics import Injection
 from offline_iaas.search.injection_set import InjectionSet, attr_value
@@ -71,17 +71,13 @@ def write_injection_set(path: Path, injections: InjectionSet, layout: str = LAYO
     if kind == "xml" and layout != LAYOUT:
         raise ConfigError(f"{path}: layout {layout!r} is an HDF5 layout; a .xml file is "
                           "LIGO_LW sim_inspiral")
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
+    with replaced_atomically(path) as tmp:
         if kind == "xml":
             write_ligolw(tmp, injections, gzip=path.name.lower().endswith(".gz"))
         elif layout == "aframe":
             write_aframe(tmp, injections)
         else:
             write_hdf5(tmp, injections)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def read_injection_set(
@@ -176,9 +172,12 @@ def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
         return found, None if volume is None else float(volume)
     try:
         data = json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError) as err:
-        why = "file not found" if isinstance(err, FileNotFoundError) else f"not JSON: {err}"
-        raise ConfigError(f"search.injections: {path}: {why}") from None
+    except FileNotFoundError:
+        raise ConfigError(f"search.injections: {path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"search.injections: {path}: cannot read: {err}") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"search.injections: {path}: not JSON: {err}") from None
     rows = data.get("injections", []) if isinstance(data, dict) else data
     found = []
     for row in rows:

@@ -84,7 +84,8 @@ from offline_iaas.sizing.replay import (
     graph_of,
     names_text,
 )
-from offline_iaas.workflow.dag import Dag, parse_dag
+from offline_iaas.workflow.binding import read_run_dag
+from offline_iaas.workflow.dag import Dag
 
 P90 = 0.9
 _PATH_SHOWN = 8
@@ -369,4 +370,4 @@ def simulate_run(run: RunDir, pilot: PilotRun, failures: FailureModel | None = N
         server_start_seconds=pilot.start_seconds, job_start_seconds=pilot.job_start_seconds)
     if failures is None:
         failures = FailureModel(failover_seconds=config.client.failover_seconds)
-    return simulate(parse_dag(run.dag.read_text(), str(run.dag)), work, rates, failures)
+    return simulate(read_run_dag(run), work, rates, failures)

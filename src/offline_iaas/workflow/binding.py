@@ -1,14 +1,54 @@
-"""``run-local``'s and ``status``'s check of a run before anything starts: the run bound to what
-make-dag planned (``binding.read_bound_run``: run.json there, campaign.toml not edited in a
-setting the parts depend on) and its shared model repository still the model run.json records
+"""``run-local``'s and ``status``'s check of a run before anything starts: its ``offline.dag``
+read (``read_run_dag``), the run bound to what make-dag planned (``binding.read_bound_run``:
+run.json there, campaign.toml not edited in a setting the parts depend on, the DAG holding
+every node run.json records) and its shared model repository still the model run.json records
 (``repository/pinning.py``: its versions, as the manifest names them; a run whose servers get
 make-dag's tarball serves that)."""
 
 from __future__ import annotations
 
-from offline_iaas.binding import is_make_dag_run, read_bound_run
+from offline_iaas import records
+from offline_iaas.binding import (
+    is_make_dag_run,
+    read_bound_run,
+    restore_command,
+    run_info_damage,
+)
+from offline_iaas.errors import RunError
 from offline_iaas.repository.pinning import check_pinned_model
-from offline_iaas.rundir import RunDir
+from offline_iaas.rundir import MERGE_NODE, RunDir
+from offline_iaas.workflow.dag import FINAL_NODE, MAKE_DAG_HEADER, Dag, parse_dag
+
+
+def read_run_dag(run: RunDir) -> Dag:
+    """The run's ``offline.dag``, parsed (``dag.parse_dag``); one that make-dag wrote holds
+    every node run.json records.
+
+    Raises
+    ------
+    RunError
+        One line naming the file: missing (not a run directory), unreadable or not text, a
+        line DAGMan would refuse, or make-dag's DAG without a node run.json records (cut short
+        on a line boundary, or edited).
+    """
+    try:
+        text = run.dag.read_text()
+    except FileNotFoundError:
+        raise RunError(f"{run.path} holds no offline.dag (not a run directory: write one with "
+                       "offline-iaas make-dag)") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise RunError(f"{run.dag}: cannot read: {err}") from None
+    dag = parse_dag(text, str(run.dag))
+    if text.startswith(MAKE_DAG_HEADER) and run_info_damage(run) is None:
+        info = records.read_run_info(run)  # a damaged one: check_binding's line
+        planned = [*info.servers, *info.clients, *info.shards, MERGE_NODE, FINAL_NODE]
+        missing = [name for name in planned if name not in dag.nodes]
+        if missing:
+            raise RunError(
+                f"{run.dag} lacks node(s) {', '.join(missing)} that make-dag planned "
+                f"(run.json): the file is cut short or edited; write it again with "
+                f"'{restore_command(run)}' (finished parts are kept)")
+    return dag
 
 
 def check_binding(run: RunDir) -> None:

@@ -27,6 +27,8 @@ MERGE_CATEGORY = "merges"
 """DAGMan category of the shard merge nodes (throttled by ``MAXJOBS``)."""
 
 FINAL_NODE = "final"
+MAKE_DAG_HEADER = "# offline-iaas campaign DAG, written by `offline-iaas make-dag`."
+"""The first line of make-dag's DAG (a DAG without it was written by hand)."""
 STATUS_INTERVAL_SECONDS = 30
 ABORT_RETURN = 1
 """``ABORT-DAG-ON ... RETURN`` value: DAGMan leaves the queue for 0, 1 or 2 only."""
@@ -162,7 +164,7 @@ def dag_text(
     if unknown:
         raise ValueError(f"client shares name unknown servers: {', '.join(unknown)}")
     lines = [
-        "# offline-iaas campaign DAG, written by `offline-iaas make-dag`.",
+        MAKE_DAG_HEADER,
         "#   on a cluster:   condor_submit_dag -usedagdir <this directory>/offline.dag",
         "#   on this host:   offline-iaas run-local <this directory>",
         "# Written by hand rather than with htcondor2.dags: that module has no SERVICE nodes and",

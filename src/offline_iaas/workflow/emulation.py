@@ -9,11 +9,11 @@ the node's ``initialdir`` and its sandbox.
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from offline_iaas.atomic import replaced_atomically
 from offline_iaas.errors import RunError
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.dag import DagNode
@@ -254,13 +254,8 @@ def _copy(source: Path, target: Path) -> None:
         target.mkdir(parents=True, exist_ok=True)
         return
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
+    with replaced_atomically(target) as tmp:  # a full disk: no half copy stays
         shutil.copy2(source, tmp)
-        os.replace(tmp, target)
-    except BaseException:  # a full disk: no half copy stays
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _transfer_target(entry: str, root: Path, preserve: bool) -> Path:

@@ -29,9 +29,9 @@ from offline_iaas.lifetime import die_with_parent, start_ticks
 from offline_iaas.local_state import local_state_text
 from offline_iaas.rendezvous.job_ads import FAKE_ENV
 from offline_iaas.rundir import RunDir
-from offline_iaas.workflow.binding import check_binding
+from offline_iaas.workflow.binding import check_binding, read_run_dag
 from offline_iaas.workflow.completion import not_done, reopen_damaged_parents
-from offline_iaas.workflow.dag import Dag, parse_dag
+from offline_iaas.workflow.dag import Dag
 from offline_iaas.workflow.emulation import node_command, stage_in, stage_out
 from offline_iaas.workflow.failures import ErrorPipe, node_error, run_failure
 from offline_iaas.workflow.guardian import Guardian
@@ -535,16 +535,7 @@ def run_local(
         cases.
     """
     run = run.absolute()
-    dag_path = run.dag
-    try:
-        text = dag_path.read_text()
-    except FileNotFoundError:
-        raise RunError(
-            f"{run.path} holds no offline.dag (write it with offline-iaas make-dag)"
-        ) from None
-    except OSError as err:
-        raise RunError(f"{dag_path}: cannot read: {err}") from None
-    dag = parse_dag(text, str(dag_path))
+    dag = read_run_dag(run)
     check_binding(run)  # run.json, campaign.toml and the model: make-dag's plan
 
     submits: dict[str, dict[str, str]] = {}

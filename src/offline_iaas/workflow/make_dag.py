@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from offline_iaas import records
-from offline_iaas.atomic import write_text_atomic
+from offline_iaas.atomic import replaced_atomically, write_text_atomic
 from offline_iaas.binding import model_mismatch, planned_sequence_base, run_info_damage
 from offline_iaas.completeness import Hashes, is_of_shard
 from offline_iaas.config import CampaignConfig, load_config, write_config
@@ -99,14 +99,8 @@ def _check_path(path: Path, what: str) -> None:
 
 def _write_tarball(repository: Path, path: Path) -> None:
     """Pack the model repository as ``model-repository/...`` (atomically)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        with tarfile.open(tmp, "w:gz") as tar:
-            tar.add(repository, arcname="model-repository")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with replaced_atomically(path) as tmp, tarfile.open(tmp, "w:gz") as tar:
+        tar.add(repository, arcname="model-repository")
 
 
 def _previous_run(run: RunDir, hashes: Hashes, model: ServedModel | None) -> RunInfo | None:
@@ -115,7 +109,15 @@ def _previous_run(run: RunDir, hashes: Hashes, model: ServedModel | None) -> Run
     model (the repository exported again since: its parts and new ones would mix two models).
     A campaign that differs in merge-only settings (``config.MERGE_ONLY``) is the same: its
     parts are kept and its merge nodes are redone. A run whose run.json is lost while its
-    campaign.toml is this campaign is restored (None: no record; its parts are kept)."""
+    campaign.toml is this campaign is restored (None: no record; its parts are kept). A
+    directory that holds other files and no run is refused: make-dag would overwrite them."""
+    foreign = run.foreign_entries()
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3
+                                          else "")
+        raise RunError(
+            f"{run.path} is not a run directory of make-dag and not empty (it holds {shown}): "
+            "make-dag would overwrite them; write the run into a new or empty directory")
     if not run.dag.exists():
         return None
     if _restores(run, hashes):
@@ -266,16 +268,11 @@ def make_dag(
     else:
         run.repository_tarball.unlink(missing_ok=True)
 
-    tmp = run.config.with_name(f".{run.config.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     # the nodes read the run's config: it holds the profile's choices resolved (server.bind)
     resolved = dataclasses.replace(config, server=dataclasses.replace(config.server,
                                                                       bind=site.bind))
-    try:
+    with replaced_atomically(run.config) as tmp:
         write_config(resolved, tmp)
-        os.replace(tmp, run.config)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
     records.write(records.build(RunInfo, {
         "run_id": run_id,

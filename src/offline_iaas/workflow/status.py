@@ -25,9 +25,8 @@ from offline_iaas.local_state import LocalState, read_local_state
 from offline_iaas.records import ClientJob, ClientShare, PartRecord, R
 from offline_iaas.rundir import MERGE_NODE, RunDir
 from offline_iaas.serve.crashes import crash_lines
-from offline_iaas.workflow.binding import check_binding
+from offline_iaas.workflow.binding import check_binding, read_run_dag
 from offline_iaas.workflow.completion import not_done
-from offline_iaas.workflow.dag import parse_dag
 from offline_iaas.workflow.failures import last_error
 
 # DAGMan NodeStatus values (node status file) -> our states.
@@ -118,7 +117,7 @@ def _note_server(node: NodeState, spec: ClientShare | None,
     node.server = own
     if servers:
         node.server = servers[-1]
-        if servers != [own]:
+        if own and servers != [own]:
             moved = f"on {node.server} (moved from {own})"
             node.detail = f"{node.detail}; {moved}" if node.detail else moved
 
@@ -130,6 +129,14 @@ def _readable(kind: type[R], path: Path) -> R | None:
         return records.read_optional(kind, path)
     except RunError:
         return None
+
+
+def _job_spec(run: RunDir, client: str) -> ClientJob | str:
+    """A client's job spec, or what is wrong with it (missing or damaged, naming the file)."""
+    try:
+        return records.read(ClientJob, run.job(client))
+    except RunError as err:
+        return str(err)
 
 
 def _parse_time(text: Any) -> float | None:
@@ -207,10 +214,7 @@ def read_status(run: RunDir, verify: bool = False) -> RunStatus:
     """The progress of a run directory (any time: before, during or after the run);
     ``verify``: read every checksum (``completion.not_done``)."""
     run = run.absolute()
-    try:
-        dag = parse_dag(run.dag.read_text(), str(run.dag))
-    except FileNotFoundError:
-        raise RunError(f"{run.path} holds no offline.dag (not a run directory)") from None
+    dag = read_run_dag(run)
     check_binding(run)
     local_path, dagman_path = run.local_state, run.dagman_status
     local = read_local_state(run)
@@ -218,7 +222,11 @@ def read_status(run: RunDir, verify: bool = False) -> RunStatus:
         local is None or dagman_path.stat().st_mtime >= local_path.stat().st_mtime
     )
     if use_dagman:
-        states, source = _dagman_states(dagman_path.read_text()), f"DAGMan ({dagman_path.name})"
+        try:
+            states = _dagman_states(dagman_path.read_text())
+        except (OSError, UnicodeDecodeError) as err:
+            raise RunError(f"{dagman_path}: cannot read DAGMan's node status: {err}") from None
+        source = f"DAGMan ({dagman_path.name})"
     elif local is not None:
         states, source = _local_states(local), f"run-local ({local_path.name})"
     else:
@@ -248,13 +256,15 @@ def read_status(run: RunDir, verify: bool = False) -> RunStatus:
         status.nodes.append(found)
 
     # each client's job spec and part sidecar, read once
-    clients = {n.name: (_readable(ClientJob, run.job(n.name)),
-                        _readable(PartRecord, run.part(n.name)[1]))
+    clients = {n.name: (_job_spec(run, n.name), _readable(PartRecord, run.part(n.name)[1]))
                for n in dag.nodes.values() if n.kind == "JOB" and n.submit == "client.sub"}
-    specs = {name: job.share if job is not None else None
+    specs = {name: job.share if isinstance(job, ClientJob) else None
              for name, (job, _) in clients.items()}
     for node in status.nodes:
         if node.name in clients:
+            job = clients[node.name][0]
+            if isinstance(job, str):  # the spec's problem, named: its node cannot run
+                node.detail = f"{node.detail}; {job}" if node.detail else job
             _note_server(node, specs[node.name], clients[node.name][1])
     (status.data_seconds_done, status.data_seconds_total, status.data_seconds_lost,
      status.bad_frame_files) = _data_seconds(run, specs, complete)
