@@ -267,6 +267,11 @@ def _job_spec_not_text(ws: Path) -> list[str]:
     return ["client", "--run-dir", str(run), "--node", "client0"]
 
 
+def _injections_into_a_directory(ws: Path) -> list[str]:
+    (ws / "out.h5").mkdir()
+    return ["convert-injections", str(ws / "frames" / "injections.h5"), str(ws / "out.h5")]
+
+
 def _check(ws: Path, *overrides: str) -> list[str]:
     return ["check", str(ws / "campaign.toml"), *[a for o in overrides for a in ("--set", o)]]
 
@@ -359,6 +364,9 @@ CASES: list[Case] = [
          lambda ws: [f"search.injections: {ws / 'nowhere.json'}: file not found"]),
     Case("injection-list-truncated", 3, _truncated_injections,
          lambda ws: [f"search.injections: {ws / 'cut.h5'}: not a readable HDF5 file"]),
+    Case("injection-list-not-text", 2,
+         lambda ws: _injection_case(ws, write_bytes(ws / "latin.json", b"\xff\xfe[")),
+         lambda ws: [f"search.injections: {ws / 'latin.json'}: cannot read"]),
     Case("injection-list-without-column", 3, _injections_without_column,
          lambda ws: [f"search.injections: {ws / 'no-time.h5'}: injection file has no column "
                      "'parameters/injection_time'"]),
@@ -406,6 +414,8 @@ CASES: list[Case] = [
          lambda ws: [f"{ws / 'frames'} is not a run directory of make-dag and not empty"]),
     Case("report-not-a-run-directory", 6, lambda ws: ["report", str(ws / "runn")],
          lambda ws: [f"{ws / 'runn'} is not a run directory of make-dag"]),
+    Case("injection-output-is-a-directory", 6, _injections_into_a_directory,
+         lambda ws: [f"Is a directory: {ws / 'out.h5'}"]),
     Case("output-is-a-directory", 6,
          lambda ws: ["reference", str(ws / "campaign.toml"), "--out", str(ws / "frames")],
          lambda ws: [f"Is a directory: {ws / 'frames'}"]),
