@@ -40,6 +40,8 @@ def test_overrides_are_parsed_as_toml(small_config_file: Path) -> None:
         ("data.colour=1", "unknown key 'data.colour'"),
         ("layout.servers=0", "'layout.servers' must be at least 1"),
         ("data.duration=-4", "'data.duration' must be positive"),
+        ("data.start=1e300", "'data.start' must be a GPS time in [0, 1e+10) s, got 1e+300"),
+        ("data.start=-1", "'data.start' must be a GPS time"),
         ("data.duration=61.6", "must be a whole number of samples"),
         ("model.batch_size=1.5", "'model.batch_size' must be an integer"),
         ("model.inference_rate=3", "'model.inference_rate' (3.0 Hz) must divide"),

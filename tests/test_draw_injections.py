@@ -189,3 +189,14 @@ def test_an_interval_that_does_not_fit_is_refused(clean_frames: Path, capsys, ca
     assert not out.exists()
     message = capsys.readouterr().err.strip().splitlines()[-1].split("error: ", 1)[1]
     documented(case, message, {str(config): "C"})
+
+
+@pytest.mark.parametrize("value", ["nan", "-1"])
+def test_a_network_snr_cut_that_is_no_number_or_negative_is_refused(
+        clean_frames: Path, capsys, value: str) -> None:
+    out = clean_frames / "refused.h5"
+    config = clean_frames / "campaign.toml"
+    assert main(["draw-injections", str(config), "--out", str(out),
+                 "--network-snr-min", value]) == 2
+    assert not out.exists()
+    assert f"--network-snr-min must be >= 0, not {value}" in capsys.readouterr().err

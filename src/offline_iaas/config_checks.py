@@ -67,12 +67,18 @@ _SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]B?", re.IGNORECASE)
 _log = logging.getLogger(__name__)
 
 
+GPS_END = 1e10
+"""GPS seconds of the year 2296: later starts are typos (frame names hold 10 digits)."""
+
+
 def check_config(c: CampaignConfig, path: Path) -> None:
     """ConfigError naming the file and key of the first invalid value of ``c``."""
     def fail(key: str, why: str) -> None:
         raise ConfigError(f"{path}: '{key}' {why}")
 
     check_finite(c, fail)
+    if not 0 <= c.data.start < GPS_END:  # a typo's exponent: no frame file holds it
+        fail("data.start", f"must be a GPS time in [0, {GPS_END:.0e}) s, got {c.data.start:g}")
     if c.data.duration <= 0:
         fail("data.duration", f"must be positive, got {c.data.duration}")
     if c.data.sample_rate <= 0:

@@ -91,7 +91,8 @@ def read_segment_file(path: Path) -> SegmentList:
 
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"segment file {path} does not exist")
+        why = "is a directory, not a file" if path.is_dir() else "does not exist"
+        raise DataError(f"segment file {path} {why}")
     if _is_xml(path):
         return _read_xml(path)
     try:

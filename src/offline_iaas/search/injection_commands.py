@@ -71,6 +71,8 @@ def cmd_draw(args: argparse.Namespace) -> None:
         raise ConfigError(f"--rate-per-30s must be > 0, not {args.rate_per_30s:g}")
     if args.interval_seconds is not None and not args.interval_seconds > 0:
         raise ConfigError(f"--interval-seconds must be > 0, not {args.interval_seconds:g}")
+    if args.network_snr_min is not None and not args.network_snr_min >= 0:  # NaN too
+        raise ConfigError(f"--network-snr-min must be >= 0, not {args.network_snr_min:g}")
     interval = (30.0 / args.rate_per_30s if args.rate_per_30s is not None
                 else args.interval_seconds or 30.0)
     config = load_config(args.config, args.set)
