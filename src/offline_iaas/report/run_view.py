@@ -4,7 +4,10 @@ package's included (``ModePackage.report_sections``), draws from."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+import h5py
 
 from offline_iaas import records
 from offline_iaas.config import CampaignConfig, load_config
@@ -13,6 +16,8 @@ from offline_iaas.records import CampaignSummary, R, RunInfo
 from offline_iaas.report import page
 from offline_iaas.rundir import RunDir
 from offline_iaas.summary_physics import Numbers, Physics, package_section, physics_type
+
+logger = logging.getLogger(__name__)
 
 
 class ReportRun:
@@ -28,6 +33,7 @@ class ReportRun:
         except Exception as err:  # a report is written whatever state the run is in
             self.config_error = str(err)
         self.problems: list[str] = []
+        self.output_readable = self._readable_hdf5(self.output)
         self.summary = self._record(CampaignSummary, summary)
         self.run_info = self._record(RunInfo, self.paths.run_info)
         self.physics: Physics = (self.summary.physics if self.summary is not None
@@ -43,13 +49,28 @@ class ReportRun:
             self.problems.append(str(err))
             return None
 
+    def _readable_hdf5(self, path: Path) -> bool:
+        """Whether ``path`` opens as HDF5; one that does not is a problem naming it (h5py's
+        own message names no file)."""
+        if not path.is_file():
+            return False
+        try:
+            with h5py.File(path, "r"):
+                return True
+        except OSError as err:
+            problem = f"{path}: not a readable HDF5 file ({err}); run the merge again"
+            logger.warning(f"report: {problem}")
+            self.problems.append(problem)
+            return False
+
     @property
     def mode(self) -> str:
         return self.config.model.mode if self.config is not None else "unknown"
 
     @property
     def has_output(self) -> bool:
-        return self.output.is_file()
+        """The merge's output is there and opens."""
+        return self.output_readable
 
     @property
     def package_section(self) -> Numbers | None:
