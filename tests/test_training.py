@@ -27,7 +27,7 @@ from offline_iaas.science.bbhnet.training import _allowed_starts, whiten_windows
 from offline_iaas.science.deepclean.network import DeepClean
 from offline_iaas.science.deepclean.training import bandpass
 from offline_iaas.science.e2e.evaluation import PHYSICS_DATASET, evaluate_demo_networks
-from tests.helpers import SMALL_CAMPAIGN, captured_log
+from tests.helpers import SMALL_CAMPAIGN, WITNESSES, captured_log
 
 
 @pytest.fixture(scope="module")
@@ -193,13 +193,23 @@ def test_training_whitens_windows_as_the_network_does() -> None:
     assert np.max(np.abs(late - inside)) > 0.1 * scale
 
 
-def test_bandpass_is_zero_phase() -> None:
-    rate = 256.0
+DEEPCLEAN = ['model.mode="deepclean"', f"data.witnesses={WITNESSES}"]
+
+
+def test_bandpass_is_zero_phase_and_the_merges_band(small_config_file: Path) -> None:
+    """Training's target and the evaluation band-pass as the merge does ([deepclean])."""
+    config = load_config(small_config_file, DEEPCLEAN)
+    rate = config.data.sample_rate
     t = np.arange(int(16 * rate)) / rate
-    line = np.sin(2 * np.pi * 60 * t)
-    out = bandpass(line + np.sin(2 * np.pi * 20 * t), rate)
+    line, other = np.sin(2 * np.pi * 60 * t), np.sin(2 * np.pi * 20 * t)
     middle = slice(int(4 * rate), int(12 * rate))
+    out = bandpass(line + other, config)
     np.testing.assert_allclose(out[middle], line[middle], atol=1e-3)
+    # another [deepclean] band in the config moves the band-pass with it
+    moved = load_config(small_config_file, [*DEEPCLEAN, "deepclean.band_low_hz=15",
+                                            "deepclean.band_high_hz=25"])
+    out = bandpass(line + other, moved)
+    np.testing.assert_allclose(out[middle], other[middle], atol=1e-3)
 
 
 # Bounds from the spread over 5 seeds x 1 and 2 torch threads on the IMRPhenomD data

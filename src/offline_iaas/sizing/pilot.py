@@ -109,7 +109,9 @@ def read_pilot(run: RunDir) -> PilotRun:
     last_response = max(r for r in responses if r is not None)
     summary = records.read(CampaignSummary, run.output[1])
     shards = summary.shards
-    kept = sum(part.share.kept_windows for part in parts)
+    # what the merge counted (bad-file gaps the clients met left out), else the shares' plan
+    analysed = (summary.analysed_seconds
+                or sum(part.share.kept_windows for part in parts) * config.stride_seconds)
     merge_node = nodes["merge"]
     merge_wall = unix_seconds(str(merge_node.ended)) - unix_seconds(str(merge_node.started))
     own = summary.wall_seconds
@@ -119,7 +121,7 @@ def read_pilot(run: RunDir) -> PilotRun:
         merge_rate = summary.shard_data_seconds / walls if walls > 0 else 0.0
         merge_seconds = unix_seconds(str(merge_node.ended)) - last_response
     else:  # the data it merged: the kept windows, not the gaps
-        merged = kept * config.stride_seconds or config.data.duration
+        merged = analysed or config.data.duration
         merge_rate = merged / own if own else 0.0
         merge_seconds = own
     final = nodes.get("final")
@@ -139,7 +141,7 @@ def read_pilot(run: RunDir) -> PilotRun:
         job_start_seconds=max(0.0, merge_wall - own),
         final_seconds=final_seconds,
         streamed_seconds=sum(part.share.streamed_seconds for part in parts),
-        analysed_seconds=kept * config.stride_seconds,
+        analysed_seconds=analysed,
         tensor_bytes_sent=sum(part.tensor_bytes_sent for part in parts),
     )
 

@@ -19,7 +19,6 @@ from offline_iaas.data.discovery import FrameFile
 from offline_iaas.data.frames import read_span
 from offline_iaas.science.deepclean.network import average_overlapping
 from offline_iaas.science.deepclean.training import (
-    DEEPCLEAN_BAND_HZ,
     bandpass,
     predict_deepclean,
     strain_channel,
@@ -47,7 +46,7 @@ def clean_stretch(
     predictions = predict_deepclean(model, data[1:], config.kernel_samples, config.stride_samples)
     averaged = average_overlapping(predictions, config.stride_samples)
     raw = data[0, : len(averaged)]
-    return raw, raw - bandpass(averaged, rate)
+    return raw, raw - bandpass(averaged, config)
 
 
 def asd_ratio(
@@ -56,7 +55,7 @@ def asd_ratio(
     sample_rate: float,
     fftlength: float,
     line_hz: float,
-    band_hz: tuple[float, float] = DEEPCLEAN_BAND_HZ,
+    band_hz: tuple[float, float],
     trim_seconds: float = 8.0,
     guard_hz: float = 0.0,
 ) -> dict[str, float]:
@@ -74,13 +73,14 @@ def evaluate_deepclean(
     cleaned: np.ndarray,
     sample_rate: float,
     line_hz: float,
+    band_hz: tuple[float, float],
     fftlengths: Sequence[float] = (1.0, 2.0, 4.0),
     guards_hz: Sequence[float] = (0.0, 1.0, 2.0),
 ) -> list[dict[str, float]]:
     """``asd_ratio`` at ``line_hz`` of a stretch's raw and cleaned strain (``clean_stretch``)
     for each FFT length (s) and guard (Hz)."""
     return [
-        asd_ratio(raw, cleaned, sample_rate, fftlength, line_hz, guard_hz=guard)
+        asd_ratio(raw, cleaned, sample_rate, fftlength, line_hz, band_hz, guard_hz=guard)
         for fftlength in fftlengths
         for guard in guards_hz
     ]

@@ -265,7 +265,7 @@ def ifos_with_clean_strain(path: Path) -> list[str]:
 
 
 def strain_spectra(
-    path: Path, ifo: str, fftlength: float, max_seconds: float = 2048.0,
+    path: Path, ifo: str, fftlength: float, max_seconds: float = ASD_MAX_SECONDS,
     gps_range: tuple[float, float] | None = None,
 ) -> StrainSpectra | None:
     """PSDs of the cleaned and raw (cleaned + noise) strain of one interferometer.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from offline_iaas.physics import ASD_MAX_SECONDS
 from offline_iaas.report import page
 from offline_iaas.report.run_view import ReportRun, absent
 from offline_iaas.report.spectra import RANGE_FMIN_HZ, inspiral_range
@@ -9,9 +10,6 @@ from offline_iaas.science.deepclean import figures
 from offline_iaas.science.deepclean.products import ifos_with_clean_strain, strain_spectra
 from offline_iaas.science.deepclean.settings import DeepCleanConfig, deepclean_settings
 from offline_iaas.summary_physics import Numbers
-
-ASD_MAX_SECONDS = 2048.0
-"""Data seconds per interferometer that the ASDs average (bounds time and memory)."""
 
 
 def draw_cleaning(run: ReportRun, section: page.Section) -> None:

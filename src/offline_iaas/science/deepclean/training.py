@@ -2,7 +2,8 @@
 
 One network per interferometer. Input: the interferometer's witnesses (``data.witnesses``,
 else the synthetic dataset's ``<IFO>:PEM-SYNTH_WITNESS_<i>``); target: its strain band-passed
-to ``DEEPCLEAN_BAND_HZ`` (Butterworth, zero phase), which holds the witness-coupled 60 Hz line
+to the merge's band (``[deepclean]`` ``band_low_hz``-``band_high_hz``, Butterworth of
+``filter_order``, zero phase), which holds the witness-coupled 60 Hz line
 and its side bands plus the Gaussian noise of that band. The network cannot predict the
 noise, so minimising the mean squared error (in units of the target's standard deviation)
 teaches it the coupled part. At inference the averaged prediction is band-passed the same way
@@ -27,25 +28,25 @@ from offline_iaas.errors import ConfigError
 from offline_iaas.models.training import OneCycle, deterministic, run_windows, training_data
 from offline_iaas.science.deepclean import DEEPCLEAN_NETWORK
 from offline_iaas.science.deepclean.network import DeepClean
+from offline_iaas.science.deepclean.settings import DeepCleanConfig, bandpass_sos
 
 logger = logging.getLogger(__name__)
 
-DEEPCLEAN_BAND_HZ: tuple[float, float] = (55.0, 65.0)
-"""Band of the coupled line (Hz): DeepClean's training target and the inference band-pass."""
-BANDPASS_ORDER = 8
-"""Butterworth order of the band-pass (applied forward and backward)."""
 DEMO_DEEPCLEAN: dict[str, Any] = {"epochs": 16, "seconds": 256.0}
 """``train_deepclean``'s settings for the demo (``train_demo_networks``)."""
 
 
-def bandpass(
-    values: np.ndarray,
-    sample_rate: float,
-    band_hz: tuple[float, float] = DEEPCLEAN_BAND_HZ,
-    order: int = BANDPASS_ORDER,
-) -> np.ndarray:
-    """Zero-phase Butterworth band-pass (``butter(..., output="sos")`` + ``sosfiltfilt``)."""
-    sos = signal.butter(order, band_hz, btype="bandpass", fs=sample_rate, output="sos")
+def band_settings(config: CampaignConfig) -> DeepCleanConfig:
+    """The campaign's ``[deepclean]`` section; its defaults in a campaign of another mode
+    (``train-demo`` trains DeepClean for any)."""
+    section = config.mode_section
+    return section if isinstance(section, DeepCleanConfig) else DeepCleanConfig()
+
+
+def bandpass(values: np.ndarray, config: CampaignConfig) -> np.ndarray:
+    """``values`` at ``data.sample_rate`` through the merge's band-pass (``[deepclean]``'s
+    band and order: ``settings.bandpass_sos``), forward and backward (zero phase)."""
+    sos = bandpass_sos(band_settings(config), config.data.sample_rate)
     return signal.sosfiltfilt(sos, np.asarray(values, dtype=np.float64), axis=-1)
 
 
@@ -104,12 +105,13 @@ def train_deepclean(
     with deterministic(threads):
         rate = config.data.sample_rate
         kernel = config.kernel_samples
+        settings = band_settings(config)
         witnesses = witness_channels(config, ifo)
         strain_name = strain_channel(config.data.channels, ifo, config.source)
         span = training_data(config, frames, [strain_name, *witnesses], seconds,
                              offset_seconds)
         data = span.data.astype(np.float64)
-        target = bandpass(data[0], rate)
+        target = bandpass(data[0], config)
         wit = data[1:]
         witness_mean = wit.mean(axis=1)
         witness_std = wit.std(axis=1)
@@ -147,8 +149,8 @@ def train_deepclean(
             "witness_channels": witnesses,
             "sample_rate": rate,
             "kernel_samples": kernel,
-            "band_hz": list(DEEPCLEAN_BAND_HZ),
-            "bandpass_order": BANDPASS_ORDER,
+            "band_hz": [settings.band_low_hz, settings.band_high_hz],
+            "bandpass_order": settings.filter_order,
             "witness_mean": witness_mean.tolist(),
             "witness_std": witness_std.tolist(),
             "strain_mean": strain_mean,

@@ -47,7 +47,7 @@ def evaluate_demo_networks(
         raw, cleaned = clean_stretch(model, config, frames, report["ifo"], start, end)
         out["deepclean"][report["ifo"]] = evaluate_deepclean(
             raw, cleaned, config.data.sample_rate, config.synth.line_frequency,
-            fftlengths=(1.0, 2.0, 4.0), guards_hz=(0.0, 2.0))
+            tuple(report["band_hz"]), fftlengths=(1.0, 2.0, 4.0), guards_hz=(0.0, 2.0))
     report = summary["networks"]["bbhnet"]
     model = load_network("bbhnet", paths["bbhnet"], {
         "ifos": len(report["channels"]), "kernel_samples": kernel, "width": report["width"],
