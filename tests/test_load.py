@@ -29,7 +29,9 @@ from offline_iaas.records import read_client_job, read_run_info
 from offline_iaas.rendezvous.addresses import read_address
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
-from tests.helpers import SMALL_CAMPAIGN, client_output, run_dag, upstream_crashes
+from offline_iaas.workflow.local import run_local
+from offline_iaas.workflow.make_dag import make_dag
+from tests.helpers import SMALL_CAMPAIGN, client_output, processes_mentioning, upstream_crashes
 
 pytestmark = pytest.mark.slow
 
@@ -98,16 +100,17 @@ def _campaign(config: CampaignConfig, reference: Path, run_dir: Path
     # sequence open (START sent, not END), so the server holds one per client at once
     barrier = {"point": "mid-stream", "action": "barrier", "count": clients, "seconds": 600,
                "hold": 2}
-    run_dir.mkdir(parents=True)
+    make_dag(config, RunDir(run_dir))  # into a new directory: then the faults it runs with
     (run_dir / "faults.json").write_text(json.dumps(
         {f"client{i}": [barrier] for i in range(clients)}))
     sampler = LiveSequences(run_dir)
     sampler.start()
     try:
-        run_dag(config, run_dir)
+        run_local(RunDir(run_dir))
     finally:
         sampler.stop.set()
         sampler.join()
+        assert processes_mentioning(str(run_dir)) == []
     # equal to the reference, also where the server crashed and the clients resumed
     comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
     assert comparison.passes(1e-5), comparison.describe()
