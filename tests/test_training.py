@@ -25,6 +25,7 @@ from offline_iaas.models.weights import load_network
 from offline_iaas.science.bbhnet.network import BBHnet
 from offline_iaas.science.bbhnet.training import _allowed_starts, whiten_windows
 from offline_iaas.science.deepclean.network import DeepClean
+from offline_iaas.science.deepclean.settings import bandpass_sos, deepclean_settings
 from offline_iaas.science.deepclean.training import bandpass
 from offline_iaas.science.e2e.evaluation import PHYSICS_DATASET, evaluate_demo_networks
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, captured_log
@@ -203,12 +204,12 @@ def test_bandpass_is_zero_phase_and_the_merges_band(small_config_file: Path) -> 
     t = np.arange(int(16 * rate)) / rate
     line, other = np.sin(2 * np.pi * 60 * t), np.sin(2 * np.pi * 20 * t)
     middle = slice(int(4 * rate), int(12 * rate))
-    out = bandpass(line + other, config)
+    out = bandpass(line + other, bandpass_sos(deepclean_settings(config), rate))
     np.testing.assert_allclose(out[middle], line[middle], atol=1e-3)
     # another [deepclean] band in the config moves the band-pass with it
     moved = load_config(small_config_file, [*DEEPCLEAN, "deepclean.band_low_hz=15",
                                             "deepclean.band_high_hz=25"])
-    out = bandpass(line + other, moved)
+    out = bandpass(line + other, bandpass_sos(deepclean_settings(moved), rate))
     np.testing.assert_allclose(out[middle], other[middle], atol=1e-3)
 
 

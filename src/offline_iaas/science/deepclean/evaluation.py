@@ -18,6 +18,7 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile
 from offline_iaas.data.frames import read_span
 from offline_iaas.science.deepclean.network import average_overlapping
+from offline_iaas.science.deepclean.settings import bandpass_sos, deepclean_settings
 from offline_iaas.science.deepclean.training import (
     bandpass,
     predict_deepclean,
@@ -46,7 +47,8 @@ def clean_stretch(
     predictions = predict_deepclean(model, data[1:], config.kernel_samples, config.stride_samples)
     averaged = average_overlapping(predictions, config.stride_samples)
     raw = data[0, : len(averaged)]
-    return raw, raw - bandpass(averaged, config)
+    sos = bandpass_sos(deepclean_settings(config), rate)
+    return raw, raw - bandpass(averaged, sos)
 
 
 def asd_ratio(

@@ -36,17 +36,9 @@ DEMO_DEEPCLEAN: dict[str, Any] = {"epochs": 16, "seconds": 256.0}
 """``train_deepclean``'s settings for the demo (``train_demo_networks``)."""
 
 
-def band_settings(config: CampaignConfig) -> DeepCleanConfig:
-    """The campaign's ``[deepclean]`` section; its defaults in a campaign of another mode
-    (``train-demo`` trains DeepClean for any)."""
-    section = config.mode_section
-    return section if isinstance(section, DeepCleanConfig) else DeepCleanConfig()
-
-
-def bandpass(values: np.ndarray, config: CampaignConfig) -> np.ndarray:
-    """``values`` at ``data.sample_rate`` through the merge's band-pass (``[deepclean]``'s
-    band and order: ``settings.bandpass_sos``), forward and backward (zero phase)."""
-    sos = bandpass_sos(band_settings(config), config.data.sample_rate)
+def bandpass(values: np.ndarray, sos: np.ndarray) -> np.ndarray:
+    """``values`` through the merge's band-pass ``sos`` (``settings.bandpass_sos``: the
+    ``[deepclean]`` band and order), forward and backward (zero phase)."""
     return signal.sosfiltfilt(sos, np.asarray(values, dtype=np.float64), axis=-1)
 
 
@@ -105,13 +97,14 @@ def train_deepclean(
     with deterministic(threads):
         rate = config.data.sample_rate
         kernel = config.kernel_samples
-        settings = band_settings(config)
+        section = config.mode_section  # train-demo trains DeepClean for any mode: defaults
+        settings = section if isinstance(section, DeepCleanConfig) else DeepCleanConfig()
         witnesses = witness_channels(config, ifo)
         strain_name = strain_channel(config.data.channels, ifo, config.source)
         span = training_data(config, frames, [strain_name, *witnesses], seconds,
                              offset_seconds)
         data = span.data.astype(np.float64)
-        target = bandpass(data[0], config)
+        target = bandpass(data[0], bandpass_sos(settings, rate))
         wit = data[1:]
         witness_mean = wit.mean(axis=1)
         witness_std = wit.std(axis=1)
