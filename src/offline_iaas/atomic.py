@@ -11,6 +11,12 @@ from pathlib import Path
 from offline_iaas.errors import raise_if_no_space
 
 
+def naming(err: OSError, path: Path) -> OSError:
+    """``err`` again, of its type, naming ``path`` (what the user asked for) rather than the
+    temporary file or directory it failed on."""
+    return type(err)(err.errno, err.strerror, str(path))
+
+
 @contextlib.contextmanager
 def replaced_atomically(path: Path) -> Iterator[Path]:
     """A unique temporary path beside ``path`` for the block to write; renamed over ``path``
@@ -30,7 +36,7 @@ def replaced_atomically(path: Path) -> Iterator[Path]:
             tmp.unlink(missing_ok=True)
         raise_if_no_space(err, path)
         if isinstance(err, OSError) and str(err.filename) == str(tmp):  # name the final file
-            raise type(err)(err.errno, err.strerror, str(path)) from None
+            raise naming(err, path) from None
         raise
 
 

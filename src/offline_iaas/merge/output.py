@@ -41,6 +41,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from offline_iaas.atomic import naming
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import raise_if_no_space
 from offline_iaas.merge.postprocess import ShardProducts, postprocess, summarize
@@ -196,7 +197,7 @@ class CampaignWriter:
         try:
             os.replace(self.tmp, self.path)
         except OSError as err:  # named for the output, not the temporary file
-            raise type(err)(err.errno, err.strerror, str(self.path)) from None
+            raise naming(err, self.path) from None
         if self.frames_tmp is not None:
             self.frames_tmp.mkdir(parents=True, exist_ok=True)
             shutil.rmtree(self.frames_dir, ignore_errors=True)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_iaas import records
-from offline_iaas.atomic import write_text_atomic
+from offline_iaas.atomic import naming, write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.manifest import Manifest
@@ -145,7 +145,7 @@ def export_repository(
     try:
         staging = tempfile.TemporaryDirectory(dir=repo.parent)
     except OSError as err:  # named for the repository, not the staging directory
-        raise type(err)(err.errno, err.strerror, str(repo)) from None
+        raise naming(err, repo) from None
     with staging as tmp:
         graphs = networks.build_graphs(config, weights, Path(tmp), canary_weights)
         streamed = streamed_networks(config, weights, canary_weights, Path(tmp), ensemble)
