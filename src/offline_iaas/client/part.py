@@ -16,7 +16,6 @@ truncated or altered one is never taken for complete.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from pathlib import Path
@@ -25,6 +24,7 @@ import h5py
 import numpy as np
 
 from offline_iaas import records
+from offline_iaas.atomic import replaced_atomically
 from offline_iaas.completeness import file_sha256
 from offline_iaas.errors import RunError, no_space
 from offline_iaas.records import (
@@ -133,12 +133,11 @@ class PartWriter:
         """Save rows ``[start, start + n)`` of a piece's stream, for every output."""
         count = len(next(iter(rows.values())))
         path = self.checkpoint_dir / f"p{piece}-{start}-{start + count}.npz"
-        tmp = self.checkpoint_dir / f".tmp-{os.getpid()}-{path.name}"
         try:
-            np.savez(tmp, **rows)
-            os.replace(tmp, path)
+            # a file object: given a name, savez would append ".npz" to the temporary's
+            with replaced_atomically(path) as tmp, open(tmp, "xb") as f:
+                np.savez(f, **rows)
         except OSError as err:  # a full disk, most likely
-            tmp.unlink(missing_ok=True)
             raise (no_space(err, path) or RunError(
                 f"{self.share.node}: cannot write checkpoint {path}: {err}")) from None
 
@@ -149,10 +148,9 @@ class PartWriter:
             run_record = ClientRun(wall_seconds=0.0, peak_rss_mb=peak_rss_mb(), reconnects=0,
                                    first_request_unix=None, last_response_unix=None,
                                    tensor_bytes_sent=0, servers=())
-        tmp = self.h5_path.with_name(f".{self.h5_path.name}.{os.getpid()}.tmp")
         checkpoints = self.checkpoints()
         try:
-            with h5py.File(tmp, "w") as f:
+            with replaced_atomically(self.h5_path) as tmp, h5py.File(tmp, "w") as f:
                 for number, piece in enumerate(self._pieces):
                     gaps = holes[number] if holes else []
                     datasets: dict[str, h5py.Dataset] = {}
@@ -178,9 +176,7 @@ class PartWriter:
                         )
                 f.attrs["stream_hash"] = self.stream_hash
                 f.attrs["node"] = self.share.node
-            os.replace(tmp, self.h5_path)
         except OSError as err:
-            tmp.unlink(missing_ok=True)
             raise (no_space(err, self.h5_path) or RunError(
                 f"{self.share.node}: cannot write {self.h5_path}: {err}")) from None
         sidecar = PartRecord(

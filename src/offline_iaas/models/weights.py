@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from offline_iaas.atomic import replaced_atomically
 from offline_iaas.errors import ModelError
 from offline_iaas.mode_packages import network_kind
 
@@ -432,7 +433,6 @@ def export_onnx(
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
     if _is_onnx_graph(module_or_path) or isinstance(module_or_path, str | os.PathLike):
         source = module_or_path if _is_onnx_graph(module_or_path) else Path(module_or_path)
         model = source if _is_onnx_graph(source) else _onnx_model(source)
@@ -445,17 +445,19 @@ def export_onnx(
                 f"ONNX {source}: has inputs {graph_inputs} and outputs {graph_outputs}, "
                 f"needs input {input_name!r} and output {output_name!r}"
             )
-        if _is_onnx_graph(source):
-            import onnx
+        with replaced_atomically(path) as tmp:
+            if _is_onnx_graph(source):
+                import onnx
 
-            onnx.save(source, str(tmp))
-        else:
-            shutil.copyfile(source, tmp)
-    else:
-        import torch
+                onnx.save(source, str(tmp))
+            else:
+                shutil.copyfile(source, tmp)
+        return path
+    import torch
 
-        module_or_path.eval()
-        example = torch.zeros(example_shape)
+    module_or_path.eval()
+    example = torch.zeros(example_shape)
+    with replaced_atomically(path) as tmp:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -473,9 +475,7 @@ def export_onnx(
                     dynamo=False,
                 )
         except Exception as err:
-            tmp.unlink(missing_ok=True)
             raise ModelError(f"cannot export {path} to ONNX: {_first_line(err)}") from None
-    os.replace(tmp, path)
     return path
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import secrets
 
+from offline_iaas.atomic import replaced_atomically
 from offline_iaas.rundir import RunDir
 
 TOKEN_HEADER = "offline-iaas-token"
@@ -47,11 +48,10 @@ def write_token(run: RunDir) -> str:
             path.chmod(0o600)
         return path.read_text().strip()
     token = secrets.token_hex(16)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    os.replace(tmp, path)
+    with replaced_atomically(path) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never wider
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
     return token
 
 
