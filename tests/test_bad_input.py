@@ -206,6 +206,11 @@ def _corrupt_gwf(ws: Path) -> list[str]:
     return ["check", str(ws / "campaign.toml")]
 
 
+def _inspect_corrupt_gwf(ws: Path) -> list[str]:
+    _corrupt_gwf(ws)
+    return ["inspect", str(ws / "frames" / H_FILE)]
+
+
 def _truncated_gwf(ws: Path) -> list[str]:
     path = ws / "frames" / L_FILE
     data = path.read_bytes()
@@ -242,6 +247,17 @@ def _injections_without_column(ws: Path) -> list[str]:
     with h5py.File(ws / "no-time.h5", "r+") as f:
         del f["parameters/injection_time"]
     return _injection_case(ws, ws / "no-time.h5")
+
+
+def _injections_column_of_strings(ws: Path) -> list[str]:
+    import h5py
+
+    shutil.copy2(ws / "frames" / "injections.h5", ws / "ra-text.h5")
+    with h5py.File(ws / "ra-text.h5", "r+") as f:
+        count = len(f["parameters/ra"])
+        del f["parameters/ra"]
+        f["parameters/ra"] = np.array([b"12h30m"] * count)
+    return _injection_case(ws, ws / "ra-text.h5")
 
 
 def write_bytes(path: Path, data: bytes) -> Path:
@@ -357,6 +373,10 @@ CASES: list[Case] = [
     Case("segment-file-malformed", 3,
          lambda ws: _check(ws, f'data.segments="{write(ws / "seg.txt", "start end")}"'),
          lambda ws: [str(ws / "seg.txt")]),
+    Case("inspect-not-a-gwf", 3, _inspect_corrupt_gwf,
+         lambda ws: [f"{ws / 'frames' / H_FILE}: not a GWF file"]),
+    Case("inspect-raw-frame", 3, lambda ws: ["inspect", str(ws / "frames" / H_FILE)],
+         lambda ws: [f"{ws / 'frames' / H_FILE}: no offline-iaas frame history entry"]),
     Case("injection-list-missing", 2, lambda ws: _injection_case(ws, ws / "nowhere.json"),
          lambda ws: [f"search.injections: {ws / 'nowhere.json'}: file not found"]),
     Case("injection-list-truncated", 3, _truncated_injections,
@@ -367,6 +387,9 @@ CASES: list[Case] = [
     Case("injection-list-without-column", 3, _injections_without_column,
          lambda ws: [f"search.injections: {ws / 'no-time.h5'}: injection file has no column "
                      "'parameters/injection_time'"]),
+    Case("injection-list-column-of-strings", 3, _injections_column_of_strings,
+         lambda ws: [f"search.injections: {ws / 'ra-text.h5'}: column 'parameters/ra' holds "
+                     "text, not numbers"]),
     # ---- models: exit 4 ----
     Case("model-missing-from-repository", 4, _missing_model,
          lambda ws: [f"{ws / 'model-repository' / 'offline-iaas' / '1' / 'classifier.onnx'}: "

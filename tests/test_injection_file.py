@@ -129,6 +129,25 @@ def test_a_missing_column_is_named(tmp_path: Path) -> None:
                exit_code=exit_code(DataError))
 
 
+@pytest.mark.parametrize("layout", ["offline-iaas", "aframe"])
+def test_a_column_that_is_not_one_number_per_injection_is_named(tmp_path: Path,
+                                                                layout: str) -> None:
+    path = tmp_path / "set.h5"
+    write_injection_set(path, sample_set(), layout=layout)
+    assert len(read_injection_set(path).binaries) == len(sample_set().binaries)  # control
+    with h5py.File(path, "a") as f:
+        count = len(f["parameters/ra"])
+        del f["parameters/ra"]
+        f["parameters/ra"] = np.array(["12h30m"] * count, dtype=object)
+    with pytest.raises(DataError, match=r"set\.h5: column 'parameters/ra' holds text, not "):
+        read_injection_set(path)
+    with h5py.File(path, "a") as f:
+        del f["parameters/ra"]
+        f["parameters/ra"] = np.zeros((count, 2))
+    with pytest.raises(DataError, match=rf"'parameters/ra' has shape \({count}, 2\)"):
+        read_injection_set(path)
+
+
 def test_bad_files_raise_one_clear_error(tmp_path: Path) -> None:
     refusals = {}
     with pytest.raises(ConfigError, match="must end in") as refusals["injection-suffix"]:

@@ -18,6 +18,9 @@ from offline_iaas.records import BadFile, ServedModel
 PROVENANCE_MARK = "offline-iaas provenance: "
 """The comment of the frame history entry starts with this, the JSON follows."""
 
+GWF_MAGIC = b"IGWD\0"
+"""The first bytes of every frame file (the frame format's file header)."""
+
 
 def campaign_provenance(config: CampaignConfig, model: ServedModel | None,
                         bad_files: list[BadFile] | None = None) -> dict[str, Any]:
@@ -35,15 +38,19 @@ def campaign_provenance(config: CampaignConfig, model: ServedModel | None,
 def read_gwf_provenance(path: Path) -> dict[str, Any]:
     """The provenance a cleaned GWF file's frame history holds; DataError if it has none."""
     data = Path(path).read_bytes()
+    if not data.startswith(GWF_MAGIC):
+        raise DataError(f"{path}: not a GWF file (a frame file starts with IGWD)")
     start = data.find(PROVENANCE_MARK.encode())
     if start < 0:
         raise DataError(f"{path}: no offline-iaas frame history entry (not a cleaned frame "
                         "written by offline-iaas)")
     start += len(PROVENANCE_MARK)
-    end = data.index(b"\0", start)  # frame strings end with a NUL
+    end = data.find(b"\0", start)  # frame strings end with a NUL
     try:
+        if end < 0:
+            raise ValueError("the entry has no end (a cut file?)")
         return json.loads(data[start:end].decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except ValueError as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise DataError(f"{path}: unreadable provenance in the frame history: {err}") from None
 
 

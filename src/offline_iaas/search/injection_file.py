@@ -35,7 +35,8 @@ from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.physics import Injection
 from offline_iaas.search.injection_set import InjectionSet, attr_value
 from offline_iaas.search.injections_aframe import MARKERS, read_aframe, write_aframe
-from offline_iaas.search.injections_hdf5 import LAYOUT, MASS_FRAMES, read_hdf5, write_hdf5
+from offline_iaas.search.injections_aframe import REQUIRED as AFRAME_REQUIRED
+from offline_iaas.search.injections_hdf5 import LAYOUT, MASS_FRAMES, REQUIRED, read_hdf5, write_hdf5
 from offline_iaas.search.injections_ligolw import read_ligolw, write_ligolw
 
 __all__ = ["InjectionSet", "LAYOUTS", "file_format", "hdf5_layout", "read_injection_list",
@@ -125,9 +126,12 @@ def _open_hdf5(path: Path) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
             datasets = {name: np.asarray(group[name][()]) for name in group
                         if isinstance(group[name], h5py.Dataset)
                         and group[name].dtype.kind in "fiu"}
+            not_numbers = {name: group[name].dtype for name in group
+                           if isinstance(group[name], h5py.Dataset) and name not in datasets}
     except OSError as err:
         raise DataError(f"{path}: not a readable HDF5 file: {err}") from None
     if any(name in datasets for name in MARKERS):
+        _refuse_unusable(path, datasets, not_numbers, AFRAME_REQUIRED)
         return "aframe", attrs, datasets
     frame = attrs.get("mass_frame")
     if frame is None:
@@ -139,8 +143,24 @@ def _open_hdf5(path: Path) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
     if frame not in MASS_FRAMES:
         raise DataError(f"{path}: root attribute mass_frame is {frame!r}, not one of "
                         f"{', '.join(MASS_FRAMES)}")
+    _refuse_unusable(path, datasets, not_numbers, REQUIRED)
     one_d = {name: v.astype(np.float64) for name, v in datasets.items() if v.ndim == 1}
     return LAYOUT, attrs, one_d
+
+
+def _refuse_unusable(path: Path, datasets: dict[str, np.ndarray],
+                     not_numbers: dict[str, np.dtype], required: tuple[str, ...]) -> None:
+    """DataError naming the first column the layout needs that holds no numbers (text, say:
+    the readers skip such datasets, and would call it missing) or more than one value per
+    injection."""
+    for name in required:
+        if name in not_numbers:
+            dtype = not_numbers[name]
+            held = "text" if dtype.kind in "SUO" else f"values of type {dtype}"
+            raise DataError(f"{path}: column 'parameters/{name}' holds {held}, not numbers")
+        if name in datasets and datasets[name].ndim != 1:
+            raise DataError(f"{path}: column 'parameters/{name}' has shape "
+                            f"{datasets[name].shape}, not one value per injection")
 
 
 def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:

@@ -116,6 +116,8 @@ IN_PLANE = ("spin_1x", "spin_1y", "spin_2x", "spin_2y")
 MARKERS = ("theta_jn", "a_1", "a_2", "tilt_1", "tilt_2", "phi_12", "phi_jl")
 """Fields only aframe's layout has: a file with any of them is read as aframe's."""
 TIME = "injection_time"
+REQUIRED = (*INTRINSIC, *EXTRINSIC, TIME)
+"""The fields ``read_aframe`` needs in ``parameters``."""
 REJECTED_FILE = "rejected-parameters.hdf5"
 """aframe's name for the draws its rejection sampling left out, an ``InjectionParameterSet``
 written beside ``waveforms.hdf5`` (``projects/data/data/waveforms/testing.py``)."""
