@@ -341,6 +341,16 @@ CASES: list[Case] = [
          lambda ws: _check(ws, f'data.channels=["{STRAIN}", "L1:NO-SUCH_CHANNEL"]'),
          lambda ws: ["channel L1:NO-SUCH_CHANNEL not found in",
                      str(ws / "frames" / "L-L1_SYNTH-1262304000-16.gwf")]),
+    Case("missing-witness-channel", 3,
+         lambda ws: _check(ws, 'model.mode="deepclean"', 'data.witnesses=['
+                           '"H1:PEM-SYNTH_WITNESS_0", "L1:PEM-SYNTH_WITNESS_9"]'),
+         lambda ws: ["channel L1:PEM-SYNTH_WITNESS_9 not found in "
+                     f"{ws / 'frames' / 'L-L1_SYNTH-1262304000-16.gwf'}"]),
+    Case("train-demo-missing-witness", 3,
+         lambda ws: ["train-demo", str(ws / "campaign.toml"), "--out", str(ws / "weights"),
+                     "--set", 'data.witnesses=["H1:PEM-SYNTH_WITNESS_0", "L1:PEM-SYNTH_W_9"]'],
+         lambda ws: ["channel L1:PEM-SYNTH_W_9 not found in "
+                     f"{ws / 'frames' / 'L-L1_SYNTH-1262304000-16.gwf'}"]),
     Case("wrong-sample-rate", 3,
          lambda ws: _check(ws, f'data.channels=["{STRAIN}"]', "data.sample_rate=512"),
          lambda ws: [f"channel {STRAIN} in {ws / 'frames' / 'H-H1_SYNTH-1262304000-16.gwf'}",

@@ -220,6 +220,12 @@ class CampaignConfig:
                 *(self.data.witnesses if self.mode.witnesses else ()))
 
     @property
+    def frame_channels(self) -> tuple[str, ...]:
+        """Every channel the campaign reads from the frames: the strain (the merge reads it in
+        ``deepclean`` mode too) and the witnesses where the mode streams them."""
+        return (*self.data.channels, *(self.data.witnesses if self.mode.witnesses else ()))
+
+    @property
     def total_windows(self) -> int:
         """Windows over the whole span (a trailing part shorter than one stride is unused)."""
         return int(round(self.data.duration * self.data.sample_rate)) // self.stride_samples

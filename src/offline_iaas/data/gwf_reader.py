@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.data.discovery import _fmt
+from offline_iaas.data.discovery import _fmt, _range
 from offline_iaas.errors import DataError
 
 READ_TIMEOUT_SECONDS = 600.0
@@ -121,7 +121,7 @@ def read_files(items: Sequence[FileRead], names: Sequence[str]) -> dict[str, Ser
         missing = [n for n in names if n not in listed]
         if missing:
             raise DataError(f"channel {missing[0]} not found in {item.path} (needed for GPS "
-                            f"{item.read_start:g}-{item.read_end:g})")
+                            f"{_range(item.read_start, item.read_end)})")
         # LALFrame returns the samples at or after `start`: a little margin on both sides
         eps = SPAN_TOLERANCE_SECONDS
         data = TimeSeriesDict.read(item.path, list(names), start=item.read_start - eps,

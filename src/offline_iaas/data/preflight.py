@@ -248,7 +248,7 @@ def preflight(
     bad: list[tuple[FrameFile, str]] | None = [] if gaps else None
     problems = frame_problems(
         frames,
-        data.channels,
+        config.frame_channels,
         needed,
         data.sample_rate,
         science=science is not None,

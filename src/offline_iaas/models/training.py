@@ -33,7 +33,7 @@ from offline_iaas.config_sections import DataConfig
 from offline_iaas.data import synth
 from offline_iaas.data.discovery import FrameFile, discover_frames
 from offline_iaas.data.frames import read_span
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.mode_packages import network_kinds
 from offline_iaas.models.numerics import numerics_in_use, run_in_child
 from offline_iaas.models.weights import TRAINING_SUMMARY
@@ -161,6 +161,23 @@ def _dataset(config: CampaignConfig) -> dict[str, Any]:
     return synth.write_synthetic_dataset(config)
 
 
+def _check_training_frames(config: CampaignConfig) -> None:
+    """DataError listing every channel (strain or witness) missing from, or unusable in, the
+    campaign's frames, before any network trains (a missing witness would otherwise stop
+    training after the networks before it)."""
+    from offline_iaas.data.discovery import frame_source
+    from offline_iaas.data.preflight import frame_problems, problem_report
+    from offline_iaas.data.segments import gps_segments
+
+    span = (config.data.start, config.data.start + config.data.duration)
+    problems = frame_problems(discover_frames(config.data),
+                              (*config.data.channels, *config.data.witnesses),
+                              gps_segments([span]), config.data.sample_rate,
+                              report_holes=False)
+    if problems:
+        raise DataError(problem_report(problems, *span, frame_source(config.data)))
+
+
 def train_demo(
     config: CampaignConfig,
     out_dir: Path,
@@ -197,6 +214,7 @@ def train_demo(
         raise ConfigError(f"train-demo: no network kind {', '.join(map(repr, unknown))} to "
                           f"override (known: {', '.join(network_kinds())})")
     dataset = _dataset(config)
+    _check_training_frames(config)
     request = {"config": config, "out_dir": Path(out_dir),
                "overrides": {name: dict(values) for name, values in overrides.items()},
                "seed": seed, "threads": threads, "dataset": dataset}
