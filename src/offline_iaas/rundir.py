@@ -18,7 +18,7 @@ their files through ``RunDir``::
     RUN/servers/<server>.json     a live server's address; .epoch its start count; .refused
                                   why it refused to serve (its repository); .unhealthy the
                                   epoch a client was told its model's stub is not healthy
-    RUN/logs/                     node logs
+    RUN/logs/<node>.out, .err     a node's logs (the submit files'); .pre.log its PRE script's
     RUN/monitor/<server>.csv      Triton statistics of a server
     RUN/local-state.json          run-local's node states; .run-local.lock its lock
     RUN/job-ads.json              run-local's stand-in for the schedd's job ads
@@ -215,6 +215,12 @@ class RunDir:
     @property
     def logs(self) -> Path:
         return self.path / "logs"
+
+    def node_log(self, node: str, kind: str) -> Path:
+        """A node's log ``logs/<node>.<kind>``: ``out`` and ``err`` (the submit files'
+        ``output`` and ``error``), ``pre.log`` (run-local's PRE script), ``pre-waiting-since``
+        (the PRE script's first deferral)."""
+        return self.logs / f"{node}.{kind}"
 
     @property
     def scratch(self) -> Path:

@@ -67,15 +67,24 @@ def window_gps(geometry: StreamGeometry, stretch: Stretch, window: int) -> float
     return stretch.gps_start + (window + 1) * geometry.stride_seconds
 
 
+def statistic_row_gps(geometry: StreamGeometry, stretch_gps_start: float,
+                      rows: int | np.ndarray) -> float | np.ndarray:
+    """GPS time of the statistic in row(s) ``rows`` of a stream over a stretch (rows numbered
+    as the stretch's windows): the end of the row's window less the averaging delay."""
+    return stretch_gps_start + (
+        np.asarray(rows) - geometry.averaging_delay_windows + 1) * geometry.stride_seconds
+
+
 def output_x0(geometry: StreamGeometry, stretch: Stretch, output: str) -> float:
     """GPS of the first value of an output over a stretch.
 
     The statistic is stamped at the end of its window; the averaged prediction (``noise``)
     at the start of its sample. Both lag the row that carries them by the averaging delay.
     """
-    first_row = geometry.stretch_warmup_windows - geometry.averaging_delay_windows
     if output == "statistic":
-        return window_gps(geometry, stretch, first_row)
+        return float(statistic_row_gps(geometry, stretch.gps_start,
+                                       geometry.stretch_warmup_windows))
+    first_row = geometry.stretch_warmup_windows - geometry.averaging_delay_windows
     return stretch.gps_start + first_row * geometry.stride_seconds
 
 
@@ -139,6 +148,22 @@ def make_stretches(geometry: StreamGeometry, bounds: list[tuple[float, float]]
     return stretches
 
 
+def stretch_piece(geometry: StreamGeometry, stretch: Stretch, first_window: int,
+                  output_start: int, output_stop: int, sequence_id: int = 0,
+                  part: Stretch | None = None) -> Piece:
+    """The piece that streams windows ``[first_window, output_stop)`` of ``stretch`` (numbered
+    from its start) and keeps ``[output_start, output_stop)``. ``part``: the part of the
+    stretch left by gaps that the stream reads within (``sub_pieces``; default the stretch)."""
+    step = geometry.stride_seconds
+    part = stretch if part is None else part
+    return Piece(
+        stretch=stretch.index, sequence_id=sequence_id, first_window=first_window,
+        output_start=output_start, output_stop=output_stop,
+        gps_start=stretch.gps_start + first_window * step,
+        gps_end=stretch.gps_start + output_stop * step,
+        stretch_gps_start=part.gps_start, stretch_gps_end=part.gps_end)
+
+
 def client_shares(
     config: CampaignConfig,
     stretches: list[Stretch] | None = None,
@@ -171,7 +196,6 @@ def client_shares(
             f"{count} client shares of the layout (layout.servers × layout.clients_per_server)"
         )
     bounds = [round(i * total / count) for i in range(count + 1)]
-    step = config.stride_seconds
     warmup, history = config.stretch_warmup_windows, config.warmup_windows
     # (global index of a stretch's first kept window) for mapping shares onto stretches
     starts = [sum(kept[:i]) for i in range(len(stretches))]
@@ -184,21 +208,9 @@ def client_shares(
             if hi <= lo:
                 continue
             output_start, output_stop = lo + warmup, hi + warmup
-            first = max(0, output_start - history)
             sequence += 1
-            pieces.append(
-                Piece(
-                    stretch=stretch.index,
-                    sequence_id=sequence,
-                    first_window=first,
-                    output_start=output_start,
-                    output_stop=output_stop,
-                    gps_start=stretch.gps_start + first * step,
-                    gps_end=stretch.gps_start + output_stop * step,
-                    stretch_gps_start=stretch.gps_start,
-                    stretch_gps_end=stretch.gps_end,
-                )
-            )
+            pieces.append(stretch_piece(config.geometry, stretch, max(0, output_start - history),
+                                        output_start, output_stop, sequence))
         shares.append(
             ClientShare(
                 index=i,
@@ -222,6 +234,7 @@ def sub_pieces(geometry: StreamGeometry, piece: Piece, effective: Sequence[Stret
     """
     step = geometry.stride_seconds
     warmup, history = geometry.stretch_warmup_windows, geometry.warmup_windows
+    planned = Stretch(piece.stretch, piece.stretch_gps_start, piece.stretch_gps_end)
     found = []
     for part in effective:
         if part.gps_end <= piece.stretch_gps_start or part.gps_start >= piece.stretch_gps_end:
@@ -231,13 +244,8 @@ def sub_pieces(geometry: StreamGeometry, piece: Piece, effective: Sequence[Stret
         b = min(piece.output_stop, offset + part.windows(geometry))
         if b <= a:
             continue
-        first = max(offset, a - history)
-        found.append(Piece(
-            stretch=piece.stretch, sequence_id=piece.sequence_id, first_window=first,
-            output_start=a, output_stop=b,
-            gps_start=piece.stretch_gps_start + first * step,
-            gps_end=piece.stretch_gps_start + b * step,
-            stretch_gps_start=part.gps_start, stretch_gps_end=part.gps_end))
+        found.append(stretch_piece(geometry, planned, max(offset, a - history), a, b,
+                                   piece.sequence_id, part))
     return found
 
 
@@ -271,8 +279,7 @@ def foreground_pieces(geometry: StreamGeometry, stretch: Stretch, gps_times: Seq
     step = geometry.stride_seconds
     warmup = history = geometry.stretch_warmup_windows
     windows = stretch.windows(geometry)
-    # row r's statistic is stamped at the end of window r - averaging delay (output_x0)
-    first_end = stretch.gps_start + (1 - geometry.averaging_delay_windows) * step
+    first_end = float(statistic_row_gps(geometry, stretch.gps_start, 0))
     spans: list[list[int]] = []
     for gps in sorted(gps_times):
         a = max(warmup, int(np.ceil((gps - reach_seconds - first_end) / step - 1e-9)))
@@ -283,15 +290,7 @@ def foreground_pieces(geometry: StreamGeometry, stretch: Stretch, gps_times: Seq
             spans[-1][1] = max(spans[-1][1], b)
         else:
             spans.append([a, b])
-    pieces = []
-    for a, b in spans:
-        first = max(0, a - history)
-        pieces.append(Piece(
-            stretch=stretch.index, sequence_id=0, first_window=first, output_start=a,
-            output_stop=b, gps_start=stretch.gps_start + first * step,
-            gps_end=stretch.gps_start + b * step, stretch_gps_start=stretch.gps_start,
-            stretch_gps_end=stretch.gps_end))
-    return pieces
+    return [stretch_piece(geometry, stretch, max(0, a - history), a, b) for a, b in spans]
 
 
 def foreground_windows(geometry: StreamGeometry, stretches: Sequence[Stretch],

@@ -4,8 +4,8 @@ where e2e searches the raw strain too, ``statistic_raw``, the same rows' raw-str
 
 The clients' parts hold each foreground piece's rows (``foreground/statistic/<j>``, warm-up
 included); the reference produces the same rows in-process. The kept rows are stamped as the
-background's (``stretches.output_x0``): row ``r`` of a stretch at the end of window ``r`` less the
-averaging delay. The merge (or the index over shard merges) reads them from every part and
+background's (``stretches.statistic_row_gps``): row ``r`` of a stretch at the end of window ``r``
+less the averaging delay. The merge (or the index over shard merges) reads them from every part and
 writes the table to ``output/campaign.h5`` as ``foreground``.
 """
 
@@ -20,6 +20,7 @@ from offline_iaas.modes import Outputs
 from offline_iaas.records import ClientShare, Piece
 from offline_iaas.rundir import RunDir
 from offline_iaas.search.foreground import injection_times, share_foreground
+from offline_iaas.stretches import statistic_row_gps
 
 FOREGROUND_COLUMNS = [("time", "f8"), ("statistic", "f4")]
 
@@ -39,8 +40,7 @@ def foreground_rows(config: CampaignConfig, piece: Piece, statistics: dict[str, 
     count = len(kept["statistic"])
     rows = np.arange(piece.output_start, piece.output_start + count)
     table = np.zeros(count, dtype=foreground_columns(config.outputs))
-    table["time"] = piece.stretch_gps_start + (
-        rows - config.averaging_delay_windows + 1) * config.stride_seconds
+    table["time"] = statistic_row_gps(config.geometry, piece.stretch_gps_start, rows)
     for name, values in kept.items():
         table[name] = values.reshape(count, -1)[:, 0]
     return table

@@ -34,7 +34,7 @@ from offline_iaas.repository.export import check_repository, model_record, netwo
 from offline_iaas.repository.pipeline import PSD_UPDATE, mode_stream
 from offline_iaas.search.foreground import injection_times, stretch_foreground
 from offline_iaas.search.onthefly import OnTheFly, on_the_fly
-from offline_iaas.stretches import make_stretches, request_sizes
+from offline_iaas.stretches import make_stretches, request_sizes, stretch_piece
 from offline_iaas.summary_physics import physics_type, section
 
 
@@ -71,17 +71,7 @@ def run_reference(
     try:
         for stretch in stretches:
             windows = stretch.windows(config.geometry)
-            whole = Piece(
-                stretch=stretch.index,
-                sequence_id=1,
-                first_window=0,
-                output_start=warmup,
-                output_stop=windows,
-                gps_start=stretch.gps_start,
-                gps_end=stretch.gps_start + windows * config.stride_seconds,
-                stretch_gps_start=stretch.gps_start,
-                stretch_gps_end=stretch.gps_end,
-            )
+            whole = stretch_piece(config.geometry, stretch, 0, warmup, windows, sequence_id=1)
             sizes = request_sizes(windows, config.model.batch_size)
             updates = request_updates(
                 piece_samples(config, frames, whole), [n * stride for n in sizes]

@@ -97,7 +97,7 @@ def prescript(run: RunDir, node: str, ads: JobAds | None = None,
     ads = job_ads() if ads is None else ads
     now = time.time() if now is None else now
     own, others = resolve_servers(run, node, ads)
-    waiting = run.logs / f"{node}.pre-waiting-since"
+    waiting = run.node_log(node, "pre-waiting-since")
     server = read_client_job(run, node).server
     if own is None and addresses.read_refusal(run, str(server)):
         logger.warning(f"{node}: {server} refused to serve; the client will say why")

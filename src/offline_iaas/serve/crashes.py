@@ -245,7 +245,8 @@ def server_crashes(run: RunDir, servers: list[str]) -> list[ServerCrash]:
             how = signal_name(-code) if code is not None and code < 0 else \
                 f"exited with {exit_words(code)}"
             crashes.append(ServerCrash(node, "server node", how,
-                                       f"logs/{node}.err, attempt {attempt.attempt}"))
+                                       f"{run.node_log(node, 'err').relative_to(run.path)}, "
+                                       f"attempt {attempt.attempt}"))
     return crashes
 
 

@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 
 from offline_iaas.errors import RunError
 from offline_iaas.records import ClientShare
-from offline_iaas.rundir import DAGMAN_STATUS_FILE, MERGE_NODE
+from offline_iaas.rundir import DAGMAN_STATUS_FILE, MERGE_NODE, RunDir
+
+RELATIVE = RunDir(".")
+"""Paths within a run directory as the DAG names them (relative: a run is relocatable)."""
 
 CLIENT_CATEGORY = "clients"
 """DAGMan category of the client nodes (throttled by ``MAXJOBS``)."""
@@ -202,7 +205,7 @@ def dag_text(
         lines += [f"JOB {node} shard.sub"]
         variables = f"VARS {node} node={_quote_var(node)}"
         if transfer:
-            files = [f"parts/{p}.{ext}" for p in parents for ext in ("h5", "json")]
+            files = [str(path) for p in parents for path in RELATIVE.part(p)]
             variables += f" parts={_quote_var(', '.join(files))}"
         lines += [variables, f"RETRY {node} {retries}{unless}",
                   f"CATEGORY {node} {MERGE_CATEGORY}"]

@@ -185,7 +185,7 @@ class _Executor:
         argv = pre.argv(macros)
         exe = Path(argv[0])
         argv[0] = str(self.paths.resolve(exe))
-        log_path = self.paths.logs / f"{run.node.name}.pre.log"
+        log_path = self.paths.node_log(run.node.name, "pre.log")
         with self.signals.held():
             run.pre_proc = self._popen(run, argv, self.paths.path, log_path, log_path, {})
             run.status = "prerun"
@@ -363,7 +363,7 @@ class _Executor:
                     r.status, r.defer_until = "deferred", time.monotonic() + pre.defer_seconds
                     self.write_state()
                 else:
-                    log_path = self.paths.logs / f"{r.node.name}.pre.log"
+                    log_path = self.paths.node_log(r.node.name, "pre.log")
                     line = self._error(r, proc, log_path)
                     self._attempt_failed(r, code, f"PRE script {describe_exit(code)} (see "
                                                   f"{self._rel(log_path)}){line}")

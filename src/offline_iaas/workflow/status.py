@@ -250,7 +250,7 @@ def read_status(run: RunDir, verify: bool = False) -> RunStatus:
         elif found.state in ("waiting", "not run") and problem is not None and problem.written:
             found.detail = f"{found.detail}; {problem}" if found.detail else problem.reason
         if found.state == "failed":
-            why = last_error(run.logs / f"{node.name}.err")
+            why = last_error(run.node_log(node.name, "err"))
             found.detail = f"{found.detail}: {why}" if found.detail and why else \
                 found.detail or why
         status.nodes.append(found)
