@@ -3,6 +3,7 @@ a test started."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -549,3 +550,10 @@ def relative_difference(values: np.ndarray, reference: np.ndarray) -> float:
     values, reference = np.asarray(values, np.float64), np.asarray(reference, np.float64)
     assert values.shape == reference.shape and values.size, (values.shape, reference.shape)
     return float(np.max(np.abs(values - reference)) / np.max(np.abs(reference)))
+
+
+def file_hashes(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (relative path) and the SHA-256 of its content: what a
+    refused command must leave as it was."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}

@@ -14,7 +14,6 @@ case's id; ``tests/error_catalogue.documented``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import socket
@@ -33,7 +32,7 @@ from offline_iaas.records import read_client_job
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
-from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
+from tests.helpers import SMALL_CAMPAIGN, file_hashes, processes_mentioning
 
 H_FILE = "H-H1_SYNTH-1262304032-16.gwf"
 L_FILE = "L-L1_SYNTH-1262304032-16.gwf"
@@ -473,20 +472,12 @@ CASES: list[Case] = [
 ]
 
 
-def _snapshot(root: Path) -> dict[str, str]:
-    """Every file under root (relative path) and the SHA-256 of its content."""
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*")) if p.is_file()
-    }
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input(case: Case, base: Path, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     shutil.copytree(base, ws)
     args = case.setup(ws)
-    before = _snapshot(ws)
+    before = file_hashes(ws)
     result = subprocess.run(
         [sys.executable, "-m", "offline_iaas.cli", *args],
         capture_output=True, text=True, timeout=300,
@@ -501,7 +492,7 @@ def test_bad_input(case: Case, base: Path, tmp_path: Path) -> None:
         assert fragment in result.stderr, f"{fragment!r} not in {result.stderr!r}"
     documented(case.id, result.stderr.strip().removeprefix(prefix),
                {ws: "<ws>", **case.placeholders(ws)}, exit_code=result.returncode)
-    after = _snapshot(ws)
+    after = file_hashes(ws)
     for path in case.set_aside:  # moved, not lost
         assert after.get(f"{path}.damaged") == before[path] and path not in after, path
         after[path] = after.pop(f"{path}.damaged")

@@ -20,7 +20,8 @@ from offline_iaas.errors import NoSpaceError, ServerError, exit_code
 from offline_iaas.records import ClientShare, read_client_job
 from offline_iaas.rundir import RunDir
 from tests.error_catalogue import documented
-from tests.test_bad_input import _snapshot, run_dir
+from tests.helpers import file_hashes
+from tests.test_bad_input import run_dir
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ def test_disk_full_during_a_part_write(
 ) -> None:
     run, segment, writer = _client0_writer(base, tmp_path)
     writer.write_checkpoint(0, 0, {"statistic": np.arange(16, dtype=np.float32)})
-    before = _snapshot(run)
+    before = file_hashes(run)
 
     def full(*_args, **_kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -59,7 +60,7 @@ def test_disk_full_during_a_part_write(
     documented("disk-full-checkpoint", message, {run.parent: "<ws>"},
                exit_code=exit_code(NoSpaceError))
     # the earlier shard is intact, nothing half-written is left, the part is not complete
-    assert _snapshot(run) == before
+    assert file_hashes(run) == before
     assert writer.progress() == [16]
     assert not (run / "parts" / "client0.json").exists()
 
@@ -72,7 +73,7 @@ def test_disk_full_while_assembling_a_part(
     run, segment, writer = _client0_writer(base, tmp_path)
     for number, piece in enumerate(segment.pieces):
         writer.write_checkpoint(number, 0, {"statistic": np.zeros(piece.windows, dtype=np.float32)})
-    before = _snapshot(run)
+    before = file_hashes(run)
 
     class FullFile(h5py.File):
         def create_dataset(self, *_args, **_kwargs):
@@ -85,7 +86,7 @@ def test_disk_full_while_assembling_a_part(
     documented("disk-full-part", str(caught.value), {run.parent: "<ws>"},
                exit_code=exit_code(NoSpaceError))
     # the shards survive for the retry; no part file, no sidecar saying "complete"
-    assert _snapshot(run) == before
+    assert file_hashes(run) == before
     assert not (run / "parts" / "client0.h5").exists()
     assert not (run / "parts" / "client0.json").exists()
 

@@ -17,7 +17,7 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_shares
 from offline_iaas.workflow.dag import Script, dag_text, parse_dag
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK, console_script, make_dag
-from tests.helpers import complete_merge, complete_part, skip_data_check
+from tests.helpers import complete_merge, complete_part, file_hashes, skip_data_check
 
 
 def campaign(tmp_path: Path, **sections: dict) -> object:
@@ -48,10 +48,6 @@ def sequence_ids(spec: dict) -> list[int]:
     """The sequence IDs of a job spec (one stream, or several pieces)."""
     streams = spec["pieces"] if "pieces" in spec else [spec]
     return [s["sequence_id"] for s in streams]
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
 # ---- dag_text / parse_dag ----------------------------------------------------------------
@@ -324,11 +320,11 @@ def test_make_dag_checks_data_before_writing(
 def test_make_dag_refuses_another_campaign(tmp_path: Path, data_check: list) -> None:
     run = tmp_path / "run"
     make_dag(campaign(tmp_path), RunDir(run))
-    before = snapshot(run)
+    before = file_hashes(run)
     other = campaign(tmp_path, data={"duration": 128})
     with pytest.raises(RunError, match="another campaign"):
         make_dag(other, RunDir(run))
-    assert snapshot(run) == before
+    assert file_hashes(run) == before
 
 
 def test_make_dag_takes_a_merge_only_change_and_keeps_the_parts(

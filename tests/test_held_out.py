@@ -11,10 +11,27 @@ from offline_iaas.physics import (
     found_missed,
     held_out_samples,
     outside_cuts,
+    samples_within,
     subtract_spans,
 )
 
 RATE = 16.0
+
+
+@pytest.mark.parametrize("span", [(1001.0, 1002.5), (1001.03, 1002.47), (990.0, 1001.0),
+                                  (1099.0, 1200.0), (1200.0, 1300.0), (1001.5, 1001.5)])
+def test_samples_within_a_span_are_those_whose_times_lie_in_it(span) -> None:
+    times = 1000.0 + np.arange(1600) / RATE  # exact: RATE is a power of two
+    inside = np.flatnonzero((times >= span[0]) & (times < span[1]))
+    expected = (int(inside[0]), int(inside[-1]) + 1) if len(inside) else None
+    first, stop = samples_within(1000.0, 1600, RATE, *span)
+    if expected is None:
+        assert first == stop
+    else:
+        assert (first, stop) == expected
+    # an off-grid end keeps the sample before it: the span ending a sample earlier drops it
+    if span == (1001.03, 1002.47):
+        assert samples_within(1000.0, 1600, RATE, 1001.03, 1002.47 - 1 / RATE)[1] == stop - 1
 
 
 def test_held_out_run_is_the_longest_piece_after_the_training_span() -> None:

@@ -139,17 +139,23 @@ def asd_ratio(
     }
 
 
+def samples_within(gps_start: float, n_samples: int, sample_rate: float, span_start: float,
+                   span_end: float) -> tuple[int, int]:
+    """The samples ``[first, stop)`` of a series (``n_samples`` from ``gps_start``) whose times
+    lie in the GPS span ``[span_start, span_end)`` (a bound within a millionth of a sample
+    after a sample's time counts as on it: rounding)."""
+    first = min(n_samples, max(0, math.ceil((span_start - gps_start) * sample_rate - 1e-6)))
+    stop = min(n_samples, max(0, math.ceil((span_end - gps_start) * sample_rate - 1e-6)))
+    return first, max(first, stop)
+
+
 def held_out_samples(
     gps_start: float, n_samples: int, sample_rate: float,
     excluded: list[tuple[float, float]], max_samples: int,
 ) -> tuple[int, int]:
     """The longest run ``[a, b)`` of a series' samples outside every excluded GPS span,
     cut to its first ``max_samples``; ``(0, 0)`` when none is left."""
-    cuts = sorted(
-        (max(0, math.ceil((s - gps_start) * sample_rate - 1e-6)),
-         min(n_samples, math.ceil((e - gps_start) * sample_rate - 1e-6)))
-        for s, e in excluded
-    )
+    cuts = sorted(samples_within(gps_start, n_samples, sample_rate, s, e) for s, e in excluded)
     best, position = (0, 0), 0
     for lo, hi in [*cuts, (n_samples, n_samples)]:
         if lo > position and lo - position > best[1] - best[0]:

@@ -27,6 +27,7 @@ from offline_iaas.physics import (
     ASD_MAX_SECONDS,
     asd_ratio,
     held_out_samples,
+    samples_within,
     zero_phase_blocks,
 )
 from offline_iaas.report.spectra import StrainSpectra
@@ -302,8 +303,7 @@ def strain_spectra(
             first, stop = 0, len(data)
             if gps_range is not None:
                 x0 = float(data.attrs["x0"])
-                first = min(stop, max(0, int(np.ceil((gps_range[0] - x0) * rate - 1e-6))))
-                stop = max(first, min(stop, int(np.floor((gps_range[1] - x0) * rate + 1e-6))))
+                first, stop = samples_within(x0, stop, rate, *gps_range)
             count = min(stop - first, int((max_seconds - used) * rate))
             if nperseg < 2 or count < nperseg:
                 continue
