@@ -15,15 +15,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from offline_iaas.lifetime import stat_fields
+
 CLOCK_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return text.rsplit(")", 1)[1].split()
 
 
 def children_of(pid: int) -> list[int]:
@@ -31,7 +25,7 @@ def children_of(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            fields = _stat_fields(int(entry.name))
+            fields = stat_fields(int(entry.name))
             if fields is not None and int(fields[1]) == pid:
                 found.append(int(entry.name))
     return found
@@ -39,7 +33,7 @@ def children_of(pid: int) -> list[int]:
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` (0 when it is gone)."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     if fields is None:
         return 0.0
     # After the command: state(0) ppid(1) ... utime(11) stime(12), in clock ticks.

@@ -8,6 +8,7 @@ SIGKILL), and any stub still alive afterwards is killed by its PID.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from offline_iaas.bench import accounting
 from offline_iaas.errors import ServerError
+from offline_iaas.lifetime import is_running
 from offline_iaas.rendezvous.access import auth_headers, write_token
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.node import stop_process, wait_until_ready
@@ -89,28 +91,18 @@ def bench_server(repository: Path, run: RunDir, models: list[str]) -> Iterator[B
         yield server
     finally:
         server.stub_pids = sorted(set(server.stub_pids) | set(accounting.children_of(proc.pid)))
+        stubs += [stub for stub in find_stubs(proc.pid) if stub not in stubs]
         stop_process(proc, EXIT_TIMEOUT_SECONDS + 10, stubs)
-        _kill_leftovers(server.stub_pids)
+        _kill_leftovers(stubs)
 
 
-def _is_live_stub(pid: int) -> bool:
-    """``pid`` is a live (not zombie) python-backend stub."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state != "Z" and b"triton_python_backend_stub" in cmdline
-
-
-def _kill_leftovers(pids: list[int]) -> None:
-    """SIGKILL the stubs that outlived their server (they are ours: we started their parent)."""
+def _kill_leftovers(stubs: list[Stub]) -> None:
+    """SIGKILL the stubs that outlived their server (they are ours: we started their parent);
+    a stub's PID taken by a later process is left alone."""
     deadline = time.monotonic() + 5
-    while any(_is_live_stub(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(is_running(s.pid, s.start_ticks) for s in stubs) and time.monotonic() < deadline:
         time.sleep(0.1)
-    for pid in pids:
-        if _is_live_stub(pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    for stub in stubs:
+        if is_running(stub.pid, stub.start_ticks):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stub.pid, signal.SIGKILL)
