@@ -20,8 +20,7 @@ from offline_iaas.bench.results import Measurement
 from offline_iaas.bench.server import BenchServer
 from offline_iaas.bench.workloads import Workload, split_strides
 from offline_iaas.client.transport import RequestStream
-
-SEQUENCE_BASE_STEP = 2**20
+from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK
 
 
 def open_stream(client, job: ClientJob, on_response) -> RequestStream:
@@ -56,7 +55,7 @@ def client_jobs(
     """One job per client: contiguous shares of ``data_seconds``, distinct sequence IDs
     (none when ``sequences`` is False)."""
     strides = int(data_seconds * load.sample_rate_hz) // load.stride_samples
-    base = random.Random(seed).randrange(1, 2**11) * SEQUENCE_BASE_STEP
+    base = random.Random(seed).randrange(1, 2**11) * SEQUENCE_BLOCK  # as a campaign's
     stride_seconds = load.stride_samples / load.sample_rate_hz
     return [
         ClientJob(

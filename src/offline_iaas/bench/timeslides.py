@@ -40,10 +40,11 @@ import numpy as np
 from offline_iaas.bench.clients import ClientJob, ClientRun, run_clients
 from offline_iaas.bench.provenance import command_line, publish
 from offline_iaas.bench.server import bench_server
-from offline_iaas.bench.service import SEQUENCE_BASE_STEP, stream_updates
+from offline_iaas.bench.service import stream_updates
 from offline_iaas.bench.workloads import BBHNET, Workload, split_strides, write_weights
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.rundir import RunDir
+from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK
 
 SLIDES = 100
 SLIDE_SECONDS = 1.0
@@ -139,7 +140,7 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, slides: int = S
                 headers=srv.headers, load=load,
                 data_seconds=(warmup + min(history, offset) + share) * stride_seconds,
                 batch_size=batch_size, in_flight=IN_FLIGHT,
-                sequence_id=(index + 1) * SEQUENCE_BASE_STEP, seed=index,
+                sequence_id=(index + 1) * SEQUENCE_BLOCK, seed=index,
                 lead_windows=warmup + min(history, offset), kept_offset=offset,
                 warmup_windows=warmup, slide_windows=step,
                 slides=() if served else tuple(range(slides + 1)),
