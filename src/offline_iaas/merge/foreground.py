@@ -16,6 +16,7 @@ import numpy as np
 
 from offline_iaas.client.part import FOREGROUND
 from offline_iaas.config import CampaignConfig
+from offline_iaas.geometry import StreamGeometry
 from offline_iaas.modes import Outputs
 from offline_iaas.records import ClientShare, Piece
 from offline_iaas.rundir import RunDir
@@ -30,8 +31,8 @@ def foreground_columns(outputs: Outputs) -> list[tuple[str, str]]:
     return [("time", "f8"), *((name, "f4") for name in outputs.statistics)]
 
 
-def foreground_rows(config: CampaignConfig, piece: Piece, statistics: dict[str, np.ndarray]
-                    ) -> np.ndarray:
+def foreground_rows(geometry: StreamGeometry, outputs: Outputs, piece: Piece,
+                    statistics: dict[str, np.ndarray]) -> np.ndarray:
     """The kept rows of one foreground piece's ``statistics`` (``foreground_statistics``:
     its stream's rows, warm-up included) with their GPS times."""
     skip = piece.output_start - piece.first_window
@@ -39,8 +40,8 @@ def foreground_rows(config: CampaignConfig, piece: Piece, statistics: dict[str, 
             for name, values in statistics.items()}
     count = len(kept["statistic"])
     rows = np.arange(piece.output_start, piece.output_start + count)
-    table = np.zeros(count, dtype=foreground_columns(config.outputs))
-    table["time"] = statistic_row_gps(config.geometry, piece.stretch_gps_start, rows)
+    table = np.zeros(count, dtype=foreground_columns(outputs))
+    table["time"] = statistic_row_gps(geometry, piece.stretch_gps_start, rows)
     for name, values in kept.items():
         table[name] = values.reshape(count, -1)[:, 0]
     return table
@@ -59,8 +60,8 @@ def read_foreground(run: RunDir, config: CampaignConfig, shares: list[ClientShar
         if not pieces:
             continue
         with h5py.File(run.part(share.node)[0], "r") as f:
-            found += [foreground_rows(config, p, {n: f[f"{FOREGROUND}/{n}/{j}"][()]
-                                                  for n in names})
+            found += [foreground_rows(config.geometry, config.outputs, p,
+                                      {n: f[f"{FOREGROUND}/{n}/{j}"][()] for n in names})
                       for j, p in enumerate(pieces)]
     table = np.concatenate(found)
     return table[np.argsort(table["time"], kind="stable")]

@@ -112,5 +112,5 @@ def _foreground_piece(config: CampaignConfig, sessions: dict, frames: list, piec
     runner = mode_stream(config, sessions)
     names = config.outputs.statistics
     rows = [runner.update(inputs["update"], inputs.get(PSD_UPDATE)) for inputs in requests]
-    return foreground_rows(config, piece, {n: np.concatenate([
+    return foreground_rows(config.geometry, config.outputs, piece, {n: np.concatenate([
         config.outputs.rows(n, r[n]) for r in rows]) for n in names})

@@ -161,7 +161,7 @@ def _dataset(config: CampaignConfig) -> dict[str, Any]:
     return synth.write_synthetic_dataset(config)
 
 
-def _check_training_frames(config: CampaignConfig) -> None:
+def _check_training_frames(data: DataConfig) -> None:
     """DataError listing every channel (strain or witness) missing from, or unusable in, the
     campaign's frames, before any network trains (a missing witness would otherwise stop
     training after the networks before it)."""
@@ -169,13 +169,11 @@ def _check_training_frames(config: CampaignConfig) -> None:
     from offline_iaas.data.preflight import frame_problems, problem_report
     from offline_iaas.data.segments import gps_segments
 
-    span = (config.data.start, config.data.start + config.data.duration)
-    problems = frame_problems(discover_frames(config.data),
-                              (*config.data.channels, *config.data.witnesses),
-                              gps_segments([span]), config.data.sample_rate,
-                              report_holes=False)
+    span = (data.start, data.start + data.duration)
+    problems = frame_problems(discover_frames(data), (*data.channels, *data.witnesses),
+                              gps_segments([span]), data.sample_rate, report_holes=False)
     if problems:
-        raise DataError(problem_report(problems, *span, frame_source(config.data)))
+        raise DataError(problem_report(problems, *span, frame_source(data)))
 
 
 def train_demo(
@@ -214,7 +212,7 @@ def train_demo(
         raise ConfigError(f"train-demo: no network kind {', '.join(map(repr, unknown))} to "
                           f"override (known: {', '.join(network_kinds())})")
     dataset = _dataset(config)
-    _check_training_frames(config)
+    _check_training_frames(config.data)
     request = {"config": config, "out_dir": Path(out_dir),
                "overrides": {name: dict(values) for name, values in overrides.items()},
                "seed": seed, "threads": threads, "dataset": dataset}
