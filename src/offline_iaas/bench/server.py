@@ -3,7 +3,8 @@
 The server is the project's (``serve/tritonserver.py``: located, free ports, the run's token,
 its own log), serving the repository ``export`` wrote for a workload. Its CPU time includes
 the python-backend stubs, which are its children. On exit tritonserver gets SIGTERM (then
-SIGKILL), and any stub still alive afterwards is killed by its PID.
+SIGKILL), and any stub still alive afterwards is killed by its PID (while the process with
+that PID is still the stub: its start time is checked).
 """
 
 from __future__ import annotations

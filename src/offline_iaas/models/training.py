@@ -161,16 +161,16 @@ def _dataset(config: CampaignConfig) -> dict[str, Any]:
     return synth.write_synthetic_dataset(config)
 
 
-def _check_training_frames(data: DataConfig) -> None:
+def _check_training_frames(data: DataConfig, frames: Sequence[FrameFile]) -> None:
     """DataError listing every channel (strain or witness) missing from, or unusable in, the
-    campaign's frames, before any network trains (a missing witness would otherwise stop
+    campaign's ``frames``, before any network trains (a missing witness would otherwise stop
     training after the networks before it)."""
     from offline_iaas.data.discovery import frame_source
     from offline_iaas.data.preflight import frame_problems, problem_report
     from offline_iaas.data.segments import gps_segments
 
     span = (data.start, data.start + data.duration)
-    problems = frame_problems(discover_frames(data), (*data.channels, *data.witnesses),
+    problems = frame_problems(frames, (*data.channels, *data.witnesses),
                               gps_segments([span]), data.sample_rate, report_holes=False)
     if problems:
         raise DataError(problem_report(problems, *span, frame_source(data)))
@@ -212,10 +212,11 @@ def train_demo(
         raise ConfigError(f"train-demo: no network kind {', '.join(map(repr, unknown))} to "
                           f"override (known: {', '.join(network_kinds())})")
     dataset = _dataset(config)
-    _check_training_frames(config.data)
+    frames = discover_frames(config.data)
+    _check_training_frames(config.data, frames)
     request = {"config": config, "out_dir": Path(out_dir),
                "overrides": {name: dict(values) for name, values in overrides.items()},
-               "seed": seed, "threads": threads, "dataset": dataset}
+               "seed": seed, "threads": threads, "dataset": dataset, "frames": frames}
     return run_in_child(f"{__name__}:write_demo_networks", request, pinned=pinned,
                         environment=environment)
 
@@ -227,11 +228,12 @@ def write_demo_networks(
     seed: int,
     threads: int,
     dataset: Mapping[str, Any],
+    frames: Sequence[FrameFile],
 ) -> dict[str, Path]:
     """``train_demo``'s work in this process (the child it starts): train, write, return the
-    paths. ``dataset`` is the dataset's ``synth.json``."""
+    paths. ``dataset`` is the dataset's ``synth.json``; ``frames`` the campaign's frame files
+    (discovered and checked by ``train_demo``)."""
     started = time.monotonic()
-    frames = discover_frames(config.data)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     reports: dict[str, Any] = {}
