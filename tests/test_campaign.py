@@ -17,7 +17,7 @@ from gwpy.timeseries import TimeSeries
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import RunError
-from offline_iaas.merge.layout import gps_text
+from offline_iaas.gps import gps_text
 from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository

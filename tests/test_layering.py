@@ -15,7 +15,7 @@ BASE = {"__init__", "errors", "atomic", "logs", "modes", "network_streaming", "c
         "config_checks",
         "config_numbers", "full_disk_exit", "stretches", "records", "manifest", "completeness",
         "binding", "rundir", "hooks", "physics", "resources", "lifetime",
-        "local_state", "summary_physics", "config_sections", "geometry", "mode_packages"}
+        "local_state", "summary_physics", "config_sections", "geometry", "mode_packages", "gps"}
 TOP = {"cli", "demo"}
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",), ("data", "search"), ("models",), ("repository",), ("rendezvous",), ("serve",),

@@ -1,7 +1,8 @@
 """run-local's life on real tritonservers (1 server x 2 clients, issue #44): killed (SIGKILL,
 as the out-of-memory killer does) or hung up (SIGHUP, its terminal closed) while client0 is
 mid-stream, no process of the run (the serve node, tritonserver, its python-backend stub, the
-clients) outlives it by more than a few seconds, the stub leaves cleanly though tritonserver
+clients) is left once run-local's stop timeout has passed (in practice they go within
+seconds; the time is printed), the stub leaves cleanly though tritonserver
 exits without unloading it (``backend/server_watch.py``), and the next run-local's output
 equals the reference; the run directory moved mid-stream, run-local stops, the old path is not
 recreated, and run-local where it is now finishes it."""
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.rundir import RunDir
-from offline_iaas.workflow.local import run_local
+from offline_iaas.workflow.local import STOP_TIMEOUT_SECONDS, run_local
 from offline_iaas.workflow.status import read_status
 from tests.faults.test_faults import (  # noqa: F401
     assert_equals_reference,
@@ -34,9 +35,13 @@ pytestmark = pytest.mark.slow
 
 PAUSED = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 60}]}
 """client0 holds its sequence open mid-stream (once: the rerun does not pause)."""
-GONE_SECONDS = 15.0
-"""How long the run's processes may outlive run-local: the server's stop waits up to
-``server.exit_timeout_seconds`` (5 s) for the sequences left open."""
+GONE_SECONDS = STOP_TIMEOUT_SECONDS + 10.0
+"""How long the run's processes may outlive run-local. By design they go in about 6 s (the
+server's stop waits ``server.exit_timeout_seconds``, 5 s, for the sequences left open), but
+that stop is scheduled like any process: a fresh-clone CI on 2 loaded cores once took over
+15 s. The bound that holds on any machine is the guardian's: every group still there when
+run-local's stop timeout ends is SIGKILLed (10 s for the kill to land). A process left behind
+stays forever, so the check still fails on a leak; the time taken is printed."""
 
 
 def run_processes(where: Path) -> list[str]:
@@ -80,10 +85,12 @@ def start_mid_stream(run_dir: Path) -> tuple[subprocess.Popen[str], list[str]]:
 
 
 def gone_within(where: Path, seconds: float) -> float:
-    """Seconds until no process of the run is left (fails after ``seconds``)."""
+    """Seconds until no process of the run is left (fails after ``seconds``, naming the
+    processes still there then)."""
     began = time.monotonic()
-    wait_for(lambda: run_processes(where) == [], seconds, f"the run's processes to go: "
-             f"{run_processes(where)}")
+    while left := run_processes(where):
+        assert time.monotonic() - began < seconds, f"still running after {seconds:g} s: {left}"
+        time.sleep(0.1)
     return time.monotonic() - began
 
 

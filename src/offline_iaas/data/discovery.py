@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlparse
 from offline_iaas.config_sections import DataConfig
 from offline_iaas.data.segments import GPS_TOLERANCE_SECONDS, gps_segments
 from offline_iaas.errors import DataError
+from offline_iaas.gps import gps_range_text
 
 CACHE_SUFFIXES = (".lcf", ".cache")
 FFL_SUFFIXES = (".ffl",)
@@ -45,7 +46,7 @@ class FrameFile:
 
     def holds(self, channel: str) -> bool:
         """Whether the file's observatory letters include the channel's (``H1:X`` -> ``H``)."""
-        return _observatory(channel) in self.observatory
+        return observatory_of(channel) in self.observatory
 
     def overlaps(self, gps_start: float, gps_end: float) -> bool:
         """Whether the file covers more than round-off of ``[gps_start, gps_end)``."""
@@ -53,19 +54,9 @@ class FrameFile:
                 and self.gps_start < gps_end - GPS_TOLERANCE_SECONDS)
 
 
-def _observatory(channel: str) -> str:
+def observatory_of(channel: str) -> str:
+    """The observatory letter of a channel (``H`` of ``H1:GDS-CALIB_STRAIN``)."""
     return channel[:1]
-
-
-def _fmt(gps: float) -> str:
-    """A GPS time for messages: integers without decimals."""
-    if abs(gps - round(gps)) < 1e-9:
-        return str(int(round(gps)))
-    return f"{gps:.6f}".rstrip("0")
-
-
-def _range(a: float, b: float) -> str:
-    return f"[{_fmt(a)}, {_fmt(b)})"
 
 
 # ---- discovery -------------------------------------------------------------------------------
@@ -257,7 +248,7 @@ def datafind_frames(
     frames: list[FrameFile] = []
     for frametype in frametypes:
         observatory = frametype[:1]
-        what = f"frame type {frametype} (observatory {observatory}) for {_range(lo, hi)}"
+        what = f"frame type {frametype} (observatory {observatory}) for {gps_range_text(lo, hi)}"
         try:
             with warnings.catch_warnings():
                 # igwn-auth-utils warns that X.509 identities are deprecated on every call

@@ -48,15 +48,14 @@ from scipy import signal
 
 from offline_iaas.data.discovery import (
     FrameFile,
-    _fmt,
-    _observatory,
-    _range,
     coverage_holes,
+    observatory_of,
     overlapping_files,
     rate_factor,
 )
 from offline_iaas.data.gwf_reader import FileRead, Series, reader
 from offline_iaas.errors import DataError
+from offline_iaas.gps import gps_range_text, gps_text
 
 if TYPE_CHECKING:
     from offline_iaas.search.onthefly import OnTheFly
@@ -146,8 +145,8 @@ def read_span(
     k1 = _grid_index(gps_end, span_start, sample_rate, "gps_end")
     if not 0 <= k0 <= k1 <= n_span:
         raise ValueError(
-            f"range {_range(gps_start, gps_end)} is not inside the span "
-            f"{_range(span_start, span_end)}"
+            f"range {gps_range_text(gps_start, gps_end)} is not inside the span "
+            f"{gps_range_text(span_start, span_end)}"
         )
     out = np.empty((len(channels), k1 - k0), dtype=np.float32)
     if k1 == k0:
@@ -158,7 +157,7 @@ def read_span(
     t_b = span_start + read_b / sample_rate
     groups: dict[str, list[int]] = {}
     for row, channel in enumerate(channels):
-        groups.setdefault(_observatory(channel), []).append(row)
+        groups.setdefault(observatory_of(channel), []).append(row)
     cut = [] if capture is None else capture.covered((span_start, span_end), n_span,
                                                      read_a, read_b)
     for rows in groups.values():
@@ -274,12 +273,12 @@ def _read_group(
     """Read ``names`` (one observatory) over ``[t_a, t_b)`` from the files that overlap it, in
     the frame reader process (``gwf_reader``: a crash on a bad file is a ``BadFrameFile``)."""
     files = overlapping_files(frames, names[0], t_a, t_b)
-    what = f"channel(s) {', '.join(names)} for {_range(t_a, t_b)}"
+    what = f"channel(s) {', '.join(names)} for {gps_range_text(t_a, t_b)}"
     if not files:
         raise DataError(f"no frame files hold {what}")
-    holes = coverage_holes(files, [(t_a, t_b)], _observatory(names[0]))
+    holes = coverage_holes(files, [(t_a, t_b)], observatory_of(names[0]))
     if holes:
-        gaps = [f"{_range(a, b)} ({where})" for a, b, where in holes]
+        gaps = [f"{gps_range_text(a, b)} ({where})" for a, b, where in holes]
         raise DataError(f"missing frame data for {what}: {'; '.join(gaps)}")
     items = [FileRead(str(f.path), f.gps_start, f.gps_end, max(t_a, f.gps_start),
                       min(t_b, f.gps_end)) for f in files]
@@ -328,8 +327,8 @@ def _resample(
         b = min(n_span * factor, (k1 - 1) * factor + half + 1)
     if a - first < 0 or b - first > len(values):
         raise DataError(
-            f"{where}: data for {_range(span_start + a / rate, span_start + b / rate)} "
-            f"incomplete (got {_range(t0, t0 + len(values) / rate)})"
+            f"{where}: data for {gps_range_text(span_start + a / rate, span_start + b / rate)} "
+            f"incomplete (got {gps_range_text(t0, t0 + len(values) / rate)})"
         )
     segment = values[a - first : b - first]
     if inject is not None:
@@ -341,7 +340,7 @@ def _resample(
         holder = next((f.path for f in files if f.gps_start <= gps < f.gps_end), paths[0])
         raise DataError(
             f"channel {name} in {holder}: non-finite sample ({segment[index]}) at GPS "
-            f"{_fmt(gps)}; the data there cannot be analysed (exclude it with data.segments)"
+            f"{gps_text(gps)}; the data there cannot be analysed (exclude it with data.segments)"
         )
     if factor == 1:
         return segment.astype(np.float32)

@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.data.discovery import _fmt, _range
 from offline_iaas.errors import DataError
+from offline_iaas.gps import gps_range_text, gps_text
 
 READ_TIMEOUT_SECONDS = 600.0
 """A reader that answers no request within this is killed (a hung network filesystem)."""
@@ -92,8 +92,8 @@ def span_lie(path: str, named: tuple[float, float]) -> str:
     if abs(first - named[0]) <= SPAN_TOLERANCE_SECONDS and \
             abs(end - named[1]) <= SPAN_TOLERANCE_SECONDS:
         return ""
-    return (f"its name says GPS {_fmt(named[0])}-{_fmt(named[1])}, its frames hold GPS "
-            f"{_fmt(first)}-{_fmt(end)} (a file that lies about its span)")
+    return (f"its name says GPS {gps_text(named[0])}-{gps_text(named[1])}, its frames hold GPS "
+            f"{gps_text(first)}-{gps_text(end)} (a file that lies about its span)")
 
 
 def read_files(items: Sequence[FileRead], names: Sequence[str]) -> dict[str, Series]:
@@ -121,7 +121,7 @@ def read_files(items: Sequence[FileRead], names: Sequence[str]) -> dict[str, Ser
         missing = [n for n in names if n not in listed]
         if missing:
             raise DataError(f"channel {missing[0]} not found in {item.path} (needed for GPS "
-                            f"{_range(item.read_start, item.read_end)})")
+                            f"{gps_range_text(item.read_start, item.read_end)})")
         # LALFrame returns the samples at or after `start`: a little margin on both sides
         eps = SPAN_TOLERANCE_SECONDS
         data = TimeSeriesDict.read(item.path, list(names), start=item.read_start - eps,
@@ -152,13 +152,13 @@ def probe_file(path: str, wanted: Sequence[str], gps_start: float, seconds: floa
         for name in present:
             series = data[name]
             if len(series) == 0:
-                raise ValueError(f"channel {name}: no samples at GPS {_fmt(gps_start)}")
+                raise ValueError(f"channel {name}: no samples at GPS {gps_text(gps_start)}")
             finite = np.isfinite(series.value)
             if not finite.all():
                 index = int(np.argmin(finite))
                 gps = float(series.t0.value) + index / float(series.sample_rate.value)
                 raise ValueError(f"channel {name}: non-finite sample ({series.value[index]}) "
-                                 f"at GPS {_fmt(gps)}")
+                                 f"at GPS {gps_text(gps)}")
             rates[name] = float(series.sample_rate.value)
     return {"names": names, "rates": rates}
 

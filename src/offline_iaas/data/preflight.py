@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import (
     FrameFile,
-    _observatory,
-    _range,
     coverage_holes,
     discover_frames,
     frame_source,
     listing,
+    observatory_of,
     rate_factor,
 )
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.data.segments import AnalysableSpan
 from offline_iaas.errors import DataError
+from offline_iaas.gps import gps_range_text
 from offline_iaas.records import BadFile
 
 PROBE_SECONDS = 1.0
@@ -111,7 +111,7 @@ def frame_problems(
     problems: list[str] = []
     groups: dict[str, list[str]] = {}
     for channel in channels:
-        groups.setdefault(_observatory(channel), []).append(channel)
+        groups.setdefault(observatory_of(channel), []).append(channel)
     jobs: list[tuple[FrameFile, tuple[str, ...]]] = []
     for observatory, names in groups.items():
         own = sorted((f for f in frames if observatory in f.observatory), key=lambda f: f.gps_start)
@@ -120,7 +120,7 @@ def frame_problems(
             inside = ", inside the science segments" if science else ""
             problems.append(
                 f"no frame data for observatory {observatory} ({', '.join(names)}) in "
-                f"{_range(a, b)}{inside} ({where})"
+                f"{gps_range_text(a, b)}{inside} ({where})"
             )
         for f in own:
             if any(f.overlaps(a, b) for a, b in needed):
@@ -132,7 +132,8 @@ def frame_problems(
         if f.path.is_file():
             readable.append((f, names))
         else:
-            problems.append(f"frame file {f.path} {_range(f.gps_start, f.gps_end)} does not exist")
+            span = gps_range_text(f.gps_start, f.gps_end)
+            problems.append(f"frame file {f.path} {span} does not exist")
     probes = _probe_files([(f, names, min(f.duration, PROBE_SECONDS)) for f, names in readable])
     missing: dict[str, list[FrameFile]] = {}
     listed: dict[str, tuple[str, ...]] = {}
@@ -142,7 +143,8 @@ def frame_problems(
             # a bad sample is named as such; anything else the reader said makes it unreadable
             what = ("" if probe.error.startswith("channel ") else
                     ": " if probe.error.startswith("its name says") else "is unreadable: ")
-            problem = f"frame file {f.path} {_range(f.gps_start, f.gps_end)} {what}{probe.error}"
+            span = gps_range_text(f.gps_start, f.gps_end)
+            problem = f"frame file {f.path} {span} {what}{probe.error}"
             if bad is not None and not probe.error.startswith("channel "):
                 bad.append((f, problem))
             else:
@@ -161,7 +163,7 @@ def frame_problems(
             problems.append(
                 f"channel {name} not found in {first.path}"
                 f"{_more(len(missing[name]) - 1, 'file(s)')} covering "
-                f"{_range(first.gps_start, last.gps_end)} "
+                f"{gps_range_text(first.gps_start, last.gps_end)} "
                 f"(channels there: {listing(listed[name])})"
             )
         if name in bad_rates:
@@ -177,7 +179,7 @@ def frame_problems(
 def problem_report(problems: Sequence[str], gps_start: float, gps_end: float, source: str) -> str:
     """One message: a single problem on one line; several as a summary line, then
     ``  - <problem>`` per line."""
-    where = f"the frame data for {_range(gps_start, gps_end)} (frames: {source})"
+    where = f"the frame data for {gps_range_text(gps_start, gps_end)} (frames: {source})"
     if len(problems) == 1:
         return f"{where}: {problems[0]}"
     head = f"{len(problems)} problems with {where}:"
@@ -270,7 +272,7 @@ def preflight(
         BadFile(str(f.path), f.gps_start, f.gps_end, problem) for f, problem in bad or []])
     if not result.stretches:
         reasons = "; ".join(f"{r}: {s:g} s" for r, s in result.dropped_by_reason().items())
-        problems.append(f"no analysable time in {_range(*span)} ({reasons})")
+        problems.append(f"no analysable time in {gps_range_text(*span)} ({reasons})")
     if problems:
         raise DataError(problem_report(problems, span[0], span[1], frame_source(config.data)))
     return result

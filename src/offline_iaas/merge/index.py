@@ -34,8 +34,9 @@ from offline_iaas import records
 from offline_iaas.completeness import Hashes, set_aside, shard_problem
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import RunError, raise_if_no_space
+from offline_iaas.gps import gps_text
 from offline_iaas.merge.foreground import read_foreground
-from offline_iaas.merge.layout import WINDOW_GROUPS, gps_text, series_attrs, series_groups
+from offline_iaas.merge.layout import WINDOW_GROUPS, series_attrs, series_groups
 from offline_iaas.merge.postprocess import ShardProducts, summarize
 from offline_iaas.merge.provenance import campaign_provenance
 from offline_iaas.merge.shard_merge import read_products

@@ -29,11 +29,6 @@ def statistic_channel(ifos: tuple[str, ...]) -> str:
     return f"{''.join(sorted(ifos))}:OFFLINE_IAAS-STATISTIC"
 
 
-def gps_text(gps: float) -> str:
-    """A GPS time as a dataset name: no trailing zeros (``1262304001``, ``1262304000.125``)."""
-    return f"{gps:.6f}".rstrip("0").rstrip(".")
-
-
 def timeseries_attrs(dataset: h5py.Dataset, channel: str, name: str, x0: float, dx: float,
                      unit: str = "") -> None:
     """gwpy's TimeSeries attributes on ``dataset``."""

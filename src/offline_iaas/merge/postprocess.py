@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.merge.layout import gps_text, series_attrs
+from offline_iaas.gps import gps_text
+from offline_iaas.merge.layout import series_attrs
 from offline_iaas.mode_packages import SummaryRequest, mode_package
 from offline_iaas.stretches import Stretch, output_x0
 from offline_iaas.summary_physics import Physics, section

@@ -52,6 +52,8 @@ from offline_iaas.workflow.submit import parse_submit
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.05
+STOP_TIMEOUT_SECONDS = 30.0
+"""How long a stopped node may take to exit after SIGTERM before its group is killed."""
 _TERMINAL = {"done", "complete", "failed", "not-run", "removed"}
 _BUSY = ("running", "prerun", "deferred")
 
@@ -510,7 +512,7 @@ class _Executor:
 def run_local(
     run: RunDir,
     *,
-    stop_timeout_seconds: float = 30.0,
+    stop_timeout_seconds: float = STOP_TIMEOUT_SECONDS,
     on_state: Callable[[dict[str, tuple[str, str]]], None] | None = None,
 ) -> None:
     """Run the DAG of a run directory on this machine.

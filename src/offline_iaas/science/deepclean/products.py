@@ -20,7 +20,8 @@ import numpy as np
 from scipy.signal import welch
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.merge.layout import gps_text, series_attrs
+from offline_iaas.gps import gps_text
+from offline_iaas.merge.layout import series_attrs
 from offline_iaas.merge.postprocess import ShardProducts
 from offline_iaas.mode_packages import SummaryRequest
 from offline_iaas.physics import (
