@@ -170,6 +170,18 @@ def sighup_as(action: signal.Handlers) -> Callable[[], None]:
     return lambda: signal.signal(signal.SIGHUP, action)
 
 
+def wait_for(condition: Callable[[], bool], seconds: float,
+             what: str | Callable[[], str]) -> float:
+    """Seconds until ``condition()`` holds; fails after ``seconds`` naming ``what`` (called at
+    the deadline when it is a function, so that it shows the state then)."""
+    began = time.monotonic()
+    while not condition():
+        if time.monotonic() - began >= seconds:
+            raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
+        time.sleep(0.05)
+    return time.monotonic() - began
+
+
 def processes_mentioning(text: str) -> list[str]:
     """Command lines of live processes (other than zombies) that contain ``text``."""
     found = []

@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +34,7 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.serve.stub_watch import STUB_NAME, dead_stub, find_stubs
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
-from tests.helpers import SMALL_CAMPAIGN, captured_log
+from tests.helpers import SMALL_CAMPAIGN, captured_log, wait_for
 
 
 def _state(pid: int) -> str | None:
@@ -43,13 +42,6 @@ def _state(pid: int) -> str | None:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return None
-
-
-def _wait_for(condition, seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_a_stub_dead_by_sigsegv_is_found_dead_with_its_signal(tmp_path: Path) -> None:
@@ -67,12 +59,12 @@ def test_a_stub_dead_by_sigsegv_is_found_dead_with_its_signal(tmp_path: Path) ->
         stub_pid = int(parent.stdout.readline())
         # Popen returns once exec has begun; the kernel fills in /proc/<pid>/cmdline a moment
         # later (a loaded machine stretches that moment), and an empty one names no stub
-        _wait_for(lambda: len(find_stubs(parent.pid)) == 1)
+        wait_for(lambda: len(find_stubs(parent.pid)) == 1, 10, "the stub to start")
         (stub,) = find_stubs(parent.pid)
         assert (stub.pid, stub.instance) == (stub_pid, f"pid {stub_pid}")
         assert dead_stub([stub]) is None  # the control: alive
         os.kill(stub_pid, signal.SIGSEGV)
-        _wait_for(lambda: _state(stub_pid) == "Z")
+        wait_for(lambda: _state(stub_pid) == "Z", 10, "the stub to be a zombie")
         death = dead_stub([stub])
         assert death is not None and death.words() == "signal SIGSEGV"
         assert death.log_line("while serving") == (
@@ -85,7 +77,7 @@ def test_a_stub_dead_by_sigsegv_is_found_dead_with_its_signal(tmp_path: Path) ->
         parent.kill()
         parent.wait()
     # its parent gone, the zombie is reaped: gone, how it ended unknown
-    _wait_for(lambda: _state(stub_pid) is None)
+    wait_for(lambda: _state(stub_pid) is None, 10, "the stub to be reaped")
     death = dead_stub([stub])
     assert death is not None and death.words() == "an unknown status"
 

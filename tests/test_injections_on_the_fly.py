@@ -39,7 +39,7 @@ from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
 from tests.faults.inject import HELD, release
-from tests.faults.test_faults import FAST_FAILURE, RunLocal, fault_fired, wait_for
+from tests.faults.test_faults import FAST_FAILURE, RunLocal, fault_fired
 from tests.helpers import (
     SMALL_CAMPAIGN,
     SPLITS,
@@ -48,6 +48,7 @@ from tests.helpers import (
     run_dag,
     run_split,
     untrained_weights,
+    wait_for,
 )
 from tests.oracle import read_series
 

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from offline_iaas.lifetime import start_ticks
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.status import read_status, status_lines
 from tests.error_catalogue import documented
-from tests.helpers import campaign_records, processes_mentioning, sighup_as
+from tests.helpers import campaign_records, processes_mentioning, sighup_as, wait_for
 from tests.test_local_executor import Run, alive, make_run  # noqa: F401
 from tests.test_status import run as status_run  # noqa: F401
 
@@ -31,13 +30,6 @@ DAG = (
     'JOB b node.sub\nVARS b node="b" mode="ok"\n'
     "PARENT a CHILD b\n"
 )
-
-
-def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def run_local_process(run_dir: Path, nohup: bool = False) -> subprocess.Popen[str]:

@@ -27,9 +27,8 @@ from tests.faults.test_faults import (  # noqa: F401
     fault_fired,
     prepare,
     server_pids,
-    wait_for,
 )
-from tests.helpers import sighup_as
+from tests.helpers import sighup_as, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -87,11 +86,8 @@ def start_mid_stream(run_dir: Path) -> tuple[subprocess.Popen[str], list[str]]:
 def gone_within(where: Path, seconds: float) -> float:
     """Seconds until no process of the run is left (fails after ``seconds``, naming the
     processes still there then)."""
-    began = time.monotonic()
-    while left := run_processes(where):
-        assert time.monotonic() - began < seconds, f"still running after {seconds:g} s: {left}"
-        time.sleep(0.1)
-    return time.monotonic() - began
+    return wait_for(lambda: not run_processes(where), seconds,
+                    lambda: f"the run's processes to go: {run_processes(where)}")
 
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGHUP], ids=["sigkill", "sighup"])

@@ -60,12 +60,12 @@ from tests.faults.test_faults import (
     RunLocal,
     fault_fired,
     server_pids,
-    wait_for,
 )
 from tests.helpers import (
     ServerLogWatch,
     client_output,
     processes_mentioning,
+    wait_for,
 )
 
 pytestmark = pytest.mark.slow

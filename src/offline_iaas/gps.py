@@ -1,5 +1,6 @@
 """GPS times as text, to the microsecond: in the data layer's messages (a frame file's span, a
-hole in the coverage) and as the names of ``campaign.h5``'s datasets."""
+hole in the coverage, the analysable span's stretches and durations) and as the names of
+``campaign.h5``'s datasets."""
 
 from __future__ import annotations
 

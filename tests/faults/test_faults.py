@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status
 from tests.faults.inject import HELD, release
-from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
+from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -74,13 +73,6 @@ def assert_equals_reference(dataset: tuple[Path, Path], run_dir: Path) -> None:
     comparison = compare_outputs(run_dir / "output" / "campaign.h5", dataset[1])
     assert comparison.passes(TOLERANCE), comparison.describe()
     assert processes_mentioning(str(run_dir)) == []
-
-
-def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def fault_fired(run_dir: Path, key: str) -> bool:

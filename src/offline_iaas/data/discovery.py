@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from offline_iaas.config_sections import DataConfig
-from offline_iaas.data.segments import GPS_TOLERANCE_SECONDS, gps_segments
+from offline_iaas.data.segments import GPS_TOLERANCE_SECONDS, gps_segments, observatory_of
 from offline_iaas.errors import DataError
 from offline_iaas.gps import gps_range_text
 
@@ -52,11 +52,6 @@ class FrameFile:
         """Whether the file covers more than round-off of ``[gps_start, gps_end)``."""
         return (self.gps_end > gps_start + GPS_TOLERANCE_SECONDS
                 and self.gps_start < gps_end - GPS_TOLERANCE_SECONDS)
-
-
-def observatory_of(channel: str) -> str:
-    """The observatory letter of a channel (``H`` of ``H1:GDS-CALIB_STRAIN``)."""
-    return channel[:1]
 
 
 # ---- discovery -------------------------------------------------------------------------------

@@ -49,11 +49,11 @@ from scipy import signal
 from offline_iaas.data.discovery import (
     FrameFile,
     coverage_holes,
-    observatory_of,
     overlapping_files,
     rate_factor,
 )
 from offline_iaas.data.gwf_reader import FileRead, Series, reader
+from offline_iaas.data.segments import observatory_of
 from offline_iaas.errors import DataError
 from offline_iaas.gps import gps_range_text, gps_text
 

@@ -19,11 +19,10 @@ from offline_iaas.data.discovery import (
     discover_frames,
     frame_source,
     listing,
-    observatory_of,
     rate_factor,
 )
 from offline_iaas.data.gwf_reader import reader
-from offline_iaas.data.segments import AnalysableSpan
+from offline_iaas.data.segments import AnalysableSpan, observatory_of
 from offline_iaas.errors import DataError
 from offline_iaas.gps import gps_range_text
 from offline_iaas.records import BadFile

@@ -34,6 +34,8 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.config_sections import DataConfig
 from offline_iaas.errors import DataError
 from offline_iaas.geometry import StreamGeometry
+from offline_iaas.gps import gps_range_text
+from offline_iaas.gps import gps_text as seconds_text
 from offline_iaas.records import BadFile
 from offline_iaas.stretches import Stretch
 
@@ -167,14 +169,9 @@ def gps_segments(intervals: Iterable[Interval]) -> segmentlist:
 # ---- the analysable span ---------------------------------------------------------------------
 
 
-def _seconds(value: float) -> str:
-    """Seconds or GPS times for messages: no exponent, no trailing zeros."""
-    return f"{value:.6f}".rstrip("0").rstrip(".")
-
-
 def short_reason(min_seconds: float) -> str:
     """The drop reason for stretches shorter than ``min_seconds``."""
-    return f"shorter than warm-up + one stride ({_seconds(min_seconds)} s)"
+    return f"shorter than warm-up + one stride ({seconds_text(min_seconds)} s)"
 
 
 def no_data_reason(observatory: str) -> str:
@@ -224,17 +221,17 @@ class AnalysableSpan:
     def summary_lines(self) -> list[str]:
         """Human-readable summary: total, analysable and dropped time (by reason)."""
         lines = [
-            f"span: {_seconds(self.total_seconds)} s; analysable: "
-            f"{_seconds(self.analysable_seconds)} s in {len(self.stretches)} stretch(es); "
-            f"dropped: {_seconds(self.dropped_seconds)} s"
+            f"span: {seconds_text(self.total_seconds)} s; analysable: "
+            f"{seconds_text(self.analysable_seconds)} s in {len(self.stretches)} stretch(es); "
+            f"dropped: {seconds_text(self.dropped_seconds)} s"
         ]
         for reason, seconds in self.dropped_by_reason().items():
-            lines.append(f"  dropped {_seconds(seconds)} s: {reason}")
+            lines.append(f"  dropped {seconds_text(seconds)} s: {reason}")
         for bad in self.bad_files:
             lines.append(f"  bad frame file left out as a gap (data.on_bad_file = \"gap\"): "
                          f"{bad.error}")
         for a, b in self.stretches:
-            lines.append(f"  stretch [{_seconds(a)}, {_seconds(b)}) {_seconds(b - a)} s")
+            lines.append(f"  stretch {gps_range_text(a, b)} {seconds_text(b - a)} s")
         return lines
 
 
@@ -302,12 +299,17 @@ def frame_coverage(
     }
 
 
+def observatory_of(channel: str) -> str:
+    """The observatory letter of a channel (``H`` of ``H1:GDS-CALIB_STRAIN``)."""
+    return channel[:1]
+
+
 def observatories(channels: Iterable[str]) -> list[str]:
     """The observatory letters of ``channels`` (``H1:X`` -> ``H``), in order of appearance."""
     out: list[str] = []
     for channel in channels:
-        if channel[:1] not in out:
-            out.append(channel[:1])
+        if observatory_of(channel) not in out:
+            out.append(observatory_of(channel))
     return out
 
 
