@@ -171,14 +171,15 @@ def sighup_as(action: signal.Handlers) -> Callable[[], None]:
 
 
 def wait_for(condition: Callable[[], bool], seconds: float,
-             what: str | Callable[[], str]) -> float:
-    """Seconds until ``condition()`` holds; fails after ``seconds`` naming ``what`` (called at
-    the deadline when it is a function, so that it shows the state then)."""
+             what: str | Callable[[], str], poll_seconds: float = 0.05) -> float:
+    """Seconds until ``condition()`` holds, asked every ``poll_seconds``; fails after
+    ``seconds`` naming ``what`` (called at the deadline when it is a function, so that it
+    shows the state then)."""
     began = time.monotonic()
     while not condition():
         if time.monotonic() - began >= seconds:
             raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
-        time.sleep(0.05)
+        time.sleep(poll_seconds)
     return time.monotonic() - began
 
 

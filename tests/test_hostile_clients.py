@@ -24,7 +24,7 @@ from offline_iaas.repository.export import export_repository, network_sessions, 
 from offline_iaas.repository.pipeline import mode_stream
 from offline_iaas.rundir import RunDir
 from tests.error_catalogue import documented
-from tests.helpers import SMALL_CAMPAIGN
+from tests.helpers import SMALL_CAMPAIGN, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -63,11 +63,10 @@ def live_sequences(server: BenchServer) -> int:
 
 
 def wait_for_zero(server: BenchServer, seconds: float) -> float:
-    started = time.monotonic()
-    while live_sequences(server) != 0:
-        assert time.monotonic() - started < seconds, f"state still held after {seconds} s"
-        time.sleep(0.5)
-    return time.monotonic() - started
+    """Seconds until the fused model holds no sequence (Triton's metrics, asked every 0.5 s)."""
+    return wait_for(lambda: live_sequences(server) == 0, seconds,
+                    lambda: f"the state released: {live_sequences(server)} sequence(s) still "
+                            f"held after {seconds} s", poll_seconds=0.5)
 
 
 def infer(config: CampaignConfig, server: BenchServer, update: np.ndarray, corrid: int,

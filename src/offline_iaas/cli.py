@@ -18,6 +18,7 @@ from offline_iaas.errors import (
     exit_code,
     no_space,
 )
+from offline_iaas.gps import gps_text
 from offline_iaas.modes import BUILT_IN_MODES
 
 EXIT_INTERRUPTED = 130
@@ -86,7 +87,8 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
     stride = config.stride_seconds
     for c in shares:
         pieces = ", ".join(
-            f"GPS {p.gps_start:.3f}-{p.gps_end:.3f} (sequence {p.sequence_id})" for p in c.pieces
+            f"GPS {gps_text(p.gps_start)}-{gps_text(p.gps_end)} (sequence {p.sequence_id})"
+            for p in c.pieces
         )
         logger.info(
             f"  {c.node} -> {c.server}: {c.kept_windows * stride:.1f} s of output: {pieces}"
@@ -106,7 +108,7 @@ def cmd_check(args: argparse.Namespace) -> None:
         per_obs[f.observatory] = per_obs.get(f.observatory, 0) + 1
     counts = ", ".join(f"{obs}: {n}" for obs, n in sorted(per_obs.items()))
     for f in frames:
-        logger.debug(f"check: frame {f.path} (GPS {f.gps_start:.0f}+{f.duration:.0f} s)")
+        logger.debug(f"check: frame {f.path} (GPS {gps_text(f.gps_start)}+{f.duration:.0f} s)")
     logger.info(f"check: {len(config.data.channels)} channel(s): {', '.join(config.data.channels)}")
     logger.info(f"check: {len(frames)} frame file(s) ({counts}) from {frame_source(config.data)}")
     for line in span.summary_lines():

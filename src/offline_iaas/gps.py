@@ -1,6 +1,7 @@
-"""GPS times as text, to the microsecond: in the data layer's messages (a frame file's span, a
-hole in the coverage, the analysable span's stretches and durations) and as the names of
-``campaign.h5``'s datasets."""
+"""GPS times as text, to the microsecond: in every message and log line that names one (a frame
+file's span, a hole in the coverage, a piece, a stretch, a shard, a training span) and as the
+names of ``campaign.h5``'s datasets. A window boundary (``k / inference_rate`` s) is written
+exactly for rates up to 64 Hz, where a fixed number of decimals would round or pad it."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ import h5py
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.completeness import Hashes, merge_problem, part_problem
 from offline_iaas.errors import RunError
+from offline_iaas.gps import gps_text
 from offline_iaas.local_state import read_local_state
 from offline_iaas.mode_packages import ReportSection, mode_package
 from offline_iaas.records import (
@@ -96,7 +97,7 @@ def _campaign(run: ReportRun, section: page.Section) -> None:
                 "problem"))
             section.parts.append(page.table(
                 ["file", "GPS start", "GPS end", "why"],
-                [[b.path, f"{b.gps_start:.0f}", f"{b.gps_end:.0f}", b.error] for b in bad]))
+                [[b.path, gps_text(b.gps_start), gps_text(b.gps_end), b.error] for b in bad]))
 
     section.parts.append(page.heading("Node timeline"))
     state = read_local_state(run.paths)
@@ -235,7 +236,8 @@ def write_report(run: RunDir) -> Path:
     subtitle = f"Run directory {paths.path}; mode {found.mode}"
     if found.config is not None:
         data = found.config.data
-        subtitle += f"; GPS {data.start:.0f} + {data.duration:g} s; {', '.join(data.channels)}"
+        subtitle += (f"; GPS {gps_text(data.start)} + {data.duration:g} s; "
+                     f"{', '.join(data.channels)}")
     path = paths.report
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, page.render("offline-iaas campaign report", subtitle, sections))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.gps import gps_text
 from offline_iaas.mode_packages import network_kinds
 from offline_iaas.physics import (
     HELD_OUT,
@@ -38,8 +39,8 @@ class InjectionCheck:
     def lines(self) -> list[str]:
         """What the check found, for the log."""
         c = self.counts
-        training = (f"{self.network}'s training span (GPS {self.training_gps[0]:.0f}-"
-                    f"{self.training_gps[1]:.0f})" if self.training_gps else
+        training = (f"{self.network}'s training span (GPS {gps_text(self.training_gps[0])}-"
+                    f"{gps_text(self.training_gps[1])})" if self.training_gps else
                     f"{self.network}'s training span (none recorded)")
         population = ("its population described" if self.described else
                       "no population described: found fractions, no VT")

@@ -243,10 +243,11 @@ def _asd_numbers(config: CampaignConfig, training: dict[str, list[float]], varia
         numbers["held_out_gps"] = [start, end]
         numbers["training_gps"] = span
         result[ifo] = numbers
-        data = (f"GPS {start:.0f}-{end:.0f}, after the network's training data (GPS "
-                f"{span[0]:.0f}-{span[1]:.0f})" if span else
-                f"GPS {start:.0f}-{end:.0f}; the weights record no training span, so it may "
-                "include training data")
+        held_out_span = f"GPS {gps_text(start)}-{gps_text(end)}"
+        data = (f"{held_out_span}, after the network's training data (GPS {gps_text(span[0])}-"
+                f"{gps_text(span[1])})" if span else
+                f"{held_out_span}; the weights record no training span, so it may include training "
+                "data")
         logger.debug(
             f"{ifo}{variant.suffix.lower().replace('_', ' ')} cleaned/raw ASD at the "
             f"{numbers['line_hz']:.2f} Hz line: "

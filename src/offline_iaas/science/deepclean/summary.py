@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from offline_iaas.gps import gps_text
 from offline_iaas.summary_physics import Numbers
 
 
@@ -52,9 +53,10 @@ def cleaning_lines(physics: Any) -> list[str]:
     for ifo, numbers in (physics.deepclean or {}).items():
         start, end = numbers.held_out_gps
         training = numbers.training_gps
-        data = (f"held-out GPS {start:.0f}-{end:.0f}, after training on GPS {training[0]:.0f}-"
-                f"{training[1]:.0f}" if training else f"GPS {start:.0f}-{end:.0f}, training "
-                "span unknown")
+        held_out_span = f"GPS {gps_text(start)}-{gps_text(end)}"
+        data = (f"held-out {held_out_span}, after training on GPS {gps_text(training[0])}-"
+                f"{gps_text(training[1])}" if training else
+                f"{held_out_span}, training span unknown")
         lines.append(
             f"DeepClean {ifo}: cleaned/raw ASD {numbers.ratio_at_line:.3f} at the "
             f"{numbers.line_hz:.2f} Hz line, within "
