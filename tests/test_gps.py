@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from offline_iaas.gps import gps_range_text, gps_text
+from offline_iaas.gps import gps_range_text, gps_span_text, gps_text
 
 GPS = 1262304000
 
@@ -13,6 +13,7 @@ def test_whole_seconds_have_no_decimals() -> None:
     assert gps_text(GPS) == "1262304000"
     assert gps_text(GPS + 1.0) == "1262304001"
     assert gps_range_text(GPS, GPS + 64) == "[1262304000, 1262304064)"
+    assert gps_span_text(GPS, GPS + 64.5) == "1262304000-1262304064.5"
 
 
 @pytest.mark.parametrize("inference_rate", [4, 16, 32, 64])

@@ -18,7 +18,7 @@ from offline_iaas.errors import (
     exit_code,
     no_space,
 )
-from offline_iaas.gps import gps_text
+from offline_iaas.gps import gps_span_text, gps_text
 from offline_iaas.modes import BUILT_IN_MODES
 
 EXIT_INTERRUPTED = 130
@@ -87,7 +87,7 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
     stride = config.stride_seconds
     for c in shares:
         pieces = ", ".join(
-            f"GPS {gps_text(p.gps_start)}-{gps_text(p.gps_end)} (sequence {p.sequence_id})"
+            f"GPS {gps_span_text(p.gps_start, p.gps_end)} (sequence {p.sequence_id})"
             for p in c.pieces
         )
         logger.info(

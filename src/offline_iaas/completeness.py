@@ -35,7 +35,7 @@ from pathlib import Path
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import RunError
-from offline_iaas.gps import gps_text
+from offline_iaas.gps import gps_span_text
 from offline_iaas.records import (
     V1_HASH_PREFIX,
     CampaignSummary,
@@ -219,9 +219,9 @@ def shard_problem(run: RunDir, node: str, hashes: Hashes | None,
     if hashes is None or not hashes.is_merge(summary.merge_hash):
         return _other_campaign("shard merge", "merge", summary.merge_hash, hashes)
     if spec is not None and not is_of_shard(summary, spec):
-        return NotDone(f"shard merge of another sharding (GPS {gps_text(summary.gps[0])}-"
-                       f"{gps_text(summary.gps[1])}, its job spec {gps_text(spec.gps_start)}-"
-                       f"{gps_text(spec.gps_end)})")
+        return NotDone("shard merge of another sharding (GPS "
+                       f"{gps_span_text(summary.gps[0], summary.gps[1])}, its job spec "
+                       f"{gps_span_text(spec.gps_start, spec.gps_end)})")
     return data_problem(run, data, path, summary.bytes, summary.sha256, verify)
 
 

@@ -15,3 +15,8 @@ def gps_text(gps: float) -> str:
 def gps_range_text(gps_start: float, gps_end: float) -> str:
     """A half-open GPS range: ``[1262304000, 1262304064)``."""
     return f"[{gps_text(gps_start)}, {gps_text(gps_end)})"
+
+
+def gps_span_text(gps_start: float, gps_end: float) -> str:
+    """A span in running text, after "GPS ": ``1262304000-1262304064``."""
+    return f"{gps_text(gps_start)}-{gps_text(gps_end)}"

@@ -38,7 +38,7 @@ from offline_iaas.data.frames import DECIMATION_HALF, ForegroundCapture
 from offline_iaas.data.gwf_reader import BadFrameFile
 from offline_iaas.data.segments import without_bad_files
 from offline_iaas.errors import ServerError
-from offline_iaas.gps import gps_text
+from offline_iaas.gps import gps_span_text
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.records import BadFile, ClientRun, ClientShare, Piece, read_client_job
 from offline_iaas.rendezvous.access import auth_headers
@@ -360,6 +360,6 @@ def _note_bad_file(config: CampaignConfig, share: ClientShare, writer: PartWrite
         if piece.first_window < edge:
             drop_from[number] = max(0, edge - margin - piece.first_window)
     writer.add_bad_file(BadFile(str(err.path), err.gps_start, err.gps_end, str(err)), drop_from)
-    logger.warning(f"{share.node}: {err}; its span GPS {gps_text(err.gps_start)}-"
-                   f"{gps_text(err.gps_end)} becomes a gap (data.on_bad_file = \"gap\"); "
-                   "streaming around it")
+    logger.warning(f"{share.node}: {err}; its span GPS "
+                   f"{gps_span_text(err.gps_start, err.gps_end)} becomes a gap "
+                   "(data.on_bad_file = \"gap\"); streaming around it")

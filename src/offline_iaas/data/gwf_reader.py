@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.errors import DataError
-from offline_iaas.gps import gps_range_text, gps_text
+from offline_iaas.gps import gps_range_text, gps_span_text, gps_text
 
 READ_TIMEOUT_SECONDS = 600.0
 """A reader that answers no request within this is killed (a hung network filesystem)."""
@@ -92,8 +92,8 @@ def span_lie(path: str, named: tuple[float, float]) -> str:
     if abs(first - named[0]) <= SPAN_TOLERANCE_SECONDS and \
             abs(end - named[1]) <= SPAN_TOLERANCE_SECONDS:
         return ""
-    return (f"its name says GPS {gps_text(named[0])}-{gps_text(named[1])}, its frames hold GPS "
-            f"{gps_text(first)}-{gps_text(end)} (a file that lies about its span)")
+    return (f"its name says GPS {gps_span_text(named[0], named[1])}, its frames hold GPS "
+            f"{gps_span_text(first, end)} (a file that lies about its span)")
 
 
 def read_files(items: Sequence[FileRead], names: Sequence[str]) -> dict[str, Series]:

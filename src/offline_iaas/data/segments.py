@@ -307,9 +307,9 @@ def observatory_of(channel: str) -> str:
 def observatories(channels: Iterable[str]) -> list[str]:
     """The observatory letters of ``channels`` (``H1:X`` -> ``H``), in order of appearance."""
     out: list[str] = []
-    for channel in channels:
-        if observatory_of(channel) not in out:
-            out.append(observatory_of(channel))
+    for observatory in map(observatory_of, channels):
+        if observatory not in out:
+            out.append(observatory)
     return out
 
 

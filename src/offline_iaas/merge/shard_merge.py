@@ -22,7 +22,7 @@ from offline_iaas.completeness import file_sha256
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.errors import RunError, raise_if_no_space
-from offline_iaas.gps import gps_text
+from offline_iaas.gps import gps_span_text
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.layout import series_groups
 from offline_iaas.merge.output import CampaignWriter
@@ -109,9 +109,8 @@ def merge_shard(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
     if analysed != shard.data_seconds:
         data = (f"{analysed:.0f} of its {shard.data_seconds:.0f} s of data, the rest in gaps "
                 f"of {len(bad)} bad frame file(s)")
-    logger.info(f"merge-shard: {node} (GPS {gps_text(shard.gps_start)}-"
-                f"{gps_text(shard.gps_end)}, {data}, "
-                f"from {len(parents)} parts) -> {out_path} in {record.wall_seconds:.1f} s")
+    logger.info(f"merge-shard: {node} (GPS {gps_span_text(shard.gps_start, shard.gps_end)}, "
+                f"{data}, from {len(parents)} parts) -> {out_path} in {record.wall_seconds:.1f} s")
     return out_path
 
 

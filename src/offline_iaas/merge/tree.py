@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.geometry import StreamGeometry
-from offline_iaas.gps import gps_text
+from offline_iaas.gps import gps_span_text
 from offline_iaas.physics import cluster_reach_windows, zero_phase_reach
 from offline_iaas.records import ClientShare, MergeShard
 from offline_iaas.rundir import SHARD_PREFIX
@@ -186,8 +186,8 @@ def shard_merges(config: CampaignConfig, stretches: list[Stretch],
         length = stretch.gps_end - stretch.gps_start
         if count > MAX_SHARDS_PER_STRETCH:
             raise ConfigError(
-                f"{config.source}: stretch GPS {gps_text(stretch.gps_start)}-"
-                f"{gps_text(stretch.gps_end)} "
+                f"{config.source}: stretch GPS "
+                f"{gps_span_text(stretch.gps_start, stretch.gps_end)} "
                 f"spans {count} shards of merge.shard_seconds = {size:g} s; the index holds at "
                 f"most {MAX_SHARDS_PER_STRETCH} per stretch: raise merge.shard_seconds to at "
                 f"least {math.ceil(length / (MAX_SHARDS_PER_STRETCH - 1))}")

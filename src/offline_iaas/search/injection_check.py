@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.gps import gps_text
+from offline_iaas.gps import gps_span_text
 from offline_iaas.mode_packages import network_kinds
 from offline_iaas.physics import (
     HELD_OUT,
@@ -39,9 +39,9 @@ class InjectionCheck:
     def lines(self) -> list[str]:
         """What the check found, for the log."""
         c = self.counts
-        training = (f"{self.network}'s training span (GPS {gps_text(self.training_gps[0])}-"
-                    f"{gps_text(self.training_gps[1])})" if self.training_gps else
-                    f"{self.network}'s training span (none recorded)")
+        span = self.training_gps
+        training = (f"{self.network}'s training span (GPS {gps_span_text(span[0], span[1])})"
+                    if span else f"{self.network}'s training span (none recorded)")
         population = ("its population described" if self.described else
                       "no population described: found fractions, no VT")
         return [f"injection list {self.path}: {c['listed']} injections, {c[HELD_OUT]} held out "

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config_sections import SearchConfig
-from offline_iaas.gps import gps_text
+from offline_iaas.gps import gps_span_text, gps_text
 from offline_iaas.physics import (
     HELD_OUT,
     IN_TRAINING,
@@ -133,7 +133,7 @@ def _warn_left_out(listed: InjectionList, counts: dict[str, int],
     where = f"{counts[OUTSIDE_ANALYSED]} outside the analysed span ({span})"
     if counts[IN_TRAINING]:
         where += (f", {counts[IN_TRAINING]} in BBHnet's training span (GPS "
-                  f"{gps_text(training[0])}-{gps_text(training[1])})" if training else "")
+                  f"{gps_span_text(training[0], training[1])})" if training else "")
     logger.warning(f"BBHnet: none of the {counts['listed']} injections of search.injections "
                    f"({listed.path}) is held out in the analysed time: {where}; no found/"
                    "missed count, no VT")
@@ -173,7 +173,7 @@ def counts_line(search: SearchNumbers) -> str | None:
     if counts is None:
         return None
     training = search.training_gps
-    span = f" (GPS {gps_text(training[0])}-{gps_text(training[1])})" if training else ""
+    span = f" (GPS {gps_span_text(training[0], training[1])})" if training else ""
     return (f"BBHnet: injections: {counts.listed} listed, {counts.held_out} held out; "
             f"left out of found/missed and VT: {counts.in_training} in BBHnet's training "
             f"span{span}, {counts.outside_analysed} outside the analysed span")

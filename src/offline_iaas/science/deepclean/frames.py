@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.gps import gps_text
+from offline_iaas.gps import gps_span_text
 from offline_iaas.merge.provenance import PROVENANCE_MARK
 from offline_iaas.physics import asd_ratio
 from offline_iaas.science.deepclean.settings import (
@@ -144,8 +144,8 @@ class CleanedFrames:
         spans["valid" if why is None else "flagged"].append((start, end))
         replace = self.settings.gate == "replace"
         if why is not None:
-            logger.warning(f"merge: warning: {ifo} GPS {gps_text(start)}-{gps_text(end)} flagged: "
-                           f"{why}" + ("; the raw strain is written instead" if replace else ""))
+            logger.warning(f"merge: warning: {ifo} GPS {gps_span_text(start, end)} flagged: {why}"
+                           + ("; the raw strain is written instead" if replace else ""))
         values = raw if why is not None and replace else cleaned
         first, last = int(np.floor(start)), int(np.ceil(end))
         name = frame_file_name(self.settings, ifo, first, last - first)

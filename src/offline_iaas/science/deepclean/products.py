@@ -20,7 +20,7 @@ import numpy as np
 from scipy.signal import welch
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.gps import gps_text
+from offline_iaas.gps import gps_span_text, gps_text
 from offline_iaas.merge.layout import series_attrs
 from offline_iaas.merge.postprocess import ShardProducts
 from offline_iaas.mode_packages import SummaryRequest
@@ -243,11 +243,10 @@ def _asd_numbers(config: CampaignConfig, training: dict[str, list[float]], varia
         numbers["held_out_gps"] = [start, end]
         numbers["training_gps"] = span
         result[ifo] = numbers
-        held_out_span = f"GPS {gps_text(start)}-{gps_text(end)}"
-        data = (f"{held_out_span}, after the network's training data (GPS {gps_text(span[0])}-"
-                f"{gps_text(span[1])})" if span else
-                f"{held_out_span}; the weights record no training span, so it may include training "
-                "data")
+        data = (f"GPS {gps_span_text(start, end)}, after the network's training data (GPS "
+                f"{gps_span_text(span[0], span[1])})" if span else
+                f"GPS {gps_span_text(start, end)}; the weights record no training span, so it "
+                "may include training data")
         logger.debug(
             f"{ifo}{variant.suffix.lower().replace('_', ' ')} cleaned/raw ASD at the "
             f"{numbers['line_hz']:.2f} Hz line: "

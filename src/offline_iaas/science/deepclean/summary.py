@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from offline_iaas.gps import gps_text
+from offline_iaas.gps import gps_span_text
 from offline_iaas.summary_physics import Numbers
 
 
@@ -53,10 +53,9 @@ def cleaning_lines(physics: Any) -> list[str]:
     for ifo, numbers in (physics.deepclean or {}).items():
         start, end = numbers.held_out_gps
         training = numbers.training_gps
-        held_out_span = f"GPS {gps_text(start)}-{gps_text(end)}"
-        data = (f"held-out {held_out_span}, after training on GPS {gps_text(training[0])}-"
-                f"{gps_text(training[1])}" if training else
-                f"{held_out_span}, training span unknown")
+        data = (f"held-out GPS {gps_span_text(start, end)}, after training on GPS "
+                f"{gps_span_text(training[0], training[1])}" if training else
+                f"GPS {gps_span_text(start, end)}, training span unknown")
         lines.append(
             f"DeepClean {ifo}: cleaned/raw ASD {numbers.ratio_at_line:.3f} at the "
             f"{numbers.line_hz:.2f} Hz line, within "
