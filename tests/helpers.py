@@ -565,6 +565,16 @@ def relative_difference(values: np.ndarray, reference: np.ndarray) -> float:
     return float(np.max(np.abs(values - reference)) / np.max(np.abs(reference)))
 
 
+def assert_same_samples(values: np.ndarray, expected: np.ndarray) -> None:
+    """``values`` equal ``expected`` bit for bit, ``expected`` is finite (``assert_array_equal``
+    alone takes NaN for NaN), and the same comparison one sample late along the last axis
+    fails (the negative control: the check can fail, which a constant would not)."""
+    values, expected = np.asarray(values), np.asarray(expected)
+    assert expected.size and np.isfinite(expected).all(), "the expected values are not finite"
+    np.testing.assert_array_equal(values, expected)
+    assert not np.array_equal(values[..., 1:], expected[..., :-1])
+
+
 def file_hashes(root: Path) -> dict[str, str]:
     """Every file under ``root`` (relative path) and the SHA-256 of its content: what a
     refused command must leave as it was."""

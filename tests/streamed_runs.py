@@ -62,6 +62,10 @@ def resumed_from_a_checkpoint(open_runner: Callable[[], object], from_arrays,
     with np.load(tmp_path / "state.npz") as saved:
         restored = from_arrays(saved)
     rest = stream(open_runner(), samples[:, split:], requests[3:], restored)
+    with np.load(tmp_path / "state.npz") as saved:  # negative control: the rest a sample late
+        late = stream(open_runner(), np.roll(samples[:, split:], 1, axis=1), requests[3:],
+                      from_arrays(saved))
+    assert late.shape == rest.shape and not np.array_equal(late, uninterrupted[len(first):])
     return np.concatenate([first, rest]), uninterrupted
 
 

@@ -25,6 +25,7 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from tests.helpers import TOLERANCE, processes_mentioning
+from tests.oracle import run_problems
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +52,7 @@ def run_and_compare(config: CampaignConfig, run_dir: Path) -> float:
     finally:
         assert processes_mentioning(str(run_dir)) == []
         assert processes_mentioning(str(config.model.repository)) == []
+    assert run_problems(run_dir) == []  # right, not only equal: the oracle's own windows
     reference, _ = run_reference(config, run_dir.parent / "reference.h5")
     return compare_outputs(run_dir / "output" / "campaign.h5", reference).worst
 

@@ -17,7 +17,7 @@ from offline_iaas.models.weights import build_network
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.science.e2e.graphs import subtract_onnx
 from tests.error_catalogue import documented, documented_refusals
-from tests.helpers import WITNESSES, untrained_weights
+from tests.helpers import WITNESSES, assert_same_samples, untrained_weights
 
 
 def config_for(path: Path, mode: str) -> CampaignConfig:
@@ -102,4 +102,4 @@ def test_subtract_graph_takes_the_stride_the_average_completed(small_config_file
     (cleaned,) = session.run(None, {"windows": windows, "noise": noise})
     for ifo in range(2):  # strain channels come first in e2e's stream
         strain = windows[0, :, ifo, :s].reshape(-1)
-        np.testing.assert_array_equal(cleaned[0, ifo], strain - noise[0, ifo])
+        assert_same_samples(cleaned[0, ifo], strain - noise[0, ifo])

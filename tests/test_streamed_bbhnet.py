@@ -26,8 +26,12 @@ from offline_iaas.science.bbhnet.streamed import (
     macs_per_window,
     streamed_in_torch,
 )
-from tests.helpers import relative_difference
-from tests.streamed_runs import randomise_batch_norms, stream
+from tests.helpers import assert_same_samples, relative_difference
+from tests.streamed_runs import (
+    randomise_batch_norms,
+    resumed_from_a_checkpoint,
+    stream,
+)
 
 TOLERANCE = 1e-5
 """Relative to the largest statistic of the run."""
@@ -119,16 +123,9 @@ def test_a_stride_off_the_grid_streams_on_its_phases_equal_to_every_whole_window
 def test_streamed_bbhnet_restarted_from_a_checkpoint_equals_the_uninterrupted_stream(tmp_path):
     kernel, stride, taps, width, depth = GEOMETRIES["k/s=6"]
     streamed = StreamedBBHnet(random_bbhnet(taps, width, depth, kernel), kernel, stride)
-    samples = samples_of(40, stride)
-    uninterrupted = stream(streamed, samples, [3])
-    state = streamed.initial_state()
-    first = stream(streamed, samples[:, : 21 * stride], [3], state)
-    np.savez(tmp_path / "state.npz", **state.to_arrays())
-    del state
-    with np.load(tmp_path / "state.npz") as saved:
-        restored = StreamState.from_arrays(saved)
-    rest = stream(streamed, samples[:, 21 * stride :], [3], restored)
-    np.testing.assert_array_equal(np.concatenate([first, rest]), uninterrupted)
+    resumed, uninterrupted = resumed_from_a_checkpoint(
+        lambda: streamed, StreamState.from_arrays, samples_of(40, stride), [3] * 14, tmp_path)
+    assert_same_samples(resumed, uninterrupted)
 
 
 def test_an_empty_update_yields_no_window_and_leaves_the_stream_as_it_was():
@@ -143,8 +140,7 @@ def test_an_empty_update_yields_no_window_and_leaves_the_stream_as_it_was():
     first = stream(streamed, samples[:, : 8 * stride], [4], state)
     assert streamed.update(state, np.zeros((2, 0), np.float32)).shape == (0,)
     rest = stream(streamed, samples[:, 8 * stride :], [4], state)
-    np.testing.assert_array_equal(np.concatenate([first, rest]),
-                                  stream(streamed, samples, [4]))
+    assert_same_samples(np.concatenate([first, rest]), stream(streamed, samples, [4]))
 
 
 @pytest.mark.parametrize("name", ["k/s=6", "k/s=5, odd taps"])

@@ -29,7 +29,7 @@ from offline_iaas.repository.backend.streamed_network import (  # noqa: E402
     open_streamed_network,
 )
 from offline_iaas.science.bbhnet.streamed import export_streamed  # noqa: E402
-from tests.helpers import relative_difference  # noqa: E402
+from tests.helpers import assert_same_samples, relative_difference  # noqa: E402
 from tests.streamed_runs import (  # noqa: E402
     resumed_from_a_checkpoint,
     stream,
@@ -99,7 +99,7 @@ def test_streamed_onnx_state_saved_mid_stream_continues_bit_identically_in_a_new
     resumed, uninterrupted = resumed_from_a_checkpoint(
         lambda: open_streamed_network(directory), StreamState.from_arrays,
         samples_of(50, stride), REQUESTS, tmp_path)
-    np.testing.assert_array_equal(resumed, uninterrupted)
+    assert_same_samples(resumed, uninterrupted)
 
 
 @pytest.mark.parametrize("name", list(OFF_GRID))
@@ -111,7 +111,7 @@ def test_a_phased_stream_saved_mid_stream_continues_bit_identically_in_a_new_run
     resumed, uninterrupted = resumed_from_a_checkpoint(
         lambda: open_streamed_network(directory), PhasedState.from_arrays,
         samples_of(50, stride), REQUESTS, tmp_path)
-    np.testing.assert_array_equal(resumed, uninterrupted)
+    assert_same_samples(resumed, uninterrupted)
 
 
 def test_streamed_onnx_runner_runs_without_torch_or_the_package(exported, tmp_path):
@@ -121,8 +121,7 @@ def test_streamed_onnx_runner_runs_without_torch_or_the_package(exported, tmp_pa
     directory = exported["k/s=6"][0]
     samples = samples_of(24, stride)
     expected = stream(open_streamed_network(directory), samples, [4])
-    np.testing.assert_array_equal(stream_without_torch(directory, samples, tmp_path),
-                                  expected)
+    assert_same_samples(stream_without_torch(directory, samples, tmp_path), expected)
     assert Path(streamed_network.__file__).read_text().count("import torch") == 0
 
 

@@ -419,7 +419,9 @@ def test_the_zero_lag_is_the_campaign_without_slides(campaigns) -> None:
     (with_slides,) = read_series(slid / "output" / "campaign.h5")["statistic"]
     (without,) = read_series(plain / "output" / "campaign.h5")["statistic"]
     assert with_slides[:2] == without[:2] and len(with_slides[2]) == len(without[2]) == 125
+    assert np.isfinite(without[2]).all()
     np.testing.assert_allclose(with_slides[2], without[2], rtol=0, atol=1e-5)
+    assert not np.allclose(with_slides[2][1:], without[2][:-1], rtol=0, atol=1e-5)  # control
 
 
 @pytest.mark.slow
