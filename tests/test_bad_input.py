@@ -423,6 +423,10 @@ CASES: list[Case] = [
     Case("weights-not-found", 4,
          lambda ws: ["export", str(ws / "campaign.toml"), "--weights", str(ws / "none.pt")],
          lambda ws: [f"{ws / 'none.pt'}: weight file not found"]),
+    Case("weights-empty-file", 4,
+         lambda ws: ["export", str(ws / "campaign.toml"), "--weights",
+                     str(write(ws / "empty.pt", ""))],
+         lambda ws: [f"{ws / 'empty.pt'}: not a torch state_dict"]),
     # ---- servers: exit 5 ----
     Case("bind-address-not-on-this-host", 5, _bind_elsewhere,
          lambda ws: ["cannot get a free port on '192.0.2.1' (server.bind)"]),

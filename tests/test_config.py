@@ -48,6 +48,10 @@ def test_overrides_are_parsed_as_toml(small_config_file: Path) -> None:
         ("model.kernel_seconds=0.125", "must not be shorter than the stride"),
         ("model.kernel_seconds=0.1", "must be a positive whole number of samples"),
         ('data.channels=["H1"]', "not of the form IFO:NAME"),
+        ('data.channels=[":GDS-CALIB_STRAIN"]', "entry ':GDS-CALIB_STRAIN' is not of the form"),
+        ('data.channels=["H1:"]', "entry 'H1:' is not of the form IFO:NAME"),
+        ("data.start=2020-01-01T00:00:00",
+         "'data.start' must be a number, got the date/time 2020-01-01T00:00:00"),
         ("nosuch.key=1", "unknown section [nosuch]"),
         ("servers=2", "not of the form section.key=value"),
         ('data.datafind_server="http://127.0.0.1:1"', "or data.datafind_server must be set"),
@@ -70,6 +74,13 @@ def test_missing_file_and_bad_toml(tmp_path: Path) -> None:
     bad.write_text("[data\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(bad)
+
+
+def test_a_config_saved_with_a_byte_order_mark_loads_as_without(
+        small_config_file: Path, tmp_path: Path) -> None:
+    marked = tmp_path / "campaign.toml"
+    marked.write_bytes(b"\xef\xbb\xbf" + small_config_file.read_bytes())
+    assert load_config(marked).to_dict() == load_config(small_config_file).to_dict()
 
 
 def test_written_config_reloads_identically(small_config_file: Path, tmp_path: Path) -> None:

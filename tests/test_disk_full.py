@@ -21,8 +21,8 @@ import h5py
 import numpy as np
 import pytest
 
-from offline_iaas.atomic import write_text_atomic
-from offline_iaas.cli import main
+from offline_iaas.atomic import replaced_atomically, write_text_atomic
+from offline_iaas.cli import failure, main
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import load_config
 from offline_iaas.errors import NoSpaceError, RunError, exit_code, no_space
@@ -99,6 +99,21 @@ def test_an_atomic_write_on_a_full_disk_names_the_file_and_leaves_nothing(
     with pytest.raises(NoSpaceError, match=f"^{path}: no space left on device"):
         write_text_atomic(path, "after")
     assert path.read_text() == "before" and temporaries(tmp_path) == []
+
+
+def test_an_hdf5_file_written_into_a_missing_directory_names_the_file_not_its_temporary(
+        tmp_path: Path) -> None:
+    """h5py names the file it could not create only in its error's text: the one line names
+    the file asked for, with the errno's reason, and no temporary name."""
+    path = tmp_path / "absent" / "injections.h5"
+    with pytest.raises(FileNotFoundError) as caught, replaced_atomically(path) as tmp:
+        h5py.File(tmp, "w")
+    line = str(failure(caught.value))
+    assert line == f"{os.strerror(errno.ENOENT)}: {path}", line
+    assert ".tmp" not in line and exit_code(failure(caught.value)) == 6
+    with pytest.raises(FileNotFoundError) as caught:  # control: without it, the temporary
+        h5py.File(tmp, "w")
+    assert ".tmp" in str(failure(caught.value))
 
 
 def test_a_merge_writer_refused_its_second_file_leaves_no_temporary(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import gwpy
@@ -85,6 +88,46 @@ def test_find_frames_from_dir_lcf_and_ffl_agree(frames_dir: Path, tmp_path: Path
     ffl = tmp_path / "frames.ffl"
     ffl.write_text("".join(f"{f.path} {f.gps_start:.0f} {f.duration:.0f} 0 0\n" for f in from_dir))
     assert find_frames(ffl) == from_dir
+
+
+LIST_FRAMES = """
+import sys
+from offline_iaas.data.discovery import find_frames
+from offline_iaas.errors import DataError
+try:
+    print(sum(f.observatory == "L" for f in find_frames(sys.argv[1])))
+except DataError as err:
+    print(err)
+"""
+
+
+def test_a_frame_directory_that_cannot_be_listed_is_named_not_reported_empty(
+        tmp_path: Path, frames_dir: Path) -> None:
+    """L1's frames in a subdirectory its reader may not list, for real (as root: without the
+    capabilities that read through a mode): the directory and the reason are named."""
+    frames = tmp_path / "frames"
+    shutil.copytree(frames_dir, frames, ignore=shutil.ignore_patterns("*.lcf"))
+    locked = frames / "L"
+    locked.mkdir()
+    for gwf in frames.glob("L-*.gwf"):
+        gwf.rename(locked / gwf.name)
+    moved = len(list(locked.iterdir()))
+    assert moved
+    unprivileged = (["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+                    if os.geteuid() == 0 else [])
+
+    def listed() -> str:
+        return subprocess.run([*unprivileged, sys.executable, "-c", LIST_FRAMES, str(frames)],
+                              capture_output=True, text=True, timeout=60, check=True
+                              ).stdout.strip()
+
+    locked.chmod(0)
+    try:
+        refused = listed()
+    finally:
+        locked.chmod(0o755)
+    assert refused == f"cannot list frame directory {locked}: Permission denied", refused
+    assert listed() == str(moved)  # the control: listed, L1's files are found
 
 
 def test_find_frames_errors_name_the_source(tmp_path: Path, frames_dir: Path) -> None:

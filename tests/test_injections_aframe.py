@@ -324,8 +324,8 @@ def test_precessing_spins_at_another_reference_frequency_are_flagged_for_aframe(
     original = sample_set(3)  # precessing from the second on, defined at 25 Hz
     with captured_log() as lines:
         write_injection_set(tmp_path / "a.h5", original, layout="aframe")
-    assert any("aframe reads the reference frequency from its config, not from this file: "
-               "set reference_frequency = 25 in its [luigi_base]" in line
+    assert any("a.h5: aframe reads the reference frequency from its config, not from this "
+               "file: set reference_frequency = 25 in its [luigi_base]" in line
                and "2 precessing binaries differ at aframe's default 50 Hz" in line
                for line in lines), lines
     for quiet in (sample_set(1), dataclasses.replace(original, reference_frequency_hz=50.0)):

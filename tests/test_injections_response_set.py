@@ -282,7 +282,8 @@ def test_writing_aframe_s_layout_says_where_aframe_reads_the_reference_frequency
     with captured_log() as lines:
         write_response_set(tmp_path / "irs.hdf5", injections, 256, IFOS)
     said = [line for line in lines if "aframe reads the reference frequency" in line]
-    assert len(said) == 1 and "set reference_frequency = 30 in its [luigi_base]" in said[0]
+    assert len(said) == 1 and "irs.hdf5: aframe reads" in said[0]
+    assert "set reference_frequency = 30 in its [luigi_base]" in said[0]
     with h5py.File(tmp_path / "irs.hdf5") as f:
         assert f.attrs["reference_frequency_hz"] == 30.0
     assert read_injection_set(tmp_path / "irs.hdf5").reference_hz == 30.0

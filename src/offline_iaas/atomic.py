@@ -13,8 +13,16 @@ from offline_iaas.errors import raise_if_no_space
 
 def naming(err: OSError, path: Path) -> OSError:
     """``err`` again, of its type, naming ``path`` (what the user asked for) rather than the
-    temporary file or directory it failed on."""
-    return type(err)(err.errno, err.strerror, str(path))
+    temporary file or directory it failed on. HDF5's errors name their file only in their
+    text (h5py's ``strerror``, no ``filename``): their reason is then the errno's own."""
+    hdf5_text = err.filename is None and err.errno is not None
+    return type(err)(err.errno, os.strerror(err.errno) if hdf5_text else err.strerror, str(path))
+
+
+def _names(err: BaseException, tmp: Path) -> bool:
+    """Whether ``err`` is an ``OSError`` about ``tmp``: its ``filename``, or HDF5's text."""
+    return isinstance(err, OSError) and (
+        str(err.filename) == str(tmp) or (err.filename is None and str(tmp) in str(err)))
 
 
 @contextlib.contextmanager
@@ -35,7 +43,7 @@ def replaced_atomically(path: Path) -> Iterator[Path]:
         with contextlib.suppress(OSError):  # never created (read-only: unlink fails too)
             tmp.unlink(missing_ok=True)
         raise_if_no_space(err, path)
-        if isinstance(err, OSError) and str(err.filename) == str(tmp):  # name the final file
+        if _names(err, tmp):  # name the final file
             raise naming(err, path) from None
         raise
 

@@ -314,7 +314,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     """
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a BOM, as some editors write
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
     except (OSError, UnicodeDecodeError) as err:  # a directory, no permission, not UTF-8

@@ -14,6 +14,7 @@ Each failure is one ``ConfigError`` naming the file and the key: ``<file>: '<key
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import json
 import logging
@@ -100,7 +101,7 @@ def check_config(c: CampaignConfig, path: Path) -> None:
     if not c.data.channels:
         fail("data.channels", "must name at least one channel")
     for ch in c.data.channels:
-        if ":" not in ch:
+        if not _is_channel_name(ch):
             fail("data.channels", f"entry {ch!r} is not of the form IFO:NAME")
     if len(set(c.data.channels)) != len(c.data.channels):
         fail("data.channels", "lists a channel twice")
@@ -295,9 +296,15 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
         package.check_config(c, fail)
 
 
+def _is_channel_name(channel: str) -> bool:
+    """Whether ``channel`` is ``IFO:NAME``, neither part empty."""
+    ifo, colon, name = channel.partition(":")
+    return bool(ifo and colon and name)
+
+
 def _check_witnesses(data: DataConfig, fail: typing.Callable[[str, str], None]) -> None:
     for ch in data.witnesses:
-        if ":" not in ch:
+        if not _is_channel_name(ch):
             fail("data.witnesses", f"entry {ch!r} is not of the form IFO:NAME")
     if len(set(data.witnesses)) != len(data.witnesses):
         fail("data.witnesses", "lists a channel twice")
@@ -474,7 +481,9 @@ def build_section(cls: type, name: str, values: dict, path: Path, base: Path) ->
 def coerce(value: Any, hint: Any, key: str, path: Path, base: Path) -> Any:
     """``value`` as the type ``hint`` of field ``key``; ConfigError when it is not one."""
     def bad(expected: str) -> ConfigError:
-        return ConfigError(f"{path}: '{key}' must be {expected}, got {value!r}")
+        shown = (f"the date/time {value.isoformat()}"  # as TOML wrote it, not Python's repr
+                 if isinstance(value, (datetime.date, datetime.time)) else repr(value))
+        return ConfigError(f"{path}: '{key}' must be {expected}, got {shown}")
 
     if typing.get_origin(hint) in (types.UnionType, typing.Union):
         inner = [h for h in typing.get_args(hint) if h is not type(None)]

@@ -8,6 +8,7 @@ interval comes from its name (``OBS-DESC-GPS-DURATION.gwf``) or its cache entry.
 from __future__ import annotations
 
 import math
+import os
 import re
 import warnings
 from collections.abc import Iterable, Sequence
@@ -91,7 +92,7 @@ def find_frames(source: Path | str) -> list[FrameFile]:
         raise DataError(f"frame source {source} does not exist")
     if source.is_dir():
         frames = []
-        for path in sorted(source.rglob("*.gwf")):
+        for path in _gwf_paths_under(source):
             if path.name.startswith(".") or not path.is_file():
                 continue
             frame = parse_frame_name(path.resolve())
@@ -119,6 +120,19 @@ def find_frames(source: Path | str) -> list[FrameFile]:
         )
     unique = {f.path: f for f in frames}
     return sorted(unique.values(), key=lambda f: (f.observatory, f.gps_start, str(f.path)))
+
+
+def _gwf_paths_under(directory: Path) -> list[Path]:
+    """Every ``*.gwf`` path under ``directory`` (symbolic links followed, as ``rglob`` does),
+    sorted. A directory that cannot be listed is a DataError naming it: ``rglob`` passes over
+    it in silence, and its frames would then be reported missing rather than unreadable."""
+
+    def refuse(err: OSError) -> None:
+        raise DataError(f"cannot list frame directory {err.filename}: {err.strerror}")
+
+    return sorted(Path(root) / name
+                  for root, _, names in os.walk(directory, onerror=refuse, followlinks=True)
+                  for name in names if name.endswith(".gwf"))
 
 
 def _read_lines(source: Path) -> list[tuple[int, list[str]]]:

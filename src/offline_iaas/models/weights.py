@@ -64,8 +64,12 @@ def _first_line(err: BaseException) -> str:
     return text[0] if text else type(err).__name__
 
 
-def _cause(err: BaseException) -> str:
-    """The most specific line of a torch.load error (its first line is generic advice)."""
+def load_error_cause(err: BaseException) -> str:
+    """`` (<why>)``: the most specific line of a torch.load error (its first line is generic
+    advice); empty where torch says nothing of use (an empty file: an EOFError with no text;
+    a file of text: a KeyError of its first byte's value)."""
+    if isinstance(err, (EOFError, KeyError)):
+        return ""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     specific = [line for line in lines if line.startswith("WeightsUnpickler error:")]
     if specific:
@@ -197,7 +201,7 @@ def _load_state_dict(kind: str, path: Path, expected: Mapping[str, Any]):
                 "model.state_dict(), or a TorchScript or ONNX file)"
             ) from None
         raise ModelError(
-            f"{path} is not a torch state_dict, TorchScript or ONNX file{_cause(err)}"
+            f"{path} is not a torch state_dict, TorchScript or ONNX file{load_error_cause(err)}"
         ) from None
     if isinstance(state, Mapping) and isinstance(state.get("state_dict"), Mapping):
         state = state["state_dict"]  # training checkpoints wrap it

@@ -76,7 +76,7 @@ def write_injection_set(path: Path, injections: InjectionSet, layout: str = LAYO
         if kind == "xml":
             write_ligolw(tmp, injections, gzip=path.name.lower().endswith(".gz"))
         elif layout == "aframe":
-            write_aframe(tmp, injections)
+            write_aframe(tmp, injections, final_path=path)
         else:
             write_hdf5(tmp, injections)
 

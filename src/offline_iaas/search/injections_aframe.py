@@ -177,8 +177,9 @@ def spin_angles(
 # ---- files --------------------------------------------------------------------------------
 
 
-def write_aframe(path: Path, injections: InjectionSet) -> None:
-    """Write ``injections`` to ``path`` in aframe's layout (module docstring)."""
+def write_aframe(path: Path, injections: InjectionSet, final_path: Path | None = None) -> None:
+    """Write ``injections`` to ``path`` in aframe's layout (module docstring). The message
+    names ``final_path``, the file the user asked for, where ``path`` is its temporary file."""
     import h5py
 
     binaries = injections.binaries
@@ -187,8 +188,8 @@ def write_aframe(path: Path, injections: InjectionSet) -> None:
     differs = precessing and f_ref != AFRAME_REFERENCE_FREQUENCY_HZ
     logger.log(
         logging.WARNING if differs else logging.INFO,
-        f"{path.name}: aframe reads the reference frequency from its config, not from this "
-        f"file: set reference_frequency = {f_ref:g} in its [luigi_base] (the spins, "
+        f"{(final_path or path).name}: aframe reads the reference frequency from its config, "
+        f"not from this file: set reference_frequency = {f_ref:g} in its [luigi_base] (the spins, "
         f"inclination and phase are defined at {f_ref:g} Hz, attribute reference_frequency_hz"
         + (f"; {precessing} precessing binaries differ at aframe's default "
            f"{AFRAME_REFERENCE_FREQUENCY_HZ:g} Hz)" if differs else ")"))

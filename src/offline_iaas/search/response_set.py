@@ -41,7 +41,6 @@ Rates
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -49,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from offline_iaas.errors import DataError
+from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.search.injection_set import InjectionSet
 from offline_iaas.search.waveforms import BinaryParameters, Polarizations, detector_strain
 
@@ -204,23 +203,23 @@ def write_response_set(path: Path, injections: InjectionSet, sample_rate: float,
                        ifos: Sequence[str], waves: Sequence[Polarizations] | None = None
                        ) -> None:
     """Write ``injections`` at ``path`` as an aframe ``InterferometerResponseSet``: the
-    parameters (``injection_file.write_injection_set``, aframe's layout) and the projected
+    parameters (``injections_aframe.write_aframe``) and the projected
     waveforms of ``ifos`` at ``sample_rate`` (``waves``: the binaries' polarisations at that
     rate, made with lalsimulation where not given)."""
-    from offline_iaas.search.injection_file import write_injection_set
-    from offline_iaas.search.injections_aframe import add_responses
+    from offline_iaas.atomic import replaced_atomically
+    from offline_iaas.search.injection_file import HDF5_SUFFIXES, file_format
+    from offline_iaas.search.injections_aframe import add_responses, write_aframe
     from offline_iaas.search.waveforms import polarizations
 
+    path = Path(path)
+    if file_format(path) != "hdf5":
+        raise ConfigError(f"{path}: an aframe response set is an HDF5 file "
+                          f"({', '.join(HDF5_SUFFIXES)})")
     if waves is None:
         waves = [polarizations(b, injections.approximant, sample_rate, injections.f_lower_hz,
                                injections.reference_frequency_hz)
                  for b in injections.binaries]
     responses, duration, right_pad = project_responses(injections.binaries, waves, ifos)
-    path = Path(path)
-    tmp = path.with_name(f".partial.{path.name}")  # keeps the suffix: the format
-    try:  # the waveforms join the parameters before the file takes its name
-        write_injection_set(tmp, injections, layout="aframe")
+    with replaced_atomically(path) as tmp:  # the waveforms join the parameters first
+        write_aframe(tmp, injections, final_path=path)
         add_responses(tmp, responses, sample_rate, duration, right_pad)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

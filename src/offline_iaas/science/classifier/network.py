@@ -12,6 +12,7 @@ from torch import nn
 
 from offline_iaas.config_sections import ModelConfig
 from offline_iaas.errors import ModelError
+from offline_iaas.models.weights import load_error_cause
 
 
 class Classifier(nn.Module):
@@ -53,9 +54,14 @@ def classifier_network(model_section: ModelConfig, channels: int, weights: Path 
     model = Classifier(channels, input_scale=model_section.input_scale)
     if weights is not None:
         try:
-            model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+            state = torch.load(weights, map_location="cpu", weights_only=True)
         except FileNotFoundError:
             raise ModelError(f"{weights}: weight file not found") from None
         except Exception as err:  # torch raises many types for a bad file
+            raise ModelError(
+                f"{weights}: not a torch state_dict{load_error_cause(err)}") from None
+        try:
+            model.load_state_dict(state)
+        except Exception as err:  # which keys or shapes differ
             raise ModelError(f"{weights}: not a classifier state_dict: {err}") from None
     return model.eval()
