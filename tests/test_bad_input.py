@@ -273,6 +273,26 @@ def _dag_cut_short(ws: Path) -> list[str]:
     return ["status", str(run)]
 
 
+def _dag_emptied(ws: Path) -> list[str]:
+    """offline.dag emptied (a copy that wrote nothing): it holds no node, so would run none."""
+    run = run_dir(ws)
+    (run / "offline.dag").write_text("")
+    return ["run-local", str(run)]
+
+
+def _dag_cut_in_its_header(ws: Path) -> list[str]:
+    """offline.dag cut 30 bytes in, within make-dag's header line."""
+    run = run_dir(ws)
+    (run / "offline.dag").write_bytes((run / "offline.dag").read_bytes()[:30])
+    return ["status", str(run)]
+
+
+def _job_spec_damaged(ws: Path) -> list[str]:
+    run = run_dir(ws)
+    (run / "jobs" / "shard0.json").write_text("{\n")
+    return ["merge-shard", "--run-dir", str(run), "--node", "shard0"]
+
+
 def _job_spec_not_text(ws: Path) -> list[str]:
     run = run_dir(ws)
     (run / "jobs" / "client0.json").write_bytes(b"\xff\xfe{")
@@ -440,13 +460,24 @@ CASES: list[Case] = [
          lambda ws: [f"{ws} holds no offline.dag"]),
     Case("dag-cut-short", 6, _dag_cut_short,
          lambda ws: [f"{ws / 'run' / 'offline.dag'} lacks node(s) merge, final"]),
+    Case("dag-empty", 6, _dag_emptied, lambda ws: [
+        f"{ws / 'run' / 'offline.dag'} lacks node(s) server0, client0, client1, shard0, merge"]),
+    Case("dag-cut-in-its-header", 6, _dag_cut_in_its_header, lambda ws: [
+        f"{ws / 'run' / 'offline.dag'} lacks node(s) server0, client0, client1, shard0, merge"]),
+    Case("node-not-a-run-directory", 6,
+         lambda ws: ["merge-shard", "--run-dir", str(ws / "runn"), "--node", "shard0"],
+         lambda ws: [f"{ws / 'runn'} holds no offline.dag (not a run directory"]),
+    Case("job-spec-damaged", 6, _job_spec_damaged,
+         lambda ws: [f"{ws / 'run' / 'jobs' / 'shard0.json'}: not a JSON document",
+                     f"restore it with 'offline-iaas make-dag {ws / 'run' / 'campaign.toml'} "
+                     f"--out {ws / 'run'}'"]),
     Case("job-spec-not-text", 6, _job_spec_not_text,
          lambda ws: [f"{ws / 'run' / 'jobs' / 'client0.json'}: cannot read"]),
     Case("make-dag-into-other-files", 6,
          lambda ws: ["make-dag", str(ws / "campaign.toml"), "--out", str(ws / "frames")],
          lambda ws: [f"{ws / 'frames'} is not a run directory of make-dag and not empty"]),
     Case("report-not-a-run-directory", 6, lambda ws: ["report", str(ws / "runn")],
-         lambda ws: [f"{ws / 'runn'} is not a run directory of make-dag"]),
+         lambda ws: [f"{ws / 'runn'} holds no offline.dag (not a run directory"]),
     Case("injection-output-is-a-directory", 6, _injections_into_a_directory,
          lambda ws: [f"Is a directory: {ws / 'out.h5'}"]),
     Case("output-is-a-directory", 6,
@@ -505,3 +536,63 @@ def test_bad_input(case: Case, base: Path, tmp_path: Path) -> None:
     leftovers = sorted(p for p in set(after) - set(before) if p.endswith(".tmp"))
     assert leftovers == [], f"temporary files left: {leftovers}"
     assert processes_mentioning(str(ws)) == []
+
+
+NODE_COMMANDS = {
+    "merge": ["merge", "--run-dir", "{run}"],
+    "merge-shard": ["merge-shard", "--run-dir", "{run}", "--node", "shard0"],
+    "prescript": ["prescript", "--run-dir", "{run}", "--node", "client0"],
+    "client": ["client", "--run-dir", "{run}", "--node", "client0"],
+    "serve": ["serve", "--run-dir", "{run}", "--node", "server0"],
+    "status": ["status", "{run}"],
+    "run-local": ["run-local", "{run}"],
+    "report": ["report", "{run}"],
+    "plan-from-run": ["plan", "{config}", "--target-hours", "1", "--from-run", "{run}"],
+    "plan-simulate": ["plan", "{config}", "--simulate", "{run}", "--from-run", "{run}"],
+}
+
+
+@pytest.mark.parametrize("args", NODE_COMMANDS.values(), ids=NODE_COMMANDS.keys())
+def test_every_command_of_a_run_directory_names_a_path_that_is_none(
+        args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A mistyped run directory: exit 6 and the one "not a run directory" line, whatever the
+    command (not the config exit code and a campaign.toml not found), and nothing made."""
+    from offline_iaas.cli import main
+
+    config = write(tmp_path / "campaign.toml", SMALL_CAMPAIGN)
+    run = tmp_path / "runn"
+    argv = [a.format(run=run, config=config) for a in args]
+    capsys.readouterr()
+    assert main(argv) == 6
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"offline-iaas {argv[0]}: error: {run} holds no offline.dag (not a run directory: "
+        "write one with offline-iaas make-dag)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["campaign.toml"]
+
+
+def test_the_command_a_damaged_job_spec_names_writes_it_again(
+        base: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The make-dag command the message gives, run as given, writes the job spec again and
+    keeps the finished parts; the node then reads its spec."""
+    import re
+    import shlex
+
+    from offline_iaas.cli import main
+    from offline_iaas.records import read_shard_job
+
+    ws = tmp_path / "ws"
+    shutil.copytree(base, ws)
+    run = run_dir(ws)
+    fake_parts(run)
+    spec = run / "jobs" / "shard0.json"
+    written, parts = spec.read_bytes(), file_hashes(run / "parts")
+    spec.write_text("{\n")
+    capsys.readouterr()
+    assert main(["merge-shard", "--run-dir", str(run), "--node", "shard0"]) == 6
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    found = re.search(r"restore it with '([^']+)'", message)
+    assert found is not None, message
+    words = shlex.split(found.group(1))
+    assert words[0] == "offline-iaas" and main(words[1:]) == 0
+    assert spec.read_bytes() == written and file_hashes(run / "parts") == parts
+    assert read_shard_job(RunDir(run), "shard0").clients == ("client0", "client1")

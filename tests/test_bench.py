@@ -25,6 +25,7 @@ from offline_iaas.errors import ConfigError, exit_code
 from offline_iaas.repository.backend.stateful import SnapshotState
 from offline_iaas.serve.startup_checks import visible_gpus
 from offline_iaas.sizing.plan import HEADROOM, plan_from_bench
+from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
 
 REGRESSION_FILE = Path(__file__).resolve().parents[1] / "benchmarks" / "regression.json"
@@ -249,6 +250,46 @@ def test_plan_command_prints_its_arithmetic(tmp_path: Path, capsys) -> None:
     assert "--set layout.servers=" in out and "--set model.batch_size=32" in out
     assert main(["plan", str(path), "--target-hours", "24", "--from-bench",
                  str(tmp_path / "missing.json")]) == exit_code(ConfigError)
+
+
+def test_plan_reads_the_source_trees_bench_results_from_any_directory(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --from-bench, plan takes the checkout's benchmarks/results.json, whatever the
+    working directory (not a path relative to it)."""
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    monkeypatch.chdir(tmp_path)
+    assert not (tmp_path / "benchmarks").exists()
+    capsys.readouterr()
+    assert main(["plan", "campaign.toml", "--target-hours", "1", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["from"] == str(REGRESSION_FILE.parent / "results.json")
+
+
+def test_plan_without_bench_results_says_to_pass_a_source(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An offline-iaas with no benchmarks/results.json of its own (a wheel): exit 2, one line
+    saying to pass --from-bench FILE or --from-run RUN."""
+    from offline_iaas.bench import results
+
+    (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
+    monkeypatch.setattr(results, "SOURCE_ROOT", tmp_path / "site-packages")
+    capsys.readouterr()
+    code = main(["plan", str(tmp_path / "campaign.toml"), "--target-hours", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == exit_code(ConfigError) == 2
+    assert len(err) == 1 and "pass --from-bench FILE" in err[0] and "--from-run RUN" in err[0]
+    documented("plan-no-bench-results", err[0].removeprefix("offline-iaas plan: error: "),
+               {tmp_path: "<ws>"}, exit_code=code)
+
+
+@pytest.mark.parametrize("hours", ["0", "-1", "inf", "nan"])
+def test_plan_refuses_a_target_that_is_not_a_positive_number_of_hours(
+        small_config_file: Path, capsys: pytest.CaptureFixture, hours: str) -> None:
+    capsys.readouterr()
+    assert main(["plan", str(small_config_file), "--target-hours", hours]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"offline-iaas plan: error: --target-hours must be positive and finite, got "
+        f"{float(hours):g}"]
 
 
 def test_results_file_round_trips(tmp_path: Path) -> None:

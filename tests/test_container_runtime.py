@@ -186,6 +186,7 @@ def test_serve_retries_on_address_in_use_and_stops_on_sigterm(
     monkeypatch.setattr(serve_node, "wait_until_ready", ready)
     run = tmp_path / "run"
     run.mkdir()
+    (run / "offline.dag").touch()  # a run directory, of a DAG written by hand
 
     returned = threading.Event()
 

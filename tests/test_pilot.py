@@ -12,13 +12,15 @@ from pathlib import Path
 import pytest
 
 from offline_iaas import records
+from offline_iaas.cli import main
 from offline_iaas.config import load_config, write_config
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, RunError, exit_code
 from offline_iaas.records import CampaignSummary, PartRecord, Piece, read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.sizing.pilot import read_pilot
 from offline_iaas.sizing.plan import plan_from_run
-from tests.helpers import SMALL_CAMPAIGN
+from tests.error_catalogue import documented
+from tests.helpers import SMALL_CAMPAIGN, file_hashes
 
 
 def pilot_of(run: Path):
@@ -121,12 +123,52 @@ def test_plan_refuses_an_unfinished_pilot_or_one_of_another_stream(
     small_config_file: Path,
 ) -> None:
     run = fake_pilot(small_config_file.parent, small_config_file, finished=False)
-    with pytest.raises(ConfigError, match="not a finished run .*merge"):
+    with pytest.raises(RunError, match="not a finished run .*merge"):
         read_pilot(RunDir(run))
     other = fake_pilot(small_config_file.parent / "b", small_config_file)
     config = load_config(small_config_file, ["model.kernel_seconds=2"])
     with pytest.raises(ConfigError, match="run a pilot of this config"):
         plan_from_run(config, 1.0, pilot_of(other))
+
+
+def test_plan_from_a_run_that_run_local_has_not_run_is_a_run_error(
+        small_config_file: Path, capsys: pytest.CaptureFixture) -> None:
+    """A pilot without run-local's record (made by make-dag, never run): exit 6, one line
+    naming the run and what to do, not the config exit code."""
+    run = fake_pilot(small_config_file.parent, small_config_file)
+    (run / "local-state.json").unlink()
+    capsys.readouterr()
+    code = main(["plan", str(small_config_file), "--target-hours", "1", "--from-run", str(run)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == exit_code(RunError) == 6
+    assert err == [f"offline-iaas plan: error: {run}: not a finished run (no local-state.json: "
+                   "run it with offline-iaas run-local first)"]
+    documented("pilot-not-run", err[0].removeprefix("offline-iaas plan: error: "),
+               {run: "<pilot>"}, exit_code=code)
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--failure-rate", "2", "--failure-rate must be in [0, 1], not 2"),
+    ("--failure-rate", "-0.5", "--failure-rate must be in [0, 1], not -0.5"),
+    ("--failure-rate", "nan", "--failure-rate must be in [0, 1], not nan"),
+    ("--replications", "0", "--replications must be at least 1, not 0"),
+])
+def test_plan_simulate_refuses_an_option_out_of_range_naming_it(
+        small_config_file: Path, capsys: pytest.CaptureFixture, option: str, value: str,
+        message: str) -> None:
+    """Exit 2 and one line naming the option (not a ValueError's traceback); nothing of the
+    pilot changes."""
+    run = fake_pilot(small_config_file.parent, small_config_file)
+    before = file_hashes(run)
+    capsys.readouterr()
+    code = main(["plan", str(small_config_file), "--simulate", str(run), "--from-run",
+                 str(run), option, value])
+    captured = capsys.readouterr()
+    assert code == exit_code(ConfigError) == 2 and "Traceback" not in captured.err
+    assert captured.err.strip().splitlines() == [f"offline-iaas plan: error: {message}"]
+    assert captured.out == "" and file_hashes(run) == before
+    if value == "2":
+        documented("plan-simulate-option-out-of-range", message, exit_code=code)
 
 
 def test_plan_json_prints_the_expected_rate_and_wall_time(small_config_file: Path) -> None:

@@ -163,7 +163,7 @@ def test_merge_chunk_is_a_deprecated_alias_of_merge_shard(
     assert said["merge-shard"][2] == []
     # the rest is merge-shard's: the same failure (no run directory there), the same exit code
     assert said["merge-chunk"][:2] == said["merge-shard"][:2]
-    assert said["merge-shard"][0] != 0 and "config file not found" in said["merge-shard"][1]
+    assert said["merge-shard"][0] == 6 and "not a run directory" in said["merge-shard"][1]
 
 
 @pytest.mark.parametrize("key", ["search.time_shifts", "search.slides"])

@@ -25,12 +25,20 @@ from offline_iaas.completeness import Hashes
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ConfigError, RunError
 from offline_iaas.records import ClientJob, RunInfo, ServedModel
-from offline_iaas.rundir import RunDir
+from offline_iaas.rundir import RunDir, restore_advice
 
 
-def restore_command(run: RunDir) -> str:
-    """The command that writes a run's ``run.json`` again, keeping its finished parts."""
-    return f"offline-iaas make-dag {run.config} --out {run.path}"
+def not_a_run_directory(run: RunDir) -> RunError:
+    """The error of a path that is no run directory of make-dag (a typo, another folder)."""
+    return RunError(f"{run.path} holds no offline.dag (not a run directory: write one with "
+                    "offline-iaas make-dag)")
+
+
+def check_run_directory(run: RunDir) -> None:
+    """``not_a_run_directory`` when ``run`` holds none of make-dag's marks (``offline.dag``,
+    ``campaign.toml``, ``run.json``): before a command reads any file of it."""
+    if not run.dag.exists() and not is_make_dag_run(run):
+        raise not_a_run_directory(run)
 
 
 def run_info_damage(run: RunDir) -> str | None:
@@ -65,15 +73,16 @@ def read_bound_run(run: RunDir) -> tuple[CampaignConfig, RunInfo]:
         One line: ``run.json`` missing or damaged (and the command that restores it), or
         ``campaign.toml`` edited in a setting the parts depend on. Never retried by a DAG.
     RunError
-        ``run.json`` is a JSON object but not a run record this offline-iaas reads (a newer
-        schema, a renamed field: ``records.read``).
+        ``run`` is no run directory (``check_run_directory``), or ``run.json`` is a JSON
+        object but not a run record this offline-iaas reads (a newer schema, a renamed field:
+        ``records.read``).
     """
+    check_run_directory(run)
     config = load_config(run.config)  # its own line when it is missing or not valid
     damage = run_info_damage(run)
     if damage is not None:
-        raise ConfigError(
-            f"{run.run_info} is {damage}, so nothing can check what make-dag planned: restore "
-            f"it with '{restore_command(run)}' (the finished parts are kept)")
+        raise ConfigError(f"{run.run_info} is {damage}, so nothing can check what make-dag "
+                          f"planned: {restore_advice(run)}")
     info = records.read_run_info(run)
     ours = Hashes.of(config)
     if not ours.is_stream(info.stream_hash):

@@ -232,6 +232,7 @@ def cmd_merge_chunk(args: argparse.Namespace) -> None:
 def cmd_plan(args: argparse.Namespace) -> None:
     import json
 
+    from offline_iaas.bench.results import default_results
     from offline_iaas.sizing.pilot import read_pilot
     from offline_iaas.sizing.plan import plan_from_bench, plan_from_run
 
@@ -244,7 +245,8 @@ def cmd_plan(args: argparse.Namespace) -> None:
         pilot = read_pilot(_run(args.from_run))
         capacity = plan_from_run(_config(args), args.target_hours, pilot)
     else:
-        capacity = plan_from_bench(_config(args), args.target_hours, args.from_bench)
+        capacity = plan_from_bench(_config(args), args.target_hours,
+                                   args.from_bench or default_results())
     if args.json:
         print(json.dumps(capacity.to_dict(), indent=2))
         return
@@ -264,6 +266,7 @@ def _simulate(args: argparse.Namespace) -> None:
     import dataclasses
     import json
 
+    from offline_iaas.binding import check_run_directory
     from offline_iaas.config import load_config
     from offline_iaas.sizing.pilot import read_pilot
     from offline_iaas.sizing.replay import FailureModel
@@ -271,7 +274,12 @@ def _simulate(args: argparse.Namespace) -> None:
 
     if args.from_run is None:
         raise ConfigError("plan --simulate needs --from-run PILOT (the rates to replay with)")
+    if not 0 <= args.failure_rate <= 1:  # NaN too
+        raise ConfigError(f"--failure-rate must be in [0, 1], not {args.failure_rate:g}")
+    if args.replications < 1:
+        raise ConfigError(f"--replications must be at least 1, not {args.replications}")
     run = _run(args.simulate)
+    check_run_directory(run)
     config = load_config(run.config)
     failures = FailureModel(failure_rate=args.failure_rate,
                             never_starting_servers=frozenset(args.never_start),
@@ -430,8 +438,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "measured throughput")
     p.add_argument("--target-hours", type=float, help="deadline of the campaign")
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--from-bench", type=Path, default=Path("benchmarks/results.json"),
-                        help="results.json of offline-iaas bench (default: %(default)s)")
+    source.add_argument("--from-bench", type=Path,
+                        help="results.json of offline-iaas bench (default: the source tree's "
+                        "benchmarks/results.json, wherever the command runs)")
     source.add_argument("--from-run", type=Path,
                         help="a finished pilot campaign of this config (its run directory)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")

@@ -55,7 +55,7 @@ from pydantic_core import to_jsonable_python
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
-from offline_iaas.rundir import RunDir
+from offline_iaas.rundir import RunDir, restore_advice
 from offline_iaas.summary_physics import Physics, physics_type
 
 V1_HASH_PREFIX = "v1:"
@@ -197,8 +197,8 @@ def _field(loc: tuple[Any, ...]) -> str:
     return text or "(the document)"
 
 
-def read(kind: type[R], path: Path) -> R:
-    """The record of type ``kind`` in ``path``.
+def read(kind: type[R], path: Path, remedy: str = "delete it and run again") -> R:
+    """The record of type ``kind`` in ``path`` (``remedy``: what to do when it is not JSON).
 
     Raises
     ------
@@ -212,16 +212,16 @@ def read(kind: type[R], path: Path) -> R:
         raise RunError(f"{path} does not exist (is this a run directory of make-dag?)") from None
     except (OSError, UnicodeDecodeError) as err:
         raise RunError(f"{path}: cannot read: {err}") from None
-    return parse(kind, text, path)
+    return parse(kind, text, path, remedy)
 
 
-def parse(kind: type[R], text: str, path: Path) -> R:
+def parse(kind: type[R], text: str, path: Path, remedy: str = "delete it and run again") -> R:
     """``read`` of a document's text (``path`` names it in errors)."""
     try:
         data = json.loads(text)
     except ValueError as err:
         raise RunError(f"{path}: not a JSON document ({err}); the {kind.KIND} is damaged: "
-                       "delete it and run again") from None
+                       f"{remedy}") from None
     if not isinstance(data, dict):
         raise RunError(f"{path}: not a JSON object (a {kind.KIND} is one)")
     version = data.get("schema_version", 1)
@@ -387,16 +387,17 @@ def write_client_job(run: RunDir, share: ClientShare) -> None:
     write(ClientJob.of(share), run.job(share.node))
 
 
-def _job_path(run: RunDir, node: str) -> Path:
+def read_job(kind: type[R], run: RunDir, node: str) -> R:
+    """``node``'s job spec (RunError naming the file; damaged: with make-dag's command)."""
     path = run.job(node)
     if not path.exists():
         raise RunError(f"{path}: no job spec for node {node}")
-    return path
+    return read(kind, path, restore_advice(run))
 
 
 def read_client_job(run: RunDir, node: str) -> ClientShare:
     """A client's share (RunError naming the file when it is missing or not a spec)."""
-    return read(ClientJob, _job_path(run, node)).share
+    return read_job(ClientJob, run, node).share
 
 
 def write_shard_job(run: RunDir, shard: MergeShard) -> None:
@@ -405,7 +406,7 @@ def write_shard_job(run: RunDir, shard: MergeShard) -> None:
 
 def read_shard_job(run: RunDir, node: str) -> MergeShard:
     """A shard merge's spec (RunError naming the file when it is missing or not a spec)."""
-    return read(ShardJob, _job_path(run, node)).shard
+    return read_job(ShardJob, run, node).shard
 
 
 def read_run_info(run: RunDir) -> RunInfo:

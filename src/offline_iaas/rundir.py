@@ -47,6 +47,18 @@ REPOSITORY_TARBALL = "model-repository.tar.gz"
 def is_shard_node(name: str) -> bool:
     return name.startswith(SHARD_PREFIX) and name[len(SHARD_PREFIX):].isdigit()
 
+
+def restore_command(run: RunDir) -> str:
+    """The command that writes make-dag's files of a run again (``run.json``, the DAG, the job
+    specs): make-dag of the run's own config into it, which keeps its finished parts."""
+    return f"offline-iaas make-dag {run.config} --out {run.path}"
+
+
+def restore_advice(run: RunDir) -> str:
+    """How a message tells the user to restore a lost or damaged make-dag file of ``run``."""
+    return f"restore it with '{restore_command(run)}' (the finished parts are kept)"
+
+
 SUBDIRS: tuple[str, ...] = ("logs", "servers", "parts", "output", "jobs")
 
 

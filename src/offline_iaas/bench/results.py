@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_iaas.atomic import write_text_atomic
+from offline_iaas.bench.provenance import SOURCE_ROOT
 from offline_iaas.errors import ConfigError
 
 PATHS: tuple[str, ...] = ("limit", "service", "naive", "ensemble", "whole-window",
@@ -128,6 +129,18 @@ def write_results(path: Path, header: dict[str, Any], measurements: list[Measure
     data = {**header, "measurements": [m.to_dict() for m in measurements]}
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(data, indent=1) + "\n")
+    return path
+
+
+def default_results() -> Path:
+    """``plan``'s results file without ``--from-bench``: the source tree's
+    ``benchmarks/results.json`` (whatever the working directory); ConfigError when this
+    offline-iaas has none (installed from a wheel, which carries no benchmarks)."""
+    path = SOURCE_ROOT / "benchmarks" / "results.json"
+    if not path.is_file():
+        raise ConfigError(f"no bench results at {path} (plan's default): pass --from-bench "
+                          "FILE (offline-iaas bench's results.json) or --from-run RUN (a "
+                          "finished pilot campaign)")
     return path
 
 

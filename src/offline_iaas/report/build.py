@@ -13,8 +13,8 @@ from pathlib import Path
 import h5py
 
 from offline_iaas.atomic import write_text_atomic
+from offline_iaas.binding import check_run_directory
 from offline_iaas.completeness import Hashes, merge_problem, part_problem
-from offline_iaas.errors import RunError
 from offline_iaas.gps import gps_text
 from offline_iaas.local_state import read_local_state
 from offline_iaas.mode_packages import ReportSection, mode_package
@@ -214,12 +214,10 @@ def write_report(run: RunDir) -> Path:
     Raises
     ------
     RunError
-        ``run`` holds neither ``offline.dag`` nor ``run.json``.
+        ``run`` is no run directory (``binding.check_run_directory``): nothing is written.
     """
     paths = run.absolute()
-    if not paths.dag.exists() and not paths.run_info.exists():
-        raise RunError(f"{paths.path} is not a run directory of make-dag (no offline.dag, no "
-                       "run.json): nothing to report")
+    check_run_directory(paths)
     found = ReportRun(paths)
     sections = []
     package = mode_package(found.mode) if found.config is not None else None

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from offline_iaas import hooks, records
-from offline_iaas.binding import is_make_dag_run, read_bound_run
+from offline_iaas.binding import check_run_directory, is_make_dag_run, read_bound_run
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.config_sections import ServerConfig
 from offline_iaas.errors import ConfigError, ModelError, ServerError
@@ -313,6 +313,7 @@ def serve(
     """
     if rendezvous not in RENDEZVOUS:
         raise ServerError(f"unknown rendezvous {rendezvous!r} (known: {', '.join(RENDEZVOUS)})")
+    check_run_directory(run)
     config = load_config(run.config)
     ads = job_ads() if rendezvous == "jobad" else None
     run_id = records.run_id(run)

@@ -12,8 +12,9 @@ import datetime
 from dataclasses import dataclass
 
 from offline_iaas import records
+from offline_iaas.binding import check_run_directory
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, RunError
 from offline_iaas.local_state import read_local_state
 from offline_iaas.records import CampaignSummary, PartRecord
 from offline_iaas.rundir import RunDir
@@ -84,19 +85,23 @@ def read_pilot(run: RunDir) -> PilotRun:
 
     Raises
     ------
+    RunError
+        No run directory (``binding.check_run_directory``), or one that ``run-local`` has not
+        finished.
     ConfigError
-        A run directory that ``run-local`` has not finished, or whose parts do not record
-        their request times (written by an older version).
+        A run whose parts do not record their request times (written by an older version).
     """
+    check_run_directory(run)
     config = load_config(run.config)
     state = read_local_state(run)
     if state is None:
-        raise ConfigError(f"{run.local_state}: not found (is this a finished run directory?)")
+        raise RunError(f"{run.path}: not a finished run (no {run.local_state.name}: run it "
+                       "with offline-iaas run-local first)")
     nodes = state.nodes
     unfinished = [n for n, s in nodes.items() if not (s.started and s.ended)]
     if unfinished or "merge" not in nodes:
-        raise ConfigError(f"{run.path}: not a finished run (nodes without an end: "
-                          f"{', '.join(unfinished) or 'merge missing'})")
+        raise RunError(f"{run.path}: not a finished run (nodes without an end: "
+                       f"{', '.join(unfinished) or 'merge missing'})")
     first = min(unix_seconds(s.started) for s in nodes.values() if s.started)
     last = max(unix_seconds(s.ended) for s in nodes.values() if s.ended)
     parts = [records.read(PartRecord, p) for p in sorted(run.parts.glob("*.json"))]

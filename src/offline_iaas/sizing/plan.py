@@ -144,6 +144,12 @@ def _bench_layouts(measurements: list[Measurement], name: str, streamed: bool
     return {point: Spread.of(group) for point, group in groups.items()}, described
 
 
+def check_target_hours(target_hours: float) -> None:
+    """ConfigError unless ``target_hours`` is a positive number of hours (not NaN nor inf)."""
+    if not 0 < target_hours < math.inf:
+        raise ConfigError(f"--target-hours must be positive and finite, got {target_hours:g}")
+
+
 def plan_from_bench(
     config: CampaignConfig, target_hours: float, results_path: Path
 ) -> CapacityPlan:
@@ -156,8 +162,7 @@ def plan_from_bench(
         measurement of the workload matching the campaign, none a server of the campaign can
         run, or a layout ``make-dag`` would refuse.
     """
-    if not target_hours > 0:
-        raise ConfigError(f"--target-hours must be positive, got {target_hours}")
+    check_target_hours(target_hours)
     header, measurements = read_results(results_path)
     load, exact = workload_of(config)
     streamed = streams(config)
@@ -284,8 +289,7 @@ def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) 
         A non-positive target, a pilot that is not finished, or one of another mode or
         stream (its rate would not apply).
     """
-    if not target_hours > 0:
-        raise ConfigError(f"--target-hours must be positive, got {target_hours}")
+    check_target_hours(target_hours)
     check_same_stream(pilot, config)
     layout, batch_size = pilot.config.layout, pilot.config.model.batch_size  # the pilot's
     # the pilot's rate holds for its own foreground: scaled to the campaign's

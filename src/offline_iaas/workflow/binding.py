@@ -10,13 +10,13 @@ from __future__ import annotations
 from offline_iaas import records
 from offline_iaas.binding import (
     is_make_dag_run,
+    not_a_run_directory,
     read_bound_run,
-    restore_command,
     run_info_damage,
 )
 from offline_iaas.errors import RunError
 from offline_iaas.repository.pinning import check_pinned_model
-from offline_iaas.rundir import MERGE_NODE, RunDir
+from offline_iaas.rundir import MERGE_NODE, RunDir, restore_command
 from offline_iaas.workflow.dag import FINAL_NODE, MAKE_DAG_HEADER, Dag, parse_dag
 
 
@@ -24,22 +24,26 @@ def read_run_dag(run: RunDir) -> Dag:
     """The run's ``offline.dag``, parsed (``dag.parse_dag``); one that make-dag wrote holds
     every node run.json records.
 
+    make-dag's DAG is one that starts with its header line, or one that holds no node at all
+    (empty, or cut short within its opening comments: it would run nothing and call the run
+    complete); any other DAG beside a run.json is taken as written by hand.
+
     Raises
     ------
     RunError
         One line naming the file: missing (not a run directory), unreadable or not text, a
-        line DAGMan would refuse, or make-dag's DAG without a node run.json records (cut short
-        on a line boundary, or edited).
+        line DAGMan would refuse, or make-dag's DAG without a node run.json records (empty,
+        cut short, or edited).
     """
     try:
         text = run.dag.read_text()
     except FileNotFoundError:
-        raise RunError(f"{run.path} holds no offline.dag (not a run directory: write one with "
-                       "offline-iaas make-dag)") from None
+        raise not_a_run_directory(run) from None
     except (OSError, UnicodeDecodeError) as err:
         raise RunError(f"{run.dag}: cannot read: {err}") from None
     dag = parse_dag(text, str(run.dag))
-    if text.startswith(MAKE_DAG_HEADER) and run_info_damage(run) is None:
+    make_dags = text.startswith(MAKE_DAG_HEADER) or not dag.nodes
+    if make_dags and run_info_damage(run) is None:
         info = records.read_run_info(run)  # a damaged one: check_binding's line
         planned = [*info.servers, *info.clients, *info.shards, MERGE_NODE, FINAL_NODE]
         missing = [name for name in planned if name not in dag.nodes]

@@ -134,7 +134,7 @@ def _readable(kind: type[R], path: Path) -> R | None:
 def _job_spec(run: RunDir, client: str) -> ClientJob | str:
     """A client's job spec, or what is wrong with it (missing or damaged, naming the file)."""
     try:
-        return records.read(ClientJob, run.job(client))
+        return records.read_job(ClientJob, run, client)
     except RunError as err:
         return str(err)
 
