@@ -10,6 +10,8 @@ import pytest
 
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
+from tests.error_catalogue import cli_error, documented
+from tests.helpers import SMALL_CAMPAIGN
 
 
 def offline_iaas(*args: str | Path) -> subprocess.CompletedProcess:
@@ -81,3 +83,54 @@ def test_channel_not_in_frames(frames_config: Path, tmp_path: Path) -> None:
 def test_run_local_on_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
     result = offline_iaas("run-local", tmp_path)
     assert_one_line_error(result, str(tmp_path))
+
+
+@pytest.mark.parametrize("name", ["ref.json", "campaign.toml"])
+def test_reference_refuses_an_out_that_is_not_hdf5_and_overwrites_nothing(
+        small_config_file: Path, name: str) -> None:
+    """reference --out ref.json ended as its own 2-byte summary (the HDF5 result lost),
+    --out campaign.toml replaced the config with HDF5: refused before anything runs."""
+    out = small_config_file.parent / name
+    if not out.exists():
+        out.write_text("an earlier reference's summary, kept")
+    before = {p.name: p.read_bytes() for p in small_config_file.parent.iterdir()}
+    result = offline_iaas("reference", small_config_file, "--out", out)
+    assert_one_line_error(result, f"reference --out {out}: must end in .h5 or .hdf5")
+    assert result.returncode == 2
+    assert {p.name: p.read_bytes() for p in small_config_file.parent.iterdir()} == before
+    if name == "ref.json":
+        documented("reference-out-not-hdf5", cli_error(result.stderr), {out: "<ws>/ref.json"},
+                   exit_code=2)
+
+
+NODE_COMMANDS = {
+    "merge": ["merge", "--run-dir", "{run}"],
+    "merge-shard": ["merge-shard", "--run-dir", "{run}", "--node", "shard0"],
+    "prescript": ["prescript", "--run-dir", "{run}", "--node", "client0"],
+    "client": ["client", "--run-dir", "{run}", "--node", "client0"],
+    "serve": ["serve", "--run-dir", "{run}", "--node", "server0"],
+    "status": ["status", "{run}"],
+    "run-local": ["run-local", "{run}"],
+    "report": ["report", "{run}"],
+    "plan-from-run": ["plan", "{config}", "--target-hours", "1", "--from-run", "{run}"],
+    "plan-simulate": ["plan", "{config}", "--simulate", "{run}", "--from-run", "{run}"],
+}
+
+
+@pytest.mark.parametrize("args", NODE_COMMANDS.values(), ids=NODE_COMMANDS.keys())
+def test_every_command_of_a_run_directory_names_a_path_that_is_none(
+        args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A mistyped run directory: exit 6 and the one "not a run directory" line, whatever the
+    command (not the config exit code and a campaign.toml not found), and nothing made."""
+    from offline_iaas.cli import main
+
+    config = tmp_path / "campaign.toml"
+    config.write_text(SMALL_CAMPAIGN)
+    run = tmp_path / "runn"
+    argv = [a.format(run=run, config=config) for a in args]
+    capsys.readouterr()
+    assert main(argv) == 6
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"offline-iaas {argv[0]}: error: {run} holds no offline.dag (not a run directory: "
+        "write one with offline-iaas make-dag)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["campaign.toml"]

@@ -15,8 +15,8 @@ from offline_iaas.cli import main
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.config_numbers import ZERO_ALLOWED, must_be_positive, numeric_fields
 from offline_iaas.science.deepclean.settings import DeepCleanConfig
-from tests.error_catalogue import documented
-from tests.helpers import WITNESSES
+from tests.error_catalogue import cli_error, documented
+from tests.helpers import WITNESSES, file_hashes
 
 BAD_VALUES = ("nan", "inf", "-1")
 FIELDS = sorted([*numeric_fields(CampaignConfig), *numeric_fields(DeepCleanConfig, "deepclean.")])
@@ -93,3 +93,23 @@ def test_the_messages_through_the_command_line(
     prefix = "offline-iaas make-dag: error: "
     documented(case, lines[0].removeprefix(prefix), {small_config_file: "<ws>/campaign.toml"},
                exit_code=2)
+
+
+def test_a_seed_beyond_64_bits_is_refused_before_synth_overwrites_the_frames(
+        small_campaign_dir, capsys: pytest.CaptureFixture[str]) -> None:
+    """synth.seed = 10**20 (synth wrote the frames, then HDF5 could not hold it) and
+    model.seed = 2**63 (export: torch overflowed): exit 2, one line naming the key, the frames
+    of the earlier synth and the repository as they were; 2**63 - 1 is a campaign."""
+    ws = small_campaign_dir(export=False)
+    config = str(ws / "campaign.toml")
+    before = file_hashes(ws)
+    for command, setting in (("synth", f"synth.seed={10**20}"), ("export", f"model.seed={2**63}")):
+        code = main([command, config, "--set", setting])
+        [line] = capsys.readouterr().err.strip().splitlines()
+        key, value = setting.split("=")
+        assert (code, f"'{key}'" in line) == (2, True), line
+        assert file_hashes(ws) == before
+        if command == "synth":
+            documented("config-integer-beyond-64-bits", cli_error(line),
+                       {config: "<ws>/campaign.toml"}, exit_code=code)
+    assert load_config(ws / "campaign.toml", [f"synth.seed={2**63 - 1}"]).synth.seed == 2**63 - 1

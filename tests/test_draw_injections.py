@@ -200,3 +200,18 @@ def test_a_network_snr_cut_that_is_no_number_or_negative_is_refused(
                  "--network-snr-min", value]) == 2
     assert not out.exists()
     assert f"--network-snr-min must be >= 0, not {value}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", [str(10**20), "-1"])
+def test_a_seed_outside_64_bits_is_refused_naming_the_option(
+        clean_frames: Path, capsys: pytest.CaptureFixture[str], seed: str) -> None:
+    """--seed 10**20 drew, then HDF5 could not hold it in the file's attributes: exit 2, one
+    line naming the option, nothing written (as synth.seed, ``config_numbers``)."""
+    out = clean_frames / "refused.h5"
+    config = clean_frames / "campaign.toml"
+    assert main(["draw-injections", str(config), "--out", str(out), "--seed", seed]) == 2
+    assert not out.exists()
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert f"--seed must be in [0, 2**63) (a 64-bit integer), not {seed}" in line
+    if seed != "-1":
+        documented("draw-injections-seed", line.split("error: ", 1)[1], exit_code=2)

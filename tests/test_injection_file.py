@@ -5,6 +5,7 @@ aframe's layout: tests/test_injections_aframe.py; LIGO_LW: tests/test_injections
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import h5py
 import numpy as np
 import pytest
 
+from offline_iaas.cli import main
 from offline_iaas.errors import ConfigError, DataError, exit_code
 from offline_iaas.search.injection_file import (
     InjectionSet,
@@ -238,3 +240,73 @@ def test_an_empty_set_round_trips(tmp_path: Path, name: str, layout: str) -> Non
     back = read_injection_set(tmp_path / name)
     assert (len(back), back.approximant, back.f_lower_hz) == (0, "IMRPhenomXPHM", 15.0)
     assert back.attrs["time_volume_gpc3"] == 2.5
+
+
+DAMAGE_AT_BYTE = {
+    8001: "Link iteration failed (unable to offset into local heap data block)",
+    856: "Error iterating over attributes (bad version number for attribute message)",
+    7728: "Unable to synchronously open object (message not aligned)",
+    15024: "'utf-8' codec can't decode byte",
+    897: "Insufficient precision in available types to represent",
+    1034: "Unknown string encoding (value 14)",
+}
+"""Offsets into ``sample_set()`` as ``write_injection_set`` writes it (19280 bytes) where one
+flipped byte damages a different part, and what HDF5 says of it: the local heap of link names
+(h5py raised RuntimeError), an attribute message (RuntimeError), an object header (KeyError),
+an attribute's text (UnicodeDecodeError), a float datatype (ValueError), a string datatype
+(TypeError). A few other offsets crash or hang the HDF5 library itself: not these."""
+
+
+def test_a_byte_damaged_injection_file_is_named_not_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """convert-injections of a set with one byte flipped, at each of ``DAMAGE_AT_BYTE``: exit
+    3, one line naming the file and what HDF5 says, the earlier target left as it was."""
+    write_injection_set(tmp_path / "set.h5", sample_set())
+    intact = (tmp_path / "set.h5").read_bytes()
+    assert len(intact) == 19280  # the layout the offsets are of
+    target = tmp_path / "out.xml"
+    target.write_text("an earlier conversion, kept")
+    damaged = tmp_path / "damaged.h5"
+    for offset, says in DAMAGE_AT_BYTE.items():
+        flipped = bytearray(intact)
+        flipped[offset] ^= 0xFF
+        damaged.write_bytes(flipped)
+        code = main(["convert-injections", str(damaged), str(target)])
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert code == 3, line
+        assert line.startswith(f"offline-iaas convert-injections: error: {damaged}: not a "
+                               "readable HDF5 file: "), line
+        assert says in line, (offset, line)
+        assert target.read_text() == "an earlier conversion, kept"
+        if offset == 8001:
+            documented("injection-damaged", cli_error(line), {damaged: "F"}, exit_code=code)
+            # the merge's and check's reader says the same of it
+            with pytest.raises(DataError, match=f"{damaged}: not a readable HDF5 file"):
+                read_injection_list(damaged)
+
+
+@pytest.mark.parametrize(("case", "content"), [
+    ("injection-list-not-a-list", "5"),
+    ("injection-list-injections-not-a-list", '{"injections": 5}'),
+    ("injection-list-object-without-injections", '{"producer": "run.json, say"}'),
+    ("injection-list-time-not-finite", '[{"gps_time": NaN, "network_snr": 9.5}]'),
+])
+def test_a_json_injection_list_that_is_not_one_is_refused_naming_the_file(
+        case: str, content: str, small_campaign_dir, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """check with search.injections a JSON file that is no list of injections (a number, an
+    object without one, another JSON file) or lists one at a NaN time: exit 2, one line
+    naming the file, not a TypeError nor 0 injections nor a time "outside the span"."""
+    ws = small_campaign_dir(export=False)
+    listed = tmp_path / "list.json"
+    listed.write_text(content + "\n")
+    code = main(["check", str(ws / "campaign.toml"), "--set", 'model.mode="bbhnet"',
+                 "--set", f'search.injections="{listed}"'])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2, line
+    assert line.startswith(f"offline-iaas check: error: search.injections: {listed}: "), line
+    documented(case, cli_error(line), {listed: "F"}, exit_code=code)
+    # the control: a list of one injection is read, and synth.json as synth wrote it
+    listed.write_text(json.dumps([{"gps_time": 1262304010.5, "network_snr": 9.5}]))
+    assert [i.gps_time for i in read_injection_list(listed)[0]] == [1262304010.5]
+    assert read_injection_list(ws / "frames" / "synth.json")[0]

@@ -302,6 +302,9 @@ def _simulate(args: argparse.Namespace) -> None:
 def cmd_reference(args: argparse.Namespace) -> None:
     from offline_iaas.merge.reference import run_reference
 
+    if not args.out.name.lower().endswith((".h5", ".hdf5")):
+        raise ConfigError(f"reference --out {args.out}: must end in .h5 or .hdf5 (the HDF5 "
+                          "output; its physics summary goes beside it, <out>.json)")
     path, wall = run_reference(_config(args), args.out)
     logger.info(f"reference: {path} in {wall:.1f} s")
 
@@ -466,7 +469,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node", required=True, help="the shard merge node (shard0, ...)")
     p = command("reference", cmd_reference,
                 "run the whole span in one process (the reference the campaign must equal)")
-    p.add_argument("--out", type=Path, required=True, help="output HDF5 file")
+    p.add_argument("--out", type=Path, required=True,
+                   help="output HDF5 file (.h5, .hdf5); its summary goes beside it, .json")
     p = command("inspect", cmd_inspect, "print the provenance of a product: a cleaned GWF file "
                 "(its frame history) or a campaign HDF5 file", config=False)
     p.add_argument("file", type=Path)

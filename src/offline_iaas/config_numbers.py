@@ -1,5 +1,5 @@
 """The rules every number of a campaign config meets, whatever its key (``check_config`` runs
-them): finite, never negative, and positive where zero means nothing.
+them): finite, never negative, positive where zero means nothing, and an integer below 2**63.
 
 The numeric fields are found from the sections' dataclasses (a mode package's section's too),
 so a new field is checked without being listed here. Zero is refused for a time
@@ -66,11 +66,20 @@ def numbers(c: CampaignConfig) -> Iterator[tuple[str, Any]]:
             yield f"{c.mode_section_name}.{key}", _value(c.mode_section, key)
 
 
+INTEGER_LIMIT = 2**63
+"""Every integer of a config is below this: a seed goes to numpy, torch and HDF5 attributes
+(``synth.json``, the injection files) as a 64-bit signed integer, and a count beyond it is
+a typo (TOML itself reads integers up to it; ``--set`` reads any)."""
+
+
 def check_finite(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
-    """Every number finite (before any rule computes with one: NaN passes every comparison)."""
+    """Every number finite (before any rule computes with one: NaN passes every comparison),
+    and every integer below ``INTEGER_LIMIT`` (before anything is written with one)."""
     for key, value in numbers(c):
         if isinstance(value, float) and not math.isfinite(value):
             fail(key, f"must be a finite number, got {value}")
+        if isinstance(value, int) and value >= INTEGER_LIMIT:
+            fail(key, f"must be below 2**63 (a 64-bit integer), got {value}")
 
 
 def check_signs(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:

@@ -56,11 +56,12 @@ def add_draw_arguments(p: argparse.ArgumentParser) -> None:
                    "(InterferometerResponseSet: waveforms/h1, ...)")
     p.add_argument("--network-snr-min", type=float,
                    help="optimal network SNR cut (default synth.network_snr_min)")
-    p.add_argument("--seed", type=int, help="default synth.seed")
+    p.add_argument("--seed", type=int, help="default synth.seed (0 to 2**63 - 1)")
 
 
 def cmd_draw(args: argparse.Namespace) -> None:
     from offline_iaas.config import load_config
+    from offline_iaas.config_numbers import INTEGER_LIMIT
     from offline_iaas.errors import ConfigError
     from offline_iaas.search.draw_injections import draw_injection_set, frame_strain_reader
     from offline_iaas.search.injection_file import file_format, write_injection_set
@@ -73,6 +74,8 @@ def cmd_draw(args: argparse.Namespace) -> None:
         raise ConfigError(f"--interval-seconds must be > 0, not {args.interval_seconds:g}")
     if args.network_snr_min is not None and not args.network_snr_min >= 0:  # NaN too
         raise ConfigError(f"--network-snr-min must be >= 0, not {args.network_snr_min:g}")
+    if args.seed is not None and not 0 <= args.seed < INTEGER_LIMIT:  # as synth.seed
+        raise ConfigError(f"--seed must be in [0, 2**63) (a 64-bit integer), not {args.seed}")
     interval = (30.0 / args.rate_per_30s if args.rate_per_30s is not None
                 else args.interval_seconds or 30.0)
     config = load_config(args.config, args.set)

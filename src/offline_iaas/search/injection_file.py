@@ -33,7 +33,7 @@ import numpy as np
 from offline_iaas.atomic import replaced_atomically
 from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.physics import Injection
-from offline_iaas.search.injection_set import InjectionSet, attr_value
+from offline_iaas.search.injection_set import InjectionSet, attr_value, readable_hdf5
 from offline_iaas.search.injections_aframe import MARKERS, read_aframe, write_aframe
 from offline_iaas.search.injections_aframe import REQUIRED as AFRAME_REQUIRED
 from offline_iaas.search.injections_hdf5 import LAYOUT, MASS_FRAMES, REQUIRED, read_hdf5, write_hdf5
@@ -114,22 +114,21 @@ def hdf5_layout(path: Path) -> str:
 
 
 def _open_hdf5(path: Path) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
-    """The file's layout, root attributes and ``parameters`` datasets (numeric ones)."""
+    """The file's layout, root attributes and ``parameters`` datasets (numeric ones); the one
+    place an injection set's HDF5 file is read (``readable_hdf5``: a damaged one is a
+    DataError naming it)."""
     import h5py
 
-    try:
-        with h5py.File(path, "r") as f:
-            attrs = {k: attr_value(v) for k, v in f.attrs.items()}
-            group = f.get("parameters")
-            if not isinstance(group, h5py.Group):
-                raise DataError(f"{path}: no group 'parameters' (one dataset per parameter)")
-            datasets = {name: np.asarray(group[name][()]) for name in group
-                        if isinstance(group[name], h5py.Dataset)
-                        and group[name].dtype.kind in "fiu"}
-            not_numbers = {name: group[name].dtype for name in group
-                           if isinstance(group[name], h5py.Dataset) and name not in datasets}
-    except OSError as err:
-        raise DataError(f"{path}: not a readable HDF5 file: {err}") from None
+    with readable_hdf5(path), h5py.File(path, "r") as f:
+        attrs = {k: attr_value(v) for k, v in f.attrs.items()}
+        group = f.get("parameters")
+        if not isinstance(group, h5py.Group):
+            raise DataError(f"{path}: no group 'parameters' (one dataset per parameter)")
+        datasets = {name: np.asarray(group[name][()]) for name in group
+                    if isinstance(group[name], h5py.Dataset)
+                    and group[name].dtype.kind in "fiu"}
+        not_numbers = {name: group[name].dtype for name in group
+                       if isinstance(group[name], h5py.Dataset) and name not in datasets}
     if any(name in datasets for name in MARKERS):
         _refuse_unusable(path, datasets, not_numbers, AFRAME_REQUIRED)
         return "aframe", attrs, datasets
@@ -176,8 +175,9 @@ def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
     Raises
     ------
     ConfigError
-        Naming ``search.injections`` and the file: missing, not JSON, an injection without a
-        time or SNR, an unknown suffix.
+        Naming ``search.injections`` and the file: missing, not JSON, not a list of injections
+        (nor an object with one under ``injections``), an injection without a time or SNR or
+        with a time that is not finite, an unknown suffix.
     DataError
         From ``read_injection_set``.
     """
@@ -198,23 +198,57 @@ def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
         raise ConfigError(f"search.injections: {path}: cannot read: {err}") from None
     except json.JSONDecodeError as err:
         raise ConfigError(f"search.injections: {path}: not JSON: {err}") from None
-    rows = data.get("injections", []) if isinstance(data, dict) else data
-    found = []
-    for row in rows:
-        try:
-            if "network_snr" in row:
-                snr = float(row["network_snr"])
-            else:
-                snr = float(np.sqrt(sum(v["snr"] ** 2 for v in row["ifos"].values())))
-            parameters = row.get("parameters", {})
-            found.append(Injection(float(row["gps_time"]), snr,
-                                   float(parameters.get("chirp_mass", math.nan)),
-                                   float(parameters.get("luminosity_distance", math.nan))))
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise ConfigError(
-                f"search.injections: {path}: an injection without gps_time and network_snr "
-                f"(or per-ifo snr): {row!r}"
-            ) from None
+    rows = data.get("injections") if isinstance(data, dict) else data
+    if not isinstance(rows, list):
+        what = _json_type(data)
+        if isinstance(data, dict):
+            what = (f"'injections' is {_json_type(rows)}" if "injections" in data
+                    else "an object without 'injections'")
+        raise ConfigError(
+            f"search.injections: {path}: {what}, not a list of injections (synth.json, or a "
+            'JSON list of {"gps_time": ..., "network_snr": ...})')
+    found = [_json_injection(path, number, row) for number, row in enumerate(rows)]
     population = data.get("population", {}) if isinstance(data, dict) else {}
-    volume = population.get("time_volume_gpc3")
+    volume = population.get("time_volume_gpc3") if isinstance(population, dict) else None
+    if volume is not None and not _finite_number(volume):
+        raise ConfigError(f"search.injections: {path}: population.time_volume_gpc3 is "
+                          f"{volume!r}, not a finite number")
     return found, None if volume is None else float(volume)
+
+
+def _json_type(value: Any) -> str:
+    """What JSON ``value`` is, in words (``a number``, ``null``, ...)."""
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _finite_number(value: Any) -> bool:
+    """Whether ``value`` is a finite JSON number (not a boolean, not NaN or Infinity)."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _json_injection(path: Path, number: int, row: Any) -> Injection:
+    """Row ``number`` of a JSON injection list; ConfigError naming the file and the row when
+    it lacks a time or SNR, or its time is not finite (as the HDF5 reader refuses one: NaN is
+    no time outside the span). An SNR may be NaN: synth's where none was measured."""
+    try:
+        if "network_snr" in row:
+            snr = float(row["network_snr"])
+        else:
+            snr = float(np.sqrt(sum(v["snr"] ** 2 for v in row["ifos"].values())))
+        parameters = row.get("parameters", {})
+        injection = Injection(float(row["gps_time"]), snr,
+                              float(parameters.get("chirp_mass", math.nan)),
+                              float(parameters.get("luminosity_distance", math.nan)))
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+        raise ConfigError(
+            f"search.injections: {path}: an injection without gps_time and network_snr "
+            f"(or per-ifo snr): {row!r}"
+        ) from None
+    if not math.isfinite(injection.gps_time):
+        raise ConfigError(f"search.injections: {path}: injection {number} has gps_time "
+                          f"{injection.gps_time}, not a finite GPS time")
+    return injection

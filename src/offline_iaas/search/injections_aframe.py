@@ -94,6 +94,7 @@ from offline_iaas.search.injection_set import (
     attr_value,
     binaries_from_columns,
     finite,
+    readable_hdf5,
     required,
 )
 from offline_iaas.search.waveforms import MSUN_SI
@@ -425,13 +426,10 @@ def _rejected_redshifts(path: Path, ifos: list[str]) -> np.ndarray | None:
     rejected = path.with_name(REJECTED_FILE)
     if rejected == path or not rejected.is_file():
         return None
-    try:
-        with h5py.File(rejected, "r") as f:
-            theirs = [str(attr_value(i)) for i in f.attrs.get("ifos", [])]
-            rows = int(f.attrs["length"]) if "length" in f.attrs else None
-            z = f["parameters/redshift"][()] if "parameters/redshift" in f else None
-    except OSError as err:
-        raise DataError(f"{rejected}: not a readable HDF5 file: {err}") from None
+    with readable_hdf5(rejected), h5py.File(rejected, "r") as f:
+        theirs = [str(attr_value(i)) for i in f.attrs.get("ifos", [])]
+        rows = int(f.attrs["length"]) if "length" in f.attrs else None
+        z = f["parameters/redshift"][()] if "parameters/redshift" in f else None
     if z is None or rows is None or len(z) != rows:
         raise DataError(f"{rejected}: aframe's rejected draws need attribute length and "
                         "'parameters/redshift' of that many rows")

@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from offline_iaas.errors import ConfigError, DataError
-from offline_iaas.search.injection_set import InjectionSet
+from offline_iaas.search.injection_set import HDF5_DAMAGE, InjectionSet, readable_hdf5
 from offline_iaas.search.waveforms import BinaryParameters, Polarizations, detector_strain
 
 GRID_TOLERANCE = 1e-6
@@ -93,7 +93,7 @@ class ResponseSet:
         try:
             with h5py.File(self.path, "r") as f:
                 return np.asarray(f[WAVEFORMS][ifo.lower()][index], np.float64)
-        except (OSError, KeyError) as err:
+        except HDF5_DAMAGE as err:
             raise DataError(f"{self.path}: cannot read row {index} of "
                             f"'{WAVEFORMS}/{ifo.lower()}': {err}") from None
 
@@ -126,22 +126,19 @@ def read_response_set(path: Path) -> ResponseSet | None:
     path = Path(path)
     if not path.name.lower().endswith((".h5", ".hdf5")) or not path.is_file():
         return None  # read_injection_set says what is wrong with it
-    try:
-        with h5py.File(path, "r") as f:
-            group = f.get(WAVEFORMS)
-            if not isinstance(group, h5py.Group):
-                return None
-            missing = [name for name in METADATA if name not in f.attrs]
-            if missing:
-                raise DataError(f"{path}: an InterferometerResponseSet ('{WAVEFORMS}' group) "
-                                f"needs root attribute {missing[0]}")
-            rate, duration, right_pad = (float(f.attrs[name]) for name in METADATA)
-            times = np.asarray(f["parameters/injection_time"][()], np.float64) if (
-                "parameters/injection_time" in f) else None
-            shapes = {name.upper(): group[name].shape for name in group
-                      if isinstance(group[name], h5py.Dataset)}
-    except OSError as err:
-        raise DataError(f"{path}: not a readable HDF5 file: {err}") from None
+    with readable_hdf5(path), h5py.File(path, "r") as f:
+        group = f.get(WAVEFORMS)
+        if not isinstance(group, h5py.Group):
+            return None
+        missing = [name for name in METADATA if name not in f.attrs]
+        if missing:
+            raise DataError(f"{path}: an InterferometerResponseSet ('{WAVEFORMS}' group) "
+                            f"needs root attribute {missing[0]}")
+        rate, duration, right_pad = (float(f.attrs[name]) for name in METADATA)
+        times = np.asarray(f["parameters/injection_time"][()], np.float64) if (
+            "parameters/injection_time" in f) else None
+        shapes = {name.upper(): group[name].shape for name in group
+                  if isinstance(group[name], h5py.Dataset)}
     if times is None:
         raise DataError(f"{path}: an InterferometerResponseSet needs "
                         "'parameters/injection_time'")
