@@ -301,8 +301,9 @@ def _simulate(args: argparse.Namespace) -> None:
 
 def cmd_reference(args: argparse.Namespace) -> None:
     from offline_iaas.merge.reference import run_reference
+    from offline_iaas.search.injection_file import HDF5_SUFFIXES
 
-    if not args.out.name.lower().endswith((".h5", ".hdf5")):
+    if not args.out.name.lower().endswith(HDF5_SUFFIXES):
         raise ConfigError(f"reference --out {args.out}: must end in .h5 or .hdf5 (the HDF5 "
                           "output; its physics summary goes beside it, <out>.json)")
     path, wall = run_reference(_config(args), args.out)

@@ -123,8 +123,10 @@ def read_response_set(path: Path) -> ResponseSet | None:
     aframe's schema (``InjectionMetadata.__post_init__``)."""
     import h5py
 
+    from offline_iaas.search.injection_file import HDF5_SUFFIXES
+
     path = Path(path)
-    if not path.name.lower().endswith((".h5", ".hdf5")) or not path.is_file():
+    if not path.name.lower().endswith(HDF5_SUFFIXES) or not path.is_file():
         return None  # read_injection_set says what is wrong with it
     with readable_hdf5(path), h5py.File(path, "r") as f:
         group = f.get(WAVEFORMS)
