@@ -20,9 +20,10 @@ from offline_iaas import records
 from offline_iaas.bench.provenance import source_commit
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.records import CampaignSummary, PartRecord
+from offline_iaas.records import PartRecord
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
+from offline_iaas.summaries import CampaignSummary
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 

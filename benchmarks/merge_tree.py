@@ -28,8 +28,9 @@ from pathlib import Path
 
 from offline_iaas import records
 from offline_iaas.bench.provenance import source_commit
-from offline_iaas.records import CampaignSummary, ShardSummary, read_run_info
+from offline_iaas.records import read_run_info
 from offline_iaas.rundir import RunDir
+from offline_iaas.summaries import CampaignSummary, ShardSummary
 
 OFFLINE_IAAS = str(Path(sys.executable).parent / "offline-iaas")
 LAYOUTS = [("one merge node", 0), ("1 shard", 32768), ("4 shards", 640), ("16 shards", 128)]

@@ -516,7 +516,7 @@ def complete_merge(run: RunDir, data: bytes = b"campaign bytes", written_in: Pat
     from offline_iaas import records
     from offline_iaas.completeness import file_sha256
     from offline_iaas.config import load_config
-    from offline_iaas.records import CampaignSummary
+    from offline_iaas.summaries import CampaignSummary
 
     config = load_config(run.config)
     h5_path, json_path = run.output

@@ -293,6 +293,12 @@ def _job_spec_damaged(ws: Path) -> list[str]:
     return ["merge-shard", "--run-dir", str(run), "--node", "shard0"]
 
 
+def _job_spec_deleted(ws: Path) -> list[str]:
+    run = run_dir(ws)
+    (run / "jobs" / "client1.json").unlink()
+    return ["client", "--run-dir", str(run), "--node", "client1"]
+
+
 def _job_spec_not_text(ws: Path) -> list[str]:
     run = run_dir(ws)
     (run / "jobs" / "client0.json").write_bytes(b"\xff\xfe{")
@@ -476,6 +482,9 @@ CASES: list[Case] = [
          lambda ws: [f"{ws / 'run' / 'jobs' / 'shard0.json'}: not a JSON document",
                      f"restore it with 'offline-iaas make-dag {ws / 'run' / 'campaign.toml'} "
                      f"--out {ws / 'run'}'"]),
+    Case("job-spec-deleted", 6, _job_spec_deleted,
+         lambda ws: [f"{ws / 'run' / 'jobs' / 'client1.json'}: no job spec for node client1: "
+                     "restore it with"]),
     Case("job-spec-not-text", 6, _job_spec_not_text,
          lambda ws: [f"{ws / 'run' / 'jobs' / 'client0.json'}: cannot read"]),
     Case("make-dag-into-other-files", 6,
@@ -542,8 +551,9 @@ def test_bad_input(case: Case, base: Path, tmp_path: Path) -> None:
     assert processes_mentioning(str(ws)) == []
 
 
-def test_the_command_a_damaged_job_spec_names_writes_it_again(
-        base: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+@pytest.mark.parametrize("fault", ["damaged", "deleted"])
+def test_the_command_a_damaged_or_deleted_job_spec_names_writes_it_again(
+        base: Path, tmp_path: Path, capsys: pytest.CaptureFixture, fault: str) -> None:
     """The make-dag command the message gives, run as given, writes the job spec again and
     keeps the finished parts; the node then reads its spec."""
     import re
@@ -558,7 +568,10 @@ def test_the_command_a_damaged_job_spec_names_writes_it_again(
     fake_parts(run)
     spec = run / "jobs" / "shard0.json"
     written, parts = spec.read_bytes(), file_hashes(run / "parts")
-    spec.write_text("{\n")
+    if fault == "damaged":
+        spec.write_text("{\n")
+    else:
+        spec.unlink()
     capsys.readouterr()
     assert main(["merge-shard", "--run-dir", str(run), "--node", "shard0"]) == 6
     message = capsys.readouterr().err.strip().splitlines()[-1]

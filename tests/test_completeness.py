@@ -32,8 +32,9 @@ from offline_iaas.completeness import Hashes, part_problem
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
-from offline_iaas.records import CampaignSummary, read_run_info, read_shard_job
+from offline_iaas.records import read_run_info, read_shard_job
 from offline_iaas.rundir import RunDir
+from offline_iaas.summaries import CampaignSummary
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status
 from tests.helpers import (

@@ -26,10 +26,11 @@ from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.merge.tree import shard_extents, shard_merges
 from offline_iaas.physics import PAD_SECONDS, cluster_indices, zero_phase_blocks
-from offline_iaas.records import ShardSummary, read_shard_job
+from offline_iaas.records import read_shard_job
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_shares, make_stretches, output_x0
+from offline_iaas.summaries import ShardSummary
 from offline_iaas.workflow.dag import parse_dag
 from tests.helpers import (
     SMALL_CAMPAIGN,

@@ -373,7 +373,7 @@ HEAVY = ("scipy", "matplotlib", "h5py", "torch", "gwpy")
 
 
 def _heavy_after(statement: str) -> list[str]:
-    code = (f"import sys\nfrom offline_iaas.records import summary_type\n{statement}\n"
+    code = (f"import sys\nfrom offline_iaas.summaries import summary_type\n{statement}\n"
             f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, timeout=120)

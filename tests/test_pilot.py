@@ -15,10 +15,11 @@ from offline_iaas import records
 from offline_iaas.cli import main
 from offline_iaas.config import load_config, write_config
 from offline_iaas.errors import ConfigError, RunError, exit_code
-from offline_iaas.records import CampaignSummary, PartRecord, Piece, read_run_info
+from offline_iaas.records import PartRecord, Piece, read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.sizing.pilot import read_pilot
 from offline_iaas.sizing.plan import plan_from_run
+from offline_iaas.summaries import CampaignSummary
 from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, file_hashes
 

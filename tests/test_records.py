@@ -265,7 +265,7 @@ def test_the_summarys_physics_reads_back_typed_and_a_renamed_field_is_named(
     import math
 
     from offline_iaas.merge.postprocess import physics_lines
-    from offline_iaas.records import CampaignSummary
+    from offline_iaas.summaries import CampaignSummary
 
     asd = {"fftlength": 4.0, "guard_hz": 2.0, "line_hz": 60.0, "ratio_at_line": 0.03,
            "max_ratio_in_band": math.nan, "min_ratio_outside_band": 0.99,
@@ -307,7 +307,7 @@ def test_a_summary_is_read_with_the_sections_of_its_own_mode(tmp_path: Path) -> 
     """Each mode's package types its sections (``BuiltInParts.summary_sections``): a bbhnet
     campaign's summary with a DeepClean section is refused, naming the section; the same
     section under mode e2e (which cleans) reads."""
-    from offline_iaas.records import CampaignSummary
+    from offline_iaas.summaries import CampaignSummary
 
     search = {"triggers": 3, "cluster_seconds": 1.0}
     gate = {"valid_seconds": 64.0, "flagged_seconds": 0.0, "files_flagged": 0, "files": 1}

@@ -31,7 +31,7 @@ from offline_iaas.errors import RunError
 from offline_iaas.lifetime import start_ticks
 from offline_iaas.local_state import LocalState
 from offline_iaas.manifest import Manifest, ManifestShape
-from offline_iaas.records import CampaignSummary, RunInfo, write_client_job
+from offline_iaas.records import RunInfo, write_client_job
 from offline_iaas.report import plots, write_report
 from offline_iaas.report.page import table
 from offline_iaas.report.provenance import manifest_rows
@@ -43,6 +43,7 @@ from offline_iaas.science.bbhnet.products import read_triggers
 from offline_iaas.science.deepclean.products import strain_spectra
 from offline_iaas.serve.monitor import CSV_HEADER, read_monitor_csv
 from offline_iaas.stretches import client_shares, make_stretches
+from offline_iaas.summaries import CampaignSummary
 from tests.browser import check_page, headless_chromium, missing_browser
 from tests.error_catalogue import documented
 from tests.helpers import captured_log

@@ -38,17 +38,16 @@ from offline_iaas.errors import RunError
 from offline_iaas.gps import gps_span_text
 from offline_iaas.records import (
     V1_HASH_PREFIX,
-    CampaignSummary,
     ClientJob,
     ClientShare,
     MergeShard,
     PartRecord,
     R,
     ShardJob,
-    ShardSummary,
     read_optional,
 )
 from offline_iaas.rundir import MERGE_NODE, RunDir, is_shard_node
+from offline_iaas.summaries import CampaignSummary, ShardSummary
 
 
 @dataclass(frozen=True)

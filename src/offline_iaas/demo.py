@@ -21,8 +21,8 @@ from offline_iaas.config_checks import current_name, parse_override
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.errors import MismatchError
 from offline_iaas.mode_packages import find_mode
-from offline_iaas.records import CampaignSummary
 from offline_iaas.rundir import RunDir
+from offline_iaas.summaries import CampaignSummary
 
 logger = logging.getLogger(__name__)
 

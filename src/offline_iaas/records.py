@@ -2,7 +2,7 @@
 
 The run directory is the campaign's database: every node reads and writes it, and
 ``run-local``, ``status``, ``report`` and the merge decide from it what is done. Its JSON
-documents are written and read only through this module, each as a pydantic model with a
+documents are written and read only through its framework, each as a pydantic model with a
 schema version (``schema_version``; a document without one is version 1, the layout before
 versions, read where it can be without guessing):
 
@@ -17,8 +17,8 @@ record              file                            version  written by
                     share.json``
 ``BadFiles``        ``parts/<client>.checkpoints/   2        the client, while it streams
                     bad-files.json``
-``ShardSummary``    ``RUN/output/shards/<c>.json``  2        a shard merge
-``CampaignSummary`` ``RUN/output/campaign.json``    2        the merge (single, or the index)
+``ShardSummary``    ``RUN/output/shards/<c>.json``  2        a shard merge (``summaries.py``)
+``CampaignSummary`` ``RUN/output/campaign.json``    2        the merge (``summaries.py``)
 ``Manifest``        ``<repository>/manifest.json``  2        export (``manifest.py``)
 ``LocalState``      ``RUN/local-state.json``        2        run-local (``local_state.py``)
 ``ServerAddress``   ``RUN/servers/<node>.json``     2        serve (``rendezvous/addresses.py``)
@@ -33,7 +33,8 @@ sidecar → the merge → the output's provenance), ``Piece`` (a share's part of
 A client's share is one type, ``ClientShare``, and a shard merge's interval and parents one,
 ``MergeShard`` (frozen pydantic models), whose fields the records that carry one
 (``ShareRecord``: the job spec, the sidecar, the checkpoint stamp; ``ShardJob``) hold as
-their own. The campaign summary's physics sections are its mode package's types.
+their own. The merge's summaries are ``summaries.py``'s; the campaign summary's physics
+sections are its mode package's types.
 
 Reading a record that is missing, is not JSON, misses a field, has a field of the wrong type
 or an unknown one, or whose version is newer than this code's raises one ``RunError`` (exit
@@ -43,20 +44,18 @@ is ``completeness.py``'s.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import to_jsonable_python
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
 from offline_iaas.rundir import RunDir, restore_advice
-from offline_iaas.summary_physics import Physics, physics_type
 
 V1_HASH_PREFIX = "v1:"
 """A version-1 record's ``config_hash`` (one hash of the whole output, before the stream
@@ -179,8 +178,12 @@ class Record(BaseModel):
 
 R = TypeVar("R", bound=Record)
 
+DAMAGED_REMEDY = "delete it and run again"
+"""What a message says to do with a damaged record that its writer makes again on the next
+run (a job spec says make-dag's restoring command instead)."""
 
-def _v1_hash(data: dict[str, Any], *names: str) -> dict[str, Any]:
+
+def v1_hash_fields(data: dict[str, Any], *names: str) -> dict[str, Any]:
     """``config_hash`` of a version-1 document as ``v1:<hash>`` under ``names``."""
     out = dict(data)
     if "config_hash" in out:
@@ -197,7 +200,7 @@ def _field(loc: tuple[Any, ...]) -> str:
     return text or "(the document)"
 
 
-def read(kind: type[R], path: Path, remedy: str = "delete it and run again") -> R:
+def read(kind: type[R], path: Path, remedy: str = DAMAGED_REMEDY) -> R:
     """The record of type ``kind`` in ``path`` (``remedy``: what to do when it is not JSON).
 
     Raises
@@ -215,7 +218,7 @@ def read(kind: type[R], path: Path, remedy: str = "delete it and run again") -> 
     return parse(kind, text, path, remedy)
 
 
-def parse(kind: type[R], text: str, path: Path, remedy: str = "delete it and run again") -> R:
+def parse(kind: type[R], text: str, path: Path, remedy: str = DAMAGED_REMEDY) -> R:
     """``read`` of a document's text (``path`` names it in errors)."""
     try:
         data = json.loads(text)
@@ -320,7 +323,7 @@ class RunInfo(Record):
 
     @classmethod
     def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
-        out = _v1_hash(data, "stream_hash", "merge_hash")
+        out = v1_hash_fields(data, "stream_hash", "merge_hash")
         if out.get("model") == {}:
             out["model"] = None
         return out
@@ -391,8 +394,19 @@ def read_job(kind: type[R], run: RunDir, node: str) -> R:
     """``node``'s job spec (RunError naming the file; damaged: with make-dag's command)."""
     path = run.job(node)
     if not path.exists():
-        raise RunError(f"{path}: no job spec for node {node}")
+        raise RunError(f"{path}: no job spec for node {node}{_missing_spec_advice(run, node)}")
     return read(kind, path, restore_advice(run))
+
+
+def _missing_spec_advice(run: RunDir, node: str) -> str:
+    """How to restore a job spec that make-dag wrote (nothing where run.json cannot say)."""
+    try:
+        info = read(RunInfo, run.run_info)
+    except RunError:
+        return ""
+    if node in info.clients + info.shards:
+        return f": {restore_advice(run)}"
+    return f": not a node of this run (run.json: {len(info.clients)} client(s))"
 
 
 def read_client_job(run: RunDir, node: str) -> ClientShare:
@@ -455,7 +469,7 @@ class PartRecord(ShareRecord, ClientRun):
 
     @classmethod
     def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
-        return {"bytes": None, **_v1_hash(data, "stream_hash")}
+        return {"bytes": None, **v1_hash_fields(data, "stream_hash")}
 
 
 class CheckpointStamp(ShareRecord):
@@ -483,113 +497,6 @@ class BadFiles(Record):
     def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
         raise RunError(f"{path}: a bad-file list of an older offline-iaas; delete {path.parent} "
                        "(the client's checkpoints) and run again")
-
-
-@dataclass(frozen=True)
-class DatasetOffset:
-    """A series dataset of a shard merge's file: where its bytes are (for the index)."""
-
-    name: str
-    x0: float
-    shape: tuple[int, ...]
-    offset: int | None
-    """Byte offset in the file (None: not contiguous; the index refuses it)."""
-    nbytes: int
-
-
-class ShardSummary(Record):
-    """``RUN/output/shards/<shard>.json``: a shard merge's record, written last."""
-
-    KIND: ClassVar[str] = "shard merge summary"
-
-    complete: bool
-    node: str
-    gps: tuple[float, float]
-    data_seconds: float
-    analysed_seconds: float = 0.0
-    """Of ``data_seconds``, those not in gaps of bad frame files."""
-    clients: tuple[str, ...]
-    wall_seconds: float
-    setup_seconds: float = 0.0
-    cpu_seconds: float = 0.0
-    peak_rss_mb: float
-    merge_hash: str
-    """The campaign's ``merge_hash`` it was made under."""
-    bytes: int
-    sha256: str | None
-    """Of the shard file (None in version 1: its size only is checked)."""
-    datasets: tuple[DatasetOffset, ...]
-    frame_files: tuple[tuple[str, str, int, int], ...] = ()
-    """The GWF files written: interferometer, path in its frames directory, GPS, seconds."""
-    frame_spans: dict[str, dict[str, tuple[tuple[float, float], ...]]] = {}
-    """Per interferometer, the ``valid`` and ``flagged`` spans of those files."""
-    bad_frame_files: tuple[BadFile, ...] = ()
-
-    @classmethod
-    def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
-        return {"sha256": None, "analysed_seconds": data.get("data_seconds"),
-                **_v1_hash(data, "merge_hash")}
-
-
-@dataclass(frozen=True)
-class ShardWalls:
-    total: float
-    max: float
-
-
-class CampaignSummary(Record, Physics):
-    """``RUN/output/campaign.json``: the merge's record (the single merge's, or the index's),
-    written last, with its mode's physics sections (``deepclean``, ``bbhnet``, ...:
-    ``postprocess``'s) at its top level, read as ``summary_type(mode)``."""
-
-    KIND: ClassVar[str] = "campaign summary"
-    RENAMED: ClassVar[dict[str, str]] = {f"chunk{s}": f"shard{s}" for s in (
-        "s", "_wall_seconds", "_setup_seconds", "_cpu_seconds", "_data_seconds")}
-
-    complete: bool
-    wall_seconds: float
-    cpu_seconds: float
-    peak_rss_mb: float
-    sha256: str
-    bytes: int | None
-    """The output file's size (None in version 1)."""
-    stream_hash: str
-    merge_hash: str
-    mode: str
-    analysed_seconds: float = 0.0
-    """Data seconds the output holds; a merge is complete only over more than zero."""
-    planned_seconds: float | None = None
-    """With no data analysed: the seconds planned (the bad frame files took the rest)."""
-    run_dir: str = ""
-    """The run directory the output was written in (it names that directory's files)."""
-    shards: int = 0
-    """Shard merges indexed (0: the single merge)."""
-    shard_wall_seconds: ShardWalls | None = None
-    shard_setup_seconds: float = 0.0
-    shard_cpu_seconds: float = 0.0
-    shard_data_seconds: float = 0.0
-    bad_frame_files: tuple[BadFile, ...] = ()
-
-    @classmethod
-    def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
-        return {"bytes": None, **_v1_hash(data, "stream_hash", "merge_hash")}
-
-    @classmethod
-    def document_type(cls, data: dict[str, Any]) -> type[Record]:
-        return summary_type(data["mode"]) if isinstance(data.get("mode"), str) else cls
-
-    @property
-    def physics(self) -> Physics:
-        """The physics sections alone (``physics_type(mode)``)."""
-        kind = physics_type(self.mode)
-        return kind(**{name: getattr(self, name) for name in kind.model_fields})
-
-
-@functools.cache
-def summary_type(mode: str) -> type[CampaignSummary]:
-    """``CampaignSummary`` with the physics sections of ``mode`` (``physics_type``)."""
-    return create_model(f"CampaignSummary[{mode}]", __base__=(CampaignSummary,
-                                                              physics_type(mode)))
 
 
 def bad_files_of(entries: Iterable[BadFile]) -> list[BadFile]:

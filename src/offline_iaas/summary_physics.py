@@ -1,7 +1,7 @@
 """The physics sections of the campaign summary (``RUN/output/campaign.json``), as types.
 
 The merge computes these numbers (``merge/postprocess.summarize``: the mode's package's
-``summarize``) and ``records.CampaignSummary`` carries them at its top level, beside the
+``summarize``) and ``summaries.CampaignSummary`` carries them at its top level, beside the
 merge's own fields. Each section's type is its mode package's (``ModePackage.
 summary_sections``: DeepClean's ASD numbers and GWF gate per interferometer in
 ``science/deepclean/summary.py``, BBHnet's triggers, background, found/missed and VT in

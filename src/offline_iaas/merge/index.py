@@ -49,14 +49,9 @@ from offline_iaas.merge.stitch import (
     write_summary,
 )
 from offline_iaas.merge.tree import stretch_series
-from offline_iaas.records import (
-    DatasetOffset,
-    RunInfo,
-    ShardSummary,
-    read_client_job,
-    read_shard_job,
-)
+from offline_iaas.records import RunInfo, read_client_job, read_shard_job
 from offline_iaas.rundir import RunDir
+from offline_iaas.summaries import DatasetOffset, ShardSummary
 
 logger = logging.getLogger(__name__)
 

@@ -29,14 +29,10 @@ from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import ShardProducts
 from offline_iaas.merge.stitch import bad_files, campaign_stretches, check_parts, stage_parts
 from offline_iaas.merge.tree import extent_data_seconds, shard_extents
-from offline_iaas.records import (
-    DatasetOffset,
-    ShardSummary,
-    read_client_job,
-    read_shard_job,
-)
+from offline_iaas.records import read_client_job, read_shard_job
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
+from offline_iaas.summaries import DatasetOffset, ShardSummary
 
 logger = logging.getLogger(__name__)
 

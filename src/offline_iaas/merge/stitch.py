@@ -22,7 +22,7 @@ from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
 from offline_iaas.modes import output_kind
-from offline_iaas.records import BadFile, CampaignSummary, ClientShare, PartRecord, Piece
+from offline_iaas.records import BadFile, ClientShare, PartRecord, Piece
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import (
@@ -32,6 +32,7 @@ from offline_iaas.stretches import (
     stretches_of,
     sub_pieces,
 )
+from offline_iaas.summaries import CampaignSummary
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +220,7 @@ def stage_parts(run: RunDir, config: CampaignConfig, shares: list[ClientShare],
 
 def merge_record(run: RunDir, config: CampaignConfig, stretches: list[Stretch],
                  wall_seconds: float, cpu_seconds: float) -> dict[str, Any]:
-    """What a merge node's summary (``output/campaign.json``, a ``records.CampaignSummary``)
+    """What a merge node's summary (``output/campaign.json``, a ``summaries.CampaignSummary``)
     records about its own run and file, before the physics numbers: complete only over
     analysed data (``stretches``: the output's), and the run directory it was written in (its
     output names that directory's files: the index its shards, the LAL cache its frames; see
@@ -236,7 +237,7 @@ def merge_record(run: RunDir, config: CampaignConfig, stretches: list[Stretch],
 
 def write_summary(path: Path, fields: dict[str, Any]) -> CampaignSummary:
     """Write the merge's summary (``merge_record``'s fields, the index's, the physics
-    sections) as a ``records.CampaignSummary``; return it."""
+    sections) as a ``summaries.CampaignSummary``; return it."""
     summary = records.build(CampaignSummary, fields)
     records.write(summary, path)
     return summary

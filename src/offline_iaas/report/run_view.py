@@ -12,9 +12,10 @@ import h5py
 from offline_iaas import records
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import RunError
-from offline_iaas.records import CampaignSummary, R, RunInfo
+from offline_iaas.records import R, RunInfo
 from offline_iaas.report import page
 from offline_iaas.rundir import RunDir
+from offline_iaas.summaries import CampaignSummary
 from offline_iaas.summary_physics import Numbers, Physics, package_section, physics_type
 
 logger = logging.getLogger(__name__)

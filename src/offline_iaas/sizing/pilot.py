@@ -16,8 +16,9 @@ from offline_iaas.binding import check_run_directory
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ConfigError, RunError
 from offline_iaas.local_state import read_local_state
-from offline_iaas.records import CampaignSummary, PartRecord
+from offline_iaas.records import PartRecord
 from offline_iaas.rundir import RunDir
+from offline_iaas.summaries import CampaignSummary
 
 
 @dataclass(frozen=True)

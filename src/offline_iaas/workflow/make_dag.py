@@ -32,7 +32,6 @@ from offline_iaas.records import (
     MergeShard,
     RunInfo,
     ServedModel,
-    ShardSummary,
     write_client_job,
     write_shard_job,
 )
@@ -42,6 +41,7 @@ from offline_iaas.repository.export import model_record, read_manifest
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.startup_checks import Checking, run_checks, training_spans
 from offline_iaas.stretches import client_shares, make_stretches, server_name, stretches_of
+from offline_iaas.summaries import ShardSummary
 from offline_iaas.workflow.dag import Script, dag_text
 from offline_iaas.workflow.profiles import resolve_site, submit_texts
 
