@@ -21,7 +21,6 @@ latest).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib.util
 import json
 import os
@@ -45,6 +44,13 @@ from offline_iaas.repository import pipeline
 from offline_iaas.repository.backend.layer_stream import MANIFEST as STREAMED_MANIFEST
 from offline_iaas.repository.backend.layer_stream import open_streamed, runner_modules
 from offline_iaas.repository.pipeline import onnx_session
+from offline_iaas.repository.readable import (
+    cannot_read,
+    graph_problems,
+    graph_sha256,
+    unreadable,
+    unreadable_in,
+)
 from offline_iaas.repository.streamed_export import streamed_networks
 
 MANIFEST = "manifest.json"
@@ -402,13 +408,20 @@ def _whitening_problems(where: str, config: CampaignConfig, found: str | dict) -
 
 def read_manifest(repo: Path) -> Manifest:
     """The repository's manifest (``records.Manifest``); ModelError (as every problem with a
-    repository) when it is missing, unreadable, or misses a field: export again."""
+    repository) when it is missing, damaged or misses a field (export again), or cannot be
+    read for the OS's reason (``readable.cannot_read``: exporting again gives no access)."""
     path = repo / MANIFEST
-    if not path.exists():
-        raise ModelError(
-            f"{repo}: not a model repository written by offline-iaas export (no {MANIFEST})")
     try:
-        return records.read(Manifest, path)
+        text = path.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        raise ModelError(f"{repo}: not a model repository written by offline-iaas export "
+                         f"(no {MANIFEST})") from None
+    except OSError as err:
+        raise ModelError(cannot_read(path, err)) from None
+    except UnicodeDecodeError as err:
+        raise ModelError(f"{path}: cannot read: {err}; export the repository again") from None
+    try:
+        return records.parse(Manifest, text, path)
     except RunError as err:
         raise ModelError(f"{err}; export the repository again") from None
 
@@ -489,37 +502,8 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
         problems.append(f"{where}: holds model {manifest.ensemble!r}, the campaign "
                         f"calls {config.model.name!r} (model.name)")
     if load_graphs:
-        problems += _graph_problems(repo, manifest)
+        problems += graph_problems(repo, manifest)
     return manifest, problems
-
-
-def _graph_problems(repo: Path, manifest: Manifest) -> list[str]:
-    """One line per network graph of the manifest that is missing or that onnxruntime
-    refuses to load."""
-    problems, missing = [], set()
-    for name, entry in manifest.networks.items():
-        path = repo / entry.path
-        if not path.is_file():
-            problems.append(f"{path}: the {name} graph is missing: export again")
-            missing.add(name)
-            continue
-        try:
-            pipeline.onnx_session(path)
-        except Exception as err:  # onnxruntime raises its own types, with long messages
-            text = str(err).strip().splitlines()
-            problems.append(f"{path}: onnxruntime cannot load the {name} graph "
-                            f"({text[0] if text else type(err).__name__}): a half-copied "
-                            "repository? export again")
-    for name, directory in manifest.streamed.items():  # model.streamed
-        if name in missing:  # beside its missing graph: one line says export again
-            continue
-        try:
-            open_streamed(repo / directory)
-        except Exception as err:  # a missing file, or onnxruntime's own types
-            text = str(err).strip().splitlines()
-            problems.append(f"{repo / directory}: cannot load the streamed {name} graphs "
-                            f"({text[0] if text else type(err).__name__}): export again")
-    return problems
 
 
 def check_repository(config: CampaignConfig, load_graphs: bool = False) -> Manifest:
@@ -542,6 +526,8 @@ def network_onnx_path(repo: Path, name: str) -> Path:
     entry = read_manifest(repo).networks.get(name)
     path = repo / entry.path if entry else repo / name / str(latest_version(repo / name)) / \
         "model.onnx"
+    if refused := unreadable(path):
+        raise ModelError(refused)
     if not path.exists():
         raise ModelError(f"{repo}: no {name} graph (looked for {path})")
     return path
@@ -552,7 +538,7 @@ def model_record(repository: Path, manifest: Manifest) -> ServedModel:
     SHA-256 of the graph served and of the weight files it was exported from."""
     graphs = {}
     for name, entry in manifest.networks.items():
-        digest = hashlib.sha256((repository / entry.path).read_bytes()).hexdigest()
+        digest = graph_sha256(repository / entry.path, name)
         graphs[name] = NetworkGraph(manifest.versions.get(name), digest,
                                     dict(entry.weights_sha256))
     return ServedModel(manifest.ensemble, manifest.flavor, graphs)
@@ -577,6 +563,8 @@ def network_sessions(
             raise ModelError(f"{repo}: no streamed {network} graphs (model.streamed = true): "
                              "export again")
         directory = repo / streamed[network]
+        if refused := unreadable_in(directory):
+            raise ModelError(refused)
         if not (directory / STREAMED_MANIFEST).is_file():
             raise ModelError(f"{repo}: no {network} graph (looked for {directory})")
         sessions[network] = open_streamed(directory, threads, device)

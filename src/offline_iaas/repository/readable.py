@@ -1,0 +1,101 @@
+"""A model repository's files as commands read them: its network graphs checked (onnxruntime
+loads each) and hashed.
+
+A file that is there but cannot be read (a permission, a directory where a file should be,
+an I/O error) is named with the OS's reason and no remedy: exporting again gives no reader
+access. A file that is missing or damaged is for ``export`` again, and its line says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from offline_iaas.errors import ModelError
+from offline_iaas.manifest import Manifest
+from offline_iaas.repository.backend.layer_stream import open_streamed
+from offline_iaas.repository.pipeline import onnx_session
+
+
+def cannot_read(path: Path, err: OSError) -> str:
+    """One line: ``path`` and the OS's reason it cannot be read (``Permission denied``)."""
+    return f"{path}: cannot read: {err.strerror or err}"
+
+
+def unreadable(path: Path) -> str | None:
+    """``cannot_read``'s line when ``path`` is there but cannot be opened for reading; None
+    when it can be, or is missing (the caller's own line: export again)."""
+    try:
+        with open(path, "rb"):
+            return None
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        return cannot_read(path, err)
+
+
+def unreadable_in(directory: Path) -> str | None:
+    """``unreadable``'s line for ``directory`` when it cannot be listed, else for its first
+    file that cannot be read; None when every file can be, or it is missing."""
+    try:
+        with os.scandir(directory) as listing:
+            files = sorted(Path(e.path) for e in listing if not e.is_dir())
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        return cannot_read(directory, err)
+    return next((line for path in files if (line := unreadable(path))), None)
+
+
+def missing_graph(path: Path, name: str) -> str:
+    """The line of network ``name``'s graph ``path`` missing from the repository."""
+    return f"{path}: the {name} graph is missing: export again"
+
+
+def graph_sha256(path: Path, name: str) -> str:
+    """The SHA-256 of network ``name``'s graph ``path``; ModelError when it is missing
+    (export again) or cannot be read (``cannot_read``)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        raise ModelError(missing_graph(path, name)) from None
+    except OSError as err:
+        raise ModelError(cannot_read(path, err)) from None
+
+
+def graph_problems(repo: Path, manifest: Manifest) -> list[str]:
+    """One line per network graph of the manifest (and per ``model.streamed`` directory of
+    graphs) that is missing, cannot be read, or that onnxruntime refuses to load."""
+    problems, missing = [], set()
+    for name, entry in manifest.networks.items():
+        path = repo / entry.path
+        refused = unreadable(path)
+        if refused:
+            problems.append(refused)
+            continue
+        if not path.is_file():
+            problems.append(missing_graph(path, name))
+            missing.add(name)
+            continue
+        try:
+            onnx_session(path)
+        except Exception as err:  # onnxruntime raises its own types, with long messages
+            text = str(err).strip().splitlines()
+            problems.append(f"{path}: onnxruntime cannot load the {name} graph "
+                            f"({text[0] if text else type(err).__name__}): a half-copied "
+                            "repository? export again")
+    for name, directory in manifest.streamed.items():  # model.streamed
+        if name in missing:  # beside its missing graph: one line says export again
+            continue
+        refused = unreadable_in(repo / directory)
+        if refused:
+            problems.append(refused)
+            continue
+        try:
+            open_streamed(repo / directory)
+        except Exception as err:  # a missing file, or onnxruntime's own types
+            text = str(err).strip().splitlines()
+            problems.append(f"{repo / directory}: cannot load the streamed {name} graphs "
+                            f"({text[0] if text else type(err).__name__}): export again")
+    return problems
