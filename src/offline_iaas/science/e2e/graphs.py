@@ -53,7 +53,8 @@ def subtract_onnx(config: CampaignConfig) -> object:
 
 
 def subtract_graphs(request: GraphRequest) -> list[Graph]:
-    """e2e: the band-passed prediction subtracted from the strain (no weights)."""
+    """e2e: the averaged prediction (not band-passed: a zero-phase band-pass needs samples
+    after the stride) subtracted from the strain (no weights)."""
     import onnx
 
     config, out_dir = request.config, request.out_dir
