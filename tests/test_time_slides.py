@@ -448,32 +448,39 @@ def test_time_slides_send_no_more_bytes_per_streamed_second(campaigns) -> None:
     assert streamed["bbhnet"] - streamed["plain"] == pytest.approx(extra, abs=1e-9)
 
 
-def vt_problems(run_dir: Path, shift_injections: float = 0.0) -> list[str]:
-    """The campaign's VT curve against one computed here from its triggers (time, IFAR),
-    run.json's training span and synth.json (times, the population's volume, draws per
-    injection), sharing no code with the merge: held out when in the analysed time and outside
-    the training span; found at a threshold when a trigger within found_seconds has an IFAR at
-    least it; N = held out x drawn / injected; thresholds beyond the background null."""
+def vt_problems(run_dir: Path, shift_injections: float = 0.0, trim_seconds: float = 0.0
+                ) -> list[str]:
+    """The campaign's VT curve against one computed here from its output file (the statistic's
+    spans, the triggers' time and IFAR), run.json's training span and synth.json (times, the
+    population's volume, draws per injection), sharing no code with the merge: the analysed
+    time is each statistic series' ``[x0 - dx, x0 + (n - 1) dx)`` (``trim_seconds`` off each
+    end: a control); held out when in it and outside the training span; found at a threshold
+    when a trigger within found_seconds has an IFAR at least it; T the analysed time outside
+    the training span; N = held out x drawn / injected; thresholds beyond the background
+    null."""
     summary = json.loads((run_dir / "output" / "campaign.json").read_text())
     bbhnet = summary["bbhnet"]
     found_seconds = 1.0  # search.found_seconds' default
     with h5py.File(run_dir / "output" / "campaign.h5", "r") as f:
         times, ifars = f["triggers"]["time"], f["triggers"]["ifar"]
+        spans = [(x0 - dx + trim_seconds, x0 + (len(d) - 1) * dx - trim_seconds)
+                 for d in f["statistic"].values()
+                 for x0, dx in [(float(d.attrs["x0"]), float(d.attrs["dx"]))]]
     synth = json.loads((run_dir.parent.parent / "frames" / "synth.json").read_text())
     population = synth["population"]
     volume = population["time_volume_gpc3"]
     training = json.loads((run_dir / "run.json").read_text()).get("training", {}).get("bbhnet")
-    counted = {round(r["gps_time"], 6) for r in bbhnet["injections"]}  # in analysed time
+    cut = training or (0.0, 0.0)
     injected = [i["gps_time"] + shift_injections for i in synth["injections"]
-                if round(i["gps_time"], 6) in counted
-                and not (training and training[0] <= i["gps_time"] < training[1])]
+                if any(a <= i["gps_time"] < b for a, b in spans)
+                and not cut[0] <= i["gps_time"] < cut[1]]
     trials = len(injected) * population["drawn"] / population["injected"]
-    # T: the analysed time outside the training span, where the counted injections lie (its
-    # arithmetic: test_sensitivity's test_vt_is_the_found_fraction_times_the_volume_...)
-    held_out, analysed = bbhnet["held_out_seconds"], bbhnet["analysed_seconds"]
-    problems = [] if (held_out == analysed if not training else
-                      analysed - (training[1] - training[0]) <= held_out < analysed) else [
-        f"held-out time {held_out} s of {analysed} s analysed, training span {training}"]
+    analysed = sum(b - a for a, b in spans)
+    held_out = analysed - sum(max(0.0, min(b, cut[1]) - max(a, cut[0])) for a, b in spans)
+    problems = [] if np.isclose(held_out, bbhnet["held_out_seconds"], rtol=0, atol=1e-6) and (
+        np.isclose(analysed, bbhnet["analysed_seconds"], rtol=0, atol=1e-6)) else [
+        f"held-out time {bbhnet['held_out_seconds']} s of {bbhnet['analysed_seconds']} s "
+        f"analysed, here {held_out} s of {analysed} s (training span {training})"]
     years = held_out / (365.25 * 86400)
     reach = bbhnet["background_livetime_seconds"] / (365.25 * 86400)
     for point in bbhnet["sensitivity"]["curve"]:
@@ -495,12 +502,14 @@ def vt_problems(run_dir: Path, shift_injections: float = 0.0) -> list[str]:
 
 @pytest.mark.slow
 def test_the_sensitive_volume_follows_from_the_triggers_and_the_injections(campaigns) -> None:
-    _, run_dir = campaigns["bbhnet"]
+    config, run_dir = campaigns["bbhnet"]
     bbhnet = json.loads((run_dir / "output" / "campaign.json").read_text())["bbhnet"]
     found = [p["found"] for p in bbhnet["sensitivity"]["curve"] if p["measurable"]]
     assert max(found) > 0  # some injection is found at the lowest thresholds
     assert vt_problems(run_dir) == []
     assert vt_problems(run_dir, shift_injections=5.0) != []  # control: injections elsewhere
+    # control: the analysed time one stride shorter at each end
+    assert vt_problems(run_dir, trim_seconds=config.stride_seconds) != []
 
 
 @pytest.mark.slow
