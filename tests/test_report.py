@@ -317,6 +317,28 @@ def test_loudest_triggers_are_kept(tmp_path: Path) -> None:
     assert np.all(np.diff(kept["time"]) > 0)
 
 
+def test_the_ifar_threshold_marks_from_every_trigger_not_only_those_drawn(
+        tmp_path: Path) -> None:
+    from offline_iaas.science.bbhnet.report import LOUDEST_TRIGGERS, ifar_threshold_statistic
+    from offline_iaas.science.bbhnet.summary import SearchNumbers
+
+    count = 3 * LOUDEST_TRIGGERS  # the louder, the larger the IFAR
+    statistic = np.arange(count, dtype=np.float32)
+    triggers = np.array(list(zip(1000.0 + statistic, statistic, statistic / count, strict=True)),
+                        dtype=[("time", "f8"), ("statistic", "f4"), ("ifar", "f8")])
+    path = tmp_path / "c.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("triggers", data=triggers)
+    search = SearchNumbers(triggers=count, cluster_seconds=1.0, ifar_threshold_years=0.25)
+    passing = int(np.sum(triggers["ifar"] >= 0.25))
+    assert passing > LOUDEST_TRIGGERS
+    every = read_triggers(path, None)
+    assert ifar_threshold_statistic(search, every) == count - passing
+    # control: the loudest drawn alone would mark from a louder statistic
+    assert ifar_threshold_statistic(search, read_triggers(path, LOUDEST_TRIGGERS)) > (
+        count - passing)
+
+
 def test_raw_strain_is_clean_plus_noise_and_the_line_is_gone(tmp_path: Path) -> None:
     run_dir = make_fixture_run(tmp_path)
     spectra = strain_spectra(run_dir / "output" / "campaign.h5", "H1", fftlength=4.0)

@@ -191,8 +191,9 @@ def _foreground(file: Any, search: SearchConfig, outputs: Outputs,
     return table
 
 
-def read_triggers(path: Path, max_count: int = 5000) -> np.ndarray | None:
-    """The ``triggers`` dataset (fields ``time``, ``statistic``): the ``max_count`` loudest.
+def read_triggers(path: Path, max_count: int | None = 5000) -> np.ndarray | None:
+    """The ``triggers`` dataset (fields ``time``, ``statistic``): the ``max_count`` loudest
+    (None: all).
 
     Returns None when the file has no triggers.
     """
@@ -201,10 +202,15 @@ def read_triggers(path: Path, max_count: int = 5000) -> np.ndarray | None:
         if not isinstance(data, h5py.Dataset):
             return None
         triggers = data[()]
-    if len(triggers) > max_count:
-        loudest = np.argpartition(triggers["statistic"], len(triggers) - max_count)
-        triggers = np.sort(triggers[loudest[-max_count:]], order="time")
-    return triggers
+    return triggers if max_count is None else loudest_triggers(triggers, max_count)
+
+
+def loudest_triggers(triggers: np.ndarray, max_count: int) -> np.ndarray:
+    """The ``max_count`` loudest of ``triggers``, in time order."""
+    if len(triggers) <= max_count:
+        return triggers
+    loudest = np.argpartition(triggers["statistic"], len(triggers) - max_count)
+    return np.sort(triggers[loudest[-max_count:]], order="time")
 
 
 def read_background(path: Path) -> np.ndarray | None:

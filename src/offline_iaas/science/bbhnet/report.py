@@ -4,12 +4,15 @@ the fly, cleaning's gain)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from offline_iaas.physics import SECONDS_PER_YEAR
 from offline_iaas.report import page, plots
 from offline_iaas.report.run_view import ReportRun, absent, cell
 from offline_iaas.report.search import statistic_traces
 from offline_iaas.science.bbhnet import figures
 from offline_iaas.science.bbhnet.products import (
+    loudest_triggers,
     read_background,
     read_triggers,
     read_zero_lag_statistic,
@@ -29,10 +32,12 @@ def draw_search(run: ReportRun, section: page.Section) -> None:
         section.parts.append(absent("Statistic", run))
         return
     search = run.physics.bbhnet
-    triggers = read_triggers(run.output, LOUDEST_TRIGGERS)
+    every_trigger = read_triggers(run.output, None)
     threshold = None if search is None else (
         search.threshold if search.threshold is not None else
-        _ifar_threshold_statistic(search, triggers))
+        ifar_threshold_statistic(search, every_trigger))
+    triggers = None if every_trigger is None else loudest_triggers(every_trigger,
+                                                                   LOUDEST_TRIGGERS)
     shown = triggers
     if triggers is not None and threshold is not None:
         shown = triggers[triggers["statistic"] >= threshold]
@@ -69,8 +74,10 @@ def draw_search(run: ReportRun, section: page.Section) -> None:
         ))
 
 
-def _ifar_threshold_statistic(search: SearchNumbers, triggers) -> float | None:
-    """The quietest trigger's statistic at or above the IFAR threshold (time slides)."""
+def ifar_threshold_statistic(search: SearchNumbers, triggers: np.ndarray | None
+                             ) -> float | None:
+    """The quietest trigger's statistic at or above the IFAR threshold (time slides), of
+    ``triggers`` (every trigger: the loudest drawn would miss it where more pass)."""
     if search.ifar_threshold_years is None or triggers is None or "ifar" not in (
             triggers.dtype.names or ()):
         return None
