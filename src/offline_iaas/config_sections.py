@@ -95,18 +95,20 @@ class SynthConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The exported ensemble and how clients feed it."""
+    """The exported model (the fused model by default; ``export --ensemble``: an ensemble of
+    one model per stage) and how clients feed it."""
 
     repository: Path
     """Triton model repository written by ``offline-iaas export``."""
     mode: str = "classifier"
     """What the campaign runs: ``classifier`` (a small seeded CNN, for plumbing and
     benchmarks), ``deepclean`` (noise regression per interferometer), ``bbhnet`` (the BBH
-    search on the strain) or ``e2e`` (BBHnet on DeepClean-cleaned strain, one ensemble); or
+    search on the strain) or ``e2e`` (BBHnet on DeepClean-cleaned strain, one model); or
     the name of a mode package installed beside offline-iaas (``mode_packages.py``, the user
     guide's "Write your own mode")."""
     name: str = "offline-iaas"
-    """Name of the ensemble model that clients call."""
+    """Name of the model that clients call (the fused model, or the ensemble of
+    ``export --ensemble``)."""
     kernel_seconds: float = 1.0
     """Length of one input window."""
     inference_rate: float = 4.0
@@ -131,8 +133,12 @@ class SearchConfig:
     cluster_seconds: float = 1.0
     """A trigger is a statistic value that is the largest within +-cluster_seconds / 2."""
     injections: Path | None = None
-    """JSON of injections (``synth.json`` of ``offline-iaas synth``, or a list of
-    ``{"gps_time": ..., "network_snr": ...}``) for the found/missed table."""
+    """The search's injections: ``synth.json`` of ``offline-iaas synth``, a JSON list of
+    ``{"gps_time": ..., "network_snr": ...}``, or an injection set (HDF5, ``.h5``/``.hdf5``:
+    this project's ``injections.h5`` or aframe's; LIGO_LW ``sim_inspiral``,
+    ``.xml``/``.xml.gz``: ``search/injection_file.py``). The merge lists them as found or
+    missed; with ``inject`` the clients add the set (an injection set, not JSON) to the strain
+    they read, on the fly, as a foreground stream."""
     found_seconds: float = 1.0
     """An injection is found by a trigger within this many seconds of its time ..."""
     exclusion_seconds: float = 4.0

@@ -330,21 +330,21 @@ def _resample(
             f"{where}: data for {gps_range_text(span_start + a / rate, span_start + b / rate)} "
             f"incomplete (got {gps_range_text(t0, t0 + len(values) / rate)})"
         )
-    segment = values[a - first : b - first]
+    samples = values[a - first : b - first]
     if inject is not None:
-        segment = inject.add(name, span_start + a / rate, rate, segment)
-    finite = np.isfinite(segment)
+        samples = inject.add(name, span_start + a / rate, rate, samples)
+    finite = np.isfinite(samples)
     if not finite.all():
         index = int(np.argmin(finite))
         gps = span_start + (a + index) / rate
         holder = next((f.path for f in files if f.gps_start <= gps < f.gps_end), paths[0])
         raise DataError(
-            f"channel {name} in {holder}: non-finite sample ({segment[index]}) at GPS "
+            f"channel {name} in {holder}: non-finite sample ({samples[index]}) at GPS "
             f"{gps_text(gps)}; the data there cannot be analysed (exclude it with data.segments)"
         )
     if factor == 1:
-        return segment.astype(np.float32)
-    filtered = signal.upfirdn(decimation_filter(factor), segment, up=1, down=factor)
+        return samples.astype(np.float32)
+    filtered = signal.upfirdn(decimation_filter(factor), samples, up=1, down=factor)
     offset = k0 + DECIMATION_HALF - a // factor
     return filtered[offset : offset + (k1 - k0)].astype(np.float32)
 

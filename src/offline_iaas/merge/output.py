@@ -10,9 +10,10 @@ path="statistic/1262304001")`` (``read_campaign`` reads them all):
 - ``triggers``: a table (``time``, ``statistic``) of the clustered statistic; with time
   slides also ``far`` (Hz) and ``ifar`` (years);
 - ``slides/<GPS>`` (time slides): ``[windows, N]``, BBHnet on each window with the second
-  detector ``k * shift_seconds`` earlier in column ``k - 1`` (stamped like the statistic),
-  NaN where that slide is not formed (its second window before the stretch's first kept
-  window: the first ``k * shift_seconds`` of each stretch, ``stretches.slides_formed``);
+  detector ``kΔ`` earlier in column ``k - 1`` (``Δ``: ``search.slide_seconds``, the
+  dataset's ``shift_seconds`` attribute; stamped like the statistic), NaN where that slide is
+  not formed (its second window before the stretch's first kept window: the first ``kΔ`` of
+  each stretch, ``stretches.slides_formed``);
 - ``background`` (time slides): a table (``shift``, ``time``, ``statistic``) of each
   slide's clustered statistic, the time being the first detector's, ordered by shift, then
   time.
