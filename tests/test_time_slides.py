@@ -270,6 +270,7 @@ def test_a_repository_whose_slides_reach_into_the_warm_up_is_refused(tmp_path: P
 
 SLIDES = 3
 SLIDE_SECONDS = 3.0
+TRAINING_SECONDS = 4.0
 """3 slides of 3 s (12 windows each) over 32 s split between 4 clients (about 31 kept windows
 each): the second piece's history (36 windows) is clipped at the stretch's start, the
 others' are whole."""
@@ -277,12 +278,18 @@ others' are whole."""
 
 @pytest.fixture(scope="module")
 def campaigns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
-    """bbhnet with 3 slides and without, and e2e with 3 slides, on 32 s of frames."""
+    """bbhnet with 3 slides and without, and e2e with 3 slides, on 32 s of frames, BBHnet's
+    training span their last ``TRAINING_SECONDS``."""
     root = tmp_path_factory.mktemp("slides")
     (root / "campaign.toml").write_text(SMALL_CAMPAIGN.replace("duration = 64", "duration = 32")
                                         .replace("injections = 1", "injections = 2"))
+    start = load_config(root / "campaign.toml").data.start
     write_synthetic_dataset(load_config(root / "campaign.toml"))
     weights = untrained_weights(root / "weights")
+    # BBHnet "trained" on the last seconds: the training span is cut from the background, VT's
+    # T and the counted injections (weights.training_spans reads this file)
+    (weights / "demo-models.json").write_text(json.dumps({"networks": {"bbhnet": {
+        "gps_start": start + 32 - TRAINING_SECONDS, "gps_end": start + 32}}}))
     runs = {}
     for name, mode, shifts in (("bbhnet", "bbhnet", SLIDES), ("plain", "bbhnet", 0),
                                ("e2e", "e2e", SLIDES)):
@@ -506,6 +513,7 @@ def test_the_sensitive_volume_follows_from_the_triggers_and_the_injections(campa
     bbhnet = json.loads((run_dir / "output" / "campaign.json").read_text())["bbhnet"]
     found = [p["found"] for p in bbhnet["sensitivity"]["curve"] if p["measurable"]]
     assert max(found) > 0  # some injection is found at the lowest thresholds
+    assert bbhnet["training_gps"] and bbhnet["held_out_seconds"] < bbhnet["analysed_seconds"]
     assert vt_problems(run_dir) == []
     assert vt_problems(run_dir, shift_injections=5.0) != []  # control: injections elsewhere
     # control: the analysed time one stride shorter at each end
