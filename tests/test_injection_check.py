@@ -171,9 +171,11 @@ def test_make_dag_refuses_a_truncated_list_before_writing_anything(workspace: Pa
 
 def merge_numbers(tmp_path: Path, seconds: list[float], population: dict | None,
                   distances: list[float] | None = None,
-                  training: list[float] | None = None) -> tuple[dict, list[str]]:
-    """The merge's injection numbers (no time slides) for injections at ``START + seconds``,
-    one trigger on each, over STRETCHES; with its log lines."""
+                  training: list[float] | None = None, snr: float = 10.0,
+                  snr_design: float = math.nan) -> tuple[dict, list[str]]:
+    """The merge's injection numbers (no time slides) for injections at ``START + seconds``
+    (network SNR ``snr``, against the design PSD ``snr_design``), one trigger on each, over
+    STRETCHES; with its log lines."""
     import numpy as np
 
     from offline_iaas.physics import Injection
@@ -185,7 +187,8 @@ def merge_numbers(tmp_path: Path, seconds: list[float], population: dict | None,
     config = config_with(tmp_path, tmp_path / "unused.json")
     distances = distances or [math.nan] * len(seconds)
     listed = InjectionList(tmp_path / "list.json", tuple(
-        Injection(START + s, 10.0, 30.0, d) for s, d in zip(seconds, distances, strict=True)),
+        Injection(START + s, snr, 30.0, d, snr_design)
+        for s, d in zip(seconds, distances, strict=True)),
         population)
     analysed = statistic_spans(config.geometry, make_stretches(config.geometry, STRETCHES))
     times = np.array([START + s for s in seconds] + [START + 300.0])
@@ -257,3 +260,45 @@ def test_the_merge_line_says_how_many_injections_it_left_out_and_why(tmp_path: P
     # control: without the training span the injection at 150 s is counted
     counted, _ = merge_numbers(tmp_path, [150.0, 450.0, 700.0, 900.0], None)
     assert counted["found"] == 3
+
+
+def test_the_snr_cut_bound_compares_the_snr_the_population_was_cut_on(tmp_path: Path) -> None:
+    from offline_iaas.science.bbhnet.sensitivity import cut_bound
+
+    synth = {"network_snr_min": 8.0}  # synth's cut: on the SNR against the design PSD
+    # measured below the cut (it scatters), design far above: not near the cut
+    result, lines = merge_numbers(tmp_path, [150.0, 700.0], synth, snr=7.5, snr_design=12.0)
+    assert result["found"] == 2 and result["snr_cut_bound"]["found_near_cut"] == 0
+    assert result["snr_cut_bound"]["quietest_found_snr"] == 12.0
+    assert result["injections"][0]["network_snr_design"] == 12.0
+    assert not any("cut at" in line for line in lines)
+    # converse: measured far above, design just above the cut: near it
+    result, lines = merge_numbers(tmp_path, [150.0, 700.0], synth, snr=12.0, snr_design=9.0)
+    assert result["snr_cut_bound"]["found_near_cut"] == 2
+    assert any("close to the population's cut at 8" in line for line in lines)
+    # a list without design SNRs (draw-injections cuts on the SNR it lists): that one
+    assert cut_bound([{"network_snr": 9.0, "found": True}], synth)["found_near_cut"] == 1
+    assert cut_bound([{"network_snr": 12.0, "found": True}], synth)["found_near_cut"] == 0
+
+
+def test_the_lists_give_the_design_snr_where_they_record_it(tmp_path: Path) -> None:
+    import json
+
+    import numpy as np
+
+    from offline_iaas.search.injection_file import read_injection_list
+    from offline_iaas.search.injections_hdf5 import write_hdf5
+    from tests.injection_samples import sample_set
+
+    injections = sample_set(3)
+    write_hdf5(tmp_path / "set.h5", injections)
+    listed, _ = read_injection_list(tmp_path / "set.h5")
+    assert np.allclose([i.network_snr_design for i in listed], injections.network_snr_design)
+    assert np.allclose([i.network_snr for i in listed], injections.network_snr)
+    rows = [{"gps_time": START + 100.0, "network_snr": 7.5, "network_snr_design": 12.0},
+            {"gps_time": START + 200.0, "network_snr": 9.0}]  # control: none recorded
+    (tmp_path / "list.json").write_text(json.dumps(rows))
+    with_design, without = read_injection_list(tmp_path / "list.json")[0]
+    assert with_design.network_snr_design == 12.0 and with_design.row()["network_snr"] == 7.5
+    assert math.isnan(without.network_snr_design)
+    assert "network_snr_design" not in without.row()

@@ -10,8 +10,9 @@ DeepClean
     ``science/deepclean/settings.bandpass_sos``,
     forward and backward: zero phase) block by block (``BLOCK_SECONDS``) with ``PAD_SECONDS`` of
     real data on both sides, on a grid fixed by the stretch's start. The cleaned/raw ASD ratio
-    (gwpy ``asd(method="median")``) is read at the strongest raw line in the band, and the worst
-    deviation from 1 outside the band beyond a guard.
+    (gwpy ``asd(method="median")``) is read at the strongest raw line in the band, the worst
+    deviation from 1 outside the band beyond a guard, and the worst deviation at the band
+    edges: in the guard itself (at least the frequency bin next to each edge).
 BBHnet
     Triggers: every value of the statistic that is the largest within ``+-cluster_seconds/2``
     in its stretch. With an injection list: the background is every trigger farther than
@@ -36,6 +37,13 @@ BBHnet with time slides (``search.slides = N``)
     span, and that time leaves the slide's livetime (``slide_livetime``): otherwise every
     injection would stand in the background once per slide, one detector's signal against
     the other's slid noise.
+A statistic that is not a number
+    NaN or Inf has no rank: counted, a NaN trigger would have no background at least as loud
+    (FAR ``1 / L``, the best there is) and a NaN beside a maximum would hide it from the
+    clustering. Every value that is ranked (clustered, given a FAR, compared with a threshold)
+    must be finite, else ``refuse_non_finite``'s DataError. Nothing is NaN by design where
+    that applies: gaps have no samples, and a slide's windows before it is formed (NaN) are
+    never clustered.
 Which injections count
     Only those inside the analysed stretches and outside the network's training span
     (``place_injections``): the background leaves that span out, and so does the found/missed
@@ -55,6 +63,8 @@ from igwn_segments import segment, segmentlist
 from scipy import signal
 
 from offline_iaas.config_sections import SearchConfig
+from offline_iaas.errors import DataError
+from offline_iaas.gps import gps_text
 
 BLOCK_SECONDS = 64.0
 """Samples band-passed at a time (s)."""
@@ -107,11 +117,14 @@ def asd_ratio(
 ) -> dict[str, float]:
     """Cleaned/raw ASD ratio at the line (default: the strongest raw line in the band) and
     its extremes outside the band, ``guard_hz`` beyond its edges; also the worst deviation
-    right outside the edges (no guard).
+    at the band edges (``max_deviation_at_band_edges``): over the guard, the frequencies
+    outside the band within ``guard_hz`` of an edge (with no guard, the bin next to each).
 
     "Outside" starts ``guard_hz`` beyond the band edges because the coupling's side bands reach
     past the band and the band-pass rolls off over about a hertz: even subtracting the true
-    coupled noise changes the ASD by a few per cent within ~1.5 Hz of the edges.
+    coupled noise changes the ASD by a few per cent within ~1.5 Hz of the edges. The two
+    deviations together cover every frequency outside the band, each once: a change far from
+    the band (a line the cleaning added at 300 Hz) is the guarded number's, not the edges'.
     """
     from gwpy.timeseries import TimeSeries
 
@@ -125,7 +138,9 @@ def asd_ratio(
     else:
         line = int(np.argmin(np.abs(freqs - line_hz)))
     outside = (freqs > 0) & ((freqs < band_hz[0] - guard_hz) | (freqs > band_hz[1] + guard_hz))
-    next_to_band = (freqs > 0) & ~inside
+    strip_hz = max(guard_hz, float(freqs[1] - freqs[0]))  # no guard: the bin next to each edge
+    next_to_band = ((freqs > 0) & ~inside & (freqs >= band_hz[0] - strip_hz)
+                    & (freqs <= band_hz[1] + strip_hz))
     return {
         "fftlength": fftlength,
         "guard_hz": guard_hz,
@@ -164,6 +179,22 @@ def held_out_samples(
     return best[0], min(best[1], best[0] + max_samples)
 
 
+def refuse_non_finite(values: np.ndarray, what: str,
+                      gps_of: Callable[[int], float] | None = None) -> None:
+    """DataError when ``values`` hold NaN or Inf (module docstring): ``what`` names them, and
+    the message says how many and where the first is (``gps_of(index)``: its GPS time; else
+    its index)."""
+    bad = ~np.isfinite(np.asarray(values, np.float64))
+    if not bad.any():
+        return
+    first = int(np.argmax(bad))
+    where = f"GPS {gps_text(gps_of(first))}" if gps_of is not None else f"index {first}"
+    raise DataError(
+        f"{what}: {int(bad.sum())} of {len(bad)} values are not finite (NaN or Inf), the "
+        f"first at {where}: a statistic that is not a number cannot be ranked (the network "
+        "returned it for the data it was given there)")
+
+
 def cluster_triggers(values: np.ndarray, x0: float, dx: float, cluster_seconds: float
                      ) -> tuple[np.ndarray, np.ndarray]:
     """GPS times and values of the statistic's maxima within ``+-cluster_seconds / 2``.
@@ -172,13 +203,18 @@ def cluster_triggers(values: np.ndarray, x0: float, dx: float, cluster_seconds: 
     value in the ``half`` samples before it (of equal maxima, the first). The rule looks no
     further than ``half`` samples either way (``cluster_reach_windows``), so a merge shard
     that reads that much beyond its ends finds the same triggers as the whole stretch.
+    DataError for a value that is not finite (``refuse_non_finite``), naming its GPS time.
     """
+    refuse_non_finite(values, "the statistic to cluster", lambda i: x0 + i * dx)
     keep = cluster_indices(values, cluster_reach_windows(cluster_seconds, dx))
     return x0 + keep * dx, values[keep]
 
 
 def cluster_indices(values: np.ndarray, half: int) -> np.ndarray:
-    """Indices of the values ``cluster_triggers`` keeps, ``half`` samples either way."""
+    """Indices of the values ``cluster_triggers`` keeps, ``half`` samples either way;
+    DataError for a value that is not finite (``refuse_non_finite``; a caller that knows
+    the times names them first)."""
+    refuse_non_finite(values, "the statistic to cluster")
     if half == 0 or not len(values):
         return np.arange(len(values))
     from scipy.ndimage import maximum_filter1d
@@ -226,9 +262,12 @@ def false_alarm_rates(statistic: np.ndarray, background: np.ndarray, livetime_se
     ``n`` the background triggers at least as loud (module docstring), so the IFAR is at most
     ``L`` (``sensitivity.max_measurable_ifar_years``). Without livetime (no slide formed
     outside the cuts: every stretch shorter than the smallest slide) no rate is measured: FAR
-    ``inf``, IFAR 0."""
-    if livetime_seconds < 0:
-        raise ValueError(f"background livetime must not be negative, got {livetime_seconds}")
+    ``inf``, IFAR 0. DataError for a statistic or background value that is not finite
+    (``refuse_non_finite``)."""
+    refuse_non_finite(statistic, "the statistic given a false-alarm rate")
+    refuse_non_finite(background, "the background statistic (time slides)")
+    if not livetime_seconds >= 0:  # NaN too
+        raise ValueError(f"background livetime must be a number >= 0, got {livetime_seconds}")
     if livetime_seconds == 0:
         return np.full(len(statistic), np.inf), np.zeros(len(statistic))
     ordered = np.sort(np.asarray(background, np.float64))
@@ -250,10 +289,14 @@ class Injection:
     """Source-frame chirp mass (Msun); NaN where the list does not say."""
     distance_mpc: float = math.nan
     """Luminosity distance (Mpc); NaN where the list does not say."""
+    network_snr_design: float = math.nan
+    """Optimal network SNR against the design PSD; NaN where the list does not record it
+    (synth's population is cut on it: ``sensitivity.cut_bound``)."""
 
     def row(self) -> dict[str, float]:
         """What a found/missed row records of it (the parameters only when known)."""
-        known = {"chirp_mass": self.chirp_mass, "distance_mpc": self.distance_mpc}
+        known = {"chirp_mass": self.chirp_mass, "distance_mpc": self.distance_mpc,
+                 "network_snr_design": self.network_snr_design}
         return {"gps_time": self.gps_time, "network_snr": self.network_snr,
                 **{k: v for k, v in known.items() if math.isfinite(v)}}
 
@@ -352,7 +395,10 @@ def found_missed_at_ifar(
     """Found/missed at the config's IFAR threshold: found when a trigger within
     ``found_seconds`` has ``ifar >= threshold``. Rows for every injection in the analysed
     stretches (``in_training`` marks those in the network's ``training`` span); ``found`` and
-    ``missed`` count the held-out ones only, ``injection_counts`` says what was left out."""
+    ``missed`` count the held-out ones only, ``injection_counts`` says what was left out.
+    DataError for a statistic or IFAR that is not finite (``refuse_non_finite``)."""
+    refuse_non_finite(values, "the statistic near the injections", lambda i: float(times[i]))
+    refuse_non_finite(ifar_years, "the IFARs near the injections", lambda i: float(times[i]))
     threshold = search.ifar_threshold_years
     kept, counts = _counted(injections, analysed, training)
     rows = []
@@ -392,8 +438,13 @@ def found_missed(
 
     The background leaves out ``exclusion_seconds`` around every injection and the network's
     ``training`` span (GPS), if known. With a ``foreground`` (times, values: injections on the
-    fly) an injection's statistic is the foreground's near it.
+    fly) an injection's statistic is the foreground's near it. DataError for a statistic that
+    is not finite, either's (``refuse_non_finite``).
     """
+    refuse_non_finite(values, "the statistic", lambda i: float(times[i]))
+    if foreground is not None:
+        refuse_non_finite(foreground[1], "the foreground's statistic (injections added)",
+                          lambda i: float(foreground[0][i]))
     background_spans = subtract_spans(analysed, background_cuts(injections, search, training))
     in_background = np.zeros(len(times), bool)
     for start, end in background_spans:

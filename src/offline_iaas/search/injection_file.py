@@ -164,7 +164,8 @@ def _refuse_unusable(path: Path, datasets: dict[str, np.ndarray],
 
 def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
     """What the merge counts of ``search.injections``: each injection (time, network SNR
-    against the measured PSD, and when known chirp mass and distance) and the population's
+    against the measured PSD, and when known chirp mass, distance and network SNR against
+    the design PSD) and the population's
     volume ``time_volume_gpc3`` (None when the file does not say it: no VT then, found
     fractions only).
 
@@ -185,9 +186,9 @@ def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
     if not path.name.lower().endswith(JSON_SUFFIXES):
         # the waveform's settings are not needed to count: stand-ins where not recorded
         injections = read_injection_set(path, approximant="unrecorded", f_lower_hz=math.nan)
-        snr = injections.network_snr
-        found = [Injection(b.gps_time, float(s), b.chirp_mass, b.luminosity_distance)
-                 for b, s in zip(injections.binaries, snr, strict=True)]
+        snr, design = injections.network_snr, injections.network_snr_design
+        found = [Injection(b.gps_time, float(s), b.chirp_mass, b.luminosity_distance, float(d))
+                 for b, s, d in zip(injections.binaries, snr, design, strict=True)]
         volume = injections.attrs.get("time_volume_gpc3")
         return found, None if volume is None else float(volume)
     try:
@@ -240,9 +241,11 @@ def _json_injection(path: Path, number: int, row: Any) -> Injection:
         else:
             snr = float(np.sqrt(sum(v["snr"] ** 2 for v in row["ifos"].values())))
         parameters = row.get("parameters", {})
+        design = row.get("network_snr_design")  # synth.json's
         injection = Injection(float(row["gps_time"]), snr,
                               float(parameters.get("chirp_mass", math.nan)),
-                              float(parameters.get("luminosity_distance", math.nan)))
+                              float(parameters.get("luminosity_distance", math.nan)),
+                              math.nan if design is None else float(design))
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
         raise ConfigError(
             f"search.injections: {path}: an injection without gps_time and network_snr "

@@ -18,6 +18,7 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.config_sections import SearchConfig
+from offline_iaas.gps import gps_span_text
 from offline_iaas.merge.foreground import foreground_columns
 from offline_iaas.merge.postprocess import ShardProducts
 from offline_iaas.mode_packages import SummaryRequest
@@ -29,6 +30,7 @@ from offline_iaas.physics import (
     cluster_reach_windows,
     false_alarm_rates,
     outside_cuts,
+    refuse_non_finite,
     slide_livetime,
 )
 from offline_iaas.science.bbhnet.injections import (
@@ -52,7 +54,9 @@ def cluster_triggers(writer: Any, _frames: list | None, _frames_dir: Path | None
 
 def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
     """The owned triggers of the ``statistic<suffix>`` search, and with time slides its owned
-    background less the cuts."""
+    background less the cuts; DataError naming the stretch and the GPS time of a value that
+    is not finite (``physics.refuse_non_finite``: the slides' windows before each is formed,
+    NaN by design, are not read)."""
     config = writer.config
     dx = config.stride_seconds
     half = cluster_reach_windows(config.search.cluster_seconds, dx)
@@ -65,6 +69,9 @@ def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
             continue
         x0 = output_x0(config.geometry, e.stretch, "statistic")
         statistic = writer.stage[writer.names[(f"statistic{suffix}", e.stretch.index)][0]][()]
+        where = (f"BBHnet's statistic{suffix} over the stretch GPS "
+                 f"{gps_span_text(e.stretch.gps_start, e.stretch.gps_end)}")
+        refuse_non_finite(statistic, where, lambda i, e=e, x0=x0: x0 + (e.rows[0] + i) * dx)
         keep = _owned_maxima(statistic, half, e)
         times.append(x0 + keep * dx)
         values.append(statistic[keep - e.rows[0]])
@@ -75,6 +82,8 @@ def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
             lag = (k + 1) * config.search.slide_seconds
             # a slide's series starts at its first formed window (NaN before it)
             start = max(0, first_formed_window(config.geometry, k + 1) - e.rows[0])
+            refuse_non_finite(staged[start:, k], f"{where}, time slide {k + 1} ({lag:g} s)",
+                              lambda i, e=e, x0=x0, s=start: x0 + (e.rows[0] + s + i) * dx)
             keep = _owned_maxima(staged[start:, k], half, e, start)
             t = x0 + keep * dx
             keep = keep[outside_cuts(t, cuts) & outside_cuts(t - lag, cuts)]
@@ -181,12 +190,16 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
 def _foreground(file: Any, search: SearchConfig, outputs: Outputs,
                 products: list[ShardProducts]) -> np.ndarray | None:
     """The foreground of every merge's products, in time order, into ``file``; None unless
-    ``search.inject``."""
+    ``search.inject``. DataError naming the GPS time of a statistic that is not finite
+    (``physics.refuse_non_finite``: the foreground has no gaps)."""
     if not search.inject:
         return None
     found = [p.foreground for p in products if p.foreground is not None]
     table = np.concatenate(found) if found else np.zeros(0, foreground_columns(outputs))
     table = table[np.argsort(table["time"], kind="stable")]
+    for name in outputs.statistics:
+        refuse_non_finite(table[name], f"BBHnet's {name} with the injections added on the fly "
+                          "(the foreground)", lambda i: float(table["time"][i]))
     file.create_dataset("foreground", data=table)
     return table
 

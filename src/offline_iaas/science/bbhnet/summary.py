@@ -18,6 +18,8 @@ class InjectionRow(Numbers):
 
     gps_time: float
     network_snr: float
+    network_snr_design: float | None = None
+    """Against the design PSD, where the list records it (synth's cut is on it)."""
     chirp_mass: float | None = None
     distance_mpc: float | None = None
     statistic: float | None

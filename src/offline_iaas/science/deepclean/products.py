@@ -253,8 +253,8 @@ def _asd_numbers(config: CampaignConfig, training: dict[str, list[float]], varia
             f"{numbers['ratio_at_line']:.3f}; outside {d.band_low_hz - d.guard_hz:g}-"
             f"{d.band_high_hz + d.guard_hz:g} Hz within "
             f"{100 * numbers['max_deviation_outside_band']:.2f} % of 1 "
-            f"({100 * numbers['max_deviation_at_band_edges']:.1f} % right outside the band "
-            f"edges; {data}; {d.asd_fftlength:g} s FFTs)"
+            f"({100 * numbers['max_deviation_at_band_edges']:.1f} % within the guard at the "
+            f"band edges; {data}; {d.asd_fftlength:g} s FFTs)"
         )
     return result
 

@@ -21,7 +21,11 @@ class AsdNumbers(Numbers):
     min_ratio_outside_band: float
     max_ratio_outside_band: float
     max_deviation_outside_band: float
+    """Largest ``|ratio - 1|`` outside the band beyond ``guard_hz``."""
     max_deviation_at_band_edges: float
+    """Largest ``|ratio - 1|`` outside the band within ``guard_hz`` of its edges (no guard: the
+    bin next to each edge). A summary written before this meaning took every frequency
+    outside the band."""
     held_out_gps: tuple[float, float]
     training_gps: tuple[float, float] | None = None
     """DeepClean's training span (None: the weights record none)."""
