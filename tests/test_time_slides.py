@@ -204,16 +204,16 @@ def test_slides_add_history_to_pieces_not_warm_up_to_stretches(tmp_path: Path) -
         base = [f'model.mode="{mode}"', f"data.witnesses={WITNESSES}"]
         unslid = load_config(tmp_path / "campaign.toml", base)
         assert unslid.warmup_windows == unslid.stretch_warmup_windows == plain
-        # 5 slides of 0.5 s: 640 samples, 10 strides
+        # 5 slides of 1 s (the shortest: model.kernel_seconds): 1280 samples, 20 strides
         slid = load_config(tmp_path / "campaign.toml",
-                           [*base, "search.slides=5", "search.slide_seconds=0.5"])
+                           [*base, "search.slides=5", "search.slide_seconds=1"])
         assert slid.stretch_warmup_windows == plain  # the zero lag starts where it did
-        assert slid.warmup_windows == plain + 10  # a piece inside a stretch streams more
-        formed = slides_formed(slid.geometry, 0, 12)
-        assert [int(np.argmax(formed[:, k])) for k in range(5)] == [2, 4, 6, 8, 10]
-        assert formed[10:].all() and not formed[:2].any()
-        assert (first_formed_window(slid.geometry, 3) == 6
-                and slides_formed(slid.geometry, 6, 1)[0].tolist() == [True] * 3 + [False] * 2)
+        assert slid.warmup_windows == plain + 20  # a piece inside a stretch streams more
+        formed = slides_formed(slid.geometry, 0, 22)
+        assert [int(np.argmax(formed[:, k])) for k in range(5)] == [4, 8, 12, 16, 20]
+        assert formed[20:].all() and not formed[:4].any()
+        assert (first_formed_window(slid.geometry, 3) == 12
+                and slides_formed(slid.geometry, 12, 1)[0].tolist() == [True] * 3 + [False] * 2)
 
 
 def test_a_time_slide_stage_spec_of_an_older_export_gives_the_same_slides(tmp_path: Path
@@ -222,7 +222,7 @@ def test_a_time_slide_stage_spec_of_an_older_export_gives_the_same_slides(tmp_pa
     ``shift_windows`` and ``shifts``, still gives the server the same ``TimeSlides``."""
     (tmp_path / "campaign.toml").write_text(SMALL_CAMPAIGN)
     config = load_config(tmp_path / "campaign.toml", [
-        'model.mode="bbhnet"', "search.slides=5", "search.slide_seconds=0.5"])
+        'model.mode="bbhnet"', "search.slides=5", "search.slide_seconds=1"])
     spec = next(s for s in stages(config) if s.model == "timeslides").to_dict()["params"]
     lag = config.slide_windows
     assert lag > 1 and (spec["slide_windows"], spec["slides"]) == (lag, 5)

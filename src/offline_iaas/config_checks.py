@@ -211,6 +211,10 @@ def _check_slides(c: CampaignConfig, fail: typing.Callable[[str, str], None]) ->
         fail("search.slide_seconds", f"must be a positive whole number of strides "
              f"(1 / model.inference_rate = {1 / c.model.inference_rate:g} s), got "
              f"{search.slide_seconds}")
+    if search.slide_seconds < c.model.kernel_seconds:  # slide k+1, Δ later: the same 2nd window
+        fail("search.slide_seconds", f"({search.slide_seconds:g} s) must be at least "
+             f"model.kernel_seconds ({c.model.kernel_seconds:g} s): neighbouring shorter slides "
+             "share overlapping windows, so they are not independent draws of the background")
 
 
 def _modes_that(does: str, quoted: bool = False) -> str:
@@ -281,6 +285,10 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
                        search.found_seconds), ("exclusion_seconds", search.exclusion_seconds)):
         if value <= 0:
             fail(f"search.{key}", f"must be positive, got {value}")
+    if search.exclusion_seconds < search.found_seconds:
+        fail("search.exclusion_seconds", f"({search.exclusion_seconds:g} s) must be at least "
+             f"search.found_seconds ({search.found_seconds:g} s): a trigger that finds an "
+             "injection must not also stand in the background")
     try:
         find_mode(c.model.mode)
     except KeyError:

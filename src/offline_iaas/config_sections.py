@@ -142,7 +142,8 @@ class SearchConfig:
     found_seconds: float = 1.0
     """An injection is found by a trigger within this many seconds of its time ..."""
     exclusion_seconds: float = 4.0
-    """... whose statistic beats every trigger farther than this from all injections."""
+    """... whose statistic beats every trigger farther than this from all injections (at least
+    ``found_seconds``: a trigger that finds an injection is never background)."""
     slides: int = 0
     """Background time slides formed on the server from the one stream (0: none). With ``N``,
     BBHnet also runs on every window with the second detector's strain taken ``Δ, 2Δ, ... NΔ``
@@ -150,7 +151,8 @@ class SearchConfig:
     ``kΔ`` after the zero lag's first window, which slides do not move); the merge turns
     those background statistics into a false-alarm rate for each trigger."""
     slide_seconds: float = 1.0
-    """``Δ``, the step between time slides (a whole number of strides)."""
+    """``Δ``, the step between time slides: a whole number of strides, at least
+    ``model.kernel_seconds`` (shorter, neighbouring slides share overlapping windows)."""
     ifar_threshold_years: float = 1.0
     """With time slides, an injection is found by a trigger within ``found_seconds`` whose
     inverse false-alarm rate is at least this."""
