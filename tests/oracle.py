@@ -40,10 +40,10 @@ kept window: every sample real data of the stretch), and NaN where they are not:
 of a stretch is formed from its ``k d``-th kept window on. Each slide's formed windows are
 clustered like the zero lag into the ``background`` table, less the triggers whose first
 detector's time ``t`` or second detector's time ``t - kD/fs`` lies within ``exclusion_seconds``
-of an injection or in BBHnet's training span (the manifest's); a trigger's FAR is the number of
-background triggers at least as loud (at least one) over the slides' livetime (each formed
-window counts one stride, less the time where either detector's time is cut), its IFAR the
-inverse in Julian years.
+of an injection or in a training span (the manifest's: BBHnet's, in e2e DeepClean's too); a
+trigger's FAR is the number of background triggers at least as loud (at least one) over the
+slides' livetime (each formed window counts one stride, less the time where either detector's
+time is cut), its IFAR the inverse in Julian years.
 """
 
 from __future__ import annotations
@@ -351,8 +351,9 @@ def triggers_from(config: dict, series: list[Expected]) -> Triggers | None:
 
 
 def background_cuts(config: dict) -> list[tuple[float, float]]:
-    """``exclusion_seconds`` around every injection and BBHnet's training span, when the
-    campaign names injections."""
+    """``exclusion_seconds`` around every injection and the training spans of the networks
+    the search's data went through (BBHnet's; in e2e each interferometer's DeepClean's too),
+    when the campaign names injections."""
     bbh = config["search"]
     if not bbh.get("injections"):
         return []
@@ -362,9 +363,11 @@ def background_cuts(config: dict) -> list[tuple[float, float]]:
     cuts = [(float(r["gps_time"]) - width, float(r["gps_time"]) + width) for r in rows]
     repo = Path(config["model"]["repository"])
     training = json.loads((repo / "manifest.json").read_text()).get("training") or {}
-    if training.get("bbhnet"):
-        cuts.append((float(training["bbhnet"][0]), float(training["bbhnet"][1])))
-    return cuts
+    networks = ["bbhnet"]
+    if config["model"]["mode"] == "e2e":
+        networks += [f"deepclean-{c.split(':')[0]}" for c in config["data"]["channels"]]
+    return cuts + [(float(training[n][0]), float(training[n][1]))
+                   for n in networks if training.get(n)]
 
 
 def bbhnet_outputs(config: dict, data: np.ndarray, first: int, last: int, kernel: int,

@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
+import json
+
+import h5py
 import numpy as np
 import pytest
 
 from offline_iaas.config import config_from_dict
+from offline_iaas.merge.postprocess import ShardProducts
+from offline_iaas.mode_packages import SummaryRequest
 from offline_iaas.physics import (
     Injection,
     found_missed,
     held_out_samples,
     outside_cuts,
+    place_injections,
     samples_within,
     subtract_spans,
 )
+from offline_iaas.science.bbhnet.injections import held_out_seconds, injection_lines
+from offline_iaas.science.bbhnet.products import (
+    BACKGROUND_COLUMNS,
+    TRIGGER_COLUMNS,
+    search_summary,
+)
+from offline_iaas.science.bbhnet.summary import SearchNumbers
+from offline_iaas.search.held_out import search_training_spans
+from offline_iaas.stretches import make_stretches, statistic_spans
+from offline_iaas.summary_physics import section
 
 RATE = 16.0
 
@@ -86,7 +102,91 @@ def test_background_excludes_the_training_span(config) -> None:
     everything = found_missed(times, values, injections, config.search, analysed)
     assert everything["threshold"] == 9.0 and everything["found"] == 0  # 9 is in training
     assert everything["background_seconds"] == pytest.approx(96.0)
-    held_out = found_missed(times, values, injections, config.search, analysed, (0.0, 30.0))
+    held_out = found_missed(times, values, injections, config.search, analysed, [(0.0, 30.0)])
     assert held_out["threshold"] == 3.0 and held_out["found"] == 1
     assert held_out["background_seconds"] == pytest.approx(66.0)
-    assert held_out["training_gps"] == [0.0, 30.0]
+
+
+# ---- which training spans the search leaves out (search/held_out.py) ------------------------
+
+TRAINING = {"deepclean-H1": [0.0, 100.0], "deepclean-L1": [0.0, 120.0],
+            "bbhnet": [500.0, 600.0], "deepclean-V1": [700.0, 800.0]}
+"""e2e-like spans: DeepClean's (per interferometer) lie outside BBHnet's; V1 is served by no
+campaign here (a weights directory trained for more detectors)."""
+
+
+def search_config(tmp_path, mode: str, slides: int = 0):
+    injections = tmp_path / "injections.json"
+    injections.write_text(json.dumps([{"gps_time": 50.0, "network_snr": 10.0},
+                                      {"gps_time": 300.0, "network_snr": 10.0}]))
+    raw = {"data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": 0, "duration": 1000,
+                    "sample_rate": 256},
+           "model": {"repository": "r", "mode": mode, "inference_rate": 4},
+           "search": {"injections": str(injections), "slides": slides}}
+    if mode == "e2e":
+        raw["data"]["witnesses"] = ["H1:W", "L1:W"]
+    return config_from_dict(raw, tmp_path / "c.toml")
+
+
+def test_e2e_leaves_out_deepcleans_training_spans_beside_bbhnets(tmp_path) -> None:
+    config = search_config(tmp_path, "e2e")
+    e2e = search_training_spans(config.mode, config.ifos, TRAINING)
+    assert e2e == {"deepclean-H1": (0.0, 100.0), "deepclean-L1": (0.0, 120.0),
+                   "bbhnet": (500.0, 600.0)}  # chain order; V1's is not served
+    analysed = [(0.0, 1000.0)]
+    assert held_out_seconds(analysed, list(e2e.values())) == 780.0  # less the union
+    assert place_injections([50.0, 300.0, 550.0], analysed, list(e2e.values())) == [
+        "in_training", "held_out", "in_training"]
+    # control: BBHnet's span alone keeps DeepClean's over-fit time in the held-out time
+    alone = [TRAINING["bbhnet"]]
+    assert held_out_seconds(analysed, alone) == 900.0
+    assert place_injections([50.0], analysed, alone) == ["held_out"]
+
+
+def test_bbhnet_mode_leaves_out_bbhnets_training_span_only(tmp_path) -> None:
+    config = search_config(tmp_path, "bbhnet")
+    spans = search_training_spans(config.mode, config.ifos, TRAINING)
+    assert spans == {"bbhnet": (500.0, 600.0)}
+    assert search_training_spans(config.mode, config.ifos, {}) == {}  # none recorded
+
+
+def merged_search(config, training: dict[str, list[float]]) -> dict:
+    """The merge's ``bbhnet`` summary (``products.search_summary``) of one stretch with a loud
+    trigger in DeepClean's training span and a quiet one on the held-out injection."""
+    triggers = np.zeros(3, TRIGGER_COLUMNS)
+    triggers["time"], triggers["statistic"] = [60.0, 300.0, 900.0], [9.0, 2.0, 1.0]
+    background = np.zeros(3, BACKGROUND_COLUMNS)
+    background["shift"] = 1.0
+    background["time"], background["statistic"] = [60.0, 400.0, 900.0], [9.0, 1.5, 0.5]
+    stretches = make_stretches(config.geometry, [(0.0, 1000.0)])
+    with h5py.File("summary.h5", "w", driver="core", backing_store=False) as file:
+        request = SummaryRequest(file, config, stretches, training, [ShardProducts(
+            arrays={"triggers": triggers, "background": background})], None)
+        return search_summary(request)["bbhnet"]
+
+
+def test_the_merge_of_an_e2e_search_holds_out_time_outside_every_training_span(tmp_path
+                                                                              ) -> None:
+    config = search_config(tmp_path, "e2e", slides=2)
+    [(start, end)] = statistic_spans(config.geometry,
+                                     make_stretches(config.geometry, [(0.0, 1000.0)]))
+    assert start < 50.0 and end > 600.0  # after the chain's warm-up: both spans analysed
+    both = merged_search(config, TRAINING)
+    assert both["analysed_seconds"] == pytest.approx(end - start)
+    assert both["held_out_seconds"] == pytest.approx(end - 120.0 - 100.0)  # less the union
+    assert both["injection_counts"]["in_training"] == 1  # the one at 50 s
+    assert both["training_spans_gps"] == {"deepclean-H1": [0.0, 100.0],
+                                          "deepclean-L1": [0.0, 120.0], "bbhnet": [500.0, 600.0]}
+    assert both["training_gps"] == [500.0, 600.0]
+    # control: BBHnet's span alone (the defect) counts DeepClean's time and its injection
+    alone = merged_search(config, {"bbhnet": TRAINING["bbhnet"]})
+    assert alone["held_out_seconds"] == pytest.approx(end - start - 100.0)
+    assert alone["injection_counts"]["in_training"] == 0
+    assert alone["background_livetime_seconds"] > both["background_livetime_seconds"]
+    lines = injection_lines(section(SearchNumbers, {"triggers": 3, "cluster_seconds": 1.0,
+                                                    **both}))
+    assert ("1 in the training spans of deepclean-H1 (GPS 0-100), deepclean-L1 (GPS 0-120) "
+            "and bbhnet (GPS 500-600)") in lines[1]
+    lines = injection_lines(section(SearchNumbers, {"triggers": 3, "cluster_seconds": 1.0,
+                                                    **alone}))
+    assert "0 in BBHnet's training span (GPS 500-600)" in lines[1]

@@ -48,7 +48,8 @@ STRETCHES = [(START, START + 400.0), (START + 600.0, START + 1000.0)]
 
 def test_the_check_says_where_the_injections_lie(tmp_path: Path) -> None:
     path = listed(tmp_path, [50.0, 150.0, 450.0, 600.5, 700.0, 900.0])
-    found = check_injections(config_with(tmp_path, path), STRETCHES, (START, START + 100.0))
+    found = check_injections(config_with(tmp_path, path), STRETCHES,
+                             {"bbhnet": (START, START + 100.0)})
     # 50 in training; 450 in the gap; 600.5 in the second stretch's warm-up (from 600.75)
     assert found.counts == {"listed": 6, "held_out": 3, "in_training": 1,
                             "outside_analysed": 2}
@@ -58,13 +59,32 @@ def test_the_check_says_where_the_injections_lie(tmp_path: Path) -> None:
                     "in BBHnet's training span (GPS 1262304000-1262304100), 2 outside the "
                     "analysed span; its population described")
     # control: without a training span the injection at 50 s is held out
-    assert check_injections(config_with(tmp_path, path), STRETCHES, None).counts[
+    assert check_injections(config_with(tmp_path, path), STRETCHES, {}).counts[
         "held_out"] == 4
+
+
+def test_the_check_of_an_e2e_campaign_leaves_out_deepcleans_training_spans_too(
+        tmp_path: Path) -> None:
+    path = listed(tmp_path, [50.0, 150.0, 700.0])
+    raw = {"data": {"frames": "f", "channels": ["H1:X", "L1:X"], "witnesses": ["H1:W", "L1:W"],
+                    "start": START, "duration": 1000, "sample_rate": 256},
+           "model": {"repository": "r", "mode": "e2e", "inference_rate": 4},
+           "search": {"injections": str(path)}}
+    config = config_from_dict(raw, tmp_path / "c.toml")
+    bbhnet = {"bbhnet": (START + 100.0, START + 200.0)}
+    found = check_injections(config, STRETCHES, {"deepclean-H1": (START, START + 100.0),
+                                                 "deepclean-L1": (START, START + 80.0), **bbhnet})
+    assert (found.counts["in_training"], found.counts["held_out"]) == (2, 1)
+    assert ("2 in the training spans of deepclean-H1 (GPS 1262304000-1262304100), deepclean-L1 "
+            "(GPS 1262304000-1262304080) and bbhnet (GPS 1262304100-1262304200)"
+            ) in found.lines()[0]
+    # control: BBHnet's span alone holds out the injection in DeepClean's training data
+    assert check_injections(config, STRETCHES, bbhnet).counts["held_out"] == 2
 
 
 def test_no_injection_to_count_is_a_warning(tmp_path: Path) -> None:
     path = listed(tmp_path, [450.0, 1500.0])
-    found = check_injections(config_with(tmp_path, path), STRETCHES, None)
+    found = check_injections(config_with(tmp_path, path), STRETCHES, {})
     assert found.counts["held_out"] == 0
     [warning] = found.warnings()
     assert warning.startswith("search.injections: none of the 2 injections of ")
@@ -72,10 +92,10 @@ def test_no_injection_to_count_is_a_warning(tmp_path: Path) -> None:
 
 
 def test_no_list_or_a_mode_without_triggers_is_not_checked(tmp_path: Path) -> None:
-    assert check_injections(config_with(tmp_path, None), STRETCHES, None) is None
+    assert check_injections(config_with(tmp_path, None), STRETCHES, {}) is None
     missing = tmp_path / "nowhere.json"
     assert check_injections(config_with(tmp_path, missing, "classifier"), STRETCHES,
-                            None) is None
+                            {}) is None
 
 
 def injection_set(path: Path) -> Path:
@@ -115,7 +135,7 @@ def test_a_bad_list_is_refused_on_one_line_naming_it(case: str, tmp_path: Path) 
     make, error, what = BAD_LISTS[case]
     path = make(tmp_path)
     with pytest.raises(error) as raised:
-        check_injections(config_with(tmp_path, path), STRETCHES, None)
+        check_injections(config_with(tmp_path, path), STRETCHES, {})
     message = str(raised.value)
     assert message.startswith("search.injections: ") and str(path) in message
     assert what in message and "\n" not in message
@@ -123,7 +143,7 @@ def test_a_bad_list_is_refused_on_one_line_naming_it(case: str, tmp_path: Path) 
 
 def test_a_good_set_without_a_population_is_read(tmp_path: Path) -> None:
     path = injection_set(tmp_path / "set.h5")
-    found = check_injections(config_with(tmp_path, path), STRETCHES, None)
+    found = check_injections(config_with(tmp_path, path), STRETCHES, {})
     assert found.counts["held_out"] == 1 and not found.described
     assert "no population described: found fractions, no VT" in found.lines()[0]
 
@@ -171,8 +191,8 @@ def test_make_dag_refuses_a_truncated_list_before_writing_anything(workspace: Pa
 
 def merge_numbers(tmp_path: Path, seconds: list[float], population: dict | None,
                   distances: list[float] | None = None,
-                  training: list[float] | None = None, snr: float = 10.0,
-                  snr_design: float = math.nan) -> tuple[dict, list[str]]:
+                  training: dict[str, tuple[float, float]] | None = None,
+                  snr: float = 10.0, snr_design: float = math.nan) -> tuple[dict, list[str]]:
     """The merge's injection numbers (no time slides) for injections at ``START + seconds``
     (network SNR ``snr``, against the design PSD ``snr_design``), one trigger on each, over
     STRETCHES; with its log lines."""
@@ -194,8 +214,8 @@ def merge_numbers(tmp_path: Path, seconds: list[float], population: dict | None,
     times = np.array([START + s for s in seconds] + [START + 300.0])
     values = np.array([9.0] * len(seconds) + [1.0])
     with captured_log() as lines:
-        result = injection_results(config.search, listed, times, values, None, analysed, training,
-                                   None)
+        result = injection_results(config.search, listed, times, values, None, analysed,
+                                   training or {}, None)
     return result, lines
 
 
@@ -248,7 +268,7 @@ def test_the_merge_line_says_how_many_injections_it_left_out_and_why(tmp_path: P
 
     # 150 s in the training span, 450 s in the gap between the stretches
     result, _ = merge_numbers(tmp_path, [150.0, 450.0, 700.0, 900.0], None,
-                              training=[START, START + 200.0])
+                              training={"bbhnet": (START, START + 200.0)})
     assert result["injection_counts"] == {"listed": 4, "held_out": 2, "in_training": 1,
                                           "outside_analysed": 1}
     lines = injection_lines(section(SearchNumbers, {"triggers": 0, "cluster_seconds": 1.0,

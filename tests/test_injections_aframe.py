@@ -289,7 +289,7 @@ def test_vt_comes_out_of_an_aframe_campaign_with_its_rejected_draws(tmp_path: Pa
            "search": {"found_seconds": 1.0, "slides": 2}}
     config = config_from_dict(raw, tmp_path / "c.toml")
     result = injection_results(config.search, listed, np.array([t0]), np.ones(1), np.array([2.0]),
-                               [(t0 - 100, t0 + 200)], None, 10 * 365.25 * 86400)
+                               [(t0 - 100, t0 + 200)], {}, 10 * 365.25 * 86400)
     point = result["sensitivity"]["at"]["1 year"]
     assert (point["found"], point["injections"], point["trials"]) == (1, 2, 7.0)
     expected = volume * 300 / (365.25 * 86400) * 1 / 7  # V T found / drawn

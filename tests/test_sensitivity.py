@@ -184,12 +184,15 @@ def test_sensitive_distance_of_a_known_volume() -> None:
 def test_injections_are_placed_outside_in_training_or_held_out() -> None:
     analysed = [(100.0, 200.0), (300.0, 400.0)]
     places = place_injections([99.9, 100.0, 149.9, 150.0, 200.0, 350.0], analysed,
-                              (100.0, 150.0))
+                              [(100.0, 150.0)])
     assert places == ["outside_analysed", "in_training", "in_training", "held_out",
                       "outside_analysed", "held_out"]
     assert injection_counts(places) == {"listed": 6, "outside_analysed": 2, "in_training": 2,
                                         "held_out": 2}
-    assert place_injections([120.0], analysed, None) == ["held_out"]
+    assert place_injections([120.0], analysed) == ["held_out"]
+    # several spans left out (e2e: DeepClean's too): in any of them is in training
+    assert place_injections([120.0, 320.0, 360.0], analysed, [(100.0, 130.0), (300.0, 350.0)]
+                            ) == ["in_training", "in_training", "held_out"]
 
 
 @pytest.fixture
@@ -214,7 +217,7 @@ def test_injections_in_the_training_span_do_not_count_in_vt(config) -> None:
     injections = [Injection(t, 10.0) for t in gps]
     training = (50.0, 250.0)
     counted = found_missed_at_ifar(np.array(gps), np.array(ifars), np.ones(5), injections,
-                                   config.search, [(0.0, 1000.0)], training)
+                                   config.search, [(0.0, 1000.0)], [training])
     assert (counted["found"], counted["missed"]) == (1, 2)  # held out: 500, 600, 700
     assert counted["injection_counts"] == {"listed": 5, "outside_analysed": 0,
                                            "in_training": 2, "held_out": 3}
@@ -346,7 +349,7 @@ def test_vt_is_the_found_fraction_times_the_volume_times_the_held_out_time(tmp_p
            "search": {"found_seconds": 1.0, "ifar_threshold_years": 1.0, "slides": 4,
                       "slide_seconds": 1.0}}
     config = config_from_dict(raw, tmp_path / "c.toml")
-    analysed, training = [(0.0, 600.0), (700.0, 1000.0)], [100.0, 400.0]
+    analysed, training = [(0.0, 600.0), (700.0, 1000.0)], {"bbhnet": (100.0, 400.0)}
     held_out_gps = [50.0, 450.0, 550.0, 750.0, 850.0, 950.0]
     held_out_ifars = [2.0, 0.01, 5.0, None, 3.0, 0.2]  # None: no trigger near it
     training_gps, outside_gps = [150.0, 250.0], [650.0]

@@ -118,7 +118,8 @@ class Mode:
     @property
     def statistic_network(self) -> str:
         """The network whose output is the statistic: the last of its chain (with
-        ``triggers``, the one whose training span the search's injections must avoid)."""
+        ``triggers``, the one that makes them; the search leaves out the training spans of
+        every network the mode serves: ``search/held_out.py``)."""
         return self.networks[-1]
 
     @property

@@ -33,8 +33,8 @@ BBHnet with time slides (``search.slides = N``)
     An injection is found when a trigger within ``found_seconds`` has an inverse FAR of at
     least ``ifar_threshold_years``. With an injection list, as for the zero-lag background,
     a slide's trigger is left out when either detector's time (``t``, or ``t - kΔ`` for the
-    second) lies within ``exclusion_seconds`` of an injection or inside the network's training
-    span, and that time leaves the slide's livetime (``slide_livetime``): otherwise every
+    second) lies within ``exclusion_seconds`` of an injection or inside a training span left
+    out, and that time leaves the slide's livetime (``slide_livetime``): otherwise every
     injection would stand in the background once per slide, one detector's signal against
     the other's slid noise.
 A statistic that is not a number
@@ -45,10 +45,11 @@ A statistic that is not a number
     that applies: gaps have no samples, and a slide's windows before it is formed (NaN) are
     never clustered.
 Which injections count
-    Only those inside the analysed stretches and outside the network's training span
-    (``place_injections``): the background leaves that span out, and so does the found/missed
-    count; the rows still list the ones in the training span (``in_training``) and the counts
-    say how many were left out and why. VT against IFAR: ``science/bbhnet/sensitivity.py``.
+    Only those inside the analysed stretches and outside the training spans left out
+    (``place_injections``; which spans: every served network's, ``search/held_out.py``): the
+    background leaves those spans out, and so does the found/missed count; the rows still list
+    the ones in a training span (``in_training``) and the counts say how many were left out
+    and why. VT against IFAR: ``science/bbhnet/sensitivity.py``.
 """
 
 from __future__ import annotations
@@ -302,14 +303,14 @@ class Injection:
 
 
 def background_cuts(injections: list[Injection], search: SearchConfig,
-                    training: tuple[float, float] | None) -> list[tuple[float, float]]:
+                    training: Sequence[Sequence[float]] = ()) -> list[tuple[float, float]]:
     """GPS spans no background trigger may come from: ``exclusion_seconds`` around every
     injection (none with ``search.inject``: the background stream holds none), and the
-    network's training span."""
+    ``training`` spans left out (``[start, end)``)."""
     exclusion = search.exclusion_seconds
     cuts = [(i.gps_time - exclusion, i.gps_time + exclusion)
             for i in injections if not search.inject]
-    return cuts + ([(float(training[0]), float(training[1]))] if training is not None else [])
+    return cuts + [(float(a), float(b)) for a, b in training]
 
 
 def slide_livetime(analysed: tuple[float, float], cuts: list[tuple[float, float]],
@@ -347,15 +348,15 @@ OUTSIDE_ANALYSED, IN_TRAINING, HELD_OUT = "outside_analysed", "in_training", "he
 
 
 def place_injections(gps_times: Sequence[float], analysed: list[tuple[float, float]],
-                     training: Sequence[float] | None) -> list[str]:
+                     training: Sequence[Sequence[float]] = ()) -> list[str]:
     """Per injection time: ``OUTSIDE_ANALYSED`` (in no analysed span ``[start, end)``),
-    ``IN_TRAINING`` (inside, and in the network's training span ``[start, end)``) or
-    ``HELD_OUT`` (what found/missed and VT count)."""
+    ``IN_TRAINING`` (inside, and in one of the ``training`` spans ``[start, end)`` left out)
+    or ``HELD_OUT`` (what found/missed and VT count)."""
     out = []
     for gps in gps_times:
         if not any(s <= gps < e for s, e in analysed):
             out.append(OUTSIDE_ANALYSED)
-        elif training is not None and float(training[0]) <= gps < float(training[1]):
+        elif any(float(a) <= gps < float(b) for a, b in training):
             out.append(IN_TRAINING)
         else:
             out.append(HELD_OUT)
@@ -370,9 +371,9 @@ def injection_counts(places: Sequence[str]) -> dict[str, int]:
 
 
 def _counted(injections: list[Injection], analysed: list[tuple[float, float]],
-             training: Sequence[float] | None) -> tuple[list[tuple[Injection, bool]],
-                                                      dict[str, int]]:
-    """The injections in analysed time with whether each is in the training span, and the
+             training: Sequence[Sequence[float]]) -> tuple[list[tuple[Injection, bool]],
+                                                           dict[str, int]]:
+    """The injections in analysed time with whether each is in a training span, and the
     counts (``injection_counts``)."""
     places = place_injections([i.gps_time for i in injections], analysed, training)
     kept = [(i, p == IN_TRAINING) for i, p in zip(injections, places, strict=True)
@@ -390,11 +391,11 @@ def _tally(rows: list[dict[str, Any]], counts: dict[str, int]) -> dict[str, Any]
 def found_missed_at_ifar(
     times: np.ndarray, ifar_years: np.ndarray, values: np.ndarray,
     injections: list[Injection], search: SearchConfig,
-    analysed: list[tuple[float, float]], training: Sequence[float] | None = None,
+    analysed: list[tuple[float, float]], training: Sequence[Sequence[float]] = (),
 ) -> dict[str, Any]:
     """Found/missed at the config's IFAR threshold: found when a trigger within
     ``found_seconds`` has ``ifar >= threshold``. Rows for every injection in the analysed
-    stretches (``in_training`` marks those in the network's ``training`` span); ``found`` and
+    stretches (``in_training`` marks those in a ``training`` span left out); ``found`` and
     ``missed`` count the held-out ones only, ``injection_counts`` says what was left out.
     DataError for a statistic or IFAR that is not finite (``refuse_non_finite``)."""
     refuse_non_finite(values, "the statistic near the injections", lambda i: float(times[i]))
@@ -430,16 +431,16 @@ def _segments(spans: list[tuple[float, float]]) -> segmentlist:
 def found_missed(
     times: np.ndarray, values: np.ndarray, injections: list[Injection],
     search: SearchConfig, analysed: list[tuple[float, float]],
-    training: Sequence[float] | None = None,
+    training: Sequence[Sequence[float]] = (),
     foreground: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Found/missed of the injections inside the analysed stretches (module docstring), the
     held-out ones counted as in ``found_missed_at_ifar``.
 
-    The background leaves out ``exclusion_seconds`` around every injection and the network's
-    ``training`` span (GPS), if known. With a ``foreground`` (times, values: injections on the
-    fly) an injection's statistic is the foreground's near it. DataError for a statistic that
-    is not finite, either's (``refuse_non_finite``).
+    The background leaves out ``exclusion_seconds`` around every injection and the
+    ``training`` spans left out (GPS ``[start, end)``), if known. With a ``foreground``
+    (times, values: injections on the fly) an injection's statistic is the foreground's near
+    it. DataError for a statistic that is not finite, either's (``refuse_non_finite``).
     """
     refuse_non_finite(values, "the statistic", lambda i: float(times[i]))
     if foreground is not None:
@@ -463,5 +464,4 @@ def found_missed(
         **_tally(rows, counts),
         "threshold": threshold,
         "background_seconds": float(sum(e - s for s, e in background_spans)),
-        "training_gps": None if training is None else [float(x) for x in training],
     }

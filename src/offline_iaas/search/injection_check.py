@@ -1,17 +1,17 @@
 """The injection list checked before any server starts (``serve/startup_checks.py``'s
 ``injections``): ``check_injections`` reads ``search.injections`` as the merge will
 (``search/injection_list.py``) and says where its injections lie against the analysed span and
-the search network's training span (the mode's last network: BBHnet's).
+the training spans the search leaves out (``search/held_out.py``: every served network's;
+BBHnet's, and in e2e DeepClean's too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.gps import gps_span_text
 from offline_iaas.mode_packages import network_kinds
 from offline_iaas.physics import (
     HELD_OUT,
@@ -20,6 +20,7 @@ from offline_iaas.physics import (
     injection_counts,
     place_injections,
 )
+from offline_iaas.search.held_out import search_training_spans, training_spans_text
 from offline_iaas.search.injection_list import read_campaign_injections
 from offline_iaas.stretches import make_stretches, statistic_spans
 
@@ -30,18 +31,21 @@ class InjectionCheck:
 
     path: Path
     counts: dict[str, int]
-    training_gps: tuple[float, float] | None
+    training: dict[str, tuple[float, float]]
+    """The training spans left out, by network (``search_training_spans``)."""
     described: bool
     """The list describes its population (VT possible; else found fractions only)."""
     network: str
+    """The search network's weight stem (``bbhnet``)."""
+    title: str
     """The search network as messages name it (its ``NetworkKind.title``: ``BBHnet``)."""
 
     def lines(self) -> list[str]:
         """What the check found, for the log."""
         c = self.counts
-        span = self.training_gps
-        training = (f"{self.network}'s training span (GPS {gps_span_text(span[0], span[1])})"
-                    if span else f"{self.network}'s training span (none recorded)")
+        training = training_spans_text(self.training, self.network, self.title)
+        if not self.training:
+            training += " (none recorded)"
         population = ("its population described" if self.described else
                       "no population described: found fractions, no VT")
         return [f"injection list {self.path}: {c['listed']} injections, {c[HELD_OUT]} held out "
@@ -52,16 +56,18 @@ class InjectionCheck:
         """Zero injections to count: the merge would have no found/missed and no VT."""
         if self.counts[HELD_OUT]:
             return []
+        spans = training_spans_text(self.training, self.network, self.title, gps=False)
         return [f"search.injections: none of the {self.counts['listed']} injections of "
-                f"{self.path} lies in the analysed span outside {self.network}'s training span: "
+                f"{self.path} lies in the analysed span outside {spans}: "
                 "the merge will count no found/missed injection and no VT"]
 
 
 def check_injections(config: CampaignConfig, stretches: Sequence[tuple[float, float]],
-                     training_gps: Sequence[float] | None) -> InjectionCheck | None:
+                     training: Mapping[str, Sequence[float]]) -> InjectionCheck | None:
     """Read ``search.injections`` (exists, parses, has its columns) and place its injections
-    against the analysed span of ``stretches`` (``preflight``'s) and the network's training
-    span; None when the mode counts no injections or none are listed.
+    against the analysed span of ``stretches`` (``preflight``'s) and the training spans the
+    search leaves out (``search_training_spans`` of ``training``, the manifest's by network);
+    None when the mode counts no injections or none are listed.
 
     Raises
     ------
@@ -78,10 +84,11 @@ def check_injections(config: CampaignConfig, stretches: Sequence[tuple[float, fl
 
         on_the_fly(config)
     analysed = statistic_spans(config.geometry, make_stretches(config.geometry, list(stretches)))
-    training = (float(training_gps[0]), float(training_gps[1])) if training_gps else None
-    places = place_injections([i.gps_time for i in listed.injections], analysed, training)
-    network = config.mode.networks[-1]  # the one whose statistic makes the triggers
+    left_out = search_training_spans(config.mode, config.ifos, training)
+    places = place_injections([i.gps_time for i in listed.injections], analysed,
+                              list(left_out.values()))
+    network = config.mode.statistic_network  # the one whose statistic makes the triggers
     kind = network_kinds().get(network)
-    return InjectionCheck(listed.path, injection_counts(places), training,
+    return InjectionCheck(listed.path, injection_counts(places), left_out,
                           bool(listed.population and listed.population.get("time_volume_gpc3")),
-                          kind.title if kind is not None else network)
+                          network, kind.title if kind is not None else network)

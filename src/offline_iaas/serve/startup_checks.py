@@ -105,8 +105,8 @@ def _injections(checking: Checking) -> None:
     if not checking.open_files or checking.span is None:
         return
     config = checking.config
-    training = training_spans(config.model.repository).get(config.mode.statistic_network)
-    found = check_injections(config, checking.span.stretches, training)
+    found = check_injections(config, checking.span.stretches,
+                             training_spans(config.model.repository))
     if found is None:
         return
     for line in found.lines():

@@ -12,12 +12,13 @@ understated by the draws left out).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from offline_iaas.config_sections import SearchConfig
-from offline_iaas.gps import gps_span_text, gps_text
+from offline_iaas.gps import gps_text
 from offline_iaas.physics import (
     HELD_OUT,
     IN_TRAINING,
@@ -37,12 +38,14 @@ from offline_iaas.science.bbhnet.sensitivity import (
     volume_bound,
 )
 from offline_iaas.science.bbhnet.summary import (
+    SEARCH_NETWORK,
     Population,
     SearchNumbers,
     SensitivePoint,
     Sensitivity,
     SnrCutBound,
     VolumeBound,
+    left_out_text,
 )
 from offline_iaas.search.injection_list import InjectionList, read_campaign_injections
 from offline_iaas.summary_physics import section
@@ -62,24 +65,28 @@ def campaign_injections(search: SearchConfig) -> InjectionList | None:
 def injection_results(
     search: SearchConfig, listed: InjectionList, times: np.ndarray, values: np.ndarray,
     ifar_years: np.ndarray | None, analysed: list[tuple[float, float]],
-    training: list[float] | None, background_livetime_seconds: float | None,
+    training: Mapping[str, tuple[float, float]], background_livetime_seconds: float | None,
     foreground: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Found/missed and (with a background: ``ifar_years`` and its livetime) VT against IFAR
     with its population, for the ``bbhnet`` summary; logs what was left out and the volume
-    bound. With ``foreground`` (times, statistic of the injections on the fly), found/missed
-    come from it: ``ifar_years`` are then the foreground's."""
+    bound. ``training``: the spans left out, by network (``search/held_out.
+    search_training_spans``). With ``foreground`` (times, statistic of the injections on the
+    fly), found/missed come from it: ``ifar_years`` are then the foreground's."""
     injections = list(listed.injections)
+    spans = list(training.values())
     if ifar_years is not None:
         at, seen = foreground if foreground is not None else (times, values)
         result = found_missed_at_ifar(at, ifar_years, seen, injections, search, analysed,
-                                      training)
+                                      spans)
     else:
-        result = found_missed(times, values, injections, search, analysed, training,
-                              foreground)
-    result["training_gps"] = None if training is None else [float(x) for x in training]
+        result = found_missed(times, values, injections, search, analysed, spans, foreground)
+    own = training.get(SEARCH_NETWORK)
+    result["training_gps"] = None if own is None else [float(x) for x in own]
+    result["training_spans_gps"] = {name: [float(a), float(b)] for name, (a, b) in
+                                    training.items()}
     result["analysed_seconds"] = float(sum(b - a for a, b in analysed))
-    result["held_out_seconds"] = held_out_seconds(analysed, training)
+    result["held_out_seconds"] = held_out_seconds(analysed, spans)
     counts = result["injection_counts"]
     held_out = [r for r in result["injections"] if not r["in_training"]]
     _warn_left_out(listed, counts, analysed, training)
@@ -116,24 +123,25 @@ def injection_results(
     return result
 
 
-def held_out_seconds(analysed: list[tuple[float, float]], training: list[float] | None
-                     ) -> float:
-    """The analysed time outside the network's training span (s): where the injections
-    found/missed and VT count lie (``physics.place_injections``), so VT's ``T``."""
-    cut = [] if training is None else [(float(training[0]), float(training[1]))]
-    return float(sum(b - a for a, b in subtract_spans(analysed, cut)))
+def held_out_seconds(analysed: list[tuple[float, float]],
+                     training: Sequence[Sequence[float]] = ()) -> float:
+    """The analysed time outside every ``training`` span left out (s, the union's; spans
+    ``[start, end)``): where the injections found/missed and VT count lie
+    (``physics.place_injections``), so VT's ``T``."""
+    cuts = [(float(a), float(b)) for a, b in training]
+    return float(sum(b - a for a, b in subtract_spans(analysed, cuts)))
 
 
 def _warn_left_out(listed: InjectionList, counts: dict[str, int],
-                   analysed: list[tuple[float, float]], training: list[float] | None) -> None:
+                   analysed: list[tuple[float, float]],
+                   training: Mapping[str, tuple[float, float]]) -> None:
     if not counts["listed"] or counts[HELD_OUT]:
         return
     span = (f"GPS {min(a for a, _ in analysed):.0f}-{max(b for _, b in analysed):.0f}"
             if analysed else "nothing analysed")
     where = f"{counts[OUTSIDE_ANALYSED]} outside the analysed span ({span})"
-    if counts[IN_TRAINING]:
-        where += (f", {counts[IN_TRAINING]} in BBHnet's training span (GPS "
-                  f"{gps_span_text(training[0], training[1])})" if training else "")
+    if counts[IN_TRAINING] and training:
+        where += f", {counts[IN_TRAINING]} in {left_out_text(training)}"
     logger.warning(f"BBHnet: none of the {counts['listed']} injections of search.injections "
                    f"({listed.path}) is held out in the analysed time: {where}; no found/"
                    "missed count, no VT")
@@ -172,11 +180,10 @@ def counts_line(search: SearchNumbers) -> str | None:
     counts = search.injection_counts
     if counts is None:
         return None
-    training = search.training_gps
-    span = f" (GPS {gps_span_text(training[0], training[1])})" if training else ""
     return (f"BBHnet: injections: {counts.listed} listed, {counts.held_out} held out; "
-            f"left out of found/missed and VT: {counts.in_training} in BBHnet's training "
-            f"span{span}, {counts.outside_analysed} outside the analysed span")
+            f"left out of found/missed and VT: {counts.in_training} in "
+            f"{left_out_text(search.left_out_spans)}, {counts.outside_analysed} outside the "
+            "analysed span")
 
 
 def found_line(search: SearchNumbers, criterion: str, threshold: str) -> str:
@@ -208,11 +215,12 @@ def _vt(p: SensitivePoint) -> str:
             f"{counted})")
 
 
-def sensitivity_lines(sensitivity: Sensitivity | None) -> list[str]:
+def sensitivity_lines(sensitivity: Sensitivity | None,
+                      left_out: str = "BBHnet's training span") -> list[str]:
     """VT at the loudest IFAR the background measures (the headline: a trigger louder than all
     of it), at IFAR 1 month and 1 year (or "not measurable (...)"), how many slides those
-    need, ``T``, the interval, and the population beside them
-    (``sensitivity.sensitivity_summary``)."""
+    need, ``T`` (the analysed time less ``left_out``), the interval, and the population
+    beside them (``sensitivity.sensitivity_summary``)."""
     if sensitivity is None:
         return []
     reach, interval = sensitivity.at_reach, sensitivity.interval
@@ -223,7 +231,7 @@ def sensitivity_lines(sensitivity: Sensitivity | None) -> list[str]:
     lines += [f"BBHnet: at IFAR >= {name}: {_vt(p)}" for name, p in sensitivity.at.items()]
     lines += [f"BBHnet: background: {slides_line(need)}"
               for need in sensitivity.slides_needed.values()]
-    lines.append(f"BBHnet: VT's T: {time_caption(sensitivity)}")
+    lines.append(f"BBHnet: VT's T: {time_caption(sensitivity, left_out)}")
     lines.append(f"BBHnet: intervals: {interval.method} at {100 * interval.confidence:.2f}"
                  " % of the found fraction, carried to VT and distance")
     if sensitivity.vt_null_reason:
@@ -234,7 +242,7 @@ def sensitivity_lines(sensitivity: Sensitivity | None) -> list[str]:
 
 def injection_lines(search: SearchNumbers) -> list[str]:
     """The found/missed, counts, volume-bound and VT lines of a ``bbhnet`` summary."""
-    lines = []
+    lines, spans = [], search.left_out_spans
     if search.found is not None and search.ifar_threshold_years is not None:
         lines.append(found_line(
             search, f" at IFAR >= {search.ifar_threshold_years:.2g} yr"
@@ -243,7 +251,7 @@ def injection_lines(search: SearchNumbers) -> list[str]:
         lines.append(found_line(
             search, "", f" (threshold {search.threshold:.2f} from "
             f"{search.background_seconds:.0f} s of injection-free data"
-            + (" outside the training span)" if search.training_gps else
+            + (f" outside the training span{'s' if len(spans) > 1 else ''})" if spans else
                "; training span unknown)")))
     counted = counts_line(search)
     if counted:
@@ -254,4 +262,4 @@ def injection_lines(search: SearchNumbers) -> list[str]:
     near_cut = search.snr_cut_bound
     if near_cut is not None and near_cut.found_near_cut:
         lines.append(f"BBHnet: {cut_bound_line(near_cut)}")
-    return lines + sensitivity_lines(search.sensitivity)
+    return lines + sensitivity_lines(search.sensitivity, left_out_text(spans, gps=False))

@@ -39,6 +39,7 @@ from offline_iaas.science.bbhnet.injections import (
     injection_results,
 )
 from offline_iaas.science.bbhnet.summary import WITHOUT_CLEANING
+from offline_iaas.search.held_out import search_training_spans
 from offline_iaas.stretches import Stretch, first_formed_window, output_x0, statistic_spans
 
 logger = logging.getLogger(__name__)
@@ -61,7 +62,8 @@ def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
     dx = config.stride_seconds
     half = cluster_reach_windows(config.search.cluster_seconds, dx)
     slides = f"background{suffix}" in writer.outputs
-    cuts = _background_cuts(config.search, writer.training) if slides else []
+    left_out = search_training_spans(config.mode, config.ifos, writer.training)
+    cuts = _background_cuts(config.search, left_out) if slides else []
     times, values, rows = [], [], []
     for e in writer.extents:
         a, b = e.statistic_rows
@@ -114,10 +116,12 @@ TRIGGER_COLUMNS = [("time", "f8"), ("statistic", "f4")]
 BACKGROUND_COLUMNS = [("shift", "f8"), ("time", "f8"), ("statistic", "f4")]
 
 
-def _background_cuts(search: SearchConfig, training: dict[str, list[float]]
+def _background_cuts(search: SearchConfig, training: dict[str, tuple[float, float]]
                      ) -> list[tuple[float, float]]:
+    """The background's cuts (``physics.background_cuts``) with an injection list: around
+    its injections, and the ``training`` spans left out (``search_training_spans``)."""
     listed = campaign_injections(search)
-    return (background_cuts(list(listed.injections), search, training.get("bbhnet"))
+    return (background_cuts(list(listed.injections), search, list(training.values()))
             if listed else [])
 
 
@@ -127,7 +131,9 @@ def search_summary(request: SummaryRequest) -> dict[str, Any]:
     found/missed; in e2e with the raw strain searched too, the same under
     ``bbhnet.without_cleaning``."""
     file, config, stretches = request.file, request.config, request.stretches
-    training, products = request.training, request.products
+    # every served network's span: in e2e DeepClean's too (its cleaned strain is over-fit)
+    training = search_training_spans(config.mode, config.ifos, request.training)
+    products = request.products
     fg = _foreground(file, config.search, config.outputs, products)
     search = _triggers(file, config, stretches, training, products, fg)
     if config.outputs.searches_raw_strain:  # the same search on the raw strain: cleaning's gain
@@ -137,11 +143,12 @@ def search_summary(request: SummaryRequest) -> dict[str, Any]:
 
 
 def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
-              training: dict[str, list[float]], products: list[ShardProducts],
+              training: dict[str, tuple[float, float]], products: list[ShardProducts],
               fg: np.ndarray | None, suffix: str = "") -> dict[str, Any]:
     """One search's triggers (with their FAR), background and found/missed, into ``file``
     as ``triggers<suffix>`` and ``background<suffix>``; ``fg`` the foreground table, whose
-    ``statistic<suffix>`` column found/missed reads."""
+    ``statistic<suffix>`` column found/missed reads; ``training`` the spans left out of the
+    background, its livetime and the held-out injections (``search_training_spans``)."""
     found = [p.arrays[f"triggers{suffix}"] for p in products if f"triggers{suffix}" in p.arrays]
     triggers = np.concatenate(found) if found else np.zeros(0, TRIGGER_COLUMNS)
     t, v = triggers["time"], triggers["statistic"]
@@ -182,7 +189,7 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
         ifar = (table["ifar"] if fg is None else fg_ifar) if slides else None
         result.update(injection_results(
             config.search, listed, t, v, ifar,
-            analysed, training.get("bbhnet"), result.get("background_livetime_seconds"),
+            analysed, training, result.get("background_livetime_seconds"),
             None if fg is None else (fg["time"], fg[column])))
     return result
 

@@ -18,7 +18,12 @@ from offline_iaas.science.bbhnet.products import (
     read_zero_lag_statistic,
 )
 from offline_iaas.science.bbhnet.sensitivity import population_caption, time_caption
-from offline_iaas.science.bbhnet.summary import SearchNumbers, SensitivePoint, Sensitivity
+from offline_iaas.science.bbhnet.summary import (
+    SearchNumbers,
+    SensitivePoint,
+    Sensitivity,
+    left_out_text,
+)
 
 LOUDEST_TRIGGERS = 200
 """Triggers read for the plot (the loudest); those above the threshold are marked."""
@@ -102,7 +107,7 @@ def _false_alarms(run: ReportRun, section: page.Section, search: SearchNumbers,
         f"server from the one stream, each where both detectors' windows lie in a stretch; "
         f"{search.background_triggers} background triggers in {livetime:.0f} s "
         f"({livetime / SECONDS_PER_YEAR:.3g} yr: the windows each slide formed, times the "
-        "stride, less any time cut around injections or in the training span). A trigger's "
+        "stride, less any time cut around injections or in a training span). A trigger's "
         "FAR is (n + 1) / livetime with n the background triggers at least as loud (PyCBC's "
         "convention): one louder than all gets 1 / livetime, the largest IFAR the background "
         "gives, and one with a single background trigger at least as loud half that."))
@@ -182,11 +187,12 @@ def _sensitivity(section: page.Section, search: SearchNumbers) -> None:
         section.parts.append(page.paragraph(note, "absent"))
         return
     counts, interval = found.counts, found.interval
-    left_out = (f"{counts.in_training} injections in BBHnet's training span and "
+    spans = left_out_text(search.left_out_spans, gps=False)
+    left_out = (f"{counts.in_training} injections in {spans} and "
                 f"{counts.outside_analysed} outside the analysed span left out of "
                 f"{counts.listed}; " if counts is not None else "")
     caption = (f"VT = V x T x found fraction over {found.injections} held-out injections "
-               f"({left_out}{time_caption(found)}); "
+               f"({left_out}{time_caption(found, spans)}); "
                f"{interval.method} interval at {100 * interval.confidence:.2f} %. "
                f"Population: {population_caption(found.population)}.")
     section.parts.append(page.figure(figures.sensitivity_figure(

@@ -5,9 +5,10 @@ the population's description (``search/injection_list.py``); the merge (``inject
 and the reference call it.
 
 Held-out injections
-    Only the injections inside the analysed time and outside the network's training span
-    count (``physics.place_injections``), as the background leaves that span out: an
-    injection in the training data is not a fair test of the network. The excluded ones are
+    Only the injections inside the analysed time and outside the training spans left out
+    count (``physics.place_injections``; BBHnet's, and in e2e DeepClean's too:
+    ``search/held_out.py``), as the background leaves those spans out: an injection in the
+    training data is not a fair test of the networks. The excluded ones are
     counted, by reason, beside every VT (``counts``).
 VT
     Given each held-out injection's largest IFAR of a trigger within ``found_seconds``
@@ -16,8 +17,8 @@ VT
 
         VT(threshold) = V x T x f,   f = found / N
 
-    with ``T`` the held-out time in years (the analysed zero-lag time less the network's
-    training span: the time the counted injections were placed in, ``held_out_seconds``) and
+    with ``T`` the held-out time in years (the analysed zero-lag time less the training spans
+    left out: the time the counted injections were placed in, ``held_out_seconds``) and
     ``V`` the population's volume. For a
     population drawn uniform in comoving volume and source-frame time (``search/population.py``),
     ``V`` is ``time_volume_gpc3`` = ``int dVc/dz / (1 + z) dz``: then ``VT`` is in Gpc^3 years
@@ -171,7 +172,7 @@ def sensitive_volume(
         The population's volume (``population.time_volume_gpc3(z_max)``); None: found
         fractions only (VT null, with the reason).
     held_out_years
-        ``T``: the analysed zero-lag time outside the network's training span (years), where
+        ``T``: the analysed zero-lag time outside the training spans left out (years), where
         the counted injections lie.
     thresholds_years
         IFAR thresholds (``ifar_thresholds``).
@@ -412,15 +413,16 @@ def cut_snr(row: Mapping[str, Any]) -> float:
     return float(row["network_snr"] if design is None else design)
 
 
-def time_caption(sensitivity: Sensitivity) -> str:
+def time_caption(sensitivity: Sensitivity, left_out: str = "BBHnet's training span") -> str:
     """VT's ``T`` in a summary (``sensitivity_summary``): ``T = 1277 s held out (2045 s
-    analysed less BBHnet's training span)``."""
+    analysed less BBHnet's training span)``; ``left_out`` names the training spans left out
+    (``summary.left_out_text``: in e2e DeepClean's too)."""
     analysed = sensitivity.analysed_years
     if sensitivity.held_out_years is None:  # a summary written before T was held out
         return f"T = {(analysed or 0.0) * SECONDS_PER_YEAR:.0f} s analysed"
     held_out = sensitivity.held_out_years * SECONDS_PER_YEAR
     of = ("" if analysed is None else
-          f" ({analysed * SECONDS_PER_YEAR:.0f} s analysed less BBHnet's training span)")
+          f" ({analysed * SECONDS_PER_YEAR:.0f} s analysed less {left_out})")
     return f"T = {held_out:.0f} s held out{of}"
 
 

@@ -3,9 +3,15 @@ its triggers, background, found/missed injections and VT against IFAR."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from pydantic import ConfigDict
 
+from offline_iaas.search.held_out import training_spans_text
 from offline_iaas.summary_physics import Numbers
+
+SEARCH_NETWORK = "bbhnet"
+"""The search network's weight stem: the key of its training span (``training_gps``)."""
 
 WITHOUT_CLEANING = "without_cleaning"
 """The key in ``campaign.json``'s ``bbhnet`` section of e2e's search on the raw strain
@@ -182,12 +188,24 @@ class SearchNumbers(Numbers):
     injection_counts: InjectionCounts | None = None
     injections: tuple[InjectionRow, ...] = ()
     training_gps: tuple[float, float] | None = None
+    """BBHnet's training span."""
+    training_spans_gps: dict[str, tuple[float, float]] | None = None
+    """Every training span left out of the held-out time, by network (``search/held_out``:
+    in e2e DeepClean's per interferometer too); None in a summary written before it."""
     held_out_seconds: float | None = None
     volume_bound: VolumeBound | None = None
     snr_cut_bound: SnrCutBound | None = None
     sensitivity: Sensitivity | None = None
     without_cleaning: SearchNumbers | None = None
     """e2e with injections on the fly: the same search on the raw strain."""
+
+    @property
+    def left_out_spans(self) -> dict[str, tuple[float, float]]:
+        """The training spans left out, by network (``training_spans_gps``; in a summary
+        written before it BBHnet's ``training_gps``)."""
+        if self.training_spans_gps is not None:
+            return dict(self.training_spans_gps)
+        return {SEARCH_NETWORK: self.training_gps} if self.training_gps else {}
 
     @property
     def slid(self) -> bool:
@@ -197,3 +215,10 @@ class SearchNumbers(Numbers):
 
 SEARCH_SECTIONS = {"bbhnet": SearchNumbers}
 """The section of ``campaign.json`` that the search writes (``BuiltInParts.summary_sections``)."""
+
+
+def left_out_text(training: Mapping[str, Sequence[float]], gps: bool = True) -> str:
+    """The training spans left out as messages name them: ``BBHnet's training span (GPS a-b)``,
+    or in e2e with DeepClean's ``the training spans of deepclean-H1 (GPS a-b), ... and bbhnet
+    (GPS c-d)`` (``search/held_out.training_spans_text``)."""
+    return training_spans_text(training, SEARCH_NETWORK, "BBHnet", gps)
