@@ -41,6 +41,7 @@ from offline_iaas.bench.clients import ClientJob, ClientRun, run_clients
 from offline_iaas.bench.provenance import command_line, publish
 from offline_iaas.bench.server import bench_server
 from offline_iaas.bench.service import open_stream
+from offline_iaas.bench.timeslides import SLIDE_SECONDS
 from offline_iaas.bench.workloads import BBHNET, Workload, write_weights
 from offline_iaas.client.requests import foreground_capture, request_inputs
 from offline_iaas.config import CampaignConfig
@@ -165,7 +166,8 @@ def bench_config(work_dir: Path, load: Workload, data_seconds: float, clients: i
                                  frames=work_dir / "frames"),
         synth=dataclasses.replace(config.synth, injections=0, witnesses=0,
                                   frame_sample_rate=frame_rate_hz, file_duration=file_seconds),
-        search=dataclasses.replace(config.search, slides=slides, slide_seconds=1.0))
+        search=dataclasses.replace(config.search, slides=slides,
+                                   slide_seconds=SLIDE_SECONDS))
 
 
 def measure_foreground(work_dir: Path, load: Workload = BBHNET,
@@ -176,7 +178,7 @@ def measure_foreground(work_dir: Path, load: Workload = BBHNET,
                        read_again: bool = False,
                        ) -> tuple[CampaignConfig, list[tuple[Cost, Cost]]]:
     """Per repeat, the background only and with the foreground on one server (module
-    docstring); with ``slides`` of 1 s formed on the server (``search.slides``);
+    docstring); with ``slides`` of ``SLIDE_SECONDS`` formed on the server (``search.slides``);
     ``read_again``: the foreground pieces read from the frames again (the baseline)."""
     config = bench_config(work_dir, load, data_seconds, clients, slides, frame_rate_hz,
                           file_seconds)
@@ -283,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients", type=int, default=CLIENTS)
     parser.add_argument("--interval-seconds", type=float, default=INTERVAL_SECONDS)
     parser.add_argument("--slides", type=int, default=0,
-                        help="time slides of 1 s formed on the server (search.slides)")
+                        help="time slides of SLIDE_SECONDS formed on the server (search.slides)")
     parser.add_argument("--frame-rate", type=float, default=FRAME_RATE_HZ,
                         help="the frames' sample rate (Hz): a multiple of the model's 2048")
     parser.add_argument("--file-seconds", type=float, default=FILE_SECONDS,
