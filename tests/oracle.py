@@ -451,6 +451,15 @@ def read_series(path: Path) -> dict[str, list[tuple[float, float, np.ndarray]]]:
     return {group: sorted(rows, key=lambda r: r[0]) for group, rows in found.items()}
 
 
+def analysed_spans(campaign: h5py.File, trim_seconds: float = 0.0) -> list[tuple[float, float]]:
+    """The analysed time of a campaign file: each ``statistic`` series' ``[x0 - dx,
+    x0 + (n - 1) dx)`` (a window's time is its end), ``trim_seconds`` off each end (a
+    control)."""
+    return [(x0 - dx + trim_seconds, x0 + (len(d) - 1) * dx - trim_seconds)
+            for d in campaign["statistic"].values()
+            for x0, dx in [(float(d.attrs["x0"]), float(d.attrs["dx"]))]]
+
+
 def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
     """``max |actual - expected| / max |expected|``; inf when either holds NaN or Inf or the
     lengths differ."""

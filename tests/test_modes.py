@@ -30,6 +30,7 @@ from tests.helpers import (
     processes_mentioning,
     run_dag,
 )
+from tests.oracle import analysed_spans
 
 pytestmark = pytest.mark.slow
 
@@ -83,17 +84,15 @@ def _without(spans: list[tuple[float, float]], cuts: list[tuple[float, float]]
 def found_missed_problems(config: CampaignConfig, campaign: Path, trim_seconds: float = 0.0
                           ) -> list[str]:
     """Found/missed without time slides from the output file and synth.json by its definition,
-    sharing no code with the merge: the analysed time is each statistic series'
-    ``[x0 - dx, x0 + (n - 1) dx)`` (``trim_seconds`` off each end: a control); the background
+    sharing no code with the merge: the analysed time is ``oracle.analysed_spans``
+    (``trim_seconds`` off each end: a control); the background
     is that time less ``exclusion_seconds`` around every injection, its threshold the loudest
     trigger strictly inside it; an injection in the analysed time is found when a trigger
     within ``found_seconds`` is louder."""
     bbhnet = json.loads((campaign.parent / "campaign.json").read_text())["bbhnet"]
     with h5py.File(campaign, "r") as f:
         times, values = f["triggers"]["time"], f["triggers"]["statistic"].astype(np.float64)
-        spans = [(x0 - dx + trim_seconds, x0 + (len(d) - 1) * dx - trim_seconds)
-                 for d in f["statistic"].values()
-                 for x0, dx in [(float(d.attrs["x0"]), float(d.attrs["dx"]))]]
+        spans = analysed_spans(f, trim_seconds)
     listed = [i["gps_time"] for i in json.loads(config.search.injections.read_text())[
         "injections"]]
     exclusion, found_seconds = config.search.exclusion_seconds, config.search.found_seconds

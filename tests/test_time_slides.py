@@ -32,7 +32,7 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_shares, first_formed_window, slides_formed
 from tests.error_catalogue import documented, documented_refusals
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
-from tests.oracle import read_series, read_triggers, run_problems
+from tests.oracle import analysed_spans, read_series, read_triggers, run_problems
 
 TOLERANCE = 1e-4
 
@@ -460,19 +460,16 @@ def vt_problems(run_dir: Path, shift_injections: float = 0.0, trim_seconds: floa
     """The campaign's VT curve against one computed here from its output file (the statistic's
     spans, the triggers' time and IFAR), run.json's training span and synth.json (times, the
     population's volume, draws per injection), sharing no code with the merge: the analysed
-    time is each statistic series' ``[x0 - dx, x0 + (n - 1) dx)`` (``trim_seconds`` off each
-    end: a control); held out when in it and outside the training span; found at a threshold
-    when a trigger within found_seconds has an IFAR at least it; T the analysed time outside
-    the training span; N = held out x drawn / injected; thresholds beyond the background
-    null."""
+    time is ``oracle.analysed_spans`` (``trim_seconds`` off each end: a control); held out
+    when in it and outside the training span; found at a threshold when a trigger within
+    found_seconds has an IFAR at least it; T the analysed time outside the training span;
+    N = held out x drawn / injected; thresholds beyond the background null."""
     summary = json.loads((run_dir / "output" / "campaign.json").read_text())
     bbhnet = summary["bbhnet"]
     found_seconds = 1.0  # search.found_seconds' default
     with h5py.File(run_dir / "output" / "campaign.h5", "r") as f:
         times, ifars = f["triggers"]["time"], f["triggers"]["ifar"]
-        spans = [(x0 - dx + trim_seconds, x0 + (len(d) - 1) * dx - trim_seconds)
-                 for d in f["statistic"].values()
-                 for x0, dx in [(float(d.attrs["x0"]), float(d.attrs["dx"]))]]
+        spans = analysed_spans(f, trim_seconds)
     synth = json.loads((run_dir.parent.parent / "frames" / "synth.json").read_text())
     population = synth["population"]
     volume = population["time_volume_gpc3"]

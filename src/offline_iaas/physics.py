@@ -185,7 +185,7 @@ def refuse_non_finite(values: np.ndarray, what: str,
     """DataError when ``values`` hold NaN or Inf (module docstring): ``what`` names them, and
     the message says how many and where the first is (``gps_of(index)``: its GPS time; else
     its index)."""
-    bad = ~np.isfinite(np.asarray(values, np.float64))
+    bad = ~np.isfinite(np.asarray(values))
     if not bad.any():
         return
     first = int(np.argmax(bad))
@@ -206,16 +206,17 @@ def cluster_triggers(values: np.ndarray, x0: float, dx: float, cluster_seconds: 
     that reads that much beyond its ends finds the same triggers as the whole stretch.
     DataError for a value that is not finite (``refuse_non_finite``), naming its GPS time.
     """
-    refuse_non_finite(values, "the statistic to cluster", lambda i: x0 + i * dx)
-    keep = cluster_indices(values, cluster_reach_windows(cluster_seconds, dx))
+    keep = cluster_indices(values, cluster_reach_windows(cluster_seconds, dx),
+                           gps_of=lambda i: x0 + i * dx)
     return x0 + keep * dx, values[keep]
 
 
-def cluster_indices(values: np.ndarray, half: int) -> np.ndarray:
+def cluster_indices(values: np.ndarray, half: int, what: str = "the statistic to cluster",
+                    gps_of: Callable[[int], float] | None = None) -> np.ndarray:
     """Indices of the values ``cluster_triggers`` keeps, ``half`` samples either way;
-    DataError for a value that is not finite (``refuse_non_finite``; a caller that knows
-    the times names them first)."""
-    refuse_non_finite(values, "the statistic to cluster")
+    DataError for a value that is not finite (``refuse_non_finite``, naming the values
+    ``what`` and the first one's GPS time ``gps_of(index)`` if given, else its index)."""
+    refuse_non_finite(values, what, gps_of)
     if half == 0 or not len(values):
         return np.arange(len(values))
     from scipy.ndimage import maximum_filter1d

@@ -10,6 +10,7 @@ found/missed is counted against the injection list; the report reads the tables 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +74,8 @@ def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
         statistic = writer.stage[writer.names[(f"statistic{suffix}", e.stretch.index)][0]][()]
         where = (f"BBHnet's statistic{suffix} over the stretch GPS "
                  f"{gps_span_text(e.stretch.gps_start, e.stretch.gps_end)}")
-        refuse_non_finite(statistic, where, lambda i, e=e, x0=x0: x0 + (e.rows[0] + i) * dx)
-        keep = _owned_maxima(statistic, half, e)
+        keep = _owned_maxima(statistic, half, e, where,
+                             lambda i, e=e, x0=x0: x0 + (e.rows[0] + i) * dx)
         times.append(x0 + keep * dx)
         values.append(statistic[keep - e.rows[0]])
         if not slides:
@@ -84,9 +85,10 @@ def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
             lag = (k + 1) * config.search.slide_seconds
             # a slide's series starts at its first formed window (NaN before it)
             start = max(0, first_formed_window(config.geometry, k + 1) - e.rows[0])
-            refuse_non_finite(staged[start:, k], f"{where}, time slide {k + 1} ({lag:g} s)",
-                              lambda i, e=e, x0=x0, s=start: x0 + (e.rows[0] + s + i) * dx)
-            keep = _owned_maxima(staged[start:, k], half, e, start)
+            keep = _owned_maxima(staged[start:, k], half, e,
+                                 f"{where}, time slide {k + 1} ({lag:g} s)",
+                                 lambda i, e=e, x0=x0, s=start: x0 + (e.rows[0] + s + i) * dx,
+                                 start)
             t = x0 + keep * dx
             keep = keep[outside_cuts(t, cuts) & outside_cuts(t - lag, cuts)]
             rows.append((np.full(len(keep), lag), x0 + keep * dx, staged[keep - e.rows[0], k]))
@@ -103,11 +105,12 @@ def _cluster_search(writer: Any, products: ShardProducts, suffix: str) -> None:
         products.arrays[f"background{suffix}"] = background
 
 
-def _owned_maxima(staged: np.ndarray, half: int, extent: Any, offset: int = 0) -> np.ndarray:
+def _owned_maxima(staged: np.ndarray, half: int, extent: Any, what: str,
+                  gps_of: Callable[[int], float], offset: int = 0) -> np.ndarray:
     """The kept-window indices of the clustered maxima of a staged series (from staged row
     ``offset``) that the extent owns (the staged rows reach ``half`` beyond them, so none is
-    cut short)."""
-    keep = cluster_indices(staged, half) + extent.rows[0] + offset
+    cut short); DataError naming ``what`` and ``gps_of(index)`` for a value not finite."""
+    keep = cluster_indices(staged, half, what, gps_of) + extent.rows[0] + offset
     a, b = extent.statistic_rows
     return keep[(keep >= a) & (keep < b)]
 
