@@ -325,7 +325,7 @@ def test_a_time_slide_campaign_equals_its_reference_and_the_oracle(campaigns, na
         (slides,) = f["slides"].values()
         slides = slides[()]
         assert slides.shape[1] == SLIDES and f["triggers"].dtype.names == (
-            "time", "statistic", "far", "ifar")
+            "time", "statistic", "far", "ifar", "outside_cuts")
         shifts = set(f["background"]["shift"])
         # every slide keeps time outside the two injections' cuts (synth spaces them for the
         # population's longest waveform, so e2e's later start no longer loses slides 2 and 3)

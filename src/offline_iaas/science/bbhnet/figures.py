@@ -4,6 +4,7 @@ the sensitive time-volume against the IFAR threshold, and found/missed injection
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -11,24 +12,42 @@ from matplotlib.figure import Figure
 from offline_iaas.report.plots import WIDTH, default_style, png_bytes, subplots
 from offline_iaas.science.bbhnet.summary import InjectionRow, SensitivePoint
 
+DAY_SECONDS = 86400.0
+
+
+@dataclass(frozen=True)
+class CumulativeRate:
+    """One curve of the cumulative-rate figure: each trigger's statistic, loudest first, and
+    the rate (per day) of triggers at least as loud in ``seconds`` (``cumulative_rate``)."""
+
+    statistic: np.ndarray
+    per_day: np.ndarray
+    seconds: float
+
+
+def cumulative_rate(statistic: np.ndarray, seconds: float) -> CumulativeRate:
+    """The rate of ``statistic``'s triggers at or above each of them (equal ones counted
+    alike) in ``seconds`` of time, per day; no points without time."""
+    loud = np.sort(np.asarray(statistic, np.float64))[::-1] if seconds > 0 else np.zeros(0)
+    at_least = len(loud) - np.searchsorted(loud[::-1], loud, "left")
+    per_day = at_least / seconds * DAY_SECONDS if len(loud) else np.zeros(0)
+    return CumulativeRate(loud, per_day, float(seconds))
+
 
 @default_style
-def cumulative_rate_figure(background: np.ndarray, livetime_seconds: float,
-                           zero_lag: np.ndarray, analysed_seconds: float,
+def cumulative_rate_figure(background: CumulativeRate, zero_lag: CumulativeRate | None,
                            threshold: float | None) -> bytes:
-    """Rate of triggers at or above each statistic (per day): the time slides' background as
-    a step line, the zero-lag triggers as points over it."""
-    day = 86400.0
+    """Rate of triggers at or above each statistic (per day, ``cumulative_rate``): the time
+    slides' background as a step line, the zero-lag triggers as points over it (None: not
+    drawn)."""
     fig = Figure(figsize=(WIDTH, 4.5), layout="constrained")
     ax = subplots(fig)
-    ordered = np.sort(background)[::-1]
-    if len(ordered):
-        ax.step(ordered, np.arange(1, len(ordered) + 1) / livetime_seconds * day, where="post",
-                color="tab:gray", label=f"background ({livetime_seconds:.0f} s of time slides)")
-    loud = np.sort(zero_lag)[::-1]
-    if len(loud):
-        ax.scatter(loud, np.arange(1, len(loud) + 1) / analysed_seconds * day, s=10,
-                   color="tab:purple", zorder=3, label=f"zero lag ({analysed_seconds:.0f} s)")
+    if len(background.statistic):
+        ax.step(background.statistic, background.per_day, where="post", color="tab:gray",
+                label=f"background ({background.seconds:.0f} s of time slides)")
+    if zero_lag is not None and len(zero_lag.statistic):
+        ax.scatter(zero_lag.statistic, zero_lag.per_day, s=10, color="tab:purple", zorder=3,
+                   label=f"zero lag ({zero_lag.seconds:.0f} s outside the cuts)")
     if threshold is not None:
         ax.axvline(threshold, color="black", lw=0.8, ls=":", label="IFAR threshold")
     ax.set_yscale("log")

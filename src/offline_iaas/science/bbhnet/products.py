@@ -116,6 +116,10 @@ def _owned_maxima(staged: np.ndarray, half: int, extent: Any, what: str,
 
 
 TRIGGER_COLUMNS = [("time", "f8"), ("statistic", "f4")]
+SLID_TRIGGER_COLUMNS = [("far", "f8"), ("ifar", "f8"), ("outside_cuts", "?")]
+"""With time slides: each trigger's FAR (Hz) and IFAR (years), and whether it lies outside the
+background's cuts (``physics.outside_cuts``: the zero-lag triggers the report's cumulative rate
+counts, over ``zero_lag_livetime_seconds``)."""
 BACKGROUND_COLUMNS = [("shift", "f8"), ("time", "f8"), ("statistic", "f4")]
 
 
@@ -158,7 +162,7 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
     analysed = statistic_spans(config.geometry, stretches)
     listed = campaign_injections(config.search)
     slides = config.has_slides
-    columns = TRIGGER_COLUMNS + ([("far", "f8"), ("ifar", "f8")] if slides else [])
+    columns = TRIGGER_COLUMNS + (SLID_TRIGGER_COLUMNS if slides else [])
     table = np.zeros(len(t), dtype=columns)
     table["time"], table["statistic"] = t, v
     result: dict[str, Any] = {"triggers": int(len(t)),
@@ -172,6 +176,10 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
         livetime = sum(slide_livetime(span, cuts, (k + 1) * config.search.slide_seconds)
                        for span in analysed for k in range(config.search.slides))
         table["far"], table["ifar"] = false_alarm_rates(v, background["statistic"], livetime)
+        # the zero lag is slide 0: its triggers and time cut as the slides' are, so that its
+        # rate (the report's cumulative-rate figure) compares with the background's
+        table["outside_cuts"] = outside_cuts(t, cuts)
+        zero_lag_seconds = float(sum(slide_livetime(span, cuts, 0.0) for span in analysed))
         if livetime == 0:
             logger.warning(
                 "BBHnet: no time slide is formed outside the cuts (each stretch is shorter than "
@@ -183,6 +191,7 @@ def _triggers(file: Any, config: CampaignConfig, stretches: list[Stretch],
                        "analysed_seconds": float(sum(b - a for a, b in analysed)),
                        "background_triggers": int(len(background)),
                        "background_livetime_seconds": livetime,
+                       "zero_lag_livetime_seconds": zero_lag_seconds,
                        "loudest_ifar_years": float(table["ifar"].max(initial=0.0))})
     file.create_dataset(f"triggers{suffix}", data=table)
     column = f"statistic{suffix}"
@@ -246,10 +255,16 @@ def read_background(path: Path) -> np.ndarray | None:
         return np.asarray(data["statistic"], np.float64)
 
 
-def read_zero_lag_statistic(path: Path) -> np.ndarray:
-    """Every trigger's statistic (the ``triggers`` table's), as float64."""
+def read_zero_lag_statistic(path: Path) -> np.ndarray | None:
+    """The statistic of the triggers outside the background's cuts (the ``triggers`` table's
+    ``outside_cuts``), as float64: the zero lag cut as the time slides are. None for an output
+    written before the column (or without time slides)."""
     with h5py.File(path, "r") as f:
-        return np.asarray(f["triggers"]["statistic"], np.float64)
+        table = f["triggers"]
+        if "outside_cuts" not in (table.dtype.names or ()):
+            return None
+        triggers = table[()]
+    return np.asarray(triggers["statistic"][triggers["outside_cuts"]], np.float64)
 
 
 def search_lines(physics: Any) -> list[str]:

@@ -4,6 +4,8 @@ the fly, cleaning's gain)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from offline_iaas.physics import SECONDS_PER_YEAR
@@ -94,23 +96,27 @@ def _false_alarms(run: ReportRun, section: page.Section, search: SearchNumbers,
                   threshold: float | None) -> None:
     """The time slides' background: the cumulative-rate plot and found/missed at the IFAR
     threshold."""
-    background = read_background(run.output)
     livetime = search.background_livetime_seconds or 0.0
-    zero_lag = read_zero_lag_statistic(run.output)
-    analysed = search.analysed_seconds or 0.0  # the zero lag's: every trigger counts
+    background, zero_lag = cumulative_rates(run.output, search)
     section.parts.append(page.heading("False-alarm rate"))
     section.parts.append(page.image(figures.cumulative_rate_figure(
-        background if background is not None else zero_lag[:0], livetime, zero_lag, analysed,
-        threshold), "cumulative rate of background and zero-lag triggers"))
+        background, zero_lag, threshold), "cumulative rate of background and zero-lag triggers"))
+    if zero_lag is None:
+        section.parts.append(page.paragraph(
+            "Zero lag not drawn: this output does not mark which triggers lie outside the "
+            "background's cuts (written before the triggers' outside_cuts); merge again.",
+            "absent"))
     section.parts.append(page.paragraph(
         f"{search.time_shifts} time slides of {search.shift_seconds:g} s formed on the "
         f"server from the one stream, each where both detectors' windows lie in a stretch; "
         f"{search.background_triggers} background triggers in {livetime:.0f} s "
         f"({livetime / SECONDS_PER_YEAR:.3g} yr: the windows each slide formed, times the "
-        "stride, less any time cut around injections or in a training span). A trigger's "
-        "FAR is (n + 1) / livetime with n the background triggers at least as loud (PyCBC's "
-        "convention): one louder than all gets 1 / livetime, the largest IFAR the background "
-        "gives, and one with a single background trigger at least as loud half that."))
+        "stride, less any time cut around injections or in a training span; the zero lag "
+        "counts its triggers outside the same cuts, in the analysed time less them). A "
+        "trigger's FAR is (n + 1) / livetime with n the background triggers at least as "
+        "loud (PyCBC's convention): one louder than all gets 1 / livetime, the largest IFAR "
+        "the background gives, and one with a single background trigger at least as loud "
+        "half that."))
     if search.found is None or search.ifar_threshold_years is None:
         return
     section.parts.append(page.table(
@@ -126,6 +132,23 @@ def _false_alarms(run: ReportRun, section: page.Section, search: SearchNumbers,
               cell(i.statistic), f"{i.ifar_years or 0:.3g}", "yes" if i.found else "no",
               "no (training span)" if i.in_training else "yes"]
              for i in search.injections]))
+
+
+def cumulative_rates(output: Path, search: SearchNumbers
+                     ) -> tuple[figures.CumulativeRate, figures.CumulativeRate | None]:
+    """What the cumulative-rate figure plots (``figures.cumulative_rate``): the background's
+    triggers over its livetime, and the zero-lag triggers outside the background's cuts over
+    the analysed time less them (``zero_lag_livetime_seconds``), the two cut alike (the
+    merge's ``products._triggers``); the zero lag None in an output written before the cut
+    was recorded."""
+    background = read_background(output)
+    background = np.zeros(0) if background is None else background
+    rate = figures.cumulative_rate(background, search.background_livetime_seconds or 0.0)
+    zero_lag = read_zero_lag_statistic(output)
+    seconds = search.zero_lag_livetime_seconds
+    if zero_lag is None or seconds is None:
+        return rate, None
+    return rate, figures.cumulative_rate(zero_lag, seconds)
 
 
 def _cleaning_gain(section: page.Section, cleaned: Sensitivity, raw: Sensitivity | None

@@ -177,6 +177,10 @@ class SearchNumbers(Numbers):
     analysed_seconds: float | None = None
     background_triggers: int | None = None
     background_livetime_seconds: float | None = None
+    zero_lag_livetime_seconds: float | None = None
+    """With time slides: the analysed time outside the background's cuts (``physics.
+    slide_livetime`` of slide 0), the time of the zero-lag triggers outside them (the
+    ``triggers`` table's ``outside_cuts``); None in a summary written before it."""
     loudest_ifar_years: float | None = None
     found: int | None = None
     missed: int | None = None
