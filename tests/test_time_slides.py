@@ -517,6 +517,43 @@ def test_the_sensitive_volume_follows_from_the_triggers_and_the_injections(campa
     assert vt_problems(run_dir, trim_seconds=config.stride_seconds) != []
 
 
+def zero_lag_problems(config, run_dir: Path, trim_seconds: float = 0.0) -> list[str]:
+    """The zero lag's cut (the report's cumulative rate) from the output file, run.json's
+    training span and synth.json, sharing no code with the merge: the cuts are
+    ``exclusion_seconds`` around every injection and the training span; a trigger is outside
+    them or not, and the zero lag's time is the analysed time less their union."""
+    with h5py.File(run_dir / "output" / "campaign.h5", "r") as f:
+        times, outside = f["triggers"]["time"], f["triggers"]["outside_cuts"]
+        spans = analysed_spans(f, trim_seconds)
+    listed = json.loads(config.search.injections.read_text())["injections"]
+    exclusion = config.search.exclusion_seconds
+    cuts = [(i["gps_time"] - exclusion, i["gps_time"] + exclusion) for i in listed]
+    cuts.append(tuple(json.loads((run_dir / "run.json").read_text())["training"]["bbhnet"]))
+    union: list[list[float]] = []
+    for a, b in sorted(cuts):
+        if union and a <= union[-1][1]:
+            union[-1][1] = max(union[-1][1], b)
+        else:
+            union.append([a, b])
+    seconds = sum(b - a - sum(max(0.0, min(b, d) - max(a, c)) for c, d in union)
+                  for a, b in spans)
+    here = ~np.array([any(c <= t < d for c, d in union) for t in times], bool)
+    bbhnet = json.loads((run_dir / "output" / "campaign.json").read_text())["bbhnet"]
+    problems = [] if np.isclose(bbhnet["zero_lag_livetime_seconds"], seconds, rtol=0,
+                                atol=1e-6) else [
+        f"zero lag's time: campaign {bbhnet['zero_lag_livetime_seconds']} s, here {seconds} s"]
+    return problems + ([] if np.array_equal(outside, here) and 0 < here.sum() < len(here)
+                       else [f"outside_cuts: campaign {outside.sum()}, here {here.sum()}"])
+
+
+@pytest.mark.slow
+def test_the_zero_lag_is_cut_as_the_background_is(campaigns) -> None:
+    config, run_dir = campaigns["bbhnet"]
+    assert zero_lag_problems(config, run_dir) == []
+    # control: the analysed time one stride shorter at each end
+    assert zero_lag_problems(config, run_dir, config.stride_seconds) != []
+
+
 @pytest.mark.slow
 def test_the_report_draws_the_cumulative_rate_in_a_browser(campaigns, tmp_path: Path) -> None:
     from offline_iaas.report.build import write_report
