@@ -1,5 +1,6 @@
 """Processes whose lives are tied together: a child that dies with the process that started it,
-and a process known by its PID *and* start time (a PID alone may have been reused).
+a process known by its PID *and* start time (a PID alone may have been reused), and the one
+way a process (or a process group) is stopped: SIGTERM and SIGCONT, SIGKILL after a grace.
 
 Linux only (``prctl(PR_SET_PDEATHSIG)``, ``/proc``); elsewhere the tie is not made and a
 process is taken as alive if its PID exists.
@@ -9,10 +10,15 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Callable
+import signal
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 PR_SET_PDEATHSIG = 1
+
+T = TypeVar("T")
 
 
 def die_with_parent(signum: int) -> Callable[[], None]:
@@ -69,3 +75,32 @@ def is_running(pid: int, ticks: int | None = None) -> bool:
         return True
     now = start_ticks(pid)
     return now is not None and (ticks is None or now == ticks)
+
+
+def terminate(send: Callable[[int], None]) -> None:
+    """SIGTERM, then SIGCONT, through ``send`` (one process's, or one group's): a stopped
+    process (SIGSTOP, a debugger) acts on SIGTERM only once it runs again, and would otherwise
+    wait for the SIGKILL."""
+    send(signal.SIGTERM)
+    send(signal.SIGCONT)
+
+
+def stop_or_kill(targets: Sequence[T], send: Callable[[T, int], None],
+                 gone: Callable[[T], bool], grace_seconds: float,
+                 poll_seconds: float = 0.05) -> list[T]:
+    """Stop ``targets`` (processes, process groups): ``terminate`` each, wait up to
+    ``grace_seconds`` until each is ``gone`` (asked every ``poll_seconds``, and once more at
+    the deadline), then SIGKILL the others; returns those, the ones that took the SIGKILL.
+    ``send(target, signum)`` signals one target."""
+    for target in targets:
+        terminate(lambda signum, target=target: send(target, signum))
+    deadline = time.monotonic() + grace_seconds
+    waiting = list(targets)
+    while True:
+        waiting = [target for target in waiting if not gone(target)]
+        if not waiting or time.monotonic() >= deadline:
+            break
+        time.sleep(poll_seconds)
+    for target in waiting:
+        send(target, signal.SIGKILL)
+    return waiting

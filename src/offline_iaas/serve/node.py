@@ -32,6 +32,7 @@ from offline_iaas.binding import check_run_directory, is_make_dag_run, read_boun
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.config_sections import ServerConfig
 from offline_iaas.errors import ConfigError, ModelError, ServerError
+from offline_iaas.lifetime import stop_or_kill
 from offline_iaas.rendezvous import addresses as address_files
 from offline_iaas.rendezvous.access import auth_headers, read_token
 from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, REFUSAL_ATTRIBUTE, job_ads
@@ -198,8 +199,8 @@ STUBS_EXIT_SECONDS = 3.0
 
 def stop_process(proc: subprocess.Popen, grace_seconds: float,
                  stubs: list[Stub] | None = None) -> bool:
-    """SIGTERM (and SIGCONT, for a stopped process), then SIGKILL after ``grace_seconds``;
-    True when it took the SIGKILL.
+    """SIGTERM (and SIGCONT, for a stopped process), then SIGKILL after ``grace_seconds``
+    (``lifetime.stop_or_kill``); True when it took the SIGKILL.
 
     The exited process is reaped only once its python-backend ``stubs`` are gone (at most
     ``STUBS_EXIT_SECONDS``): Triton 2.51 exits without unloading its models when a sequence is
@@ -207,13 +208,11 @@ def stop_process(proc: subprocess.Popen, grace_seconds: float,
     (``repository/backend/server_watch.py``) instead of by python_backend's own teardown,
     which can die by SIGSEGV.
     """
-    if not _exited_unreaped(proc, 0.0):
-        # os.kill, not proc.send_signal: Popen's send_signal reaps a process that has exited
-        os.kill(proc.pid, signal.SIGTERM)
-        os.kill(proc.pid, signal.SIGCONT)
-    killed = not _exited_unreaped(proc, grace_seconds)
+    # os.kill, not proc.send_signal: Popen's send_signal reaps a process that has exited
+    killed = bool(stop_or_kill([] if _exited_unreaped(proc, 0.0) else [proc],
+                               lambda p, signum: os.kill(p.pid, signum),
+                               lambda p: _exited_unreaped(p, 0.0), grace_seconds))
     if killed:
-        os.kill(proc.pid, signal.SIGKILL)
         _exited_unreaped(proc, None)
     wait_stubs_gone(stubs or [], STUBS_EXIT_SECONDS)
     proc.wait()

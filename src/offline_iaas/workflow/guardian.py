@@ -3,7 +3,9 @@ without stopping them (SIGKILL, the out-of-memory killer).
 
 Each node already gets SIGTERM when run-local dies (``lifetime.die_with_parent``), but a node
 that dies of it leaves its own children running; the guardian stops whole process groups as
-run-local's own stop does: SIGTERM (and SIGCONT), then SIGKILL after the stop timeout. It runs
+run-local's own stop does: SIGTERM (and SIGCONT), then SIGKILL after the stop timeout (the
+loop of ``lifetime.stop_or_kill``, written out again: the guardian runs as ``python -I -c``
+and imports nothing of the package). It runs
 in its own session (a closed terminal's SIGHUP does not reach it) and learns the groups
 through a pipe from run-local: ``+PGID`` when a node starts, ``-PGID`` when run-local reaped
 it, ``done`` when run-local ends normally. An end of file without ``done`` means run-local

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError, no_space
-from offline_iaas.lifetime import die_with_parent, start_ticks
+from offline_iaas.lifetime import die_with_parent, start_ticks, stop_or_kill
 from offline_iaas.local_state import local_state_text
 from offline_iaas.rendezvous.job_ads import FAKE_ENV
 from offline_iaas.rundir import RunDir
@@ -459,19 +459,13 @@ class _Executor:
                     self._reaped(r, code)
                     r.status = "exited" if r.is_service else ("done" if code == 0 else "failed")
                     r.close_attempt(r.status)
-        for r, proc in live:
+        for r, _ in live:
             logger.info(f"{r.node.name}: stopping")
-            terminate_group(proc.pid)
-        deadline = time.monotonic() + self.stop_timeout_seconds
-        waiting = list(live)
-        while waiting and time.monotonic() < deadline:
-            for item in list(waiting):
-                if item[1].poll() is not None and not group_members(item[1].pid):
-                    waiting.remove(item)
-            if waiting:
-                time.sleep(POLL_SECONDS)
+        waiting = stop_or_kill(live, lambda item, signum: signal_group(item[1].pid, signum),
+                               lambda item: item[1].poll() is not None
+                               and not group_members(item[1].pid),
+                               self.stop_timeout_seconds, POLL_SECONDS)
         for r, proc in waiting:
-            signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
             timeout = self.stop_timeout_seconds
             logger.warning(f"{r.node.name}: killed (still running {timeout:g} s after SIGTERM)")

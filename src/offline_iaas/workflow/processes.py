@@ -19,7 +19,7 @@ from types import FrameType
 from typing import Any
 
 from offline_iaas.errors import RunError
-from offline_iaas.lifetime import stat_fields
+from offline_iaas.lifetime import stat_fields, terminate
 from offline_iaas.local_state import Attempt, NodeRecord
 from offline_iaas.rundir import MERGE_NODE, RunDir, is_shard_node
 from offline_iaas.workflow.dag import DagNode
@@ -53,10 +53,8 @@ def signal_group(pgid: int, sig: int) -> None:
 
 
 def terminate_group(pgid: int) -> None:
-    """SIGTERM to a process group, then SIGCONT: a stopped process (SIGSTOP, a debugger)
-    acts on SIGTERM only once it runs again, and would otherwise wait for the SIGKILL."""
-    signal_group(pgid, signal.SIGTERM)
-    signal_group(pgid, signal.SIGCONT)
+    """SIGTERM to a process group, then SIGCONT (``lifetime.terminate``)."""
+    terminate(lambda signum: signal_group(pgid, signum))
 
 
 def describe_exit(code: int) -> str:
