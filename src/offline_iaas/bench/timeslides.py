@@ -42,8 +42,10 @@ from offline_iaas.bench.provenance import command_line, publish
 from offline_iaas.bench.server import bench_server
 from offline_iaas.bench.service import stream_updates
 from offline_iaas.bench.workloads import BBHNET, Workload, split_strides, write_weights
+from offline_iaas.geometry import StreamGeometry
 from offline_iaas.repository.export import export_repository, read_manifest
 from offline_iaas.rundir import RunDir
+from offline_iaas.stretches import first_formed_window
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK
 
 SLIDES = 100
@@ -63,15 +65,16 @@ class SlideJob(ClientJob):
 
     lead_windows: int = 0
     kept_offset: int = 0
-    warmup_windows: int = 0
-    """The stretch's warm-up (``CampaignConfig.stretch_warmup_windows``)."""
-    slide_windows: int = 0
+    geometry: StreamGeometry | None = None
+    """The campaign's (with its slides): the stretch's warm-up, ``Δ`` in windows."""
     slides: tuple[int, ...] = ()
     """Client-side: the slide of each stream (0: the zero lag); server: ``()``."""
 
     def first_formed(self, share: int, slide: int) -> int:
-        """The share's first window (0-based) where ``slide`` is formed (``share``: none)."""
-        return min(share, max(0, slide * self.slide_windows - self.kept_offset))
+        """The share's first window (0-based) where ``slide`` is formed (``share``: none;
+        ``stretches.first_formed_window``)."""
+        assert self.geometry is not None
+        return min(share, max(0, first_formed_window(self.geometry, slide) - self.kept_offset))
 
 
 def stream_each_lag(client, job: SlideJob, samples: np.ndarray) -> int:
@@ -79,13 +82,14 @@ def stream_each_lag(client, job: SlideJob, samples: np.ndarray) -> int:
     each with its own warm-up; the windows analysed."""
     stride = job.load.stride_samples
     share = samples.shape[1] // stride - job.lead_windows
+    assert job.geometry is not None
     windows = 0
     for number, slide in enumerate(job.slides):
         first = job.first_formed(share, slide)
         if first == share:
             continue
-        start = (job.lead_windows + first - job.warmup_windows) * stride
-        lag = slide * job.slide_windows * stride
+        start = (job.lead_windows + first - job.geometry.stretch_warmup_windows) * stride
+        lag = slide * job.geometry.slide_windows * stride
         slid = np.stack([samples[0, start:], samples[1, start - lag : samples.shape[1] - lag]])
         stream_updates(
             client, dataclasses.replace(job, sequence_id=job.sequence_id + number), slid)
@@ -129,8 +133,8 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, slides: int = S
                              clients=clients, batch_size=batch_size)  # streamed, as campaigns
         config = dataclasses.replace(config, search=dataclasses.replace(
             config.search, slides=slides, slide_seconds=slide_seconds))
-        warmup, step = config.stretch_warmup_windows, config.slide_windows
-        history = config.slide_history_windows
+        warmup, history = config.stretch_warmup_windows, config.slide_history_windows
+        geometry = config.geometry
         config = dataclasses.replace(config, search=dataclasses.replace(
             config.search, slides=served))
         export_repository(config, weights)
@@ -144,7 +148,7 @@ def measure_time_slides(work_dir: Path, load: Workload = BBHNET, slides: int = S
                 batch_size=batch_size, in_flight=IN_FLIGHT,
                 sequence_id=(index + 1) * SEQUENCE_BLOCK, seed=index,
                 lead_windows=warmup + min(history, offset), kept_offset=offset,
-                warmup_windows=warmup, slide_windows=step,
+                geometry=geometry,
                 slides=() if served else tuple(range(slides + 1)),
             ) for index, (share, offset) in enumerate(zip(shares, offsets, strict=True))]
             run = run_clients(jobs, stream_updates if served else stream_each_lag,
