@@ -27,10 +27,10 @@ from offline_iaas.search.population import luminosity_distance_mpc
 from offline_iaas.search.waveforms import (
     BinaryParameters,
     detector_strain,
-    light_travel_delay,
     median_inverse_bias,
     polarizations,
 )
+from tests.test_waveforms import delay_by_hand
 
 START = 1262304000
 STRAIN = ["H1:GDS-CALIB_STRAIN", "L1:GDS-CALIB_STRAIN"]
@@ -260,8 +260,13 @@ def test_injections_are_the_recorded_binaries_projected(
         assert START + waves.seconds_before < inj["gps_time"] < START + 24 - waves.seconds_after
         for ifo in ("H1", "L1"):
             rec = inj["ifos"][ifo]
-            assert rec["gps_time"] == pytest.approx(
-                inj["gps_time"] + light_travel_delay(ifo, params.ra, params.dec, params.gps_time))
+            # the arrival: geocentre time plus the delay computed by hand (lal's vertex
+            # positions, -r.n/c), to a microsecond: GPS times are ~1.26e9, no relative slack
+            arrival = inj["gps_time"] + delay_by_hand(ifo, params.ra, params.dec,
+                                                      params.gps_time)
+            assert rec["gps_time"] == pytest.approx(arrival, rel=0, abs=1e-6)
+            # control: the arrival one sample (1/256 s) later does not pass
+            assert rec["gps_time"] != pytest.approx(arrival + 1 / 256, rel=0, abs=1e-6)
             assert abs(rec["time_offset"]) <= 0.0214  # the Earth's radius / c
         for kind in ("snr", "snr_design"):
             assert inj[f"network_{kind}"] == pytest.approx(
