@@ -146,9 +146,15 @@ def test_deepclean_outputs_start_after_the_averaging_latency(dataset: Path) -> N
     out, _ = run_reference(config, dataset / "latency.h5")
     (clean,) = read_campaign(out, "clean/L1")
     lag = (config.kernel_samples - config.stride_samples) / config.data.sample_rate
-    assert clean.t0.value == pytest.approx(config.data.start + lag)
+    sample = 1 / config.data.sample_rate
+    # absolute tolerances: GPS times are ~1.26e9, a relative 1e-6 would be +-1262 s
+    assert clean.t0.value == pytest.approx(config.data.start + lag, rel=0, abs=1e-6)
+    # control: one sample later is not the start
+    assert clean.t0.value != pytest.approx(config.data.start + lag + sample, rel=0, abs=1e-6)
     end = config.data.start + config.data.duration
-    assert clean.t0.value + clean.duration.value == pytest.approx(end - lag)
+    stop = clean.t0.value + clean.duration.value
+    assert stop == pytest.approx(end - lag, rel=0, abs=1e-6)
+    assert stop != pytest.approx(end - lag - sample, rel=0, abs=1e-6)  # control: a sample early
 
 
 @pytest.mark.parametrize("form", ["torchscript", "onnx"])
