@@ -105,11 +105,19 @@ def foreground_of(path: Path) -> np.ndarray:
         return f["foreground"][()]
 
 
+def on_grid(times: np.ndarray, x0: float, dx: float) -> tuple[bool, np.ndarray]:
+    """Whether ``times`` are samples ``x0 + k dx`` to a microsecond (absolute: at GPS times
+    ~1.26e9 a relative tolerance is thousands of seconds), and their ``k``."""
+    index = np.round((times - x0) / dx).astype(int)
+    return bool(np.allclose(x0 + index * dx, times, rtol=0, atol=1e-6)), index
+
+
 def baked_at(path: Path, times: np.ndarray) -> np.ndarray:
     """The baked-in run's statistic at ``times`` (its one stretch)."""
     [(x0, dx, values)] = read_series(path)["statistic"]
-    index = np.round((times - x0) / dx).astype(int)
-    assert np.allclose(x0 + index * dx, times, atol=1e-6) and (index >= 0).all()
+    grid, index = on_grid(times, x0, dx)
+    assert grid and (index >= 0).all()
+    assert not on_grid(times + 0.3 * dx, x0, dx)[0]  # control: off the grid is caught
     return values[index].reshape(len(index), -1)[:, 0]
 
 

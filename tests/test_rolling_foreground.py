@@ -89,8 +89,14 @@ def oracle_foreground(config: CampaignConfig, root: Path, times: np.ndarray
     clean = read_stretch(oracle_config(config, root / "clean"), channels, a, b)
     plain = oracle_config(config, root / "clean")
     rate, kernel, stride = config.data.sample_rate, config.kernel_samples, config.stride_samples
-    ends = np.round((times - a) * rate / stride).astype(int)  # window j ends at (j + 1) S
-    assert np.allclose(a + ends * stride / rate, times, atol=1e-6)
+    dx = stride / rate
+    # window j ends at (j + 1) S; absolute tolerance: GPS times are ~1.26e9
+    ends = np.round((times - a) / dx).astype(int)
+    assert np.allclose(a + ends * dx, times, rtol=0, atol=1e-6)
+    # control: the check catches times a third of a stride off the grid
+    shifted = times + 0.3 * dx
+    assert not np.allclose(a + np.round((shifted - a) / dx).astype(int) * dx, shifted,
+                           rtol=0, atol=1e-6)
     network = _graph(plain, "bbhnet")
     out = {}
     for name, psd_data in (("background", clean), ("own", injected)):
