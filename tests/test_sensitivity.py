@@ -60,6 +60,29 @@ def quantile(p: float, a: float, b: float) -> float:
     return (low + high) / 2
 
 
+ONE_SIGMA = 0.6827
+"""The interval's documented probability content (module docstring: one sigma), written here."""
+
+
+def jeffreys(k: int, n: float, confidence: float = ONE_SIGMA) -> tuple[float, float]:
+    """The equal-tailed quantiles of Beta(k + 1/2, n - k + 1/2) (``quantile``: quadrature), the
+    lower end 0 at ``k = 0`` and the upper 1 at ``k = n``, as the module docstring defines it."""
+    tail = (1 - confidence) / 2
+    a, b = k + 0.5, n - k + 0.5
+    return (0.0 if k == 0 else quantile(tail, a, b),
+            1.0 if k >= n else quantile(1 - tail, a, b))
+
+
+def radius_mpc(vt_gpc3_years: float, years: float) -> float:
+    """``(3 VT / (4 pi T))^(1/3)``, Gpc to Mpc."""
+    return 1000.0 * (3 * vt_gpc3_years / (4 * math.pi * years)) ** (1 / 3)
+
+
+def close(pair: tuple[float, float], expected: tuple[float, float], tol: float = 1e-6) -> bool:
+    """Both ends within ``tol`` (absolute); NaN is never close."""
+    return all(abs(x - y) <= tol for x, y in zip(pair, expected, strict=True))
+
+
 def wilson(k: int, n: int, z: float = 1.0) -> tuple[float, float]:
     """The closed-form Wilson score interval (another method, for the control)."""
     f = k / n
@@ -100,14 +123,21 @@ def test_vt_of_a_hand_computed_case() -> None:
     # IFAR >= 1 yr: 2 of 4 found; V T = 1 Gpc^3 yr
     assert (one.found, one.injections, one.trials) == (2, 4, 4.0)
     assert one.found_fraction == 0.5 and one.vt_gpc3_years == pytest.approx(0.5)
-    low, high = found_fraction_interval(2, 4)
-    assert one.vt_interval_gpc3_years == (pytest.approx(low), pytest.approx(high))
-    assert low < 0.5 < high
+    # V T = 2 x 0.5 = 1 Gpc^3 yr times the found fraction's interval, computed here
+    low, high = jeffreys(2, 4)
+    assert 0.1 < low < 0.5 < high < 0.9
+    assert close(one.vt_interval_gpc3_years, (low, high))
+    # controls: another confidence, one more or one fewer found, NaN
+    assert not close(one.vt_interval_gpc3_years, jeffreys(2, 4, 0.9))
+    assert not close(one.vt_interval_gpc3_years, jeffreys(3, 4))
+    assert not close(one.vt_interval_gpc3_years, jeffreys(1, 4))
+    assert not close((math.nan, high), (low, high))
     # VT / T = 1 Gpc^3: a sphere of radius (3 / (4 pi))^(1/3) Gpc = 620.35 Mpc
     assert one.sensitive_distance_mpc == pytest.approx(620.35, abs=0.01)
-    d_low, d_high = one.sensitive_distance_interval_mpc
-    assert d_low == pytest.approx(sensitive_distance_mpc(2.0 * low))
-    assert d_high == pytest.approx(sensitive_distance_mpc(2.0 * high))
+    distances = (radius_mpc(low, 0.5), radius_mpc(high, 0.5))
+    assert close(one.sensitive_distance_interval_mpc, distances)
+    assert not close(one.sensitive_distance_interval_mpc,  # control: T = 1 yr, not 0.5
+                     (radius_mpc(low, 1.0), radius_mpc(high, 1.0)))
     assert (five.found, five.vt_gpc3_years) == (1, pytest.approx(0.25))
     assert one.vt_gpc3_years != pytest.approx(0.25)  # control: the thresholds differ
 
@@ -116,7 +146,10 @@ def test_draws_below_the_snr_cut_count_as_missed() -> None:
     [point] = sensitive_volume(IFARS, 2.0, 0.5, [1.0], drawn_per_injected=2.5)
     assert point.trials == 10.0 and point.found_fraction == pytest.approx(0.2)
     assert point.vt_gpc3_years == pytest.approx(0.2)
-    assert point.found_fraction_interval == found_fraction_interval(2, 10.0)
+    # Beta(2.5, 8.5): the 6 draws left out below the cut are trials, all missed
+    assert close(point.found_fraction_interval, jeffreys(2, 10.0))
+    assert not close(point.found_fraction_interval, jeffreys(2, 4))  # control: cut ignored
+    assert not close(point.found_fraction_interval, jeffreys(3, 10.0))  # control: k + 1
 
 
 def test_an_ifar_equal_to_the_threshold_is_found() -> None:
