@@ -220,7 +220,10 @@ def test_node_timeline_has_one_bar_per_attempt_retries_included() -> None:
     client1 = [b for b in bars if b.row == "client1"]
     assert [(b.group, b.label) for b in client1] == [("failed", "attempt 1"),
                                                       ("done", "attempt 2")]
-    assert client1[0].start == pytest.approx(t0 + 4) and client1[1].end == pytest.approx(t0 + 35)
+    # absolute: t0 ~ 1.7e9, where a relative 1e-6 is +-1700 s
+    assert client1[0].start == pytest.approx(t0 + 4, rel=0, abs=1e-6)
+    assert client1[1].end == pytest.approx(t0 + 35, rel=0, abs=1e-6)
+    assert client1[1].end != pytest.approx(t0 + 36, rel=0, abs=1e-6)  # control: 1 s off
     assert [b.row for b in bars][:3] == ["server0", "server1", "client0"]
 
 
@@ -235,7 +238,9 @@ def test_node_timeline_without_history_and_while_running() -> None:
     bars = node_attempts(records.build(LocalState, state))
     assert [(b.row, b.group) for b in bars] == [("old", "done"), ("live", "failed"),
                                                 ("live", "running")]
-    assert bars[-1].end == pytest.approx(t0 + 20)  # still running: ends at the update
+    # still running: ends at the update (absolute: t0 ~ 1.7e9)
+    assert bars[-1].end == pytest.approx(t0 + 20, rel=0, abs=1e-6)
+    assert bars[-1].end != pytest.approx(t0 + 21, rel=0, abs=1e-6)  # control: 1 s off
 
 
 def test_node_timeline_shows_a_node_whose_process_is_gone_as_interrupted() -> None:
