@@ -1,7 +1,8 @@
 """Site profiles: golden submit files per profile, HTCondor's parser, and the refusals.
 
 Regenerate the golden files after an intended change with ``UPDATE_GOLDEN=1 pytest
-tests/test_profiles.py`` and review the diff.
+tests/test_profiles.py`` (that run rewrites them and fails), review the diff and run again
+without it.
 """
 
 from __future__ import annotations
@@ -102,16 +103,75 @@ def rendered(profile: str) -> dict[str, str]:
     return files
 
 
+IN_IMAGE = "/opt/offline-iaas/bin/offline-iaas"
+"""The executable inside the osg/hepcloud images."""
+FIRST_WORDS = {"server": '"serve --run-dir . --node $(node)', "client": '"client --run-dir . ',
+               "merge": '"merge --run-dir .', "shard": '"merge-shard --run-dir . ',
+               "final": '"status . --final '}
+"""How each role's ``arguments`` begins (the subcommand, the run directory)."""
+
+
+def key_lines(text: str) -> dict[str, str]:
+    """``key = value`` lines of a submit file, read by hand (no HTCondor parser)."""
+    pairs = (line.split("=", 1) for line in text.splitlines()
+             if "=" in line and not line.lstrip().startswith("#"))
+    return {key.strip().lower(): value.strip() for key, value in pairs}
+
+
+def expected_key_lines(profile: str, role: str) -> dict[str, str | None]:
+    """Hand-written: where each job runs, what it runs, whether it asks for a GPU (None:
+    the key is absent)."""
+    in_image = profile in ("osg", "hepcloud") and role in ("server", "client", "shard")
+    if role == "final" or (role == "merge" and profile in ("osg", "hepcloud")):
+        universe = "local"  # on the access point
+    else:
+        universe = "container" if in_image and profile == "hepcloud" else "vanilla"
+    return {"universe": universe,
+            "executable": IN_IMAGE if in_image else str(EXECUTABLE),
+            "request_gpus": "1" if role == "server" and profile != "local" else None}
+
+
+def check_key_lines(profile: str, role: str, text: str) -> list[str]:
+    """The lines of ``text`` that differ from the hand-written expectations."""
+    found = key_lines(text)
+    wrong = [f"{key} = {found.get(key)}, expected {value}"
+             for key, value in expected_key_lines(profile, role).items()
+             if found.get(key) != value]
+    if not found.get("arguments", "").startswith(FIRST_WORDS[role]):
+        wrong.append(f"arguments = {found.get('arguments')}, expected {FIRST_WORDS[role]}...")
+    return wrong
+
+
 @pytest.mark.parametrize("profile", list(PROFILE_SECTIONS))
 def test_golden_submit_files(profile: str) -> None:
     files = rendered(profile)
     assert sorted(files) == sorted([f"{role}.sub" for role in ROLES] + ["offline.dag"])
-    for name, text in files.items():
-        golden = GOLDEN / profile / name
-        if os.environ.get("UPDATE_GOLDEN"):
+    # hand-written key lines of each submit file, whatever the snapshot says
+    for role in ROLES:
+        assert check_key_lines(profile, role, files[f"{role}.sub"]) == [], role
+    if os.environ.get("UPDATE_GOLDEN"):
+        for name, text in files.items():
+            golden = GOLDEN / profile / name
             golden.parent.mkdir(parents=True, exist_ok=True)
             golden.write_text(text)
+        pytest.fail(f"UPDATE_GOLDEN is set: the golden files of {GOLDEN / profile} were "
+                    "rewritten; review the diff (git diff tests/golden) and run again without it")
+    for name, text in files.items():
+        golden = GOLDEN / profile / name
         assert golden.read_text() == text, f"{golden} differs (UPDATE_GOLDEN=1 to rewrite)"
+
+
+def test_the_key_line_check_catches_a_wrong_executable_universe_gpu_or_subcommand() -> None:
+    """Controls for ``check_key_lines``: each edit of a right file is caught."""
+    files = rendered("osg")
+    server, client = files["server.sub"], files["client.sub"]
+    assert check_key_lines("osg", "server", server) == []
+    assert check_key_lines("osg", "client", server)  # the server's file as the client's
+    assert check_key_lines("ldg", "server", server)  # the image's executable off the image
+    assert check_key_lines("hepcloud", "server", server)  # vanilla, not container
+    assert check_key_lines("osg", "server", server.replace("request_gpus", "#request_gpus"))
+    assert check_key_lines("osg", "client", client + "request_gpus = 1\n")
+    assert check_key_lines("osg", "server", server.replace('"serve ', '"client '))
 
 
 @pytest.mark.parametrize("profile", list(PROFILE_SECTIONS))
