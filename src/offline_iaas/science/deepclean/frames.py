@@ -10,7 +10,7 @@ Python has no history reader, so ``merge/provenance.read_gwf_provenance`` finds 
 text in the file (FrHistory strings are stored uncompressed).
 
 The gate judges each file on its own: the cleaned/raw ASD ratio (``physics.asd_ratio``,
-``deepclean.asd_fftlength``) must stay below ``1 + gate_tolerance`` outside the band (beyond the
+``deepclean.asd_fftlength``) must stay at most ``1 + gate_tolerance`` outside the band (beyond the
 guard) and fall below ``gate_line_ratio`` at the line. A file that fails, or is too short for two
 FFTs, is **flagged**; with ``deepclean.gate = "replace"`` its channel holds the raw strain
 instead. The valid and flagged spans are written per interferometer as segwizard text and as a
