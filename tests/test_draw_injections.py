@@ -7,11 +7,13 @@ import dataclasses
 from pathlib import Path
 
 import h5py
+import lal
 import lalmetaio
+import lalsimulation
 import numpy as np
 import pytest
 from gwpy.timeseries import TimeSeries
-from scipy import signal
+from scipy import signal, stats
 
 from offline_iaas.cli import main
 from offline_iaas.config import config_from_dict
@@ -19,7 +21,6 @@ from offline_iaas.data.synth import design_asd, write_synthetic_dataset
 from offline_iaas.search.draw_injections import (
     MEASURED_PSD_SECONDS,
     draw_above_cut,
-    psd_span,
     slot_times,
     waveform_bounds,
 )
@@ -27,7 +28,6 @@ from offline_iaas.search.injection_file import read_injection_set
 from offline_iaas.search.population import PopulationSpec, draw_binaries
 from offline_iaas.search.waveforms import (
     detector_strain,
-    median_inverse_bias,
     network_snr,
     optimal_snr,
     polarizations,
@@ -67,12 +67,85 @@ def gwpy_strain(directory: Path, ifo: str, lo: float, hi: float) -> np.ndarray:
     return TimeSeries.read(paths, f"{ifo}:GDS-CALIB_STRAIN", start=lo, end=hi).value
 
 
+# The oracle of the recorded SNRs, from the documented definitions (the module docstrings of
+# search/draw_injections.py and search/waveforms.py) with lal, lalsimulation and scipy only.
+PSD_SECONDS, SEGMENT = 64.0, 1024  # the measured PSD's span; its 4 s Welch segments
+SNR_REL = 1e-4
+
+
+def span_by_definition(t: float, start: float, end: float) -> tuple[float, float]:
+    """64 s centred on ``t``, moved inside ``[start, end)`` at its ends, on the sample grid
+    from ``start`` (its first sample at or before)."""
+    lo = min(max(t - PSD_SECONDS / 2, start), end - PSD_SECONDS)
+    lo = start + np.floor((lo - start) * FS) / FS
+    return lo, lo + PSD_SECONDS
+
+
+def median_welch(x: np.ndarray) -> np.ndarray:
+    """scipy's median Welch (Hann, half-overlapping 4 s segments, mean removed), divided by
+    scipy's median bias; 31 segments in 64 s."""
+    assert len(x) == PSD_SECONDS * FS and (len(x) - SEGMENT) // (SEGMENT // 2) + 1 == 31
+    return signal.welch(x, fs=FS, window="hann", nperseg=SEGMENT, noverlap=SEGMENT // 2,
+                        average="median")[1]
+
+
+def inverse_bias_by_order_statistic(k: int) -> float:
+    """``E[S / S^]`` for ``S^`` the median of ``k`` (odd) independent exponential
+    periodograms of mean ``S`` divided by the median bias ``sum_{l<=k} (-1)^(l+1) / l``:
+    the median is the ``j = (k+1)/2``-th order statistic, ``F(X_(j)) ~ Beta(j, k-j+1)``
+    with ``F(x) = 1 - exp(-x)``, so ``E[1/X_(j)] = E[-1/log(1 - U)]``, U that Beta."""
+    assert k % 2 == 1
+    j = (k + 1) // 2
+    bias = sum((-1) ** (ell + 1) / ell for ell in range(1, k + 1))
+    return bias * stats.beta(j, k - j + 1).expect(lambda u: -1.0 / np.log1p(-u))
+
+
+INVERSE_BIAS_31 = inverse_bias_by_order_statistic(31)
+
+
+def strain_by_hand(row: dict[str, float], ifo: str) -> np.ndarray:
+    """The binary of one recorded row (detector-frame masses, Mpc, radians, coalescence at
+    ``injection_time``) from lalsimulation's SimInspiralTD at 256 Hz from 20 Hz (reference
+    20 Hz), projected by lalsimulation's SimDetectorStrainREAL8TimeSeries (lal's antenna
+    patterns and light-travel delay as the Earth turns). Its delay interpolation is part of
+    what is injected: it damps the band near Nyquist (x0.89 at 125 Hz), and the SNR of
+    ``F+ h+ + Fx hx`` without it is 0.2-0.7 % higher here."""
+    hp, hc = lalsimulation.SimInspiralTD(
+        row["mass_1_detector"] * lal.MSUN_SI, row["mass_2_detector"] * lal.MSUN_SI,
+        row["spin_1x"], row["spin_1y"], row["spin_1z"],
+        row["spin_2x"], row["spin_2y"], row["spin_2z"],
+        row["luminosity_distance"] * 1e6 * lal.PC_SI, row["inclination"], row["phase"],
+        0.0, 0.0, 0.0, 1.0 / FS, 20.0, 20.0, None,
+        lalsimulation.GetApproximantFromString("IMRPhenomD"))
+    hp.epoch += row["injection_time"]
+    hc.epoch += row["injection_time"]
+    h = lalsimulation.SimDetectorStrainREAL8TimeSeries(
+        hp, hc, row["ra"], row["dec"], row["psi"], lal.cached_detector_by_prefix[ifo])
+    return np.array(h.data.data)
+
+
+def snr_by_hand(strain: np.ndarray, psd: np.ndarray) -> float:
+    """``sqrt(4 df sum_{20 Hz <= f < fs/2} |H(f)|^2 / S(f))``, ``H`` the DFT times ``1/fs``
+    zero-padded to a power of two of at least 4 s, each frequency taking the PSD of its
+    nearest 0.25 Hz bin."""
+    n = max(int(4 * FS), 1 << int(np.ceil(np.log2(len(strain)))))
+    spectrum = np.fft.rfft(strain, n) / FS
+    freqs = np.fft.rfftfreq(n, 1 / FS)
+    band = (freqs >= 20.0) & (freqs < FS / 2)
+    noise = psd[np.rint(freqs[band] / 0.25).astype(int)]
+    return float(np.sqrt(4 * np.sum(np.abs(spectrum[band]) ** 2 / noise) * FS / n))
+
+
 def test_draw_injections_writes_every_layout_cut_at_each_time(clean_frames: Path,
                                                               capsys) -> None:
-    """One injection per 16 s of clean frames, each at or above the cut against the PSD
-    measured around it (recomputed here from the frames read with gwpy and scipy's median
-    Welch, its 1/PSD bias corrected); the rejected draws are counted (drawn = kept +
-    rejected); the three files read back with the other side's readers."""
+    """One injection per 16 s of clean frames, each at or above the cut; the rejected draws
+    are counted (drawn = kept + rejected); the three files read back with the other side's
+    readers. Each recorded SNR is recomputed without the project's code from the file's
+    parameters (lalsimulation's waveform and projection, ``strain_by_hand``) against the PSD
+    of the 64 s around the injection (``span_by_definition``; the frames read with gwpy,
+    scipy's median Welch, times ``E[S/S^]`` from the median's order statistic) to 1e-5
+    (observed <= 2.4e-6: the placement on the sample grid); the PSD of the neighbouring
+    64 s (0.1-1.4 % off) or one without ``E[S/S^]`` (3.4 % off) fails the same comparison."""
     config = clean_frames / "campaign.toml"
     outs = {"ours": clean_frames / "set.h5", "aframe": clean_frames / "aframe.hdf5",
             "ligolw": clean_frames / "set.xml.gz"}
@@ -89,20 +162,29 @@ def test_draw_injections_writes_every_layout_cut_at_each_time(clean_frames: Path
     assert attrs["injected"] == 11 and attrs["drawn"] > attrs["injected"]  # some rejected
     assert f"{attrs['drawn'] - 11} below network SNR 7" in capsys.readouterr().out
     assert np.all(injections.network_snr >= SNR_MIN)
+    with h5py.File(outs["ours"]) as f:
+        recorded = {k: f["parameters"][k][:] for k in f["parameters"]}
+        reference_hz = float(f.attrs["reference_frequency_hz"])
+    assert reference_hz == 20.0 and MEASURED_PSD_SECONDS == PSD_SECONDS
+    end = START + DURATION
     for i in (0, 5, 10):
-        binary = injections.binaries[i]
-        wave = polarizations(binary, "IMRPhenomD", FS, 20.0)
-        snrs = []
+        row = {k: float(v[i]) for k, v in recorded.items()}
+        t = row["injection_time"]
+        lo, hi = span_by_definition(t, START, end)
+        # control span: the 64 s next to it, clear of it, inside the data
+        other = lo + PSD_SECONDS if lo + 2 * PSD_SECONDS <= end else lo - PSD_SECONDS
         for ifo in ("H1", "L1"):
-            lo, hi = psd_span(binary.gps_time, START, START + DURATION, FS)
-            assert hi - lo == MEASURED_PSD_SECONDS
-            freqs, psd = signal.welch(gwpy_strain(clean_frames, ifo, lo, hi), fs=FS,
-                                      nperseg=1024, noverlap=512, average="median")
-            psd = psd * median_inverse_bias(31)
-            strain = detector_strain(binary, wave, ifo, START)[1]
-            snrs.append(optimal_snr(strain, FS, lambda f, p=psd: np.sqrt(
-                p[np.clip(np.rint(f / 0.25).astype(int), 0, len(p) - 1)]), 20.0))
-            assert injections.snr[ifo][i] == pytest.approx(snrs[-1], rel=1e-4)
+            strain = strain_by_hand(row, ifo)
+            psd = median_welch(gwpy_strain(clean_frames, ifo, lo, hi))
+            expected = snr_by_hand(strain, psd * INVERSE_BIAS_31)
+            snr = row[f"{ifo.lower()}_snr_measured"]
+            assert injections.snr[ifo][i] == snr  # what the reader gives is the column
+            assert snr == pytest.approx(expected, rel=SNR_REL)  # NaN fails too
+            # controls: the PSD of the neighbouring 64 s, or without E[S/S^], fails
+            neighbour = median_welch(gwpy_strain(clean_frames, ifo, other, other + PSD_SECONDS))
+            assert snr != pytest.approx(snr_by_hand(strain, neighbour * INVERSE_BIAS_31),
+                                        rel=SNR_REL)
+            assert snr != pytest.approx(snr_by_hand(strain, psd), rel=SNR_REL)
     # the same draws in the other layouts, read by aframe's schema and LAL's C reader
     with h5py.File(outs["aframe"]) as f:
         assert int(f.attrs["length"]) == 11 and int(f.attrs["num_injections"]) == attrs["drawn"]
