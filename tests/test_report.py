@@ -357,7 +357,49 @@ def test_raw_strain_is_clean_plus_noise_and_the_line_is_gone(tmp_path: Path) -> 
     assert limited is not None and limited.seconds == pytest.approx(32)
 
 
+def welch_in_blocks_by_hand(path: Path, ifo: str, fftlength: float, block_seconds: float,
+                            blocks: int | None = None) -> tuple[dict[str, np.ndarray], float]:
+    """The spectra ``strain_spectra`` documents, computed here from the file read with h5py:
+    each stretch (``clean/<ifo>/<gps>``; raw = clean + ``noise/<ifo>/<gps>``) cut into blocks
+    of ``block_seconds`` (a whole number of FFTs), each block's mean Welch (scipy, Hann,
+    half-overlapping ``fftlength`` segments) weighted by the segments in it, i.e. the mean of
+    every segment's periodogram; and the seconds of data averaged. ``blocks``: only the first
+    few blocks of each stretch (the controls)."""
+    from scipy import signal
+
+    sums, weight, samples, rate = {"clean": 0.0, "raw": 0.0}, 0, 0, None
+    with h5py.File(path, "r") as f:
+        for name in f[f"clean/{ifo}"]:
+            clean = f[f"clean/{ifo}/{name}"]
+            rate = 1.0 / float(clean.attrs["dx"])
+            series = {"clean": clean[()].astype(np.float64)}
+            series["raw"] = series["clean"] + f[f"noise/{ifo}/{name}"][()].astype(np.float64)
+            n, step = int(fftlength * rate), int(block_seconds * rate)
+            assert step % n == 0 and len(series["clean"]) % n != 0  # a shorter last block
+            for a in range(0, len(series["clean"]), step)[:blocks]:
+                count = len(range(a, min(a + step, len(series["clean"])) - n + 1, n // 2))
+                for key, values in series.items():
+                    psd = signal.welch(values[a : a + step], fs=rate, window="hann",
+                                       nperseg=n, noverlap=n // 2, average="mean")[1]
+                    sums[key] = sums[key] + count * psd
+                weight += count
+                samples += len(values[a : a + step])
+    return {key: total / weight for key, total in sums.items()}, samples / rate
+
+
+def same_spectra(spectra, expected: dict[str, np.ndarray], rel: float) -> bool:
+    """Every bin of the clean and raw PSDs within ``rel`` of ``expected`` (NaN fails)."""
+    return all(np.all(np.abs(getattr(spectra, key) - psd) <= rel * np.abs(psd))
+               for key, psd in expected.items())
+
+
 def test_spectra_read_in_blocks_match_a_whole_read(tmp_path: Path, monkeypatch) -> None:
+    """Whole stretches (blocks of 256 s) and 16 s blocks against the segment-weighted mean
+    of scipy's Welch per block computed here, every bin of both PSDs to 1e-12 (observed 0:
+    the same sums in the same order) and the seconds (95 + 63) to the sample. Controls, each
+    5-116 % off somewhere: the first 16 s block of each stretch alone, 32 s blocks, or the
+    other read's expectation (the segments across a block's end differ) fail the same
+    comparison."""
     from offline_iaas.science.deepclean import products as module
 
     path = make_fixture_run(tmp_path) / "output" / "campaign.h5"
@@ -365,10 +407,18 @@ def test_spectra_read_in_blocks_match_a_whole_read(tmp_path: Path, monkeypatch) 
     monkeypatch.setattr(module, "BLOCK_SECONDS", 16.0)
     blocked = strain_spectra(path, "L1", fftlength=2.0)
     assert whole is not None and blocked is not None
-    assert blocked.seconds == whole.seconds
-    assert np.median(blocked.clean / whole.clean) == pytest.approx(1.0, abs=0.02)
-    line = np.argmin(abs(whole.frequencies - LINE_HZ))
-    assert blocked.raw[line] == pytest.approx(whole.raw[line], rel=0.02)
+    expected = {b: welch_in_blocks_by_hand(path, "L1", 2.0, b) for b in (256.0, 16.0, 32.0)}
+    for spectra, block in ((whole, 256.0), (blocked, 16.0)):
+        psd, seconds = expected[block]
+        assert seconds == 95 + 63 and spectra.seconds == pytest.approx(seconds, rel=0,
+                                                                       abs=0.5 / 1024)
+        assert same_spectra(spectra, psd, rel=1e-12)
+    # controls
+    first, first_seconds = welch_in_blocks_by_hand(path, "L1", 2.0, 16.0, blocks=1)
+    assert first_seconds == 32 != blocked.seconds and not same_spectra(blocked, first, 1e-12)
+    assert not same_spectra(blocked, expected[32.0][0], rel=1e-12)
+    assert not same_spectra(blocked, expected[256.0][0], rel=1e-12)
+    assert not same_spectra(whole, expected[16.0][0], rel=1e-12)
 
 
 def test_inspiral_range_reads_a_strain_psd_in_mpc() -> None:
