@@ -175,6 +175,11 @@ def test_coupling_follows_the_recorded_formula(
         np.testing.assert_allclose(
             coupled[0] - clean[0], expected, rtol=0, atol=1e-9 * np.abs(expected).max()
         )
+        # observed 1.1e-14 of the largest; control: the witnesses one sample later (1.3x
+        # the largest off) fail the same comparison
+        later = scale * (np.roll(w0, 1) + np.roll(w0, 1) * np.roll(w1, 1))
+        assert not np.allclose(coupled[0] - clean[0], later, rtol=0,
+                               atol=1e-9 * np.abs(expected).max())
 
 
 def binary_of(inj: dict) -> BinaryParameters:
