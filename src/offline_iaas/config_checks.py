@@ -70,6 +70,15 @@ _log = logging.getLogger(__name__)
 
 GPS_END = 1e10
 """GPS seconds of the year 2296: later starts are typos (frame names hold 10 digits)."""
+SAMPLE_RATES_HZ = (16.0, 65536.0)
+"""``data.sample_rate`` and ``synth.frame_sample_rate``: from LIGO's slowest recorded channels
+to its fastest; beyond, a typo's exponent (a stride or file of no sample, a file of 1e300)."""
+F_LOWER_MIN_HZ = 1.0
+"""``synth.f_lower_hz`` floor: below the seismic wall of any ground-based detector, and a
+waveform from lower lasts days (from 0, forever: lalsimulation crashed)."""
+REDSHIFTS = (1e-3, 20.0)
+"""``synth.redshift_max``: from 4 Mpc (a nearer population is no population) to before the
+first stars (Planck18's distance and volume crashed at 1e300)."""
 
 
 def check_config(c: CampaignConfig, path: Path) -> None:
@@ -84,6 +93,9 @@ def check_config(c: CampaignConfig, path: Path) -> None:
         fail("data.duration", f"must be positive, got {c.data.duration}")
     if c.data.sample_rate <= 0:
         fail("data.sample_rate", f"must be positive, got {c.data.sample_rate}")
+    if not SAMPLE_RATES_HZ[0] <= c.data.sample_rate <= SAMPLE_RATES_HZ[1]:
+        fail("data.sample_rate", f"must be in [{SAMPLE_RATES_HZ[0]:g}, {SAMPLE_RATES_HZ[1]:g}] "
+             f"Hz, got {c.data.sample_rate:g}")
     if (c.data.frames is None) == (not c.data.datafind_server):
         fail("data.frames", "or data.datafind_server must be set, and not both")
     if c.data.on_bad_file not in BAD_FILE_CHOICES:
@@ -114,8 +126,11 @@ def check_config(c: CampaignConfig, path: Path) -> None:
             f"({c.model.inference_rate} Hz) must divide data.sample_rate "
             f"({c.data.sample_rate} Hz) into a whole number of samples",
         )
+    if round(stride) < 1:  # 1e12 Hz: a stride of no sample
+        fail("model.inference_rate", f"({c.model.inference_rate:g} Hz) must not exceed "
+             f"data.sample_rate ({c.data.sample_rate:g} Hz): a stride is at least one sample")
     kernel = c.model.kernel_seconds * c.data.sample_rate
-    if c.model.kernel_seconds <= 0 or abs(kernel - round(kernel)) > 1e-9:
+    if c.model.kernel_seconds <= 0 or abs(kernel - round(kernel)) > 1e-9 or round(kernel) < 1:
         fail("model.kernel_seconds", "must be a positive whole number of samples")
     if c.kernel_samples < c.stride_samples:
         fail(
@@ -165,6 +180,9 @@ def check_config(c: CampaignConfig, path: Path) -> None:
     if c.merge.shard_seconds < 0:
         fail("merge.shard_seconds", f"must not be negative (0: one merge), got "
              f"{c.merge.shard_seconds}")
+    if 0 < c.merge.shard_seconds < 1:  # 1e-300: a shard per no time
+        fail("merge.shard_seconds", f"must be 0 (one merge) or at least 1 s, got "
+             f"{c.merge.shard_seconds:g}")
     if abs(c.merge.shard_seconds - round(c.merge.shard_seconds)) > 1e-9:
         fail("merge.shard_seconds", f"must be a whole number of seconds, got "
              f"{c.merge.shard_seconds:g}")
@@ -175,8 +193,16 @@ def check_config(c: CampaignConfig, path: Path) -> None:
 
 
 def _check_population(s: SynthConfig, fail: typing.Callable[[str, str], None]) -> None:
+    """``synth``'s numbers (above Nyquist, ``synth.f_lower_hz`` is refused by ``synth``)."""
+    if s.file_duration < 1:
+        fail("synth.file_duration", f"must be at least 1 s, got {s.file_duration:g}")
+    if not SAMPLE_RATES_HZ[0] <= s.frame_sample_rate <= SAMPLE_RATES_HZ[1]:
+        fail("synth.frame_sample_rate", f"must be in [{SAMPLE_RATES_HZ[0]:g}, "
+             f"{SAMPLE_RATES_HZ[1]:g}] Hz, got {s.frame_sample_rate:g}")
     if s.f_lower_hz <= 0:
         fail("synth.f_lower_hz", f"must be positive, got {s.f_lower_hz}")
+    if s.f_lower_hz < F_LOWER_MIN_HZ:
+        fail("synth.f_lower_hz", f"must be at least {F_LOWER_MIN_HZ:g} Hz, got {s.f_lower_hz:g}")
     if s.mass_min_msun <= 0:
         fail("synth.mass_min_msun", f"must be positive, got {s.mass_min_msun}")
     if s.mass_max_msun < s.mass_min_msun:
@@ -186,6 +212,9 @@ def _check_population(s: SynthConfig, fail: typing.Callable[[str, str], None]) -
         fail("synth.spin_max", f"must be in [0, 1), got {s.spin_max}")
     if s.redshift_max <= 0:
         fail("synth.redshift_max", f"must be positive, got {s.redshift_max}")
+    if not REDSHIFTS[0] <= s.redshift_max <= REDSHIFTS[1]:
+        fail("synth.redshift_max", f"must be in [{REDSHIFTS[0]:g}, {REDSHIFTS[1]:g}], got "
+             f"{s.redshift_max:g}")
     if not s.network_snr_min >= 0:
         fail("synth.network_snr_min", f"must not be negative, got {s.network_snr_min}")
 
