@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from offline_iaas import __version__, full_disk_exit, logs
+from offline_iaas import __version__, closed_stdout, full_disk_exit, logs
 from offline_iaas.errors import (
     ERROR_FD_ENV,
     ConfigError,
@@ -514,6 +514,8 @@ def main(argv: list[str] | None = None) -> int:
         _last_line(f"offline-iaas {args.command}: interrupted")
         return EXIT_INTERRUPTED
     except Exception as err:
+        if closed_stdout.reader_gone(err):  # `| head -1`: the reader has what it wanted
+            return closed_stdout.leave_quietly()
         where = getattr(args, "run_dir", None) or getattr(args, "out", None)
         error = failure(err, Path(where).absolute() if where is not None else None)
         if error is None:  # a bug: it keeps its traceback
