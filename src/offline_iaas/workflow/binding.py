@@ -37,7 +37,7 @@ def read_run_dag(run: RunDir) -> Dag:
     """
     try:
         text = run.dag.read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a file named for the run: no run
         raise not_a_run_directory(run) from None
     except (OSError, UnicodeDecodeError) as err:
         raise RunError(f"{run.dag}: cannot read: {err}") from None
