@@ -399,3 +399,43 @@ def test_make_dag_with_another_sharding_forgets_the_old_shards_outputs(
     assert list(shards.iterdir()) == []
     assert not (run / "output" / "campaign.json").exists()
     assert sorted(p.stem for p in (run / "jobs").glob("shard*.json")) == ["shard0", "shard1"]
+
+
+def test_a_merge_only_resharding_of_a_finished_run_removes_the_whole_merge_output(
+        small_campaign_dir, caplog: pytest.LogCaptureFixture) -> None:
+    """A finished run made again with other shards: its shard outputs and the index over them
+    (campaign.h5 of external links, campaign.json, the report) go together, make-dag says
+    so, the parts stay; merged again, the index reads whole."""
+    from offline_iaas.cli import main
+    from tests.helpers import file_hashes
+    from tests.test_bad_input import fake_parts
+
+    ws = small_campaign_dir()
+    run, toml = ws / "run", str(ws / "campaign.toml")
+
+    def merged() -> None:
+        for node in json.loads((run / "run.json").read_text())["shards"]:
+            assert main(["merge-shard", "--run-dir", str(run), "--node", node]) == 0
+        assert main(["merge", "--run-dir", str(run)]) == 0
+
+    assert main(["make-dag", toml, "--out", str(run)]) == 0
+    fake_parts(run)
+    merged()
+    parts = file_hashes(run / "parts")
+    assert (run / "report" / "index.html").exists()
+    caplog.clear()
+    assert main(["make-dag", toml, "--set", "merge.shard_seconds=32", "--out", str(run)]) == 0
+    said = caplog.text
+    assert sorted(p.name for p in (run / "output").rglob("*")) == ["shards"]
+    assert not (run / "report").exists()
+    assert file_hashes(run / "parts") == parts
+    assert ("removed the merge's output made for other shards (output/shards/shard0.json, "
+            "output/shards/shard0.h5, output/shards/shard0.frames, output/campaign.json, "
+            "output/campaign.h5, report); run-local or "
+            "the DAG merges again, the parts are kept") in said, said
+    merged()
+    with h5py.File(run / "output" / "campaign.h5") as f:
+        read = []
+        f.visititems(lambda name, item: read.append(item[()]) if isinstance(
+            item, h5py.Dataset) else None)
+    assert read

@@ -56,22 +56,46 @@ _SEQUENCE_BLOCKS = 2**31  # keeps every ID below 2**51: exact in JSON readers th
 _UNSAFE_PATH_CHARS = set(" \t\n\r\"'$")
 
 
-def _forget_other_shard(run: RunDir, node: str, shard: MergeShard | None) -> bool:
+def _forget_other_shard(run: RunDir, node: str, shard: MergeShard | None) -> list[Path]:
     """Delete a shard merge's output made for another interval or other clients than
     ``shard`` (``merge.shard_seconds`` changed; None: the shard is gone), so that it and the
-    index run again: a shard's completion is its own record."""
+    index run again: a shard's completion is its own record. Returns what it deleted."""
     h5_path, json_path = run.shard_output(node)
     try:
         summary = records.read_optional(ShardSummary, json_path)
     except RunError:  # damaged: redone
         summary = None
     if shard is not None and summary is not None and is_of_shard(summary, shard):
-        return False
-    existed = json_path.exists() or h5_path.exists()
-    json_path.unlink(missing_ok=True)
-    h5_path.unlink(missing_ok=True)
-    shutil.rmtree(run.shard_frames(node), ignore_errors=True)
-    return existed
+        return []
+    return _remove(json_path, h5_path, run.shard_frames(node))
+
+
+def _remove(*paths: Path) -> list[Path]:
+    """Delete files and directories; returns those that existed."""
+    removed = []
+    for path in paths:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.exists() or path.is_symlink():
+            path.unlink(missing_ok=True)
+        else:
+            continue
+        removed.append(path)
+    return removed
+
+
+def _forget_index(run: RunDir, forgotten: list[Path]) -> None:
+    """With shard outputs ``forgotten``, delete the index over them too, whole (its record,
+    its file of external links to the shards, its frame links, the report the merge wrote of
+    it), so that no output names deleted shards; say what went and that the merge runs
+    again."""
+    if not forgotten:
+        return
+    h5_path, json_path = run.output
+    forgotten += _remove(json_path, h5_path, run.output_frames, run.report.parent)
+    names = ", ".join(str(p.relative_to(run.path)) for p in forgotten)
+    logger.info(f"make-dag: removed the merge's output made for other shards ({names}); "
+                "run-local or the DAG merges again, the parts are kept")
 
 
 def console_script() -> Path:
@@ -245,17 +269,16 @@ def make_dag(
     for stale in run.jobs.glob("*.json"):
         if stale.name not in current:
             stale.unlink()
-    forgotten = False
+    forgotten: list[Path] = []
     for stale in run.output_shards.glob("shard*.json"):
         if stale.name not in current:  # a shard of another sharding: its merge is redone
-            forgotten |= _forget_other_shard(run, stale.stem, None)
+            forgotten += _forget_other_shard(run, stale.stem, None)
     for share in shares:
         write_client_job(run, share)
     for shard in shards:
-        forgotten |= _forget_other_shard(run, shard.node, shard)
+        forgotten += _forget_other_shard(run, shard.node, shard)
         write_shard_job(run, shard)
-    if forgotten:  # and the index over the shards
-        run.output[1].unlink(missing_ok=True)
+    _forget_index(run, forgotten)
 
     run_id = previous.run_id if previous is not None else secrets.token_hex(8)
     texts = submit_texts(config, site, executable, run_id, sharded=bool(shards))
