@@ -146,6 +146,10 @@ def export_repository(
                 f"{wanted[0]!r}, the {wanted[1]} flavor ({wanted[2]}), shape {wanted[3]}: "
                 "export to a new model.repository"
             )
+    elif foreign := _foreign_entries(repo):
+        raise RunError(
+            f"{repo} is not a model repository of export and not empty (it holds {foreign}): "
+            "export would write into it; set model.repository to a new or empty directory")
     repo.parent.mkdir(parents=True, exist_ok=True)
     # The networks are exported (and bad weights refused) before the repository is touched.
     try:
@@ -195,6 +199,15 @@ def export_repository(
         "training": training_spans(weights),
     }), repo / MANIFEST)
     return repo
+
+
+def _foreign_entries(repo: Path) -> str:
+    """What a directory without a manifest holds besides model directories (those of an
+    export cut short), shown as a few names ("": none, or no directory)."""
+    names = sorted(p.name for p in repo.iterdir() if not (p / "config.pbtxt").is_file()
+                   ) if repo.is_dir() else []
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return ", ".join(names[:3]) + more
 
 
 def _write_networks(
