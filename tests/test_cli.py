@@ -134,3 +134,24 @@ def test_every_command_of_a_run_directory_names_a_path_that_is_none(
         f"offline-iaas {argv[0]}: error: {run} holds no offline.dag (not a run directory: "
         "write one with offline-iaas make-dag)"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["campaign.toml"]
+
+
+@pytest.mark.parametrize("command", ["make-dag", "train-demo", "synth"])
+def test_an_output_directory_that_is_a_file_is_refused_before_any_work(
+        command: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``--out`` naming a file (the campaign's own config for synth): exit 6, one line naming
+    it, before any planning, training or synthesis; the file and the directory as they were."""
+    from offline_iaas.cli import main
+
+    config = tmp_path / "campaign.toml"
+    config.write_text(SMALL_CAMPAIGN)
+    out = config if command == "synth" else tmp_path / "out"
+    if out != config:
+        out.write_bytes(b"not a directory")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    capsys.readouterr()
+    assert main([command, str(config), "--out", str(out)]) == 6
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"offline-iaas {command}: error: {out} is a file, not a directory"], err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    documented("output-directory-is-a-file", cli_error(err[0]), {out: "<ws>/out"}, exit_code=6)

@@ -8,7 +8,7 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-from offline_iaas.errors import raise_if_no_space
+from offline_iaas.errors import RunError, raise_if_no_space
 
 
 def naming(err: OSError, path: Path) -> OSError:
@@ -54,3 +54,11 @@ def write_text_atomic(path: Path, text: str) -> None:
     0600)."""
     with replaced_atomically(path) as tmp, open(tmp, "x") as f:
         f.write(text)
+
+
+def output_directory(path: Path | None) -> Path | None:
+    """An output directory a command is to create (None: the command's default), refused
+    where it is a file (RunError, before any work; the file is left as it is)."""
+    if path is not None and path.exists() and not path.is_dir():
+        raise RunError(f"{path.absolute()} is a file, not a directory")
+    return path

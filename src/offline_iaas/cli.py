@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from offline_iaas import __version__, closed_stdout, full_disk_exit, logs
+from offline_iaas.atomic import output_directory
 from offline_iaas.errors import (
     ERROR_FD_ENV,
     ConfigError,
@@ -50,7 +51,7 @@ def _run(path: Path):
 def cmd_synth(args: argparse.Namespace) -> None:
     from offline_iaas.data.synth import write_synthetic_dataset
 
-    summary = write_synthetic_dataset(_config(args), args.out)
+    summary = write_synthetic_dataset(_config(args), output_directory(args.out))
     logger.info(f"synth: wrote {len(summary['files'])} frame files to {summary['directory']}")
     snrs = [inj["network_snr"] for inj in summary["injections"]]
     logger.info(f"synth: {len(snrs)} {summary['injection_waveform']['approximant']} injections "
@@ -73,7 +74,8 @@ def cmd_train_demo(args: argparse.Namespace) -> None:
     from offline_iaas.models.training import default_weights_dir, train_demo
 
     config = _config(args)
-    paths = train_demo(config, args.out or default_weights_dir(config.data, config.source))
+    out = output_directory(args.out or default_weights_dir(config.data, config.source))
+    paths = train_demo(config, out)
     logger.info(f"train-demo: wrote {', '.join(str(p) for p in paths.values())}")
 
 
@@ -81,7 +83,7 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
     from offline_iaas.workflow.make_dag import make_dag
 
     config = _config(args)
-    run = _run(args.out)
+    run = _run(output_directory(args.out))
     shares = make_dag(config, run, check_files=not args.no_check)
     logger.info(f"make-dag: {run.dag}")
     stride = config.stride_seconds
@@ -237,7 +239,9 @@ def cmd_plan(args: argparse.Namespace) -> None:
     from offline_iaas.sizing.plan import plan_from_bench, plan_from_run
 
     if args.simulate is not None:
-        _simulate(args)
+        from offline_iaas.sizing.simulate_command import simulate_command
+
+        simulate_command(args)
         return
     if args.target_hours is None:
         raise ConfigError("plan needs --target-hours (or --simulate RUN --from-run PILOT)")
@@ -260,43 +264,6 @@ def cmd_plan(args: argparse.Namespace) -> None:
         f"instances={capacity.instances}: "
         + " ".join(f"--set {o}" for o in capacity.overrides())
     )
-
-
-def _simulate(args: argparse.Namespace) -> None:
-    import dataclasses
-    import json
-
-    from offline_iaas.binding import check_run_directory
-    from offline_iaas.config import load_config
-    from offline_iaas.sizing.pilot import read_pilot
-    from offline_iaas.sizing.replay import FailureModel
-    from offline_iaas.sizing.simulate import simulate_run
-
-    if args.from_run is None:
-        raise ConfigError("plan --simulate needs --from-run PILOT (the rates to replay with)")
-    if not 0 <= args.failure_rate <= 1:  # NaN too
-        raise ConfigError(f"--failure-rate must be in [0, 1], not {args.failure_rate:g}")
-    if args.replications < 1:
-        raise ConfigError(f"--replications must be at least 1, not {args.replications}")
-    run = _run(args.simulate)
-    check_run_directory(run)
-    config = load_config(run.config)
-    failures = FailureModel(failure_rate=args.failure_rate,
-                            never_starting_servers=frozenset(args.never_start),
-                            failover_seconds=config.client.failover_seconds, seed=args.seed,
-                            replications=args.replications)
-    try:
-        result = simulate_run(run, read_pilot(_run(args.from_run)), failures)
-    except ValueError as err:
-        raise ConfigError(f"plan --simulate {args.simulate}: {err}") from None
-    if args.json:
-        print(json.dumps({"makespan_seconds": result.makespan_seconds,
-                          "p90_seconds": result.p90_seconds, "finished": result.finished,
-                          "stages": dataclasses.asdict(result.stages),
-                          "critical_path": list(result.critical_path)}, indent=2))
-        return
-    for line in result.describe():
-        logger.info(f"plan: simulate: {line}")
 
 
 def cmd_reference(args: argparse.Namespace) -> None:
