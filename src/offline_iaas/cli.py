@@ -241,7 +241,8 @@ def cmd_plan(args: argparse.Namespace) -> None:
     if args.simulate is not None:
         from offline_iaas.sizing.simulate_command import simulate_command
 
-        simulate_command(args)
+        simulate_command(args, _run(args.simulate),
+                         None if args.from_run is None else _run(args.from_run))
         return
     if args.target_hours is None:
         raise ConfigError("plan needs --target-hours (or --simulate RUN --from-run PILOT)")

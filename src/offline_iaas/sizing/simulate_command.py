@@ -19,17 +19,16 @@ from offline_iaas.sizing.simulate import simulate_run
 logger = logging.getLogger("offline_iaas.cli")
 
 
-def simulate_command(args: argparse.Namespace) -> None:
-    """``plan --simulate RUN --from-run PILOT``: replay the run's DAG with the pilot's rates
-    and the failure model of ``args`` (``sizing/simulate.py``); its makespan and stages as
-    log lines, or JSON with ``--json``."""
-    if args.from_run is None:
+def simulate_command(args: argparse.Namespace, run: RunDir, pilot: RunDir | None) -> None:
+    """``plan --simulate RUN --from-run PILOT``: replay ``run``'s DAG with the ``pilot`` run's
+    rates and the failure model of ``args`` (``sizing/simulate.py``); its makespan and stages
+    as log lines, or JSON with ``--json``."""
+    if pilot is None:
         raise ConfigError("plan --simulate needs --from-run PILOT (the rates to replay with)")
     if not 0 <= args.failure_rate <= 1:  # NaN too
         raise ConfigError(f"--failure-rate must be in [0, 1], not {args.failure_rate:g}")
     if args.replications < 1:
         raise ConfigError(f"--replications must be at least 1, not {args.replications}")
-    run = RunDir(args.simulate.absolute())
     check_run_directory(run)
     config = load_config(run.config)
     failures = FailureModel(failure_rate=args.failure_rate,
@@ -37,7 +36,7 @@ def simulate_command(args: argparse.Namespace) -> None:
                             failover_seconds=config.client.failover_seconds, seed=args.seed,
                             replications=args.replications)
     try:
-        result = simulate_run(run, read_pilot(RunDir(args.from_run.absolute())), failures)
+        result = simulate_run(run, read_pilot(pilot), failures)
     except ValueError as err:
         raise ConfigError(f"plan --simulate {args.simulate}: {err}") from None
     if args.json:
