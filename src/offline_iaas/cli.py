@@ -133,9 +133,9 @@ def cmd_run_local(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from offline_iaas.report import write_report
+    from offline_iaas.report.build import report_command
 
-    logger.info(f"report: {write_report(_run(args.run_dir))}")
+    report_command(_run(args.run_dir))
 
 
 def cmd_serve(args: argparse.Namespace) -> None:

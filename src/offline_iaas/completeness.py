@@ -58,6 +58,8 @@ class NotDone:
     written: bool = True
     """Whether the node wrote anything (False: its record and data are both absent, as before
     it ever ran)."""
+    unchecked: bool = False
+    """Whether the record is complete but no campaign config was there to check it against."""
     damaged: Path | None = None
     """The data file, when its checksum is not the recorded one (``set_aside`` moves it)."""
 
@@ -186,7 +188,7 @@ def _record(run: RunDir, kind: type[R], data: Path, path: Path, what: str, absen
 
 def _other_campaign(what: str, which: str, recorded: str, hashes: Hashes | None) -> NotDone:
     if hashes is None:
-        return NotDone(f"no campaign.toml to check the {what} against")
+        return NotDone(f"no campaign.toml to check the {what} against", unchecked=True)
     ours = hashes.stream if which == "stream" else hashes.merge
     return NotDone(f"{what} from another campaign's config ({which} hash {recorded}, this "
                    f"campaign's {ours})")

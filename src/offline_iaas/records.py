@@ -165,6 +165,12 @@ class Record(BaseModel):
     schema_version: int = 2
 
     @classmethod
+    def damaged_remedy(cls, path: Path) -> str:
+        """What a message says to do with ``path`` when it is not JSON (``DAMAGED_REMEDY``:
+        its writer makes it again on the next run)."""
+        return DAMAGED_REMEDY
+
+    @classmethod
     def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
         """A version-1 document as this version's fields (RunError where it cannot be read
         without guessing)."""
@@ -200,8 +206,9 @@ def _field(loc: tuple[Any, ...]) -> str:
     return text or "(the document)"
 
 
-def read(kind: type[R], path: Path, remedy: str = DAMAGED_REMEDY) -> R:
-    """The record of type ``kind`` in ``path`` (``remedy``: what to do when it is not JSON).
+def read(kind: type[R], path: Path, remedy: str | None = None) -> R:
+    """The record of type ``kind`` in ``path`` (``remedy``: what to do when it is not JSON;
+    by default ``kind.damaged_remedy``).
 
     Raises
     ------
@@ -218,8 +225,9 @@ def read(kind: type[R], path: Path, remedy: str = DAMAGED_REMEDY) -> R:
     return parse(kind, text, path, remedy)
 
 
-def parse(kind: type[R], text: str, path: Path, remedy: str = DAMAGED_REMEDY) -> R:
+def parse(kind: type[R], text: str, path: Path, remedy: str | None = None) -> R:
     """``read`` of a document's text (``path`` names it in errors)."""
+    remedy = remedy if remedy is not None else kind.damaged_remedy(path)
     try:
         data = json.loads(text)
     except ValueError as err:
@@ -303,6 +311,12 @@ class RunInfo(Record):
 
     KIND: ClassVar[str] = "run record (run.json)"
     RENAMED: ClassVar[dict[str, str]] = {"chunks": "shards"}
+
+    @classmethod
+    def damaged_remedy(cls, path: Path) -> str:
+        """make-dag writes run.json once: restore it (``rundir.restore_advice``, as ``status``
+        and ``merge`` say), not run again."""
+        return restore_advice(RunDir(path.parent))
 
     run_id: str
     stream_hash: str

@@ -13,8 +13,8 @@ from pathlib import Path
 import h5py
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.binding import check_run_directory
-from offline_iaas.completeness import Hashes, merge_problem, part_problem
+from offline_iaas.binding import check_run_directory, is_make_dag_run, read_bound_run
+from offline_iaas.completeness import Hashes, NotDone, merge_problem, part_problem
 from offline_iaas.gps import gps_text
 from offline_iaas.local_state import read_local_state
 from offline_iaas.mode_packages import ReportSection, mode_package
@@ -52,18 +52,25 @@ def _shares(run: ReportRun) -> list[ClientShare]:
             if run.paths.job(node).exists()]
 
 
+def _why(run: ReportRun, problem: NotDone) -> str:
+    """Why a node is not done, naming the config's own error where none could check it."""
+    if problem.unchecked and run.config_error:
+        return f"not checked against the campaign: {run.config_error}"
+    return str(problem)
+
+
 def _campaign(run: ReportRun, section: page.Section) -> None:
-    for problem in run.problems:
+    for problem in ([run.config_error] if run.config_error else []) + run.problems:
         section.parts.append(page.paragraph(problem, "problem"))
     hashes = Hashes.of(run.config) if run.config is not None else None
     if run.summary is not None:
         verdict = merge_problem(run.paths, hashes)
         summary = run.summary
         section.parts.append(page.table(["merge", "value"], [
-            ["complete", "yes" if verdict is None else f"no: {verdict}"],
+            ["complete", "yes" if verdict is None else f"no: {_why(run, verdict)}"],
             ["wall_seconds", summary.wall_seconds], ["peak_rss_mb", summary.peak_rss_mb],
             ["sha256", summary.sha256]]))
-    parts = [[node, str(problem)] for node in _clients(run)
+    parts = [[node, _why(run, problem)] for node in _clients(run)
              if (problem := part_problem(run.paths, node, hashes)) is not None]
     if parts:
         section.parts.append(page.paragraph(f"{len(parts)} client part(s) not done:", "problem"))
@@ -240,3 +247,12 @@ def write_report(run: RunDir) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, page.render("offline-iaas campaign report", subtitle, sections))
     return path
+
+
+def report_command(run: RunDir) -> None:
+    """``offline-iaas report``: ``write_report``, then, where the run's campaign.toml or
+    run.json is missing or damaged, the same error ``status`` gives for it (the page is
+    written first, whatever state the run is in, and names the problem too)."""
+    logger.info(f"report: {write_report(run)}")
+    if is_make_dag_run(run):
+        read_bound_run(run)

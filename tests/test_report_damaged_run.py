@@ -1,0 +1,69 @@
+"""``report`` of a run whose campaign.toml or run.json is damaged: the page is written and
+names the real problem, and the command exits as ``status`` does, with the same line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from offline_iaas.cli import main
+from offline_iaas.config import load_config
+from offline_iaas.rundir import RunDir, restore_advice, restore_command
+from offline_iaas.workflow.make_dag import make_dag
+from tests.error_catalogue import cli_error, documented
+from tests.test_bad_input import fake_parts
+
+
+@pytest.fixture
+def run_dir(small_campaign_dir, tmp_path: Path) -> Path:
+    """make-dag of the small campaign, its parts faked as finished (no server)."""
+    ws = small_campaign_dir()
+    run = tmp_path / "run"
+    make_dag(load_config(ws / "campaign.toml"), RunDir(run))
+    fake_parts(run)
+    return run
+
+
+def report(run: Path, capsys) -> tuple[int, str, str]:
+    """The report's exit code, its error line, and the page it wrote."""
+    code = main(["report", str(run)])
+    err = capsys.readouterr().err
+    return code, (cli_error(err) if code else ""), (run / "report" / "index.html").read_text()
+
+
+def status_line(run: Path, capsys) -> tuple[int, str]:
+    code = main(["status", str(run)])
+    return code, cli_error(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("damage", ["invalid", "absent"])
+def test_report_names_a_damaged_campaign_toml_and_exits_as_status_does(
+        run_dir: Path, capsys, damage: str) -> None:
+    config = run_dir / "campaign.toml"
+    if damage == "invalid":
+        config.write_text("x =\n")
+    else:
+        config.unlink()
+    code, line, text = report(run_dir, capsys)
+    assert (code, line) == status_line(run_dir, capsys)
+    assert code == 2 and str(config) in line
+    assert ("not valid TOML" if damage == "invalid" else "config file not found") in line
+    assert "no campaign.toml to check" not in text
+    assert f"not checked against the campaign: {line}" in text
+    documented(f"report-campaign-toml-{damage}", line, {run_dir: "<ws>/run"}, exit_code=2)
+
+
+def test_report_gives_status_and_merges_remedy_for_a_damaged_run_json(
+        run_dir: Path, capsys) -> None:
+    (run_dir / "run.json").write_text("")
+    code, line, text = report(run_dir, capsys)
+    assert (code, line) == status_line(run_dir, capsys)
+    assert code == 2 and restore_advice(RunDir(run_dir)) in line
+    assert "delete it and run again" not in text
+    assert restore_command(RunDir(run_dir)) in text
+    documented("report-damaged-run-record", line, {run_dir: "<ws>/run"}, exit_code=2)
+
+
+def test_report_of_an_intact_run_exits_zero(run_dir: Path, capsys) -> None:
+    assert report(run_dir, capsys)[0] == 0
