@@ -504,7 +504,19 @@ CASES: list[Case] = [
          lambda ws: ["cannot write the reference output /proc/offline-iaas.h5"]),
     Case("unknown-node", 6,
          lambda ws: ["client", "--run-dir", str(run_dir(ws)), "--node", "client9"],
-         lambda ws: [f"{ws / 'run' / 'jobs' / 'client9.json'}: no job spec for node client9"]),
+         lambda ws: ["client9 is not a node of this run (this run's clients: client0, "
+                     "client1)"]),
+    Case("node-of-another-kind", 6,
+         lambda ws: ["merge-shard", "--run-dir", str(run_dir(ws)), "--node", "client0"],
+         lambda ws: ["client0 is a client node, not a shard merge (this run's shard merges: "
+                     "shard0)"]),
+    Case("unknown-shard-node", 6,
+         lambda ws: ["merge-shard", "--run-dir", str(run_dir(ws)), "--node", "shard7"],
+         lambda ws: ["shard7 is not a node of this run (this run's shard merges: shard0)"]),
+    Case("prescript-server-node", 6,
+         lambda ws: ["prescript", "--run-dir", str(run_dir(ws)), "--node", "server0"],
+         lambda ws: ["server0 is a server node, not a client (this run's clients: client0, "
+                     "client1)"]),
     Case("merge-part-missing", 6,
          lambda ws: ["merge-shard", "--run-dir", str(run_dir(ws)), "--node", "shard0"],
          lambda ws: ["client0: part missing (no parts/client0.json)",

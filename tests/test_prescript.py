@@ -158,7 +158,7 @@ def test_prescript_command_exit_codes(run_dir: Path, tmp_path: Path) -> None:
     assert json.loads((run_dir / "servers" / "server0.json").read_text())["grpc_port"] == 8001
     broken = subprocess.run([*cmd[:-1], "client9"], env=env, capture_output=True, text=True,
                             timeout=60)
-    assert broken.returncode == 6 and "client9.json: no job spec for node client9" in broken.stderr
+    assert broken.returncode == 6 and "client9 is not a node of this run" in broken.stderr
 
 
 

@@ -55,7 +55,7 @@ from pydantic_core import to_jsonable_python
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
-from offline_iaas.rundir import RunDir, restore_advice
+from offline_iaas.rundir import MERGE_NODE, RunDir, restore_advice
 
 V1_HASH_PREFIX = "v1:"
 """A version-1 record's ``config_hash`` (one hash of the whole output, before the stream
@@ -405,22 +405,38 @@ def write_client_job(run: RunDir, share: ClientShare) -> None:
 
 
 def read_job(kind: type[R], run: RunDir, node: str) -> R:
-    """``node``'s job spec (RunError naming the file; damaged: with make-dag's command)."""
+    """``node``'s job spec (RunError naming the file; damaged: with make-dag's command; a node
+    of another kind or none of this run: naming the nodes of the kind asked for)."""
     path = run.job(node)
+    info = _readable_run_info(run)
+    if info is not None:
+        _check_node_kind(kind, info, node)
     if not path.exists():
-        raise RunError(f"{path}: no job spec for node {node}{_missing_spec_advice(run, node)}")
+        advice = f": {restore_advice(run)}" if info is not None else ""
+        raise RunError(f"{path}: no job spec for node {node}{advice}")
     return read(kind, path, restore_advice(run))
 
 
-def _missing_spec_advice(run: RunDir, node: str) -> str:
-    """How to restore a job spec that make-dag wrote (nothing where run.json cannot say)."""
+def _readable_run_info(run: RunDir) -> RunInfo | None:
+    """run.json, None where it cannot be read (its own commands say so)."""
     try:
-        info = read(RunInfo, run.run_info)
+        return read(RunInfo, run.run_info)
     except RunError:
-        return ""
-    if node in info.clients + info.shards:
-        return f": {restore_advice(run)}"
-    return f": not a node of this run (run.json: {len(info.clients)} client(s))"
+        return None
+
+
+def _check_node_kind(kind: type[Record], info: RunInfo, node: str) -> None:
+    """RunError when ``node`` is not one of ``info``'s nodes of the kind whose job spec is
+    ``kind`` (a client given to merge-shard, a server to prescript, a typo)."""
+    kinds = {"client": info.clients, "shard merge": info.shards, "server": info.servers}
+    wanted = "shard merge" if kind is ShardJob else "client"
+    if node in kinds[wanted]:
+        return
+    nodes = ", ".join(kinds[wanted]) or "none"
+    found = next((name for name, names in kinds.items() if node in names),
+                 "merge" if node == MERGE_NODE else None)
+    what = f"a {found} node, not a {wanted}" if found else "not a node of this run"
+    raise RunError(f"{node} is {what} (this run's {wanted}s: {nodes})")
 
 
 def read_client_job(run: RunDir, node: str) -> ClientShare:
