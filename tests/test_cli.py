@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from offline_iaas.cli import main
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from tests.error_catalogue import cli_error, documented
@@ -155,3 +156,11 @@ def test_an_output_directory_that_is_a_file_is_refused_before_any_work(
     assert err == [f"offline-iaas {command}: error: {out} is a file, not a directory"], err
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     documented("output-directory-is-a-file", cli_error(err[0]), {out: "<ws>/out"}, exit_code=6)
+
+
+def test_inspect_of_a_directory_says_it_is_one(tmp_path: Path, capsys) -> None:
+    (tmp_path / "frames").mkdir()
+    assert main(["inspect", str(tmp_path / "frames")]) == 3
+    assert cli_error(capsys.readouterr().err) == (
+        f"{tmp_path / 'frames'}: a directory, not a product file (a cleaned GWF file or a "
+        "campaign HDF5 file)")

@@ -193,3 +193,11 @@ def test_on_bad_file_must_be_fail_or_gap(small_config_file: Path) -> None:
     assert fail.stream_hash() == gap.stream_hash() and fail.merge_hash() == gap.merge_hash()
     assert fail.stream_hash() != load_config(small_config_file,
                                              ["data.sample_rate=128"]).stream_hash()
+
+
+@pytest.mark.parametrize("key", ["data.channels", "data.witnesses"])
+def test_a_channel_listed_twice_is_named(small_config_file: Path, key: str) -> None:
+    twice = "H1:GDS-CALIB_STRAIN" if key == "data.channels" else "H1:PEM-SYNTH_WITNESS_0"
+    listed = f'["{twice}", "{twice}"]'
+    with pytest.raises(ConfigError, match=f"lists the channel {twice} twice"):
+        load_config(small_config_file, [f"{key}={listed}"])

@@ -310,3 +310,19 @@ def test_a_json_injection_list_that_is_not_one_is_refused_naming_the_file(
     listed.write_text(json.dumps([{"gps_time": 1262304010.5, "network_snr": 9.5}]))
     assert [i.gps_time for i in read_injection_list(listed)[0]] == [1262304010.5]
     assert read_injection_list(ws / "frames" / "synth.json")[0]
+
+
+def test_a_json_injection_with_a_value_that_is_no_number_names_the_key_and_value(
+        tmp_path: Path) -> None:
+    listed = tmp_path / "list.json"
+    listed.write_text(json.dumps([{"gps_time": "soon", "network_snr": 5}]))
+    with pytest.raises(ConfigError) as caught:
+        read_injection_list(listed)
+    assert str(caught.value) == (f"search.injections: {listed}: injection 0 has gps_time "
+                                 "'soon', not a number")
+    listed.write_text(json.dumps([{"gps_time": 1262304010.5, "network_snr": [5]}]))
+    with pytest.raises(ConfigError, match=r"has network_snr \[5\], not a number"):
+        read_injection_list(listed)
+    listed.write_text(json.dumps([{"network_snr": 5}]))  # a key absent: as before
+    with pytest.raises(ConfigError, match="an injection without gps_time and network_snr"):
+        read_injection_list(listed)

@@ -115,8 +115,8 @@ def check_config(c: CampaignConfig, path: Path) -> None:
     for ch in c.data.channels:
         if not _is_channel_name(ch):
             fail("data.channels", f"entry {ch!r} is not of the form IFO:NAME")
-    if len(set(c.data.channels)) != len(c.data.channels):
-        fail("data.channels", "lists a channel twice")
+    if (twice := _listed_twice(c.data.channels)) is not None:
+        fail("data.channels", f"lists the channel {twice} twice")
     if c.model.inference_rate <= 0:
         fail("model.inference_rate", f"must be positive, got {c.model.inference_rate}")
     stride = c.data.sample_rate / c.model.inference_rate
@@ -339,12 +339,22 @@ def _is_channel_name(channel: str) -> bool:
     return bool(ifo and colon and name)
 
 
+def _listed_twice(channels: typing.Sequence[str]) -> str | None:
+    """The first channel that ``channels`` lists again, None when each is listed once."""
+    seen: set[str] = set()
+    for ch in channels:
+        if ch in seen:
+            return ch
+        seen.add(ch)
+    return None
+
+
 def _check_witnesses(data: DataConfig, fail: typing.Callable[[str, str], None]) -> None:
     for ch in data.witnesses:
         if not _is_channel_name(ch):
             fail("data.witnesses", f"entry {ch!r} is not of the form IFO:NAME")
-    if len(set(data.witnesses)) != len(data.witnesses):
-        fail("data.witnesses", "lists a channel twice")
+    if (twice := _listed_twice(data.witnesses)) is not None:
+        fail("data.witnesses", f"lists the channel {twice} twice")
     if set(data.witnesses) & set(data.channels):
         fail("data.witnesses", "lists a strain channel of data.channels")
 

@@ -58,6 +58,9 @@ def read_provenance(path: Path) -> dict[str, Any]:
     """The provenance of a product: a cleaned GWF file's frame history, or the attribute of a
     campaign HDF5 file. DataError if ``path`` holds none."""
     path = Path(path)
+    if path.is_dir():
+        raise DataError(f"{path}: a directory, not a product file (a cleaned GWF file or a "
+                        "campaign HDF5 file)")
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     if path.suffix == ".gwf":

@@ -235,17 +235,26 @@ def _json_injection(path: Path, number: int, row: Any) -> Injection:
     """Row ``number`` of a JSON injection list; ConfigError naming the file and the row when
     it lacks a time or SNR, or its time is not finite (as the HDF5 reader refuses one: NaN is
     no time outside the span). An SNR may be NaN: synth's where none was measured."""
+    def number_of(key: str, value: object) -> float:
+        try:
+            return float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError, OverflowError):
+            raise ConfigError(f"search.injections: {path}: injection {number} has {key} "
+                              f"{value!r}, not a number") from None
+
     try:
         if "network_snr" in row:
-            snr = float(row["network_snr"])
+            snr = number_of("network_snr", row["network_snr"])
         else:
             snr = float(np.sqrt(sum(v["snr"] ** 2 for v in row["ifos"].values())))
         parameters = row.get("parameters", {})
         design = row.get("network_snr_design")  # synth.json's
-        injection = Injection(float(row["gps_time"]), snr,
-                              float(parameters.get("chirp_mass", math.nan)),
-                              float(parameters.get("luminosity_distance", math.nan)),
-                              math.nan if design is None else float(design))
+        injection = Injection(number_of("gps_time", row["gps_time"]), snr,
+                              number_of("chirp_mass", parameters.get("chirp_mass", math.nan)),
+                              number_of("luminosity_distance",
+                                        parameters.get("luminosity_distance", math.nan)),
+                              math.nan if design is None
+                              else number_of("network_snr_design", design))
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
         raise ConfigError(
             f"search.injections: {path}: an injection without gps_time and network_snr "
