@@ -126,7 +126,7 @@ def test_merge_shard_seconds_must_hold_whole_frame_files(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="merge.shard_seconds"):
         _config(tmp_path, ["merge.shard_seconds=-16"])
     with pytest.raises(ConfigError, match="merge.shard_seconds.*whole number of seconds"):
-        _config(tmp_path, ['model.mode="classifier"', "merge.shard_seconds=0.3"])
+        _config(tmp_path, ['model.mode="classifier"', "merge.shard_seconds=1.5"])
 
 
 def test_a_stretch_of_more_shards_than_the_index_holds_is_refused(tmp_path: Path) -> None:

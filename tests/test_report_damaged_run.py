@@ -51,7 +51,8 @@ def test_report_names_a_damaged_campaign_toml_and_exits_as_status_does(
     assert ("not valid TOML" if damage == "invalid" else "config file not found") in line
     assert "no campaign.toml to check" not in text
     assert f"not checked against the campaign: {line}" in text
-    documented(f"report-campaign-toml-{damage}", line, {run_dir: "<ws>/run"}, exit_code=2)
+    row = "report-campaign-toml-invalid" if damage == "invalid" else "report-campaign-toml-absent"
+    documented(row, line, {run_dir: "<ws>/run"}, exit_code=2)
 
 
 def test_report_gives_status_and_merges_remedy_for_a_damaged_run_json(

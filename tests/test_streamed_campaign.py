@@ -259,7 +259,7 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
                           "BBHnet streamed layer by layer"),
              "ensemble": ([], weights, True, "the --ensemble layout serves whole windows")}
     for name, (overrides, given, ensemble, line) in cases.items():
-        repo = tmp_path / name.replace(" ", "_")
+        repo = tmp_path / "repositories" / name.replace(" ", "_")
         config = load_config(toml, [*AUTO, *overrides, f'model.repository="{repo}"'])
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="offline_iaas"):
@@ -271,15 +271,16 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
                                                     "off grid", "wrapped")), name
     # the traced network, wrapped or not, streams as its state_dict does: the same graphs,
     # byte for byte
-    streamed = sorted((tmp_path / "state_dict").rglob("bbhnet.streamed/*"))
+    repositories = tmp_path / "repositories"
+    streamed = sorted((repositories / "state_dict").rglob("bbhnet.streamed/*"))
     assert len(streamed) > 5
     for path, form in ((path, form) for path in streamed for form in ("traced", "wrapped")):
-        twin = tmp_path / form / path.relative_to(tmp_path / "state_dict")
+        twin = repositories / form / path.relative_to(repositories / "state_dict")
         assert twin.read_bytes() == path.read_bytes(), (form, path.name)
     # the whole-window repository serves auto's campaign as false's: the same statistic
     statistics = {}
     for name, switch in (("maxima", AUTO), ("maxima_off", BBHNET)):
-        config = load_config(toml, [*switch, f'model.repository="{tmp_path / name}"'])
+        config = load_config(toml, [*switch, f'model.repository="{repositories / name}"'])
         if name == "maxima_off":
             export_repository(config, maxima)
         statistics[name] = _statistic(run_reference(config, tmp_path / f"{name}.h5")[0])
@@ -287,7 +288,7 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
     root = exported["whole"].source.parent
     whole = _statistic(run_reference(exported["whole"], root / "auto_whole.h5")[0])
     # the ONNX graph's BBHnet, rebuilt from its folded layers, streams what whole windows give
-    onnx = load_config(toml, [*AUTO, f'model.repository="{tmp_path / "onnx"}"'])
+    onnx = load_config(toml, [*AUTO, f'model.repository="{repositories / "onnx"}"'])
     from_onnx = _statistic(run_reference(onnx, tmp_path / "onnx.h5")[0])
     print(f"BBHnet rebuilt from its ONNX graph, streamed: {len(whole)} windows, relative "
           f"difference {relative_difference(from_onnx, whole):.2e}")
@@ -297,7 +298,7 @@ def test_auto_streams_what_it_can_and_says_in_one_line_why_the_rest_is_whole_win
     # a streamed repository under a campaign auto keeps whole-window is refused (negative
     # control for the check taking either)
     rolling = load_config(toml, [*AUTO, 'search.whitening="rolling"',
-                                 f'model.repository="{tmp_path / "state_dict"}"'])
+                                 f'model.repository="{repositories / "state_dict"}"'])
     with pytest.raises(ModelError, match="exported with its networks streamed, the campaign "
                        "serves them on whole windows .*'rolling' whitening"):
         check_repository(rolling)

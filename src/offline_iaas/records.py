@@ -55,7 +55,7 @@ from pydantic_core import to_jsonable_python
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import RunError
-from offline_iaas.rundir import MERGE_NODE, RunDir, restore_advice
+from offline_iaas.rundir import MERGE_NODE, RunDir, restore_advice, restore_advice_for
 
 V1_HASH_PREFIX = "v1:"
 """A version-1 record's ``config_hash`` (one hash of the whole output, before the stream
@@ -316,7 +316,7 @@ class RunInfo(Record):
     def damaged_remedy(cls, path: Path) -> str:
         """make-dag writes run.json once: restore it (``rundir.restore_advice``, as ``status``
         and ``merge`` say), not run again."""
-        return restore_advice(RunDir(path.parent))
+        return restore_advice_for(path)
 
     run_id: str
     stream_hash: str

@@ -59,6 +59,12 @@ def restore_advice(run: RunDir) -> str:
     return f"restore it with '{restore_command(run)}' (the finished parts are kept)"
 
 
+def restore_advice_for(path: Path) -> str:
+    """``restore_advice`` of the run directory whose make-dag file is ``path`` (its top level:
+    run.json, the DAG), for a record that knows its file only."""
+    return restore_advice(RunDir(path.parent))
+
+
 SUBDIRS: tuple[str, ...] = ("logs", "servers", "parts", "output", "jobs")
 
 
