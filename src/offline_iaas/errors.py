@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+from collections.abc import Sequence
 
 
 class OfflineIaasError(Exception):
@@ -140,3 +141,9 @@ def raise_if_no_space(err: BaseException, path: str | os.PathLike[str]) -> None:
     full = no_space(err, path)
     if full is not None:
         raise full from err
+
+
+def names_text(names: Sequence[str], shown: int = 10) -> str:
+    """How a message lists ``names``: the first ``shown``, and how many more."""
+    head = ", ".join(names[:shown])
+    return head + (f" and {len(names) - shown} more" if len(names) > shown else "")

@@ -32,7 +32,7 @@ from typing import Any
 from offline_iaas import records
 from offline_iaas.atomic import naming, write_text_atomic
 from offline_iaas.config import CampaignConfig
-from offline_iaas.errors import ConfigError, ModelError, RunError
+from offline_iaas.errors import ConfigError, ModelError, RunError, names_text
 from offline_iaas.manifest import Manifest
 from offline_iaas.mode_packages import find_mode
 from offline_iaas.models.weights import training_spans
@@ -148,7 +148,8 @@ def export_repository(
             )
     elif foreign := _foreign_entries(repo):
         raise RunError(
-            f"{repo} is not a model repository of export and not empty (it holds {foreign}): "
+            f"{repo} is not a model repository of export and not empty (it holds "
+            f"{names_text(foreign, 3)}): "
             "export would write into it; set model.repository to a new or empty directory")
     repo.parent.mkdir(parents=True, exist_ok=True)
     # The networks are exported (and bad weights refused) before the repository is touched.
@@ -201,13 +202,12 @@ def export_repository(
     return repo
 
 
-def _foreign_entries(repo: Path) -> str:
+def _foreign_entries(repo: Path) -> list[str]:
     """What a directory without a manifest holds besides model directories (those of an
-    export cut short), shown as a few names ("": none, or no directory)."""
-    names = sorted(p.name for p in repo.iterdir() if not (p / "config.pbtxt").is_file()
-                   ) if repo.is_dir() else []
-    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-    return ", ".join(names[:3]) + more
+    export cut short): its names, sorted (empty: none, or no directory)."""
+    if not repo.is_dir():
+        return []
+    return sorted(p.name for p in repo.iterdir() if not (p / "config.pbtxt").is_file())
 
 
 def _write_networks(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from offline_iaas.config_sections import ClientConfig
+from offline_iaas.errors import names_text
 from offline_iaas.workflow.dag import Dag
 from offline_iaas.workflow.submit import ROLES
 
@@ -139,12 +140,6 @@ class Replication:
     end_seconds: Mapping[str, float] = field(default_factory=dict)
     """JOB and FINAL node name to the end of its last attempt, for the nodes that ended; kept
     for the representative replication only (empty in the others)."""
-
-
-def names_text(names: tuple[str, ...], shown: int = 10) -> str:
-    """The first ``shown`` names, and how many more."""
-    head = ", ".join(names[:shown])
-    return head + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 

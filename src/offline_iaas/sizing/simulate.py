@@ -67,6 +67,7 @@ from dataclasses import dataclass, fields
 
 from offline_iaas import records
 from offline_iaas.config import load_config
+from offline_iaas.errors import names_text
 from offline_iaas.records import ClientShare, read_client_job, read_shard_job
 from offline_iaas.rundir import RunDir
 from offline_iaas.sizing.pilot import PilotRun, check_same_stream
@@ -82,7 +83,6 @@ from offline_iaas.sizing.replay import (
     SimulationRates,
     Stages,
     graph_of,
-    names_text,
 )
 from offline_iaas.workflow.binding import read_run_dag
 from offline_iaas.workflow.dag import Dag

@@ -25,7 +25,7 @@ from offline_iaas.atomic import replaced_atomically, write_text_atomic
 from offline_iaas.binding import model_mismatch, planned_sequence_base, run_info_damage
 from offline_iaas.completeness import Hashes, is_of_shard
 from offline_iaas.config import CampaignConfig, load_config, write_config
-from offline_iaas.errors import ConfigError, ModelError, RunError, exit_code
+from offline_iaas.errors import ConfigError, ModelError, RunError, exit_code, names_text
 from offline_iaas.merge.tree import shard_merges
 from offline_iaas.records import (
     ClientShare,
@@ -137,10 +137,9 @@ def _previous_run(run: RunDir, hashes: Hashes, model: ServedModel | None) -> Run
     directory that holds other files and no run is refused: make-dag would overwrite them."""
     foreign = run.foreign_entries()
     if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3
-                                          else "")
         raise RunError(
-            f"{run.path} is not a run directory of make-dag and not empty (it holds {shown}): "
+            f"{run.path} is not a run directory of make-dag and not empty (it holds "
+            f"{names_text(foreign, 3)}): "
             "make-dag would overwrite them; write the run into a new or empty directory")
     if not run.dag.exists():
         return None
