@@ -406,15 +406,22 @@ def write_client_job(run: RunDir, share: ClientShare) -> None:
 
 def read_job(kind: type[R], run: RunDir, node: str) -> R:
     """``node``'s job spec (RunError naming the file; damaged: with make-dag's command; a node
-    of another kind or none of this run: naming the nodes of the kind asked for)."""
+    of another kind or none of this run: naming the nodes of the kind asked for). run.json
+    is read only when the spec is missing or does not read as ``kind``: the merge reads every
+    client's spec, and run.json lists them all."""
     path = run.job(node)
+    if path.exists():
+        try:
+            return read(kind, path, restore_advice(run))
+        except RunError:
+            if (info := _readable_run_info(run)) is not None:
+                _check_node_kind(kind, info, node)
+            raise
     info = _readable_run_info(run)
     if info is not None:
         _check_node_kind(kind, info, node)
-    if not path.exists():
-        advice = f": {restore_advice(run)}" if info is not None else ""
-        raise RunError(f"{path}: no job spec for node {node}{advice}")
-    return read(kind, path, restore_advice(run))
+    advice = f": {restore_advice(run)}" if info is not None else ""
+    raise RunError(f"{path}: no job spec for node {node}{advice}")
 
 
 def _readable_run_info(run: RunDir) -> RunInfo | None:
