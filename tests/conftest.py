@@ -22,6 +22,12 @@ import pytest
 from offline_iaas.hooks import HOOK_ENV
 from tests.helpers import SMALL_CAMPAIGN, ServerLogWatch, captured_log, small_campaign
 
+# pytest-xdist runs two or three workers on the machine's cores, each with torch's OpenMP pool
+# as wide as the machine: the pools spin-wait on each other's cores (a streamed network's
+# test took 25 s beside another worker, 0.4 s alone). One thread per worker, and per process it
+# starts (a training child sets its own count; servers' onnxruntime sessions have theirs).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # Nodes fail where RUN/faults.json says (tests/faults/inject.py); without it nothing happens.
 os.environ[HOOK_ENV] = f"{Path(__file__).parent / 'faults' / 'inject.py'}:inject"
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from offline_iaas.cli import build_parser
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.logs import QUIET, VERBOSE, CountProgress
@@ -38,18 +39,28 @@ def test_quiet_and_verbose_check(frames_config: Path) -> None:
     lines = normal.stdout.splitlines()
     assert "check: OK" in lines and not any("check: frame " in line for line in lines)
 
-    for args in (("-q", "check", frames_config), ("check", frames_config, "--quiet")):
-        quiet = offline_iaas(*args)
-        assert quiet.returncode == 0, quiet.stderr
-        assert quiet.stdout == ""
+    quiet = offline_iaas("-q", "check", frames_config)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout == ""
 
-    for args in (("-v", "check", frames_config), ("check", frames_config, "--verbose")):
-        verbose = offline_iaas(*args)
-        assert verbose.returncode == 0, verbose.stderr
-        more = verbose.stdout.splitlines()
-        frames = [line for line in more if line.startswith("check: frame ")]
-        assert len(frames) == 8  # 64 s of 16 s files, two detectors
-        assert [line for line in more if line not in frames] == lines
+    verbose = offline_iaas("check", frames_config, "--verbose")
+    assert verbose.returncode == 0, verbose.stderr
+    more = verbose.stdout.splitlines()
+    frames = [line for line in more if line.startswith("check: frame ")]
+    assert len(frames) == 8  # 64 s of 16 s files, two detectors
+    assert [line for line in more if line not in frames] == lines
+
+
+@pytest.mark.parametrize("before, after", [
+    (["-q", "check", "c.toml"], ["check", "c.toml", "--quiet"]),
+    (["-v", "check", "c.toml"], ["check", "c.toml", "--verbose"]),
+])
+def test_verbosity_reads_the_same_before_or_after_the_command(before, after) -> None:
+    """The runs above give ``-q`` before the command and ``--verbose`` after it; the other
+    places parse to the same flags (and the flags are not both off, the control)."""
+    parse = build_parser().parse_args
+    flags = [(parse(args).quiet, parse(args).verbose) for args in (before, after)]
+    assert flags[0] == flags[1] and any(flags[0])
 
 
 def test_quiet_still_prints_errors(small_config_file: Path, tmp_path: Path) -> None:

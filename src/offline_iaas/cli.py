@@ -80,9 +80,9 @@ def cmd_train_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_make_dag(args: argparse.Namespace) -> None:
+    config = _config(args)  # a config's mistake is told before the planning code loads
     from offline_iaas.workflow.make_dag import make_dag
 
-    config = _config(args)
     run = _run(output_directory(args.out))
     shares = make_dag(config, run, check_files=not args.no_check)
     logger.info(f"make-dag: {run.dag}")
@@ -98,10 +98,10 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> None:
+    config = _config(args)  # a config's mistake is told before the checks' code loads
     from offline_iaas.data.discovery import frame_source
     from offline_iaas.serve.startup_checks import Checking, run_checks
 
-    config = _config(args)
     checking = run_checks(Checking("check", config))
     frames, span, repository = checking.frames, checking.span, config.model.repository
     assert span is not None
