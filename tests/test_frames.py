@@ -18,7 +18,8 @@ from offline_iaas.data.discovery import FrameFile, find_frames
 from offline_iaas.data.frames import DECIMATION_HALF, iter_reads, read_span
 from offline_iaas.data.preflight import frame_problems, preflight, problem_report
 from offline_iaas.data.synth import write_synthetic_dataset
-from offline_iaas.errors import DataError
+from offline_iaas.errors import DataError, exit_code
+from tests.error_catalogue import documented
 
 START = 1262304000
 END = START + 24
@@ -128,6 +129,28 @@ def test_a_frame_directory_that_cannot_be_listed_is_named_not_reported_empty(
         locked.chmod(0o755)
     assert refused == f"cannot list frame directory {locked}: Permission denied", refused
     assert listed() == str(moved)  # the control: listed, L1's files are found
+
+
+def test_a_frame_link_whose_target_has_gone_is_named_not_reported_as_a_gap(
+        tmp_path: Path, frames_dir: Path) -> None:
+    """A frame file that is a symbolic link into a store that has moved is named with its
+    target (``check`` said "no frame data ... between" its neighbours); read through while
+    the target is there (the control)."""
+    frames, store = tmp_path / "frames", tmp_path / "store"
+    shutil.copytree(frames_dir, frames, ignore=shutil.ignore_patterns("*.lcf", "*.ffl"))
+    store.mkdir()
+    link = sorted(frames.glob("H-*.gwf"))[1]
+    link.rename(store / link.name)
+    link.symlink_to(store / link.name)
+    assert len(find_frames(frames)) == len(list(frames.glob("*.gwf")))
+    store.rename(tmp_path / "moved")
+    with pytest.raises(DataError) as refused:
+        find_frames(frames)
+    message = str(refused.value)
+    assert message == (f"frame file is a symbolic link to a file that does not exist: "
+                       f"{link} -> {store / link.name}")
+    documented("frame-link-to-nothing", message, {tmp_path: "<ws>"},
+               exit_code=exit_code(refused.value))
 
 
 def test_find_frames_errors_name_the_source(tmp_path: Path, frames_dir: Path) -> None:

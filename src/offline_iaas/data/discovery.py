@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlparse
 
 from offline_iaas.config_sections import DataConfig
 from offline_iaas.data.segments import GPS_TOLERANCE_SECONDS, gps_segments, observatory_of
-from offline_iaas.errors import DataError
+from offline_iaas.errors import DataError, names_text
 from offline_iaas.gps import gps_range_text
 
 CACHE_SUFFIXES = (".lcf", ".cache")
@@ -91,9 +91,13 @@ def find_frames(source: Path | str) -> list[FrameFile]:
     if not source.exists():
         raise DataError(f"frame source {source} does not exist")
     if source.is_dir():
-        frames = []
+        frames, dangling = [], []
         for path in _gwf_paths_under(source):
-            if path.name.startswith(".") or not path.is_file():
+            if path.name.startswith("."):
+                continue
+            if path.is_symlink() and not path.exists():
+                dangling.append(path)
+            if not path.is_file():
                 continue
             frame = parse_frame_name(path.resolve())
             if frame is None:
@@ -101,6 +105,8 @@ def find_frames(source: Path | str) -> list[FrameFile]:
                     f"frame file {path} is not named <OBS>-<DESC>-<GPSSTART>-<DURATION>.gwf"
                 )
             frames.append(frame)
+        if dangling:  # not a gap in the data: a link whose target has gone
+            raise DataError(_dangling_links_text(dangling))
         if not frames:
             raise DataError(f"no .gwf frame files under {source}")
     elif source.suffix in CACHE_SUFFIXES:
@@ -120,6 +126,15 @@ def find_frames(source: Path | str) -> list[FrameFile]:
         )
     unique = {f.path: f for f in frames}
     return sorted(unique.values(), key=lambda f: (f.observatory, f.gps_start, str(f.path)))
+
+
+def _dangling_links_text(links: list[Path]) -> str:
+    """The message for frame files that are symbolic links to nothing (a moved or unmounted
+    store): each link and its target."""
+    named = [f"{link} -> {os.readlink(link)}" for link in links]
+    what = ("frame file is a symbolic link to a file that does not exist" if len(links) == 1
+            else f"{len(links)} frame files are symbolic links to files that do not exist")
+    return f"{what}: {names_text(named, shown=3)}"
 
 
 def _gwf_paths_under(directory: Path) -> list[Path]:
