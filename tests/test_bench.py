@@ -252,6 +252,29 @@ def test_plan_command_prints_its_arithmetic(tmp_path: Path, capsys) -> None:
                  str(tmp_path / "missing.json")]) == exit_code(ConfigError)
 
 
+@pytest.mark.parametrize("row_id, damage", [
+    ("bench-results-not-json", lambda text: text[: len(text) // 2]),
+    ("bench-results-no-measurements", lambda text: json.dumps(list(json.loads(text)))),
+    ("bench-results-measurement-lacking", lambda text: text.replace('"wall_seconds"', '"w"')),
+])
+def test_a_damaged_bench_results_file_is_named_with_what_is_wrong(
+        tmp_path: Path, capsys: pytest.CaptureFixture, row_id: str, damage) -> None:
+    """A results file cut short, of another shape, or with a measurement lacking a field: one
+    line naming the file and what is wrong, not Python's own words (a bare 'measurements'
+    or 'list indices must be integers'); the undamaged file plans (the control)."""
+    results = _results(tmp_path / "results.json", {(32, 2): 50.0})
+    with resources.as_file(O3_CONFIG) as path:
+        plan = ["plan", str(path), "--target-hours", "24", "--from-bench", str(results)]
+        assert main(plan) == 0
+        capsys.readouterr()
+        results.write_text(damage(results.read_text()))
+        assert main(plan) == exit_code(ConfigError)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(results) in err[0], err
+    documented(row_id, err[0].removeprefix("offline-iaas plan: error: "),
+               {tmp_path: "<ws>"}, exit_code=exit_code(ConfigError))
+
+
 def test_plan_reads_the_source_trees_bench_results_from_any_directory(
         tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without --from-bench, plan takes the checkout's benchmarks/results.json, whatever the

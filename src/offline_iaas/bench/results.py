@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.bench.provenance import SOURCE_ROOT
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, names_text
 
 PATHS: tuple[str, ...] = ("limit", "service", "naive", "ensemble", "whole-window",
                           "whole-window-limit")
@@ -146,12 +146,29 @@ def default_results() -> Path:
 
 def read_results(path: Path) -> tuple[dict[str, Any], list[Measurement]]:
     """The header and measurements of a ``results.json``; ConfigError when unreadable."""
+    def refuse(why: str) -> ConfigError:
+        return ConfigError(f"{path}: not a bench results file (offline-iaas bench's "
+                           f"results.json): {why}")
+
     try:
         data = json.loads(Path(path).read_text())
-        measurements = [Measurement.from_dict(m) for m in data["measurements"]]
     except FileNotFoundError:
         raise ConfigError(f"{path}: bench results file not found") from None
-    except (ValueError, KeyError, TypeError) as err:
-        raise ConfigError(f"{path}: not a bench results file: {err}") from None
+    except UnicodeDecodeError:
+        raise refuse("not text") from None
+    except json.JSONDecodeError as err:
+        raise refuse(f"not valid JSON at line {err.lineno} column {err.colno} ({err.msg})"
+                     ) from None
+    rows = data.get("measurements") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise refuse("no list 'measurements'")
+    required = [f.name for f in fields(Measurement)
+                if f.default is MISSING and f.default_factory is MISSING]
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict):
+            raise refuse(f"measurement {number} is not an object")
+        lacking = [name for name in required if name not in row]
+        if lacking:
+            raise refuse(f"measurement {number} has no {names_text(lacking, shown=3)}")
     header = {k: v for k, v in data.items() if k != "measurements"}
-    return header, measurements
+    return header, [Measurement.from_dict(row) for row in rows]
