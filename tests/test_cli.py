@@ -164,3 +164,25 @@ def test_inspect_of_a_directory_says_it_is_one(tmp_path: Path, capsys) -> None:
     assert cli_error(capsys.readouterr().err) == (
         f"{tmp_path / 'frames'}: a directory, not a product file (a cleaned GWF file or a "
         "campaign HDF5 file)")
+
+
+def test_inspect_of_a_client_part_says_what_it_is_and_where_the_provenance_is(
+        small_campaign_dir, capsys) -> None:
+    """A part (written by offline-iaas, without provenance) was called "not written by
+    offline-iaas"; an HDF5 file of someone else's still is (the control)."""
+    import h5py
+
+    from tests.test_bad_input import fake_parts, run_dir
+
+    run = run_dir(small_campaign_dir())
+    fake_parts(run)
+    part = run / "parts" / "client0.h5"
+    assert main(["inspect", str(part)]) == 3
+    message = cli_error(capsys.readouterr().err)
+    assert message == (f"{part}: client0's part of a run, not a product: the merge writes "
+                       "the campaign's provenance into the run's output/campaign.h5")
+    documented("inspect-part", message, {run: "<run>"}, exit_code=3)
+    with h5py.File(run / "other.h5", "w") as other:
+        other.attrs["nodes"] = "client0"
+    assert main(["inspect", str(run / "other.h5")]) == 3
+    assert cli_error(capsys.readouterr().err).endswith("(not written by offline-iaas)")

@@ -69,9 +69,12 @@ def read_provenance(path: Path) -> dict[str, Any]:
 
     try:
         with h5py.File(path, "r") as f:
-            text = f.attrs.get("provenance")
+            text, node = f.attrs.get("provenance"), f.attrs.get("node")
     except OSError as err:
         raise DataError(f"{path}: not a GWF or HDF5 file ({err})") from None
+    if text is None and node is not None:  # a part: the run's provenance is the merge's
+        raise DataError(f"{path}: {node}'s part of a run, not a product: the merge writes "
+                        "the campaign's provenance into the run's output/campaign.h5")
     if text is None:
         raise DataError(f"{path}: no provenance attribute (not written by offline-iaas)")
     return json.loads(text)
