@@ -9,10 +9,11 @@ import pytest
 import torch
 from torch import nn
 
-from offline_iaas.errors import ModelError
+from offline_iaas.errors import ModelError, exit_code
 from offline_iaas.models.weights import export_onnx, load_network
 from offline_iaas.science.bbhnet.network import BBHnet
 from offline_iaas.science.deepclean.network import DeepClean
+from tests.error_catalogue import documented
 
 DC = {"witnesses": 2, "kernel_samples": 64}
 BBH = {"ifos": 2, "kernel_samples": 256, "width": 4, "depth": 2}
@@ -102,8 +103,14 @@ def test_not_a_model(tmp_path: Path, content: bytes) -> None:
 def test_non_tensor_pickle_and_whole_module(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="not a state_dict"):
         load_network("deepclean", save([1, 2, 3], tmp_path / "list.pt"), DC)
-    with pytest.raises(ModelError, match="pickled object, not a state_dict"):
-        load_network("deepclean", save(deepclean(), tmp_path / "module.pt"), DC)
+    with pytest.raises(ModelError, match=r"pickled torch module \(torch.save\(model\)\), not a "
+                       r"state_dict .*: save torch.save\(model.state_dict\(\), path\) instead, "
+                       "or a TorchScript or ONNX file$") as caught:
+        load_network("deepclean", save(deepclean(), tmp_path / "deepclean-H1.pt"), DC)
+    documented("weights-pickled-module-of-a-network", str(caught.value), {tmp_path: "W"},
+               exit_code=exit_code(caught.value))
+    # control: its state_dict is its weights
+    load_network("deepclean", save(deepclean().state_dict(), tmp_path / "deepclean-H1.pt"), DC)
     with pytest.raises(ModelError, match="file not found"):
         load_network("deepclean", tmp_path / "missing.pt", DC)
     with pytest.raises(ModelError, match="unknown network kind"):

@@ -16,7 +16,8 @@ Three kinds of file are accepted, told apart by content (not by name):
   campaign's, the batch axis must be dynamic, and it is run once with onnxruntime.
 
 Anything else is refused with ``ModelError``, whose message names the file, the expected and
-the found shapes.
+the found shapes; a file pickling a whole module or another object (``pickled_objects``) says
+what to save instead, never torch's advice to allow the object's code.
 
 ``expected`` (a dict) describes what the campaign needs:
 
@@ -33,8 +34,11 @@ Both
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import pickletools
+import re
 import shutil
 import warnings
 import zipfile
@@ -62,6 +66,55 @@ def _shape(values: Any) -> str:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return text[0] if text else type(err).__name__
+
+
+_REFUSED_GLOBAL = re.compile(r"\bGLOBAL (\S+)")
+"""The class or function a ``weights_only`` load refused to import, in torch's message."""
+
+
+def pickled_objects(path: Path, err: BaseException, named: str,
+                    alternatives: str = "") -> ModelError | None:
+    """The refusal of ``path``, which ``torch.load(weights_only=True)`` would not read (``err``)
+    because it pickles Python objects beyond tensors: a whole module (``torch.save(model)``)
+    or another object. Torch's own advice, to allow the object's class, would run the file's
+    code, and weights are loaded with ``weights_only=True`` so that a file never runs any:
+    the refusal says what to save instead. ``named`` begins the message (the file, as its
+    caller names it); ``alternatives`` ends it (other files the caller takes). None when
+    ``err`` is another failure."""
+    text = str(err)
+    refused = _REFUSED_GLOBAL.search(text)
+    if refused is None and "add_safe_globals" not in text:
+        return None
+    if _pickles_a_module(path):
+        held = "a pickled torch module (torch.save(model))"
+    elif refused is not None:
+        held = f"a pickled Python object ({refused.group(1)})"
+    else:
+        held = "pickled Python objects"
+    return ModelError(
+        f"{named}: holds {held}, not a state_dict (weights are loaded with weights_only=True, "
+        "which runs no code from the file): save torch.save(model.state_dict(), path) "
+        f"instead{alternatives}"
+    )
+
+
+def _pickles_a_module(path: Path) -> bool:
+    """Whether the object ``path`` pickles (torch's zip or legacy format) has an
+    ``nn.Module``'s attributes (``_modules``, ``_parameters``); read as opcodes, never run."""
+    strings: set[str] = set()
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                entry = next(e for e in archive.namelist() if e.endswith("/data.pkl"))
+                pickles, count = io.BytesIO(archive.read(entry)), 1
+        else:  # legacy: magic number, protocol, system info, then the object (then tensors)
+            pickles, count = io.BytesIO(Path(path).read_bytes()), 4
+        for _ in range(count):
+            strings.update(arg for _, arg, _ in pickletools.genops(pickles)
+                           if isinstance(arg, str))
+    except Exception:  # not a pickle torch wrote: nothing more to say of it
+        return False
+    return {"_modules", "_parameters"} <= strings
 
 
 def load_error_cause(err: BaseException) -> str:
@@ -195,11 +248,10 @@ def _load_state_dict(kind: str, path: Path, expected: Mapping[str, Any]):
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:
-        if "Unsupported global" in str(err):
-            raise ModelError(
-                f"{kind} weights {path}: holds a pickled object, not a state_dict (save "
-                "model.state_dict(), or a TorchScript or ONNX file)"
-            ) from None
+        refusal = pickled_objects(path, err, f"{kind} weights {path}",
+                                  ", or a TorchScript or ONNX file")
+        if refusal is not None:
+            raise refusal from None
         raise ModelError(
             f"{path} is not a torch state_dict, TorchScript or ONNX file{load_error_cause(err)}"
         ) from None

@@ -12,7 +12,7 @@ from torch import nn
 
 from offline_iaas.config_sections import ModelConfig
 from offline_iaas.errors import ModelError
-from offline_iaas.models.weights import load_error_cause
+from offline_iaas.models.weights import load_error_cause, pickled_objects
 
 
 class Classifier(nn.Module):
@@ -58,6 +58,9 @@ def classifier_network(model_section: ModelConfig, channels: int, weights: Path 
         except FileNotFoundError:
             raise ModelError(f"{weights}: weight file not found") from None
         except Exception as err:  # torch raises many types for a bad file
+            refusal = pickled_objects(weights, err, str(weights))
+            if refusal is not None:
+                raise refusal from None
             raise ModelError(
                 f"{weights}: not a torch state_dict{load_error_cause(err)}") from None
         try:

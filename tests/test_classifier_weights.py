@@ -1,0 +1,80 @@
+"""``export`` of the classifier mode given a weight file that is not the classifier's
+state_dict: refused in one line naming the file, through the real command line (in-process),
+never with torch's own text (whose advice, for a pickled object, is to allow its code)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from offline_iaas.cli import main
+from offline_iaas.errors import ModelError, exit_code
+from offline_iaas.science.classifier.network import Classifier
+from tests.error_catalogue import documented
+
+PREFIX = "offline-iaas export: error: "
+
+
+class Settings:
+    """An object a checkpoint may pickle beside its tensors (not a module)."""
+
+    def __init__(self) -> None:
+        self.width = 8
+
+
+def saved(value: object, path: Path) -> Path:
+    torch.save(value, path)
+    return path
+
+
+def export(config: Path, weights: Path, capsys: pytest.CaptureFixture) -> tuple[int, list[str]]:
+    """``offline-iaas export <config> --weights <weights>``: its exit code and stderr lines."""
+    capsys.readouterr()
+    code = main(["export", str(config), "--weights", str(weights)])
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+def refusal(lines: list[str]) -> str:
+    """The one error line's message, without the command's prefix."""
+    assert len(lines) == 1 and lines[0].startswith(PREFIX), lines
+    return lines[0].removeprefix(PREFIX)
+
+
+def test_a_pickled_module_is_refused_saying_to_save_its_state_dict(
+        small_config_file: Path, capsys: pytest.CaptureFixture) -> None:
+    ws = small_config_file.parent
+    network = Classifier(2)
+    module = saved(network, ws / "module.pt")
+    legacy = ws / "module-legacy.pt"  # torch's format before 1.6: one pickle, not a zip
+    torch.save(network, legacy, _use_new_zipfile_serialization=False)
+    for path in (legacy, module):
+        code, lines = export(small_config_file, path, capsys)
+        message = refusal(lines)
+        assert code == exit_code(ModelError), lines
+        assert message.startswith(f"{path}: holds a pickled torch module (torch.save(model)), "
+                                  "not a state_dict"), message
+        assert "torch.save(model.state_dict(), path)" in message, message
+        assert "add_safe_globals" not in message, message
+    documented("weights-pickled-module", message, {ws: "<ws>"}, exit_code=code)
+    # control: the same network's state_dict is the classifier's weights
+    code, lines = export(small_config_file, saved(network.state_dict(), ws / "state.pt"), capsys)
+    assert code == 0, lines
+
+
+def test_a_pickled_object_that_is_not_a_module_is_named_not_called_a_module(
+        small_config_file: Path, capsys: pytest.CaptureFixture) -> None:
+    ws = small_config_file.parent
+    checkpoint = {"state_dict": Classifier(2).state_dict(), "settings": Settings()}
+    path = saved(checkpoint, ws / "checkpoint.pt")
+    code, lines = export(small_config_file, path, capsys)
+    message = refusal(lines)
+    assert code == exit_code(ModelError), lines
+    assert f"holds a pickled Python object ({__name__}.Settings)" in message, message
+    assert "module" not in message.replace(f"{__name__}.", ""), message
+    assert "add_safe_globals" not in message, message
+    documented("weights-pickled-object", message, {ws: "<ws>"}, exit_code=code)
+    # control: the module pickled alone is called one
+    code, lines = export(small_config_file, saved(Classifier(2), ws / "module.pt"), capsys)
+    assert "holds a pickled torch module" in refusal(lines), lines
