@@ -78,3 +78,47 @@ def test_a_pickled_object_that_is_not_a_module_is_named_not_called_a_module(
     # control: the module pickled alone is called one
     code, lines = export(small_config_file, saved(Classifier(2), ws / "module.pt"), capsys)
     assert "holds a pickled torch module" in refusal(lines), lines
+
+
+def test_another_networks_state_dict_is_refused_listing_a_few_of_its_names(
+        small_config_file: Path, capsys: pytest.CaptureFixture) -> None:
+    from offline_iaas.models.weights import build_network
+
+    ws = small_config_file.parent
+    state = build_network("bbhnet", {"ifos": 2}).state_dict()
+    needed = Classifier(2).state_dict()
+    missing, extra = set(needed) - set(state), set(state) - set(needed)
+    path = saved(state, ws / "bbhnet.pt")
+    code, lines = export(small_config_file, path, capsys)
+    message = refusal(lines)
+    assert code == exit_code(ModelError), lines
+    assert message.startswith(f"{path}: not a classifier state_dict: missing "), message
+    assert f" and {len(missing) - 3} more; unexpected " in message, message
+    assert message.endswith(f" and {len(extra) - 3} more"), message
+    assert len(message.removeprefix(str(path))) < 200, message  # torch listed all: 2.2 kB
+    documented("weights-another-network", message, {ws: "<ws>"}, exit_code=code)
+    # control: one name missing is named alone, with no count
+    del needed["head.bias"]
+    code, lines = export(small_config_file, saved(needed, ws / "headless.pt"), capsys)
+    assert refusal(lines) == f"{ws / 'headless.pt'}: not a classifier state_dict: missing " \
+        "head.bias", lines
+
+
+def test_a_classifier_of_another_channel_count_or_no_state_dict_is_refused_naming_why(
+        small_config_file: Path, capsys: pytest.CaptureFixture) -> None:
+    ws = small_config_file.parent
+    code, lines = export(small_config_file, saved(Classifier(3).state_dict(), ws / "c3.pt"),
+                         capsys)
+    message = refusal(lines)
+    assert code == exit_code(ModelError), lines
+    assert message == (f"{ws / 'c3.pt'}: features.0.weight has shape (8, 3, 7), the campaign "
+                       "needs (8, 2, 7) (2 channels)"), message
+    documented("classifier-weights-channel-count", message, {ws: "<ws>"}, exit_code=code)
+    code, lines = export(small_config_file, saved([1.0, 2.0], ws / "list.pt"), capsys)
+    message = refusal(lines)
+    assert code == exit_code(ModelError), lines
+    documented("weights-not-a-state-dict", message, {ws: "<ws>"}, exit_code=code)
+    # control: the campaign's two channels
+    code, lines = export(small_config_file, saved(Classifier(2).state_dict(), ws / "c2.pt"),
+                         capsys)
+    assert code == 0, lines

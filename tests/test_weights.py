@@ -70,7 +70,7 @@ def test_wrong_width_names_the_parameter(tmp_path: Path) -> None:
         load_network("bbhnet", path, BBH)
     path = save(bbhnet(ifos=3).state_dict(), tmp_path / "three.pt")
     with pytest.raises(ModelError, match=r"stem\.0\.weight has shape \(4, 3, 7\), the campaign "
-                       r"needs \(4, 2, 7\) .*\(and 1 more: whitening\)"):
+                       r"needs \(4, 2, 7\) .*\(also whitening\)"):
         load_network("bbhnet", path, BBH)
     path = save(bbhnet(taps=300).state_dict(), tmp_path / "long.pt")
     with pytest.raises(ModelError, match="300 taps"):

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.atomic import replaced_atomically
-from offline_iaas.errors import ModelError
+from offline_iaas.errors import ModelError, names_text
 from offline_iaas.mode_packages import network_kind
 
 INPUT_NAME = "windows"
@@ -291,38 +291,51 @@ def compare_shapes(
 ) -> None:
     """ModelError unless ``found`` has exactly the names and shapes of ``needed``."""
     context = _context(kind, expected)
-    missing = [k for k in needed if k not in found]
-    extra = [k for k in found if k not in needed]
-    if missing or extra:
-        parts = []
-        if missing:
-            parts.append(f"missing {_listing(missing)}")
-        if extra:
-            parts.append(f"unexpected {_listing(extra)}")
+    keys = key_mismatch(found, needed)
+    if keys:
         raise ModelError(
-            f"{kind} weights {path}: not a {kind} of the campaign's architecture "
-            f"({context}): {'; '.join(parts)}"
+            f"{kind} weights {path}: not a {kind} of the campaign's architecture ({context}): "
+            f"{keys}"
         )
-    wrong = [
-        (k, tuple(found[k].shape), tuple(needed[k].shape))
-        for k in needed
-        if tuple(found[k].shape) != tuple(needed[k].shape)
-    ]
-    # name a layer's weight first: it says most about the mismatch (statistics come first
-    # in the state_dict's order)
-    wrong.sort(key=lambda w: not w[0].endswith("weight"))
-    if wrong:
-        name, got, want = wrong[0]
-        more = f" (and {len(wrong) - 1} more: {_listing([w[0] for w in wrong[1:]])})"
-        raise ModelError(
-            f"{kind} weights {path}: {name} has shape {_shape(got)}, the campaign needs "
-            f"{_shape(want)} ({context})" + (more if len(wrong) > 1 else "")
-        )
+    shapes = shape_mismatch(found, needed, context)
+    if shapes:
+        raise ModelError(f"{kind} weights {path}: {shapes}")
 
 
-def _listing(items: list[str], limit: int = 6) -> str:
-    shown = ", ".join(items[:limit])
-    return shown + (f", ... ({len(items)} in all)" if len(items) > limit else "")
+SHOWN_NAMES = 3
+"""How many parameter names a refusal lists of each kind, before ``and N more``."""
+
+
+def key_mismatch(found: Mapping[str, Any], needed: Mapping[str, Any]) -> str:
+    """``missing <names>; unexpected <names>``: the parameter names of ``needed`` that
+    ``found`` lacks, and those it has beyond them, a few of each (``errors.names_text``: a
+    network of another architecture has dozens), layers' weights first (``_telling_first``);
+    empty when the names agree."""
+    missing = _telling_first([k for k in needed if k not in found])
+    extra = _telling_first([k for k in found if k not in needed])
+    return "; ".join(f"{what} {names_text(keys, SHOWN_NAMES)}"
+                     for what, keys in (("missing", missing), ("unexpected", extra)) if keys)
+
+
+def _telling_first(names: list[str]) -> list[str]:
+    """``names`` with layers' weights first, each group in its order: a weight says most of
+    a network (statistics and buffers come first in a state_dict's order)."""
+    return sorted(names, key=lambda name: not name.endswith("weight"))
+
+
+def shape_mismatch(found: Mapping[str, Any], needed: Mapping[str, Any], context: str) -> str:
+    """``<name> has shape (..), the campaign needs (..) (<context>)``: the first parameter of
+    ``found`` whose shape is not ``needed``'s (a layer's weight first, ``_telling_first``),
+    then a few of the others; empty when every shape agrees. ``found`` has ``needed``'s names
+    (``key_mismatch``)."""
+    wrong = _telling_first([k for k in needed
+                            if tuple(found[k].shape) != tuple(needed[k].shape)])
+    if not wrong:
+        return ""
+    name, *others = wrong
+    return (f"{name} has shape {_shape(tuple(found[name].shape))}, the campaign needs "
+            f"{_shape(tuple(needed[name].shape))} ({context})"
+            + (f" (also {names_text(others, SHOWN_NAMES)})" if others else ""))
 
 
 def _load_torchscript(kind: str, path: Path, expected: Mapping[str, Any]):

@@ -5,6 +5,7 @@ Only imported by ``offline-iaas export`` (torch is the optional ``export`` extra
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -12,7 +13,12 @@ from torch import nn
 
 from offline_iaas.config_sections import ModelConfig
 from offline_iaas.errors import ModelError
-from offline_iaas.models.weights import load_error_cause, pickled_objects
+from offline_iaas.models.weights import (
+    key_mismatch,
+    load_error_cause,
+    pickled_objects,
+    shape_mismatch,
+)
 
 
 class Classifier(nn.Module):
@@ -49,7 +55,8 @@ class Classifier(nn.Module):
 def classifier_network(model_section: ModelConfig, channels: int, weights: Path | None):
     """The campaign's classifier on ``channels`` streamed channels
     (``Classifier``, eval mode): seeded by ``model.seed``, or ``weights``
-    (a state_dict) loaded into it. ModelError for a missing or foreign weight file."""
+    (a state_dict) loaded into it. ModelError for a missing or foreign weight file: its
+    names that differ (a few of each kind) or its first parameter of another shape."""
     torch.manual_seed(model_section.seed)
     model = Classifier(channels, input_scale=model_section.input_scale)
     if weights is not None:
@@ -63,8 +70,17 @@ def classifier_network(model_section: ModelConfig, channels: int, weights: Path 
                 raise refusal from None
             raise ModelError(
                 f"{weights}: not a torch state_dict{load_error_cause(err)}") from None
-        try:
-            model.load_state_dict(state)
-        except Exception as err:  # which keys or shapes differ
-            raise ModelError(f"{weights}: not a classifier state_dict: {err}") from None
+        if not isinstance(state, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+            raise ModelError(f"{weights}: not a state_dict (a mapping of parameter names to "
+                             "tensors)")
+        needed = model.state_dict()
+        keys = key_mismatch(state, needed)
+        if keys:  # another network's: a few of its names, not torch's list of them all
+            raise ModelError(f"{weights}: not a classifier state_dict: {keys}")
+        shapes = shape_mismatch(state, needed,
+                                f"{channels} channel{'s' if channels != 1 else ''}")
+        if shapes:
+            raise ModelError(f"{weights}: {shapes}")
+        model.load_state_dict(state)
     return model.eval()
