@@ -1,14 +1,17 @@
-"""``report`` of a run whose campaign.toml or run.json is damaged: the page is written and
-names the real problem, and the command exits as ``status`` does, with the same line."""
+"""``report`` of a run whose campaign.toml or run.json is damaged, or whose campaign.toml was
+edited since make-dag: the page is written (a damaged file named on it), and the command exits
+as ``status`` does, with the same line."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from offline_iaas.cli import main
 from offline_iaas.config import load_config
+from offline_iaas.records import read_run_info
 from offline_iaas.rundir import RunDir, restore_advice, restore_command
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import cli_error, documented
@@ -68,3 +71,34 @@ def test_report_gives_status_and_merges_remedy_for_a_damaged_run_json(
 
 def test_report_of_an_intact_run_exits_zero(run_dir: Path, capsys) -> None:
     assert report(run_dir, capsys)[0] == 0
+
+
+def test_report_of_a_run_whose_campaign_toml_was_edited_exits_2_as_status_does(
+        run_dir: Path, capsys) -> None:
+    config = run_dir / "campaign.toml"
+    planned = config.read_text()
+    # control: the run as make-dag planned it reports with no error
+    assert main(["report", str(run_dir)]) == 0
+    assert "error:" not in capsys.readouterr().err
+    edited = re.sub(r"^duration = .*$", "duration = 32", planned, flags=re.M)
+    assert edited != planned  # a setting the parts depend on (the stream hash)
+    config.write_text(edited)
+    page = run_dir / "report" / "index.html"
+    page.unlink()
+    code = main(["report", str(run_dir)])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith("offline-iaas report: error: "), err
+    line = cli_error(err)
+    assert line.startswith(f"{config} was edited since make-dag planned this run"), line
+    assert (code, line) == status_line(run_dir, capsys)
+    assert page.is_file()  # written first, whatever state the run is in
+    ours = load_config(config).stream_hash()
+    planned_hash = read_run_info(RunDir(run_dir)).stream_hash
+    assert ours != planned_hash
+    documented("report-run-config-edited", line, {
+        run_dir: "<ws>/run", ours: "<hash of the edited config>",
+        planned_hash: "<hash of the run>"}, exit_code=code)
+    config.write_text(planned)  # undone: the report exits 0 again
+    assert main(["report", str(run_dir)]) == 0
