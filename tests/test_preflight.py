@@ -143,6 +143,7 @@ def sets(**data: Any) -> list[str]:
     return out + ["--set", "model.repository=\"repo\""]
 
 
+@pytest.mark.slow  # command-line processes reading frames: 7 s of CPU
 def test_check_cli_lists_every_problem_and_writes_nothing(broken: Path, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()

@@ -127,6 +127,7 @@ def emulated_cpu() -> dict[str, str]:
     }
 
 
+@pytest.mark.slow  # three trainings in child processes: 15 s of CPU
 def test_pinned_training_is_bit_identical_on_an_emulated_cpu(
     small: CampaignConfig, pinned_run: tuple[dict[str, Path], list[str], tuple[int, int]],
     tmp_path: Path,

@@ -25,6 +25,8 @@ UNPRIVILEGED = (["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
                 if os.geteuid() == 0 else [])
 TIMEOUT_SECONDS = 120
 
+pytestmark = pytest.mark.slow  # eleven command-line processes reading frames: 22 s of CPU
+
 
 @pytest.fixture(scope="module")
 def root(small_campaign_dir: Callable[..., Path]) -> Path:
