@@ -61,7 +61,6 @@ from typing import Any
 
 import numpy as np
 from igwn_segments import segment, segmentlist
-from scipy import signal
 
 from offline_iaas.config_sections import SearchConfig
 from offline_iaas.errors import DataError
@@ -87,6 +86,8 @@ def zero_phase_blocks(
     part of it is asked for (a merge shard gets the same values as the whole stretch).
     ``read(a, b)`` returns samples ``[a, b)`` of the stretch (float64).
     """
+    from scipy import signal  # here: half a second to import, which check and make-dag skip
+
     last = n_samples if last is None else last
     block = int(round(BLOCK_SECONDS * sample_rate))
     for a in range(first - first % block, last, block):
