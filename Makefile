@@ -36,8 +36,9 @@ test: $(STAMP) browser
 	$(BIN)/ruff check src tests
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
-# Before every commit: ruff, then every test that starts no tritonserver (not marked slow;
-# tests/conftest.py refuses a server to the others), on CHECK_WORKERS pytest-xdist workers.
+# Before every commit: ruff, then every test not marked slow (slow: those that start a
+# tritonserver, which tests/conftest.py refuses to the others, and the few that take 10 s of CPU
+# or more without one), on CHECK_WORKERS pytest-xdist workers.
 CHECK_WORKERS ?= 2
 check: $(STAMP)
 	$(BIN)/ruff check src tests
