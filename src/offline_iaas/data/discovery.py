@@ -298,7 +298,7 @@ def datafind_frames(
                     known = gwdatafind.find_types(
                         observatory, host=server_url, timeout=timeout_seconds
                     )
-                types = listing(sorted(known)) or "none"
+                types = names_text(sorted(known), shown=20) or "none"
                 hint = f"; frame types it has for {observatory}: {types}"
             except (requests.RequestException, OSError, ValueError, RuntimeError):
                 hint = ""
@@ -375,11 +375,6 @@ def _hole_context(files: Sequence[FrameFile], a: float, b: float, observatory: s
     if prev:
         return f"after {prev.path.name}, the last file"
     return f"no frame files of observatory {observatory!r}"
-
-
-def listing(names: Sequence[str], limit: int = 20) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
 def rate_factor(rate: float, sample_rate: float) -> int | None:

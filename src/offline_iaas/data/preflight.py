@@ -18,12 +18,11 @@ from offline_iaas.data.discovery import (
     coverage_holes,
     discover_frames,
     frame_source,
-    listing,
     rate_factor,
 )
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.data.segments import AnalysableSpan, observatory_of
-from offline_iaas.errors import DataError
+from offline_iaas.errors import DataError, names_text
 from offline_iaas.gps import gps_range_text
 from offline_iaas.records import BadFile
 
@@ -163,7 +162,7 @@ def frame_problems(
                 f"channel {name} not found in {first.path}"
                 f"{_more(len(missing[name]) - 1, 'file(s)')} covering "
                 f"{gps_range_text(first.gps_start, last.gps_end)} "
-                f"(channels there: {listing(listed[name])})"
+                f"(channels there: {names_text(listed[name], shown=20)})"
             )
         if name in bad_rates:
             first, rate = bad_rates[name][0]
