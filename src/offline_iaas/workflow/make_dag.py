@@ -92,8 +92,8 @@ def _forget_index(run: RunDir, forgotten: list[Path]) -> None:
     if not forgotten:
         return
     h5_path, json_path = run.output
-    forgotten += _remove(json_path, h5_path, run.output_frames, run.report.parent)
-    names = ", ".join(str(p.relative_to(run.path)) for p in forgotten)
+    removed = [*forgotten, *_remove(json_path, h5_path, run.output_frames, run.report.parent)]
+    names = ", ".join(str(p.relative_to(run.path)) for p in removed)
     logger.info(f"make-dag: removed the merge's output made for other shards ({names}); "
                 "run-local or the DAG merges again, the parts are kept")
 
