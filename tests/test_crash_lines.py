@@ -72,6 +72,32 @@ def test_a_normal_stop_is_no_crash_and_every_fatal_signal_is_one() -> None:
         "SIGABRT", "SIGABRT"]
 
 
+FORCED_EXIT = STUB_DIED.format("SIGSEGV") + """\
+Signal (15) received.
+I1206 06:19:55.860621 31562 server.cc:325] "Model 'offline-iaas' (version 1) has 1 in-flight \
+inferences"
+E1206 06:19:55.860631 31562 main.cc:535] "failed to stop server: Internal - Exit timeout \
+expired. Exiting immediately."
+E1205 22:19:56.533573306 31736 alarm.cc:60] ASSERTION FAILED: grpc_cq_begin_op(cq_, this)
+Signal (6) received.
+I1206 06:19:58.747519 31992 model_lifecycle.cc:839] "successfully loaded 'offline-iaas'"
+I1206 06:19:58.800000 31992 grpc_server.cc:2558] "Started GRPCInferenceService at 127.0.0.1:4"
+"""
+"""A stop with a sequence open (CI at ``b19b80e``): Triton's forced exit aborted in gRPC, then
+run-local's restart served again."""
+
+
+def test_an_abort_in_a_stops_forced_exit_is_no_crash_but_one_after_the_restart_is() -> None:
+    (stub,) = fatal_lines(FORCED_EXIT)  # the stub's death only: the exit's abort is the stop's
+    assert (stub.process, stub.signal, stub.line_number) == ("python-backend stub", "SIGSEGV", 1)
+    # the control: the same abort once the restarted server serves is a crash
+    (_, again) = fatal_lines(FORCED_EXIT + "Signal (6) received.\n")
+    assert (again.process, again.signal, again.line_number) == ("tritonserver", "SIGABRT", 9)
+    # and without the forced exit, the same abort during the stop is one too
+    plain = FORCED_EXIT.replace("Exit timeout expired. Exiting immediately.", "exiting")
+    assert [f.signal for f in fatal_lines(plain)] == ["SIGSEGV", "SIGABRT"]
+
+
 def _run_dir(tmp_path: Path, server_log: str, history: list[dict]) -> RunDir:
     """A run directory with one server (its log and run-local's record) and one client."""
     run = RunDir(tmp_path / "run")

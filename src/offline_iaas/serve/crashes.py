@@ -7,7 +7,11 @@ stdout and stderr, which its python-backend stubs share):
 * Triton prints ``Signal (N) received.`` for every signal it handles. A normal stop prints it
   with N = 15 (SIGTERM; once per SIGTERM, so twice when run-local signals the node's group
   and ``serve`` signals tritonserver), and N = 2 for SIGINT; any other N is a fatal signal, and
-  Triton's backtrace follows the line.
+  Triton's backtrace follows the line. Except in a stop's forced exit: a stop that finds
+  sequences still open waits ``--exit-timeout-secs``, says "Exit timeout expired. Exiting
+  immediately." and exits under the requests it dropped, where gRPC can abort (``ASSERTION
+  FAILED: grpc_cq_begin_op``, then ``Signal (6)``; CI at ``b19b80e``): that signal ends the
+  stop that was asked for, and the process would have exited anyway; it is no crash.
 * A python-backend stub of the project's models prints ``Fatal Python error: <what>`` and
   its threads' stacks on a fatal signal (every model enables ``faulthandler``); Triton itself
   says nothing of a stub that dies while the model is unloaded.
@@ -45,6 +49,8 @@ _SERVE_DIED = re.compile(
 _SERVE_STUB_DIED = re.compile(
     "^" + re.escape(SERVE_PREFIX) + r"python-backend stub .* died by signal (SIG\w+)")
 _GRPC_STARTED = re.compile(r'Started GRPCInferenceService at ([^"\s]+)')
+_FORCED_EXIT = "Exit timeout expired. Exiting immediately."
+"""Triton's words when a stop gives up waiting for open sequences and exits at once."""
 _BACKTRACE_FRAME = re.compile(r"^\s*(\d+)# ")
 _STUB_THREAD = ("Thread 0x", "Current thread ")
 _FAULTHANDLER_SIGNALS = {  # faulthandler's names of the fatal signals it handles
@@ -82,11 +88,14 @@ def fatal_lines(text: str, first_line: int = 1) -> list[FatalLine]:
     when Triton's (the stub's) own line for the same signal came just before it (one crash,
     two witnesses)."""
     found: list[FatalLine] = []
+    forced_exit = False  # between a stop's forced exit and the next server's start
     for number, line in enumerate(text.splitlines(), start=first_line):
         line = line.strip()
-        if match := _TRITON_SIGNAL.match(line):
+        if _FORCED_EXIT in line or _GRPC_STARTED.search(line):
+            forced_exit = _FORCED_EXIT in line
+        elif match := _TRITON_SIGNAL.match(line):
             code = int(match.group(1))
-            if code not in STOP_SIGNALS:
+            if code not in STOP_SIGNALS and not forced_exit:
                 found.append(FatalLine("tritonserver", signal_name(code), number, line))
         elif match := _STUB_FATAL.match(line):
             what = match.group(1)
