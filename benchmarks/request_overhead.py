@@ -13,13 +13,21 @@ tritonserver + stubs - the step, and the ceiling that overhead puts on ``service
 CPU second: step / (step + overhead) (with nothing else on the cores; the bench's clients and
 instances also slow each other).
 
+``--transports grpc http`` also measures Triton's HTTP endpoint with a client of Python's own
+``http.client`` (binary tensor data, one request in flight: the sequence's order needs it, and
+Triton's HTTP frontend misread pipelined requests when tried), interleaved with the gRPC
+client's repeats.
+
 Usage: PYTHONPATH=src .venv/bin/python benchmarks/request_overhead.py
            [--workload deepclean] [--batch-sizes 1 32 128] [--requests 300]
+           [--transports grpc http]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import multiprocessing
 import queue
 import sys
@@ -37,6 +45,7 @@ from offline_iaas.bench.limit import LimitJob, run_share  # noqa: E402
 from offline_iaas.bench.server import bench_server  # noqa: E402
 from offline_iaas.bench.workloads import synthetic_samples, workload, write_weights  # noqa: E402
 from offline_iaas.client.transport import RequestStream  # noqa: E402
+from offline_iaas.rendezvous.access import TOKEN_HEADER, read_token  # noqa: E402
 from offline_iaas.repository.export import export_repository  # noqa: E402
 from offline_iaas.rundir import RunDir  # noqa: E402
 
@@ -113,12 +122,70 @@ def served_ms_per_request(server, config, load, batch_size: int, requests: int,
     return own / requests * 1e3, triton / requests * 1e3, stub / requests * 1e3
 
 
+def _http_request(connection: http.client.HTTPConnection, path: str, token: str,
+                  update: np.ndarray, outputs: tuple[str, ...], sequence_id: int,
+                  start: bool, end: bool) -> list[np.ndarray]:
+    """One inference request over HTTP with binary tensor data; the outputs' arrays."""
+    header = json.dumps({
+        "parameters": {"sequence_id": sequence_id, "sequence_start": start,
+                       "sequence_end": end},
+        "inputs": [{"name": "update", "shape": list(update.shape), "datatype": "FP32",
+                    "parameters": {"binary_data_size": update.nbytes}}],
+        "outputs": [{"name": name, "parameters": {"binary_data": True}} for name in outputs],
+    }).encode()
+    connection.request("POST", path, body=header + update.tobytes(), headers={
+        TOKEN_HEADER: token, "Inference-Header-Content-Length": str(len(header)),
+        "Content-Type": "application/octet-stream"})
+    response = connection.getresponse()
+    body = response.read()
+    if response.status != 200:
+        raise RuntimeError(f"HTTP {response.status}: {body[:200]!r}")
+    header_bytes = int(response.getheader("Inference-Header-Content-Length"))
+    offset, arrays = header_bytes, []
+    for output in json.loads(body[:header_bytes])["outputs"]:
+        size = output["parameters"]["binary_data_size"]
+        arrays.append(np.frombuffer(body[offset:offset + size], np.float32)
+                      .reshape(output["shape"]))
+        offset += size
+    return arrays
+
+
+def http_ms_per_request(server, config, load, batch_size: int, requests: int,
+                        sequence_id: int) -> tuple[float, float, float]:
+    """As ``served_ms_per_request``, the client being ``http.client`` on Triton's HTTP port."""
+    update = synthetic_samples(load, requests * batch_size * load.stride_samples
+                               / load.sample_rate_hz, 2)
+    step = batch_size * load.stride_samples
+    outputs = tuple(config.outputs.names)
+    path, token = f"/v2/models/{config.model.name}/infer", read_token(server.run) or ""
+    connection = http.client.HTTPConnection("127.0.0.1", server.ports.http,
+                                            timeout=RESPONSE_TIMEOUT_SECONDS)
+    stubs = accounting.children_of(server.pid)
+    try:
+        own, triton, stub = (time.process_time(), accounting.cpu_seconds(server.pid),
+                             accounting.tree_cpu_seconds(stubs))
+        for index in range(requests):
+            _http_request(connection, path, token,
+                          update[None, :, index * step:(index + 1) * step], outputs,
+                          sequence_id, index == 0, index == requests - 1)
+        own = time.process_time() - own
+        triton = accounting.cpu_seconds(server.pid) - triton
+        stub = accounting.tree_cpu_seconds(stubs) - stub
+    finally:
+        connection.close()
+    return own / requests * 1e3, triton / requests * 1e3, stub / requests * 1e3
+
+
+SERVED = {"grpc": served_ms_per_request, "http": http_ms_per_request}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", default="deepclean")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 128])
     parser.add_argument("--requests", type=int, default=300,
                         help="requests at batch 32 (scaled inversely with the batch size)")
+    parser.add_argument("--transports", nargs="+", choices=sorted(SERVED), default=["grpc"])
     args = parser.parse_args()
     load = workload(args.workload)
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,26 +194,33 @@ def main() -> None:
         config = load.config(repository, instances=1, clients=1)
         export_repository(config, write_weights(load, work / "weights"))
         print(f"{load.name}: {load.channels} channels at {load.sample_rate_hz:g} Hz, stride "
-              f"{load.stride_samples} samples; one sequence, {IN_FLIGHT} requests in flight, "
-              "one instance; CPU ms per request")
-        print("| batch | request bytes | client | tritonserver | stubs | limit's step | "
-              "overhead | ceiling of service/limit |")
-        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+              f"{load.stride_samples} samples; one sequence (gRPC: {IN_FLIGHT} requests in "
+              "flight; HTTP: one), one instance; CPU ms per request")
+        print("| transport | batch | request bytes | client | tritonserver | stubs | "
+              "limit's step | overhead | ceiling of service/limit |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         with bench_server(repository, RunDir(work / "run"), [config.model.name]) as server:
             for index, batch in enumerate(args.batch_sizes):
                 requests = max(20, args.requests * 32 // batch)
-                served_ms_per_request(server, config, load, batch, 10, 100 + index)  # warm
-                # the least of 3, as the limit's step (one sequence ID per stream)
-                client, triton, stubs = min(
-                    (served_ms_per_request(server, config, load, batch, requests,
-                                           200 + 10 * index + repeat) for repeat in range(3)),
-                    key=sum)
+                sequence_ids = iter(range(100 + 100 * index, 200 + 100 * index))
+                for transport in args.transports:  # warm
+                    SERVED[transport](server, config, load, batch, 10, next(sequence_ids))
+                # the least of 3, as the limit's step (one sequence ID per stream), the
+                # transports' repeats interleaved
+                repeats: dict[str, list[tuple[float, float, float]]] = {
+                    transport: [] for transport in args.transports}
+                for _ in range(3):
+                    for transport in args.transports:
+                        repeats[transport].append(SERVED[transport](
+                            server, config, load, batch, requests, next(sequence_ids)))
                 step = limit_ms_per_request(load.name, repository, batch, requests)
-                overhead = client + triton + stubs - step
                 nbytes = load.channels * batch * load.stride_samples * 4
-                print(f"| {batch} | {nbytes:,} | {client:.3f} | {triton:.3f} | {stubs:.3f} | "
-                      f"{step:.3f} | {overhead:.3f} | {step / (step + overhead):.3f} |",
-                      flush=True)
+                for transport in args.transports:
+                    client, triton, stubs = min(repeats[transport], key=sum)
+                    overhead = client + triton + stubs - step
+                    print(f"| {transport} | {batch} | {nbytes:,} | {client:.3f} | "
+                          f"{triton:.3f} | {stubs:.3f} | {step:.3f} | {overhead:.3f} | "
+                          f"{step / (step + overhead):.3f} |", flush=True)
 
 
 if __name__ == "__main__":
