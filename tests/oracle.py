@@ -83,6 +83,7 @@ class Triggers:
     far: np.ndarray | None = None
     ifar: np.ndarray | None = None
     background: dict[str, np.ndarray] | None = None
+    livetime_seconds: float | None = None  # the slides' (campaign.json's background livetime)
 
 
 # ---- the campaign as the run directory describes it ----------------------------------------
@@ -347,6 +348,7 @@ def triggers_from(config: dict, series: list[Expected]) -> Triggers | None:
         louder = np.array([int(np.sum(noise >= s)) + 1 for s in triggers.statistic])
         triggers.far = louder / livetime
         triggers.ifar = livetime / louder / (365.25 * 86400)
+        triggers.livetime_seconds = livetime
     return triggers
 
 
@@ -492,13 +494,17 @@ def run_problems(run_dir: Path, series: dict | None = None, triggers: Triggers |
     statistic, so a changed series fails on its own group)."""
     expected, _ = expected_outputs(run_dir)
     campaign = run_dir / "output" / "campaign.h5" if campaign is None else campaign
-    stored = read_series(campaign)
-    own = [Expected(group, x0, dx, values) for group in ("statistic", "slides")
-           for x0, dx, values in stored.get(group, [])]
-    expected_triggers = triggers_from(read_run_config(run_dir), own)
-    series = stored if series is None else series
+    series = read_series(campaign) if series is None else series
     triggers = read_triggers(campaign) if triggers is None else triggers
-    return compare_with(series, triggers, expected, expected_triggers, tolerance)
+    return compare_with(series, triggers, expected, own_triggers(run_dir, campaign), tolerance)
+
+
+def own_triggers(run_dir: Path, campaign: Path) -> Triggers | None:
+    """``triggers_from`` the campaign file's own statistic and slides series."""
+    stored = read_series(campaign)
+    return triggers_from(read_run_config(run_dir), [
+        Expected(group, x0, dx, values) for group in ("statistic", "slides")
+        for x0, dx, values in stored.get(group, [])])
 
 
 def read_triggers(path: Path) -> Triggers | None:

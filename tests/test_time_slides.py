@@ -32,7 +32,7 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_shares, first_formed_window, slides_formed
 from tests.error_catalogue import documented, documented_refusals
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
-from tests.oracle import analysed_spans, read_series, read_triggers, run_problems
+from tests.oracle import analysed_spans, own_triggers, read_series, read_triggers, run_problems
 
 TOLERANCE = 1e-4
 
@@ -334,9 +334,10 @@ def test_a_time_slide_campaign_equals_its_reference_and_the_oracle(campaigns, na
     step = round(SLIDE_SECONDS / config.stride_seconds)
     formed = np.isfinite(slides).sum()
     assert formed == sum(len(slides) - k * step for k in range(1, SLIDES + 1))
-    # the livetime counts the formed windows, less the injections' neighbourhoods in either
-    # detector (the oracle checks how much through each FAR)
-    assert 0 < summary["background_livetime_seconds"] < formed * config.stride_seconds - 8
+    livetime = own_triggers(run_dir, campaign).livetime_seconds  # its definition (the oracle's)
+    assert 0 < livetime < formed * config.stride_seconds - 8  # the injections' cuts count
+    assert [abs(summary["background_livetime_seconds"] - off - livetime) <= 1e-9 * livetime
+            for off in (0.0, config.stride_seconds)] == [True, False]  # a stride off: fails
     assert summary["injections"] and all("ifar_years" in r for r in summary["injections"])
 
 
