@@ -4,6 +4,9 @@ never with torch's own text (whose advice, for a pickled object, is to allow its
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,9 @@ from offline_iaas.science.classifier.network import Classifier
 from tests.error_catalogue import documented
 
 PREFIX = "offline-iaas export: error: "
+UNPRIVILEGED = (["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+                if os.geteuid() == 0 else [])
+"""As root, a command without the capabilities that read through a file's mode."""
 
 
 class Settings:
@@ -122,3 +128,45 @@ def test_a_classifier_of_another_channel_count_or_no_state_dict_is_refused_namin
     code, lines = export(small_config_file, saved(Classifier(2).state_dict(), ws / "c2.pt"),
                          capsys)
     assert code == 0, lines
+
+
+def test_a_directory_given_as_weights_is_refused_saying_a_state_dict_file_is_expected(
+        small_config_file: Path, capsys: pytest.CaptureFixture) -> None:
+    """Python's ``[Errno 21] Is a directory`` under "not a torch state_dict" before."""
+    ws = small_config_file.parent
+    directory = ws / "weights"
+    directory.mkdir()
+    code, lines = export(small_config_file, directory, capsys)
+    message = refusal(lines)
+    assert code == exit_code(ModelError), lines
+    assert message == (f"{directory}: is a directory, not a weight file (a state_dict saved "
+                       "with torch.save(model.state_dict(), path))"), message
+    documented("weights-is-a-directory", message, {ws: "<ws>"}, exit_code=code)
+    # control: a state_dict's file in that directory is the classifier's weights
+    state = saved(Classifier(2).state_dict(), directory / "classifier.pt")
+    code, lines = export(small_config_file, state, capsys)
+    assert code == 0, lines
+
+
+def test_an_unreadable_weight_file_is_named_with_the_os_reason_not_called_no_state_dict(
+        small_config_file: Path) -> None:
+    """"not a torch state_dict ([Errno 13] Permission denied: ...)" before; for real: the
+    file's mode is 0 and the command cannot read through it."""
+    ws = small_config_file.parent
+    state = saved(Classifier(2).state_dict(), ws / "state.pt")
+
+    def export_process() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*UNPRIVILEGED, sys.executable, "-m", "offline_iaas.cli",
+                               "export", str(small_config_file), "--weights", str(state)],
+                              capture_output=True, text=True, timeout=120)
+
+    state.chmod(0)
+    try:
+        done = export_process()
+    finally:
+        state.chmod(0o644)
+    message = refusal(done.stderr.strip().splitlines())
+    assert message == f"{state}: cannot read: Permission denied", message
+    assert done.returncode == exit_code(ModelError), done.stderr
+    documented("weights-unreadable", message, {ws: "<ws>"}, exit_code=done.returncode)
+    assert export_process().returncode == 0  # control: the same file, readable

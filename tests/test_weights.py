@@ -232,3 +232,21 @@ def test_onnx_fixed_batch_is_refused(tmp_path: Path) -> None:
                       output_names=["prediction"], dynamo=False)
     with pytest.raises(ModelError, match="fixed batch size 4"):
         load_network("deepclean", path, DC)
+
+
+@pytest.mark.parametrize("kind", ["deepclean", "bbhnet"])
+def test_a_directory_where_a_weight_file_goes_is_named_a_directory_not_missing(
+        tmp_path: Path, kind: str) -> None:
+    """"file not found" before, of a path that was there."""
+    network = deepclean() if kind == "deepclean" else bbhnet()
+    expected = DC if kind == "deepclean" else BBH
+    directory = tmp_path / f"{kind}.pt"
+    directory.mkdir()
+    with pytest.raises(ModelError) as err:
+        load_network(kind, directory, expected)
+    assert str(err.value) == (
+        f"{kind} weights {directory}: is a directory, not a weight file (a state_dict saved "
+        "with torch.save(model.state_dict(), path), or a TorchScript or ONNX file)")
+    # control: the network's state_dict beside it loads
+    loaded = load_network(kind, save(network.state_dict(), tmp_path / "w.pt"), expected)
+    assert isinstance(loaded, type(network))

@@ -55,6 +55,8 @@ from offline_iaas.mode_packages import network_kind
 INPUT_NAME = "windows"
 ONNX_OPSET = 17
 """Opset of exported graphs (what the gpu flavor's own graphs use too)."""
+OTHER_FILES = ", or a TorchScript or ONNX file"
+"""What DeepClean and BBHnet take beside a state_dict, as their refusals end."""
 _CHECK_BATCH = 2
 """Batch size of the zero batch a TorchScript or ONNX file is run on."""
 
@@ -115,6 +117,26 @@ def _pickles_a_module(path: Path) -> bool:
     except Exception:  # not a pickle torch wrote: nothing more to say of it
         return False
     return {"_modules", "_parameters"} <= strings
+
+
+STATE_DICT_FILE = "a state_dict saved with torch.save(model.state_dict(), path)"
+"""What a weight file is, as a refusal says it (a mode may take other files beside it)."""
+
+
+def readable_weight_file(path: Path, named: str, alternatives: str = "") -> None:
+    """ModelError unless ``path`` opens for reading, one line beginning ``named`` (the file, as
+    its caller names it): not found, a directory (``STATE_DICT_FILE`` expected, then
+    ``alternatives``), or the OS's reason (a permission), never a load's "not a state_dict"."""
+    try:
+        with open(path, "rb"):
+            return
+    except FileNotFoundError:
+        raise ModelError(f"{named}: weight file not found") from None
+    except IsADirectoryError:
+        raise ModelError(f"{named}: is a directory, not a weight file ({STATE_DICT_FILE}"
+                         f"{alternatives})") from None
+    except OSError as err:
+        raise ModelError(f"{named}: cannot read: {err.strerror or err}") from None
 
 
 def load_error_cause(err: BaseException) -> str:
@@ -221,13 +243,13 @@ def load_network(kind: str, path: Path, expected: Mapping[str, Any]):
     Raises
     ------
     ModelError
-        If the file is missing, is not a model, or does not fit the campaign; the message
-        names the file, the expected and the found shapes.
+        If the file is missing, a directory, unreadable (``readable_weight_file``), not a
+        model, or does not fit the campaign; the message names the file, the expected and
+        the found shapes.
     """
     network_kind(kind)
     path = Path(path)
-    if not path.is_file():
-        raise ModelError(f"{kind} weights {path}: file not found")
+    readable_weight_file(path, f"{kind} weights {path}", OTHER_FILES)
     what = _detect(path)
     if what == "state_dict":
         return _load_state_dict(kind, path, expected)
@@ -248,8 +270,7 @@ def _load_state_dict(kind: str, path: Path, expected: Mapping[str, Any]):
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:
-        refusal = pickled_objects(path, err, f"{kind} weights {path}",
-                                  ", or a TorchScript or ONNX file")
+        refusal = pickled_objects(path, err, f"{kind} weights {path}", OTHER_FILES)
         if refusal is not None:
             raise refusal from None
         raise ModelError(

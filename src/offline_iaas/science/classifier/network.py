@@ -17,6 +17,7 @@ from offline_iaas.models.weights import (
     key_mismatch,
     load_error_cause,
     pickled_objects,
+    readable_weight_file,
     shape_mismatch,
 )
 
@@ -55,15 +56,15 @@ class Classifier(nn.Module):
 def classifier_network(model_section: ModelConfig, channels: int, weights: Path | None):
     """The campaign's classifier on ``channels`` streamed channels
     (``Classifier``, eval mode): seeded by ``model.seed``, or ``weights``
-    (a state_dict) loaded into it. ModelError for a missing or foreign weight file: its
-    names that differ (a few of each kind) or its first parameter of another shape."""
+    (a state_dict) loaded into it. ModelError for a weight file that is missing, a directory
+    or unreadable (``readable_weight_file``) or foreign: its names that differ (a few of each
+    kind) or its first parameter of another shape."""
     torch.manual_seed(model_section.seed)
     model = Classifier(channels, input_scale=model_section.input_scale)
     if weights is not None:
+        readable_weight_file(weights, str(weights))
         try:
             state = torch.load(weights, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise ModelError(f"{weights}: weight file not found") from None
         except Exception as err:  # torch raises many types for a bad file
             refusal = pickled_objects(weights, err, str(weights))
             if refusal is not None:
