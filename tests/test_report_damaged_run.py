@@ -1,6 +1,6 @@
 """``report`` of a run whose campaign.toml or run.json is damaged, or whose campaign.toml was
-edited since make-dag: the page is written (a damaged file named on it), and the command exits
-as ``status`` does, with the same line."""
+edited since make-dag: the page is written (a damaged file named on it, an edit in a line at
+its top), and the command exits as ``status`` does, with the same line."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from offline_iaas.cli import main
 from offline_iaas.config import load_config
 from offline_iaas.records import read_run_info
+from offline_iaas.report.page import escape
 from offline_iaas.rundir import RunDir, restore_advice, restore_command
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import cli_error, documented
@@ -73,13 +74,15 @@ def test_report_of_an_intact_run_exits_zero(run_dir: Path, capsys) -> None:
     assert report(run_dir, capsys)[0] == 0
 
 
-def test_report_of_a_run_whose_campaign_toml_was_edited_exits_2_as_status_does(
+def test_report_of_a_run_whose_campaign_toml_was_edited_says_so_atop_its_page_and_exits_as_status(
         run_dir: Path, capsys) -> None:
+    """The page said nothing of the edit before: one line at its top, status's, names it."""
     config = run_dir / "campaign.toml"
     planned = config.read_text()
-    # control: the run as make-dag planned it reports with no error
-    assert main(["report", str(run_dir)]) == 0
-    assert "error:" not in capsys.readouterr().err
+    # control: the run as make-dag planned it reports with no error, and no edit on its page
+    code, line, text = report(run_dir, capsys)
+    assert (code, line) == (0, "")
+    assert "was edited since make-dag" not in text
     edited = re.sub(r"^duration = .*$", "duration = 32", planned, flags=re.M)
     assert edited != planned  # a setting the parts depend on (the stream hash)
     config.write_text(edited)
@@ -94,11 +97,17 @@ def test_report_of_a_run_whose_campaign_toml_was_edited_exits_2_as_status_does(
     assert line.startswith(f"{config} was edited since make-dag planned this run"), line
     assert (code, line) == status_line(run_dir, capsys)
     assert page.is_file()  # written first, whatever state the run is in
+    text = page.read_text()
+    shown = f'<p class="problem">{escape(line)}</p>'
+    assert text.count(shown) == 1, text[:2000]
+    assert text.index(shown) < text.index("<nav>")  # atop the page, above every section
     ours = load_config(config).stream_hash()
     planned_hash = read_run_info(RunDir(run_dir)).stream_hash
     assert ours != planned_hash
     documented("report-run-config-edited", line, {
         run_dir: "<ws>/run", ours: "<hash of the edited config>",
         planned_hash: "<hash of the run>"}, exit_code=code)
-    config.write_text(planned)  # undone: the report exits 0 again
-    assert main(["report", str(run_dir)]) == 0
+    config.write_text(planned)  # undone: the report exits 0 again, its page says no edit
+    code, line, text = report(run_dir, capsys)
+    assert (code, line) == (0, "")
+    assert "was edited since make-dag" not in text

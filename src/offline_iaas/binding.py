@@ -84,14 +84,24 @@ def read_bound_run(run: RunDir) -> tuple[CampaignConfig, RunInfo]:
         raise ConfigError(f"{run.run_info} is {damage}, so nothing can check what make-dag "
                           f"planned: {restore_advice(run)}")
     info = records.read_run_info(run)
+    edited = config_edited(run, config, info)
+    if edited is not None:
+        raise ConfigError(edited)
+    return config, info
+
+
+def config_edited(run: RunDir, config: CampaignConfig, info: RunInfo) -> str | None:
+    """The line saying ``run``'s campaign.toml (read as ``config``) was edited since make-dag
+    in a setting the parts depend on (its stream hash is not ``info``'s); None when it is the
+    campaign make-dag planned (a merge-only setting may differ). ``read_bound_run`` refuses
+    the run with it; the report shows it at the top of its page."""
     ours = Hashes.of(config)
-    if not ours.is_stream(info.stream_hash):
-        raise ConfigError(
-            f"{run.config} was edited since make-dag planned this run (stream hash "
+    if ours.is_stream(info.stream_hash):
+        return None
+    return (f"{run.config} was edited since make-dag planned this run (stream hash "
             f"{ours.stream}, run.json's {info.stream_hash}: a setting the clients' parts depend "
             "on changed): undo the edit, or run the edited campaign with make-dag into a new "
             "run directory")
-    return config, info
 
 
 def planned_sequence_base(run: RunDir) -> int | None:

@@ -245,14 +245,17 @@ def write_report(run: RunDir) -> Path:
                      f"{', '.join(data.channels)}")
     path = paths.report
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, page.render("offline-iaas campaign report", subtitle, sections))
+    warnings = [found.config_edited] if found.config_edited is not None else []
+    write_text_atomic(path, page.render("offline-iaas campaign report", subtitle, sections,
+                                        warnings))
     return path
 
 
 def report_command(run: RunDir) -> None:
     """``offline-iaas report``: ``write_report``, then, where the run's campaign.toml or
-    run.json is missing or damaged, the same error ``status`` gives for it (the page is
-    written first, whatever state the run is in, and names the problem too)."""
+    run.json is missing or damaged, or campaign.toml was edited since make-dag, the same
+    error ``status`` gives for it (the page is written first, whatever state the run is in,
+    and names the problem too: an edit in a line at its top)."""
     logger.info(f"report: {write_report(run)}")
     if is_make_dag_run(run):
         read_bound_run(run)

@@ -82,8 +82,10 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def render(title: str, subtitle: str, sections: Sequence[Section]) -> str:
-    """The whole page."""
+def render(title: str, subtitle: str, sections: Sequence[Section],
+           warnings: Sequence[str] = ()) -> str:
+    """The whole page; each of ``warnings`` one problem line under the subtitle, above
+    everything else (what the analyst must read before trusting the page)."""
     nav = " ".join(f'<a href="#{escape(s.anchor)}">{escape(s.title)}</a>' for s in sections)
     body = "\n".join(
         f'<section id="{escape(s.anchor)}"><h2>{escape(s.title)}</h2>\n' + "\n".join(s.parts)
@@ -96,5 +98,6 @@ def render(title: str, subtitle: str, sections: Sequence[Section]) -> str:
         # an empty icon: the browser does not ask for /favicon.ico (a console error on file://)
         '<link rel="icon" href="data:,">'
         f"<style>{STYLE}</style></head>\n<body><h1>{escape(title)}</h1>"
-        f"<p>{escape(subtitle)}</p><nav>{nav}</nav>\n{body}\n</body></html>\n"
+        f"<p>{escape(subtitle)}</p>{''.join(paragraph(w, 'problem') for w in warnings)}"
+        f"<nav>{nav}</nav>\n{body}\n</body></html>\n"
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 import h5py
 
 from offline_iaas import records
+from offline_iaas.binding import config_edited
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import RunError
 from offline_iaas.records import R, RunInfo
@@ -37,6 +38,10 @@ class ReportRun:
         self.output_readable = self._readable_hdf5(self.output)
         self.summary = self._record(CampaignSummary, summary)
         self.run_info = self._record(RunInfo, self.paths.run_info)
+        self.config_edited: str | None = (
+            config_edited(run, self.config, self.run_info)
+            if self.config is not None and self.run_info is not None else None)
+        """``binding.config_edited``'s line: campaign.toml edited since make-dag."""
         self.physics: Physics = (self.summary.physics if self.summary is not None
                                  else physics_type(self.mode)())
         """The merge's physics sections (``postprocess.summarize``'s; the mode's sections,
