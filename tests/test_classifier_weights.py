@@ -130,21 +130,29 @@ def test_a_classifier_of_another_channel_count_or_no_state_dict_is_refused_namin
     assert code == 0, lines
 
 
-def test_a_directory_given_as_weights_is_refused_saying_a_state_dict_file_is_expected(
+def test_weights_dir_holds_the_classifiers_file_as_in_the_other_modes(
         small_config_file: Path, capsys: pytest.CaptureFixture) -> None:
-    """Python's ``[Errno 21] Is a directory`` under "not a torch state_dict" before."""
+    """``--weights DIR`` reads ``DIR/classifier.pt``, as DeepClean and BBHnet read theirs (the
+    weights' digest was already taken from there); a directory where that file goes is named
+    (Python's ``[Errno 21] Is a directory`` under "not a torch state_dict" before)."""
     ws = small_config_file.parent
     directory = ws / "weights"
     directory.mkdir()
     code, lines = export(small_config_file, directory, capsys)
+    assert code == exit_code(ModelError), lines
+    assert refusal(lines) == (f"weights {directory}: no file for classifier (looked for "
+                              "classifier{.pt,.pth,.ts,.onnx})"), lines
+    (directory / "classifier.pt").mkdir()
+    code, lines = export(small_config_file, directory, capsys)
     message = refusal(lines)
     assert code == exit_code(ModelError), lines
-    assert message == (f"{directory}: is a directory, not a weight file (a state_dict saved "
-                       "with torch.save(model.state_dict(), path))"), message
+    assert message == (f"{directory}/classifier.pt: is a directory, not a weight file (a "
+                       "state_dict saved with torch.save(model.state_dict(), path))"), message
     documented("weights-is-a-directory", message, {ws: "<ws>"}, exit_code=code)
-    # control: a state_dict's file in that directory is the classifier's weights
-    state = saved(Classifier(2).state_dict(), directory / "classifier.pt")
-    code, lines = export(small_config_file, state, capsys)
+    # control: a state_dict's file there is the classifier's weights
+    (directory / "classifier.pt").rmdir()
+    saved(Classifier(2).state_dict(), directory / "classifier.pt")
+    code, lines = export(small_config_file, directory, capsys)
     assert code == 0, lines
 
 

@@ -321,7 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--weights", type=Path,
         help="trained weights: a directory of deepclean-<IFO>.* and bbhnet.* (what train-demo "
-        "writes) or one file; optional in the classifier mode (default: seeded init)",
+        "writes; classifier.pt in the classifier mode) or one file; optional in the classifier "
+        "mode (default: seeded init)",
     )
     p.add_argument(
         "--flavor", choices=("cpu", "gpu"), default="cpu",

@@ -20,6 +20,7 @@ from offline_iaas.models.weights import (
     readable_weight_file,
     shape_mismatch,
 )
+from offline_iaas.repository.networks import weight_file
 
 
 class Classifier(nn.Module):
@@ -55,12 +56,15 @@ class Classifier(nn.Module):
 
 def classifier_network(model_section: ModelConfig, channels: int, weights: Path | None):
     """The campaign's classifier on ``channels`` streamed channels
-    (``Classifier``, eval mode): seeded by ``model.seed``, or ``weights``
-    (a state_dict) loaded into it. ModelError for a weight file that is missing, a directory
-    or unreadable (``readable_weight_file``) or foreign: its names that differ (a few of each
-    kind) or its first parameter of another shape."""
+    (``Classifier``, eval mode): seeded by ``model.seed``, or ``weights`` (a state_dict, or a
+    directory holding ``classifier.pt`` as the other modes' ``--weights DIR``) loaded into it.
+    ModelError for a weight file that is missing, a directory or unreadable
+    (``readable_weight_file``) or foreign: its names that differ (a few of each kind) or its
+    first parameter of another shape."""
     torch.manual_seed(model_section.seed)
     model = Classifier(channels, input_scale=model_section.input_scale)
+    if weights is not None and Path(weights).is_dir():
+        weights = weight_file(weights, "classifier", single=True)
     if weights is not None:
         readable_weight_file(weights, str(weights))
         try:
