@@ -16,6 +16,7 @@ from offline_iaas.errors import (
     ConfigError,
     OfflineIaasError,
     RunError,
+    SeveralErrors,
     exit_code,
     no_space,
 )
@@ -348,8 +349,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-check", action="store_true",
                    help="do not open the frame files (they need not exist here): the coverage "
                    "comes from their names; for planning, not for running")
-    command("check", cmd_check, "pre-flight check of the frames, segments and model repository "
-            "(writes nothing)")
+    p = command("check", cmd_check, "pre-flight check of the frames, segments and model "
+                "repository (writes nothing)")
+    p.description = (f"{p.description}. Lists every problem, one error each: a check runs "
+                     "after a failed one unless it needs what that one would have found (the "
+                     "injection list needs the frames); the exit code is the first problem's, "
+                     "in the order config, frames, injection list, model repository.")
     p = command("run-local", cmd_run_local, "execute a run directory's DAG here", config=False)
     p.add_argument("run_dir", type=Path)
     for name, func, text in (
@@ -489,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
         error = failure(err, Path(where).absolute() if where is not None else None)
         if error is None:  # a bug: it keeps its traceback
             raise
-        _last_line(f"offline-iaas {args.command}: error: {error_text(error)}")
+        for text in error_texts(error):
+            _last_line(f"offline-iaas {args.command}: error: {text}")
         if argv is None and no_space(err) is not None:  # the process's own command line
             full_disk_exit.leave(exit_code(error))  # not by SIGSEGV in HDF5's exit handler
         return exit_code(error)
@@ -541,6 +547,13 @@ def _flush_streams() -> None:
             setattr(sys, name, open(os.devnull, "w"))  # open until the process exits
         except (AttributeError, ValueError):  # closed, or replaced by a test
             pass
+
+
+def error_texts(err: OfflineIaasError) -> list[str]:
+    """The message of each error ``err`` holds (``SeveralErrors``: each of its errors, in
+    order; else ``err`` alone), as ``error_text`` gives it."""
+    errors = err.errors if isinstance(err, SeveralErrors) else (err,)
+    return [error_text(e) for e in errors]
 
 
 def error_text(err: OfflineIaasError) -> str:

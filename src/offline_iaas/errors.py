@@ -68,6 +68,24 @@ class NoSpaceError(OfflineIaasError, OSError):
     """
 
 
+class SeveralErrors(OfflineIaasError):
+    """Problems found by checks of one command that do not depend on each other (``check``:
+    the frames and the model repository), each its own error, in the order found.
+
+    The CLI prints each as it prints that error alone and exits with the first's code
+    (``exit_code``): the code the command gave before it went on past a failed check.
+    """
+
+    def __init__(self, errors: Sequence[OfflineIaasError]) -> None:
+        flat = tuple(e for error in errors
+                     for e in (error.errors if isinstance(error, SeveralErrors) else (error,)))
+        if len(flat) < 2:
+            raise ValueError(f"SeveralErrors holds two errors or more, not {len(flat)}")
+        super().__init__("\n".join(str(e) for e in flat))
+        self.errors: tuple[OfflineIaasError, ...] = flat
+        """The errors, in the order the checks found them."""
+
+
 EXIT_CODES: dict[type[OfflineIaasError], int] = {
     OfflineIaasError: 1,
     ConfigError: 2,
@@ -79,11 +97,14 @@ EXIT_CODES: dict[type[OfflineIaasError], int] = {
     NoSpaceError: 8,
 }
 """The CLI's exit code of each error type (docs/errors.md); a subtype has its nearest
-parent's (``exit_code``)."""
+parent's (``exit_code``), ``SeveralErrors`` its first error's."""
 
 
 def exit_code(error: OfflineIaasError | type[OfflineIaasError]) -> int:
-    """The exit code of ``error`` (an error or its type): its nearest type's in ``EXIT_CODES``."""
+    """The exit code of ``error`` (an error or its type): its nearest type's in ``EXIT_CODES``;
+    of ``SeveralErrors``, its first error's."""
+    if isinstance(error, SeveralErrors):
+        return exit_code(error.errors[0])
     kind = error if isinstance(error, type) else type(error)
     return next(EXIT_CODES[k] for k in kind.__mro__ if k in EXIT_CODES)
 

@@ -3,29 +3,40 @@
 
 A campaign is refused as early as it can be: a fault found here costs a second at the
 submit host, one found by a server or a merge costs the campaign's queue time. Each check
-names the commands it runs for; a command runs its checks in the list's order and stops at
-the first that fails, whose error type gives the exit code (``cli.py``). The config's own
-checks (``config_checks.py``) come before all of these: they run whenever a config is read.
+names the commands it runs for; a command runs its checks in the list's order. ``make-dag``
+and ``serve`` stop at the first that fails, whose error type gives the exit code
+(``cli.py``). ``check`` (``LISTS_EVERY_PROBLEM``) goes on after a failed check to each later
+one that does not read what the failed one would have found (``Check.needs``: the injection
+list needs the frames' span, so it is skipped when the frames fail; the repository needs
+neither) and raises every error it met (``errors.SeveralErrors``: each printed as its own
+line, the exit code the first's). The config's own checks (``config_checks.py``) come
+before all of these: they run whenever a config is read, and every check needs the config.
 
-==================  =======================  ==========  =========================================
-check               commands                 raises      what it refuses
-==================  =======================  ==========  =========================================
-``frames``          check, make-dag          DataError   frames missing, unreadable, lacking a
-                                                         channel, holes in science time
-                                                         (``data/preflight.preflight``)
-``injections``      check, make-dag          ConfigError an injection list that is missing,
-                                             DataError   unreadable or lacks a column
-                                                         (``search/injection_check``)
-``repository``      check, make-dag, serve   ModelError  a model repository that does not fit the
-                                                         campaign, every graph loaded
-                                                         (``export.check_repository``)
-``pinned model``    serve                    ModelError  a repository other than the one make-dag
-                                                         recorded in run.json (``pinning.py``)
-``flavor``          serve                    ServerError a gpu flavor on a node without a GPU or
-                                                         Triton's onnxruntime backend
-``models present``  serve                    ModelError  a model the node serves without its
-                                                         ``config.pbtxt``
-==================  =======================  ==========  =========================================
+==================  =======================  ==========  ==============  ==========================
+check               commands                 raises      needs           what it refuses
+==================  =======================  ==========  ==============  ==========================
+``frames``          check, make-dag          DataError                   frames missing,
+                                                                         unreadable, lacking a
+                                                                         channel, holes in science
+                                                                         time (``data/preflight``)
+``injections``      check, make-dag          ConfigError ``frames``      an injection list that is
+                                             DataError                   missing, unreadable or
+                                                                         lacks a column
+                                                                         (``injection_check``)
+``repository``      check, make-dag, serve   ModelError                  a model repository that
+                                                                         does not fit the campaign,
+                                                                         every graph loaded
+                                                                         (``export``)
+``pinned model``    serve                    ModelError  ``repository``  a repository other than
+                                                                         the one make-dag recorded
+                                                                         in run.json (``pinning``)
+``flavor``          serve                    ServerError ``repository``  a gpu flavor on a node
+                                                                         without a GPU or Triton's
+                                                                         onnxruntime backend
+``models present``  serve                    ModelError  ``repository``  a model the node serves
+                                                                         without its
+                                                                         ``config.pbtxt``
+==================  =======================  ==========  ==============  ==========================
 
 Commands differ in how strict a check is, not in which comes first: ``check`` lists a hole in
 science time or an unreadable file as a problem, ``make-dag`` ends a stream there
@@ -49,7 +60,7 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import FrameFile, discover_frames
 from offline_iaas.data.preflight import preflight
 from offline_iaas.data.segments import AnalysableSpan
-from offline_iaas.errors import ModelError, ServerError
+from offline_iaas.errors import ModelError, OfflineIaasError, ServerError, SeveralErrors
 from offline_iaas.manifest import Manifest
 from offline_iaas.records import ServedModel
 from offline_iaas.repository.export import check_repository, read_manifest
@@ -61,6 +72,9 @@ from offline_iaas.serve.tritonserver import locate_tritonserver
 logger = logging.getLogger(__name__)
 
 COMMANDS = ("check", "make-dag", "serve")
+LISTS_EVERY_PROBLEM = frozenset({"check"})
+"""Commands that go on after a failed check to the later ones that do not need it; the
+others stop at the first failure (make-dag's messages and exit codes are those of before)."""
 
 
 @dataclass
@@ -90,6 +104,9 @@ class Check:
     name: str
     commands: frozenset[str]
     run: Callable[[Checking], None]
+    needs: frozenset[str] = frozenset()
+    """Earlier checks whose findings this one reads: where one of them failed, it is skipped
+    (it would find nothing of its own to say)."""
 
 
 def _frames(checking: Checking) -> None:
@@ -141,11 +158,11 @@ def _models_present(checking: Checking) -> None:
 
 CHECKS: tuple[Check, ...] = (
     Check("frames", frozenset({"check", "make-dag"}), _frames),
-    Check("injections", frozenset({"check", "make-dag"}), _injections),
+    Check("injections", frozenset({"check", "make-dag"}), _injections, frozenset({"frames"})),
     Check("repository", frozenset(COMMANDS), _repository),
-    Check("pinned model", frozenset({"serve"}), _pinned_model),
-    Check("flavor", frozenset({"serve"}), _flavor),
-    Check("models present", frozenset({"serve"}), _models_present),
+    Check("pinned model", frozenset({"serve"}), _pinned_model, frozenset({"repository"})),
+    Check("flavor", frozenset({"serve"}), _flavor, frozenset({"repository"})),
+    Check("models present", frozenset({"serve"}), _models_present, frozenset({"repository"})),
 )
 """In the order every command runs them."""
 
@@ -153,16 +170,33 @@ CHECKS: tuple[Check, ...] = (
 def run_checks(checking: Checking) -> Checking:
     """Run ``checking.command``'s checks of ``CHECKS`` in order; return what they found.
 
+    A command of ``LISTS_EVERY_PROBLEM`` goes on after a failed check, skipping each later
+    check that ``needs`` a failed one; the others stop at the first failure.
+
     Raises
     ------
     ConfigError, DataError, ModelError, ServerError
-        The first check's that fails (see the module's table).
+        The failed check's, where one failed (see the module's table).
+    SeveralErrors
+        ``check``: every failed check's error, in ``CHECKS``'s order, where several failed.
     """
     if checking.command not in COMMANDS:
         raise ValueError(f"no checks for command {checking.command!r} (known: {COMMANDS})")
+    failed: dict[str, OfflineIaasError] = {}
     for check in CHECKS:
-        if checking.command in check.commands:
+        if checking.command not in check.commands or check.needs & failed.keys():
+            continue
+        try:
             check.run(checking)
+        except OfflineIaasError as error:
+            if checking.command not in LISTS_EVERY_PROBLEM:
+                raise
+            failed[check.name] = error
+    errors = list(failed.values())
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise SeveralErrors(errors)
     return checking
 
 
