@@ -33,6 +33,7 @@ import queue
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -91,9 +92,10 @@ def limit_ms_per_request(name: str, repository: Path, batch_size: int, requests:
             proc.join()
 
 
-def served_ms_per_request(server, config, load, batch_size: int, requests: int,
-                          sequence_id: int) -> tuple[float, float, float]:
-    """CPU ms per request of this client, tritonserver's own process and its stubs."""
+def grpc_ms_per_request(server, config, load, batch_size: int, requests: int,
+                        sequence_id: int) -> tuple[float, float, float]:
+    """CPU ms per request of the campaign client's gRPC stream (``RequestStream``), tritonserver's
+    own process and its stubs."""
     import tritonclient.grpc as grpcclient
 
     update = synthetic_samples(load, requests * batch_size * load.stride_samples
@@ -101,25 +103,34 @@ def served_ms_per_request(server, config, load, batch_size: int, requests: int,
     step = batch_size * load.stride_samples
     client = grpcclient.InferenceServerClient(server.url)
     outputs = tuple(config.outputs.names)
-    stubs = accounting.children_of(server.pid)
     try:
         with RequestStream(client, config.model.name, outputs, IN_FLIGHT,
                            RESPONSE_TIMEOUT_SECONDS, server.headers,
                            lambda _id, result: [result.as_numpy(o) for o in outputs],
                            server.url) as stream:
-            own, triton, stub = (time.process_time(), accounting.cpu_seconds(server.pid),
-                                 accounting.tree_cpu_seconds(stubs))
-            for index in range(requests):
-                stream.send("update", update[None, :, index * step:(index + 1) * step],
-                            str(index), sequence_id, start=index == 0,
-                            end=index == requests - 1)
-            stream.drain()
-            own = time.process_time() - own
-            triton = accounting.cpu_seconds(server.pid) - triton
-            stub = accounting.tree_cpu_seconds(stubs) - stub
+            def send_all() -> None:
+                for index in range(requests):
+                    stream.send("update", update[None, :, index * step:(index + 1) * step],
+                                str(index), sequence_id, start=index == 0,
+                                end=index == requests - 1)
+                stream.drain()
+
+            return cpu_ms_per_request(server, requests, send_all)
     finally:
         client.close()
-    return own / requests * 1e3, triton / requests * 1e3, stub / requests * 1e3
+
+
+def cpu_ms_per_request(server, requests: int, send_all: Callable[[], None]
+                       ) -> tuple[float, float, float]:
+    """CPU ms per request of this process, tritonserver's own process and its stubs while
+    ``send_all`` sends ``requests`` requests and reads their answers."""
+    stubs = accounting.children_of(server.pid)
+    own, triton, stub = (time.process_time(), accounting.cpu_seconds(server.pid),
+                         accounting.tree_cpu_seconds(stubs))
+    send_all()
+    return ((time.process_time() - own) / requests * 1e3,
+            (accounting.cpu_seconds(server.pid) - triton) / requests * 1e3,
+            (accounting.tree_cpu_seconds(stubs) - stub) / requests * 1e3)
 
 
 def _http_request(connection: http.client.HTTPConnection, path: str, token: str,
@@ -152,7 +163,7 @@ def _http_request(connection: http.client.HTTPConnection, path: str, token: str,
 
 def http_ms_per_request(server, config, load, batch_size: int, requests: int,
                         sequence_id: int) -> tuple[float, float, float]:
-    """As ``served_ms_per_request``, the client being ``http.client`` on Triton's HTTP port."""
+    """As ``grpc_ms_per_request``, the client being ``http.client`` on Triton's HTTP port."""
     update = synthetic_samples(load, requests * batch_size * load.stride_samples
                                / load.sample_rate_hz, 2)
     step = batch_size * load.stride_samples
@@ -160,23 +171,19 @@ def http_ms_per_request(server, config, load, batch_size: int, requests: int,
     path, token = f"/v2/models/{config.model.name}/infer", read_token(server.run) or ""
     connection = http.client.HTTPConnection("127.0.0.1", server.ports.http,
                                             timeout=RESPONSE_TIMEOUT_SECONDS)
-    stubs = accounting.children_of(server.pid)
-    try:
-        own, triton, stub = (time.process_time(), accounting.cpu_seconds(server.pid),
-                             accounting.tree_cpu_seconds(stubs))
+    def send_all() -> None:
         for index in range(requests):
             _http_request(connection, path, token,
                           update[None, :, index * step:(index + 1) * step], outputs,
                           sequence_id, index == 0, index == requests - 1)
-        own = time.process_time() - own
-        triton = accounting.cpu_seconds(server.pid) - triton
-        stub = accounting.tree_cpu_seconds(stubs) - stub
+
+    try:
+        return cpu_ms_per_request(server, requests, send_all)
     finally:
         connection.close()
-    return own / requests * 1e3, triton / requests * 1e3, stub / requests * 1e3
 
 
-SERVED = {"grpc": served_ms_per_request, "http": http_ms_per_request}
+SERVED = {"grpc": grpc_ms_per_request, "http": http_ms_per_request}
 
 
 def main() -> None:
