@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,6 +55,30 @@ def write_text_atomic(path: Path, text: str) -> None:
     0600)."""
     with replaced_atomically(path) as tmp, open(tmp, "x") as f:
         f.write(text)
+
+
+def temporary_sibling(path: Path, label: str = "") -> Path:
+    """This process's temporary name beside ``path``, ``.<name>.<pid>[.<label>].tmp``, for a
+    writer that fills it and renames it over ``path`` (``replace_directory`` for a directory);
+    ``remove_stale_temporaries`` finds it by that pattern."""
+    return path.with_name(f".{path.name}.{os.getpid()}{f'.{label}' if label else ''}.tmp")
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """Delete ``path``'s temporary siblings (files or directories) that a killed writer left
+    (``temporary_sibling``'s and ``replaced_atomically``'s names)."""
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
+
+
+def replace_directory(tmp: Path, path: Path) -> None:
+    """Put the directory ``tmp`` in ``path``'s place: the old one is removed first
+    (``os.replace`` does not replace a directory that holds files)."""
+    shutil.rmtree(path, ignore_errors=True)
+    os.replace(tmp, path)
 
 
 def output_directory(path: Path | None) -> Path | None:

@@ -31,6 +31,7 @@ import h5py
 import numpy as np
 
 from offline_iaas import records
+from offline_iaas.atomic import remove_stale_temporaries, replace_directory, temporary_sibling
 from offline_iaas.completeness import Hashes, set_aside, shard_problem
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import RunError, raise_if_no_space
@@ -79,11 +80,10 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
     shares = [read_client_job(run, node) for node in run_info.clients]
     bad, stretches = analysed_stretches(run, config, shares)
     training = dict(run_info.training)
-    for stale in out_path.parent.glob(f".{out_path.name}.*.tmp"):
-        stale.unlink(missing_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
+    remove_stale_temporaries(out_path)
+    tmp = temporary_sibling(out_path)
     frames_dir = run.output_frames
-    frames_tmp = frames_dir.with_name(f".{frames_dir.name}.{os.getpid()}.tmp")
+    frames_tmp = temporary_sibling(frames_dir)
     linked = config.mode.cleans_strain
     try:
         with h5py.File(tmp, "w") as f:
@@ -107,8 +107,7 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
                     campaign_provenance(config, run_info.model, bad), sort_keys=True)})
         os.replace(tmp, out_path)
         if linked:
-            shutil.rmtree(frames_dir, ignore_errors=True)
-            os.replace(frames_tmp, frames_dir)
+            replace_directory(frames_tmp, frames_dir)
     except BaseException as err:
         tmp.unlink(missing_ok=True)
         shutil.rmtree(frames_tmp, ignore_errors=True)

@@ -42,7 +42,12 @@ from typing import Any
 import h5py
 import numpy as np
 
-from offline_iaas.atomic import naming
+from offline_iaas.atomic import (
+    naming,
+    remove_stale_temporaries,
+    replace_directory,
+    temporary_sibling,
+)
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import raise_if_no_space
 from offline_iaas.merge.postprocess import ShardProducts, postprocess, summarize
@@ -101,10 +106,9 @@ class CampaignWriter:
         self.extents = whole_extents(config.geometry, stretches) if extents is None else extents
         self.extent_of = {e.stretch.index: e for e in self.extents}
         path.parent.mkdir(parents=True, exist_ok=True)
-        for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a killed writer
-            stale.unlink(missing_ok=True)
-        self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        self.stage_path = path.with_name(f".{path.name}.{os.getpid()}.stage.tmp")
+        remove_stale_temporaries(path)
+        self.tmp = temporary_sibling(path)
+        self.stage_path = temporary_sibling(path, "stage")
         self.frames_tmp: Path | None = None
         self.names: dict[tuple[str, int], list[str]] = {}
         """Staged datasets of each (output, stretch): the extent's ``rows``."""
@@ -177,8 +181,7 @@ class CampaignWriter:
     def postprocess(self, frames: list | None) -> ShardProducts:
         """Write the owned values, clean the strain into GWF files, cluster the triggers."""
         if self.frames_dir is not None and self.config.mode.cleans_strain:
-            self.frames_tmp = self.frames_dir.with_name(
-                f".{self.frames_dir.name}.{os.getpid()}.tmp")
+            self.frames_tmp = temporary_sibling(self.frames_dir)
             shutil.rmtree(self.frames_tmp, ignore_errors=True)
         products = postprocess(self, frames, self.frames_tmp)
         products.foreground = self.foreground
@@ -201,8 +204,7 @@ class CampaignWriter:
             raise naming(err, self.path) from None
         if self.frames_tmp is not None:
             self.frames_tmp.mkdir(parents=True, exist_ok=True)
-            shutil.rmtree(self.frames_dir, ignore_errors=True)
-            os.replace(self.frames_tmp, self.frames_dir)
+            replace_directory(self.frames_tmp, self.frames_dir)
 
     def _close_stage(self) -> None:
         if self.stage is not None and self.stage.id.valid:
@@ -222,8 +224,7 @@ class CampaignWriter:
         self._close_stage()
         self.tmp.unlink(missing_ok=True)
         if self.frames_dir is not None:
-            for stale in self.frames_dir.parent.glob(f".{self.frames_dir.name}.*.tmp"):
-                shutil.rmtree(stale, ignore_errors=True)
+            remove_stale_temporaries(self.frames_dir)
 
 
 TIME_TOLERANCE_SECONDS = 1e-6
