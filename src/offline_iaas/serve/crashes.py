@@ -91,8 +91,10 @@ def fatal_lines(text: str, first_line: int = 1) -> list[FatalLine]:
     forced_exit = False  # between a stop's forced exit and the next server's start
     for number, line in enumerate(text.splitlines(), start=first_line):
         line = line.strip()
-        if _FORCED_EXIT in line or _GRPC_STARTED.search(line):
-            forced_exit = _FORCED_EXIT in line
+        if _FORCED_EXIT in line:
+            forced_exit = True
+        elif _GRPC_STARTED.search(line):
+            forced_exit = False
         elif match := _TRITON_SIGNAL.match(line):
             code = int(match.group(1))
             if code not in STOP_SIGNALS and not forced_exit:
