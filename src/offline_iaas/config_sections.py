@@ -45,17 +45,26 @@ class SynthConfig:
     """Parameters of ``offline-iaas synth`` (the synthetic dataset)."""
 
     description: str = "SYNTH"
+    """The frame files' description: ``<O>-<IFO>_<description>-<GPS>-<seconds>.gwf``."""
     file_duration: float = 64.0
+    """Seconds of data per GWF file written."""
     frame_sample_rate: float = 2048.0
+    """Sample rate (Hz) of the strain channels written."""
     witness_sample_rate: float = 0.0
     """Sample rate (Hz) of the witness channels; 0 means ``frame_sample_rate``."""
     witnesses: int = 2
+    """Witness channels per interferometer (``<IFO>:PEM-SYNTH_WITNESS_<i>``); the first two
+    couple the line into the strain, the others are uncoupled noise (``data/synth.py``)."""
     witness_coupling: float = 0.5
+    """``kappa``: the coupled line's amplitude is ``kappa * s``, ``s`` set by the noise's ASD
+    at the line (``data/synth.py``)."""
     line_frequency: float = 60.0
+    """Frequency (Hz) of the witness-coupled line."""
     injections: int = 4
     """Binaries drawn from the population below and injected, spread evenly over the span
     (``data/synth.py``); ignored with ``injection_file``."""
     seed: int = 1234
+    """Seed of every random stream (one per channel): the dataset is the same bits each time."""
     noise_drift: float = 1.0
     """The detector noise's amplitude at the end of the span over that at its start, growing
     linearly in time (1: stationary); signals and witnesses are not scaled."""
@@ -66,6 +75,7 @@ class SynthConfig:
     """The waveforms start at this frequency (also their reference frequency), and the
     recorded SNRs integrate from it."""
     mass_min_msun: float = 20.0
+    """The least source-frame component mass (the population: ``mass_max_msun``'s text)."""
     mass_max_msun: float = 50.0
     """Source-frame component masses are uniform in ``[mass_min_msun, mass_max_msun]`` (heavy
     binaries: most of their SNR lies in BBHnet's last second, and from 20 Hz they last at
@@ -178,7 +188,10 @@ class LayoutConfig:
     """How the campaign is split: ``servers * clients_per_server`` client shares."""
 
     servers: int = 1
+    """Server nodes, each running one tritonserver."""
     clients_per_server: int = 1
+    """Client shares per server: the analysed span is split into ``servers *
+    clients_per_server`` of them."""
     rebalance: bool = True
     """A client that has not streamed yet starts on the least loaded live server instead of
     its own (``client/balance.py``; needs a shared filesystem)."""
@@ -213,9 +226,12 @@ class ServerConfig:
     ``0.0.0.0`` on a cluster, where clients run on other machines). ``make-dag`` writes the
     resolved address into the run's config."""
     ready_timeout_seconds: float = 180.0
+    """How long ``serve`` waits for tritonserver to load its models and answer ready."""
     sequence_idle_seconds: float = 60.0
     """Triton's ``max_sequence_idle_microseconds``, in seconds."""
     exit_timeout_seconds: float = 5.0
+    """Triton's ``--exit-timeout-secs``: how long a stopping server waits for open sequences
+    (``serve`` kills it 10 s after that)."""
     monitor_seconds: float = 5.0
     """Triton's inference statistics are polled this often into ``RUN/monitor/<server>.csv``
     (0: not at all)."""
@@ -282,8 +298,12 @@ class SiteConfig:
     image_executable: str = "/opt/offline-iaas/bin/offline-iaas"
     """Path of the offline-iaas command inside the images."""
     client_memory: str = "2GB"
+    """Memory per client job (``request_memory``), with its unit."""
     client_disk: str = "2GB"
+    """Scratch disk per client job (``request_disk``), with its unit."""
     merge_memory: str = "4GB"
+    """Memory per merge job (shard merges and the index), with its unit."""
     merge_disk: str = "4GB"
+    """Scratch disk per merge job, with its unit."""
     oauth_permissions: str = "gwdatafind.read"
     """Token scopes (``igwn_oauth_permissions``) asked for when frames come from datafind."""

@@ -44,10 +44,12 @@ class DeepCleanConfig:
     """Its keys where zero means something (``config_numbers``): no guard band."""
 
     band_low_hz: float = 55.0
+    """The band-pass's lower edge (Hz); the band: ``band_high_hz``'s text."""
     band_high_hz: float = 65.0
     """Band of the zero-phase Butterworth band-pass applied to the prediction before it is
     subtracted (the band the network was trained on)."""
     filter_order: int = 8
+    """Order of that Butterworth band-pass (run forward and backward: zero phase)."""
     frame_seconds: float = 64.0
     """Length of each GWF file of cleaned strain."""
     asd_fftlength: float = 4.0
