@@ -281,19 +281,22 @@ def crashed_run(tmp_path: Path, log: str, clients: str) -> Path:
 STALLED_STUB = ("Triton's python backend declared a stalled stub not healthy and a crash "
                 "followed (serve/stalled_stub.py)")
 CORE_CRASH = "tritonserver crashed in Triton's own core library (serve/core_crash.py)"
+STARTUP_ABORT = ("tritonserver aborted on an exception of Triton's own while loading the models "
+                 "(serve/core_crash.py)")
 
 
 def upstream_crashes(log: Path, clients: str) -> dict[int, tuple[int, str]]:
     """The lines of a server node's tritonserver ``log`` (read whole) of crashes Triton brought
     about itself, with ``serve``'s lines ending an epoch for a stalled stub: line number →
     (server epoch, cause). ``clients``: what the run's clients printed."""
-    from offline_iaas.serve.core_crash import core_crashes
+    from offline_iaas.serve.core_crash import core_crashes, startup_aborts
     from offline_iaas.serve.stalled_stub import stalled_stub_crashes, told_not_healthy
 
     node = log.name.removesuffix("-tritonserver.log")
     text = log.read_text(errors="replace")
     stalled = stalled_stub_crashes(text, told_not_healthy(clients, node))
     return ({number: (epoch, CORE_CRASH) for number, epoch in core_crashes(text).items()}
+            | {number: (key, STARTUP_ABORT) for number, key in startup_aborts(text).items()}
             | {number: (epoch, STALLED_STUB) for number, epoch in stalled.items()})
 
 
@@ -310,8 +313,8 @@ class ServerLogWatch:
     machine stalls now and then), recognised by what the clients were answered and by where
     the first crash happened, or by ``serve`` ending such an epoch on a client's report; and
     tritonserver's crashes in Triton's own core library (``serve/core_crash.py``), recognised
-    by its backtrace. They are kept in ``upstream``, each naming its cause, for the caller to
-    show."""
+    by its backtrace, or its aborts on an uncaught exception while it loads the models. They
+    are kept in ``upstream``, each naming its cause, for the caller to show."""
 
     def __init__(self, root: Path) -> None:
         self.root = root

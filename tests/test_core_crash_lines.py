@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from offline_iaas.serve.core_crash import core_crashes
-from tests.helpers import CORE_CRASH, ServerLogWatch, crashed_run
+from offline_iaas.serve.core_crash import core_crashes, startup_aborts
+from tests.helpers import CORE_CRASH, STARTUP_ABORT, ServerLogWatch, crashed_run
 
 LIBRARY = "/w/.venv/lib/python3.11/site-packages/nvidia_pytriton.libs/libtritonserver-717102f0.so"
 STARTED = """\
@@ -83,3 +83,38 @@ def test_the_watch_warns_of_a_core_crash_and_fails_on_the_same_crash_through_the
     problems = watch.problems(exits_expected=False, crashes_expected=False)
     assert len(problems) == 2 and watch.upstream == []
     assert "server node server0 exited on its own (attempt 1, exit code 5)" in problems[-1]
+
+
+LOADING = """\
+I1206 09:42:10.796103 29103 model_lifecycle.cc:472] "loading: offline-iaas:1"
+I1206 09:42:13.803953 29103 python_be.cc:2249] "TRITONBACKEND_ModelInstanceInitialize: \
+offline-iaas_0_0 (CPU device 0)"
+"""
+ABORT = """\
+terminate called after throwing an instance of 'boost::interprocess::lock_exception'
+  what():  boost::interprocess::lock_exception
+offline-iaas serve: tritonserver (pid 29103) died by signal SIGABRT before it was ready
+I1206 09:42:16.819336 29160 pb_stub.cc:2145]  Non-graceful termination detected.
+"""
+"""Cut from CI's log (``test_load[32]`` at ``636f123``): the python backend threw as two
+instances started; run-local restarted the node and the run finished equal to its reference."""
+
+
+@pytest.mark.server_crashes
+@pytest.mark.server_exits
+def test_an_abort_on_an_uncaught_exception_before_ready_is_tritons_own(tmp_path: Path) -> None:
+    log = LOADING + ABORT + LOADING + STARTED
+    assert startup_aborts(log) == {5: -5}
+    watch = ServerLogWatch(crashed_run(tmp_path / "abort", log, CLIENTS))
+    assert watch.problems(exits_expected=False, crashes_expected=False) == []
+    (warning,) = watch.upstream  # the node's exit counted with it
+    assert warning.startswith(STARTUP_ABORT) and "SIGABRT before it was ready" in warning
+    # the controls: no uncaught exception said (a SIGABRT of unknown cause), or the same
+    # words after the server served: the crash and the node's exit fail the test
+    unsaid = ABORT.replace("terminate called after", "something")
+    assert startup_aborts(LOADING + unsaid) == {}
+    served = STARTED + ABORT.replace("before it was ready", "while serving")
+    assert startup_aborts(served) == {}
+    watch = ServerLogWatch(crashed_run(tmp_path / "unsaid", LOADING + unsaid + STARTED, CLIENTS))
+    problems = watch.problems(exits_expected=False, crashes_expected=False)
+    assert len(problems) == 2 and watch.upstream == []

@@ -1,4 +1,6 @@
-"""Crashes of tritonserver inside Triton's own core library, where no code of this project runs.
+"""Crashes of tritonserver inside Triton's own code, where no code of this project runs: in its
+core library (``core_crashes``), or an abort on an uncaught exception while it loads the models
+(``startup_aborts``).
 
 The project's Python (the fused model) runs in the python-backend stubs, processes apart from
 tritonserver; tritonserver runs only Triton's core (``libtritonserver``), its python backend
@@ -22,6 +24,7 @@ from __future__ import annotations
 from offline_iaas.serve.crashes import (
     FatalLine,
     backtrace_frames,
+    fatal_lines,
     first_crash,
     served_epochs_fatal_lines,
 )
@@ -59,3 +62,23 @@ def core_crashes(log_text: str) -> dict[int, int]:
         if all(_in_core(lines, fatal) for fatal in crash):
             counted.update(dict.fromkeys((fatal.line_number for fatal in fatals), epoch))
     return counted
+
+
+UNCAUGHT_EXCEPTION = "terminate called after throwing an instance of "
+"""What the C++ runtime writes as it aborts a process on an exception nothing caught."""
+
+
+def startup_aborts(log_text: str) -> dict[int, int]:
+    """``serve``'s lines of a whole tritonserver log (``log_text``) that tritonserver died by
+    SIGABRT before it was ready, right after the C++ runtime said it was ending on an uncaught
+    exception: Triton's own abort while it loads the models (its process runs Triton's code
+    alone; a model's ``initialize`` runs in a stub). Seen once in CI (``test_load[32]``, 32
+    clients and three test workers on 2 cores): ``boost::interprocess::lock_exception`` from
+    the python backend as two instances started. Line number → a key of its own per abort,
+    ``-line_number`` (each ended one start of the node's server, before any epoch)."""
+    lines = log_text.splitlines()
+    return {fatal.line_number: -fatal.line_number for fatal in fatal_lines(log_text)
+            if fatal.process == "tritonserver" and fatal.signal == "SIGABRT"
+            and fatal.text.endswith("before it was ready")
+            and any(line.startswith(UNCAUGHT_EXCEPTION)
+                    for line in lines[max(0, fatal.line_number - 4):fatal.line_number - 1])}
