@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -85,8 +86,16 @@ def headless_chromium(width: int = 1100, height: int = 900) -> Iterator[Any]:
     for flag in (*CHROMIUM_FLAGS, f"--window-size={width},{height}"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    service = Service(executable_path=str(CHROMEDRIVER))
-    driver = webdriver.Chrome(options=options, service=service)
+    # chromium leaves its singleton socket's directory in TMPDIR after quitting: give it one
+    # of ours, removed with everything in it on exit
+    scratch = tempfile.TemporaryDirectory(prefix="offline-iaas-chromium-")
+    service = Service(executable_path=str(CHROMEDRIVER),
+                      env={**os.environ, "TMPDIR": scratch.name})
+    try:
+        driver = webdriver.Chrome(options=options, service=service)
+    except BaseException:
+        scratch.cleanup()
+        raise
     root = service.process.pid
     started = {root, *descendants(root)}
     try:
@@ -102,6 +111,7 @@ def headless_chromium(width: int = 1100, height: int = 900) -> Iterator[Any]:
             deadline = time.monotonic() + 5
             while any(alive(p) for p in started) and time.monotonic() < deadline:
                 time.sleep(0.05)
+            scratch.cleanup()
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,25 @@ def test_an_abort_in_a_stops_forced_exit_is_no_crash_but_one_after_the_restart_i
     assert [f.signal for f in fatal_lines(plain)] == ["SIGSEGV", "SIGABRT"]
 
 
+ABORT_BEFORE_READY = ("offline-iaas serve: tritonserver (pid 5) died by signal SIGABRT before it "
+                      "was ready\n")
+
+
+def test_each_of_serves_lines_tells_of_one_death_only() -> None:
+    # two starts that each aborted, told by serve alone (no Triton line between): two crashes
+    aborts = fatal_lines(ABORT_BEFORE_READY * 2)
+    assert [(f.signal, f.line_number) for f in aborts] == [("SIGABRT", 1), ("SIGABRT", 2)]
+    # the control: Triton's own line before serve's is the same crash told twice
+    assert len(fatal_lines("Signal (6) received.\n" + ABORT_BEFORE_READY)) == 1
+    # two stubs' own lines, then serve's two lines for them: two crashes, not three or one
+    two_stubs = STUB_SIGSEGV * 2 + STUB_DIED.format("SIGSEGV") * 2
+    assert [f.process for f in fatal_lines(two_stubs)] == ["python-backend stub"] * 2
+    # Triton's own line of a server that served again after it witnesses no later death
+    restarted = TRITON_SIGSEGV.replace("offline-iaas serve", "(serve killed)") + (
+        TRITON_SIGSEGV.splitlines()[0] + "\n" + KILLED.replace("SIGKILL", "SIGSEGV"))
+    assert [f.line_number for f in fatal_lines(restarted)] == [2, 8]
+
+
 def _run_dir(tmp_path: Path, server_log: str, history: list[dict]) -> RunDir:
     """A run directory with one server (its log and run-local's record) and one client."""
     run = RunDir(tmp_path / "run")

@@ -77,12 +77,8 @@ class SeveralErrors(OfflineIaasError):
     """
 
     def __init__(self, errors: Sequence[OfflineIaasError]) -> None:
-        flat = tuple(e for error in errors
-                     for e in (error.errors if isinstance(error, SeveralErrors) else (error,)))
-        if len(flat) < 2:
-            raise ValueError(f"SeveralErrors holds two errors or more, not {len(flat)}")
-        super().__init__("\n".join(str(e) for e in flat))
-        self.errors: tuple[OfflineIaasError, ...] = flat
+        super().__init__("\n".join(str(e) for e in errors))
+        self.errors: tuple[OfflineIaasError, ...] = tuple(errors)
         """The errors, in the order the checks found them."""
 
 

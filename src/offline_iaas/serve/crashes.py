@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 import signal
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,34 +86,42 @@ def fatal_lines(text: str, first_line: int = 1) -> list[FatalLine]:
     that report a fatal signal; a normal stop's ``Signal (15) received.`` is not one.
 
     ``serve``'s line that tritonserver (or a python-backend stub) died by a signal is dropped
-    when Triton's (the stub's) own line for the same signal came just before it (one crash,
-    two witnesses)."""
+    when Triton's (the stub's) own line for the same signal came before it since the server's
+    last start and no other line of ``serve``'s has told of that death (one crash, two
+    witnesses). Each of ``serve``'s lines witnesses one own line: two aborts of two starts,
+    each told by ``serve`` alone, are two crashes."""
     found: list[FatalLine] = []
     forced_exit = False  # between a stop's forced exit and the next server's start
+    untold: Counter[tuple[str, str]] = Counter()  # own lines serve's line may still witness
+
+    def died(process: str, sig: str, number: int, line: str) -> None:
+        if untold[(process, sig)]:
+            untold[(process, sig)] -= 1
+        else:
+            found.append(FatalLine(process, sig, number, line))
+
+    def own(process: str, sig: str, number: int, line: str) -> None:
+        found.append(FatalLine(process, sig, number, line))
+        untold[(process, sig)] += 1
+
     for number, line in enumerate(text.splitlines(), start=first_line):
         line = line.strip()
         if _FORCED_EXIT in line:
             forced_exit = True
         elif _GRPC_STARTED.search(line):
             forced_exit = False
+            untold.clear()
         elif match := _TRITON_SIGNAL.match(line):
             code = int(match.group(1))
             if code not in STOP_SIGNALS and not forced_exit:
-                found.append(FatalLine("tritonserver", signal_name(code), number, line))
+                own("tritonserver", signal_name(code), number, line)
         elif match := _STUB_FATAL.match(line):
             what = match.group(1)
-            found.append(FatalLine("python-backend stub", _FAULTHANDLER_SIGNALS.get(what, what),
-                                   number, line))
+            own("python-backend stub", _FAULTHANDLER_SIGNALS.get(what, what), number, line)
         elif match := _SERVE_DIED.match(line):
-            sig = match.group(1)
-            last = found[-1] if found else None
-            if last is None or (last.process, last.signal) != ("tritonserver", sig):
-                found.append(FatalLine("tritonserver", sig, number, line))
+            died("tritonserver", match.group(1), number, line)
         elif match := _SERVE_STUB_DIED.match(line):
-            sig = match.group(1)
-            last = found[-1] if found else None
-            if last is None or (last.process, last.signal) != ("python-backend stub", sig):
-                found.append(FatalLine("python-backend stub", sig, number, line))
+            died("python-backend stub", match.group(1), number, line)
     return found
 
 
