@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +16,11 @@ import numpy as np
 import pytest
 
 from offline_iaas.cli import main
+from offline_iaas.data.gwf_reader import GwfReader
 from offline_iaas.errors import ConfigError, DataError, exit_code
 from offline_iaas.search.injection_file import (
     InjectionSet,
+    _read_parameters,
     hdf5_layout,
     read_injection_list,
     read_injection_set,
@@ -254,7 +257,7 @@ DAMAGE_AT_BYTE = {
 flipped byte damages a different part, and what HDF5 says of it: the local heap of link names
 (h5py raised RuntimeError), an attribute message (RuntimeError), an object header (KeyError),
 an attribute's text (UnicodeDecodeError), a float datatype (ValueError), a string datatype
-(TypeError). A few other offsets crash or hang the HDF5 library itself: not these."""
+(TypeError). A few other offsets crash or hang the HDF5 library itself: the next test."""
 
 
 def test_a_byte_damaged_injection_file_is_named_not_a_traceback(
@@ -283,6 +286,59 @@ def test_a_byte_damaged_injection_file_is_named_not_a_traceback(
             # the merge's and check's reader says the same of it
             with pytest.raises(DataError, match=f"{damaged}: not a readable HDF5 file"):
                 read_injection_list(damaged)
+
+
+CRASHES_HDF5_AT_BYTE, HANGS_HDF5_AT_BYTE = 1033, 2496
+"""Offsets into the same file where a flipped byte makes the HDF5 library itself crash
+(SIGSEGV) or loop for ever as the file is read, found by flipping each byte in turn
+(h5py 3.15, HDF5 1.14.6)."""
+
+
+def test_a_byte_that_crashes_or_hangs_the_hdf5_library_is_named_not_a_dead_or_hung_command(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """convert-injections of a set whose flipped byte crashes the HDF5 library: exit 3, one
+    line naming the file and the signal, the earlier target left as it was; a byte that makes
+    the library loop: the reader is killed when its time runs out, one line naming the file,
+    and nothing is left running."""
+    write_injection_set(tmp_path / "set.h5", sample_set())
+    intact = (tmp_path / "set.h5").read_bytes()
+    assert len(intact) == 19280  # the layout the offsets are of
+    damaged = tmp_path / "damaged.h5"
+    flipped = bytearray(intact)
+    flipped[CRASHES_HDF5_AT_BYTE] ^= 0xFF
+    damaged.write_bytes(flipped)
+    # the control: read in a process of its own, the file kills it
+    alone = subprocess.run(
+        [sys.executable, "-c", "import sys; from pathlib import Path; from offline_iaas.search."
+         "injection_file import _read_parameters; _read_parameters(Path(sys.argv[1]))",
+         str(damaged)], capture_output=True, timeout=120)
+    assert alone.returncode == -signal.SIGSEGV, alone.stderr
+    target = tmp_path / "out.xml"
+    target.write_text("an earlier conversion, kept")
+    code = main(["convert-injections", str(damaged), str(target)])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert code == 3, line
+    documented("injection-crashes-hdf5", cli_error(line), {damaged: "F"}, exit_code=code)
+    assert target.read_text() == "an earlier conversion, kept"
+    # the reader restarted: the intact file reads after it
+    assert len(read_injection_set(tmp_path / "set.h5")) == len(sample_set())
+
+    flipped = bytearray(intact)
+    flipped[HANGS_HDF5_AT_BYTE] ^= 0xFF
+    damaged.write_bytes(flipped)
+    frame_reader = GwfReader(timeout_seconds=3)
+    try:
+        # the control: this reader, its time as short, reads the intact file
+        _, datasets, _ = frame_reader.call(_read_parameters, tmp_path / "set.h5")
+        assert len(datasets["mass_1"]) == len(sample_set())
+        pid = frame_reader._proc.pid
+        with pytest.raises(DataError) as caught:
+            frame_reader.call(_read_parameters, damaged)
+        documented("injection-hangs-hdf5", str(caught.value),
+                   {damaged: "F", "after 3 s": "after 600 s"}, exit_code=3)
+        assert not Path(f"/proc/{pid}").exists()  # killed and reaped
+    finally:
+        frame_reader.close()
 
 
 @pytest.mark.parametrize(("case", "content"), [

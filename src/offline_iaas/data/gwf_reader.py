@@ -14,6 +14,10 @@ its frames' span (its table of contents) is compared with its name's: a file tha
 its span (named 32 s, holding 16 s; or holding data 8 s earlier) is refused by name, instead
 of gwpy's ``Cannot append discontiguous TimeSeries``.
 
+The same process opens the HDF5 files users bring (``GwfReader.call``: injection sets,
+response sets, aframe's rejected draws), where a byte flipped in a few places crashes the HDF5
+library (SIGSEGV) or makes it loop for ever: that too is an error naming the file.
+
 The reader's stdout carries the replies; what the frame library prints is dropped (the error
 raised here names the file and the reason).
 """
@@ -21,6 +25,7 @@ raised here names the file and the reason).
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import pickle
 import signal
@@ -28,7 +33,7 @@ import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,6 +208,9 @@ def _serve() -> None:
         try:
             if kind == "read":
                 reply = ("ok", read_files(*args))
+            elif kind == "call":  # GwfReader.call
+                module, name = args[0].split(":")
+                reply = ("ok", getattr(importlib.import_module(module), name)(Path(args[1])))
             elif kind == "load":  # the frame library and gwpy, before any file is read
                 import gwpy.timeseries  # noqa: F401
                 import lalframe  # noqa: F401
@@ -224,7 +232,12 @@ def _serve() -> None:
 
 
 class _ReaderDied(Exception):
-    """The reader process died (or was killed after hanging) on a request."""
+    """The reader process died (or was killed after hanging) on a request: ``cause`` says how
+    (``crashed (SIGSEGV)``, ``hung (killed after 600 s)``, ``exited with code 1``)."""
+
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class GwfReader:
@@ -265,10 +278,11 @@ class GwfReader:
             self._kill()
             code = proc.returncode
             if hung:
-                raise _ReaderDied(f"the frame reader hung (killed after {timeout:g} s)")
+                cause = f"hung (killed after {timeout:g} s)"
+                raise _ReaderDied(f"the frame reader {cause}", cause)
             why = (f"crashed ({signal.Signals(-code).name})" if code is not None and code < 0
                    else f"exited with code {code}")
-            raise _ReaderDied(f"the frame library {why}")
+            raise _ReaderDied(f"the frame library {why}", why)
         return answer[0]
 
     def _kill(self) -> None:
@@ -355,6 +369,32 @@ class GwfReader:
             except _ReaderDied as err:
                 return {"error": f"{err} reading it (truncated or corrupt?)"}
         return reply[1] if reply[0] == "ok" else {"error": reply[1]}
+
+
+    def call(self, function: Callable[[Path], Any], path: Path) -> Any:
+        """``function(path)`` in the reader process (a module-level function whose result
+        pickles): how the HDF5 files users bring are opened (injection sets, response sets,
+        aframe's rejected draws), so that a byte flipped where it crashes or hangs the HDF5
+        library is an error naming the file too, not a dead or hung node.
+
+        Raises
+        ------
+        DataError
+            ``function``'s; or ``<path>: not a readable HDF5 file: the HDF5 library crashed
+            (SIGSEGV) reading it`` (or ``hung (killed after T s)``).
+        """
+        target = f"{function.__module__}:{function.__qualname__}"
+        with self._lock:
+            try:
+                reply = self._ask("call", (target, str(path)))
+            except _ReaderDied as err:
+                raise DataError(f"{path}: not a readable HDF5 file: the HDF5 library "
+                                f"{err.cause} reading it") from None
+        if reply[0] == "other":  # not the file's damage (which the readers name): a bug
+            raise RuntimeError(f"{target}({path}) in the reader process: {reply[1]}")
+        if reply[0] != "ok":
+            raise _error(reply)
+        return reply[1]
 
 
 def _error(reply: tuple) -> DataError:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.atomic import replaced_atomically
+from offline_iaas.data.gwf_reader import reader
 from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.physics import Injection
 from offline_iaas.search.injection_set import InjectionSet, attr_value, readable_hdf5
@@ -115,20 +116,10 @@ def hdf5_layout(path: Path) -> str:
 
 def _open_hdf5(path: Path) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
     """The file's layout, root attributes and ``parameters`` datasets (numeric ones); the one
-    place an injection set's HDF5 file is read (``readable_hdf5``: a damaged one is a
-    DataError naming it)."""
-    import h5py
-
-    with readable_hdf5(path), h5py.File(path, "r") as f:
-        attrs = {k: attr_value(v) for k, v in f.attrs.items()}
-        group = f.get("parameters")
-        if not isinstance(group, h5py.Group):
-            raise DataError(f"{path}: no group 'parameters' (one dataset per parameter)")
-        datasets = {name: np.asarray(group[name][()]) for name in group
-                    if isinstance(group[name], h5py.Dataset)
-                    and group[name].dtype.kind in "fiu"}
-        not_numbers = {name: group[name].dtype for name in group
-                       if isinstance(group[name], h5py.Dataset) and name not in datasets}
+    place an injection set's HDF5 file is read, in the frame reader's process
+    (``GwfReader.call``): a damaged one is a DataError naming it, even where it crashes or
+    hangs the HDF5 library."""
+    attrs, datasets, not_numbers = reader().call(_read_parameters, path)
     if any(name in datasets for name in MARKERS):
         _refuse_unusable(path, datasets, not_numbers, AFRAME_REQUIRED)
         return "aframe", attrs, datasets
@@ -145,6 +136,25 @@ def _open_hdf5(path: Path) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
     _refuse_unusable(path, datasets, not_numbers, REQUIRED)
     one_d = {name: v.astype(np.float64) for name, v in datasets.items() if v.ndim == 1}
     return LAYOUT, attrs, one_d
+
+
+def _read_parameters(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray],
+                                          dict[str, np.dtype]]:
+    """The HDF5 file's root attributes, its ``parameters`` datasets of numbers, and the dtype
+    of each other dataset there (in the frame reader's process, ``GwfReader.call``)."""
+    import h5py
+
+    with readable_hdf5(path), h5py.File(path, "r") as f:
+        attrs = {k: attr_value(v) for k, v in f.attrs.items()}
+        group = f.get("parameters")
+        if not isinstance(group, h5py.Group):
+            raise DataError(f"{path}: no group 'parameters' (one dataset per parameter)")
+        datasets = {name: np.asarray(group[name][()]) for name in group
+                    if isinstance(group[name], h5py.Dataset)
+                    and group[name].dtype.kind in "fiu"}
+        not_numbers = {name: group[name].dtype for name in group
+                       if isinstance(group[name], h5py.Dataset) and name not in datasets}
+    return attrs, datasets, not_numbers
 
 
 def _refuse_unusable(path: Path, datasets: dict[str, np.ndarray],

@@ -102,7 +102,8 @@ or a link (KeyError), a datatype no numpy type holds, or a name or string that i
 def readable_hdf5(path: Path) -> Iterator[None]:
     """Around the reading of the HDF5 file ``path``: what h5py raises of a damaged file
     (``HDF5_DAMAGE``) becomes one DataError line naming the file. (A byte flipped in a few
-    places crashes or hangs the HDF5 library itself: no Python code can catch that.)"""
+    places crashes or hangs the HDF5 library itself, which no Python code can catch: the
+    files users bring are read in the frame reader's process, ``GwfReader.call``.)"""
     try:
         yield
     except HDF5_DAMAGE as err:

@@ -87,6 +87,7 @@ from typing import Any
 
 import numpy as np
 
+from offline_iaas.data.gwf_reader import reader
 from offline_iaas.errors import DataError
 from offline_iaas.search import population
 from offline_iaas.search.injection_set import (
@@ -421,15 +422,10 @@ def aframe_population(path: Path, attrs: dict[str, Any], redshift: np.ndarray,
 def _rejected_redshifts(path: Path, ifos: list[str]) -> np.ndarray | None:
     """The redshifts of the draws in ``REJECTED_FILE`` beside ``path`` (aframe's
     ``InjectionParameterSet`` of the draws below its SNR cut), or None without one."""
-    import h5py
-
     rejected = path.with_name(REJECTED_FILE)
     if rejected == path or not rejected.is_file():
         return None
-    with readable_hdf5(rejected), h5py.File(rejected, "r") as f:
-        theirs = [str(attr_value(i)) for i in f.attrs.get("ifos", [])]
-        rows = int(f.attrs["length"]) if "length" in f.attrs else None
-        z = f["parameters/redshift"][()] if "parameters/redshift" in f else None
+    theirs, rows, z = reader().call(_read_rejected, rejected)
     if z is None or rows is None or len(z) != rows:
         raise DataError(f"{rejected}: aframe's rejected draws need attribute length and "
                         "'parameters/redshift' of that many rows")
@@ -437,3 +433,15 @@ def _rejected_redshifts(path: Path, ifos: list[str]) -> np.ndarray | None:
         raise DataError(f"{rejected}: ifos {theirs}, but {path.name} has {ifos}: not one "
                         "campaign's files")
     return np.asarray(z, np.float64)
+
+
+def _read_rejected(rejected: Path) -> tuple[list[str], int | None, np.ndarray | None]:
+    """The rejected draws' ``ifos``, ``length`` and ``parameters/redshift`` (None where
+    absent; in the frame reader's process, ``GwfReader.call``)."""
+    import h5py
+
+    with readable_hdf5(rejected), h5py.File(rejected, "r") as f:
+        theirs = [str(attr_value(i)) for i in f.attrs.get("ifos", [])]
+        rows = int(f.attrs["length"]) if "length" in f.attrs else None
+        z = f["parameters/redshift"][()] if "parameters/redshift" in f else None
+    return theirs, rows, z

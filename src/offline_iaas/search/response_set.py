@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from offline_iaas.data.gwf_reader import reader
 from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.search.injection_set import HDF5_DAMAGE, InjectionSet, readable_hdf5
 from offline_iaas.search.waveforms import BinaryParameters, Polarizations, detector_strain
@@ -121,26 +122,15 @@ def read_response_set(path: Path) -> ResponseSet | None:
     when the file has no ``waveforms`` group (a parameter set: lalsimulation makes its
     waveforms). DataError naming the file and field when its metadata or shapes contradict
     aframe's schema (``InjectionMetadata.__post_init__``)."""
-    import h5py
-
     from offline_iaas.search.injection_file import HDF5_SUFFIXES
 
     path = Path(path)
     if not path.name.lower().endswith(HDF5_SUFFIXES) or not path.is_file():
         return None  # read_injection_set says what is wrong with it
-    with readable_hdf5(path), h5py.File(path, "r") as f:
-        group = f.get(WAVEFORMS)
-        if not isinstance(group, h5py.Group):
-            return None
-        missing = [name for name in METADATA if name not in f.attrs]
-        if missing:
-            raise DataError(f"{path}: an InterferometerResponseSet ('{WAVEFORMS}' group) "
-                            f"needs root attribute {missing[0]}")
-        rate, duration, right_pad = (float(f.attrs[name]) for name in METADATA)
-        times = np.asarray(f["parameters/injection_time"][()], np.float64) if (
-            "parameters/injection_time" in f) else None
-        shapes = {name.upper(): group[name].shape for name in group
-                  if isinstance(group[name], h5py.Dataset)}
+    header = reader().call(_read_header, path)
+    if header is None:
+        return None
+    rate, duration, right_pad, times, shapes = header
     if times is None:
         raise DataError(f"{path}: an InterferometerResponseSet needs "
                         "'parameters/injection_time'")
@@ -156,6 +146,29 @@ def read_response_set(path: Path) -> ResponseSet | None:
                 f"({len(times)}, {length}): one row of duration x sample_rate samples per "
                 "injection_time")
     return ResponseSet(path, times, tuple(shapes), rate, duration, right_pad)
+
+
+def _read_header(path: Path) -> tuple[float, float, float, np.ndarray | None,
+                                     dict[str, tuple[int, ...]]] | None:
+    """The response set's sample rate, duration, right pad, injection times and waveform
+    shapes (by detector); None without a ``waveforms`` group (in the frame reader's process,
+    ``GwfReader.call``)."""
+    import h5py
+
+    with readable_hdf5(path), h5py.File(path, "r") as f:
+        group = f.get(WAVEFORMS)
+        if not isinstance(group, h5py.Group):
+            return None
+        missing = [name for name in METADATA if name not in f.attrs]
+        if missing:
+            raise DataError(f"{path}: an InterferometerResponseSet ('{WAVEFORMS}' group) "
+                            f"needs root attribute {missing[0]}")
+        rate, duration, right_pad = (float(f.attrs[name]) for name in METADATA)
+        times = np.asarray(f["parameters/injection_time"][()], np.float64) if (
+            "parameters/injection_time" in f) else None
+        shapes = {name.upper(): group[name].shape for name in group
+                  if isinstance(group[name], h5py.Dataset)}
+    return rate, duration, right_pad, times, shapes
 
 
 def check_detectors(responses: ResponseSet, channels: Sequence[str]) -> None:
