@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 from offline_iaas.cli import main
-from offline_iaas.data.gwf_reader import GwfReader
+from offline_iaas.data.gwf_reader import ALARM_MARGIN_SECONDS, GwfReader
 from offline_iaas.errors import ConfigError, DataError, exit_code
 from offline_iaas.search.injection_file import (
     InjectionSet,
@@ -28,7 +29,9 @@ from offline_iaas.search.injection_file import (
 )
 from offline_iaas.search.population import luminosity_distance_mpc
 from offline_iaas.search.waveforms import BinaryParameters
+from tests.browser import alive, descendants
 from tests.error_catalogue import cli_error, documented, documented_refusals
+from tests.helpers import wait_for
 from tests.injection_samples import assert_same_binaries, sample_set
 
 
@@ -339,6 +342,47 @@ def test_a_byte_that_crashes_or_hangs_the_hdf5_library_is_named_not_a_dead_or_hu
         assert not Path(f"/proc/{pid}").exists()  # killed and reaped
     finally:
         frame_reader.close()
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_reader_left_looping_in_the_hdf5_library_by_a_killed_command_ends_itself(
+        tmp_path: Path) -> None:
+    """A command killed (SIGKILL) while its reader loops on a damaged injection file: the
+    library's loop holds the GIL, so the reader's orphan watch cannot run; the kernel ends it
+    (its alarm: the command's time and ``ALARM_MARGIN_SECONDS``) instead of leaving it
+    spinning. Without the alarm this reader spins for ever: the test fails."""
+    write_injection_set(tmp_path / "set.h5", sample_set())
+    flipped = bytearray((tmp_path / "set.h5").read_bytes())
+    flipped[HANGS_HDF5_AT_BYTE] ^= 0xFF
+    damaged = tmp_path / "damaged.h5"
+    damaged.write_bytes(flipped)
+    command = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; from offline_iaas.data."
+         "gwf_reader import GwfReader; from offline_iaas.search.injection_file import "
+         "_read_parameters; GwfReader(timeout_seconds=2).call(_read_parameters, "
+         "Path(sys.argv[1]))", str(damaged)])
+    readers: set[int] = set()
+    try:
+        wait_for(lambda: bool(readers.update(descendants(command.pid)) or readers), 60,
+                 "the command's reader")
+        (reader_pid,) = readers
+        # in the library's loop: the reader spins
+        wait_for(lambda: _cpu_seconds(reader_pid) >= 0.5, 60, "the reader to spin")
+    finally:
+        command.kill()
+        command.wait()
+    try:
+        waited = wait_for(lambda: not any(alive(pid) for pid in readers), 60,
+                          "the orphaned reader to end")
+    finally:
+        for pid in readers:  # nothing left behind, even when the check fails
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert waited <= 2 + ALARM_MARGIN_SECONDS + 30
 
 
 @pytest.mark.parametrize(("case", "content"), [

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import importlib
+import math
 import os
 import pickle
 import signal
@@ -45,6 +46,8 @@ from offline_iaas.gps import gps_range_text, gps_span_text, gps_text
 
 READ_TIMEOUT_SECONDS = 600.0
 """A reader that answers no request within this is killed (a hung network filesystem)."""
+ALARM_MARGIN_SECONDS = 5
+"""A reader still on a request this long after the asking side's time ends itself."""
 SPAN_TOLERANCE_SECONDS = 1e-6
 _HEADER = struct.Struct("!Q")
 
@@ -202,9 +205,13 @@ def _serve() -> None:
     requests = sys.stdin.buffer
     while True:
         try:
-            kind, args = _receive(requests)
+            kind, args, seconds = _receive(requests)
         except EOFError:
             return
+        # killed by the kernel (SIGALRM's default action) if the request outlives the asking
+        # side's time: a library looping in C holds the GIL, so that neither the orphan
+        # watch above nor any Python handler runs, and the asking side may be gone
+        signal.alarm(math.ceil(seconds) + ALARM_MARGIN_SECONDS)
         try:
             if kind == "read":
                 reply = ("ok", read_files(*args))
@@ -226,6 +233,7 @@ def _serve() -> None:
             text = str(err).strip()
             reply = ("other", text.splitlines()[0] if text else type(err).__name__)
         _send(replies, reply)
+        signal.alarm(0)
 
 
 # ---- the asking side ------------------------------------------------------------------------
@@ -265,7 +273,7 @@ class GwfReader:
 
         def exchange() -> None:
             try:
-                _send(proc.stdin, (kind, args))
+                _send(proc.stdin, (kind, args, timeout))
                 answer.append(_receive(proc.stdout))
             except (OSError, EOFError, pickle.UnpicklingError):
                 pass
