@@ -378,7 +378,6 @@ class GwfReader:
                 return {"error": f"{err} reading it (truncated or corrupt?)"}
         return reply[1] if reply[0] == "ok" else {"error": reply[1]}
 
-
     def call(self, function: Callable[[Path], Any], path: Path) -> Any:
         """``function(path)`` in the reader process (a module-level function whose result
         pickles): how the HDF5 files users bring are opened (injection sets, response sets,
