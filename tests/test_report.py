@@ -572,20 +572,3 @@ def test_the_browser_check_sees_a_broken_image_and_a_console_error(tmp_path: Pat
         page = check_page(driver, bad)
     assert [i["naturalWidth"] for i in page.images] == [0]
     assert any("boom" in e["message"] for e in page.console)
-
-
-
-def test_a_damaged_output_is_one_problem_naming_the_file(tmp_path: Path) -> None:
-    run_dir = make_fixture_run(tmp_path)
-    output = run_dir / "output" / "campaign.h5"
-    with captured_log() as lines:  # control: the intact output is no problem
-        write_report(RunDir(run_dir))
-    assert lines == []
-    with open(output, "r+b") as f:
-        f.truncate(output.stat().st_size // 2)
-    with captured_log() as lines:
-        text = write_report(RunDir(run_dir)).read_text()
-    # one line, naming the file; no section failed reading it
-    assert len(lines) == 1, lines
-    assert lines[0].startswith(f"report: {output}: not a readable HDF5 file ("), lines
-    assert f"{output}: not a readable HDF5 file" in text

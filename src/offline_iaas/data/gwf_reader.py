@@ -15,8 +15,9 @@ its span (named 32 s, holding 16 s; or holding data 8 s earlier) is refused by n
 of gwpy's ``Cannot append discontiguous TimeSeries``.
 
 The same process opens the HDF5 files users bring (``GwfReader.call``: injection sets,
-response sets, aframe's rejected draws), where a byte flipped in a few places crashes the HDF5
-library (SIGSEGV) or makes it loop for ever: that too is an error naming the file.
+response sets, aframe's rejected draws) and the report's probe of the campaign's output, where
+a byte flipped in a few places crashes the HDF5 library (SIGSEGV) or makes it loop for ever:
+that too is an error naming the file.
 
 The reader's stdout carries the replies; what the frame library prints is dropped (the error
 raised here names the file and the reason).
@@ -381,8 +382,9 @@ class GwfReader:
     def call(self, function: Callable[[Path], Any], path: Path) -> Any:
         """``function(path)`` in the reader process (a module-level function whose result
         pickles): how the HDF5 files users bring are opened (injection sets, response sets,
-        aframe's rejected draws), so that a byte flipped where it crashes or hangs the HDF5
-        library is an error naming the file too, not a dead or hung node.
+        aframe's rejected draws), and the report's output probed, so that a byte flipped
+        where it crashes or hangs the HDF5 library is an error naming the file too, not a
+        dead or hung command.
 
         Raises
         ------

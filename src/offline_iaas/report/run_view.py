@@ -12,14 +12,27 @@ import h5py
 from offline_iaas import records
 from offline_iaas.binding import config_edited
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.errors import RunError
+from offline_iaas.data.gwf_reader import reader
+from offline_iaas.errors import DataError, RunError
 from offline_iaas.records import R, RunInfo
 from offline_iaas.report import page
 from offline_iaas.rundir import RunDir
+from offline_iaas.search.injection_set import readable_hdf5
 from offline_iaas.summaries import CampaignSummary
 from offline_iaas.summary_physics import Numbers, Physics, package_section, physics_type
 
 logger = logging.getLogger(__name__)
+
+
+def every_object(path: Path) -> None:
+    """Open the HDF5 file ``path`` and read every object's attributes (its metadata whole);
+    DataError naming the file where h5py cannot (``injection_set.readable_hdf5``)."""
+    def read_attributes(_: str, item: h5py.HLObject) -> None:  # None: visit on
+        dict(item.attrs)
+
+    with readable_hdf5(path), h5py.File(path, "r") as f:
+        dict(f.attrs)
+        f.visititems(read_attributes)
 
 
 class ReportRun:
@@ -56,18 +69,19 @@ class ReportRun:
             return None
 
     def _readable_hdf5(self, path: Path) -> bool:
-        """Whether ``path`` opens as HDF5; one that does not is a problem naming it (h5py's
-        own message names no file)."""
+        """Whether ``path`` opens as HDF5 and every object and attribute in it can be read
+        (``every_object``, in the frame reader's process: a byte flipped where the HDF5
+        library crashes or loops is a problem too); one that cannot is a problem naming it."""
         if not path.is_file():
             return False
         try:
-            with h5py.File(path, "r"):
-                return True
-        except OSError as err:
-            problem = f"{path}: not a readable HDF5 file ({err}); run the merge again"
+            reader().call(every_object, path)
+        except DataError as err:
+            problem = f"{err}; run the merge again"
             logger.warning(f"report: {problem}")
             self.problems.append(problem)
             return False
+        return True
 
     @property
     def mode(self) -> str:
