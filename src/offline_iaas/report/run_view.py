@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 def every_object(path: Path) -> None:
     """Open the HDF5 file ``path`` and read every object's attributes (its metadata whole);
     DataError naming the file where h5py cannot (``injection_set.readable_hdf5``)."""
+
     def read_attributes(_: str, item: h5py.HLObject) -> None:  # None: visit on
         dict(item.attrs)
 
