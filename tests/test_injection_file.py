@@ -16,6 +16,7 @@ import h5py
 import numpy as np
 import pytest
 
+from offline_iaas.bench.accounting import cpu_seconds
 from offline_iaas.cli import main
 from offline_iaas.data.gwf_reader import ALARM_MARGIN_SECONDS, GwfReader
 from offline_iaas.errors import ConfigError, DataError, exit_code
@@ -346,11 +347,6 @@ def test_a_byte_that_crashes_or_hangs_the_hdf5_library_is_named_not_a_dead_or_hu
         frame_reader.close()
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def test_a_reader_left_looping_in_the_hdf5_library_by_a_killed_command_ends_itself(
         tmp_path: Path) -> None:
     """A command killed (SIGKILL) while its reader loops on a damaged injection file: the
@@ -373,7 +369,7 @@ def test_a_reader_left_looping_in_the_hdf5_library_by_a_killed_command_ends_itse
                  "the command's reader")
         (reader_pid,) = readers
         # in the library's loop: the reader spins
-        wait_for(lambda: _cpu_seconds(reader_pid) >= 0.5, 60, "the reader to spin")
+        wait_for(lambda: cpu_seconds(reader_pid) >= 0.5, 60, "the reader to spin")
     finally:
         command.kill()
         command.wait()
