@@ -1,8 +1,12 @@
-"""The trained demo networks in the e2e demo (real servers): physics you can see.
+"""The trained demo networks: physics you can see, in process on held-out data and served in
+the e2e demo by real servers.
 
-DeepClean removes the coupled 60 Hz line (cleaned/raw ASD <= 0.1 at the line) and leaves the
-rest of the spectrum alone (within 2 % of 1 beyond a 2 Hz guard outside the band), numbers that
-are also recomputed here from the frames and the output by their definition; BBHnet on the
+The networks are trained once for the module (``demo_networks``) and serve both tests. On
+held-out stretches, DeepClean removes the coupled 60 Hz line and leaves the rest of the spectrum
+alone beyond a 2 Hz guard, and BBHnet finds at least 90 % of fresh injections of network SNR
+>= 12 above the background's maximum. In the e2e demo (``run_demo`` with those weights),
+DeepClean's cleaned/raw ASD <= 0.1 at the line and within 2 % of 1 beyond the guard, numbers
+that are also recomputed here from the frames and the output by their definition; BBHnet on the
 cleaned strain finds at least 80 % of the injections of network SNR >= 12 at the demo's IFAR
 threshold; VT counts the held-out injections, with the population beside it, and the drawn
 volume does not bound it; the campaign equals the reference.
@@ -11,21 +15,98 @@ volume does not bound it; the campaign equals the reference.
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.data.discovery import discover_frames
+from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.demo import run_demo
+from offline_iaas.models.numerics import run_in_child
+from offline_iaas.models.training import train_demo
+from offline_iaas.science.e2e.evaluation import PHYSICS_DATASET, evaluate_demo_networks
 from tests.helpers import processes_mentioning
 from tests.oracle import read_run_config, read_series, read_stretch
 
 pytestmark = pytest.mark.slow
 
-LOUD_FOUND_FRACTION_MIN = 0.8
-"""The held-out check (tests/test_training.py) missed up to 2 of 40 loud injections over 5 seeds
-x 2 thread counts (docs/networks.md); the demo (96 injections drawn to z 3) has 11 in its
-analysed time, so 2 misses must not fail it."""
+TRAINING_THREADS = 1
+"""The demo trains with two torch threads; the bounds below hold over 5 seeds x 1 and 2."""
+
+
+@pytest.fixture(scope="module")
+def demo_networks(tmp_path_factory: pytest.TempPathFactory) -> tuple[CampaignConfig, dict]:
+    """The demo's networks, trained once as ``make demo`` trains them (``train_demo``, pinned
+    numerics) but on one torch thread, and the dataset's config: the demo's 2048 s with the four
+    injections of ``PHYSICS_DATASET``, away from the held-out stretches. The noise is the demo's
+    to the sample (``synth.seed``, one stream per channel), so the e2e demo serves them on its
+    own frames, whose injections they never trained on."""
+    tmp = tmp_path_factory.mktemp("demo-networks")
+    source = resources.files("offline_iaas.campaigns").joinpath("demo.toml")
+    (tmp / "demo.toml").write_text(source.read_text())
+    config = load_config(tmp / "demo.toml", list(PHYSICS_DATASET))
+    write_synthetic_dataset(config)
+    return config, train_demo(config, tmp / "weights", threads=TRAINING_THREADS)
+
+
+# Bounds from the spread over 5 seeds x 1 and 2 torch threads on the IMRPhenomD data
+# (benchmarks/demo_networks.py, table in docs/networks.md); a seed stands in for another CPU's
+# rounding. Worst measured: line ratio 0.072 (bound 0.1), guarded deviation 0.0075 (bound
+# 0.02), 38 of the 40 injections of network SNR >= 12 above the background's maximum (bound
+# 36: 90 %; misses were at SNR 12, 20 and 30, the same two injections in most runs, so "every
+# loud injection found" held on one CPU and failed on another). The unguarded band edges (up
+# to 1.016) are not asserted: the docs do not expect them to hold.
+LINE_RATIO_MAX = 0.1
+GUARDED_DEVIATION_MAX = 0.02
+HELD_OUT_LOUD_FOUND_MIN = 0.9
+
+
+def test_demo_networks_do_their_physics(demo_networks: tuple[CampaignConfig, dict]) -> None:
+    """The demo's DeepClean removes the 60 Hz line and leaves the rest of the spectrum alone
+    beyond the 2 Hz guard; BBHnet finds at least 90 % of the injections of network SNR >= 12
+    above the background's maximum.
+
+    Held-out data of the demo dataset (2048 s, 1024 Hz): DeepClean trains on its first 256 s,
+    BBHnet on its first 768 s (``science/e2e/evaluation.py``). Right at the band edges the
+    ratio is not asserted: the coupling's side bands reach past them (docs/networks.md).
+    The e2e demo below serves the same networks and asserts the same DeepClean bounds (and
+    its own BBHnet bound).
+    """
+    config, paths = demo_networks
+    summary = json.loads(paths["summary"].read_text())
+    assert summary["networks"]["bbhnet"]["threads"] == TRAINING_THREADS
+    # evaluated under the pin too, so that the numbers are the same bits on every x86-64-v3 CPU
+    result = run_in_child(
+        f"{evaluate_demo_networks.__module__}:{evaluate_demo_networks.__name__}",
+        {"config": config, "frames": discover_frames(config.data), "paths": paths,
+         "summary": summary})
+    assert set(result["deepclean"]) == {"H1", "L1"}
+    guarded = 0
+    for ifo, rows in result["deepclean"].items():
+        assert rows, ifo
+        for row in rows:
+            print(ifo, row)
+            assert row["ratio_at_line"] <= LINE_RATIO_MAX
+            if row["guard_hz"] >= 2.0:
+                guarded += 1
+                assert row["max_deviation_outside_band"] <= GUARDED_DEVIATION_MAX
+    assert guarded > 0  # the deviation outside the band was checked somewhere
+    bbhnet = result["bbhnet"]
+    print({k: v for k, v in bbhnet.items() if k != "injections"})
+    loud = [r for r in bbhnet["injections"] if r["network_snr"] >= 12]
+    missed = [r for r in loud if not r["found"]]
+    assert len(loud) >= 30
+    assert len(loud) - len(missed) >= HELD_OUT_LOUD_FOUND_MIN * len(loud), (
+        f"background max {bbhnet['background_max']:.2f}, missed {missed}")
+
+
+DEMO_LOUD_FOUND_MIN = 0.8
+"""The held-out check above missed up to 2 of 40 loud injections over 5 seeds x 2 thread counts
+(docs/networks.md); the demo (96 injections drawn to z 3) has 11 in its analysed time, so 2
+misses must not fail it."""
 
 
 ASD_TOLERANCES = {"line_hz": (0.0, 0.0), "ratio_at_line": (1e-4, 0.0),
@@ -83,11 +164,12 @@ def asd_problems(run_dir: Path, summary: dict, noise_late_samples: int = 0) -> l
 
 
 def test_e2e_demo_cleans_the_line_and_finds_loud_injections(
-    tmp_path: Path, log_lines: list[str]
+    tmp_path: Path, log_lines: list[str], demo_networks: tuple[CampaignConfig, dict]
 ) -> None:
     lines = log_lines
+    _, paths = demo_networks
     try:
-        worst = run_demo(tmp_path / "demo", mode="e2e")
+        worst = run_demo(tmp_path / "demo", mode="e2e", weights=paths["summary"].parent)
     finally:
         assert processes_mentioning(str(tmp_path)) == []
     assert worst <= 1e-5
@@ -109,7 +191,7 @@ def test_e2e_demo_cleans_the_line_and_finds_loud_injections(
     # every injection in the analysed time, the training span's too: a test of detection
     loud = [r for r in bbhnet["injections"] if r["network_snr"] >= 12]
     found = sum(r["found"] for r in loud)
-    assert len(loud) >= 8 and found >= LOUD_FOUND_FRACTION_MIN * len(loud), loud
+    assert len(loud) >= 8 and found >= DEMO_LOUD_FOUND_MIN * len(loud), loud
     sensitivity = bbhnet["sensitivity"]
     counts = sensitivity["counts"]
     assert counts["in_training"] > 0 and counts["held_out"] == sensitivity["injections"] > 0
