@@ -16,6 +16,7 @@ from gwpy.timeseries import TimeSeries, TimeSeriesDict
 from offline_iaas.config import CampaignConfig, config_from_dict
 from offline_iaas.data.discovery import FrameFile, find_frames
 from offline_iaas.data.frames import DECIMATION_HALF, iter_reads, read_span
+from offline_iaas.data.gwf_reader import channel_names, read_channels
 from offline_iaas.data.preflight import frame_problems, preflight, problem_report
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import DataError, exit_code
@@ -309,6 +310,55 @@ def test_s6_frame_matches_gwpy_resample() -> None:
     rms = np.sqrt(np.mean(theirs.value**2))
     inner = slice(205, -205)
     assert np.max(np.abs(ours[inner] - theirs.value[inner])) < 2e-3 * rms
+
+
+def _typed_frame(path: Path) -> dict[str, np.ndarray]:
+    """A 16 s GWF at 100 Hz (a step LAL cannot hold exactly) with one channel of each sample
+    type real frames carry, written by gwpy; its samples by channel."""
+    rng = np.random.default_rng(7)
+    samples = {f"X1:TYPED-{np.dtype(t).name.upper()}": (rng.normal(size=1600) * 1e3).astype(t)
+               for t in (np.float64, np.float32, np.int16, np.int32, np.int64)}
+    samples["X1:TYPED-UINT32"] = rng.integers(0, 2**31, 1600).astype(np.uint32)
+    TimeSeriesDict({name: TimeSeries(values, t0=START, sample_rate=100, name=name,
+                                     channel=name) for name, values in samples.items()}
+                   ).write(path, format="gwf")
+    return samples
+
+
+def test_reader_gives_every_sample_type_as_gwpy_reads_it(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader's LALFrame calls against gwpy's reader, for every type and range, and when
+    LALFrame stops one sample short (lalsuite issue 710) on the first read of a channel."""
+    path = tmp_path / f"X-TYPED-{START}-16.gwf"
+    samples = _typed_frame(path)
+    assert sorted(channel_names(str(path))) == sorted(samples)
+    for first, last in [(0, 1600), (0, 1), (1599, 1600), (357, 1211)]:
+        a, b = START + first / 100 - 1e-6, START + last / 100 + 1e-6
+        ours = read_channels(str(path), list(samples), a, b)
+        theirs = TimeSeriesDict.read(path, list(samples), start=max(a, START),
+                                     end=min(b, START + 16), format="gwf")
+        for name, values in samples.items():
+            t0, rate, read = ours[name]
+            assert (t0, rate) == (float(theirs[name].t0.value), 100.0), name
+            assert np.array_equal(read, theirs[name].value.astype(np.float64)), name
+            assert np.array_equal(read, values[first:last].astype(np.float64)), name
+            if last - first > 1:  # the control: one sample late
+                assert not np.array_equal(read[1:], values[first:last - 1]), name
+
+    import lalframe
+
+    full = lalframe.FrStreamReadREAL8TimeSeries
+    calls = []
+
+    def one_short(stream, name, start, seconds, limit):
+        calls.append(seconds)
+        return full(stream, name, start, seconds - (0.01 if len(calls) == 1 else 0), limit)
+
+    monkeypatch.setattr(lalframe, "FrStreamReadREAL8TimeSeries", one_short)
+    name = "X1:TYPED-FLOAT64"
+    t0, _, read = read_channels(str(path), [name], START, START + 16)[name]
+    assert len(calls) == 2 and t0 == START
+    assert np.array_equal(read, samples[name])
 
 
 # ---- many rates, many files ------------------------------------------------------------------

@@ -112,11 +112,11 @@ def merge_shard(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) ->
 
 def _load_libraries(cleans_strain: bool) -> None:
     """What a shard merge loads whatever its data (its set-up, timed apart so that ``plan``
-    scales only the rest with the data): gwpy, and the frame reader with the frame library
-    when it writes cleaned strain."""
-    import gwpy.timeseries  # noqa: F401
-
+    scales only the rest with the data): when it writes cleaned strain, gwpy (its ASDs and
+    GWF files) and the frame reader with the frame library; otherwise nothing."""
     if cleans_strain:
+        import gwpy.timeseries  # noqa: F401
+
         reader().start()
 
 
