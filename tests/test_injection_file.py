@@ -337,7 +337,8 @@ def test_a_byte_that_crashes_or_hangs_the_hdf5_library_is_named_not_a_dead_or_hu
         _, datasets, _ = frame_reader.call(_read_parameters, tmp_path / "set.h5")
         assert len(datasets["mass_1"]) == len(sample_set())
         frame_reader.timeout_seconds = 3
-        pid = frame_reader._proc.pid
+        pid = frame_reader.pid
+        assert pid is not None
         with pytest.raises(DataError) as caught:
             frame_reader.call(_read_parameters, damaged)
         documented("injection-hangs-hdf5", str(caught.value),

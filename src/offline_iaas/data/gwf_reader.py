@@ -354,6 +354,11 @@ class GwfReader:
             except OSError:
                 pass
 
+    @property
+    def pid(self) -> int | None:
+        """The reader process's PID; None before it starts and once this side has stopped it."""
+        return None if self._proc is None else self._proc.pid
+
     def close(self) -> None:
         """Stop the reader process (it also stops by itself when this process ends)."""
         with self._lock:
