@@ -16,7 +16,7 @@ from gwpy.timeseries import TimeSeries, TimeSeriesDict
 from offline_iaas.config import CampaignConfig, config_from_dict
 from offline_iaas.data.discovery import FrameFile, find_frames
 from offline_iaas.data.frames import DECIMATION_HALF, iter_reads, read_span
-from offline_iaas.data.gwf_reader import channel_names, read_channels
+from offline_iaas.data.gwf_reader import channel_names, frames_span, read_channels
 from offline_iaas.data.preflight import frame_problems, preflight, problem_report
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import DataError, exit_code
@@ -332,9 +332,11 @@ def test_reader_gives_every_sample_type_as_gwpy_reads_it(tmp_path: Path,
     path = tmp_path / f"X-TYPED-{START}-16.gwf"
     samples = _typed_frame(path)
     assert sorted(channel_names(str(path))) == sorted(samples)
+    frames = frames_span(str(path))
+    assert frames == (START, START + 16)
     for first, last in [(0, 1600), (0, 1), (1599, 1600), (357, 1211)]:
         a, b = START + first / 100 - 1e-6, START + last / 100 + 1e-6
-        ours = read_channels(str(path), list(samples), a, b)
+        ours = read_channels(str(path), list(samples), a, b, frames)
         theirs = TimeSeriesDict.read(path, list(samples), start=max(a, START),
                                      end=min(b, START + 16), format="gwf")
         for name, values in samples.items():
@@ -356,7 +358,7 @@ def test_reader_gives_every_sample_type_as_gwpy_reads_it(tmp_path: Path,
 
     monkeypatch.setattr(lalframe, "FrStreamReadREAL8TimeSeries", one_short)
     name = "X1:TYPED-FLOAT64"
-    t0, _, read = read_channels(str(path), [name], START, START + 16)[name]
+    t0, _, read = read_channels(str(path), [name], START, START + 16, frames)[name]
     assert len(calls) == 2 and t0 == START
     assert np.array_equal(read, samples[name])
 

@@ -106,10 +106,11 @@ def channel_names(path: str) -> list[str]:
     return names
 
 
-def read_channels(path: str, names: Sequence[str], gps_start: float, gps_end: float
-                  ) -> dict[str, Series]:
-    """``names`` from one GWF file over ``[gps_start, gps_end)``, clipped to its frames'
-    span: each channel's samples from the first at or after ``gps_start``, as float64."""
+def read_channels(path: str, names: Sequence[str], gps_start: float, gps_end: float,
+                  frames: tuple[float, float]) -> dict[str, Series]:
+    """``names`` from one GWF file over ``[gps_start, gps_end)``, clipped to ``frames`` (its
+    frames' span, ``frames_span``): each channel's samples from the first at or after
+    ``gps_start``, as float64."""
     import lal
     import lalframe
 
@@ -117,17 +118,16 @@ def read_channels(path: str, names: Sequence[str], gps_start: float, gps_end: fl
                   lal.I4_TYPE_CODE: "INT4", lal.I8_TYPE_CODE: "INT8", lal.U2_TYPE_CODE: "UINT2",
                   lal.U4_TYPE_CODE: "UINT4", lal.U8_TYPE_CODE: "UINT8",
                   lal.C_TYPE_CODE: "COMPLEX8", lal.Z_TYPE_CODE: "COMPLEX16"}
-    frames_start, frames_end = frames_span(path)
-    gps_start, gps_end = max(frames_start, gps_start), min(frames_end, gps_end)
+    gps_start, gps_end = max(frames[0], gps_start), min(frames[1], gps_end)
     if gps_end <= gps_start:
         raise ValueError(f"no data in GPS {gps_span_text(gps_start, gps_end)}")
     stream = lalframe.FrStreamOpen(*os.path.split(os.path.abspath(path)))
+    start, end = lal.LIGOTimeGPS(gps_start), lal.LIGOTimeGPS(gps_end)
     out: dict[str, Series] = {}
     for name in names:
-        lalframe.FrStreamSeek(stream, lal.LIGOTimeGPS(gps_start))
+        lalframe.FrStreamSeek(stream, start)
         kind = type_names[lalframe.FrStreamGetTimeSeriesType(name, stream)]
         read = getattr(lalframe, f"FrStreamRead{kind}TimeSeries")
-        start, end = lal.LIGOTimeGPS(gps_start), lal.LIGOTimeGPS(gps_end)
         series = read(stream, name, start, float(end - start), 0)
         t0, step, parts = float(series.epoch), series.deltaT, [series.data.data]
         # LALFrame may stop one sample short (lalsuite issue 710): read the rest. GPS times
@@ -152,9 +152,10 @@ def frames_span(path: str) -> tuple[float, float]:
     return first, last + float(lalframe.FrFileQueryDt(frfile, count - 1))
 
 
-def span_lie(path: str, named: tuple[float, float]) -> str:
-    """Why a file's frames do not span what its name says (``its name says ...``), or ''."""
-    first, end = frames_span(path)
+def span_lie(frames: tuple[float, float], named: tuple[float, float]) -> str:
+    """Why a file's frames' span (``frames_span``) is not what its name says (``its name
+    says ...``), or ''."""
+    first, end = frames
     if abs(first - named[0]) <= SPAN_TOLERANCE_SECONDS and \
             abs(end - named[1]) <= SPAN_TOLERANCE_SECONDS:
         return ""
@@ -177,7 +178,8 @@ def read_files(items: Sequence[FileRead], names: Sequence[str]) -> dict[str, Ser
     first: dict[str, tuple[float, float]] = {}
     for item in items:
         listed = set(channel_names(item.path))  # LALFrame crashes here on a truncated file
-        lie = span_lie(item.path, (item.gps_start, item.gps_end))
+        frames = frames_span(item.path)
+        lie = span_lie(frames, (item.gps_start, item.gps_end))
         if lie:
             raise BadFrameFile(f"frame file {item.path}: {lie}", Path(item.path),
                                item.gps_start, item.gps_end)
@@ -187,7 +189,8 @@ def read_files(items: Sequence[FileRead], names: Sequence[str]) -> dict[str, Ser
                             f"{gps_range_text(item.read_start, item.read_end)})")
         # LALFrame returns the samples at or after `start`: a little margin on both sides
         eps = SPAN_TOLERANCE_SECONDS
-        data = read_channels(item.path, names, item.read_start - eps, item.read_end + eps)
+        data = read_channels(item.path, names, item.read_start - eps, item.read_end + eps,
+                             frames)
         for name in names:
             t0, rate, samples = data[name]
             first.setdefault(name, (t0, rate))
@@ -200,13 +203,14 @@ def probe_file(path: str, wanted: Sequence[str], gps_start: float, seconds: floa
     """A file's table of contents, the rates of ``wanted`` from a short read, and its frames'
     GPS span (first frame's start to last frame's end) against ``span``, its name's."""
     names = channel_names(path)
-    lie = span_lie(path, span)
+    frames = frames_span(path)
+    lie = span_lie(frames, span)
     if lie:
         raise ValueError(lie)
     present = [n for n in wanted if n in names]
     rates: dict[str, float] = {}
     if present:
-        data = read_channels(path, present, gps_start, gps_start + seconds)
+        data = read_channels(path, present, gps_start, gps_start + seconds, frames)
         for name in present:
             t0, rate, samples = data[name]
             if len(samples) == 0:
