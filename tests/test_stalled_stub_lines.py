@@ -213,3 +213,45 @@ def test_tritonserver_dead_by_sigbus_after_its_stub_was_called_not_healthy_is_to
     problems = ServerLogWatch(tmp_path / "killed").problems(exits_expected=False,
                                                            crashes_expected=False)
     assert len(problems) == 2 and "exited on its own" in problems[-1]
+
+
+# tritonserver dead by SIGSEGV with no trace (its trace failed), then the stub aborting on the
+# shared memory's lock the dead server held, from its thread that sends the model's metric
+# (a CI run's stalled-stub test, cut)
+UNTRACED_THEN_LOCK = """\
+Signal (11) received.
+{ended}
+Signal (15) received.
+terminate called after throwing an instance of 'boost::interprocess::lock_exception'
+  what():  boost::interprocess::lock_exception
+Fatal Python error: Aborted
+
+Current thread 0x00007f7cabfff000 (most recent call first):
+  File "/run/model-repository/offline-iaas/1/model.py", line 118 in _count
+  File "/run/model-repository/offline-iaas/1/model.py", line 110 in _sweep
+
+Extension modules: numpy.core._multiarray_umath (total: 1)
+"""
+
+
+def test_tritonserver_dead_untraced_then_the_stub_aborted_on_the_shared_lock_is_told_apart(
+        ) -> None:
+    told = {"127.0.0.1:56963"}
+    log = STARTED + UNTRACED_THEN_LOCK.format(ended=ended_epoch_line("client0", 1))
+    crash, ended, abort = (_lines(log, start)[0] for start in (
+        "Signal (11)", "offline-iaas serve: ending", "Fatal Python error"))
+    assert stalled_stub_crashes(log, told) == dict.fromkeys((crash, ended, abort), 1)
+    # the controls: no client told so; the stub aborted on another exception (the model's,
+    # in its Python); Triton's trace outside the python backend: serve's line alone counts
+    assert stalled_stub_crashes(log, set()) == {}
+    elsewhere = log.replace("boost::interprocess::lock_exception", "std::runtime_error")
+    assert stalled_stub_crashes(elsewhere, told) == {ended: 1}
+    traced = log.replace("Signal (11) received.\n", "Signal (11) received.\n"
+                         " 0# 0x000055BC4ADD952D in /opt/tritonserver/lib/libgrpc.so\n")
+    assert stalled_stub_crashes(traced, told) == {ended + 1: 1}
+
+    # the stub's abort on that lock as the epoch's first crash, Python frame and all
+    first = STARTED + UNTRACED_THEN_LOCK.split("\n", 3)[3]
+    assert stalled_stub_crashes(first, told) == {_lines(first, "Fatal Python error")[0]: 1}
+    assert stalled_stub_crashes(first.replace("boost::interprocess::lock_exception",
+                                              "std::runtime_error"), told) == {}

@@ -12,7 +12,8 @@ and the message queue between the two processes are corrupted from then on: the 
 SIGSEGV in the backend's C++ (freeing a request: ``priv_deallocate`` under ``~InferRequest``,
 with no Python frame in its crashing thread), and tritonserver often dies too (SIGSEGV in
 ``libtriton_python.so``, SIGABRT on a C++ exception, or SIGBUS on a page of the shared memory,
-which Triton does not trace: a CI run). Seen here under heavy load and
+which Triton does not trace: a CI run; or SIGSEGV with no trace at all, after which the
+stub aborted on the shared memory's lock: another). Seen here under heavy load and
 reproduced by stopping a stub for 3 s mid-stream (``tests/test_server_crashes.py``).
 
 The stub does not always die (a CI run's stub lived on, and its server with it). So a client
@@ -49,6 +50,8 @@ _NOT_HEALTHY = r"Stub process '[^']*' is not healthy\."
 _TOLD_NOT_HEALTHY = re.compile(
     r"(?P<server>\S+) at (?P<address>\S+) answered with an error: " + _NOT_HEALTHY)
 PYTHON_BACKEND_LIBRARY = "libtriton_python.so"
+_LOCK_BROKEN = ("terminate called after throwing an instance of "
+                "'boost::interprocess::lock_exception'")
 _ENDED_EPOCH_LINE = (SERVE_PREFIX + "ending epoch {epoch}: {client} was answered that the "
                      "model's stub is not healthy")
 _ENDED_EPOCH = re.compile("^" + re.escape(_ENDED_EPOCH_LINE).replace(r"\{epoch\}", r"\d+")
@@ -92,25 +95,39 @@ def _stub_crashed_in_native_code(lines: list[str], fatal: FatalLine) -> bool | N
     return None
 
 
-def _backtrace_in_python_backend(lines: list[str], fatal: FatalLine) -> bool:
-    """Triton's backtrace after its ``Signal (N) received.`` runs through the python
-    backend's library."""
-    return any(PYTHON_BACKEND_LIBRARY in frame for frame in backtrace_frames(lines, fatal))
+def _aborted_on_the_shared_lock(lines: list[str], fatal: FatalLine) -> bool:
+    """``fatal`` (a stub's ``Fatal Python error: Aborted`` or Triton's ``Signal (6)``) is the
+    abort on an uncaught ``boost::interprocess::lock_exception``: the lock of the shared memory
+    between tritonserver and the stub, left broken by the other process (dead holding it, or
+    its memory corrupted). Only the backend's C++ takes that lock, whatever Python frame
+    called into it (the model's metric ``set`` sends a message through it)."""
+    before = lines[max(0, fatal.line_number - 4):fatal.line_number - 1]
+    return fatal.signal == "SIGABRT" and any(_LOCK_BROKEN in line for line in before)
 
 
-def _backend_brought_it_about(lines: list[str], crash: list[FatalLine]) -> bool:
+def _backend_brought_it_about(lines: list[str], crash: list[FatalLine],
+                              later: list[FatalLine]) -> bool:
     """The processes of ``crash`` (one, or tritonserver and the stub dying at the same
-    moment) died as the backend's corrupted state makes them die: the stub in native code, or
-    tritonserver in the python backend's library; and no stub died in Python code."""
+    moment) died as the backend's corrupted state makes them die: the stub in native code or
+    on the shared memory's broken lock, or tritonserver in the python backend's library, or
+    untraced with the epoch's next death (``later``: the fatal lines after ``crash``) an
+    abort on that lock; and no stub died in its Python code otherwise."""
     backend = False
     for fatal in crash:
         if fatal.process == "python-backend stub" and fatal.text.startswith("Fatal "):
-            native = _stub_crashed_in_native_code(lines, fatal)
+            native = _aborted_on_the_shared_lock(lines, fatal) or \
+                _stub_crashed_in_native_code(lines, fatal)
             if native is False:
                 return False
             backend = backend or bool(native)
         elif fatal.process == "tritonserver" and fatal.text.startswith("Signal "):
-            backend = backend or _backtrace_in_python_backend(lines, fatal)
+            # Triton's signal line with no frame after it: its trace failed (a CI run's
+            # stalled-stub test: SIGSEGV untraced, then the stub aborted on the lock)
+            frames = backtrace_frames(lines, fatal)
+            untraced_then_lock = not frames and bool(later) and \
+                _aborted_on_the_shared_lock(lines, later[0])
+            backend = backend or untraced_then_lock or \
+                any(PYTHON_BACKEND_LIBRARY in frame for frame in frames)
         elif fatal.process == "tritonserver" and fatal.signal == "SIGBUS":
             # a fault on a page of the shared memory (Triton traces SIGSEGV and SIGABRT
             # only, so serve's line is the sole witness); the model's Python runs in the
@@ -134,9 +151,10 @@ def stalled_stub_crashes(log_text: str, unhealthy_addresses: set[str]) -> dict[i
 
     In a server epoch (from ``Started GRPCInferenceService at <address>``) whose address is
     in ``unhealthy_addresses`` (:func:`told_not_healthy`), the first crash must be the stub's
-    with no Python frame in its crashing thread, or tritonserver's own with the python
-    backend's library in its backtrace or by SIGBUS, or come after ``serve`` ended the epoch
-    on a client's report; it and every fatal line after it in that epoch (tritonserver's
+    with no Python frame in its crashing thread or its abort on the shared memory's broken
+    lock, or tritonserver's own with the python backend's library in its backtrace, by
+    SIGBUS, or untraced and followed by an abort on that lock, or come after ``serve`` ended
+    the epoch on a client's report; it and every fatal line after it in that epoch (tritonserver's
     crash on the corrupted state, ``serve``'s own lines) count. The first crash is the
     epoch's first fatal line and any other that begins before its trace does (tritonserver
     and the stub dying at once write their traces into each other). Any other first crash
@@ -157,7 +175,8 @@ def stalled_stub_crashes(log_text: str, unhealthy_addresses: set[str]) -> dict[i
             ended.setdefault(epoch, number)
     counted = {number: epoch for epoch, number in ended.items()}
     for epoch, fatals in in_epoch.items():
+        crash = first_crash(lines, fatals)
         if ended.get(epoch, len(lines) + 1) < fatals[0].line_number or \
-                _backend_brought_it_about(lines, first_crash(lines, fatals)):
+                _backend_brought_it_about(lines, crash, fatals[len(crash):]):
             counted.update(dict.fromkeys((fatal.line_number for fatal in fatals), epoch))
     return counted
