@@ -216,8 +216,8 @@ def test_tritonserver_dead_by_sigbus_after_its_stub_was_called_not_healthy_is_to
 
 
 # tritonserver dead by SIGSEGV with no trace (its trace failed), then the stub aborting on the
-# shared memory's lock the dead server held, from its thread that sends the model's metric
-# (a CI run's stalled-stub test, cut)
+# shared memory's lock the dead server held, from its thread that sends the model's metric: the
+# order of a CI run's stalled-stub log (not kept), its lines as runs here print them
 UNTRACED_THEN_LOCK = """\
 Signal (11) received.
 {ended}

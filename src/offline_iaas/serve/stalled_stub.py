@@ -115,11 +115,11 @@ def _backend_brought_it_about(lines: list[str], crash: list[FatalLine],
     backend = False
     for fatal in crash:
         if fatal.process == "python-backend stub" and fatal.text.startswith("Fatal "):
-            native = _aborted_on_the_shared_lock(lines, fatal) or \
+            in_backend = _aborted_on_the_shared_lock(lines, fatal) or \
                 _stub_crashed_in_native_code(lines, fatal)
-            if native is False:
+            if in_backend is False:
                 return False
-            backend = backend or bool(native)
+            backend = backend or bool(in_backend)
         elif fatal.process == "tritonserver" and fatal.text.startswith("Signal "):
             # Triton's signal line with no frame after it: its trace failed (a CI run's
             # stalled-stub test: SIGSEGV untraced, then the stub aborted on the lock)
