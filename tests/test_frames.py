@@ -16,7 +16,7 @@ from gwpy.timeseries import TimeSeries, TimeSeriesDict
 from offline_iaas.config import CampaignConfig, config_from_dict
 from offline_iaas.data.discovery import FrameFile, find_frames
 from offline_iaas.data.frames import DECIMATION_HALF, iter_reads, read_span
-from offline_iaas.data.gwf_reader import channel_names, frames_span, read_channels
+from offline_iaas.data.gwf_reader import read_channels, table_of_contents
 from offline_iaas.data.preflight import frame_problems, preflight, problem_report
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import DataError, exit_code
@@ -331,8 +331,8 @@ def test_reader_gives_every_sample_type_as_gwpy_reads_it(tmp_path: Path,
     LALFrame stops one sample short (lalsuite issue 710) on the first read of a channel."""
     path = tmp_path / f"X-TYPED-{START}-16.gwf"
     samples = _typed_frame(path)
-    assert sorted(channel_names(str(path))) == sorted(samples)
-    frames = frames_span(str(path))
+    names, frames = table_of_contents(str(path))
+    assert sorted(names) == sorted(samples)
     assert frames == (START, START + 16)
     for first, last in [(0, 1600), (0, 1), (1599, 1600), (357, 1211)]:
         a, b = START + first / 100 - 1e-6, START + last / 100 + 1e-6
@@ -361,6 +361,41 @@ def test_reader_gives_every_sample_type_as_gwpy_reads_it(tmp_path: Path,
     t0, _, read = read_channels(str(path), [name], START, START + 16, frames)[name]
     assert len(calls) == 2 and t0 == START
     assert np.array_equal(read, samples[name])
+
+
+def _frames_in_one_file(path: Path, gps_start: float, frame_seconds: float, count: int) -> None:
+    """``count`` frames of one 16 Hz channel (``X1:MULTI``), back to back, in one file."""
+    import lal
+    import lalframe
+
+    out = lalframe.FrameUFrFileOpen(str(path), "w")
+    for index in range(count):
+        epoch = lal.LIGOTimeGPS(gps_start + index * frame_seconds)
+        frame = lalframe.FrameNew(epoch, frame_seconds, "test", 0, index, 0)
+        series = lal.CreateREAL8TimeSeries("X1:MULTI", epoch, 0, 1 / 16, lal.DimensionlessUnit,
+                                           int(frame_seconds * 16))
+        series.data.data[:] = np.arange(len(series.data.data)) + 1.0
+        lalframe.FrameAddREAL8TimeSeriesProcData(frame, series)
+        lalframe.FrameUFrameHWrite(out, frame)
+    del out  # closes the file
+
+
+def test_table_of_contents_spans_every_frame_of_a_file_as_gwpy_finds(tmp_path: Path) -> None:
+    """A file of three 4 s frames: the names and the first frame's start to the last frame's
+    end, as gwpy's ``data_segments`` finds them; one sample late (the control) is told apart."""
+    from gwpy.io.gwf import data_segments
+
+    from offline_iaas.data.gwf_reader import span_lie
+
+    for late_seconds in (0.0, 1 / 16):
+        path = tmp_path / f"X-MULTI{len(os.listdir(tmp_path))}-{START}-12.gwf"
+        _frames_in_one_file(path, START + 0.5 + late_seconds, 4.0, 3)
+        names, frames = table_of_contents(str(path))
+        theirs = data_segments([str(path)], "X1:MULTI")
+        assert names == ["X1:MULTI"] and len(theirs) == 1
+        assert frames == (float(theirs[0][0]), float(theirs[0][1]))
+        lie = span_lie(frames, (START + 0.5, START + 12.5))
+        assert (lie == "") == (late_seconds == 0), lie
 
 
 # ---- many rates, many files ------------------------------------------------------------------

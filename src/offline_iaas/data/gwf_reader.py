@@ -88,8 +88,9 @@ Series = tuple[float, float, np.ndarray]
 # ---- the reader process (what runs in the child) --------------------------------------------
 
 
-def channel_names(path: str) -> list[str]:
-    """Every channel a GWF file's table of contents lists (simulated, processed and ADC)."""
+def table_of_contents(path: str) -> tuple[list[str], tuple[float, float]]:
+    """Every channel a GWF file's table of contents lists (simulated, processed and ADC), and
+    its frames' GPS span: the first frame's start to the last frame's end."""
     import lalframe
 
     try:
@@ -102,14 +103,18 @@ def channel_names(path: str) -> list[str]:
     names = [getattr(lalframe, f"FrameUFrTOCQuery{kind}Name")(contents, index)
              for kind in ("Sim", "Proc", "Adc")
              for index in range(getattr(lalframe, f"FrameUFrTOCQuery{kind}N")(contents))]
+    last = lalframe.FrameUFrTOCQueryNFrame(contents) - 1
+    first_start = sum(lalframe.FrameUFrTOCQueryGTimeModf(contents, 0))
+    last_start = sum(lalframe.FrameUFrTOCQueryGTimeModf(contents, last))
+    span = (first_start, last_start + lalframe.FrameUFrTOCQueryDt(contents, last))
     del contents, frame_file  # the contents first
-    return names
+    return names, span
 
 
 def read_channels(path: str, names: Sequence[str], gps_start: float, gps_end: float,
                   frames: tuple[float, float]) -> dict[str, Series]:
     """``names`` from one GWF file over ``[gps_start, gps_end)``, clipped to ``frames`` (its
-    frames' span, ``frames_span``): each channel's samples from the first at or after
+    frames' span, from ``table_of_contents``): each channel's samples from the first at or after
     ``gps_start``, as float64."""
     import lal
     import lalframe
@@ -140,20 +145,8 @@ def read_channels(path: str, names: Sequence[str], gps_start: float, gps_end: fl
     return out
 
 
-def frames_span(path: str) -> tuple[float, float]:
-    """GPS start of a GWF file's first frame and end of its last (its table of contents)."""
-    import lal
-    import lalframe
-
-    frfile = lalframe.FrFileOpenURL(path)
-    count = lalframe.FrFileQueryNFrame(frfile)
-    first = float(lalframe.FrFileQueryGTime(lal.LIGOTimeGPS(), frfile, 0))
-    last = float(lalframe.FrFileQueryGTime(lal.LIGOTimeGPS(), frfile, count - 1))
-    return first, last + float(lalframe.FrFileQueryDt(frfile, count - 1))
-
-
 def span_lie(frames: tuple[float, float], named: tuple[float, float]) -> str:
-    """Why a file's frames' span (``frames_span``) is not what its name says (``its name
+    """Why a file's frames' span (from ``table_of_contents``) is not what its name says (``its name
     says ...``), or ''."""
     first, end = frames
     if abs(first - named[0]) <= SPAN_TOLERANCE_SECONDS and \
@@ -177,8 +170,7 @@ def read_files(items: Sequence[FileRead], names: Sequence[str]) -> dict[str, Ser
     joined: dict[str, list[np.ndarray]] = {name: [] for name in names}
     first: dict[str, tuple[float, float]] = {}
     for item in items:
-        listed = set(channel_names(item.path))  # LALFrame crashes here on a truncated file
-        frames = frames_span(item.path)
+        listed, frames = table_of_contents(item.path)  # LALFrame crashes on a truncated file
         lie = span_lie(frames, (item.gps_start, item.gps_end))
         if lie:
             raise BadFrameFile(f"frame file {item.path}: {lie}", Path(item.path),
@@ -202,8 +194,7 @@ def probe_file(path: str, wanted: Sequence[str], gps_start: float, seconds: floa
                span: tuple[float, float]) -> dict[str, Any]:
     """A file's table of contents, the rates of ``wanted`` from a short read, and its frames'
     GPS span (first frame's start to last frame's end) against ``span``, its name's."""
-    names = channel_names(path)
-    frames = frames_span(path)
+    names, frames = table_of_contents(path)
     lie = span_lie(frames, span)
     if lie:
         raise ValueError(lie)
