@@ -1,11 +1,12 @@
-"""The limit: the mode's whole-window network graphs in-process over every window, no server.
+"""The limit: the mode's graphs in-process over the whole span, no server.
 
-What a user's own loop would do: cut the stream into windows, run the exported graphs with
-onnxruntime on batches of ``batch_size`` windows (the same sessions settings as the served
-model), average DeepClean's overlapping predictions, subtract and window the cleaned strain
-(e2e). That loop is ``pipeline.mode_stream`` (the fused model's step, ``ModeStream``), on the
-graphs of the repository the service serves; a zero state at each share's start, so the same
-windows are computed. No network, no serialisation, no server.
+What a user's own loop would do: run the exported graphs with onnxruntime on batches of
+``batch_size`` windows (the same sessions settings as the served model), average DeepClean's
+overlapping predictions, subtract and window the cleaned strain (e2e). That loop is
+``pipeline.mode_stream`` (the fused model's step, ``ModeStream``), on the graphs of the
+repository it is given: the service's (the streamed graphs where the workload streams) for the
+limit, the whole-window repository's for the whole-window limit; a zero state at each share's
+start, so the same windows are computed. No network, no serialisation, no server.
 
 The same threads as the server: the server's ``instances`` stub processes run one
 onnxruntime thread each. A user's loop could spend them two ways, and the limit is the faster:
