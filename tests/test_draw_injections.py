@@ -19,10 +19,9 @@ from offline_iaas.cli import main
 from offline_iaas.config import config_from_dict
 from offline_iaas.data.synth import design_asd, write_synthetic_dataset
 from offline_iaas.search.draw_injections import (
+    MARGIN_SECONDS,
     MEASURED_PSD_SECONDS,
     draw_above_cut,
-    slot_times,
-    waveform_bounds,
 )
 from offline_iaas.search.injection_file import read_injection_set
 from offline_iaas.search.population import PopulationSpec, draw_binaries
@@ -70,7 +69,7 @@ def gwpy_strain(directory: Path, ifo: str, lo: float, hi: float) -> np.ndarray:
 # The oracle of the recorded SNRs, from the documented definitions (the module docstrings of
 # search/draw_injections.py and search/waveforms.py) with lal, lalsimulation and scipy only.
 PSD_SECONDS, SEGMENT = 64.0, 1024  # the measured PSD's span; its 4 s Welch segments
-SNR_REL = 1e-4
+SNR_REL = 1e-5
 
 
 def span_by_definition(t: float, start: float, end: float) -> tuple[float, float]:
@@ -101,6 +100,25 @@ def inverse_bias_by_order_statistic(k: int) -> float:
 
 
 INVERSE_BIAS_31 = inverse_bias_by_order_statistic(31)
+
+
+def slots_by_hand() -> list[float]:
+    """The slots by the module docstring's definition, with lalsimulation's SimInspiralTD
+    only: ``t_j = start + lead + interval (j + 1/2)``, ``lead`` the longest waveform before
+    coalescence (the lightest binary at z = 0, spins +spin_max) plus the margin, ``trail`` the
+    longest after it (the heaviest at redshift_max, detector frame) plus the margin."""
+    def before_after(mass_detector: float) -> tuple[float, float]:
+        hp, _ = lalsimulation.SimInspiralTD(
+            mass_detector * lal.MSUN_SI, mass_detector * lal.MSUN_SI, 0.0, 0.0, 0.5,
+            0.0, 0.0, 0.5, 1e9 * lal.PC_SI, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0 / FS, 20.0, 20.0,
+            None, lalsimulation.GetApproximantFromString("IMRPhenomD"))
+        before = -float(hp.epoch)
+        return before, len(hp.data.data) / FS - before
+    light, heavy = before_after(25.0), before_after(40.0 * 1.4)
+    lead = max(light[0], heavy[0]) + MARGIN_SECONDS
+    trail = max(light[1], heavy[1]) + MARGIN_SECONDS
+    return [START + lead + INTERVAL * (j + 0.5)
+            for j in range(int((DURATION - lead - trail) // INTERVAL))]
 
 
 def strain_by_hand(row: dict[str, float], ifo: str) -> np.ndarray:
@@ -154,9 +172,12 @@ def test_draw_injections_writes_every_layout_cut_at_each_time(clean_frames: Path
         assert main(["draw-injections", str(config), "--out", str(out),
                      "--interval-seconds", str(INTERVAL), *layout]) == 0
     injections = read_injection_set(outs["ours"])
-    times = [START + round((t - START) * FS) / FS  # on the data's sample grid
-             for t in slot_times(START, DURATION, INTERVAL, waveform_bounds(SPEC, FS))]
-    assert [b.gps_time for b in injections.binaries] == times
+    times = [b.gps_time for b in injections.binaries]
+    np.testing.assert_allclose(times, slots_by_hand(), rtol=0, atol=1 / FS)  # the sample grid
+    # the control: without the margin at the start, the slots are a second early
+    assert not np.allclose(times, np.array(slots_by_hand()) - MARGIN_SECONDS, rtol=0,
+                           atol=1 / FS)
+    assert np.array_equal(np.round((np.array(times) - START) * FS) / FS, np.subtract(times, START))
     assert len(times) == 11 and np.all(np.diff(times) == INTERVAL)
     attrs = injections.attrs
     assert attrs["injected"] == 11 and attrs["drawn"] > attrs["injected"]  # some rejected

@@ -49,9 +49,6 @@ def test_the_foreground_s_expected_windows_match_the_pieces_it_streams(config, r
     counted = counted_windows_per_second(config, poisson_times(config, rate, 7))
     expected = foreground_windows_per_second(config.geometry, rate, config.search.found_seconds)
     assert abs(expected / counted - 1) <= TOLERANCE
-    stretch = [Stretch(0, config.data.start, config.data.start + SPAN_SECONDS)]
-    assert foreground_windows(config.geometry, stretch, list(poisson_times(config, rate, 7)),
-                              config.search.found_seconds) == round(counted * SPAN_SECONDS)
     # the negative controls: no merging of nearby injections, or a window more of warm-up
     # per injection, miss the count
     alone = (2 * config.search.found_seconds / config.stride_seconds
@@ -70,6 +67,24 @@ def test_evenly_spaced_injections_each_stream_their_warm_up_and_found_windows(co
     expected = foreground_windows_per_second(config.geometry, 1 / interval,
                                              config.search.found_seconds, evenly_spaced=True)
     assert abs(expected / counted - 1) <= 0.001
+
+
+def test_the_foreground_s_windows_are_counted_by_hand_over_two_stretches(config) -> None:
+    """Three injections 100 s apart in each of two stretches, off the window grid: each
+    streams its stretch's warm-up and the windows within the found reach on both sides,
+    counted by hand; an injection in neither stretch adds nothing, and two within the reach
+    of each other share their windows (the controls)."""
+    start, reach = config.data.start, config.search.found_seconds
+    per_injection = round(2 * reach / config.stride_seconds) + config.stretch_warmup_windows
+    stretches = [Stretch(0, start, start + 400.0), Stretch(1, start + 400.0, start + 800.0)]
+    times = [start + offset + 100.0 * k + 0.37 * config.stride_seconds
+             for offset in (0.0, 400.0) for k in (1, 2, 3)]
+    assert foreground_windows(config.geometry, stretches, times, reach) == 6 * per_injection
+    outside = times + [start + 1000.0]
+    assert foreground_windows(config.geometry, stretches, outside, reach) == 6 * per_injection
+    near = times + [times[0] + config.stride_seconds]
+    merged = foreground_windows(config.geometry, stretches, near, reach)
+    assert merged == 6 * per_injection + 1
 
 
 def test_a_foreground_piece_streams_no_slide_history(config) -> None:

@@ -310,6 +310,8 @@ def test_s6_frame_matches_gwpy_resample() -> None:
     rms = np.sqrt(np.mean(theirs.value**2))
     inner = slice(205, -205)
     assert np.max(np.abs(ours[inner] - theirs.value[inner])) < 2e-3 * rms
+    late = slice(204, -206)  # the control: gwpy's samples one (output) sample late
+    assert np.max(np.abs(ours[inner] - theirs.value[late])) > 2e-3 * rms
 
 
 def _typed_frame(path: Path) -> dict[str, np.ndarray]:

@@ -83,6 +83,8 @@ def test_deepclean_scaling_is_baked_in() -> None:
     raw = x * torch.tensor(std)[:, None] + torch.tensor(mean)[:, None]
     with torch.no_grad():
         np.testing.assert_allclose(standardised(raw).numpy(), base(x).numpy(), atol=1e-5)
+        late = base(torch.roll(x, 1, dims=-1)).numpy()  # the control: a sample late
+        assert not np.allclose(standardised(raw).numpy(), late, atol=1e-5)
 
 
 def test_average_overlapping_matches_a_loop() -> None:
@@ -191,3 +193,5 @@ def test_onnx_export_equals_torch(kind: str, tmp_path: Path) -> None:
         want = model(torch.as_tensor(x)).numpy()
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    late = np.roll(want, 1, axis=-1)  # the control: a sample late
+    assert not np.allclose(got, late, rtol=1e-5, atol=1e-5 * np.abs(want).max())

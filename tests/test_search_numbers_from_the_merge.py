@@ -81,6 +81,22 @@ def merged(tmp_path: Path) -> tuple[dict, Path, Path]:
     return json.loads((tmp_path / "campaign.json").read_text())["bbhnet"], path, listed
 
 
+def livetime_by_definition(lags: list[float], exclusion_seconds: float = 4.0) -> float:
+    """The slides' livetime ``L``: over each slide's lag, the seconds of the statistic's rows
+    (windows of 1 s ending at 1, 1.25, ..., 1000 s, each its 0.25 s stride: ``(0.75, 1000]``)
+    where the slide is formed (``t - lag`` a row too) and neither ``t`` nor ``t - lag`` lies
+    within ``exclusion_seconds`` (search.exclusion_seconds' default) of an injection or in
+    the training span. Counted on a 1/16 s grid, exact here: every edge lies on it."""
+    cell = 1 / 16
+    t = np.arange(0.75, 1000.0, cell) + cell / 2  # the cells' middles
+    cuts = [(i - exclusion_seconds, i + exclusion_seconds) for i in INJECTIONS] + [TRAINING]
+
+    def cut(x: np.ndarray) -> np.ndarray:
+        return np.any([(a <= x) & (x < b) for a, b in cuts], axis=0)
+    return sum(float(np.sum((t - lag > 0.75) & ~cut(t) & ~cut(t - lag))) * cell
+               for lag in lags)
+
+
 def agrees(value, expected, rel: float = TOLERANCE) -> bool:
     """``|value - expected| <= rel |expected|``; NaN or None never agrees."""
     if value is None or expected is None:
@@ -105,10 +121,11 @@ def problems(bbhnet: dict, path: Path, listed: Path, *, confidence: float = 0.68
         times = np.asarray(f["triggers"]["time"], np.float64)
         statistic = np.asarray(f["triggers"]["statistic"], np.float64)
         background = np.asarray(f["background"]["statistic"], np.float64)
-    livetime = bbhnet["background_livetime_seconds"]
+    livetime, out = bbhnet["background_livetime_seconds"], []
+    if not agrees(livetime, livetime_by_definition([1.0, 2.0, 3.0])):
+        out.append(f"livetime {livetime}, here {livetime_by_definition([1.0, 2.0, 3.0])}")
     louder = (background[None, :] >= statistic[:, None]).sum(axis=1)
     ifars = livetime / (1 + louder) / YEAR
-    out = []
     if not agrees(bbhnet["loudest_ifar_years"], float(ifars.max())):
         out.append(f"loudest IFAR {bbhnet['loudest_ifar_years']}, here {ifars.max()}")
     listing = json.loads(listed.read_text())
@@ -120,6 +137,11 @@ def problems(bbhnet: dict, path: Path, listed: Path, *, confidence: float = 0.68
     vt_full = population["time_volume_gpc3"] * t_years
     reach = livetime / YEAR
     measured = [p for p in bbhnet["sensitivity"]["curve"] if p["ifar_threshold_years"] <= reach]
+    for point in bbhnet["sensitivity"]["curve"]:  # beyond the reach: nothing is measurable
+        if point["ifar_threshold_years"] > reach and (point["measurable"]
+                                                      or point["vt_gpc3_years"] is not None):
+            out.append(f"IFAR {point['ifar_threshold_years']:.3g} yr, beyond the reach "
+                       f"{reach:.3g} yr: measured")
     for point in measured:
         threshold = point["ifar_threshold_years"]
         found = sum(bool(np.any((np.abs(times - t) <= FOUND_SECONDS) & (ifars >= threshold)))
@@ -165,6 +187,10 @@ def test_the_search_numbers_check_fails_on_a_wrong_interval_time_livetime_or_nan
     assert problems(bbhnet, path, listed, shift_injections=5.0) != []  # injections elsewhere
     halved = {**bbhnet, "background_livetime_seconds": bbhnet["background_livetime_seconds"] / 2}
     assert any("loudest IFAR" in p for p in problems(halved, path, listed))
+    assert any(p.startswith("livetime") for p in problems(halved, path, listed))
+    # the livetime's own control: the exclusion a sample (1/16 s) wider misses it
+    assert not agrees(bbhnet["background_livetime_seconds"],
+                      livetime_by_definition([1.0, 2.0, 3.0], exclusion_seconds=4.0625))
     point = bbhnet["sensitivity"]["curve"][0]
     nan = {**bbhnet, "sensitivity": {**bbhnet["sensitivity"], "curve": [
         {**point, "sensitive_distance_mpc": float("nan")}]}}

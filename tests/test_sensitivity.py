@@ -18,7 +18,6 @@ from offline_iaas.physics import (
     place_injections,
 )
 from offline_iaas.science.bbhnet.sensitivity import (
-    CONFIDENCE,
     SlidePlan,
     background_note,
     best_ifars,
@@ -92,7 +91,7 @@ def wilson(k: int, n: int, z: float = 1.0) -> tuple[float, float]:
 
 
 def test_the_interval_is_not_empty_when_nothing_or_everything_is_found() -> None:
-    tail = (1 - CONFIDENCE) / 2
+    tail = (1 - ONE_SIGMA) / 2  # the documented level, not the module's constant
     low, high = found_fraction_interval(0, 10)
     assert low == 0.0 and high > 0.0
     assert high == pytest.approx(quantile(1 - tail, 0.5, 10.5), abs=1e-6)
@@ -109,7 +108,7 @@ def test_the_interval_is_not_empty_when_nothing_or_everything_is_found() -> None
 
 
 def test_the_interval_takes_fractional_trials() -> None:
-    tail = (1 - CONFIDENCE) / 2
+    tail = (1 - ONE_SIGMA) / 2  # the documented level, not the module's constant
     low, high = found_fraction_interval(2, 7.5)
     assert (low, high) == (pytest.approx(quantile(tail, 2.5, 6.0), abs=1e-6),
                            pytest.approx(quantile(1 - tail, 2.5, 6.0), abs=1e-6))
@@ -285,7 +284,7 @@ def test_the_summary_states_vt_at_1_month_and_1_year_or_why_not() -> None:
     assert month["vt_gpc3_years"] == pytest.approx(2.0 * 0.5 * 2 / 4)
     assert month["measurable"] and year["measurable"] and found["notes"] == []
     assert found["population"] == population
-    assert found["interval"] == {"method": "jeffreys", "confidence": CONFIDENCE}
+    assert found["interval"] == {"method": "jeffreys", "confidence": ONE_SIGMA}
     assert found["at_reach"]["ifar_threshold_years"] == pytest.approx(2.0)
     curve = [p["ifar_threshold_years"] for p in found["curve"]]
     assert curve == sorted(curve) and curve[0] == pytest.approx(1 / (365.25 * 24))

@@ -158,6 +158,9 @@ def test_streamed_bbhnet_equals_the_exported_onnx_graph_on_every_window(tmp_path
     graph = session.run(None, {"windows": whole_windows(samples, kernel, stride)})[0]
     values = stream(StreamedBBHnet(network, kernel, stride), samples, [7])
     assert relative_difference(values, graph) <= TOLERANCE
+    late = np.concatenate([np.zeros((2, 1), np.float32), samples[:, :-1]], axis=1)
+    late_graph = session.run(None, {"windows": whole_windows(late, kernel, stride)})[0]
+    assert relative_difference(values, late_graph) > 100 * TOLERANCE  # the control
 
 
 def test_streamed_bbhnet_on_input_shifted_by_one_sample_differs():

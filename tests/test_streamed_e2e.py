@@ -88,6 +88,8 @@ def test_the_streamed_e2e_reference_equals_the_whole_window_chain(chains) -> Non
         mine, theirs = a["triggers_raw"][()], b["triggers_raw"][()]
     assert len(mine) > 3 and np.array_equal(mine["time"], theirs["time"])
     assert relative_difference(mine["statistic"], theirs["statistic"]) <= WHOLE_WINDOW_BOUND
+    late = np.roll(theirs["statistic"], 1)  # the control: a trigger late
+    assert relative_difference(mine["statistic"], late) > 100 * WHOLE_WINDOW_BOUND
 
 
 @pytest.mark.slow

@@ -402,6 +402,8 @@ def test_a_users_injection_file_is_injected(
     diff = strain_of(tmp_path / "frames", "H1") - strain_of(quiet, "H1")
     expected = expected_signal(summary, "H1", len(diff))
     np.testing.assert_allclose(diff, expected, rtol=0, atol=1e-9 * np.abs(expected).max())
+    late = np.roll(expected, 1)  # the control: a sample late
+    assert not np.allclose(diff, late, rtol=0, atol=1e-9 * np.abs(expected).max())
     assert independent_snr(diff) == pytest.approx(inj["ifos"]["H1"]["snr_design"], rel=0.01)
     assert inj["network_snr"] > 20  # 230 Mpc
 
