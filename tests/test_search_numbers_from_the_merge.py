@@ -1,9 +1,10 @@
 """The numbers the summary quotes of BBHnet's search (the loudest trigger's IFAR, VT with its
 Jeffreys interval, the sensitive distance with its interval) recomputed from what the merge
 writes: the ``triggers`` and ``background`` tables of the campaign file, the ``bbhnet``
-section of ``campaign.json`` (its livetime ``L`` and held-out time ``T``), and the injection
-list. The merge (``products.search_summary``) runs on a constructed set of triggers,
-background and injections; the oracle here imports nothing from the project and computes
+section of ``campaign.json`` (its held-out time ``T``; its livetime ``L`` is recomputed too,
+``livetime_by_definition``), and the injection list. The merge
+(``products.search_summary``) runs on a constructed set of triggers, background and
+injections; the oracle here imports nothing from the project and computes
 each number from its definition:
 
 - IFAR of a trigger of statistic ``s``: ``L / (1 + #{background >= s})`` in Julian years; the
