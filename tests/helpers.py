@@ -568,6 +568,13 @@ def relative_difference(values: np.ndarray, reference: np.ndarray) -> float:
     return float(np.max(np.abs(values - reference)) / np.max(np.abs(reference)))
 
 
+def a_sample_late(samples: np.ndarray) -> np.ndarray:
+    """``samples`` [channels, n] one sample later: a zero first, the last dropped (the input
+    of a comparison's negative control)."""
+    zero = np.zeros((samples.shape[0], 1), samples.dtype)
+    return np.concatenate([zero, samples[:, :-1]], axis=1)
+
+
 def assert_same_samples(values: np.ndarray, expected: np.ndarray) -> None:
     """``values`` equal ``expected`` bit for bit, ``expected`` is finite (``assert_array_equal``
     alone takes NaN for NaN), and the same comparison one sample late along the last axis

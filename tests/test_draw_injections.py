@@ -172,11 +172,10 @@ def test_draw_injections_writes_every_layout_cut_at_each_time(clean_frames: Path
         assert main(["draw-injections", str(config), "--out", str(out),
                      "--interval-seconds", str(INTERVAL), *layout]) == 0
     injections = read_injection_set(outs["ours"])
-    times = [b.gps_time for b in injections.binaries]
-    np.testing.assert_allclose(times, slots_by_hand(), rtol=0, atol=1 / FS)  # the sample grid
+    times, slots = [b.gps_time for b in injections.binaries], np.array(slots_by_hand())
+    np.testing.assert_allclose(times, slots, rtol=0, atol=1 / FS)  # the sample grid
     # the control: without the margin at the start, the slots are a second early
-    assert not np.allclose(times, np.array(slots_by_hand()) - MARGIN_SECONDS, rtol=0,
-                           atol=1 / FS)
+    assert not np.allclose(times, slots - MARGIN_SECONDS, rtol=0, atol=1 / FS)
     assert np.array_equal(np.round((np.array(times) - START) * FS) / FS, np.subtract(times, START))
     assert len(times) == 11 and np.all(np.diff(times) == INTERVAL)
     attrs = injections.attrs

@@ -16,7 +16,7 @@ from gwpy.timeseries import TimeSeries, TimeSeriesDict
 from offline_iaas.config import CampaignConfig, config_from_dict
 from offline_iaas.data.discovery import FrameFile, find_frames
 from offline_iaas.data.frames import DECIMATION_HALF, iter_reads, read_span
-from offline_iaas.data.gwf_reader import read_channels, table_of_contents
+from offline_iaas.data.gwf_reader import read_channels, span_lie, table_of_contents
 from offline_iaas.data.preflight import frame_problems, preflight, problem_report
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import DataError, exit_code
@@ -387,10 +387,8 @@ def test_table_of_contents_spans_every_frame_of_a_file_as_gwpy_finds(tmp_path: P
     end, as gwpy's ``data_segments`` finds them; one sample late (the control) is told apart."""
     from gwpy.io.gwf import data_segments
 
-    from offline_iaas.data.gwf_reader import span_lie
-
-    for late_seconds in (0.0, 1 / 16):
-        path = tmp_path / f"X-MULTI{len(os.listdir(tmp_path))}-{START}-12.gwf"
+    for index, late_seconds in enumerate((0.0, 1 / 16)):
+        path = tmp_path / f"X-MULTI{index}-{START}-12.gwf"
         _frames_in_one_file(path, START + 0.5 + late_seconds, 4.0, 3)
         names, frames = table_of_contents(str(path))
         theirs = data_segments([str(path)], "X1:MULTI")

@@ -123,8 +123,9 @@ def problems(bbhnet: dict, path: Path, listed: Path, *, confidence: float = 0.68
         statistic = np.asarray(f["triggers"]["statistic"], np.float64)
         background = np.asarray(f["background"]["statistic"], np.float64)
     livetime, out = bbhnet["background_livetime_seconds"], []
-    if not agrees(livetime, livetime_by_definition([1.0, 2.0, 3.0])):
-        out.append(f"livetime {livetime}, here {livetime_by_definition([1.0, 2.0, 3.0])}")
+    defined = livetime_by_definition([1.0, 2.0, 3.0])
+    if not agrees(livetime, defined):
+        out.append(f"livetime {livetime}, here {defined}")
     louder = (background[None, :] >= statistic[:, None]).sum(axis=1)
     ifars = livetime / (1 + louder) / YEAR
     if not agrees(bbhnet["loudest_ifar_years"], float(ifars.max())):

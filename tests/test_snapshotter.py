@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from offline_iaas.repository.backend.stateful import SnapshotState
+from tests.helpers import a_sample_late
 
 
 def naive_windows(data: np.ndarray, kernel: int, stride: int) -> np.ndarray:
@@ -21,7 +22,7 @@ def test_windows_do_not_depend_on_how_updates_are_split(splits: list[int]) -> No
         offset += n
     got = np.concatenate(pieces)
     np.testing.assert_array_equal(got, naive_windows(data, 40, 16))
-    late = np.concatenate([np.zeros((3, 1), np.float32), data[:, :-1]], axis=1)
+    late = a_sample_late(data)
     assert not np.array_equal(got, naive_windows(late, 40, 16))  # the control
     np.testing.assert_array_equal(state.state, data[:, -40:])
 

@@ -26,7 +26,7 @@ from offline_iaas.science.bbhnet.streamed import (
     macs_per_window,
     streamed_in_torch,
 )
-from tests.helpers import assert_same_samples, relative_difference
+from tests.helpers import a_sample_late, assert_same_samples, relative_difference
 from tests.streamed_runs import (
     randomise_batch_norms,
     resumed_from_a_checkpoint,
@@ -158,7 +158,7 @@ def test_streamed_bbhnet_equals_the_exported_onnx_graph_on_every_window(tmp_path
     graph = session.run(None, {"windows": whole_windows(samples, kernel, stride)})[0]
     values = stream(StreamedBBHnet(network, kernel, stride), samples, [7])
     assert relative_difference(values, graph) <= TOLERANCE
-    late = np.concatenate([np.zeros((2, 1), np.float32), samples[:, :-1]], axis=1)
+    late = a_sample_late(samples)
     late_graph = session.run(None, {"windows": whole_windows(late, kernel, stride)})[0]
     assert relative_difference(values, late_graph) > 100 * TOLERANCE  # the control
 

@@ -17,7 +17,7 @@ from offline_iaas.errors import NotStreamable
 from offline_iaas.models.weights import export_onnx
 from offline_iaas.repository.backend.streamed_network import Conv, open_streamed_network
 from offline_iaas.repository.streamed_foreign import cut_into_stream, write_cut
-from tests.helpers import relative_difference, save_traced
+from tests.helpers import a_sample_late, relative_difference, save_traced
 from tests.test_recognised_graphs import ResNetShaped
 
 KERNEL = 192
@@ -115,7 +115,7 @@ def test_a_graph_of_another_architecture_streams_what_it_gives_on_whole_windows(
           f"{relative_difference(streamed, whole):.2e}")
     assert streamed.shape == whole.shape and np.std(whole) > 1e-3 * np.abs(whole).max()
     assert relative_difference(streamed, whole) <= BOUND
-    late = np.concatenate([np.zeros((IFOS, 1), np.float32), stream[:, :-1]], axis=1)
+    late = a_sample_late(stream)
     assert relative_difference(streamed, _whole_windows(model, late, stride, count)) > 100 * BOUND
 
 
@@ -234,7 +234,7 @@ def test_a_torchscript_graph_of_another_architecture_is_converted_and_cut(tmp_pa
 
     streamed = _streamed(directory, samples, stride)
     assert relative_difference(streamed, whole(stream)) <= BOUND
-    late = np.concatenate([np.zeros((IFOS, 1), np.float32), stream[:, :-1]], axis=1)
+    late = a_sample_late(stream)
     assert relative_difference(streamed, whole(late)) > 100 * BOUND
 
 
@@ -347,6 +347,6 @@ def test_hand_written_graphs_stream_whatever_their_tensor_names_and_opset(
         whole = _whole_windows(model, stream, stride, count)
         streamed = _streamed(directory, samples, stride)
         assert relative_difference(streamed, whole) <= BOUND, name
-        late = np.concatenate([np.zeros((IFOS, 1), np.float32), stream[:, :-1]], axis=1)
+        late = a_sample_late(stream)
         assert relative_difference(streamed, _whole_windows(model, late, stride, count)
                                    ) > 100 * BOUND, name  # the control: a sample late
