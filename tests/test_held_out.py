@@ -107,6 +107,22 @@ def test_background_excludes_the_training_span(config) -> None:
     assert held_out["background_seconds"] == pytest.approx(66.0)
 
 
+def test_a_stretch_s_last_value_is_background_and_a_cut_s_start_is_not(config) -> None:
+    """A value is stamped at its stride's end: an analysed span ``(start, end]`` holds its
+    stamps, the last at ``end``. The cuts around an injection are ``[t - e, t + e)``, as for the
+    time slides' background (``outside_cuts``)."""
+    analysed = [(10.0, 20.0), (30.0, 40.0)]
+    injections = [Injection(35.0, 20.0)]  # cut [33, 37)
+    times = np.array([12.0, 20.0, 33.0, 35.0, 37.0])
+    values = np.array([1.0, 8.0, 9.0, 7.0, 6.0], np.float32)
+    result = found_missed(times, values, injections, config.search, analysed)
+    assert result["threshold"] == 8.0 and result["found"] == 0  # the first stretch's last value
+    # control: a value at the first span's start is no stamp of it (its stride lies before it)
+    moved = np.array([12.0, 10.0, 33.0, 35.0, 37.0])
+    result = found_missed(moved, values, injections, config.search, analysed)
+    assert result["threshold"] == 6.0 and result["found"] == 1
+
+
 # ---- which training spans the search leaves out (search/held_out.py) ------------------------
 
 TRAINING = {"deepclean-H1": [0.0, 100.0], "deepclean-L1": [0.0, 120.0],

@@ -87,7 +87,8 @@ def found_missed_problems(config: CampaignConfig, campaign: Path, trim_seconds: 
     sharing no code with the merge: the analysed time is ``oracle.analysed_spans``
     (``trim_seconds`` off each end: a control); the background
     is that time less ``exclusion_seconds`` around every injection, its threshold the loudest
-    trigger strictly inside it; an injection in the analysed time is found when a trigger
+    trigger in it (a trigger stamped at its stride's end: a span's end is its last stamp; a
+    cut ``[t - e, t + e)``); an injection in the analysed time is found when a trigger
     within ``found_seconds`` is louder."""
     bbhnet = json.loads((campaign.parent / "campaign.json").read_text())["bbhnet"]
     with h5py.File(campaign, "r") as f:
@@ -96,10 +97,14 @@ def found_missed_problems(config: CampaignConfig, campaign: Path, trim_seconds: 
     listed = [i["gps_time"] for i in json.loads(config.search.injections.read_text())[
         "injections"]]
     exclusion, found_seconds = config.search.exclusion_seconds, config.search.found_seconds
-    background = _without(spans, [(t - exclusion, t + exclusion) for t in listed])
-    inside = np.zeros(len(times), bool)
-    for a, b in background:
-        inside |= (times > a) & (times < b)
+    cuts = [(t - exclusion, t + exclusion) for t in listed]
+    background = _without(spans, cuts)
+    times = np.asarray(times, np.float64)
+    stamped = np.zeros(len(times), bool)  # a value is stamped at its stride's end
+    for a, b in spans:
+        stamped |= (times > a) & (times <= b)
+    inside = stamped & np.all([(times < c0) | (times >= c1) for c0, c1 in cuts] or [True],
+                              axis=0)
     threshold = values[inside].max() if inside.any() else np.inf
     counted = [t for t in listed if any(a <= t < b for a, b in spans)]
     found = sum(bool(np.any((np.abs(times - t) <= found_seconds) & (values > threshold)))

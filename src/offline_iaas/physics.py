@@ -1,9 +1,9 @@
 """The campaign's physics on plain arrays: band-pass, ASD ratio, triggers, false-alarm rates,
 which injections count and found/missed.
 
-Used by the merge's post-processing (``merge/postprocess.py``), the reference and the demo
-networks' evaluation (``science/<mode>/evaluation.py``); it depends on the config and the
-numerical libraries only, so both can import it.
+Used by the mode packages' products, reports and evaluation (``science/<mode>/``), the merge
+tree's reach (``merge/tree.py``) and the search's injection checks (``search/``); it depends on
+the config and the numerical libraries only, so all of them can import it.
 
 DeepClean
     The averaged prediction is band-passed (Butterworth, ``[deepclean]`` band and order:
@@ -439,8 +439,10 @@ def found_missed(
     """Found/missed of the injections inside the analysed stretches (module docstring), the
     held-out ones counted as in ``found_missed_at_ifar``.
 
-    The background leaves out ``exclusion_seconds`` around every injection and the
-    ``training`` spans left out (GPS ``[start, end)``), if known. With a ``foreground``
+    The background is the triggers of the ``analysed`` spans (a trigger is stamped at its
+    stride's end: a span ``(start, end]`` holds its stamps) outside ``exclusion_seconds``
+    around every injection and the ``training`` spans left out (GPS ``[start, end)``, if
+    known: ``background_cuts``). With a ``foreground``
     (times, values: injections on the fly) an injection's statistic is the foreground's near
     it. DataError for a statistic that is not finite, either's (``refuse_non_finite``).
     """
@@ -448,11 +450,15 @@ def found_missed(
     if foreground is not None:
         refuse_non_finite(foreground[1], "the foreground's statistic (injections added)",
                           lambda i: float(foreground[0][i]))
-    background_spans = subtract_spans(analysed, background_cuts(injections, search, training))
-    in_background = np.zeros(len(times), bool)
-    for start, end in background_spans:
-        in_background |= (times > start) & (times < end)
-    background = values[in_background]
+    cuts = background_cuts(injections, search, training)
+    background_spans = subtract_spans(analysed, cuts)
+    # a value is stamped at the end of its stride, so a span (start, end] holds its stamps;
+    # the cuts are half-open [start, end), as for the time slides' background
+    times = np.asarray(times, np.float64)
+    stamped = np.zeros(len(times), bool)
+    for start, end in analysed:
+        stamped |= (times > start) & (times <= end)
+    background = values[stamped & outside_cuts(times, cuts)]
     threshold = float(background.max()) if len(background) else float("inf")
     kept, counts = _counted(injections, analysed, training)
     rows = []
