@@ -45,7 +45,7 @@ import numpy as np
 
 from offline_iaas import records
 from offline_iaas.bench.provenance import source_commit
-from offline_iaas.completeness import file_sha256
+from offline_iaas.digests import file_sha256
 from offline_iaas.records import PartRecord, read_client_job, read_run_info, read_shard_job
 from offline_iaas.rundir import RunDir
 

@@ -494,8 +494,8 @@ def complete_part(run: RunDir, node: str, data: bytes = b"part bytes",
     """A part of ``node`` complete by ``completeness.part_problem``: ``data`` as its file and a
     sidecar for the run's config and job spec (a test's stand-in for a client that streamed)."""
     from offline_iaas import records
-    from offline_iaas.completeness import file_sha256
     from offline_iaas.config import load_config
+    from offline_iaas.digests import file_sha256
     from offline_iaas.records import PartRecord, read_client_job
 
     segment = read_client_job(run, node)
@@ -517,8 +517,8 @@ def complete_merge(run: RunDir, data: bytes = b"campaign bytes", written_in: Pat
     """The merge's output complete by ``completeness.merge_problem`` (``data`` as its file;
     ``written_in``: the run directory its record names, if any)."""
     from offline_iaas import records
-    from offline_iaas.completeness import file_sha256
     from offline_iaas.config import load_config
+    from offline_iaas.digests import file_sha256
     from offline_iaas.summaries import CampaignSummary
 
     config = load_config(run.config)

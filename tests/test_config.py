@@ -177,7 +177,7 @@ def test_mode_needs_witnesses_of_every_detector(small_config_file: Path) -> None
                     [*deepclean, 'data.witnesses=["H1:A", "L1:B", "V1:C"]'])
     config = load_config(small_config_file, [*deepclean, 'data.witnesses=["H1:A", "L1:B"]'])
     assert config.stream_channels == ("H1:A", "L1:B")
-    assert config.warmup_windows == 2 * config.window_warmup
+    assert config.warmup_windows == 2 * config.stage_warmup_windows
 
 
 def test_on_bad_file_must_be_fail_or_gap(small_config_file: Path) -> None:

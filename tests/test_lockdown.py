@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offline_iaas.completeness import file_sha256
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.digests import file_sha256
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.records import read_client_job

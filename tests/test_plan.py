@@ -10,8 +10,8 @@ from offline_iaas.stretches import (
     client_shares,
     make_stretches,
     request_sizes,
+    statistic_row_gps,
     whole_span,
-    window_gps,
 )
 
 
@@ -106,4 +106,5 @@ def test_request_sizes_and_window_times(small_config_file: Path) -> None:
     assert request_sizes(16, 8) == [8, 8]
     assert request_sizes(3, 8) == [3]
     config = load_config(small_config_file)
-    assert window_gps(config.geometry, whole_span(config)[0], 0) == config.data.start + 0.25
+    start = whole_span(config)[0].gps_start
+    assert statistic_row_gps(config.geometry, start, 0) == config.data.start + 0.25

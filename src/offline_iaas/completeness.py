@@ -28,12 +28,12 @@ line), which ``status`` shows and the merge puts in its refusal.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.digests import file_sha256
 from offline_iaas.errors import RunError
 from offline_iaas.gps import gps_span_text
 from offline_iaas.records import (
@@ -95,15 +95,6 @@ def campaign_hashes(run: RunDir) -> Hashes | None:
     if not run.config.exists():
         return None
     return Hashes.of(load_config(run.config))
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes (read in 1 MiB blocks)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _relative(run: RunDir, path: Path) -> str:

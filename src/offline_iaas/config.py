@@ -103,6 +103,7 @@ class CampaignConfig:
 
     @property
     def stride_samples(self) -> int:
+        """Samples between consecutive windows (``data.sample_rate / model.inference_rate``)."""
         return round(self.data.sample_rate / self.model.inference_rate)
 
     @property
@@ -112,11 +113,13 @@ class CampaignConfig:
 
     @property
     def kernel_samples(self) -> int:
+        """Samples in one window (``model.kernel_seconds`` at ``data.sample_rate``)."""
         return round(self.model.kernel_seconds * self.data.sample_rate)
 
     @property
-    def window_warmup(self) -> int:
-        """Windows of a stream that still hold zero-filled state: ``ceil(K / S) - 1``."""
+    def stage_warmup_windows(self) -> int:
+        """Windows of one stage's stream (a snapshot, an online average) that still hold
+        zero-filled state: ``ceil(K / S) - 1``."""
         return -(-self.kernel_samples // self.stride_samples) - 1
 
     @property
@@ -126,7 +129,7 @@ class CampaignConfig:
         ``deepclean`` 2, ``e2e`` 3, others 1), plus the rolling whitening's PSD data. Slides
         add nothing: a slide is formed only where both its windows are kept
         (``stretches.slides_formed``)."""
-        return self.mode.warmup_stages * self.window_warmup + self.psd_warmup_windows
+        return self.mode.warmup_stages * self.stage_warmup_windows + self.psd_warmup_windows
 
     @property
     def warmup_windows(self) -> int:
@@ -172,7 +175,7 @@ class CampaignConfig:
     @property
     def averaging_delay_windows(self) -> int:
         """Rows between a window and the averaged stride it completes (0 without averaging)."""
-        return self.window_warmup if self.mode.averages else 0
+        return self.stage_warmup_windows if self.mode.averages else 0
 
     @property
     def mode(self) -> Mode:

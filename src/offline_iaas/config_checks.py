@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import hashlib
 import json
 import logging
 import re
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from offline_iaas.config_numbers import check_finite, check_signs
 from offline_iaas.config_sections import DataConfig, ModelConfig, SearchConfig, SynthConfig
+from offline_iaas.digests import file_sha256
 from offline_iaas.errors import ConfigError, NotStreamable
 from offline_iaas.mode_packages import ENTRY_POINT_GROUP, find_mode, mode_names, mode_package
 from offline_iaas.modes import BUILT_IN_MODES
@@ -438,7 +438,7 @@ def hashed_names(plain: dict[str, Any], search: SearchConfig | None = None, merg
         path = search.injections
         known = path is not None and path.is_file()
         plain["search"]["foreground"] = {
-            "set_sha256": hashlib.sha256(path.read_bytes()).hexdigest() if known else None,
+            "set_sha256": file_sha256(path) if known else None,
             "found_seconds": search.found_seconds}
     if "model" in plain and plain["model"].get("streamed") is not True:
         # false or "auto": earlier runs' hashes hold (what auto chose is the repository's:

@@ -1,4 +1,5 @@
-"""Share planning: split the analysable stretches into client shares (pure logic, no I/O).
+"""The time grid and share planning: stretches, windows and their GPS stamps, and the split
+of the analysable stretches into client shares (pure logic, no I/O).
 
 The analysable span is a list of **stretches**: contiguous data, their ends on the stride grid
 ``data.start + m * stride``. A gap ends a stream, so every stretch is processed as its own
@@ -62,11 +63,6 @@ def client_name(index: int) -> str:
     return f"client{index}"
 
 
-def window_gps(geometry: StreamGeometry, stretch: Stretch, window: int) -> float:
-    """GPS time stamped on a window of a stretch: the end of the window."""
-    return stretch.gps_start + (window + 1) * geometry.stride_seconds
-
-
 def statistic_row_gps(geometry: StreamGeometry, stretch_gps_start: float,
                       rows: int | np.ndarray) -> float | np.ndarray:
     """GPS time of the statistic in row(s) ``rows`` of a stream over a stretch (rows numbered
@@ -106,9 +102,9 @@ def slides_formed(geometry: StreamGeometry, kept_offset: int, count: int) -> np.
 
 def statistic_spans(geometry: StreamGeometry, stretches: Sequence[Stretch]
                     ) -> list[tuple[float, float]]:
-    """Per stretch with windows, the GPS span its statistic covers (from the first kept
-    window's end less one stride to the last one's end): the analysed time, where injections
-    count."""
+    """Per stretch with windows, the GPS span its statistic covers: from one stride before the
+    statistic's first stamp (``output_x0``) to its last stamp, the stamps lagging the kept
+    windows' ends by the averaging delay (e2e). The analysed time, where injections count."""
     dx = geometry.stride_seconds
     spans = []
     for stretch in stretches:

@@ -25,7 +25,7 @@ import numpy as np
 
 from offline_iaas import records
 from offline_iaas.atomic import replaced_atomically
-from offline_iaas.completeness import file_sha256
+from offline_iaas.digests import file_sha256
 from offline_iaas.errors import RunError, no_space
 from offline_iaas.records import (
     BadFile,

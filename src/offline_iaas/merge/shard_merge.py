@@ -18,9 +18,9 @@ import h5py
 
 from offline_iaas import records
 from offline_iaas.binding import read_bound_run
-from offline_iaas.completeness import file_sha256
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.gwf_reader import reader
+from offline_iaas.digests import file_sha256
 from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.gps import gps_span_text
 from offline_iaas.logs import NO_PROGRESS, NullProgress

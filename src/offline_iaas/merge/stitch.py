@@ -13,9 +13,10 @@ import numpy as np
 
 from offline_iaas import hooks, records
 from offline_iaas.client.part import read_piece_rows
-from offline_iaas.completeness import Hashes, file_sha256, part_problem, set_aside
+from offline_iaas.completeness import Hashes, part_problem, set_aside
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.segments import gps_segments, without_bad_files
+from offline_iaas.digests import file_sha256
 from offline_iaas.errors import DataError, RunError
 from offline_iaas.geometry import StreamGeometry
 from offline_iaas.logs import NO_PROGRESS, NullProgress

@@ -45,6 +45,12 @@ MAX_SHARDS_PER_STRETCH = 2000
 holds at most about 2,700 of them (a 64 KiB object header message)."""
 
 
+def least_shard_seconds(longest_seconds: float) -> float:
+    """The shortest ``merge.shard_seconds`` that keeps a stretch of ``longest_seconds`` within
+    ``MAX_SHARDS_PER_STRETCH`` shards (however it falls on the shard grid)."""
+    return longest_seconds / (MAX_SHARDS_PER_STRETCH - 1)
+
+
 def shard_node(index: int) -> str:
     """The DAG node name of shard merge ``index`` (``shard0``...)."""
     return f"{SHARD_PREFIX}{index}"
@@ -190,7 +196,7 @@ def shard_merges(config: CampaignConfig, stretches: list[Stretch],
                 f"{gps_span_text(stretch.gps_start, stretch.gps_end)} "
                 f"spans {count} shards of merge.shard_seconds = {size:g} s; the index holds at "
                 f"most {MAX_SHARDS_PER_STRETCH} per stretch: raise merge.shard_seconds to at "
-                f"least {math.ceil(length / (MAX_SHARDS_PER_STRETCH - 1))}")
+                f"least {math.ceil(least_shard_seconds(length))}")
     shards = []
     for gps_start, gps_end in shard_bounds(config.merge.shard_seconds, stretches):
         extents = shard_extents(config, stretches, gps_start, gps_end)

@@ -577,7 +577,7 @@ TRAINING_SUMMARY = "demo-models.json"
 """Written by ``train-demo`` beside the weights; each network's ``gps_start``/``gps_end``."""
 
 
-def training_spans(weights: Path | None) -> dict[str, list[float]]:
+def weights_training_spans(weights: Path | None) -> dict[str, list[float]]:
     """GPS ``[start, end]`` of each network's training data, from the weights directory's
     ``demo-models.json`` (``train-demo`` writes it; users may write their own: ``{"networks":
     {"deepclean-H1": {"gps_start": ..., "gps_end": ...}, "bbhnet": {...}}}``). Empty when the

@@ -35,7 +35,7 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError, RunError, names_text
 from offline_iaas.manifest import Manifest
 from offline_iaas.mode_packages import find_mode
-from offline_iaas.models.weights import training_spans
+from offline_iaas.models.weights import weights_training_spans
 from offline_iaas.modes import BUILT_IN_MODES, RAW, per_sample
 from offline_iaas.network_streaming import AUTO, served_as, whole_window_reason
 from offline_iaas.records import NetworkGraph, ServedModel
@@ -197,7 +197,7 @@ def export_repository(
         "networks": networks_served,
         **({"streamed": {name: f"{config.model.name}/{versions[name]}/{path.name}"
                          for name, path in streamed.items()}} if streamed else {}),
-        "training": training_spans(weights),
+        "training": weights_training_spans(weights),
     }), repo / MANIFEST)
     return repo
 

@@ -20,11 +20,11 @@ state_dict, TorchScript or ONNX file (``models/weights.py`` checks it against th
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.digests import file_sha256
 from offline_iaas.errors import ModelError
 from offline_iaas.mode_packages import GraphRequest, mode_package, network_kind
 
@@ -53,7 +53,7 @@ def weights_digests(weights: Path | None, names: list[str], single: bool) -> dic
     if weights is None:
         return {}
     files = [weight_file(weights, name, single) for name in names]
-    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+    return {f.name: file_sha256(f) for f in files}
 
 
 def weight_file(weights: Path | None, name: str, single: bool) -> Path:

@@ -8,10 +8,10 @@ access. A file that is missing or damaged is for ``export`` again, and its line 
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
+from offline_iaas.digests import file_sha256
 from offline_iaas.errors import ModelError
 from offline_iaas.manifest import Manifest
 from offline_iaas.repository.backend.layer_stream import open_streamed
@@ -57,7 +57,7 @@ def graph_sha256(path: Path, name: str) -> str:
     """The SHA-256 of network ``name``'s graph ``path``; ModelError when it is missing
     (export again) or cannot be read (``cannot_read``)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return file_sha256(path)
     except FileNotFoundError:
         raise ModelError(missing_graph(path, name)) from None
     except OSError as err:

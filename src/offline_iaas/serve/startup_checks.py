@@ -123,7 +123,7 @@ def _injections(checking: Checking) -> None:
         return
     config = checking.config
     found = check_injections(config, checking.span.stretches,
-                             training_spans(config.model.repository))
+                             manifest_training_spans(config.model.repository))
     if found is None:
         return
     for line in found.lines():
@@ -200,7 +200,7 @@ def run_checks(checking: Checking) -> Checking:
     return checking
 
 
-def training_spans(repository: Path) -> dict[str, tuple[float, float]]:
+def manifest_training_spans(repository: Path) -> dict[str, tuple[float, float]]:
     """The training spans the repository's manifest records (none when it has no manifest)."""
     try:
         return dict(read_manifest(repository).training)

@@ -17,7 +17,7 @@ from pathlib import Path
 from offline_iaas.config import CampaignConfig, override_config
 from offline_iaas.data.segments import compute_stretches, min_stretch_seconds, science_segments
 from offline_iaas.errors import ConfigError, DataError, ModelError
-from offline_iaas.merge.tree import MAX_SHARDS_PER_STRETCH, shard_merges
+from offline_iaas.merge.tree import shard_merges
 from offline_iaas.repository.export import MANIFEST, read_manifest
 from offline_iaas.stretches import Stretch, client_shares, make_stretches, whole_span
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK
@@ -41,12 +41,6 @@ def planned_stretches(config: CampaignConfig) -> list[Stretch]:
 def longest_stretch_seconds(config: CampaignConfig) -> float:
     """The longest of ``planned_stretches`` (seconds)."""
     return max(s.gps_end - s.gps_start for s in planned_stretches(config))
-
-
-def least_shard_seconds(longest_seconds: float) -> float:
-    """The shortest ``merge.shard_seconds`` that keeps a stretch of ``longest_seconds`` within
-    ``MAX_SHARDS_PER_STRETCH`` shards (however it falls on the shard grid)."""
-    return longest_seconds / (MAX_SHARDS_PER_STRETCH - 1)
 
 
 def sequence_slots(repository: Path) -> int | None:

@@ -55,10 +55,10 @@ from offline_iaas.bench.workloads import (
 )
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError
+from offline_iaas.merge.tree import least_shard_seconds
 from offline_iaas.mode_packages import mode_package
 from offline_iaas.network_streaming import streams
 from offline_iaas.sizing.feasible import (
-    least_shard_seconds,
     longest_stretch_seconds,
     refusal,
     sequence_slots,

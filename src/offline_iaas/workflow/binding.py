@@ -56,8 +56,10 @@ def read_run_dag(run: RunDir) -> Dag:
 
 
 def check_binding(run: RunDir) -> None:
-    """ConfigError or ModelError, one line, when the run is not what make-dag planned (nothing
-    for a DAG written by hand: no campaign.toml, no run.json)."""
+    """ConfigError or ModelError, one line, when the run is not what make-dag planned, or
+    RunError when it is no run directory or its run.json is no run record this offline-iaas
+    reads (``read_bound_run``); nothing for a DAG written by hand (no campaign.toml, no
+    run.json)."""
     if not is_make_dag_run(run):
         return
     config, info = read_bound_run(run)

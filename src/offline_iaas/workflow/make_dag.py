@@ -39,7 +39,7 @@ from offline_iaas.rendezvous.access import write_token
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.repository.export import model_record, read_manifest
 from offline_iaas.rundir import RunDir
-from offline_iaas.serve.startup_checks import Checking, run_checks, training_spans
+from offline_iaas.serve.startup_checks import Checking, manifest_training_spans, run_checks
 from offline_iaas.stretches import client_shares, make_stretches, server_name, stretches_of
 from offline_iaas.summaries import ShardSummary
 from offline_iaas.workflow.dag import Script, dag_text
@@ -306,7 +306,7 @@ def make_dag(
         "shards": [shard.node for shard in shards],
         "created": datetime.now().astimezone().isoformat(timespec="seconds"),
         # the networks' training data, which the merge's physics numbers leave out
-        "training": training_spans(config.model.repository),
+        "training": manifest_training_spans(config.model.repository),
         # what the products' provenance names (graph versions and SHA-256)
         "model": model,
         # frame files left out as gaps (data.on_bad_file = "gap"; the parts add theirs)

@@ -32,7 +32,8 @@ PACKAGE = ModePackage(
     summarize=deferred(f"{PRODUCTS}:search_summary"), report_sections=(SEARCH_SECTION,),
     built_in=BuiltInParts(
         stages=deferred("offline_iaas.science.bbhnet.stages:search_stages"),
-        postprocess=deferred(f"{PRODUCTS}:cluster_triggers"), summary_sections=SEARCH_SECTIONS,
+        postprocess=deferred(f"{PRODUCTS}:triggers_and_background"),
+        summary_sections=SEARCH_SECTIONS,
         summary_lines=deferred(f"{PRODUCTS}:search_lines"),
         streamed={"bbhnet": BBHNET_STREAMED}, network_kinds=(BBHNET_NETWORK,)))
 """What the entry point ``bbhnet`` of ``offline_iaas.modes`` names (its functions imported

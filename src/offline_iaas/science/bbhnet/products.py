@@ -46,7 +46,7 @@ from offline_iaas.stretches import Stretch, first_formed_window, output_x0, stat
 logger = logging.getLogger(__name__)
 
 
-def cluster_triggers(writer: Any, _frames: list | None, _frames_dir: Path | None,
+def triggers_and_background(writer: Any, _frames: list | None, _frames_dir: Path | None,
                      products: ShardProducts) -> None:
     """The owned triggers and background of each search (``Outputs.searches``), as
     ``products.arrays`` ``triggers<search>`` and ``background<search>``."""

@@ -9,7 +9,11 @@ from typing import Any
 
 from offline_iaas.merge.postprocess import ShardProducts
 from offline_iaas.mode_packages import SummaryRequest
-from offline_iaas.science.bbhnet.products import cluster_triggers, search_lines, search_summary
+from offline_iaas.science.bbhnet.products import (
+    search_lines,
+    search_summary,
+    triggers_and_background,
+)
 from offline_iaas.science.deepclean.products import clean_strain, cleaning_summary
 from offline_iaas.science.deepclean.summary import cleaning_lines
 
@@ -18,7 +22,7 @@ def chain_postprocess(writer: Any, frames: list | None, frames_dir: Path | None,
                       products: ShardProducts) -> None:
     """One merge's cleaned strain, then its clustered triggers."""
     clean_strain(writer, frames, frames_dir, products)
-    cluster_triggers(writer, frames, frames_dir, products)
+    triggers_and_background(writer, frames, frames_dir, products)
 
 
 def chain_summary(request: SummaryRequest) -> dict[str, Any]:
