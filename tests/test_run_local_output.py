@@ -59,7 +59,7 @@ def test_run_local_prints_plain_lines_when_not_a_terminal(tmp_path: Path) -> Non
     assert "client0: started (attempt 1/3)" in lines
     for node in ("client0", "client1", "shard0", "merge", "final"):
         assert any(line.startswith(f"{node}: done in ") for line in lines), node
-    assert lines[-1].startswith("run-local: 4 nodes done in ")
+    assert lines[-1].startswith("run-local: 5 nodes done in ")  # the FINAL node too
     # every attempt is in the state file, the servers' too
     nodes = json.loads((run_dir / "local-state.json").read_text())["nodes"]
     assert [h["status"] for h in nodes["client0"]["history"]] == ["done"]

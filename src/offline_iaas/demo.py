@@ -1,7 +1,7 @@
 """``offline-iaas demo``: synth → train-demo → export → make-dag → run-local → reference → compare.
 
 ``--mode`` picks the campaign mode (default the packaged config's, ``e2e``); the DeepClean and
-BBHnet modes train the demo networks first (``train-demo``, about a minute on two cores) unless
+BBHnet modes train the demo networks first (``train-demo``) unless
 ``--weights`` names trained ones.
 """
 
@@ -142,7 +142,7 @@ def run_demo(
     logger.info(f"data-seconds per second: {data_seconds / wall:.1f}")
     logger.info(streaming_line(run, campaign_cpu, timings,
                                bool(read_manifest(config.model.repository).streamed)))
-    logger.info(bytes_line(run, len(config.stream_channels), config.data.sample_rate))
+    logger.info(bytes_line(run, config))
     logger.info(f"campaign output: {output}")
     logger.info(f"reference: {reference_path}")
     for line in physics_lines(records.read(CampaignSummary, summary).physics):
@@ -203,17 +203,20 @@ def streaming_line(run: RunDir, campaign_cpu_seconds: float, reference: dict[str
         f"{'streamed layer by layer' if streamed else 'on whole windows'} (model.streamed)")
 
 
-def bytes_line(run: RunDir, channels: int, sample_rate: float) -> str:
-    """What the clients sent per streamed and per analysed data second, beside the
-    ``channels`` streamed channels' own bytes per second (every sample once, float32)."""
+def bytes_line(run: RunDir, config: CampaignConfig) -> str:
+    """What the clients sent per streamed and per analysed data second, beside the streamed
+    channels' own bytes per second (every sample once, float32)."""
     from offline_iaas.sizing.pilot import read_pilot
 
     pilot = read_pilot(run)
+    channels, sample_rate = len(config.stream_channels), config.data.sample_rate
     raw = channels * sample_rate * 4
+    again = ("the warm-ups and the time slides' history" if config.has_slides
+             else "the warm-ups")
     return (f"sent: {pilot.tensor_bytes_sent / 1e6:,.2f} MB of tensors: "
             f"{pilot.tensor_bytes_sent / pilot.streamed_seconds:,.0f} B per streamed data "
             f"second (the channels' own: {channels} x "
             f"{sample_rate:g} Hz x 4 B = {raw:,.0f}), "
             f"{pilot.tensor_bytes_sent / pilot.analysed_seconds:,.0f} B per analysed data second "
-            f"(x {pilot.streamed_seconds / pilot.analysed_seconds:.3f}: the warm-ups streamed "
+            f"(x {pilot.streamed_seconds / pilot.analysed_seconds:.3f}: {again} streamed "
             "again)")

@@ -11,7 +11,8 @@ their files through ``RunDir``::
     RUN/model-repository.tar.gz   the model repository for servers without a shared filesystem
     RUN/model-repository/         a server's unpacked copy of that tarball
     RUN/jobs/<client>.json        a client job's share (its pieces; ``records.py``)
-    RUN/parts/<client>.h5, .json  a client's output and its sidecar; .checkpoints/ its checkpoints
+    RUN/parts/<client>.h5, .json  a client's output and its sidecar; .checkpoints/ its checkpoints;
+                                  .claim the server it streams to now
     RUN/jobs/<shard>.json         a shard merge's GPS interval and parent clients
     RUN/output/campaign.h5, .json the merge's output (with shards: their index) and summary
     RUN/output/shards/<shard>.h5, .json, .frames/   a shard merge's output and summary

@@ -582,6 +582,7 @@ def run_local(
         error = executor.failure()
         if error is not None:
             raise error
-        done = sum(1 for r in jobs if r.status == "done")
+        # the nodes status counts: every one but the services (the FINAL node too)
+        done = sum(1 for r in runs.values() if not r.is_service and r.status == "done")
         elapsed = time.monotonic() - began
         logger.info(f"run-local: {done} node{'s' if done != 1 else ''} done in {elapsed:.1f} s")
