@@ -415,11 +415,11 @@ def read_job(kind: type[R], run: RunDir, node: str) -> R:
             return read(kind, path, restore_advice(run))
         except RunError:
             if (info := _readable_run_info(run)) is not None:
-                _check_node_kind(kind, info, node)
+                _check_node_kind(_kind_name(kind), info, node)
             raise
     info = _readable_run_info(run)
     if info is not None:
-        _check_node_kind(kind, info, node)
+        _check_node_kind(_kind_name(kind), info, node)
     advice = f": {restore_advice(run)}" if info is not None else ""
     raise RunError(f"{path}: no job spec for node {node}{advice}")
 
@@ -432,11 +432,25 @@ def _readable_run_info(run: RunDir) -> RunInfo | None:
         return None
 
 
-def _check_node_kind(kind: type[Record], info: RunInfo, node: str) -> None:
-    """RunError when ``node`` is not one of ``info``'s nodes of the kind whose job spec is
-    ``kind`` (a client given to merge-shard, a server to prescript, a typo)."""
+def check_server_node(run: RunDir, node: str) -> None:
+    """RunError when ``node`` is not a plain node name, or not one of the servers run.json
+    lists (a client given to serve, a typo), before ``serve`` names a file after it; where
+    run.json cannot be read its own commands say so."""
+    if not node or "/" in node or node.startswith("."):
+        raise RunError(f"{node!r} is not a node name (a server of this run: server0, ...)")
+    if (info := _readable_run_info(run)) is not None:
+        _check_node_kind("server", info, node)
+
+
+def _kind_name(kind: type[Record]) -> str:
+    return "shard merge" if kind is ShardJob else "client"
+
+
+def _check_node_kind(wanted: str, info: RunInfo, node: str) -> None:
+    """RunError when ``node`` is not one of ``info``'s nodes of kind ``wanted`` (``client``,
+    ``shard merge``, ``server``: a client given to merge-shard or serve, a server to
+    prescript, a typo)."""
     kinds = {"client": info.clients, "shard merge": info.shards, "server": info.servers}
-    wanted = "shard merge" if kind is ShardJob else "client"
     if node in kinds[wanted]:
         return
     nodes = ", ".join(kinds[wanted]) or "none"

@@ -313,6 +313,7 @@ def serve(
     if rendezvous not in RENDEZVOUS:
         raise ServerError(f"unknown rendezvous {rendezvous!r} (known: {', '.join(RENDEZVOUS)})")
     check_run_directory(run)
+    records.check_server_node(run, node)  # before a file is named after it
     config = load_config(run.config)
     ads = job_ads() if rendezvous == "jobad" else None
     run_id = records.run_id(run)
