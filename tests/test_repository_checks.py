@@ -113,6 +113,36 @@ def test_make_dag_refuses_a_half_copied_graph_and_check_too(ws: Path, tmp_path: 
     assert (ws / "run-good" / "offline.dag").exists()
 
 
+def test_make_dag_names_a_served_file_missing_or_changed_since_the_export(
+        ws: Path, tmp_path: Path, capsys) -> None:
+    """A python model's ``model.py`` deleted, or its ``config.pbtxt`` overwritten: tritonserver
+    would fail to load the model and its clients wait for a server that never gets ready.
+    The manifest records every served file's SHA-256 (``Manifest.files``)."""
+    import json
+    import shutil
+
+    repo = tmp_path / "damaged"
+    shutil.copytree(ws / "bbhnet-repository", repo)
+    recorded = json.loads((repo / "manifest.json").read_text())["files"]
+    assert {"offline-iaas/config.pbtxt", "offline-iaas/1/model.py",
+            "offline-iaas/1/stateful.py"} <= set(recorded)
+    model_py = repo / "offline-iaas" / "1" / "model.py"
+    pbtxt = repo / "offline-iaas" / "config.pbtxt"
+    model_py.unlink()
+    pbtxt.write_text("garbage")
+    assert make_dag_cli(ws, "run-damaged", *BBHNET, f'model.repository="{repo}"') == 4
+    err = capsys.readouterr().err
+    documented("repository-served-file-missing-or-changed", cli_error(err), {repo: "R"},
+               exit_code=4)
+    assert f"{model_py}: missing from the repository" in err
+    assert f"{pbtxt}: changed since the export" in err
+    assert not (ws / "run-damaged" / "offline.dag").exists()
+    # control: the same repository with both files back passes
+    shutil.copy2(ws / "bbhnet-repository" / "offline-iaas" / "1" / "model.py", model_py)
+    shutil.copy2(ws / "bbhnet-repository" / "offline-iaas" / "config.pbtxt", pbtxt)
+    assert make_dag_cli(ws, "run-restored", *BBHNET, f'model.repository="{repo}"') == 0
+
+
 @pytest.mark.slow
 @pytest.mark.server_exits  # its server refuses the repository on purpose
 def test_clients_of_a_server_that_refuses_its_repository_fail_at_once_with_its_reason(

@@ -69,3 +69,8 @@ class Manifest(Record):
     graphs, relative to the repository; none without."""
     training: dict[str, tuple[float, float]] = {}
     """GPS ``[start, end]`` of each network's training data, where the weights say."""
+    files: dict[str, str] = {}
+    """SHA-256 of every file tritonserver reads for the served models (each one's
+    ``config.pbtxt`` and its latest version's files; relative to the repository): a file
+    missing or changed since the export is named before a server starts on it (none: a
+    repository exported before this record)."""

@@ -48,6 +48,9 @@ from offline_iaas.repository.readable import (
     cannot_read,
     graph_problems,
     graph_sha256,
+    latest_version,
+    served_file_problems,
+    served_files,
     unreadable,
     unreadable_in,
 )
@@ -79,12 +82,6 @@ def ensemble_shape(config: CampaignConfig, fused: bool = True) -> mcfg.EnsembleS
 def backend_source(name: str) -> str:
     """Source text of a python-backend model shipped in ``repository/backend``."""
     return resources.files("offline_iaas.repository.backend").joinpath(name).read_text()
-
-
-def latest_version(model_dir: Path) -> int:
-    """Highest numeric version directory of a model (0 when none)."""
-    versions = [int(p.name) for p in model_dir.glob("*") if p.is_dir() and p.name.isdigit()]
-    return max(versions, default=0)
 
 
 def export_repository(
@@ -198,6 +195,7 @@ def export_repository(
         **({"streamed": {name: f"{config.model.name}/{versions[name]}/{path.name}"
                          for name, path in streamed.items()}} if streamed else {}),
         "training": weights_training_spans(weights),
+        "files": served_files(repo, models),
     }), repo / MANIFEST)
     return repo
 
@@ -515,7 +513,7 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
         problems.append(f"{where}: holds model {manifest.ensemble!r}, the campaign "
                         f"calls {config.model.name!r} (model.name)")
     if load_graphs:
-        problems += graph_problems(repo, manifest)
+        problems += graph_problems(repo, manifest) + served_file_problems(repo, manifest)
     return manifest, problems
 
 

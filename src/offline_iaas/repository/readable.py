@@ -9,6 +9,7 @@ access. A file that is missing or damaged is for ``export`` again, and its line 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from offline_iaas.digests import file_sha256
@@ -62,6 +63,46 @@ def graph_sha256(path: Path, name: str) -> str:
         raise ModelError(missing_graph(path, name)) from None
     except OSError as err:
         raise ModelError(cannot_read(path, err)) from None
+
+
+def latest_version(model_dir: Path) -> int:
+    """Highest numeric version directory of a model (0 when none)."""
+    versions = [int(p.name) for p in model_dir.glob("*") if p.is_dir() and p.name.isdigit()]
+    return max(versions, default=0)
+
+
+def served_files(repo: Path, models: Sequence[str]) -> dict[str, str]:
+    """SHA-256 of every file tritonserver reads for ``models`` (relative to ``repo``): each
+    one's ``config.pbtxt`` and the files of its latest version (``__pycache__``, which the
+    python backend writes there, left out)."""
+    files = []
+    for model in models:
+        files.append(repo / model / "config.pbtxt")
+        version = repo / model / str(latest_version(repo / model))
+        files += [p for p in version.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    return {str(p.relative_to(repo)): file_sha256(p) for p in sorted(files)}
+
+
+def served_file_problems(repo: Path, manifest: Manifest) -> list[str]:
+    """One line per file the manifest records (``Manifest.files``) that is missing, cannot
+    be read, or was changed since the export; the network graphs (and their streamed
+    directories) are ``graph_problems``' (onnxruntime loads them)."""
+    graphs = [entry.path for entry in manifest.networks.values()]
+    streamed = tuple(f"{directory}/" for directory in manifest.streamed.values())
+    problems = []
+    for relative, sha256 in manifest.files.items():
+        if relative in graphs or relative.startswith(streamed):
+            continue
+        path = repo / relative
+        if refused := unreadable(path):
+            problems.append(refused)
+        elif not path.is_file():
+            problems.append(f"{path}: missing from the repository (a half-copied "
+                            "repository? export again)")
+        elif file_sha256(path) != sha256:
+            problems.append(f"{path}: changed since the export (its SHA-256 is not the "
+                            "manifest's): export again")
+    return problems
 
 
 def graph_problems(repo: Path, manifest: Manifest) -> list[str]:
