@@ -152,3 +152,20 @@ def test_serve_records_every_models_statistics(tmp_path: Path, monkeypatch) -> N
     models = {r["model"] for r in rows}
     assert models == {config.model.name}  # the fused model: the one model served
     assert processes_mentioning(str(run_dir)) == []
+
+
+def test_the_report_s_monitor_figure_draws_a_server_without_polls_without_a_warning() -> None:
+    """A server whose monitor CSV holds no poll (stopped at once) has no lines: its legend
+    would be matplotlib's 'No artists with labels' warning on every report's stderr."""
+    import warnings
+
+    import numpy as np
+
+    from offline_iaas.report.plots import monitor_figure
+    from offline_iaas.report.timeline import MonitorRates
+
+    polled = MonitorRates(np.array([1.0, 2.0]), np.array([10.0, 12.0]), np.array([0.5, 0.4]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        png = monitor_figure({"server0": {"offline-iaas": polled}, "server1": {}})
+    assert png.startswith(b"\x89PNG")

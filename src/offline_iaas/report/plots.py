@@ -181,7 +181,8 @@ def monitor_figure(rates: dict[str, dict[str, MonitorRates]]) -> bytes:
         right.set_ylabel("queue [ms/request]")
         for ax in (left, right):
             ax.grid(True, alpha=0.3)
-        left.legend(loc="upper right", fontsize="x-small")
+        if rates[server]:  # a server stopped before its first poll has no lines
+            left.legend(loc="upper right", fontsize="x-small")
     for ax in axes[-1]:
         ax.set_xlabel("Wall time [s] from the first poll")
     return png_bytes(fig)
