@@ -28,6 +28,7 @@ import pytest
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.digests import file_sha256
+from offline_iaas.errors import RunError
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.records import read_client_job
@@ -42,8 +43,15 @@ from offline_iaas.rendezvous.addresses import ServerAddress, read_address
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
+from tests.error_catalogue import documented
 from tests.faults.inject import HELD, release
-from tests.helpers import SMALL_CAMPAIGN, TOLERANCE, processes_mentioning, skip_data_check
+from tests.helpers import (
+    SMALL_CAMPAIGN,
+    TOLERANCE,
+    file_hashes,
+    processes_mentioning,
+    skip_data_check,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -217,6 +225,38 @@ def test_rewriting_a_run_directory_keeps_its_token(
     # a run directory gets its own token
     make_dag(config, RunDir(tmp_path / "other"))
     assert read_token(RunDir(tmp_path / "other")) != token
+
+
+def test_a_run_whose_token_is_lost_is_refused_by_its_server_and_clients(
+    tmp_path: Path, small_config_file: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    """Without RUN/token (deleted, or emptied) a server would take requests from anyone who
+    reaches its port: serve and client refuse the run (exit 6) before any file of the node is
+    written, naming the file and the command that writes a new one."""
+    from offline_iaas.cli import main
+
+    skip_data_check(monkeypatch)
+    config = load_config(small_config_file)
+    run = tmp_path / "run"
+    make_dag(config, RunDir(run))
+    (run / "token").unlink()
+    before = file_hashes(run)
+    for command in (["serve", "--node", "server0"], ["client", "--node", "client0"]):
+        code = main([command[0], "--run-dir", str(run), *command[1:]])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 6 and len(err) == 1, err
+        assert err[0].startswith(f"offline-iaas {command[0]}: error: {run / 'token'} is missing: "
+                                 "the servers' access token"), err
+        documented("run-token-missing", err[0].split(": error: ", 1)[1], {tmp_path: "<ws>"},
+                   exit_code=code)
+    assert file_hashes(run) == before
+    (run / "token").write_text("\n")
+    with pytest.raises(RunError, match="token is empty"):
+        read_token(RunDir(run))
+    (run / "token").unlink()
+    make_dag(config, RunDir(run))  # what the message says to run: a new token
+    assert read_token(RunDir(run))
 
 
 def test_transfer_profiles_send_the_token_to_servers_and_clients() -> None:

@@ -41,7 +41,7 @@ from offline_iaas.errors import ServerError
 from offline_iaas.gps import gps_span_text
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.records import BadFile, ClientRun, ClientShare, Piece, read_client_job
-from offline_iaas.rendezvous.access import auth_headers
+from offline_iaas.rendezvous.access import auth_headers, read_token
 from offline_iaas.rendezvous.addresses import ServerAddress, report_unhealthy
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
@@ -308,6 +308,7 @@ def run_client(
     if part_problem(run, node, Hashes.of(config), share) is None:
         logger.info(f"{node}: part already complete, nothing to do")
         return
+    read_token(run)  # RunError before anything is read or written when the run lost it
     hooks.reached(run, node, "start")
     frames = discover_frames(config.data)
     outputs = config.outputs.names

@@ -14,11 +14,13 @@ metadata key ``triton-grpc-protocol-<key>`` (seen here: a gRPC request carrying
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 
 from offline_iaas.atomic import replaced_atomically
-from offline_iaas.rundir import RunDir
+from offline_iaas.errors import RunError
+from offline_iaas.rundir import RunDir, restore_advice
 
 TOKEN_HEADER = "offline-iaas-token"
 """The key given to Triton; the HTTP header name."""
@@ -56,15 +58,40 @@ def write_token(run: RunDir) -> str:
 
 
 def read_token(run: RunDir) -> str | None:
-    """The run's token, or None when the run directory has none (written before tokens)."""
+    """The run's token; None for a run that has none by design (a DAG written by hand, or a
+    run directory written before tokens: without run.json, or with one of schema version 1).
+
+    Raises
+    ------
+    RunError
+        The token of a later run is missing or empty: its servers would take requests from
+        anyone who reaches their ports.
+    """
     try:
-        return run.token.read_text().strip() or None
+        token = run.token.read_text().strip()
     except FileNotFoundError:
-        return None
+        token, lost = "", "is missing"
+    else:
+        lost = "is empty"
+    if token or not _written_with_a_token(run):
+        return token or None
+    raise RunError(f"{run.token} {lost}: the servers' access token (without it they would take "
+                   f"requests from anyone who reaches their ports); {restore_advice(run)}")
+
+
+def _written_with_a_token(run: RunDir) -> bool:
+    """Whether make-dag wrote ``run`` with a token: its run.json is of schema version 2 or
+    later (tokens came first). A run.json missing or damaged: no (its own checks say so)."""
+    try:
+        version = json.loads(run.run_info.read_text()).get("schema_version", 1)
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return False
+    return isinstance(version, int) and version >= 2
 
 
 def auth_headers(run: RunDir) -> dict[str, str]:
-    """gRPC headers that authorise a request on the run's servers (none if it has no token)."""
+    """gRPC headers that authorise a request on the run's servers (none if it has no token;
+    RunError as ``read_token``)."""
     token = read_token(run)
     return {GRPC_TOKEN_HEADER: token} if token else {}
 

@@ -314,6 +314,7 @@ def serve(
         raise ServerError(f"unknown rendezvous {rendezvous!r} (known: {', '.join(RENDEZVOUS)})")
     check_run_directory(run)
     records.check_server_node(run, node)  # before a file is named after it
+    token = read_token(run)  # a run's server is never open to anyone: refused without it
     config = load_config(run.config)
     ads = job_ads() if rendezvous == "jobad" else None
     run_id = records.run_id(run)
@@ -339,7 +340,7 @@ def serve(
     else:  # likewise a file left by a server of this node that was killed
         hooks.reached(run, node, "start")
         run.address(node).unlink(missing_ok=True)
-    launcher = make_launcher(config.server, config.model.repository, node, read_token(run))
+    launcher = make_launcher(config.server, config.model.repository, node, token)
 
     stop = threading.Event()
     previous = {
