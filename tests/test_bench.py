@@ -275,6 +275,66 @@ def test_a_damaged_bench_results_file_is_named_with_what_is_wrong(
                {tmp_path: "<ws>"}, exit_code=exit_code(ConfigError))
 
 
+@pytest.mark.parametrize("row_id, fields, refusal", [
+    ("bench-results-field-not-positive", {"wall_seconds": "fast"},
+     "wall_seconds must be a positive finite number, got 'fast'"),
+    (None, {"wall_seconds": 0.0}, "wall_seconds must be a positive finite number, got 0.0"),
+    (None, {"wall_seconds": math.nan, "data_seconds_per_second": math.nan},
+     "wall_seconds must be a positive finite number, got nan"),
+    (None, {"data_seconds": -1.0}, "data_seconds must be a positive finite number, got -1.0"),
+    (None, {"data_seconds": math.inf}, "data_seconds must be a positive finite number, got inf"),
+    (None, {"server_cpu_seconds": -1}, "server_cpu_seconds must be a finite number, 0 or more, "
+     "got -1"),
+    ("bench-results-field-not-integer", {"batch_size": "big"},
+     "batch_size must be a positive integer, got 'big'"),
+    (None, {"clients": 2.5}, "clients must be a positive integer, got 2.5"),
+    (None, {"threads": True}, "threads must be a positive integer, got True"),
+    (None, {"bytes_sent": -1}, "bytes_sent must be an integer, 0 or more, got -1"),
+    (None, {"streamed": 1}, "streamed must be true or false, got 1"),
+    ("bench-results-rate-not-finite", {"data_seconds": 1e300, "wall_seconds": 1e-300},
+     "data_seconds / wall_seconds must be a positive finite rate, got 1e+300 / 1e-300"),
+])
+def test_plan_refuses_a_bench_measurement_field_of_the_wrong_kind_naming_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture, row_id: str | None,
+        fields: dict[str, object], refusal: str) -> None:
+    """A measurement whose time, count or rate is not a positive finite number (or integer):
+    exit 2, one line naming the results file, the measurement and the field (before: a
+    TypeError or ZeroDivisionError traceback, a negative or infinite plan, or the campaign's
+    model.batch_size blamed); the undamaged file plans (the control) and stays as it was."""
+    results = _results(tmp_path / "results.json", {(32, 2): 50.0})
+    with resources.as_file(O3_CONFIG) as path:
+        plan = ["plan", str(path), "--target-hours", "24", "--from-bench", str(results)]
+        assert main(plan) == 0
+        capsys.readouterr()
+        data = json.loads(results.read_text())
+        for row in data["measurements"]:
+            row.update(fields)
+        results.write_text(json.dumps(data))
+        damaged = results.read_text()
+        assert main(plan) == exit_code(ConfigError)
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert err == [f"offline-iaas plan: error: {results}: not a bench results file (offline-iaas "
+                   f"bench's results.json): measurement 1's {refusal}"], err
+    assert captured.out == "" and results.read_text() == damaged
+    if row_id:
+        documented(row_id, err[0].removeprefix("offline-iaas plan: error: "),
+                   {tmp_path: "<ws>"}, exit_code=exit_code(ConfigError))
+
+
+def test_a_bench_results_number_of_too_many_digits_is_refused(tmp_path: Path) -> None:
+    """An integer longer than Python reads from text: the file named (not a ValueError)."""
+    results = _results(tmp_path / "results.json", {(32, 2): 50.0})
+    assert read_results(results)[1][0].batch_size == 32  # control
+    results.write_text(results.read_text().replace('"batch_size": 32', '"batch_size": 1'
+                                                   + "0" * 5000))
+    with pytest.raises(ConfigError, match=r"results.json: not a bench results file .*: a number "
+                       "of too many digits to read$") as refused:
+        read_results(results)
+    documented("bench-results-number-too-long", str(refused.value), {tmp_path: "<ws>"},
+               exit_code=exit_code(refused.value))
+
+
 def test_plan_reads_the_source_trees_bench_results_from_any_directory(
         tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without --from-bench, plan takes the checkout's benchmarks/results.json, whatever the

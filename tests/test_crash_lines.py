@@ -169,7 +169,8 @@ def test_the_watch_reports_each_crash_once_and_a_line_only_once_complete(tmp_pat
     assert f"{log} line 6: tritonserver died by SIGSEGV" in problem
     assert "0x0000555D4989A52D" in problem  # the backtrace comes with it
     assert watch.problems(exits_expected=False, crashes_expected=False) == []  # read once
-    history = [{"attempt": 1, "status": "exited", "exit_code": -11, "started": "t"}]
+    history = [{"attempt": 1, "status": "exited", "exit_code": -11,
+                "started": "2030-01-01T00:00:00+00:00"}]
     state = json.loads(run.local_state.read_text())
     state["nodes"]["server0"].update(attempts=2, history=history)
     run.local_state.write_text(json.dumps(state))

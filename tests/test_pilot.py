@@ -148,11 +148,37 @@ def test_plan_from_a_run_that_run_local_has_not_run_is_a_run_error(
                {run: "<pilot>"}, exit_code=code)
 
 
+def test_plan_refuses_a_pilot_whose_node_time_is_not_a_time_naming_the_file_and_field(
+        small_config_file: Path, capsys: pytest.CaptureFixture) -> None:
+    """A node's ``started`` in local-state.json that is not an ISO time: exit 6, one line
+    naming the file and the field (before: a ValueError traceback from fromisoformat); the
+    undamaged pilot plans (the control) and the file is left as it was."""
+    run = fake_pilot(small_config_file.parent, small_config_file)
+    plan = ["plan", str(small_config_file), "--target-hours", "1", "--from-run", str(run)]
+    assert main(plan) == 0
+    state = json.loads((run / "local-state.json").read_text())
+    state["nodes"]["merge"]["started"] = "garbage"
+    (run / "local-state.json").write_text(json.dumps(state))
+    before = file_hashes(run)
+    capsys.readouterr()
+    code = main(plan)
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert code == exit_code(RunError) == 6 and captured.out == "", captured
+    assert len(err) == 1 and "Traceback" not in captured.err, err
+    message = err[0].removeprefix("offline-iaas plan: error: ")
+    assert message.startswith(f"{run / 'local-state.json'}: field nodes.merge.started: ")
+    assert file_hashes(run) == before
+    documented("local-state-bad-time", message, {run: "<pilot>"}, exit_code=code)
+
+
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("--failure-rate", "2", "--failure-rate must be in [0, 1], not 2"),
     ("--failure-rate", "-0.5", "--failure-rate must be in [0, 1], not -0.5"),
     ("--failure-rate", "nan", "--failure-rate must be in [0, 1], not nan"),
     ("--replications", "0", "--replications must be at least 1, not 0"),
+    ("--replications", "1000000000", "--replications must be at most 10,000 (each replays the "
+     "whole DAG), not 1,000,000,000"),
 ])
 def test_plan_simulate_refuses_an_option_out_of_range_naming_it(
         small_config_file: Path, capsys: pytest.CaptureFixture, option: str, value: str,
@@ -170,6 +196,33 @@ def test_plan_simulate_refuses_an_option_out_of_range_naming_it(
     assert captured.out == "" and file_hashes(run) == before
     if value == "2":
         documented("plan-simulate-option-out-of-range", message, exit_code=code)
+    if value == "1000000000":
+        documented("plan-simulate-too-many-replications", message, exit_code=code)
+
+
+def test_plan_simulate_takes_up_to_the_most_replications_and_its_help_says_so(
+        small_config_file: Path, capsys: pytest.CaptureFixture, monkeypatch) -> None:
+    """``--replications`` is bounded (before, 10^9 ran for ever): the most is taken (the
+    control), one more is refused with exit 2, and ``plan --help`` names the bound."""
+    from offline_iaas.sizing.replay import MAX_REPLICATIONS, FailureModel
+    from offline_iaas.workflow.make_dag import make_dag
+    from tests.helpers import skip_data_check
+
+    pilot = fake_pilot(small_config_file.parent, small_config_file)
+    skip_data_check(monkeypatch)
+    target = small_config_file.parent / "target"
+    make_dag(load_config(small_config_file, ["layout.servers=1", "merge.shard_seconds=0"]),
+             RunDir(target))
+    simulate = ["plan", str(small_config_file), "--simulate", str(target), "--from-run",
+                str(pilot), "--json", "--replications"]
+    assert main([*simulate, str(MAX_REPLICATIONS)]) == 0  # no failures: replayed once
+    assert main([*simulate, str(MAX_REPLICATIONS + 1)]) == exit_code(ConfigError)
+    with pytest.raises(ValueError, match=r"replications must be in \[1, 10000\]"):
+        FailureModel(replications=MAX_REPLICATIONS + 1)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    assert f"(1 to {MAX_REPLICATIONS:,})" in " ".join(capsys.readouterr().out.split())
 
 
 def test_plan_json_prints_the_expected_rate_and_wall_time(small_config_file: Path) -> None:

@@ -430,7 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--never-start", nargs="*", default=[], metavar="SERVER",
                    help="--simulate: servers that never start (their clients fail over)")
     p.add_argument("--replications", type=int, default=20,
-                   help="--simulate: Monte Carlo repetitions with failures")
+                   help="--simulate: Monte Carlo repetitions with failures (1 to 10,000)")
     p.add_argument("--seed", type=int, default=0, help="--simulate: random seed")
     p = command("merge", cmd_merge, "merge node: check and stitch the parts (with shard "
                 "merges: write their index)", config=False)

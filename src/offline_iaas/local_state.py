@@ -9,14 +9,29 @@ It is informative (``status``, the report's node timeline, the crash lines, ``pl
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from offline_iaas.records import Record, build, read_optional
 from offline_iaas.rundir import RunDir
 
 _STRICT = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+
+def _iso_time(text: str) -> str:
+    """``text`` if it is an ISO 8601 time (what run-local writes), else ValueError."""
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"not an ISO 8601 time: {text[:40]!r}") from None
+    return text
+
+
+IsoTime = Annotated[str, AfterValidator(_iso_time)]
+"""A time run-local wrote (``datetime.isoformat``): checked when the state is read, so that
+every reader (``status``, the report, ``plan --from-run``) refuses a damaged one alike."""
 
 
 class Attempt(BaseModel):
@@ -28,9 +43,9 @@ class Attempt(BaseModel):
     status: str
     """How it ended: ``done``, ``failed``, ``stopped`` (by run-local), ``exited`` (a SERVICE
     node that ended on its own), ``interrupted``."""
-    started: str | None = None
+    started: IsoTime | None = None
     """ISO time."""
-    ended: str | None = None
+    ended: IsoTime | None = None
     exit_code: int | None = None
     """Negative: killed by that signal (``Popen``'s convention)."""
 
@@ -51,8 +66,8 @@ class NodeRecord(BaseModel):
     pid_start: int | None = None
     """Its start time (``lifetime.start_ticks``): a reused PID is not taken for it."""
     exit_code: int | None = None
-    started: str | None = None
-    ended: str | None = None
+    started: IsoTime | None = None
+    ended: IsoTime | None = None
     history: tuple[Attempt, ...] = ()
     """Finished attempts, oldest first."""
 
@@ -72,7 +87,7 @@ class LocalState(Record):
     KIND = "run-local state"
 
     dag: str = ""
-    updated: str | None = None
+    updated: IsoTime | None = None
     """ISO time of the last write."""
     executor: Executor | None = None
     aborted: tuple[str, int] | None = None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -144,8 +146,60 @@ def default_results() -> Path:
     return path
 
 
+def _number(value: Any) -> bool:
+    """A finite JSON number (not a boolean, nor an integer too large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_POSITIVE = ("a positive finite number", lambda v: _number(v) and v > 0)
+_NOT_NEGATIVE = ("a finite number, 0 or more", lambda v: _number(v) and v >= 0)
+_COUNT = ("a positive integer", lambda v: _integer(v) and v > 0)
+_BYTES = ("an integer, 0 or more", lambda v: _integer(v) and v >= 0)
+FIELD_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "path": ("a string", lambda v: isinstance(v, str)),
+    "workload": ("a string", lambda v: isinstance(v, str)),
+    "batch_size": _COUNT, "clients": _COUNT, "threads": _COUNT,
+    "data_seconds": _POSITIVE, "wall_seconds": _POSITIVE, "client_cpu_seconds": _POSITIVE,
+    "server_cpu_seconds": _NOT_NEGATIVE, "other_cpu_seconds": _NOT_NEGATIVE,
+    "bytes_sent": _BYTES, "bytes_received": _BYTES,
+    "extra": ("an object", lambda v: isinstance(v, dict)),
+    "streamed": ("true or false", lambda v: isinstance(v, bool)),
+}
+"""What each field of a measurement must be (``read_results``): the plan divides by the
+times and counts, so they are positive and finite."""
+
+
+def _shown(value: Any, most: int = 40) -> str:
+    """``value`` as a message shows it: its repr, cut short after ``most`` characters."""
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def measurement_problem(row: dict[str, Any]) -> str | None:
+    """What is wrong with the fields of one measurement read back (None: nothing): the first
+    field not of its kind (``FIELD_KINDS``), or a rate that is not a positive finite number."""
+    for name, (kind, valid) in FIELD_KINDS.items():
+        if name in row and not valid(row[name]):
+            return f"{name} must be {kind}, got {_shown(row[name])}"
+    rate = row["data_seconds"] / row["wall_seconds"]
+    if not 0 < rate < math.inf:
+        return (f"data_seconds / wall_seconds must be a positive finite rate, got "
+                f"{_shown(row['data_seconds'])} / {_shown(row['wall_seconds'])}")
+    return None
+
+
 def read_results(path: Path) -> tuple[dict[str, Any], list[Measurement]]:
-    """The header and measurements of a ``results.json``; ConfigError when unreadable."""
+    """The header and measurements of a ``results.json``; ConfigError naming the file when it
+    is unreadable or a measurement lacks a field or has one of the wrong kind."""
     def refuse(why: str) -> ConfigError:
         return ConfigError(f"{path}: not a bench results file (offline-iaas bench's "
                            f"results.json): {why}")
@@ -159,6 +213,8 @@ def read_results(path: Path) -> tuple[dict[str, Any], list[Measurement]]:
     except json.JSONDecodeError as err:
         raise refuse(f"not valid JSON at line {err.lineno} column {err.colno} ({err.msg})"
                      ) from None
+    except ValueError:  # an integer of more digits than Python reads (sys.int_info)
+        raise refuse("a number of too many digits to read") from None
     rows = data.get("measurements") if isinstance(data, dict) else None
     if not isinstance(rows, list):
         raise refuse("no list 'measurements'")
@@ -170,5 +226,8 @@ def read_results(path: Path) -> tuple[dict[str, Any], list[Measurement]]:
         lacking = [name for name in required if name not in row]
         if lacking:
             raise refuse(f"measurement {number} has no {names_text(lacking, shown=3)}")
+        problem = measurement_problem(row)
+        if problem:
+            raise refuse(f"measurement {number}'s {problem}")
     header = {k: v for k, v in data.items() if k != "measurements"}
     return header, [Measurement.from_dict(row) for row in rows]

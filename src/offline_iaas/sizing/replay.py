@@ -38,6 +38,9 @@ _KIND_OF_ROLE = {
     MERGE_ROLE: "JOB",
     FINAL_ROLE: "FINAL",
 }
+MAX_REPLICATIONS = 10_000
+"""The most Monte Carlo replications (``plan --simulate --replications``): each replays the
+whole DAG, and the mean and p90 settle long before (a bound, not a wait without end)."""
 
 
 
@@ -93,8 +96,9 @@ class FailureModel:
         if not (self.failover_seconds >= 0 and math.isfinite(self.failover_seconds)):
             raise ValueError(f"failover_seconds must be finite and not negative, "
                              f"got {self.failover_seconds}")
-        if self.replications < 1:
-            raise ValueError(f"replications must be at least 1, got {self.replications}")
+        if not 1 <= self.replications <= MAX_REPLICATIONS:
+            raise ValueError(f"replications must be in [1, {MAX_REPLICATIONS}], "
+                             f"got {self.replications}")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
 from offline_iaas.rundir import RunDir
 from offline_iaas.sizing.pilot import read_pilot
-from offline_iaas.sizing.replay import FailureModel
+from offline_iaas.sizing.replay import MAX_REPLICATIONS, FailureModel
 from offline_iaas.sizing.simulate import simulate_run
 
 logger = logging.getLogger("offline_iaas.cli")
@@ -29,6 +29,9 @@ def simulate_command(args: argparse.Namespace, run: RunDir, pilot: RunDir | None
         raise ConfigError(f"--failure-rate must be in [0, 1], not {args.failure_rate:g}")
     if args.replications < 1:
         raise ConfigError(f"--replications must be at least 1, not {args.replications}")
+    if args.replications > MAX_REPLICATIONS:
+        raise ConfigError(f"--replications must be at most {MAX_REPLICATIONS:,} (each replays "
+                          f"the whole DAG), not {args.replications:,}")
     check_run_directory(run)
     config = load_config(run.config)
     failures = FailureModel(failure_rate=args.failure_rate,
