@@ -1,15 +1,17 @@
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 import offline_iaas
+from offline_iaas.cli import main
 from offline_iaas.config import MERGE_ONLY, load_config, write_config
 from offline_iaas.config_checks import parse_override
 from offline_iaas.errors import ConfigError, exit_code
 from offline_iaas.mode_packages import mode_package
 from offline_iaas.modes import BUILT_IN_MODES
-from tests.error_catalogue import documented
+from tests.error_catalogue import cli_error, documented
 from tests.helpers import WITNESSES
 
 
@@ -201,3 +203,42 @@ def test_a_channel_listed_twice_is_named(small_config_file: Path, key: str) -> N
     listed = f'["{twice}", "{twice}"]'
     with pytest.raises(ConfigError, match=f"lists the channel {twice} twice"):
         load_config(small_config_file, [f"{key}={listed}"])
+
+
+def test_a_start_off_the_sample_grid_is_refused_when_the_config_is_read(
+        small_config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """data.start = 1262304000.3 at 256 Hz passed ``check`` and ``make-dag``; every client then
+    failed at its first read (its frames' samples not on the span's grid). Half a second, or
+    one sample, after a whole second is on the grid."""
+    before = sorted(small_config_file.parent.rglob("*"))
+    for command, start in (("check", "1262304000.3"), ("make-dag", "1262304000.001")):
+        out = ["--out", str(small_config_file.parent / "run")] if command == "make-dag" else []
+        code = main([command, str(small_config_file), "--set", f"data.start={start}",
+                     "--set", "data.duration=63", *out])
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert (code, "'data.start'" in line, start in line) == (2, True, True), line
+        assert sorted(small_config_file.parent.rglob("*")) == before
+        if command == "check":
+            documented("data-start-off-sample-grid", cli_error(line),
+                       {small_config_file: "<ws>/campaign.toml"}, exit_code=code)
+    for start in (1262304000.5, 1262304000.00390625):
+        config = load_config(small_config_file, [f"data.start={start}", "data.duration=63"])
+        assert config.data.start == start
+
+
+@pytest.mark.parametrize("name", ["../evil", "", "a\udc80", ".hidden", "-x", "a/b", "x" * 256])
+def test_a_model_name_triton_does_not_take_is_refused_before_export_writes(
+        name: str, small_config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """model.name is the served model's directory in the repository: '../evil' wrote outside
+    it, '' into its root, a surrogate (bytes not UTF-8 on the command line) crashed. A name of
+    letters, digits, '_', '-', '.' (the default, 'offline-iaas') is one."""
+    before = sorted(small_config_file.parent.rglob("*"))
+    code = main(["export", str(small_config_file), "--set", f"model.name={json.dumps(name)}"])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert (code, "'model.name'" in line) == (2, True), line
+    assert sorted(small_config_file.parent.rglob("*")) == before
+    if name == "../evil":
+        documented("model-name-not-a-triton-name", cli_error(line),
+                   {small_config_file: "<ws>/campaign.toml"}, exit_code=code)
+    for good in ("offline-iaas", "my_model-2.v1", "x" * 255):
+        assert load_config(small_config_file, [f'model.name="{good}"']).model.name == good

@@ -1,16 +1,23 @@
 """Absurd numbers (a typo's exponent) are refused when the config loads, naming the key:
 each once gave a traceback (ZeroDivisionError, OverflowError) or crashed the interpreter
 (SIGSEGV in lalsimulation or the cosmology) in the command the audit ran. A value at each
-bound is a campaign."""
+bound is a campaign.
+
+A length of time (``config_numbers.TIME_SUFFIXES``) is at most ``MAX_SECONDS``: 1e308 crashed
+in ``round`` (``check``, ``make-dag``, ``export``), 1e14 s passed ``check`` and then Triton's
+config refused its microseconds at ``export``."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
 from offline_iaas.cli import main
 from offline_iaas.config import load_config
+from offline_iaas.config_numbers import MAX_SECONDS, off_grid
+from offline_iaas.repository.gpu_flavor import snapshotter_config
 from tests.error_catalogue import cli_error, documented
 
 CASES = [
@@ -25,6 +32,12 @@ CASES = [
     ("synth-frame-rate-out-of-range", "synth", "synth.frame_sample_rate=1e300"),
     (None, "synth", "synth.frame_sample_rate=1e-300"),
     (None, "check", "model.kernel_seconds=1e-300"),
+    ("config-seconds-beyond-bound", "export", "server.sequence_idle_seconds=1e14"),
+    (None, "export", "server.sequence_idle_seconds=1e308"),
+    (None, "check", "data.duration=1e308"),
+    (None, "check", "model.kernel_seconds=1e308"),
+    (None, "make-dag", "merge.shard_seconds=1e308"),
+    (None, "check", "client.read_seconds=1000000001"),
 ]
 
 
@@ -51,9 +64,37 @@ def test_an_absurd_number_is_one_line_naming_its_key_and_writes_nothing(
     "merge.shard_seconds=0", "synth.file_duration=1", "synth.f_lower_hz=1",
     "synth.redshift_max=20", "synth.redshift_max=0.001", "synth.frame_sample_rate=16",
     "synth.frame_sample_rate=65536", "model.kernel_seconds=1",
+    "server.sequence_idle_seconds=1000000000", "data.duration=1000000000",
+    "model.kernel_seconds=1000000000", "merge.shard_seconds=1000000000",
+    "client.read_seconds=1000000000",
 ])
 def test_a_value_at_a_bound_is_a_campaign(setting: str, small_config_file: Path) -> None:
     key, value = setting.split("=")
     section, name = key.split(".")
     config = load_config(small_config_file, [setting])
     assert getattr(getattr(config, section), name) == float(value)
+
+
+def test_every_length_of_time_at_the_bound_fits_what_it_becomes() -> None:
+    """10**9 s in microseconds is a ``max_sequence_idle_microseconds`` Triton's config takes
+    (1e14 s is not: the export's ValueError), in whole seconds an int32
+    (``--exit-timeout-secs``), at 65536 Hz a 64-bit count of samples, and a wait Python
+    takes."""
+    config = snapshotter_config("snapshotter", 2, 256, 4, MAX_SECONDS)
+    assert config.sequence_batching.max_sequence_idle_microseconds == 10**15
+    with pytest.raises(ValueError):
+        snapshotter_config("snapshotter", 2, 256, 4, 1e14)
+    assert MAX_SECONDS < 2**31 and MAX_SECONDS * 65536 < 2**63
+    assert MAX_SECONDS <= threading.TIMEOUT_MAX
+
+
+@pytest.mark.parametrize("rate", [16, 256, 4096, 65536])
+def test_a_gps_time_on_the_sample_grid_is_on_it_to_its_float_resolution(rate: int) -> None:
+    """A GPS time written as a decimal on the grid (k / rate after a whole second, to 7
+    decimals, near 1.26e9 where a float holds 2.4e-7 s) is on it; a third of a sample off is
+    not."""
+    for k in (0, 1, rate // 3, rate - 1):
+        on = 1262304000 + k / rate
+        assert not off_grid(float(f"{on:.7f}"), rate), (k, on)
+        assert off_grid(on + 1 / (3 * rate), rate), (k, on)
+    assert not off_grid(0.0, rate) and off_grid(0.3 / rate, rate)

@@ -24,7 +24,7 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from offline_iaas.config_numbers import check_finite, check_signs
+from offline_iaas.config_numbers import check_finite, check_signs, off_grid
 from offline_iaas.config_sections import DataConfig, ModelConfig, SearchConfig, SynthConfig
 from offline_iaas.digests import file_sha256
 from offline_iaas.errors import ConfigError, NotStreamable
@@ -66,6 +66,9 @@ and is dropped (``former_sections``). Frozen: the package's defaults may change,
 not."""
 _SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]B?", re.IGNORECASE)
 _log = logging.getLogger(__name__)
+MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
+"""``model.name``: the served model's directory in the repository and its name in Triton's
+URLs (``/v2/models/<name>``); not hidden, no path, no option, at most a file name's 255."""
 
 
 GPS_END = 1e10
@@ -96,6 +99,9 @@ def check_config(c: CampaignConfig, path: Path) -> None:
     if not SAMPLE_RATES_HZ[0] <= c.data.sample_rate <= SAMPLE_RATES_HZ[1]:
         fail("data.sample_rate", f"must be in [{SAMPLE_RATES_HZ[0]:g}, {SAMPLE_RATES_HZ[1]:g}] "
              f"Hz, got {c.data.sample_rate:g}")
+    if off_grid(c.data.start, c.data.sample_rate):  # every client failed at its first read
+        fail("data.start", f"must be on the data.sample_rate sample grid (a multiple of "
+             f"1/{c.data.sample_rate:g} s after a whole GPS second), got {c.data.start!r}")
     if (c.data.frames is None) == (not c.data.datafind_server):
         fail("data.frames", "or data.datafind_server must be set, and not both")
     if c.data.on_bad_file not in BAD_FILE_CHOICES:
@@ -117,6 +123,9 @@ def check_config(c: CampaignConfig, path: Path) -> None:
             fail("data.channels", f"entry {ch!r} is not of the form IFO:NAME")
     if (twice := _listed_twice(c.data.channels)) is not None:
         fail("data.channels", f"lists the channel {twice} twice")
+    if not MODEL_NAME.fullmatch(c.model.name):  # a directory of the model repository
+        fail("model.name", "must be a model name Triton takes (letters, digits, '_', '-', '.'; "
+             f"not starting with '.' or '-'; at most 255), got {c.model.name!r}")
     if c.model.inference_rate <= 0:
         fail("model.inference_rate", f"must be positive, got {c.model.inference_rate}")
     stride = c.data.sample_rate / c.model.inference_rate

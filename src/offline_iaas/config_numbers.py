@@ -1,5 +1,7 @@
 """The rules every number of a campaign config meets, whatever its key (``check_config`` runs
-them): finite, never negative, positive where zero means nothing, and an integer below 2**63.
+them): finite, never negative, positive where zero means nothing, an integer below 2**63, and
+a length of time (``TIME_SUFFIXES``) at most ``MAX_SECONDS``. And ``off_grid``: whether a GPS
+time lies off a sample rate's grid (``data.start``).
 
 The numeric fields are found from the sections' dataclasses (a mode package's section's too),
 so a new field is checked without being listed here. Zero is refused for a time
@@ -14,6 +16,7 @@ import dataclasses
 import math
 import typing
 from collections.abc import Callable, Iterator
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -72,14 +75,38 @@ INTEGER_LIMIT = 2**63
 a typo (TOML itself reads integers up to it; ``--set`` reads any)."""
 
 
+TIME_SUFFIXES: tuple[str, ...] = ("_seconds", "duration", "_fftlength")
+"""Keys ending so are a length of time in seconds (``data.duration``, ``model.kernel_seconds``,
+``server.sequence_idle_seconds``, a mode package's ``deepclean.frame_seconds`` ...)."""
+MAX_SECONDS = 10**9
+"""Every length of time of a config is at most this (31.7 years: longer than any detector has
+recorded, and than any wait). Each becomes an integer somewhere, and at this bound every one
+fits: its microseconds Triton's uint64 ``max_sequence_idle_microseconds`` (10**15), its whole
+seconds Triton's int32 ``--exit-timeout-secs`` (below 2**31), its samples at the fastest
+rate (65536 Hz) a 64-bit count, a wait ``threading.TIMEOUT_MAX`` (9.2e9 s). Beyond it, a
+typo's exponent (1e308 crashed in ``round``, 1e14 in Triton's config)."""
+
+
 def check_finite(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
     """Every number finite (before any rule computes with one: NaN passes every comparison),
-    and every integer below ``INTEGER_LIMIT`` (before anything is written with one)."""
+    every integer below ``INTEGER_LIMIT`` (before anything is written with one), and every
+    length of time at most ``MAX_SECONDS`` (before any is counted in samples)."""
     for key, value in numbers(c):
         if isinstance(value, float) and not math.isfinite(value):
             fail(key, f"must be a finite number, got {value}")
         if isinstance(value, int) and value >= INTEGER_LIMIT:
             fail(key, f"must be below 2**63 (a 64-bit integer), got {value}")
+        if key.endswith(TIME_SUFFIXES) and value > MAX_SECONDS:
+            fail(key, "must be at most 10**9 s (31.7 years: its count of samples or microseconds "
+                 f"then fits a 64-bit integer), got {value:g}")
+
+
+def off_grid(gps: float, sample_rate: float) -> bool:
+    """Whether ``gps`` is off the grid of ``sample_rate`` counted from a whole GPS second (where
+    frame files start), by more than the float's own resolution (``math.ulp``: a decimal GPS
+    time near 1.26e9 is held to 2.4e-7 s). Exact: the float's binary value, as a fraction."""
+    position = (Fraction(gps) - math.floor(gps)) * Fraction(sample_rate)
+    return abs(position - round(position)) / Fraction(sample_rate) > Fraction(math.ulp(gps))
 
 
 def check_signs(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:

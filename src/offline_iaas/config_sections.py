@@ -16,9 +16,11 @@ class DataConfig:
     channels: tuple[str, ...]
     """Strain channels, one per interferometer (``H1:...``, ``L1:...``), in model input order."""
     start: float
-    """GPS start of the analysis span."""
+    """GPS start of the analysis span, on the ``sample_rate`` grid (a whole number of samples
+    after a whole GPS second, where frame files start)."""
     duration: float
-    """Length of the analysis span in seconds."""
+    """Length of the analysis span in seconds (a whole number of samples; like every length of
+    time of the config, at most 10**9 s: ``config_numbers.MAX_SECONDS``)."""
     sample_rate: float
     """Model sample rate in Hz; every channel is resampled to it."""
     frames: Path | None = None
@@ -118,7 +120,8 @@ class ModelConfig:
     guide's "Write your own mode")."""
     name: str = "offline-iaas"
     """Name of the model that clients call (the fused model, or the ensemble of
-    ``export --ensemble``)."""
+    ``export --ensemble``): its directory in the repository, so letters, digits, '_', '-' and
+    '.', not starting with '.' or '-' (``config_checks.MODEL_NAME``)."""
     kernel_seconds: float = 1.0
     """Length of one input window."""
     inference_rate: float = 4.0
