@@ -154,6 +154,24 @@ def test_a_frame_link_whose_target_has_gone_is_named_not_reported_as_a_gap(
                exit_code=exit_code(refused.value))
 
 
+def test_a_directory_named_as_a_frame_file_is_named_not_reported_as_a_gap(
+        tmp_path: Path, frames_dir: Path) -> None:
+    """A directory where a frame file should be (``check`` said "no frame data ... between"
+    its neighbours); the files themselves are found (the control)."""
+    frames = tmp_path / "frames"
+    shutil.copytree(frames_dir, frames, ignore=shutil.ignore_patterns("*.lcf", "*.ffl"))
+    assert len(find_frames(frames)) == len(list(frames.glob("*.gwf")))
+    file = sorted(frames.glob("H-*.gwf"))[1]
+    file.unlink()
+    file.mkdir()
+    with pytest.raises(DataError) as refused:
+        find_frames(frames)
+    message = str(refused.value)
+    assert message == f"frame file {file} is a directory, not a frame file's data"
+    documented("frame-file-is-a-directory", message, {tmp_path: "<ws>"},
+               exit_code=exit_code(refused.value))
+
+
 def test_find_frames_errors_name_the_source(tmp_path: Path, frames_dir: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -143,6 +143,21 @@ def test_make_dag_names_a_served_file_missing_or_changed_since_the_export(
     assert make_dag_cli(ws, "run-restored", *BBHNET, f'model.repository="{repo}"') == 0
 
 
+def test_export_to_a_file_names_the_file(ws: Path, tmp_path: Path, capsys) -> None:
+    """``model.repository`` set to a file (the config itself, a slip): named as a file, where
+    the OS's 'Not a directory' named a path under it that no one wrote."""
+    target = tmp_path / "not-a-directory"
+    target.write_text("kept")
+    code = main(["export", str(ws / "campaign.toml"), "--set", f'model.repository="{target}"'])
+    err = capsys.readouterr().err
+    assert code == 6 and target.read_text() == "kept"
+    documented("export-to-a-file", cli_error(err), {tmp_path: "<ws>"}, exit_code=code)
+    fresh = tmp_path / "fresh"  # control: a new directory is written
+    assert main(["export", str(ws / "campaign.toml"),
+                 "--set", f'model.repository="{fresh}"']) == 0
+    assert (fresh / "manifest.json").is_file()
+
+
 @pytest.mark.slow
 @pytest.mark.server_exits  # its server refuses the repository on purpose
 def test_clients_of_a_server_that_refuses_its_repository_fail_at_once_with_its_reason(

@@ -97,8 +97,10 @@ def find_frames(source: Path | str) -> list[FrameFile]:
                 continue
             if path.is_symlink() and not path.exists():
                 dangling.append(path)
-            if not path.is_file():
                 continue
+            if not path.is_file():  # not a gap in the data either: name it
+                kind = "a directory" if path.is_dir() else "not a regular file"
+                raise DataError(f"frame file {path} is {kind}, not a frame file's data")
             frame = parse_frame_name(path.resolve())
             if frame is None:
                 raise DataError(
@@ -138,16 +140,17 @@ def _dangling_links_text(links: list[Path]) -> str:
 
 
 def _gwf_paths_under(directory: Path) -> list[Path]:
-    """Every ``*.gwf`` path under ``directory`` (symbolic links followed, as ``rglob`` does),
-    sorted. A directory that cannot be listed is a DataError naming it: ``rglob`` passes over
-    it in silence, and its frames would then be reported missing rather than unreadable."""
+    """Every ``*.gwf`` path under ``directory`` (symbolic links followed, as ``rglob`` does;
+    directories so named too), sorted. A directory that cannot be listed is a DataError
+    naming it: ``rglob`` passes over it in silence, and its frames would then be reported
+    missing rather than unreadable."""
 
     def refuse(err: OSError) -> None:
         raise DataError(f"cannot list frame directory {err.filename}: {err.strerror}")
 
-    return sorted(Path(root) / name
-                  for root, _, names in os.walk(directory, onerror=refuse, followlinks=True)
-                  for name in names if name.endswith(".gwf"))
+    return sorted(Path(root) / name  # a directory so named too: the caller names it
+                  for root, dirs, names in os.walk(directory, onerror=refuse, followlinks=True)
+                  for name in (*names, *dirs) if name.endswith(".gwf"))
 
 
 def _read_lines(source: Path) -> list[tuple[int, list[str]]]:

@@ -129,6 +129,8 @@ def export_repository(
         raise ModelError("model.streamed = true is served by the fused model (either flavor), "
                          "not the --ensemble layout: export without --ensemble")
     repo = config.model.repository
+    if repo.exists() and not repo.is_dir():  # (repo / MANIFEST) would name a made-up path
+        raise RunError(f"{repo} is a file, not a directory (model.repository)")
     served = "ensemble" if ensemble else "fused"
     shape = ensemble_shape(config, fused=served == "fused")
     manifest = read_manifest(repo) if (repo / MANIFEST).exists() else None
