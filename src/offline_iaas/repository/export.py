@@ -515,7 +515,8 @@ def repository_problems(config: CampaignConfig, load_graphs: bool = True
         problems.append(f"{where}: holds model {manifest.ensemble!r}, the campaign "
                         f"calls {config.model.name!r} (model.name)")
     if load_graphs:
-        problems += graph_problems(repo, manifest) + served_file_problems(repo, manifest)
+        # the served files once the graphs load: a missing version has one line, the graph's
+        problems += graph_problems(repo, manifest) or served_file_problems(repo, manifest)
     return manifest, problems
 
 

@@ -89,11 +89,17 @@ def served_file_problems(repo: Path, manifest: Manifest) -> list[str]:
     directories) are ``graph_problems``' (onnxruntime loads them)."""
     graphs = [entry.path for entry in manifest.networks.values()]
     streamed = tuple(f"{directory}/" for directory in manifest.streamed.values())
-    problems = []
+    problems, gone = [], set()
     for relative, sha256 in manifest.files.items():
         if relative in graphs or relative.startswith(streamed):
             continue
         path = repo / relative
+        if not path.parent.is_dir():  # a whole directory gone: one line
+            if path.parent not in gone:
+                gone.add(path.parent)
+                problems.append(f"{path.parent}: missing from the repository (a half-copied "
+                                "repository? export again)")
+            continue
         if refused := unreadable(path):
             problems.append(refused)
         elif not path.is_file():
