@@ -4,11 +4,15 @@ run directory", the line ``report`` gives, not "…/campaign.toml/offline.dag: c
 
 from __future__ import annotations
 
+import errno
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from offline_iaas.cli import main
+from offline_iaas.errors import os_error_text
 from tests.error_catalogue import cli_error, documented
 
 COMMANDS = (["status", "{run}"], ["status", "--json", "{run}"], ["report", "{run}"],
@@ -28,3 +32,30 @@ def test_a_file_given_as_the_run_directory_is_not_a_run_directory(
     code, message = said["status"]
     documented("run-directory-is-a-file", message, {small_config_file: "<ws>/campaign.toml"},
                exit_code=code)
+
+
+def test_a_file_where_a_command_makes_a_directory_is_named_as_that(
+        small_campaign_dir: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """``RUN/logs`` (run-local's) or ``RUN/report`` (report's) replaced by a file: the file
+    is named as one where a directory goes (was ``File exists: <path>``), exit 6, the file
+    kept; a file above the directory wanted is named with the path it blocks."""
+    root = small_campaign_dir()
+    run = root / "run"
+    assert main(["make-dag", str(root / "campaign.toml"), "--out", str(run)]) == 0
+    capsys.readouterr()
+    said = []
+    for command, directory in ((["run-local"], run / "logs"), (["report"], run / "report")):
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.write_text("a file\n")
+        code = main([*command, str(run)])
+        said.append((code, cli_error(capsys.readouterr().err.strip().splitlines()[-1])))
+        assert directory.read_text() == "a file\n"
+    assert said[1] == (6, f"{run / 'report'} is a file, not a directory")
+    documented("directory-is-a-file", said[0][1], {run: "<run>"}, exit_code=said[0][0])
+    blocked = OSError(errno.ENOTDIR, "Not a directory", str(run / "report" / "index.html"))
+    assert os_error_text(blocked) == (f"{run / 'report'} is a file, not a directory "
+                                      f"(on the way to {run / 'report' / 'index.html'})")
+    (run / "report").unlink()  # control: nothing in the way, the OS's words
+    assert os_error_text(blocked) == f"Not a directory: {run / 'report' / 'index.html'}"
+    assert os_error_text(FileExistsError(errno.EEXIST, "File exists", str(run))) == (
+        f"File exists: {run}")  # a directory that is there is not "a file"

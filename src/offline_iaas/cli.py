@@ -19,6 +19,7 @@ from offline_iaas.errors import (
     SeveralErrors,
     exit_code,
     no_space,
+    os_error_text,
 )
 from offline_iaas.gps import gps_span_text, gps_text
 from offline_iaas.modes import BUILT_IN_MODES
@@ -567,14 +568,6 @@ def error_text(err: OfflineIaasError) -> str:
     if len(raw) > 1 and all(line.startswith("  - ") for line in raw[1:]):
         return "\n".join(raw)  # a list of problems, one per line (preflight)
     return " ".join(lines)
-
-
-def os_error_text(err: OSError) -> str:
-    """One line for an OSError: what failed, and on which path(s)."""
-    text = str(err).strip()
-    what = err.strerror or (text.splitlines()[0] if text else type(err).__name__)
-    paths = [str(p) for p in (err.filename, err.filename2) if p is not None]
-    return f"{what}: {' -> '.join(paths)}" if paths else what
 
 
 if __name__ == "__main__":

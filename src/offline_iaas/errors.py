@@ -10,6 +10,7 @@ import errno
 import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 
 class OfflineIaasError(Exception):
@@ -164,3 +165,31 @@ def names_text(names: Sequence[str], shown: int = 10) -> str:
     """How a message lists ``names``: the first ``shown``, and how many more."""
     head = ", ".join(names[:shown])
     return head + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def os_error_text(err: OSError) -> str:
+    """One line for an OSError: what failed, and on which path(s); a file where a directory
+    is wanted (``RUN/logs`` replaced by a file) is named as that."""
+    in_the_way = file_in_the_way(err)
+    if in_the_way is not None:
+        wanted = Path(os.fsdecode(err.filename)).absolute()
+        where = "" if wanted == in_the_way else f" (on the way to {wanted})"
+        return f"{in_the_way} is a file, not a directory{where}"
+    text = str(err).strip()
+    what = err.strerror or (text.splitlines()[0] if text else type(err).__name__)
+    paths = [str(p) for p in (err.filename, err.filename2) if p is not None]
+    return f"{what}: {' -> '.join(paths)}" if paths else what
+
+
+def file_in_the_way(err: OSError) -> Path | None:
+    """The file (absolute) where ``err`` wanted a directory: an ``EEXIST`` (``mkdir``) or
+    ``ENOTDIR`` whose path, or one of whose parents, is there but is not a directory; None for
+    any other error (an ``EEXIST`` of a directory itself is reported as it is)."""
+    if err.errno not in (errno.EEXIST, errno.ENOTDIR) or not isinstance(err.filename,
+                                                                         (str, bytes, Path)):
+        return None
+    wanted = Path(os.fsdecode(err.filename)).absolute()
+    for path in reversed((wanted, *wanted.parents)):
+        if path.exists() and not path.is_dir():
+            return path
+    return None
