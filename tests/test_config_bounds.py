@@ -5,7 +5,8 @@ bound is a campaign.
 
 A length of time (``config_numbers.TIME_SUFFIXES``) is at most ``MAX_SECONDS``: 1e308 crashed
 in ``round`` (``check``, ``make-dag``, ``export``), 1e14 s passed ``check`` and then Triton's
-config refused its microseconds at ``export``."""
+config refused its microseconds at ``export``. Any other number is at most the largest float32:
+``model.input_scale = 1e308`` exported a graph whose every output was NaN."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ CASES = [
     (None, "check", "model.kernel_seconds=1e308"),
     (None, "make-dag", "merge.shard_seconds=1e308"),
     (None, "check", "client.read_seconds=1000000001"),
+    ("config-number-beyond-float32", "export", "model.input_scale=1e308"),
+    (None, "check", "search.ifar_threshold_years=1e39"),
 ]
 
 
@@ -66,7 +69,7 @@ def test_an_absurd_number_is_one_line_naming_its_key_and_writes_nothing(
     "synth.frame_sample_rate=65536", "model.kernel_seconds=1",
     "server.sequence_idle_seconds=1000000000", "data.duration=1000000000",
     "model.kernel_seconds=1000000000", "merge.shard_seconds=1000000000",
-    "client.read_seconds=1000000000",
+    "client.read_seconds=1000000000", "model.input_scale=3.4e38",
 ])
 def test_a_value_at_a_bound_is_a_campaign(setting: str, small_config_file: Path) -> None:
     key, value = setting.split("=")

@@ -1,6 +1,7 @@
 """The rules every number of a campaign config meets, whatever its key (``check_config`` runs
-them): finite, never negative, positive where zero means nothing, an integer below 2**63, and
-a length of time (``TIME_SUFFIXES``) at most ``MAX_SECONDS``. And ``off_grid``: whether a GPS
+them): finite and at most the largest float32, never negative, positive where zero means
+nothing, an integer below 2**63, and a length of time (``TIME_SUFFIXES``) at most
+``MAX_SECONDS``. And ``off_grid``: whether a GPS
 time lies off a sample rate's grid (``data.start``).
 
 The numeric fields are found from the sections' dataclasses (a mode package's section's too),
@@ -87,6 +88,12 @@ rate (65536 Hz) a 64-bit count, a wait ``threading.TIMEOUT_MAX`` (9.2e9 s). Beyo
 typo's exponent (1e308 crashed in ``round``, 1e14 in Triton's config)."""
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+"""Every other number of a config is at most the largest float32: the networks compute in
+float32, and a larger ``model.input_scale`` (1e308, a typo's exponent) was an infinite buffer
+in the exported graph, whose every output was NaN, without a word."""
+
+
 def check_finite(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
     """Every number finite (before any rule computes with one: NaN passes every comparison),
     every integer below ``INTEGER_LIMIT`` (before anything is written with one), and every
@@ -94,6 +101,7 @@ def check_finite(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
     for key, value in numbers(c):
         if isinstance(value, float) and not math.isfinite(value):
             fail(key, f"must be a finite number, got {value}")
+
         if isinstance(value, int) and value >= INTEGER_LIMIT:
             fail(key, f"must be below 2**63 (a 64-bit integer), got {value}")
         if key.endswith(TIME_SUFFIXES) and value > MAX_SECONDS:
@@ -110,11 +118,14 @@ def off_grid(gps: float, sample_rate: float) -> bool:
 
 
 def check_signs(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
-    """Every number not negative, and above zero where zero means nothing (after the rules
-    that say more of a key)."""
+    """Every number not negative, above zero where zero means nothing, and at most
+    ``FLOAT32_MAX`` (after the rules that say more of a key)."""
     own = getattr(type(c.mode_section), "ZERO_ALLOWED", frozenset())
     allowed = ZERO_ALLOWED | {f"{c.mode_section_name}.{key}" for key in own}
     for key, value in numbers(c):
+        if value > FLOAT32_MAX:
+            fail(key, f"must be at most 3.4e+38 (the largest float32, which the networks "
+                 f"compute in), got {value:g}")
         if value < 0:
             fail(key, f"must not be negative, got {value:g}")
         if value == 0 and must_be_positive(key, allowed):
