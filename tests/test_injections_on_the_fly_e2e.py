@@ -20,6 +20,7 @@ negative control). Measured on a 2-core AMD EPYC shared with other jobs: the who
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -41,6 +42,7 @@ from offline_iaas.search import onthefly
 from offline_iaas.summary_physics import physics_type, section
 from tests.error_catalogue import documented
 from tests.helpers import SPLITS, WITNESSES, run_split, untrained_weights
+from tests.oracle import analysed_spans
 from tests.test_injections_on_the_fly import (
     FRAME_RATE,
     TOLERANCE,
@@ -101,16 +103,54 @@ def test_e2e_reference_foreground_equals_the_baked_in_cleaned_statistic_and_one_
     assert mismatch(foreground_of(shifted), e2e["baked_out"]) > 10 * TOLERANCE
 
 
+def foreground_problems(output: Path, config, livetime_scale: float = 1.0) -> list[str]:
+    """The injections' statistic, IFAR and found flag and the VT curve recomputed from the
+    output file, its injection set and the slides' livetime by their definitions, sharing no
+    code with the merge: a foreground value's IFAR is ``L / (n + 1)`` with ``n`` the
+    background values at least as loud; an injection's the largest within ``found_seconds``,
+    found at IFAR >= the threshold; VT = V T found / trials, T the analysed time (these
+    untrained weights have no training span). ``L`` is the summary's (recomputed from its
+    definition for e2e in tests/test_time_slides.py), times ``livetime_scale`` (a control)."""
+    summary = json.loads(output.with_suffix(".json").read_text())["bbhnet"]
+    with h5py.File(output, "r") as f:
+        foreground, spans = f["foreground"][()], analysed_spans(f)
+        background = np.asarray(f["background"]["statistic"], np.float64)
+    with h5py.File(config.search.injections, "r") as f:
+        attrs = dict(f.attrs)
+    livetime = summary["background_livetime_seconds"] * livetime_scale
+    louder = (background[None, :] >= foreground["statistic"][:, None]).sum(axis=1)
+    ifar = livetime / (louder + 1) / (365.25 * 86400)
+    problems, best = [], []
+    for row in summary["injections"]:
+        near = np.abs(foreground["time"] - row["gps_time"]) <= config.search.found_seconds
+        best.append(float(ifar[near].max()) if near.any() else 0.0)
+        found = best[-1] >= config.search.ifar_threshold_years
+        if not (np.isclose(row["ifar_years"], best[-1], rtol=1e-9, atol=0)
+                and row["found"] == found and row["statistic"] == pytest.approx(
+                    float(foreground["statistic"][near].max()))):
+            problems.append(f"GPS {row['gps_time']}: campaign {row}, here IFAR {best[-1]}")
+    years = sum(b - a for a, b in spans) / (365.25 * 86400)
+    trials = len(best) * attrs["drawn"] / attrs["injected"]
+    for point in summary["sensitivity"]["curve"]:
+        if point["measurable"]:
+            found = sum(v >= point["ifar_threshold_years"] for v in best)
+            vt = attrs["time_volume_gpc3"] * years * found / trials
+            if point["found"] != found or not np.isclose(point["vt_gpc3_years"], vt, rtol=1e-9):
+                problems.append(f"IFAR {point['ifar_threshold_years']:.3g} yr: campaign "
+                                f"{point['found']} VT {point['vt_gpc3_years']}, here {found} {vt}")
+    return problems
+
+
 def test_e2e_found_missed_and_vt_come_from_the_foreground_of_the_cleaned_strain(e2e) -> None:
     summary = json.loads(e2e["fly_out"].with_suffix(".json").read_text())["bbhnet"]
-    foreground = foreground_of(e2e["fly_out"])
-    assert summary["injection_counts"]["listed"] == 2
+    assert summary["injection_counts"]["listed"] == 2 == len(summary["injections"])
     assert summary["time_shifts"] == SLIDES
-    for row in summary["injections"]:  # each one's statistic is the foreground's loudest near it
-        near = np.abs(foreground["time"] - row["gps_time"]) <= e2e["fly"].search.found_seconds
-        assert row["statistic"] == pytest.approx(float(foreground["statistic"][near].max()))
     assert summary["sensitivity"]["injections"] == 2
-    assert summary["sensitivity"]["at_reach"]["ifar_threshold_years"] > 0
+    found = [p["found"] for p in summary["sensitivity"]["curve"] if p["measurable"]]
+    assert max(found) > 0 and min(found) < 2  # the curve has found and missed to count
+    assert foreground_problems(e2e["fly_out"], e2e["fly"]) == []
+    # control: the background's livetime doubled (every foreground IFAR with it)
+    assert foreground_problems(e2e["fly_out"], e2e["fly"], livetime_scale=2.0) != []
 
 
 @pytest.fixture(scope="module")
