@@ -275,8 +275,10 @@ def vt_problems(run_dir: Path, shift_injections: float = 0.0, trim_seconds: floa
 
 
 @pytest.mark.slow
-def test_the_sensitive_volume_follows_from_the_triggers_and_the_injections(campaigns) -> None:
-    config, run_dir = campaigns["bbhnet"]
+@pytest.mark.parametrize("name", ["bbhnet", "e2e"])
+def test_the_sensitive_volume_follows_from_the_triggers_and_the_injections(campaigns,
+                                                                          name) -> None:
+    config, run_dir = campaigns[name]
     bbhnet = json.loads((run_dir / "output" / "campaign.json").read_text())["bbhnet"]
     found = [p["found"] for p in bbhnet["sensitivity"]["curve"] if p["measurable"]]
     assert max(found) > 0  # some injection is found at the lowest thresholds
@@ -287,8 +289,10 @@ def test_the_sensitive_volume_follows_from_the_triggers_and_the_injections(campa
     assert bbhnet["training_gps"] == truth
     assert bbhnet["held_out_seconds"] < bbhnet["analysed_seconds"]
     assert vt_problems(run_dir) == []
-    assert vt_problems(run_dir, shift_injections=5.0) != []  # control: injections elsewhere
-    # control: the analysed time one stride shorter at each end
+    if name == "bbhnet":  # control: injections elsewhere (in e2e's short background every
+        # trigger near either place is louder than all of it: the same IFAR, its reach)
+        assert vt_problems(run_dir, shift_injections=5.0) != []
+    # control: the analysed time (e2e's: its longer warm-up) one stride shorter at each end
     assert vt_problems(run_dir, trim_seconds=config.stride_seconds) != []
 
 
