@@ -183,6 +183,18 @@ def test_effective_distance_is_distance_over_the_response() -> None:
         assert waveforms.effective_distance(edge_on, ifo) == pytest.approx(
             1000.0 / abs(fp / 2), rel=1e-12)
     assert waveforms.effective_distance(BINARY, "H1") >= 1000.0
+    # at any inclination, with LAL's own antenna response (FINDCHIRP's definition:
+    # D / sqrt(F+^2 (1 + cos^2 i)^2 / 4 + Fx^2 cos^2 i))
+    detectors = {"H1": lal.LHO_4K_DETECTOR, "L1": lal.LLO_4K_DETECTOR}
+    gmst = lal.GreenwichMeanSiderealTime(lal.LIGOTimeGPS(BINARY.gps_time))
+    for ifo, index in detectors.items():
+        fp, fc = lal.ComputeDetAMResponse(lal.CachedDetectors[index].response, BINARY.ra,
+                                          BINARY.dec, BINARY.polarization, gmst)
+        for inclination in (0.3, 1.1, 2.0, 2.9):
+            c = np.cos(inclination)
+            tilted = dataclasses.replace(BINARY, inclination=inclination)
+            assert waveforms.effective_distance(tilted, ifo) == pytest.approx(
+                1000.0 / np.sqrt(fp**2 * (1 + c**2) ** 2 / 4 + fc**2 * c**2), rel=1e-9)
 
 
 def test_welch_asd_measures_white_noise_and_a_line() -> None:
