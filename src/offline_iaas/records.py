@@ -260,6 +260,19 @@ def parse(kind: type[R], text: str, path: Path, remedy: str | None = None) -> R:
         ) from None
 
 
+def written_version(path: Path) -> int | None:
+    """The schema version ``path``'s record was written with (1 without a
+    ``schema_version``: ``read`` converts it in memory, so the record itself says the
+    current one); None where the file cannot be read or holds no version number (``read``
+    says why)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    version = data.get("schema_version", 1) if isinstance(data, dict) else None
+    return version if isinstance(version, int) and not isinstance(version, bool) else None
+
+
 def read_optional(kind: type[R], path: Path) -> R | None:
     """``read``, or None when the file does not exist (RunError when it is there but not a
     valid record)."""

@@ -14,10 +14,10 @@ metadata key ``triton-grpc-protocol-<key>`` (seen here: a gRPC request carrying
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 
+from offline_iaas import records
 from offline_iaas.atomic import replaced_atomically
 from offline_iaas.errors import RunError
 from offline_iaas.rundir import RunDir, restore_advice
@@ -82,11 +82,8 @@ def read_token(run: RunDir) -> str | None:
 def _written_with_a_token(run: RunDir) -> bool:
     """Whether make-dag wrote ``run`` with a token: its run.json is of schema version 2 or
     later (tokens came first). A run.json missing or damaged: no (its own checks say so)."""
-    try:
-        version = json.loads(run.run_info.read_text()).get("schema_version", 1)
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return False
-    return isinstance(version, int) and version >= 2
+    version = records.written_version(run.run_info)
+    return version is not None and version >= 2
 
 
 def auth_headers(run: RunDir) -> dict[str, str]:
