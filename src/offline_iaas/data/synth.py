@@ -70,7 +70,7 @@ from scipy import signal
 from offline_iaas.atomic import replaced_atomically, write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.config_sections import DataConfig, SynthConfig
-from offline_iaas.errors import ConfigError, DataError
+from offline_iaas.errors import ConfigError, DataError, RunError
 from offline_iaas.search.draw_injections import MEASURED_PSD_SECONDS
 from offline_iaas.search.injection_file import write_injection_set
 from offline_iaas.search.synth_injections import (
@@ -253,6 +253,19 @@ def default_out_dir(data: DataConfig, source: Path | None) -> Path:
     return frames.parent if frames.suffix in CACHE_SUFFIXES else frames
 
 
+def refuse_foreign_frames(out_dir: Path) -> None:
+    """RunError where ``out_dir`` holds frame files and no ``synth.json``: frames synth did not
+    write (a detector's, or a copy of them), which a dataset written there would overwrite
+    where the names meet and lie beside where they do not."""
+    if (out_dir / "synth.json").exists() or not out_dir.is_dir():
+        return
+    foreign = next(iter(sorted(out_dir.rglob("*.gwf"))), None)
+    if foreign is not None:
+        raise RunError(f"{out_dir} holds frame files that synth did not write ({foreign}; no "
+                       "synth.json beside them): a synthetic dataset is written only into a new "
+                       "directory or one of synth's own; give another (data.frames or --out)")
+
+
 def _write_gwf(
     path: Path,
     names: list[str],
@@ -336,6 +349,7 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
     line_scale = LINE_PROMINENCE * float(design_asd(np.array([synth.line_frequency]))[0])
     plan = plan_injections(config, ifos, sample_rate, design_asd)
     injections = plan.injections
+    refuse_foreign_frames(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
     files: list[dict[str, Any]] = []

@@ -153,12 +153,27 @@ SUMMARY = TRAINING_SUMMARY
 
 
 def _dataset(config: CampaignConfig) -> dict[str, Any]:
+    """The campaign's synthetic dataset's ``synth.json`` (written first where missing);
+    DataError naming it where it is not synth's summary (the training uses its directory and
+    its injections' times), before any network trains."""
     out_dir = synth.default_out_dir(config.data, config.source)
     summary_path = out_dir / "synth.json"
-    if summary_path.exists():
-        return json.loads(summary_path.read_text())
-    logger.info(f"train-demo: writing the synthetic dataset to {out_dir}")
-    return synth.write_synthetic_dataset(config)
+    if not summary_path.exists():
+        logger.info(f"train-demo: writing the synthetic dataset to {out_dir}")
+        return synth.write_synthetic_dataset(config)
+    try:
+        summary = json.loads(summary_path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise DataError(f"{summary_path}: cannot read the synthetic dataset's summary ({err}); "
+                        "write the dataset again with offline-iaas synth") from None
+    injections = summary.get("injections") if isinstance(summary, dict) else None
+    if not isinstance(injections, list) or not all(
+            isinstance(i, dict) and isinstance(i.get("gps_time"), (int, float))
+            and math.isfinite(i["gps_time"]) for i in injections):
+        raise DataError(f"{summary_path}: not synth's summary of a dataset (a JSON object whose "
+                        "injections each have a finite gps_time); write the dataset again with "
+                        "offline-iaas synth")
+    return summary
 
 
 def _check_training_frames(data: DataConfig, frames: Sequence[FrameFile]) -> None:
