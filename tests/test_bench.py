@@ -501,3 +501,24 @@ def test_o3_deepclean_workload_streams_the_o3_campaign_on_both_devices(tmp_path:
                                    weights, instances=1)
         manifest = read_manifest(exported.model.repository)
         assert (manifest.flavor, manifest.mode) == (flavor, "deepclean")
+
+
+@pytest.mark.parametrize("option", [["--data-scale", "nan"], ["--data-scale", "-1"],
+                                    ["--data-scale", "0"], ["--data-scale", "1e300"],
+                                    ["--batch-size", "0"]])
+def test_a_bench_option_without_a_measurement_is_refused_before_any_server(
+        option: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """NaN, negative or absurd data per measurement, a batch size of 0: one line naming the
+    option, exit 2, nothing written (NaN was a traceback once the servers had started, -1
+    worker tracebacks, 0 a bench that never ended; a batch size of 0 meant the default)."""
+    from offline_iaas.bench.sweep import SweepPlan
+    from offline_iaas.cli import main
+
+    code = main(["bench", "--workloads", "tiny", "--out", str(tmp_path / "b"), *option])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and option[0].lstrip("-").split("-")[-1] in line.replace("_", "-")
+    assert not (tmp_path / "b").exists()
+    if option == ["--data-scale", "nan"]:
+        documented("bench-data-scale-not-positive",
+                   line.removeprefix("offline-iaas bench: error: "), exit_code=code)
+    SweepPlan(workloads=("tiny",), data_seconds={"tiny": 1.0}).check()  # control: a plan

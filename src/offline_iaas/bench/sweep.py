@@ -35,6 +35,7 @@ from offline_iaas.bench.server import BenchServer, bench_server
 from offline_iaas.bench.service import measure_service
 from offline_iaas.bench.workloads import DEFAULT_WORKLOADS, Workload, workload, write_weights
 from offline_iaas.config import CampaignConfig
+from offline_iaas.config_numbers import MAX_SECONDS
 from offline_iaas.errors import ConfigError
 from offline_iaas.repository.export import FLAVOR_DEVICE, export_repository, read_manifest
 from offline_iaas.rundir import RunDir
@@ -106,12 +107,18 @@ class SweepPlan:
         """ConfigError for an impossible plan."""
         for name in self.workloads:
             workload(name)
-        values = [*self.batch_sizes, *self.clients, self.default_batch_size or 1,
+        batch_size = 1 if self.default_batch_size is None else self.default_batch_size
+        values = [*self.batch_sizes, *self.clients, batch_size,
                   self.default_clients, self.in_flight, self.repeats, *self.instances]
         if not self.instances or min(values) < 1:
             raise ConfigError(
                 "bench batch sizes, clients, in-flight, repeats and instances must be >= 1"
             )
+        for name in self.workloads:
+            seconds = self.seconds_for(workload(name))
+            if not 0 < seconds <= MAX_SECONDS:  # NaN too: a count of samples it cannot be
+                raise ConfigError(f"bench data per measurement of {name} must be above 0 s and "
+                                  f"at most 10**9 s (--data-scale), got {seconds:g} s")
         if self.device not in FLAVOR_OF_DEVICE:
             raise ConfigError(f"bench device {self.device!r} is not one of "
                               f"{', '.join(FLAVOR_OF_DEVICE)}")
