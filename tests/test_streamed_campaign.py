@@ -428,26 +428,35 @@ def test_the_oracle_accepts_a_streamed_campaign_as_the_whole_window_one(campaign
 
 
 @pytest.mark.slow
-def test_a_streamed_client_killed_mid_stream_resumes_and_equals_the_reference(exported):
+@pytest.mark.parametrize("newest_checkpoint", ["kept", "emptied"])
+def test_a_streamed_client_killed_mid_stream_resumes_and_equals_the_reference(
+        exported, newest_checkpoint):
     """client0 SIGKILLs itself mid-stream (tests/faults/inject.py); run-local retries it, it
     resumes from its checkpoint on a new sequence (the streamed state rebuilt from the
-    samples it sends again) and the output still equals the reference."""
+    samples it sends again) and the output still equals the reference. With its newest
+    checkpoint emptied first (a power loss after the rename), the retry removes it, says so,
+    and streams its rows again (it was a traceback in every attempt)."""
     streamed = exported["streamed"]
     root = streamed.source.parent
     config = load_config(streamed.source, [*STREAMED, *FAST_FAILURE, "client.in_flight=2",
                                            f'model.repository="{streamed.model.repository}"'])
-    run_dir = root / "run-killed"
+    run_dir = root / f"run-killed-{newest_checkpoint}"
     make_dag(config, RunDir(run_dir))
+    damage = [{"point": "mid-stream", "action": "truncate",
+               "path": "parts/client0.checkpoints/*.npz"}] * (newest_checkpoint == "emptied")
     (run_dir / "faults.json").write_text(json.dumps(
-        {"client0": [{"point": "mid-stream", "action": "sigkill"}]}))
+        {"client0": [*damage, {"point": "mid-stream", "action": "sigkill"}]}))
     try:
         run_local(RunDir(run_dir))
     finally:
         assert processes_mentioning(str(run_dir)) == []
     out = (run_dir / "logs" / "client0.out").read_text()
     assert "injected fault 'sigkill' at mid-stream" in out
+    damaged = "is damaged (EOFError" in (run_dir / "logs" / "client0.err").read_text() + out
+    assert damaged == (newest_checkpoint == "emptied")
     resumed = [line for line in out.splitlines() if "resuming after" in line]
-    assert resumed and int(resumed[0].split("resuming after ")[1].split()[0]) > 0
+    assert newest_checkpoint == "emptied" or (
+        resumed and int(resumed[0].split("resuming after ")[1].split()[0]) > 0)
     reference, _ = run_reference(config, root / "reference-killed.h5")
     comparison = compare_outputs(run_dir / "output" / "campaign.h5", reference)
     assert comparison.problems == [] and comparison.worst <= REFERENCE_TOLERANCE

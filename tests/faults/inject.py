@@ -12,8 +12,10 @@ The test hook of ``offline_iaas.hooks`` (``tests/conftest.py`` sets
 ``pause`` (sleep ``seconds``), ``barrier`` (wait, up to ``seconds``, until ``count`` nodes
 have reached the point, then ``hold`` seconds more: they are all there at once), ``enospc``
 (raise the ``OSError`` a full disk gives a write to ``path``, relative to the run directory)
-or ``fill`` (fill the run directory's filesystem, a test's small tmpfs, with the file
-``path``: the node's next write fails for real), and ``times`` how many attempts suffer it.
+``fill`` (fill the run directory's filesystem, a test's small tmpfs, with the file
+``path``: the node's next write fails for real) or ``truncate`` (cut the newest file matching
+the glob ``path`` to ``bytes`` bytes, its mtime kept; then the node goes on to its next
+fault), and ``times`` how many attempts suffer it.
 Attempts already hit are counted in ``RUN/faults-state.json``. Without ``faults.json``
 nothing happens.
 """
@@ -71,9 +73,22 @@ def inject(run_dir: Path, node: str, point: str) -> None:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         elif action == "fill":
             fill(run_dir / fault.get("path", "filler"))
+        elif action == "truncate":
+            truncate_newest(run_dir, fault["path"], int(fault.get("bytes", 0)))
         else:
             print(f"{node}: injected failure at {point}", file=sys.stderr, flush=True)
             sys.exit(1)
+
+
+def truncate_newest(run_dir: Path, pattern: str, size: int) -> None:
+    """Cut the newest file matching ``pattern`` (a glob relative to the run directory) to
+    ``size`` bytes, its modification time kept: what a power loss leaves of a file renamed
+    into place before its bytes reached the disk."""
+    path = max(run_dir.glob(pattern), key=lambda p: p.stat().st_mtime_ns)
+    times = path.stat()
+    os.truncate(path, size)
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+    print(f"truncated {path} to {size} bytes", flush=True)
 
 
 def fill(path: Path) -> None:

@@ -316,6 +316,9 @@ def run_client(
                                         injection_times(config.search)))
     writer = PartWriter(run, share, outputs, config.stream_hash(),
                         {name: config.outputs.row_shape(name) for name in outputs}, foreground)
+    for path, why in writer.discard_damaged_checkpoints():
+        logger.warning(f"{node}: checkpoint {path} is damaged ({why}): removed, its rows are "
+                       "streamed again")
     resumed = sum(writer.progress())
     logger.info(
         f"{node}: streaming {len(share.pieces)} piece(s), {share.streamed_seconds:.0f} s "

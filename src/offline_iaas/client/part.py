@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import zipfile
 from pathlib import Path
 
 import h5py
@@ -97,6 +98,19 @@ class PartWriter:
                 piece, start, stop = map(int, match.groups())
                 found.setdefault(piece, []).append((start, stop, path))
         return {piece: sorted(items) for piece, items in found.items()}
+
+    def discard_damaged_checkpoints(self) -> list[tuple[Path, str]]:
+        """Remove every checkpoint that cannot be read back whole (a crash or power loss
+        after its rename, before its bytes reached the disk, leaves it empty or cut short):
+        its rows are streamed again. Returns each removed file and why."""
+        removed = []
+        for piece in self.checkpoints().values():
+            for start, stop, path in piece:
+                why = _checkpoint_damage(path, self.outputs, stop - start)
+                if why is not None:
+                    path.unlink(missing_ok=True)
+                    removed.append((path, why))
+        return removed
 
     def progress(self, holes: Holes | None = None) -> list[int]:
         """Rows of each piece saved (or in a hole) contiguously from row 0 (where a retry
@@ -214,3 +228,17 @@ def read_piece_rows(
     """Rows ``[start, stop)`` of one piece's dataset in a part."""
     with h5py.File(run.part(node)[0], "r") as f:
         return f[f"{output}/{piece}"][start:stop]
+
+
+def _checkpoint_damage(path: Path, outputs: tuple[str, ...], rows: int) -> str | None:
+    """Why the checkpoint ``path`` cannot give its ``rows`` rows of every output, or None."""
+    try:
+        with np.load(path) as saved:
+            for output in outputs:
+                if output not in saved.files:
+                    return f"no {output}"
+                if len(saved[output]) != rows:
+                    return f"{len(saved[output])} rows of {output}, not {rows}"
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
