@@ -16,18 +16,20 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Protocol
 
 from offline_iaas import hooks, records
+from offline_iaas.atomic import replace_directory
 from offline_iaas.binding import check_run_directory, is_make_dag_run, read_bound_run
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.config_sections import ServerConfig
@@ -118,22 +120,29 @@ def make_launcher(server: ServerConfig, repository: Path, node: str, token: str 
 
 def unpack_repository(run: RunDir, source: Path) -> Path:
     """The model repository at ``source``: a directory, or a tarball unpacked into the run
-    directory."""
+    directory (into a temporary directory first, which replaces ``RUN/model-repository`` once
+    whole). ModelError naming the tarball where it is not a whole tar archive holding
+    ``model-repository/`` (the repository there is left as it was)."""
     source = run.resolve(source)
     if source.is_dir():
         return source
     if not source.is_file():
         raise ModelError(f"model repository {source} does not exist")
     target = run.model_repository
-    if target.exists():
-        shutil.rmtree(target)
-    with tarfile.open(source) as tar:
-        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: no links or paths outside
-            tar.extractall(run.path, filter="data")
-        else:
-            tar.extractall(run.path)
-    if not target.is_dir():
-        raise ModelError(f"{source} does not hold a model-repository/ directory")
+    with tempfile.TemporaryDirectory(dir=run.path, prefix=".unpacking-") as scratch:
+        try:
+            with tarfile.open(source) as tar:
+                if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: no links or paths out
+                    tar.extractall(scratch, filter="data")
+                else:
+                    tar.extractall(scratch)
+        except (tarfile.TarError, EOFError, zlib.error) as err:
+            raise ModelError(f"{source}: not a whole tar archive of a model repository ({err}); "
+                             "copy make-dag's model-repository.tar.gz again") from None
+        unpacked = Path(scratch) / target.name
+        if not unpacked.is_dir():
+            raise ModelError(f"{source} does not hold a model-repository/ directory")
+        replace_directory(unpacked, target)
     return target
 
 
