@@ -178,3 +178,66 @@ def test_an_unreadable_weight_file_is_named_with_the_os_reason_not_called_no_sta
     assert done.returncode == exit_code(ModelError), done.stderr
     documented("weights-unreadable", message, {ws: "<ws>"}, exit_code=done.returncode)
     assert export_process().returncode == 0  # control: the same file, readable
+
+
+def test_a_torchscript_or_onnx_classifier_is_refused_in_one_line_without_torchs_warning(
+        small_config_file: Path, capsys: pytest.CaptureFixture) -> None:
+    """The classifier takes a state_dict only: a TorchScript file went to torch.load, which
+    printed its UserWarning and relayed its advice to load with weights_only=False ("can result
+    in arbitrary code execution"); now the file's kind is told first, from its content."""
+    import warnings
+
+    ws = small_config_file.parent
+    network = Classifier(2).eval()
+    example = torch.zeros(2, 2, 256)
+    (ws / "ts").mkdir()
+    traced = ws / "ts" / "classifier.pt"  # named as a state_dict: told by content
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.jit.trace(network, example).save(str(traced))
+        graph = ws / "classifier.onnx"
+        torch.onnx.export(network, (example,), str(graph), input_names=["windows"],
+                          output_names=["statistic"], dynamo=False)
+    for path, kind in ((traced, "a TorchScript file"), (graph, "an ONNX file")):
+        with warnings.catch_warnings(record=True) as shown:
+            warnings.simplefilter("always")
+            code, lines = export(small_config_file, path.parent if path == traced else path,
+                                 capsys)
+        message = refusal(lines)
+        assert code == exit_code(ModelError), lines
+        assert message == (f"{path}: {kind}, not a state_dict: the classifier's weights are a "
+                           "state_dict saved with torch.save(model.state_dict(), path) "
+                           "(TorchScript and ONNX files are taken for the DeepClean and BBHnet "
+                           "networks only)"), message
+        assert [str(w.message) for w in shown] == [], shown
+    documented("classifier-weights-graph-file", message, {ws: "<ws>"}, exit_code=code)
+    # control: the same network's state_dict, in the same directory
+    saved(network.state_dict(), traced)
+    code, lines = export(small_config_file, traced.parent, capsys)
+    assert code == 0, lines
+
+
+def test_classifier_weights_with_nan_or_inf_are_refused_naming_the_tensor(
+        small_config_file: Path, capsys: pytest.CaptureFixture) -> None:
+    """Exported before, and served the whole campaign: the failure showed only at the shard
+    merge ("holds no finite statistic")."""
+    ws = small_config_file.parent
+    state = Classifier(2).state_dict()
+    state["features.0.weight"][0, 0, 0] = float("nan")
+    code, lines = export(small_config_file, saved(state, ws / "nan.pt"), capsys)
+    message = refusal(lines)
+    assert code == exit_code(ModelError), lines
+    assert message.startswith(f"{ws / 'nan.pt'}: tensor features.0.weight holds 1 non-finite "
+                              "value of 112 (first: nan)"), message
+    documented("weights-not-finite", message, {ws: "<ws>"}, exit_code=code)
+    state = Classifier(2).state_dict()
+    state["input_scale"].fill_(float("inf"))  # a buffer
+    code, lines = export(small_config_file, saved(state, ws / "inf.pt"), capsys)
+    assert code == exit_code(ModelError), lines
+    assert refusal(lines).startswith(f"{ws / 'inf.pt'}: tensor input_scale holds 1 non-finite "
+                                     "value of 1 (first: inf)"), lines
+    assert not (ws / "model-repository").exists()
+    # control: the finite state_dict
+    code, lines = export(small_config_file, saved(Classifier(2).state_dict(), ws / "ok.pt"),
+                         capsys)
+    assert code == 0, lines

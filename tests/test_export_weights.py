@@ -103,3 +103,95 @@ def test_subtract_graph_takes_the_stride_the_average_completed(small_config_file
     for ifo in range(2):  # strain channels come first in e2e's stream
         strain = windows[0, :, ifo, :s].reshape(-1)
         assert_same_samples(cleaned[0, ifo], strain - noise[0, ifo])
+
+
+def saved_as(network: torch.nn.Module, path: Path) -> Path:
+    """``network`` written to ``path`` as its suffix says: a state_dict (``.pt``), TorchScript
+    (``.ts``) or ONNX (``.onnx``, in one file)."""
+    import warnings
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    example = torch.zeros(2, 2, 256)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if path.suffix == ".pt":
+            torch.save(network.state_dict(), path)
+        elif path.suffix == ".ts":
+            torch.jit.trace(network, example).save(str(path))
+        else:
+            torch.onnx.export(network, (example,), str(path), input_names=["windows"],
+                              output_names=["statistic"], opset_version=17, dynamo=False,
+                              dynamic_axes={"windows": {0: "batch"}, "statistic": {0: "batch"}})
+    return path
+
+
+FORMS = {".pt": "weights", ".ts": "TorchScript", ".onnx": "ONNX"}
+"""How a refusal names a BBHnet weight file of each suffix (``saved_as``)."""
+STREAMED = {"auto": 'model.streamed="auto"', "false": "model.streamed=false"}
+
+
+def trained_bbhnet(weights: Path) -> torch.nn.Module:
+    """``untrained_weights``' BBHnet (``weights/bbhnet.pt``), loaded, in eval mode."""
+    network = build_network("bbhnet", {"ifos": 2}, whitening_taps=33)
+    network.load_state_dict(torch.load(weights / "bbhnet.pt"))
+    return network.eval()
+
+
+def test_bbhnet_weights_with_nan_or_inf_are_refused_in_every_file_kind(
+        small_config_file: Path) -> None:
+    """A state_dict's or TorchScript file's tensors, an ONNX graph's initialisers: exported
+    before, the NaN statistic was found only at the shard merge."""
+    ws = small_config_file.parent
+    config = config_for(small_config_file, "bbhnet")
+    good = trained_bbhnet(untrained_weights(ws / "w"))
+    bad = trained_bbhnet(ws / "w")
+    with torch.no_grad():
+        bad.stem[0].weight[0, 0, 0] = float("nan")
+    refusals = {}
+    for suffix in (".pt", ".ts", ".onnx"):
+        path = saved_as(bad, ws / f"bad{suffix}" / f"bbhnet{suffix}")
+        with pytest.raises(ModelError, match=r"holds 1 non-finite value of 112 \(first: nan\)"
+                           ) as caught:
+            export_repository(config, path.parent)
+        named = "stem.0.weight" if suffix != ".onnx" else ""  # ONNX: the folded layer's name
+        assert str(caught.value).startswith(f"bbhnet {FORMS[suffix]} {path}: tensor {named}"
+                                            ), caught.value
+        if suffix == ".ts":
+            refusals["network-weights-not-finite"] = caught
+    documented_refusals(refusals, {ws: "W"})
+    assert not config.model.repository.exists()
+    for suffix in (".pt", ".ts", ".onnx"):  # control: the same network, finite
+        export_repository(config, saved_as(good, ws / f"good{suffix}" / f"bbhnet{suffix}").parent)
+    assert read_manifest(config.model.repository).versions == {"bbhnet": 3}
+
+
+def test_an_onnx_graph_with_external_data_is_refused_naming_the_file(
+        small_config_file: Path) -> None:
+    """Its weights in ``bbhnet.onnx.data``: the streamed export failed with onnx's traceback;
+    with ``model.streamed = false`` the graph alone was copied into the repository, which
+    ``check`` then called half-copied."""
+    import onnx
+
+    ws = small_config_file.parent
+    good = saved_as(trained_bbhnet(untrained_weights(ws / "w")), ws / "one" / "bbhnet.onnx")
+    (ws / "ext").mkdir()
+    onnx.save_model(onnx.load(str(good)), str(ws / "ext" / "bbhnet.onnx"),
+                    save_as_external_data=True, location="bbhnet.onnx.data", size_threshold=0)
+    refusals = {}
+    for streamed in ("auto", "false"):
+        config = load_config(small_config_file, ['model.mode="bbhnet"', STREAMED[streamed]])
+        with pytest.raises(ModelError) as refusals["weights-onnx-external-data"]:
+            export_repository(config, ws / "ext")
+        assert str(refusals["weights-onnx-external-data"].value) == (
+            f"bbhnet ONNX {ws}/ext/bbhnet.onnx: holds its weights as external data "
+            "(bbhnet.onnx.data): save the graph in one file (onnx.save_model(model, path, "
+            "save_as_external_data=False))")
+        assert not config.model.repository.exists()
+    documented_refusals(refusals, {ws: "W"})
+    # control: the same graph in one file is exported, and the repository checks out whole
+    from offline_iaas.repository.export import repository_problems
+
+    for streamed in ("auto", "false"):
+        config = load_config(small_config_file, ['model.mode="bbhnet"', STREAMED[streamed]])
+        export_repository(config, good.parent)
+        assert repository_problems(config)[1] == []

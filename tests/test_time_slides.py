@@ -56,7 +56,7 @@ def campaigns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
     write_synthetic_dataset(load_config(root / "campaign.toml"))
     weights = untrained_weights(root / "weights")
     # BBHnet "trained" on the last seconds: the training span is cut from the background, VT's
-    # T and the counted injections (weights.weights_training_spans reads this file)
+    # T and the counted injections (training_summary.weights_training_spans reads this file)
     (weights / "demo-models.json").write_text(json.dumps({"networks": {"bbhnet": {
         "gps_start": start + 32 - TRAINING_SECONDS, "gps_end": start + 32}}}))
     runs = {}

@@ -36,7 +36,7 @@ from offline_iaas.data.frames import read_span
 from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.mode_packages import network_kinds
 from offline_iaas.models.numerics import numerics_in_use, run_in_child
-from offline_iaas.models.weights import TRAINING_SUMMARY
+from offline_iaas.models.training_summary import TRAINING_SUMMARY
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,9 @@ Three kinds of file are accepted, told apart by content (not by name):
 
 Anything else is refused with ``ModelError``, whose message names the file, the expected and
 the found shapes; a file pickling a whole module or another object (``pickled_objects``) says
-what to save instead, never torch's advice to allow the object's code.
+what to save instead, never torch's advice to allow the object's code. A file of any kind with
+a NaN or Inf in a floating tensor is refused naming the tensor (``finite_weights.py``), and an
+ONNX graph keeping its weights in external data files (export copies one file) too.
 
 ``expected`` (a dict) describes what the campaign needs:
 
@@ -35,7 +37,6 @@ Both
 from __future__ import annotations
 
 import io
-import json
 import os
 import pickletools
 import re
@@ -51,6 +52,7 @@ import numpy as np
 from offline_iaas.atomic import replaced_atomically
 from offline_iaas.errors import ModelError, names_text
 from offline_iaas.mode_packages import network_kind
+from offline_iaas.models.finite_weights import onnx_initialisers, refuse_non_finite
 
 INPUT_NAME = "windows"
 ONNX_OPSET = 17
@@ -186,7 +188,7 @@ def build_network(kind: str, expected: Mapping[str, Any], whitening_taps: int | 
 
 
 
-def _detect(path: Path) -> str:
+def weight_file_kind(path: Path) -> str:
     """``state_dict``, ``torchscript``, ``onnx`` or ``unknown`` from the file's content."""
     if zipfile.is_zipfile(path):
         try:
@@ -212,8 +214,8 @@ def _onnx_model(path: Path):
     """The ONNX ModelProto of ``path``, or None when it is not one."""
     import onnx
 
-    try:
-        model = onnx.load(str(path))
+    try:  # external data (its weights in other files) refused by check_onnx, not read
+        model = onnx.load(str(path), load_external_data=False)
     except Exception:
         return None
     if model.ir_version <= 0 or not model.graph.node or not model.graph.output:
@@ -250,7 +252,7 @@ def load_network(kind: str, path: Path, expected: Mapping[str, Any]):
     network_kind(kind)
     path = Path(path)
     readable_weight_file(path, f"{kind} weights {path}", OTHER_FILES)
-    what = _detect(path)
+    what = weight_file_kind(path)
     if what == "state_dict":
         return _load_state_dict(kind, path, expected)
     if what == "torchscript":
@@ -285,6 +287,7 @@ def _load_state_dict(kind: str, path: Path, expected: Mapping[str, Any]):
             f"{kind} weights {path}: not a state_dict (a mapping of parameter names to tensors)"
         )
     model = network_for_state(kind, dict(state), path, expected)
+    refuse_non_finite(f"{kind} weights {path}", state.items())
     model.load_state_dict(state)
     return model.eval()
 
@@ -372,6 +375,7 @@ def _load_torchscript(kind: str, path: Path, expected: Mapping[str, Any]):
     fresh = build_network(kind, expected)
     if set(state) == set(fresh.state_dict()):  # our architecture: name the wrong parameter
         network_for_state(kind, state, path, expected)
+    refuse_non_finite(f"{kind} TorchScript {path}", state.items())
     module.eval()
     channels, kernel = input_shape(kind, expected)
     shape_in = (_CHECK_BATCH, channels, kernel)
@@ -417,10 +421,18 @@ def check_onnx(kind: str, path: Path, expected: Mapping[str, Any]) -> bool:
     model = _onnx_model(path)
     if model is None:
         raise ModelError(f"{path} is not a torch state_dict, TorchScript or ONNX file")
+    external = {entry.value for tensor in model.graph.initializer
+                for entry in tensor.external_data if entry.key == "location"}
+    if external:  # a copy of the graph alone would lose them (export copies one file)
+        raise ModelError(
+            f"{kind} ONNX {path}: holds its weights as external data ({', '.join(sorted(external))}"
+            "): save the graph in one file (onnx.save_model(model, path, "
+            "save_as_external_data=False))")
     try:
         onnx.checker.check_model(model)
     except Exception as err:
         raise ModelError(f"{kind} ONNX {path}: invalid graph: {_first_line(err)}") from None
+    refuse_non_finite(f"{kind} ONNX {path}", onnx_initialisers(model))
     input_name, output_name = names(kind, expected)
     initializers = {i.name for i in model.graph.initializer}
     inputs = {i.name: i for i in model.graph.input if i.name not in initializers}
@@ -572,27 +584,3 @@ def export_onnx(
 def _is_onnx_graph(value: Any) -> bool:
     return type(value).__name__ == "ModelProto"
 
-
-TRAINING_SUMMARY = "demo-models.json"
-"""Written by ``train-demo`` beside the weights; each network's ``gps_start``/``gps_end``."""
-
-
-def weights_training_spans(weights: Path | None) -> dict[str, list[float]]:
-    """GPS ``[start, end]`` of each network's training data, from the weights directory's
-    ``demo-models.json`` (``train-demo`` writes it; users may write their own: ``{"networks":
-    {"deepclean-H1": {"gps_start": ..., "gps_end": ...}, "bbhnet": {...}}}``). Empty when the
-    weights do not say: the merge then reports its physics numbers over all the data and says
-    so."""
-    if weights is None or not Path(weights).is_dir():
-        return {}
-    path = Path(weights) / TRAINING_SUMMARY
-    if not path.exists():
-        return {}
-    try:
-        networks = json.loads(path.read_text())["networks"]
-        return {
-            name: [float(report["gps_start"]), float(report["gps_end"])]
-            for name, report in networks.items()
-        }
-    except (ValueError, KeyError, TypeError) as err:
-        raise ModelError(f"{path}: unreadable training summary ({err!r})") from None

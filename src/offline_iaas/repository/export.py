@@ -35,7 +35,7 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError, RunError, names_text
 from offline_iaas.manifest import Manifest
 from offline_iaas.mode_packages import find_mode
-from offline_iaas.models.weights import weights_training_spans
+from offline_iaas.models.training_summary import weights_training_spans
 from offline_iaas.modes import BUILT_IN_MODES, RAW, per_sample
 from offline_iaas.network_streaming import AUTO, served_as, whole_window_reason
 from offline_iaas.records import NetworkGraph, ServedModel
@@ -54,6 +54,7 @@ from offline_iaas.repository.readable import (
     unreadable,
     unreadable_in,
 )
+from offline_iaas.repository.rollback import restored_on_failure
 from offline_iaas.repository.streamed_export import streamed_networks
 
 MANIFEST = "manifest.json"
@@ -151,12 +152,14 @@ def export_repository(
             f"{names_text(foreign, 3)}): "
             "export would write into it; set model.repository to a new or empty directory")
     repo.parent.mkdir(parents=True, exist_ok=True)
-    # The networks are exported (and bad weights refused) before the repository is touched.
+    training = weights_training_spans(weights)
+    # The networks are exported (and bad weights refused) before the repository is touched;
+    # a failure once it is leaves it as it was (no new version for Triton to serve).
     try:
         staging = tempfile.TemporaryDirectory(dir=repo.parent)
     except OSError as err:  # named for the repository, not the staging directory
         raise naming(err, repo) from None
-    with staging as tmp:
+    with staging as tmp, restored_on_failure(repo):
         graphs = networks.build_graphs(config, weights, Path(tmp), canary_weights)
         streamed = streamed_networks(config, weights, canary_weights, Path(tmp), ensemble)
         config = served_as(config, bool(streamed))  # what auto chose
@@ -167,38 +170,38 @@ def export_repository(
         else:
             versions, networks_served = _write_networks(config.model.repository, graphs, shape,
                                                         flavor, Path(tmp))
-
-    if served == "ensemble":
-        for stage in pipeline.stages(config):
-            if stage.stateful:
-                _write_stateful(config.model.repository, stage, shape, flavor)
-        ens_dir = repo / config.model.name
-        (ens_dir / "1").mkdir(parents=True, exist_ok=True)
-        _write(ens_dir / "config.pbtxt", mcfg.to_pbtxt(ensemble_pipeline(config)))
-        models = [*dict.fromkeys(s.model for s in pipeline.stages(config)), config.model.name]
-    repo.mkdir(parents=True, exist_ok=True)
-    records.write(records.build(Manifest, {
-        "ensemble": config.model.name,
-        "flavor": flavor,
-        "served": served,
-        **({"device": FLAVOR_DEVICE[flavor]} if served == "fused" else {}),
-        "models": models,
-        "mode": config.model.mode,
-        "channels": list(config.stream_channels),
-        "sample_rate": config.data.sample_rate,
-        "shape": _shape_dict(shape),
-        # sequence slots per served model: at most this many clients per server
-        "sequence_slots": shape.max_sequences,
-        "outputs": list(config.outputs.names),
-        "time_slides": list(repository_slides(config)),
-        "whitening": whitening_record(config),
-        "versions": versions,
-        "networks": networks_served,
-        **({"streamed": {name: f"{config.model.name}/{versions[name]}/{path.name}"
-                         for name, path in streamed.items()}} if streamed else {}),
-        "training": weights_training_spans(weights),
-        "files": served_files(repo, models),
-    }), repo / MANIFEST)
+        if served == "ensemble":
+            for stage in pipeline.stages(config):
+                if stage.stateful:
+                    _write_stateful(config.model.repository, stage, shape, flavor)
+            ens_dir = repo / config.model.name
+            (ens_dir / "1").mkdir(parents=True, exist_ok=True)
+            _write(ens_dir / "config.pbtxt", mcfg.to_pbtxt(ensemble_pipeline(config)))
+            models = [*dict.fromkeys(s.model for s in pipeline.stages(config)),
+                      config.model.name]
+        repo.mkdir(parents=True, exist_ok=True)
+        records.write(records.build(Manifest, {
+            "ensemble": config.model.name,
+            "flavor": flavor,
+            "served": served,
+            **({"device": FLAVOR_DEVICE[flavor]} if served == "fused" else {}),
+            "models": models,
+            "mode": config.model.mode,
+            "channels": list(config.stream_channels),
+            "sample_rate": config.data.sample_rate,
+            "shape": _shape_dict(shape),
+            # sequence slots per served model: at most this many clients per server
+            "sequence_slots": shape.max_sequences,
+            "outputs": list(config.outputs.names),
+            "time_slides": list(repository_slides(config)),
+            "whitening": whitening_record(config),
+            "versions": versions,
+            "networks": networks_served,
+            **({"streamed": {name: f"{config.model.name}/{versions[name]}/{path.name}"
+                             for name, path in streamed.items()}} if streamed else {}),
+            "training": training,
+            "files": served_files(repo, models),
+        }), repo / MANIFEST)
     return repo
 
 
@@ -226,7 +229,9 @@ def _write_networks(
             _write_python_model(staged, "onnx_network.py")
             net_config = mcfg.network_config(graph.name, graph.inputs, graph.outputs, shape)
         else:
-            net_config = _gpu_network(graph, staged / "model.onnx", shape)
+            from offline_iaas.repository.gpu_flavor import write_network
+
+            net_config = write_network(graph, staged / "model.onnx", shape)
         (repo / graph.name).mkdir(parents=True, exist_ok=True)
         os.replace(staged, repo / graph.name / str(version))
         _write(repo / graph.name / "config.pbtxt", mcfg.to_pbtxt(net_config))
@@ -330,39 +335,10 @@ def _write_stateful(repository: Path, stage: pipeline.Stage, shape: mcfg.Ensembl
             stage.channels,
         )
     else:
-        model_config = _gpu_snapshotter(stage, shape, model_dir)
+        from offline_iaas.repository.gpu_flavor import write_snapshotter
+
+        model_config = write_snapshotter(stage, shape, model_dir)
     _write(model_dir / "config.pbtxt", mcfg.to_pbtxt(model_config))
-
-
-def _gpu_snapshotter(stage, shape: mcfg.EnsembleShape, model_dir: Path):
-    """Write the gpu flavor's snapshotter graph (implicit state); return its config."""
-    import onnx
-
-    from offline_iaas.repository import gpu_flavor
-
-    graph = gpu_flavor.snapshotter_onnx(stage.channels, shape.kernel_samples, shape.stride_samples)
-    (model_dir / "1").mkdir(parents=True, exist_ok=True)
-    onnx.save(graph, str(model_dir / "1" / "model.onnx"))
-    options = gpu_flavor.GpuOptions(instances=shape.instances)
-    return gpu_flavor.snapshotter_config(
-        stage.model, stage.channels, shape.kernel_samples, shape.max_sequences,
-        shape.sequence_idle_seconds, options,
-    )
-
-
-def _gpu_network(graph, path: Path, shape: mcfg.EnsembleShape):
-    """Write a network graph batched over Triton's batch axis; return its config."""
-    import onnx
-
-    from offline_iaas.repository import gpu_flavor
-
-    (in_name, in_dims), (out_name, out_dims) = graph.inputs[0], graph.outputs[0]
-    batched = gpu_flavor.batched_network_onnx(onnx.load(str(graph.path)), in_name, out_name)
-    onnx.save(batched, str(path))
-    options = gpu_flavor.GpuOptions(instances=shape.instances)
-    return gpu_flavor.network_config(
-        graph.name, in_name, list(in_dims), out_name, list(out_dims), options
-    )
 
 
 def _shape_dict(shape: mcfg.EnsembleShape) -> dict[str, Any]:

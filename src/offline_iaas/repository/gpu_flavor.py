@@ -44,6 +44,8 @@ import onnx
 from onnx import TensorProto, helper
 from tritonclient.grpc import model_config_pb2 as mc
 
+from offline_iaas.atomic import replaced_atomically
+
 OPSET = 17
 """ONNX opset of the graphs built here (onnxruntime >= 1.13, TensorRT 8.6+)."""
 UPDATE = "update"
@@ -347,3 +349,27 @@ def network_config(
         for key, value in params.items():
             accelerator.parameters[key] = value
     return config
+
+
+def write_snapshotter(stage, shape, model_dir):
+    """Write the snapshotter graph (implicit state) of the ensemble's ``stage`` (a
+    ``pipeline.Stage``; ``shape`` a ``model_configs.EnsembleShape``) as ``model_dir/1``'s
+    model, atomically; return its config."""
+    graph = snapshotter_onnx(stage.channels, shape.kernel_samples, shape.stride_samples)
+    (model_dir / "1").mkdir(parents=True, exist_ok=True)
+    with replaced_atomically(model_dir / "1" / "model.onnx") as tmp:
+        onnx.save(graph, str(tmp))
+    options = GpuOptions(instances=shape.instances)
+    return snapshotter_config(stage.model, stage.channels, shape.kernel_samples,
+                              shape.max_sequences, shape.sequence_idle_seconds, options)
+
+
+def write_network(graph, path, shape):
+    """Write the network ``graph`` (a ``networks.Graph``) batched over Triton's batch axis
+    (``batched_network_onnx``) to ``path``; return its config."""
+    (in_name, in_dims), (out_name, out_dims) = graph.inputs[0], graph.outputs[0]
+    batched = batched_network_onnx(onnx.load(str(graph.path)), in_name, out_name)
+    onnx.save(batched, str(path))
+    options = GpuOptions(instances=shape.instances)
+    return network_config(graph.name, in_name, list(in_dims), out_name, list(out_dims),
+                          options)

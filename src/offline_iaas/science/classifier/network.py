@@ -13,12 +13,15 @@ from torch import nn
 
 from offline_iaas.config_sections import ModelConfig
 from offline_iaas.errors import ModelError
+from offline_iaas.models.finite_weights import refuse_non_finite
 from offline_iaas.models.weights import (
+    STATE_DICT_FILE,
     key_mismatch,
     load_error_cause,
     pickled_objects,
     readable_weight_file,
     shape_mismatch,
+    weight_file_kind,
 )
 from offline_iaas.repository.networks import weight_file
 
@@ -54,19 +57,29 @@ class Classifier(nn.Module):
         return self.head(x.mean(dim=-1)).squeeze(-1)
 
 
+GRAPH_FILES = {"torchscript": "a TorchScript file", "onnx": "an ONNX file"}
+"""What the classifier's refusal calls a weight file of these kinds (``weight_file_kind``)."""
+
+
 def classifier_network(model_section: ModelConfig, channels: int, weights: Path | None):
     """The campaign's classifier on ``channels`` streamed channels
     (``Classifier``, eval mode): seeded by ``model.seed``, or ``weights`` (a state_dict, or a
     directory holding ``classifier.pt`` as the other modes' ``--weights DIR``) loaded into it.
     ModelError for a weight file that is missing, a directory or unreadable
-    (``readable_weight_file``) or foreign: its names that differ (a few of each kind) or its
-    first parameter of another shape."""
+    (``readable_weight_file``), a TorchScript or ONNX file, or foreign: its names that differ
+    (a few of each kind), its first parameter of another shape, or a tensor holding NaN or Inf
+    (``finite_weights.refuse_non_finite``)."""
     torch.manual_seed(model_section.seed)
     model = Classifier(channels, input_scale=model_section.input_scale)
     if weights is not None and Path(weights).is_dir():
         weights = weight_file(weights, "classifier", single=True)
     if weights is not None:
         readable_weight_file(weights, str(weights))
+        graph = GRAPH_FILES.get(weight_file_kind(Path(weights)))
+        if graph is not None:  # before torch.load, which warns and advises running its code
+            raise ModelError(f"{weights}: {graph}, not a state_dict: the classifier's weights are "
+                             f"{STATE_DICT_FILE} (TorchScript and ONNX files are taken for the "
+                             "DeepClean and BBHnet networks only)")
         try:
             state = torch.load(weights, map_location="cpu", weights_only=True)
         except Exception as err:  # torch raises many types for a bad file
@@ -87,5 +100,6 @@ def classifier_network(model_section: ModelConfig, channels: int, weights: Path 
                                 f"{channels} channel{'s' if channels != 1 else ''}")
         if shapes:
             raise ModelError(f"{weights}: {shapes}")
+        refuse_non_finite(str(weights), state.items())
         model.load_state_dict(state)
     return model.eval()

@@ -1,0 +1,60 @@
+"""An export that fails once it has begun writing leaves the repository as it was.
+
+``export`` checks every file it reads (weights, training summary) before it writes, but a
+write can still fail part-way (a full disk, an interrupt, a record that does not validate).
+Triton serves a model's latest version directory whatever the manifest says, so a version
+left behind by a failed export would be served as if exported. ``restored_on_failure`` notes
+the repository's model directories, their versions and the files export rewrites in place
+(``manifest.json``, each model's ``config.pbtxt``: the files of its top two levels); on any
+failure it removes what was added there and writes back what changed, then lets the failure
+go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from offline_iaas.atomic import replaced_atomically
+
+
+def _top_entries(repo: Path) -> list[Path]:
+    """The repository's entries and its model directories' (versions, ``config.pbtxt``)."""
+    if not repo.is_dir():
+        return []
+    top = list(repo.iterdir())
+    return top + [entry for model in top if model.is_dir() and not model.is_symlink()
+                  for entry in model.iterdir()]
+
+
+@contextlib.contextmanager
+def restored_on_failure(repo: Path) -> Iterator[None]:
+    """Run the block that writes the repository ``repo``; if it raises, put back the top two
+    levels as they were (module docstring) and raise again. A repository that did not exist
+    is removed."""
+    existed = repo.exists()
+    before = set(_top_entries(repo))
+    saved = {path: path.read_bytes() for path in before if path.is_file()}
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):  # the failure is what the user is told
+            _restore(repo, existed, before, saved)
+        raise
+
+
+def _restore(repo: Path, existed: bool, before: set[Path], saved: dict[Path, bytes]) -> None:
+    if not existed:
+        shutil.rmtree(repo, ignore_errors=True)
+        return
+    for path in sorted(set(_top_entries(repo)) - before, key=lambda p: -len(p.parts)):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    for path, content in saved.items():
+        if not path.is_file() or path.read_bytes() != content:
+            with replaced_atomically(path) as tmp:
+                tmp.write_bytes(content)
