@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -158,3 +159,24 @@ def test_the_server_is_stopped_on_exit_and_on_failure(frame_tree: Path) -> None:
             port = url.rsplit(":", 1)[1]
             raise KeyError("test failure inside the block")
     assert not processes_mentioning(f"--port {port}")
+
+
+def test_two_frame_types_of_one_observatory_from_the_server_are_refused(
+    frame_tree: Path, tmp_path: Path
+) -> None:
+    tree = tmp_path / "frames"
+    shutil.copytree(frame_tree, tree)
+    first = tree / "H1" / f"H-H1_SYNTH-{START}-4.gwf"
+    other = tree / "H1" / f"H-H1_OTHER-{START}-4.gwf"  # a second frame type of H's first 4 s
+    shutil.copyfile(first, other)
+    with running_datafind_server(tree) as url:
+        # the control: one frame type per observatory passes
+        config = datafind_config(tmp_path, url)
+        assert preflight(config).stretches == [(START, START + DURATION)]
+        both = dataclasses.replace(config, data=dataclasses.replace(
+            config.data, frametypes=("H1_SYNTH", "H1_OTHER", "L1_SYNTH")))
+        with pytest.raises(DataError) as info:
+            preflight(both)
+    assert (f"frame files {other} and {first} both hold observatory H's data for "
+            f"[{START}, {START + 4}), and the reader would mix them: two frame types, H1_OTHER "
+            "and H1_SYNTH; keep one per observatory") in str(info.value)

@@ -126,7 +126,21 @@ def find_frames(source: Path | str) -> list[FrameFile]:
         raise DataError(
             f"frame source {source} is neither a directory nor a .lcf/.cache/.ffl/.gwf file"
         )
+    return _listing(frames)
+
+
+def _listing(frames: Iterable[FrameFile]) -> list[FrameFile]:
+    """The frame files, each path once, sorted by (observatory, gps_start, path); a path
+    that is not UTF-8 is a DataError naming it (LALFrame takes a path as a C string of
+    UTF-8 and refuses any other, as if the file were unreadable)."""
     unique = {f.path: f for f in frames}
+    for path in unique:
+        try:
+            str(path).encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+            raise DataError(f"frame file {shown}: its path is not valid UTF-8, and LALFrame "
+                            "cannot open such a path; rename it") from None
     return sorted(unique.values(), key=lambda f: (f.observatory, f.gps_start, str(f.path)))
 
 
@@ -173,7 +187,7 @@ def _local_path(entry: str, source: Path, number: int) -> Path:
         url = urlparse(entry)
         if url.scheme != "file" or url.netloc not in ("", "localhost"):
             raise DataError(f"{source}, line {number}: {entry!r} is not a local file:// URL")
-        path = Path(unquote(url.path))
+        path = Path(unquote(url.path, errors="surrogateescape"))  # the bytes escaped
     else:
         path = Path(entry)
     if not path.is_absolute():
@@ -313,7 +327,7 @@ def datafind_frames(
                     f"datafind server {server_url} returned {url!r} for {what}: not a local "
                     "file:// URL"
                 )
-            path = Path(unquote(parsed.path))
+            path = Path(unquote(parsed.path, errors="surrogateescape"))
             frame = parse_frame_name(path)
             if frame is None:
                 raise DataError(
@@ -321,8 +335,7 @@ def datafind_frames(
                     "<OBS>-<DESC>-<GPSSTART>-<DURATION>.gwf"
                 )
             frames.append(frame)
-    unique = {f.path: f for f in frames}
-    return sorted(unique.values(), key=lambda f: (f.observatory, f.gps_start, str(f.path)))
+    return _listing(frames)
 
 
 def discover_frames(data: DataConfig) -> list[FrameFile]:
@@ -330,7 +343,8 @@ def discover_frames(data: DataConfig) -> list[FrameFile]:
 
     ``data.frames`` is a directory, LAL cache or FFL file (``find_frames``); otherwise the
     datafind server is asked for each of ``data.frametypes`` over the span
-    (``datafind_frames``).
+    (``datafind_frames``). Files of one observatory that overlap are reported by ``preflight``
+    and refused by the reader (``overlap_problems``).
     """
     if data.frames is not None:
         return find_frames(data.frames)
@@ -347,6 +361,51 @@ def frame_source(data: DataConfig) -> str:
 
 
 # ---- what the files cover and hold -----------------------------------------------------
+
+
+def overlapping_pairs(
+    frames: Sequence[FrameFile], gps_start: float, gps_end: float
+) -> list[tuple[FrameFile, FrameFile, str, float, float]]:
+    """Pairs of files of one observatory letter, each overlapping ``[gps_start, gps_end)``,
+    whose spans overlap (by more than round-off), each as ``(earlier, later, observatory, lo,
+    hi)`` with ``[lo, hi)`` the GPS span both cover: the reader joins an observatory's files end
+    to end, so two covering one time would be mixed. In time order."""
+    pairs = []
+    for observatory in sorted({letter for f in frames for letter in f.observatory}):
+        own = sorted((f for f in frames if observatory in f.observatory
+                      and f.overlaps(gps_start, gps_end)),
+                     key=lambda f: (f.gps_start, f.gps_end, str(f.path)))
+        reaching = None  # the file so far that reaches furthest
+        for f in own:
+            if reaching is not None and f.overlaps(reaching.gps_start, reaching.gps_end):
+                pairs.append((reaching, f, observatory, f.gps_start,
+                              min(reaching.gps_end, f.gps_end)))
+            if reaching is None or f.gps_end > reaching.gps_end:
+                reaching = f
+    return sorted(pairs, key=lambda p: (p[3], p[2]))
+
+
+def overlap_problems(frames: Sequence[FrameFile], gps_start: float, gps_end: float
+                     ) -> list[str]:
+    """One message per observatory and pair of frame types whose files overlap inside
+    ``[gps_start, gps_end)`` (``overlapping_pairs``): its first pair of files and the span
+    both cover, how many more such pairs, and what to keep."""
+    groups: dict[tuple[str, str, str], list[tuple[FrameFile, FrameFile, float, float]]] = {}
+    for a, b, observatory, lo, hi in overlapping_pairs(frames, gps_start, gps_end):
+        kinds = tuple(sorted({a.description, b.description}))
+        groups.setdefault((observatory, *kinds[:1], kinds[-1]), []).append((a, b, lo, hi))
+    problems = []
+    for (observatory, one, other), pairs in groups.items():
+        a, b, lo, hi = pairs[0]
+        more = f" (and {len(pairs) - 1} more such pair(s))" if len(pairs) > 1 else ""
+        why = (f"two frame types, {one} and {other}; keep one per observatory (move the "
+               "other's files out of data.frames, or name one in data.frametypes)"
+               if one != other else
+               f"frame type {one} twice (a copy, or a misnamed file); keep one")
+        problems.append(f"frame files {a.path} and {b.path} both hold observatory "
+                        f"{observatory}'s data for {gps_range_text(lo, hi)}{more}, and the "
+                        f"reader would mix them: {why}")
+    return problems
 
 
 def overlapping_files(

@@ -48,6 +48,7 @@ import numpy as np
 from offline_iaas.data.discovery import (
     FrameFile,
     coverage_holes,
+    overlap_problems,
     overlapping_files,
     rate_factor,
 )
@@ -283,7 +284,11 @@ def _read_group(
         raise DataError(f"missing frame data for {what}: {'; '.join(gaps)}")
     items = [FileRead(str(f.path), f.gps_start, f.gps_end, max(t_a, f.gps_start),
                       min(t_b, f.gps_end)) for f in files]
-    return reader().read(items, names), files
+    series = reader().read(items, names)  # first: a file that lies is a BadFrameFile
+    overlaps = overlap_problems(files, t_a, t_b)  # joined end to end, they would be mixed
+    if overlaps:
+        raise DataError(overlaps[0])
+    return series, files
 
 
 def _resample(

@@ -165,10 +165,11 @@ def read_files(items: Sequence[FileRead], names: Sequence[str]) -> dict[str, Ser
     BadFrameFile
         A file whose samples are not where its name says.
     DataError
-        A channel missing from a file.
+        A channel missing from a file, or held at another rate than in the files before.
     """
     joined: dict[str, list[np.ndarray]] = {name: [] for name in names}
     first: dict[str, tuple[float, float]] = {}
+    held: dict[str, str] = {}  # the file ``first`` came from
     for item in items:
         listed, frames = table_of_contents(item.path)  # LALFrame crashes on a truncated file
         lie = span_lie(frames, (item.gps_start, item.gps_end))
@@ -186,6 +187,11 @@ def read_files(items: Sequence[FileRead], names: Sequence[str]) -> dict[str, Ser
         for name in names:
             t0, rate, samples = data[name]
             first.setdefault(name, (t0, rate))
+            held.setdefault(name, item.path)
+            if rate != first[name][1]:  # joined, the samples would not be where they seem
+                raise DataError(f"channel {name} in {item.path} has sample rate {rate:g} Hz, "
+                                f"in {held[name]} {first[name][1]:g} Hz: one channel's files "
+                                "must share one rate")
             joined[name].append(samples)
     return {name: (*first[name], np.concatenate(joined[name])) for name in names}
 

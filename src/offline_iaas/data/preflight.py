@@ -18,6 +18,7 @@ from offline_iaas.data.discovery import (
     coverage_holes,
     discover_frames,
     frame_source,
+    overlap_problems,
     rate_factor,
 )
 from offline_iaas.data.gwf_reader import reader
@@ -84,11 +85,13 @@ def frame_problems(
     """Every problem with the frames over the ``needed`` GPS intervals, one message each.
 
     Checked per observatory of ``channels``: holes in the coverage of its files inside
-    ``needed``; for every file overlapping ``needed``: it exists, its table of contents and a
-    read of ``PROBE_SECONDS`` of its data succeed (in a worker process, as a corrupt file can
-    crash LALFrame), it lists every channel of that observatory, and each channel's rate is a
-    whole multiple of ``sample_rate``. Missing channels and bad rates are reported once per
-    channel, naming the first file and how many more; holes and bad files one by one.
+    ``needed``, and files of it that overlap (``overlap_problems``); for every file
+    overlapping ``needed``: it exists, its table of contents and a read of ``PROBE_SECONDS``
+    of its data succeed (in a worker process, as a corrupt file can crash LALFrame), it
+    lists every channel of that observatory, and each channel's rate is a whole multiple of
+    ``sample_rate`` and the same in all its files. Missing channels and bad rates are
+    reported once per channel (and rate), naming the first file and how many more;
+    holes and bad files one by one.
 
     Parameters
     ----------
@@ -120,11 +123,14 @@ def frame_problems(
                 f"no frame data for observatory {observatory} ({', '.join(names)}) in "
                 f"{gps_range_text(a, b)}{inside} ({where})"
             )
-        for f in own:
-            if any(f.overlaps(a, b) for a, b in needed):
-                jobs.append((f, tuple(names)))
+        jobs += [(f, tuple(names)) for f in own if any(f.overlaps(a, b) for a, b in needed)]
+
+    def overlapping(left_out: set) -> list[str]:  # by their names, files left out as bad aside
+        files = list({f.path: f for f, _ in jobs if f.path not in left_out}.values())
+        return overlap_problems(files, needed[0][0], needed[-1][1]) if files else []
+
     if not open_files:
-        return problems
+        return problems + overlapping(set())
     readable: list[tuple[FrameFile, tuple[str, ...]]] = []
     for f, names in jobs:
         if f.path.is_file():
@@ -136,6 +142,7 @@ def frame_problems(
     missing: dict[str, list[FrameFile]] = {}
     listed: dict[str, tuple[str, ...]] = {}
     bad_rates: dict[str, list[tuple[FrameFile, float]]] = {}
+    usable_rates: dict[str, list[tuple[FrameFile, float]]] = {}
     for (f, names), probe in zip(readable, probes, strict=True):
         if probe.error:
             # a bad sample is named as such; anything else the reader said makes it unreadable
@@ -155,6 +162,9 @@ def frame_problems(
                 listed.setdefault(name, probe.names)
             elif rate_factor(rates[name], sample_rate) is None:
                 bad_rates.setdefault(name, []).append((f, rates[name]))
+            else:
+                usable_rates.setdefault(name, []).append((f, rates[name]))
+    problems += overlapping({f.path for f, _ in bad or []})
     for name in channels:
         if name in missing:
             first, last = missing[name][0], missing[name][-1]
@@ -171,6 +181,29 @@ def frame_problems(
                 f"has sample rate {rate:g} Hz, not a whole multiple of the model sample rate "
                 f"{sample_rate:g} Hz"
             )
+        if name in usable_rates:
+            problems.extend(_mixed_rate_problems(name, usable_rates[name]))
+    return problems
+
+
+def _mixed_rate_problems(name: str, found: Sequence[tuple[FrameFile, float]]) -> list[str]:
+    """A channel whose files hold it at different rates (each a whole multiple of the model
+    rate): the reader joins its files' samples end to end, so it would read a wrong span
+    (``data for ... incomplete``). The rate most of its files have (the first file's on a
+    tie) is taken as right; one problem per other rate, naming its first file."""
+    counts: dict[float, int] = {}
+    for _, rate in found:
+        counts[rate] = counts.get(rate, 0) + 1
+    usual = max(counts, key=lambda r: (counts[r], r == found[0][1]))
+    holder = next(f for f, rate in found if rate == usual)
+    problems = []
+    for odd in (r for r in counts if r != usual):
+        files = [f for f, rate in found if rate == odd]
+        problems.append(
+            f"channel {name} in {files[0].path}{_more(len(files) - 1, 'file(s)')} has sample "
+            f"rate {odd:g} Hz, in its other files {usual:g} Hz ({holder.path}"
+            f"{_more(counts[usual] - 1, 'file(s)')}): one channel's files must share one rate"
+        )
     return problems
 
 
