@@ -241,3 +241,24 @@ def test_classifier_weights_with_nan_or_inf_are_refused_naming_the_tensor(
     code, lines = export(small_config_file, saved(Classifier(2).state_dict(), ws / "ok.pt"),
                          capsys)
     assert code == 0, lines
+
+
+@pytest.mark.parametrize("kind", ["sparse", "meta"])
+def test_a_sparse_or_meta_tensor_in_the_weights_is_refused_naming_it(
+        kind: str, small_config_file: Path, capsys: pytest.CaptureFixture) -> None:
+    """A sparse tensor gave numpy's TypeError from the finite check (torch's RuntimeError from
+    load_state_dict before it), a meta tensor holds no values at all."""
+    ws = small_config_file.parent
+    state = Classifier(2).state_dict()
+    weight = state["head.weight"]
+    state["head.weight"] = weight.to_sparse() if kind == "sparse" else weight.to("meta")
+    code, lines = export(small_config_file, saved(state, ws / f"{kind}.pt"), capsys)
+    assert code == exit_code(ModelError), lines
+    message = refusal(lines)
+    assert message.startswith(f"{ws / f'{kind}.pt'}: tensor head.weight is a "
+                              f"{'sparse_coo' if kind == 'sparse' else 'meta'} tensor"), message
+    if kind == "sparse":
+        documented("weights-tensor-without-values", message, {ws: "<ws>"}, exit_code=code)
+    state["head.weight"] = weight  # control: the dense tensor
+    code, lines = export(small_config_file, saved(state, ws / "dense.pt"), capsys)
+    assert code == 0, lines

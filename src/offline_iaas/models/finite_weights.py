@@ -17,12 +17,18 @@ import numpy as np
 from offline_iaas.errors import ModelError
 
 
-def refuse_non_finite(named: str, tensors: Iterable[tuple[str, Any]]) -> None:
+def refuse_non_finite_weights(named: str, tensors: Iterable[tuple[str, Any]]) -> None:
     """ModelError naming the first floating tensor of ``tensors`` (``(name, tensor)`` pairs:
     torch tensors or numpy arrays) that holds NaN or Inf, how many of its values and the first
     of them; ``named`` begins the message (the file, as its caller names it). Integer and
-    boolean tensors (a BatchNorm's batch count) are not looked at."""
+    boolean tensors (a BatchNorm's batch count) are not looked at; a sparse or meta tensor
+    (no network of ours saves one) is refused, naming it."""
     for name, tensor in tensors:
+        layout = str(getattr(tensor, "layout", "torch.strided"))
+        if layout != "torch.strided" or getattr(tensor, "is_meta", False):
+            kind = "meta" if getattr(tensor, "is_meta", False) else layout.removeprefix("torch.")
+            raise ModelError(f"{named}: tensor {name} is a {kind} tensor, not a dense one of "
+                             "values: save the network's state_dict as training leaves it")
         values = _floating(tensor)
         if values is None:
             continue

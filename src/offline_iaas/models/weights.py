@@ -52,7 +52,7 @@ import numpy as np
 from offline_iaas.atomic import replaced_atomically
 from offline_iaas.errors import ModelError, names_text
 from offline_iaas.mode_packages import network_kind
-from offline_iaas.models.finite_weights import onnx_initialisers, refuse_non_finite
+from offline_iaas.models.finite_weights import onnx_initialisers, refuse_non_finite_weights
 
 INPUT_NAME = "windows"
 ONNX_OPSET = 17
@@ -287,7 +287,7 @@ def _load_state_dict(kind: str, path: Path, expected: Mapping[str, Any]):
             f"{kind} weights {path}: not a state_dict (a mapping of parameter names to tensors)"
         )
     model = network_for_state(kind, dict(state), path, expected)
-    refuse_non_finite(f"{kind} weights {path}", state.items())
+    refuse_non_finite_weights(f"{kind} weights {path}", state.items())
     model.load_state_dict(state)
     return model.eval()
 
@@ -375,7 +375,7 @@ def _load_torchscript(kind: str, path: Path, expected: Mapping[str, Any]):
     fresh = build_network(kind, expected)
     if set(state) == set(fresh.state_dict()):  # our architecture: name the wrong parameter
         network_for_state(kind, state, path, expected)
-    refuse_non_finite(f"{kind} TorchScript {path}", state.items())
+    refuse_non_finite_weights(f"{kind} TorchScript {path}", state.items())
     module.eval()
     channels, kernel = input_shape(kind, expected)
     shape_in = (_CHECK_BATCH, channels, kernel)
@@ -432,7 +432,7 @@ def check_onnx(kind: str, path: Path, expected: Mapping[str, Any]) -> bool:
         onnx.checker.check_model(model)
     except Exception as err:
         raise ModelError(f"{kind} ONNX {path}: invalid graph: {_first_line(err)}") from None
-    refuse_non_finite(f"{kind} ONNX {path}", onnx_initialisers(model))
+    refuse_non_finite_weights(f"{kind} ONNX {path}", onnx_initialisers(model))
     input_name, output_name = names(kind, expected)
     initializers = {i.name for i in model.graph.initializer}
     inputs = {i.name: i for i in model.graph.input if i.name not in initializers}

@@ -13,7 +13,7 @@ from torch import nn
 
 from offline_iaas.config_sections import ModelConfig
 from offline_iaas.errors import ModelError
-from offline_iaas.models.finite_weights import refuse_non_finite
+from offline_iaas.models.finite_weights import refuse_non_finite_weights
 from offline_iaas.models.weights import (
     STATE_DICT_FILE,
     key_mismatch,
@@ -68,7 +68,7 @@ def classifier_network(model_section: ModelConfig, channels: int, weights: Path 
     ModelError for a weight file that is missing, a directory or unreadable
     (``readable_weight_file``), a TorchScript or ONNX file, or foreign: its names that differ
     (a few of each kind), its first parameter of another shape, or a tensor holding NaN or Inf
-    (``finite_weights.refuse_non_finite``)."""
+    (``finite_weights.refuse_non_finite_weights``)."""
     torch.manual_seed(model_section.seed)
     model = Classifier(channels, input_scale=model_section.input_scale)
     if weights is not None and Path(weights).is_dir():
@@ -100,6 +100,6 @@ def classifier_network(model_section: ModelConfig, channels: int, weights: Path 
                                 f"{channels} channel{'s' if channels != 1 else ''}")
         if shapes:
             raise ModelError(f"{weights}: {shapes}")
-        refuse_non_finite(str(weights), state.items())
+        refuse_non_finite_weights(str(weights), state.items())
         model.load_state_dict(state)
     return model.eval()
