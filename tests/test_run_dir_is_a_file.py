@@ -5,6 +5,7 @@ run directory", the line ``report`` gives, not "…/campaign.toml/offline.dag: c
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.cli import main
-from offline_iaas.errors import os_error_text
+from offline_iaas.errors import file_in_the_way, os_error_text
 from tests.error_catalogue import cli_error, documented
 
 COMMANDS = (["status", "{run}"], ["status", "--json", "{run}"], ["report", "{run}"],
@@ -59,3 +60,24 @@ def test_a_file_where_a_command_makes_a_directory_is_named_as_that(
     assert os_error_text(blocked) == f"Not a directory: {run / 'report' / 'index.html'}"
     assert os_error_text(FileExistsError(errno.EEXIST, "File exists", str(run))) == (
         f"File exists: {run}")  # a directory that is there is not "a file"
+
+
+def test_a_symbolic_link_loop_given_as_an_output_directory_is_named_as_that(
+        small_campaign_dir: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """``--out`` a link to itself: synth raised pathlib's RuntimeError (a traceback), make-dag
+    and train-demo said ``File exists``; the link is left as it is."""
+    root = small_campaign_dir(export=False)
+    config, loop = root / "campaign.toml", root / "loop"
+    loop.symlink_to(loop.name)
+    for command in (["synth", str(config), "--out", str(loop)],
+                    ["make-dag", str(config), "--out", str(loop), "--no-check"]):
+        code = main(command)
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert (code, cli_error(line)) == (6, f"{loop} is a symbolic link that leads nowhere (a "
+                                              "loop, or its target is missing), not a directory")
+        assert loop.is_symlink() and os.readlink(loop) == loop.name
+    documented("output-directory-link-loop", cli_error(line), {loop: "<ws>/loop"}, exit_code=6)
+    loop.unlink()  # control: a link to a directory is one
+    (root / "out").mkdir()
+    loop.symlink_to("out")
+    assert file_in_the_way(FileExistsError(errno.EEXIST, "File exists", str(loop))) is None

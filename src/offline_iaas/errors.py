@@ -174,7 +174,9 @@ def os_error_text(err: OSError) -> str:
     if in_the_way is not None:
         wanted = Path(os.fsdecode(err.filename)).absolute()
         where = "" if wanted == in_the_way else f" (on the way to {wanted})"
-        return f"{in_the_way} is a file, not a directory{where}"
+        what = ("a symbolic link that leads nowhere (a loop, or its target is missing)"
+                if not in_the_way.exists() else "a file")
+        return f"{in_the_way} is {what}, not a directory{where}"
     text = str(err).strip()
     what = err.strerror or (text.splitlines()[0] if text else type(err).__name__)
     paths = [str(p) for p in (err.filename, err.filename2) if p is not None]
@@ -183,13 +185,14 @@ def os_error_text(err: OSError) -> str:
 
 def file_in_the_way(err: OSError) -> Path | None:
     """The file (absolute) where ``err`` wanted a directory: an ``EEXIST`` (``mkdir``) or
-    ``ENOTDIR`` whose path, or one of whose parents, is there but is not a directory; None for
-    any other error (an ``EEXIST`` of a directory itself is reported as it is)."""
+    ``ENOTDIR`` whose path, or one of whose parents, is there but is not a directory (a file,
+    or a symbolic link that leads nowhere); None for any other error (an ``EEXIST`` of a
+    directory itself is reported as it is)."""
     if err.errno not in (errno.EEXIST, errno.ENOTDIR) or not isinstance(err.filename,
                                                                          (str, bytes, Path)):
         return None
     wanted = Path(os.fsdecode(err.filename)).absolute()
     for path in reversed((wanted, *wanted.parents)):
-        if path.exists() and not path.is_dir():
+        if (path.exists() or path.is_symlink()) and not path.is_dir():
             return path
     return None

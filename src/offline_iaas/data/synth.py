@@ -57,6 +57,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -311,7 +312,7 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
     """
     synth, data = config.synth, config.data
     out_dir = Path(out_dir) if out_dir is not None else default_out_dir(config.data, config.source)
-    out_dir = out_dir.resolve()
+    out_dir = Path(os.path.realpath(out_dir))  # a symbolic link loop: mkdir's error names it
     sample_rate = synth.frame_sample_rate
     if sample_rate <= 0:
         raise ConfigError(f"{config.source}: 'synth.frame_sample_rate' must be positive")
