@@ -150,3 +150,23 @@ def test_no_free_port_after_every_attempt(
     documented("no-free-port", err[0].removeprefix("offline-iaas serve: error: "),
                exit_code=code)
     assert not (ws / "run" / "servers" / "server0.json").exists()
+
+
+def test_a_checkpoint_the_filesystem_cannot_read_is_kept_not_discarded(
+    base: Path, tmp_path: Path
+) -> None:
+    """Only a checkpoint whose bytes are damaged is removed at a retry's start; one the OS
+    cannot read now (here a directory in its name: EISDIR, as EIO or ESTALE on a network
+    filesystem) is an error and stays, with the checkpoints beside it."""
+    run, segment, writer = _client0_writer(base, tmp_path)
+    writer.write_checkpoint(0, 0, {"statistic": np.arange(16, dtype=np.float32)})
+    unreadable = run / "parts" / "client0.checkpoints" / "p0-16-32.npz"
+    unreadable.mkdir()
+    before = file_hashes(run)
+    with pytest.raises(IsADirectoryError):
+        writer.discard_damaged_checkpoints()
+    assert file_hashes(run) == before and unreadable.is_dir()
+    unreadable.rmdir()  # control: an emptied one is removed, the good one kept
+    unreadable.write_bytes(b"")
+    assert [p for p, _ in writer.discard_damaged_checkpoints()] == [unreadable]
+    assert writer.progress() == [16]

@@ -60,6 +60,9 @@ def test_a_file_where_a_command_makes_a_directory_is_named_as_that(
     assert os_error_text(blocked) == f"Not a directory: {run / 'report' / 'index.html'}"
     assert os_error_text(FileExistsError(errno.EEXIST, "File exists", str(run))) == (
         f"File exists: {run}")  # a directory that is there is not "a file"
+    link = FileExistsError(errno.EEXIST, "File exists", str(run / "run.json"), None,
+                           str(run / "token"))
+    assert os_error_text(link) == f"File exists: {run / 'run.json'} -> {run / 'token'}"  # os.link
 
 
 def test_a_symbolic_link_loop_given_as_an_output_directory_is_named_as_that(

@@ -46,11 +46,15 @@ def test_serve_names_a_damaged_repository_tarball_and_keeps_the_repository_there
     assert message.startswith(f"{tarball}: not a whole tar archive of a model repository")
     assert file_hashes(run.model_repository) == before
     assert run.refusal("server0").read_text().strip()  # the clients are told why
-    assert not list(run.path.glob(".unpacking-*"))
+    assert not list(run.path.glob(".model-repository.*.tmp"))
     if damage == "cut short":
         documented("repository-tarball-damaged", message, {ws: "<ws>"}, exit_code=code)
-    # control: the whole tarball is unpacked over the earlier repository
+    # control: the whole tarball is unpacked over the earlier repository, and what a server
+    # killed while unpacking left (a whole copy, in its temporary name) is removed
     tarball.write_bytes(data)
     shutil.rmtree(run.model_repository / "offline-iaas")
+    killed = run.path / ".model-repository.99999.unpacking.tmp" / "model-repository"
+    shutil.copytree(ws / "model-repository", killed)
     assert unpack_repository(run, tarball) == run.model_repository
     assert file_hashes(run.model_repository) == file_hashes(ws / "model-repository")
+    assert not list(run.path.glob(".model-repository.*.tmp"))

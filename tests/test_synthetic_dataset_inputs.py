@@ -5,6 +5,7 @@ before any network trains (a traceback, or DeepClean's weights written and then 
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.cli import main
-from offline_iaas.data.synth import refuse_foreign_frames
+from offline_iaas.data.synth import UNFINISHED, refuse_foreign_frames
 from tests.error_catalogue import cli_error, documented
 from tests.helpers import file_hashes
 
@@ -40,12 +41,16 @@ def test_synth_and_train_demo_refuse_a_directory_of_frames_synth_did_not_write(
         said.append((code, cli_error(line)))
     assert file_hashes(workspace) == before and not (workspace / "weights").exists()
     assert said[0] == said[1], said
-    first = sorted(frames.rglob("*.gwf"))[0]
+    named = re.search(r"\((\S+\.gwf); ", said[0][1])  # the first the walk meets
+    assert named is not None and Path(named[1]) in set(frames.rglob("*.gwf")), said
     documented("synth-into-foreign-frames", said[0][1],
-               {first: "<ws>/frames/H-H1_HOFT-1262304000-16.gwf", frames: "<ws>/frames"},
+               {named[1]: "<ws>/frames/<one of them>", frames: "<ws>/frames"},
                exit_code=said[0][0])
-    # controls: synth's own directory (its synth.json), and a new or empty one, are written
+    # controls: synth's own directory (its synth.json), one it did not finish (killed after
+    # its marker and some frames), and a new or empty one, are written
     refuse_foreign_frames(dataset / "frames")
+    (frames / UNFINISHED).write_text("")
+    refuse_foreign_frames(frames)
     refuse_foreign_frames(tmp_path / "new")
     (tmp_path / "empty").mkdir()
     refuse_foreign_frames(tmp_path / "empty")

@@ -187,9 +187,13 @@ def file_in_the_way(err: OSError) -> Path | None:
     """The file (absolute) where ``err`` wanted a directory: an ``EEXIST`` (``mkdir``) or
     ``ENOTDIR`` whose path, or one of whose parents, is there but is not a directory (a file,
     or a symbolic link that leads nowhere); None for any other error (an ``EEXIST`` of a
-    directory itself is reported as it is)."""
+    directory itself, or of a link's or rename's target, is reported as it is). The project
+    creates files with ``O_EXCL`` only under unique temporary names, so an ``EEXIST`` naming
+    one path is a ``mkdir``'s."""
     if err.errno not in (errno.EEXIST, errno.ENOTDIR) or not isinstance(err.filename,
                                                                          (str, bytes, Path)):
+        return None
+    if err.errno == errno.EEXIST and err.filename2 is not None:  # a link or rename's target
         return None
     wanted = Path(os.fsdecode(err.filename)).absolute()
     for path in reversed((wanted, *wanted.parents)):

@@ -239,6 +239,7 @@ def _checkpoint_damage(path: Path, outputs: tuple[str, ...], rows: int) -> str |
                     return f"no {output}"
                 if len(saved[output]) != rows:
                     return f"{len(saved[output])} rows of {output}, not {rows}"
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+    except (ValueError, EOFError, zipfile.BadZipFile) as err:  # not an OSError: a file
+        # the filesystem cannot read now (EIO, ESTALE) is not damaged, and is kept
         return f"{type(err).__name__}: {err}"
     return None

@@ -254,13 +254,21 @@ def default_out_dir(data: DataConfig, source: Path | None) -> Path:
     return frames.parent if frames.suffix in CACHE_SUFFIXES else frames
 
 
+UNFINISHED = "synth.unfinished"
+"""Written before synth's first frame file and removed after ``synth.json``: a directory
+holding it is synth's own, a dataset it did not finish (killed), which it writes again."""
+
+
 def refuse_foreign_frames(out_dir: Path) -> None:
-    """RunError where ``out_dir`` holds frame files and no ``synth.json``: frames synth did not
-    write (a detector's, or a copy of them), which a dataset written there would overwrite
-    where the names meet and lie beside where they do not."""
-    if (out_dir / "synth.json").exists() or not out_dir.is_dir():
+    """RunError where ``out_dir`` holds frame files and neither ``synth.json`` nor
+    ``UNFINISHED``: frames synth did not write (a detector's, or a copy of them), which a
+    dataset written there would overwrite where the names meet and lie beside where they do
+    not."""
+    if any((out_dir / name).exists() for name in ("synth.json", UNFINISHED)):
         return
-    foreign = next(iter(sorted(out_dir.rglob("*.gwf"))), None)
+    if not out_dir.is_dir():
+        return
+    foreign = next(out_dir.rglob("*.gwf"), None)  # the first found: an archive is not listed
     if foreign is not None:
         raise RunError(f"{out_dir} holds frame files that synth did not write ({foreign}; no "
                        "synth.json beside them): a synthetic dataset is written only into a new "
@@ -352,6 +360,7 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
     injections = plan.injections
     refuse_foreign_frames(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / UNFINISHED).write_text("synth is writing this dataset\n")
 
     files: list[dict[str, Any]] = []
     strain_channels: list[str] = []
@@ -487,6 +496,7 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
         "injections": [inj.summary(gps_start) for inj in injections],
     }
     write_text_atomic(out_dir / "synth.json", json.dumps(summary, indent=2) + "\n")
+    (out_dir / UNFINISHED).unlink(missing_ok=True)
     return summary
 
 

@@ -1,4 +1,5 @@
-"""An export that fails once it has begun writing leaves the repository as it was.
+"""An export that fails once it has begun writing leaves the repository's top two levels as
+they were: no new model or version for Triton to serve, the manifest and configs unchanged.
 
 ``export`` checks every file it reads (weights, training summary) before it writes, but a
 write can still fail part-way (a full disk, an interrupt, a record that does not validate).
@@ -7,17 +8,22 @@ left behind by a failed export would be served as if exported. ``restored_on_fai
 the repository's model directories, their versions and the files export rewrites in place
 (``manifest.json``, each model's ``config.pbtxt``: the files of its top two levels); on any
 failure it removes what was added there and writes back what changed, then lets the failure
-go on.
+go on. Each entry is put back on its own; one that cannot be is named in a warning (export
+again), and the rest are still put back. Files one level deeper that export rewrites in
+place (the ensemble layout's stateful models' ``1/``, with the same content) are not noted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from offline_iaas.atomic import replaced_atomically
+
+logger = logging.getLogger(__name__)
 
 
 def _top_entries(repo: Path) -> list[Path]:
@@ -40,8 +46,7 @@ def restored_on_failure(repo: Path) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        with contextlib.suppress(OSError):  # the failure is what the user is told
-            _restore(repo, existed, before, saved)
+        _restore(repo, existed, before, saved)  # the failure is what the user is told
         raise
 
 
@@ -49,12 +54,25 @@ def _restore(repo: Path, existed: bool, before: set[Path], saved: dict[Path, byt
     if not existed:
         shutil.rmtree(repo, ignore_errors=True)
         return
-    for path in sorted(set(_top_entries(repo)) - before, key=lambda p: -len(p.parts)):
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+    added: list[Path] = []
+    _put_back(repo, lambda: added.extend(
+        sorted(set(_top_entries(repo)) - before, key=lambda p: -len(p.parts))))
+    for path in added:
+        _put_back(path, lambda path=path: (
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()))
     for path, content in saved.items():
-        if not path.is_file() or path.read_bytes() != content:
-            with replaced_atomically(path) as tmp:
-                tmp.write_bytes(content)
+        _put_back(path, lambda path=path, content=content: _rewrite(path, content))
+
+
+def _rewrite(path: Path, content: bytes) -> None:
+    if not path.is_file() or path.read_bytes() != content:
+        with replaced_atomically(path) as tmp:
+            tmp.write_bytes(content)
+
+
+def _put_back(path: Path, action: Callable[[], object]) -> None:
+    try:
+        action()
+    except OSError as err:
+        logger.warning(f"export: could not put {path} back as it was ({err}); the repository "
+                       "may hold part of this export: export again")

@@ -16,12 +16,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tarfile
-import tempfile
 import threading
 import time
 import zlib
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Protocol
 
 from offline_iaas import hooks, records
-from offline_iaas.atomic import replace_directory
+from offline_iaas.atomic import remove_stale_temporaries, replace_directory, temporary_sibling
 from offline_iaas.binding import check_run_directory, is_make_dag_run, read_bound_run
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.config_sections import ServerConfig
@@ -120,30 +120,43 @@ def make_launcher(server: ServerConfig, repository: Path, node: str, token: str 
 
 def unpack_repository(run: RunDir, source: Path) -> Path:
     """The model repository at ``source``: a directory, or a tarball unpacked into the run
-    directory (into a temporary directory first, which replaces ``RUN/model-repository`` once
-    whole). ModelError naming the tarball where it is not a whole tar archive holding
-    ``model-repository/`` (the repository there is left as it was)."""
+    directory (into a temporary sibling of ``RUN/model-repository`` first, which replaces it
+    once whole; one a killed server left is removed first). ModelError naming the tarball
+    where it is not a whole tar archive holding ``model-repository/``, or holds a member a
+    repository does not (a link out of it; the repository there is left as it was)."""
     source = run.resolve(source)
     if source.is_dir():
         return source
     if not source.is_file():
         raise ModelError(f"model repository {source} does not exist")
     target = run.model_repository
-    with tempfile.TemporaryDirectory(dir=run.path, prefix=".unpacking-") as scratch:
-        try:
-            with tarfile.open(source) as tar:
-                if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: no links or paths out
-                    tar.extractall(scratch, filter="data")
-                else:
-                    tar.extractall(scratch)
-        except (tarfile.TarError, EOFError, zlib.error) as err:
-            raise ModelError(f"{source}: not a whole tar archive of a model repository ({err}); "
-                             "copy make-dag's model-repository.tar.gz again") from None
-        unpacked = Path(scratch) / target.name
+    remove_stale_temporaries(target)
+    scratch = temporary_sibling(target, "unpacking")
+    try:
+        with tarfile.open(source) as tar:
+            if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: no links or paths out
+                tar.extractall(scratch, filter="data")
+            else:
+                tar.extractall(scratch)
+        unpacked = scratch / target.name
         if not unpacked.is_dir():
             raise ModelError(f"{source} does not hold a model-repository/ directory")
         replace_directory(unpacked, target)
+    except _FILTER_ERRORS as err:
+        raise ModelError(f"{source}: holds a member no model repository holds ({err}); copy "
+                         "make-dag's model-repository.tar.gz again") from None
+    except (tarfile.TarError, EOFError, zlib.error) as err:
+        raise ModelError(f"{source}: not a whole tar archive of a model repository ({err}); "
+                         "copy make-dag's model-repository.tar.gz again") from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return target
+
+
+_FILTER_ERRORS = (getattr(tarfile, "FilterError", ()),)
+"""``extractall(filter="data")``'s refusal of a member (a link or path out of the archive's
+directory, a device file): a ``TarError`` that says what the archive holds, not that it is cut
+short."""
 
 
 def published_host(bind: str) -> str:
