@@ -15,7 +15,8 @@ BASE = {"__init__", "errors", "atomic", "logs", "modes", "network_streaming", "c
         "config_checks", "config_numbers", "digests", "full_disk_exit", "closed_stdout",
         "stretches", "records", "manifest", "completeness",
         "binding", "rundir", "hooks", "physics", "resources", "lifetime", "summaries",
-        "local_state", "summary_physics", "config_sections", "geometry", "mode_packages", "gps"}
+        "local_state", "summary_physics", "config_sections", "geometry", "mode_packages", "gps",
+        "json_values"}
 TOP = {"cli", "demo"}
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",), ("data", "search"), ("models",), ("repository",), ("rendezvous",), ("serve",),

@@ -56,7 +56,8 @@ def test_synth_and_train_demo_refuse_a_directory_of_frames_synth_did_not_write(
     refuse_foreign_frames(tmp_path / "empty")
 
 
-@pytest.mark.parametrize("text", ["{x", "[]", '{"injections": [{"gps_time": "noon"}]}'])
+@pytest.mark.parametrize("text", ["{x", "[]", '{"injections": [{"gps_time": "noon"}]}',
+                                  '{"injections": [{"gps_time": true}]}'])
 def test_train_demo_names_a_damaged_synth_json_before_training(
         text: str, dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     workspace = tmp_path / "ws"
@@ -71,3 +72,13 @@ def test_train_demo_names_a_damaged_synth_json_before_training(
     if text == "[]":
         documented("train-demo-synth-json-damaged", cli_error(line),
                    {summary: "<ws>/frames/synth.json"}, exit_code=code)
+
+
+def test_train_demo_reads_synth_s_own_summary(dataset: Path) -> None:
+    """The control of the refusals above: synth's summary is the dataset train-demo trains on
+    (its injections' times, its directory)."""
+    from offline_iaas.config import load_config
+    from offline_iaas.models.training import _dataset
+
+    summary = _dataset(load_config(dataset / "campaign.toml"))
+    assert summary["injections"] and summary["directory"] == str((dataset / "frames").resolve())

@@ -34,6 +34,7 @@ from offline_iaas.data import synth
 from offline_iaas.data.discovery import FrameFile, discover_frames
 from offline_iaas.data.frames import read_span
 from offline_iaas.errors import ConfigError, DataError
+from offline_iaas.json_values import finite_number
 from offline_iaas.mode_packages import network_kinds
 from offline_iaas.models.numerics import numerics_in_use, run_in_child
 from offline_iaas.models.training_summary import TRAINING_SUMMARY
@@ -168,8 +169,7 @@ def _dataset(config: CampaignConfig) -> dict[str, Any]:
                         "write the dataset again with offline-iaas synth") from None
     injections = summary.get("injections") if isinstance(summary, dict) else None
     if not isinstance(injections, list) or not all(
-            isinstance(i, dict) and isinstance(i.get("gps_time"), (int, float))
-            and math.isfinite(i["gps_time"]) for i in injections):
+            isinstance(i, dict) and finite_number(i.get("gps_time")) for i in injections):
         raise DataError(f"{summary_path}: not synth's summary of a dataset (a JSON object whose "
                         "injections each have a finite gps_time); write the dataset again with "
                         "offline-iaas synth")

@@ -12,11 +12,12 @@ span is two finite GPS times, the start before the end (JSON's ``NaN``, ``Infini
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from offline_iaas.errors import ModelError
+from offline_iaas.gps import gps_text
+from offline_iaas.json_values import finite_number, json_kind
 
 TRAINING_SUMMARY = "demo-models.json"
 """Written by ``train-demo`` beside the weights; each network's ``gps_start``/``gps_end``."""
@@ -59,22 +60,15 @@ def _span(path: Path, name: str, report: Any) -> list[float]:
     span = []
     for field in FIELDS:
         value = report.get(field)
-        number = (isinstance(value, int | float) and not isinstance(value, bool)
-                  and math.isfinite(value))
-        if not number:
+        if not finite_number(value):
             got = "nothing" if field not in report else _shown(value)
             raise ModelError(f"{where}.{field} must be a finite GPS time, got {got}")
         span.append(float(value))
     if not span[0] < span[1]:
-        start, end = (_gps(time) for time in span)
+        start, end = (gps_text(time) for time in span)
         raise ModelError(f"{where}: gps_start {start} is not before gps_end {end} (the span of "
                          "the data the network trained on)")
     return span
-
-
-def _gps(time: float) -> str:
-    """A GPS time as written: whole seconds without a fraction, else every digit."""
-    return str(int(time)) if time.is_integer() else repr(time)
 
 
 def _not_a_summary(path: Path, why: str) -> ModelError:
@@ -88,5 +82,6 @@ def _shown(value: Any) -> str:
         return f"{value:g}"
     if isinstance(value, str):
         return repr(value)
-    kinds = {list: "a list", dict: "an object", bool: "a boolean", type(None): "null"}
-    return kinds.get(type(value), repr(value))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return repr(value)
+    return json_kind(value)

@@ -33,6 +33,7 @@ import numpy as np
 from offline_iaas.atomic import replaced_atomically
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.errors import ConfigError, DataError
+from offline_iaas.json_values import finite_number, json_kind
 from offline_iaas.physics import Injection
 from offline_iaas.search.injection_set import InjectionSet, attr_value, readable_hdf5
 from offline_iaas.search.injections_aframe import MARKERS, read_aframe, write_aframe
@@ -211,9 +212,9 @@ def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
         raise ConfigError(f"search.injections: {path}: not JSON: {err}") from None
     rows = data.get("injections") if isinstance(data, dict) else data
     if not isinstance(rows, list):
-        what = _json_type(data)
+        what = json_kind(data)
         if isinstance(data, dict):
-            what = (f"'injections' is {_json_type(rows)}" if "injections" in data
+            what = (f"'injections' is {json_kind(rows)}" if "injections" in data
                     else "an object without 'injections'")
         raise ConfigError(
             f"search.injections: {path}: {what}, not a list of injections (synth.json, or a "
@@ -221,24 +222,10 @@ def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
     found = [_json_injection(path, number, row) for number, row in enumerate(rows)]
     population = data.get("population", {}) if isinstance(data, dict) else {}
     volume = population.get("time_volume_gpc3") if isinstance(population, dict) else None
-    if volume is not None and not _finite_number(volume):
+    if volume is not None and not finite_number(volume):
         raise ConfigError(f"search.injections: {path}: population.time_volume_gpc3 is "
                           f"{volume!r}, not a finite number")
     return found, None if volume is None else float(volume)
-
-
-def _json_type(value: Any) -> str:
-    """What JSON ``value`` is, in words (``a number``, ``null``, ...)."""
-    if value is None:
-        return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
-
-
-def _finite_number(value: Any) -> bool:
-    """Whether ``value`` is a finite JSON number (not a boolean, not NaN or Infinity)."""
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value))
 
 
 def _json_injection(path: Path, number: int, row: Any) -> Injection:
