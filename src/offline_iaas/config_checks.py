@@ -24,7 +24,7 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from offline_iaas.config_numbers import check_finite, check_signs, off_grid
+from offline_iaas.config_numbers import check_finite, check_ranges, off_grid
 from offline_iaas.config_sections import DataConfig, ModelConfig, SearchConfig, SynthConfig
 from offline_iaas.digests import file_sha256
 from offline_iaas.errors import ConfigError, NotStreamable
@@ -198,7 +198,7 @@ def check_config(c: CampaignConfig, path: Path) -> None:
     _check_population(c.synth, fail)
     _check_mode(c, fail)
     _check_streamed(c, fail)
-    check_signs(c, fail)
+    check_ranges(c, fail)
 
 
 def _check_population(s: SynthConfig, fail: typing.Callable[[str, str], None]) -> None:

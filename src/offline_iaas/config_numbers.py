@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from offline_iaas.config import CampaignConfig
 
@@ -88,7 +90,7 @@ rate (65536 Hz) a 64-bit count, a wait ``threading.TIMEOUT_MAX`` (9.2e9 s). Beyo
 typo's exponent (1e308 crashed in ``round``, 1e14 in Triton's config)."""
 
 
-FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 """Every other number of a config is at most the largest float32: the networks compute in
 float32, and a larger ``model.input_scale`` (1e308, a typo's exponent) was an infinite buffer
 in the exported graph, whose every output was NaN, without a word."""
@@ -117,15 +119,15 @@ def off_grid(gps: float, sample_rate: float) -> bool:
     return abs(position - round(position)) / Fraction(sample_rate) > Fraction(math.ulp(gps))
 
 
-def check_signs(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
+def check_ranges(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
     """Every number not negative, above zero where zero means nothing, and at most
     ``FLOAT32_MAX`` (after the rules that say more of a key)."""
     own = getattr(type(c.mode_section), "ZERO_ALLOWED", frozenset())
     allowed = ZERO_ALLOWED | {f"{c.mode_section_name}.{key}" for key in own}
     for key, value in numbers(c):
         if value > FLOAT32_MAX:
-            fail(key, f"must be at most 3.4e+38 (the largest float32, which the networks "
-                 f"compute in), got {value:g}")
+            fail(key, f"must be at most {FLOAT32_MAX:.2g} (the largest float32, which the "
+                 f"networks compute in), got {value:g}")
         if value < 0:
             fail(key, f"must not be negative, got {value:g}")
         if value == 0 and must_be_positive(key, allowed):

@@ -38,6 +38,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -45,6 +47,11 @@ from onnx import TensorProto, helper
 from tritonclient.grpc import model_config_pb2 as mc
 
 from offline_iaas.atomic import replaced_atomically
+
+if TYPE_CHECKING:
+    from offline_iaas.repository.model_configs import EnsembleShape
+    from offline_iaas.repository.networks import Graph
+    from offline_iaas.repository.pipeline import Stage
 
 OPSET = 17
 """ONNX opset of the graphs built here (onnxruntime >= 1.13, TensorRT 8.6+)."""
@@ -351,10 +358,9 @@ def network_config(
     return config
 
 
-def write_snapshotter(stage, shape, model_dir):
-    """Write the snapshotter graph (implicit state) of the ensemble's ``stage`` (a
-    ``pipeline.Stage``; ``shape`` a ``model_configs.EnsembleShape``) as ``model_dir/1``'s
-    model, atomically; return its config."""
+def write_snapshotter(stage: Stage, shape: EnsembleShape, model_dir: Path) -> mc.ModelConfig:
+    """Write the snapshotter graph (implicit state) of the ensemble's ``stage`` as
+    ``model_dir/1``'s model, atomically; return its config."""
     graph = snapshotter_onnx(stage.channels, shape.kernel_samples, shape.stride_samples)
     (model_dir / "1").mkdir(parents=True, exist_ok=True)
     with replaced_atomically(model_dir / "1" / "model.onnx") as tmp:
@@ -364,12 +370,13 @@ def write_snapshotter(stage, shape, model_dir):
                               shape.max_sequences, shape.sequence_idle_seconds, options)
 
 
-def write_network(graph, path, shape):
-    """Write the network ``graph`` (a ``networks.Graph``) batched over Triton's batch axis
-    (``batched_network_onnx``) to ``path``; return its config."""
+def write_network(graph: Graph, path: Path, shape: EnsembleShape) -> mc.ModelConfig:
+    """Write the network ``graph`` batched over Triton's batch axis (``batched_network_onnx``)
+    to ``path``, atomically; return its config."""
     (in_name, in_dims), (out_name, out_dims) = graph.inputs[0], graph.outputs[0]
     batched = batched_network_onnx(onnx.load(str(graph.path)), in_name, out_name)
-    onnx.save(batched, str(path))
+    with replaced_atomically(path) as tmp:
+        onnx.save(batched, str(tmp))
     options = GpuOptions(instances=shape.instances)
     return network_config(graph.name, in_name, list(in_dims), out_name, list(out_dims),
                           options)
