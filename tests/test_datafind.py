@@ -21,6 +21,7 @@ from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import DataError
 from offline_iaas.rundir import RunDir
 from tests.datafind_server import free_port, running_datafind_server
+from tests.error_catalogue import documented
 from tests.helpers import processes_mentioning
 
 START = 1262304000
@@ -177,6 +178,15 @@ def test_two_frame_types_of_one_observatory_from_the_server_are_refused(
             config.data, frametypes=("H1_SYNTH", "H1_OTHER", "L1_SYNTH")))
         with pytest.raises(DataError) as info:
             preflight(both)
+    # the advice is what a datafind campaign can follow: no data.frames to move files out of
+    documented("frame-types-overlap-datafind", str(info.value),
+               {tmp_path: "<ws>", url: "http://127.0.0.1:<port>"}, exit_code=3)
     assert (f"frame files {other} and {first} both hold observatory H's data for "
             f"[{START}, {START + 4}), and the reader would mix them: two frame types, H1_OTHER "
-            "and H1_SYNTH; keep one per observatory") in str(info.value)
+            "and H1_SYNTH; ask for one frame type per observatory in data.frametypes"
+            ) in str(info.value)
+    # the control: the same files from a directory keep the advice to move files out of it
+    with pytest.raises(DataError) as info:
+        preflight(both, find_frames(tree))
+    assert "keep one per observatory (move the other's files out of data.frames" in \
+        str(info.value)

@@ -52,6 +52,13 @@ def rewrite(source: Path, target: Path, change) -> None:
     data.write(str(target))
 
 
+def segments(ws: Path, *spans: tuple[int, int]) -> str:
+    """A ``--set`` giving science segments ``spans`` (seconds after START) in a file."""
+    path = ws / "science.txt"
+    path.write_text("".join(f"{START + a} {START + b}\n" for a, b in spans))
+    return f'data.segments="{path}"'
+
+
 def check(ws: Path, capsys, *sets: str) -> tuple[int, str]:
     capsys.readouterr()
     code = main(["check", str(ws / "campaign.toml"), "--set", NO_REPO,
@@ -99,6 +106,28 @@ def test_two_frame_types_over_one_span_are_refused_naming_both_files(
         (1, 16 * 256)
 
 
+def test_two_frame_types_overlapping_only_between_science_segments_pass(
+        dataset: Path, tmp_path: Path, capsys) -> None:
+    from gwpy.timeseries import TimeSeriesDict
+
+    ws = workspace(dataset, tmp_path)
+    frames = ws / "frames"
+    # H1_OTHER holds [8, 40) in place of SECOND: it overlaps FIRST in [8, 16) and the third
+    # file in [32, 40), each between two science segments; each file reaches a segment
+    other = frames / f"H-H1_OTHER-{START + 8}-32.gwf"
+    sources = [str(frames / f"H-H1_SYNTH-{START + t}-16.gwf") for t in (0, 16, 32)]
+    TimeSeriesDict.read(sources, [STRAIN], start=START + 8, end=START + 40).write(str(other))
+    (frames / SECOND).unlink()
+    code, err = check(ws, capsys, segments(ws, (0, 8), (16, 32), (40, 64)))
+    assert code == 0, err  # each segment is read from one frame type alone
+    found = find_frames(frames)
+    assert read_span(found, [STRAIN], START + 16, START + 32, 256).shape == (1, 16 * 256)
+    # the control: a segment reaching into [8, 16) reads both files there, and is refused
+    code, err = check(ws, capsys, segments(ws, (0, 12), (16, 32), (40, 64)))
+    assert code == 3 and f"frame files {frames / FIRST} and {other} both hold observatory " \
+        f"H's data for [{START + 8}, {START + 16})" in err and "1 more such" not in err
+
+
 def test_a_copy_of_a_file_in_a_second_directory_is_refused(
         dataset: Path, tmp_path: Path, capsys) -> None:
     ws = workspace(dataset, tmp_path)
@@ -144,6 +173,26 @@ def test_a_file_at_another_sample_rate_is_named_by_check_and_by_the_reader(
     assert alone.shape == (1, 16 * 256)
 
 
+def test_a_rate_that_changes_between_science_segments_passes(
+        dataset: Path, tmp_path: Path, capsys) -> None:
+    ws = workspace(dataset, tmp_path)
+    frames = ws / "frames"
+    later = [f"H-H1_SYNTH-{START + 32}-16.gwf", f"H-H1_SYNTH-{START + 48}-16.gwf"]
+    for name in later:  # a later epoch recorded at 512 Hz
+        rewrite(frames / name, frames / name, lambda x: x.resample(512))
+    # each science segment holds one rate: each is read (and resampled) alone, and passes
+    code, err = check(ws, capsys, segments(ws, (0, 32), (36, 64)))
+    assert code == 0, err
+    found = find_frames(frames)
+    for a, b in ((0, 32), (36, 64)):
+        assert read_span(found, [STRAIN], START + a, START + b, 256).shape == (1, (b - a) * 256)
+    # the control: a segment across the change holds both rates, and is refused
+    code, err = check(ws, capsys, segments(ws, (0, 40), (44, 64)))
+    assert code == 3 and (f"channel {STRAIN} in {frames / later[0]} has sample rate 512 Hz, "
+                          f"in its other files 256 Hz ({frames / FIRST} and 1 more file(s))"
+                          ) in err
+
+
 # ---- a path that is not UTF-8 --------------------------------------------------------------
 
 
@@ -159,6 +208,19 @@ def test_a_file_whose_path_is_not_utf8_is_named_with_its_fix(
     documented("frame-path-not-utf8", cli_error(err), {ws: "<ws>"}, exit_code=code)
     assert f"frame file {frames}/H-H1_SYNTH\\xff-{START}-16.gwf: its path is not valid " \
            "UTF-8" in err
+    # a read of its span (a client) meets the same line; outside its span it is not read
+    with pytest.raises(DataError) as caught:
+        read_span(find_frames(frames), [STRAIN], START, START + 16, 256)
+    assert cli_error(err).endswith(f"): {caught.value}")
+    documented("frame-path-not-utf8-read", str(caught.value), {ws: "<ws>"},
+               exit_code=exit_code(caught.value))
+    assert read_span(find_frames(frames), [STRAIN], START + 16, START + 32, 256).shape == \
+        (1, 16 * 256)
+    # outside the campaign's span (or between its science segments) it is ignored
+    code, err = check(ws, capsys, f"data.start={START + 16}", "data.duration=48")
+    assert code == 0, err
+    code, err = check(ws, capsys, segments(ws, (16, 64)))
+    assert code == 0, err
     odd.rename(frames / FIRST)  # renamed, it passes
     code, err = check(ws, capsys)
     assert code == 0, err

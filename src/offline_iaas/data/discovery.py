@@ -12,7 +12,7 @@ import os
 import re
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -39,6 +39,9 @@ class FrameFile:
     gps_start: float
     duration: float
     path: Path
+    listed_by_datafind: bool = field(default=False, compare=False)
+    """Whether a datafind server listed it (``datafind_frames``): only the advice of
+    ``overlap_problems`` depends on it."""
 
     @property
     def gps_end(self) -> float:
@@ -130,18 +133,25 @@ def find_frames(source: Path | str) -> list[FrameFile]:
 
 
 def _listing(frames: Iterable[FrameFile]) -> list[FrameFile]:
-    """The frame files, each path once, sorted by (observatory, gps_start, path); a path
-    that is not UTF-8 is a DataError naming it (LALFrame takes a path as a C string of
-    UTF-8 and refuses any other, as if the file were unreadable)."""
+    """The frame files, each path once, sorted by (observatory, gps_start, path). A path that
+    is not UTF-8 is listed too: only a file the campaign reads is refused for it
+    (``path_problem``)."""
     unique = {f.path: f for f in frames}
-    for path in unique:
-        try:
-            str(path).encode("utf-8")
-        except UnicodeEncodeError:
-            shown = os.fsencode(path).decode("utf-8", "backslashreplace")
-            raise DataError(f"frame file {shown}: its path is not valid UTF-8, and LALFrame "
-                            "cannot open such a path; rename it") from None
     return sorted(unique.values(), key=lambda f: (f.observatory, f.gps_start, str(f.path)))
+
+
+def path_problem(frame: FrameFile) -> str | None:
+    """Why LALFrame cannot open the file by its path (it takes a path as a C string of UTF-8
+    and refuses any other, as if the file were unreadable), or None. Asked of the files a
+    campaign reads only (``preflight``, the reader), so an odd name elsewhere in a tree or a
+    datafind answer blocks nothing."""
+    try:
+        str(frame.path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(frame.path).decode("utf-8", "backslashreplace")
+        return (f"frame file {shown}: its path is not valid UTF-8, and LALFrame cannot open "
+                "such a path; rename it")
+    return None
 
 
 def _dangling_links_text(links: list[Path]) -> str:
@@ -334,7 +344,7 @@ def datafind_frames(
                     f"datafind server {server_url} returned {path} for {what}: not named "
                     "<OBS>-<DESC>-<GPSSTART>-<DURATION>.gwf"
                 )
-            frames.append(frame)
+            frames.append(replace(frame, listed_by_datafind=True))
     return _listing(frames)
 
 
@@ -364,44 +374,51 @@ def frame_source(data: DataConfig) -> str:
 
 
 def overlapping_pairs(
-    frames: Sequence[FrameFile], gps_start: float, gps_end: float
+    frames: Sequence[FrameFile], needed: Iterable[tuple[float, float]]
 ) -> list[tuple[FrameFile, FrameFile, str, float, float]]:
-    """Pairs of files of one observatory letter, each overlapping ``[gps_start, gps_end)``,
+    """Pairs of files of one observatory letter, both overlapping one of the ``needed`` GPS
+    intervals (each read on its own: a pair overlapping only between two is never joined),
     whose spans overlap (by more than round-off), each as ``(earlier, later, observatory, lo,
     hi)`` with ``[lo, hi)`` the GPS span both cover: the reader joins an observatory's files end
-    to end, so two covering one time would be mixed. In time order."""
-    pairs = []
-    for observatory in sorted({letter for f in frames for letter in f.observatory}):
-        own = sorted((f for f in frames if observatory in f.observatory
-                      and f.overlaps(gps_start, gps_end)),
-                     key=lambda f: (f.gps_start, f.gps_end, str(f.path)))
-        reaching = None  # the file so far that reaches furthest
-        for f in own:
-            if reaching is not None and f.overlaps(reaching.gps_start, reaching.gps_end):
-                pairs.append((reaching, f, observatory, f.gps_start,
-                              min(reaching.gps_end, f.gps_end)))
-            if reaching is None or f.gps_end > reaching.gps_end:
-                reaching = f
-    return sorted(pairs, key=lambda p: (p[3], p[2]))
+    to end, so two covering one time would be mixed. Each pair once, in time order."""
+    pairs: dict[tuple[Path, Path, str], tuple[FrameFile, FrameFile, str, float, float]] = {}
+    for gps_start, gps_end in needed:
+        for observatory in sorted({letter for f in frames for letter in f.observatory}):
+            own = sorted((f for f in frames if observatory in f.observatory
+                          and f.overlaps(gps_start, gps_end)),
+                         key=lambda f: (f.gps_start, f.gps_end, str(f.path)))
+            reaching = None  # the file so far that reaches furthest
+            for f in own:
+                if reaching is not None and f.overlaps(reaching.gps_start, reaching.gps_end):
+                    pairs.setdefault((reaching.path, f.path, observatory), (
+                        reaching, f, observatory, f.gps_start, min(reaching.gps_end, f.gps_end)))
+                if reaching is None or f.gps_end > reaching.gps_end:
+                    reaching = f
+    return sorted(pairs.values(), key=lambda p: (p[3], p[2]))
 
 
-def overlap_problems(frames: Sequence[FrameFile], gps_start: float, gps_end: float
+def overlap_problems(frames: Sequence[FrameFile], needed: Iterable[tuple[float, float]]
                      ) -> list[str]:
-    """One message per observatory and pair of frame types whose files overlap inside
-    ``[gps_start, gps_end)`` (``overlapping_pairs``): its first pair of files and the span
-    both cover, how many more such pairs, and what to keep."""
+    """One message per observatory and pair of frame types whose files overlap inside one of
+    the ``needed`` GPS intervals (``overlapping_pairs``): its first pair of files and the span
+    both cover, how many more such pairs, and what to keep (by where the files came from: a
+    datafind server's are chosen by ``data.frametypes`` alone)."""
     groups: dict[tuple[str, str, str], list[tuple[FrameFile, FrameFile, float, float]]] = {}
-    for a, b, observatory, lo, hi in overlapping_pairs(frames, gps_start, gps_end):
+    for a, b, observatory, lo, hi in overlapping_pairs(frames, needed):
         kinds = tuple(sorted({a.description, b.description}))
         groups.setdefault((observatory, *kinds[:1], kinds[-1]), []).append((a, b, lo, hi))
     problems = []
     for (observatory, one, other), pairs in groups.items():
         a, b, lo, hi = pairs[0]
         more = f" (and {len(pairs) - 1} more such pair(s))" if len(pairs) > 1 else ""
-        why = (f"two frame types, {one} and {other}; keep one per observatory (move the "
-               "other's files out of data.frames, or name one in data.frametypes)"
-               if one != other else
-               f"frame type {one} twice (a copy, or a misnamed file); keep one")
+        if one == other:
+            why = f"frame type {one} twice (a copy, or a misnamed file); keep one"
+        elif a.listed_by_datafind and b.listed_by_datafind:
+            why = (f"two frame types, {one} and {other}; ask for one frame type per "
+                   "observatory in data.frametypes")
+        else:
+            why = (f"two frame types, {one} and {other}; keep one per observatory (move the "
+                   "other's files out of data.frames, or name one in data.frametypes)")
         problems.append(f"frame files {a.path} and {b.path} both hold observatory "
                         f"{observatory}'s data for {gps_range_text(lo, hi)}{more}, and the "
                         f"reader would mix them: {why}")

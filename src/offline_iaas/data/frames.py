@@ -50,6 +50,7 @@ from offline_iaas.data.discovery import (
     coverage_holes,
     overlap_problems,
     overlapping_files,
+    path_problem,
     rate_factor,
 )
 from offline_iaas.data.gwf_reader import FileRead, Series, reader
@@ -273,8 +274,12 @@ def _read_group(
     frames: Sequence[FrameFile], names: list[str], t_a: float, t_b: float
 ) -> tuple[dict[str, Series], list[FrameFile]]:
     """Read ``names`` (one observatory) over ``[t_a, t_b)`` from the files that overlap it, in
-    the frame reader process (``gwf_reader``: a crash on a bad file is a ``BadFrameFile``)."""
+    the frame reader process (``gwf_reader``: a crash on a bad file is a ``BadFrameFile``).
+    A file among them whose path LALFrame cannot open is refused as ``preflight`` does."""
     files = overlapping_files(frames, names[0], t_a, t_b)
+    odd = next(filter(None, map(path_problem, files)), None)
+    if odd is not None:
+        raise DataError(odd)
     what = f"channel(s) {', '.join(names)} for {gps_range_text(t_a, t_b)}"
     if not files:
         raise DataError(f"no frame files hold {what}")
@@ -285,7 +290,7 @@ def _read_group(
     items = [FileRead(str(f.path), f.gps_start, f.gps_end, max(t_a, f.gps_start),
                       min(t_b, f.gps_end)) for f in files]
     series = reader().read(items, names)  # first: a file that lies is a BadFrameFile
-    overlaps = overlap_problems(files, t_a, t_b)  # joined end to end, they would be mixed
+    overlaps = overlap_problems(files, [(t_a, t_b)])  # joined end to end, they would be mixed
     if overlaps:
         raise DataError(overlaps[0])
     return series, files

@@ -19,6 +19,7 @@ from offline_iaas.data.discovery import (
     discover_frames,
     frame_source,
     overlap_problems,
+    path_problem,
     rate_factor,
 )
 from offline_iaas.data.gwf_reader import reader
@@ -85,13 +86,15 @@ def frame_problems(
     """Every problem with the frames over the ``needed`` GPS intervals, one message each.
 
     Checked per observatory of ``channels``: holes in the coverage of its files inside
-    ``needed``, and files of it that overlap (``overlap_problems``); for every file
-    overlapping ``needed``: it exists, its table of contents and a read of ``PROBE_SECONDS``
-    of its data succeed (in a worker process, as a corrupt file can crash LALFrame), it
-    lists every channel of that observatory, and each channel's rate is a whole multiple of
-    ``sample_rate`` and the same in all its files. Missing channels and bad rates are
-    reported once per channel (and rate), naming the first file and how many more;
-    holes and bad files one by one.
+    ``needed``, and files of it that overlap inside one interval of ``needed``
+    (``overlap_problems``); for every file overlapping ``needed``: LALFrame can open its
+    path (``path_problem``), it exists, its table of contents and a read of
+    ``PROBE_SECONDS`` of its data succeed (in a worker process, as a corrupt file can crash
+    LALFrame), it lists every channel of that observatory, and each channel's rate is a
+    whole multiple of ``sample_rate`` and the same in all its files that overlap one
+    interval of ``needed`` (each is read, and resampled, on its own). Missing channels and
+    bad rates are reported once per channel (and rate), naming the first file and how many
+    more; holes and bad files one by one. Files outside ``needed`` are not looked at.
 
     Parameters
     ----------
@@ -124,15 +127,19 @@ def frame_problems(
                 f"{gps_range_text(a, b)}{inside} ({where})"
             )
         jobs += [(f, tuple(names)) for f in own if any(f.overlaps(a, b) for a, b in needed)]
+    odd = {f.path: path_problem(f) for f, _ in jobs}  # LALFrame cannot open these: not probed
+    problems += [p for p in dict.fromkeys(odd.values()) if p is not None]
 
     def overlapping(left_out: set) -> list[str]:  # by their names, files left out as bad aside
         files = list({f.path: f for f, _ in jobs if f.path not in left_out}.values())
-        return overlap_problems(files, needed[0][0], needed[-1][1]) if files else []
+        return overlap_problems(files, needed) if files else []
 
     if not open_files:
         return problems + overlapping(set())
     readable: list[tuple[FrameFile, tuple[str, ...]]] = []
     for f, names in jobs:
+        if odd[f.path] is not None:
+            continue
         if f.path.is_file():
             readable.append((f, names))
         else:
@@ -181,14 +188,17 @@ def frame_problems(
                 f"has sample rate {rate:g} Hz, not a whole multiple of the model sample rate "
                 f"{sample_rate:g} Hz"
             )
-        if name in usable_rates:
-            problems.extend(_mixed_rate_problems(name, usable_rates[name]))
+        for a, b in needed:  # each interval is read, and resampled, on its own
+            found = [(f, rate) for f, rate in usable_rates.get(name, ()) if f.overlaps(a, b)]
+            if found:
+                problems += [p for p in _mixed_rate_problems(name, found) if p not in problems]
     return problems
 
 
 def _mixed_rate_problems(name: str, found: Sequence[tuple[FrameFile, float]]) -> list[str]:
-    """A channel whose files hold it at different rates (each a whole multiple of the model
-    rate): the reader joins its files' samples end to end, so it would read a wrong span
+    """A channel whose files over one needed interval hold it at different rates (each a
+    whole multiple of the model rate): the reader joins its files' samples end to end, so it
+    would read a wrong span
     (``data for ... incomplete``). The rate most of its files have (the first file's on a
     tie) is taken as right; one problem per other rate, naming its first file."""
     counts: dict[float, int] = {}
