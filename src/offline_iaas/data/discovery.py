@@ -7,6 +7,7 @@ interval comes from its name (``OBS-DESC-GPS-DURATION.gwf``) or its cache entry.
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import re
@@ -373,8 +374,25 @@ def frame_source(data: DataConfig) -> str:
 # ---- what the files cover and hold -----------------------------------------------------
 
 
+def files_per_interval(frames: Sequence[FrameFile], needed: Sequence[tuple[float, float]]
+                       ) -> list[list[FrameFile]]:
+    """For each of the ``needed`` GPS intervals, the ``frames`` that overlap it
+    (``FrameFile.overlaps``), in start order, found by bisection on the files' starts (a
+    year of science segments against a year of files: each interval looks only at the files
+    that can reach it, not at every file)."""
+    ordered = sorted(frames, key=lambda f: (f.gps_start, f.gps_end, str(f.path)))
+    starts = [f.gps_start for f in ordered]
+    longest = max((f.duration for f in ordered), default=0.0)
+    found = []
+    for gps_start, gps_end in needed:
+        first = bisect.bisect_left(starts, gps_start - longest - GPS_TOLERANCE_SECONDS)
+        last = bisect.bisect_left(starts, gps_end)
+        found.append([f for f in ordered[first:last] if f.overlaps(gps_start, gps_end)])
+    return found
+
+
 def overlapping_pairs(
-    frames: Sequence[FrameFile], needed: Iterable[tuple[float, float]]
+    frames: Sequence[FrameFile], needed: Sequence[tuple[float, float]]
 ) -> list[tuple[FrameFile, FrameFile, str, float, float]]:
     """Pairs of files of one observatory letter, both overlapping one of the ``needed`` GPS
     intervals (each read on its own: a pair overlapping only between two is never joined),
@@ -382,11 +400,9 @@ def overlapping_pairs(
     hi)`` with ``[lo, hi)`` the GPS span both cover: the reader joins an observatory's files end
     to end, so two covering one time would be mixed. Each pair once, in time order."""
     pairs: dict[tuple[Path, Path, str], tuple[FrameFile, FrameFile, str, float, float]] = {}
-    for gps_start, gps_end in needed:
-        for observatory in sorted({letter for f in frames for letter in f.observatory}):
-            own = sorted((f for f in frames if observatory in f.observatory
-                          and f.overlaps(gps_start, gps_end)),
-                         key=lambda f: (f.gps_start, f.gps_end, str(f.path)))
+    for observatory in sorted({letter for f in frames for letter in f.observatory}):
+        mine = [f for f in frames if observatory in f.observatory]
+        for own in files_per_interval(mine, needed):
             reaching = None  # the file so far that reaches furthest
             for f in own:
                 if reaching is not None and f.overlaps(reaching.gps_start, reaching.gps_end):
@@ -397,7 +413,7 @@ def overlapping_pairs(
     return sorted(pairs.values(), key=lambda p: (p[3], p[2]))
 
 
-def overlap_problems(frames: Sequence[FrameFile], needed: Iterable[tuple[float, float]]
+def overlap_problems(frames: Sequence[FrameFile], needed: Sequence[tuple[float, float]]
                      ) -> list[str]:
     """One message per observatory and pair of frame types whose files overlap inside one of
     the ``needed`` GPS intervals (``overlapping_pairs``): its first pair of files and the span

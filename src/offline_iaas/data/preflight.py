@@ -17,6 +17,7 @@ from offline_iaas.data.discovery import (
     FrameFile,
     coverage_holes,
     discover_frames,
+    files_per_interval,
     frame_source,
     overlap_problems,
     path_problem,
@@ -126,7 +127,8 @@ def frame_problems(
                 f"no frame data for observatory {observatory} ({', '.join(names)}) in "
                 f"{gps_range_text(a, b)}{inside} ({where})"
             )
-        jobs += [(f, tuple(names)) for f in own if any(f.overlaps(a, b) for a, b in needed)]
+        read = {f.path for files in files_per_interval(own, needed) for f in files}
+        jobs += [(f, tuple(names)) for f in own if f.path in read]
     odd = {f.path: path_problem(f) for f, _ in jobs}  # LALFrame cannot open these: not probed
     problems += [p for p in dict.fromkeys(odd.values()) if p is not None]
 
@@ -188,10 +190,14 @@ def frame_problems(
                 f"has sample rate {rate:g} Hz, not a whole multiple of the model sample rate "
                 f"{sample_rate:g} Hz"
             )
-        for a, b in needed:  # each interval is read, and resampled, on its own
-            found = [(f, rate) for f, rate in usable_rates.get(name, ()) if f.overlaps(a, b)]
-            if found:
-                problems += [p for p in _mixed_rate_problems(name, found) if p not in problems]
+        rate_of = {f.path: rate for f, rate in usable_rates.get(name, ())}
+        files = [f for f, _ in usable_rates.get(name, ())]
+        mixed: dict[str, None] = {}
+        for own in files_per_interval(files, needed):  # each interval read on its own
+            if len({rate_of[f.path] for f in own}) > 1:
+                mixed.update(dict.fromkeys(
+                    _mixed_rate_problems(name, [(f, rate_of[f.path]) for f in own])))
+        problems += list(mixed)
     return problems
 
 
