@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from offline_iaas.atomic import replaced_atomically
@@ -54,25 +54,28 @@ def _restore(repo: Path, existed: bool, before: set[Path], saved: dict[Path, byt
     if not existed:
         shutil.rmtree(repo, ignore_errors=True)
         return
-    added: list[Path] = []
-    _put_back(repo, lambda: added.extend(
-        sorted(set(_top_entries(repo)) - before, key=lambda p: -len(p.parts))))
-    for path in added:
-        _put_back(path, lambda path=path: (
-            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()))
-    for path, content in saved.items():
-        _put_back(path, lambda path=path, content=content: _rewrite(path, content))
-
-
-def _rewrite(path: Path, content: bytes) -> None:
-    if not path.is_file() or path.read_bytes() != content:
-        with replaced_atomically(path) as tmp:
-            tmp.write_bytes(content)
-
-
-def _put_back(path: Path, action: Callable[[], object]) -> None:
     try:
-        action()
+        added = sorted(set(_top_entries(repo)) - before, key=lambda p: -len(p.parts))
     except OSError as err:
-        logger.warning(f"export: could not put {path} back as it was ({err}); the repository "
-                       "may hold part of this export: export again")
+        added = []
+        _could_not_put_back(repo, err)
+    for path in added:
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError as err:
+            _could_not_put_back(path, err)
+    for path, content in saved.items():
+        try:
+            if not path.is_file() or path.read_bytes() != content:
+                with replaced_atomically(path) as tmp:
+                    tmp.write_bytes(content)
+        except OSError as err:
+            _could_not_put_back(path, err)
+
+
+def _could_not_put_back(path: Path, err: OSError) -> None:
+    logger.warning(f"export: could not put {path} back as it was ({err}); the repository "
+                   "may hold part of this export: export again")
