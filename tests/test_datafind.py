@@ -181,12 +181,13 @@ def test_two_frame_types_of_one_observatory_from_the_server_are_refused(
     # the advice is what a datafind campaign can follow: no data.frames to move files out of
     documented("frame-types-overlap-datafind", str(info.value),
                {tmp_path: "<ws>", url: "http://127.0.0.1:<port>"}, exit_code=3)
-    assert (f"frame files {other} and {first} both hold observatory H's data for "
+    assert (f"frame files {other} and {first} both hold H1:GDS-CALIB_STRAIN (frame type "
+            f"H1_OTHER, H1_SYNTH) for "
             f"[{START}, {START + 4}), and the reader would mix them: two frame types, H1_OTHER "
-            "and H1_SYNTH; ask for one frame type per observatory in data.frametypes"
+            "and H1_SYNTH; ask for one of them in data.frametypes"
             ) in str(info.value)
     # the control: the same files from a directory keep the advice to move files out of it
     with pytest.raises(DataError) as info:
         preflight(both, find_frames(tree))
-    assert "keep one per observatory (move the other's files out of data.frames" in \
+    assert "keep one of them (move the other's files out of data.frames" in \
         str(info.value)

@@ -80,9 +80,10 @@ def test_two_frame_types_over_one_span_are_refused_naming_both_files(
     code, err = check(ws, capsys)
     assert code == exit_code(DataError) == 3 and "Traceback" not in err
     documented("frame-types-overlap", cli_error(err), {ws: "<ws>"}, exit_code=code)
-    assert f"frame files {other} and {frames / FIRST} both hold observatory H's data for " \
+    assert f"frame files {other} and {frames / FIRST} both hold {STRAIN} (frame type " \
+           f"H1_OTHER, H1_SYNTH) for " \
            f"[{START}, {START + 16}), and the reader would mix them: two frame types, " \
-           "H1_OTHER and H1_SYNTH; keep one per observatory" in err
+           "H1_OTHER and H1_SYNTH; keep one of them" in err
     # make-dag refuses them too, and writes no run
     code = main(["make-dag", str(ws / "campaign.toml"), "--set", NO_REPO, "--out",
                  str(ws / "run")])
@@ -124,8 +125,9 @@ def test_two_frame_types_overlapping_only_between_science_segments_pass(
     assert read_span(found, [STRAIN], START + 16, START + 32, 256).shape == (1, 16 * 256)
     # the control: a segment reaching into [8, 16) reads both files there, and is refused
     code, err = check(ws, capsys, segments(ws, (0, 12), (16, 32), (40, 64)))
-    assert code == 3 and f"frame files {frames / FIRST} and {other} both hold observatory " \
-        f"H's data for [{START + 8}, {START + 16})" in err and "1 more such" not in err
+    assert code == 3 and f"frame files {frames / FIRST} and {other} both hold {STRAIN} " \
+        f"(frame type H1_OTHER, H1_SYNTH) for [{START + 8}, {START + 16})" in err \
+        and "1 more such" not in err
 
 
 def test_a_copy_of_a_file_in_a_second_directory_is_refused(

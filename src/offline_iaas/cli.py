@@ -108,9 +108,12 @@ def cmd_check(args: argparse.Namespace) -> None:
     frames, span, repository = checking.frames, checking.span, config.model.repository
     assert span is not None
     per_obs: dict[str, int] = {}
-    for f in frames:
-        per_obs[f.observatory] = per_obs.get(f.observatory, 0) + 1
-    counts = ", ".join(f"{obs}: {n}" for obs, n in sorted(per_obs.items()))
+    by_type = len({f.description for f in frames}) > len({f.observatory for f in frames})
+    for f in frames:  # by frame type where an observatory has several (raw frames, h(t))
+        key = f.description if by_type else f.observatory
+        per_obs[key] = per_obs.get(key, 0) + 1
+    counts = ", ".join(f"{os.fsencode(key).decode('utf-8', 'backslashreplace')}: {n}"
+                       for key, n in sorted(per_obs.items()))  # a name that is not UTF-8
     for f in frames:
         logger.debug(f"check: frame {f.path} (GPS {gps_text(f.gps_start)}+{f.duration:.0f} s)")
     logger.info(f"check: {len(config.data.channels)} channel(s): {', '.join(config.data.channels)}")

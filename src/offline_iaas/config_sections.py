@@ -28,7 +28,10 @@ class DataConfig:
     datafind_server: str = ""
     """URL of a gwdatafind server to discover frames from (instead of ``frames``)."""
     frametypes: tuple[str, ...] = ()
-    """Frame types to ask the datafind server for, one per observatory (``H1_HOFT_C00``)."""
+    """Frame types to read (``H1_HOFT_C01``, and ``H1_R`` where the witnesses are in the raw
+    frames): those the datafind server is asked for, or, with ``frames``, those chosen among
+    its files (by the description in their names; default all). An observatory's channels may
+    be in several types; one channel in two types over one time is refused."""
     segments: Path | None = None
     """Optional science-segment file (``start end`` per line, or LIGO_LW XML)."""
     witnesses: tuple[str, ...] = ()

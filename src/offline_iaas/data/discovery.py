@@ -2,7 +2,8 @@
 
 From a directory tree of ``.gwf`` files, a LAL cache or an FFL file (``find_frames``), or a
 gwdatafind server (``datafind_frames``); ``discover_frames`` picks by the config. A file's
-interval comes from its name (``OBS-DESC-GPS-DURATION.gwf``) or its cache entry.
+interval comes from its name (``OBS-DESC-GPS-DURATION.gwf``) or its cache entry, its frame
+type is the ``DESC`` (which channels each type holds: ``frame_types``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from offline_iaas.config_sections import DataConfig
-from offline_iaas.data.segments import GPS_TOLERANCE_SECONDS, gps_segments, observatory_of
+from offline_iaas.data.segments import GPS_TOLERANCE_SECONDS, gps_segments
 from offline_iaas.errors import DataError, names_text
 from offline_iaas.gps import gps_range_text
 
@@ -42,16 +43,12 @@ class FrameFile:
     path: Path
     listed_by_datafind: bool = field(default=False, compare=False)
     """Whether a datafind server listed it (``datafind_frames``): only the advice of
-    ``overlap_problems`` depends on it."""
+    ``frame_types.overlap_problems`` depends on it."""
 
     @property
     def gps_end(self) -> float:
         """GPS end of the file (exclusive)."""
         return self.gps_start + self.duration
-
-    def holds(self, channel: str) -> bool:
-        """Whether the file's observatory letters include the channel's (``H1:X`` -> ``H``)."""
-        return observatory_of(channel) in self.observatory
 
     def overlaps(self, gps_start: float, gps_end: float) -> bool:
         """Whether the file covers more than round-off of ``[gps_start, gps_end)``."""
@@ -354,11 +351,22 @@ def discover_frames(data: DataConfig) -> list[FrameFile]:
 
     ``data.frames`` is a directory, LAL cache or FFL file (``find_frames``); otherwise the
     datafind server is asked for each of ``data.frametypes`` over the span
-    (``datafind_frames``). Files of one observatory that overlap are reported by ``preflight``
-    and refused by the reader (``overlap_problems``).
+    (``datafind_frames``). With both, ``data.frametypes`` chooses among ``data.frames``' files
+    by their frame type (the description in their names): a type it names with no file there
+    is an error. Files that hold one channel over one time are reported by ``preflight`` and
+    refused by the reader (``frame_types.overlap_problems``).
     """
     if data.frames is not None:
-        return find_frames(data.frames)
+        found = find_frames(data.frames)
+        if not data.frametypes:
+            return found
+        chosen = [f for f in found if f.description in data.frametypes]
+        absent = [kind for kind in data.frametypes if all(f.description != kind for f in chosen)]
+        if absent:
+            raise DataError(f"data.frametypes: no frame file of type {absent[0]} in "
+                            f"{data.frames} (frame types there: "
+                            f"{names_text(sorted({f.description for f in found}))})")
+        return chosen
     return datafind_frames(
         data.datafind_server, data.frametypes, data.start, data.start + data.duration
     )
@@ -367,7 +375,7 @@ def discover_frames(data: DataConfig) -> list[FrameFile]:
 def frame_source(data: DataConfig) -> str:
     """Where the campaign's frames come from, for messages."""
     if data.frames is not None:
-        return str(data.frames)
+        return str(data.frames) + (f" ({', '.join(data.frametypes)})" if data.frametypes else "")
     return f"datafind server {data.datafind_server} ({', '.join(data.frametypes)})"
 
 
@@ -389,63 +397,6 @@ def files_per_interval(frames: Sequence[FrameFile], needed: Sequence[tuple[float
         last = bisect.bisect_left(starts, gps_end)
         found.append([f for f in ordered[first:last] if f.overlaps(gps_start, gps_end)])
     return found
-
-
-def overlapping_pairs(
-    frames: Sequence[FrameFile], needed: Sequence[tuple[float, float]]
-) -> list[tuple[FrameFile, FrameFile, str, float, float]]:
-    """Pairs of files of one observatory letter, both overlapping one of the ``needed`` GPS
-    intervals (each read on its own: a pair overlapping only between two is never joined),
-    whose spans overlap (by more than round-off), each as ``(earlier, later, observatory, lo,
-    hi)`` with ``[lo, hi)`` the GPS span both cover: the reader joins an observatory's files end
-    to end, so two covering one time would be mixed. Each pair once, in time order."""
-    pairs: dict[tuple[Path, Path, str], tuple[FrameFile, FrameFile, str, float, float]] = {}
-    for observatory in sorted({letter for f in frames for letter in f.observatory}):
-        mine = [f for f in frames if observatory in f.observatory]
-        for own in files_per_interval(mine, needed):
-            reaching = None  # the file so far that reaches furthest
-            for f in own:
-                if reaching is not None and f.overlaps(reaching.gps_start, reaching.gps_end):
-                    pairs.setdefault((reaching.path, f.path, observatory), (
-                        reaching, f, observatory, f.gps_start, min(reaching.gps_end, f.gps_end)))
-                if reaching is None or f.gps_end > reaching.gps_end:
-                    reaching = f
-    return sorted(pairs.values(), key=lambda p: (p[3], p[2]))
-
-
-def overlap_problems(frames: Sequence[FrameFile], needed: Sequence[tuple[float, float]]
-                     ) -> list[str]:
-    """One message per observatory and pair of frame types whose files overlap inside one of
-    the ``needed`` GPS intervals (``overlapping_pairs``): its first pair of files and the span
-    both cover, how many more such pairs, and what to keep (by where the files came from: a
-    datafind server's are chosen by ``data.frametypes`` alone)."""
-    groups: dict[tuple[str, str, str], list[tuple[FrameFile, FrameFile, float, float]]] = {}
-    for a, b, observatory, lo, hi in overlapping_pairs(frames, needed):
-        kinds = tuple(sorted({a.description, b.description}))
-        groups.setdefault((observatory, *kinds[:1], kinds[-1]), []).append((a, b, lo, hi))
-    problems = []
-    for (observatory, one, other), pairs in groups.items():
-        a, b, lo, hi = pairs[0]
-        more = f" (and {len(pairs) - 1} more such pair(s))" if len(pairs) > 1 else ""
-        if one == other:
-            why = f"frame type {one} twice (a copy, or a misnamed file); keep one"
-        elif a.listed_by_datafind and b.listed_by_datafind:
-            why = (f"two frame types, {one} and {other}; ask for one frame type per "
-                   "observatory in data.frametypes")
-        else:
-            why = (f"two frame types, {one} and {other}; keep one per observatory (move the "
-                   "other's files out of data.frames, or name one in data.frametypes)")
-        problems.append(f"frame files {a.path} and {b.path} both hold observatory "
-                        f"{observatory}'s data for {gps_range_text(lo, hi)}{more}, and the "
-                        f"reader would mix them: {why}")
-    return problems
-
-
-def overlapping_files(
-    frames: Sequence[FrameFile], channel: str, gps_start: float, gps_end: float
-) -> list[FrameFile]:
-    return sorted((f for f in frames if f.holds(channel) and f.overlaps(gps_start, gps_end)),
-                  key=lambda f: (f.gps_start, f.gps_end))
 
 
 def coverage_holes(

@@ -45,16 +45,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from offline_iaas.data.discovery import (
-    FrameFile,
-    coverage_holes,
-    overlap_problems,
-    overlapping_files,
-    path_problem,
-    rate_factor,
-)
+from offline_iaas.data.discovery import FrameFile, coverage_holes, path_problem, rate_factor
+from offline_iaas.data.frame_types import FileGroup, file_groups, first_listing, overlap_problems
 from offline_iaas.data.gwf_reader import FileRead, Series, reader
-from offline_iaas.data.segments import observatory_of
 from offline_iaas.errors import DataError
 from offline_iaas.gps import gps_range_text, gps_text
 
@@ -158,14 +151,13 @@ def read_span(
     read_b = min(n_span, k1 + DECIMATION_HALF)
     t_a = span_start + read_a / sample_rate
     t_b = span_start + read_b / sample_rate
-    groups: dict[str, list[int]] = {}
-    for row, channel in enumerate(channels):
-        groups.setdefault(observatory_of(channel), []).append(row)
+    reached = [f for f in frames if f.overlaps(t_a, t_b)]
     cut = [] if capture is None else capture.covered((span_start, span_end), n_span,
                                                      read_a, read_b)
-    for rows in groups.values():
+    for group in file_groups(reached, channels, first_listing(_listed)):
+        rows = [row for row, channel in enumerate(channels) if channel in group.channels]
         names = [channels[r] for r in rows]
-        series, files = _read_group(frames, names, t_a, t_b)
+        series, files = _read_group(group, names, t_a, t_b)
         for row, name in zip(rows, names, strict=True):
             out[row] = _resample(series[name], name, files, k0, k1, n_span, span_start,
                                  sample_rate, inject)
@@ -270,27 +262,37 @@ class ForegroundCapture:
                                         if a is not None)
 
 
+@lru_cache(maxsize=256)
+def _listed(frame: FrameFile) -> tuple[str, ...] | None:
+    """The channels a frame file's table of contents lists (read in the frame reader process),
+    or None if it cannot be read (the read of it names why)."""
+    found = reader().probe(str(frame.path), [], frame.gps_start, 0.0,
+                           (frame.gps_start, frame.gps_end))
+    return None if "error" in found else tuple(found["names"])
+
+
 def _read_group(
-    frames: Sequence[FrameFile], names: list[str], t_a: float, t_b: float
+    group: FileGroup, names: list[str], t_a: float, t_b: float
 ) -> tuple[dict[str, Series], list[FrameFile]]:
-    """Read ``names`` (one observatory) over ``[t_a, t_b)`` from the files that overlap it, in
-    the frame reader process (``gwf_reader``: a crash on a bad file is a ``BadFrameFile``).
-    A file among them whose path LALFrame cannot open is refused as ``preflight`` does."""
-    files = overlapping_files(frames, names[0], t_a, t_b)
+    """Read ``names`` (of ``group``) over ``[t_a, t_b)`` from the group's files, which overlap
+    it, in the frame reader process (``gwf_reader``: a crash on a bad file is a
+    ``BadFrameFile``). A file among them whose path LALFrame cannot open is refused as
+    ``preflight`` does."""
+    files = list(group.files)
     odd = next(filter(None, map(path_problem, files)), None)
     if odd is not None:
         raise DataError(odd)
     what = f"channel(s) {', '.join(names)} for {gps_range_text(t_a, t_b)}"
     if not files:
         raise DataError(f"no frame files hold {what}")
-    holes = coverage_holes(files, [(t_a, t_b)], observatory_of(names[0]))
+    holes = coverage_holes(files, [(t_a, t_b)], group.observatory)
     if holes:
         gaps = [f"{gps_range_text(a, b)} ({where})" for a, b, where in holes]
         raise DataError(f"missing frame data for {what}: {'; '.join(gaps)}")
     items = [FileRead(str(f.path), f.gps_start, f.gps_end, max(t_a, f.gps_start),
                       min(t_b, f.gps_end)) for f in files]
     series = reader().read(items, names)  # first: a file that lies is a BadFrameFile
-    overlaps = overlap_problems(files, [(t_a, t_b)])  # joined end to end, they would be mixed
+    overlaps = overlap_problems([group], [(t_a, t_b)])  # joined end to end: they would mix
     if overlaps:
         raise DataError(overlaps[0])
     return series, files

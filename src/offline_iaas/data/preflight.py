@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import (
@@ -19,12 +20,18 @@ from offline_iaas.data.discovery import (
     discover_frames,
     files_per_interval,
     frame_source,
-    overlap_problems,
     path_problem,
     rate_factor,
 )
+from offline_iaas.data.frame_types import (
+    FileGroup,
+    coverage,
+    file_groups,
+    first_listing,
+    overlap_problems,
+)
 from offline_iaas.data.gwf_reader import reader
-from offline_iaas.data.segments import AnalysableSpan, observatory_of
+from offline_iaas.data.segments import AnalysableSpan
 from offline_iaas.errors import DataError, names_text
 from offline_iaas.gps import gps_range_text
 from offline_iaas.records import BadFile
@@ -70,6 +77,28 @@ def _probe_files(jobs: Sequence[tuple[FrameFile, tuple[str, ...], float]]) -> li
     return [_PROBES[k] for k in keys]
 
 
+def channel_groups(frames: Sequence[FrameFile], channels: Sequence[str],
+                   needed: Sequence[tuple[float, float]], open_files: bool = True
+                   ) -> list[FileGroup]:
+    """``frame_types.file_groups`` of ``channels``: where an observatory has several frame
+    types, what each holds is the table of contents of its first file inside the ``needed``
+    GPS intervals that can be read (then of its other files); without ``open_files``,
+    unknown."""
+    def listed(f: FrameFile) -> tuple[str, ...] | None:
+        if path_problem(f) is not None or not f.path.is_file():
+            return None
+        probe = _probe_files([(f, (), 0.0)])[0]
+        return None if probe.error else probe.names
+
+    def inside_first(files: Sequence[FrameFile]) -> list[FrameFile]:
+        reached = {f.path for own in files_per_interval(files, needed) for f in own}
+        return sorted(files, key=lambda f: f.path not in reached)  # stable: time order kept
+
+    holds = first_listing(listed)
+    return file_groups(frames, channels,
+                       (lambda files: holds(inside_first(files))) if open_files else None)
+
+
 def _more(count: int, what: str) -> str:
     return f" and {count} more {what}" if count else ""
 
@@ -83,15 +112,17 @@ def frame_problems(
     report_holes: bool = True,
     open_files: bool = True,
     bad: list[tuple[FrameFile, str]] | None = None,
+    groups: Sequence[FileGroup] | None = None,
 ) -> list[str]:
     """Every problem with the frames over the ``needed`` GPS intervals, one message each.
 
-    Checked per observatory of ``channels``: holes in the coverage of its files inside
-    ``needed``, and files of it that overlap inside one interval of ``needed``
-    (``overlap_problems``); for every file overlapping ``needed``: LALFrame can open its
-    path (``path_problem``), it exists, its table of contents and a read of
+    Checked per group of ``channels`` read from the same files (``channel_groups``: an
+    observatory's, or those of its channels kept in the same frame types): holes in the
+    coverage of its files inside ``needed``, and files of it that overlap inside one interval
+    of ``needed`` (``overlap_problems``); for every file overlapping ``needed``: LALFrame can
+    open its path (``path_problem``), it exists, its table of contents and a read of
     ``PROBE_SECONDS`` of its data succeed (in a worker process, as a corrupt file can crash
-    LALFrame), it lists every channel of that observatory, and each channel's rate is a
+    LALFrame), it lists every channel of its groups, and each channel's rate is a
     whole multiple of ``sample_rate`` and the same in all its files that overlap one
     interval of ``needed`` (each is read, and resampled, on its own). Missing channels and
     bad rates are reported once per channel (and rate), naming the first file and how many
@@ -109,32 +140,38 @@ def frame_problems(
     bad
         Given (``data.on_bad_file = "gap"``), a file the frame library cannot read or that
         lies about its span is appended to it with its problem, instead of being a problem.
+    groups
+        ``channel_groups(frames, channels, needed, open_files)``, if already found.
     """
     from offline_iaas.data.segments import gps_segments
 
     needed = gps_segments(needed)
+    if groups is None:
+        groups = channel_groups(frames, channels, needed, open_files)
     problems: list[str] = []
-    groups: dict[str, list[str]] = {}
-    for channel in channels:
-        groups.setdefault(observatory_of(channel), []).append(channel)
-    jobs: list[tuple[FrameFile, tuple[str, ...]]] = []
-    for observatory, names in groups.items():
-        own = sorted((f for f in frames if observatory in f.observatory), key=lambda f: f.gps_start)
-        holes = coverage_holes(own, needed, observatory) if report_holes else []
+    wanted: dict[Path, tuple[FrameFile, list[str]]] = {}  # each file read, and its channels
+    for group in groups:
+        holes = coverage_holes(group.files, needed, group.observatory) if report_holes else []
+        kinds = "" if group.alone else f"; frame type {', '.join(group.frame_types)}"
         for a, b, where in holes:
             inside = ", inside the science segments" if science else ""
             problems.append(
-                f"no frame data for observatory {observatory} ({', '.join(names)}) in "
-                f"{gps_range_text(a, b)}{inside} ({where})"
+                f"no frame data for observatory {group.observatory} "
+                f"({', '.join(group.channels)}{kinds}) in {gps_range_text(a, b)}{inside} "
+                f"({where})"
             )
-        read = {f.path for files in files_per_interval(own, needed) for f in files}
-        jobs += [(f, tuple(names)) for f in own if f.path in read]
+        for files in files_per_interval(group.files, needed):
+            for f in files:
+                names = wanted.setdefault(f.path, (f, []))[1]
+                names += [c for c in group.channels if c not in names]
+    jobs = [(f, tuple(names)) for f, names in wanted.values()]
     odd = {f.path: path_problem(f) for f, _ in jobs}  # LALFrame cannot open these: not probed
     problems += [p for p in dict.fromkeys(odd.values()) if p is not None]
 
     def overlapping(left_out: set) -> list[str]:  # by their names, files left out as bad aside
-        files = list({f.path: f for f, _ in jobs if f.path not in left_out}.values())
-        return overlap_problems(files, needed) if files else []
+        kept = [dataclasses.replace(g, files=tuple(
+            f for f in g.files if f.path in wanted and f.path not in left_out)) for g in groups]
+        return overlap_problems(kept, needed)
 
     if not open_files:
         return problems + overlapping(set())
@@ -279,10 +316,8 @@ def preflight(
     """
     from offline_iaas.data.segments import (
         compute_stretches,
-        frame_coverage,
         gps_segments,
         min_stretch_seconds,
-        observatories,
         science_segments,
     )
 
@@ -295,6 +330,7 @@ def preflight(
         needed = gps_segments(needed & gps_segments(science))
     gaps = allow_bad_files and data.on_bad_file == "gap"
     bad: list[tuple[FrameFile, str]] | None = [] if gaps else None
+    groups = channel_groups(frames, config.frame_channels, needed, open_files)
     problems = frame_problems(
         frames,
         config.frame_channels,
@@ -304,12 +340,12 @@ def preflight(
         report_holes=science is None or not allow_holes_in_science,
         open_files=open_files,
         bad=bad,
+        groups=groups,
     )
-    left_out = {f.path for f, _ in bad or []}
-    usable = [f for f in frames if f.path not in left_out]  # a bad file's span is a gap
+    left_out = {f.path for f, _ in bad or []}  # a bad file's span is a gap
     result = compute_stretches(
         span,
-        frame_coverage(usable, observatories(data.channels)),
+        coverage(groups, left_out),
         science,
         data.start,
         config.stride_seconds,

@@ -42,8 +42,6 @@ from offline_iaas.stretches import Stretch
 if TYPE_CHECKING:
     from gwpy.segments import SegmentList
 
-    from offline_iaas.data.discovery import FrameFile
-
 GPS_TOLERANCE_SECONDS = 1e-6
 """Pieces shorter than this (float round-off) are ignored."""
 REASON_OUTSIDE_SCIENCE = "outside science segments"
@@ -287,16 +285,6 @@ def compute_stretches(
         stretches.append((ga, gb))
     dropped.sort()
     return AnalysableSpan(stretches, dropped, float(span[1] - span[0]))
-
-
-def frame_coverage(
-    frames: Sequence[FrameFile], observatories: Iterable[str]
-) -> dict[str, segmentlist]:
-    """Per observatory letter, the union of the GPS intervals of the files holding it."""
-    return {
-        obs: gps_segments((f.gps_start, f.gps_end) for f in frames if obs in f.observatory)
-        for obs in observatories
-    }
 
 
 def observatory_of(channel: str) -> str:

@@ -1,0 +1,214 @@
+"""An observatory's channels kept in several frame types, as DeepClean's production data are:
+the witnesses in the raw frames (``H1_R``), the strain in h(t) (``H1_HOFT``). The small
+campaign's frames are rewritten so (real GWF files, with gwpy), and what the reader gives
+must be what it gives from the frames that hold everything, bit for bit: every campaign
+path (clients, reference, training, evaluation) reads through it. ``check`` and make-dag plan
+from what each frame type holds; a channel two frame types hold over one time is still
+refused, an unrelated frame type beside them is not read.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from offline_iaas.cli import main
+from offline_iaas.config import load_config
+from offline_iaas.data.discovery import discover_frames, find_frames
+from offline_iaas.data.frames import iter_reads, read_span
+from offline_iaas.data.preflight import preflight
+from offline_iaas.errors import DataError
+from tests.datafind_server import running_datafind_server
+from tests.error_catalogue import cli_error, documented
+from tests.helpers import WITNESSES
+
+START = 1262304000
+FILE_SECONDS = 16
+IFOS = ("H1", "L1")
+STRAIN = "{}:GDS-CALIB_STRAIN"
+RATE = 256
+NO_REPO = 'model.repository="none"'
+DEEPCLEAN = ['model.mode="deepclean"', f"data.witnesses={WITNESSES}"]
+
+
+@pytest.fixture(scope="module")
+def dataset(small_campaign_dir) -> Path:
+    """The small campaign's frames: 4 files of 16 s per detector holding strain and witnesses."""
+    return small_campaign_dir(export=False)
+
+
+def channels_of(ifo: str) -> list[str]:
+    return [STRAIN.format(ifo)] + [w for w in json.loads(WITNESSES) if w.startswith(ifo)]
+
+
+def all_channels() -> list[str]:
+    return [c for ifo in IFOS for c in channels_of(ifo)]
+
+
+def write(target: Path, source: Path, names: list[str], change=None) -> None:
+    """``target``: ``names`` of the GWF file ``source``, read and written with gwpy
+    (``change`` applied to each series first)."""
+    from gwpy.timeseries import TimeSeriesDict
+
+    data = TimeSeriesDict.read(str(source), names)
+    if change is not None:
+        for name in names:
+            data[name] = change(data[name])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data.write(str(target))
+
+
+def split(dataset: Path, root: Path, witness_change=None) -> Path:
+    """``root/frames``: each of the dataset's files as ``<O>-<IFO>_HOFT-...`` (the strain)
+    and ``<O>-<IFO>_R-...`` (the witnesses), in subdirectories by type; and the campaign."""
+    for ifo in IFOS:
+        for source in sorted((dataset / "frames").glob(f"{ifo[0]}-*.gwf")):
+            gps = source.name.split("-")[2]
+            write(root / "frames" / "hoft" / f"{ifo[0]}-{ifo}_HOFT-{gps}-{FILE_SECONDS}.gwf",
+                  source, channels_of(ifo)[:1])
+            write(root / "frames" / "raw" / f"{ifo[0]}-{ifo}_R-{gps}-{FILE_SECONDS}.gwf",
+                  source, channels_of(ifo)[1:], witness_change)
+    shutil.copyfile(dataset / "campaign.toml", root / "campaign.toml")
+    return root
+
+
+def check(root: Path, capsys, *sets: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["check", str(root / "campaign.toml"),
+                 *[a for s in (NO_REPO, *DEEPCLEAN, *sets) for a in ("--set", s)]])
+    return code, capsys.readouterr().err
+
+
+def test_witnesses_in_raw_frames_read_as_from_one_frame_type(
+        dataset: Path, tmp_path: Path, capsys, caplog) -> None:
+    root = split(dataset, tmp_path)
+    joined = find_frames(dataset / "frames")
+    apart = find_frames(root / "frames")
+    assert {f.description for f in apart} == {"H1_HOFT", "H1_R", "L1_HOFT", "L1_R"}
+    channels = all_channels()
+    whole = read_span(joined, channels, START, START + 64, RATE)
+    assert np.isfinite(whole).all() and (np.abs(whole).min(axis=1) > 0).all()
+    # across file boundaries and in reads of 5 s (a client's), as one read of every channel
+    np.testing.assert_array_equal(read_span(apart, channels, START, START + 64, RATE), whole)
+    pieces = np.concatenate(list(iter_reads(apart, channels, START + 4, START + 60, RATE, 5.0,
+                                            (START, START + 64))), axis=1)
+    np.testing.assert_array_equal(pieces, whole[:, 4 * RATE:60 * RATE])
+    # the negative control: the raw frames' witnesses one sample late
+    late = split(dataset, tmp_path / "late", lambda series: np.roll(series, 1))
+    moved = read_span(find_frames(late / "frames"), channels, START, START + 64, RATE)
+    strain = [i for i, c in enumerate(channels) if c.endswith("CALIB_STRAIN")]
+    np.testing.assert_array_equal(moved[strain], whole[strain])
+    assert not np.array_equal(moved, whole)
+    # check passes, and plans what the joined frames give, opening the files or not
+    code, err = check(root, capsys)
+    assert code == 0, err
+    assert "16 frame file(s) (H1_HOFT: 4, H1_R: 4, L1_HOFT: 4, L1_R: 4)" in caplog.text
+    config = load_config(root / "campaign.toml", DEEPCLEAN)
+    assert preflight(config).stretches == [(START, START + 64)]
+    assert preflight(config, open_files=False).stretches == [(START, START + 64)]
+
+
+def test_a_hole_in_the_raw_frames_is_named_with_its_frame_type(
+        dataset: Path, tmp_path: Path, capsys) -> None:
+    root = split(dataset, tmp_path)
+    (root / "frames" / "raw" / f"H-H1_R-{START + 16}-16.gwf").unlink()
+    code, err = check(root, capsys)
+    assert code == 3
+    assert (f"no frame data for observatory H (H1:PEM-SYNTH_WITNESS_0, "
+            f"H1:PEM-SYNTH_WITNESS_1; frame type H1_R) in [{START + 16}, {START + 32}) "
+            f"(between H-H1_R-{START}-16.gwf and H-H1_R-{START + 32}-16.gwf)") in err
+    # make-dag plans around it (holes in science segments end stretches), and so does a
+    # plan that opens no file (make-dag --no-check): it needs every frame type
+    science = root / "science.txt"
+    science.write_text(f"{START} {START + 64}\n")
+    config = load_config(root / "campaign.toml", [*DEEPCLEAN, f'data.segments="{science}"'])
+    for open_files in (True, False):
+        planned = preflight(config, open_files=open_files, allow_holes_in_science=True)
+        assert planned.stretches == [(START, START + 16), (START + 32, START + 64)]
+    # the strain alone does not need the raw frames
+    code, err = check(root, capsys, 'model.mode="bbhnet"', "data.witnesses=[]")
+    assert code == 0, err
+    assert read_span(find_frames(root / "frames"), [STRAIN.format("H1")], START + 16,
+                     START + 32, RATE).shape == (1, 16 * RATE)
+    # a read of the witnesses there (no plan would ask for it) is refused: across the
+    # hole's edge the raw frames' hole is named, inside it only h(t) is there to look in
+    with pytest.raises(DataError, match=rf"missing frame data for channel\(s\) "
+                       rf"H1:PEM-SYNTH_WITNESS_0, H1:PEM-SYNTH_WITNESS_1 .*\[{START + 16}, "
+                       rf"{START + 20}\) \(after H-H1_R-{START}-16.gwf"):
+        read_span(find_frames(root / "frames"), channels_of("H1"), START + 8, START + 20, RATE)
+    with pytest.raises(DataError, match="channel H1:PEM-SYNTH_WITNESS_0 not found in .*H1_HOFT"):
+        read_span(find_frames(root / "frames"), channels_of("H1"), START + 17, START + 20,
+                  RATE)
+
+
+def test_a_channel_two_frame_types_hold_at_one_time_is_refused_naming_it(
+        dataset: Path, tmp_path: Path, capsys) -> None:
+    root = split(dataset, tmp_path)
+    frames = root / "frames"
+    source = dataset / "frames" / f"H-H1_SYNTH-{START}-16.gwf"
+    other = frames / "c01" / f"H-H1_HOFT_C01-{START}-16.gwf"  # a second calibration's strain
+    write(other, source, channels_of("H1")[:1], lambda series: series * 2)
+    code, err = check(root, capsys)
+    assert code == 3
+    documented("frame-types-overlap-channel", cli_error(err), {root: "<ws>"}, exit_code=code)
+    assert (f"frame files {other} and {frames}/hoft/H-H1_HOFT-{START}-16.gwf both hold "
+            f"H1:GDS-CALIB_STRAIN (frame type H1_HOFT, H1_HOFT_C01) for [{START}, "
+            f"{START + 16}), and the reader would mix them: two frame types, H1_HOFT and "
+            "H1_HOFT_C01; keep one of them") in err
+    with pytest.raises(DataError, match="both hold H1:GDS-CALIB_STRAIN"):
+        read_span(find_frames(frames), channels_of("H1"), START, START + 8, RATE)
+    # data.frametypes chooses among the directory's files: without C01 it passes
+    types = '["H1_HOFT", "H1_R", "L1_HOFT", "L1_R"]'
+    code, err = check(root, capsys, f"data.frametypes={types}")
+    assert code == 0, err
+    # a frame type it names that the directory does not hold is named
+    code, err = check(root, capsys, 'data.frametypes=["H1_HOFT", "H1_R", "L1_HOFT", "L1_RDS"]')
+    assert code == 3
+    documented("frametypes-not-in-frames", cli_error(err), {root: "<ws>"}, exit_code=code)
+    assert (f"data.frametypes: no frame file of type L1_RDS in {frames} (frame types there: "
+            "H1_HOFT, H1_HOFT_C01, H1_R, L1_HOFT, L1_R)") in err
+
+
+def test_a_frame_type_holding_none_of_the_channels_is_not_read(
+        dataset: Path, tmp_path: Path, capsys) -> None:
+    root = split(dataset, tmp_path)
+    frames = root / "frames"
+    from gwpy.timeseries import TimeSeries
+
+    # trends of another channel over the same time, the first file unreadable (cut short)
+    (frames / "trend").mkdir()
+    for gps in range(START, START + 64, 16):
+        series = TimeSeries.read(str(dataset / "frames" / f"H-H1_SYNTH-{gps}-16.gwf"),
+                                 "H1:PEM-SYNTH_WITNESS_1")
+        series.name = series.channel = "H1:PEM-OTHER"
+        series.write(str(frames / "trend" / f"H-H1_M-{gps}-16.gwf"))
+    first = frames / "trend" / f"H-H1_M-{START}-16.gwf"
+    first.write_bytes(first.read_bytes()[:1000])
+    code, err = check(root, capsys)
+    assert code == 0, err
+    config = load_config(root / "campaign.toml", DEEPCLEAN)
+    assert preflight(config).stretches == [(START, START + 64)]
+    whole = read_span(find_frames(dataset / "frames"), all_channels(), START, START + 64, RATE)
+    np.testing.assert_array_equal(
+        read_span(discover_frames(config.data), all_channels(), START, START + 64, RATE),
+        whole)
+
+
+def test_a_datafind_server_serves_the_raw_frames_beside_hoft(
+        dataset: Path, tmp_path: Path) -> None:
+    root = split(dataset, tmp_path)
+    whole = read_span(find_frames(dataset / "frames"), all_channels(), START, START + 64, RATE)
+    toml = root / "datafind.toml"  # the campaign without data.frames
+    toml.write_text((root / "campaign.toml").read_text().replace('frames = "frames"\n', ""))
+    with running_datafind_server(root / "frames") as url:
+        config = load_config(toml, [*DEEPCLEAN, f'data.datafind_server="{url}"',
+                                    'data.frametypes=["H1_HOFT", "H1_R", "L1_HOFT", "L1_R"]'])
+        frames = discover_frames(config.data)
+        assert len(frames) == 16 and all(f.listed_by_datafind for f in frames)
+        assert preflight(config, frames).stretches == [(START, START + 64)]
+    np.testing.assert_array_equal(
+        read_span(frames, all_channels(), START, START + 64, RATE), whole)
