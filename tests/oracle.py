@@ -48,6 +48,7 @@ time is cut), its IFAR the inverse in Julian years.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -75,8 +76,7 @@ class Expected:
 
 @dataclass
 class Triggers:
-    """The clustered triggers the campaign must hold (with time slides: their FAR and IFAR,
-    and the background table)."""
+    """The clustered triggers the campaign must hold (with time slides: FAR, IFAR, background)."""
 
     time: np.ndarray
     statistic: np.ndarray
@@ -91,8 +91,7 @@ class Triggers:
 
 def read_run_config(run_dir: Path) -> dict:
     """The resolved config ``make-dag`` wrote (every key, defaults included)."""
-    with open(run_dir / "campaign.toml", "rb") as f:
-        return tomllib.load(f)
+    return tomllib.loads((run_dir / "campaign.toml").read_text())
 
 
 def _merge(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -113,6 +112,19 @@ def frame_files(frames_dir: Path) -> list[Path]:
     return sorted(p for p in Path(frames_dir).rglob("*.gwf") if FRAME_NAME.match(p.name))
 
 
+@functools.cache
+def _channels_in(path: Path) -> frozenset[str]:  # gwpy's list (raw frames beside h(t) too)
+    from gwpy.io.gwf import iter_channel_names
+    return frozenset(iter_channel_names(str(path)))
+
+
+def _holding(files: list[Path], channel: str) -> list[tuple[Path, float, float]]:
+    """The files of ``channel``'s observatory that list it, with their names' GPS spans."""
+    named = ((f, FRAME_NAME.match(f.name)) for f in files)
+    return [(f, float(m["gps"]), float(m["gps"]) + float(m["dur"])) for f, m in named
+            if channel[0] in m["obs"] and channel in _channels_in(f)]
+
+
 def stretches(config: dict, warmup_windows: int) -> list[tuple[float, float]]:
     """Contiguous spans of data of every channel (from the frame file names), inside the
     config's span and science segments, ends rounded inward onto the stride grid; a stretch
@@ -122,19 +134,12 @@ def stretches(config: dict, warmup_windows: int) -> list[tuple[float, float]]:
     files = frame_files(Path(data["frames"]))
     spans = [(start, end)]
     for channel in [*data["channels"], *data.get("witnesses", [])]:
-        obs = channel[0]
-        covered = []
-        for f in files:
-            m = FRAME_NAME.match(f.name)
-            if obs in m["obs"]:
-                covered.append((float(m["gps"]), float(m["gps"]) + float(m["dur"])))
+        covered = [(t0, t1) for _, t0, t1 in _holding(files, channel)]
         spans = _intersect(spans, _merge(covered))
     if data.get("segments"):
-        science = []
-        for line in Path(data["segments"]).read_text().splitlines():
-            fields = line.split("#", 1)[0].split()
-            if fields:
-                science.append((float(fields[-2]), float(fields[-1])))
+        lines = (line.split("#", 1)[0].split() for line in
+                 Path(data["segments"]).read_text().splitlines())
+        science = [(float(fields[-2]), float(fields[-1])) for fields in lines if fields]
         spans = _intersect(spans, _merge(science))
     stride = 1.0 / float(config["model"]["inference_rate"])
     rounded = []
@@ -154,12 +159,7 @@ def read_stretch(config: dict, channels: list[str], a: float, b: float) -> np.nd
     files = frame_files(Path(config["data"]["frames"]))
     rows = []
     for channel in channels:
-        mine = []
-        for f in files:
-            m = FRAME_NAME.match(f.name)
-            t0, t1 = float(m["gps"]), float(m["gps"]) + float(m["dur"])
-            if channel[0] in m["obs"] and t0 < b and t1 > a:
-                mine.append(str(f))
+        mine = [str(f) for f, t0, t1 in _holding(files, channel) if t0 < b and t1 > a]
         series = TimeSeries.read(mine, channel, start=a, end=b, format="gwf")
         if series.sample_rate.value != rate:
             raise ValueError(f"the oracle reads frames at the model rate only ({channel})")

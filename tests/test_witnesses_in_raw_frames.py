@@ -24,7 +24,8 @@ from offline_iaas.data.preflight import preflight
 from offline_iaas.errors import DataError
 from tests.datafind_server import running_datafind_server
 from tests.error_catalogue import cli_error, documented
-from tests.helpers import WITNESSES
+from tests.helpers import TOLERANCE, WITNESSES, run_local_stopping_all, untrained_weights
+from tests.oracle import run_problems
 
 START = 1262304000
 FILE_SECONDS = 16
@@ -212,3 +213,31 @@ def test_a_datafind_server_serves_the_raw_frames_beside_hoft(
         assert preflight(config, frames).stretches == [(START, START + 64)]
     np.testing.assert_array_equal(
         read_span(frames, all_channels(), START, START + 64, RATE), whole)
+
+
+@pytest.mark.slow
+def test_a_deepclean_campaign_on_raw_frames_beside_hoft_equals_one_frame_types_reference(
+        dataset: Path, tmp_path: Path) -> None:
+    from offline_iaas.merge.output import compare_outputs
+    from offline_iaas.merge.reference import run_reference
+    from offline_iaas.repository.export import export_repository
+    from offline_iaas.rundir import RunDir
+    from offline_iaas.workflow.make_dag import make_dag
+
+    root = split(dataset, tmp_path / "apart")
+    repository = f'model.repository="{tmp_path / "model-repository"}"'
+    config = load_config(root / "campaign.toml", [*DEEPCLEAN, repository])
+    export_repository(config, untrained_weights(tmp_path / "weights"))
+    make_dag(config, RunDir(root / "run"))
+    run_local_stopping_all(root / "run")
+    assert run_problems(root / "run") == []  # right, by the oracle's own whole windows
+    # equal to the reference of the frames that hold every channel in one frame type
+    joined = load_config(dataset / "campaign.toml", [*DEEPCLEAN, repository])
+    reference, _ = run_reference(joined, tmp_path / "reference.h5")
+    output = root / "run" / "output" / "campaign.h5"
+    assert compare_outputs(output, reference).passes(TOLERANCE)
+    # the negative control: the reference of raw frames whose witnesses are one sample late
+    late = split(dataset, tmp_path / "late", lambda series: np.roll(series, 1))
+    moved, _ = run_reference(load_config(late / "campaign.toml", [*DEEPCLEAN, repository]),
+                             tmp_path / "late.h5")
+    assert not compare_outputs(output, moved).passes(TOLERANCE)
