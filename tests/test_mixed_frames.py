@@ -226,3 +226,17 @@ def test_a_file_whose_path_is_not_utf8_is_named_with_its_fix(
     odd.rename(frames / FIRST)  # renamed, it passes
     code, err = check(ws, capsys)
     assert code == 0, err
+
+
+def test_overlaps_of_several_observatories_are_listed_in_time_order() -> None:
+    from offline_iaas.data.discovery import FrameFile
+    from offline_iaas.data.frame_types import file_groups, overlap_problems
+
+    def named(obs: str, kind: str, start: int) -> FrameFile:
+        return FrameFile(obs, kind, START + start, 16, Path(f"/f/{obs}-{kind}-{start}.gwf"))
+
+    frames = [named("H", "H1_SYNTH", t) for t in (0, 16)] + [named("H", "H1_OTHER", 16)] \
+        + [named("L", "L1_SYNTH", t) for t in (0, 16)] + [named("L", "L1_OTHER", 0)]
+    groups = file_groups(frames, [STRAIN, "L1:GDS-CALIB_STRAIN"], lambda files, names: names)
+    found = overlap_problems(groups, [(START, START + 32)])
+    assert [p.split("both hold ")[1][:2] for p in found] == ["L1", "H1"]  # L at 0, H at 16

@@ -34,6 +34,8 @@ STRAIN = "{}:GDS-CALIB_STRAIN"
 RATE = 256
 NO_REPO = 'model.repository="none"'
 DEEPCLEAN = ['model.mode="deepclean"', f"data.witnesses={WITNESSES}"]
+TYPES = 'data.frametypes=["H1_HOFT", "H1_R", "L1_HOFT", "L1_R"]'
+"""What make-dag --no-check, which opens no file, needs to be told."""
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +112,19 @@ def test_witnesses_in_raw_frames_read_as_from_one_frame_type(
     assert "16 frame file(s) (H1_HOFT: 4, H1_R: 4, L1_HOFT: 4, L1_R: 4)" in caplog.text
     config = load_config(root / "campaign.toml", DEEPCLEAN)
     assert preflight(config).stretches == [(START, START + 64)]
-    assert preflight(config, open_files=False).stretches == [(START, START + 64)]
+    # opening no file (make-dag --no-check) it cannot tell which type holds which channel:
+    # it asks for data.frametypes, and is then told every listed type is needed
+    capsys.readouterr()
+    code = main(["make-dag", str(root / "campaign.toml"), "--no-check", "--out",
+                 str(root / "run"), *[a for s in (NO_REPO, *DEEPCLEAN) for a in ("--set", s)]])
+    err = capsys.readouterr().err
+    assert code == 3 and not (root / "run").exists()
+    documented("frame-types-untold", cli_error(err), {root: "<ws>"}, exit_code=code)
+    assert ("observatory H has frame files of 2 frame types (H1_HOFT, H1_R), and which holds "
+            "which channel is read from the files, which --no-check does not open: list the "
+            "frame types to read in data.frametypes") in err
+    told = load_config(root / "campaign.toml", [*DEEPCLEAN, TYPES])
+    assert preflight(told, open_files=False).stretches == [(START, START + 64)]
 
 
 def test_a_hole_in_the_raw_frames_is_named_with_its_frame_type(
@@ -126,7 +140,8 @@ def test_a_hole_in_the_raw_frames_is_named_with_its_frame_type(
     # plan that opens no file (make-dag --no-check): it needs every frame type
     science = root / "science.txt"
     science.write_text(f"{START} {START + 64}\n")
-    config = load_config(root / "campaign.toml", [*DEEPCLEAN, f'data.segments="{science}"'])
+    config = load_config(root / "campaign.toml",
+                         [*DEEPCLEAN, TYPES, f'data.segments="{science}"'])
     for open_files in (True, False):
         planned = preflight(config, open_files=open_files, allow_holes_in_science=True)
         assert planned.stretches == [(START, START + 16), (START + 32, START + 64)]
@@ -135,13 +150,14 @@ def test_a_hole_in_the_raw_frames_is_named_with_its_frame_type(
     assert code == 0, err
     assert read_span(find_frames(root / "frames"), [STRAIN.format("H1")], START + 16,
                      START + 32, RATE).shape == (1, 16 * RATE)
-    # a read of the witnesses there (no plan would ask for it) is refused: across the
-    # hole's edge the raw frames' hole is named, inside it only h(t) is there to look in
+    # a read of the witnesses there (no plan would ask for it) names the raw frames' hole,
+    # across its edge or inside it
     with pytest.raises(DataError, match=rf"missing frame data for channel\(s\) "
                        rf"H1:PEM-SYNTH_WITNESS_0, H1:PEM-SYNTH_WITNESS_1 .*\[{START + 16}, "
                        rf"{START + 20}\) \(after H-H1_R-{START}-16.gwf"):
         read_span(find_frames(root / "frames"), channels_of("H1"), START + 8, START + 20, RATE)
-    with pytest.raises(DataError, match="channel H1:PEM-SYNTH_WITNESS_0 not found in .*H1_HOFT"):
+    with pytest.raises(DataError, match=r"no frame files hold channel\(s\) "
+                       r"H1:PEM-SYNTH_WITNESS_0, H1:PEM-SYNTH_WITNESS_1 for"):
         read_span(find_frames(root / "frames"), channels_of("H1"), START + 17, START + 20,
                   RATE)
 
@@ -197,6 +213,10 @@ def test_a_frame_type_holding_none_of_the_channels_is_not_read(
     np.testing.assert_array_equal(
         read_span(discover_frames(config.data), all_channels(), START, START + 64, RATE),
         whole)
+    # read by read too (a client's): the first read meets only the cut trend file's time
+    pieces = iter_reads(discover_frames(config.data), all_channels(), START, START + 64, RATE,
+                        8.0)
+    np.testing.assert_array_equal(np.concatenate(list(pieces), axis=1), whole)
 
 
 def test_a_datafind_server_serves_the_raw_frames_beside_hoft(
@@ -241,3 +261,18 @@ def test_a_deepclean_campaign_on_raw_frames_beside_hoft_equals_one_frame_types_r
     moved, _ = run_reference(load_config(late / "campaign.toml", [*DEEPCLEAN, repository]),
                              tmp_path / "late.h5")
     assert not compare_outputs(output, moved).passes(TOLERANCE)
+
+
+def test_a_witness_no_frame_type_holds_is_named_with_the_types(
+        dataset: Path, tmp_path: Path, capsys) -> None:
+    root = split(dataset, tmp_path)
+    witnesses = '["H1:PEM-SYNTH_WITNESS_0", "H1:PEM-SYNTH_WITNESS_9", "L1:PEM-SYNTH_WITNESS_0"]'
+    code, err = check(root, capsys, f"data.witnesses={witnesses}")
+    assert code == 3
+    documented("channel-in-no-frame-type", cli_error(err), {root: "<ws>"}, exit_code=code)
+    assert ("channel H1:PEM-SYNTH_WITNESS_9 is in none of observatory H's frame types "
+            "(H1_HOFT, H1_R: what each holds is read from its first file in the span)") in err
+    with pytest.raises(DataError, match=r"no frame files hold channel\(s\) "
+                       "H1:PEM-SYNTH_WITNESS_9 for"):
+        read_span(find_frames(root / "frames"), ["H1:PEM-SYNTH_WITNESS_9"], START, START + 8,
+                  RATE)

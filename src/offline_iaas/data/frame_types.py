@@ -2,40 +2,47 @@
 
 An observatory's channels may be kept in several frame types: DeepClean's witnesses in the
 raw frames (``H1_R``), the strain in h(t) (``H1_HOFT_C01``). A file's frame type is the
-description in its name (``H-H1_R-1262304000-64.gwf`` is of type ``H1_R``). Which channels a
-frame type holds is read from the table of contents of one of its files (``holds``: the
-caller's choice of file and reader); channels held by the same frame types form one
-``FileGroup``, read together from those types' files, joined end to end.
+description in its name (``H-H1_R-1262304000-64.gwf`` is of type ``H1_R``). Which of the
+campaign's channels a frame type holds is read from one of its files (``Holds``: the caller's
+choice of file and reader, the same for every read of a campaign); channels held by the same
+frame types form one ``FileGroup``, read together from those types' files, joined end to end.
 
 - An observatory with one frame type opens no file here: every channel of it is read from its
   files, and a channel missing from them is named by the read or the check, as before.
-- A channel no frame type holds is read from the first type's files (by name), so that the
-  read or the check names it missing there, listing what that file holds.
-- A frame type none of whose files can be read is read for every channel (the read or the
-  check names the files' problem).
+- A channel no frame type holds is a group of no files (``orphans``), which the check and the
+  read name.
+- A frame type none of whose files can be read (``Holds`` None) is read for every channel, so
+  that the read or the check names its files' problem.
 - A channel two frame types hold is read from both, joined end to end (C00 for one month, C01
   for the next); where both cover one time the reader would mix them, which
-  ``discovery.overlap_problems`` refuses.
-- Without ``holds`` (``make-dag --no-check`` opens no file) an observatory's several frame
-  types are each a group of all its channels: time is planned only where every type has files.
+  ``overlap_problems`` refuses.
+- Without ``Holds`` (``make-dag --no-check`` opens no file) an observatory's several frame
+  types are each a group of all its channels: time is planned only where every type has
+  files, which is why ``untold_types`` asks for ``data.frametypes`` then.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 
 from igwn_segments import segmentlist
 
 from offline_iaas.data.discovery import FrameFile, files_per_interval
-from offline_iaas.data.segments import gps_segments, observatories, observatory_of
+from offline_iaas.data.segments import (
+    GPS_TOLERANCE_SECONDS,
+    gps_segments,
+    observatories,
+    observatory_of,
+)
 from offline_iaas.errors import names_text
 from offline_iaas.gps import gps_range_text
 
-Holds = Callable[[Sequence[FrameFile]], Collection[str] | None]
-"""The channel names one frame type holds, given its files in time order; None when none of
-them can be read (the type is then read for every channel, so that the read or the check
-names its files' problem)."""
+Holds = Callable[[Sequence[FrameFile], Sequence[str]], Collection[str] | None]
+"""Which of ``channels`` (one observatory's) a frame type holds, given all its files (in no
+particular order); None when none of them can be read."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,8 @@ class FileGroup:
     files: tuple[FrameFile, ...]
     """In time order (start, end, path)."""
     frame_types: tuple[str, ...]
-    """The frame types of ``files`` (descriptions: ``H1_R``), in order of their names."""
+    """The frame types of ``files`` (descriptions: ``H1_R``), in order of their names; none
+    for channels no frame type holds."""
     alone: bool
     """Whether its observatory's files are of one frame type (messages then speak of the
     observatory, not of channels and frame types)."""
@@ -59,68 +67,104 @@ class FileGroup:
             return f"observatory {self.observatory}'s data"
         return f"{names_text(self.channels, shown=3)} (frame type {', '.join(self.frame_types)})"
 
+    def within(self, gps_start: float, gps_end: float) -> FileGroup:
+        """The group with the files that overlap ``[gps_start, gps_end)`` (a read's), found by
+        bisection: a read of a year's campaign looks at the files that can reach it."""
+        starts, longest = self._starts
+        first = bisect.bisect_left(starts, gps_start - longest - GPS_TOLERANCE_SECONDS)
+        last = bisect.bisect_left(starts, gps_end)
+        return replace(self, files=tuple(f for f in self.files[first:last]
+                                         if f.overlaps(gps_start, gps_end)))
 
-def first_listing(listed: Callable[[FrameFile], Collection[str] | None]) -> Holds:
-    """A ``Holds`` that asks ``listed`` of a frame type's files in turn: the first that
-    answers (not None) speaks for the type."""
-    def holds(files: Sequence[FrameFile]) -> Collection[str] | None:
-        return next((names for names in map(listed, files) if names is not None), None)
-    return holds
+    @cached_property
+    def _starts(self) -> tuple[list[float], float]:
+        return [f.gps_start for f in self.files], max((f.duration for f in self.files),
+                                                       default=0.0)
+
+    @property
+    def orphans(self) -> bool:
+        """Whether these are channels none of the observatory's frame types holds."""
+        return not self.alone and not self.frame_types
 
 
-def _time_order(f: FrameFile) -> tuple[float, float, str]:
+def time_order(f: FrameFile) -> tuple[float, float, str]:
+    """How files are ordered in time: start, end, path."""
     return f.gps_start, f.gps_end, str(f.path)
 
 
-def file_groups(frames: Sequence[FrameFile], channels: Sequence[str],
-                holds: Holds | None) -> list[FileGroup]:
+def frame_types_of(frames: Sequence[FrameFile], observatory: str) -> dict[str, list[FrameFile]]:
+    """An observatory's files by frame type (in the order given)."""
+    by_type: dict[str, list[FrameFile]] = {}
+    for f in frames:
+        if observatory in f.observatory:
+            by_type.setdefault(f.description, []).append(f)
+    return by_type
+
+
+def file_groups(frames: Sequence[FrameFile], channels: Sequence[str], holds: Holds | None
+                ) -> list[FileGroup]:
     """The ``channels`` in groups read from the same ``frames`` (module docstring), in order of
     the channels' observatories; within one, in order of the channels.
 
     Parameters
     ----------
     frames
-        The frame files to choose from (those of other observatories are ignored).
+        The frame files (those of other observatories are ignored).
     channels
         The channels to read.
     holds
-        The names a frame type holds, asked only of an observatory with several frame types;
+        What a frame type holds, asked only of an observatory with several frame types;
         None: unknown (each type then a group of all the observatory's channels).
     """
     groups: list[FileGroup] = []
     for observatory in observatories(channels):
         names = tuple(c for c in channels if observatory_of(c) == observatory)
-        by_type: dict[str, list[FrameFile]] = {}
-        for f in sorted((f for f in frames if observatory in f.observatory), key=_time_order):
-            by_type.setdefault(f.description, []).append(f)
+        by_type = frame_types_of(frames, observatory)
         kinds = sorted(by_type)
+
+        def files_of(holders: Sequence[str], by_type=by_type) -> tuple[FrameFile, ...]:
+            return tuple(sorted((f for kind in holders for f in by_type[kind]), key=time_order))
+
         if len(kinds) <= 1:
-            files = tuple(f for kind in kinds for f in by_type[kind])
-            groups.append(FileGroup(observatory, names, files, tuple(kinds), True))
+            groups.append(FileGroup(observatory, names, files_of(kinds), tuple(kinds), True))
             continue
         if holds is None:
-            groups += [FileGroup(observatory, names, tuple(by_type[kind]), (kind,), False)
+            groups += [FileGroup(observatory, names, files_of([kind]), (kind,), False)
                        for kind in kinds]
             continue
-        held = {kind: holds(by_type[kind]) for kind in kinds}
+        held = {kind: holds(by_type[kind], names) for kind in kinds}
         sources: dict[tuple[str, ...], list[str]] = {}
         for name in names:
-            found = {kind for kind in kinds if held[kind] is not None and name in held[kind]}
-            holders = tuple(kind for kind in kinds if kind in found or held[kind] is None
-                            or (not found and kind == kinds[0]))
+            holders = tuple(kind for kind in kinds if held[kind] is None or name in held[kind])
             sources.setdefault(holders, []).append(name)
-        for holders, members in sources.items():
-            files = tuple(sorted((f for kind in holders for f in by_type[kind]),
-                                 key=_time_order))
-            groups.append(FileGroup(observatory, tuple(members), files, holders, False))
+        groups += [FileGroup(observatory, tuple(members), files_of(holders), holders, False)
+                   for holders, members in sources.items()]
     return groups
+
+
+def untold_types(frames: Sequence[FrameFile], channels: Sequence[str]) -> list[str]:
+    """Without opening files (``make-dag --no-check``), one message per observatory with
+    several frame types: which holds which channel is not known, so ``data.frametypes`` must
+    say which to read (each is then needed wherever the campaign reads)."""
+    problems = []
+    for observatory in observatories(channels):
+        kinds = sorted(frame_types_of(frames, observatory))
+        if len(kinds) > 1:
+            problems.append(
+                f"observatory {observatory} has frame files of {len(kinds)} frame types "
+                f"({names_text(kinds)}), and which holds which channel is read from the files, "
+                "which --no-check does not open: list the frame types to read in "
+                "data.frametypes (each is then needed wherever the campaign reads), or run "
+                "without --no-check")
+    return problems
 
 
 def coverage(groups: Sequence[FileGroup], left_out: Collection = ()) -> dict[str, segmentlist]:
     """Per observatory letter, the GPS intervals where every group of it has files (a
-    group's files joined; files whose path is in ``left_out`` are gaps)."""
+    group's files joined; files whose path is in ``left_out`` are gaps; channels no frame
+    type holds are left to the check, which names them)."""
     found: dict[str, segmentlist] = {}
-    for group in groups:
+    for group in (g for g in groups if not g.orphans):
         covered = gps_segments((f.gps_start, f.gps_end) for f in group.files
                                if f.path not in left_out)
         mine = found.get(group.observatory)
@@ -152,8 +196,9 @@ def overlap_problems(groups: Sequence[FileGroup], needed: Sequence[tuple[float, 
     """One message per group and pair of frame types whose files overlap inside one of the
     ``needed`` GPS intervals (``overlapping_pairs``): its first pair of files and the span
     both cover, how many more such pairs, and what to keep (by where the files came from: a
-    datafind server's are chosen by ``data.frametypes`` alone)."""
-    problems = []
+    datafind server's are chosen by ``data.frametypes`` alone); in time order, then by
+    observatory."""
+    found: list[tuple[float, str, str]] = []
     for group in groups:
         by_types: dict[tuple[str, ...], list[tuple[FrameFile, FrameFile, float, float]]] = {}
         for a, b, lo, hi in overlapping_pairs(group, needed):
@@ -171,7 +216,8 @@ def overlap_problems(groups: Sequence[FileGroup], needed: Sequence[tuple[float, 
                 why = (f"two frame types, {kinds[0]} and {kinds[1]}; keep one of them (move "
                        "the other's files out of data.frames, or list the frame types to read "
                        "in data.frametypes)")
-            problems.append(f"frame files {a.path} and {b.path} both hold {group.what()} "
-                            f"for {gps_range_text(lo, hi)}{more}, and the reader would mix "
-                            f"them: {why}")
-    return problems
+            found.append((lo, group.observatory,
+                          f"frame files {a.path} and {b.path} both hold {group.what()} for "
+                          f"{gps_range_text(lo, hi)}{more}, and the reader would mix them: "
+                          f"{why}"))
+    return [text for _, _, text in sorted(found, key=lambda p: p[:2])]

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from offline_iaas.data.discovery import FrameFile, coverage_holes, path_problem, rate_factor
-from offline_iaas.data.frame_types import FileGroup, file_groups, first_listing, overlap_problems
+from offline_iaas.data.frame_types import FileGroup, file_groups, overlap_problems, time_order
 from offline_iaas.data.gwf_reader import FileRead, Series, reader
 from offline_iaas.errors import DataError
 from offline_iaas.gps import gps_range_text, gps_text
@@ -151,10 +151,9 @@ def read_span(
     read_b = min(n_span, k1 + DECIMATION_HALF)
     t_a = span_start + read_a / sample_rate
     t_b = span_start + read_b / sample_rate
-    reached = [f for f in frames if f.overlaps(t_a, t_b)]
     cut = [] if capture is None else capture.covered((span_start, span_end), n_span,
                                                      read_a, read_b)
-    for group in file_groups(reached, channels, first_listing(_listed)):
+    for group in (g.within(t_a, t_b) for g in _groups(frames, channels)):
         rows = [row for row, channel in enumerate(channels) if channel in group.channels]
         names = [channels[r] for r in rows]
         series, files = _read_group(group, names, t_a, t_b)
@@ -262,13 +261,48 @@ class ForegroundCapture:
                                         if a is not None)
 
 
-@lru_cache(maxsize=256)
-def _listed(frame: FrameFile) -> tuple[str, ...] | None:
-    """The channels a frame file's table of contents lists (read in the frame reader process),
-    or None if it cannot be read (the read of it names why)."""
-    found = reader().probe(str(frame.path), [], frame.gps_start, 0.0,
-                           (frame.gps_start, frame.gps_end))
-    return None if "error" in found else tuple(found["names"])
+_GROUPED: list[tuple[Sequence[FrameFile], tuple[str, ...], list[FileGroup]]] = []
+"""The last few frame lists read and their channels' groups (``_groups``)."""
+
+
+def _groups(frames: Sequence[FrameFile], channels: Sequence[str]) -> list[FileGroup]:
+    """``file_groups`` of ``channels`` in ``frames``, kept for the next reads of the same list
+    (by identity: a client, the merge and the injections' draw read one list read by read,
+    and the list is held here so that its identity is not reused)."""
+    names = tuple(channels)
+    for known, asked, groups in _GROUPED:
+        if known is frames and asked == names:
+            return groups
+    groups = file_groups(frames, names, _type_holds)
+    _GROUPED[:] = [(frames, names, groups), *_GROUPED[:3]]
+    return groups
+
+
+_HELD: dict[tuple, tuple[str, ...] | None] = {}
+"""What each frame type holds, by its first file (path, mtime, size) and the channels asked."""
+
+
+def _type_holds(files: Sequence[FrameFile], channels: Sequence[str]
+                ) -> tuple[str, ...] | None:
+    """Which of ``channels`` a frame type holds (``frame_types.Holds``): what the table of
+    contents of its first file lists (read in the frame reader process), or of the next if
+    that cannot be read (its read names why), asked once per process and frame type, so
+    that every read of a campaign groups its channels alike."""
+    first = min(files, key=time_order)
+    try:
+        stat = first.path.stat()
+        key: tuple = (str(first.path), stat.st_mtime_ns, stat.st_size, tuple(channels))
+    except OSError:
+        key = (str(first.path), None, None, tuple(channels))
+    if key not in _HELD:
+        _HELD[key] = None
+        for f in sorted(files, key=time_order):
+            found = reader().probe(str(f.path), channels, f.gps_start, None,
+                                   (f.gps_start, f.gps_end))
+            if "error" not in found:
+                _HELD[key] = tuple(found["names"])
+                break
+    return _HELD[key]
 
 
 def _read_group(

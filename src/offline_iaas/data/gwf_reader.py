@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.errors import DataError
+from offline_iaas.errors import DataError, names_text
 from offline_iaas.gps import gps_range_text, gps_span_text, gps_text
 
 READ_TIMEOUT_SECONDS = 600.0
@@ -196,17 +196,20 @@ def read_files(items: Sequence[FileRead], names: Sequence[str]) -> dict[str, Ser
     return {name: (*first[name], np.concatenate(joined[name])) for name in names}
 
 
-def probe_file(path: str, wanted: Sequence[str], gps_start: float, seconds: float,
+def probe_file(path: str, wanted: Sequence[str], gps_start: float, seconds: float | None,
                span: tuple[float, float]) -> dict[str, Any]:
-    """A file's table of contents, the rates of ``wanted`` from a short read, and its frames'
-    GPS span (first frame's start to last frame's end) against ``span``, its name's."""
+    """Which of ``wanted`` a file's table of contents lists (``names``; a raw frame lists
+    some 10**5 channels, which stay here: ``listing`` is the first few, for messages), their
+    rates from a read of ``seconds`` (none for None), and its frames' GPS span (first frame's
+    start to last frame's end) against ``span``, its name's."""
     names, frames = table_of_contents(path)
     lie = span_lie(frames, span)
     if lie:
         raise ValueError(lie)
-    present = [n for n in wanted if n in names]
+    listed = set(names)
+    present = [n for n in wanted if n in listed]
     rates: dict[str, float] = {}
-    if present:
+    if present and seconds is not None:
         data = read_channels(path, present, gps_start, gps_start + seconds, frames)
         for name in present:
             t0, rate, samples = data[name]
@@ -218,7 +221,7 @@ def probe_file(path: str, wanted: Sequence[str], gps_start: float, seconds: floa
                 raise ValueError(f"channel {name}: non-finite sample ({samples[index]}) "
                                  f"at GPS {gps_text(t0 + index / rate)}")
             rates[name] = rate
-    return {"names": names, "rates": rates}
+    return {"names": present, "listing": names_text(names, shown=20), "rates": rates}
 
 
 def _send(stream, value: Any) -> None:
@@ -420,7 +423,7 @@ class GwfReader:
         with self._lock:
             self._ask("load", ())
 
-    def probe(self, path: str, wanted: Sequence[str], gps_start: float, seconds: float,
+    def probe(self, path: str, wanted: Sequence[str], gps_start: float, seconds: float | None,
               span: tuple[float, float], timeout_seconds: float | None = None
               ) -> dict[str, Any]:
         """``probe_file`` in the reader process; ``{"error": message}`` when it fails."""

@@ -27,12 +27,14 @@ from offline_iaas.data.frame_types import (
     FileGroup,
     coverage,
     file_groups,
-    first_listing,
+    frame_types_of,
     overlap_problems,
+    time_order,
+    untold_types,
 )
 from offline_iaas.data.gwf_reader import reader
-from offline_iaas.data.segments import AnalysableSpan
-from offline_iaas.errors import DataError, names_text
+from offline_iaas.data.segments import AnalysableSpan, observatory_of
+from offline_iaas.errors import DataError
 from offline_iaas.gps import gps_range_text
 from offline_iaas.records import BadFile
 
@@ -47,9 +49,11 @@ PROBE_TIMEOUT_SECONDS = 120.0
 
 @dataclass(frozen=True)
 class _Probe:
-    """What a probe of one frame file found: its channel names and rates, or an error."""
+    """What a probe of one frame file found: which of the channels asked for it lists, the
+    first few it lists (for messages), their rates, or an error."""
 
     names: tuple[str, ...] = ()
+    listing: str = ""
     rates: tuple[tuple[str, float], ...] = ()
     error: str = ""
 
@@ -71,32 +75,35 @@ def _probe_files(jobs: Sequence[tuple[FrameFile, tuple[str, ...], float]]) -> li
             path, _, _, names, gps_start, seconds, gps_end = key
             found = reader().probe(path, names, gps_start, seconds, (gps_start, gps_end),
                                    PROBE_TIMEOUT_SECONDS)
-            _PROBES[key] = _Probe(tuple(found.get("names", ())),
+            _PROBES[key] = _Probe(tuple(found.get("names", ())), found.get("listing", ""),
                                   tuple(sorted(found.get("rates", {}).items())),
                                   found.get("error", ""))
     return [_PROBES[k] for k in keys]
+
+
+def _probe_of(f: FrameFile, channels: Sequence[str]) -> tuple[FrameFile, tuple[str, ...], float]:
+    """The probe job of one file: every channel of the observatories it holds, a short read."""
+    return f, tuple(c for c in channels if observatory_of(c) in f.observatory), \
+        min(f.duration, PROBE_SECONDS)
 
 
 def channel_groups(frames: Sequence[FrameFile], channels: Sequence[str],
                    needed: Sequence[tuple[float, float]], open_files: bool = True
                    ) -> list[FileGroup]:
     """``frame_types.file_groups`` of ``channels``: where an observatory has several frame
-    types, what each holds is the table of contents of its first file inside the ``needed``
-    GPS intervals that can be read (then of its other files); without ``open_files``,
-    unknown."""
-    def listed(f: FrameFile) -> tuple[str, ...] | None:
-        if path_problem(f) is not None or not f.path.is_file():
-            return None
-        probe = _probe_files([(f, (), 0.0)])[0]
-        return None if probe.error else probe.names
+    types, what each holds is what the probe of its first readable file inside the ``needed``
+    GPS intervals lists (the probe ``frame_problems`` makes of it anyway); of its first file
+    if none is inside. Without ``open_files``, unknown."""
+    def holds(files: Sequence[FrameFile], names: Sequence[str]) -> tuple[str, ...] | None:
+        inside = dict.fromkeys(f for own in files_per_interval(files, needed) for f in own)
+        for f in list(inside) or sorted(files, key=time_order)[:1]:
+            if path_problem(f) is None and f.path.is_file():
+                probe = _probe_files([_probe_of(f, channels)])[0]
+                if not probe.error:
+                    return probe.names
+        return None
 
-    def inside_first(files: Sequence[FrameFile]) -> list[FrameFile]:
-        reached = {f.path for own in files_per_interval(files, needed) for f in own}
-        return sorted(files, key=lambda f: f.path not in reached)  # stable: time order kept
-
-    holds = first_listing(listed)
-    return file_groups(frames, channels,
-                       (lambda files: holds(inside_first(files))) if open_files else None)
+    return file_groups(frames, channels, holds if open_files else None)
 
 
 def _more(count: int, what: str) -> str:
@@ -151,6 +158,12 @@ def frame_problems(
     problems: list[str] = []
     wanted: dict[Path, tuple[FrameFile, list[str]]] = {}  # each file read, and its channels
     for group in groups:
+        if group.orphans:
+            kinds = ", ".join(sorted(frame_types_of(frames, group.observatory)))
+            problems += [f"channel {name} is in none of observatory {group.observatory}'s frame "
+                         f"types ({kinds}: what each holds is read from its first file in the "
+                         "span)" for name in group.channels]
+            continue
         holes = coverage_holes(group.files, needed, group.observatory) if report_holes else []
         kinds = "" if group.alone else f"; frame type {', '.join(group.frame_types)}"
         for a, b, where in holes:
@@ -184,9 +197,9 @@ def frame_problems(
         else:
             span = gps_range_text(f.gps_start, f.gps_end)
             problems.append(f"frame file {f.path} {span} does not exist")
-    probes = _probe_files([(f, names, min(f.duration, PROBE_SECONDS)) for f, names in readable])
+    probes = _probe_files([_probe_of(f, channels) for f, _ in readable])
     missing: dict[str, list[FrameFile]] = {}
-    listed: dict[str, tuple[str, ...]] = {}
+    listed: dict[str, str] = {}
     bad_rates: dict[str, list[tuple[FrameFile, float]]] = {}
     usable_rates: dict[str, list[tuple[FrameFile, float]]] = {}
     for (f, names), probe in zip(readable, probes, strict=True):
@@ -205,7 +218,7 @@ def frame_problems(
         for name in names:
             if name not in probe.names:
                 missing.setdefault(name, []).append(f)
-                listed.setdefault(name, probe.names)
+                listed.setdefault(name, probe.listing)
             elif rate_factor(rates[name], sample_rate) is None:
                 bad_rates.setdefault(name, []).append((f, rates[name]))
             else:
@@ -218,7 +231,7 @@ def frame_problems(
                 f"channel {name} not found in {first.path}"
                 f"{_more(len(missing[name]) - 1, 'file(s)')} covering "
                 f"{gps_range_text(first.gps_start, last.gps_end)} "
-                f"(channels there: {names_text(listed[name], shown=20)})"
+                f"(channels there: {listed[name]})"
             )
         if name in bad_rates:
             first, rate = bad_rates[name][0]
@@ -331,7 +344,8 @@ def preflight(
     gaps = allow_bad_files and data.on_bad_file == "gap"
     bad: list[tuple[FrameFile, str]] | None = [] if gaps else None
     groups = channel_groups(frames, config.frame_channels, needed, open_files)
-    problems = frame_problems(
+    untold = [] if open_files or data.frametypes else untold_types(frames, config.frame_channels)
+    problems = untold + frame_problems(
         frames,
         config.frame_channels,
         needed,
