@@ -353,7 +353,10 @@ def test_a_reader_left_looping_in_the_hdf5_library_by_a_killed_command_ends_itse
     """A command killed (SIGKILL) while its reader loops on a damaged injection file: the
     library's loop holds the GIL, so the reader's orphan watch cannot run; the kernel ends it
     (its alarm: the command's time and ``ALARM_MARGIN_SECONDS``) instead of leaving it
-    spinning. Without the alarm this reader spins for ever: the test fails."""
+    spinning. Without the alarm this reader spins for ever: the test fails. The command's
+    time (8 s) leaves its reader time to start and spin on a loaded machine (with 2 s, two
+    suites on two cores, its own timeout killed it first)."""
+    timeout_seconds = 8
     write_injection_set(tmp_path / "set.h5", sample_set())
     flipped = bytearray((tmp_path / "set.h5").read_bytes())
     flipped[HANGS_HDF5_AT_BYTE] ^= 0xFF
@@ -362,7 +365,7 @@ def test_a_reader_left_looping_in_the_hdf5_library_by_a_killed_command_ends_itse
     command = subprocess.Popen(
         [sys.executable, "-c", "import sys; from pathlib import Path; from offline_iaas.data."
          "gwf_reader import GwfReader; from offline_iaas.search.injection_file import "
-         "_read_parameters; GwfReader(timeout_seconds=2).call(_read_parameters, "
+         f"_read_parameters; GwfReader(timeout_seconds={timeout_seconds}).call(_read_parameters, "
          "Path(sys.argv[1]))", str(damaged)])
     readers: set[int] = set()
     try:
@@ -381,7 +384,7 @@ def test_a_reader_left_looping_in_the_hdf5_library_by_a_killed_command_ends_itse
         for pid in readers:  # nothing left behind, even when the check fails
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
-    assert waited <= 2 + ALARM_MARGIN_SECONDS + 30
+    assert waited <= timeout_seconds + ALARM_MARGIN_SECONDS + 30
 
 
 @pytest.mark.parametrize(("case", "content"), [

@@ -133,7 +133,8 @@ def frame_problems(
     whole multiple of ``sample_rate`` and the same in all its files that overlap one
     interval of ``needed`` (each is read, and resampled, on its own). Missing channels and
     bad rates are reported once per channel (and rate), naming the first file and how many
-    more; holes and bad files one by one. Files outside ``needed`` are not looked at.
+    more; holes and bad files one by one. Files outside ``needed`` are not looked at (but the
+    first of a frame type with none inside, to know what it holds: ``channel_groups``).
 
     Parameters
     ----------
