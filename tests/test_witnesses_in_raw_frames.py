@@ -186,7 +186,7 @@ def test_a_channel_two_frame_types_hold_at_one_time_is_refused_naming_it(
     code, err = check(root, capsys, 'data.frametypes=["H1_HOFT", "H1_R", "L1_HOFT", "L1_RDS"]')
     assert code == 3
     documented("frametypes-not-in-frames", cli_error(err), {root: "<ws>"}, exit_code=code)
-    assert (f"data.frametypes: no frame file of type L1_RDS in {frames} (frame types there: "
+    assert (f"data.frametypes: no frame file of type 'L1_RDS' in {frames} (frame types there: "
             "H1_HOFT, H1_HOFT_C01, H1_R, L1_HOFT, L1_R)") in err
 
 
@@ -270,9 +270,66 @@ def test_a_witness_no_frame_type_holds_is_named_with_the_types(
     code, err = check(root, capsys, f"data.witnesses={witnesses}")
     assert code == 3
     documented("channel-in-no-frame-type", cli_error(err), {root: "<ws>"}, exit_code=code)
-    assert ("channel H1:PEM-SYNTH_WITNESS_9 is in none of observatory H's frame types "
-            "(H1_HOFT, H1_R: what each holds is read from its first file in the span)") in err
+    frames = root / "frames"
+    assert ("channel H1:PEM-SYNTH_WITNESS_9 is listed by none of observatory H's frame types "
+            "(what a type holds is what its first file lists: H1_HOFT "
+            f"{frames}/hoft/H-H1_HOFT-{START}-16.gwf, H1_R {frames}/raw/H-H1_R-{START}-16.gwf)"
+            ) in err
     with pytest.raises(DataError, match=r"no frame files hold channel\(s\) "
                        "H1:PEM-SYNTH_WITNESS_9 for"):
         read_span(find_frames(root / "frames"), ["H1:PEM-SYNTH_WITNESS_9"], START, START + 8,
                   RATE)
+
+
+def test_check_and_the_reader_judge_a_frame_type_by_the_same_file(
+        dataset: Path, tmp_path: Path, capsys) -> None:
+    root = split(dataset, tmp_path)
+    def earlier(series):
+        moved = series.copy()
+        moved.t0 = series.t0.value - 16
+        return moved
+
+    # an earlier raw file, before the campaign's span, holding one of H1's two witnesses
+    write(root / "frames" / "raw" / f"H-H1_R-{START - 16}-16.gwf",
+          dataset / "frames" / f"H-H1_SYNTH-{START}-16.gwf", ["H1:PEM-SYNTH_WITNESS_0"],
+          earlier)
+    code, err = check(root, capsys)
+    assert code == 3 and "channel H1:PEM-SYNTH_WITNESS_1 is listed by none of observatory " \
+        f"H's frame types (what a type holds is what its first file lists: H1_HOFT " \
+        f"{root}/frames/hoft/H-H1_HOFT-{START}-16.gwf, H1_R {root}/frames/raw/" \
+        f"H-H1_R-{START - 16}-16.gwf)" in err
+    # what a client or the reference would meet: the same verdict, not a pass then a failure
+    with pytest.raises(DataError, match=r"no frame files hold channel\(s\) "
+                       "H1:PEM-SYNTH_WITNESS_1 for"):
+        read_span(find_frames(root / "frames"), channels_of("H1"), START, START + 8, RATE)
+    # the control: without it both pass
+    (root / "frames" / "raw" / f"H-H1_R-{START - 16}-16.gwf").unlink()
+    assert check(root, capsys)[0] == 0
+    assert read_span(find_frames(root / "frames"), channels_of("H1"), START, START + 8,
+                     RATE).shape == (3, 8 * RATE)
+
+
+def test_a_frame_type_none_of_whose_files_can_be_read_is_named_not_read(
+        dataset: Path, tmp_path: Path, capsys) -> None:
+    root = split(dataset, tmp_path)
+    junk = root / "frames" / "junk"
+    junk.mkdir()
+    for gps in range(START, START + 64, 16):  # a partial copy of each h(t) file
+        hoft = (root / "frames" / "hoft" / f"H-H1_HOFT-{gps}-16.gwf").read_bytes()
+        (junk / f"H-H1_JUNK-{gps}-16.gwf").write_bytes(hoft[:2000])
+    message = (f"none of the 4 frame file(s) of type H1_JUNK can be read (the first: "
+               f"{junk}/H-H1_JUNK-{START}-16.gwf), so which channels it holds is not known: "
+               "remove them, or list the frame types to read in data.frametypes")
+    code, err = check(root, capsys)
+    assert code == 3 and message in err and "both hold" not in err
+    documented("frame-type-unreadable", cli_error(err), {root: "<ws>"}, exit_code=code)
+    # make-dag with bad files as gaps refuses it too (it would break every read otherwise)
+    config = load_config(root / "campaign.toml", [*DEEPCLEAN, 'data.on_bad_file="gap"'])
+    with pytest.raises(DataError, match="none of the 4 frame file"):
+        preflight(config, allow_bad_files=True)
+    # a reader leaves the type out: its channels come from the types that hold them
+    whole = read_span(find_frames(dataset / "frames"), all_channels(), START, START + 64, RATE)
+    np.testing.assert_array_equal(
+        read_span(find_frames(root / "frames"), all_channels(), START, START + 64, RATE), whole)
+    # the control: listing the types to read passes
+    assert check(root, capsys, TYPES)[0] == 0

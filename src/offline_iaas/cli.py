@@ -108,7 +108,11 @@ def cmd_check(args: argparse.Namespace) -> None:
     frames, span, repository = checking.frames, checking.span, config.model.repository
     assert span is not None
     per_obs: dict[str, int] = {}
-    by_type = len({f.description for f in frames}) > len({f.observatory for f in frames})
+    kinds: dict[str, set[str]] = {}
+    for f in frames:
+        for letter in f.observatory:
+            kinds.setdefault(letter, set()).add(f.description)
+    by_type = any(len(found) > 1 for found in kinds.values())
     for f in frames:  # by frame type where an observatory has several (raw frames, h(t))
         key = f.description if by_type else f.observatory
         per_obs[key] = per_obs.get(key, 0) + 1

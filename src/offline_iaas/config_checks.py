@@ -108,7 +108,7 @@ def check_config(c: CampaignConfig, path: Path) -> None:
         fail("data.on_bad_file", f"must be one of {', '.join(map(repr, BAD_FILE_CHOICES))}, "
              f"got {c.data.on_bad_file!r}")
     if c.data.datafind_server and not c.data.frametypes:
-        fail("data.frametypes", "must list a frame type per observatory with data.datafind_server")
+        fail("data.frametypes", "must list the frame types to read with data.datafind_server")
     samples = c.data.duration * c.data.sample_rate
     if abs(samples - round(samples)) > 1e-6:
         fail(

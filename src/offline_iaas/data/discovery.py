@@ -363,7 +363,7 @@ def discover_frames(data: DataConfig) -> list[FrameFile]:
         chosen = [f for f in found if f.description in data.frametypes]
         absent = [kind for kind in data.frametypes if all(f.description != kind for f in chosen)]
         if absent:
-            raise DataError(f"data.frametypes: no frame file of type {absent[0]} in "
+            raise DataError(f"data.frametypes: no frame file of type {absent[0]!r} in "
                             f"{data.frames} (frame types there: "
                             f"{names_text(sorted({f.description for f in found}))})")
         return chosen

@@ -11,8 +11,9 @@ frame types form one ``FileGroup``, read together from those types' files, joine
   files, and a channel missing from them is named by the read or the check, as before.
 - A channel no frame type holds is a group of no files (``orphans``), which the check and the
   read name.
-- A frame type none of whose files can be read (``Holds`` None) is read for every channel, so
-  that the read or the check names its files' problem.
+- A frame type none of whose files can be read (``Holds`` None) is read for no channel: it is
+  a group of no channels (``unreadable``), which the check names (its files may hold a
+  channel; an unrelated type's cannot be told from one of ours).
 - A channel two frame types hold is read from both, joined end to end (C00 for one month, C01
   for the next); where both cover one time the reader would mix them, which
   ``overlap_problems`` refuses.
@@ -42,7 +43,8 @@ from offline_iaas.gps import gps_range_text
 
 Holds = Callable[[Sequence[FrameFile], Sequence[str]], Collection[str] | None]
 """Which of ``channels`` (one observatory's) a frame type holds, given all its files (in no
-particular order); None when none of them can be read."""
+particular order): what its first file in time lists, or the next that can be read (the rule
+``check`` and every reader share); None when none of them can be read."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,11 @@ class FileGroup:
     def orphans(self) -> bool:
         """Whether these are channels none of the observatory's frame types holds."""
         return not self.alone and not self.frame_types
+
+    @property
+    def unreadable(self) -> bool:
+        """Whether this is a frame type none of whose files can be read (no channels)."""
+        return not self.channels
 
 
 def time_order(f: FrameFile) -> tuple[float, float, str]:
@@ -135,10 +142,12 @@ def file_groups(frames: Sequence[FrameFile], channels: Sequence[str], holds: Hol
         held = {kind: holds(by_type[kind], names) for kind in kinds}
         sources: dict[tuple[str, ...], list[str]] = {}
         for name in names:
-            holders = tuple(kind for kind in kinds if held[kind] is None or name in held[kind])
+            holders = tuple(kind for kind in kinds if name in (held[kind] or ()))
             sources.setdefault(holders, []).append(name)
         groups += [FileGroup(observatory, tuple(members), files_of(holders), holders, False)
                    for holders, members in sources.items()]
+        groups += [FileGroup(observatory, (), files_of([kind]), (kind,), False)
+                   for kind in kinds if held[kind] is None]
     return groups
 
 
@@ -162,9 +171,10 @@ def untold_types(frames: Sequence[FrameFile], channels: Sequence[str]) -> list[s
 def coverage(groups: Sequence[FileGroup], left_out: Collection = ()) -> dict[str, segmentlist]:
     """Per observatory letter, the GPS intervals where every group of it has files (a
     group's files joined; files whose path is in ``left_out`` are gaps; channels no frame
-    type holds are left to the check, which names them)."""
+    type holds, and frame types none of whose files can be read, are left to the check,
+    which names them)."""
     found: dict[str, segmentlist] = {}
-    for group in (g for g in groups if not g.orphans):
+    for group in (g for g in groups if not g.orphans and not g.unreadable):
         covered = gps_segments((f.gps_start, f.gps_end) for f in group.files
                                if f.path not in left_out)
         mine = found.get(group.observatory)

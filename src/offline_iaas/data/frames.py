@@ -153,7 +153,7 @@ def read_span(
     t_b = span_start + read_b / sample_rate
     cut = [] if capture is None else capture.covered((span_start, span_end), n_span,
                                                      read_a, read_b)
-    for group in (g.within(t_a, t_b) for g in _groups(frames, channels)):
+    for group in (g.within(t_a, t_b) for g in _groups(frames, channels) if g.channels):
         rows = [row for row, channel in enumerate(channels) if channel in group.channels]
         names = [channels[r] for r in rows]
         series, files = _read_group(group, names, t_a, t_b)

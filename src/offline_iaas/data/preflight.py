@@ -91,12 +91,12 @@ def channel_groups(frames: Sequence[FrameFile], channels: Sequence[str],
                    needed: Sequence[tuple[float, float]], open_files: bool = True
                    ) -> list[FileGroup]:
     """``frame_types.file_groups`` of ``channels``: where an observatory has several frame
-    types, what each holds is what the probe of its first readable file inside the ``needed``
-    GPS intervals lists (the probe ``frame_problems`` makes of it anyway); of its first file
-    if none is inside. Without ``open_files``, unknown."""
+    types, what each holds is what the probe of its first file lists, or of the next that can
+    be read (as every reader of the campaign decides: ``frames.read_span``; the probe
+    ``frame_problems`` makes of a file inside the span anyway). Without ``open_files``,
+    unknown."""
     def holds(files: Sequence[FrameFile], names: Sequence[str]) -> tuple[str, ...] | None:
-        inside = dict.fromkeys(f for own in files_per_interval(files, needed) for f in own)
-        for f in list(inside) or sorted(files, key=time_order)[:1]:
+        for f in sorted(files, key=time_order):
             if path_problem(f) is None and f.path.is_file():
                 probe = _probe_files([_probe_of(f, channels)])[0]
                 if not probe.error:
@@ -159,11 +159,9 @@ def frame_problems(
     problems: list[str] = []
     wanted: dict[Path, tuple[FrameFile, list[str]]] = {}  # each file read, and its channels
     for group in groups:
-        if group.orphans:
-            kinds = ", ".join(sorted(frame_types_of(frames, group.observatory)))
-            problems += [f"channel {name} is in none of observatory {group.observatory}'s frame "
-                         f"types ({kinds}: what each holds is read from its first file in the "
-                         "span)" for name in group.channels]
+        if group.orphans or group.unreadable:  # an unreadable type matters where it is read
+            if group.orphans or any(files_per_interval(group.files, needed)):
+                problems += _unheld_problems(group, frame_types_of(frames, group.observatory))
             continue
         holes = coverage_holes(group.files, needed, group.observatory) if report_holes else []
         kinds = "" if group.alone else f"; frame type {', '.join(group.frame_types)}"
@@ -250,6 +248,26 @@ def frame_problems(
                     _mixed_rate_problems(name, [(f, rate_of[f.path]) for f in own])))
         problems += list(mixed)
     return problems
+
+
+def _unheld_problems(group: FileGroup, by_type: dict[str, list[FrameFile]]) -> list[str]:
+    """Channels no frame type of their observatory holds, or a frame type none of whose files
+    can be read, one message each, naming each type's first file (what it holds is what that
+    file lists)."""
+    if group.unreadable:
+        (kind,) = group.frame_types
+        first = min(by_type[kind], key=time_order)
+        odd = path_problem(first)  # a name LALFrame cannot take makes a frame type of its own
+        if odd is not None:
+            return [odd]
+        return [f"none of the {len(by_type[kind])} frame file(s) of type {kind} can be read "
+                f"(the first: {first.path}), so which channels it holds is not known: remove "
+                "them, or list the frame types to read in data.frametypes"]
+    firsts = ", ".join(f"{kind} {min(files, key=time_order).path}"
+                       for kind, files in sorted(by_type.items()))
+    return [f"channel {name} is listed by none of observatory {group.observatory}'s frame "
+            f"types (what a type holds is what its first file lists: {firsts})"
+            for name in group.channels]
 
 
 def _mixed_rate_problems(name: str, found: Sequence[tuple[FrameFile, float]]) -> list[str]:
