@@ -272,7 +272,7 @@ def test_a_witness_no_frame_type_holds_is_named_with_the_types(
     documented("channel-in-no-frame-type", cli_error(err), {root: "<ws>"}, exit_code=code)
     frames = root / "frames"
     assert ("channel H1:PEM-SYNTH_WITNESS_9 is listed by none of observatory H's frame types "
-            "(what a type holds is what its first file lists: H1_HOFT "
+            "(what a type holds is what its first readable file lists: H1_HOFT "
             f"{frames}/hoft/H-H1_HOFT-{START}-16.gwf, H1_R {frames}/raw/H-H1_R-{START}-16.gwf)"
             ) in err
     with pytest.raises(DataError, match=r"no frame files hold channel\(s\) "
@@ -295,7 +295,7 @@ def test_check_and_the_reader_judge_a_frame_type_by_the_same_file(
           earlier)
     code, err = check(root, capsys)
     assert code == 3 and "channel H1:PEM-SYNTH_WITNESS_1 is listed by none of observatory " \
-        f"H's frame types (what a type holds is what its first file lists: H1_HOFT " \
+        f"H's frame types (what a type holds is what its first readable file lists: H1_HOFT " \
         f"{root}/frames/hoft/H-H1_HOFT-{START}-16.gwf, H1_R {root}/frames/raw/" \
         f"H-H1_R-{START - 16}-16.gwf)" in err
     # what a client or the reference would meet: the same verdict, not a pass then a failure
@@ -309,7 +309,7 @@ def test_check_and_the_reader_judge_a_frame_type_by_the_same_file(
                      RATE).shape == (3, 8 * RATE)
 
 
-def test_a_frame_type_none_of_whose_files_can_be_read_is_named_not_read(
+def test_a_frame_type_whose_first_files_cannot_be_read_is_named(
         dataset: Path, tmp_path: Path, capsys) -> None:
     root = split(dataset, tmp_path)
     junk = root / "frames" / "junk"
@@ -317,19 +317,40 @@ def test_a_frame_type_none_of_whose_files_can_be_read_is_named_not_read(
     for gps in range(START, START + 64, 16):  # a partial copy of each h(t) file
         hoft = (root / "frames" / "hoft" / f"H-H1_HOFT-{gps}-16.gwf").read_bytes()
         (junk / f"H-H1_JUNK-{gps}-16.gwf").write_bytes(hoft[:2000])
-    message = (f"none of the 4 frame file(s) of type H1_JUNK can be read (the first: "
-               f"{junk}/H-H1_JUNK-{START}-16.gwf), so which channels it holds is not known: "
-               "remove them, or list the frame types to read in data.frametypes")
+    message = (f"the first 3 frame file(s) of type H1_JUNK cannot be read ({junk}/H-H1_JUNK-"
+               f"{START}-16.gwf first), so which channels it holds is not known: remove them, "
+               "or list the frame types to read in data.frametypes")
     code, err = check(root, capsys)
-    assert code == 3 and message in err and "both hold" not in err
+    assert code == 3 and message in err and "both hold" not in err and "no frame data" not in err
     documented("frame-type-unreadable", cli_error(err), {root: "<ws>"}, exit_code=code)
-    # make-dag with bad files as gaps refuses it too (it would break every read otherwise)
+    # make-dag with bad files as gaps refuses it too (its files might hold a channel)
     config = load_config(root / "campaign.toml", [*DEEPCLEAN, 'data.on_bad_file="gap"'])
-    with pytest.raises(DataError, match="none of the 4 frame file"):
+    with pytest.raises(DataError, match="the first 3 frame file"):
         preflight(config, allow_bad_files=True)
-    # a reader leaves the type out: its channels come from the types that hold them
+    # so does a read that meets its files (a client of a plan made without the check)
+    with pytest.raises(DataError) as caught:
+        read_span(find_frames(root / "frames"), all_channels(), START + 40, START + 48, RATE)
+    assert str(caught.value) == message
+    # the controls: listing the types to read passes, and reads as one frame type does
+    assert check(root, capsys, TYPES)[0] == 0
+    told = load_config(root / "campaign.toml", [*DEEPCLEAN, TYPES])
     whole = read_span(find_frames(dataset / "frames"), all_channels(), START, START + 64, RATE)
     np.testing.assert_array_equal(
-        read_span(find_frames(root / "frames"), all_channels(), START, START + 64, RATE), whole)
-    # the control: listing the types to read passes
-    assert check(root, capsys, TYPES)[0] == 0
+        read_span(discover_frames(told.data), all_channels(), START, START + 64, RATE), whole)
+
+
+def test_a_first_raw_file_with_a_bad_sample_still_says_what_its_type_holds(
+        dataset: Path, tmp_path: Path, capsys) -> None:
+    def with_a_nan(series):
+        bad = series.copy()
+        bad.value[10] = np.nan
+        return bad
+
+    root = split(dataset, tmp_path)
+    first = root / "frames" / "raw" / f"H-H1_R-{START}-16.gwf"
+    write(first, dataset / "frames" / f"H-H1_SYNTH-{START}-16.gwf", channels_of("H1")[1:],
+          with_a_nan)
+    code, err = check(root, capsys)
+    # the file's own problem, named as before; not "listed by none" for its witnesses
+    assert code == 3 and "non-finite sample" in err and "listed by none" not in err
+    assert f"{first}" in err

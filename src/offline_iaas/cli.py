@@ -102,22 +102,13 @@ def cmd_make_dag(args: argparse.Namespace) -> None:
 def cmd_check(args: argparse.Namespace) -> None:
     config = _config(args)  # a config's mistake is told before the checks' code loads
     from offline_iaas.data.discovery import frame_source
+    from offline_iaas.data.frame_types import frame_counts_text
     from offline_iaas.serve.startup_checks import Checking, run_checks
 
     checking = run_checks(Checking("check", config))
     frames, span, repository = checking.frames, checking.span, config.model.repository
     assert span is not None
-    per_obs: dict[str, int] = {}
-    kinds: dict[str, set[str]] = {}
-    for f in frames:
-        for letter in f.observatory:
-            kinds.setdefault(letter, set()).add(f.description)
-    by_type = any(len(found) > 1 for found in kinds.values())
-    for f in frames:  # by frame type where an observatory has several (raw frames, h(t))
-        key = f.description if by_type else f.observatory
-        per_obs[key] = per_obs.get(key, 0) + 1
-    counts = ", ".join(f"{os.fsencode(key).decode('utf-8', 'backslashreplace')}: {n}"
-                       for key, n in sorted(per_obs.items()))  # a name that is not UTF-8
+    counts = frame_counts_text(frames)
     for f in frames:
         logger.debug(f"check: frame {f.path} (GPS {gps_text(f.gps_start)}+{f.duration:.0f} s)")
     logger.info(f"check: {len(config.data.channels)} channel(s): {', '.join(config.data.channels)}")

@@ -138,6 +138,12 @@ def _listing(frames: Iterable[FrameFile]) -> list[FrameFile]:
     return sorted(unique.values(), key=lambda f: (f.observatory, f.gps_start, str(f.path)))
 
 
+def printable(name: str | Path) -> str:
+    """A path or name as a message shows it: bytes that are not UTF-8 (a file named on
+    another system) as ``\\xff`` escapes."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 def path_problem(frame: FrameFile) -> str | None:
     """Why LALFrame cannot open the file by its path (it takes a path as a C string of UTF-8
     and refuses any other, as if the file were unreadable), or None. Asked of the files a
@@ -146,9 +152,8 @@ def path_problem(frame: FrameFile) -> str | None:
     try:
         str(frame.path).encode("utf-8")
     except UnicodeEncodeError:
-        shown = os.fsencode(frame.path).decode("utf-8", "backslashreplace")
-        return (f"frame file {shown}: its path is not valid UTF-8, and LALFrame cannot open "
-                "such a path; rename it")
+        return (f"frame file {printable(frame.path)}: its path is not valid UTF-8, and "
+                "LALFrame cannot open such a path; rename it")
     return None
 
 
@@ -382,21 +387,36 @@ def frame_source(data: DataConfig) -> str:
 # ---- what the files cover and hold -----------------------------------------------------
 
 
+def time_order(f: FrameFile) -> tuple[float, float, str]:
+    """How frame files are ordered in time: start, end, path."""
+    return f.gps_start, f.gps_end, str(f.path)
+
+
+class FilesInTime:
+    """Frame files in time order (``files``), and those overlapping a GPS interval found by
+    bisection on their starts (a year of reads or science segments against a year of files:
+    each interval looks only at the files that can reach it, not at every file)."""
+
+    def __init__(self, frames: Iterable[FrameFile]) -> None:
+        self.files = sorted(frames, key=time_order)
+        self._starts = [f.gps_start for f in self.files]
+        self._longest = max((f.duration for f in self.files), default=0.0)
+
+    def overlapping(self, gps_start: float, gps_end: float) -> list[FrameFile]:
+        """The files that overlap ``[gps_start, gps_end)`` (``FrameFile.overlaps``), in time
+        order."""
+        first = bisect.bisect_left(self._starts,
+                                   gps_start - self._longest - GPS_TOLERANCE_SECONDS)
+        last = bisect.bisect_left(self._starts, gps_end)
+        return [f for f in self.files[first:last] if f.overlaps(gps_start, gps_end)]
+
+
 def files_per_interval(frames: Sequence[FrameFile], needed: Sequence[tuple[float, float]]
                        ) -> list[list[FrameFile]]:
-    """For each of the ``needed`` GPS intervals, the ``frames`` that overlap it
-    (``FrameFile.overlaps``), in start order, found by bisection on the files' starts (a
-    year of science segments against a year of files: each interval looks only at the files
-    that can reach it, not at every file)."""
-    ordered = sorted(frames, key=lambda f: (f.gps_start, f.gps_end, str(f.path)))
-    starts = [f.gps_start for f in ordered]
-    longest = max((f.duration for f in ordered), default=0.0)
-    found = []
-    for gps_start, gps_end in needed:
-        first = bisect.bisect_left(starts, gps_start - longest - GPS_TOLERANCE_SECONDS)
-        last = bisect.bisect_left(starts, gps_end)
-        found.append([f for f in ordered[first:last] if f.overlaps(gps_start, gps_end)])
-    return found
+    """For each of the ``needed`` GPS intervals, the ``frames`` that overlap it, in time
+    order (``FilesInTime``)."""
+    index = FilesInTime(frames)
+    return [index.overlapping(gps_start, gps_end) for gps_start, gps_end in needed]
 
 
 def coverage_holes(

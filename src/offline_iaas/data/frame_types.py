@@ -3,48 +3,53 @@
 An observatory's channels may be kept in several frame types: DeepClean's witnesses in the
 raw frames (``H1_R``), the strain in h(t) (``H1_HOFT_C01``). A file's frame type is the
 description in its name (``H-H1_R-1262304000-64.gwf`` is of type ``H1_R``). Which of the
-campaign's channels a frame type holds is read from one of its files (``Holds``: the caller's
-choice of file and reader, the same for every read of a campaign); channels held by the same
-frame types form one ``FileGroup``, read together from those types' files, joined end to end.
+campaign's channels a frame type holds is what its first file in time lists, or the next
+that can be read, of the first ``LISTING_TRIES`` (``first_listing``: ``check`` and every
+reader judge a type by the same file; each brings its own ``Listed``, a table of contents
+read in the frame reader process); channels held by the same frame types form one
+``FileGroup``, read together from those types' files, joined end to end.
 
 - An observatory with one frame type opens no file here: every channel of it is read from its
   files, and a channel missing from them is named by the read or the check, as before.
-- A channel no frame type holds is a group of no files (``orphans``), which the check and the
-  read name.
-- A frame type none of whose files can be read (``Holds`` None) is read for no channel: it is
-  a group of no channels (``unreadable``), which the check names (its files may hold a
-  channel; an unrelated type's cannot be told from one of ours).
+- A channel no frame type holds is a group of no files (``orphans``): the check names it
+  (``unheld_problems``), a read finds no file for it.
+- A frame type whose first files cannot be read is a group of no channels (``unreadable``):
+  its files may hold a channel, and an unrelated type's cannot be told from one of ours, so
+  the check and a read that meets its files name it (``unreadable_problem``).
 - A channel two frame types hold is read from both, joined end to end (C00 for one month, C01
   for the next); where both cover one time the reader would mix them, which
   ``overlap_problems`` refuses.
-- Without ``Holds`` (``make-dag --no-check`` opens no file) an observatory's several frame
+- Without ``Listed`` (``make-dag --no-check`` opens no file) an observatory's several frame
   types are each a group of all its channels: time is planned only where every type has
   files, which is why ``untold_types`` asks for ``data.frametypes`` then.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
 from igwn_segments import segmentlist
 
-from offline_iaas.data.discovery import FrameFile, files_per_interval
-from offline_iaas.data.segments import (
-    GPS_TOLERANCE_SECONDS,
-    gps_segments,
-    observatories,
-    observatory_of,
+from offline_iaas.data.discovery import (
+    FilesInTime,
+    FrameFile,
+    files_per_interval,
+    path_problem,
+    printable,
+    time_order,
 )
+from offline_iaas.data.segments import gps_segments, observatories, observatory_of
 from offline_iaas.errors import names_text
 from offline_iaas.gps import gps_range_text
 
-Holds = Callable[[Sequence[FrameFile], Sequence[str]], Collection[str] | None]
-"""Which of ``channels`` (one observatory's) a frame type holds, given all its files (in no
-particular order): what its first file in time lists, or the next that can be read (the rule
-``check`` and every reader share); None when none of them can be read."""
+Listed = Callable[[FrameFile, Sequence[str]], tuple[str, ...] | None]
+"""Which of ``channels`` a frame file's table of contents lists; None when it cannot be
+read."""
+LISTING_TRIES = 3
+"""Files of a frame type asked in turn (``first_listing``): a year of partial copies is not
+read file by file, each crash or hang restarting the frame reader."""
 
 
 @dataclass(frozen=True)
@@ -70,18 +75,12 @@ class FileGroup:
         return f"{names_text(self.channels, shown=3)} (frame type {', '.join(self.frame_types)})"
 
     def within(self, gps_start: float, gps_end: float) -> FileGroup:
-        """The group with the files that overlap ``[gps_start, gps_end)`` (a read's), found by
-        bisection: a read of a year's campaign looks at the files that can reach it."""
-        starts, longest = self._starts
-        first = bisect.bisect_left(starts, gps_start - longest - GPS_TOLERANCE_SECONDS)
-        last = bisect.bisect_left(starts, gps_end)
-        return replace(self, files=tuple(f for f in self.files[first:last]
-                                         if f.overlaps(gps_start, gps_end)))
+        """The group with the files that overlap ``[gps_start, gps_end)`` (a read's)."""
+        return replace(self, files=tuple(self._in_time.overlapping(gps_start, gps_end)))
 
     @cached_property
-    def _starts(self) -> tuple[list[float], float]:
-        return [f.gps_start for f in self.files], max((f.duration for f in self.files),
-                                                       default=0.0)
+    def _in_time(self) -> FilesInTime:
+        return FilesInTime(self.files)
 
     @property
     def orphans(self) -> bool:
@@ -94,9 +93,16 @@ class FileGroup:
         return not self.channels
 
 
-def time_order(f: FrameFile) -> tuple[float, float, str]:
-    """How files are ordered in time: start, end, path."""
-    return f.gps_start, f.gps_end, str(f.path)
+def first_listing(files: Sequence[FrameFile], channels: Sequence[str], listed: Listed
+                  ) -> tuple[FrameFile, tuple[str, ...]] | None:
+    """Which of ``channels`` a frame type holds: what its first file in time lists, or the
+    next that can be read, of the first ``LISTING_TRIES``; with the file that said so. None
+    when none of them can be read."""
+    for f in sorted(files, key=time_order)[:LISTING_TRIES]:
+        names = listed(f, channels)
+        if names is not None:
+            return f, names
+    return None
 
 
 def frame_types_of(frames: Sequence[FrameFile], observatory: str) -> dict[str, list[FrameFile]]:
@@ -108,7 +114,7 @@ def frame_types_of(frames: Sequence[FrameFile], observatory: str) -> dict[str, l
     return by_type
 
 
-def file_groups(frames: Sequence[FrameFile], channels: Sequence[str], holds: Holds | None
+def file_groups(frames: Sequence[FrameFile], channels: Sequence[str], listed: Listed | None
                 ) -> list[FileGroup]:
     """The ``channels`` in groups read from the same ``frames`` (module docstring), in order of
     the channels' observatories; within one, in order of the channels.
@@ -119,9 +125,10 @@ def file_groups(frames: Sequence[FrameFile], channels: Sequence[str], holds: Hol
         The frame files (those of other observatories are ignored).
     channels
         The channels to read.
-    holds
-        What a frame type holds, asked only of an observatory with several frame types;
-        None: unknown (each type then a group of all the observatory's channels).
+    listed
+        What a frame file lists (``first_listing``), asked only of an observatory with
+        several frame types; None: unknown (each type then a group of all the observatory's
+        channels).
     """
     groups: list[FileGroup] = []
     for observatory in observatories(channels):
@@ -135,20 +142,58 @@ def file_groups(frames: Sequence[FrameFile], channels: Sequence[str], holds: Hol
         if len(kinds) <= 1:
             groups.append(FileGroup(observatory, names, files_of(kinds), tuple(kinds), True))
             continue
-        if holds is None:
+        if listed is None:
             groups += [FileGroup(observatory, names, files_of([kind]), (kind,), False)
                        for kind in kinds]
             continue
-        held = {kind: holds(by_type[kind], names) for kind in kinds}
+        held = {kind: first_listing(by_type[kind], names, listed) for kind in kinds}
         sources: dict[tuple[str, ...], list[str]] = {}
         for name in names:
-            holders = tuple(kind for kind in kinds if name in (held[kind] or ()))
+            holders = tuple(kind for kind in kinds if held[kind] and name in held[kind][1])
             sources.setdefault(holders, []).append(name)
         groups += [FileGroup(observatory, tuple(members), files_of(holders), holders, False)
                    for holders, members in sources.items()]
         groups += [FileGroup(observatory, (), files_of([kind]), (kind,), False)
                    for kind in kinds if held[kind] is None]
     return groups
+
+
+def unreadable_problem(group: FileGroup) -> str:
+    """What a check or a read says of a frame type whose first files cannot be read (the
+    problem of the first's name, if LALFrame cannot take it)."""
+    (kind,) = group.frame_types
+    first = group.files[0]
+    odd = path_problem(first)  # a name LALFrame cannot take makes a frame type of its own
+    if odd is not None:
+        return odd
+    tried = min(len(group.files), LISTING_TRIES)
+    return (f"the first {tried} frame file(s) of type {kind} cannot be read "
+            f"({printable(first.path)} first), so which channels it holds is not known: remove "
+            "them, or list the frame types to read in data.frametypes")
+
+
+def unheld_problems(group: FileGroup, frames: Sequence[FrameFile], listed: Listed) -> list[str]:
+    """One message per channel no frame type of its observatory holds, naming the file each
+    type was judged by (``first_listing``, asked again: ``listed`` is cached by its caller)."""
+    judged = []
+    for kind, files in sorted(frame_types_of(frames, group.observatory).items()):
+        found = first_listing(files, group.channels, listed)
+        judged.append(f"{kind} {printable(found[0].path)}" if found else f"{kind} unreadable")
+    return [f"channel {name} is listed by none of observatory {group.observatory}'s frame "
+            f"types (what a type holds is what its first readable file lists: "
+            f"{', '.join(judged)})" for name in group.channels]
+
+
+def frame_counts_text(frames: Sequence[FrameFile]) -> str:
+    """How many files of each observatory field (``H: 4, L: 4``), or of each frame type where
+    an observatory has several (``H1_HOFT: 4, H1_R: 4, ...``), for ``check``'s summary."""
+    letters = {letter for f in frames for letter in f.observatory}
+    by_type = any(len(frame_types_of(frames, letter)) > 1 for letter in letters)
+    counts: dict[str, int] = {}
+    for f in frames:
+        key = f.description if by_type else f.observatory
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{printable(key)}: {n}" for key, n in sorted(counts.items()))
 
 
 def untold_types(frames: Sequence[FrameFile], channels: Sequence[str]) -> list[str]:

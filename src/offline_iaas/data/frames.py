@@ -46,8 +46,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from offline_iaas.data.discovery import FrameFile, coverage_holes, path_problem, rate_factor
-from offline_iaas.data.frame_types import FileGroup, file_groups, overlap_problems, time_order
-from offline_iaas.data.gwf_reader import FileRead, Series, reader
+from offline_iaas.data.frame_types import (
+    FileGroup,
+    file_groups,
+    overlap_problems,
+    unreadable_problem,
+)
+from offline_iaas.data.gwf_reader import PROBE_TIMEOUT_SECONDS, FileRead, Series, reader
 from offline_iaas.errors import DataError
 from offline_iaas.gps import gps_range_text, gps_text
 
@@ -109,7 +114,10 @@ def read_span(
     Parameters
     ----------
     frames
-        The frame files (``find_frames``); only those overlapping the range are read.
+        The frame files (``find_frames``); only those overlapping the range are read (and,
+        once per list, the tables of contents of the first files of each frame type of an
+        observatory with several: ``frame_types.file_groups``). The same list object is
+        expected read after read, unchanged (its groups are kept for it).
     channels
         Channel names; row order of the result.
     gps_start, gps_end
@@ -153,7 +161,11 @@ def read_span(
     t_b = span_start + read_b / sample_rate
     cut = [] if capture is None else capture.covered((span_start, span_end), n_span,
                                                      read_a, read_b)
-    for group in (g.within(t_a, t_b) for g in _groups(frames, channels) if g.channels):
+    groups = _groups(frames, channels)
+    for group in groups:  # a frame type that cannot be read, where this read needs files
+        if group.unreadable and group.within(t_a, t_b).files:
+            raise DataError(unreadable_problem(group))
+    for group in (g.within(t_a, t_b) for g in groups if g.channels):
         rows = [row for row, channel in enumerate(channels) if channel in group.channels]
         names = [channels[r] for r in rows]
         series, files = _read_group(group, names, t_a, t_b)
@@ -273,36 +285,31 @@ def _groups(frames: Sequence[FrameFile], channels: Sequence[str]) -> list[FileGr
     for known, asked, groups in _GROUPED:
         if known is frames and asked == names:
             return groups
-    groups = file_groups(frames, names, _type_holds)
+    groups = file_groups(frames, names, _listed)
     _GROUPED[:] = [(frames, names, groups), *_GROUPED[:3]]
     return groups
 
 
-_HELD: dict[tuple, tuple[str, ...] | None] = {}
-"""What each frame type holds, by its first file (path, mtime, size) and the channels asked."""
+_LISTED: dict[tuple, tuple[str, ...]] = {}
+"""Which channels a frame file lists, by the file (path, mtime, size) and the channels asked;
+a file that could not be read is asked again next time (a hung filesystem recovers)."""
 
 
-def _type_holds(files: Sequence[FrameFile], channels: Sequence[str]
-                ) -> tuple[str, ...] | None:
-    """Which of ``channels`` a frame type holds (``frame_types.Holds``): what the table of
-    contents of its first file lists (read in the frame reader process), or of the next if
-    that cannot be read (its read names why), asked once per process and frame type, so
-    that every read of a campaign groups its channels alike."""
-    first = min(files, key=time_order)
+def _listed(f: FrameFile, channels: Sequence[str]) -> tuple[str, ...] | None:
+    """Which of ``channels`` a frame file's table of contents lists (``frame_types.Listed``),
+    read in the frame reader process; None if it cannot be read."""
     try:
-        stat = first.path.stat()
-        key: tuple = (str(first.path), stat.st_mtime_ns, stat.st_size, tuple(channels))
+        stat = f.path.stat()
     except OSError:
-        key = (str(first.path), None, None, tuple(channels))
-    if key not in _HELD:
-        _HELD[key] = None
-        for f in sorted(files, key=time_order):
-            found = reader().probe(str(f.path), channels, f.gps_start, None,
-                                   (f.gps_start, f.gps_end))
-            if "error" not in found:
-                _HELD[key] = tuple(found["names"])
-                break
-    return _HELD[key]
+        return None
+    key = (str(f.path), stat.st_mtime_ns, stat.st_size, tuple(channels))
+    if key not in _LISTED:
+        found = reader().probe(str(f.path), channels, f.gps_start, None,
+                               (f.gps_start, f.gps_end), PROBE_TIMEOUT_SECONDS)
+        if "error" in found:
+            return None
+        _LISTED[key] = tuple(found["names"])
+    return _LISTED[key]
 
 
 def _read_group(

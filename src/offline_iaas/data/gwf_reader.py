@@ -52,6 +52,9 @@ from offline_iaas.gps import gps_range_text, gps_span_text, gps_text
 
 READ_TIMEOUT_SECONDS = 600.0
 """A reader that answers no request within this is killed (a hung network filesystem)."""
+PROBE_TIMEOUT_SECONDS = 120.0
+"""A probe of one file that takes longer (a hung filesystem) kills the reader and fails the
+file (``preflight``; what a frame type holds, ``frames``)."""
 ALARM_MARGIN_SECONDS = 5
 """A reader still on a request this long after the asking side's time ends itself."""
 SPAN_TOLERANCE_SECONDS = 1e-6

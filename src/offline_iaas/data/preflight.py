@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from igwn_segments import segmentlist
+
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import (
     FrameFile,
@@ -27,12 +29,12 @@ from offline_iaas.data.frame_types import (
     FileGroup,
     coverage,
     file_groups,
-    frame_types_of,
     overlap_problems,
-    time_order,
+    unheld_problems,
+    unreadable_problem,
     untold_types,
 )
-from offline_iaas.data.gwf_reader import reader
+from offline_iaas.data.gwf_reader import PROBE_TIMEOUT_SECONDS, reader
 from offline_iaas.data.segments import AnalysableSpan, observatory_of
 from offline_iaas.errors import DataError
 from offline_iaas.gps import gps_range_text
@@ -40,8 +42,6 @@ from offline_iaas.records import BadFile
 
 PROBE_SECONDS = 1.0
 """Data read from each frame file by ``preflight`` to prove it is readable."""
-PROBE_TIMEOUT_SECONDS = 120.0
-"""A probe that takes longer (a hung filesystem) kills the reader and fails its file."""
 
 
 # ---- checks ----------------------------------------------------------------------------------
@@ -62,9 +62,11 @@ _PROBES: dict[tuple, _Probe] = {}
 """Probe results by (path, mtime_ns, size, channels, start, seconds)."""
 
 
-def _probe_files(jobs: Sequence[tuple[FrameFile, tuple[str, ...], float]]) -> list[_Probe]:
-    """Probe results for ``(file, channels, seconds)`` jobs (cached per file), each in the
-    frame reader process (``gwf_reader``: a crash or a hang is the file's error)."""
+def _probe_files(jobs: Sequence[tuple[FrameFile, tuple[str, ...], float | None]]
+                 ) -> list[_Probe]:
+    """Probe results for ``(file, channels, seconds)`` jobs (cached per file; seconds None:
+    its table of contents alone), each in the frame reader process (``gwf_reader``: a crash
+    or a hang is the file's error)."""
     keys = []
     for f, names, seconds in jobs:
         stat = f.path.stat()
@@ -87,23 +89,21 @@ def _probe_of(f: FrameFile, channels: Sequence[str]) -> tuple[FrameFile, tuple[s
         min(f.duration, PROBE_SECONDS)
 
 
-def channel_groups(frames: Sequence[FrameFile], channels: Sequence[str],
-                   needed: Sequence[tuple[float, float]], open_files: bool = True
-                   ) -> list[FileGroup]:
-    """``frame_types.file_groups`` of ``channels``: where an observatory has several frame
-    types, what each holds is what the probe of its first file lists, or of the next that can
-    be read (as every reader of the campaign decides: ``frames.read_span``; the probe
-    ``frame_problems`` makes of a file inside the span anyway). Without ``open_files``,
-    unknown."""
-    def holds(files: Sequence[FrameFile], names: Sequence[str]) -> tuple[str, ...] | None:
-        for f in sorted(files, key=time_order):
-            if path_problem(f) is None and f.path.is_file():
-                probe = _probe_files([_probe_of(f, channels)])[0]
-                if not probe.error:
-                    return probe.names
+def _listed(f: FrameFile, channels: Sequence[str]) -> tuple[str, ...] | None:
+    """Which of ``channels`` a frame file's table of contents lists (``frame_types.Listed``,
+    its probe cached), or None if it cannot be read."""
+    if path_problem(f) is not None or not f.path.is_file():
         return None
+    probe = _probe_files([(f, tuple(channels), None)])[0]
+    return None if probe.error else probe.names
 
-    return file_groups(frames, channels, holds if open_files else None)
+
+def channel_groups(frames: Sequence[FrameFile], channels: Sequence[str], open_files: bool = True
+                   ) -> list[FileGroup]:
+    """``frame_types.file_groups`` of ``channels``, each frame type of an observatory with
+    several judged by its tables of contents as every reader of the campaign judges it
+    (``first_listing``); without ``open_files``, unknown."""
+    return file_groups(frames, channels, _listed if open_files else None)
 
 
 def _more(count: int, what: str) -> str:
@@ -133,8 +133,11 @@ def frame_problems(
     whole multiple of ``sample_rate`` and the same in all its files that overlap one
     interval of ``needed`` (each is read, and resampled, on its own). Missing channels and
     bad rates are reported once per channel (and rate), naming the first file and how many
-    more; holes and bad files one by one. Files outside ``needed`` are not looked at (but the
-    first of a frame type with none inside, to know what it holds: ``channel_groups``).
+    more; holes and bad files one by one. Files outside ``needed`` are not looked at, but for
+    the first (or first readable) file of each frame type of an observatory with several, whose
+    table of contents says what the type holds (``channel_groups``). A frame type whose first
+    files cannot be read is one problem where it has files inside ``needed`` (and its time is
+    not called a hole in the others).
 
     Parameters
     ----------
@@ -149,21 +152,29 @@ def frame_problems(
         Given (``data.on_bad_file = "gap"``), a file the frame library cannot read or that
         lies about its span is appended to it with its problem, instead of being a problem.
     groups
-        ``channel_groups(frames, channels, needed, open_files)``, if already found.
+        ``channel_groups(frames, channels, open_files)``, if already found.
     """
     from offline_iaas.data.segments import gps_segments
 
     needed = gps_segments(needed)
     if groups is None:
-        groups = channel_groups(frames, channels, needed, open_files)
+        groups = channel_groups(frames, channels, open_files)
     problems: list[str] = []
     wanted: dict[Path, tuple[FrameFile, list[str]]] = {}  # each file read, and its channels
+    unreadable: dict[str, segmentlist] = {}  # where a type that cannot be read has files
     for group in groups:
-        if group.orphans or group.unreadable:  # an unreadable type matters where it is read
-            if group.orphans or any(files_per_interval(group.files, needed)):
-                problems += _unheld_problems(group, frame_types_of(frames, group.observatory))
+        if group.unreadable and any(files_per_interval(group.files, needed)):
+            problems.append(unreadable_problem(group))
+            mine = gps_segments((f.gps_start, f.gps_end) for f in group.files)
+            unreadable[group.observatory] = mine | unreadable.get(group.observatory, mine)
+    for group in groups:
+        if group.orphans:
+            problems += unheld_problems(group, frames, _listed)
+        if group.orphans or group.unreadable:
             continue
-        holes = coverage_holes(group.files, needed, group.observatory) if report_holes else []
+        told = unreadable.get(group.observatory, segmentlist())  # named above, not a hole
+        holes = coverage_holes(group.files, gps_segments(needed - told), group.observatory) \
+            if report_holes else []
         kinds = "" if group.alone else f"; frame type {', '.join(group.frame_types)}"
         for a, b, where in holes:
             inside = ", inside the science segments" if science else ""
@@ -248,26 +259,6 @@ def frame_problems(
                     _mixed_rate_problems(name, [(f, rate_of[f.path]) for f in own])))
         problems += list(mixed)
     return problems
-
-
-def _unheld_problems(group: FileGroup, by_type: dict[str, list[FrameFile]]) -> list[str]:
-    """Channels no frame type of their observatory holds, or a frame type none of whose files
-    can be read, one message each, naming each type's first file (what it holds is what that
-    file lists)."""
-    if group.unreadable:
-        (kind,) = group.frame_types
-        first = min(by_type[kind], key=time_order)
-        odd = path_problem(first)  # a name LALFrame cannot take makes a frame type of its own
-        if odd is not None:
-            return [odd]
-        return [f"none of the {len(by_type[kind])} frame file(s) of type {kind} can be read "
-                f"(the first: {first.path}), so which channels it holds is not known: remove "
-                "them, or list the frame types to read in data.frametypes"]
-    firsts = ", ".join(f"{kind} {min(files, key=time_order).path}"
-                       for kind, files in sorted(by_type.items()))
-    return [f"channel {name} is listed by none of observatory {group.observatory}'s frame "
-            f"types (what a type holds is what its first file lists: {firsts})"
-            for name in group.channels]
 
 
 def _mixed_rate_problems(name: str, found: Sequence[tuple[FrameFile, float]]) -> list[str]:
@@ -362,7 +353,7 @@ def preflight(
         needed = gps_segments(needed & gps_segments(science))
     gaps = allow_bad_files and data.on_bad_file == "gap"
     bad: list[tuple[FrameFile, str]] | None = [] if gaps else None
-    groups = channel_groups(frames, config.frame_channels, needed, open_files)
+    groups = channel_groups(frames, config.frame_channels, open_files)
     untold = [] if open_files or data.frametypes else untold_types(frames, config.frame_channels)
     problems = untold + frame_problems(
         frames,

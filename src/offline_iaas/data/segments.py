@@ -4,8 +4,11 @@ The *analysable span* is ``[data.start, data.start + data.duration)`` intersecte
 
 - the science segments of ``data.segments``, if set (text ``start end`` per line, or LIGO_LW
   XML: the intersection of the active segments of every flag in the file), and
-- for every observatory of ``data.channels``, the union of the GPS intervals of its frame
-  files (``X`` of ``X1:...``; a file's observatory field may hold several letters).
+- for every observatory of the channels read (``X`` of ``X1:...``; a file's observatory field
+  may hold several letters), where its frame files cover every channel: the union of the GPS
+  intervals of its files, or, where its channels are in several frame types, the
+  intersection over its channels of the union of the files of the types holding each
+  (``frame_types.coverage``).
 
 Each resulting stretch then has its start rounded up and its end rounded down onto the
 stride grid ``data.start + m * stride_seconds`` (``stride_seconds = stride_samples /
@@ -248,7 +251,7 @@ def compute_stretches(
     span
         ``(gps_start, gps_end)`` of the configured span.
     coverage
-        Per observatory, the GPS intervals its frame files cover.
+        Per observatory, the GPS intervals its frame files cover (every channel of it).
     science
         Science segments, or None for "all of the span".
     grid_start
