@@ -89,7 +89,8 @@ class FileGroup:
 
     @property
     def unreadable(self) -> bool:
-        """Whether this is a frame type none of whose files can be read (no channels)."""
+        """Whether this is a frame type whose first files cannot be read (``first_listing``:
+        no channels)."""
         return not self.channels
 
 
