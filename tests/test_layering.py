@@ -16,7 +16,7 @@ BASE = {"__init__", "errors", "atomic", "logs", "modes", "network_streaming", "c
         "stretches", "records", "manifest", "completeness",
         "binding", "rundir", "hooks", "physics", "resources", "lifetime", "summaries",
         "local_state", "summary_physics", "config_sections", "geometry", "mode_packages", "gps",
-        "json_values"}
+        "json_values", "bounded_read"}
 TOP = {"cli", "demo"}
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",), ("data", "search"), ("models",), ("repository",), ("rendezvous",), ("serve",),

@@ -11,6 +11,7 @@ from typing import Any
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.bench.provenance import SOURCE_ROOT
+from offline_iaas.bounded_read import TooLarge, read_text
 from offline_iaas.errors import ConfigError, names_text
 
 PATHS: tuple[str, ...] = ("limit", "service", "naive", "ensemble", "whole-window",
@@ -205,9 +206,11 @@ def read_results(path: Path) -> tuple[dict[str, Any], list[Measurement]]:
                            f"results.json): {why}")
 
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(read_text(Path(path)))
     except FileNotFoundError:
         raise ConfigError(f"{path}: bench results file not found") from None
+    except TooLarge as err:  # /dev/zero: not read into memory
+        raise refuse(str(err)) from None
     except UnicodeDecodeError:
         raise refuse("not text") from None
     except json.JSONDecodeError as err:
