@@ -366,7 +366,8 @@ def discover_frames(data: DataConfig) -> list[FrameFile]:
         if not data.frametypes:
             return found
         chosen = [f for f in found if f.description in data.frametypes]
-        absent = [kind for kind in data.frametypes if all(f.description != kind for f in chosen)]
+        present = {f.description for f in chosen}
+        absent = [kind for kind in data.frametypes if kind not in present]
         if absent:
             raise DataError(f"data.frametypes: no frame file of type {absent[0]!r} in "
                             f"{data.frames} (frame types there: "

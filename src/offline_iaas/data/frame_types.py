@@ -5,8 +5,8 @@ raw frames (``H1_R``), the strain in h(t) (``H1_HOFT_C01``). A file's frame type
 description in its name (``H-H1_R-1262304000-64.gwf`` is of type ``H1_R``). Which of the
 campaign's channels a frame type holds is what its first file in time lists, or the next
 that can be read, of the first ``LISTING_TRIES`` (``first_listing``: ``check`` and every
-reader judge a type by the same file; each brings its own ``Listed``, a table of contents
-read in the frame reader process); channels held by the same frame types form one
+reader judge a type by the same file, listed by ``frames.listed_channels``, a table of
+contents read in the frame reader process); channels held by the same frame types form one
 ``FileGroup``, read together from those types' files, joined end to end.
 
 - An observatory with one frame type opens no file here: every channel of it is read from its
@@ -175,7 +175,7 @@ def unreadable_problem(group: FileGroup) -> str:
 
 def unheld_problems(group: FileGroup, frames: Sequence[FrameFile], listed: Listed) -> list[str]:
     """One message per channel no frame type of its observatory holds, naming the file each
-    type was judged by (``first_listing``, asked again: ``listed`` is cached by its caller)."""
+    type was judged by (``first_listing``, asked again: ``listed`` caches what it read)."""
     judged = []
     for kind, files in sorted(frame_types_of(frames, group.observatory).items()):
         found = first_listing(files, group.channels, listed)

@@ -285,7 +285,7 @@ def _groups(frames: Sequence[FrameFile], channels: Sequence[str]) -> list[FileGr
     for known, asked, groups in _GROUPED:
         if known is frames and asked == names:
             return groups
-    groups = file_groups(frames, names, _listed)
+    groups = file_groups(frames, names, listed_channels)
     _GROUPED[:] = [(frames, names, groups), *_GROUPED[:3]]
     return groups
 
@@ -295,9 +295,12 @@ _LISTED: dict[tuple, tuple[str, ...]] = {}
 a file that could not be read is asked again next time (a hung filesystem recovers)."""
 
 
-def _listed(f: FrameFile, channels: Sequence[str]) -> tuple[str, ...] | None:
-    """Which of ``channels`` a frame file's table of contents lists (``frame_types.Listed``),
-    read in the frame reader process; None if it cannot be read."""
+def listed_channels(f: FrameFile, channels: Sequence[str]) -> tuple[str, ...] | None:
+    """Which of ``channels`` a frame file's table of contents lists (``frame_types.Listed``:
+    how ``check`` and every reader judge a frame type), read in the frame reader process;
+    None if it cannot be read (or LALFrame cannot take its path)."""
+    if path_problem(f) is not None:
+        return None
     try:
         stat = f.path.stat()
     except OSError:

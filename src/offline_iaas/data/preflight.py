@@ -34,6 +34,7 @@ from offline_iaas.data.frame_types import (
     unreadable_problem,
     untold_types,
 )
+from offline_iaas.data.frames import listed_channels
 from offline_iaas.data.gwf_reader import PROBE_TIMEOUT_SECONDS, reader
 from offline_iaas.data.segments import AnalysableSpan, observatory_of
 from offline_iaas.errors import DataError
@@ -62,11 +63,9 @@ _PROBES: dict[tuple, _Probe] = {}
 """Probe results by (path, mtime_ns, size, channels, start, seconds)."""
 
 
-def _probe_files(jobs: Sequence[tuple[FrameFile, tuple[str, ...], float | None]]
-                 ) -> list[_Probe]:
-    """Probe results for ``(file, channels, seconds)`` jobs (cached per file; seconds None:
-    its table of contents alone), each in the frame reader process (``gwf_reader``: a crash
-    or a hang is the file's error)."""
+def _probe_files(jobs: Sequence[tuple[FrameFile, tuple[str, ...], float]]) -> list[_Probe]:
+    """Probe results for ``(file, channels, seconds)`` jobs (cached per file), each in the
+    frame reader process (``gwf_reader``: a crash or a hang is the file's error)."""
     keys = []
     for f, names, seconds in jobs:
         stat = f.path.stat()
@@ -89,21 +88,12 @@ def _probe_of(f: FrameFile, channels: Sequence[str]) -> tuple[FrameFile, tuple[s
         min(f.duration, PROBE_SECONDS)
 
 
-def _listed(f: FrameFile, channels: Sequence[str]) -> tuple[str, ...] | None:
-    """Which of ``channels`` a frame file's table of contents lists (``frame_types.Listed``,
-    its probe cached), or None if it cannot be read."""
-    if path_problem(f) is not None or not f.path.is_file():
-        return None
-    probe = _probe_files([(f, tuple(channels), None)])[0]
-    return None if probe.error else probe.names
-
-
 def channel_groups(frames: Sequence[FrameFile], channels: Sequence[str], open_files: bool = True
                    ) -> list[FileGroup]:
     """``frame_types.file_groups`` of ``channels``, each frame type of an observatory with
     several judged by its tables of contents as every reader of the campaign judges it
-    (``first_listing``); without ``open_files``, unknown."""
-    return file_groups(frames, channels, _listed if open_files else None)
+    (``frames.listed_channels``); without ``open_files``, unknown."""
+    return file_groups(frames, channels, listed_channels if open_files else None)
 
 
 def _more(count: int, what: str) -> str:
@@ -169,7 +159,7 @@ def frame_problems(
             unreadable[group.observatory] = mine | unreadable.get(group.observatory, mine)
     for group in groups:
         if group.orphans:
-            problems += unheld_problems(group, frames, _listed)
+            problems += unheld_problems(group, frames, listed_channels)
         if group.orphans or group.unreadable:
             continue
         told = unreadable.get(group.observatory, segmentlist())  # named above, not a hole
