@@ -57,6 +57,8 @@ def test_overrides_are_parsed_as_toml(small_config_file: Path) -> None:
         ("nosuch.key=1", "unknown section [nosuch]"),
         ("servers=2", "not of the form section.key=value"),
         ('data.datafind_server="http://127.0.0.1:1"', "or data.datafind_server must be set"),
+        ('data.frametypes=[""]', "'data.frametypes' must be a list of non-empty strings"),
+        ("data.frametypes=[1]", "'data.frametypes' must be a list of non-empty strings"),
     ],
 )
 def test_bad_values_name_the_key_and_file(
@@ -242,3 +244,34 @@ def test_a_model_name_triton_does_not_take_is_refused_before_export_writes(
                    {small_config_file: "<ws>/campaign.toml"}, exit_code=code)
     for good in ("offline-iaas", "my_model-2.v1", "x" * 255):
         assert load_config(small_config_file, [f'model.name="{good}"']).model.name == good
+
+
+def test_model_name_manifest_json_is_refused_as_the_repositorys_own_file(
+        small_config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The repository keeps its manifest beside the models' directories: a model named
+    'manifest.json' was an OS error (exit 6, "Is a directory") once export had built the
+    networks. Now one line naming model.name at load, exit 2, nothing written."""
+    before = sorted(small_config_file.parent.rglob("*"))
+    code = main(["export", str(small_config_file), "--set", 'model.name="manifest.json"'])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, line
+    documented("model-name-manifest", cli_error(line),
+               {small_config_file: "<ws>/campaign.toml"}, exit_code=code)
+    assert sorted(small_config_file.parent.rglob("*")) == before
+    assert load_config(small_config_file, ['model.name="manifest.jsonx"']).model.name \
+        == "manifest.jsonx"
+
+
+def test_an_ensemble_named_as_one_of_its_steps_is_refused_before_export_writes(
+        small_config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`export --ensemble` writes each step as a model of its own beside the ensemble: an
+    ensemble named 'snapshotter' was written over the snapshotter's config (exit 0, a
+    repository Triton cannot serve). Now one line naming the steps, exit 2, nothing written;
+    the fused model (the default) has no steps of its own and takes the name."""
+    before = sorted(small_config_file.parent.rglob("*"))
+    code = main(["export", str(small_config_file), "--ensemble",
+                 "--set", 'model.name="snapshotter"'])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, line
+    documented("model-name-ensemble-step", cli_error(line), {}, exit_code=code)
+    assert sorted(small_config_file.parent.rglob("*")) == before

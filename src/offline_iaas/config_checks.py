@@ -28,6 +28,7 @@ from offline_iaas.config_numbers import check_finite, check_ranges, off_grid
 from offline_iaas.config_sections import DataConfig, ModelConfig, SearchConfig, SynthConfig
 from offline_iaas.digests import file_sha256
 from offline_iaas.errors import ConfigError, NotStreamable
+from offline_iaas.manifest import MANIFEST_FILE
 from offline_iaas.mode_packages import ENTRY_POINT_GROUP, find_mode, mode_names, mode_package
 from offline_iaas.modes import BUILT_IN_MODES
 from offline_iaas.network_streaming import whole_window_reason
@@ -126,6 +127,9 @@ def check_config(c: CampaignConfig, path: Path) -> None:
     if not MODEL_NAME.fullmatch(c.model.name):  # a directory of the model repository
         fail("model.name", "must be a model name Triton takes (letters, digits, '_', '-', '.'; "
              f"not starting with '.' or '-'; at most 255), got {c.model.name!r}")
+    if c.model.name == MANIFEST_FILE:
+        fail("model.name", f"must not be {MANIFEST_FILE!r}: the model repository's manifest "
+             "file has that name")
     if c.model.inference_rate <= 0:
         fail("model.inference_rate", f"must be positive, got {c.model.inference_rate}")
     stride = c.data.sample_rate / c.model.inference_rate
@@ -574,7 +578,7 @@ def coerce(value: Any, hint: Any, key: str, path: Path, base: Path) -> Any:
         return value
     if typing.get_origin(hint) is tuple or isinstance(hint, types.GenericAlias):
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise bad("a list of strings")
+            raise bad("a list of non-empty strings")
         return tuple(value)
     raise TypeError(f"unsupported config type {hint!r} for {key}")  # programming error
 

@@ -88,6 +88,8 @@ fits: its microseconds Triton's uint64 ``max_sequence_idle_microseconds`` (10**1
 seconds Triton's int32 ``--exit-timeout-secs`` (below 2**31), its samples at the fastest
 rate (65536 Hz) a 64-bit count, a wait ``threading.TIMEOUT_MAX`` (9.2e9 s). Beyond it, a
 typo's exponent (1e308 crashed in ``round``, 1e14 in Triton's config)."""
+MAX_SECONDS_TEXT = "10**9 s"
+"""``MAX_SECONDS`` as a message writes it."""
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -107,8 +109,8 @@ def check_finite(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
         if isinstance(value, int) and value >= INTEGER_LIMIT:
             fail(key, f"must be below 2**63 (a 64-bit integer), got {value}")
         if key.endswith(TIME_SUFFIXES) and value > MAX_SECONDS:
-            fail(key, "must be at most 10**9 s (31.7 years: its count of samples or microseconds "
-                 f"then fits a 64-bit integer), got {value:g}")
+            fail(key, f"must be at most {MAX_SECONDS_TEXT} (31.7 years: its count of samples or "
+                 f"microseconds then fits a 64-bit integer), got {value:g}")
 
 
 def off_grid(gps: float, sample_rate: float) -> bool:

@@ -11,6 +11,9 @@ from typing import ClassVar
 
 from offline_iaas.records import Record
 
+MANIFEST_FILE = "manifest.json"
+"""The manifest's name in the repository, beside the models' directories (not a model name)."""
+
 
 @dataclass(frozen=True)
 class ManifestShape:

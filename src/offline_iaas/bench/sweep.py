@@ -35,7 +35,7 @@ from offline_iaas.bench.server import BenchServer, bench_server
 from offline_iaas.bench.service import measure_service
 from offline_iaas.bench.workloads import DEFAULT_WORKLOADS, Workload, workload, write_weights
 from offline_iaas.config import CampaignConfig
-from offline_iaas.config_numbers import MAX_SECONDS
+from offline_iaas.config_numbers import MAX_SECONDS, MAX_SECONDS_TEXT
 from offline_iaas.errors import ConfigError
 from offline_iaas.repository.export import FLAVOR_DEVICE, export_repository, read_manifest
 from offline_iaas.rundir import RunDir
@@ -118,7 +118,7 @@ class SweepPlan:
             seconds = self.seconds_for(workload(name))
             if not 0 < seconds <= MAX_SECONDS:  # NaN too: a count of samples it cannot be
                 raise ConfigError(f"bench data per measurement of {name} must be above 0 s and "
-                                  f"at most 10**9 s (--data-scale), got {seconds:g} s")
+                                  f"at most {MAX_SECONDS_TEXT} (--data-scale), got {seconds:g} s")
         if self.device not in FLAVOR_OF_DEVICE:
             raise ConfigError(f"bench device {self.device!r} is not one of "
                               f"{', '.join(FLAVOR_OF_DEVICE)}")

@@ -267,29 +267,37 @@ def load_network(kind: str, path: Path, expected: Mapping[str, Any]):
 
 
 def _load_state_dict(kind: str, path: Path, expected: Mapping[str, Any]):
+    named = f"{kind} weights {path}"
+    state = read_state_dict(
+        path, named, f"{path} is not a torch state_dict, TorchScript or ONNX file", OTHER_FILES)
+    model = network_for_state(kind, state, path, expected)
+    refuse_non_finite_weights(named, state.items())
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def read_state_dict(path: Path, named: str, not_a_save: str, alternatives: str = "") -> dict:
+    """The state_dict ``path`` holds (a training checkpoint's ``"state_dict"`` unwrapped),
+    loaded with ``weights_only=True``. ModelError for a file pickling Python objects
+    (``pickled_objects``, ending ``alternatives``), for one torch cannot load (``not_a_save``
+    and torch's reason) and for a save that is not a mapping of names to tensors (beginning
+    ``named``: the file, as its caller names it)."""
     import torch
 
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:
-        refusal = pickled_objects(path, err, f"{kind} weights {path}", OTHER_FILES)
+    except Exception as err:  # torch raises many types for a bad file
+        refusal = pickled_objects(path, err, named, alternatives)
         if refusal is not None:
             raise refusal from None
-        raise ModelError(
-            f"{path} is not a torch state_dict, TorchScript or ONNX file{load_error_cause(err)}"
-        ) from None
+        raise ModelError(f"{not_a_save}{load_error_cause(err)}") from None
     if isinstance(state, Mapping) and isinstance(state.get("state_dict"), Mapping):
         state = state["state_dict"]  # training checkpoints wrap it
     if not isinstance(state, Mapping) or not all(
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
     ):
-        raise ModelError(
-            f"{kind} weights {path}: not a state_dict (a mapping of parameter names to tensors)"
-        )
-    model = network_for_state(kind, dict(state), path, expected)
-    refuse_non_finite_weights(f"{kind} weights {path}", state.items())
-    model.load_state_dict(state)
-    return model.eval()
+        raise ModelError(f"{named}: not a state_dict (a mapping of parameter names to tensors)")
+    return dict(state)
 
 
 def network_for_state(kind: str, state: dict, path: Path, expected: Mapping[str, Any]):

@@ -9,7 +9,7 @@ from typing import Any
 
 from offline_iaas import records
 from offline_iaas.errors import RunError
-from offline_iaas.manifest import Manifest
+from offline_iaas.manifest import MANIFEST_FILE, Manifest
 
 SOFTWARE: tuple[str, ...] = (
     "offline-iaas", "tritonclient", "onnxruntime", "numpy", "gwpy", "h5py", "matplotlib",
@@ -31,7 +31,7 @@ def software_versions() -> dict[str, str]:
 def read_repository_manifest(repository: Path) -> Manifest | None:
     """``<repository>/manifest.json``, or None when it is missing or not a manifest."""
     try:
-        return records.read_optional(Manifest, repository / "manifest.json")
+        return records.read_optional(Manifest, repository / MANIFEST_FILE)
     except RunError:
         return None
 

@@ -33,7 +33,7 @@ from offline_iaas import records
 from offline_iaas.atomic import naming, write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError, RunError, names_text
-from offline_iaas.manifest import Manifest
+from offline_iaas.manifest import MANIFEST_FILE, Manifest
 from offline_iaas.mode_packages import find_mode
 from offline_iaas.models.training_summary import weights_training_spans
 from offline_iaas.modes import BUILT_IN_MODES, RAW, per_sample
@@ -57,7 +57,6 @@ from offline_iaas.repository.readable import (
 from offline_iaas.repository.rollback import restored_on_failure
 from offline_iaas.repository.streamed_export import streamed_networks
 
-MANIFEST = "manifest.json"
 FLAVORS = ("cpu", "gpu")
 FLAVOR_DEVICE = {"cpu": "cpu", "gpu": "cuda"}
 """Where each flavor's fused model runs its networks (``stateful.open_session``)."""
@@ -129,12 +128,18 @@ def export_repository(
     if config.model.streamed is True and ensemble:
         raise ModelError("model.streamed = true is served by the fused model (either flavor), "
                          "not the --ensemble layout: export without --ensemble")
+    steps = [s.model for s in pipeline.stages(served_as(config, False))] if ensemble else []
+    if config.model.name in steps:  # each step a model beside the ensemble (whole windows)
+        raise ConfigError(
+            f"model.name {config.model.name!r} is the name of a step of the --ensemble layout "
+            f"({', '.join(dict.fromkeys(steps))}): the ensemble would be written over it; "
+            "choose another model.name")
     repo = config.model.repository
-    if repo.exists() and not repo.is_dir():  # (repo / MANIFEST) would name a made-up path
+    if repo.exists() and not repo.is_dir():  # (repo / MANIFEST_FILE) would name a made-up path
         raise RunError(f"{repo} is a file, not a directory (model.repository)")
     served = "ensemble" if ensemble else "fused"
     shape = ensemble_shape(config, fused=served == "fused")
-    manifest = read_manifest(repo) if (repo / MANIFEST).exists() else None
+    manifest = read_manifest(repo) if (repo / MANIFEST_FILE).exists() else None
     if manifest is not None:
         built_for = (manifest.mode, manifest.flavor, manifest.served,
                      dataclasses.asdict(manifest.shape))
@@ -201,7 +206,7 @@ def export_repository(
                              for name, path in streamed.items()}} if streamed else {}),
             "training": training,
             "files": served_files(repo, models),
-        }), repo / MANIFEST)
+        }), repo / MANIFEST_FILE)
     return repo
 
 
@@ -399,12 +404,12 @@ def read_manifest(repo: Path) -> Manifest:
     """The repository's manifest (``records.Manifest``); ModelError (as every problem with a
     repository) when it is missing, damaged or misses a field (export again), or cannot be
     read for the OS's reason (``readable.cannot_read``: exporting again gives no access)."""
-    path = repo / MANIFEST
+    path = repo / MANIFEST_FILE
     try:
         text = path.read_text()
     except (FileNotFoundError, NotADirectoryError):
         raise ModelError(f"{repo}: not a model repository written by offline-iaas export "
-                         f"(no {MANIFEST})") from None
+                         f"(no {MANIFEST_FILE})") from None
     except OSError as err:
         raise ModelError(cannot_read(path, err)) from None
     except UnicodeDecodeError as err:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from offline_iaas.binding import model_mismatch
 from offline_iaas.errors import ModelError
+from offline_iaas.manifest import MANIFEST_FILE
 from offline_iaas.records import NetworkGraph, ServedModel
-from offline_iaas.repository.export import MANIFEST, model_record, read_manifest
+from offline_iaas.repository.export import model_record, read_manifest
 
 
 def pinned_model_problem(repository: Path, recorded: ServedModel | None, graphs: bool = True
@@ -22,7 +23,7 @@ def pinned_model_problem(repository: Path, recorded: ServedModel | None, graphs:
     ``graphs``: compare each graph's SHA-256 too (a read of every graph; the server's check),
     not only the versions the manifest names (``run-local``'s and ``status``'s: an export adds
     a version)."""
-    if recorded is None or not (repository / MANIFEST).is_file():
+    if recorded is None or not (repository / MANIFEST_FILE).is_file():
         return None
     try:
         manifest = read_manifest(repository)

@@ -17,8 +17,9 @@ from pathlib import Path
 from offline_iaas.config import CampaignConfig, override_config
 from offline_iaas.data.segments import compute_stretches, min_stretch_seconds, science_segments
 from offline_iaas.errors import ConfigError, DataError, ModelError
+from offline_iaas.manifest import MANIFEST_FILE
 from offline_iaas.merge.tree import shard_merges
-from offline_iaas.repository.export import MANIFEST, read_manifest
+from offline_iaas.repository.export import read_manifest
 from offline_iaas.stretches import Stretch, client_shares, make_stretches, whole_span
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK
 
@@ -45,7 +46,7 @@ def longest_stretch_seconds(config: CampaignConfig) -> float:
 
 def sequence_slots(repository: Path) -> int | None:
     """The sequence slots the exported ``repository`` holds (None: not exported yet)."""
-    if not (repository / MANIFEST).exists():
+    if not (repository / MANIFEST_FILE).exists():
         return None
     try:
         return read_manifest(repository).sequence_slots

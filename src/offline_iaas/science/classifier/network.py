@@ -5,7 +5,6 @@ Only imported by ``offline-iaas export`` (torch is the optional ``export`` extra
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -17,8 +16,7 @@ from offline_iaas.models.finite_weights import refuse_non_finite_weights
 from offline_iaas.models.weights import (
     STATE_DICT_FILE,
     key_mismatch,
-    load_error_cause,
-    pickled_objects,
+    read_state_dict,
     readable_weight_file,
     shape_mismatch,
     weight_file_kind,
@@ -80,18 +78,7 @@ def classifier_network(model_section: ModelConfig, channels: int, weights: Path 
             raise ModelError(f"{weights}: {graph}, not a state_dict: the classifier's weights are "
                              f"{STATE_DICT_FILE} (TorchScript and ONNX files are taken for the "
                              "DeepClean and BBHnet networks only)")
-        try:
-            state = torch.load(weights, map_location="cpu", weights_only=True)
-        except Exception as err:  # torch raises many types for a bad file
-            refusal = pickled_objects(weights, err, str(weights))
-            if refusal is not None:
-                raise refusal from None
-            raise ModelError(
-                f"{weights}: not a torch state_dict{load_error_cause(err)}") from None
-        if not isinstance(state, Mapping) or not all(
-                isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
-            raise ModelError(f"{weights}: not a state_dict (a mapping of parameter names to "
-                             "tensors)")
+        state = read_state_dict(weights, str(weights), f"{weights}: not a torch state_dict")
         needed = model.state_dict()
         keys = key_mismatch(state, needed)
         if keys:  # another network's: a few of its names, not torch's list of them all
