@@ -59,6 +59,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from tests.search_spans import search_training, union
+
 TIME_TOLERANCE_SECONDS = 1e-6
 FRAME_NAME = re.compile(r"^(?P<obs>[A-Z]+)-(?P<desc>[^-]+)-(?P<gps>\d+(?:\.\d+)?)-"
                         r"(?P<dur>\d+(?:\.\d+)?)\.gwf$")
@@ -94,16 +96,6 @@ def read_run_config(run_dir: Path) -> dict:
     return tomllib.loads((run_dir / "campaign.toml").read_text())
 
 
-def _merge(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
 def _intersect(x: list[tuple[float, float]], y: list[tuple[float, float]]):
     return [(max(a, c), min(b, d)) for a, b in x for c, d in y if max(a, c) < min(b, d)]
 
@@ -135,12 +127,12 @@ def stretches(config: dict, warmup_windows: int) -> list[tuple[float, float]]:
     spans = [(start, end)]
     for channel in [*data["channels"], *data.get("witnesses", [])]:
         covered = [(t0, t1) for _, t0, t1 in _holding(files, channel)]
-        spans = _intersect(spans, _merge(covered))
+        spans = _intersect(spans, union(covered))
     if data.get("segments"):
         lines = (line.split("#", 1)[0].split() for line in
                  Path(data["segments"]).read_text().splitlines())
         science = [(float(fields[-2]), float(fields[-1])) for fields in lines if fields]
-        spans = _intersect(spans, _merge(science))
+        spans = _intersect(spans, union(science))
     stride = 1.0 / float(config["model"]["inference_rate"])
     rounded = []
     for a, b in spans:
@@ -332,8 +324,8 @@ def triggers_from(config: dict, series: list[Expected]) -> Triggers | None:
                 background["time"].append(t[keep])
                 background["statistic"].append(v[keep])
                 # each formed window its stride (t - dx, t], less either detector's cut time
-                spans = _merge([(u - one.dx, u) for u in time[formed]])
-                both = _merge(cuts + [(a + seconds, b + seconds) for a, b in cuts])
+                spans = union([(u - one.dx, u) for u in time[formed]])
+                both = union(cuts + [(a + seconds, b + seconds) for a, b in cuts])
                 livetime += sum(b - a for a, b in spans) - sum(
                     b - a for a, b in _intersect(spans, both))
     triggers = Triggers(np.concatenate(trigger_times), np.concatenate(trigger_values))
@@ -365,11 +357,7 @@ def background_cuts(config: dict) -> list[tuple[float, float]]:
     cuts = [(float(r["gps_time"]) - width, float(r["gps_time"]) + width) for r in rows]
     repo = Path(config["model"]["repository"])
     training = json.loads((repo / "manifest.json").read_text()).get("training") or {}
-    networks = ["bbhnet"]
-    if config["model"]["mode"] == "e2e":
-        networks += [f"deepclean-{c.split(':')[0]}" for c in config["data"]["channels"]]
-    return cuts + [(float(training[n][0]), float(training[n][1]))
-                   for n in networks if training.get(n)]
+    return cuts + search_training(config, training)
 
 
 def bbhnet_outputs(config: dict, data: np.ndarray, first: int, last: int, kernel: int,

@@ -8,6 +8,7 @@ under ``if TYPE_CHECKING:`` are annotations only and are left out.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
@@ -181,3 +182,37 @@ def test_no_module_compares_a_mode_name() -> None:
     assert mode_name_comparisons('if config.model.mode == "bbhnet":\n    pass\n') == [1]
     assert mode_name_comparisons('x = run.mode.name in ("e2e", "deepclean")\n') == [1]
     assert mode_name_comparisons("x = config.mode.triggers == True\n") == []
+
+
+TESTS = Path(__file__).resolve().parent
+ORACLES = ("oracle", "sensitivity_oracle", "search_spans")
+"""The test oracles: they recompute what the project writes and must share no code with it."""
+
+
+def project_imports(module: str, seen: set[str] | None = None) -> set[str]:
+    """The ``offline_iaas`` modules that ``tests/<module>.py`` imports anywhere (in functions
+    and under ``TYPE_CHECKING`` too), through the ``tests.*`` modules it imports as well."""
+    seen = set() if seen is None else seen
+    seen.add(module)
+    found = set()
+    for node in ast.walk(ast.parse((TESTS / f"{module}.py").read_text())):
+        names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                 else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+        for name in names:
+            if name.split(".")[0] == "offline_iaas":
+                found.add(name)
+            elif name.startswith("tests.") and name[len("tests."):] not in seen:
+                found |= project_imports(name[len("tests."):], seen)
+    return found
+
+
+def test_the_test_oracles_import_nothing_of_the_project(tmp_path: Path,
+                                                        monkeypatch) -> None:
+    assert {name: project_imports(name) for name in ORACLES} == {name: set() for name in ORACLES}
+    # the negative control: an oracle importing the project's ASD in a function, through a
+    # module of tests/ it imports
+    (tmp_path / "bent.py").write_text("from tests.helper_of_bent import f\n")
+    (tmp_path / "helper_of_bent.py").write_text(
+        "def f():\n    from offline_iaas.physics import asd_ratio\n    return asd_ratio\n")
+    monkeypatch.setattr(sys.modules[__name__], "TESTS", tmp_path)
+    assert project_imports("bent") == {"offline_iaas.physics"}

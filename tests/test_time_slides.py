@@ -29,7 +29,16 @@ from offline_iaas.repository.export import check_repository, export_repository
 from offline_iaas.rundir import RunDir
 from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
-from tests.oracle import analysed_spans, own_triggers, read_series, read_triggers, run_problems
+from tests.oracle import (
+    analysed_spans,
+    own_triggers,
+    read_run_config,
+    read_series,
+    read_triggers,
+    run_problems,
+)
+from tests.search_spans import search_training, union
+from tests.sensitivity_oracle import search_problems
 
 TOLERANCE = 1e-4
 
@@ -40,6 +49,9 @@ TOLERANCE = 1e-4
 SLIDES = 3
 SLIDE_SECONDS = 3.0
 TRAINING_SECONDS = 4.0
+DEEPCLEAN_TRAINING = {"deepclean-H1": (12.0, 16.0), "deepclean-L1": (14.0, 18.0)}
+"""DeepClean's training spans (seconds after the start), overlapping each other and not
+BBHnet's: left out of e2e's search with BBHnet's, not of mode bbhnet's (no DeepClean there)."""
 """3 slides of 3 s (12 windows each) over 32 s split between 4 clients (about 31 kept windows
 each): the second piece's history (36 windows) is clipped at the stretch's start, the
 others' are whole."""
@@ -57,8 +69,10 @@ def campaigns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
     weights = untrained_weights(root / "weights")
     # BBHnet "trained" on the last seconds: the training span is cut from the background, VT's
     # T and the counted injections (training_summary.weights_training_spans reads this file)
-    (weights / "demo-models.json").write_text(json.dumps({"networks": {"bbhnet": {
-        "gps_start": start + 32 - TRAINING_SECONDS, "gps_end": start + 32}}}))
+    (weights / "demo-models.json").write_text(json.dumps({"networks": {
+        "bbhnet": {"gps_start": start + 32 - TRAINING_SECONDS, "gps_end": start + 32},
+        **{name: {"gps_start": start + a, "gps_end": start + b}
+           for name, (a, b) in DEEPCLEAN_TRAINING.items()}}}))
     runs = {}
     for name, mode, shifts in (("bbhnet", "bbhnet", SLIDES), ("plain", "bbhnet", 0),
                                ("e2e", "e2e", SLIDES)):
@@ -225,55 +239,6 @@ def test_time_slides_send_no_more_bytes_per_streamed_second(campaigns) -> None:
     assert streamed["bbhnet"] - streamed["plain"] == pytest.approx(extra, abs=1e-9)
 
 
-def vt_problems(run_dir: Path, shift_injections: float = 0.0, trim_seconds: float = 0.0
-                ) -> list[str]:
-    """The campaign's VT curve against one computed here from its output file (the statistic's
-    spans, the triggers' time and IFAR), run.json's training span and synth.json (times, the
-    population's volume, draws per injection), sharing no code with the merge: the analysed
-    time is ``oracle.analysed_spans`` (``trim_seconds`` off each end: a control); held out
-    when in it and outside the training span; found at a threshold when a trigger within
-    found_seconds has an IFAR at least it; T the analysed time outside the training span;
-    N = held out x drawn / injected; thresholds beyond the background null."""
-    summary = json.loads((run_dir / "output" / "campaign.json").read_text())
-    bbhnet = summary["bbhnet"]
-    found_seconds = 1.0  # search.found_seconds' default
-    with h5py.File(run_dir / "output" / "campaign.h5", "r") as f:
-        times, ifars = f["triggers"]["time"], f["triggers"]["ifar"]
-        spans = analysed_spans(f, trim_seconds)
-    synth = json.loads((run_dir.parent.parent / "frames" / "synth.json").read_text())
-    population = synth["population"]
-    volume = population["time_volume_gpc3"]
-    training = json.loads((run_dir / "run.json").read_text()).get("training", {}).get("bbhnet")
-    cut = training or (0.0, 0.0)
-    injected = [i["gps_time"] + shift_injections for i in synth["injections"]
-                if any(a <= i["gps_time"] < b for a, b in spans)
-                and not cut[0] <= i["gps_time"] < cut[1]]
-    trials = len(injected) * population["drawn"] / population["injected"]
-    analysed = sum(b - a for a, b in spans)
-    held_out = analysed - sum(max(0.0, min(b, cut[1]) - max(a, cut[0])) for a, b in spans)
-    problems = [] if np.isclose(held_out, bbhnet["held_out_seconds"], rtol=0, atol=1e-6) and (
-        np.isclose(analysed, bbhnet["analysed_seconds"], rtol=0, atol=1e-6)) else [
-        f"held-out time {bbhnet['held_out_seconds']} s of {bbhnet['analysed_seconds']} s "
-        f"analysed, here {held_out} s of {analysed} s (training span {training})"]
-    years = held_out / (365.25 * 86400)
-    reach = bbhnet["background_livetime_seconds"] / (365.25 * 86400)
-    for point in bbhnet["sensitivity"]["curve"]:
-        threshold = point["ifar_threshold_years"]
-        if threshold > reach:
-            if point["vt_gpc3_years"] is not None or point["found"] is not None:
-                problems.append(f"IFAR {threshold:.3g} yr beyond the background: not null")
-            continue
-        found = sum(bool(np.any((np.abs(times - t) <= found_seconds) & (ifars >= threshold)))
-                    for t in injected)
-        vt = volume * years * found / trials
-        if (point["found"], point["injections"]) != (found, len(injected)) or not np.isclose(
-                point["vt_gpc3_years"], vt, rtol=1e-9, atol=0):
-            problems.append(f"IFAR {threshold:.3g} yr: campaign {point['found']}/"
-                            f"{point['injections']} VT {point['vt_gpc3_years']:.4g}, here "
-                            f"{found}/{len(injected)} VT {vt:.4g}")
-    return problems
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["bbhnet", "e2e"])
 def test_the_sensitive_volume_follows_from_the_triggers_and_the_injections(campaigns,
@@ -282,18 +247,25 @@ def test_the_sensitive_volume_follows_from_the_triggers_and_the_injections(campa
     bbhnet = json.loads((run_dir / "output" / "campaign.json").read_text())["bbhnet"]
     found = [p["found"] for p in bbhnet["sensitivity"]["curve"] if p["measurable"]]
     assert max(found) > 0  # some injection is found at the lowest thresholds
-    truth = [config.data.start + 32 - TRAINING_SECONDS, config.data.start + 32]  # as written
-    recorded = [json.loads(p.read_text())["training"]  # the span the oracles read
+    start = config.data.start
+    truth = [start + 32 - TRAINING_SECONDS, start + 32]  # as written
+    deepclean = {name: [start + a, start + b] for name, (a, b) in DEEPCLEAN_TRAINING.items()}
+    recorded = [json.loads(p.read_text())["training"]  # the spans the oracles read
                 for p in (run_dir / "run.json", config.model.repository / "manifest.json")]
-    assert recorded == [{"bbhnet": truth}] * 2
+    assert recorded == [{"bbhnet": truth, **deepclean}] * 2
     assert bbhnet["training_gps"] == truth
+    assert bbhnet["training_spans_gps"] == {"bbhnet": truth, **(
+        deepclean if name == "e2e" else {})}
     assert bbhnet["held_out_seconds"] < bbhnet["analysed_seconds"]
-    assert vt_problems(run_dir) == []
+    assert search_problems(run_dir) == []
     if name == "bbhnet":  # control: injections elsewhere (in e2e's short background every
         # trigger near either place is louder than all of it: the same IFAR, its reach)
-        assert vt_problems(run_dir, shift_injections=5.0) != []
+        assert search_problems(run_dir, shift_injections=5.0) != []
+    else:  # control: DeepClean's spans not left out (the held-out time and the counts)
+        assert search_problems(run_dir, ignore_networks=tuple(DEEPCLEAN_TRAINING)) != []
     # control: the analysed time (e2e's: its longer warm-up) one stride shorter at each end
-    assert vt_problems(run_dir, trim_seconds=config.stride_seconds) != []
+    assert search_problems(run_dir, trim_seconds=config.stride_seconds) != []
+    assert search_problems(run_dir, drop_triggers=1) != []  # control: the trigger counts
 
 
 def zero_lag_problems(config, run_dir: Path, trim_seconds: float = 0.0) -> list[str]:
@@ -307,16 +279,11 @@ def zero_lag_problems(config, run_dir: Path, trim_seconds: float = 0.0) -> list[
     listed = json.loads(config.search.injections.read_text())["injections"]
     exclusion = config.search.exclusion_seconds
     cuts = [(i["gps_time"] - exclusion, i["gps_time"] + exclusion) for i in listed]
-    cuts.append(tuple(json.loads((run_dir / "run.json").read_text())["training"]["bbhnet"]))
-    union: list[list[float]] = []
-    for a, b in sorted(cuts):
-        if union and a <= union[-1][1]:
-            union[-1][1] = max(union[-1][1], b)
-        else:
-            union.append([a, b])
-    seconds = sum(b - a - sum(max(0.0, min(b, d) - max(a, c)) for c, d in union)
+    training = json.loads((run_dir / "run.json").read_text())["training"]
+    cut = union(cuts + search_training(read_run_config(run_dir), training))
+    seconds = sum(b - a - sum(max(0.0, min(b, d) - max(a, c)) for c, d in cut)
                   for a, b in spans)
-    here = ~np.array([any(c <= t < d for c, d in union) for t in times], bool)
+    here = ~np.array([any(c <= t < d for c, d in cut) for t in times], bool)
     bbhnet = json.loads((run_dir / "output" / "campaign.json").read_text())["bbhnet"]
     problems = [] if np.isclose(bbhnet["zero_lag_livetime_seconds"], seconds, rtol=0,
                                 atol=1e-6) else [
