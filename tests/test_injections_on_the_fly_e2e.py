@@ -103,22 +103,27 @@ def test_e2e_reference_foreground_equals_the_baked_in_cleaned_statistic_and_one_
     assert mismatch(foreground_of(shifted), e2e["baked_out"]) > 10 * TOLERANCE
 
 
-def foreground_problems(output: Path, config, livetime_scale: float = 1.0) -> list[str]:
+def foreground_problems(output: Path, config, livetime_scale: float = 1.0,
+                        raw: bool = False) -> list[str]:
     """The injections' statistic, IFAR and found flag and the VT curve recomputed from the
     output file, its injection set and the slides' livetime by their definitions, sharing no
     code with the merge: a foreground value's IFAR is ``L / (n + 1)`` with ``n`` the
     background values at least as loud; an injection's the largest within ``found_seconds``,
     found at IFAR >= the threshold; VT = V T found / trials, T the analysed time (these
     untrained weights have no training span). ``L`` is the summary's (recomputed from its
-    definition for e2e in tests/test_time_slides.py), times ``livetime_scale`` (a control)."""
+    definition for e2e in tests/test_time_slides.py), times ``livetime_scale`` (a control).
+    ``raw``: the search of the raw strain (``statistic_raw``, ``background_raw``,
+    ``bbhnet.without_cleaning``), over the same slides and so the same livetime."""
     summary = json.loads(output.with_suffix(".json").read_text())["bbhnet"]
+    summary, suffix = (summary["without_cleaning"], "_raw") if raw else (summary, "")
     with h5py.File(output, "r") as f:
         foreground, spans = f["foreground"][()], analysed_spans(f)
-        background = np.asarray(f["background"]["statistic"], np.float64)
+        background = np.asarray(f[f"background{suffix}"]["statistic"], np.float64)
+    statistic = foreground[f"statistic{suffix}"]
     with h5py.File(config.search.injections, "r") as f:
         attrs = dict(f.attrs)
     livetime = summary["background_livetime_seconds"] * livetime_scale
-    louder = (background[None, :] >= foreground["statistic"][:, None]).sum(axis=1)
+    louder = (background[None, :] >= statistic[:, None]).sum(axis=1)
     ifar = livetime / (louder + 1) / (365.25 * 86400)
     problems, best = [], []
     for row in summary["injections"]:
@@ -127,7 +132,7 @@ def foreground_problems(output: Path, config, livetime_scale: float = 1.0) -> li
         found = best[-1] >= config.search.ifar_threshold_years
         if not (np.isclose(row["ifar_years"], best[-1], rtol=1e-9, atol=0)
                 and row["found"] == found and row["statistic"] == pytest.approx(
-                    float(foreground["statistic"][near].max()))):
+                    float(statistic[near].max()))):
             problems.append(f"GPS {row['gps_time']}: campaign {row}, here IFAR {best[-1]}")
     years = sum(b - a for a, b in spans) / (365.25 * 86400)
     trials = len(best) * attrs["drawn"] / attrs["injected"]
@@ -194,6 +199,10 @@ def test_e2e_searches_the_raw_strain_as_mode_bbhnet_does_on_the_same_injections(
     with h5py.File(e2e["fly_out"], "r") as f:
         assert {"triggers_raw", "background_raw"} <= set(f)
         assert len(f["background_raw"]) == raw["background_triggers"] > 0
+    # its IFARs, found flags and VT curve from their definitions, as the cleaned search's
+    # (control: the livetime doubled)
+    assert foreground_problems(e2e["fly_out"], e2e["fly"], raw=True) == []
+    assert foreground_problems(e2e["fly_out"], e2e["fly"], livetime_scale=2.0, raw=True) != []
 
 
 @pytest.mark.slow
