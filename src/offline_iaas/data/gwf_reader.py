@@ -438,25 +438,28 @@ class GwfReader:
                 return {"error": f"{err} reading it (truncated or corrupt?)"}
         return reply[1] if reply[0] == "ok" else {"error": reply[1]}
 
-    def call(self, function: Callable[[Path], Any], path: Path) -> Any:
+    def call(self, function: Callable[[Path], Any], path: Path, library: str = "HDF5",
+             timeout_seconds: float | None = None) -> Any:
         """``function(path)`` in the reader process (a module-level function whose result
         pickles): how the HDF5 files users bring are opened (injection sets, response sets,
-        aframe's rejected draws), and the report's output probed, so that a byte flipped
-        where it crashes or hangs the HDF5 library is an error naming the file too, not a
-        dead or hung command.
+        aframe's rejected draws), the report's output and ``inspect``'s products probed, so
+        that a byte flipped where it crashes or hangs the HDF5 library (or LALFrame:
+        ``library`` ``"GWF"``) is an error naming the file too, not a dead or hung command
+        (hung: no answer within ``timeout_seconds``, by default the reader's).
 
         Raises
         ------
         DataError
             ``function``'s; or ``<path>: not a readable HDF5 file: the HDF5 library crashed
-            (SIGSEGV) reading it`` (or ``hung (killed after T s)``).
+            (SIGSEGV) reading it`` (or ``hung (killed after T s)``; a GWF file's: LALFrame).
         """
         target = f"{function.__module__}:{function.__qualname__}"
         with self._lock:
             try:
-                reply = self._ask("call", (target, str(path)))
+                reply = self._ask("call", (target, str(path)), timeout_seconds)
             except _ReaderDied as err:
-                raise DataError(f"{path}: not a readable HDF5 file: the HDF5 library "
+                named = "LALFrame" if library == "GWF" else f"the {library} library"
+                raise DataError(f"{path}: not a readable {library} file: {named} "
                                 f"{err.cause} reading it") from None
         if reply[0] == "other":  # not the file's damage (which the readers name): a bug
             raise RuntimeError(f"{target}({path}) in the reader process: {reply[1]}")

@@ -8,10 +8,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from offline_iaas import __version__
 from offline_iaas.config import CampaignConfig
+from offline_iaas.data.gwf_reader import reader
+from offline_iaas.data.hdf5_probe import every_object, readable_hdf5
 from offline_iaas.errors import DataError
 from offline_iaas.records import BadFile, ServedModel
 
@@ -20,6 +22,11 @@ PROVENANCE_MARK = "offline-iaas provenance: "
 
 GWF_MAGIC = b"IGWD\0"
 """The first bytes of every frame file (the frame format's file header)."""
+INSPECT_TIMEOUT_SECONDS = 30.0
+"""How long ``inspect`` waits for a product's checksums or root attributes (milliseconds on a
+local disk; a file the library hangs on is an error naming it after this)."""
+HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+"""The HDF5 signature (at the file's start, or after a user block of 512, 1024 ... bytes)."""
 
 
 def campaign_provenance(config: CampaignConfig, model: ServedModel | None,
@@ -36,45 +43,107 @@ def campaign_provenance(config: CampaignConfig, model: ServedModel | None,
 
 
 def read_gwf_provenance(path: Path) -> dict[str, Any]:
-    """The provenance a cleaned GWF file's frame history holds; DataError if it has none."""
+    """The provenance a cleaned GWF file's frame history holds; DataError if it has none, or
+    if the file is not intact (``_intact_frame_file``: its checksums)."""
     data = Path(path).read_bytes()
     if not data.startswith(GWF_MAGIC):
         raise DataError(f"{path}: not a GWF file (a frame file starts with IGWD)")
+    reader().call(_intact_frame_file, path, "GWF", INSPECT_TIMEOUT_SECONDS)
     start = data.find(PROVENANCE_MARK.encode())
     if start < 0:
         raise DataError(f"{path}: no offline-iaas frame history entry (not a cleaned frame "
                         "written by offline-iaas)")
     start += len(PROVENANCE_MARK)
     end = data.find(b"\0", start)  # frame strings end with a NUL
+    if end < 0:
+        raise DataError(f"{path}: unreadable provenance in the frame history: the entry has "
+                        "no end (a cut file?)")
+    return _provenance_object(path, data[start:end], "in the frame history")
+
+
+def _intact_frame_file(path: Path) -> None:
+    """DataError unless LALFrame finds the frame file's checksums (the frame format's CRCs)
+    match its bytes: a cut file, or a byte changed since it was written. In the frame
+    reader's process (``GwfReader.call``): LALFrame crashes on some cut files."""
+    import lalframe
+
     try:
-        if end < 0:
-            raise ValueError("the entry has no end (a cut file?)")
-        return json.loads(data[start:end].decode())
-    except ValueError as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise DataError(f"{path}: unreadable provenance in the frame history: {err}") from None
+        valid = lalframe.FrameUFileCksumValid(lalframe.FrameUFrFileOpen(str(path), "r"))
+    except RuntimeError:  # LALFrame's "Generic failure": a checksum that does not match
+        valid = False
+    if not valid:
+        raise DataError(f"{path}: not an intact GWF file: its checksums do not match its "
+                        "bytes (cut, or a byte changed since it was written)")
+
+
+def _provenance_object(path: Path, text: Any, where: str) -> dict[str, Any]:
+    """The provenance JSON ``text`` holds (bytes or str); DataError naming ``path`` for text
+    that is not UTF-8 or not a JSON object."""
+    try:
+        if isinstance(text, bytes):
+            text = text.decode()
+        if not isinstance(text, str):
+            raise ValueError(f"a {type(text).__name__}, not text")
+        text.encode()  # h5py hands over bytes that are not UTF-8 as surrogates
+        found = json.loads(text)
+    except UnicodeError:
+        raise DataError(f"{path}: unreadable provenance {where}: not UTF-8 text") from None
+    except ValueError as err:  # JSONDecodeError is one
+        raise DataError(f"{path}: unreadable provenance {where}: {err}") from None
+    if not isinstance(found, dict):
+        raise DataError(f"{path}: unreadable provenance {where}: a JSON "
+                        f"{type(found).__name__}, not an object")
+    return found
+
+
+def _has_hdf5_signature(file: BinaryIO) -> bool:
+    """Whether the open ``file`` has the HDF5 signature where the format puts it: at its
+    start, or after a user block of 512 bytes times a power of two."""
+    offset = 0
+    while True:
+        file.seek(offset)
+        head = file.read(len(HDF5_MAGIC))
+        if head == HDF5_MAGIC:
+            return True
+        if len(head) < len(HDF5_MAGIC):
+            return False
+        offset = 512 if offset == 0 else 2 * offset
+
+
+def _hdf5_provenance(path: Path) -> tuple[Any, Any]:
+    """The root attributes ``provenance`` and ``node`` of the HDF5 file ``path``, once every
+    object's metadata has been read (``every_object``: damage anywhere in it is an error, as
+    a frame file's checksums are); in the frame reader's process (``GwfReader.call``)."""
+    import h5py
+
+    every_object(path)
+    with readable_hdf5(path), h5py.File(path, "r") as f:
+        return f.attrs.get("provenance"), f.attrs.get("node")
 
 
 def read_provenance(path: Path) -> dict[str, Any]:
     """The provenance of a product: a cleaned GWF file's frame history, or the attribute of a
-    campaign HDF5 file. DataError if ``path`` holds none."""
+    campaign HDF5 file (told apart by their first bytes, whatever the name). DataError if
+    ``path`` holds none, or is damaged where it is read."""
     path = Path(path)
     if path.is_dir():
         raise DataError(f"{path}: a directory, not a product file (a cleaned GWF file or a "
                         "campaign HDF5 file)")
+    if not path.exists():
+        raise DataError(f"{path}: " + ("a symbolic link that leads nowhere" if path.is_symlink()
+                                        else "no such file"))
     if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    if path.suffix == ".gwf":
-        return read_gwf_provenance(path)
-    import h5py
-
-    try:
-        with h5py.File(path, "r") as f:
-            text, node = f.attrs.get("provenance"), f.attrs.get("node")
-    except OSError as err:
-        raise DataError(f"{path}: not a GWF or HDF5 file ({err})") from None
+        raise DataError(f"{path}: not a regular file (a device, a pipe or a socket)")
+    with open(path, "rb") as file:
+        if path.suffix.lower() == ".gwf" or file.read(len(GWF_MAGIC)) == GWF_MAGIC:
+            return read_gwf_provenance(path)
+        if not _has_hdf5_signature(file):
+            raise DataError(f"{path}: not a GWF or HDF5 file (it starts with neither "
+                            "signature)")
+    text, node = reader().call(_hdf5_provenance, path, "HDF5", INSPECT_TIMEOUT_SECONDS)
     if text is None and node is not None:  # a part: the run's provenance is the merge's
         raise DataError(f"{path}: {node}'s part of a run, not a product: the merge writes "
                         "the campaign's provenance into the run's output/campaign.h5")
     if text is None:
         raise DataError(f"{path}: no provenance attribute (not written by offline-iaas)")
-    return json.loads(text)
+    return _provenance_object(path, text, "attribute")

@@ -7,33 +7,19 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import h5py
-
 from offline_iaas import records
 from offline_iaas.binding import config_edited
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.gwf_reader import reader
+from offline_iaas.data.hdf5_probe import every_object
 from offline_iaas.errors import DataError, RunError
 from offline_iaas.records import R, RunInfo
 from offline_iaas.report import page
 from offline_iaas.rundir import RunDir
-from offline_iaas.search.injection_set import readable_hdf5
 from offline_iaas.summaries import CampaignSummary
 from offline_iaas.summary_physics import Numbers, Physics, package_section, physics_type
 
 logger = logging.getLogger(__name__)
-
-
-def every_object(path: Path) -> None:
-    """Open the HDF5 file ``path`` and read every object's attributes (its metadata whole);
-    DataError naming the file where h5py cannot (``injection_set.readable_hdf5``)."""
-
-    def read_attributes(_: str, item: h5py.HLObject) -> None:  # None: visit on
-        dict(item.attrs)
-
-    with readable_hdf5(path), h5py.File(path, "r") as f:
-        dict(f.attrs)
-        f.visititems(read_attributes)
 
 
 class ReportRun:

@@ -32,10 +32,11 @@ import numpy as np
 
 from offline_iaas.atomic import replaced_atomically
 from offline_iaas.data.gwf_reader import reader
+from offline_iaas.data.hdf5_probe import readable_hdf5
 from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.json_values import finite_number, json_kind
 from offline_iaas.physics import Injection
-from offline_iaas.search.injection_set import InjectionSet, attr_value, readable_hdf5
+from offline_iaas.search.injection_set import InjectionSet, attr_value
 from offline_iaas.search.injections_aframe import MARKERS, read_aframe, write_aframe
 from offline_iaas.search.injections_aframe import REQUIRED as AFRAME_REQUIRED
 from offline_iaas.search.injections_hdf5 import LAYOUT, MASS_FRAMES, REQUIRED, read_hdf5, write_hdf5

@@ -18,8 +18,7 @@ PSD it is computed against:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,28 +88,6 @@ def _network(snr: Mapping[str, tuple[float, ...]], n: int) -> np.ndarray:
 
 
 # ---- what every reader checks -----------------------------------------------------------------
-
-HDF5_DAMAGE: tuple[type[Exception], ...] = (OSError, RuntimeError, KeyError, ValueError,
-                                            TypeError)
-"""What h5py raises reading a damaged file, by where the damage is: the superblock or a
-truncation (OSError), an attribute's or a group's metadata (RuntimeError), an object header
-or a link (KeyError), a datatype no numpy type holds, or a name or string that is not UTF-8
-(ValueError, UnicodeDecodeError), an unknown string encoding (TypeError)."""
-
-
-@contextmanager
-def readable_hdf5(path: Path) -> Iterator[None]:
-    """Around the reading of the HDF5 file ``path``: what h5py raises of a damaged file
-    (``HDF5_DAMAGE``) becomes one DataError line naming the file. (A byte flipped in a few
-    places crashes or hangs the HDF5 library itself, which no Python code can catch: the
-    files users bring are read in the frame reader's process, ``GwfReader.call``.)"""
-    try:
-        yield
-    except HDF5_DAMAGE as err:
-        detail = err.args[0] if isinstance(err, KeyError) and err.args else err
-        text = " ".join(str(detail).split())
-        raise DataError(f"{path}: not a readable HDF5 file: {text}") from None
-
 
 def attr_value(value: Any) -> Any:
     """An HDF5 attribute as plain Python (str, float, int or list)."""

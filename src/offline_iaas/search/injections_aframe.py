@@ -88,6 +88,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.data.gwf_reader import reader
+from offline_iaas.data.hdf5_probe import readable_hdf5
 from offline_iaas.errors import DataError
 from offline_iaas.search import population
 from offline_iaas.search.injection_set import (
@@ -95,7 +96,6 @@ from offline_iaas.search.injection_set import (
     attr_value,
     binaries_from_columns,
     finite,
-    readable_hdf5,
     required,
 )
 from offline_iaas.search.waveforms import MSUN_SI

@@ -49,8 +49,9 @@ from pathlib import Path
 import numpy as np
 
 from offline_iaas.data.gwf_reader import reader
+from offline_iaas.data.hdf5_probe import HDF5_DAMAGE, readable_hdf5
 from offline_iaas.errors import ConfigError, DataError
-from offline_iaas.search.injection_set import HDF5_DAMAGE, InjectionSet, readable_hdf5
+from offline_iaas.search.injection_set import InjectionSet
 from offline_iaas.search.waveforms import BinaryParameters, Polarizations, detector_strain
 
 GRID_TOLERANCE = 1e-6
