@@ -29,6 +29,7 @@ from offline_iaas.workflow.profiles import (
     submit_texts,
 )
 from offline_iaas.workflow.submit import ROLES
+from tests.error_catalogue import documented
 from tests.helpers import skip_data_check
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -378,6 +379,25 @@ def test_make_dag_writes_the_transfer_run_directory(
     make_dag(shared, RunDir(run))
     assert not (run / "model-repository.tar.gz").exists()
     assert "SCRIPT" not in (run / "offline.dag").read_text()
+
+
+def test_make_dag_with_file_transfer_and_no_repository_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--no-check`` opens no frame file and checks no repository, but file transfer packs
+    the repository: a missing one was an OS error naming no key (exit 6) after the submit
+    files, job specs and token were written. Now one line naming model.repository, exit 2,
+    nothing written."""
+    skip_data_check(monkeypatch)
+    config = campaign(tmp_path, **PROFILE_SECTIONS["osg"])
+    with pytest.raises(ConfigError) as refused:
+        make_dag(config, RunDir(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+    documented("make-dag-transfer-no-repository", str(refused.value), {tmp_path: "<ws>"},
+               exit_code=exit_code(refused.value))
+    (tmp_path / "model-repository").mkdir()  # control: with it there, the run is written
+    make_dag(config, RunDir(tmp_path / "run"))
+    assert (tmp_path / "run" / "model-repository.tar.gz").is_file()
 
 
 def test_cluster_profiles_listen_on_every_interface_unless_told() -> None:

@@ -15,6 +15,8 @@ their files through ``RunDir``::
                                   .claim the server it streams to now
     RUN/jobs/<shard>.json         a shard merge's GPS interval and parent clients
     RUN/output/campaign.h5, .json the merge's output (with shards: their index) and summary
+    RUN/output/frames/<IFO>/, deepclean.lcf, segments/   the cleaned strain's GWF files, their
+                                  cache and the gate's segments (DeepClean's modes)
     RUN/output/shards/<shard>.h5, .json, .frames/   a shard merge's output and summary
     RUN/servers/<server>.json     a live server's address; .epoch its start count; .refused
                                   why it refused to serve (its repository); .unhealthy the
@@ -22,6 +24,7 @@ their files through ``RunDir``::
     RUN/logs/<node>.out, .err     a node's logs (the submit files'); .pre.log its PRE script's
     RUN/monitor/<server>.csv      Triton statistics of a server
     RUN/local-state.json          run-local's node states; .run-local.lock its lock
+    RUN/scratch/<node>.<n>/       run-local's sandbox of attempt n of a node with file transfer
     RUN/job-ads.json              run-local's stand-in for the schedd's job ads
     RUN/summary.json              the FINAL node's summary
     RUN/report/index.html         the campaign report

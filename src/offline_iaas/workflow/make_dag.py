@@ -242,6 +242,13 @@ def make_dag(
     executable = console_script()
     _check_path(run.path, "run directory")
     _check_path(executable, "console script")
+    if site.transfer and not config.model.repository.is_dir():  # packed below, checked or not
+        chosen = ('site.filesystem = "transfer"' if config.site.filesystem
+                  else f"the {site.profile.name} profile's")
+        raise ConfigError(
+            f"model.repository {config.model.repository}: no such directory: with file "
+            f"transfer ({chosen}) make-dag packs it into RUN/model-repository.tar.gz for the "
+            "servers, with --no-check too")
     model = _model_record(config.model.repository)
     previous = _previous_run(run, hashes, model)
 
