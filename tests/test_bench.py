@@ -256,6 +256,10 @@ def test_plan_command_prints_its_arithmetic(tmp_path: Path, capsys) -> None:
     ("bench-results-not-json", lambda text: text[: len(text) // 2]),
     ("bench-results-no-measurements", lambda text: json.dumps(list(json.loads(text)))),
     ("bench-results-measurement-lacking", lambda text: text.replace('"wall_seconds"', '"w"')),
+    ("bench-results-machine-not-an-object",
+     lambda text: json.dumps({**json.loads(text), "machine": "AMD EPYC"})),
+    (None, lambda text: json.dumps({**json.loads(text), "machine": None})),
+    (None, lambda text: json.dumps({**json.loads(text), "machine": {"cores": "two"}})),
 ])
 def test_a_damaged_bench_results_file_is_named_with_what_is_wrong(
         tmp_path: Path, capsys: pytest.CaptureFixture, row_id: str, damage) -> None:
@@ -271,8 +275,9 @@ def test_a_damaged_bench_results_file_is_named_with_what_is_wrong(
         assert main(plan) == exit_code(ConfigError)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(results) in err[0], err
-    documented(row_id, err[0].removeprefix("offline-iaas plan: error: "),
-               {tmp_path: "<ws>"}, exit_code=exit_code(ConfigError))
+    if row_id:
+        documented(row_id, err[0].removeprefix("offline-iaas plan: error: "),
+                   {tmp_path: "<ws>"}, exit_code=exit_code(ConfigError))
 
 
 @pytest.mark.parametrize("row_id, fields, refusal", [
@@ -292,7 +297,11 @@ def test_a_damaged_bench_results_file_is_named_with_what_is_wrong(
     (None, {"bytes_sent": -1}, "bytes_sent must be an integer, 0 or more, got -1"),
     (None, {"streamed": 1}, "streamed must be true or false, got 1"),
     ("bench-results-rate-not-finite", {"data_seconds": 1e300, "wall_seconds": 1e-300},
-     "data_seconds / wall_seconds must be a positive finite rate, got 1e+300 / 1e-300"),
+     "data_seconds / wall_seconds must be a positive rate of at most 10**9, got 1e+300 / "
+     "1e-300"),
+    (None, {"data_seconds": 2048.0, "wall_seconds": 1e-300},  # a plan of 0 s, exit 0, before
+     "data_seconds / wall_seconds must be a positive rate of at most 10**9, got 2048.0 / "
+     "1e-300"),
 ])
 def test_plan_refuses_a_bench_measurement_field_of_the_wrong_kind_naming_it(
         tmp_path: Path, capsys: pytest.CaptureFixture, row_id: str | None,

@@ -293,6 +293,23 @@ def test_an_interval_that_does_not_fit_is_refused(clean_frames: Path, capsys, ca
     documented(case, message, {str(config): "C"})
 
 
+def test_an_approximant_that_cannot_generate_the_population_is_refused_naming_the_key(
+        clean_frames: Path, capsys) -> None:
+    """SEOBNRv4 at this population's spins and frequencies: lalsimulation's "Input domain
+    error" was exit 3 with a whole binary's repr, naming neither the file nor the key. Now one
+    line naming synth.approximant and the binaries it was asked for, exit 2, nothing
+    written."""
+    out = clean_frames / "refused.h5"
+    config = clean_frames / "campaign.toml"
+    assert main(["draw-injections", str(config), "--out", str(out), "--interval-seconds",
+                 "200", "--set", 'synth.approximant="SEOBNRv4"']) == 2
+    assert not out.exists()
+    message = capsys.readouterr().err.strip().splitlines()[-1].split("error: ", 1)[1]
+    assert message.startswith(f"{config}: 'synth.approximant' SEOBNRv4 cannot generate the "
+                              "population's extreme binaries ("), message
+    documented("draw-injections-approximant-cannot", message, {str(config): "C"}, exit_code=2)
+
+
 @pytest.mark.parametrize("value", ["nan", "-1"])
 def test_a_network_snr_cut_that_is_no_number_or_negative_is_refused(
         clean_frames: Path, capsys, value: str) -> None:

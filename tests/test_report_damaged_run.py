@@ -111,3 +111,18 @@ def test_report_of_a_run_whose_campaign_toml_was_edited_says_so_atop_its_page_an
     code, line, text = report(run_dir, capsys)
     assert (code, line) == (0, "")
     assert "was edited since make-dag" not in text
+
+
+@pytest.mark.parametrize("damage", ["a time that is none", "not JSON"])
+def test_report_names_a_damaged_local_state_and_exits_as_status_does(
+        run_dir: Path, capsys, damage: str) -> None:
+    """run-local's local-state.json damaged: the page is written, naming it where it was not
+    drawn, and report exits as status does (exit 0 before, its errors.md row said 6)."""
+    assert report(run_dir, capsys)[:2] == (0, "")  # control: no local state yet
+    state = run_dir / "local-state.json"
+    state.write_text('{"version": 1, "updated": "yesterday", "nodes": {}}'
+                     if damage == "a time that is none" else "{")
+    code, line, text = report(run_dir, capsys)
+    assert (code, line) == status_line(run_dir, capsys)
+    assert code == 6 and line.startswith(f"{state}"), line
+    assert str(state) in text

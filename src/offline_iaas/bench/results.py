@@ -13,6 +13,7 @@ from offline_iaas.atomic import write_text_atomic
 from offline_iaas.bench.provenance import SOURCE_ROOT
 from offline_iaas.bounded_read import TooLarge, read_text
 from offline_iaas.errors import ConfigError, names_text
+from offline_iaas.json_values import json_kind
 
 PATHS: tuple[str, ...] = ("limit", "service", "naive", "ensemble", "whole-window",
                           "whole-window-limit")
@@ -192,10 +193,15 @@ def measurement_problem(row: dict[str, Any]) -> str | None:
         if name in row and not valid(row[name]):
             return f"{name} must be {kind}, got {_shown(row[name])}"
     rate = row["data_seconds"] / row["wall_seconds"]
-    if not 0 < rate < math.inf:
-        return (f"data_seconds / wall_seconds must be a positive finite rate, got "
+    if not 0 < rate <= MAX_RATE:
+        return (f"data_seconds / wall_seconds must be a positive rate of at most 10**9, got "
                 f"{_shown(row['data_seconds'])} / {_shown(row['wall_seconds'])}")
     return None
+
+
+MAX_RATE = 1e9
+"""Data seconds per wall second no server measures (31.7 years a second): a rate beyond it is
+a damaged file (a wall time of 1e-300 s planned a campaign of 0 s)."""
 
 
 def read_results(path: Path) -> tuple[dict[str, Any], list[Measurement]]:
@@ -232,5 +238,11 @@ def read_results(path: Path) -> tuple[dict[str, Any], list[Measurement]]:
         problem = measurement_problem(row)
         if problem:
             raise refuse(f"measurement {number}'s {problem}")
+    machine = data.get("machine", {})
+    if not isinstance(machine, dict):
+        raise refuse(f"'machine' is {json_kind(machine)}, not an object")
+    cores = machine.get("cores")
+    if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int) or cores < 1):
+        raise refuse(f"'machine.cores' is {_shown(cores)}, not a count of cores")
     header = {k: v for k, v in data.items() if k != "measurements"}
     return header, [Measurement.from_dict(row) for row in rows]

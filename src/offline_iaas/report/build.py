@@ -253,9 +253,11 @@ def write_report(run: RunDir) -> Path:
 
 def report_command(run: RunDir) -> None:
     """``offline-iaas report``: ``write_report``, then, where the run's campaign.toml or
-    run.json is missing or damaged, or campaign.toml was edited since make-dag, the same
-    error ``status`` gives for it (the page is written first, whatever state the run is in,
-    and names the problem too: an edit in a line at its top)."""
+    run.json is missing or damaged, campaign.toml was edited since make-dag, or run-local's
+    local-state.json is damaged, the same error ``status`` gives for it (the page is written
+    first, whatever state the run is in, and names the problem too: an edit in a line at its
+    top, a damaged file where it was not drawn)."""
     logger.info(f"report: {write_report(run)}")
     if is_make_dag_run(run):
         read_bound_run(run)
+    read_local_state(run)

@@ -37,7 +37,7 @@ import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.config_sections import DataConfig
-from offline_iaas.errors import ConfigError
+from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.search.injection_set import InjectionSet
 from offline_iaas.search.population import PopulationSpec, draw_binaries, population_spec
 from offline_iaas.search.waveforms import (
@@ -178,7 +178,15 @@ def draw_injection_set(
     if rate / 2 <= spec.f_lower_hz:
         raise ConfigError(f"{config.source}: 'data.sample_rate' ({rate:g} Hz) leaves nothing "
                           f"above synth.f_lower_hz ({spec.f_lower_hz:g} Hz)")
-    bounds = waveform_bounds(spec, rate)
+    try:
+        bounds = waveform_bounds(spec, rate)
+    except DataError as err:  # the population's extreme binaries: the config's doing
+        raise ConfigError(
+            f"{config.source}: 'synth.approximant' {spec.approximant} cannot generate the "
+            f"population's extreme binaries ({spec.mass_min_msun:g} and "
+            f"{spec.mass_max_msun:g} Msun, aligned spins {spec.spin_max:g}, from "
+            f"{spec.f_lower_hz:g} Hz at {rate:g} Hz): {str(err).rsplit(': ', 1)[-1]}"
+        ) from None
     if interval_seconds < sum(bounds) + MARGIN_SECONDS:
         raise ConfigError(
             f"{config.source}: an injection every {interval_seconds:g} s overlaps the next: "

@@ -7,6 +7,8 @@ import argparse
 import logging
 from pathlib import Path
 
+from offline_iaas.errors import ConfigError
+
 logger = logging.getLogger("offline_iaas.cli")
 
 CONVERT_HELP = ("convert an injection set between LIGO_LW sim_inspiral (.xml, .xml.gz) and "
@@ -35,6 +37,9 @@ def add_convert_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_convert(args: argparse.Namespace) -> None:
     from offline_iaas.search.injection_file import read_injection_set, write_injection_set
 
+    if args.target.exists() and args.source.exists() and args.target.samefile(args.source):
+        raise ConfigError(f"{args.target}: is the source file {args.source} (converted files "
+                          "lose what the other format has no column for): give another target")
     injections = read_injection_set(args.source, args.approximant, args.f_lower_hz,
                                     args.reference_frequency_hz)
     write_injection_set(args.target, injections, layout=args.layout)

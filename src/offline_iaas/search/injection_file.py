@@ -36,7 +36,7 @@ from offline_iaas.data.hdf5_probe import readable_hdf5
 from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.json_values import finite_number, json_kind
 from offline_iaas.physics import Injection
-from offline_iaas.search.injection_set import InjectionSet, attr_value
+from offline_iaas.search.injection_set import InjectionSet, attr_value, number_attribute
 from offline_iaas.search.injections_aframe import MARKERS, read_aframe, write_aframe
 from offline_iaas.search.injections_aframe import REQUIRED as AFRAME_REQUIRED
 from offline_iaas.search.injections_hdf5 import LAYOUT, MASS_FRAMES, REQUIRED, read_hdf5, write_hdf5
@@ -101,13 +101,31 @@ def read_injection_set(
     """
     path = Path(path)
     kind = file_format(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: a directory, not an injection file")
     if not path.is_file():
         raise ConfigError(f"{path}: injection file not found")
     if kind == "xml":
-        return read_ligolw(path, approximant, f_lower_hz, reference_frequency_hz)
-    layout, attrs, datasets = _open_hdf5(path)
-    reader = read_aframe if layout == "aframe" else read_hdf5
-    return reader(path, attrs, datasets, approximant, f_lower_hz, reference_frequency_hz)
+        found = read_ligolw(path, approximant, f_lower_hz, reference_frequency_hz)
+    else:
+        layout, attrs, datasets = _open_hdf5(path)
+        reader = read_aframe if layout == "aframe" else read_hdf5
+        found = reader(path, attrs, datasets, approximant, f_lower_hz, reference_frequency_hz)
+    return _described(path, found)
+
+
+def _described(path: Path, injections: InjectionSet) -> InjectionSet:
+    """``injections``, once its approximant is a name and the numbers of its population that
+    VT is computed from are numbers (DataError naming the file and the attribute: a text was
+    carried into the output, or a traceback at the merge)."""
+    if not isinstance(injections.approximant, str) or not injections.approximant:
+        raise DataError(f"{path}: attribute 'approximant' must be a waveform approximant's "
+                        f"name, got {injections.approximant!r}")
+    for name in ("time_volume_gpc3", "comoving_volume_gpc3", "redshift_max"):
+        number_attribute(path, name, injections.attrs.get(name))
+    for name in ("drawn", "injected"):
+        number_attribute(path, name, injections.attrs.get(name), whole=True)
+    return injections
 
 
 def hdf5_layout(path: Path) -> str:

@@ -18,6 +18,7 @@ PSD it is computed against:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,15 +117,84 @@ def finite(path: Path, name: str, values: Any) -> tuple[float, ...]:
     return tuple(float(v) for v in values)
 
 
+def positive(path: Path, name: str, values: Any) -> np.ndarray:
+    """``values`` as floats; DataError naming the column and the first row that is not a
+    finite positive number (a mass, a distance: a negative one made complex numbers)."""
+    column = np.array(finite(path, name, values))
+    if np.any(column <= 0):
+        row = int(np.flatnonzero(column <= 0)[0])
+        raise DataError(f"{path}: column '{name}' must be positive, got {column[row]:g} in "
+                        f"row {row}")
+    return column
+
+
+def number_attribute(path: Path, name: str, value: Any, whole: bool = False
+                     ) -> float | int | None:
+    """The file's attribute (or parameter) ``name`` as a finite positive number (``whole``: a
+    count, 0 too), None where it is absent; DataError naming the file and the attribute."""
+    if value is None:
+        return None
+    number = (not isinstance(value, bool) and isinstance(value, (int, float, np.number))
+              and math.isfinite(value)
+              and (float(value).is_integer() and value >= 0 if whole else value > 0))
+    if not number:
+        raise DataError(f"{path}: attribute '{name}' must be a "
+                        f"{'whole number' if whole else 'positive number'}, got {value!r}")
+    return int(value) if whole else float(value)
+
+
+def said_or(path: Path, name: str, said: Any, stand_in: Any) -> Any:
+    """The file's number ``name`` (``said``, checked by ``number_attribute``), else the
+    caller's ``stand_in`` (an option's value, or NaN where it does not matter)."""
+    value = number_attribute(path, name, said)
+    return stand_in if value is None else value
+
+
+def detector_names(path: Path, value: Any) -> list[str]:
+    """The file's ``ifos`` attribute: a list of detector names (none where absent); DataError
+    for anything else (a plain string was read letter by letter)."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value):
+        return list(value)
+    raise DataError(f"{path}: attribute 'ifos' must be a list of detector names (H1, L1 ...), "
+                    f"got {value!r}")
+
+
+def _refuse_unphysical(path: Path, values: Mapping[str, tuple[str, Any]],
+                       checked: Mapping[str, tuple[float, ...]]) -> None:
+    """DataError naming the column of the first mass or distance that is not positive, a
+    negative redshift, or a spin of magnitude above 1 (what the waveform models refuse)."""
+    for name in ("mass_1", "mass_2", "luminosity_distance"):
+        if name in checked:
+            positive(path, values[name][0], checked[name])
+    if "redshift" in checked and min(checked["redshift"], default=0.0) < 0:
+        row = int(np.argmin(checked["redshift"]))
+        raise DataError(f"{path}: column '{values['redshift'][0]}' must not be negative, got "
+                        f"{checked['redshift'][row]:g} in row {row}")
+    for body in (1, 2):
+        parts = [np.asarray(checked.get(f"spin_{body}{a}", ()), np.float64) for a in "xyz"]
+        parts = [part for part in parts if len(part)]
+        magnitude = np.sqrt(sum(part ** 2 for part in parts)) if parts else np.zeros(0)
+        if np.any(magnitude > 1):
+            row = int(np.flatnonzero(magnitude > 1)[0])
+            columns = sorted({values[f"spin_{body}{a}"][0] for a in "xyz"
+                              if f"spin_{body}{a}" in values})
+            raise DataError(f"{path}: the spin of body {body} ({', '.join(columns)}) has "
+                            f"magnitude {magnitude[row]:g} in row {row}, above 1")
+
+
 def binaries_from_columns(path: Path, values: Mapping[str, tuple[str, Any]], n: int
                           ) -> tuple[BinaryParameters, ...]:
     """``n`` binaries from ``{BinaryParameters field: (column name, values)}``; DataError
-    naming the column of a non-finite value."""
+    naming the column of a non-finite value, or of an unphysical one
+    (``_refuse_unphysical``)."""
     checked = {name: finite(path, column, v) for name, (column, v) in values.items()}
     for name, column in checked.items():
         if len(column) != n:
             raise DataError(f"{path}: column '{values[name][0]}' has {len(column)} rows, "
                             f"the set {n}")
+    _refuse_unphysical(path, values, checked)
     return tuple(
         BinaryParameters(**{name: column[i] for name, column in checked.items()})
         for i in range(n)

@@ -95,8 +95,11 @@ from offline_iaas.search.injection_set import (
     InjectionSet,
     attr_value,
     binaries_from_columns,
+    detector_names,
     finite,
+    number_attribute,
     required,
+    said_or,
 )
 from offline_iaas.search.waveforms import MSUN_SI
 
@@ -286,7 +289,7 @@ def read_aframe(
             "to inject at; give the injected set (aframe's waveforms.hdf5): the rejected "
             f"draws are read from {REJECTED_FILE} beside it")
     n = len(datasets[TIME])
-    if "length" in attrs and int(attrs["length"]) != n:
+    if number_attribute(path, "length", attrs.get("length"), whole=True) not in (None, n):
         raise DataError(f"{path}: attribute length = {attrs['length']} but "
                         f"'parameters/{TIME}' has {n} rows")
     refuse_shifts(path, datasets.get("shift"), n)
@@ -295,8 +298,18 @@ def read_aframe(
     for name, values in col.items():
         if len(values) != n:
             raise DataError(f"{path}: field '{name}' has {len(values)} rows, '{TIME}' {n}")
-    f_ref = float(attrs.get("reference_frequency_hz", reference_frequency_hz
-                            or AFRAME_REFERENCE_FREQUENCY_HZ))
+    f_ref = float(said_or(path, "reference_frequency_hz", attrs.get("reference_frequency_hz"),
+                          reference_frequency_hz or AFRAME_REFERENCE_FREQUENCY_HZ))
+    for name in ("a_1", "a_2"):  # spin magnitudes, before lalsimulation refuses them
+        outside = (col[name] < 0) | (col[name] > 1)
+        if np.any(outside):
+            row = int(np.flatnonzero(outside)[0])
+            raise DataError(f"{path}: field '{name}' (a spin's magnitude) must be in [0, 1], "
+                            f"got {col[name][row]:g} in row {row}")
+    if np.any(col["redshift"] < 0):
+        row = int(np.flatnonzero(col["redshift"] < 0)[0])
+        raise DataError(f"{path}: field 'redshift' must not be negative, got "
+                        f"{col['redshift'][row]:g} in row {row}")
     converted = np.array([
         cartesian_spins(col["theta_jn"][i], col["phi_jl"][i], col["tilt_1"][i],
                         col["tilt_2"][i], col["phi_12"][i], col["a_1"][i], col["a_2"][i],
@@ -315,13 +328,14 @@ def read_aframe(
         **{f"spin_{k}{a}": (f"a_{k}", converted[:, 1 + 3 * (k - 1) + j])
            for k in (1, 2) for j, a in enumerate("xyz")},
     }
-    ifos = [str(i) for i in attrs.get("ifos", [])]
+    ifos = detector_names(path, attrs.get("ifos"))
     own = {k: v for k, v in attrs.items() if k not in OWN_ATTRS}
     own.update(aframe_population(path, attrs, z, ifos))
     return InjectionSet(
         binaries=binaries_from_columns(path, values, n),
         approximant=required(path, "approximant", attrs.get("approximant", approximant)),
-        f_lower_hz=float(required(path, "f_lower_hz", attrs.get("f_lower_hz", f_lower_hz))),
+        f_lower_hz=float(required(path, "f_lower_hz", said_or(
+            path, "f_lower_hz", attrs.get("f_lower_hz"), f_lower_hz))),
         snr=_per_ifo(path, "ifo_snrs", datasets.get("ifo_snrs"), ifos, n),
         snr_design=_per_ifo(path, "ifo_snrs_design", datasets.get("ifo_snrs_design"), ifos, n),
         attrs=own,
@@ -385,7 +399,8 @@ def aframe_population(path: Path, attrs: dict[str, Any], redshift: np.ndarray,
     found: dict[str, Any] = {}
     rejected_z = _rejected_redshifts(path, ifos)
     num = attrs.get("num_injections")
-    num = int(num) if num is not None and int(num) > 0 else None
+    num = None if num in (None, 0) else number_attribute(path, "num_injections", num,
+                                                          whole=True)
     if num is not None and num < injected:
         raise DataError(f"{path}: attribute num_injections = {num} is fewer than its "
                         f"{injected} injections")

@@ -32,8 +32,11 @@ from offline_iaas.errors import DataError
 from offline_iaas.search.injection_set import (
     InjectionSet,
     binaries_from_columns,
+    detector_names,
     finite,
+    positive,
     required,
+    said_or,
 )
 from offline_iaas.search.population import redshift_at_distance
 from offline_iaas.search.waveforms import chirp_mass
@@ -113,7 +116,7 @@ def read_hdf5(
     n = len(columns["injection_time"])
     if "redshift" not in columns:
         columns["redshift"] = redshift_at_distance(
-            np.array(finite(path, "luminosity_distance", columns["luminosity_distance"])))
+            positive(path, "luminosity_distance", columns["luminosity_distance"]))
     if mass_frame == "detector":
         for name in ("mass_1", "mass_2"):
             columns[name] = columns[name] / (1.0 + columns["redshift"])
@@ -127,7 +130,7 @@ def read_hdf5(
                 raise DataError(
                     f"{path}: column 'parameters/{name}_detector' is not {name} (1 + redshift) "
                     f"with the file's mass_frame = {mass_frame!r}")
-    ifos = [str(i) for i in attrs.get("ifos", [])]
+    ifos = detector_names(path, attrs.get("ifos"))
     snrs = {
         kind: {ifo: finite(path, f"{ifo.lower()}_{suffix}", columns[f"{ifo.lower()}_{suffix}"])
                for ifo in ifos if f"{ifo.lower()}_{suffix}" in columns}
@@ -135,11 +138,13 @@ def read_hdf5(
     }
     arrival = {ifo: finite(path, f"{ifo.lower()}_time", columns[f"{ifo.lower()}_time"])
                for ifo in ifos if f"{ifo.lower()}_time" in columns}
-    reference = attrs.get("reference_frequency_hz", reference_frequency_hz)
+    reference = said_or(path, "reference_frequency_hz", attrs.get("reference_frequency_hz"),
+                        reference_frequency_hz)
     return InjectionSet(
         binaries=binaries,
         approximant=required(path, "approximant", attrs.get("approximant", approximant)),
-        f_lower_hz=float(required(path, "f_lower_hz", attrs.get("f_lower_hz", f_lower_hz))),
+        f_lower_hz=float(required(path, "f_lower_hz", said_or(
+            path, "f_lower_hz", attrs.get("f_lower_hz"), f_lower_hz))),
         snr=snrs["snr"], arrival_time=arrival, snr_design=snrs["snr_design"],
         attrs={k: v for k, v in attrs.items() if k not in OWN_ATTRS},
         reference_frequency_hz=None if reference is None else float(reference),

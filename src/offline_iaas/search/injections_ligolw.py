@@ -48,6 +48,8 @@ from offline_iaas.search.injection_set import (
     InjectionSet,
     binaries_from_columns,
     finite,
+    positive,
+    said_or,
 )
 from offline_iaas.search.population import redshift_at_distance
 from offline_iaas.search.waveforms import arrival_time, effective_distance
@@ -186,15 +188,22 @@ def read_ligolw(
     ours, ifos, params = _our_process(xmldoc)
 
     def column(name: str, default: float | None = None) -> np.ndarray:
+        """The column as floats: ``default`` where it is absent or a row leaves it empty
+        (NULL); NaN there without a default, and a NaN written in the file stays NaN (the
+        readers refuse it: a NaN spin was read as 0)."""
+        fill = np.nan if default is None else default
         if name not in names:
-            return np.full(len(rows), np.nan if default is None else default)
-        out = np.array([np.nan if getattr(r, name) is None else float(getattr(r, name))
-                        for r in rows])
-        if default is not None:
-            out[np.isnan(out)] = default
-        return out
+            return np.full(len(rows), fill)
+        return np.array([fill if getattr(r, name) is None else float(getattr(r, name))
+                         for r in rows])
 
-    distance = np.array(finite(path, "distance", column("distance")))
+    for name in sorted(n for n in names if n.endswith("_end_time_ns")):
+        nanoseconds = column(name, 0.0)
+        if np.any((nanoseconds < 0) | (nanoseconds >= 1e9)):
+            row = int(np.flatnonzero((nanoseconds < 0) | (nanoseconds >= 1e9))[0])
+            raise DataError(f"{path}: column '{name}' must be in [0, 10**9) ns, got "
+                            f"{nanoseconds[row]:g} in row {row}")
+    distance = positive(path, "distance", column("distance"))
     redshift = redshift_at_distance(distance)
     values = {
         "gps_time": ("geocent_end_time",
@@ -220,26 +229,37 @@ def read_ligolw(
     snrs: dict[str, dict[str, tuple[float, ...]]] = {kind: {} for kind in SNR_KINDS}
     for kind in SNR_KINDS:
         if ours:
-            mapping = dict(item.split(":") for item in
-                           str(params.get(COLUMNS_PARAM[kind], "")).split(",") if item)
+            mapping = _snr_columns(path, COLUMNS_PARAM[kind],
+                                   str(params.get(COLUMNS_PARAM[kind], "")))
         else:
             mapping = SNR_COLUMNS[kind] if kind == "snr" else {}
         for ifo, name in mapping.items():
             values_of = column(name)
             if ours or (bool(rows) and bool(np.all(values_of > 0))):
                 snrs[kind][ifo] = finite(path, name, values_of)
-    reference = params.get("reference_frequency_hz", reference_frequency_hz)
+    reference = said_or(path, "reference_frequency_hz", params.get("reference_frequency_hz"),
+                        reference_frequency_hz)
     return InjectionSet(
         binaries=binaries,
         approximant=_one_value(path, "waveform", rows, names,
                                params.get("approximant", approximant)),
-        f_lower_hz=float(_one_value(path, "f_lower", rows, names,
-                                    params.get("f_lower_hz", f_lower_hz))),
+        f_lower_hz=float(_one_value(path, "f_lower", rows, names, said_or(
+            path, "f_lower_hz", params.get("f_lower_hz"), f_lower_hz))),
         snr=snrs["snr"], arrival_time=arrival, snr_design=snrs["snr_design"],
         attrs={k: v for k, v in params.items() if k not in LAYOUT_PARAMS},
         reference_frequency_hz=None if reference is None else float(reference),
         snr_psd={kind: str(params[name]) for kind, name in PSD_PARAM.items() if name in params},
     )
+
+
+def _snr_columns(path: Path, param: str, text: str) -> dict[str, str]:
+    """Our process parameter ``param``, ``IFO:column,...``, as a mapping; DataError naming it
+    for an item that is not one ``IFO:column`` pair."""
+    pairs = [item.split(":") for item in text.split(",") if item]
+    if any(len(pair) != 2 or not all(pair) for pair in pairs):
+        raise DataError(f"{path}: process parameter '{param}' must be IFO:column pairs "
+                        f"separated by commas, got {text!r}")
+    return dict(pairs)
 
 
 def _our_process(xmldoc: Any) -> tuple[bool, list[str], dict[str, Any]]:
