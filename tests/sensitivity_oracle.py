@@ -1,10 +1,13 @@
 """The search's numbers from a run's files by their definition, sharing no code with the
 merge: found and missed, the VT curve, the held-out time and the trigger counts a time-slide
-campaign's ``campaign.json`` quotes, recomputed from ``campaign.h5`` (its statistic series and
-trigger table), ``run.json`` (the training spans) and the injection set ``search.injections``
-names (a ``synth.json``: the injections and their population).
+campaign's ``campaign.json`` quotes, recomputed from ``campaign.h5`` (its statistic and slides
+series), ``run.json`` (the training spans) and the injection set ``search.injections`` names
+(a ``synth.json``: the injections and their population).
 
 The definitions:
+- the triggers, the background, its livetime and each trigger's IFAR: formed from the
+  statistic and slides series (``oracle.own_triggers``), and the file's trigger table must be
+  them;
 - analysed time: each statistic series' span (``oracle.analysed_spans``);
 - held out: analysed, outside the training spans ``run.json`` records of the networks the
   search's data went through (``search_spans.search_training``: BBHnet's, in e2e DeepClean's
@@ -23,7 +26,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from tests.oracle import analysed_spans, read_run_config
+from tests.oracle import analysed_spans, own_triggers, read_run_config, read_triggers
 from tests.search_spans import search_training, union
 
 YEAR_SECONDS = 365.25 * 86400
@@ -43,12 +46,19 @@ def search_problems(run_dir: Path, *, shift_injections: float = 0.0, trim_second
     config = read_run_config(run_dir)
     search = config["search"]
     found_seconds, threshold = search["found_seconds"], search["ifar_threshold_years"]
-    with h5py.File(run_dir / "output" / "campaign.h5", "r") as f:
-        table = f["triggers"][()]
-        table = table[:len(table) - drop_triggers]
-        background_rows = len(f["background"]) if "background" in f else None
+    campaign = run_dir / "output" / "campaign.h5"
+    with h5py.File(campaign, "r") as f:
         spans = analysed_spans(f, trim_seconds)
-    times, ifars = table["time"].astype(np.float64), table["ifar"].astype(np.float64)
+    # the triggers, their IFARs, the background and its livetime formed here from the file's
+    # statistic and slides series (``oracle.own_triggers``), compared with the file's table
+    own = own_triggers(run_dir, campaign)
+    keep = len(own.time) - drop_triggers
+    times, ifars = own.time[:keep], np.asarray(own.ifar, np.float64)[:keep]
+    stored = read_triggers(campaign)
+    if not (len(stored.time) == len(times) and np.allclose(stored.time, times, rtol=0, atol=1e-6)
+            and np.allclose(stored.ifar, ifars, rtol=1e-9, atol=0)):
+        return [f"the trigger table ({len(stored.time)} rows) is not the triggers formed from "
+                f"the statistic and slides series ({len(times)})"]
     injection_set = json.loads(Path(search["injections"]).read_text())
     population = injection_set["population"]
     recorded = json.loads((run_dir / "run.json").read_text()).get("training") or {}
@@ -56,10 +66,11 @@ def search_problems(run_dir: Path, *, shift_injections: float = 0.0, trim_second
                                               if name not in ignore_networks}))
 
     problems = []
-    counts = {"triggers": len(table), "background_triggers": background_rows,
+    counts = {"triggers": len(times), "background_triggers": len(own.background["time"]),
+              "background_livetime_seconds": own.livetime_seconds,
               "loudest_ifar_years": float(ifars.max(initial=0.0))}
     for key, value in counts.items():
-        if not np.isclose(summary[key], value, rtol=1e-12, atol=0):
+        if not np.isclose(summary[key], value, rtol=1e-9, atol=0):
             problems.append(f"{key}: campaign {summary[key]}, here {value}")
 
     snr = {i["gps_time"] + shift_injections: i["network_snr"]
@@ -102,7 +113,7 @@ def search_problems(run_dir: Path, *, shift_injections: float = 0.0, trim_second
                         f"{summary['analysed_seconds']} s analysed, here {held_out_seconds} s "
                         f"of {analysed_seconds} s (training spans {training})")
     trials = len(held_out) * population["drawn"] / population["injected"]
-    reach = summary["background_livetime_seconds"] / YEAR_SECONDS
+    reach = own.livetime_seconds / YEAR_SECONDS
     for point in summary["sensitivity"]["curve"]:
         at = point["ifar_threshold_years"]
         if at > reach:

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from offline_iaas.cli import main
-from offline_iaas.search.injection_file import write_injection_set
+from offline_iaas.errors import DataError
+from offline_iaas.search.injection_file import read_injection_set, write_injection_set
 from tests.error_catalogue import cli_error, documented
 from tests.injection_samples import sample_set
 
@@ -38,7 +39,7 @@ HDF5_CASES = {  # (layout, edit, the message after the file's name)
     "mass negative": ("offline-iaas", _set_hdf5("parameters/mass_1", -5.0),
                       "column 'mass_1' must be positive, got -5 in row 3"),
     "spin above 1": ("offline-iaas", _set_hdf5("parameters/spin_1z", 1.5),
-                     "the spin of body 1 (spin_1x, spin_1y, spin_1z) has magnitude 1.50748 in "
+                     "the spin of body 1 (spin_1x, spin_1y, spin_1z) has magnitude 1.50748134 in "
                      "row 3, above 1"),
     "f_lower text": ("offline-iaas", _set_hdf5("f_lower_hz", "abc"),
                      "attribute 'f_lower_hz' must be a positive number, got 'abc'"),
@@ -52,12 +53,12 @@ HDF5_CASES = {  # (layout, edit, the message after the file's name)
                           "attribute 'approximant' must be a waveform approximant's name, got "
                           "b'\\xff\\xfe'"),
     "aframe spin magnitude": ("aframe", _set_hdf5("parameters/a_1", 5.0),
-                              "field 'a_1' (a spin's magnitude) must be in [0, 1], got 5 in "
+                              "column 'a_1' (a spin's magnitude) must be in [0, 1], got 5 in "
                               "row 3"),
     "aframe length text": ("aframe", _set_hdf5("length", "many"),
                            "attribute 'length' must be a whole number, got 'many'"),
     "aframe redshift negative": ("aframe", _set_hdf5("parameters/redshift", -0.5),
-                                 "field 'redshift' must not be negative, got -0.5 in row 3"),
+                                 "column 'redshift' must not be negative, got -0.5 in row 3"),
 }
 
 
@@ -161,3 +162,76 @@ def test_convert_injections_onto_its_own_source_is_refused(
         assert (source.read_bytes(), source.stat().st_mtime_ns) == before
         assert os.path.islink(tmp_path / "link.h5")
     documented("convert-injections-onto-source", message, {tmp_path: "<ws>"}, exit_code=2)
+
+
+def test_aframe_spins_of_magnitude_one_are_read(tmp_path: Path) -> None:
+    """A maximal spin comes back from aframe's angles 1 + 4e-16 in some rows: the magnitude
+    check lets rounding pass (it refused a_1 = 1 as "magnitude 1, above 1"); 1.01 is still
+    refused (the control)."""
+    from tests.test_injections_aframe import ROWS, aframe_file
+
+    rows = {**ROWS, "a_1": [1.0, 1.0], "a_2": [1.0, 1.0]}
+    rng = np.random.default_rng(3)
+    rows.update({name: list(rng.uniform(0.1, 3.0, 2)) for name in ("tilt_1", "tilt_2",
+                                                                   "phi_12", "phi_jl")})
+    aframe_file(tmp_path / "waveforms.hdf5", rows)
+    [spins] = [[(b.spin_1x ** 2 + b.spin_1y ** 2 + b.spin_1z ** 2) ** 0.5 for b in
+                read_injection_set(tmp_path / "waveforms.hdf5", "IMRPhenomPv2",
+                                   20.0).binaries]]
+    assert spins == pytest.approx([1.0, 1.0], abs=1e-12)
+    aframe_file(tmp_path / "waveforms.hdf5", {**rows, "a_1": [1.01, 1.0]})
+    with pytest.raises(DataError, match=r"column 'a_1' \(a spin's magnitude\) must be in "):
+        read_injection_set(tmp_path / "waveforms.hdf5", "IMRPhenomPv2", 20.0)
+
+
+def test_aframe_population_attributes_that_are_not_numbers_are_named(tmp_path: Path) -> None:
+    """aframe's files without a volume: redshift_max (which the docs ask users to set) as
+    text was a ValueError traceback; the rejected draws' ifos as one string were read letter
+    by letter, their length as text called a damaged HDF5 file, a NaN redshift dropped the
+    volume. The good files (the control) give the volume."""
+    from tests.test_injections_aframe import aframe_file, rejected_file
+
+    waveforms, rejected = tmp_path / "waveforms.hdf5", tmp_path / "rejected-parameters.hdf5"
+    aframe_file(waveforms)
+    rejected_file(rejected, [0.1, 0.5, 0.3])
+    assert read_injection_set(waveforms, "IMRPhenomPv2", 20.0).attrs["redshift_max"] == 0.5
+    for target, name, value, message in [
+            (waveforms, "redshift_max", "abc",
+             f"{waveforms}: attribute 'redshift_max' must be a positive number, got 'abc'"),
+            (rejected, "ifos", "H1", f"{rejected}: attribute 'ifos' must be a list of "
+                                     "detector names (H1, L1 ...), got 'H1'"),
+            (rejected, "length", "many",
+             f"{rejected}: attribute 'length' must be a whole number, got 'many'")]:
+        with h5py.File(target, "a") as f:
+            kept = f.attrs.get(name)
+            f.attrs[name] = value
+        with pytest.raises(DataError) as refused:
+            read_injection_set(waveforms, "IMRPhenomPv2", 20.0)
+        assert str(refused.value) == message
+        with h5py.File(target, "a") as f:
+            if kept is None:
+                del f.attrs[name]
+            else:
+                f.attrs[name] = kept
+    rejected_file(rejected, [0.1, float("nan"), 0.3])
+    with pytest.raises(DataError, match=r"column 'redshift' is not finite in row 1"):
+        read_injection_set(waveforms, "IMRPhenomPv2", 20.0)
+
+
+def test_a_sim_inspiral_f_lower_that_is_no_positive_number_is_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The column's own value in every row (0 there means unset, and the process parameter
+    or the option stands in): -5 was taken as the set's f_lower with exit 0, NaN called
+    "rows differ"."""
+    source, target = tmp_path / "set.xml", tmp_path / "out.h5"
+    for value, shown in ((-5.0, "-5.0"), (float("nan"), "nan")):
+        write_injection_set(source, sample_set())
+
+        def every_row(table, _, value: float = value) -> None:
+            for row in table:
+                row.f_lower = value
+
+        _ligolw_row(source, every_row)
+        assert converted(source, target, capsys) == (
+            3, f"{source}: sim_inspiral column 'f_lower' must be a positive number, got "
+               f"{shown}")

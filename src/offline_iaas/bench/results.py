@@ -186,6 +186,11 @@ def _shown(value: Any, most: int = 40) -> str:
     return text if len(text) <= most else text[: most - 3] + "..."
 
 
+MAX_RATE, MAX_RATE_TEXT = 1e9, "10**9"
+"""Data seconds per wall second no server measures (31.7 years a second): a rate beyond it is
+a damaged file (a wall time of 1e-300 s planned a campaign of 0 s)."""
+
+
 def measurement_problem(row: dict[str, Any]) -> str | None:
     """What is wrong with the fields of one measurement read back (None: nothing): the first
     field not of its kind (``FIELD_KINDS``), or a rate that is not a positive finite number."""
@@ -194,19 +199,17 @@ def measurement_problem(row: dict[str, Any]) -> str | None:
             return f"{name} must be {kind}, got {_shown(row[name])}"
     rate = row["data_seconds"] / row["wall_seconds"]
     if not 0 < rate <= MAX_RATE:
-        return (f"data_seconds / wall_seconds must be a positive rate of at most 10**9, got "
+        return (f"data_seconds / wall_seconds must be a positive rate of at most "
+                f"{MAX_RATE_TEXT}, got "
                 f"{_shown(row['data_seconds'])} / {_shown(row['wall_seconds'])}")
     return None
 
 
-MAX_RATE = 1e9
-"""Data seconds per wall second no server measures (31.7 years a second): a rate beyond it is
-a damaged file (a wall time of 1e-300 s planned a campaign of 0 s)."""
-
 
 def read_results(path: Path) -> tuple[dict[str, Any], list[Measurement]]:
     """The header and measurements of a ``results.json``; ConfigError naming the file when it
-    is unreadable or a measurement lacks a field or has one of the wrong kind."""
+    is unreadable, a measurement lacks a field or has one of the wrong kind, or its
+    ``machine`` is no object (or ``machine.cores`` no count)."""
     def refuse(why: str) -> ConfigError:
         return ConfigError(f"{path}: not a bench results file (offline-iaas bench's "
                            f"results.json): {why}")

@@ -185,7 +185,8 @@ def draw_injection_set(
             f"{config.source}: 'synth.approximant' {spec.approximant} cannot generate the "
             f"population's extreme binaries ({spec.mass_min_msun:g} and "
             f"{spec.mass_max_msun:g} Msun, aligned spins {spec.spin_max:g}, from "
-            f"{spec.f_lower_hz:g} Hz at {rate:g} Hz): {str(err).rsplit(': ', 1)[-1]}"
+            f"{spec.f_lower_hz:g} Hz at {rate:g} Hz): lalsimulation: "
+            f"{str(err).split('): ', 1)[-1]}"
         ) from None
     if interval_seconds < sum(bounds) + MARGIN_SECONDS:
         raise ConfigError(

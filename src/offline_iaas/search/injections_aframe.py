@@ -98,6 +98,7 @@ from offline_iaas.search.injection_set import (
     detector_names,
     finite,
     number_attribute,
+    refuse_rows,
     required,
     said_or,
 )
@@ -301,15 +302,10 @@ def read_aframe(
     f_ref = float(said_or(path, "reference_frequency_hz", attrs.get("reference_frequency_hz"),
                           reference_frequency_hz or AFRAME_REFERENCE_FREQUENCY_HZ))
     for name in ("a_1", "a_2"):  # spin magnitudes, before lalsimulation refuses them
-        outside = (col[name] < 0) | (col[name] > 1)
-        if np.any(outside):
-            row = int(np.flatnonzero(outside)[0])
-            raise DataError(f"{path}: field '{name}' (a spin's magnitude) must be in [0, 1], "
-                            f"got {col[name][row]:g} in row {row}")
-    if np.any(col["redshift"] < 0):
-        row = int(np.flatnonzero(col["redshift"] < 0)[0])
-        raise DataError(f"{path}: field 'redshift' must not be negative, got "
-                        f"{col['redshift'][row]:g} in row {row}")
+        refuse_rows(path, name, col[name], (col[name] < 0) | (col[name] > 1),
+                    "(a spin's magnitude) must be in [0, 1]")
+    # before the masses are divided by 1 + z
+    refuse_rows(path, "redshift", col["redshift"], col["redshift"] < 0, "must not be negative")
     converted = np.array([
         cartesian_spins(col["theta_jn"][i], col["phi_jl"][i], col["tilt_1"][i],
                         col["tilt_2"][i], col["phi_12"][i], col["a_1"][i], col["a_2"][i],
@@ -419,7 +415,8 @@ def aframe_population(path: Path, attrs: dict[str, Any], redshift: np.ndarray,
         return found
     draws = np.concatenate([redshift, rejected_z if rejected_z is not None else []])
     if attrs.get("redshift_max") is not None:
-        z_max, where = float(attrs["redshift_max"]), "the file's redshift_max"
+        z_max = number_attribute(path, "redshift_max", attrs["redshift_max"])
+        where = "the file's redshift_max"
     else:
         z_max = float(draws.max(initial=0.0))
         where = (f"the largest of the {len(draws)} drawn redshifts (aframe's files do not "
@@ -440,23 +437,26 @@ def _rejected_redshifts(path: Path, ifos: list[str]) -> np.ndarray | None:
     rejected = path.with_name(REJECTED_FILE)
     if rejected == path or not rejected.is_file():
         return None
-    theirs, rows, z = reader().call(_read_rejected, rejected)
+    ifos_attr, length, z = reader().call(_read_rejected, rejected)
+    theirs = detector_names(rejected, ifos_attr)
+    rows = number_attribute(rejected, "length", length, whole=True)
     if z is None or rows is None or len(z) != rows:
         raise DataError(f"{rejected}: aframe's rejected draws need attribute length and "
                         "'parameters/redshift' of that many rows")
     if ifos and theirs and theirs != ifos:
         raise DataError(f"{rejected}: ifos {theirs}, but {path.name} has {ifos}: not one "
                         "campaign's files")
-    return np.asarray(z, np.float64)
+    return np.array(finite(rejected, "redshift", z))
 
 
-def _read_rejected(rejected: Path) -> tuple[list[str], int | None, np.ndarray | None]:
-    """The rejected draws' ``ifos``, ``length`` and ``parameters/redshift`` (None where
-    absent; in the frame reader's process, ``GwfReader.call``)."""
+def _read_rejected(rejected: Path) -> tuple[Any, Any, np.ndarray | None]:
+    """The rejected draws' ``ifos`` and ``length`` attributes as they are and
+    ``parameters/redshift`` (None where absent; in the frame reader's process,
+    ``GwfReader.call``: the caller checks them)."""
     import h5py
 
     with readable_hdf5(rejected), h5py.File(rejected, "r") as f:
-        theirs = [str(attr_value(i)) for i in f.attrs.get("ifos", [])]
-        rows = int(f.attrs["length"]) if "length" in f.attrs else None
+        ifos = attr_value(f.attrs["ifos"]) if "ifos" in f.attrs else None
+        length = attr_value(f.attrs["length"]) if "length" in f.attrs else None
         z = f["parameters/redshift"][()] if "parameters/redshift" in f else None
-    return theirs, rows, z
+    return ifos, length, z

@@ -49,6 +49,7 @@ from offline_iaas.search.injection_set import (
     binaries_from_columns,
     finite,
     positive,
+    refuse_rows,
     said_or,
 )
 from offline_iaas.search.population import redshift_at_distance
@@ -199,10 +200,8 @@ def read_ligolw(
 
     for name in sorted(n for n in names if n.endswith("_end_time_ns")):
         nanoseconds = column(name, 0.0)
-        if np.any((nanoseconds < 0) | (nanoseconds >= 1e9)):
-            row = int(np.flatnonzero((nanoseconds < 0) | (nanoseconds >= 1e9))[0])
-            raise DataError(f"{path}: column '{name}' must be in [0, 10**9) ns, got "
-                            f"{nanoseconds[row]:g} in row {row}")
+        refuse_rows(path, name, nanoseconds, (nanoseconds < 0) | (nanoseconds >= 1e9),
+                    "must be in [0, 10**9) ns")
     distance = positive(path, "distance", column("distance"))
     redshift = redshift_at_distance(distance)
     values = {
@@ -297,6 +296,11 @@ def _one_value(path: Path, name: str, rows: list, names: set[str], default: Any)
     """The one value of column ``name`` in every row (``default`` where absent, empty or 0:
     tables that do not set ``f_lower`` leave it 0)."""
     found = {getattr(r, name) for r in rows} - {None, "", 0} if name in names else set()
+    numbers = [v for v in found if isinstance(v, (int, float))]
+    if any(not (math.isfinite(v) and v > 0) for v in numbers):  # NaN: rows that "differ"
+        bad = next(v for v in numbers if not (math.isfinite(v) and v > 0))
+        raise DataError(f"{path}: sim_inspiral column '{name}' must be a positive number, got "
+                        f"{bad!r}")
     if len(found) > 1:
         raise DataError(f"{path}: sim_inspiral rows differ in '{name}' ({sorted(found)}); "
                         "an injection set has one")

@@ -45,13 +45,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.data.hdf5_probe import HDF5_DAMAGE, readable_hdf5
 from offline_iaas.errors import ConfigError, DataError
-from offline_iaas.search.injection_set import InjectionSet
+from offline_iaas.search.injection_set import InjectionSet, attr_value, number_attribute
 from offline_iaas.search.waveforms import BinaryParameters, Polarizations, detector_strain
 
 GRID_TOLERANCE = 1e-6
@@ -131,7 +132,12 @@ def read_response_set(path: Path) -> ResponseSet | None:
     header = reader().call(_read_header, path)
     if header is None:
         return None
-    rate, duration, right_pad, times, shapes = header
+    metadata, times, shapes = header
+    rate, duration = (number_attribute(path, name, metadata[name]) for name in METADATA[:2])
+    right_pad = metadata[METADATA[2]]
+    if isinstance(right_pad, bool) or not isinstance(right_pad, (int, float)):
+        raise DataError(f"{path}: attribute '{METADATA[2]}' must be a number, got "
+                        f"{right_pad!r}")
     if times is None:
         raise DataError(f"{path}: an InterferometerResponseSet needs "
                         "'parameters/injection_time'")
@@ -149,11 +155,11 @@ def read_response_set(path: Path) -> ResponseSet | None:
     return ResponseSet(path, times, tuple(shapes), rate, duration, right_pad)
 
 
-def _read_header(path: Path) -> tuple[float, float, float, np.ndarray | None,
+def _read_header(path: Path) -> tuple[dict[str, Any], np.ndarray | None,
                                      dict[str, tuple[int, ...]]] | None:
-    """The response set's sample rate, duration, right pad, injection times and waveform
-    shapes (by detector); None without a ``waveforms`` group (in the frame reader's process,
-    ``GwfReader.call``)."""
+    """The response set's ``METADATA`` attributes as they are (the caller checks them), its
+    injection times and waveform shapes (by detector); None without a ``waveforms`` group (in
+    the frame reader's process, ``GwfReader.call``)."""
     import h5py
 
     with readable_hdf5(path), h5py.File(path, "r") as f:
@@ -164,12 +170,12 @@ def _read_header(path: Path) -> tuple[float, float, float, np.ndarray | None,
         if missing:
             raise DataError(f"{path}: an InterferometerResponseSet ('{WAVEFORMS}' group) "
                             f"needs root attribute {missing[0]}")
-        rate, duration, right_pad = (float(f.attrs[name]) for name in METADATA)
+        metadata = {name: attr_value(f.attrs[name]) for name in METADATA}
         times = np.asarray(f["parameters/injection_time"][()], np.float64) if (
             "parameters/injection_time" in f) else None
         shapes = {name.upper(): group[name].shape for name in group
                   if isinstance(group[name], h5py.Dataset)}
-    return rate, duration, right_pad, times, shapes
+    return metadata, times, shapes
 
 
 def check_detectors(responses: ResponseSet, channels: Sequence[str]) -> None:

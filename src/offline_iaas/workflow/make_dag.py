@@ -246,7 +246,9 @@ def make_dag(
         chosen = ('site.filesystem = "transfer"' if config.site.filesystem
                   else f"the {site.profile.name} profile's")
         raise ConfigError(
-            f"model.repository {config.model.repository}: no such directory: with file "
+            f"model.repository {config.model.repository}: "
+            f"{'not a directory' if config.model.repository.exists() else 'no such directory'}"
+            ": with file "
             f"transfer ({chosen}) make-dag packs it into RUN/model-repository.tar.gz for the "
             "servers, with --no-check too")
     model = _model_record(config.model.repository)
