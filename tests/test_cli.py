@@ -186,3 +186,18 @@ def test_inspect_of_a_client_part_says_what_it_is_and_where_the_provenance_is(
         other.attrs["nodes"] = "client0"
     assert main(["inspect", str(run / "other.h5")]) == 3
     assert cli_error(capsys.readouterr().err).endswith("(not written by offline-iaas)")
+
+
+@pytest.mark.parametrize("option", ["--dag-status", "--failed-count"])
+def test_the_final_node_refuses_a_negative_dagman_count_and_writes_no_summary(
+        small_campaign_dir, option: str, capsys) -> None:
+    """DAGMan's $(DAG_STATUS) and $(FAILED_COUNT) are 0 or more: a negative one was written
+    into summary.json. argparse's one line naming the option, exit 2, nothing written."""
+    from tests.test_bad_input import run_dir
+
+    run = run_dir(small_campaign_dir())
+    with pytest.raises(SystemExit) as refused:
+        main(["status", str(run), "--final", option, "-3"])
+    assert refused.value.code == 2
+    assert f"argument {option}: must be 0 or more, got -3" in capsys.readouterr().err
+    assert not (run / "summary.json").exists()

@@ -172,6 +172,24 @@ def test_plan_refuses_a_pilot_whose_node_time_is_not_a_time_naming_the_file_and_
     documented("local-state-bad-time", message, {run: "<pilot>"}, exit_code=code)
 
 
+def test_a_pilot_time_without_its_utc_offset_is_refused_not_read_as_local_time(
+        small_config_file: Path, capsys: pytest.CaptureFixture) -> None:
+    """run-local writes every time with its UTC offset; one without it was read as this
+    machine's local time (a node's duration hours off where the clocks' zones differ)."""
+    run = fake_pilot(small_config_file.parent, small_config_file)
+    plan = ["plan", str(small_config_file), "--target-hours", "1", "--from-run", str(run)]
+    state = json.loads((run / "local-state.json").read_text())
+    started = state["nodes"]["merge"]["started"]
+    assert started[-6] in "+-" and main(plan) == 0  # the control: with its offset
+    state["nodes"]["merge"]["started"] = started[:-6]
+    (run / "local-state.json").write_text(json.dumps(state))
+    capsys.readouterr()
+    assert main(plan) == 6
+    message = capsys.readouterr().err.strip().removeprefix("offline-iaas plan: error: ")
+    assert message.startswith(f"{run / 'local-state.json'}: field nodes.merge.started: "), message
+    assert "an ISO 8601 time without its UTC offset" in message
+
+
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("--failure-rate", "2", "--failure-rate must be in [0, 1], not 2"),
     ("--failure-rate", "-0.5", "--failure-rate must be in [0, 1], not -0.5"),

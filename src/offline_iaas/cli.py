@@ -37,6 +37,14 @@ def _count_progress(label: str, unit: str):
     return CountProgress(label, unit, verbosity=_verbosity)
 
 
+def count(text: str) -> int:
+    """argparse type: a whole number, 0 or more (DAGMan's counts and codes)."""
+    value = int(text)  # argparse turns the ValueError into "invalid count value"
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def _config(args: argparse.Namespace):
     from offline_iaas.config import load_config
 
@@ -378,8 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true", help="read every checksum")
     p.add_argument("--final", action="store_true",
                    help="FINAL node: write summary.json, fail if the DAG failed")
-    p.add_argument("--dag-status", type=int, default=0, help="DAGMan's $(DAG_STATUS)")
-    p.add_argument("--failed-count", type=int, default=0, help="DAGMan's $(FAILED_COUNT)")
+    p.add_argument("--dag-status", type=count, default=0, help="DAGMan's $(DAG_STATUS)")
+    p.add_argument("--failed-count", type=count, default=0, help="DAGMan's $(FAILED_COUNT)")
     p = command("report", cmd_report, "write the campaign report RUN/report/index.html",
                 config=False)
     p.add_argument("run_dir", type=Path)

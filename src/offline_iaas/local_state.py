@@ -21,11 +21,14 @@ _STRICT = ConfigDict(strict=True, frozen=True, extra="forbid")
 
 
 def _iso_time(text: str) -> str:
-    """``text`` if it is an ISO 8601 time (what run-local writes), else ValueError."""
+    """``text`` if it is an ISO 8601 time with its UTC offset (what run-local writes), else
+    ValueError (a time without one was read as this machine's local time: hours off)."""
     try:
-        datetime.fromisoformat(text)
+        offset = datetime.fromisoformat(text).utcoffset()
     except ValueError:
         raise ValueError(f"not an ISO 8601 time: {text[:40]!r}") from None
+    if offset is None:
+        raise ValueError(f"an ISO 8601 time without its UTC offset: {text[:40]!r}")
     return text
 
 
