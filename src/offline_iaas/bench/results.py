@@ -205,7 +205,6 @@ def measurement_problem(row: dict[str, Any]) -> str | None:
     return None
 
 
-
 def read_results(path: Path) -> tuple[dict[str, Any], list[Measurement]]:
     """The header and measurements of a ``results.json``; ConfigError naming the file when it
     is unreadable, a measurement lacks a field or has one of the wrong kind, or its

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from offline_iaas.errors import DataError
 
@@ -34,14 +35,15 @@ def readable_hdf5(path: Path) -> Iterator[None]:
         raise DataError(f"{path}: not a readable HDF5 file: {text}") from None
 
 
-def every_object(path: Path) -> None:
-    """Open the HDF5 file ``path`` and read every object's attributes (its metadata whole);
-    DataError naming the file where h5py cannot (``readable_hdf5``)."""
+def every_object(path: Path) -> dict[str, Any]:
+    """Open the HDF5 file ``path``, read every object's attributes (its metadata whole) and
+    return the root's; DataError naming the file where h5py cannot (``readable_hdf5``)."""
     import h5py
 
     def read_attributes(_: str, item: h5py.HLObject) -> None:  # None: visit on
         dict(item.attrs)
 
     with readable_hdf5(path), h5py.File(path, "r") as f:
-        dict(f.attrs)
+        root = dict(f.attrs)
         f.visititems(read_attributes)
+    return root

@@ -13,7 +13,7 @@ from typing import Any, BinaryIO
 from offline_iaas import __version__
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.gwf_reader import reader
-from offline_iaas.data.hdf5_probe import every_object, readable_hdf5
+from offline_iaas.data.hdf5_probe import every_object
 from offline_iaas.errors import DataError
 from offline_iaas.records import BadFile, ServedModel
 
@@ -114,11 +114,8 @@ def _hdf5_provenance(path: Path) -> tuple[Any, Any]:
     """The root attributes ``provenance`` and ``node`` of the HDF5 file ``path``, once every
     object's metadata has been read (``every_object``: damage anywhere in it is an error, as
     a frame file's checksums are); in the frame reader's process (``GwfReader.call``)."""
-    import h5py
-
-    every_object(path)
-    with readable_hdf5(path), h5py.File(path, "r") as f:
-        return f.attrs.get("provenance"), f.attrs.get("node")
+    root = every_object(path)
+    return root.get("provenance"), root.get("node")
 
 
 def read_provenance(path: Path) -> dict[str, Any]:

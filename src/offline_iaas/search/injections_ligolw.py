@@ -296,11 +296,10 @@ def _one_value(path: Path, name: str, rows: list, names: set[str], default: Any)
     """The one value of column ``name`` in every row (``default`` where absent, empty or 0:
     tables that do not set ``f_lower`` leave it 0)."""
     found = {getattr(r, name) for r in rows} - {None, "", 0} if name in names else set()
-    numbers = [v for v in found if isinstance(v, (int, float))]
-    if any(not (math.isfinite(v) and v > 0) for v in numbers):  # NaN: rows that "differ"
-        bad = next(v for v in numbers if not (math.isfinite(v) and v > 0))
+    bad = [v for v in found if isinstance(v, (int, float)) and not (math.isfinite(v) and v > 0)]
+    if bad:  # before the rows are compared: NaNs would "differ"
         raise DataError(f"{path}: sim_inspiral column '{name}' must be a positive number, got "
-                        f"{bad!r}")
+                        f"{bad[0]!r}")
     if len(found) > 1:
         raise DataError(f"{path}: sim_inspiral rows differ in '{name}' ({sorted(found)}); "
                         "an injection set has one")
