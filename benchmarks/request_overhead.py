@@ -109,10 +109,10 @@ def grpc_ms_per_request(server, config, load, batch_size: int, requests: int,
                            lambda _id, result: [result.as_numpy(o) for o in outputs],
                            server.url) as stream:
             def send_all() -> None:
-                for index in range(requests):
-                    stream.send("update", update[None, :, index * step:(index + 1) * step],
-                                str(index), sequence_id, start=index == 0,
-                                end=index == requests - 1)
+                pieces = ({"update": update[:, index * step:(index + 1) * step]}
+                          for index in range(requests))
+                for _ in stream.send_piece(pieces, requests, "0", sequence_id):
+                    pass
                 stream.drain()
 
             return cpu_ms_per_request(server, requests, send_all)

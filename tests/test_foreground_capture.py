@@ -63,8 +63,7 @@ def _background(config, stretch, capture, read_seconds: float) -> None:
 
 def _streamed(config, frames, piece, capture) -> np.ndarray:
     """What a client sends for a foreground piece, requests joined."""
-    sizes = [n * config.stride_samples for n in
-             request_sizes(piece.windows, config.model.batch_size)]
+    sizes = request_sizes(piece.windows, config.model.batch_size)
     return np.concatenate([r["update"] for r in request_inputs(
         config, frames, piece, 0, sizes, on_the_fly(config), capture)], axis=1)
 

@@ -105,24 +105,15 @@ def stream_share(client, job: ShareJob, samples: np.ndarray) -> int:
     inject = (OnTheFly(job.injections, tuple(config.data.channels), config.data.start)
               if job.foreground else None)
     capture = None if job.read_again else foreground_capture(config, job.foreground, inject)
-    stride = config.stride_samples
-
-    def read(request_id: str, result) -> None:
-        for name in job.outputs:
-            result.as_numpy(name)
-
     windows = 0
     streams = [*((p, None) for p in job.share.pieces), *((p, inject) for p in job.foreground)]
-    with open_stream(client, job, read) as stream:
+    with open_stream(client, job) as stream:
         for piece, added in streams:
             sizes = request_sizes(piece.windows, config.model.batch_size)
-            requests = request_inputs(config, frames, piece, 0, [n * stride for n in sizes],
-                                      added, capture)
-            for index, inputs in enumerate(requests):
-                update = inputs.pop("update")
-                stream.send("update", update[None], f"{piece.sequence_id}:{index}",
-                            piece.sequence_id, start=index == 0, end=index == len(sizes) - 1,
-                            more={k: v[None] for k, v in inputs.items()})
+            requests = request_inputs(config, frames, piece, 0, sizes, added, capture)
+            for _ in stream.send_piece(requests, len(sizes), str(piece.sequence_id),
+                                       piece.sequence_id):
+                pass
             windows += piece.windows
         stream.drain()
     return windows

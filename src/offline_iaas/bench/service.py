@@ -12,6 +12,7 @@ out: the bench measures the service, not the disks.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import numpy as np
 
@@ -23,28 +24,28 @@ from offline_iaas.client.transport import RequestStream
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK
 
 
-def open_stream(client, job: ClientJob, on_response) -> RequestStream:
-    """The campaign client's request stream to ``job.model``."""
-    return RequestStream(client, job.model, job.outputs, job.in_flight,
-                         RESPONSE_TIMEOUT_SECONDS, job.headers, on_response, job.url)
-
-
-def stream_updates(client, job: ClientJob, samples: np.ndarray) -> int:
-    """Stream ``samples`` as snapshot updates on one sequence; return the windows answered."""
-    load = job.load
-    step = job.batch_size * load.stride_samples
-    firsts = range(0, samples.shape[1], step)
-
+def open_stream(client, job: ClientJob,
+                on_response: Callable[[str, object], None] | None = None) -> RequestStream:
+    """The campaign client's request stream to ``job.model``; without ``on_response`` it
+    reads every output of every response, as a campaign client does."""
     def read(request_id: str, result) -> None:
         for name in job.outputs:
             result.as_numpy(name)
 
-    with open_stream(client, job, read) as stream:
-        for index, first in enumerate(firsts):
-            stream.send("update", samples[None, :, first : first + step], str(index),
-                        job.sequence_id, start=index == 0, end=index == len(firsts) - 1)
+    return RequestStream(client, job.model, job.outputs, job.in_flight,
+                         RESPONSE_TIMEOUT_SECONDS, job.headers, on_response or read, job.url)
+
+
+def stream_updates(client, job: ClientJob, samples: np.ndarray) -> int:
+    """Stream ``samples`` as snapshot updates on one sequence; return the windows answered."""
+    step = job.batch_size * job.load.stride_samples
+    firsts = range(0, samples.shape[1], step)
+    with open_stream(client, job) as stream:
+        for _ in stream.send_piece(({"update": samples[:, first : first + step]}
+                                    for first in firsts), len(firsts), "0", job.sequence_id):
+            pass
         stream.drain()
-    return samples.shape[1] // load.stride_samples
+    return samples.shape[1] // job.load.stride_samples
 
 
 def client_jobs(

@@ -168,7 +168,6 @@ def _stream_once(
     the first request and the last response. A bad frame file met raises ``BadFrameFile``.
     """
     times = StreamRecord() if times is None else times
-    stride = config.stride_samples
     warmup = config.warmup_windows
     outputs = config.outputs.names
     streams, holes = share_streams(config, share, _bad_spans(writer), writer.foreground,
@@ -211,14 +210,12 @@ def _stream_once(
                     item.number, item.row + first_row, item.row + done, sizes,
                     config.client.checkpoint_requests * config.model.batch_size, writer,
                 )
-                requests = request_inputs(config, frames, piece, first_row,
-                                          [n * stride for n in sizes], item.inject, capture)
-                for index, inputs in enumerate(requests):
+                requests = request_inputs(config, frames, piece, first_row, sizes, item.inject,
+                                          capture)
+                for index in stream.send_piece(requests, len(sizes), str(key),
+                                               piece.sequence_id):
                     if times.first_request_unix is None:
                         times.first_request_unix = time.time()
-                    update, more = inputs.pop("update"), {k: v[None] for k, v in inputs.items()}
-                    stream.send("update", update[None], f"{key}:{index}", piece.sequence_id,
-                                start=index == 0, end=index == len(sizes) - 1, more=more)
                     if index == 0 and item.number > len(share.pieces):
                         hooks.reached(run, share.node, "between-foreground")
                     if stream.sent == total_requests // 2:

@@ -49,16 +49,18 @@ def piece_samples(
 
 def request_inputs(
     config: CampaignConfig, frames: list[FrameFile], piece: Piece, from_window: int,
-    sizes_samples: list[int], inject: OnTheFly | None = None,
+    sizes_windows: list[int], inject: OnTheFly | None = None,
     capture: ForegroundCapture | None = None,
 ) -> Iterator[dict[str, np.ndarray]]:
     """Each request's input tensors (no batch axis) of a piece from stream window
-    ``from_window``: ``update``, with the injections added for a foreground piece
+    ``from_window``, request ``j`` carrying ``sizes_windows[j]`` windows' strides
+    (``stretches.request_sizes``): ``update``, with the injections added for a foreground piece
     (``inject``), and for a foreground under the rolling whitening also ``psd_update``, the
     clean strain at the same times, whose PSD whitens the injected one (``pipeline``).
 
     ``capture``: a background piece's reads cut the foreground's samples into it; a
     foreground piece takes its samples from it when a background read covered them."""
+    sizes_samples = [n * config.stride_samples for n in sizes_windows]
     rolling = inject is not None and takes_psd_update(config)
     captured = capture.take(piece.sequence_id) if inject is not None and capture else None
     if captured is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import queue
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -226,6 +226,20 @@ class RequestStream:
             raise ServerError(f"stream to {self.server} broke: {err}") from None
         self.sent += 1
         self.tensor_bytes_sent += nbytes
+
+    def send_piece(self, requests: Iterable[dict[str, np.ndarray]], count: int, key: str,
+                   sequence_id: int) -> Iterator[int]:
+        """Send a piece's ``count`` requests on its sequence, START with the first and END with
+        the last, as request IDs ``key:index``; yield each index once it is sent.
+
+        ``requests``: each request's input tensors without their batch axis
+        (``requests.request_inputs``), ``update`` among them."""
+        for index, inputs in enumerate(requests):
+            tensors = {name: values[None] for name, values in inputs.items()}
+            update = tensors.pop("update")
+            self.send("update", update, f"{key}:{index}", sequence_id, start=index == 0,
+                      end=index == count - 1, more=tensors)
+            yield index
 
     def take(self) -> None:
         """Wait for one response and hand it on; ServerError on an error, a response

@@ -20,7 +20,6 @@ themselves hard-linked from the shards into ``output/frames``.
 from __future__ import annotations
 
 import bisect
-import json
 import logging
 import os
 import shutil
@@ -31,13 +30,23 @@ import h5py
 import numpy as np
 
 from offline_iaas import records
-from offline_iaas.atomic import remove_stale_temporaries, replace_directory, temporary_sibling
+from offline_iaas.atomic import (
+    remove_stale_temporaries,
+    replace_directory,
+    replaced_atomically,
+    temporary_sibling,
+)
 from offline_iaas.completeness import Hashes, set_aside, shard_problem
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.gps import gps_text
 from offline_iaas.merge.foreground import read_foreground
-from offline_iaas.merge.layout import WINDOW_GROUPS, series_attrs, series_groups
+from offline_iaas.merge.layout import (
+    WINDOW_GROUPS,
+    campaign_root_attrs,
+    series_attrs,
+    series_groups,
+)
 from offline_iaas.merge.postprocess import ShardProducts, summarize
 from offline_iaas.merge.provenance import campaign_provenance
 from offline_iaas.merge.shard_merge import read_products
@@ -81,12 +90,11 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
     bad, stretches = analysed_stretches(run, config, shares)
     training = dict(run_info.training)
     remove_stale_temporaries(out_path)
-    tmp = temporary_sibling(out_path)
     frames_dir = run.output_frames
     frames_tmp = temporary_sibling(frames_dir)
     linked = config.mode.cleans_strain
     try:
-        with h5py.File(tmp, "w") as f:
+        with replaced_atomically(out_path) as tmp, h5py.File(tmp, "w") as f:
             _series(f, run, config, stretches, nodes, shards)
             products = [read_products(run.shard_output(n)[0], shards[n]) for n in nodes]
             if linked:
@@ -97,21 +105,16 @@ def write_index(run: RunDir, config: CampaignConfig, run_info: RunInfo) -> Path:
                 products.append(ShardProducts(foreground=foreground))
             summary = summarize(f, config, stretches, training, products,
                                 frames_tmp if linked else None)
-            bounds = np.array([[s.gps_start, s.gps_end] for s in stretches], dtype=np.float64)
             f.attrs.update({
                 "clients": len(shares), "servers": config.layout.servers,
                 "producer": "merge", "shards": len(nodes),
-                "stream_hash": config.stream_hash(), "merge_hash": config.merge_hash(),
-                "stretches": bounds, "mode": config.model.mode,
-                "provenance": json.dumps(
-                    campaign_provenance(config, run_info.model, bad), sort_keys=True)})
-        os.replace(tmp, out_path)
+                **campaign_root_attrs(config, stretches,
+                                      campaign_provenance(config, run_info.model, bad))})
         if linked:
             replace_directory(frames_tmp, frames_dir)
     except BaseException as err:
-        tmp.unlink(missing_ok=True)
         shutil.rmtree(frames_tmp, ignore_errors=True)
-        raise_if_no_space(err, out_path)
+        raise_if_no_space(err, out_path)  # the frames' directory is the output's too
         raise
     wall = time.monotonic() - started
     shard_walls = [shards[n].wall_seconds for n in nodes]

@@ -4,11 +4,17 @@ output's first GPS time over a stretch is ``stretches.output_x0``)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from typing import Any
+
 import h5py
+import numpy as np
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.mode_packages import mode_package
 from offline_iaas.modes import Outputs
+from offline_iaas.stretches import Stretch
 
 WINDOW_GROUPS: tuple[str, ...] = ("statistic", "slides")
 """Groups of per-window series: the statistic and the slides' background."""
@@ -22,6 +28,17 @@ def series_groups(mode: str, outputs: Outputs) -> tuple[str, ...]:
     package = mode_package(mode)
     products = package.built_in.series_products if package is not None else ()
     return WINDOW_GROUPS + outputs.sample_series + products
+
+
+def campaign_root_attrs(config: CampaignConfig, stretches: Sequence[Stretch],
+                        provenance: dict[str, Any]) -> dict[str, Any]:
+    """The root attributes every campaign file carries (a merge's, the index's, the
+    in-process reference's): the hashes it was made under, its stretches' GPS bounds, the
+    mode and the provenance (``provenance.campaign_provenance``) as JSON."""
+    bounds = np.array([[s.gps_start, s.gps_end] for s in stretches], dtype=np.float64)
+    return {"stream_hash": config.stream_hash(), "merge_hash": config.merge_hash(),
+            "stretches": bounds, "mode": config.model.mode,
+            "provenance": json.dumps(provenance, sort_keys=True)}
 
 
 def statistic_channel(ifos: tuple[str, ...]) -> str:

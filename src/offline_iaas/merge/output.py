@@ -32,7 +32,6 @@ not grow with the span and a half-written file never carries the final name.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ from offline_iaas.atomic import (
 )
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import raise_if_no_space
+from offline_iaas.merge.layout import campaign_root_attrs
 from offline_iaas.merge.postprocess import ShardProducts, postprocess, summarize
 from offline_iaas.merge.provenance import campaign_provenance
 from offline_iaas.merge.tree import StretchExtent, whole_extents
@@ -189,13 +189,8 @@ class CampaignWriter:
 
     def close(self, attrs: dict[str, Any]) -> None:
         """Add the provenance, close, and rename the file and the frames to their names."""
-        bounds = np.array([[s.gps_start, s.gps_end] for s in self.stretches], dtype=np.float64)
         self.file.attrs.update(
-            {**attrs, "stream_hash": self.config.stream_hash(),
-             "merge_hash": self.config.merge_hash(), "stretches": bounds,
-             "mode": self.config.model.mode,
-             "provenance": json.dumps(self.provenance, sort_keys=True)}
-        )
+            {**attrs, **campaign_root_attrs(self.config, self.stretches, self.provenance)})
         self.file.close()
         self._close_stage()
         try:

@@ -107,8 +107,7 @@ def _foreground_piece(config: CampaignConfig, sessions: dict, frames: list, piec
                       inject: OnTheFly | None) -> np.ndarray:
     """One foreground piece streamed from a zero state, its kept rows with their times."""
     sizes = request_sizes(piece.windows, config.model.batch_size)
-    requests = request_inputs(config, frames, piece, 0,
-                              [n * config.stride_samples for n in sizes], inject)
+    requests = request_inputs(config, frames, piece, 0, sizes, inject)
     runner = mode_stream(config, sessions)
     names = config.outputs.statistics
     rows = [runner.update(inputs["update"], inputs.get(PSD_UPDATE)) for inputs in requests]

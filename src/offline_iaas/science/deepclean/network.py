@@ -15,8 +15,11 @@ The architecture of the field (Ormiston et al. 2020, ml4gw/deepclean)::
 are in the state_dict and in the exported ONNX graph, so the served graph takes raw witnesses
 and returns strain.
 
-``average_overlapping`` is the online-average step: a stream's overlapping window predictions
-are combined into one prediction per sample.
+``average_overlapping`` combines a span's overlapping window predictions into one prediction
+per sample, offline (the held-out evaluation of training): its first and last samples are the
+mean of the fewer windows that cover them. What campaigns serve is the online average
+(``repository/backend/stateful.OnlineAverage``), which keeps partial sums across requests and
+whose first ``kernel - stride`` samples fall in the warm-up.
 """
 
 from __future__ import annotations
