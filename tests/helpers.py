@@ -323,7 +323,7 @@ class ServerLogWatch:
         """Per log, the bytes and (``lines_read``) the lines already read."""
         self.lines_read: dict[Path, int] = {}
         self.exits_seen: set[tuple[Path, str, object, object]] = set()
-        self.states_read: dict[Path, float] = {}
+        self.states_read: dict[Path, tuple[int, int, int]] = {}
         self.listings: dict[Path, tuple[int, bool, list[Path], list[Path]]] = {}
         """Per directory: its mtime, whether that was recent, subdirectories, files wanted."""
         self.upstream: list[str] = []
@@ -410,12 +410,14 @@ class ServerLogWatch:
         from offline_iaas.serve.crashes import service_exits
 
         try:
-            mtime = state_path.stat().st_mtime
+            found_stat = state_path.stat()
         except OSError:
             return []
-        if self.states_read.get(state_path) == mtime:
+        # the file as written: a rewrite within the clock's tick changes its inode or size
+        written = (found_stat.st_mtime_ns, found_stat.st_size, found_stat.st_ino)
+        if self.states_read.get(state_path) == written:
             return []
-        self.states_read[state_path] = mtime
+        self.states_read[state_path] = written
         found = []
         try:
             state = records.read_optional(LocalState, state_path)

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
-ORPHANS_SECONDS = 60.0
+ORPHANS_SECONDS = 120.0
 """How long the orphans may take to exit after run-local (a stub notices its server's death
 within about 10 s)."""
 

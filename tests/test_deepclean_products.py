@@ -214,7 +214,9 @@ def test_a_canary_campaign_equals_its_reference_in_both_channels(canary_runs) ->
     assert not np.allclose(canary.value, clean.value, rtol=1e-3, atol=0)
     # the plain campaign's production channel is the same network on the same data
     plain = read_campaign(canary_runs["plain"][1] / "output" / "campaign.h5", "clean/H1")[0]
-    np.testing.assert_allclose(clean.value, plain.value, rtol=1e-6, atol=0)
+    # (to the largest sample: a one-ulp difference near a zero crossing is no difference)
+    assert np.isfinite(clean.value).all() and np.isfinite(plain.value).all()
+    assert np.abs(clean.value - plain.value).max() <= 1e-6 * np.abs(plain.value).max()
     # both channels in the same GWF files; the canary's is the HDF5's canary
     files = [str(p) for p in gwf_files(run_dir, "H1")]
     from_gwf = TimeSeries.read(files, f"{STRAIN}_DC_CANARY", format="gwf")

@@ -38,7 +38,7 @@ from offline_iaas.stretches import client_shares, whole_span
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
-from tests.faults.inject import HELD, release
+from tests.faults.inject import HELD, go_when_published, release, until_published
 from tests.faults.test_faults import FAST_FAILURE, RunLocal, fault_fired
 from tests.helpers import (
     SMALL_CAMPAIGN,
@@ -396,10 +396,12 @@ def test_a_server_killed_while_a_client_streams_its_foreground_fails_over_and_eq
     assert len(share_foreground(config.geometry, config.search, shares[1], times)) == 3
     run = RunDir(root / "failover")
     make_dag(config, run)
-    (run.path / "faults.json").write_text(json.dumps(
-        {"client1": [{**HELD, "point": "between-foreground"}]}))
+    faults = until_published(2)  # each client on its own server, however slowly they start
+    faults["client1"].insert(0, {**HELD, "point": "between-foreground"})
+    (run.path / "faults.json").write_text(json.dumps(faults))
     local = RunLocal(run.path)
     try:
+        go_when_published(run.path, ["server0", "server1"])
         wait_for(lambda: fault_fired(run.path, "client1:0"), 120, "client1's foreground")
         serve_pid = json.loads((run.path / "servers" / "server1.json").read_text())["pid"]
         os.kill(serve_pid, signal.SIGKILL)

@@ -73,7 +73,9 @@ if mode in ("needs-server", "sigterm-parent"):
 if mode == "flaky" and count() == 1:
     print("first attempt fails", file=sys.stderr)
     sys.exit(1)
-if mode == "fail":
+if mode.startswith("fail"):  # fail-after-b: once b has started (no race with its start)
+    while mode == "fail-after-b" and not os.path.exists(os.path.join(events, "b.start")):
+        time.sleep(0.02)
     count()
     print("always fails", file=sys.stderr)
     sys.exit(3)
@@ -520,7 +522,7 @@ def test_abort_dag_on_removes_running_jobs_and_runs_final(make_run) -> None:
     run = make_run(
         'SERVICE server0 node.sub\nVARS server0 node="server0" mode="service"\n'
         'JOB b node.sub\nVARS b node="b" mode="ok" sleep="30"\n'
-        'JOB c node.sub\nVARS c node="c" mode="fail"\nRETRY c 3 UNLESS-EXIT 3\n'
+        'JOB c node.sub\nVARS c node="c" mode="fail-after-b"\nRETRY c 3 UNLESS-EXIT 3\n'
         "ABORT-DAG-ON c 3 RETURN 1\n"
         'JOB d node.sub\nVARS d node="d" mode="ok"\nPARENT c CHILD d\n'
     )

@@ -66,7 +66,7 @@ def test_run_local_killed_or_hung_up_leaves_no_node_behind(
         proc.send_signal(how)
         output, _ = proc.communicate(timeout=60)
         # the service's child, which nothing but the guardian stops, goes too
-        wait_for(lambda: not [pid for pid in pids if alive(pid)], 5, "the nodes to go")
+        wait_for(lambda: not [pid for pid in pids if alive(pid)], 30, "the nodes to go")
         assert processes_mentioning(str(run.dir)) == []
     finally:
         proc.kill()
@@ -105,7 +105,7 @@ def test_a_run_directory_moved_while_run_local_runs_is_not_recreated(
         pids = started(run)
         run.dir.rename(moved)
         output, _ = proc.communicate(timeout=60)
-        wait_for(lambda: not [pid for pid in pids if alive(pid)], 5, "the nodes to go")
+        wait_for(lambda: not [pid for pid in pids if alive(pid)], 30, "the nodes to go")
     finally:
         proc.kill()
         proc.communicate()
@@ -132,7 +132,7 @@ def test_run_local_under_nohup_survives_its_terminal(request: pytest.FixtureRequ
         output, _ = proc.communicate(timeout=60)
         assert proc.returncode == 6 and output.strip().endswith(
             "run-local stopped by SIGTERM; every node it started was stopped"), output
-        wait_for(lambda: not [pid for pid in pids if alive(pid)], 5, "the nodes to go")
+        wait_for(lambda: not [pid for pid in pids if alive(pid)], 30, "the nodes to go")
     finally:
         proc.kill()
         proc.communicate()

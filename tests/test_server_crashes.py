@@ -179,13 +179,14 @@ def test_a_server_stopped_at_the_end_of_a_campaign_dies_by_no_signal_and_leaves_
 @pytest.mark.server_exits
 def test_a_tritonserver_dead_by_sigsegv_is_restarted_and_shown_with_its_trace(
         root: Path) -> None:
-    faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 4}]}
+    faults = {"client0": [HELD]}  # mid-stream until the server is dead (a pause may end first)
     run_dir = prepared_run(root, "segv", faults, tuple(FAST_FAILURE))
     run = RunLocal(run_dir)
     try:
-        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to pause")
+        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to be held")
         _, tritonserver = server_pids(run_dir)
         os.kill(tritonserver, signal.SIGSEGV)
+        release(run_dir)
         output = run.finish()
     finally:
         run.kill()
@@ -254,13 +255,14 @@ def test_a_python_stub_dead_by_sigsegv_mid_stream_restarts_its_server_and_the_ru
     # ("Stub process 'offline-iaas_0_0' is not healthy.", or on a stream a response without
     # outputs), and never starts the stub again: before serve watched the stubs, every client
     # attempt died by a TypeError and run-local exited 6
-    faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 4}]}
+    faults = {"client0": [HELD]}  # mid-stream until the stub is dead (a pause may end first)
     run_dir = prepared_run(root, "stub-segv", faults, tuple(FAST_FAILURE))
     run = RunLocal(run_dir)
     try:
-        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to pause")
+        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to be held")
         (stub,) = python_stubs(run_dir)
         os.kill(stub, signal.SIGSEGV)
+        release(run_dir)
         output = run.finish(240)  # exit 0: the same run-local finished the campaign
     finally:
         run.kill()

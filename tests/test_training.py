@@ -124,7 +124,19 @@ def emulated_cpu() -> dict[str, str]:
     }
 
 
+def _cpu_flags() -> set[str]:
+    """This CPU's feature flags, as the kernel lists them (empty where it does not)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return set()
+    return next((set(line.split(":", 1)[1].split()) for line in lines
+                 if line.startswith("flags")), set())
+
+
 @pytest.mark.slow  # three trainings in child processes: 15 s of CPU
+@pytest.mark.skipif(not {"avx2", "fma"} <= _cpu_flags(),
+                    reason="the pin holds on x86-64 CPUs with AVX2 and FMA only (numerics.py)")
 def test_pinned_training_is_bit_identical_on_an_emulated_cpu(
     small: CampaignConfig, pinned_run: tuple[dict[str, Path], list[str], tuple[int, int]],
     tmp_path: Path,

@@ -10,7 +10,9 @@ The test hook of ``offline_iaas.hooks`` (``tests/conftest.py`` sets
 ``point`` names a place in the node's code (``start``, ``mid-stream``, ``mid-write``),
 ``action`` is ``exit`` (exit code 1 with a message), ``sigkill`` (the process kills itself),
 ``pause`` (sleep ``seconds``), ``barrier`` (wait, up to ``seconds``, until ``count`` nodes
-have reached the point, then ``hold`` seconds more: they are all there at once), ``enospc``
+have reached the point, then ``hold`` seconds more: they are all there at once), ``wait``
+(wait, up to ``seconds``, until the test writes the file ``path``, relative to the run
+directory: ``go``), ``enospc``
 (raise the ``OSError`` a full disk gives a write to ``path``, relative to the run directory)
 ``fill`` (fill the run directory's filesystem, a test's small tmpfs, with the file
 ``path``: the node's next write fails for real) or ``truncate`` (cut the newest file matching
@@ -60,14 +62,21 @@ def inject(run_dir: Path, node: str, point: str) -> None:
             arrived.mkdir(parents=True, exist_ok=True)
             (arrived / node).touch()
             deadline = time.monotonic() + float(fault.get("seconds", 300))
-            while len(list(arrived.iterdir())) < int(fault["count"]):
+            while _arrivals(arrived) < int(fault["count"]):
                 if time.monotonic() > deadline:
-                    print(f"{node}: barrier at {point}: only "
-                          f"{len(list(arrived.iterdir()))} of {fault['count']} came",
-                          file=sys.stderr, flush=True)
+                    print(f"{node}: barrier at {point}: only {_arrivals(arrived)} of "
+                          f"{fault['count']} came", file=sys.stderr, flush=True)
                     sys.exit(1)
                 time.sleep(0.2)
             time.sleep(float(fault.get("hold", 0)))
+        elif action == "wait":
+            deadline = time.monotonic() + float(fault.get("seconds", 300))
+            while not (run_dir / fault["path"]).exists():
+                if time.monotonic() > deadline:
+                    print(f"{node}: {fault['path']} not written at {point}", file=sys.stderr,
+                          flush=True)
+                    sys.exit(1)
+                time.sleep(0.2)
         elif action == "enospc":
             path = run_dir / fault.get("path", "")
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
@@ -103,10 +112,38 @@ def fill(path: Path) -> None:
                     raise
 
 
+def _arrivals(arrived: Path) -> int:
+    """Nodes (and the test) at a barrier; none once the run directory was moved (a test that
+    moves it: the node waits on, until it is stopped)."""
+    try:
+        return len(list(arrived.iterdir()))
+    except FileNotFoundError:
+        return 0
+
+
 HELD = {"point": "mid-stream", "action": "barrier", "count": 2, "seconds": 120}
 """A client's fault: it waits mid-stream, its sequence open, until the test calls ``release``
 (a timed pause can end before the test acts on a loaded machine: the client then finishes
 untouched)."""
+
+
+def until_published(clients: int) -> dict[str, list[dict]]:
+    """Faults holding ``client0`` .. ``client<clients - 1>`` at their start until the test
+    calls ``go_when_published`` (a client's server deadlines then measure the fault, not how
+    slowly the servers start on a loaded machine)."""
+    hold = {"point": "start", "action": "wait", "path": "go", "seconds": 600}
+    return {f"client{i}": [hold] for i in range(clients)}
+
+
+def go_when_published(run_dir: Path, servers: list[str], seconds: float = 300) -> None:
+    """Let the clients held by ``until_published`` go once every server of ``servers`` has
+    published its address."""
+    deadline = time.monotonic() + seconds
+    while not all((run_dir / "servers" / f"{s}.json").exists() for s in servers):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{servers} not all published within {seconds} s")
+        time.sleep(0.2)
+    (run_dir / "go").touch()
 
 
 def release(run_dir: Path, point: str = "mid-stream") -> None:

@@ -28,7 +28,7 @@ from offline_iaas.serve.tritonserver import free_ports
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status
-from tests.faults.inject import HELD, release
+from tests.faults.inject import HELD, go_when_published, release, until_published
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, wait_for
 
 pytestmark = pytest.mark.slow
@@ -92,14 +92,17 @@ def server_pids(run_dir: Path, server: str = "server0") -> tuple[int, int]:
 
 def run_with_stopped_server(run_dir: Path, server: str, client: str,
                             until: Callable[[], bool], what: str, seconds: float = 60,
-                            resume: bool = True) -> str:
+                            resume: bool = True, published: list[str] | None = None) -> str:
     """run-local, with ``server``'s tritonserver SIGSTOPped (it hangs: listens, never answers)
     while ``client`` is held mid-stream (``HELD``), then released, until ``until()``; then it
-    goes on to the end, the server running again (``resume``) or still stopped. Returns
+    goes on to the end, the server running again (``resume``) or still stopped. ``published``:
+    the clients wait at their start for these servers (``until_published``). Returns
     run-local's output."""
     run = RunLocal(run_dir)
     stopped = None
     try:
+        if published is not None:
+            go_when_published(run_dir, published)
         wait_for(lambda: fault_fired(run_dir, f"{client}:0"), 60, f"{client} to be held")
         _, stopped = server_pids(run_dir, server)
         os.kill(stopped, signal.SIGSTOP)
@@ -172,8 +175,10 @@ def test_server_killed_mid_campaign_is_replaced_and_clients_reprime(dataset) -> 
 
 
 def test_idle_evicted_sequence_is_reprimed(dataset) -> None:
-    faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 3}]}
-    _, run_dir = prepare(dataset, "evicted", ["server.sequence_idle_seconds=1"], faults)
+    # Triton drops a sequence idle for 3 s; client0 pauses 10 s mid-stream (with 1 s, a
+    # client's stall under load could evict it a second time)
+    faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 10}]}
+    _, run_dir = prepare(dataset, "evicted", ["server.sequence_idle_seconds=3"], faults)
     run_local(RunDir(run_dir))
     out = (run_dir / "logs" / "client0.out").read_text()
     assert "START" in out and "reconnecting" in out  # Triton refused the evicted sequence
@@ -203,16 +208,24 @@ def test_stopped_server_fails_clients_clearly_then_retry_succeeds(dataset) -> No
 
 
 def test_stale_address_file_is_ignored(dataset) -> None:
-    # The server node starts late; meanwhile its address file is one left by a dead server.
-    faults = {"server0": [{"point": "start", "action": "pause", "seconds": 10}]}
+    # The server node is held at its start until client0 has met the address file left by a
+    # dead server (a barrier: a timed pause could end first on a loaded machine).
+    faults = {"server0": [{"point": "start", "action": "barrier", "count": 2, "seconds": 300}]}
     _, run_dir = prepare(dataset, "stale", [], faults)
     (port,) = free_ports("127.0.0.1", 1)
     stale = {"node": "server0", "host": "127.0.0.1", "grpc_port": port, "http_port": port,
              "metrics_port": port, "epoch": 7, "pid": 0}
     (run_dir / "servers" / "server0.json").write_text(json.dumps(stale))
-    run_local(RunDir(run_dir))
-    out = (run_dir / "logs" / "client0.out").read_text()
-    assert f"127.0.0.1:{port} (epoch 7) does not answer" in out
+    said = f"127.0.0.1:{port} (epoch 7) does not answer"
+    log = run_dir / "logs" / "client0.out"
+    run = RunLocal(run_dir)
+    try:
+        wait_for(lambda: log.exists() and said in log.read_text(), 120,
+                 "client0 to find the stale address dead")
+        release(run_dir, "start")
+        run.finish()
+    finally:
+        run.kill()
     assert_equals_reference(dataset, run_dir)
 
 
@@ -276,9 +289,9 @@ def test_without_failover_the_client_of_a_dead_server_fails_clearly(dataset) -> 
 
 TWO_SERVERS = ["layout.servers=2", "layout.clients_per_server=1", "client.failover_seconds=20",
                "layout.rebalance=false"]
-"""Each client starts on its own server, however slowly the servers start on a loaded machine
-(with 3 s and rebalancing, a CI run saw a client start on the other server and the fault
-then hit nothing); a failed-over client waits 20 s for its server before moving."""
+"""Each client starts on its own server (with rebalancing, a CI run saw a client start on the
+other server and the fault then hit nothing; the tests hold the clients until both servers are
+up, ``until_published``); a failed-over client waits 20 s for its server before moving."""
 
 
 def ended_on(run_dir: Path) -> dict[str, tuple[str, str]]:
@@ -289,12 +302,14 @@ def ended_on(run_dir: Path) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.server_exits  # the test kills server nodes
 def test_clients_of_a_killed_server_never_restarted_finish_on_the_other(dataset) -> None:
-    faults = {"client1": [HELD]}
+    faults = until_published(2)
+    faults["client1"].insert(0, HELD)
     # workflow.retries = 0: the SERVICE node is not restarted (its max_retries exhausted)
     _, run_dir = prepare(dataset, "killed-for-good", [*TWO_SERVERS, "workflow.retries=0"],
                          faults)
     run = RunLocal(run_dir)
     try:
+        go_when_published(run_dir, ["server0", "server1"])
         wait_for(lambda: fault_fired(run_dir, "client1:0"), 60, "client1 to be held")
         serve_pid, _ = server_pids(run_dir, "server1")
         os.kill(serve_pid, signal.SIGKILL)
@@ -312,13 +327,15 @@ def test_clients_of_a_killed_server_never_restarted_finish_on_the_other(dataset)
 
 
 def test_clients_of_a_stopped_server_move_on_after_the_deadline(dataset) -> None:
-    faults = {"client1": [HELD]}
+    faults = until_published(2)
+    faults["client1"].insert(0, HELD)
     _, run_dir = prepare(dataset, "sigstopped", TWO_SERVERS, faults)
     # server1's tritonserver stays stopped to the end: stopping it must not wait for the
     # SIGKILL (a stopped process acts on SIGTERM only once continued: SIGCONT follows)
     output = run_with_stopped_server(run_dir, "server1", "client1",
                                      lambda: (run_dir / "parts" / "client1.json").exists(),
-                                     "client1 to finish elsewhere", seconds=120, resume=False)
+                                     "client1 to finish elsewhere", seconds=120, resume=False,
+                                     published=["server0", "server1"])
     assert "server1: stopping" in output and "killed (still running" not in output
     assert "killed" not in (run_dir / "logs" / "server1.out").read_text()
     out = (run_dir / "logs" / "client1.out").read_text()
@@ -328,34 +345,53 @@ def test_clients_of_a_stopped_server_move_on_after_the_deadline(dataset) -> None
 
 
 def test_a_late_client_starts_on_the_idle_server(dataset) -> None:
-    # Two clients at a time (MAXJOBS): client0 and client1, both of server0. client0 stalls
-    # mid-stream; client1 starts 15 s late (both servers live by then), sees server0 busy and
-    # server1 idle, and starts on server1. Rebalancing is on by default.
-    faults = {"client0": [{"point": "mid-stream", "action": "pause", "seconds": 25}],
-              "client1": [{"point": "start", "action": "pause", "seconds": 15}]}
+    # Two clients at a time (MAXJOBS): client0 and client1, both of server0. client0 is held
+    # mid-stream; client1 is held at its start until server1 is up, then sees server0 busy
+    # and server1 idle, and starts on server1 (rebalancing is on by default). Barriers, not
+    # timed pauses: on a loaded machine a server may take longer to start than any pause.
+    faults = {"client0": [HELD],
+              "client1": [{"point": "start", "action": "barrier", "count": 2, "seconds": 300}]}
     _, run_dir = prepare(dataset, "rebalance", [
         "layout.servers=2", "layout.clients_per_server=2", "workflow.max_parallel_clients=2",
     ], faults)
-    run_local(RunDir(run_dir))
+    log = run_dir / "logs" / "client1.out"
+    run = RunLocal(run_dir)
+    try:
+        wait_for(lambda: fault_fired(run_dir, "client0:0") and fault_fired(run_dir, "client1:0")
+                 and (run_dir / "servers" / "server1.json").exists(), 120,
+                 "client0 held mid-stream, client1 at its start and server1 published")
+        release(run_dir, "start")
+        wait_for(lambda: log.exists() and "starting on server1" in log.read_text(), 120,
+                 "client1 to choose its server")
+        release(run_dir)
+        run.finish()
+    finally:
+        run.kill()
     assert_equals_reference(dataset, run_dir)
     assert ended_on(run_dir)["client1"] == ("server1", "on server1 (moved from server0)")
     assert "starting on server1 (0 client(s) streaming) instead of server0 (1)" in (
-        run_dir / "logs" / "client1.out").read_text()
+        log.read_text())
     assert ended_on(run_dir)["client0"] == ("server0", "")
 
 
 def test_the_clients_of_a_server_that_never_starts_split_evenly_over_the_others(dataset) -> None:
     # 3 servers x 4 clients; server1 never publishes: its 4 clients fail over, two to each
     # other server (each takes the next server after its place among its server's clients),
-    # not all to one. A client fails over to the servers published by then: 30 s leaves the
-    # healthy two time to start on a loaded machine (with 3 s, server0 was not up yet under
-    # the full suite, and every client went to server2)
-    faults = {"server1": [{"point": "start", "action": "pause", "seconds": 600}]}
+    # not all to one. A client fails over to the servers published by then: the clients wait
+    # at their start until the healthy two are up (with a 3 s deadline and no wait, server0
+    # was not up yet under the full suite, and every client went to server2)
+    faults = {"server1": [{"point": "start", "action": "pause", "seconds": 600}],
+              **until_published(12)}
     _, run_dir = prepare(dataset, "spread", [
-        "layout.servers=3", "layout.clients_per_server=4", "client.failover_seconds=30",
+        "layout.servers=3", "layout.clients_per_server=4", "client.failover_seconds=5",
         "layout.rebalance=false",
     ], faults)
-    run_local(RunDir(run_dir))
+    run = RunLocal(run_dir)
+    try:
+        go_when_published(run_dir, ["server0", "server2"])
+        run.finish(300)
+    finally:
+        run.kill()
     assert_equals_reference(dataset, run_dir)
     ended = ended_on(run_dir)
     moved = [ended[f"client{i}"][0] for i in range(4, 8)]
