@@ -143,6 +143,34 @@ def test_make_dag_names_a_served_file_missing_or_changed_since_the_export(
     assert make_dag_cli(ws, "run-restored", *BBHNET, f'model.repository="{repo}"') == 0
 
 
+def test_make_dag_names_a_streamed_graph_changed_in_place(ws: Path, tmp_path: Path,
+                                                          capsys) -> None:
+    """A byte of one streamed layer's weights flipped, its mtime kept: onnxruntime loads the
+    graph, and run.json pins only the whole-window graph (which the campaign does not serve
+    where it streams), so the server would serve other numbers; the manifest's SHA-256 of
+    every served file refuses it."""
+    import json
+    import os
+    import shutil
+
+    repo = tmp_path / "streamed-changed"
+    shutil.copytree(ws / "bbhnet-repository", repo)
+    (directory,) = json.loads((repo / "manifest.json").read_text())["streamed"].values()
+    graph = max((repo / directory).glob("*.onnx"), key=lambda p: p.stat().st_size)
+    kept, data = graph.stat(), bytearray(graph.read_bytes())
+    data[len(data) // 2] ^= 0x01  # the middle of its largest graph: a weight
+    graph.write_bytes(data)
+    os.utime(graph, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    assert make_dag_cli(ws, "run-streamed-changed", *BBHNET, f'model.repository="{repo}"') == 4
+    err = capsys.readouterr().err
+    assert f"{graph}: changed since the export" in err and "cannot load" not in err
+    assert not (ws / "run-streamed-changed" / "offline.dag").exists()
+    # control: the byte back, the repository passes
+    data[len(data) // 2] ^= 0x01
+    graph.write_bytes(data)
+    assert make_dag_cli(ws, "run-streamed-restored", *BBHNET, f'model.repository="{repo}"') == 0
+
+
 def test_export_to_a_file_names_the_file(ws: Path, tmp_path: Path, capsys) -> None:
     """``model.repository`` set to a file (the config itself, a slip): named as a file, where
     the OS's 'Not a directory' named a path under it that no one wrote."""

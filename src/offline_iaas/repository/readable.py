@@ -85,15 +85,21 @@ def served_files(repo: Path, models: Sequence[str]) -> dict[str, str]:
 
 def served_file_problems(repo: Path, manifest: Manifest) -> list[str]:
     """One line per file the manifest records (``Manifest.files``) that is missing, cannot
-    be read, or was changed since the export; the network graphs (and their streamed
-    directories) are ``graph_problems``' (onnxruntime loads them)."""
+    be read, or was changed since the export. The network graphs are ``graph_problems``'
+    (onnxruntime loads them) and, changed, the run's pinned model's (``pinning.py``: run.json
+    records their SHA-256); the streamed graphs, which onnxruntime loads changed or not and
+    run.json does not record, are compared with the manifest here."""
     graphs = [entry.path for entry in manifest.networks.values()]
     streamed = tuple(f"{directory}/" for directory in manifest.streamed.values())
     problems, gone = [], set()
     for relative, sha256 in manifest.files.items():
-        if relative in graphs or relative.startswith(streamed):
-            continue
         path = repo / relative
+        if relative in graphs:
+            continue
+        if relative.startswith(streamed):  # missing or unreadable: graph_problems' line
+            if path.is_file() and unreadable(path) is None and file_sha256(path) != sha256:
+                problems.append(_changed(path))
+            continue
         if not path.parent.is_dir():  # a whole directory gone: one line
             if path.parent not in gone:
                 gone.add(path.parent)
@@ -106,9 +112,12 @@ def served_file_problems(repo: Path, manifest: Manifest) -> list[str]:
             problems.append(f"{path}: missing from the repository (a half-copied "
                             "repository? export again)")
         elif file_sha256(path) != sha256:
-            problems.append(f"{path}: changed since the export (its SHA-256 is not the "
-                            "manifest's): export again")
+            problems.append(_changed(path))
     return problems
+
+
+def _changed(path: Path) -> str:
+    return f"{path}: changed since the export (its SHA-256 is not the manifest's): export again"
 
 
 def graph_problems(repo: Path, manifest: Manifest) -> list[str]:
