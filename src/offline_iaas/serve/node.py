@@ -428,11 +428,12 @@ def serve(
         stubs = find_stubs(proc.pid)
         while not stop.wait(0.5):
             if proc.poll() is not None:
-                tail = _log_tail(server_log)
+                # an exit Triton chose has its reason at the log's end; a death by a signal
+                # its trace, or nothing (SIGKILL: the tail would be start-up lines)
+                tail = _log_tail(server_log) if proc.returncode >= 0 else ""
                 how = note_exit(proc, server_log, node, "while serving")
-                raise ServerError(
-                    f"tritonserver ended with {how} while serving (see {server_log}): {tail}"
-                )
+                raise ServerError(f"tritonserver ended with {how} while serving (see "
+                                  f"{server_log}){f': {tail}' if tail else ''}")
             if not stop.is_set():  # a stop's signal reaches the stubs too
                 check_stubs_alive(stubs, server_log, node)
             if ads is None:  # the clients' reports come through the shared run directory
