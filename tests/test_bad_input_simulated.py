@@ -170,3 +170,25 @@ def test_a_checkpoint_the_filesystem_cannot_read_is_kept_not_discarded(
     unreadable.write_bytes(b"")
     assert [p for p, _ in writer.discard_damaged_checkpoints()] == [unreadable]
     assert writer.progress() == [16]
+
+
+def test_checkpoints_under_a_damaged_stamp_are_discarded_with_a_reason(
+    base: Path, tmp_path: Path
+) -> None:
+    """A byte of the checkpoints' stamp (``share.json``) flipped, its mtime kept: nothing can
+    tell which share the checkpoints were made for, so a retry streams the rows again, and
+    says so (before, silently)."""
+    run, segment, writer = _client0_writer(base, tmp_path)
+    writer.write_checkpoint(0, 0, {"statistic": np.arange(16, dtype=np.float32)})
+    config = load_config(run / "campaign.toml")
+    again = PartWriter(RunDir(run), segment, ("statistic",), config.stream_hash())
+    assert again.discarded is None and again.progress() == [16]  # control: the stamp intact
+    stamp = run / "parts" / "client0.checkpoints" / "share.json"
+    kept, data = stamp.stat(), bytearray(stamp.read_bytes())
+    data[0] ^= 0xFF
+    stamp.write_bytes(data)
+    os.utime(stamp, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    retry = PartWriter(RunDir(run), segment, ("statistic",), config.stream_hash())
+    assert retry.progress() == [0]
+    assert retry.discarded is not None and retry.discarded.startswith(
+        f"1 checkpoint(s) in {stamp.parent} discarded (their stamp is unreadable: {stamp}")

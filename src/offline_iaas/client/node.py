@@ -313,6 +313,8 @@ def run_client(
                                         injection_times(config.search)))
     writer = PartWriter(run, share, outputs, config.stream_hash(),
                         {name: config.outputs.row_shape(name) for name in outputs}, foreground)
+    if writer.discarded is not None:
+        logger.warning(f"{node}: {writer.discarded}")
     for path, why in writer.discard_damaged_checkpoints():
         logger.warning(f"{node}: checkpoint {path} is damaged ({why}): removed, its rows are "
                        "streamed again")

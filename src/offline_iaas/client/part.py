@@ -74,14 +74,21 @@ class PartWriter:
         self.stream_hash = stream_hash
         self.h5_path, self.json_path = run.part(share.node)
         self.checkpoint_dir = run.checkpoints(share.node)
+        self.discarded: str | None = None
+        """Why the checkpoints found were discarded (their stamp damaged, or another share's),
+        None when none were: the client says so in a warning."""
         identity = CheckpointStamp.of(share, stream_hash)
         stamp = self.checkpoint_dir / "share.json"
         try:
+            why = "they were made for another share or stream hash"
             try:
                 found = records.read_optional(CheckpointStamp, stamp)
-            except RunError:  # an older offline-iaas's, or damaged: start again
-                found = None
+            except RunError as err:  # an older offline-iaas's, or damaged: start again
+                found, why = None, f"their stamp is unreadable: {err}"
             if stamp.exists() and found != identity:
+                count = sum(1 for _ in self.checkpoint_dir.glob("p*.npz"))
+                self.discarded = (f"{count} checkpoint(s) in {self.checkpoint_dir} discarded "
+                                  f"({why}): their rows are streamed again")
                 shutil.rmtree(self.checkpoint_dir)
             self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
             if not stamp.exists():
