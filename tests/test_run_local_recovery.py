@@ -83,3 +83,27 @@ def test_a_copied_run_directory_runs_its_merge_again(request, tmp_path: Path) ->
     alias.symlink_to(run.dir)
     run_local(RunDir(alias))  # the same directory by another name: nothing to do
     assert not run.has("merge", "start")
+
+
+def test_run_local_says_once_that_it_cannot_write_its_state(request, monkeypatch) -> None:
+    """local-state.json cannot be written (a full disk: ENOSPC injected into run-local's
+    writer): the run goes on (the file is informative) and says so once, not at every
+    change, since ``status`` shows the run as last written."""
+    import errno
+    import os
+
+    from offline_iaas.workflow import local
+
+    def full(path: Path, text: str) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(local, "write_text_atomic", full)
+    run = request.getfixturevalue("make_run")(
+        'JOB a node.sub\nVARS a node="a" mode="ok"\nJOB b node.sub\nVARS b node="b" mode="ok"\n'
+        "PARENT a CHILD b\n")
+    run()
+    assert run.has("a", "end") and run.has("b", "end")
+    said = [line for line in run.lines if "cannot write" in line]
+    assert said == [f"run-local: cannot write {run.dir / 'local-state.json'} (No space left on "
+                    "device): status shows the run as last written until it can"], run.lines
+    assert not (run.dir / "local-state.json").exists()

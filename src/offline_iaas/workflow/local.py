@@ -86,6 +86,8 @@ class _Executor:
         """Each node's last error line (its command's ``error:`` message)."""
         self.place, self.ticks = RunPlace(run), {os.getpid(): start_ticks(os.getpid())}
         self.guardian = Guardian(stop_timeout_seconds)  # stops the nodes if run-local is killed
+        self.state_unwritten = False
+        """The last write of local-state.json failed (said once, until one succeeds)."""
 
     # -- bookkeeping
     def _rel(self, path: Path) -> str:
@@ -111,8 +113,13 @@ class _Executor:
         try:
             if self.place.here():  # never where the run directory was moved from
                 write_text_atomic(self.paths.local_state, local_state_text(state))
-        except OSError:
-            pass  # the state file is informative; never fail the run on it
+            self.state_unwritten = False
+        except OSError as err:  # the state file is informative; never fail the run on it
+            if not self.state_unwritten:
+                logger.warning(f"run-local: cannot write {self.paths.local_state} "
+                               f"({err.strerror or err}): status shows the run as last "
+                               "written until it can")
+            self.state_unwritten = True
 
     def _jobs(self) -> list[NodeRun]:
         return [r for r in self.runs.values() if not r.is_service]
