@@ -493,7 +493,7 @@ def test_gpu_bench_without_a_gpu_says_so_and_measures_nothing(tmp_path: Path, ca
 def test_o3_deepclean_workload_streams_the_o3_campaign_on_both_devices(tmp_path: Path) -> None:
     from offline_iaas.bench.sweep import SweepPlan, export_workload
     from offline_iaas.bench.workloads import O3_DEEPCLEAN, workload_of, write_weights
-    from offline_iaas.repository.export import read_manifest
+    from offline_iaas.manifest import read_manifest
 
     config = _o3()
     assert workload_of(config) == (O3_DEEPCLEAN, True)

@@ -24,11 +24,12 @@ from offline_iaas.cli import main
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import ConfigError, DataError, ModelError, exit_code
+from offline_iaas.manifest import read_manifest
 from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.merge.provenance import read_provenance
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.records import read_run_info
-from offline_iaas.repository.export import export_repository, read_manifest
+from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.science.deepclean.frames import frame_verdict
 from tests.datafind_server import running_datafind_server

@@ -15,8 +15,9 @@ import torch
 from offline_iaas.cli import main
 from offline_iaas.config import load_config
 from offline_iaas.errors import ModelError, exit_code
+from offline_iaas.manifest import read_manifest
 from offline_iaas.repository import export as export_module
-from offline_iaas.repository.export import export_repository, read_manifest
+from offline_iaas.repository.export import export_repository
 from offline_iaas.science.classifier.network import Classifier
 from tests.error_catalogue import documented
 from tests.helpers import file_hashes

@@ -10,12 +10,12 @@ import pytest
 
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError, ModelError, ServerError
+from offline_iaas.manifest import read_manifest
 from offline_iaas.repository.backend.stateful import SnapshotState, run_graph
 from offline_iaas.repository.export import (
     export_repository,
     network_onnx_path,
     onnx_session,
-    read_manifest,
 )
 from offline_iaas.serve.startup_checks import check_flavor_runnable
 from tests.helpers import parse_pbtxt, relative_difference

@@ -13,8 +13,9 @@ import torch
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ModelError, exit_code
+from offline_iaas.manifest import read_manifest
 from offline_iaas.models.weights import build_network
-from offline_iaas.repository.export import export_repository, read_manifest
+from offline_iaas.repository.export import export_repository
 from offline_iaas.science.e2e.graphs import subtract_onnx
 from tests.error_catalogue import documented, documented_refusals
 from tests.helpers import WITNESSES, assert_same_samples, untrained_weights

@@ -92,6 +92,16 @@ def test_a_bad_record_is_one_run_error_naming_the_file_and_the_field(
             documented(row_id, text, {tmp_path: "<ws>"}, exit_code=6)
 
 
+def test_read_or_none_gives_none_for_a_missing_or_damaged_record(tmp_path: Path) -> None:
+    path, problems = tmp_path / "run.json", []
+    assert records.read_or_none(RunInfo, path, problems) is None
+    assert problems == []  # missing: no problem, the caller says it is absent
+    path.write_text('{"run_id": ')
+    assert records.read_or_none(RunInfo, path) is None
+    assert records.read_or_none(RunInfo, path, problems) is None
+    assert len(problems) == 1 and problems[0].startswith(f"{path}: not a JSON document")
+
+
 def test_a_missing_or_damaged_record_is_named(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     with pytest.raises(RunError, match=f"{path} does not exist"):

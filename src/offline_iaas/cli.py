@@ -70,7 +70,8 @@ def cmd_synth(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    from offline_iaas.repository.export import export_repository, read_manifest
+    from offline_iaas.manifest import read_manifest
+    from offline_iaas.repository.export import export_repository
 
     repo = export_repository(_config(args), args.weights, args.flavor, args.ensemble,
                              args.canary_weights)

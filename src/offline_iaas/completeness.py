@@ -45,6 +45,7 @@ from offline_iaas.records import (
     R,
     ShardJob,
     read_optional,
+    read_or_none,
 )
 from offline_iaas.rundir import MERGE_NODE, RunDir, is_shard_node
 from offline_iaas.summaries import CampaignSummary, ShardSummary
@@ -266,18 +267,9 @@ def node_problem(run: RunDir, node: str, hashes: Hashes | None, verify: bool = F
     if node == MERGE_NODE:
         return merge_problem(run, hashes, verify)
     if is_shard_node(node):
-        shard = _job(run, ShardJob, node)
+        shard = read_or_none(ShardJob, run.job(node))
         return shard_problem(run, node, hashes, shard.shard if shard is not None else None,
                              verify)
-    client = _job(run, ClientJob, node)
+    client = read_or_none(ClientJob, run.job(node))
     return part_problem(run, node, hashes, client.share if client is not None else None,
                         verify)
-
-
-def _job(run: RunDir, kind: type[R], node: str) -> R | None:
-    """A node's job spec, None when it has none or it is not valid (the node then fails and
-    says why)."""
-    try:
-        return read_optional(kind, run.job(node))
-    except RunError:
-        return None

@@ -77,10 +77,11 @@ def run_demo(
 ) -> float:
     """Run the whole demo; return the largest relative difference to the reference."""
     from offline_iaas.data.synth import write_synthetic_dataset
+    from offline_iaas.manifest import read_manifest
     from offline_iaas.merge.output import TIME_TOLERANCE_SECONDS, compare_outputs
     from offline_iaas.merge.postprocess import physics_lines
     from offline_iaas.merge.reference import run_reference
-    from offline_iaas.repository.export import export_repository, read_manifest
+    from offline_iaas.repository.export import export_repository
     from offline_iaas.workflow.local import run_local
     from offline_iaas.workflow.make_dag import make_dag
 

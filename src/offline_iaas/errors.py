@@ -183,6 +183,11 @@ def os_error_text(err: OSError) -> str:
     return f"{what}: {' -> '.join(paths)}" if paths else what
 
 
+def cannot_read(path: Path, err: OSError) -> str:
+    """One line: ``path`` and the OS's reason it cannot be read (``Permission denied``)."""
+    return f"{path}: cannot read: {err.strerror or err}"
+
+
 def file_in_the_way(err: OSError) -> Path | None:
     """The file (absolute) where ``err`` wanted a directory: an ``EEXIST`` (``mkdir``) or
     ``ENOTDIR`` whose path, or one of whose parents, is there but is not a directory (a file,

@@ -1,15 +1,18 @@
 """The model repository's manifest as a record (``records.py``'s framework: typed, versioned,
 read and written only through it). ``repository/export.py`` writes it and checks a repository
 against a campaign with it; the server, make-dag, the reference, ``plan`` and the report read
-it. Its field names are the repository's since before versions (version 1: the same fields).
+it (``read_manifest``). Its field names are the repository's since before versions (version 1:
+the same fields).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
-from offline_iaas.records import Record
+from offline_iaas.errors import ModelError, RunError, cannot_read
+from offline_iaas.records import Record, parse
 
 MANIFEST_FILE = "manifest.json"
 """The manifest's name in the repository, beside the models' directories (not a model name)."""
@@ -77,3 +80,23 @@ class Manifest(Record):
     ``config.pbtxt`` and its latest version's files; relative to the repository): a file
     missing or changed since the export is named before a server starts on it (none: a
     repository exported before this record)."""
+
+
+def read_manifest(repo: Path) -> Manifest:
+    """The repository's manifest; ModelError (as every problem with a repository) when it is
+    missing, damaged or misses a field (export again), or cannot be read for the OS's reason
+    (``errors.cannot_read``: exporting again gives no access)."""
+    path = repo / MANIFEST_FILE
+    try:
+        text = path.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        raise ModelError(f"{repo}: not a model repository written by offline-iaas export "
+                         f"(no {MANIFEST_FILE})") from None
+    except OSError as err:
+        raise ModelError(cannot_read(path, err)) from None
+    except UnicodeDecodeError as err:
+        raise ModelError(f"{path}: cannot read: {err}; export the repository again") from None
+    try:
+        return parse(Manifest, text, path)
+    except RunError as err:
+        raise ModelError(f"{err}; export the repository again") from None

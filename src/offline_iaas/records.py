@@ -25,6 +25,8 @@ record              file                            version  written by
 ``UnhealthyReport`` ``RUN/servers/<node>          2        a client (``rendezvous/
                     .unhealthy``                             addresses.py``)
 ``Claim``           ``RUN/parts/<client>.claim``    2        the client (``client/balance.py``)
+``FinalSummary``    ``RUN/summary.json``            2        the FINAL node (``workflow/
+                                                             status.py``: a ``RunStatus``)
 ==================  ==============================  =======  ===================================
 
 The values records share are plain frozen dataclasses, validated where they are embedded:
@@ -286,6 +288,18 @@ def read_optional(kind: type[R], path: Path) -> R | None:
         raise
 
 
+def read_or_none(kind: type[R], path: Path, problems: list[str] | None = None) -> R | None:
+    """``read``, or None when the file is missing or not a valid record (for a reader that
+    shows what is there: another line says what is wrong); a damaged one's ``RunError`` line
+    is added to ``problems`` where given."""
+    try:
+        return read_optional(kind, path)
+    except RunError as err:
+        if problems is not None:
+            problems.append(str(err))
+        return None
+
+
 def build(kind: type[R], fields: dict[str, Any]) -> R:
     """A record from the values a node computed (dataclasses, tuples, paths, numbers), checked
     as strictly as a record read back (pydantic's ValidationError: a defect of the writer)."""
@@ -414,6 +428,7 @@ class ShardJob(JobSpec, MergeShard):
 
 
 def write_client_job(run: RunDir, share: ClientShare) -> None:
+    """Write a client's job spec (``ClientJob``) for its share (make-dag)."""
     write(ClientJob.of(share), run.job(share.node))
 
 
@@ -427,22 +442,14 @@ def read_job(kind: type[R], run: RunDir, node: str) -> R:
         try:
             return read(kind, path, restore_advice(run))
         except RunError:
-            if (info := _readable_run_info(run)) is not None:
+            if (info := read_or_none(RunInfo, run.run_info)) is not None:
                 _check_node_kind(_kind_name(kind), info, node)
             raise
-    info = _readable_run_info(run)
+    info = read_or_none(RunInfo, run.run_info)  # unreadable: its own commands say so
     if info is not None:
         _check_node_kind(_kind_name(kind), info, node)
     advice = f": {restore_advice(run)}" if info is not None else ""
     raise RunError(f"{path}: no job spec for node {node}{advice}")
-
-
-def _readable_run_info(run: RunDir) -> RunInfo | None:
-    """run.json, None where it cannot be read (its own commands say so)."""
-    try:
-        return read(RunInfo, run.run_info)
-    except RunError:
-        return None
 
 
 def check_server_node(run: RunDir, node: str) -> None:
@@ -451,7 +458,7 @@ def check_server_node(run: RunDir, node: str) -> None:
     run.json cannot be read its own commands say so."""
     if not node or "/" in node or node.startswith("."):
         raise RunError(f"{node!r} is not a node name (a server of this run: server0, ...)")
-    if (info := _readable_run_info(run)) is not None:
+    if (info := read_or_none(RunInfo, run.run_info)) is not None:
         _check_node_kind("server", info, node)
 
 
@@ -479,6 +486,7 @@ def read_client_job(run: RunDir, node: str) -> ClientShare:
 
 
 def write_shard_job(run: RunDir, shard: MergeShard) -> None:
+    """Write a shard merge's job spec (``ShardJob``) for its shard (make-dag)."""
     write(ShardJob.of(shard), run.job(shard.node))
 
 
@@ -488,15 +496,15 @@ def read_shard_job(run: RunDir, node: str) -> MergeShard:
 
 
 def read_run_info(run: RunDir) -> RunInfo:
+    """``RUN/run.json`` (RunError naming the file where it is missing or damaged; damaged:
+    with make-dag's restoring command)."""
     return read(RunInfo, run.run_info)
 
 
 def run_id(run: RunDir) -> str:
     """The run's id ('' when run.json is missing or not a run record)."""
-    try:
-        return read(RunInfo, run.run_info).run_id
-    except RunError:
-        return ""
+    info = read_or_none(RunInfo, run.run_info)
+    return info.run_id if info is not None else ""
 
 
 class ClientRun(BaseModel):

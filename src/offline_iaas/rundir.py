@@ -172,7 +172,8 @@ class RunDir:
         return self.path / "jobs"
 
     def job(self, node: str) -> Path:
-        """A client's job spec."""
+        """A node's job spec: a client's (``jobs/client3.json``) or a shard merge's
+        (``jobs/shard0.json``)."""
         return self.jobs / f"{node}.json"
 
     @property

@@ -48,8 +48,9 @@ from offline_iaas.config import CampaignConfig
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.frames import read_span
 from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.manifest import read_manifest
 from offline_iaas.records import ClientShare, Piece
-from offline_iaas.repository.export import export_repository, read_manifest
+from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.search.foreground import share_foreground
 from offline_iaas.search.injection_set import InjectionSet

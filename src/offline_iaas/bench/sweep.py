@@ -37,7 +37,8 @@ from offline_iaas.bench.workloads import DEFAULT_WORKLOADS, Workload, workload, 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.config_numbers import MAX_SECONDS, MAX_SECONDS_TEXT
 from offline_iaas.errors import ConfigError
-from offline_iaas.repository.export import FLAVOR_DEVICE, export_repository, read_manifest
+from offline_iaas.manifest import read_manifest
+from offline_iaas.repository.export import FLAVOR_DEVICE, export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.monitor import start_monitor
 

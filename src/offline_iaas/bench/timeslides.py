@@ -43,7 +43,8 @@ from offline_iaas.bench.server import bench_server
 from offline_iaas.bench.service import stream_updates
 from offline_iaas.bench.workloads import BBHNET, Workload, split_strides, write_weights
 from offline_iaas.geometry import StreamGeometry
-from offline_iaas.repository.export import export_repository, read_manifest
+from offline_iaas.manifest import read_manifest
+from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import first_formed_window
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK

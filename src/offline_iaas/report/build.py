@@ -15,20 +15,19 @@ import h5py
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.binding import check_run_directory, is_make_dag_run, read_bound_run
 from offline_iaas.completeness import Hashes, NotDone, merge_problem, part_problem
+from offline_iaas.errors import ModelError
 from offline_iaas.gps import gps_text
 from offline_iaas.local_state import read_local_state
+from offline_iaas.manifest import read_manifest
 from offline_iaas.mode_packages import ReportSection, mode_package
 from offline_iaas.records import (
     ClientShare,
     PartRecord,
     read_client_job,
+    read_or_none,
 )
 from offline_iaas.report import page, plots
-from offline_iaas.report.provenance import (
-    manifest_rows,
-    read_repository_manifest,
-    software_versions,
-)
+from offline_iaas.report.provenance import manifest_rows, software_versions
 from offline_iaas.report.run_view import ReportRun
 from offline_iaas.report.timeline import (
     coverage,
@@ -153,7 +152,7 @@ def _server_balance(run: ReportRun, servers: list[str]) -> list[list[object]]:
     moved: dict[str, list[str]] = {s: [] for s in servers}
     last: dict[str, float] = {}
     for node in _clients(run):
-        sidecar = run._record(PartRecord, run.paths.part(node)[1])
+        sidecar = read_or_none(PartRecord, run.paths.part(node)[1], run.problems)
         if sidecar is None:
             continue
         server = (sidecar.servers or (sidecar.server,))[-1]
@@ -186,7 +185,10 @@ def _provenance(run: ReportRun, section: page.Section) -> None:
     section.parts.append(page.heading("Models"))
     manifest = None
     if run.config is not None:
-        manifest = read_repository_manifest(run.config.model.repository)
+        try:
+            manifest = read_manifest(run.config.model.repository)
+        except ModelError:  # missing or damaged: not in the report
+            pass
     if manifest is None:
         section.parts.append(page.paragraph("No model repository manifest found.", "absent"))
     else:

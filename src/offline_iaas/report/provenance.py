@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import platform
 from importlib import metadata
-from pathlib import Path
 from typing import Any
-
-from offline_iaas import records
-from offline_iaas.errors import RunError
-from offline_iaas.manifest import MANIFEST_FILE, Manifest
 
 SOFTWARE: tuple[str, ...] = (
     "offline-iaas", "tritonclient", "onnxruntime", "numpy", "gwpy", "h5py", "matplotlib",
@@ -26,14 +21,6 @@ def software_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             versions[name] = "not installed"
     return versions
-
-
-def read_repository_manifest(repository: Path) -> Manifest | None:
-    """``<repository>/manifest.json``, or None when it is missing or not a manifest."""
-    try:
-        return records.read_optional(Manifest, repository / MANIFEST_FILE)
-    except RunError:
-        return None
 
 
 def manifest_rows(manifest: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:

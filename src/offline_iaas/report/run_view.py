@@ -12,8 +12,8 @@ from offline_iaas.binding import config_edited
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.data.hdf5_probe import every_object
-from offline_iaas.errors import DataError, RunError
-from offline_iaas.records import R, RunInfo
+from offline_iaas.errors import DataError
+from offline_iaas.records import RunInfo
 from offline_iaas.report import page
 from offline_iaas.rundir import RunDir
 from offline_iaas.summaries import CampaignSummary
@@ -36,8 +36,9 @@ class ReportRun:
             self.config_error = str(err)
         self.problems: list[str] = []
         self.output_readable = self._readable_hdf5(self.output)
-        self.summary = self._record(CampaignSummary, summary)
-        self.run_info = self._record(RunInfo, self.paths.run_info)
+        # absent: None; damaged: None, and a problem shown on the page
+        self.summary = records.read_or_none(CampaignSummary, summary, self.problems)
+        self.run_info = records.read_or_none(RunInfo, self.paths.run_info, self.problems)
         self.config_edited: str | None = (
             config_edited(run, self.config, self.run_info)
             if self.config is not None and self.run_info is not None else None)
@@ -46,14 +47,6 @@ class ReportRun:
                                  else physics_type(self.mode)())
         """The merge's physics sections (``postprocess.summarize``'s; the mode's sections,
         all None, before the merge)."""
-
-    def _record(self, kind: type[R], path: Path) -> R | None:
-        """A record, None when absent; a damaged one is a problem shown on the page."""
-        try:
-            return records.read_optional(kind, path)
-        except RunError as err:
-            self.problems.append(str(err))
-            return None
 
     def _readable_hdf5(self, path: Path) -> bool:
         """Whether ``path`` opens as HDF5 and every object and attribute in it can be read

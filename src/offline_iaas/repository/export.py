@@ -33,7 +33,7 @@ from offline_iaas import records
 from offline_iaas.atomic import naming, write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError, RunError, names_text
-from offline_iaas.manifest import MANIFEST_FILE, Manifest
+from offline_iaas.manifest import MANIFEST_FILE, Manifest, read_manifest
 from offline_iaas.mode_packages import find_mode
 from offline_iaas.models.training_summary import weights_training_spans
 from offline_iaas.modes import BUILT_IN_MODES, RAW, per_sample
@@ -45,7 +45,6 @@ from offline_iaas.repository.backend.layer_stream import MANIFEST as STREAMED_MA
 from offline_iaas.repository.backend.layer_stream import open_streamed, runner_modules
 from offline_iaas.repository.pipeline import onnx_session
 from offline_iaas.repository.readable import (
-    cannot_read,
     graph_problems,
     graph_sha256,
     latest_version,
@@ -398,26 +397,6 @@ def _whitening_problems(where: str, config: CampaignConfig, found: str | dict) -
         return [f"{where}: its rolling whitening cannot whiten the foreground of search.inject "
                 "with the background's PSD (exported by an earlier version): export again"]
     return []
-
-
-def read_manifest(repo: Path) -> Manifest:
-    """The repository's manifest (``records.Manifest``); ModelError (as every problem with a
-    repository) when it is missing, damaged or misses a field (export again), or cannot be
-    read for the OS's reason (``readable.cannot_read``: exporting again gives no access)."""
-    path = repo / MANIFEST_FILE
-    try:
-        text = path.read_text()
-    except (FileNotFoundError, NotADirectoryError):
-        raise ModelError(f"{repo}: not a model repository written by offline-iaas export "
-                         f"(no {MANIFEST_FILE})") from None
-    except OSError as err:
-        raise ModelError(cannot_read(path, err)) from None
-    except UnicodeDecodeError as err:
-        raise ModelError(f"{path}: cannot read: {err}; export the repository again") from None
-    try:
-        return records.parse(Manifest, text, path)
-    except RunError as err:
-        raise ModelError(f"{err}; export the repository again") from None
 
 
 def repository_problems(config: CampaignConfig, load_graphs: bool = True

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from offline_iaas.binding import model_mismatch
 from offline_iaas.errors import ModelError
-from offline_iaas.manifest import MANIFEST_FILE
+from offline_iaas.manifest import MANIFEST_FILE, read_manifest
 from offline_iaas.records import NetworkGraph, ServedModel
-from offline_iaas.repository.export import model_record, read_manifest
+from offline_iaas.repository.export import model_record
 
 
 def pinned_model_problem(repository: Path, recorded: ServedModel | None, graphs: bool = True

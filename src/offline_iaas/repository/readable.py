@@ -13,15 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from offline_iaas.digests import file_sha256
-from offline_iaas.errors import ModelError
+from offline_iaas.errors import ModelError, cannot_read
 from offline_iaas.manifest import Manifest
 from offline_iaas.repository.backend.layer_stream import open_streamed
 from offline_iaas.repository.pipeline import onnx_session
-
-
-def cannot_read(path: Path, err: OSError) -> str:
-    """One line: ``path`` and the OS's reason it cannot be read (``Permission denied``)."""
-    return f"{path}: cannot read: {err.strerror or err}"
 
 
 def unreadable(path: Path) -> str | None:

@@ -17,9 +17,8 @@ from pathlib import Path
 from offline_iaas.config import CampaignConfig, override_config
 from offline_iaas.data.segments import compute_stretches, min_stretch_seconds, science_segments
 from offline_iaas.errors import ConfigError, DataError, ModelError
-from offline_iaas.manifest import MANIFEST_FILE
+from offline_iaas.manifest import MANIFEST_FILE, read_manifest
 from offline_iaas.merge.tree import shard_merges
-from offline_iaas.repository.export import read_manifest
 from offline_iaas.stretches import Stretch, client_shares, make_stretches, whole_span
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK
 

@@ -26,6 +26,7 @@ from offline_iaas.binding import model_mismatch, planned_sequence_base, run_info
 from offline_iaas.completeness import Hashes, is_of_shard
 from offline_iaas.config import CampaignConfig, load_config, write_config
 from offline_iaas.errors import ConfigError, ModelError, RunError, exit_code, names_text
+from offline_iaas.manifest import read_manifest
 from offline_iaas.merge.tree import shard_merges
 from offline_iaas.records import (
     ClientShare,
@@ -37,7 +38,7 @@ from offline_iaas.records import (
 )
 from offline_iaas.rendezvous.access import write_token
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
-from offline_iaas.repository.export import model_record, read_manifest
+from offline_iaas.repository.export import model_record
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.startup_checks import Checking, manifest_training_spans, run_checks
 from offline_iaas.stretches import client_shares, make_stretches, server_name, stretches_of

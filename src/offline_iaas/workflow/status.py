@@ -22,7 +22,7 @@ from offline_iaas import records
 from offline_iaas.errors import RunError
 from offline_iaas.lifetime import is_running
 from offline_iaas.local_state import LocalState, read_local_state
-from offline_iaas.records import ClientJob, ClientShare, PartRecord, R
+from offline_iaas.records import ClientJob, ClientShare, PartRecord
 from offline_iaas.rundir import MERGE_NODE, RunDir
 from offline_iaas.serve.crashes import crash_lines
 from offline_iaas.workflow.binding import check_binding, read_run_dag
@@ -120,15 +120,6 @@ def _note_server(node: NodeState, spec: ClientShare | None,
         if own and servers != [own]:
             moved = f"on {node.server} (moved from {own})"
             node.detail = f"{node.detail}; {moved}" if node.detail else moved
-
-
-def _readable(kind: type[R], path: Path) -> R | None:
-    """A record, or None when it is missing or not valid (``status`` shows what is there; why
-    a node is not done is ``completion.not_done``'s)."""
-    try:
-        return records.read_optional(kind, path)
-    except RunError:
-        return None
 
 
 def _job_spec(run: RunDir, client: str) -> ClientJob | str:
@@ -256,7 +247,9 @@ def read_status(run: RunDir, verify: bool = False) -> RunStatus:
         status.nodes.append(found)
 
     # each client's job spec and part sidecar, read once
-    clients = {n.name: (_job_spec(run, n.name), _readable(PartRecord, run.part(n.name)[1]))
+    # (a sidecar missing or damaged: None; why the node is not done is not_done's)
+    clients = {n.name: (_job_spec(run, n.name),
+                        records.read_or_none(PartRecord, run.part(n.name)[1]))
                for n in dag.nodes.values() if n.kind == "JOB" and n.submit == "client.sub"}
     specs = {name: job.share if isinstance(job, ClientJob) else None
              for name, (job, _) in clients.items()}
