@@ -15,6 +15,7 @@ from offline_iaas import records
 from offline_iaas.cli import main
 from offline_iaas.config import load_config, write_config
 from offline_iaas.errors import ConfigError, RunError, exit_code
+from offline_iaas.local_state import unix_seconds
 from offline_iaas.records import PartRecord, Piece, read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.sizing.pilot import read_pilot
@@ -188,6 +189,12 @@ def test_a_pilot_time_without_its_utc_offset_is_refused_not_read_as_local_time(
     message = capsys.readouterr().err.strip().removeprefix("offline-iaas plan: error: ")
     assert message.startswith(f"{run / 'local-state.json'}: field nodes.merge.started: "), message
     assert "an ISO 8601 time without its UTC offset" in message
+
+
+def test_local_state_times_are_unix_seconds_whatever_their_zone() -> None:
+    """``local_state.unix_seconds``: the one conversion of status, the timeline and pilot."""
+    assert unix_seconds("1970-01-01T01:00:10+01:00") == unix_seconds("1970-01-01T00:00:10Z") == 10
+    assert unix_seconds(None) is None
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [

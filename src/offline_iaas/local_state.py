@@ -10,7 +10,7 @@ It is informative (``status``, the report's node timeline, the crash lines, ``pl
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, overload
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
@@ -35,6 +35,20 @@ def _iso_time(text: str) -> str:
 IsoTime = Annotated[str, AfterValidator(_iso_time)]
 """A time run-local wrote (``datetime.isoformat``): checked when the state is read, so that
 every reader (``status``, the report, ``plan --from-run``) refuses a damaged one alike."""
+
+
+@overload
+def unix_seconds(time: str) -> float: ...
+
+
+@overload
+def unix_seconds(time: None) -> None: ...
+
+
+def unix_seconds(time: str | None) -> float | None:
+    """Unix seconds of a time the state holds (an ``IsoTime``, with its UTC offset: checked
+    when the state was read); None for None. Every reader's one conversion."""
+    return None if time is None else datetime.fromisoformat(time).timestamp()
 
 
 class Attempt(BaseModel):

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
 
 import numpy as np
 from igwn_segments import segment, segmentlist
 
 from offline_iaas.lifetime import is_running
-from offline_iaas.local_state import Attempt, LocalState
+from offline_iaas.local_state import Attempt, LocalState, unix_seconds
 from offline_iaas.records import ClientShare
 
 
@@ -84,15 +82,6 @@ def coverage(
                     sorted(bad_files))
 
 
-def _time(text: Any) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
-
-
 def node_attempts(state: LocalState) -> list[Bar]:
     """Timeline bars from run-local's ``local-state.json``: one per attempt of each node.
 
@@ -102,7 +91,7 @@ def node_attempts(state: LocalState) -> list[Bar]:
     ``interrupted``, as ``status`` shows it. Times are Unix seconds; the row order is the
     file's node order.
     """
-    updated = _time(state.updated)
+    updated = unix_seconds(state.updated)
     bars: list[Bar] = []
     for name, node in state.nodes.items():
         history = list(node.history)
@@ -114,10 +103,10 @@ def node_attempts(state: LocalState) -> list[Bar]:
             history.append(Attempt(attempt=node.attempts, started=node.started,
                                    ended=node.ended, status=status))
         for item in history:
-            start = _time(item.started)
+            start = unix_seconds(item.started)
             if start is None:
                 continue
-            end = _time(item.ended) or updated or start
+            end = unix_seconds(item.ended) or updated or start
             bars.append(Bar(name, start, max(end, start), item.status,
                             f"attempt {item.attempt}"))
     return bars

@@ -8,17 +8,17 @@ campaign of the same config (``sizing/plan.py``).
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
 
 from offline_iaas import records
 from offline_iaas.binding import check_run_directory
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ConfigError, RunError
-from offline_iaas.local_state import read_local_state
+from offline_iaas.local_state import read_local_state, unix_seconds
 from offline_iaas.records import PartRecord
-from offline_iaas.rundir import RunDir
+from offline_iaas.rundir import MERGE_NODE, RunDir
 from offline_iaas.summaries import CampaignSummary
+from offline_iaas.workflow.dag import FINAL_NODE
 
 
 @dataclass(frozen=True)
@@ -76,11 +76,6 @@ class PilotRun:
         return self.data_seconds / self.streaming_seconds
 
 
-def unix_seconds(text: str) -> float:
-    """Unix seconds of an ISO 8601 time (run-local's node start and end)."""
-    return datetime.datetime.fromisoformat(text).timestamp()
-
-
 def read_pilot(run: RunDir) -> PilotRun:
     """The timings of the finished campaign in ``run``.
 
@@ -100,9 +95,9 @@ def read_pilot(run: RunDir) -> PilotRun:
                        "with offline-iaas run-local first)")
     nodes = state.nodes
     unfinished = [n for n, s in nodes.items() if not (s.started and s.ended)]
-    if unfinished or "merge" not in nodes:
+    if unfinished or MERGE_NODE not in nodes:
         raise RunError(f"{run.path}: not a finished run (nodes without an end: "
-                       f"{', '.join(unfinished) or 'merge missing'})")
+                       f"{', '.join(unfinished) or f'{MERGE_NODE} missing'})")
     first = min(unix_seconds(s.started) for s in nodes.values() if s.started)
     last = max(unix_seconds(s.ended) for s in nodes.values() if s.ended)
     parts = [records.read(PartRecord, p) for p in sorted(run.parts.glob("*.json"))]
@@ -118,19 +113,20 @@ def read_pilot(run: RunDir) -> PilotRun:
     # what the merge counted (bad-file gaps the clients met left out), else the shares' plan
     analysed = (summary.analysed_seconds
                 or sum(part.share.kept_windows for part in parts) * config.stride_seconds)
-    merge_node = nodes["merge"]
-    merge_wall = unix_seconds(str(merge_node.ended)) - unix_seconds(str(merge_node.started))
+    merge_node = nodes[MERGE_NODE]
+    merge_end = unix_seconds(str(merge_node.ended))  # every node has started and ended
+    merge_wall = merge_end - unix_seconds(str(merge_node.started))
     own = summary.wall_seconds
     if shards:
         setup = summary.shard_setup_seconds
         walls = (summary.shard_wall_seconds.total if summary.shard_wall_seconds else 0.0) - setup
         merge_rate = summary.shard_data_seconds / walls if walls > 0 else 0.0
-        merge_seconds = unix_seconds(str(merge_node.ended)) - last_response
+        merge_seconds = merge_end - last_response
     else:  # the data it merged: the kept windows, not the gaps
         merged = analysed or config.data.duration
         merge_rate = merged / own if own else 0.0
         merge_seconds = own
-    final = nodes.get("final")
+    final = nodes.get(FINAL_NODE)
     final_seconds = (unix_seconds(final.ended) - unix_seconds(final.started)
                      if final is not None and final.started and final.ended else 0.0)
     return PilotRun(

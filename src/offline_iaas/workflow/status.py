@@ -14,14 +14,14 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
 from offline_iaas import records
 from offline_iaas.errors import RunError
 from offline_iaas.lifetime import is_running
-from offline_iaas.local_state import LocalState, read_local_state
+from offline_iaas.local_state import LocalState, read_local_state, unix_seconds
 from offline_iaas.records import ClientJob, ClientShare, PartRecord
 from offline_iaas.rundir import MERGE_NODE, RunDir
 from offline_iaas.serve.crashes import crash_lines
@@ -130,13 +130,6 @@ def _job_spec(run: RunDir, client: str) -> ClientJob | str:
         return str(err)
 
 
-def _parse_time(text: Any) -> float | None:
-    try:
-        return datetime.fromisoformat(str(text)).timestamp()
-    except ValueError:
-        return None
-
-
 def _local_states(local: LocalState) -> dict[str, NodeState]:
     out = {}
     writer = local.executor
@@ -180,8 +173,7 @@ def _dagman_states(text: str) -> dict[str, NodeState]:
 
 def _started(run: RunDir, state: LocalState | None) -> float | None:
     if state:
-        times = [_parse_time(n.started) for n in state.nodes.values() if n.started]
-        times = [t for t in times if t is not None]
+        times = [unix_seconds(n.started) for n in state.nodes.values() if n.started]
         if times:
             return min(times)
     logs = [p.stat().st_mtime for p in run.logs.glob("*") if p.is_file()]
@@ -193,9 +185,8 @@ def _ended(status_file: Path | None, state: LocalState | None, finished: bool) -
     if finished and status_file is not None:
         return status_file.stat().st_mtime
     if finished and state:
-        times = [_parse_time(n.ended) for n in state.nodes.values()
+        times = [unix_seconds(n.ended) for n in state.nodes.values()
                  if n.kind == "JOB" and n.ended]
-        times = [t for t in times if t is not None]
         if times:
             return max(times)
     return time.time()
