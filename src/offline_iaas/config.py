@@ -43,6 +43,7 @@ from offline_iaas.config_sections import (
     SiteConfig,
     SynthConfig,
     WorkflowConfig,
+    ifo_of,
 )
 from offline_iaas.errors import ConfigError
 from offline_iaas.geometry import StreamGeometry
@@ -207,11 +208,11 @@ class CampaignConfig:
     @property
     def ifos(self) -> tuple[str, ...]:
         """Interferometer prefixes of ``data.channels``, in order."""
-        return tuple(dict.fromkeys(ch.split(":", 1)[0] for ch in self.data.channels))
+        return tuple(dict.fromkeys(ifo_of(ch) for ch in self.data.channels))
 
     def witnesses_of(self, ifo: str) -> tuple[str, ...]:
         """``data.witnesses`` of one interferometer, in order."""
-        return tuple(w for w in self.data.witnesses if w.split(":", 1)[0] == ifo)
+        return tuple(w for w in self.data.witnesses if ifo_of(w) == ifo)
 
     @property
     def stream_channels(self) -> tuple[str, ...]:

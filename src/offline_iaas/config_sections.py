@@ -9,6 +9,11 @@ from pathlib import Path
 from typing import Literal
 
 
+def ifo_of(channel: str) -> str:
+    """The interferometer prefix of a channel (``H1`` of ``H1:GDS-CALIB_STRAIN``)."""
+    return channel.split(":", 1)[0]
+
+
 @dataclass(frozen=True)
 class DataConfig:
     """Where the frames are and what to read from them."""

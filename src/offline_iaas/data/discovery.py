@@ -239,6 +239,14 @@ def _read_lal_cache(source: Path) -> list[FrameFile]:
     return frames
 
 
+def lal_cache_text(entries: Iterable[tuple[str, str, float, float, Path | str]]) -> str:
+    """A LAL cache of ``entries`` (observatory, description, GPS start, seconds, local path),
+    in their order: lines ``OBS DESC GPS DUR file://localhost<path>``, the numbers as given
+    (``find_frames`` reads it)."""
+    return "".join(f"{obs} {desc} {gps} {seconds} file://localhost{path}\n"
+                   for obs, desc, gps, seconds, path in entries)
+
+
 def _read_ffl(source: Path) -> list[FrameFile]:
     frames = []
     for number, fields in _read_lines(source):

@@ -70,8 +70,10 @@ from scipy import signal
 
 from offline_iaas.atomic import replaced_atomically, write_text_atomic
 from offline_iaas.config import CampaignConfig
-from offline_iaas.config_sections import DataConfig, SynthConfig
+from offline_iaas.config_sections import DataConfig, SynthConfig, ifo_of
+from offline_iaas.data.discovery import lal_cache_text
 from offline_iaas.errors import ConfigError, DataError, RunError
+from offline_iaas.json_values import finite_number
 from offline_iaas.search.draw_injections import MEASURED_PSD_SECONDS
 from offline_iaas.search.injection_file import write_injection_set
 from offline_iaas.search.synth_injections import (
@@ -91,6 +93,8 @@ WITNESS1_CORNER = 2.0
 CACHE_SUFFIXES = (".lcf", ".cache", ".ffl")
 INJECTION_SET = "injections.h5"
 """The injection set's file name in the output directory."""
+SYNTH_SUMMARY = "synth.json"
+"""The dataset's summary's file name in the output directory (``read_synth_summary``)."""
 
 
 # ---- noise model ----------------------------------------------------------------------------
@@ -264,7 +268,7 @@ def refuse_foreign_frames(out_dir: Path) -> None:
     ``UNFINISHED``: frames synth did not write (a detector's, or a copy of them), which a
     dataset written there would overwrite where the names meet and lie beside where they do
     not."""
-    if any((out_dir / name).exists() for name in ("synth.json", UNFINISHED)):
+    if any((out_dir / name).exists() for name in (SYNTH_SUMMARY, UNFINISHED)):
         return
     if not out_dir.is_dir():
         return
@@ -350,11 +354,7 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
             f"got {synth.description!r}"
         )
 
-    ifos: list[str] = []
-    for ch in data.channels:
-        ifo = ch.split(":", 1)[0]
-        if ifo not in ifos:
-            ifos.append(ifo)
+    ifos = list(config.ifos)
     line_scale = LINE_PROMINENCE * float(design_asd(np.array([synth.line_frequency]))[0])
     plan = plan_injections(config, ifos, sample_rate, design_asd)
     injections = plan.injections
@@ -366,7 +366,7 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
     strain_channels: list[str] = []
     witness_channels: list[str] = []
     for ifo in ifos:
-        strains = [ch for ch in data.channels if ch.split(":", 1)[0] == ifo]
+        strains = [ch for ch in data.channels if ifo_of(ch) == ifo]
         witnesses = [_witness_name(ifo, i) for i in range(synth.witnesses)]
         strain_channels += strains
         witness_channels += witnesses
@@ -495,8 +495,29 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
         "injection_file": str(out_dir / INJECTION_SET),
         "injections": [inj.summary(gps_start) for inj in injections],
     }
-    write_text_atomic(out_dir / "synth.json", json.dumps(summary, indent=2) + "\n")
+    write_text_atomic(out_dir / SYNTH_SUMMARY, json.dumps(summary, indent=2) + "\n")
     (out_dir / UNFINISHED).unlink(missing_ok=True)
+    return summary
+
+
+def read_synth_summary(directory: Path) -> dict[str, Any]:
+    """The summary ``write_synthetic_dataset`` wrote into ``directory`` (``SYNTH_SUMMARY``).
+
+    Raises DataError naming it where it cannot be read, or is not synth's summary of a dataset
+    (a JSON object whose injections each have a finite ``gps_time``).
+    """
+    path = Path(directory) / SYNTH_SUMMARY
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise DataError(f"{path}: cannot read the synthetic dataset's summary ({err}); "
+                        "write the dataset again with offline-iaas synth") from None
+    injections = summary.get("injections") if isinstance(summary, dict) else None
+    if not isinstance(injections, list) or not all(
+            isinstance(i, dict) and finite_number(i.get("gps_time")) for i in injections):
+        raise DataError(f"{path}: not synth's summary of a dataset (a JSON object whose "
+                        "injections each have a finite gps_time); write the dataset again with "
+                        "offline-iaas synth")
     return summary
 
 
@@ -521,11 +542,8 @@ def _strain_reader(files: list[dict[str, Any]], channels: dict[str, str], sample
 
 
 def _lal_cache(files: list[dict[str, Any]]) -> str:
-    return "".join(
-        f"{f['observatory']} {f['description']} {f['gps_start']} {f['duration']} "
-        f"file://localhost{f['path']}\n"
-        for f in files
-    )
+    return lal_cache_text((f["observatory"], f["description"], f["gps_start"], f["duration"],
+                           f["path"]) for f in files)
 
 
 def _ffl(files: list[dict[str, Any]]) -> str:

@@ -34,7 +34,6 @@ from offline_iaas.data import synth
 from offline_iaas.data.discovery import FrameFile, discover_frames
 from offline_iaas.data.frames import read_span
 from offline_iaas.errors import ConfigError, DataError
-from offline_iaas.json_values import finite_number
 from offline_iaas.mode_packages import network_kinds
 from offline_iaas.models.numerics import numerics_in_use, run_in_child
 from offline_iaas.models.training_summary import TRAINING_SUMMARY
@@ -158,22 +157,10 @@ def _dataset(config: CampaignConfig) -> dict[str, Any]:
     DataError naming it where it is not synth's summary (the training uses its directory and
     its injections' times), before any network trains."""
     out_dir = synth.default_out_dir(config.data, config.source)
-    summary_path = out_dir / "synth.json"
-    if not summary_path.exists():
+    if not (out_dir / synth.SYNTH_SUMMARY).exists():
         logger.info(f"train-demo: writing the synthetic dataset to {out_dir}")
         return synth.write_synthetic_dataset(config)
-    try:
-        summary = json.loads(summary_path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise DataError(f"{summary_path}: cannot read the synthetic dataset's summary ({err}); "
-                        "write the dataset again with offline-iaas synth") from None
-    injections = summary.get("injections") if isinstance(summary, dict) else None
-    if not isinstance(injections, list) or not all(
-            isinstance(i, dict) and finite_number(i.get("gps_time")) for i in injections):
-        raise DataError(f"{summary_path}: not synth's summary of a dataset (a JSON object whose "
-                        "injections each have a finite gps_time); write the dataset again with "
-                        "offline-iaas synth")
-    return summary
+    return synth.read_synth_summary(out_dir)
 
 
 def _check_training_frames(data: DataConfig, frames: Sequence[FrameFile]) -> None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from offline_iaas.config import CampaignConfig
-from offline_iaas.config_sections import DataConfig
+from offline_iaas.config_sections import DataConfig, ifo_of
 from offline_iaas.errors import ConfigError, DataError
 from offline_iaas.search.injection_set import InjectionSet
 from offline_iaas.search.population import PopulationSpec, draw_binaries, population_spec
@@ -200,7 +200,7 @@ def draw_injection_set(
         raise ConfigError(
             f"{config.source}: data.duration ({data.duration:g} s) holds no injection every "
             f"{interval_seconds:g} s (waveforms of up to {sum(bounds):.1f} s)")
-    ifos = [channel.split(":", 1)[0] for channel in data.channels]
+    ifos = [ifo_of(channel) for channel in data.channels]
     end = data.start + data.duration
     asd_at = measured_asd_at(read_strain, data.start, end, rate)
     rng = np.random.default_rng([seed % 2**63, 41])
@@ -232,7 +232,7 @@ def frame_strain_reader(data: DataConfig) -> Callable[[str, float, float], np.nd
 
     frames = tuple(discover_frames(data))
     span = (data.start, data.start + data.duration)
-    channel = {c.split(":", 1)[0]: c for c in data.channels}
+    channel = {ifo_of(c): c for c in data.channels}
 
     def read(ifo: str, lo: float, hi: float) -> np.ndarray:
         return np.asarray(read_span(frames, (channel[ifo],), lo, hi, data.sample_rate, span)[0],

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +43,17 @@ from offline_iaas.search.injections_aframe import REQUIRED as AFRAME_REQUIRED
 from offline_iaas.search.injections_hdf5 import LAYOUT, MASS_FRAMES, REQUIRED, read_hdf5, write_hdf5
 from offline_iaas.search.injections_ligolw import read_ligolw, write_ligolw
 
-__all__ = ["InjectionSet", "LAYOUTS", "file_format", "hdf5_layout", "read_injection_list",
-           "read_injection_set", "write_injection_set"]
+__all__ = ["InjectionListing", "InjectionSet", "LAYOUTS", "file_format", "hdf5_layout",
+           "read_injection_list", "read_injection_listing", "read_injection_set",
+           "write_injection_set"]
 
 JSON_SUFFIXES = (".json",)
 HDF5_SUFFIXES = (".h5", ".hdf5")
 XML_SUFFIXES = (".xml", ".xml.gz")
 LAYOUTS = (LAYOUT, "aframe")
 """The HDF5 layouts ``write_injection_set`` writes: this project's, aframe's."""
+UNRECORDED = "unrecorded"
+"""The approximant read where a file does not record one (its ``f_lower_hz`` then NaN)."""
 
 
 def file_format(path: Path) -> str:
@@ -212,15 +216,42 @@ def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
     DataError
         From ``read_injection_set``.
     """
+    listing = read_injection_listing(path)
+    return listing.injections, listing.volume
+
+
+@dataclass(frozen=True)
+class InjectionListing:
+    """What ``read_injection_listing`` reads of one injection file."""
+
+    injections: list[Injection]
+    volume: float | None
+    """The population's ``time_volume_gpc3``, None where the file does not say it."""
+    attrs: dict[str, Any]
+    """The population's description: an injection set's attributes, ``synth.json``'s
+    ``population`` ({} where there is none)."""
+    waveform: dict[str, Any]
+    """The waveform's settings the file records (an injection set's approximant and
+    ``f_lower_hz``, ``synth.json``'s ``injection_waveform``; {} where there are none)."""
+
+
+def read_injection_listing(path: Path) -> InjectionListing:
+    """``read_injection_list``'s injections and volume, and the file's description of the
+    population and waveform, from one reading of ``path`` (raises as it)."""
     path = Path(path)
     if not path.name.lower().endswith(JSON_SUFFIXES):
         # the waveform's settings are not needed to count: stand-ins where not recorded
-        injections = read_injection_set(path, approximant="unrecorded", f_lower_hz=math.nan)
+        injections = read_injection_set(path, approximant=UNRECORDED, f_lower_hz=math.nan)
         snr, design = injections.network_snr, injections.network_snr_design
         found = [Injection(b.gps_time, float(s), b.chirp_mass, b.luminosity_distance, float(d))
                  for b, s, d in zip(injections.binaries, snr, design, strict=True)]
         volume = injections.attrs.get("time_volume_gpc3")
-        return found, None if volume is None else float(volume)
+        waveform = {"approximant": injections.approximant,
+                    "f_lower_hz": injections.f_lower_hz}
+        return InjectionListing(
+            found, None if volume is None else float(volume), dict(injections.attrs),
+            {k: v for k, v in waveform.items()
+             if v != UNRECORDED and not (isinstance(v, float) and math.isnan(v))})
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -239,12 +270,15 @@ def read_injection_list(path: Path) -> tuple[list[Injection], float | None]:
             f"search.injections: {path}: {what}, not a list of injections (synth.json, or a "
             'JSON list of {"gps_time": ..., "network_snr": ...})')
     found = [_json_injection(path, number, row) for number, row in enumerate(rows)]
-    population = data.get("population", {}) if isinstance(data, dict) else {}
-    volume = population.get("time_volume_gpc3") if isinstance(population, dict) else None
+    described = data if isinstance(data, dict) else {}
+    population, waveform = described.get("population"), described.get("injection_waveform")
+    population = population if isinstance(population, dict) else {}
+    volume = population.get("time_volume_gpc3")
     if volume is not None and not finite_number(volume):
         raise ConfigError(f"search.injections: {path}: population.time_volume_gpc3 is "
                           f"{volume!r}, not a finite number")
-    return found, None if volume is None else float(volume)
+    return InjectionListing(found, None if volume is None else float(volume), population,
+                            waveform if isinstance(waveform, dict) else {})
 
 
 def _json_injection(path: Path, number: int, row: Any) -> Injection:

@@ -1,18 +1,16 @@
 """What the search counts of ``search.injections``: the injections and the population they were
 drawn from, read through ``search/injection_file.py``'s public readers.
 
-``read_injection_list`` gives the injections (time, network SNR, chirp mass, distance); the
-population's description (``population.POPULATION_KEYS``) comes from the file's attributes
-(``InjectionSet.attrs``, its approximant and ``f_lower``) or ``synth.json``'s ``population``
-and ``injection_waveform``. A file that describes no population (a LIGO_LW table, a JSON list,
-a foreign HDF5 file) gives ``population = None``: found fractions, no VT. Every refusal names
-``search.injections`` and the file, on one line.
+``read_injection_listing`` gives, from one reading of the file, the injections (time, network
+SNR, chirp mass, distance) and the population's description (``population.POPULATION_KEYS``):
+the file's attributes (``InjectionSet.attrs``, its approximant and ``f_lower``) or
+``synth.json``'s ``population`` and ``injection_waveform``. A file that describes no
+population (a LIGO_LW table, a JSON list, a foreign HDF5 file) gives ``population = None``:
+found fractions, no VT. Every refusal names ``search.injections`` and the file, on one line.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -21,12 +19,11 @@ from typing import Any
 
 from offline_iaas.errors import OfflineIaasError
 from offline_iaas.physics import Injection
-from offline_iaas.search.injection_file import read_injection_list, read_injection_set
+from offline_iaas.search.injection_file import read_injection_listing
 from offline_iaas.search.injections_aframe import REJECTED_FILE
 from offline_iaas.search.population import COSMOLOGY, POPULATION_KEYS, luminosity_distance_mpc
 
 KEY = "search.injections"
-UNRECORDED = "unrecorded"
 
 
 @dataclass(frozen=True)
@@ -74,27 +71,10 @@ def _read(path: Path, version: tuple[int, int] | None,
           rejected_version: tuple[int, int] | None) -> InjectionList:
     """``read_campaign_injections`` of one version of the file and of aframe's rejected draws
     beside it (``injections_aframe.REJECTED_FILE``; the merge asks often)."""
-    injections, _ = read_injection_list(path)
-    if path.name.lower().endswith(".json"):
-        attrs, waveform = _json_description(path)
-    else:
-        # stand-ins where the file does not say them (as read_injection_list), left out here
-        found = read_injection_set(path, approximant=UNRECORDED, f_lower_hz=math.nan)
-        waveform = {"approximant": found.approximant, "f_lower_hz": found.f_lower_hz}
-        attrs = dict(found.attrs)
-        waveform = {k: v for k, v in waveform.items()
-                    if v != UNRECORDED and not (isinstance(v, float) and math.isnan(v))}
-    return InjectionList(path, tuple(injections),
-                         population_record(attrs, waveform, len(injections), path))
-
-
-def _json_description(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    data = json.loads(path.read_text())  # read_injection_list has parsed it already
-    if not isinstance(data, dict):
-        return {}, {}
-    population, waveform = data.get("population"), data.get("injection_waveform")
-    return (population if isinstance(population, dict) else {},
-            waveform if isinstance(waveform, dict) else {})
+    listing = read_injection_listing(path)
+    return InjectionList(path, tuple(listing.injections),
+                         population_record(listing.attrs, listing.waveform,
+                                           len(listing.injections), path))
 
 
 def population_record(attrs: dict[str, Any], waveform: dict[str, Any], listed: int,

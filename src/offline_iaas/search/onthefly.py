@@ -26,12 +26,11 @@ from typing import Protocol
 
 import numpy as np
 
-from offline_iaas.search.injection_file import read_injection_set
+from offline_iaas.config_sections import ifo_of
+from offline_iaas.search.injection_file import UNRECORDED, read_injection_set
 from offline_iaas.search.injection_set import InjectionSet
 from offline_iaas.search.response_set import check_detectors, read_response_set
 from offline_iaas.search.waveforms import detector_strain, polarizations
-
-UNRECORDED = "unrecorded"
 
 
 class ProjectedSource(Protocol):
@@ -103,7 +102,7 @@ class OnTheFly:
         is not strain."""
         if channel not in self.strain_channels:
             return values
-        ifo = channel.split(":", 1)[0]
+        ifo = ifo_of(channel)
         first = int(round((gps_first - self.grid_gps_start) * rate))
         end = first + len(values)
         gps_end = gps_first + len(values) / rate
@@ -122,7 +121,7 @@ class OnTheFly:
         return values if out is None else out
 
     def _ifos(self) -> list[str]:
-        return list(dict.fromkeys(c.split(":", 1)[0] for c in self.strain_channels))
+        return list(dict.fromkeys(ifo_of(c) for c in self.strain_channels))
 
     def _projected(self, index: int, ifo: str, rate: float) -> tuple[int, np.ndarray]:
         key = (index, ifo, rate)

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from offline_iaas.config_sections import ifo_of
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.data.hdf5_probe import HDF5_DAMAGE, readable_hdf5
 from offline_iaas.errors import ConfigError, DataError
@@ -181,7 +182,7 @@ def _read_header(path: Path) -> tuple[dict[str, Any], np.ndarray | None,
 def check_detectors(responses: ResponseSet, channels: Sequence[str]) -> None:
     """DataError naming the file when a strain channel's detector has no waveforms there."""
     for channel in channels:
-        ifo = channel.split(":", 1)[0]
+        ifo = ifo_of(channel)
         if ifo not in responses.ifos:
             raise DataError(
                 f"{responses.path}: no '{WAVEFORMS}/{ifo.lower()}' for strain channel "

@@ -301,13 +301,23 @@ def optimal_snr(
 ) -> float:
     """Optimal SNR of sampled ``strain`` against the one-sided ``(asd_scale * asd(f))^2``
     from ``f_low_hz`` to the Nyquist frequency (module docstring)."""
-    strain = np.asarray(strain, np.float64)
-    n_fft = 1 << int(np.ceil(np.log2(max(len(strain), int(SNR_MIN_FFT_SECONDS * sample_rate)))))
-    spectrum = np.fft.rfft(strain, n=n_fft) / sample_rate
+    freqs, (spectrum,), n_fft = snr_spectra([strain], sample_rate, f_low_hz)
+    power = np.abs(spectrum / sample_rate) ** 2 / (asd_scale * asd(freqs)) ** 2
+    return float(np.sqrt(4.0 * np.sum(power) * sample_rate / n_fft))
+
+
+def snr_spectra(series: Sequence[np.ndarray], sample_rate: float, f_low_hz: float
+                ) -> tuple[np.ndarray, list[np.ndarray], int]:
+    """The terms of the SNR's inner product ``4 Re sum A B* / S df`` (module docstring):
+    the DFT frequencies from ``f_low_hz`` to below the Nyquist frequency, each of ``series``'
+    DFTs there (not divided by ``sample_rate``) and the DFT length ``n_fft`` (the longest
+    series zero-padded to a power of two of at least ``SNR_MIN_FFT_SECONDS``)."""
+    series = [np.asarray(s, np.float64) for s in series]
+    longest = max(len(s) for s in series)
+    n_fft = 1 << int(np.ceil(np.log2(max(longest, int(SNR_MIN_FFT_SECONDS * sample_rate)))))
     freqs = np.fft.rfftfreq(n_fft, 1.0 / sample_rate)
     band = (freqs >= f_low_hz) & (freqs < sample_rate / 2)
-    power = np.abs(spectrum[band]) ** 2 / (asd_scale * asd(freqs[band])) ** 2
-    return float(np.sqrt(4.0 * np.sum(power) * sample_rate / n_fft))
+    return freqs[band], [np.fft.rfft(s, n=n_fft)[band] for s in series], n_fft
 
 
 def welch_asd(
@@ -339,9 +349,7 @@ def welch_asd(
                         "PSD segment clear of the signals")
     freqs, _, segments = signal.spectrogram(strain, fs=sample_rate, window="hann", nperseg=n,
                                             noverlap=n // 2, mode="psd")
-    odd = len(keep) - (len(keep) + 1) % 2
-    bias = sum((-1) ** (ell + 1) / ell for ell in range(1, odd + 1))
-    psd = np.median(segments[:, keep], axis=1) / bias
+    psd = np.median(segments[:, keep], axis=1) / _median_bias(len(keep))
     if inverse_unbiased:
         psd = psd * median_inverse_bias(len(keep))
     df = freqs[1] - freqs[0]
@@ -369,11 +377,17 @@ def median_inverse_bias(segments: int) -> float:
     rates = [1.0 / (m - i) for i in range(m // 2 if m % 2 == 0 else (m + 1) // 2)]
     if m % 2 == 0:
         rates.append(0.5 / (m - m // 2))
-    odd = m - (m + 1) % 2
-    bias = sum((-1) ** (ell + 1) / ell for ell in range(1, odd + 1))
     value, _ = integrate.quad(
         lambda s: math.exp(-sum(math.log1p(s * c) for c in rates)), 0.0, np.inf, limit=200)
-    return float(bias * value)
+    return float(_median_bias(m) * value)
+
+
+def _median_bias(segments: int) -> float:
+    """scipy's median bias of ``segments`` periodograms (as ``scipy.signal.welch``'s
+    ``average="median"``, whose helper is private): ``sum_{l=1}^{m} (-1)^(l+1) / l``, ``m``
+    the segments rounded down to odd."""
+    odd = segments - (segments + 1) % 2
+    return sum((-1) ** (ell + 1) / ell for ell in range(1, odd + 1))
 
 
 def welch_segments(

@@ -14,6 +14,7 @@ import numpy as np
 from torch import nn
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.config_sections import ifo_of
 from offline_iaas.data.discovery import FrameFile
 from offline_iaas.data.frames import read_span
 from offline_iaas.science.bbhnet.training import predict_bbhnet
@@ -57,7 +58,7 @@ def evaluate_bbhnet(
     # a window of 2 x spacing with the coalescence in its middle holds a whole waveform
     # (the population's last at most ~5 s from 20 Hz), so none is cut off in the stream
     maker = InjectionMaker(rate, 2 * int(round(spacing_seconds * rate)),
-                           [ch.split(":", 1)[0] for ch in channels], rng,
+                           [ifo_of(ch) for ch in channels], rng,
                            population=population_spec(config.synth, config.source))
     times = np.arange(foreground[0] + spacing_seconds, foreground[1] - spacing_seconds,
                       spacing_seconds)

@@ -21,6 +21,7 @@ from scipy import signal
 from torch import nn
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.config_sections import ifo_of
 from offline_iaas.data.discovery import FrameFile
 from offline_iaas.errors import ConfigError
 from offline_iaas.models.training import OneCycle, deterministic, run_windows, training_data
@@ -148,7 +149,7 @@ def train_bbhnet(
         # was most of the pinned numerics' cost. The network written whitens inside.
         network = BBHnet(len(channels), None, 1.0, width=width, depth=depth)
         allowed = _allowed_starts(strain.shape[1], kernel, start, rate, exclude_gps)
-        maker = InjectionMaker(rate, kernel, [ch.split(":", 1)[0] for ch in channels], rng,
+        maker = InjectionMaker(rate, kernel, [ifo_of(ch) for ch in channels], rng,
                                population=population_spec(config.synth, config.source))
         schedule = OneCycle(network.parameters(), learning_rate, epochs, windows_per_epoch,
                             batch_size)

@@ -29,10 +29,10 @@ from offline_iaas.config_sections import SynthConfig
 from offline_iaas.data.synth import design_asd
 from offline_iaas.search.population import PopulationSpec, draw_binaries, population_spec
 from offline_iaas.search.waveforms import (
-    SNR_MIN_FFT_SECONDS,
     antenna_response,
     light_travel_delay,
     polarizations,
+    snr_spectra,
 )
 
 BANK_SIZE = 256
@@ -165,12 +165,10 @@ class InjectionMaker:
 def _products(plus: np.ndarray, cross: np.ndarray, sample_rate: float, f_low_hz: float
               ) -> tuple[float, float, float]:
     """``<h+,h+>``, ``<hx,hx>``, ``<h+,hx>``: ``4 Re sum A B* / ASD^2 df`` from ``f_low_hz``
-    (``waveforms.optimal_snr``'s inner product, so ``F+^2 <h+,h+> + ...`` is its SNR^2)."""
-    n_fft = 1 << int(np.ceil(np.log2(max(len(plus), int(SNR_MIN_FFT_SECONDS * sample_rate)))))
-    freqs = np.fft.rfftfreq(n_fft, 1.0 / sample_rate)
-    band = (freqs >= f_low_hz) & (freqs < sample_rate / 2)
-    weight = 4.0 * sample_rate / n_fft / (design_asd(freqs[band]) ** 2 * sample_rate**2)
-    hp = np.fft.rfft(plus, n=n_fft)[band]
-    hc = np.fft.rfft(cross, n=n_fft)[band]
+    (``waveforms.optimal_snr``'s inner product, of ``waveforms.snr_spectra``, so
+    ``F+^2 <h+,h+> + ...`` is its SNR^2)."""
+    freqs, (hp, hc), n_fft = snr_spectra([plus, cross], sample_rate, f_low_hz)
+    # its rounding, not optimal_snr's: the demo's trained networks depend on the last bit
+    weight = 4.0 * sample_rate / n_fft / (design_asd(freqs) ** 2 * sample_rate**2)
     return (float(np.sum(np.abs(hp) ** 2 * weight)), float(np.sum(np.abs(hc) ** 2 * weight)),
             float(np.sum((hp * np.conj(hc)).real * weight)))

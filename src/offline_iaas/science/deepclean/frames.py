@@ -27,7 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
+from offline_iaas.data.discovery import lal_cache_text
 from offline_iaas.gps import gps_span_text
 from offline_iaas.merge.provenance import PROVENANCE_MARK
 from offline_iaas.physics import asd_ratio
@@ -180,9 +182,9 @@ def publish_frames(out_dir: Path, deepclean: DeepCleanConfig,
     """Write the LAL cache of ``files`` (by interferometer, then time) and the segment lists of
     ``spans`` into ``out_dir``; return the gate's numbers per interferometer."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    lines = [f"{path.name[0]} {frame_type(deepclean, ifo)} {gps} {seconds} "
-             f"file://localhost{path}" for ifo, path, gps, seconds in sorted(files)]
-    (out_dir / CACHE_NAME).write_text("".join(line + "\n" for line in lines))
+    write_text_atomic(out_dir / CACHE_NAME, lal_cache_text(
+        (path.name[0], frame_type(deepclean, ifo), gps, seconds, path)
+        for ifo, path, gps, seconds in sorted(files)))
     summary = {}
     for ifo, found in spans.items():
         _write_segments(out_dir / SEGMENTS_DIR, deepclean, ifo, found)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from offline_iaas.config_sections import ifo_of
 from offline_iaas.modes import CANARY
 
 CANARY_SUFFIX = "_CANARY"
@@ -124,7 +125,7 @@ def check_deepclean(c: CampaignConfig, fail: Callable[[str, str], None]) -> None
         if not c.witnesses_of(ifo):
             fail("data.witnesses", f"has no witness channel of {ifo} (mode {c.model.mode!r} "
                  "runs a DeepClean per interferometer)")
-    strangers = sorted({w.split(":", 1)[0] for w in c.data.witnesses} - set(c.ifos))
+    strangers = sorted({ifo_of(w) for w in c.data.witnesses} - set(c.ifos))
     if strangers:
         fail("data.witnesses", f"names interferometer {strangers[0]}, which has no strain "
              f"channel in data.channels")

@@ -23,6 +23,7 @@ from scipy import signal
 from torch import nn
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.config_sections import ifo_of
 from offline_iaas.data.discovery import FrameFile
 from offline_iaas.errors import ConfigError
 from offline_iaas.models.training import OneCycle, deterministic, run_windows, training_data
@@ -46,7 +47,7 @@ def strain_channel(channels: Sequence[str], ifo: str, source: Path | None) -> st
     """The first strain channel of ``ifo`` in ``channels`` (``data.channels`` of the config
     file ``source``)."""
     for channel in channels:
-        if channel.split(":", 1)[0] == ifo:
+        if ifo_of(channel) == ifo:
             return channel
     raise ConfigError(f"{source}: no channel of {ifo} in data.channels")
 
