@@ -32,6 +32,7 @@ ZERO_ALLOWED: frozenset[str] = frozenset({
     "merge.shard_seconds",  # 0: one merge, no shards
     "client.failover_seconds",  # 0: never fail over
     "server.monitor_seconds",  # 0: no monitor
+    "server.unresponsive_seconds",  # 0: a hung server is never ended
     "synth.witness_sample_rate",  # 0: the strain's rate
     "search.whitening_crop_seconds",  # 0: no crop
 })

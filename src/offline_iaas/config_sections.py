@@ -246,6 +246,9 @@ class ServerConfig:
     monitor_seconds: float = 5.0
     """Triton's inference statistics are polled this often into ``RUN/monitor/<server>.csv``
     (0: not at all)."""
+    unresponsive_seconds: float = 120.0
+    """How long a running tritonserver may leave its liveness check unanswered (hung, or
+    stopped) before ``serve`` ends the node as on a crash, to be restarted (0: never)."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from offline_iaas.serve.tritonserver import free_ports
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status
+from tests.error_catalogue import documented
 from tests.faults.inject import HELD, go_when_published, release, until_published
 from tests.helpers import SMALL_CAMPAIGN, processes_mentioning, wait_for
 
@@ -174,6 +176,35 @@ def test_server_killed_mid_campaign_is_replaced_and_clients_reprime(dataset) -> 
     assert_equals_reference(dataset, run_dir)
 
 
+@pytest.mark.server_exits  # serve ends the hung server's node
+def test_a_hung_tritonserver_is_ended_and_restarted_and_its_clients_resume(dataset) -> None:
+    """tritonserver SIGSTOPped mid-stream (as a deadlock leaves it: process and port alive,
+    nothing answered): serve's liveness watch ends the node after
+    ``server.unresponsive_seconds``, run-local restarts it, and the clients resume on the new
+    epoch; without the watch the clients wait for an answer that never comes."""
+    faults = {"client0": [HELD]}
+    _, run_dir = prepare(dataset, "hung", ["server.unresponsive_seconds=10"], faults)
+    run = RunLocal(run_dir)
+    try:
+        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to be held")
+        _, hung = server_pids(run_dir)
+        os.kill(hung, signal.SIGSTOP)
+        release(run_dir)
+        output = run.finish(300)
+    finally:
+        run.kill()
+    assert "server0: restarted 1 time(s)" in output
+    assert int((run_dir / "servers" / "server0.epoch").read_text()) == 2
+    assert not Path(f"/proc/{hung}").exists()  # the stopped process was ended
+    err = (run_dir / "logs" / "server0.err").read_text().strip().splitlines()[-1]
+    log = run_dir / "logs" / "server0-tritonserver.log"
+    message = re.sub(r"for \d+ s", "for S s", err.removeprefix("offline-iaas serve: error: "))
+    documented("server-unresponsive", message, {f"(pid {hung})": "(pid P)", str(log): "LOG"},
+               exit_code=5)
+    assert json.loads((run_dir / "parts" / "client0.json").read_text())["reconnects"] >= 1
+    assert_equals_reference(dataset, run_dir)
+
+
 def test_idle_evicted_sequence_is_reprimed(dataset) -> None:
     # Triton drops a sequence idle for 3 s; client0 pauses 10 s mid-stream (with 1 s, a
     # client's stall under load could evict it a second time)
@@ -192,7 +223,8 @@ def test_stopped_server_fails_clients_clearly_then_retry_succeeds(dataset) -> No
         dataset,
         "stopped",
         # a server slow to start on a loaded machine must not fail the first attempt early
-        ["client.max_reconnects=0", "client.server_wait_seconds=60", "workflow.retries=5"],
+        ["client.max_reconnects=0", "client.server_wait_seconds=60", "workflow.retries=5",
+         "server.unresponsive_seconds=0"],  # the clients' deadlines, not serve's watch
         faults,
     )
     err = run_dir / "logs" / "client0.err"
@@ -329,7 +361,9 @@ def test_clients_of_a_killed_server_never_restarted_finish_on_the_other(dataset)
 def test_clients_of_a_stopped_server_move_on_after_the_deadline(dataset) -> None:
     faults = until_published(2)
     faults["client1"].insert(0, HELD)
-    _, run_dir = prepare(dataset, "sigstopped", TWO_SERVERS, faults)
+    # the clients' failover, not serve's watch on its hung tritonserver
+    _, run_dir = prepare(dataset, "sigstopped", [*TWO_SERVERS, "server.unresponsive_seconds=0"],
+                         faults)
     # server1's tritonserver stays stopped to the end: stopping it must not wait for the
     # SIGKILL (a stopped process acts on SIGTERM only once continued: SIGCONT follows)
     output = run_with_stopped_server(run_dir, "server1", "client1",

@@ -46,6 +46,7 @@ from offline_iaas.serve.crashes import (
     exit_words,
     tritonserver_log,
 )
+from offline_iaas.serve.liveness import LivenessWatch
 from offline_iaas.serve.monitor import start_monitor
 from offline_iaas.serve.stalled_stub import note_ended_epoch
 from offline_iaas.serve.startup_checks import Checking, run_checks, served_models
@@ -373,6 +374,7 @@ def serve(
     epoch = 0
     published = False
     monitor = None
+    liveness: LivenessWatch | None = None
     try:
         for attempt in range(1, PORT_ATTEMPTS + 1):
             ports = Ports(*free_ports(bind))
@@ -426,6 +428,8 @@ def serve(
             url, auth_headers(run), run.monitor_csv(node), monitor_seconds
         )
         stubs = find_stubs(proc.pid)
+        unresponsive = config.server.unresponsive_seconds
+        liveness = LivenessWatch(url) if unresponsive > 0 else None
         while not stop.wait(0.5):
             if proc.poll() is not None:
                 # an exit Triton chose has its reason at the log's end; a death by a signal
@@ -434,6 +438,12 @@ def serve(
                 how = note_exit(proc, server_log, node, "while serving")
                 raise ServerError(f"tritonserver ended with {how} while serving (see "
                                   f"{server_log}){f': {tail}' if tail else ''}")
+            if liveness is not None and liveness.silent_seconds() > unresponsive:
+                raise ServerError(
+                    f"tritonserver (pid {proc.pid}) has not answered its liveness check for "
+                    f"{liveness.silent_seconds():.0f} s (server.unresponsive_seconds = "
+                    f"{unresponsive:g}): hung or stopped, it is ended as on a crash (see "
+                    f"{server_log})")
             if not stop.is_set():  # a stop's signal reaches the stubs too
                 check_stubs_alive(stubs, server_log, node)
             if ads is None:  # the clients' reports come through the shared run directory
@@ -446,6 +456,8 @@ def serve(
             elif published and ads is not None:
                 ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
         finally:
+            if liveness is not None:
+                liveness.close()
             if monitor is not None:
                 monitor.stop()
             if proc is not None and proc.returncode is None:
