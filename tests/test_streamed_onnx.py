@@ -129,15 +129,15 @@ def test_streamed_graphs_whose_manifest_names_no_known_runner_are_refused_naming
         exported, tmp_path):
     """The manifest's ``runner`` picks the module that runs the graphs; one written without
     it (or naming another) is refused with the file and what to do, not run by a guess."""
-    from offline_iaas.repository.backend.layer_stream import MANIFEST, open_streamed
+    from offline_iaas.repository.backend.layer_stream import STREAM_SPEC, open_streamed
 
     copy = tmp_path / "bbhnet"
     shutil.copytree(exported["k/s=6"][0], copy)
     assert isinstance(open_streamed(copy), type(open_streamed_network(copy)))  # control
-    spec = json.loads((copy / MANIFEST).read_text())
+    spec = json.loads((copy / STREAM_SPEC).read_text())
     assert spec.pop("runner") == "streamed_network"
-    (copy / MANIFEST).write_text(json.dumps({**spec, "network": "bbhnet"}))
-    with pytest.raises(ValueError, match=rf"{copy / MANIFEST}: runner None is none of "
+    (copy / STREAM_SPEC).write_text(json.dumps({**spec, "network": "bbhnet"}))
+    with pytest.raises(ValueError, match=rf"{copy / STREAM_SPEC}: runner None is none of "
                        r"streamed_network, streamed_deepclean: .* export the repository again"):
         open_streamed(copy)
 

@@ -119,8 +119,8 @@ class RunDir:
         return self.path / DAGMAN_STATUS_FILE
 
     @property
-    def summary(self) -> Path:
-        """The FINAL node's summary."""
+    def final_summary(self) -> Path:
+        """The FINAL node's summary (the campaign's is ``output``'s second path)."""
         return self.path / "summary.json"
 
     @property

@@ -41,8 +41,11 @@ from offline_iaas.network_streaming import AUTO, served_as, whole_window_reason
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository import model_configs as mcfg
 from offline_iaas.repository import pipeline
-from offline_iaas.repository.backend.layer_stream import MANIFEST as STREAMED_MANIFEST
-from offline_iaas.repository.backend.layer_stream import open_streamed, runner_modules
+from offline_iaas.repository.backend.layer_stream import (
+    STREAM_SPEC,
+    open_streamed,
+    runner_modules,
+)
 from offline_iaas.repository.pipeline import onnx_session
 from offline_iaas.repository.readable import (
     graph_problems,
@@ -539,7 +542,7 @@ def network_sessions(
         directory = repo / streamed[network]
         if refused := unreadable_in(directory):
             raise ModelError(refused)
-        if not (directory / STREAMED_MANIFEST).is_file():
+        if not (directory / STREAM_SPEC).is_file():
             raise ModelError(f"{repo}: no {network} graph (looked for {directory})")
         sessions[network] = open_streamed(directory, threads, device)
     return sessions

@@ -7,7 +7,7 @@ the numpy runners (``backend/layer_stream.py``) by its ``Conv`` geometry (``conv
 in torch through ``torch_run``. Weights that are not our architecture are converted to ONNX
 (``onnx_for_cut``) and cut from their own operators (``streamed_foreign.py``), a failure
 being a refusal (``cut_refusal``, ``cut_failures_refused``), not a crash. Every exporter
-writes its runners' geometry with ``write_manifest``.
+writes its runners' geometry with ``write_stream_spec``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from torch import nn
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import NotStreamable
 from offline_iaas.models.weights import export_onnx
-from offline_iaas.repository.backend.layer_stream import MANIFEST, Conv, Run
+from offline_iaas.repository.backend.layer_stream import STREAM_SPEC, Conv, Run
 
 
 class Layer(nn.Module):
@@ -42,10 +42,10 @@ class Layer(nn.Module):
         return self.function(x)
 
 
-def write_manifest(directory: Path, spec: dict[str, Any]) -> None:
-    """``spec`` (a runner's ``spec()``, or ``spec_of``) as ``directory``'s manifest, the
+def write_stream_spec(directory: Path, spec: dict[str, Any]) -> None:
+    """``spec`` (a runner's ``spec()``, or ``spec_of``) as ``directory``'s stream spec, the
     ``streamed.json`` that ``backend/layer_stream.open_streamed`` reads."""
-    write_text_atomic(directory / MANIFEST, json.dumps(spec, indent=1) + "\n")
+    write_text_atomic(directory / STREAM_SPEC, json.dumps(spec, indent=1) + "\n")
 
 
 def conv_of(module: nn.Conv1d) -> Conv:

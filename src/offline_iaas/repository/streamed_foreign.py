@@ -56,7 +56,7 @@ from offline_iaas.repository.onnx_subgraph import (
     subgraph,
     tensor_names,
 )
-from offline_iaas.repository.stream_layers import write_manifest
+from offline_iaas.repository.stream_layers import write_stream_spec
 
 _EACH_SAMPLE = frozenset({
     "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Selu", "Celu", "Softplus", "Softsign",
@@ -458,7 +458,7 @@ def write_cut(cut: StreamCut, model: onnx.ModelProto, ifos: int, kernel_samples:
         for run, graph in cut.graphs.items():
             onnx.save(graph, str(staging / f"{run}.onnx"))
         spec = spec_of(cut.nodes, ifos, kernel_samples, stride_samples, 1)
-        write_manifest(staging, spec)
+        write_stream_spec(staging, spec)
         try:
             check_against_whole_windows(staging, model, ifos, kernel_samples,
                                         stride_samples, output, where)

@@ -362,7 +362,7 @@ class FinalSummary(records.Record, RunStatus):
 
 def read_final_summary(run: RunDir) -> FinalSummary:
     """``RUN/summary.json`` (RunError naming the file where it is missing or damaged)."""
-    return records.read(FinalSummary, run.summary)
+    return records.read(FinalSummary, run.final_summary)
 
 
 def final_summary(run: RunDir, dag_status: int, failed_count: int) -> FinalSummary:
@@ -385,7 +385,7 @@ def final_summary(run: RunDir, dag_status: int, failed_count: int) -> FinalSumma
         "failed_count": failed_count,
         "written": datetime.now().astimezone().isoformat(timespec="seconds"),
     })
-    path = run.summary
+    path = run.final_summary
     records.write(summary, path)
     for line in status_lines(status):
         print(line, flush=True)

@@ -32,7 +32,9 @@ import numpy as np
 Run = Callable[[np.ndarray], np.ndarray]
 """One exported graph: a float32 array in, a float32 array out."""
 
-MANIFEST = "streamed.json"
+STREAM_SPEC = "streamed.json"
+"""The stream spec of a directory of streamed graphs: its runner, geometry and layers
+(``repository/stream_layers.write_stream_spec`` writes it; not the repository's manifest)."""
 DIRECTORY_SUFFIX = ".streamed"
 """A fused model's version holds network ``<name>``'s streamed graphs in ``<name>.streamed/``
 (beside the whole-window ``<name>.onnx``), described by ``streamed.json``."""
@@ -469,12 +471,12 @@ def runner_modules() -> dict[str, str]:
 def open_streamed(directory: str | os.PathLike, intra_op_threads: int = 1,
                   device: str = "cpu", device_id: int = 0):
     """The runner of the streamed graphs exported to ``directory``, on onnxruntime on
-    ``device``: the module its manifest's ``runner`` names, opened by its ``open_<runner>``;
+    ``device``: the module its stream spec's ``runner`` names, opened by its ``open_<runner>``;
     in the package one of ``runner_modules``, in the stub the file of that name beside this
-    one (``load_beside``). ValueError naming the manifest for another."""
+    one (``load_beside``). ValueError naming the stream spec for another."""
     import json
 
-    path = os.path.join(directory, MANIFEST)
+    path = os.path.join(directory, STREAM_SPEC)
     with open(path) as file:
         runner = json.load(file).get("runner")
     if __package__:

@@ -51,7 +51,7 @@ Conv, Node, Run, EdgePlan = layer_stream.Conv, layer_stream.Node, layer_stream.R
     layer_stream.EdgePlan
 cumulative_stride, edge_plan = layer_stream.cumulative_stride, layer_stream.edge_plan
 phases_of = layer_stream.phases_of
-MANIFEST, DIRECTORY_SUFFIX = layer_stream.MANIFEST, layer_stream.DIRECTORY_SUFFIX
+STREAM_SPEC, DIRECTORY_SUFFIX = layer_stream.STREAM_SPEC, layer_stream.DIRECTORY_SUFFIX
 """The fused model's version holds network ``<name>``'s streamed graphs in
 ``<name>.streamed/`` (beside the whole-window ``<name>.onnx``)."""
 WHITENING, EDGES, HEAD = "whitened", "edges", "head"
@@ -340,7 +340,7 @@ class PhasedNetwork(_SplitsItsWhitening):
         self.whitening = StreamWhitening(ifos, kernel_samples, whitening_taps, runs)
 
     def spec(self) -> dict:
-        """As ``StreamedNetwork.spec``: the same manifest, with the stride off the grid."""
+        """As ``StreamedNetwork.spec``: the same stream spec, with the stride off the grid."""
         return spec_of(self.nodes, self.ifos, self.kernel_samples, self.stride_samples,
                        self.whitening_taps)
 
@@ -395,7 +395,7 @@ def open_streamed_network(directory: str | os.PathLike, intra_op_threads: int = 
                           ) -> StreamedNetwork | PhasedNetwork:
     """The network exported to ``directory`` (``streamed.json`` and its graphs), each graph
     an onnxruntime session on ``device`` (``layer_stream.onnx_runs``)."""
-    with open(os.path.join(directory, MANIFEST)) as file:
+    with open(os.path.join(directory, STREAM_SPEC)) as file:
         spec = json.load(file)
     names = [WHITENING, EDGES, HEAD, *(node["name"] for node in spec["nodes"])]
     return network_of_spec(

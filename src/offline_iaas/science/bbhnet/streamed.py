@@ -49,7 +49,7 @@ from offline_iaas.repository.stream_layers import (
     conv_of,
     torch_run,
     without_padding,
-    write_manifest,
+    write_stream_spec,
 )
 from offline_iaas.science.bbhnet.network import BBHnet
 from offline_iaas.science.classifier.network import Classifier
@@ -226,7 +226,7 @@ def export_streamed(network: BBHnet | Classifier, kernel_samples: int, stride_sa
     export_onnx(head, directory / f"{HEAD}.onnx", "x", "y", (1, head.in_features))
     spec = spec_of(streamed.nodes, streamed.ifos, kernel_samples, stride_samples,
                    streamed.whitening_taps)
-    write_manifest(directory, spec)
+    write_stream_spec(directory, spec)
     return directory
 
 

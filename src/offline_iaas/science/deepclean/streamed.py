@@ -38,7 +38,7 @@ from offline_iaas.repository.stream_layers import (
     conv_of,
     torch_run,
     without_padding,
-    write_manifest,
+    write_stream_spec,
 )
 from offline_iaas.science.deepclean import DEEPCLEAN_NETWORK
 from offline_iaas.science.deepclean.backend.streamed_deepclean import (
@@ -238,7 +238,7 @@ def export_streamed_deepclean(networks: dict[str, DeepClean],
             export_onnx(edge_module(network, nodes, cone),
                         directory / f"{run_name(ifo, edge)}.onnx", "x", "y",
                         (2, network.witnesses, cone.input_samples()))
-    write_manifest(directory, streamed.spec())
+    write_stream_spec(directory, streamed.spec())
     return directory
 
 

@@ -20,7 +20,6 @@ they are kept.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -30,9 +29,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from offline_iaas.atomic import write_text_atomic
 from offline_iaas.errors import NotStreamable
-from offline_iaas.repository.backend.layer_stream import MANIFEST, ConvTranspose, Node
+from offline_iaas.repository.backend.layer_stream import ConvTranspose, Node
 from offline_iaas.repository.onnx_subgraph import (
     Made,
     attribute,
@@ -42,6 +40,7 @@ from offline_iaas.repository.onnx_subgraph import (
     subgraph,
     tensor_names,
 )
+from offline_iaas.repository.stream_layers import write_stream_spec
 from offline_iaas.repository.streamed_foreign import (
     PROBE_TOLERANCE,
     inferred_for,
@@ -302,7 +301,7 @@ def write_chain_cuts(cuts: dict[str, ChainCut], witnesses: dict[str, list[int]],
                          for edge in EDGES}}
             for run, graph in graphs.items():
                 onnx.save(graph, str(staging / f"{run_name(ifo, run)}.onnx"))
-        write_text_atomic(staging / MANIFEST, json.dumps(runner.spec(), indent=1) + "\n")
+        write_stream_spec(staging, runner.spec())
         _check(staging, cuts, witnesses, kernel_samples, stride_samples, where)
         staging.rename(directory)
     finally:

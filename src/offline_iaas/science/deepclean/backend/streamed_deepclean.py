@@ -427,7 +427,7 @@ class PhasedDeepClean:
         self.plan, self.cones = self.network.plan, self.network.cones
 
     def spec(self) -> dict:
-        """As ``StreamedDeepClean.spec``: the same manifest, with the stride off the grid."""
+        """As ``StreamedDeepClean.spec``: the same stream spec, with the stride off the grid."""
         return {**self.network.spec(), "stride_samples": self.stride_samples}
 
     def run_names(self) -> list[str]:
@@ -469,13 +469,13 @@ def deepclean_runner(nodes: list[Node], witnesses: dict[str, list[int]], kernel_
 
 def deepclean_of_spec(spec: dict, runs: dict[str, Run]) -> StreamedDeepClean | PhasedDeepClean:
     """The runner ``spec()`` describes, running ``runs`` (``deepclean_runner``); ValueError if
-    the manifest's edge graphs are not the ones it computes."""
+    the stream spec's edge graphs are not the ones it computes."""
     nodes = [Node(n["name"], tuple(n["inputs"]), layer_stream.layer_of(n["layer"]))
              for n in spec["nodes"]]
     network = deepclean_runner(nodes, spec["witnesses"], spec["kernel_samples"],
                                spec["stride_samples"], runs, spec.get("edge_features", True))
     if spec.get("edges") != network.spec()["edges"]:
-        raise ValueError(f"{layer_stream.MANIFEST}: its edge graphs are not the ones this "
+        raise ValueError(f"{layer_stream.STREAM_SPEC}: its edge graphs are not the ones this "
                          "runner computes (exported by another version): export again")
     return network
 
@@ -485,7 +485,7 @@ def open_streamed_deepclean(directory: str | os.PathLike, intra_op_threads: int 
                             ) -> StreamedDeepClean | PhasedDeepClean:
     """The DeepCleans exported to ``directory`` (``streamed.json`` and their graphs), each
     graph an onnxruntime session on ``device`` (``layer_stream.onnx_runs``)."""
-    with open(os.path.join(directory, layer_stream.MANIFEST)) as file:
+    with open(os.path.join(directory, layer_stream.STREAM_SPEC)) as file:
         spec = json.load(file)
     names = deepclean_of_spec(spec, {}).run_names()
     return deepclean_of_spec(
