@@ -415,7 +415,8 @@ def test_the_regression_check_measures_on_a_real_server_and_prints_its_ratios(
     printed = dict(re.findall(r"^(service_over_limit_\w+): ([0-9.]+) ", capsys.readouterr().out,
                               re.MULTILINE))
     assert set(printed) == {"service_over_limit_wall", "service_over_limit_cpu"}
-    assert all(0 < float(value) < math.inf for value in printed.values()), printed
+    # a sanity bound only: a loaded limit can lift the ratio above 1, never a thousandfold
+    assert all(0 < float(value) < 1e3 for value in printed.values()), printed
     assert processes_mentioning("offline-iaas-regression-") == []
 
 

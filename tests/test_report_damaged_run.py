@@ -126,3 +126,15 @@ def test_report_names_a_damaged_local_state_and_exits_as_status_does(
     assert (code, line) == status_line(run_dir, capsys)
     assert code == 6 and line.startswith(f"{state}"), line
     assert str(state) in text
+
+
+def test_report_names_a_damaged_repository_manifest_not_a_missing_one(
+        run_dir: Path, capsys) -> None:
+    repository = load_config(run_dir / "campaign.toml").model.repository
+    _, _, page = report(run_dir, capsys)
+    assert "No model repository manifest found." not in page  # control: the manifest's table
+    (repository / "manifest.json").write_text("{")
+    _, _, page = report(run_dir, capsys)
+    assert "The model repository&#x27;s manifest: " in page
+    assert escape(f"{repository / 'manifest.json'}") in page and "export the repository" in page
+    assert "No model repository manifest found." not in page

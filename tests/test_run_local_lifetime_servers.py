@@ -32,10 +32,11 @@ from tests.helpers import sighup_as, wait_for
 
 pytestmark = pytest.mark.slow
 
-PAUSED = {"client0": [{"point": "mid-stream", "action": "barrier", "count": 2, "seconds": 600}]}
+PAUSED = {"client0": [{"point": "mid-stream", "action": "barrier", "count": 2, "seconds": 240}]}
 """client0 holds its sequence open mid-stream until run-local's stop ends it (a barrier the
-test never joins: a timed pause could end first on a loaded machine; once: the rerun does not
-pause)."""
+test never joins: a timed pause could end first on a loaded machine; 240 s, past the 120 s
+``start_mid_stream`` may wait, bounds an orphan's life where the test fails; once: the rerun
+does not pause)."""
 GONE_SECONDS = STOP_TIMEOUT_SECONDS + 10.0
 """How long the run's processes may outlive run-local. By design they go in about 6 s (the
 server's stop waits ``server.exit_timeout_seconds``, 5 s, for the sequences left open), but

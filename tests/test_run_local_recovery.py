@@ -86,18 +86,22 @@ def test_a_copied_run_directory_runs_its_merge_again(request, tmp_path: Path) ->
 
 
 def test_run_local_says_once_that_it_cannot_write_its_state(request, monkeypatch) -> None:
-    """local-state.json cannot be written (a full disk: ENOSPC injected into run-local's
-    writer): the run goes on (the file is informative) and says so once, not at every
-    change, since ``status`` shows the run as last written."""
+    """local-state.json cannot be written (a full disk: ENOSPC injected where its temporary
+    file is opened, below ``atomic.replaced_atomically``): the run goes on (the file is
+    informative) and says so once, not at every change, since ``status`` shows the run as
+    last written."""
+    import builtins
     import errno
     import os
 
-    from offline_iaas.workflow import local
+    from offline_iaas import atomic
 
-    def full(path: Path, text: str) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    def full(path, *args, **kwargs):
+        if Path(path).name.startswith(".local-state.json."):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return builtins.open(path, *args, **kwargs)
 
-    monkeypatch.setattr(local, "write_text_atomic", full)
+    monkeypatch.setattr(atomic, "open", full, raising=False)
     run = request.getfixturevalue("make_run")(
         'JOB a node.sub\nVARS a node="a" mode="ok"\nJOB b node.sub\nVARS b node="b" mode="ok"\n'
         "PARENT a CHILD b\n")

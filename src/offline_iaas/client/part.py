@@ -83,12 +83,13 @@ class PartWriter:
             why = "they were made for another share or stream hash"
             try:
                 found = records.read_optional(CheckpointStamp, stamp)
-            except RunError as err:  # an older offline-iaas's, or damaged: start again
-                found, why = None, f"their stamp is unreadable: {err}"
+            except RunError:  # an older offline-iaas's, or damaged: start again
+                found, why = None, f"their stamp {stamp} is damaged or of another version"
             if stamp.exists() and found != identity:
                 count = sum(1 for _ in self.checkpoint_dir.glob("p*.npz"))
-                self.discarded = (f"{count} checkpoint(s) in {self.checkpoint_dir} discarded "
-                                  f"({why}): their rows are streamed again")
+                if count:
+                    self.discarded = (f"{count} checkpoint(s) in {self.checkpoint_dir} "
+                                      f"discarded ({why}): their rows are streamed again")
                 shutil.rmtree(self.checkpoint_dir)
             self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
             if not stamp.exists():

@@ -18,7 +18,7 @@ from offline_iaas.completeness import Hashes, NotDone, merge_problem, part_probl
 from offline_iaas.errors import ModelError
 from offline_iaas.gps import gps_text
 from offline_iaas.local_state import read_local_state
-from offline_iaas.manifest import read_manifest
+from offline_iaas.manifest import MANIFEST_FILE, read_manifest
 from offline_iaas.mode_packages import ReportSection, mode_package
 from offline_iaas.records import (
     ClientShare,
@@ -183,13 +183,16 @@ def _provenance(run: ReportRun, section: page.Section) -> None:
     section.parts.append(page.heading("Software"))
     section.parts.append(page.table(["package", "version"], list(software_versions().items())))
     section.parts.append(page.heading("Models"))
-    manifest = None
+    manifest, unreadable = None, None
     if run.config is not None:
         try:
             manifest = read_manifest(run.config.model.repository)
-        except ModelError:  # missing or damaged: not in the report
-            pass
-    if manifest is None:
+        except ModelError as err:  # missing, or damaged: said so
+            unreadable = str(err)
+    if unreadable is not None and (run.config.model.repository / MANIFEST_FILE).exists():
+        section.parts.append(page.paragraph(f"The model repository's manifest: {unreadable}",
+                                            "problem"))
+    elif manifest is None:
         section.parts.append(page.paragraph("No model repository manifest found.", "absent"))
     else:
         section.parts.append(page.table(["manifest", ""],

@@ -19,7 +19,9 @@ stdout and stderr, which its python-backend stubs share):
   tritonserver ends by a signal it was not sent by ``serve`` (a crash, or the kernel's
   out-of-memory killer, which Triton cannot print), and ``offline-iaas serve: python-backend
   stub <instance> (pid N) died by signal SIGX while serving`` when a stub dies under a serving
-  tritonserver (``serve/stub_watch.py``: Triton 2.51 does not notice).
+  tritonserver (``serve/stub_watch.py``: Triton 2.51 does not notice), and ``offline-iaas
+  serve: tritonserver (pid N) answered no liveness check for S s: ended as hung`` when it
+  stops a tritonserver that answers nothing (``serve/liveness.py``).
 
 run-local's ``local-state.json`` adds the server nodes that exited on their own (the serve
 process itself killed, or failing) and how often each was restarted.
@@ -49,6 +51,8 @@ _SERVE_DIED = re.compile(
     "^" + re.escape(SERVE_PREFIX) + r"tritonserver (?:\(pid \d+\) )?died by signal (SIG\w+)")
 _SERVE_STUB_DIED = re.compile(
     "^" + re.escape(SERVE_PREFIX) + r"python-backend stub .* died by signal (SIG\w+)")
+_SERVE_HUNG = re.compile(
+    "^" + re.escape(SERVE_PREFIX) + r"tritonserver (?:\(pid \d+\) )?answered no liveness check")
 _GRPC_STARTED = re.compile(r'Started GRPCInferenceService at ([^"\s]+)')
 _FORCED_EXIT = "Exit timeout expired. Exiting immediately."
 """Triton's words when a stop gives up waiting for open sequences and exits at once."""
@@ -67,7 +71,8 @@ class FatalLine:
     process: str
     """``tritonserver`` or ``python-backend stub``."""
     signal: str
-    """``SIGSEGV``, ...; the stub's own words where they name no signal."""
+    """``SIGSEGV``, ...; the stub's own words where they name no signal; ``hung`` for a
+    tritonserver ``serve`` ended because it answered nothing."""
     line_number: int
     """1-based, in the log it was read from."""
     text: str
@@ -122,6 +127,8 @@ def fatal_lines(text: str, first_line: int = 1) -> list[FatalLine]:
             died("tritonserver", match.group(1), number, line)
         elif match := _SERVE_STUB_DIED.match(line):
             died("python-backend stub", match.group(1), number, line)
+        elif _SERVE_HUNG.match(line):
+            found.append(FatalLine("tritonserver", "hung", number, line))
     return found
 
 
@@ -211,7 +218,7 @@ class ServerCrash:
     """The log holding the trace, relative to the run directory, with its line."""
 
     def describe(self) -> str:
-        died = f"died by {self.how}" if self.how.startswith("SIG") else self.how
+        died = f"died by {self.how}" if self.how.startswith("SIG") else self.how  # hung
         return f"{self.node}: {self.process} {died} (see {self.where})"
 
 
@@ -236,6 +243,13 @@ def exit_words(code: Any) -> str:
     if isinstance(code, int) and code < 0:
         return f"signal {signal_name(-code)}"
     return f"exit code {code}"
+
+
+def hung_line(pid: int, silent_seconds: float) -> str:
+    """``serve``'s line in tritonserver's log when it ends a tritonserver that answered no
+    liveness check for ``silent_seconds`` (``serve/liveness.py``)."""
+    return (f"{SERVE_PREFIX}tritonserver (pid {pid}) answered no liveness check for "
+            f"{silent_seconds:.0f} s: ended as hung")
 
 
 def died_line(pid: int, code: int, when: str) -> str:

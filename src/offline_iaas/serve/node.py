@@ -42,8 +42,10 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.serve.container import ContainerLauncher
 from offline_iaas.serve.crashes import (
     STOP_SIGNALS,
+    append_serve_line,
     died_line,
     exit_words,
+    hung_line,
     tritonserver_log,
 )
 from offline_iaas.serve.liveness import LivenessWatch
@@ -438,12 +440,11 @@ def serve(
                 how = note_exit(proc, server_log, node, "while serving")
                 raise ServerError(f"tritonserver ended with {how} while serving (see "
                                   f"{server_log}){f': {tail}' if tail else ''}")
-            if liveness is not None and liveness.silent_seconds() > unresponsive:
-                raise ServerError(
-                    f"tritonserver (pid {proc.pid}) has not answered its liveness check for "
-                    f"{liveness.silent_seconds():.0f} s (server.unresponsive_seconds = "
-                    f"{unresponsive:g}): hung or stopped, it is ended as on a crash (see "
-                    f"{server_log})")
+            if liveness is not None and liveness.hung(unresponsive):
+                words = append_serve_line(server_log,
+                                          hung_line(proc.pid, liveness.silent_seconds()))
+                raise ServerError(f"{words} (server.unresponsive_seconds = {unresponsive:g}; "
+                                  f"see {server_log})")
             if not stop.is_set():  # a stop's signal reaches the stubs too
                 check_stubs_alive(stubs, server_log, node)
             if ads is None:  # the clients' reports come through the shared run directory

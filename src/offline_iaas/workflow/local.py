@@ -117,8 +117,8 @@ class _Executor:
         except OSError as err:  # the state file is informative; never fail the run on it
             if not self.state_unwritten:
                 logger.warning(f"run-local: cannot write {self.paths.local_state} "
-                               f"({err.strerror or err}): status shows the run as last "
-                               "written until it can")
+                               f"({os.strerror(err.errno) if err.errno else err}): status "
+                               "shows the run as last written until it can")
             self.state_unwritten = True
 
     def _jobs(self) -> list[NodeRun]:
