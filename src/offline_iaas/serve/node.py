@@ -37,7 +37,12 @@ from offline_iaas.errors import ConfigError, ModelError, ServerError
 from offline_iaas.lifetime import stop_or_kill
 from offline_iaas.rendezvous import addresses as address_files
 from offline_iaas.rendezvous.access import auth_headers, read_token
-from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, REFUSAL_ATTRIBUTE, job_ads
+from offline_iaas.rendezvous.job_ads import (
+    ADDRESS_ATTRIBUTE,
+    REFUSAL_ATTRIBUTE,
+    JobAds,
+    job_ads,
+)
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.container import ContainerLauncher
 from offline_iaas.serve.crashes import (
@@ -405,27 +410,8 @@ def serve(
         else:
             raise ServerError(f"no free ports found for {node} after {PORT_ATTEMPTS} attempts")
 
-        if ads is None:
-            epoch = address_files.next_epoch(run, node)
-        else:  # one epoch per start of the job, as the access point sees it
-            starts = ads.get_own(run_id, node, "NumJobStarts")
-            epoch = starts if isinstance(starts, int) and starts > 0 else 1
-        address = address_files.ServerAddress(
-            node=node,
-            host=published_host(bind),
-            grpc_port=ports.grpc,
-            http_port=ports.http,
-            metrics_port=ports.metrics,
-            epoch=epoch,
-            pid=os.getpid(),
-        )
-        if ads is None:
-            address_files.publish_address(run, address)
-        else:
-            ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, address_files.address_text(address))
+        epoch = _publish_address(run, node, ads, run_id, bind, ports)
         published = True
-        via = rendezvous_name(ads)
-        logger.info(f"{node}: ready at {address.grpc_url} (epoch {epoch}, via {via})")
         monitor = start_monitor(
             url, auth_headers(run), run.monitor_csv(node), monitor_seconds
         )
@@ -433,18 +419,7 @@ def serve(
         unresponsive = config.server.unresponsive_seconds
         liveness = LivenessWatch(url) if unresponsive > 0 else None
         while not stop.wait(0.5):
-            if proc.poll() is not None:
-                # an exit Triton chose has its reason at the log's end; a death by a signal
-                # its trace, or nothing (SIGKILL: the tail would be start-up lines)
-                tail = _log_tail(server_log) if proc.returncode >= 0 else ""
-                how = note_exit(proc, server_log, node, "while serving")
-                raise ServerError(f"tritonserver ended with {how} while serving (see "
-                                  f"{server_log}){f': {tail}' if tail else ''}")
-            if liveness is not None and liveness.hung(unresponsive):
-                words = append_serve_line(server_log,
-                                          hung_line(proc.pid, liveness.silent_seconds()))
-                raise ServerError(f"{words} (server.unresponsive_seconds = {unresponsive:g}; "
-                                  f"see {server_log})")
+            _check_serving(proc, server_log, node, liveness, unresponsive)
             if not stop.is_set():  # a stop's signal reaches the stubs too
                 check_stubs_alive(stubs, server_log, node)
             if ads is None:  # the clients' reports come through the shared run directory
@@ -472,6 +447,49 @@ def serve(
                 _echo_log(server_log)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+def _publish_address(run: RunDir, node: str, ads: JobAds | None, run_id: str, bind: str,
+                     ports: Ports) -> int:
+    """Publish the ready server's address (``servers/<node>.json``, or the job ad with
+    ``ads``) under its epoch, and return the epoch."""
+    if ads is None:
+        epoch = address_files.next_epoch(run, node)
+    else:  # one epoch per start of the job, as the access point sees it
+        starts = ads.get_own(run_id, node, "NumJobStarts")
+        epoch = starts if isinstance(starts, int) and starts > 0 else 1
+    address = address_files.ServerAddress(
+        node=node,
+        host=published_host(bind),
+        grpc_port=ports.grpc,
+        http_port=ports.http,
+        metrics_port=ports.metrics,
+        epoch=epoch,
+        pid=os.getpid(),
+    )
+    if ads is None:
+        address_files.publish_address(run, address)
+    else:
+        ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, address_files.address_text(address))
+    logger.info(f"{node}: ready at {address.grpc_url} (epoch {epoch}, via "
+                f"{rendezvous_name(ads)})")
+    return epoch
+
+
+def _check_serving(proc: subprocess.Popen, log: Path, node: str,
+                   liveness: LivenessWatch | None, unresponsive_seconds: float) -> None:
+    """ServerError if tritonserver ended, or answers nothing (``liveness.hung``)."""
+    if proc.poll() is not None:
+        # an exit Triton chose has its reason at the log's end; a death by a signal its
+        # trace, or nothing (SIGKILL: the tail would be start-up lines)
+        tail = _log_tail(log) if proc.returncode >= 0 else ""
+        how = note_exit(proc, log, node, "while serving")
+        raise ServerError(f"tritonserver ended with {how} while serving (see {log})"
+                          f"{f': {tail}' if tail else ''}")
+    if liveness is not None and liveness.hung(unresponsive_seconds):
+        words = append_serve_line(log, hung_line(proc.pid, liveness.silent_seconds()))
+        raise ServerError(f"{words} (server.unresponsive_seconds = {unresponsive_seconds:g}; "
+                          f"see {log})")
 
 
 def check_stubs_alive(stubs: list[Stub], log: Path, node: str) -> None:

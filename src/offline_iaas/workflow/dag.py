@@ -347,126 +347,144 @@ def parse_dag(text: str, source: str = "offline.dag") -> Dag:
         command DAGMan would refuse (RETRY or PARENT/CHILD on a SERVICE node, ...); a cycle
         of PARENT/CHILD lines.
     """
-    lines = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        stripped = raw.strip()
-        if stripped and not stripped.startswith("#"):
-            lines.append(_Line(source, number, stripped))
-
+    lines = [_Line(source, number, raw.strip())
+             for number, raw in enumerate(text.splitlines(), start=1)
+             if raw.strip() and not raw.strip().startswith("#")]
     dag = Dag()
     # Pass 1: node definitions, so that other commands may name nodes defined further down.
-    later = []
-    for line in lines:
-        keyword = line.text.split(None, 1)[0].upper()
-        if keyword not in ("JOB", "NODE", "SERVICE", "FINAL"):
-            later.append(line)
-            continue
-        words = _tokens(line)
-        kind = "JOB" if keyword == "NODE" else keyword
-        if len(words) < 3:
-            raise line.error(f"{keyword} needs a node name and a submit file")
-        if len(words) > 3:
-            raise line.error(
-                f"{keyword} {words[1]}: unsupported options {' '.join(words[3:])!r} "
-                "(DIR, NOOP and DONE are not used by offline-iaas)"
-            )
-        name, submit = words[1], words[2]
-        if name.upper() in _RESERVED or "+" in name:
-            raise line.error(f"{name!r} cannot be a node name")
-        if name in dag.nodes:
-            raise line.error(f"node {name} is defined twice (first on line {dag.nodes[name].line})")
-        if kind == "FINAL" and any(n.kind == "FINAL" for n in dag.nodes.values()):
-            raise line.error("a DAG can have only one FINAL node")
-        dag.nodes[name] = DagNode(name=name, kind=kind, submit=submit, line=line.number)
-
-    def targets(line: _Line, name: str, command: str, kinds: Iterable[str]) -> list[DagNode]:
-        if name.upper() == "ALL_NODES":
-            # As in DAGMan, ALL_NODES never includes the FINAL node.
-            return [n for n in dag.nodes.values() if n.kind in kinds and n.kind != "FINAL"]
-        node = dag.nodes.get(name)
-        if node is None:
-            raise line.error(f"{command} names an unknown node {name!r}")
-        if node.kind not in kinds:
-            raise line.error(f"{command} cannot be used on the {node.kind} node {name}")
-        return [node]
-
+    later = [line for line in lines if not _define_node(dag, line)]
     # Pass 2: everything else.
     for line in later:
         keyword = line.text.split(None, 1)[0].upper()
-        if keyword == "VARS":
-            # Re-split the raw text: values keep their quotes and escapes for _parse_vars.
-            parts = line.text.split(None, 2)
-            if len(parts) < 3:
-                raise line.error('VARS needs a node name and name="value" pairs')
-            rest = parts[2]
-            head = rest.split(None, 1)
-            if head and head[0].upper() in ("PREPEND", "APPEND"):
-                rest = head[1] if len(head) > 1 else ""
-            values = _parse_vars(line, rest)
-            for node in targets(line, parts[1], "VARS", NODE_KINDS):
-                node.variables.update(values)
-            continue
-        words = _tokens(line)
-        args = words[1:]
-        if keyword == "RETRY":
-            if len(args) not in (2, 4) or (len(args) == 4 and args[2].upper() != "UNLESS-EXIT"):
-                raise line.error("expected RETRY <node> <count> [UNLESS-EXIT <exit code>]")
-            count = _int(line, args[1], "the RETRY count")
-            unless = _int(line, args[3], "the UNLESS-EXIT code", None) if len(args) == 4 else None
-            for node in targets(line, args[0], "RETRY", ("JOB",)):
-                node.retries, node.unless_exit = count, unless
-        elif keyword == "PARENT":
-            upper = [w.upper() for w in args]
-            if "CHILD" not in upper:
-                raise line.error("PARENT line without CHILD")
-            split = upper.index("CHILD")
-            parents, children = args[:split], args[split + 1 :]
-            if not parents or not children:
-                raise line.error("expected PARENT <node>... CHILD <node>...")
-            parent_nodes = [p for name in parents for p in targets(line, name, "PARENT", ("JOB",))]
-            for name in children:
-                for child in targets(line, name, "CHILD", ("JOB",)):
-                    if any(p.name == child.name for p in parent_nodes):
-                        raise line.error(f"node {child.name} cannot be its own parent")
-                    child.parents.update(p.name for p in parent_nodes)
-        elif keyword == "CATEGORY":
-            if len(args) != 2:
-                raise line.error("expected CATEGORY <node> <category>")
-            for node in targets(line, args[0], "CATEGORY", ("JOB",)):
-                node.category = args[1]
-        elif keyword == "MAXJOBS":
-            if len(args) != 2:
-                raise line.error("expected MAXJOBS <category> <count>")
-            dag.maxjobs[args[0]] = _int(line, args[1], "the MAXJOBS count", 1)
-        elif keyword == "SCRIPT":
-            _parse_script(line, args, targets)
-        elif keyword == "ABORT-DAG-ON":
-            if len(args) not in (2, 4) or (len(args) == 4 and args[2].upper() != "RETURN"):
-                raise line.error("expected ABORT-DAG-ON <node> <exit code> [RETURN <DAG code>]")
-            value = _int(line, args[1], "the ABORT-DAG-ON exit code", None)
-            ret = None
-            if len(args) == 4:
-                ret = _int(line, args[3], "the ABORT-DAG-ON RETURN value", None)
-            for node in targets(line, args[0], "ABORT-DAG-ON", ("JOB",)):
-                node.abort_exit, node.abort_return = value, ret
-        elif keyword == "NODE_STATUS_FILE":
-            if not 1 <= len(args) <= 3:
-                raise line.error("expected NODE_STATUS_FILE <file> [<seconds>] [ALWAYS-UPDATE]")
-            if len(args) >= 2:
-                _int(line, args[1], "the NODE_STATUS_FILE update interval")
-            if len(args) == 3 and args[2].upper() != "ALWAYS-UPDATE":
-                raise line.error(f"unexpected word {args[2]!r} on NODE_STATUS_FILE")
-            dag.node_status_file = args[0]
-        else:
-            raise line.error(f"unknown or unsupported DAG command {words[0]!r}")
-
+        command = _COMMANDS.get(keyword)
+        if command is None:
+            raise line.error(f"unknown or unsupported DAG command {_tokens(line)[0]!r}")
+        command(dag, line)
     _check_acyclic(dag, source)
     return dag
 
 
-def _parse_script(line: _Line, args: list[str], targets: Callable[..., list[DagNode]]) -> None:
+def _define_node(dag: Dag, line: _Line) -> bool:
+    """Add the node ``line`` defines (``JOB``, ``NODE``, ``SERVICE``, ``FINAL``) to ``dag``;
+    False for a line of another command."""
+    keyword = line.text.split(None, 1)[0].upper()
+    if keyword not in ("JOB", "NODE", "SERVICE", "FINAL"):
+        return False
+    words = _tokens(line)
+    kind = "JOB" if keyword == "NODE" else keyword
+    if len(words) < 3:
+        raise line.error(f"{keyword} needs a node name and a submit file")
+    if len(words) > 3:
+        raise line.error(
+            f"{keyword} {words[1]}: unsupported options {' '.join(words[3:])!r} "
+            "(DIR, NOOP and DONE are not used by offline-iaas)"
+        )
+    name, submit = words[1], words[2]
+    if name.upper() in _RESERVED or "+" in name:
+        raise line.error(f"{name!r} cannot be a node name")
+    if name in dag.nodes:
+        raise line.error(f"node {name} is defined twice (first on line {dag.nodes[name].line})")
+    if kind == "FINAL" and any(n.kind == "FINAL" for n in dag.nodes.values()):
+        raise line.error("a DAG can have only one FINAL node")
+    dag.nodes[name] = DagNode(name=name, kind=kind, submit=submit, line=line.number)
+    return True
+
+
+def _targets(dag: Dag, line: _Line, name: str, command: str,
+             kinds: Iterable[str]) -> list[DagNode]:
+    """The nodes a command of ``line`` names: ``name``, or every node of ``kinds`` for
+    ``ALL_NODES``; RunError for an unknown node or one of another kind."""
+    if name.upper() == "ALL_NODES":
+        # As in DAGMan, ALL_NODES never includes the FINAL node.
+        return [n for n in dag.nodes.values() if n.kind in kinds and n.kind != "FINAL"]
+    node = dag.nodes.get(name)
+    if node is None:
+        raise line.error(f"{command} names an unknown node {name!r}")
+    if node.kind not in kinds:
+        raise line.error(f"{command} cannot be used on the {node.kind} node {name}")
+    return [node]
+
+
+def _vars(dag: Dag, line: _Line) -> None:
+    # Re-split the raw text: values keep their quotes and escapes for _parse_vars.
+    parts = line.text.split(None, 2)
+    if len(parts) < 3:
+        raise line.error('VARS needs a node name and name="value" pairs')
+    rest = parts[2]
+    head = rest.split(None, 1)
+    if head and head[0].upper() in ("PREPEND", "APPEND"):
+        rest = head[1] if len(head) > 1 else ""
+    values = _parse_vars(line, rest)
+    for node in _targets(dag, line, parts[1], "VARS", NODE_KINDS):
+        node.variables.update(values)
+
+
+def _retry(dag: Dag, line: _Line) -> None:
+    args = _tokens(line)[1:]
+    if len(args) not in (2, 4) or (len(args) == 4 and args[2].upper() != "UNLESS-EXIT"):
+        raise line.error("expected RETRY <node> <count> [UNLESS-EXIT <exit code>]")
+    count = _int(line, args[1], "the RETRY count")
+    unless = _int(line, args[3], "the UNLESS-EXIT code", None) if len(args) == 4 else None
+    for node in _targets(dag, line, args[0], "RETRY", ("JOB",)):
+        node.retries, node.unless_exit = count, unless
+
+
+def _parent(dag: Dag, line: _Line) -> None:
+    args = _tokens(line)[1:]
+    upper = [w.upper() for w in args]
+    if "CHILD" not in upper:
+        raise line.error("PARENT line without CHILD")
+    split = upper.index("CHILD")
+    parents, children = args[:split], args[split + 1 :]
+    if not parents or not children:
+        raise line.error("expected PARENT <node>... CHILD <node>...")
+    parent_nodes = [p for name in parents for p in _targets(dag, line, name, "PARENT", ("JOB",))]
+    for name in children:
+        for child in _targets(dag, line, name, "CHILD", ("JOB",)):
+            if any(p.name == child.name for p in parent_nodes):
+                raise line.error(f"node {child.name} cannot be its own parent")
+            child.parents.update(p.name for p in parent_nodes)
+
+
+def _category(dag: Dag, line: _Line) -> None:
+    args = _tokens(line)[1:]
+    if len(args) != 2:
+        raise line.error("expected CATEGORY <node> <category>")
+    for node in _targets(dag, line, args[0], "CATEGORY", ("JOB",)):
+        node.category = args[1]
+
+
+def _maxjobs(dag: Dag, line: _Line) -> None:
+    args = _tokens(line)[1:]
+    if len(args) != 2:
+        raise line.error("expected MAXJOBS <category> <count>")
+    dag.maxjobs[args[0]] = _int(line, args[1], "the MAXJOBS count", 1)
+
+
+def _abort_dag_on(dag: Dag, line: _Line) -> None:
+    args = _tokens(line)[1:]
+    if len(args) not in (2, 4) or (len(args) == 4 and args[2].upper() != "RETURN"):
+        raise line.error("expected ABORT-DAG-ON <node> <exit code> [RETURN <DAG code>]")
+    value = _int(line, args[1], "the ABORT-DAG-ON exit code", None)
+    ret = _int(line, args[3], "the ABORT-DAG-ON RETURN value", None) if len(args) == 4 else None
+    for node in _targets(dag, line, args[0], "ABORT-DAG-ON", ("JOB",)):
+        node.abort_exit, node.abort_return = value, ret
+
+
+def _node_status_file(dag: Dag, line: _Line) -> None:
+    args = _tokens(line)[1:]
+    if not 1 <= len(args) <= 3:
+        raise line.error("expected NODE_STATUS_FILE <file> [<seconds>] [ALWAYS-UPDATE]")
+    if len(args) >= 2:
+        _int(line, args[1], "the NODE_STATUS_FILE update interval")
+    if len(args) == 3 and args[2].upper() != "ALWAYS-UPDATE":
+        raise line.error(f"unexpected word {args[2]!r} on NODE_STATUS_FILE")
+    dag.node_status_file = args[0]
+
+
+def _script(dag: Dag, line: _Line) -> None:
     """``SCRIPT [DEFER status time] [DEBUG file type] PRE <node> <exe> [args...]``."""
-    rest = list(args)
+    rest = _tokens(line)[1:]
     defer_status, defer_seconds = None, 0
     if rest and rest[0].upper() == "DEFER":
         if len(rest) < 3:
@@ -486,8 +504,16 @@ def _parse_script(line: _Line, args: list[str], targets: Callable[..., list[DagN
     if kind != "PRE":
         raise line.error(f"expected PRE, POST or HOLD after SCRIPT, found {rest[0]!r}")
     script = Script(rest[2], tuple(rest[3:]), defer_status, defer_seconds)
-    for node in targets(line, rest[1], "SCRIPT", ("JOB", "FINAL")):
+    for node in _targets(dag, line, rest[1], "SCRIPT", ("JOB", "FINAL")):
         node.pre = script
+
+
+_COMMANDS: dict[str, Callable[[Dag, _Line], None]] = {
+    "VARS": _vars, "RETRY": _retry, "PARENT": _parent, "CATEGORY": _category,
+    "MAXJOBS": _maxjobs, "SCRIPT": _script, "ABORT-DAG-ON": _abort_dag_on,
+    "NODE_STATUS_FILE": _node_status_file,
+}
+"""The commands after the node definitions, each checking its own line."""
 
 
 def _check_acyclic(dag: Dag, source: str) -> None:
