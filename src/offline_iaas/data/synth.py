@@ -61,6 +61,7 @@ import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -307,24 +308,24 @@ def _integer(value: float, key: str, source: Path | None) -> int:
     return int(round(value))
 
 
-def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None) -> dict:
-    """Write the synthetic GWF dataset, its LAL cache and ``synth.json``.
+@dataclass(frozen=True)
+class _FileLayout:
+    """How the dataset is cut into files: rates (Hz), frame-rate samples per witness sample,
+    the first file's GPS start and each file's seconds and samples, and how many files."""
 
-    Parameters
-    ----------
-    config
-        The campaign; ``data`` gives the span and strain channels, ``synth`` the rest.
-    out_dir
-        Output directory (created); default ``data.frames`` (its parent if a cache file).
+    sample_rate: float
+    witness_rate: float
+    witness_step: int
+    gps_start: int
+    file_duration: int
+    file_samples: int
+    n_files: int
 
-    Returns
-    -------
-    dict
-        The summary also written to ``<out_dir>/synth.json``.
-    """
+
+def _file_layout(config: CampaignConfig) -> _FileLayout:
+    """The dataset's files from ``[synth]`` and ``[data]``; ConfigError naming the key where
+    a rate does not divide, or a time is no whole number of seconds or samples."""
     synth, data = config.synth, config.data
-    out_dir = Path(out_dir) if out_dir is not None else default_out_dir(config.data, config.source)
-    out_dir = Path(os.path.realpath(out_dir))  # a symbolic link loop: mkdir's error names it
     sample_rate = synth.frame_sample_rate
     if sample_rate <= 0:
         raise ConfigError(f"{config.source}: 'synth.frame_sample_rate' must be positive")
@@ -347,68 +348,48 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
                             "synth.file_duration * synth.frame_sample_rate", config.source)
     _integer(file_duration * witness_rate, "synth.file_duration * synth.witness_sample_rate",
              config.source)
-    n_files = max(1, math.ceil(data.duration / file_duration - 1e-9))
     if not re.fullmatch(r"[A-Za-z0-9_]+", synth.description):
         raise ConfigError(
             f"{config.source}: 'synth.description' must be letters, digits and _, "
             f"got {synth.description!r}"
         )
+    return _FileLayout(sample_rate, witness_rate, witness_step, gps_start, file_duration,
+                       file_samples, max(1, math.ceil(data.duration / file_duration - 1e-9)))
 
+
+def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None) -> dict:
+    """Write the synthetic GWF dataset, its LAL cache and ``synth.json``.
+
+    Parameters
+    ----------
+    config
+        The campaign; ``data`` gives the span and strain channels, ``synth`` the rest.
+    out_dir
+        Output directory (created); default ``data.frames`` (its parent if a cache file).
+
+    Returns
+    -------
+    dict
+        The summary also written to ``<out_dir>/synth.json``.
+    """
+    data = config.data
+    out_dir = Path(out_dir) if out_dir is not None else default_out_dir(config.data, config.source)
+    out_dir = Path(os.path.realpath(out_dir))  # a symbolic link loop: mkdir's error names it
+    layout = _file_layout(config)
     ifos = list(config.ifos)
-    line_scale = LINE_PROMINENCE * float(design_asd(np.array([synth.line_frequency]))[0])
-    plan = plan_injections(config, ifos, sample_rate, design_asd)
-    injections = plan.injections
+    line_scale = LINE_PROMINENCE * float(design_asd(np.array([config.synth.line_frequency]))[0])
+    plan = plan_injections(config, ifos, layout.sample_rate, design_asd)
     refuse_foreign_frames(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / UNFINISHED).write_text("synth is writing this dataset\n")
 
-    files: list[dict[str, Any]] = []
-    strain_channels: list[str] = []
-    witness_channels: list[str] = []
-    for ifo in ifos:
-        strains = [ch for ch in data.channels if ifo_of(ch) == ifo]
-        witnesses = [_witness_name(ifo, i) for i in range(synth.witnesses)]
-        strain_channels += strains
-        witness_channels += witnesses
-        names = strains + witnesses
-        obs = ifo[0]
-        blocks = _ifo_blocks(config.synth, config.data.duration, ifo, strains, sample_rate,
-                             line_scale, injections)
-        pending = np.empty((len(names), 0))
-        for index in range(n_files):
-            while pending.shape[1] < file_samples:
-                pending = np.concatenate([pending, next(blocks)], axis=1)
-            file_start = gps_start + index * file_duration
-            path = out_dir / f"{obs}-{ifo}_{synth.description}-{file_start}-{file_duration}.gwf"
-            block = pending[:, :file_samples]
-            n_strain = len(strains)
-            _write_gwf(
-                path,
-                names,
-                [block[i] for i in range(n_strain)]
-                + [block[i, ::witness_step] for i in range(n_strain, len(names))],
-                file_start,
-                [sample_rate] * n_strain + [witness_rate] * (len(names) - n_strain),
-                synth.description,
-            )
-            pending = pending[:, file_samples:]
-            files.append(
-                {
-                    "path": str(path),
-                    "observatory": obs,
-                    "ifo": ifo,
-                    "description": f"{ifo}_{synth.description}",
-                    "gps_start": file_start,
-                    "duration": file_duration,
-                }
-            )
-    files.sort(key=lambda f: (f["gps_start"], f["observatory"], f["ifo"]))
-    _remove_stale(out_dir, ifos, synth.description, {f["path"] for f in files})
+    files, strain_channels, witness_channels = _write_frames(
+        config, out_dir, layout, line_scale, plan.injections)
+    _remove_stale(out_dir, ifos, config.synth.description, {f["path"] for f in files})
     psd_channels = {ifo: next(ch for ch in strain_channels if ch.startswith(f"{ifo}:"))
                     for ifo in ifos}
-    plan = measure_snrs(plan, _strain_reader(files, psd_channels, sample_rate), data.start,
-                        data.start + data.duration, sample_rate)
-    injections = plan.injections
+    plan = measure_snrs(plan, _strain_reader(files, psd_channels, layout.sample_rate),
+                        data.start, data.start + data.duration, layout.sample_rate)
     snr_psd = {
         "snr": f"median Welch PSD ({PSD_FFT_SECONDS:g} s Hann segments, half overlapping, "
                "1/PSD bias-corrected (waveforms.median_inverse_bias), "
@@ -418,14 +399,63 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
     }
     injection_set = plan.injection_set(snr_psd)
     write_injection_set(out_dir / INJECTION_SET, injection_set)
+    caches = _write_caches(data, config.source, out_dir, files)
+    summary = _summary(config, out_dir, layout, files, caches,
+                       (strain_channels, witness_channels), line_scale,
+                       (injection_set, plan.injections), (psd_channels, snr_psd))
+    write_text_atomic(out_dir / SYNTH_SUMMARY, json.dumps(summary, indent=2) + "\n")
+    (out_dir / UNFINISHED).unlink(missing_ok=True)
+    return summary
 
+
+def _write_frames(config: CampaignConfig, out_dir: Path, layout: _FileLayout,
+                  line_scale: float, injections: list) -> tuple[list[dict[str, Any]],
+                                                                list[str], list[str]]:
+    """Each IFO's GWF files (its strain channels at the frame rate, its witnesses at theirs);
+    return the files (sorted by time), the strain and the witness channels."""
+    synth = config.synth
+    files: list[dict[str, Any]] = []
+    strain_channels: list[str] = []
+    witness_channels: list[str] = []
+    for ifo in config.ifos:
+        strains = [ch for ch in config.data.channels if ifo_of(ch) == ifo]
+        witnesses = [_witness_name(ifo, i) for i in range(synth.witnesses)]
+        strain_channels += strains
+        witness_channels += witnesses
+        names = strains + witnesses
+        obs = ifo[0]
+        blocks = _ifo_blocks(synth, config.data.duration, ifo, strains, layout.sample_rate,
+                             line_scale, injections)
+        pending = np.empty((len(names), 0))
+        for index in range(layout.n_files):
+            while pending.shape[1] < layout.file_samples:
+                pending = np.concatenate([pending, next(blocks)], axis=1)
+            file_start = layout.gps_start + index * layout.file_duration
+            path = out_dir / (f"{obs}-{ifo}_{synth.description}-{file_start}-"
+                              f"{layout.file_duration}.gwf")
+            block, n_strain = pending[:, :layout.file_samples], len(strains)
+            series = [*block[:n_strain], *block[n_strain:, ::layout.witness_step]]
+            rates = [layout.sample_rate] * n_strain + [layout.witness_rate] * len(witnesses)
+            _write_gwf(path, names, series, file_start, rates, synth.description)
+            pending = pending[:, layout.file_samples:]
+            files.append({"path": str(path), "observatory": obs, "ifo": ifo,
+                          "description": f"{ifo}_{synth.description}",
+                          "gps_start": file_start, "duration": layout.file_duration})
+    files.sort(key=lambda f: (f["gps_start"], f["observatory"], f["ifo"]))
+    return files, strain_channels, witness_channels
+
+
+def _write_caches(data: DataConfig, source: Path | None, out_dir: Path,
+                  files: list[dict[str, Any]]) -> list[str]:
+    """``frames.lcf`` beside the files, and the cache ``data.frames`` names when it is one
+    (LAL or ``.ffl``; ``source``: the config file it is relative to); return their paths."""
     cache_path = out_dir / "frames.lcf"
     write_text_atomic(cache_path, _lal_cache(files))
     caches = [str(cache_path)]
-    named = Path(config.data.frames) if config.data.frames is not None else out_dir
+    named = Path(data.frames) if data.frames is not None else out_dir
     if (
-        config.data.frames is not None
-        and out_dir == default_out_dir(config.data, config.source).resolve()
+        data.frames is not None
+        and out_dir == default_out_dir(data, source).resolve()
         and named.suffix in CACHE_SUFFIXES
     ):
         named = named.resolve()
@@ -433,7 +463,21 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
             text = _ffl(files) if named.suffix == ".ffl" else _lal_cache(files)
             write_text_atomic(named, text)
             caches.append(str(named))
+    return caches
 
+
+def _summary(config: CampaignConfig, out_dir: Path, layout: _FileLayout,
+             files: list[dict[str, Any]], caches: list[str],
+             channels: tuple[list[str], list[str]], line_scale: float,
+             injected: tuple[Any, list], psd: tuple[dict[str, str], dict[str, str]]
+             ) -> dict[str, Any]:
+    """``synth.json``'s description of the dataset: ``channels`` (strain, witnesses),
+    ``injected`` (the injection set, its injections), ``psd`` (the channels the SNRs were
+    measured on, and how)."""
+    synth, data = config.synth, config.data
+    (strain_channels, witness_channels), (injection_set, injections) = channels, injected
+    psd_channels, snr_psd = psd
+    ifos = list(config.ifos)
     formula = ("strain = noise" if synth.noise_drift == 1.0 else
                f"strain = (1 + {synth.noise_drift - 1:g} t / duration) noise")
     if synth.witnesses >= 1:
@@ -444,15 +488,15 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
         )
     if injections:
         formula += " + sum_j h_j(ifo, t)"
-    summary: dict[str, Any] = {
+    return {
         "directory": str(out_dir),
         "description": synth.description,
         "seed": synth.seed,
-        "sample_rate": sample_rate,
-        "witness_sample_rate": witness_rate,
-        "file_duration": file_duration,
-        "gps_start": gps_start,
-        "gps_end": gps_start + n_files * file_duration,
+        "sample_rate": layout.sample_rate,
+        "witness_sample_rate": layout.witness_rate,
+        "file_duration": layout.file_duration,
+        "gps_start": layout.gps_start,
+        "gps_end": layout.gps_start + layout.n_files * layout.file_duration,
         "requested_duration": data.duration,
         "ifos": ifos,
         "files": files,
@@ -462,8 +506,8 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
         "witness_channels": witness_channels,
         "noise": {
             "asd_file": str(asd_path()),
-            "fir_taps": int(round(2 * sample_rate)),
-            "white_variance": sample_rate / 2,
+            "fir_taps": int(round(2 * layout.sample_rate)),
+            "white_variance": layout.sample_rate / 2,
             "block_samples": BLOCK_SAMPLES,
         },
         "coupling": {
@@ -493,11 +537,8 @@ def write_synthetic_dataset(config: CampaignConfig, out_dir: Path | None = None)
         },
         "population": dict(injection_set.attrs),
         "injection_file": str(out_dir / INJECTION_SET),
-        "injections": [inj.summary(gps_start) for inj in injections],
+        "injections": [inj.summary(layout.gps_start) for inj in injections],
     }
-    write_text_atomic(out_dir / SYNTH_SUMMARY, json.dumps(summary, indent=2) + "\n")
-    (out_dir / UNFINISHED).unlink(missing_ok=True)
-    return summary
 
 
 def read_synth_summary(directory: Path) -> dict[str, Any]:
