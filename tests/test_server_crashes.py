@@ -60,6 +60,8 @@ from tests.faults.test_faults import (
     RunLocal,
     fault_fired,
     server_pids,
+    signalled,
+    while_held,
 )
 from tests.helpers import (
     ServerLogWatch,
@@ -181,15 +183,8 @@ def test_a_tritonserver_dead_by_sigsegv_is_restarted_and_shown_with_its_trace(
         root: Path) -> None:
     faults = {"client0": [HELD]}  # mid-stream until the server is dead (a pause may end first)
     run_dir = prepared_run(root, "segv", faults, tuple(FAST_FAILURE))
-    run = RunLocal(run_dir)
-    try:
-        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to be held")
-        _, tritonserver = server_pids(run_dir)
-        os.kill(tritonserver, signal.SIGSEGV)
-        release(run_dir)
-        output = run.finish()
-    finally:
-        run.kill()
+    output, tritonserver = while_held(
+        run_dir, lambda: signalled(server_pids(run_dir)[1], signal.SIGSEGV))
     assert (run_dir / "output" / "campaign.h5").is_file()  # the restart hid it from the output
     assert "server0: restarted 1 time(s)" in output
 
@@ -258,15 +253,12 @@ def test_a_python_stub_dead_by_sigsegv_mid_stream_restarts_its_server_and_the_ru
     # attempt died by a TypeError and run-local exited 6
     faults = {"client0": [HELD]}  # mid-stream until the stub is dead (a pause may end first)
     run_dir = prepared_run(root, "stub-segv", faults, tuple(FAST_FAILURE))
-    run = RunLocal(run_dir)
-    try:
-        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to be held")
+
+    def kill_the_stub() -> int:
         (stub,) = python_stubs(run_dir)
-        os.kill(stub, signal.SIGSEGV)
-        release(run_dir)
-        output = run.finish(240)  # exit 0: the same run-local finished the campaign
-    finally:
-        run.kill()
+        return signalled(stub, signal.SIGSEGV)
+
+    output, stub = while_held(run_dir, kill_the_stub, 240)  # exit 0: the same run-local
     assert_recovered_once(root, run_dir, output)
     assert int((run_dir / "servers" / "server0.epoch").read_text()) == 2
 

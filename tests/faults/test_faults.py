@@ -120,6 +120,26 @@ def run_with_stopped_server(run_dir: Path, server: str, client: str,
         run.kill()
 
 
+def while_held(run_dir: Path, act: Callable[[], int], seconds: float = 120) -> tuple[str, int]:
+    """run-local with client0 held mid-stream (``HELD``) while the test does ``act()`` (kill
+    or stop a process: it returns the PID it signalled), then released; returns run-local's
+    output and that PID."""
+    run = RunLocal(run_dir)
+    try:
+        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to be held")
+        pid = act()
+        release(run_dir)
+        return run.finish(seconds), pid
+    finally:
+        run.kill()
+
+
+def signalled(pid: int, signum: int) -> int:
+    """Send ``signum`` to ``pid``; return ``pid``."""
+    os.kill(pid, signum)
+    return pid
+
+
 class RunLocal:
     """``offline-iaas run-local`` as a subprocess (the test signals the servers meanwhile)."""
 
@@ -155,17 +175,8 @@ def test_client_killed_mid_share_resumes_from_its_checkpoint(dataset) -> None:
 
 @pytest.mark.server_exits  # the test kills server nodes
 def test_server_killed_mid_campaign_is_replaced_and_clients_reprime(dataset) -> None:
-    faults = {"client0": [HELD]}
-    _, run_dir = prepare(dataset, "server-killed", [], faults)
-    run = RunLocal(run_dir)
-    try:
-        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to be held")
-        serve_pid, _ = server_pids(run_dir)
-        os.kill(serve_pid, signal.SIGKILL)
-        release(run_dir)
-        run.finish()
-    finally:
-        run.kill()
+    _, run_dir = prepare(dataset, "server-killed", [], {"client0": [HELD]})
+    while_held(run_dir, lambda: signalled(server_pids(run_dir)[0], signal.SIGKILL))
     address_epochs = int((run_dir / "servers" / "server0.epoch").read_text())
     assert address_epochs == 2  # restarted once, as a new epoch
     sidecar = json.loads((run_dir / "parts" / "client0.json").read_text())
@@ -184,17 +195,10 @@ def test_a_hung_tritonserver_is_ended_and_restarted_and_its_clients_resume(datas
     it, the clients resume on the new epoch, and ``status`` lists it from the log as it lists
     crashes; without the watch the clients wait for an answer that never comes (measured:
     the test then fails after 5 min)."""
-    faults = {"client0": [HELD]}
-    _, run_dir = prepare(dataset, "hung", ["server.unresponsive_seconds=30"], faults)
-    run = RunLocal(run_dir)
-    try:
-        wait_for(lambda: fault_fired(run_dir, "client0:0"), 60, "client0 to be held")
-        _, hung = server_pids(run_dir)
-        os.kill(hung, signal.SIGSTOP)
-        release(run_dir)
-        output = run.finish(300)
-    finally:
-        run.kill()
+    _, run_dir = prepare(dataset, "hung", ["server.unresponsive_seconds=30"],
+                         {"client0": [HELD]})
+    output, hung = while_held(
+        run_dir, lambda: signalled(server_pids(run_dir)[1], signal.SIGSTOP), 300)
     assert "server0: restarted 1 time(s)" in output
     assert int((run_dir / "servers" / "server0.epoch").read_text()) == 2
     assert not Path(f"/proc/{hung}").exists()  # the stopped process was ended
