@@ -196,3 +196,37 @@ def test_an_onnx_graph_with_external_data_is_refused_naming_the_file(
         config = load_config(small_config_file, ['model.mode="bbhnet"', STREAMED[streamed]])
         export_repository(config, good.parent)
         assert repository_problems(config)[1] == []
+
+
+def test_a_weight_file_with_a_byte_changed_is_refused_by_its_crc(
+        small_config_file: Path) -> None:
+    """A byte of a tensor flipped in a state_dict file, its mtime kept: torch.load reads the
+    changed weight (up to 383 off in a bad-input hunt) and export went on; the zip entry's
+    CRC, which torch does not check, refuses it."""
+    import os
+    import struct
+    import zipfile
+
+    config = config_for(small_config_file, "bbhnet")
+    weights = untrained_weights(small_config_file.parent / "w")
+    path = weights / "bbhnet.pt"
+    with zipfile.ZipFile(path) as archive:
+        entry = max((i for i in archive.infolist() if "/data/" in i.filename),
+                    key=lambda i: i.file_size)
+    raw = bytearray(path.read_bytes())
+    name_length, extra_length = struct.unpack("<HH", raw[entry.header_offset + 26:
+                                                         entry.header_offset + 30])
+    at = entry.header_offset + 30 + name_length + extra_length + entry.file_size // 2
+    kept = path.stat()
+    raw[at] ^= 0x10
+    path.write_bytes(raw)
+    os.utime(path, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    assert torch.load(path, weights_only=True)  # torch itself reads it
+    refusals = {}
+    with pytest.raises(ModelError, match="fails its CRC") as refusals["weights-crc"]:
+        export_repository(config, weights)
+    documented_refusals(refusals, {weights: "W"})
+    assert not config.model.repository.exists()
+    raw[at] ^= 0x10  # control: the byte back
+    path.write_bytes(raw)
+    export_repository(config, weights)

@@ -19,12 +19,14 @@ graph SHA-256, ``records.ServedModel``). Before anything of a run starts, ``run-
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from offline_iaas import records
 from offline_iaas.completeness import Hashes
 from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.digests import file_sha256
 from offline_iaas.errors import ConfigError, RunError
-from offline_iaas.records import ClientJob, RunInfo, ServedModel
+from offline_iaas.records import ClientJob, RunInfo, ServedModel, ShardJob
 from offline_iaas.rundir import RunDir, restore_advice
 
 
@@ -115,6 +117,25 @@ def planned_sequence_base(run: RunDir) -> int | None:
             continue
         ids += [piece.sequence_id for piece in job.pieces]
     return min(ids) - 1 if ids else None
+
+
+def check_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str]) -> None:
+    """RunError, naming the file, where the job spec of one of ``nodes`` is not the one
+    make-dag wrote (another SHA-256 than run.json's ``job_sha256``: edited, or replaced by
+    another node's), before a node streams or merges by it; a spec missing, unreadable or
+    damaged has its reader's line (``records.read_job``)."""
+    for node in nodes:
+        recorded, path = info.job_sha256.get(node), run.job(node)
+        if recorded is None:
+            continue
+        try:
+            found = file_sha256(path)
+        except OSError:
+            continue
+        if found != recorded:
+            records.read_job(ClientJob if node in info.clients else ShardJob, run, node)
+            raise RunError(f"{path} is not the job spec make-dag wrote for {node} (its SHA-256 "
+                           f"is not run.json's: edited, or replaced since): {restore_advice(run)}")
 
 
 def model_mismatch(recorded: ServedModel | None, found: ServedModel, graphs: bool = True

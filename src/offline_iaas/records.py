@@ -361,6 +361,9 @@ class RunInfo(Record):
     model: ServedModel | None = None
     bad_frame_files: tuple[BadFile, ...] = ()
     """Frame files make-dag left out as gaps (``data.on_bad_file = "gap"``)."""
+    job_sha256: dict[str, str] = {}
+    """SHA-256 of each node's job spec as make-dag wrote it (none in an older run's record:
+    ``binding.check_job_specs`` then checks nothing)."""
 
     @classmethod
     def from_v1(cls, data: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -440,7 +443,11 @@ def read_job(kind: type[R], run: RunDir, node: str) -> R:
     path = run.job(node)
     if path.exists():
         try:
-            return read(kind, path, restore_advice(run))
+            job = read(kind, path, restore_advice(run))
+            if getattr(job, "node", node) != node:  # a copy of, or a link to, another's
+                raise RunError(f"{path} is the job spec of {job.node}, not of "
+                               f"{node}: {restore_advice(run)}")
+            return job
         except RunError:
             if (info := read_or_none(RunInfo, run.run_info)) is not None:
                 _check_node_kind(_kind_name(kind), info, node)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from offline_iaas import hooks
-from offline_iaas.binding import read_bound_run
+from offline_iaas.binding import check_job_specs, read_bound_run
 from offline_iaas.client.balance import claim, start_server
 from offline_iaas.client.part import Holes, PartWriter
 from offline_iaas.client.requests import foreground_capture, request_inputs
@@ -300,7 +300,8 @@ def run_client(
     run: RunDir, node: str, progress: NullProgress = NO_PROGRESS,
 ) -> None:
     """Run client node ``node`` of the campaign in ``run``; ``progress`` counts data s."""
-    config, _ = read_bound_run(run)  # make-dag's plan, before anything streams
+    config, info = read_bound_run(run)  # make-dag's plan, before anything streams
+    check_job_specs(run, info, [node])
     share = read_client_job(run, node)
     if part_problem(run, node, Hashes.of(config), share) is None:
         logger.info(f"{node}: part already complete, nothing to do")

@@ -15,7 +15,7 @@ import logging
 import time
 from pathlib import Path
 
-from offline_iaas.binding import read_bound_run
+from offline_iaas.binding import check_job_specs, read_bound_run
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.errors import raise_if_no_space
 from offline_iaas.logs import NO_PROGRESS, NullProgress
@@ -45,6 +45,7 @@ def merge(run: RunDir, progress: NullProgress = NO_PROGRESS) -> Path:
     notes the part being copied.
     """
     config, run_info = read_bound_run(run)
+    check_job_specs(run, run_info, [*run_info.clients, *run_info.shards])
     if run_info.shards:
         from offline_iaas.merge.index import write_index
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import h5py
 
 from offline_iaas import records
-from offline_iaas.binding import read_bound_run
+from offline_iaas.binding import check_job_specs, read_bound_run
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.digests import file_sha256
@@ -44,6 +44,7 @@ _BEFORE_PRODUCTS = ("triggers", "background", "held_out", "raw")
 def merge_shard(run: RunDir, node: str, progress: NullProgress = NO_PROGRESS) -> Path:
     """Merge shard ``node`` of ``run``; return its output file."""
     config, run_info = read_bound_run(run)
+    check_job_specs(run, run_info, [node, *run_info.clients])
     shard = read_shard_job(run, node)
     shares = [read_client_job(run, client) for client in run_info.clients]
     parent_nodes = set(shard.clients)

@@ -187,7 +187,6 @@ def build_network(kind: str, expected: Mapping[str, Any], whitening_taps: int | 
     return network_kind(kind).fresh(expected, whitening_taps)
 
 
-
 def weight_file_kind(path: Path) -> str:
     """``state_dict``, ``torchscript``, ``onnx`` or ``unknown`` from the file's content."""
     if zipfile.is_zipfile(path):
@@ -284,6 +283,13 @@ def read_state_dict(path: Path, named: str, not_a_save: str, alternatives: str =
     ``named``: the file, as its caller names it)."""
     import torch
 
+    try:  # torch's zip format keeps a CRC per entry, which torch.load does not check
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, OSError):  # not a zip, or cut: torch.load's line below
+        damaged = None
+    if damaged is not None:
+        raise ModelError(f"{named}: damaged: {damaged} fails its CRC (changed since it was saved)")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for a bad file

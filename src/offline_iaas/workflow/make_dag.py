@@ -25,6 +25,7 @@ from offline_iaas.atomic import replaced_atomically, write_text_atomic
 from offline_iaas.binding import model_mismatch, planned_sequence_base, run_info_damage
 from offline_iaas.completeness import Hashes, is_of_shard
 from offline_iaas.config import CampaignConfig, load_config, write_config
+from offline_iaas.digests import file_sha256
 from offline_iaas.errors import ConfigError, ModelError, RunError, exit_code, names_text
 from offline_iaas.manifest import read_manifest
 from offline_iaas.merge.tree import shard_merges
@@ -224,8 +225,8 @@ def make_dag(
     Raises
     ------
     ConfigError
-        If ``[site]`` does not suit its profile (``profiles.resolve_site``), before anything
-        is checked or written.
+        If ``[site]`` does not suit its profile (``profiles.resolve_site``), or ``run`` is inside
+        the frames' directory (``data.frames``), before anything is checked or written.
     ConfigError, DataError, ModelError
         From make-dag's checks (``serve/startup_checks.py``, in its order: the frames, the
         injection list, the model repository), before anything is written.
@@ -233,6 +234,13 @@ def make_dag(
         If the directory holds another campaign, or a path cannot be written into a submit file.
     """
     site = resolve_site(config)
+    frames = config.data.frames
+    out, frames_dir = (Path(os.path.realpath(p)) for p in (run.path, frames or run.path))
+    if frames is not None and frames.is_dir() and out != frames_dir and out.is_relative_to(
+            frames_dir):  # (the directory itself is refused as holding other files)
+        raise ConfigError(f"--out {run.path} is inside data.frames ({frames}): the frames the "
+                          "run writes there would be found as the campaign's; write the run "
+                          "directory elsewhere")
     # holes inside science segments end streams rather than the campaign (`check` is stricter)
     span = run_checks(Checking("make-dag", config, open_files=check_files)).span
     assert span is not None
@@ -321,6 +329,9 @@ def make_dag(
         "model": model,
         # frame files left out as gaps (data.on_bad_file = "gap"; the parts add theirs)
         "bad_frame_files": span.bad_files,
+        # the job specs as written: a node refuses one edited or replaced since
+        "job_sha256": {node: file_sha256(run.job(node))
+                       for node in [*(s.node for s in shares), *(c.node for c in shards)]},
     }), run.run_info)
     # Last, so that a directory with an offline.dag always has the rest of its files.
     pre = None
