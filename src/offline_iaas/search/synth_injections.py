@@ -192,7 +192,7 @@ def plan_injections(
         attrs["seed"] = synth.seed
         if synth.injections <= 0:
             return InjectionPlan([], approximant, f_lower, f_ref, attrs)
-        # synth's stream for the role "injections" (synth._rng)
+        # synth's stream for the role "injections" (synth_noise._rng)
         rng = np.random.default_rng([synth.seed % 2**63, zlib.crc32(b"injections")])
         times = _spread_times(config.data, config.source, synth.injections,
                               waveform_bounds(spec, sample_rate))
