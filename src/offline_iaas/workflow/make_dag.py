@@ -25,6 +25,7 @@ from offline_iaas.atomic import replaced_atomically, write_text_atomic
 from offline_iaas.binding import model_mismatch, planned_sequence_base, run_info_damage
 from offline_iaas.completeness import Hashes, is_of_shard
 from offline_iaas.config import CampaignConfig, load_config, write_config
+from offline_iaas.config_sections import WorkflowConfig
 from offline_iaas.digests import file_sha256
 from offline_iaas.errors import ConfigError, ModelError, RunError, exit_code, names_text
 from offline_iaas.manifest import read_manifest
@@ -45,7 +46,7 @@ from offline_iaas.serve.startup_checks import Checking, manifest_training_spans,
 from offline_iaas.stretches import client_shares, make_stretches, server_name, stretches_of
 from offline_iaas.summaries import ShardSummary
 from offline_iaas.workflow.dag import Script, dag_text
-from offline_iaas.workflow.profiles import resolve_site, submit_texts
+from offline_iaas.workflow.profiles import Site, resolve_site, submit_texts
 
 logger = logging.getLogger(__name__)
 
@@ -234,13 +235,7 @@ def make_dag(
         If the directory holds another campaign, or a path cannot be written into a submit file.
     """
     site = resolve_site(config)
-    frames = config.data.frames
-    out, frames_dir = (Path(os.path.realpath(p)) for p in (run.path, frames or run.path))
-    if frames is not None and frames.is_dir() and out != frames_dir and out.is_relative_to(
-            frames_dir):  # (the directory itself is refused as holding other files)
-        raise ConfigError(f"--out {run.path} is inside data.frames ({frames}): the frames the "
-                          "run writes there would be found as the campaign's; write the run "
-                          "directory elsewhere")
+    _refuse_out_inside_frames(config.data.frames, run)
     # holes inside science segments end streams rather than the campaign (`check` is stricter)
     span = run_checks(Checking("make-dag", config, open_files=check_files)).span
     assert span is not None
@@ -251,27 +246,12 @@ def make_dag(
     executable = console_script()
     _check_path(run.path, "run directory")
     _check_path(executable, "console script")
-    if site.transfer and not config.model.repository.is_dir():  # packed below, checked or not
-        chosen = ('site.filesystem = "transfer"' if config.site.filesystem
-                  else f"the {site.profile.name} profile's")
-        raise ConfigError(
-            f"model.repository {config.model.repository}: "
-            f"{'not a directory' if config.model.repository.exists() else 'no such directory'}"
-            ": with file "
-            f"transfer ({chosen}) make-dag packs it into RUN/model-repository.tar.gz for the "
-            "servers, with --no-check too")
+    if site.transfer:  # packed below, checked or not
+        _refuse_no_repository_to_pack(config.model.repository, config.site.filesystem, site)
     model = _model_record(config.model.repository)
     previous = _previous_run(run, hashes, model)
-
-    clients_count = config.layout.servers * config.layout.clients_per_server
-    if sequence_base is None:  # a restored run.json: the sequence base its job specs carry
-        sequence_base = previous.sequence_base if previous else planned_sequence_base(run)
-    if sequence_base is None:
-        sequence_base = secrets.randbelow(_SEQUENCE_BLOCKS) * SEQUENCE_BLOCK
-    if not isinstance(sequence_base, int) or isinstance(sequence_base, bool) or sequence_base < 0:
-        raise ConfigError(f"sequence base must be a non-negative integer, got {sequence_base!r}")
-    if clients_count >= SEQUENCE_BLOCK:
-        raise ConfigError(f"{clients_count} client shares do not fit in one sequence block")
+    sequence_base = _sequence_base(run, previous, sequence_base,
+                                   config.layout.servers * config.layout.clients_per_server)
 
     shares = client_shares(config, stretches, sequence_base=sequence_base)
     shards = shard_merges(config, stretches_of(shares), shares)
@@ -281,22 +261,7 @@ def make_dag(
 
     run.create()
     write_token(run)  # kept when the directory is rewritten: running servers keep theirs
-
-    current = {f"{node}.json" for node in [s.node for s in shares] + [c.node for c in shards]}
-    for stale in run.jobs.glob("*.json"):
-        if stale.name not in current:
-            stale.unlink()
-    forgotten: list[Path] = []
-    for stale in run.output_shards.glob("shard*.json"):
-        if stale.name not in current:  # a shard of another sharding: its merge is redone
-            forgotten += _forget_other_shard(run, stale.stem, None)
-    for share in shares:
-        write_client_job(run, share)
-    for shard in shards:
-        forgotten += _forget_other_shard(run, shard.node, shard)
-        write_shard_job(run, shard)
-    _forget_index(run, forgotten)
-
+    job_sha256 = _write_job_specs(run, shares, shards)
     run_id = previous.run_id if previous is not None else secrets.token_hex(8)
     texts = submit_texts(config, site, executable, run_id, sharded=bool(shards))
     for role, text in texts.items():
@@ -330,10 +295,17 @@ def make_dag(
         # frame files left out as gaps (data.on_bad_file = "gap"; the parts add theirs)
         "bad_frame_files": span.bad_files,
         # the job specs as written: a node refuses one edited or replaced since
-        "job_sha256": {node: file_sha256(run.job(node))
-                       for node in [*(s.node for s in shares), *(c.node for c in shards)]},
+        "job_sha256": job_sha256,
     }), run.run_info)
     # Last, so that a directory with an offline.dag always has the rest of its files.
+    _write_dag(run, config.workflow, site, executable, servers, shares, shards)
+    return shares
+
+
+def _write_dag(run: RunDir, workflow: WorkflowConfig, site: Site, executable: Path,
+               servers: list[str], shares: list[ClientShare], shards: list[MergeShard]) -> None:
+    """Write ``RUN/offline.dag`` (``dag.dag_text``): with the job-ad rendezvous, each client
+    node's pre-script waits for its server's address."""
     pre = None
     if site.rendezvous == "jobad":
         args = ("prescript", "--run-dir", ".", "--node", "$JOB")  # DAGMan runs it in RUN
@@ -341,14 +313,82 @@ def make_dag(
     text = dag_text(
         servers,
         shares,
-        config.workflow.retries,
-        config.workflow.max_parallel_clients,
+        workflow.retries,
+        workflow.max_parallel_clients,
         fatal_exit=exit_code(ConfigError),
         final=True,
         client_pre=pre,
         shards=[(c.node, c.clients) for c in shards],
         transfer=site.transfer,
-        max_parallel_merges=config.workflow.max_parallel_merges,
+        max_parallel_merges=workflow.max_parallel_merges,
     )
     write_text_atomic(run.dag, text)
-    return shares
+
+
+def _refuse_out_inside_frames(frames: Path | None, run: RunDir) -> None:
+    """ConfigError where the run directory is inside ``data.frames`` (a directory), which
+    discovery searches recursively: the frames a run writes there (DeepClean's cleaned strain)
+    would be found as the campaign's. The directory itself is refused later, as holding other
+    files."""
+    if frames is None or not frames.is_dir():
+        return
+    out, frames_dir = (Path(os.path.realpath(p)) for p in (run.path, frames))
+    if out != frames_dir and out.is_relative_to(frames_dir):
+        raise ConfigError(f"--out {run.path} is inside data.frames ({frames}): the frames the "
+                          "run writes there would be found as the campaign's; write the run "
+                          "directory elsewhere")
+
+
+def _refuse_no_repository_to_pack(repository: Path, filesystem: str, site: Site
+                                  ) -> None:
+    """ConfigError where the servers get the model repository by file transfer and
+    ``repository`` is no directory to pack (``filesystem``: ``site.filesystem`` as given)."""
+    if repository.is_dir():
+        return
+    chosen = ('site.filesystem = "transfer"' if filesystem
+              else f"the {site.profile.name} profile's")
+    raise ConfigError(
+        f"model.repository {repository}: "
+        f"{'not a directory' if repository.exists() else 'no such directory'}: with file "
+        f"transfer ({chosen}) make-dag packs it into RUN/model-repository.tar.gz for the "
+        "servers, with --no-check too")
+
+
+def _sequence_base(run: RunDir, previous: RunInfo | None, chosen: int | None,
+                   clients_count: int) -> int:
+    """The run's sequence base: ``chosen``, else the previous run's (or, with run.json
+    restored, the one its job specs carry), else a random multiple of ``SEQUENCE_BLOCK``;
+    ConfigError where it is no non-negative integer or the clients do not fit in a block."""
+    base = chosen
+    if base is None:
+        base = previous.sequence_base if previous else planned_sequence_base(run)
+    if base is None:
+        base = secrets.randbelow(_SEQUENCE_BLOCKS) * SEQUENCE_BLOCK
+    if not isinstance(base, int) or isinstance(base, bool) or base < 0:
+        raise ConfigError(f"sequence base must be a non-negative integer, got {base!r}")
+    if clients_count >= SEQUENCE_BLOCK:
+        raise ConfigError(f"{clients_count} client shares do not fit in one sequence block")
+    return base
+
+
+def _write_job_specs(run: RunDir, shares: list[ClientShare], shards: list[MergeShard]
+                     ) -> dict[str, str]:
+    """Write every client's and shard merge's job spec, delete those of nodes no longer
+    planned, and forget the merge's outputs made for another sharding (``_forget_other_shard``,
+    ``_forget_index``). Returns each spec's SHA-256 by node, for run.json."""
+    nodes = [*(share.node for share in shares), *(shard.node for shard in shards)]
+    current = {f"{node}.json" for node in nodes}
+    for stale in run.jobs.glob("*.json"):
+        if stale.name not in current:
+            stale.unlink()
+    forgotten: list[Path] = []
+    for stale in run.output_shards.glob("shard*.json"):
+        if stale.name not in current:  # a shard of another sharding: its merge is redone
+            forgotten += _forget_other_shard(run, stale.stem, None)
+    for share in shares:
+        write_client_job(run, share)
+    for shard in shards:
+        forgotten += _forget_other_shard(run, shard.node, shard)
+        write_shard_job(run, shard)
+    _forget_index(run, forgotten)
+    return {node: file_sha256(run.job(node)) for node in nodes}
