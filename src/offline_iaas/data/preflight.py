@@ -36,7 +36,7 @@ from offline_iaas.data.frame_types import (
 )
 from offline_iaas.data.frames import listed_channels
 from offline_iaas.data.gwf_reader import PROBE_TIMEOUT_SECONDS, reader
-from offline_iaas.data.segments import AnalysableSpan, observatory_of
+from offline_iaas.data.segments import AnalysableSpan, gps_segments, observatory_of
 from offline_iaas.errors import DataError
 from offline_iaas.gps import gps_range_text
 from offline_iaas.records import BadFile
@@ -144,11 +144,56 @@ def frame_problems(
     groups
         ``channel_groups(frames, channels, open_files)``, if already found.
     """
-    from offline_iaas.data.segments import gps_segments
-
     needed = gps_segments(needed)
     if groups is None:
         groups = channel_groups(frames, channels, open_files)
+    problems, wanted = _coverage_problems(groups, frames, needed, science, report_holes)
+    jobs = [(f, tuple(names)) for f, names in wanted.values()]
+    odd = {f.path: path_problem(f) for f, _ in jobs}  # LALFrame cannot open these: not probed
+    problems += [p for p in dict.fromkeys(odd.values()) if p is not None]
+
+    def overlapping(left_out: set) -> list[str]:  # by their names, files left out as bad aside
+        kept = [dataclasses.replace(g, files=tuple(
+            f for f in g.files if f.path in wanted and f.path not in left_out)) for g in groups]
+        return overlap_problems(kept, needed)
+
+    if not open_files:
+        return problems + overlapping(set())
+    readable: list[tuple[FrameFile, tuple[str, ...]]] = []
+    for f, names in jobs:
+        if odd[f.path] is not None:
+            continue
+        if f.path.is_file():
+            readable.append((f, names))
+        else:
+            span = gps_range_text(f.gps_start, f.gps_end)
+            problems.append(f"frame file {f.path} {span} does not exist")
+    probes = _probe_files([_probe_of(f, channels) for f, _ in readable])
+    found = _ChannelsFound()
+    for (f, names), probe in zip(readable, probes, strict=True):
+        if not probe.error:
+            found.add(f, names, probe, sample_rate)
+            continue
+        # a bad sample is named as such; anything else the reader said makes it unreadable
+        what = ("" if probe.error.startswith("channel ") else
+                ": " if probe.error.startswith("its name says") else "is unreadable: ")
+        problem = f"frame file {f.path} {gps_range_text(f.gps_start, f.gps_end)} " \
+            f"{what}{probe.error}"
+        if bad is not None and not probe.error.startswith("channel "):
+            bad.append((f, problem))
+        else:
+            problems.append(problem)
+    problems += overlapping({f.path for f, _ in bad or []})
+    return problems + [p for name in channels
+                       for p in found.problems(name, needed, sample_rate)]
+
+
+def _coverage_problems(groups: Sequence[FileGroup], frames: Sequence[FrameFile],
+                       needed: segmentlist, science: bool, report_holes: bool
+                       ) -> tuple[list[str], dict[Path, tuple[FrameFile, list[str]]]]:
+    """``frame_problems``' checks of the files' names: frame types that cannot be read, channels
+    no type holds, holes in each group's coverage inside ``needed``; and each file inside
+    ``needed``, with the channels to read from it."""
     problems: list[str] = []
     wanted: dict[Path, tuple[FrameFile, list[str]]] = {}  # each file read, and its channels
     unreadable: dict[str, segmentlist] = {}  # where a type that cannot be read has files
@@ -177,78 +222,64 @@ def frame_problems(
             for f in files:
                 names = wanted.setdefault(f.path, (f, []))[1]
                 names += [c for c in group.channels if c not in names]
-    jobs = [(f, tuple(names)) for f, names in wanted.values()]
-    odd = {f.path: path_problem(f) for f, _ in jobs}  # LALFrame cannot open these: not probed
-    problems += [p for p in dict.fromkeys(odd.values()) if p is not None]
+    return problems, wanted
 
-    def overlapping(left_out: set) -> list[str]:  # by their names, files left out as bad aside
-        kept = [dataclasses.replace(g, files=tuple(
-            f for f in g.files if f.path in wanted and f.path not in left_out)) for g in groups]
-        return overlap_problems(kept, needed)
 
-    if not open_files:
-        return problems + overlapping(set())
-    readable: list[tuple[FrameFile, tuple[str, ...]]] = []
-    for f, names in jobs:
-        if odd[f.path] is not None:
-            continue
-        if f.path.is_file():
-            readable.append((f, names))
-        else:
-            span = gps_range_text(f.gps_start, f.gps_end)
-            problems.append(f"frame file {f.path} {span} does not exist")
-    probes = _probe_files([_probe_of(f, channels) for f, _ in readable])
-    missing: dict[str, list[FrameFile]] = {}
-    listed: dict[str, str] = {}
-    bad_rates: dict[str, list[tuple[FrameFile, float]]] = {}
-    usable_rates: dict[str, list[tuple[FrameFile, float]]] = {}
-    for (f, names), probe in zip(readable, probes, strict=True):
-        if probe.error:
-            # a bad sample is named as such; anything else the reader said makes it unreadable
-            what = ("" if probe.error.startswith("channel ") else
-                    ": " if probe.error.startswith("its name says") else "is unreadable: ")
-            span = gps_range_text(f.gps_start, f.gps_end)
-            problem = f"frame file {f.path} {span} {what}{probe.error}"
-            if bad is not None and not probe.error.startswith("channel "):
-                bad.append((f, problem))
-            else:
-                problems.append(problem)
-            continue
+@dataclass
+class _ChannelsFound:
+    """What the probes of readable files found of each channel: files that do not list it
+    (with the first listing, for the message), files whose rate is no whole multiple of the
+    model's, and the usable rates by file."""
+
+    missing: dict[str, list[FrameFile]] = dataclasses.field(default_factory=dict)
+    listed: dict[str, str] = dataclasses.field(default_factory=dict)
+    bad_rates: dict[str, list[tuple[FrameFile, float]]] = dataclasses.field(
+        default_factory=dict)
+    usable_rates: dict[str, list[tuple[FrameFile, float]]] = dataclasses.field(
+        default_factory=dict)
+
+    def add(self, f: FrameFile, names: Sequence[str], probe: _Probe, sample_rate: float
+            ) -> None:
+        """One readable file's probe of the channels ``names`` it should hold."""
         rates = dict(probe.rates)
         for name in names:
             if name not in probe.names:
-                missing.setdefault(name, []).append(f)
-                listed.setdefault(name, probe.listing)
+                self.missing.setdefault(name, []).append(f)
+                self.listed.setdefault(name, probe.listing)
             elif rate_factor(rates[name], sample_rate) is None:
-                bad_rates.setdefault(name, []).append((f, rates[name]))
+                self.bad_rates.setdefault(name, []).append((f, rates[name]))
             else:
-                usable_rates.setdefault(name, []).append((f, rates[name]))
-    problems += overlapping({f.path for f, _ in bad or []})
-    for name in channels:
-        if name in missing:
-            first, last = missing[name][0], missing[name][-1]
+                self.usable_rates.setdefault(name, []).append((f, rates[name]))
+
+    def problems(self, name: str, needed: segmentlist, sample_rate: float) -> list[str]:
+        """Channel ``name``'s problems: missing from files, an unusable rate (each once,
+        naming the first file and how many more), rates that differ within one interval of
+        ``needed``."""
+        problems = []
+        if name in self.missing:
+            first, last = self.missing[name][0], self.missing[name][-1]
             problems.append(
                 f"channel {name} not found in {first.path}"
-                f"{_more(len(missing[name]) - 1, 'file(s)')} covering "
+                f"{_more(len(self.missing[name]) - 1, 'file(s)')} covering "
                 f"{gps_range_text(first.gps_start, last.gps_end)} "
-                f"(channels there: {listed[name]})"
+                f"(channels there: {self.listed[name]})"
             )
-        if name in bad_rates:
-            first, rate = bad_rates[name][0]
+        if name in self.bad_rates:
+            first, rate = self.bad_rates[name][0]
             problems.append(
-                f"channel {name} in {first.path}{_more(len(bad_rates[name]) - 1, 'file(s)')} "
+                f"channel {name} in {first.path}"
+                f"{_more(len(self.bad_rates[name]) - 1, 'file(s)')} "
                 f"has sample rate {rate:g} Hz, not a whole multiple of the model sample rate "
                 f"{sample_rate:g} Hz"
             )
-        rate_of = {f.path: rate for f, rate in usable_rates.get(name, ())}
-        files = [f for f, _ in usable_rates.get(name, ())]
+        rate_of = {f.path: rate for f, rate in self.usable_rates.get(name, ())}
+        files = [f for f, _ in self.usable_rates.get(name, ())]
         mixed: dict[str, None] = {}
         for own in files_per_interval(files, needed):  # each interval read on its own
             if len({rate_of[f.path] for f in own}) > 1:
                 mixed.update(dict.fromkeys(
                     _mixed_rate_problems(name, [(f, rate_of[f.path]) for f in own])))
-        problems += list(mixed)
-    return problems
+        return problems + list(mixed)
 
 
 def _mixed_rate_problems(name: str, found: Sequence[tuple[FrameFile, float]]) -> list[str]:
