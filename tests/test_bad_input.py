@@ -346,7 +346,7 @@ CASES: list[Case] = [
                  "override 'layout.servers' is not of the form section.key=value",
                  in_file=False),
     _config_case("negative-duration", ["data.duration=-64"],
-                 "'data.duration' must be positive, got -64.0"),
+                 "'data.duration' must not be negative, got -64"),
     _config_case("kernel-shorter-than-stride", ["model.kernel_seconds=0.125"],
                  "'model.kernel_seconds' (0.125 s) must not be shorter than the stride (0.25 s)"),
     _config_case("stride-not-dividing-rate", ["model.inference_rate=3"],

@@ -41,9 +41,10 @@ def test_overrides_are_parsed_as_toml(small_config_file: Path) -> None:
     [
         ("data.colour=1", "unknown key 'data.colour'"),
         ("layout.servers=0", "'layout.servers' must be at least 1"),
-        ("data.duration=-4", "'data.duration' must be positive"),
+        ("data.duration=-4", "'data.duration' must not be negative, got -4"),
+        ("data.duration=0", "'data.duration' must be positive, got 0"),
         ("data.start=1e300", "'data.start' must be a GPS time in [0, 1e+10) s, got 1e+300"),
-        ("data.start=-1", "'data.start' must be a GPS time"),
+        ("data.start=-1", "'data.start' must not be negative, got -1"),
         ("data.duration=61.6", "must be a whole number of samples"),
         ("model.batch_size=1.5", "'model.batch_size' must be an integer"),
         ("model.inference_rate=3", "'model.inference_rate' (3.0 Hz) must divide"),
@@ -203,7 +204,7 @@ def test_on_bad_file_must_be_fail_or_gap(small_config_file: Path) -> None:
 def test_a_channel_listed_twice_is_named(small_config_file: Path, key: str) -> None:
     twice = "H1:GDS-CALIB_STRAIN" if key == "data.channels" else "H1:PEM-SYNTH_WITNESS_0"
     listed = f'["{twice}", "{twice}"]'
-    with pytest.raises(ConfigError, match=f"lists the channel {twice} twice"):
+    with pytest.raises(ConfigError, match=f"lists the channel '{twice}' twice"):
         load_config(small_config_file, [f"{key}={listed}"])
 
 

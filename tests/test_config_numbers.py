@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from offline_iaas import config_checks, config_numbers, config_section_rules
 from offline_iaas.cli import main
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.config_numbers import ZERO_ALLOWED, must_be_positive, numeric_fields
+from offline_iaas.errors import ConfigError
 from offline_iaas.science.deepclean.settings import DeepCleanConfig
 from tests.error_catalogue import cli_error, documented
 from tests.helpers import WITNESSES, file_hashes
@@ -21,7 +23,7 @@ from tests.helpers import WITNESSES, file_hashes
 BAD_VALUES = ("nan", "inf", "-1")
 FIELDS = sorted([*numeric_fields(CampaignConfig), *numeric_fields(DeepCleanConfig, "deepclean.")])
 """The core's numbers, and a mode package's section's (DeepClean's, in a mode that has it)."""
-ALLOWED = ZERO_ALLOWED | {f"deepclean.{key}" for key in DeepCleanConfig.ZERO_ALLOWED}
+ALLOWED = frozenset(ZERO_ALLOWED) | {f"deepclean.{key}" for key in DeepCleanConfig.ZERO_ALLOWED}
 
 
 def settings(key: str, value: str) -> list[str]:
@@ -71,9 +73,35 @@ def test_zero_is_refused_where_it_means_nothing(
     for key in positive:
         code, lines = make_dag_refusal(small_config_file, out, settings(key, "0"), capsys)
         assert (code, len(lines), f"'{key}'" in lines[0], out.exists()) == (2, 1, True, False)
+    assert {"model.input_scale", "layout.servers", "model.batch_size"} <= set(positive)
     # the control: zero where it means something (one merge, no guard band) is a campaign
     load_config(small_config_file, ["merge.shard_seconds=0"])
     load_config(small_config_file, settings("deepclean.guard_hz", "0"))
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("client.failover_seconds=-1", "must not be negative (0: never fail over), got -1"),
+    ("merge.shard_seconds=-4096", "must not be negative (0: one merge), got -4096"),
+    ("server.ready_timeout_seconds=-1", "must not be negative, got -1"),
+    ("layout.servers=0", "must be at least 1, got 0"),
+    ("model.input_scale=0", "must be positive, got 0"),
+])
+def test_a_sign_refusal_says_what_zero_means_where_it_means_something(
+        setting: str, message: str, small_config_file: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(small_config_file, [setting])
+    assert str(err.value).endswith(f"'{setting.split('=')[0]}' {message}")
+
+
+def test_the_sign_rules_have_one_implementation() -> None:
+    """``config_numbers.check_signs`` alone says a number is negative or zero: the rules of the
+    sections and the search say more of a key, never its sign again."""
+    def says_signs(module: object) -> bool:
+        text = Path(module.__file__).read_text()  # type: ignore[attr-defined]
+        return "must not be negative" in text or "must be positive, got" in text
+
+    assert says_signs(config_numbers)  # the control: the check finds the rule where it is
+    assert not says_signs(config_checks) and not says_signs(config_section_rules)
 
 
 @pytest.mark.parametrize(("case", "setting"), [

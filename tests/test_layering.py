@@ -13,8 +13,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
 BASE = {"__init__", "errors", "atomic", "logs", "modes", "network_streaming", "config",
-        "config_checks", "config_numbers", "digests", "full_disk_exit", "closed_stdout",
-        "stretches", "records", "manifest", "completeness",
+        "config_checks", "config_numbers", "config_section_rules", "digests", "full_disk_exit",
+        "closed_stdout", "stretches", "records", "manifest", "completeness",
         "binding", "rundir", "hooks", "physics", "resources", "lifetime", "summaries",
         "local_state", "summary_physics", "config_sections", "geometry", "mode_packages", "gps",
         "json_values", "bounded_read"}

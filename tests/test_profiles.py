@@ -304,6 +304,8 @@ def test_malformed_accounting_tags_are_refused(tag: str) -> None:
     [
         ({"site": {"profile": "osg", "client_image": CLIENT_IMAGE},
           "server": {"image": SERVER_IMAGE, "bind": "127.0.0.1"}}, "server.bind", "0.0.0.0"),
+        ({"site": {"profile": "osg", "client_image": CLIENT_IMAGE},  # loopback too (passed)
+          "server": {"image": SERVER_IMAGE, "bind": "127.0.1.1"}}, "server.bind", "0.0.0.0"),
         ({"site": {"profile": "osg", "client_image": CLIENT_IMAGE},
           "server": {"bind": "0.0.0.0"}}, "server.image", "required"),
         ({"site": {"profile": "hepcloud"},

@@ -5,8 +5,9 @@ Values
     against the field's type, relative paths taken from the config file's directory) and
     fields written back as TOML.
 Rules
-    What a loaded config must meet across its keys (``check_config``), checked once when it
-    is loaded.
+    What a loaded config must meet (``check_config``), checked once when it is loaded: its
+    steps in order, the numbers' rules (``config_numbers``), each section's own
+    (``config_section_rules``), and here the mode's and the search's, across sections.
 
 Each failure is one ``ConfigError`` naming the file and the key: ``<file>: '<key>' <why>``.
 """
@@ -17,18 +18,25 @@ import dataclasses
 import datetime
 import json
 import logging
-import re
 import tomllib
 import types
 import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from offline_iaas.config_numbers import check_finite, check_ranges, off_grid
-from offline_iaas.config_sections import DataConfig, ModelConfig, SearchConfig, SynthConfig
+from offline_iaas.config_numbers import check_finite, check_magnitudes, check_signs
+from offline_iaas.config_section_rules import (
+    check_channels,
+    check_data,
+    check_layout,
+    check_merge,
+    check_model,
+    check_population,
+    check_server_and_site,
+)
+from offline_iaas.config_sections import ModelConfig, SearchConfig
 from offline_iaas.digests import file_sha256
 from offline_iaas.errors import ConfigError, NotStreamable
-from offline_iaas.manifest import MANIFEST_FILE
 from offline_iaas.mode_packages import ENTRY_POINT_GROUP, find_mode, mode_names, mode_package
 from offline_iaas.modes import BUILT_IN_MODES
 from offline_iaas.network_streaming import whole_window_reason
@@ -36,10 +44,6 @@ from offline_iaas.network_streaming import whole_window_reason
 if TYPE_CHECKING:
     from offline_iaas.config import CampaignConfig
 
-SITE_PROFILES: tuple[str, ...] = ("local", "ldg", "osg", "hepcloud")
-SERVER_RUNTIMES: tuple[str, ...] = ("native", "apptainer", "singularity")
-BAD_FILE_CHOICES: tuple[str, ...] = ("fail", "gap")
-"""``data.on_bad_file``: stop at a bad frame file, or make its span a gap."""
 RENAMED_KEYS: dict[tuple[str, str], str] = {
     ("client", "chunk_seconds"): "read_seconds",
     ("merge", "chunk_seconds"): "shard_seconds",
@@ -65,179 +69,33 @@ hashes these defaults as it did (the merge-only ones in ``merge_hash`` only), an
 run directories' parts; its ``campaign.toml`` written then holds the section, which reads
 and is dropped (``former_sections``). Frozen: the package's defaults may change, these may
 not."""
-_SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]B?", re.IGNORECASE)
 _log = logging.getLogger(__name__)
-MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
-"""``model.name``: the served model's directory in the repository and its name in Triton's
-URLs (``/v2/models/<name>``); not hidden, no path, no option, at most a file name's 255."""
-
-
-GPS_END = 1e10
-"""GPS seconds of the year 2296: later starts are typos (frame names hold 10 digits)."""
-SAMPLE_RATES_HZ = (16.0, 65536.0)
-"""``data.sample_rate`` and ``synth.frame_sample_rate``: from LIGO's slowest recorded channels
-to its fastest; beyond, a typo's exponent (a stride or file of no sample, a file of 1e300)."""
-F_LOWER_MIN_HZ = 1.0
-"""``synth.f_lower_hz`` floor: below the seismic wall of any ground-based detector, and a
-waveform from lower lasts days (from 0, forever: lalsimulation crashed)."""
-REDSHIFTS = (1e-3, 20.0)
-"""``synth.redshift_max``: from 4 Mpc (a nearer population is no population) to before the
-first stars (Planck18's distance and volume crashed at 1e300)."""
 
 
 def check_config(c: CampaignConfig, path: Path) -> None:
-    """ConfigError naming the file and key of the first invalid value of ``c``."""
+    """ConfigError naming the file and key of the first invalid value of ``c``: its numbers'
+    rules first (finite, signs: before any rule computes with one), each section's own, the
+    mode's and the search's across sections, and the numbers' upper bounds last (after the
+    rules that say more of a key)."""
     def fail(key: str, why: str) -> None:
         raise ConfigError(f"{path}: '{key}' {why}")
 
     check_finite(c, fail)
-    if not 0 <= c.data.start < GPS_END:  # a typo's exponent: no frame file holds it
-        fail("data.start", f"must be a GPS time in [0, {GPS_END:.0e}) s, got {c.data.start:g}")
-    if c.data.duration <= 0:
-        fail("data.duration", f"must be positive, got {c.data.duration}")
-    if c.data.sample_rate <= 0:
-        fail("data.sample_rate", f"must be positive, got {c.data.sample_rate}")
-    if not SAMPLE_RATES_HZ[0] <= c.data.sample_rate <= SAMPLE_RATES_HZ[1]:
-        fail("data.sample_rate", f"must be in [{SAMPLE_RATES_HZ[0]:g}, {SAMPLE_RATES_HZ[1]:g}] "
-             f"Hz, got {c.data.sample_rate:g}")
-    if off_grid(c.data.start, c.data.sample_rate):  # every client failed at its first read
-        fail("data.start", f"must be on the data.sample_rate sample grid (a multiple of "
-             f"1/{c.data.sample_rate:g} s after a whole GPS second), got {c.data.start!r}")
-    if (c.data.frames is None) == (not c.data.datafind_server):
-        fail("data.frames", "or data.datafind_server must be set, and not both")
-    if c.data.on_bad_file not in BAD_FILE_CHOICES:
-        fail("data.on_bad_file", f"must be one of {', '.join(map(repr, BAD_FILE_CHOICES))}, "
-             f"got {c.data.on_bad_file!r}")
-    if c.data.datafind_server and not c.data.frametypes:
-        fail("data.frametypes", "must list the frame types to read with data.datafind_server")
-    samples = c.data.duration * c.data.sample_rate
-    if abs(samples - round(samples)) > 1e-6:
-        fail(
-            "data.duration",
-            f"({c.data.duration} s) must be a whole number of samples at data.sample_rate "
-            f"({c.data.sample_rate} Hz)",
-        )
-    if not c.data.channels:
-        fail("data.channels", "must name at least one channel")
-    for ch in c.data.channels:
-        if not _is_channel_name(ch):
-            fail("data.channels", f"entry {ch!r} is not of the form IFO:NAME")
-    if (twice := _listed_twice(c.data.channels)) is not None:
-        fail("data.channels", f"lists the channel {twice} twice")
-    if not MODEL_NAME.fullmatch(c.model.name):  # a directory of the model repository
-        fail("model.name", "must be a model name Triton takes (letters, digits, '_', '-', '.'; "
-             f"not starting with '.' or '-'; at most 255), got {c.model.name!r}")
-    if c.model.name == MANIFEST_FILE:
-        fail("model.name", f"must not be {MANIFEST_FILE!r}: the model repository's manifest "
-             "file has that name")
-    if c.model.inference_rate <= 0:
-        fail("model.inference_rate", f"must be positive, got {c.model.inference_rate}")
-    stride = c.data.sample_rate / c.model.inference_rate
-    if abs(stride - round(stride)) > 1e-9:
-        fail(
-            "model.inference_rate",
-            f"({c.model.inference_rate} Hz) must divide data.sample_rate "
-            f"({c.data.sample_rate} Hz) into a whole number of samples",
-        )
-    if round(stride) < 1:  # 1e12 Hz: a stride of no sample
-        fail("model.inference_rate", f"({c.model.inference_rate:g} Hz) must not exceed "
-             f"data.sample_rate ({c.data.sample_rate:g} Hz): a stride is at least one sample")
-    kernel = c.model.kernel_seconds * c.data.sample_rate
-    if c.model.kernel_seconds <= 0 or abs(kernel - round(kernel)) > 1e-9 or round(kernel) < 1:
-        fail("model.kernel_seconds", "must be a positive whole number of samples")
-    if c.kernel_samples < c.stride_samples:
-        fail(
-            "model.kernel_seconds",
-            f"({c.model.kernel_seconds} s) must not be shorter than the stride "
-            f"({1 / c.model.inference_rate} s)",
-        )
-    if c.model.batch_size < 1:
-        fail("model.batch_size", f"must be at least 1, got {c.model.batch_size}")
-    if c.layout.servers < 1:
-        fail("layout.servers", f"must be at least 1, got {c.layout.servers}")
-    if c.layout.clients_per_server < 1:
-        fail("layout.clients_per_server", f"must be at least 1, got {c.layout.clients_per_server}")
-    clients = c.layout.servers * c.layout.clients_per_server
-    if c.total_windows < clients:
-        fail(
-            "data.duration",
-            f"({c.data.duration} s) holds {c.total_windows} windows, fewer than the "
-            f"{clients} client shares of the layout",
-        )
-    if c.server.runtime not in SERVER_RUNTIMES:
-        known = ", ".join(SERVER_RUNTIMES)
-        fail("server.runtime", f"must be one of {known}, got {c.server.runtime!r}")
-    if c.server.runtime != "native" and not c.server.image:
-        fail("server.image", f"must name the Triton image (server.runtime = {c.server.runtime!r})")
-    for key, value in (("server.memory", c.server.memory), ("server.disk", c.server.disk),
-                       ("site.client_memory", c.site.client_memory),
-                       ("site.client_disk", c.site.client_disk),
-                       ("site.merge_memory", c.site.merge_memory),
-                       ("site.merge_disk", c.site.merge_disk)):
-        if not _SIZE.fullmatch(value):
-            fail(key, f"must be a size with its unit (e.g. '4GB', '512MB'), got {value!r}")
-    if c.site.profile not in SITE_PROFILES:
-        fail("site.profile", f"must be one of {', '.join(SITE_PROFILES)}, got {c.site.profile!r}")
-    if c.site.filesystem not in ("", "shared", "transfer"):
-        fail("site.filesystem", f"must be 'shared', 'transfer' or '' (the profile's), got "
-             f"{c.site.filesystem!r}")
-    if c.server.instances < 1:
-        fail("server.instances", f"must be at least 1, got {c.server.instances}")
-    if c.client.in_flight < 1:
-        fail("client.in_flight", f"must be at least 1, got {c.client.in_flight}")
-    if c.client.checkpoint_requests < 1:
-        fail("client.checkpoint_requests", "must be at least 1")
-    if c.client.failover_seconds < 0:
-        fail("client.failover_seconds", f"must not be negative (0: never fail over), got "
-             f"{c.client.failover_seconds}")
-    if c.merge.shard_seconds < 0:
-        fail("merge.shard_seconds", f"must not be negative (0: one merge), got "
-             f"{c.merge.shard_seconds}")
-    if 0 < c.merge.shard_seconds < 1:  # 1e-300: a shard per no time
-        fail("merge.shard_seconds", f"must be 0 (one merge) or at least 1 s, got "
-             f"{c.merge.shard_seconds:g}")
-    if abs(c.merge.shard_seconds - round(c.merge.shard_seconds)) > 1e-9:
-        fail("merge.shard_seconds", f"must be a whole number of seconds, got "
-             f"{c.merge.shard_seconds:g}")
-    _check_population(c.synth, fail)
+    check_signs(c, fail)
+    check_data(c.data, fail)
+    check_channels(c.data, fail)
+    check_model(c, fail)
+    check_layout(c, fail)
+    check_server_and_site(c.server, c.site, fail)
+    check_merge(c.merge, fail)
+    check_population(c.synth, fail)
     _check_mode(c, fail)
     _check_streamed(c, fail)
-    check_ranges(c, fail)
-
-
-def _check_population(s: SynthConfig, fail: typing.Callable[[str, str], None]) -> None:
-    """``synth``'s numbers (above Nyquist, ``synth.f_lower_hz`` is refused by ``synth``)."""
-    if s.file_duration < 1:
-        fail("synth.file_duration", f"must be at least 1 s, got {s.file_duration:g}")
-    if not SAMPLE_RATES_HZ[0] <= s.frame_sample_rate <= SAMPLE_RATES_HZ[1]:
-        fail("synth.frame_sample_rate", f"must be in [{SAMPLE_RATES_HZ[0]:g}, "
-             f"{SAMPLE_RATES_HZ[1]:g}] Hz, got {s.frame_sample_rate:g}")
-    if s.f_lower_hz <= 0:
-        fail("synth.f_lower_hz", f"must be positive, got {s.f_lower_hz}")
-    if s.f_lower_hz < F_LOWER_MIN_HZ:
-        fail("synth.f_lower_hz", f"must be at least {F_LOWER_MIN_HZ:g} Hz, got {s.f_lower_hz:g}")
-    if s.mass_min_msun <= 0:
-        fail("synth.mass_min_msun", f"must be positive, got {s.mass_min_msun}")
-    if s.mass_max_msun < s.mass_min_msun:
-        fail("synth.mass_max_msun", f"({s.mass_max_msun}) must be at least "
-             f"synth.mass_min_msun ({s.mass_min_msun})")
-    if not 0 <= s.spin_max < 1:
-        fail("synth.spin_max", f"must be in [0, 1), got {s.spin_max}")
-    if s.redshift_max <= 0:
-        fail("synth.redshift_max", f"must be positive, got {s.redshift_max}")
-    if not REDSHIFTS[0] <= s.redshift_max <= REDSHIFTS[1]:
-        fail("synth.redshift_max", f"must be in [{REDSHIFTS[0]:g}, {REDSHIFTS[1]:g}], got "
-             f"{s.redshift_max:g}")
-    if not s.network_snr_min >= 0:
-        fail("synth.network_snr_min", f"must not be negative, got {s.network_snr_min}")
+    check_magnitudes(c, fail)
 
 
 def _check_slides(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
     search = c.search
-    if search.ifar_threshold_years <= 0:
-        fail("search.ifar_threshold_years", f"must be positive, got {search.ifar_threshold_years}")
-    if search.slides < 0:
-        fail("search.slides", f"must not be negative, got {search.slides}")
     _check_whitening(c, fail)
     _check_inject(c, fail)
     if not search.slides:
@@ -249,7 +107,7 @@ def _check_slides(c: CampaignConfig, fail: typing.Callable[[str, str], None]) ->
         fail("search.slides", "shifts the second detector against the first: "
              f"data.channels must name two, got {list(c.data.channels)}")
     strides = search.slide_seconds * c.model.inference_rate
-    if search.slide_seconds <= 0 or abs(strides - round(strides)) > 1e-9:
+    if abs(strides - round(strides)) > 1e-9:
         fail("search.slide_seconds", f"must be a positive whole number of strides "
              f"(1 / model.inference_rate = {1 / c.model.inference_rate:g} s), got "
              f"{search.slide_seconds}")
@@ -298,10 +156,10 @@ def _check_whitening(c: CampaignConfig, fail: typing.Callable[[str, str], None])
     for key, value in (("psd_fftlength", search.psd_fftlength), ("psd_seconds", search.psd_seconds),
                        ("whitening_crop_seconds", search.whitening_crop_seconds)):
         samples = value * rate
-        if value < 0 or abs(samples - round(samples)) > 1e-9 or round(samples) % 2:
+        if abs(samples - round(samples)) > 1e-9 or round(samples) % 2:
             fail(f"search.{key}", f"must be an even, non-negative number of samples at "
                  f"{rate:g} Hz, got {value}")
-    if search.psd_fftlength <= 0 or search.psd_seconds < 2 * search.psd_fftlength:
+    if search.psd_seconds < 2 * search.psd_fftlength:
         fail("search.psd_seconds", f"must hold at least two Welch segments of "
              f"search.psd_fftlength ({search.psd_fftlength:g} s), got {search.psd_seconds}")
     if search.whitening_crop_seconds >= c.model.kernel_seconds:
@@ -323,10 +181,6 @@ def _check_streamed(c: CampaignConfig, fail: typing.Callable[[str, str], None]) 
 
 def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> None:
     search = c.search
-    for key, value in (("cluster_seconds", search.cluster_seconds), ("found_seconds",
-                       search.found_seconds), ("exclusion_seconds", search.exclusion_seconds)):
-        if value <= 0:
-            fail(f"search.{key}", f"must be positive, got {value}")
     if search.exclusion_seconds < search.found_seconds:
         fail("search.exclusion_seconds", f"({search.exclusion_seconds:g} s) must be at least "
              f"search.found_seconds ({search.found_seconds:g} s): a trigger that finds an "
@@ -340,36 +194,9 @@ def _check_mode(c: CampaignConfig, fail: typing.Callable[[str, str], None]) -> N
     except ConfigError as err:
         fail("model.mode", f"= {c.model.mode!r}: {err}")
     _check_slides(c, fail)
-    _check_witnesses(c.data, fail)
     package = mode_package(c.model.mode)
     if package is not None and package.check_config is not None:
         package.check_config(c, fail)
-
-
-def _is_channel_name(channel: str) -> bool:
-    """Whether ``channel`` is ``IFO:NAME``, neither part empty."""
-    ifo, colon, name = channel.partition(":")
-    return bool(ifo and colon and name)
-
-
-def _listed_twice(channels: typing.Sequence[str]) -> str | None:
-    """The first channel that ``channels`` lists again, None when each is listed once."""
-    seen: set[str] = set()
-    for ch in channels:
-        if ch in seen:
-            return ch
-        seen.add(ch)
-    return None
-
-
-def _check_witnesses(data: DataConfig, fail: typing.Callable[[str, str], None]) -> None:
-    for ch in data.witnesses:
-        if not _is_channel_name(ch):
-            fail("data.witnesses", f"entry {ch!r} is not of the form IFO:NAME")
-    if (twice := _listed_twice(data.witnesses)) is not None:
-        fail("data.witnesses", f"lists the channel {twice} twice")
-    if set(data.witnesses) & set(data.channels):
-        fail("data.witnesses", "lists a strain channel of data.channels")
 
 
 # ---- TOML values and the sections' fields --------------------------------------------------

@@ -1,14 +1,17 @@
 """The rules every number of a campaign config meets, whatever its key (``check_config`` runs
 them): finite and at most the largest float32, never negative, positive where zero means
-nothing, an integer below 2**63, and a length of time (``TIME_SUFFIXES``) at most
-``MAX_SECONDS``. And ``off_grid``: whether a GPS
-time lies off a sample rate's grid (``data.start``).
+nothing, an integer below 2**63, a length of time (``TIME_SUFFIXES``) at most
+``MAX_SECONDS``, and a retry count (``RETRY_KEYS``) at most ``MAX_RETRIES``. And ``off_grid``:
+whether a GPS time lies off a sample rate's grid (``data.start``).
 
 The numeric fields are found from the sections' dataclasses (a mode package's section's too),
 so a new field is checked without being listed here. Zero is refused for a time
 (``*_seconds``, ``data.duration``), a rate or frequency (``*_rate``, ``*_hz``), a mass, a
-threshold in years, unless the key is in ``ZERO_ALLOWED`` (where zero means something: "off",
-"one merge", "no crop"). The failures are ``<file>: '<key>' <why>``, like every other rule's.
+threshold in years, and the counts and factor of ``POSITIVE_KEYS``, unless the key is in
+``ZERO_ALLOWED`` (where zero means something: "off", "one merge", "no crop"). These sign rules
+are the config's only ones (``check_signs``, run before any rule that computes with a number);
+the other rules say more of a key. The failures are ``<file>: '<key>' <why>``, like every
+other rule's.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -28,16 +31,23 @@ if TYPE_CHECKING:
 POSITIVE_SUFFIXES: tuple[str, ...] = ("_seconds", "duration", "_rate", "_hz", "_msun",
                                       "_years", "_fftlength", "_ratio", "_drift")
 """Keys ending so are a length of time, a rate, a mass... that must be above zero."""
-ZERO_ALLOWED: frozenset[str] = frozenset({
-    "merge.shard_seconds",  # 0: one merge, no shards
-    "client.failover_seconds",  # 0: never fail over
-    "server.monitor_seconds",  # 0: no monitor
-    "server.unresponsive_seconds",  # 0: a hung server is never ended
-    "synth.witness_sample_rate",  # 0: the strain's rate
-    "search.whitening_crop_seconds",  # 0: no crop
+ZERO_ALLOWED: dict[str, str] = {
+    "merge.shard_seconds": "one merge",
+    "client.failover_seconds": "never fail over",
+    "server.monitor_seconds": "no monitor",
+    "server.unresponsive_seconds": "a hung server is never ended",
+    "synth.witness_sample_rate": "the strain's rate",
+    "search.whitening_crop_seconds": "no crop",
+}
+"""The core's keys where zero means something, and what (a negative value's message says it); a
+mode package's section names its own in a class variable ``ZERO_ALLOWED`` (DeepClean's
+``guard_hz``: no guard band)."""
+POSITIVE_KEYS: frozenset[str] = frozenset({
+    "model.batch_size", "layout.servers", "layout.clients_per_server", "server.instances",
+    "client.in_flight", "client.checkpoint_requests",  # counts of at least one
+    "model.input_scale",  # 0 made every input zero: the networks saw no data
 })
-"""The core's keys where zero means something; a mode package's section names its own in a
-class variable ``ZERO_ALLOWED`` (DeepClean's ``guard_hz``: no guard band)."""
+"""Keys that no suffix of ``POSITIVE_SUFFIXES`` names but whose zero means nothing too."""
 
 
 def numeric_fields(config_class: type, prefix: str = "") -> Iterator[tuple[str, type]]:
@@ -52,9 +62,9 @@ def numeric_fields(config_class: type, prefix: str = "") -> Iterator[tuple[str, 
             yield f"{prefix}{field.name}", kind
 
 
-def must_be_positive(key: str, zero_allowed: frozenset[str] = ZERO_ALLOWED) -> bool:
+def must_be_positive(key: str, zero_allowed: Collection[str] = frozenset(ZERO_ALLOWED)) -> bool:
     """Whether zero is refused for ``key`` (module docstring)."""
-    return key.endswith(POSITIVE_SUFFIXES) and key not in zero_allowed
+    return (key.endswith(POSITIVE_SUFFIXES) or key in POSITIVE_KEYS) and key not in zero_allowed
 
 
 def _value(config: Any, key: str) -> Any:
@@ -93,6 +103,17 @@ MAX_SECONDS_TEXT = "10**9 s"
 """``MAX_SECONDS`` as a message writes it."""
 
 
+RETRY_KEYS: frozenset[str] = frozenset({"workflow.retries", "client.max_reconnects"})
+"""The counts of retries: DAGMan's ``RETRY`` and the server job's ``max_retries``, and a
+client's reconnections before it gives up."""
+MAX_RETRIES = 1000
+"""Every retry count is at most this. DAGMan reads ``RETRY`` as a C int (``(int) strtol``:
+10**12 wraps to a negative count, which it refuses), and run-local tries a node that many
+times: a retry mends a preempted slot or a lost server, a handful of times, and a node that
+failed a thousand times has a cause no retry mends; a larger count only delays the failure
+that names it."""
+
+
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 """Every other number of a config is at most the largest float32: the networks compute in
 float32, and a larger ``model.input_scale`` (1e308, a typo's exponent) was an infinite buffer
@@ -122,16 +143,27 @@ def off_grid(gps: float, sample_rate: float) -> bool:
     return abs(position - round(position)) / Fraction(sample_rate) > Fraction(math.ulp(gps))
 
 
-def check_ranges(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
-    """Every number not negative, above zero where zero means nothing, and at most
-    ``FLOAT32_MAX`` (after the rules that say more of a key)."""
+def check_signs(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
+    """Every number not negative, and above zero where zero means nothing (an integer: at least
+    1), before any rule computes with one (a rate divides, a count splits the span)."""
     own = getattr(type(c.mode_section), "ZERO_ALLOWED", frozenset())
-    allowed = ZERO_ALLOWED | {f"{c.mode_section_name}.{key}" for key in own}
+    allowed = {**ZERO_ALLOWED, **{f"{c.mode_section_name}.{key}": "" for key in own}}
+    for key, value in numbers(c):
+        if value < 0:
+            meaning = f" (0: {allowed[key]})" if allowed.get(key) else ""
+            fail(key, f"must not be negative{meaning}, got {value:g}")
+        if value == 0 and must_be_positive(key, allowed):
+            least = "at least 1" if isinstance(value, int) else "positive"
+            fail(key, f"must be {least}, got {value:g}")
+
+
+def check_magnitudes(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
+    """Every number at most ``FLOAT32_MAX`` and every retry count at most ``MAX_RETRIES``
+    (after the rules that say more of a key: a rate's own range names its unit)."""
     for key, value in numbers(c):
         if value > FLOAT32_MAX:
             fail(key, f"must be at most {FLOAT32_MAX:.2g} (the largest float32, which the "
                  f"networks compute in), got {value:g}")
-        if value < 0:
-            fail(key, f"must not be negative, got {value:g}")
-        if value == 0 and must_be_positive(key, allowed):
-            fail(key, f"must be positive, got {value:g}")
+        if key in RETRY_KEYS and value > MAX_RETRIES:
+            fail(key, f"must be at most {MAX_RETRIES} (a count of retries: what fails that "
+                 f"often has a cause no retry mends), got {value}")

@@ -31,7 +31,9 @@ class DataConfig:
     frames: Path | None = None
     """A directory of ``.gwf`` files, or a LAL/FFL cache file listing them."""
     datafind_server: str = ""
-    """URL of a gwdatafind server to discover frames from (instead of ``frames``)."""
+    """A gwdatafind server to discover frames from (instead of ``frames``): its URL,
+    ``http(s)://HOST[:PORT][/PATH]``, or ``HOST[:PORT]``, asked over https as gwdatafind asks
+    (``config_section_rules.datafind_problem``)."""
     frametypes: tuple[str, ...] = ()
     """Frame types to read (``H1_HOFT_C01``, and ``H1_R`` where the witnesses are in the raw
     frames): those the datafind server is asked for, or, with ``frames``, those chosen among
@@ -129,7 +131,7 @@ class ModelConfig:
     name: str = "offline-iaas"
     """Name of the model that clients call (the fused model, or the ensemble of
     ``export --ensemble``): its directory in the repository, so letters, digits, '_', '-' and
-    '.', not starting with '.' or '-' (``config_checks.MODEL_NAME``)."""
+    '.', not starting with '.' or '-' (``config_section_rules.MODEL_NAME``)."""
     kernel_seconds: float = 1.0
     """Length of one input window."""
     inference_rate: float = 4.0
@@ -137,7 +139,8 @@ class ModelConfig:
     batch_size: int = 32
     """Windows per request; a request carries ``batch_size * stride`` new samples per channel."""
     input_scale: float = 1e21
-    """Factor baked into the network's input (strain is ~1e-21)."""
+    """Factor baked into the network's input (strain is ~1e-21); positive (0 would make every
+    input zero, a negative one turn the strain over)."""
     seed: int = 0
     """Seed for the network's initial weights when no weight file is given."""
     streamed: bool | Literal["auto"] = "auto"
@@ -226,16 +229,19 @@ class ServerConfig:
     cpus: int = 0
     """CPU cores per server (``request_cpus``); 0 means ``instances + 1``."""
     memory: str = "4GB"
-    """Memory per server (``request_memory``), with its unit: ``8GB``, ``512MB``."""
+    """Memory per server (``request_memory``), with its unit: ``8GB``, ``512MB``; like every
+    job's memory and disk, at least ``1MB``."""
     disk: str = "4GB"
     """Scratch disk per server (``request_disk``), with its unit."""
     instances: int = 1
     """Instances of the served model per server (one onnxruntime thread each on CPU). A
     client's sequence lives on one instance: keep ``clients_per_server >= instances``."""
     bind: str = ""
-    """Address the server listens on; empty: the site profile's (``127.0.0.1`` for ``local``,
-    ``0.0.0.0`` on a cluster, where clients run on other machines). ``make-dag`` writes the
-    resolved address into the run's config."""
+    """Address the server listens on, an IPv4 address (tritonserver's HTTP endpoint takes no
+    host name, its gRPC endpoint no IPv6 address: ``config_section_rules.bind_problem``);
+    empty: the site profile's (``127.0.0.1`` for ``local``, ``0.0.0.0`` on a cluster, where
+    clients run on other machines). ``make-dag`` writes the resolved address into the run's
+    config."""
     ready_timeout_seconds: float = 180.0
     """How long ``serve`` waits for tritonserver to load its models and answer ready."""
     sequence_idle_seconds: float = 60.0
@@ -268,7 +274,8 @@ class ClientConfig:
     connect_timeout_seconds: float = 10.0
     """Deadline of one connection attempt (liveness and model checks)."""
     max_reconnects: int = 5
-    """Reconnections after a stream failure before the client gives up (and the DAG retries)."""
+    """Reconnections after a stream failure before the client gives up (and the DAG retries);
+    at most 1000, as every retry count (``config_numbers.MAX_RETRIES``)."""
     failover_seconds: float = 600.0
     """How long a client waits for its assigned server (not published yet, not answering, or
     broken under it) before it continues on another live server of the campaign; 0: never."""
@@ -279,7 +286,8 @@ class WorkflowConfig:
     """The DAG and its local executor."""
 
     retries: int = 2
-    """DAGMan ``RETRY`` count of each client node."""
+    """DAGMan ``RETRY`` count of each client and merge node, and the server jobs'
+    ``max_retries``; at most 1000 (``config_numbers.MAX_RETRIES``)."""
     max_parallel_clients: int = 0
     """Client nodes run at once (DAGMan ``MAXJOBS``); 0 means all."""
     max_parallel_merges: int = 0

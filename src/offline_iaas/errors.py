@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -186,6 +187,27 @@ def os_error_text(err: OSError) -> str:
 def cannot_read(path: Path, err: OSError) -> str:
     """One line: ``path`` and the OS's reason it cannot be read (``Permission denied``)."""
     return f"{path}: cannot read: {err.strerror or err}"
+
+
+def not_a_regular_file(path: Path) -> str | None:
+    """Why ``path`` is no file to read, as a message's tail (``does not exist``, ``is a
+    directory, not a file``, ``is a character device, not a regular file`` ...); None for a
+    regular file or a link to one. ``stat`` alone: a named pipe is not opened (it would wait
+    for a writer), a device not read."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "is a symbolic link that leads nowhere" if path.is_symlink() else "does not exist"
+    except OSError as err:  # a parent that is a file, or one that may not be searched
+        return f"cannot be read: {err.strerror or err}"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file"
+    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
+    kind = next((name for test, name in kinds if test(mode)), "no regular file")
+    return f"is {kind}, not a regular file"
 
 
 def file_in_the_way(err: OSError) -> Path | None:

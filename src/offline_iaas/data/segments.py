@@ -35,7 +35,7 @@ from igwn_segments import segment, segmentlist
 
 from offline_iaas.config import CampaignConfig
 from offline_iaas.config_sections import DataConfig
-from offline_iaas.errors import DataError
+from offline_iaas.errors import DataError, not_a_regular_file
 from offline_iaas.geometry import StreamGeometry
 from offline_iaas.gps import gps_range_text
 from offline_iaas.gps import gps_text as seconds_text
@@ -93,8 +93,7 @@ def read_segment_file(path: Path) -> SegmentList:
     from gwpy.segments import Segment, SegmentList
 
     path = Path(path)
-    if not path.is_file():
-        why = "is a directory, not a file" if path.is_dir() else "does not exist"
+    if (why := not_a_regular_file(path)) is not None:  # /dev/null "did not exist"
         raise DataError(f"segment file {path} {why}")
     if _is_xml(path):
         return _read_xml(path)

@@ -27,6 +27,7 @@ hepcloud    transfer     container universe            container universe       
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,6 @@ _ACCOUNTING_TAG = re.compile(
     r"(ligo|igwn|virgo|kagra)\.(dev|sim|prod)\.[a-z]+[0-9]+[a-z]?(\.[a-z0-9_]+){2,}"
 )
 _ACCOUNTING_USER = re.compile(r"[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)*")
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,8 @@ def resolve_site(config: CampaignConfig) -> Site:
         if any(c.isspace() or c in "\"'$" for c in image):
             raise fail(key, f"{image!r} cannot hold white space, quotes or '$' in a submit file")
     transfer = (site.filesystem or profile.filesystem) == "transfer"
-    if profile.cluster and server.bind in _LOOPBACK:
+    # an IPv4 address (config_section_rules.bind_problem): 127.0.0.0/8 is this machine only
+    if profile.cluster and server.bind and ipaddress.IPv4Address(server.bind).is_loopback:
         raise fail(
             "server.bind",
             f"is {server.bind!r}, which clients on other machines cannot reach; set "
