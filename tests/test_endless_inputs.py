@@ -1,37 +1,125 @@
-"""A path to an endless file where a small text file goes (``/dev/zero`` as the campaign config,
-or as a bench's results): one line naming it and exit code 2, instead of reading it into memory
-until a ``MemoryError``. The control: the same commands with a real file."""
+"""A path that is no regular file where the project reads a file (``bounded_read``): a FIFO,
+whose ``open`` waits for a writer that never comes, an endless device (``/dev/zero``) or a
+directory, as the campaign config, a frame cache, a segment file, an injection file or list, a
+repository's manifest, a run directory's ``run.json``, DAG or job spec, or a bench's results.
+Each is refused before it is opened, in one line naming it with its reader's exit code (the
+code for that reader's other errors), instead of hanging or reading into memory until a
+``MemoryError``. The controls: the same commands with the regular files, read as before.
+
+A command that would hang runs in a process of its own session with a timeout, killed with
+everything it started if it runs past it: a regression fails instead of hanging the suite.
+Nothing writes to a FIFO here, so no process is left waiting on one.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from offline_iaas.bounded_read import MAX_TEXT_BYTES, TooLarge, read_text
+from offline_iaas.bounded_read import (
+    MAX_TEXT_BYTES,
+    NotRegularFile,
+    TooLarge,
+    read_bytes,
+    read_text,
+    refuse_unless_regular,
+)
 from offline_iaas.cli import main
+from offline_iaas.config import load_config
+from offline_iaas.errors import ConfigError, DataError, ModelError, RunError, exit_code
+from offline_iaas.rundir import RunDir
+from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import cli_error, documented
 
 ENDLESS = Path("/dev/zero")
+TIMEOUT_SECONDS = 60
+FIFO = "a FIFO (named pipe), not a regular file"
+NO_REPO = 'model.repository="none"'
+"""``check`` skips a repository that is not there (bbhnet's mode here: the export is
+DeepClean's)."""
 
 
-def test_a_config_that_never_ends_is_one_line(capsys) -> None:
-    code = main(["check", str(ENDLESS)])
-    err = capsys.readouterr().err
-    assert code == 2 and "Traceback" not in err and "MemoryError" not in err
-    documented("config-file-endless", cli_error(err), {}, exit_code=code)
-    assert cli_error(err) == "/dev/zero: cannot read the config file: larger than 64 MiB"
+@pytest.fixture(scope="module")
+def base(small_campaign_dir: Callable[..., Path]) -> Path:
+    """The small campaign: config, frames (with ``frames.lcf``, ``injections.h5`` and
+    ``synth.json``) and its exported repository, copied by each test."""
+    return small_campaign_dir()
 
 
-def test_bench_results_that_never_end_are_one_line(capsys) -> None:
-    config = resources.files("offline_iaas.campaigns").joinpath("o3-month-deepclean.toml")
-    code = main(["plan", str(config), "--target-hours", "24", "--from-bench", str(ENDLESS)])
-    err = capsys.readouterr().err
-    assert code == 2 and "Traceback" not in err and "MemoryError" not in err
-    documented("bench-results-endless", cli_error(err), {}, exit_code=code)
-    assert cli_error(err) == ("/dev/zero: not a bench results file (offline-iaas bench's "
-                              "results.json): larger than 64 MiB")
+@pytest.fixture
+def ws(base: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(base, tmp_path / "ws", symlinks=True))
+
+
+def offline_iaas(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``offline-iaas <args>`` in ``cwd``; a test failure (its process group killed) if it
+    runs past ``TIMEOUT_SECONDS``: it waits on a FIFO."""
+    process = subprocess.Popen([sys.executable, "-m", "offline_iaas.cli", *args], cwd=cwd,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # its group: the frame reader's too
+        process.communicate()
+        pytest.fail(f"offline-iaas {' '.join(args)}: still running after {TIMEOUT_SECONDS} s")
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def refusal(cwd: Path, *args: str, code: int) -> str:
+    """The one line ``offline-iaas <args>`` refuses with, after checking it exits ``code``."""
+    done = offline_iaas(cwd, *args)
+    assert done.returncode == code, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr
+    return cli_error(done.stderr)
+
+
+def fifo(path: Path) -> Path:
+    """``path`` made a FIFO (what was there removed)."""
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    return path
+
+
+def passes(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``offline-iaas <args>``, which must exit 0 (a control)."""
+    done = offline_iaas(cwd, *args)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+# ---- the helper itself ------------------------------------------------------------------------
+
+
+def test_only_a_regular_file_is_opened_and_each_other_kind_is_named(tmp_path: Path) -> None:
+    pipe = fifo(tmp_path / "pipe")
+    (tmp_path / "to-zero").symlink_to(ENDLESS)  # links are followed to what they name
+    refused = {pipe: FIFO, ENDLESS: "a character device, not a regular file",
+               tmp_path / "to-zero": "a character device, not a regular file",
+               tmp_path: "a directory, not a regular file"}
+    for path, message in refused.items():
+        for read in (refuse_unless_regular, read_bytes, read_text):
+            with pytest.raises(NotRegularFile) as caught:  # a FIFO: raised, not waited on
+                read(path)
+            assert str(caught.value) == message
+    with pytest.raises(FileNotFoundError):
+        refuse_unless_regular(tmp_path / "nowhere")
+    (tmp_path / "text").write_text("é\n")  # the control
+    refuse_unless_regular(tmp_path / "text")
+    assert read_text(tmp_path / "text") == "é\n" and read_bytes(tmp_path / "text") == (
+        "é\n".encode())
 
 
 def test_a_file_at_the_bound_is_read_and_one_byte_more_is_not(tmp_path: Path) -> None:
@@ -41,3 +129,122 @@ def test_a_file_at_the_bound_is_read_and_one_byte_more_is_not(tmp_path: Path) ->
     at.write_bytes(b"x" * (MAX_TEXT_BYTES + 1))
     with pytest.raises(TooLarge, match="larger than 64 MiB"):
         read_text(at)
+
+
+# ---- each reader, through the command line ----------------------------------------------------
+
+
+def test_a_config_that_is_no_regular_file_is_one_line(ws: Path, capsys) -> None:
+    pipe = fifo(ws / "pipe.toml")
+    for command in (["check", str(pipe)], ["make-dag", str(pipe), "--out", str(ws / "run")]):
+        line = refusal(ws, *command, code=exit_code(ConfigError))
+        assert line == f"{pipe}: cannot read the config file: {FIFO}"
+    documented("config-file-not-regular", line, {ws: "<ws>"}, exit_code=exit_code(ConfigError))
+    assert not (ws / "run").exists()
+    code = main(["check", str(ENDLESS)])  # not read to its end (in-process: it cannot hang)
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and "MemoryError" not in err
+    documented("config-file-endless", cli_error(err), {}, exit_code=code)
+    assert cli_error(err) == ("/dev/zero: cannot read the config file: a character device, not "
+                              "a regular file")
+    passes(ws, "check", str(ws / "campaign.toml"))  # the control
+
+
+def test_a_frame_cache_that_is_no_regular_file_is_one_line(ws: Path) -> None:
+    pipe = fifo(ws / "pipe.lcf")
+    line = refusal(ws, "check", str(ws / "campaign.toml"), "--set", f"data.frames={pipe}",
+                   code=exit_code(DataError))
+    assert line == f"cannot read frame cache {pipe}: {FIFO}"
+    documented("frame-cache-not-regular", line, {ws: "<ws>"}, exit_code=exit_code(DataError))
+    (ws / "zero.lcf").symlink_to(ENDLESS)
+    assert refusal(ws, "check", str(ws / "campaign.toml"), "--set",
+                   f"data.frames={ws / 'zero.lcf'}", code=exit_code(DataError)) == (
+        f"cannot read frame cache {ws / 'zero.lcf'}: a character device, not a regular file")
+    passes(ws, "check", str(ws / "campaign.toml"), "--set",  # the control
+           f"data.frames={ws / 'frames' / 'frames.lcf'}")
+
+
+def test_a_segment_file_that_is_no_regular_file_is_one_line(ws: Path) -> None:
+    pipe = fifo(ws / "segments.txt")
+    line = refusal(ws, "check", str(ws / "campaign.toml"), "--set", f"data.segments={pipe}",
+                   code=exit_code(DataError))
+    assert line == f"segment file {pipe} is {FIFO}"
+    documented("segment-file-fifo", line, {ws: "<ws>"}, exit_code=exit_code(DataError))
+    (ws / "good.txt").write_text("1262304000 1262304064\n")  # the control
+    passes(ws, "check", str(ws / "campaign.toml"), "--set", f"data.segments={ws / 'good.txt'}")
+
+
+def test_an_injection_file_that_is_no_regular_file_is_one_line(ws: Path) -> None:
+    for name, target in (("pipe.h5", "out.xml"), ("pipe.xml", "out.h5")):
+        pipe = fifo(ws / name)
+        line = refusal(ws, "convert-injections", str(pipe), str(ws / target),
+                       code=exit_code(ConfigError))  # as a missing one
+        assert line == f"{pipe}: {FIFO}"
+        assert not (ws / target).exists()
+    documented("injection-file-not-regular", line, {ws: "<ws>"},
+               exit_code=exit_code(ConfigError))
+    passes(ws, "convert-injections", str(ws / "frames" / "injections.h5"),  # the control
+           str(ws / "out.xml"))
+
+
+def test_an_injection_list_that_is_no_regular_file_is_one_line(ws: Path) -> None:
+    pipe = fifo(ws / "injections.json")
+    check = ["check", str(ws / "campaign.toml"), "--set", "model.mode=bbhnet", "--set", NO_REPO,
+             "--set"]
+    line = refusal(ws, *check, f"search.injections={pipe}", code=exit_code(ConfigError))
+    assert line == f"search.injections: {pipe}: cannot read: {FIFO}"
+    documented("injection-list-not-regular", line, {ws: "<ws>"},
+               exit_code=exit_code(ConfigError))
+    done = passes(ws, *check, f"search.injections={ws / 'frames' / 'synth.json'}")
+    assert "injection list" in done.stderr + done.stdout  # the control: read and placed
+
+
+def test_a_manifest_that_is_no_regular_file_is_one_line(ws: Path) -> None:
+    pipe = fifo(ws / "model-repository" / "manifest.json")
+    line = refusal(ws, "check", str(ws / "campaign.toml"), code=exit_code(ModelError))
+    assert line == f"{pipe}: cannot read: {FIFO}"
+    documented("repository-manifest-not-regular", line, {ws: "<ws>"},
+               exit_code=exit_code(ModelError))
+
+
+def test_run_directory_records_that_are_no_regular_files_are_one_line(ws: Path) -> None:
+    run = ws / "run"
+    make_dag(load_config(ws / "campaign.toml"), RunDir(run))
+    passes(ws, "status", str(run))  # the control, before each record is replaced
+    info = run / "run.json"
+    saved = info.read_bytes()
+    fifo(info)
+    line = refusal(ws, "status", str(run), code=exit_code(ConfigError))  # as a damaged one
+    assert line.startswith(f"{info} is unreadable ({FIFO}), so nothing can check what "
+                           "make-dag planned: restore it with")
+    documented("run-record-not-regular", line, {ws: "<ws>"}, exit_code=exit_code(ConfigError))
+    info.unlink()
+    info.write_bytes(saved)
+    dag = fifo(run / "offline.dag")
+    line = refusal(ws, "status", str(run), code=exit_code(RunError))
+    assert line == f"{dag}: cannot read: {FIFO}"
+    documented("run-dag-not-regular", line, {ws: "<ws>"}, exit_code=exit_code(RunError))
+    node = json.loads(saved)["clients"][0]
+    job = fifo(run / "jobs" / f"{node}.json")
+    line = refusal(ws, "client", "--run-dir", str(run), "--node", node,
+                   code=exit_code(RunError))
+    assert line == f"{job}: cannot read: {FIFO}"
+    documented("job-spec-not-regular", line, {ws: "<ws>"},
+               exit_code=exit_code(RunError))
+
+
+def test_bench_results_that_are_no_regular_file_are_one_line(tmp_path: Path, capsys) -> None:
+    config = resources.files("offline_iaas.campaigns").joinpath("o3-month-deepclean.toml")
+    plan = ["plan", str(config), "--target-hours", "24", "--from-bench"]
+    code = main([*plan, str(ENDLESS)])  # in-process: it cannot hang
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and "MemoryError" not in err
+    documented("bench-results-endless", cli_error(err), {}, exit_code=code)
+    assert cli_error(err) == ("/dev/zero: not a bench results file (offline-iaas bench's "
+                              "results.json): a character device, not a regular file")
+    pipe = fifo(tmp_path / "results.json")
+    line = refusal(tmp_path, *plan, str(pipe), code=exit_code(ConfigError))
+    assert line == (f"{pipe}: not a bench results file (offline-iaas bench's results.json): "
+                    f"{FIFO}")
+    documented("bench-results-not-regular", line, {tmp_path: "<ws>"},
+               exit_code=exit_code(ConfigError))

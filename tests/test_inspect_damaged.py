@@ -112,10 +112,10 @@ def test_a_product_is_told_by_its_first_bytes_and_a_file_that_is_no_file_is_name
     os.mkfifo(tmp_path / "pipe.h5")
     (tmp_path / "nowhere.gwf").symlink_to(tmp_path / "gone.gwf")
     assert inspected(Path(os.devnull), capsys) == (
-        3, f"{os.devnull}: not a regular file (a device, a pipe or a socket)")
+        3, f"{os.devnull}: a character device, not a regular file")
     code, line = inspected(tmp_path / "pipe.h5", capsys)
-    assert (code, line) == (3, f"{tmp_path / 'pipe.h5'}: not a regular file (a device, a pipe "
-                               "or a socket)")
+    assert (code, line) == (3, f"{tmp_path / 'pipe.h5'}: a FIFO (named pipe), not a regular "
+                               "file")
     documented("inspect-not-a-regular-file", line, {tmp_path: "<ws>"}, exit_code=code)
     assert inspected(tmp_path / "nowhere.gwf", capsys) == (
         3, f"{tmp_path / 'nowhere.gwf'}: a symbolic link that leads nowhere")

@@ -22,6 +22,7 @@ import json
 from collections.abc import Iterable
 
 from offline_iaas import records
+from offline_iaas.bounded_read import NotRegularFile, read_text, refuse_unless_regular
 from offline_iaas.completeness import Hashes
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.digests import file_sha256
@@ -47,10 +48,10 @@ def run_info_damage(run: RunDir) -> str | None:
     """How ``run.json`` is lost ('missing', 'damaged: ...'), or None when it is a JSON object
     (whose fields ``records.read`` checks)."""
     try:
-        text = run.run_info.read_text()
+        text = read_text(run.run_info)  # a FIFO is not waited on, /dev/zero not read
     except FileNotFoundError:
         return "missing"
-    except (OSError, UnicodeDecodeError) as err:
+    except (OSError, ValueError) as err:  # NotRegularFile, TooLarge, UnicodeDecodeError
         return f"unreadable ({err})"
     try:
         data = json.loads(text)
@@ -129,8 +130,9 @@ def check_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str]) -> None:
         if recorded is None:
             continue
         try:
+            refuse_unless_regular(path)  # a FIFO's open would wait for a writer
             found = file_sha256(path)
-        except OSError:
+        except (OSError, NotRegularFile):  # the reader's line, when the node reads it
             continue
         if found != recorded:
             records.read_job(ClientJob if node in info.clients else ShardJob, run, node)

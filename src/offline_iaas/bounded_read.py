@@ -1,31 +1,81 @@
-"""Small text files a user names (a campaign config, a bench's ``results.json``) read with a
-bound: a path to an endless file (``/dev/zero``, ``/dev/urandom``) or a huge one is refused
-in one line, instead of read into memory until the process dies of a ``MemoryError``."""
+"""Files a user names (a campaign config, a frame cache, an injection list, a repository's
+manifest, a run directory's records, a bench's ``results.json``) read safely: a path that is
+not a regular file (a FIFO, whose ``open`` waits for a writer that never comes; ``/dev/zero``
+or ``/dev/urandom``, which never end; a directory) is refused before it is opened, and a
+regular file is read with a bound, so that a huge one is refused in one line instead of read
+into memory until the process dies of a ``MemoryError``.
+
+Readers that open a file by its path themselves (h5py, igwn-ligolw, gwpy) call
+``refuse_unless_regular`` first; those that read the whole file call ``read_bytes`` or
+``read_text``. Each caller turns ``NotRegularFile`` and ``TooLarge`` into its own error type
+with a line naming the file."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 MAX_TEXT_BYTES = 64 * 2**20
-"""More than any config or results file holds (they are kilobytes)."""
+"""More than any config, listing or record file holds (they are kilobytes to megabytes)."""
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
 
 
 class TooLarge(ValueError):
     """A file larger than ``MAX_TEXT_BYTES``."""
 
 
-def read_text(path: Path, encoding: str = "utf-8") -> str:
-    """The text of ``path``, at most ``MAX_TEXT_BYTES`` of it.
+class NotRegularFile(ValueError):
+    """A path (symbolic links followed) that names something other than a regular file: a
+    FIFO, a device, a socket or a directory. Its message says which, e.g.
+    ``a FIFO (named pipe), not a regular file``."""
+
+
+def _refuse_mode(mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+        raise NotRegularFile(f"{kind}, not a regular file")
+
+
+def refuse_unless_regular(path: Path | str) -> None:
+    """Return if ``path`` (links followed) names a regular file, before anything opens it.
 
     Raises
     ------
-    TooLarge
-        If it holds more (its message: ``larger than 64 MiB``).
-    OSError, UnicodeDecodeError
-        As ``Path.read_text`` would.
+    NotRegularFile
+        If it names a FIFO, a device, a socket or a directory.
+    OSError
+        As ``os.stat`` would (``FileNotFoundError`` where nothing is there, a link that leads
+        nowhere included).
     """
-    with open(path, "rb") as f:
-        data = f.read(MAX_TEXT_BYTES + 1)
-    if len(data) > MAX_TEXT_BYTES:
-        raise TooLarge(f"larger than {MAX_TEXT_BYTES // 2**20} MiB")
-    return data.decode(encoding)
+    _refuse_mode(os.stat(path).st_mode)
+
+
+def read_bytes(path: Path | str, limit_bytes: int = MAX_TEXT_BYTES) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit_bytes`` of them.
+
+    Raises
+    ------
+    NotRegularFile
+        As ``refuse_unless_regular`` (checked again on the open file: a FIFO put in its place
+        in between is not waited on).
+    TooLarge
+        If it holds more than ``limit_bytes`` (its message: ``larger than 64 MiB``).
+    OSError
+        As ``open`` would.
+    """
+    refuse_unless_regular(path)
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+        _refuse_mode(os.fstat(f.fileno()).st_mode)
+        data = f.read(limit_bytes + 1)
+    if len(data) > limit_bytes:
+        raise TooLarge(f"larger than {limit_bytes // 2**20} MiB")
+    return data
+
+
+def read_text(path: Path | str, encoding: str = "utf-8") -> str:
+    """``read_bytes`` of ``path`` decoded (``UnicodeDecodeError`` as ``Path.read_text``)."""
+    return read_bytes(path).decode(encoding)

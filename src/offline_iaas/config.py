@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from offline_iaas.bounded_read import TooLarge, read_text
+from offline_iaas.bounded_read import NotRegularFile, TooLarge, read_text
 from offline_iaas.config_checks import (
     apply_overrides,
     build_section,
@@ -322,9 +322,9 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         raw = tomllib.loads(read_text(path, encoding="utf-8-sig"))  # a BOM, as some editors write
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
-    except TooLarge as err:  # /dev/zero: not read into memory
+    except (TooLarge, NotRegularFile) as err:  # a FIFO: not waited on; /dev/zero: not read
         raise ConfigError(f"{path}: cannot read the config file: {err}") from None
-    except (OSError, UnicodeDecodeError) as err:  # a directory, no permission, not UTF-8
+    except (OSError, UnicodeDecodeError) as err:  # no permission, not UTF-8
         why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         raise ConfigError(f"{path}: cannot read the config file: {why}") from None
     except tomllib.TOMLDecodeError as err:

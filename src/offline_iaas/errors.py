@@ -9,9 +9,10 @@ from __future__ import annotations
 import errno
 import os
 import re
-import stat
 from collections.abc import Sequence
 from pathlib import Path
+
+from offline_iaas.bounded_read import NotRegularFile, refuse_unless_regular
 
 
 class OfflineIaasError(Exception):
@@ -191,23 +192,19 @@ def cannot_read(path: Path, err: OSError) -> str:
 
 def not_a_regular_file(path: Path) -> str | None:
     """Why ``path`` is no file to read, as a message's tail (``does not exist``, ``is a
-    directory, not a file``, ``is a character device, not a regular file`` ...); None for a
-    regular file or a link to one. ``stat`` alone: a named pipe is not opened (it would wait
-    for a writer), a device not read."""
+    directory, not a regular file``, ``is a character device, not a regular file`` ...); None
+    for a regular file or a link to one. ``stat`` alone
+    (``bounded_read.refuse_unless_regular``): a named pipe is not opened (it would wait for a
+    writer), a device not read."""
     try:
-        mode = path.stat().st_mode
+        refuse_unless_regular(path)
+    except NotRegularFile as err:
+        return f"is {err}"
     except FileNotFoundError:
         return "is a symbolic link that leads nowhere" if path.is_symlink() else "does not exist"
     except OSError as err:  # a parent that is a file, or one that may not be searched
         return f"cannot be read: {err.strerror or err}"
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISDIR(mode):
-        return "is a directory, not a file"
-    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
-    kind = next((name for test, name in kinds if test(mode)), "no regular file")
-    return f"is {kind}, not a regular file"
+    return None
 
 
 def file_in_the_way(err: OSError) -> Path | None:

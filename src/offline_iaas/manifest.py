@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from offline_iaas.bounded_read import NotRegularFile, TooLarge, read_text
 from offline_iaas.errors import ModelError, RunError, cannot_read
 from offline_iaas.records import Record, parse
 
@@ -88,12 +89,14 @@ def read_manifest(repo: Path) -> Manifest:
     (``errors.cannot_read``: exporting again gives no access)."""
     path = repo / MANIFEST_FILE
     try:
-        text = path.read_text()
+        text = read_text(path)  # a FIFO is not waited on, /dev/zero not read to the end
     except (FileNotFoundError, NotADirectoryError):
         raise ModelError(f"{repo}: not a model repository written by offline-iaas export "
                          f"(no {MANIFEST_FILE})") from None
     except OSError as err:
         raise ModelError(cannot_read(path, err)) from None
+    except (NotRegularFile, TooLarge) as err:  # export reads it too: no "export again"
+        raise ModelError(f"{path}: cannot read: {err}") from None
     except UnicodeDecodeError as err:
         raise ModelError(f"{path}: cannot read: {err}; export the repository again") from None
     try:

@@ -56,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import to_jsonable_python
 
 from offline_iaas.atomic import write_text_atomic
+from offline_iaas.bounded_read import read_text
 from offline_iaas.errors import RunError
 from offline_iaas.rundir import MERGE_NODE, RunDir, restore_advice, restore_advice_for
 
@@ -219,10 +220,10 @@ def read(kind: type[R], path: Path, remedy: str | None = None) -> R:
         a newer version than this code reads, or a field missing, of the wrong type or unknown.
     """
     try:
-        text = path.read_text()
+        text = read_text(path)  # a FIFO is not waited on, /dev/zero not read to the end
     except FileNotFoundError:
         raise RunError(f"{path} does not exist (is this a run directory of make-dag?)") from None
-    except (OSError, UnicodeDecodeError) as err:
+    except (OSError, ValueError) as err:  # NotRegularFile, TooLarge, UnicodeDecodeError
         raise RunError(f"{path}: cannot read: {err}") from None
     return parse(kind, text, path, remedy)
 
@@ -268,8 +269,8 @@ def written_version(path: Path) -> int | None:
     current one); None where the file cannot be read or holds no version number (``read``
     says why)."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError):
+        data = json.loads(read_text(path))
+    except (OSError, ValueError):  # ValueError: NotRegularFile, TooLarge, not text or JSON
         return None
     version = data.get("schema_version", 1) if isinstance(data, dict) else None
     return version if isinstance(version, int) and not isinstance(version, bool) else None

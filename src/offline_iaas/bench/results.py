@@ -11,7 +11,7 @@ from typing import Any
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.bench.provenance import SOURCE_ROOT
-from offline_iaas.bounded_read import TooLarge, read_text
+from offline_iaas.bounded_read import NotRegularFile, TooLarge, read_text
 from offline_iaas.errors import ConfigError, names_text
 from offline_iaas.json_values import json_kind
 
@@ -217,7 +217,7 @@ def read_results(path: Path) -> tuple[dict[str, Any], list[Measurement]]:
         data = json.loads(read_text(Path(path)))
     except FileNotFoundError:
         raise ConfigError(f"{path}: bench results file not found") from None
-    except TooLarge as err:  # /dev/zero: not read into memory
+    except (TooLarge, NotRegularFile) as err:  # a FIFO: not waited on; /dev/zero: not read
         raise refuse(str(err)) from None
     except UnicodeDecodeError:
         raise refuse("not text") from None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from offline_iaas.bounded_read import read_text
 from offline_iaas.config_sections import DataConfig
 from offline_iaas.data.segments import GPS_TOLERANCE_SECONDS, gps_segments
 from offline_iaas.errors import DataError, names_text
@@ -182,8 +183,8 @@ def _gwf_paths_under(directory: Path) -> list[Path]:
 
 def _read_lines(source: Path) -> list[tuple[int, list[str]]]:
     try:
-        text = source.read_text()
-    except (OSError, UnicodeDecodeError) as err:
+        text = read_text(source)  # a FIFO is not waited on, /dev/zero not read to the end
+    except (OSError, ValueError) as err:  # NotRegularFile, TooLarge, UnicodeDecodeError
         raise DataError(f"cannot read frame cache {source}: {err}") from None
     out = []
     for number, line in enumerate(text.splitlines(), start=1):

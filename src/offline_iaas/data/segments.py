@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from igwn_segments import segment, segmentlist
 
+from offline_iaas.bounded_read import read_text
 from offline_iaas.config import CampaignConfig
 from offline_iaas.config_sections import DataConfig
 from offline_iaas.errors import DataError, not_a_regular_file
@@ -98,8 +99,8 @@ def read_segment_file(path: Path) -> SegmentList:
     if _is_xml(path):
         return _read_xml(path)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
+        text = read_text(path)
+    except (OSError, ValueError) as err:  # TooLarge, UnicodeDecodeError
         raise DataError(f"cannot read segment file {path}: {err}") from None
     segments = SegmentList()
     for number, line in enumerate(text.splitlines(), start=1):

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.atomic import replaced_atomically, write_text_atomic
+from offline_iaas.bounded_read import read_text
 from offline_iaas.config import CampaignConfig
 from offline_iaas.config_sections import DataConfig, ifo_of
 from offline_iaas.data.discovery import lal_cache_text
@@ -377,12 +378,11 @@ def read_synth_summary(directory: Path) -> dict[str, Any]:
     """The summary ``write_synthetic_dataset`` wrote into ``directory`` (``SYNTH_SUMMARY``).
 
     Raises DataError naming it where it cannot be read, or is not synth's summary of a dataset
-    (a JSON object whose injections each have a finite ``gps_time``).
-    """
+    (a JSON object whose injections each have a finite ``gps_time``)."""
     path = Path(directory) / SYNTH_SUMMARY
     try:
-        summary = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+        summary = json.loads(read_text(path))  # a FIFO not waited on, /dev/zero not read
+    except (OSError, ValueError) as err:  # NotRegularFile, TooLarge, not text or JSON
         raise DataError(f"{path}: cannot read the synthetic dataset's summary ({err}); "
                         "write the dataset again with offline-iaas synth") from None
     injections = summary.get("injections") if isinstance(summary, dict) else None

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from offline_iaas import __version__
+from offline_iaas.bounded_read import NotRegularFile, refuse_unless_regular
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.data.hdf5_probe import every_object
@@ -129,8 +130,10 @@ def read_provenance(path: Path) -> dict[str, Any]:
     if not path.exists():
         raise DataError(f"{path}: " + ("a symbolic link that leads nowhere" if path.is_symlink()
                                         else "no such file"))
-    if not path.is_file():
-        raise DataError(f"{path}: not a regular file (a device, a pipe or a socket)")
+    try:
+        refuse_unless_regular(path)
+    except NotRegularFile as err:  # a FIFO's open would wait for a writer: not opened
+        raise DataError(f"{path}: {err}") from None
     with open(path, "rb") as file:
         if path.suffix.lower() == ".gwf" or file.read(len(GWF_MAGIC)) == GWF_MAGIC:
             return read_gwf_provenance(path)

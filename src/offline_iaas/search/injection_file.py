@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.atomic import replaced_atomically
+from offline_iaas.bounded_read import NotRegularFile, TooLarge, read_text, refuse_unless_regular
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.data.hdf5_probe import readable_hdf5
 from offline_iaas.errors import ConfigError, DataError
@@ -107,8 +108,12 @@ def read_injection_set(
     kind = file_format(path)
     if path.is_dir():
         raise ConfigError(f"{path}: a directory, not an injection file")
-    if not path.is_file():
-        raise ConfigError(f"{path}: injection file not found")
+    try:
+        refuse_unless_regular(path)  # a FIFO: h5py's or igwn-ligolw's open would wait on it
+    except NotRegularFile as err:
+        raise ConfigError(f"{path}: {err}") from None
+    except OSError:
+        raise ConfigError(f"{path}: injection file not found") from None
     if kind == "xml":
         found = read_ligolw(path, approximant, f_lower_hz, reference_frequency_hz)
     else:
@@ -253,10 +258,10 @@ def read_injection_listing(path: Path) -> InjectionListing:
             {k: v for k, v in waveform.items()
              if v != UNRECORDED and not (isinstance(v, float) and math.isnan(v))})
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text(path))  # a FIFO not waited on, /dev/zero not read
     except FileNotFoundError:
         raise ConfigError(f"search.injections: {path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as err:
+    except (OSError, UnicodeDecodeError, NotRegularFile, TooLarge) as err:
         raise ConfigError(f"search.injections: {path}: cannot read: {err}") from None
     except json.JSONDecodeError as err:
         raise ConfigError(f"search.injections: {path}: not JSON: {err}") from None

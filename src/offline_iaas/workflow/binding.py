@@ -14,6 +14,7 @@ from offline_iaas.binding import (
     read_bound_run,
     run_info_damage,
 )
+from offline_iaas.bounded_read import read_text
 from offline_iaas.errors import RunError
 from offline_iaas.repository.pinning import check_pinned_model
 from offline_iaas.rundir import MERGE_NODE, RunDir, restore_command
@@ -36,10 +37,10 @@ def read_run_dag(run: RunDir) -> Dag:
         cut short, or edited).
     """
     try:
-        text = run.dag.read_text()
+        text = read_text(run.dag)  # a FIFO is not waited on, /dev/zero not read
     except (FileNotFoundError, NotADirectoryError):  # a file named for the run: no run
         raise not_a_run_directory(run) from None
-    except (OSError, UnicodeDecodeError) as err:
+    except (OSError, ValueError) as err:  # NotRegularFile, TooLarge, UnicodeDecodeError
         raise RunError(f"{run.dag}: cannot read: {err}") from None
     dag = parse_dag(text, str(run.dag))
     make_dags = text.startswith(MAKE_DAG_HEADER) or not dag.nodes
