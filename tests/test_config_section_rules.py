@@ -171,8 +171,8 @@ def test_a_segment_file_that_is_no_regular_file_is_named_as_what_it_is(tmp_path:
     os.mkfifo(fifo)
     (tmp_path / "nowhere.txt").symlink_to(tmp_path / "gone.txt")
     cases = {Path(os.devnull): "is a character device, not a regular file",
-             fifo: "is a named pipe (FIFO), not a regular file",
-             tmp_path: "is a directory, not a file",
+             fifo: "is a FIFO (named pipe), not a regular file",
+             tmp_path: "is a directory, not a regular file",
              tmp_path / "nowhere.txt": "is a symbolic link that leads nowhere",
              tmp_path / "none.txt": "does not exist"}
     for path, what in cases.items():
