@@ -15,9 +15,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from offline_iaas.bounded_read import TooLarge, read_text
 from offline_iaas.errors import ModelError
 from offline_iaas.gps import gps_text
 from offline_iaas.json_values import finite_number, json_kind
+from offline_iaas.models.weight_files import not_a_regular_file
 
 TRAINING_SUMMARY = "demo-models.json"
 """Written by ``train-demo`` beside the weights; each network's ``gps_start``/``gps_end``."""
@@ -38,9 +40,14 @@ def weights_training_spans(weights: Path | None) -> dict[str, list[float]]:
     if not path.exists():
         return {}
     try:
-        summary = json.loads(path.read_text())
+        what = not_a_regular_file(path)  # a FIFO's open would wait for a writer
+        if what is not None:
+            raise ModelError(f"{path}: is {what}, not a training summary ({FORM})")
+        summary = json.loads(read_text(path))  # /dev/zero: refused, not read into memory
     except OSError as err:
         raise ModelError(f"{path}: cannot read: {err.strerror or err}") from None
+    except TooLarge as err:
+        raise _not_a_summary(path, str(err)) from None
     except ValueError as err:  # not JSON, or not UTF-8 text
         raise _not_a_summary(path, f"not JSON ({err})") from None
     networks = summary.get("networks") if isinstance(summary, dict) else None

@@ -7,8 +7,11 @@ and how to build a fresh network of its architecture; this module names none of 
 Three kinds of file are accepted, told apart by content (not by name):
 
 * a torch **state_dict** (``torch.save(model.state_dict(), path)``; read with
-  ``weights_only=True``): every tensor's shape is compared with a freshly built network of
-  the campaign's channel count and settings;
+  ``weights_only=True`` by ``weight_files.py``): every tensor's shape and kind of number is
+  compared with a freshly built network of the campaign's channel count and settings
+  (``dtype_mismatch``: floating point is cast to the network's float32, float16, bfloat16 and
+  float64 alike, where the values fit; an integer or complex tensor is refused, which the
+  cast would make into other weights: whole numbers, or the imaginary part dropped);
 * a **TorchScript** file (``torch.jit.save``): its parameters are compared the same way when
   they have the architecture's names, and it is run on a zero batch of the campaign's input
   shape whose output shape is checked;
@@ -16,8 +19,9 @@ Three kinds of file are accepted, told apart by content (not by name):
   campaign's, the batch axis must be dynamic, and it is run once with onnxruntime.
 
 Anything else is refused with ``ModelError``, whose message names the file, the expected and
-the found shapes; a file pickling a whole module or another object (``pickled_objects``) says
-what to save instead, never torch's advice to allow the object's code. A file of any kind with
+the found shapes; a path that is not a regular file, and a file pickling a whole module or
+another object, are refused by ``weight_files.py`` (saying what to save instead, never
+torch's advice to allow the object's code). A file of any kind with
 a NaN or Inf in a floating tensor is refused naming the tensor (``finite_weights.py``), and an
 ONNX graph keeping its weights in external data files (export copies one file) too.
 
@@ -36,13 +40,9 @@ Both
 
 from __future__ import annotations
 
-import io
 import os
-import pickletools
-import re
 import shutil
 import warnings
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,12 @@ from offline_iaas.atomic import replaced_atomically
 from offline_iaas.errors import ModelError, names_text
 from offline_iaas.mode_packages import network_kind
 from offline_iaas.models.finite_weights import onnx_initialisers, refuse_non_finite_weights
+from offline_iaas.models.weight_files import (
+    onnx_model,
+    read_state_dict,
+    readable_weight_file,
+    weight_file_kind,
+)
 
 INPUT_NAME = "windows"
 ONNX_OPSET = 17
@@ -70,90 +76,6 @@ def _shape(values: Any) -> str:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return text[0] if text else type(err).__name__
-
-
-_REFUSED_GLOBAL = re.compile(r"\bGLOBAL (\S+)")
-"""The class or function a ``weights_only`` load refused to import, in torch's message."""
-
-
-def pickled_objects(path: Path, err: BaseException, named: str,
-                    alternatives: str = "") -> ModelError | None:
-    """The refusal of ``path``, which ``torch.load(weights_only=True)`` would not read (``err``)
-    because it pickles Python objects beyond tensors: a whole module (``torch.save(model)``)
-    or another object. Torch's own advice, to allow the object's class, would run the file's
-    code, and weights are loaded with ``weights_only=True`` so that a file never runs any:
-    the refusal says what to save instead. ``named`` begins the message (the file, as its
-    caller names it); ``alternatives`` ends it (other files the caller takes). None when
-    ``err`` is another failure."""
-    text = str(err)
-    refused = _REFUSED_GLOBAL.search(text)
-    if refused is None and "add_safe_globals" not in text:
-        return None
-    if _pickles_a_module(path):
-        held = "a pickled torch module (torch.save(model))"
-    elif refused is not None:
-        held = f"a pickled Python object ({refused.group(1)})"
-    else:
-        held = "pickled Python objects"
-    return ModelError(
-        f"{named}: holds {held}, not a state_dict (weights are loaded with weights_only=True, "
-        "which runs no code from the file): save torch.save(model.state_dict(), path) "
-        f"instead{alternatives}"
-    )
-
-
-def _pickles_a_module(path: Path) -> bool:
-    """Whether the object ``path`` pickles (torch's zip or legacy format) has an
-    ``nn.Module``'s attributes (``_modules``, ``_parameters``); read as opcodes, never run."""
-    strings: set[str] = set()
-    try:
-        if zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as archive:
-                entry = next(e for e in archive.namelist() if e.endswith("/data.pkl"))
-                pickles, count = io.BytesIO(archive.read(entry)), 1
-        else:  # legacy: magic number, protocol, system info, then the object (then tensors)
-            pickles, count = io.BytesIO(Path(path).read_bytes()), 4
-        for _ in range(count):
-            strings.update(arg for _, arg, _ in pickletools.genops(pickles)
-                           if isinstance(arg, str))
-    except Exception:  # not a pickle torch wrote: nothing more to say of it
-        return False
-    return {"_modules", "_parameters"} <= strings
-
-
-STATE_DICT_FILE = "a state_dict saved with torch.save(model.state_dict(), path)"
-"""What a weight file is, as a refusal says it (a mode may take other files beside it)."""
-
-
-def readable_weight_file(path: Path, named: str, alternatives: str = "") -> None:
-    """ModelError unless ``path`` opens for reading, one line beginning ``named`` (the file, as
-    its caller names it): not found, a directory (``STATE_DICT_FILE`` expected, then
-    ``alternatives``), or the OS's reason (a permission), never a load's "not a state_dict"."""
-    try:
-        with open(path, "rb"):
-            return
-    except FileNotFoundError:
-        raise ModelError(f"{named}: weight file not found") from None
-    except IsADirectoryError:
-        raise ModelError(f"{named}: is a directory, not a weight file ({STATE_DICT_FILE}"
-                         f"{alternatives})") from None
-    except OSError as err:
-        raise ModelError(f"{named}: cannot read: {err.strerror or err}") from None
-
-
-def load_error_cause(err: BaseException) -> str:
-    """`` (<why>)``: the most specific line of a torch.load error (its first line is generic
-    advice); empty where torch says nothing of use (an empty file: an EOFError with no text;
-    a file of text: a KeyError of its first byte's value)."""
-    if isinstance(err, (EOFError, KeyError)):
-        return ""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    specific = [line for line in lines if line.startswith("WeightsUnpickler error:")]
-    if specific:
-        return f" ({specific[0]})"
-    if not lines or lines[0].startswith("Weights only load failed"):
-        return ""  # generic advice to load untrusted pickles: no help here
-    return f" ({lines[0]})"
 
 
 def input_shape(kind: str, expected: Mapping[str, Any]) -> tuple[int, int]:
@@ -187,41 +109,6 @@ def build_network(kind: str, expected: Mapping[str, Any], whitening_taps: int | 
     return network_kind(kind).fresh(expected, whitening_taps)
 
 
-def weight_file_kind(path: Path) -> str:
-    """``state_dict``, ``torchscript``, ``onnx`` or ``unknown`` from the file's content."""
-    if zipfile.is_zipfile(path):
-        try:
-            with zipfile.ZipFile(path) as archive:
-                entries = archive.namelist()
-        except (zipfile.BadZipFile, OSError):
-            return "unknown"
-        if any("/code/" in e or e.endswith("/constants.pkl") for e in entries):
-            return "torchscript"
-        if any(e.endswith("/data.pkl") for e in entries):
-            return "state_dict"
-        return "unknown"
-    with open(path, "rb") as f:
-        head = f.read(2)
-    if head[:1] == b"\x80":  # a pickle: torch's legacy (non-zip) serialization
-        return "state_dict"
-    if _onnx_model(path) is not None:
-        return "onnx"
-    return "unknown"
-
-
-def _onnx_model(path: Path):
-    """The ONNX ModelProto of ``path``, or None when it is not one."""
-    import onnx
-
-    try:  # external data (its weights in other files) refused by check_onnx, not read
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception:
-        return None
-    if model.ir_version <= 0 or not model.graph.node or not model.graph.output:
-        return None
-    return model
-
-
 def load_network(kind: str, path: Path, expected: Mapping[str, Any]):
     """Load user weights and check them against the campaign.
 
@@ -244,7 +131,7 @@ def load_network(kind: str, path: Path, expected: Mapping[str, Any]):
     Raises
     ------
     ModelError
-        If the file is missing, a directory, unreadable (``readable_weight_file``), not a
+        If the file is missing, not a regular file, unreadable (``readable_weight_file``), not a
         model, or does not fit the campaign; the message names the file, the expected and
         the found shapes.
     """
@@ -260,7 +147,7 @@ def load_network(kind: str, path: Path, expected: Mapping[str, Any]):
         if check_onnx(kind, path, expected):
             from offline_iaas.models.adapters import squeeze_last_axis_onnx
 
-            return squeeze_last_axis_onnx(_onnx_model(path), names(kind, expected)[1])
+            return squeeze_last_axis_onnx(onnx_model(path), names(kind, expected)[1])
         return path
     raise ModelError(f"{path} is not a torch state_dict, TorchScript or ONNX file")
 
@@ -273,37 +160,6 @@ def _load_state_dict(kind: str, path: Path, expected: Mapping[str, Any]):
     refuse_non_finite_weights(named, state.items())
     model.load_state_dict(state)
     return model.eval()
-
-
-def read_state_dict(path: Path, named: str, not_a_save: str, alternatives: str = "") -> dict:
-    """The state_dict ``path`` holds (a training checkpoint's ``"state_dict"`` unwrapped),
-    loaded with ``weights_only=True``. ModelError for a file pickling Python objects
-    (``pickled_objects``, ending ``alternatives``), for one torch cannot load (``not_a_save``
-    and torch's reason) and for a save that is not a mapping of names to tensors (beginning
-    ``named``: the file, as its caller names it)."""
-    import torch
-
-    try:  # torch's zip format keeps a CRC per entry, which torch.load does not check
-        with zipfile.ZipFile(path) as archive:
-            damaged = archive.testzip()
-    except (zipfile.BadZipFile, OSError):  # not a zip, or cut: torch.load's line below
-        damaged = None
-    if damaged is not None:
-        raise ModelError(f"{named}: damaged: {damaged} fails its CRC (changed since it was saved)")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many types for a bad file
-        refusal = pickled_objects(path, err, named, alternatives)
-        if refusal is not None:
-            raise refusal from None
-        raise ModelError(f"{not_a_save}{load_error_cause(err)}") from None
-    if isinstance(state, Mapping) and isinstance(state.get("state_dict"), Mapping):
-        state = state["state_dict"]  # training checkpoints wrap it
-    if not isinstance(state, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
-    ):
-        raise ModelError(f"{named}: not a state_dict (a mapping of parameter names to tensors)")
-    return dict(state)
 
 
 def network_for_state(kind: str, state: dict, path: Path, expected: Mapping[str, Any]):
@@ -335,7 +191,7 @@ def compare_shapes(
             f"{kind} weights {path}: not a {kind} of the campaign's architecture ({context}): "
             f"{keys}"
         )
-    shapes = shape_mismatch(found, needed, context)
+    shapes = shape_mismatch(found, needed, context) or dtype_mismatch(found, needed)
     if shapes:
         raise ModelError(f"{kind} weights {path}: {shapes}")
 
@@ -376,11 +232,47 @@ def shape_mismatch(found: Mapping[str, Any], needed: Mapping[str, Any], context:
             + (f" (also {names_text(others, SHOWN_NAMES)})" if others else ""))
 
 
+def _number_kind(dtype: Any) -> str:
+    """What numbers a torch ``dtype`` holds: ``complex``, ``floating point``, ``boolean`` or
+    ``integer`` (a quantized dtype too)."""
+    if dtype.is_complex:
+        return "complex"
+    if dtype.is_floating_point:
+        return "floating point"
+    return "boolean" if str(dtype) == "torch.bool" else "integer"
+
+
+def dtype_mismatch(found: Mapping[str, Any], needed: Mapping[str, Any]) -> str:
+    """``tensor <name> has dtype <found>, the network's is <needed> (...)``: the first tensor of
+    ``found`` (torch tensors, ``needed``'s names) that is complex, or not floating point where
+    ``needed``'s is (an integer weight: ``load_state_dict`` would cast either silently, to
+    other weights: the imaginary part dropped, or whole numbers), or a floating one whose
+    finite values overflow the network's dtype; empty when every tensor fits. Floating point
+    of another width (float16, bfloat16, float64) is cast to the network's float32, and an
+    integer buffer (a BatchNorm's batch count) takes any real number."""
+    for name, want in needed.items():
+        have = found[name]
+        kind = _number_kind(want.dtype)
+        if _number_kind(have.dtype) == "complex" or (
+                kind == "floating point" and _number_kind(have.dtype) != kind):
+            casts = "; float16, bfloat16 and float64 are cast to it" * (kind == "floating point")
+            return (f"tensor {name} has dtype {have.dtype}, the network's is {want.dtype} "
+                    f"({kind}{casts}): save the state_dict of the network as trained")
+        if (kind == "floating point" and have.dtype != want.dtype and bool(have.isfinite().all())
+                and not bool(have.to(want.dtype).isfinite().all())):
+            largest = float(have.abs().max())
+            return (f"tensor {name} ({have.dtype}) holds {largest:g}, beyond the range of the "
+                    f"network's {want.dtype}: save the state_dict of the network as trained")
+    return ""
+
+
 def _load_torchscript(kind: str, path: Path, expected: Mapping[str, Any]):
     import torch
 
     try:
-        module = torch.jit.load(str(path), map_location="cpu")
+        with warnings.catch_warnings():  # a refusal is one line; a loaded graph is run below
+            warnings.simplefilter("ignore")
+            module = torch.jit.load(str(path), map_location="cpu")
     except Exception as err:
         raise ModelError(
             f"{path} is not a torch state_dict, TorchScript or ONNX file ({_first_line(err)})"
@@ -432,7 +324,7 @@ def check_onnx(kind: str, path: Path, expected: Mapping[str, Any]) -> bool:
     field's classifiers), which ``load_network`` squeezes."""
     import onnx
 
-    model = _onnx_model(path)
+    model = onnx_model(path)
     if model is None:
         raise ModelError(f"{path} is not a torch state_dict, TorchScript or ONNX file")
     external = {entry.value for tensor in model.graph.initializer
@@ -551,7 +443,7 @@ def export_onnx(
     path.parent.mkdir(parents=True, exist_ok=True)
     if _is_onnx_graph(module_or_path) or isinstance(module_or_path, str | os.PathLike):
         source = module_or_path if _is_onnx_graph(module_or_path) else Path(module_or_path)
-        model = source if _is_onnx_graph(source) else _onnx_model(source)
+        model = source if _is_onnx_graph(source) else onnx_model(source)
         if model is None:
             raise ModelError(f"{source} is not an ONNX file")
         graph_inputs = [i.name for i in model.graph.input]

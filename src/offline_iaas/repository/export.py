@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_iaas import records
-from offline_iaas.atomic import naming, write_text_atomic
+from offline_iaas.atomic import write_text_atomic
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import ConfigError, ModelError, RunError, names_text
 from offline_iaas.manifest import MANIFEST_FILE, Manifest, read_manifest
@@ -56,7 +56,11 @@ from offline_iaas.repository.readable import (
     unreadable,
     unreadable_in,
 )
-from offline_iaas.repository.rollback import restored_on_failure
+from offline_iaas.repository.rollback import (
+    cannot_write,
+    named_for_repository,
+    restored_on_failure,
+)
 from offline_iaas.repository.streamed_export import streamed_networks
 
 FLAVORS = ("cpu", "gpu")
@@ -158,15 +162,16 @@ def export_repository(
             f"{repo} is not a model repository of export and not empty (it holds "
             f"{names_text(foreign, 3)}): "
             "export would write into it; set model.repository to a new or empty directory")
-    repo.parent.mkdir(parents=True, exist_ok=True)
     training = weights_training_spans(weights)
+    with named_for_repository(repo):
+        repo.parent.mkdir(parents=True, exist_ok=True)
     # The networks are exported (and bad weights refused) before the repository is touched;
     # a failure once it is leaves it as it was (no new version for Triton to serve).
     try:
         staging = tempfile.TemporaryDirectory(dir=repo.parent)
     except OSError as err:  # named for the repository, not the staging directory
-        raise naming(err, repo) from None
-    with staging as tmp, restored_on_failure(repo):
+        raise cannot_write(repo, f"a staging directory in {repo.parent}", err) from None
+    with staging as tmp, named_for_repository(repo, Path(tmp)), restored_on_failure(repo):
         graphs = networks.build_graphs(config, weights, Path(tmp), canary_weights)
         streamed = streamed_networks(config, weights, canary_weights, Path(tmp), ensemble)
         config = served_as(config, bool(streamed))  # what auto chose

@@ -64,7 +64,7 @@ def weight_file(weights: Path | None, name: str, single: bool) -> Path:
             "directory train-demo writes)"
         )
     weights = Path(weights)
-    if weights.is_file() and single:
+    if single and weights.exists() and not weights.is_dir():  # a FIFO too: its reader refuses it
         return weights
     if not weights.is_dir():
         raise ModelError(f"weights {weights}: no such directory" + (

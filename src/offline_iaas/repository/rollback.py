@@ -11,17 +11,23 @@ failure it removes what was added there and writes back what changed, then lets 
 go on. Each entry is put back on its own; one that cannot be is named in a warning (export
 again), and the rest are still put back. Files one level deeper that export rewrites in
 place (the ensemble layout's stateful models' ``1/``, with the same content) are not noted.
+
+A write that fails is named for the repository (``named_for_repository``): a read-only one
+is ``model repository R: cannot write <model>/<version>: Permission denied``, never the
+staging directory beside it that the version was to be renamed from.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 from offline_iaas.atomic import replaced_atomically
+from offline_iaas.errors import RunError, file_in_the_way, no_space, os_error_text
 
 logger = logging.getLogger(__name__)
 
@@ -79,3 +85,40 @@ def _restore(repo: Path, existed: bool, before: set[Path], saved: dict[Path, byt
 def _could_not_put_back(path: Path, err: OSError) -> None:
     logger.warning(f"export: could not put {path} back as it was ({err}); the repository "
                    "may hold part of this export: export again")
+
+
+@contextlib.contextmanager
+def named_for_repository(repo: Path, staging: Path | None = None) -> Iterator[None]:
+    """Run a block writing the repository ``repo`` (through ``staging``, where the networks are
+    exported first, beside it): an ``OSError`` on a path in either, or on the way to ``repo``
+    (a read-only repository: a rename out of ``staging``), is a ``RunError`` naming the
+    repository and its entry that could not be written, never the staging path. A full disk
+    stays a ``NoSpaceError``; an error on another path goes on as it is."""
+    try:
+        yield
+    except OSError as err:
+        if no_space(err) is not None:
+            raise
+        top = repo.absolute()
+        paths = [Path(os.fsdecode(p)).absolute() for p in (err.filename2, err.filename)
+                 if isinstance(p, str | bytes | os.PathLike)]
+        inside = [p for p in paths if p.is_relative_to(top) and p != top]
+        if inside:
+            what = inside[0].relative_to(top).as_posix()
+        elif any(p == top or top.is_relative_to(p) for p in paths):
+            what = "it"
+        elif staging is not None and any(p.is_relative_to(staging.absolute()) for p in paths):
+            what = f"a staging directory in {repo.parent}"
+        else:
+            raise
+        raise cannot_write(repo, what, err) from None
+
+
+def cannot_write(repo: Path, what: str, err: OSError) -> OSError | RunError:
+    """The error of a failed write of ``what`` (an entry of the repository ``repo``): one line
+    naming the repository, what, and the OS's reason; a full disk's ``NoSpaceError``."""
+    full = no_space(err, repo)
+    if full is not None:
+        return full
+    why = os_error_text(err) if file_in_the_way(err) is not None else err.strerror or str(err)
+    return RunError(f"model repository {repo}: cannot write {what}: {why}")

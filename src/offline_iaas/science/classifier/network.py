@@ -13,14 +13,13 @@ from torch import nn
 from offline_iaas.config_sections import ModelConfig
 from offline_iaas.errors import ModelError
 from offline_iaas.models.finite_weights import refuse_non_finite_weights
-from offline_iaas.models.weights import (
+from offline_iaas.models.weight_files import (
     STATE_DICT_FILE,
-    key_mismatch,
     read_state_dict,
     readable_weight_file,
-    shape_mismatch,
     weight_file_kind,
 )
+from offline_iaas.models.weights import dtype_mismatch, key_mismatch, shape_mismatch
 from offline_iaas.repository.networks import weight_file
 
 
@@ -65,8 +64,9 @@ def classifier_network(model_section: ModelConfig, channels: int, weights: Path 
     directory holding ``classifier.pt`` as the other modes' ``--weights DIR``) loaded into it.
     ModelError for a weight file that is missing, a directory or unreadable
     (``readable_weight_file``), a TorchScript or ONNX file, or foreign: its names that differ
-    (a few of each kind), its first parameter of another shape, or a tensor holding NaN or Inf
-    (``finite_weights.refuse_non_finite_weights``)."""
+    (a few of each kind), its first parameter of another shape or of an integer or complex
+    dtype (``weights.dtype_mismatch``: floating point is cast to float32), or a tensor holding
+    NaN or Inf (``finite_weights.refuse_non_finite_weights``)."""
     torch.manual_seed(model_section.seed)
     model = Classifier(channels, input_scale=model_section.input_scale)
     if weights is not None and Path(weights).is_dir():
@@ -83,8 +83,8 @@ def classifier_network(model_section: ModelConfig, channels: int, weights: Path 
         keys = key_mismatch(state, needed)
         if keys:  # another network's: a few of its names, not torch's list of them all
             raise ModelError(f"{weights}: not a classifier state_dict: {keys}")
-        shapes = shape_mismatch(state, needed,
-                                f"{channels} channel{'s' if channels != 1 else ''}")
+        shapes = shape_mismatch(state, needed, f"{channels} channel{'s' if channels != 1 else ''}"
+                                ) or dtype_mismatch(state, needed)
         if shapes:
             raise ModelError(f"{weights}: {shapes}")
         refuse_non_finite_weights(str(weights), state.items())
