@@ -201,7 +201,8 @@ def test_ligolw_segment_files(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="segment file .*none.txt does not exist"):
         read_segment_file(tmp_path / "none.txt")
     (tmp_path / "folder.txt").mkdir()
-    with pytest.raises(DataError, match="segment file .*folder.txt is a directory, not a regular file"):
+    with pytest.raises(DataError,
+                       match="segment file .*folder.txt is a directory, not a regular file"):
         read_segment_file(tmp_path / "folder.txt")
 
 

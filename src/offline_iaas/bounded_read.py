@@ -31,13 +31,17 @@ class TooLarge(ValueError):
 class NotRegularFile(ValueError):
     """A path (symbolic links followed) that names something other than a regular file: a
     FIFO, a device, a socket or a directory. Its message says which, e.g.
-    ``a FIFO (named pipe), not a regular file``."""
+    ``a FIFO (named pipe), not a regular file``; ``kind`` is the first part."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(f"{kind}, not a regular file")
+        self.kind = kind
 
 
 def _refuse_mode(mode: int) -> None:
     if not stat.S_ISREG(mode):
         kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-        raise NotRegularFile(f"{kind}, not a regular file")
+        raise NotRegularFile(kind)
 
 
 def refuse_unless_regular(path: Path | str) -> None:

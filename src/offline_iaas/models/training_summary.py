@@ -15,11 +15,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from offline_iaas.bounded_read import TooLarge, read_text
+from offline_iaas.bounded_read import NotRegularFile, TooLarge, read_text
 from offline_iaas.errors import ModelError
 from offline_iaas.gps import gps_text
 from offline_iaas.json_values import finite_number, json_kind
-from offline_iaas.models.weight_files import not_a_regular_file
 
 TRAINING_SUMMARY = "demo-models.json"
 """Written by ``train-demo`` beside the weights; each network's ``gps_start``/``gps_end``."""
@@ -39,11 +38,10 @@ def weights_training_spans(weights: Path | None) -> dict[str, list[float]]:
     path = Path(weights) / TRAINING_SUMMARY
     if not path.exists():
         return {}
-    try:
-        what = not_a_regular_file(path)  # a FIFO's open would wait for a writer
-        if what is not None:
-            raise ModelError(f"{path}: is {what}, not a training summary ({FORM})")
-        summary = json.loads(read_text(path))  # /dev/zero: refused, not read into memory
+    try:  # a FIFO (its open would wait for a writer) and /dev/zero refused, not read
+        summary = json.loads(read_text(path))
+    except NotRegularFile as err:
+        raise ModelError(f"{path}: is {err.kind}, not a training summary ({FORM})") from None
     except OSError as err:
         raise ModelError(f"{path}: cannot read: {err.strerror or err}") from None
     except TooLarge as err:

@@ -14,15 +14,14 @@ nothing of use).
 from __future__ import annotations
 
 import io
-import os
 import pickletools
 import re
-import stat
 import warnings
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from offline_iaas.bounded_read import NotRegularFile, refuse_unless_regular
 from offline_iaas.errors import ModelError
 
 _REFUSED_GLOBAL = re.compile(r"\bGLOBAL (\S+)")
@@ -78,42 +77,24 @@ STATE_DICT_FILE = "a state_dict saved with torch.save(model.state_dict(), path)"
 """What a weight file is, as a refusal says it (a mode may take other files beside it)."""
 
 
-_NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                (stat.S_ISSOCK, "a socket"))
-"""What a path that is not a regular file is, as a refusal calls it (by its ``st_mode``)."""
-
-
-def not_a_regular_file(path: Path) -> str | None:
-    """What ``path`` is when it is not a regular file (``a FIFO (named pipe)``, ``a character
-    device``: ``/dev/zero``; a symbolic link is followed), read from ``os.stat`` without
-    opening it (a FIFO's ``open`` waits for a writer); None for a regular file. ``OSError``
-    as ``os.stat`` raises it (not found, a permission).
-
-    (A local check: ``bounded_read`` is to have the shared one, ``refuse_unless_regular``,
-    which this should call once it has.)"""
-    mode = os.stat(path).st_mode
-    if stat.S_ISREG(mode):
-        return None
-    return next((what for test, what in _NOT_REGULAR if test(mode)), "not a regular file")
-
-
 def readable_weight_file(path: Path, named: str, alternatives: str = "") -> None:
     """ModelError unless ``path`` is a regular file that opens for reading, one line beginning
     ``named`` (the file, as its caller names it): not found, a directory, a FIFO or a device
-    (``not_a_regular_file``: ``STATE_DICT_FILE`` expected, then ``alternatives``; refused
-    before it is opened, which a FIFO's would wait on and ``/dev/zero``'s never end), or the
-    OS's reason (a permission), never a load's "not a state_dict"."""
+    (``bounded_read.refuse_unless_regular``: ``STATE_DICT_FILE`` expected, then
+    ``alternatives``; refused before it is opened, which a FIFO's would wait on and
+    ``/dev/zero``'s never end), or the OS's reason (a permission), never a load's "not a
+    state_dict"."""
     try:
-        what = not_a_regular_file(path)
-        if what is None:
-            with open(path, "rb"):
-                return
+        refuse_unless_regular(path)
+        with open(path, "rb"):
+            return
+    except NotRegularFile as err:
+        raise ModelError(f"{named}: is {err.kind}, not a weight file "
+                         f"({STATE_DICT_FILE}{alternatives})") from None
     except FileNotFoundError:
         raise ModelError(f"{named}: weight file not found") from None
     except OSError as err:
         raise ModelError(f"{named}: cannot read: {err.strerror or err}") from None
-    raise ModelError(f"{named}: is {what}, not a weight file ({STATE_DICT_FILE}{alternatives})")
 
 
 def load_error_cause(err: BaseException) -> str:
