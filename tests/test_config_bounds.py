@@ -18,6 +18,7 @@ import pytest
 from offline_iaas.cli import main
 from offline_iaas.config import load_config
 from offline_iaas.config_numbers import MAX_SECONDS, off_grid
+from offline_iaas.errors import ConfigError
 from offline_iaas.repository.gpu_flavor import snapshotter_config
 from tests.error_catalogue import cli_error, documented
 
@@ -41,6 +42,8 @@ CASES = [
     (None, "check", "client.read_seconds=1000000001"),
     ("config-number-beyond-float32", "export", "model.input_scale=1e308"),
     (None, "check", "search.ifar_threshold_years=1e39"),
+    ("synth-witnesses-beyond-bound", "synth", "synth.witnesses=100000"),
+    ("synth-line-above-nyquist", "synth", "synth.line_frequency=100000"),
 ]
 
 
@@ -65,17 +68,27 @@ def test_an_absurd_number_is_one_line_naming_its_key_and_writes_nothing(
 @pytest.mark.parametrize("setting", [
     "model.inference_rate=256", "data.sample_rate=16384", "merge.shard_seconds=1",
     "merge.shard_seconds=0", "synth.file_duration=1", "synth.f_lower_hz=1",
-    "synth.redshift_max=20", "synth.redshift_max=0.001", "synth.frame_sample_rate=16",
+    "synth.redshift_max=20", "synth.redshift_max=0.001",
     "synth.frame_sample_rate=65536", "model.kernel_seconds=1",
     "server.sequence_idle_seconds=1000000000", "data.duration=1000000000",
     "model.kernel_seconds=1000000000", "merge.shard_seconds=1000000000",
-    "client.read_seconds=1000000000", "model.input_scale=3.4e38",
+    "client.read_seconds=1000000000", "model.input_scale=3.4e38", "synth.witnesses=1000",
 ])
 def test_a_value_at_a_bound_is_a_campaign(setting: str, small_config_file: Path) -> None:
     key, value = setting.split("=")
     section, name = key.split(".")
     config = load_config(small_config_file, [setting])
     assert getattr(getattr(config, section), name) == float(value)
+
+
+def test_the_slowest_frames_are_a_campaign_with_their_line_below_nyquist(
+        small_config_file: Path) -> None:
+    slowest = ["synth.frame_sample_rate=16", "synth.witness_sample_rate=0"]
+    config = load_config(small_config_file, [*slowest, "synth.line_frequency=7.9"])
+    assert (config.synth.frame_sample_rate, config.synth.line_frequency) == (16, 7.9)
+    with pytest.raises(ConfigError, match="'synth.line_frequency' must be below the "
+                       r"witnesses' Nyquist frequency \(8 Hz\), got 8$"):
+        load_config(small_config_file, [*slowest, "synth.line_frequency=8"])
 
 
 def test_every_length_of_time_at_the_bound_fits_what_it_becomes() -> None:

@@ -48,6 +48,10 @@ to its fastest; beyond, a typo's exponent (a stride or file of no sample, a file
 F_LOWER_MIN_HZ = 1.0
 """``synth.f_lower_hz`` floor: below the seismic wall of any ground-based detector, and a
 waveform from lower lasts days (from 0, forever: lalsimulation crashed)."""
+MAX_SYNTH_WITNESSES = 1000
+"""``synth.witnesses`` bound: more than any DeepClean takes (O3's took 21 to a few hundred);
+each witness costs 0.5 MB per interferometer in every block synth generates (100,000 of them
+ran a 24 GiB machine out of memory)."""
 REDSHIFTS = (1e-3, 20.0)
 """``synth.redshift_max``: from 4 Mpc (a nearer population is no population) to before the
 first stars (Planck18's distance and volume crashed at 1e300)."""
@@ -189,6 +193,12 @@ def check_population(s: SynthConfig, fail: Fail) -> None:
     if not SAMPLE_RATES_HZ[0] <= s.frame_sample_rate <= SAMPLE_RATES_HZ[1]:
         fail("synth.frame_sample_rate", f"must be in [{SAMPLE_RATES_HZ[0]:g}, "
              f"{SAMPLE_RATES_HZ[1]:g}] Hz, got {s.frame_sample_rate:g}")
+    if s.witnesses > MAX_SYNTH_WITNESSES:
+        fail("synth.witnesses", f"must be at most {MAX_SYNTH_WITNESSES}, got {s.witnesses}")
+    witness_rate = s.witness_sample_rate or s.frame_sample_rate
+    if s.witnesses and s.line_frequency >= witness_rate / 2:
+        fail("synth.line_frequency", f"must be below the witnesses' Nyquist frequency "
+             f"({witness_rate / 2:g} Hz), got {s.line_frequency:g}")
     if s.f_lower_hz < F_LOWER_MIN_HZ:
         fail("synth.f_lower_hz", f"must be at least {F_LOWER_MIN_HZ:g} Hz, got {s.f_lower_hz:g}")
     if s.mass_max_msun < s.mass_min_msun:
