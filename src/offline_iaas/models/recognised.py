@@ -42,6 +42,7 @@ from torch import nn
 
 from offline_iaas.errors import ModelError, NotStreamable, WholeWindowLayer
 from offline_iaas.mode_packages import network_kind
+from offline_iaas.models.weight_files import load_torchscript
 from offline_iaas.models.weights import build_network, input_shape, network_for_state
 
 PROBE_SCALES = (1e-21, 1.0)
@@ -145,7 +146,7 @@ def _unwrapped(state: dict) -> dict:
 def _load_graph(path: Path, form: str):
     """The TorchScript module or the ONNX ``ModelProto`` at ``path``."""
     if form == "TorchScript":
-        return torch.jit.load(str(path), map_location="cpu")
+        return load_torchscript(path)
     import onnx
 
     return onnx.load(str(path), load_external_data=False)

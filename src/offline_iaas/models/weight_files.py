@@ -20,6 +20,7 @@ import warnings
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from offline_iaas.bounded_read import NotRegularFile, refuse_unless_regular
 from offline_iaas.errors import ModelError
@@ -95,6 +96,16 @@ def readable_weight_file(path: Path, named: str, alternatives: str = "") -> None
         raise ModelError(f"{named}: weight file not found") from None
     except OSError as err:
         raise ModelError(f"{named}: cannot read: {err.strerror or err}") from None
+
+
+def load_torchscript(path: Path) -> Any:
+    """``torch.jit.load`` of ``path`` on the CPU, torch's warnings held: a refusal is the one
+    line its caller gives (a loaded graph is checked by running it)."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.jit.load(str(path), map_location="cpu")
 
 
 def load_error_cause(err: BaseException) -> str:

@@ -54,6 +54,7 @@ from offline_iaas.errors import ModelError, names_text
 from offline_iaas.mode_packages import network_kind
 from offline_iaas.models.finite_weights import onnx_initialisers, refuse_non_finite_weights
 from offline_iaas.models.weight_files import (
+    load_torchscript,
     onnx_model,
     read_state_dict,
     readable_weight_file,
@@ -270,9 +271,7 @@ def _load_torchscript(kind: str, path: Path, expected: Mapping[str, Any]):
     import torch
 
     try:
-        with warnings.catch_warnings():  # a refusal is one line; a loaded graph is run below
-            warnings.simplefilter("ignore")
-            module = torch.jit.load(str(path), map_location="cpu")
+        module = load_torchscript(path)
     except Exception as err:
         raise ModelError(
             f"{path} is not a torch state_dict, TorchScript or ONNX file ({_first_line(err)})"

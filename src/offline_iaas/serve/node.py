@@ -169,7 +169,7 @@ short."""
 
 def published_host(bind: str) -> str:
     """The address clients use: the bind address, or this host's name for a wildcard bind."""
-    return socket.getfqdn() if bind in ("0.0.0.0", "::", "") else bind
+    return socket.getfqdn() if bind in ("0.0.0.0", "") else bind
 
 
 ENDPOINTS_STARTED = "Started Metrics Service"
@@ -521,7 +521,7 @@ def rendezvous_name(ads: object) -> str:
 
 def _client_host(bind: str) -> str:
     """Where this node itself reaches the server for the readiness check."""
-    return "127.0.0.1" if bind in ("0.0.0.0", "") else "[::1]" if bind == "::" else bind
+    return "127.0.0.1" if bind in ("0.0.0.0", "") else bind  # IPv4: config_section_rules
 
 
 def _echo_log(path: Path) -> None:
