@@ -334,3 +334,23 @@ def test_a_seed_outside_64_bits_is_refused_naming_the_option(
     assert f"--seed must be in [0, 2**63) (a 64-bit integer), not {seed}" in line
     if seed != "-1":
         documented("draw-injections-seed", line.split("error: ", 1)[1], exit_code=2)
+
+
+def test_drawing_onto_an_existing_file_is_refused_unless_overwrite_is_given(
+        clean_frames: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A campaign's output at ``--out`` (the reference was replaced by 18 KB of injections
+    with exit 0): one line naming it and ``--overwrite``, exit 2, before the config is read,
+    the file left as it was. The control: with ``--overwrite`` the set is drawn over it."""
+    config, out = clean_frames / "campaign.toml", clean_frames / "reference.h5"
+    with h5py.File(out, "w") as f:
+        f["scores"] = np.arange(10_000, dtype=np.float64)
+    before = out.read_bytes()
+    draw = ["draw-injections", str(config), "--out", str(out), "--interval-seconds",
+            str(INTERVAL)]
+    assert main(draw) == 2
+    message = capsys.readouterr().err.strip().splitlines()[-1].split("error: ", 1)[1]
+    assert message == (f"{out}: already exists (draw-injections would replace it): give "
+                       "another target, or --overwrite to replace it")
+    assert out.read_bytes() == before
+    assert main([*draw, "--overwrite"]) == 0  # the control
+    assert len(read_injection_set(out)) == 11

@@ -278,7 +278,7 @@ def test_a_byte_damaged_injection_file_is_named_not_a_traceback(
         flipped = bytearray(intact)
         flipped[offset] ^= 0xFF
         damaged.write_bytes(flipped)
-        code = main(["convert-injections", str(damaged), str(target)])
+        code = main(["convert-injections", str(damaged), str(target), "--overwrite"])
         [line] = capsys.readouterr().err.strip().splitlines()
         assert code == 3, line
         assert line.startswith(f"offline-iaas convert-injections: error: {damaged}: not a "
@@ -319,7 +319,7 @@ def test_a_byte_that_crashes_or_hangs_the_hdf5_library_is_named_not_a_dead_or_hu
     assert alone.returncode == -signal.SIGSEGV, alone.stderr
     target = tmp_path / "out.xml"
     target.write_text("an earlier conversion, kept")
-    code = main(["convert-injections", str(damaged), str(target)])
+    code = main(["convert-injections", str(damaged), str(target), "--overwrite"])
     [line] = capsys.readouterr().err.strip().splitlines()
     assert code == 3, line
     documented("injection-crashes-hdf5", cli_error(line), {damaged: "F"}, exit_code=code)

@@ -64,8 +64,9 @@ HDF5_CASES = {  # (layout, edit, the message after the file's name)
 
 def converted(source: Path, target: Path, capsys: pytest.CaptureFixture[str]
               ) -> tuple[int, str]:
-    """``convert-injections``' exit code and its error's one line."""
-    code = main(["convert-injections", str(source), str(target)])
+    """``convert-injections``' exit code and its error's one line (replacing ``target``:
+    the tests see that a refused source leaves it as it was)."""
+    code = main(["convert-injections", str(source), str(target), "--overwrite"])
     err = capsys.readouterr().err.strip()
     assert code == 0 or len(err.splitlines()) == 1, err
     return code, cli_error(err) if code else ""

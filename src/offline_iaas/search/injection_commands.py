@@ -19,6 +19,8 @@ DRAW_HELP = ("draw an injection set for the campaign's span from its frames: the
 LAYOUT_HELP = ("HDF5 layout: this project's (source-frame masses, Cartesian spins, both "
                "SNRs) or aframe's InjectionParameterSet (detector-frame masses, spin angles, "
                "ifo_snrs)")
+OVERWRITE_HELP = ("replace an existing file at the target (refused without it: it may be a "
+                  "campaign's output or its injection set)")
 
 
 def add_convert_arguments(p: argparse.ArgumentParser) -> None:
@@ -32,6 +34,33 @@ def add_convert_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reference-frequency-hz", type=float,
                    help="where SOURCE does not say it (default: its f_lower; aframe's "
                    "files: 50 Hz, aframe's configs)")
+    p.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
+
+
+def refuse_existing_target(target: Path, overwrite: bool, command: str) -> None:
+    """ConfigError naming ``target`` where a file (or a link, even a dangling one) is there
+    and ``--overwrite`` was not given: the command would replace it whole (a campaign's
+    output, another set). A directory is left to the write, whose error names it."""
+    if overwrite or target.is_dir() or not (target.exists() or target.is_symlink()):
+        return
+    raise ConfigError(f"{target}: already exists ({command} would replace it): give another "
+                      "target, or --overwrite to replace it")
+
+
+def refuse_bad_stand_ins(args: argparse.Namespace) -> None:
+    """ConfigError naming the option whose value the file's reader would refuse as the
+    file's own attribute (``injection_set.is_number``), or an approximant lalsimulation
+    cannot generate (synth's check): else the target is written and then not read back."""
+    from offline_iaas.search.injection_set import is_number
+
+    for option, value in (("--f-lower-hz", args.f_lower_hz),
+                          ("--reference-frequency-hz", args.reference_frequency_hz)):
+        if value is not None and not is_number(value):
+            raise ConfigError(f"{option} must be a positive number of Hz, not {value:g}")
+    if args.approximant is not None:
+        from offline_iaas.search.waveforms import check_approximant
+
+        check_approximant(args.approximant, "--approximant")
 
 
 def cmd_convert(args: argparse.Namespace) -> None:
@@ -40,6 +69,8 @@ def cmd_convert(args: argparse.Namespace) -> None:
     if args.target.exists() and args.source.exists() and args.target.samefile(args.source):
         raise ConfigError(f"{args.target}: is the source file {args.source} (converted files "
                           "lose what the other format has no column for): give another target")
+    refuse_existing_target(args.target, args.overwrite, "convert-injections")
+    refuse_bad_stand_ins(args)
     injections = read_injection_set(args.source, args.approximant, args.f_lower_hz,
                                     args.reference_frequency_hz)
     write_injection_set(args.target, injections, layout=args.layout)
@@ -62,6 +93,7 @@ def add_draw_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--network-snr-min", type=float,
                    help="optimal network SNR cut (default synth.network_snr_min)")
     p.add_argument("--seed", type=int, help="default synth.seed (0 to 2**63 - 1)")
+    p.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
 
 
 def cmd_draw(args: argparse.Namespace) -> None:
@@ -73,6 +105,7 @@ def cmd_draw(args: argparse.Namespace) -> None:
     from offline_iaas.search.response_set import write_response_set
 
     file_format(args.out)
+    refuse_existing_target(args.out, args.overwrite, "draw-injections")
     if args.rate_per_30s is not None and not args.rate_per_30s > 0:
         raise ConfigError(f"--rate-per-30s must be > 0, not {args.rate_per_30s:g}")
     if args.interval_seconds is not None and not args.interval_seconds > 0:

@@ -132,16 +132,21 @@ def positive(path: Path, name: str, values: Any) -> np.ndarray:
     return column
 
 
+def is_number(value: Any, whole: bool = False) -> bool:
+    """Whether ``value`` is a finite positive number (``whole``: a count, 0 too): what an
+    injection file's numeric attribute, and the option standing in for it, must be."""
+    return (not isinstance(value, bool) and isinstance(value, (int, float, np.number))
+            and math.isfinite(value)
+            and (float(value).is_integer() and value >= 0 if whole else value > 0))
+
+
 def number_attribute(path: Path, name: str, value: Any, whole: bool = False
                      ) -> float | int | None:
     """The file's attribute (or parameter) ``name`` as a finite positive number (``whole``: a
     count, 0 too), None where it is absent; DataError naming the file and the attribute."""
     if value is None:
         return None
-    number = (not isinstance(value, bool) and isinstance(value, (int, float, np.number))
-              and math.isfinite(value)
-              and (float(value).is_integer() and value >= 0 if whole else value > 0))
-    if not number:
+    if not is_number(value, whole):
         raise DataError(f"{path}: attribute '{name}' must be a "
                         f"{'whole number' if whole else 'positive number'}, got {value!r}")
     return int(value) if whole else float(value)

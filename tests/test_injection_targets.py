@@ -1,0 +1,121 @@
+"""What ``convert-injections`` writes and over what: an existing target (a campaign's output,
+another set, a dangling link) is refused unless ``--overwrite`` is given (both commands
+replaced any file there with exit 0), and the options that stand in for what a file does not
+say are refused naming the option when the reader would refuse them as the file's own
+attribute (a NaN ``--f-lower-hz`` or a made-up ``--approximant`` was written, and the
+written file then refused by this same command). ``draw-injections``' own target:
+``tests/test_draw_injections.py``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from offline_iaas.cli import main
+from offline_iaas.errors import DataError
+from offline_iaas.search.injection_file import read_injection_set, write_injection_set
+from offline_iaas.search.injection_set import number_attribute
+from tests.error_catalogue import cli_error, documented
+from tests.injection_samples import sample_set
+from tests.test_injections_aframe import aframe_file
+
+
+def convert(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
+    """``convert-injections``' exit code and its error's one line ("" on success)."""
+    code = main(["convert-injections", *map(str, args)])
+    err = capsys.readouterr().err.strip()
+    assert code == 0 or len(err.splitlines()) == 1, err
+    return code, cli_error(err) if code else ""
+
+
+def test_an_existing_target_is_refused_unless_overwrite_is_given(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A campaign's HDF5 output at the target, and a dangling link: exit 2 naming the target
+    and ``--overwrite``, each left as it was and no temporary file beside it. The control:
+    with ``--overwrite`` the output is replaced by the set (the old behaviour, now asked
+    for), and a new target needs no option."""
+    source = tmp_path / "set.h5"
+    write_injection_set(source, sample_set())
+    campaign = tmp_path / "campaign.h5"
+    with h5py.File(campaign, "w") as f:  # what the command replaced whole with exit 0
+        f["scores"] = np.arange(10_000, dtype=np.float64)
+    before = campaign.read_bytes()
+    dangling = tmp_path / "gone.xml"
+    dangling.symlink_to(tmp_path / "nowhere.xml")
+    for target in (dangling, campaign):
+        code, message = convert(capsys, source, target)
+        assert (code, message) == (2, f"{target}: already exists (convert-injections would "
+                                      "replace it): give another target, or --overwrite to "
+                                      "replace it")
+    documented("injection-output-exists", message, {tmp_path: "<ws>"}, exit_code=2)
+    assert campaign.read_bytes() == before and os.path.islink(dangling)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["campaign.h5", "gone.xml", "set.h5"]
+    # the control: asked for, the file is replaced; a new target is written as before
+    assert convert(capsys, source, campaign, "--overwrite") == (0, "")
+    assert len(read_injection_set(campaign)) == len(sample_set())
+    assert convert(capsys, source, tmp_path / "new.xml.gz") == (0, "")
+    assert len(read_injection_set(tmp_path / "new.xml.gz")) == len(sample_set())
+
+
+STAND_INS = {  # options -> (row id or None, the message)
+    "approximant unknown": (["--approximant", "bogus"], "convert-injections-approximant",
+                            "'--approximant' is not a lalsimulation approximant: 'bogus' "
+                            "(e.g. IMRPhenomD, IMRPhenomXPHM, SEOBNRv4_ROM)"),
+    "f_lower NaN": (["--f-lower-hz", "nan"], "convert-injections-frequency",
+                    "--f-lower-hz must be a positive number of Hz, not nan"),
+    "f_lower zero": (["--f-lower-hz", "0"], None,
+                     "--f-lower-hz must be a positive number of Hz, not 0"),
+    "reference negative": (["--reference-frequency-hz", "-5"], None,
+                           "--reference-frequency-hz must be a positive number of Hz, not -5"),
+    "reference infinite": (["--reference-frequency-hz", "inf"], None,
+                           "--reference-frequency-hz must be a positive number of Hz, not inf"),
+}
+GOOD = {"--approximant": "IMRPhenomPv2", "--f-lower-hz": "20", "--reference-frequency-hz": "50"}
+
+
+@pytest.mark.parametrize("case", STAND_INS)
+def test_a_stand_in_option_the_reader_would_refuse_is_refused_naming_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
+    """aframe's file (no approximant, no frequencies) with one bad option among good ones:
+    exit 2 naming the option, nothing written. The control: the good options convert it, and
+    the written file reads back with no option at all; the bad frequency, as the file's own
+    attribute, is refused by the reader (it was written, then refused: one rule for both)."""
+    source, target = tmp_path / "waveforms.hdf5", tmp_path / "set.xml"
+    aframe_file(source)
+    bad, row, expected = STAND_INS[case]
+    options = {**GOOD, bad[0]: bad[1]}
+    code, message = convert(capsys, source, target, *(x for kv in options.items() for x in kv))
+    assert (code, message) == (2, expected)
+    if row is not None:
+        documented(row, message, exit_code=2)
+    assert not target.exists()
+    assert convert(capsys, source, target, *(x for kv in GOOD.items() for x in kv)) == (0, "")
+    back = read_injection_set(target)
+    assert (back.approximant, back.f_lower_hz, back.reference_hz) == ("IMRPhenomPv2", 20.0, 50.0)
+    if bad[0] != "--approximant":  # the negative control: the reader refuses it in a file
+        with pytest.raises(DataError, match="'f_lower_hz' must be a positive number"):
+            number_attribute(target, "f_lower_hz", float(bad[1]))
+
+def test_a_device_link_as_the_source_is_named_not_found_no_more(tmp_path: Path) -> None:
+    """A link to /dev/zero named as an injection file: one line saying it is a character
+    device, exit 2, nothing written (the FIFO: ``tests/test_endless_inputs.py``). Run in a
+    child with a timeout, as the device never ends; the control: a real file converts."""
+    for name in ("zero.h5", "zero.xml.gz"):
+        (tmp_path / name).symlink_to("/dev/zero")
+        done = subprocess.run([sys.executable, "-m", "offline_iaas.cli", "convert-injections",
+                               str(tmp_path / name), str(tmp_path / "out.xml")],
+                              capture_output=True, text=True, timeout=120)
+        assert (done.returncode, cli_error(done.stderr)) == (
+            2, f"{tmp_path / name}: a character device, not a regular file")
+        assert not (tmp_path / "out.xml").exists()
+    write_injection_set(tmp_path / "set.h5", sample_set())
+    done = subprocess.run([sys.executable, "-m", "offline_iaas.cli", "convert-injections",
+                           str(tmp_path / "set.h5"), str(tmp_path / "out.xml")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
