@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, overload
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 from offline_iaas.records import Record, build, read_optional
 from offline_iaas.rundir import RunDir
@@ -51,7 +51,37 @@ def unix_seconds(time: str | None) -> float | None:
     return None if time is None else datetime.fromisoformat(time).timestamp()
 
 
-class Attempt(BaseModel):
+NODE_STATUSES = ("pending", "prerun", "deferred", "running", "removing", "done", "complete",
+                 "failed", "not-run", "removed", "stopped", "exited")
+"""Every status run-local gives a node (``workflow/local.py``); a state holding another is
+damaged, and refused as one."""
+
+
+def _node_status(text: str) -> str:
+    if text not in NODE_STATUSES:
+        raise ValueError(f"{text[:40]!r} is no status run-local writes "
+                         f"({', '.join(NODE_STATUSES)})")
+    return text
+
+
+class _Span(BaseModel):
+    """A record with a start and an end: one that ended before it started is damaged (a
+    reader's durations would be negative, or clamped into a false 0)."""
+
+    model_config = _STRICT
+
+    started: IsoTime | None = None
+    """ISO time."""
+    ended: IsoTime | None = None
+
+    @model_validator(mode="after")
+    def _ends_after_start(self) -> _Span:
+        if self.started and self.ended and unix_seconds(self.ended) < unix_seconds(self.started):
+            raise ValueError(f"ended {self.ended} before it started {self.started}")
+        return self
+
+
+class Attempt(_Span):
     """One finished attempt of a node."""
 
     model_config = _STRICT
@@ -60,22 +90,19 @@ class Attempt(BaseModel):
     status: str
     """How it ended: ``done``, ``failed``, ``stopped`` (by run-local), ``exited`` (a SERVICE
     node that ended on its own), ``interrupted``."""
-    started: IsoTime | None = None
-    """ISO time."""
-    ended: IsoTime | None = None
     exit_code: int | None = None
     """Negative: killed by that signal (``Popen``'s convention)."""
 
 
-class NodeRecord(BaseModel):
+class NodeRecord(_Span):
     """A node as run-local last saw it."""
 
     model_config = _STRICT
 
     kind: str = "JOB"
     """``JOB``, ``SERVICE`` or ``FINAL``."""
-    status: str = "pending"
-    """``pending``, ``prerun``, ``deferred``, ``running``, ``done``, ``failed``, ..."""
+    status: Annotated[str, AfterValidator(_node_status)] = "pending"
+    """One of ``NODE_STATUSES``."""
     attempts: int = 0
     retries: int = 0
     pid: int | None = None
@@ -83,8 +110,6 @@ class NodeRecord(BaseModel):
     pid_start: int | None = None
     """Its start time (``lifetime.start_ticks``): a reused PID is not taken for it."""
     exit_code: int | None = None
-    started: IsoTime | None = None
-    ended: IsoTime | None = None
     history: tuple[Attempt, ...] = ()
     """Finished attempts, oldest first."""
 

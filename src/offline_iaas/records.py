@@ -448,16 +448,29 @@ def read_job(kind: type[R], run: RunDir, node: str) -> R:
             if getattr(job, "node", node) != node:  # a copy of, or a link to, another's
                 raise RunError(f"{path} is the job spec of {job.node}, not of "
                                f"{node}: {restore_advice(run)}")
+            for number, piece in enumerate(getattr(job, "pieces", ())):
+                if (damage := piece_damage(piece)) is not None:
+                    raise RunError(f"{path}: piece {number} {damage}, which make-dag never "
+                                   f"plans (edited by hand?): {restore_advice(run)}")
             return job
         except RunError:
             if (info := read_or_none(RunInfo, run.run_info)) is not None:
                 _check_node_kind(_kind_name(kind), info, node)
             raise
-    info = read_or_none(RunInfo, run.run_info)  # unreadable: its own commands say so
-    if info is not None:
+    if (info := read_or_none(RunInfo, run.run_info)) is not None:  # unreadable: its own line
         _check_node_kind(_kind_name(kind), info, node)
     advice = f": {restore_advice(run)}" if info is not None else ""
     raise RunError(f"{path}: no job spec for node {node}{advice}")
+
+
+def piece_damage(p: Piece) -> str | None:
+    """Why make-dag never plans piece ``p`` ("piece N ..."): no kept windows, or they or its GPS
+    span out of order or outside its stretch; None if planned (an old run's only check)."""
+    if not 0 <= p.first_window <= p.output_start < p.output_stop:
+        return f"keeps windows [{p.output_start}, {p.output_stop}) from window {p.first_window}"
+    inside = p.stretch_gps_start <= p.gps_start < p.gps_end <= p.stretch_gps_end
+    return None if inside else (f"streams GPS [{p.gps_start}, {p.gps_end}) of its stretch "
+                                f"[{p.stretch_gps_start}, {p.stretch_gps_end})")
 
 
 def check_server_node(run: RunDir, node: str) -> None:

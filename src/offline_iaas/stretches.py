@@ -160,6 +160,22 @@ def stretch_piece(geometry: StreamGeometry, stretch: Stretch, first_window: int,
         stretch_gps_start=part.gps_start, stretch_gps_end=part.gps_end)
 
 
+def piece_off_its_stretch(geometry: StreamGeometry, piece: Piece) -> str | None:
+    """Why a job spec's ``piece`` is not one make-dag plans on ``geometry``'s grid (for a
+    sentence "piece N ..."): it keeps windows past the end of its stretch, or its GPS span is
+    not that of its windows; None when it is (``records.piece_damage`` checks what needs no
+    grid)."""
+    stretch = Stretch(piece.stretch, piece.stretch_gps_start, piece.stretch_gps_end)
+    if piece.output_stop > (windows := stretch.windows(geometry)):
+        return f"keeps windows up to {piece.output_stop}, past the {windows} of its stretch"
+    planned = stretch_piece(geometry, stretch, piece.first_window, piece.output_start,
+                            piece.output_stop)
+    if max(abs(planned.gps_start - piece.gps_start), abs(planned.gps_end - piece.gps_end)) > 1e-6:
+        return (f"streams GPS [{piece.gps_start}, {piece.gps_end}), not its windows' "
+                f"[{planned.gps_start}, {planned.gps_end})")
+    return None
+
+
 def client_shares(
     config: CampaignConfig,
     stretches: list[Stretch] | None = None,

@@ -14,8 +14,9 @@ import h5py
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.binding import check_run_directory, is_make_dag_run, read_bound_run
+from offline_iaas.bounded_read import read_text
 from offline_iaas.completeness import Hashes, NotDone, merge_problem, part_problem
-from offline_iaas.errors import ModelError
+from offline_iaas.errors import ModelError, RunError
 from offline_iaas.gps import gps_text
 from offline_iaas.local_state import read_local_state
 from offline_iaas.manifest import MANIFEST_FILE, read_manifest
@@ -139,9 +140,15 @@ def _campaign(run: ReportRun, section: page.Section) -> None:
             "No monitor CSVs (RUN/monitor/<server>.csv): no throughput or queue plots.",
             "absent"))
         return
-    rates = {path.stem: {model: monitor_rates(cols)
-                         for model, cols in read_monitor_csv(path).items()}
-             for path in csvs}
+    rates = {}
+    for path in csvs:  # one that cannot be read is named, the others are drawn
+        try:
+            rates[path.stem] = {model: monitor_rates(cols)
+                                for model, cols in read_monitor_csv(path).items()}
+        except RunError as err:
+            section.parts.append(page.paragraph(str(err), "problem"))
+    if not rates:
+        return
     section.parts.append(page.image(plots.monitor_figure(rates), "server throughput"))
 
 
@@ -199,8 +206,8 @@ def _provenance(run: ReportRun, section: page.Section) -> None:
                                         manifest_rows(manifest.model_dump(mode="json"))))
     section.parts.append(page.heading("Configuration (RUN/campaign.toml)"))
     try:
-        section.parts.append(page.preformatted(run.paths.config.read_text()))
-    except OSError as err:
+        section.parts.append(page.preformatted(read_text(run.paths.config)))
+    except (OSError, ValueError) as err:  # NotRegularFile, TooLarge, UnicodeDecodeError
         section.parts.append(page.paragraph(f"campaign.toml: {err}", "problem"))
     if run.config_error:
         section.parts.append(page.paragraph(run.config_error, "problem"))

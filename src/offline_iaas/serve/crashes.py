@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from offline_iaas.bounded_read import NotRegularFile, refuse_unless_regular
 from offline_iaas.local_state import Attempt, LocalState, read_local_state
 from offline_iaas.rundir import RunDir
 
@@ -264,8 +265,9 @@ def server_crashes(run: RunDir, servers: list[str]) -> list[ServerCrash]:
     for node in servers:
         log = tritonserver_log(run, node)
         try:
+            refuse_unless_regular(log)  # a FIFO's open would wait for a writer for ever
             text = log.read_text(errors="replace")
-        except OSError:
+        except (OSError, NotRegularFile):  # none there, or no log serve wrote: no crash line
             continue
         where = log.relative_to(run.path) if log.is_relative_to(run.path) else log
         crashes += [ServerCrash(node, fatal.process, fatal.signal,

@@ -12,6 +12,7 @@ server is starting or stopping) writes nothing; the thread keeps going until sto
 from __future__ import annotations
 
 import csv
+import io
 import threading
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from offline_iaas.bounded_read import read_text
 from offline_iaas.errors import RunError
 
 CSV_HEADER: tuple[str, ...] = (
@@ -38,23 +40,29 @@ POLL_TIMEOUT_SECONDS = 5.0
 
 def read_monitor_csv(path: Path) -> dict[str, dict[str, np.ndarray]]:
     """A monitor CSV as ``model -> column -> values`` (rows in file order; a row cut short by
-    a writer that was stopped is skipped). RunError when missing or not a monitor CSV."""
+    a writer that was stopped is skipped). RunError, naming the file, when missing, no regular
+    file (a FIFO, a device: refused before it is opened) or not a monitor CSV."""
     columns: dict[str, dict[str, list[float]]] = {}
     try:
-        with open(path, newline="") as handle:
-            reader = csv.reader(handle)
-            header = tuple(h.strip() for h in next(reader, []))
-            if header != CSV_HEADER:
-                raise RunError(f"{path}: not a monitor CSV (header {','.join(header)})")
-            for row in reader:
-                if len(row) != len(CSV_HEADER):
-                    continue
-                values = columns.setdefault(row[1], {k: [] for k in CSV_HEADER if k != "model"})
-                for key, text in zip(CSV_HEADER, row, strict=True):
-                    if key != "model":
-                        values[key].append(float(text))
+        text = read_text(path)  # a FIFO is not waited on, /dev/zero not read to the end
     except FileNotFoundError:
         raise RunError(f"{path}: monitor CSV not found") from None
+    except (OSError, ValueError) as err:  # NotRegularFile, TooLarge, UnicodeDecodeError
+        raise RunError(f"{path}: cannot read the monitor CSV: {err}") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = tuple(h.strip() for h in next(reader, []))
+    if header != CSV_HEADER:
+        raise RunError(f"{path}: not a monitor CSV (header {','.join(header)})")
+    for row in reader:
+        if len(row) != len(CSV_HEADER):
+            continue
+        values = columns.setdefault(row[1], {k: [] for k in CSV_HEADER if k != "model"})
+        try:
+            for key, cell in zip(CSV_HEADER, row, strict=True):
+                if key != "model":
+                    values[key].append(float(cell))
+        except ValueError as err:
+            raise RunError(f"{path}: not a monitor CSV (line {reader.line_num}: {err})") from None
     return {model: {k: np.asarray(v) for k, v in cols.items()} for model, cols in columns.items()}
 
 

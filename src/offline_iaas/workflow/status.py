@@ -19,12 +19,17 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from offline_iaas import records
+from offline_iaas.binding import check_job_specs, is_make_dag_run
+from offline_iaas.bounded_read import read_text
+from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import RunError
+from offline_iaas.geometry import StreamGeometry
 from offline_iaas.lifetime import is_running
 from offline_iaas.local_state import LocalState, read_local_state, unix_seconds
-from offline_iaas.records import ClientJob, ClientShare, PartRecord
-from offline_iaas.rundir import MERGE_NODE, RunDir
+from offline_iaas.records import ClientJob, ClientShare, PartRecord, RunInfo, ShardJob
+from offline_iaas.rundir import MERGE_NODE, RunDir, restore_advice
 from offline_iaas.serve.crashes import crash_lines
+from offline_iaas.stretches import piece_off_its_stretch
 from offline_iaas.workflow.binding import check_binding, read_run_dag
 from offline_iaas.workflow.completion import not_done
 from offline_iaas.workflow.failures import last_error
@@ -79,17 +84,15 @@ class RunStatus(BaseModel):
         return sum(1 for n in self.nodes if n.state == state and n.kind != "SERVICE")
 
 
-def _data_seconds(run: RunDir, specs: dict[str, ClientShare | None],
+def _data_seconds(run: RunDir, config: CampaignConfig, specs: dict[str, ClientShare | None],
                   complete: set[str]) -> tuple[float, float, float, int]:
     """(done, total, lost, bad files) over the client nodes (``specs``: their job specs, None
     where unreadable; ``complete``: the nodes whose output is there), in data seconds
     analysed: a part's kept windows less those in the gaps of the bad frame files known so far
     (make-dag's and the complete parts'), which are ``lost`` (the merge stages the same
     windows)."""
-    from offline_iaas.config import load_config
     from offline_iaas.merge.stitch import analysed_windows, bad_files, campaign_stretches
 
-    config = load_config(run.config)
     stride = config.stride_seconds
     clients = list(specs)
     shares = [spec for spec in specs.values() if spec is not None]
@@ -122,12 +125,33 @@ def _note_server(node: NodeState, spec: ClientShare | None,
             node.detail = f"{node.detail}; {moved}" if node.detail else moved
 
 
-def _job_spec(run: RunDir, client: str) -> ClientJob | str:
-    """A client's job spec, or what is wrong with it (missing or damaged, naming the file)."""
+def _job_spec(run: RunDir, geometry: StreamGeometry, client: str) -> ClientJob | str:
+    """A client's job spec, or what is wrong with it (missing or damaged, naming the file; a
+    piece off ``geometry``'s grid: a spec edited in a run older than run.json's
+    ``job_sha256``)."""
     try:
-        return records.read_job(ClientJob, run, client)
+        job = records.read_job(ClientJob, run, client)
     except RunError as err:
         return str(err)
+    for number, piece in enumerate(job.pieces):
+        if (damage := piece_off_its_stretch(geometry, piece)) is not None:
+            return (f"{run.job(client)}: piece {number} {damage}, which make-dag never plans "
+                    f"(edited by hand?): {restore_advice(run)}")
+    return job
+
+
+def _check_specs(run: RunDir, info: RunInfo) -> None:
+    """RunError naming the spec where a job spec that reads is not the one make-dag wrote
+    (``binding.check_job_specs``: edited, its totals would be false); one that does not read
+    (missing, damaged) is named on its node's line instead."""
+    readable = []
+    for node in (*info.clients, *info.shards):
+        try:
+            records.read_job(ClientJob if node in info.clients else ShardJob, run, node)
+        except RunError:
+            continue
+        readable.append(node)
+    check_job_specs(run, info, readable)
 
 
 def _local_states(local: LocalState) -> dict[str, NodeState]:
@@ -198,6 +222,8 @@ def read_status(run: RunDir, verify: bool = False) -> RunStatus:
     run = run.absolute()
     dag = read_run_dag(run)
     check_binding(run)
+    if is_make_dag_run(run):
+        _check_specs(run, records.read_run_info(run))
     local_path, dagman_path = run.local_state, run.dagman_status
     local = read_local_state(run)
     use_dagman = dagman_path.exists() and (
@@ -205,8 +231,8 @@ def read_status(run: RunDir, verify: bool = False) -> RunStatus:
     )
     if use_dagman:
         try:
-            states = _dagman_states(dagman_path.read_text())
-        except (OSError, UnicodeDecodeError) as err:
+            states = _dagman_states(read_text(dagman_path))  # a FIFO is not waited on
+        except (OSError, ValueError) as err:  # NotRegularFile, TooLarge, UnicodeDecodeError
             raise RunError(f"{dagman_path}: cannot read DAGMan's node status: {err}") from None
         source = f"DAGMan ({dagman_path.name})"
     elif local is not None:
@@ -239,7 +265,8 @@ def read_status(run: RunDir, verify: bool = False) -> RunStatus:
 
     # each client's job spec and part sidecar, read once
     # (a sidecar missing or damaged: None; why the node is not done is not_done's)
-    clients = {n.name: (_job_spec(run, n.name),
+    config = load_config(run.config)
+    clients = {n.name: (_job_spec(run, config.geometry, n.name),
                         records.read_or_none(PartRecord, run.part(n.name)[1]))
                for n in dag.nodes.values() if n.kind == "JOB" and n.submit == "client.sub"}
     specs = {name: job.share if isinstance(job, ClientJob) else None
@@ -251,7 +278,7 @@ def read_status(run: RunDir, verify: bool = False) -> RunStatus:
                 node.detail = f"{node.detail}; {job}" if node.detail else job
             _note_server(node, specs[node.name], clients[node.name][1])
     (status.data_seconds_done, status.data_seconds_total, status.data_seconds_lost,
-     status.bad_frame_files) = _data_seconds(run, specs, complete)
+     status.bad_frame_files) = _data_seconds(run, config, specs, complete)
     status.server_crashes = crash_lines(run, [n.name for n in dag.nodes.values()
                                               if n.kind == "SERVICE"])
     status.output_complete = MERGE_NODE in dag.nodes and MERGE_NODE in complete
@@ -394,8 +421,10 @@ def final_summary(run: RunDir, dag_status: int, failed_count: int) -> FinalSumma
         why = {2: "nodes failed", 3: "the DAG was aborted", 4: "the DAG was removed"}.get(
             dag_status, f"DAG status {dag_status}"
         )
-        if dag_status == 0:
-            why = "the campaign output is missing"
+        merge = next((n for n in status.nodes if n.name == MERGE_NODE), None)
+        if dag_status == 0:  # the merge's own reason: a copy of the run is not "missing"
+            why = (f"the campaign output is not complete ({MERGE_NODE}: {merge.detail})"
+                   if merge is not None and merge.detail else "the campaign output is missing")
         raise RunError(
             f"campaign incomplete: {why} ({failed_count} failed); "
             f"{status.data_seconds_done:.1f} of {status.data_seconds_total:.1f} data seconds "

@@ -1,0 +1,146 @@
+"""``status`` of a run whose files were damaged or edited by hand (a bad-input hunt): a job
+spec edited since make-dag is refused as the nodes refuse it, not counted into false totals; a
+piece make-dag never plans is named (runs older than run.json's ``job_sha256`` too); ``--final``
+of a copied run says why its output is not complete; run-local's state with an unknown status,
+or a node that ended before it started, is damaged; DAGMan's node status file that is a FIFO is
+not waited on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from offline_iaas.cli import main
+from offline_iaas.errors import RunError
+from offline_iaas.rundir import RunDir
+from offline_iaas.workflow.status import final_summary, read_status
+from tests import helpers
+from tests.error_catalogue import cli_error, documented
+from tests.test_status import ago, complete_part, finish, local_state, planned_run
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    helpers.skip_data_check(monkeypatch)
+    return planned_run(tmp_path, servers=1)
+
+
+def edit_spec(run: Path, node: str, **fields: int) -> None:
+    """Set fields of the first piece of ``node``'s job spec, as by hand."""
+    path = run / "jobs" / f"{node}.json"
+    spec = json.loads(path.read_text())
+    spec["pieces"][0].update(fields)
+    path.write_text(json.dumps(spec, indent=1))
+
+
+def status_error(run: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(["status", str(run), *args])
+    return code, cli_error(capsys.readouterr().err) if code else ""
+
+
+def test_a_job_spec_edited_since_make_dag_is_refused_not_counted(
+        run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    complete_part(run, "client0")
+    assert status_error(run, capsys) == (0, "")  # control: as make-dag wrote it
+    edit_spec(run, "client0", output_stop=999999)  # before: 43% of false totals, exit 0
+    code, message = status_error(run, capsys)
+    assert code == 6
+    documented("status-job-spec-changed", message, {str(run): "RUN"}, exit_code=6)
+
+
+def test_a_piece_make_dag_never_plans_is_refused_by_its_reader(
+        run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The client refuses it; status names it on the client's line (as a damaged spec)."""
+    edit_spec(run, "client0", output_start=5000)  # past its output_stop: no window kept
+    code = main(["client", "--run-dir", str(run), "--node", "client0"])
+    message = cli_error(capsys.readouterr().err)
+    assert code == 6
+    documented("job-spec-piece-out-of-order", message, {str(run): "RUN"}, exit_code=6)
+    nodes = {n.name: n for n in read_status(RunDir(run)).nodes}
+    assert message in nodes["client0"].detail and not nodes["client1"].detail  # control
+
+
+def test_an_old_runs_edited_spec_is_named_in_its_clients_line(run: Path) -> None:
+    """A run.json without ``job_sha256`` (written before it) still reads; a piece past its
+    stretch is named on its client's line and not counted as windows done."""
+    info = json.loads((run / "run.json").read_text())
+    del info["job_sha256"]
+    (run / "run.json").write_text(json.dumps(info))
+    complete_part(run, "client0")
+    status = read_status(RunDir(run))  # control: the old run reads
+    assert not {n.name: n for n in status.nodes}["client0"].detail
+    planned, spec = status.data_seconds_total, (run / "jobs" / "client0.json").read_text()
+    for fields, words in (({"output_stop": 999999}, "past the"),
+                          ({"output_start": 5000}, "keeps windows [5000, ")):
+        (run / "jobs" / "client0.json").write_text(spec)
+        edit_spec(run, "client0", **fields)
+        status = read_status(RunDir(run))
+        client0 = {n.name: n for n in status.nodes}["client0"]
+        assert words in client0.detail and "which make-dag never plans" in client0.detail
+        assert status.data_seconds_total <= planned + 1  # not 122951.9 s of a made-up stretch
+
+
+def test_final_summary_of_a_copied_run_says_it_is_a_copy(
+        run: Path, tmp_path: Path) -> None:
+    for node in ("client0", "client1"):
+        complete_part(run, node)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    helpers.complete_merge(RunDir(run), written_in=elsewhere)  # written there, copied here
+    with pytest.raises(RunError) as caught:
+        final_summary(RunDir(run), dag_status=0, failed_count=0)
+    message = str(caught.value)
+    assert "(this run directory is a copy of it, or was moved)" in message
+    assert "output is missing" not in message
+    documented("final-of-a-copied-run", message, {str(run): "RUN", str(elsewhere): "<old>"},
+               exit_code=6)
+    finish(run)  # control: the merge's output written here
+    assert final_summary(RunDir(run), dag_status=0, failed_count=0).output_complete
+
+
+def test_a_local_state_with_an_unknown_node_status_is_damaged(
+        run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    node = {"kind": "JOB", "status": "done", "attempts": 1}
+    local_state(run, {"client0": node})
+    assert status_error(run, capsys) == (0, "")  # control: a status run-local writes
+    local_state(run, {"client0": {**node, "status": "exploded"}})  # before: shown as a state
+    code, message = status_error(run, capsys)
+    assert code == 6
+    documented("local-state-unknown-status", message, {str(run): "RUN"}, exit_code=6)
+
+
+def test_a_local_state_node_that_ended_before_it_started_is_damaged(
+        run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    node = {"kind": "JOB", "status": "done", "attempts": 1, "started": ago(30),
+            "ended": ago(20)}
+    local_state(run, {"merge": node})
+    assert status_error(run, capsys) == (0, "")  # control: started, then ended
+    local_state(run, {"merge": {**node, "started": "2030-01-01T00:00:00+00:00",
+                                "ended": "2029-01-01T00:00:00+00:00"}})
+    code, message = status_error(run, capsys)  # before: taken, a start-up clamped to 0
+    assert code == 6
+    documented("local-state-ended-before-started", message, {str(run): "RUN"}, exit_code=6)
+    history = {"attempt": 1, "status": "failed", "started": "2030-01-01T00:00:00+00:00",
+               "ended": "2029-01-01T00:00:00+00:00"}
+    local_state(run, {"merge": {**node, "history": [history]}})  # an attempt's too
+    assert status_error(run, capsys)[0] == 6
+
+
+def test_a_dagman_node_status_file_that_is_a_fifo_is_named_not_waited_on(run: Path) -> None:
+    status = run / "offline.status"
+    status.write_text("")
+    command = [sys.executable, "-m", "offline_iaas.cli", "status", str(run)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr  # control: an empty (regular) status file
+    status.unlink()
+    os.mkfifo(status)  # before: status waited for a writer for ever
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 6
+    assert cli_error(done.stderr) == (f"{status}: cannot read DAGMan's node status: a FIFO "
+                                      "(named pipe), not a regular file")
