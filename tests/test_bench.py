@@ -294,6 +294,10 @@ def test_a_damaged_bench_results_file_is_named_with_what_is_wrong(
      "batch_size must be a positive integer, got 'big'"),
     (None, {"clients": 2.5}, "clients must be a positive integer, got 2.5"),
     (None, {"threads": True}, "threads must be a positive integer, got True"),
+    ("bench-results-layout-beyond-bound", {"threads": 1000000},  # recommended, before
+     "threads must be at most 4096 (a layout plan would recommend), got 1000000"),
+    (None, {"clients": 4097}, "clients must be at most 4096 (a layout plan would recommend), "
+     "got 4097"),
     (None, {"bytes_sent": -1}, "bytes_sent must be an integer, 0 or more, got -1"),
     (None, {"streamed": 1}, "streamed must be true or false, got 1"),
     ("bench-results-rate-not-finite", {"data_seconds": 1e300, "wall_seconds": 1e-300},

@@ -17,6 +17,7 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_shares
 from offline_iaas.workflow.dag import Script, dag_text, parse_dag
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK, console_script, make_dag
+from tests.error_catalogue import documented
 from tests.helpers import complete_merge, complete_part, file_hashes, skip_data_check
 
 
@@ -392,3 +393,23 @@ def test_make_dag_for_ldg_needs_only_the_profile_and_the_accounting_tag(tmp_path
     assert resolved.server.bind == "0.0.0.0" and resolved.site.profile == "ldg"
     submit = htcondor2.Submit((run / "server.sub").read_text())
     assert submit["accounting_group"] == ACCOUNTING_EXAMPLE
+
+
+def test_a_retry_count_beyond_the_config_bound_is_refused_with_its_line(tmp_path: Path) -> None:
+    """``RETRY client0 99999999999999999999`` edited into offline.dag: one RunError naming the
+    line (before: parsed, and ``plan --simulate`` drew that many attempts until it ran out of
+    memory); the config's bound itself (``MAX_RETRIES``) parses (the control)."""
+    from offline_iaas.config_numbers import MAX_RETRIES
+
+    text = "JOB client0 client.sub\nRETRY client0 {count} UNLESS-EXIT 2\n"
+    assert parse_dag(text.format(count=MAX_RETRIES)).nodes["client0"].retries == MAX_RETRIES
+    source = tmp_path / "run" / "offline.dag"
+    with pytest.raises(RunError) as refused:
+        parse_dag(text.format(count=99999999999999999999), str(source))
+    assert str(refused.value) == (
+        f"{source} line 2: the RETRY count must be at most {MAX_RETRIES} (as "
+        "workflow.retries), got 99999999999999999999")
+    documented("dag-retry-beyond-bound", str(refused.value), {tmp_path: "<ws>"},
+               exit_code=exit_code(refused.value))
+    with pytest.raises(RunError, match="line 2: the RETRY count must be at most"):
+        parse_dag(text.format(count=MAX_RETRIES + 1))

@@ -327,3 +327,113 @@ def test_plan_never_recommends_a_sharding_make_dag_refuses(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     shards = read_run_info(RunDir(run)).shards
     assert len(shards) == math.ceil(month / 2048) <= MAX_SHARDS_PER_STRETCH
+
+
+@pytest.mark.parametrize("first, last", [(12.0, 4.0), (8.0, 8.0)], ids=["after", "equal"])
+def test_plan_refuses_a_pilot_whose_client_answered_before_it_asked(
+        small_config_file: Path, capsys: pytest.CaptureFixture, first: float,
+        last: float) -> None:
+    """A part sidecar whose ``last_response_unix`` is not after its ``first_request_unix``:
+    exit 6, one line naming the sidecar and the field (before: every part so gave a negative
+    streaming time, a wall time of -298 s and servers=1 with exit 0; equal times a
+    ZeroDivisionError traceback); the undamaged pilot plans (the control)."""
+    run = fake_pilot(small_config_file.parent, small_config_file)
+    plan = ["plan", str(small_config_file), "--target-hours", "1", "--from-run", str(run)]
+    assert main(plan) == 0
+    for part in sorted((run / "parts").glob("*.json")):
+        data = json.loads(part.read_text())
+        data["first_request_unix"], data["last_response_unix"] = T0 + first, T0 + last
+        part.write_text(json.dumps(data))
+    before = file_hashes(run)
+    capsys.readouterr()
+    code = main(plan)
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert code == exit_code(RunError) == 6 and captured.out == "", captured
+    assert len(err) == 1 and "Traceback" not in captured.err, err
+    message = err[0].removeprefix("offline-iaas plan: error: ")
+    parts = run / "parts"
+    assert message.startswith(f"{parts / 'client0.json'}, {parts / 'client1.json'}: field "
+                              "last_response_unix is not after first_request_unix"), message
+    assert file_hashes(run) == before
+    if first > last:
+        documented("pilot-response-before-request", message, {run: "<pilot>"}, exit_code=code)
+
+
+@pytest.mark.parametrize("record, field, value", [
+    ("parts/client0.json", "first_request_unix", "NaN"),
+    ("parts/client1.json", "last_response_unix", "-Infinity"),
+    ("output/campaign.json", "shard_data_seconds", "NaN"),
+])
+def test_plan_refuses_a_pilot_record_number_that_is_not_finite_naming_file_and_field(
+        small_config_file: Path, capsys: pytest.CaptureFixture, record: str, field: str,
+        value: str) -> None:
+    """A time or amount of a pilot's records that is NaN or infinite: exit 6, one line naming
+    the file and the field (before: a ValueError or ZeroDivisionError traceback, or a NaN
+    wall time with exit 0 and ``--json`` printing NaN, which is no JSON); a finite value in
+    the same place plans (the control)."""
+    run = fake_pilot(small_config_file.parent, small_config_file)
+    plan = ["plan", str(small_config_file), "--target-hours", "1", "--from-run", str(run),
+            "--json"]
+    path = run / record
+    data = json.loads(path.read_text())
+    data[field] = data.get(field) or 64.0  # control: a finite number there plans
+    path.write_text(json.dumps(data))
+    assert main(plan) == 0
+    capsys.readouterr()
+    path.write_text(json.dumps(data).replace(f'"{field}": {json.dumps(data[field])}',
+                                             f'"{field}": {value}'))
+    code = main(plan)
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert code == exit_code(RunError) == 6 and captured.out == "", captured
+    assert len(err) == 1 and "Traceback" not in captured.err, err
+    message = err[0].removeprefix("offline-iaas plan: error: ")
+    assert message.startswith(f"{path}: field {field}: Input should be a finite number"), message
+    if value == "NaN" and record.startswith("parts"):
+        documented("record-number-not-finite", message, {run: "<pilot>"}, exit_code=code)
+
+
+@pytest.mark.parametrize("options", [["--failure-rate", "0.5", "--never-start", "server0"],
+                                     ["--never-start", "server0"], ["--replications", "5"],
+                                     ["--seed", "3"]])
+def test_plan_refuses_a_simulate_option_without_simulate_naming_it(
+        small_config_file: Path, capsys: pytest.CaptureFixture, options: list[str]) -> None:
+    """``--failure-rate``, ``--never-start``, ``--replications`` or ``--seed`` without
+    ``--simulate``: exit 2, one line naming the option (before: silently ignored, a plan
+    without failures printed with exit 0); the plan without them is made (the control)."""
+    run = fake_pilot(small_config_file.parent, small_config_file)
+    plan = ["plan", str(small_config_file), "--target-hours", "1", "--from-run", str(run)]
+    assert main(plan) == 0
+    capsys.readouterr()
+    code = main(plan + options)
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert code == exit_code(ConfigError) == 2 and captured.out == "", captured
+    message = err[0].removeprefix("offline-iaas plan: error: ")
+    assert len(err) == 1 and message.startswith(f"plan {options[0]} needs --simulate RUN"), err
+    if len(options) == 4:
+        documented("plan-simulate-option-without-simulate", message, exit_code=code)
+
+
+def test_plan_refuses_a_deadline_that_needs_more_servers_than_it_recommends(
+        small_config_file: Path, capsys: pytest.CaptureFixture) -> None:
+    """``--target-hours 1e-300``: exit 2, one readable line (before: a 300-digit
+    ``layout.servers`` in make-dag's refusal); the most servers ``plan`` recommends is still
+    recommended (the control)."""
+    from offline_iaas.sizing.plan import HEADROOM, MOST_SERVERS, servers_needed
+
+    run = fake_pilot(small_config_file.parent, small_config_file)
+    # 4 data-s/s per server: MOST_SERVERS of them are recommended, one more refused
+    assert servers_needed(MOST_SERVERS * 4.0 / HEADROOM, 4.0, 1.0) == MOST_SERVERS
+    with pytest.raises(ConfigError, match="more than 100,000"):
+        servers_needed(MOST_SERVERS * 4.0 * 1.01 / HEADROOM, 4.0, 1.0)
+    capsys.readouterr()
+    code = main(["plan", str(small_config_file), "--target-hours", "1e-300", "--from-run",
+                 str(run)])
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert code == exit_code(ConfigError) == 2 and captured.out == "", captured
+    message = err[0].removeprefix("offline-iaas plan: error: ")
+    assert len(err) == 1 and len(message) < 200, err
+    documented("plan-servers-beyond-bound", message, exit_code=code)

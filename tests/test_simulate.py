@@ -297,3 +297,44 @@ def test_bad_inputs_are_refused_with_the_node_named() -> None:
     with pytest.raises(ValueError):
         FailureModel(failure_rate=1.5)
     assert node_role("/abs/path/shard.sub") == "shard" and node_role("x.sub") is None
+
+
+def test_attempt_draws_keep_the_stream_of_every_attempt_but_only_the_attempts_that_run(
+        ) -> None:
+    """A client's draws stop at its first attempt that does not fail (memory does not grow
+    with RETRY) while the generator moves on as if every attempt had been drawn: the same
+    seed gives the draws of drawing them all (the results of a seed are unchanged)."""
+    from offline_iaas.sizing.simulate import _attempt_draws
+
+    for rate in (0.0, 0.3, 1.0):
+        drawn_all, lazily = random.Random(7), random.Random(7)
+        for attempts in (1, 3, 1001, 40_000):
+            every = [(drawn_all.random(), drawn_all.random()) for _ in range(attempts)]
+            kept = _attempt_draws(lazily, attempts, rate)
+            assert kept == every[:len(kept)]
+            assert all(fail < rate for fail, _ in kept[:-1])
+            assert len(kept) == attempts or kept[-1][0] >= rate
+            if rate < 1.0 and attempts > 40:
+                assert len(kept) < attempts  # the rest was never kept
+        assert drawn_all.random() == lazily.random()  # the stream goes on alike
+
+
+def test_a_huge_retry_count_is_simulated_without_memory_growing_with_it() -> None:
+    """A DAG (built, not parsed: ``parse_dag`` refuses RETRY beyond ``MAX_RETRIES``) with
+    RETRY 10**7: the simulation keeps only the attempts that run (before: 10**7 pairs per
+    client per replication, and for RETRY 10**20 it ran out of memory)."""
+    import tracemalloc
+
+    dag = parse_dag(dag_of({"client0": "server0", "client1": "server0"}, retries=2))
+    for name in ("client0", "client1"):
+        dag.nodes[name].retries = 10**7
+    rates = SimulationRates(server_data_seconds_per_second=10.0)
+    tracemalloc.start()
+    try:
+        result = simulate(dag, {"client0": 100.0, "client1": 100.0}, rates,
+                          FailureModel(failure_rate=0.3, seed=1, replications=3))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.finished
+    assert peak < 20 * 2**20, peak  # all 10**7 pairs would be over 1 GB

@@ -240,6 +240,12 @@ def cmd_merge_chunk(args: argparse.Namespace) -> None:
     cmd_merge_shard(args)
 
 
+SIMULATE_OPTIONS: tuple[tuple[str, str, object], ...] = (
+    ("--failure-rate", "failure_rate", 0.0), ("--never-start", "never_start", []),
+    ("--replications", "replications", 20), ("--seed", "seed", 0))
+"""``plan``'s options of ``--simulate`` alone: (option, attribute, default)."""
+
+
 def cmd_plan(args: argparse.Namespace) -> None:
     import json
 
@@ -253,6 +259,11 @@ def cmd_plan(args: argparse.Namespace) -> None:
         simulate_command(args, _run(args.simulate),
                          None if args.from_run is None else _run(args.from_run))
         return
+    ignored = [option for option, value, default in SIMULATE_OPTIONS
+               if getattr(args, value) != default]
+    if ignored:
+        raise ConfigError(f"plan {ignored[0]} needs --simulate RUN (it sets the failures the "
+                          "simulation replays; a plan without --simulate has none)")
     if args.target_hours is None:
         raise ConfigError("plan needs --target-hours (or --simulate RUN --from-run PILOT)")
     if args.from_run is not None:

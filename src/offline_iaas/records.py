@@ -39,8 +39,9 @@ their own. The merge's summaries are ``summaries.py``'s; the campaign summary's 
 sections are its mode package's types.
 
 Reading a record that is missing, is not JSON, misses a field, has a field of the wrong type
-or an unknown one, or whose version is newer than this code's raises one ``RunError`` (exit
-code 6) naming the file and the field (``read``). Whether a node's record makes it complete
+(a number that is NaN or infinite included) or an unknown one, or whose version is newer than
+this code's raises one ``RunError`` (exit code 6) naming the file and the field (``read``).
+Whether a node's record makes it complete
 is ``completeness.py``'s.
 """
 
@@ -154,9 +155,12 @@ class MergeShard(BaseModel):
 
 # ---- the framework -----------------------------------------------------------------------
 class Record(BaseModel):
-    """A JSON document of the run directory: strict types, no unknown fields, a version."""
+    """A JSON document of the run directory: strict types, no unknown fields, a version, and
+    every number of its own fields finite (JSON's ``NaN`` and ``Infinity`` are refused: a time,
+    a size or a count that is not a number is a damaged record). The campaign summary's physics
+    sections are their own types (``summary_physics.Numbers``) and keep a NaN they computed."""
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", allow_inf_nan=False)
     VERSION: ClassVar[int] = 2
     """The version this code writes and the newest it reads."""
     KIND: ClassVar[str] = "record"
@@ -217,7 +221,8 @@ def read(kind: type[R], path: Path, remedy: str | None = None) -> R:
     ------
     RunError
         One line naming the file and what is wrong: missing, unreadable, not a JSON object,
-        a newer version than this code reads, or a field missing, of the wrong type or unknown.
+        a newer version than this code reads, or a field missing, of the wrong type (a number
+        NaN or infinite) or unknown.
     """
     try:
         text = read_text(path)  # a FIFO is not waited on, /dev/zero not read to the end
@@ -520,12 +525,6 @@ def read_run_info(run: RunDir) -> RunInfo:
     """``RUN/run.json`` (RunError naming the file where it is missing or damaged; damaged:
     with make-dag's restoring command)."""
     return read(RunInfo, run.run_info)
-
-
-def run_id(run: RunDir) -> str:
-    """The run's id ('' when run.json is missing or not a run record)."""
-    info = read_or_none(RunInfo, run.run_info)
-    return info.run_id if info is not None else ""
 
 
 class ClientRun(BaseModel):

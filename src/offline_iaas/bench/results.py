@@ -191,12 +191,24 @@ MAX_RATE, MAX_RATE_TEXT = 1e9, "10**9"
 a damaged file (a wall time of 1e-300 s planned a campaign of 0 s)."""
 
 
+MAX_LAYOUT_COUNT = 4096
+"""A measured layout's ``batch_size``, ``clients`` and ``threads`` (``server.instances``) are at
+most this: ``plan`` recommends the layout it measured, and more (a million instances) is a
+damaged file, not a server."""
+LAYOUT_COUNTS = ("batch_size", "clients", "threads")
+
+
 def measurement_problem(row: dict[str, Any]) -> str | None:
     """What is wrong with the fields of one measurement read back (None: nothing): the first
-    field not of its kind (``FIELD_KINDS``), or a rate that is not a positive finite number."""
+    field not of its kind (``FIELD_KINDS``), a layout count beyond ``MAX_LAYOUT_COUNT``, or a
+    rate that is not a positive finite number."""
     for name, (kind, valid) in FIELD_KINDS.items():
         if name in row and not valid(row[name]):
             return f"{name} must be {kind}, got {_shown(row[name])}"
+    for name in LAYOUT_COUNTS:
+        if row.get(name, 0) > MAX_LAYOUT_COUNT:
+            return (f"{name} must be at most {MAX_LAYOUT_COUNT} (a layout plan would recommend), "
+                    f"got {_shown(row[name])}")
     rate = row["data_seconds"] / row["wall_seconds"]
     if not 0 < rate <= MAX_RATE:
         return (f"data_seconds / wall_seconds must be a positive rate of at most "

@@ -347,7 +347,8 @@ def serve(
     token = read_token(run)  # a run's server is never open to anyone: refused without it
     config = load_config(run.config)
     ads = job_ads() if rendezvous == "jobad" else None
-    run_id = records.run_id(run)
+    info = records.read_or_none(records.RunInfo, run.run_info)
+    run_id = info.run_id if info is not None else ""  # run.json missing or damaged: ''
     try:
         config, models = _checked_repository(run, config, repository)
     except (ConfigError, ModelError, ServerError) as err:  # say why to the clients waiting

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from offline_iaas import records
 from offline_iaas.binding import check_run_directory
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.errors import ConfigError, RunError
+from offline_iaas.errors import ConfigError, RunError, names_text
 from offline_iaas.local_state import read_local_state, unix_seconds
 from offline_iaas.records import PartRecord
 from offline_iaas.rundir import MERGE_NODE, RunDir
@@ -83,7 +83,8 @@ def read_pilot(run: RunDir) -> PilotRun:
     ------
     RunError
         No run directory (``binding.check_run_directory``), or one that ``run-local`` has not
-        finished.
+        finished; a damaged record (``records.read``: a time that is not a finite number), or a
+        part whose last response is not after its first request.
     ConfigError
         A run whose parts do not record their request times (written by an older version).
     """
@@ -100,12 +101,19 @@ def read_pilot(run: RunDir) -> PilotRun:
                        f"{', '.join(unfinished) or f'{MERGE_NODE} missing'})")
     first = min(unix_seconds(s.started) for s in nodes.values() if s.started)
     last = max(unix_seconds(s.ended) for s in nodes.values() if s.ended)
-    parts = [records.read(PartRecord, p) for p in sorted(run.parts.glob("*.json"))]
+    paths = sorted(run.parts.glob("*.json"))
+    parts = [records.read(PartRecord, p) for p in paths]
     requests = [p.first_request_unix for p in parts]
     responses = [p.last_response_unix for p in parts]
     if not parts or None in requests or None in responses:
         raise ConfigError(f"{run.parts}: the client sidecars do not record their first "
                           "request and last response; run the pilot with this version")
+    backwards = [str(path) for path, part in zip(paths, parts, strict=True)
+                 if part.last_response_unix <= part.first_request_unix]  # type: ignore[operator]
+    if backwards:
+        raise RunError(f"{names_text(backwards, shown=2)}: field last_response_unix is not after "
+                       "first_request_unix (a client answered before it asked): the part "
+                       "sidecar is damaged; run the pilot again")
     first_request = min(r for r in requests if r is not None)
     last_response = max(r for r in responses if r is not None)
     summary = records.read(CampaignSummary, run.output[1])

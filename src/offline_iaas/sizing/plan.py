@@ -207,7 +207,7 @@ def plan_from_bench(
     per_server = with_raw / (1 + (foreground.extra if foreground else 0.0))
     data_seconds = config.data.duration
     needed = data_seconds / (target_hours * 3600)
-    servers = max(1, math.ceil(needed * HEADROOM / per_server))
+    servers = servers_needed(needed, per_server, target_hours)
     hours = data_seconds / (servers * per_server) / 3600
     shard_seconds = allowed_shard_seconds(config)
 
@@ -271,6 +271,22 @@ def plan_from_bench(
         else shard_seconds))
 
 
+MOST_SERVERS = 100_000
+"""``plan`` recommends at most this many servers: a deadline that needs more (``--target-hours
+1e-300``) is refused in one line, not answered with a number of hundreds of digits."""
+
+
+def servers_needed(needed: float, per_server: float, target_hours: float) -> int:
+    """``ceil(needed x HEADROOM / per_server)`` servers, at least one (data seconds per second
+    needed, data seconds per second of one server); ConfigError beyond ``MOST_SERVERS``."""
+    servers = needed * HEADROOM / per_server
+    if not servers <= MOST_SERVERS:
+        raise ConfigError(f"--target-hours {target_hours:g} needs {servers:.3g} servers of "
+                          f"{per_server:,.2f} data-s/s (more than {MOST_SERVERS:,} plan "
+                          "recommends): give the campaign a longer deadline")
+    return max(1, math.ceil(servers))
+
+
 def checked(config: CampaignConfig, plan: CapacityPlan) -> CapacityPlan:
     """``plan`` if ``make-dag`` accepts ``config`` with its overrides; ConfigError otherwise."""
     reason = refusal(config, plan.overrides())
@@ -299,7 +315,7 @@ def plan_from_run(config: CampaignConfig, target_hours: float, pilot: PilotRun) 
     per_server = pilot.streaming_rate / layout.servers * scale_foreground
     data_seconds = config.data.duration
     needed = data_seconds / (target_hours * 3600)
-    servers = max(1, math.ceil(needed * HEADROOM / per_server))
+    servers = servers_needed(needed, per_server, target_hours)
     scale = data_seconds / pilot.data_seconds
 
     shard_seconds = recommend_shard_seconds(config, pilot.merge_rate,

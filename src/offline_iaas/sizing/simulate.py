@@ -49,7 +49,9 @@ Randomness. The draws of replication ``r`` are taken from one ``random.Random(se
 fixed order (each client in file order; for each of its ``RETRY + 1`` possible attempts, whether
 it fails, then where), before the replay: the same inputs and seed give the same result on
 any machine, and a client's draws do not depend on the schedule, so two DAGs of the same
-clients and RETRY counts (another MAXJOBS, other rates) see the same failures for one seed. Without
+clients and RETRY counts (another MAXJOBS, other rates) see the same failures for one seed. Only
+the draws up to a client's first attempt that does not fail are kept (no later one runs); the
+generator is moved past the rest, so memory does not grow with ``RETRY``. Without
 failures (``failure_rate = 0``) the replay is deterministic and is run once.
 
 Results. The makespan is averaged over the replications (a replication that fails stops when
@@ -272,7 +274,7 @@ def simulate(
         def draws() -> list[list[tuple[float, float]]]:
             out: list[list[tuple[float, float]]] = [[] for _ in graph.names]
             for i in clients:
-                out[i] = [(rng.random(), rng.random()) for _ in range(graph.retries[i] + 1)]
+                out[i] = _attempt_draws(rng, graph.retries[i] + 1, failures.failure_rate)
             return out
 
         runs, states = [], []
@@ -287,6 +289,30 @@ def simulate(
     for role in graph.roles:
         counts[role] = counts.get(role, 0) + 1
     return _summarise(replications, median, rates, failures, counts, graph.names)
+
+
+_SKIP_CHUNK_DRAWS = 1 << 14
+"""Attempts' draws passed over at once (``_attempt_draws``): bounds the memory of a skip."""
+
+
+def _attempt_draws(rng: random.Random, attempts: int, failure_rate: float
+                   ) -> list[tuple[float, float]]:
+    """One client's (fails?, fraction) draws: those of its attempts up to its first that does
+    not fail (no later attempt runs), then ``rng`` moved past the draws of the rest, as if
+    they had been drawn (each ``random()`` takes two 32-bit words of the generator, so an
+    attempt's pair four: ``getrandbits`` takes as many), so the stream, and the result of a
+    seed, are those of drawing every attempt; memory does not grow with the RETRY count."""
+    out: list[tuple[float, float]] = []
+    while len(out) < attempts:
+        out.append((rng.random(), rng.random()))
+        if out[-1][0] >= failure_rate:
+            break
+    left = attempts - len(out)
+    while left > 0:
+        step = min(left, _SKIP_CHUNK_DRAWS)
+        rng.getrandbits(128 * step)
+        left -= step
+    return out
 
 
 def _median_index(spans: list[float]) -> int:

@@ -17,6 +17,7 @@ import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from offline_iaas.config_numbers import MAX_RETRIES
 from offline_iaas.errors import RunError
 from offline_iaas.records import ClientShare
 from offline_iaas.rundir import DAGMAN_STATUS_FILE, MERGE_NODE, RunDir
@@ -424,6 +425,9 @@ def _retry(dag: Dag, line: _Line) -> None:
     if len(args) not in (2, 4) or (len(args) == 4 and args[2].upper() != "UNLESS-EXIT"):
         raise line.error("expected RETRY <node> <count> [UNLESS-EXIT <exit code>]")
     count = _int(line, args[1], "the RETRY count")
+    if count > MAX_RETRIES:  # the config's bound: a node tried that often has a cause
+        raise line.error(f"the RETRY count must be at most {MAX_RETRIES} (as workflow.retries), "
+                         f"got {count}")
     unless = _int(line, args[3], "the UNLESS-EXIT code", None) if len(args) == 4 else None
     for node in _targets(dag, line, args[0], "RETRY", ("JOB",)):
         node.retries, node.unless_exit = count, unless
