@@ -63,6 +63,17 @@ def fake_pilot(root: Path, config_file: Path, finished: bool = True) -> Path:
     return run
 
 
+def refused_as_damaged(plan: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    """``plan``'s exit code (6: a damaged run record) and its one line, without its prefix;
+    nothing on stdout and no traceback."""
+    code = main(plan)
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert code == exit_code(RunError) == 6 and captured.out == "", captured
+    assert len(err) == 1 and "Traceback" not in captured.err, err
+    return code, err[0].removeprefix("offline-iaas plan: error: ")
+
+
 def merge_summary(run: Path, config, **fields: object) -> None:
     """The merge's summary (``output/campaign.json``) with ``fields`` of its own run."""
     records.write(records.build(CampaignSummary, {
@@ -162,12 +173,7 @@ def test_plan_refuses_a_pilot_whose_node_time_is_not_a_time_naming_the_file_and_
     (run / "local-state.json").write_text(json.dumps(state))
     before = file_hashes(run)
     capsys.readouterr()
-    code = main(plan)
-    captured = capsys.readouterr()
-    err = captured.err.strip().splitlines()
-    assert code == exit_code(RunError) == 6 and captured.out == "", captured
-    assert len(err) == 1 and "Traceback" not in captured.err, err
-    message = err[0].removeprefix("offline-iaas plan: error: ")
+    code, message = refused_as_damaged(plan, capsys)
     assert message.startswith(f"{run / 'local-state.json'}: field nodes.merge.started: ")
     assert file_hashes(run) == before
     documented("local-state-bad-time", message, {run: "<pilot>"}, exit_code=code)
@@ -346,12 +352,7 @@ def test_plan_refuses_a_pilot_whose_client_answered_before_it_asked(
         part.write_text(json.dumps(data))
     before = file_hashes(run)
     capsys.readouterr()
-    code = main(plan)
-    captured = capsys.readouterr()
-    err = captured.err.strip().splitlines()
-    assert code == exit_code(RunError) == 6 and captured.out == "", captured
-    assert len(err) == 1 and "Traceback" not in captured.err, err
-    message = err[0].removeprefix("offline-iaas plan: error: ")
+    code, message = refused_as_damaged(plan, capsys)
     parts = run / "parts"
     assert message.startswith(f"{parts / 'client0.json'}, {parts / 'client1.json'}: field "
                               "last_response_unix is not after first_request_unix"), message
@@ -383,12 +384,7 @@ def test_plan_refuses_a_pilot_record_number_that_is_not_finite_naming_file_and_f
     capsys.readouterr()
     path.write_text(json.dumps(data).replace(f'"{field}": {json.dumps(data[field])}',
                                              f'"{field}": {value}'))
-    code = main(plan)
-    captured = capsys.readouterr()
-    err = captured.err.strip().splitlines()
-    assert code == exit_code(RunError) == 6 and captured.out == "", captured
-    assert len(err) == 1 and "Traceback" not in captured.err, err
-    message = err[0].removeprefix("offline-iaas plan: error: ")
+    code, message = refused_as_damaged(plan, capsys)
     assert message.startswith(f"{path}: field {field}: Input should be a finite number"), message
     if value == "NaN" and record.startswith("parts"):
         documented("record-number-not-finite", message, {run: "<pilot>"}, exit_code=code)
