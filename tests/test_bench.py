@@ -519,7 +519,8 @@ def test_o3_deepclean_workload_streams_the_o3_campaign_on_both_devices(tmp_path:
 
 @pytest.mark.parametrize("option", [["--data-scale", "nan"], ["--data-scale", "-1"],
                                     ["--data-scale", "0"], ["--data-scale", "1e300"],
-                                    ["--batch-size", "0"]])
+                                    ["--batch-size", "0"], ["--batch-sizes", "4097"],
+                                    ["--instances", "1", "4097"]])
 def test_a_bench_option_without_a_measurement_is_refused_before_any_server(
         option: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """NaN, negative or absurd data per measurement, a batch size of 0: one line naming the

@@ -36,6 +36,7 @@ from offline_iaas.bounded_read import (
 )
 from offline_iaas.cli import main
 from offline_iaas.config import load_config
+from offline_iaas.data.discovery import find_frames
 from offline_iaas.errors import ConfigError, DataError, ModelError, RunError, exit_code
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
@@ -129,6 +130,18 @@ def test_a_file_at_the_bound_is_read_and_one_byte_more_is_not(tmp_path: Path) ->
     at.write_bytes(b"x" * (MAX_TEXT_BYTES + 1))
     with pytest.raises(TooLarge, match="larger than 64 MiB"):
         read_text(at)
+    # a file that grows with the campaign (a frame cache, a monitor CSV) is read whole
+    assert len(read_text(at, limit_bytes=None)) == MAX_TEXT_BYTES + 1
+
+
+def test_a_frame_cache_beyond_the_bound_of_small_files_is_read(ws: Path) -> None:
+    """A year of frames is a cache of about 100 MB: read whole, where the small files' bound
+    would have refused it (a control: the same cache within it lists the same files)."""
+    lines = (ws / "frames" / "frames.lcf").read_text()
+    big = ws / "big.lcf"
+    big.write_text(lines + "#" * MAX_TEXT_BYTES + "\n")  # a comment past the bound
+    assert [f.path for f in find_frames(big)] == [
+        f.path for f in find_frames(ws / "frames" / "frames.lcf")]
 
 
 # ---- each reader, through the command line ----------------------------------------------------

@@ -392,7 +392,8 @@ def test_plan_refuses_a_pilot_record_number_that_is_not_finite_naming_file_and_f
 
 @pytest.mark.parametrize("options", [["--failure-rate", "0.5", "--never-start", "server0"],
                                      ["--never-start", "server0"], ["--replications", "5"],
-                                     ["--seed", "3"]])
+                                     ["--seed", "3"], ["--seed", "0"],
+                                     ["--replications", "20"]])
 def test_plan_refuses_a_simulate_option_without_simulate_naming_it(
         small_config_file: Path, capsys: pytest.CaptureFixture, options: list[str]) -> None:
     """``--failure-rate``, ``--never-start``, ``--replications`` or ``--seed`` without

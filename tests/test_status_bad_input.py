@@ -1,12 +1,13 @@
 """``status`` of a run whose files were damaged or edited by hand (a bad-input hunt): a job
 spec edited since make-dag is refused as the nodes refuse it, not counted into false totals; a
 piece make-dag never plans is named (runs older than run.json's ``job_sha256`` too); ``--final``
-of a copied run says why its output is not complete; run-local's state with an unknown status,
-or a node that ended before it started, is damaged; DAGMan's node status file that is a FIFO is
-not waited on."""
+of a copied run says why its output is not complete; run-local's state with an unknown status
+is damaged (a node that ended before it started by a clock set back is not); DAGMan's node
+status file that is a FIFO is not waited on."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -16,12 +17,16 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.cli import main
+from offline_iaas.config import load_config
 from offline_iaas.errors import RunError
+from offline_iaas.local_state import local_state_text
+from offline_iaas.records import piece_damage
 from offline_iaas.rundir import RunDir
+from offline_iaas.stretches import client_shares, make_stretches, piece_off_its_stretch
 from offline_iaas.workflow.status import final_summary, read_status
 from tests import helpers
 from tests.error_catalogue import cli_error, documented
-from tests.test_status import ago, complete_part, finish, local_state, planned_run
+from tests.test_status import complete_part, finish, local_state, planned_run
 
 
 @pytest.fixture
@@ -114,20 +119,21 @@ def test_a_local_state_with_an_unknown_node_status_is_damaged(
     documented("local-state-unknown-status", message, {str(run): "RUN"}, exit_code=6)
 
 
-def test_a_local_state_node_that_ended_before_it_started_is_damaged(
+def test_a_node_that_ended_before_it_started_by_the_clock_is_no_damage(
         run: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    node = {"kind": "JOB", "status": "done", "attempts": 1, "started": ago(30),
-            "ended": ago(20)}
-    local_state(run, {"merge": node})
-    assert status_error(run, capsys) == (0, "")  # control: started, then ended
-    local_state(run, {"merge": {**node, "started": "2030-01-01T00:00:00+00:00",
-                                "ended": "2029-01-01T00:00:00+00:00"}})
-    code, message = status_error(run, capsys)  # before: taken, a start-up clamped to 0
-    assert code == 6
-    documented("local-state-ended-before-started", message, {str(run): "RUN"}, exit_code=6)
-    history = {"attempt": 1, "status": "failed", "started": "2030-01-01T00:00:00+00:00",
-               "ended": "2029-01-01T00:00:00+00:00"}
-    local_state(run, {"merge": {**node, "history": [history]}})  # an attempt's too
+    """run-local takes both times from the wall clock, which an NTP step may set back while a
+    node runs: its state is written (``local_state_text``) and read as it is, not refused as
+    damaged (a refusal killed run-local mid-run, its writer's error being no OSError)."""
+    stepped = {"kind": "JOB", "status": "done", "attempts": 1,
+               "started": "2030-01-01T00:00:01.500000+00:00",
+               "ended": "2030-01-01T00:00:01.200000+00:00"}
+    attempt = {"attempt": 1, "status": "failed", "started": stepped["started"],
+               "ended": stepped["ended"]}
+    text = local_state_text({"nodes": {"merge": {**stepped, "history": [attempt]}}})
+    assert '"ended": "2030-01-01T00:00:01.200000+00:00"' in text
+    local_state(run, {"merge": {**stepped, "history": [attempt]}})
+    assert status_error(run, capsys) == (0, "")
+    local_state(run, {"merge": {**stepped, "status": "exploded"}})  # the control: damage
     assert status_error(run, capsys)[0] == 6
 
 
@@ -144,3 +150,24 @@ def test_a_dagman_node_status_file_that_is_a_fifo_is_named_not_waited_on(run: Pa
     assert done.returncode == 6
     assert cli_error(done.stderr) == (f"{status}: cannot read DAGMan's node status: a FIFO "
                                       "(named pipe), not a regular file")
+
+
+def test_every_piece_make_dag_plans_at_a_stride_of_no_binary_form_reads(
+        small_config_file: Path) -> None:
+    """At 1000 Hz and 10 Hz inference (a 0.1 s stride, inexact in binary) a stretch's last
+    piece can end a rounding error past the stretch's end as its bounds were computed: every
+    planned piece is one make-dag plans (an exact comparison of floats refused some); a piece with
+    no window kept is still refused (the control)."""
+    config = load_config(small_config_file, ["data.sample_rate=1000", "model.inference_rate=10",
+                                             "data.start=1126259642", "data.duration=4096"])
+    geometry, step = config.geometry, config.geometry.stride_seconds
+    grid = geometry.grid_gps_start
+    starts = [k * 977 + k % 7 for k in range(40)]  # windows from the grid: stretches of
+    bounds = [(grid + a * step, grid + (a + 200 + 37 * (k % 11)) * step)  # 20 s to 57 s
+              for k, a in enumerate(starts)]
+    pieces = [piece for share in client_shares(config, make_stretches(geometry, bounds))
+              for piece in share.pieces]
+    assert len(pieces) >= 40
+    assert [p for p in pieces if piece_damage(p) or piece_off_its_stretch(geometry, p)] == []
+    empty = dataclasses.replace(pieces[0], output_start=pieces[0].output_stop)
+    assert "keeps windows" in (piece_damage(empty) or "")

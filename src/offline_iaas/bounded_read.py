@@ -17,7 +17,10 @@ import stat
 from pathlib import Path
 
 MAX_TEXT_BYTES = 64 * 2**20
-"""More than any config, listing or record file holds (they are kilobytes to megabytes)."""
+"""More than any config, listing or record file holds (they are kilobytes to megabytes); the
+files that grow with a campaign (a frame cache: about 100 MB for a year of 64 s frames of two
+detectors; a monitor CSV: about 9 MB a day of four models, from their lines' lengths) are
+read whole."""
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -58,8 +61,9 @@ def refuse_unless_regular(path: Path | str) -> None:
     _refuse_mode(os.stat(path).st_mode)
 
 
-def read_bytes(path: Path | str, limit_bytes: int = MAX_TEXT_BYTES) -> bytes:
-    """The bytes of the regular file ``path``, at most ``limit_bytes`` of them.
+def read_bytes(path: Path | str, limit_bytes: int | None = MAX_TEXT_BYTES) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit_bytes`` of them (None: all of
+    it, for a file that grows with the campaign: a year's frame cache, a server's monitor CSV).
 
     Raises
     ------
@@ -74,12 +78,13 @@ def read_bytes(path: Path | str, limit_bytes: int = MAX_TEXT_BYTES) -> bytes:
     refuse_unless_regular(path)
     with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
         _refuse_mode(os.fstat(f.fileno()).st_mode)
-        data = f.read(limit_bytes + 1)
-    if len(data) > limit_bytes:
+        data = f.read() if limit_bytes is None else f.read(limit_bytes + 1)
+    if limit_bytes is not None and len(data) > limit_bytes:
         raise TooLarge(f"larger than {limit_bytes // 2**20} MiB")
     return data
 
 
-def read_text(path: Path | str, encoding: str = "utf-8") -> str:
+def read_text(path: Path | str, encoding: str = "utf-8",
+              limit_bytes: int | None = MAX_TEXT_BYTES) -> str:
     """``read_bytes`` of ``path`` decoded (``UnicodeDecodeError`` as ``Path.read_text``)."""
-    return read_bytes(path).decode(encoding)
+    return read_bytes(path, limit_bytes).decode(encoding)

@@ -243,7 +243,8 @@ def cmd_merge_chunk(args: argparse.Namespace) -> None:
 SIMULATE_OPTIONS: tuple[tuple[str, str, object], ...] = (
     ("--failure-rate", "failure_rate", 0.0), ("--never-start", "never_start", []),
     ("--replications", "replications", 20), ("--seed", "seed", 0))
-"""``plan``'s options of ``--simulate`` alone: (option, attribute, default)."""
+"""``plan``'s options of ``--simulate`` alone: (option, attribute, default). Not given
+(None), they take the default with ``--simulate`` and are refused without it."""
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
@@ -256,11 +257,12 @@ def cmd_plan(args: argparse.Namespace) -> None:
     if args.simulate is not None:
         from offline_iaas.sizing.simulate_command import simulate_command
 
+        for _, value, default in SIMULATE_OPTIONS:
+            setattr(args, value, default if getattr(args, value) is None else getattr(args, value))
         simulate_command(args, _run(args.simulate),
                          None if args.from_run is None else _run(args.from_run))
         return
-    ignored = [option for option, value, default in SIMULATE_OPTIONS
-               if getattr(args, value) != default]
+    ignored = [option for option, value, _ in SIMULATE_OPTIONS if getattr(args, value) is not None]
     if ignored:
         raise ConfigError(f"plan {ignored[0]} needs --simulate RUN (it sets the failures the "
                           "simulation replays; a plan without --simulate has none)")
@@ -444,13 +446,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--simulate", type=Path, metavar="RUN",
                    help="replay the DAG of this run directory (make-dag's; its own config, not "
                    "CONFIG) with the rates of --from-run and report the expected makespan")
-    p.add_argument("--failure-rate", type=float, default=0.0,
-                   help="--simulate: probability that a client attempt fails (then retried)")
-    p.add_argument("--never-start", nargs="*", default=[], metavar="SERVER",
+    p.add_argument("--failure-rate", type=float,  # defaults: SIMULATE_OPTIONS
+                   help="--simulate: probability that a client attempt fails (then retried; "
+                   "default 0)")
+    p.add_argument("--never-start", nargs="*", metavar="SERVER",
                    help="--simulate: servers that never start (their clients fail over)")
-    p.add_argument("--replications", type=int, default=20,
-                   help="--simulate: Monte Carlo repetitions with failures (1 to 10,000)")
-    p.add_argument("--seed", type=int, default=0, help="--simulate: random seed")
+    p.add_argument("--replications", type=int,
+                   help="--simulate: Monte Carlo repetitions with failures (1 to 10,000), "
+                   "default 20")
+    p.add_argument("--seed", type=int, help="--simulate: random seed (default 0)")
     p = command("merge", cmd_merge, "merge node: check and stitch the parts (with shard "
                 "merges: write their index)", config=False)
     p.add_argument("--run-dir", type=Path, required=True)

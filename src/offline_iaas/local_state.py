@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, overload
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from offline_iaas.records import Record, build, read_optional
 from offline_iaas.rundir import RunDir
@@ -65,20 +65,14 @@ def _node_status(text: str) -> str:
 
 
 class _Span(BaseModel):
-    """A record with a start and an end: one that ended before it started is damaged (a
-    reader's durations would be negative, or clamped into a false 0)."""
+    """A record with a start and an end, both from run-local's wall clock: an end before the
+    start is a clock set back while it ran (NTP), not damage."""
 
     model_config = _STRICT
 
     started: IsoTime | None = None
     """ISO time."""
     ended: IsoTime | None = None
-
-    @model_validator(mode="after")
-    def _ends_after_start(self) -> _Span:
-        if self.started and self.ended and unix_seconds(self.ended) < unix_seconds(self.started):
-            raise ValueError(f"ended {self.ended} before it started {self.started}")
-        return self
 
 
 class Attempt(_Span):

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from offline_iaas.bench.limit import measure_limit
 from offline_iaas.bench.naive import has_naive_path, measure_naive
-from offline_iaas.bench.results import Measurement, best_by_path
+from offline_iaas.bench.results import MAX_LAYOUT_COUNT, Measurement, best_by_path
 from offline_iaas.bench.server import BenchServer, bench_server
 from offline_iaas.bench.service import measure_service
 from offline_iaas.bench.workloads import DEFAULT_WORKLOADS, Workload, workload, write_weights
@@ -115,6 +115,11 @@ class SweepPlan:
             raise ConfigError(
                 "bench batch sizes, clients, in-flight, repeats and instances must be >= 1"
             )
+        layout = [*self.batch_sizes, *self.clients, batch_size, self.default_clients,
+                  *self.instances]
+        if max(layout) > MAX_LAYOUT_COUNT:  # plan would refuse the results.json it wrote
+            raise ConfigError(f"bench batch sizes, clients and instances must be at most "
+                              f"{MAX_LAYOUT_COUNT}, got {max(layout)}")
         for name in self.workloads:
             seconds = self.seconds_for(workload(name))
             if not 0 < seconds <= MAX_SECONDS:  # NaN too: a count of samples it cannot be

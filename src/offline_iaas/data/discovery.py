@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlparse
 from offline_iaas.bounded_read import read_text
 from offline_iaas.config_sections import DataConfig
 from offline_iaas.data.segments import GPS_TOLERANCE_SECONDS, gps_segments
-from offline_iaas.errors import DataError, names_text
+from offline_iaas.errors import DataError, names_text, not_a_regular_file
 from offline_iaas.gps import gps_range_text
 
 CACHE_SUFFIXES = (".lcf", ".cache")
@@ -100,9 +100,9 @@ def find_frames(source: Path | str) -> list[FrameFile]:
             if path.is_symlink() and not path.exists():
                 dangling.append(path)
                 continue
-            if not path.is_file():  # not a gap in the data either: name it
-                kind = "a directory" if path.is_dir() else "not a regular file"
-                raise DataError(f"frame file {path} is {kind}, not a frame file's data")
+            if (why := not_a_regular_file(path)) is not None:  # not a gap either: name it
+                raise DataError(f"frame file {path} {why.removesuffix(', not a regular file')}"
+                                ", not a frame file's data")
             frame = parse_frame_name(path.resolve())
             if frame is None:
                 raise DataError(
@@ -183,7 +183,7 @@ def _gwf_paths_under(directory: Path) -> list[Path]:
 
 def _read_lines(source: Path) -> list[tuple[int, list[str]]]:
     try:
-        text = read_text(source)  # a FIFO is not waited on, /dev/zero not read to the end
+        text = read_text(source, limit_bytes=None)  # grows with the campaign; a FIFO refused
     except (OSError, ValueError) as err:  # NotRegularFile, TooLarge, UnicodeDecodeError
         raise DataError(f"cannot read frame cache {source}: {err}") from None
     out = []

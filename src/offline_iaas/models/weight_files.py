@@ -196,7 +196,6 @@ def read_state_dict(path: Path, named: str, not_a_save: str, alternatives: str =
     return dict(state)
 
 
-
 def warned_cause(warned: list[warnings.WarningMessage]) -> str:
     """`` (<why>)``: the first sentence of the first warning torch gave while failing to load
     a file (``Detected pickle protocol 4 in the checkpoint, ...``: a pickle torch did not

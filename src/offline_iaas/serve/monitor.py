@@ -44,7 +44,7 @@ def read_monitor_csv(path: Path) -> dict[str, dict[str, np.ndarray]]:
     file (a FIFO, a device: refused before it is opened) or not a monitor CSV."""
     columns: dict[str, dict[str, list[float]]] = {}
     try:
-        text = read_text(path)  # a FIFO is not waited on, /dev/zero not read to the end
+        text = read_text(path, limit_bytes=None)  # grows with the campaign; a FIFO refused
     except FileNotFoundError:
         raise RunError(f"{path}: monitor CSV not found") from None
     except (OSError, ValueError) as err:  # NotRegularFile, TooLarge, UnicodeDecodeError
