@@ -120,11 +120,11 @@ def planned_sequence_base(run: RunDir) -> int | None:
     return min(ids) - 1 if ids else None
 
 
-def check_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str]) -> None:
-    """RunError, naming the file, where the job spec of one of ``nodes`` is not the one
-    make-dag wrote (another SHA-256 than run.json's ``job_sha256``: edited, or replaced by
-    another node's), before a node streams or merges by it; a spec missing, unreadable or
-    damaged has its reader's line (``records.read_job``)."""
+def changed_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str]) -> list[str]:
+    """Those of ``nodes`` whose job spec has another SHA-256 than run.json's ``job_sha256``
+    (edited, replaced by another node's, or damaged since make-dag); a spec missing or no
+    regular file is left to its reader, and a run older than ``job_sha256`` records none."""
+    changed = []
     for node in nodes:
         recorded, path = info.job_sha256.get(node), run.job(node)
         if recorded is None:
@@ -135,9 +135,19 @@ def check_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str]) -> None:
         except (OSError, NotRegularFile):  # the reader's line, when the node reads it
             continue
         if found != recorded:
-            records.read_job(ClientJob if node in info.clients else ShardJob, run, node)
-            raise RunError(f"{path} is not the job spec make-dag wrote for {node} (its SHA-256 "
-                           f"is not run.json's: edited, or replaced since): {restore_advice(run)}")
+            changed.append(node)
+    return changed
+
+
+def check_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str]) -> None:
+    """RunError, naming the file, where the job spec of one of ``nodes`` is not the one
+    make-dag wrote (``changed_job_specs``), before a node streams or merges by it; a spec
+    missing, unreadable or damaged has its reader's line (``records.read_job``)."""
+    for node in changed_job_specs(run, info, nodes):
+        records.read_job(ClientJob if node in info.clients else ShardJob, run, node)
+        raise RunError(f"{run.job(node)} is not the job spec make-dag wrote for {node} (its "
+                       f"SHA-256 is not run.json's: edited, or replaced since): "
+                       f"{restore_advice(run)}")
 
 
 def model_mismatch(recorded: ServedModel | None, found: ServedModel, graphs: bool = True

@@ -19,7 +19,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from offline_iaas import records
-from offline_iaas.binding import check_job_specs, is_make_dag_run
+from offline_iaas.binding import changed_job_specs, check_job_specs, is_make_dag_run
 from offline_iaas.bounded_read import read_text
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import RunError
@@ -144,14 +144,12 @@ def _check_specs(run: RunDir, info: RunInfo) -> None:
     """RunError naming the spec where a job spec that reads is not the one make-dag wrote
     (``binding.check_job_specs``: edited, its totals would be false); one that does not read
     (missing, damaged) is named on its node's line instead."""
-    readable = []
-    for node in (*info.clients, *info.shards):
+    for node in changed_job_specs(run, info, (*info.clients, *info.shards)):  # hashed alone
         try:
             records.read_job(ClientJob if node in info.clients else ShardJob, run, node)
         except RunError:
             continue
-        readable.append(node)
-    check_job_specs(run, info, readable)
+        check_job_specs(run, info, [node])
 
 
 def _local_states(local: LocalState) -> dict[str, NodeState]:
