@@ -52,17 +52,26 @@ CASES = [
 def test_an_absurd_number_is_one_line_naming_its_key_and_writes_nothing(
         row: str | None, command: str, setting: str, small_config_file: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    before = sorted(small_config_file.parent.rglob("*"))
-    out = ["--out", str(small_config_file.parent / "run")] if command == "make-dag" else []
-    code = main([command, str(small_config_file), "--set", setting, *out])
+    line = refused_naming_key(command, [setting], setting.split("=")[0], row,
+                              small_config_file, capsys)
+    assert "Traceback" not in line
+
+
+def refused_naming_key(command: str, settings: list[str], key: str, row: str | None,
+                       config_file: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """``command`` of ``config_file`` with ``settings`` (``--set``): exit 2, one line naming
+    ``key``, nothing written; the line (documented as ``row`` where one is given)."""
+    before = sorted(config_file.parent.rglob("*"))
+    out = ["--out", str(config_file.parent / "run")] if command == "make-dag" else []
+    code = main([command, str(config_file), *(a for s in settings for a in ("--set", s)), *out])
     lines = capsys.readouterr().err.strip().splitlines()
-    key = setting.split("=")[0]
     assert (code, len(lines)) == (2, 1), lines
-    assert f"'{key}'" in lines[0] and "Traceback" not in lines[0]
-    assert sorted(small_config_file.parent.rglob("*")) == before
+    assert f"'{key}'" in lines[0], lines[0]
+    assert sorted(config_file.parent.rglob("*")) == before
     if row is not None:
-        documented(row, cli_error(lines[0]), {small_config_file: "<ws>/campaign.toml"},
+        documented(row, cli_error(lines[0]), {config_file: "<ws>/campaign.toml"},
                    exit_code=code)
+    return lines[0]
 
 
 @pytest.mark.parametrize("setting", [

@@ -26,6 +26,7 @@ from offline_iaas.data.segments import read_segment_file
 from offline_iaas.errors import DataError
 from tests.error_catalogue import cli_error, documented
 from tests.helpers import SMALL_CAMPAIGN
+from tests.test_config_bounds import refused_naming_key
 
 REFUSED = [
     # (row id, command, settings, the key named, words of the message)
@@ -63,17 +64,8 @@ REFUSED = [
 def test_a_value_that_cannot_run_is_refused_naming_its_key_and_writes_nothing(
         row: str | None, command: str, settings: list[str], key: str, words: str,
         small_config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    before = sorted(small_config_file.parent.rglob("*"))
-    out = ["--out", str(small_config_file.parent / "run")] if command == "make-dag" else []
-    code = main([command, str(small_config_file), *(a for s in settings for a in ("--set", s)),
-                 *out])
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert (code, len(lines)) == (2, 1), lines
-    assert f"'{key}'" in lines[0] and words in lines[0], lines[0]
-    assert sorted(small_config_file.parent.rglob("*")) == before
-    if row is not None:
-        documented(row, cli_error(lines[0]), {small_config_file: "<ws>/campaign.toml"},
-                   exit_code=code)
+    line = refused_naming_key(command, settings, key, row, small_config_file, capsys)
+    assert words in line, line
 
 
 @pytest.mark.parametrize("setting", [

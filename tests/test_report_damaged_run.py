@@ -19,14 +19,18 @@ from tests.error_catalogue import cli_error, documented
 from tests.test_bad_input import fake_parts
 
 
-@pytest.fixture
-def run_dir(small_campaign_dir, tmp_path: Path) -> Path:
+def finished_run(small_campaign_dir, tmp_path: Path) -> Path:
     """make-dag of the small campaign, its parts faked as finished (no server)."""
     ws = small_campaign_dir()
     run = tmp_path / "run"
     make_dag(load_config(ws / "campaign.toml"), RunDir(run))
     fake_parts(run)
     return run
+
+
+@pytest.fixture
+def run_dir(small_campaign_dir, tmp_path: Path) -> Path:
+    return finished_run(small_campaign_dir, tmp_path)
 
 
 def report(run: Path, capsys) -> tuple[int, str, str]:

@@ -14,21 +14,15 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.cli import main
-from offline_iaas.config import load_config
-from offline_iaas.rundir import RunDir
-from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import cli_error
-from tests.test_bad_input import fake_parts
 from tests.test_report import write_monitor
+from tests.test_report_damaged_run import finished_run
 
 
 @pytest.fixture
 def run_dir(small_campaign_dir, tmp_path: Path) -> Path:
-    """make-dag of the small campaign, its parts faked as finished, a good monitor CSV."""
-    ws = small_campaign_dir()
-    run = tmp_path / "run"
-    make_dag(load_config(ws / "campaign.toml"), RunDir(run))
-    fake_parts(run)
+    """A finished small run (``finished_run``) with a good monitor CSV."""
+    run = finished_run(small_campaign_dir, tmp_path)
     (run / "monitor").mkdir(exist_ok=True)
     write_monitor(run / "monitor" / "server0.csv", 1000.0)
     return run

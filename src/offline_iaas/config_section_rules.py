@@ -249,7 +249,7 @@ def datafind_problem(server: str) -> str | None:
     """Why ``server`` is no gwdatafind server's address (``data.datafind_server``), None if it
     is one: ``http(s)://HOST[:PORT][/PATH]``, or ``HOST[:PORT]`` (gwdatafind adds the scheme).
     HOST is a host name, an IPv4 address or a bracketed IPv6 address."""
-    if any(c.isspace() or not c.isprintable() for c in server):
+    if _has_space_or_control(server):
         return "white space or a control character"
     has_scheme = "://" in server
     if not has_scheme and "/" in server:
@@ -279,7 +279,7 @@ def channel_problem(channel: str) -> str | None:
     ifo, colon, name = channel.partition(":")
     if not (ifo and colon and name):
         return "is not of the form IFO:NAME"
-    if any(c.isspace() or not c.isprintable() for c in channel):
+    if _has_space_or_control(channel):
         return "holds white space or a control character (a channel name has none)"
     return None
 
@@ -292,6 +292,11 @@ def _listed_twice(channels: typing.Sequence[str]) -> str | None:
             return ch
         seen.add(ch)
     return None
+
+
+def _has_space_or_control(text: str) -> bool:
+    """Whether ``text`` holds white space or a control character (no name or address does)."""
+    return any(c.isspace() or not c.isprintable() for c in text)
 
 
 def _is_host_name(text: str) -> bool:
