@@ -32,6 +32,18 @@ from tests.search_spans import search_training, union
 YEAR_SECONDS = 365.25 * 86400
 
 
+def trials_by_definition(population: dict, held_out: int) -> float:
+    """N, the draws ``held_out`` injections stand for: held_out x drawn / injected."""
+    return held_out * population["drawn"] / population["injected"]
+
+
+def vt_by_definition(population: dict, held_out: int, years: float, found: int) -> float:
+    """VT (Gpc^3 yr) of ``found`` of ``held_out`` injections over ``years`` of held-out time:
+    the population's time-volume x years x found / N."""
+    return population["time_volume_gpc3"] * years * found / trials_by_definition(
+        population, held_out)
+
+
 def _inside(gps: float, spans: list[tuple[float, float]]) -> bool:
     return any(a <= gps < b for a, b in spans)
 
@@ -112,7 +124,6 @@ def search_problems(run_dir: Path, *, shift_injections: float = 0.0, trim_second
         problems.append(f"held-out time {summary['held_out_seconds']} s of "
                         f"{summary['analysed_seconds']} s analysed, here {held_out_seconds} s "
                         f"of {analysed_seconds} s (training spans {training})")
-    trials = len(held_out) * population["drawn"] / population["injected"]
     reach = own.livetime_seconds / YEAR_SECONDS
     for point in summary["sensitivity"]["curve"]:
         at = point["ifar_threshold_years"]
@@ -121,7 +132,8 @@ def search_problems(run_dir: Path, *, shift_injections: float = 0.0, trim_second
                 problems.append(f"IFAR {at:.3g} yr beyond the background: not null")
             continue
         found_at = sum(ifar_of(t) >= at for t in held_out)
-        vt = population["time_volume_gpc3"] * held_out_seconds / YEAR_SECONDS * found_at / trials
+        vt = vt_by_definition(population, len(held_out), held_out_seconds / YEAR_SECONDS,
+                              found_at)
         if (point["found"], point["injections"]) != (found_at, len(held_out)) or not np.isclose(
                 point["vt_gpc3_years"], vt, rtol=1e-9, atol=0):
             problems.append(f"IFAR {at:.3g} yr: campaign {point['found']}/"

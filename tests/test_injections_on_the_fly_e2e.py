@@ -43,6 +43,7 @@ from offline_iaas.summary_physics import physics_type, section
 from tests.error_catalogue import documented
 from tests.helpers import SPLITS, WITNESSES, run_split, untrained_weights
 from tests.oracle import analysed_spans
+from tests.sensitivity_oracle import vt_by_definition
 from tests.test_injections_on_the_fly import (
     FRAME_RATE,
     TOLERANCE,
@@ -135,11 +136,10 @@ def foreground_problems(output: Path, config, livetime_scale: float = 1.0,
                     float(statistic[near].max()))):
             problems.append(f"GPS {row['gps_time']}: campaign {row}, here IFAR {best[-1]}")
     years = sum(b - a for a, b in spans) / (365.25 * 86400)
-    trials = len(best) * attrs["drawn"] / attrs["injected"]
     for point in summary["sensitivity"]["curve"]:
         if point["measurable"]:
             found = sum(v >= point["ifar_threshold_years"] for v in best)
-            vt = attrs["time_volume_gpc3"] * years * found / trials
+            vt = vt_by_definition(attrs, len(best), years, found)
             if point["found"] != found or not np.isclose(point["vt_gpc3_years"], vt, rtol=1e-9):
                 problems.append(f"IFAR {point['ifar_threshold_years']:.3g} yr: campaign "
                                 f"{point['found']} VT {point['vt_gpc3_years']}, here {found} {vt}")

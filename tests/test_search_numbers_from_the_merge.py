@@ -36,6 +36,7 @@ from offline_iaas.science.bbhnet.products import (
     search_summary,
 )
 from offline_iaas.stretches import make_stretches
+from tests.sensitivity_oracle import trials_by_definition, vt_by_definition
 
 YEAR = 365.25 * 86400
 FOUND_SECONDS = 1.0  # search.found_seconds' default
@@ -134,7 +135,7 @@ def problems(bbhnet: dict, path: Path, listed: Path, *, confidence: float = 0.68
     held_out = [i["gps_time"] + shift_injections for i in listing["injections"]
                 if not TRAINING[0] <= i["gps_time"] < TRAINING[1]]
     population = listing["population"]
-    trials = len(held_out) * population["drawn"] / population["injected"]
+    trials = trials_by_definition(population, len(held_out))
     t_years = (bbhnet["held_out_seconds"] if t_seconds is None else t_seconds) / YEAR
     vt_full = population["time_volume_gpc3"] * t_years
     reach = livetime / YEAR
@@ -149,7 +150,7 @@ def problems(bbhnet: dict, path: Path, listed: Path, *, confidence: float = 0.68
         found = sum(bool(np.any((np.abs(times - t) <= FOUND_SECONDS) & (ifars >= threshold)))
                     for t in held_out)
         low, high = jeffreys(found, trials, confidence)
-        vt = vt_full * found / trials
+        vt = vt_by_definition(population, len(held_out), t_years, found)
         expected = {"vt_gpc3_years": vt, "vt_low": vt_full * low, "vt_high": vt_full * high,
                     "distance": distance_mpc(vt, t_years),
                     "distance_low": distance_mpc(vt_full * low, t_years),
