@@ -178,52 +178,16 @@ def dag_text(
     ]
     for name in servers:
         lines += [f"SERVICE {name} server.sub", f"VARS {name} node={_quote_var(name)}"]
-    lines += ["", "# Clients: one per client share, retried; a complete part is never redone."]
-    if fatal_exit is not None:
-        lines.append(
-            f"# Exit code {fatal_exit} (configuration error) is not retried and aborts the DAG."
-        )
-    if client_pre is not None:
-        lines.append(
-            "# PRE script (on the access point): waits, deferring with exit code "
-            f"{client_pre.defer_status}, until the client's server has published its address."
-        )
-    unless = f" UNLESS-EXIT {fatal_exit}" if fatal_exit is not None else ""
-    for share in clients:
-        lines += [
-            f"JOB {share.node} client.sub",
-            f"VARS {share.node} node={_quote_var(share.node)} server={_quote_var(share.server)}",
-            f"RETRY {share.node} {retries}{unless}",
-            f"CATEGORY {share.node} {CLIENT_CATEGORY}",
-        ]
-        if fatal_exit is not None:
-            lines.append(f"ABORT-DAG-ON {share.node} {fatal_exit} RETURN {ABORT_RETURN}")
-        if client_pre is not None:
-            lines.append(_script_line("PRE", share.node, client_pre))
-    if shards:
-        lines += ["", "# Shard merges: each runs once the clients it reads are done (retried)."]
-    for node, parents in shards:
-        lines += [f"JOB {node} shard.sub"]
-        variables = f"VARS {node} node={_quote_var(node)}"
-        if transfer:
-            files = [str(path) for p in parents for path in RELATIVE.part(p)]
-            variables += f" parts={_quote_var(', '.join(files))}"
-        lines += [variables, f"RETRY {node} {retries}{unless}",
-                  f"CATEGORY {node} {MERGE_CATEGORY}"]
-        if fatal_exit is not None:
-            lines.append(f"ABORT-DAG-ON {node} {fatal_exit} RETURN {ABORT_RETURN}")
-        if parents:
-            lines.append(f"PARENT {' '.join(parents)} CHILD {node}")
+    lines += _client_lines(clients, retries, fatal_exit, client_pre)
+    lines += _shard_lines(shards, retries, fatal_exit, transfer)
     lines += [
         "",
         "# Merge: runs once every shard merge is done, and writes their index (retried)."
         if shards else "# Merge: runs once every client is done (retried).",
         f"JOB {MERGE_NODE} merge.sub",
         f"VARS {MERGE_NODE} node={_quote_var(MERGE_NODE)}",
-        f"RETRY {MERGE_NODE} {retries}{unless}",
+        *_retried(MERGE_NODE, retries, fatal_exit),
     ]
-    if fatal_exit is not None:
-        lines.append(f"ABORT-DAG-ON {MERGE_NODE} {fatal_exit} RETURN {ABORT_RETURN}")
     merge_parents = [node for node, _ in shards] or [c.node for c in clients]
     if merge_parents:
         lines.append(f"PARENT {' '.join(merge_parents)} CHILD {MERGE_NODE}")
@@ -241,6 +205,60 @@ def dag_text(
         lines.append(f"MAXJOBS {MERGE_CATEGORY} {max_parallel_merges}")
     lines.append(f"NODE_STATUS_FILE {DAGMAN_STATUS_FILE} {STATUS_INTERVAL_SECONDS}")
     return "\n".join(lines) + "\n"
+
+
+def _retried(node: str, retries: int, fatal_exit: int | None, category: str | None = None
+             ) -> list[str]:
+    """A retried node's ``RETRY`` line (and its ``CATEGORY``), never retrying (and aborting
+    the DAG on) the configuration error's exit code ``fatal_exit``."""
+    unless = f" UNLESS-EXIT {fatal_exit}" if fatal_exit is not None else ""
+    lines = [f"RETRY {node} {retries}{unless}"]
+    if category is not None:
+        lines.append(f"CATEGORY {node} {category}")
+    if fatal_exit is not None:
+        lines.append(f"ABORT-DAG-ON {node} {fatal_exit} RETURN {ABORT_RETURN}")
+    return lines
+
+
+def _client_lines(clients: list[ClientShare], retries: int, fatal_exit: int | None,
+                  client_pre: Script | None) -> list[str]:
+    """The client nodes (``client.sub``), each in the client category, with its PRE script."""
+    lines = ["", "# Clients: one per client share, retried; a complete part is never redone."]
+    if fatal_exit is not None:
+        lines.append(
+            f"# Exit code {fatal_exit} (configuration error) is not retried and aborts the DAG."
+        )
+    if client_pre is not None:
+        lines.append(
+            "# PRE script (on the access point): waits, deferring with exit code "
+            f"{client_pre.defer_status}, until the client's server has published its address."
+        )
+    for share in clients:
+        lines += [
+            f"JOB {share.node} client.sub",
+            f"VARS {share.node} node={_quote_var(share.node)} server={_quote_var(share.server)}",
+            *_retried(share.node, retries, fatal_exit, CLIENT_CATEGORY),
+        ]
+        if client_pre is not None:
+            lines.append(_script_line("PRE", share.node, client_pre))
+    return lines
+
+
+def _shard_lines(shards: Sequence[tuple[str, Sequence[str]]], retries: int,
+                 fatal_exit: int | None, transfer: bool) -> list[str]:
+    """The shard merge nodes (``shard.sub``), each the child of the clients it reads; with
+    ``transfer``, their parts named for file transfer."""
+    lines = ["", "# Shard merges: each runs once the clients it reads are done (retried)."]
+    for node, parents in shards:
+        variables = f"VARS {node} node={_quote_var(node)}"
+        if transfer:
+            files = [str(path) for p in parents for path in RELATIVE.part(p)]
+            variables += f" parts={_quote_var(', '.join(files))}"
+        lines += [f"JOB {node} shard.sub", variables,
+                  *_retried(node, retries, fatal_exit, MERGE_CATEGORY)]
+        if parents:
+            lines.append(f"PARENT {' '.join(parents)} CHILD {node}")
+    return lines if shards else []
 
 
 def _script_line(kind: str, node: str, script: Script) -> str:
