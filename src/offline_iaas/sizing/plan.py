@@ -44,16 +44,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from offline_iaas.bench.results import Measurement, read_results
 from offline_iaas.bench.targets import Spread
 from offline_iaas.bench.workloads import (
+    Workload,
     mode_workload,
     same_stream,
     without_raw_search,
     workload_of,
 )
 from offline_iaas.config import CampaignConfig
+from offline_iaas.config_sections import ServerConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.merge.tree import least_shard_seconds
 from offline_iaas.mode_packages import mode_package
@@ -164,32 +167,10 @@ def plan_from_bench(
     """
     check_target_hours(target_hours)
     header, measurements = read_results(results_path)
-    load, exact = workload_of(config)
-    streamed = streams(config)
-    layouts, path = _bench_layouts(measurements, load.name, streamed)
-    if not layouts and exact:  # the campaign's own stream was not measured: its mode's
-        load, exact = mode_workload(config.model.mode, config.outputs.searches_raw_strain), False
-        layouts, path = _bench_layouts(measurements, load.name, streamed)
-    wanted = load
-    if not layouts and load.searches_raw_strain:  # the graph without it, the raw search added
-        load = without_raw_search(load)
-        layouts, path = _bench_layouts(measurements, load.name, streamed)
-        exact = same_stream(load, config)
-    if not layouts:
-        raise ConfigError(
-            f"{results_path}: no service measurement of the {load.name!r} workload (the bench "
-            f"workload of mode {config.model.mode!r}): run offline-iaas bench with it"
-        )
-    cores, slots = config.server.cpus, sequence_slots(config.model.repository)
-    runnable = {point: spread for point, spread in layouts.items()
-                if (not cores or point[2] <= cores) and (slots is None or point[1] <= slots)}
-    if not runnable:
-        raise ConfigError(
-            f"{results_path}: every {load.name!r} layout measured needs more than the campaign's "
-            f"server gives (server.cpus = {cores}: at most that many instances; the repository's "
-            f"{slots} sequence slots: at most that many clients per server)")
-    (batch_size, clients, instances), spread = max(runnable.items(),
-                                                   key=lambda item: item[1].median)
+    wanted, load, exact, layouts, path = _measured_workload(config, measurements, results_path)
+    cores = config.server.cpus
+    (batch_size, clients, instances), spread = _best_runnable(
+        layouts, load.name, cores, sequence_slots(config.model.repository), results_path)
     measured = spread.median
 
     channels = len(config.stream_channels)
@@ -252,10 +233,64 @@ def plan_from_bench(
         lines.append(f"merge: merge.shard_seconds={shard_seconds:g} (the config's "
                      f"{config.merge.shard_seconds:g} s would put more shards in the longest "
                      "stretch than the index holds)")
+    return checked(config, CapacityPlan(
+        servers, clients, batch_size, instances, hours, lines, per_server, hours * 3600,
+        str(results_path), warnings=_bench_warnings(config.server, header),
+        merge_shard_seconds=None if shard_seconds == config.merge.shard_seconds
+        else shard_seconds))
+
+
+def _measured_workload(
+    config: CampaignConfig, measurements: list[Measurement], results_path: Path
+) -> tuple[Workload, Workload, bool, dict[tuple[int, int, int], Spread], str]:
+    """The bench workload whose service measurements stand for ``config``'s stream: the
+    campaign's own, else its mode's, else (a raw-strain search) the graph without the raw
+    search, whose cost ``raw_search_cost`` adds. Returns the workload wanted, the one measured,
+    whether it streams the campaign's channels, rate and windows, its layouts and its path."""
+    load, exact = workload_of(config)
+    streamed = streams(config)
+    layouts, path = _bench_layouts(measurements, load.name, streamed)
+    if not layouts and exact:  # the campaign's own stream was not measured: its mode's
+        load, exact = mode_workload(config.model.mode, config.outputs.searches_raw_strain), False
+        layouts, path = _bench_layouts(measurements, load.name, streamed)
+    wanted = load
+    if not layouts and load.searches_raw_strain:  # the graph without it, the raw search added
+        load = without_raw_search(load)
+        layouts, path = _bench_layouts(measurements, load.name, streamed)
+        exact = same_stream(load, config)
+    if not layouts:
+        raise ConfigError(
+            f"{results_path}: no service measurement of the {load.name!r} workload (the bench "
+            f"workload of mode {config.model.mode!r}): run offline-iaas bench with it"
+        )
+    return wanted, load, exact, layouts, path
+
+
+def _best_runnable(
+    layouts: dict[tuple[int, int, int], Spread], workload: str, cores: int, slots: int | None,
+    results_path: Path,
+) -> tuple[tuple[int, int, int], Spread]:
+    """The fastest measured layout (batch size, clients, instances) and its spread that a
+    campaign server can run: at most ``cores`` (``server.cpus``; 0: any) instances, at most
+    the repository's ``slots`` sequence slots (None: unknown) of clients."""
+    runnable = {point: spread for point, spread in layouts.items()
+                if (not cores or point[2] <= cores) and (slots is None or point[1] <= slots)}
+    if not runnable:
+        raise ConfigError(
+            f"{results_path}: every {workload!r} layout measured needs more than the campaign's "
+            f"server gives (server.cpus = {cores}: at most that many instances; the repository's "
+            f"{slots} sequence slots: at most that many clients per server)")
+    return max(runnable.items(), key=lambda item: item[1].median)
+
+
+def _bench_warnings(server: ServerConfig, header: dict[str, Any]) -> list[str]:
+    """Where the bench's machine is not the campaign's ``server``: a CPU bench for a GPU
+    campaign, a bench server sharing other cores than ``server.cpus``."""
     warnings = []
-    if config.server.gpus > 0 and "gpu" not in str(device).lower():
+    device, cores = header.get("device", "cpu"), server.cpus
+    if server.gpus > 0 and "gpu" not in str(device).lower():
         warnings.append(
-            f"the campaign asks for {config.server.gpus} GPU(s) per server but the "
+            f"the campaign asks for {server.gpus} GPU(s) per server but the "
             "bench ran on a CPU server: measure on the GPU node and "
             "pass its results with --from-bench"
         )
@@ -264,11 +299,7 @@ def plan_from_bench(
             f"the bench's server shared {header['machine']['cores']} cores with its clients; a "
             f"campaign server gets server.cpus = {cores}: measure on such a node, or run a pilot "
             "(--from-run) for its rate")
-    return checked(config, CapacityPlan(
-        servers, clients, batch_size, instances, hours, lines, per_server, hours * 3600,
-        str(results_path), warnings=warnings,
-        merge_shard_seconds=None if shard_seconds == config.merge.shard_seconds
-        else shard_seconds))
+    return warnings
 
 
 MOST_SERVERS = 100_000
