@@ -18,7 +18,7 @@ BASE = {"__init__", "errors", "atomic", "logs", "modes", "network_streaming", "c
         "binding", "rundir", "hooks", "physics", "resources", "lifetime", "summaries",
         "local_state", "summary_physics", "config_sections", "geometry", "mode_packages", "gps",
         "json_values", "bounded_read"}
-TOP = {"cli", "demo"}
+TOP = {"cli", "cli_parser", "demo"}
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",), ("data", "search"), ("models",), ("repository",), ("rendezvous",), ("serve",),
     ("client",), ("report",), ("merge",), ("workflow",), ("bench",), ("sizing",), ("top",),
