@@ -349,19 +349,7 @@ def serve(
     ads = job_ads() if rendezvous == "jobad" else None
     info = records.read_or_none(records.RunInfo, run.run_info)
     run_id = info.run_id if info is not None else ""  # run.json missing or damaged: ''
-    try:
-        config, models = _checked_repository(run, config, repository)
-    except (ConfigError, ModelError, ServerError) as err:  # say why to the clients waiting
-        reason = " ".join(str(err).split())
-        if ads is not None:
-            ads.set_own(run_id, node, REFUSAL_ATTRIBUTE, reason)
-        else:
-            address_files.publish_refusal(run, node, reason)
-        raise
-    if ads is not None:
-        ads.set_own(run_id, node, REFUSAL_ATTRIBUTE, None)
-    else:
-        run.refusal(node).unlink(missing_ok=True)
+    config, models = _repository_or_refusal(run, node, config, repository, ads, run_id)
     bind = config.server.bind or "127.0.0.1"  # make-dag writes the profile's; a bare config
     monitor_seconds = config.server.monitor_seconds
     server_log = tritonserver_log(run, node)
@@ -448,6 +436,28 @@ def serve(
                 _echo_log(server_log)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+def _repository_or_refusal(run: RunDir, node: str, config: CampaignConfig,
+                           repository: Path | None, ads: JobAds | None, run_id: str
+                           ) -> tuple[CampaignConfig, list[str]]:
+    """``_checked_repository``'s config and models; a refusal's reason is published where
+    the clients waiting for this server read its address (and one left by an earlier start
+    withdrawn when the repository passes)."""
+    try:
+        checked = _checked_repository(run, config, repository)
+    except (ConfigError, ModelError, ServerError) as err:
+        reason = " ".join(str(err).split())
+        if ads is not None:
+            ads.set_own(run_id, node, REFUSAL_ATTRIBUTE, reason)
+        else:
+            address_files.publish_refusal(run, node, reason)
+        raise
+    if ads is not None:
+        ads.set_own(run_id, node, REFUSAL_ATTRIBUTE, None)
+    else:
+        run.refusal(node).unlink(missing_ok=True)
+    return checked
 
 
 def _publish_address(run: RunDir, node: str, ads: JobAds | None, run_id: str, bind: str,
