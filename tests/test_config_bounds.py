@@ -6,7 +6,12 @@ bound is a campaign.
 A length of time (``config_numbers.TIME_SUFFIXES``) is at most ``MAX_SECONDS``: 1e308 crashed
 in ``round`` (``check``, ``make-dag``, ``export``), 1e14 s passed ``check`` and then Triton's
 config refused its microseconds at ``export``. Any other number is at most the largest float32:
-``model.input_scale = 1e308`` exported a graph whose every output was NaN."""
+``model.input_scale = 1e308`` exported a graph whose every output was NaN. A count a scheduler
+or Triton takes is at most its bound (``config_numbers.COUNT_BOUNDS``): ``server.instances =
+2**31`` crashed ``export`` (Triton's int32 count, a traceback), and ``check`` and ``make-dag``
+passed ``workflow.max_parallel_clients = 10**12`` (DAGMan reads ``MAXJOBS`` as a C int, so it
+wraps), ``server.gpus``, ``server.cpus`` and ``server.gpu_memory_mb`` of 10**12 (a job no slot
+matches)."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ import pytest
 
 from offline_iaas.cli import main
 from offline_iaas.config import load_config
-from offline_iaas.config_numbers import MAX_SECONDS, off_grid
+from offline_iaas.config_numbers import COUNT_BOUNDS, MAX_SECONDS, off_grid
 from offline_iaas.errors import ConfigError
 from offline_iaas.repository.gpu_flavor import snapshotter_config
 from tests.error_catalogue import cli_error, documented
@@ -44,6 +49,9 @@ CASES = [
     (None, "check", "search.ifar_threshold_years=1e39"),
     ("synth-witnesses-beyond-bound", "synth", "synth.witnesses=100000"),
     ("synth-line-above-nyquist", "synth", "synth.line_frequency=100000"),
+    ("config-count-beyond-bound", "export", f"server.instances={2**31}"),
+    (None, "make-dag", f"workflow.max_parallel_clients={10**12}"),
+    (None, "make-dag", f"server.gpus={10**12}"),
 ]
 
 
@@ -88,6 +96,23 @@ def test_a_value_at_a_bound_is_a_campaign(setting: str, small_config_file: Path)
     section, name = key.split(".")
     config = load_config(small_config_file, [setting])
     assert getattr(getattr(config, section), name) == float(value)
+
+
+@pytest.mark.parametrize("key", sorted(COUNT_BOUNDS))
+def test_a_count_above_its_bound_is_refused_naming_the_key_and_the_bound(
+        key: str, small_config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bound = COUNT_BOUNDS[key][0]
+    line = refused_naming_key("check", [f"{key}={bound + 1}"], key, None, small_config_file,
+                              capsys)
+    assert f"'{key}' must be at most {bound} (" in line and line.endswith(f"got {bound + 1}")
+
+
+@pytest.mark.parametrize("key", sorted(COUNT_BOUNDS))
+def test_a_count_at_its_bound_is_a_campaign(key: str, small_config_file: Path) -> None:
+    bound = COUNT_BOUNDS[key][0]
+    section, name = key.split(".")
+    config = load_config(small_config_file, [f"{key}={bound}"])
+    assert getattr(getattr(config, section), name) == bound
 
 
 def test_the_slowest_frames_are_a_campaign_with_their_line_below_nyquist(

@@ -1,8 +1,9 @@
 """The rules every number of a campaign config meets, whatever its key (``check_config`` runs
 them): finite and at most the largest float32, never negative, positive where zero means
 nothing, an integer below 2**63, a length of time (``TIME_SUFFIXES``) at most
-``MAX_SECONDS``, and a retry count (``RETRY_KEYS``) at most ``MAX_RETRIES``. And ``off_grid``:
-whether a GPS time lies off a sample rate's grid (``data.start``).
+``MAX_SECONDS``, and a count that a scheduler or Triton takes (retries, throttles, a server's
+GPUs, cores, GPU memory and model instances: ``COUNT_BOUNDS``) at most its bound. And
+``off_grid``: whether a GPS time lies off a sample rate's grid (``data.start``).
 
 The numeric fields are found from the sections' dataclasses (a mode package's section's too),
 so a new field is checked without being listed here. Zero is refused for a time
@@ -103,15 +104,50 @@ MAX_SECONDS_TEXT = "10**9 s"
 """``MAX_SECONDS`` as a message writes it."""
 
 
-RETRY_KEYS: frozenset[str] = frozenset({"workflow.retries", "client.max_reconnects"})
-"""The counts of retries: DAGMan's ``RETRY`` and the server job's ``max_retries``, and a
-client's reconnections before it gives up."""
 MAX_RETRIES = 1000
 """Every retry count is at most this. DAGMan reads ``RETRY`` as a C int (``(int) strtol``:
 10**12 wraps to a negative count, which it refuses), and run-local tries a node that many
 times: a retry mends a preempted slot or a lost server, a handful of times, and a node that
 failed a thousand times has a cause no retry mends; a larger count only delays the failure
 that names it."""
+MAX_PARALLEL_NODES = 10**6
+"""``workflow.max_parallel_clients`` and ``max_parallel_merges`` are at most this: DAGMan's
+``MAXJOBS``, which it reads as a C int (``(int) strtol``): 10**12 and 2**31 wrapped to a
+negative count, which refuses the DAG at submission, and 2**32 + 1 to 1, one client at a time
+without a word. A million is more nodes than a campaign has (O3: 1,600 clients, 6,163 shard
+merges) and than a pool runs at once: a throttle that high throttles nothing (0 says so)."""
+MAX_SERVER_GPUS = 128
+"""``server.gpus`` (HTCondor's ``request_gpus``) is at most this: one server is one machine,
+and none holds more GPUs (8 or 10 cards; 70 as the MIG slices of 10 A100s); a job asking for
+more never matches a slot, and waits in the queue while its clients give up."""
+MAX_SERVER_CORES = 4096
+"""``server.cpus`` (``request_cpus``) and ``server.instances`` (Triton's instance count: one
+python-backend process and, on CPU, one onnxruntime thread each) are at most this: more than
+one machine's hardware threads (8 sockets of 60 cores, two threads each: 960), and the
+layout counts ``plan`` recommends (``bench.results.MAX_LAYOUT_COUNT``). Beyond, a job that
+never matches, and from 2**31 instances an ``export`` that crashed (Triton's int32 count)."""
+MAX_GPU_MEMORY_MB = 2**20
+"""``server.gpu_memory_mb`` (``gpus_minimum_memory``, in MB) is at most this, 1 TiB: more
+than any GPU holds (288 GB); a job asking for more never matches a slot."""
+_RETRIES = (MAX_RETRIES, "a count of retries: what fails that often has a cause no retry "
+            "mends")
+_THROTTLE = (MAX_PARALLEL_NODES, "DAGMan's MAXJOBS, a C int: more nodes than any pool runs "
+             "at once; 0 is no limit")
+COUNT_BOUNDS: dict[str, tuple[int, str]] = {
+    "workflow.retries": _RETRIES,
+    "client.max_reconnects": _RETRIES,
+    "workflow.max_parallel_clients": _THROTTLE,
+    "workflow.max_parallel_merges": _THROTTLE,
+    "server.gpus": (MAX_SERVER_GPUS, "HTCondor's request_gpus: more than one machine holds"),
+    "server.cpus": (MAX_SERVER_CORES, "HTCondor's request_cpus: more than one machine's "
+                    "hardware threads"),
+    "server.instances": (MAX_SERVER_CORES, "Triton's instance count, a process each: more "
+                         "than one machine's hardware threads"),
+    "server.gpu_memory_mb": (MAX_GPU_MEMORY_MB, "HTCondor's gpus_minimum_memory: 1 TiB, more "
+                             "than any GPU holds"),
+}
+"""Each key's largest value and why (the message's words): the counts a scheduler or Triton
+takes, each a typo's exponent beyond its bound (the constants above say what it did)."""
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -158,12 +194,12 @@ def check_signs(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
 
 
 def check_magnitudes(c: CampaignConfig, fail: Callable[[str, str], None]) -> None:
-    """Every number at most ``FLOAT32_MAX`` and every retry count at most ``MAX_RETRIES``
-    (after the rules that say more of a key: a rate's own range names its unit)."""
+    """Every number at most ``FLOAT32_MAX`` and every count of ``COUNT_BOUNDS`` at most its
+    bound (after the rules that say more of a key: a rate's own range names its unit)."""
     for key, value in numbers(c):
         if value > FLOAT32_MAX:
             fail(key, f"must be at most {FLOAT32_MAX:.2g} (the largest float32, which the "
                  f"networks compute in), got {value:g}")
-        if key in RETRY_KEYS and value > MAX_RETRIES:
-            fail(key, f"must be at most {MAX_RETRIES} (a count of retries: what fails that "
-                 f"often has a cause no retry mends), got {value}")
+        bound, why = COUNT_BOUNDS.get(key, (value, ""))
+        if value > bound:
+            fail(key, f"must be at most {bound} ({why}), got {value}")

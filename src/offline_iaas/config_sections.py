@@ -221,13 +221,14 @@ class ServerConfig:
     image: str = ""
     """Triton container image (SIF file, sandbox directory, CVMFS path or ``docker://`` URI)."""
     gpus: int = 0
-    """GPUs per server (``request_gpus``); 0 runs Triton on CPU."""
+    """GPUs per server (``request_gpus``); 0 runs Triton on CPU; at most 128
+    (``config_numbers.COUNT_BOUNDS``, as the counts below)."""
     gpu_capability: float = 0.0
     """Minimum CUDA compute capability (``gpus_minimum_capability``); 0 means any."""
     gpu_memory_mb: int = 0
-    """Minimum GPU memory in MB (``gpus_minimum_memory``); 0 means any."""
+    """Minimum GPU memory in MB (``gpus_minimum_memory``); 0 means any; at most 2**20 (1 TiB)."""
     cpus: int = 0
-    """CPU cores per server (``request_cpus``); 0 means ``instances + 1``."""
+    """CPU cores per server (``request_cpus``); 0 means ``instances + 1``; at most 4096."""
     memory: str = "4GB"
     """Memory per server (``request_memory``), with its unit: ``8GB``, ``512MB``; like every
     job's memory and disk, at least ``1MB``."""
@@ -235,7 +236,8 @@ class ServerConfig:
     """Scratch disk per server (``request_disk``), with its unit."""
     instances: int = 1
     """Instances of the served model per server (one onnxruntime thread each on CPU). A
-    client's sequence lives on one instance: keep ``clients_per_server >= instances``."""
+    client's sequence lives on one instance: keep ``clients_per_server >= instances``. At most
+    4096."""
     bind: str = ""
     """Address the server listens on, an IPv4 address (tritonserver's HTTP endpoint takes no
     host name, its gRPC endpoint no IPv6 address: ``config_section_rules.bind_problem``);
@@ -289,9 +291,11 @@ class WorkflowConfig:
     """DAGMan ``RETRY`` count of each client and merge node, and the server jobs'
     ``max_retries``; at most 1000 (``config_numbers.MAX_RETRIES``)."""
     max_parallel_clients: int = 0
-    """Client nodes run at once (DAGMan ``MAXJOBS``); 0 means all."""
+    """Client nodes run at once (DAGMan ``MAXJOBS``); 0 means all; at most 10**6
+    (``config_numbers.MAX_PARALLEL_NODES``)."""
     max_parallel_merges: int = 0
-    """Shard merge nodes run at once (``MAXJOBS`` of their category); 0 means all."""
+    """Shard merge nodes run at once (``MAXJOBS`` of their category); 0 means all; at most
+    10**6."""
 
 
 @dataclass(frozen=True)

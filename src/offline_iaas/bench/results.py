@@ -12,6 +12,7 @@ from typing import Any
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.bench.provenance import SOURCE_ROOT
 from offline_iaas.bounded_read import NotRegularFile, TooLarge, read_text
+from offline_iaas.config_numbers import MAX_SERVER_CORES
 from offline_iaas.errors import ConfigError, names_text
 from offline_iaas.json_values import json_kind
 
@@ -191,10 +192,10 @@ MAX_RATE, MAX_RATE_TEXT = 1e9, "10**9"
 a damaged file (a wall time of 1e-300 s planned a campaign of 0 s)."""
 
 
-MAX_LAYOUT_COUNT = 4096
+MAX_LAYOUT_COUNT = MAX_SERVER_CORES
 """A measured layout's ``batch_size``, ``clients`` and ``threads`` (``server.instances``) are at
-most this: ``plan`` recommends the layout it measured, and more (a million instances) is a
-damaged file, not a server."""
+most this (4096, the config's bound of ``server.instances``): ``plan`` recommends the layout it
+measured, and more (a million instances) is a damaged file, not a server."""
 LAYOUT_COUNTS = ("batch_size", "clients", "threads")
 
 
