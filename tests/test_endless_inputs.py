@@ -182,6 +182,26 @@ def test_a_frame_cache_that_is_no_regular_file_is_one_line(ws: Path) -> None:
            f"data.frames={ws / 'frames' / 'frames.lcf'}")
 
 
+def test_a_frame_file_listed_in_a_cache_that_is_a_fifo_is_named_as_one(base: Path, ws: Path
+                                                                      ) -> None:
+    """A FIFO listed in a frame cache as a frame file: named as what it is, not opened (before:
+    "does not exist", which it does). The control: the same cache with the regular file."""
+    cache = ws / "listed.lcf"
+    cache.write_text((base / "frames" / "frames.lcf").read_text().replace(str(base), str(ws)))
+    frame = ws / "frames" / "H-H1_SYNTH-1262304016-16.gwf"
+    saved = frame.read_bytes()
+    fifo(frame)
+    check = ["check", str(ws / "campaign.toml"), "--set", f"data.frames={cache}"]
+    line = refusal(ws, *check, code=exit_code(DataError))
+    assert line == (f"the frame data for [1262304000, 1262304064) (frames: {cache}): frame file "
+                    f"{frame} [1262304016, 1262304032) is {FIFO}")
+    documented("frame-file-listed-not-regular", line, {ws: "<ws>"},
+               exit_code=exit_code(DataError))
+    frame.unlink()
+    frame.write_bytes(saved)
+    passes(ws, *check)
+
+
 def test_a_segment_file_that_is_no_regular_file_is_one_line(ws: Path) -> None:
     pipe = fifo(ws / "segments.txt")
     line = refusal(ws, "check", str(ws / "campaign.toml"), "--set", f"data.segments={pipe}",

@@ -37,7 +37,7 @@ from offline_iaas.data.frame_types import (
 from offline_iaas.data.frames import listed_channels
 from offline_iaas.data.gwf_reader import PROBE_TIMEOUT_SECONDS, reader
 from offline_iaas.data.segments import AnalysableSpan, gps_segments, observatory_of
-from offline_iaas.errors import DataError
+from offline_iaas.errors import DataError, not_a_regular_file
 from offline_iaas.gps import gps_range_text
 from offline_iaas.records import BadFile
 
@@ -163,11 +163,12 @@ def frame_problems(
     for f, names in jobs:
         if odd[f.path] is not None:
             continue
-        if f.path.is_file():
+        # stat alone: a FIFO is named as one, never opened (its open waits for a writer)
+        if (why := not_a_regular_file(f.path)) is None:
             readable.append((f, names))
         else:
             span = gps_range_text(f.gps_start, f.gps_end)
-            problems.append(f"frame file {f.path} {span} does not exist")
+            problems.append(f"frame file {f.path} {span} {why}")
     probes = _probe_files([_probe_of(f, channels) for f, _ in readable])
     found = _ChannelsFound()
     for (f, names), probe in zip(readable, probes, strict=True):
