@@ -225,6 +225,27 @@ def test_an_injection_file_that_is_no_regular_file_is_one_line(ws: Path) -> None
            str(ws / "out.xml"))
 
 
+def test_a_fifo_as_the_rejected_draws_beside_an_aframe_set_is_refused(tmp_path: Path) -> None:
+    """aframe's rejected-parameters.hdf5 beside its injected set, a FIFO: refused as an
+    unreadable one is, naming it and its kind, never opened (before: passed over, so the draws
+    were counted from num_injections without a word). The control: the same set with nothing
+    beside it is converted."""
+    from tests.test_injections_aframe import aframe_file
+
+    aframe_file(tmp_path / "waveforms.hdf5")
+    pipe = fifo(tmp_path / "rejected-parameters.hdf5")
+    convert = ["convert-injections", str(tmp_path / "waveforms.hdf5"), str(tmp_path / "out.xml"),
+               "--approximant", "IMRPhenomPv2", "--f-lower-hz", "20"]
+    line = refusal(tmp_path, *convert, code=exit_code(DataError))
+    assert line == (f"{pipe} is {FIFO}: aframe's rejected draws beside waveforms.hdf5 count "
+                    "its draws; give the file aframe wrote, or none")
+    documented("injection-aframe-rejected-not-regular", line, {tmp_path: "<ws>"},
+               exit_code=exit_code(DataError))
+    assert not (tmp_path / "out.xml").exists()
+    pipe.unlink()
+    passes(tmp_path, *convert)
+
+
 def test_an_injection_list_that_is_no_regular_file_is_one_line(ws: Path) -> None:
     pipe = fifo(ws / "injections.json")
     check = ["check", str(ws / "campaign.toml"), "--set", "model.mode=bbhnet", "--set", NO_REPO,

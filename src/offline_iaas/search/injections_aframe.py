@@ -42,7 +42,8 @@ What VT needs (``aframe_population``)
     as ``rejected-parameters.hdf5``; ``num_injections`` counts every draw it made (also the
     few past the last accepted one, which it neither kept nor rejected). So ``drawn`` =
     injected + rejected when the rejected file lies beside the set (refused when that exceeds
-    ``num_injections`` or its ``ifos`` differ: another campaign's), else ``num_injections``.
+    ``num_injections`` or its ``ifos`` differ: another campaign's; or when it is no regular
+    file, a FIFO or a directory: not opened), else ``num_injections``.
     The volume: aframe takes it from its source prior, which its files do not record; unless
     the file has ``time_volume_gpc3``, the population is aframe's ``UniformSourceFrame`` (p(z)
     ~ dVc/dz / (1 + z)) in ``Planck15`` to the root attribute ``redshift_max``, else to the
@@ -89,7 +90,7 @@ import numpy as np
 
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.data.hdf5_probe import readable_hdf5
-from offline_iaas.errors import DataError
+from offline_iaas.errors import DataError, not_a_regular_file
 from offline_iaas.search import population
 from offline_iaas.search.injection_set import (
     InjectionSet,
@@ -433,10 +434,16 @@ def aframe_population(path: Path, attrs: dict[str, Any], redshift: np.ndarray,
 
 def _rejected_redshifts(path: Path, ifos: list[str]) -> np.ndarray | None:
     """The redshifts of the draws in ``REJECTED_FILE`` beside ``path`` (aframe's
-    ``InjectionParameterSet`` of the draws below its SNR cut), or None without one."""
+    ``InjectionParameterSet`` of the draws below its SNR cut), or None with nothing of that
+    name there. Something there that is no regular file (a FIFO, a device, a directory, a
+    link that leads nowhere) is refused as an unreadable one is, by ``stat`` alone: skipped,
+    it made the count of draws another's without a word (``num_injections``)."""
     rejected = path.with_name(REJECTED_FILE)
-    if rejected == path or not rejected.is_file():
+    if rejected == path or not (rejected.exists() or rejected.is_symlink()):
         return None
+    if (why := not_a_regular_file(rejected)) is not None:  # a FIFO: never opened
+        raise DataError(f"{rejected} {why}: aframe's rejected draws beside {path.name} count "
+                        "its draws; give the file aframe wrote, or none")
     ifos_attr, length, z = reader().call(_read_rejected, rejected)
     theirs = detector_names(rejected, ifos_attr)
     rows = number_attribute(rejected, "length", length, whole=True)
