@@ -1,7 +1,9 @@
 """A path that is no regular file where the project reads a file (``bounded_read``): a FIFO,
 whose ``open`` waits for a writer that never comes, an endless device (``/dev/zero``) or a
-directory, as the campaign config, a frame cache, a segment file, an injection file or list, a
-repository's manifest, a run directory's ``run.json``, DAG or job spec, or a bench's results.
+directory, as the campaign config, a frame cache or a frame file it lists, a segment file, an
+injection file or list, aframe's rejected draws beside its set, a repository's manifest (also
+where a run checks its pinned model), a run directory's ``run.json``, DAG or job spec, or a
+bench's results.
 Each is refused before it is opened, in one line naming it with its reader's exit code (the
 code for that reader's other errors), instead of hanging or reading into memory until a
 ``MemoryError``. The controls: the same commands with the regular files, read as before.
@@ -264,6 +266,27 @@ def test_a_manifest_that_is_no_regular_file_is_one_line(ws: Path) -> None:
     assert line == f"{pipe}: cannot read: {FIFO}"
     documented("repository-manifest-not-regular", line, {ws: "<ws>"},
                exit_code=exit_code(ModelError))
+
+
+def test_a_run_whose_repository_manifest_is_no_regular_file_is_refused_by_its_pin(ws: Path
+                                                                                 ) -> None:
+    """The check that a run's repository still serves the model make-dag recorded (``status``,
+    ``run-local``: ``repository/pinning.py``) refuses a FIFO manifest as every other reader
+    of it does, not opened (before: passed over; status exited 0 and run-local started the
+    servers, which refused it). The control: the regular manifest, before and after."""
+    run = ws / "run"
+    make_dag(load_config(ws / "campaign.toml"), RunDir(run))
+    passes(ws, "status", str(run))
+    manifest = ws / "model-repository" / "manifest.json"
+    saved = manifest.read_bytes()
+    pipe = fifo(manifest)
+    line = refusal(ws, "status", str(run), code=exit_code(ModelError))
+    assert line == f"{pipe}: cannot read: {FIFO}"
+    documented("run-repository-manifest-not-regular", line, {ws: "<ws>"},
+               exit_code=exit_code(ModelError))
+    manifest.unlink()
+    manifest.write_bytes(saved)
+    passes(ws, "status", str(run))
 
 
 def test_run_directory_records_that_are_no_regular_files_are_one_line(ws: Path) -> None:
