@@ -20,6 +20,7 @@ from offline_iaas.config import load_config
 from offline_iaas.errors import ModelError
 from offline_iaas.manifest import read_manifest
 from offline_iaas.repository.export import export_repository
+from offline_iaas.repository.rollback import STAGING_PREFIX
 from tests.error_catalogue import documented, documented_refusals
 from tests.helpers import untrained_weights
 
@@ -179,7 +180,7 @@ def test_export_into_a_repository_it_cannot_write_names_the_repository(
     assert "tmp" not in line.replace(str(ws), ""), line
     documented("export-repository-not-writable", line, {ws: "<ws>"}, exit_code=6)
     assert sorted(p.relative_to(repo) for p in repo.rglob("*")) == before
-    assert not [p for p in ws.iterdir() if p.name.startswith("tmp")]  # no staging left
+    assert not [p for p in ws.iterdir() if p.name.startswith(STAGING_PREFIX)]  # no staging left
     result = export_command(small_config_file, "bbhnet", weights, *prefix)  # control: writable
     assert result.returncode == 0, result.stderr
     assert read_manifest(repo).versions == {"bbhnet": 2}

@@ -57,9 +57,12 @@ from offline_iaas.repository.readable import (
     unreadable_in,
 )
 from offline_iaas.repository.rollback import (
+    STAGING_PREFIX,
     cannot_write,
     named_for_repository,
+    remove_stale_staging,
     restored_on_failure,
+    staging_place,
 )
 from offline_iaas.repository.streamed_export import streamed_networks
 
@@ -165,12 +168,14 @@ def export_repository(
     training = weights_training_spans(weights)
     with named_for_repository(repo):
         repo.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_staging(repo)
+        place = staging_place(repo)  # a mount point: inside it (os.replace: one filesystem)
     # The networks are exported (and bad weights refused) before the repository is touched;
     # a failure once it is leaves it as it was (no new version for Triton to serve).
     try:
-        staging = tempfile.TemporaryDirectory(dir=repo.parent)
+        staging = tempfile.TemporaryDirectory(prefix=STAGING_PREFIX, dir=place)
     except OSError as err:  # named for the repository, not the staging directory
-        raise cannot_write(repo, f"a staging directory in {repo.parent}", err) from None
+        raise cannot_write(repo, f"a staging directory in {place}", err) from None
     with staging as tmp, named_for_repository(repo, Path(tmp)), restored_on_failure(repo):
         graphs = networks.build_graphs(config, weights, Path(tmp), canary_weights)
         streamed = streamed_networks(config, weights, canary_weights, Path(tmp), ensemble)
@@ -218,11 +223,14 @@ def export_repository(
 
 
 def _foreign_entries(repo: Path) -> list[str]:
-    """What a directory without a manifest holds besides model directories (those of an
-    export cut short): its names, sorted (empty: none, or no directory)."""
+    """What a directory without a manifest holds besides model directories and staging
+    directories (those of an export cut short): its names, sorted (empty: none, or no
+    directory)."""
     if not repo.is_dir():
         return []
-    return sorted(p.name for p in repo.iterdir() if not (p / "config.pbtxt").is_file())
+    return sorted(p.name for p in repo.iterdir()
+                  if not (p / "config.pbtxt").is_file()
+                  and not (p.name.startswith(STAGING_PREFIX) and p.is_dir()))
 
 
 def _write_networks(

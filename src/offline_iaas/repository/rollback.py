@@ -14,7 +14,17 @@ place (the ensemble layout's stateful models' ``1/``, with the same content) are
 
 A write that fails is named for the repository (``named_for_repository``): a read-only one
 is ``model repository R: cannot write <model>/<version>: Permission denied``, never the
-staging directory beside it that the version was to be renamed from.
+staging directory that the version was to be renamed from.
+
+The networks are exported into a staging directory (``staging_place``) and renamed into the
+repository, which ``os.replace`` does only within one filesystem: beside the repository, or,
+where the repository is a mount point of its own (a container's bind mount, NFS, a tmpfs),
+inside it where Triton does not take it for a model. Triton (control mode none) loads every
+directory at the repository's top, a dot-directory too (it then does not start), but ignores a
+model's version directory whose name is not a number: the staging directory is made in a model
+directory, or at the top of a repository holding none yet (no manifest: nothing serves it). A
+staging directory left there by an export killed part-way is removed by the next export
+(``remove_stale_staging``).
 """
 
 from __future__ import annotations
@@ -30,6 +40,31 @@ from offline_iaas.atomic import replaced_atomically
 from offline_iaas.errors import RunError, file_in_the_way, no_space, os_error_text
 
 logger = logging.getLogger(__name__)
+
+STAGING_PREFIX = ".export-staging-"
+"""How the name of export's staging directory begins (``staging_place``)."""
+
+
+def staging_place(repo: Path) -> Path:
+    """The directory export makes its staging directory in (module docstring): the
+    repository's parent where it is the repository's filesystem (or the repository is not made
+    yet), else a model directory in the repository, else the repository itself."""
+    if not repo.is_dir() or os.stat(repo).st_dev == os.stat(repo.parent).st_dev:
+        return repo.parent
+    models = sorted(p for p in repo.iterdir()
+                    if p.is_dir() and not p.is_symlink() and (p / "config.pbtxt").is_file())
+    return models[0] if models else repo
+
+
+def remove_stale_staging(repo: Path) -> None:
+    """Delete the staging directories that an export killed part-way left in the repository
+    ``repo`` (at its top or in a model directory; ``staging_place``)."""
+    if not repo.is_dir():
+        return
+    for place in [repo, *(p for p in repo.iterdir() if p.is_dir() and not p.is_symlink())]:
+        for stale in place.glob(f"{STAGING_PREFIX}*"):
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
 
 
 def _top_entries(repo: Path) -> list[Path]:
@@ -90,8 +125,8 @@ def _could_not_put_back(path: Path, err: OSError) -> None:
 @contextlib.contextmanager
 def named_for_repository(repo: Path, staging: Path | None = None) -> Iterator[None]:
     """Run a block writing the repository ``repo`` (through ``staging``, where the networks are
-    exported first, beside it): an ``OSError`` on a path in either, or on the way to ``repo``
-    (a read-only repository: a rename out of ``staging``), is a ``RunError`` naming the
+    exported first, ``staging_place``): an ``OSError`` on a path in either, or on the way to
+    ``repo`` (a read-only repository: a rename out of ``staging``), is a ``RunError`` naming the
     repository and its entry that could not be written, never the staging path. A full disk
     stays a ``NoSpaceError``; an error on another path goes on as it is."""
     try:
@@ -102,13 +137,14 @@ def named_for_repository(repo: Path, staging: Path | None = None) -> Iterator[No
         top = repo.absolute()
         paths = [Path(os.fsdecode(p)).absolute() for p in (err.filename2, err.filename)
                  if isinstance(p, str | bytes | os.PathLike)]
-        inside = [p for p in paths if p.is_relative_to(top) and p != top]
+        in_staging = [p for p in paths if staging and p.is_relative_to(staging.absolute())]
+        inside = [p for p in paths if p.is_relative_to(top) and p not in (top, *in_staging)]
         if inside:
             what = inside[0].relative_to(top).as_posix()
         elif any(p == top or top.is_relative_to(p) for p in paths):
             what = "it"
-        elif staging is not None and any(p.is_relative_to(staging.absolute()) for p in paths):
-            what = f"a staging directory in {repo.parent}"
+        elif in_staging:
+            what = f"a staging directory in {staging.parent}"
         else:
             raise
         raise cannot_write(repo, what, err) from None
