@@ -8,7 +8,9 @@ written file then refused by this same command). ``draw-injections``' own target
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +64,54 @@ def test_an_existing_target_is_refused_unless_overwrite_is_given(
     assert convert(capsys, source, tmp_path / "new.xml.gz") == (0, "")
     assert len(read_injection_set(tmp_path / "new.xml.gz")) == len(sample_set())
 
+
+
+OVER_SPECIAL_FILES = """
+import contextlib, io, json, sys
+from offline_iaas.cli import main
+results = []
+for argv in json.loads(sys.argv[1]):
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        code = main(argv)
+    results.append([code, err.getvalue()])
+print(json.dumps(results))
+"""
+
+
+def test_a_fifo_at_the_target_is_refused_even_with_overwrite_and_a_link_is_replaced(
+        tmp_path: Path) -> None:
+    """A FIFO at the target with ``--overwrite``: both commands removed it and wrote the set
+    in its place, exit 0 (checked on the old code), taking a pipe that something reads or
+    writes; now exit 2 naming its kind, the FIFO left. A link is replaced itself, never
+    followed (as ``atomic.replaced_atomically`` replaces a link at every writer's target): one
+    to a FIFO is replaced by the set, the FIFO left as it was. Run in a child with a timeout
+    (a FIFO opened would wait); the control: a regular file is replaced with ``--overwrite``."""
+    source, fifo, link, plain = (tmp_path / name for name in
+                                 ("set.h5", "pipe.xml", "link.h5", "plain.h5"))
+    write_injection_set(source, sample_set())
+    os.mkfifo(fifo)
+    link.symlink_to(fifo)
+    plain.write_bytes(b"an old set")
+    config = tmp_path / "campaign.toml"  # not read: the target is refused first
+    cases = [["convert-injections", str(source), str(fifo), "--overwrite"],
+             ["draw-injections", str(config), "--out", str(fifo), "--overwrite"],
+             ["convert-injections", str(source), str(link), "--overwrite"],
+             ["convert-injections", str(source), str(plain), "--overwrite"]]
+    done = subprocess.run([sys.executable, "-c", OVER_SPECIAL_FILES, json.dumps(cases)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (fifo_code, fifo_err), (draw_code, draw_err), (link_code, _), (plain_code, _) = \
+        json.loads(done.stdout.strip().splitlines()[-1])
+    message = cli_error(fifo_err)
+    assert (fifo_code, message) == (2, f"{fifo}: a FIFO (named pipe), not a regular file "
+                                       "(convert-injections replaces only a regular file or a "
+                                       "link, even with --overwrite): give another target")
+    documented("injection-output-not-regular", message, {tmp_path: "<ws>"}, exit_code=2)
+    assert (draw_code, cli_error(draw_err)) == (2, message.replace("convert-", "draw-"))
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # left as it was
+    assert link_code == 0 and not link.is_symlink()  # the link replaced, not followed
+    assert len(read_injection_set(link)) == len(sample_set())
+    assert plain_code == 0 and len(read_injection_set(plain)) == len(sample_set())  # control
 
 STAND_INS = {  # options -> (row id or None, the message)
     "approximant unknown": (["--approximant", "bogus"], "convert-injections-approximant",

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import stat
 from pathlib import Path
 
+from offline_iaas.bounded_read import NotRegularFile, refuse_unless_regular
 from offline_iaas.errors import ConfigError
 
 logger = logging.getLogger("offline_iaas.cli")
@@ -20,7 +23,8 @@ LAYOUT_HELP = ("HDF5 layout: this project's (source-frame masses, Cartesian spin
                "SNRs) or aframe's InjectionParameterSet (detector-frame masses, spin angles, "
                "ifo_snrs)")
 OVERWRITE_HELP = ("replace an existing file at the target (refused without it: it may be a "
-                  "campaign's output or its injection set)")
+                  "campaign's output or its injection set); a link there is replaced itself, "
+                  "not followed; a FIFO, device or socket is refused even with it")
 
 
 def add_convert_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,8 +44,26 @@ def add_convert_arguments(p: argparse.ArgumentParser) -> None:
 def refuse_existing_target(target: Path, overwrite: bool, command: str) -> None:
     """ConfigError naming ``target`` where a file (or a link, even a dangling one) is there
     and ``--overwrite`` was not given: the command would replace it whole (a campaign's
-    output, another set). A directory is left to the write, whose error names it."""
-    if overwrite or target.is_dir() or not (target.exists() or target.is_symlink()):
+    output, another set). A FIFO, a device or a socket there is refused even with
+    ``--overwrite``, naming its kind (no injection set; what reads or writes it would find it
+    gone). A link is replaced itself, never followed, as every writer of the project's replaces
+    a link at its target (``atomic.replaced_atomically``): what it leads to is left as it is.
+    A directory is left to the write, whose error names it."""
+    try:
+        mode = os.lstat(target).st_mode
+    except OSError:  # nothing there (or not reachable: the write's error names it)
+        return
+    if stat.S_ISDIR(mode):
+        return
+    if not stat.S_ISLNK(mode):
+        try:
+            refuse_unless_regular(target)  # not a link: its own mode
+        except NotRegularFile as err:
+            raise ConfigError(f"{target}: {err} ({command} replaces only a regular file or a "
+                              "link, even with --overwrite): give another target") from None
+        except OSError:
+            return
+    if overwrite:
         return
     raise ConfigError(f"{target}: already exists ({command} would replace it): give another "
                       "target, or --overwrite to replace it")
