@@ -17,7 +17,7 @@ import pytest
 
 from offline_iaas import records
 from offline_iaas.config import load_config
-from offline_iaas.errors import ServerError, exit_code
+from offline_iaas.errors import RunError, ServerError, exit_code
 from offline_iaas.records import ClientShare, RunInfo, write_client_job
 from offline_iaas.rendezvous import addresses
 from offline_iaas.rendezvous.job_ads import (
@@ -32,6 +32,7 @@ from offline_iaas.rendezvous.prescript import DEFER_EXIT, current_address, presc
 from offline_iaas.rundir import RunDir
 from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN
+from tests.test_own_files_not_regular import FIFO, refused
 
 RUN_ID = "feedfacecafebeef"
 
@@ -142,6 +143,36 @@ def test_prescript_defers_until_the_server_publishes(
     assert prescript(RunDir(run_dir), "client0", ads) is True
     assert "server0 is at node17.cluster:8001 (epoch 1)" in lines[-1]
     assert addresses.read_address(RunDir(run_dir), "server0") == address()
+
+
+def test_a_fifo_as_the_pre_scripts_deferral_file_is_named_not_waited_on(
+        run_dir: Path, tmp_path: Path) -> None:
+    """``logs/client0.pre-waiting-since`` (when the PRE script first deferred): a FIFO there
+    was read for ever, the DAG's client never started. The control: the time it holds."""
+    ads = FileJobAds(tmp_path / "ads.json")
+    waiting = RunDir(run_dir).node_log("client0", "pre-waiting-since")
+    waiting.parent.mkdir(parents=True)
+    os.mkfifo(waiting)
+    err = refused(lambda: prescript(RunDir(run_dir), "client0", ads), RunError)
+    assert str(err) == f"{waiting}: cannot read: {FIFO}"
+    documented("prescript-waiting-not-regular", str(err), {tmp_path: "<ws>"},
+               exit_code=exit_code(err))
+    waiting.unlink()
+    waiting.write_text("1000.0\n")
+    assert prescript(RunDir(run_dir), "client0", ads, now=1010.0) is False  # deferred again
+
+
+def test_a_fifo_as_the_job_ads_file_is_named_not_waited_on(tmp_path: Path) -> None:
+    """The job ads' stand-in (``OFFLINE_IAAS_FAKE_JOB_ADS``): read under its lock by every
+    server and PRE script. The control: the ads written are read back."""
+    path = tmp_path / "ads.json"
+    os.mkfifo(path)
+    err = refused(lambda: FileJobAds(path).get_own(RUN_ID, "server0", "x"), ServerError)
+    assert str(err) == f"{path}: cannot read: {FIFO}"
+    documented("job-ads-not-regular", str(err), {tmp_path: "<ws>"}, exit_code=exit_code(err))
+    path.unlink()
+    FileJobAds(path).set_own(RUN_ID, "server0", "x", 3)
+    assert FileJobAds(path).get_own(RUN_ID, "server0", "x") == 3
 
 
 def test_prescript_command_exit_codes(run_dir: Path, tmp_path: Path) -> None:

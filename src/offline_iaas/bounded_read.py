@@ -8,12 +8,15 @@ into memory until the process dies of a ``MemoryError``.
 Readers that open a file by its path themselves (h5py, igwn-ligolw, gwpy) call
 ``refuse_unless_regular`` first; those that read the whole file call ``read_bytes`` or
 ``read_text``. Each caller turns ``NotRegularFile`` and ``TooLarge`` into its own error type
-with a line naming the file."""
+with a line naming the file; ``read_text_or`` does that for the files the project writes and
+reads back itself (the run's token, a server's epoch and refusal, the PRE script's deferral,
+the job ads' stand-in, ``bench.regression --check``'s record)."""
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 MAX_TEXT_BYTES = 64 * 2**20
@@ -88,3 +91,16 @@ def read_text(path: Path | str, encoding: str = "utf-8",
               limit_bytes: int | None = MAX_TEXT_BYTES) -> str:
     """``read_bytes`` of ``path`` decoded (``UnicodeDecodeError`` as ``Path.read_text``)."""
     return read_bytes(path, limit_bytes).decode(encoding)
+
+
+def read_text_or(path: Path | str, error: Callable[[str], Exception],
+                 limit_bytes: int | None = MAX_TEXT_BYTES) -> str:
+    """``read_text`` of ``path`` for a reader of a file the project wrote itself (a run's
+    token, a server's epoch, a recorded benchmark): one that is not a regular file (a FIFO put
+    there: not waited on), too large or not UTF-8 is raised as ``error("<path>: cannot read:
+    <why>")``, the reader's own error type; an ``OSError`` (``FileNotFoundError`` too) as
+    ``open``'s."""
+    try:
+        return read_text(path, limit_bytes=limit_bytes)
+    except (NotRegularFile, TooLarge, UnicodeDecodeError) as err:
+        raise error(f"{path}: cannot read: {err}") from None

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,8 @@ from offline_iaas.bench.results import best_by_path
 from offline_iaas.bench.server import bench_server
 from offline_iaas.bench.service import measure_service
 from offline_iaas.bench.workloads import TINY
+from offline_iaas.bounded_read import read_text_or
+from offline_iaas.errors import ConfigError, exit_code
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 
@@ -100,13 +103,15 @@ def halved(measured: RegressionRatios, recorded: dict[str, float]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``--record`` or ``--check`` (``argv``: the command line's); ConfigError naming
+    ``--check``'s file where it is no regular file (a FIFO: not waited on) or not text."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--record", type=Path, help="JSON file to write")
     action.add_argument("--check", type=Path,
                         help="JSON file written by --record: exit 1 if a ratio halved")
     args = parser.parse_args(argv)
-    recorded = json.loads(args.check.read_text()) if args.check else None
+    recorded = json.loads(read_text_or(args.check, ConfigError)) if args.check else None
     with tempfile.TemporaryDirectory(prefix="offline-iaas-regression-") as tmp:
         ratios = measure_regression_ratios(Path(tmp))
     if recorded is not None:
@@ -132,4 +137,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except ConfigError as err:  # --check's record unreadable: one line naming it
+        print(f"offline_iaas.bench.regression: error: {err}", file=sys.stderr)
+        raise SystemExit(exit_code(err)) from None

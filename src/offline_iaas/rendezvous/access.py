@@ -19,6 +19,7 @@ import secrets
 
 from offline_iaas import records
 from offline_iaas.atomic import replaced_atomically
+from offline_iaas.bounded_read import read_text_or
 from offline_iaas.errors import RunError
 from offline_iaas.rundir import RunDir, restore_advice
 
@@ -48,7 +49,7 @@ def write_token(run: RunDir) -> str:
     if path.exists():
         if path.stat().st_mode & 0o077:
             path.chmod(0o600)
-        return path.read_text().strip()
+        return read_text_or(path, RunError).strip()  # a FIFO there: named, not waited on
     token = secrets.token_hex(16)
     with replaced_atomically(path) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never wider
@@ -68,7 +69,7 @@ def read_token(run: RunDir) -> str | None:
         anyone who reaches their ports.
     """
     try:
-        token = run.token.read_text().strip()
+        token = read_text_or(run.token, RunError).strip()
     except FileNotFoundError:
         token, lost = "", "is missing"
     else:

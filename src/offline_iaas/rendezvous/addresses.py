@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from offline_iaas.atomic import write_text_atomic
+from offline_iaas.bounded_read import read_text_or
+from offline_iaas.errors import RunError
 from offline_iaas.records import Record, parse, read_optional
 from offline_iaas.rundir import RunDir
 
@@ -40,7 +42,7 @@ class ServerAddress(Record):
 def next_epoch(run: RunDir, node: str) -> int:
     """Claim the next epoch of a server node (kept after the address file is removed)."""
     path = run.epoch(node)
-    previous = int(path.read_text()) if path.exists() else 0
+    previous = int(read_text_or(path, RunError)) if path.exists() else 0
     _atomic_write(path, str(previous + 1))
     return previous + 1
 
@@ -89,7 +91,7 @@ def publish_refusal(run: RunDir, node: str, reason: str) -> None:
 def read_refusal(run: RunDir, node: str) -> str | None:
     """Why server ``node`` refused to serve, or None."""
     try:
-        return run.refusal(node).read_text().strip() or None
+        return read_text_or(run.refusal(node), RunError).strip() or None
     except FileNotFoundError:
         return None
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from offline_iaas.atomic import write_text_atomic
+from offline_iaas.bounded_read import read_text_or
 from offline_iaas.errors import ServerError
 
 ADDRESS_ATTRIBUTE = "OfflineIaasAddress"
@@ -161,7 +162,7 @@ class FileJobAds:
         if not self.path.exists():
             return {}
         try:
-            ads = json.loads(self.path.read_text())
+            ads = json.loads(read_text_or(self.path, ServerError))
         except ValueError as err:
             raise ServerError(f"{self.path}: the job ads' stand-in is damaged (not JSON: {err}); "
                               "stop the run, delete it, and run again") from None

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from offline_iaas import records
 from offline_iaas.binding import read_bound_run
+from offline_iaas.bounded_read import read_text_or
 from offline_iaas.errors import RunError
 from offline_iaas.records import read_client_job
 from offline_iaas.rendezvous import addresses
@@ -109,7 +110,7 @@ def prescript(run: RunDir, node: str, ads: JobAds | None = None,
     if not waiting.exists():
         waiting.parent.mkdir(parents=True, exist_ok=True)
         waiting.write_text(f"{now}\n")
-    waited = now - float(waiting.read_text())
+    waited = now - float(read_text_or(waiting, RunError))
     failover = config.client.failover_seconds if others else 0.0
     if others and 0 < failover <= waited:
         names = ", ".join(a.node for a in others)

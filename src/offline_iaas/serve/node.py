@@ -31,6 +31,7 @@ from typing import Protocol
 from offline_iaas import hooks, records
 from offline_iaas.atomic import remove_stale_temporaries, replace_directory, temporary_sibling
 from offline_iaas.binding import check_run_directory, is_make_dag_run, read_bound_run
+from offline_iaas.bounded_read import NotRegularFile, read_bytes, refuse_unless_regular
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.config_sections import ServerConfig
 from offline_iaas.errors import ConfigError, ModelError, ServerError
@@ -286,21 +287,29 @@ def note_exit(proc: subprocess.Popen, log: Path, node: str, when: str) -> str:
     return words
 
 
+def _log_text(path: Path) -> str | None:
+    """The log ``path`` read back (undecodable bytes replaced), None where it cannot be: not
+    there, or no regular file (a FIFO: not waited on)."""
+    try:
+        return read_bytes(path, limit_bytes=None).decode(errors="replace")
+    except (OSError, NotRegularFile):
+        return None
+
+
 def _logged_since(path: Path, offset: int, text: str) -> bool:
     """Whether ``text`` stands in the log ``path`` past byte ``offset``."""
     try:
+        refuse_unless_regular(path)  # a FIFO's open would wait for a writer
         with open(path, "rb") as log:
             log.seek(offset)
             return text.encode() in log.read()
-    except OSError:
+    except (OSError, NotRegularFile):
         return False
 
 
 def _log_tail(path: Path, lines: int = 5) -> str:
-    try:
-        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
-    except FileNotFoundError:
-        return ""
+    """The last ``lines`` lines of the log ``path``, joined by `` | `` ("" where none)."""
+    return " | ".join((_log_text(path) or "").strip().splitlines()[-lines:])
 
 
 def _checked_repository(run: RunDir, config: CampaignConfig, repository: Path | None
@@ -537,9 +546,8 @@ def _client_host(bind: str) -> str:
 
 def _echo_log(path: Path) -> None:
     """Copy tritonserver's log to stdout: without a shared filesystem nothing else keeps it."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
+    text = _log_text(path)
+    if text is None:
         return
     sys.stdout.write(f"---- {path.name} ----\n{text}")
     sys.stdout.flush()
