@@ -53,4 +53,3 @@ def check_pinned_model(repository: Path, recorded: ServedModel | None, graphs: b
     problem = pinned_model_problem(repository, recorded, graphs)
     if problem is not None:
         raise ModelError(problem)
-
