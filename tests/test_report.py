@@ -477,6 +477,7 @@ def test_report_of_a_classifier_campaign_says_what_is_absent(tmp_path: Path) -> 
 
 def test_report_command_writes_the_page(tmp_path: Path, capsys) -> None:
     run_dir = make_fixture_run(tmp_path, mode="classifier")
+    (run_dir / "offline.dag").write_text("JOB client0 client.sub\n")  # status's: a DAG by hand
     assert main(["report", str(run_dir)]) == 0
     assert capsys.readouterr().out.strip() == f"report: {run_dir / 'report' / 'index.html'}"
 

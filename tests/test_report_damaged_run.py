@@ -4,6 +4,7 @@ its top), and the command exits as ``status`` does, with the same line."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -142,3 +143,45 @@ def test_report_names_a_damaged_repository_manifest_not_a_missing_one(
     assert "The model repository&#x27;s manifest: " in page
     assert escape(f"{repository / 'manifest.json'}") in page and "export the repository" in page
     assert "No model repository manifest found." not in page
+
+
+def _list_a_client_without_a_spec(run: Path) -> None:
+    """run.json lists a client make-dag never planned: no job spec, no node in the DAG."""
+    info = json.loads((run / "run.json").read_text())
+    info["clients"].append("client9")
+    (run / "run.json").write_text(json.dumps(info))
+
+
+def _edit_a_job_spec(run: Path) -> None:
+    spec = run / "jobs" / "client0.json"
+    spec.write_text(spec.read_text().replace('"server0"', '"server0" ', 1))
+
+
+@pytest.mark.parametrize(("damage", "row"), [
+    (_list_a_client_without_a_spec, "report-run-json-client-without-a-node"),
+    (_edit_a_job_spec, "report-job-spec-changed")])
+def test_report_refuses_the_runs_status_refuses_with_status_line_after_writing_its_page(
+        run_dir: Path, capsys, damage, row: str) -> None:
+    """Before, report wrote its page and exited 0 where status refused the run (exit 6): it
+    checked campaign.toml and run.json only, not the DAG's nodes or the job specs; now both
+    commands make the one check (``workflow.status.checked_inputs``)."""
+    assert status_line(run_dir, capsys) == (0, "")  # control: the intact run passes both
+    assert report(run_dir, capsys)[:2] == (0, "")
+    damage(run_dir)
+    page = run_dir / "report" / "index.html"
+    page.unlink()
+    code, line, _ = report(run_dir, capsys)
+    assert (code, line) == status_line(run_dir, capsys)
+    assert code == 6 and page.is_file(), line  # the page is written first
+    documented(row, line, {run_dir: "<ws>/run"}, exit_code=code)
+
+
+def test_a_deleted_job_spec_is_named_by_status_and_refused_by_neither_command(
+        run_dir: Path, capsys) -> None:
+    """A client's spec deleted (its part complete): status names it on the client's line and
+    exits 0, and so does report (its node is what cannot run again, not the run)."""
+    (run_dir / "jobs" / "client0.json").unlink()
+    assert report(run_dir, capsys)[:2] == (0, "")
+    assert main(["status", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert f"{run_dir / 'jobs' / 'client0.json'}: no job spec for node client0" in out

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 
 from offline_iaas import records
-from offline_iaas.bounded_read import NotRegularFile, read_text, refuse_unless_regular
+from offline_iaas.bounded_read import read_bytes, read_text
 from offline_iaas.completeness import Hashes
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.digests import file_sha256
+from offline_iaas.digests import bytes_sha256
 from offline_iaas.errors import ConfigError, RunError
 from offline_iaas.records import ClientJob, RunInfo, ServedModel, ShardJob
 from offline_iaas.rundir import RunDir, restore_advice
@@ -47,17 +49,34 @@ def check_run_directory(run: RunDir) -> None:
 def run_info_damage(run: RunDir) -> str | None:
     """How ``run.json`` is lost ('missing', 'damaged: ...'), or None when it is a JSON object
     (whose fields ``records.read`` checks)."""
+    return _run_info_text(run)[1]
+
+
+def read_run_record(run: RunDir) -> RunInfo | str:
+    """``run.json``'s record, read once, or how it is lost (``run_info_damage``'s words).
+
+    Raises
+    ------
+    RunError
+        It is a JSON object but no run record this offline-iaas reads (``records.read``).
+    """
+    text, damage = _run_info_text(run)
+    return records.parse(RunInfo, text, run.run_info) if text is not None else str(damage)
+
+
+def _run_info_text(run: RunDir) -> tuple[str | None, str | None]:
+    """``run.json``'s text when it holds a JSON object, else None and how it is lost."""
     try:
         text = read_text(run.run_info)  # a FIFO is not waited on, /dev/zero not read
     except FileNotFoundError:
-        return "missing"
+        return None, "missing"
     except (OSError, ValueError) as err:  # NotRegularFile, TooLarge, UnicodeDecodeError
-        return f"unreadable ({err})"
+        return None, f"unreadable ({err})"
     try:
         data = json.loads(text)
     except ValueError as err:
-        return f"damaged (not JSON: {err})"
-    return None if isinstance(data, dict) else "damaged (not a JSON object)"
+        return None, f"damaged (not JSON: {err})"
+    return (text, None) if isinstance(data, dict) else (None, "damaged (not a JSON object)")
 
 
 def is_make_dag_run(run: RunDir) -> bool:
@@ -66,9 +85,11 @@ def is_make_dag_run(run: RunDir) -> bool:
     return run.config.exists() or run.run_info.exists()
 
 
-def read_bound_run(run: RunDir) -> tuple[CampaignConfig, RunInfo]:
+def read_bound_run(run: RunDir, record: RunInfo | str | None = None
+                   ) -> tuple[CampaignConfig, RunInfo]:
     """The run's config and record, once the record is there and the config is the campaign
-    make-dag planned (the same stream hash; merge-only settings may differ).
+    make-dag planned (the same stream hash; merge-only settings may differ); ``record``:
+    run.json as ``read_run_record`` read it already (None: read here).
 
     Raises
     ------
@@ -82,11 +103,10 @@ def read_bound_run(run: RunDir) -> tuple[CampaignConfig, RunInfo]:
     """
     check_run_directory(run)
     config = load_config(run.config)  # its own line when it is missing or not valid
-    damage = run_info_damage(run)
-    if damage is not None:
-        raise ConfigError(f"{run.run_info} is {damage}, so nothing can check what make-dag "
+    info = record if record is not None else read_run_record(run)
+    if isinstance(info, str):
+        raise ConfigError(f"{run.run_info} is {info}, so nothing can check what make-dag "
                           f"planned: {restore_advice(run)}")
-    info = records.read_run_info(run)
     edited = config_edited(run, config, info)
     if edited is not None:
         raise ConfigError(edited)
@@ -120,34 +140,71 @@ def planned_sequence_base(run: RunDir) -> int | None:
     return min(ids) - 1 if ids else None
 
 
-def changed_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str]) -> list[str]:
-    """Those of ``nodes`` whose job spec has another SHA-256 than run.json's ``job_sha256``
-    (edited, replaced by another node's, or damaged since make-dag); a spec missing or no
-    regular file is left to its reader, and a run older than ``job_sha256`` records none."""
-    changed = []
+@dataclass(frozen=True)
+class JobSpecRead:
+    """A node's job spec as ``read_job_specs`` read it, once."""
+
+    job: ClientJob | ShardJob | None
+    """Its record (``records.parse``: what a reader that shows what is there takes), None where
+    it is missing, unreadable or no record."""
+    problem: str | None
+    """``records.read_job``'s line where that refuses it (missing, damaged, another node's, a
+    piece make-dag never plans), else None."""
+    changed: bool
+    """Its SHA-256 is not run.json's ``job_sha256`` (edited, replaced by another node's, or
+    damaged since make-dag); False where unknown: a spec missing or no regular file, or a run
+    older than ``job_sha256``."""
+
+
+def read_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str]) -> dict[str, JobSpecRead]:
+    """The job spec of each of ``nodes``, each file read once: hashed, parsed and checked as
+    ``records.read_job`` checks it (a spec that does not read is read again for its line)."""
+    specs = {}
     for node in nodes:
-        recorded, path = info.job_sha256.get(node), run.job(node)
-        if recorded is None:
-            continue
+        kind: type[ClientJob | ShardJob] = ClientJob if node in info.clients else ShardJob
+        path, recorded = run.job(node), info.job_sha256.get(node)
         try:
-            refuse_unless_regular(path)  # a FIFO's open would wait for a writer
-            found = file_sha256(path)
-        except (OSError, NotRegularFile):  # the reader's line, when the node reads it
+            data: bytes | None = read_bytes(path)  # a FIFO is not waited on
+        except (OSError, ValueError):  # missing, NotRegularFile, TooLarge: the reader's line
+            data = None
+        changed = data is not None and recorded is not None and bytes_sha256(data) != recorded
+        try:
+            text = data.decode() if data is not None else None
+        except UnicodeDecodeError:  # read_job reads it for its line
+            text = None
+        try:
+            job, problem = records.read_job(kind, run, node, text), None
+        except RunError as err:
+            job, problem = _record_or_none(kind, text, path), str(err)
+        specs[node] = JobSpecRead(job, problem, changed)
+    return specs
+
+
+def _record_or_none(kind: type[ClientJob | ShardJob], text: str | None, path: Path
+                    ) -> ClientJob | ShardJob | None:
+    try:
+        return records.parse(kind, text, path) if text is not None else None
+    except RunError:
+        return None
+
+
+def check_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str],
+                    named_by_node: bool = False) -> dict[str, JobSpecRead]:
+    """The job specs of ``nodes`` (``read_job_specs``), once none is changed since make-dag:
+    RunError, naming the file, where one is not the one make-dag wrote (``JobSpecRead
+    .changed``), before a node streams or merges by it; one that does not read has its
+    reader's line (``records.read_job``), or, ``named_by_node`` (status, the report), is left
+    for the node's line to name."""
+    specs = read_job_specs(run, info, nodes)
+    for node, spec in specs.items():
+        if not spec.changed or (spec.problem is not None and named_by_node):
             continue
-        if found != recorded:
-            changed.append(node)
-    return changed
-
-
-def check_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str]) -> None:
-    """RunError, naming the file, where the job spec of one of ``nodes`` is not the one
-    make-dag wrote (``changed_job_specs``), before a node streams or merges by it; a spec
-    missing, unreadable or damaged has its reader's line (``records.read_job``)."""
-    for node in changed_job_specs(run, info, nodes):
-        records.read_job(ClientJob if node in info.clients else ShardJob, run, node)
+        if spec.problem is not None:
+            raise RunError(spec.problem)
         raise RunError(f"{run.job(node)} is not the job spec make-dag wrote for {node} (its "
                        f"SHA-256 is not run.json's: edited, or replaced since): "
                        f"{restore_advice(run)}")
+    return specs
 
 
 def model_mismatch(recorded: ServedModel | None, found: ServedModel, graphs: bool = True

@@ -133,7 +133,7 @@ def cmd_run_local(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from offline_iaas.report.build import report_command
+    from offline_iaas.workflow.status import report_command
 
     report_command(_run(args.run_dir))
 

@@ -29,7 +29,8 @@ line), which ``status`` shows and the merge puts in its refusal.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from offline_iaas.config import CampaignConfig, load_config
@@ -163,14 +164,33 @@ def set_aside(run: RunDir, problem: NotDone) -> NotDone:
     return NotDone(_set_aside_reason(run, problem.damaged))
 
 
-def _record(run: RunDir, kind: type[R], data: Path, path: Path, what: str, absent: str,
-            record: str) -> tuple[R | None, NotDone | None]:
-    """A node's record, or why the node is not done: the ``record`` unreadable, absent
-    (``absent``), or not complete."""
+def read_record(kind: type[R], path: Path) -> R | RunError | None:
+    """``records.read_optional`` of ``path``, its RunError returned, not raised: a node's record
+    as ``_record`` judges it (``ReadAlready.sidecars``)."""
     try:
-        found = read_optional(kind, path)
+        return read_optional(kind, path)
     except RunError as err:
-        return None, NotDone(f"{record} unreadable: {err}")
+        return err
+
+
+@dataclass(frozen=True)
+class ReadAlready:
+    """Files of a run its reader read already (``status``: ``binding.check_run``'s job specs,
+    the part sidecars), so that the nodes' checks do not read them again; a node absent from
+    one has its file read there."""
+
+    specs: Mapping[str, ClientJob | ShardJob | None] = field(default_factory=dict)
+    """Job specs (None: one that does not read as a record)."""
+    sidecars: Mapping[str, PartRecord | RunError | None] = field(default_factory=dict)
+    """Part sidecars, as ``read_record`` read them."""
+
+
+def _record(run: RunDir, found: R | RunError | None, data: Path, path: Path, what: str,
+            absent: str, record: str) -> tuple[R | None, NotDone | None]:
+    """A node's record (``found``: as ``read_record`` read it), or why the node is not done:
+    the ``record`` unreadable, absent (``absent``), or not complete."""
+    if isinstance(found, RunError):
+        return None, NotDone(f"{record} unreadable: {found}")
     if found is None:
         return None, _absent(run, absent, data, path)
     if not found.complete:  # type: ignore[attr-defined]
@@ -187,11 +207,14 @@ def _other_campaign(what: str, which: str, recorded: str, hashes: Hashes | None)
 
 
 def part_problem(run: RunDir, node: str, hashes: Hashes | None,
-                 spec: ClientShare | None = None, verify: bool = False) -> NotDone | None:
+                 spec: ClientShare | None = None, verify: bool = False,
+                 read: ReadAlready | None = None) -> NotDone | None:
     """Why client ``node``'s part is not complete, or None (``spec``: its job spec, when the
-    part must cover its windows)."""
+    part must cover its windows; ``read``: its sidecar, where read already)."""
     data, path = run.part(node)
-    sidecar, problem = _record(run, PartRecord, data, path, "part", "part missing", "sidecar")
+    found = (read.sidecars[node] if read is not None and node in read.sidecars
+             else read_record(PartRecord, path))
+    sidecar, problem = _record(run, found, data, path, "part", "part missing", "sidecar")
     if sidecar is None:
         return problem
     if hashes is None or not hashes.is_stream(sidecar.stream_hash):
@@ -205,7 +228,7 @@ def shard_problem(run: RunDir, node: str, hashes: Hashes | None,
                   spec: MergeShard | None = None, verify: bool = False) -> NotDone | None:
     """Why shard merge ``node``'s output is not complete, or None (``spec``: its job spec)."""
     data, path = run.shard_output(node)
-    summary, problem = _record(run, ShardSummary, data, path, "shard merge",
+    summary, problem = _record(run, read_record(ShardSummary, path), data, path, "shard merge",
                                "shard merge not done", "summary")
     if summary is None:
         return problem
@@ -227,8 +250,8 @@ def merge_problem(run: RunDir, hashes: Hashes | None, verify: bool = False
                   ) -> NotDone | None:
     """Why the merge's output (``output/campaign.h5``) is not complete, or None."""
     data, path = run.output
-    summary, problem = _record(run, CampaignSummary, data, path, "merge", "merge not done",
-                               "summary")
+    summary, problem = _record(run, read_record(CampaignSummary, path), data, path, "merge",
+                               "merge not done", "summary")
     if summary is None:
         return problem
     if hashes is None or not hashes.is_merge(summary.merge_hash):
@@ -260,16 +283,17 @@ def written_elsewhere(run: RunDir, summary: CampaignSummary) -> str | None:
     return summary.run_dir
 
 
-def node_problem(run: RunDir, node: str, hashes: Hashes | None, verify: bool = False
-                 ) -> NotDone | None:
+def node_problem(run: RunDir, node: str, hashes: Hashes | None, verify: bool = False,
+                 read: ReadAlready | None = None) -> NotDone | None:
     """Why a JOB node of the run's DAG is not complete (its role by its name: the merge, a
-    shard merge, else a client), or None (``verify``: read its data file's checksum)."""
+    shard merge, else a client), or None (``verify``: read its data file's checksum;
+    ``read``: its job spec and sidecar, where read already)."""
     if node == MERGE_NODE:
         return merge_problem(run, hashes, verify)
+    found = read.specs[node] if read is not None and node in read.specs else (
+        read_or_none(ShardJob if is_shard_node(node) else ClientJob, run.job(node)))
     if is_shard_node(node):
-        shard = read_or_none(ShardJob, run.job(node))
-        return shard_problem(run, node, hashes, shard.shard if shard is not None else None,
-                             verify)
-    client = read_or_none(ClientJob, run.job(node))
-    return part_problem(run, node, hashes, client.share if client is not None else None,
-                        verify)
+        return shard_problem(run, node, hashes,
+                             found.shard if isinstance(found, ShardJob) else None, verify)
+    return part_problem(run, node, hashes, found.share if isinstance(found, ClientJob) else None,
+                        verify, read)

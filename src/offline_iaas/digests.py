@@ -14,3 +14,8 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def bytes_sha256(data: bytes) -> str:
+    """SHA-256 of bytes read already (hex): ``file_sha256`` of the file that holds them."""
+    return hashlib.sha256(data).hexdigest()

@@ -441,22 +441,21 @@ def write_client_job(run: RunDir, share: ClientShare) -> None:
     write(ClientJob.of(share), run.job(share.node))
 
 
-def read_job(kind: type[R], run: RunDir, node: str) -> R:
-    """``node``'s job spec (RunError naming the file; damaged: with make-dag's command; a node
-    of another kind or none of this run: naming the nodes of the kind asked for). run.json
-    is read only when the spec is missing or does not read as ``kind``: the merge reads every
-    client's spec, and run.json lists them all."""
-    path = run.job(node)
-    if path.exists():
+def read_job(kind: type[R], run: RunDir, node: str, text: str | None = None) -> R:
+    """``node``'s job spec (``text``: its contents, read already; RunError naming the file;
+    damaged: with make-dag's command; a node of another kind or none of this run: naming the
+    nodes of the kind asked for). run.json is read only when the spec is missing or does not
+    read as ``kind``: the merge reads every client's spec, and run.json lists them all."""
+    path, advice = run.job(node), restore_advice(run)
+    if text is not None or path.exists():
         try:
-            job = read(kind, path, restore_advice(run))
+            job = read(kind, path, advice) if text is None else parse(kind, text, path, advice)
             if getattr(job, "node", node) != node:  # a copy of, or a link to, another's
-                raise RunError(f"{path} is the job spec of {job.node}, not of "
-                               f"{node}: {restore_advice(run)}")
+                raise RunError(f"{path} is the job spec of {job.node}, not of {node}: {advice}")
             for number, piece in enumerate(getattr(job, "pieces", ())):
                 if (damage := piece_damage(piece)) is not None:
                     raise RunError(f"{path}: piece {number} {damage}, which make-dag never "
-                                   f"plans (edited by hand?): {restore_advice(run)}")
+                                   f"plans (edited by hand?): {advice}")
             return job
         except RunError:
             if (info := read_or_none(RunInfo, run.run_info)) is not None:
@@ -464,7 +463,7 @@ def read_job(kind: type[R], run: RunDir, node: str) -> R:
             raise
     if (info := read_or_none(RunInfo, run.run_info)) is not None:  # unreadable: its own line
         _check_node_kind(_kind_name(kind), info, node)
-    advice = f": {restore_advice(run)}" if info is not None else ""
+    advice = f": {advice}" if info is not None else ""
     raise RunError(f"{path}: no job spec for node {node}{advice}")
 
 

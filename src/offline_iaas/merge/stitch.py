@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import physics_lines
 from offline_iaas.modes import output_kind
-from offline_iaas.records import BadFile, ClientShare, PartRecord, Piece
+from offline_iaas.records import BadFile, ClientShare, PartRecord, Piece, RunInfo
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import (
@@ -79,15 +80,18 @@ def check_parts(
     return problems
 
 
-def bad_files(run: RunDir, shares: list[ClientShare], read: set[str] | None = None
-              ) -> list[BadFile]:
+def bad_files(run: RunDir, shares: list[ClientShare], read: set[str] | None = None,
+              info: RunInfo | None = None,
+              sidecars: Mapping[str, PartRecord | None] | None = None) -> list[BadFile]:
     """The bad frame files left out as gaps (``data.on_bad_file = "gap"``), each once, in GPS
     order: make-dag's (``run.json``) and those the parts' sidecars record (``read``: of these
-    clients only; None: all)."""
-    found = list(records.read_run_info(run).bad_frame_files)
+    clients only; None: all). ``info`` and ``sidecars``: run.json and the sidecars, read
+    already (a client's absent from ``sidecars``, or ``sidecars`` None: read here)."""
+    found = list((info if info is not None else records.read_run_info(run)).bad_frame_files)
     for share in shares:
         if read is None or share.node in read:
-            sidecar = records.read_optional(PartRecord, run.part(share.node)[1])
+            sidecar = (sidecars[share.node] if sidecars is not None and share.node in sidecars
+                       else records.read_optional(PartRecord, run.part(share.node)[1]))
             found += sidecar.bad_files if sidecar is not None else ()
     return records.bad_files_of(found)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import h5py
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.binding import check_run_directory, is_make_dag_run, read_bound_run
+from offline_iaas.binding import check_run_directory
 from offline_iaas.bounded_read import read_text
 from offline_iaas.completeness import Hashes, NotDone, merge_problem, part_problem
 from offline_iaas.errors import ModelError, RunError
@@ -261,15 +261,3 @@ def write_report(run: RunDir) -> Path:
     write_text_atomic(path, page.render("offline-iaas campaign report", subtitle, sections,
                                         warnings))
     return path
-
-
-def report_command(run: RunDir) -> None:
-    """``offline-iaas report``: ``write_report``, then, where the run's campaign.toml or
-    run.json is missing or damaged, campaign.toml was edited since make-dag, or run-local's
-    local-state.json is damaged, the same error ``status`` gives for it (the page is written
-    first, whatever state the run is in, and names the problem too: an edit in a line at its
-    top, a damaged file where it was not drawn)."""
-    logger.info(f"report: {write_report(run)}")
-    if is_make_dag_run(run):
-        read_bound_run(run)
-    read_local_state(run)

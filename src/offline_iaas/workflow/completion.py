@@ -7,11 +7,14 @@ import logging
 from typing import TYPE_CHECKING
 
 from offline_iaas.completeness import (
+    Hashes,
     NotDone,
+    ReadAlready,
     campaign_hashes,
     node_problem,
     set_aside,
 )
+from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import OfflineIaasError
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.dag import Dag
@@ -22,17 +25,19 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def not_done(run: RunDir, dag: Dag, verify: bool = False) -> dict[str, NotDone]:
+def not_done(run: RunDir, dag: Dag, verify: bool = False, config: CampaignConfig | None = None,
+             read: ReadAlready | None = None) -> dict[str, NotDone]:
     """Why each JOB node whose output is not there (or not this campaign's, or damaged) is not
     done; complete nodes are absent. A node below one that is not done is not done either
     (its output was made from the old one). ``verify``: read every data file's checksum, and
     set aside those that fail (``completeness.set_aside``), so that ``run-local`` reruns
-    their nodes."""
-    hashes = campaign_hashes(run)
+    their nodes. ``config`` and ``read``: the run's campaign.toml and those of its files read
+    already (``binding.check_run``'s; None: read here)."""
+    hashes = Hashes.of(config) if config is not None else campaign_hashes(run)
     why = {}
     for node in dag.nodes.values():
         if node.kind == "JOB":
-            problem = node_problem(run, node.name, hashes, verify)
+            problem = node_problem(run, node.name, hashes, verify, read)
             if problem is not None:
                 why[node.name] = set_aside(run, problem) if verify else problem
     changed = True

@@ -10,6 +10,7 @@ file in ``logs/``, which condor_submit creates when DAGMan submits the first job
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,20 +20,23 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from offline_iaas import records
-from offline_iaas.binding import changed_job_specs, check_job_specs, is_make_dag_run
+from offline_iaas.binding import JobSpecRead
 from offline_iaas.bounded_read import read_text
+from offline_iaas.completeness import ReadAlready, read_record
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import RunError
 from offline_iaas.geometry import StreamGeometry
 from offline_iaas.lifetime import is_running
 from offline_iaas.local_state import LocalState, read_local_state, unix_seconds
-from offline_iaas.records import ClientJob, ClientShare, PartRecord, RunInfo, ShardJob
+from offline_iaas.records import ClientJob, ClientShare, PartRecord, RunInfo
 from offline_iaas.rundir import MERGE_NODE, RunDir, restore_advice
 from offline_iaas.serve.crashes import crash_lines
 from offline_iaas.stretches import piece_off_its_stretch
-from offline_iaas.workflow.binding import check_binding, read_run_dag
+from offline_iaas.workflow.binding import CheckedRun, check_run
 from offline_iaas.workflow.completion import not_done
 from offline_iaas.workflow.failures import last_error
+
+logger = logging.getLogger(__name__)
 
 # DAGMan NodeStatus values (node status file) -> our states.
 _DAGMAN_STATES = {0: "waiting", 1: "waiting", 2: "waiting", 3: "running", 4: "running",
@@ -85,12 +89,14 @@ class RunStatus(BaseModel):
 
 
 def _data_seconds(run: RunDir, config: CampaignConfig, specs: dict[str, ClientShare | None],
-                  complete: set[str]) -> tuple[float, float, float, int]:
+                  complete: set[str], info: RunInfo | None,
+                  sidecars: dict[str, PartRecord | None]) -> tuple[float, float, float, int]:
     """(done, total, lost, bad files) over the client nodes (``specs``: their job specs, None
-    where unreadable; ``complete``: the nodes whose output is there), in data seconds
-    analysed: a part's kept windows less those in the gaps of the bad frame files known so far
-    (make-dag's and the complete parts'), which are ``lost`` (the merge stages the same
-    windows)."""
+    where unreadable; ``complete``: the nodes whose output is there; ``info`` and
+    ``sidecars``: run.json, None where there is none, and the parts' sidecars, read already),
+    in data seconds analysed: a part's kept windows less those in the gaps of the bad frame
+    files known so far (make-dag's and the complete parts'), which are ``lost`` (the merge
+    stages the same windows)."""
     from offline_iaas.merge.stitch import analysed_windows, bad_files, campaign_stretches
 
     stride = config.stride_seconds
@@ -101,7 +107,7 @@ def _data_seconds(run: RunDir, config: CampaignConfig, specs: dict[str, ClientSh
         return (total * len(complete & set(clients)) / len(clients) if clients else 0.0,
                 total, 0.0, 0)
     try:
-        bad = bad_files(run, shares)
+        bad = bad_files(run, shares, info=info, sidecars=sidecars)
     except RunError:  # no run record: no bad file known
         bad = []
     windows = analysed_windows(config.geometry, shares, campaign_stretches(config, shares, bad))
@@ -125,31 +131,23 @@ def _note_server(node: NodeState, spec: ClientShare | None,
             node.detail = f"{node.detail}; {moved}" if node.detail else moved
 
 
-def _job_spec(run: RunDir, geometry: StreamGeometry, client: str) -> ClientJob | str:
+def _job_spec(run: RunDir, geometry: StreamGeometry, client: str,
+              read: JobSpecRead | None) -> ClientJob | str:
     """A client's job spec, or what is wrong with it (missing or damaged, naming the file; a
     piece off ``geometry``'s grid: a spec edited in a run older than run.json's
-    ``job_sha256``)."""
+    ``job_sha256``); ``read``: the spec as ``binding.check_run`` read it (None: read here)."""
+    if read is not None and read.problem is not None:
+        return read.problem
     try:
-        job = records.read_job(ClientJob, run, client)
+        job = read.job if read is not None else records.read_job(ClientJob, run, client)
     except RunError as err:
         return str(err)
+    assert isinstance(job, ClientJob)
     for number, piece in enumerate(job.pieces):
         if (damage := piece_off_its_stretch(geometry, piece)) is not None:
             return (f"{run.job(client)}: piece {number} {damage}, which make-dag never plans "
                     f"(edited by hand?): {restore_advice(run)}")
     return job
-
-
-def _check_specs(run: RunDir, info: RunInfo) -> None:
-    """RunError naming the spec where a job spec that reads is not the one make-dag wrote
-    (``binding.check_job_specs``: edited, its totals would be false); one that does not read
-    (missing, damaged) is named on its node's line instead."""
-    for node in changed_job_specs(run, info, (*info.clients, *info.shards)):  # hashed alone
-        try:
-            records.read_job(ClientJob if node in info.clients else ShardJob, run, node)
-        except RunError:
-            continue
-        check_job_specs(run, info, [node])
 
 
 def _local_states(local: LocalState) -> dict[str, NodeState]:
@@ -193,6 +191,60 @@ def _dagman_states(text: str) -> dict[str, NodeState]:
     return out
 
 
+@dataclass(frozen=True)
+class KnownStates:
+    """The node states a run's files record (``_known_states``)."""
+
+    states: dict[str, NodeState]
+    source: str
+    """Where they came from."""
+    local: LocalState | None
+    """run-local's ``local-state.json`` (None: none)."""
+    dagman: bool
+    """Whether they are DAGMan's (its node status file is the newer)."""
+
+
+def _known_states(run: RunDir) -> KnownStates:
+    """The node states of whichever was written last, DAGMan's node status file or run-local's
+    ``local-state.json`` (RunError naming the file where the one read, or run-local's, is
+    damaged)."""
+    local_path, dagman_path = run.local_state, run.dagman_status
+    local = read_local_state(run)
+    use_dagman = dagman_path.exists() and (
+        local is None or dagman_path.stat().st_mtime >= local_path.stat().st_mtime
+    )
+    if use_dagman:
+        try:
+            states = _dagman_states(read_text(dagman_path))  # a FIFO is not waited on
+        except (OSError, ValueError) as err:  # NotRegularFile, TooLarge, UnicodeDecodeError
+            raise RunError(f"{dagman_path}: cannot read DAGMan's node status: {err}") from None
+        return KnownStates(states, f"DAGMan ({dagman_path.name})", local, True)
+    if local is not None:
+        return KnownStates(_local_states(local), f"run-local ({local_path.name})", local, False)
+    return KnownStates({}, "files only (not started)", None, False)
+
+
+def checked_inputs(run: RunDir) -> tuple[CheckedRun, KnownStates]:
+    """What ``status`` reads of a run before its nodes' outputs, each file once, and refuses:
+    its DAG, make-dag's plan and job specs (``binding.check_run``), and its node states
+    (``_known_states``); ``report`` exits by the same refusals (``report_command``)."""
+    run = run.absolute()
+    return check_run(run), _known_states(run)
+
+
+def report_command(run: RunDir) -> None:
+    """``offline-iaas report``: ``report.build.write_report``, then, where ``status`` refuses
+    the run, the same error (``checked_inputs``: campaign.toml or run.json missing or
+    damaged, campaign.toml edited since make-dag, the DAG without a node run.json lists, a job
+    spec edited since make-dag, local-state.json damaged, ...). The page is written first,
+    whatever state the run is in, and names the problem too where it can: an edit in a line
+    at its top, a damaged file where it was not drawn."""
+    from offline_iaas.report.build import write_report
+
+    logger.info(f"report: {write_report(run)}")
+    checked_inputs(run)
+
+
 def _started(run: RunDir, state: LocalState | None) -> float | None:
     if state:
         times = [unix_seconds(n.started) for n in state.nodes.values() if n.started]
@@ -218,28 +270,16 @@ def read_status(run: RunDir, verify: bool = False) -> RunStatus:
     """The progress of a run directory (any time: before, during or after the run);
     ``verify``: read every checksum (``completion.not_done``)."""
     run = run.absolute()
-    dag = read_run_dag(run)
-    check_binding(run)
-    if is_make_dag_run(run):
-        _check_specs(run, records.read_run_info(run))
-    local_path, dagman_path = run.local_state, run.dagman_status
-    local = read_local_state(run)
-    use_dagman = dagman_path.exists() and (
-        local is None or dagman_path.stat().st_mtime >= local_path.stat().st_mtime
-    )
-    if use_dagman:
-        try:
-            states = _dagman_states(read_text(dagman_path))  # a FIFO is not waited on
-        except (OSError, ValueError) as err:  # NotRegularFile, TooLarge, UnicodeDecodeError
-            raise RunError(f"{dagman_path}: cannot read DAGMan's node status: {err}") from None
-        source = f"DAGMan ({dagman_path.name})"
-    elif local is not None:
-        states, source = _local_states(local), f"run-local ({local_path.name})"
-    else:
-        states, source = {}, "files only (not started)"
+    checked, known = checked_inputs(run)
+    dag = checked.dag
+    states, local, use_dagman = known.states, known.local, known.dagman
+    dagman_path = run.dagman_status
 
-    status = RunStatus(run_dir=str(run.path), source=source)
-    problems = not_done(run, dag, verify)
+    status = RunStatus(run_dir=str(run.path), source=known.source)
+    names = [n.name for n in dag.nodes.values() if n.kind == "JOB" and n.submit == "client.sub"]
+    read = ReadAlready({node: spec.job for node, spec in checked.specs.items()},  # each once
+                       {node: read_record(PartRecord, run.part(node)[1]) for node in names})
+    problems = not_done(run, dag, verify, checked.config, read)
     complete = {n.name for n in dag.nodes.values() if n.kind == "JOB" and n.name not in problems}
     for node in dag.nodes.values():
         found = states.get(node.name)
@@ -263,20 +303,22 @@ def read_status(run: RunDir, verify: bool = False) -> RunStatus:
 
     # each client's job spec and part sidecar, read once
     # (a sidecar missing or damaged: None; why the node is not done is not_done's)
-    config = load_config(run.config)
-    clients = {n.name: (_job_spec(run, config.geometry, n.name),
-                        records.read_or_none(PartRecord, run.part(n.name)[1]))
-               for n in dag.nodes.values() if n.kind == "JOB" and n.submit == "client.sub"}
-    specs = {name: job.share if isinstance(job, ClientJob) else None
-             for name, (job, _) in clients.items()}
+    config = checked.config if checked.config is not None else load_config(run.config)
+    clients = {name: (_job_spec(run, config.geometry, name, checked.specs.get(name)),
+                      sidecar if isinstance(sidecar := read.sidecars[name], PartRecord) else None)
+               for name in names}
+    shares = {name: job.share if isinstance(job, ClientJob) else None
+              for name, (job, _) in clients.items()}
     for node in status.nodes:
         if node.name in clients:
             job = clients[node.name][0]
             if isinstance(job, str):  # the spec's problem, named: its node cannot run
                 node.detail = f"{node.detail}; {job}" if node.detail else job
-            _note_server(node, specs[node.name], clients[node.name][1])
+            _note_server(node, shares[node.name], clients[node.name][1])
     (status.data_seconds_done, status.data_seconds_total, status.data_seconds_lost,
-     status.bad_frame_files) = _data_seconds(run, config, specs, complete)
+     status.bad_frame_files) = _data_seconds(
+         run, config, shares, complete, checked.info,
+         {name: sidecar for name, (_, sidecar) in clients.items()})
     status.server_crashes = crash_lines(run, [n.name for n in dag.nodes.values()
                                               if n.kind == "SERVICE"])
     status.output_complete = MERGE_NODE in dag.nodes and MERGE_NODE in complete
