@@ -420,7 +420,7 @@ CASES: list[Case] = [
     Case("inspect-raw-frame", 3, lambda ws: ["inspect", str(ws / "frames" / H_FILE)],
          lambda ws: [f"{ws / 'frames' / H_FILE}: no offline-iaas frame history entry"]),
     Case("injection-list-missing", 2, lambda ws: _injection_case(ws, ws / "nowhere.json"),
-         lambda ws: [f"search.injections: {ws / 'nowhere.json'}: file not found"]),
+         lambda ws: [f"search.injections: injection file {ws / 'nowhere.json'} does not exist"]),
     Case("injection-list-truncated", 3, _truncated_injections,
          lambda ws: [f"search.injections: {ws / 'cut.h5'}: not a readable HDF5 file"]),
     Case("injection-list-not-text", 2,

@@ -162,8 +162,8 @@ def test_inspect_of_a_directory_says_it_is_one(tmp_path: Path, capsys) -> None:
     (tmp_path / "frames").mkdir()
     assert main(["inspect", str(tmp_path / "frames")]) == 3
     assert cli_error(capsys.readouterr().err) == (
-        f"{tmp_path / 'frames'}: a directory, not a product file (a cleaned GWF file or a "
-        "campaign HDF5 file)")
+        f"product file {tmp_path / 'frames'} is a directory, not a regular file (a product is "
+        "a cleaned GWF file or a campaign HDF5 file)")
 
 
 def test_inspect_of_a_client_part_says_what_it_is_and_where_the_provenance_is(

@@ -219,7 +219,7 @@ def test_an_injection_file_that_is_no_regular_file_is_one_line(ws: Path) -> None
         pipe = fifo(ws / name)
         line = refusal(ws, "convert-injections", str(pipe), str(ws / target),
                        code=exit_code(ConfigError))  # as a missing one
-        assert line == f"{pipe}: {FIFO}"
+        assert line == f"injection file {pipe} is {FIFO}"  # errors.not_a_regular_file
         assert not (ws / target).exists()
     documented("injection-file-not-regular", line, {ws: "<ws>"},
                exit_code=exit_code(ConfigError))
@@ -253,7 +253,7 @@ def test_an_injection_list_that_is_no_regular_file_is_one_line(ws: Path) -> None
     check = ["check", str(ws / "campaign.toml"), "--set", "model.mode=bbhnet", "--set", NO_REPO,
              "--set"]
     line = refusal(ws, *check, f"search.injections={pipe}", code=exit_code(ConfigError))
-    assert line == f"search.injections: {pipe}: cannot read: {FIFO}"
+    assert line == f"search.injections: injection file {pipe} is {FIFO}"
     documented("injection-list-not-regular", line, {ws: "<ws>"},
                exit_code=exit_code(ConfigError))
     printed = passes(ws, *check, f"search.injections={ws / 'frames' / 'synth.json'}")

@@ -120,8 +120,8 @@ def without_column(path: Path) -> Path:
 
 
 BAD_LISTS = {
-    "missing": (lambda d: d / "nowhere.h5", ConfigError, "injection file not found"),
-    "missing-json": (lambda d: d / "nowhere.json", ConfigError, "file not found"),
+    "missing": (lambda d: d / "nowhere.h5", ConfigError, "nowhere.h5 does not exist"),
+    "missing-json": (lambda d: d / "nowhere.json", ConfigError, "nowhere.json does not exist"),
     "truncated-json": (lambda d: truncated(listed(d, [700.0])), ConfigError, "not JSON"),
     "truncated-hdf5": (lambda d: truncated(injection_set(d / "set.h5")), DataError,
                        "not a readable HDF5 file"),

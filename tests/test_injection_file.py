@@ -161,7 +161,8 @@ def test_bad_files_raise_one_clear_error(tmp_path: Path) -> None:
     refusals = {}
     with pytest.raises(ConfigError, match="must end in") as refusals["injection-suffix"]:
         read_injection_set(tmp_path / "set.txt")
-    with pytest.raises(ConfigError, match="not found") as refusals["injection-not-found"]:
+    with pytest.raises(ConfigError, match="^injection file .*absent.h5 does not exist$"
+                       ) as refusals["injection-not-found"]:
         read_injection_set(tmp_path / "absent.h5")
     (tmp_path / "junk.h5").write_text("not hdf5")
     with pytest.raises(DataError, match="junk.h5") as refusals["injection-not-hdf5"]:

@@ -162,7 +162,7 @@ def test_a_device_link_as_the_source_is_named_not_found_no_more(tmp_path: Path) 
                                str(tmp_path / name), str(tmp_path / "out.xml")],
                               capture_output=True, text=True, timeout=120)
         assert (done.returncode, cli_error(done.stderr)) == (
-            2, f"{tmp_path / name}: a character device, not a regular file")
+            2, f"injection file {tmp_path / name} is a character device, not a regular file")
         assert not (tmp_path / "out.xml").exists()
     write_injection_set(tmp_path / "set.h5", sample_set())
     done = subprocess.run([sys.executable, "-m", "offline_iaas.cli", "convert-injections",

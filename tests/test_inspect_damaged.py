@@ -97,8 +97,9 @@ def test_a_frame_file_cut_or_changed_with_its_mtime_kept_is_not_intact(
 def test_a_product_is_told_by_its_first_bytes_and_a_file_that_is_no_file_is_named(
         small_campaign_dir, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A frame file named ``.h5`` or ``.GWF`` is read as a frame file (it was "not a GWF or
-    HDF5 file"); a device, a pipe and a link that leads nowhere are named as what they are
-    (they were "no such file")."""
+    HDF5 file"); a device, a pipe, a link that leads nowhere and a missing file are named as
+    what they are (they were "no such file"), in ``errors.not_a_regular_file``'s words, as
+    every other reader names them (a missing one was "no such file", its own)."""
     source = small_campaign_dir(export=False) / "frames" / H_FILE
     for name in ("frame.h5", "FRAME.GWF"):
         shutil.copy(source, tmp_path / name)
@@ -111,11 +112,15 @@ def test_a_product_is_told_by_its_first_bytes_and_a_file_that_is_no_file_is_name
            "signature)")
     os.mkfifo(tmp_path / "pipe.h5")
     (tmp_path / "nowhere.gwf").symlink_to(tmp_path / "gone.gwf")
+    kinds = "(a product is a cleaned GWF file or a campaign HDF5 file)"
     assert inspected(Path(os.devnull), capsys) == (
-        3, f"{os.devnull}: a character device, not a regular file")
+        3, f"product file {os.devnull} is a character device, not a regular file {kinds}")
     code, line = inspected(tmp_path / "pipe.h5", capsys)
-    assert (code, line) == (3, f"{tmp_path / 'pipe.h5'}: a FIFO (named pipe), not a regular "
-                               "file")
+    assert (code, line) == (3, f"product file {tmp_path / 'pipe.h5'} is a FIFO (named pipe), "
+                               f"not a regular file {kinds}")
     documented("inspect-not-a-regular-file", line, {tmp_path: "<ws>"}, exit_code=code)
     assert inspected(tmp_path / "nowhere.gwf", capsys) == (
-        3, f"{tmp_path / 'nowhere.gwf'}: a symbolic link that leads nowhere")
+        3, f"product file {tmp_path / 'nowhere.gwf'} is a symbolic link that leads nowhere "
+           f"{kinds}")
+    assert inspected(tmp_path / "absent.gwf", capsys) == (
+        3, f"product file {tmp_path / 'absent.gwf'} does not exist {kinds}")

@@ -109,14 +109,12 @@ class SweepPlan:
         for name in self.workloads:
             workload(name)
         batch_size = 1 if self.default_batch_size is None else self.default_batch_size
-        values = [*self.batch_sizes, *self.clients, batch_size,
-                  self.default_clients, self.in_flight, self.repeats, *self.instances]
-        if not self.instances or min(values) < 1:
+        layout = [*self.batch_sizes, *self.clients, batch_size, self.default_clients,
+                  *self.instances]
+        if not self.instances or min(*layout, self.in_flight, self.repeats) < 1:
             raise ConfigError(
                 "bench batch sizes, clients, in-flight, repeats and instances must be >= 1"
             )
-        layout = [*self.batch_sizes, *self.clients, batch_size, self.default_clients,
-                  *self.instances]
         if max(layout) > MAX_LAYOUT_COUNT:  # plan would refuse the results.json it wrote
             raise ConfigError(f"bench batch sizes, clients and instances must be at most "
                               f"{MAX_LAYOUT_COUNT}, got {max(layout)}")

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from offline_iaas import __version__
-from offline_iaas.bounded_read import NotRegularFile, refuse_unless_regular
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.data.hdf5_probe import every_object
-from offline_iaas.errors import DataError
+from offline_iaas.errors import DataError, not_a_regular_file
 from offline_iaas.records import BadFile, ServedModel
 
 PROVENANCE_MARK = "offline-iaas provenance: "
@@ -124,16 +123,9 @@ def read_provenance(path: Path) -> dict[str, Any]:
     campaign HDF5 file (told apart by their first bytes, whatever the name). DataError if
     ``path`` holds none, or is damaged where it is read."""
     path = Path(path)
-    if path.is_dir():
-        raise DataError(f"{path}: a directory, not a product file (a cleaned GWF file or a "
+    if (why := not_a_regular_file(path)) is not None:  # a FIFO's open would wait: not opened
+        raise DataError(f"product file {path} {why} (a product is a cleaned GWF file or a "
                         "campaign HDF5 file)")
-    if not path.exists():
-        raise DataError(f"{path}: " + ("a symbolic link that leads nowhere" if path.is_symlink()
-                                        else "no such file"))
-    try:
-        refuse_unless_regular(path)
-    except NotRegularFile as err:  # a FIFO's open would wait for a writer: not opened
-        raise DataError(f"{path}: {err}") from None
     with open(path, "rb") as file:
         if path.suffix.lower() == ".gwf" or file.read(len(GWF_MAGIC)) == GWF_MAGIC:
             return read_gwf_provenance(path)

@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 
 from offline_iaas.atomic import replaced_atomically
-from offline_iaas.bounded_read import NotRegularFile, TooLarge, read_text, refuse_unless_regular
+from offline_iaas.bounded_read import NotRegularFile, TooLarge, read_text
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.data.hdf5_probe import readable_hdf5
-from offline_iaas.errors import ConfigError, DataError
+from offline_iaas.errors import ConfigError, DataError, not_a_regular_file
 from offline_iaas.json_values import finite_number, json_kind
 from offline_iaas.physics import Injection
 from offline_iaas.search.injection_set import InjectionSet, attr_value, number_attribute
@@ -106,14 +106,8 @@ def read_injection_set(
     """
     path = Path(path)
     kind = file_format(path)
-    if path.is_dir():
-        raise ConfigError(f"{path}: a directory, not an injection file")
-    try:
-        refuse_unless_regular(path)  # a FIFO: h5py's or igwn-ligolw's open would wait on it
-    except NotRegularFile as err:
-        raise ConfigError(f"{path}: {err}") from None
-    except OSError:
-        raise ConfigError(f"{path}: injection file not found") from None
+    if (why := not_a_regular_file(path)) is not None:  # a FIFO: h5py's open would wait on it
+        raise ConfigError(f"injection file {path} {why}")
     if kind == "xml":
         found = read_ligolw(path, approximant, f_lower_hz, reference_frequency_hz)
     else:
@@ -257,10 +251,10 @@ def read_injection_listing(path: Path) -> InjectionListing:
             found, None if volume is None else float(volume), dict(injections.attrs),
             {k: v for k, v in waveform.items()
              if v != UNRECORDED and not (isinstance(v, float) and math.isnan(v))})
+    if (why := not_a_regular_file(path)) is not None:  # a FIFO is not opened
+        raise ConfigError(f"search.injections: injection file {path} {why}")
     try:
-        data = json.loads(read_text(path))  # a FIFO not waited on, /dev/zero not read
-    except FileNotFoundError:
-        raise ConfigError(f"search.injections: {path}: file not found") from None
+        data = json.loads(read_text(path))  # bounded; a FIFO put in its place is not waited on
     except (OSError, UnicodeDecodeError, NotRegularFile, TooLarge) as err:
         raise ConfigError(f"search.injections: {path}: cannot read: {err}") from None
     except json.JSONDecodeError as err:
