@@ -361,6 +361,57 @@ def test_plan_refuses_a_pilot_whose_client_answered_before_it_asked(
         documented("pilot-response-before-request", message, {run: "<pilot>"}, exit_code=code)
 
 
+def _node_times(run: Path, node: str, started: float, ended: float,
+                history: list[float] | None = None) -> None:
+    """Set ``node``'s start and end in the pilot's local state (``history``: the start of an
+    earlier attempt, which ended at ``started``)."""
+    path = run / "local-state.json"
+    state = json.loads(path.read_text())
+    state["nodes"][node].update(started=iso(started), ended=iso(ended))
+    if history is not None:
+        state["nodes"][node]["history"] = [
+            {"attempt": 1, "status": "failed", "started": iso(t), "ended": iso(started)}
+            for t in history]
+    path.write_text(json.dumps(state))
+
+
+@pytest.mark.parametrize("started, ended", [(0.5, 3.0), (11.0, 12.2), (0.5, 9.0)],
+                         ids=["ended-before-its-first-request", "started-after-it",
+                              "ended-before-its-last-response"])
+def test_plan_refuses_a_pilot_whose_part_lies_outside_its_nodes_run(
+        small_config_file: Path, capsys: pytest.CaptureFixture, started: float,
+        ended: float) -> None:
+    """local-state.json says client0 ran from ``started`` to ``ended`` while its sidecar's
+    requests ran from 4.0 to 10.5 s: exit 6, one line naming the sidecar and the state (before:
+    planned from it, exit 0); the pilot as run-local left it plans (the control)."""
+    run = fake_pilot(small_config_file.parent, small_config_file)
+    plan = ["plan", str(small_config_file), "--target-hours", "1", "--from-run", str(run)]
+    assert main(plan) == 0
+    _node_times(run, "client0", started, ended)
+    capsys.readouterr()
+    code, message = refused_as_damaged(plan, capsys)
+    assert message.startswith(
+        f"{run / 'parts' / 'client0.json'}: the part's requests (first_request_unix to "
+        f"last_response_unix) are not within its node's run in {run / 'local-state.json'}"), \
+        message
+    if started == 0.5 and ended == 3.0:
+        documented("pilot-part-outside-its-node", message, {run: "<pilot>"}, exit_code=code)
+
+
+@pytest.mark.parametrize("started, ended, history", [
+    (0.5, 10.0, None), (4.8, 11.0, None), (10.8, 11.0, [0.5])],
+    ids=["end-0.5-s-early", "start-0.8-s-late", "a-retry-found-the-part-complete"])
+def test_a_pilot_whose_part_is_within_its_nodes_run_and_the_tolerance_plans(
+        small_config_file: Path, started: float, ended: float,
+        history: list[float] | None) -> None:
+    """The check allows ``pilot.CLOCK_TOLERANCE_SECONDS`` (1 s) either side, and takes a node's
+    run from its first attempt: one attempt wrote the part and failed after, the next found it
+    complete (its own start after the part's first request)."""
+    run = fake_pilot(small_config_file.parent, small_config_file)
+    _node_times(run, "client0", started, ended, history)
+    assert read_pilot(RunDir(run)).streaming_seconds == pytest.approx(8.0)
+
+
 @pytest.mark.parametrize("record, field, value", [
     ("parts/client0.json", "first_request_unix", "NaN"),
     ("parts/client1.json", "last_response_unix", "-Infinity"),

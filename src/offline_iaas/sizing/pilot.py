@@ -14,7 +14,7 @@ from offline_iaas import records
 from offline_iaas.binding import check_run_directory
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import ConfigError, RunError, names_text
-from offline_iaas.local_state import read_local_state, unix_seconds
+from offline_iaas.local_state import NodeRecord, read_local_state, unix_seconds
 from offline_iaas.records import PartRecord
 from offline_iaas.rundir import MERGE_NODE, RunDir
 from offline_iaas.summaries import CampaignSummary
@@ -83,8 +83,9 @@ def read_pilot(run: RunDir) -> PilotRun:
     ------
     RunError
         No run directory (``binding.check_run_directory``), or one that ``run-local`` has not
-        finished; a damaged record (``records.read``: a time that is not a finite number), or a
-        part whose last response is not after its first request.
+        finished; a damaged record (``records.read``: a time that is not a finite number), a
+        part whose last response is not after its first request, or whose requests are not
+        within its node's run (``_within``).
     ConfigError
         A run whose parts do not record their request times (written by an older version).
     """
@@ -114,6 +115,15 @@ def read_pilot(run: RunDir) -> PilotRun:
         raise RunError(f"{names_text(backwards, shown=2)}: field last_response_unix is not after "
                        "first_request_unix (a client answered before it asked): the part "
                        "sidecar is damaged; run the pilot again")
+    outside = [str(path) for path, part in zip(paths, parts, strict=True)
+               if part.node in nodes and not _within(part, nodes[part.node])]
+    if outside:
+        raise RunError(
+            f"{names_text(outside, shown=2)}: the part's requests (first_request_unix to "
+            f"last_response_unix) are not within its node's run in {run.local_state} (its first "
+            f"attempt's start to its end, {CLOCK_TOLERANCE_SECONDS:g} s either side): a "
+            "sidecar or local state of another run, or the clock set back while the pilot "
+            "ran; run the pilot again")
     first_request = min(r for r in requests if r is not None)
     last_response = max(r for r in responses if r is not None)
     summary = records.read(CampaignSummary, run.output[1])
@@ -154,6 +164,31 @@ def read_pilot(run: RunDir) -> PilotRun:
         analysed_seconds=analysed,
         tensor_bytes_sent=sum(part.tensor_bytes_sent for part in parts),
     )
+
+
+CLOCK_TOLERANCE_SECONDS = 1.0
+"""How far a part's request times may lie outside its node's run (``_within``). Both are
+the wall clock of one machine (run-local runs every node as its own child process): run-local
+records a node's start before it starts the process and its end after it has reaped it, to
+the millisecond, truncated (an end may read up to 1 ms early); the client records its times
+between. 1 s covers that, and a step of the clock under a second (ntpd steps it when it is
+more than 128 ms off) while the pilot ran, which moves its timings by as little; a sidecar
+or state of another run, or a larger step, is off by far more, and would make the pilot's
+start-up, streaming and merge times wrong."""
+
+
+def _within(part: PartRecord, node: NodeRecord) -> bool:
+    """Whether the part's first request and last response lie within its node's run (from its
+    first attempt's start: an attempt may have written the part and failed after, and the
+    next found it complete; to its last attempt's end), ``CLOCK_TOLERANCE_SECONDS`` either
+    side."""
+    starts = [unix_seconds(a.started) for a in node.history if a.started]
+    start = min([*starts, unix_seconds(str(node.started))])  # read_pilot: every node ran
+    end = unix_seconds(str(node.ended))
+    first, last = part.first_request_unix, part.last_response_unix
+    assert first is not None and last is not None  # read_pilot: every part records both
+    return (start - CLOCK_TOLERANCE_SECONDS <= first
+            and last <= end + CLOCK_TOLERANCE_SECONDS)
 
 
 def check_same_stream(pilot: PilotRun, config: CampaignConfig) -> None:
