@@ -60,7 +60,7 @@ def local_wall(run_dir: Path, prefix: str = "") -> float:
 def client_intervals(run_dir: Path) -> list[tuple[str, str, float, float]]:
     """``(client, its server, start, end)`` of run-local's client nodes, seconds from the
     first node's start, in start order."""
-    from offline_iaas.records import read_client_job
+    from offline_iaas.job_specs import read_client_job
     from offline_iaas.sizing.pilot import unix_seconds
 
     nodes = json.loads((run_dir / "local-state.json").read_text())["nodes"]

@@ -46,7 +46,8 @@ import numpy as np
 from offline_iaas import records
 from offline_iaas.bench.provenance import source_commit
 from offline_iaas.digests import file_sha256
-from offline_iaas.records import PartRecord, read_client_job, read_run_info, read_shard_job
+from offline_iaas.job_specs import read_client_job, read_shard_job
+from offline_iaas.records import PartRecord, read_run_info
 from offline_iaas.rundir import RunDir
 
 O3_START = 1238166018  # 2019-04-01 15:00 UTC
@@ -242,7 +243,7 @@ def o3_month_makespan(work: Path, merge_pilot: Path, target_hours: float) -> dic
     and the merge throughput of ``merge_pilot``, a finished demo run), its DAG written with
     ``make-dag --no-check`` and replayed (``sizing/simulate.py``)."""
     from offline_iaas.config import load_config
-    from offline_iaas.records import read_client_job
+    from offline_iaas.job_specs import read_client_job
     from offline_iaas.sizing.pilot import read_pilot
     from offline_iaas.sizing.plan import plan_from_bench, recommend_shard_seconds
     from offline_iaas.sizing.replay import FailureModel, SimulationRates

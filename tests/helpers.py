@@ -468,7 +468,8 @@ def campaign_records(run_dir: Path, clients: tuple[str, ...]) -> RunDir:
     directory (no make-dag), so that parts and the merge's output can be complete
     (``completeness.py``) and the run is bound to its plan (``binding.py``)."""
     from offline_iaas.config import config_from_dict, write_config
-    from offline_iaas.records import ClientShare, write_client_job
+    from offline_iaas.job_specs import write_client_job
+    from offline_iaas.records import ClientShare
 
     raw = {"data": {"frames": "f", "channels": ["H1:X"], "start": 1_000_000_000,
                     "duration": 64, "sample_rate": 256},
@@ -502,7 +503,8 @@ def complete_part(run: RunDir, node: str, data: bytes = b"part bytes",
     from offline_iaas import records
     from offline_iaas.config import load_config
     from offline_iaas.digests import file_sha256
-    from offline_iaas.records import PartRecord, read_client_job
+    from offline_iaas.job_specs import read_client_job
+    from offline_iaas.records import PartRecord
 
     segment = read_client_job(run, node)
     h5_path, json_path = run.part(node)

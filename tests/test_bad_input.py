@@ -28,7 +28,7 @@ import pytest
 
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import load_config
-from offline_iaas.records import read_client_job
+from offline_iaas.job_specs import read_client_job
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import documented
@@ -577,7 +577,7 @@ def test_the_command_a_damaged_or_deleted_job_spec_names_writes_it_again(
     import shlex
 
     from offline_iaas.cli import main
-    from offline_iaas.records import read_shard_job
+    from offline_iaas.job_specs import read_shard_job
 
     ws = tmp_path / "ws"
     shutil.copytree(base, ws)

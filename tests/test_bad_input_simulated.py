@@ -17,7 +17,8 @@ import pytest
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import load_config
 from offline_iaas.errors import NoSpaceError, ServerError, exit_code
-from offline_iaas.records import ClientShare, read_client_job
+from offline_iaas.job_specs import read_client_job
+from offline_iaas.records import ClientShare
 from offline_iaas.rundir import RunDir
 from tests.error_catalogue import documented
 from tests.helpers import file_hashes

@@ -30,9 +30,10 @@ from offline_iaas import records
 from offline_iaas.cli import main
 from offline_iaas.completeness import Hashes, part_problem
 from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.job_specs import read_shard_job
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
-from offline_iaas.records import read_run_info, read_shard_job
+from offline_iaas.records import read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.summaries import CampaignSummary
 from offline_iaas.workflow.make_dag import make_dag

@@ -12,7 +12,8 @@ import pytest
 from offline_iaas.completeness import Hashes, merge_problem, part_problem
 from offline_iaas.config import config_from_dict, load_config
 from offline_iaas.errors import ConfigError, DataError, RunError, exit_code
-from offline_iaas.records import read_client_job, read_run_info
+from offline_iaas.job_specs import read_client_job
+from offline_iaas.records import read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_shares
 from offline_iaas.workflow.dag import Script, dag_text, parse_dag

@@ -28,7 +28,7 @@ from offline_iaas.config import load_config
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import ServerError
-from offline_iaas.records import read_client_job
+from offline_iaas.job_specs import read_client_job
 from offline_iaas.rendezvous.addresses import ServerAddress, UnhealthyReport, read_unhealthy
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.stub_watch import STUB_NAME, dead_stub, find_stubs

@@ -26,11 +26,12 @@ from offline_iaas.cli import failure, main
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import load_config
 from offline_iaas.errors import NoSpaceError, RunError, exit_code, no_space
+from offline_iaas.job_specs import read_client_job
 from offline_iaas.merge import index as index_module
 from offline_iaas.merge.merge import merge
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.shard_merge import merge_shard
-from offline_iaas.records import read_client_job, read_run_info
+from offline_iaas.records import read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from tests.error_catalogue import documented

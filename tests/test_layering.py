@@ -17,7 +17,7 @@ BASE = {"__init__", "errors", "atomic", "logs", "modes", "network_streaming", "c
         "closed_stdout", "stretches", "records", "manifest", "completeness",
         "binding", "rundir", "hooks", "physics", "resources", "lifetime", "summaries",
         "local_state", "summary_physics", "config_sections", "geometry", "mode_packages", "gps",
-        "json_values", "bounded_read"}
+        "json_values", "bounded_read", "job_specs"}
 TOP = {"cli", "cli_parser", "demo"}
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",), ("data", "search"), ("models",), ("repository",), ("rendezvous",), ("serve",),

@@ -26,9 +26,10 @@ import requests
 
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
+from offline_iaas.job_specs import read_client_job
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
-from offline_iaas.records import read_client_job, read_run_info
+from offline_iaas.records import read_run_info
 from offline_iaas.rendezvous.addresses import read_address
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir

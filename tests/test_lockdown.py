@@ -29,9 +29,9 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.digests import file_sha256
 from offline_iaas.errors import RunError
+from offline_iaas.job_specs import read_client_job
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
-from offline_iaas.records import read_client_job
 from offline_iaas.rendezvous.access import (
     GRPC_TOKEN_HEADER,
     TOKEN_HEADER,

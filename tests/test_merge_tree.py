@@ -21,12 +21,12 @@ from offline_iaas import records
 from offline_iaas.config import load_config
 from offline_iaas.data.synth import write_synthetic_dataset
 from offline_iaas.errors import ConfigError
+from offline_iaas.job_specs import read_shard_job
 from offline_iaas.merge.merge import merge
 from offline_iaas.merge.output import compare_outputs, read_campaign
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.merge.tree import shard_extents, shard_merges
 from offline_iaas.physics import PAD_SECONDS, cluster_indices, zero_phase_blocks
-from offline_iaas.records import read_shard_job
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_shares, make_stretches, output_x0

@@ -272,7 +272,7 @@ def test_plan_json_prints_the_expected_rate_and_wall_time(small_config_file: Pat
 
 def test_plan_simulate_replays_a_run_with_the_pilots_rates(small_config_file: Path,
                                                            monkeypatch) -> None:
-    from offline_iaas.records import read_client_job
+    from offline_iaas.job_specs import read_client_job
     from offline_iaas.sizing.simulate import simulate_run
     from offline_iaas.workflow.make_dag import make_dag
     from tests.helpers import skip_data_check

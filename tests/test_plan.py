@@ -5,7 +5,7 @@ import pytest
 from offline_iaas import records
 from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError
-from offline_iaas.records import ClientJob
+from offline_iaas.job_specs import ClientJob
 from offline_iaas.stretches import (
     client_shares,
     make_stretches,

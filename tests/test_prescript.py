@@ -18,7 +18,8 @@ import pytest
 from offline_iaas import records
 from offline_iaas.config import load_config
 from offline_iaas.errors import RunError, ServerError, exit_code
-from offline_iaas.records import ClientShare, RunInfo, write_client_job
+from offline_iaas.job_specs import write_client_job
+from offline_iaas.records import ClientShare, RunInfo
 from offline_iaas.rendezvous import addresses
 from offline_iaas.rendezvous.job_ads import (
     ADDRESS_ATTRIBUTE,

@@ -14,17 +14,8 @@ from offline_iaas import records
 from offline_iaas.completeness import Hashes, merge_problem, part_problem, shard_problem
 from offline_iaas.config import config_from_dict, write_config
 from offline_iaas.errors import RunError, exit_code
-from offline_iaas.records import (
-    BadFile,
-    ClientJob,
-    ClientShare,
-    MergeShard,
-    PartRecord,
-    Piece,
-    RunInfo,
-    ShardJob,
-    write_client_job,
-)
+from offline_iaas.job_specs import ClientJob, ShardJob, write_client_job
+from offline_iaas.records import BadFile, ClientShare, MergeShard, PartRecord, Piece, RunInfo
 from offline_iaas.rundir import RunDir
 from tests.error_catalogue import documented
 from tests.helpers import complete_merge, complete_part

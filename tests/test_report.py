@@ -28,10 +28,11 @@ from offline_iaas.cli import main
 from offline_iaas.config import CampaignConfig, load_config, write_config
 from offline_iaas.demo import packaged_config
 from offline_iaas.errors import RunError
+from offline_iaas.job_specs import write_client_job
 from offline_iaas.lifetime import start_ticks
 from offline_iaas.local_state import LocalState
 from offline_iaas.manifest import Manifest, ManifestShape
-from offline_iaas.records import RunInfo, write_client_job
+from offline_iaas.records import RunInfo
 from offline_iaas.report import plots, write_report
 from offline_iaas.report.page import table
 from offline_iaas.report.provenance import manifest_rows

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.cli import main
-from offline_iaas.records import check_server_node
+from offline_iaas.job_specs import check_server_node
 from offline_iaas.rundir import RunDir
 from tests.error_catalogue import documented
 from tests.helpers import file_hashes

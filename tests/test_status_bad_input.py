@@ -19,8 +19,8 @@ import pytest
 from offline_iaas.cli import main
 from offline_iaas.config import load_config
 from offline_iaas.errors import RunError
+from offline_iaas.job_specs import piece_damage
 from offline_iaas.local_state import local_state_text
-from offline_iaas.records import piece_damage
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_shares, make_stretches, piece_off_its_stretch
 from offline_iaas.workflow.status import final_summary, read_status

@@ -16,9 +16,10 @@ from offline_iaas.cli import main
 from offline_iaas.client.part import PartWriter
 from offline_iaas.config import config_from_dict, load_config
 from offline_iaas.errors import DataError, exit_code
+from offline_iaas.job_specs import read_client_job
 from offline_iaas.merge.merge import merge
 from offline_iaas.merge.shard_merge import merge_shard
-from offline_iaas.records import BadFile, read_client_job, read_run_info
+from offline_iaas.records import BadFile, read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status, status_lines

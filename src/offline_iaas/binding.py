@@ -23,13 +23,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from offline_iaas import records
+from offline_iaas import job_specs, records
 from offline_iaas.bounded_read import read_bytes, read_text
 from offline_iaas.completeness import Hashes
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.digests import bytes_sha256
 from offline_iaas.errors import ConfigError, RunError
-from offline_iaas.records import ClientJob, RunInfo, ServedModel, ShardJob
+from offline_iaas.job_specs import ClientJob, ShardJob
+from offline_iaas.records import RunInfo, ServedModel
 from offline_iaas.rundir import RunDir, restore_advice
 
 
@@ -148,7 +149,7 @@ class JobSpecRead:
     """Its record (``records.parse``: what a reader that shows what is there takes), None where
     it is missing, unreadable or no record."""
     problem: str | None
-    """``records.read_job``'s line where that refuses it (missing, damaged, another node's, a
+    """``job_specs.read_job``'s line where that refuses it (missing, damaged, another node's, a
     piece make-dag never plans), else None."""
     changed: bool
     """Its SHA-256 is not run.json's ``job_sha256`` (edited, replaced by another node's, or
@@ -158,7 +159,7 @@ class JobSpecRead:
 
 def read_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str]) -> dict[str, JobSpecRead]:
     """The job spec of each of ``nodes``, each file read once: hashed, parsed and checked as
-    ``records.read_job`` checks it (a spec that does not read is read again for its line)."""
+    ``job_specs.read_job`` checks it (a spec that does not read is read again for its line)."""
     specs = {}
     for node in nodes:
         kind: type[ClientJob | ShardJob] = ClientJob if node in info.clients else ShardJob
@@ -173,7 +174,7 @@ def read_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str]) -> dict[str
         except UnicodeDecodeError:  # read_job reads it for its line
             text = None
         try:
-            job, problem = records.read_job(kind, run, node, text), None
+            job, problem = job_specs.read_job(kind, run, node, text), None
         except RunError as err:
             job, problem = _record_or_none(kind, text, path), str(err)
         specs[node] = JobSpecRead(job, problem, changed)
@@ -193,7 +194,7 @@ def check_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str],
     """The job specs of ``nodes`` (``read_job_specs``), once none is changed since make-dag:
     RunError, naming the file, where one is not the one make-dag wrote (``JobSpecRead
     .changed``), before a node streams or merges by it; one that does not read has its
-    reader's line (``records.read_job``), or, ``named_by_node`` (status, the report), is left
+    reader's line (``job_specs.read_job``), or, ``named_by_node`` (status, the report), is left
     for the node's line to name."""
     specs = read_job_specs(run, info, nodes)
     for node, spec in specs.items():

@@ -37,14 +37,13 @@ from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.digests import file_sha256
 from offline_iaas.errors import RunError
 from offline_iaas.gps import gps_span_text
+from offline_iaas.job_specs import ClientJob, ShardJob
 from offline_iaas.records import (
     V1_HASH_PREFIX,
-    ClientJob,
     ClientShare,
     MergeShard,
     PartRecord,
     R,
-    ShardJob,
     read_optional,
     read_or_none,
 )

@@ -163,7 +163,7 @@ def stretch_piece(geometry: StreamGeometry, stretch: Stretch, first_window: int,
 def piece_off_its_stretch(geometry: StreamGeometry, piece: Piece) -> str | None:
     """Why a job spec's ``piece`` is not one make-dag plans on ``geometry``'s grid (for a
     sentence "piece N ..."): it keeps windows past the end of its stretch, or its GPS span is
-    not that of its windows; None when it is (``records.piece_damage`` checks what needs no
+    not that of its windows; None when it is (``job_specs.piece_damage`` checks what needs no
     grid)."""
     stretch = Stretch(piece.stretch, piece.stretch_gps_start, piece.stretch_gps_end)
     if piece.output_stop > (windows := stretch.windows(geometry)):

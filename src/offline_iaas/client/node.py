@@ -39,8 +39,9 @@ from offline_iaas.data.gwf_reader import BadFrameFile
 from offline_iaas.data.segments import without_bad_files
 from offline_iaas.errors import ServerError
 from offline_iaas.gps import gps_span_text
+from offline_iaas.job_specs import read_client_job
 from offline_iaas.logs import NO_PROGRESS, NullProgress
-from offline_iaas.records import BadFile, ClientRun, ClientShare, Piece, read_client_job
+from offline_iaas.records import BadFile, ClientRun, ClientShare, Piece
 from offline_iaas.rendezvous.access import auth_headers, read_token
 from offline_iaas.rendezvous.addresses import ServerAddress, report_unhealthy
 from offline_iaas.resources import peak_rss_mb

@@ -40,6 +40,7 @@ from offline_iaas.completeness import Hashes, set_aside, shard_problem
 from offline_iaas.config import CampaignConfig
 from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.gps import gps_text
+from offline_iaas.job_specs import read_client_job, read_shard_job
 from offline_iaas.merge.foreground import read_foreground
 from offline_iaas.merge.layout import (
     WINDOW_GROUPS,
@@ -59,7 +60,7 @@ from offline_iaas.merge.stitch import (
     write_summary,
 )
 from offline_iaas.merge.tree import stretch_series
-from offline_iaas.records import RunInfo, read_client_job, read_shard_job
+from offline_iaas.records import RunInfo
 from offline_iaas.rundir import RunDir
 from offline_iaas.summaries import DatasetOffset, ShardSummary
 

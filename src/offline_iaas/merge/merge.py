@@ -18,6 +18,7 @@ from pathlib import Path
 from offline_iaas.binding import check_job_specs, read_bound_run
 from offline_iaas.data.discovery import discover_frames
 from offline_iaas.errors import raise_if_no_space
+from offline_iaas.job_specs import read_client_job
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.foreground import read_foreground
 from offline_iaas.merge.output import CampaignWriter
@@ -31,7 +32,6 @@ from offline_iaas.merge.stitch import (
     stage_parts,
     write_summary,
 )
-from offline_iaas.records import read_client_job
 from offline_iaas.rundir import MERGE_NODE, RunDir
 
 logger = logging.getLogger(__name__)

@@ -23,13 +23,13 @@ from offline_iaas.data.gwf_reader import reader
 from offline_iaas.digests import file_sha256
 from offline_iaas.errors import RunError, raise_if_no_space
 from offline_iaas.gps import gps_span_text
+from offline_iaas.job_specs import read_client_job, read_shard_job
 from offline_iaas.logs import NO_PROGRESS, NullProgress
 from offline_iaas.merge.layout import series_groups
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.merge.postprocess import ShardProducts
 from offline_iaas.merge.stitch import bad_files, campaign_stretches, check_parts, stage_parts
 from offline_iaas.merge.tree import extent_data_seconds, shard_extents
-from offline_iaas.records import read_client_job, read_shard_job
 from offline_iaas.resources import peak_rss_mb
 from offline_iaas.rundir import RunDir
 from offline_iaas.summaries import DatasetOffset, ShardSummary

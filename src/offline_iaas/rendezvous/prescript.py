@@ -25,7 +25,7 @@ from offline_iaas import records
 from offline_iaas.binding import read_bound_run
 from offline_iaas.bounded_read import read_text_or
 from offline_iaas.errors import RunError
-from offline_iaas.records import read_client_job
+from offline_iaas.job_specs import read_client_job
 from offline_iaas.rendezvous import addresses
 from offline_iaas.rendezvous.job_ads import ADDRESS_ATTRIBUTE, RUNNING, JobAds, QueuedAd, job_ads
 from offline_iaas.rundir import RunDir

@@ -18,15 +18,11 @@ from offline_iaas.bounded_read import read_text
 from offline_iaas.completeness import Hashes, NotDone, merge_problem, part_problem
 from offline_iaas.errors import ModelError, RunError
 from offline_iaas.gps import gps_text
+from offline_iaas.job_specs import read_client_job
 from offline_iaas.local_state import read_local_state
 from offline_iaas.manifest import MANIFEST_FILE, read_manifest
 from offline_iaas.mode_packages import ReportSection, mode_package
-from offline_iaas.records import (
-    ClientShare,
-    PartRecord,
-    read_client_job,
-    read_or_none,
-)
+from offline_iaas.records import ClientShare, PartRecord, read_or_none
 from offline_iaas.report import page, plots
 from offline_iaas.report.provenance import manifest_rows, software_versions
 from offline_iaas.report.run_view import ReportRun

@@ -28,7 +28,7 @@ import zlib
 from pathlib import Path
 from typing import Protocol
 
-from offline_iaas import hooks, records
+from offline_iaas import hooks, job_specs, records
 from offline_iaas.atomic import remove_stale_temporaries, replace_directory, temporary_sibling
 from offline_iaas.binding import check_run_directory, is_make_dag_run, read_bound_run
 from offline_iaas.bounded_read import NotRegularFile, read_bytes, refuse_unless_regular
@@ -352,7 +352,7 @@ def serve(
     if rendezvous not in RENDEZVOUS:
         raise ServerError(f"unknown rendezvous {rendezvous!r} (known: {', '.join(RENDEZVOUS)})")
     check_run_directory(run)
-    records.check_server_node(run, node)  # before a file is named after it
+    job_specs.check_server_node(run, node)  # before a file is named after it
     token = read_token(run)  # a run's server is never open to anyone: refused without it
     config = load_config(run.config)
     ads = job_ads() if rendezvous == "jobad" else None

@@ -70,7 +70,8 @@ from dataclasses import dataclass, fields
 from offline_iaas import records
 from offline_iaas.config import load_config
 from offline_iaas.errors import names_text
-from offline_iaas.records import ClientShare, read_client_job, read_shard_job
+from offline_iaas.job_specs import read_client_job, read_shard_job
+from offline_iaas.records import ClientShare
 from offline_iaas.rundir import RunDir
 from offline_iaas.sizing.pilot import PilotRun, check_same_stream
 from offline_iaas.sizing.replay import (

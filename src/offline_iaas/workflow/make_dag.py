@@ -28,16 +28,10 @@ from offline_iaas.config import CampaignConfig, load_config, write_config
 from offline_iaas.config_sections import WorkflowConfig
 from offline_iaas.digests import file_sha256
 from offline_iaas.errors import ConfigError, ModelError, RunError, exit_code, names_text
+from offline_iaas.job_specs import write_client_job, write_shard_job
 from offline_iaas.manifest import read_manifest
 from offline_iaas.merge.tree import shard_merges
-from offline_iaas.records import (
-    ClientShare,
-    MergeShard,
-    RunInfo,
-    ServedModel,
-    write_client_job,
-    write_shard_job,
-)
+from offline_iaas.records import ClientShare, MergeShard, RunInfo, ServedModel
 from offline_iaas.rendezvous.access import write_token
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.repository.export import model_record

@@ -19,16 +19,17 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from offline_iaas import records
+from offline_iaas import job_specs, records
 from offline_iaas.binding import JobSpecRead
 from offline_iaas.bounded_read import read_text
 from offline_iaas.completeness import ReadAlready, read_record
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import RunError
 from offline_iaas.geometry import StreamGeometry
+from offline_iaas.job_specs import ClientJob
 from offline_iaas.lifetime import is_running
 from offline_iaas.local_state import LocalState, read_local_state, unix_seconds
-from offline_iaas.records import ClientJob, ClientShare, PartRecord, RunInfo
+from offline_iaas.records import ClientShare, PartRecord, RunInfo
 from offline_iaas.rundir import MERGE_NODE, RunDir, restore_advice
 from offline_iaas.serve.crashes import crash_lines
 from offline_iaas.stretches import piece_off_its_stretch
@@ -139,7 +140,7 @@ def _job_spec(run: RunDir, geometry: StreamGeometry, client: str,
     if read is not None and read.problem is not None:
         return read.problem
     try:
-        job = read.job if read is not None else records.read_job(ClientJob, run, client)
+        job = read.job if read is not None else job_specs.read_job(ClientJob, run, client)
     except RunError as err:
         return str(err)
     assert isinstance(job, ClientJob)
