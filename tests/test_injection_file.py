@@ -349,6 +349,7 @@ def test_a_byte_that_crashes_or_hangs_the_hdf5_library_is_named_not_a_dead_or_hu
         frame_reader.close()
 
 
+@pytest.mark.slow  # its reader spins a core until the alarm: 15 s and more of CPU
 def test_a_reader_left_looping_in_the_hdf5_library_by_a_killed_command_ends_itself(
         tmp_path: Path) -> None:
     """A command killed (SIGKILL) while its reader loops on a damaged injection file: the
