@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.cli import main
-from offline_iaas.config import load_config
+from offline_iaas.config import config_from_dict, load_config
 from offline_iaas.errors import RunError
 from offline_iaas.job_specs import piece_damage
 from offline_iaas.local_state import local_state_text
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_shares, make_stretches, piece_off_its_stretch
+from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import final_summary, read_status
 from tests import helpers
 from tests.error_catalogue import cli_error, documented
@@ -171,3 +172,26 @@ def test_every_piece_make_dag_plans_at_a_stride_of_no_binary_form_reads(
     assert [p for p in pieces if piece_damage(p) or piece_off_its_stretch(geometry, p)] == []
     empty = dataclasses.replace(pieces[0], output_start=pieces[0].output_stop)
     assert "keeps windows" in (piece_damage(empty) or "")
+
+
+def test_a_dag_edited_to_run_a_shard_merge_as_a_client_is_named_not_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """offline.dag edited so that a shard merge's node runs ``client.sub``: status names the
+    node's spec as a shard merge's on its line (its reader's words), as before the specs were
+    read once (an AssertionError then)."""
+    helpers.skip_data_check(monkeypatch)
+    raw = {"data": {"frames": "f", "channels": ["H1:X", "L1:X"], "start": 1_000_000_000,
+                    "duration": 64, "sample_rate": 256},
+           "model": {"repository": "repo", "kernel_seconds": 1.0, "inference_rate": 4},
+           "layout": {"servers": 1, "clients_per_server": 2}, "merge": {"shard_seconds": 16}}
+    run = tmp_path / "run"
+    make_dag(config_from_dict(raw, tmp_path / "c.toml"), RunDir(run))
+    assert main(["status", str(run)]) == 0  # control: the DAG as make-dag wrote it
+    dag = run / "offline.dag"
+    assert "JOB shard0 shard.sub" in dag.read_text()
+    dag.write_text(dag.read_text().replace("JOB shard0 shard.sub", "JOB shard0 client.sub"))
+    capsys.readouterr()
+    code = main(["status", str(run)])
+    out = capsys.readouterr().out
+    assert code == 0 and "shard0 is a shard merge node, not a client" in out

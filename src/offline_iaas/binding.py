@@ -147,7 +147,7 @@ class JobSpecRead:
 
     job: ClientJob | ShardJob | None
     """Its record (``records.parse``: what a reader that shows what is there takes), None where
-    it is missing, unreadable or no record."""
+    it is missing, unreadable or no record, or was not parsed (``read_job_specs``' ``parse``)."""
     problem: str | None
     """``job_specs.read_job``'s line where that refuses it (missing, damaged, another node's, a
     piece make-dag never plans), else None."""
@@ -157,9 +157,12 @@ class JobSpecRead:
     older than ``job_sha256``."""
 
 
-def read_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str]) -> dict[str, JobSpecRead]:
-    """The job spec of each of ``nodes``, each file read once: hashed, parsed and checked as
-    ``job_specs.read_job`` checks it (a spec that does not read is read again for its line)."""
+def read_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str], parse: bool = True
+                   ) -> dict[str, JobSpecRead]:
+    """The job spec of each of ``nodes``, each file read once: hashed, and parsed and checked
+    as ``job_specs.read_job`` checks it (a spec that does not read is read again for its line)
+    where ``parse`` or its hash is not run.json's; a node that needs only the hash (a merge of
+    1,600 clients' parts) parses none of the unchanged."""
     specs = {}
     for node in nodes:
         kind: type[ClientJob | ShardJob] = ClientJob if node in info.clients else ShardJob
@@ -169,6 +172,9 @@ def read_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str]) -> dict[str
         except (OSError, ValueError):  # missing, NotRegularFile, TooLarge: the reader's line
             data = None
         changed = data is not None and recorded is not None and bytes_sha256(data) != recorded
+        if not (parse or changed):
+            specs[node] = JobSpecRead(None, None, False)
+            continue
         try:
             text = data.decode() if data is not None else None
         except UnicodeDecodeError:  # read_job reads it for its line
@@ -190,13 +196,13 @@ def _record_or_none(kind: type[ClientJob | ShardJob], text: str | None, path: Pa
 
 
 def check_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str],
-                    named_by_node: bool = False) -> dict[str, JobSpecRead]:
-    """The job specs of ``nodes`` (``read_job_specs``), once none is changed since make-dag:
-    RunError, naming the file, where one is not the one make-dag wrote (``JobSpecRead
-    .changed``), before a node streams or merges by it; one that does not read has its
-    reader's line (``job_specs.read_job``), or, ``named_by_node`` (status, the report), is left
-    for the node's line to name."""
-    specs = read_job_specs(run, info, nodes)
+                    named_by_node: bool = False, parse: bool = False) -> dict[str, JobSpecRead]:
+    """The job specs of ``nodes`` (``read_job_specs``, each parsed with ``parse``), once none
+    is changed since make-dag: RunError, naming the file, where one is not the one make-dag
+    wrote (``JobSpecRead.changed``), before a node streams or merges by it; one that does not
+    read has its reader's line (``job_specs.read_job``), or, ``named_by_node`` (status, the
+    report), is left for the node's line to name."""
+    specs = read_job_specs(run, info, nodes, parse)
     for node, spec in specs.items():
         if not spec.changed or (spec.problem is not None and named_by_node):
             continue

@@ -122,5 +122,6 @@ def check_run(run: RunDir) -> CheckedRun:
     if bound is None:
         return CheckedRun(dag, None, None, {})
     config, info = bound
-    specs = check_job_specs(run, info, (*info.clients, *info.shards), named_by_node=True)
+    specs = check_job_specs(run, info, (*info.clients, *info.shards), named_by_node=True,
+                            parse=True)
     return CheckedRun(dag, config, info, specs)

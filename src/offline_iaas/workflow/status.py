@@ -139,11 +139,12 @@ def _job_spec(run: RunDir, geometry: StreamGeometry, client: str,
     ``job_sha256``); ``read``: the spec as ``binding.check_run`` read it (None: read here)."""
     if read is not None and read.problem is not None:
         return read.problem
+    job = read.job if read is not None else None
     try:
-        job = read.job if read is not None else job_specs.read_job(ClientJob, run, client)
+        if not isinstance(job, ClientJob):  # not read yet, or a spec of another node kind (a
+            job = job_specs.read_job(ClientJob, run, client)  # DAG edited): its reader's line
     except RunError as err:
         return str(err)
-    assert isinstance(job, ClientJob)
     for number, piece in enumerate(job.pieces):
         if (damage := piece_off_its_stretch(geometry, piece)) is not None:
             return (f"{run.job(client)}: piece {number} {damage}, which make-dag never plans "
