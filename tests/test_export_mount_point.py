@@ -24,10 +24,12 @@ from pathlib import Path
 
 import pytest
 
+from offline_iaas.cli import main
 from offline_iaas.config import load_config
 from offline_iaas.manifest import read_manifest
 from offline_iaas.repository.export import export_repository
 from offline_iaas.repository.rollback import STAGING_PREFIX, staging_place
+from tests.error_catalogue import cli_error, documented
 
 
 def staged_entries(repo: Path) -> list[str]:
@@ -103,6 +105,36 @@ def test_a_staging_directory_left_in_a_repository_without_manifest_is_not_foreig
     (other.model.repository / "notes").mkdir(parents=True)
     with pytest.raises(Exception, match="not a model repository of export"):
         export_repository(other)
+
+
+def test_a_mounted_repository_whose_models_are_links_is_refused_before_it_is_touched(
+        small_campaign_dir: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A mount point holding a manifest whose model directories are links (elsewhere, maybe
+    another filesystem): no model directory to stage in, and a staging directory at the top,
+    left by a killed export, would stop Triton starting (a review's finding: it was made
+    there). Refused in one line naming the key, the repository as it was."""
+    root = small_campaign_dir(export=False)
+    config = load_config(root / "campaign.toml", ["model.streamed=false"])
+    repo = config.model.repository
+    export_repository(config)
+    model = repo / config.model.name
+    elsewhere = tmp_path / "models" / config.model.name
+    elsewhere.parent.mkdir()
+    shutil.move(model, elsewhere)
+    model.symlink_to(elsewhere)
+    before = sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*"))
+    with monkeypatch.context() as patched:
+        mounted(patched, repo)
+        code = main(["export", str(root / "campaign.toml"), "--set", "model.streamed=false"])
+    message = cli_error(capsys.readouterr().err)
+    assert code == 6
+    documented("export-mount-point-models-are-links", message,
+               {str(repo): "<ws>/model-repository"}, exit_code=6)
+    assert sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*")) == before
+    # control: the same repository on its parent's filesystem exports (staged beside it)
+    export_repository(config)
+    assert read_manifest(repo).versions == {"classifier": 2}
 
 
 EXPORT_TWICE = """

@@ -103,7 +103,7 @@ def test_a_fifo_at_the_target_is_refused_even_with_overwrite_and_a_link_is_repla
     (fifo_code, fifo_err), (draw_code, draw_err), (link_code, _), (plain_code, _) = \
         json.loads(done.stdout.strip().splitlines()[-1])
     message = cli_error(fifo_err)
-    assert (fifo_code, message) == (2, f"{fifo}: a FIFO (named pipe), not a regular file "
+    assert (fifo_code, message) == (2, f"{fifo} is a FIFO (named pipe), not a regular file "
                                        "(convert-injections replaces only a regular file or a "
                                        "link, even with --overwrite): give another target")
     documented("injection-output-not-regular", message, {tmp_path: "<ws>"}, exit_code=2)

@@ -59,6 +59,7 @@ from offline_iaas.repository.readable import (
 from offline_iaas.repository.rollback import (
     STAGING_PREFIX,
     cannot_write,
+    is_staging_directory,
     named_for_repository,
     remove_stale_staging,
     restored_on_failure,
@@ -230,7 +231,7 @@ def _foreign_entries(repo: Path) -> list[str]:
         return []
     return sorted(p.name for p in repo.iterdir()
                   if not (p / "config.pbtxt").is_file()
-                  and not (p.name.startswith(STAGING_PREFIX) and p.is_dir()))
+                  and not is_staging_directory(p))
 
 
 def _write_networks(

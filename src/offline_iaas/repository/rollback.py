@@ -38,6 +38,7 @@ from pathlib import Path
 
 from offline_iaas.atomic import replaced_atomically
 from offline_iaas.errors import RunError, file_in_the_way, no_space, os_error_text
+from offline_iaas.manifest import MANIFEST_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -48,12 +49,26 @@ STAGING_PREFIX = ".export-staging-"
 def staging_place(repo: Path) -> Path:
     """The directory export makes its staging directory in (module docstring): the
     repository's parent where it is the repository's filesystem (or the repository is not made
-    yet), else a model directory in the repository, else the repository itself."""
+    yet), else a model directory in the repository, else the repository itself while it holds
+    no manifest (RunError with one: a staging directory left at its top would stop Triton)."""
     if not repo.is_dir() or os.stat(repo).st_dev == os.stat(repo.parent).st_dev:
         return repo.parent
     models = sorted(p for p in repo.iterdir()
                     if p.is_dir() and not p.is_symlink() and (p / "config.pbtxt").is_file())
-    return models[0] if models else repo
+    if models:
+        return models[0]
+    if (repo / MANIFEST_FILE).exists():
+        raise RunError(
+            f"{repo} (model.repository) is a mount point of its own and none of its models is "
+            "a directory on it (links, or no config.pbtxt): export stages a new version on the "
+            "repository's filesystem, in a model directory, as one left at its top would stop "
+            "Triton starting; make the models directories there, or export to a new repository")
+    return repo
+
+
+def is_staging_directory(path: Path) -> bool:
+    """Whether ``path`` is a staging directory of export's (``STAGING_PREFIX``), no link."""
+    return path.name.startswith(STAGING_PREFIX) and path.is_dir() and not path.is_symlink()
 
 
 def remove_stale_staging(repo: Path) -> None:
@@ -62,9 +77,8 @@ def remove_stale_staging(repo: Path) -> None:
     if not repo.is_dir():
         return
     for place in [repo, *(p for p in repo.iterdir() if p.is_dir() and not p.is_symlink())]:
-        for stale in place.glob(f"{STAGING_PREFIX}*"):
-            if stale.is_dir() and not stale.is_symlink():
-                shutil.rmtree(stale, ignore_errors=True)
+        for stale in filter(is_staging_directory, place.glob(f"{STAGING_PREFIX}*")):
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _top_entries(repo: Path) -> list[Path]:

@@ -59,7 +59,7 @@ def refuse_existing_target(target: Path, overwrite: bool, command: str) -> None:
         try:
             refuse_unless_regular(target)  # not a link: its own mode
         except NotRegularFile as err:
-            raise ConfigError(f"{target}: {err} ({command} replaces only a regular file or a "
+            raise ConfigError(f"{target} is {err} ({command} replaces only a regular file or a "
                               "link, even with --overwrite): give another target") from None
         except OSError:
             return

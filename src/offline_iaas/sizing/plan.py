@@ -235,7 +235,7 @@ def plan_from_bench(
                      "stretch than the index holds)")
     return checked(config, CapacityPlan(
         servers, clients, batch_size, instances, hours, lines, per_server, hours * 3600,
-        str(results_path), warnings=_bench_warnings(config.server, header),
+        str(results_path), warnings=_bench_warnings(config.server, header, device),
         merge_shard_seconds=None if shard_seconds == config.merge.shard_seconds
         else shard_seconds))
 
@@ -283,11 +283,12 @@ def _best_runnable(
     return max(runnable.items(), key=lambda item: item[1].median)
 
 
-def _bench_warnings(server: ServerConfig, header: dict[str, Any]) -> list[str]:
-    """Where the bench's machine is not the campaign's ``server``: a CPU bench for a GPU
-    campaign, a bench server sharing other cores than ``server.cpus``."""
+def _bench_warnings(server: ServerConfig, header: dict[str, Any], device: str) -> list[str]:
+    """Where the bench's machine (``header``, its ``device``) is not the campaign's
+    ``server``: a CPU bench for a GPU campaign, a bench server sharing other cores than
+    ``server.cpus``."""
     warnings = []
-    device, cores = header.get("device", "cpu"), server.cpus
+    cores = server.cpus
     if server.gpus > 0 and "gpu" not in str(device).lower():
         warnings.append(
             f"the campaign asks for {server.gpus} GPU(s) per server but the "
