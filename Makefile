@@ -38,7 +38,8 @@ test: $(STAMP) browser
 
 # Before every commit: ruff, then every test not marked slow (slow: those that start a
 # tritonserver, which tests/conftest.py refuses to the others, and the few that take 10 s of CPU
-# or more without one), on CHECK_WORKERS pytest-xdist workers.
+# or more without one or spin a core until a reader's timeout), on CHECK_WORKERS pytest-xdist
+# workers.
 CHECK_WORKERS ?= 2
 check: $(STAMP)
 	$(BIN)/ruff check src tests

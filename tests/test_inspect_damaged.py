@@ -19,7 +19,7 @@ from offline_iaas.merge import provenance
 from tests.error_catalogue import cli_error, documented
 from tests.test_bad_input import H_FILE
 from tests.test_report import make_fixture_run
-from tests.test_report_damaged_output import DAMAGE
+from tests.test_report_damaged_output import DAMAGE, damage_cases
 
 
 def inspected(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -29,7 +29,7 @@ def inspected(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
     return code, (cli_error(err) if code else out)
 
 
-@pytest.mark.parametrize("damage", list(DAMAGE)[1:])
+@pytest.mark.parametrize("damage", damage_cases(list(DAMAGE)[1:]))
 def test_a_campaign_file_the_hdf5_library_crashes_or_hangs_on_is_one_line(
         tmp_path: Path, damage: str, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
