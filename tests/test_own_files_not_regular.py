@@ -136,3 +136,39 @@ def test_a_fifo_as_the_recorded_regression_is_named_not_waited_on(
     recorded.write_text(json.dumps({**ratios.to_dict(), "command": "a test"}))
     monkeypatch.setattr(regression, "measure_regression_ratios", lambda work: ratios)
     assert regression.main(["--check", str(recorded)]) == 0
+
+
+def test_a_damaged_epoch_file_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """serve's epoch file holding no whole number (``int()``'s ValueError was a traceback at
+    serve's start). The control: digits are the epoch."""
+    run = RunDir(tmp_path / "run")
+    epoch = run.epoch("server0")
+    epoch.parent.mkdir(parents=True)
+    for text in ("three", "", "+1", "-2"):
+        epoch.write_text(text)
+        err = refused(lambda: addresses.next_epoch(run, "server0"), RunError)
+    documented("server-epoch-damaged", str(err), {tmp_path: "<ws>"}, exit_code=exit_code(err))
+    epoch.write_text("7\n")
+    assert addresses.next_epoch(run, "server0") == 8
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"command": "x"}',
+                                  '{"service_over_limit_wall": "0.5", '
+                                  '"service_over_limit_cpu": 0.4, "command": "x"}'])
+def test_a_recorded_regression_that_is_no_record_is_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    """``bench.regression --check FILE`` of a file --record did not write (a traceback: JSON's
+    ValueError, a KeyError, a str halved). The control: a record is checked."""
+    recorded = tmp_path / "regression.json"
+    recorded.write_text(text)
+    monkeypatch.setattr(regression, "measure_regression_ratios",
+                        lambda work: pytest.fail("measured before the record was read"))
+    err = refused(lambda: regression.main(["--check", str(recorded)]), ConfigError)
+    assert str(err).startswith(f"{recorded}: not a record of --record ("), err
+    if text == "[1, 2]":
+        documented("regression-check-not-a-record", str(err), {tmp_path: "<ws>"},
+                   exit_code=exit_code(err))
+    ratios = regression.RegressionRatios(wall=0.5, cpu=0.4)
+    recorded.write_text(json.dumps({**ratios.to_dict(), "command": "a test"}))
+    monkeypatch.setattr(regression, "measure_regression_ratios", lambda work: ratios)
+    assert regression.main(["--check", str(recorded)]) == 0

@@ -31,6 +31,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.bench.limit import measure_limit
@@ -102,6 +103,23 @@ def halved(measured: RegressionRatios, recorded: dict[str, float]) -> list[str]:
     return found
 
 
+def _recorded(path: Path) -> dict[str, Any]:
+    """The ratios ``--record`` wrote to ``path`` (ConfigError naming it where it is no such
+    record: not JSON, or a ratio or the command missing or of another kind)."""
+    text = read_text_or(path, ConfigError)
+    try:
+        recorded = json.loads(text)
+    except ValueError as err:
+        raise ConfigError(f"{path}: not a record of --record (not JSON: {err})") from None
+    wanted = [*RegressionRatios(0.0, 0.0).to_dict(), "command"]
+    if not isinstance(recorded, dict) or any(
+            not isinstance(recorded.get(key), str if key == "command" else float | int)
+            or isinstance(recorded.get(key), bool) for key in wanted):
+        raise ConfigError(f"{path}: not a record of --record (it holds "
+                          f"{', '.join(wanted)}: numbers and the command)")
+    return recorded
+
+
 def main(argv: list[str] | None = None) -> int:
     """``--record`` or ``--check`` (``argv``: the command line's); ConfigError naming
     ``--check``'s file where it is no regular file (a FIFO: not waited on) or not text."""
@@ -111,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     action.add_argument("--check", type=Path,
                         help="JSON file written by --record: exit 1 if a ratio halved")
     args = parser.parse_args(argv)
-    recorded = json.loads(read_text_or(args.check, ConfigError)) if args.check else None
+    recorded = _recorded(args.check) if args.check else None
     with tempfile.TemporaryDirectory(prefix="offline-iaas-regression-") as tmp:
         ratios = measure_regression_ratios(Path(tmp))
     if recorded is not None:

@@ -42,7 +42,12 @@ class ServerAddress(Record):
 def next_epoch(run: RunDir, node: str) -> int:
     """Claim the next epoch of a server node (kept after the address file is removed)."""
     path = run.epoch(node)
-    previous = int(read_text_or(path, RunError)) if path.exists() else 0
+    text = read_text_or(path, RunError) if path.exists() else "0"
+    if not text.strip().isdigit():  # int() takes "+1" and "1_0"; serve writes digits alone
+        raise RunError(f"{path}: not an epoch (a whole number, serve's count of its starts): "
+                       f"delete it and {run.unhealthy(node)} (a report of an earlier epoch), "
+                       "and the next start counts from 1")
+    previous = int(text)
     _atomic_write(path, str(previous + 1))
     return previous + 1
 
