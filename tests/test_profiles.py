@@ -409,3 +409,15 @@ def test_cluster_profiles_listen_on_every_interface_unless_told() -> None:
     assert resolve_site(campaign(site=ldg, server={"bind": "10.1.2.3"})).bind == "10.1.2.3"
     with pytest.raises(ConfigError, match="'server.bind' is '127.0.0.1'"):
         resolve_site(campaign(site=ldg, server={"bind": "127.0.0.1"}))
+
+
+@pytest.mark.parametrize(("instances", "cpus", "cores"), [
+    (2, 0, "3"), (4095, 0, "4096"), (4096, 0, "4096"), (4096, 16, "16")])
+def test_a_server_asks_for_one_core_per_instance_and_one_more_within_a_machine(
+        instances: int, cpus: int, cores: str) -> None:
+    sections = PROFILE_SECTIONS["ldg"]
+    config = campaign(**{**sections, "server": {**sections["server"], "instances": instances,
+                                                 "cpus": cpus}})
+    text = submit_texts(config, resolve_site(config), EXECUTABLE, RUN_ID, sharded=True)
+    items = {k.lower(): v for k, v in htcondor2.Submit(text["server"]).items()}
+    assert items["request_cpus"] == cores  # server.cpus' own bound, 4096, holds for the default

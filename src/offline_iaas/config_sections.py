@@ -228,7 +228,8 @@ class ServerConfig:
     gpu_memory_mb: int = 0
     """Minimum GPU memory in MB (``gpus_minimum_memory``); 0 means any; at most 2**20 (1 TiB)."""
     cpus: int = 0
-    """CPU cores per server (``request_cpus``); 0 means ``instances + 1``; at most 4096."""
+    """CPU cores per server (``request_cpus``); 0 means ``instances + 1`` (at most 4096);
+    at most 4096."""
     memory: str = "4GB"
     """Memory per server (``request_memory``), with its unit: ``8GB``, ``512MB``; like every
     job's memory and disk, at least ``1MB``."""

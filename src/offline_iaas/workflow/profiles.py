@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offline_iaas.config import CampaignConfig
+from offline_iaas.config_numbers import MAX_SERVER_CORES
 from offline_iaas.config_sections import ServerConfig, SiteConfig
 from offline_iaas.errors import ConfigError
 from offline_iaas.rendezvous.job_ads import NODE_ATTRIBUTE, RUN_ATTRIBUTE
@@ -190,7 +191,9 @@ def _quoted(value: str) -> str:
 
 def _requests(server: ServerConfig, site: SiteConfig, role: str) -> list[tuple[str, str]]:
     if role == "server":
-        cpus = server.cpus or server.instances + 1
+        # one core per instance and one for the server, within one machine's threads as
+        # ``server.cpus`` is (4,096 instances ask for 4,096 cores, not 4,097)
+        cpus = server.cpus or min(server.instances + 1, MAX_SERVER_CORES)
         out = [
             ("request_cpus", str(cpus)),
             ("request_memory", server.memory),
