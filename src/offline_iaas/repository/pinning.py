@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from offline_iaas.binding import model_mismatch
-from offline_iaas.errors import ModelError, not_a_regular_file
+from offline_iaas.errors import ModelError
 from offline_iaas.manifest import MANIFEST_FILE, read_manifest
 from offline_iaas.records import NetworkGraph, ServedModel
 from offline_iaas.repository.export import model_record
@@ -17,28 +17,25 @@ from offline_iaas.repository.export import model_record
 def pinned_model_problem(repository: Path, recorded: ServedModel | None, graphs: bool = True
                          ) -> str | None:
     """Why ``repository`` does not serve the model ``recorded`` (one line), or None: it does,
-    none was recorded, or the repository has no manifest, a damaged one or misses a graph
-    (what the server's own check, ``export.check_repository``, says). A manifest that is no
-    regular file (a FIFO, a device, a directory) is refused as every reader of it refuses it
-    (``read_manifest``'s line; a FIFO is not opened): passed over, ``run-local`` started the
-    servers that then refused it, each as often as it is retried.
+    none was recorded, or the repository has no manifest (not exported: the server's own
+    check, ``export.check_repository``, says so). A manifest that is there but does not read
+    (damaged JSON, a field missing, no regular file: a FIFO is not opened, a permission) is
+    refused with ``read_manifest``'s line, as every reader of it refuses it: passed over,
+    ``run-local`` started the servers that then refused it, each as often as it is retried.
 
     ``graphs``: compare each graph's SHA-256 too (a read of every graph; the server's check),
     not only the versions the manifest names (``run-local``'s and ``status``'s: an export adds
     a version)."""
-    path = repository / MANIFEST_FILE
-    if recorded is None or not path.exists():  # a link that leads nowhere too: no manifest
-        return None
+    if recorded is None or not (repository / MANIFEST_FILE).exists():  # a link that leads
+        return None  # nowhere too: no manifest
     try:
         manifest = read_manifest(repository)
         found = model_record(repository, manifest) if graphs else ServedModel(
             manifest.ensemble, manifest.flavor,
             {name: NetworkGraph(manifest.versions.get(name), "", {})
              for name in manifest.networks})
-    except (ModelError, OSError) as err:
-        if isinstance(err, ModelError) and not_a_regular_file(path) is not None:
-            return str(err)  # no regular file: read_manifest's line, the file not opened
-        return None
+    except ModelError as err:  # its reader's line: a graph missing or unreadable too
+        return str(err)
     mismatch = model_mismatch(recorded, found, graphs)
     if mismatch is None:
         return None
