@@ -38,12 +38,16 @@ from offline_iaas.bounded_read import (
     refuse_unless_regular,
 )
 from offline_iaas.cli import main
+from offline_iaas.client.requests import piece_samples
 from offline_iaas.config import load_config
-from offline_iaas.data.discovery import find_frames
+from offline_iaas.data.discovery import discover_frames, find_frames
+from offline_iaas.data.gwf_reader import BadFrameFile, reader
 from offline_iaas.errors import ConfigError, DataError, ModelError, RunError, exit_code
+from offline_iaas.job_specs import read_client_job
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
 from tests.error_catalogue import cli_error, documented
+from tests.test_own_files_not_regular import within_seconds
 
 ENDLESS = Path("/dev/zero")
 TIMEOUT_SECONDS = 60
@@ -202,6 +206,46 @@ def test_a_frame_file_listed_in_a_cache_that_is_a_fifo_is_named_as_one(base: Pat
     frame.unlink()
     frame.write_bytes(saved)
     passes(ws, *check)
+
+
+def test_a_frame_file_that_became_a_fifo_after_make_dag_is_named_by_the_clients_read(
+        base: Path, ws: Path) -> None:
+    """A frame file of a client's share made a FIFO after make-dag: the client's read
+    (``requests.piece_samples``, the frame reader) names it before opening it, a
+    ``BadFrameFile`` (exit 3; ``data.on_bad_file = "gap"`` streams around it). Before, the
+    reader's LALFrame open waited for a writer: the read hung (600 s, then each file alone
+    again). Under SIGALRM in this process; the reader is closed after, whatever it waits on.
+    The control: the regular file, read again."""
+    cache = ws / "listed.lcf"
+    cache.write_text((base / "frames" / "frames.lcf").read_text().replace(str(base), str(ws)))
+    run = RunDir(ws / "run")
+    make_dag(load_config(ws / "campaign.toml", [f"data.frames={cache}"]), run)
+    config = load_config(run.config)
+    job = read_client_job(run, "client0")
+    frames = discover_frames(config.data)
+
+    def read_share() -> None:
+        for piece in job.pieces:
+            for _ in piece_samples(config, frames, piece):
+                pass
+
+    frame = next(f.path for f in frames if f.observatory == "H"
+                 and f.gps_start < job.pieces[0].gps_end and f.gps_start > job.pieces[0].gps_start)
+    saved = frame.read_bytes()
+    fifo(frame)
+    try:
+        with within_seconds(30), pytest.raises(BadFrameFile) as caught:
+            read_share()
+    finally:
+        reader().close()  # the old code's reader, waiting in the FIFO's open
+    assert str(caught.value) == f"frame file {frame} is {FIFO}"
+    assert exit_code(caught.value) == exit_code(DataError)
+    documented("client-frame-file-not-regular", str(caught.value), {ws: "<ws>"},
+               exit_code=exit_code(DataError))
+    frame.unlink()
+    frame.write_bytes(saved)
+    with within_seconds(30):
+        read_share()
 
 
 def test_a_segment_file_that_is_no_regular_file_is_one_line(ws: Path) -> None:

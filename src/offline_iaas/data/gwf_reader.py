@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from offline_iaas.bounded_read import NotRegularFile, refuse_unless_regular
 from offline_iaas.errors import DataError, names_text
 from offline_iaas.gps import gps_range_text, gps_span_text, gps_text
 
@@ -384,10 +385,15 @@ class GwfReader:
         Raises
         ------
         BadFrameFile
-            A file the frame library crashes or hangs on, or that lies about its span.
+            A file the frame library crashes or hangs on, or that lies about its span; one
+            that is no regular file (``not_regular``), never opened.
         DataError
             A missing channel or another reader error, naming the files.
         """
+        for item in items:
+            if (kind := not_regular(item.path)) is not None:  # never opened
+                raise BadFrameFile(f"frame file {item.path} is {kind}", Path(item.path),
+                                   item.gps_start, item.gps_end)
         with self._lock:
             try:
                 reply = self._ask("read", (list(items), list(names)))
@@ -429,7 +435,10 @@ class GwfReader:
     def probe(self, path: str, wanted: Sequence[str], gps_start: float, seconds: float | None,
               span: tuple[float, float], timeout_seconds: float | None = None
               ) -> dict[str, Any]:
-        """``probe_file`` in the reader process; ``{"error": message}`` when it fails."""
+        """``probe_file`` in the reader process; ``{"error": message}`` when it fails (a file
+        that is no regular file, never opened: ``not_regular``)."""
+        if (kind := not_regular(path)) is not None:
+            return {"error": kind}
         with self._lock:
             try:
                 reply = self._ask("probe", (path, list(wanted), gps_start, seconds, span),
@@ -466,6 +475,21 @@ class GwfReader:
         if reply[0] != "ok":
             raise _error(reply)
         return reply[1]
+
+
+def not_regular(path: str) -> str | None:
+    """What ``path`` is where it is there but no regular file (``a FIFO (named pipe), not a
+    regular file``: LALFrame's open of a FIFO would wait for a writer for ever; a device, a
+    directory), asked of ``stat`` alone (``bounded_read.refuse_unless_regular``) before the
+    reader opens it; None for a regular file, or for none there (the frame library's error
+    names it, as before)."""
+    try:
+        refuse_unless_regular(path)
+    except NotRegularFile as err:
+        return str(err)
+    except OSError:
+        pass
+    return None
 
 
 def _error(reply: tuple) -> DataError:
