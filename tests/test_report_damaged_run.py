@@ -16,6 +16,7 @@ from offline_iaas.records import read_run_info
 from offline_iaas.report.page import escape
 from offline_iaas.rundir import RunDir, restore_advice, restore_command
 from offline_iaas.workflow.make_dag import make_dag
+from offline_iaas.workflow.status import read_status
 from tests.error_catalogue import cli_error, documented
 from tests.test_bad_input import fake_parts
 
@@ -185,3 +186,23 @@ def test_a_deleted_job_spec_is_named_by_status_and_refused_by_neither_command(
     assert main(["status", str(run_dir)]) == 0
     out = capsys.readouterr().out
     assert f"{run_dir / 'jobs' / 'client0.json'}: no job spec for node client0" in out
+
+
+def test_the_report_page_names_a_deleted_job_spec_where_status_names_it(
+        run_dir: Path, capsys) -> None:
+    """A client's spec deleted (its part complete): status names it on the client's line; the
+    page said nothing of it (its coverage map left the client out in silence). Now the page
+    names it in status's words (``binding.client_job_or_problem``), once. The control: the run
+    as make-dag planned it, no such line."""
+    code, _, text = report(run_dir, capsys)
+    assert code == 0 and "job spec(s) missing or damaged" not in text
+    assert "no job spec for node" not in text
+    spec = run_dir / "jobs" / "client0.json"
+    spec.unlink()
+    client0 = next(n for n in read_status(RunDir(run_dir)).nodes if n.name == "client0")
+    assert client0.detail.startswith(f"{spec}: no job spec for node client0"), client0.detail
+    code, _, text = report(run_dir, capsys)
+    assert code == 0
+    assert "1 client job spec(s) missing or damaged" in text
+    assert text.count(f"<td>client0</td><td>{escape(client0.detail)}</td>") == 1, text[:3000]
+

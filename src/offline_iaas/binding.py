@@ -29,9 +29,11 @@ from offline_iaas.completeness import Hashes
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.digests import bytes_sha256
 from offline_iaas.errors import ConfigError, RunError
+from offline_iaas.geometry import StreamGeometry
 from offline_iaas.job_specs import ClientJob, ShardJob
 from offline_iaas.records import RunInfo, ServedModel
 from offline_iaas.rundir import RunDir, restore_advice
+from offline_iaas.stretches import piece_off_its_stretch
 
 
 def not_a_run_directory(run: RunDir) -> RunError:
@@ -193,6 +195,30 @@ def _record_or_none(kind: type[ClientJob | ShardJob], text: str | None, path: Pa
         return records.parse(kind, text, path) if text is not None else None
     except RunError:
         return None
+
+
+def client_job_or_problem(run: RunDir, geometry: StreamGeometry | None, client: str,
+                          read: JobSpecRead | None = None) -> ClientJob | str:
+    """A client's job spec, or what is wrong with it, the line ``status`` shows on the
+    client's line and the report in its table of them (missing or damaged, naming the file;
+    a piece off ``geometry``'s grid: a spec edited in a run older than run.json's
+    ``job_sha256``; ``geometry`` None, a campaign.toml that does not read: not compared);
+    ``read``: the spec as ``workflow.binding.check_run`` read it (None: read here)."""
+    if read is not None and read.problem is not None:
+        return read.problem
+    job = read.job if read is not None else None
+    try:
+        if not isinstance(job, ClientJob):  # not read yet, or a spec of another node kind (a
+            job = job_specs.read_job(ClientJob, run, client)  # DAG edited): its reader's line
+    except RunError as err:
+        return str(err)
+    if geometry is None:
+        return job
+    for number, piece in enumerate(job.pieces):
+        if (damage := piece_off_its_stretch(geometry, piece)) is not None:
+            return (f"{run.job(client)}: piece {number} {damage}, which make-dag never plans "
+                    f"(edited by hand?): {restore_advice(run)}")
+    return job
 
 
 def check_job_specs(run: RunDir, info: RunInfo, nodes: Iterable[str],

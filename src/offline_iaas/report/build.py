@@ -13,16 +13,16 @@ from pathlib import Path
 import h5py
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.binding import check_run_directory
+from offline_iaas.binding import check_run_directory, client_job_or_problem
 from offline_iaas.bounded_read import read_text
 from offline_iaas.completeness import Hashes, NotDone, merge_problem, part_problem
 from offline_iaas.errors import ModelError, RunError
 from offline_iaas.gps import gps_text
-from offline_iaas.job_specs import read_client_job
+from offline_iaas.job_specs import ClientJob
 from offline_iaas.local_state import read_local_state
 from offline_iaas.manifest import MANIFEST_FILE, read_manifest
 from offline_iaas.mode_packages import ReportSection, mode_package
-from offline_iaas.records import ClientShare, PartRecord, read_or_none
+from offline_iaas.records import PartRecord, read_or_none
 from offline_iaas.report import page, plots
 from offline_iaas.report.provenance import manifest_rows, software_versions
 from offline_iaas.report.run_view import ReportRun
@@ -43,9 +43,11 @@ def _clients(run: ReportRun) -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in run.paths.jobs.glob("client*.json")))
 
 
-def _shares(run: ReportRun) -> list[ClientShare]:
-    return [read_client_job(run.paths, node) for node in _clients(run)
-            if run.paths.job(node).exists()]
+def _client_jobs(run: ReportRun) -> dict[str, ClientJob | str]:
+    """Each client's job spec, or what is wrong with it: the line status shows on the
+    client's line (``binding.client_job_or_problem``)."""
+    geometry = run.config.geometry if run.config is not None else None
+    return {node: client_job_or_problem(run.paths, geometry, node) for node in _clients(run)}
 
 
 def _why(run: ReportRun, problem: NotDone) -> str:
@@ -71,8 +73,15 @@ def _campaign(run: ReportRun, section: page.Section) -> None:
     if parts:
         section.parts.append(page.paragraph(f"{len(parts)} client part(s) not done:", "problem"))
         section.parts.append(page.table(["client", "why"], parts))
+    jobs = _client_jobs(run)
+    unread = [[node, job] for node, job in jobs.items() if isinstance(job, str)]
+    if unread:
+        section.parts.append(page.paragraph(
+            f"{len(unread)} client job spec(s) missing or damaged (status names each on the "
+            "client's line; its node cannot run again by it):", "problem"))
+        section.parts.append(page.table(["client", "job spec"], unread))
     section.parts.append(page.heading("Coverage"))
-    shares = _shares(run)
+    shares = [job.share for job in jobs.values() if not isinstance(job, str)]
     if not shares:
         section.parts.append(page.paragraph("No client job specs (RUN/jobs/*.json).", "absent"))
     else:

@@ -19,20 +19,18 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from offline_iaas import job_specs, records
-from offline_iaas.binding import JobSpecRead
+from offline_iaas import records
+from offline_iaas.binding import client_job_or_problem
 from offline_iaas.bounded_read import read_text
 from offline_iaas.completeness import ReadAlready, read_record
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.errors import RunError
-from offline_iaas.geometry import StreamGeometry
 from offline_iaas.job_specs import ClientJob
 from offline_iaas.lifetime import is_running
 from offline_iaas.local_state import LocalState, read_local_state, unix_seconds
 from offline_iaas.records import ClientShare, PartRecord, RunInfo
-from offline_iaas.rundir import MERGE_NODE, RunDir, restore_advice
+from offline_iaas.rundir import MERGE_NODE, RunDir
 from offline_iaas.serve.crashes import crash_lines
-from offline_iaas.stretches import piece_off_its_stretch
 from offline_iaas.workflow.binding import CheckedRun, check_run
 from offline_iaas.workflow.completion import not_done
 from offline_iaas.workflow.failures import last_error
@@ -130,26 +128,6 @@ def _note_server(node: NodeState, spec: ClientShare | None,
         if own and servers != [own]:
             moved = f"on {node.server} (moved from {own})"
             node.detail = f"{node.detail}; {moved}" if node.detail else moved
-
-
-def _job_spec(run: RunDir, geometry: StreamGeometry, client: str,
-              read: JobSpecRead | None) -> ClientJob | str:
-    """A client's job spec, or what is wrong with it (missing or damaged, naming the file; a
-    piece off ``geometry``'s grid: a spec edited in a run older than run.json's
-    ``job_sha256``); ``read``: the spec as ``binding.check_run`` read it (None: read here)."""
-    if read is not None and read.problem is not None:
-        return read.problem
-    job = read.job if read is not None else None
-    try:
-        if not isinstance(job, ClientJob):  # not read yet, or a spec of another node kind (a
-            job = job_specs.read_job(ClientJob, run, client)  # DAG edited): its reader's line
-    except RunError as err:
-        return str(err)
-    for number, piece in enumerate(job.pieces):
-        if (damage := piece_off_its_stretch(geometry, piece)) is not None:
-            return (f"{run.job(client)}: piece {number} {damage}, which make-dag never plans "
-                    f"(edited by hand?): {restore_advice(run)}")
-    return job
 
 
 def _local_states(local: LocalState) -> dict[str, NodeState]:
@@ -306,7 +284,7 @@ def read_status(run: RunDir, verify: bool = False) -> RunStatus:
     # each client's job spec and part sidecar, read once
     # (a sidecar missing or damaged: None; why the node is not done is not_done's)
     config = checked.config if checked.config is not None else load_config(run.config)
-    clients = {name: (_job_spec(run, config.geometry, name, checked.specs.get(name)),
+    clients = {name: (client_job_or_problem(run, config.geometry, name, checked.specs.get(name)),
                       sidecar if isinstance(sidecar := read.sidecars[name], PartRecord) else None)
                for name in names}
     shares = {name: job.share if isinstance(job, ClientJob) else None
