@@ -172,6 +172,31 @@ def read_record(kind: type[R], path: Path) -> R | RunError | None:
         return err
 
 
+def part_sidecar(run: RunDir, node: str,
+                 read: Mapping[str, PartRecord | RunError | None] | None = None,
+                 ) -> PartRecord | RunError | None:
+    """Client ``node``'s part sidecar as ``read_record`` reads it: the one in ``read`` where
+    its reader read it already (``ReadAlready.sidecars``), else read now.
+
+    Parameters
+    ----------
+    run : RunDir
+        The run directory.
+    node : str
+        The client node.
+    read : Mapping or None
+        Sidecars read already, by node; None, or ``node`` absent: read here.
+
+    Returns
+    -------
+    PartRecord or RunError or None
+        The sidecar, its RunError (unreadable), or None (absent).
+    """
+    if read is not None and node in read:
+        return read[node]
+    return read_record(PartRecord, run.part(node)[1])
+
+
 @dataclass(frozen=True)
 class ReadAlready:
     """Files of a run its reader read already (``status``: ``binding.check_run``'s job specs,
@@ -211,8 +236,7 @@ def part_problem(run: RunDir, node: str, hashes: Hashes | None,
     """Why client ``node``'s part is not complete, or None (``spec``: its job spec, when the
     part must cover its windows; ``read``: its sidecar, where read already)."""
     data, path = run.part(node)
-    found = (read.sidecars[node] if read is not None and node in read.sidecars
-             else read_record(PartRecord, path))
+    found = part_sidecar(run, node, read.sidecars if read is not None else None)
     sidecar, problem = _record(run, found, data, path, "part", "part missing", "sidecar")
     if sidecar is None:
         return problem

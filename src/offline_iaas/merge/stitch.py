@@ -14,7 +14,7 @@ import numpy as np
 
 from offline_iaas import hooks, records
 from offline_iaas.client.part import read_piece_rows
-from offline_iaas.completeness import Hashes, part_problem, set_aside
+from offline_iaas.completeness import Hashes, part_problem, part_sidecar, set_aside
 from offline_iaas.config import CampaignConfig
 from offline_iaas.data.segments import gps_segments, without_bad_files
 from offline_iaas.digests import file_sha256
@@ -86,12 +86,14 @@ def bad_files(run: RunDir, shares: list[ClientShare], read: set[str] | None = No
     """The bad frame files left out as gaps (``data.on_bad_file = "gap"``), each once, in GPS
     order: make-dag's (``run.json``) and those the parts' sidecars record (``read``: of these
     clients only; None: all). ``info`` and ``sidecars``: run.json and the sidecars, read
-    already (a client's absent from ``sidecars``, or ``sidecars`` None: read here)."""
+    already (a client's absent from ``sidecars``, or ``sidecars`` None: read here,
+    ``completeness.part_sidecar``; RunError where it is unreadable)."""
     found = list((info if info is not None else records.read_run_info(run)).bad_frame_files)
     for share in shares:
         if read is None or share.node in read:
-            sidecar = (sidecars[share.node] if sidecars is not None and share.node in sidecars
-                       else records.read_optional(PartRecord, run.part(share.node)[1]))
+            sidecar = part_sidecar(run, share.node, sidecars)
+            if isinstance(sidecar, RunError):
+                raise sidecar
             found += sidecar.bad_files if sidecar is not None else ()
     return records.bad_files_of(found)
 
