@@ -3,8 +3,8 @@ read (``read_run_dag``), the run bound to what make-dag planned (``binding.read_
 run.json there, campaign.toml not edited in a setting the parts depend on, the DAG holding
 every node run.json records) and its shared model repository still the model run.json records
 (``repository/pinning.py``: its versions, as the manifest names them; a run whose servers get
-make-dag's tarball serves that); ``check_run``, status's and the report's: these and the job
-specs, each file read once."""
+make-dag's tarball serves that), run-local's as ``read_bound_dag`` (run.json read once);
+``check_run``, status's and the report's: these and the job specs, each file read once."""
 
 from __future__ import annotations
 
@@ -91,6 +91,24 @@ def check_binding(run: RunDir, record: RunInfo | str | None = None
     return config, info
 
 
+def read_bound_dag(run: RunDir) -> tuple[Dag, tuple[CampaignConfig, RunInfo] | None]:
+    """``read_run_dag`` and ``check_binding`` with run.json read once: run-local's check of a
+    run before anything starts.
+
+    Returns
+    -------
+    tuple
+        The DAG, and ``check_binding``'s config and record (None: a DAG written by hand).
+
+    Raises
+    ------
+    ConfigError, ModelError, RunError
+        As ``read_run_dag`` and ``check_binding``.
+    """
+    dag, record = _read_dag(run)
+    return dag, check_binding(run, record)
+
+
 @dataclass(frozen=True)
 class CheckedRun:
     """A run as ``check_run`` read it, each file once: what status and the report go on
@@ -117,8 +135,7 @@ def check_run(run: RunDir) -> CheckedRun:
         As ``read_run_dag``, ``check_binding`` and ``check_job_specs``: one line naming the
         file.
     """
-    dag, record = _read_dag(run)
-    bound = check_binding(run, record)
+    dag, bound = read_bound_dag(run)
     if bound is None:
         return CheckedRun(dag, None, None, {})
     config, info = bound

@@ -29,7 +29,7 @@ from offline_iaas.lifetime import die_with_parent, start_ticks, stop_or_kill
 from offline_iaas.local_state import local_state_text
 from offline_iaas.rendezvous.job_ads import FAKE_ENV
 from offline_iaas.rundir import RunDir
-from offline_iaas.workflow.binding import check_binding, read_run_dag
+from offline_iaas.workflow.binding import read_bound_dag
 from offline_iaas.workflow.completion import not_done, reopen_damaged_parents
 from offline_iaas.workflow.dag import Dag
 from offline_iaas.workflow.emulation import node_command, stage_in, stage_out
@@ -538,8 +538,8 @@ def run_local(
         cases.
     """
     run = run.absolute()
-    dag = read_run_dag(run)
-    check_binding(run)  # run.json, campaign.toml and the model: make-dag's plan
+    # run.json, campaign.toml and the model: make-dag's plan; each read once
+    dag, bound = read_bound_dag(run)
 
     submits: dict[str, dict[str, str]] = {}
     runs: dict[str, NodeRun] = {}
@@ -550,7 +550,8 @@ def run_local(
         runs[node.name] = NodeRun(node=node, command=command, ordinal=ordinal)
 
     jobs = [r for r in runs.values() if r.node.kind == "JOB"]
-    redo = not_done(run, dag)  # completeness.py: record, hash, size, checksum, place
+    # completeness.py: record, hash, size, checksum, place
+    redo = not_done(run, dag, config=bound[0] if bound is not None else None)
     for r in jobs:
         if r.node.name not in redo:
             r.status = "complete"
