@@ -141,8 +141,8 @@ def test_status_shows_the_crash_the_exit_and_the_restart(tmp_path: Path) -> None
         "server0: server node exited with exit code 5 (see logs/server0.err, attempt 1)",
         "server0: restarted 1 time by run-local",
     ]
-    assert crash_lines(run, ["server0"]) == expected
-    assert crash_lines(run, []) == []  # only the servers asked about
+    assert crash_lines(run, ["server0"], read_local_state(run)) == expected
+    assert crash_lines(run, [], read_local_state(run)) == []  # only the servers asked about
     shown = status_lines(read_status(run))
     at = shown.index("server crashes and restarts:")
     assert shown[at + 1:at + 4] == [f"  {line}" for line in expected]
@@ -150,7 +150,7 @@ def test_status_shows_the_crash_the_exit_and_the_restart(tmp_path: Path) -> None
 
 def test_a_clean_run_shows_no_crash(tmp_path: Path) -> None:
     run = _run_dir(tmp_path, NORMAL_STOP, [{"attempt": 1, "status": "stopped", "exit_code": 0}])
-    assert crash_lines(run, ["server0"]) == []
+    assert crash_lines(run, ["server0"], read_local_state(run)) == []
     assert "server crashes and restarts:" not in status_lines(read_status(run))
     assert service_restarts(read_local_state(run)) == {}
 

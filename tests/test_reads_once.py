@@ -69,3 +69,38 @@ def test_run_local_reads_run_json_and_campaign_toml_once(tmp_path: Path) -> None
     # the control: the hook sees the other files read, each once too
     assert files["offline.dag"] == 1 and files["node.sub"] == 1, files
     assert files["jobs/client0.json"] == 1 and files["parts/client1.json"] == 1, files
+
+
+def run_with_state(tmp_path: Path) -> Path:
+    """``complete_run`` whose merge and FINAL node run-local ran (its local-state.json
+    written), the merge's output written afterwards."""
+    run = complete_run(tmp_path)
+    (run / "output" / "campaign.json").unlink()
+    with captured_log([]):
+        run_local(RunDir(run))
+    complete_merge(RunDir(run))
+    assert (run / "local-state.json").exists()
+    return run
+
+
+def test_report_and_status_read_each_file_of_the_run_once(tmp_path: Path, capsys) -> None:
+    from offline_iaas.cli import main
+
+    run = run_with_state(tmp_path)
+    once = {"offline.dag", "run.json", "jobs/client0.json", "jobs/client1.json",
+            "parts/client0.json", "parts/client1.json", "local-state.json",
+            "output/campaign.json"}
+    with opened(run) as files:
+        assert main(["report", str(run)]) == 0
+    assert {name: files[name] for name in once} == dict.fromkeys(once, 1), files
+    # campaign.toml: parsed once (status's check), and shown as it is on the page
+    assert files["campaign.toml"] == 2, files
+    page = (run / "report" / "index.html").read_text()
+    # the control: every section drawn, the node timeline from the state read once
+    assert "Not drawn" not in page and "No node timeline" not in page
+    assert "client part(s) not done" not in page
+    with opened(run) as files:
+        assert main(["status", str(run)]) == 0
+    assert {name: files[name] for name in once | {"campaign.toml"}} == dict.fromkeys(
+        once | {"campaign.toml"}, 1), files
+    assert "merge" in capsys.readouterr().out

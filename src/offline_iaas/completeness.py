@@ -172,6 +172,15 @@ def read_record(kind: type[R], path: Path) -> R | RunError | None:
         return err
 
 
+def _found(kind: type[R], path: Path, node: str,
+           read: Mapping[str, R | RunError | None] | None) -> R | RunError | None:
+    """``node``'s record in ``read`` where its reader read it already, else ``read_record``
+    of ``path`` now."""
+    if read is not None and node in read:
+        return read[node]
+    return read_record(kind, path)
+
+
 def part_sidecar(run: RunDir, node: str,
                  read: Mapping[str, PartRecord | RunError | None] | None = None,
                  ) -> PartRecord | RunError | None:
@@ -192,21 +201,23 @@ def part_sidecar(run: RunDir, node: str,
     PartRecord or RunError or None
         The sidecar, its RunError (unreadable), or None (absent).
     """
-    if read is not None and node in read:
-        return read[node]
-    return read_record(PartRecord, run.part(node)[1])
+    return _found(PartRecord, run.part(node)[1], node, read)
 
 
 @dataclass(frozen=True)
 class ReadAlready:
     """Files of a run its reader read already (``status``: ``binding.check_run``'s job specs,
-    the part sidecars), so that the nodes' checks do not read them again; a node absent from
-    one has its file read there."""
+    the part sidecars; the report: the sidecars, the merge's summary), so that the nodes'
+    checks do not read them again; a node absent from one has its file read there."""
 
     specs: Mapping[str, ClientJob | ShardJob | None] = field(default_factory=dict)
     """Job specs (None: one that does not read as a record)."""
     sidecars: Mapping[str, PartRecord | RunError | None] = field(default_factory=dict)
     """Part sidecars, as ``read_record`` read them."""
+    summaries: Mapping[str, ShardSummary | CampaignSummary | RunError | None] = field(
+        default_factory=dict)
+    """Merge summaries (a shard merge's by its node, the merge's by ``MERGE_NODE``), as
+    ``read_record`` read them."""
 
 
 def _record(run: RunDir, found: R | RunError | None, data: Path, path: Path, what: str,
@@ -248,11 +259,14 @@ def part_problem(run: RunDir, node: str, hashes: Hashes | None,
 
 
 def shard_problem(run: RunDir, node: str, hashes: Hashes | None,
-                  spec: MergeShard | None = None, verify: bool = False) -> NotDone | None:
-    """Why shard merge ``node``'s output is not complete, or None (``spec``: its job spec)."""
+                  spec: MergeShard | None = None, verify: bool = False,
+                  read: ReadAlready | None = None) -> NotDone | None:
+    """Why shard merge ``node``'s output is not complete, or None (``spec``: its job spec;
+    ``read``: its summary, where read already)."""
     data, path = run.shard_output(node)
-    summary, problem = _record(run, read_record(ShardSummary, path), data, path, "shard merge",
-                               "shard merge not done", "summary")
+    found = _found(ShardSummary, path, node, read.summaries if read is not None else None)
+    summary, problem = _record(run, found, data, path, "shard merge", "shard merge not done",
+                               "summary")
     if summary is None:
         return problem
     if hashes is None or not hashes.is_merge(summary.merge_hash):
@@ -269,12 +283,14 @@ def is_of_shard(summary: ShardSummary, spec: MergeShard) -> bool:
     return summary.gps == (spec.gps_start, spec.gps_end) and summary.clients == spec.clients
 
 
-def merge_problem(run: RunDir, hashes: Hashes | None, verify: bool = False
-                  ) -> NotDone | None:
-    """Why the merge's output (``output/campaign.h5``) is not complete, or None."""
+def merge_problem(run: RunDir, hashes: Hashes | None, verify: bool = False,
+                  read: ReadAlready | None = None) -> NotDone | None:
+    """Why the merge's output (``output/campaign.h5``) is not complete, or None (``read``: its
+    summary, where read already)."""
     data, path = run.output
-    summary, problem = _record(run, read_record(CampaignSummary, path), data, path, "merge",
-                               "merge not done", "summary")
+    found = _found(CampaignSummary, path, MERGE_NODE,
+                   read.summaries if read is not None else None)
+    summary, problem = _record(run, found, data, path, "merge", "merge not done", "summary")
     if summary is None:
         return problem
     if hashes is None or not hashes.is_merge(summary.merge_hash):
@@ -310,13 +326,13 @@ def node_problem(run: RunDir, node: str, hashes: Hashes | None, verify: bool = F
                  read: ReadAlready | None = None) -> NotDone | None:
     """Why a JOB node of the run's DAG is not complete (its role by its name: the merge, a
     shard merge, else a client), or None (``verify``: read its data file's checksum;
-    ``read``: its job spec and sidecar, where read already)."""
+    ``read``: its job spec and sidecar or summary, where read already)."""
     if node == MERGE_NODE:
-        return merge_problem(run, hashes, verify)
+        return merge_problem(run, hashes, verify, read)
     found = read.specs[node] if read is not None and node in read.specs else (
         read_or_none(ShardJob if is_shard_node(node) else ClientJob, run.job(node)))
     if is_shard_node(node):
         return shard_problem(run, node, hashes,
-                             found.shard if isinstance(found, ShardJob) else None, verify)
+                             found.shard if isinstance(found, ShardJob) else None, verify, read)
     return part_problem(run, node, hashes, found.share if isinstance(found, ClientJob) else None,
                         verify, read)

@@ -15,23 +15,23 @@ import h5py
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.binding import check_run_directory, client_job_or_problem
 from offline_iaas.bounded_read import read_text
-from offline_iaas.completeness import Hashes, NotDone, merge_problem, part_problem
+from offline_iaas.completeness import Hashes, NotDone, ReadAlready, merge_problem, part_problem
 from offline_iaas.errors import ModelError, RunError
 from offline_iaas.gps import gps_text
 from offline_iaas.job_specs import ClientJob
 from offline_iaas.local_state import read_local_state
 from offline_iaas.manifest import MANIFEST_FILE, read_manifest
 from offline_iaas.mode_packages import ReportSection, mode_package
-from offline_iaas.records import PartRecord, read_or_none
+from offline_iaas.records import PartRecord
 from offline_iaas.report import page, plots
 from offline_iaas.report.provenance import manifest_rows, software_versions
-from offline_iaas.report.run_view import ReportRun
+from offline_iaas.report.run_view import ReadFirst, ReportRun
 from offline_iaas.report.timeline import (
     coverage,
     monitor_rates,
     node_attempts,
 )
-from offline_iaas.rundir import RunDir
+from offline_iaas.rundir import MERGE_NODE, RunDir
 from offline_iaas.serve.crashes import crash_lines
 from offline_iaas.serve.monitor import read_monitor_csv
 
@@ -45,9 +45,11 @@ def _clients(run: ReportRun) -> tuple[str, ...]:
 
 def _client_jobs(run: ReportRun) -> dict[str, ClientJob | str]:
     """Each client's job spec, or what is wrong with it: the line status shows on the
-    client's line (``binding.client_job_or_problem``)."""
+    client's line (``binding.client_job_or_problem``; a spec the check read, not read again)."""
     geometry = run.config.geometry if run.config is not None else None
-    return {node: client_job_or_problem(run.paths, geometry, node) for node in _clients(run)}
+    read = run.read.clients if run.read is not None else {}
+    return {node: client_job_or_problem(run.paths, geometry, node, read.get(node))
+            for node in _clients(run)}
 
 
 def _why(run: ReportRun, problem: NotDone) -> str:
@@ -61,15 +63,18 @@ def _campaign(run: ReportRun, section: page.Section) -> None:
     for problem in ([run.config_error] if run.config_error else []) + run.problems:
         section.parts.append(page.paragraph(problem, "problem"))
     hashes = Hashes.of(run.config) if run.config is not None else None
+    read = ReadAlready(  # the sidecars and the merge's summary, each read once
+        sidecars={node: run.sidecar(node) for node in _clients(run)},
+        summaries={MERGE_NODE: run.summary} if run.summary is not None else {})
     if run.summary is not None:
-        verdict = merge_problem(run.paths, hashes)
+        verdict = merge_problem(run.paths, hashes, read=read)
         summary = run.summary
         section.parts.append(page.table(["merge", "value"], [
             ["complete", "yes" if verdict is None else f"no: {_why(run, verdict)}"],
             ["wall_seconds", summary.wall_seconds], ["peak_rss_mb", summary.peak_rss_mb],
             ["sha256", summary.sha256]]))
     parts = [[node, _why(run, problem)] for node in _clients(run)
-             if (problem := part_problem(run.paths, node, hashes)) is not None]
+             if (problem := part_problem(run.paths, node, hashes, read=read)) is not None]
     if parts:
         section.parts.append(page.paragraph(f"{len(parts)} client part(s) not done:", "problem"))
         section.parts.append(page.table(["client", "why"], parts))
@@ -112,7 +117,7 @@ def _campaign(run: ReportRun, section: page.Section) -> None:
                 [[b.path, gps_text(b.gps_start), gps_text(b.gps_end), b.error] for b in bad]))
 
     section.parts.append(page.heading("Node timeline"))
-    state = read_local_state(run.paths)
+    state = run.read.local if run.read is not None else read_local_state(run.paths)
     bars = node_attempts(state) if state is not None else []
     if not bars:
         section.parts.append(page.paragraph(
@@ -122,7 +127,7 @@ def _campaign(run: ReportRun, section: page.Section) -> None:
 
     section.parts.append(page.heading("Servers"))
     servers = list(run.run_info.servers) if run.run_info is not None else []
-    crashes = crash_lines(run.paths, servers)
+    crashes = crash_lines(run.paths, servers, state)
     if crashes:
         section.parts.append(page.paragraph(
             "Server processes died by a signal, or server nodes exited and were restarted "
@@ -164,8 +169,10 @@ def _server_balance(run: ReportRun, servers: list[str]) -> list[list[object]]:
     moved: dict[str, list[str]] = {s: [] for s in servers}
     last: dict[str, float] = {}
     for node in _clients(run):
-        sidecar = read_or_none(PartRecord, run.paths.part(node)[1], run.problems)
-        if sidecar is None:
+        sidecar = run.sidecar(node)
+        if isinstance(sidecar, RunError):  # as records.read_or_none: a problem, no row
+            run.problems.append(str(sidecar))
+        if not isinstance(sidecar, PartRecord):
             continue
         server = (sidecar.servers or (sidecar.server,))[-1]
         ended.setdefault(server, []).append(node)
@@ -224,7 +231,7 @@ SECTIONS: tuple[ReportSection, ...] = (
 )
 
 
-def write_report(run: RunDir) -> Path:
+def write_report(run: RunDir, read: ReadFirst | None = None) -> Path:
     """Write ``RUN/report/index.html`` and return its path.
 
     A section that cannot be drawn says why on the page and in a warning.
@@ -234,6 +241,9 @@ def write_report(run: RunDir) -> Path:
     run
         A run directory written by ``make-dag`` (at any stage: sections whose inputs are not
         there yet say so).
+    read
+        The files the run's check read already (``workflow/status.report_command``), or None:
+        the page reads every file it draws.
 
     Raises
     ------
@@ -242,7 +252,7 @@ def write_report(run: RunDir) -> Path:
     """
     paths = run.absolute()
     check_run_directory(paths)
-    found = ReportRun(paths)
+    found = ReportRun(paths, read)
     sections = []
     package = mode_package(found.mode) if found.config is not None else None
     drawn = (*(package.report_sections if package is not None else ()), *SECTIONS)

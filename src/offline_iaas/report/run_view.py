@@ -5,15 +5,19 @@ package's included (``ModePackage.report_sections``), draws from."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from offline_iaas import records
-from offline_iaas.binding import config_edited
+from offline_iaas.binding import JobSpecRead, config_edited
+from offline_iaas.completeness import part_sidecar
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.data.hdf5_probe import every_object
-from offline_iaas.errors import DataError
-from offline_iaas.records import RunInfo
+from offline_iaas.errors import DataError, RunError
+from offline_iaas.local_state import LocalState
+from offline_iaas.records import PartRecord, RunInfo
 from offline_iaas.report import page
 from offline_iaas.rundir import RunDir
 from offline_iaas.summaries import CampaignSummary
@@ -22,23 +26,45 @@ from offline_iaas.summary_physics import Numbers, Physics, package_section, phys
 logger = logging.getLogger(__name__)
 
 
-class ReportRun:
-    """The run directory's files, read on demand; absent or unreadable ones are None."""
+@dataclass(frozen=True)
+class ReadFirst:
+    """The files of a run that ``report``'s check of it read already, where it took the run
+    (``workflow/status.checked_inputs``, status's), so that the page does not read them
+    again."""
 
-    def __init__(self, run: RunDir) -> None:
+    config: CampaignConfig
+    """``RUN/campaign.toml``."""
+    info: RunInfo
+    """``RUN/run.json``."""
+    clients: Mapping[str, JobSpecRead]
+    """The client job specs as the check read them (each spec or its problem; one absent:
+    the page reads it)."""
+    local: LocalState | None
+    """run-local's ``local-state.json`` (None: run-local has not run)."""
+
+
+class ReportRun:
+    """The run directory's files, read on demand, each once (``read``: those read already);
+    absent or unreadable ones are None."""
+
+    def __init__(self, run: RunDir, read: ReadFirst | None = None) -> None:
         self.paths = run
+        self.read = read
         self.output, summary = self.paths.output
-        self.config: CampaignConfig | None = None
+        self.config: CampaignConfig | None = read.config if read is not None else None
         self.config_error: str | None = None
-        try:
-            self.config = load_config(self.paths.config)
-        except Exception as err:  # a report is written whatever state the run is in
-            self.config_error = str(err)
+        if read is None:
+            try:
+                self.config = load_config(self.paths.config)
+            except Exception as err:  # a report is written whatever state the run is in
+                self.config_error = str(err)
         self.problems: list[str] = []
         self.output_readable = self._readable_hdf5(self.output)
         # absent: None; damaged: None, and a problem shown on the page
         self.summary = records.read_or_none(CampaignSummary, summary, self.problems)
-        self.run_info = records.read_or_none(RunInfo, self.paths.run_info, self.problems)
+        self.run_info = (read.info if read is not None
+                         else records.read_or_none(RunInfo, self.paths.run_info, self.problems))
+        self._sidecars: dict[str, PartRecord | RunError | None] = {}
         self.config_edited: str | None = (
             config_edited(run, self.config, self.run_info)
             if self.config is not None and self.run_info is not None else None)
@@ -47,6 +73,12 @@ class ReportRun:
                                  else physics_type(self.mode)())
         """The merge's physics sections (``postprocess.summarize``'s; the mode's sections,
         all None, before the merge)."""
+
+    def sidecar(self, node: str) -> PartRecord | RunError | None:
+        """Client ``node``'s part sidecar, read once (``completeness.part_sidecar``)."""
+        if node not in self._sidecars:
+            self._sidecars[node] = part_sidecar(self.paths, node)
+        return self._sidecars[node]
 
     def _readable_hdf5(self, path: Path) -> bool:
         """Whether ``path`` opens as HDF5 and every object and attribute in it can be read

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_iaas.bounded_read import NotRegularFile, refuse_unless_regular
-from offline_iaas.local_state import Attempt, LocalState, read_local_state
+from offline_iaas.local_state import Attempt, LocalState
 from offline_iaas.rundir import RunDir
 
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
@@ -258,9 +258,11 @@ def died_line(pid: int, code: int, when: str) -> str:
     return f"{SERVE_PREFIX}tritonserver (pid {pid}) died by signal {signal_name(-code)} {when}"
 
 
-def server_crashes(run: RunDir, servers: list[str]) -> list[ServerCrash]:
+def server_crashes(run: RunDir, servers: list[str], state: LocalState | None
+                   ) -> list[ServerCrash]:
     """Every crash of the server nodes ``servers`` the run directory records: fatal lines of
-    their tritonserver logs, then the nodes that exited on their own under run-local."""
+    their tritonserver logs, then the nodes that exited on their own under run-local
+    (``state``: its ``local-state.json``, read already; None: none)."""
     crashes = []
     for node in servers:
         log = tritonserver_log(run, node)
@@ -273,7 +275,7 @@ def server_crashes(run: RunDir, servers: list[str]) -> list[ServerCrash]:
         crashes += [ServerCrash(node, fatal.process, fatal.signal,
                                 f"{where} line {fatal.line_number}")
                     for fatal in fatal_lines(text)]
-    for node, attempts in service_exits(read_local_state(run)).items():
+    for node, attempts in service_exits(state).items():
         if node not in servers:
             continue
         for attempt in attempts:
@@ -286,11 +288,12 @@ def server_crashes(run: RunDir, servers: list[str]) -> list[ServerCrash]:
     return crashes
 
 
-def crash_lines(run: RunDir, servers: list[str]) -> list[str]:
+def crash_lines(run: RunDir, servers: list[str], state: LocalState | None) -> list[str]:
     """What ``status`` and the report say of the server nodes' crashes and restarts: a line
-    per crash, then a line per server node run-local restarted; none on a clean run."""
-    lines = [crash.describe() for crash in server_crashes(run, servers)]
-    restarts = service_restarts(read_local_state(run))
+    per crash, then a line per server node run-local restarted; none on a clean run
+    (``state``: run-local's ``local-state.json`` as its caller read it, None: none)."""
+    lines = [crash.describe() for crash in server_crashes(run, servers, state)]
+    restarts = service_restarts(state)
     lines += [f"{node}: restarted {count} time{'s' if count != 1 else ''} by run-local"
               for node, count in restarts.items() if node in servers]
     return lines

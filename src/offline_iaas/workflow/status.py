@@ -24,7 +24,7 @@ from offline_iaas.binding import client_job_or_problem
 from offline_iaas.bounded_read import read_text
 from offline_iaas.completeness import ReadAlready, read_record
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.errors import RunError
+from offline_iaas.errors import OfflineIaasError, RunError
 from offline_iaas.job_specs import ClientJob
 from offline_iaas.lifetime import is_running
 from offline_iaas.local_state import LocalState, read_local_state, unix_seconds
@@ -218,11 +218,21 @@ def report_command(run: RunDir) -> None:
     damaged, campaign.toml edited since make-dag, the DAG without a node run.json lists, a job
     spec edited since make-dag, local-state.json damaged, ...). The page is written first,
     whatever state the run is in, and names the problem too where it can: an edit in a line
-    at its top, a damaged file where it was not drawn."""
+    at its top, a damaged file where it was not drawn. Each file is read once: the page is
+    drawn from what the check read (``report.run_view.ReadFirst``); where the check refuses
+    the run, it reads for itself what it can."""
     from offline_iaas.report.build import write_report
+    from offline_iaas.report.run_view import ReadFirst
 
-    logger.info(f"report: {write_report(run)}")
-    checked_inputs(run)
+    try:
+        checked, known = checked_inputs(run)
+    except OfflineIaasError:
+        logger.info(f"report: {write_report(run)}")
+        raise
+    read = None
+    if checked.config is not None and checked.info is not None:  # else: a DAG by hand
+        read = ReadFirst(checked.config, checked.info, checked.specs, known.local)
+    logger.info(f"report: {write_report(run, read)}")
 
 
 def _started(run: RunDir, state: LocalState | None) -> float | None:
@@ -300,7 +310,7 @@ def read_status(run: RunDir, verify: bool = False) -> RunStatus:
          run, config, shares, complete, checked.info,
          {name: sidecar for name, (_, sidecar) in clients.items()})
     status.server_crashes = crash_lines(run, [n.name for n in dag.nodes.values()
-                                              if n.kind == "SERVICE"])
+                                              if n.kind == "SERVICE"], local)
     status.output_complete = MERGE_NODE in dag.nodes and MERGE_NODE in complete
     started = _started(run, local if not use_dagman else None)
     finished = not any(n.state in ("waiting", "running") for n in status.nodes
