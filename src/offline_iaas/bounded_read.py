@@ -10,14 +10,22 @@ Readers that open a file by its path themselves (h5py, igwn-ligolw, gwpy) call
 ``read_text``. Each caller turns ``NotRegularFile`` and ``TooLarge`` into its own error type
 with a line naming the file; ``read_text_or`` does that for the files the project writes and
 reads back itself (the run's token, a server's epoch and refusal, the PRE script's deferral,
-the job ads' stand-in, ``bench.regression --check``'s record)."""
+the job ads' stand-in, ``bench.regression --check``'s record).
+
+The logs the project appends to (tritonserver's, serve's lines in it, a server's monitor CSV)
+are opened by ``open_to_append``: a FIFO there with a reader (an admin streaming the log) is
+written to, one with none (whose ``open`` would wait for ever, SIGTERM retried through) is
+refused at once, and a directory, a device or a socket is refused before it is opened."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 MAX_TEXT_BYTES = 64 * 2**20
 """More than any config, listing or record file holds (they are kilobytes to megabytes); the
@@ -42,6 +50,15 @@ class NotRegularFile(ValueError):
     def __init__(self, kind: str) -> None:
         super().__init__(f"{kind}, not a regular file")
         self.kind = kind
+
+
+class NoReader(NotRegularFile):
+    """A FIFO to be written to that no process holds open for reading."""
+
+    def __init__(self) -> None:
+        ValueError.__init__(self, "a FIFO (named pipe) with no reader (start its reader "
+                            "first, or remove it)")
+        self.kind = "a FIFO (named pipe)"
 
 
 def _refuse_mode(mode: int) -> None:
@@ -104,3 +121,40 @@ def read_text_or(path: Path | str, error: Callable[[str], Exception],
         return read_text(path, limit_bytes=limit_bytes)
     except (NotRegularFile, TooLarge, UnicodeDecodeError) as err:
         raise error(f"{path}: cannot read: {err}") from None
+
+
+def open_to_append(path: Path | str) -> BinaryIO:
+    """``path`` opened to append bytes to, created if absent: a regular file, or a FIFO that
+    a reader holds open (opened without waiting, then written to blocking as a file is).
+
+    Raises
+    ------
+    NoReader
+        If it names a FIFO that no process reads (``open`` would wait for one for ever).
+    NotRegularFile
+        If it names a directory, a device or a socket (refused before it is opened).
+    OSError
+        As ``os.open`` would.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = stat.S_IFREG
+    if not stat.S_ISFIFO(mode):
+        _refuse_mode(mode)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK, 0o666)
+    except OSError as err:
+        if err.errno == errno.ENXIO:
+            raise NoReader() from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode  # what was opened: a FIFO put there since is not waited on
+        if not stat.S_ISFIFO(mode):
+            _refuse_mode(mode)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return open(fd, "ab")

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from offline_iaas.bounded_read import NotRegularFile, refuse_unless_regular
+from offline_iaas.bounded_read import NotRegularFile, open_to_append, refuse_unless_regular
 from offline_iaas.local_state import Attempt, LocalState
 from offline_iaas.rundir import RunDir
 
@@ -194,9 +194,9 @@ def append_serve_line(log: Path, line: str) -> str:
     stubs printed there; nothing if the log cannot be written) and return its words without
     the prefix."""
     try:
-        with open(log, "a") as out:
-            out.write(line + "\n")
-    except OSError:
+        with open_to_append(log) as out:
+            out.write((line + "\n").encode())
+    except (OSError, NotRegularFile):  # a FIFO whose reader is gone: not waited on
         pass
     return line.removeprefix(SERVE_PREFIX)
 

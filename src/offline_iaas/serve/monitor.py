@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.bounded_read import read_text
-from offline_iaas.errors import RunError
+from offline_iaas.bounded_read import NotRegularFile, open_to_append, read_text
+from offline_iaas.errors import RunError, ServerError
 
 CSV_HEADER: tuple[str, ...] = (
     "unix_time",
@@ -126,9 +126,16 @@ class ServerMonitor:
         self._thread = threading.Thread(target=self._run, name="server-monitor", daemon=True)
 
     def start(self) -> ServerMonitor:
+        """Write the header to a new or empty CSV and start polling (a FIFO with no reader,
+        a directory or a device at ``csv_path``: ``ServerError`` naming it)."""
         self.csv_path.parent.mkdir(parents=True, exist_ok=True)
-        if not self.csv_path.exists() or self.csv_path.stat().st_size == 0:
-            with open(self.csv_path, "w", newline="") as f:
+        new = not self.csv_path.exists() or self.csv_path.stat().st_size == 0  # a FIFO too
+        try:
+            out = open_to_append(self.csv_path)
+        except NotRegularFile as err:
+            raise ServerError(f"{self.csv_path} is {err}") from None
+        with io.TextIOWrapper(out, newline="") as f:
+            if new:
                 csv.writer(f).writerow(CSV_HEADER)
         self._thread.start()
         return self
@@ -149,7 +156,7 @@ class ServerMonitor:
             self.failures += 1
             return 0
         rows = statistics_rows(stats, time.time())
-        with open(self.csv_path, "a", newline="") as f:
+        with io.TextIOWrapper(open_to_append(self.csv_path), newline="") as f:
             csv.DictWriter(f, fieldnames=CSV_HEADER).writerows(rows)
         self.polls += 1
         return len(rows)

@@ -276,11 +276,7 @@ def note_exit(proc: subprocess.Popen, log: Path, node: str, when: str) -> str:
     words = exit_words(code)
     stopped = when == "while stopping" and code is not None and -code in STOP_SIGNALS
     if code is not None and code < 0 and not stopped:
-        try:
-            with open(log, "a") as out:
-                out.write(died_line(proc.pid, code, when) + "\n")
-        except OSError:
-            pass
+        append_serve_line(log, died_line(proc.pid, code, when))
         logger.warning(f"{node}: tritonserver died by {words} {when} (see {log})")
     else:
         logger.info(f"{node}: tritonserver exited with {words}")

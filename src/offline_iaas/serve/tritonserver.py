@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from offline_iaas.bounded_read import NotRegularFile, open_to_append
 from offline_iaas.errors import ServerError
 from offline_iaas.lifetime import die_with_parent
 from offline_iaas.rendezvous.access import restricted_flags
@@ -146,10 +147,16 @@ def server_command(
 
 
 def start_server(cmd: list[str], install: TritonInstall, log_path: Path) -> subprocess.Popen:
-    """Start tritonserver in our process group, its output appended to ``log_path``."""
+    """Start tritonserver in our process group, its output appended to ``log_path`` (a FIFO
+    with no reader there, a directory or a device: ``ServerError`` naming it, nothing
+    started)."""
     env = {**os.environ, **install.env}
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    try:
+        log = open_to_append(log_path)
+    except NotRegularFile as err:
+        raise ServerError(f"{log_path} is {err}") from None
+    with log:
         return subprocess.Popen(
             cmd,
             stdout=log,

@@ -1,0 +1,164 @@
+"""The logs serve appends to (tritonserver's output, serve's own lines in it, the monitor
+CSV), found to be a FIFO with no reader: ``open`` for writing waited for a reader for ever,
+serve hanging at its start (SIGTERM retried through: measured, still there after 10 min).
+A FIFO with a reader (an admin streaming the log) is written to; one with none, a
+directory, a device or a socket is refused at once in one line naming the file
+(``bounded_read.open_to_append``).
+
+A FIFO case runs under ``within_seconds`` (SIGALRM raising ``StillWaiting``, which is no
+``OSError`` the code could swallow) or in a child with a timeout: the old code's wait fails
+the test instead of hanging the suite."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from offline_iaas.bounded_read import NoReader, NotRegularFile, open_to_append
+from offline_iaas.errors import ServerError
+from offline_iaas.serve.crashes import append_serve_line
+from offline_iaas.serve.monitor import ServerMonitor
+from offline_iaas.serve.tritonserver import TritonInstall, start_server
+from tests.error_catalogue import documented
+from tests.test_bad_input import run_dir
+
+NO_READER = "a FIFO (named pipe) with no reader (start its reader first, or remove it)"
+NOTHING = TritonInstall(Path(), None, {})
+"""No install: the command started is the test's own."""
+
+
+class StillWaiting(Exception):
+    """Raised by ``within_seconds`` when its time is up."""
+
+
+@contextlib.contextmanager
+def within_seconds(seconds: float) -> Iterator[None]:
+    """Raise ``StillWaiting`` where the block has not ended after ``seconds``."""
+    def expired(*_: object) -> None:
+        raise StillWaiting(f"still waiting after {seconds:g} s (a FIFO opened?)")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def read_end(fifo: Path) -> Iterator[int]:
+    """A blocking descriptor reading ``fifo`` (opened without waiting for a writer)."""
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    os.set_blocking(fd, True)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def read_all(fd: int) -> bytes:
+    """What the writers of a FIFO sent until the last of them closed it."""
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.fixture(scope="module")
+def base(small_campaign_dir) -> Path:
+    return small_campaign_dir()
+
+
+def serve(run: Path) -> subprocess.CompletedProcess[str]:
+    """``offline-iaas serve`` of ``run``'s server0 in a child killed after 60 s."""
+    return subprocess.run([sys.executable, "-m", "offline_iaas.cli", "serve", "--run-dir",
+                           str(run), "--node", "server0"], capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize(("kind", "row"), [("fifo", "serve-log-fifo-no-reader"),
+                                           ("directory", "serve-log-not-regular")])
+def test_serve_refuses_a_log_that_is_a_fifo_with_no_reader_or_a_directory_at_once(
+        base: Path, tmp_path: Path, kind: str, row: str) -> None:
+    """The real command: one line naming the log, exit 5 (``ServerError``), no tritonserver
+    started (conftest's stand-in fails the test if it is), the path left as it was."""
+    ws = Path(shutil.copytree(base, tmp_path / "ws"))
+    run = run_dir(ws)
+    log = run / "logs" / "server0-tritonserver.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(log) if kind == "fifo" else log.mkdir()
+    result = serve(run)
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert result.returncode == 5 and len(errors) == 1, result.stderr
+    message = errors[0].removeprefix("offline-iaas serve: error: ")
+    why = NO_READER if kind == "fifo" else "a directory, not a regular file"
+    assert message == f"{log} is {why}"
+    assert (log.is_fifo() if kind == "fifo" else log.is_dir())
+    documented(row, message, {ws: "<ws>"}, exit_code=result.returncode)
+
+
+def test_tritonservers_log_is_a_fifo_with_a_reader_or_a_file(tmp_path: Path) -> None:
+    """``start_server`` (serve's and the bench's): refused at once with no reader; the
+    controls: a reader gets the output, a regular file has it appended."""
+    command = [sys.executable, "-c", "print('hello from the server')"]
+    fifo = tmp_path / "tritonserver.log"
+    os.mkfifo(fifo)
+    with within_seconds(5), pytest.raises(ServerError) as refused:
+        start_server(command, NOTHING, fifo)
+    assert str(refused.value) == f"{fifo} is {NO_READER}"
+    with within_seconds(20), read_end(fifo) as reader:
+        proc = start_server(command, NOTHING, fifo)
+        assert read_all(reader) == b"hello from the server\n"
+        assert proc.wait() == 0
+    log = tmp_path / "file.log"
+    log.write_text("earlier\n")
+    with within_seconds(20):
+        assert start_server(command, NOTHING, log).wait() == 0
+    assert log.read_text() == "earlier\nhello from the server\n"
+
+
+def test_serves_own_lines_and_the_monitor_csv_do_not_wait_on_a_fifo(tmp_path: Path) -> None:
+    """``append_serve_line`` (a death, a hang, a stub's death) writes nothing to a FIFO with
+    no reader; the monitor refuses it as its CSV in one line. The controls: a reader of the
+    FIFO gets the line, a regular log has it appended."""
+    fifo = tmp_path / "tritonserver.log"
+    os.mkfifo(fifo)
+    line = "offline-iaas serve: tritonserver (pid 7) died by signal SIGSEGV while serving"
+    with within_seconds(5):
+        assert append_serve_line(fifo, line) == "tritonserver (pid 7) died by signal SIGSEGV" \
+            " while serving"
+        with pytest.raises(ServerError) as refused:
+            ServerMonitor("unused:1", {}, fifo, 60.0).start()
+    assert str(refused.value) == f"{fifo} is {NO_READER}"
+    with within_seconds(5), read_end(fifo) as reader:
+        append_serve_line(fifo, line)
+        assert read_all(reader) == (line + "\n").encode()
+    log = tmp_path / "file.log"
+    append_serve_line(log, line)
+    assert log.read_text() == line + "\n"
+
+
+def test_open_to_append_refuses_a_device_a_socket_and_a_directory(tmp_path: Path) -> None:
+    """Each named by its kind, before it is opened; the control: absent is created."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "sock"))
+        for path, kind in (("/dev/zero", "a character device"), (tmp_path / "sock", "a socket"),
+                           (tmp_path, "a directory")):
+            with pytest.raises(NotRegularFile) as refused:
+                open_to_append(path)
+            assert not isinstance(refused.value, NoReader)
+            assert str(refused.value) == f"{kind}, not a regular file"
+    with open_to_append(tmp_path / "new.log") as out:
+        out.write(b"x")
+    assert (tmp_path / "new.log").read_bytes() == b"x"
