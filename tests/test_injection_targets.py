@@ -113,6 +113,31 @@ def test_a_fifo_at_the_target_is_refused_even_with_overwrite_and_a_link_is_repla
     assert len(read_injection_set(link)) == len(sample_set())
     assert plain_code == 0 and len(read_injection_set(plain)) == len(sample_set())  # control
 
+
+def test_a_directory_at_the_target_is_refused_before_anything_is_read_or_drawn(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A directory at the target, with or without ``--overwrite``: the source was read (the
+    set drawn) and then the write failed, exit 6 with the OS's words (checked on the old
+    code); now exit 2 naming it and its kind before the source is read (draw-injections': its
+    config is not there, and not read), the directory and its file left as they were. The
+    control: a target beside it is written."""
+    source, target = tmp_path / "set.h5", tmp_path / "out.h5"
+    write_injection_set(source, sample_set())
+    target.mkdir()
+    (target / "kept").write_text("a file of the directory")
+    config = tmp_path / "campaign.toml"  # not there: the target is refused first
+    expected = (2, f"{target} is a directory, not a regular file (convert-injections replaces "
+                   "only a regular file or a link, even with --overwrite): give another target")
+    for overwrite in ([], ["--overwrite"]):
+        assert convert(capsys, source, target, *overwrite) == expected
+        code = main(["draw-injections", str(config), "--out", str(target), *overwrite])
+        message = cli_error(capsys.readouterr().err.strip())
+        assert (code, message) == (2, expected[1].replace("convert-", "draw-"))
+    assert [p.name for p in target.iterdir()] == ["kept"]
+    assert (target / "kept").read_text() == "a file of the directory"
+    assert convert(capsys, source, tmp_path / "beside.h5") == (0, "")
+    assert len(read_injection_set(tmp_path / "beside.h5")) == len(sample_set())
+
 STAND_INS = {  # options -> (row id or None, the message)
     "approximant unknown": (["--approximant", "bogus"], "convert-injections-approximant",
                             "'--approximant' is not a lalsimulation approximant: 'bogus' "

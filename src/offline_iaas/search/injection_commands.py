@@ -44,16 +44,14 @@ def add_convert_arguments(p: argparse.ArgumentParser) -> None:
 def refuse_existing_target(target: Path, overwrite: bool, command: str) -> None:
     """ConfigError naming ``target`` where a file (or a link, even a dangling one) is there
     and ``--overwrite`` was not given: the command would replace it whole (a campaign's
-    output, another set). A FIFO, a device or a socket there is refused even with
-    ``--overwrite``, naming its kind (no injection set; what reads or writes it would find it
-    gone). A link is replaced itself, never followed, as every writer of the project's replaces
-    a link at its target (``atomic.replaced_atomically``): what it leads to is left as it is.
-    A directory is left to the write, whose error names it."""
+    output, another set). A directory, a FIFO, a device or a socket there is refused even
+    with ``--overwrite``, naming its kind, before anything is read or drawn (no injection set;
+    what reads or writes it would find it gone). A link is replaced itself, never followed, as
+    every writer of the project's replaces a link at its target
+    (``atomic.replaced_atomically``): what it leads to is left as it is."""
     try:
         mode = os.lstat(target).st_mode
     except OSError:  # nothing there (or not reachable: the write's error names it)
-        return
-    if stat.S_ISDIR(mode):
         return
     if not stat.S_ISLNK(mode):
         try:
