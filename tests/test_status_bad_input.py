@@ -3,7 +3,8 @@ spec edited since make-dag is refused as the nodes refuse it, not counted into f
 piece make-dag never plans is named (runs older than run.json's ``job_sha256`` too); ``--final``
 of a copied run says why its output is not complete; run-local's state with an unknown status
 is damaged (a node that ended before it started by a clock set back is not); DAGMan's node
-status file that is a FIFO is not waited on."""
+status file that is a FIFO is not waited on; a MAXJOBS count beyond the config's bound is
+refused with its line."""
 
 from __future__ import annotations
 
@@ -195,3 +196,28 @@ def test_a_dag_edited_to_run_a_shard_merge_as_a_client_is_named_not_a_traceback(
     code = main(["status", str(run)])
     out = capsys.readouterr().out
     assert code == 0 and "shard0 is a shard merge node, not a client" in out
+
+
+def test_a_maxjobs_count_beyond_the_configs_bound_is_refused_with_its_line(
+        run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``MAXJOBS clients 1000000000000`` edited into offline.dag: DAGMan reads it as a C int
+    (10**12 wraps to a negative count, refused at submission; 2**32 + 1 to 1, one client at a
+    time), and status read it as a throttle without a word (exit 0, checked on the old code);
+    now one RunError naming the line, as RETRY's. The control: the bound of
+    ``workflow.max_parallel_clients`` itself is read."""
+    from offline_iaas.config_numbers import MAX_PARALLEL_NODES
+    from offline_iaas.workflow.dag import parse_dag
+
+    dag = run / "offline.dag"
+    made = dag.read_text()
+    dag.write_text(f"MAXJOBS clients {MAX_PARALLEL_NODES}\n{made}")
+    assert status_error(run, capsys) == (0, "")
+    for count in (2**32 + 1, 10**12):
+        dag.write_text(f"MAXJOBS clients {count}\n{made}")
+        code, message = status_error(run, capsys)
+        assert (code, message) == (6, (
+            f"{dag} line 1: the MAXJOBS count must be at most {MAX_PARALLEL_NODES} (as "
+            f"workflow.max_parallel_clients and max_parallel_merges), got {count}"))
+    documented("dag-maxjobs-beyond-bound", message, {str(run): "RUN"}, exit_code=code)
+    with pytest.raises(RunError, match="line 2: the MAXJOBS count must be at most"):
+        parse_dag(f"JOB c0 client.sub\nMAXJOBS merges {MAX_PARALLEL_NODES + 1}\n")

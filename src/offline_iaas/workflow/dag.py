@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from offline_iaas.config_numbers import MAX_RETRIES
+from offline_iaas.config_numbers import COUNT_BOUNDS, MAX_RETRIES
 from offline_iaas.errors import RunError
 from offline_iaas.records import ClientShare
 from offline_iaas.rundir import DAGMAN_STATUS_FILE, MERGE_NODE, RunDir
@@ -396,8 +396,9 @@ def parse_dag(text: str, source: str = "offline.dag") -> Dag:
     ------
     RunError
         ``"<source> line N: ..."`` for a line it does not understand, an unknown node, or a
-        command DAGMan would refuse (RETRY or PARENT/CHILD on a SERVICE node, ...); a cycle
-        of PARENT/CHILD lines.
+        command DAGMan would refuse (RETRY or PARENT/CHILD on a SERVICE node, ...); a RETRY or
+        MAXJOBS count beyond the config's bound of its key (DAGMan reads each as a C int); a
+        cycle of PARENT/CHILD lines.
     """
     lines = [_Line(source, number, raw.strip())
              for number, raw in enumerate(text.splitlines(), start=1)
@@ -513,7 +514,12 @@ def _maxjobs(dag: Dag, line: _Line) -> None:
     args = _tokens(line)[1:]
     if len(args) != 2:
         raise line.error("expected MAXJOBS <category> <count>")
-    dag.maxjobs[args[0]] = _int(line, args[1], "the MAXJOBS count", 1)
+    count = _int(line, args[1], "the MAXJOBS count", 1)
+    bound = COUNT_BOUNDS["workflow.max_parallel_clients"][0]  # DAGMan's C int, wrapped beyond
+    if count > bound:
+        raise line.error(f"the MAXJOBS count must be at most {bound} (as "
+                         f"workflow.max_parallel_clients and max_parallel_merges), got {count}")
+    dag.maxjobs[args[0]] = count
 
 
 def _abort_dag_on(dag: Dag, line: _Line) -> None:
