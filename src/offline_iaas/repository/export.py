@@ -121,6 +121,39 @@ def export_repository(
     """
     from offline_iaas.repository import networks
 
+    _check_export_request(config, flavor, ensemble)
+    repo = config.model.repository
+    served = "ensemble" if ensemble else "fused"
+    shape = ensemble_shape(config, fused=served == "fused")
+    _check_repository_takes(repo, config.model.mode, flavor, served, shape)
+    training = weights_training_spans(weights)
+    # The networks are exported (and bad weights refused) before the repository is touched;
+    # a failure once it is leaves it as it was (no new version for Triton to serve).
+    with _staging_directory(repo) as tmp_name, named_for_repository(repo, Path(tmp_name)), \
+            restored_on_failure(repo):
+        tmp = Path(tmp_name)
+        graphs = networks.build_graphs(config, weights, tmp, canary_weights)
+        streamed = streamed_networks(config, weights, canary_weights, tmp, ensemble)
+        config = served_as(config, bool(streamed))  # what auto chose
+        if served == "fused":
+            versions, networks_served = _write_fused(config, graphs, shape, flavor, tmp, streamed)
+            models = [config.model.name]
+        else:
+            versions, networks_served = _write_networks(repo, graphs, shape, flavor, tmp)
+            models = _write_ensemble_models(config, shape, flavor)
+        repo.mkdir(parents=True, exist_ok=True)
+        _write_manifest(config, flavor, served, shape, models, {
+            "versions": versions,
+            "networks": networks_served,
+            **({"streamed": {name: f"{config.model.name}/{versions[name]}/{path.name}"
+                             for name, path in streamed.items()}} if streamed else {}),
+            "training": training,
+        })
+    return repo
+
+
+def _check_export_request(config: CampaignConfig, flavor: str, ensemble: bool) -> None:
+    """ConfigError or ModelError where the flavor or the layout cannot serve the campaign."""
     if flavor not in FLAVORS:
         raise ConfigError(f"unknown repository flavor {flavor!r} (known: {', '.join(FLAVORS)})")
     if flavor == "gpu" and ensemble and not config.mode.native_gpu:
@@ -128,8 +161,7 @@ def export_repository(
         raise ModelError(
             f"the native gpu layout (--flavor gpu --ensemble) is written for modes {native}, "
             f"not {config.model.mode!r} (it has no per-detector averager graph); the default "
-            "gpu flavor (the fused model on CUDA) serves every mode"
-        )
+            "gpu flavor (the fused model on CUDA) serves every mode")
     if ensemble and (config.has_slides or config.rolling_whitening):
         key = "slides" if config.has_slides else "whitening"
         raise ModelError(
@@ -144,83 +176,80 @@ def export_repository(
             f"model.name {config.model.name!r} is the name of a step of the --ensemble layout "
             f"({', '.join(dict.fromkeys(steps))}): the ensemble would be written over it; "
             "choose another model.name")
-    repo = config.model.repository
+
+
+def _check_repository_takes(repo: Path, mode: str, flavor: str, served: str,
+                            shape: mcfg.EnsembleShape) -> None:
+    """RunError or ModelError unless ``repo`` is absent, empty, or export's repository of the
+    same mode, flavor, layout (``served``) and shape."""
     if repo.exists() and not repo.is_dir():  # (repo / MANIFEST_FILE) would name a made-up path
         raise RunError(f"{repo} is a file, not a directory (model.repository)")
-    served = "ensemble" if ensemble else "fused"
-    shape = ensemble_shape(config, fused=served == "fused")
     manifest = read_manifest(repo) if (repo / MANIFEST_FILE).exists() else None
     if manifest is not None:
         built_for = (manifest.mode, manifest.flavor, manifest.served,
                      dataclasses.asdict(manifest.shape))
-        wanted = (config.model.mode, flavor, served, _shape_dict(shape))
+        wanted = (mode, flavor, served, _shape_dict(shape))
         if built_for != wanted:
             raise ModelError(
                 f"{repo}: repository holds mode {built_for[0]!r}, the {built_for[1]} flavor "
                 f"({built_for[2]}), shape {built_for[3]}; the config asks for mode "
                 f"{wanted[0]!r}, the {wanted[1]} flavor ({wanted[2]}), shape {wanted[3]}: "
-                "export to a new model.repository"
-            )
+                "export to a new model.repository")
     elif foreign := _foreign_entries(repo):
         raise RunError(
             f"{repo} is not a model repository of export and not empty (it holds "
             f"{names_text(foreign, 3)}): "
             "export would write into it; set model.repository to a new or empty directory")
-    training = weights_training_spans(weights)
+
+
+def _staging_directory(repo: Path) -> tempfile.TemporaryDirectory:
+    """A new staging directory for an export to ``repo`` (``rollback.staging_place``; stale
+    ones removed); an OS error named for the repository."""
     with named_for_repository(repo):
         repo.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_staging(repo)
         place = staging_place(repo)  # a mount point: inside it (os.replace: one filesystem)
-    # The networks are exported (and bad weights refused) before the repository is touched;
-    # a failure once it is leaves it as it was (no new version for Triton to serve).
     try:
-        staging = tempfile.TemporaryDirectory(prefix=STAGING_PREFIX, dir=place)
+        return tempfile.TemporaryDirectory(prefix=STAGING_PREFIX, dir=place)
     except OSError as err:  # named for the repository, not the staging directory
         raise cannot_write(repo, f"a staging directory in {place}", err) from None
-    with staging as tmp, named_for_repository(repo, Path(tmp)), restored_on_failure(repo):
-        graphs = networks.build_graphs(config, weights, Path(tmp), canary_weights)
-        streamed = streamed_networks(config, weights, canary_weights, Path(tmp), ensemble)
-        config = served_as(config, bool(streamed))  # what auto chose
-        if served == "fused":
-            versions, networks_served = _write_fused(config, graphs, shape, flavor, Path(tmp),
-                                                     streamed)
-            models = [config.model.name]
-        else:
-            versions, networks_served = _write_networks(config.model.repository, graphs, shape,
-                                                        flavor, Path(tmp))
-        if served == "ensemble":
-            for stage in pipeline.stages(config):
-                if stage.stateful:
-                    _write_stateful(config.model.repository, stage, shape, flavor)
-            ens_dir = repo / config.model.name
-            (ens_dir / "1").mkdir(parents=True, exist_ok=True)
-            _write(ens_dir / "config.pbtxt", mcfg.to_pbtxt(ensemble_pipeline(config)))
-            models = [*dict.fromkeys(s.model for s in pipeline.stages(config)),
-                      config.model.name]
-        repo.mkdir(parents=True, exist_ok=True)
-        records.write(records.build(Manifest, {
-            "ensemble": config.model.name,
-            "flavor": flavor,
-            "served": served,
-            **({"device": FLAVOR_DEVICE[flavor]} if served == "fused" else {}),
-            "models": models,
-            "mode": config.model.mode,
-            "channels": list(config.stream_channels),
-            "sample_rate": config.data.sample_rate,
-            "shape": _shape_dict(shape),
-            # sequence slots per served model: at most this many clients per server
-            "sequence_slots": shape.max_sequences,
-            "outputs": list(config.outputs.names),
-            "time_slides": list(repository_slides(config)),
-            "whitening": whitening_record(config),
-            "versions": versions,
-            "networks": networks_served,
-            **({"streamed": {name: f"{config.model.name}/{versions[name]}/{path.name}"
-                             for name, path in streamed.items()}} if streamed else {}),
-            "training": training,
-            "files": served_files(repo, models),
-        }), repo / MANIFEST_FILE)
-    return repo
+
+
+def _write_ensemble_models(config: CampaignConfig, shape: mcfg.EnsembleShape, flavor: str
+                           ) -> list[str]:
+    """Write the ``--ensemble`` layout's stateful models and the ensemble; its models."""
+    repo = config.model.repository
+    for stage in pipeline.stages(config):
+        if stage.stateful:
+            _write_stateful(repo, stage, shape, flavor)
+    ens_dir = repo / config.model.name
+    (ens_dir / "1").mkdir(parents=True, exist_ok=True)
+    _write(ens_dir / "config.pbtxt", mcfg.to_pbtxt(ensemble_pipeline(config)))
+    return [*dict.fromkeys(s.model for s in pipeline.stages(config)), config.model.name]
+
+
+def _write_manifest(config: CampaignConfig, flavor: str, served: str, shape: mcfg.EnsembleShape,
+                    models: list[str], written: dict[str, Any]) -> None:
+    """Write ``manifest.json``: what the repository was built for, what was ``written``."""
+    repo = config.model.repository
+    records.write(records.build(Manifest, {
+        "ensemble": config.model.name,
+        "flavor": flavor,
+        "served": served,
+        **({"device": FLAVOR_DEVICE[flavor]} if served == "fused" else {}),
+        "models": models,
+        "mode": config.model.mode,
+        "channels": list(config.stream_channels),
+        "sample_rate": config.data.sample_rate,
+        "shape": _shape_dict(shape),
+        # sequence slots per served model: at most this many clients per server
+        "sequence_slots": shape.max_sequences,
+        "outputs": list(config.outputs.names),
+        "time_slides": list(repository_slides(config)),
+        "whitening": whitening_record(config),
+        **written,
+        "files": served_files(repo, models),
+    }), repo / MANIFEST_FILE)
 
 
 def _foreign_entries(repo: Path) -> list[str]:
@@ -363,11 +392,8 @@ def _write_stateful(repository: Path, stage: pipeline.Stage, shape: mcfg.Ensembl
 
 
 def _shape_dict(shape: mcfg.EnsembleShape) -> dict[str, Any]:
-    return {
-        "channels": shape.channels,
-        "kernel_samples": shape.kernel_samples,
-        "stride_samples": shape.stride_samples,
-    }
+    return {"channels": shape.channels, "kernel_samples": shape.kernel_samples,
+            "stride_samples": shape.stride_samples}
 
 
 def repository_slides(config: CampaignConfig) -> tuple[int, ...]:
