@@ -19,7 +19,7 @@ from offline_iaas.completeness import Hashes, NotDone, ReadAlready, merge_proble
 from offline_iaas.errors import ModelError, RunError
 from offline_iaas.gps import gps_text
 from offline_iaas.job_specs import ClientJob
-from offline_iaas.local_state import read_local_state
+from offline_iaas.local_state import LocalState, read_local_state
 from offline_iaas.manifest import MANIFEST_FILE, read_manifest
 from offline_iaas.mode_packages import ReportSection, mode_package
 from offline_iaas.records import PartRecord
@@ -60,6 +60,24 @@ def _why(run: ReportRun, problem: NotDone) -> str:
 
 
 def _campaign(run: ReportRun, section: page.Section) -> None:
+    """The campaign section: what is not done, coverage, node timeline, servers."""
+    jobs = _client_jobs(run)
+    _completion(run, section, jobs)
+    section.parts.append(page.heading("Coverage"))
+    _coverage(run, section, jobs)
+    section.parts.append(page.heading("Node timeline"))
+    state = run.read.local if run.read is not None else read_local_state(run.paths)
+    _node_timeline(section, state)
+    section.parts.append(page.heading("Servers"))
+    servers = list(run.run_info.servers) if run.run_info is not None else []
+    _server_crashes_and_balance(run, section, servers, state)
+    _server_throughput(run, section, servers)
+
+
+def _completion(run: ReportRun, section: page.Section, jobs: dict[str, ClientJob | str]
+                ) -> None:
+    """The run's problems, the merge's verdict and record, the client parts not done and the
+    client job specs (``jobs``) missing or damaged."""
     for problem in ([run.config_error] if run.config_error else []) + run.problems:
         section.parts.append(page.paragraph(problem, "problem"))
     hashes = Hashes.of(run.config) if run.config is not None else None
@@ -78,46 +96,51 @@ def _campaign(run: ReportRun, section: page.Section) -> None:
     if parts:
         section.parts.append(page.paragraph(f"{len(parts)} client part(s) not done:", "problem"))
         section.parts.append(page.table(["client", "why"], parts))
-    jobs = _client_jobs(run)
     unread = [[node, job] for node, job in jobs.items() if isinstance(job, str)]
     if unread:
         section.parts.append(page.paragraph(
             f"{len(unread)} client job spec(s) missing or damaged (status names each on the "
             "client's line; its node cannot run again by it):", "problem"))
         section.parts.append(page.table(["client", "job spec"], unread))
-    section.parts.append(page.heading("Coverage"))
+
+
+def _coverage(run: ReportRun, section: page.Section, jobs: dict[str, ClientJob | str]
+              ) -> None:
+    """The coverage map of the client shares (``jobs``: those whose spec reads) against the
+    output's stretches, and the bad frame files left out as gaps."""
     shares = [job.share for job in jobs.values() if not isinstance(job, str)]
     if not shares:
         section.parts.append(page.paragraph("No client job specs (RUN/jobs/*.json).", "absent"))
+        return
+    stretches = None
+    bad = list(run.summary.bad_frame_files) if run.summary is not None else []
+    if run.has_output:
+        with h5py.File(run.output, "r") as f:
+            if "stretches" in f.attrs:
+                stretches = [(float(a), float(b)) for a, b in f.attrs["stretches"]]
+    if run.config is not None:
+        span = (run.config.data.start, run.config.data.start + run.config.data.duration)
     else:
-        stretches = None
-        bad = list(run.summary.bad_frame_files) if run.summary is not None else []
-        if run.has_output:
-            with h5py.File(run.output, "r") as f:
-                if "stretches" in f.attrs:
-                    stretches = [(float(a), float(b)) for a, b in f.attrs["stretches"]]
-        if run.config is not None:
-            span = (run.config.data.start, run.config.data.start + run.config.data.duration)
-        else:
-            span = (min(p.gps_start for s in shares for p in s.pieces),
-                    max(p.gps_end for s in shares for p in s.pieces))
-        cov = coverage(span, shares, stretches, [b.span for b in bad])
-        section.parts.append(page.image(plots.coverage_figure(cov), "coverage map"))
-        lost = sum(b - a for a, b in cov.gaps)
+        span = (min(p.gps_start for s in shares for p in s.pieces),
+                max(p.gps_end for s in shares for p in s.pieces))
+    cov = coverage(span, shares, stretches, [b.span for b in bad])
+    section.parts.append(page.image(plots.coverage_figure(cov), "coverage map"))
+    lost = sum(b - a for a, b in cov.gaps)
+    section.parts.append(page.paragraph(
+        f"{len(cov.stretches)} analysable stretch(es), {lost:.1f} s of the "
+        f"{span[1] - span[0]:.1f} s span in gaps; client shares are coloured by server "
+        "(each bar is a piece streamed, warm-up included)."))
+    if bad:
         section.parts.append(page.paragraph(
-            f"{len(cov.stretches)} analysable stretch(es), {lost:.1f} s of the "
-            f"{span[1] - span[0]:.1f} s span in gaps; client shares are coloured by server "
-            "(each bar is a piece streamed, warm-up included)."))
-        if bad:
-            section.parts.append(page.paragraph(
-                f"{len(bad)} bad frame file(s) left out as gaps (data.on_bad_file = \"gap\"):",
-                "problem"))
-            section.parts.append(page.table(
-                ["file", "GPS start", "GPS end", "why"],
-                [[b.path, gps_text(b.gps_start), gps_text(b.gps_end), b.error] for b in bad]))
+            f"{len(bad)} bad frame file(s) left out as gaps (data.on_bad_file = \"gap\"):",
+            "problem"))
+        section.parts.append(page.table(
+            ["file", "GPS start", "GPS end", "why"],
+            [[b.path, gps_text(b.gps_start), gps_text(b.gps_end), b.error] for b in bad]))
 
-    section.parts.append(page.heading("Node timeline"))
-    state = run.read.local if run.read is not None else read_local_state(run.paths)
+
+def _node_timeline(section: page.Section, state: LocalState | None) -> None:
+    """The nodes' attempts as a Gantt chart (run-local's ``state``)."""
     bars = node_attempts(state) if state is not None else []
     if not bars:
         section.parts.append(page.paragraph(
@@ -125,8 +148,11 @@ def _campaign(run: ReportRun, section: page.Section) -> None:
     else:
         section.parts.append(page.image(plots.gantt_figure(bars), "node timeline"))
 
-    section.parts.append(page.heading("Servers"))
-    servers = list(run.run_info.servers) if run.run_info is not None else []
+
+def _server_crashes_and_balance(run: ReportRun, section: page.Section, servers: list[str],
+                                state: LocalState | None) -> None:
+    """The servers' crashes and restarts (run-local's ``state``), and how the clients ended
+    spread over them."""
     crashes = crash_lines(run.paths, servers, state)
     if crashes:
         section.parts.append(page.paragraph(
@@ -142,6 +168,11 @@ def _campaign(run: ReportRun, section: page.Section) -> None:
             "A server whose clients were all done long before the end sat idle while the "
             "others ran: more, shorter client shares balance the servers (or failover "
             "moved clients off a server that was lost)."))
+
+
+def _server_throughput(run: ReportRun, section: page.Section, servers: list[str]) -> None:
+    """The servers' throughput from their monitor CSVs (``servers`` first, in order); one
+    that cannot be read is named, the others drawn."""
     csvs = sorted(run.paths.monitor.glob("*.csv"),
                   key=lambda p: (servers.index(p.stem) if p.stem in servers else len(servers),
                                  p.stem))
