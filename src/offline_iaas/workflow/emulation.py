@@ -133,6 +133,35 @@ def _true(value: str | None) -> bool:
     return (value or "").strip().lower() in ("true", "yes", "1")
 
 
+@dataclass
+class _SubmitValues:
+    """A node's submit commands (keys lower-cased) with the macros they may use: the DAG
+    node's VARS, DAGMan's own macros and the submit file's definitions."""
+
+    where: str
+    """The submit file and node, as errors name them."""
+    commands: dict[str, str]
+    variables: dict[str, str]
+
+    def value(self, key: str, default: str | None = None) -> str | None:
+        """The command ``key`` with its macros expanded (``default`` where it is not set);
+        RunError on a macro nothing defines."""
+        raw = self.commands.get(key)
+        if raw is None:
+            return default
+        try:
+            out = expand_macros(raw, self.variables)
+        except ValueError as err:
+            raise RunError(f"{self.where}: {key}: {err}") from None
+        left = unexpanded_macros(out)
+        if left:
+            raise RunError(
+                f"{self.where}: {key} uses {left[0]}, which neither the submit file nor the DAG's "
+                "VARS define"
+            )
+        return out
+
+
 def node_command(
     run: RunDir,
     node: DagNode,
@@ -160,8 +189,38 @@ def node_command(
     RunError
         If a value uses an undefined macro, or the executable or initial directory is missing.
     """
-    where = f"{node.submit} (node {node.name})"
-    lower = {key.lower(): value for key, value in submit.items()}
+    values = _submit_values(node, submit, ordinal, extra)
+    exe = _checked_executable(run, values)
+    initialdir = run.resolve(values.value("initialdir") or run.path)
+    if not initialdir.is_dir():
+        raise RunError(f"{values.where}: initialdir {initialdir} is not a directory")
+
+    def in_initialdir(key: str) -> Path:
+        path = Path(values.value(key) or os.devnull)
+        return path if path.is_absolute() else initialdir / path
+
+    try:
+        args = split_arguments(values.value("arguments") or "")
+        env = split_environment(values.value("environment") or "")
+    except ValueError as err:
+        raise RunError(f"{values.where}: {err}") from None
+    max_retries = _max_retries(values)
+    transfer = _transfer(values)
+    return NodeCommand(
+        argv=[str(exe), *args],
+        cwd=initialdir,
+        stdout=in_initialdir("output"),
+        stderr=in_initialdir("error"),
+        environment=env,
+        max_retries=max(0, max_retries),
+        transfer=transfer,
+    )
+
+
+def _submit_values(node: DagNode, submit: dict[str, str], ordinal: int,
+                   extra: dict[str, str] | None) -> _SubmitValues:
+    """The node's submit commands with DAGMan's macros (``$(ClusterId)`` = ``ordinal``,
+    ``extra``) and the node's VARS beside the submit file's own definitions."""
     builtins = {
         "job": node.name,
         "cluster": str(ordinal),
@@ -171,76 +230,53 @@ def node_command(
         **(extra or {}),
     }
     # DAGMan prepends VARS by default: a macro the submit file defines itself wins.
-    variables = {**builtins, **node.variables, **submit}
+    return _SubmitValues(where=f"{node.submit} (node {node.name})",
+                         commands={key.lower(): value for key, value in submit.items()},
+                         variables={**builtins, **node.variables, **submit})
 
-    def value(key: str, default: str | None = None) -> str | None:
-        raw = lower.get(key)
-        if raw is None:
-            return default
-        try:
-            out = expand_macros(raw, variables)
-        except ValueError as err:
-            raise RunError(f"{where}: {key}: {err}") from None
-        left = unexpanded_macros(out)
-        if left:
-            raise RunError(
-                f"{where}: {key} uses {left[0]}, which neither the submit file nor the DAG's "
-                "VARS define"
-            )
-        return out
 
-    universe = (value("universe", "vanilla") or "vanilla").lower()
+def _checked_executable(run: RunDir, values: _SubmitValues) -> Path:
+    """The node's executable (relative to the DAG's directory), once its universe can run
+    here; RunError where either cannot."""
+    universe = (values.value("universe", "vanilla") or "vanilla").lower()
     if universe not in LOCAL_UNIVERSES:
-        raise RunError(f"{where}: universe {universe} cannot run on this machine")
-    executable = value("executable")
+        raise RunError(f"{values.where}: universe {universe} cannot run on this machine")
+    executable = values.value("executable")
     if not executable:
-        raise RunError(f"{where}: no executable")
-    exe = Path(executable)
-    exe = run.resolve(exe)
+        raise RunError(f"{values.where}: no executable")
+    exe = run.resolve(Path(executable))
     if not exe.is_file() or not os.access(exe, os.X_OK):
-        raise RunError(f"{where}: executable {exe} does not exist or is not executable")
-    initialdir = run.resolve(value("initialdir") or run.path)
-    if not initialdir.is_dir():
-        raise RunError(f"{where}: initialdir {initialdir} is not a directory")
+        raise RunError(f"{values.where}: executable {exe} does not exist or is not executable")
+    return exe
 
-    def in_initialdir(key: str) -> Path:
-        path = Path(value(key) or os.devnull)
-        return path if path.is_absolute() else initialdir / path
 
+def _max_retries(values: _SubmitValues) -> int:
+    """The job's ``max_retries`` as written (0 where not set); RunError where no integer."""
+    retries_text = values.value("max_retries", "0") or "0"
     try:
-        args = split_arguments(value("arguments") or "")
-        env = split_environment(value("environment") or "")
-    except ValueError as err:
-        raise RunError(f"{where}: {err}") from None
-    retries_text = value("max_retries", "0") or "0"
-    try:
-        max_retries = int(retries_text)
+        return int(retries_text)
     except ValueError:
-        raise RunError(f"{where}: max_retries must be an integer, got {retries_text!r}") from None
-    transfer = None
-    if (value("should_transfer_files", "NO") or "NO").strip().upper() == "YES":
-        when = (value("when_to_transfer_output", "ON_EXIT") or "ON_EXIT").strip().upper()
-        success = value("success_exit_code", "0") or "0"
-        outputs = value("transfer_output_files")
-        try:
-            success_code = int(success)
-        except ValueError:
-            raise RunError(f"{where}: success_exit_code must be an integer") from None
-        transfer = Transfer(
-            inputs=_split_list(value("transfer_input_files", "") or ""),
-            outputs=None if outputs is None else _split_list(outputs.strip('"')),
-            preserve_paths=_true(value("preserve_relative_paths")),
-            on_success_only=when == "ON_SUCCESS",
-            success_exit_code=success_code,
-        )
-    return NodeCommand(
-        argv=[str(exe), *args],
-        cwd=initialdir,
-        stdout=in_initialdir("output"),
-        stderr=in_initialdir("error"),
-        environment=env,
-        max_retries=max(0, max_retries),
-        transfer=transfer,
+        raise RunError(f"{values.where}: max_retries must be an integer, got "
+                       f"{retries_text!r}") from None
+
+
+def _transfer(values: _SubmitValues) -> Transfer | None:
+    """The node's file transfer (None without ``should_transfer_files = YES``)."""
+    if (values.value("should_transfer_files", "NO") or "NO").strip().upper() != "YES":
+        return None
+    when = (values.value("when_to_transfer_output", "ON_EXIT") or "ON_EXIT").strip().upper()
+    success = values.value("success_exit_code", "0") or "0"
+    outputs = values.value("transfer_output_files")
+    try:
+        success_code = int(success)
+    except ValueError:
+        raise RunError(f"{values.where}: success_exit_code must be an integer") from None
+    return Transfer(
+        inputs=_split_list(values.value("transfer_input_files", "") or ""),
+        outputs=None if outputs is None else _split_list(outputs.strip('"')),
+        preserve_paths=_true(values.value("preserve_relative_paths")),
+        on_success_only=when == "ON_SUCCESS",
+        success_exit_code=success_code,
     )
 
 
