@@ -76,19 +76,49 @@ def run_demo(
     weights: Path | None = None,
 ) -> float:
     """Run the whole demo; return the largest relative difference to the reference."""
-    from offline_iaas.data.synth import write_synthetic_dataset
-    from offline_iaas.manifest import read_manifest
     from offline_iaas.merge.output import TIME_TOLERANCE_SECONDS, compare_outputs
-    from offline_iaas.merge.postprocess import physics_lines
-    from offline_iaas.merge.reference import run_reference
     from offline_iaas.repository.export import export_repository
-    from offline_iaas.workflow.local import run_local
     from offline_iaas.workflow.make_dag import make_dag
 
     workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     config = demo_config(workdir, config_path, list(overrides), mode)
     run = RunDir(workdir / "run")
+    _remove_previous_demo(workdir, run, weights)
+    weights = _write_frames_and_weights(workdir, config_path, overrides, mode, config, weights)
+    logger.info(f"demo: exporting the {config.model.mode} repository to {config.model.repository}")
+    export_repository(config, weights)
+    shares = make_dag(config, run)
+    logger.info(
+        f"demo: wrote {run.dag} ({config.layout.servers} servers, {len(shares)} clients)"
+    )
+    reader().close()  # its CPU so far is make-dag's (counted by neither side)
+    wall, campaign_cpu = _timed_run_local(run)
+    reference_path, reference_wall, timings = _timed_reference(config, workdir)
+    output, summary = run.output
+    comparison = compare_outputs(output, reference_path)
+    worst = comparison.worst
+    _log_results(run, config, wall, campaign_cpu, reference_wall, timings)
+    logger.info(f"campaign output: {output}")
+    logger.info(f"reference: {reference_path}")
+    _log_physics(summary)
+    logger.info(f"max relative difference: {worst:.3g}")
+    # written again now that every node has ended (the merge's own shows it still running)
+    from offline_iaas.report import write_report
+
+    report = write_report(run)
+    if not comparison.passes(TOLERANCE):
+        raise MismatchError(
+            f"campaign output differs from the reference by {worst:.3g} (allowed {TOLERANCE:g}, "
+            f"times within {TIME_TOLERANCE_SECONDS:g} s): {comparison.describe()}"
+        )
+    logger.info(f"report: {report}")
+    return worst
+
+
+def _remove_previous_demo(workdir: Path, run: RunDir, weights: Path | None) -> None:
+    """Remove an earlier demo's run directory, frames and repository from ``workdir`` (and
+    its trained weights unless ``weights`` are given)."""
     if run.run_info.exists():
         logger.info(f"demo: removing the previous demo run {run.path}")
         shutil.rmtree(run.path)
@@ -97,6 +127,16 @@ def run_demo(
     for stale in stale_dirs:
         if (workdir / stale).exists():
             shutil.rmtree(workdir / stale)
+
+
+def _write_frames_and_weights(
+    workdir: Path, config_path: Path | None, overrides: list[str] | tuple[str, ...],
+    mode: str | None, config: CampaignConfig, weights: Path | None,
+) -> Path | None:
+    """Synthesise the demo's frames (and, with ``search.inject``, the same noise without
+    injections for the campaign) and train the demo networks where the mode needs weights and
+    none are given; the weights to export."""
+    from offline_iaas.data.synth import write_synthetic_dataset
 
     # with injections on the fly: synth's frames with them baked in give the population and
     # the training data; the campaign reads the same seed's clean frames
@@ -115,19 +155,25 @@ def run_demo(
         weights = workdir / "weights"
         logger.info(f"demo: training the demo networks into {weights}")
         train_demo(population, weights)
-    logger.info(f"demo: exporting the {config.model.mode} repository to {config.model.repository}")
-    export_repository(config, weights)
-    shares = make_dag(config, run)
-    logger.info(
-        f"demo: wrote {run.dag} ({config.layout.servers} servers, {len(shares)} clients)"
-    )
-    reader().close()  # its CPU so far is make-dag's (counted by neither side)
+    return weights
+
+
+def _timed_run_local(run: RunDir) -> tuple[float, float]:
+    """Run the campaign with ``run-local``; its wall seconds and CPU seconds."""
+    from offline_iaas.workflow.local import run_local
+
     cpu = cpu_seconds_so_far()
     started = time.monotonic()
     run_local(run)
     wall = time.monotonic() - started
-    campaign_cpu = cpu_seconds_so_far() - cpu
-    data_seconds = config.total_windows * config.stride_seconds
+    return wall, cpu_seconds_so_far() - cpu
+
+
+def _timed_reference(config: CampaignConfig, workdir: Path
+                     ) -> tuple[Path, float, dict[str, float]]:
+    """Run the reference into ``workdir/reference.h5``; its path, wall seconds, and its
+    timings (``run_reference``'s, with ``cpu_seconds``)."""
+    from offline_iaas.merge.reference import run_reference
 
     timings: dict[str, float] = {}
     cpu = cpu_seconds_so_far()
@@ -135,31 +181,31 @@ def run_demo(
                                                    timings=timings)
     reader().close()  # reaped: the reference's frame reading is counted
     timings["cpu_seconds"] = cpu_seconds_so_far() - cpu
-    output, summary = run.output
-    comparison = compare_outputs(output, reference_path)
-    worst = comparison.worst
+    return reference_path, reference_wall, timings
+
+
+def _log_results(run: RunDir, config: CampaignConfig, wall_seconds: float,
+                 campaign_cpu_seconds: float, reference_wall_seconds: float,
+                 timings: dict[str, float]) -> None:
+    """Log the data seconds processed, the wall times, the throughput and the bytes sent."""
+    from offline_iaas.manifest import read_manifest
+
+    data_seconds = config.total_windows * config.stride_seconds
     logger.info(f"data seconds processed: {data_seconds:.1f}")
-    logger.info(f"wall time: {wall:.1f} s (campaign), {reference_wall:.1f} s (reference)")
-    logger.info(f"data-seconds per second: {data_seconds / wall:.1f}")
-    logger.info(streaming_line(run, campaign_cpu, timings,
+    logger.info(f"wall time: {wall_seconds:.1f} s (campaign), {reference_wall_seconds:.1f} s "
+                "(reference)")
+    logger.info(f"data-seconds per second: {data_seconds / wall_seconds:.1f}")
+    logger.info(streaming_line(run, campaign_cpu_seconds, timings,
                                bool(read_manifest(config.model.repository).streamed)))
     logger.info(bytes_line(run, config))
-    logger.info(f"campaign output: {output}")
-    logger.info(f"reference: {reference_path}")
+
+
+def _log_physics(summary: Path) -> None:
+    """Log the physics lines of the campaign's summary (``merge/postprocess.physics_lines``)."""
+    from offline_iaas.merge.postprocess import physics_lines
+
     for line in physics_lines(records.read(CampaignSummary, summary).physics):
         logger.info(line)
-    logger.info(f"max relative difference: {worst:.3g}")
-    # written again now that every node has ended (the merge's own shows it still running)
-    from offline_iaas.report import write_report
-
-    report = write_report(run)
-    if not comparison.passes(TOLERANCE):
-        raise MismatchError(
-            f"campaign output differs from the reference by {worst:.3g} (allowed {TOLERANCE:g}, "
-            f"times within {TIME_TOLERANCE_SECONDS:g} s): {comparison.describe()}"
-        )
-    logger.info(f"report: {report}")
-    return worst
 
 
 def cpu_seconds_so_far() -> float:
