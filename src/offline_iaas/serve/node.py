@@ -55,7 +55,7 @@ from offline_iaas.serve.crashes import (
     tritonserver_log,
 )
 from offline_iaas.serve.liveness import LivenessWatch
-from offline_iaas.serve.monitor import start_monitor
+from offline_iaas.serve.monitor import ServerMonitor, start_monitor
 from offline_iaas.serve.stalled_stub import note_ended_epoch
 from offline_iaas.serve.startup_checks import Checking, run_checks, served_models
 from offline_iaas.serve.stub_watch import (
@@ -323,6 +323,31 @@ def _checked_repository(run: RunDir, config: CampaignConfig, repository: Path | 
     return config, served_models(checking)
 
 
+@dataclasses.dataclass
+class _Start:
+    """One start of a server node: what serve's steps share, and what its shutdown undoes."""
+
+    run: RunDir
+    node: str
+    config: CampaignConfig
+    ads: JobAds | None
+    run_id: str
+    log: Path  # tritonserver's (crashes.tritonserver_log)
+    launcher: Launcher
+    stop: threading.Event
+    proc: subprocess.Popen | None = None
+    stubs: list[Stub] = dataclasses.field(default_factory=list)
+    epoch: int = 0
+    published: bool = False
+    monitor: ServerMonitor | None = None
+    liveness: LivenessWatch | None = None
+
+    @property
+    def stop_grace_seconds(self) -> float:
+        """How long a stop waits for tritonserver: Triton's own exit timeout first."""
+        return self.config.server.exit_timeout_seconds + 10
+
+
 def serve(
     run: RunDir,
     node: str,
@@ -356,91 +381,113 @@ def serve(
     run_id = info.run_id if info is not None else ""  # run.json missing or damaged: ''
     config, models = _repository_or_refusal(run, node, config, repository, ads, run_id)
     bind = config.server.bind or "127.0.0.1"  # make-dag writes the profile's; a bare config
-    monitor_seconds = config.server.monitor_seconds
     server_log = tritonserver_log(run, node)
-    stop_grace = config.server.exit_timeout_seconds + 10  # Triton's own exit timeout first
+    _withdraw_stale_address(run, node, ads, run_id)
+    launcher = make_launcher(config.server, config.model.repository, node, token)
+    start = _Start(run, node, config, ads, run_id, server_log, launcher, threading.Event())
+    previous = {
+        sig: signal.signal(sig, lambda *_: start.stop.set())
+        for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        ready = _start_until_ready(start, bind, models)
+        if ready is None:  # stopped while starting
+            return
+        _serve_until_stopped(start, bind, *ready)
+    finally:
+        try:
+            _withdraw_address(start)
+        finally:
+            _stop_server(start)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _withdraw_stale_address(run: RunDir, node: str, ads: JobAds | None, run_id: str) -> None:
+    """Withdraw an address an earlier start of this node left (in the job ad, or the file)."""
     if ads is not None:  # an address left by an earlier start of this job is stale now
         ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
     else:  # likewise a file left by a server of this node that was killed
         hooks.reached(run, node, "start")
         run.address(node).unlink(missing_ok=True)
-    launcher = make_launcher(config.server, config.model.repository, node, token)
 
-    stop = threading.Event()
-    previous = {
-        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
-    }
-    proc: subprocess.Popen | None = None
-    stubs: list[Stub] = []
-    epoch = 0
-    published = False
-    monitor = None
-    liveness: LivenessWatch | None = None
-    try:
-        for attempt in range(1, PORT_ATTEMPTS + 1):
-            ports = Ports(*free_ports(bind))
-            where = "" if config.server.runtime == "native" else f" in {config.server.image}"
-            logger.info(
-                f"{node}: starting tritonserver{where} (grpc {ports.grpc}, attempt {attempt})"
-            )
-            offset = server_log.stat().st_size if server_log.exists() else 0
-            proc = launcher.start(ports, bind, config.server.exit_timeout_seconds, server_log)
-            url = f"{_client_host(bind)}:{ports.grpc}"
-            if wait_until_ready(proc, url, models, config.server.ready_timeout_seconds, stop,
-                                server_log, offset):
-                break
-            if stop.is_set():
-                return
-            if proc.poll() is None:  # an endpoint failed to bind: it is on its way out
-                stop_process(proc, stop_grace)
-            tail = _log_tail(server_log)
-            if "already in use" not in tail.lower():
-                how = note_exit(proc, server_log, node, "before it was ready")
-                raise ServerError(
-                    f"tritonserver ended with {how} before it was ready (see {server_log}): "
-                    f"{tail}"
-                )
-            logger.warning(f"{node}: port taken, retrying with other ports")
-        else:
-            raise ServerError(f"no free ports found for {node} after {PORT_ATTEMPTS} attempts")
 
-        epoch = _publish_address(run, node, ads, run_id, bind, ports)
-        published = True
-        monitor = start_monitor(
-            url, auth_headers(run), run.monitor_csv(node), monitor_seconds
+def _start_until_ready(start: _Start, bind: str, models: list[str]) -> tuple[Ports, str] | None:
+    """Start tritonserver on free ports (others where one was taken meanwhile) until it and
+    ``models`` are ready: its ports and gRPC url; None when stopped first; else ServerError."""
+    server = start.config.server
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        ports = Ports(*free_ports(bind))
+        where = "" if server.runtime == "native" else f" in {server.image}"
+        logger.info(
+            f"{start.node}: starting tritonserver{where} (grpc {ports.grpc}, attempt {attempt})"
         )
-        stubs = find_stubs(proc.pid)
-        unresponsive = config.server.unresponsive_seconds
-        liveness = LivenessWatch(url) if unresponsive > 0 else None
-        while not stop.wait(0.5):
-            _check_serving(proc, server_log, node, liveness, unresponsive)
-            if not stop.is_set():  # a stop's signal reaches the stubs too
-                check_stubs_alive(stubs, server_log, node)
-            if ads is None:  # the clients' reports come through the shared run directory
-                check_not_called_unhealthy(run, node, epoch, server_log)
-        logger.info(f"{node}: stopping")
-    finally:
-        try:
-            if published and ads is None:
-                address_files.remove_address(run, node, epoch)
-            elif published and ads is not None:
-                ads.set_own(run_id, node, ADDRESS_ATTRIBUTE, None)
-        finally:
-            if liveness is not None:
-                liveness.close()
-            if monitor is not None:
-                monitor.stop()
-            if proc is not None and proc.returncode is None:
-                if stop_process(proc, stop_grace, stubs):
-                    logger.warning(f"{node}: tritonserver killed (still running {stop_grace:g} s "
-                                   "after SIGTERM)")
-                else:
-                    note_exit(proc, server_log, node, "while stopping")
-            launcher.close()
-            if ads is not None:
-                _echo_log(server_log)
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        offset = start.log.stat().st_size if start.log.exists() else 0
+        proc = start.proc = start.launcher.start(ports, bind, server.exit_timeout_seconds,
+                                                 start.log)
+        url = f"{_client_host(bind)}:{ports.grpc}"
+        if wait_until_ready(proc, url, models, server.ready_timeout_seconds, start.stop,
+                            start.log, offset):
+            return ports, url
+        if start.stop.is_set():
+            return None
+        if proc.poll() is None:  # an endpoint failed to bind: it is on its way out
+            stop_process(proc, start.stop_grace_seconds)
+        tail = _log_tail(start.log)
+        if "already in use" not in tail.lower():
+            how = note_exit(proc, start.log, start.node, "before it was ready")
+            raise ServerError(f"tritonserver ended with {how} before it was ready (see "
+                              f"{start.log}): {tail}")
+        logger.warning(f"{start.node}: port taken, retrying with other ports")
+    raise ServerError(f"no free ports found for {start.node} after {PORT_ATTEMPTS} attempts")
+
+
+def _serve_until_stopped(start: _Start, bind: str, ports: Ports, url: str) -> None:
+    """Publish the ready server's address, start its monitor, and watch it (tritonserver,
+    its stubs, the clients' reports) until a stop; ServerError when one fails."""
+    run, node, proc = start.run, start.node, start.proc
+    assert proc is not None
+    start.epoch = _publish_address(run, node, start.ads, start.run_id, bind, ports)
+    start.published = True
+    start.monitor = start_monitor(url, auth_headers(run), run.monitor_csv(node),
+                                  start.config.server.monitor_seconds)
+    start.stubs = find_stubs(proc.pid)
+    unresponsive = start.config.server.unresponsive_seconds
+    start.liveness = LivenessWatch(url) if unresponsive > 0 else None
+    while not start.stop.wait(0.5):
+        _check_serving(proc, start.log, node, start.liveness, unresponsive)
+        if not start.stop.is_set():  # a stop's signal reaches the stubs too
+            check_stubs_alive(start.stubs, start.log, node)
+        if start.ads is None:  # the clients' reports come through the shared run directory
+            check_not_called_unhealthy(run, node, start.epoch, start.log)
+    logger.info(f"{node}: stopping")
+
+
+def _withdraw_address(start: _Start) -> None:
+    """Withdraw the address this start published (none: nothing to do)."""
+    if start.published and start.ads is None:
+        address_files.remove_address(start.run, start.node, start.epoch)
+    elif start.published and start.ads is not None:
+        start.ads.set_own(start.run_id, start.node, ADDRESS_ATTRIBUTE, None)
+
+
+def _stop_server(start: _Start) -> None:
+    """Stop the liveness watch, the monitor, tritonserver (killed after ``stop_grace_seconds``)
+    and its launcher; without a shared filesystem, copy its log to stdout."""
+    if start.liveness is not None:
+        start.liveness.close()
+    if start.monitor is not None:
+        start.monitor.stop()
+    proc, grace = start.proc, start.stop_grace_seconds
+    if proc is not None and proc.returncode is None:
+        if stop_process(proc, grace, start.stubs):
+            logger.warning(f"{start.node}: tritonserver killed (still running {grace:g} s "
+                           "after SIGTERM)")
+        else:
+            note_exit(proc, start.log, start.node, "while stopping")
+    start.launcher.close()
+    if start.ads is not None:
+        _echo_log(start.log)
 
 
 def _repository_or_refusal(run: RunDir, node: str, config: CampaignConfig,
