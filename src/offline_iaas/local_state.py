@@ -53,8 +53,8 @@ def unix_seconds(time: str | None) -> float | None:
 
 NODE_STATUSES = ("pending", "prerun", "deferred", "running", "removing", "done", "complete",
                  "failed", "not-run", "removed", "stopped", "exited")
-"""Every status run-local gives a node (``workflow/local.py``); a state holding another is
-damaged, and refused as one."""
+"""Every status run-local gives a node (``workflow/local.py``, ``workflow/executor.py``); a
+state holding another is damaged, and refused as one."""
 
 
 def _node_status(text: str) -> str:
