@@ -47,8 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.bounded_read import NotRegularFile, refuse_unless_regular
-from offline_iaas.errors import DataError, names_text
+from offline_iaas.errors import DataError, names_text, not_a_regular_file
 from offline_iaas.gps import gps_range_text, gps_span_text, gps_text
 
 READ_TIMEOUT_SECONDS = 600.0
@@ -386,13 +385,14 @@ class GwfReader:
         ------
         BadFrameFile
             A file the frame library crashes or hangs on, or that lies about its span; one
-            that is no regular file (``not_regular``), never opened.
+            that is no regular file, or none there (``errors.not_a_regular_file``), never
+            opened: LALFrame's open of a FIFO waits for a writer for ever.
         DataError
             A missing channel or another reader error, naming the files.
         """
         for item in items:
-            if (kind := not_regular(item.path)) is not None:  # never opened
-                raise BadFrameFile(f"frame file {item.path} is {kind}", Path(item.path),
+            if (problem := not_a_regular_file(Path(item.path))) is not None:  # never opened
+                raise BadFrameFile(f"frame file {item.path} {problem}", Path(item.path),
                                    item.gps_start, item.gps_end)
         with self._lock:
             try:
@@ -436,9 +436,9 @@ class GwfReader:
               span: tuple[float, float], timeout_seconds: float | None = None
               ) -> dict[str, Any]:
         """``probe_file`` in the reader process; ``{"error": message}`` when it fails (a file
-        that is no regular file, never opened: ``not_regular``)."""
-        if (kind := not_regular(path)) is not None:
-            return {"error": kind}
+        that is no regular file, or none there, never opened: ``errors.not_a_regular_file``)."""
+        if (problem := not_a_regular_file(Path(path))) is not None:
+            return {"error": f"the file {problem}"}
         with self._lock:
             try:
                 reply = self._ask("probe", (path, list(wanted), gps_start, seconds, span),
@@ -475,21 +475,6 @@ class GwfReader:
         if reply[0] != "ok":
             raise _error(reply)
         return reply[1]
-
-
-def not_regular(path: str) -> str | None:
-    """What ``path`` is where it is there but no regular file (``a FIFO (named pipe), not a
-    regular file``: LALFrame's open of a FIFO would wait for a writer for ever; a device, a
-    directory), asked of ``stat`` alone (``bounded_read.refuse_unless_regular``) before the
-    reader opens it; None for a regular file, or for none there (the frame library's error
-    names it, as before)."""
-    try:
-        refuse_unless_regular(path)
-    except NotRegularFile as err:
-        return str(err)
-    except OSError:
-        pass
-    return None
 
 
 def _error(reply: tuple) -> DataError:

@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from offline_iaas.config_numbers import COUNT_BOUNDS, MAX_RETRIES
+from offline_iaas.config_numbers import MAX_PARALLEL_NODES, MAX_RETRIES
 from offline_iaas.errors import RunError
 from offline_iaas.records import ClientShare
 from offline_iaas.rundir import DAGMAN_STATUS_FILE, MERGE_NODE, RunDir
@@ -515,9 +515,8 @@ def _maxjobs(dag: Dag, line: _Line) -> None:
     if len(args) != 2:
         raise line.error("expected MAXJOBS <category> <count>")
     count = _int(line, args[1], "the MAXJOBS count", 1)
-    bound = COUNT_BOUNDS["workflow.max_parallel_clients"][0]  # DAGMan's C int, wrapped beyond
-    if count > bound:
-        raise line.error(f"the MAXJOBS count must be at most {bound} (as "
+    if count > MAX_PARALLEL_NODES:  # DAGMan's C int, wrapped beyond
+        raise line.error(f"the MAXJOBS count must be at most {MAX_PARALLEL_NODES} (as "
                          f"workflow.max_parallel_clients and max_parallel_merges), got {count}")
     dag.maxjobs[args[0]] = count
 
