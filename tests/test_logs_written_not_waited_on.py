@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,29 +28,11 @@ from offline_iaas.serve.monitor import ServerMonitor
 from offline_iaas.serve.tritonserver import TritonInstall, start_server
 from tests.error_catalogue import documented
 from tests.test_bad_input import run_dir
+from tests.test_own_files_not_regular import within_seconds
 
 NO_READER = "a FIFO (named pipe) with no reader (start its reader first, or remove it)"
 NOTHING = TritonInstall(Path(), None, {})
 """No install: the command started is the test's own."""
-
-
-class StillWaiting(Exception):
-    """Raised by ``within_seconds`` when its time is up."""
-
-
-@contextlib.contextmanager
-def within_seconds(seconds: float) -> Iterator[None]:
-    """Raise ``StillWaiting`` where the block has not ended after ``seconds``."""
-    def expired(*_: object) -> None:
-        raise StillWaiting(f"still waiting after {seconds:g} s (a FIFO opened?)")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @contextlib.contextmanager

@@ -30,12 +30,17 @@ from tests.error_catalogue import documented
 FIFO = "a FIFO (named pipe), not a regular file"
 
 
+class StillWaiting(Exception):
+    """Raised by ``within_seconds`` when its time is up: no ``OSError`` (as ``TimeoutError``
+    is), which the code under test could swallow as a failed open."""
+
+
 @contextlib.contextmanager
 def within_seconds(seconds: float) -> Iterator[None]:
-    """Fail (TimeoutError) where the block has not ended after ``seconds``: a FIFO's open
+    """Fail (``StillWaiting``) where the block has not ended after ``seconds``: a FIFO's open
     that waits for a writer is interrupted by SIGALRM and raises."""
     def expired(*_: object) -> None:
-        raise TimeoutError(f"still waiting after {seconds:g} s (a FIFO opened?)")
+        raise StillWaiting(f"still waiting after {seconds:g} s (a FIFO opened?)")
 
     previous = signal.signal(signal.SIGALRM, expired)
     signal.setitimer(signal.ITIMER_REAL, seconds)

@@ -17,8 +17,10 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from offline_iaas.atomic import write_text_atomic
+from offline_iaas.bounded_read import NotRegularFile, open_to_append
 from offline_iaas.errors import RunError, no_space
 from offline_iaas.lifetime import die_with_parent, start_ticks, stop_or_kill
 from offline_iaas.local_state import local_state_text
@@ -129,7 +131,7 @@ class Executor:
         self.place.check()  # nothing is started, no log directory made, at a moved run's path
         for path in (out, err):
             path.parent.mkdir(parents=True, exist_ok=True)
-        with open(out, "ab") as stdout, open(err, "ab") as stderr:
+        with _log(run, out) as stdout, _log(run, err) as stderr:
             pipe = ErrorPipe()
             try:
                 proc = subprocess.Popen(
@@ -501,3 +503,13 @@ class Executor:
             return None
         not_run = [r.node.name for r in self._jobs() if r.status in ("not-run", "removed")]
         return run_failure(self.paths, failed, self.errors, not_run, self.aborted)
+
+
+def _log(run: NodeRun, path: Path) -> BinaryIO:
+    """A node's output or error log (its submit file's ``output``/``error``) opened to append
+    to: a FIFO with no reader there would stop run-local for ever in ``open``; it, a
+    directory, a device or a socket is refused naming the node and the file."""
+    try:
+        return open_to_append(path)
+    except NotRegularFile as err:
+        raise RunError(f"{run.node.name}: its log {path} is {err}") from None
