@@ -12,10 +12,12 @@ with a line naming the file; ``read_text_or`` does that for the files the projec
 reads back itself (the run's token, a server's epoch and refusal, the PRE script's deferral,
 the job ads' stand-in, ``bench.regression --check``'s record).
 
-The logs the project appends to (tritonserver's, serve's lines in it, a server's monitor CSV)
-are opened by ``open_to_append``: a FIFO there with a reader (an admin streaming the log) is
-written to, one with none (whose ``open`` would wait for ever, SIGTERM retried through) is
-refused at once, and a directory, a device or a socket is refused before it is opened."""
+The logs the project appends to (tritonserver's, serve's lines in it, a server's monitor CSV,
+run-local's nodes' output and error) are opened by ``open_to_append``: a FIFO there with a
+reader (an admin streaming the log) is written to, one with none (whose ``open`` would wait
+for ever, SIGTERM retried through) is refused at once, a character device (``/dev/null``, as
+a submit file's ``output`` often is) is written to, and a directory, a block device or a
+socket is refused before it is opened."""
 
 from __future__ import annotations
 
@@ -124,15 +126,16 @@ def read_text_or(path: Path | str, error: Callable[[str], Exception],
 
 
 def open_to_append(path: Path | str) -> BinaryIO:
-    """``path`` opened to append bytes to, created if absent: a regular file, or a FIFO that
-    a reader holds open (opened without waiting, then written to blocking as a file is).
+    """``path`` opened to append bytes to, created if absent: a regular file, a character
+    device (``/dev/null``), or a FIFO that a reader holds open (opened without waiting, then
+    written to blocking as a file is).
 
     Raises
     ------
     NoReader
         If it names a FIFO that no process reads (``open`` would wait for one for ever).
     NotRegularFile
-        If it names a directory, a device or a socket (refused before it is opened).
+        If it names a directory, a block device or a socket (refused before it is opened).
     OSError
         As ``os.open`` would.
     """
@@ -140,7 +143,7 @@ def open_to_append(path: Path | str) -> BinaryIO:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
         mode = stat.S_IFREG
-    if not stat.S_ISFIFO(mode):
+    if not _appendable(mode):
         _refuse_mode(mode)
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOCTTY | os.O_CLOEXEC
     try:
@@ -151,10 +154,16 @@ def open_to_append(path: Path | str) -> BinaryIO:
         raise
     try:
         mode = os.fstat(fd).st_mode  # what was opened: a FIFO put there since is not waited on
-        if not stat.S_ISFIFO(mode):
+        if not _appendable(mode):
             _refuse_mode(mode)
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
     except BaseException:
         os.close(fd)
         raise
     return open(fd, "ab")
+
+
+def _appendable(mode: int) -> bool:
+    """Whether a file of ``mode`` is a log's to append to: a FIFO or a character device
+    (``/dev/null``) besides a regular file (``_refuse_mode`` passes it)."""
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)

@@ -122,32 +122,51 @@ class ServerMonitor:
         self.interval_seconds = interval_seconds
         self.polls = 0
         self.failures = 0
+        self._out: io.TextIOWrapper | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="server-monitor", daemon=True)
 
-    def start(self) -> ServerMonitor:
-        """Write the header to a new or empty CSV and start polling (a FIFO with no reader,
-        a directory or a device at ``csv_path``: ``ServerError`` naming it)."""
+    def open(self) -> ServerMonitor:
+        """Open the CSV, kept open until ``stop`` (a FIFO's reader sees one stream, not one
+        per poll), and write the header to a new or empty one; a FIFO with no reader, a
+        directory or a socket at ``csv_path``: ``ServerError`` naming it. ``serve`` opens it
+        before tritonserver starts, so that nothing is started where it is refused."""
         self.csv_path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.csv_path.exists() or self.csv_path.stat().st_size == 0  # a FIFO too
         try:
-            out = open_to_append(self.csv_path)
+            self._out = io.TextIOWrapper(open_to_append(self.csv_path), newline="")
         except NotRegularFile as err:
             raise ServerError(f"{self.csv_path} is {err}") from None
-        with io.TextIOWrapper(out, newline="") as f:
-            if new:
-                csv.writer(f).writerow(CSV_HEADER)
+        if new:
+            csv.writer(self._out).writerow(CSV_HEADER)
+            self._out.flush()
+        return self
+
+    def start(self, url: str | None = None) -> ServerMonitor:
+        """Start polling (``url``, where given, the server's address now known), the CSV
+        opened first where it is not yet (``open``)."""
+        if url is not None:
+            self.url = url
+        if self._out is None:
+            self.open()
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        """Take one last poll, then end the thread."""
+        """Take one last poll, end the thread, and close the CSV."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(POLL_TIMEOUT_SECONDS + 5)
+        if self._out is not None:
+            try:
+                self._out.close()
+            except OSError:  # a FIFO's reader gone: what it was sent is lost with it
+                pass
+            self._out = None
 
     def poll_once(self, client) -> int:
-        """Append the server's current statistics; return the rows written (0 on failure)."""
+        """Append the server's current statistics; return the rows written (0 on failure:
+        the server starting, stopping or busy; a FIFO's reader gone)."""
         try:
             stats = client.get_inference_statistics(
                 headers=self.headers, as_json=True, client_timeout=POLL_TIMEOUT_SECONDS
@@ -156,8 +175,14 @@ class ServerMonitor:
             self.failures += 1
             return 0
         rows = statistics_rows(stats, time.time())
-        with io.TextIOWrapper(open_to_append(self.csv_path), newline="") as f:
-            csv.DictWriter(f, fieldnames=CSV_HEADER).writerows(rows)
+        if self._out is None:
+            self.open()
+        try:
+            csv.DictWriter(self._out, fieldnames=CSV_HEADER).writerows(rows)
+            self._out.flush()
+        except OSError:  # BrokenPipeError: the FIFO's reader has gone; serving goes on
+            self.failures += 1
+            return 0
         self.polls += 1
         return len(rows)
 
@@ -180,3 +205,13 @@ def start_monitor(
     if interval_seconds <= 0:
         return None
     return ServerMonitor(url, headers, csv_path, interval_seconds).start()
+
+
+def open_monitor(headers: dict[str, str], csv_path: Path, interval_seconds: float
+                 ) -> ServerMonitor | None:
+    """A monitor of a server not yet started, its CSV opened (``ServerMonitor.open``; it
+    polls once ``start`` is given the server's address); None when ``interval_seconds`` is
+    0."""
+    if interval_seconds <= 0:
+        return None
+    return ServerMonitor("", headers, csv_path, interval_seconds).open()

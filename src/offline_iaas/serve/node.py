@@ -55,7 +55,7 @@ from offline_iaas.serve.crashes import (
     tritonserver_log,
 )
 from offline_iaas.serve.liveness import LivenessWatch
-from offline_iaas.serve.monitor import ServerMonitor, start_monitor
+from offline_iaas.serve.monitor import ServerMonitor, open_monitor
 from offline_iaas.serve.stalled_stub import note_ended_epoch
 from offline_iaas.serve.startup_checks import Checking, run_checks, served_models
 from offline_iaas.serve.stub_watch import (
@@ -389,7 +389,9 @@ def serve(
         sig: signal.signal(sig, lambda *_: start.stop.set())
         for sig in (signal.SIGTERM, signal.SIGINT)
     }
-    try:
+    try:  # the monitor's CSV first: where it is refused, no tritonserver is started
+        start.monitor = open_monitor(auth_headers(run), run.monitor_csv(node),
+                                     config.server.monitor_seconds)
         ready = _start_until_ready(start, bind, models)
         if ready is None:  # stopped while starting
             return
@@ -443,14 +445,14 @@ def _start_until_ready(start: _Start, bind: str, models: list[str]) -> tuple[Por
 
 
 def _serve_until_stopped(start: _Start, bind: str, ports: Ports, url: str) -> None:
-    """Publish the ready server's address, start its monitor, and watch it (tritonserver,
+    """Publish the ready server's address, start polling its monitor, and watch it (tritonserver,
     its stubs, the clients' reports) until a stop; ServerError when one fails."""
     run, node, proc = start.run, start.node, start.proc
     assert proc is not None
     start.epoch = _publish_address(run, node, start.ads, start.run_id, bind, ports)
     start.published = True
-    start.monitor = start_monitor(url, auth_headers(run), run.monitor_csv(node),
-                                  start.config.server.monitor_seconds)
+    if start.monitor is not None:
+        start.monitor.start(url)
     start.stubs = find_stubs(proc.pid)
     unresponsive = start.config.server.unresponsive_seconds
     start.liveness = LivenessWatch(url) if unresponsive > 0 else None

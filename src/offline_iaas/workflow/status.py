@@ -24,7 +24,7 @@ from offline_iaas.binding import client_job_or_problem
 from offline_iaas.bounded_read import read_text
 from offline_iaas.completeness import ReadAlready, read_record
 from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.errors import OfflineIaasError, RunError
+from offline_iaas.errors import RunError
 from offline_iaas.job_specs import ClientJob
 from offline_iaas.lifetime import is_running
 from offline_iaas.local_state import LocalState, read_local_state, unix_seconds
@@ -226,7 +226,7 @@ def report_command(run: RunDir) -> None:
 
     try:
         checked, known = checked_inputs(run)
-    except OfflineIaasError:
+    except Exception:  # a refusal, or an error the check did not foresee: the page first
         logger.info(f"report: {write_report(run)}")
         raise
     read = None
