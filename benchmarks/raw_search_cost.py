@@ -31,7 +31,7 @@ from offline_iaas.bench.workloads import (
     synthetic_samples,
     write_weights,
 )
-from offline_iaas.repository.export import network_sessions
+from offline_iaas.repository.served import network_sessions
 from offline_iaas.sizing.raw_search import raw_search_cost
 
 DATA_SECONDS = {E2E.name: 24.0, E2E_INJECT.name: 24.0, BBHNET.name: 1500.0}

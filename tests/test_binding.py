@@ -32,7 +32,8 @@ from offline_iaas.errors import ConfigError, ModelError, RunError, exit_code
 from offline_iaas.manifest import read_manifest
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.records import read_run_info
-from offline_iaas.repository.export import export_repository, model_record
+from offline_iaas.repository.export import export_repository
+from offline_iaas.repository.served import model_record
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.binding import check_binding
 from offline_iaas.workflow.local import run_local

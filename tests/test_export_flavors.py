@@ -12,11 +12,9 @@ from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError, ModelError, ServerError
 from offline_iaas.manifest import read_manifest
 from offline_iaas.repository.backend.stateful import SnapshotState, run_graph
-from offline_iaas.repository.export import (
-    export_repository,
-    network_onnx_path,
-    onnx_session,
-)
+from offline_iaas.repository.export import export_repository
+from offline_iaas.repository.pipeline import onnx_session
+from offline_iaas.repository.served import network_onnx_path
 from offline_iaas.serve.startup_checks import check_flavor_runnable
 from tests.helpers import parse_pbtxt, relative_difference
 
@@ -115,7 +113,7 @@ def test_embedded_server_refuses_the_native_gpu_layout(tmp_path: Path) -> None:
 def test_a_repository_with_fewer_sequence_slots_than_clients_is_refused(
     small_config_file: Path,
 ) -> None:
-    from offline_iaas.repository.export import check_repository
+    from offline_iaas.repository.served import check_repository
 
     config = load_config(small_config_file, ["layout.clients_per_server=2"])
     export_repository(config)  # max(8, 2) slots

@@ -190,7 +190,7 @@ def test_an_onnx_graph_with_external_data_is_refused_naming_the_file(
         assert not config.model.repository.exists()
     documented_refusals(refusals, {ws: "W"})
     # control: the same graph in one file is exported, and the repository checks out whole
-    from offline_iaas.repository.export import repository_problems
+    from offline_iaas.repository.served import repository_problems
 
     for streamed in ("auto", "false"):
         config = load_config(small_config_file, ['model.mode="bbhnet"', STREAMED[streamed]])

@@ -23,8 +23,9 @@ from offline_iaas.errors import ModelError, ServerError
 from offline_iaas.manifest import read_manifest
 from offline_iaas.modes import BUILT_IN_MODES
 from offline_iaas.repository import model_configs as mcfg
-from offline_iaas.repository.export import export_repository, network_sessions
+from offline_iaas.repository.export import export_repository
 from offline_iaas.repository.pipeline import mode_stream
+from offline_iaas.repository.served import network_sessions
 from offline_iaas.serve.startup_checks import check_flavor_runnable
 from tests.helpers import (
     SMALL_CAMPAIGN,

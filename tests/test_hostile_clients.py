@@ -21,8 +21,9 @@ from tritonclient.utils import InferenceServerException
 from offline_iaas.bench.server import BenchServer, bench_server
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.manifest import read_manifest
-from offline_iaas.repository.export import export_repository, network_sessions
+from offline_iaas.repository.export import export_repository
 from offline_iaas.repository.pipeline import mode_stream
+from offline_iaas.repository.served import network_sessions
 from offline_iaas.rundir import RunDir
 from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, wait_for

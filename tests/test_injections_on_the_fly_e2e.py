@@ -35,7 +35,8 @@ from offline_iaas.merge import reference as reference_module
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.postprocess import physics_lines
 from offline_iaas.merge.reference import run_reference
-from offline_iaas.repository.export import check_repository, export_repository
+from offline_iaas.repository.export import export_repository
+from offline_iaas.repository.served import check_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.science.bbhnet.injections import injection_lines
 from offline_iaas.search import onthefly

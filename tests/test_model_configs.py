@@ -5,12 +5,8 @@ import pytest
 from offline_iaas.config import load_config
 from offline_iaas.errors import ModelError
 from offline_iaas.repository import model_configs as mcfg
-from offline_iaas.repository.export import (
-    check_repository,
-    ensemble_shape,
-    export_repository,
-    network_onnx_path,
-)
+from offline_iaas.repository.export import ensemble_shape, export_repository
+from offline_iaas.repository.served import check_repository, network_onnx_path
 from tests.helpers import parse_pbtxt
 
 

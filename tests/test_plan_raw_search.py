@@ -134,8 +134,8 @@ def test_the_e2e_inject_workload_serves_e2e_s_graph_with_the_raw_search(tmp_path
 
     from offline_iaas.bench.sweep import SweepPlan, export_workload
     from offline_iaas.bench.workloads import synthetic_samples, write_weights
-    from offline_iaas.repository.export import network_sessions
     from offline_iaas.repository.pipeline import mode_stream
+    from offline_iaas.repository.served import network_sessions
 
     assert workload_of(E2E_INJECT.config(tmp_path / "a")) == (E2E_INJECT, True)
     assert workload_of(E2E.config(tmp_path / "b")) == (E2E, True)

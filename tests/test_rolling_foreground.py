@@ -26,7 +26,8 @@ from offline_iaas.data.synth import INJECTION_SET
 from offline_iaas.errors import ModelError, exit_code
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
-from offline_iaas.repository.export import check_repository, export_repository
+from offline_iaas.repository.export import export_repository
+from offline_iaas.repository.served import check_repository
 from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, SPLITS, run_split, untrained_weights
 from tests.oracle import _graph, read_series, read_stretch, run_network, whiten

@@ -24,7 +24,8 @@ from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.physics import whitening_band
 from offline_iaas.repository.backend.stateful import RollingWhitening
-from offline_iaas.repository.export import check_repository, export_repository
+from offline_iaas.repository.export import export_repository
+from offline_iaas.repository.served import check_repository
 from tests.error_catalogue import documented, documented_refusals
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights
 from tests.oracle import read_series, run_problems

@@ -25,7 +25,8 @@ from offline_iaas.errors import ConfigError, ModelError, exit_code
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.network_streaming import streams
-from offline_iaas.repository.export import check_repository, export_repository
+from offline_iaas.repository.export import export_repository
+from offline_iaas.repository.served import check_repository
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag

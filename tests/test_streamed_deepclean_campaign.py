@@ -20,8 +20,9 @@ import pytest
 from offline_iaas.config import load_config
 from offline_iaas.errors import ModelError, exit_code
 from offline_iaas.merge.output import compare_outputs
-from offline_iaas.repository.export import check_repository, export_repository
+from offline_iaas.repository.export import export_repository
 from offline_iaas.repository.pipeline import stages
+from offline_iaas.repository.served import check_repository
 from tests.error_catalogue import documented
 from tests.helpers import (
     WITNESSES,

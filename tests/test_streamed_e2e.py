@@ -20,8 +20,8 @@ import pytest
 
 from offline_iaas.data.synth import INJECTION_SET
 from offline_iaas.merge.output import compare_outputs
-from offline_iaas.repository.export import check_repository
 from offline_iaas.repository.pipeline import stages
+from offline_iaas.repository.served import check_repository
 from tests.helpers import WITNESSES, relative_difference, run_dag, untrained_weights
 from tests.oracle import read_series
 from tests.streamed_runs import exported_both_ways

@@ -19,7 +19,8 @@ import pytest
 from offline_iaas.config import CampaignConfig, load_config
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
-from offline_iaas.repository.export import check_repository, export_repository
+from offline_iaas.repository.export import export_repository
+from offline_iaas.repository.served import check_repository
 from tests.helpers import relative_difference, run_dag, small_campaign
 from tests.oracle import run_problems
 from tests.test_streamed_campaign import (

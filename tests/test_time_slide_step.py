@@ -15,8 +15,9 @@ from offline_iaas.config import load_config
 from offline_iaas.errors import ConfigError, ModelError, exit_code
 from offline_iaas.physics import SECONDS_PER_YEAR, false_alarm_rates, slide_livetime
 from offline_iaas.repository.backend.stateful import SnapshotState, TimeSlides, slide_arguments
-from offline_iaas.repository.export import check_repository, export_repository
+from offline_iaas.repository.export import export_repository
 from offline_iaas.repository.pipeline import stages
+from offline_iaas.repository.served import check_repository
 from offline_iaas.stretches import client_shares, first_formed_window, slides_formed
 from tests.error_catalogue import documented, documented_refusals
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, untrained_weights

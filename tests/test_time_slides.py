@@ -25,7 +25,8 @@ from offline_iaas.errors import ModelError, exit_code
 from offline_iaas.merge.output import compare_outputs
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.records import read_run_info
-from offline_iaas.repository.export import check_repository, export_repository
+from offline_iaas.repository.export import export_repository
+from offline_iaas.repository.served import check_repository
 from offline_iaas.rundir import RunDir
 from tests.error_catalogue import documented
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, run_dag, untrained_weights

@@ -1,8 +1,8 @@
 """The model repository's manifest as a record (``records.py``'s framework: typed, versioned,
-read and written only through it). ``repository/export.py`` writes it and checks a repository
-against a campaign with it; the server, make-dag, the reference, ``plan`` and the report read
-it (``read_manifest``). Its field names are the repository's since before versions (version 1:
-the same fields).
+read and written only through it). ``repository/export.py`` writes it, ``repository/served.py``
+checks a repository against a campaign with it; the server, make-dag, the reference, ``plan``
+and the report read it (``read_manifest``). Its field names are the repository's since before
+versions (version 1: the same fields).
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ class ManifestNetwork:
 
 class Manifest(Record):
     """``<repository>/manifest.json``: what ``export`` built the repository for (its field
-    names are the repository's; ``repository/export.py`` writes and checks it)."""
+    names are the repository's; ``repository/export.py`` writes it, ``repository/served.py``
+    checks it)."""
 
     KIND: ClassVar[str] = "model repository manifest"
 

@@ -334,7 +334,7 @@ class NetworkGraph:
 
 @dataclass(frozen=True)
 class ServedModel:
-    """The served model (``export.model_record``): name, flavor, each network's graph."""
+    """The served model (``served.model_record``): name, flavor, each network's graph."""
 
     name: str | None
     flavor: str | None

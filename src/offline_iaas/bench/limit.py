@@ -28,8 +28,8 @@ from offline_iaas.bench.results import Measurement
 from offline_iaas.bench.workloads import Workload, split_strides
 from offline_iaas.config import CampaignConfig
 from offline_iaas.repository.backend.stateful import keep_freed_memory
-from offline_iaas.repository.export import network_sessions
 from offline_iaas.repository.pipeline import mode_stream
+from offline_iaas.repository.served import network_sessions
 
 
 def run_share(sessions: dict, config: CampaignConfig, samples: np.ndarray,

@@ -32,7 +32,7 @@ HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 def campaign_provenance(config: CampaignConfig, model: ServedModel | None,
                         bad_files: list[BadFile] | None = None) -> dict[str, Any]:
     """What made a product: software, the stream and merge hashes, the served model
-    (``model``: the run's record, ``repository.export.model_record``) and the bad frame files
+    (``model``: the run's record, ``repository.served.model_record``) and the bad frame files
     whose spans are gaps (``data.on_bad_file = "gap"``; listed only when there are some)."""
     found = {"software": f"offline-iaas {__version__}", "stream_hash": config.stream_hash(),
              "merge_hash": config.merge_hash(), "mode": config.model.mode,

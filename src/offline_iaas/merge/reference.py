@@ -30,8 +30,8 @@ from offline_iaas.merge.foreground import (
 from offline_iaas.merge.output import CampaignWriter
 from offline_iaas.network_streaming import served_as
 from offline_iaas.records import Piece
-from offline_iaas.repository.export import check_repository, model_record, network_sessions
 from offline_iaas.repository.pipeline import PSD_UPDATE, mode_stream
+from offline_iaas.repository.served import check_repository, model_record, network_sessions
 from offline_iaas.search.foreground import injection_times, stretch_foreground
 from offline_iaas.search.onthefly import OnTheFly, on_the_fly
 from offline_iaas.stretches import make_stretches, request_sizes, stretch_piece

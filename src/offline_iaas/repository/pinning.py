@@ -1,5 +1,5 @@
 """The model a server serves is the one ``make-dag`` recorded in ``run.json`` (each network's
-version and graph SHA-256, ``export.model_record``): a repository exported again since (new
+version and graph SHA-256, ``served.model_record``): a repository exported again since (new
 weights, a version added, which Triton would serve) or whose graphs changed is refused, so that
 a campaign's parts never come from two models (``binding.py``)."""
 
@@ -11,14 +11,14 @@ from offline_iaas.binding import model_mismatch
 from offline_iaas.errors import ModelError
 from offline_iaas.manifest import MANIFEST_FILE, read_manifest
 from offline_iaas.records import NetworkGraph, ServedModel
-from offline_iaas.repository.export import model_record
+from offline_iaas.repository.served import model_record
 
 
 def pinned_model_problem(repository: Path, recorded: ServedModel | None, graphs: bool = True
                          ) -> str | None:
     """Why ``repository`` does not serve the model ``recorded`` (one line), or None: it does,
     none was recorded, or the repository has no manifest (not exported: the server's own
-    check, ``export.check_repository``, says so). A manifest that is there but does not read
+    check, ``served.check_repository``, says so). A manifest that is there but does not read
     (damaged JSON, a field missing, no regular file: a FIFO is not opened, a permission) is
     refused with ``read_manifest``'s line, as every reader of it refuses it: passed over,
     ``run-local`` started the servers that then refused it, each as often as it is retried.

@@ -63,9 +63,9 @@ from offline_iaas.data.segments import AnalysableSpan
 from offline_iaas.errors import ModelError, OfflineIaasError, ServerError, SeveralErrors
 from offline_iaas.manifest import Manifest, read_manifest
 from offline_iaas.records import ServedModel
-from offline_iaas.repository.export import check_repository
 from offline_iaas.repository.pinning import check_pinned_model
 from offline_iaas.repository.pipeline import stages
+from offline_iaas.repository.served import check_repository
 from offline_iaas.search.injection_check import check_injections
 from offline_iaas.serve.tritonserver import locate_tritonserver
 

@@ -34,7 +34,7 @@ from offline_iaas.merge.tree import shard_merges
 from offline_iaas.records import ClientShare, MergeShard, RunInfo, ServedModel
 from offline_iaas.rendezvous.access import write_token
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
-from offline_iaas.repository.export import model_record
+from offline_iaas.repository.served import model_record
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.startup_checks import Checking, manifest_training_spans, run_checks
 from offline_iaas.stretches import client_shares, make_stretches, server_name, stretches_of
