@@ -148,8 +148,8 @@ def server_command(
 
 def start_server(cmd: list[str], install: TritonInstall, log_path: Path) -> subprocess.Popen:
     """Start tritonserver in our process group, its output appended to ``log_path`` (a FIFO
-    with no reader there, a directory or a device: ``ServerError`` naming it, nothing
-    started)."""
+    with no reader there, a directory, a block device or a socket: ``ServerError`` naming it,
+    nothing started)."""
     env = {**os.environ, **install.env}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     try:

@@ -508,7 +508,8 @@ class Executor:
 def _log(run: NodeRun, path: Path) -> BinaryIO:
     """A node's output or error log (its submit file's ``output``/``error``) opened to append
     to: a FIFO with no reader there would stop run-local for ever in ``open``; it, a
-    directory, a device or a socket is refused naming the node and the file."""
+    directory, a block device or a socket is refused naming the node and the file
+    (``/dev/null`` is written to)."""
     try:
         return open_to_append(path)
     except NotRegularFile as err:
