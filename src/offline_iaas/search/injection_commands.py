@@ -24,7 +24,7 @@ LAYOUT_HELP = ("HDF5 layout: this project's (source-frame masses, Cartesian spin
                "ifo_snrs)")
 OVERWRITE_HELP = ("replace an existing file at the target (refused without it: it may be a "
                   "campaign's output or its injection set); a link there is replaced itself, "
-                  "not followed; a FIFO, device or socket is refused even with it")
+                  "not followed; a directory, FIFO, device or socket is refused even with it")
 
 
 def add_convert_arguments(p: argparse.ArgumentParser) -> None:
