@@ -42,7 +42,8 @@ def test_a_campaign_file_the_hdf5_library_crashes_or_hangs_on_is_one_line(
     data = bytearray(output.read_bytes())
     data[int(damage.split()[1])] ^= 0xFF
     output.write_bytes(data)
-    monkeypatch.setattr(provenance, "INSPECT_TIMEOUT_SECONDS", 5.0)
+    monkeypatch.setattr(provenance, "INSPECT_FLOOR_SECONDS", 4.0)  # its size rounds it up
+    assert provenance.inspect_timeout_seconds(output.stat().st_size) == 5.0
     code, line = inspected(output, capsys)
     assert (code, line) == (3, f"{output}: not a readable HDF5 file: {DAMAGE[damage]}"), line
     if "hung" in DAMAGE[damage]:  # the row shows the timeout's name, not this test's 5 s
@@ -124,3 +125,36 @@ def test_a_product_is_told_by_its_first_bytes_and_a_file_that_is_no_file_is_name
            f"{kinds}")
     assert inspected(tmp_path / "absent.gwf", capsys) == (
         3, f"product file {tmp_path / 'absent.gwf'} does not exist {kinds}")
+
+
+def test_inspect_waits_longer_for_a_larger_product() -> None:
+    """A good product of several GB on a slow filesystem takes longer than 30 s to read: the
+    wait scales with its size (it was 30 s for any), a small one's is the floor (control)."""
+    assert provenance.inspect_timeout_seconds(0) == provenance.INSPECT_FLOOR_SECONDS == 30.0
+    assert provenance.inspect_timeout_seconds(100_000) == 31.0  # rounded up to whole seconds
+    four_gib = 4 * 2**30
+    assert provenance.inspect_timeout_seconds(four_gib) == 30.0 + 512.0  # at 8 MiB/s
+    assert provenance.inspect_timeout_seconds(four_gib) > 30.0
+
+
+def test_inspect_gives_the_reader_the_time_of_the_products_size(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A campaign file of 4 GiB (its end sparse: the HDF5 library reads past none of it) is
+    read with the size's time, not 30 s; the same file at its own size gets the floor's."""
+    path = tmp_path / "campaign.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["provenance"] = json.dumps({"merge_hash": "x"})
+    real = provenance.reader()
+    waits: list[float] = []
+
+    class Spy:
+        def call(self, function, path, library, timeout_seconds):
+            waits.append(timeout_seconds)
+            return real.call(function, path, library, timeout_seconds)
+
+    monkeypatch.setattr(provenance, "reader", Spy)
+    assert inspected(path, capsys) == (0, '{\n  "merge_hash": "x"\n}\n')
+    os.truncate(path, 4 * 2**30)
+    assert inspected(path, capsys) == (0, '{\n  "merge_hash": "x"\n}\n')
+    assert waits == [31.0, 30.0 + 512.0], waits

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -22,11 +23,23 @@ PROVENANCE_MARK = "offline-iaas provenance: "
 
 GWF_MAGIC = b"IGWD\0"
 """The first bytes of every frame file (the frame format's file header)."""
-INSPECT_TIMEOUT_SECONDS = 30.0
-"""How long ``inspect`` waits for a product's checksums or root attributes (milliseconds on a
-local disk; a file the library hangs on is an error naming it after this)."""
+INSPECT_FLOOR_SECONDS = 30.0
+"""What ``inspect`` waits for any product's checksums or root attributes, however small
+(milliseconds on a local disk; room for a slow filesystem's open and the reader's start)."""
+INSPECT_READ_BYTES_PER_SECOND = 8 * 2**20
+"""The slowest read ``inspect`` still calls reading, added per byte of the product to the
+floor (``inspect_timeout_seconds``): LALFrame reads a whole frame file for its checksums, and
+8 MiB/s is well under a busy NFS mount's rate (a 1 Gb/s link shared a dozen ways), so a good
+file of several GB (about 9 min for 4 GiB) is read, not called hung; a hung one is still named."""
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 """The HDF5 signature (at the file's start, or after a user block of 512, 1024 ... bytes)."""
+
+
+def inspect_timeout_seconds(size_bytes: int) -> float:
+    """How long ``inspect`` waits for the frame reader on a product of ``size_bytes``:
+    ``INSPECT_FLOOR_SECONDS`` plus its read at ``INSPECT_READ_BYTES_PER_SECOND``, rounded up to
+    whole seconds (the hung file's message names them); after it the file is called hung."""
+    return float(math.ceil(INSPECT_FLOOR_SECONDS + size_bytes / INSPECT_READ_BYTES_PER_SECOND))
 
 
 def campaign_provenance(config: CampaignConfig, model: ServedModel | None,
@@ -48,7 +61,7 @@ def read_gwf_provenance(path: Path) -> dict[str, Any]:
     data = Path(path).read_bytes()
     if not data.startswith(GWF_MAGIC):
         raise DataError(f"{path}: not a GWF file (a frame file starts with IGWD)")
-    reader().call(_intact_frame_file, path, "GWF", INSPECT_TIMEOUT_SECONDS)
+    reader().call(_intact_frame_file, path, "GWF", inspect_timeout_seconds(len(data)))
     start = data.find(PROVENANCE_MARK.encode())
     if start < 0:
         raise DataError(f"{path}: no offline-iaas frame history entry (not a cleaned frame "
@@ -132,7 +145,8 @@ def read_provenance(path: Path) -> dict[str, Any]:
         if not _has_hdf5_signature(file):
             raise DataError(f"{path}: not a GWF or HDF5 file (it starts with neither "
                             "signature)")
-    text, node = reader().call(_hdf5_provenance, path, "HDF5", INSPECT_TIMEOUT_SECONDS)
+    text, node = reader().call(_hdf5_provenance, path, "HDF5",
+                               inspect_timeout_seconds(path.stat().st_size))
     if text is None and node is not None:  # a part: the run's provenance is the merge's
         raise DataError(f"{path}: {node}'s part of a run, not a product: the merge writes "
                         "the campaign's provenance into the run's output/campaign.h5")
