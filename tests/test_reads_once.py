@@ -3,6 +3,7 @@ status does, ``binding.check_run``): counted by an audit hook on every open of t
 
 from __future__ import annotations
 
+import html
 import os
 import sys
 from collections import Counter
@@ -92,12 +93,14 @@ def test_report_and_status_read_each_file_of_the_run_once(tmp_path: Path, capsys
             "output/campaign.json"}
     with opened(run) as files:
         assert main(["report", str(run)]) == 0
-    assert {name: files[name] for name in once} == dict.fromkeys(once, 1), files
-    # campaign.toml: parsed once (status's check), and shown as it is on the page
-    assert files["campaign.toml"] == 2, files
+    # campaign.toml too: its text read once, parsed by status's check, shown on the page
+    assert {name: files[name] for name in once | {"campaign.toml"}} == dict.fromkeys(
+        once | {"campaign.toml"}, 1), files
     page = (run / "report" / "index.html").read_text()
-    # the control: every section drawn, the node timeline from the state read once
+    # the control: every section drawn, the node timeline from the state read once, the
+    # config's text shown as it is
     assert "Not drawn" not in page and "No node timeline" not in page
+    assert html.escape((run / "campaign.toml").read_text()) in page
     assert "client part(s) not done" not in page
     with opened(run) as files:
         assert main(["status", str(run)]) == 0

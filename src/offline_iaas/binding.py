@@ -26,7 +26,7 @@ from pathlib import Path
 from offline_iaas import job_specs, records
 from offline_iaas.bounded_read import read_bytes, read_text
 from offline_iaas.completeness import Hashes
-from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.config import CampaignConfig, config_from_text, load_config
 from offline_iaas.digests import bytes_sha256
 from offline_iaas.errors import ConfigError, RunError
 from offline_iaas.geometry import StreamGeometry
@@ -88,11 +88,12 @@ def is_make_dag_run(run: RunDir) -> bool:
     return run.config.exists() or run.run_info.exists()
 
 
-def read_bound_run(run: RunDir, record: RunInfo | str | None = None
-                   ) -> tuple[CampaignConfig, RunInfo]:
+def read_bound_run(run: RunDir, record: RunInfo | str | None = None,
+                   config_text: str | None = None) -> tuple[CampaignConfig, RunInfo]:
     """The run's config and record, once the record is there and the config is the campaign
     make-dag planned (the same stream hash; merge-only settings may differ); ``record``:
-    run.json as ``read_run_record`` read it already (None: read here).
+    run.json as ``read_run_record`` read it already (None: read here); ``config_text``:
+    campaign.toml's text as ``config.read_config_text`` read it already (None: read here).
 
     Raises
     ------
@@ -105,7 +106,8 @@ def read_bound_run(run: RunDir, record: RunInfo | str | None = None
         ``records.read``).
     """
     check_run_directory(run)
-    config = load_config(run.config)  # its own line when it is missing or not valid
+    config = (load_config(run.config) if config_text is None  # its own line when missing
+              else config_from_text(config_text, run.config))  # or not valid
     info = record if record is not None else read_run_record(run)
     if isinstance(info, str):
         raise ConfigError(f"{run.run_info} is {info}, so nothing can check what make-dag "

@@ -308,7 +308,8 @@ SECTIONS: dict[str, type] = {
 
 
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> CampaignConfig:
-    """Load, override and validate a campaign config file.
+    """Load, override and validate a campaign config file (``read_config_text``, then
+    ``config_from_text``).
 
     Parameters
     ----------
@@ -318,8 +319,21 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         ``section.key=value`` strings applied on top of the file.
     """
     path = Path(path)
+    return config_from_text(read_config_text(path), path, overrides)
+
+
+def read_config_text(path: Path) -> str:
+    """The text of the config file ``path`` (a BOM, as some editors write, dropped): what
+    ``config_from_text`` parses, for a reader that also shows the text (the report).
+
+    Raises
+    ------
+    ConfigError
+        One line naming the file: missing, not a regular file (a FIFO is not waited on), too
+        large, unreadable, or not UTF-8.
+    """
     try:
-        raw = tomllib.loads(read_text(path, encoding="utf-8-sig"))  # a BOM, as some editors write
+        return read_text(path, encoding="utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
     except (TooLarge, NotRegularFile) as err:  # a FIFO: not waited on; /dev/zero: not read
@@ -327,6 +341,14 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     except (OSError, UnicodeDecodeError) as err:  # no permission, not UTF-8
         why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         raise ConfigError(f"{path}: cannot read the config file: {why}") from None
+
+
+def config_from_text(text: str, path: Path, overrides: list[str] | tuple[str, ...] = ()
+                     ) -> CampaignConfig:
+    """Parse, override and validate the TOML ``text`` of the config file ``path`` (read
+    already, ``read_config_text``); ConfigError naming ``path`` if it is not valid."""
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
     return config_from_dict(apply_overrides(raw, overrides, path), path)

@@ -14,9 +14,8 @@ import h5py
 
 from offline_iaas.atomic import write_text_atomic
 from offline_iaas.binding import check_run_directory, client_job_or_problem
-from offline_iaas.bounded_read import read_text
 from offline_iaas.completeness import Hashes, NotDone, ReadAlready, merge_problem, part_problem
-from offline_iaas.errors import ModelError, RunError
+from offline_iaas.errors import ConfigError, ModelError, RunError
 from offline_iaas.gps import gps_text
 from offline_iaas.job_specs import ClientJob
 from offline_iaas.local_state import LocalState, read_local_state
@@ -248,10 +247,8 @@ def _provenance(run: ReportRun, section: page.Section) -> None:
         section.parts.append(page.table(["manifest", ""],
                                         manifest_rows(manifest.model_dump(mode="json"))))
     section.parts.append(page.heading("Configuration (RUN/campaign.toml)"))
-    try:
-        section.parts.append(page.preformatted(read_text(run.paths.config)))
-    except (OSError, ValueError) as err:  # NotRegularFile, TooLarge, UnicodeDecodeError
-        section.parts.append(page.paragraph(f"campaign.toml: {err}", "problem"))
+    if run.config_text is not None:  # else unreadable: config_error says why
+        section.parts.append(page.preformatted(run.config_text))
     if run.config_error:
         section.parts.append(page.paragraph(run.config_error, "problem"))
 
@@ -262,7 +259,8 @@ SECTIONS: tuple[ReportSection, ...] = (
 )
 
 
-def write_report(run: RunDir, read: ReadFirst | None = None) -> Path:
+def write_report(run: RunDir, read: ReadFirst | None = None,
+                 config_text: str | ConfigError | None = None) -> Path:
     """Write ``RUN/report/index.html`` and return its path.
 
     A section that cannot be drawn says why on the page and in a warning.
@@ -275,6 +273,9 @@ def write_report(run: RunDir, read: ReadFirst | None = None) -> Path:
     read
         The files the run's check read already (``workflow/status.report_command``), or None:
         the page reads every file it draws.
+    config_text
+        ``RUN/campaign.toml``'s text (``config.read_config_text``) or why it could not be read,
+        as the check read it (None: the page reads it); with ``read``, its config's text.
 
     Raises
     ------
@@ -283,7 +284,7 @@ def write_report(run: RunDir, read: ReadFirst | None = None) -> Path:
     """
     paths = run.absolute()
     check_run_directory(paths)
-    found = ReportRun(paths, read)
+    found = ReportRun(paths, read, config_text)
     sections = []
     package = mode_package(found.mode) if found.config is not None else None
     drawn = (*(package.report_sections if package is not None else ()), *SECTIONS)

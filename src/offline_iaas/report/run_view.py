@@ -12,10 +12,10 @@ from pathlib import Path
 from offline_iaas import records
 from offline_iaas.binding import JobSpecRead, config_edited
 from offline_iaas.completeness import part_sidecar
-from offline_iaas.config import CampaignConfig, load_config
+from offline_iaas.config import CampaignConfig, config_from_text, read_config_text
 from offline_iaas.data.gwf_reader import reader
 from offline_iaas.data.hdf5_probe import every_object
-from offline_iaas.errors import DataError, RunError
+from offline_iaas.errors import ConfigError, DataError, RunError
 from offline_iaas.local_state import LocalState
 from offline_iaas.records import PartRecord, RunInfo
 from offline_iaas.report import page
@@ -47,15 +47,26 @@ class ReportRun:
     """The run directory's files, read on demand, each once (``read``: those read already);
     absent or unreadable ones are None."""
 
-    def __init__(self, run: RunDir, read: ReadFirst | None = None) -> None:
+    def __init__(self, run: RunDir, read: ReadFirst | None = None,
+                 config_text: str | ConfigError | None = None) -> None:
         self.paths = run
         self.read = read
         self.output, summary = self.paths.output
         self.config: CampaignConfig | None = read.config if read is not None else None
         self.config_error: str | None = None
-        if read is None:
+        if config_text is None:
             try:
-                self.config = load_config(self.paths.config)
+                config_text = read_config_text(self.paths.config)
+            except ConfigError as err:
+                config_text = err
+        self.config_text: str | None = config_text if isinstance(config_text, str) else None
+        """``RUN/campaign.toml``'s text, read once: shown on the page, and ``config`` parsed
+        from it where the check did not parse it (None: unreadable, ``config_error``)."""
+        if isinstance(config_text, ConfigError):
+            self.config_error = str(config_text)
+        elif read is None:
+            try:
+                self.config = config_from_text(config_text, self.paths.config)
             except Exception as err:  # a report is written whatever state the run is in
                 self.config_error = str(err)
         self.problems: list[str] = []

@@ -69,11 +69,12 @@ def _read_dag(run: RunDir) -> tuple[Dag, RunInfo | str | None]:
     return dag, info
 
 
-def check_binding(run: RunDir, record: RunInfo | str | None = None
-                  ) -> tuple[CampaignConfig, RunInfo] | None:
+def check_binding(run: RunDir, record: RunInfo | str | None = None,
+                  config_text: str | None = None) -> tuple[CampaignConfig, RunInfo] | None:
     """The run's config and record (``read_bound_run``; ``record``: run.json as read
-    already), once it is what make-dag planned and its model the one run.json records; None
-    for a DAG written by hand (no campaign.toml, no run.json).
+    already, ``config_text``: campaign.toml's text as read already), once it is what make-dag
+    planned and its model the one run.json records; None for a DAG written by hand (no
+    campaign.toml, no run.json).
 
     Raises
     ------
@@ -84,16 +85,18 @@ def check_binding(run: RunDir, record: RunInfo | str | None = None
     """
     if not is_make_dag_run(run):
         return None
-    config, info = read_bound_run(run, record)
+    config, info = read_bound_run(run, record, config_text)
     if not run.repository_tarball.exists():
         # the versions only (an export adds one); the server reads the graphs too
         check_pinned_model(config.model.repository, info.model, graphs=False)
     return config, info
 
 
-def read_bound_dag(run: RunDir) -> tuple[Dag, tuple[CampaignConfig, RunInfo] | None]:
+def read_bound_dag(run: RunDir, config_text: str | None = None
+                   ) -> tuple[Dag, tuple[CampaignConfig, RunInfo] | None]:
     """``read_run_dag`` and ``check_binding`` with run.json read once: run-local's check of a
-    run before anything starts.
+    run before anything starts (``config_text``: campaign.toml's text as read already, None:
+    read here).
 
     Returns
     -------
@@ -106,7 +109,7 @@ def read_bound_dag(run: RunDir) -> tuple[Dag, tuple[CampaignConfig, RunInfo] | N
         As ``read_run_dag`` and ``check_binding``.
     """
     dag, record = _read_dag(run)
-    return dag, check_binding(run, record)
+    return dag, check_binding(run, record, config_text)
 
 
 @dataclass(frozen=True)
@@ -123,11 +126,12 @@ class CheckedRun:
     """The job spec of each node run.json lists (none without one)."""
 
 
-def check_run(run: RunDir) -> CheckedRun:
+def check_run(run: RunDir, config_text: str | None = None) -> CheckedRun:
     """``status``'s and ``report``'s check of a run directory: its DAG (``read_run_dag``), the
     run bound to make-dag's plan (``check_binding``) and its job specs (``binding
     .check_job_specs``: one edited since make-dag refused; one that does not read is left to
-    its node's line), each file read once.
+    its node's line), each file read once (``config_text``: campaign.toml's, read already by
+    the report, which shows it; None: read here).
 
     Raises
     ------
@@ -135,7 +139,7 @@ def check_run(run: RunDir) -> CheckedRun:
         As ``read_run_dag``, ``check_binding`` and ``check_job_specs``: one line naming the
         file.
     """
-    dag, bound = read_bound_dag(run)
+    dag, bound = read_bound_dag(run, config_text)
     if bound is None:
         return CheckedRun(dag, None, None, {})
     config, info = bound

@@ -23,8 +23,8 @@ from offline_iaas import records
 from offline_iaas.binding import client_job_or_problem
 from offline_iaas.bounded_read import read_text
 from offline_iaas.completeness import ReadAlready, read_record
-from offline_iaas.config import CampaignConfig, load_config
-from offline_iaas.errors import RunError
+from offline_iaas.config import CampaignConfig, load_config, read_config_text
+from offline_iaas.errors import ConfigError, RunError
 from offline_iaas.job_specs import ClientJob
 from offline_iaas.lifetime import is_running
 from offline_iaas.local_state import LocalState, read_local_state, unix_seconds
@@ -204,12 +204,14 @@ def _known_states(run: RunDir) -> KnownStates:
     return KnownStates({}, "files only (not started)", None, False)
 
 
-def checked_inputs(run: RunDir) -> tuple[CheckedRun, KnownStates]:
+def checked_inputs(run: RunDir, config_text: str | None = None
+                   ) -> tuple[CheckedRun, KnownStates]:
     """What ``status`` reads of a run before its nodes' outputs, each file once, and refuses:
-    its DAG, make-dag's plan and job specs (``binding.check_run``), and its node states
-    (``_known_states``); ``report`` exits by the same refusals (``report_command``)."""
+    its DAG, make-dag's plan and job specs (``binding.check_run``; ``config_text``:
+    campaign.toml's text read already), and its node states (``_known_states``); ``report``
+    exits by the same refusals (``report_command``)."""
     run = run.absolute()
-    return check_run(run), _known_states(run)
+    return check_run(run, config_text), _known_states(run)
 
 
 def report_command(run: RunDir) -> None:
@@ -224,15 +226,20 @@ def report_command(run: RunDir) -> None:
     from offline_iaas.report.build import write_report
     from offline_iaas.report.run_view import ReadFirst
 
+    try:  # read once: parsed by the check, shown on the page
+        config_text: str | ConfigError = read_config_text(run.absolute().config)
+    except ConfigError as err:  # the check reads it again where it needs it, and says why
+        config_text = err
     try:
-        checked, known = checked_inputs(run)
+        checked, known = checked_inputs(run, config_text if isinstance(config_text, str)
+                                        else None)
     except Exception:  # a refusal, or an error the check did not foresee: the page first
-        logger.info(f"report: {write_report(run)}")
+        logger.info(f"report: {write_report(run, config_text=config_text)}")
         raise
     read = None
     if checked.config is not None and checked.info is not None:  # else: a DAG by hand
         read = ReadFirst(checked.config, checked.info, checked.specs, known.local)
-    logger.info(f"report: {write_report(run, read)}")
+    logger.info(f"report: {write_report(run, read, config_text)}")
 
 
 def _started(run: RunDir, state: LocalState | None) -> float | None:
