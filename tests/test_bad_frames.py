@@ -5,7 +5,8 @@ Reading: every read runs in the frame reader process (``data/gwf_reader.py``), s
 SIGSEGV on a truncated file is a ``BadFrameFile`` naming the file (exit code 3), and the
 process reads on. ``check`` compares every file's frames with its name and refuses a liar.
 Campaigns (real tritonservers, run-local): with ``fail`` the client that meets the file fails
-with it named in its ``.err`` and in ``status``; with ``gap`` the file's span becomes a gap
+with it named in its ``.err`` and in ``status``; with ``gap`` the file's span (a truncated
+file's, or one made a FIFO after make-dag) becomes a gap
 (met by the clients after make-dag, or by make-dag's own check), the rest is processed, the
 output's provenance and the report name the file, and the output equals the in-process
 reference over the same frames (which leaves the same file out). The oracle reads the frames
@@ -15,18 +16,21 @@ with gwpy itself, so it is not run on a truncated file.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
 
 from offline_iaas.cli import main
-from offline_iaas.config import load_config
+from offline_iaas.config import load_config, override_config
 from offline_iaas.data.discovery import find_frames
 from offline_iaas.data.frames import read_span
 from offline_iaas.data.gwf_reader import BadFrameFile
 from offline_iaas.errors import DataError, RunError, exit_code
 from offline_iaas.merge.output import compare_outputs, read_campaign
+from offline_iaas.merge.provenance import read_provenance
 from offline_iaas.merge.reference import run_reference
 from offline_iaas.repository.export import export_repository
 from offline_iaas.rundir import RunDir
@@ -35,6 +39,7 @@ from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status
 from tests.error_catalogue import cli_error, documented
 from tests.helpers import SMALL_CAMPAIGN, WITNESSES, processes_mentioning, untrained_weights
+from tests.test_own_files_not_regular import within_seconds
 
 START = 1262304000
 STRAIN = ["H1:GDS-CALIB_STRAIN", "L1:GDS-CALIB_STRAIN"]
@@ -233,3 +238,46 @@ def test_with_gap_a_run_whose_every_file_is_bad_fails_saying_so(
     status = read_status(run)
     assert (status.data_seconds_done, status.data_seconds_total) == (0, 0)
     assert status.data_seconds_lost > 0 and not status.output_complete
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", ["frame cache", "frame directory"])
+def test_with_gap_a_frame_file_made_a_fifo_after_make_dag_is_a_gap_named_with_its_reason(
+        dataset: Path, source: str) -> None:
+    """A frame file replaced by a FIFO after planning: the clients' frame reader refuses it
+    before opening it (``errors.not_a_regular_file``, a ``BadFrameFile``), so with ``gap`` its
+    span is a gap as a truncated file's is: run-local finishes, the output equals the reference
+    over the same frames with that file truncated (the same gap), and the provenance lists the
+    file with the reason. ``data.frames`` a LAL cache listing the files, or their directory
+    (the clients' discovery of it lists the FIFO). Under SIGALRM: an open that waits for a
+    writer fails the test."""
+    ws = copy_of(dataset, f"gap-fifo-{source.split()[1]}")
+    config = config_of(dataset, ws, "gap")
+    if source == "frame cache":
+        cache = ws / "frames" / "frames.lcf"
+        cache.write_text(cache.read_text().replace(str(dataset / "frames"), str(ws / "frames")))
+        config = override_config(config, [f'data.frames="{cache}"'])
+    run = RunDir(ws / "run")
+    make_dag(config, run)
+    frame = ws / "frames" / BAD
+    frame.unlink()
+    os.mkfifo(frame)
+    try:
+        with within_seconds(600):
+            run_local(run)
+    finally:
+        assert processes_mentioning(str(run.path)) == []
+    truncated = copy_of(dataset, f"gap-fifo-{source.split()[1]}-reference")
+    truncate(truncated / "frames" / BAD)
+    reference, _ = run_reference(config_of(dataset, truncated, "gap"), ws / "reference.h5")
+    comparison = compare_outputs(run.output[0], reference)
+    assert comparison.passes(1e-5), comparison.describe()
+    (first, second) = read_campaign(run.output[0], "statistic")  # cut at the file
+    assert first.span[1] <= START + 16 and second.span[0] >= START + 32
+    summary = json.loads(run.output[1].read_text())
+    assert summary["complete"] is True
+    (bad,) = summary["bad_frame_files"]
+    assert bad == {"path": str(frame), "gps_start": START + 16, "gps_end": START + 32,
+                   "error": f"frame file {frame} is a FIFO (named pipe), not a regular file"}
+    assert read_provenance(run.output[0])["bad_frame_files"] == [bad]  # what inspect shows
+    assert stat.S_ISFIFO(frame.stat().st_mode)  # left as it was

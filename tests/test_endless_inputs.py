@@ -208,6 +208,24 @@ def test_a_frame_file_listed_in_a_cache_that_is_a_fifo_is_named_as_one(base: Pat
     passes(ws, *check)
 
 
+def test_a_fifo_in_a_frame_directory_is_named_by_check_as_a_caches_is(ws: Path) -> None:
+    """A FIFO named as a frame file in the campaign's frame directory: listed by discovery and
+    named by check, never opened, in the words of a cache's listed FIFO (before: discovery
+    refused it itself, so a client meeting it after make-dag failed even with
+    ``data.on_bad_file = "gap"``). The control: the regular file is read."""
+    frame = ws / "frames" / "H-H1_SYNTH-1262304016-16.gwf"
+    saved = frame.read_bytes()
+    frame.unlink()
+    fifo(frame)
+    check = ["check", str(ws / "campaign.toml")]
+    line = refusal(ws, *check, code=exit_code(DataError))
+    assert line == (f"the frame data for [1262304000, 1262304064) (frames: {ws / 'frames'}): "
+                    f"frame file {frame} [1262304016, 1262304032) is {FIFO}")
+    frame.unlink()
+    frame.write_bytes(saved)
+    passes(ws, *check)
+
+
 def test_a_frame_file_that_became_a_fifo_after_make_dag_is_named_by_the_clients_read(
         base: Path, ws: Path) -> None:
     """A frame file of a client's share made a FIFO after make-dag: the client's read

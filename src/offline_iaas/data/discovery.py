@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlparse
 from offline_iaas.bounded_read import read_text
 from offline_iaas.config_sections import DataConfig
 from offline_iaas.data.segments import GPS_TOLERANCE_SECONDS, gps_segments
-from offline_iaas.errors import DataError, names_text, not_a_regular_file
+from offline_iaas.errors import DataError, names_text
 from offline_iaas.gps import gps_range_text
 
 CACHE_SUFFIXES = (".lcf", ".cache")
@@ -100,9 +100,12 @@ def find_frames(source: Path | str) -> list[FrameFile]:
             if path.is_symlink() and not path.exists():
                 dangling.append(path)
                 continue
-            if (why := not_a_regular_file(path)) is not None:  # not a gap either: name it
-                raise DataError(f"frame file {path} {why.removesuffix(', not a regular file')}"
-                                ", not a frame file's data")
+            # a directory so named is no gap either: named. A FIFO or a device is listed: the
+            # frame reader names it without opening it (errors.not_a_regular_file), check
+            # refuses it as a cache's, and a client that meets it after make-dag takes it
+            # as a bad file (data.on_bad_file): before, its client failed, even with "gap"
+            if path.is_dir():
+                raise DataError(f"frame file {path} is a directory, not a frame file's data")
             frame = parse_frame_name(path.resolve())
             if frame is None:
                 raise DataError(
