@@ -80,6 +80,20 @@ def test_report_of_an_intact_run_exits_zero(run_dir: Path, capsys) -> None:
     assert report(run_dir, capsys)[0] == 0
 
 
+def test_the_report_page_names_a_missing_run_json_atop_it_as_status_does(
+        run_dir: Path, capsys) -> None:
+    """The page did not name a missing run.json (its reader takes absent for not yet
+    written): status's line is now atop it, as an edited campaign.toml's is."""
+    code, _, text = report(run_dir, capsys)  # control: no refusal, none on the page
+    assert code == 0 and "run.json is missing" not in text
+    (run_dir / "run.json").unlink()
+    code, line, text = report(run_dir, capsys)
+    assert (code, line) == status_line(run_dir, capsys)
+    assert code == 2 and "run.json is missing" in line, line
+    shown = f'<p class="problem">{escape(line)}</p>'
+    assert text.count(shown) == 1 and text.index(shown) < text.index("<nav>"), text[:2000]
+
+
 def test_report_of_a_run_whose_campaign_toml_was_edited_says_so_atop_its_page_and_exits_as_status(
         run_dir: Path, capsys) -> None:
     """The page said nothing of the edit before: one line at its top, status's, names it."""

@@ -260,7 +260,8 @@ SECTIONS: tuple[ReportSection, ...] = (
 
 
 def write_report(run: RunDir, read: ReadFirst | None = None,
-                 config_text: str | ConfigError | None = None) -> Path:
+                 config_text: str | ConfigError | None = None,
+                 refusal: str | None = None) -> Path:
     """Write ``RUN/report/index.html`` and return its path.
 
     A section that cannot be drawn says why on the page and in a warning.
@@ -276,6 +277,9 @@ def write_report(run: RunDir, read: ReadFirst | None = None,
     config_text
         ``RUN/campaign.toml``'s text (``config.read_config_text``) or why it could not be read,
         as the check read it (None: the page reads it); with ``read``, its config's text.
+    refusal
+        ``status``'s line where its check refuses the run (``report_command``), shown atop
+        the page: a refusal the sections cannot show (run.json missing) is named there too.
 
     Raises
     ------
@@ -305,6 +309,8 @@ def write_report(run: RunDir, read: ReadFirst | None = None,
     path = paths.report
     path.parent.mkdir(parents=True, exist_ok=True)
     warnings = [found.config_edited] if found.config_edited is not None else []
+    if refusal is not None and refusal not in warnings:  # the edit is status's own line
+        warnings.append(refusal)
     write_text_atomic(path, page.render("offline-iaas campaign report", subtitle, sections,
                                         warnings))
     return path

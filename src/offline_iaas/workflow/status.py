@@ -219,8 +219,8 @@ def report_command(run: RunDir) -> None:
     the run, the same error (``checked_inputs``: campaign.toml or run.json missing or
     damaged, campaign.toml edited since make-dag, the DAG without a node run.json lists, a job
     spec edited since make-dag, local-state.json damaged, ...). The page is written first,
-    whatever state the run is in, and names the problem too where it can: an edit in a line
-    at its top, a damaged file where it was not drawn. Each file is read once: the page is
+    whatever state the run is in, with status's line at its top, and names the problem where
+    it was not drawn too (a damaged file). Each file is read once: the page is
     drawn from what the check read (``report.run_view.ReadFirst``); where the check refuses
     the run, it reads for itself what it can."""
     from offline_iaas.report.build import write_report
@@ -233,8 +233,9 @@ def report_command(run: RunDir) -> None:
     try:
         checked, known = checked_inputs(run, config_text if isinstance(config_text, str)
                                         else None)
-    except Exception:  # a refusal, or an error the check did not foresee: the page first
-        logger.info(f"report: {write_report(run, config_text=config_text)}")
+    except Exception as err:  # a refusal, or an error the check did not foresee: the page first
+        refusal = str(err) or type(err).__name__
+        logger.info(f"report: {write_report(run, config_text=config_text, refusal=refusal)}")
         raise
     read = None
     if checked.config is not None and checked.info is not None:  # else: a DAG by hand
