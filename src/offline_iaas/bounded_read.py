@@ -14,8 +14,10 @@ the job ads' stand-in, ``bench.regression --check``'s record).
 
 The logs the project appends to (tritonserver's, serve's lines in it, a server's monitor CSV,
 run-local's nodes' output and error) are opened by ``open_to_append``: a FIFO there with a
-reader (an admin streaming the log) is written to, one with none (whose ``open`` would wait
-for ever, SIGTERM retried through) is refused at once, a character device (``/dev/null``, as
+reader (an admin streaming the log) is written to (a reader that leaves later costs the
+lines sent after it, not their writer: tritonserver runs with SIGPIPE ignored, the monitor
+stops writing), one with none (whose ``open`` would wait for ever, SIGTERM retried through) is
+refused at once, a character device (``/dev/null``, as
 a submit file's ``output`` often is) is written to, and a directory, a block device or a
 socket is refused before it is opened."""
 

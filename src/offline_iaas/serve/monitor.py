@@ -4,7 +4,9 @@ A background thread asks the server for its inference statistics (gRPC, with the
 every ``interval_seconds`` and appends one row per model: Triton's cumulative counters as it
 reports them (summed over the model's versions), stamped with the poll's Unix time. Rates and
 mean latencies are differences between rows (``bench/monitor_plot.py``). A poll that fails (the
-server is starting or stopping) writes nothing; the thread keeps going until stopped.
+server is starting or stopping) writes nothing; the thread keeps going until stopped. A CSV
+that is a FIFO whose reader left is closed, with one line on serve's log, and the server is
+polled no more; serving goes on.
 
 ``server.monitor_seconds`` sets the interval of ``serve`` (default 5; 0 turns it off).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import threading
 import time
 from pathlib import Path
@@ -36,6 +39,8 @@ CSV_HEADER: tuple[str, ...] = (
     "success_ns",
 )
 POLL_TIMEOUT_SECONDS = 5.0
+
+logger = logging.getLogger(__name__)
 
 
 def read_monitor_csv(path: Path) -> dict[str, dict[str, np.ndarray]]:
@@ -123,6 +128,7 @@ class ServerMonitor:
         self.polls = 0
         self.failures = 0
         self._out: io.TextIOWrapper | None = None
+        self._reader_gone = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="server-monitor", daemon=True)
 
@@ -166,7 +172,10 @@ class ServerMonitor:
 
     def poll_once(self, client) -> int:
         """Append the server's current statistics; return the rows written (0 on failure:
-        the server starting, stopping or busy; a FIFO's reader gone)."""
+        the server starting, stopping or busy; a full disk; a FIFO's reader gone, after which
+        the CSV is closed and nothing more is polled or written)."""
+        if self._reader_gone:
+            return 0
         try:
             stats = client.get_inference_statistics(
                 headers=self.headers, as_json=True, client_timeout=POLL_TIMEOUT_SECONDS
@@ -180,11 +189,27 @@ class ServerMonitor:
         try:
             csv.DictWriter(self._out, fieldnames=CSV_HEADER).writerows(rows)
             self._out.flush()
-        except OSError:  # BrokenPipeError: the FIFO's reader has gone; serving goes on
+        except BrokenPipeError:  # the FIFO's reader has gone: no more rows; serving goes on
+            self.failures += 1
+            self._reader_left()
+            return 0
+        except OSError:  # a full disk: this poll's rows are lost, the next may be written
             self.failures += 1
             return 0
         self.polls += 1
         return len(rows)
+
+    def _reader_left(self) -> None:
+        """Close the CSV, a FIFO whose reader left (one line on serve's log saying so)."""
+        logger.warning(f"{self.csv_path}: its reader left; the monitor writes no more rows "
+                       "to it")
+        self._reader_gone = True
+        out, self._out = self._out, None
+        try:
+            if out is not None:
+                out.close()
+        except OSError:  # what it was sent is lost with the reader
+            pass
 
     def _run(self) -> None:
         import tritonclient.grpc as grpcclient

@@ -149,7 +149,7 @@ def server_command(
 def start_server(cmd: list[str], install: TritonInstall, log_path: Path) -> subprocess.Popen:
     """Start tritonserver in our process group, its output appended to ``log_path`` (a FIFO
     with no reader there, a directory, a block device or a socket: ``ServerError`` naming it,
-    nothing started)."""
+    nothing started; a FIFO whose reader leaves later: its lines are lost, it serves on)."""
     env = {**os.environ, **install.env}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -165,4 +165,8 @@ def start_server(cmd: list[str], install: TritonInstall, log_path: Path) -> subp
             env=env,
             # a node killed (SIGKILL) leaves no tritonserver behind; its stubs follow it
             preexec_fn=die_with_parent(signal.SIGKILL),
+            # SIGPIPE and SIGXFSZ left ignored, as Python has them: a log FIFO's reader
+            # leaving (or a log past ``ulimit -f``) fails tritonserver's line, not the server
+            # (it ignores SIGPIPE itself only once its gRPC endpoint is up; its stubs both)
+            restore_signals=False,
         )
