@@ -165,6 +165,17 @@ def open_to_append(path: Path | str) -> BinaryIO:
     return open(fd, "ab")
 
 
+def open_to_append_or(path: Path | str, error: Callable[[str], Exception]) -> BinaryIO:
+    """``open_to_append`` of ``path`` for a writer of a log: one it refuses (a FIFO with no
+    reader, a directory, a block device, a socket) is raised as ``error("<path> is <why>")``,
+    e.g. ``error("/run/x.log is a directory, not a regular file")``, the writer's own error
+    type; an ``OSError`` as ``os.open``'s."""
+    try:
+        return open_to_append(path)
+    except NotRegularFile as err:
+        raise error(f"{path} is {err}") from None
+
+
 def _appendable(mode: int) -> bool:
     """Whether a file of ``mode`` is a log's to append to: a FIFO or a character device
     (``/dev/null``) besides a regular file (``_refuse_mode`` passes it)."""

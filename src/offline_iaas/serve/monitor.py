@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_iaas.bounded_read import NotRegularFile, open_to_append, read_text
+from offline_iaas.bounded_read import open_to_append_or, read_text
 from offline_iaas.errors import RunError, ServerError
 
 CSV_HEADER: tuple[str, ...] = (
@@ -139,10 +139,7 @@ class ServerMonitor:
         before tritonserver starts, so that nothing is started where it is refused."""
         self.csv_path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.csv_path.exists() or self.csv_path.stat().st_size == 0  # a FIFO too
-        try:
-            self._out = io.TextIOWrapper(open_to_append(self.csv_path), newline="")
-        except NotRegularFile as err:
-            raise ServerError(f"{self.csv_path} is {err}") from None
+        self._out = io.TextIOWrapper(open_to_append_or(self.csv_path, ServerError), newline="")
         if new:
             csv.writer(self._out).writerow(CSV_HEADER)
             self._out.flush()

@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from offline_iaas.bounded_read import NotRegularFile, open_to_append
+from offline_iaas.bounded_read import open_to_append_or
 from offline_iaas.errors import ServerError
 from offline_iaas.lifetime import die_with_parent
 from offline_iaas.rendezvous.access import restricted_flags
@@ -152,11 +152,7 @@ def start_server(cmd: list[str], install: TritonInstall, log_path: Path) -> subp
     nothing started; a FIFO whose reader leaves later: its lines are lost, it serves on)."""
     env = {**os.environ, **install.env}
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        log = open_to_append(log_path)
-    except NotRegularFile as err:
-        raise ServerError(f"{log_path} is {err}") from None
-    with log:
+    with open_to_append_or(log_path, ServerError) as log:
         return subprocess.Popen(
             cmd,
             stdout=log,

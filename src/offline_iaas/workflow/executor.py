@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from offline_iaas.atomic import write_text_atomic
-from offline_iaas.bounded_read import NotRegularFile, open_to_append
+from offline_iaas.bounded_read import open_to_append_or
 from offline_iaas.errors import RunError, no_space
 from offline_iaas.lifetime import die_with_parent, start_ticks, stop_or_kill
 from offline_iaas.local_state import local_state_text
@@ -510,7 +510,4 @@ def _log(run: NodeRun, path: Path) -> BinaryIO:
     to: a FIFO with no reader there would stop run-local for ever in ``open``; it, a
     directory, a block device or a socket is refused naming the node and the file
     (``/dev/null`` is written to)."""
-    try:
-        return open_to_append(path)
-    except NotRegularFile as err:
-        raise RunError(f"{run.node.name}: its log {path} is {err}") from None
+    return open_to_append_or(path, lambda text: RunError(f"{run.node.name}: its log {text}"))
