@@ -108,7 +108,7 @@ def test_the_monitor_stops_writing_to_a_fifo_whose_reader_left_saying_so_once(
     client = _FakeClient(answers)
     with within_seconds(20):
         fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-        monitor = ServerMonitor("unused:1", {"k": "v"}, fifo, 60.0).open()
+        monitor = ServerMonitor({"k": "v"}, fifo, 60.0)
         assert monitor.poll_once(client) == 1
         assert os.read(fd, 65536).decode().splitlines()[1].split(",")[1:3] == ["net", "1"]
         os.close(fd)  # the reader leaves

@@ -129,7 +129,7 @@ def test_serves_own_lines_and_the_monitor_csv_do_not_wait_on_a_fifo(tmp_path: Pa
         assert append_serve_line(fifo, line) == "tritonserver (pid 7) died by signal SIGSEGV" \
             " while serving"
         with pytest.raises(ServerError) as refused:
-            ServerMonitor("unused:1", {}, fifo, 60.0).start()
+            ServerMonitor({}, fifo, 60.0)
     assert str(refused.value) == f"{fifo} is {NO_READER}"
     with within_seconds(5), read_end(fifo) as reader:
         append_serve_line(fifo, line)
@@ -161,7 +161,7 @@ def test_open_to_append_refuses_a_socket_and_a_directory_and_writes_to_dev_null(
 
 
 def test_the_monitor_csv_is_one_stream_to_a_fifos_reader(tmp_path: Path) -> None:
-    """The monitor keeps its CSV open from ``open`` to ``stop``: a FIFO's reader reading to
+    """The monitor keeps its CSV open from its making to ``stop``: a FIFO's reader reading to
     its end (``cat``) gets the header and every poll's rows (when it was opened per poll, the
     header's close ended the reader, and the next poll found no reader: the monitor's thread
     died of it); a reader gone is a failed poll, not an error."""
@@ -171,7 +171,7 @@ def test_the_monitor_csv_is_one_stream_to_a_fifos_reader(tmp_path: Path) -> None
     os.mkfifo(fifo)
     received: list[bytes] = []
     with within_seconds(20), read_end(fifo) as reader:
-        monitor = ServerMonitor("unused:1", {"k": "v"}, fifo, 60.0).open()
+        monitor = ServerMonitor({"k": "v"}, fifo, 60.0)
         cat = threading.Thread(target=lambda: received.append(read_all(reader)))
         cat.start()
         client = _FakeClient([{"model_stats": [_stats("net", "1", n, 10 * n)]} for n in (1, 2)])
@@ -183,7 +183,7 @@ def test_the_monitor_csv_is_one_stream_to_a_fifos_reader(tmp_path: Path) -> None
     assert [line.split(",")[2] for line in lines[1:]] == ["1", "2"]
     with within_seconds(20):  # the reader gone (its end closed): a failed poll, no error
         with read_end(fifo):
-            monitor = ServerMonitor("unused:1", {"k": "v"}, fifo, 60.0).open()
+            monitor = ServerMonitor({"k": "v"}, fifo, 60.0)
         assert monitor.poll_once(_FakeClient([{"model_stats": [_stats("net", "1", 3, 30)]}
                                               ])) == 0
         assert monitor.failures == 1

@@ -72,9 +72,9 @@ class _FakeClient:
 
 def test_a_failed_poll_writes_nothing_and_later_polls_append(tmp_path: Path) -> None:
     path = tmp_path / "monitor" / "server0.csv"
-    monitor = ServerMonitor("unused:1", {"k": "v"}, path, 60.0)  # polled by hand, not started
     path.parent.mkdir()
     path.write_text(HEADER_TEXT + "\n")
+    monitor = ServerMonitor({"k": "v"}, path, 60.0)  # polled by hand, not started
     client = _FakeClient([
         RuntimeError("server stopping"),
         {"model_stats": [_stats("net", "1", 1, 10)]},

@@ -106,10 +106,14 @@ def statistics_rows(statistics: dict[str, Any], unix_time: float) -> list[dict[s
 class ServerMonitor:
     """Polls one server's statistics into a CSV file from a daemon thread.
 
+    Made with its CSV opened, kept open until ``stop`` (a FIFO's reader sees one stream, not
+    one per poll), the header written to a new or empty one; a FIFO with no reader, a
+    directory, a block device or a socket at ``csv_path``: ``ServerError`` naming it.
+    ``serve`` makes it before tritonserver starts, so that nothing is started where it is
+    refused, and ``start``s it with the server's address once it is ready.
+
     Parameters
     ----------
-    url
-        The server's gRPC address (``host:port``).
     headers
         gRPC headers of every call (the run's token: ``rendezvous.access.auth_headers``).
     csv_path
@@ -118,47 +122,34 @@ class ServerMonitor:
         Time between polls.
     """
 
-    def __init__(
-        self, url: str, headers: dict[str, str], csv_path: Path, interval_seconds: float
-    ) -> None:
-        self.url = url
+    def __init__(self, headers: dict[str, str], csv_path: Path, interval_seconds: float
+                 ) -> None:
         self.headers = headers
         self.csv_path = Path(csv_path)
         self.interval_seconds = interval_seconds
         self.polls = 0
         self.failures = 0
-        self._out: io.TextIOWrapper | None = None
-        self._reader_gone = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="server-monitor", daemon=True)
-
-    def open(self) -> ServerMonitor:
-        """Open the CSV, kept open until ``stop`` (a FIFO's reader sees one stream, not one
-        per poll), and write the header to a new or empty one; a FIFO with no reader, a
-        directory or a socket at ``csv_path``: ``ServerError`` naming it. ``serve`` opens it
-        before tritonserver starts, so that nothing is started where it is refused."""
         self.csv_path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.csv_path.exists() or self.csv_path.stat().st_size == 0  # a FIFO too
-        self._out = io.TextIOWrapper(open_to_append_or(self.csv_path, ServerError), newline="")
+        self._out: io.TextIOWrapper | None = io.TextIOWrapper(
+            open_to_append_or(self.csv_path, ServerError), newline="")
         if new:
             csv.writer(self._out).writerow(CSV_HEADER)
             self._out.flush()
-        return self
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
-    def start(self, url: str | None = None) -> ServerMonitor:
-        """Start polling (``url``, where given, the server's address now known), the CSV
-        opened first where it is not yet (``open``)."""
-        if url is not None:
-            self.url = url
-        if self._out is None:
-            self.open()
+    def start(self, url: str) -> ServerMonitor:
+        """Start polling the server at ``url`` (its gRPC address, ``host:port``)."""
+        self._thread = threading.Thread(target=self._run, args=(url,), name="server-monitor",
+                                        daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
         """Take one last poll, end the thread, and close the CSV."""
         self._stop.set()
-        if self._thread.is_alive():
+        if self._thread is not None:
             self._thread.join(POLL_TIMEOUT_SECONDS + 5)
         if self._out is not None:
             try:
@@ -170,8 +161,8 @@ class ServerMonitor:
     def poll_once(self, client) -> int:
         """Append the server's current statistics; return the rows written (0 on failure:
         the server starting, stopping or busy; a full disk; a FIFO's reader gone, after which
-        the CSV is closed and nothing more is polled or written)."""
-        if self._reader_gone:
+        the CSV is closed and nothing more is polled or written; after ``stop`` likewise)."""
+        if self._out is None:
             return 0
         try:
             stats = client.get_inference_statistics(
@@ -181,8 +172,6 @@ class ServerMonitor:
             self.failures += 1
             return 0
         rows = statistics_rows(stats, time.time())
-        if self._out is None:
-            self.open()
         try:
             csv.DictWriter(self._out, fieldnames=CSV_HEADER).writerows(rows)
             self._out.flush()
@@ -200,7 +189,6 @@ class ServerMonitor:
         """Close the CSV, a FIFO whose reader left (one line on serve's log saying so)."""
         logger.warning(f"{self.csv_path}: its reader left; the monitor writes no more rows "
                        "to it")
-        self._reader_gone = True
         out, self._out = self._out, None
         try:
             if out is not None:
@@ -208,10 +196,10 @@ class ServerMonitor:
         except OSError:  # what it was sent is lost with the reader
             pass
 
-    def _run(self) -> None:
+    def _run(self, url: str) -> None:
         import tritonclient.grpc as grpcclient
 
-        client = grpcclient.InferenceServerClient(self.url)
+        client = grpcclient.InferenceServerClient(url)
         try:
             while not self._stop.wait(self.interval_seconds):
                 self.poll_once(client)
@@ -224,16 +212,14 @@ def start_monitor(
     url: str, headers: dict[str, str], csv_path: Path, interval_seconds: float
 ) -> ServerMonitor | None:
     """Start polling ``url`` into ``csv_path``; None when ``interval_seconds`` is 0."""
-    if interval_seconds <= 0:
-        return None
-    return ServerMonitor(url, headers, csv_path, interval_seconds).start()
+    monitor = open_monitor(headers, csv_path, interval_seconds)
+    return monitor.start(url) if monitor is not None else None
 
 
 def open_monitor(headers: dict[str, str], csv_path: Path, interval_seconds: float
                  ) -> ServerMonitor | None:
-    """A monitor of a server not yet started, its CSV opened (``ServerMonitor.open``; it
-    polls once ``start`` is given the server's address); None when ``interval_seconds`` is
-    0."""
+    """A monitor of a server not yet started, its CSV opened (it polls once ``start`` is
+    given the server's address); None when ``interval_seconds`` is 0."""
     if interval_seconds <= 0:
         return None
-    return ServerMonitor("", headers, csv_path, interval_seconds).open()
+    return ServerMonitor(headers, csv_path, interval_seconds)
