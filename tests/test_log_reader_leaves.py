@@ -24,7 +24,8 @@ import pytest
 
 from offline_iaas.bounded_read import NoReader, open_to_append
 from offline_iaas.serve.monitor import ServerMonitor
-from offline_iaas.serve.node import stop_process, wait_until_ready
+from offline_iaas.serve.node import stop_process
+from offline_iaas.serve.readiness import wait_until_ready
 from offline_iaas.serve.tritonserver import (
     Ports,
     free_ports,

@@ -24,7 +24,7 @@ from offline_iaas.bench import regression
 from offline_iaas.errors import ConfigError, RunError, exit_code
 from offline_iaas.rendezvous import access, addresses
 from offline_iaas.rundir import RunDir
-from offline_iaas.serve import node
+from offline_iaas.serve import node, readiness
 from tests.error_catalogue import documented
 
 FIFO = "a FIFO (named pipe), not a regular file"
@@ -114,15 +114,15 @@ def test_a_fifo_as_tritonservers_log_is_no_log_to_serves_read_backs(tmp_path: Pa
     printed = io.StringIO()
     with within_seconds(5), contextlib.redirect_stdout(printed):
         assert node._log_tail(log) == ""
-        assert node._logged_since(log, 0, "Started GRPCInferenceService") is False
+        assert readiness._logged_since(log, 0, "Started GRPCInferenceService") is False
         node._echo_log(log)
     assert printed.getvalue() == ""
     log.unlink()
     log.write_text("I0101 starting\nI0101 Started GRPCInferenceService at 0.0.0.0:8001\n")
     with contextlib.redirect_stdout(printed):
         assert node._log_tail(log, lines=1) == "I0101 Started GRPCInferenceService at 0.0.0.0:8001"
-        assert node._logged_since(log, 5, "Started GRPCInferenceService") is True
-        assert node._logged_since(log, log.stat().st_size, "Started") is False
+        assert readiness._logged_since(log, 5, "Started GRPCInferenceService") is True
+        assert readiness._logged_since(log, log.stat().st_size, "Started") is False
         node._echo_log(log)
     assert printed.getvalue().startswith("---- tritonserver.log ----\nI0101 starting\n")
 

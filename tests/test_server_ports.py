@@ -19,12 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from offline_iaas.serve.node import (
-    ENDPOINT_FAILED,
-    ENDPOINTS_STARTED,
-    stop_process,
-    wait_until_ready,
-)
+from offline_iaas.serve.node import stop_process
+from offline_iaas.serve.readiness import ENDPOINT_FAILED, ENDPOINTS_STARTED, wait_until_ready
 from offline_iaas.serve.tritonserver import (
     Ports,
     free_ports,

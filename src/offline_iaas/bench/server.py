@@ -24,7 +24,8 @@ from offline_iaas.errors import ServerError
 from offline_iaas.lifetime import is_running
 from offline_iaas.rendezvous.access import auth_headers, write_token
 from offline_iaas.rundir import RunDir
-from offline_iaas.serve.node import stop_process, wait_until_ready
+from offline_iaas.serve.node import stop_process
+from offline_iaas.serve.readiness import wait_until_ready
 from offline_iaas.serve.stub_watch import Stub, find_stubs
 from offline_iaas.serve.tritonserver import (
     Ports,
