@@ -271,15 +271,24 @@ class _Start:
     config: CampaignConfig
     ads: JobAds | None
     run_id: str
-    log: Path  # tritonserver's (crashes.tritonserver_log)
     launcher: Launcher
     stop: threading.Event
     proc: subprocess.Popen | None = None
     stubs: list[Stub] = dataclasses.field(default_factory=list)
     epoch: int = 0
-    published: bool = False
+    """The published address's epoch (``_publish_address``: 1 or more); 0 before."""
     monitor: ServerMonitor | None = None
     liveness: LivenessWatch | None = None
+
+    @property
+    def log(self) -> Path:
+        """tritonserver's log (``crashes.tritonserver_log``)."""
+        return tritonserver_log(self.run, self.node)
+
+    @property
+    def published(self) -> bool:
+        """Whether this start published its address (and has it to withdraw)."""
+        return self.epoch > 0
 
     @property
     def stop_grace_seconds(self) -> float:
@@ -320,10 +329,9 @@ def serve(
     run_id = info.run_id if info is not None else ""  # run.json missing or damaged: ''
     config, models = _repository_or_refusal(run, node, config, repository, ads, run_id)
     bind = config.server.bind or "127.0.0.1"  # make-dag writes the profile's; a bare config
-    server_log = tritonserver_log(run, node)
     _withdraw_stale_address(run, node, ads, run_id)
     launcher = make_launcher(config.server, config.model.repository, node, token)
-    start = _Start(run, node, config, ads, run_id, server_log, launcher, threading.Event())
+    start = _Start(run, node, config, ads, run_id, launcher, threading.Event())
     previous = {
         sig: signal.signal(sig, lambda *_: start.stop.set())
         for sig in (signal.SIGTERM, signal.SIGINT)
@@ -389,7 +397,6 @@ def _serve_until_stopped(start: _Start, bind: str, ports: Ports, url: str) -> No
     run, node, proc = start.run, start.node, start.proc
     assert proc is not None
     start.epoch = _publish_address(run, node, start.ads, start.run_id, bind, ports)
-    start.published = True
     if start.monitor is not None:
         start.monitor.start(url)
     start.stubs = find_stubs(proc.pid)
