@@ -16,7 +16,8 @@ from offline_iaas.job_specs import read_client_job
 from offline_iaas.records import read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_shares
-from offline_iaas.workflow.dag import Script, dag_text, parse_dag
+from offline_iaas.workflow.dag import Script, parse_dag
+from offline_iaas.workflow.dag_writer import dag_text
 from offline_iaas.workflow.make_dag import SEQUENCE_BLOCK, console_script, make_dag
 from tests.error_catalogue import documented
 from tests.helpers import complete_merge, complete_part, file_hashes, skip_data_check

@@ -13,7 +13,8 @@ import pytest
 from offline_iaas.config import config_from_dict
 from offline_iaas.errors import RunError
 from offline_iaas.stretches import client_shares
-from offline_iaas.workflow.dag import Script, dag_text, dag_words, parse_dag
+from offline_iaas.workflow.dag import Script, dag_words, parse_dag
+from offline_iaas.workflow.dag_writer import dag_text
 
 GOLDEN = Path(__file__).parent / "golden"
 PROFILES = ("local", "ldg", "osg", "hepcloud")

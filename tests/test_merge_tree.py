@@ -139,7 +139,7 @@ def test_a_stretch_of_more_shards_than_the_index_holds_is_refused(tmp_path: Path
 
 
 def test_shard_merges_are_a_dag_category_with_their_own_maxjobs(tmp_path: Path) -> None:
-    from offline_iaas.workflow.dag import dag_text
+    from offline_iaas.workflow.dag_writer import dag_text
 
     config = _config(tmp_path, [*SHARD_OVERRIDES, "workflow.max_parallel_merges=2"])
     stretches = make_stretches(config.geometry, SEGMENTS)

@@ -20,7 +20,8 @@ from offline_iaas.merge.tree import shard_merges
 from offline_iaas.rendezvous.prescript import DEFER_EXIT, DEFER_SECONDS
 from offline_iaas.rundir import RunDir
 from offline_iaas.stretches import client_shares, stretches_of
-from offline_iaas.workflow.dag import Script, dag_text
+from offline_iaas.workflow.dag import Script
+from offline_iaas.workflow.dag_writer import dag_text
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.profiles import (
     ACCOUNTING_EXAMPLE,

@@ -11,7 +11,8 @@ import pytest
 from offline_iaas.records import ClientShare, Piece
 from offline_iaas.sizing.replay import FailureModel, SimulationRates, node_role
 from offline_iaas.sizing.simulate import share_work_seconds, simulate
-from offline_iaas.workflow.dag import dag_text, parse_dag
+from offline_iaas.workflow.dag import parse_dag
+from offline_iaas.workflow.dag_writer import dag_text
 
 
 def dag_of(

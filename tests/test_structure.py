@@ -88,7 +88,7 @@ def test_outputs_are_named_and_shaped_by_the_mode_record() -> None:
 RUN_DIR_JOIN = re.compile(r"\b(run_dir|run\.path|paths\.path)\s*/")
 """A path joined onto a run directory by hand: ``RunDir`` names every file of it."""
 RUN_DIR_MADE_IN = {"cli.py", "demo.py", "workflow/profiles.py", "workflow/examples.py",
-                   "workflow/dag.py",
+                   "workflow/dag_writer.py",
                    "bench/sweep.py", "bench/regression.py", "bench/timeslides.py",
                    "bench/foreground.py", "rundir.py"}
 """Where a ``RunDir`` is made from a path: where the run directory is named (the command line,

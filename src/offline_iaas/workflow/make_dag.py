@@ -2,7 +2,7 @@
 
 The run directory (its layout: ``rundir.py``) holds everything a node needs, so that
 ``condor_submit_dag`` and ``offline-iaas run-local`` work from the same files: the resolved
-config, the DAG (``dag.dag_text``), a submit file per role for the site profile
+config, the DAG (``dag_writer.dag_text``), a submit file per role for the site profile
 (``profiles.py``), one job spec per client, the run's record (run id, config hash, sequence
 base, node names, creation time), the servers' access token (mode 0600) and, for servers
 without a shared filesystem, the model repository as a tarball.
@@ -39,7 +39,8 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.serve.startup_checks import Checking, manifest_training_spans, run_checks
 from offline_iaas.stretches import client_shares, make_stretches, server_name, stretches_of
 from offline_iaas.summaries import ShardSummary
-from offline_iaas.workflow.dag import Script, dag_text
+from offline_iaas.workflow.dag import Script
+from offline_iaas.workflow.dag_writer import dag_text
 from offline_iaas.workflow.profiles import Site, resolve_site, submit_texts
 
 logger = logging.getLogger(__name__)
@@ -298,7 +299,7 @@ def make_dag(
 
 def _write_dag(run: RunDir, workflow: WorkflowConfig, site: Site, executable: Path,
                servers: list[str], shares: list[ClientShare], shards: list[MergeShard]) -> None:
-    """Write ``RUN/offline.dag`` (``dag.dag_text``): with the job-ad rendezvous, each client
+    """Write ``RUN/offline.dag`` (``dag_writer.dag_text``): with the job-ad rendezvous, each client
     node's pre-script waits for its server's address."""
     pre = None
     if site.rendezvous == "jobad":
