@@ -2,8 +2,8 @@
 log lines; the fault injection hook every node started by a test inherits
 (``offline_iaas.hooks``); the rule that only tests marked ``slow`` start a tritonserver
 (``make check`` runs the others); and, after every test, the check that no server it started
-crashed (``helpers.ServerLogWatch``: a fatal signal in a tritonserver log, or a server node
-that exited on its own and so was restarted by run-local, fails the test at its teardown
+crashed (``server_log_watch.ServerLogWatch``: a fatal signal in a tritonserver log, or a
+server node that exited on its own and so was restarted by run-local, fails the test at its teardown
 unless it is marked ``server_exits`` or ``server_crashes``, see pyproject.toml; a crash that
 Triton brought about itself is a warning instead: its python backend's on a stalled stub,
 ``serve/stalled_stub.py``, or tritonserver's in Triton's core library, ``serve/core_crash.py``).
@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.hooks import HOOK_ENV
-from tests.helpers import SMALL_CAMPAIGN, ServerLogWatch, captured_log, small_campaign
+from tests.helpers import SMALL_CAMPAIGN, captured_log, small_campaign
+from tests.server_log_watch import ServerLogWatch
 
 # pytest-xdist runs two or three workers on the machine's cores, each with torch's OpenMP pool
 # as wide as the machine: the pools spin-wait on each other's cores (a streamed network's

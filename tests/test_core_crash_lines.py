@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.serve.core_crash import core_crashes, startup_aborts
-from tests.helpers import CORE_CRASH, STARTUP_ABORT, ServerLogWatch, crashed_run
+from tests.server_log_watch import CORE_CRASH, STARTUP_ABORT, ServerLogWatch, crashed_run
 
 LIBRARY = "/w/.venv/lib/python3.11/site-packages/nvidia_pytriton.libs/libtritonserver-717102f0.so"
 STARTED = """\

@@ -14,7 +14,8 @@ from offline_iaas.local_state import read_local_state
 from offline_iaas.rundir import RunDir
 from offline_iaas.serve.crashes import crash_lines, fatal_lines, service_restarts
 from offline_iaas.workflow.status import read_status, status_lines
-from tests.helpers import SMALL_CAMPAIGN, ServerLogWatch, write_run_record
+from tests.helpers import SMALL_CAMPAIGN, write_run_record
+from tests.server_log_watch import ServerLogWatch
 
 # the logs and states here tell of crashes on purpose: the suite's own watch must not fail them
 pytestmark = [pytest.mark.server_crashes, pytest.mark.server_exits]

@@ -36,7 +36,8 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.local import run_local
 from offline_iaas.workflow.make_dag import make_dag
 from tests.faults.inject import release
-from tests.helpers import SMALL_CAMPAIGN, client_output, processes_mentioning, upstream_crashes
+from tests.helpers import SMALL_CAMPAIGN, processes_mentioning
+from tests.server_log_watch import client_output, upstream_crashes
 
 pytestmark = pytest.mark.slow
 

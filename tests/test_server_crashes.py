@@ -1,6 +1,6 @@
 """A server stopped as campaigns stop it dies by no signal and leaves no core; a server that
 crashes is seen: its trace stays in ``logs/``, ``status`` and the report name it, and the
-suite's check (``helpers.ServerLogWatch``, run after every test) fails on it (issue #37).
+suite's check (``server_log_watch.ServerLogWatch``, run after every test) fails on it (issue #37).
 
 run-local runs a small campaign (1 server x 2 clients) under ``tests/stop_probe.py``, which
 turns core dumps on for every node and reaps, with their exit status, the processes the stop
@@ -63,12 +63,8 @@ from tests.faults.test_faults import (
     signalled,
     while_held,
 )
-from tests.helpers import (
-    ServerLogWatch,
-    client_output,
-    processes_mentioning,
-    wait_for,
-)
+from tests.helpers import processes_mentioning, wait_for
+from tests.server_log_watch import ServerLogWatch, client_output
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ from offline_iaas.serve.stalled_stub import (
     told_not_healthy,
 )
 from tests.error_catalogue import documented
-from tests.helpers import ServerLogWatch, crashed_run
+from tests.server_log_watch import ServerLogWatch, crashed_run
 
 STARTED = """\
 I1127 18:24:58.538647 19895 server.cc:674] model READY
