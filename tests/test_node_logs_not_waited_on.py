@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from offline_iaas.errors import RunError
-from tests import test_local_executor
+from tests import scripted_runs
 from tests.test_logs_written_not_waited_on import read_end
 from tests.test_own_files_not_regular import within_seconds
 
-make_run = test_local_executor.make_run
+make_run = scripted_runs.make_run
 """Run directories with a hand-written DAG of python scripts (its fixture)."""
-alive = test_local_executor.alive
+alive = scripted_runs.alive
 
 DAG = ('SERVICE server0 node.sub\nVARS server0 node="server0" mode="service"\n'
        'JOB a node.sub\nVARS a node="a" mode="needs-server"\n')

@@ -21,7 +21,7 @@ from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.status import read_status, status_lines
 from tests.error_catalogue import documented
 from tests.helpers import campaign_records, processes_mentioning, sighup_as, wait_for
-from tests.test_local_executor import Run, alive, make_run  # noqa: F401
+from tests.scripted_runs import Run, alive, make_run  # noqa: F401
 from tests.test_status import run as status_run  # noqa: F401
 
 DAG = (

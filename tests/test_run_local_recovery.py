@@ -17,7 +17,7 @@ from tests.helpers import (
     complete_part,
     skip_data_check,
 )
-from tests.test_local_executor import NODE_SCRIPT, SUBMIT, Run, make_run  # noqa: F401
+from tests.scripted_runs import NODE_SCRIPT, SUBMIT, Run, make_run  # noqa: F401
 
 
 def test_run_local_retries_the_merge_of_a_make_dag_dag(tmp_path: Path, monkeypatch) -> None:
@@ -70,7 +70,7 @@ def test_a_copied_run_directory_runs_its_merge_again(request, tmp_path: Path) ->
         complete_merge(paths, written_in=written_in)
         return run
 
-    maker = request.getfixturevalue("make_run")  # the fixture of tests/test_local_executor.py
+    maker = request.getfixturevalue("make_run")  # the fixture of tests/scripted_runs.py
     run = finished(maker(dag), tmp_path / "gone" / "run")  # written where it is no more
     run()
     assert run.has("merge", "end") and not run.has("client0", "start")
