@@ -1,6 +1,6 @@
 """The bad-input catalogue's cases that need a simulated failure (a full disk, no free port),
-run in-process on a copy of the small campaign (test_bad_input.py runs the others through the
-real command line)."""
+run in-process on a copy of the small campaign (test_bad_input.py and
+test_bad_input_run_directories.py run the others through the real command line)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from offline_iaas.errors import NoSpaceError, ServerError, exit_code
 from offline_iaas.job_specs import read_client_job
 from offline_iaas.records import ClientShare
 from offline_iaas.rundir import RunDir
+from tests.bad_input_cases import run_dir
 from tests.error_catalogue import documented
 from tests.helpers import file_hashes
-from tests.test_bad_input import run_dir
 
 
 @pytest.fixture(scope="module")

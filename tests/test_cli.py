@@ -172,7 +172,7 @@ def test_inspect_of_a_client_part_says_what_it_is_and_where_the_provenance_is(
     offline-iaas"; an HDF5 file of someone else's still is (the control)."""
     import h5py
 
-    from tests.test_bad_input import fake_parts, run_dir
+    from tests.bad_input_cases import fake_parts, run_dir
 
     run = run_dir(small_campaign_dir())
     fake_parts(run)
@@ -193,7 +193,7 @@ def test_the_final_node_refuses_a_negative_dagman_count_and_writes_no_summary(
         small_campaign_dir, option: str, capsys) -> None:
     """DAGMan's $(DAG_STATUS) and $(FAILED_COUNT) are 0 or more: a negative one was written
     into summary.json. argparse's one line naming the option, exit 2, nothing written."""
-    from tests.test_bad_input import run_dir
+    from tests.bad_input_cases import run_dir
 
     run = run_dir(small_campaign_dir())
     with pytest.raises(SystemExit) as refused:

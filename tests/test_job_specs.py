@@ -18,9 +18,9 @@ from offline_iaas.errors import RunError
 from offline_iaas.records import read_run_info
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
+from tests.bad_input_cases import fake_parts
 from tests.error_catalogue import cli_error, documented
 from tests.helpers import file_hashes
-from tests.test_bad_input import fake_parts
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ from offline_iaas.errors import ServerError
 from offline_iaas.serve.crashes import append_serve_line
 from offline_iaas.serve.monitor import ServerMonitor
 from offline_iaas.serve.tritonserver import TritonInstall, start_server
+from tests.bad_input_cases import run_dir
 from tests.error_catalogue import documented
-from tests.test_bad_input import run_dir
 from tests.test_own_files_not_regular import within_seconds
 
 NO_READER = "a FIFO (named pipe) with no reader (start its reader first, or remove it)"

@@ -407,8 +407,8 @@ def test_a_merge_only_resharding_of_a_finished_run_removes_the_whole_merge_outpu
     (campaign.h5 of external links, campaign.json, the report) go together, make-dag says
     so, the parts stay; merged again, the index reads whole."""
     from offline_iaas.cli import main
+    from tests.bad_input_cases import fake_parts
     from tests.helpers import file_hashes
-    from tests.test_bad_input import fake_parts
 
     ws = small_campaign_dir()
     run, toml = ws / "run", str(ws / "campaign.toml")

@@ -22,8 +22,8 @@ from offline_iaas.errors import ModelError, exit_code
 from offline_iaas.manifest import read_manifest
 from offline_iaas.rundir import RunDir
 from offline_iaas.workflow.make_dag import make_dag
+from tests.bad_input_cases import fake_parts
 from tests.error_catalogue import cli_error, documented
-from tests.test_bad_input import fake_parts
 
 
 @pytest.fixture(scope="module")

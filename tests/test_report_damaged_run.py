@@ -17,8 +17,8 @@ from offline_iaas.report.page import escape
 from offline_iaas.rundir import RunDir, restore_advice, restore_command
 from offline_iaas.workflow.make_dag import make_dag
 from offline_iaas.workflow.status import read_status
+from tests.bad_input_cases import fake_parts
 from tests.error_catalogue import cli_error, documented
-from tests.test_bad_input import fake_parts
 
 
 def finished_run(small_campaign_dir, tmp_path: Path) -> Path:

@@ -12,9 +12,9 @@ import pytest
 from offline_iaas.cli import main
 from offline_iaas.job_specs import check_server_node
 from offline_iaas.rundir import RunDir
+from tests.bad_input_cases import run_dir
 from tests.error_catalogue import documented
 from tests.helpers import file_hashes
-from tests.test_bad_input import run_dir
 
 
 @pytest.fixture(scope="module")
