@@ -1,15 +1,19 @@
 """The package's layers (docs/architecture.md, "Layers"): no module imports from a layer above
 its own, and no two files import each other, directly or around a loop.
 
-Imports are read from the source (``ast``), lazy imports inside functions included; imports
-under ``if TYPE_CHECKING:`` are annotations only and are left out.
+Imports are read from the source (``ast``), lazy imports inside functions included, and so
+are calls of ``importlib.import_module`` and ``__import__`` whose module is a string literal
+(``called_imports``); imports under ``if TYPE_CHECKING:`` are annotations only and are left out.
 """
 
 from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offline_iaas"
 BASE = {"__init__", "errors", "atomic", "logs", "modes", "network_streaming", "config",
@@ -34,6 +38,32 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+IMPORT_CALLS = ("importlib.import_module", "import_module", "__import__")
+"""Calls that import the module their first argument names."""
+
+
+def called_imports(call: ast.Call) -> list[str]:
+    """The modules a call of ``IMPORT_CALLS`` imports where its module is a string literal, not
+    relative: the module, and for ``__import__`` each name of a literal ``fromlist`` below it
+    (``import_graph`` keeps those that are modules). A name computed at run time (an f-string,
+    a variable) cannot be read from the source and is not counted."""
+    if ast.unparse(call.func) not in IMPORT_CALLS or not call.args:
+        return []
+    name = call.args[0]
+    level = next((k.value for k in call.keywords if k.arg == "level"),
+                 call.args[4] if len(call.args) > 4 else None)
+    if not (isinstance(name, ast.Constant) and isinstance(name.value, str)
+            and name.value and not name.value.startswith(".")) or (
+            isinstance(level, ast.Constant) and level.value != 0):
+        return []
+    fromlist = next((k.value for k in call.keywords if k.arg == "fromlist"),
+                    call.args[3] if len(call.args) > 3 else None)
+    below = ([e.value for e in fromlist.elts if isinstance(e, ast.Constant)]
+             if ast.unparse(call.func) == "__import__"
+             and isinstance(fromlist, ast.Tuple | ast.List) else [])
+    return [name.value, *(f"{name.value}.{b}" for b in below if isinstance(b, str))]
+
+
 def _runtime_imports(tree: ast.AST) -> list[str]:
     found: list[str] = []
 
@@ -46,6 +76,8 @@ def _runtime_imports(tree: ast.AST) -> list[str]:
             found.extend([node.module, *(f"{node.module}.{a.name}" for a in node.names)])
         elif isinstance(node, ast.Import):
             found.extend(a.name for a in node.names)
+        elif isinstance(node, ast.Call):
+            found.extend(called_imports(node))
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -53,17 +85,18 @@ def _runtime_imports(tree: ast.AST) -> list[str]:
     return found
 
 
+def module_imports(name: str, source: str, modules: Iterable[str]) -> set[str]:
+    """The ``modules`` (the package's) that module ``name``, of ``source``, imports."""
+    imported = {m for m in _runtime_imports(ast.parse(source)) if m in modules}
+    # a package counts only where nothing below it was named (``from pkg import module``
+    # runs pkg/__init__, which Python resolves whatever it imports)
+    return {m for m in imported - {name} if not any(o.startswith(m + ".") for o in imported)}
+
+
 def import_graph() -> dict[str, set[str]]:
     """Module → the package's modules it imports."""
     paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
-    graph = {}
-    for name, path in paths.items():
-        imported = {m for m in _runtime_imports(ast.parse(path.read_text())) if m in paths}
-        # a package counts only where nothing below it was named (``from pkg import module``
-        # runs pkg/__init__, which Python resolves whatever it imports)
-        graph[name] = {m for m in imported - {name}
-                       if not any(o.startswith(m + ".") for o in imported)}
-    return graph
+    return {name: module_imports(name, path.read_text(), paths) for name, path in paths.items()}
 
 
 def layer_of(module: str) -> int:
@@ -136,6 +169,32 @@ def test_the_checks_catch_an_upward_import_and_a_cycle() -> None:  # negative co
                for group in cycles(graph))
 
 
+IMPORTING_THE_MERGE = {
+    "import_module": 'import importlib\n\n\ndef f():\n'
+                     '    return importlib.import_module("offline_iaas.merge.merge")\n',
+    "from importlib": 'from importlib import import_module\n\n'
+                      'MERGE = import_module("offline_iaas.merge.merge")\n',
+    "__import__": 'merge = __import__("offline_iaas.merge.merge").merge.merge\n',
+    "__import__ fromlist": 'merge = __import__("offline_iaas.merge", None, None, ["merge"])\n',
+}
+"""Sources that import ``merge/merge.py`` by a call, with no import statement."""
+
+
+@pytest.mark.parametrize("way", IMPORTING_THE_MERGE)
+def test_an_import_by_a_call_breaking_a_layer_is_caught(way: str) -> None:
+    graph = import_graph()
+    frames = "offline_iaas.data.frames"
+    graph[frames] = module_imports(frames, IMPORTING_THE_MERGE[way], graph)
+    assert upward_imports(graph) == [f"{frames} imports offline_iaas.merge.merge"]
+    # the controls: the same source with the module named at run time, or relative, or not
+    # imported (a string that is not a call's module)
+    for control in (IMPORTING_THE_MERGE[way].replace('"offline_iaas.merge', 'PREFIX + "'),
+                    IMPORTING_THE_MERGE[way].replace('"offline_iaas.merge', '".merge'),
+                    'NAME = "offline_iaas.merge.merge"\n'):
+        graph[frames] = module_imports(frames, control, graph)
+        assert upward_imports(graph) == [], control
+
+
 def data_modules_reading_the_search(graph: dict[str, set[str]]) -> dict[str, list[str]]:
     """The ``data/`` modules other than ``synth`` (which bakes the search's injections into
     its frames) that import ``search/``: what every mode reads must not need the search."""
@@ -191,13 +250,15 @@ ORACLES = ("oracle", "sensitivity_oracle", "search_spans")
 
 def project_imports(module: str, seen: set[str] | None = None) -> set[str]:
     """The ``offline_iaas`` modules that ``tests/<module>.py`` imports anywhere (in functions
-    and under ``TYPE_CHECKING`` too), through the ``tests.*`` modules it imports as well."""
+    and under ``TYPE_CHECKING`` too, by a call with a literal name too: ``called_imports``),
+    through the ``tests.*`` modules it imports as well."""
     seen = set() if seen is None else seen
     seen.add(module)
     found = set()
     for node in ast.walk(ast.parse((TESTS / f"{module}.py").read_text())):
         names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
-                 else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+                 else [a.name for a in node.names] if isinstance(node, ast.Import)
+                 else called_imports(node) if isinstance(node, ast.Call) else [])
         if isinstance(node, ast.ImportFrom) and node.module in ("tests", None):
             names = [f"tests.{a.name}" for a in node.names]  # from tests import x; from . import x
         for name in names:
@@ -218,3 +279,14 @@ def test_the_test_oracles_import_nothing_of_the_project(tmp_path: Path,
         "def f():\n    from offline_iaas.physics import asd_ratio\n    return asd_ratio\n")
     monkeypatch.setattr(sys.modules[__name__], "TESTS", tmp_path)
     assert project_imports("bent") == {"offline_iaas.physics"}
+    # and by calls: importlib's of the project, __import__'s of a module of tests/ that imports
+    # it; the control names the module at run time
+    (tmp_path / "bent_by_call.py").write_text(
+        'import importlib\n\n\ndef f():\n'
+        '    return importlib.import_module("offline_iaas.gps").to_gps\n')
+    (tmp_path / "bent_through.py").write_text('helper = __import__("tests.helper_of_bent")\n')
+    (tmp_path / "straight.py").write_text(
+        'import importlib\n\n\ndef f(name):\n    return importlib.import_module(name)\n')
+    assert {name: project_imports(name) for name in ("bent_by_call", "bent_through", "straight")
+            } == {"bent_by_call": {"offline_iaas.gps"}, "bent_through": {"offline_iaas.physics"},
+                  "straight": set()}
