@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from offline_iaas.errors import RunError
+from offline_iaas.errors import RunError, exit_code
 from tests import scripted_runs
+from tests.error_catalogue import documented
 from tests.test_logs_written_not_waited_on import read_end
 from tests.test_own_files_not_regular import within_seconds
 
@@ -38,6 +39,8 @@ def test_a_node_log_that_is_a_fifo_without_a_reader_stops_the_run_naming_it(make
     assert not run.has("a", "start")  # never started
     assert not [pid for pid in run.pids() if alive(pid)]
     assert run.state()["server0"]["status"] == "stopped"
+    documented("run-local-node-log-fifo-no-reader", str(caught.value), {run.dir: "<ws>/run"},
+               exit_code=exit_code(caught.value))
 
 
 def test_a_node_log_that_is_a_directory_is_refused_naming_it(make_run) -> None:

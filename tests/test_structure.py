@@ -85,8 +85,9 @@ def test_outputs_are_named_and_shaped_by_the_mode_record() -> None:
 
 
 # ---- the run directory travels as a RunDir; files stay short (issue #31) --------------------
-RUN_DIR_JOIN = re.compile(r"\b(run_dir|run\.path|paths\.path)\s*/")
-"""A path joined onto a run directory by hand: ``RunDir`` names every file of it."""
+RUN_DIR_JOIN = re.compile(r"\b(run_dir|run\.path|paths\.path)\s*/|\.(logs|scratch)\s*/")
+"""A path joined onto a run directory, or onto its folders of files named per node, by hand:
+``RunDir`` names every file of it."""
 RUN_DIR_MADE_IN = {"cli.py", "demo.py", "workflow/profiles.py", "workflow/examples.py",
                    "workflow/dag_writer.py",
                    "bench/sweep.py", "bench/regression.py", "bench/timeslides.py",
@@ -136,6 +137,8 @@ def test_the_run_directory_rules_catch_a_join_and_a_path_parameter() -> None:  #
     assert RUN_DIR_JOIN.search('    target = run_dir / "model-repository"')
     assert RUN_DIR_JOIN.search('    for stale in (run.path / "output").glob("*"):')
     assert not RUN_DIR_JOIN.search("    path = run.output_shards / name")
+    assert RUN_DIR_JOIN.search('    return run.logs / f"{node}-tritonserver.log"')
+    assert RUN_DIR_JOIN.search('    sandbox = self.paths.scratch / f"{node}.{attempt}"')
     assert run_dir_parameters("def merge(run_dir: Path) -> None:\n    pass\n") == ["1: merge"]
     assert run_dir_parameters("def merge(run: RunDir) -> None:\n    pass\n") == []
 

@@ -21,7 +21,10 @@ their files through ``RunDir``::
     RUN/servers/<server>.json     a live server's address; .epoch its start count; .refused
                                   why it refused to serve (its repository); .unhealthy the
                                   epoch a client was told its model's stub is not healthy
-    RUN/logs/<node>.out, .err     a node's logs (the submit files'); .pre.log its PRE script's
+    RUN/logs/<node>.out, .err     a node's logs (the submit files' output and error; .log
+                                  HTCondor's event log); .pre.log its PRE script's (run-local),
+                                  .pre-waiting-since its first deferral
+    RUN/logs/<server>-tritonserver.log   tritonserver's output, serve's own lines among it
     RUN/monitor/<server>.csv      Triton statistics of a server
     RUN/local-state.json          run-local's node states; .run-local.lock its lock
     RUN/scratch/<node>.<n>/       run-local's sandbox of attempt n of a node with file transfer
@@ -239,6 +242,11 @@ class RunDir:
     def logs(self) -> Path:
         return self.path / "logs"
 
+    def tritonserver_log(self, node: str) -> Path:
+        """Where server ``node``'s ``serve`` sends tritonserver's output (its stack trace on a
+        fatal signal) and its own lines (``serve.crashes.append_serve_line``)."""
+        return self.logs / f"{node}-tritonserver.log"
+
     def node_log(self, node: str, kind: str) -> Path:
         """A node's log ``logs/<node>.<kind>``: ``out`` and ``err`` (the submit files'
         ``output`` and ``error``), ``pre.log`` (run-local's PRE script), ``pre-waiting-since``
@@ -249,6 +257,10 @@ class RunDir:
     def scratch(self) -> Path:
         """run-local's per-attempt sandboxes."""
         return self.path / "scratch"
+
+    def sandbox(self, node: str, attempt: int) -> Path:
+        """run-local's sandbox of ``attempt`` of a node with file transfer."""
+        return self.scratch / f"{node}.{attempt}"
 
     @property
     def monitor(self) -> Path:

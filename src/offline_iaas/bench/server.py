@@ -74,7 +74,7 @@ def bench_server(repository: Path, run: RunDir, models: list[str]) -> Iterator[B
     cmd = server_command(
         install, repository, ports, "127.0.0.1", EXIT_TIMEOUT_SECONDS, token=token
     )
-    log_path = run.logs / "tritonserver.log"
+    log_path = run.tritonserver_log("bench")
     offset = log_path.stat().st_size if log_path.exists() else 0
     proc = start_server(cmd, install, log_path)
     server = BenchServer(proc.pid, ports, run)

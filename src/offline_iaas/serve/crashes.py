@@ -201,11 +201,6 @@ def append_serve_line(log: Path, line: str) -> str:
     return line.removeprefix(SERVE_PREFIX)
 
 
-def tritonserver_log(run: RunDir, node: str) -> Path:
-    """Where ``serve`` sends tritonserver's output (its stack trace on a fatal signal)."""
-    return run.logs / f"{node}-tritonserver.log"
-
-
 @dataclass(frozen=True)
 class ServerCrash:
     """A process of a server node that died by a signal, or a node that exited on its own."""
@@ -265,7 +260,7 @@ def server_crashes(run: RunDir, servers: list[str], state: LocalState | None
     (``state``: its ``local-state.json``, read already; None: none)."""
     crashes = []
     for node in servers:
-        log = tritonserver_log(run, node)
+        log = run.tritonserver_log(node)
         try:
             refuse_unless_regular(log)  # a FIFO's open would wait for a writer for ever
             text = log.read_text(errors="replace")

@@ -52,7 +52,6 @@ from offline_iaas.serve.crashes import (
     died_line,
     exit_words,
     hung_line,
-    tritonserver_log,
 )
 from offline_iaas.serve.liveness import LivenessWatch
 from offline_iaas.serve.monitor import ServerMonitor, open_monitor
@@ -282,8 +281,8 @@ class _Start:
 
     @property
     def log(self) -> Path:
-        """tritonserver's log (``crashes.tritonserver_log``)."""
-        return tritonserver_log(self.run, self.node)
+        """tritonserver's log (``RunDir.tritonserver_log``)."""
+        return self.run.tritonserver_log(self.node)
 
     @property
     def published(self) -> bool:

@@ -207,7 +207,7 @@ class Executor:
         cwd = cmd.cwd
         if cmd.transfer is not None:
             attempt = run.attempts + 1 if run.is_service else run.attempts
-            sandbox = self.paths.scratch / f"{run.node.name}.{attempt}"
+            sandbox = self.paths.sandbox(run.node.name, attempt)
             shutil.rmtree(sandbox, ignore_errors=True)
             try:
                 stage_in(cmd.transfer, cmd.cwd, sandbox)
