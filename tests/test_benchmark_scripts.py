@@ -14,12 +14,56 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 GENERATED = ("RESULTS.md", "SCALE.md", "TIMESLIDES.md", "MEMORY.md", "MERGE.md")
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in BENCHMARKS.glob("*.py")))
-def test_benchmark_script_starts(script: str) -> None:
-    done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--help"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "usage:" in done.stdout
+SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py"))
+
+FORKS = r"""
+import os, runpy, sys, traceback
+import numpy, onnxruntime, scipy.signal, torch  # the scripts' heavy imports, done once
+out = sys.argv[1]
+for script in sys.argv[2:]:
+    pid = os.fork()
+    if pid == 0:  # as ``python SCRIPT --help`` runs it: its own process, argv, sys.path[0]
+        for fd, suffix in ((1, "out"), (2, "err")):
+            os.dup2(os.open(f"{out}/{os.path.basename(script)}.{suffix}",
+                            os.O_WRONLY | os.O_CREAT), fd)
+        sys.argv, sys.path[0], code = [script, "--help"], os.path.dirname(script), 0
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else (stop.code is not None)
+            if not isinstance(stop.code, int | None):
+                print(stop.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    print(os.path.basename(script), os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+"""Runs each script with ``--help`` in a process forked from one that imported torch,
+onnxruntime, numpy and scipy once (a fresh interpreter per script spent 1-4 s of CPU each on
+those imports)."""
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, str]]:
+    """Per script: the exit status, stdout and stderr of its ``--help``."""
+    out = tmp_path_factory.mktemp("help")
+    done = subprocess.run(
+        [sys.executable, "-c", FORKS, str(out), *(str(BENCHMARKS / s) for s in SCRIPTS)],
+        capture_output=True, text=True, timeout=300, check=True)
+    codes = dict(line.split() for line in done.stdout.splitlines())
+    return {s: (int(codes[s]), (out / f"{s}.out").read_text(), (out / f"{s}.err").read_text())
+            for s in SCRIPTS}
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_benchmark_script_starts(
+        script: str, started: dict[str, tuple[int, str, str]]) -> None:
+    returncode, stdout, stderr = started[script]
+    assert returncode == 0, stderr
+    assert "usage:" in stdout
 
 
 @pytest.mark.parametrize("name", GENERATED)
