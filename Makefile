@@ -39,11 +39,12 @@ test: $(STAMP) browser
 # Before every commit: ruff, then every test not marked slow (slow: those that start a
 # tritonserver, which tests/conftest.py refuses to the others, and the few that take 10 s of CPU
 # or more without one or spin a core until a reader's timeout), on CHECK_WORKERS pytest-xdist
-# workers.
+# workers, a test module on one worker (xdist's default spread a module's tests over both, and
+# each worker set up its module-scoped datasets, trainings and repositories again).
 CHECK_WORKERS ?= 2
 check: $(STAMP)
 	$(BIN)/ruff check src tests
-	$(BIN)/python -m pytest -q -m "not slow" -n $(CHECK_WORKERS) --durations=10
+	$(BIN)/python -m pytest -q -m "not slow" -n $(CHECK_WORKERS) --dist loadfile --durations=10
 
 # The tiny workload's service/limit against benchmarks/regression.json (exit 1 if it halved): a
 # benchmark, run on a quiet machine, not part of `make test` (the ratios move with the machine).
