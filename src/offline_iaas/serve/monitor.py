@@ -151,12 +151,7 @@ class ServerMonitor:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(POLL_TIMEOUT_SECONDS + 5)
-        if self._out is not None:
-            try:
-                self._out.close()
-            except OSError:  # a FIFO's reader gone: what it was sent is lost with it
-                pass
-            self._out = None
+        self._close()
 
     def poll_once(self, client) -> int:
         """Append the server's current statistics; return the rows written (0 on failure:
@@ -189,11 +184,15 @@ class ServerMonitor:
         """Close the CSV, a FIFO whose reader left (one line on serve's log saying so)."""
         logger.warning(f"{self.csv_path}: its reader left; the monitor writes no more rows "
                        "to it")
+        self._close()
+
+    def _close(self) -> None:
+        """Close the CSV, if open; nothing more is written to it."""
         out, self._out = self._out, None
         try:
             if out is not None:
                 out.close()
-        except OSError:  # what it was sent is lost with the reader
+        except OSError:  # a FIFO's reader gone: what it was sent is lost with it
             pass
 
     def _run(self, url: str) -> None:
